@@ -1,0 +1,15 @@
+//! The data plane. Workers are OS threads, optionally pinned, each owning some sockets and
+//! looping on epoll + send/recv. Inside a loop there is no lock, no allocation and no
+//! syscall beyond the I/O and epoll itself; counters are per connection, written by one
+//! thread and read by sampling. Stop requests arrive as eventfd events, not as a flag
+//! read per call (as in neper's loop.c).
+
+pub mod affinity;
+pub mod counters;
+pub mod poller;
+pub mod sockopt;
+pub mod stream;
+
+pub use counters::ConnCounters;
+pub use sockopt::{SocketOptions, TcpInfo};
+pub use stream::{StreamConn, StreamWorkers, WorkerPlan};

@@ -1,0 +1,158 @@
+//! Socket options and TCP_INFO: the platform-specific corner of the engine. Options are
+//! set before connect/listen where TCP needs them then (buffer sizes fix window scaling).
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SocketOptions {
+    pub congestion: Option<String>,
+    pub nodelay: bool,
+    pub sndbuf_bytes: Option<u32>,
+    pub rcvbuf_bytes: Option<u32>,
+}
+
+/// Applies the options; returns what the reader should know (sizes the kernel changed).
+/// An unknown congestion algorithm is an error naming it.
+pub fn apply(sock: &SockRef<'_>, opts: &SocketOptions) -> io::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    if let Some(cc) = &opts.congestion {
+        set_congestion(sock.as_raw_fd(), cc).map_err(|e| {
+            io::Error::new(e.kind(), format!("congestion control '{cc}' is not available: {e}"))
+        })?;
+    }
+    if opts.nodelay {
+        sock.set_nodelay(true)?;
+    }
+    if let Some(b) = opts.sndbuf_bytes {
+        sock.set_send_buffer_size(b as usize)?;
+        let got = sock.send_buffer_size()?;
+        if got != b as usize {
+            notes.push(format!("SO_SNDBUF {b} requested, kernel set {got} bytes"));
+        }
+    }
+    if let Some(b) = opts.rcvbuf_bytes {
+        sock.set_recv_buffer_size(b as usize)?;
+        let got = sock.recv_buffer_size()?;
+        if got != b as usize {
+            notes.push(format!("SO_RCVBUF {b} requested, kernel set {got} bytes"));
+        }
+    }
+    Ok(notes)
+}
+
+fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    // SAFETY: passes a pointer and length of a live byte slice.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The congestion control algorithm a socket uses.
+pub fn congestion(fd: RawFd) -> Option<String> {
+    let mut buf = [0u8; 32];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into buf.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len)
+    };
+    if r != 0 {
+        return None;
+    }
+    let s = &buf[..len as usize];
+    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+    Some(String::from_utf8_lossy(&s[..end]).into_owned())
+}
+
+/// Connects with the options set first, within `timeout`.
+pub fn connect(addr: SocketAddr, opts: &SocketOptions, timeout: Duration) -> io::Result<(TcpStream, Vec<String>)> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    let notes = apply(&SockRef::from(&sock), opts)?;
+    sock.connect_timeout(&addr.into(), timeout)?;
+    Ok((sock.into(), notes))
+}
+
+/// A listener whose accepted sockets inherit the buffer sizes, with a backlog large enough
+/// for every connection of a test to queue before it is accepted.
+pub fn listen(addr: SocketAddr, opts: &SocketOptions, backlog: i32) -> io::Result<(TcpListener, Vec<String>)> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    let notes = apply(&SockRef::from(&sock), opts)?;
+    sock.bind(&addr.into())?;
+    sock.listen(backlog)?;
+    Ok((sock.into(), notes))
+}
+
+/// What the kernel knows about one TCP connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub total_retrans: u32,
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub snd_cwnd: u32,
+    pub snd_mss: u32,
+}
+
+pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
+    // SAFETY: tcp_info is plain data; the kernel writes at most `len` bytes.
+    unsafe {
+        let mut ti: libc::tcp_info = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let r = libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut ti as *mut libc::tcp_info).cast(), &mut len);
+        if r != 0 {
+            return None;
+        }
+        Some(TcpInfo {
+            total_retrans: ti.tcpi_total_retrans,
+            rtt_us: ti.tcpi_rtt,
+            rttvar_us: ti.tcpi_rttvar,
+            snd_cwnd: ti.tcpi_snd_cwnd,
+            snd_mss: ti.tcpi_snd_mss,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_apply_on_loopback() {
+        let opts = SocketOptions {
+            congestion: Some("reno".into()),
+            nodelay: true,
+            sndbuf_bytes: Some(1 << 20),
+            rcvbuf_bytes: Some(1 << 20),
+        };
+        let (l, _) = listen("127.0.0.1:0".parse().unwrap(), &SocketOptions::default(), 16).unwrap();
+        let (c, notes) = connect(l.local_addr().unwrap(), &opts, Duration::from_secs(2)).unwrap();
+        // Linux doubles the requested size for bookkeeping, and says so.
+        assert!(notes.iter().any(|n| n.contains("SO_SNDBUF")), "{notes:?}");
+        assert_eq!(congestion(c.as_raw_fd()).as_deref(), Some("reno"));
+        assert!(c.nodelay().unwrap());
+        let info = tcp_info(c.as_raw_fd()).unwrap();
+        assert!(info.snd_mss > 0 && info.snd_cwnd > 0);
+    }
+
+    #[test]
+    fn unknown_congestion_is_named() {
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        let opts = SocketOptions { congestion: Some("nosuchcc".into()), ..Default::default() };
+        let err = apply(&SockRef::from(&s), &opts).unwrap_err().to_string();
+        assert!(err.contains("'nosuchcc'"), "{err}");
+    }
+}

@@ -1,0 +1,15 @@
+//! The result model of netsonde: what a test asks for ([`spec`]), what one side of a test
+//! measured ([`side`]), and the versioned result document that merges both sides
+//! ([`document`]). Plain data and arithmetic only: no I/O, no clocks, no sockets.
+
+pub mod document;
+pub mod side;
+pub mod spec;
+pub mod stats;
+
+pub use document::{Document, SCHEMA_VERSION};
+pub use side::{
+    ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
+    NicCounters, Role, SideResult, Transfer,
+};
+pub use spec::{Direction, SpecError, StreamSpec, TestSpec};

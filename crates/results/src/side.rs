@@ -1,0 +1,163 @@
+//! What one side (controller or agent) measured during one test. Each side builds one
+//! [`SideResult`] from its own counters and its own host; the agent sends its copy to the
+//! controller in `Results`, and [`crate::document`] merges the two.
+//!
+//! Counters a side could not read are `None`, never zero: a missing figure and a measured
+//! zero mean different things.
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::Direction;
+
+/// Which process measured a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The controller: the side that ran `sonde stream`.
+    Client,
+    /// The agent: `sonde serve`.
+    Server,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
+}
+
+/// What this side did with a direction's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transfer {
+    Send,
+    Receive,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    pub cpus_online: Option<usize>,
+    /// Nominal clock used for cycles per byte (as ntttcp: the CPU's MHz times busy time).
+    pub cpu_hz: Option<f64>,
+}
+
+/// One TCP connection's share of the measured window, with its kernel view (TCP_INFO)
+/// read at the end of the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionResult {
+    pub index: u32,
+    /// Bytes moved inside the measured window.
+    pub bytes: u64,
+    /// Bytes moved from start to end, warm-up and cool-down included.
+    pub total_bytes: u64,
+    /// Segments retransmitted inside the window (tcpi_total_retrans delta); sender side.
+    pub retransmits: Option<u64>,
+    pub rtt_us: Option<u32>,
+    pub rttvar_us: Option<u32>,
+    pub snd_cwnd_segments: Option<u32>,
+    pub snd_mss_bytes: Option<u32>,
+}
+
+/// This side's half of one direction of the test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionResult {
+    pub direction: Direction,
+    pub transfer: Transfer,
+    pub buffer_bytes: u32,
+    /// Bytes inside the measured window.
+    pub bytes: u64,
+    /// Bytes from start to end of the whole test; both sides' totals reconcile exactly
+    /// when the test ended cleanly.
+    pub total_bytes: u64,
+    /// send()/recv() calls that moved data inside the window.
+    pub calls: u64,
+    pub connections: Vec<ConnectionResult>,
+}
+
+/// CPU time split in percent of the CPUs' wall time over the window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuBreakdown {
+    pub user_percent: f64,
+    pub nice_percent: f64,
+    pub system_percent: f64,
+    pub iowait_percent: f64,
+    pub irq_percent: f64,
+    pub softirq_percent: f64,
+    pub steal_percent: f64,
+    pub idle_percent: f64,
+}
+
+impl CpuBreakdown {
+    pub fn busy_percent(&self) -> f64 {
+        (100.0 - self.idle_percent - self.iowait_percent).max(0.0)
+    }
+}
+
+/// Host CPU over the window from /proc/stat: the whole host and its busiest CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    pub cpus: usize,
+    pub host: CpuBreakdown,
+    pub busiest_cpu: usize,
+    pub busiest: CpuBreakdown,
+}
+
+/// Deltas of /sys/class/net/IFACE/statistics over the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicCounters {
+    pub iface: String,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+/// One interval as this side saw it, relative to the start of the measured window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSample {
+    pub index: u32,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
+    /// Host CPU busy percent over this interval.
+    pub cpu_busy_percent: Option<f64>,
+}
+
+/// Everything one side measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideResult {
+    pub role: Role,
+    pub host: HostInfo,
+    /// Length of the measured window on this side's clock.
+    pub window_s: f64,
+    pub threads: u32,
+    /// CPUs the workers were pinned to, in worker order; `None`: not pinned.
+    pub pinned_cpus: Option<Vec<usize>>,
+    pub directions: Vec<DirectionResult>,
+    pub cpu: Option<CpuUsage>,
+    /// CPU seconds (user + system) this side's process used in the window.
+    pub process_cpu_s: Option<f64>,
+    /// System-wide TCP RetransSegs delta from /proc/net/snmp.
+    pub tcp_retransmits: Option<u64>,
+    pub nic: Option<NicCounters>,
+    /// Interrupts of the NIC carrying the test; absent when it has none (veth, loopback).
+    pub interrupts: Option<u64>,
+    /// Things the reader should know: options the kernel refused, counters not found.
+    pub notes: Vec<String>,
+    /// True when this side stopped before the planned end.
+    pub partial: bool,
+}
+
+impl SideResult {
+    pub fn direction(&self, direction: Direction) -> Option<&DirectionResult> {
+        self.directions.iter().find(|d| d.direction == direction)
+    }
+}

@@ -1,0 +1,229 @@
+//! What a test asks for. A `TestSpec` travels from the controller to the agent in `Setup`
+//! and is stored in the result document, so every field is plain, serialisable and named
+//! with its unit. Validation lives here so that both sides refuse the same bad values.
+
+use serde::{Deserialize, Serialize};
+
+/// Largest number of data connections one test may open (each is a socket on both sides).
+pub const MAX_CONNECTIONS: u32 = 1024;
+/// Largest read/write buffer: beyond this a single syscall stops being a useful unit.
+pub const MAX_BUFFER_BYTES: u32 = 64 << 20;
+/// Longest test the agent accepts: a day. Bounds every loop that sends.
+pub const MAX_DURATION_MS: u64 = 24 * 3600 * 1000;
+pub const MIN_INTERVAL_MS: u64 = 100;
+pub const MAX_THREADS: u32 = 1024;
+
+/// One test, tagged by type so new test types join without breaking old peers' parsing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "test", rename_all = "snake_case")]
+pub enum TestSpec {
+    Stream(StreamSpec),
+}
+
+impl TestSpec {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TestSpec::Stream(_) => "stream",
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        match self {
+            TestSpec::Stream(s) => s.validate(),
+        }
+    }
+}
+
+/// Which way the bytes go, seen from the controller (the side that ran `sonde stream`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Controller sends, agent receives (ntttcp -s on the controller).
+    Forward,
+    /// Agent sends, controller receives (iperf3 -R).
+    Reverse,
+    /// Both at once, on separate connections (iperf3 --bidir).
+    Bidir,
+}
+
+/// TCP bulk transfer over many connections (the ntttcp / iperf3 job).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamSpec {
+    /// Connections per direction.
+    pub connections: u32,
+    /// Worker threads on the controller; `None`: one per physical core it may run on.
+    pub client_threads: Option<u32>,
+    /// Worker threads on the agent; `None`: one per physical core it may run on.
+    pub server_threads: Option<u32>,
+    pub duration_ms: u64,
+    pub warmup_ms: u64,
+    pub cooldown_ms: u64,
+    pub interval_ms: u64,
+    /// Bytes per send()/recv() call.
+    pub buffer_bytes: u32,
+    pub direction: Direction,
+    /// TCP congestion control algorithm (TCP_CONGESTION); `None`: the kernel default.
+    pub congestion: Option<String>,
+    pub nodelay: bool,
+    pub sndbuf_bytes: Option<u32>,
+    pub rcvbuf_bytes: Option<u32>,
+    /// CPUs the controller's workers are pinned to, round robin; `None`: not pinned.
+    pub client_cpus: Option<Vec<usize>>,
+    /// CPUs the agent's workers are pinned to, round robin; `None`: not pinned.
+    pub server_cpus: Option<Vec<usize>>,
+}
+
+impl Default for StreamSpec {
+    fn default() -> Self {
+        StreamSpec {
+            connections: 1,
+            client_threads: None,
+            server_threads: None,
+            duration_ms: 10_000,
+            warmup_ms: 1_000,
+            cooldown_ms: 500,
+            interval_ms: 1_000,
+            buffer_bytes: 128 * 1024,
+            direction: Direction::Forward,
+            congestion: None,
+            nodelay: false,
+            sndbuf_bytes: None,
+            rcvbuf_bytes: None,
+            client_cpus: None,
+            server_cpus: None,
+        }
+    }
+}
+
+/// A refused spec; `flag` is the command-line flag a person would change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {flag}: {reason}")]
+pub struct SpecError {
+    pub flag: &'static str,
+    pub reason: String,
+}
+
+fn refuse(flag: &'static str, reason: impl Into<String>) -> Result<(), SpecError> {
+    Err(SpecError {
+        flag,
+        reason: reason.into(),
+    })
+}
+
+impl StreamSpec {
+    /// Connections opened in total, counting both directions of a bidirectional test.
+    pub fn total_connections(&self) -> u32 {
+        match self.direction {
+            Direction::Bidir => self.connections * 2,
+            _ => self.connections,
+        }
+    }
+
+    /// Time from start until the senders stop: warm-up, measured window, cool-down.
+    pub fn total_ms(&self) -> u64 {
+        self.warmup_ms + self.duration_ms + self.cooldown_ms
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.connections == 0 || self.connections > MAX_CONNECTIONS {
+            return refuse(
+                "--connections",
+                format!("{} is not in 1..={MAX_CONNECTIONS}", self.connections),
+            );
+        }
+        for (flag, threads) in [
+            ("--threads", self.client_threads),
+            ("--server-threads", self.server_threads),
+        ] {
+            if let Some(t) = threads {
+                if t == 0 || t > MAX_THREADS {
+                    return refuse(flag, format!("{t} is not in 1..={MAX_THREADS}"));
+                }
+            }
+        }
+        if self.duration_ms == 0 {
+            return refuse("--duration", "must be more than 0 s");
+        }
+        if self.total_ms() > MAX_DURATION_MS {
+            return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
+        }
+        if self.interval_ms < MIN_INTERVAL_MS {
+            return refuse(
+                "--interval",
+                format!("{} ms is below the minimum of {MIN_INTERVAL_MS} ms", self.interval_ms),
+            );
+        }
+        if self.buffer_bytes == 0 || self.buffer_bytes > MAX_BUFFER_BYTES {
+            return refuse(
+                "--buffer",
+                format!("{} bytes is not in 1..={MAX_BUFFER_BYTES}", self.buffer_bytes),
+            );
+        }
+        if let Some(cc) = &self.congestion {
+            let ok = !cc.is_empty()
+                && cc.len() < 16
+                && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !ok {
+                return refuse("--congestion", format!("'{cc}' is not an algorithm name"));
+            }
+        }
+        for (flag, v) in [("--sndbuf", self.sndbuf_bytes), ("--rcvbuf", self.rcvbuf_bytes)] {
+            if v == Some(0) {
+                return refuse(flag, "must be more than 0 bytes");
+            }
+        }
+        for (flag, cpus) in [
+            ("--cpus", &self.client_cpus),
+            ("--server-cpus", &self.server_cpus),
+        ] {
+            if let Some(list) = cpus {
+                if list.is_empty() {
+                    return refuse(flag, "the CPU list is empty");
+                }
+                if let Some(c) = list.iter().find(|&&c| c >= 4096) {
+                    return refuse(flag, format!("CPU {c} is out of range"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_round_trips() {
+        let spec = TestSpec::Stream(StreamSpec::default());
+        spec.validate().unwrap();
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(json.contains("\"test\":\"stream\""));
+        assert_eq!(serde_json::from_str::<TestSpec>(&json).unwrap(), spec);
+    }
+
+    #[test]
+    fn refusals_name_the_flag() {
+        let cases: Vec<(StreamSpec, &str)> = vec![
+            (StreamSpec { connections: 0, ..Default::default() }, "--connections"),
+            (StreamSpec { connections: 5000, ..Default::default() }, "--connections"),
+            (StreamSpec { client_threads: Some(0), ..Default::default() }, "--threads"),
+            (StreamSpec { duration_ms: 0, ..Default::default() }, "--duration"),
+            (StreamSpec { interval_ms: 10, ..Default::default() }, "--interval"),
+            (StreamSpec { buffer_bytes: 0, ..Default::default() }, "--buffer"),
+            (StreamSpec { congestion: Some("bb r;".into()), ..Default::default() }, "--congestion"),
+            (StreamSpec { rcvbuf_bytes: Some(0), ..Default::default() }, "--rcvbuf"),
+            (StreamSpec { server_cpus: Some(vec![]), ..Default::default() }, "--server-cpus"),
+        ];
+        for (spec, flag) in cases {
+            let err = spec.validate().unwrap_err();
+            assert_eq!(err.flag, flag, "{err}");
+        }
+    }
+
+    #[test]
+    fn bidir_doubles_connections() {
+        let s = StreamSpec { connections: 4, direction: Direction::Bidir, ..Default::default() };
+        assert_eq!(s.total_connections(), 8);
+    }
+}
