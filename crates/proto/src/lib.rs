@@ -1,1 +1,20 @@
+//! The control protocol between controller and agent, without any I/O. Bytes go in through
+//! `handle_bytes`, events and bytes to send come out through `poll_event` and
+//! `poll_transmit`, time is passed in, and deadlines come out of `poll_timeout`: the
+//! caller owns the socket and the clock (the quinn-proto shape). That keeps every state
+//! and error testable in memory with simulated time.
+//!
+//! Wire: each frame is a 4-byte big-endian length, then that many bytes of JSON holding
+//! one [`Message`]. Frames above [`MAX_FRAME_BYTES`] are refused before they are buffered.
 
+pub mod agent;
+pub mod client;
+pub mod error;
+pub mod frame;
+pub mod message;
+
+pub use agent::{AgentEvent, AgentSession};
+pub use client::{ClientEvent, ClientSession};
+pub use error::{PeerError, ProtoError};
+pub use frame::{encode, FrameDecoder, MAX_FRAME_BYTES};
+pub use message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};

@@ -1,0 +1,244 @@
+//! The agent's side of the control protocol.
+//!
+//! ```text
+//! AwaitHello --Hello--> AwaitSetup --Setup--> Configuring --ready()--> AwaitStart
+//! AwaitStart --Start--> Running --Stop--> Finishing --send_results()--> Done
+//! ```
+//! `refuse()` and `fail()` end any state with an `Error` to the controller. A second
+//! controller arriving while a test runs gets a session made by [`AgentSession::busy`].
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use sonde_results::{IntervalSample, SideResult, TestSpec};
+
+use crate::error::{PeerError, ProtoError};
+use crate::frame::{encode, FrameDecoder};
+use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// The controller's identity, for the agent's log.
+    Hello { software: String, command: String },
+    /// Validate and prepare, then call `ready()` or `refuse()`.
+    Setup(TestSpec),
+    Start,
+    Stop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitHello,
+    AwaitSetup,
+    Configuring,
+    AwaitStart,
+    Running,
+    Finishing,
+    Done,
+    Failed,
+}
+
+impl State {
+    fn doing(self) -> &'static str {
+        match self {
+            State::AwaitHello => "waiting for the controller's Hello",
+            State::AwaitSetup => "waiting for the test setup",
+            State::Configuring => "preparing the test",
+            State::AwaitStart => "waiting for Start",
+            State::Running => "running the test",
+            State::Finishing => "finishing the test",
+            State::Done => "done",
+            State::Failed => "failed",
+        }
+    }
+}
+
+pub struct AgentSession {
+    state: State,
+    timeouts: Timeouts,
+    software: String,
+    command: String,
+    capabilities: Vec<String>,
+    decoder: FrameDecoder,
+    out: VecDeque<Vec<u8>>,
+    events: VecDeque<AgentEvent>,
+    deadline: Option<Instant>,
+    /// Planned length of the running test, for the deadline of `Stop`.
+    test_length: Duration,
+}
+
+impl AgentSession {
+    pub fn new(software: &str, command: &str, capabilities: &[&str], timeouts: Timeouts, now: Instant) -> Self {
+        AgentSession {
+            state: State::AwaitHello,
+            timeouts,
+            software: software.into(),
+            command: command.into(),
+            capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+            decoder: FrameDecoder::default(),
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            deadline: Some(now + timeouts.handshake),
+            test_length: Duration::ZERO,
+        }
+    }
+
+    /// A session that only says "busy" and ends.
+    pub fn busy(now: Instant) -> Self {
+        let mut s = AgentSession::new("", "", &[], Timeouts::default(), now);
+        s.end_with(PeerError::Busy);
+        s
+    }
+
+    fn queue(&mut self, msg: &Message) -> Result<(), ProtoError> {
+        self.out.push_back(encode(msg)?);
+        Ok(())
+    }
+
+    fn end_with(&mut self, error: PeerError) {
+        // Error messages are small; encoding cannot exceed the cap.
+        let _ = self.queue(&Message::Error { error });
+        self.state = State::Done;
+        self.deadline = None;
+    }
+
+    fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError> {
+        self.state = State::Failed;
+        self.deadline = None;
+        Err(e)
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done | State::Failed)
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<AgentEvent> {
+        self.events.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
+        match self.deadline {
+            Some(d) if now >= d => {
+                let what = self.state.doing();
+                self.fail(ProtoError::Timeout(what))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn handle_eof(&mut self) -> Result<(), ProtoError> {
+        if let Err(e) = self.decoder.finish() {
+            return self.fail(e);
+        }
+        match self.state {
+            State::Done | State::Failed => Ok(()),
+            s => self.fail(ProtoError::Closed(s.doing())),
+        }
+    }
+
+    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
+        if self.is_done() {
+            return Err(ProtoError::InvalidCall { action: "read", state: self.state.doing() });
+        }
+        self.decoder.push(bytes);
+        loop {
+            let msg = match self.decoder.next_message() {
+                Ok(Some(m)) => m,
+                Ok(None) => return Ok(()),
+                Err(e) => return self.fail(e),
+            };
+            self.handle_message(msg, now)?;
+            if self.is_done() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError> {
+        match (self.state, msg) {
+            (State::AwaitHello, Message::Hello { magic, version, software, command }) => {
+                if magic != MAGIC {
+                    return self.fail(ProtoError::BadMagic);
+                }
+                if version != PROTOCOL_VERSION {
+                    self.end_with(PeerError::VersionMismatch { agent: PROTOCOL_VERSION, client: version });
+                    return Err(ProtoError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: version });
+                }
+                self.events.push_back(AgentEvent::Hello { software, command });
+                let welcome = Message::Welcome {
+                    magic: MAGIC.into(),
+                    version: PROTOCOL_VERSION,
+                    software: self.software.clone(),
+                    command: self.command.clone(),
+                    capabilities: self.capabilities.clone(),
+                };
+                self.queue(&welcome)?;
+                self.state = State::AwaitSetup;
+                self.deadline = Some(now + self.timeouts.handshake);
+                Ok(())
+            }
+            (State::AwaitSetup, Message::Setup { spec }) => {
+                let TestSpec::Stream(s) = &spec;
+                self.test_length = Duration::from_millis(s.total_ms());
+                self.events.push_back(AgentEvent::Setup(spec));
+                self.state = State::Configuring;
+                self.deadline = None;
+                Ok(())
+            }
+            (State::AwaitStart, Message::Start) => {
+                self.events.push_back(AgentEvent::Start);
+                self.state = State::Running;
+                // A controller that vanished without closing must not hold the agent forever.
+                self.deadline = Some(now + self.test_length + self.timeouts.results);
+                Ok(())
+            }
+            (State::Running, Message::Stop) => {
+                self.events.push_back(AgentEvent::Stop);
+                self.state = State::Finishing;
+                self.deadline = None;
+                Ok(())
+            }
+            (state, msg) => self.fail(ProtoError::Unexpected { state: state.doing(), got: msg.name() }),
+        }
+    }
+
+    /// The test is prepared: tell the controller where to connect.
+    pub fn ready(&mut self, data_port: u16, cookie: u64, now: Instant) -> Result<(), ProtoError> {
+        if self.state != State::Configuring {
+            return Err(ProtoError::InvalidCall { action: "send Ready", state: self.state.doing() });
+        }
+        self.queue(&Message::Ready { data_port, cookie })?;
+        self.state = State::AwaitStart;
+        self.deadline = Some(now + self.timeouts.setup);
+        Ok(())
+    }
+
+    /// Refuse the test (invalid spec, limits) and end the session.
+    pub fn refuse(&mut self, error: PeerError) {
+        self.end_with(error);
+    }
+
+    pub fn send_interval(&mut self, sample: IntervalSample) -> Result<(), ProtoError> {
+        if !matches!(self.state, State::Running | State::Finishing) {
+            return Err(ProtoError::InvalidCall { action: "send an interval", state: self.state.doing() });
+        }
+        self.queue(&Message::Interval { sample })
+    }
+
+    pub fn send_results(&mut self, side: SideResult) -> Result<(), ProtoError> {
+        if self.state != State::Finishing {
+            return Err(ProtoError::InvalidCall { action: "send results", state: self.state.doing() });
+        }
+        self.queue(&Message::Results { side: Box::new(side) })?;
+        self.state = State::Done;
+        Ok(())
+    }
+}

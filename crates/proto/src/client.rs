@@ -1,0 +1,230 @@
+//! The controller's side of the control protocol.
+//!
+//! ```text
+//! AwaitWelcome --Welcome--> AwaitReady --Ready--> Ready --start()--> Running
+//! Running --stop()--> AwaitResults --Results--> Done
+//! ```
+//! Any state: `Error` from the agent, end of stream, a deadline passed or an unexpected
+//! message moves to `Failed` with a typed error.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use sonde_results::{IntervalSample, SideResult, TestSpec};
+
+use crate::error::{PeerError, ProtoError};
+use crate::frame::{encode, FrameDecoder};
+use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// The agent accepted the protocol version; its identity, for the record.
+    Welcome { software: String, command: String },
+    Ready { data_port: u16, cookie: u64 },
+    Interval(IntervalSample),
+    Results(Box<SideResult>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitWelcome,
+    AwaitReady,
+    Ready,
+    Running,
+    AwaitResults,
+    Done,
+    Failed,
+}
+
+impl State {
+    fn doing(self) -> &'static str {
+        match self {
+            State::AwaitWelcome => "waiting for the agent's Welcome",
+            State::AwaitReady => "waiting for the agent to get ready",
+            State::Ready => "waiting to start",
+            State::Running => "running the test",
+            State::AwaitResults => "waiting for the agent's results",
+            State::Done => "done",
+            State::Failed => "failed",
+        }
+    }
+}
+
+pub struct ClientSession {
+    state: State,
+    spec: TestSpec,
+    timeouts: Timeouts,
+    decoder: FrameDecoder,
+    out: VecDeque<Vec<u8>>,
+    events: VecDeque<ClientEvent>,
+    deadline: Option<Instant>,
+}
+
+impl ClientSession {
+    /// Queues `Hello`; the spec is sent once the agent's version is known to match.
+    pub fn new(spec: TestSpec, software: &str, command: &str, timeouts: Timeouts, now: Instant) -> Self {
+        let mut s = ClientSession {
+            state: State::AwaitWelcome,
+            spec,
+            timeouts,
+            decoder: FrameDecoder::default(),
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            deadline: Some(now + timeouts.handshake),
+        };
+        s.queue(&Message::Hello {
+            magic: MAGIC.into(),
+            version: PROTOCOL_VERSION,
+            software: software.into(),
+            command: command.into(),
+        });
+        s
+    }
+
+    fn queue(&mut self, msg: &Message) {
+        // Our own messages are small and well-formed; failing to encode one is a bug.
+        self.out.push_back(encode(msg).expect("encoding a controller message"));
+    }
+
+    fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError> {
+        self.state = State::Failed;
+        self.deadline = None;
+        Err(e)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
+        match self.deadline {
+            Some(d) if now >= d => {
+                let what = self.state.doing();
+                self.fail(ProtoError::Timeout(what))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// End of stream from the agent.
+    pub fn handle_eof(&mut self) -> Result<(), ProtoError> {
+        if let Err(e) = self.decoder.finish() {
+            return self.fail(e);
+        }
+        match self.state {
+            State::Done | State::Failed => Ok(()),
+            s => self.fail(ProtoError::Closed(s.doing())),
+        }
+    }
+
+    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
+        if self.state == State::Failed {
+            return Err(ProtoError::InvalidCall { action: "read", state: "failed" });
+        }
+        self.decoder.push(bytes);
+        loop {
+            let msg = match self.decoder.next_message() {
+                Ok(Some(m)) => m,
+                Ok(None) => return Ok(()),
+                Err(e) => return self.fail(e),
+            };
+            self.handle_message(msg, now)?;
+        }
+    }
+
+    fn liveness(&self, spec_interval: Duration) -> Duration {
+        spec_interval * 2 + self.timeouts.liveness
+    }
+
+    fn interval(&self) -> Duration {
+        match &self.spec {
+            TestSpec::Stream(s) => Duration::from_millis(s.interval_ms),
+        }
+    }
+
+    fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError> {
+        match (self.state, msg) {
+            (_, Message::Error { error }) => {
+                let e = match error {
+                    PeerError::VersionMismatch { agent, .. } => ProtoError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: agent },
+                    other => ProtoError::Peer(other),
+                };
+                self.fail(e)
+            }
+            (State::AwaitWelcome, Message::Welcome { magic, version, software, command, capabilities }) => {
+                if magic != MAGIC {
+                    return self.fail(ProtoError::BadMagic);
+                }
+                if version != PROTOCOL_VERSION {
+                    return self.fail(ProtoError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: version });
+                }
+                let test = self.spec.name();
+                if !capabilities.iter().any(|c| c == test) {
+                    return self.fail(ProtoError::Peer(PeerError::Unsupported { test: test.into() }));
+                }
+                self.events.push_back(ClientEvent::Welcome { software, command });
+                let setup = Message::Setup { spec: self.spec.clone() };
+                self.queue(&setup);
+                self.state = State::AwaitReady;
+                self.deadline = Some(now + self.timeouts.setup);
+                Ok(())
+            }
+            (State::AwaitReady, Message::Ready { data_port, cookie }) => {
+                self.events.push_back(ClientEvent::Ready { data_port, cookie });
+                self.state = State::Ready;
+                self.deadline = None;
+                Ok(())
+            }
+            (State::Running | State::AwaitResults, Message::Interval { sample }) => {
+                self.events.push_back(ClientEvent::Interval(sample));
+                if self.state == State::Running {
+                    self.deadline = Some(now + self.liveness(self.interval()));
+                }
+                Ok(())
+            }
+            (State::AwaitResults, Message::Results { side }) => {
+                self.events.push_back(ClientEvent::Results(side));
+                self.state = State::Done;
+                self.deadline = None;
+                Ok(())
+            }
+            (state, msg) => self.fail(ProtoError::Unexpected { state: state.doing(), got: msg.name() }),
+        }
+    }
+
+    /// Data connections are open: tell the agent to start its clock.
+    pub fn start(&mut self, now: Instant) -> Result<(), ProtoError> {
+        if self.state != State::Ready {
+            return Err(ProtoError::InvalidCall { action: "start", state: self.state.doing() });
+        }
+        self.queue(&Message::Start);
+        self.state = State::Running;
+        let TestSpec::Stream(s) = &self.spec;
+        // The agent is silent through warm-up; its first sample comes one interval later.
+        self.deadline = Some(now + Duration::from_millis(s.warmup_ms) + self.liveness(self.interval()));
+        Ok(())
+    }
+
+    /// Our part is over: ask for the agent's results.
+    pub fn stop(&mut self, now: Instant) -> Result<(), ProtoError> {
+        if self.state != State::Running {
+            return Err(ProtoError::InvalidCall { action: "stop", state: self.state.doing() });
+        }
+        self.queue(&Message::Stop);
+        self.state = State::AwaitResults;
+        self.deadline = Some(now + self.timeouts.results);
+        Ok(())
+    }
+}

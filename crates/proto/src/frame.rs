@@ -1,0 +1,65 @@
+//! Length-prefixed frames. "Need more bytes" is `Ok(None)`; a frame longer than the cap,
+//! a partial frame at end of stream and a payload that is not a message are typed errors.
+
+use crate::error::ProtoError;
+use crate::message::Message;
+
+/// Largest frame accepted or sent. Results of 1024 connections fit with room to spare.
+pub const MAX_FRAME_BYTES: usize = 4 << 20;
+const HEADER: usize = 4;
+
+pub fn encode(msg: &Message) -> Result<Vec<u8>, ProtoError> {
+    let mut out = vec![0u8; HEADER];
+    serde_json::to_writer(&mut out, msg).map_err(|e| ProtoError::Malformed(e.to_string()))?;
+    let len = out.len() - HEADER;
+    if len > MAX_FRAME_BYTES {
+        return Err(ProtoError::Oversized { len, max: MAX_FRAME_BYTES });
+    }
+    out[..HEADER].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(out)
+}
+
+/// Accumulates bytes and yields whole messages.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+}
+
+impl FrameDecoder {
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next whole message, `Ok(None)` if more bytes are needed.
+    pub fn next_message(&mut self) -> Result<Option<Message>, ProtoError> {
+        if self.buf.len() < HEADER {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if len > MAX_FRAME_BYTES {
+            return Err(ProtoError::Oversized { len, max: MAX_FRAME_BYTES });
+        }
+        if len == 0 {
+            return Err(ProtoError::Malformed("empty frame".into()));
+        }
+        if self.buf.len() < HEADER + len {
+            return Ok(None);
+        }
+        let msg = serde_json::from_slice::<Message>(&self.buf[HEADER..HEADER + len])
+            .map_err(|e| ProtoError::Malformed(e.to_string()));
+        self.buf.drain(..HEADER + len);
+        msg.map(Some)
+    }
+
+    /// Called at end of stream: leftover bytes are a truncated frame.
+    pub fn finish(&self) -> Result<(), ProtoError> {
+        match self.buf.len() {
+            0 => Ok(()),
+            have if have < HEADER => Err(ProtoError::Truncated { have, need: HEADER }),
+            have => {
+                let need = HEADER + u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+                Err(ProtoError::Truncated { have, need })
+            }
+        }
+    }
+}

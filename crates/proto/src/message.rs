@@ -1,0 +1,85 @@
+//! The messages of the control protocol and its constants.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sonde_results::{IntervalSample, SideResult, TestSpec};
+
+use crate::error::PeerError;
+
+/// First field of every `Hello`: tells a sonde peer from anything else on the port.
+pub const MAGIC: &str = "netsonde";
+/// Bumped on any incompatible change of messages or states.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// Controller → agent, first message.
+    Hello {
+        magic: String,
+        version: u32,
+        software: String,
+        command: String,
+    },
+    /// Agent → controller, the answer to `Hello`.
+    Welcome {
+        magic: String,
+        version: u32,
+        software: String,
+        command: String,
+        /// Test types the agent runs.
+        capabilities: Vec<String>,
+    },
+    Setup { spec: TestSpec },
+    /// The agent listens for data connections; each starts with `cookie`.
+    Ready { data_port: u16, cookie: u64 },
+    /// Controller → agent: data connections are open; the clock starts now.
+    Start,
+    /// Agent → controller, once per interval of the measured window.
+    Interval { sample: IntervalSample },
+    /// Controller → agent: the controller's part is over; send your results.
+    Stop,
+    Results { side: Box<SideResult> },
+    Error { error: PeerError },
+}
+
+impl Message {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "Hello",
+            Message::Welcome { .. } => "Welcome",
+            Message::Setup { .. } => "Setup",
+            Message::Ready { .. } => "Ready",
+            Message::Start => "Start",
+            Message::Interval { .. } => "Interval",
+            Message::Stop => "Stop",
+            Message::Results { .. } => "Results",
+            Message::Error { .. } => "Error",
+        }
+    }
+}
+
+/// How long each side waits for the next step before giving up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From connect to `Welcome`, and from `Welcome` to `Setup`.
+    pub handshake: Duration,
+    /// From `Setup` to `Ready`, and from `Ready` to `Start`.
+    pub setup: Duration,
+    /// Longest silence of the agent during a test beyond one interval.
+    pub liveness: Duration,
+    /// From `Stop` to `Results`.
+    pub results: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            handshake: Duration::from_secs(5),
+            setup: Duration::from_secs(10),
+            liveness: Duration::from_secs(2),
+            results: Duration::from_secs(15),
+        }
+    }
+}

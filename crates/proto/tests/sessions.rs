@@ -1,0 +1,305 @@
+//! Controller and agent state machines driven against each other in memory, with
+//! simulated time: scenarios from handshake to results, and every way they can fail.
+
+use std::time::{Duration, Instant};
+
+use sonde_proto::{
+    encode, AgentEvent, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message,
+    PeerError, ProtoError, Timeouts, MAX_FRAME_BYTES,
+};
+use sonde_results::{
+    Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec,
+};
+
+fn spec() -> TestSpec {
+    TestSpec::Stream(StreamSpec { connections: 4, direction: Direction::Bidir, ..Default::default() })
+}
+
+fn side() -> SideResult {
+    SideResult {
+        role: Role::Server,
+        host: HostInfo { hostname: "agent".into(), ..Default::default() },
+        window_s: 10.0,
+        threads: 2,
+        pinned_cpus: Some(vec![1]),
+        directions: vec![],
+        cpu: None,
+        process_cpu_s: Some(1.5),
+        tcp_retransmits: None,
+        nic: None,
+        interrupts: None,
+        notes: vec!["note".into()],
+        partial: false,
+    }
+}
+
+fn sample(i: u32) -> IntervalSample {
+    IntervalSample { index: i, start_s: i as f64, end_s: i as f64 + 1.0, sent_bytes: 7, received_bytes: 9, cpu_busy_percent: Some(12.5) }
+}
+
+fn all_messages() -> Vec<Message> {
+    vec![
+        Message::Hello { magic: "netsonde".into(), version: 1, software: "sonde 0.1".into(), command: "sonde stream x".into() },
+        Message::Welcome { magic: "netsonde".into(), version: 1, software: "s".into(), command: "c".into(), capabilities: vec!["stream".into()] },
+        Message::Setup { spec: spec() },
+        Message::Ready { data_port: 40000, cookie: u64::MAX },
+        Message::Start,
+        Message::Interval { sample: sample(3) },
+        Message::Stop,
+        Message::Results { side: Box::new(side()) },
+        Message::Error { error: PeerError::Busy },
+        Message::Error { error: PeerError::VersionMismatch { agent: 2, client: 1 } },
+        Message::Error { error: PeerError::InvalidSpec { flag: "--connections".into(), reason: "r".into() } },
+    ]
+}
+
+/// Moves every queued frame from client to agent and back until both are quiet.
+fn pump(c: &mut ClientSession, a: &mut AgentSession, now: Instant) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
+    let (mut rc, mut ra) = (Ok(()), Ok(()));
+    loop {
+        let mut moved = false;
+        while let Some(b) = c.poll_transmit() {
+            moved = true;
+            if ra.is_ok() {
+                ra = a.handle_bytes(&b, now);
+            }
+        }
+        while let Some(b) = a.poll_transmit() {
+            moved = true;
+            if rc.is_ok() {
+                rc = c.handle_bytes(&b, now);
+            }
+        }
+        if !moved {
+            return (rc, ra);
+        }
+    }
+}
+
+fn pair(now: Instant) -> (ClientSession, AgentSession) {
+    (
+        ClientSession::new(spec(), "sonde-test", "sonde stream 198.18.0.2", Timeouts::default(), now),
+        AgentSession::new("sonde-test", "sonde serve", &["stream"], Timeouts::default(), now),
+    )
+}
+
+#[test]
+fn every_message_round_trips_through_frames() {
+    let mut dec = FrameDecoder::default();
+    for m in all_messages() {
+        let bytes = encode(&m).unwrap();
+        // One byte at a time: "need more bytes" until the last one.
+        for (i, b) in bytes.iter().enumerate() {
+            dec.push(&[*b]);
+            let got = dec.next_message().unwrap();
+            if i + 1 < bytes.len() {
+                assert!(got.is_none());
+            } else {
+                assert_eq!(got, Some(m.clone()));
+            }
+        }
+    }
+    dec.finish().unwrap();
+}
+
+#[test]
+fn truncated_oversized_and_garbage_frames_are_typed_errors() {
+    let bytes = encode(&Message::Start).unwrap();
+    let mut dec = FrameDecoder::default();
+    dec.push(&bytes[..bytes.len() - 1]);
+    assert_eq!(dec.next_message().unwrap(), None);
+    assert!(matches!(dec.finish(), Err(ProtoError::Truncated { need, .. }) if need == bytes.len()));
+
+    let mut dec = FrameDecoder::default();
+    dec.push(&[0, 0]);
+    assert!(matches!(dec.finish(), Err(ProtoError::Truncated { have: 2, need: 4 })));
+
+    let mut dec = FrameDecoder::default();
+    dec.push(&((MAX_FRAME_BYTES as u32 + 1).to_be_bytes()));
+    assert!(matches!(dec.next_message(), Err(ProtoError::Oversized { .. })));
+
+    // An HTTP request read as a length is far over the cap.
+    let mut dec = FrameDecoder::default();
+    dec.push(b"GET / HTTP/1.1\r\n\r\n");
+    assert!(matches!(dec.next_message(), Err(ProtoError::Oversized { .. })));
+
+    for payload in [&b"not json"[..], b"{\"type\":\"Nope\"}", b"{\"type\":\"ready\",\"data_port\":\"x\"}", b"[]", b"\xff\xfe"] {
+        let mut dec = FrameDecoder::default();
+        dec.push(&(payload.len() as u32).to_be_bytes());
+        dec.push(payload);
+        assert!(matches!(dec.next_message(), Err(ProtoError::Malformed(_))), "{payload:?}");
+    }
+    let mut dec = FrameDecoder::default();
+    dec.push(&[0, 0, 0, 0]);
+    assert!(matches!(dec.next_message(), Err(ProtoError::Malformed(_))));
+
+    // A message too large to send is refused by the encoder too.
+    let mut big = side();
+    big.notes = vec!["x".repeat(MAX_FRAME_BYTES)];
+    assert!(matches!(encode(&Message::Results { side: Box::new(big) }), Err(ProtoError::Oversized { .. })));
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for round in 0..20_000 {
+        let mut dec = FrameDecoder::default();
+        let len = (round % 64) + 1;
+        let mut buf = Vec::with_capacity(len + 4);
+        buf.extend_from_slice(&(len as u32).to_be_bytes());
+        for _ in 0..len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf.push(if round % 3 == 0 { b"{}\":,[]typeRaSt0 "[(x % 17) as usize] } else { x as u8 });
+        }
+        dec.push(&buf);
+        let _ = dec.next_message();
+        let _ = dec.finish();
+    }
+}
+
+#[test]
+fn full_test_scenario_with_simulated_time() {
+    let t0 = Instant::now();
+    let (mut c, mut a) = pair(t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    assert!(matches!(a.poll_event(), Some(AgentEvent::Hello { .. })));
+    assert_eq!(a.poll_event(), Some(AgentEvent::Setup(spec())));
+    assert!(matches!(c.poll_event(), Some(ClientEvent::Welcome { .. })));
+    a.ready(40001, 77, t0).unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    assert_eq!(c.poll_event(), Some(ClientEvent::Ready { data_port: 40001, cookie: 77 }));
+
+    let t1 = t0 + Duration::from_millis(5);
+    c.start(t1).unwrap();
+    pump(&mut c, &mut a, t1).1.unwrap();
+    assert_eq!(a.poll_event(), Some(AgentEvent::Start));
+    for i in 0..10 {
+        let t = t1 + Duration::from_secs(2 + i);
+        a.send_interval(sample(i as u32)).unwrap();
+        pump(&mut c, &mut a, t).0.unwrap();
+        c.handle_timeout(t).unwrap();
+        assert_eq!(c.poll_event(), Some(ClientEvent::Interval(sample(i as u32))));
+    }
+    let t2 = t1 + Duration::from_secs(12);
+    c.stop(t2).unwrap();
+    pump(&mut c, &mut a, t2).1.unwrap();
+    assert_eq!(a.poll_event(), Some(AgentEvent::Stop));
+    a.send_results(side()).unwrap();
+    pump(&mut c, &mut a, t2).0.unwrap();
+    assert_eq!(c.poll_event(), Some(ClientEvent::Results(Box::new(side()))));
+    assert!(c.is_done() && a.is_done());
+    assert_eq!(c.poll_timeout(), None);
+}
+
+#[test]
+fn version_mismatch_is_typed_on_both_sides() {
+    let t0 = Instant::now();
+    // A controller from the future says version 2.
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    let hello = encode(&Message::Hello { magic: "netsonde".into(), version: 2, software: "s".into(), command: "c".into() }).unwrap();
+    assert_eq!(a.handle_bytes(&hello, t0), Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 }));
+    let reply = a.poll_transmit().unwrap();
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+    assert_eq!(c.handle_bytes(&reply, t0), Err(ProtoError::VersionMismatch { ours: 1, theirs: 1 }));
+
+    // An agent from the future answers Welcome with version 2.
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+    let welcome = encode(&Message::Welcome { magic: "netsonde".into(), version: 2, software: "s".into(), command: "c".into(), capabilities: vec!["stream".into()] }).unwrap();
+    assert_eq!(c.handle_bytes(&welcome, t0), Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 }));
+}
+
+#[test]
+fn bad_magic_and_missing_capability() {
+    let t0 = Instant::now();
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    let hello = encode(&Message::Hello { magic: "iperf".into(), version: 1, software: "s".into(), command: "c".into() }).unwrap();
+    assert_eq!(a.handle_bytes(&hello, t0), Err(ProtoError::BadMagic));
+
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+    let mut a = AgentSession::new("s", "c", &["ping"], Timeouts::default(), t0);
+    let (rc, _) = pump(&mut c, &mut a, t0);
+    assert_eq!(rc, Err(ProtoError::Peer(PeerError::Unsupported { test: "stream".into() })));
+}
+
+#[test]
+fn busy_agent_answers_busy() {
+    let t0 = Instant::now();
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+    let mut a = AgentSession::busy(t0);
+    assert!(a.is_done());
+    let (rc, _) = pump(&mut c, &mut a, t0);
+    let err = rc.unwrap_err();
+    assert_eq!(err, ProtoError::Peer(PeerError::Busy));
+    assert!(err.to_string().contains("busy"));
+}
+
+#[test]
+fn refused_spec_names_the_flag() {
+    let t0 = Instant::now();
+    let (mut c, mut a) = pair(t0);
+    pump(&mut c, &mut a, t0).0.unwrap();
+    a.refuse(PeerError::InvalidSpec { flag: "--duration".into(), reason: "over the agent's limit".into() });
+    let err = pump(&mut c, &mut a, t0).0.unwrap_err();
+    assert!(err.to_string().contains("--duration"), "{err}");
+}
+
+#[test]
+fn deadlines_and_silence() {
+    let t0 = Instant::now();
+    let (mut c, mut a) = pair(t0);
+    // Nobody answers the Hello.
+    c.handle_timeout(t0 + Duration::from_secs(4)).unwrap();
+    assert!(matches!(c.handle_timeout(t0 + Duration::from_secs(6)), Err(ProtoError::Timeout(_))));
+    // A controller that connects and says nothing.
+    assert!(matches!(a.handle_timeout(t0 + Duration::from_secs(6)), Err(ProtoError::Timeout(_))));
+
+    // The agent goes silent while running: liveness is warm-up + 2 intervals + slack.
+    let (mut c, mut a) = pair(t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    a.poll_event();
+    a.poll_event();
+    a.ready(1, 1, t0).unwrap();
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    c.start(t0).unwrap();
+    assert!(c.handle_timeout(t0 + Duration::from_secs(4)).is_ok());
+    assert!(matches!(c.handle_timeout(t0 + Duration::from_secs(6)), Err(ProtoError::Timeout(_))));
+}
+
+#[test]
+fn unexpected_messages_and_calls_are_errors() {
+    let t0 = Instant::now();
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    let start = encode(&Message::Start).unwrap();
+    assert!(matches!(a.handle_bytes(&start, t0), Err(ProtoError::Unexpected { got: "Start", .. })));
+
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+    let results = encode(&Message::Results { side: Box::new(side()) }).unwrap();
+    assert!(matches!(c.handle_bytes(&results, t0), Err(ProtoError::Unexpected { got: "Results", .. })));
+    assert!(matches!(c.start(t0), Err(ProtoError::InvalidCall { .. })));
+
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    assert!(a.ready(1, 2, t0).is_err());
+    assert!(a.send_results(side()).is_err());
+    assert!(a.send_interval(sample(0)).is_err());
+}
+
+#[test]
+fn peer_closing_mid_test_is_closed_error() {
+    let t0 = Instant::now();
+    let (mut c, mut a) = pair(t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    assert!(matches!(c.handle_eof(), Err(ProtoError::Closed(_))));
+    let mut a2 = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    a2.handle_bytes(&encode(&Message::Start).unwrap()[..3], t0).unwrap();
+    assert!(matches!(a2.handle_eof(), Err(ProtoError::Truncated { .. })));
+}
