@@ -133,8 +133,9 @@ impl StreamWorkers {
         self.shared.running.load(Ordering::Acquire) == 0
     }
 
-    /// Waits for the workers; returns how each connection ended, by index.
-    pub fn join(mut self) -> Vec<ConnEnd> {
+    /// Waits for the workers; returns how each connection ended, by index. Counters and
+    /// sockets stay readable afterwards.
+    pub fn join(&mut self) -> Vec<ConnEnd> {
         let mut ends = vec![ConnEnd::Aborted; self.shared.slots.len()];
         for h in self.handles.drain(..) {
             if let Ok(list) = h.join() {
@@ -328,6 +329,8 @@ mod tests {
         let recv: Vec<u64> = (0..3).map(|i| receivers.counters(i).0).collect();
         assert!(sent.iter().all(|&b| b > 0), "{sent:?}");
         assert_eq!(sent, recv);
+        let mut senders = senders;
+        let mut receivers = receivers;
         assert!(senders.join().iter().all(|e| *e == ConnEnd::Clean));
         assert!(receivers.join().iter().all(|e| *e == ConnEnd::Clean));
     }
@@ -336,7 +339,7 @@ mod tests {
     fn abort_stops_receivers_without_fin() {
         let (tx, rx) = pairs(2);
         let plan = WorkerPlan { threads: 1, cpus: Some(vec![0]), buffer_bytes: 1024 };
-        let receivers = StreamWorkers::spawn(rx, &plan).unwrap();
+        let mut receivers = StreamWorkers::spawn(rx, &plan).unwrap();
         receivers.abort();
         wait_done(&receivers);
         assert!(receivers.join().iter().all(|e| *e == ConnEnd::Aborted));
@@ -347,7 +350,7 @@ mod tests {
     fn peer_reset_is_a_failure_not_a_hang() {
         let (tx, rx) = pairs(1);
         let plan = WorkerPlan { threads: 1, cpus: None, buffer_bytes: 64 * 1024 };
-        let senders = StreamWorkers::spawn(tx, &plan).unwrap();
+        let mut senders = StreamWorkers::spawn(tx, &plan).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         drop(rx); // unread data queued: the kernel answers with RST
         wait_done(&senders);

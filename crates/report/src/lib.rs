@@ -1,1 +1,13 @@
+//! Renderers: turn a result document (or the live samples of a running test) into text.
+//! They compute nothing beyond unit conversion; every figure comes from `sonde-results`.
 
+pub mod live;
+pub mod summary;
+pub mod units;
+
+/// The result document as pretty JSON, newline-terminated.
+pub fn json(doc: &sonde_results::Document) -> String {
+    let mut s = serde_json::to_string_pretty(doc).expect("a document always serialises");
+    s.push('\n');
+    s
+}

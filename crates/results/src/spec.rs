@@ -46,6 +46,16 @@ pub enum Direction {
     Bidir,
 }
 
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Forward => "forward",
+            Direction::Reverse => "reverse",
+            Direction::Bidir => "bidir",
+        }
+    }
+}
+
 /// TCP bulk transfer over many connections (the ntttcp / iperf3 job).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamSpec {
@@ -116,6 +126,16 @@ impl StreamSpec {
         match self.direction {
             Direction::Bidir => self.connections * 2,
             _ => self.connections,
+        }
+    }
+
+    /// Direction of the connection with test-wide index `index`: in a bidirectional test
+    /// the first `connections` go forward, the rest in reverse.
+    pub fn direction_of(&self, index: u32) -> Direction {
+        match self.direction {
+            Direction::Bidir if index >= self.connections => Direction::Reverse,
+            Direction::Bidir => Direction::Forward,
+            d => d,
         }
     }
 
@@ -225,5 +245,7 @@ mod tests {
     fn bidir_doubles_connections() {
         let s = StreamSpec { connections: 4, direction: Direction::Bidir, ..Default::default() };
         assert_eq!(s.total_connections(), 8);
+        assert_eq!(s.direction_of(3), Direction::Forward);
+        assert_eq!(s.direction_of(4), Direction::Reverse);
     }
 }

@@ -1,1 +1,124 @@
-fn main() {}
+//! `sonde`: parse, dispatch, and turn every error into one line and an exit code.
+//!
+//! Exit codes: 0 success, 1 error, 2 bad usage, 3 partial result (test cut short).
+
+mod agent;
+mod cli;
+mod control;
+mod controller;
+mod lab;
+mod measure;
+mod signals;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use cli::{Cli, Command, StreamArgs};
+use sonde_results::Document;
+
+const EXIT_ERROR: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_PARTIAL: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // clap's first line names the flag and the value; the rest is advice.
+            let text = e.render().to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: bad usage"));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let interrupt = signals::Interrupt::install();
+    match cli.command {
+        Command::Serve(a) => {
+            init_logging();
+            let cfg = agent::ServeConfig { bind: a.bind, port: a.port, command: command_line };
+            agent::serve(&cfg, &interrupt)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stream(a) => stream(&a, command_line, &interrupt),
+        Command::Lab(a) => lab::run(&a, &interrupt),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SONDE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn stream(a: &StreamArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::Result<ExitCode> {
+    let spec = match a.spec() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let direction = spec.direction;
+    if !a.json {
+        println!(
+            "sonde stream to {}:{}: {}, {} connection(s), {:.1} s measured (+{:.1} s warm-up, {:.1} s cool-down)",
+            a.host,
+            a.port,
+            direction.as_str(),
+            spec.connections,
+            spec.duration_ms as f64 / 1e3,
+            spec.warmup_ms as f64 / 1e3,
+            spec.cooldown_ms as f64 / 1e3
+        );
+    }
+    let req = controller::StreamRequest { host: a.host.clone(), port: a.port, spec, command };
+    let quiet = a.json;
+    let mut live = |l: controller::LiveInterval<'_>| {
+        if !quiet {
+            println!("{}", sonde_report::live::line(direction, l.client, l.server));
+        }
+    };
+    let doc = controller::run_stream(&req, interrupt, &mut live)?;
+    finish(&doc, a.json, a.output.as_deref())
+}
+
+/// Prints and saves a document; the exit code says whether it is partial.
+fn finish(doc: &Document, json: bool, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+    if let Some(path) = output {
+        write_atomically(path, sonde_report::json(doc).as_bytes())?;
+    }
+    if json {
+        print!("{}", sonde_report::json(doc));
+    } else {
+        print!("{}", sonde_report::summary::stream(doc));
+    }
+    std::io::stdout().flush()?;
+    Ok(if doc.end.partial { ExitCode::from(EXIT_PARTIAL) } else { ExitCode::SUCCESS })
+}
+
+/// Writes to a temporary file beside `path`, then renames: a reader never sees half a file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

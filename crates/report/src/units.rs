@@ -1,0 +1,48 @@
+//! Unit formatting for people. Machine output keeps raw SI values with the unit in the name.
+
+/// `31.42 Gbit/s`, `940.1 Mbit/s`, ... (SI, powers of 1000, as network rates are quoted).
+pub fn bits_per_second(bps: f64) -> String {
+    let (v, unit) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    format!("{v:.2} {unit}")
+}
+
+/// `1.25 GB`, `310.4 MB` (SI).
+pub fn bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}
+
+pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "n/a".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(bits_per_second(31.4159e9), "31.42 Gbit/s");
+        assert_eq!(bits_per_second(940.1e6), "940.10 Mbit/s");
+        assert_eq!(bits_per_second(12.0), "12.00 bit/s");
+        assert_eq!(bytes(1_250_000_000), "1.25 GB");
+        assert_eq!(bytes(999), "999 B");
+        assert_eq!(opt(None::<u64>, |v| v.to_string()), "n/a");
+    }
+}

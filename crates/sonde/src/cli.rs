@@ -1,0 +1,216 @@
+//! The command line: parse what the user typed, then turn it into a validated `StreamSpec`.
+//! No measurement logic lives here.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use sonde_probe::topology::parse_cpu_list;
+use sonde_results::{Direction, SpecError, StreamSpec};
+
+use crate::agent::DEFAULT_PORT;
+
+#[derive(Parser, Debug)]
+#[command(name = "sonde", version, about = "Measures what a Linux host or VM network really does, and explains why")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the agent: the far end of every test (one test at a time).
+    Serve(ServeArgs),
+    /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
+    Stream(StreamArgs),
+    /// Build a two-namespace lab on this machine and run the standard measurements.
+    Lab(LabArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on. Loopback by default: pass 0.0.0.0 (or the test NIC's address)
+    /// to accept controllers from other hosts.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Control port (0 picks a free one, printed at start).
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+}
+
+#[derive(Args, Debug)]
+pub struct StreamArgs {
+    /// Host running `sonde serve`.
+    pub host: String,
+    /// The agent's control port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// TCP connections (per direction with --bidir).
+    #[arg(short = 'P', long = "connections", default_value_t = 1, value_name = "N")]
+    pub connections: u32,
+    /// Worker threads here [default: one per physical core this process may use].
+    #[arg(long, value_name = "T")]
+    pub threads: Option<u32>,
+    /// Worker threads on the agent [default: one per physical core there].
+    #[arg(long, value_name = "T")]
+    pub server_threads: Option<u32>,
+    /// Measured time, seconds (suffix ms allowed).
+    #[arg(short = 't', long, default_value = "10", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub duration: u64,
+    /// Time before the measured window, excluded from figures.
+    #[arg(long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub warmup: u64,
+    /// Time after the measured window, excluded from figures.
+    #[arg(long, default_value = "0.5", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub cooldown: u64,
+    /// Report interval.
+    #[arg(short = 'i', long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub interval: u64,
+    /// Bytes per send()/recv() (suffix K, M: 128K = 131072).
+    #[arg(short = 'l', long = "buffer", default_value = "128K", value_parser = parse_size, value_name = "SIZE")]
+    pub buffer: u32,
+    /// The agent sends, this side receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once, N connections each.
+    #[arg(long)]
+    pub bidir: bool,
+    /// TCP congestion control algorithm on both sides (cubic, bbr, reno, ...).
+    #[arg(short = 'C', long, value_name = "ALG")]
+    pub congestion: Option<String>,
+    /// Set TCP_NODELAY on the data connections.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// SO_SNDBUF of the data connections, both sides.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF of the data connections, both sides.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub rcvbuf: Option<u32>,
+    /// Pin this side's workers to these CPUs, round robin (e.g. 0-3,8).
+    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    pub cpus: Option<Vec<usize>>,
+    /// Pin the agent's workers to these CPUs (sent in the test spec).
+    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    pub server_cpus: Option<Vec<usize>>,
+    /// Print the result document (JSON) on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the result document to FILE (written even when the test is cut short).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    /// Measured time of each measurement.
+    #[arg(short = 't', long, default_value = "5", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub duration: u64,
+    /// Keep each measurement's result document in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Use loopback even when namespaces could be built.
+    #[arg(long)]
+    pub loopback: bool,
+}
+
+/// Seconds as a decimal number, or with an `ms` / `s` suffix; returns milliseconds.
+pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(v) = t.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = t.strip_suffix('s') {
+        (v, 1000.0)
+    } else {
+        (t, 1000.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a duration (e.g. 10, 2.5, 500ms)"))?;
+    if !v.is_finite() || v < 0.0 || v * scale > 1e12 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok((v * scale).round() as u64)
+}
+
+/// Bytes, with an optional K/M/G suffix in powers of 1024 (as iperf3 and ntttcp read -l).
+pub fn parse_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let v: u64 = num.parse().map_err(|_| format!("'{s}' is not a size (e.g. 65536, 128K, 4M)"))?;
+    v.checked_mul(mult)
+        .and_then(|b| u32::try_from(b).ok())
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    parse_cpu_list(s)
+}
+
+impl StreamArgs {
+    pub fn spec(&self) -> Result<StreamSpec, SpecError> {
+        let spec = StreamSpec {
+            connections: self.connections,
+            client_threads: self.threads,
+            server_threads: self.server_threads,
+            duration_ms: self.duration,
+            warmup_ms: self.warmup,
+            cooldown_ms: self.cooldown,
+            interval_ms: self.interval,
+            buffer_bytes: self.buffer,
+            direction: if self.bidir {
+                Direction::Bidir
+            } else if self.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            congestion: self.congestion.clone(),
+            nodelay: self.nodelay,
+            sndbuf_bytes: self.sndbuf,
+            rcvbuf_bytes: self.rcvbuf,
+            client_cpus: self.cpus.clone(),
+            server_cpus: self.server_cpus.clone(),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration_ms("10"), Ok(10_000));
+        assert_eq!(parse_duration_ms("2.5"), Ok(2_500));
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        assert_eq!(parse_duration_ms("3s"), Ok(3_000));
+        assert!(parse_duration_ms("-1").is_err());
+        assert!(parse_duration_ms("abc").is_err());
+        assert_eq!(parse_size("128K"), Ok(131_072));
+        assert_eq!(parse_size("4m"), Ok(4 << 20));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("5G").is_err());
+        assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn flags_become_a_spec() {
+        let cli = Cli::try_parse_from(["sonde", "stream", "h", "-P", "8", "--bidir", "-l", "64K", "--server-cpus", "1"]).unwrap();
+        let Command::Stream(a) = cli.command else { panic!() };
+        let s = a.spec().unwrap();
+        assert_eq!(s.connections, 8);
+        assert_eq!(s.direction, Direction::Bidir);
+        assert_eq!(s.buffer_bytes, 65536);
+        assert_eq!(s.server_cpus, Some(vec![1]));
+        assert!(Cli::try_parse_from(["sonde", "stream", "h", "-R", "--bidir"]).is_err());
+        let cli = Cli::try_parse_from(["sonde", "stream", "h", "-P", "0"]).unwrap();
+        let Command::Stream(a) = cli.command else { panic!() };
+        assert_eq!(a.spec().unwrap_err().flag, "--connections");
+    }
+}

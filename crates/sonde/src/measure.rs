@@ -1,0 +1,385 @@
+//! One side of a stream test: runs the engine's workers and samples them and the host on a
+//! schedule. The caller (controller or agent) owns the control loop and calls
+//! [`StreamSide::on_time`] when [`StreamSide::next_deadline`] passes; the window's edges
+//! are snapshots of monotonic counters, and every rate divides by measured time, not by
+//! the nominal duration.
+
+use std::net::{IpAddr, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use sonde_engine::sockopt::tcp_info;
+use sonde_engine::stream::ConnEnd;
+use sonde_engine::{StreamConn, StreamWorkers, WorkerPlan};
+use sonde_probe::cpustat::{self, CpuSnapshot};
+use sonde_probe::{host, interrupts, netdev, process, route, snmp, topology};
+use sonde_results::{
+    ConnectionResult, Direction, DirectionResult, IntervalSample, NicCounters, Role, SideResult,
+    StreamSpec, Transfer,
+};
+
+/// How this side's host is observed: where the files are, and the test's interface.
+pub struct HostProbe {
+    root: PathBuf,
+    iface: Option<String>,
+    irqs: Vec<String>,
+    notes: Vec<String>,
+}
+
+#[derive(Clone)]
+struct HostSnap {
+    at: Instant,
+    cpu: Option<CpuSnapshot>,
+    process_cpu_s: Option<f64>,
+    retrans: Option<u64>,
+    nic: Option<NicCounters>,
+    irq_total: Option<u64>,
+}
+
+impl HostProbe {
+    /// Finds the interface that carries traffic to `peer` and its interrupts.
+    pub fn for_peer(peer: IpAddr) -> HostProbe {
+        let root = PathBuf::from("/");
+        let mut notes = Vec::new();
+        let iface = match route::interface_to(&root, peer, &host::local_addresses()) {
+            Ok(Some(i)) => Some(i),
+            Ok(None) => {
+                notes.push(format!("no route found to {peer}: NIC counters not measured"));
+                None
+            }
+            Err(e) => {
+                notes.push(format!("route lookup failed ({e}): NIC counters not measured"));
+                None
+            }
+        };
+        let irqs = match (&iface, interrupts::read_interrupts(&root)) {
+            (Some(i), Ok(lines)) => interrupts::irqs_of(&root, i, &lines),
+            _ => Vec::new(),
+        };
+        if let (Some(i), true) = (&iface, irqs.is_empty()) {
+            notes.push(format!("{i} takes no interrupts of its own (virtual device): interrupt count absent"));
+        }
+        HostProbe { root, iface, irqs, notes }
+    }
+
+    fn snapshot(&self) -> HostSnap {
+        HostSnap {
+            at: Instant::now(),
+            cpu: cpustat::read_snapshot(&self.root).ok(),
+            process_cpu_s: process::cpu_seconds(),
+            retrans: snmp::read_tcp(&self.root).ok().map(|t| t.retrans_segs),
+            nic: self.iface.as_ref().and_then(|i| netdev::read_counters(&self.root, i).ok()),
+            irq_total: (!self.irqs.is_empty())
+                .then(|| interrupts::read_interrupts(&self.root).ok())
+                .flatten()
+                .map(|l| interrupts::total_of(&l, &self.irqs)),
+        }
+    }
+}
+
+/// Counters of every connection at one instant.
+#[derive(Clone)]
+struct ConnSnap {
+    bytes: Vec<u64>,
+    calls: Vec<u64>,
+    retrans: Vec<Option<u32>>,
+}
+
+/// Where the side is on its schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Warmup,
+    Window,
+    Cooldown,
+    /// Senders have half-closed; receivers drain until the peer's FIN.
+    Draining,
+}
+
+pub struct StreamSide {
+    role: Role,
+    spec: StreamSpec,
+    workers: StreamWorkers,
+    /// Test-wide index and direction of each connection, in worker order.
+    conns: Vec<(u32, Direction)>,
+    pinned_cpus: Option<Vec<usize>>,
+    threads: usize,
+    probe: HostProbe,
+    notes: Vec<String>,
+    started: Instant,
+    phase: Phase,
+    window_start: Option<(HostSnap, ConnSnap)>,
+    window_end: Option<(HostSnap, ConnSnap)>,
+    last_tick: Option<(Instant, ConnSnap, Option<CpuSnapshot>)>,
+    intervals: Vec<IntervalSample>,
+}
+
+/// Worker count when none was asked for: one per physical core this process may use.
+pub fn default_threads() -> usize {
+    let allowed = topology::allowed_cpus();
+    topology::one_cpu_per_core(std::path::Path::new("/"), &allowed)
+        .map(|c| c.len())
+        .unwrap_or(allowed.len())
+        .max(1)
+}
+
+impl StreamSide {
+    /// Starts the workers at once: the caller has just sent or received `Start`.
+    pub fn start(
+        role: Role,
+        spec: &StreamSpec,
+        conns: Vec<(u32, Direction, TcpStream)>,
+        probe: HostProbe,
+        mut notes: Vec<String>,
+    ) -> std::io::Result<StreamSide> {
+        let (threads, cpus) = match role {
+            Role::Client => (spec.client_threads, spec.client_cpus.clone()),
+            Role::Server => (spec.server_threads, spec.server_cpus.clone()),
+        };
+        let threads = threads
+            .map(|t| t as usize)
+            .unwrap_or_else(default_threads)
+            .min(conns.len().max(1));
+        let pinned_cpus = cpus.map(|c| (0..threads).map(|k| c[k % c.len()]).collect::<Vec<_>>());
+        let sends = |d: Direction| (d == Direction::Forward) == (role == Role::Client);
+        let meta: Vec<(u32, Direction)> = conns.iter().map(|(i, d, _)| (*i, *d)).collect();
+        let stream_conns = conns
+            .into_iter()
+            .map(|(_, d, stream)| StreamConn { stream, send: sends(d) })
+            .collect();
+        let plan = WorkerPlan {
+            threads,
+            cpus: pinned_cpus.clone(),
+            buffer_bytes: spec.buffer_bytes as usize,
+        };
+        let workers = StreamWorkers::spawn(stream_conns, &plan)?;
+        notes.extend(probe.notes.iter().cloned());
+        let mut side = StreamSide {
+            role,
+            spec: spec.clone(),
+            workers,
+            conns: meta,
+            pinned_cpus,
+            threads,
+            probe,
+            notes,
+            started: Instant::now(),
+            phase: Phase::Warmup,
+            window_start: None,
+            window_end: None,
+            last_tick: None,
+            intervals: Vec::new(),
+        };
+        if spec.warmup_ms == 0 {
+            side.open_window();
+        }
+        Ok(side)
+    }
+
+    fn conn_snap(&self) -> ConnSnap {
+        let n = self.workers.len();
+        let mut s = ConnSnap { bytes: Vec::with_capacity(n), calls: Vec::with_capacity(n), retrans: Vec::with_capacity(n) };
+        for i in 0..n {
+            let (b, c) = self.workers.counters(i);
+            s.bytes.push(b);
+            s.calls.push(c);
+            s.retrans.push(tcp_info(self.workers.fd(i)).map(|t| t.total_retrans));
+        }
+        s
+    }
+
+    fn open_window(&mut self) {
+        let host = self.probe.snapshot();
+        let conns = self.conn_snap();
+        self.last_tick = Some((host.at, conns.clone(), host.cpu.clone()));
+        self.window_start = Some((host, conns));
+        self.phase = Phase::Window;
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.started + Duration::from_millis(ms)
+    }
+
+    /// When `on_time` next has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let s = &self.spec;
+        match self.phase {
+            Phase::Warmup => Some(self.at(s.warmup_ms)),
+            Phase::Window => {
+                let done = self.intervals.len() as u64 + 1;
+                Some(self.at(s.warmup_ms + (done * s.interval_ms).min(s.duration_ms)))
+            }
+            Phase::Cooldown => Some(self.at(s.total_ms())),
+            Phase::Draining => None,
+        }
+    }
+
+    /// Advances the schedule to `now`; returns the interval that closed, if any.
+    pub fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
+        let s = self.spec.clone();
+        let mut closed = None;
+        if self.phase == Phase::Warmup && now >= self.at(s.warmup_ms) {
+            self.open_window();
+        }
+        if self.phase == Phase::Window && self.next_deadline().is_some_and(|d| now >= d) {
+            closed = Some(self.tick());
+            if self.intervals.len() as u64 * s.interval_ms >= s.duration_ms {
+                self.close_window();
+            }
+        }
+        if self.phase == Phase::Cooldown && now >= self.at(s.total_ms()) {
+            self.workers.finish();
+            self.phase = Phase::Draining;
+        }
+        closed
+    }
+
+    fn tick(&mut self) -> IntervalSample {
+        let conns = self.conn_snap();
+        let cpu = cpustat::read_snapshot(&self.probe.root).ok();
+        let now = Instant::now();
+        let window_at = self.window_start.as_ref().map(|w| w.0.at).unwrap_or(now);
+        let (prev_at, prev, prev_cpu) = self.last_tick.take().unwrap_or((now, conns.clone(), None));
+        let (mut sent, mut received) = (0, 0);
+        for i in 0..conns.bytes.len() {
+            let d = conns.bytes[i] - prev.bytes[i];
+            if self.workers.is_sender(i) {
+                sent += d;
+            } else {
+                received += d;
+            }
+        }
+        let cpu_busy_percent = match (&prev_cpu, &cpu) {
+            (Some(a), Some(b)) => Some(cpustat::usage(a, b).host.busy_percent()),
+            _ => None,
+        };
+        let sample = IntervalSample {
+            index: self.intervals.len() as u32,
+            start_s: (prev_at - window_at).as_secs_f64(),
+            end_s: (now - window_at).as_secs_f64(),
+            sent_bytes: sent,
+            received_bytes: received,
+            cpu_busy_percent,
+        };
+        self.intervals.push(sample.clone());
+        self.last_tick = Some((now, conns, cpu));
+        sample
+    }
+
+    fn close_window(&mut self) {
+        let host = self.probe.snapshot();
+        let conns = self.last_tick.as_ref().map(|t| t.1.clone()).unwrap_or_else(|| self.conn_snap());
+        self.window_end = Some((host, conns));
+        self.phase = Phase::Cooldown;
+    }
+
+    /// True once every worker ended: senders half-closed, receivers saw the peer's FIN.
+    pub fn all_done(&self) -> bool {
+        self.workers.all_done()
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.phase == Phase::Draining
+    }
+
+    pub fn planned_end(&self) -> Instant {
+        self.at(self.spec.total_ms())
+    }
+
+    /// Senders half-close now (the peer asked to stop, or the test was cut short).
+    pub fn finish_senders(&mut self) {
+        self.workers.finish();
+        if self.phase != Phase::Draining {
+            if self.phase == Phase::Window {
+                self.close_window();
+            }
+            self.phase = Phase::Draining;
+        }
+    }
+
+    /// Stops every worker and turns the counters into this side's result. A window still
+    /// open (test cut short) is closed now and the result marked partial.
+    pub fn into_result(mut self, mut partial: bool) -> SideResult {
+        if self.phase == Phase::Warmup {
+            self.open_window();
+            partial = true;
+        }
+        if self.window_end.is_none() {
+            self.close_window();
+            partial = true;
+        }
+        self.workers.abort();
+        let ends = self.workers.join();
+        let final_snap = self.conn_snap();
+        let tcp_end: Vec<_> = (0..self.workers.len()).map(|i| tcp_info(self.workers.fd(i))).collect();
+        let mut notes = std::mem::take(&mut self.notes);
+        let (ws, we) = match (self.window_start.take(), self.window_end.take()) {
+            (Some(s), Some(e)) => (s, e),
+            _ => unreachable!("the window was opened and closed above"),
+        };
+        for (i, e) in ends.iter().enumerate() {
+            if let ConnEnd::Failed(msg) = e {
+                notes.push(format!("connection {}: {msg}", self.conns[i].0));
+                partial = true;
+            }
+        }
+        let window_s = (we.0.at - ws.0.at).as_secs_f64();
+        let mut directions = Vec::new();
+        for dir in [Direction::Forward, Direction::Reverse] {
+            let idx: Vec<usize> = (0..self.conns.len()).filter(|&i| self.conns[i].1 == dir).collect();
+            if idx.is_empty() {
+                continue;
+            }
+            let sends = (dir == Direction::Forward) == (self.role == Role::Client);
+            let connections: Vec<ConnectionResult> = idx
+                .iter()
+                .map(|&i| {
+                    let ti = tcp_end[i];
+                    ConnectionResult {
+                        index: self.conns[i].0,
+                        bytes: we.1.bytes[i] - ws.1.bytes[i],
+                        total_bytes: final_snap.bytes[i],
+                        retransmits: match (ws.1.retrans[i], we.1.retrans[i]) {
+                            (Some(a), Some(b)) if sends => Some(b.saturating_sub(a) as u64),
+                            _ => None,
+                        },
+                        rtt_us: ti.map(|t| t.rtt_us),
+                        rttvar_us: ti.map(|t| t.rttvar_us),
+                        snd_cwnd_segments: ti.filter(|_| sends).map(|t| t.snd_cwnd),
+                        snd_mss_bytes: ti.map(|t| t.snd_mss),
+                    }
+                })
+                .collect();
+            directions.push(DirectionResult {
+                direction: dir,
+                transfer: if sends { Transfer::Send } else { Transfer::Receive },
+                buffer_bytes: self.spec.buffer_bytes,
+                bytes: connections.iter().map(|c| c.bytes).sum(),
+                total_bytes: connections.iter().map(|c| c.total_bytes).sum(),
+                calls: idx.iter().map(|&i| we.1.calls[i] - ws.1.calls[i]).sum(),
+                connections,
+            });
+        }
+        let (a, b) = (&ws.0, &we.0);
+        SideResult {
+            role: self.role,
+            host: host::host_info(&self.probe.root),
+            window_s,
+            threads: self.threads as u32,
+            pinned_cpus: self.pinned_cpus.clone(),
+            directions,
+            cpu: match (&a.cpu, &b.cpu) {
+                (Some(x), Some(y)) => Some(cpustat::usage(x, y)),
+                _ => None,
+            },
+            process_cpu_s: a.process_cpu_s.zip(b.process_cpu_s).map(|(x, y)| y - x),
+            tcp_retransmits: a.retrans.zip(b.retrans).map(|(x, y)| y.saturating_sub(x)),
+            nic: match (&a.nic, &b.nic) {
+                (Some(x), Some(y)) => Some(netdev::delta(x, y)),
+                _ => None,
+            },
+            interrupts: a.irq_total.zip(b.irq_total).map(|(x, y)| y.saturating_sub(x)),
+            notes,
+            partial,
+        }
+    }
+}
