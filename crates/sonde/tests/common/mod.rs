@@ -1,0 +1,172 @@
+//! Test harness: a two-namespace lab per test (deleted on drop, also when the test fails),
+//! agents and controllers run as real processes of the built binary.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+pub const SONDE: &str = env!("CARGO_BIN_EXE_sonde");
+pub const CLIENT_ADDR: &str = "198.18.0.1";
+pub const SERVER_ADDR: &str = "198.18.0.2";
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// Two namespaces joined by a veth pair: client 198.18.0.1, server 198.18.0.2.
+pub struct Lab {
+    pub client: String,
+    pub server: String,
+    pub client_if: String,
+    pub server_if: String,
+}
+
+impl Lab {
+    /// A new lab, or `None` (skip) when this machine cannot make one. With CI=true a
+    /// missing capability fails the test instead: CI must run everything.
+    pub fn new() -> Option<Lab> {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("t{}x{n}", std::process::id());
+        let lab = Lab {
+            client: format!("sonde-{tag}-c"),
+            server: format!("sonde-{tag}-s"),
+            client_if: format!("v{tag}c"),
+            server_if: format!("v{tag}s"),
+        };
+        match lab.build() {
+            Ok(()) => Some(lab),
+            Err(e) => {
+                if std::env::var("CI").as_deref() == Ok("true") {
+                    panic!("this test needs root and network namespaces, and CI=true forbids skipping: {e}");
+                }
+                eprintln!("SKIPPED: needs root and network namespaces: {e}");
+                None
+            }
+        }
+    }
+
+    fn build(&self) -> Result<(), String> {
+        // SAFETY: no arguments.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("not root".into());
+        }
+        ip(&["netns", "add", &self.client])?;
+        ip(&["netns", "add", &self.server])?;
+        ip(&["link", "add", &self.client_if, "netns", &self.client, "type", "veth", "peer", "name", &self.server_if, "netns", &self.server])?;
+        for (ns, dev, addr) in [(&self.client, &self.client_if, CLIENT_ADDR), (&self.server, &self.server_if, SERVER_ADDR)] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(())
+    }
+
+    pub fn in_ns(ns: &str, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, program]);
+        c
+    }
+
+    /// Runs a shell-free command inside the client namespace (tc, nft, ...).
+    pub fn client_cmd(&self, program: &str, args: &[&str]) {
+        let out = Lab::in_ns(&self.client, program).args(args).output().unwrap();
+        assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    pub fn start_agent(&self) -> Agent {
+        let mut cmd = Lab::in_ns(&self.server, SONDE);
+        cmd.args(["serve", "--bind", SERVER_ADDR, "--port", "0"]);
+        Agent::start(cmd)
+    }
+
+    /// `sonde stream SERVER_ADDR --port P ARGS...` in the client namespace.
+    pub fn stream(&self, agent: &Agent, args: &[&str]) -> Command {
+        let mut cmd = Lab::in_ns(&self.client, SONDE);
+        cmd.args(["stream", SERVER_ADDR, "--port", &agent.port.to_string()]).args(args);
+        cmd
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for ns in [&self.client, &self.server] {
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+/// A running agent process; killed on drop.
+pub struct Agent {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Agent {
+    pub fn start(mut cmd: Command) -> Agent {
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.rsplit_once(':').unwrap().1.split_whitespace().next().unwrap().parse().unwrap();
+        Agent { child, port }
+    }
+
+    pub fn on_loopback() -> Agent {
+        let mut cmd = Command::new(SONDE);
+        cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"]);
+        Agent::start(cmd)
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn temp_file(name: &str) -> PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("sonde-test-{}-{n}-{name}", std::process::id()))
+}
+
+pub fn read_doc(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+pub fn run(mut cmd: Command) -> Output {
+    cmd.stdin(Stdio::null()).output().unwrap()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t = std::time::Instant::now();
+    while t.elapsed() < limit {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
