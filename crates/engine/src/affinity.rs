@@ -4,7 +4,10 @@ use std::io;
 
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} out of range")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} out of range"),
+        ));
     }
     // SAFETY: cpu_set_t is plain data and the size passed is its own.
     unsafe {

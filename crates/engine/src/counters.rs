@@ -14,8 +14,10 @@ impl ConnCounters {
     /// Called only by the owning worker: a plain load and store, no locked read-modify-write.
     #[inline]
     pub fn add(&self, bytes: u64) {
-        self.bytes
-            .store(self.bytes.load(Ordering::Relaxed) + bytes, Ordering::Relaxed);
+        self.bytes.store(
+            self.bytes.load(Ordering::Relaxed) + bytes,
+            Ordering::Relaxed,
+        );
         self.calls
             .store(self.calls.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }

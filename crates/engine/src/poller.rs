@@ -21,7 +21,9 @@ impl Epoll {
         // SAFETY: returns a new fd we own, or -1.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         // SAFETY: fd is fresh and owned by nobody else.
-        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        Ok(Epoll {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
     }
 
     pub fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
@@ -51,7 +53,11 @@ impl Epoll {
         };
         if n < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            };
         }
         Ok(n as usize)
     }
@@ -67,7 +73,9 @@ impl EventFd {
         // SAFETY: returns a new fd we own, or -1.
         let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
         // SAFETY: fd is fresh.
-        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        Ok(EventFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
     }
 
     pub fn signal(&self) {
@@ -77,7 +85,11 @@ impl EventFd {
     }
 
     pub fn is_signalled(&self) -> bool {
-        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one pollfd, zero timeout.
         unsafe { libc::poll(&mut pfd, 1, 0) == 1 }
     }

@@ -22,7 +22,10 @@ pub fn apply(sock: &SockRef<'_>, opts: &SocketOptions) -> io::Result<Vec<String>
     let mut notes = Vec::new();
     if let Some(cc) = &opts.congestion {
         set_congestion(sock.as_raw_fd(), cc).map_err(|e| {
-            io::Error::new(e.kind(), format!("congestion control '{cc}' is not available: {e}"))
+            io::Error::new(
+                e.kind(),
+                format!("congestion control '{cc}' is not available: {e}"),
+            )
         })?;
     }
     if opts.nodelay {
@@ -68,7 +71,13 @@ pub fn congestion(fd: RawFd) -> Option<String> {
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into buf.
     let r = unsafe {
-        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len)
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
     };
     if r != 0 {
         return None;
@@ -79,7 +88,11 @@ pub fn congestion(fd: RawFd) -> Option<String> {
 }
 
 /// Connects with the options set first, within `timeout`.
-pub fn connect(addr: SocketAddr, opts: &SocketOptions, timeout: Duration) -> io::Result<(TcpStream, Vec<String>)> {
+pub fn connect(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+    timeout: Duration,
+) -> io::Result<(TcpStream, Vec<String>)> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     let notes = apply(&SockRef::from(&sock), opts)?;
     sock.connect_timeout(&addr.into(), timeout)?;
@@ -88,7 +101,11 @@ pub fn connect(addr: SocketAddr, opts: &SocketOptions, timeout: Duration) -> io:
 
 /// A listener whose accepted sockets inherit the buffer sizes, with a backlog large enough
 /// for every connection of a test to queue before it is accepted.
-pub fn listen(addr: SocketAddr, opts: &SocketOptions, backlog: i32) -> io::Result<(TcpListener, Vec<String>)> {
+pub fn listen(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+    backlog: i32,
+) -> io::Result<(TcpListener, Vec<String>)> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     sock.set_reuse_address(true)?;
     let notes = apply(&SockRef::from(&sock), opts)?;
@@ -112,7 +129,13 @@ pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
     unsafe {
         let mut ti: libc::tcp_info = std::mem::zeroed();
         let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let r = libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut ti as *mut libc::tcp_info).cast(), &mut len);
+        let r = libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut ti as *mut libc::tcp_info).cast(),
+            &mut len,
+        );
         if r != 0 {
             return None;
         }
@@ -138,7 +161,12 @@ mod tests {
             sndbuf_bytes: Some(1 << 20),
             rcvbuf_bytes: Some(1 << 20),
         };
-        let (l, _) = listen("127.0.0.1:0".parse().unwrap(), &SocketOptions::default(), 16).unwrap();
+        let (l, _) = listen(
+            "127.0.0.1:0".parse().unwrap(),
+            &SocketOptions::default(),
+            16,
+        )
+        .unwrap();
         let (c, notes) = connect(l.local_addr().unwrap(), &opts, Duration::from_secs(2)).unwrap();
         // Linux doubles the requested size for bookkeeping, and says so.
         assert!(notes.iter().any(|n| n.contains("SO_SNDBUF")), "{notes:?}");
@@ -151,7 +179,10 @@ mod tests {
     #[test]
     fn unknown_congestion_is_named() {
         let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-        let opts = SocketOptions { congestion: Some("nosuchcc".into()), ..Default::default() };
+        let opts = SocketOptions {
+            congestion: Some("nosuchcc".into()),
+            ..Default::default()
+        };
         let err = apply(&SockRef::from(&s), &opts).unwrap_err().to_string();
         assert!(err.contains("'nosuchcc'"), "{err}");
     }

@@ -72,7 +72,11 @@ impl StreamWorkers {
         let shared = Arc::new(Shared {
             slots: conns
                 .into_iter()
-                .map(|c| Slot { stream: c.stream, send: c.send, counters: ConnCounters::default() })
+                .map(|c| Slot {
+                    stream: c.stream,
+                    send: c.send,
+                    counters: ConnCounters::default(),
+                })
                 .collect(),
             finish: EventFd::new()?,
             abort: EventFd::new()?,
@@ -160,14 +164,24 @@ impl Drop for StreamWorkers {
     }
 }
 
-fn run_worker(shared: &Shared, owned: &[usize], cpu: Option<usize>, buffer_bytes: usize) -> Vec<(usize, ConnEnd)> {
+fn run_worker(
+    shared: &Shared,
+    owned: &[usize],
+    cpu: Option<usize>,
+    buffer_bytes: usize,
+) -> Vec<(usize, ConnEnd)> {
     let mut ends: Vec<(usize, Option<ConnEnd>)> = owned.iter().map(|&i| (i, None)).collect();
     let fail = |ends: &mut Vec<(usize, Option<ConnEnd>)>, e: io::Error| {
-        ends.iter().map(|(i, _)| (*i, ConnEnd::Failed(e.to_string()))).collect()
+        ends.iter()
+            .map(|(i, _)| (*i, ConnEnd::Failed(e.to_string())))
+            .collect()
     };
     if let Some(cpu) = cpu {
         if let Err(e) = pin_current_thread(cpu) {
-            return fail(&mut ends, io::Error::new(e.kind(), format!("pinning to CPU {cpu}: {e}")));
+            return fail(
+                &mut ends,
+                io::Error::new(e.kind(), format!("pinning to CPU {cpu}: {e}")),
+            );
         }
     }
     let ep = match setup_epoll(shared, owned) {
@@ -179,20 +193,26 @@ fn run_worker(shared: &Shared, owned: &[usize], cpu: Option<usize>, buffer_bytes
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; owned.len() + 2];
     let mut active = owned.len();
 
-    let done = |ends: &mut Vec<(usize, Option<ConnEnd>)>, pos: usize, end: ConnEnd, active: &mut usize| {
-        if ends[pos].1.is_none() {
-            let _ = ep.delete(shared.slots[ends[pos].0].stream.as_raw_fd());
-            ends[pos].1 = Some(end);
-            *active -= 1;
-        }
-    };
+    let done =
+        |ends: &mut Vec<(usize, Option<ConnEnd>)>, pos: usize, end: ConnEnd, active: &mut usize| {
+            if ends[pos].1.is_none() {
+                let _ = ep.delete(shared.slots[ends[pos].0].stream.as_raw_fd());
+                ends[pos].1 = Some(end);
+                *active -= 1;
+            }
+        };
 
     'outer: while active > 0 {
         let n = match ep.wait(&mut events, -1) {
             Ok(n) => n,
             Err(e) => {
                 for pos in 0..ends.len() {
-                    done(&mut ends, pos, ConnEnd::Failed(format!("epoll: {e}")), &mut active);
+                    done(
+                        &mut ends,
+                        pos,
+                        ConnEnd::Failed(format!("epoll: {e}")),
+                        &mut active,
+                    );
                 }
                 break;
             }
@@ -241,7 +261,11 @@ fn setup_epoll(shared: &Shared, owned: &[usize]) -> io::Result<Epoll> {
     ep.add(shared.finish.raw(), libc::EPOLLIN as u32, TOKEN_FINISH)?;
     for (pos, &i) in owned.iter().enumerate() {
         let slot = &shared.slots[i];
-        let ev = if slot.send { libc::EPOLLOUT } else { libc::EPOLLIN | libc::EPOLLRDHUP };
+        let ev = if slot.send {
+            libc::EPOLLOUT
+        } else {
+            libc::EPOLLIN | libc::EPOLLRDHUP
+        };
         ep.add(slot.stream.as_raw_fd(), ev as u32, pos as u64)?;
     }
     Ok(ep)
@@ -301,8 +325,14 @@ mod tests {
         let mut tx = Vec::new();
         let mut rx = Vec::new();
         for _ in 0..n {
-            tx.push(StreamConn { stream: TcpStream::connect(addr).unwrap(), send: true });
-            rx.push(StreamConn { stream: l.accept().unwrap().0, send: false });
+            tx.push(StreamConn {
+                stream: TcpStream::connect(addr).unwrap(),
+                send: true,
+            });
+            rx.push(StreamConn {
+                stream: l.accept().unwrap().0,
+                send: false,
+            });
         }
         (tx, rx)
     }
@@ -310,7 +340,10 @@ mod tests {
     fn wait_done(w: &StreamWorkers) {
         let t = Instant::now();
         while !w.all_done() {
-            assert!(t.elapsed() < Duration::from_secs(5), "workers did not finish");
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "workers did not finish"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -318,7 +351,11 @@ mod tests {
     #[test]
     fn bytes_sent_equal_bytes_received_after_finish() {
         let (tx, rx) = pairs(3);
-        let plan = WorkerPlan { threads: 2, cpus: None, buffer_bytes: 64 * 1024 };
+        let plan = WorkerPlan {
+            threads: 2,
+            cpus: None,
+            buffer_bytes: 64 * 1024,
+        };
         let senders = StreamWorkers::spawn(tx, &plan).unwrap();
         let receivers = StreamWorkers::spawn(rx, &plan).unwrap();
         std::thread::sleep(Duration::from_millis(200));
@@ -338,7 +375,11 @@ mod tests {
     #[test]
     fn abort_stops_receivers_without_fin() {
         let (tx, rx) = pairs(2);
-        let plan = WorkerPlan { threads: 1, cpus: Some(vec![0]), buffer_bytes: 1024 };
+        let plan = WorkerPlan {
+            threads: 1,
+            cpus: Some(vec![0]),
+            buffer_bytes: 1024,
+        };
         let mut receivers = StreamWorkers::spawn(rx, &plan).unwrap();
         receivers.abort();
         wait_done(&receivers);
@@ -349,7 +390,11 @@ mod tests {
     #[test]
     fn peer_reset_is_a_failure_not_a_hang() {
         let (tx, rx) = pairs(1);
-        let plan = WorkerPlan { threads: 1, cpus: None, buffer_bytes: 64 * 1024 };
+        let plan = WorkerPlan {
+            threads: 1,
+            cpus: None,
+            buffer_bytes: 64 * 1024,
+        };
         let mut senders = StreamWorkers::spawn(tx, &plan).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         drop(rx); // unread data queued: the kernel answers with RST

@@ -113,7 +113,13 @@ pub fn parse(text: &str) -> Result<CpuSnapshot, String> {
 /// Host CPU use between two snapshots: the whole host and its busiest CPU.
 pub fn usage(before: &CpuSnapshot, after: &CpuSnapshot) -> CpuUsage {
     let host = after.total.delta(&before.total).breakdown();
-    let mut busiest = (0, CpuBreakdown { idle_percent: 100.0, ..Default::default() });
+    let mut busiest = (
+        0,
+        CpuBreakdown {
+            idle_percent: 100.0,
+            ..Default::default()
+        },
+    );
     for (cpu, t) in &after.per_cpu {
         if let Some((_, b)) = before.per_cpu.iter().find(|(c, _)| c == cpu) {
             let d = t.delta(b).breakdown();
@@ -141,13 +147,31 @@ mod tests {
         assert_eq!(s.per_cpu.len(), 2);
         assert_eq!(s.total.user, 1145);
         assert_eq!(s.total.idle, 50123);
-        assert_eq!(s.per_cpu[1], (1, CpuTimes { user: 844, nice: 0, system: 540, idle: 24529, iowait: 231, irq: 0, softirq: 8, steal: 6 }));
+        assert_eq!(
+            s.per_cpu[1],
+            (
+                1,
+                CpuTimes {
+                    user: 844,
+                    nice: 0,
+                    system: 540,
+                    idle: 24529,
+                    iowait: 231,
+                    irq: 0,
+                    softirq: 8,
+                    steal: 6
+                }
+            )
+        );
     }
 
     #[test]
     fn usage_of_known_delta() {
         let before = parse("cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0\ncpu1 0 0 0 0\n").unwrap();
-        let after = parse("cpu 100 0 50 150 0 0 100 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 100 0 50 50 0 0 100 0\n").unwrap();
+        let after = parse(
+            "cpu 100 0 50 150 0 0 100 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 100 0 50 50 0 0 100 0\n",
+        )
+        .unwrap();
         let u = usage(&before, &after);
         assert_eq!(u.cpus, 2);
         assert_eq!(u.host.user_percent, 25.0);

@@ -24,7 +24,9 @@ pub fn host_info(root: &Path) -> HostInfo {
         hostname: read(root, "proc/sys/kernel/hostname")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into()),
-        kernel: read(root, "proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
+        kernel: read(root, "proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string()),
         cpu_model: field("model name"),
         cpus_online: topology::online_cpus(root).ok().map(|c| c.len()),
         cpu_hz: max_khz.map(|k| k * 1e3).or(mhz.map(|m| m * 1e6)),
@@ -47,7 +49,9 @@ pub fn local_addresses() -> Vec<IpAddr> {
                 match (*sa).sa_family as i32 {
                     libc::AF_INET => {
                         let sin = &*(sa as *const libc::sockaddr_in);
-                        out.push(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()));
+                        out.push(IpAddr::from(
+                            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                        ));
                     }
                     libc::AF_INET6 => {
                         let sin6 = &*(sa as *const libc::sockaddr_in6);

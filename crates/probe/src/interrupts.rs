@@ -28,18 +28,25 @@ pub fn read_interrupts(root: &Path) -> Result<Vec<IrqLine>, ProbeError> {
 pub fn parse(text: &str) -> Result<Vec<IrqLine>, String> {
     let mut lines = text.lines();
     let header = lines.next().ok_or("empty file")?;
-    let ncpu = header.split_ascii_whitespace().filter(|c| c.starts_with("CPU")).count();
+    let ncpu = header
+        .split_ascii_whitespace()
+        .filter(|c| c.starts_with("CPU"))
+        .count();
     if ncpu == 0 {
         return Err("header names no CPU".into());
     }
     let mut out = Vec::new();
     for line in lines {
-        let Some((irq, rest)) = line.split_once(':') else { continue };
+        let Some((irq, rest)) = line.split_once(':') else {
+            continue;
+        };
         let mut rest = rest.trim_start();
         let mut per_cpu = Vec::with_capacity(ncpu);
         // Lines like ERR and MIS carry one count, not one per CPU.
         while per_cpu.len() < ncpu {
-            let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
+            let end = rest
+                .find(|c: char| c.is_ascii_whitespace())
+                .unwrap_or(rest.len());
             match rest[..end].parse::<u64>() {
                 Ok(v) => per_cpu.push(v),
                 Err(_) => break,

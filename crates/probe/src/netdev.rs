@@ -8,7 +8,11 @@ use crate::{parse_err, read, ProbeError};
 
 pub fn read_counters(root: &Path, iface: &str) -> Result<NicCounters, ProbeError> {
     if iface.is_empty() || iface.contains('/') || iface.starts_with('.') {
-        return Err(parse_err(root, "sys/class/net", format!("bad interface name '{iface}'")));
+        return Err(parse_err(
+            root,
+            "sys/class/net",
+            format!("bad interface name '{iface}'"),
+        ));
     }
     let get = |name: &str| -> Result<u64, ProbeError> {
         let rel = format!("sys/class/net/{iface}/statistics/{name}");
@@ -53,7 +57,13 @@ mod tests {
         assert!(eth0.rx_packets > 0 && eth0.tx_bytes > 0);
         let veth = read_counters(&root, "veth-lab0").unwrap();
         assert_eq!(veth.iface, "veth-lab0");
-        let d = delta(&eth0, &NicCounters { rx_packets: eth0.rx_packets + 5, ..eth0.clone() });
+        let d = delta(
+            &eth0,
+            &NicCounters {
+                rx_packets: eth0.rx_packets + 5,
+                ..eth0.clone()
+            },
+        );
         assert_eq!(d.rx_packets, 5);
         assert_eq!(d.tx_bytes, 0);
     }

@@ -55,7 +55,11 @@ pub fn lookup(routes: &[Route], peer: Ipv4Addr) -> Option<&Route> {
 }
 
 /// Interface carrying traffic to `peer`. `local` lists this host's own addresses.
-pub fn interface_to(root: &Path, peer: IpAddr, local: &[IpAddr]) -> Result<Option<String>, ProbeError> {
+pub fn interface_to(
+    root: &Path,
+    peer: IpAddr,
+    local: &[IpAddr],
+) -> Result<Option<String>, ProbeError> {
     if peer.is_loopback() || local.contains(&peer) {
         return Ok(Some("lo".to_string()));
     }
@@ -91,11 +95,20 @@ mod tests {
             veth-a\t000012C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\n\
             veth-b\t000012C6\t00000000\t0001\t0\t0\t0\t0000FFFF\n";
         let routes = parse(text).unwrap();
-        assert_eq!(lookup(&routes, Ipv4Addr::new(198, 18, 0, 2)).unwrap().iface, "veth-a");
-        assert_eq!(lookup(&routes, Ipv4Addr::new(198, 18, 7, 2)).unwrap().iface, "veth-b");
+        assert_eq!(
+            lookup(&routes, Ipv4Addr::new(198, 18, 0, 2)).unwrap().iface,
+            "veth-a"
+        );
+        assert_eq!(
+            lookup(&routes, Ipv4Addr::new(198, 18, 7, 2)).unwrap().iface,
+            "veth-b"
+        );
         let me: IpAddr = "198.18.0.1".parse().unwrap();
         let root = Path::new("/nonexistent");
-        assert_eq!(interface_to(root, me, &[me]).unwrap().as_deref(), Some("lo"));
+        assert_eq!(
+            interface_to(root, me, &[me]).unwrap().as_deref(),
+            Some("lo")
+        );
         assert!(parse("h\nshort line\n").is_err());
     }
 }

@@ -59,7 +59,11 @@ mod tests {
         let text = "Ip: A B\nIp: 1 2\nTcp: InSegs RetransSegs OutSegs\nTcp: 10 3 20\n";
         assert_eq!(
             parse_tcp(text).unwrap(),
-            TcpCounters { retrans_segs: 3, out_segs: 20, in_segs: 10 }
+            TcpCounters {
+                retrans_segs: 3,
+                out_segs: 20,
+                in_segs: 10
+            }
         );
         assert!(parse_tcp("Tcp: InSegs\n").is_err());
         assert!(parse_tcp("Tcp: InSegs RetransSegs OutSegs\nTcp: x 1 2\n").is_err());

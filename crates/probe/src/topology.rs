@@ -14,8 +14,14 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
             Some((a, b)) => (a, b),
             None => (part, part),
         };
-        let a: usize = a.trim().parse().map_err(|_| format!("'{part}' is not a CPU or range"))?;
-        let b: usize = b.trim().parse().map_err(|_| format!("'{part}' is not a CPU or range"))?;
+        let a: usize = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{part}' is not a CPU or range"))?;
+        let b: usize = b
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{part}' is not a CPU or range"))?;
         if a > b || b >= 4096 {
             return Err(format!("'{part}' is not a valid CPU range"));
         }
@@ -66,7 +72,9 @@ pub fn allowed_cpus() -> Vec<usize> {
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Vec::new();
         }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
     }
 }
 
@@ -77,7 +85,10 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11\n").unwrap(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n").unwrap(),
+            vec![0, 1, 2, 3, 8, 10, 11]
+        );
         assert_eq!(parse_cpu_list("5").unwrap(), vec![5]);
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());

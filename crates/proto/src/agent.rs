@@ -19,7 +19,10 @@ use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
     /// The controller's identity, for the agent's log.
-    Hello { software: String, command: String },
+    Hello {
+        software: String,
+        command: String,
+    },
     /// Validate and prepare, then call `ready()` or `refuse()`.
     Setup(TestSpec),
     Start,
@@ -68,7 +71,13 @@ pub struct AgentSession {
 }
 
 impl AgentSession {
-    pub fn new(software: &str, command: &str, capabilities: &[&str], timeouts: Timeouts, now: Instant) -> Self {
+    pub fn new(
+        software: &str,
+        command: &str,
+        capabilities: &[&str],
+        timeouts: Timeouts,
+        now: Instant,
+    ) -> Self {
         AgentSession {
             state: State::AwaitHello,
             timeouts,
@@ -146,7 +155,10 @@ impl AgentSession {
 
     pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
         if self.is_done() {
-            return Err(ProtoError::InvalidCall { action: "read", state: self.state.doing() });
+            return Err(ProtoError::InvalidCall {
+                action: "read",
+                state: self.state.doing(),
+            });
         }
         self.decoder.push(bytes);
         loop {
@@ -164,15 +176,30 @@ impl AgentSession {
 
     fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError> {
         match (self.state, msg) {
-            (State::AwaitHello, Message::Hello { magic, version, software, command }) => {
+            (
+                State::AwaitHello,
+                Message::Hello {
+                    magic,
+                    version,
+                    software,
+                    command,
+                },
+            ) => {
                 if magic != MAGIC {
                     return self.fail(ProtoError::BadMagic);
                 }
                 if version != PROTOCOL_VERSION {
-                    self.end_with(PeerError::VersionMismatch { agent: PROTOCOL_VERSION, client: version });
-                    return Err(ProtoError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: version });
+                    self.end_with(PeerError::VersionMismatch {
+                        agent: PROTOCOL_VERSION,
+                        client: version,
+                    });
+                    return Err(ProtoError::VersionMismatch {
+                        ours: PROTOCOL_VERSION,
+                        theirs: version,
+                    });
                 }
-                self.events.push_back(AgentEvent::Hello { software, command });
+                self.events
+                    .push_back(AgentEvent::Hello { software, command });
                 let welcome = Message::Welcome {
                     magic: MAGIC.into(),
                     version: PROTOCOL_VERSION,
@@ -206,14 +233,20 @@ impl AgentSession {
                 self.deadline = None;
                 Ok(())
             }
-            (state, msg) => self.fail(ProtoError::Unexpected { state: state.doing(), got: msg.name() }),
+            (state, msg) => self.fail(ProtoError::Unexpected {
+                state: state.doing(),
+                got: msg.name(),
+            }),
         }
     }
 
     /// The test is prepared: tell the controller where to connect.
     pub fn ready(&mut self, data_port: u16, cookie: u64, now: Instant) -> Result<(), ProtoError> {
         if self.state != State::Configuring {
-            return Err(ProtoError::InvalidCall { action: "send Ready", state: self.state.doing() });
+            return Err(ProtoError::InvalidCall {
+                action: "send Ready",
+                state: self.state.doing(),
+            });
         }
         self.queue(&Message::Ready { data_port, cookie })?;
         self.state = State::AwaitStart;
@@ -228,16 +261,24 @@ impl AgentSession {
 
     pub fn send_interval(&mut self, sample: IntervalSample) -> Result<(), ProtoError> {
         if !matches!(self.state, State::Running | State::Finishing) {
-            return Err(ProtoError::InvalidCall { action: "send an interval", state: self.state.doing() });
+            return Err(ProtoError::InvalidCall {
+                action: "send an interval",
+                state: self.state.doing(),
+            });
         }
         self.queue(&Message::Interval { sample })
     }
 
     pub fn send_results(&mut self, side: SideResult) -> Result<(), ProtoError> {
         if self.state != State::Finishing {
-            return Err(ProtoError::InvalidCall { action: "send results", state: self.state.doing() });
+            return Err(ProtoError::InvalidCall {
+                action: "send results",
+                state: self.state.doing(),
+            });
         }
-        self.queue(&Message::Results { side: Box::new(side) })?;
+        self.queue(&Message::Results {
+            side: Box::new(side),
+        })?;
         self.state = State::Done;
         Ok(())
     }

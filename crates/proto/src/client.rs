@@ -19,8 +19,14 @@ use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
     /// The agent accepted the protocol version; its identity, for the record.
-    Welcome { software: String, command: String },
-    Ready { data_port: u16, cookie: u64 },
+    Welcome {
+        software: String,
+        command: String,
+    },
+    Ready {
+        data_port: u16,
+        cookie: u64,
+    },
     Interval(IntervalSample),
     Results(Box<SideResult>),
 }
@@ -62,7 +68,13 @@ pub struct ClientSession {
 
 impl ClientSession {
     /// Queues `Hello`; the spec is sent once the agent's version is known to match.
-    pub fn new(spec: TestSpec, software: &str, command: &str, timeouts: Timeouts, now: Instant) -> Self {
+    pub fn new(
+        spec: TestSpec,
+        software: &str,
+        command: &str,
+        timeouts: Timeouts,
+        now: Instant,
+    ) -> Self {
         let mut s = ClientSession {
             state: State::AwaitWelcome,
             spec,
@@ -83,7 +95,8 @@ impl ClientSession {
 
     fn queue(&mut self, msg: &Message) {
         // Our own messages are small and well-formed; failing to encode one is a bug.
-        self.out.push_back(encode(msg).expect("encoding a controller message"));
+        self.out
+            .push_back(encode(msg).expect("encoding a controller message"));
     }
 
     fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError> {
@@ -131,7 +144,10 @@ impl ClientSession {
 
     pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
         if self.state == State::Failed {
-            return Err(ProtoError::InvalidCall { action: "read", state: "failed" });
+            return Err(ProtoError::InvalidCall {
+                action: "read",
+                state: "failed",
+            });
         }
         self.decoder.push(bytes);
         loop {
@@ -158,31 +174,52 @@ impl ClientSession {
         match (self.state, msg) {
             (_, Message::Error { error }) => {
                 let e = match error {
-                    PeerError::VersionMismatch { agent, .. } => ProtoError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: agent },
+                    PeerError::VersionMismatch { agent, .. } => ProtoError::VersionMismatch {
+                        ours: PROTOCOL_VERSION,
+                        theirs: agent,
+                    },
                     other => ProtoError::Peer(other),
                 };
                 self.fail(e)
             }
-            (State::AwaitWelcome, Message::Welcome { magic, version, software, command, capabilities }) => {
+            (
+                State::AwaitWelcome,
+                Message::Welcome {
+                    magic,
+                    version,
+                    software,
+                    command,
+                    capabilities,
+                },
+            ) => {
                 if magic != MAGIC {
                     return self.fail(ProtoError::BadMagic);
                 }
                 if version != PROTOCOL_VERSION {
-                    return self.fail(ProtoError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: version });
+                    return self.fail(ProtoError::VersionMismatch {
+                        ours: PROTOCOL_VERSION,
+                        theirs: version,
+                    });
                 }
                 let test = self.spec.name();
                 if !capabilities.iter().any(|c| c == test) {
-                    return self.fail(ProtoError::Peer(PeerError::Unsupported { test: test.into() }));
+                    return self.fail(ProtoError::Peer(PeerError::Unsupported {
+                        test: test.into(),
+                    }));
                 }
-                self.events.push_back(ClientEvent::Welcome { software, command });
-                let setup = Message::Setup { spec: self.spec.clone() };
+                self.events
+                    .push_back(ClientEvent::Welcome { software, command });
+                let setup = Message::Setup {
+                    spec: self.spec.clone(),
+                };
                 self.queue(&setup);
                 self.state = State::AwaitReady;
                 self.deadline = Some(now + self.timeouts.setup);
                 Ok(())
             }
             (State::AwaitReady, Message::Ready { data_port, cookie }) => {
-                self.events.push_back(ClientEvent::Ready { data_port, cookie });
+                self.events
+                    .push_back(ClientEvent::Ready { data_port, cookie });
                 self.state = State::Ready;
                 self.deadline = None;
                 Ok(())
@@ -200,27 +237,37 @@ impl ClientSession {
                 self.deadline = None;
                 Ok(())
             }
-            (state, msg) => self.fail(ProtoError::Unexpected { state: state.doing(), got: msg.name() }),
+            (state, msg) => self.fail(ProtoError::Unexpected {
+                state: state.doing(),
+                got: msg.name(),
+            }),
         }
     }
 
     /// Data connections are open: tell the agent to start its clock.
     pub fn start(&mut self, now: Instant) -> Result<(), ProtoError> {
         if self.state != State::Ready {
-            return Err(ProtoError::InvalidCall { action: "start", state: self.state.doing() });
+            return Err(ProtoError::InvalidCall {
+                action: "start",
+                state: self.state.doing(),
+            });
         }
         self.queue(&Message::Start);
         self.state = State::Running;
         let TestSpec::Stream(s) = &self.spec;
         // The agent is silent through warm-up; its first sample comes one interval later.
-        self.deadline = Some(now + Duration::from_millis(s.warmup_ms) + self.liveness(self.interval()));
+        self.deadline =
+            Some(now + Duration::from_millis(s.warmup_ms) + self.liveness(self.interval()));
         Ok(())
     }
 
     /// Our part is over: ask for the agent's results.
     pub fn stop(&mut self, now: Instant) -> Result<(), ProtoError> {
         if self.state != State::Running {
-            return Err(ProtoError::InvalidCall { action: "stop", state: self.state.doing() });
+            return Err(ProtoError::InvalidCall {
+                action: "stop",
+                state: self.state.doing(),
+            });
         }
         self.queue(&Message::Stop);
         self.state = State::AwaitResults;

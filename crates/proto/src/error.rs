@@ -36,7 +36,10 @@ pub enum ProtoError {
     #[error("protocol version mismatch: we speak {ours}, the peer speaks {theirs}; run the same sonde version on both hosts")]
     VersionMismatch { ours: u32, theirs: u32 },
     #[error("unexpected {got} message while {state}")]
-    Unexpected { state: &'static str, got: &'static str },
+    Unexpected {
+        state: &'static str,
+        got: &'static str,
+    },
     #[error("timed out {0}")]
     Timeout(&'static str),
     #[error("peer closed the control connection while {0}")]
@@ -44,5 +47,8 @@ pub enum ProtoError {
     #[error("{0}")]
     Peer(PeerError),
     #[error("cannot {action} while {state}")]
-    InvalidCall { action: &'static str, state: &'static str },
+    InvalidCall {
+        action: &'static str,
+        state: &'static str,
+    },
 }

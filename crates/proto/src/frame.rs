@@ -13,7 +13,10 @@ pub fn encode(msg: &Message) -> Result<Vec<u8>, ProtoError> {
     serde_json::to_writer(&mut out, msg).map_err(|e| ProtoError::Malformed(e.to_string()))?;
     let len = out.len() - HEADER;
     if len > MAX_FRAME_BYTES {
-        return Err(ProtoError::Oversized { len, max: MAX_FRAME_BYTES });
+        return Err(ProtoError::Oversized {
+            len,
+            max: MAX_FRAME_BYTES,
+        });
     }
     out[..HEADER].copy_from_slice(&(len as u32).to_be_bytes());
     Ok(out)
@@ -37,7 +40,10 @@ impl FrameDecoder {
         }
         let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
         if len > MAX_FRAME_BYTES {
-            return Err(ProtoError::Oversized { len, max: MAX_FRAME_BYTES });
+            return Err(ProtoError::Oversized {
+                len,
+                max: MAX_FRAME_BYTES,
+            });
         }
         if len == 0 {
             return Err(ProtoError::Malformed("empty frame".into()));
@@ -57,7 +63,9 @@ impl FrameDecoder {
             0 => Ok(()),
             have if have < HEADER => Err(ProtoError::Truncated { have, need: HEADER }),
             have => {
-                let need = HEADER + u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+                let need = HEADER
+                    + u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
+                        as usize;
                 Err(ProtoError::Truncated { have, need })
             }
         }

@@ -31,17 +31,28 @@ pub enum Message {
         /// Test types the agent runs.
         capabilities: Vec<String>,
     },
-    Setup { spec: TestSpec },
+    Setup {
+        spec: TestSpec,
+    },
     /// The agent listens for data connections; each starts with `cookie`.
-    Ready { data_port: u16, cookie: u64 },
+    Ready {
+        data_port: u16,
+        cookie: u64,
+    },
     /// Controller → agent: data connections are open; the clock starts now.
     Start,
     /// Agent → controller, once per interval of the measured window.
-    Interval { sample: IntervalSample },
+    Interval {
+        sample: IntervalSample,
+    },
     /// Controller → agent: the controller's part is over; send your results.
     Stop,
-    Results { side: Box<SideResult> },
-    Error { error: PeerError },
+    Results {
+        side: Box<SideResult>,
+    },
+    Error {
+        error: PeerError,
+    },
 }
 
 impl Message {

@@ -4,21 +4,26 @@
 use std::time::{Duration, Instant};
 
 use sonde_proto::{
-    encode, AgentEvent, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message,
-    PeerError, ProtoError, Timeouts, MAX_FRAME_BYTES,
+    encode, AgentEvent, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message, PeerError,
+    ProtoError, Timeouts, MAX_FRAME_BYTES,
 };
-use sonde_results::{
-    Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec,
-};
+use sonde_results::{Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
 
 fn spec() -> TestSpec {
-    TestSpec::Stream(StreamSpec { connections: 4, direction: Direction::Bidir, ..Default::default() })
+    TestSpec::Stream(StreamSpec {
+        connections: 4,
+        direction: Direction::Bidir,
+        ..Default::default()
+    })
 }
 
 fn side() -> SideResult {
     SideResult {
         role: Role::Server,
-        host: HostInfo { hostname: "agent".into(), ..Default::default() },
+        host: HostInfo {
+            hostname: "agent".into(),
+            ..Default::default()
+        },
         window_s: 10.0,
         threads: 2,
         pinned_cpus: Some(vec![1]),
@@ -34,27 +39,66 @@ fn side() -> SideResult {
 }
 
 fn sample(i: u32) -> IntervalSample {
-    IntervalSample { index: i, start_s: i as f64, end_s: i as f64 + 1.0, sent_bytes: 7, received_bytes: 9, cpu_busy_percent: Some(12.5) }
+    IntervalSample {
+        index: i,
+        start_s: i as f64,
+        end_s: i as f64 + 1.0,
+        sent_bytes: 7,
+        received_bytes: 9,
+        cpu_busy_percent: Some(12.5),
+    }
 }
 
 fn all_messages() -> Vec<Message> {
     vec![
-        Message::Hello { magic: "netsonde".into(), version: 1, software: "sonde 0.1".into(), command: "sonde stream x".into() },
-        Message::Welcome { magic: "netsonde".into(), version: 1, software: "s".into(), command: "c".into(), capabilities: vec!["stream".into()] },
+        Message::Hello {
+            magic: "netsonde".into(),
+            version: 1,
+            software: "sonde 0.1".into(),
+            command: "sonde stream x".into(),
+        },
+        Message::Welcome {
+            magic: "netsonde".into(),
+            version: 1,
+            software: "s".into(),
+            command: "c".into(),
+            capabilities: vec!["stream".into()],
+        },
         Message::Setup { spec: spec() },
-        Message::Ready { data_port: 40000, cookie: u64::MAX },
+        Message::Ready {
+            data_port: 40000,
+            cookie: u64::MAX,
+        },
         Message::Start,
         Message::Interval { sample: sample(3) },
         Message::Stop,
-        Message::Results { side: Box::new(side()) },
-        Message::Error { error: PeerError::Busy },
-        Message::Error { error: PeerError::VersionMismatch { agent: 2, client: 1 } },
-        Message::Error { error: PeerError::InvalidSpec { flag: "--connections".into(), reason: "r".into() } },
+        Message::Results {
+            side: Box::new(side()),
+        },
+        Message::Error {
+            error: PeerError::Busy,
+        },
+        Message::Error {
+            error: PeerError::VersionMismatch {
+                agent: 2,
+                client: 1,
+            },
+        },
+        Message::Error {
+            error: PeerError::InvalidSpec {
+                flag: "--connections".into(),
+                reason: "r".into(),
+            },
+        },
     ]
 }
 
 /// Moves every queued frame from client to agent and back until both are quiet.
-fn pump(c: &mut ClientSession, a: &mut AgentSession, now: Instant) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
+fn pump(
+    c: &mut ClientSession,
+    a: &mut AgentSession,
+    now: Instant,
+) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
     let (mut rc, mut ra) = (Ok(()), Ok(()));
     loop {
         let mut moved = false;
@@ -78,8 +122,20 @@ fn pump(c: &mut ClientSession, a: &mut AgentSession, now: Instant) -> (Result<()
 
 fn pair(now: Instant) -> (ClientSession, AgentSession) {
     (
-        ClientSession::new(spec(), "sonde-test", "sonde stream 198.18.0.2", Timeouts::default(), now),
-        AgentSession::new("sonde-test", "sonde serve", &["stream"], Timeouts::default(), now),
+        ClientSession::new(
+            spec(),
+            "sonde-test",
+            "sonde stream 198.18.0.2",
+            Timeouts::default(),
+            now,
+        ),
+        AgentSession::new(
+            "sonde-test",
+            "sonde serve",
+            &["stream"],
+            Timeouts::default(),
+            now,
+        ),
     )
 }
 
@@ -112,22 +168,40 @@ fn truncated_oversized_and_garbage_frames_are_typed_errors() {
 
     let mut dec = FrameDecoder::default();
     dec.push(&[0, 0]);
-    assert!(matches!(dec.finish(), Err(ProtoError::Truncated { have: 2, need: 4 })));
+    assert!(matches!(
+        dec.finish(),
+        Err(ProtoError::Truncated { have: 2, need: 4 })
+    ));
 
     let mut dec = FrameDecoder::default();
     dec.push(&((MAX_FRAME_BYTES as u32 + 1).to_be_bytes()));
-    assert!(matches!(dec.next_message(), Err(ProtoError::Oversized { .. })));
+    assert!(matches!(
+        dec.next_message(),
+        Err(ProtoError::Oversized { .. })
+    ));
 
     // An HTTP request read as a length is far over the cap.
     let mut dec = FrameDecoder::default();
     dec.push(b"GET / HTTP/1.1\r\n\r\n");
-    assert!(matches!(dec.next_message(), Err(ProtoError::Oversized { .. })));
+    assert!(matches!(
+        dec.next_message(),
+        Err(ProtoError::Oversized { .. })
+    ));
 
-    for payload in [&b"not json"[..], b"{\"type\":\"Nope\"}", b"{\"type\":\"ready\",\"data_port\":\"x\"}", b"[]", b"\xff\xfe"] {
+    for payload in [
+        &b"not json"[..],
+        b"{\"type\":\"Nope\"}",
+        b"{\"type\":\"ready\",\"data_port\":\"x\"}",
+        b"[]",
+        b"\xff\xfe",
+    ] {
         let mut dec = FrameDecoder::default();
         dec.push(&(payload.len() as u32).to_be_bytes());
         dec.push(payload);
-        assert!(matches!(dec.next_message(), Err(ProtoError::Malformed(_))), "{payload:?}");
+        assert!(
+            matches!(dec.next_message(), Err(ProtoError::Malformed(_))),
+            "{payload:?}"
+        );
     }
     let mut dec = FrameDecoder::default();
     dec.push(&[0, 0, 0, 0]);
@@ -136,7 +210,12 @@ fn truncated_oversized_and_garbage_frames_are_typed_errors() {
     // A message too large to send is refused by the encoder too.
     let mut big = side();
     big.notes = vec!["x".repeat(MAX_FRAME_BYTES)];
-    assert!(matches!(encode(&Message::Results { side: Box::new(big) }), Err(ProtoError::Oversized { .. })));
+    assert!(matches!(
+        encode(&Message::Results {
+            side: Box::new(big)
+        }),
+        Err(ProtoError::Oversized { .. })
+    ));
 }
 
 #[test]
@@ -151,7 +230,11 @@ fn random_bytes_never_panic() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            buf.push(if round % 3 == 0 { b"{}\":,[]typeRaSt0 "[(x % 17) as usize] } else { x as u8 });
+            buf.push(if round % 3 == 0 {
+                b"{}\":,[]typeRaSt0 "[(x % 17) as usize]
+            } else {
+                x as u8
+            });
         }
         dec.push(&buf);
         let _ = dec.next_message();
@@ -171,7 +254,13 @@ fn full_test_scenario_with_simulated_time() {
     assert!(matches!(c.poll_event(), Some(ClientEvent::Welcome { .. })));
     a.ready(40001, 77, t0).unwrap();
     pump(&mut c, &mut a, t0).0.unwrap();
-    assert_eq!(c.poll_event(), Some(ClientEvent::Ready { data_port: 40001, cookie: 77 }));
+    assert_eq!(
+        c.poll_event(),
+        Some(ClientEvent::Ready {
+            data_port: 40001,
+            cookie: 77
+        })
+    );
 
     let t1 = t0 + Duration::from_millis(5);
     c.start(t1).unwrap();
@@ -182,7 +271,10 @@ fn full_test_scenario_with_simulated_time() {
         a.send_interval(sample(i as u32)).unwrap();
         pump(&mut c, &mut a, t).0.unwrap();
         c.handle_timeout(t).unwrap();
-        assert_eq!(c.poll_event(), Some(ClientEvent::Interval(sample(i as u32))));
+        assert_eq!(
+            c.poll_event(),
+            Some(ClientEvent::Interval(sample(i as u32)))
+        );
     }
     let t2 = t1 + Duration::from_secs(12);
     c.stop(t2).unwrap();
@@ -200,29 +292,62 @@ fn version_mismatch_is_typed_on_both_sides() {
     let t0 = Instant::now();
     // A controller from the future says version 2.
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    let hello = encode(&Message::Hello { magic: "netsonde".into(), version: 2, software: "s".into(), command: "c".into() }).unwrap();
-    assert_eq!(a.handle_bytes(&hello, t0), Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 }));
+    let hello = encode(&Message::Hello {
+        magic: "netsonde".into(),
+        version: 2,
+        software: "s".into(),
+        command: "c".into(),
+    })
+    .unwrap();
+    assert_eq!(
+        a.handle_bytes(&hello, t0),
+        Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 })
+    );
     let reply = a.poll_transmit().unwrap();
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
-    assert_eq!(c.handle_bytes(&reply, t0), Err(ProtoError::VersionMismatch { ours: 1, theirs: 1 }));
+    assert_eq!(
+        c.handle_bytes(&reply, t0),
+        Err(ProtoError::VersionMismatch { ours: 1, theirs: 1 })
+    );
 
     // An agent from the future answers Welcome with version 2.
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
-    let welcome = encode(&Message::Welcome { magic: "netsonde".into(), version: 2, software: "s".into(), command: "c".into(), capabilities: vec!["stream".into()] }).unwrap();
-    assert_eq!(c.handle_bytes(&welcome, t0), Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 }));
+    let welcome = encode(&Message::Welcome {
+        magic: "netsonde".into(),
+        version: 2,
+        software: "s".into(),
+        command: "c".into(),
+        capabilities: vec!["stream".into()],
+    })
+    .unwrap();
+    assert_eq!(
+        c.handle_bytes(&welcome, t0),
+        Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 })
+    );
 }
 
 #[test]
 fn bad_magic_and_missing_capability() {
     let t0 = Instant::now();
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    let hello = encode(&Message::Hello { magic: "iperf".into(), version: 1, software: "s".into(), command: "c".into() }).unwrap();
+    let hello = encode(&Message::Hello {
+        magic: "iperf".into(),
+        version: 1,
+        software: "s".into(),
+        command: "c".into(),
+    })
+    .unwrap();
     assert_eq!(a.handle_bytes(&hello, t0), Err(ProtoError::BadMagic));
 
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
     let mut a = AgentSession::new("s", "c", &["ping"], Timeouts::default(), t0);
     let (rc, _) = pump(&mut c, &mut a, t0);
-    assert_eq!(rc, Err(ProtoError::Peer(PeerError::Unsupported { test: "stream".into() })));
+    assert_eq!(
+        rc,
+        Err(ProtoError::Peer(PeerError::Unsupported {
+            test: "stream".into()
+        }))
+    );
 }
 
 #[test]
@@ -242,7 +367,10 @@ fn refused_spec_names_the_flag() {
     let t0 = Instant::now();
     let (mut c, mut a) = pair(t0);
     pump(&mut c, &mut a, t0).0.unwrap();
-    a.refuse(PeerError::InvalidSpec { flag: "--duration".into(), reason: "over the agent's limit".into() });
+    a.refuse(PeerError::InvalidSpec {
+        flag: "--duration".into(),
+        reason: "over the agent's limit".into(),
+    });
     let err = pump(&mut c, &mut a, t0).0.unwrap_err();
     assert!(err.to_string().contains("--duration"), "{err}");
 }
@@ -253,9 +381,15 @@ fn deadlines_and_silence() {
     let (mut c, mut a) = pair(t0);
     // Nobody answers the Hello.
     c.handle_timeout(t0 + Duration::from_secs(4)).unwrap();
-    assert!(matches!(c.handle_timeout(t0 + Duration::from_secs(6)), Err(ProtoError::Timeout(_))));
+    assert!(matches!(
+        c.handle_timeout(t0 + Duration::from_secs(6)),
+        Err(ProtoError::Timeout(_))
+    ));
     // A controller that connects and says nothing.
-    assert!(matches!(a.handle_timeout(t0 + Duration::from_secs(6)), Err(ProtoError::Timeout(_))));
+    assert!(matches!(
+        a.handle_timeout(t0 + Duration::from_secs(6)),
+        Err(ProtoError::Timeout(_))
+    ));
 
     // The agent goes silent while running: liveness is warm-up + 2 intervals + slack.
     let (mut c, mut a) = pair(t0);
@@ -270,7 +404,10 @@ fn deadlines_and_silence() {
     ra.unwrap();
     c.start(t0).unwrap();
     assert!(c.handle_timeout(t0 + Duration::from_secs(4)).is_ok());
-    assert!(matches!(c.handle_timeout(t0 + Duration::from_secs(6)), Err(ProtoError::Timeout(_))));
+    assert!(matches!(
+        c.handle_timeout(t0 + Duration::from_secs(6)),
+        Err(ProtoError::Timeout(_))
+    ));
 }
 
 #[test]
@@ -278,11 +415,20 @@ fn unexpected_messages_and_calls_are_errors() {
     let t0 = Instant::now();
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
     let start = encode(&Message::Start).unwrap();
-    assert!(matches!(a.handle_bytes(&start, t0), Err(ProtoError::Unexpected { got: "Start", .. })));
+    assert!(matches!(
+        a.handle_bytes(&start, t0),
+        Err(ProtoError::Unexpected { got: "Start", .. })
+    ));
 
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
-    let results = encode(&Message::Results { side: Box::new(side()) }).unwrap();
-    assert!(matches!(c.handle_bytes(&results, t0), Err(ProtoError::Unexpected { got: "Results", .. })));
+    let results = encode(&Message::Results {
+        side: Box::new(side()),
+    })
+    .unwrap();
+    assert!(matches!(
+        c.handle_bytes(&results, t0),
+        Err(ProtoError::Unexpected { got: "Results", .. })
+    ));
     assert!(matches!(c.start(t0), Err(ProtoError::InvalidCall { .. })));
 
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
@@ -300,6 +446,7 @@ fn peer_closing_mid_test_is_closed_error() {
     ra.unwrap();
     assert!(matches!(c.handle_eof(), Err(ProtoError::Closed(_))));
     let mut a2 = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    a2.handle_bytes(&encode(&Message::Start).unwrap()[..3], t0).unwrap();
+    a2.handle_bytes(&encode(&Message::Start).unwrap()[..3], t0)
+        .unwrap();
     assert!(matches!(a2.handle_eof(), Err(ProtoError::Truncated { .. })));
 }

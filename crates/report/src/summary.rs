@@ -13,27 +13,76 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
     vec![
         ("bytes", bytes(e.bytes)),
         ("throughput", bits_per_second(e.bits_per_second)),
-        ("MB/s (10^6 bytes)", format!("{:.1}", e.megabytes_per_second)),
+        (
+            "MB/s (10^6 bytes)",
+            format!("{:.1}", e.megabytes_per_second),
+        ),
         ("buffers/s", format!("{:.0}", e.buffers_per_second)),
-        ("per connection min / max", format!(
-            "{} / {}",
-            bits_per_second(e.connections.min_bits_per_second),
-            bits_per_second(e.connections.max_bits_per_second)
-        )),
-        ("per connection stddev", bits_per_second(e.connections.stddev_bits_per_second)),
-        ("TCP retransmits (system)", opt(e.tcp_retransmits.system, |v| v.to_string())),
-        ("TCP retransmits (test conns)", opt(e.tcp_retransmits.connections, |v| v.to_string())),
-        ("host CPU busy", opt(cpu, |c| format!("{:.1}% of {} CPUs", c.host.busy_percent(), c.cpus))),
-        ("  usr / sys / softirq / irq", opt(cpu, |c| format!(
-            "{:.1} / {:.1} / {:.1} / {:.1} %",
-            c.host.user_percent, c.host.system_percent, c.host.softirq_percent, c.host.irq_percent
-        ))),
-        ("busiest CPU", opt(cpu, |c| format!("cpu{} {:.1}%", c.busiest_cpu, c.busiest.busy_percent()))),
-        ("process CPU seconds", opt(e.cpu.process_cpu_s, |v| format!("{v:.2}"))),
-        ("cycles/byte (host)", opt(e.cycles_per_byte, |v| format!("{v:.2}"))),
+        (
+            "per connection min / max",
+            format!(
+                "{} / {}",
+                bits_per_second(e.connections.min_bits_per_second),
+                bits_per_second(e.connections.max_bits_per_second)
+            ),
+        ),
+        (
+            "per connection stddev",
+            bits_per_second(e.connections.stddev_bits_per_second),
+        ),
+        (
+            "TCP retransmits (system)",
+            opt(e.tcp_retransmits.system, |v| v.to_string()),
+        ),
+        (
+            "TCP retransmits (test conns)",
+            opt(e.tcp_retransmits.connections, |v| v.to_string()),
+        ),
+        (
+            "host CPU busy",
+            opt(cpu, |c| {
+                format!("{:.1}% of {} CPUs", c.host.busy_percent(), c.cpus)
+            }),
+        ),
+        (
+            "  usr / sys / softirq / irq",
+            opt(cpu, |c| {
+                format!(
+                    "{:.1} / {:.1} / {:.1} / {:.1} %",
+                    c.host.user_percent,
+                    c.host.system_percent,
+                    c.host.softirq_percent,
+                    c.host.irq_percent
+                )
+            }),
+        ),
+        (
+            "busiest CPU",
+            opt(cpu, |c| {
+                format!("cpu{} {:.1}%", c.busiest_cpu, c.busiest.busy_percent())
+            }),
+        ),
+        (
+            "process CPU seconds",
+            opt(e.cpu.process_cpu_s, |v| format!("{v:.2}")),
+        ),
+        (
+            "cycles/byte (host)",
+            opt(e.cycles_per_byte, |v| format!("{v:.2}")),
+        ),
         ("NIC", opt(e.nic.as_ref(), |n| n.iface.clone())),
-        ("NIC packets rx / tx", opt(e.nic.as_ref(), |n| format!("{} / {}", n.rx_packets, n.tx_packets))),
-        ("NIC drops rx / tx", opt(e.nic.as_ref(), |n| format!("{} / {}", n.rx_dropped, n.tx_dropped))),
+        (
+            "NIC packets rx / tx",
+            opt(e.nic.as_ref(), |n| {
+                format!("{} / {}", n.rx_packets, n.tx_packets)
+            }),
+        ),
+        (
+            "NIC drops rx / tx",
+            opt(e.nic.as_ref(), |n| {
+                format!("{} / {}", n.rx_dropped, n.tx_dropped)
+            }),
+        ),
         ("NIC interrupts", opt(e.interrupts, |v| v.to_string())),
     ]
 }
@@ -44,11 +93,17 @@ pub fn stream(doc: &Document) -> String {
     let e = &doc.end;
     let mut labelled = vec![("sender", &e.sender), ("receiver", &e.receiver)];
     if let Some(r) = &e.reverse {
-        labelled.extend([("reverse sender", &r.sender), ("reverse receiver", &r.receiver)]);
+        labelled.extend([
+            ("reverse sender", &r.sender),
+            ("reverse receiver", &r.receiver),
+        ]);
     }
     let sides: Vec<(String, &EndSide)> = labelled
         .into_iter()
-        .filter_map(|(label, side)| side.as_ref().map(|s| (format!("{label} ({})", s.measured_by.as_str()), s)))
+        .filter_map(|(label, side)| {
+            side.as_ref()
+                .map(|s| (format!("{label} ({})", s.measured_by.as_str()), s))
+        })
         .collect();
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
@@ -59,14 +114,20 @@ pub fn stream(doc: &Document) -> String {
     if let Some(first) = columns.first() {
         for (row, (metric, _)) in first.iter().enumerate() {
             let mut cells = vec![Cell::new(metric)];
-            cells.extend(columns.iter().map(|c| Cell::new(&c[row].1).set_alignment(CellAlignment::Right)));
+            cells.extend(
+                columns
+                    .iter()
+                    .map(|c| Cell::new(&c[row].1).set_alignment(CellAlignment::Right)),
+            );
             table.add_row(cells);
         }
     }
     let mut out = table.to_string();
     out.push('\n');
     let window = sides.first().map(|(_, s)| s.seconds).unwrap_or(0.0);
-    out.push_str(&format!("measured window {window:.2} s; rates are TCP payload (goodput), SI units\n"));
+    out.push_str(&format!(
+        "measured window {window:.2} s; rates are TCP payload (goodput), SI units\n"
+    ));
     let mut notes: Vec<String> = Vec::new();
     for (_, s) in &sides {
         for n in &s.notes {
@@ -82,7 +143,9 @@ pub fn stream(doc: &Document) -> String {
     if e.partial {
         out.push_str(&format!(
             "PARTIAL RESULT: {}\n",
-            e.error.as_deref().unwrap_or("the test did not run to its planned end")
+            e.error
+                .as_deref()
+                .unwrap_or("the test did not run to its planned end")
         ));
     }
     out
@@ -92,7 +155,13 @@ pub fn stream(doc: &Document) -> String {
 pub fn lab(results: &[(String, Document)]) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "measurement", "sent (client)", "received (server)", "retransmits", "host CPU busy", "cycles/byte", "status",
+        "measurement",
+        "sent (client)",
+        "received (server)",
+        "retransmits",
+        "host CPU busy",
+        "cycles/byte",
+        "status",
     ]);
     for (name, doc) in results {
         let e = &doc.end;
@@ -103,9 +172,15 @@ pub fn lab(results: &[(String, Document)]) -> String {
             opt(s, |s| bits_per_second(s.bits_per_second)),
             opt(r, |r| bits_per_second(r.bits_per_second)),
             opt(s.and_then(|s| s.tcp_retransmits.system), |v| v.to_string()),
-            opt(s.and_then(|s| s.cpu.usage.as_ref()), |c| format!("{:.0}%", c.host.busy_percent())),
+            opt(s.and_then(|s| s.cpu.usage.as_ref()), |c| {
+                format!("{:.0}%", c.host.busy_percent())
+            }),
             opt(s.and_then(|s| s.cycles_per_byte), |v| format!("{v:.2}")),
-            if e.partial { format!("PARTIAL: {}", e.error.as_deref().unwrap_or("cut short")) } else { "ok".into() },
+            if e.partial {
+                format!("PARTIAL: {}", e.error.as_deref().unwrap_or("cut short"))
+            } else {
+                "ok".into()
+            },
         ]);
     }
     format!("{table}\n")

@@ -367,9 +367,15 @@ mod tests {
             }],
             cpu: Some(CpuUsage {
                 cpus: 2,
-                host: CpuBreakdown { idle_percent: 75.0, ..Default::default() },
+                host: CpuBreakdown {
+                    idle_percent: 75.0,
+                    ..Default::default()
+                },
                 busiest_cpu: 1,
-                busiest: CpuBreakdown { idle_percent: 50.0, ..Default::default() },
+                busiest: CpuBreakdown {
+                    idle_percent: 50.0,
+                    ..Default::default()
+                },
             }),
             process_cpu_s: Some(0.5),
             tcp_retransmits: Some(3),
@@ -380,11 +386,7 @@ mod tests {
         }
     }
 
-    fn inputs<'a>(
-        spec: &'a TestSpec,
-        c: &'a SideResult,
-        s: Option<&'a SideResult>,
-    ) -> Inputs<'a> {
+    fn inputs<'a>(spec: &'a TestSpec, c: &'a SideResult, s: Option<&'a SideResult>) -> Inputs<'a> {
         Inputs {
             spec,
             command: "sonde stream x".into(),
@@ -457,6 +459,9 @@ mod tests {
         assert_eq!(doc.intervals[0].sender.as_ref().unwrap().bytes, 100);
         assert_eq!(doc.intervals[0].receiver.as_ref().unwrap().bytes, 90);
         assert!(doc.intervals[1].receiver.is_none());
-        assert_eq!(doc.intervals[1].sender.as_ref().unwrap().bits_per_second, 1600.0);
+        assert_eq!(
+            doc.intervals[1].sender.as_ref().unwrap().bits_per_second,
+            1600.0
+        );
     }
 }

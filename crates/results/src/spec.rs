@@ -170,13 +170,19 @@ impl StreamSpec {
         if self.interval_ms < MIN_INTERVAL_MS {
             return refuse(
                 "--interval",
-                format!("{} ms is below the minimum of {MIN_INTERVAL_MS} ms", self.interval_ms),
+                format!(
+                    "{} ms is below the minimum of {MIN_INTERVAL_MS} ms",
+                    self.interval_ms
+                ),
             );
         }
         if self.buffer_bytes == 0 || self.buffer_bytes > MAX_BUFFER_BYTES {
             return refuse(
                 "--buffer",
-                format!("{} bytes is not in 1..={MAX_BUFFER_BYTES}", self.buffer_bytes),
+                format!(
+                    "{} bytes is not in 1..={MAX_BUFFER_BYTES}",
+                    self.buffer_bytes
+                ),
             );
         }
         if let Some(cc) = &self.congestion {
@@ -187,7 +193,10 @@ impl StreamSpec {
                 return refuse("--congestion", format!("'{cc}' is not an algorithm name"));
             }
         }
-        for (flag, v) in [("--sndbuf", self.sndbuf_bytes), ("--rcvbuf", self.rcvbuf_bytes)] {
+        for (flag, v) in [
+            ("--sndbuf", self.sndbuf_bytes),
+            ("--rcvbuf", self.rcvbuf_bytes),
+        ] {
             if v == Some(0) {
                 return refuse(flag, "must be more than 0 bytes");
             }
@@ -225,15 +234,69 @@ mod tests {
     #[test]
     fn refusals_name_the_flag() {
         let cases: Vec<(StreamSpec, &str)> = vec![
-            (StreamSpec { connections: 0, ..Default::default() }, "--connections"),
-            (StreamSpec { connections: 5000, ..Default::default() }, "--connections"),
-            (StreamSpec { client_threads: Some(0), ..Default::default() }, "--threads"),
-            (StreamSpec { duration_ms: 0, ..Default::default() }, "--duration"),
-            (StreamSpec { interval_ms: 10, ..Default::default() }, "--interval"),
-            (StreamSpec { buffer_bytes: 0, ..Default::default() }, "--buffer"),
-            (StreamSpec { congestion: Some("bb r;".into()), ..Default::default() }, "--congestion"),
-            (StreamSpec { rcvbuf_bytes: Some(0), ..Default::default() }, "--rcvbuf"),
-            (StreamSpec { server_cpus: Some(vec![]), ..Default::default() }, "--server-cpus"),
+            (
+                StreamSpec {
+                    connections: 0,
+                    ..Default::default()
+                },
+                "--connections",
+            ),
+            (
+                StreamSpec {
+                    connections: 5000,
+                    ..Default::default()
+                },
+                "--connections",
+            ),
+            (
+                StreamSpec {
+                    client_threads: Some(0),
+                    ..Default::default()
+                },
+                "--threads",
+            ),
+            (
+                StreamSpec {
+                    duration_ms: 0,
+                    ..Default::default()
+                },
+                "--duration",
+            ),
+            (
+                StreamSpec {
+                    interval_ms: 10,
+                    ..Default::default()
+                },
+                "--interval",
+            ),
+            (
+                StreamSpec {
+                    buffer_bytes: 0,
+                    ..Default::default()
+                },
+                "--buffer",
+            ),
+            (
+                StreamSpec {
+                    congestion: Some("bb r;".into()),
+                    ..Default::default()
+                },
+                "--congestion",
+            ),
+            (
+                StreamSpec {
+                    rcvbuf_bytes: Some(0),
+                    ..Default::default()
+                },
+                "--rcvbuf",
+            ),
+            (
+                StreamSpec {
+                    server_cpus: Some(vec![]),
+                    ..Default::default()
+                },
+                "--server-cpus",
+            ),
         ];
         for (spec, flag) in cases {
             let err = spec.validate().unwrap_err();
@@ -243,7 +306,11 @@ mod tests {
 
     #[test]
     fn bidir_doubles_connections() {
-        let s = StreamSpec { connections: 4, direction: Direction::Bidir, ..Default::default() };
+        let s = StreamSpec {
+            connections: 4,
+            direction: Direction::Bidir,
+            ..Default::default()
+        };
         assert_eq!(s.total_connections(), 8);
         assert_eq!(s.direction_of(3), Direction::Forward);
         assert_eq!(s.direction_of(4), Direction::Reverse);

@@ -32,18 +32,26 @@ pub struct ServeConfig {
 
 pub fn serve(cfg: &ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
     let addr = SocketAddr::new(cfg.bind, cfg.port);
-    let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr} (--bind/--port)"))?;
+    let listener = TcpListener::bind(addr)
+        .with_context(|| format!("cannot listen on {addr} (--bind/--port)"))?;
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
     // Scripts (and `sonde lab`) read this line to learn the port.
-    println!("sonde agent listening on {local} (protocol {})", sonde_proto::PROTOCOL_VERSION);
+    println!(
+        "sonde agent listening on {local} (protocol {})",
+        sonde_proto::PROTOCOL_VERSION
+    );
     let _ = std::io::Write::flush(&mut std::io::stdout());
     tracing::info!("listening on {local}");
 
     let busy = Arc::new(AtomicBool::new(false));
     let mut current: Option<std::thread::JoinHandle<()>> = None;
     while !interrupt.is_set() {
-        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one live pollfd.
         if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
             continue;
@@ -65,14 +73,24 @@ pub fn serve(cfg: &ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
         }
         busy.store(true, Ordering::Release);
         let (busy2, intr, command) = (Arc::clone(&busy), interrupt.clone(), cfg.command.clone());
-        current = Some(std::thread::Builder::new().name("sonde-test".into()).spawn(move || {
-            let started = Instant::now();
-            match run_test(conn, peer, &command, &intr) {
-                Ok(summary) => tracing::info!("test from {peer}: {summary} ({:.1} s)", started.elapsed().as_secs_f64()),
-                Err(e) => tracing::warn!("test from {peer}: {e:#} ({:.1} s)", started.elapsed().as_secs_f64()),
-            }
-            busy2.store(false, Ordering::Release);
-        })?);
+        current = Some(
+            std::thread::Builder::new()
+                .name("sonde-test".into())
+                .spawn(move || {
+                    let started = Instant::now();
+                    match run_test(conn, peer, &command, &intr) {
+                        Ok(summary) => tracing::info!(
+                            "test from {peer}: {summary} ({:.1} s)",
+                            started.elapsed().as_secs_f64()
+                        ),
+                        Err(e) => tracing::warn!(
+                            "test from {peer}: {e:#} ({:.1} s)",
+                            started.elapsed().as_secs_f64()
+                        ),
+                    }
+                    busy2.store(false, Ordering::Release);
+                })?,
+        );
     }
     if let Some(h) = current.take() {
         let _ = h.join();
@@ -101,10 +119,21 @@ fn random_u64() -> u64 {
 }
 
 /// Runs one test from Hello to Results; returns the log line's summary.
-fn run_test(control: TcpStream, peer: SocketAddr, command: &str, interrupt: &Interrupt) -> anyhow::Result<String> {
+fn run_test(
+    control: TcpStream,
+    peer: SocketAddr,
+    command: &str,
+    interrupt: &Interrupt,
+) -> anyhow::Result<String> {
     let local_ip = control.local_addr()?.ip();
     let mut link = Link::new(control)?;
-    let mut session = AgentSession::new(SOFTWARE, command, &["stream"], Timeouts::default(), Instant::now());
+    let mut session = AgentSession::new(
+        SOFTWARE,
+        command,
+        &["stream"],
+        Timeouts::default(),
+        Instant::now(),
+    );
 
     // Handshake until the test is set up.
     let spec = loop {
@@ -126,7 +155,10 @@ fn run_test(control: TcpStream, peer: SocketAddr, command: &str, interrupt: &Int
         }
     };
     if let Err(e) = spec.validate() {
-        session.refuse(PeerError::InvalidSpec { flag: e.flag.into(), reason: e.reason.clone() });
+        session.refuse(PeerError::InvalidSpec {
+            flag: e.flag.into(),
+            reason: e.reason.clone(),
+        });
         link.flush(|| session.poll_transmit())?;
         anyhow::bail!("refused: {e}");
     }
@@ -140,7 +172,9 @@ fn run_test(control: TcpStream, peer: SocketAddr, command: &str, interrupt: &Int
     let (data, notes) = match sockopt::listen(SocketAddr::new(local_ip, 0), &opts, backlog) {
         Ok(x) => x,
         Err(e) => {
-            session.refuse(PeerError::Refused { message: e.to_string() });
+            session.refuse(PeerError::Refused {
+                message: e.to_string(),
+            });
             link.flush(|| session.poll_transmit())?;
             anyhow::bail!("refused: {e}");
         }
@@ -150,12 +184,28 @@ fn run_test(control: TcpStream, peer: SocketAddr, command: &str, interrupt: &Int
     session.ready(data.local_addr()?.port(), cookie, Instant::now())?;
     link.flush(|| session.poll_transmit())?;
 
-    let conns = accept_data(&mut link, &mut session, &data, &spec, cookie, peer.ip(), interrupt)?;
+    let conns = accept_data(
+        &mut link,
+        &mut session,
+        &data,
+        &spec,
+        cookie,
+        peer.ip(),
+        interrupt,
+    )?;
     drop(data);
-    let mut side = StreamSide::start(Role::Server, &spec, conns, HostProbe::for_peer(peer.ip()), notes)?;
+    let mut side = StreamSide::start(
+        Role::Server,
+        &spec,
+        conns,
+        HostProbe::for_peer(peer.ip()),
+        notes,
+    )?;
     loop {
         if interrupt.is_set() {
-            session.refuse(PeerError::Aborted { message: "the agent is shutting down".into() });
+            session.refuse(PeerError::Aborted {
+                message: "the agent is shutting down".into(),
+            });
             let _ = link.flush(|| session.poll_transmit());
             anyhow::bail!("aborted: agent shutting down");
         }
@@ -163,7 +213,10 @@ fn run_test(control: TcpStream, peer: SocketAddr, command: &str, interrupt: &Int
             session.send_interval(sample)?;
         }
         link.flush(|| session.poll_transmit())?;
-        let deadline = [side.next_deadline(), session.poll_timeout()].into_iter().flatten().min();
+        let deadline = [side.next_deadline(), session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
         step(&mut link, &mut session, deadline).context("controller lost during the test")?;
         if matches!(session.poll_event(), Some(AgentEvent::Stop)) {
             break;
@@ -182,8 +235,15 @@ fn run_test(control: TcpStream, peer: SocketAddr, command: &str, interrupt: &Int
 }
 
 /// One wait on the control link, fed to the session.
-fn step(link: &mut Link, session: &mut AgentSession, deadline: Option<Instant>) -> Result<(), ProtoError> {
-    let deadline = [deadline, session.poll_timeout()].into_iter().flatten().min();
+fn step(
+    link: &mut Link,
+    session: &mut AgentSession,
+    deadline: Option<Instant>,
+) -> Result<(), ProtoError> {
+    let deadline = [deadline, session.poll_timeout()]
+        .into_iter()
+        .flatten()
+        .min();
     match link.wait(deadline, None) {
         Ok(Wake::Data(n)) => session.handle_bytes(link.received(n), Instant::now()),
         Ok(Wake::Eof) | Err(_) => session.handle_eof(),
@@ -212,15 +272,22 @@ fn accept_data(
         }
         if start_by.is_some_and(|t| Instant::now() > t) {
             let msg = format!("only {accepted} of {total} data connections arrived");
-            session.refuse(PeerError::Internal { message: msg.clone() });
+            session.refuse(PeerError::Internal {
+                message: msg.clone(),
+            });
             let _ = link.flush(|| session.poll_transmit());
             anyhow::bail!(msg);
         }
-        let deadline = [start_by, session.poll_timeout()].into_iter().flatten().min();
+        let deadline = [start_by, session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
         let woke = link.wait(deadline, Some(data.as_raw_fd()))?;
         match woke {
             Wake::Other => {
-                let Ok((mut s, from)) = data.accept() else { continue };
+                let Ok((mut s, from)) = data.accept() else {
+                    continue;
+                };
                 if from.ip() != controller {
                     tracing::warn!("data connection from {from} refused: not the controller");
                     continue;
@@ -252,7 +319,13 @@ fn accept_data(
     Ok(slots
         .into_iter()
         .enumerate()
-        .map(|(i, s)| (i as u32, spec.direction_of(i as u32), s.expect("every slot filled")))
+        .map(|(i, s)| {
+            (
+                i as u32,
+                spec.direction_of(i as u32),
+                s.expect("every slot filled"),
+            )
+        })
         .collect())
 }
 
@@ -265,7 +338,10 @@ fn summarize(spec: &StreamSpec, r: &sonde_results::SideResult) -> String {
                 sonde_results::Transfer::Send => "sent",
                 sonde_results::Transfer::Receive => "received",
             };
-            format!("{verb} {:.2} Gbit/s", sonde_results::stats::bits_per_second(d.bytes, r.window_s) / 1e9)
+            format!(
+                "{verb} {:.2} Gbit/s",
+                sonde_results::stats::bits_per_second(d.bytes, r.window_s) / 1e9
+            )
         })
         .collect();
     format!(

@@ -11,7 +11,11 @@ use sonde_results::{Direction, SpecError, StreamSpec};
 use crate::agent::DEFAULT_PORT;
 
 #[derive(Parser, Debug)]
-#[command(name = "sonde", version, about = "Measures what a Linux host or VM network really does, and explains why")]
+#[command(
+    name = "sonde",
+    version,
+    about = "Measures what a Linux host or VM network really does, and explains why"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -46,7 +50,12 @@ pub struct StreamArgs {
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// TCP connections (per direction with --bidir).
-    #[arg(short = 'P', long = "connections", default_value_t = 1, value_name = "N")]
+    #[arg(
+        short = 'P',
+        long = "connections",
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub connections: u32,
     /// Worker threads here [default: one per physical core this process may use].
     #[arg(long, value_name = "T")]
@@ -124,7 +133,10 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
     } else {
         (t, 1000.0)
     };
-    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a duration (e.g. 10, 2.5, 500ms)"))?;
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (e.g. 10, 2.5, 500ms)"))?;
     if !v.is_finite() || v < 0.0 || v * scale > 1e12 {
         return Err(format!("'{s}' is out of range"));
     }
@@ -140,7 +152,9 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
         Some('G') => (&t[..t.len() - 1], 1 << 30),
         _ => (t, 1),
     };
-    let v: u64 = num.parse().map_err(|_| format!("'{s}' is not a size (e.g. 65536, 128K, 4M)"))?;
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 65536, 128K, 4M)"))?;
     v.checked_mul(mult)
         .and_then(|b| u32::try_from(b).ok())
         .ok_or_else(|| format!("'{s}' is too large"))
@@ -201,8 +215,22 @@ mod tests {
 
     #[test]
     fn flags_become_a_spec() {
-        let cli = Cli::try_parse_from(["sonde", "stream", "h", "-P", "8", "--bidir", "-l", "64K", "--server-cpus", "1"]).unwrap();
-        let Command::Stream(a) = cli.command else { panic!() };
+        let cli = Cli::try_parse_from([
+            "sonde",
+            "stream",
+            "h",
+            "-P",
+            "8",
+            "--bidir",
+            "-l",
+            "64K",
+            "--server-cpus",
+            "1",
+        ])
+        .unwrap();
+        let Command::Stream(a) = cli.command else {
+            panic!()
+        };
         let s = a.spec().unwrap();
         assert_eq!(s.connections, 8);
         assert_eq!(s.direction, Direction::Bidir);
@@ -210,7 +238,9 @@ mod tests {
         assert_eq!(s.server_cpus, Some(vec![1]));
         assert!(Cli::try_parse_from(["sonde", "stream", "h", "-R", "--bidir"]).is_err());
         let cli = Cli::try_parse_from(["sonde", "stream", "h", "-P", "0"]).unwrap();
-        let Command::Stream(a) = cli.command else { panic!() };
+        let Command::Stream(a) = cli.command else {
+            panic!()
+        };
         assert_eq!(a.spec().unwrap_err().flag, "--connections");
     }
 }

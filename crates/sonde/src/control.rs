@@ -28,7 +28,10 @@ impl Link {
     pub fn new(stream: TcpStream) -> io::Result<Link> {
         stream.set_write_timeout(Some(Duration::from_secs(5)))?;
         stream.set_nodelay(true)?;
-        Ok(Link { stream, buf: vec![0; 64 * 1024] })
+        Ok(Link {
+            stream,
+            buf: vec![0; 64 * 1024],
+        })
     }
 
     pub fn received(&self, n: usize) -> &[u8] {
@@ -47,16 +50,31 @@ impl Link {
     pub fn wait(&mut self, deadline: Option<Instant>, other: Option<RawFd>) -> io::Result<Wake> {
         let now = Instant::now();
         let until = deadline.map_or(now + MAX_WAIT, |d| d.min(now + MAX_WAIT));
-        let timeout_ms = until.saturating_duration_since(now).as_micros().div_ceil(1000) as i32;
+        let timeout_ms = until
+            .saturating_duration_since(now)
+            .as_micros()
+            .div_ceil(1000) as i32;
         let mut fds = [
-            libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: other.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: self.stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: other.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: two live pollfds; a negative fd is ignored by poll.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
         if r < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(Wake::Timeout) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(Wake::Timeout)
+            } else {
+                Err(e)
+            };
         }
         if fds[0].revents != 0 {
             return match self.stream.read(&mut self.buf) {

@@ -26,13 +26,26 @@ pub enum ControllerError {
     #[error("cannot resolve host '{host}': {reason}")]
     Resolve { host: String, reason: String },
     #[error("cannot connect to the agent at {addr}: {source} (is `sonde serve` running there?)")]
-    Connect { addr: SocketAddr, source: std::io::Error },
+    Connect {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("agent at {addr}: {source}")]
-    Protocol { addr: SocketAddr, source: ProtoError },
+    Protocol {
+        addr: SocketAddr,
+        source: ProtoError,
+    },
     #[error("control connection to {addr}: {source}")]
-    Io { addr: SocketAddr, source: std::io::Error },
+    Io {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("opening data connection {index} to {addr}: {source}")]
-    Data { index: u32, addr: SocketAddr, source: std::io::Error },
+    Data {
+        index: u32,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("interrupted before the test started")]
     Interrupted,
 }
@@ -52,8 +65,13 @@ pub struct LiveInterval<'a> {
 }
 
 pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, ControllerError> {
-    let err = |reason: String| ControllerError::Resolve { host: host.to_string(), reason };
-    let mut addrs = (host, port).to_socket_addrs().map_err(|e| err(e.to_string()))?;
+    let err = |reason: String| ControllerError::Resolve {
+        host: host.to_string(),
+        reason,
+    };
+    let mut addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| err(e.to_string()))?;
     addrs.next().ok_or_else(|| err("no address found".into()))
 }
 
@@ -76,11 +94,15 @@ impl Pairing {
             let i = self.shown;
             let (c, s) = (self.client.get(i), self.server.get(i));
             // Wait for the agent's sample unless ours has already moved on (agent late or gone).
-            let ready = (c.is_some() && s.is_some()) || (c.is_some() && (force || self.client.len() > i + 1));
+            let ready = (c.is_some() && s.is_some())
+                || (c.is_some() && (force || self.client.len() > i + 1));
             if !ready {
                 return;
             }
-            live(LiveInterval { client: c, server: s });
+            live(LiveInterval {
+                client: c,
+                server: s,
+            });
             self.shown += 1;
         }
     }
@@ -99,7 +121,13 @@ pub fn run_stream(
     let io_err = |source| ControllerError::Io { addr, source };
     let proto_err = |source| ControllerError::Protocol { addr, source };
     let mut link = Link::new(control).map_err(io_err)?;
-    let mut session = ClientSession::new(spec.clone(), SOFTWARE, &req.command, Timeouts::default(), Instant::now());
+    let mut session = ClientSession::new(
+        spec.clone(),
+        SOFTWARE,
+        &req.command,
+        Timeouts::default(),
+        Instant::now(),
+    );
 
     // Handshake until the agent is ready for data connections.
     let mut server_command = None;
@@ -109,7 +137,9 @@ pub fn run_stream(
             return Err(ControllerError::Interrupted);
         }
         match link.wait(session.poll_timeout(), None).map_err(io_err)? {
-            Wake::Data(n) => session.handle_bytes(link.received(n), Instant::now()).map_err(proto_err)?,
+            Wake::Data(n) => session
+                .handle_bytes(link.received(n), Instant::now())
+                .map_err(proto_err)?,
             Wake::Eof => session.handle_eof().map_err(proto_err)?,
             _ => session.handle_timeout(Instant::now()).map_err(proto_err)?,
         }
@@ -131,9 +161,14 @@ pub fn run_stream(
     session.start(Instant::now()).map_err(proto_err)?;
     link.flush(|| session.poll_transmit()).map_err(io_err)?;
     let probe = HostProbe::for_peer(addr.ip());
-    let mut side = StreamSide::start(Role::Client, &req.spec, conns.0, probe, notes).map_err(io_err)?;
+    let mut side =
+        StreamSide::start(Role::Client, &req.spec, conns.0, probe, notes).map_err(io_err)?;
 
-    let mut pairing = Pairing { client: Vec::new(), server: Vec::new(), shown: 0 };
+    let mut pairing = Pairing {
+        client: Vec::new(),
+        server: Vec::new(),
+        shown: 0,
+    };
     let mut error: Option<String> = None;
     let mut server_result: Option<SideResult> = None;
     let mut stop_sent = false;
@@ -154,7 +189,8 @@ pub fn run_stream(
             let overdue = now > side.planned_end() + DRAIN;
             if drained || overdue {
                 if overdue && !drained {
-                    error = Some("receivers did not see the end of every connection in time".into());
+                    error =
+                        Some("receivers did not see the end of every connection in time".into());
                 }
                 side.finish_senders();
                 if let Err(e) = session.stop(now) {
@@ -168,12 +204,21 @@ pub fn run_stream(
             error = Some(format!("control connection: {e}"));
             break;
         }
-        let deadline = [side.next_deadline(), session.poll_timeout()].into_iter().flatten().min();
+        let deadline = [side.next_deadline(), session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
         let step = match link.wait(deadline, None) {
             Ok(Wake::Data(n)) => session.handle_bytes(link.received(n), Instant::now()),
             Ok(Wake::Eof) => session.handle_eof(),
             Ok(_) => session.handle_timeout(Instant::now()),
-            Err(e) => Err(ProtoError::Closed(if e.kind() == std::io::ErrorKind::ConnectionReset { "running the test" } else { "reading" })),
+            Err(e) => Err(ProtoError::Closed(
+                if e.kind() == std::io::ErrorKind::ConnectionReset {
+                    "running the test"
+                } else {
+                    "reading"
+                },
+            )),
         };
         while let Some(ev) = session.poll_event() {
             match ev {
@@ -212,7 +257,11 @@ pub fn run_stream(
 type DataConns = (Vec<(u32, Direction, TcpStream)>, Vec<String>);
 
 /// Opens every data connection; each begins with the cookie and its test-wide index.
-fn open_data_connections(spec: &StreamSpec, addr: SocketAddr, cookie: u64) -> Result<DataConns, ControllerError> {
+fn open_data_connections(
+    spec: &StreamSpec,
+    addr: SocketAddr,
+    cookie: u64,
+) -> Result<DataConns, ControllerError> {
     let opts = SocketOptions {
         congestion: spec.congestion.clone(),
         nodelay: spec.nodelay,
@@ -223,7 +272,11 @@ fn open_data_connections(spec: &StreamSpec, addr: SocketAddr, cookie: u64) -> Re
     let mut notes = Vec::new();
     for index in 0..spec.total_connections() {
         let dir = spec.direction_of(index);
-        let err = |source| ControllerError::Data { index, addr, source };
+        let err = |source| ControllerError::Data {
+            index,
+            addr,
+            source,
+        };
         let (mut s, n) = sockopt::connect(addr, &opts, CONNECT_TIMEOUT).map_err(err)?;
         let mut header = [0u8; DATA_HEADER_BYTES];
         header[..8].copy_from_slice(&cookie.to_be_bytes());

@@ -26,9 +26,17 @@ pub struct Netns {
 }
 
 fn ip(args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new("ip").args(args).stdin(Stdio::null()).output().context("cannot run `ip` (install iproute2)")?;
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run `ip` (install iproute2)")?;
     if !out.status.success() {
-        bail!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
@@ -48,8 +56,24 @@ impl Netns {
         ip(&["netns", "add", &ns.client])?;
         // From here on, Drop removes whatever was made.
         ip(&["netns", "add", &ns.server])?;
-        ip(&["link", "add", &ns.client_if, "netns", &ns.client, "type", "veth", "peer", "name", &ns.server_if, "netns", &ns.server])?;
-        for (n, i, a) in [(&ns.client, &ns.client_if, CLIENT_ADDR), (&ns.server, &ns.server_if, SERVER_ADDR)] {
+        ip(&[
+            "link",
+            "add",
+            &ns.client_if,
+            "netns",
+            &ns.client,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &ns.server_if,
+            "netns",
+            &ns.server,
+        ])?;
+        for (n, i, a) in [
+            (&ns.client, &ns.client_if, CLIENT_ADDR),
+            (&ns.server, &ns.server_if, SERVER_ADDR),
+        ] {
             ip(&["-n", n, "addr", "add", &format!("{a}/24"), "dev", i])?;
             ip(&["-n", n, "link", "set", i, "up"])?;
             ip(&["-n", n, "link", "set", "lo", "up"])?;
@@ -68,7 +92,10 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         for n in [&self.client, &self.server] {
-            let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
+            let _ = Command::new("ip")
+                .args(["netns", "del", n])
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
@@ -82,7 +109,9 @@ pub struct AgentProcess {
 impl AgentProcess {
     /// Starts `cmd` (a `sonde serve`) and waits for its "listening on ADDR:PORT" line.
     pub fn start(mut cmd: Command) -> anyhow::Result<AgentProcess> {
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).env("SONDE_LOG", "warn");
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .env("SONDE_LOG", "warn");
         let mut child = cmd.spawn().context("cannot start the agent")?;
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = std::sync::mpsc::channel();
@@ -92,7 +121,9 @@ impl AgentProcess {
             }
         });
         let mut agent = AgentProcess { child, port: 0 };
-        let line = rx.recv_timeout(Duration::from_secs(10)).context("the agent did not start listening within 10 s")?;
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .context("the agent did not start listening within 10 s")?;
         agent.port = line
             .rsplit_once(':')
             .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
@@ -127,7 +158,12 @@ fn measurements(duration_ms: u64) -> Vec<(String, Vec<String>)> {
     let t = format!("{}ms", duration_ms);
     [1, 8]
         .into_iter()
-        .map(|p| (format!("stream -P {p}"), vec!["-P".to_string(), p.to_string(), "-t".into(), t.clone()]))
+        .map(|p| {
+            (
+                format!("stream -P {p}"),
+                vec!["-P".to_string(), p.to_string(), "-t".into(), t.clone()],
+            )
+        })
         .collect()
 }
 
@@ -138,13 +174,16 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("sonde-{tag}")),
     };
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
 
     let netns = if args.loopback {
         println!("lab: over loopback (127.0.0.1), as asked");
         None
     } else if !is_root() {
-        println!("lab: not root, so no network namespaces: running over loopback (127.0.0.1) instead");
+        println!(
+            "lab: not root, so no network namespaces: running over loopback (127.0.0.1) instead"
+        );
         None
     } else {
         match Netns::create(&tag) {
@@ -183,9 +222,18 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
             Some(n) => Netns::exec(&n.client, &exe),
             None => Command::new(&exe),
         };
-        cmd.args(["stream", &host, "--port", &agent.port.to_string()]).args(&margs).arg("--output").arg(&file);
-        let status = cmd.stdin(Stdio::null()).status().context("cannot run the measurement")?;
-        match std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Document>(&b).ok()) {
+        cmd.args(["stream", &host, "--port", &agent.port.to_string()])
+            .args(&margs)
+            .arg("--output")
+            .arg(&file);
+        let status = cmd
+            .stdin(Stdio::null())
+            .status()
+            .context("cannot run the measurement")?;
+        match std::fs::read(&file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Document>(&b).ok())
+        {
             Some(doc) => {
                 failed |= doc.end.partial;
                 results.push((name, doc));
@@ -198,7 +246,14 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     }
     drop(agent);
     drop(netns);
-    println!("\n== lab summary ({}) ==", if host == SERVER_ADDR { "two namespaces over veth" } else { "loopback" });
+    println!(
+        "\n== lab summary ({}) ==",
+        if host == SERVER_ADDR {
+            "two namespaces over veth"
+        } else {
+            "loopback"
+        }
+    );
     print!("{}", sonde_report::summary::lab(&results));
     if args.output_dir.is_some() {
         println!("result documents in {}", out_dir.display());
@@ -208,6 +263,9 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     if interrupt.is_set() {
         println!("lab: interrupted; namespaces removed");
     }
-    Ok(if failed || interrupt.is_set() { ExitCode::from(3) } else { ExitCode::SUCCESS })
+    Ok(if failed || interrupt.is_set() {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
-

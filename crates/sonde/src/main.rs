@@ -31,9 +31,15 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // clap's first line names the flag and the value; the rest is advice.
+            // One line: clap's message (which names the flag), without usage and tips.
             let text = e.render().to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: bad usage"));
+            let msg: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            eprintln!("{}", msg.join(" "));
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -52,7 +58,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(a) => {
             init_logging();
-            let cfg = agent::ServeConfig { bind: a.bind, port: a.port, command: command_line };
+            let cfg = agent::ServeConfig {
+                bind: a.bind,
+                port: a.port,
+                command: command_line,
+            };
             agent::serve(&cfg, &interrupt)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -64,12 +74,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SONDE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_target(false)
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 
-fn stream(a: &StreamArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::Result<ExitCode> {
+fn stream(
+    a: &StreamArgs,
+    command: String,
+    interrupt: &signals::Interrupt,
+) -> anyhow::Result<ExitCode> {
     let spec = match a.spec() {
         Ok(s) => s,
         Err(e) => {
@@ -90,11 +107,19 @@ fn stream(a: &StreamArgs, command: String, interrupt: &signals::Interrupt) -> an
             spec.cooldown_ms as f64 / 1e3
         );
     }
-    let req = controller::StreamRequest { host: a.host.clone(), port: a.port, spec, command };
+    let req = controller::StreamRequest {
+        host: a.host.clone(),
+        port: a.port,
+        spec,
+        command,
+    };
     let quiet = a.json;
     let mut live = |l: controller::LiveInterval<'_>| {
         if !quiet {
-            println!("{}", sonde_report::live::line(direction, l.client, l.server));
+            println!(
+                "{}",
+                sonde_report::live::line(direction, l.client, l.server)
+            );
         }
     };
     let doc = controller::run_stream(&req, interrupt, &mut live)?;
@@ -112,7 +137,11 @@ fn finish(doc: &Document, json: bool, output: Option<&Path>) -> anyhow::Result<E
         print!("{}", sonde_report::summary::stream(doc));
     }
     std::io::stdout().flush()?;
-    Ok(if doc.end.partial { ExitCode::from(EXIT_PARTIAL) } else { ExitCode::SUCCESS })
+    Ok(if doc.end.partial {
+        ExitCode::from(EXIT_PARTIAL)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Writes to a temporary file beside `path`, then renames: a reader never sees half a file.

@@ -44,11 +44,15 @@ impl HostProbe {
         let iface = match route::interface_to(&root, peer, &host::local_addresses()) {
             Ok(Some(i)) => Some(i),
             Ok(None) => {
-                notes.push(format!("no route found to {peer}: NIC counters not measured"));
+                notes.push(format!(
+                    "no route found to {peer}: NIC counters not measured"
+                ));
                 None
             }
             Err(e) => {
-                notes.push(format!("route lookup failed ({e}): NIC counters not measured"));
+                notes.push(format!(
+                    "route lookup failed ({e}): NIC counters not measured"
+                ));
                 None
             }
         };
@@ -57,9 +61,16 @@ impl HostProbe {
             _ => Vec::new(),
         };
         if let (Some(i), true) = (&iface, irqs.is_empty()) {
-            notes.push(format!("{i} takes no interrupts of its own (virtual device): interrupt count absent"));
+            notes.push(format!(
+                "{i} takes no interrupts of its own (virtual device): interrupt count absent"
+            ));
         }
-        HostProbe { root, iface, irqs, notes }
+        HostProbe {
+            root,
+            iface,
+            irqs,
+            notes,
+        }
     }
 
     fn snapshot(&self) -> HostSnap {
@@ -68,7 +79,10 @@ impl HostProbe {
             cpu: cpustat::read_snapshot(&self.root).ok(),
             process_cpu_s: process::cpu_seconds(),
             retrans: snmp::read_tcp(&self.root).ok().map(|t| t.retrans_segs),
-            nic: self.iface.as_ref().and_then(|i| netdev::read_counters(&self.root, i).ok()),
+            nic: self
+                .iface
+                .as_ref()
+                .and_then(|i| netdev::read_counters(&self.root, i).ok()),
             irq_total: (!self.irqs.is_empty())
                 .then(|| interrupts::read_interrupts(&self.root).ok())
                 .flatten()
@@ -144,7 +158,10 @@ impl StreamSide {
         let meta: Vec<(u32, Direction)> = conns.iter().map(|(i, d, _)| (*i, *d)).collect();
         let stream_conns = conns
             .into_iter()
-            .map(|(_, d, stream)| StreamConn { stream, send: sends(d) })
+            .map(|(_, d, stream)| StreamConn {
+                stream,
+                send: sends(d),
+            })
             .collect();
         let plan = WorkerPlan {
             threads,
@@ -177,12 +194,17 @@ impl StreamSide {
 
     fn conn_snap(&self) -> ConnSnap {
         let n = self.workers.len();
-        let mut s = ConnSnap { bytes: Vec::with_capacity(n), calls: Vec::with_capacity(n), retrans: Vec::with_capacity(n) };
+        let mut s = ConnSnap {
+            bytes: Vec::with_capacity(n),
+            calls: Vec::with_capacity(n),
+            retrans: Vec::with_capacity(n),
+        };
         for i in 0..n {
             let (b, c) = self.workers.counters(i);
             s.bytes.push(b);
             s.calls.push(c);
-            s.retrans.push(tcp_info(self.workers.fd(i)).map(|t| t.total_retrans));
+            s.retrans
+                .push(tcp_info(self.workers.fd(i)).map(|t| t.total_retrans));
         }
         s
     }
@@ -267,7 +289,11 @@ impl StreamSide {
 
     fn close_window(&mut self) {
         let host = self.probe.snapshot();
-        let conns = self.last_tick.as_ref().map(|t| t.1.clone()).unwrap_or_else(|| self.conn_snap());
+        let conns = self
+            .last_tick
+            .as_ref()
+            .map(|t| t.1.clone())
+            .unwrap_or_else(|| self.conn_snap());
         self.window_end = Some((host, conns));
         self.phase = Phase::Cooldown;
     }
@@ -310,7 +336,9 @@ impl StreamSide {
         self.workers.abort();
         let ends = self.workers.join();
         let final_snap = self.conn_snap();
-        let tcp_end: Vec<_> = (0..self.workers.len()).map(|i| tcp_info(self.workers.fd(i))).collect();
+        let tcp_end: Vec<_> = (0..self.workers.len())
+            .map(|i| tcp_info(self.workers.fd(i)))
+            .collect();
         let mut notes = std::mem::take(&mut self.notes);
         let (ws, we) = match (self.window_start.take(), self.window_end.take()) {
             (Some(s), Some(e)) => (s, e),
@@ -325,7 +353,9 @@ impl StreamSide {
         let window_s = (we.0.at - ws.0.at).as_secs_f64();
         let mut directions = Vec::new();
         for dir in [Direction::Forward, Direction::Reverse] {
-            let idx: Vec<usize> = (0..self.conns.len()).filter(|&i| self.conns[i].1 == dir).collect();
+            let idx: Vec<usize> = (0..self.conns.len())
+                .filter(|&i| self.conns[i].1 == dir)
+                .collect();
             if idx.is_empty() {
                 continue;
             }
@@ -351,7 +381,11 @@ impl StreamSide {
                 .collect();
             directions.push(DirectionResult {
                 direction: dir,
-                transfer: if sends { Transfer::Send } else { Transfer::Receive },
+                transfer: if sends {
+                    Transfer::Send
+                } else {
+                    Transfer::Receive
+                },
                 buffer_bytes: self.spec.buffer_bytes,
                 bytes: connections.iter().map(|c| c.bytes).sum(),
                 total_bytes: connections.iter().map(|c| c.total_bytes).sum(),
@@ -377,7 +411,10 @@ impl StreamSide {
                 (Some(x), Some(y)) => Some(netdev::delta(x, y)),
                 _ => None,
             },
-            interrupts: a.irq_total.zip(b.irq_total).map(|(x, y)| y.saturating_sub(x)),
+            interrupts: a
+                .irq_total
+                .zip(b.irq_total)
+                .map(|(x, y)| y.saturating_sub(x)),
             notes,
             partial,
         }

@@ -14,7 +14,12 @@ fn sender_and_receiver_reconcile() {
     let Some(lab) = Lab::new() else { return };
     let agent = lab.start_agent();
     let out = temp_file("reconcile.json");
-    let mut cmd = lab.stream(&agent, &["-P", "4", "-t", "2", "--warmup", "0.5", "-i", "0.5", "--output"]);
+    let mut cmd = lab.stream(
+        &agent,
+        &[
+            "-P", "4", "-t", "2", "--warmup", "0.5", "-i", "0.5", "--output",
+        ],
+    );
     cmd.arg(&out);
     let o = run(cmd);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
@@ -32,7 +37,12 @@ fn sender_and_receiver_reconcile() {
     let (sb, rb) = (f(&s["bytes"]), f(&r["bytes"]));
     assert!((sb - rb).abs() / sb < 0.02, "window bytes {sb} vs {rb}");
     assert_eq!(s["connections"]["count"], 4);
-    let per: u64 = s["connections"]["per_connection"].as_array().unwrap().iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
+    let per: u64 = s["connections"]["per_connection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["bytes"].as_u64().unwrap())
+        .sum();
     assert_eq!(per, s["bytes"].as_u64().unwrap());
     assert_eq!(doc["intervals"].as_array().unwrap().len(), 4);
     // The veth carries the test: its packet counters moved on both sides.
@@ -50,14 +60,24 @@ fn reverse_and_bidir_reconcile() {
     let agent = lab.start_agent();
     for mode in ["--reverse", "--bidir"] {
         let out = temp_file("dir.json");
-        let mut cmd = lab.stream(&agent, &[mode, "-P", "2", "-t", "1", "--warmup", "0.3", "--output"]);
+        let mut cmd = lab.stream(
+            &agent,
+            &[mode, "-P", "2", "-t", "1", "--warmup", "0.3", "--output"],
+        );
         cmd.arg(&out);
         let o = run(cmd);
         assert!(o.status.success(), "{mode}: {}{}", stdout(&o), stderr(&o));
         let end = read_doc(&out)["end"].clone();
-        let pairs = if mode == "--bidir" { vec![end.clone(), end["reverse"].clone()] } else { vec![end.clone()] };
+        let pairs = if mode == "--bidir" {
+            vec![end.clone(), end["reverse"].clone()]
+        } else {
+            vec![end.clone()]
+        };
         for p in pairs {
-            assert_eq!(p["sender"]["total_bytes"], p["receiver"]["total_bytes"], "{mode}");
+            assert_eq!(
+                p["sender"]["total_bytes"], p["receiver"]["total_bytes"],
+                "{mode}"
+            );
         }
         if mode == "--reverse" {
             assert_eq!(end["sender"]["measured_by"], "server");
@@ -70,17 +90,38 @@ fn reverse_and_bidir_reconcile() {
 fn tbf_rate_limit_is_measured_within_3_percent() {
     let Some(lab) = Lab::new() else { return };
     let rate_bps = 200e6;
-    lab.client_cmd("tc", &["qdisc", "add", "dev", &lab.client_if, "root", "tbf", "rate", "200mbit", "burst", "64kb", "latency", "50ms"]);
+    lab.client_cmd(
+        "tc",
+        &[
+            "qdisc",
+            "add",
+            "dev",
+            &lab.client_if,
+            "root",
+            "tbf",
+            "rate",
+            "200mbit",
+            "burst",
+            "64kb",
+            "latency",
+            "50ms",
+        ],
+    );
     let agent = lab.start_agent();
     let out = temp_file("tbf.json");
-    let mut cmd = lab.stream(&agent, &["-P", "1", "-t", "4", "--warmup", "1.5", "--output"]);
+    let mut cmd = lab.stream(
+        &agent,
+        &["-P", "1", "-t", "4", "--warmup", "1.5", "--output"],
+    );
     cmd.arg(&out);
     let o = run(cmd);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let doc = read_doc(&out);
     let r = &doc["end"]["receiver"];
     // tbf meters whole frames: payload + TCP/IP headers (MTU - MSS) + 14 bytes of Ethernet.
-    let mss = r["connections"]["per_connection"][0]["snd_mss_bytes"].as_u64().unwrap() as f64;
+    let mss = r["connections"]["per_connection"][0]["snd_mss_bytes"]
+        .as_u64()
+        .unwrap() as f64;
     let mss = if mss > 0.0 { mss } else { 1448.0 };
     let mtu_out = run({
         let mut c = Lab::in_ns(&lab.client, "cat");
@@ -93,10 +134,20 @@ fn tbf_rate_limit_is_measured_within_3_percent() {
     let err = (got - expected_goodput).abs() / expected_goodput;
     assert!(err < 0.03, "receiver measured {got} bit/s, tbf allows {expected_goodput} bit/s of payload ({:.2}% off)", err * 100.0);
     // The receiving veth's byte counter (whole frames) against the shaped rate itself.
-    eprintln!("tbf 200 Mbit/s: goodput {got:.0} bit/s, expected {expected_goodput:.0} ({:+.2}%)", (got / expected_goodput - 1.0) * 100.0);
+    eprintln!(
+        "tbf 200 Mbit/s: goodput {got:.0} bit/s, expected {expected_goodput:.0} ({:+.2}%)",
+        (got / expected_goodput - 1.0) * 100.0
+    );
     let wire = f(&r["nic"]["rx_bytes"]) * 8.0 / f(&r["seconds"]);
-    eprintln!("tbf 200 Mbit/s: receiver NIC {wire:.0} bit/s ({:+.2}%)", (wire / rate_bps - 1.0) * 100.0);
+    eprintln!(
+        "tbf 200 Mbit/s: receiver NIC {wire:.0} bit/s ({:+.2}%)",
+        (wire / rate_bps - 1.0) * 100.0
+    );
     let werr = (wire - rate_bps).abs() / rate_bps;
-    assert!(werr < 0.03, "receiver NIC counted {wire} bit/s on the wire vs tbf {rate_bps} ({:.2}% off)", werr * 100.0);
+    assert!(
+        werr < 0.03,
+        "receiver NIC counted {wire} bit/s on the wire vs tbf {rate_bps} ({:.2}% off)",
+        werr * 100.0
+    );
     let _ = std::fs::remove_file(out);
 }

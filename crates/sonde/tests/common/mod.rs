@@ -16,11 +16,18 @@ pub const SERVER_ADDR: &str = "198.18.0.2";
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
@@ -63,8 +70,24 @@ impl Lab {
         }
         ip(&["netns", "add", &self.client])?;
         ip(&["netns", "add", &self.server])?;
-        ip(&["link", "add", &self.client_if, "netns", &self.client, "type", "veth", "peer", "name", &self.server_if, "netns", &self.server])?;
-        for (ns, dev, addr) in [(&self.client, &self.client_if, CLIENT_ADDR), (&self.server, &self.server_if, SERVER_ADDR)] {
+        ip(&[
+            "link",
+            "add",
+            &self.client_if,
+            "netns",
+            &self.client,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.server_if,
+            "netns",
+            &self.server,
+        ])?;
+        for (ns, dev, addr) in [
+            (&self.client, &self.client_if, CLIENT_ADDR),
+            (&self.server, &self.server_if, SERVER_ADDR),
+        ] {
             ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
@@ -80,8 +103,15 @@ impl Lab {
 
     /// Runs a shell-free command inside the client namespace (tc, nft, ...).
     pub fn client_cmd(&self, program: &str, args: &[&str]) {
-        let out = Lab::in_ns(&self.client, program).args(args).output().unwrap();
-        assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Lab::in_ns(&self.client, program)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     pub fn start_agent(&self) -> Agent {
@@ -93,7 +123,8 @@ impl Lab {
     /// `sonde stream SERVER_ADDR --port P ARGS...` in the client namespace.
     pub fn stream(&self, agent: &Agent, args: &[&str]) -> Command {
         let mut cmd = Lab::in_ns(&self.client, SONDE);
-        cmd.args(["stream", SERVER_ADDR, "--port", &agent.port.to_string()]).args(args);
+        cmd.args(["stream", SERVER_ADDR, "--port", &agent.port.to_string()])
+            .args(args);
         cmd
     }
 }
@@ -114,10 +145,25 @@ pub struct Agent {
 
 impl Agent {
     pub fn start(mut cmd: Command) -> Agent {
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.rsplit_once(':').unwrap().1.split_whitespace().next().unwrap().parse().unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .rsplit_once(':')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         Agent { child, port }
     }
 

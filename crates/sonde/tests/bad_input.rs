@@ -1,0 +1,96 @@
+//! Bad input: a clear one-line error naming the cause, a non-zero exit, never a panic.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn sonde(args: &[&str]) -> std::process::Output {
+    run({
+        let mut c = Command::new(SONDE);
+        c.args(args);
+        c
+    })
+}
+
+fn assert_one_line_error(o: &std::process::Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "not one line: {err}");
+    assert!(err.contains(needle), "'{needle}' not in: {err}");
+}
+
+#[test]
+fn unknown_host() {
+    let o = sonde(&["stream", "no-such-host.invalid", "-t", "1"]);
+    assert_one_line_error(&o, 1, "cannot resolve host 'no-such-host.invalid'");
+}
+
+#[test]
+fn agent_not_running() {
+    // Bind then drop to find a port where nothing listens.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = sonde(&[
+        "stream",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "-t",
+        "1",
+    ]);
+    assert_one_line_error(&o, 1, "is `sonde serve` running there?");
+}
+
+#[test]
+fn invalid_flag_values_name_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["stream", "h", "-P", "0"], "--connections"),
+        (&["stream", "h", "-P", "abc"], "--connections"),
+        (&["stream", "h", "-t", "0"], "--duration"),
+        (&["stream", "h", "-t", "soon"], "--duration"),
+        (&["stream", "h", "-i", "10ms"], "--interval"),
+        (&["stream", "h", "-l", "0"], "--buffer"),
+        (&["stream", "h", "-l", "9G"], "--buffer"),
+        (&["stream", "h", "--threads", "0"], "--threads"),
+        (&["stream", "h", "--cpus", "3-1"], "--cpus"),
+        (&["stream", "h", "--congestion", "no way"], "--congestion"),
+        (&["stream", "h", "-R", "--bidir"], "--bidir"),
+        (&["stream", "h", "--port", "70000"], "--port"),
+        (&["serve", "--bind", "nowhere"], "--bind"),
+        (&["stream"], "<HOST>"),
+    ];
+    for (args, flag) in cases {
+        let o = sonde(args);
+        assert_one_line_error(&o, 2, flag);
+    }
+}
+
+#[test]
+fn congestion_algorithm_unknown_to_the_kernel() {
+    let agent = Agent::on_loopback();
+    let o = sonde(&[
+        "stream",
+        "127.0.0.1",
+        "--port",
+        &agent.port.to_string(),
+        "--congestion",
+        "nosuchcc",
+        "-t",
+        "1",
+    ]);
+    assert_one_line_error(&o, 1, "'nosuchcc'");
+}
+
+#[test]
+fn serve_on_a_taken_port() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let o = sonde(&["serve", "--bind", "127.0.0.1", "--port", &port]);
+    assert_one_line_error(&o, 1, "--bind/--port");
+}

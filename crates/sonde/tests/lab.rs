@@ -1,0 +1,103 @@
+//! `sonde lab`: runs the standard measurements in its own namespaces and leaves nothing
+//! behind, also when interrupted.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn lab_namespaces(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("sonde-lab{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn lab_runs_and_cleans_up() {
+    // Lab::new only checks that namespaces can be made here (and fails in CI if not).
+    let Some(_probe) = Lab::new() else { return };
+    let dir = temp_file("lab-out");
+    let child = Command::new(SONDE)
+        .args(["lab", "-t", "1", "--output-dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert!(text.contains("two namespaces over veth"), "{text}");
+    assert!(
+        text.contains("stream -P 1") && text.contains("stream -P 8"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn lab_interrupted_still_cleans_up() {
+    let Some(_probe) = Lab::new() else { return };
+    let mut child = Command::new(SONDE)
+        .args(["lab", "-t", "10"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        lab_namespaces(pid).len(),
+        2,
+        "lab did not build its namespaces"
+    );
+    // Ctrl-C on a terminal reaches the whole process group; here, the lab and its client.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    for p in child_pids(pid) {
+        unsafe { libc::kill(p, libc::SIGINT) };
+    }
+    let status = wait_with_timeout(&mut child, Duration::from_secs(10)).expect("lab did not stop");
+    assert_eq!(status.code(), Some(3));
+    assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
+}
+
+#[test]
+fn lab_over_loopback_says_so() {
+    let o = run({
+        let mut c = Command::new(SONDE);
+        c.args(["lab", "-t", "0.5", "--loopback"]);
+        c
+    });
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert!(text.contains("over loopback (127.0.0.1)"), "{text}");
+    assert!(text.contains("== lab summary (loopback) =="), "{text}");
+}
+
+/// Direct children of `pid`, from /proc.
+fn child_pids(pid: u32) -> Vec<libc::pid_t> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<libc::pid_t>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+        if after.split_whitespace().nth(1) == Some(&pid.to_string()) {
+            out.push(p);
+        }
+    }
+    out
+}
