@@ -1,12 +1,17 @@
-//! TCP bulk workers. Each worker thread owns a fixed set of connections, one buffer
-//! allocated and filled once, and an epoll set holding its sockets plus two eventfds:
-//! `finish` (senders half-close and stop; receivers go on until the peer's FIN) and
-//! `abort` (everything stops now). A worker ends when all its connections are done.
+//! TCP bulk workers. Each worker thread owns a fixed set of connections and one buffer
+//! allocated and filled once. Two stop requests exist: `finish` (senders half-close and
+//! stop; receivers go on until the peer's FIN) and `abort` (everything stops now).
+//!
+//! A worker with several connections multiplexes them with epoll, and the requests arrive
+//! as eventfd events. A worker with one connection (the common case of one thread per
+//! connection) loops on a blocking send()/recv() with no epoll at all: one syscall per
+//! buffer, like iperf2. Its requests arrive as a `shutdown()` of its socket by the
+//! requesting thread, which wakes the blocked call; a flag read only then tells why.
 
 use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -44,6 +49,11 @@ struct Shared {
     slots: Vec<Slot>,
     finish: EventFd,
     abort: EventFd,
+    /// Set before the sockets of blocking workers are shut down, read after a call fails.
+    finishing: AtomicBool,
+    aborting: AtomicBool,
+    /// Connections served by a blocking (single-connection) worker.
+    blocking: Vec<bool>,
     running: AtomicUsize,
 }
 
@@ -66,8 +76,16 @@ impl StreamWorkers {
     /// Starts the workers at once; connections are dealt round robin.
     pub fn spawn(conns: Vec<StreamConn>, plan: &WorkerPlan) -> io::Result<StreamWorkers> {
         let threads = plan.threads.clamp(1, conns.len().max(1));
-        for c in &conns {
-            c.stream.set_nonblocking(true)?;
+        let n = conns.len();
+        let owned_by = move |k: usize| (k..n).step_by(threads).collect::<Vec<usize>>();
+        let mut blocking = vec![false; conns.len()];
+        for k in 0..threads {
+            if let [only] = owned_by(k)[..] {
+                blocking[only] = true;
+            }
+        }
+        for (c, &b) in conns.iter().zip(&blocking) {
+            c.stream.set_nonblocking(!b)?;
         }
         let shared = Arc::new(Shared {
             slots: conns
@@ -80,13 +98,16 @@ impl StreamWorkers {
                 .collect(),
             finish: EventFd::new()?,
             abort: EventFd::new()?,
+            finishing: AtomicBool::new(false),
+            aborting: AtomicBool::new(false),
+            blocking,
             running: AtomicUsize::new(threads),
         });
         let mut handles = Vec::with_capacity(threads);
         for k in 0..threads {
             let shared = Arc::clone(&shared);
             let cpu = plan.cpus.as_ref().map(|c| c[k % c.len()]);
-            let owned: Vec<usize> = (k..shared.slots.len()).step_by(threads).collect();
+            let owned = owned_by(k);
             let buffer_bytes = plan.buffer_bytes.max(1);
             let h = std::thread::Builder::new()
                 .name(format!("sonde-stream-{k}"))
@@ -124,11 +145,31 @@ impl StreamWorkers {
 
     /// Senders half-close and stop; receivers read on until the peer's FIN.
     pub fn finish(&self) {
+        self.shared.finishing.store(true, Ordering::SeqCst);
+        for (slot, _) in self
+            .shared
+            .slots
+            .iter()
+            .zip(&self.shared.blocking)
+            .filter(|(s, &b)| b && s.send)
+        {
+            let _ = slot.stream.shutdown(Shutdown::Write);
+        }
         self.shared.finish.signal();
     }
 
     /// Every worker stops now.
     pub fn abort(&self) {
+        self.shared.aborting.store(true, Ordering::SeqCst);
+        for (slot, _) in self
+            .shared
+            .slots
+            .iter()
+            .zip(&self.shared.blocking)
+            .filter(|(_, &b)| b)
+        {
+            let _ = slot.stream.shutdown(Shutdown::Both);
+        }
         self.shared.abort.signal();
     }
 
@@ -156,7 +197,7 @@ impl Drop for StreamWorkers {
     /// Workers never outlive their owner, whatever path dropped it.
     fn drop(&mut self) {
         if !self.handles.is_empty() {
-            self.shared.abort.signal();
+            self.abort();
             for h in self.handles.drain(..) {
                 let _ = h.join();
             }
@@ -182,6 +223,12 @@ fn run_worker(
                 &mut ends,
                 io::Error::new(e.kind(), format!("pinning to CPU {cpu}: {e}")),
             );
+        }
+    }
+    if let [only] = owned[..] {
+        if shared.blocking[only] {
+            let mut buf: Vec<u8> = (0..buffer_bytes).map(|i| (i % 251) as u8).collect();
+            return vec![(only, run_blocking(shared, &shared.slots[only], &mut buf))];
         }
     }
     let ep = match setup_epoll(shared, owned) {
@@ -253,6 +300,41 @@ fn run_worker(
     ends.into_iter()
         .map(|(i, e)| (i, e.unwrap_or(ConnEnd::Aborted)))
         .collect()
+}
+
+/// One connection, blocking calls; a stop request shuts the socket down under us.
+fn run_blocking(shared: &Shared, slot: &Slot, buf: &mut [u8]) -> ConnEnd {
+    let fd = slot.stream.as_raw_fd();
+    loop {
+        // SAFETY: buf is live and valid for its length in both calls.
+        let r = unsafe {
+            if slot.send {
+                libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL)
+            } else {
+                libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0)
+            }
+        };
+        if r > 0 {
+            slot.counters.add(r as u64);
+            continue;
+        }
+        let e = io::Error::last_os_error();
+        if r < 0 && e.kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        if shared.aborting.load(Ordering::SeqCst) {
+            return ConnEnd::Aborted;
+        }
+        return match (slot.send, r) {
+            (true, _) if shared.finishing.load(Ordering::SeqCst) => ConnEnd::Clean,
+            (false, 0) => ConnEnd::Clean,
+            _ => ConnEnd::Failed(if r == 0 {
+                "send returned 0".into()
+            } else {
+                e.to_string()
+            }),
+        };
+    }
 }
 
 fn setup_epoll(shared: &Shared, owned: &[usize]) -> io::Result<Epoll> {
@@ -385,6 +467,34 @@ mod tests {
         wait_done(&receivers);
         assert!(receivers.join().iter().all(|e| *e == ConnEnd::Aborted));
         drop(tx);
+    }
+
+    #[test]
+    fn blocking_workers_finish_and_abort() {
+        // One connection per thread: the blocking path, stopped by shutdown().
+        let (tx, rx) = pairs(2);
+        let plan = WorkerPlan {
+            threads: 2,
+            cpus: None,
+            buffer_bytes: 128 * 1024,
+        };
+        let mut senders = StreamWorkers::spawn(tx, &plan).unwrap();
+        let mut receivers = StreamWorkers::spawn(rx, &plan).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        senders.finish();
+        wait_done(&senders);
+        wait_done(&receivers);
+        assert_eq!(senders.counters(0).0, receivers.counters(0).0);
+        assert_eq!(senders.counters(1).0, receivers.counters(1).0);
+        assert!(senders.join().iter().all(|e| *e == ConnEnd::Clean));
+        assert!(receivers.join().iter().all(|e| *e == ConnEnd::Clean));
+
+        let (_tx, rx) = pairs(1);
+        let mut idle = StreamWorkers::spawn(rx, &plan).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        idle.abort();
+        wait_done(&idle);
+        assert_eq!(idle.join(), vec![ConnEnd::Aborted]);
     }
 
     #[test]

@@ -61,9 +61,9 @@ impl Direction {
 pub struct StreamSpec {
     /// Connections per direction.
     pub connections: u32,
-    /// Worker threads on the controller; `None`: one per physical core it may run on.
+    /// Worker threads on the controller; `None`: one per connection, up to a cap.
     pub client_threads: Option<u32>,
-    /// Worker threads on the agent; `None`: one per physical core it may run on.
+    /// Worker threads on the agent; `None`: one per connection, up to a cap.
     pub server_threads: Option<u32>,
     pub duration_ms: u64,
     pub warmup_ms: u64,

@@ -57,10 +57,10 @@ pub struct StreamArgs {
         value_name = "N"
     )]
     pub connections: u32,
-    /// Worker threads here [default: one per physical core this process may use].
+    /// Worker threads here [default: one per connection, up to 128].
     #[arg(long, value_name = "T")]
     pub threads: Option<u32>,
-    /// Worker threads on the agent [default: one per physical core there].
+    /// Worker threads on the agent [default: one per connection, up to 128].
     #[arg(long, value_name = "T")]
     pub server_threads: Option<u32>,
     /// Measured time, seconds (suffix ms allowed).
