@@ -11,6 +11,20 @@ use crate::units::{bits_per_second, bytes, opt};
 fn column(e: &EndSide) -> Vec<(&'static str, String)> {
     let cpu = e.cpu.usage.as_ref();
     vec![
+        (
+            "worker threads (CPUs)",
+            match &e.pinned_cpus {
+                Some(c) => format!(
+                    "{} ({})",
+                    e.threads,
+                    c.iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+                None => format!("{} (not pinned)", e.threads),
+            },
+        ),
         ("bytes", bytes(e.bytes)),
         ("throughput", bits_per_second(e.bits_per_second)),
         (

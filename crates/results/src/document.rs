@@ -96,6 +96,9 @@ pub struct CpuFigures {
 pub struct EndSide {
     pub measured_by: Role,
     pub host: String,
+    /// Worker threads of this side, and the CPUs they were pinned to (`None`: not pinned).
+    pub threads: u32,
+    pub pinned_cpus: Option<Vec<usize>>,
     pub seconds: f64,
     pub bytes: u64,
     pub total_bytes: u64,
@@ -246,6 +249,8 @@ fn end_side(side: &SideResult, dir: Direction, transfer: Transfer) -> Option<End
     Some(EndSide {
         measured_by: side.role,
         host: side.host.hostname.clone(),
+        threads: side.threads,
+        pinned_cpus: side.pinned_cpus.clone(),
         seconds: secs,
         bytes: d.bytes,
         total_bytes: d.total_bytes,

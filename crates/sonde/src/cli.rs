@@ -98,10 +98,10 @@ pub struct StreamArgs {
     pub rcvbuf: Option<u32>,
     /// Pin this side's workers to these CPUs, round robin (e.g. 0-3,8).
     #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
-    pub cpus: Option<Vec<usize>>,
+    pub cpus: Option<CpuList>,
     /// Pin the agent's workers to these CPUs (sent in the test spec).
     #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
-    pub server_cpus: Option<Vec<usize>>,
+    pub server_cpus: Option<CpuList>,
     /// Print the result document (JSON) on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -160,8 +160,12 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
-fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
-    parse_cpu_list(s)
+/// A CPU list as one value (clap would read a bare `Vec` as a repeated flag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    parse_cpu_list(s).map(CpuList)
 }
 
 impl StreamArgs {
@@ -186,8 +190,8 @@ impl StreamArgs {
             nodelay: self.nodelay,
             sndbuf_bytes: self.sndbuf,
             rcvbuf_bytes: self.rcvbuf,
-            client_cpus: self.cpus.clone(),
-            server_cpus: self.server_cpus.clone(),
+            client_cpus: self.cpus.as_ref().map(|c| c.0.clone()),
+            server_cpus: self.server_cpus.as_ref().map(|c| c.0.clone()),
         };
         spec.validate()?;
         Ok(spec)
@@ -226,6 +230,8 @@ mod tests {
             "64K",
             "--server-cpus",
             "1",
+            "--cpus",
+            "0-1",
         ])
         .unwrap();
         let Command::Stream(a) = cli.command else {
@@ -236,6 +242,7 @@ mod tests {
         assert_eq!(s.direction, Direction::Bidir);
         assert_eq!(s.buffer_bytes, 65536);
         assert_eq!(s.server_cpus, Some(vec![1]));
+        assert_eq!(s.client_cpus, Some(vec![0, 1]));
         assert!(Cli::try_parse_from(["sonde", "stream", "h", "-R", "--bidir"]).is_err());
         let cli = Cli::try_parse_from(["sonde", "stream", "h", "-P", "0"]).unwrap();
         let Command::Stream(a) = cli.command else {
