@@ -64,7 +64,7 @@ mod tests {
             cpu_busy_percent: Some(48.0),
         };
         let l = line(Direction::Forward, Some(&c), None);
-        assert!(l.contains("sent    10.00 Gbit/s (client, cpu 48%)"), "{l}");
+        assert!(l.contains("sent   10.00 Gbit/s (client, cpu 48%)"), "{l}");
         assert!(l.contains("received              - (server)"), "{l}");
     }
 }
