@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::latency::LatencySummary;
 use crate::side::{
     ConnectionResult, CpuUsage, DirectionResult, HostInfo, IntervalSample, NicCounters, Role,
     SideResult, Transfer,
@@ -56,6 +57,16 @@ pub struct IntervalFigures {
     pub receiver: Option<IntervalSide>,
     /// The agent-to-controller direction of a bidirectional test.
     pub reverse: Option<IntervalPair>,
+    /// Request/response tests: completed requests per second (client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<f64>,
+    /// Request/response tests: round-trip latency of this interval (client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_busy_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_busy_percent: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +138,28 @@ pub struct DirectionEnd {
     pub receiver: Option<EndSide>,
 }
 
+/// `end.client` / `end.server` of a request/response test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrEndSide {
+    pub measured_by: Role,
+    pub host: String,
+    pub threads: u32,
+    pub pinned_cpus: Option<Vec<usize>>,
+    pub poll: String,
+    pub seconds: f64,
+    /// Client: responses received; server: responses sent.
+    pub messages: u64,
+    pub messages_per_second: f64,
+    pub cpu: CpuFigures,
+    /// This side's process CPU time per message: the cost of its receive mode.
+    pub cpu_us_per_message: Option<f64>,
+    pub socket_options: Vec<String>,
+    pub tcp_retransmits: Option<u64>,
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<u64>,
+    pub notes: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct End {
     pub partial: bool,
@@ -135,6 +168,28 @@ pub struct End {
     pub receiver: Option<EndSide>,
     /// The agent-to-controller direction of a bidirectional test.
     pub reverse: Option<DirectionEnd>,
+    /// Request/response tests: round-trip latency measured by the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencySummary>,
+    /// What `latency_ns` measures: `round_trip_time`, from the actual send (closed loop) or
+    /// from the intended send time (open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_is: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<f64>,
+    /// Requests sent and never answered by the end of the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered_requests: Option<u64>,
+    /// Open loop: requests due but never sent (every slot of the window was waiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent_requests: Option<u64>,
+    /// UDP: requests whose answer never came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_messages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<RrEndSide>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<RrEndSide>,
 }
 
 /// Everything needed to build a document; the controller fills it as the test goes.
@@ -154,16 +209,16 @@ pub struct Inputs<'a> {
 
 impl Document {
     pub fn build(inp: Inputs<'_>) -> Document {
-        let TestSpec::Stream(stream) = inp.spec;
+        let stream = match inp.spec {
+            TestSpec::Stream(s) => s,
+            TestSpec::Ping(_) | TestSpec::Rpc(_) => return build_rr(inp),
+        };
         let (primary, bidir) = match stream.direction {
             Direction::Forward => (Direction::Forward, false),
             Direction::Reverse => (Direction::Reverse, false),
             Direction::Bidir => (Direction::Forward, true),
         };
-        let partial = inp.error.is_some()
-            || inp.server.is_none()
-            || inp.client.partial
-            || inp.server.is_some_and(|s| s.partial);
+        let partial = is_partial(&inp);
         let end_pair = |dir: Direction| DirectionEnd {
             sender: sending_side(dir, inp.client, inp.server)
                 .and_then(|s| end_side(s, dir, Transfer::Send)),
@@ -174,28 +229,126 @@ impl Document {
         let reverse = bidir.then(|| end_pair(Direction::Reverse));
 
         let intervals = merge_intervals(inp.client_intervals, inp.server_intervals, primary, bidir);
+        let end = End {
+            partial,
+            error: inp.error.clone(),
+            sender: primary_end.sender,
+            receiver: primary_end.receiver,
+            reverse,
+            ..End::empty(partial)
+        };
         Document {
             schema_version: SCHEMA_VERSION,
             test: inp.spec.name().to_string(),
-            start: Start {
-                spec: inp.spec.clone(),
-                command: inp.command,
-                server_command: inp.server_command,
-                client: inp.client.host.clone(),
-                server: inp.server.map(|s| s.host.clone()),
-                server_address: inp.server_address,
-                started_at: inp.started_at,
-                software: inp.software,
-            },
+            start: start(&inp),
             intervals,
-            end: End {
-                partial,
-                error: inp.error,
-                sender: primary_end.sender,
-                receiver: primary_end.receiver,
-                reverse,
-            },
+            end,
         }
+    }
+}
+
+impl End {
+    fn empty(partial: bool) -> End {
+        End {
+            partial,
+            error: None,
+            sender: None,
+            receiver: None,
+            reverse: None,
+            latency_ns: None,
+            latency_is: None,
+            requests_per_second: None,
+            unanswered_requests: None,
+            unsent_requests: None,
+            lost_messages: None,
+            client: None,
+            server: None,
+        }
+    }
+}
+
+fn start(inp: &Inputs<'_>) -> Start {
+    Start {
+        spec: inp.spec.clone(),
+        command: inp.command.clone(),
+        server_command: inp.server_command.clone(),
+        client: inp.client.host.clone(),
+        server: inp.server.map(|s| s.host.clone()),
+        server_address: inp.server_address.clone(),
+        started_at: inp.started_at.clone(),
+        software: inp.software.clone(),
+    }
+}
+
+fn is_partial(inp: &Inputs<'_>) -> bool {
+    inp.error.is_some() || inp.server.is_none() || inp.client.partial || inp.server.is_some_and(|s| s.partial)
+}
+
+fn rr_end_side(side: &SideResult) -> Option<RrEndSide> {
+    let rr = side.rr.as_ref()?;
+    let secs = side.window_s;
+    Some(RrEndSide {
+        measured_by: side.role,
+        host: side.host.hostname.clone(),
+        threads: side.threads,
+        pinned_cpus: side.pinned_cpus.clone(),
+        poll: rr.poll.clone(),
+        seconds: secs,
+        messages: rr.messages,
+        messages_per_second: if secs > 0.0 { rr.messages as f64 / secs } else { 0.0 },
+        cpu: CpuFigures { usage: side.cpu.clone(), process_cpu_s: side.process_cpu_s },
+        cpu_us_per_message: side.process_cpu_s.filter(|_| rr.messages > 0).map(|c| c * 1e6 / rr.messages as f64),
+        socket_options: rr.socket_options.clone(),
+        tcp_retransmits: side.tcp_retransmits,
+        nic: side.nic.clone(),
+        interrupts: side.interrupts,
+        notes: side.notes.clone(),
+    })
+}
+
+/// The document of a ping or rpc test: latency and rate from the client, CPU per message
+/// from both sides.
+fn build_rr(inp: Inputs<'_>) -> Document {
+    let partial = is_partial(&inp);
+    let open_loop = matches!(inp.spec, TestSpec::Rpc(r) | TestSpec::Ping(r) if r.open_loop);
+    let c_rr = inp.client.rr.as_ref();
+    let client = rr_end_side(inp.client);
+    let intervals = (0..inp.client_intervals.len().max(inp.server_intervals.len()))
+        .map(|i| {
+            let c = inp.client_intervals.get(i);
+            let s = inp.server_intervals.get(i);
+            let (start_s, end_s) = c.or(s).map(|x| (x.start_s, x.end_s)).unwrap_or_default();
+            IntervalFigures {
+                start_s,
+                end_s,
+                sender: None,
+                receiver: None,
+                reverse: None,
+                requests_per_second: c.and_then(|c| c.messages).map(|m| m as f64 / (end_s - start_s).max(1e-9)),
+                latency_ns: c.and_then(|c| c.latency_ns),
+                client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
+                server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
+            }
+        })
+        .collect();
+    let end = End {
+        error: inp.error.clone(),
+        latency_ns: c_rr.and_then(|r| r.latency_ns),
+        latency_is: Some(if open_loop { "round_trip_time_from_intended_send" } else { "round_trip_time" }.into()),
+        requests_per_second: client.as_ref().map(|c| c.messages_per_second),
+        unanswered_requests: c_rr.map(|r| r.unanswered),
+        unsent_requests: c_rr.filter(|_| open_loop).map(|r| r.not_sent),
+        lost_messages: c_rr.filter(|r| r.lost > 0).map(|r| r.lost),
+        server: inp.server.and_then(rr_end_side),
+        client,
+        ..End::empty(partial)
+    };
+    Document {
+        schema_version: SCHEMA_VERSION,
+        test: inp.spec.name().to_string(),
+        start: start(&inp),
+        intervals,
+        end,
     }
 }
 
@@ -326,6 +479,10 @@ fn merge_intervals(
                     sender: pick(Direction::Reverse, Transfer::Send),
                     receiver: pick(Direction::Reverse, Transfer::Receive),
                 }),
+                requests_per_second: None,
+                latency_ns: None,
+                client_cpu_busy_percent: None,
+                server_cpu_busy_percent: None,
             }
         })
         .collect()
@@ -388,6 +545,7 @@ mod tests {
             interrupts: None,
             notes: vec![],
             partial: false,
+            rr: None,
         }
     }
 
@@ -453,6 +611,8 @@ mod tests {
             sent_bytes: sent,
             received_bytes: recv,
             cpu_busy_percent: None,
+            messages: None,
+            latency_ns: None,
         };
         let ci = [sample(0, 100, 0), sample(1, 200, 0)];
         let si = [sample(0, 0, 90)];

@@ -3,6 +3,7 @@
 //! ([`document`]). Plain data and arithmetic only: no I/O, no clocks, no sockets.
 
 pub mod document;
+pub mod latency;
 pub mod side;
 pub mod spec;
 pub mod stats;
@@ -10,6 +11,7 @@ pub mod stats;
 pub use document::{Document, SCHEMA_VERSION};
 pub use side::{
     ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
-    NicCounters, Role, SideResult, Transfer,
+    NicCounters, Role, RrResult, SideResult, Transfer,
 };
-pub use spec::{Direction, SpecError, StreamSpec, TestSpec};
+pub use latency::LatencySummary;
+pub use spec::{Direction, PollMode, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport};

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::latency::LatencySummary;
 use crate::spec::Direction;
 
 /// Which process measured a figure.
@@ -129,6 +130,33 @@ pub struct IntervalSample {
     pub received_bytes: u64,
     /// Host CPU busy percent over this interval.
     pub cpu_busy_percent: Option<f64>,
+    /// Request/response tests: messages completed (client) or answered (agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<u64>,
+    /// Request/response tests, client only: latency of the messages completed in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencySummary>,
+}
+
+/// One side's part of a request/response test (ping, rpc).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrResult {
+    /// The receive mode used, e.g. `block`, `busy`, `hybrid=50us`.
+    pub poll: String,
+    /// Messages completed (client: responses received; agent: responses sent) in the window.
+    pub messages: u64,
+    /// Requests sent in the window (client).
+    pub sent: u64,
+    /// Requests sent and never answered by the end (client).
+    pub unanswered: u64,
+    /// Open loop: requests due but never sent because the window was full (client).
+    pub not_sent: u64,
+    /// UDP: requests whose answer never came within the loss timeout (client).
+    pub lost: u64,
+    /// Round-trip latency of the window's messages, measured by the client.
+    pub latency_ns: Option<LatencySummary>,
+    /// Socket options applied, and those the kernel refused, in words.
+    pub socket_options: Vec<String>,
 }
 
 /// Everything one side measured.
@@ -154,6 +182,9 @@ pub struct SideResult {
     pub notes: Vec<String>,
     /// True when this side stopped before the planned end.
     pub partial: bool,
+    /// Request/response tests only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrResult>,
 }
 
 impl SideResult {

@@ -18,18 +18,47 @@ pub const MAX_THREADS: u32 = 1024;
 #[serde(tag = "test", rename_all = "snake_case")]
 pub enum TestSpec {
     Stream(StreamSpec),
+    /// One message in flight, round-trip times (sockperf ping-pong).
+    Ping(RrSpec),
+    /// Many connections × many messages in flight (msg_gen, neper tcp_rr / tcp_crr).
+    Rpc(RrSpec),
 }
 
 impl TestSpec {
     pub fn name(&self) -> &'static str {
         match self {
             TestSpec::Stream(_) => "stream",
+            TestSpec::Ping(_) => "ping",
+            TestSpec::Rpc(_) => "rpc",
         }
     }
 
     pub fn validate(&self) -> Result<(), SpecError> {
         match self {
             TestSpec::Stream(s) => s.validate(),
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r.validate(),
+        }
+    }
+
+    /// Time from start until senders stop: warm-up, window, cool-down.
+    pub fn total_ms(&self) -> u64 {
+        match self {
+            TestSpec::Stream(s) => s.total_ms(),
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r.total_ms(),
+        }
+    }
+
+    pub fn interval_ms(&self) -> u64 {
+        match self {
+            TestSpec::Stream(s) => s.interval_ms,
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r.interval_ms,
+        }
+    }
+
+    pub fn warmup_ms(&self) -> u64 {
+        match self {
+            TestSpec::Stream(s) => s.warmup_ms,
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r.warmup_ms,
         }
     }
 }
@@ -314,5 +343,208 @@ mod tests {
         assert_eq!(s.total_connections(), 8);
         assert_eq!(s.direction_of(3), Direction::Forward);
         assert_eq!(s.direction_of(4), Direction::Reverse);
+    }
+}
+
+/// Largest request or response of a request/response test over TCP.
+pub const MAX_MESSAGE_BYTES: u32 = 1 << 20;
+/// Largest UDP message: an IPv4 datagram's payload.
+pub const MAX_UDP_MESSAGE_BYTES: u32 = 65_507;
+pub const MAX_WINDOW: u32 = 4096;
+
+/// How a side waits for the next message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum PollMode {
+    /// Blocking calls, woken through the interrupt path.
+    Block,
+    /// Non-blocking calls in a loop: one core at 100 %.
+    Busy,
+    /// Spin for `spin_us` after the last message, then block until the next.
+    Hybrid { spin_us: u32 },
+}
+
+impl PollMode {
+    pub fn label(&self) -> String {
+        match self {
+            PollMode::Block => "block".into(),
+            PollMode::Busy => "busy".into(),
+            PollMode::Hybrid { spin_us } => format!("hybrid={spin_us}us"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// A one-off stall injected in the agent's echo path, to test that open-loop runs see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stall {
+    /// Since the agent's start of the test.
+    pub after_ms: u64,
+    pub stall_ms: u64,
+}
+
+/// Request/response: `connections` × `window` messages in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrSpec {
+    pub transport: Transport,
+    pub connections: u32,
+    /// Messages in flight per connection (msg_gen's msg_window).
+    pub window: u32,
+    pub request_bytes: u32,
+    pub response_bytes: u32,
+    pub client_threads: Option<u32>,
+    pub server_threads: Option<u32>,
+    pub duration_ms: u64,
+    pub warmup_ms: u64,
+    pub cooldown_ms: u64,
+    pub interval_ms: u64,
+    /// Requests per second over all connections; `None`: as fast as the loop allows.
+    pub rate_per_s: Option<f64>,
+    /// With a rate: measure latency from each request's intended send time (open loop),
+    /// not from when it was actually sent.
+    pub open_loop: bool,
+    /// A new TCP connection per request (neper tcp_crr).
+    pub connect_per_request: bool,
+    pub poll: PollMode,
+    /// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the data sockets, microseconds.
+    pub busy_poll_us: Option<u32>,
+    pub client_cpus: Option<Vec<usize>>,
+    pub server_cpus: Option<Vec<usize>>,
+    /// Test-only: a stall in the agent's echo path.
+    pub server_stall: Option<Stall>,
+}
+
+impl Default for RrSpec {
+    fn default() -> Self {
+        RrSpec {
+            transport: Transport::Tcp,
+            connections: 1,
+            window: 1,
+            request_bytes: 64,
+            response_bytes: 64,
+            client_threads: None,
+            server_threads: None,
+            duration_ms: 10_000,
+            warmup_ms: 1_000,
+            cooldown_ms: 0,
+            interval_ms: 1_000,
+            rate_per_s: None,
+            open_loop: false,
+            connect_per_request: false,
+            poll: PollMode::Block,
+            busy_poll_us: None,
+            client_cpus: None,
+            server_cpus: None,
+            server_stall: None,
+        }
+    }
+}
+
+impl RrSpec {
+    pub fn total_ms(&self) -> u64 {
+        self.warmup_ms + self.duration_ms + self.cooldown_ms
+    }
+
+    /// Connections opened up front (none for connect-per-request, one socket for UDP).
+    pub fn initial_connections(&self) -> u32 {
+        if self.connect_per_request {
+            0
+        } else {
+            self.connections
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.connections == 0 || self.connections > MAX_CONNECTIONS {
+            return refuse("--connections", format!("{} is not in 1..={MAX_CONNECTIONS}", self.connections));
+        }
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return refuse("--window", format!("{} is not in 1..={MAX_WINDOW}", self.window));
+        }
+        let cap = match self.transport {
+            Transport::Tcp => MAX_MESSAGE_BYTES,
+            Transport::Udp => MAX_UDP_MESSAGE_BYTES,
+        };
+        for (flag, v) in [("--req-size", self.request_bytes), ("--resp-size", self.response_bytes)] {
+            if v == 0 || v > cap {
+                return refuse(flag, format!("{v} bytes is not in 1..={cap} (protocol limit for {:?})", self.transport));
+            }
+        }
+        for (flag, threads) in [("--threads", self.client_threads), ("--server-threads", self.server_threads)] {
+            if let Some(t) = threads {
+                if t == 0 || t > MAX_THREADS {
+                    return refuse(flag, format!("{t} is not in 1..={MAX_THREADS}"));
+                }
+            }
+        }
+        if self.duration_ms == 0 {
+            return refuse("--duration", "must be more than 0 s");
+        }
+        if self.total_ms() > MAX_DURATION_MS {
+            return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
+        }
+        if self.interval_ms < MIN_INTERVAL_MS {
+            return refuse("--interval", format!("{} ms is below the minimum of {MIN_INTERVAL_MS} ms", self.interval_ms));
+        }
+        if let Some(r) = self.rate_per_s {
+            if !(r.is_finite() && r > 0.0 && r <= 1e8) {
+                return refuse("--rate", format!("{r} is not a rate in (0, 1e8] per second"));
+            }
+        }
+        if self.open_loop && self.rate_per_s.is_none() {
+            return refuse("--rate", "an open-loop run needs a rate");
+        }
+        if self.transport == Transport::Udp && (self.window != 1 || self.connect_per_request) {
+            return refuse("--udp", "UDP runs one message in flight on one socket per connection");
+        }
+        if self.connect_per_request && self.window != 1 {
+            return refuse("--window", "--crr sends one request per connection");
+        }
+        if let PollMode::Hybrid { spin_us } = self.poll {
+            if spin_us == 0 || spin_us > 1_000_000 {
+                return refuse("--poll", format!("hybrid spin of {spin_us} us is not in 1..=1000000"));
+            }
+        }
+        for (flag, cpus) in [("--cpus", &self.client_cpus), ("--server-cpus", &self.server_cpus)] {
+            if let Some(list) = cpus {
+                if list.is_empty() {
+                    return refuse(flag, "the CPU list is empty");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod rr_tests {
+    use super::*;
+
+    #[test]
+    fn rr_refusals_name_the_flag() {
+        let cases: Vec<(RrSpec, &str)> = vec![
+            (RrSpec { window: 0, ..Default::default() }, "--window"),
+            (RrSpec { request_bytes: MAX_MESSAGE_BYTES + 1, ..Default::default() }, "--req-size"),
+            (RrSpec { transport: Transport::Udp, response_bytes: 70_000, ..Default::default() }, "--resp-size"),
+            (RrSpec { rate_per_s: Some(0.0), ..Default::default() }, "--rate"),
+            (RrSpec { open_loop: true, ..Default::default() }, "--rate"),
+            (RrSpec { connect_per_request: true, window: 4, ..Default::default() }, "--window"),
+            (RrSpec { poll: PollMode::Hybrid { spin_us: 0 }, ..Default::default() }, "--poll"),
+            (RrSpec { transport: Transport::Udp, window: 2, ..Default::default() }, "--udp"),
+        ];
+        for (spec, flag) in cases {
+            assert_eq!(spec.validate().unwrap_err().flag, flag);
+        }
+        RrSpec::default().validate().unwrap();
+        let t = TestSpec::Rpc(RrSpec { poll: PollMode::Hybrid { spin_us: 50 }, ..Default::default() });
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(json.contains("\"test\":\"rpc\"") && json.contains("\"mode\":\"hybrid\""), "{json}");
+        assert_eq!(serde_json::from_str::<TestSpec>(&json).unwrap(), t);
     }
 }
