@@ -7,8 +7,14 @@
 pub mod affinity;
 pub mod counters;
 pub mod poller;
+pub mod rr_client;
+pub mod rr_server;
 pub mod sockopt;
 pub mod stream;
+pub mod wait;
+
+/// Highest latency recorded (a minute), the same bound as the result model's histograms.
+pub const MAX_LATENCY_NS: u64 = 60_000_000_000;
 
 pub use counters::ConnCounters;
 pub use sockopt::{SocketOptions, TcpInfo};

@@ -281,7 +281,10 @@ fn start(inp: &Inputs<'_>) -> Start {
 }
 
 fn is_partial(inp: &Inputs<'_>) -> bool {
-    inp.error.is_some() || inp.server.is_none() || inp.client.partial || inp.server.is_some_and(|s| s.partial)
+    inp.error.is_some()
+        || inp.server.is_none()
+        || inp.client.partial
+        || inp.server.is_some_and(|s| s.partial)
 }
 
 fn rr_end_side(side: &SideResult) -> Option<RrEndSide> {
@@ -295,9 +298,19 @@ fn rr_end_side(side: &SideResult) -> Option<RrEndSide> {
         poll: rr.poll.clone(),
         seconds: secs,
         messages: rr.messages,
-        messages_per_second: if secs > 0.0 { rr.messages as f64 / secs } else { 0.0 },
-        cpu: CpuFigures { usage: side.cpu.clone(), process_cpu_s: side.process_cpu_s },
-        cpu_us_per_message: side.process_cpu_s.filter(|_| rr.messages > 0).map(|c| c * 1e6 / rr.messages as f64),
+        messages_per_second: if secs > 0.0 {
+            rr.messages as f64 / secs
+        } else {
+            0.0
+        },
+        cpu: CpuFigures {
+            usage: side.cpu.clone(),
+            process_cpu_s: side.process_cpu_s,
+        },
+        cpu_us_per_message: side
+            .process_cpu_s
+            .filter(|_| rr.messages > 0)
+            .map(|c| c * 1e6 / rr.messages as f64),
         socket_options: rr.socket_options.clone(),
         tcp_retransmits: side.tcp_retransmits,
         nic: side.nic.clone(),
@@ -324,7 +337,9 @@ fn build_rr(inp: Inputs<'_>) -> Document {
                 sender: None,
                 receiver: None,
                 reverse: None,
-                requests_per_second: c.and_then(|c| c.messages).map(|m| m as f64 / (end_s - start_s).max(1e-9)),
+                requests_per_second: c
+                    .and_then(|c| c.messages)
+                    .map(|m| m as f64 / (end_s - start_s).max(1e-9)),
                 latency_ns: c.and_then(|c| c.latency_ns),
                 client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
                 server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
@@ -334,7 +349,14 @@ fn build_rr(inp: Inputs<'_>) -> Document {
     let end = End {
         error: inp.error.clone(),
         latency_ns: c_rr.and_then(|r| r.latency_ns),
-        latency_is: Some(if open_loop { "round_trip_time_from_intended_send" } else { "round_trip_time" }.into()),
+        latency_is: Some(
+            if open_loop {
+                "round_trip_time_from_intended_send"
+            } else {
+                "round_trip_time"
+            }
+            .into(),
+        ),
         requests_per_second: client.as_ref().map(|c| c.messages_per_second),
         unanswered_requests: c_rr.map(|r| r.unanswered),
         unsent_requests: c_rr.filter(|_| open_loop).map(|r| r.not_sent),

@@ -9,9 +9,9 @@ pub mod spec;
 pub mod stats;
 
 pub use document::{Document, SCHEMA_VERSION};
+pub use latency::LatencySummary;
 pub use side::{
     ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
     NicCounters, Role, RrResult, SideResult, Transfer,
 };
-pub use latency::LatencySummary;
 pub use spec::{Direction, PollMode, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport};

@@ -462,21 +462,39 @@ impl RrSpec {
 
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.connections == 0 || self.connections > MAX_CONNECTIONS {
-            return refuse("--connections", format!("{} is not in 1..={MAX_CONNECTIONS}", self.connections));
+            return refuse(
+                "--connections",
+                format!("{} is not in 1..={MAX_CONNECTIONS}", self.connections),
+            );
         }
         if self.window == 0 || self.window > MAX_WINDOW {
-            return refuse("--window", format!("{} is not in 1..={MAX_WINDOW}", self.window));
+            return refuse(
+                "--window",
+                format!("{} is not in 1..={MAX_WINDOW}", self.window),
+            );
         }
         let cap = match self.transport {
             Transport::Tcp => MAX_MESSAGE_BYTES,
             Transport::Udp => MAX_UDP_MESSAGE_BYTES,
         };
-        for (flag, v) in [("--req-size", self.request_bytes), ("--resp-size", self.response_bytes)] {
+        for (flag, v) in [
+            ("--req-size", self.request_bytes),
+            ("--resp-size", self.response_bytes),
+        ] {
             if v == 0 || v > cap {
-                return refuse(flag, format!("{v} bytes is not in 1..={cap} (protocol limit for {:?})", self.transport));
+                return refuse(
+                    flag,
+                    format!(
+                        "{v} bytes is not in 1..={cap} (protocol limit for {:?})",
+                        self.transport
+                    ),
+                );
             }
         }
-        for (flag, threads) in [("--threads", self.client_threads), ("--server-threads", self.server_threads)] {
+        for (flag, threads) in [
+            ("--threads", self.client_threads),
+            ("--server-threads", self.server_threads),
+        ] {
             if let Some(t) = threads {
                 if t == 0 || t > MAX_THREADS {
                     return refuse(flag, format!("{t} is not in 1..={MAX_THREADS}"));
@@ -490,28 +508,46 @@ impl RrSpec {
             return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
         }
         if self.interval_ms < MIN_INTERVAL_MS {
-            return refuse("--interval", format!("{} ms is below the minimum of {MIN_INTERVAL_MS} ms", self.interval_ms));
+            return refuse(
+                "--interval",
+                format!(
+                    "{} ms is below the minimum of {MIN_INTERVAL_MS} ms",
+                    self.interval_ms
+                ),
+            );
         }
         if let Some(r) = self.rate_per_s {
             if !(r.is_finite() && r > 0.0 && r <= 1e8) {
-                return refuse("--rate", format!("{r} is not a rate in (0, 1e8] per second"));
+                return refuse(
+                    "--rate",
+                    format!("{r} is not a rate in (0, 1e8] per second"),
+                );
             }
         }
         if self.open_loop && self.rate_per_s.is_none() {
             return refuse("--rate", "an open-loop run needs a rate");
         }
         if self.transport == Transport::Udp && (self.window != 1 || self.connect_per_request) {
-            return refuse("--udp", "UDP runs one message in flight on one socket per connection");
+            return refuse(
+                "--udp",
+                "UDP runs one message in flight on one socket per connection",
+            );
         }
         if self.connect_per_request && self.window != 1 {
             return refuse("--window", "--crr sends one request per connection");
         }
         if let PollMode::Hybrid { spin_us } = self.poll {
             if spin_us == 0 || spin_us > 1_000_000 {
-                return refuse("--poll", format!("hybrid spin of {spin_us} us is not in 1..=1000000"));
+                return refuse(
+                    "--poll",
+                    format!("hybrid spin of {spin_us} us is not in 1..=1000000"),
+                );
             }
         }
-        for (flag, cpus) in [("--cpus", &self.client_cpus), ("--server-cpus", &self.server_cpus)] {
+        for (flag, cpus) in [
+            ("--cpus", &self.client_cpus),
+            ("--server-cpus", &self.server_cpus),
+        ] {
             if let Some(list) = cpus {
                 if list.is_empty() {
                     return refuse(flag, "the CPU list is empty");
@@ -529,22 +565,79 @@ mod rr_tests {
     #[test]
     fn rr_refusals_name_the_flag() {
         let cases: Vec<(RrSpec, &str)> = vec![
-            (RrSpec { window: 0, ..Default::default() }, "--window"),
-            (RrSpec { request_bytes: MAX_MESSAGE_BYTES + 1, ..Default::default() }, "--req-size"),
-            (RrSpec { transport: Transport::Udp, response_bytes: 70_000, ..Default::default() }, "--resp-size"),
-            (RrSpec { rate_per_s: Some(0.0), ..Default::default() }, "--rate"),
-            (RrSpec { open_loop: true, ..Default::default() }, "--rate"),
-            (RrSpec { connect_per_request: true, window: 4, ..Default::default() }, "--window"),
-            (RrSpec { poll: PollMode::Hybrid { spin_us: 0 }, ..Default::default() }, "--poll"),
-            (RrSpec { transport: Transport::Udp, window: 2, ..Default::default() }, "--udp"),
+            (
+                RrSpec {
+                    window: 0,
+                    ..Default::default()
+                },
+                "--window",
+            ),
+            (
+                RrSpec {
+                    request_bytes: MAX_MESSAGE_BYTES + 1,
+                    ..Default::default()
+                },
+                "--req-size",
+            ),
+            (
+                RrSpec {
+                    transport: Transport::Udp,
+                    response_bytes: 70_000,
+                    ..Default::default()
+                },
+                "--resp-size",
+            ),
+            (
+                RrSpec {
+                    rate_per_s: Some(0.0),
+                    ..Default::default()
+                },
+                "--rate",
+            ),
+            (
+                RrSpec {
+                    open_loop: true,
+                    ..Default::default()
+                },
+                "--rate",
+            ),
+            (
+                RrSpec {
+                    connect_per_request: true,
+                    window: 4,
+                    ..Default::default()
+                },
+                "--window",
+            ),
+            (
+                RrSpec {
+                    poll: PollMode::Hybrid { spin_us: 0 },
+                    ..Default::default()
+                },
+                "--poll",
+            ),
+            (
+                RrSpec {
+                    transport: Transport::Udp,
+                    window: 2,
+                    ..Default::default()
+                },
+                "--udp",
+            ),
         ];
         for (spec, flag) in cases {
             assert_eq!(spec.validate().unwrap_err().flag, flag);
         }
         RrSpec::default().validate().unwrap();
-        let t = TestSpec::Rpc(RrSpec { poll: PollMode::Hybrid { spin_us: 50 }, ..Default::default() });
+        let t = TestSpec::Rpc(RrSpec {
+            poll: PollMode::Hybrid { spin_us: 50 },
+            ..Default::default()
+        });
         let json = serde_json::to_string(&t).unwrap();
-        assert!(json.contains("\"test\":\"rpc\"") && json.contains("\"mode\":\"hybrid\""), "{json}");
+        assert!(
+            json.contains("\"test\":\"rpc\"") && json.contains("\"mode\":\"hybrid\""),
+            "{json}"
+        );
         assert_eq!(serde_json::from_str::<TestSpec>(&json).unwrap(), t);
     }
 }
