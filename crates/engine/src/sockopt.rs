@@ -149,6 +149,42 @@ pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
     }
 }
 
+/// SO_PREFER_BUSY_POLL (Linux 5.11); not in every libc version.
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+
+fn set_int(fd: RawFd, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets SO_BUSY_POLL and SO_PREFER_BUSY_POLL; says in words what was applied and what the
+/// kernel refused (raising them needs CAP_NET_ADMIN; old kernels lack the second).
+pub fn set_busy_poll(fd: RawFd, us: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, opt, v) in [
+        ("SO_BUSY_POLL", libc::SO_BUSY_POLL, us as libc::c_int),
+        ("SO_PREFER_BUSY_POLL", SO_PREFER_BUSY_POLL, 1),
+    ] {
+        match set_int(fd, opt, v) {
+            Ok(()) => out.push(format!("{name}={v} applied")),
+            Err(e) => out.push(format!("{name}={v} refused by the kernel: {e}")),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,40 +222,4 @@ mod tests {
         let err = apply(&SockRef::from(&s), &opts).unwrap_err().to_string();
         assert!(err.contains("'nosuchcc'"), "{err}");
     }
-}
-
-/// SO_PREFER_BUSY_POLL (Linux 5.11); not in every libc version.
-const SO_PREFER_BUSY_POLL: libc::c_int = 69;
-
-fn set_int(fd: RawFd, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live int and its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Sets SO_BUSY_POLL and SO_PREFER_BUSY_POLL; says in words what was applied and what the
-/// kernel refused (raising them needs CAP_NET_ADMIN; old kernels lack the second).
-pub fn set_busy_poll(fd: RawFd, us: u32) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, opt, v) in [
-        ("SO_BUSY_POLL", libc::SO_BUSY_POLL, us as libc::c_int),
-        ("SO_PREFER_BUSY_POLL", SO_PREFER_BUSY_POLL, 1),
-    ] {
-        match set_int(fd, opt, v) {
-            Ok(()) => out.push(format!("{name}={v} applied")),
-            Err(e) => out.push(format!("{name}={v} refused by the kernel: {e}")),
-        }
-    }
-    out
 }

@@ -213,8 +213,7 @@ impl AgentSession {
                 Ok(())
             }
             (State::AwaitSetup, Message::Setup { spec }) => {
-                let TestSpec::Stream(s) = &spec;
-                self.test_length = Duration::from_millis(s.total_ms());
+                self.test_length = Duration::from_millis(spec.total_ms());
                 self.events.push_back(AgentEvent::Setup(spec));
                 self.state = State::Configuring;
                 self.deadline = None;

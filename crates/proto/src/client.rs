@@ -165,9 +165,7 @@ impl ClientSession {
     }
 
     fn interval(&self) -> Duration {
-        match &self.spec {
-            TestSpec::Stream(s) => Duration::from_millis(s.interval_ms),
-        }
+        Duration::from_millis(self.spec.interval_ms())
     }
 
     fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError> {
@@ -254,10 +252,10 @@ impl ClientSession {
         }
         self.queue(&Message::Start);
         self.state = State::Running;
-        let TestSpec::Stream(s) = &self.spec;
         // The agent is silent through warm-up; its first sample comes one interval later.
-        self.deadline =
-            Some(now + Duration::from_millis(s.warmup_ms) + self.liveness(self.interval()));
+        self.deadline = Some(
+            now + Duration::from_millis(self.spec.warmup_ms()) + self.liveness(self.interval()),
+        );
         Ok(())
     }
 

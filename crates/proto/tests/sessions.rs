@@ -35,6 +35,7 @@ fn side() -> SideResult {
         interrupts: None,
         notes: vec!["note".into()],
         partial: false,
+        rr: None,
     }
 }
 
@@ -46,6 +47,8 @@ fn sample(i: u32) -> IntervalSample {
         sent_bytes: 7,
         received_bytes: 9,
         cpu_busy_percent: Some(12.5),
+        messages: Some(3),
+        latency_ns: None,
     }
 }
 

@@ -49,6 +49,48 @@ pub fn line(
     out
 }
 
+fn micros(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
+}
+
+/// `[  1.0-  2.0 s]  45123 msg/s  RTT us p50 12.3  p99 25.1  p99.9 40.2  max 110.0  cpu client 50% server 48%`
+pub fn rr_line(client: Option<&IntervalSample>, server: Option<&IntervalSample>) -> String {
+    let any = client
+        .or(server)
+        .expect("a live line needs one side's sample");
+    let secs = (any.end_s - any.start_s).max(1e-9);
+    let mut out = format!("[{:6.1}-{:6.1} s]", any.start_s, any.end_s);
+    match client {
+        Some(c) => {
+            out.push_str(&format!(
+                " {:>10.0} msg/s",
+                c.messages.unwrap_or(0) as f64 / secs
+            ));
+            match &c.latency_ns {
+                Some(l) => out.push_str(&format!(
+                    "  RTT us p50 {}  p99 {}  p99.9 {}  max {}",
+                    micros(l.p50),
+                    micros(l.p99),
+                    micros(l.p999),
+                    micros(l.max)
+                )),
+                None => out.push_str("  no responses"),
+            }
+        }
+        None => out.push_str("  (client sample missing)"),
+    }
+    let cpu = |s: Option<&IntervalSample>| {
+        s.and_then(|s| s.cpu_busy_percent)
+            .map_or("-".to_string(), |c| format!("{c:.0}%"))
+    };
+    out.push_str(&format!(
+        "  host cpu client {} server {}",
+        cpu(client),
+        cpu(server)
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,9 +104,44 @@ mod tests {
             sent_bytes: 1_250_000_000,
             received_bytes: 0,
             cpu_busy_percent: Some(48.0),
+            messages: None,
+            latency_ns: None,
         };
         let l = line(Direction::Forward, Some(&c), None);
         assert!(l.contains("sent   10.00 Gbit/s (client, cpu 48%)"), "{l}");
         assert!(l.contains("received              - (server)"), "{l}");
+    }
+
+    #[test]
+    fn rr_line_shows_rate_and_round_trip_percentiles() {
+        let l = sonde_results::LatencySummary {
+            count: 10,
+            min: 1_000,
+            mean: 2_000.0,
+            stddev: 1.0,
+            p50: 12_300,
+            p90: 20_000,
+            p99: 25_100,
+            p999: 40_200,
+            p9999: 50_000,
+            max: 110_000,
+        };
+        let c = IntervalSample {
+            index: 1,
+            start_s: 1.0,
+            end_s: 2.0,
+            sent_bytes: 0,
+            received_bytes: 0,
+            cpu_busy_percent: Some(50.0),
+            messages: Some(45_123),
+            latency_ns: Some(l),
+        };
+        let line = rr_line(Some(&c), None);
+        assert!(line.contains("45123 msg/s"), "{line}");
+        assert!(
+            line.contains("RTT us p50 12.3  p99 25.1  p99.9 40.2  max 110.0"),
+            "{line}"
+        );
+        assert!(line.contains("client 50% server -"), "{line}");
     }
 }

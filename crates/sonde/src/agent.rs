@@ -3,26 +3,33 @@
 //! when it ends, whatever happened, and the agent logs one line per test.
 
 use std::io::{self, Read};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use sonde_engine::rr_client::RrSocket;
+use sonde_engine::rr_server::ServerTarget;
 use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_proto::{AgentEvent, AgentSession, PeerError, ProtoError, Timeouts};
-use sonde_results::{Direction, Role, StreamSpec, TestSpec};
+use sonde_results::{Role, TestSpec, Transport};
 
 use crate::control::{Link, Wake};
 use crate::controller::{DATA_HEADER_BYTES, SOFTWARE};
-use crate::measure::{HostProbe, StreamSide};
+use crate::hostwatch::HostProbe;
+use crate::rr_side::RrSide;
+use crate::side::Side;
 use crate::signals::Interrupt;
+use crate::stream_side::StreamSide;
 
 /// The agent's default control port.
 pub const DEFAULT_PORT: u16 = 5301;
 const DRAIN: Duration = Duration::from_secs(3);
 const ACCEPT_DEADLINE: Duration = Duration::from_secs(5);
+/// Test types this agent runs.
+const CAPABILITIES: &[&str] = &["stream", "ping", "rpc"];
 
 pub struct ServeConfig {
     pub bind: IpAddr,
@@ -130,7 +137,7 @@ fn run_test(
     let mut session = AgentSession::new(
         SOFTWARE,
         command,
-        &["stream"],
+        CAPABILITIES,
         Timeouts::default(),
         Instant::now(),
     );
@@ -145,7 +152,7 @@ fn run_test(
         let mut setup = None;
         while let Some(ev) = session.poll_event() {
             match ev {
-                AgentEvent::Setup(TestSpec::Stream(s)) => setup = Some(s),
+                AgentEvent::Setup(s) => setup = Some(s),
                 AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software}"),
                 _ => {}
             }
@@ -154,60 +161,104 @@ fn run_test(
             break s;
         }
     };
-    if let Err(e) = spec.validate() {
-        session.refuse(PeerError::InvalidSpec {
-            flag: e.flag.into(),
-            reason: e.reason.clone(),
-        });
-        link.flush(|| session.poll_transmit())?;
-        anyhow::bail!("refused: {e}");
-    }
-    let opts = SocketOptions {
-        congestion: spec.congestion.clone(),
-        nodelay: spec.nodelay,
-        sndbuf_bytes: spec.sndbuf_bytes,
-        rcvbuf_bytes: spec.rcvbuf_bytes,
+    let refuse = |session: &mut AgentSession, link: &mut Link, error: PeerError| -> anyhow::Error {
+        let msg = error.to_string();
+        session.refuse(error);
+        let _ = link.flush(|| session.poll_transmit());
+        anyhow::anyhow!("refused: {msg}")
     };
-    let backlog = spec.total_connections().max(128) as i32;
-    let (data, notes) = match sockopt::listen(SocketAddr::new(local_ip, 0), &opts, backlog) {
-        Ok(x) => x,
+    if let Err(e) = spec.validate() {
+        return Err(refuse(
+            &mut session,
+            &mut link,
+            PeerError::InvalidSpec {
+                flag: e.flag.into(),
+                reason: e.reason.clone(),
+            },
+        ));
+    }
+    let data = match DataEndpoint::open(&spec, local_ip) {
+        Ok(d) => d,
         Err(e) => {
-            session.refuse(PeerError::Refused {
-                message: e.to_string(),
-            });
-            link.flush(|| session.poll_transmit())?;
-            anyhow::bail!("refused: {e}");
+            return Err(refuse(
+                &mut session,
+                &mut link,
+                PeerError::Refused {
+                    message: e.to_string(),
+                },
+            ))
         }
     };
-    data.set_nonblocking(true)?;
     let cookie = random_u64();
-    session.ready(data.local_addr()?.port(), cookie, Instant::now())?;
+    session.ready(data.port()?, cookie, Instant::now())?;
     link.flush(|| session.poll_transmit())?;
 
     let conns = accept_data(
         &mut link,
         &mut session,
-        &data,
-        &spec,
+        data.listener(),
+        data.expected(&spec),
         cookie,
         peer.ip(),
         interrupt,
     )?;
-    drop(data);
-    let mut side = StreamSide::start(
-        Role::Server,
-        &spec,
-        conns,
-        HostProbe::for_peer(peer.ip()),
-        notes,
-    )?;
+    let probe = HostProbe::for_peer(peer.ip());
+    let mut side: Box<dyn Side> = match (&spec, data) {
+        (TestSpec::Stream(s), DataEndpoint::Tcp(_, notes)) => {
+            let conns = conns
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| (i as u32, s.direction_of(i as u32), c))
+                .collect();
+            Box::new(StreamSide::start(Role::Server, s, conns, probe, notes)?)
+        }
+        (TestSpec::Ping(r) | TestSpec::Rpc(r), data) => {
+            let mut options = Vec::new();
+            let target = match data {
+                DataEndpoint::Udp(socket) => {
+                    options.extend(
+                        r.busy_poll_us
+                            .map(|us| sockopt::set_busy_poll(socket.as_raw_fd(), us))
+                            .unwrap_or_default(),
+                    );
+                    ServerTarget::Udp {
+                        socket,
+                        allowed: peer.ip(),
+                    }
+                }
+                DataEndpoint::Tcp(listener, _) if r.connect_per_request => ServerTarget::Accept {
+                    listener,
+                    allowed: peer.ip(),
+                },
+                DataEndpoint::Tcp(..) => {
+                    let mut socks = Vec::new();
+                    for c in conns {
+                        c.set_nodelay(true)?;
+                        let applied = r
+                            .busy_poll_us
+                            .map(|us| sockopt::set_busy_poll(c.as_raw_fd(), us))
+                            .unwrap_or_default();
+                        if socks.is_empty() {
+                            options = applied;
+                        }
+                        socks.push(RrSocket::Tcp(c));
+                    }
+                    ServerTarget::Sockets(socks)
+                }
+            };
+            Box::new(RrSide::start_server(r, target, probe, Vec::new(), options)?)
+        }
+        (TestSpec::Stream(_), DataEndpoint::Udp(_)) => unreachable!("stream tests listen on TCP"),
+    };
     loop {
         if interrupt.is_set() {
-            session.refuse(PeerError::Aborted {
-                message: "the agent is shutting down".into(),
-            });
-            let _ = link.flush(|| session.poll_transmit());
-            anyhow::bail!("aborted: agent shutting down");
+            return Err(refuse(
+                &mut session,
+                &mut link,
+                PeerError::Aborted {
+                    message: "the agent is shutting down".into(),
+                },
+            ));
         }
         if let Some(sample) = side.on_time(Instant::now()) {
             session.send_interval(sample)?;
@@ -234,6 +285,65 @@ fn run_test(
     Ok(summary)
 }
 
+/// Where a test's data arrives: a TCP listener (with the notes of its options) or a UDP socket.
+enum DataEndpoint {
+    Tcp(TcpListener, Vec<String>),
+    Udp(UdpSocket),
+}
+
+impl DataEndpoint {
+    fn open(spec: &TestSpec, ip: IpAddr) -> std::io::Result<DataEndpoint> {
+        let addr = SocketAddr::new(ip, 0);
+        let (opts, backlog) = match spec {
+            TestSpec::Stream(s) => (
+                SocketOptions {
+                    congestion: s.congestion.clone(),
+                    nodelay: s.nodelay,
+                    sndbuf_bytes: s.sndbuf_bytes,
+                    rcvbuf_bytes: s.rcvbuf_bytes,
+                },
+                s.total_connections(),
+            ),
+            TestSpec::Ping(r) | TestSpec::Rpc(r) if r.transport == Transport::Udp => {
+                return Ok(DataEndpoint::Udp(UdpSocket::bind(addr)?));
+            }
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => (
+                SocketOptions {
+                    nodelay: true,
+                    ..Default::default()
+                },
+                r.connections,
+            ),
+        };
+        let (l, notes) = sockopt::listen(addr, &opts, backlog.max(128) as i32)?;
+        l.set_nonblocking(true)?;
+        Ok(DataEndpoint::Tcp(l, notes))
+    }
+
+    fn port(&self) -> std::io::Result<u16> {
+        Ok(match self {
+            DataEndpoint::Tcp(l, _) => l.local_addr()?.port(),
+            DataEndpoint::Udp(u) => u.local_addr()?.port(),
+        })
+    }
+
+    fn listener(&self) -> Option<&TcpListener> {
+        match self {
+            DataEndpoint::Tcp(l, _) => Some(l),
+            DataEndpoint::Udp(_) => None,
+        }
+    }
+
+    /// Data connections to accept before the test starts.
+    fn expected(&self, spec: &TestSpec) -> usize {
+        match (spec, self) {
+            (_, DataEndpoint::Udp(_)) => 0,
+            (TestSpec::Stream(s), _) => s.total_connections() as usize,
+            (TestSpec::Ping(r) | TestSpec::Rpc(r), _) => r.initial_connections() as usize,
+        }
+    }
+}
+
 /// One wait on the control link, fed to the session.
 fn step(
     link: &mut Link,
@@ -252,17 +362,16 @@ fn step(
 }
 
 /// Accepts the test's data connections (only from the controller's address, only with the
-/// cookie) until `Start` has arrived and every connection is in.
+/// cookie) until `Start` has arrived and all `total` connections are in, by index.
 fn accept_data(
     link: &mut Link,
     session: &mut AgentSession,
-    data: &TcpListener,
-    spec: &StreamSpec,
+    data: Option<&TcpListener>,
+    total: usize,
     cookie: u64,
     controller: IpAddr,
     interrupt: &Interrupt,
-) -> anyhow::Result<Vec<(u32, Direction, TcpStream)>> {
-    let total = spec.total_connections() as usize;
+) -> anyhow::Result<Vec<TcpStream>> {
     let mut slots: Vec<Option<TcpStream>> = (0..total).map(|_| None).collect();
     let mut accepted = 0;
     let mut start_by: Option<Instant> = None;
@@ -282,10 +391,11 @@ fn accept_data(
             .into_iter()
             .flatten()
             .min();
-        let woke = link.wait(deadline, Some(data.as_raw_fd()))?;
-        match woke {
+        let other = data.filter(|_| accepted < total).map(|l| l.as_raw_fd());
+        match link.wait(deadline, other)? {
             Wake::Other => {
-                let Ok((mut s, from)) = data.accept() else {
+                let Some(l) = data else { continue };
+                let Ok((mut s, from)) = l.accept() else {
                     continue;
                 };
                 if from.ip() != controller {
@@ -318,18 +428,25 @@ fn accept_data(
     }
     Ok(slots
         .into_iter()
-        .enumerate()
-        .map(|(i, s)| {
-            (
-                i as u32,
-                spec.direction_of(i as u32),
-                s.expect("every slot filled"),
-            )
-        })
+        .map(|s| s.expect("every slot filled"))
         .collect())
 }
 
-fn summarize(spec: &StreamSpec, r: &sonde_results::SideResult) -> String {
+fn summarize(spec: &TestSpec, r: &sonde_results::SideResult) -> String {
+    if let Some(rr) = &r.rr {
+        return format!(
+            "{} {}: answered {} messages in {:.1} s, {:.2} us CPU per message",
+            spec.name(),
+            rr.poll,
+            rr.messages,
+            r.window_s,
+            r.process_cpu_s
+                .map_or(0.0, |c| c * 1e6 / rr.messages.max(1) as f64)
+        );
+    }
+    let TestSpec::Stream(s) = spec else {
+        return spec.name().into();
+    };
     let rates: Vec<String> = r
         .directions
         .iter()
@@ -346,8 +463,8 @@ fn summarize(spec: &StreamSpec, r: &sonde_results::SideResult) -> String {
         .collect();
     format!(
         "stream {} x{} for {:.1} s: {}",
-        spec.direction.as_str(),
-        spec.connections,
+        s.direction.as_str(),
+        s.connections,
         r.window_s,
         rates.join(", ")
     )

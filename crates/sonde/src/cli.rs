@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use sonde_probe::topology::parse_cpu_list;
-use sonde_results::{Direction, SpecError, StreamSpec};
+use sonde_results::{
+    Direction, PollMode, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport,
+};
 
 use crate::agent::DEFAULT_PORT;
 
@@ -27,8 +29,206 @@ pub enum Command {
     Serve(ServeArgs),
     /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
     Stream(StreamArgs),
+    /// Round-trip latency, one message in flight (the sockperf ping-pong job).
+    Ping(PingArgs),
+    /// Request/response rate and latency, C connections × W in flight (msg_gen, neper tcp_rr).
+    Rpc(RpcArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
+}
+
+/// Flags shared by ping and rpc.
+#[derive(Args, Debug)]
+pub struct RrCommon {
+    /// Host running `sonde serve`.
+    pub host: String,
+    /// The agent's control port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Measured time, seconds (suffix ms allowed).
+    #[arg(short = 't', long, default_value = "10", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub duration: u64,
+    /// Time before the measured window, excluded from figures.
+    #[arg(long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub warmup: u64,
+    /// Report interval.
+    #[arg(short = 'i', long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub interval: u64,
+    /// Receive mode on both sides: block, busy, hybrid[=SPIN] (spin after the last message,
+    /// then block; default 50us), or all (each in turn, then a comparison table).
+    #[arg(long, default_value = "block", value_parser = parse_poll, value_name = "MODE")]
+    pub poll: PollChoice,
+    /// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the data sockets, microseconds.
+    #[arg(long, value_name = "US")]
+    pub busy_poll_us: Option<u32>,
+    /// Pin this side's workers to these CPUs, round robin.
+    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    pub cpus: Option<CpuList>,
+    /// Pin the agent's workers to these CPUs.
+    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    pub server_cpus: Option<CpuList>,
+    /// Print the result document (JSON) on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the result document to FILE.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
+    #[arg(long, hide = true, value_parser = parse_stall, value_name = "AFTER_MS:STALL_MS")]
+    pub server_stall: Option<Stall>,
+}
+
+#[derive(Args, Debug)]
+pub struct PingArgs {
+    #[command(flatten)]
+    pub common: RrCommon,
+    /// Use UDP instead of TCP.
+    #[arg(long)]
+    pub udp: bool,
+    /// Message size in bytes, both ways.
+    #[arg(short = 'm', long = "msg-size", default_value = "64", value_parser = parse_size, value_name = "BYTES")]
+    pub msg_size: u32,
+    /// Messages per second (each timed from its actual send); default: as fast as possible.
+    #[arg(long, value_name = "N")]
+    pub rate: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct RpcArgs {
+    #[command(flatten)]
+    pub common: RrCommon,
+    /// TCP connections.
+    #[arg(
+        short = 'C',
+        long = "connections",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub connections: u32,
+    /// Requests in flight per connection (msg_gen's msg_window).
+    #[arg(short = 'W', long, default_value_t = 1, value_name = "N")]
+    pub window: u32,
+    #[arg(long, default_value = "64", value_parser = parse_size, value_name = "BYTES")]
+    pub req_size: u32,
+    #[arg(long, default_value = "64", value_parser = parse_size, value_name = "BYTES")]
+    pub resp_size: u32,
+    /// Worker threads here [default: one per connection, up to 128].
+    #[arg(long, value_name = "T")]
+    pub threads: Option<u32>,
+    /// Worker threads on the agent [default: one per connection, up to 128].
+    #[arg(long, value_name = "T")]
+    pub server_threads: Option<u32>,
+    /// Open loop: R requests per second in total on a fixed schedule, latency measured from
+    /// each request's intended send time. Default: closed loop.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// A new connection per request (neper tcp_crr).
+    #[arg(long)]
+    pub crr: bool,
+}
+
+/// `--poll`: one mode, or all of them in turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PollChoice {
+    One(PollMode),
+    All,
+}
+
+impl PollChoice {
+    pub fn modes(&self) -> Vec<PollMode> {
+        match self {
+            PollChoice::One(m) => vec![*m],
+            PollChoice::All => vec![
+                PollMode::Block,
+                PollMode::Busy,
+                PollMode::Hybrid { spin_us: 50 },
+            ],
+        }
+    }
+}
+
+fn parse_poll(s: &str) -> Result<PollChoice, String> {
+    let bad = || format!("'{s}' is not a receive mode (block, busy, hybrid[=50us], all)");
+    Ok(match s {
+        "block" => PollChoice::One(PollMode::Block),
+        "busy" => PollChoice::One(PollMode::Busy),
+        "hybrid" => PollChoice::One(PollMode::Hybrid { spin_us: 50 }),
+        "all" => PollChoice::All,
+        _ => {
+            let spin = s.strip_prefix("hybrid=").ok_or_else(bad)?;
+            let us = if let Some(v) = spin.strip_suffix("us") {
+                v.parse::<u64>().map_err(|_| bad())?
+            } else if let Some(v) = spin.strip_suffix("ms") {
+                v.parse::<u64>().map_err(|_| bad())? * 1000
+            } else {
+                spin.parse::<u64>().map_err(|_| bad())?
+            };
+            PollChoice::One(PollMode::Hybrid {
+                spin_us: u32::try_from(us).map_err(|_| bad())?,
+            })
+        }
+    })
+}
+
+fn parse_stall(s: &str) -> Result<Stall, String> {
+    let (a, b) = s.split_once(':').ok_or("expected AFTER_MS:STALL_MS")?;
+    Ok(Stall {
+        after_ms: a.parse().map_err(|_| "AFTER_MS is not a number")?,
+        stall_ms: b.parse().map_err(|_| "STALL_MS is not a number")?,
+    })
+}
+
+impl RrCommon {
+    fn base(&self, poll: PollMode) -> RrSpec {
+        RrSpec {
+            duration_ms: self.duration,
+            warmup_ms: self.warmup,
+            interval_ms: self.interval,
+            poll,
+            busy_poll_us: self.busy_poll_us,
+            client_cpus: self.cpus.as_ref().map(|c| c.0.clone()),
+            server_cpus: self.server_cpus.as_ref().map(|c| c.0.clone()),
+            server_stall: self.server_stall,
+            ..Default::default()
+        }
+    }
+}
+
+impl PingArgs {
+    pub fn spec(&self, poll: PollMode) -> Result<TestSpec, SpecError> {
+        let spec = RrSpec {
+            transport: if self.udp {
+                Transport::Udp
+            } else {
+                Transport::Tcp
+            },
+            request_bytes: self.msg_size,
+            response_bytes: self.msg_size,
+            rate_per_s: self.rate,
+            ..self.common.base(poll)
+        };
+        spec.validate()?;
+        Ok(TestSpec::Ping(spec))
+    }
+}
+
+impl RpcArgs {
+    pub fn spec(&self, poll: PollMode) -> Result<TestSpec, SpecError> {
+        let spec = RrSpec {
+            connections: self.connections,
+            window: self.window,
+            request_bytes: self.req_size,
+            response_bytes: self.resp_size,
+            client_threads: self.threads,
+            server_threads: self.server_threads,
+            rate_per_s: self.rate,
+            open_loop: self.rate.is_some(),
+            connect_per_request: self.crr,
+            ..self.common.base(poll)
+        };
+        spec.validate()?;
+        Ok(TestSpec::Rpc(spec))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -215,6 +415,52 @@ mod tests {
         assert_eq!(parse_size("1000"), Ok(1000));
         assert!(parse_size("5G").is_err());
         assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn ping_and_rpc_flags() {
+        let cli = Cli::try_parse_from([
+            "sonde",
+            "rpc",
+            "h",
+            "-C",
+            "8",
+            "-W",
+            "32",
+            "--rate",
+            "1000",
+            "--poll",
+            "hybrid=100us",
+        ])
+        .unwrap();
+        let Command::Rpc(a) = cli.command else {
+            panic!()
+        };
+        let PollChoice::One(mode) = a.common.poll.clone() else {
+            panic!()
+        };
+        assert_eq!(mode, PollMode::Hybrid { spin_us: 100 });
+        let TestSpec::Rpc(r) = a.spec(mode).unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.connections, r.window, r.open_loop), (8, 32, true));
+        let cli = Cli::try_parse_from(["sonde", "ping", "h", "--udp", "--poll", "all", "-m", "32"])
+            .unwrap();
+        let Command::Ping(a) = cli.command else {
+            panic!()
+        };
+        assert_eq!(a.common.poll.modes().len(), 3);
+        let TestSpec::Ping(p) = a.spec(PollMode::Busy).unwrap() else {
+            panic!()
+        };
+        assert_eq!((p.transport, p.request_bytes), (Transport::Udp, 32));
+        assert!(parse_poll("hybrid=2ms").is_ok());
+        assert!(parse_poll("sometimes").is_err());
+        let cli = Cli::try_parse_from(["sonde", "rpc", "h", "-W", "0"]).unwrap();
+        let Command::Rpc(a) = cli.command else {
+            panic!()
+        };
+        assert_eq!(a.spec(PollMode::Block).unwrap_err().flag, "--window");
     }
 
     #[test]

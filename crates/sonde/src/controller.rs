@@ -4,17 +4,24 @@
 //! still yields a document, marked partial, with what was measured.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use sonde_engine::rr_client::{RrSocket, Target};
 use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_proto::{ClientEvent, ClientSession, ProtoError, Timeouts};
 use sonde_results::document::Inputs;
-use sonde_results::{Direction, Document, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
+use sonde_results::{
+    Direction, Document, IntervalSample, Role, RrSpec, SideResult, StreamSpec, TestSpec, Transport,
+};
 
 use crate::control::{Link, Wake};
-use crate::measure::{HostProbe, StreamSide};
+use crate::hostwatch::HostProbe;
+use crate::rr_side::RrSide;
+use crate::side::Side;
 use crate::signals::Interrupt;
+use crate::stream_side::StreamSide;
 
 pub const SOFTWARE: &str = concat!("sonde ", env!("CARGO_PKG_VERSION"));
 /// After the planned end, how long receivers may take to see every FIN.
@@ -50,10 +57,10 @@ pub enum ControllerError {
     Interrupted,
 }
 
-pub struct StreamRequest {
+pub struct TestRequest {
     pub host: String,
     pub port: u16,
-    pub spec: StreamSpec,
+    pub spec: TestSpec,
     /// The exact command line, for the record.
     pub command: String,
 }
@@ -108,14 +115,14 @@ impl Pairing {
     }
 }
 
-pub fn run_stream(
-    req: &StreamRequest,
+pub fn run_test(
+    req: &TestRequest,
     interrupt: &Interrupt,
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, ControllerError> {
     let addr = resolve(&req.host, req.port)?;
     let started_at = now_rfc3339();
-    let spec = TestSpec::Stream(req.spec.clone());
+    let spec = req.spec.clone();
     let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
         .map_err(|source| ControllerError::Connect { addr, source })?;
     let io_err = |source| ControllerError::Io { addr, source };
@@ -156,13 +163,22 @@ pub fn run_stream(
         }
     };
 
-    let conns = open_data_connections(&req.spec, SocketAddr::new(addr.ip(), data_port), cookie)?;
-    let notes = conns.1;
-    session.start(Instant::now()).map_err(proto_err)?;
-    link.flush(|| session.poll_transmit()).map_err(io_err)?;
+    let data_addr = SocketAddr::new(addr.ip(), data_port);
     let probe = HostProbe::for_peer(addr.ip());
-    let mut side =
-        StreamSide::start(Role::Client, &req.spec, conns.0, probe, notes).map_err(io_err)?;
+    let mut side: Box<dyn Side> = match &spec {
+        TestSpec::Stream(s) => {
+            let (conns, notes) = open_data_connections(s, data_addr, cookie)?;
+            session.start(Instant::now()).map_err(proto_err)?;
+            link.flush(|| session.poll_transmit()).map_err(io_err)?;
+            Box::new(StreamSide::start(Role::Client, s, conns, probe, notes).map_err(io_err)?)
+        }
+        TestSpec::Ping(r) | TestSpec::Rpc(r) => {
+            let (target, options) = open_rr_target(r, data_addr, cookie)?;
+            session.start(Instant::now()).map_err(proto_err)?;
+            link.flush(|| session.poll_transmit()).map_err(io_err)?;
+            Box::new(RrSide::start_client(r, target, probe, Vec::new(), options).map_err(io_err)?)
+        }
+    };
 
     let mut pairing = Pairing {
         client: Vec::new(),
@@ -255,6 +271,86 @@ pub fn run_stream(
 }
 
 type DataConns = (Vec<(u32, Direction, TcpStream)>, Vec<String>);
+
+/// Connects one data connection and sends its header.
+fn connect_data(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+    cookie: u64,
+    index: u32,
+) -> Result<(TcpStream, Vec<String>), ControllerError> {
+    let err = |source| ControllerError::Data {
+        index,
+        addr,
+        source,
+    };
+    let (mut s, notes) = sockopt::connect(addr, opts, CONNECT_TIMEOUT).map_err(err)?;
+    let mut header = [0u8; DATA_HEADER_BYTES];
+    header[..8].copy_from_slice(&cookie.to_be_bytes());
+    header[8..].copy_from_slice(&index.to_be_bytes());
+    s.write_all(&header).map_err(err)?;
+    Ok((s, notes))
+}
+
+/// The sockets of a request/response test, and the socket options applied to them.
+fn open_rr_target(
+    spec: &RrSpec,
+    addr: SocketAddr,
+    cookie: u64,
+) -> Result<(Target, Vec<String>), ControllerError> {
+    let opts = SocketOptions {
+        nodelay: true,
+        ..Default::default()
+    };
+    if spec.connect_per_request {
+        let target = Target::ConnectPerRequest {
+            addr,
+            opts,
+            connections: spec.connections as usize,
+        };
+        return Ok((target, vec!["TCP_NODELAY".into()]));
+    }
+    let mut sockets = Vec::new();
+    let mut options = Vec::new();
+    for index in 0..spec.connections {
+        let err = |source| ControllerError::Data {
+            index,
+            addr,
+            source,
+        };
+        let (fd, sock) = match spec.transport {
+            Transport::Tcp => {
+                let (s, _) = connect_data(addr, &opts, cookie, index)?;
+                (s.as_raw_fd(), RrSocket::Tcp(s))
+            }
+            Transport::Udp => {
+                let bind: SocketAddr = if addr.is_ipv4() {
+                    "0.0.0.0:0"
+                } else {
+                    "[::]:0"
+                }
+                .parse()
+                .expect("literal");
+                let u = UdpSocket::bind(bind).map_err(err)?;
+                u.connect(addr).map_err(err)?;
+                (u.as_raw_fd(), RrSocket::Udp(u))
+            }
+        };
+        let mut applied = if spec.transport == Transport::Tcp {
+            vec!["TCP_NODELAY".to_string()]
+        } else {
+            Vec::new()
+        };
+        if let Some(us) = spec.busy_poll_us {
+            applied.extend(sockopt::set_busy_poll(fd, us));
+        }
+        if index == 0 {
+            options = applied;
+        }
+        sockets.push(sock);
+    }
+    Ok((Target::Sockets(sockets), options))
+}
 
 /// Opens every data connection; each begins with the cookie and its test-wide index.
 fn open_data_connections(

@@ -6,9 +6,12 @@ mod agent;
 mod cli;
 mod control;
 mod controller;
+mod hostwatch;
 mod lab;
-mod measure;
+mod rr_side;
+mod side;
 mod signals;
+mod stream_side;
 
 use std::io::Write;
 use std::path::Path;
@@ -16,8 +19,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use cli::{Cli, Command, StreamArgs};
-use sonde_results::Document;
+use cli::{Cli, Command, RrCommon, StreamArgs};
+use sonde_results::{Document, PollMode, SpecError, TestSpec};
 
 const EXIT_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -67,6 +70,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stream(a) => stream(&a, command_line, &interrupt),
+        Command::Ping(a) => request_response(&a.common, &|m| a.spec(m), command_line, &interrupt),
+        Command::Rpc(a) => request_response(&a.common, &|m| a.spec(m), command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
     }
 }
@@ -107,10 +112,10 @@ fn stream(
             spec.cooldown_ms as f64 / 1e3
         );
     }
-    let req = controller::StreamRequest {
+    let req = controller::TestRequest {
         host: a.host.clone(),
         port: a.port,
-        spec,
+        spec: TestSpec::Stream(spec),
         command,
     };
     let quiet = a.json;
@@ -122,22 +127,90 @@ fn stream(
             );
         }
     };
-    let doc = controller::run_stream(&req, interrupt, &mut live)?;
-    finish(&doc, a.json, a.output.as_deref())
+    let doc = controller::run_test(&req, interrupt, &mut live)?;
+    let text = sonde_report::json(&doc);
+    let human = (!a.json).then(|| sonde_report::summary::stream(&doc));
+    emit(&text, human, a.json, a.output.as_deref(), doc.end.partial)
 }
 
-/// Prints and saves a document; the exit code says whether it is partial.
-fn finish(doc: &Document, json: bool, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+/// Runs ping or rpc once per receive mode asked for; with several, ends with a comparison.
+fn request_response(
+    common: &RrCommon,
+    make: &dyn Fn(PollMode) -> Result<TestSpec, SpecError>,
+    command: String,
+    interrupt: &signals::Interrupt,
+) -> anyhow::Result<ExitCode> {
+    let modes = common.poll.modes();
+    let mut specs = Vec::new();
+    for m in &modes {
+        match make(*m) {
+            Ok(s) => specs.push(s),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+        }
+    }
+    let mut docs: Vec<Document> = Vec::new();
+    for spec in specs {
+        if interrupt.is_set() || docs.last().is_some_and(|d| d.end.partial) {
+            break;
+        }
+        if !common.json {
+            println!(
+                "{}",
+                sonde_report::summary::rr_heading(&spec, &common.host, common.port)
+            );
+        }
+        let req = controller::TestRequest {
+            host: common.host.clone(),
+            port: common.port,
+            spec,
+            command: command.clone(),
+        };
+        let quiet = common.json;
+        let mut live = |l: controller::LiveInterval<'_>| {
+            if !quiet {
+                println!("{}", sonde_report::live::rr_line(l.client, l.server));
+            }
+        };
+        let doc = controller::run_test(&req, interrupt, &mut live)?;
+        if !common.json {
+            print!("{}", sonde_report::summary::rr(&doc));
+        }
+        docs.push(doc);
+    }
+    // One document per test; several receive modes make an array of them.
+    let text = if docs.len() == 1 {
+        sonde_report::json(&docs[0])
+    } else {
+        format!("{}\n", serde_json::to_string_pretty(&docs)?)
+    };
+    let human =
+        (!common.json && docs.len() > 1).then(|| sonde_report::summary::poll_comparison(&docs));
+    let partial = docs.iter().any(|d| d.end.partial) || docs.len() < modes.len();
+    emit(&text, human, common.json, common.output.as_deref(), partial)
+}
+
+/// Writes the JSON to `output`, prints JSON or the human text; the exit code says whether
+/// the result is partial.
+fn emit(
+    json_text: &str,
+    human: Option<String>,
+    json: bool,
+    output: Option<&Path>,
+    partial: bool,
+) -> anyhow::Result<ExitCode> {
     if let Some(path) = output {
-        write_atomically(path, sonde_report::json(doc).as_bytes())?;
+        write_atomically(path, json_text.as_bytes())?;
     }
     if json {
-        print!("{}", sonde_report::json(doc));
-    } else {
-        print!("{}", sonde_report::summary::stream(doc));
+        print!("{json_text}");
+    } else if let Some(h) = human {
+        print!("{h}");
     }
     std::io::stdout().flush()?;
-    Ok(if doc.end.partial {
+    Ok(if partial {
         ExitCode::from(EXIT_PARTIAL)
     } else {
         ExitCode::SUCCESS

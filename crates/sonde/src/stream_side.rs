@@ -4,92 +4,20 @@
 //! are snapshots of monotonic counters, and every rate divides by measured time, not by
 //! the nominal duration.
 
-use std::net::{IpAddr, TcpStream};
-use std::path::PathBuf;
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{StreamConn, StreamWorkers, WorkerPlan};
 use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::{host, interrupts, netdev, process, route, snmp};
+use sonde_probe::host;
+
+use crate::hostwatch::{self, HostProbe, HostSnap};
 use sonde_results::{
-    ConnectionResult, Direction, DirectionResult, IntervalSample, NicCounters, Role, SideResult,
-    StreamSpec, Transfer,
+    ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
+    Transfer,
 };
-
-/// How this side's host is observed: where the files are, and the test's interface.
-pub struct HostProbe {
-    root: PathBuf,
-    iface: Option<String>,
-    irqs: Vec<String>,
-    notes: Vec<String>,
-}
-
-#[derive(Clone)]
-struct HostSnap {
-    at: Instant,
-    cpu: Option<CpuSnapshot>,
-    process_cpu_s: Option<f64>,
-    retrans: Option<u64>,
-    nic: Option<NicCounters>,
-    irq_total: Option<u64>,
-}
-
-impl HostProbe {
-    /// Finds the interface that carries traffic to `peer` and its interrupts.
-    pub fn for_peer(peer: IpAddr) -> HostProbe {
-        let root = PathBuf::from("/");
-        let mut notes = Vec::new();
-        let iface = match route::interface_to(&root, peer, &host::local_addresses()) {
-            Ok(Some(i)) => Some(i),
-            Ok(None) => {
-                notes.push(format!(
-                    "no route found to {peer}: NIC counters not measured"
-                ));
-                None
-            }
-            Err(e) => {
-                notes.push(format!(
-                    "route lookup failed ({e}): NIC counters not measured"
-                ));
-                None
-            }
-        };
-        let irqs = match (&iface, interrupts::read_interrupts(&root)) {
-            (Some(i), Ok(lines)) => interrupts::irqs_of(&root, i, &lines),
-            _ => Vec::new(),
-        };
-        if let (Some(i), true) = (&iface, irqs.is_empty()) {
-            notes.push(format!(
-                "{i} takes no interrupts of its own (virtual device): interrupt count absent"
-            ));
-        }
-        HostProbe {
-            root,
-            iface,
-            irqs,
-            notes,
-        }
-    }
-
-    fn snapshot(&self) -> HostSnap {
-        HostSnap {
-            at: Instant::now(),
-            cpu: cpustat::read_snapshot(&self.root).ok(),
-            process_cpu_s: process::cpu_seconds(),
-            retrans: snmp::read_tcp(&self.root).ok().map(|t| t.retrans_segs),
-            nic: self
-                .iface
-                .as_ref()
-                .and_then(|i| netdev::read_counters(&self.root, i).ok()),
-            irq_total: (!self.irqs.is_empty())
-                .then(|| interrupts::read_interrupts(&self.root).ok())
-                .flatten()
-                .map(|l| interrupts::total_of(&l, &self.irqs)),
-        }
-    }
-}
 
 /// Counters of every connection at one instant.
 #[derive(Clone)]
@@ -170,7 +98,7 @@ impl StreamSide {
             buffer_bytes: spec.buffer_bytes as usize,
         };
         let workers = StreamWorkers::spawn(stream_conns, &plan)?;
-        notes.extend(probe.notes.iter().cloned());
+        notes.extend(probe.notes().iter().cloned());
         let mut side = StreamSide {
             role,
             spec: spec.clone(),
@@ -258,7 +186,7 @@ impl StreamSide {
 
     fn tick(&mut self) -> IntervalSample {
         let conns = self.conn_snap();
-        let cpu = cpustat::read_snapshot(&self.probe.root).ok();
+        let cpu = cpustat::read_snapshot(self.probe.root()).ok();
         let now = Instant::now();
         let window_at = self.window_start.as_ref().map(|w| w.0.at).unwrap_or(now);
         let (prev_at, prev, prev_cpu) = self.last_tick.take().unwrap_or((now, conns.clone(), None));
@@ -271,10 +199,7 @@ impl StreamSide {
                 received += d;
             }
         }
-        let cpu_busy_percent = match (&prev_cpu, &cpu) {
-            (Some(a), Some(b)) => Some(cpustat::usage(a, b).host.busy_percent()),
-            _ => None,
-        };
+        let cpu_busy_percent = hostwatch::busy_between(&prev_cpu, &cpu);
         let sample = IntervalSample {
             index: self.intervals.len() as u32,
             start_s: (prev_at - window_at).as_secs_f64(),
@@ -282,6 +207,8 @@ impl StreamSide {
             sent_bytes: sent,
             received_bytes: received,
             cpu_busy_percent,
+            messages: None,
+            latency_ns: None,
         };
         self.intervals.push(sample.clone());
         self.last_tick = Some((now, conns, cpu));
@@ -394,30 +321,23 @@ impl StreamSide {
                 connections,
             });
         }
-        let (a, b) = (&ws.0, &we.0);
-        SideResult {
+        let mut result = SideResult {
             role: self.role,
-            host: host::host_info(&self.probe.root),
+            host: host::host_info(self.probe.root()),
             window_s,
             threads: self.threads as u32,
             pinned_cpus: self.pinned_cpus.clone(),
             directions,
-            cpu: match (&a.cpu, &b.cpu) {
-                (Some(x), Some(y)) => Some(cpustat::usage(x, y)),
-                _ => None,
-            },
-            process_cpu_s: a.process_cpu_s.zip(b.process_cpu_s).map(|(x, y)| y - x),
-            tcp_retransmits: a.retrans.zip(b.retrans).map(|(x, y)| y.saturating_sub(x)),
-            nic: match (&a.nic, &b.nic) {
-                (Some(x), Some(y)) => Some(netdev::delta(x, y)),
-                _ => None,
-            },
-            interrupts: a
-                .irq_total
-                .zip(b.irq_total)
-                .map(|(x, y)| y.saturating_sub(x)),
+            cpu: None,
+            process_cpu_s: None,
+            tcp_retransmits: None,
+            nic: None,
+            interrupts: None,
             notes,
             partial,
-        }
+            rr: None,
+        };
+        hostwatch::fill(&mut result, &ws.0, &we.0);
+        result
     }
 }

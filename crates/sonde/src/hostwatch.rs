@@ -1,0 +1,120 @@
+//! Host-side evidence of one side over the measured window: snapshots of CPU time, TCP
+//! retransmits, the test NIC's counters and interrupts, and the deltas between two.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sonde_probe::cpustat::{self, CpuSnapshot};
+use sonde_probe::{host, interrupts, netdev, process, route, snmp};
+use sonde_results::{NicCounters, SideResult};
+
+/// How this side's host is observed: where the files are, and the test's interface.
+pub struct HostProbe {
+    root: PathBuf,
+    iface: Option<String>,
+    irqs: Vec<String>,
+    notes: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct HostSnap {
+    pub at: Instant,
+    pub cpu: Option<CpuSnapshot>,
+    pub process_cpu_s: Option<f64>,
+    pub retrans: Option<u64>,
+    pub nic: Option<NicCounters>,
+    pub irq_total: Option<u64>,
+}
+
+impl HostProbe {
+    /// Finds the interface that carries traffic to `peer` and its interrupts.
+    pub fn for_peer(peer: IpAddr) -> HostProbe {
+        let root = PathBuf::from("/");
+        let mut notes = Vec::new();
+        let iface = match route::interface_to(&root, peer, &host::local_addresses()) {
+            Ok(Some(i)) => Some(i),
+            Ok(None) => {
+                notes.push(format!(
+                    "no route found to {peer}: NIC counters not measured"
+                ));
+                None
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "route lookup failed ({e}): NIC counters not measured"
+                ));
+                None
+            }
+        };
+        let irqs = match (&iface, interrupts::read_interrupts(&root)) {
+            (Some(i), Ok(lines)) => interrupts::irqs_of(&root, i, &lines),
+            _ => Vec::new(),
+        };
+        if let (Some(i), true) = (&iface, irqs.is_empty()) {
+            notes.push(format!(
+                "{i} takes no interrupts of its own (virtual device): interrupt count absent"
+            ));
+        }
+        HostProbe {
+            root,
+            iface,
+            irqs,
+            notes,
+        }
+    }
+
+    pub fn snapshot(&self) -> HostSnap {
+        HostSnap {
+            at: Instant::now(),
+            cpu: cpustat::read_snapshot(&self.root).ok(),
+            process_cpu_s: process::cpu_seconds(),
+            retrans: snmp::read_tcp(&self.root).ok().map(|t| t.retrans_segs),
+            nic: self
+                .iface
+                .as_ref()
+                .and_then(|i| netdev::read_counters(&self.root, i).ok()),
+            irq_total: (!self.irqs.is_empty())
+                .then(|| interrupts::read_interrupts(&self.root).ok())
+                .flatten()
+                .map(|l| interrupts::total_of(&l, &self.irqs)),
+        }
+    }
+}
+
+impl HostProbe {
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Things the reader should know about what could not be observed.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+}
+
+/// Fills a side's host figures with the deltas from `a` to `b`.
+pub fn fill(side: &mut SideResult, a: &HostSnap, b: &HostSnap) {
+    side.cpu = match (&a.cpu, &b.cpu) {
+        (Some(x), Some(y)) => Some(cpustat::usage(x, y)),
+        _ => None,
+    };
+    side.process_cpu_s = a.process_cpu_s.zip(b.process_cpu_s).map(|(x, y)| y - x);
+    side.tcp_retransmits = a.retrans.zip(b.retrans).map(|(x, y)| y.saturating_sub(x));
+    side.nic = match (&a.nic, &b.nic) {
+        (Some(x), Some(y)) => Some(netdev::delta(x, y)),
+        _ => None,
+    };
+    side.interrupts = a
+        .irq_total
+        .zip(b.irq_total)
+        .map(|(x, y)| y.saturating_sub(x));
+}
+
+/// Host CPU busy percent between two /proc/stat snapshots.
+pub fn busy_between(a: &Option<CpuSnapshot>, b: &Option<CpuSnapshot>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(cpustat::usage(x, y).host.busy_percent()),
+        _ => None,
+    }
+}

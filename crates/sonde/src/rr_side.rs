@@ -1,0 +1,412 @@
+//! One side of a request/response test (ping, rpc). The client side owns the engine's
+//! request workers and turns their histograms into per-interval and whole-window latency;
+//! the agent side owns the echo workers and counts answers. Both observe their host over
+//! the same window, so that CPU per message can be set against latency.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use sonde_engine::rr_client::{ClientPlan, RrClient, Target};
+use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
+use sonde_engine::wait::Poll;
+use sonde_probe::cpustat::{self, CpuSnapshot};
+use sonde_probe::host;
+use sonde_results::latency::{merge, new_histogram};
+use sonde_results::{IntervalSample, LatencySummary, PollMode, Role, RrResult, RrSpec, SideResult};
+
+use crate::hostwatch::{self, HostProbe, HostSnap};
+use crate::stream_side::default_threads;
+
+/// The client reports interval k this long after it ends, so that every worker has handed
+/// over its histogram (workers do so at their first response after the boundary).
+const GRACE: Duration = Duration::from_millis(20);
+/// After the last request, how long answers may still arrive.
+const DRAIN: Duration = Duration::from_secs(2);
+
+enum Engine {
+    Client(RrClient),
+    Server(RrServer),
+}
+
+pub struct RrSide {
+    role: Role,
+    spec: RrSpec,
+    engine: Engine,
+    probe: HostProbe,
+    notes: Vec<String>,
+    socket_options: Vec<String>,
+    threads: usize,
+    pinned_cpus: Option<Vec<usize>>,
+    window_start: Instant,
+    window_end: Instant,
+    stop_sending_at: Instant,
+    start_snap: Option<(HostSnap, u64)>,
+    end_snap: Option<(HostSnap, u64)>,
+    /// Next interval to report, and the CPU and answer counts at the last report.
+    next_interval: u32,
+    last_cpu: Option<CpuSnapshot>,
+    last_count: u64,
+    last_at: Instant,
+    total: Histogram<u64>,
+    pending: BTreeMap<u32, Histogram<u64>>,
+    stopped: bool,
+}
+
+/// What a side is made of besides its spec.
+struct Parts {
+    engine: Engine,
+    started: Instant,
+    probe: HostProbe,
+    threads: usize,
+    pinned_cpus: Option<Vec<usize>>,
+    notes: Vec<String>,
+    socket_options: Vec<String>,
+}
+
+pub fn poll_of(mode: PollMode) -> Poll {
+    match mode {
+        PollMode::Block => Poll::Block,
+        PollMode::Busy => Poll::Busy,
+        PollMode::Hybrid { spin_us } => Poll::Hybrid(Duration::from_micros(spin_us as u64)),
+    }
+}
+
+fn intervals_in(spec: &RrSpec) -> u32 {
+    spec.duration_ms.div_ceil(spec.interval_ms) as u32
+}
+
+impl RrSide {
+    fn new(role: Role, spec: &RrSpec, parts: Parts) -> RrSide {
+        let Parts {
+            engine,
+            started,
+            probe,
+            threads,
+            pinned_cpus,
+            mut notes,
+            socket_options,
+        } = parts;
+        let window_start = started + Duration::from_millis(spec.warmup_ms);
+        let window_end = window_start + Duration::from_millis(spec.duration_ms);
+        notes.extend(probe.notes().iter().cloned());
+        RrSide {
+            role,
+            spec: spec.clone(),
+            engine,
+            probe,
+            notes,
+            socket_options,
+            threads,
+            pinned_cpus,
+            window_start,
+            window_end,
+            stop_sending_at: window_end + Duration::from_millis(spec.cooldown_ms),
+            start_snap: None,
+            end_snap: None,
+            next_interval: 0,
+            last_cpu: None,
+            last_count: 0,
+            last_at: window_start,
+            total: new_histogram(),
+            pending: BTreeMap::new(),
+            stopped: false,
+        }
+    }
+
+    /// Starts the request workers now (the controller has just sent `Start`).
+    pub fn start_client(
+        spec: &RrSpec,
+        target: Target,
+        probe: HostProbe,
+        notes: Vec<String>,
+        socket_options: Vec<String>,
+    ) -> std::io::Result<RrSide> {
+        let started = Instant::now();
+        let units = spec.connections as usize;
+        let threads = spec
+            .client_threads
+            .map(|t| t as usize)
+            .unwrap_or_else(|| default_threads(units))
+            .min(units);
+        let pinned_cpus = spec
+            .client_cpus
+            .as_ref()
+            .map(|c| (0..threads).map(|k| c[k % c.len()]).collect());
+        let window_start = started + Duration::from_millis(spec.warmup_ms);
+        let window_end = window_start + Duration::from_millis(spec.duration_ms);
+        let stop = window_end + Duration::from_millis(spec.cooldown_ms);
+        let plan = ClientPlan {
+            threads,
+            cpus: spec.client_cpus.clone(),
+            request_bytes: spec.request_bytes as usize,
+            response_bytes: spec.response_bytes as usize,
+            window: spec.window as usize,
+            poll: poll_of(spec.poll),
+            pace: spec
+                .rate_per_s
+                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r)),
+            open_loop: spec.open_loop,
+            window_start,
+            window_end,
+            interval: Duration::from_millis(spec.interval_ms),
+            stop_sending_at: stop,
+            drain_until: stop + DRAIN,
+            udp_loss_timeout: Duration::from_secs(1),
+        };
+        let client = RrClient::spawn(target, plan)?;
+        Ok(RrSide::new(
+            Role::Client,
+            spec,
+            Parts {
+                engine: Engine::Client(client),
+                started,
+                probe,
+                threads,
+                pinned_cpus,
+                notes,
+                socket_options,
+            },
+        ))
+    }
+
+    /// Starts the echo workers now (the agent has just received `Start`).
+    pub fn start_server(
+        spec: &RrSpec,
+        target: ServerTarget,
+        probe: HostProbe,
+        notes: Vec<String>,
+        socket_options: Vec<String>,
+    ) -> std::io::Result<RrSide> {
+        let started = Instant::now();
+        let units = match &target {
+            ServerTarget::Sockets(s) => s.len(),
+            _ => 1,
+        };
+        let threads = spec
+            .server_threads
+            .map(|t| t as usize)
+            .unwrap_or_else(|| default_threads(units))
+            .min(units.max(1));
+        let pinned_cpus = spec
+            .server_cpus
+            .as_ref()
+            .map(|c| (0..threads).map(|k| c[k % c.len()]).collect());
+        let plan = ServerPlan {
+            threads,
+            cpus: spec.server_cpus.clone(),
+            request_bytes: spec.request_bytes as usize,
+            response_bytes: spec.response_bytes as usize,
+            poll: poll_of(spec.poll),
+            stall: spec.server_stall.map(|s| {
+                (
+                    started + Duration::from_millis(s.after_ms),
+                    Duration::from_millis(s.stall_ms),
+                )
+            }),
+        };
+        let server = RrServer::spawn(target, plan)?;
+        Ok(RrSide::new(
+            Role::Server,
+            spec,
+            Parts {
+                engine: Engine::Server(server),
+                started,
+                probe,
+                threads,
+                pinned_cpus,
+                notes,
+                socket_options,
+            },
+        ))
+    }
+
+    /// Client: responses received; server: responses sent (monotonic).
+    fn count(&self) -> u64 {
+        match &self.engine {
+            Engine::Client(c) => c.counts().1,
+            Engine::Server(s) => s.answered(),
+        }
+    }
+
+    fn grace(&self) -> Duration {
+        if self.role == Role::Client {
+            GRACE
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    fn interval_end(&self, k: u32) -> Instant {
+        (self.window_start + Duration::from_millis(self.spec.interval_ms) * (k + 1))
+            .min(self.window_end)
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.start_snap.is_none() {
+            return Some(self.window_start);
+        }
+        if self.next_interval < intervals_in(&self.spec) {
+            return Some(self.interval_end(self.next_interval) + self.grace());
+        }
+        (!self.stopped).then_some(self.stop_sending_at)
+    }
+
+    fn drain_histograms(&mut self) {
+        if let Engine::Client(c) = &self.engine {
+            for (idx, h) in c.drain() {
+                merge(&mut self.total, &h);
+                match self.pending.get_mut(&idx) {
+                    Some(p) => merge(p, &h),
+                    None => {
+                        self.pending.insert(idx, h);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
+        if self.start_snap.is_none() {
+            if now < self.window_start {
+                return None;
+            }
+            let snap = self.probe.snapshot();
+            self.last_cpu = snap.cpu.clone();
+            self.last_count = self.count();
+            self.last_at = snap.at;
+            self.start_snap = Some((snap, self.last_count));
+        }
+        let k = self.next_interval;
+        if k < intervals_in(&self.spec) && now >= self.interval_end(k) + self.grace() {
+            self.next_interval += 1;
+            if self.next_interval == intervals_in(&self.spec) {
+                let snap = self.probe.snapshot();
+                let count = self.count();
+                self.end_snap = Some((snap, count));
+            }
+            return Some(self.sample(k));
+        }
+        if self.end_snap.is_some() && now >= self.stop_sending_at {
+            self.stopped = true;
+        }
+        None
+    }
+
+    fn sample(&mut self, k: u32) -> IntervalSample {
+        self.drain_histograms();
+        let cpu = cpustat::read_snapshot(self.probe.root()).ok();
+        let count = self.count();
+        let iv = Duration::from_millis(self.spec.interval_ms);
+        let start_s = (iv * k).as_secs_f64();
+        let end_s = (self.interval_end(k) - self.window_start).as_secs_f64();
+        let (messages, latency_ns) = match self.role {
+            Role::Client => {
+                let h = self.pending.remove(&k);
+                (
+                    Some(h.as_ref().map_or(0, |h| h.len())),
+                    h.as_ref().and_then(LatencySummary::of),
+                )
+            }
+            Role::Server => (Some(count - self.last_count), None),
+        };
+        let s = IntervalSample {
+            index: k,
+            start_s,
+            end_s,
+            sent_bytes: 0,
+            received_bytes: 0,
+            cpu_busy_percent: hostwatch::busy_between(&self.last_cpu, &cpu),
+            messages,
+            latency_ns,
+        };
+        self.last_cpu = cpu;
+        self.last_count = count;
+        s
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.stopped
+    }
+
+    pub fn all_done(&self) -> bool {
+        match &self.engine {
+            Engine::Client(c) => c.all_done(),
+            Engine::Server(s) => s.all_done(),
+        }
+    }
+
+    pub fn planned_end(&self) -> Instant {
+        self.stop_sending_at + DRAIN
+    }
+
+    pub fn finish_senders(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn into_result(mut self, mut partial: bool) -> SideResult {
+        // A window that never opened or closed (test cut short) is closed now.
+        partial |= self.start_snap.is_none() || self.end_snap.is_none();
+        let start = match self.start_snap.take() {
+            Some(s) => s,
+            None => (self.probe.snapshot(), self.count()),
+        };
+        let end = match self.end_snap.take() {
+            Some(e) => e,
+            None => (self.probe.snapshot(), self.count()),
+        };
+        let mut notes = std::mem::take(&mut self.notes);
+        let (mut unanswered, mut not_sent, mut lost, mut sent) = (0, 0, 0, 0);
+        match &mut self.engine {
+            Engine::Client(c) => {
+                c.abort();
+                for e in c.join() {
+                    unanswered += e.unanswered;
+                    not_sent += e.not_sent;
+                    lost += e.lost;
+                    if let Some(err) = e.error {
+                        notes.push(err);
+                    }
+                }
+                sent = c.counts().0;
+            }
+            Engine::Server(s) => {
+                s.abort();
+                notes.extend(s.join());
+            }
+        }
+        self.drain_histograms();
+        let window_s = (end.0.at - start.0.at).as_secs_f64();
+        let messages = match self.role {
+            Role::Client => self.total.len(),
+            Role::Server => end.1 - start.1,
+        };
+        let mut result = SideResult {
+            role: self.role,
+            host: host::host_info(self.probe.root()),
+            window_s,
+            threads: self.threads as u32,
+            pinned_cpus: self.pinned_cpus.clone(),
+            directions: Vec::new(),
+            cpu: None,
+            process_cpu_s: None,
+            tcp_retransmits: None,
+            nic: None,
+            interrupts: None,
+            notes,
+            partial,
+            rr: Some(RrResult {
+                poll: self.spec.poll.label(),
+                messages,
+                sent,
+                unanswered,
+                not_sent,
+                lost,
+                latency_ns: LatencySummary::of(&self.total),
+                socket_options: self.socket_options.clone(),
+            }),
+        };
+        hostwatch::fill(&mut result, &start.0, &end.0);
+        result
+    }
+}
