@@ -165,11 +165,18 @@ pub fn stream(doc: &Document) -> String {
     out
 }
 
-/// One row per measurement of `sonde lab`.
+/// One row per measurement of `sonde lab`: throughput tests, then request/response tests.
 pub fn lab(results: &[(String, Document)]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "measurement",
+    let status = |e: &sonde_results::document::End| {
+        if e.partial {
+            format!("PARTIAL: {}", e.error.as_deref().unwrap_or("cut short"))
+        } else {
+            "ok".into()
+        }
+    };
+    let mut stream = Table::new();
+    stream.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "throughput",
         "sent (client)",
         "received (server)",
         "retransmits",
@@ -177,27 +184,58 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "cycles/byte",
         "status",
     ]);
+    let mut rr = Table::new();
+    rr.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "request/response",
+        "messages/s",
+        "RTT p50 us",
+        "RTT p99 us",
+        "RTT p99.9 us",
+        "client CPU us/msg",
+        "server CPU us/msg",
+        "status",
+    ]);
     for (name, doc) in results {
         let e = &doc.end;
-        let s = e.sender.as_ref();
-        let r = e.receiver.as_ref();
-        table.add_row(vec![
-            name.clone(),
-            opt(s, |s| bits_per_second(s.bits_per_second)),
-            opt(r, |r| bits_per_second(r.bits_per_second)),
-            opt(s.and_then(|s| s.tcp_retransmits.system), |v| v.to_string()),
-            opt(s.and_then(|s| s.cpu.usage.as_ref()), |c| {
-                format!("{:.0}%", c.host.busy_percent())
-            }),
-            opt(s.and_then(|s| s.cycles_per_byte), |v| format!("{v:.2}")),
-            if e.partial {
-                format!("PARTIAL: {}", e.error.as_deref().unwrap_or("cut short"))
-            } else {
-                "ok".into()
-            },
-        ]);
+        if doc.test == "stream" {
+            let s = e.sender.as_ref();
+            let r = e.receiver.as_ref();
+            stream.add_row(vec![
+                name.clone(),
+                opt(s, |s| bits_per_second(s.bits_per_second)),
+                opt(r, |r| bits_per_second(r.bits_per_second)),
+                opt(s.and_then(|s| s.tcp_retransmits.system), |v| v.to_string()),
+                opt(s.and_then(|s| s.cpu.usage.as_ref()), |c| {
+                    format!("{:.0}%", c.host.busy_percent())
+                }),
+                opt(s.and_then(|s| s.cycles_per_byte), |v| format!("{v:.2}")),
+                status(e),
+            ]);
+        } else {
+            let l = e.latency_ns.as_ref();
+            rr.add_row(vec![
+                name.clone(),
+                opt(e.requests_per_second, |r| format!("{r:.0}")),
+                opt(l, |l| us(l.p50)),
+                opt(l, |l| us(l.p99)),
+                opt(l, |l| us(l.p999)),
+                opt(e.client.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
+                    format!("{v:.2}")
+                }),
+                opt(e.server.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
+                    format!("{v:.2}")
+                }),
+                status(e),
+            ]);
+        }
     }
-    format!("{table}\n")
+    let mut out = String::new();
+    for t in [stream, rr] {
+        if !t.is_empty() {
+            out.push_str(&format!("{t}\n"));
+        }
+    }
+    out
 }
 
 fn us(ns: u64) -> String {

@@ -150,6 +150,8 @@ pub struct RrEndSide {
     /// Client: responses received; server: responses sent.
     pub messages: u64,
     pub messages_per_second: f64,
+    /// Client: requests sent over the whole test, warm-up and drain included.
+    pub requests_sent: Option<u64>,
     pub cpu: CpuFigures,
     /// This side's process CPU time per message: the cost of its receive mode.
     pub cpu_us_per_message: Option<f64>,
@@ -303,6 +305,7 @@ fn rr_end_side(side: &SideResult) -> Option<RrEndSide> {
         } else {
             0.0
         },
+        requests_sent: (side.role == Role::Client).then_some(rr.sent),
         cpu: CpuFigures {
             usage: side.cpu.clone(),
             process_cpu_s: side.process_cpu_s,

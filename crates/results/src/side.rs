@@ -145,7 +145,7 @@ pub struct RrResult {
     pub poll: String,
     /// Messages completed (client: responses received; agent: responses sent) in the window.
     pub messages: u64,
-    /// Requests sent in the window (client).
+    /// Requests sent over the whole test (client).
     pub sent: u64,
     /// Requests sent and never answered by the end (client).
     pub unanswered: u64,

@@ -28,6 +28,8 @@ use crate::stream_side::StreamSide;
 pub const DEFAULT_PORT: u16 = 5301;
 const DRAIN: Duration = Duration::from_secs(3);
 const ACCEPT_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a new controller waits for the running test to finish before "busy".
+const BUSY_GRACE: Duration = Duration::from_millis(500);
 /// Test types this agent runs.
 const CAPABILITIES: &[&str] = &["stream", "ping", "rpc"];
 
@@ -71,6 +73,12 @@ pub fn serve(cfg: &ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
                 continue;
             }
         };
+        // A test that just sent its results may still be tidying up: give it a moment, so
+        // that back-to-back tests (lab, --poll all) are not told "busy".
+        let wait_until = Instant::now() + BUSY_GRACE;
+        while busy.load(Ordering::Acquire) && Instant::now() < wait_until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         if busy.load(Ordering::Acquire) {
             answer_busy(conn, peer);
             continue;

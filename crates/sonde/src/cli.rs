@@ -207,7 +207,13 @@ impl PingArgs {
             rate_per_s: self.rate,
             ..self.common.base(poll)
         };
-        spec.validate()?;
+        // Both sizes come from -m here, so that is the flag to name.
+        spec.validate().map_err(|mut e| {
+            if e.flag == "--req-size" || e.flag == "--resp-size" {
+                e.flag = "--msg-size";
+            }
+            e
+        })?;
         Ok(TestSpec::Ping(spec))
     }
 }

@@ -153,16 +153,22 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The standard measurements: (name, arguments after `sonde stream HOST`).
-fn measurements(duration_ms: u64) -> Vec<(String, Vec<String>)> {
-    let t = format!("{}ms", duration_ms);
-    [1, 8]
-        .into_iter()
-        .map(|p| {
-            (
-                format!("stream -P {p}"),
-                vec!["-P".to_string(), p.to_string(), "-t".into(), t.clone()],
-            )
+/// The standard measurements: what `sonde TEST HOST` each runs, as words after the host.
+fn measurements(duration_ms: u64) -> Vec<Vec<String>> {
+    let t = format!("{duration_ms}ms");
+    let lines: [&[&str]; 5] = [
+        &["stream", "-P", "1"],
+        &["stream", "-P", "8"],
+        &["ping"],
+        &["ping", "--udp"],
+        &["rpc", "-C", "8", "-W", "8"],
+    ];
+    lines
+        .iter()
+        .map(|l| {
+            let mut v: Vec<String> = l.iter().map(|w| w.to_string()).collect();
+            v.extend(["-t".to_string(), t.clone()]);
+            v
         })
         .collect()
 }
@@ -212,7 +218,8 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
 
     let mut results: Vec<(String, Document)> = Vec::new();
     let mut failed = false;
-    for (i, (name, margs)) in measurements(args.duration).into_iter().enumerate() {
+    for (i, words) in measurements(args.duration).into_iter().enumerate() {
+        let name = words[..words.len() - 2].join(" ");
         if interrupt.is_set() {
             break;
         }
@@ -222,8 +229,9 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
             Some(n) => Netns::exec(&n.client, &exe),
             None => Command::new(&exe),
         };
-        cmd.args(["stream", &host, "--port", &agent.port.to_string()])
-            .args(&margs)
+        cmd.arg(&words[0])
+            .args([&host, "--port", &agent.port.to_string()])
+            .args(&words[1..])
             .arg("--output")
             .arg(&file);
         let status = cmd

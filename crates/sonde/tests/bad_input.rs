@@ -94,3 +94,20 @@ fn serve_on_a_taken_port() {
     let o = sonde(&["serve", "--bind", "127.0.0.1", "--port", &port]);
     assert_one_line_error(&o, 1, "--bind/--port");
 }
+
+#[test]
+fn ping_and_rpc_bad_values_name_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["rpc", "h", "-W", "0"], "--window"),
+        (&["rpc", "h", "--req-size", "2M"], "--req-size"),
+        (&["ping", "h", "--udp", "-m", "65508"], "--msg-size"),
+        (&["rpc", "h", "--rate", "0"], "--rate"),
+        (&["ping", "h", "--poll", "sometimes"], "--poll"),
+        (&["rpc", "h", "--crr", "-W", "4"], "--window"),
+        (&["ping", "h", "-t", "0"], "--duration"),
+    ];
+    for (args, flag) in cases {
+        let o = sonde(args);
+        assert_one_line_error(&o, 2, flag);
+    }
+}

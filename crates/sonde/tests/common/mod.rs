@@ -122,10 +122,29 @@ impl Lab {
 
     /// `sonde stream SERVER_ADDR --port P ARGS...` in the client namespace.
     pub fn stream(&self, agent: &Agent, args: &[&str]) -> Command {
+        self.sonde(agent, "stream", args)
+    }
+
+    /// `sonde TEST SERVER_ADDR --port P ARGS...` in the client namespace.
+    pub fn sonde(&self, agent: &Agent, test: &str, args: &[&str]) -> Command {
         let mut cmd = Lab::in_ns(&self.client, SONDE);
-        cmd.args(["stream", SERVER_ADDR, "--port", &agent.port.to_string()])
+        cmd.args([test, SERVER_ADDR, "--port", &agent.port.to_string()])
             .args(args);
         cmd
+    }
+
+    /// Runs a command in the server namespace and returns its stdout.
+    pub fn server_cmd(&self, program: &str, args: &[&str]) -> String {
+        let out = Lab::in_ns(&self.server, program)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 

@@ -1,0 +1,228 @@
+//! `sonde ping` and `sonde rpc` across two namespaces: figures present and consistent,
+//! request counts equal to nftables' count of the same packets, an injected stall measured
+//! as its known length, open loop against closed loop.
+
+mod common;
+
+use common::*;
+
+fn doc_of(o: &std::process::Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn lat(doc: &serde_json::Value, q: &str) -> f64 {
+    doc["end"]["latency_ns"][q]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no latency {q}: {}", doc["end"]))
+}
+
+#[test]
+fn ping_tcp_and_udp_report_round_trip_times() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    for extra in [&[][..], &["--udp"][..]] {
+        let mut args = vec!["-t", "1", "--warmup", "0.3", "-i", "0.5", "--json"];
+        args.extend_from_slice(extra);
+        let doc = doc_of(&run(lab.sonde(&agent, "ping", &args)));
+        let end = &doc["end"];
+        assert_eq!(doc["test"], "ping");
+        assert_eq!(end["partial"], false);
+        assert_eq!(end["latency_is"], "round_trip_time");
+        let count = end["latency_ns"]["count"].as_u64().unwrap();
+        assert!(count > 100, "{extra:?}: {count} round trips");
+        assert!(
+            lat(&doc, "min") > 0.0
+                && lat(&doc, "p50") >= lat(&doc, "min")
+                && lat(&doc, "max") >= lat(&doc, "p999")
+        );
+        assert_eq!(end["client"]["messages"].as_u64().unwrap(), count);
+        // The agent answered what the client received, give or take the window's edges.
+        let served = end["server"]["messages"].as_f64().unwrap();
+        assert!(
+            (served - count as f64).abs() / (count as f64) < 0.05,
+            "{extra:?}: {served} vs {count}"
+        );
+        for side in ["client", "server"] {
+            assert!(
+                end[side]["cpu_us_per_message"].as_f64().unwrap() > 0.0,
+                "{side}"
+            );
+        }
+        assert_eq!(doc["intervals"].as_array().unwrap().len(), 2);
+        assert!(doc["intervals"][0]["latency_ns"]["p99"].as_u64().unwrap() > 0);
+        assert_eq!(end["unanswered_requests"], 0);
+    }
+}
+
+#[test]
+fn rpc_requests_match_nftables_count_of_request_segments() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    // Requests of 100 bytes over TCP with TCP_NODELAY and one in flight per connection:
+    // one segment each (IP length 152). nftables counts segments to the agent longer than
+    // SYNs (60), headers (64) and bare ACKs (52), other than the control connection's.
+    lab.server_cmd("nft", &["add", "table", "inet", "sonde"]);
+    lab.server_cmd(
+        "nft",
+        &[
+            "add",
+            "chain",
+            "inet",
+            "sonde",
+            "in",
+            "{ type filter hook input priority 0 ; }",
+        ],
+    );
+    let port = agent.port.to_string();
+    lab.server_cmd(
+        "nft",
+        &[
+            "add",
+            "rule",
+            "inet",
+            "sonde",
+            "in",
+            "ip",
+            "daddr",
+            SERVER_ADDR,
+            "tcp",
+            "dport",
+            "!=",
+            &port,
+            "ip",
+            "length",
+            ">",
+            "100",
+            "counter",
+        ],
+    );
+    let doc = doc_of(&run(lab.sonde(
+        &agent,
+        "rpc",
+        &[
+            "-C",
+            "4",
+            "-W",
+            "1",
+            "--req-size",
+            "100",
+            "--resp-size",
+            "200",
+            "-t",
+            "1",
+            "--warmup",
+            "0.3",
+            "--json",
+        ],
+    )));
+    let rules = lab.server_cmd("nft", &["-j", "list", "table", "inet", "sonde"]);
+    let v: serde_json::Value = serde_json::from_str(&rules).unwrap();
+    let counted = v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|x| {
+            x["rule"]["expr"]
+                .as_array()?
+                .iter()
+                .find_map(|e| e["counter"]["packets"].as_u64())
+        })
+        .expect("counter");
+    let end = &doc["end"];
+    let sent = end["client"]["messages"].as_u64().unwrap();
+    assert!(sent > 1000);
+    // The document's total of requests sent over the whole test is in the client's result.
+    let sent_total = doc_total_sent(&doc);
+    assert_eq!(
+        counted, sent_total,
+        "nftables counted {counted} request segments, sonde sent {sent_total}"
+    );
+    assert_eq!(end["unanswered_requests"], 0);
+}
+
+/// Requests sent over the whole test: answered in or out of the window, or unanswered.
+fn doc_total_sent(doc: &serde_json::Value) -> u64 {
+    doc["end"]["client"]["requests_sent"]
+        .as_u64()
+        .expect("requests_sent")
+}
+
+#[test]
+fn open_loop_tail_shows_an_injected_stall_of_known_length() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let stall_ms = 100.0;
+    let common = [
+        "-C",
+        "1",
+        "-W",
+        "256",
+        "-t",
+        "2",
+        "--warmup",
+        "0.3",
+        "--server-stall",
+        "1000:100",
+        "--json",
+    ];
+    let mut open = common.to_vec();
+    open.extend(["--rate", "2000"]);
+    let open_doc = doc_of(&run(lab.sonde(&agent, "rpc", &open)));
+    let closed_doc = doc_of(&run(lab.sonde(&agent, "rpc", &common)));
+    assert_eq!(
+        open_doc["end"]["latency_is"],
+        "round_trip_time_from_intended_send"
+    );
+    for d in [&open_doc, &closed_doc] {
+        let max_ms = lat(d, "max") / 1e6;
+        assert!(
+            max_ms >= stall_ms * 0.95 && max_ms < stall_ms * 1.5,
+            "max {max_ms} ms for a {stall_ms} ms stall"
+        );
+    }
+    // Open loop: ~200 requests were due during the stall, 5 % of 4000: P99 carries it.
+    let open_p99_ms = lat(&open_doc, "p99") / 1e6;
+    assert!(open_p99_ms > 30.0, "open-loop P99 {open_p99_ms} ms");
+    // Closed loop: the window waited, so the stall is in a handful of samples only.
+    let closed_p99_ms = lat(&closed_doc, "p99") / 1e6;
+    assert!(
+        closed_p99_ms < open_p99_ms / 3.0,
+        "closed-loop P99 {closed_p99_ms} ms vs open {open_p99_ms} ms"
+    );
+}
+
+#[test]
+fn crr_and_receive_modes() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let doc = doc_of(&run(lab.sonde(
+        &agent,
+        "rpc",
+        &["--crr", "-C", "2", "-t", "1", "--warmup", "0.2", "--json"],
+    )));
+    assert!(doc["end"]["latency_ns"]["count"].as_u64().unwrap() > 50);
+    let o = run(lab.sonde(
+        &agent,
+        "ping",
+        &["--poll", "all", "-t", "0.5", "--warmup", "0.2", "--json"],
+    ));
+    let docs = doc_of(&o);
+    let docs = docs.as_array().expect("an array of one document per mode");
+    let modes: Vec<&str> = docs
+        .iter()
+        .map(|d| d["end"]["client"]["poll"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["block", "busy", "hybrid=50us"]);
+    for d in docs {
+        assert!(d["end"]["client"]["cpu_us_per_message"].as_f64().unwrap() > 0.0);
+    }
+    // Human output ends with the comparison table.
+    let o = run(lab.sonde(
+        &agent,
+        "ping",
+        &["--poll", "all", "-t", "0.3", "--warmup", "0.1"],
+    ));
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("== receive modes compared =="));
+}
