@@ -35,11 +35,16 @@ fn lab_runs_and_cleans_up() {
     let text = stdout(&o);
     assert!(o.status.success(), "{text}{}", stderr(&o));
     assert!(text.contains("two namespaces over veth"), "{text}");
-    assert!(
-        text.contains("stream -P 1") && text.contains("stream -P 8"),
-        "{text}"
-    );
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    for m in [
+        "stream -P 1",
+        "stream -P 8",
+        "ping ",
+        "ping --udp",
+        "rpc -C 8 -W 8",
+    ] {
+        assert!(text.contains(m), "{m} missing: {text}");
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 5);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);
 }
