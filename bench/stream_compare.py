@@ -14,57 +14,12 @@ Needs: iproute2, iperf3, iperf (Debian packages), a release build of sonde.
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
-CLIENT_NS, SERVER_NS = "sbench-c", "sbench-s"
-SERVER = "198.18.0.2"
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def sh(*args, check=True, **kw):
-    return subprocess.run(list(args), check=check, **kw)
-
-
-def netns_up():
-    netns_down()
-    sh("ip", "netns", "add", CLIENT_NS)
-    sh("ip", "netns", "add", SERVER_NS)
-    sh("ip", "link", "add", "sbc", "netns", CLIENT_NS, "type", "veth", "peer", "name", "sbs", "netns", SERVER_NS)
-    for ns, dev, addr in [(CLIENT_NS, "sbc", "198.18.0.1"), (SERVER_NS, "sbs", SERVER)]:
-        sh("ip", "-n", ns, "addr", "add", addr + "/24", "dev", dev)
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-
-
-def netns_down():
-    for ns in (CLIENT_NS, SERVER_NS):
-        sh("ip", "netns", "del", ns, check=False, stderr=subprocess.DEVNULL)
-
-
-def proc_cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / HZ
-
-
-def children_cpu_s():
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-def start_server(argv):
-    p = subprocess.Popen(["ip", "netns", "exec", SERVER_NS] + argv,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    time.sleep(0.5)
-    return p
-
-
-def client(argv):
-    return sh("ip", "netns", "exec", CLIENT_NS, *argv, capture_output=True, text=True).stdout
+from netns import SERVER, children_cpu_s, client, netns_down, netns_up, proc_cpu_s, start_server
 
 
 def run_sonde(sonde, p, t, port):

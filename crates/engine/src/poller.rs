@@ -63,6 +63,46 @@ impl Epoll {
     }
 }
 
+impl Epoll {
+    /// Like `wait` with a nanosecond timeout (epoll_pwait2, Linux 5.11), falling back to
+    /// whole milliseconds, rounded up, where the kernel lacks it.
+    pub fn wait_until(
+        &self,
+        events: &mut [libc::epoll_event],
+        timeout: Option<libc::timespec>,
+    ) -> io::Result<usize> {
+        let tsp = timeout
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: the kernel writes at most events.len() entries; tsp is null or live.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                self.fd.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as libc::c_int,
+                tsp,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => Ok(0),
+            Some(libc::ENOSYS) => {
+                let ms = timeout.map_or(-1, |t| {
+                    (t.tv_sec * 1000 + (t.tv_nsec + 999_999) / 1_000_000) as i32
+                });
+                self.wait(events, ms)
+            }
+            _ => Err(e),
+        }
+    }
+}
+
 /// A one-shot signal between threads: once `signal`led it stays readable.
 pub struct EventFd {
     fd: OwnedFd,

@@ -298,6 +298,7 @@ fn run(
             };
         }
     }
+    wait::tight_timer_slack();
     let mut rec = Recorder {
         shared,
         hist: Histogram::new_with_bounds(1, crate::MAX_LATENCY_NS, 3).expect("valid bounds"),
@@ -439,15 +440,13 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                 .flatten()
                 .min();
         }
-        let spin = p.poll.spins(now, last_message)
-            || deadline
-                .is_some_and(|d| d.saturating_duration_since(now) < Duration::from_millis(1));
+        let spin = p.poll.spins(now, last_message);
         let outstanding: usize = conns.iter().map(|c| c.started).sum();
         let ready_now = match &mut multi {
             None if spin => Ready::Poll,
             // Closed loop on one TCP connection: the blocking receive is the wait.
             None if outstanding > 0 && p.pace.is_none() && !conns[0].udp => Ready::Blocking,
-            None => match wait::wait_readable(conns[0].fd, wait::timeout_ms(now, deadline)) {
+            None => match wait::wait_readable(conns[0].fd, now, deadline) {
                 Ok(true) => Ready::Poll,
                 Ok(false) => Ready::Nothing,
                 Err(e) => {
@@ -455,14 +454,7 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                     break;
                 }
             },
-            Some(m) => match m.wait(
-                if spin {
-                    0
-                } else {
-                    wait::timeout_ms(now, deadline)
-                },
-                &mut ready,
-            ) {
+            Some(m) => match m.wait(now, deadline, spin, &mut ready) {
                 Ok(true) => Ready::Several,
                 Ok(false) => continue,
                 Err(e) => {

@@ -300,7 +300,8 @@ fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> O
     while !shared.aborting.load(Ordering::Relaxed) {
         let spin = p.poll.spins(Instant::now(), last_message);
         if !spin {
-            match wait::wait_readable(fd, 100) {
+            let now = Instant::now();
+            match wait::wait_readable(fd, now, Some(now + Duration::from_millis(100))) {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => return Some(format!("poll: {e}")),
@@ -339,7 +340,14 @@ fn accept_loop(
     let p = &shared.plan;
     let mut buf = vec![0xa5u8; p.request_bytes.max(p.response_bytes)];
     while !shared.aborting.load(Ordering::Relaxed) {
-        if !wait::wait_readable(listener.as_raw_fd(), 100).unwrap_or(false) {
+        let now = Instant::now();
+        if !wait::wait_readable(
+            listener.as_raw_fd(),
+            now,
+            Some(now + Duration::from_millis(100)),
+        )
+        .unwrap_or(false)
+        {
             continue;
         }
         let (s, from): (std::net::TcpStream, SocketAddr) = match listener.accept() {

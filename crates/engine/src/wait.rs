@@ -28,27 +28,31 @@ impl Poll {
     }
 }
 
-/// Milliseconds for poll/epoll from a deadline: rounded up so a wake-up is never early,
-/// `-1` for none. Sub-millisecond remainders are spun by the caller.
-pub fn timeout_ms(now: Instant, deadline: Option<Instant>) -> i32 {
-    match deadline {
-        None => -1,
-        Some(d) => d
-            .saturating_duration_since(now)
-            .as_millis()
-            .min(i32::MAX as u128) as i32,
-    }
+/// Time left until `deadline` as a timespec for ppoll/epoll_pwait2; `None`: wait forever.
+fn timespec(now: Instant, deadline: Option<Instant>) -> Option<libc::timespec> {
+    deadline.map(|d| {
+        let left = d.saturating_duration_since(now);
+        libc::timespec {
+            tv_sec: left.as_secs() as libc::time_t,
+            tv_nsec: left.subsec_nanos() as libc::c_long,
+        }
+    })
 }
 
-/// Waits until `fd` is readable or `timeout_ms` passes (`ppoll` on one descriptor).
-pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+/// Waits until `fd` is readable or `deadline` passes, with nanosecond timeouts (ppoll), so
+/// that pacing below a millisecond needs no spinning.
+pub fn wait_readable(fd: RawFd, now: Instant, deadline: Option<Instant>) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
     };
-    // SAFETY: one live pollfd.
-    let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    let ts = timespec(now, deadline);
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: one live pollfd; tsp is null or points to a live timespec.
+    let r = unsafe { libc::ppoll(&mut pfd, 1, tsp, std::ptr::null()) };
     if r < 0 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {
@@ -58,6 +62,13 @@ pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
         };
     }
     Ok(r > 0)
+}
+
+/// Lets timed waits of the calling thread end on time: the default 50 us timer slack would
+/// blur pacing at high rates.
+pub fn tight_timer_slack() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
 /// Result of one receive call.
@@ -135,9 +146,19 @@ impl Multi {
     }
 
     /// Positions of readable sockets into `ready`; `false` when the wake fd fired.
-    pub fn wait(&mut self, timeout_ms: i32, ready: &mut Vec<usize>) -> io::Result<bool> {
+    /// `spin`: return at once.
+    pub fn wait(
+        &mut self,
+        now: Instant,
+        deadline: Option<Instant>,
+        spin: bool,
+        ready: &mut Vec<usize>,
+    ) -> io::Result<bool> {
         ready.clear();
-        let n = self.ep.wait(&mut self.events, timeout_ms)?;
+        let deadline = if spin { Some(now) } else { deadline };
+        let n = self
+            .ep
+            .wait_until(&mut self.events, timespec(now, deadline))?;
         for ev in &self.events[..n] {
             let token = ev.u64;
             if token == u64::MAX {
@@ -161,8 +182,23 @@ mod tests {
         assert!(!h.spins(t + Duration::from_micros(60), t));
         assert!(Poll::Busy.spins(t + Duration::from_secs(9), t));
         assert!(!Poll::Block.spins(t, t));
-        assert_eq!(timeout_ms(t, None), -1);
-        assert_eq!(timeout_ms(t, Some(t + Duration::from_micros(2500))), 2);
-        assert_eq!(timeout_ms(t + Duration::from_secs(1), Some(t)), 0);
+        let ts = timespec(t, Some(t + Duration::from_micros(2500))).unwrap();
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (0, 2_500_000));
+        assert!(timespec(t, None).is_none());
+    }
+
+    #[test]
+    fn sub_millisecond_timed_wait_is_on_time() {
+        tight_timer_slack();
+        let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        use std::os::fd::AsRawFd;
+        let t = Instant::now();
+        let ready = wait_readable(a.as_raw_fd(), t, Some(t + Duration::from_micros(300))).unwrap();
+        let took = t.elapsed();
+        assert!(!ready);
+        assert!(
+            took >= Duration::from_micros(300) && took < Duration::from_millis(5),
+            "{took:?}"
+        );
     }
 }

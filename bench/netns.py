@@ -1,0 +1,58 @@
+"""Shared helpers of the benchmark scripts: a veth pair between two namespaces
+(198.18.0.1 -> 198.18.0.2), servers started in one, clients run in the other, and CPU
+time read the same way for every tool."""
+
+import os
+import resource
+import subprocess
+import time
+
+CLIENT_NS, SERVER_NS = "sbench-c", "sbench-s"
+SERVER = "198.18.0.2"
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, **kw)
+
+
+def netns_up():
+    netns_down()
+    sh("ip", "netns", "add", CLIENT_NS)
+    sh("ip", "netns", "add", SERVER_NS)
+    sh("ip", "link", "add", "sbc", "netns", CLIENT_NS, "type", "veth", "peer", "name", "sbs", "netns", SERVER_NS)
+    for ns, dev, addr in [(CLIENT_NS, "sbc", "198.18.0.1"), (SERVER_NS, "sbs", SERVER)]:
+        sh("ip", "-n", ns, "addr", "add", addr + "/24", "dev", dev)
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+
+def netns_down():
+    for ns in (CLIENT_NS, SERVER_NS):
+        sh("ip", "netns", "del", ns, check=False, stderr=subprocess.DEVNULL)
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def children_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def start_server(argv, cpu=None):
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    p = subprocess.Popen(["ip", "netns", "exec", SERVER_NS] + pin + argv,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    time.sleep(0.5)
+    return p
+
+
+def client(argv, cpu=None):
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    return sh("ip", "netns", "exec", CLIENT_NS, *pin, *argv, capture_output=True, text=True).stdout
+
+
