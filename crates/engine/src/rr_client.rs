@@ -405,7 +405,11 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                 }
                 match wait::send(c.fd, &buf[..c.tx_left]) {
                     Ok(0) => break,
-                    Ok(sent) => c.tx_left -= sent,
+                    Ok(sent) => {
+                        c.tx_left -= sent;
+                        // A request going out is activity too: hybrid spins for its answer.
+                        last_message = now;
+                    }
                     Err(e) => {
                         c.dead = true;
                         end.error = Some(format!("send: {e}"));
