@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod counters;
 pub mod poller;
+pub mod pps;
 pub mod rr_client;
 pub mod rr_server;
 pub mod sockopt;

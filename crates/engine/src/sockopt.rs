@@ -185,6 +185,42 @@ pub fn set_busy_poll(fd: RawFd, us: u32) -> Vec<String> {
     out
 }
 
+/// `n` UDP sockets bound to one address and port with SO_REUSEPORT (the kernel spreads
+/// flows over them by hash), each with a receive buffer of `rcvbuf` bytes: forced past
+/// rmem_max when privileged (SO_RCVBUFFORCE), else as large as rmem_max allows.
+pub fn udp_reuseport_group(
+    addr: SocketAddr,
+    n: usize,
+    rcvbuf: usize,
+) -> io::Result<(Vec<std::net::UdpSocket>, Vec<String>)> {
+    let mut out = Vec::with_capacity(n);
+    let mut notes = Vec::new();
+    let mut bind_to = addr;
+    for i in 0..n.max(1) {
+        let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        s.set_reuse_port(true)?;
+        let forced = set_int(s.as_raw_fd(), libc::SO_RCVBUFFORCE, rcvbuf as libc::c_int).is_ok();
+        if !forced {
+            s.set_recv_buffer_size(rcvbuf)?;
+        }
+        s.bind(&bind_to.into())?;
+        if i == 0 {
+            bind_to = s.local_addr()?.as_socket().expect("an IP socket");
+            notes.push(format!(
+                "receive buffer {} bytes per socket{}",
+                s.recv_buffer_size()?,
+                if forced {
+                    ""
+                } else {
+                    " (capped by net.core.rmem_max)"
+                }
+            ));
+        }
+        out.push(s.into());
+    }
+    Ok((out, notes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ pub mod process;
 pub mod route;
 pub mod snmp;
 pub mod topology;
+pub mod udp;
 
 use std::path::{Path, PathBuf};
 

@@ -36,6 +36,7 @@ fn side() -> SideResult {
         notes: vec!["note".into()],
         partial: false,
         rr: None,
+        pps: None,
     }
 }
 
@@ -49,6 +50,7 @@ fn sample(i: u32) -> IntervalSample {
         cpu_busy_percent: Some(12.5),
         messages: Some(3),
         latency_ns: None,
+        packets: None,
     }
 }
 

@@ -91,6 +91,34 @@ pub fn rr_line(client: Option<&IntervalSample>, server: Option<&IntervalSample>)
     out
 }
 
+/// `[  1.0-  2.0 s]  sent 1234567 pps (client)  received 1200000 pps (server)  97.2 %`
+pub fn pps_line(client: Option<&IntervalSample>, server: Option<&IntervalSample>) -> String {
+    let any = client
+        .or(server)
+        .expect("a live line needs one side's sample");
+    let rate = |s: Option<&IntervalSample>| {
+        s.and_then(|s| {
+            s.packets
+                .map(|p| p as f64 / (s.end_s - s.start_s).max(1e-9))
+        })
+    };
+    let (tx, rx) = (rate(client), rate(server));
+    let fmt = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.0}"));
+    let mut out = format!(
+        "[{:6.1}-{:6.1} s]  sent {:>10} pps (client)  received {:>10} pps (server)",
+        any.start_s,
+        any.end_s,
+        fmt(tx),
+        fmt(rx)
+    );
+    if let (Some(t), Some(r)) = (tx, rx) {
+        if t > 0.0 {
+            out.push_str(&format!("  {:.1} % received", r * 100.0 / t));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +134,7 @@ mod tests {
             cpu_busy_percent: Some(48.0),
             messages: None,
             latency_ns: None,
+            packets: None,
         };
         let l = line(Direction::Forward, Some(&c), None);
         assert!(l.contains("sent   10.00 Gbit/s (client, cpu 48%)"), "{l}");
@@ -135,6 +164,7 @@ mod tests {
             cpu_busy_percent: Some(50.0),
             messages: Some(45_123),
             latency_ns: Some(l),
+            packets: None,
         };
         let line = rr_line(Some(&c), None);
         assert!(line.contains("45123 msg/s"), "{line}");

@@ -47,6 +47,9 @@ pub struct IntervalSide {
     pub bytes: u64,
     pub bits_per_second: f64,
     pub cpu_busy_percent: Option<f64>,
+    /// Packet-rate tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets_per_second: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,6 +195,75 @@ pub struct End {
     pub client: Option<RrEndSide>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<RrEndSide>,
+    /// Packet-rate tests: sent by the sender and never received, over the whole test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_packets: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets: Option<PacketsEnd>,
+    /// Zero-loss rate search: every trial and the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchEnd>,
+}
+
+/// One side of a packet-rate test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PpsEndSide {
+    pub measured_by: Role,
+    pub host: String,
+    pub threads: u32,
+    pub pinned_cpus: Option<Vec<usize>>,
+    pub poll: String,
+    pub seconds: f64,
+    /// Inside the window.
+    pub packets: u64,
+    pub packets_per_second: f64,
+    /// Wire bits (packet size × 8) per second, as testpmd reports them.
+    pub bits_per_second: f64,
+    /// Over the whole test: sent, or distinct packets received.
+    pub total_packets: u64,
+    pub cpu: CpuFigures,
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PacketsEnd {
+    pub size_bytes: u32,
+    pub udp_payload_bytes: u32,
+    pub flows: usize,
+    pub sender: Option<PpsEndSide>,
+    pub receiver: Option<PpsEndSide>,
+    pub lost_packets: Option<u64>,
+    pub loss_percent: Option<f64>,
+    pub reordered_packets: Option<u64>,
+    pub duplicated_packets: Option<u64>,
+    /// The receive sockets' own drop counter: the part of the loss inside the agent's host.
+    pub socket_drops: Option<u64>,
+    /// Receiver packets/s over sender packets/s: the honest figure over the optimistic one.
+    pub receiver_to_sender_ratio: Option<f64>,
+    pub flows_with_loss: Option<usize>,
+}
+
+/// One trial of a zero-loss search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// `None`: as fast as the sender could.
+    pub offered_pps: Option<f64>,
+    pub sent_pps: f64,
+    pub received_pps: f64,
+    pub lost_packets: u64,
+    pub loss_percent: f64,
+    pub passed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchEnd {
+    pub max_loss_percent: f64,
+    pub trial_ms: u64,
+    pub trials: Vec<Trial>,
+    /// Highest sent rate whose loss stayed within the limit; 0 when none did.
+    pub result_pps: f64,
 }
 
 /// Everything needed to build a document; the controller fills it as the test goes.
@@ -214,6 +286,7 @@ impl Document {
         let stream = match inp.spec {
             TestSpec::Stream(s) => s,
             TestSpec::Ping(_) | TestSpec::Rpc(_) => return build_rr(inp),
+            TestSpec::Pps(_) => return build_pps(inp),
         };
         let (primary, bidir) = match stream.direction {
             Direction::Forward => (Direction::Forward, false),
@@ -265,6 +338,9 @@ impl End {
             lost_messages: None,
             client: None,
             server: None,
+            lost_packets: None,
+            packets: None,
+            search: None,
         }
     }
 }
@@ -320,6 +396,129 @@ fn rr_end_side(side: &SideResult) -> Option<RrEndSide> {
         interrupts: side.interrupts,
         notes: side.notes.clone(),
     })
+}
+
+fn pps_end_side(side: &SideResult) -> Option<PpsEndSide> {
+    let p = side.pps.as_ref()?;
+    let secs = side.window_s;
+    let per_s = |v: f64| if secs > 0.0 { v / secs } else { 0.0 };
+    Some(PpsEndSide {
+        measured_by: side.role,
+        host: side.host.hostname.clone(),
+        threads: side.threads,
+        pinned_cpus: side.pinned_cpus.clone(),
+        poll: p.poll.clone(),
+        seconds: secs,
+        packets: p.packets,
+        packets_per_second: per_s(p.packets as f64),
+        bits_per_second: per_s(p.packets as f64 * p.size_bytes as f64 * 8.0),
+        total_packets: p.per_flow.iter().sum(),
+        cpu: CpuFigures {
+            usage: side.cpu.clone(),
+            process_cpu_s: side.process_cpu_s,
+        },
+        nic: side.nic.clone(),
+        interrupts: side.interrupts,
+        notes: side.notes.clone(),
+    })
+}
+
+/// The document of a packet-rate test: both sides' rates and the loss between them.
+fn build_pps(inp: Inputs<'_>) -> Document {
+    let TestSpec::Pps(spec) = inp.spec else {
+        unreachable!("build_pps is called for pps specs")
+    };
+    let partial = is_partial(&inp);
+    let tx = inp.client.pps.as_ref();
+    let rx = inp.server.and_then(|s| s.pps.as_ref());
+    let sender = pps_end_side(inp.client);
+    let receiver = inp.server.and_then(pps_end_side);
+    let (lost, flows_with_loss) = match (tx, rx) {
+        (Some(t), Some(r)) => {
+            let per: Vec<u64> = t
+                .per_flow
+                .iter()
+                .zip(&r.per_flow)
+                .map(|(s, g)| s.saturating_sub(*g))
+                .collect();
+            (
+                Some(per.iter().sum::<u64>()),
+                Some(per.iter().filter(|&&l| l > 0).count()),
+            )
+        }
+        _ => (None, None),
+    };
+    let sent_total = tx.map(|t| t.per_flow.iter().sum::<u64>());
+    let packets = PacketsEnd {
+        size_bytes: spec.size_bytes,
+        udp_payload_bytes: spec.payload_bytes(),
+        flows: spec.flows as usize,
+        lost_packets: lost,
+        loss_percent: lost.zip(sent_total).map(|(l, s)| {
+            if s > 0 {
+                l as f64 * 100.0 / s as f64
+            } else {
+                0.0
+            }
+        }),
+        reordered_packets: rx.map(|r| r.reordered),
+        duplicated_packets: rx.map(|r| r.duplicated),
+        socket_drops: rx.and_then(|r| r.socket_drops),
+        receiver_to_sender_ratio: match (&sender, &receiver) {
+            (Some(s), Some(r)) if s.packets_per_second > 0.0 => {
+                Some(r.packets_per_second / s.packets_per_second)
+            }
+            _ => None,
+        },
+        flows_with_loss,
+        sender,
+        receiver,
+    };
+    let size = spec.size_bytes as f64;
+    let side = |x: Option<&IntervalSample>, role: Role| {
+        x.map(|x| {
+            let secs = (x.end_s - x.start_s).max(1e-9);
+            let pk = x.packets.unwrap_or(0) as f64;
+            IntervalSide {
+                measured_by: role,
+                bytes: (pk * size) as u64,
+                bits_per_second: pk * size * 8.0 / secs,
+                cpu_busy_percent: x.cpu_busy_percent,
+                packets_per_second: Some(pk / secs),
+            }
+        })
+    };
+    let intervals = (0..inp.client_intervals.len().max(inp.server_intervals.len()))
+        .map(|i| {
+            let c = inp.client_intervals.get(i);
+            let s = inp.server_intervals.get(i);
+            let (start_s, end_s) = c.or(s).map(|x| (x.start_s, x.end_s)).unwrap_or_default();
+            IntervalFigures {
+                start_s,
+                end_s,
+                sender: side(c, Role::Client),
+                receiver: side(s, Role::Server),
+                reverse: None,
+                requests_per_second: None,
+                latency_ns: None,
+                client_cpu_busy_percent: None,
+                server_cpu_busy_percent: None,
+            }
+        })
+        .collect();
+    let end = End {
+        error: inp.error.clone(),
+        lost_packets: lost,
+        packets: Some(packets),
+        ..End::empty(partial)
+    };
+    Document {
+        schema_version: SCHEMA_VERSION,
+        test: inp.spec.name().to_string(),
+        start: start(&inp),
+        intervals,
+        end,
+    }
 }
 
 /// The document of a ping or rpc test: latency and rate from the client, CPU per message
@@ -470,6 +669,7 @@ fn interval_side(s: &IntervalSample, role: Role, transfer: Transfer) -> Interval
         bytes,
         bits_per_second: bits_per_second(bytes, s.end_s - s.start_s),
         cpu_busy_percent: s.cpu_busy_percent,
+        packets_per_second: None,
     }
 }
 
@@ -571,6 +771,7 @@ mod tests {
             notes: vec![],
             partial: false,
             rr: None,
+            pps: None,
         }
     }
 
@@ -638,6 +839,7 @@ mod tests {
             cpu_busy_percent: None,
             messages: None,
             latency_ns: None,
+            packets: None,
         };
         let ci = [sample(0, 100, 0), sample(1, 200, 0)];
         let si = [sample(0, 0, 90)];

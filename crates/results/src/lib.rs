@@ -12,6 +12,8 @@ pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
     ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
-    NicCounters, Role, RrResult, SideResult, Transfer,
+    NicCounters, PpsResult, Role, RrResult, SideResult, Transfer,
 };
-pub use spec::{Direction, PollMode, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport};
+pub use spec::{
+    Direction, PollMode, PpsSpec, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport,
+};

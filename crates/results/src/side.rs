@@ -136,6 +136,9 @@ pub struct IntervalSample {
     /// Request/response tests, client only: latency of the messages completed in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencySummary>,
+    /// Packet-rate tests: packets sent (client) or received (agent) in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets: Option<u64>,
 }
 
 /// One side's part of a request/response test (ping, rpc).
@@ -185,6 +188,28 @@ pub struct SideResult {
     /// Request/response tests only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr: Option<RrResult>,
+    /// Packet-rate tests only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pps: Option<PpsResult>,
+}
+
+/// One side's part of a packet-rate test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PpsResult {
+    pub size_bytes: u32,
+    /// Packets sent (client) or received (agent) inside the window.
+    pub packets: u64,
+    /// Over the whole test: sent (client) or distinct packets received (agent), per flow.
+    pub per_flow: Vec<u64>,
+    /// Agent: packets that arrived after a higher sequence number of their flow.
+    pub reordered: u64,
+    /// Agent: packets received twice.
+    pub duplicated: u64,
+    /// Agent: datagrams on the port that were not this test's.
+    pub foreign: u64,
+    /// Agent: the receive sockets' drop counter (/proc/net/udp) over the whole test.
+    pub socket_drops: Option<u64>,
+    pub poll: String,
 }
 
 impl SideResult {

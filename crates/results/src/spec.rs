@@ -22,6 +22,8 @@ pub enum TestSpec {
     Ping(RrSpec),
     /// Many connections × many messages in flight (msg_gen, neper tcp_rr / tcp_crr).
     Rpc(RrSpec),
+    /// Small UDP packets, many flows (dpdk-testpmd txonly/rxonly with kernel sockets).
+    Pps(PpsSpec),
 }
 
 impl TestSpec {
@@ -30,6 +32,7 @@ impl TestSpec {
             TestSpec::Stream(_) => "stream",
             TestSpec::Ping(_) => "ping",
             TestSpec::Rpc(_) => "rpc",
+            TestSpec::Pps(_) => "pps",
         }
     }
 
@@ -37,6 +40,7 @@ impl TestSpec {
         match self {
             TestSpec::Stream(s) => s.validate(),
             TestSpec::Ping(r) | TestSpec::Rpc(r) => r.validate(),
+            TestSpec::Pps(p) => p.validate(),
         }
     }
 
@@ -45,6 +49,7 @@ impl TestSpec {
         match self {
             TestSpec::Stream(s) => s.total_ms(),
             TestSpec::Ping(r) | TestSpec::Rpc(r) => r.total_ms(),
+            TestSpec::Pps(p) => p.warmup_ms + p.duration_ms,
         }
     }
 
@@ -52,6 +57,7 @@ impl TestSpec {
         match self {
             TestSpec::Stream(s) => s.interval_ms,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => r.interval_ms,
+            TestSpec::Pps(p) => p.interval_ms,
         }
     }
 
@@ -59,6 +65,7 @@ impl TestSpec {
         match self {
             TestSpec::Stream(s) => s.warmup_ms,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => r.warmup_ms,
+            TestSpec::Pps(p) => p.warmup_ms,
         }
     }
 }
@@ -639,5 +646,175 @@ mod rr_tests {
             "{json}"
         );
         assert_eq!(serde_json::from_str::<TestSpec>(&json).unwrap(), t);
+    }
+}
+
+/// Ethernet (14) + IPv4 (20) + UDP (8) bytes around a UDP payload, as testpmd counts a
+/// packet's length (no preamble, no FCS).
+pub const PACKET_OVERHEAD_BYTES: u32 = 42;
+/// sonde's header in every packet: cookie, flow, sequence number.
+pub const PACKET_HEADER_BYTES: u32 = 16;
+pub const MIN_PACKET_BYTES: u32 = PACKET_OVERHEAD_BYTES + PACKET_HEADER_BYTES;
+/// A jumbo frame; the controller also checks the size against the interface's MTU.
+pub const MAX_PACKET_BYTES: u32 = 9014;
+pub const MAX_FLOWS: u32 = 4096;
+pub const MAX_BATCH: u32 = 1024;
+
+/// Small-packet rate: the controller sends UDP packets, the agent receives them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PpsSpec {
+    /// Bytes per packet on the wire: Ethernet + IPv4 + UDP headers + payload, no FCS.
+    pub size_bytes: u32,
+    pub tx_threads: u32,
+    /// SO_REUSEPORT receivers on the agent, one thread each.
+    pub rx_threads: u32,
+    /// Flows, each its own source port, so RSS and SO_REUSEPORT spread them.
+    pub flows: u32,
+    /// Packets per sendmmsg/recvmmsg call.
+    pub batch: u32,
+    /// Offered packets per second over all senders; `None`: as fast as possible.
+    pub rate_pps: Option<f64>,
+    pub duration_ms: u64,
+    pub warmup_ms: u64,
+    pub interval_ms: u64,
+    pub poll: PollMode,
+    pub client_cpus: Option<Vec<usize>>,
+    pub server_cpus: Option<Vec<usize>>,
+}
+
+impl Default for PpsSpec {
+    fn default() -> Self {
+        PpsSpec {
+            size_bytes: 64,
+            tx_threads: 1,
+            rx_threads: 1,
+            flows: 1,
+            batch: 32,
+            rate_pps: None,
+            duration_ms: 10_000,
+            warmup_ms: 1_000,
+            interval_ms: 1_000,
+            poll: PollMode::Block,
+            client_cpus: None,
+            server_cpus: None,
+        }
+    }
+}
+
+impl PpsSpec {
+    pub fn payload_bytes(&self) -> u32 {
+        self.size_bytes.saturating_sub(PACKET_OVERHEAD_BYTES)
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.size_bytes < MIN_PACKET_BYTES || self.size_bytes > MAX_PACKET_BYTES {
+            return refuse(
+                "--size",
+                format!(
+                    "{} bytes is not in {MIN_PACKET_BYTES}..={MAX_PACKET_BYTES} ({PACKET_OVERHEAD_BYTES} bytes of Ethernet/IPv4/UDP headers + {PACKET_HEADER_BYTES} of sonde's header at least)",
+                    self.size_bytes
+                ),
+            );
+        }
+        if self.flows == 0 || self.flows > MAX_FLOWS {
+            return refuse(
+                "--flows",
+                format!("{} is not in 1..={MAX_FLOWS}", self.flows),
+            );
+        }
+        for (flag, t) in [
+            ("--tx-threads", self.tx_threads),
+            ("--rx-threads", self.rx_threads),
+        ] {
+            if t == 0 || t > MAX_THREADS {
+                return refuse(flag, format!("{t} is not in 1..={MAX_THREADS}"));
+            }
+        }
+        if self.batch == 0 || self.batch > MAX_BATCH {
+            return refuse(
+                "--batch",
+                format!("{} is not in 1..={MAX_BATCH}", self.batch),
+            );
+        }
+        if let Some(r) = self.rate_pps {
+            if !(r.is_finite() && r > 0.0 && r <= 1e9) {
+                return refuse("--rate", format!("{r} is not a packet rate in (0, 1e9]"));
+            }
+        }
+        if self.duration_ms == 0 {
+            return refuse("--duration", "must be more than 0 s");
+        }
+        if self.warmup_ms + self.duration_ms > MAX_DURATION_MS {
+            return refuse("--duration", "warm-up + duration exceeds 24 h");
+        }
+        if self.interval_ms < MIN_INTERVAL_MS {
+            return refuse(
+                "--interval",
+                format!(
+                    "{} ms is below the minimum of {MIN_INTERVAL_MS} ms",
+                    self.interval_ms
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod pps_tests {
+    use super::*;
+
+    #[test]
+    fn pps_refusals_name_the_flag() {
+        let cases: Vec<(PpsSpec, &str)> = vec![
+            (
+                PpsSpec {
+                    size_bytes: 57,
+                    ..Default::default()
+                },
+                "--size",
+            ),
+            (
+                PpsSpec {
+                    size_bytes: 10_000,
+                    ..Default::default()
+                },
+                "--size",
+            ),
+            (
+                PpsSpec {
+                    flows: 0,
+                    ..Default::default()
+                },
+                "--flows",
+            ),
+            (
+                PpsSpec {
+                    batch: 0,
+                    ..Default::default()
+                },
+                "--batch",
+            ),
+            (
+                PpsSpec {
+                    rx_threads: 0,
+                    ..Default::default()
+                },
+                "--rx-threads",
+            ),
+            (
+                PpsSpec {
+                    rate_pps: Some(-1.0),
+                    ..Default::default()
+                },
+                "--rate",
+            ),
+        ];
+        for (spec, flag) in cases {
+            assert_eq!(spec.validate().unwrap_err().flag, flag);
+        }
+        let ok = PpsSpec::default();
+        ok.validate().unwrap();
+        assert_eq!(ok.payload_bytes(), 22);
     }
 }

@@ -19,6 +19,7 @@ use sonde_results::{Role, TestSpec, Transport};
 use crate::control::{Link, Wake};
 use crate::controller::{DATA_HEADER_BYTES, SOFTWARE};
 use crate::hostwatch::HostProbe;
+use crate::pps_side::PpsSide;
 use crate::rr_side::RrSide;
 use crate::side::Side;
 use crate::signals::Interrupt;
@@ -31,7 +32,9 @@ const ACCEPT_DEADLINE: Duration = Duration::from_secs(5);
 /// How long a new controller waits for the running test to finish before "busy".
 const BUSY_GRACE: Duration = Duration::from_millis(500);
 /// Test types this agent runs.
-const CAPABILITIES: &[&str] = &["stream", "ping", "rpc"];
+const CAPABILITIES: &[&str] = &["stream", "ping", "rpc", "pps"];
+/// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
+const RX_BUFFER_BYTES: usize = 8 << 20;
 
 pub struct ServeConfig {
     pub bind: IpAddr,
@@ -238,6 +241,7 @@ fn run_test(
                     listener,
                     allowed: peer.ip(),
                 },
+                DataEndpoint::UdpGroup(..) => unreachable!("request/response opens one socket"),
                 DataEndpoint::Tcp(..) => {
                     let mut socks = Vec::new();
                     for c in conns {
@@ -256,7 +260,18 @@ fn run_test(
             };
             Box::new(RrSide::start_server(r, target, probe, Vec::new(), options)?)
         }
-        (TestSpec::Stream(_), DataEndpoint::Udp(_)) => unreachable!("stream tests listen on TCP"),
+        (TestSpec::Pps(p), DataEndpoint::UdpGroup(sockets, notes)) => {
+            let port = sockets[0].local_addr()?.port();
+            Box::new(PpsSide::start_server(
+                p,
+                sockets,
+                port,
+                cookie as u32,
+                probe,
+                notes,
+            )?)
+        }
+        _ => unreachable!("each test type opens its own kind of endpoint"),
     };
     loop {
         if interrupt.is_set() {
@@ -297,6 +312,8 @@ fn run_test(
 enum DataEndpoint {
     Tcp(TcpListener, Vec<String>),
     Udp(UdpSocket),
+    /// A SO_REUSEPORT group, one socket per receive thread, and notes on their buffers.
+    UdpGroup(Vec<UdpSocket>, Vec<String>),
 }
 
 impl DataEndpoint {
@@ -315,6 +332,11 @@ impl DataEndpoint {
             TestSpec::Ping(r) | TestSpec::Rpc(r) if r.transport == Transport::Udp => {
                 return Ok(DataEndpoint::Udp(UdpSocket::bind(addr)?));
             }
+            TestSpec::Pps(p) => {
+                let (sockets, notes) =
+                    sockopt::udp_reuseport_group(addr, p.rx_threads as usize, RX_BUFFER_BYTES)?;
+                return Ok(DataEndpoint::UdpGroup(sockets, notes));
+            }
             TestSpec::Ping(r) | TestSpec::Rpc(r) => (
                 SocketOptions {
                     nodelay: true,
@@ -332,22 +354,24 @@ impl DataEndpoint {
         Ok(match self {
             DataEndpoint::Tcp(l, _) => l.local_addr()?.port(),
             DataEndpoint::Udp(u) => u.local_addr()?.port(),
+            DataEndpoint::UdpGroup(g, _) => g[0].local_addr()?.port(),
         })
     }
 
     fn listener(&self) -> Option<&TcpListener> {
         match self {
             DataEndpoint::Tcp(l, _) => Some(l),
-            DataEndpoint::Udp(_) => None,
+            DataEndpoint::Udp(_) | DataEndpoint::UdpGroup(..) => None,
         }
     }
 
     /// Data connections to accept before the test starts.
     fn expected(&self, spec: &TestSpec) -> usize {
         match (spec, self) {
-            (_, DataEndpoint::Udp(_)) => 0,
+            (_, DataEndpoint::Udp(_) | DataEndpoint::UdpGroup(..)) => 0,
             (TestSpec::Stream(s), _) => s.total_connections() as usize,
             (TestSpec::Ping(r) | TestSpec::Rpc(r), _) => r.initial_connections() as usize,
+            (TestSpec::Pps(_), _) => 0,
         }
     }
 }
@@ -441,6 +465,14 @@ fn accept_data(
 }
 
 fn summarize(spec: &TestSpec, r: &sonde_results::SideResult) -> String {
+    if let Some(p) = &r.pps {
+        return format!(
+            "pps: received {} packets in {:.1} s ({:.0}/s)",
+            p.packets,
+            r.window_s,
+            p.packets as f64 / r.window_s.max(1e-9)
+        );
+    }
     if let Some(rr) = &r.rr {
         return format!(
             "{} {}: answered {} messages in {:.1} s, {:.2} us CPU per message",

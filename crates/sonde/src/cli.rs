@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use sonde_probe::topology::parse_cpu_list;
 use sonde_results::{
-    Direction, PollMode, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport,
+    Direction, PollMode, PpsSpec, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport,
 };
 
 use crate::agent::DEFAULT_PORT;
@@ -33,8 +33,120 @@ pub enum Command {
     Ping(PingArgs),
     /// Request/response rate and latency, C connections × W in flight (msg_gen, neper tcp_rr).
     Rpc(RpcArgs),
+    /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
+    Pps(PpsArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PpsArgs {
+    /// Host running `sonde serve`.
+    pub host: String,
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Bytes per packet on the wire: Ethernet + IPv4 + UDP headers + payload, no FCS (as testpmd).
+    #[arg(long, default_value_t = 64, value_name = "BYTES")]
+    pub size: u32,
+    /// Sending threads here.
+    #[arg(long, default_value_t = 1, value_name = "T")]
+    pub tx_threads: u32,
+    /// Receiving threads on the agent, one SO_REUSEPORT socket each.
+    #[arg(long, default_value_t = 1, value_name = "T")]
+    pub rx_threads: u32,
+    /// Flows: each its own source port, so RSS and SO_REUSEPORT spread the load.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub flows: u32,
+    /// Packets per sendmmsg/recvmmsg call.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub batch: u32,
+    /// Offered packets per second over all senders; default: as fast as possible.
+    #[arg(long, value_name = "PPS")]
+    pub rate: Option<f64>,
+    #[arg(short = 't', long, default_value = "10", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub duration: u64,
+    #[arg(long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub warmup: u64,
+    #[arg(short = 'i', long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub interval: u64,
+    /// Receive mode of the agent's receivers: block, busy, hybrid[=SPIN].
+    #[arg(long, default_value = "block", value_parser = parse_poll, value_name = "MODE")]
+    pub poll: PollChoice,
+    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    pub cpus: Option<CpuList>,
+    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    pub server_cpus: Option<CpuList>,
+    /// RFC 2544 throughput search: the highest rate whose loss is at most --max-loss.
+    #[arg(long)]
+    pub search: bool,
+    /// Length of each search trial.
+    #[arg(long, default_value = "5", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub trial: u64,
+    /// Largest loss a search trial may have and pass, percent.
+    #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
+    pub max_loss: f64,
+    /// Search precision: stop when the bounds are this close, percent of the upper one.
+    #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
+    pub resolution: f64,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+impl PpsArgs {
+    pub fn spec(&self) -> Result<PpsSpec, SpecError> {
+        let poll = match &self.poll {
+            PollChoice::One(m) => *m,
+            PollChoice::All => {
+                return Err(SpecError {
+                    flag: "--poll",
+                    reason: "'all' is for ping and rpc; pick one mode".into(),
+                })
+            }
+        };
+        if !(0.0..100.0).contains(&self.max_loss) {
+            return Err(SpecError {
+                flag: "--max-loss",
+                reason: format!("{} is not a percentage in [0, 100)", self.max_loss),
+            });
+        }
+        if !(self.resolution > 0.0 && self.resolution < 50.0) {
+            return Err(SpecError {
+                flag: "--resolution",
+                reason: format!("{} is not a percentage in (0, 50)", self.resolution),
+            });
+        }
+        let spec = PpsSpec {
+            size_bytes: self.size,
+            tx_threads: self.tx_threads,
+            rx_threads: self.rx_threads,
+            flows: self.flows,
+            batch: self.batch,
+            rate_pps: self.rate,
+            duration_ms: if self.search {
+                self.trial
+            } else {
+                self.duration
+            },
+            warmup_ms: self.warmup,
+            interval_ms: self.interval,
+            poll,
+            client_cpus: self.cpus.as_ref().map(|c| c.0.clone()),
+            server_cpus: self.server_cpus.as_ref().map(|c| c.0.clone()),
+        };
+        spec.validate()?;
+        if spec.tx_threads > spec.flows {
+            return Err(SpecError {
+                flag: "--tx-threads",
+                reason: format!(
+                    "{} threads for {} flows: each thread needs a flow",
+                    spec.tx_threads, spec.flows
+                ),
+            });
+        }
+        Ok(spec)
+    }
 }
 
 /// Flags shared by ping and rpc.

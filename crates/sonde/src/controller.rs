@@ -13,11 +13,13 @@ use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_proto::{ClientEvent, ClientSession, ProtoError, Timeouts};
 use sonde_results::document::Inputs;
 use sonde_results::{
-    Direction, Document, IntervalSample, Role, RrSpec, SideResult, StreamSpec, TestSpec, Transport,
+    Direction, Document, IntervalSample, PpsSpec, Role, RrSpec, SideResult, StreamSpec, TestSpec,
+    Transport,
 };
 
 use crate::control::{Link, Wake};
 use crate::hostwatch::HostProbe;
+use crate::pps_side::PpsSide;
 use crate::rr_side::RrSide;
 use crate::side::Side;
 use crate::signals::Interrupt;
@@ -55,6 +57,8 @@ pub enum ControllerError {
     },
     #[error("interrupted before the test started")]
     Interrupted,
+    #[error("{0}")]
+    Refused(String),
 }
 
 pub struct TestRequest {
@@ -171,6 +175,23 @@ pub fn run_test(
             session.start(Instant::now()).map_err(proto_err)?;
             link.flush(|| session.poll_transmit()).map_err(io_err)?;
             Box::new(StreamSide::start(Role::Client, s, conns, probe, notes).map_err(io_err)?)
+        }
+        TestSpec::Pps(p) => {
+            if let Some((iface, mtu)) = probe.mtu() {
+                if p.size_bytes > mtu + 14 {
+                    return Err(ControllerError::Refused(format!(
+                        "invalid --size: {} bytes exceeds {iface}'s MTU of {mtu} bytes plus its 14-byte Ethernet header (no GSO for these packets)",
+                        p.size_bytes
+                    )));
+                }
+            }
+            let flows = open_flows(p, data_addr)?;
+            session.start(Instant::now()).map_err(proto_err)?;
+            link.flush(|| session.poll_transmit()).map_err(io_err)?;
+            Box::new(
+                PpsSide::start_client(p, flows, cookie as u32, probe, Vec::new())
+                    .map_err(io_err)?,
+            )
         }
         TestSpec::Ping(r) | TestSpec::Rpc(r) => {
             let (target, options) = open_rr_target(r, data_addr, cookie)?;
@@ -290,6 +311,29 @@ fn connect_data(
     header[8..].copy_from_slice(&index.to_be_bytes());
     s.write_all(&header).map_err(err)?;
     Ok((s, notes))
+}
+
+/// One UDP socket per flow, each on its own source port, connected to the agent.
+fn open_flows(spec: &PpsSpec, addr: SocketAddr) -> Result<Vec<UdpSocket>, ControllerError> {
+    let bind: SocketAddr = if addr.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }
+    .parse()
+    .expect("literal");
+    (0..spec.flows)
+        .map(|index| {
+            let err = |source| ControllerError::Data {
+                index,
+                addr,
+                source,
+            };
+            let s = UdpSocket::bind(bind).map_err(err)?;
+            s.connect(addr).map_err(err)?;
+            Ok(s)
+        })
+        .collect()
 }
 
 /// The sockets of a request/response test, and the socket options applied to them.

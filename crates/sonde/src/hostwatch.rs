@@ -87,6 +87,15 @@ impl HostProbe {
         &self.root
     }
 
+    /// The test interface's name and MTU, where known.
+    pub fn mtu(&self) -> Option<(String, u32)> {
+        let iface = self.iface.clone()?;
+        let text =
+            std::fs::read_to_string(self.root.join("sys/class/net").join(&iface).join("mtu"))
+                .ok()?;
+        Some((iface, text.trim().parse().ok()?))
+    }
+
     /// Things the reader should know about what could not be observed.
     pub fn notes(&self) -> &[String] {
         &self.notes

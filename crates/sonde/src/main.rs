@@ -8,7 +8,10 @@ mod control;
 mod controller;
 mod hostwatch;
 mod lab;
+mod pps_side;
 mod rr_side;
+mod schedule;
+mod search;
 mod side;
 mod signals;
 mod stream_side;
@@ -19,7 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use cli::{Cli, Command, RrCommon, StreamArgs};
+use cli::{Cli, Command, PpsArgs, RrCommon, StreamArgs};
 use sonde_results::{Document, PollMode, SpecError, TestSpec};
 
 const EXIT_ERROR: u8 = 1;
@@ -72,6 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stream(a) => stream(&a, command_line, &interrupt),
         Command::Ping(a) => request_response(&a.common, &|m| a.spec(m), command_line, &interrupt),
         Command::Rpc(a) => request_response(&a.common, &|m| a.spec(m), command_line, &interrupt),
+        Command::Pps(a) => pps(&a, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
     }
 }
@@ -190,6 +194,74 @@ fn request_response(
         (!common.json && docs.len() > 1).then(|| sonde_report::summary::poll_comparison(&docs));
     let partial = docs.iter().any(|d| d.end.partial) || docs.len() < modes.len();
     emit(&text, human, common.json, common.output.as_deref(), partial)
+}
+
+/// A packet-rate test, or with `--search` the zero-loss rate search made of such tests.
+fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::Result<ExitCode> {
+    let spec = match a.spec() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let quiet = a.json;
+    if !quiet {
+        println!(
+            "{}",
+            sonde_report::summary::pps_heading(&spec, &a.host, a.port, a.search)
+        );
+    }
+    let run = |spec: &TestSpec, show_intervals: bool| {
+        let req = controller::TestRequest {
+            host: a.host.clone(),
+            port: a.port,
+            spec: spec.clone(),
+            command: command.clone(),
+        };
+        let mut live = |l: controller::LiveInterval<'_>| {
+            if !quiet && show_intervals {
+                println!("{}", sonde_report::live::pps_line(l.client, l.server));
+            }
+        };
+        controller::run_test(&req, interrupt, &mut live)
+    };
+    let doc = if a.search {
+        let params = search::SearchParams {
+            max_loss_percent: a.max_loss,
+            resolution_percent: a.resolution,
+        };
+        let mut n = 0;
+        let mut on_trial = |t: &sonde_results::document::Trial| {
+            n += 1;
+            if !quiet {
+                println!("{}", sonde_report::summary::trial_line(n, t));
+            }
+        };
+        let (found, mut doc) = search::search(
+            &spec,
+            &params,
+            &mut |s| {
+                if interrupt.is_set() {
+                    anyhow::bail!("interrupted");
+                }
+                Ok(run(s, false)?)
+            },
+            &mut on_trial,
+        )?;
+        doc.end.search = Some(found);
+        doc
+    } else {
+        run(&TestSpec::Pps(spec), true)?
+    };
+    let human = (!a.json).then(|| sonde_report::summary::pps(&doc));
+    emit(
+        &sonde_report::json(&doc),
+        human,
+        a.json,
+        a.output.as_deref(),
+        doc.end.partial,
+    )
 }
 
 /// Writes the JSON to `output`, prints JSON or the human text; the exit code says whether

@@ -16,6 +16,7 @@ use sonde_results::latency::{merge, new_histogram};
 use sonde_results::{IntervalSample, LatencySummary, PollMode, Role, RrResult, RrSpec, SideResult};
 
 use crate::hostwatch::{self, HostProbe, HostSnap};
+use crate::schedule::{Schedule, Tick};
 use crate::stream_side::default_threads;
 
 /// The client reports interval k this long after it ends, so that every worker has handed
@@ -38,16 +39,13 @@ pub struct RrSide {
     socket_options: Vec<String>,
     threads: usize,
     pinned_cpus: Option<Vec<usize>>,
-    window_start: Instant,
-    window_end: Instant,
+    schedule: Schedule,
     stop_sending_at: Instant,
     start_snap: Option<(HostSnap, u64)>,
     end_snap: Option<(HostSnap, u64)>,
-    /// Next interval to report, and the CPU and answer counts at the last report.
-    next_interval: u32,
+    /// CPU and answer counts at the last report.
     last_cpu: Option<CpuSnapshot>,
     last_count: u64,
-    last_at: Instant,
     total: Histogram<u64>,
     pending: BTreeMap<u32, Histogram<u64>>,
     stopped: bool,
@@ -72,10 +70,6 @@ pub fn poll_of(mode: PollMode) -> Poll {
     }
 }
 
-fn intervals_in(spec: &RrSpec) -> u32 {
-    spec.duration_ms.div_ceil(spec.interval_ms) as u32
-}
-
 impl RrSide {
     fn new(role: Role, spec: &RrSpec, parts: Parts) -> RrSide {
         let Parts {
@@ -87,8 +81,19 @@ impl RrSide {
             mut notes,
             socket_options,
         } = parts;
-        let window_start = started + Duration::from_millis(spec.warmup_ms);
-        let window_end = window_start + Duration::from_millis(spec.duration_ms);
+        let grace = if role == Role::Client {
+            GRACE
+        } else {
+            Duration::ZERO
+        };
+        let ms = Duration::from_millis;
+        let schedule = Schedule::new(
+            started,
+            ms(spec.warmup_ms),
+            ms(spec.duration_ms),
+            ms(spec.interval_ms),
+            grace,
+        );
         notes.extend(probe.notes().iter().cloned());
         RrSide {
             role,
@@ -99,15 +104,12 @@ impl RrSide {
             socket_options,
             threads,
             pinned_cpus,
-            window_start,
-            window_end,
-            stop_sending_at: window_end + Duration::from_millis(spec.cooldown_ms),
+            stop_sending_at: schedule.window_end + ms(spec.cooldown_ms),
+            schedule,
             start_snap: None,
             end_snap: None,
-            next_interval: 0,
             last_cpu: None,
             last_count: 0,
-            last_at: window_start,
             total: new_histogram(),
             pending: BTreeMap::new(),
             stopped: false,
@@ -229,27 +231,10 @@ impl RrSide {
         }
     }
 
-    fn grace(&self) -> Duration {
-        if self.role == Role::Client {
-            GRACE
-        } else {
-            Duration::ZERO
-        }
-    }
-
-    fn interval_end(&self, k: u32) -> Instant {
-        (self.window_start + Duration::from_millis(self.spec.interval_ms) * (k + 1))
-            .min(self.window_end)
-    }
-
     pub fn next_deadline(&self) -> Option<Instant> {
-        if self.start_snap.is_none() {
-            return Some(self.window_start);
-        }
-        if self.next_interval < intervals_in(&self.spec) {
-            return Some(self.interval_end(self.next_interval) + self.grace());
-        }
-        (!self.stopped).then_some(self.stop_sending_at)
+        self.schedule
+            .next_deadline()
+            .or((!self.stopped).then_some(self.stop_sending_at))
     }
 
     fn drain_histograms(&mut self) {
@@ -267,39 +252,34 @@ impl RrSide {
     }
 
     pub fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
-        if self.start_snap.is_none() {
-            if now < self.window_start {
-                return None;
-            }
-            let snap = self.probe.snapshot();
-            self.last_cpu = snap.cpu.clone();
-            self.last_count = self.count();
-            self.last_at = snap.at;
-            self.start_snap = Some((snap, self.last_count));
-        }
-        let k = self.next_interval;
-        if k < intervals_in(&self.spec) && now >= self.interval_end(k) + self.grace() {
-            self.next_interval += 1;
-            if self.next_interval == intervals_in(&self.spec) {
+        match self.schedule.poll(now) {
+            Some(Tick::Open) => {
                 let snap = self.probe.snapshot();
-                let count = self.count();
-                self.end_snap = Some((snap, count));
+                self.last_cpu = snap.cpu.clone();
+                self.last_count = self.count();
+                self.start_snap = Some((snap, self.last_count));
+                None
             }
-            return Some(self.sample(k));
+            Some(Tick::Interval { k, last }) => {
+                if last {
+                    self.end_snap = Some((self.probe.snapshot(), self.count()));
+                }
+                Some(self.sample(k))
+            }
+            None => {
+                if self.schedule.is_over() && now >= self.stop_sending_at {
+                    self.stopped = true;
+                }
+                None
+            }
         }
-        if self.end_snap.is_some() && now >= self.stop_sending_at {
-            self.stopped = true;
-        }
-        None
     }
 
     fn sample(&mut self, k: u32) -> IntervalSample {
         self.drain_histograms();
         let cpu = cpustat::read_snapshot(self.probe.root()).ok();
         let count = self.count();
-        let iv = Duration::from_millis(self.spec.interval_ms);
-        let start_s = (iv * k).as_secs_f64();
-        let end_s = (self.interval_end(k) - self.window_start).as_secs_f64();
+        let (start_s, end_s) = self.schedule.bounds_s(k);
         let (messages, latency_ns) = match self.role {
             Role::Client => {
                 let h = self.pending.remove(&k);
@@ -319,6 +299,7 @@ impl RrSide {
             cpu_busy_percent: hostwatch::busy_between(&self.last_cpu, &cpu),
             messages,
             latency_ns,
+            packets: None,
         };
         self.last_cpu = cpu;
         self.last_count = count;
@@ -329,10 +310,12 @@ impl RrSide {
         self.stopped
     }
 
+    /// Client: every request worker has ended. Agent: the controller said stop (it does
+    /// so only once all its requests were answered).
     pub fn all_done(&self) -> bool {
         match &self.engine {
             Engine::Client(c) => c.all_done(),
-            Engine::Server(s) => s.all_done(),
+            Engine::Server(s) => self.stopped || s.all_done(),
         }
     }
 
@@ -340,7 +323,12 @@ impl RrSide {
         self.stop_sending_at + DRAIN
     }
 
+    /// The controller ended the test. A window still open because this side started a
+    /// little after the controller is closed now: that skew is not a cut.
     pub fn finish_senders(&mut self) {
+        if self.start_snap.is_some() && self.end_snap.is_none() {
+            self.end_snap = Some((self.probe.snapshot(), self.count()));
+        }
         self.stopped = true;
     }
 
@@ -405,6 +393,7 @@ impl RrSide {
                 latency_ns: LatencySummary::of(&self.total),
                 socket_options: self.socket_options.clone(),
             }),
+            pps: None,
         };
         hostwatch::fill(&mut result, &start.0, &end.0);
         result

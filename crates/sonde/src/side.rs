@@ -71,3 +71,27 @@ impl Side for RrSide {
         RrSide::into_result(*self, partial)
     }
 }
+
+impl Side for crate::pps_side::PpsSide {
+    fn next_deadline(&self) -> Option<Instant> {
+        Self::next_deadline(self)
+    }
+    fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
+        Self::on_time(self, now)
+    }
+    fn is_draining(&self) -> bool {
+        Self::is_draining(self)
+    }
+    fn all_done(&self) -> bool {
+        Self::all_done(self)
+    }
+    fn planned_end(&self) -> Instant {
+        Self::planned_end(self)
+    }
+    fn finish_senders(&mut self) {
+        Self::finish_senders(self)
+    }
+    fn into_result(self: Box<Self>, partial: bool) -> SideResult {
+        Self::into_result(*self, partial)
+    }
+}

@@ -209,6 +209,7 @@ impl StreamSide {
             cpu_busy_percent,
             messages: None,
             latency_ns: None,
+            packets: None,
         };
         self.intervals.push(sample.clone());
         self.last_tick = Some((now, conns, cpu));
@@ -336,6 +337,7 @@ impl StreamSide {
             notes,
             partial,
             rr: None,
+            pps: None,
         };
         hostwatch::fill(&mut result, &ws.0, &we.0);
         result

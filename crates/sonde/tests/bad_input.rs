@@ -111,3 +111,23 @@ fn ping_and_rpc_bad_values_name_the_flag() {
         assert_one_line_error(&o, 2, flag);
     }
 }
+
+#[test]
+fn pps_bad_values_name_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["pps", "h", "--size", "57"], "--size"),
+        (&["pps", "h", "--flows", "0"], "--flows"),
+        (&["pps", "h", "--batch", "0"], "--batch"),
+        (&["pps", "h", "--rate", "0"], "--rate"),
+        (
+            &["pps", "h", "--tx-threads", "4", "--flows", "2"],
+            "--tx-threads",
+        ),
+        (&["pps", "h", "--poll", "all"], "--poll"),
+        (&["pps", "h", "--search", "--max-loss", "100"], "--max-loss"),
+    ];
+    for (args, flag) in cases {
+        let o = sonde(args);
+        assert_one_line_error(&o, 2, flag);
+    }
+}

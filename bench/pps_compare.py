@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Small-packet rate: sonde pps vs iperf2 (UDP) vs sockperf throughput mode, 64-byte
+packets on the wire (22 bytes of UDP payload), on a veth pair between two namespaces.
+
+Every tool's received rate is read the same way: the delta of Udp InDatagrams in the
+receiving namespace's /proc/net/snmp (datagrams the kernel delivered to a socket) over the
+time the sender sent. Alternating runs, medians, and the ratio of sonde to the best peer.
+
+Usage (root): python3 bench/pps_compare.py [--runs 5] [--time 4]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from netns import SERVER, SERVER_NS, client, netns_down, netns_up, start_server  # noqa: E402
+
+PAYLOAD = 22
+
+
+def in_datagrams():
+    out = subprocess.run(["ip", "netns", "exec", SERVER_NS, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True).stdout
+    rows = [l.split() for l in out.splitlines() if l.startswith("Udp:")]
+    return int(rows[1][rows[0].index("InDatagrams")])
+
+
+def run_sonde(sonde, t, extra):
+    argv = [sonde, "pps", SERVER, "--port", "5301", "-t", str(t), "--warmup", "0.5", "--json", *extra]
+    doc = json.loads(client(argv))
+    return doc, t + 0.5
+
+
+def run_iperf2(t):
+    client(["iperf", "-c", SERVER, "-p", "5001", "-u", "-l", str(PAYLOAD), "-b", "10G", "-t", str(t)])
+    return None, t
+
+
+def run_sockperf(t):
+    client(["sockperf", "throughput", "-i", SERVER, "-p", "11111", "-m", str(PAYLOAD), "-t", str(t), "--mps", "max"])
+    return None, t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--time", type=int, default=4)
+    ap.add_argument("--sonde", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sonde"))
+    a = ap.parse_args()
+    sonde = os.path.abspath(a.sonde)
+    if os.geteuid() != 0:
+        sys.exit("run as root: the benchmark builds network namespaces")
+    netns_up()
+    servers = []
+    try:
+        servers.append(start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"]))
+        servers.append(start_server(["iperf", "-s", "-u", "-p", "5001", "-l", "2048"]))
+        servers.append(start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"]))
+        tools = {
+            "sonde (1 flow, batch 32)": lambda: run_sonde(sonde, a.time, []),
+            "sonde (4 flows, 2 rx threads)": lambda: run_sonde(sonde, a.time, ["--flows", "4", "--rx-threads", "2"]),
+            "iperf2 -u -l 22 -b 10G": lambda: run_iperf2(a.time),
+            "sockperf throughput -m 22": lambda: run_sockperf(a.time),
+        }
+        rates = {k: [] for k in tools}
+        own = []
+        for run in range(a.runs):
+            names = list(tools)
+            order = names[run % len(names):] + names[:run % len(names)]
+            for name in order:
+                before = in_datagrams()
+                doc, secs = tools[name]()
+                rates[name].append((in_datagrams() - before) / secs)
+                if doc is not None and name.startswith("sonde (1"):
+                    own.append(doc["end"]["packets"]["receiver"]["packets_per_second"])
+                time.sleep(0.5)
+        print(f"# {a.runs} alternating runs of {a.time} s; 64-byte packets (22 B payload); {os.cpu_count()} CPUs")
+        print("| tool | median received packets/s | runs |")
+        print("| --- | ---: | --- |")
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        for k, v in rates.items():
+            print(f"| {k} | {med[k]:,.0f} | " + ", ".join(f"{x/1e3:.0f}k" for x in v) + " |")
+        best_peer = max(med["iperf2 -u -l 22 -b 10G"], med["sockperf throughput -m 22"])
+        best_sonde = max(med["sonde (1 flow, batch 32)"], med["sonde (4 flows, 2 rx threads)"])
+        print(f"\nsonde (best configuration) / best peer: {best_sonde / best_peer:.2f}")
+        if own:
+            print(f"sonde's own receiver figure (window only), median: {statistics.median(own):,.0f} packets/s")
+    finally:
+        for s in servers:
+            s.terminate()
+        netns_down()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+//! The measurement schedule of a side: warm-up, then intervals that tile the window. Each
+//! call to `poll` yields at most one event, so a side snapshots its counters exactly once
+//! per edge, whenever its control loop wakes.
+
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tick {
+    /// Warm-up is over: take the window's opening snapshot.
+    Open,
+    /// Interval `k` is over; `last` when it was the window's final one.
+    Interval { k: u32, last: bool },
+}
+
+pub struct Schedule {
+    pub window_start: Instant,
+    pub window_end: Instant,
+    interval: Duration,
+    /// How long after an interval's end it is reported (lets workers hand over data).
+    grace: Duration,
+    intervals: u32,
+    opened: bool,
+    next: u32,
+}
+
+impl Schedule {
+    pub fn new(
+        started: Instant,
+        warmup: Duration,
+        duration: Duration,
+        interval: Duration,
+        grace: Duration,
+    ) -> Schedule {
+        let window_start = started + warmup;
+        Schedule {
+            window_start,
+            window_end: window_start + duration,
+            interval,
+            grace,
+            intervals: (duration.as_nanos().div_ceil(interval.as_nanos().max(1))) as u32,
+            opened: false,
+            next: 0,
+        }
+    }
+
+    fn interval_end(&self, k: u32) -> Instant {
+        (self.window_start + self.interval * (k + 1)).min(self.window_end)
+    }
+
+    /// Start and end of interval `k`, seconds from the window's start.
+    pub fn bounds_s(&self, k: u32) -> (f64, f64) {
+        (
+            (self.interval * k).as_secs_f64(),
+            (self.interval_end(k) - self.window_start).as_secs_f64(),
+        )
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if !self.opened {
+            Some(self.window_start)
+        } else if self.next < self.intervals {
+            Some(self.interval_end(self.next) + self.grace)
+        } else {
+            None
+        }
+    }
+
+    pub fn poll(&mut self, now: Instant) -> Option<Tick> {
+        if !self.opened {
+            if now < self.window_start {
+                return None;
+            }
+            self.opened = true;
+            return Some(Tick::Open);
+        }
+        let k = self.next;
+        if k < self.intervals && now >= self.interval_end(k) + self.grace {
+            self.next += 1;
+            return Some(Tick::Interval {
+                k,
+                last: self.next == self.intervals,
+            });
+        }
+        None
+    }
+
+    pub fn is_over(&self) -> bool {
+        self.opened && self.next == self.intervals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_then_intervals_then_done() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut s = Schedule::new(t, ms(100), ms(250), ms(100), ms(10));
+        assert_eq!(s.poll(t), None);
+        assert_eq!(s.next_deadline(), Some(t + ms(100)));
+        assert_eq!(s.poll(t + ms(100)), Some(Tick::Open));
+        assert_eq!(s.poll(t + ms(205)), None);
+        assert_eq!(
+            s.poll(t + ms(210)),
+            Some(Tick::Interval { k: 0, last: false })
+        );
+        assert_eq!(
+            s.poll(t + ms(400)),
+            Some(Tick::Interval { k: 1, last: false })
+        );
+        // The last interval is cut at the window's end (250 ms).
+        assert_eq!(s.bounds_s(2), (0.2, 0.25));
+        assert_eq!(s.poll(t + ms(400)), None);
+        assert_eq!(
+            s.poll(t + ms(360)),
+            Some(Tick::Interval { k: 2, last: true })
+        );
+        assert!(s.is_over());
+        assert_eq!(s.next_deadline(), None);
+    }
+}
