@@ -184,6 +184,15 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "cycles/byte",
         "status",
     ]);
+    let mut packets = Table::new();
+    packets.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "packet rate",
+        "sent pps (client)",
+        "received pps (server)",
+        "lost",
+        "socket drops",
+        "status",
+    ]);
     let mut rr = Table::new();
     rr.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
         "request/response",
@@ -197,7 +206,22 @@ pub fn lab(results: &[(String, Document)]) -> String {
     ]);
     for (name, doc) in results {
         let e = &doc.end;
-        if doc.test == "stream" {
+        if let Some(p) = &e.packets {
+            packets.add_row(vec![
+                name.clone(),
+                opt(p.sender.as_ref(), |s| {
+                    format!("{:.0}", s.packets_per_second)
+                }),
+                opt(p.receiver.as_ref(), |s| {
+                    format!("{:.0}", s.packets_per_second)
+                }),
+                opt(p.lost_packets.zip(p.loss_percent), |(l, pct)| {
+                    format!("{l} ({pct:.3} %)")
+                }),
+                opt(p.socket_drops, |v| v.to_string()),
+                status(e),
+            ]);
+        } else if doc.test == "stream" {
             let s = e.sender.as_ref();
             let r = e.receiver.as_ref();
             stream.add_row(vec![
@@ -230,7 +254,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         }
     }
     let mut out = String::new();
-    for t in [stream, rr] {
+    for t in [stream, rr, packets] {
         if !t.is_empty() {
             out.push_str(&format!("{t}\n"));
         }

@@ -156,12 +156,13 @@ fn is_root() -> bool {
 /// The standard measurements: what `sonde TEST HOST` each runs, as words after the host.
 fn measurements(duration_ms: u64) -> Vec<Vec<String>> {
     let t = format!("{duration_ms}ms");
-    let lines: [&[&str]; 5] = [
+    let lines: [&[&str]; 6] = [
         &["stream", "-P", "1"],
         &["stream", "-P", "8"],
         &["ping"],
         &["ping", "--udp"],
         &["rpc", "-C", "8", "-W", "8"],
+        &["pps", "--flows", "4", "--rx-threads", "2"],
     ];
     lines
         .iter()

@@ -44,7 +44,7 @@ fn lab_runs_and_cleans_up() {
     ] {
         assert!(text.contains(m), "{m} missing: {text}");
     }
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 5);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);
 }
