@@ -144,7 +144,13 @@ pub struct TxPlan {
     pub rate_pps: Option<f64>,
     pub stop_at: Instant,
     pub cookie: u32,
+    /// UDP GSO (UDP_SEGMENT): one send per batch, split into packets by the kernel late
+    /// in the output path, as a NIC with segmentation offload would.
+    pub gso: bool,
 }
+
+/// Most segments one UDP GSO send may carry (UDP_MAX_SEGMENTS of older kernels).
+pub const MAX_GSO_SEGMENTS: usize = 64;
 
 struct TxShared {
     plan: TxPlan,
@@ -166,6 +172,28 @@ pub struct PpsSender {
 impl PpsSender {
     /// `flows`: UDP sockets connected to the receiver, one per flow, each its own port.
     pub fn spawn(flows: Vec<UdpSocket>, plan: TxPlan) -> io::Result<PpsSender> {
+        if plan.gso {
+            let seg = plan.payload_bytes.max(HEADER_BYTES) as libc::c_int;
+            for f in &flows {
+                // SAFETY: passes a pointer to a live int and its size.
+                let r = unsafe {
+                    libc::setsockopt(
+                        f.as_raw_fd(),
+                        libc::SOL_UDP,
+                        libc::UDP_SEGMENT,
+                        (&seg as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                if r != 0 {
+                    let e = io::Error::last_os_error();
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("UDP GSO (UDP_SEGMENT) not available: {e}"),
+                    ));
+                }
+            }
+        }
         let threads = plan.threads.clamp(1, flows.len().max(1));
         let n = flows.len();
         let shared = Arc::new(TxShared {
@@ -270,6 +298,13 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
         m.msg_hdr.msg_iov = iov;
         m.msg_hdr.msg_iovlen = 1;
     }
+    let seg = p.payload_bytes.max(HEADER_BYTES);
+    // GSO: one contiguous buffer of up to 64 segments, each starting with its header.
+    let mut gso_buf = if p.gso {
+        vec![0x5a; seg * batch.min(MAX_GSO_SEGMENTS)]
+    } else {
+        Vec::new()
+    };
     let mut seqs: Vec<u64> = vec![0; owned.len()];
     let count = &shared.counts[k];
     // Pacing: the time each packet is due, advanced per batch sent. After a stall the
@@ -298,12 +333,26 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
         let pos = turn % owned.len();
         turn += 1;
         let flow = owned[pos];
-        for (i, b) in bufs.iter_mut().take(n).enumerate() {
-            write_header(b, p.cookie, flow as u32, seqs[pos] + i as u64);
-        }
         let fd = shared.flows[flow].as_raw_fd();
-        // SAFETY: msgs[..n] point at live iovecs and buffers owned by this thread.
-        let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, 0) };
+        let r = if p.gso {
+            let n = n.min(MAX_GSO_SEGMENTS);
+            for (i, b) in gso_buf.chunks_mut(seg).take(n).enumerate() {
+                write_header(b, p.cookie, flow as u32, seqs[pos] + i as u64);
+            }
+            // SAFETY: gso_buf is live for the length passed.
+            let bytes = unsafe { libc::send(fd, gso_buf.as_ptr().cast(), n * seg, 0) };
+            if bytes < 0 {
+                -1
+            } else {
+                (bytes as usize / seg) as libc::c_int
+            }
+        } else {
+            for (i, b) in bufs.iter_mut().take(n).enumerate() {
+                write_header(b, p.cookie, flow as u32, seqs[pos] + i as u64);
+            }
+            // SAFETY: msgs[..n] point at live iovecs and buffers owned by this thread.
+            unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, 0) }
+        };
         if r < 0 {
             let e = io::Error::last_os_error();
             match e.kind() {
@@ -603,6 +652,7 @@ mod tests {
                 rate_pps: Some(20_000.0),
                 stop_at: Instant::now() + Duration::from_millis(300),
                 cookie: 7,
+                gso: false,
             },
         )
         .unwrap();

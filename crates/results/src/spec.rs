@@ -670,8 +670,12 @@ pub struct PpsSpec {
     pub rx_threads: u32,
     /// Flows, each its own source port, so RSS and SO_REUSEPORT spread them.
     pub flows: u32,
-    /// Packets per sendmmsg/recvmmsg call.
+    /// Packets per sendmmsg/recvmmsg call (per GSO send with `gso`).
     pub batch: u32,
+    /// UDP GSO on the sender: one send per batch, segmented by the kernel (as by a NIC's
+    /// segmentation offload); the packets that reach the receiver are the same.
+    #[serde(default)]
+    pub gso: bool,
     /// Offered packets per second over all senders; `None`: as fast as possible.
     pub rate_pps: Option<f64>,
     pub duration_ms: u64,
@@ -690,6 +694,7 @@ impl Default for PpsSpec {
             rx_threads: 1,
             flows: 1,
             batch: 32,
+            gso: false,
             rate_pps: None,
             duration_ms: 10_000,
             warmup_ms: 1_000,

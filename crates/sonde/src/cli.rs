@@ -60,6 +60,10 @@ pub struct PpsArgs {
     /// Packets per sendmmsg/recvmmsg call.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub batch: u32,
+    /// UDP GSO on the sender: one send per batch, cut into packets by the kernel late in
+    /// the output path (as a NIC's segmentation offload would). Batch at most 64.
+    #[arg(long)]
+    pub gso: bool,
     /// Offered packets per second over all senders; default: as fast as possible.
     #[arg(long, value_name = "PPS")]
     pub rate: Option<f64>,
@@ -123,6 +127,7 @@ impl PpsArgs {
             rx_threads: self.rx_threads,
             flows: self.flows,
             batch: self.batch,
+            gso: self.gso,
             rate_pps: self.rate,
             duration_ms: if self.search {
                 self.trial

@@ -105,6 +105,7 @@ impl PpsSide {
             rate_pps: spec.rate_pps,
             stop_at,
             cookie,
+            gso: spec.gso,
         };
         let sender = PpsSender::spawn(flows, plan)?;
         Ok(PpsSide::new(
