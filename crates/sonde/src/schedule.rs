@@ -107,12 +107,12 @@ mod tests {
             Some(Tick::Interval { k: 0, last: false })
         );
         assert_eq!(
-            s.poll(t + ms(400)),
+            s.poll(t + ms(315)),
             Some(Tick::Interval { k: 1, last: false })
         );
-        // The last interval is cut at the window's end (250 ms).
+        // The last interval is cut at the window's end (100 + 250 ms), reported 10 ms later.
         assert_eq!(s.bounds_s(2), (0.2, 0.25));
-        assert_eq!(s.poll(t + ms(400)), None);
+        assert_eq!(s.poll(t + ms(355)), None);
         assert_eq!(
             s.poll(t + ms(360)),
             Some(Tick::Interval { k: 2, last: true })
