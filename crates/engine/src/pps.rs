@@ -265,6 +265,38 @@ impl Drop for PpsSender {
     }
 }
 
+/// The buffers of one batch and the mmsghdr/iovec arrays pointing at them, built once per
+/// worker. The inner buffers never move, so the pointers stay valid while `Batch` lives.
+struct Batch {
+    bufs: Vec<Vec<u8>>,
+    _iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+impl Batch {
+    fn new(n: usize, len: usize, fill: u8) -> Batch {
+        let mut bufs: Vec<Vec<u8>> = (0..n).map(|_| vec![fill; len]).collect();
+        let mut iovs: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        Batch {
+            bufs,
+            _iovs: iovs,
+            msgs,
+        }
+    }
+}
+
 /// The header written at the start of every packet.
 #[inline]
 fn write_header(buf: &mut [u8], cookie: u32, flow: u32, seq: u64) {
@@ -282,22 +314,7 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
     wait::tight_timer_slack();
     let batch = p.batch.max(1);
     // One buffer per packet slot of a batch, and the iovecs and headers pointing at them.
-    let mut bufs: Vec<Vec<u8>> = (0..batch)
-        .map(|_| vec![0x5a; p.payload_bytes.max(HEADER_BYTES)])
-        .collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
-    }
+    let mut vecs = Batch::new(batch, p.payload_bytes.max(HEADER_BYTES), 0x5a);
     let seg = p.payload_bytes.max(HEADER_BYTES);
     // GSO: one contiguous buffer of up to 64 segments, each starting with its header.
     let mut gso_buf = if p.gso {
@@ -347,11 +364,11 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
                 (bytes as usize / seg) as libc::c_int
             }
         } else {
-            for (i, b) in bufs.iter_mut().take(n).enumerate() {
+            for (i, b) in vecs.bufs.iter_mut().take(n).enumerate() {
                 write_header(b, p.cookie, flow as u32, seqs[pos] + i as u64);
             }
             // SAFETY: msgs[..n] point at live iovecs and buffers owned by this thread.
-            unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, 0) }
+            unsafe { libc::sendmmsg(fd, vecs.msgs.as_mut_ptr(), n as libc::c_uint, 0) }
         };
         if r < 0 {
             let e = io::Error::last_os_error();
@@ -486,20 +503,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
     }
     let fd: RawFd = shared.sockets[k].as_raw_fd();
     let batch = p.batch.max(1);
-    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0; 2048]).collect();
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: as for the sender.
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
-    }
+    let mut vecs = Batch::new(batch, 2048, 0);
     let mut flows = vec![FlowRx::default(); p.flows];
     let count = &shared.counts[k];
     let mut last_message = Instant::now();
@@ -514,7 +518,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
         let r = unsafe {
             libc::recvmmsg(
                 fd,
-                msgs.as_mut_ptr(),
+                vecs.msgs.as_mut_ptr(),
                 batch as libc::c_uint,
                 flags,
                 std::ptr::null_mut(),
@@ -538,7 +542,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
         last_message = Instant::now();
         let mut bytes = 0u64;
         let mut foreign = 0u64;
-        for (m, b) in msgs.iter().zip(&bufs).take(r as usize) {
+        for (m, b) in vecs.msgs.iter().zip(&vecs.bufs).take(r as usize) {
             let len = m.msg_len as usize;
             bytes += len as u64;
             if len < HEADER_BYTES {

@@ -213,6 +213,35 @@ pub struct PpsResult {
 }
 
 impl SideResult {
+    /// A side's result with what every test type has; the host figures (`cpu`, `nic`, ...)
+    /// and the test type's own part are filled in by the caller.
+    pub fn new(
+        role: Role,
+        host: HostInfo,
+        window_s: f64,
+        placement: (u32, Option<Vec<usize>>),
+        notes: Vec<String>,
+        partial: bool,
+    ) -> SideResult {
+        SideResult {
+            role,
+            host,
+            window_s,
+            threads: placement.0,
+            pinned_cpus: placement.1,
+            directions: Vec::new(),
+            cpu: None,
+            process_cpu_s: None,
+            tcp_retransmits: None,
+            nic: None,
+            interrupts: None,
+            notes,
+            partial,
+            rr: None,
+            pps: None,
+        }
+    }
+
     pub fn direction(&self, direction: Direction) -> Option<&DirectionResult> {
         self.directions.iter().find(|d| d.direction == direction)
     }

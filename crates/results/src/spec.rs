@@ -156,6 +156,35 @@ fn refuse(flag: &'static str, reason: impl Into<String>) -> Result<(), SpecError
     })
 }
 
+/// Worker-thread counts of either side, when given.
+fn check_threads(client: Option<u32>, server: Option<u32>) -> Result<(), SpecError> {
+    for (flag, threads) in [("--threads", client), ("--server-threads", server)] {
+        if let Some(t) = threads {
+            if t == 0 || t > MAX_THREADS {
+                return refuse(flag, format!("{t} is not in 1..={MAX_THREADS}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The measured window, the whole test's length, and the report interval.
+fn check_timing(duration_ms: u64, total_ms: u64, interval_ms: u64) -> Result<(), SpecError> {
+    if duration_ms == 0 {
+        return refuse("--duration", "must be more than 0 s");
+    }
+    if total_ms > MAX_DURATION_MS {
+        return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
+    }
+    if interval_ms < MIN_INTERVAL_MS {
+        return refuse(
+            "--interval",
+            format!("{interval_ms} ms is below the minimum of {MIN_INTERVAL_MS} ms"),
+        );
+    }
+    Ok(())
+}
+
 impl StreamSpec {
     /// Connections opened in total, counting both directions of a bidirectional test.
     pub fn total_connections(&self) -> u32 {
@@ -187,31 +216,8 @@ impl StreamSpec {
                 format!("{} is not in 1..={MAX_CONNECTIONS}", self.connections),
             );
         }
-        for (flag, threads) in [
-            ("--threads", self.client_threads),
-            ("--server-threads", self.server_threads),
-        ] {
-            if let Some(t) = threads {
-                if t == 0 || t > MAX_THREADS {
-                    return refuse(flag, format!("{t} is not in 1..={MAX_THREADS}"));
-                }
-            }
-        }
-        if self.duration_ms == 0 {
-            return refuse("--duration", "must be more than 0 s");
-        }
-        if self.total_ms() > MAX_DURATION_MS {
-            return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
-        }
-        if self.interval_ms < MIN_INTERVAL_MS {
-            return refuse(
-                "--interval",
-                format!(
-                    "{} ms is below the minimum of {MIN_INTERVAL_MS} ms",
-                    self.interval_ms
-                ),
-            );
-        }
+        check_threads(self.client_threads, self.server_threads)?;
+        check_timing(self.duration_ms, self.total_ms(), self.interval_ms)?;
         if self.buffer_bytes == 0 || self.buffer_bytes > MAX_BUFFER_BYTES {
             return refuse(
                 "--buffer",
@@ -498,31 +504,8 @@ impl RrSpec {
                 );
             }
         }
-        for (flag, threads) in [
-            ("--threads", self.client_threads),
-            ("--server-threads", self.server_threads),
-        ] {
-            if let Some(t) = threads {
-                if t == 0 || t > MAX_THREADS {
-                    return refuse(flag, format!("{t} is not in 1..={MAX_THREADS}"));
-                }
-            }
-        }
-        if self.duration_ms == 0 {
-            return refuse("--duration", "must be more than 0 s");
-        }
-        if self.total_ms() > MAX_DURATION_MS {
-            return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
-        }
-        if self.interval_ms < MIN_INTERVAL_MS {
-            return refuse(
-                "--interval",
-                format!(
-                    "{} ms is below the minimum of {MIN_INTERVAL_MS} ms",
-                    self.interval_ms
-                ),
-            );
-        }
+        check_threads(self.client_threads, self.server_threads)?;
+        check_timing(self.duration_ms, self.total_ms(), self.interval_ms)?;
         if let Some(r) = self.rate_per_s {
             if !(r.is_finite() && r > 0.0 && r <= 1e8) {
                 return refuse(
@@ -746,21 +729,11 @@ impl PpsSpec {
                 return refuse("--rate", format!("{r} is not a packet rate in (0, 1e9]"));
             }
         }
-        if self.duration_ms == 0 {
-            return refuse("--duration", "must be more than 0 s");
-        }
-        if self.warmup_ms + self.duration_ms > MAX_DURATION_MS {
-            return refuse("--duration", "warm-up + duration exceeds 24 h");
-        }
-        if self.interval_ms < MIN_INTERVAL_MS {
-            return refuse(
-                "--interval",
-                format!(
-                    "{} ms is below the minimum of {MIN_INTERVAL_MS} ms",
-                    self.interval_ms
-                ),
-            );
-        }
+        check_timing(
+            self.duration_ms,
+            self.warmup_ms + self.duration_ms,
+            self.interval_ms,
+        )?;
         Ok(())
     }
 }

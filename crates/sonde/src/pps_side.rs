@@ -271,32 +271,24 @@ impl PpsSide {
                 )
             }
         };
-        let mut result = SideResult {
-            role: self.role,
-            host: host::host_info(self.probe.root()),
-            window_s: (end.0.at - start.0.at).as_secs_f64(),
-            threads: self.threads as u32,
-            pinned_cpus: self.pinned_cpus.clone(),
-            directions: Vec::new(),
-            cpu: None,
-            process_cpu_s: None,
-            tcp_retransmits: None,
-            nic: None,
-            interrupts: None,
+        let mut result = SideResult::new(
+            self.role,
+            host::host_info(self.probe.root()),
+            (end.0.at - start.0.at).as_secs_f64(),
+            (self.threads as u32, self.pinned_cpus.clone()),
             notes,
             partial,
-            rr: None,
-            pps: Some(PpsResult {
-                size_bytes: self.spec.size_bytes,
-                packets: end.1 - start.1,
-                per_flow,
-                reordered,
-                duplicated,
-                foreign,
-                socket_drops,
-                poll: self.spec.poll.label(),
-            }),
-        };
+        );
+        result.pps = Some(PpsResult {
+            size_bytes: self.spec.size_bytes,
+            packets: end.1 - start.1,
+            per_flow,
+            reordered,
+            duplicated,
+            foreign,
+            socket_drops,
+            poll: self.spec.poll.label(),
+        });
         hostwatch::fill(&mut result, &start.0, &end.0);
         result
     }

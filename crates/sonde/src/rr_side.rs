@@ -369,32 +369,24 @@ impl RrSide {
             Role::Client => self.total.len(),
             Role::Server => end.1 - start.1,
         };
-        let mut result = SideResult {
-            role: self.role,
-            host: host::host_info(self.probe.root()),
+        let mut result = SideResult::new(
+            self.role,
+            host::host_info(self.probe.root()),
             window_s,
-            threads: self.threads as u32,
-            pinned_cpus: self.pinned_cpus.clone(),
-            directions: Vec::new(),
-            cpu: None,
-            process_cpu_s: None,
-            tcp_retransmits: None,
-            nic: None,
-            interrupts: None,
+            (self.threads as u32, self.pinned_cpus.clone()),
             notes,
             partial,
-            rr: Some(RrResult {
-                poll: self.spec.poll.label(),
-                messages,
-                sent,
-                unanswered,
-                not_sent,
-                lost,
-                latency_ns: LatencySummary::of(&self.total),
-                socket_options: self.socket_options.clone(),
-            }),
-            pps: None,
-        };
+        );
+        result.rr = Some(RrResult {
+            poll: self.spec.poll.label(),
+            messages,
+            sent,
+            unanswered,
+            not_sent,
+            lost,
+            latency_ns: LatencySummary::of(&self.total),
+            socket_options: self.socket_options.clone(),
+        });
         hostwatch::fill(&mut result, &start.0, &end.0);
         result
     }

@@ -322,23 +322,15 @@ impl StreamSide {
                 connections,
             });
         }
-        let mut result = SideResult {
-            role: self.role,
-            host: host::host_info(self.probe.root()),
+        let mut result = SideResult::new(
+            self.role,
+            host::host_info(self.probe.root()),
             window_s,
-            threads: self.threads as u32,
-            pinned_cpus: self.pinned_cpus.clone(),
-            directions,
-            cpu: None,
-            process_cpu_s: None,
-            tcp_retransmits: None,
-            nic: None,
-            interrupts: None,
+            (self.threads as u32, self.pinned_cpus.clone()),
             notes,
             partial,
-            rr: None,
-            pps: None,
-        };
+        );
+        result.directions = directions;
         hostwatch::fill(&mut result, &ws.0, &we.0);
         result
     }

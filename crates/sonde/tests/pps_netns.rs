@@ -15,25 +15,9 @@ fn measured_loss_equals_the_nftables_drop_counter() {
     let Some(lab) = Lab::new() else { return };
     let agent = lab.start_agent();
     // Every 100th UDP packet reaching the agent's namespace is dropped, and counted.
-    lab.server_cmd("nft", &["add", "table", "inet", "sonde"]);
-    lab.server_cmd(
-        "nft",
-        &[
-            "add",
-            "chain",
-            "inet",
-            "sonde",
-            "in",
-            "{ type filter hook input priority 0 ; }",
-        ],
-    );
-    lab.server_cmd(
-        "nft",
-        &[
-            "add", "rule", "inet", "sonde", "in", "meta", "l4proto", "udp", "numgen", "inc", "mod",
-            "100", "==", "0", "counter", "drop",
-        ],
-    );
+    lab.server_nft_rule(&[
+        "meta", "l4proto", "udp", "numgen", "inc", "mod", "100", "==", "0", "counter", "drop",
+    ]);
     // A rate the receiver keeps up with, so the rule is the only cause of loss.
     let doc = doc_of(&run(lab.sonde(
         &agent,
@@ -42,19 +26,7 @@ fn measured_loss_equals_the_nftables_drop_counter() {
             "--rate", "20000", "--flows", "4", "-t", "2", "--warmup", "0.5", "--json",
         ],
     )));
-    let rules = lab.server_cmd("nft", &["-j", "list", "table", "inet", "sonde"]);
-    let v: serde_json::Value = serde_json::from_str(&rules).unwrap();
-    let dropped = v["nftables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|x| {
-            x["rule"]["expr"]
-                .as_array()?
-                .iter()
-                .find_map(|e| e["counter"]["packets"].as_u64())
-        })
-        .expect("counter");
+    let dropped = lab.server_nft_count();
     let p = &doc["end"]["packets"];
     let lost = doc["end"]["lost_packets"].as_u64().unwrap();
     eprintln!(

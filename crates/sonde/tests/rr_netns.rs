@@ -62,41 +62,21 @@ fn rpc_requests_match_nftables_count_of_request_segments() {
     // Requests of 100 bytes over TCP with TCP_NODELAY and one in flight per connection:
     // one segment each (IP length 152). nftables counts segments to the agent longer than
     // SYNs (60), headers (64) and bare ACKs (52), other than the control connection's.
-    lab.server_cmd("nft", &["add", "table", "inet", "sonde"]);
-    lab.server_cmd(
-        "nft",
-        &[
-            "add",
-            "chain",
-            "inet",
-            "sonde",
-            "in",
-            "{ type filter hook input priority 0 ; }",
-        ],
-    );
     let port = agent.port.to_string();
-    lab.server_cmd(
-        "nft",
-        &[
-            "add",
-            "rule",
-            "inet",
-            "sonde",
-            "in",
-            "ip",
-            "daddr",
-            SERVER_ADDR,
-            "tcp",
-            "dport",
-            "!=",
-            &port,
-            "ip",
-            "length",
-            ">",
-            "100",
-            "counter",
-        ],
-    );
+    lab.server_nft_rule(&[
+        "ip",
+        "daddr",
+        SERVER_ADDR,
+        "tcp",
+        "dport",
+        "!=",
+        &port,
+        "ip",
+        "length",
+        ">",
+        "100",
+        "counter",
+    ]);
     let doc = doc_of(&run(lab.sonde(
         &agent,
         "rpc",
@@ -116,19 +96,7 @@ fn rpc_requests_match_nftables_count_of_request_segments() {
             "--json",
         ],
     )));
-    let rules = lab.server_cmd("nft", &["-j", "list", "table", "inet", "sonde"]);
-    let v: serde_json::Value = serde_json::from_str(&rules).unwrap();
-    let counted = v["nftables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|x| {
-            x["rule"]["expr"]
-                .as_array()?
-                .iter()
-                .find_map(|e| e["counter"]["packets"].as_u64())
-        })
-        .expect("counter");
+    let counted = lab.server_nft_count();
     let end = &doc["end"];
     let sent = end["client"]["messages"].as_u64().unwrap();
     assert!(sent > 1000);

@@ -133,6 +133,42 @@ impl Lab {
         cmd
     }
 
+    /// An nftables rule on the agent's input path, in a table of its own.
+    pub fn server_nft_rule(&self, rule: &[&str]) {
+        self.server_cmd("nft", &["add", "table", "inet", "sonde"]);
+        self.server_cmd(
+            "nft",
+            &[
+                "add",
+                "chain",
+                "inet",
+                "sonde",
+                "in",
+                "{ type filter hook input priority 0 ; }",
+            ],
+        );
+        let mut args = vec!["add", "rule", "inet", "sonde", "in"];
+        args.extend_from_slice(rule);
+        self.server_cmd("nft", &args);
+    }
+
+    /// Packets counted by the `counter` of the rule added with `server_nft_rule`.
+    pub fn server_nft_count(&self) -> u64 {
+        let rules = self.server_cmd("nft", &["-j", "list", "table", "inet", "sonde"]);
+        let v: serde_json::Value = serde_json::from_str(&rules).unwrap();
+        v["nftables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|x| {
+                x["rule"]["expr"]
+                    .as_array()?
+                    .iter()
+                    .find_map(|e| e["counter"]["packets"].as_u64())
+            })
+            .expect("an nftables counter")
+    }
+
     /// Runs a command in the server namespace and returns its stdout.
     pub fn server_cmd(&self, program: &str, args: &[&str]) -> String {
         let out = Lab::in_ns(&self.server, program)
