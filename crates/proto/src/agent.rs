@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
+use crate::auth::{Key, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
 use crate::frame::{encode, FrameDecoder};
 use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
@@ -32,6 +33,7 @@ pub enum AgentEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     AwaitHello,
+    AwaitAuth,
     AwaitSetup,
     Configuring,
     AwaitStart,
@@ -45,6 +47,7 @@ impl State {
     fn doing(self) -> &'static str {
         match self {
             State::AwaitHello => "waiting for the controller's Hello",
+            State::AwaitAuth => "waiting for the controller's key",
             State::AwaitSetup => "waiting for the test setup",
             State::Configuring => "preparing the test",
             State::AwaitStart => "waiting for Start",
@@ -68,6 +71,8 @@ pub struct AgentSession {
     deadline: Option<Instant>,
     /// Planned length of the running test, for the deadline of `Stop`.
     test_length: Duration,
+    /// With a key: the challenge sent in `Welcome`, which `Auth` must answer.
+    auth: Option<(Key, [u8; CHALLENGE_BYTES])>,
 }
 
 impl AgentSession {
@@ -89,7 +94,15 @@ impl AgentSession {
             events: VecDeque::new(),
             deadline: Some(now + timeouts.handshake),
             test_length: Duration::ZERO,
+            auth: None,
         }
+    }
+
+    /// Requires the controller to answer `challenge` (fresh random bytes from the caller)
+    /// with `key` before anything else.
+    pub fn require_key(mut self, key: Key, challenge: [u8; CHALLENGE_BYTES]) -> Self {
+        self.auth = Some((key, challenge));
+        self
     }
 
     /// A session that only says "busy" and ends.
@@ -206,11 +219,30 @@ impl AgentSession {
                     software: self.software.clone(),
                     command: self.command.clone(),
                     capabilities: self.capabilities.clone(),
+                    challenge: self.auth.as_ref().map(|(_, c)| hex::encode(c)),
                 };
                 self.queue(&welcome)?;
-                self.state = State::AwaitSetup;
+                self.state = if self.auth.is_some() {
+                    State::AwaitAuth
+                } else {
+                    State::AwaitSetup
+                };
                 self.deadline = Some(now + self.timeouts.handshake);
                 Ok(())
+            }
+            (State::AwaitAuth, Message::Auth { mac }) => {
+                let (key, challenge) = self.auth.as_ref().expect("AwaitAuth only with a key");
+                let ok = hex::decode(&mac).is_ok_and(|m| key.verify(challenge, &m));
+                if !ok {
+                    self.end_with(PeerError::AuthFailed);
+                    return Err(ProtoError::Peer(PeerError::AuthFailed));
+                }
+                self.state = State::AwaitSetup;
+                Ok(())
+            }
+            (State::AwaitAuth, Message::Setup { .. }) => {
+                self.end_with(PeerError::AuthRequired);
+                Err(ProtoError::Peer(PeerError::AuthRequired))
             }
             (State::AwaitSetup, Message::Setup { spec }) => {
                 self.test_length = Duration::from_millis(spec.total_ms());

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
+use crate::auth::Key;
 use crate::error::{PeerError, ProtoError};
 use crate::frame::{encode, FrameDecoder};
 use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
@@ -59,6 +60,7 @@ impl State {
 pub struct ClientSession {
     state: State,
     spec: TestSpec,
+    key: Option<Key>,
     timeouts: Timeouts,
     decoder: FrameDecoder,
     out: VecDeque<Vec<u8>>,
@@ -78,6 +80,7 @@ impl ClientSession {
         let mut s = ClientSession {
             state: State::AwaitWelcome,
             spec,
+            key: None,
             timeouts,
             decoder: FrameDecoder::default(),
             out: VecDeque::new(),
@@ -91,6 +94,12 @@ impl ClientSession {
             command: command.into(),
         });
         s
+    }
+
+    /// Answers the agent's challenge, if it sends one, with `key`.
+    pub fn with_key(mut self, key: Option<Key>) -> Self {
+        self.key = key;
+        self
     }
 
     fn queue(&mut self, msg: &Message) {
@@ -188,6 +197,7 @@ impl ClientSession {
                     software,
                     command,
                     capabilities,
+                    challenge,
                 },
             ) => {
                 if magic != MAGIC {
@@ -204,6 +214,18 @@ impl ClientSession {
                     return self.fail(ProtoError::Peer(PeerError::Unsupported {
                         test: test.into(),
                     }));
+                }
+                if let Some(c) = challenge {
+                    let Some(key) = &self.key else {
+                        return self.fail(ProtoError::Peer(PeerError::AuthRequired));
+                    };
+                    let Ok(c) = hex::decode(&c) else {
+                        return self.fail(ProtoError::Malformed("challenge is not hex".into()));
+                    };
+                    let auth = Message::Auth {
+                        mac: hex::encode(key.respond(&c)),
+                    };
+                    self.queue(&auth);
                 }
                 self.events
                     .push_back(ClientEvent::Welcome { software, command });

@@ -17,6 +17,10 @@ pub enum PeerError {
     Unsupported { test: String },
     #[error("the agent refused: {message}")]
     Refused { message: String },
+    #[error("the agent requires a key: pass the same key file with --key-file")]
+    AuthRequired,
+    #[error("the agent refused the key: authentication failed (is --key-file the agent's key?)")]
+    AuthFailed,
     #[error("the agent failed: {message}")]
     Internal { message: String },
     #[error("the controller gave up: {message}")]

@@ -8,12 +8,14 @@
 //! one [`Message`]. Frames above [`MAX_FRAME_BYTES`] are refused before they are buffered.
 
 pub mod agent;
+pub mod auth;
 pub mod client;
 pub mod error;
 pub mod frame;
 pub mod message;
 
 pub use agent::{AgentEvent, AgentSession};
+pub use auth::{Key, KeyTooShort, CHALLENGE_BYTES};
 pub use client::{ClientEvent, ClientSession};
 pub use error::{PeerError, ProtoError};
 pub use frame::{encode, FrameDecoder, MAX_FRAME_BYTES};

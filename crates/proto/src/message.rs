@@ -30,6 +30,13 @@ pub enum Message {
         command: String,
         /// Test types the agent runs.
         capabilities: Vec<String>,
+        /// Present when the agent requires a key: hex of the bytes to answer with `Auth`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        challenge: Option<String>,
+    },
+    /// Controller → agent: HMAC-SHA256 of the challenge under the pre-shared key, hex.
+    Auth {
+        mac: String,
     },
     Setup {
         spec: TestSpec,
@@ -60,6 +67,7 @@ impl Message {
         match self {
             Message::Hello { .. } => "Hello",
             Message::Welcome { .. } => "Welcome",
+            Message::Auth { .. } => "Auth",
             Message::Setup { .. } => "Setup",
             Message::Ready { .. } => "Ready",
             Message::Start => "Start",
@@ -89,7 +97,7 @@ impl Default for Timeouts {
         Timeouts {
             handshake: Duration::from_secs(5),
             setup: Duration::from_secs(10),
-            liveness: Duration::from_secs(2),
+            liveness: Duration::from_millis(100),
             results: Duration::from_secs(15),
         }
     }

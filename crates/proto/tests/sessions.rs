@@ -68,6 +68,7 @@ fn all_messages() -> Vec<Message> {
             software: "s".into(),
             command: "c".into(),
             capabilities: vec!["stream".into()],
+            challenge: None,
         },
         Message::Setup { spec: spec() },
         Message::Ready {
@@ -323,6 +324,7 @@ fn version_mismatch_is_typed_on_both_sides() {
         software: "s".into(),
         command: "c".into(),
         capabilities: vec!["stream".into()],
+        challenge: None,
     })
     .unwrap();
     assert_eq!(
@@ -396,7 +398,7 @@ fn deadlines_and_silence() {
         Err(ProtoError::Timeout(_))
     ));
 
-    // The agent goes silent while running: liveness is warm-up + 2 intervals + slack.
+    // The agent goes silent while running: liveness is warm-up + 2 intervals + 0.1 s.
     let (mut c, mut a) = pair(t0);
     let (rc, ra) = pump(&mut c, &mut a, t0);
     rc.unwrap();
@@ -408,9 +410,9 @@ fn deadlines_and_silence() {
     rc.unwrap();
     ra.unwrap();
     c.start(t0).unwrap();
-    assert!(c.handle_timeout(t0 + Duration::from_secs(4)).is_ok());
+    assert!(c.handle_timeout(t0 + Duration::from_millis(3000)).is_ok());
     assert!(matches!(
-        c.handle_timeout(t0 + Duration::from_secs(6)),
+        c.handle_timeout(t0 + Duration::from_millis(3200)),
         Err(ProtoError::Timeout(_))
     ));
 }
@@ -454,4 +456,62 @@ fn peer_closing_mid_test_is_closed_error() {
     a2.handle_bytes(&encode(&Message::Start).unwrap()[..3], t0)
         .unwrap();
     assert!(matches!(a2.handle_eof(), Err(ProtoError::Truncated { .. })));
+}
+
+fn keyed_agent(now: Instant) -> AgentSession {
+    let key = sonde_proto::Key::from_file_bytes(b"agent and controller share this\n").unwrap();
+    AgentSession::new("s", "c", &["stream"], Timeouts::default(), now)
+        .require_key(key, [42; sonde_proto::CHALLENGE_BYTES])
+}
+
+#[test]
+fn the_right_key_opens_the_agent() {
+    let t0 = Instant::now();
+    let key = sonde_proto::Key::from_file_bytes(b"agent and controller share this").unwrap();
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0).with_key(Some(key));
+    let mut a = keyed_agent(t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    assert!(matches!(a.poll_event(), Some(AgentEvent::Hello { .. })));
+    assert_eq!(a.poll_event(), Some(AgentEvent::Setup(spec())));
+}
+
+#[test]
+fn a_wrong_or_missing_key_is_refused_on_both_sides() {
+    let t0 = Instant::now();
+    let wrong = sonde_proto::Key::from_file_bytes(b"a different key, same length..").unwrap();
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0).with_key(Some(wrong));
+    let mut a = keyed_agent(t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    assert_eq!(ra, Err(ProtoError::Peer(PeerError::AuthFailed)));
+    assert_eq!(rc, Err(ProtoError::Peer(PeerError::AuthFailed)));
+    assert!(a
+        .poll_event()
+        .is_some_and(|e| !matches!(e, AgentEvent::Setup(_))));
+    assert_eq!(a.poll_event(), None, "no Setup reaches the agent");
+
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+    let mut a = keyed_agent(t0);
+    let (rc, _) = pump(&mut c, &mut a, t0);
+    let err = rc.unwrap_err();
+    assert_eq!(err, ProtoError::Peer(PeerError::AuthRequired));
+    assert!(err.to_string().contains("--key-file"));
+
+    // A controller that skips Auth and sends Setup is refused, not set up.
+    let mut a = keyed_agent(t0);
+    a.handle_bytes(
+        &encode(&Message::Hello {
+            magic: "netsonde".into(),
+            version: 1,
+            software: "s".into(),
+            command: "c".into(),
+        })
+        .unwrap(),
+        t0,
+    )
+    .unwrap();
+    let r = a.handle_bytes(&encode(&Message::Setup { spec: spec() }).unwrap(), t0);
+    assert_eq!(r, Err(ProtoError::Peer(PeerError::AuthRequired)));
+    assert!(a.is_done());
 }

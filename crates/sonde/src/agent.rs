@@ -5,7 +5,7 @@
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,9 @@ use anyhow::Context;
 use sonde_engine::rr_client::RrSocket;
 use sonde_engine::rr_server::ServerTarget;
 use sonde_engine::sockopt::{self, SocketOptions};
-use sonde_proto::{AgentEvent, AgentSession, PeerError, ProtoError, Timeouts};
+use sonde_proto::{
+    AgentEvent, AgentSession, Key, PeerError, ProtoError, Timeouts, CHALLENGE_BYTES,
+};
 use sonde_results::{Role, TestSpec, Transport};
 
 use crate::control::{Link, Wake};
@@ -29,6 +31,10 @@ use crate::stream_side::StreamSide;
 pub const DEFAULT_PORT: u16 = 5301;
 const DRAIN: Duration = Duration::from_secs(3);
 const ACCEPT_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a refused controller may take to read our last frame before we close.
+const LINGER: Duration = Duration::from_millis(300);
+/// Connections in their handshake at once; more are told "busy" at once.
+const MAX_PENDING: usize = 32;
 /// How long a new controller waits for the running test to finish before "busy".
 const BUSY_GRACE: Duration = Duration::from_millis(500);
 /// Test types this agent runs.
@@ -36,13 +42,131 @@ const CAPABILITIES: &[&str] = &["stream", "ping", "rpc", "pps"];
 /// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
 const RX_BUFFER_BYTES: usize = 8 << 20;
 
+/// What the agent will run for a controller. A limit refuses a test; it never trims one.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_duration_ms: u64,
+    pub max_connections: u32,
+    /// Packets or requests per second a test may ask for; unpaced tests are refused too.
+    pub max_rate: Option<f64>,
+    pub max_message_bytes: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_duration_ms: 3_600_000,
+            max_connections: sonde_results::spec::MAX_CONNECTIONS,
+            max_rate: None,
+            max_message_bytes: sonde_results::spec::MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+impl Limits {
+    /// The first limit `spec` exceeds, in words naming the agent's flag.
+    fn check(&self, spec: &TestSpec) -> Option<String> {
+        let (total_ms, conns, rate, msg) = match spec {
+            TestSpec::Stream(s) => (s.total_ms(), s.total_connections(), None, s.buffer_bytes),
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => (
+                r.total_ms(),
+                r.connections,
+                Some(r.rate_per_s),
+                r.request_bytes.max(r.response_bytes),
+            ),
+            TestSpec::Pps(p) => (
+                p.warmup_ms + p.duration_ms,
+                p.flows,
+                Some(p.rate_pps),
+                p.size_bytes,
+            ),
+        };
+        if total_ms > self.max_duration_ms {
+            return Some(format!(
+                "the test lasts {:.1} s, over this agent's --max-duration of {:.1} s",
+                total_ms as f64 / 1e3,
+                self.max_duration_ms as f64 / 1e3
+            ));
+        }
+        if conns > self.max_connections {
+            return Some(format!(
+                "{conns} connections or flows, over this agent's --max-connections of {}",
+                self.max_connections
+            ));
+        }
+        if msg > self.max_message_bytes {
+            return Some(format!(
+                "{msg}-byte messages, over this agent's --max-message of {}",
+                self.max_message_bytes
+            ));
+        }
+        if let (Some(max), Some(rate)) = (self.max_rate, rate) {
+            match rate {
+                Some(r) if r <= max => {}
+                Some(r) => {
+                    return Some(format!(
+                        "{r} per second, over this agent's --max-rate of {max}"
+                    ))
+                }
+                None => {
+                    return Some(format!(
+                        "an unpaced test; this agent's --max-rate of {max} needs --rate"
+                    ))
+                }
+            }
+        }
+        None
+    }
+}
+
 pub struct ServeConfig {
     pub bind: IpAddr,
     pub port: u16,
     pub command: String,
+    pub key: Option<Key>,
+    pub limits: Limits,
 }
 
-pub fn serve(cfg: &ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
+/// State shared by the connections being served: the one test slot, and how many
+/// connections are in their handshake.
+struct Shared {
+    cfg: ServeConfig,
+    busy: AtomicBool,
+    pending: AtomicUsize,
+    interrupt: Interrupt,
+}
+
+/// Holds the test slot; frees it when dropped, whatever path the test took.
+struct Slot<'a>(&'a AtomicBool);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl Shared {
+    /// Takes the test slot, waiting a moment for a test that is tidying up, so that
+    /// back-to-back tests (lab, --poll all) are not told "busy".
+    fn take_slot(&self) -> Option<Slot<'_>> {
+        let until = Instant::now() + BUSY_GRACE;
+        loop {
+            if self
+                .busy
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Some(Slot(&self.busy));
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
     let addr = SocketAddr::new(cfg.bind, cfg.port);
     let listener = TcpListener::bind(addr)
         .with_context(|| format!("cannot listen on {addr} (--bind/--port)"))?;
@@ -54,11 +178,26 @@ pub fn serve(cfg: &ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
         sonde_proto::PROTOCOL_VERSION
     );
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    tracing::info!("listening on {local}");
-
-    let busy = Arc::new(AtomicBool::new(false));
-    let mut current: Option<std::thread::JoinHandle<()>> = None;
+    tracing::info!(
+        "listening on {local}{}",
+        if cfg.key.is_some() {
+            ", key required"
+        } else {
+            ""
+        }
+    );
+    if cfg.key.is_none() && !cfg.bind.is_loopback() {
+        tracing::warn!("listening on {} without --key-file: anyone who reaches this port can make this host send traffic", cfg.bind);
+    }
+    let shared = Arc::new(Shared {
+        cfg,
+        busy: AtomicBool::new(false),
+        pending: AtomicUsize::new(0),
+        interrupt: interrupt.clone(),
+    });
+    let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !interrupt.is_set() {
+        handles.retain(|h| !h.is_finished());
         let mut pfd = libc::pollfd {
             fd: listener.as_raw_fd(),
             events: libc::POLLIN,
@@ -76,41 +215,39 @@ pub fn serve(cfg: &ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
                 continue;
             }
         };
-        // A test that just sent its results may still be tidying up: give it a moment, so
-        // that back-to-back tests (lab, --poll all) are not told "busy".
-        let wait_until = Instant::now() + BUSY_GRACE;
-        while busy.load(Ordering::Acquire) && Instant::now() < wait_until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if busy.load(Ordering::Acquire) {
+        // Each connection shakes hands on its own thread, so an idle or garbage peer holds
+        // nothing but its own thread until the handshake deadline (esnet/iperf#788); their
+        // number is bounded, and beyond it a peer is told "busy" at once.
+        if shared.pending.load(Ordering::Acquire) >= MAX_PENDING {
             answer_busy(conn, peer);
             continue;
         }
-        if let Some(h) = current.take() {
-            let _ = h.join();
+        shared.pending.fetch_add(1, Ordering::AcqRel);
+        let sh = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("sonde-conn".into())
+            .spawn(move || {
+                let started = Instant::now();
+                match run_test(conn, peer, &sh) {
+                    Ok(summary) => tracing::info!(
+                        "test from {peer}: {summary} ({:.1} s)",
+                        started.elapsed().as_secs_f64()
+                    ),
+                    Err(e) => tracing::warn!(
+                        "test from {peer}: {e:#} ({:.1} s)",
+                        started.elapsed().as_secs_f64()
+                    ),
+                }
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                shared.pending.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!("cannot start a thread for {peer}: {e}");
+            }
         }
-        busy.store(true, Ordering::Release);
-        let (busy2, intr, command) = (Arc::clone(&busy), interrupt.clone(), cfg.command.clone());
-        current = Some(
-            std::thread::Builder::new()
-                .name("sonde-test".into())
-                .spawn(move || {
-                    let started = Instant::now();
-                    match run_test(conn, peer, &command, &intr) {
-                        Ok(summary) => tracing::info!(
-                            "test from {peer}: {summary} ({:.1} s)",
-                            started.elapsed().as_secs_f64()
-                        ),
-                        Err(e) => tracing::warn!(
-                            "test from {peer}: {e:#} ({:.1} s)",
-                            started.elapsed().as_secs_f64()
-                        ),
-                    }
-                    busy2.store(false, Ordering::Release);
-                })?,
-        );
     }
-    if let Some(h) = current.take() {
+    for h in handles {
         let _ = h.join();
     }
     tracing::info!("stopped");
@@ -125,33 +262,53 @@ fn answer_busy(conn: TcpStream, peer: SocketAddr) {
     tracing::info!("refused {peer}: busy with another test");
 }
 
-fn random_u64() -> u64 {
-    let mut v = 0u64;
-    // SAFETY: writes at most 8 bytes into v.
-    let n = unsafe { libc::getrandom((&mut v as *mut u64).cast(), 8, 0) };
-    if n != 8 {
-        // getrandom cannot fail for 8 bytes after boot; the time is a poor but harmless stand-in.
-        v = Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64;
+/// Fills `buf` from the kernel's CSPRNG (getrandom). It does not fail once the pool is
+/// initialised, which it is long before an agent can accept connections.
+fn fill_random(buf: &mut [u8]) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: writes at most the remaining length into buf.
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            panic!("getrandom failed: {}", io::Error::last_os_error());
+        }
     }
-    v
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    fill_random(&mut b);
+    u64::from_ne_bytes(b)
 }
 
 /// Runs one test from Hello to Results; returns the log line's summary.
-fn run_test(
-    control: TcpStream,
-    peer: SocketAddr,
-    command: &str,
-    interrupt: &Interrupt,
-) -> anyhow::Result<String> {
+fn run_test(control: TcpStream, peer: SocketAddr, shared: &Shared) -> anyhow::Result<String> {
+    // Counted as pending until the handshake ends, one way or the other.
+    struct Pending<'a>(&'a AtomicUsize);
+    impl Drop for Pending<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    let pending = Pending(&shared.pending);
+    let interrupt = &shared.interrupt;
     let local_ip = control.local_addr()?.ip();
     let mut link = Link::new(control)?;
     let mut session = AgentSession::new(
         SOFTWARE,
-        command,
+        &shared.cfg.command,
         CAPABILITIES,
         Timeouts::default(),
         Instant::now(),
     );
+    if let Some(key) = &shared.cfg.key {
+        let mut challenge = [0u8; CHALLENGE_BYTES];
+        fill_random(&mut challenge);
+        session = session.require_key(key.clone(), challenge);
+    }
 
     // Handshake until the test is set up.
     let spec = loop {
@@ -159,7 +316,12 @@ fn run_test(
         if interrupt.is_set() {
             anyhow::bail!("agent shutting down");
         }
-        step(&mut link, &mut session, None)?;
+        if let Err(e) = step(&mut link, &mut session, None) {
+            // The session may have queued an Error saying why (version, key): deliver it.
+            let _ = link.flush(|| session.poll_transmit());
+            link.close_gracefully(LINGER);
+            return Err(e.into());
+        }
         let mut setup = None;
         while let Some(ev) = session.poll_event() {
             match ev {
@@ -176,8 +338,20 @@ fn run_test(
         let msg = error.to_string();
         session.refuse(error);
         let _ = link.flush(|| session.poll_transmit());
+        link.close_gracefully(LINGER);
         anyhow::anyhow!("refused: {msg}")
     };
+    drop(pending);
+    let Some(_slot) = shared.take_slot() else {
+        return Err(refuse(&mut session, &mut link, PeerError::Busy));
+    };
+    if let Some(why) = shared.cfg.limits.check(&spec) {
+        return Err(refuse(
+            &mut session,
+            &mut link,
+            PeerError::Refused { message: why },
+        ));
+    }
     if let Err(e) = spec.validate() {
         return Err(refuse(
             &mut session,

@@ -96,6 +96,9 @@ pub struct PpsArgs {
     pub json: bool,
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// The agent's pre-shared key, when it requires one.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 impl PpsArgs {
@@ -190,6 +193,9 @@ pub struct RrCommon {
     /// Also write the result document to FILE.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// The agent's pre-shared key, when it requires one.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
     #[arg(long, hide = true, value_parser = parse_stall, value_name = "AFTER_MS:STALL_MS")]
     pub server_stall: Option<Stall>,
@@ -363,6 +369,22 @@ pub struct ServeArgs {
     /// Control port (0 picks a free one, printed at start).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
+    /// Require controllers to prove they know this pre-shared key (HMAC-SHA256
+    /// challenge-response); at least 16 bytes, surrounding whitespace ignored.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Refuse tests longer than this (warm-up and cool-down included).
+    #[arg(long, default_value = "3600", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub max_duration: u64,
+    /// Refuse tests with more connections (or pps flows) than this.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_connections: u32,
+    /// Refuse tests asking more packets or requests per second than this, and unpaced ones.
+    #[arg(long, value_name = "PER_S")]
+    pub max_rate: Option<f64>,
+    /// Refuse messages, buffers or packets larger than this.
+    #[arg(long, default_value = "1M", value_parser = parse_size, value_name = "BYTES")]
+    pub max_message: u32,
 }
 
 #[derive(Args, Debug)]
@@ -431,6 +453,9 @@ pub struct StreamArgs {
     /// Also write the result document to FILE (written even when the test is cut short).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// The agent's pre-shared key, when it requires one.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -519,6 +544,16 @@ impl StreamArgs {
         spec.validate()?;
         Ok(spec)
     }
+}
+
+/// Reads a key file, naming it in any error.
+pub fn load_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<sonde_proto::Key>> {
+    let Some(path) = path else { return Ok(None) };
+    let bytes = std::fs::read(path)
+        .map_err(|e| anyhow::anyhow!("cannot read --key-file {}: {e}", path.display()))?;
+    sonde_proto::Key::from_file_bytes(&bytes)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("--key-file {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -46,6 +46,20 @@ impl Link {
         Ok(())
     }
 
+    /// Half-closes and reads what the peer still sends, for up to `linger`, so that the
+    /// close is a FIN and not a reset: a reset can destroy our last frame (an error saying
+    /// why) before the peer reads it.
+    pub fn close_gracefully(&mut self, linger: Duration) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        let until = Instant::now() + linger;
+        while Instant::now() < until {
+            match self.wait(Some(until), None) {
+                Ok(Wake::Data(_)) | Ok(Wake::Timeout) | Ok(Wake::Other) => {}
+                Ok(Wake::Eof) | Err(_) => break,
+            }
+        }
+    }
+
     /// Waits until bytes arrive, `other` is readable, or `deadline` (capped at MAX_WAIT).
     pub fn wait(&mut self, deadline: Option<Instant>, other: Option<RawFd>) -> io::Result<Wake> {
         let now = Instant::now();

@@ -67,6 +67,8 @@ pub struct TestRequest {
     pub spec: TestSpec,
     /// The exact command line, for the record.
     pub command: String,
+    /// The agent's pre-shared key, when it requires one.
+    pub key: Option<sonde_proto::Key>,
 }
 
 /// What the live display gets: interval `index` as each side measured it.
@@ -138,7 +140,8 @@ pub fn run_test(
         &req.command,
         Timeouts::default(),
         Instant::now(),
-    );
+    )
+    .with_key(req.key.clone());
 
     // Handshake until the agent is ready for data connections.
     let mut server_command = None;

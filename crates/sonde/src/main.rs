@@ -64,12 +64,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(a) => {
             init_logging();
+            let key = cli::load_key(a.key_file.as_deref())?;
+            let limits = agent::Limits {
+                max_duration_ms: a.max_duration,
+                max_connections: a.max_connections,
+                max_rate: a.max_rate,
+                max_message_bytes: a.max_message,
+            };
             let cfg = agent::ServeConfig {
+                key,
+                limits,
                 bind: a.bind,
                 port: a.port,
                 command: command_line,
             };
-            agent::serve(&cfg, &interrupt)?;
+            agent::serve(cfg, &interrupt)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Stream(a) => stream(&a, command_line, &interrupt),
@@ -116,11 +125,13 @@ fn stream(
             spec.cooldown_ms as f64 / 1e3
         );
     }
+    let key = cli::load_key(a.key_file.as_deref())?;
     let req = controller::TestRequest {
         host: a.host.clone(),
         port: a.port,
         spec: TestSpec::Stream(spec),
         command,
+        key: key.clone(),
     };
     let quiet = a.json;
     let mut live = |l: controller::LiveInterval<'_>| {
@@ -155,6 +166,7 @@ fn request_response(
             }
         }
     }
+    let key = cli::load_key(common.key_file.as_deref())?;
     let mut docs: Vec<Document> = Vec::new();
     for spec in specs {
         if interrupt.is_set() || docs.last().is_some_and(|d| d.end.partial) {
@@ -171,6 +183,7 @@ fn request_response(
             port: common.port,
             spec,
             command: command.clone(),
+            key: key.clone(),
         };
         let quiet = common.json;
         let mut live = |l: controller::LiveInterval<'_>| {
@@ -205,6 +218,7 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
+    let key = cli::load_key(a.key_file.as_deref())?;
     let quiet = a.json;
     if !quiet {
         println!(
@@ -218,6 +232,7 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
             port: a.port,
             spec: spec.clone(),
             command: command.clone(),
+            key: key.clone(),
         };
         let mut live = |l: controller::LiveInterval<'_>| {
             if !quiet && show_intervals {

@@ -138,3 +138,38 @@ fn ctrl_c_still_reports_and_saves_a_partial_result() {
     agent.kill();
     let _ = std::fs::remove_file(out);
 }
+
+#[test]
+fn link_down_mid_test_ends_the_client_within_two_intervals() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let out = temp_file("link-down.json");
+    let mut cmd = lab.stream(
+        &agent,
+        &["-t", "20", "--warmup", "0.3", "-i", "0.5", "--output"],
+    );
+    cmd.arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut client = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    lab.client_cmd("ip", &["link", "set", &lab.client_if, "down"]);
+    let down = Instant::now();
+    let status = wait_with_timeout(&mut client, Duration::from_secs(3))
+        .expect("client still running after the link went down");
+    let took = down.elapsed();
+    eprintln!("client ended {took:?} after the link went down (interval 0.5 s)");
+    // Two intervals of silence, plus 0.1 s of slack and the time to write the result.
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    assert_eq!(status.code(), Some(3));
+    let doc = read_doc(&out);
+    assert_eq!(doc["end"]["partial"], true);
+    assert!(
+        doc["end"]["error"].as_str().unwrap().contains("timed out"),
+        "{}",
+        doc["end"]["error"]
+    );
+    assert!(doc["end"]["sender"]["bytes"].as_u64().unwrap() > 0);
+    let _ = std::fs::remove_file(out);
+}

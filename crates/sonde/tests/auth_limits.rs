@@ -1,0 +1,224 @@
+//! A keyed agent refuses controllers without the key; limits refuse what exceeds them;
+//! idle and garbage connections cannot hold the agent.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn key_file(contents: &str) -> std::path::PathBuf {
+    let p = temp_file("key");
+    std::fs::write(&p, contents).unwrap();
+    p
+}
+
+fn agent_with(args: &[&str]) -> Agent {
+    let mut cmd = Command::new(SONDE);
+    cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .args(args);
+    Agent::start(cmd)
+}
+
+fn stream(agent: &Agent, args: &[&str]) -> std::process::Output {
+    run({
+        let mut c = Command::new(SONDE);
+        c.args([
+            "stream",
+            "127.0.0.1",
+            "--port",
+            &agent.port.to_string(),
+            "-t",
+            "0.5",
+            "--warmup",
+            "0.1",
+        ])
+        .args(args);
+        c
+    })
+}
+
+#[test]
+fn keyed_agent_serves_only_the_right_key() {
+    let good = key_file("a shared secret of enough length\n");
+    let bad = key_file("another secret of enough length\n");
+    let agent = agent_with(&["--key-file", good.to_str().unwrap()]);
+    let o = stream(&agent, &["--key-file", good.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = stream(&agent, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("requires a key"), "{}", stderr(&o));
+    let o = stream(&agent, &["--key-file", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("authentication failed"),
+        "{}",
+        stderr(&o)
+    );
+    // The agent is not worse for it.
+    let o = stream(&agent, &["--key-file", good.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn short_or_missing_key_files_are_named() {
+    let short = key_file("tiny");
+    let o = run({
+        let mut c = Command::new(SONDE);
+        c.args([
+            "serve",
+            "--port",
+            "0",
+            "--key-file",
+            short.to_str().unwrap(),
+        ]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--key-file") && stderr(&o).contains("at least 16 bytes"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run({
+        let mut c = Command::new(SONDE);
+        c.args(["stream", "127.0.0.1", "--key-file", "/nonexistent/key"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot read --key-file /nonexistent/key"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn limits_refuse_and_name_the_agent_flag() {
+    let agent = agent_with(&[
+        "--max-duration",
+        "2",
+        "--max-connections",
+        "2",
+        "--max-rate",
+        "1000",
+    ]);
+    let port = agent.port.to_string();
+    let sonde = |args: &[&str]| {
+        run({
+            let mut c = Command::new(SONDE);
+            c.args(args);
+            c
+        })
+    };
+    let o = sonde(&["stream", "127.0.0.1", "--port", &port, "-t", "5"]);
+    assert!(stderr(&o).contains("--max-duration"), "{}", stderr(&o));
+    let o = sonde(&[
+        "stream",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "-t",
+        "0.5",
+        "-P",
+        "4",
+    ]);
+    assert!(stderr(&o).contains("--max-connections"), "{}", stderr(&o));
+    let o = sonde(&["pps", "127.0.0.1", "--port", &port, "-t", "0.5"]);
+    assert!(stderr(&o).contains("--max-rate"), "{}", stderr(&o));
+    let o = sonde(&[
+        "pps",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "-t",
+        "0.5",
+        "--rate",
+        "5000",
+    ]);
+    assert!(stderr(&o).contains("--max-rate"), "{}", stderr(&o));
+    let o = sonde(&[
+        "pps",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "-t",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--rate",
+        "500",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn an_idle_connection_does_not_block_the_agent() {
+    let agent = agent_with(&[]);
+    // Connects and says nothing (esnet/iperf#788).
+    let _idle = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let o = stream(&agent, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn garbage_and_idle_connections_while_a_test_runs() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let pid = agent.child.id();
+    let before = rss_kib(pid);
+    let mut real = lab.stream(&agent, &["-P", "2", "-t", "3", "--warmup", "0.3", "--json"]);
+    let real = real
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // 200 peers at once from the client namespace: half idle, half sending garbage.
+    let port = agent.port.to_string();
+    let script = format!(
+        "for i in $(seq 1 100); do exec 3<>/dev/tcp/{SERVER_ADDR}/{port} 2>/dev/null & done; \
+         for i in $(seq 1 100); do (printf 'GET / HTTP/1.1\\r\\n\\r\\n\\x00\\x00\\x00\\x10{{\"type\":1}}garbage' > /dev/tcp/{SERVER_ADDR}/{port}) 2>/dev/null & done; \
+         sleep 2; wait"
+    );
+    let peers = Lab::in_ns(&lab.client, "bash")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = real.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the real test failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["end"]["partial"], false);
+    let _ = peers.wait_with_output();
+    let after = rss_kib(pid);
+    eprintln!("agent RSS {before} KiB before, {after} KiB after");
+    assert!(
+        after < before + 64 * 1024,
+        "agent memory grew from {before} to {after} KiB"
+    );
+    // And it still serves.
+    let o = run(lab.stream(&agent, &["-t", "0.5", "--warmup", "0.1"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _ = std::io::stdout().flush();
+}
