@@ -30,6 +30,7 @@ pub fn host_info(root: &Path) -> HostInfo {
         cpu_model: field("model name"),
         cpus_online: topology::online_cpus(root).ok().map(|c| c.len()),
         cpu_hz: max_khz.map(|k| k * 1e3).or(mhz.map(|m| m * 1e6)),
+        inventory: None,
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod cpustat;
 pub mod host;
 pub mod interrupts;
+pub mod inventory;
 pub mod netdev;
 pub mod process;
 pub mod route;

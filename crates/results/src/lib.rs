@@ -3,6 +3,7 @@
 //! ([`document`]). Plain data and arithmetic only: no I/O, no clocks, no sockets.
 
 pub mod document;
+pub mod inventory;
 pub mod latency;
 pub mod side;
 pub mod spec;

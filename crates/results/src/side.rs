@@ -45,6 +45,9 @@ pub struct HostInfo {
     pub cpus_online: Option<usize>,
     /// Nominal clock used for cycles per byte (as ntttcp: the CPU's MHz times busy time).
     pub cpu_hz: Option<f64>,
+    /// The host's layout, NICs and settings, as `sonde host` reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Box<crate::inventory::Inventory>>,
 }
 
 /// One TCP connection's share of the measured window, with its kernel view (TCP_INFO)
