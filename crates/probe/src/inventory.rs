@@ -43,25 +43,47 @@ fn link_name(root: &Path, rel: &str) -> Option<String> {
 
 fn dirs(root: &Path, rel: &str) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root.join(rel))
-        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
 }
 
+/// The inventory of the running host: the files under `/`, what the drivers answer
+/// through ethtool, and the recommendations that follow.
+pub fn collect_live() -> Inventory {
+    let mut inv = collect(Path::new("/"));
+    for n in &mut inv.nics {
+        n.channels = crate::ethtool::channels(&n.name);
+        n.rings = crate::ethtool::rings(&n.name);
+    }
+    inv.recommendations = crate::advice::recommend(&inv);
+    inv
+}
+
 pub fn collect(root: &Path) -> Inventory {
     let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
-    let hypervisor_flag = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
+    let hypervisor_flag = cpuinfo
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
     let dmi = text(root, "sys/class/dmi/id/sys_vendor");
     let hypervisor = match (dmi, hypervisor_flag) {
         (Some(v), true) => Some(v),
         (None, true) => Some("unknown hypervisor".into()),
-        (v, false) => v.filter(|v| v.contains("Microsoft") || v.contains("QEMU") || v.contains("Amazon")),
+        (v, false) => {
+            v.filter(|v| v.contains("Microsoft") || v.contains("QEMU") || v.contains("Amazon"))
+        }
     };
     let mut inv = Inventory {
         kernel: text(root, "proc/sys/kernel/osrelease"),
         hypervisor,
-        clocksource: text(root, "sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        clocksource: text(
+            root,
+            "sys/devices/system/clocksource/clocksource0/current_clocksource",
+        ),
         cpu: cpu_layout(root, &cpuinfo),
         nics: Vec::new(),
         sysctls: BTreeMap::new(),
@@ -69,7 +91,10 @@ pub fn collect(root: &Path) -> Inventory {
     };
     for s in SYSCTLS {
         if let Some(v) = text(root, &format!("proc/sys/{s}")) {
-            inv.sysctls.insert(s.replace('/', "."), v.split_whitespace().collect::<Vec<_>>().join(" "));
+            inv.sysctls.insert(
+                s.replace('/', "."),
+                v.split_whitespace().collect::<Vec<_>>().join(" "),
+            );
         }
     }
     let irq_lines = interrupts::read_interrupts(root).unwrap_or_default();
@@ -86,8 +111,15 @@ pub fn collect(root: &Path) -> Inventory {
         .filter(|n| n.driver.as_deref().is_some_and(|d| VF_DRIVERS.contains(&d)))
         .filter_map(|n| Some((n.mac.clone()?, n.name.clone())))
         .collect();
-    for n in inv.nics.iter_mut().filter(|n| n.driver.as_deref() == Some("hv_netvsc")) {
-        n.accelerated_networking_vf = vfs.iter().find(|(mac, _)| Some(mac) == n.mac.as_ref()).map(|(_, vf)| vf.clone());
+    for n in inv
+        .nics
+        .iter_mut()
+        .filter(|n| n.driver.as_deref() == Some("hv_netvsc"))
+    {
+        n.accelerated_networking_vf = vfs
+            .iter()
+            .find(|(mac, _)| Some(mac) == n.mac.as_ref())
+            .map(|(_, vf)| vf.clone());
     }
     inv
 }
@@ -104,21 +136,49 @@ fn cpu_layout(root: &Path, cpuinfo: &str) -> CpuLayout {
     }
     let threads_per_core = cores.values().map(Vec::len).max().unwrap_or(1);
     let mut numa_nodes = Vec::new();
-    for d in dirs(root, "sys/devices/system/node").iter().filter(|d| d.starts_with("node")) {
-        let Ok(node) = d[4..].parse::<usize>() else { continue };
-        let cpus = text(root, &format!("sys/devices/system/node/{d}/cpulist")).and_then(|l| parse_cpu_list(&l).ok()).unwrap_or_default();
-        let memory_kib = read(root, &format!("sys/devices/system/node/{d}/meminfo")).ok().and_then(|m| {
-            m.lines().find(|l| l.contains("MemTotal:"))?.split_whitespace().rev().nth(1)?.parse().ok()
+    for d in dirs(root, "sys/devices/system/node")
+        .iter()
+        .filter(|d| d.starts_with("node"))
+    {
+        let Ok(node) = d[4..].parse::<usize>() else {
+            continue;
+        };
+        let cpus = text(root, &format!("sys/devices/system/node/{d}/cpulist"))
+            .and_then(|l| parse_cpu_list(&l).ok())
+            .unwrap_or_default();
+        let memory_kib = read(root, &format!("sys/devices/system/node/{d}/meminfo"))
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.contains("MemTotal:"))?
+                    .split_whitespace()
+                    .rev()
+                    .nth(1)?
+                    .parse()
+                    .ok()
+            });
+        numa_nodes.push(NumaNode {
+            node,
+            cpus,
+            memory_kib,
         });
-        numa_nodes.push(NumaNode { node, cpus, memory_kib });
     }
     numa_nodes.sort_by_key(|n| n.node);
     let mut caches = Vec::new();
-    for idx in dirs(root, "sys/devices/system/cpu/cpu0/cache").iter().filter(|d| d.starts_with("index")) {
+    for idx in dirs(root, "sys/devices/system/cpu/cpu0/cache")
+        .iter()
+        .filter(|d| d.starts_with("index"))
+    {
         let base = format!("sys/devices/system/cpu/cpu0/cache/{idx}");
-        let size_kib = text(root, &format!("{base}/size")).and_then(|s| s.trim_end_matches('K').parse().ok());
-        let shared = text(root, &format!("{base}/shared_cpu_list")).and_then(|l| parse_cpu_list(&l).ok()).map(|v| v.len()).unwrap_or(1);
-        if let (Some(level), Some(size_kib)) = (num::<u32>(root, &format!("{base}/level")), size_kib) {
+        let size_kib =
+            text(root, &format!("{base}/size")).and_then(|s| s.trim_end_matches('K').parse().ok());
+        let shared = text(root, &format!("{base}/shared_cpu_list"))
+            .and_then(|l| parse_cpu_list(&l).ok())
+            .map(|v| v.len())
+            .unwrap_or(1);
+        if let (Some(level), Some(size_kib)) =
+            (num::<u32>(root, &format!("{base}/level")), size_kib)
+        {
             caches.push(Cache {
                 level,
                 kind: text(root, &format!("{base}/type")).unwrap_or_default(),
@@ -128,7 +188,10 @@ fn cpu_layout(root: &Path, cpuinfo: &str) -> CpuLayout {
         }
     }
     let mut idle_states = Vec::new();
-    for st in dirs(root, "sys/devices/system/cpu/cpu0/cpuidle").iter().filter(|d| d.starts_with("state")) {
+    for st in dirs(root, "sys/devices/system/cpu/cpu0/cpuidle")
+        .iter()
+        .filter(|d| d.starts_with("state"))
+    {
         let base = format!("sys/devices/system/cpu/cpu0/cpuidle/{st}");
         idle_states.push(IdleState {
             name: text(root, &format!("{base}/name")).unwrap_or_else(|| st.clone()),
@@ -151,7 +214,8 @@ fn cpu_layout(root: &Path, cpuinfo: &str) -> CpuLayout {
         online,
         numa_nodes,
         caches,
-        max_mhz: num::<f64>(root, "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").map(|k| k / 1e3),
+        max_mhz: num::<f64>(root, "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+            .map(|k| k / 1e3),
         governor: text(root, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         idle_states,
     }
@@ -171,15 +235,27 @@ fn nic(root: &Path, name: &str, irq_lines: &[interrupts::IrqLine]) -> Nic {
             d
         }
     });
-    let numa_node = num::<i64>(root, &format!("{dev}/numa_node")).or_else(|| num(root, &format!("{dev}/../numa_node")));
+    let numa_node = num::<i64>(root, &format!("{dev}/numa_node"))
+        .or_else(|| num(root, &format!("{dev}/../numa_node")));
     let queues = dirs(root, &format!("{base}/queues"));
     let rx: Vec<&String> = queues.iter().filter(|q| q.starts_with("rx-")).collect();
     let tx: Vec<&String> = queues.iter().filter(|q| q.starts_with("tx-")).collect();
     let irqs = interrupts::irqs_of(root, name, irq_lines)
         .into_iter()
         .map(|irq| Irq {
-            name: irq_lines.iter().find(|l| l.irq == irq).map(|l| l.description.split_whitespace().last().unwrap_or("").to_string()).unwrap_or_default(),
-            affinity: text(root, &format!("proc/irq/{irq}/smp_affinity_list")).and_then(|l| parse_cpu_list(&l).ok()),
+            name: irq_lines
+                .iter()
+                .find(|l| l.irq == irq)
+                .map(|l| {
+                    l.description
+                        .split_whitespace()
+                        .last()
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .unwrap_or_default(),
+            affinity: text(root, &format!("proc/irq/{irq}/smp_affinity_list"))
+                .and_then(|l| parse_cpu_list(&l).ok()),
             irq,
         })
         .collect();
@@ -190,15 +266,23 @@ fn nic(root: &Path, name: &str, irq_lines: &[interrupts::IrqLine]) -> Nic {
         numa_node: numa_node.filter(|&n| n >= 0),
         mac: text(root, &format!("{base}/address")),
         mtu: num(root, &format!("{base}/mtu")),
-        speed_mbit: num::<i64>(root, &format!("{base}/speed")).filter(|&s| s > 0).map(|s| s as u64),
+        speed_mbit: num::<i64>(root, &format!("{base}/speed"))
+            .filter(|&s| s > 0)
+            .map(|s| s as u64),
         operstate: text(root, &format!("{base}/operstate")),
         rx_queues: rx.len(),
         tx_queues: tx.len(),
         channels: None,
         rings: None,
         irqs,
-        rps_cpus: rx.iter().filter_map(|q| text(root, &format!("{base}/queues/{q}/rps_cpus"))).collect(),
-        xps_cpus: tx.iter().filter_map(|q| text(root, &format!("{base}/queues/{q}/xps_cpus"))).collect(),
+        rps_cpus: rx
+            .iter()
+            .filter_map(|q| text(root, &format!("{base}/queues/{q}/rps_cpus")))
+            .collect(),
+        xps_cpus: tx
+            .iter()
+            .filter_map(|q| text(root, &format!("{base}/queues/{q}/xps_cpus")))
+            .collect(),
         napi_defer_hard_irqs: num(root, &format!("{base}/napi_defer_hard_irqs")),
         gro_flush_timeout_ns: num(root, &format!("{base}/gro_flush_timeout")),
         accelerated_networking_vf: None,
@@ -219,7 +303,11 @@ mod tests {
         assert_eq!(c.numa_nodes.len(), 1);
         assert_eq!(c.numa_nodes[0].cpus, vec![0, 1]);
         assert!(c.numa_nodes[0].memory_kib.unwrap() > 1_000_000);
-        assert!(c.caches.iter().any(|x| x.level == 3 && x.kind == "Unified"), "{:?}", c.caches);
+        assert!(
+            c.caches.iter().any(|x| x.level == 3 && x.kind == "Unified"),
+            "{:?}",
+            c.caches
+        );
         assert_eq!(c.idle_states.len(), 2);
         assert_eq!(inv.clocksource.as_deref(), Some("tsc"));
         assert_eq!(inv.hypervisor.as_deref(), Some("unknown hypervisor"));
@@ -231,8 +319,14 @@ mod tests {
         assert_eq!(eth0.irqs[1].name, "virtio2-input.0");
         assert_eq!(eth0.irqs[1].affinity, Some(vec![0, 1]));
         assert_eq!(eth0.mtu, Some(1400));
-        assert_eq!(inv.sysctls.get("net.core.busy_poll").map(String::as_str), Some("0"));
-        assert_eq!(inv.sysctls.get("net.ipv4.tcp_rmem").map(String::as_str), Some("4096 131072 33554432"));
+        assert_eq!(
+            inv.sysctls.get("net.core.busy_poll").map(String::as_str),
+            Some("0")
+        );
+        assert_eq!(
+            inv.sysctls.get("net.ipv4.tcp_rmem").map(String::as_str),
+            Some("4096 131072 33554432")
+        );
     }
 
     #[test]
@@ -241,12 +335,21 @@ mod tests {
         let c = &inv.cpu;
         assert_eq!(c.online.len(), 192);
         assert_eq!((c.sockets, c.cores, c.threads_per_core), (2, 96, 2));
-        assert_eq!(c.numa_nodes.iter().map(|n| n.cpus.len()).collect::<Vec<_>>(), vec![48; 4]);
+        assert_eq!(
+            c.numa_nodes
+                .iter()
+                .map(|n| n.cpus.len())
+                .collect::<Vec<_>>(),
+            vec![48; 4]
+        );
         assert_eq!(c.numa_nodes[2].cpus[0], 96);
         assert_eq!(c.cores_cpus[0], vec![0, 1]);
         let eth0 = inv.nics.iter().find(|n| n.name == "eth0").unwrap();
         assert_eq!(eth0.driver.as_deref(), Some("hv_netvsc"));
-        assert_eq!(eth0.accelerated_networking_vf.as_deref(), Some("enP30832s1"));
+        assert_eq!(
+            eth0.accelerated_networking_vf.as_deref(),
+            Some("enP30832s1")
+        );
         let vf = inv.nics.iter().find(|n| n.name == "enP30832s1").unwrap();
         assert_eq!(vf.driver.as_deref(), Some("mana"));
         assert_eq!(vf.numa_node, Some(0));

@@ -3,7 +3,9 @@
 //! production, a captured fixture tree in tests), so parsers are tested on real machines'
 //! files. Readers observe; they never change the host.
 
+pub mod advice;
 pub mod cpustat;
+pub mod ethtool;
 pub mod host;
 pub mod interrupts;
 pub mod inventory;

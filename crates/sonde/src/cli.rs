@@ -35,8 +35,20 @@ pub enum Command {
     Rpc(RpcArgs),
     /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
     Pps(PpsArgs),
+    /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
+    Host(HostArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct HostArgs {
+    /// Print the inventory as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Read a captured tree laid out like / instead of this host (no ethtool queries then).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -102,6 +102,14 @@ impl HostProbe {
     }
 }
 
+/// Who this host is, with its full inventory (layout, NICs, settings, advice), for the
+/// result document's `start.client` / `start.server`.
+pub fn describe(probe: &HostProbe) -> sonde_results::HostInfo {
+    let mut h = host::host_info(probe.root());
+    h.inventory = Some(Box::new(sonde_probe::inventory::collect_live()));
+    h
+}
+
 /// Fills a side's host figures with the deltas from `a` to `b`.
 pub fn fill(side: &mut SideResult, a: &HostSnap, b: &HostSnap) {
     side.cpu = match (&a.cpu, &b.cpu) {

@@ -86,6 +86,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rpc(a) => request_response(&a.common, &|m| a.spec(m), command_line, &interrupt),
         Command::Pps(a) => pps(&a, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
+        Command::Host(a) => {
+            let inv = match &a.root {
+                Some(root) => {
+                    anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
+                    let mut inv = sonde_probe::inventory::collect(root);
+                    inv.recommendations = sonde_probe::advice::recommend(&inv);
+                    inv
+                }
+                None => sonde_probe::inventory::collect_live(),
+            };
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&inv)?);
+            } else {
+                print!("{}", sonde_report::host::render(&inv));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::pps::{PpsReceiver, PpsSender, RxPlan, TxPlan};
 use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::{host, udp};
+use sonde_probe::udp;
 use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
 
 use crate::hostwatch::{self, HostProbe, HostSnap};
@@ -273,7 +273,7 @@ impl PpsSide {
         };
         let mut result = SideResult::new(
             self.role,
-            host::host_info(self.probe.root()),
+            hostwatch::describe(&self.probe),
             (end.0.at - start.0.at).as_secs_f64(),
             (self.threads as u32, self.pinned_cpus.clone()),
             notes,

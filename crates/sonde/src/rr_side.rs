@@ -11,7 +11,6 @@ use sonde_engine::rr_client::{ClientPlan, RrClient, Target};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::wait::Poll;
 use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::host;
 use sonde_results::latency::{merge, new_histogram};
 use sonde_results::{IntervalSample, LatencySummary, PollMode, Role, RrResult, RrSpec, SideResult};
 
@@ -371,7 +370,7 @@ impl RrSide {
         };
         let mut result = SideResult::new(
             self.role,
-            host::host_info(self.probe.root()),
+            hostwatch::describe(&self.probe),
             window_s,
             (self.threads as u32, self.pinned_cpus.clone()),
             notes,

@@ -11,7 +11,6 @@ use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{StreamConn, StreamWorkers, WorkerPlan};
 use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::host;
 
 use crate::hostwatch::{self, HostProbe, HostSnap};
 use sonde_results::{
@@ -324,7 +323,7 @@ impl StreamSide {
         }
         let mut result = SideResult::new(
             self.role,
-            host::host_info(self.probe.root()),
+            hostwatch::describe(&self.probe),
             window_s,
             (self.threads as u32, self.pinned_cpus.clone()),
             notes,

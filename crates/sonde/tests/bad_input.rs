@@ -131,3 +131,41 @@ fn pps_bad_values_name_the_flag() {
         assert_one_line_error(&o, 2, flag);
     }
 }
+
+#[test]
+fn host_inventory_of_a_captured_e192_tree() {
+    let root = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../probe/tests/fixtures/azure-e192-mana"
+    );
+    let o = sonde(&["host", "--root", root, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inv: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(inv["cpu"]["online"].as_array().unwrap().len(), 192);
+    assert_eq!(inv["cpu"]["numa_nodes"].as_array().unwrap().len(), 4);
+    let rules: Vec<&str> = inv["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"workers-on-nic-numa-node"), "{rules:?}");
+    let o = sonde(&["host", "--root", root]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("accelerated networking: yes, VF enP30832s1"),
+        "{text}"
+    );
+    assert!(text.contains("NUMA node 3   CPUs 144-191"), "{text}");
+    let o = sonde(&["host", "--root", "/nonexistent-tree"]);
+    assert_one_line_error(&o, 1, "--root /nonexistent-tree");
+}
+
+#[test]
+fn host_inventory_of_this_machine() {
+    let o = sonde(&["host", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inv: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!inv["cpu"]["online"].as_array().unwrap().is_empty());
+    assert!(inv["sysctls"]["net.core.busy_poll"].is_string());
+}

@@ -51,6 +51,23 @@ fn sender_and_receiver_reconcile() {
     assert!(s["nic"]["tx_packets"].as_u64().unwrap() > 1000);
     assert!(f(&s["cpu"]["process_cpu_s"]) > 0.0);
     assert!(s["cpu"]["host"]["idle_percent"].is_number());
+    // Both sides' inventories are in the document, each seeing its own namespace's NIC.
+    for (side, iface) in [("client", &lab.client_if), ("server", &lab.server_if)] {
+        let inv = &doc["start"][side]["inventory"];
+        assert!(
+            !inv["cpu"]["online"].as_array().unwrap().is_empty(),
+            "{side}"
+        );
+        assert!(
+            inv["nics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["name"] == iface.as_str()),
+            "{side}: {}",
+            inv["nics"]
+        );
+    }
     let _ = std::fs::remove_file(out);
 }
 

@@ -1,0 +1,113 @@
+//! What only the driver knows, through the ethtool ioctls (SIOCETHTOOL): channel counts
+//! and ring sizes. Drivers that do not implement a call leave the figure absent.
+
+use std::io;
+
+use sonde_results::inventory::{Channels, Rings};
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GRINGPARAM: u32 = 0x10;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// `struct ifreq` with the data pointer the ethtool calls use.
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+/// Nine u32: the command, then the fields of ethtool_channels or ethtool_ringparam.
+fn call(iface: &str, cmd: u32) -> io::Result<[u32; 9]> {
+    if iface.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name too long",
+        ));
+    }
+    let mut buf = [0u32; 9];
+    buf[0] = cmd;
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: buf.as_mut_ptr().cast(),
+        _pad: [0; 16],
+    };
+    for (d, s) in req.name.iter_mut().zip(iface.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: a datagram socket for the ioctl, closed below; req and buf outlive the call.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let r = libc::ioctl(fd, SIOCETHTOOL as _, &mut req);
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if r < 0 {
+            return Err(err);
+        }
+    }
+    Ok(buf)
+}
+
+pub fn channels(iface: &str) -> Option<Channels> {
+    let b = call(iface, ETHTOOL_GCHANNELS).ok()?;
+    Some(Channels {
+        max_rx: b[1],
+        max_tx: b[2],
+        max_combined: b[4],
+        rx: b[5],
+        tx: b[6],
+        combined: b[8],
+    })
+}
+
+pub fn rings(iface: &str) -> Option<Rings> {
+    let b = call(iface, ETHTOOL_GRINGPARAM).ok()?;
+    Some(Rings {
+        max_rx: b[1],
+        max_tx: b[4],
+        rx: b[5],
+        tx: b[8],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn a_veth_reports_its_channels_and_missing_interfaces_do_not() {
+        assert!(channels("no-such-if0").is_none());
+        assert!(call("an-interface-name-that-is-too-long", ETHTOOL_GCHANNELS).is_err());
+        let name = format!("vet{}", std::process::id() % 100_000);
+        let made = Command::new("ip")
+            .args([
+                "link",
+                "add",
+                &name,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("{name}p"),
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "CI must be able to create a veth (root, iproute2)"
+            );
+            eprintln!("SKIPPED: cannot create a veth here");
+            return;
+        }
+        let ch = channels(&name);
+        let _ = Command::new("ip").args(["link", "del", &name]).status();
+        let ch = ch.expect("veth implements ETHTOOL_GCHANNELS");
+        assert!(ch.max_rx >= 1 && ch.max_tx >= 1 && ch.rx >= 1, "{ch:?}");
+    }
+}
