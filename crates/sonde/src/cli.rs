@@ -11,6 +11,7 @@ use sonde_results::{
 };
 
 use crate::agent::DEFAULT_PORT;
+use crate::tune::Goal;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -37,8 +38,45 @@ pub enum Command {
     Pps(PpsArgs),
     /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
     Host(HostArgs),
+    /// Plan, apply and restore the settings tuning guides change, for a goal.
+    Tune(TuneArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    #[command(subcommand)]
+    pub action: TuneAction,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TuneAction {
+    /// Print what `apply` would change, and why.
+    Plan {
+        #[arg(long = "for", value_enum, value_name = "GOAL")]
+        goal: Goal,
+        /// The NIC to tune [default: the one a test would most likely use].
+        #[arg(long, value_name = "IF")]
+        dev: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Save the current values to the state file, then change them (root only).
+    Apply {
+        #[arg(long = "for", value_enum, value_name = "GOAL")]
+        goal: Goal,
+        #[arg(long, value_name = "IF")]
+        dev: Option<String>,
+        /// Where the previous values are kept [default: $XDG_RUNTIME_DIR or /tmp, sonde-tune-state.json].
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+    /// Put back exactly what `apply` saved, then remove the state file.
+    Restore {
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -111,6 +149,9 @@ pub struct PpsArgs {
     /// The agent's pre-shared key, when it requires one.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
+    /// Tune this host for the goal before the test and restore it after, whatever happens.
+    #[arg(long, value_enum, value_name = "GOAL")]
+    pub tune: Option<Goal>,
 }
 
 impl PpsArgs {
@@ -208,6 +249,9 @@ pub struct RrCommon {
     /// The agent's pre-shared key, when it requires one.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
+    /// Tune this host for the goal before the test and restore it after, whatever happens.
+    #[arg(long, value_enum, value_name = "GOAL")]
+    pub tune: Option<Goal>,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
     #[arg(long, hide = true, value_parser = parse_stall, value_name = "AFTER_MS:STALL_MS")]
     pub server_stall: Option<Stall>,
@@ -468,6 +512,9 @@ pub struct StreamArgs {
     /// The agent's pre-shared key, when it requires one.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
+    /// Tune this host for the goal before the test and restore it after, whatever happens.
+    #[arg(long, value_enum, value_name = "GOAL")]
+    pub tune: Option<Goal>,
 }
 
 #[derive(Args, Debug)]

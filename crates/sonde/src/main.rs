@@ -15,6 +15,7 @@ mod search;
 mod side;
 mod signals;
 mod stream_side;
+mod tune;
 
 use std::io::Write;
 use std::path::Path;
@@ -86,6 +87,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rpc(a) => request_response(&a.common, &|m| a.spec(m), command_line, &interrupt),
         Command::Pps(a) => pps(&a, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
+        Command::Tune(a) => tune_command(a.action),
         Command::Host(a) => {
             let inv = match &a.root {
                 Some(root) => {
@@ -129,6 +131,7 @@ fn stream(
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
+    let _tuned = tuned(a.tune, a.json)?;
     let direction = spec.direction;
     if !a.json {
         println!(
@@ -183,6 +186,7 @@ fn request_response(
             }
         }
     }
+    let _tuned = tuned(common.tune, common.json)?;
     let key = cli::load_key(common.key_file.as_deref())?;
     let mut docs: Vec<Document> = Vec::new();
     for spec in specs {
@@ -235,6 +239,7 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
+    let _tuned = tuned(a.tune, a.json)?;
     let key = cli::load_key(a.key_file.as_deref())?;
     let quiet = a.json;
     if !quiet {
@@ -294,6 +299,73 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
         a.output.as_deref(),
         doc.end.partial,
     )
+}
+
+fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
+    let root = Path::new("/");
+    match action {
+        cli::TuneAction::Plan { goal, dev, json } => {
+            let plan = tune::plan(
+                root,
+                &sonde_probe::inventory::collect_live(),
+                goal,
+                dev.as_deref(),
+            );
+            if json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else if plan.is_empty() {
+                println!("nothing to change for {goal:?}");
+            } else {
+                for c in &plan {
+                    println!("{}", c.describe());
+                }
+            }
+        }
+        cli::TuneAction::Apply { goal, dev, state } => {
+            let state = state.unwrap_or_else(tune::default_state_file);
+            let plan = tune::plan(
+                root,
+                &sonde_probe::inventory::collect_live(),
+                goal,
+                dev.as_deref(),
+            );
+            tune::apply(root, goal, &plan, &state)?;
+            for c in &plan {
+                println!("changed {}", c.describe());
+            }
+            println!(
+                "previous values saved in {}; `sonde tune restore --state {}` puts them back",
+                state.display(),
+                state.display()
+            );
+        }
+        cli::TuneAction::Restore { state } => {
+            let state = state.unwrap_or_else(tune::default_state_file);
+            for c in tune::restore(root, &state)? {
+                println!(
+                    "restored {}",
+                    c.describe().replacen(
+                        &format!("{} -> {}", c.from, c.to),
+                        &format!("{} (was {})", c.from, c.to),
+                        1
+                    )
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Applies `--tune` for the length of a test; the guard restores on every exit path.
+fn tuned(goal: Option<tune::Goal>, quiet: bool) -> anyhow::Result<Option<tune::Tuned>> {
+    let Some(goal) = goal else { return Ok(None) };
+    let (guard, changes) = tune::Tuned::apply(goal)?;
+    if !quiet {
+        for c in &changes {
+            println!("--tune: changed {}", c.describe());
+        }
+    }
+    Ok(Some(guard))
 }
 
 /// Writes the JSON to `output`, prints JSON or the human text; the exit code says whether

@@ -1,0 +1,444 @@
+//! `sonde tune plan | apply | restore`, and `--tune` on tests: the settings published
+//! tuning guides change (sysctls, per-device NAPI settings, IRQ affinity, channel counts),
+//! planned from the host's inventory for a goal, applied only after the previous values are
+//! saved, and put back exactly from that record. Planning is pure; only `apply` and
+//! `restore` write.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use sonde_results::inventory::{cpu_list, Inventory};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Goal {
+    Latency,
+    Throughput,
+}
+
+/// Where a setting lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Target {
+    /// A file under /proc/sys or /sys, relative to the root.
+    File { path: String },
+    /// Combined channels of a device (ethtool -L DEV combined N).
+    Channels { dev: String },
+}
+
+/// One change: from what the host has now, to what the goal wants, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub target: Target,
+    pub from: String,
+    pub to: String,
+    pub why: String,
+}
+
+impl Change {
+    pub fn describe(&self) -> String {
+        let what = match &self.target {
+            Target::File { path } => path.clone(),
+            Target::Channels { dev } => format!("{dev} combined channels"),
+        };
+        format!("{what}: {} -> {} ({})", self.from, self.to, self.why)
+    }
+}
+
+/// What `apply` saved: enough to put every touched setting back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    pub goal: Goal,
+    pub changes: Vec<Change>,
+}
+
+pub fn default_state_file() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("sonde-tune-state.json")
+}
+
+fn read_value(root: &Path, rel: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(rel))
+        .ok()
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// Whether a setting can be changed here: some sysctls are read-only inside a network
+/// namespace (net.core.rmem_max shows 0444 outside the initial one).
+fn writable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
+}
+
+/// The changes `goal` needs on this host; settings already right, absent or read-only
+/// here (global sysctls inside a network namespace) are left out.
+pub fn plan(root: &Path, inv: &Inventory, goal: Goal, dev: Option<&str>) -> Vec<Change> {
+    let mut want: Vec<(String, String, &str)> = Vec::new();
+    match goal {
+        Goal::Latency => {
+            want.push((
+                "proc/sys/net/core/busy_poll".into(),
+                "50".into(),
+                "sockets busy-poll the device queue for 50 us",
+            ));
+            want.push((
+                "proc/sys/net/core/busy_read".into(),
+                "50".into(),
+                "blocking reads busy-poll for 50 us",
+            ));
+        }
+        Goal::Throughput => {
+            want.push((
+                "proc/sys/net/core/rmem_max".into(),
+                "16777216".into(),
+                "allow 16 MiB socket receive buffers",
+            ));
+            want.push((
+                "proc/sys/net/core/wmem_max".into(),
+                "16777216".into(),
+                "allow 16 MiB socket send buffers",
+            ));
+            want.push((
+                "proc/sys/net/ipv4/tcp_rmem".into(),
+                "4096 131072 16777216".into(),
+                "TCP receive autotuning up to 16 MiB",
+            ));
+            want.push((
+                "proc/sys/net/ipv4/tcp_wmem".into(),
+                "4096 16384 16777216".into(),
+                "TCP send autotuning up to 16 MiB",
+            ));
+            want.push((
+                "proc/sys/net/core/netdev_max_backlog".into(),
+                "5000".into(),
+                "a longer backlog for bursts",
+            ));
+        }
+    }
+    let nic = match dev {
+        Some(d) => inv.nics.iter().find(|n| n.name == d),
+        None => sonde_probe::advice::test_nic(inv),
+    };
+    if let Some(n) = nic {
+        let base = format!("sys/class/net/{}", n.name);
+        match goal {
+            Goal::Latency => {
+                // With busy polling, deferred interrupts let the poller find the work first.
+                want.push((
+                    format!("{base}/napi_defer_hard_irqs"),
+                    "2".into(),
+                    "defer interrupts while sockets busy-poll",
+                ));
+                want.push((
+                    format!("{base}/gro_flush_timeout"),
+                    "200000".into(),
+                    "a 200 us GRO flush timer backs the deferral",
+                ));
+            }
+            Goal::Throughput => {
+                want.push((
+                    format!("{base}/napi_defer_hard_irqs"),
+                    "0".into(),
+                    "interrupts as they come",
+                ));
+                want.push((
+                    format!("{base}/gro_flush_timeout"),
+                    "0".into(),
+                    "no GRO flush timer",
+                ));
+            }
+        }
+        // IRQs of the test NIC onto its NUMA node, when the host has several.
+        let cpus: Option<Vec<usize>> = n.numa_node.and_then(|node| {
+            let c = inv
+                .cpu
+                .numa_nodes
+                .iter()
+                .find(|x| x.node as i64 == node)?
+                .cpus
+                .clone();
+            (inv.cpu.numa_nodes.len() > 1).then_some(c)
+        });
+        if let Some(cpus) = cpus {
+            for irq in &n.irqs {
+                want.push((
+                    format!("proc/irq/{}/smp_affinity_list", irq.irq),
+                    cpu_list(&cpus),
+                    "the NIC's interrupts on its NUMA node",
+                ));
+            }
+        }
+    }
+    let mut out: Vec<Change> = want
+        .into_iter()
+        .filter_map(|(path, to, why)| {
+            let from = read_value(root, &path)?;
+            (from != to && writable(&root.join(&path))).then(|| Change {
+                target: Target::File { path },
+                from,
+                to,
+                why: why.into(),
+            })
+        })
+        .collect();
+    if let (Some(n), Goal::Throughput) = (nic, goal) {
+        if let Some(ch) = n.channels.filter(|c| c.max_combined > 0) {
+            let want = (inv.cpu.online.len() as u32).min(ch.max_combined);
+            if ch.combined != want {
+                out.push(Change {
+                    target: Target::Channels {
+                        dev: n.name.clone(),
+                    },
+                    from: ch.combined.to_string(),
+                    to: want.to_string(),
+                    why: "one queue per CPU, up to the device's maximum".into(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn write(root: &Path, target: &Target, value: &str) -> anyhow::Result<()> {
+    match target {
+        Target::File { path } => std::fs::write(root.join(path), value)
+            .with_context(|| format!("cannot write {value} to /{path}")),
+        Target::Channels { dev } => {
+            let n: u32 = value
+                .parse()
+                .with_context(|| format!("bad channel count {value}"))?;
+            set_combined_channels(dev, n)
+                .with_context(|| format!("cannot set {dev} to {n} combined channels"))
+        }
+    }
+}
+
+/// Saves the previous values to `state_file` first, then applies; a failure part way puts
+/// back what was already changed.
+pub fn apply(root: &Path, goal: Goal, changes: &[Change], state_file: &Path) -> anyhow::Result<()> {
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("sonde tune apply changes kernel and device settings: run it as root");
+    }
+    if state_file.exists() {
+        bail!("{} exists: an earlier apply was not restored; run `sonde tune restore --state {}` first", state_file.display(), state_file.display());
+    }
+    let state = State {
+        goal,
+        changes: changes.to_vec(),
+    };
+    let json = serde_json::to_vec_pretty(&state)?;
+    crate::write_atomically(state_file, &json)?;
+    for (i, c) in changes.iter().enumerate() {
+        if let Err(e) = write(root, &c.target, &c.to) {
+            for done in changes[..i].iter().rev() {
+                let _ = write(root, &done.target, &done.from);
+            }
+            let _ = std::fs::remove_file(state_file);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Puts back every setting recorded in `state_file`, then removes it. Returns what it did.
+pub fn restore(root: &Path, state_file: &Path) -> anyhow::Result<Vec<Change>> {
+    let bytes = std::fs::read(state_file).with_context(|| {
+        format!(
+            "cannot read --state {}: nothing to restore?",
+            state_file.display()
+        )
+    })?;
+    let state: State = serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "--state {} is not a sonde tune state file",
+            state_file.display()
+        )
+    })?;
+    let mut failed = Vec::new();
+    for c in state.changes.iter().rev() {
+        if let Err(e) = write(root, &c.target, &c.from) {
+            failed.push(format!("{e:#}"));
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "could not restore everything (state kept in {}): {}",
+            state_file.display(),
+            failed.join("; ")
+        );
+    }
+    std::fs::remove_file(state_file)?;
+    Ok(state.changes)
+}
+
+/// `--tune GOAL` on a test: applied before, restored when dropped, on every exit path.
+pub struct Tuned {
+    state_file: PathBuf,
+}
+
+impl Tuned {
+    pub fn apply(goal: Goal) -> anyhow::Result<(Tuned, Vec<Change>)> {
+        let root = Path::new("/");
+        let inv = sonde_probe::inventory::collect_live();
+        let changes = plan(root, &inv, goal, None);
+        let state_file =
+            std::env::temp_dir().join(format!("sonde-tune-{}.json", std::process::id()));
+        apply(root, goal, &changes, &state_file)?;
+        Ok((Tuned { state_file }, changes))
+    }
+}
+
+impl Drop for Tuned {
+    fn drop(&mut self) {
+        if let Err(e) = restore(Path::new("/"), &self.state_file) {
+            eprintln!("warning: --tune: {e:#}");
+        }
+    }
+}
+
+/// ETHTOOL_SCHANNELS: read the current channels, change `combined`, write them back.
+fn set_combined_channels(dev: &str, combined: u32) -> std::io::Result<()> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    #[repr(C)]
+    struct IfReq {
+        name: [libc::c_char; libc::IFNAMSIZ],
+        data: *mut libc::c_void,
+        _pad: [u8; 16],
+    }
+    if dev.len() >= libc::IFNAMSIZ {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "interface name too long",
+        ));
+    }
+    let mut buf = [0u32; 9];
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: buf.as_mut_ptr().cast(),
+        _pad: [0; 16],
+    };
+    for (d, s) in req.name.iter_mut().zip(dev.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: a datagram socket for the ioctls, closed below; req and buf outlive them.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // All access goes through the pointer the kernel uses, after it was taken.
+        let words = req.data as *mut u32;
+        *words = 0x3c; // ETHTOOL_GCHANNELS
+        let mut r = libc::ioctl(fd, SIOCETHTOOL as _, &mut req);
+        if r >= 0 {
+            *words = 0x3d; // ETHTOOL_SCHANNELS
+            *words.add(8) = combined; // combined_count
+            r = libc::ioctl(fd, SIOCETHTOOL as _, &mut req);
+        }
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if r < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../probe/tests/fixtures")
+            .join(name)
+    }
+
+    #[test]
+    fn latency_plan_on_the_e192_steers_nothing_it_cannot_read() {
+        let root = fixture("azure-e192-mana");
+        let inv = sonde_probe::inventory::collect(&root);
+        let p = plan(&root, &inv, Goal::Latency, None);
+        let paths: Vec<String> = p
+            .iter()
+            .map(|c| match &c.target {
+                Target::File { path } => path.clone(),
+                Target::Channels { dev } => dev.clone(),
+            })
+            .collect();
+        assert!(
+            paths.contains(&"proc/sys/net/core/busy_poll".to_string()),
+            "{paths:?}"
+        );
+        assert!(p.iter().all(|c| c.from != c.to));
+        // The fixture has no NAPI files for the VF: nothing planned that cannot be read back.
+        assert!(!paths.iter().any(|x| x.contains("napi_defer")), "{paths:?}");
+    }
+
+    #[test]
+    fn throughput_plan_on_the_captured_vm() {
+        let root = fixture("vm-2cpu-virtio");
+        let inv = sonde_probe::inventory::collect(&root);
+        let p = plan(&root, &inv, Goal::Throughput, Some("eth0"));
+        let to: Vec<(&str, &str)> = p
+            .iter()
+            .filter_map(|c| match &c.target {
+                Target::File { path } => Some((path.as_str(), c.to.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            to.contains(&("proc/sys/net/core/rmem_max", "16777216")),
+            "{to:?}"
+        );
+        assert!(
+            to.contains(&("proc/sys/net/ipv4/tcp_rmem", "4096 131072 16777216")),
+            "{to:?}"
+        );
+        // gro_flush_timeout is already 0 there: not a change.
+        assert!(
+            !to.iter().any(|(p, _)| p.ends_with("gro_flush_timeout")),
+            "{to:?}"
+        );
+    }
+
+    #[test]
+    fn apply_and_restore_round_trip_on_a_scratch_tree() {
+        let dir = std::env::temp_dir().join(format!("sonde-tune-tree-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("proc/sys/net/core")).unwrap();
+        std::fs::write(dir.join("proc/sys/net/core/busy_poll"), "0\n").unwrap();
+        std::fs::write(dir.join("proc/sys/net/core/busy_read"), "0\n").unwrap();
+        let inv = Inventory::default();
+        let changes = plan(&dir, &inv, Goal::Latency, None);
+        assert_eq!(changes.len(), 2);
+        let state = dir.join("state.json");
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(apply(&dir, Goal::Latency, &changes, &state)
+                .unwrap_err()
+                .to_string()
+                .contains("root"));
+            return;
+        }
+        apply(&dir, Goal::Latency, &changes, &state).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("proc/sys/net/core/busy_poll")).unwrap(),
+            "50"
+        );
+        assert!(apply(&dir, Goal::Latency, &changes, &state)
+            .unwrap_err()
+            .to_string()
+            .contains("not restored"));
+        let undone = restore(&dir, &state).unwrap();
+        assert_eq!(undone.len(), 2);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("proc/sys/net/core/busy_poll")).unwrap(),
+            "0"
+        );
+        assert!(!state.exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
