@@ -10,6 +10,7 @@ pub mod host;
 pub mod interrupts;
 pub mod inventory;
 pub mod netdev;
+pub mod placement;
 pub mod process;
 pub mod route;
 pub mod snmp;

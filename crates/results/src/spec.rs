@@ -117,6 +117,9 @@ pub struct StreamSpec {
     pub client_cpus: Option<Vec<usize>>,
     /// CPUs the agent's workers are pinned to, round robin; `None`: not pinned.
     pub server_cpus: Option<Vec<usize>>,
+    /// The agent chooses its CPUs itself (`--server-cpus auto`), on its own host.
+    #[serde(default)]
+    pub server_cpus_auto: bool,
 }
 
 impl Default for StreamSpec {
@@ -137,6 +140,7 @@ impl Default for StreamSpec {
             rcvbuf_bytes: None,
             client_cpus: None,
             server_cpus: None,
+            server_cpus_auto: false,
         }
     }
 }
@@ -429,6 +433,9 @@ pub struct RrSpec {
     pub busy_poll_us: Option<u32>,
     pub client_cpus: Option<Vec<usize>>,
     pub server_cpus: Option<Vec<usize>>,
+    /// The agent chooses its CPUs itself (`--server-cpus auto`), on its own host.
+    #[serde(default)]
+    pub server_cpus_auto: bool,
     /// Test-only: a stall in the agent's echo path.
     pub server_stall: Option<Stall>,
 }
@@ -454,6 +461,7 @@ impl Default for RrSpec {
             busy_poll_us: None,
             client_cpus: None,
             server_cpus: None,
+            server_cpus_auto: false,
             server_stall: None,
         }
     }
@@ -667,6 +675,9 @@ pub struct PpsSpec {
     pub poll: PollMode,
     pub client_cpus: Option<Vec<usize>>,
     pub server_cpus: Option<Vec<usize>>,
+    /// The agent chooses its CPUs itself (`--server-cpus auto`), on its own host.
+    #[serde(default)]
+    pub server_cpus_auto: bool,
 }
 
 impl Default for PpsSpec {
@@ -685,6 +696,7 @@ impl Default for PpsSpec {
             poll: PollMode::Block,
             client_cpus: None,
             server_cpus: None,
+            server_cpus_auto: false,
         }
     }
 }

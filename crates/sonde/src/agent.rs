@@ -362,6 +362,7 @@ fn run_test(control: TcpStream, peer: SocketAddr, shared: &Shared) -> anyhow::Re
             },
         ));
     }
+    let spec = place_server_workers(spec);
     let data = match DataEndpoint::open(&spec, local_ip) {
         Ok(d) => d,
         Err(e) => {
@@ -480,6 +481,46 @@ fn run_test(control: TcpStream, peer: SocketAddr, shared: &Shared) -> anyhow::Re
     session.send_results(result)?;
     link.flush(|| session.poll_transmit())?;
     Ok(summary)
+}
+
+/// `--server-cpus auto`: the agent picks its CPUs from its own host, from the far end of
+/// the preferred cores, so that a controller on the same host (the lab) picks others.
+fn place_server_workers(mut spec: TestSpec) -> TestSpec {
+    let (auto, workers, cpus) = match &mut spec {
+        TestSpec::Stream(s) => {
+            let n = s.server_threads.map_or_else(
+                || crate::stream_side::default_threads(s.total_connections() as usize),
+                |t| t as usize,
+            );
+            (s.server_cpus_auto, n, &mut s.server_cpus)
+        }
+        TestSpec::Ping(r) | TestSpec::Rpc(r) => {
+            let c = r.connections as usize;
+            (
+                r.server_cpus_auto,
+                r.server_threads
+                    .map_or(c.min(128), |t| t as usize)
+                    .min(c.max(1)),
+                &mut r.server_cpus,
+            )
+        }
+        TestSpec::Pps(p) => (
+            p.server_cpus_auto,
+            p.rx_threads as usize,
+            &mut p.server_cpus,
+        ),
+    };
+    if auto {
+        let inv = sonde_probe::inventory::collect_live();
+        let allowed = sonde_probe::topology::allowed_cpus();
+        *cpus = Some(sonde_probe::placement::choose(
+            &inv,
+            &allowed,
+            workers,
+            sonde_probe::placement::End::Last,
+        ));
+    }
+    spec
 }
 
 /// Where a test's data arrives: a TCP listener (with the notes of its options) or a UDP socket.

@@ -193,8 +193,9 @@ impl PpsArgs {
             warmup_ms: self.warmup,
             interval_ms: self.interval,
             poll,
-            client_cpus: self.cpus.as_ref().map(|c| c.0.clone()),
-            server_cpus: self.server_cpus.as_ref().map(|c| c.0.clone()),
+            client_cpus: client_cpus(&self.cpus, self.tx_threads as usize),
+            server_cpus: server_cpus(&self.server_cpus).0,
+            server_cpus_auto: server_cpus(&self.server_cpus).1,
         };
         spec.validate()?;
         if spec.tx_threads > spec.flows {
@@ -358,15 +359,16 @@ fn parse_stall(s: &str) -> Result<Stall, String> {
 }
 
 impl RrCommon {
-    fn base(&self, poll: PollMode) -> RrSpec {
+    fn base(&self, poll: PollMode, workers: usize) -> RrSpec {
         RrSpec {
             duration_ms: self.duration,
             warmup_ms: self.warmup,
             interval_ms: self.interval,
             poll,
             busy_poll_us: self.busy_poll_us,
-            client_cpus: self.cpus.as_ref().map(|c| c.0.clone()),
-            server_cpus: self.server_cpus.as_ref().map(|c| c.0.clone()),
+            client_cpus: client_cpus(&self.cpus, workers),
+            server_cpus: server_cpus(&self.server_cpus).0,
+            server_cpus_auto: server_cpus(&self.server_cpus).1,
             server_stall: self.server_stall,
             ..Default::default()
         }
@@ -384,7 +386,7 @@ impl PingArgs {
             request_bytes: self.msg_size,
             response_bytes: self.msg_size,
             rate_per_s: self.rate,
-            ..self.common.base(poll)
+            ..self.common.base(poll, 1)
         };
         // Both sizes come from -m here, so that is the flag to name.
         spec.validate().map_err(|mut e| {
@@ -409,7 +411,12 @@ impl RpcArgs {
             rate_per_s: self.rate,
             open_loop: self.rate.is_some(),
             connect_per_request: self.crr,
-            ..self.common.base(poll)
+            ..self.common.base(poll, {
+                let c = self.connections as usize;
+                self.threads
+                    .map_or(c.min(128), |t| t as usize)
+                    .min(c.max(1))
+            })
         };
         spec.validate()?;
         Ok(TestSpec::Rpc(spec))
@@ -567,12 +574,47 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
-/// A CPU list as one value (clap would read a bare `Vec` as a repeated flag).
+/// `--cpus` / `--server-cpus`: a CPU list as one value (clap would read a bare `Vec` as a
+/// repeated flag), or `auto`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuList(pub Vec<usize>);
+pub enum CpuList {
+    List(Vec<usize>),
+    /// Distinct physical cores of the NIC's NUMA node, away from its IRQs, within the
+    /// inherited CPU mask (sonde_probe::placement).
+    Auto,
+}
 
 fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    parse_cpu_list(s).map(CpuList)
+    if s == "auto" {
+        return Ok(CpuList::Auto);
+    }
+    parse_cpu_list(s).map(CpuList::List)
+}
+
+/// This side's CPUs for `workers` workers: a list as given, or chosen from this host.
+fn client_cpus(c: &Option<CpuList>, workers: usize) -> Option<Vec<usize>> {
+    match c.as_ref()? {
+        CpuList::List(l) => Some(l.clone()),
+        CpuList::Auto => {
+            let inv = sonde_probe::inventory::collect_live();
+            let allowed = sonde_probe::topology::allowed_cpus();
+            Some(sonde_probe::placement::choose(
+                &inv,
+                &allowed,
+                workers,
+                sonde_probe::placement::End::First,
+            ))
+        }
+    }
+}
+
+/// The agent's CPUs as sent in the spec: a list, or `auto` for the agent to choose.
+fn server_cpus(c: &Option<CpuList>) -> (Option<Vec<usize>>, bool) {
+    match c {
+        Some(CpuList::List(l)) => (Some(l.clone()), false),
+        Some(CpuList::Auto) => (None, true),
+        None => (None, false),
+    }
 }
 
 impl StreamArgs {
@@ -597,8 +639,19 @@ impl StreamArgs {
             nodelay: self.nodelay,
             sndbuf_bytes: self.sndbuf,
             rcvbuf_bytes: self.rcvbuf,
-            client_cpus: self.cpus.as_ref().map(|c| c.0.clone()),
-            server_cpus: self.server_cpus.as_ref().map(|c| c.0.clone()),
+            client_cpus: client_cpus(
+                &self.cpus,
+                self.threads.map_or_else(
+                    || {
+                        crate::stream_side::default_threads(
+                            self.connections as usize * if self.bidir { 2 } else { 1 },
+                        )
+                    },
+                    |t| t as usize,
+                ),
+            ),
+            server_cpus: server_cpus(&self.server_cpus).0,
+            server_cpus_auto: server_cpus(&self.server_cpus).1,
         };
         spec.validate()?;
         Ok(spec)
