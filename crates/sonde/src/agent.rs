@@ -513,12 +513,12 @@ fn place_server_workers(mut spec: TestSpec) -> TestSpec {
     if auto {
         let inv = sonde_probe::inventory::collect_live();
         let allowed = sonde_probe::topology::allowed_cpus();
-        *cpus = Some(sonde_probe::placement::choose(
+        *cpus = sonde_probe::placement::choose(
             &inv,
             &allowed,
             workers,
             sonde_probe::placement::End::Last,
-        ));
+        );
     }
     spec
 }

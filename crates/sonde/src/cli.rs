@@ -126,9 +126,9 @@ pub struct PpsArgs {
     /// Receive mode of the agent's receivers: block, busy, hybrid[=SPIN].
     #[arg(long, default_value = "block", value_parser = parse_poll, value_name = "MODE")]
     pub poll: PollChoice,
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
     pub cpus: Option<CpuList>,
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
     pub server_cpus: Option<CpuList>,
     /// RFC 2544 throughput search: the highest rate whose loss is at most --max-loss.
     #[arg(long)]
@@ -235,11 +235,11 @@ pub struct RrCommon {
     /// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the data sockets, microseconds.
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u32>,
-    /// Pin this side's workers to these CPUs, round robin.
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    /// Where this side's workers run: auto (see stream --help), a CPU list, or none.
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
     pub cpus: Option<CpuList>,
-    /// Pin the agent's workers to these CPUs.
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    /// Where the agent's workers run: auto (chosen on its host), a CPU list, or none.
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
     pub server_cpus: Option<CpuList>,
     /// Print the result document (JSON) on stdout instead of text.
     #[arg(long)]
@@ -504,11 +504,13 @@ pub struct StreamArgs {
     /// SO_RCVBUF of the data connections, both sides.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub rcvbuf: Option<u32>,
-    /// Pin this side's workers to these CPUs, round robin (e.g. 0-3,8).
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    /// Where this side's workers run: `auto` (distinct physical cores of the NIC's NUMA node,
+    /// away from its IRQs, within the inherited CPU mask), a list pinned round robin
+    /// (e.g. 0-3,8), or `none`.
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
     pub cpus: Option<CpuList>,
-    /// Pin the agent's workers to these CPUs (sent in the test spec).
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
+    /// Where the agent's workers run: `auto` (chosen by the agent on its host), a list, or `none`.
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
     pub server_cpus: Option<CpuList>,
     /// Print the result document (JSON) on stdout instead of text.
     #[arg(long)]
@@ -578,6 +580,8 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
 /// repeated flag), or `auto`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpuList {
+    /// `none`: left to the scheduler.
+    Unpinned,
     List(Vec<usize>),
     /// Distinct physical cores of the NIC's NUMA node, away from its IRQs, within the
     /// inherited CPU mask (sonde_probe::placement).
@@ -585,8 +589,10 @@ pub enum CpuList {
 }
 
 fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    if s == "auto" {
-        return Ok(CpuList::Auto);
+    match s {
+        "auto" => return Ok(CpuList::Auto),
+        "none" => return Ok(CpuList::Unpinned),
+        _ => {}
     }
     parse_cpu_list(s).map(CpuList::List)
 }
@@ -594,16 +600,17 @@ fn parse_cpus(s: &str) -> Result<CpuList, String> {
 /// This side's CPUs for `workers` workers: a list as given, or chosen from this host.
 fn client_cpus(c: &Option<CpuList>, workers: usize) -> Option<Vec<usize>> {
     match c.as_ref()? {
+        CpuList::Unpinned => None,
         CpuList::List(l) => Some(l.clone()),
         CpuList::Auto => {
             let inv = sonde_probe::inventory::collect_live();
             let allowed = sonde_probe::topology::allowed_cpus();
-            Some(sonde_probe::placement::choose(
+            sonde_probe::placement::choose(
                 &inv,
                 &allowed,
                 workers,
                 sonde_probe::placement::End::First,
-            ))
+            )
         }
     }
 }
@@ -613,7 +620,7 @@ fn server_cpus(c: &Option<CpuList>) -> (Option<Vec<usize>>, bool) {
     match c {
         Some(CpuList::List(l)) => (Some(l.clone()), false),
         Some(CpuList::Auto) => (None, true),
-        None => (None, false),
+        Some(CpuList::Unpinned) | None => (None, false),
     }
 }
 

@@ -1,5 +1,5 @@
-//! `--cpus auto` and `--server-cpus auto`: each side places its workers itself, within the
-//! CPU mask it inherited, and the result records where they ran.
+//! `--cpus auto` and `--server-cpus auto` (the default): each side places its workers
+//! itself, within the CPU mask it inherited, and the result records where they ran.
 
 mod common;
 
@@ -50,32 +50,35 @@ fn auto_placement_is_recorded_and_respects_taskset() {
             doc["end"]["receiver"]["pinned_cpus"][0]
         );
     }
-    // The controller's inherited mask (taskset) bounds its choice.
+    // The controller's inherited mask (taskset) bounds its choice; more workers than the
+    // cores it may use are left unpinned.
     let last = (online - 1).to_string();
-    let o = run({
-        let mut c = Command::new("taskset");
-        c.args([
-            "-c",
-            &last,
-            SONDE,
-            "stream",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "-t",
-            "0.5",
-            "--warmup",
-            "0.1",
-            "-P",
-            "2",
-            "--cpus",
-            "auto",
-            "--json",
-        ]);
-        c
-    });
-    assert!(o.status.success(), "{}", stderr(&o));
-    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let want = serde_json::json!([online - 1, online - 1]);
-    assert_eq!(doc["end"]["sender"]["pinned_cpus"], want);
+    for (conns, want) in [
+        ("1", serde_json::json!([online - 1])),
+        ("2", serde_json::Value::Null),
+    ] {
+        let o = run({
+            let mut c = Command::new("taskset");
+            c.args([
+                "-c",
+                &last,
+                SONDE,
+                "stream",
+                "127.0.0.1",
+                "--port",
+                &port,
+                "-t",
+                "0.5",
+                "--warmup",
+                "0.1",
+                "-P",
+                conns,
+                "--json",
+            ]);
+            c
+        });
+        assert!(o.status.success(), "{}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["end"]["sender"]["pinned_cpus"], want, "-P {conns}");
+    }
 }
