@@ -3,7 +3,7 @@
 
 use std::io;
 
-use sonde_results::inventory::{Channels, Rings};
+use sonde_results::inventory::{Channels, Rings, Rss};
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GRINGPARAM: u32 = 0x10;
@@ -49,6 +49,37 @@ fn call(iface: &str, cmd: u32) -> io::Result<[u32; 9]> {
         }
     }
     Ok(buf)
+}
+
+/// Offloads through the legacy get calls (each returns one u32 after the command).
+pub fn offloads(iface: &str) -> std::collections::BTreeMap<String, bool> {
+    const ETH_FLAG_LRO: u32 = 1 << 15;
+    let mut out = std::collections::BTreeMap::new();
+    for (name, cmd) in [
+        ("rx-checksum", 0x14u32),
+        ("tx-checksum", 0x16),
+        ("tso", 0x1e),
+        ("gso", 0x23),
+        ("gro", 0x2b),
+    ] {
+        if let Ok(b) = call(iface, cmd) {
+            out.insert(name.to_string(), b[1] != 0);
+        }
+    }
+    if let Ok(b) = call(iface, 0x25) {
+        out.insert("lro".to_string(), b[1] & ETH_FLAG_LRO != 0);
+    }
+    out
+}
+
+/// RSS key and indirection table sizes (ETHTOOL_GRSSH with zero sizes asks for them).
+pub fn rss(iface: &str) -> Option<Rss> {
+    // cmd, rss_context, indir_size, key_size, then hfunc and reserved fields.
+    let b = call(iface, 0x46).ok()?;
+    (b[2] > 0 || b[3] > 0).then_some(Rss {
+        indirection_entries: b[2],
+        key_bytes: b[3],
+    })
 }
 
 pub fn channels(iface: &str) -> Option<Channels> {
@@ -106,8 +137,12 @@ mod tests {
             return;
         }
         let ch = channels(&name);
+        let offs = offloads(&name);
         let _ = Command::new("ip").args(["link", "del", &name]).status();
         let ch = ch.expect("veth implements ETHTOOL_GCHANNELS");
+        // veth segments and checksums in software and says so.
+        assert_eq!(offs.get("gso"), Some(&true), "{offs:?}");
+        assert!(offs.contains_key("tx-checksum"), "{offs:?}");
         assert!(ch.max_rx >= 1 && ch.max_tx >= 1 && ch.rx >= 1, "{ch:?}");
     }
 }

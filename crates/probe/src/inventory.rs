@@ -25,6 +25,24 @@ pub const SYSCTLS: &[&str] = &[
     "net/ipv4/tcp_congestion_control",
 ];
 
+/// Drivers that run XDP programs in the driver (native mode), as of Linux 6.x.
+const NATIVE_XDP_DRIVERS: &[&str] = &[
+    "mlx5_core",
+    "mlx4_core",
+    "mana",
+    "hv_netvsc",
+    "virtio_net",
+    "veth",
+    "ixgbe",
+    "i40e",
+    "ice",
+    "igc",
+    "ena",
+    "bnxt_en",
+    "nfp",
+    "tun",
+];
+
 /// VF drivers that pair with hv_netvsc under Azure accelerated networking.
 const VF_DRIVERS: &[&str] = &["mlx4_core", "mlx5_core", "mana", "mlx4_en", "mlx5e"];
 
@@ -59,6 +77,8 @@ pub fn collect_live() -> Inventory {
     for n in &mut inv.nics {
         n.channels = crate::ethtool::channels(&n.name);
         n.rings = crate::ethtool::rings(&n.name);
+        n.offloads = crate::ethtool::offloads(&n.name);
+        n.rss = crate::ethtool::rss(&n.name);
     }
     inv.recommendations = crate::advice::recommend(&inv);
     inv
@@ -259,9 +279,11 @@ fn nic(root: &Path, name: &str, irq_lines: &[interrupts::IrqLine]) -> Nic {
             irq,
         })
         .collect();
+    let driver = link_name(root, &format!("{dev}/driver"));
     Nic {
         name: name.to_string(),
-        driver: link_name(root, &format!("{dev}/driver")),
+        native_xdp: driver.as_deref().map(|d| NATIVE_XDP_DRIVERS.contains(&d)),
+        driver,
         bus_address,
         numa_node: numa_node.filter(|&n| n >= 0),
         mac: text(root, &format!("{base}/address")),
@@ -274,6 +296,8 @@ fn nic(root: &Path, name: &str, irq_lines: &[interrupts::IrqLine]) -> Nic {
         tx_queues: tx.len(),
         channels: None,
         rings: None,
+        offloads: BTreeMap::new(),
+        rss: None,
         irqs,
         rps_cpus: rx
             .iter()
@@ -319,6 +343,7 @@ mod tests {
         assert_eq!(eth0.irqs[1].name, "virtio2-input.0");
         assert_eq!(eth0.irqs[1].affinity, Some(vec![0, 1]));
         assert_eq!(eth0.mtu, Some(1400));
+        assert_eq!(eth0.native_xdp, Some(true));
         assert_eq!(
             inv.sysctls.get("net.core.busy_poll").map(String::as_str),
             Some("0")

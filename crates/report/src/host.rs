@@ -87,6 +87,30 @@ pub fn render(inv: &Inventory) -> String {
             ));
         }
         o.push('\n');
+        if !n.offloads.is_empty() {
+            let on: Vec<String> = n
+                .offloads
+                .iter()
+                .map(|(k, v)| format!("{k} {}", if *v { "on" } else { "off" }))
+                .collect();
+            o.push_str(&format!("  offloads    {}\n", on.join(", ")));
+        }
+        if let Some(r) = n.rss {
+            o.push_str(&format!(
+                "  RSS         {}-byte key, {} indirection entries\n",
+                r.key_bytes, r.indirection_entries
+            ));
+        }
+        if let Some(x) = n.native_xdp {
+            o.push_str(&format!(
+                "  native XDP  {}\n",
+                if x {
+                    "driver supports it"
+                } else {
+                    "not a driver known to support it"
+                }
+            ));
+        }
         for i in &n.irqs {
             o.push_str(&format!(
                 "  IRQ {:<8} {:<24} CPUs {}\n",

@@ -93,6 +93,14 @@ pub struct Nic {
     /// From the ethtool ioctls, where the driver answers them.
     pub channels: Option<Channels>,
     pub rings: Option<Rings>,
+    /// Offloads the driver reports on (ethtool): tso, gso, gro, lro, rx-checksum, tx-checksum.
+    #[serde(default)]
+    pub offloads: BTreeMap<String, bool>,
+    #[serde(default)]
+    pub rss: Option<Rss>,
+    /// Whether the driver is one known to run XDP programs natively (in the driver).
+    #[serde(default)]
+    pub native_xdp: Option<bool>,
     pub irqs: Vec<Irq>,
     /// Per receive queue RPS mask and per transmit queue XPS mask (hex, as in sysfs).
     pub rps_cpus: Vec<String>,
@@ -119,6 +127,13 @@ pub struct Rings {
     pub tx: u32,
     pub max_rx: u32,
     pub max_tx: u32,
+}
+
+/// Receive-side scaling as the driver reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rss {
+    pub key_bytes: u32,
+    pub indirection_entries: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
