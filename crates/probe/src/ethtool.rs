@@ -19,23 +19,30 @@ struct IfReq {
 
 /// Nine u32: the command, then the fields of ethtool_channels or ethtool_ringparam.
 fn call(iface: &str, cmd: u32) -> io::Result<[u32; 9]> {
+    let mut buf = [0u32; 9];
+    buf[0] = cmd;
+    raw_call(iface, buf.as_mut_ptr().cast())?;
+    Ok(buf)
+}
+
+/// One SIOCETHTOOL ioctl on `iface` with the command block at `data`, which the caller
+/// keeps alive and sized for the command.
+fn raw_call(iface: &str, data: *mut libc::c_void) -> io::Result<()> {
     if iface.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "interface name too long",
         ));
     }
-    let mut buf = [0u32; 9];
-    buf[0] = cmd;
     let mut req = IfReq {
         name: [0; libc::IFNAMSIZ],
-        data: buf.as_mut_ptr().cast(),
+        data,
         _pad: [0; 16],
     };
     for (d, s) in req.name.iter_mut().zip(iface.bytes()) {
         *d = s as libc::c_char;
     }
-    // SAFETY: a datagram socket for the ioctl, closed below; req and buf outlive the call.
+    // SAFETY: a datagram socket for the ioctl, closed below; req and data outlive the call.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
@@ -48,7 +55,22 @@ fn call(iface: &str, cmd: u32) -> io::Result<[u32; 9]> {
             return Err(err);
         }
     }
-    Ok(buf)
+    Ok(())
+}
+
+/// The driver's name and version (ETHTOOL_GDRVINFO); virtual devices without a sysfs
+/// driver link (veth) still name theirs here.
+pub fn driver_info(iface: &str) -> Option<(String, String)> {
+    // struct ethtool_drvinfo: cmd, then driver[32], version[32], fw_version[32], ...
+    let mut buf = [0u8; 196];
+    buf[..4].copy_from_slice(&0x3u32.to_ne_bytes());
+    raw_call(iface, buf.as_mut_ptr().cast()).ok()?;
+    let field = |at: usize| {
+        let f = &buf[at..at + 32];
+        let end = f.iter().position(|&b| b == 0).unwrap_or(32);
+        String::from_utf8_lossy(&f[..end]).into_owned()
+    };
+    Some((field(4), field(36)))
 }
 
 /// Offloads through the legacy get calls (each returns one u32 after the command).
@@ -138,11 +160,13 @@ mod tests {
         }
         let ch = channels(&name);
         let offs = offloads(&name);
+        let info = driver_info(&name);
         let _ = Command::new("ip").args(["link", "del", &name]).status();
         let ch = ch.expect("veth implements ETHTOOL_GCHANNELS");
         // veth segments and checksums in software and says so.
         assert_eq!(offs.get("gso"), Some(&true), "{offs:?}");
         assert!(offs.contains_key("tx-checksum"), "{offs:?}");
+        assert_eq!(info, Some(("veth".to_string(), "1.0".to_string())));
         assert!(ch.max_rx >= 1 && ch.max_tx >= 1 && ch.rx >= 1, "{ch:?}");
     }
 }

@@ -78,6 +78,13 @@ pub fn collect_live() -> Inventory {
         n.channels = crate::ethtool::channels(&n.name);
         n.rings = crate::ethtool::rings(&n.name);
         n.offloads = crate::ethtool::offloads(&n.name);
+        if let Some((driver, version)) = crate::ethtool::driver_info(&n.name) {
+            if n.driver.is_none() && !driver.is_empty() {
+                n.native_xdp = Some(NATIVE_XDP_DRIVERS.contains(&driver.as_str()));
+                n.driver = Some(driver);
+            }
+            n.driver_version = (!version.is_empty()).then_some(version);
+        }
         n.rss = crate::ethtool::rss(&n.name);
     }
     inv.recommendations = crate::advice::recommend(&inv);
@@ -284,6 +291,7 @@ fn nic(root: &Path, name: &str, irq_lines: &[interrupts::IrqLine]) -> Nic {
         name: name.to_string(),
         native_xdp: driver.as_deref().map(|d| NATIVE_XDP_DRIVERS.contains(&d)),
         driver,
+        driver_version: None,
         bus_address,
         numa_node: numa_node.filter(|&n| n >= 0),
         mac: text(root, &format!("{base}/address")),

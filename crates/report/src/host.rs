@@ -60,9 +60,13 @@ pub fn render(inv: &Inventory) -> String {
     }
     for n in &inv.nics {
         o.push_str(&format!(
-            "\nNIC {}: driver {}, bus {}, NUMA node {}, MAC {}, MTU {}, speed {}, {}\n",
+            "\nNIC {}: driver {}{}, bus {}, NUMA node {}, MAC {}, MTU {}, speed {}, {}\n",
             n.name,
             or(&n.driver),
+            n.driver_version
+                .as_ref()
+                .map(|v| format!(" {v}"))
+                .unwrap_or_default(),
             or(&n.bus_address),
             n.numa_node.map_or("n/a".into(), |v| v.to_string()),
             or(&n.mac),

@@ -82,6 +82,8 @@ pub struct IdleState {
 pub struct Nic {
     pub name: String,
     pub driver: Option<String>,
+    #[serde(default)]
+    pub driver_version: Option<String>,
     pub bus_address: Option<String>,
     pub numa_node: Option<i64>,
     pub mac: Option<String>,

@@ -86,3 +86,38 @@ fn not_root_is_refused_clearly() {
     assert!(stderr(&o).contains("run it as root"), "{}", stderr(&o));
     assert!(!state.exists());
 }
+
+#[test]
+fn tune_on_a_test_is_restored_after_ctrl_c() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let napi = format!("/sys/class/net/{}/napi_defer_hard_irqs", lab.client_if);
+    let before = read_in(&lab.client, &napi);
+    let mut cmd = lab.sonde(
+        &agent,
+        "ping",
+        &["--tune", "latency", "-t", "20", "--warmup", "0.2"],
+    );
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert_eq!(
+        read_in(&lab.client, &napi),
+        "2",
+        "--tune latency was not applied during the test"
+    );
+    // SAFETY: signals our own child (ip netns exec has exec'd sonde).
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = wait_with_timeout(&mut child, std::time::Duration::from_secs(5))
+        .expect("ping ignored Ctrl-C");
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(
+        read_in(&lab.client, &napi),
+        before,
+        "--tune was not restored after Ctrl-C"
+    );
+}
