@@ -57,6 +57,14 @@ impl Count {
     }
 }
 
+/// (packets, bytes) over all workers' counters.
+fn sum(counts: &[Count]) -> (u64, u64) {
+    counts
+        .iter()
+        .map(Count::read)
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
 /// Per-flow receive accounting, sized and allocated before the first packet.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowRx {
@@ -222,11 +230,7 @@ impl PpsSender {
 
     /// Packets and UDP payload bytes sent so far (monotonic).
     pub fn counts(&self) -> (u64, u64) {
-        self.shared
-            .counts
-            .iter()
-            .map(Count::read)
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        sum(&self.shared.counts)
     }
 
     pub fn all_done(&self) -> bool {
@@ -443,11 +447,7 @@ impl PpsReceiver {
 
     /// Packets and UDP payload bytes received so far (monotonic).
     pub fn counts(&self) -> (u64, u64) {
-        self.shared
-            .counts
-            .iter()
-            .map(Count::read)
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        sum(&self.shared.counts)
     }
 
     pub fn foreign(&self) -> u64 {
