@@ -1,6 +1,7 @@
 //! Renderers: turn a result document (or the live samples of a running test) into text.
 //! They compute nothing beyond unit conversion; every figure comes from `sonde-results`.
 
+pub mod csv;
 pub mod host;
 pub mod live;
 pub mod summary;

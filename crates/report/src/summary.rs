@@ -545,3 +545,78 @@ pub fn pps(doc: &Document) -> String {
     }
     out
 }
+
+/// `sonde results list`: one row per stored run.
+pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "run", "label", "test", "started", "headline", "status", "command",
+    ]);
+    for (id, label, d) in runs {
+        let e = &d.end;
+        let headline = if let Some(r) = &e.receiver {
+            bits_per_second(r.bits_per_second)
+        } else if let (Some(rps), Some(l)) = (e.requests_per_second, &e.latency_ns) {
+            format!("{rps:.0} req/s, RTT p50 {} us", us(l.p50))
+        } else if let Some(p) = e.packets.as_ref().and_then(|p| p.receiver.as_ref()) {
+            format!("{:.0} pps received", p.packets_per_second)
+        } else {
+            "-".into()
+        };
+        t.add_row(vec![
+            id.to_string(),
+            label.clone().unwrap_or_default(),
+            d.test.clone(),
+            d.start.started_at.clone(),
+            headline,
+            if e.partial {
+                "partial".into()
+            } else {
+                "ok".into()
+            },
+            d.start.command.clone(),
+        ]);
+    }
+    format!("{t}\n")
+}
+
+/// `sonde compare`: one row per metric.
+pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "metric".to_string(),
+        format!("{a} (median)"),
+        format!("{b} (median)"),
+        "change".into(),
+        "95 % interval".into(),
+        "verdict".into(),
+    ]);
+    for c in cmp {
+        t.add_row(vec![
+            format!(
+                "{}{}",
+                c.metric,
+                if c.higher_is_better {
+                    " (higher is better)"
+                } else {
+                    " (lower is better)"
+                }
+            ),
+            format!("{:.3} (n={})", c.median_a, c.runs_a),
+            format!("{:.3} (n={})", c.median_b, c.runs_b),
+            format!("{:+.1} %", c.change_percent),
+            format!(
+                "[{:+.1} %, {:+.1} %]",
+                c.ci95_low_percent, c.ci95_high_percent
+            ),
+            match c.verdict {
+                sonde_results::compare::Verdict::Better => "better".into(),
+                sonde_results::compare::Verdict::Worse => "WORSE".into(),
+                sonde_results::compare::Verdict::NoSignificantChange => {
+                    "no significant change".into()
+                }
+            },
+        ]);
+    }
+    format!("{t}\n")
+}

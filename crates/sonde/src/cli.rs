@@ -40,6 +40,10 @@ pub enum Command {
     Host(HostArgs),
     /// Plan, apply and restore the settings tuning guides change, for a goal.
     Tune(TuneArgs),
+    /// The result store: list, show, export, import runs.
+    Results(ResultsArgs),
+    /// Compare two labels (or runs): medians, change, 95 % bootstrap interval, verdict.
+    Compare(CompareArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
 }
@@ -152,6 +156,8 @@ pub struct PpsArgs {
     /// Tune this host for the goal before the test and restore it after, whatever happens.
     #[arg(long, value_enum, value_name = "GOAL")]
     pub tune: Option<Goal>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 impl PpsArgs {
@@ -211,6 +217,99 @@ impl PpsArgs {
     }
 }
 
+/// Where runs are kept; shared by every test command.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The result store [default: $SONDE_DB, else $XDG_DATA_HOME or ~/.local/share, netsonde/results.db].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Do not save this run in the store.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Name the configuration this run measured (for `sonde compare`).
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+}
+
+impl StoreArgs {
+    pub fn db_path(db: Option<&std::path::Path>) -> PathBuf {
+        if let Some(p) = db {
+            return p.to_path_buf();
+        }
+        if let Some(p) = std::env::var_os("SONDE_DB") {
+            return PathBuf::from(p);
+        }
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .unwrap_or_else(std::env::temp_dir);
+        data.join("netsonde/results.db")
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ResultsArgs {
+    #[command(subcommand)]
+    pub action: ResultsAction,
+    #[arg(long, value_name = "PATH", global = true)]
+    pub db: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ResultsAction {
+    /// Stored runs, newest first.
+    List {
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// One run's result document (JSON).
+    Show { id: i64 },
+    /// Runs as JSON documents (one array) or CSV of their intervals.
+    Export {
+        ids: Vec<i64>,
+        #[arg(long, value_enum, default_value = "json")]
+        format: ExportFormat,
+    },
+    /// Stores result documents written with --output or --json.
+    Import {
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        label: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Json,
+    Csv,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Baseline: a label, or a run id.
+    pub a: String,
+    /// Candidate: a label, or a run id.
+    pub b: String,
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 4 when any metric is significantly worse by more than PCT percent.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub fail_if_worse: Option<f64>,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        return Err(format!("'{s}' is not a percentage"));
+    }
+    Ok(v)
+}
+
 /// Flags shared by ping and rpc.
 #[derive(Args, Debug)]
 pub struct RrCommon {
@@ -253,6 +352,8 @@ pub struct RrCommon {
     /// Tune this host for the goal before the test and restore it after, whatever happens.
     #[arg(long, value_enum, value_name = "GOAL")]
     pub tune: Option<Goal>,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
     #[arg(long, hide = true, value_parser = parse_stall, value_name = "AFTER_MS:STALL_MS")]
     pub server_stall: Option<Stall>,
@@ -524,6 +625,8 @@ pub struct StreamArgs {
     /// Tune this host for the goal before the test and restore it after, whatever happens.
     #[arg(long, value_enum, value_name = "GOAL")]
     pub tune: Option<Goal>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,7 @@
 //! `sonde`: parse, dispatch, and turn every error into one line and an exit code.
 //!
-//! Exit codes: 0 success, 1 error, 2 bad usage, 3 partial result (test cut short).
+//! Exit codes: 0 success, 1 error, 2 bad usage, 3 partial result (test cut short),
+//! 4 `compare --fail-if-worse` found a regression.
 
 mod agent;
 mod cli;
@@ -29,6 +30,8 @@ use sonde_results::{Document, PollMode, SpecError, TestSpec};
 const EXIT_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_PARTIAL: u8 = 3;
+/// `sonde compare --fail-if-worse`: a metric got significantly worse beyond the limit.
+const EXIT_WORSE: u8 = 4;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -88,6 +91,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pps(a) => pps(&a, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
+        Command::Results(a) => results_command(a),
+        Command::Compare(a) => compare_command(a),
         Command::Host(a) => {
             let inv = match &a.root {
                 Some(root) => {
@@ -163,6 +168,7 @@ fn stream(
         }
     };
     let doc = controller::run_test(&req, interrupt, &mut live)?;
+    save_run(&a.store, &doc);
     let text = sonde_report::json(&doc);
     let human = (!a.json).then(|| sonde_report::summary::stream(&doc));
     emit(&text, human, a.json, a.output.as_deref(), doc.end.partial)
@@ -213,6 +219,7 @@ fn request_response(
             }
         };
         let doc = controller::run_test(&req, interrupt, &mut live)?;
+        save_run(&common.store, &doc);
         if !common.json {
             print!("{}", sonde_report::summary::rr(&doc));
         }
@@ -291,6 +298,7 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
     } else {
         run(&TestSpec::Pps(spec), true)?
     };
+    save_run(&a.store, &doc);
     let human = (!a.json).then(|| sonde_report::summary::pps(&doc));
     emit(
         &sonde_report::json(&doc),
@@ -354,6 +362,123 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Keeps a run in the store (unless --no-save). A store that cannot be written is reported
+/// but does not fail the test: the document is still printed and written with --output.
+fn save_run(args: &cli::StoreArgs, doc: &sonde_results::Document) {
+    if args.no_save {
+        return;
+    }
+    let path = cli::StoreArgs::db_path(args.db.as_deref());
+    match sonde_store::Store::open(&path).and_then(|s| s.save(doc, args.label.as_deref())) {
+        Ok(id) => eprintln!("saved as run {id} in {}", path.display()),
+        Err(e) => eprintln!("warning: run not saved: {e}"),
+    }
+}
+
+fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
+    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    match a.action {
+        cli::ResultsAction::List { label } => {
+            let runs = store.list(label.as_deref())?;
+            print!(
+                "{}",
+                sonde_report::summary::runs(
+                    &runs
+                        .iter()
+                        .map(|r| (r.id, r.label.clone(), &r.document))
+                        .collect::<Vec<_>>()
+                )
+            );
+        }
+        cli::ResultsAction::Show { id } => {
+            print!("{}", sonde_report::json(&store.get(id)?.document))
+        }
+        cli::ResultsAction::Export { ids, format } => {
+            let runs: Vec<sonde_store::Run> = if ids.is_empty() {
+                store.list(None)?
+            } else {
+                ids.iter()
+                    .map(|&i| store.get(i))
+                    .collect::<Result<_, _>>()?
+            };
+            match format {
+                cli::ExportFormat::Json => {
+                    let docs: Vec<&sonde_results::Document> =
+                        runs.iter().map(|r| &r.document).collect();
+                    println!("{}", serde_json::to_string_pretty(&docs)?);
+                }
+                cli::ExportFormat::Csv => print!(
+                    "{}",
+                    sonde_report::csv::intervals(
+                        &runs.iter().map(|r| (r.id, &r.document)).collect::<Vec<_>>()
+                    )
+                ),
+            }
+        }
+        cli::ResultsAction::Import { files, label } => {
+            for f in files {
+                let bytes =
+                    std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
+                let doc: sonde_results::Document = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("{} is not a sonde result document", f.display()))?;
+                let id = store.save(&doc, label.as_deref())?;
+                println!("imported {} as run {id}", f.display());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs named by a label, or the one run with that id.
+fn runs_for(store: &sonde_store::Store, which: &str) -> anyhow::Result<Vec<sonde_store::Run>> {
+    let by_label = store.list(Some(which))?;
+    if !by_label.is_empty() {
+        return Ok(by_label);
+    }
+    match which.parse::<i64>() {
+        Ok(id) => Ok(vec![store.get(id)?]),
+        Err(_) => anyhow::bail!("no runs labelled '{which}' (and it is not a run id)"),
+    }
+}
+
+fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
+    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    let (ra, rb) = (runs_for(&store, &a.a)?, runs_for(&store, &a.b)?);
+    anyhow::ensure!(
+        ra[0].test == rb[0].test,
+        "'{}' holds {} runs and '{}' holds {} runs: compare like with like",
+        a.a,
+        ra[0].test,
+        a.b,
+        rb[0].test
+    );
+    let da: Vec<&sonde_results::Document> = ra.iter().map(|r| &r.document).collect();
+    let db: Vec<&sonde_results::Document> = rb.iter().map(|r| &r.document).collect();
+    let cmp = sonde_results::compare::compare_runs(&da, &db);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&cmp)?);
+    } else {
+        print!("{}", sonde_report::summary::comparison(&a.a, &a.b, &cmp));
+    }
+    let worse = a.fail_if_worse.is_some_and(|limit| {
+        cmp.iter().any(|c| {
+            c.verdict == sonde_results::compare::Verdict::Worse && {
+                let loss = if c.higher_is_better {
+                    -c.change_percent
+                } else {
+                    c.change_percent
+                };
+                loss > limit
+            }
+        })
+    });
+    Ok(if worse {
+        ExitCode::from(EXIT_WORSE)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Applies `--tune` for the length of a test; the guard restores on every exit path.

@@ -1,0 +1,125 @@
+//! Every run lands in the store; `sonde results` lists, shows, exports and imports them;
+//! `sonde compare` tells a real difference from none, and can fail a CI job on a regression.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn sonde(db: &std::path::Path, args: &[&str]) -> std::process::Output {
+    run({
+        let mut c = Command::new(SONDE);
+        c.args(args).env("SONDE_DB", db);
+        c
+    })
+}
+
+#[test]
+fn runs_are_stored_and_labels_compared() {
+    let db = temp_file("store.db");
+    let agent = Agent::on_loopback();
+    let port = agent.port.to_string();
+    for (label, rate) in [
+        ("slow", "200"),
+        ("fast", "400"),
+        ("slow", "200"),
+        ("fast", "400"),
+        ("slow", "200"),
+        ("fast", "400"),
+    ] {
+        let o = sonde(
+            &db,
+            &[
+                "ping",
+                "127.0.0.1",
+                "--port",
+                &port,
+                "--rate",
+                rate,
+                "-t",
+                "0.6",
+                "--warmup",
+                "0.1",
+                "--label",
+                label,
+                "--json",
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("saved as run"), "{}", stderr(&o));
+    }
+    let o = sonde(
+        &db,
+        &[
+            "ping",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-t",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--no-save",
+            "--json",
+        ],
+    );
+    assert!(!stderr(&o).contains("saved as run"));
+
+    let list = sonde(&db, &["results", "list"]);
+    let text = stdout(&list);
+    assert_eq!(text.matches("┆ ping ┆").count(), 6, "{text}");
+    let show = sonde(&db, &["results", "show", "1"]);
+    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(doc["test"], "ping");
+    let csv = stdout(&sonde(
+        &db,
+        &["results", "export", "--format", "csv", "1", "2"],
+    ));
+    assert!(csv.starts_with("run,test,start_s"), "{csv}");
+    assert!(csv.lines().count() >= 3, "{csv}");
+
+    let cmp = sonde(&db, &["compare", "slow", "fast", "--json"]);
+    assert!(cmp.status.success(), "{}", stderr(&cmp));
+    let rows: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
+    let rate = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "requests_per_second")
+        .unwrap();
+    assert_eq!(rate["verdict"], "better");
+    let change = rate["change_percent"].as_f64().unwrap();
+    assert!((change - 100.0).abs() < 10.0, "{change}");
+    // The other way round it is a regression; --fail-if-worse turns that into exit 4.
+    let o = sonde(&db, &["compare", "fast", "slow", "--fail-if-worse", "5%"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stdout(&o));
+    assert!(stdout(&o).contains("WORSE"));
+    let o = sonde(&db, &["compare", "slow", "slow", "--fail-if-worse", "5%"]);
+    assert_eq!(o.status.code(), Some(0));
+    let o = sonde(&db, &["compare", "slow", "nosuchlabel"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no runs labelled 'nosuchlabel'"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A document written with --output can be imported.
+    let file = temp_file("doc.json");
+    std::fs::write(&file, &show.stdout).unwrap();
+    let o = sonde(
+        &db,
+        &[
+            "results",
+            "import",
+            "--label",
+            "imported",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&sonde(&db, &["results", "list", "--label", "imported"])).contains("imported"));
+    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(&db);
+}

@@ -1,0 +1,120 @@
+use super::*;
+use sonde_results::document::Inputs;
+use sonde_results::{HostInfo, Role, SideResult, StreamSpec, TestSpec};
+
+fn doc(command: &str) -> Document {
+    let spec = TestSpec::Stream(StreamSpec::default());
+    let side = SideResult::new(
+        Role::Client,
+        HostInfo::default(),
+        1.0,
+        (1, None),
+        vec![],
+        false,
+    );
+    Document::build(Inputs {
+        spec: &spec,
+        command: command.into(),
+        server_command: Some("sonde serve".into()),
+        server_address: "198.18.0.2:5301".into(),
+        started_at: "2026-11-22T00:00:00Z".into(),
+        software: "sonde test".into(),
+        client: &side,
+        server: Some(&side),
+        client_intervals: &[],
+        server_intervals: &[],
+        error: None,
+    })
+}
+
+fn temp_db(name: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("sonde-store-{}-{name}.db", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+#[test]
+fn round_trip_with_labels() {
+    let path = temp_db("rt");
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let a = s.save(&doc("sonde stream a"), Some("an-on")).unwrap();
+    let b = s.save(&doc("sonde stream b"), Some("an-off")).unwrap();
+    let all = s.list(None).unwrap();
+    assert_eq!(all.iter().map(|r| r.id).collect::<Vec<_>>(), vec![b, a]);
+    let on = s.list(Some("an-on")).unwrap();
+    assert_eq!(on.len(), 1);
+    assert_eq!(on[0].document, doc("sonde stream a"));
+    assert_eq!(on[0].label.as_deref(), Some("an-on"));
+    assert_eq!(s.get(b).unwrap().command, "sonde stream b");
+    assert!(matches!(s.get(999), Err(StoreError::NoSuchRun(999))));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn an_older_schema_is_migrated_and_its_runs_kept() {
+    let path = temp_db("mig");
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(MIGRATIONS[0]).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        let json = serde_json::to_string(&doc("sonde stream old")).unwrap();
+        c.execute("INSERT INTO runs (test, started_at, command, document) VALUES ('stream', 'x', 'sonde stream old', ?1)", params![json]).unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.schema_version().unwrap(), 2);
+    let runs = s.list(None).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].label, None);
+    assert_eq!(runs[0].command, "sonde stream old");
+    s.save(&doc("new"), Some("l")).unwrap();
+    assert_eq!(s.list(Some("l")).unwrap().len(), 1);
+    drop(s);
+    let c = Connection::open(&path).unwrap();
+    c.pragma_update(None, "user_version", 99).unwrap();
+    drop(c);
+    assert!(matches!(
+        Store::open(&path),
+        Err(StoreError::TooNew { found: 99, .. })
+    ));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn concurrent_writers_do_not_corrupt_the_store() {
+    let path = temp_db("conc");
+    Store::open(&path).unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let s = Store::open(&path).unwrap();
+                (0..50)
+                    .map(|i| {
+                        s.save(&doc(&format!("w{w} r{i}")), Some(&format!("w{w}")))
+                            .unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut ids: Vec<i64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 200);
+    let s = Store::open(&path).unwrap();
+    let runs = s.list(None).unwrap();
+    assert_eq!(runs.len(), 200);
+    for w in 0..4 {
+        assert_eq!(s.list(Some(&format!("w{w}"))).unwrap().len(), 50);
+    }
+    let ok: String = s
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    let _ = std::fs::remove_file(path);
+}
