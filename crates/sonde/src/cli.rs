@@ -42,6 +42,13 @@ pub enum Command {
     Tune(TuneArgs),
     /// The result store: list, show, export, import runs.
     Results(ResultsArgs),
+    /// Shell completions on stdout: `sonde completions bash > /etc/bash_completion.d/sonde`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff) on stdout: `sonde man > /usr/local/share/man/man1/sonde.1`.
+    Man,
     /// Compare two labels (or runs): medians, change, 95 % bootstrap interval, verdict.
     Compare(CompareArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
@@ -158,6 +165,9 @@ pub struct PpsArgs {
     pub tune: Option<Goal>,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// NDJSON on stdout: one line per interval as it happens, then the end document.
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
 }
 
 impl PpsArgs {
@@ -354,6 +364,9 @@ pub struct RrCommon {
     pub tune: Option<Goal>,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// NDJSON on stdout: one line per interval as it happens, then the end document.
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
     #[arg(long, hide = true, value_parser = parse_stall, value_name = "AFTER_MS:STALL_MS")]
     pub server_stall: Option<Stall>,
@@ -627,6 +640,9 @@ pub struct StreamArgs {
     pub tune: Option<Goal>,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// NDJSON on stdout: one line per interval as it happens, then the end document.
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
 }
 
 #[derive(Args, Debug)]

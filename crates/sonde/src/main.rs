@@ -92,6 +92,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => results_command(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "sonde",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Compare(a) => compare_command(a),
         Command::Host(a) => {
             let inv = match &a.root {
@@ -138,7 +152,7 @@ fn stream(
     };
     let _tuned = tuned(a.tune, a.json)?;
     let direction = spec.direction;
-    if !a.json {
+    if !a.json && !a.json_stream {
         println!(
             "sonde stream to {}:{}: {}, {} connection(s), {:.1} s measured (+{:.1} s warm-up, {:.1} s cool-down)",
             a.host,
@@ -158,9 +172,12 @@ fn stream(
         command,
         key: key.clone(),
     };
-    let quiet = a.json;
+    let quiet = a.json || a.json_stream;
+    let ndjson = a.json_stream;
     let mut live = |l: controller::LiveInterval<'_>| {
-        if !quiet {
+        if ndjson {
+            ndjson_interval(&l);
+        } else if !quiet {
             println!(
                 "{}",
                 sonde_report::live::line(direction, l.client, l.server)
@@ -170,7 +187,8 @@ fn stream(
     let doc = controller::run_test(&req, interrupt, &mut live)?;
     save_run(&a.store, &doc);
     let text = sonde_report::json(&doc);
-    let human = (!a.json).then(|| sonde_report::summary::stream(&doc));
+    ndjson_end(ndjson, &doc);
+    let human = (!quiet).then(|| sonde_report::summary::stream(&doc));
     emit(&text, human, a.json, a.output.as_deref(), doc.end.partial)
 }
 
@@ -199,7 +217,7 @@ fn request_response(
         if interrupt.is_set() || docs.last().is_some_and(|d| d.end.partial) {
             break;
         }
-        if !common.json {
+        if !common.json && !common.json_stream {
             println!(
                 "{}",
                 sonde_report::summary::rr_heading(&spec, &common.host, common.port)
@@ -212,15 +230,19 @@ fn request_response(
             command: command.clone(),
             key: key.clone(),
         };
-        let quiet = common.json;
+        let quiet = common.json || common.json_stream;
+        let ndjson = common.json_stream;
         let mut live = |l: controller::LiveInterval<'_>| {
-            if !quiet {
+            if ndjson {
+                ndjson_interval(&l);
+            } else if !quiet {
                 println!("{}", sonde_report::live::rr_line(l.client, l.server));
             }
         };
         let doc = controller::run_test(&req, interrupt, &mut live)?;
         save_run(&common.store, &doc);
-        if !common.json {
+        ndjson_end(ndjson, &doc);
+        if !quiet {
             print!("{}", sonde_report::summary::rr(&doc));
         }
         docs.push(doc);
@@ -248,7 +270,7 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
     };
     let _tuned = tuned(a.tune, a.json)?;
     let key = cli::load_key(a.key_file.as_deref())?;
-    let quiet = a.json;
+    let quiet = a.json || a.json_stream;
     if !quiet {
         println!(
             "{}",
@@ -264,7 +286,9 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
             key: key.clone(),
         };
         let mut live = |l: controller::LiveInterval<'_>| {
-            if !quiet && show_intervals {
+            if a.json_stream && show_intervals {
+                ndjson_interval(&l);
+            } else if !quiet && show_intervals {
                 println!("{}", sonde_report::live::pps_line(l.client, l.server));
             }
         };
@@ -299,7 +323,8 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
         run(&TestSpec::Pps(spec), true)?
     };
     save_run(&a.store, &doc);
-    let human = (!a.json).then(|| sonde_report::summary::pps(&doc));
+    ndjson_end(a.json_stream, &doc);
+    let human = (!quiet).then(|| sonde_report::summary::pps(&doc));
     emit(
         &sonde_report::json(&doc),
         human,
@@ -362,6 +387,19 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--json-stream`: one NDJSON line per interval, as both sides measured it.
+fn ndjson_interval(l: &controller::LiveInterval<'_>) {
+    let line = serde_json::json!({ "event": "interval", "client": l.client, "server": l.server });
+    println!("{line}");
+}
+
+/// `--json-stream`: the end document as the last line.
+fn ndjson_end(enabled: bool, doc: &sonde_results::Document) {
+    if enabled {
+        println!("{}", serde_json::json!({ "event": "end", "document": doc }));
+    }
 }
 
 /// Keeps a run in the store (unless --no-save). A store that cannot be written is reported

@@ -123,3 +123,52 @@ fn runs_are_stored_and_labels_compared() {
     let _ = std::fs::remove_file(file);
     let _ = std::fs::remove_file(&db);
 }
+
+#[test]
+fn json_stream_completions_and_man_page() {
+    let agent = Agent::on_loopback();
+    let o = run({
+        let mut c = Command::new(SONDE);
+        c.args([
+            "ping",
+            "127.0.0.1",
+            "--port",
+            &agent.port.to_string(),
+            "-t",
+            "1",
+            "--warmup",
+            "0.1",
+            "-i",
+            "0.5",
+            "--json-stream",
+            "--no-save",
+        ]);
+        c
+    });
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "two intervals, then the end");
+    assert_eq!(lines[0]["event"], "interval");
+    assert!(lines[0]["client"]["latency_ns"]["p50"].as_u64().unwrap() > 0);
+    assert_eq!(lines[2]["event"], "end");
+    assert_eq!(lines[2]["document"]["test"], "ping");
+    let bash = run({
+        let mut c = Command::new(SONDE);
+        c.args(["completions", "bash"]);
+        c
+    });
+    assert!(stdout(&bash).contains("_sonde()"), "{}", stdout(&bash));
+    let man = run({
+        let mut c = Command::new(SONDE);
+        c.arg("man");
+        c
+    });
+    assert!(
+        stdout(&man).starts_with(".ie") || stdout(&man).contains(".TH sonde"),
+        "{}",
+        &stdout(&man)[..200.min(stdout(&man).len())]
+    );
+}
