@@ -3,6 +3,7 @@
 
 pub mod csv;
 pub mod host;
+pub mod html;
 pub mod live;
 pub mod summary;
 pub mod units;

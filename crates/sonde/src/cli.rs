@@ -51,6 +51,8 @@ pub enum Command {
     Man,
     /// Compare two labels (or runs): medians, change, 95 % bootstrap interval, verdict.
     Compare(CompareArgs),
+    /// A self-contained HTML (or Markdown) report of stored runs.
+    Report(ReportArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
 }
@@ -307,6 +309,20 @@ pub struct CompareArgs {
     /// Exit 4 when any metric is significantly worse by more than PCT percent.
     #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     pub fail_if_worse: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Runs: labels or run ids. Two labels also get a comparison.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// The report file: .html (self-contained, inline SVG charts) or .md.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    #[arg(long, default_value = "Network performance report")]
+    pub title: String,
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {

@@ -107,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Compare(a) => compare_command(a),
+        Command::Report(a) => report_command(a),
         Command::Host(a) => {
             let inv = match &a.root {
                 Some(root) => {
@@ -517,6 +518,48 @@ fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
+    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    let mut groups: Vec<(String, Vec<sonde_store::Run>)> = Vec::new();
+    for sel in &a.runs {
+        groups.push((sel.clone(), runs_for(&store, sel)?));
+    }
+    let runs: Vec<sonde_report::html::ReportRun<'_>> = groups
+        .iter()
+        .flat_map(|(_, rs)| {
+            rs.iter().map(|r| sonde_report::html::ReportRun {
+                id: r.id,
+                label: r.label.clone(),
+                doc: &r.document,
+            })
+        })
+        .collect();
+    let cmp = match &groups[..] {
+        [(a_name, ra), (b_name, rb)] if ra[0].test == rb[0].test => {
+            let da: Vec<&sonde_results::Document> = ra.iter().map(|r| &r.document).collect();
+            let db: Vec<&sonde_results::Document> = rb.iter().map(|r| &r.document).collect();
+            Some((
+                a_name.as_str(),
+                b_name.as_str(),
+                sonde_results::compare::compare_runs(&da, &db),
+            ))
+        }
+        _ => None,
+    };
+    let when = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let cmp_ref = cmp.as_ref().map(|(x, y, c)| (*x, *y, c.as_slice()));
+    let text = match a.output.extension().and_then(|e| e.to_str()) {
+        Some("md") => sonde_report::html::markdown(&a.title, &when, &runs, cmp_ref),
+        Some("html") | Some("htm") => sonde_report::html::render(&a.title, &when, &runs, cmp_ref),
+        _ => anyhow::bail!("-o {}: the report is .html or .md", a.output.display()),
+    };
+    write_atomically(&a.output, text.as_bytes())?;
+    println!("wrote {} ({} runs)", a.output.display(), runs.len());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Applies `--tune` for the length of a test; the guard restores on every exit path.
