@@ -53,6 +53,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// A self-contained HTML (or Markdown) report of stored runs.
     Report(ReportArgs),
+    /// Run a matrix of tests × parameters × repetitions from a TOML file, storing each run.
+    Suite(SuiteArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
 }
@@ -241,6 +243,9 @@ pub struct StoreArgs {
     /// Name the configuration this run measured (for `sonde compare`).
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,
+    /// Set by `sonde suite`: the suite item this run is, for --resume.
+    #[arg(long, hide = true, value_name = "KEY")]
+    pub suite_key: Option<String>,
 }
 
 impl StoreArgs {
@@ -309,6 +314,16 @@ pub struct CompareArgs {
     /// Exit 4 when any metric is significantly worse by more than PCT percent.
     #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     pub fail_if_worse: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct SuiteArgs {
+    pub file: PathBuf,
+    /// Skip the items a previous, interrupted run of this suite already stored.
+    #[arg(long)]
+    pub resume: bool,
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -16,6 +16,7 @@ mod search;
 mod side;
 mod signals;
 mod stream_side;
+mod suite;
 mod tune;
 
 use std::io::Write;
@@ -108,6 +109,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Compare(a) => compare_command(a),
         Command::Report(a) => report_command(a),
+        Command::Suite(a) => suite::run(&a, &interrupt),
         Command::Host(a) => {
             let inv = match &a.root {
                 Some(root) => {
@@ -410,7 +412,9 @@ fn save_run(args: &cli::StoreArgs, doc: &sonde_results::Document) {
         return;
     }
     let path = cli::StoreArgs::db_path(args.db.as_deref());
-    match sonde_store::Store::open(&path).and_then(|s| s.save(doc, args.label.as_deref())) {
+    match sonde_store::Store::open(&path)
+        .and_then(|s| s.save_for_suite(doc, args.label.as_deref(), args.suite_key.as_deref()))
+    {
         Ok(id) => eprintln!("saved as run {id} in {}", path.display()),
         Err(e) => eprintln!("warning: run not saved: {e}"),
     }

@@ -172,3 +172,73 @@ fn json_stream_completions_and_man_page() {
         &stdout(&man)[..200.min(stdout(&man).len())]
     );
 }
+
+#[test]
+fn a_suite_stores_every_run_and_resumes_after_an_interruption() {
+    let db = temp_file("suite.db");
+    let agent = Agent::on_loopback();
+    let file = temp_file("suite.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "label = \"suite-test\"\nagents = [\"127.0.0.1\"]\nport = {}\nrepetitions = 2\n[[test]]\ntype = \"ping\"\nrate = [200, 400]\nduration = \"0.5\"\nwarmup = \"0.1\"\n",
+            agent.port
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(SONDE)
+        .args([
+            "suite",
+            file.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = wait_with_timeout(&mut child, std::time::Duration::from_secs(10)).unwrap();
+    assert_eq!(status.code(), Some(3));
+    let count = |db: &std::path::Path| {
+        stdout(&sonde(db, &["results", "list", "--label", "suite-test"]))
+            .matches("┆ ping ┆")
+            .count()
+    };
+    let first = count(&db);
+    assert!(
+        (1..4).contains(&first),
+        "{first} runs stored before the interruption"
+    );
+    let o = sonde(
+        &db,
+        &[
+            "suite",
+            file.to_str().unwrap(),
+            "--resume",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("{first} already stored")),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(count(&db), 4);
+    // Bad files name the line and key.
+    std::fs::write(
+        &file,
+        "label = \"x\"\nagents = [\"127.0.0.1\"]\n[[test]]\ntype = \"ping\"\nwindow = 0\n",
+    )
+    .unwrap();
+    let o = sonde(&db, &["suite", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains(":5: key 'window'"), "{}", stderr(&o));
+    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(db);
+}

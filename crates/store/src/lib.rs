@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use sonde_results::Document;
 
 /// The schema this code writes. Each step in `MIGRATIONS` takes the file one version up.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: runs with their document.
@@ -27,6 +27,9 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE runs ADD COLUMN software TEXT NOT NULL DEFAULT '';
      ALTER TABLE runs ADD COLUMN partial INTEGER NOT NULL DEFAULT 0;
      CREATE INDEX runs_label ON runs(label);",
+    // 2 -> 3: the suite item a run belongs to, for `sonde suite --resume`.
+    "ALTER TABLE runs ADD COLUMN suite_key TEXT;
+     CREATE INDEX runs_suite_key ON runs(suite_key);",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -137,11 +140,21 @@ impl Store {
 
     /// Saves a run; returns its id.
     pub fn save(&self, doc: &Document, label: Option<&str>) -> Result<i64, StoreError> {
+        self.save_for_suite(doc, label, None)
+    }
+
+    /// Saves a run that is item `suite_key` of a suite.
+    pub fn save_for_suite(
+        &self,
+        doc: &Document,
+        label: Option<&str>,
+        suite_key: Option<&str>,
+    ) -> Result<i64, StoreError> {
         let json = serde_json::to_string(doc).expect("a document always serialises");
         self.conn
             .execute(
-                "INSERT INTO runs (test, started_at, command, document, label, server_command, software, partial)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO runs (test, started_at, command, document, label, server_command, software, partial, suite_key)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     doc.test,
                     doc.start.started_at,
@@ -150,7 +163,8 @@ impl Store {
                     label,
                     doc.start.server_command,
                     doc.start.software,
-                    doc.end.partial as i64
+                    doc.end.partial as i64,
+                    suite_key
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -202,6 +216,18 @@ impl Store {
             out.push(self.to_run(r.map_err(|e| self.err(e))?)?);
         }
         Ok(out)
+    }
+
+    /// Whether a complete (not partial) run of suite item `key` is stored.
+    pub fn has_suite_item(&self, key: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM runs WHERE suite_key = ?1 AND partial = 0",
+                params![key],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n > 0)
+            .map_err(|e| self.err(e))
     }
 
     pub fn get(&self, id: i64) -> Result<Run, StoreError> {

@@ -48,6 +48,10 @@ fn round_trip_with_labels() {
     assert_eq!(on[0].label.as_deref(), Some("an-on"));
     assert_eq!(s.get(b).unwrap().command, "sonde stream b");
     assert!(matches!(s.get(999), Err(StoreError::NoSuchRun(999))));
+    assert!(!s.has_suite_item("suite#0").unwrap());
+    s.save_for_suite(&doc("sonde stream c"), Some("an-on"), Some("suite#0"))
+        .unwrap();
+    assert!(s.has_suite_item("suite#0").unwrap());
     let _ = std::fs::remove_file(path);
 }
 
@@ -62,7 +66,7 @@ fn an_older_schema_is_migrated_and_its_runs_kept() {
         c.execute("INSERT INTO runs (test, started_at, command, document) VALUES ('stream', 'x', 'sonde stream old', ?1)", params![json]).unwrap();
     }
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 2);
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
     let runs = s.list(None).unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].label, None);
