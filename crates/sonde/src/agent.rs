@@ -198,13 +198,20 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> anyhow::Result<()> {
     let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !interrupt.is_set() {
         handles.retain(|h| !h.is_finished());
-        let mut pfd = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one live pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
+        let mut pfds = [
+            libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: crate::signals::wake_fd().unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two live pollfds; a negative fd is ignored. A stop signal wakes the wait.
+        if unsafe { libc::poll(pfds.as_mut_ptr(), 2, 1000) } <= 0 || pfds[0].revents == 0 {
             continue;
         }
         let (conn, peer) = match listener.accept() {

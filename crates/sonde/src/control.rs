@@ -21,8 +21,9 @@ pub struct Link {
     buf: Vec<u8>,
 }
 
-/// Longest single sleep, so that signal flags are noticed promptly.
-pub const MAX_WAIT: Duration = Duration::from_millis(100);
+/// Longest single sleep: a safety net only, since stop signals wake the wait through
+/// `signals::wake_fd`.
+pub const MAX_WAIT: Duration = Duration::from_secs(1);
 
 impl Link {
     pub fn new(stream: TcpStream) -> io::Result<Link> {
@@ -54,7 +55,10 @@ impl Link {
         let until = Instant::now() + linger;
         while Instant::now() < until {
             match self.wait(Some(until), None) {
-                Ok(Wake::Data(_)) | Ok(Wake::Timeout) | Ok(Wake::Other) => {}
+                Ok(Wake::Data(_)) | Ok(Wake::Other) => {}
+                // Early: a stop signal woke us; we are shutting down anyway.
+                Ok(Wake::Timeout) if Instant::now() < until => break,
+                Ok(Wake::Timeout) => {}
                 Ok(Wake::Eof) | Err(_) => break,
             }
         }
