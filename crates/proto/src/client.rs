@@ -245,9 +245,17 @@ impl ClientSession {
                 Ok(())
             }
             (State::Running | State::AwaitResults, Message::Interval { sample }) => {
+                let last = u64::from(sample.index) + 1 >= self.spec.intervals();
                 self.events.push_back(ClientEvent::Interval(sample));
                 if self.state == State::Running {
-                    self.deadline = Some(now + self.liveness(self.interval()));
+                    // After the window's last sample the agent is silent through cool-down
+                    // and the drain of every connection, until we send Stop.
+                    let quiet = if last {
+                        Duration::from_millis(self.spec.cooldown_ms()) + self.timeouts.drain
+                    } else {
+                        Duration::ZERO
+                    };
+                    self.deadline = Some(now + quiet + self.liveness(self.interval()));
                 }
                 Ok(())
             }

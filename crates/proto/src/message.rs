@@ -90,6 +90,8 @@ pub struct Timeouts {
     pub liveness: Duration,
     /// From `Stop` to `Results`.
     pub results: Duration,
+    /// After the window: how long receivers may take to see every connection end.
+    pub drain: Duration,
 }
 
 impl Default for Timeouts {
@@ -99,6 +101,7 @@ impl Default for Timeouts {
             setup: Duration::from_secs(10),
             liveness: Duration::from_millis(100),
             results: Duration::from_secs(15),
+            drain: Duration::from_secs(3),
         }
     }
 }

@@ -515,3 +515,34 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
     assert_eq!(r, Err(ProtoError::Peer(PeerError::AuthRequired)));
     assert!(a.is_done());
 }
+
+#[test]
+fn the_quiet_after_the_last_interval_is_not_silence() {
+    let t0 = Instant::now();
+    let (mut c, mut a) = pair(t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    a.poll_event();
+    a.poll_event();
+    a.ready(1, 1, t0).unwrap();
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    c.start(t0).unwrap();
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    // The default spec: 10 intervals of 1 s, 0.5 s cool-down.
+    let last = t0 + Duration::from_secs(11);
+    for i in 0..10u32 {
+        a.send_interval(sample(i)).unwrap();
+    }
+    pump(&mut c, &mut a, last).0.unwrap();
+    // Two intervals later the agent is quiet, but cool-down and drain are still allowed.
+    assert!(c.handle_timeout(last + Duration::from_millis(3000)).is_ok());
+    assert!(matches!(
+        c.handle_timeout(last + Duration::from_millis(5700)),
+        Err(ProtoError::Timeout(_))
+    ));
+}

@@ -68,6 +68,25 @@ impl TestSpec {
             TestSpec::Pps(p) => p.warmup_ms,
         }
     }
+
+    /// Intervals in the measured window: the agent sends one sample for each.
+    pub fn intervals(&self) -> u64 {
+        let (duration, interval) = match self {
+            TestSpec::Stream(s) => (s.duration_ms, s.interval_ms),
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => (r.duration_ms, r.interval_ms),
+            TestSpec::Pps(p) => (p.duration_ms, p.interval_ms),
+        };
+        duration.div_ceil(interval.max(1))
+    }
+
+    /// Time after the window before the controller asks for results (cool-down).
+    pub fn cooldown_ms(&self) -> u64 {
+        match self {
+            TestSpec::Stream(s) => s.cooldown_ms,
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r.cooldown_ms,
+            TestSpec::Pps(_) => 0,
+        }
+    }
 }
 
 /// Which way the bytes go, seen from the controller (the side that ran `sonde stream`).
