@@ -23,7 +23,7 @@ use crate::controller::{DATA_HEADER_BYTES, SOFTWARE};
 use crate::hostwatch::HostProbe;
 use crate::pps_side::PpsSide;
 use crate::rr_side::RrSide;
-use crate::side::Side;
+use crate::side::{worker_threads, Side};
 use crate::signals::Interrupt;
 use crate::stream_side::StreamSide;
 
@@ -495,19 +495,14 @@ fn run_test(control: TcpStream, peer: SocketAddr, shared: &Shared) -> anyhow::Re
 fn place_server_workers(mut spec: TestSpec) -> TestSpec {
     let (auto, workers, cpus) = match &mut spec {
         TestSpec::Stream(s) => {
-            let n = s.server_threads.map_or_else(
-                || crate::stream_side::default_threads(s.total_connections() as usize),
-                |t| t as usize,
-            );
+            let n = worker_threads(s.server_threads, s.total_connections() as usize);
             (s.server_cpus_auto, n, &mut s.server_cpus)
         }
         TestSpec::Ping(r) | TestSpec::Rpc(r) => {
             let c = r.connections as usize;
             (
                 r.server_cpus_auto,
-                r.server_threads
-                    .map_or(c.min(128), |t| t as usize)
-                    .min(c.max(1)),
+                worker_threads(r.server_threads, c),
                 &mut r.server_cpus,
             )
         }

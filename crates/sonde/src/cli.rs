@@ -556,12 +556,10 @@ impl RpcArgs {
             rate_per_s: self.rate,
             open_loop: self.rate.is_some(),
             connect_per_request: self.crr,
-            ..self.common.base(poll, {
-                let c = self.connections as usize;
-                self.threads
-                    .map_or(c.min(128), |t| t as usize)
-                    .min(c.max(1))
-            })
+            ..self.common.base(
+                poll,
+                crate::side::worker_threads(self.threads, self.connections as usize),
+            )
         };
         spec.validate()?;
         Ok(TestSpec::Rpc(spec))
@@ -798,13 +796,9 @@ impl StreamArgs {
             rcvbuf_bytes: self.rcvbuf,
             client_cpus: client_cpus(
                 &self.cpus,
-                self.threads.map_or_else(
-                    || {
-                        crate::stream_side::default_threads(
-                            self.connections as usize * if self.bidir { 2 } else { 1 },
-                        )
-                    },
-                    |t| t as usize,
+                crate::side::worker_threads(
+                    self.threads,
+                    self.connections as usize * if self.bidir { 2 } else { 1 },
                 ),
             ),
             server_cpus: server_cpus(&self.server_cpus).0,

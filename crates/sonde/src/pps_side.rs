@@ -13,6 +13,7 @@ use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
 use crate::hostwatch::{self, HostProbe, HostSnap};
 use crate::rr_side::poll_of;
 use crate::schedule::{Schedule, Tick};
+use crate::side::worker_cpus;
 
 /// After the controller's Stop, how long packets still in flight may arrive.
 const RX_DRAIN: Duration = Duration::from_millis(200);
@@ -40,11 +41,6 @@ pub struct PpsSide {
     last_cpu: Option<CpuSnapshot>,
     last_count: u64,
     stop_requested: Option<Instant>,
-}
-
-fn pinned(cpus: &Option<Vec<usize>>, threads: usize) -> Option<Vec<usize>> {
-    cpus.as_ref()
-        .map(|c| (0..threads).map(|k| c[k % c.len()]).collect())
 }
 
 impl PpsSide {
@@ -77,7 +73,7 @@ impl PpsSide {
             probe,
             notes,
             threads,
-            pinned_cpus: pinned(cpus, threads),
+            pinned_cpus: worker_cpus(cpus.as_ref(), threads),
             schedule,
             start_snap: None,
             end_snap: None,

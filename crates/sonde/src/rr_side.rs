@@ -16,7 +16,7 @@ use sonde_results::{IntervalSample, LatencySummary, PollMode, Role, RrResult, Rr
 
 use crate::hostwatch::{self, HostProbe, HostSnap};
 use crate::schedule::{Schedule, Tick};
-use crate::stream_side::default_threads;
+use crate::side::{worker_cpus, worker_threads};
 
 /// The client reports interval k this long after it ends, so that every worker has handed
 /// over its histogram (workers do so at their first response after the boundary).
@@ -125,15 +125,8 @@ impl RrSide {
     ) -> std::io::Result<RrSide> {
         let started = Instant::now();
         let units = spec.connections as usize;
-        let threads = spec
-            .client_threads
-            .map(|t| t as usize)
-            .unwrap_or_else(|| default_threads(units))
-            .min(units);
-        let pinned_cpus = spec
-            .client_cpus
-            .as_ref()
-            .map(|c| (0..threads).map(|k| c[k % c.len()]).collect());
+        let threads = worker_threads(spec.client_threads, units);
+        let pinned_cpus = worker_cpus(spec.client_cpus.as_ref(), threads);
         let window_start = started + Duration::from_millis(spec.warmup_ms);
         let window_end = window_start + Duration::from_millis(spec.duration_ms);
         let stop = window_end + Duration::from_millis(spec.cooldown_ms);
@@ -184,15 +177,8 @@ impl RrSide {
             ServerTarget::Sockets(s) => s.len(),
             _ => 1,
         };
-        let threads = spec
-            .server_threads
-            .map(|t| t as usize)
-            .unwrap_or_else(|| default_threads(units))
-            .min(units.max(1));
-        let pinned_cpus = spec
-            .server_cpus
-            .as_ref()
-            .map(|c| (0..threads).map(|k| c[k % c.len()]).collect());
+        let threads = worker_threads(spec.server_threads, units);
+        let pinned_cpus = worker_cpus(spec.server_cpus.as_ref(), threads);
         let plan = ServerPlan {
             threads,
             cpus: spec.server_cpus.clone(),

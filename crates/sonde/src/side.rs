@@ -8,6 +8,24 @@ use sonde_results::{IntervalSample, SideResult};
 use crate::rr_side::RrSide;
 use crate::stream_side::StreamSide;
 
+/// Most worker threads chosen without `--threads`; beyond it workers multiplex with epoll.
+const MAX_DEFAULT_THREADS: usize = 128;
+
+/// Worker threads for `units` connections (or flows): as asked, else one blocking thread
+/// per connection up to a cap, never more than there are connections. Measured on a
+/// 2-core VM over veth with 8 connections, a thread per connection is 6-10 % faster than
+/// one epoll thread per physical core (see BENCHMARKS.md), as iperf2's is.
+pub fn worker_threads(asked: Option<u32>, units: usize) -> usize {
+    asked
+        .map_or_else(|| units.clamp(1, MAX_DEFAULT_THREADS), |t| t as usize)
+        .min(units.max(1))
+}
+
+/// The CPU of each of `threads` workers: `cpus` dealt round robin; `None`: not pinned.
+pub fn worker_cpus(cpus: Option<&Vec<usize>>, threads: usize) -> Option<Vec<usize>> {
+    cpus.map(|c| (0..threads).map(|k| c[k % c.len()]).collect())
+}
+
 pub trait Side {
     /// When `on_time` next has something to do; `None`: nothing scheduled.
     fn next_deadline(&self) -> Option<Instant>;
@@ -93,5 +111,20 @@ impl Side for crate::pps_side::PpsSide {
     }
     fn into_result(self: Box<Self>, partial: bool) -> SideResult {
         Self::into_result(*self, partial)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_counts_and_cpus() {
+        assert_eq!(worker_threads(None, 8), 8);
+        assert_eq!(worker_threads(None, 500), 128);
+        assert_eq!(worker_threads(Some(3), 2), 2);
+        assert_eq!(worker_threads(Some(3), 0), 1);
+        assert_eq!(worker_cpus(Some(&vec![4, 6]), 3), Some(vec![4, 6, 4]));
+        assert_eq!(worker_cpus(None, 3), None);
     }
 }

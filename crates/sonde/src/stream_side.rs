@@ -13,6 +13,7 @@ use sonde_engine::{StreamConn, StreamWorkers, WorkerPlan};
 use sonde_probe::cpustat::{self, CpuSnapshot};
 
 use crate::hostwatch::{self, HostProbe, HostSnap};
+use crate::side::{worker_cpus, worker_threads};
 use sonde_results::{
     ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
     Transfer,
@@ -54,16 +55,6 @@ pub struct StreamSide {
     intervals: Vec<IntervalSample>,
 }
 
-/// Most worker threads chosen without `--threads`; beyond it workers multiplex with epoll.
-const MAX_DEFAULT_THREADS: usize = 128;
-
-/// Worker count when none was asked for: one blocking thread per connection, up to a cap.
-/// Measured on a 2-core VM over veth with 8 connections, that is 6-10 % faster than one
-/// epoll thread per physical core (see BENCHMARKS.md), as iperf2's thread per connection is.
-pub fn default_threads(connections: usize) -> usize {
-    connections.clamp(1, MAX_DEFAULT_THREADS)
-}
-
 impl StreamSide {
     /// Starts the workers at once: the caller has just sent or received `Start`.
     pub fn start(
@@ -77,11 +68,8 @@ impl StreamSide {
             Role::Client => (spec.client_threads, spec.client_cpus.clone()),
             Role::Server => (spec.server_threads, spec.server_cpus.clone()),
         };
-        let threads = threads
-            .map(|t| t as usize)
-            .unwrap_or_else(|| default_threads(conns.len()))
-            .min(conns.len().max(1));
-        let pinned_cpus = cpus.map(|c| (0..threads).map(|k| c[k % c.len()]).collect::<Vec<_>>());
+        let threads = worker_threads(threads, conns.len());
+        let pinned_cpus = worker_cpus(cpus.as_ref(), threads);
         let sends = |d: Direction| (d == Direction::Forward) == (role == Role::Client);
         let meta: Vec<(u32, Direction)> = conns.iter().map(|(i, d, _)| (*i, *d)).collect();
         let stream_conns = conns
