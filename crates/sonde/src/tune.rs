@@ -77,6 +77,14 @@ fn writable(path: &Path) -> bool {
 /// here (global sysctls inside a network namespace) are left out.
 pub fn plan(root: &Path, inv: &Inventory, goal: Goal, dev: Option<&str>) -> Vec<Change> {
     let mut want: Vec<(String, String, &str)> = Vec::new();
+    // Limits this plan only ever raises (a host already above the target keeps its value).
+    const CEILINGS: [&str; 5] = [
+        "proc/sys/net/core/rmem_max",
+        "proc/sys/net/core/wmem_max",
+        "proc/sys/net/ipv4/tcp_rmem",
+        "proc/sys/net/ipv4/tcp_wmem",
+        "proc/sys/net/core/netdev_max_backlog",
+    ];
     match goal {
         Goal::Latency => {
             want.push((
@@ -176,6 +184,11 @@ pub fn plan(root: &Path, inv: &Inventory, goal: Goal, dev: Option<&str>) -> Vec<
         .into_iter()
         .filter_map(|(path, to, why)| {
             let from = read_value(root, &path)?;
+            let to = if CEILINGS.contains(&path.as_str()) {
+                never_lower(&from, &to)
+            } else {
+                to
+            };
             (from != to && writable(&root.join(&path))).then(|| Change {
                 target: Target::File { path },
                 from,
@@ -200,6 +213,23 @@ pub fn plan(root: &Path, inv: &Inventory, goal: Goal, dev: Option<&str>) -> Vec<
         }
     }
     out
+}
+
+/// `target` raised field by field to what is in force (`tcp_rmem`'s three values, or one
+/// limit), so that a plan never lowers a setting already above what it recommends. A value
+/// that does not parse as numbers is taken as the target.
+fn never_lower(current: &str, target: &str) -> String {
+    let nums =
+        |s: &str| -> Option<Vec<u64>> { s.split_whitespace().map(|x| x.parse().ok()).collect() };
+    match (nums(current), nums(target)) {
+        (Some(c), Some(t)) if c.len() == t.len() => c
+            .iter()
+            .zip(&t)
+            .map(|(c, t)| (*c).max(*t).to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => target.to_string(),
+    }
 }
 
 fn write(root: &Path, target: &Target, value: &str) -> anyhow::Result<()> {
@@ -395,15 +425,76 @@ mod tests {
             to.contains(&("proc/sys/net/core/rmem_max", "16777216")),
             "{to:?}"
         );
-        assert!(
-            to.contains(&("proc/sys/net/ipv4/tcp_rmem", "4096 131072 16777216")),
-            "{to:?}"
-        );
+        // Its tcp_rmem ceiling (32 MiB) is already above the plan's 16 MiB: left alone.
+        assert!(!to.iter().any(|(p, _)| p.ends_with("tcp_rmem")), "{to:?}");
         // gro_flush_timeout is already 0 there: not a change.
         assert!(
             !to.iter().any(|(p, _)| p.ends_with("gro_flush_timeout")),
             "{to:?}"
         );
+    }
+
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy_tree(&e.path(), &to.join(e.file_name()));
+            } else if e.file_type().unwrap().is_symlink() {
+                let target = std::fs::read_link(e.path()).unwrap();
+                std::os::unix::fs::symlink(target, to.join(e.file_name())).unwrap();
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_plan_never_lowers_a_limit_already_above_its_target() {
+        // Each ceiling set above the plan's target on a scratch copy of the VM tree.
+        let dir = std::env::temp_dir().join(format!("sonde-tune-high-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        copy_tree(&fixture("vm-2cpu-virtio"), &dir);
+        let high = [
+            ("proc/sys/net/core/rmem_max", "67108864"),
+            ("proc/sys/net/core/wmem_max", "33554432"),
+            ("proc/sys/net/ipv4/tcp_rmem", "4096 131072 33554432"),
+            ("proc/sys/net/ipv4/tcp_wmem", "8192 65536 33554432"),
+            ("proc/sys/net/core/netdev_max_backlog", "10000"),
+        ];
+        for (path, v) in high {
+            std::fs::write(dir.join(path), format!("{v}\n")).unwrap();
+        }
+        let inv = sonde_probe::inventory::collect(&dir);
+        let p = plan(&dir, &inv, Goal::Throughput, Some("eth0"));
+        for (path, _) in high {
+            assert!(
+                !p.iter()
+                    .any(|c| matches!(&c.target, Target::File { path: x } if x == path)),
+                "{path} is above the target and must be left alone: {p:?}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn never_lower_raises_field_by_field() {
+        assert_eq!(
+            never_lower("4096 87380 6291456", "4096 131072 16777216"),
+            "4096 131072 16777216"
+        );
+        assert_eq!(
+            never_lower("4096 131072 33554432", "4096 131072 16777216"),
+            "4096 131072 33554432"
+        );
+        assert_eq!(
+            never_lower("8192 16384 4194304", "4096 16384 16777216"),
+            "8192 16384 16777216"
+        );
+        assert_eq!(never_lower("212992", "16777216"), "16777216");
+        assert_eq!(never_lower("1000", "5000"), "5000");
+        assert_eq!(never_lower("20000", "5000"), "20000");
+        assert_eq!(never_lower("garbage", "5000"), "5000");
     }
 
     #[test]

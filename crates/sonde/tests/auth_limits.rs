@@ -17,10 +17,7 @@ fn key_file(contents: &str) -> std::path::PathBuf {
 }
 
 fn agent_with(args: &[&str]) -> Agent {
-    let mut cmd = Command::new(SONDE);
-    cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-        .args(args);
-    Agent::start(cmd)
+    Agent::on_loopback_with(args)
 }
 
 fn stream(agent: &Agent, args: &[&str]) -> std::process::Output {

@@ -12,7 +12,7 @@ fn doc_of(o: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn measured_loss_equals_the_nftables_drop_counter() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = Lab::needing(&["nft"]) else { return };
     let agent = lab.start_agent();
     // Every 100th UDP packet reaching the agent's namespace is dropped, and counted.
     lab.server_nft_rule(&[
@@ -48,7 +48,7 @@ fn measured_loss_equals_the_nftables_drop_counter() {
 
 #[test]
 fn zero_loss_search_finds_a_tbf_packet_rate_within_5_percent() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = Lab::needing(&["tc"]) else { return };
     // tbf meters whole frames: 64-byte packets at 20 Mbit/s are 39062 packets/s. A small
     // queue (limit) makes excess packets drop rather than wait.
     lab.client_cmd(

@@ -64,7 +64,7 @@ fn apply_then_restore_returns_every_setting() {
 
 #[test]
 fn not_root_is_refused_clearly() {
-    let Some(_lab) = Lab::new() else { return };
+    let Some(_lab) = Lab::needing(&["setpriv"]) else { return };
     let state = temp_file("tune-nonroot.json");
     let o = run({
         let mut c = Command::new("setpriv");

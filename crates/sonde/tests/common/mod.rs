@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -31,18 +33,71 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Skips (prints `SKIPPED: needs WHAT` and returns false) when `missing` says why this
+/// machine cannot run a test; with CI=true that fails the test instead: CI runs everything.
+fn skip_unless(what: &str, missing: Option<String>) -> bool {
+    let Some(why) = missing else { return true };
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("SKIPPED is a failure with CI=true: needs {what}: {why}");
+    }
+    // Straight to the stderr handle: the test harness captures eprintln! of passing tests.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: needs {what}: {why} (bash scripts/test.sh installs what the tests need)"
+    );
+    false
+}
+
+/// Whether `tool` is on PATH.
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| d.join(tool).is_file())
+    })
+}
+
+/// True when every tool is on PATH; otherwise skips naming the first one missing.
+pub fn need_tools(tools: &[&str]) -> bool {
+    tools.iter().all(|t| {
+        skip_unless(t, (!on_path(t)).then(|| format!("{t} is not on PATH")))
+    })
+}
+
+/// Held while a test sends traffic: tests that measure rates, searches or latency never
+/// run at the same time, in this process or another (an exclusive flock on one file).
+pub struct Serial(File);
+
+impl Serial {
+    pub fn take() -> Serial {
+        let f = File::create(std::env::temp_dir().join("sonde-timing-tests.lock")).unwrap();
+        // SAFETY: a valid fd; the lock is released when the file is closed.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(r, 0, "flock: {}", std::io::Error::last_os_error());
+        Serial(f)
+    }
+}
+
 /// Two namespaces joined by a veth pair: client 198.18.0.1, server 198.18.0.2.
 pub struct Lab {
     pub client: String,
     pub server: String,
     pub client_if: String,
     pub server_if: String,
+    _serial: Serial,
 }
 
 impl Lab {
     /// A new lab, or `None` (skip) when this machine cannot make one. With CI=true a
-    /// missing capability fails the test instead: CI must run everything.
+    /// missing capability fails the test instead: CI must run everything. The lab holds
+    /// the timing lock for its life: its tests do not overlap.
     pub fn new() -> Option<Lab> {
+        Lab::needing(&[])
+    }
+
+    /// A new lab for a test that also runs `tools` (`nft`, ...), or `None` (skip).
+    pub fn needing(tools: &[&str]) -> Option<Lab> {
+        if !need_tools(&[&["ip"][..], tools].concat()) {
+            return None;
+        }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let tag = format!("t{}x{n}", std::process::id());
         let lab = Lab {
@@ -50,17 +105,10 @@ impl Lab {
             server: format!("sonde-{tag}-s"),
             client_if: format!("v{tag}c"),
             server_if: format!("v{tag}s"),
+            _serial: Serial::take(),
         };
-        match lab.build() {
-            Ok(()) => Some(lab),
-            Err(e) => {
-                if std::env::var("CI").as_deref() == Ok("true") {
-                    panic!("this test needs root and network namespaces, and CI=true forbids skipping: {e}");
-                }
-                eprintln!("SKIPPED: needs root and network namespaces: {e}");
-                None
-            }
-        }
+        let built = lab.build();
+        skip_unless("root and network namespaces", built.err()).then_some(lab)
     }
 
     fn build(&self) -> Result<(), String> {
@@ -196,6 +244,8 @@ impl Drop for Lab {
 pub struct Agent {
     pub child: Child,
     pub port: u16,
+    /// Loopback agents hold the timing lock (lab agents run under their lab's).
+    _serial: Option<Serial>,
 }
 
 impl Agent {
@@ -219,13 +269,26 @@ impl Agent {
             .unwrap()
             .parse()
             .unwrap();
-        Agent { child, port }
+        Agent {
+            child,
+            port,
+            _serial: None,
+        }
     }
 
     pub fn on_loopback() -> Agent {
+        Agent::on_loopback_with(&[])
+    }
+
+    /// `sonde serve` on 127.0.0.1 with extra flags (`--key-file`, limits, ...).
+    pub fn on_loopback_with(args: &[&str]) -> Agent {
+        let serial = Serial::take();
         let mut cmd = Command::new(SONDE);
-        cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"]);
-        Agent::start(cmd)
+        cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(args);
+        let mut agent = Agent::start(cmd);
+        agent._serial = Some(serial);
+        agent
     }
 
     pub fn kill(&mut self) {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The tests' set-up and the whole suite, on a fresh Debian machine as root:
+#   bash scripts/test.sh [cargo test arguments...]
+# Installs what the integration tests run (iproute2's ip and tc for the namespaces and
+# shapers, nftables for the count and loss checks, util-linux's setpriv for the not-root
+# test, chromium for the report's screenshot), then runs `cargo test --workspace`.
+# .ci/run calls this same script. Without root it still runs, and the tests that need root
+# print SKIPPED (or fail, with CI=true).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v ip >/dev/null && command -v tc >/dev/null || need+=(iproute2)
+command -v nft >/dev/null || need+=(nftables)
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v chromium >/dev/null || need+=(chromium)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "installing for the tests: ${need[*]}" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq "${need[@]}" >/dev/null
+    else
+        echo "missing for the tests: ${need[*]} (install them as root, or run this script as root)" >&2
+    fi
+fi
+
+# Integration tests that send traffic serialize themselves on a lock file (tests/common),
+# so the default test threads are safe: only tests without traffic overlap them.
+exec cargo test --workspace "$@"
