@@ -12,6 +12,7 @@ pub mod rr_client;
 pub mod rr_server;
 pub mod sockopt;
 pub mod stream;
+pub mod udp_match;
 pub mod wait;
 
 /// Highest latency recorded (a minute), the same bound as the result model's histograms.

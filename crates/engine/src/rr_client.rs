@@ -23,6 +23,7 @@ use hdrhistogram::Histogram;
 use crate::affinity::pin_current_thread;
 use crate::poller::EventFd;
 use crate::sockopt::{self, SocketOptions};
+use crate::udp_match::{Reply, SeqMatch};
 use crate::wait::{self, Multi, Poll, Recv};
 
 /// Open loop: requests waiting for a free slot beyond this are counted as not sent.
@@ -98,6 +99,12 @@ pub struct WorkerEnd {
     pub unanswered: u64,
     pub not_sent: u64,
     pub lost: u64,
+    /// UDP replies that came after their request was counted lost.
+    pub late: u64,
+    /// UDP replies to requests already answered.
+    pub duplicated: u64,
+    /// UDP datagrams that answer no request sent.
+    pub foreign: u64,
     pub error: Option<String>,
 }
 
@@ -280,6 +287,8 @@ struct Conn {
     rx_acc: usize,
     next_due: Instant,
     dead: bool,
+    /// UDP: the sequence number of each request in flight.
+    seq: SeqMatch,
 }
 
 fn run(
@@ -334,6 +343,7 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                 + p.pace
                     .map_or(Duration::ZERO, |iv| iv * i as u32 / n.max(1) as u32),
             dead: false,
+            seq: SeqMatch::default(),
         })
         .collect();
     let mut multi = if n > 1 {
@@ -399,9 +409,15 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                 if c.tx_left == 0 {
                     c.tx_left = p.request_bytes;
                     c.started += 1;
+                    if c.udp {
+                        c.seq.start();
+                    }
                     counters
                         .sent
                         .store(counters.sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                }
+                if c.udp {
+                    c.seq.stamp(&mut buf);
                 }
                 match wait::send(c.fd, &buf[..c.tx_left]) {
                     Ok(0) => break,
@@ -483,16 +499,20 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                     Ok(Recv::Data(got)) => {
                         let t = Instant::now();
                         last_message = t;
-                        let responses = if c.udp {
-                            1
+                        // TCP answers arrive in order; a UDP reply names its request.
+                        let (first, responses) = if c.udp {
+                            match c.seq.reply(&buf[..got]) {
+                                Reply::Matched(pos) => (pos, 1),
+                                _ => (0, 0),
+                            }
                         } else {
                             c.rx_acc += got;
                             let r = c.rx_acc / p.response_bytes;
                             c.rx_acc %= p.response_bytes;
-                            r
+                            (0, r)
                         };
                         for _ in 0..responses {
-                            let Some(s) = c.ring.pop_front() else { break };
+                            let Some(s) = c.ring.remove(first) else { break };
                             c.started = c.started.saturating_sub(1);
                             rec.record(s, t);
                             counters.completed.store(
@@ -532,6 +552,7 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                     .is_some_and(|&s| now >= s + p.udp_loss_timeout)
             {
                 c.ring.pop_front();
+                c.seq.expire_oldest();
                 c.started -= 1;
                 end.lost += 1;
                 if p.pace.is_none() && now < p.stop_sending_at {
@@ -541,6 +562,9 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
         }
     }
     for c in &conns {
+        end.late += c.seq.late;
+        end.duplicated += c.seq.duplicate;
+        end.foreign += c.seq.foreign;
         end.unanswered += c.started as u64;
         end.not_sent += (c.ring.len() - c.started) as u64 * p.open_loop as u64;
     }

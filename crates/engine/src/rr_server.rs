@@ -295,6 +295,12 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
 fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Option<String> {
     let p = &shared.plan;
     let fd = socket.as_raw_fd();
+    // Non-blocking, so that busy and hybrid modes spin on the socket instead of sleeping
+    // in recv; the block mode sleeps in poll() first.
+    if let Err(e) = socket.set_nonblocking(true) {
+        return Some(format!("non-blocking UDP socket: {e}"));
+    }
+    // The reply starts with the request's first bytes: its sequence number, echoed.
     let mut buf = vec![0xa5u8; 65_536];
     let mut last_message = Instant::now();
     while !shared.aborting.load(Ordering::Relaxed) {

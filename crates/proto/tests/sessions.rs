@@ -51,6 +51,7 @@ fn sample(i: u32) -> IntervalSample {
         messages: Some(3),
         latency_ns: None,
         packets: None,
+        partial: false,
     }
 }
 

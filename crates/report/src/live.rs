@@ -135,6 +135,7 @@ mod tests {
             messages: None,
             latency_ns: None,
             packets: None,
+            partial: false,
         };
         let l = line(Direction::Forward, Some(&c), None);
         assert!(l.contains("sent   10.00 Gbit/s (client, cpu 48%)"), "{l}");
@@ -165,6 +166,7 @@ mod tests {
             messages: Some(45_123),
             latency_ns: Some(l),
             packets: None,
+            partial: false,
         };
         let line = rr_line(Some(&c), None);
         assert!(line.contains("45123 msg/s"), "{line}");

@@ -105,18 +105,20 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
 /// partial/error status.
 pub fn stream(doc: &Document) -> String {
     let e = &doc.end;
-    let mut labelled = vec![("sender", &e.sender), ("receiver", &e.receiver)];
+    let mut labelled = vec![
+        ("sender", e.stream_sender()),
+        ("receiver", e.stream_receiver()),
+    ];
     if let Some(r) = &e.reverse {
         labelled.extend([
-            ("reverse sender", &r.sender),
-            ("reverse receiver", &r.receiver),
+            ("reverse sender", r.sender.as_ref()),
+            ("reverse receiver", r.receiver.as_ref()),
         ]);
     }
     let sides: Vec<(String, &EndSide)> = labelled
         .into_iter()
         .filter_map(|(label, side)| {
-            side.as_ref()
-                .map(|s| (format!("{label} ({})", s.measured_by.as_str()), s))
+            side.map(|s| (format!("{label} ({})", s.measured_by.as_str()), s))
         })
         .collect();
     let mut table = Table::new();
@@ -222,8 +224,8 @@ pub fn lab(results: &[(String, Document)]) -> String {
                 status(e),
             ]);
         } else if doc.test == "stream" {
-            let s = e.sender.as_ref();
-            let r = e.receiver.as_ref();
+            let s = e.stream_sender();
+            let r = e.stream_receiver();
             stream.add_row(vec![
                 name.clone(),
                 opt(s, |s| bits_per_second(s.bits_per_second)),
@@ -554,7 +556,7 @@ pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
     ]);
     for (id, label, d) in runs {
         let e = &d.end;
-        let headline = if let Some(r) = &e.receiver {
+        let headline = if let Some(r) = e.stream_receiver() {
             bits_per_second(r.bits_per_second)
         } else if let (Some(rps), Some(l)) = (e.requests_per_second, &e.latency_ns) {
             format!("{rps:.0} req/s, RTT p50 {} us", us(l.p50))

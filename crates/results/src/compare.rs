@@ -109,10 +109,10 @@ pub fn compare(metric: &str, a: &[f64], b: &[f64], higher_is_better: bool) -> Op
 pub fn metrics(doc: &Document) -> Vec<(&'static str, f64, bool)> {
     let e = &doc.end;
     let mut out = Vec::new();
-    if let Some(r) = &e.receiver {
+    if let Some(r) = e.stream_receiver() {
         out.push(("receiver_gbit_per_s", r.bits_per_second / 1e9, true));
     }
-    if let Some(s) = &e.sender {
+    if let Some(s) = e.stream_sender() {
         if let Some(c) = s.cycles_per_byte {
             out.push(("sender_cycles_per_byte", c, false));
         }

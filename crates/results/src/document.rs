@@ -9,7 +9,7 @@ use crate::side::{
     ConnectionResult, CpuUsage, DirectionResult, HostInfo, IntervalSample, NicCounters, Role,
     SideResult, Transfer,
 };
-use crate::spec::{Direction, TestSpec};
+use crate::spec::{Direction, TestSpec, Transport};
 use crate::stats::{bits_per_second, mean_stddev};
 
 /// Bumped on any change a parser of the document could notice.
@@ -50,6 +50,9 @@ pub struct IntervalSide {
     /// Packet-rate tests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packets_per_second: Option<f64>,
+    /// This side's interval was cut short by the end of the test.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,12 +168,30 @@ pub struct RrEndSide {
     pub notes: Vec<String>,
 }
 
+/// `end.sender` / `end.receiver`: a byte stream's totals (stream) or a packet-rate side's
+/// (pps), so that `end.sender.packets_per_second` means the same to a script in both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SideTotals {
+    Bytes(EndSide),
+    Packets(PpsEndSide),
+}
+
+impl SideTotals {
+    pub fn bytes(&self) -> Option<&EndSide> {
+        match self {
+            SideTotals::Bytes(s) => Some(s),
+            SideTotals::Packets(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct End {
     pub partial: bool,
     pub error: Option<String>,
-    pub sender: Option<EndSide>,
-    pub receiver: Option<EndSide>,
+    pub sender: Option<SideTotals>,
+    pub receiver: Option<SideTotals>,
     /// The agent-to-controller direction of a bidirectional test.
     pub reverse: Option<DirectionEnd>,
     /// Request/response tests: round-trip latency measured by the client.
@@ -191,6 +212,15 @@ pub struct End {
     /// UDP: requests whose answer never came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_messages: Option<u64>,
+    /// UDP: replies matched by sequence number to a request already counted lost (late),
+    /// already answered (duplicated), or to none sent (foreign); none is credited to
+    /// another request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_replies: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicated_replies: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_replies: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<RrEndSide>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -307,8 +337,8 @@ impl Document {
         let end = End {
             partial,
             error: inp.error.clone(),
-            sender: primary_end.sender,
-            receiver: primary_end.receiver,
+            sender: primary_end.sender.map(SideTotals::Bytes),
+            receiver: primary_end.receiver.map(SideTotals::Bytes),
             reverse,
             ..End::empty(partial)
         };
@@ -323,6 +353,16 @@ impl Document {
 }
 
 impl End {
+    /// The sending side of a stream test's primary direction.
+    pub fn stream_sender(&self) -> Option<&EndSide> {
+        self.sender.as_ref()?.bytes()
+    }
+
+    /// The receiving side of a stream test's primary direction.
+    pub fn stream_receiver(&self) -> Option<&EndSide> {
+        self.receiver.as_ref()?.bytes()
+    }
+
     fn empty(partial: bool) -> End {
         End {
             partial,
@@ -336,6 +376,9 @@ impl End {
             unanswered_requests: None,
             unsent_requests: None,
             lost_messages: None,
+            late_replies: None,
+            duplicated_replies: None,
+            foreign_replies: None,
             client: None,
             server: None,
             lost_packets: None,
@@ -485,6 +528,7 @@ fn build_pps(inp: Inputs<'_>) -> Document {
                 bits_per_second: pk * size * 8.0 / secs,
                 cpu_busy_percent: x.cpu_busy_percent,
                 packets_per_second: Some(pk / secs),
+                partial: x.partial,
             }
         })
     };
@@ -509,6 +553,8 @@ fn build_pps(inp: Inputs<'_>) -> Document {
     let end = End {
         error: inp.error.clone(),
         lost_packets: lost,
+        sender: packets.sender.clone().map(SideTotals::Packets),
+        receiver: packets.receiver.clone().map(SideTotals::Packets),
         packets: Some(packets),
         ..End::empty(partial)
     };
@@ -526,6 +572,7 @@ fn build_pps(inp: Inputs<'_>) -> Document {
 fn build_rr(inp: Inputs<'_>) -> Document {
     let partial = is_partial(&inp);
     let open_loop = matches!(inp.spec, TestSpec::Rpc(r) | TestSpec::Ping(r) if r.open_loop);
+    let udp = matches!(inp.spec, TestSpec::Rpc(r) | TestSpec::Ping(r) if r.transport == Transport::Udp);
     let c_rr = inp.client.rr.as_ref();
     let client = rr_end_side(inp.client);
     let intervals = (0..inp.client_intervals.len().max(inp.server_intervals.len()))
@@ -563,6 +610,9 @@ fn build_rr(inp: Inputs<'_>) -> Document {
         unanswered_requests: c_rr.map(|r| r.unanswered),
         unsent_requests: c_rr.filter(|_| open_loop).map(|r| r.not_sent),
         lost_messages: c_rr.filter(|r| r.lost > 0).map(|r| r.lost),
+        late_replies: c_rr.filter(|_| udp).map(|r| r.late),
+        duplicated_replies: c_rr.filter(|_| udp).map(|r| r.duplicated),
+        foreign_replies: c_rr.filter(|_| udp).map(|r| r.foreign),
         server: inp.server.and_then(rr_end_side),
         client,
         ..End::empty(partial)
@@ -670,6 +720,7 @@ fn interval_side(s: &IntervalSample, role: Role, transfer: Transfer) -> Interval
         bits_per_second: bits_per_second(bytes, s.end_s - s.start_s),
         cpu_busy_percent: s.cpu_busy_percent,
         packets_per_second: None,
+        partial: s.partial,
     }
 }
 
@@ -798,7 +849,7 @@ mod tests {
         let s = side(Role::Server, Transfer::Receive, &[1_000_000, 3_000_000]);
         let doc = Document::build(inputs(&spec, &c, Some(&s)));
         assert!(!doc.end.partial);
-        let snd = doc.end.sender.clone().unwrap();
+        let snd = doc.end.stream_sender().cloned().unwrap();
         assert_eq!(snd.measured_by, Role::Client);
         assert_eq!(snd.bits_per_second, 16e6);
         assert_eq!(snd.megabytes_per_second, 2.0);
@@ -809,7 +860,7 @@ mod tests {
         assert_eq!(snd.tcp_retransmits.connections, Some(2));
         // 25 % busy of 2 CPUs at 2 GHz for 2 s over 4 MB.
         assert_eq!(snd.cycles_per_byte, Some(0.25 * 2.0 * 2e9 * 2.0 / 4e6));
-        assert_eq!(doc.end.receiver.as_ref().unwrap().measured_by, Role::Server);
+        assert_eq!(doc.end.stream_receiver().unwrap().measured_by, Role::Server);
         let json = serde_json::to_value(&doc).unwrap();
         assert_eq!(json["schema_version"], 1);
         assert_eq!(json["end"]["sender"]["cpu"]["host"]["idle_percent"], 75.0);
@@ -840,6 +891,7 @@ mod tests {
             messages: None,
             latency_ns: None,
             packets: None,
+            partial: false,
         };
         let ci = [sample(0, 100, 0), sample(1, 200, 0)];
         let si = [sample(0, 0, 90)];

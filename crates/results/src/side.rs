@@ -142,6 +142,10 @@ pub struct IntervalSample {
     /// Packet-rate tests: packets sent (client) or received (agent) in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packets: Option<u64>,
+    /// Cut short: the test ended before this interval's planned end (its rates divide by
+    /// the time it really lasted).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// One side's part of a request/response test (ping, rpc).
@@ -159,6 +163,15 @@ pub struct RrResult {
     pub not_sent: u64,
     /// UDP: requests whose answer never came within the loss timeout (client).
     pub lost: u64,
+    /// UDP: replies that came after their request was counted lost (client).
+    #[serde(default)]
+    pub late: u64,
+    /// UDP: second replies to a request already answered (client).
+    #[serde(default)]
+    pub duplicated: u64,
+    /// UDP: datagrams that answer no request sent (client).
+    #[serde(default)]
+    pub foreign: u64,
     /// Round-trip latency of the window's messages, measured by the client.
     pub latency_ns: Option<LatencySummary>,
     /// Socket options applied, and those the kernel refused, in words.

@@ -513,20 +513,26 @@ impl RrSpec {
                 format!("{} is not in 1..={MAX_WINDOW}", self.window),
             );
         }
-        let cap = match self.transport {
-            Transport::Tcp => MAX_MESSAGE_BYTES,
-            Transport::Udp => MAX_UDP_MESSAGE_BYTES,
+        // A UDP request and its echo carry the request's 8-byte sequence number.
+        let (least, cap) = match self.transport {
+            Transport::Tcp => (1, MAX_MESSAGE_BYTES),
+            Transport::Udp => (8, MAX_UDP_MESSAGE_BYTES),
         };
         for (flag, v) in [
             ("--req-size", self.request_bytes),
             ("--resp-size", self.response_bytes),
         ] {
-            if v == 0 || v > cap {
+            if v < least || v > cap {
                 return refuse(
                     flag,
                     format!(
-                        "{v} bytes is not in 1..={cap} (protocol limit for {:?})",
-                        self.transport
+                        "{v} bytes is not in {least}..={cap} (protocol limit for {:?}{})",
+                        self.transport,
+                        if least > 1 {
+                            ", whose messages carry an 8-byte sequence number"
+                        } else {
+                            ""
+                        }
                     ),
                 );
             }

@@ -40,6 +40,8 @@ pub struct PpsSide {
     end_snap: Option<(HostSnap, u64)>,
     last_cpu: Option<CpuSnapshot>,
     last_count: u64,
+    /// When the last interval edge was measured: rates divide by real, not planned, time.
+    last_at: Instant,
     stop_requested: Option<Instant>,
 }
 
@@ -79,6 +81,7 @@ impl PpsSide {
             end_snap: None,
             last_cpu: None,
             last_count: 0,
+            last_at: Instant::now(),
             stop_requested: None,
         }
     }
@@ -171,32 +174,46 @@ impl PpsSide {
                 let snap = self.probe.snapshot();
                 self.last_cpu = snap.cpu.clone();
                 self.last_count = self.count();
+                self.last_at = snap.at;
                 self.start_snap = Some((snap, self.last_count));
                 None
             }
-            Tick::Interval { k, last } => {
-                let cpu = cpustat::read_snapshot(self.probe.root()).ok();
-                let count = self.count();
-                if last {
-                    self.end_snap = Some((self.probe.snapshot(), count));
-                }
-                let (start_s, end_s) = self.schedule.bounds_s(k);
-                let sample = IntervalSample {
-                    index: k,
-                    start_s,
-                    end_s,
-                    sent_bytes: 0,
-                    received_bytes: 0,
-                    cpu_busy_percent: hostwatch::busy_between(&self.last_cpu, &cpu),
-                    messages: None,
-                    latency_ns: None,
-                    packets: Some(count - self.last_count),
-                };
-                self.last_cpu = cpu;
-                self.last_count = count;
-                Some(sample)
-            }
+            Tick::Interval { k, last } => Some(self.sample(k, last, false)),
         }
+    }
+
+    /// Interval k, from the last edge to now; the window's last closes the window too.
+    fn sample(&mut self, k: u32, last: bool, cut: bool) -> IntervalSample {
+        let cpu = cpustat::read_snapshot(self.probe.root()).ok();
+        let count = self.count();
+        let now = Instant::now();
+        if last {
+            self.end_snap = Some((self.probe.snapshot(), count));
+        }
+        let from_start = |t: Instant| t.saturating_duration_since(self.schedule.window_start);
+        let sample = IntervalSample {
+            index: k,
+            start_s: from_start(self.last_at).as_secs_f64(),
+            end_s: from_start(now).as_secs_f64(),
+            sent_bytes: 0,
+            received_bytes: 0,
+            cpu_busy_percent: hostwatch::busy_between(&self.last_cpu, &cpu),
+            messages: None,
+            latency_ns: None,
+            packets: Some(count - self.last_count),
+            partial: cut,
+        };
+        self.last_cpu = cpu;
+        self.last_count = count;
+        self.last_at = now;
+        sample
+    }
+
+    /// The controller said stop while an interval was open (this side started a little
+    /// after it): that interval is closed now, marked partial, so that it is not lost.
+    pub fn cut_interval(&mut self) -> Option<IntervalSample> {
+        let k = self.schedule.cut()?;
+        Some(self.sample(k, true, true))
     }
 
     pub fn is_draining(&self) -> bool {

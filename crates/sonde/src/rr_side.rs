@@ -45,6 +45,8 @@ pub struct RrSide {
     /// CPU and answer counts at the last report.
     last_cpu: Option<CpuSnapshot>,
     last_count: u64,
+    /// When the agent last counted answers: its rates divide by real time.
+    last_at: Instant,
     total: Histogram<u64>,
     pending: BTreeMap<u32, Histogram<u64>>,
     stopped: bool,
@@ -109,6 +111,7 @@ impl RrSide {
             end_snap: None,
             last_cpu: None,
             last_count: 0,
+            last_at: started,
             total: new_histogram(),
             pending: BTreeMap::new(),
             stopped: false,
@@ -242,6 +245,7 @@ impl RrSide {
                 let snap = self.probe.snapshot();
                 self.last_cpu = snap.cpu.clone();
                 self.last_count = self.count();
+                self.last_at = snap.at;
                 self.start_snap = Some((snap, self.last_count));
                 None
             }
@@ -249,7 +253,7 @@ impl RrSide {
                 if last {
                     self.end_snap = Some((self.probe.snapshot(), self.count()));
                 }
-                Some(self.sample(k))
+                Some(self.sample(k, false))
             }
             None => {
                 if self.schedule.is_over() && now >= self.stop_sending_at {
@@ -260,20 +264,35 @@ impl RrSide {
         }
     }
 
-    fn sample(&mut self, k: u32) -> IntervalSample {
+    /// Interval k. The client's workers file each response under the interval it
+    /// completed in, so its bounds are the planned ones; the agent counts answers when it
+    /// wakes, so its bounds are the instants it counted at.
+    fn sample(&mut self, k: u32, cut: bool) -> IntervalSample {
         self.drain_histograms();
         let cpu = cpustat::read_snapshot(self.probe.root()).ok();
         let count = self.count();
-        let (start_s, end_s) = self.schedule.bounds_s(k);
-        let (messages, latency_ns) = match self.role {
+        let now = Instant::now();
+        let (messages, latency_ns, (start_s, end_s)) = match self.role {
             Role::Client => {
                 let h = self.pending.remove(&k);
                 (
                     Some(h.as_ref().map_or(0, |h| h.len())),
                     h.as_ref().and_then(LatencySummary::of),
+                    self.schedule.bounds_s(k),
                 )
             }
-            Role::Server => (Some(count - self.last_count), None),
+            Role::Server => {
+                let from_start =
+                    |t: Instant| t.saturating_duration_since(self.schedule.window_start);
+                (
+                    Some(count - self.last_count),
+                    None,
+                    (
+                        from_start(self.last_at).as_secs_f64(),
+                        from_start(now).as_secs_f64(),
+                    ),
+                )
+            }
         };
         let s = IntervalSample {
             index: k,
@@ -285,10 +304,20 @@ impl RrSide {
             messages,
             latency_ns,
             packets: None,
+            partial: cut,
         };
         self.last_cpu = cpu;
         self.last_count = count;
+        self.last_at = now;
         s
+    }
+
+    /// The controller said stop while an interval was open (this side started a little
+    /// after it): that interval is closed now, marked partial, so that it is not lost.
+    pub fn cut_interval(&mut self) -> Option<IntervalSample> {
+        let k = self.schedule.cut()?;
+        self.end_snap = Some((self.probe.snapshot(), self.count()));
+        Some(self.sample(k, true))
     }
 
     pub fn is_draining(&self) -> bool {
@@ -330,6 +359,7 @@ impl RrSide {
         };
         let mut notes = std::mem::take(&mut self.notes);
         let (mut unanswered, mut not_sent, mut lost, mut sent) = (0, 0, 0, 0);
+        let (mut late, mut duplicated, mut foreign) = (0, 0, 0);
         match &mut self.engine {
             Engine::Client(c) => {
                 c.abort();
@@ -337,6 +367,9 @@ impl RrSide {
                     unanswered += e.unanswered;
                     not_sent += e.not_sent;
                     lost += e.lost;
+                    late += e.late;
+                    duplicated += e.duplicated;
+                    foreign += e.foreign;
                     if let Some(err) = e.error {
                         notes.push(err);
                     }
@@ -349,7 +382,14 @@ impl RrSide {
             }
         }
         self.drain_histograms();
-        let window_s = (end.0.at - start.0.at).as_secs_f64();
+        // The client's responses are filed by completion time into the planned window;
+        // its end snapshot comes GRACE later, which is not window time.
+        let window_s = match self.role {
+            Role::Client if !partial => {
+                (self.schedule.window_end - self.schedule.window_start).as_secs_f64()
+            }
+            _ => (end.0.at - start.0.at).as_secs_f64(),
+        };
         let messages = match self.role {
             Role::Client => self.total.len(),
             Role::Server => end.1 - start.1,
@@ -369,6 +409,9 @@ impl RrSide {
             unanswered,
             not_sent,
             lost,
+            late,
+            duplicated,
+            foreign,
             latency_ns: LatencySummary::of(&self.total),
             socket_options: self.socket_options.clone(),
         });

@@ -84,6 +84,17 @@ impl Schedule {
         None
     }
 
+    /// The peer ended the test while interval k was still open: it is closed now and the
+    /// schedule is over. `None` when no interval is open.
+    pub fn cut(&mut self) -> Option<u32> {
+        if !self.opened || self.next >= self.intervals {
+            return None;
+        }
+        let k = self.next;
+        self.next = self.intervals;
+        Some(k)
+    }
+
     pub fn is_over(&self) -> bool {
         self.opened && self.next == self.intervals
     }

@@ -38,6 +38,10 @@ pub trait Side {
     fn planned_end(&self) -> Instant;
     /// Stop sending now (the peer asked, or the test is cut short).
     fn finish_senders(&mut self);
+    /// The peer ended the test: the interval still open, closed now, if any.
+    fn cut_interval(&mut self) -> Option<IntervalSample> {
+        None
+    }
     /// Stops every worker and turns what was measured into this side's result.
     fn into_result(self: Box<Self>, partial: bool) -> SideResult;
 }
@@ -85,6 +89,9 @@ impl Side for RrSide {
     fn finish_senders(&mut self) {
         RrSide::finish_senders(self)
     }
+    fn cut_interval(&mut self) -> Option<IntervalSample> {
+        RrSide::cut_interval(self)
+    }
     fn into_result(self: Box<Self>, partial: bool) -> SideResult {
         RrSide::into_result(*self, partial)
     }
@@ -108,6 +115,9 @@ impl Side for crate::pps_side::PpsSide {
     }
     fn finish_senders(&mut self) {
         Self::finish_senders(self)
+    }
+    fn cut_interval(&mut self) -> Option<IntervalSample> {
+        Self::cut_interval(self)
     }
     fn into_result(self: Box<Self>, partial: bool) -> SideResult {
         Self::into_result(*self, partial)

@@ -197,6 +197,7 @@ impl StreamSide {
             messages: None,
             latency_ns: None,
             packets: None,
+            partial: false,
         };
         self.intervals.push(sample.clone());
         self.last_tick = Some((now, conns, cpu));

@@ -47,7 +47,13 @@ fn apply_then_restore_returns_every_setting() {
             assert_eq!(during[0], "2");
             assert_eq!(during[1], "200000");
         } else {
-            assert_eq!(during[2], "4096 131072 16777216");
+            // Each TCP ceiling reaches 16 MiB, and none is lowered (this kernel's tcp_rmem
+            // default is already 32 MiB).
+            let max = |v: &str| v.split_whitespace().last().unwrap().parse::<u64>().unwrap();
+            for i in [2, 3] {
+                assert!(max(&during[i]) >= 16 << 20, "{}", during[i]);
+                assert!(max(&during[i]) >= max(&before[i]), "{} -> {}", before[i], during[i]);
+            }
         }
         assert!(state.exists());
         let o = run({
