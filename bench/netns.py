@@ -8,6 +8,9 @@ import subprocess
 import time
 
 CLIENT_NS, SERVER_NS = "sbench-c", "sbench-s"
+# Benchmark runs never go into the user's result store: every sonde started from a script
+# importing this module saves into a scratch store instead (or is given --no-save).
+os.environ["SONDE_DB"] = os.path.join("/tmp", f"sonde-bench-{os.getpid()}-results.db")
 SERVER = "198.18.0.2"
 HZ = os.sysconf("SC_CLK_TCK")
 

@@ -30,7 +30,7 @@ def in_datagrams():
 
 
 def run_sonde(sonde, t, extra):
-    argv = [sonde, "pps", SERVER, "--port", "5301", "-t", str(t), "--warmup", "0.5", "--json", *extra]
+    argv = [sonde, "pps", SERVER, "--port", "5301", "-t", str(t), "--warmup", "0.5", "--json", "--no-save", *extra]
     doc = json.loads(client(argv))
     return doc, t + 0.5
 

@@ -27,7 +27,7 @@ SERVER_CPU, CLIENT_CPU = 1, 0
 
 
 def sonde_ping(sonde, t, udp, extra=()):
-    argv = [sonde, "ping", SERVER, "--port", "5301", "-t", str(t), "--warmup", "1", "--json", *extra]
+    argv = [sonde, "ping", SERVER, "--port", "5301", "-t", str(t), "--warmup", "1", "--json", "--no-save", *extra]
     if udp:
         argv.append("--udp")
     end = json.loads(client(argv, CLIENT_CPU))["end"]

@@ -453,13 +453,15 @@ pub fn pps_heading(spec: &sonde_results::PpsSpec, host: &str, port: u16, search:
 /// One line per search trial.
 pub fn trial_line(n: usize, t: &sonde_results::document::Trial) -> String {
     format!(
-        "trial {n:2}: offered {:>12}  sent {:>10.0} pps  received {:>10.0} pps  lost {:>9} ({:.4} %)  {}",
+        "trial {n:2}: offered {:>12}  sent {:>10.0} pps  received {:>10.0} pps  lost {:>9} ({:.4} %)  {}{}{}",
         t.offered_pps.map_or("max".to_string(), |o| format!("{o:.0} pps")),
         t.sent_pps,
         t.received_pps,
         t.lost_packets,
         t.loss_percent,
-        if t.passed { "pass" } else { "FAIL" }
+        if t.passed { "pass" } else { "FAIL" },
+        if t.sender_short { "  (sender short of the offered rate)" } else { "" },
+        if t.verification { "  (verification)" } else { "" }
     )
 }
 
@@ -525,11 +527,16 @@ pub fn pps(doc: &Document) -> String {
     }
     if let Some(s) = &e.search {
         out.push_str(&format!(
-            "zero-loss search (loss <= {} %, {} trials of {:.1} s): {:.0} packets/s\n",
+            "zero-loss search (loss <= {} %, {} trials of {:.1} s): {:.0} packets/s, limited by {}\n",
             s.max_loss_percent,
             s.trials.len(),
             s.trial_ms as f64 / 1e3,
-            s.result_pps
+            s.result_pps,
+            match s.limited_by.as_str() {
+                "sender" => "the sender (it lost nothing at the highest rate it reached)",
+                "loss" => "loss (between a rate without loss and one with)",
+                other => other,
+            }
         ));
     }
     for side in [&p.sender, &p.receiver].into_iter().flatten() {

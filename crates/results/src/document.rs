@@ -285,6 +285,13 @@ pub struct Trial {
     pub lost_packets: u64,
     pub loss_percent: f64,
     pub passed: bool,
+    /// The sender fell short of the offered rate (more than 2 % below it): this trial
+    /// tested what it sent, not what was offered.
+    #[serde(default)]
+    pub sender_short: bool,
+    /// The final trial at the result rate that confirms it (RFC 2544).
+    #[serde(default)]
+    pub verification: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -294,6 +301,18 @@ pub struct SearchEnd {
     pub trials: Vec<Trial>,
     /// Highest sent rate whose loss stayed within the limit; 0 when none did.
     pub result_pps: f64,
+    /// Trials run at each rate; a rate passes only if every one of them does.
+    #[serde(default = "one")]
+    pub trials_per_step: u32,
+    /// What bounds the result: `sender` (the sender reached no higher rate, and lost
+    /// nothing at it: the path may carry more), `loss` (the bisection converged between a
+    /// rate without loss and one with), `none_passed`.
+    #[serde(default)]
+    pub limited_by: String,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Everything needed to build a document; the controller fills it as the test goes.
@@ -572,7 +591,8 @@ fn build_pps(inp: Inputs<'_>) -> Document {
 fn build_rr(inp: Inputs<'_>) -> Document {
     let partial = is_partial(&inp);
     let open_loop = matches!(inp.spec, TestSpec::Rpc(r) | TestSpec::Ping(r) if r.open_loop);
-    let udp = matches!(inp.spec, TestSpec::Rpc(r) | TestSpec::Ping(r) if r.transport == Transport::Udp);
+    let udp =
+        matches!(inp.spec, TestSpec::Rpc(r) | TestSpec::Ping(r) if r.transport == Transport::Udp);
     let c_rr = inp.client.rr.as_ref();
     let client = rr_end_side(inp.client);
     let intervals = (0..inp.client_intervals.len().max(inp.server_intervals.len()))

@@ -668,6 +668,8 @@ mod rr_tests {
 /// Ethernet (14) + IPv4 (20) + UDP (8) bytes around a UDP payload, as testpmd counts a
 /// packet's length (no preamble, no FCS).
 pub const PACKET_OVERHEAD_BYTES: u32 = 42;
+/// Ethernet (14) + IPv6 (40) + UDP (8) header bytes.
+pub const PACKET_OVERHEAD_BYTES_V6: u32 = 62;
 /// sonde's header in every packet: cookie, flow, sequence number.
 pub const PACKET_HEADER_BYTES: u32 = 16;
 pub const MIN_PACKET_BYTES: u32 = PACKET_OVERHEAD_BYTES + PACKET_HEADER_BYTES;
@@ -703,6 +705,10 @@ pub struct PpsSpec {
     /// The agent chooses its CPUs itself (`--server-cpus auto`), on its own host.
     #[serde(default)]
     pub server_cpus_auto: bool,
+    /// The packets are IPv6 (set by the controller from the agent's address): 62 bytes of
+    /// headers instead of 42.
+    #[serde(default)]
+    pub ipv6: bool,
 }
 
 impl Default for PpsSpec {
@@ -722,22 +728,35 @@ impl Default for PpsSpec {
             client_cpus: None,
             server_cpus: None,
             server_cpus_auto: false,
+            ipv6: false,
         }
     }
 }
 
 impl PpsSpec {
+    /// Ethernet, IP and UDP header bytes of one packet, for its address family.
+    pub fn overhead_bytes(&self) -> u32 {
+        if self.ipv6 {
+            PACKET_OVERHEAD_BYTES_V6
+        } else {
+            PACKET_OVERHEAD_BYTES
+        }
+    }
+
     pub fn payload_bytes(&self) -> u32 {
-        self.size_bytes.saturating_sub(PACKET_OVERHEAD_BYTES)
+        self.size_bytes.saturating_sub(self.overhead_bytes())
     }
 
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.size_bytes < MIN_PACKET_BYTES || self.size_bytes > MAX_PACKET_BYTES {
+        let least = self.overhead_bytes() + PACKET_HEADER_BYTES;
+        if self.size_bytes < least || self.size_bytes > MAX_PACKET_BYTES {
             return refuse(
                 "--size",
                 format!(
-                    "{} bytes is not in {MIN_PACKET_BYTES}..={MAX_PACKET_BYTES} ({PACKET_OVERHEAD_BYTES} bytes of Ethernet/IPv4/UDP headers + {PACKET_HEADER_BYTES} of sonde's header at least)",
-                    self.size_bytes
+                    "{} bytes is not in {least}..={MAX_PACKET_BYTES} ({} bytes of Ethernet/{}/UDP headers + {PACKET_HEADER_BYTES} of sonde's header at least)",
+                    self.size_bytes,
+                    self.overhead_bytes(),
+                    if self.ipv6 { "IPv6" } else { "IPv4" },
                 ),
             );
         }
@@ -831,5 +850,18 @@ mod pps_tests {
         let ok = PpsSpec::default();
         ok.validate().unwrap();
         assert_eq!(ok.payload_bytes(), 22);
+        let v6 = PpsSpec {
+            ipv6: true,
+            ..ok.clone()
+        };
+        assert_eq!(v6.payload_bytes(), 2);
+        let e = v6.validate().unwrap_err();
+        assert!(e.flag == "--size" && e.reason.contains("78..="), "{e:?}");
+        let v6 = PpsSpec {
+            size_bytes: 78,
+            ..v6
+        };
+        assert_eq!(v6.payload_bytes(), 16);
+        assert!(v6.validate().is_ok());
     }
 }

@@ -157,6 +157,9 @@ pub struct PpsArgs {
     /// Search precision: stop when the bounds are this close, percent of the upper one.
     #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
     pub resolution: f64,
+    /// Search: trials at each rate; the rate passes only if every one does.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub trials_per_step: u32,
     #[arg(long)]
     pub json: bool,
     #[arg(short, long, value_name = "FILE")]
@@ -216,6 +219,7 @@ impl PpsArgs {
             client_cpus: client_cpus(&self.cpus, self.tx_threads as usize),
             server_cpus: server_cpus(&self.server_cpus).0,
             server_cpus_auto: server_cpus(&self.server_cpus).1,
+            ipv6: self.host.contains(':'),
         };
         spec.validate()?;
         if spec.tx_threads > spec.flows {

@@ -128,7 +128,13 @@ pub fn run_test(
 ) -> Result<Document, ControllerError> {
     let addr = resolve(&req.host, req.port)?;
     let started_at = now_rfc3339();
-    let spec = req.spec.clone();
+    let mut spec = req.spec.clone();
+    // pps counts header bytes by address family: the agent's address decides.
+    if let TestSpec::Pps(p) = &mut spec {
+        p.ipv6 = addr.is_ipv6();
+        p.validate()
+            .map_err(|e| ControllerError::Refused(e.to_string()))?;
+    }
     let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
         .map_err(|source| ControllerError::Connect { addr, source })?;
     let io_err = |source| ControllerError::Io { addr, source };

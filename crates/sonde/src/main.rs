@@ -301,6 +301,7 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
         let params = search::SearchParams {
             max_loss_percent: a.max_loss,
             resolution_percent: a.resolution,
+            trials_per_step: a.trials_per_step,
         };
         let mut n = 0;
         let mut on_trial = |t: &sonde_results::document::Trial| {

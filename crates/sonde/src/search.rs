@@ -1,18 +1,25 @@
-//! RFC 2544 throughput search for `sonde pps --search`: the highest offered packet rate
-//! whose loss stays within a limit, found by binary search over whole trials (each a full
-//! test against the agent). The first trial runs unthrottled to find the ceiling; the
-//! second tries what the receiver managed then; bisection closes in from there.
+//! RFC 2544 throughput search for `sonde pps --search`: the highest packet rate whose loss
+//! stays within a limit, found by binary search over whole trials (each a full test against
+//! the agent). The first trial runs unthrottled to find the ceiling; the second tries what
+//! the receiver managed then; bisection closes in from there, and a last trial at the
+//! result confirms it. Bounds are the rates the sender measured itself sending, never the
+//! offered ones: a paced sender that stalls drops its deficit and may send less than asked.
 
 use sonde_results::document::{SearchEnd, Trial};
 use sonde_results::{Document, PpsSpec, TestSpec};
 
 /// Most trials a search may run: bisection from ~1 Mpps to 1 % takes fewer.
-const MAX_TRIALS: usize = 16;
+const MAX_TRIALS: usize = 24;
+
+/// A sender more than this fraction below its offered rate fell short of it.
+const SENDER_SHORTFALL: f64 = 0.02;
 
 pub struct SearchParams {
     pub max_loss_percent: f64,
     /// Stop when (high - low) / high is below this, percent.
     pub resolution_percent: f64,
+    /// Trials at each rate; the worst decides.
+    pub trials_per_step: u32,
 }
 
 /// What one trial measured, read from its document.
@@ -29,77 +36,157 @@ pub fn trial_of(doc: &Document, offered: Option<f64>, max_loss: f64) -> Option<T
         lost_packets: lost,
         loss_percent: loss,
         passed: !doc.end.partial && loss <= max_loss,
+        sender_short: offered.is_some_and(|o| sent_pps < o * (1.0 - SENDER_SHORTFALL)),
+        verification: false,
     })
 }
 
-/// Runs trials through `run` until the rate is known to the resolution. Returns the search
-/// and the document of the best passing trial (or of the last trial, when none passed).
+/// A rate that passed: the rate offered (for an unthrottled trial, what it sent), the
+/// rate the sender measured itself sending, its document, and whether the sender was the
+/// limit there (unthrottled, or short of the offered rate).
+struct Passed {
+    offered: f64,
+    pps: f64,
+    doc: Document,
+    sender_bound: bool,
+}
+
+struct Searcher<'a> {
+    base: &'a PpsSpec,
+    params: &'a SearchParams,
+    run: &'a mut dyn FnMut(&TestSpec) -> anyhow::Result<Document>,
+    on_trial: &'a mut dyn FnMut(&Trial),
+    trials: Vec<Trial>,
+}
+
+impl Searcher<'_> {
+    /// Runs one step at `rate` (`None`: unthrottled): `trials_per_step` trials, stopping
+    /// at the first failure. Returns the worst trial and its document.
+    fn step(&mut self, rate: Option<f64>, verification: bool) -> anyhow::Result<(Trial, Document)> {
+        let mut worst: Option<(Trial, Document)> = None;
+        for _ in 0..self.params.trials_per_step.max(1) {
+            let spec = PpsSpec {
+                rate_pps: rate,
+                ..self.base.clone()
+            };
+            let doc = (self.run)(&TestSpec::Pps(spec))?;
+            let Some(mut t) = trial_of(&doc, rate, self.params.max_loss_percent) else {
+                anyhow::bail!(
+                    "trial {} ended without figures: {}",
+                    self.trials.len() + 1,
+                    doc.end.error.as_deref().unwrap_or("unknown error")
+                );
+            };
+            t.verification = verification;
+            (self.on_trial)(&t);
+            self.trials.push(t.clone());
+            let failed = !t.passed;
+            let worse = worst.as_ref().is_none_or(|(w, _)| {
+                (w.passed && failed) || (w.passed == t.passed && t.sent_pps < w.sent_pps)
+            });
+            if worse {
+                worst = Some((t, doc));
+            }
+            if failed {
+                break;
+            }
+        }
+        Ok(worst.expect("at least one trial per step"))
+    }
+
+    fn room(&self) -> bool {
+        self.trials.len() + self.params.trials_per_step.max(1) as usize <= MAX_TRIALS
+    }
+}
+
+/// Runs trials through `run` until the rate is known to the resolution and confirmed.
+/// Returns the search and the document of the best passing trial (or of the last trial,
+/// when none passed).
 pub fn search(
     base: &PpsSpec,
     params: &SearchParams,
     run: &mut dyn FnMut(&TestSpec) -> anyhow::Result<Document>,
     on_trial: &mut dyn FnMut(&Trial),
 ) -> anyhow::Result<(SearchEnd, Document)> {
-    let mut trials: Vec<Trial> = Vec::new();
-    let mut best: Option<(f64, Document)> = None;
+    let mut s = Searcher {
+        base,
+        params,
+        run,
+        on_trial,
+        trials: Vec::new(),
+    };
+    // Bisection runs over offered rates (a pacer lands a little under what it is offered,
+    // so measured rates would not move it); a failure bounds from above by the lower of
+    // what was offered and what was sent; the result is a rate the sender measured.
+    let mut passes: Vec<Passed> = Vec::new();
     let mut last_doc = None;
-    let mut low = 0.0f64;
     let mut high = f64::INFINITY;
     let mut next: Option<f64> = None;
-    while trials.len() < MAX_TRIALS {
-        let spec = PpsSpec {
-            rate_pps: next,
-            ..base.clone()
-        };
-        let doc = run(&TestSpec::Pps(spec))?;
-        let Some(t) = trial_of(&doc, next, params.max_loss_percent) else {
-            anyhow::bail!(
-                "trial {} ended without figures: {}",
-                trials.len() + 1,
-                doc.end.error.as_deref().unwrap_or("unknown error")
-            );
-        };
-        on_trial(&t);
+    // The best pass below the lowest failure: a pass above it was luck.
+    let best_index = |passes: &[Passed], high: f64| {
+        (0..passes.len())
+            .filter(|&i| passes[i].offered < high)
+            .max_by(|&a, &b| passes[a].offered.total_cmp(&passes[b].offered))
+    };
+    while s.room() {
+        let (t, doc) = s.step(next, false)?;
         let unthrottled = next.is_none();
-        // Bisect over offered rates; a sender held back by its own host (socket buffers
-        // full behind a shaper) sends less than offered, and the result is what it sent.
         let offered = next.unwrap_or(t.sent_pps);
         if t.passed {
-            low = low.max(offered);
-            if best.as_ref().is_none_or(|(r, _)| t.sent_pps > *r) {
-                best = Some((t.sent_pps, doc));
-            } else {
-                last_doc = Some(doc);
+            // Unthrottled, or short of the offered rate: the sender reaches no higher.
+            let sender_bound = unthrottled || t.sender_short;
+            if sender_bound {
+                high = high.min(offered * (1.0 + 1e-9));
             }
+            passes.push(Passed {
+                offered,
+                pps: t.sent_pps,
+                doc,
+                sender_bound,
+            });
         } else {
-            high = high.min(offered);
+            high = high.min(offered.min(t.sent_pps));
             last_doc = Some(doc);
         }
-        let received = t.received_pps;
-        trials.push(t);
-        if unthrottled && trials.last().is_some_and(|t| t.passed) {
-            break; // loss-free as fast as the sender goes: that is the answer
-        }
+        let low = best_index(&passes, high).map_or(0.0, |i| passes[i].offered);
         if high.is_finite() && (high - low) / high * 100.0 < params.resolution_percent {
-            break;
+            // Confirm the result with one more step at it; a failure lowers the bound.
+            if low == 0.0 || !s.room() {
+                break;
+            }
+            let (v, vdoc) = s.step(Some(low), true)?;
+            if v.passed {
+                break;
+            }
+            high = low;
+            last_doc = Some(vdoc);
         }
-        next = Some(if trials.len() == 1 {
-            received.min(high) * 0.999
+        let low = best_index(&passes, high).map_or(0.0, |i| passes[i].offered);
+        next = Some(if unthrottled && !t.passed {
+            t.received_pps.min(high) * 0.999
         } else {
             (low + high) / 2.0
         });
     }
-    let result_pps = best.as_ref().map_or(0.0, |(r, _)| *r);
+    let best = best_index(&passes, high).map(|i| passes.swap_remove(i));
+    let limited_by = match &best {
+        None => "none_passed",
+        Some(b) if b.sender_bound => "sender",
+        Some(_) => "loss",
+    };
+    let result_pps = best.as_ref().map_or(0.0, |b| b.pps);
     let doc = best
-        .map(|(_, d)| d)
+        .map(|b| b.doc)
         .or(last_doc)
         .expect("at least one trial ran");
     Ok((
         SearchEnd {
             max_loss_percent: params.max_loss_percent,
             trial_ms: base.duration_ms,
-            trials,
+            trials: s.trials,
             result_pps,
+            trials_per_step: params.trials_per_step.max(1),
+            limited_by: limited_by.into(),
         },
         doc,
     ))
@@ -180,6 +267,7 @@ mod tests {
         let params = SearchParams {
             max_loss_percent: 0.0,
             resolution_percent: 1.0,
+            trials_per_step: 1,
         };
         let (s, doc) = search(
             &PpsSpec::default(),
@@ -196,13 +284,18 @@ mod tests {
         assert!(s.trials.len() <= MAX_TRIALS);
         assert!(!s.trials[0].passed && s.trials[0].offered_pps.is_none());
         assert!(doc.end.packets.unwrap().lost_packets == Some(0));
+        assert_eq!(s.limited_by, "loss");
+        let last = s.trials.last().unwrap();
+        assert!(last.verification && last.passed, "{last:?}");
+        assert_eq!(last.offered_pps, Some(s.result_pps));
     }
 
     #[test]
-    fn loss_free_at_full_speed_stops_after_one_trial() {
+    fn loss_free_at_full_speed_is_sender_limited_and_verified() {
         let params = SearchParams {
             max_loss_percent: 0.0,
             resolution_percent: 1.0,
+            trials_per_step: 1,
         };
         let (s, _) = search(
             &PpsSpec::default(),
@@ -211,8 +304,83 @@ mod tests {
             &mut |_| {},
         )
         .unwrap();
-        assert_eq!(s.trials.len(), 1);
+        assert_eq!(s.trials.len(), 2, "{:?}", s.trials);
+        assert!(s.trials[1].verification);
         assert_eq!(s.result_pps, 1e6);
+        assert_eq!(s.limited_by, "sender");
+    }
+
+    /// The sender sends 95 % of what it is offered (a pacer that drops its deficit).
+    #[test]
+    fn bounds_come_from_the_measured_sent_rate() {
+        let params = SearchParams {
+            max_loss_percent: 0.0,
+            resolution_percent: 1.0,
+            trials_per_step: 1,
+        };
+        let capacity = 400_000.0;
+        let (s, _) = search(
+            &PpsSpec::default(),
+            &params,
+            &mut |spec| {
+                let TestSpec::Pps(p) = spec else {
+                    unreachable!()
+                };
+                let short = PpsSpec {
+                    rate_pps: p.rate_pps.map(|r| r * 0.95),
+                    ..p.clone()
+                };
+                let mut d = simulated(&TestSpec::Pps(short), capacity, 1e6);
+                d.start.spec = spec.clone();
+                Ok(d)
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        // No trial may pass above the capacity, and the result is a rate really sent.
+        assert!(s.result_pps <= capacity, "{}", s.result_pps);
+        assert!(s.trials.iter().any(|t| t.sender_short));
+        assert_eq!(s.limited_by, "sender");
+        assert!(s
+            .trials
+            .iter()
+            .any(|t| t.passed && t.sent_pps == s.result_pps));
+    }
+
+    /// Every third trial above 350k loses: with three trials per step the worst decides.
+    #[test]
+    fn trials_per_step_take_the_worst() {
+        let run = |per_step: u32| {
+            let params = SearchParams {
+                max_loss_percent: 0.0,
+                resolution_percent: 1.0,
+                trials_per_step: per_step,
+            };
+            let mut n = 0;
+            let (s, _) = search(
+                &PpsSpec::default(),
+                &params,
+                &mut |spec| {
+                    n += 1;
+                    let TestSpec::Pps(p) = spec else {
+                        unreachable!()
+                    };
+                    let flaky = n % 3 == 0 && p.rate_pps.is_some_and(|r| r > 350_000.0);
+                    Ok(simulated(
+                        spec,
+                        if flaky { 300_000.0 } else { 400_000.0 },
+                        1e6,
+                    ))
+                },
+                &mut |_| {},
+            )
+            .unwrap();
+            s
+        };
+        let three = run(3);
+        assert!(three.result_pps <= 350_000.0, "{}", three.result_pps);
+        assert_eq!(three.trials_per_step, 3);
+        assert!(three.trials.len() <= MAX_TRIALS);
     }
 
     #[test]
@@ -220,10 +388,12 @@ mod tests {
         let strict = SearchParams {
             max_loss_percent: 0.0,
             resolution_percent: 0.5,
+            trials_per_step: 1,
         };
         let loose = SearchParams {
             max_loss_percent: 10.0,
             resolution_percent: 0.5,
+            trials_per_step: 1,
         };
         let run = &mut |spec: &TestSpec| Ok(simulated(spec, 400_000.0, 1_000_000.0));
         let (a, _) = search(&PpsSpec::default(), &strict, run, &mut |_| {}).unwrap();

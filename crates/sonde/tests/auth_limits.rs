@@ -5,7 +5,7 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -22,7 +22,7 @@ fn agent_with(args: &[&str]) -> Agent {
 
 fn stream(agent: &Agent, args: &[&str]) -> std::process::Output {
     run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args([
             "stream",
             "127.0.0.1",
@@ -64,7 +64,7 @@ fn keyed_agent_serves_only_the_right_key() {
 fn short_or_missing_key_files_are_named() {
     let short = key_file("tiny");
     let o = run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args([
             "serve",
             "--port",
@@ -81,7 +81,7 @@ fn short_or_missing_key_files_are_named() {
         stderr(&o)
     );
     let o = run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args(["stream", "127.0.0.1", "--key-file", "/nonexistent/key"]);
         c
     });
@@ -106,7 +106,7 @@ fn limits_refuse_and_name_the_agent_flag() {
     let port = agent.port.to_string();
     let sonde = |args: &[&str]| {
         run({
-            let mut c = Command::new(SONDE);
+            let mut c = sonde_cmd();
             c.args(args);
             c
         })

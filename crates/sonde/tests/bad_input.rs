@@ -2,13 +2,11 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 
 fn sonde(args: &[&str]) -> std::process::Output {
     run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args(args);
         c
     })

@@ -72,7 +72,7 @@ fn agent_serves_next_test_right_after_controller_killed() {
 fn second_controller_is_told_busy() {
     let mut agent = Agent::on_loopback();
     let port = agent.port.to_string();
-    let mut first = std::process::Command::new(SONDE)
+    let mut first = sonde_cmd()
         .args([
             "stream",
             "127.0.0.1",
@@ -90,7 +90,7 @@ fn second_controller_is_told_busy() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
     let o = run({
-        let mut c = std::process::Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args(["stream", "127.0.0.1", "--port", &port, "-t", "1"]);
         c
     });
@@ -106,7 +106,7 @@ fn second_controller_is_told_busy() {
 fn ctrl_c_still_reports_and_saves_a_partial_result() {
     let mut agent = Agent::on_loopback();
     let out = temp_file("sigint.json");
-    let mut client = std::process::Command::new(SONDE)
+    let mut client = sonde_cmd()
         .args([
             "stream",
             "127.0.0.1",

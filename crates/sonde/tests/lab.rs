@@ -22,7 +22,7 @@ fn lab_runs_and_cleans_up() {
     // Lab::new only checks that namespaces can be made here (and fails in CI if not).
     let Some(_probe) = Lab::new() else { return };
     let dir = temp_file("lab-out");
-    let child = Command::new(SONDE)
+    let child = sonde_cmd()
         .args(["lab", "-t", "1", "--output-dir"])
         .arg(&dir)
         .stdin(Stdio::null())
@@ -52,7 +52,7 @@ fn lab_runs_and_cleans_up() {
 #[test]
 fn lab_interrupted_still_cleans_up() {
     let Some(_probe) = Lab::new() else { return };
-    let mut child = Command::new(SONDE)
+    let mut child = sonde_cmd()
         .args(["lab", "-t", "10"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -79,7 +79,7 @@ fn lab_interrupted_still_cleans_up() {
 #[test]
 fn lab_over_loopback_says_so() {
     let o = run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args(["lab", "-t", "0.5", "--loopback"]);
         c
     });

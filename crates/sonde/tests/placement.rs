@@ -12,7 +12,7 @@ fn auto_placement_is_recorded_and_respects_taskset() {
     let agent = Agent::on_loopback();
     let port = agent.port.to_string();
     let o = run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args([
             "stream",
             "127.0.0.1",

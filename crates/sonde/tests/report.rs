@@ -9,7 +9,7 @@ use common::*;
 
 fn sonde(db: &std::path::Path, args: &[&str]) -> std::process::Output {
     run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args(args).env("SONDE_DB", db);
         c
     })

@@ -57,7 +57,9 @@ fn ping_tcp_and_udp_report_round_trip_times() {
 
 #[test]
 fn rpc_requests_match_nftables_count_of_request_segments() {
-    let Some(lab) = Lab::needing(&["nft"]) else { return };
+    let Some(lab) = Lab::needing(&["nft"]) else {
+        return;
+    };
     let agent = lab.start_agent();
     // Requests of 100 bytes over TCP with TCP_NODELAY and one in flight per connection:
     // one segment each (IP length 152). nftables counts segments to the agent longer than

@@ -3,13 +3,11 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 
 fn sonde(db: &std::path::Path, args: &[&str]) -> std::process::Output {
     run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args(args).env("SONDE_DB", db);
         c
     })
@@ -128,7 +126,7 @@ fn runs_are_stored_and_labels_compared() {
 fn json_stream_completions_and_man_page() {
     let agent = Agent::on_loopback();
     let o = run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args([
             "ping",
             "127.0.0.1",
@@ -156,13 +154,13 @@ fn json_stream_completions_and_man_page() {
     assert_eq!(lines[2]["event"], "end");
     assert_eq!(lines[2]["document"]["test"], "ping");
     let bash = run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.args(["completions", "bash"]);
         c
     });
     assert!(stdout(&bash).contains("_sonde()"), "{}", stdout(&bash));
     let man = run({
-        let mut c = Command::new(SONDE);
+        let mut c = sonde_cmd();
         c.arg("man");
         c
     });
@@ -186,7 +184,7 @@ fn a_suite_stores_every_run_and_resumes_after_an_interruption() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(SONDE)
+    let mut child = sonde_cmd()
         .args([
             "suite",
             file.to_str().unwrap(),

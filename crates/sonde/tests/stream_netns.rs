@@ -105,7 +105,9 @@ fn reverse_and_bidir_reconcile() {
 
 #[test]
 fn tbf_rate_limit_is_measured_within_3_percent() {
-    let Some(lab) = Lab::needing(&["tc"]) else { return };
+    let Some(lab) = Lab::needing(&["tc"]) else {
+        return;
+    };
     let rate_bps = 200e6;
     lab.client_cmd(
         "tc",

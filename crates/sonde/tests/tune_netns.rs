@@ -52,7 +52,12 @@ fn apply_then_restore_returns_every_setting() {
             let max = |v: &str| v.split_whitespace().last().unwrap().parse::<u64>().unwrap();
             for i in [2, 3] {
                 assert!(max(&during[i]) >= 16 << 20, "{}", during[i]);
-                assert!(max(&during[i]) >= max(&before[i]), "{} -> {}", before[i], during[i]);
+                assert!(
+                    max(&during[i]) >= max(&before[i]),
+                    "{} -> {}",
+                    before[i],
+                    during[i]
+                );
             }
         }
         assert!(state.exists());
@@ -70,7 +75,9 @@ fn apply_then_restore_returns_every_setting() {
 
 #[test]
 fn not_root_is_refused_clearly() {
-    let Some(_lab) = Lab::needing(&["setpriv"]) else { return };
+    let Some(_lab) = Lab::needing(&["setpriv"]) else {
+        return;
+    };
     let state = temp_file("tune-nonroot.json");
     let o = run({
         let mut c = Command::new("setpriv");

@@ -14,6 +14,8 @@ use std::time::Duration;
 pub const SONDE: &str = env!("CARGO_BIN_EXE_sonde");
 pub const CLIENT_ADDR: &str = "198.18.0.1";
 pub const SERVER_ADDR: &str = "198.18.0.2";
+/// The agent's address behind a router (`Lab::routed`).
+pub const ROUTED_SERVER_ADDR: &str = "198.19.0.2";
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -50,16 +52,15 @@ fn skip_unless(what: &str, missing: Option<String>) -> bool {
 
 /// Whether `tool` is on PATH.
 fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| d.join(tool).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
 /// True when every tool is on PATH; otherwise skips naming the first one missing.
 pub fn need_tools(tools: &[&str]) -> bool {
-    tools.iter().all(|t| {
-        skip_unless(t, (!on_path(t)).then(|| format!("{t} is not on PATH")))
-    })
+    tools
+        .iter()
+        .all(|t| skip_unless(t, (!on_path(t)).then(|| format!("{t} is not on PATH"))))
 }
 
 /// Held while a test sends traffic: tests that measure rates, searches or latency never
@@ -82,6 +83,11 @@ pub struct Lab {
     pub server: String,
     pub client_if: String,
     pub server_if: String,
+    /// The agent's address: SERVER_ADDR, or ROUTED_SERVER_ADDR behind a router.
+    pub server_addr: &'static str,
+    /// `Lab::routed`: the router namespace and its interface toward the agent, where a
+    /// shaper drops what it cannot pass without the sender feeling any back-pressure.
+    pub router: Option<(String, String)>,
     _serial: Serial,
 }
 
@@ -105,10 +111,83 @@ impl Lab {
             server: format!("sonde-{tag}-s"),
             client_if: format!("v{tag}c"),
             server_if: format!("v{tag}s"),
+            server_addr: SERVER_ADDR,
+            router: None,
             _serial: Serial::take(),
         };
         let built = lab.build();
         skip_unless("root and network namespaces", built.err()).then_some(lab)
+    }
+
+    /// Client, router, agent: 198.18.0.1 -> 198.18.0.254 | 198.19.0.254 -> 198.19.0.2.
+    pub fn routed(tools: &[&str]) -> Option<Lab> {
+        let mut lab = Lab::needing(tools)?;
+        let router = lab.client.replace("-c", "-r");
+        let (rc, rs) = (
+            format!("{}rc", lab.client_if),
+            format!("{}rs", lab.client_if),
+        );
+        lab.router = Some((router.clone(), rs.clone()));
+        lab.server_addr = ROUTED_SERVER_ADDR;
+        let built = lab.build_routed(&router, &rc, &rs);
+        skip_unless("root and network namespaces", built.err()).then_some(lab)
+    }
+
+    /// Rebuilds the lab's pair as two links through a forwarding namespace.
+    fn build_routed(&self, router: &str, rc: &str, rs: &str) -> Result<(), String> {
+        ip(&["netns", "add", router])?;
+        ip(&["-n", &self.client, "link", "del", &self.client_if])?;
+        for (ns, dev, peer) in [
+            (&self.client, &self.client_if, rc),
+            (&self.server, &self.server_if, rs),
+        ] {
+            ip(&[
+                "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", peer, "netns",
+                router,
+            ])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", router, "link", "set", peer, "up"])?;
+        }
+        for (ns, dev, addr, via) in [
+            (
+                &self.client,
+                &self.client_if,
+                "198.18.0.1/24",
+                "198.18.0.254",
+            ),
+            (
+                &self.server,
+                &self.server_if,
+                "198.19.0.2/24",
+                "198.19.0.254",
+            ),
+        ] {
+            ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
+            ip(&["-n", ns, "route", "add", "default", "via", via])?;
+        }
+        ip(&["-n", router, "addr", "add", "198.18.0.254/24", "dev", rc])?;
+        ip(&["-n", router, "addr", "add", "198.19.0.254/24", "dev", rs])?;
+        ip(&["-n", router, "link", "set", "lo", "up"])?;
+        // net.ipv4.ip_forward is per namespace; written through the namespace's /proc.
+        let out = Lab::in_ns(router, "sh")
+            .args(["-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])
+            .output()
+            .map_err(|e| format!("ip_forward: {e}"))?;
+        out.status
+            .success()
+            .then_some(())
+            .ok_or_else(|| format!("ip_forward: {}", String::from_utf8_lossy(&out.stderr)))
+    }
+
+    /// Runs a command in the router namespace of a routed lab.
+    pub fn router_cmd(&self, program: &str, args: &[&str]) {
+        let (router, _) = self.router.as_ref().expect("a routed lab");
+        let out = Lab::in_ns(router, program).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     fn build(&self) -> Result<(), String> {
@@ -145,7 +224,8 @@ impl Lab {
 
     pub fn in_ns(ns: &str, program: &str) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns, program]);
+        c.args(["netns", "exec", ns, program])
+            .env("SONDE_DB", scratch_db());
         c
     }
 
@@ -164,7 +244,7 @@ impl Lab {
 
     pub fn start_agent(&self) -> Agent {
         let mut cmd = Lab::in_ns(&self.server, SONDE);
-        cmd.args(["serve", "--bind", SERVER_ADDR, "--port", "0"]);
+        cmd.args(["serve", "--bind", self.server_addr, "--port", "0"]);
         Agent::start(cmd)
     }
 
@@ -176,7 +256,7 @@ impl Lab {
     /// `sonde TEST SERVER_ADDR --port P ARGS...` in the client namespace.
     pub fn sonde(&self, agent: &Agent, test: &str, args: &[&str]) -> Command {
         let mut cmd = Lab::in_ns(&self.client, SONDE);
-        cmd.args([test, SERVER_ADDR, "--port", &agent.port.to_string()])
+        cmd.args([test, self.server_addr, "--port", &agent.port.to_string()])
             .args(args);
         cmd
     }
@@ -237,6 +317,9 @@ impl Drop for Lab {
         for ns in [&self.client, &self.server] {
             let _ = ip(&["netns", "del", ns]);
         }
+        if let Some((router, _)) = &self.router {
+            let _ = ip(&["netns", "del", router]);
+        }
     }
 }
 
@@ -283,7 +366,7 @@ impl Agent {
     /// `sonde serve` on 127.0.0.1 with extra flags (`--key-file`, limits, ...).
     pub fn on_loopback_with(args: &[&str]) -> Agent {
         let serial = Serial::take();
-        let mut cmd = Command::new(SONDE);
+        let mut cmd = sonde_cmd();
         cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
             .args(args);
         let mut agent = Agent::start(cmd);
@@ -301,6 +384,18 @@ impl Drop for Agent {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// This test process's result store: tests never write into the user's default one.
+pub fn scratch_db() -> PathBuf {
+    std::env::temp_dir().join(format!("sonde-test-{}-results.db", std::process::id()))
+}
+
+/// The built `sonde`, saving runs (unless told otherwise) into `scratch_db()`.
+pub fn sonde_cmd() -> Command {
+    let mut c = Command::new(SONDE);
+    c.env("SONDE_DB", scratch_db());
+    c
 }
 
 pub fn temp_file(name: &str) -> PathBuf {
