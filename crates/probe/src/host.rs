@@ -30,6 +30,15 @@ pub fn host_info(root: &Path) -> HostInfo {
         cpu_model: field("model name"),
         cpus_online: topology::online_cpus(root).ok().map(|c| c.len()),
         cpu_hz: max_khz.map(|k| k * 1e3).or(mhz.map(|m| m * 1e6)),
+        cpu_hz_source: if max_khz.is_some() {
+            Some("cpuinfo_max_freq".into())
+        } else {
+            mhz.map(|_| "cpu MHz".into())
+        },
+        boot_id: read(root, "proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
         inventory: None,
     }
 }

@@ -101,6 +101,29 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Both ends on one host: its CPU once, so that nobody adds the two sides.
+fn one_host_line(e: &sonde_results::document::End) -> String {
+    let Some(h) = &e.one_host else {
+        return String::new();
+    };
+    let mut line = format!(
+        "both ends ran on one host ({}): its CPU is counted once",
+        h.hostname
+    );
+    if let Some(c) = &h.cpu {
+        line.push_str(&format!(
+            ", {:.1} % busy of {} CPUs",
+            c.host.busy_percent(),
+            c.cpus
+        ));
+    }
+    if let Some(c) = h.cycles_per_byte {
+        line.push_str(&format!(", {c:.2} cycles/byte"));
+    }
+    line.push_str("; each side's own figure is its process CPU\n");
+    line
+}
+
 /// Human summary of a document: one column per side and direction, then notes and the
 /// partial/error status.
 pub fn stream(doc: &Document) -> String {
@@ -156,6 +179,7 @@ pub fn stream(doc: &Document) -> String {
     for n in notes {
         out.push_str(&format!("note: {n}\n"));
     }
+    out.push_str(&one_host_line(e));
     if e.partial {
         out.push_str(&format!(
             "PARTIAL RESULT: {}\n",
@@ -379,12 +403,22 @@ pub fn rr(doc: &Document) -> String {
     if let Some(n) = e.lost_messages {
         out.push_str(&format!("; lost: {n}"));
     }
+    for (what, n) in [
+        ("late replies", e.late_replies),
+        ("duplicated replies", e.duplicated_replies),
+        ("foreign datagrams", e.foreign_replies),
+    ] {
+        if let Some(n) = n.filter(|&n| n > 0) {
+            out.push_str(&format!("; {what}: {n}"));
+        }
+    }
     out.push('\n');
     for s in [&e.client, &e.server].into_iter().flatten() {
         for n in &s.notes {
             out.push_str(&format!("note: {}: {n}\n", s.measured_by.as_str()));
         }
     }
+    out.push_str(&one_host_line(e));
     if e.partial {
         out.push_str(&format!(
             "PARTIAL RESULT: {}\n",
@@ -544,6 +578,7 @@ pub fn pps(doc: &Document) -> String {
             out.push_str(&format!("note: {}: {n}\n", side.measured_by.as_str()));
         }
     }
+    out.push_str(&one_host_line(e));
     if e.partial {
         out.push_str(&format!(
             "PARTIAL RESULT: {}\n",

@@ -233,6 +233,20 @@ pub struct End {
     /// Zero-loss rate search: every trial and the result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchEnd>,
+    /// Both ends ran on one host (same kernel boot id): its CPU figures are here, once,
+    /// and absent from the sides, which keep their own process CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_host: Option<OneHost>,
+}
+
+/// The host both ends shared, counted once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneHost {
+    pub hostname: String,
+    /// The host's CPU over the controller's window.
+    pub cpu: Option<CpuUsage>,
+    /// Stream tests: host busy cycles per byte received, once for both ends.
+    pub cycles_per_byte: Option<f64>,
 }
 
 /// One side of a packet-rate test.
@@ -353,7 +367,7 @@ impl Document {
         let reverse = bidir.then(|| end_pair(Direction::Reverse));
 
         let intervals = merge_intervals(inp.client_intervals, inp.server_intervals, primary, bidir);
-        let end = End {
+        let mut end = End {
             partial,
             error: inp.error.clone(),
             sender: primary_end.sender.map(SideTotals::Bytes),
@@ -361,6 +375,7 @@ impl Document {
             reverse,
             ..End::empty(partial)
         };
+        end.count_one_host(&inp);
         Document {
             schema_version: SCHEMA_VERSION,
             test: inp.spec.name().to_string(),
@@ -403,7 +418,46 @@ impl End {
             lost_packets: None,
             packets: None,
             search: None,
+            one_host: None,
         }
+    }
+
+    /// When both ends ran on one host, moves its CPU figures out of the sides into
+    /// `one_host`, so that no reader adds the same host twice.
+    fn count_one_host(&mut self, inp: &Inputs<'_>) {
+        let same = inp.server.is_some_and(|s| {
+            s.host.boot_id.is_some() && s.host.boot_id == inp.client.host.boot_id
+        });
+        if !same {
+            return;
+        }
+        let cycles_per_byte = self.stream_sender().and_then(|s| s.cycles_per_byte);
+        let clear_bytes = |s: &mut EndSide| {
+            s.cpu.usage = None;
+            s.cycles_per_byte = None;
+        };
+        for t in [&mut self.sender, &mut self.receiver].into_iter().flatten() {
+            match t {
+                SideTotals::Bytes(s) => clear_bytes(s),
+                SideTotals::Packets(p) => p.cpu.usage = None,
+            }
+        }
+        if let Some(r) = &mut self.reverse {
+            r.sender.iter_mut().chain(r.receiver.iter_mut()).for_each(clear_bytes);
+        }
+        if let Some(p) = &mut self.packets {
+            for s in p.sender.iter_mut().chain(p.receiver.iter_mut()) {
+                s.cpu.usage = None;
+            }
+        }
+        for s in self.client.iter_mut().chain(self.server.iter_mut()) {
+            s.cpu.usage = None;
+        }
+        self.one_host = Some(OneHost {
+            hostname: inp.client.host.hostname.clone(),
+            cpu: inp.client.cpu.clone(),
+            cycles_per_byte,
+        });
     }
 }
 
@@ -569,7 +623,7 @@ fn build_pps(inp: Inputs<'_>) -> Document {
             }
         })
         .collect();
-    let end = End {
+    let mut end = End {
         error: inp.error.clone(),
         lost_packets: lost,
         sender: packets.sender.clone().map(SideTotals::Packets),
@@ -577,6 +631,7 @@ fn build_pps(inp: Inputs<'_>) -> Document {
         packets: Some(packets),
         ..End::empty(partial)
     };
+    end.count_one_host(&inp);
     Document {
         schema_version: SCHEMA_VERSION,
         test: inp.spec.name().to_string(),
@@ -615,7 +670,7 @@ fn build_rr(inp: Inputs<'_>) -> Document {
             }
         })
         .collect();
-    let end = End {
+    let mut end = End {
         error: inp.error.clone(),
         latency_ns: c_rr.and_then(|r| r.latency_ns),
         latency_is: Some(
@@ -637,6 +692,7 @@ fn build_rr(inp: Inputs<'_>) -> Document {
         client,
         ..End::empty(partial)
     };
+    end.count_one_host(&inp);
     Document {
         schema_version: SCHEMA_VERSION,
         test: inp.spec.name().to_string(),

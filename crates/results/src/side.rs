@@ -43,8 +43,17 @@ pub struct HostInfo {
     pub kernel: Option<String>,
     pub cpu_model: Option<String>,
     pub cpus_online: Option<usize>,
-    /// Nominal clock used for cycles per byte (as ntttcp: the CPU's MHz times busy time).
+    /// Clock used for cycles per byte: busy time × this clock, as ntttcp does (ntttcp
+    /// takes /proc/cpuinfo's current "cpu MHz"; sonde prefers the maximum frequency, which
+    /// does not move with load). `cpu_hz_source` says which this is.
     pub cpu_hz: Option<f64>,
+    /// `cpuinfo_max_freq` (cpufreq's maximum) or `cpu MHz` (/proc/cpuinfo's current).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_hz_source: Option<String>,
+    /// The running kernel's boot id: two sides with the same one share one host (a lab
+    /// of namespaces, or loopback), whose CPU is then counted once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// The host's layout, NICs and settings, as `sonde host` reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Box<crate::inventory::Inventory>>,

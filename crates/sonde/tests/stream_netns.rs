@@ -49,8 +49,15 @@ fn sender_and_receiver_reconcile() {
     assert_eq!(s["nic"]["iface"], lab.client_if.as_str());
     assert_eq!(r["nic"]["iface"], lab.server_if.as_str());
     assert!(s["nic"]["tx_packets"].as_u64().unwrap() > 1000);
+    // Both namespaces run on one kernel: the host's CPU is counted once, not per side.
     assert!(f(&s["cpu"]["process_cpu_s"]) > 0.0);
-    assert!(s["cpu"]["host"]["idle_percent"].is_number());
+    assert!(f(&r["cpu"]["process_cpu_s"]) > 0.0);
+    let one = &doc["end"]["one_host"];
+    assert!(one["cpu"]["host"]["idle_percent"].is_number(), "{one}");
+    assert!(f(&one["cycles_per_byte"]) > 0.0, "{one}");
+    for side in [s, r] {
+        assert!(side["cpu"]["host"].is_null() && side["cycles_per_byte"].is_null());
+    }
     // Both sides' inventories are in the document, each seeing its own namespace's NIC.
     for (side, iface) in [("client", &lab.client_if), ("server", &lab.server_if)] {
         let inv = &doc["start"][side]["inventory"];
