@@ -425,9 +425,9 @@ impl End {
     /// When both ends ran on one host, moves its CPU figures out of the sides into
     /// `one_host`, so that no reader adds the same host twice.
     fn count_one_host(&mut self, inp: &Inputs<'_>) {
-        let same = inp.server.is_some_and(|s| {
-            s.host.boot_id.is_some() && s.host.boot_id == inp.client.host.boot_id
-        });
+        let same = inp
+            .server
+            .is_some_and(|s| s.host.boot_id.is_some() && s.host.boot_id == inp.client.host.boot_id);
         if !same {
             return;
         }
@@ -443,7 +443,10 @@ impl End {
             }
         }
         if let Some(r) = &mut self.reverse {
-            r.sender.iter_mut().chain(r.receiver.iter_mut()).for_each(clear_bytes);
+            r.sender
+                .iter_mut()
+                .chain(r.receiver.iter_mut())
+                .for_each(clear_bytes);
         }
         if let Some(p) = &mut self.packets {
             for s in p.sender.iter_mut().chain(p.receiver.iter_mut()) {

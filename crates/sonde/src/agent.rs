@@ -23,7 +23,7 @@ use crate::controller::{DATA_HEADER_BYTES, SOFTWARE};
 use crate::hostwatch::HostProbe;
 use crate::pps_side::PpsSide;
 use crate::rr_side::RrSide;
-use crate::side::{worker_threads, Side};
+use crate::side::{worker_threads, Side, Work};
 use crate::signals::Interrupt;
 use crate::stream_side::StreamSide;
 
@@ -500,14 +500,18 @@ fn run_test(control: TcpStream, peer: SocketAddr, shared: &Shared) -> anyhow::Re
 fn place_server_workers(mut spec: TestSpec) -> TestSpec {
     let (auto, workers, cpus) = match &mut spec {
         TestSpec::Stream(s) => {
-            let n = worker_threads(s.server_threads, s.total_connections() as usize);
+            let n = worker_threads(
+                Work::Stream,
+                s.server_threads,
+                s.total_connections() as usize,
+            );
             (s.server_cpus_auto, n, &mut s.server_cpus)
         }
         TestSpec::Ping(r) | TestSpec::Rpc(r) => {
             let c = r.connections as usize;
             (
                 r.server_cpus_auto,
-                worker_threads(r.server_threads, c),
+                worker_threads(Work::RequestResponse, r.server_threads, c),
                 &mut r.server_cpus,
             )
         }

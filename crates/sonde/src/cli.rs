@@ -562,7 +562,11 @@ impl RpcArgs {
             connect_per_request: self.crr,
             ..self.common.base(
                 poll,
-                crate::side::worker_threads(self.threads, self.connections as usize),
+                crate::side::worker_threads(
+                    crate::side::Work::RequestResponse,
+                    self.threads,
+                    self.connections as usize,
+                ),
             )
         };
         spec.validate()?;
@@ -801,6 +805,7 @@ impl StreamArgs {
             client_cpus: client_cpus(
                 &self.cpus,
                 crate::side::worker_threads(
+                    crate::side::Work::Stream,
                     self.threads,
                     self.connections as usize * if self.bidir { 2 } else { 1 },
                 ),

@@ -16,7 +16,7 @@ use sonde_results::{IntervalSample, LatencySummary, PollMode, Role, RrResult, Rr
 
 use crate::hostwatch::{self, HostProbe, HostSnap};
 use crate::schedule::{Schedule, Tick};
-use crate::side::{worker_cpus, worker_threads};
+use crate::side::{worker_cpus, worker_threads, Work};
 
 /// The client reports interval k this long after it ends, so that every worker has handed
 /// over its histogram (workers do so at their first response after the boundary).
@@ -128,7 +128,7 @@ impl RrSide {
     ) -> std::io::Result<RrSide> {
         let started = Instant::now();
         let units = spec.connections as usize;
-        let threads = worker_threads(spec.client_threads, units);
+        let threads = worker_threads(Work::RequestResponse, spec.client_threads, units);
         let pinned_cpus = worker_cpus(spec.client_cpus.as_ref(), threads);
         let window_start = started + Duration::from_millis(spec.warmup_ms);
         let window_end = window_start + Duration::from_millis(spec.duration_ms);
@@ -180,7 +180,7 @@ impl RrSide {
             ServerTarget::Sockets(s) => s.len(),
             _ => 1,
         };
-        let threads = worker_threads(spec.server_threads, units);
+        let threads = worker_threads(Work::RequestResponse, spec.server_threads, units);
         let pinned_cpus = worker_cpus(spec.server_cpus.as_ref(), threads);
         let plan = ServerPlan {
             threads,

@@ -13,7 +13,7 @@ use sonde_engine::{StreamConn, StreamWorkers, WorkerPlan};
 use sonde_probe::cpustat::{self, CpuSnapshot};
 
 use crate::hostwatch::{self, HostProbe, HostSnap};
-use crate::side::{worker_cpus, worker_threads};
+use crate::side::{worker_cpus, worker_threads, Work};
 use sonde_results::{
     ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
     Transfer,
@@ -68,7 +68,7 @@ impl StreamSide {
             Role::Client => (spec.client_threads, spec.client_cpus.clone()),
             Role::Server => (spec.server_threads, spec.server_cpus.clone()),
         };
-        let threads = worker_threads(threads, conns.len());
+        let threads = worker_threads(Work::Stream, threads, conns.len());
         let pinned_cpus = worker_cpus(cpus.as_ref(), threads);
         let sends = |d: Direction| (d == Direction::Forward) == (role == Role::Client);
         let meta: Vec<(u32, Direction)> = conns.iter().map(|(i, d, _)| (*i, *d)).collect();
