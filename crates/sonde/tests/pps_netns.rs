@@ -187,3 +187,39 @@ fn packet_size_above_the_mtu_is_refused() {
     assert!(err.contains("--size") && err.contains("MTU"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// At a paced rate without loss, every interval has both sides, each divided by the time
+/// it measured over, and they agree within 1 %: the last one too (the agent sends it when
+/// the controller ends the test).
+#[test]
+fn every_interval_has_both_sides_within_1_percent_at_a_paced_rate() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let doc = doc_of(&run(lab.sonde(
+        &agent,
+        "pps",
+        &["--rate", "20000", "-t", "4", "--warmup", "0.5", "--json"],
+    )));
+    assert_eq!(doc["end"]["lost_packets"], 0, "{}", doc["end"]);
+    assert!(doc["end"]["sender"]["packets_per_second"].as_f64().unwrap() > 19_000.0);
+    assert!(
+        doc["end"]["receiver"]["packets_per_second"]
+            .as_f64()
+            .unwrap()
+            > 19_000.0
+    );
+    let intervals = doc["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 4);
+    for (i, x) in intervals.iter().enumerate() {
+        let tx = x["sender"]["packets_per_second"].as_f64();
+        let rx = x["receiver"]["packets_per_second"].as_f64();
+        let (Some(tx), Some(rx)) = (tx, rx) else {
+            panic!("interval {i} lacks a side: {x}");
+        };
+        let ratio = rx / tx;
+        assert!(
+            (ratio - 1.0).abs() < 0.01,
+            "interval {i}: receiver/sender {ratio:.4}: {x}"
+        );
+    }
+}
