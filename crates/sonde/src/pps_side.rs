@@ -190,11 +190,10 @@ impl PpsSide {
         if last {
             self.end_snap = Some((self.probe.snapshot(), count));
         }
-        let from_start = |t: Instant| t.saturating_duration_since(self.schedule.window_start);
         let sample = IntervalSample {
             index: k,
-            start_s: from_start(self.last_at).as_secs_f64(),
-            end_s: from_start(now).as_secs_f64(),
+            start_s: self.schedule.offset_s(self.last_at),
+            end_s: self.schedule.offset_s(now),
             sent_bytes: 0,
             received_bytes: 0,
             cpu_busy_percent: hostwatch::busy_between(&self.last_cpu, &cpu),

@@ -281,18 +281,14 @@ impl RrSide {
                     self.schedule.bounds_s(k),
                 )
             }
-            Role::Server => {
-                let from_start =
-                    |t: Instant| t.saturating_duration_since(self.schedule.window_start);
+            Role::Server => (
+                Some(count - self.last_count),
+                None,
                 (
-                    Some(count - self.last_count),
-                    None,
-                    (
-                        from_start(self.last_at).as_secs_f64(),
-                        from_start(now).as_secs_f64(),
-                    ),
-                )
-            }
+                    self.schedule.offset_s(self.last_at),
+                    self.schedule.offset_s(now),
+                ),
+            ),
         };
         let s = IntervalSample {
             index: k,

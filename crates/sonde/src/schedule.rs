@@ -55,6 +55,11 @@ impl Schedule {
         )
     }
 
+    /// Seconds from the window's start to `t` (0 before it): a measured interval edge.
+    pub fn offset_s(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.window_start).as_secs_f64()
+    }
+
     pub fn next_deadline(&self) -> Option<Instant> {
         if !self.opened {
             Some(self.window_start)

@@ -16,10 +16,6 @@ fn key_file(contents: &str) -> std::path::PathBuf {
     p
 }
 
-fn agent_with(args: &[&str]) -> Agent {
-    Agent::on_loopback_with(args)
-}
-
 fn stream(agent: &Agent, args: &[&str]) -> std::process::Output {
     run({
         let mut c = sonde_cmd();
@@ -42,7 +38,7 @@ fn stream(agent: &Agent, args: &[&str]) -> std::process::Output {
 fn keyed_agent_serves_only_the_right_key() {
     let good = key_file("a shared secret of enough length\n");
     let bad = key_file("another secret of enough length\n");
-    let agent = agent_with(&["--key-file", good.to_str().unwrap()]);
+    let agent = Agent::on_loopback_with(&["--key-file", good.to_str().unwrap()]);
     let o = stream(&agent, &["--key-file", good.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = stream(&agent, &[]);
@@ -95,7 +91,7 @@ fn short_or_missing_key_files_are_named() {
 
 #[test]
 fn limits_refuse_and_name_the_agent_flag() {
-    let agent = agent_with(&[
+    let agent = Agent::on_loopback_with(&[
         "--max-duration",
         "2",
         "--max-connections",
@@ -154,7 +150,7 @@ fn limits_refuse_and_name_the_agent_flag() {
 
 #[test]
 fn an_idle_connection_does_not_block_the_agent() {
-    let agent = agent_with(&[]);
+    let agent = Agent::on_loopback_with(&[]);
     // Connects and says nothing (esnet/iperf#788).
     let _idle = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     std::thread::sleep(Duration::from_millis(100));
