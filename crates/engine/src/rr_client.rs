@@ -349,7 +349,7 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
     let mut multi = if n > 1 {
         match Multi::new(
             &conns.iter().map(|c| c.fd).collect::<Vec<_>>(),
-            shared.wake.raw(),
+            Some(shared.wake.raw()),
         ) {
             Ok(m) => Some(m),
             Err(e) => {
@@ -523,7 +523,9 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                                 c.ring.push_back(t);
                             }
                         }
-                        if blocking || c.udp {
+                        // A short TCP read drained the socket; readiness is level-triggered,
+                        // so a second call only to hear EAGAIN would be wasted.
+                        if blocking || c.udp || got < buf.len() {
                             break;
                         }
                     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::affinity::pin_current_thread;
 use crate::rr_client::RrSocket;
-use crate::wait::{self, Poll, Recv};
+use crate::wait::{self, Multi, Poll, Recv};
 
 pub enum ServerTarget {
     Sockets(Vec<RrSocket>),
@@ -207,89 +207,138 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
         })
         .collect();
     let mut buf = vec![0xa5u8; p.request_bytes.max(p.response_bytes).max(64 * 1024)];
-    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(fds.len());
+    // Several connections wait in one epoll set, so a wake-up costs one call and only the
+    // connections with data are read (an abort shuts the sockets, which makes them ready).
+    let mut multi = if conns.len() > 1 {
+        match Multi::new(fds, None) {
+            Ok(m) => Some(m),
+            Err(e) => return Some(format!("epoll: {e}")),
+        }
+    } else {
+        None
+    };
+    let every: Vec<usize> = (0..conns.len()).collect();
+    let mut ready = Vec::with_capacity(conns.len());
     let mut last_message = Instant::now();
     let mut error = None;
     loop {
         if shared.aborting.load(Ordering::Relaxed) || conns.iter().all(|c| c.dead) {
             break;
         }
-        // Answer what has arrived.
+        let mut blocked_tx = false;
         for c in conns.iter_mut().filter(|c| !c.dead) {
-            while c.tx_left > 0 || c.pending > 0 {
-                if c.tx_left == 0 {
-                    c.tx_left = p.response_bytes;
-                    c.pending -= 1;
-                    shared.count(k);
+            if let Err(e) = c.answer(shared, k, &buf) {
+                c.dead = true;
+                if !shared.aborting.load(Ordering::Relaxed) {
+                    error = Some(format!("send: {e}"));
                 }
-                match wait::send(c.fd, &buf[..c.tx_left]) {
-                    Ok(0) => break,
-                    Ok(n) => c.tx_left -= n,
-                    Err(e) => {
+            }
+            blocked_tx |= !c.dead && c.tx_left > 0;
+        }
+        let now = Instant::now();
+        let spin = p.poll.spins(now, last_message);
+        // One connection, nothing to send, not spinning: block in the receive itself.
+        let blocking = multi.is_none() && !spin && !blocked_tx;
+        let targets: &[usize] = match &mut multi {
+            _ if spin => &every,
+            None if blocking => &every,
+            None => match wait::wait_readable(conns[0].fd, now, Some(now + WAIT_SLICE)) {
+                Ok(true) => &every,
+                Ok(false) => continue,
+                Err(e) => return Some(format!("poll: {e}")),
+            },
+            Some(m) => {
+                // A full socket buffer is retried soon rather than watched for POLLOUT:
+                // small answers almost never meet one.
+                let slice = if blocked_tx { TX_RETRY } else { WAIT_SLICE };
+                match m.wait(now, Some(now + slice), false, &mut ready) {
+                    Ok(_) => &ready,
+                    Err(e) => return Some(format!("epoll: {e}")),
+                }
+            }
+        };
+        for &i in targets {
+            let c = &mut conns[i];
+            if c.dead {
+                continue;
+            }
+            match c.take_requests(&mut buf, p.request_bytes, !blocking) {
+                Ok(true) => {
+                    last_message = Instant::now();
+                    shared.maybe_stall();
+                    // Answer at once, while the socket is hot.
+                    if let Err(e) = c.answer(shared, k, &buf) {
                         c.dead = true;
                         if !shared.aborting.load(Ordering::Relaxed) {
                             error = Some(format!("send: {e}"));
                         }
-                        break;
                     }
                 }
-            }
-        }
-        let now = Instant::now();
-        let spin = p.poll.spins(now, last_message);
-        let blocked_tx = conns
-            .iter()
-            .any(|c| !c.dead && (c.tx_left > 0 || c.pending > 0));
-        // One connection, nothing to send, not spinning: block in the receive itself.
-        let blocking = conns.len() == 1 && !spin && !blocked_tx;
-        if !blocking && !spin {
-            pfds.clear();
-            pfds.extend(conns.iter().filter(|c| !c.dead).map(|c| libc::pollfd {
-                fd: c.fd,
-                events: libc::POLLIN
-                    | if c.tx_left > 0 || c.pending > 0 {
-                        libc::POLLOUT
-                    } else {
-                        0
-                    },
-                revents: 0,
-            }));
-            // SAFETY: pfds is a live array of its length. 100 ms bounds the time to see an abort.
-            let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
-            if r <= 0 {
-                continue;
-            }
-        }
-        for c in conns.iter_mut().filter(|c| !c.dead) {
-            loop {
-                match wait::recv(c.fd, &mut buf, !blocking) {
-                    Ok(Recv::Data(n)) => {
-                        last_message = Instant::now();
-                        c.rx_acc += n;
-                        c.pending += (c.rx_acc / p.request_bytes) as u64;
-                        c.rx_acc %= p.request_bytes;
-                        shared.maybe_stall();
-                        if blocking {
-                            break;
-                        }
-                    }
-                    Ok(Recv::Empty) => break,
-                    Ok(Recv::Closed) => {
-                        c.dead = true;
-                        break;
-                    }
-                    Err(e) => {
-                        c.dead = true;
-                        if !shared.aborting.load(Ordering::Relaxed) {
-                            error = Some(format!("recv: {e}"));
-                        }
-                        break;
+                Ok(false) => {}
+                Err(e) => {
+                    c.dead = true;
+                    if !shared.aborting.load(Ordering::Relaxed) {
+                        error = Some(format!("recv: {e}"));
                     }
                 }
             }
         }
     }
     error
+}
+
+/// How long a wait may last before the worker looks at the abort flag again.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// How soon an answer that met a full socket buffer is tried again.
+const TX_RETRY: Duration = Duration::from_micros(200);
+
+impl Echo {
+    /// Sends the answers owed, until done or the socket buffer is full.
+    fn answer(&mut self, shared: &Shared, k: usize, buf: &[u8]) -> io::Result<()> {
+        let bytes = shared.plan.response_bytes;
+        while self.tx_left > 0 || self.pending > 0 {
+            if self.tx_left == 0 {
+                self.tx_left = bytes;
+                self.pending -= 1;
+                shared.count(k);
+            }
+            match wait::send(self.fd, &buf[..self.tx_left])? {
+                0 => break,
+                n => self.tx_left -= n,
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what has arrived and counts the whole requests in it; `Ok(true)` when data
+    /// came. A read shorter than the buffer drained the socket, so no second call is
+    /// needed to learn that (readiness is level-triggered); a closed peer marks it dead.
+    fn take_requests(
+        &mut self,
+        buf: &mut [u8],
+        request: usize,
+        dontwait: bool,
+    ) -> io::Result<bool> {
+        let mut got_any = false;
+        loop {
+            match wait::recv(self.fd, buf, dontwait)? {
+                Recv::Data(n) => {
+                    got_any = true;
+                    self.rx_acc += n;
+                    self.pending += (self.rx_acc / request) as u64;
+                    self.rx_acc %= request;
+                    if !dontwait || n < buf.len() {
+                        return Ok(true);
+                    }
+                }
+                Recv::Empty => return Ok(got_any),
+                Recv::Closed => {
+                    self.dead = true;
+                    return Ok(got_any);
+                }
+            }
+        }
+    }
 }
 
 fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Option<String> {

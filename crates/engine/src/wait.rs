@@ -133,12 +133,15 @@ pub struct Multi {
 }
 
 impl Multi {
-    pub fn new(fds: &[RawFd], wake: RawFd) -> io::Result<Multi> {
+    /// `wake`: an fd whose readiness ends a wait early (an abort), if any.
+    pub fn new(fds: &[RawFd], wake: Option<RawFd>) -> io::Result<Multi> {
         let ep = Epoll::new()?;
         for (i, &fd) in fds.iter().enumerate() {
             ep.add(fd, libc::EPOLLIN as u32, i as u64)?;
         }
-        ep.add(wake, libc::EPOLLIN as u32, u64::MAX)?;
+        if let Some(wake) = wake {
+            ep.add(wake, libc::EPOLLIN as u32, u64::MAX)?;
+        }
         Ok(Multi {
             ep,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; fds.len() + 1],

@@ -441,10 +441,12 @@ pub struct RpcArgs {
     pub req_size: u32,
     #[arg(long, default_value = "64", value_parser = parse_size, value_name = "BYTES")]
     pub resp_size: u32,
-    /// Worker threads here [default: one per connection, up to 128].
+    /// Worker threads here, each multiplexing its connections with epoll [default: one per
+    /// two usable CPUs, at most one per connection].
     #[arg(long, value_name = "T")]
     pub threads: Option<u32>,
-    /// Worker threads on the agent [default: one per connection, up to 128].
+    /// Worker threads on the agent [default: one per two of its usable CPUs, at most one per
+    /// connection].
     #[arg(long, value_name = "T")]
     pub server_threads: Option<u32>,
     /// Open loop: R requests per second in total on a fixed schedule, latency measured from
