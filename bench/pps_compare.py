@@ -61,10 +61,9 @@ def main():
         servers.append(start_server(["iperf", "-s", "-u", "-p", "5001", "-l", "2048"]))
         servers.append(start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"]))
         tools = {
-            "sonde (1 flow, sendmmsg batch 32)": lambda: run_sonde(sonde, a.time, []),
-            "sonde (2 flows, 2 tx threads)": lambda: run_sonde(sonde, a.time, ["--flows", "2", "--tx-threads", "2"]),
-            "sonde --gso (1 flow, batch 32)": lambda: run_sonde(sonde, a.time, ["--gso"]),
-            "sonde --gso (batch 64, 2 flows, 2 rx threads)": lambda: run_sonde(sonde, a.time, ["--gso", "--batch", "64", "--flows", "2", "--rx-threads", "2"]),
+            "sonde (defaults)": lambda: run_sonde(sonde, a.time, []),
+            "sonde --flows 1 (one sending thread)": lambda: run_sonde(sonde, a.time, ["--flows", "1"]),
+            "sonde --gso (defaults otherwise)": lambda: run_sonde(sonde, a.time, ["--gso"]),
             "iperf2 -u -l 22 -b 10G": lambda: run_iperf2(a.time),
             "iperf2 -u -l 22 -b 10G -P 2": lambda: run_iperf2(a.time, 2),
             "sockperf throughput -m 22": lambda: run_sockperf(a.time),
@@ -78,7 +77,7 @@ def main():
                 before = in_datagrams()
                 doc, secs = tools[name]()
                 rates[name].append((in_datagrams() - before) / secs)
-                if doc is not None and name.startswith("sonde (1 flow"):
+                if doc is not None and name == "sonde (defaults)":
                     own.append(doc["end"]["packets"]["receiver"]["packets_per_second"])
                 time.sleep(0.5)
         print(f"# {a.runs} alternating runs of {a.time} s; 64-byte packets (22 B payload); {os.cpu_count()} CPUs")
@@ -89,10 +88,8 @@ def main():
             print(f"| {k} | {med[k]:,.0f} | " + ", ".join(f"{x/1e3:.0f}k" for x in v) + " |")
         peers = [v for k, v in med.items() if not k.startswith("sonde")]
         best_peer = max(peers)
-        plain = max(v for k, v in med.items() if k.startswith("sonde") and "gso" not in k)
-        best_sonde = max(v for k, v in med.items() if k.startswith("sonde"))
-        print(f"\nsonde without GSO (best) / best peer: {plain / best_peer:.2f}")
-        print(f"sonde with GSO (best) / best peer: {best_sonde / best_peer:.2f}")
+        print(f"\nsonde defaults / best peer: {med['sonde (defaults)'] / best_peer:.2f}")
+        print(f"sonde --gso / best peer: {med['sonde --gso (defaults otherwise)'] / best_peer:.2f}")
         if own:
             print(f"sonde's own receiver figure (window only), median: {statistics.median(own):,.0f} packets/s")
     finally:

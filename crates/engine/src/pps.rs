@@ -309,6 +309,9 @@ fn write_header(buf: &mut [u8], cookie: u32, flow: u32, seq: u64) {
     buf[8..16].copy_from_slice(&seq.to_be_bytes());
 }
 
+/// The most lateness a paced sender makes good by sending at once.
+const CATCH_UP: Duration = Duration::from_millis(1);
+
 fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> TxOutcome {
     let p = &shared.plan;
     if let Some(cpus) = &p.cpus {
@@ -328,12 +331,15 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
     };
     let mut seqs: Vec<u64> = vec![0; owned.len()];
     let count = &shared.counts[k];
-    // Pacing: the time each packet is due, advanced per batch sent. After a stall the
-    // schedule restarts from now rather than bursting to catch up: a burst is not the
-    // offered rate, and it would overflow shapers that the rate itself fits.
+    // Pacing: the time each packet is due, advanced per batch sent. A wake-up late by up
+    // to CATCH_UP (or one batch, if longer) is made good at once: on a busy host sleeps
+    // routinely overrun by that much, and dropping each overrun would send short. After a
+    // longer stall the schedule restarts from now rather than bursting to catch up: such
+    // a burst is not the offered rate, and it would overflow shapers that the rate fits.
     let per_packet = p
         .rate_pps
         .map(|r| Duration::from_secs_f64(threads as f64 / r));
+    let slack = per_packet.map(|pp| (pp * batch as u32).max(CATCH_UP));
     let mut next_due = Instant::now();
     let mut turn = 0usize;
     while !owned.is_empty() && !shared.aborting.load(Ordering::Relaxed) {
@@ -342,12 +348,12 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
             break;
         }
         let n = batch;
-        if let Some(pp) = per_packet {
+        if let Some(slack) = slack {
             if now < next_due {
                 std::thread::sleep(next_due.min(p.stop_at) - now);
                 continue;
             }
-            if now > next_due + pp * batch as u32 {
+            if now > next_due + slack {
                 next_due = now;
             }
         }

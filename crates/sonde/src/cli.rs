@@ -113,15 +113,16 @@ pub struct PpsArgs {
     /// Bytes per packet on the wire: Ethernet + IPv4 + UDP headers + payload, no FCS (as testpmd).
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     pub size: u32,
-    /// Sending threads here.
-    #[arg(long, default_value_t = 1, value_name = "T")]
-    pub tx_threads: u32,
+    /// Sending threads here [default: one per usable CPU, at most one per flow asked for].
+    #[arg(long, value_name = "T")]
+    pub tx_threads: Option<u32>,
     /// Receiving threads on the agent, one SO_REUSEPORT socket each.
     #[arg(long, default_value_t = 1, value_name = "T")]
     pub rx_threads: u32,
-    /// Flows: each its own source port, so RSS and SO_REUSEPORT spread the load.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub flows: u32,
+    /// Flows: each its own source port, so RSS and SO_REUSEPORT spread the load
+    /// [default: one per sending or receiving thread, whichever are more].
+    #[arg(long, value_name = "N")]
+    pub flows: Option<u32>,
     /// Packets per sendmmsg/recvmmsg call.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub batch: u32,
@@ -200,11 +201,13 @@ impl PpsArgs {
                 reason: format!("{} is not a percentage in (0, 50)", self.resolution),
             });
         }
+        let (tx_threads, flows) =
+            crate::side::pps_threads(self.tx_threads, self.rx_threads, self.flows);
         let spec = PpsSpec {
             size_bytes: self.size,
-            tx_threads: self.tx_threads,
+            tx_threads,
             rx_threads: self.rx_threads,
-            flows: self.flows,
+            flows,
             batch: self.batch,
             gso: self.gso,
             rate_pps: self.rate,
@@ -216,7 +219,7 @@ impl PpsArgs {
             warmup_ms: self.warmup,
             interval_ms: self.interval,
             poll,
-            client_cpus: client_cpus(&self.cpus, self.tx_threads as usize),
+            client_cpus: client_cpus(&self.cpus, tx_threads as usize),
             server_cpus: server_cpus(&self.server_cpus).0,
             server_cpus_auto: server_cpus(&self.server_cpus).1,
             ipv6: self.host.contains(':'),
