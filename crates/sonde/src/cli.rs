@@ -113,7 +113,8 @@ pub struct PpsArgs {
     /// Bytes per packet on the wire: Ethernet + IPv4 + UDP headers + payload, no FCS (as testpmd).
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     pub size: u32,
-    /// Sending threads here [default: one per usable CPU, at most one per flow asked for].
+    /// Sending threads here [default: one per usable CPU, at most one per flow asked for;
+    /// one with --gso].
     #[arg(long, value_name = "T")]
     pub tx_threads: Option<u32>,
     /// Receiving threads on the agent, one SO_REUSEPORT socket each.
@@ -202,7 +203,7 @@ impl PpsArgs {
             });
         }
         let (tx_threads, flows) =
-            crate::side::pps_threads(self.tx_threads, self.rx_threads, self.flows);
+            crate::side::pps_threads(self.tx_threads, self.rx_threads, self.flows, self.gso);
         let spec = PpsSpec {
             size_bytes: self.size,
             tx_threads,
