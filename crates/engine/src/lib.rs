@@ -6,6 +6,7 @@
 
 pub mod affinity;
 pub mod counters;
+pub mod nap;
 pub mod poller;
 pub mod pps;
 pub mod rr_client;

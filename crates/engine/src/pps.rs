@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::affinity::pin_current_thread;
+use crate::nap::{self, Napper, Next};
 use crate::wait::{self, Poll};
 
 /// Bytes of our header at the start of each UDP payload: cookie, flow, sequence.
@@ -513,12 +514,17 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
     let mut flows = vec![FlowRx::default(); p.flows];
     let count = &shared.counts[k];
     let mut last_message = Instant::now();
+    let mut napper = Napper::new(last_message);
     while !shared.aborting.load(Ordering::Relaxed) {
         let spin = p.poll.spins(Instant::now(), last_message);
-        let flags = if spin {
-            libc::MSG_DONTWAIT
-        } else {
+        let next = if spin { Next::Read } else { napper.next() };
+        if next == Next::Nap {
+            std::thread::sleep(nap::NAP);
+        }
+        let flags = if next == Next::Wait {
             libc::MSG_WAITFORONE
+        } else {
+            libc::MSG_DONTWAIT
         };
         // SAFETY: msgs point at live iovecs and buffers owned by this thread.
         let r = unsafe {
@@ -533,11 +539,16 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
         if r < 0 {
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => {
+                    napper.after_read(0, batch, Instant::now());
+                    continue;
+                }
+                io::ErrorKind::Interrupted => continue,
                 _ if shared.aborting.load(Ordering::Relaxed) => break,
                 _ => return Err(format!("recvmmsg: {e}")),
             }
         }
+        napper.after_read(r as usize, batch, Instant::now());
         if r == 0 {
             // A shut-down socket reads as empty: we are being stopped.
             if shared.aborting.load(Ordering::Relaxed) {

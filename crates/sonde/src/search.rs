@@ -14,6 +14,11 @@ const MAX_TRIALS: usize = 24;
 /// A sender more than this fraction below its offered rate fell short of it.
 const SENDER_SHORTFALL: f64 = 0.02;
 
+/// Times a passing trial whose sender fell short is run again at the same rate: a sender
+/// stalled for a moment (on a busy host) says nothing about the path, and keeping its
+/// rate would end the search below what the path carries.
+const SHORT_RETRIES: u32 = 2;
+
 pub struct SearchParams {
     pub max_loss_percent: f64,
     /// Stop when (high - low) / high is below this, percent.
@@ -60,26 +65,43 @@ struct Searcher<'a> {
 }
 
 impl Searcher<'_> {
+    /// Runs one trial at `rate` and records it.
+    fn trial(
+        &mut self,
+        rate: Option<f64>,
+        verification: bool,
+    ) -> anyhow::Result<(Trial, Document)> {
+        let spec = PpsSpec {
+            rate_pps: rate,
+            ..self.base.clone()
+        };
+        let doc = (self.run)(&TestSpec::Pps(spec))?;
+        let Some(mut t) = trial_of(&doc, rate, self.params.max_loss_percent) else {
+            anyhow::bail!(
+                "trial {} ended without figures: {}",
+                self.trials.len() + 1,
+                doc.end.error.as_deref().unwrap_or("unknown error")
+            );
+        };
+        t.verification = verification;
+        (self.on_trial)(&t);
+        self.trials.push(t.clone());
+        Ok((t, doc))
+    }
+
     /// Runs one step at `rate` (`None`: unthrottled): `trials_per_step` trials, stopping
-    /// at the first failure. Returns the worst trial and its document.
+    /// at the first failure, each passing one whose sender fell short run again up to
+    /// `SHORT_RETRIES` times. Returns the worst trial and its document.
     fn step(&mut self, rate: Option<f64>, verification: bool) -> anyhow::Result<(Trial, Document)> {
         let mut worst: Option<(Trial, Document)> = None;
         for _ in 0..self.params.trials_per_step.max(1) {
-            let spec = PpsSpec {
-                rate_pps: rate,
-                ..self.base.clone()
-            };
-            let doc = (self.run)(&TestSpec::Pps(spec))?;
-            let Some(mut t) = trial_of(&doc, rate, self.params.max_loss_percent) else {
-                anyhow::bail!(
-                    "trial {} ended without figures: {}",
-                    self.trials.len() + 1,
-                    doc.end.error.as_deref().unwrap_or("unknown error")
-                );
-            };
-            t.verification = verification;
-            (self.on_trial)(&t);
-            self.trials.push(t.clone());
+            let (mut t, mut doc) = self.trial(rate, verification)?;
+            for _ in 0..SHORT_RETRIES {
+                if !(t.passed && t.sender_short) || self.trials.len() >= MAX_TRIALS {
+                    break;
+                }
+                (t, doc) = self.trial(rate, verification)?;
+            }
             let failed = !t.passed;
             let worse = worst.as_ref().is_none_or(|(w, _)| {
                 (w.passed && failed) || (w.passed == t.passed && t.sent_pps < w.sent_pps)
@@ -345,6 +367,47 @@ mod tests {
             .trials
             .iter()
             .any(|t| t.passed && t.sent_pps == s.result_pps));
+    }
+
+    /// The sender stalls in the first trial at each rate, then keeps up: the stalled trials
+    /// are run again, and the search converges on the path, not on the stalls.
+    #[test]
+    fn a_sender_that_stalled_is_given_another_trial() {
+        let params = SearchParams {
+            max_loss_percent: 0.0,
+            resolution_percent: 1.0,
+            trials_per_step: 1,
+        };
+        let mut seen: Vec<u64> = Vec::new();
+        let (s, _) = search(
+            &PpsSpec::default(),
+            &params,
+            &mut |spec| {
+                let TestSpec::Pps(p) = spec else {
+                    unreachable!()
+                };
+                let key = p.rate_pps.map_or(0, |r| r as u64);
+                let stalled = p.rate_pps.is_some() && !seen.contains(&key);
+                seen.push(key);
+                let sent = PpsSpec {
+                    rate_pps: p.rate_pps.map(|r| if stalled { r * 0.9 } else { r }),
+                    ..p.clone()
+                };
+                let mut d = simulated(&TestSpec::Pps(sent), 400_000.0, 1e6);
+                d.start.spec = spec.clone();
+                Ok(d)
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(s.limited_by, "loss", "{:?}", s.trials);
+        assert!(
+            s.result_pps > 396_000.0 && s.result_pps <= 400_000.0,
+            "{}",
+            s.result_pps
+        );
+        assert!(s.trials.iter().any(|t| t.passed && t.sender_short));
+        assert!(s.trials.len() <= MAX_TRIALS);
     }
 
     /// Every third trial above 350k loses: with three trials per step the worst decides.
