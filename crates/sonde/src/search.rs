@@ -243,6 +243,14 @@ mod tests {
         }
     }
 
+    fn zero_loss_to_1_percent() -> SearchParams {
+        SearchParams {
+            max_loss_percent: 0.0,
+            resolution_percent: 1.0,
+            trials_per_step: 1,
+        }
+    }
+
     /// A link that passes at most `capacity` packets/s; the sender manages `ceiling`.
     fn simulated(spec: &TestSpec, capacity: f64, ceiling: f64) -> Document {
         let TestSpec::Pps(p) = spec else {
@@ -284,13 +292,23 @@ mod tests {
         }
     }
 
+    /// `simulated`, with a paced sender that sends `fraction` of its offered rate.
+    fn sending_short(spec: &TestSpec, fraction: f64, capacity: f64) -> Document {
+        let TestSpec::Pps(p) = spec else {
+            unreachable!()
+        };
+        let sent = PpsSpec {
+            rate_pps: p.rate_pps.map(|r| r * fraction),
+            ..p.clone()
+        };
+        let mut d = simulated(&TestSpec::Pps(sent), capacity, 1e6);
+        d.start.spec = spec.clone();
+        d
+    }
+
     #[test]
     fn finds_the_capacity_to_the_resolution() {
-        let params = SearchParams {
-            max_loss_percent: 0.0,
-            resolution_percent: 1.0,
-            trials_per_step: 1,
-        };
+        let params = zero_loss_to_1_percent();
         let (s, doc) = search(
             &PpsSpec::default(),
             &params,
@@ -314,11 +332,7 @@ mod tests {
 
     #[test]
     fn loss_free_at_full_speed_is_sender_limited_and_verified() {
-        let params = SearchParams {
-            max_loss_percent: 0.0,
-            resolution_percent: 1.0,
-            trials_per_step: 1,
-        };
+        let params = zero_loss_to_1_percent();
         let (s, _) = search(
             &PpsSpec::default(),
             &params,
@@ -335,27 +349,12 @@ mod tests {
     /// The sender sends 95 % of what it is offered (a pacer that drops its deficit).
     #[test]
     fn bounds_come_from_the_measured_sent_rate() {
-        let params = SearchParams {
-            max_loss_percent: 0.0,
-            resolution_percent: 1.0,
-            trials_per_step: 1,
-        };
+        let params = zero_loss_to_1_percent();
         let capacity = 400_000.0;
         let (s, _) = search(
             &PpsSpec::default(),
             &params,
-            &mut |spec| {
-                let TestSpec::Pps(p) = spec else {
-                    unreachable!()
-                };
-                let short = PpsSpec {
-                    rate_pps: p.rate_pps.map(|r| r * 0.95),
-                    ..p.clone()
-                };
-                let mut d = simulated(&TestSpec::Pps(short), capacity, 1e6);
-                d.start.spec = spec.clone();
-                Ok(d)
-            },
+            &mut |spec| Ok(sending_short(spec, 0.95, capacity)),
             &mut |_| {},
         )
         .unwrap();
@@ -373,11 +372,7 @@ mod tests {
     /// are run again, and the search converges on the path, not on the stalls.
     #[test]
     fn a_sender_that_stalled_is_given_another_trial() {
-        let params = SearchParams {
-            max_loss_percent: 0.0,
-            resolution_percent: 1.0,
-            trials_per_step: 1,
-        };
+        let params = zero_loss_to_1_percent();
         let mut seen: Vec<u64> = Vec::new();
         let (s, _) = search(
             &PpsSpec::default(),
@@ -389,13 +384,11 @@ mod tests {
                 let key = p.rate_pps.map_or(0, |r| r as u64);
                 let stalled = p.rate_pps.is_some() && !seen.contains(&key);
                 seen.push(key);
-                let sent = PpsSpec {
-                    rate_pps: p.rate_pps.map(|r| if stalled { r * 0.9 } else { r }),
-                    ..p.clone()
-                };
-                let mut d = simulated(&TestSpec::Pps(sent), 400_000.0, 1e6);
-                d.start.spec = spec.clone();
-                Ok(d)
+                Ok(sending_short(
+                    spec,
+                    if stalled { 0.9 } else { 1.0 },
+                    400_000.0,
+                ))
             },
             &mut |_| {},
         )
