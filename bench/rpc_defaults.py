@@ -39,9 +39,10 @@ def sonde_rpc(sonde, t, extra):
 def neper_rr(neper, t, threads, port):
     """neper's server serves one client and exits, so each run starts its own."""
     server = start_server([os.path.join(neper, "tcp_rr"), "-T", str(threads), "-F", str(FLOWS), "-Q", "64",
-                           "-R", "64", "-P", str(port), "-C", str(port - 1), "--suicide-length", str(t + 30)])
+                           "-R", "64", "-P", str(port), "-C", str(port - 1), "--suicide-length", str(t + 30),
+                           "--nolog"])
     argv = [os.path.join(neper, "tcp_rr"), "-c", "-H", SERVER, "-P", str(port), "-C", str(port - 1),
-            "-T", str(threads), "-F", str(FLOWS), "-Q", "64", "-R", "64", "-l", str(t), "-p", "99"]
+            "-T", str(threads), "-F", str(FLOWS), "-Q", "64", "-R", "64", "-l", str(t), "-p", "99", "--nolog"]
     kv = dict(re.findall(r"^(\w+)=(.*)$", client(argv), re.M))
     server.wait(timeout=30)
     return float(kv["throughput"]), float(kv["latency_p99"]) * 1e6
