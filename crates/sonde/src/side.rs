@@ -48,7 +48,8 @@ const MAX_DEFAULT_TX_THREADS: u32 = 32;
 /// thread or receiving thread, whichever are more. On veth the receive path runs on the
 /// sender's CPU, so the packet rate scales with the senders' CPUs, not with sendmmsg
 /// batching: on a 2-vCPU host, 2 threads and 2 flows received 1.5-1.6x the packets of 1
-/// and 1, and 1.8-1.9x the best kernel-socket peer (bench/pps_compare.py, BENCHMARKS.md).
+/// and 1, and 1.8-1.9x the best kernel-socket peer; 2.0x once the receiver napped
+/// (bench/pps_compare.py, BENCHMARKS.md).
 /// With GSO one thread sends more than the receiver takes: a second one only takes CPU
 /// from it (1.44 M against 0.64 M packets/s received), so GSO defaults to one.
 pub fn pps_threads(tx: Option<u32>, rx: u32, flows: Option<u32>, gso: bool) -> (u32, u32) {
