@@ -33,6 +33,14 @@ impl Epoll {
         Ok(())
     }
 
+    /// Changes the events `fd` is watched for.
+    pub fn modify(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: ev lives across the call.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) })?;
+        Ok(())
+    }
+
     pub fn delete(&self, fd: RawFd) -> io::Result<()> {
         let mut ev = libc::epoll_event { events: 0, u64: 0 };
         // SAFETY: as above.

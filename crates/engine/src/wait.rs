@@ -42,9 +42,19 @@ fn timespec(now: Instant, deadline: Option<Instant>) -> Option<libc::timespec> {
 /// Waits until `fd` is readable or `deadline` passes, with nanosecond timeouts (ppoll), so
 /// that pacing below a millisecond needs no spinning.
 pub fn wait_readable(fd: RawFd, now: Instant, deadline: Option<Instant>) -> io::Result<bool> {
+    wait_for(fd, libc::POLLIN, now, deadline)
+}
+
+/// Waits until `fd` has one of `events` (POLLIN, POLLOUT) or `deadline` passes.
+pub fn wait_for(
+    fd: RawFd,
+    events: libc::c_short,
+    now: Instant,
+    deadline: Option<Instant>,
+) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd,
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     let ts = timespec(now, deadline);
@@ -130,6 +140,9 @@ pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 pub struct Multi {
     ep: Epoll,
     events: Vec<libc::epoll_event>,
+    fds: Vec<RawFd>,
+    /// Sockets also watched for room to write.
+    writable: Vec<bool>,
 }
 
 impl Multi {
@@ -145,7 +158,20 @@ impl Multi {
         Ok(Multi {
             ep,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; fds.len() + 1],
+            fds: fds.to_vec(),
+            writable: vec![false; fds.len()],
         })
+    }
+
+    /// Whether socket `i` also wakes a wait when it has room to write (a sender whose
+    /// socket buffer filled); changes the epoll set only when the answer changes.
+    pub fn watch_writable(&mut self, i: usize, on: bool) -> io::Result<()> {
+        if self.writable[i] != on {
+            let events = libc::EPOLLIN as u32 | if on { libc::EPOLLOUT as u32 } else { 0 };
+            self.ep.modify(self.fds[i], events, i as u64)?;
+            self.writable[i] = on;
+        }
+        Ok(())
     }
 
     /// Positions of readable sockets into `ready`; `false` when the wake fd fired.

@@ -127,6 +127,22 @@ fn pump(
     }
 }
 
+/// A pair through hello, spec and ready, the client having sent Start.
+fn started(t0: Instant) -> (ClientSession, AgentSession) {
+    let (mut c, mut a) = pair(t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    a.poll_event();
+    a.poll_event();
+    a.ready(1, 1, t0).unwrap();
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    c.start(t0).unwrap();
+    (c, a)
+}
+
 fn pair(now: Instant) -> (ClientSession, AgentSession) {
     (
         ClientSession::new(
@@ -400,17 +416,7 @@ fn deadlines_and_silence() {
     ));
 
     // The agent goes silent while running: liveness is warm-up + 2 intervals + 0.1 s.
-    let (mut c, mut a) = pair(t0);
-    let (rc, ra) = pump(&mut c, &mut a, t0);
-    rc.unwrap();
-    ra.unwrap();
-    a.poll_event();
-    a.poll_event();
-    a.ready(1, 1, t0).unwrap();
-    let (rc, ra) = pump(&mut c, &mut a, t0);
-    rc.unwrap();
-    ra.unwrap();
-    c.start(t0).unwrap();
+    let (mut c, _a) = started(t0);
     assert!(c.handle_timeout(t0 + Duration::from_millis(3000)).is_ok());
     assert!(matches!(
         c.handle_timeout(t0 + Duration::from_millis(3200)),
@@ -520,17 +526,7 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
 #[test]
 fn the_quiet_after_the_last_interval_is_not_silence() {
     let t0 = Instant::now();
-    let (mut c, mut a) = pair(t0);
-    let (rc, ra) = pump(&mut c, &mut a, t0);
-    rc.unwrap();
-    ra.unwrap();
-    a.poll_event();
-    a.poll_event();
-    a.ready(1, 1, t0).unwrap();
-    let (rc, ra) = pump(&mut c, &mut a, t0);
-    rc.unwrap();
-    ra.unwrap();
-    c.start(t0).unwrap();
+    let (mut c, mut a) = started(t0);
     let (rc, ra) = pump(&mut c, &mut a, t0);
     rc.unwrap();
     ra.unwrap();
