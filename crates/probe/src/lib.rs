@@ -7,6 +7,7 @@ pub mod advice;
 pub mod cpustat;
 pub mod ethtool;
 pub mod host;
+pub mod hostwatch;
 pub mod interrupts;
 pub mod inventory;
 pub mod netdev;

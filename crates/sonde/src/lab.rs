@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use sonde_results::Document;
 
 use crate::cli::LabArgs;
-use crate::signals::Interrupt;
+use sonde_run::signals::Interrupt;
 
 pub const CLIENT_ADDR: &str = "198.18.0.1";
 pub const SERVER_ADDR: &str = "198.18.0.2";

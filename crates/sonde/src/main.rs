@@ -3,19 +3,8 @@
 //! Exit codes: 0 success, 1 error, 2 bad usage, 3 partial result (test cut short),
 //! 4 `compare --fail-if-worse` found a regression.
 
-mod agent;
 mod cli;
-mod control;
-mod controller;
-mod hostwatch;
 mod lab;
-mod pps_side;
-mod rr_side;
-mod schedule;
-mod search;
-mod side;
-mod signals;
-mod stream_side;
 mod suite;
 mod tune;
 
@@ -27,6 +16,7 @@ use anyhow::Context;
 use clap::Parser;
 use cli::{Cli, Command, PpsArgs, RrCommon, StreamArgs};
 use sonde_results::{Document, PollMode, SpecError, TestSpec};
+use sonde_run::{agent, controller, search, signals};
 
 const EXIT_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;

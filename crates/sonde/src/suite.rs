@@ -21,7 +21,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use crate::cli::{Cli, Command as CliCommand, StoreArgs, SuiteArgs};
-use crate::signals::Interrupt;
+use sonde_run::signals::Interrupt;
 
 const TESTS: &[&str] = &["stream", "ping", "rpc", "pps"];
 

@@ -14,9 +14,9 @@ use sonde_probe::cpustat::{self, CpuSnapshot};
 use sonde_results::latency::{merge, new_histogram};
 use sonde_results::{IntervalSample, LatencySummary, PollMode, Role, RrResult, RrSpec, SideResult};
 
-use crate::hostwatch::{self, HostProbe, HostSnap};
 use crate::schedule::{Schedule, Tick};
 use crate::side::{worker_cpus, worker_threads, Work};
+use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 
 /// The client reports interval k this long after it ends, so that every worker has handed
 /// over its histogram (workers do so at their first response after the boundary).

@@ -12,8 +12,8 @@ use sonde_engine::stream::ConnEnd;
 use sonde_engine::{StreamConn, StreamWorkers, WorkerPlan};
 use sonde_probe::cpustat::{self, CpuSnapshot};
 
-use crate::hostwatch::{self, HostProbe, HostSnap};
 use crate::side::{worker_cpus, worker_threads, Work};
+use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 use sonde_results::{
     ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
     Transfer,

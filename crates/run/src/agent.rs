@@ -20,12 +20,12 @@ use sonde_results::{Role, TestSpec, Transport};
 
 use crate::control::{Link, Wake};
 use crate::controller::{DATA_HEADER_BYTES, SOFTWARE};
-use crate::hostwatch::HostProbe;
 use crate::pps_side::PpsSide;
 use crate::rr_side::RrSide;
 use crate::side::{worker_threads, Side, Work};
 use crate::signals::Interrupt;
 use crate::stream_side::StreamSide;
+use sonde_probe::hostwatch::HostProbe;
 
 /// The agent's default control port.
 pub const DEFAULT_PORT: u16 = 5301;

@@ -18,12 +18,12 @@ use sonde_results::{
 };
 
 use crate::control::{Link, Wake};
-use crate::hostwatch::HostProbe;
 use crate::pps_side::PpsSide;
 use crate::rr_side::RrSide;
 use crate::side::Side;
 use crate::signals::Interrupt;
 use crate::stream_side::StreamSide;
+use sonde_probe::hostwatch::HostProbe;
 
 pub const SOFTWARE: &str = concat!("sonde ", env!("CARGO_PKG_VERSION"));
 /// After the planned end, how long receivers may take to see every FIN.

@@ -10,10 +10,10 @@ use sonde_probe::cpustat::{self, CpuSnapshot};
 use sonde_probe::udp;
 use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
 
-use crate::hostwatch::{self, HostProbe, HostSnap};
 use crate::rr_side::poll_of;
 use crate::schedule::{Schedule, Tick};
 use crate::side::worker_cpus;
+use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 
 /// After the controller's Stop, how long packets still in flight may arrive.
 const RX_DRAIN: Duration = Duration::from_millis(200);

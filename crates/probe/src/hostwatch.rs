@@ -5,8 +5,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::{host, interrupts, netdev, process, route, snmp};
+use crate::cpustat::{self, CpuSnapshot};
+use crate::{host, interrupts, netdev, process, route, snmp};
 use sonde_results::{NicCounters, SideResult};
 
 /// How this side's host is observed: where the files are, and the test's interface.
@@ -106,7 +106,7 @@ impl HostProbe {
 /// result document's `start.client` / `start.server`.
 pub fn describe(probe: &HostProbe) -> sonde_results::HostInfo {
     let mut h = host::host_info(probe.root());
-    h.inventory = Some(Box::new(sonde_probe::inventory::collect_live()));
+    h.inventory = Some(Box::new(crate::inventory::collect_live()));
     h
 }
 
