@@ -1,33 +1,51 @@
-//! Per-connection counters: one writer (the worker that owns the connection), any number
-//! of readers (the sampler). A cache line each, so two workers never share one.
+//! The one counter type of the data plane: N monotonic u64s on their own cache line, one
+//! writer (the worker that owns them), any number of readers (the sampler). The writer
+//! uses a plain relaxed load and store, no locked read-modify-write.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 #[repr(align(64))]
-pub struct ConnCounters {
-    bytes: AtomicU64,
-    calls: AtomicU64,
+pub struct Counters<const N: usize>([AtomicU64; N]);
+
+/// Bytes and calls that moved them, of one connection.
+pub type ConnCounters = Counters<2>;
+
+impl<const N: usize> Default for Counters<N> {
+    fn default() -> Self {
+        Counters(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
 }
 
-impl ConnCounters {
-    /// Called only by the owning worker: a plain load and store, no locked read-modify-write.
+impl<const N: usize> Counters<N> {
+    /// Called only by the owning worker.
     #[inline]
-    pub fn add(&self, bytes: u64) {
-        self.bytes.store(
-            self.bytes.load(Ordering::Relaxed) + bytes,
-            Ordering::Relaxed,
-        );
-        self.calls
-            .store(self.calls.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    pub fn add(&self, by: [u64; N]) {
+        for (c, n) in self.0.iter().zip(by) {
+            c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        }
     }
 
-    /// Monotonic totals (bytes, calls that moved data) since the connection started.
-    pub fn read(&self) -> (u64, u64) {
-        (
-            self.bytes.load(Ordering::Relaxed),
-            self.calls.load(Ordering::Relaxed),
-        )
+    /// Called only by the owning worker: adds to counter `i` alone.
+    #[inline]
+    pub fn add_to(&self, i: usize, n: u64) {
+        let c = &self.0[i];
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// Monotonic totals since the start.
+    pub fn read(&self) -> [u64; N] {
+        std::array::from_fn(|i| self.0[i].load(Ordering::Relaxed))
+    }
+
+    /// Totals over several writers' counters.
+    pub fn sum(all: &[Self]) -> [u64; N] {
+        all.iter().map(Self::read).fold([0; N], |mut acc, r| {
+            for (a, x) in acc.iter_mut().zip(r) {
+                *a += x;
+            }
+            acc
+        })
     }
 }
 
@@ -36,11 +54,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_and_is_one_cache_line() {
+    fn counts_sums_and_is_one_cache_line() {
         let c = ConnCounters::default();
-        c.add(10);
-        c.add(5);
-        assert_eq!(c.read(), (15, 2));
+        c.add([10, 1]);
+        c.add([5, 1]);
+        c.add_to(1, 3);
+        assert_eq!(c.read(), [15, 5]);
         assert_eq!(std::mem::align_of::<ConnCounters>(), 64);
+        assert_eq!(std::mem::size_of::<ConnCounters>(), 64);
+        let all = [Counters::<1>::default(), Counters::<1>::default()];
+        all[0].add([2]);
+        all[1].add([u64::from(u32::MAX) + 1]);
+        assert_eq!(Counters::sum(&all), [u64::from(u32::MAX) + 3]);
     }
 }

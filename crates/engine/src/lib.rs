@@ -8,6 +8,7 @@ pub mod affinity;
 pub mod counters;
 pub mod nap;
 pub mod poller;
+pub mod pool;
 pub mod pps;
 pub mod rr_client;
 pub mod rr_server;
@@ -19,6 +20,7 @@ pub mod wait;
 /// Highest latency recorded (a minute), the same bound as the result model's histograms.
 pub const MAX_LATENCY_NS: u64 = 60_000_000_000;
 
-pub use counters::ConnCounters;
+pub use counters::{ConnCounters, Counters};
+pub use pool::{pps_threads, usable_cpus, worker_threads, Placement, Pool, Stop, Work};
 pub use sockopt::{SocketOptions, TcpInfo};
-pub use stream::{StreamConn, StreamWorkers, WorkerPlan};
+pub use stream::{StreamConn, StreamWorkers};

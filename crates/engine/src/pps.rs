@@ -13,13 +13,13 @@
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::affinity::pin_current_thread;
+use crate::counters::Counters;
 use crate::nap::{self, Napper, Next};
+use crate::pool::{Placement, Pool, Stop};
 use crate::wait::{self, Poll};
 
 /// Bytes of our header at the start of each UDP payload: cookie, flow, sequence.
@@ -30,40 +30,13 @@ pub const WIRE_OVERHEAD_BYTES: usize = 42;
 pub const MAX_FLOWS: usize = 4096;
 const DUP_WINDOW: u64 = 1024;
 
-#[derive(Default)]
-#[repr(align(64))]
-struct Count {
-    packets: AtomicU64,
-    bytes: AtomicU64,
-}
-
-impl Count {
-    #[inline]
-    fn add(&self, packets: u64, bytes: u64) {
-        self.packets.store(
-            self.packets.load(Ordering::Relaxed) + packets,
-            Ordering::Relaxed,
-        );
-        self.bytes.store(
-            self.bytes.load(Ordering::Relaxed) + bytes,
-            Ordering::Relaxed,
-        );
-    }
-
-    fn read(&self) -> (u64, u64) {
-        (
-            self.packets.load(Ordering::Relaxed),
-            self.bytes.load(Ordering::Relaxed),
-        )
-    }
-}
+/// Packets and UDP payload bytes of one worker.
+type Count = Counters<2>;
 
 /// (packets, bytes) over all workers' counters.
 fn sum(counts: &[Count]) -> (u64, u64) {
-    counts
-        .iter()
-        .map(Count::read)
-        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    let [packets, bytes] = Counters::sum(counts);
+    (packets, bytes)
 }
 
 /// Per-flow receive accounting, sized and allocated before the first packet.
@@ -144,8 +117,7 @@ impl FlowRx {
 
 #[derive(Debug, Clone)]
 pub struct TxPlan {
-    pub threads: usize,
-    pub cpus: Option<Vec<usize>>,
+    pub placement: Placement,
     /// UDP payload bytes per packet (at least HEADER_BYTES).
     pub payload_bytes: usize,
     pub batch: usize,
@@ -166,7 +138,14 @@ struct TxShared {
     flows: Vec<UdpSocket>,
     aborting: AtomicBool,
     counts: Vec<Count>,
-    running: AtomicUsize,
+}
+
+/// Stop contract: senders read the flag once per batch, and never block for long (a
+/// paced sender sleeps at most until its next batch).
+impl Stop for TxShared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What a sender thread returns: packets sent per flow it owned, by flow index.
@@ -175,7 +154,7 @@ type TxOutcome = Result<Vec<(usize, u64)>, String>;
 /// The sending side: one thread per `threads`, flows dealt round robin.
 pub struct PpsSender {
     shared: Arc<TxShared>,
-    handles: Vec<JoinHandle<TxOutcome>>,
+    pool: Pool<TxOutcome>,
 }
 
 impl PpsSender {
@@ -203,30 +182,21 @@ impl PpsSender {
                 }
             }
         }
-        let threads = plan.threads.clamp(1, flows.len().max(1));
         let n = flows.len();
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), n);
         let shared = Arc::new(TxShared {
-            counts: (0..threads).map(|_| Count::default()).collect(),
-            plan,
+            counts: (0..placement.threads).map(|_| Count::default()).collect(),
+            plan: TxPlan {
+                placement: placement.clone(),
+                ..plan
+            },
             flows,
             aborting: AtomicBool::new(false),
-            running: AtomicUsize::new(threads),
         });
-        let mut handles = Vec::new();
-        for k in 0..threads {
-            let shared = Arc::clone(&shared);
-            let owned: Vec<usize> = (k..n).step_by(threads).collect();
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("sonde-tx-{k}"))
-                    .spawn(move || {
-                        let r = send_loop(&shared, k, threads, &owned);
-                        shared.running.fetch_sub(1, Ordering::Release);
-                        r
-                    })?,
-            );
-        }
-        Ok(PpsSender { shared, handles })
+        let pool = Pool::spawn("sonde-tx", &placement, &shared, move |s, k| {
+            send_loop(s, k, &s.plan.placement.owned(k, n))
+        })?;
+        Ok(PpsSender { shared, pool })
     }
 
     /// Packets and UDP payload bytes sent so far (monotonic).
@@ -235,38 +205,24 @@ impl PpsSender {
     }
 
     pub fn all_done(&self) -> bool {
-        self.shared.running.load(Ordering::Acquire) == 0
+        self.pool.all_done()
     }
 
     pub fn abort(&self) {
-        self.shared.aborting.store(true, Ordering::Relaxed);
+        self.pool.abort();
     }
 
     /// Packets sent per flow, and the first error a worker met.
     pub fn join(&mut self) -> (Vec<u64>, Option<String>) {
         let mut per_flow = vec![0; self.shared.flows.len()];
         let mut error = None;
-        for h in self.handles.drain(..) {
-            match h.join() {
-                Ok(Ok(list)) => {
-                    for (f, sent) in list {
-                        per_flow[f] = sent;
-                    }
-                }
-                Ok(Err(e)) => error = error.or(Some(e)),
-                Err(_) => error = error.or(Some("a sender thread panicked".into())),
+        for outcome in self.pool.join() {
+            match outcome.and_then(|r| r) {
+                Ok(list) => list.into_iter().for_each(|(f, sent)| per_flow[f] = sent),
+                Err(e) => error = error.or(Some(e)),
             }
         }
         (per_flow, error)
-    }
-}
-
-impl Drop for PpsSender {
-    fn drop(&mut self) {
-        if !self.handles.is_empty() {
-            self.abort();
-            self.join();
-        }
     }
 }
 
@@ -313,12 +269,9 @@ fn write_header(buf: &mut [u8], cookie: u32, flow: u32, seq: u64) {
 /// The most lateness a paced sender makes good by sending at once.
 const CATCH_UP: Duration = Duration::from_millis(1);
 
-fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> TxOutcome {
+fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
     let p = &shared.plan;
-    if let Some(cpus) = &p.cpus {
-        let cpu = cpus[k % cpus.len()];
-        pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
-    }
+    let threads = p.placement.threads;
     wait::tight_timer_slack();
     let batch = p.batch.max(1);
     // One buffer per packet slot of a batch, and the iovecs and headers pointing at them.
@@ -392,7 +345,7 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
         }
         let r = r as u64;
         seqs[pos] += r;
-        count.add(r, r * p.payload_bytes as u64);
+        count.add([r, r * p.payload_bytes as u64]);
         if let Some(pp) = per_packet {
             next_due += pp * r as u32;
         }
@@ -402,6 +355,7 @@ fn send_loop(shared: &TxShared, k: usize, threads: usize, owned: &[usize]) -> Tx
 
 #[derive(Debug, Clone)]
 pub struct RxPlan {
+    /// CPUs of the receivers, one per socket.
     pub cpus: Option<Vec<usize>>,
     pub batch: usize,
     pub poll: Poll,
@@ -416,40 +370,38 @@ struct RxShared {
     counts: Vec<Count>,
     /// Packets that were not ours (wrong cookie or flow): counted, not accounted.
     foreign: Vec<AtomicU64>,
-    running: AtomicUsize,
+}
+
+/// Stop contract: shutting the sockets down wakes a receiver blocked in recvmmsg or
+/// poll; a napping or spinning one reads the flag before its next read.
+impl Stop for RxShared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        for s in &self.sockets {
+            // SAFETY: shutting down sockets we own.
+            unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+    }
 }
 
 /// The receiving side: one thread per socket (SO_REUSEPORT group).
 pub struct PpsReceiver {
     shared: Arc<RxShared>,
-    handles: Vec<JoinHandle<Result<Vec<FlowRx>, String>>>,
+    pool: Pool<Result<Vec<FlowRx>, String>>,
 }
 
 impl PpsReceiver {
     pub fn spawn(sockets: Vec<UdpSocket>, plan: RxPlan) -> io::Result<PpsReceiver> {
-        let threads = sockets.len();
+        let placement = Placement::new(sockets.len(), plan.cpus.clone(), sockets.len());
         let shared = Arc::new(RxShared {
-            counts: (0..threads).map(|_| Count::default()).collect(),
-            foreign: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            counts: (0..placement.threads).map(|_| Count::default()).collect(),
+            foreign: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
             plan,
             sockets,
             aborting: AtomicBool::new(false),
-            running: AtomicUsize::new(threads),
         });
-        let mut handles = Vec::new();
-        for k in 0..threads {
-            let shared = Arc::clone(&shared);
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("sonde-rx-{k}"))
-                    .spawn(move || {
-                        let r = recv_loop(&shared, k);
-                        shared.running.fetch_sub(1, Ordering::Release);
-                        r
-                    })?,
-            );
-        }
-        Ok(PpsReceiver { shared, handles })
+        let pool = Pool::spawn("sonde-rx", &placement, &shared, recv_loop)?;
+        Ok(PpsReceiver { shared, pool })
     }
 
     /// Packets and UDP payload bytes received so far (monotonic).
@@ -465,49 +417,27 @@ impl PpsReceiver {
             .sum()
     }
 
-    /// Stops every receiver now (shutting the sockets down wakes a blocked call).
+    /// Stops every receiver now.
     pub fn abort(&self) {
-        self.shared.aborting.store(true, Ordering::SeqCst);
-        for s in &self.shared.sockets {
-            // SAFETY: shutting down sockets we own.
-            unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
-        }
+        self.pool.abort();
     }
 
     /// Per-flow accounting merged over the receivers, and the first error met.
     pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         let mut flows = vec![FlowRx::default(); self.shared.plan.flows];
         let mut error = None;
-        for h in self.handles.drain(..) {
-            match h.join() {
-                Ok(Ok(list)) => {
-                    for (acc, f) in flows.iter_mut().zip(&list) {
-                        acc.merge(f);
-                    }
-                }
-                Ok(Err(e)) => error = error.or(Some(e)),
-                Err(_) => error = error.or(Some("a receiver thread panicked".into())),
+        for outcome in self.pool.join() {
+            match outcome.and_then(|r| r) {
+                Ok(list) => flows.iter_mut().zip(&list).for_each(|(a, f)| a.merge(f)),
+                Err(e) => error = error.or(Some(e)),
             }
         }
         (flows, error)
     }
 }
 
-impl Drop for PpsReceiver {
-    fn drop(&mut self) {
-        if !self.handles.is_empty() {
-            self.abort();
-            self.join();
-        }
-    }
-}
-
 fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
     let p = &shared.plan;
-    if let Some(cpus) = &p.cpus {
-        let cpu = cpus[k % cpus.len()];
-        pin_current_thread(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
-    }
     let fd: RawFd = shared.sockets[k].as_raw_fd();
     let batch = p.batch.max(1);
     let mut vecs = Batch::new(batch, 2048, 0);
@@ -574,7 +504,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
                 _ => foreign += 1,
             }
         }
-        count.add(r as u64, bytes);
+        count.add([r as u64, bytes]);
         if foreign > 0 {
             shared.foreign[k].fetch_add(foreign, Ordering::Relaxed);
         }
@@ -666,8 +596,7 @@ mod tests {
         let mut sender = PpsSender::spawn(
             flows,
             TxPlan {
-                threads: 2,
-                cpus: None,
+                placement: Placement::new(2, None, 4),
                 payload_bytes: 22,
                 batch: 16,
                 rate_pps: Some(20_000.0),

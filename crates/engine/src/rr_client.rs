@@ -13,15 +13,15 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::affinity::pin_current_thread;
+use crate::counters::Counters;
 use crate::poller::EventFd;
+use crate::pool::{Placement, Pool, Stop};
 use crate::sockopt::{self, SocketOptions};
 use crate::udp_match::{Reply, SeqMatch};
 use crate::wait::{self, Multi, Poll, Recv};
@@ -36,7 +36,7 @@ pub enum RrSocket {
 }
 
 impl RrSocket {
-    fn fd(&self) -> RawFd {
+    pub fn fd(&self) -> RawFd {
         match self {
             RrSocket::Tcp(s) => s.as_raw_fd(),
             RrSocket::Udp(s) => s.as_raw_fd(),
@@ -66,8 +66,7 @@ pub enum Target {
 
 #[derive(Debug, Clone)]
 pub struct ClientPlan {
-    pub threads: usize,
-    pub cpus: Option<Vec<usize>>,
+    pub placement: Placement,
     pub request_bytes: usize,
     pub response_bytes: usize,
     pub window: usize,
@@ -86,12 +85,10 @@ pub struct ClientPlan {
     pub udp_loss_timeout: Duration,
 }
 
-#[derive(Default)]
-#[repr(align(64))]
-struct WorkerCounters {
-    sent: AtomicU64,
-    completed: AtomicU64,
-}
+/// A worker's requests sent (0) and responses received (1).
+type WorkerCounters = Counters<2>;
+const SENT: usize = 0;
+const COMPLETED: usize = 1;
 
 /// How a worker ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -116,12 +113,23 @@ struct Shared {
     counters: Vec<WorkerCounters>,
     /// (interval index, histogram of the responses that arrived in it).
     outbox: Mutex<Vec<(u32, Histogram<u64>)>>,
-    running: AtomicUsize,
+}
+
+/// Stop contract: the flag is read at every wake-up; shutting the sockets down wakes a
+/// worker blocked in a receive, and the eventfd one waiting in ppoll or epoll.
+impl Stop for Shared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        for s in &self.sockets {
+            s.shutdown();
+        }
+        self.wake.signal();
+    }
 }
 
 pub struct RrClient {
     shared: Arc<Shared>,
-    handles: Vec<JoinHandle<WorkerEnd>>,
+    pool: Pool<WorkerEnd>,
 }
 
 impl RrClient {
@@ -135,42 +143,28 @@ impl RrClient {
             } => (Vec::new(), Some((addr, opts, connections))),
         };
         let units = crr.as_ref().map_or(sockets.len(), |c| c.2);
-        let threads = plan.threads.clamp(1, units.max(1));
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
         let shared = Arc::new(Shared {
-            counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
+            counters: (0..placement.threads)
+                .map(|_| WorkerCounters::default())
+                .collect(),
             plan,
             sockets,
             aborting: AtomicBool::new(false),
             wake: EventFd::new()?,
             outbox: Mutex::new(Vec::new()),
-            running: AtomicUsize::new(threads),
         });
-        let mut handles = Vec::with_capacity(threads);
-        for k in 0..threads {
-            let shared = Arc::clone(&shared);
-            let owned: Vec<usize> = (k..units).step_by(threads).collect();
-            let crr = crr.clone();
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("sonde-rr-{k}"))
-                    .spawn(move || {
-                        let end = run(&shared, k, &owned, crr);
-                        shared.running.fetch_sub(1, Ordering::Release);
-                        end
-                    })?,
-            );
-        }
-        Ok(RrClient { shared, handles })
+        let deal = placement.clone();
+        let pool = Pool::spawn("sonde-rr", &placement, &shared, move |s, k| {
+            run(s, k, &deal.owned(k, units), crr.clone())
+        })?;
+        Ok(RrClient { shared, pool })
     }
 
     /// Requests sent and responses received so far, over all workers (monotonic).
     pub fn counts(&self) -> (u64, u64) {
-        self.shared.counters.iter().fold((0, 0), |(s, c), w| {
-            (
-                s + w.sent.load(Ordering::Relaxed),
-                c + w.completed.load(Ordering::Relaxed),
-            )
-        })
+        let [sent, completed] = Counters::sum(&self.shared.counters);
+        (sent, completed)
     }
 
     /// Histograms handed over since the last call.
@@ -179,32 +173,25 @@ impl RrClient {
     }
 
     pub fn all_done(&self) -> bool {
-        self.shared.running.load(Ordering::Acquire) == 0
+        self.pool.all_done()
     }
 
     /// Stops every worker now, also one blocked in a receive.
     pub fn abort(&self) {
-        self.shared.aborting.store(true, Ordering::SeqCst);
-        for s in &self.shared.sockets {
-            s.shutdown();
-        }
-        self.shared.wake.signal();
+        self.pool.abort();
     }
 
     pub fn join(&mut self) -> Vec<WorkerEnd> {
-        self.handles
-            .drain(..)
-            .map(|h| h.join().unwrap_or_default())
+        self.pool
+            .join()
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|e| WorkerEnd {
+                    error: Some(e),
+                    ..Default::default()
+                })
+            })
             .collect()
-    }
-}
-
-impl Drop for RrClient {
-    fn drop(&mut self) {
-        if !self.handles.is_empty() {
-            self.abort();
-            self.join();
-        }
     }
 }
 
@@ -298,15 +285,6 @@ fn run(
     crr: Option<(SocketAddr, SocketOptions, usize)>,
 ) -> WorkerEnd {
     let p = &shared.plan;
-    if let Some(cpus) = &p.cpus {
-        let cpu = cpus[k % cpus.len()];
-        if let Err(e) = pin_current_thread(cpu) {
-            return WorkerEnd {
-                error: Some(format!("pinning to CPU {cpu}: {e}")),
-                ..Default::default()
-            };
-        }
-    }
     wait::tight_timer_slack();
     let mut rec = Recorder {
         shared,
@@ -412,9 +390,7 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                     if c.udp {
                         c.seq.start();
                     }
-                    counters
-                        .sent
-                        .store(counters.sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    counters.add_to(SENT, 1);
                 }
                 if c.udp {
                     c.seq.stamp(&mut buf);
@@ -515,10 +491,7 @@ fn run_conns(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>)
                             let Some(s) = c.ring.remove(first) else { break };
                             c.started = c.started.saturating_sub(1);
                             rec.record(s, t);
-                            counters.completed.store(
-                                counters.completed.load(Ordering::Relaxed) + 1,
-                                Ordering::Relaxed,
-                            );
+                            counters.add_to(COMPLETED, 1);
                             if p.pace.is_none() && t < p.stop_sending_at {
                                 c.ring.push_back(t);
                             }
@@ -594,9 +567,7 @@ fn run_crr(
                 break;
             }
         };
-        counters
-            .sent
-            .store(counters.sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        counters.add_to(SENT, 1);
         let fd = s.as_raw_fd();
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
         let mut left = p.request_bytes;
@@ -622,10 +593,7 @@ fn run_crr(
             break;
         }
         rec.record(t0, Instant::now());
-        counters.completed.store(
-            counters.completed.load(Ordering::Relaxed) + 1,
-            Ordering::Relaxed,
-        );
+        counters.add_to(COMPLETED, 1);
     }
     end
 }
@@ -640,8 +608,7 @@ mod tests {
         let now = Instant::now();
         let end = now + Duration::from_secs_f64(secs);
         ClientPlan {
-            threads: 1,
-            cpus: None,
+            placement: Placement::new(1, None, 1),
             request_bytes: 100,
             response_bytes: 300,
             window,
@@ -659,8 +626,7 @@ mod tests {
 
     fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> ServerPlan {
         ServerPlan {
-            threads: 1,
-            cpus: None,
+            placement: Placement::new(1, None, 1),
             request_bytes: 100,
             response_bytes: 300,
             poll,
@@ -707,7 +673,7 @@ mod tests {
                 RrServer::spawn(ServerTarget::Sockets(s), server_plan(None, poll)).unwrap();
             let mut p = plan(4, None, false, 0.3);
             p.poll = poll;
-            p.threads = 2;
+            p.placement.threads = 2;
             let mut client = RrClient::spawn(Target::Sockets(c), p).unwrap();
             let (h, ends) = finish(&mut client);
             let (sent, completed) = client.counts();

@@ -6,12 +6,12 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::affinity::pin_current_thread;
+use crate::counters::Counters;
+use crate::pool::{Placement, Pool, Stop};
 use crate::rr_client::RrSocket;
 use crate::wait::{self, Multi, Poll, Recv};
 
@@ -31,8 +31,7 @@ pub enum ServerTarget {
 
 #[derive(Debug, Clone)]
 pub struct ServerPlan {
-    pub threads: usize,
-    pub cpus: Option<Vec<usize>>,
+    pub placement: Placement,
     pub request_bytes: usize,
     pub response_bytes: usize,
     pub poll: Poll,
@@ -40,81 +39,22 @@ pub struct ServerPlan {
     pub stall: Option<(Instant, Duration)>,
 }
 
-#[derive(Default)]
-#[repr(align(64))]
-struct Answered(AtomicU64);
-
 struct Shared {
     plan: ServerPlan,
     target: ServerTarget,
     aborting: AtomicBool,
     stalled: AtomicBool,
-    answered: Vec<Answered>,
-    running: AtomicUsize,
+    /// Responses sent, per worker.
+    answered: Vec<Counters<1>>,
 }
 
-pub struct RrServer {
-    shared: Arc<Shared>,
-    handles: Vec<JoinHandle<Option<String>>>,
-}
-
-impl RrServer {
-    pub fn spawn(target: ServerTarget, plan: ServerPlan) -> io::Result<RrServer> {
-        let units = match &target {
-            ServerTarget::Sockets(s) => s.len(),
-            ServerTarget::Udp { .. } => 1,
-            ServerTarget::Accept { .. } => plan.threads.max(1),
-        };
-        let threads = plan.threads.clamp(1, units.max(1));
-        let shared = Arc::new(Shared {
-            answered: (0..threads).map(|_| Answered::default()).collect(),
-            plan,
-            target,
-            aborting: AtomicBool::new(false),
-            stalled: AtomicBool::new(false),
-            running: AtomicUsize::new(threads),
-        });
-        let mut handles = Vec::new();
-        for k in 0..threads {
-            let shared = Arc::clone(&shared);
-            let owned: Vec<usize> = (k..units).step_by(threads).collect();
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("sonde-echo-{k}"))
-                    .spawn(move || {
-                        let r = run(&shared, k, &owned);
-                        shared.running.fetch_sub(1, Ordering::Release);
-                        r
-                    })?,
-            );
-        }
-        Ok(RrServer { shared, handles })
-    }
-
-    /// Responses sent so far (monotonic).
-    pub fn answered(&self) -> u64 {
-        self.shared
-            .answered
-            .iter()
-            .map(|a| a.0.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    pub fn all_done(&self) -> bool {
-        self.shared.running.load(Ordering::Acquire) == 0
-    }
-
-    /// Stops every worker now; shutting the sockets down wakes blocked calls.
-    pub fn abort(&self) {
-        self.shared.aborting.store(true, Ordering::SeqCst);
-        let fds: Vec<RawFd> = match &self.shared.target {
-            ServerTarget::Sockets(s) => s
-                .iter()
-                .map(|s| match s {
-                    RrSocket::Tcp(t) => t.as_raw_fd(),
-                    RrSocket::Udp(u) => u.as_raw_fd(),
-                })
-                .collect(),
+/// Stop contract: the flag is read at every wake-up, and shutting the sockets down wakes
+/// a worker blocked in a receive, a poll or an accept.
+impl Stop for Shared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        let fds: Vec<RawFd> = match &self.target {
+            ServerTarget::Sockets(s) => s.iter().map(RrSocket::fd).collect(),
             ServerTarget::Udp { socket, .. } => vec![socket.as_raw_fd()],
             ServerTarget::Accept { listener, .. } => vec![listener.as_raw_fd()],
         };
@@ -123,41 +63,65 @@ impl RrServer {
             unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         }
     }
+}
+
+pub struct RrServer {
+    shared: Arc<Shared>,
+    pool: Pool<Option<String>>,
+}
+
+impl RrServer {
+    pub fn spawn(target: ServerTarget, plan: ServerPlan) -> io::Result<RrServer> {
+        let units = match &target {
+            ServerTarget::Sockets(s) => s.len(),
+            ServerTarget::Udp { .. } => 1,
+            ServerTarget::Accept { .. } => plan.placement.threads.max(1),
+        };
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
+        let shared = Arc::new(Shared {
+            answered: (0..placement.threads)
+                .map(|_| Counters::default())
+                .collect(),
+            plan,
+            target,
+            aborting: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+        });
+        let deal = placement.clone();
+        let pool = Pool::spawn("sonde-echo", &placement, &shared, move |s, k| {
+            run(s, k, &deal.owned(k, units))
+        })?;
+        Ok(RrServer { shared, pool })
+    }
+
+    /// Responses sent so far (monotonic).
+    pub fn answered(&self) -> u64 {
+        Counters::sum(&self.shared.answered)[0]
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
+    /// Stops every worker now.
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
 
     /// Errors the workers met, if any.
     pub fn join(&mut self) -> Vec<String> {
-        self.handles
-            .drain(..)
-            .filter_map(|h| h.join().ok().flatten())
+        self.pool
+            .join()
+            .into_iter()
+            .filter_map(|o| o.unwrap_or_else(Some))
             .collect()
     }
 }
 
-impl Drop for RrServer {
-    fn drop(&mut self) {
-        if !self.handles.is_empty() {
-            self.abort();
-            self.join();
-        }
-    }
-}
-
 fn run(shared: &Shared, k: usize, owned: &[usize]) -> Option<String> {
-    if let Some(cpus) = &shared.plan.cpus {
-        let cpu = cpus[k % cpus.len()];
-        if let Err(e) = pin_current_thread(cpu) {
-            return Some(format!("pinning to CPU {cpu}: {e}"));
-        }
-    }
     match &shared.target {
         ServerTarget::Sockets(socks) => {
-            let fds: Vec<RawFd> = owned
-                .iter()
-                .map(|&i| match &socks[i] {
-                    RrSocket::Tcp(t) => t.as_raw_fd(),
-                    RrSocket::Udp(u) => u.as_raw_fd(),
-                })
-                .collect();
+            let fds: Vec<RawFd> = owned.iter().map(|&i| socks[i].fd()).collect();
             echo_tcp(shared, k, &fds)
         }
         ServerTarget::Udp { socket, allowed } => echo_udp(shared, k, socket, *allowed),
@@ -168,8 +132,7 @@ fn run(shared: &Shared, k: usize, owned: &[usize]) -> Option<String> {
 impl Shared {
     #[inline]
     fn count(&self, k: usize) {
-        let a = &self.answered[k].0;
-        a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.answered[k].add([1]);
     }
 
     /// The injected stall, once, at the first request after its time.
@@ -208,7 +171,8 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
         .collect();
     let mut buf = vec![0xa5u8; p.request_bytes.max(p.response_bytes).max(64 * 1024)];
     // Several connections wait in one epoll set, so a wake-up costs one call and only the
-    // connections with data are read (an abort shuts the sockets, which makes them ready).
+    // connections with data are read. Waits have no deadline: an abort shuts the sockets
+    // down, which makes them ready.
     let mut multi = if conns.len() > 1 {
         match Multi::new(fds, None) {
             Ok(m) => Some(m),
@@ -250,17 +214,12 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
             _ if spin => &every,
             None if blocking => &every,
             // Only here with an answer blocked: wake for room to write too.
-            None => match wait::wait_for(
-                conns[0].fd,
-                libc::POLLIN | libc::POLLOUT,
-                now,
-                Some(now + WAIT_SLICE),
-            ) {
+            None => match wait::wait_for(conns[0].fd, libc::POLLIN | libc::POLLOUT, now, None) {
                 Ok(true) => &every,
                 Ok(false) => continue,
                 Err(e) => return Some(format!("poll: {e}")),
             },
-            Some(m) => match m.wait(now, Some(now + WAIT_SLICE), false, &mut ready) {
+            Some(m) => match m.wait(now, None, false, &mut ready) {
                 Ok(_) => &ready,
                 Err(e) => return Some(format!("epoll: {e}")),
             },
@@ -294,9 +253,6 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
     }
     error
 }
-
-/// How long a wait may last before the worker looks at the abort flag again.
-const WAIT_SLICE: Duration = Duration::from_millis(100);
 
 impl Echo {
     /// Sends the answers owed, until done or the socket buffer is full.
@@ -362,7 +318,7 @@ fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> O
         let spin = p.poll.spins(Instant::now(), last_message);
         if !spin {
             let now = Instant::now();
-            match wait::wait_readable(fd, now, Some(now + Duration::from_millis(100))) {
+            match wait::wait_readable(fd, now, None) {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => return Some(format!("poll: {e}")),
@@ -402,13 +358,7 @@ fn accept_loop(
     let mut buf = vec![0xa5u8; p.request_bytes.max(p.response_bytes)];
     while !shared.aborting.load(Ordering::Relaxed) {
         let now = Instant::now();
-        if !wait::wait_readable(
-            listener.as_raw_fd(),
-            now,
-            Some(now + Duration::from_millis(100)),
-        )
-        .unwrap_or(false)
-        {
+        if !wait::wait_readable(listener.as_raw_fd(), now, None).unwrap_or(false) {
             continue;
         }
         let (s, from): (std::net::TcpStream, SocketAddr) = match listener.accept() {
@@ -476,8 +426,7 @@ mod tests {
                 sockets.push(RrSocket::Tcp(s));
             }
             let plan = ServerPlan {
-                threads: 1,
-                cpus: None,
+                placement: Placement::new(1, None, 1),
                 request_bytes: 64,
                 response_bytes: ANSWER,
                 poll: Poll::Block,

@@ -11,13 +11,12 @@
 use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use crate::affinity::pin_current_thread;
 use crate::counters::ConnCounters;
 use crate::poller::{Epoll, EventFd};
+use crate::pool::{Placement, Pool, Stop};
 
 /// Sends per readiness event before the worker turns to its other connections.
 const SENDS_PER_TURN: usize = 16;
@@ -28,15 +27,6 @@ const TOKEN_ABORT: u64 = u64::MAX - 1;
 pub struct StreamConn {
     pub stream: TcpStream,
     pub send: bool,
-}
-
-/// How many workers and where they run.
-#[derive(Debug, Clone, Default)]
-pub struct WorkerPlan {
-    pub threads: usize,
-    /// Worker k runs on `cpus[k % len]`; `None`: left to the scheduler.
-    pub cpus: Option<Vec<usize>>,
-    pub buffer_bytes: usize,
 }
 
 struct Slot {
@@ -54,7 +44,7 @@ struct Shared {
     aborting: AtomicBool,
     /// Connections served by a blocking (single-connection) worker.
     blocking: Vec<bool>,
-    running: AtomicUsize,
+    buffer_bytes: usize,
 }
 
 /// How a connection ended, from this side.
@@ -69,18 +59,22 @@ pub enum ConnEnd {
 
 pub struct StreamWorkers {
     shared: Arc<Shared>,
-    handles: Vec<JoinHandle<Vec<(usize, ConnEnd)>>>,
+    placement: Placement,
+    pool: Pool<Vec<(usize, ConnEnd)>>,
 }
 
 impl StreamWorkers {
     /// Starts the workers at once; connections are dealt round robin.
-    pub fn spawn(conns: Vec<StreamConn>, plan: &WorkerPlan) -> io::Result<StreamWorkers> {
-        let threads = plan.threads.clamp(1, conns.len().max(1));
+    pub fn spawn(
+        conns: Vec<StreamConn>,
+        placement: Placement,
+        buffer_bytes: usize,
+    ) -> io::Result<StreamWorkers> {
         let n = conns.len();
-        let owned_by = move |k: usize| (k..n).step_by(threads).collect::<Vec<usize>>();
-        let mut blocking = vec![false; conns.len()];
-        for k in 0..threads {
-            if let [only] = owned_by(k)[..] {
+        let placement = Placement::new(placement.threads, placement.cpus, n);
+        let mut blocking = vec![false; n];
+        for k in 0..placement.threads {
+            if let [only] = placement.owned(k, n)[..] {
                 blocking[only] = true;
             }
         }
@@ -101,24 +95,17 @@ impl StreamWorkers {
             finishing: AtomicBool::new(false),
             aborting: AtomicBool::new(false),
             blocking,
-            running: AtomicUsize::new(threads),
+            buffer_bytes: buffer_bytes.max(1),
         });
-        let mut handles = Vec::with_capacity(threads);
-        for k in 0..threads {
-            let shared = Arc::clone(&shared);
-            let cpu = plan.cpus.as_ref().map(|c| c[k % c.len()]);
-            let owned = owned_by(k);
-            let buffer_bytes = plan.buffer_bytes.max(1);
-            let h = std::thread::Builder::new()
-                .name(format!("sonde-stream-{k}"))
-                .spawn(move || {
-                    let ends = run_worker(&shared, &owned, cpu, buffer_bytes);
-                    shared.running.fetch_sub(1, Ordering::Release);
-                    ends
-                })?;
-            handles.push(h);
-        }
-        Ok(StreamWorkers { shared, handles })
+        let deal = placement.clone();
+        let pool = Pool::spawn("sonde-stream", &placement, &shared, move |s, k| {
+            run_worker(s, &deal.owned(k, n))
+        })?;
+        Ok(StreamWorkers {
+            shared,
+            placement,
+            pool,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -131,7 +118,8 @@ impl StreamWorkers {
 
     /// Monotonic (bytes, calls) of connection `i`.
     pub fn counters(&self, i: usize) -> (u64, u64) {
-        self.shared.slots[i].counters.read()
+        let [bytes, calls] = self.shared.slots[i].counters.read();
+        (bytes, calls)
     }
 
     pub fn is_sender(&self, i: usize) -> bool {
@@ -160,32 +148,26 @@ impl StreamWorkers {
 
     /// Every worker stops now.
     pub fn abort(&self) {
-        self.shared.aborting.store(true, Ordering::SeqCst);
-        for (slot, _) in self
-            .shared
-            .slots
-            .iter()
-            .zip(&self.shared.blocking)
-            .filter(|(_, &b)| b)
-        {
-            let _ = slot.stream.shutdown(Shutdown::Both);
-        }
-        self.shared.abort.signal();
+        self.pool.abort();
     }
 
     /// True once every worker has ended.
     pub fn all_done(&self) -> bool {
-        self.shared.running.load(Ordering::Acquire) == 0
+        self.pool.all_done()
     }
 
     /// Waits for the workers; returns how each connection ended, by index. Counters and
     /// sockets stay readable afterwards.
     pub fn join(&mut self) -> Vec<ConnEnd> {
-        let mut ends = vec![ConnEnd::Aborted; self.shared.slots.len()];
-        for h in self.handles.drain(..) {
-            if let Ok(list) = h.join() {
-                for (i, e) in list {
-                    ends[i] = e;
+        let n = self.shared.slots.len();
+        let mut ends = vec![ConnEnd::Aborted; n];
+        for (k, outcome) in self.pool.join().into_iter().enumerate() {
+            match outcome {
+                Ok(list) => list.into_iter().for_each(|(i, e)| ends[i] = e),
+                Err(e) => {
+                    for i in self.placement.owned(k, n) {
+                        ends[i] = ConnEnd::Failed(e.clone());
+                    }
                 }
             }
         }
@@ -193,38 +175,26 @@ impl StreamWorkers {
     }
 }
 
-impl Drop for StreamWorkers {
-    /// Workers never outlive their owner, whatever path dropped it.
-    fn drop(&mut self) {
-        if !self.handles.is_empty() {
-            self.abort();
-            for h in self.handles.drain(..) {
-                let _ = h.join();
-            }
+/// Stop contract: a blocking worker's socket is shut down under its call and the flag,
+/// read once the call returns, says why; an epoll worker wakes on the abort eventfd.
+impl Stop for Shared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        for (slot, _) in self.slots.iter().zip(&self.blocking).filter(|(_, &b)| b) {
+            let _ = slot.stream.shutdown(Shutdown::Both);
         }
+        self.abort.signal();
     }
 }
 
-fn run_worker(
-    shared: &Shared,
-    owned: &[usize],
-    cpu: Option<usize>,
-    buffer_bytes: usize,
-) -> Vec<(usize, ConnEnd)> {
+fn run_worker(shared: &Shared, owned: &[usize]) -> Vec<(usize, ConnEnd)> {
+    let buffer_bytes = shared.buffer_bytes;
     let mut ends: Vec<(usize, Option<ConnEnd>)> = owned.iter().map(|&i| (i, None)).collect();
     let fail = |ends: &mut Vec<(usize, Option<ConnEnd>)>, e: io::Error| {
         ends.iter()
             .map(|(i, _)| (*i, ConnEnd::Failed(e.to_string())))
             .collect()
     };
-    if let Some(cpu) = cpu {
-        if let Err(e) = pin_current_thread(cpu) {
-            return fail(
-                &mut ends,
-                io::Error::new(e.kind(), format!("pinning to CPU {cpu}: {e}")),
-            );
-        }
-    }
     if let [only] = owned[..] {
         if shared.blocking[only] {
             let mut buf: Vec<u8> = (0..buffer_bytes).map(|i| (i % 251) as u8).collect();
@@ -315,7 +285,7 @@ fn run_blocking(shared: &Shared, slot: &Slot, buf: &mut [u8]) -> ConnEnd {
             }
         };
         if r > 0 {
-            slot.counters.add(r as u64);
+            slot.counters.add([r as u64, 1]);
             continue;
         }
         let e = io::Error::last_os_error();
@@ -360,7 +330,7 @@ fn send_burst(fd: RawFd, buf: &[u8], counters: &ConnCounters) -> Option<ConnEnd>
         // SAFETY: buf is live for the call; MSG_NOSIGNAL turns a dead peer into EPIPE.
         let r = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
         if r > 0 {
-            counters.add(r as u64);
+            counters.add([r as u64, 1]);
             continue;
         }
         let e = io::Error::last_os_error();
@@ -380,7 +350,7 @@ fn recv_burst(fd: RawFd, buf: &mut [u8], counters: &ConnCounters) -> Option<Conn
         // SAFETY: buf is live and writable for its length.
         let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
         if r > 0 {
-            counters.add(r as u64);
+            counters.add([r as u64, 1]);
             continue;
         }
         if r == 0 {
@@ -433,13 +403,9 @@ mod tests {
     #[test]
     fn bytes_sent_equal_bytes_received_after_finish() {
         let (tx, rx) = pairs(3);
-        let plan = WorkerPlan {
-            threads: 2,
-            cpus: None,
-            buffer_bytes: 64 * 1024,
-        };
-        let senders = StreamWorkers::spawn(tx, &plan).unwrap();
-        let receivers = StreamWorkers::spawn(rx, &plan).unwrap();
+        let (plan, bytes) = (Placement::new(2, None, usize::MAX), 64 * 1024);
+        let senders = StreamWorkers::spawn(tx, plan.clone(), bytes).unwrap();
+        let receivers = StreamWorkers::spawn(rx, plan.clone(), bytes).unwrap();
         std::thread::sleep(Duration::from_millis(200));
         senders.finish();
         wait_done(&senders);
@@ -457,12 +423,8 @@ mod tests {
     #[test]
     fn abort_stops_receivers_without_fin() {
         let (tx, rx) = pairs(2);
-        let plan = WorkerPlan {
-            threads: 1,
-            cpus: Some(vec![0]),
-            buffer_bytes: 1024,
-        };
-        let mut receivers = StreamWorkers::spawn(rx, &plan).unwrap();
+        let (plan, bytes) = (Placement::new(1, Some(vec![0]), usize::MAX), 1024);
+        let mut receivers = StreamWorkers::spawn(rx, plan.clone(), bytes).unwrap();
         receivers.abort();
         wait_done(&receivers);
         assert!(receivers.join().iter().all(|e| *e == ConnEnd::Aborted));
@@ -473,13 +435,9 @@ mod tests {
     fn blocking_workers_finish_and_abort() {
         // One connection per thread: the blocking path, stopped by shutdown().
         let (tx, rx) = pairs(2);
-        let plan = WorkerPlan {
-            threads: 2,
-            cpus: None,
-            buffer_bytes: 128 * 1024,
-        };
-        let mut senders = StreamWorkers::spawn(tx, &plan).unwrap();
-        let mut receivers = StreamWorkers::spawn(rx, &plan).unwrap();
+        let (plan, bytes) = (Placement::new(2, None, usize::MAX), 128 * 1024);
+        let mut senders = StreamWorkers::spawn(tx, plan.clone(), bytes).unwrap();
+        let mut receivers = StreamWorkers::spawn(rx, plan.clone(), bytes).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         senders.finish();
         wait_done(&senders);
@@ -490,7 +448,7 @@ mod tests {
         assert!(receivers.join().iter().all(|e| *e == ConnEnd::Clean));
 
         let (_tx, rx) = pairs(1);
-        let mut idle = StreamWorkers::spawn(rx, &plan).unwrap();
+        let mut idle = StreamWorkers::spawn(rx, plan.clone(), bytes).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         idle.abort();
         wait_done(&idle);
@@ -500,12 +458,8 @@ mod tests {
     #[test]
     fn peer_reset_is_a_failure_not_a_hang() {
         let (tx, rx) = pairs(1);
-        let plan = WorkerPlan {
-            threads: 1,
-            cpus: None,
-            buffer_bytes: 64 * 1024,
-        };
-        let mut senders = StreamWorkers::spawn(tx, &plan).unwrap();
+        let (plan, bytes) = (Placement::new(1, None, usize::MAX), 64 * 1024);
+        let mut senders = StreamWorkers::spawn(tx, plan.clone(), bytes).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         drop(rx); // unread data queued: the kernel answers with RST
         wait_done(&senders);

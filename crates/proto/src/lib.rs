@@ -10,13 +10,17 @@
 pub mod agent;
 pub mod auth;
 pub mod client;
+pub mod data_header;
 pub mod error;
 pub mod frame;
 pub mod message;
+pub mod session;
 
 pub use agent::{AgentEvent, AgentSession};
 pub use auth::{Key, KeyTooShort, CHALLENGE_BYTES};
 pub use client::{ClientEvent, ClientSession};
+pub use data_header::{DataHeader, DataHeaderError, DATA_HEADER_BYTES};
 pub use error::{PeerError, ProtoError};
 pub use frame::{encode, FrameDecoder, MAX_FRAME_BYTES};
 pub use message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+pub use session::Session;

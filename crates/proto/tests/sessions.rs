@@ -35,6 +35,7 @@ fn side() -> SideResult {
         interrupts: None,
         notes: vec!["note".into()],
         partial: false,
+        engine: None,
         rr: None,
         pps: None,
     }

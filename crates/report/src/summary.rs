@@ -13,16 +13,16 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
     vec![
         (
             "worker threads (CPUs)",
-            match &e.pinned_cpus {
+            match &e.by.pinned_cpus {
                 Some(c) => format!(
                     "{} ({})",
-                    e.threads,
+                    e.by.threads,
                     c.iter()
                         .map(|c| c.to_string())
                         .collect::<Vec<_>>()
                         .join(",")
                 ),
-                None => format!("{} (not pinned)", e.threads),
+                None => format!("{} (not pinned)", e.by.threads),
             },
         ),
         ("bytes", bytes(e.bytes)),
@@ -141,7 +141,7 @@ pub fn stream(doc: &Document) -> String {
     let sides: Vec<(String, &EndSide)> = labelled
         .into_iter()
         .filter_map(|(label, side)| {
-            side.map(|s| (format!("{label} ({})", s.measured_by.as_str()), s))
+            side.map(|s| (format!("{label} ({})", s.by.measured_by.as_str()), s))
         })
         .collect();
     let mut table = Table::new();
@@ -170,7 +170,7 @@ pub fn stream(doc: &Document) -> String {
     let mut notes: Vec<String> = Vec::new();
     for (_, s) in &sides {
         for n in &s.notes {
-            let n = format!("{}: {n}", s.measured_by.as_str());
+            let n = format!("{}: {n}", s.by.measured_by.as_str());
             if !notes.contains(&n) {
                 notes.push(n);
             }
@@ -371,7 +371,7 @@ pub fn rr(doc: &Document) -> String {
     ]);
     for s in [&e.client, &e.server].into_iter().flatten() {
         sides.add_row(vec![
-            s.measured_by.as_str().to_string(),
+            s.by.measured_by.as_str().to_string(),
             format!("{:.0}", s.messages_per_second),
             opt(s.cpu.process_cpu_s, |v| format!("{v:.2}")),
             opt(s.cpu_us_per_message, |v| format!("{v:.2}")),
@@ -415,7 +415,7 @@ pub fn rr(doc: &Document) -> String {
     out.push('\n');
     for s in [&e.client, &e.server].into_iter().flatten() {
         for n in &s.notes {
-            out.push_str(&format!("note: {}: {n}\n", s.measured_by.as_str()));
+            out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }
     }
     out.push_str(&one_host_line(e));
@@ -575,7 +575,7 @@ pub fn pps(doc: &Document) -> String {
     }
     for side in [&p.sender, &p.receiver].into_iter().flatten() {
         for n in &side.notes {
-            out.push_str(&format!("note: {}: {n}\n", side.measured_by.as_str()));
+            out.push_str(&format!("note: {}: {n}\n", side.by.measured_by.as_str()));
         }
     }
     out.push_str(&one_host_line(e));

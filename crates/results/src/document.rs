@@ -108,14 +108,37 @@ pub struct CpuFigures {
     pub process_cpu_s: Option<f64>,
 }
 
-/// `end.sender` / `end.receiver`: one side's totals for one direction.
+/// Who measured an end side's figures, with which engine, on how many workers: the part
+/// every kind's end sides share (flattened: the JSON names are the fields' own).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EndSide {
+pub struct MeasuredBy {
     pub measured_by: Role,
     pub host: String,
+    /// The data-plane engine that ran the side (`kernel`); absent in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Worker threads of this side, and the CPUs they were pinned to (`None`: not pinned).
     pub threads: u32,
     pub pinned_cpus: Option<Vec<usize>>,
+}
+
+impl MeasuredBy {
+    fn of(side: &SideResult) -> MeasuredBy {
+        MeasuredBy {
+            measured_by: side.role,
+            host: side.host.hostname.clone(),
+            engine: side.engine.clone(),
+            threads: side.threads,
+            pinned_cpus: side.pinned_cpus.clone(),
+        }
+    }
+}
+
+/// `end.sender` / `end.receiver`: one side's totals for one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndSide {
+    #[serde(flatten)]
+    pub by: MeasuredBy,
     pub seconds: f64,
     pub bytes: u64,
     pub total_bytes: u64,
@@ -147,10 +170,8 @@ pub struct DirectionEnd {
 /// `end.client` / `end.server` of a request/response test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RrEndSide {
-    pub measured_by: Role,
-    pub host: String,
-    pub threads: u32,
-    pub pinned_cpus: Option<Vec<usize>>,
+    #[serde(flatten)]
+    pub by: MeasuredBy,
     pub poll: String,
     pub seconds: f64,
     /// Client: responses received; server: responses sent.
@@ -252,10 +273,8 @@ pub struct OneHost {
 /// One side of a packet-rate test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PpsEndSide {
-    pub measured_by: Role,
-    pub host: String,
-    pub threads: u32,
-    pub pinned_cpus: Option<Vec<usize>>,
+    #[serde(flatten)]
+    pub by: MeasuredBy,
     pub poll: String,
     pub seconds: f64,
     /// Inside the window.
@@ -488,10 +507,7 @@ fn rr_end_side(side: &SideResult) -> Option<RrEndSide> {
     let rr = side.rr.as_ref()?;
     let secs = side.window_s;
     Some(RrEndSide {
-        measured_by: side.role,
-        host: side.host.hostname.clone(),
-        threads: side.threads,
-        pinned_cpus: side.pinned_cpus.clone(),
+        by: MeasuredBy::of(side),
         poll: rr.poll.clone(),
         seconds: secs,
         messages: rr.messages,
@@ -522,10 +538,7 @@ fn pps_end_side(side: &SideResult) -> Option<PpsEndSide> {
     let secs = side.window_s;
     let per_s = |v: f64| if secs > 0.0 { v / secs } else { 0.0 };
     Some(PpsEndSide {
-        measured_by: side.role,
-        host: side.host.hostname.clone(),
-        threads: side.threads,
-        pinned_cpus: side.pinned_cpus.clone(),
+        by: MeasuredBy::of(side),
         poll: p.poll.clone(),
         seconds: secs,
         packets: p.packets,
@@ -753,10 +766,7 @@ fn end_side(side: &SideResult, dir: Direction, transfer: Transfer) -> Option<End
         Transfer::Receive => per_sec(n.rx_packets as f64),
     });
     Some(EndSide {
-        measured_by: side.role,
-        host: side.host.hostname.clone(),
-        threads: side.threads,
-        pinned_cpus: side.pinned_cpus.clone(),
+        by: MeasuredBy::of(side),
         seconds: secs,
         bytes: d.bytes,
         total_bytes: d.total_bytes,
@@ -900,6 +910,7 @@ mod tests {
             interrupts: None,
             notes: vec![],
             partial: false,
+            engine: None,
             rr: None,
             pps: None,
         }
@@ -929,7 +940,7 @@ mod tests {
         let doc = Document::build(inputs(&spec, &c, Some(&s)));
         assert!(!doc.end.partial);
         let snd = doc.end.stream_sender().cloned().unwrap();
-        assert_eq!(snd.measured_by, Role::Client);
+        assert_eq!(snd.by.measured_by, Role::Client);
         assert_eq!(snd.bits_per_second, 16e6);
         assert_eq!(snd.megabytes_per_second, 2.0);
         assert_eq!(snd.buffers_per_second, 2000.0);
@@ -939,7 +950,10 @@ mod tests {
         assert_eq!(snd.tcp_retransmits.connections, Some(2));
         // 25 % busy of 2 CPUs at 2 GHz for 2 s over 4 MB.
         assert_eq!(snd.cycles_per_byte, Some(0.25 * 2.0 * 2e9 * 2.0 / 4e6));
-        assert_eq!(doc.end.stream_receiver().unwrap().measured_by, Role::Server);
+        assert_eq!(
+            doc.end.stream_receiver().unwrap().by.measured_by,
+            Role::Server
+        );
         let json = serde_json::to_value(&doc).unwrap();
         assert_eq!(json["schema_version"], 1);
         assert_eq!(json["end"]["sender"]["cpu"]["host"]["idle_percent"], 75.0);

@@ -210,6 +210,9 @@ pub struct SideResult {
     pub notes: Vec<String>,
     /// True when this side stopped before the planned end.
     pub partial: bool,
+    /// The data-plane engine that ran this side (`kernel`: kernel sockets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Request/response tests only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr: Option<RrResult>,
@@ -262,6 +265,7 @@ impl SideResult {
             interrupts: None,
             notes,
             partial,
+            engine: None,
             rr: None,
             pps: None,
         }

@@ -1,10 +1,30 @@
-//! The only code that touches a control socket: waits for bytes with a deadline and writes
-//! whatever a protocol session queued. Sessions stay sans-IO.
+//! The only code that touches a control socket: waits for bytes with a deadline, feeds them
+//! to a protocol session and writes whatever it queued. Sessions stay sans-IO.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+
+use sonde_proto::{ProtoError, Session};
+
+/// A control connection: TCP between hosts, a Unix socket pair in the run layer's tests.
+pub trait Stream: Read + Write + AsRawFd + Send {
+    fn half_close(&self) -> io::Result<()>;
+}
+
+impl Stream for TcpStream {
+    fn half_close(&self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+impl Stream for UnixStream {
+    fn half_close(&self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
 
 /// What woke a wait.
 pub enum Wake {
@@ -17,7 +37,7 @@ pub enum Wake {
 }
 
 pub struct Link {
-    stream: TcpStream,
+    stream: Box<dyn Stream>,
     buf: Vec<u8>,
 }
 
@@ -29,10 +49,42 @@ impl Link {
     pub fn new(stream: TcpStream) -> io::Result<Link> {
         stream.set_write_timeout(Some(Duration::from_secs(5)))?;
         stream.set_nodelay(true)?;
-        Ok(Link {
+        Ok(Link::over(Box::new(stream)))
+    }
+
+    /// A link over any stream, as it is (the caller set its options).
+    pub fn over(stream: Box<dyn Stream>) -> Link {
+        Link {
             stream,
             buf: vec![0; 64 * 1024],
-        })
+        }
+    }
+
+    /// Writes every frame the session queued.
+    pub fn send(&mut self, session: &mut impl Session) -> io::Result<()> {
+        self.flush(|| session.poll_transmit())
+    }
+
+    /// One wait, until the session's deadline or `deadline` if sooner (or `other` is
+    /// readable), and what woke it fed to the session. `Wake::Other` is returned for the
+    /// caller; a lost connection is the session's end of stream.
+    pub fn step(
+        &mut self,
+        session: &mut impl Session,
+        deadline: Option<Instant>,
+        other: Option<RawFd>,
+    ) -> Result<Option<Wake>, ProtoError> {
+        let deadline = [deadline, session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        match self.wait(deadline, other) {
+            Ok(Wake::Data(n)) => session.handle_bytes(&self.buf[..n], Instant::now())?,
+            Ok(Wake::Eof) | Err(_) => session.handle_eof()?,
+            Ok(Wake::Other) => return Ok(Some(Wake::Other)),
+            Ok(Wake::Timeout) => session.handle_timeout(Instant::now())?,
+        }
+        Ok(None)
     }
 
     pub fn received(&self, n: usize) -> &[u8] {
@@ -51,7 +103,7 @@ impl Link {
     /// close is a FIN and not a reset: a reset can destroy our last frame (an error saying
     /// why) before the peer reads it.
     pub fn close_gracefully(&mut self, linger: Duration) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        let _ = self.stream.half_close();
         let until = Instant::now() + linger;
         while Instant::now() < until {
             match self.wait(Some(until), None) {

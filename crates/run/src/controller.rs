@@ -1,34 +1,27 @@
-//! Drives one stream test end to end from the controller's side: connect, handshake,
-//! open the data connections, run and sample, collect the agent's results, build the
-//! document. Errors before the start are errors; anything that goes wrong after it
-//! still yields a document, marked partial, with what was measured.
+//! One test end to end from the controller's side: connect, handshake, open the data
+//! connections through the test's kind, drive the shared control loop, collect the
+//! agent's results, build the document. Errors before the start are errors; anything
+//! that goes wrong after it still yields a document, marked partial, with what was
+//! measured.
 
-use std::io::Write;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use sonde_engine::rr_client::{RrSocket, Target};
-use sonde_engine::sockopt::{self, SocketOptions};
+use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::{ClientEvent, ClientSession, ProtoError, Timeouts};
 use sonde_results::document::Inputs;
-use sonde_results::{
-    Direction, Document, IntervalSample, PpsSpec, Role, RrSpec, SideResult, StreamSpec, TestSpec,
-    Transport,
-};
+use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
-use crate::control::{Link, Wake};
-use crate::pps_side::PpsSide;
-use crate::rr_side::RrSide;
+use crate::control::Link;
+use crate::drive::{drive, Cut, End, Flow};
+use crate::kind::{self, OpenError};
 use crate::side::Side;
 use crate::signals::Interrupt;
-use crate::stream_side::StreamSide;
-use sonde_probe::hostwatch::HostProbe;
 
 pub const SOFTWARE: &str = concat!("sonde ", env!("CARGO_PKG_VERSION"));
 /// After the planned end, how long receivers may take to see every FIN.
 const DRAIN: Duration = Duration::from_secs(3);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -49,16 +42,10 @@ pub enum ControllerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("opening data connection {index} to {addr}: {source}")]
-    Data {
-        index: u32,
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Open(#[from] OpenError),
     #[error("interrupted before the test started")]
     Interrupted,
-    #[error("{0}")]
-    Refused(String),
 }
 
 pub struct TestRequest {
@@ -95,6 +82,7 @@ fn now_rfc3339() -> String {
 }
 
 /// Pairs the two sides' interval samples and hands each pair to the display once.
+#[derive(Default)]
 struct Pairing {
     client: Vec<IntervalSample>,
     server: Vec<IntervalSample>,
@@ -121,6 +109,8 @@ impl Pairing {
     }
 }
 
+/// Runs one test against the agent at `req.host` and builds its document. Errors before
+/// `Start` are errors; after it, whatever happens, the document holds what was measured.
 pub fn run_test(
     req: &TestRequest,
     interrupt: &Interrupt,
@@ -128,19 +118,15 @@ pub fn run_test(
 ) -> Result<Document, ControllerError> {
     let addr = resolve(&req.host, req.port)?;
     let started_at = now_rfc3339();
+    let kind = kind::of(&req.spec);
     let mut spec = req.spec.clone();
-    // pps counts header bytes by address family: the agent's address decides.
-    if let TestSpec::Pps(p) = &mut spec {
-        p.ipv6 = addr.is_ipv6();
-        p.validate()
-            .map_err(|e| ControllerError::Refused(e.to_string()))?;
-    }
+    let probe = HostProbe::for_peer(addr.ip());
+    kind.prepare(&mut spec, addr, &probe)?;
     let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
         .map_err(|source| ControllerError::Connect { addr, source })?;
     let io_err = |source| ControllerError::Io { addr, source };
-    let proto_err = |source| ControllerError::Protocol { addr, source };
     let mut link = Link::new(control).map_err(io_err)?;
-    let mut session = ClientSession::new(
+    let session = ClientSession::new(
         spec.clone(),
         SOFTWARE,
         &req.command,
@@ -148,296 +134,184 @@ pub fn run_test(
         Instant::now(),
     )
     .with_key(req.key.clone());
-
-    // Handshake until the agent is ready for data connections.
-    let mut server_command = None;
-    let (data_port, cookie) = loop {
-        link.flush(|| session.poll_transmit()).map_err(io_err)?;
-        if interrupt.is_set() {
-            return Err(ControllerError::Interrupted);
-        }
-        match link.wait(session.poll_timeout(), None).map_err(io_err)? {
-            Wake::Data(n) => session
-                .handle_bytes(link.received(n), Instant::now())
-                .map_err(proto_err)?,
-            Wake::Eof => session.handle_eof().map_err(proto_err)?,
-            _ => session.handle_timeout(Instant::now()).map_err(proto_err)?,
-        }
-        let mut ready = None;
-        while let Some(ev) = session.poll_event() {
-            match ev {
-                ClientEvent::Welcome { command, .. } => server_command = Some(command),
-                ClientEvent::Ready { data_port, cookie } => ready = Some((data_port, cookie)),
-                _ => {}
-            }
-        }
-        if let Some(r) = ready {
-            break r;
-        }
-    };
-
-    let data_addr = SocketAddr::new(addr.ip(), data_port);
-    let probe = HostProbe::for_peer(addr.ip());
-    let mut side: Box<dyn Side> = match &spec {
-        TestSpec::Stream(s) => {
-            let (conns, notes) = open_data_connections(s, data_addr, cookie)?;
-            session.start(Instant::now()).map_err(proto_err)?;
-            link.flush(|| session.poll_transmit()).map_err(io_err)?;
-            Box::new(StreamSide::start(Role::Client, s, conns, probe, notes).map_err(io_err)?)
-        }
-        TestSpec::Pps(p) => {
-            if let Some((iface, mtu)) = probe.mtu() {
-                if p.size_bytes > mtu + 14 {
-                    return Err(ControllerError::Refused(format!(
-                        "invalid --size: {} bytes exceeds {iface}'s MTU of {mtu} bytes plus its 14-byte Ethernet header (no GSO for these packets)",
-                        p.size_bytes
-                    )));
-                }
-            }
-            let flows = open_flows(p, data_addr)?;
-            session.start(Instant::now()).map_err(proto_err)?;
-            link.flush(|| session.poll_transmit()).map_err(io_err)?;
-            Box::new(
-                PpsSide::start_client(p, flows, cookie as u32, probe, Vec::new())
-                    .map_err(io_err)?,
-            )
-        }
-        TestSpec::Ping(r) | TestSpec::Rpc(r) => {
-            let (target, options) = open_rr_target(r, data_addr, cookie)?;
-            session.start(Instant::now()).map_err(proto_err)?;
-            link.flush(|| session.poll_transmit()).map_err(io_err)?;
-            Box::new(RrSide::start_client(r, target, probe, Vec::new(), options).map_err(io_err)?)
-        }
-    };
-
-    let mut pairing = Pairing {
-        client: Vec::new(),
-        server: Vec::new(),
-        shown: 0,
-    };
-    let mut error: Option<String> = None;
-    let mut server_result: Option<SideResult> = None;
-    let mut stop_sent = false;
-
-    // Run, then wait for the agent's results; any failure ends the loop with `error` set.
-    loop {
-        if interrupt.is_set() {
-            error = Some("interrupted (Ctrl-C)".into());
-            break;
-        }
-        let now = Instant::now();
-        if let Some(sample) = side.on_time(now) {
-            pairing.client.push(sample);
-            pairing.show(live, false);
-        }
-        if !stop_sent {
-            let drained = side.is_draining() && side.all_done();
-            let overdue = now > side.planned_end() + DRAIN;
-            if drained || overdue {
-                if overdue && !drained {
-                    error =
-                        Some("receivers did not see the end of every connection in time".into());
-                }
-                side.finish_senders();
-                if let Err(e) = session.stop(now) {
-                    error = Some(e.to_string());
-                    break;
-                }
-                stop_sent = true;
-            }
-        }
-        if let Err(e) = link.flush(|| session.poll_transmit()) {
-            error = Some(format!("control connection: {e}"));
-            break;
-        }
-        let deadline = [side.next_deadline(), session.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        let step = match link.wait(deadline, None) {
-            Ok(Wake::Data(n)) => session.handle_bytes(link.received(n), Instant::now()),
-            Ok(Wake::Eof) => session.handle_eof(),
-            Ok(_) => session.handle_timeout(Instant::now()),
-            Err(e) => Err(ProtoError::Closed(
-                if e.kind() == std::io::ErrorKind::ConnectionReset {
-                    "running the test"
-                } else {
-                    "reading"
-                },
-            )),
-        };
-        while let Some(ev) = session.poll_event() {
-            match ev {
-                ClientEvent::Interval(s) => pairing.server.push(s),
-                ClientEvent::Results(r) => server_result = Some(*r),
-                _ => {}
-            }
-        }
-        pairing.show(live, false);
-        if let Err(e) = step {
-            error = Some(format!("agent at {addr}: {e}"));
-            break;
-        }
-        if session.is_done() {
-            break;
-        }
-    }
-    pairing.show(live, true);
-    drop(link);
-    let client_result = side.into_result(error.is_some());
-    Ok(Document::build(Inputs {
-        spec: &spec,
-        command: req.command.clone(),
-        server_command,
-        server_address: addr.to_string(),
-        started_at,
-        software: SOFTWARE.into(),
-        client: &client_result,
-        server: server_result.as_ref(),
-        client_intervals: &pairing.client,
-        server_intervals: &pairing.server,
-        error,
-    }))
+    let mut run = Running::new(session, addr, live);
+    let (data_port, cookie) = run.handshake(&mut link, interrupt)?;
+    let opened = kind.open_client(&spec, SocketAddr::new(addr.ip(), data_port), cookie)?;
+    run.start(&mut link)?;
+    let side = opened.start(probe).map_err(io_err)?;
+    Ok(run.conclude(
+        link,
+        side,
+        interrupt,
+        Record {
+            spec: &spec,
+            command: &req.command,
+            started_at,
+        },
+    ))
 }
 
-type DataConns = (Vec<(u32, Direction, TcpStream)>, Vec<String>);
+/// What the document records about the run besides the measurements.
+pub struct Record<'a> {
+    pub spec: &'a TestSpec,
+    pub command: &'a str,
+    pub started_at: String,
+}
 
-/// Connects one data connection and sends its header.
-fn connect_data(
+/// The controller's end of a test: its session, what the agent sent, and the display.
+pub struct Running<'a> {
+    session: ClientSession,
     addr: SocketAddr,
-    opts: &SocketOptions,
-    cookie: u64,
-    index: u32,
-) -> Result<(TcpStream, Vec<String>), ControllerError> {
-    let err = |source| ControllerError::Data {
-        index,
-        addr,
-        source,
-    };
-    let (mut s, notes) = sockopt::connect(addr, opts, CONNECT_TIMEOUT).map_err(err)?;
-    let mut header = [0u8; DATA_HEADER_BYTES];
-    header[..8].copy_from_slice(&cookie.to_be_bytes());
-    header[8..].copy_from_slice(&index.to_be_bytes());
-    s.write_all(&header).map_err(err)?;
-    Ok((s, notes))
+    pairing: Pairing,
+    live: &'a mut dyn FnMut(LiveInterval<'_>),
+    server_command: Option<String>,
+    server_result: Option<SideResult>,
+    stop_sent: bool,
+    /// Why the test ended early, for the document.
+    error: Option<String>,
 }
 
-/// One UDP socket per flow, each on its own source port, connected to the agent.
-fn open_flows(spec: &PpsSpec, addr: SocketAddr) -> Result<Vec<UdpSocket>, ControllerError> {
-    let bind: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
+impl<'a> Running<'a> {
+    pub fn new(
+        session: ClientSession,
+        addr: SocketAddr,
+        live: &'a mut dyn FnMut(LiveInterval<'_>),
+    ) -> Running<'a> {
+        Running {
+            session,
+            addr,
+            pairing: Pairing::default(),
+            live,
+            server_command: None,
+            server_result: None,
+            stop_sent: false,
+            error: None,
+        }
     }
-    .parse()
-    .expect("literal");
-    (0..spec.flows)
-        .map(|index| {
-            let err = |source| ControllerError::Data {
-                index,
-                addr,
-                source,
-            };
-            let s = UdpSocket::bind(bind).map_err(err)?;
-            s.connect(addr).map_err(err)?;
-            Ok(s)
+
+    /// Hello to Ready: the agent's data port and the test's cookie.
+    pub fn handshake(
+        &mut self,
+        link: &mut Link,
+        interrupt: &Interrupt,
+    ) -> Result<(u16, u64), ControllerError> {
+        let addr = self.addr;
+        loop {
+            link.send(&mut self.session)
+                .map_err(|source| ControllerError::Io { addr, source })?;
+            if interrupt.is_set() {
+                return Err(ControllerError::Interrupted);
+            }
+            link.step(&mut self.session, None, None)
+                .map_err(|source| ControllerError::Protocol { addr, source })?;
+            let mut ready = None;
+            while let Some(ev) = self.session.poll_event() {
+                match ev {
+                    ClientEvent::Welcome { command, .. } => self.server_command = Some(command),
+                    ClientEvent::Ready { data_port, cookie } => ready = Some((data_port, cookie)),
+                    _ => {}
+                }
+            }
+            if let Some(r) = ready {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Sends `Start`: the data endpoints are open, the workers start next.
+    pub fn start(&mut self, link: &mut Link) -> Result<(), ControllerError> {
+        let addr = self.addr;
+        self.session
+            .start(Instant::now())
+            .map_err(|source| ControllerError::Protocol { addr, source })?;
+        link.send(&mut self.session)
+            .map_err(|source| ControllerError::Io { addr, source })
+    }
+
+    /// Drives the started `side` to the agent's results, then builds the document from
+    /// both sides, partial if the test was cut.
+    pub fn conclude(
+        mut self,
+        mut link: Link,
+        mut side: Box<dyn Side>,
+        interrupt: &Interrupt,
+        record: Record<'_>,
+    ) -> Document {
+        if let Err(cut) = drive(&mut link, &mut self, side.as_mut(), interrupt) {
+            let addr = self.addr;
+            self.error.get_or_insert_with(|| match cut {
+                Cut::Interrupted => "interrupted (Ctrl-C)".into(),
+                Cut::Write(e) => format!("control connection: {e}"),
+                Cut::Session(e) => format!("agent at {addr}: {e}"),
+                Cut::Local(why) => why,
+            });
+        }
+        self.pairing.show(self.live, true);
+        drop(link);
+        let client = side.into_result(self.error.is_some());
+        Document::build(Inputs {
+            spec: record.spec,
+            command: record.command.to_string(),
+            server_command: self.server_command,
+            server_address: self.addr.to_string(),
+            started_at: record.started_at,
+            software: SOFTWARE.into(),
+            client: &client,
+            server: self.server_result.as_ref(),
+            client_intervals: &self.pairing.client,
+            server_intervals: &self.pairing.server,
+            error: self.error,
         })
-        .collect()
+    }
 }
 
-/// The sockets of a request/response test, and the socket options applied to them.
-fn open_rr_target(
-    spec: &RrSpec,
-    addr: SocketAddr,
-    cookie: u64,
-) -> Result<(Target, Vec<String>), ControllerError> {
-    let opts = SocketOptions {
-        nodelay: true,
-        ..Default::default()
-    };
-    if spec.connect_per_request {
-        let target = Target::ConnectPerRequest {
-            addr,
-            opts,
-            connections: spec.connections as usize,
-        };
-        return Ok((target, vec!["TCP_NODELAY".into()]));
+impl End for Running<'_> {
+    type S = ClientSession;
+
+    fn session(&mut self) -> &mut ClientSession {
+        &mut self.session
     }
-    let mut sockets = Vec::new();
-    let mut options = Vec::new();
-    for index in 0..spec.connections {
-        let err = |source| ControllerError::Data {
-            index,
-            addr,
-            source,
-        };
-        let (fd, sock) = match spec.transport {
-            Transport::Tcp => {
-                let (s, _) = connect_data(addr, &opts, cookie, index)?;
-                (s.as_raw_fd(), RrSocket::Tcp(s))
+
+    fn on_sample(&mut self, sample: IntervalSample) -> Result<(), Cut> {
+        self.pairing.client.push(sample);
+        self.pairing.show(self.live, false);
+        Ok(())
+    }
+
+    /// Says stop once this side's receivers have drained, or when they are overdue.
+    fn on_turn(&mut self, side: &mut dyn Side, now: Instant) -> Result<(), Cut> {
+        if self.stop_sent {
+            return Ok(());
+        }
+        let drained = side.is_draining() && side.all_done();
+        let overdue = now > side.planned_end() + DRAIN;
+        if drained || overdue {
+            if overdue && !drained {
+                self.error =
+                    Some("receivers did not see the end of every connection in time".into());
             }
-            Transport::Udp => {
-                let bind: SocketAddr = if addr.is_ipv4() {
-                    "0.0.0.0:0"
-                } else {
-                    "[::]:0"
-                }
-                .parse()
-                .expect("literal");
-                let u = UdpSocket::bind(bind).map_err(err)?;
-                u.connect(addr).map_err(err)?;
-                (u.as_raw_fd(), RrSocket::Udp(u))
+            side.finish_senders();
+            self.session
+                .stop(now)
+                .map_err(|e| Cut::Local(e.to_string()))?;
+            self.stop_sent = true;
+        }
+        Ok(())
+    }
+
+    fn on_events(&mut self) -> Flow {
+        while let Some(ev) = self.session.poll_event() {
+            match ev {
+                ClientEvent::Interval(s) => self.pairing.server.push(s),
+                ClientEvent::Results(r) => self.server_result = Some(*r),
+                _ => {}
             }
-        };
-        let mut applied = if spec.transport == Transport::Tcp {
-            vec!["TCP_NODELAY".to_string()]
+        }
+        self.pairing.show(self.live, false);
+        if self.session.is_done() {
+            Flow::Done
         } else {
-            Vec::new()
-        };
-        if let Some(us) = spec.busy_poll_us {
-            applied.extend(sockopt::set_busy_poll(fd, us));
+            Flow::Go
         }
-        if index == 0 {
-            options = applied;
-        }
-        sockets.push(sock);
     }
-    Ok((Target::Sockets(sockets), options))
 }
-
-/// Opens every data connection; each begins with the cookie and its test-wide index.
-fn open_data_connections(
-    spec: &StreamSpec,
-    addr: SocketAddr,
-    cookie: u64,
-) -> Result<DataConns, ControllerError> {
-    let opts = SocketOptions {
-        congestion: spec.congestion.clone(),
-        nodelay: spec.nodelay,
-        sndbuf_bytes: spec.sndbuf_bytes,
-        rcvbuf_bytes: spec.rcvbuf_bytes,
-    };
-    let mut conns = Vec::new();
-    let mut notes = Vec::new();
-    for index in 0..spec.total_connections() {
-        let dir = spec.direction_of(index);
-        let err = |source| ControllerError::Data {
-            index,
-            addr,
-            source,
-        };
-        let (mut s, n) = sockopt::connect(addr, &opts, CONNECT_TIMEOUT).map_err(err)?;
-        let mut header = [0u8; DATA_HEADER_BYTES];
-        header[..8].copy_from_slice(&cookie.to_be_bytes());
-        header[8..].copy_from_slice(&index.to_be_bytes());
-        s.write_all(&header).map_err(err)?;
-        if index == 0 {
-            notes.extend(n);
-        }
-        conns.push((index, dir, s));
-    }
-    Ok((conns, notes))
-}
-
-/// Cookie (8 bytes) and connection index (4 bytes), big-endian.
-pub const DATA_HEADER_BYTES: usize = 12;

@@ -1,13 +1,17 @@
 //! The run layer: one test between a controller and an agent, from the handshake to the
-//! result document.
+//! result document. The controller and the agent share one control loop ([`drive`]) and
+//! talk to test kinds through one seam ([`kind`]); each kind's sides talk to their data
+//! plane through an engine trait, so that a side runs against a fake engine in tests.
 
 pub mod agent;
 pub mod control;
 pub mod controller;
-pub mod pps_side;
-pub mod rr_side;
+pub mod drive;
+pub mod kind;
 pub mod schedule;
 pub mod search;
 pub mod side;
 pub mod signals;
-pub mod stream_side;
+
+#[cfg(test)]
+mod tests;

@@ -8,6 +8,17 @@
 use sonde_results::document::{SearchEnd, Trial};
 use sonde_results::{Document, PpsSpec, TestSpec};
 
+/// What a trial's runner may fail with.
+pub type TrialError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("trial {trial} ended without figures: {why}")]
+    NoFigures { trial: usize, why: String },
+    #[error(transparent)]
+    Trial(TrialError),
+}
+
 /// Most trials a search may run: bisection from ~1 Mpps to 1 % takes fewer.
 const MAX_TRIALS: usize = 24;
 
@@ -59,7 +70,7 @@ struct Passed {
 struct Searcher<'a> {
     base: &'a PpsSpec,
     params: &'a SearchParams,
-    run: &'a mut dyn FnMut(&TestSpec) -> anyhow::Result<Document>,
+    run: &'a mut dyn FnMut(&TestSpec) -> Result<Document, TrialError>,
     on_trial: &'a mut dyn FnMut(&Trial),
     trials: Vec<Trial>,
 }
@@ -70,18 +81,21 @@ impl Searcher<'_> {
         &mut self,
         rate: Option<f64>,
         verification: bool,
-    ) -> anyhow::Result<(Trial, Document)> {
+    ) -> Result<(Trial, Document), SearchError> {
         let spec = PpsSpec {
             rate_pps: rate,
             ..self.base.clone()
         };
-        let doc = (self.run)(&TestSpec::Pps(spec))?;
+        let doc = (self.run)(&TestSpec::Pps(spec)).map_err(SearchError::Trial)?;
         let Some(mut t) = trial_of(&doc, rate, self.params.max_loss_percent) else {
-            anyhow::bail!(
-                "trial {} ended without figures: {}",
-                self.trials.len() + 1,
-                doc.end.error.as_deref().unwrap_or("unknown error")
-            );
+            return Err(SearchError::NoFigures {
+                trial: self.trials.len() + 1,
+                why: doc
+                    .end
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "unknown error".into()),
+            });
         };
         t.verification = verification;
         (self.on_trial)(&t);
@@ -92,7 +106,11 @@ impl Searcher<'_> {
     /// Runs one step at `rate` (`None`: unthrottled): `trials_per_step` trials, stopping
     /// at the first failure, each passing one whose sender fell short run again up to
     /// `SHORT_RETRIES` times. Returns the worst trial and its document.
-    fn step(&mut self, rate: Option<f64>, verification: bool) -> anyhow::Result<(Trial, Document)> {
+    fn step(
+        &mut self,
+        rate: Option<f64>,
+        verification: bool,
+    ) -> Result<(Trial, Document), SearchError> {
         let mut worst: Option<(Trial, Document)> = None;
         for _ in 0..self.params.trials_per_step.max(1) {
             let (mut t, mut doc) = self.trial(rate, verification)?;
@@ -127,9 +145,9 @@ impl Searcher<'_> {
 pub fn search(
     base: &PpsSpec,
     params: &SearchParams,
-    run: &mut dyn FnMut(&TestSpec) -> anyhow::Result<Document>,
+    run: &mut dyn FnMut(&TestSpec) -> Result<Document, TrialError>,
     on_trial: &mut dyn FnMut(&Trial),
-) -> anyhow::Result<(SearchEnd, Document)> {
+) -> Result<(SearchEnd, Document), SearchError> {
     let mut s = Searcher {
         base,
         params,
@@ -218,15 +236,18 @@ pub fn search(
 mod tests {
     use super::*;
     use sonde_results::document::CpuFigures;
-    use sonde_results::document::{End, PacketsEnd, PpsEndSide, Start};
+    use sonde_results::document::{End, MeasuredBy, PacketsEnd, PpsEndSide, Start};
     use sonde_results::side::Role;
 
     fn side(role: Role, pps: f64) -> PpsEndSide {
         PpsEndSide {
-            measured_by: role,
-            host: "h".into(),
-            threads: 1,
-            pinned_cpus: None,
+            by: MeasuredBy {
+                measured_by: role,
+                host: "h".into(),
+                engine: None,
+                threads: 1,
+                pinned_cpus: None,
+            },
             poll: "block".into(),
             seconds: 1.0,
             packets: pps as u64,

@@ -41,6 +41,11 @@ impl Interrupt {
         Interrupt(flag)
     }
 
+    /// A flag no signal sets: for a test, or a library caller with its own handling.
+    pub fn none() -> Interrupt {
+        Interrupt(Arc::new(AtomicBool::new(false)))
+    }
+
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }

@@ -204,7 +204,7 @@ impl PpsArgs {
             });
         }
         let (tx_threads, flows) =
-            sonde_run::side::pps_threads(self.tx_threads, self.rx_threads, self.flows, self.gso);
+            sonde_engine::pps_threads(self.tx_threads, self.rx_threads, self.flows, self.gso);
         let spec = PpsSpec {
             size_bytes: self.size,
             tx_threads,
@@ -569,8 +569,8 @@ impl RpcArgs {
             connect_per_request: self.crr,
             ..self.common.base(
                 poll,
-                sonde_run::side::worker_threads(
-                    sonde_run::side::Work::RequestResponse,
+                sonde_engine::worker_threads(
+                    sonde_engine::Work::RequestResponse,
                     self.threads,
                     self.connections as usize,
                 ),
@@ -811,8 +811,8 @@ impl StreamArgs {
             rcvbuf_bytes: self.rcvbuf,
             client_cpus: client_cpus(
                 &self.cpus,
-                sonde_run::side::worker_threads(
-                    sonde_run::side::Work::Stream,
+                sonde_engine::worker_threads(
+                    sonde_engine::Work::Stream,
                     self.threads,
                     self.connections as usize * if self.bidir { 2 } else { 1 },
                 ),

@@ -305,7 +305,7 @@ fn pps(a: &PpsArgs, command: String, interrupt: &signals::Interrupt) -> anyhow::
             &params,
             &mut |s| {
                 if interrupt.is_set() {
-                    anyhow::bail!("interrupted");
+                    return Err("interrupted".into());
                 }
                 Ok(run(s, false)?)
             },

@@ -2,26 +2,25 @@
 //! the host observed over the same window. The sender's count and the receiver's are both
 //! kept: as in published testpmd reports, the receiver's is the honest one.
 
-use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use sonde_engine::pps::{PpsReceiver, PpsSender, RxPlan, TxPlan};
+use sonde_engine::Placement;
 use sonde_probe::cpustat::{self, CpuSnapshot};
+use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 use sonde_probe::udp;
 use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
 
-use crate::rr_side::poll_of;
+use super::engine::{RxEngine, TxEngine};
 use crate::schedule::{Schedule, Tick};
-use crate::side::worker_cpus;
-use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
+use crate::side::Side;
 
 /// After the controller's Stop, how long packets still in flight may arrive.
 const RX_DRAIN: Duration = Duration::from_millis(200);
 
 enum Engine {
-    Tx(PpsSender),
+    Tx(Box<dyn TxEngine>),
     Rx {
-        receiver: PpsReceiver,
+        receiver: Box<dyn RxEngine>,
         port: u16,
         drops_at_start: Option<u64>,
     },
@@ -52,7 +51,7 @@ impl PpsSide {
         engine: Engine,
         probe: HostProbe,
         mut notes: Vec<String>,
-        threads: usize,
+        placement: Placement,
     ) -> PpsSide {
         let ms = Duration::from_millis;
         let schedule = Schedule::new(
@@ -63,19 +62,14 @@ impl PpsSide {
             Duration::ZERO,
         );
         notes.extend(probe.notes().iter().cloned());
-        let cpus = if role == Role::Client {
-            &spec.client_cpus
-        } else {
-            &spec.server_cpus
-        };
         PpsSide {
             role,
             spec: spec.clone(),
             engine,
             probe,
             notes,
-            threads,
-            pinned_cpus: worker_cpus(cpus.as_ref(), threads),
+            threads: placement.threads,
+            pinned_cpus: placement.pinned(),
             schedule,
             start_snap: None,
             end_snap: None,
@@ -86,47 +80,26 @@ impl PpsSide {
         }
     }
 
-    /// Starts the senders now; they stop by themselves at the end of the window.
-    pub fn start_client(
+    /// The side of senders that have just started.
+    pub fn client(
         spec: &PpsSpec,
-        flows: Vec<UdpSocket>,
-        cookie: u32,
+        sender: Box<dyn TxEngine>,
+        placement: Placement,
         probe: HostProbe,
-        notes: Vec<String>,
-    ) -> std::io::Result<PpsSide> {
-        let threads = (spec.tx_threads as usize).min(flows.len());
-        let stop_at = Instant::now() + Duration::from_millis(spec.warmup_ms + spec.duration_ms);
-        let plan = TxPlan {
-            threads,
-            cpus: spec.client_cpus.clone(),
-            payload_bytes: spec.payload_bytes() as usize,
-            batch: spec.batch as usize,
-            rate_pps: spec.rate_pps,
-            stop_at,
-            cookie,
-            gso: spec.gso,
-        };
-        let sender = PpsSender::spawn(flows, plan)?;
-        Ok(PpsSide::new(
-            Role::Client,
-            spec,
-            Engine::Tx(sender),
-            probe,
-            notes,
-            threads,
-        ))
+    ) -> PpsSide {
+        let engine = Engine::Tx(sender);
+        PpsSide::new(Role::Client, spec, engine, probe, Vec::new(), placement)
     }
 
-    /// Starts the receivers now, one per socket of the SO_REUSEPORT group on `port`.
-    pub fn start_server(
+    /// The side of receivers that have just started on the socket group bound to `port`.
+    pub fn server(
         spec: &PpsSpec,
-        sockets: Vec<UdpSocket>,
+        receiver: Box<dyn RxEngine>,
         port: u16,
-        cookie: u32,
+        placement: Placement,
         probe: HostProbe,
         mut notes: Vec<String>,
-    ) -> std::io::Result<PpsSide> {
-        let threads = sockets.len();
+    ) -> PpsSide {
         let drops_at_start = match udp::drops_on_port(probe.root(), port) {
             Ok(d) => Some(d),
             Err(e) => {
@@ -134,26 +107,12 @@ impl PpsSide {
                 None
             }
         };
-        let plan = RxPlan {
-            cpus: spec.server_cpus.clone(),
-            batch: spec.batch as usize,
-            poll: poll_of(spec.poll),
-            flows: spec.flows as usize,
-            cookie,
+        let engine = Engine::Rx {
+            receiver,
+            port,
+            drops_at_start,
         };
-        let receiver = PpsReceiver::spawn(sockets, plan)?;
-        Ok(PpsSide::new(
-            Role::Server,
-            spec,
-            Engine::Rx {
-                receiver,
-                port,
-                drops_at_start,
-            },
-            probe,
-            notes,
-            threads,
-        ))
+        PpsSide::new(Role::Server, spec, engine, probe, notes, placement)
     }
 
     /// Packets sent (client) or received (agent) so far.
@@ -161,24 +120,6 @@ impl PpsSide {
         match &self.engine {
             Engine::Tx(s) => s.counts().0,
             Engine::Rx { receiver, .. } => receiver.counts().0,
-        }
-    }
-
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.schedule.next_deadline()
-    }
-
-    pub fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
-        match self.schedule.poll(now)? {
-            Tick::Open => {
-                let snap = self.probe.snapshot();
-                self.last_cpu = snap.cpu.clone();
-                self.last_count = self.count();
-                self.last_at = snap.at;
-                self.start_snap = Some((snap, self.last_count));
-                None
-            }
-            Tick::Interval { k, last } => Some(self.sample(k, last, false)),
         }
     }
 
@@ -207,33 +148,47 @@ impl PpsSide {
         self.last_at = now;
         sample
     }
+}
 
+impl Side for PpsSide {
+    fn next_deadline(&self) -> Option<Instant> {
+        self.schedule.next_deadline()
+    }
+    fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
+        match self.schedule.poll(now)? {
+            Tick::Open => {
+                let snap = self.probe.snapshot();
+                self.last_cpu = snap.cpu.clone();
+                self.last_count = self.count();
+                self.last_at = snap.at;
+                self.start_snap = Some((snap, self.last_count));
+                None
+            }
+            Tick::Interval { k, last } => Some(self.sample(k, last, false)),
+        }
+    }
     /// The controller said stop while an interval was open (this side started a little
     /// after it): that interval is closed now, marked partial, so that it is not lost.
-    pub fn cut_interval(&mut self) -> Option<IntervalSample> {
+    fn cut_interval(&mut self) -> Option<IntervalSample> {
         let k = self.schedule.cut()?;
         Some(self.sample(k, true, true))
     }
-
-    pub fn is_draining(&self) -> bool {
+    fn is_draining(&self) -> bool {
         self.schedule.is_over()
     }
-
     /// Senders: all have stopped. Receivers: the drain time after Stop has passed.
-    pub fn all_done(&self) -> bool {
+    fn all_done(&self) -> bool {
         match &self.engine {
             Engine::Tx(s) => s.all_done(),
             Engine::Rx { .. } => self.stop_requested.is_some_and(|t| t.elapsed() >= RX_DRAIN),
         }
     }
-
-    pub fn planned_end(&self) -> Instant {
+    fn planned_end(&self) -> Instant {
         self.schedule.window_end
     }
-
     /// The controller ended the test (or asked to stop). A window still open because this
     /// side started a little after the controller is closed now: that skew is not a cut.
-    pub fn finish_senders(&mut self) {
+    fn finish_senders(&mut self) {
         if let Engine::Tx(s) = &self.engine {
             s.abort();
         }
@@ -242,8 +197,7 @@ impl PpsSide {
         }
         self.stop_requested.get_or_insert_with(Instant::now);
     }
-
-    pub fn into_result(mut self, mut partial: bool) -> SideResult {
+    fn into_result(mut self: Box<Self>, mut partial: bool) -> SideResult {
         partial |= self.start_snap.is_none() || self.end_snap.is_none();
         let start = self
             .start_snap
@@ -291,6 +245,10 @@ impl PpsSide {
             notes,
             partial,
         );
+        result.engine = Some(match &self.engine {
+            Engine::Tx(s) => s.name().into(),
+            Engine::Rx { receiver, .. } => receiver.name().into(),
+        });
         result.pps = Some(PpsResult {
             size_bytes: self.spec.size_bytes,
             packets: end.1 - start.1,

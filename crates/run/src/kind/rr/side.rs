@@ -7,26 +7,23 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use sonde_engine::rr_client::{ClientPlan, RrClient, Target};
-use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
-use sonde_engine::wait::Poll;
+use sonde_engine::Placement;
 use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_results::latency::{merge, new_histogram};
-use sonde_results::{IntervalSample, LatencySummary, PollMode, Role, RrResult, RrSpec, SideResult};
-
-use crate::schedule::{Schedule, Tick};
-use crate::side::{worker_cpus, worker_threads, Work};
 use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
+use sonde_results::latency::{merge, new_histogram};
+use sonde_results::{IntervalSample, LatencySummary, Role, RrResult, RrSpec, SideResult};
+
+use super::engine::{EchoEngine, RequestEngine, DRAIN};
+use crate::schedule::{Schedule, Tick};
+use crate::side::Side;
 
 /// The client reports interval k this long after it ends, so that every worker has handed
 /// over its histogram (workers do so at their first response after the boundary).
 const GRACE: Duration = Duration::from_millis(20);
-/// After the last request, how long answers may still arrive.
-const DRAIN: Duration = Duration::from_secs(2);
-
-enum Engine {
-    Client(RrClient),
-    Server(RrServer),
+/// The workers this side runs.
+pub enum Engine {
+    Client(Box<dyn RequestEngine>),
+    Server(Box<dyn EchoEngine>),
 }
 
 pub struct RrSide {
@@ -53,35 +50,30 @@ pub struct RrSide {
 }
 
 /// What a side is made of besides its spec.
-struct Parts {
-    engine: Engine,
-    started: Instant,
-    probe: HostProbe,
-    threads: usize,
-    pinned_cpus: Option<Vec<usize>>,
-    notes: Vec<String>,
-    socket_options: Vec<String>,
-}
-
-pub fn poll_of(mode: PollMode) -> Poll {
-    match mode {
-        PollMode::Block => Poll::Block,
-        PollMode::Busy => Poll::Busy,
-        PollMode::Hybrid { spin_us } => Poll::Hybrid(Duration::from_micros(spin_us as u64)),
-    }
+pub struct Parts {
+    pub engine: Engine,
+    /// When the workers started: the test's clock.
+    pub started: Instant,
+    pub probe: HostProbe,
+    pub placement: Placement,
+    pub notes: Vec<String>,
+    pub socket_options: Vec<String>,
 }
 
 impl RrSide {
-    fn new(role: Role, spec: &RrSpec, parts: Parts) -> RrSide {
+    pub fn new(spec: &RrSpec, parts: Parts) -> RrSide {
         let Parts {
             engine,
             started,
             probe,
-            threads,
-            pinned_cpus,
+            placement,
             mut notes,
             socket_options,
         } = parts;
+        let role = match engine {
+            Engine::Client(_) => Role::Client,
+            Engine::Server(_) => Role::Server,
+        };
         let grace = if role == Role::Client {
             GRACE
         } else {
@@ -103,8 +95,8 @@ impl RrSide {
             probe,
             notes,
             socket_options,
-            threads,
-            pinned_cpus,
+            threads: placement.threads,
+            pinned_cpus: placement.pinned(),
             stop_sending_at: schedule.window_end + ms(spec.cooldown_ms),
             schedule,
             start_snap: None,
@@ -118,97 +110,11 @@ impl RrSide {
         }
     }
 
-    /// Starts the request workers now (the controller has just sent `Start`).
-    pub fn start_client(
-        spec: &RrSpec,
-        target: Target,
-        probe: HostProbe,
-        notes: Vec<String>,
-        socket_options: Vec<String>,
-    ) -> std::io::Result<RrSide> {
-        let started = Instant::now();
-        let units = spec.connections as usize;
-        let threads = worker_threads(Work::RequestResponse, spec.client_threads, units);
-        let pinned_cpus = worker_cpus(spec.client_cpus.as_ref(), threads);
-        let window_start = started + Duration::from_millis(spec.warmup_ms);
-        let window_end = window_start + Duration::from_millis(spec.duration_ms);
-        let stop = window_end + Duration::from_millis(spec.cooldown_ms);
-        let plan = ClientPlan {
-            threads,
-            cpus: spec.client_cpus.clone(),
-            request_bytes: spec.request_bytes as usize,
-            response_bytes: spec.response_bytes as usize,
-            window: spec.window as usize,
-            poll: poll_of(spec.poll),
-            pace: spec
-                .rate_per_s
-                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r)),
-            open_loop: spec.open_loop,
-            window_start,
-            window_end,
-            interval: Duration::from_millis(spec.interval_ms),
-            stop_sending_at: stop,
-            drain_until: stop + DRAIN,
-            udp_loss_timeout: Duration::from_secs(1),
-        };
-        let client = RrClient::spawn(target, plan)?;
-        Ok(RrSide::new(
-            Role::Client,
-            spec,
-            Parts {
-                engine: Engine::Client(client),
-                started,
-                probe,
-                threads,
-                pinned_cpus,
-                notes,
-                socket_options,
-            },
-        ))
-    }
-
-    /// Starts the echo workers now (the agent has just received `Start`).
-    pub fn start_server(
-        spec: &RrSpec,
-        target: ServerTarget,
-        probe: HostProbe,
-        notes: Vec<String>,
-        socket_options: Vec<String>,
-    ) -> std::io::Result<RrSide> {
-        let started = Instant::now();
-        let units = match &target {
-            ServerTarget::Sockets(s) => s.len(),
-            _ => 1,
-        };
-        let threads = worker_threads(Work::RequestResponse, spec.server_threads, units);
-        let pinned_cpus = worker_cpus(spec.server_cpus.as_ref(), threads);
-        let plan = ServerPlan {
-            threads,
-            cpus: spec.server_cpus.clone(),
-            request_bytes: spec.request_bytes as usize,
-            response_bytes: spec.response_bytes as usize,
-            poll: poll_of(spec.poll),
-            stall: spec.server_stall.map(|s| {
-                (
-                    started + Duration::from_millis(s.after_ms),
-                    Duration::from_millis(s.stall_ms),
-                )
-            }),
-        };
-        let server = RrServer::spawn(target, plan)?;
-        Ok(RrSide::new(
-            Role::Server,
-            spec,
-            Parts {
-                engine: Engine::Server(server),
-                started,
-                probe,
-                threads,
-                pinned_cpus,
-                notes,
-                socket_options,
-            },
-        ))
+    fn engine_name(&self) -> &'static str {
+        match &self.engine {
+            Engine::Client(c) => c.name(),
+            Engine::Server(s) => s.name(),
+        }
     }
 
     /// Client: responses received; server: responses sent (monotonic).
@@ -217,12 +123,6 @@ impl RrSide {
             Engine::Client(c) => c.counts().1,
             Engine::Server(s) => s.answered(),
         }
-    }
-
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.schedule
-            .next_deadline()
-            .or((!self.stopped).then_some(self.stop_sending_at))
     }
 
     fn drain_histograms(&mut self) {
@@ -235,31 +135,6 @@ impl RrSide {
                         self.pending.insert(idx, h);
                     }
                 }
-            }
-        }
-    }
-
-    pub fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
-        match self.schedule.poll(now) {
-            Some(Tick::Open) => {
-                let snap = self.probe.snapshot();
-                self.last_cpu = snap.cpu.clone();
-                self.last_count = self.count();
-                self.last_at = snap.at;
-                self.start_snap = Some((snap, self.last_count));
-                None
-            }
-            Some(Tick::Interval { k, last }) => {
-                if last {
-                    self.end_snap = Some((self.probe.snapshot(), self.count()));
-                }
-                Some(self.sample(k, false))
-            }
-            None => {
-                if self.schedule.is_over() && now >= self.stop_sending_at {
-                    self.stopped = true;
-                }
-                None
             }
         }
     }
@@ -307,42 +182,68 @@ impl RrSide {
         self.last_at = now;
         s
     }
+}
 
+impl Side for RrSide {
+    fn next_deadline(&self) -> Option<Instant> {
+        self.schedule
+            .next_deadline()
+            .or((!self.stopped).then_some(self.stop_sending_at))
+    }
+    fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
+        match self.schedule.poll(now) {
+            Some(Tick::Open) => {
+                let snap = self.probe.snapshot();
+                self.last_cpu = snap.cpu.clone();
+                self.last_count = self.count();
+                self.last_at = snap.at;
+                self.start_snap = Some((snap, self.last_count));
+                None
+            }
+            Some(Tick::Interval { k, last }) => {
+                if last {
+                    self.end_snap = Some((self.probe.snapshot(), self.count()));
+                }
+                Some(self.sample(k, false))
+            }
+            None => {
+                if self.schedule.is_over() && now >= self.stop_sending_at {
+                    self.stopped = true;
+                }
+                None
+            }
+        }
+    }
     /// The controller said stop while an interval was open (this side started a little
     /// after it): that interval is closed now, marked partial, so that it is not lost.
-    pub fn cut_interval(&mut self) -> Option<IntervalSample> {
+    fn cut_interval(&mut self) -> Option<IntervalSample> {
         let k = self.schedule.cut()?;
         self.end_snap = Some((self.probe.snapshot(), self.count()));
         Some(self.sample(k, true))
     }
-
-    pub fn is_draining(&self) -> bool {
+    fn is_draining(&self) -> bool {
         self.stopped
     }
-
     /// Client: every request worker has ended. Agent: the controller said stop (it does
     /// so only once all its requests were answered).
-    pub fn all_done(&self) -> bool {
+    fn all_done(&self) -> bool {
         match &self.engine {
             Engine::Client(c) => c.all_done(),
             Engine::Server(s) => self.stopped || s.all_done(),
         }
     }
-
-    pub fn planned_end(&self) -> Instant {
+    fn planned_end(&self) -> Instant {
         self.stop_sending_at + DRAIN
     }
-
     /// The controller ended the test. A window still open because this side started a
     /// little after the controller is closed now: that skew is not a cut.
-    pub fn finish_senders(&mut self) {
+    fn finish_senders(&mut self) {
         if self.start_snap.is_some() && self.end_snap.is_none() {
             self.end_snap = Some((self.probe.snapshot(), self.count()));
         }
         self.stopped = true;
     }
-
-    pub fn into_result(mut self, mut partial: bool) -> SideResult {
+    fn into_result(mut self: Box<Self>, mut partial: bool) -> SideResult {
         // A window that never opened or closed (test cut short) is closed now.
         partial |= self.start_snap.is_none() || self.end_snap.is_none();
         let start = match self.start_snap.take() {
@@ -398,6 +299,7 @@ impl RrSide {
             notes,
             partial,
         );
+        result.engine = Some(self.engine_name().into());
         result.rr = Some(RrResult {
             poll: self.spec.poll.label(),
             messages,

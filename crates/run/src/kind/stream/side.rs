@@ -1,23 +1,21 @@
-//! One side of a stream test: runs the engine's workers and samples them and the host on a
-//! schedule. The caller (controller or agent) owns the control loop and calls
-//! [`StreamSide::on_time`] when [`StreamSide::next_deadline`] passes; the window's edges
-//! are snapshots of monotonic counters, and every rate divides by measured time, not by
-//! the nominal duration.
+//! One side of a stream test: samples the engine's workers and the host on a schedule.
+//! The caller (controller or agent) owns the control loop and calls `on_time` when
+//! `next_deadline` passes; the window's edges are snapshots of monotonic counters, and
+//! every rate divides by measured time, not by the nominal duration.
 
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
-use sonde_engine::{StreamConn, StreamWorkers, WorkerPlan};
+use sonde_engine::Placement;
 use sonde_probe::cpustat::{self, CpuSnapshot};
-
-use crate::side::{worker_cpus, worker_threads, Work};
 use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 use sonde_results::{
     ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
     Transfer,
 };
+
+use super::StreamEngine;
+use crate::side::Side;
 
 /// Counters of every connection at one instant.
 #[derive(Clone)]
@@ -40,7 +38,7 @@ enum Phase {
 pub struct StreamSide {
     role: Role,
     spec: StreamSpec,
-    workers: StreamWorkers,
+    workers: Box<dyn StreamEngine>,
     /// Test-wide index and direction of each connection, in worker order.
     conns: Vec<(u32, Direction)>,
     pinned_cpus: Option<Vec<usize>>,
@@ -56,43 +54,26 @@ pub struct StreamSide {
 }
 
 impl StreamSide {
-    /// Starts the workers at once: the caller has just sent or received `Start`.
+    /// The side of workers that have just started (the caller has just sent or received
+    /// `Start`): `conns` gives each connection's test-wide index and direction, in the
+    /// engine's order.
     pub fn start(
         role: Role,
         spec: &StreamSpec,
-        conns: Vec<(u32, Direction, TcpStream)>,
+        conns: Vec<(u32, Direction)>,
+        workers: Box<dyn StreamEngine>,
+        placement: Placement,
         probe: HostProbe,
         mut notes: Vec<String>,
-    ) -> std::io::Result<StreamSide> {
-        let (threads, cpus) = match role {
-            Role::Client => (spec.client_threads, spec.client_cpus.clone()),
-            Role::Server => (spec.server_threads, spec.server_cpus.clone()),
-        };
-        let threads = worker_threads(Work::Stream, threads, conns.len());
-        let pinned_cpus = worker_cpus(cpus.as_ref(), threads);
-        let sends = |d: Direction| (d == Direction::Forward) == (role == Role::Client);
-        let meta: Vec<(u32, Direction)> = conns.iter().map(|(i, d, _)| (*i, *d)).collect();
-        let stream_conns = conns
-            .into_iter()
-            .map(|(_, d, stream)| StreamConn {
-                stream,
-                send: sends(d),
-            })
-            .collect();
-        let plan = WorkerPlan {
-            threads,
-            cpus: pinned_cpus.clone(),
-            buffer_bytes: spec.buffer_bytes as usize,
-        };
-        let workers = StreamWorkers::spawn(stream_conns, &plan)?;
+    ) -> StreamSide {
         notes.extend(probe.notes().iter().cloned());
         let mut side = StreamSide {
             role,
             spec: spec.clone(),
             workers,
-            conns: meta,
-            pinned_cpus,
-            threads,
+            conns,
+            pinned_cpus: placement.pinned(),
+            threads: placement.threads,
             probe,
             notes,
             started: Instant::now(),
@@ -105,11 +86,11 @@ impl StreamSide {
         if spec.warmup_ms == 0 {
             side.open_window();
         }
-        Ok(side)
+        side
     }
 
     fn conn_snap(&self) -> ConnSnap {
-        let n = self.workers.len();
+        let n = self.workers.connections();
         let mut s = ConnSnap {
             bytes: Vec::with_capacity(n),
             calls: Vec::with_capacity(n),
@@ -120,7 +101,7 @@ impl StreamSide {
             s.bytes.push(b);
             s.calls.push(c);
             s.retrans
-                .push(tcp_info(self.workers.fd(i)).map(|t| t.total_retrans));
+                .push(self.workers.tcp_info(i).map(|t| t.total_retrans));
         }
         s
     }
@@ -135,40 +116,6 @@ impl StreamSide {
 
     fn at(&self, ms: u64) -> Instant {
         self.started + Duration::from_millis(ms)
-    }
-
-    /// When `on_time` next has something to do.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        let s = &self.spec;
-        match self.phase {
-            Phase::Warmup => Some(self.at(s.warmup_ms)),
-            Phase::Window => {
-                let done = self.intervals.len() as u64 + 1;
-                Some(self.at(s.warmup_ms + (done * s.interval_ms).min(s.duration_ms)))
-            }
-            Phase::Cooldown => Some(self.at(s.total_ms())),
-            Phase::Draining => None,
-        }
-    }
-
-    /// Advances the schedule to `now`; returns the interval that closed, if any.
-    pub fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
-        let s = self.spec.clone();
-        let mut closed = None;
-        if self.phase == Phase::Warmup && now >= self.at(s.warmup_ms) {
-            self.open_window();
-        }
-        if self.phase == Phase::Window && self.next_deadline().is_some_and(|d| now >= d) {
-            closed = Some(self.tick());
-            if self.intervals.len() as u64 * s.interval_ms >= s.duration_ms {
-                self.close_window();
-            }
-        }
-        if self.phase == Phase::Cooldown && now >= self.at(s.total_ms()) {
-            self.workers.finish();
-            self.phase = Phase::Draining;
-        }
-        closed
     }
 
     fn tick(&mut self) -> IntervalSample {
@@ -214,22 +161,53 @@ impl StreamSide {
         self.window_end = Some((host, conns));
         self.phase = Phase::Cooldown;
     }
+}
 
+impl Side for StreamSide {
+    /// When `on_time` next has something to do.
+    fn next_deadline(&self) -> Option<Instant> {
+        let s = &self.spec;
+        match self.phase {
+            Phase::Warmup => Some(self.at(s.warmup_ms)),
+            Phase::Window => {
+                let done = self.intervals.len() as u64 + 1;
+                Some(self.at(s.warmup_ms + (done * s.interval_ms).min(s.duration_ms)))
+            }
+            Phase::Cooldown => Some(self.at(s.total_ms())),
+            Phase::Draining => None,
+        }
+    }
+    /// Advances the schedule to `now`; returns the interval that closed, if any.
+    fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
+        let s = self.spec.clone();
+        let mut closed = None;
+        if self.phase == Phase::Warmup && now >= self.at(s.warmup_ms) {
+            self.open_window();
+        }
+        if self.phase == Phase::Window && self.next_deadline().is_some_and(|d| now >= d) {
+            closed = Some(self.tick());
+            if self.intervals.len() as u64 * s.interval_ms >= s.duration_ms {
+                self.close_window();
+            }
+        }
+        if self.phase == Phase::Cooldown && now >= self.at(s.total_ms()) {
+            self.workers.finish();
+            self.phase = Phase::Draining;
+        }
+        closed
+    }
     /// True once every worker ended: senders half-closed, receivers saw the peer's FIN.
-    pub fn all_done(&self) -> bool {
+    fn all_done(&self) -> bool {
         self.workers.all_done()
     }
-
-    pub fn is_draining(&self) -> bool {
+    fn is_draining(&self) -> bool {
         self.phase == Phase::Draining
     }
-
-    pub fn planned_end(&self) -> Instant {
+    fn planned_end(&self) -> Instant {
         self.at(self.spec.total_ms())
     }
-
     /// Senders half-close now (the peer asked to stop, or the test was cut short).
-    pub fn finish_senders(&mut self) {
+    fn finish_senders(&mut self) {
         self.workers.finish();
         if self.phase != Phase::Draining {
             if self.phase == Phase::Window {
@@ -238,10 +216,9 @@ impl StreamSide {
             self.phase = Phase::Draining;
         }
     }
-
     /// Stops every worker and turns the counters into this side's result. A window still
     /// open (test cut short) is closed now and the result marked partial.
-    pub fn into_result(mut self, mut partial: bool) -> SideResult {
+    fn into_result(mut self: Box<Self>, mut partial: bool) -> SideResult {
         if self.phase == Phase::Warmup {
             self.open_window();
             partial = true;
@@ -253,8 +230,8 @@ impl StreamSide {
         self.workers.abort();
         let ends = self.workers.join();
         let final_snap = self.conn_snap();
-        let tcp_end: Vec<_> = (0..self.workers.len())
-            .map(|i| tcp_info(self.workers.fd(i)))
+        let tcp_end: Vec<_> = (0..self.workers.connections())
+            .map(|i| self.workers.tcp_info(i))
             .collect();
         let mut notes = std::mem::take(&mut self.notes);
         let (ws, we) = match (self.window_start.take(), self.window_end.take()) {
@@ -318,6 +295,7 @@ impl StreamSide {
             notes,
             partial,
         );
+        result.engine = Some(self.workers.name().into());
         result.directions = directions;
         hostwatch::fill(&mut result, &ws.0, &we.0);
         result

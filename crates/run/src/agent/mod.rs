@@ -1,0 +1,221 @@
+//! `sonde serve`: the far end of every test. One test at a time on its own thread; a
+//! controller arriving meanwhile is told "busy". Every socket and thread of a test is freed
+//! when it ends, whatever happened, and the agent logs one line per test.
+
+mod limits;
+pub(crate) mod one_test;
+
+pub use limits::Limits;
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sonde_proto::{AgentSession, Key};
+
+use crate::control::Link;
+use crate::signals::Interrupt;
+
+/// The agent's default control port.
+pub const DEFAULT_PORT: u16 = 5301;
+/// Connections in their handshake at once; more are told "busy" at once.
+const MAX_PENDING: usize = 32;
+/// How long a new controller waits for the running test to finish before "busy".
+const BUSY_GRACE: Duration = Duration::from_millis(500);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr} (--bind/--port): {source}")]
+    Listen { addr: SocketAddr, source: io::Error },
+    #[error("listening socket: {0}")]
+    Io(#[from] io::Error),
+}
+
+pub struct ServeConfig {
+    pub bind: IpAddr,
+    pub port: u16,
+    pub command: String,
+    pub key: Option<Key>,
+    pub limits: Limits,
+}
+
+/// State shared by the connections being served: the one test slot, and how many
+/// connections are in their handshake.
+struct Shared {
+    cfg: ServeConfig,
+    busy: AtomicBool,
+    pending: AtomicUsize,
+    interrupt: Interrupt,
+}
+
+/// Holds the test slot; frees it when dropped, whatever path the test took.
+struct Slot<'a>(&'a AtomicBool);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl Shared {
+    /// Takes the test slot, waiting a moment for a test that is tidying up, so that
+    /// back-to-back tests (lab, --poll all) are not told "busy".
+    fn take_slot(&self) -> Option<Slot<'_>> {
+        let until = Instant::now() + BUSY_GRACE;
+        loop {
+            if self
+                .busy
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Some(Slot(&self.busy));
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> {
+    let addr = SocketAddr::new(cfg.bind, cfg.port);
+    let listener = TcpListener::bind(addr).map_err(|source| ServeError::Listen { addr, source })?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    // Scripts (and `sonde lab`) read this line to learn the port.
+    println!(
+        "sonde agent listening on {local} (protocol {})",
+        sonde_proto::PROTOCOL_VERSION
+    );
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    tracing::info!(
+        "listening on {local}{}",
+        if cfg.key.is_some() {
+            ", key required"
+        } else {
+            ""
+        }
+    );
+    if cfg.key.is_none() && !cfg.bind.is_loopback() {
+        tracing::warn!("listening on {} without --key-file: anyone who reaches this port can make this host send traffic", cfg.bind);
+    }
+    let shared = Arc::new(Shared {
+        cfg,
+        busy: AtomicBool::new(false),
+        pending: AtomicUsize::new(0),
+        interrupt: interrupt.clone(),
+    });
+    let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    while !interrupt.is_set() {
+        handles.retain(|h| !h.is_finished());
+        let mut pfds = [
+            libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: crate::signals::wake_fd().unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two live pollfds; a negative fd is ignored. A stop signal wakes the wait.
+        if unsafe { libc::poll(pfds.as_mut_ptr(), 2, 1000) } <= 0 || pfds[0].revents == 0 {
+            continue;
+        }
+        let (conn, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                continue;
+            }
+        };
+        // Each connection shakes hands on its own thread, so an idle or garbage peer holds
+        // nothing but its own thread until the handshake deadline (esnet/iperf#788); their
+        // number is bounded, and beyond it a peer is told "busy" at once.
+        if shared.pending.load(Ordering::Acquire) >= MAX_PENDING {
+            answer_busy(conn, peer);
+            continue;
+        }
+        shared.pending.fetch_add(1, Ordering::AcqRel);
+        let sh = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("sonde-conn".into())
+            .spawn(move || {
+                let started = Instant::now();
+                match one_test::run(conn, peer, &sh) {
+                    Ok(summary) => tracing::info!(
+                        "test from {peer}: {summary} ({:.1} s)",
+                        started.elapsed().as_secs_f64()
+                    ),
+                    Err(e) => tracing::warn!(
+                        "test from {peer}: {e} ({:.1} s)",
+                        started.elapsed().as_secs_f64()
+                    ),
+                }
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                shared.pending.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!("cannot start a thread for {peer}: {e}");
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn answer_busy(conn: TcpStream, peer: SocketAddr) {
+    let mut session = AgentSession::busy(Instant::now());
+    if let Ok(mut link) = Link::new(conn) {
+        let _ = link.flush(|| session.poll_transmit());
+    }
+    tracing::info!("refused {peer}: busy with another test");
+}
+
+/// Counts a connection as in its handshake until dropped.
+struct Pending<'a>(&'a AtomicUsize);
+
+impl<'a> Pending<'a> {
+    fn new(count: &'a AtomicUsize) -> Pending<'a> {
+        Pending(count)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Fills `buf` from the kernel's CSPRNG (getrandom). It does not fail once the pool is
+/// initialised, which it is long before an agent can accept connections.
+fn fill_random(buf: &mut [u8]) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: writes at most the remaining length into buf.
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            panic!("getrandom failed: {}", io::Error::last_os_error());
+        }
+    }
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    fill_random(&mut b);
+    u64::from_ne_bytes(b)
+}

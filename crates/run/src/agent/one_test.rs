@@ -1,0 +1,334 @@
+//! One test on the agent, from Hello to Results, in five steps: handshake (until a valid
+//! `Setup`), admit (the test slot, limits, the spec), open (the kind's data endpoint,
+//! `Ready`, the data connections until `Start`), drive (the shared control loop, until
+//! `Stop`), finish (drain, `Results`).
+
+use std::io::{self, Read};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use sonde_probe::hostwatch::HostProbe;
+use sonde_proto::{
+    AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Timeouts, CHALLENGE_BYTES,
+    DATA_HEADER_BYTES,
+};
+use sonde_results::{IntervalSample, TestSpec};
+
+use super::{Shared, Slot};
+use crate::control::{Link, Wake};
+use crate::controller::SOFTWARE;
+use crate::drive::{drive, Cut, End, Flow};
+use crate::kind::{self, Kind};
+use crate::side::Side;
+use crate::signals::Interrupt;
+
+/// After `Stop`, how long this side's workers may take to end.
+const DRAIN: Duration = Duration::from_secs(3);
+/// After `Start`, how long the data connections may take to arrive.
+const ACCEPT_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a refused controller may take to read our last frame before we close.
+const LINGER: Duration = Duration::from_millis(300);
+
+/// Why a test on the agent ended without results; logged, one line.
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("agent shutting down")]
+    ShuttingDown,
+    #[error("{0}")]
+    Protocol(#[from] ProtoError),
+    #[error("control connection: {0}")]
+    Io(#[from] io::Error),
+    #[error("controller lost during the test: {0}")]
+    Lost(String),
+}
+
+/// The agent's end of one test: its session and control link.
+pub struct Conn {
+    pub session: AgentSession,
+    pub link: Link,
+}
+
+impl Conn {
+    /// Tells the controller why, closes gracefully, and returns the error to log.
+    fn refuse(&mut self, error: PeerError) -> TestError {
+        let msg = error.to_string();
+        self.session.refuse(error);
+        let _ = self.link.send(&mut self.session);
+        self.link.close_gracefully(LINGER);
+        TestError::Refused(msg)
+    }
+}
+
+/// Runs one test from Hello to Results; returns the log line's summary.
+pub(super) fn run(
+    control: TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> Result<String, TestError> {
+    let local_ip = control.local_addr()?.ip();
+    let mut conn = Conn {
+        session: new_session(shared),
+        link: Link::new(control)?,
+    };
+    let spec = handshake(&mut conn, peer, shared)?;
+    let (_slot, spec) = admit(&mut conn, spec, shared)?;
+    let kind = kind::of(&spec);
+    let (side, summary_spec) = open(
+        &mut conn,
+        kind,
+        spec,
+        local_ip,
+        peer.ip(),
+        &shared.interrupt,
+    )?;
+    let result = run_started(&mut conn, side, &shared.interrupt)?;
+    Ok(kind.summary(&summary_spec, &result))
+}
+
+fn new_session(shared: &Shared) -> AgentSession {
+    let capabilities = kind::capabilities();
+    let session = AgentSession::new(
+        SOFTWARE,
+        &shared.cfg.command,
+        &capabilities,
+        Timeouts::default(),
+        Instant::now(),
+    );
+    match &shared.cfg.key {
+        Some(key) => {
+            let mut challenge = [0u8; CHALLENGE_BYTES];
+            super::fill_random(&mut challenge);
+            session.require_key(key.clone(), challenge)
+        }
+        None => session,
+    }
+}
+
+/// Hello to Setup; counted as pending until it ends, one way or the other.
+fn handshake(conn: &mut Conn, peer: SocketAddr, shared: &Shared) -> Result<TestSpec, TestError> {
+    let _pending = super::Pending::new(&shared.pending);
+    loop {
+        conn.link.send(&mut conn.session)?;
+        if shared.interrupt.is_set() {
+            return Err(TestError::ShuttingDown);
+        }
+        if let Err(e) = conn.link.step(&mut conn.session, None, None) {
+            // The session may have queued an Error saying why (version, key): deliver it.
+            let _ = conn.link.send(&mut conn.session);
+            conn.link.close_gracefully(LINGER);
+            return Err(e.into());
+        }
+        let mut setup = None;
+        while let Some(ev) = conn.session.poll_event() {
+            match ev {
+                AgentEvent::Setup(s) => setup = Some(s),
+                AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software}"),
+                _ => {}
+            }
+        }
+        if let Some(s) = setup {
+            return Ok(s);
+        }
+    }
+}
+
+/// The test slot, this agent's limits and the spec's own checks; then `--server-cpus
+/// auto` is resolved on this host.
+fn admit<'a>(
+    conn: &mut Conn,
+    spec: TestSpec,
+    shared: &'a Shared,
+) -> Result<(Slot<'a>, TestSpec), TestError> {
+    let Some(slot) = shared.take_slot() else {
+        return Err(conn.refuse(PeerError::Busy));
+    };
+    if let Some(why) = shared.cfg.limits.check(&spec) {
+        return Err(conn.refuse(PeerError::Refused { message: why }));
+    }
+    if let Err(e) = spec.validate() {
+        return Err(conn.refuse(PeerError::InvalidSpec {
+            flag: e.flag.into(),
+            reason: e.reason.clone(),
+        }));
+    }
+    Ok((slot, place_server_workers(spec)))
+}
+
+/// `--server-cpus auto`: the agent picks its CPUs from its own host, from the far end of
+/// the preferred cores, so that a controller on the same host (the lab) picks others.
+fn place_server_workers(mut spec: TestSpec) -> TestSpec {
+    let w = kind::of(&spec).server_workers(&mut spec);
+    if w.auto {
+        let inv = sonde_probe::inventory::collect_live();
+        let allowed = sonde_probe::topology::allowed_cpus();
+        *w.cpus = sonde_probe::placement::choose(
+            &inv,
+            &allowed,
+            w.workers,
+            sonde_probe::placement::End::Last,
+        );
+    }
+    spec
+}
+
+/// The kind's data endpoint, `Ready`, the data connections, and the side started at
+/// `Start`.
+fn open(
+    conn: &mut Conn,
+    kind: &dyn Kind,
+    spec: TestSpec,
+    local_ip: IpAddr,
+    peer: IpAddr,
+    interrupt: &Interrupt,
+) -> Result<(Box<dyn Side>, TestSpec), TestError> {
+    let endpoint = match kind.open_server(&spec, local_ip) {
+        Ok(e) => e,
+        Err(e) => {
+            return Err(conn.refuse(PeerError::Refused {
+                message: e.to_string(),
+            }))
+        }
+    };
+    let cookie = super::random_u64();
+    conn.session
+        .ready(endpoint.port()?, cookie, Instant::now())?;
+    conn.link.send(&mut conn.session)?;
+    let conns = accept_data(conn, endpoint.listener(), cookie, peer, interrupt)?;
+    let side = endpoint.start(conns, peer, cookie, HostProbe::for_peer(peer))?;
+    Ok((side, spec))
+}
+
+/// Drives a started side until `Stop`, drains it and sends its results.
+pub fn run_started(
+    conn: &mut Conn,
+    mut side: Box<dyn Side>,
+    interrupt: &Interrupt,
+) -> Result<sonde_results::SideResult, TestError> {
+    let mut end = AgentEnd(&mut conn.session);
+    match drive(&mut conn.link, &mut end, side.as_mut(), interrupt) {
+        Ok(()) => {}
+        Err(Cut::Interrupted) => {
+            return Err(conn.refuse(PeerError::Aborted {
+                message: "the agent is shutting down".into(),
+            }))
+        }
+        Err(Cut::Write(e)) => return Err(e.into()),
+        Err(Cut::Session(e)) => return Err(TestError::Lost(e.to_string())),
+        Err(Cut::Local(why)) => return Err(TestError::Lost(why)),
+    }
+    // The controller's window ends a little before ours (it started first): what our last
+    // interval measured so far is sent rather than lost.
+    if let Some(sample) = side.cut_interval() {
+        conn.session.send_interval(sample)?;
+    }
+    side.finish_senders();
+    let until = Instant::now() + DRAIN;
+    while !side.all_done() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let result = side.into_result(false);
+    conn.session.send_results(result.clone())?;
+    conn.link.send(&mut conn.session)?;
+    Ok(result)
+}
+
+/// The control loop's agent end: sends each interval, ends at `Stop`.
+struct AgentEnd<'a>(&'a mut AgentSession);
+
+impl End for AgentEnd<'_> {
+    type S = AgentSession;
+
+    fn session(&mut self) -> &mut AgentSession {
+        self.0
+    }
+
+    fn on_sample(&mut self, sample: IntervalSample) -> Result<(), Cut> {
+        self.0.send_interval(sample).map_err(Cut::Session)
+    }
+
+    fn on_events(&mut self) -> Flow {
+        match self.0.poll_event() {
+            Some(AgentEvent::Stop) => Flow::Done,
+            _ => Flow::Go,
+        }
+    }
+}
+
+/// Accepts the test's data connections (only from the controller's address, only with the
+/// cookie) until `Start` has arrived and every one is in, by index.
+fn accept_data(
+    conn: &mut Conn,
+    data: Option<(&TcpListener, usize)>,
+    cookie: u64,
+    controller: IpAddr,
+    interrupt: &Interrupt,
+) -> Result<Vec<TcpStream>, TestError> {
+    let total = data.map_or(0, |d| d.1);
+    let mut slots: Vec<Option<TcpStream>> = (0..total).map(|_| None).collect();
+    let mut accepted = 0;
+    let mut start_by: Option<Instant> = None;
+    while start_by.is_none() || accepted < total {
+        if interrupt.is_set() {
+            return Err(TestError::ShuttingDown);
+        }
+        if start_by.is_some_and(|t| Instant::now() > t) {
+            let message = format!("only {accepted} of {total} data connections arrived");
+            conn.session.refuse(PeerError::Internal {
+                message: message.clone(),
+            });
+            let _ = conn.link.send(&mut conn.session);
+            return Err(TestError::Refused(message));
+        }
+        let other = data
+            .filter(|_| accepted < total)
+            .map(|(l, _)| l.as_raw_fd());
+        let woke = conn.link.step(&mut conn.session, start_by, other)?;
+        if let (Some(Wake::Other), Some((l, _))) = (woke, data) {
+            if let Some((index, s)) = accept_one(l, cookie, controller, &slots)? {
+                slots[index] = Some(s);
+                accepted += 1;
+            }
+        }
+        if let Some(AgentEvent::Start) = conn.session.poll_event() {
+            start_by = Some(Instant::now() + ACCEPT_DEADLINE);
+        }
+    }
+    Ok(slots.into_iter().flatten().collect())
+}
+
+/// One data connection, if it is the controller's, with the cookie and a free index.
+fn accept_one(
+    listener: &TcpListener,
+    cookie: u64,
+    controller: IpAddr,
+    slots: &[Option<TcpStream>],
+) -> io::Result<Option<(usize, TcpStream)>> {
+    let Ok((mut s, from)) = listener.accept() else {
+        return Ok(None);
+    };
+    if from.ip() != controller {
+        tracing::warn!("data connection from {from} refused: not the controller");
+        return Ok(None);
+    }
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut header = [0u8; DATA_HEADER_BYTES];
+    if s.read_exact(&mut header).is_err() {
+        return Ok(None);
+    }
+    s.set_read_timeout(None)?;
+    match DataHeader::accept(&header, cookie, slots.len()) {
+        Ok(index) if slots[index].is_none() => Ok(Some((index, s))),
+        Ok(index) => {
+            tracing::warn!("data connection from {from} refused: index {index} taken");
+            Ok(None)
+        }
+        Err(e) => {
+            tracing::warn!("data connection from {from} refused: {e}");
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The test-kind seam. Everything particular to one kind of test lives in its module:
+//! opening the controller's and the agent's data endpoints, starting each side, what it
+//! asks of an agent's limits, how many workers the agent places, and its log line. The
+//! controller and the agent only ever talk to a [`Kind`], found from the spec by
+//! [`of`]; [`KINDS`] is the one list of them (the agent's capabilities, suite test names).
+//!
+//! Adding a kind: an engine module (`sonde-engine`), a module here implementing [`Kind`]
+//! with its [`Side`], a CLI module, and its variants in `TestSpec` and `Document`.
+
+pub mod pps;
+pub mod rr;
+pub mod stream;
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{SideResult, TestSpec};
+
+use crate::side::Side;
+
+/// Every kind of test this build runs.
+pub const KINDS: &[&dyn Kind] = &[&stream::Stream, &rr::RequestResponse, &pps::Pps];
+
+/// The kind that runs `spec`.
+pub fn of(spec: &TestSpec) -> &'static dyn Kind {
+    let name = spec.name();
+    *KINDS
+        .iter()
+        .find(|k| k.names().contains(&name))
+        .expect("every TestSpec variant has its kind in KINDS")
+}
+
+/// Test names an agent announces, in `Welcome`.
+pub fn capabilities() -> Vec<&'static str> {
+    KINDS
+        .iter()
+        .flat_map(|k| k.names().iter().copied())
+        .collect()
+}
+
+/// What a spec asks of an agent, set against its limits.
+pub struct Demand {
+    /// Warm-up, window and cool-down.
+    pub total_ms: u64,
+    /// Connections or flows.
+    pub connections: u32,
+    /// `None`: the kind has no rate; `Some(None)`: unpaced.
+    pub rate: Option<Option<f64>>,
+    pub message_bytes: u32,
+}
+
+/// The agent's workers for a spec, and the CPU list `--server-cpus auto` fills.
+pub struct ServerWorkers<'a> {
+    pub auto: bool,
+    pub workers: usize,
+    pub cpus: &'a mut Option<Vec<usize>>,
+}
+
+/// Why the controller could not open its data endpoints.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("opening data connection {index} to {addr}: {source}")]
+    Data {
+        index: u32,
+        addr: SocketAddr,
+        source: io::Error,
+    },
+    /// The spec cannot run on this path (names the flag).
+    #[error("{0}")]
+    Refused(String),
+}
+
+pub trait Kind: Sync {
+    /// The test names this kind runs (`TestSpec::name`).
+    fn names(&self) -> &'static [&'static str];
+    /// What `spec` asks of the agent.
+    fn demand(&self, spec: &TestSpec) -> Demand;
+    /// How many workers the agent runs for `spec`, and where their CPUs go.
+    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a>;
+    /// Controller, before connecting: fits the spec to the path to the agent at `agent`.
+    fn prepare(
+        &self,
+        _spec: &mut TestSpec,
+        _agent: SocketAddr,
+        _probe: &HostProbe,
+    ) -> Result<(), OpenError> {
+        Ok(())
+    }
+    /// Controller: opens the data endpoints to the agent's data port.
+    fn open_client(
+        &self,
+        spec: &TestSpec,
+        data: SocketAddr,
+        cookie: u64,
+    ) -> Result<Box<dyn ClientEndpoint>, OpenError>;
+    /// Agent: opens where the test's data arrives, on `ip`.
+    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>>;
+    /// The agent's log line for a test that ended.
+    fn summary(&self, spec: &TestSpec, result: &SideResult) -> String;
+}
+
+/// The controller's open data endpoints, ready to start.
+pub trait ClientEndpoint {
+    /// Starts the workers now: `Start` has just been sent.
+    fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>>;
+}
+
+/// Where the agent receives a test's data.
+pub trait ServerEndpoint: Send {
+    /// The port the controller is told in `Ready`.
+    fn port(&self) -> io::Result<u16>;
+    /// The listener data connections arrive on, and how many the test opens before `Start`.
+    fn listener(&self) -> Option<(&TcpListener, usize)> {
+        None
+    }
+    /// Starts the workers now: `Start` has arrived with every data connection (by index).
+    fn start(
+        self: Box<Self>,
+        conns: Vec<TcpStream>,
+        peer: IpAddr,
+        cookie: u64,
+        probe: HostProbe,
+    ) -> io::Result<Box<dyn Side>>;
+}
+
+/// The unspecified address of `addr`'s family, port 0: where a client socket binds.
+pub(crate) fn any_of(addr: SocketAddr) -> SocketAddr {
+    let ip: IpAddr = if addr.is_ipv4() {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    };
+    SocketAddr::new(ip, 0)
+}
+
+/// Connects one TCP data connection with `opts` and sends its header; returns the notes
+/// on the options applied.
+pub(crate) fn connect_data(
+    addr: SocketAddr,
+    opts: &sonde_engine::SocketOptions,
+    cookie: u64,
+    index: u32,
+) -> Result<(TcpStream, Vec<String>), OpenError> {
+    use std::io::Write;
+    let err = |source| OpenError::Data {
+        index,
+        addr,
+        source,
+    };
+    let (mut s, notes) =
+        sonde_engine::sockopt::connect(addr, opts, crate::controller::CONNECT_TIMEOUT)
+            .map_err(err)?;
+    let header = sonde_proto::DataHeader { cookie, index }.encode();
+    s.write_all(&header).map_err(err)?;
+    Ok((s, notes))
+}
+
+/// One UDP socket bound to an ephemeral port and connected to `addr`.
+pub(crate) fn connect_udp(addr: SocketAddr, index: u32) -> Result<std::net::UdpSocket, OpenError> {
+    let err = |source| OpenError::Data {
+        index,
+        addr,
+        source,
+    };
+    let s = std::net::UdpSocket::bind(any_of(addr)).map_err(err)?;
+    s.connect(addr).map_err(err)?;
+    Ok(s)
+}
+
+/// The kernel-socket engine's name: what every kind runs today.
+pub const KERNEL: &str = "kernel";

@@ -1,0 +1,107 @@
+//! What a packet-rate side needs of a data plane, and the kernel-socket engine that
+//! provides it: sendmmsg senders on the controller, a SO_REUSEPORT group of recvmmsg
+//! receivers on the agent. AF_XDP and DPDK engines implement the same two traits.
+
+use std::io;
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use sonde_engine::pps::{FlowRx, PpsReceiver, PpsSender, RxPlan, TxPlan};
+use sonde_engine::Placement;
+use sonde_results::PpsSpec;
+
+use crate::kind::rr::poll_of;
+
+/// Running senders.
+pub trait TxEngine: Send {
+    fn name(&self) -> &'static str;
+    /// Packets and payload bytes sent so far (monotonic).
+    fn counts(&self) -> (u64, u64);
+    fn all_done(&self) -> bool;
+    fn abort(&self);
+    /// Packets sent per flow, and the first error a worker met.
+    fn join(&mut self) -> (Vec<u64>, Option<String>);
+}
+
+/// Running receivers.
+pub trait RxEngine: Send {
+    fn name(&self) -> &'static str;
+    /// Packets and payload bytes received so far (monotonic).
+    fn counts(&self) -> (u64, u64);
+    /// Datagrams that were not this test's.
+    fn foreign(&self) -> u64;
+    fn abort(&self);
+    /// Per-flow accounting, and the first error a worker met.
+    fn join(&mut self) -> (Vec<FlowRx>, Option<String>);
+}
+
+/// Starts kernel-socket senders on `flows`; they stop by themselves at the window's end.
+pub fn kernel_tx(
+    spec: &PpsSpec,
+    flows: Vec<UdpSocket>,
+    placement: Placement,
+    cookie: u32,
+) -> io::Result<Box<dyn TxEngine>> {
+    let plan = TxPlan {
+        placement,
+        payload_bytes: spec.payload_bytes() as usize,
+        batch: spec.batch as usize,
+        rate_pps: spec.rate_pps,
+        stop_at: Instant::now() + Duration::from_millis(spec.warmup_ms + spec.duration_ms),
+        cookie,
+        gso: spec.gso,
+    };
+    Ok(Box::new(PpsSender::spawn(flows, plan)?))
+}
+
+/// Starts a kernel-socket receiver on each socket of a SO_REUSEPORT group.
+pub fn kernel_rx(
+    spec: &PpsSpec,
+    sockets: Vec<UdpSocket>,
+    cookie: u32,
+) -> io::Result<Box<dyn RxEngine>> {
+    let plan = RxPlan {
+        cpus: spec.server_cpus.clone(),
+        batch: spec.batch as usize,
+        poll: poll_of(spec.poll),
+        flows: spec.flows as usize,
+        cookie,
+    };
+    Ok(Box::new(PpsReceiver::spawn(sockets, plan)?))
+}
+
+impl TxEngine for PpsSender {
+    fn name(&self) -> &'static str {
+        crate::kind::KERNEL
+    }
+    fn counts(&self) -> (u64, u64) {
+        PpsSender::counts(self)
+    }
+    fn all_done(&self) -> bool {
+        PpsSender::all_done(self)
+    }
+    fn abort(&self) {
+        PpsSender::abort(self)
+    }
+    fn join(&mut self) -> (Vec<u64>, Option<String>) {
+        PpsSender::join(self)
+    }
+}
+
+impl RxEngine for PpsReceiver {
+    fn name(&self) -> &'static str {
+        crate::kind::KERNEL
+    }
+    fn counts(&self) -> (u64, u64) {
+        PpsReceiver::counts(self)
+    }
+    fn foreign(&self) -> u64 {
+        PpsReceiver::foreign(self)
+    }
+    fn abort(&self) {
+        PpsReceiver::abort(self)
+    }
+    fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
+        PpsReceiver::join(self)
+    }
+}

@@ -1,0 +1,177 @@
+//! Packet rate: small UDP packets over many flows, counted by sender and receiver
+//! (dpdk-testpmd's txonly/rxonly, with kernel sockets).
+
+mod engine;
+mod side;
+
+pub use engine::{RxEngine, TxEngine};
+pub use side::PpsSide;
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+
+use sonde_engine::{sockopt, Placement};
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{PpsSpec, SideResult, TestSpec};
+
+use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint, ServerWorkers};
+use crate::side::Side;
+
+/// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
+const RX_BUFFER_BYTES: usize = 8 << 20;
+
+pub struct Pps;
+
+fn spec_of(spec: &TestSpec) -> &PpsSpec {
+    match spec {
+        TestSpec::Pps(p) => p,
+        _ => unreachable!("kind::of gives pps specs to the pps kind"),
+    }
+}
+
+impl Kind for Pps {
+    fn names(&self) -> &'static [&'static str] {
+        &["pps"]
+    }
+
+    fn demand(&self, spec: &TestSpec) -> Demand {
+        let p = spec_of(spec);
+        Demand {
+            total_ms: p.warmup_ms + p.duration_ms,
+            connections: p.flows,
+            rate: Some(p.rate_pps),
+            message_bytes: p.size_bytes,
+        }
+    }
+
+    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a> {
+        let TestSpec::Pps(p) = spec else {
+            unreachable!("kind::of gives pps specs to the pps kind")
+        };
+        ServerWorkers {
+            auto: p.server_cpus_auto,
+            workers: p.rx_threads as usize,
+            cpus: &mut p.server_cpus,
+        }
+    }
+
+    /// Header bytes are counted by address family, and packets must fit the path's MTU
+    /// (no GSO for them).
+    fn prepare(
+        &self,
+        spec: &mut TestSpec,
+        agent: SocketAddr,
+        probe: &HostProbe,
+    ) -> Result<(), OpenError> {
+        let TestSpec::Pps(p) = spec else {
+            unreachable!("kind::of gives pps specs to the pps kind")
+        };
+        p.ipv6 = agent.is_ipv6();
+        p.validate()
+            .map_err(|e| OpenError::Refused(e.to_string()))?;
+        if let Some((iface, mtu)) = probe.mtu() {
+            if p.size_bytes > mtu + 14 {
+                return Err(OpenError::Refused(format!(
+                    "invalid --size: {} bytes exceeds {iface}'s MTU of {mtu} bytes plus its 14-byte Ethernet header (no GSO for these packets)",
+                    p.size_bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn open_client(
+        &self,
+        spec: &TestSpec,
+        data: SocketAddr,
+        cookie: u64,
+    ) -> Result<Box<dyn ClientEndpoint>, OpenError> {
+        let p = spec_of(spec);
+        let flows = (0..p.flows)
+            .map(|index| super::connect_udp(data, index))
+            .collect::<Result<_, _>>()?;
+        Ok(Box::new(Flows {
+            spec: p.clone(),
+            flows,
+            cookie: cookie as u32,
+        }))
+    }
+
+    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
+        let p = spec_of(spec);
+        let (sockets, notes) = sockopt::udp_reuseport_group(
+            SocketAddr::new(ip, 0),
+            p.rx_threads as usize,
+            RX_BUFFER_BYTES,
+        )?;
+        Ok(Box::new(Group {
+            spec: p.clone(),
+            sockets,
+            notes,
+        }))
+    }
+
+    fn summary(&self, _spec: &TestSpec, r: &SideResult) -> String {
+        let packets = r.pps.as_ref().map_or(0, |p| p.packets);
+        format!(
+            "pps: received {packets} packets in {:.1} s ({:.0}/s)",
+            r.window_s,
+            packets as f64 / r.window_s.max(1e-9)
+        )
+    }
+}
+
+/// The controller's flows: a UDP socket each, on its own source port.
+struct Flows {
+    spec: PpsSpec,
+    flows: Vec<UdpSocket>,
+    cookie: u32,
+}
+
+impl ClientEndpoint for Flows {
+    fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
+        let Flows {
+            spec,
+            flows,
+            cookie,
+        } = *self;
+        let n = flows.len();
+        let placement = Placement::new(spec.tx_threads as usize, spec.client_cpus.clone(), n);
+        let sender = engine::kernel_tx(&spec, flows, placement.clone(), cookie)?;
+        Ok(Box::new(PpsSide::client(&spec, sender, placement, probe)))
+    }
+}
+
+/// The agent's SO_REUSEPORT group, a socket per receiving thread.
+struct Group {
+    spec: PpsSpec,
+    sockets: Vec<UdpSocket>,
+    notes: Vec<String>,
+}
+
+impl ServerEndpoint for Group {
+    fn port(&self) -> io::Result<u16> {
+        Ok(self.sockets[0].local_addr()?.port())
+    }
+
+    fn start(
+        self: Box<Self>,
+        _conns: Vec<TcpStream>,
+        _peer: IpAddr,
+        cookie: u64,
+        probe: HostProbe,
+    ) -> io::Result<Box<dyn Side>> {
+        let port = self.port()?;
+        let Group {
+            spec,
+            sockets,
+            notes,
+        } = *self;
+        let n = sockets.len();
+        let placement = Placement::new(n, spec.server_cpus.clone(), n);
+        let receiver = engine::kernel_rx(&spec, sockets, cookie as u32)?;
+        Ok(Box::new(PpsSide::server(
+            &spec, receiver, port, placement, probe, notes,
+        )))
+    }
+}

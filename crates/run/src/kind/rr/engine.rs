@@ -1,0 +1,137 @@
+//! What a request/response side needs of a data plane, and the kernel-socket engine that
+//! provides it: request workers on the controller, echo workers on the agent.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use sonde_engine::rr_client::{ClientPlan, RrClient, Target, WorkerEnd};
+use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
+use sonde_engine::wait::Poll;
+use sonde_engine::Placement;
+use sonde_results::{PollMode, RrSpec};
+
+/// After the last request, how long answers may still arrive.
+pub const DRAIN: Duration = Duration::from_secs(2);
+
+/// Running request workers, seen from the client side.
+pub trait RequestEngine: Send {
+    fn name(&self) -> &'static str;
+    /// Requests sent and responses received so far (monotonic).
+    fn counts(&self) -> (u64, u64);
+    /// Histograms handed over since the last call, by interval index.
+    fn drain(&self) -> Vec<(u32, Histogram<u64>)>;
+    fn all_done(&self) -> bool;
+    fn abort(&self);
+    fn join(&mut self) -> Vec<WorkerEnd>;
+}
+
+/// Running echo workers, seen from the agent's side.
+pub trait EchoEngine: Send {
+    fn name(&self) -> &'static str;
+    /// Responses sent so far (monotonic).
+    fn answered(&self) -> u64;
+    fn all_done(&self) -> bool;
+    fn abort(&self);
+    /// Errors the workers met.
+    fn join(&mut self) -> Vec<String>;
+}
+
+pub fn poll_of(mode: PollMode) -> Poll {
+    match mode {
+        PollMode::Block => Poll::Block,
+        PollMode::Busy => Poll::Busy,
+        PollMode::Hybrid { spin_us } => Poll::Hybrid(Duration::from_micros(spin_us as u64)),
+    }
+}
+
+/// Starts kernel-socket request workers; the test's clock started at `started`.
+pub fn kernel_client(
+    spec: &RrSpec,
+    target: Target,
+    placement: Placement,
+    started: Instant,
+) -> io::Result<Box<dyn RequestEngine>> {
+    let window_start = started + Duration::from_millis(spec.warmup_ms);
+    let window_end = window_start + Duration::from_millis(spec.duration_ms);
+    let stop = window_end + Duration::from_millis(spec.cooldown_ms);
+    let plan = ClientPlan {
+        placement,
+        request_bytes: spec.request_bytes as usize,
+        response_bytes: spec.response_bytes as usize,
+        window: spec.window as usize,
+        poll: poll_of(spec.poll),
+        pace: spec
+            .rate_per_s
+            .map(|r| Duration::from_secs_f64(spec.connections as f64 / r)),
+        open_loop: spec.open_loop,
+        window_start,
+        window_end,
+        interval: Duration::from_millis(spec.interval_ms),
+        stop_sending_at: stop,
+        drain_until: stop + DRAIN,
+        udp_loss_timeout: Duration::from_secs(1),
+    };
+    Ok(Box::new(RrClient::spawn(target, plan)?))
+}
+
+/// Starts kernel-socket echo workers; the test's clock started at `started`.
+pub fn kernel_server(
+    spec: &RrSpec,
+    target: ServerTarget,
+    placement: Placement,
+    started: Instant,
+) -> io::Result<Box<dyn EchoEngine>> {
+    let plan = ServerPlan {
+        placement,
+        request_bytes: spec.request_bytes as usize,
+        response_bytes: spec.response_bytes as usize,
+        poll: poll_of(spec.poll),
+        stall: spec.server_stall.map(|s| {
+            (
+                started + Duration::from_millis(s.after_ms),
+                Duration::from_millis(s.stall_ms),
+            )
+        }),
+    };
+    Ok(Box::new(RrServer::spawn(target, plan)?))
+}
+
+impl RequestEngine for RrClient {
+    fn name(&self) -> &'static str {
+        crate::kind::KERNEL
+    }
+    fn counts(&self) -> (u64, u64) {
+        RrClient::counts(self)
+    }
+    fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
+        RrClient::drain(self)
+    }
+    fn all_done(&self) -> bool {
+        RrClient::all_done(self)
+    }
+    fn abort(&self) {
+        RrClient::abort(self)
+    }
+    fn join(&mut self) -> Vec<WorkerEnd> {
+        RrClient::join(self)
+    }
+}
+
+impl EchoEngine for RrServer {
+    fn name(&self) -> &'static str {
+        crate::kind::KERNEL
+    }
+    fn answered(&self) -> u64 {
+        RrServer::answered(self)
+    }
+    fn all_done(&self) -> bool {
+        RrServer::all_done(self)
+    }
+    fn abort(&self) {
+        RrServer::abort(self)
+    }
+    fn join(&mut self) -> Vec<String> {
+        RrServer::join(self)
+    }
+}

@@ -1,0 +1,268 @@
+//! Request/response: ping (one message in flight, round-trip times; sockperf) and rpc
+//! (many connections, many messages in flight; neper tcp_rr and tcp_crr, msg_gen).
+
+mod engine;
+mod side;
+
+pub use engine::{poll_of, EchoEngine, RequestEngine};
+pub use side::{Engine, Parts, RrSide};
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use sonde_engine::rr_client::{RrSocket, Target};
+use sonde_engine::rr_server::ServerTarget;
+use sonde_engine::sockopt::{self, SocketOptions};
+use sonde_engine::{worker_threads, Placement, Work};
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{RrSpec, SideResult, TestSpec, Transport};
+
+use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint, ServerWorkers};
+use crate::side::Side;
+
+pub struct RequestResponse;
+
+fn spec_of(spec: &TestSpec) -> &RrSpec {
+    match spec {
+        TestSpec::Ping(r) | TestSpec::Rpc(r) => r,
+        _ => unreachable!("kind::of gives ping and rpc specs to the request/response kind"),
+    }
+}
+
+fn nodelay() -> SocketOptions {
+    SocketOptions {
+        nodelay: true,
+        ..Default::default()
+    }
+}
+
+/// `--busy-poll` on one socket: the notes on what was applied.
+fn busy_poll(spec: &RrSpec, fd: std::os::fd::RawFd) -> Vec<String> {
+    spec.busy_poll_us
+        .map(|us| sockopt::set_busy_poll(fd, us))
+        .unwrap_or_default()
+}
+
+/// The workers of one end: as asked, else the request/response default.
+fn placement(threads: Option<u32>, cpus: Option<Vec<usize>>, units: usize) -> Placement {
+    Placement::new(
+        worker_threads(Work::RequestResponse, threads, units),
+        cpus,
+        units,
+    )
+}
+
+impl Kind for RequestResponse {
+    fn names(&self) -> &'static [&'static str] {
+        &["ping", "rpc"]
+    }
+
+    fn demand(&self, spec: &TestSpec) -> Demand {
+        let r = spec_of(spec);
+        Demand {
+            total_ms: r.total_ms(),
+            connections: r.connections,
+            rate: Some(r.rate_per_s),
+            message_bytes: r.request_bytes.max(r.response_bytes),
+        }
+    }
+
+    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a> {
+        let (TestSpec::Ping(r) | TestSpec::Rpc(r)) = spec else {
+            unreachable!("kind::of gives ping and rpc specs to the request/response kind")
+        };
+        let units = r.connections as usize;
+        ServerWorkers {
+            auto: r.server_cpus_auto,
+            workers: worker_threads(Work::RequestResponse, r.server_threads, units),
+            cpus: &mut r.server_cpus,
+        }
+    }
+
+    fn open_client(
+        &self,
+        spec: &TestSpec,
+        data: SocketAddr,
+        cookie: u64,
+    ) -> Result<Box<dyn ClientEndpoint>, OpenError> {
+        let r = spec_of(spec);
+        let opened = |target, options| -> Result<Box<dyn ClientEndpoint>, OpenError> {
+            Ok(Box::new(Opened {
+                spec: r.clone(),
+                target,
+                options,
+            }))
+        };
+        if r.connect_per_request {
+            let target = Target::ConnectPerRequest {
+                addr: data,
+                opts: nodelay(),
+                connections: r.connections as usize,
+            };
+            return opened(target, vec!["TCP_NODELAY".into()]);
+        }
+        let mut sockets = Vec::new();
+        let mut options = Vec::new();
+        for index in 0..r.connections {
+            let (sock, mut applied) = match r.transport {
+                Transport::Tcp => {
+                    let (s, _) = super::connect_data(data, &nodelay(), cookie, index)?;
+                    (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
+                }
+                Transport::Udp => (RrSocket::Udp(super::connect_udp(data, index)?), Vec::new()),
+            };
+            applied.extend(busy_poll(r, sock.fd()));
+            if index == 0 {
+                options = applied;
+            }
+            sockets.push(sock);
+        }
+        opened(Target::Sockets(sockets), options)
+    }
+
+    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
+        let r = spec_of(spec);
+        let addr = SocketAddr::new(ip, 0);
+        let at = match r.transport {
+            Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
+            Transport::Tcp => {
+                let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
+                l.set_nonblocking(true)?;
+                At::Tcp(l)
+            }
+        };
+        Ok(Box::new(Listening {
+            spec: r.clone(),
+            at,
+        }))
+    }
+
+    fn summary(&self, spec: &TestSpec, r: &SideResult) -> String {
+        let Some(rr) = &r.rr else {
+            return spec.name().into();
+        };
+        format!(
+            "{} {}: answered {} messages in {:.1} s, {:.2} us CPU per message",
+            spec.name(),
+            rr.poll,
+            rr.messages,
+            r.window_s,
+            r.process_cpu_s
+                .map_or(0.0, |c| c * 1e6 / rr.messages.max(1) as f64)
+        )
+    }
+}
+
+/// The controller's sockets (or, connect per request, where to connect).
+struct Opened {
+    spec: RrSpec,
+    target: Target,
+    options: Vec<String>,
+}
+
+impl ClientEndpoint for Opened {
+    fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
+        let Opened {
+            spec,
+            target,
+            options,
+        } = *self;
+        let started = Instant::now();
+        let units = spec.connections as usize;
+        let placement = placement(spec.client_threads, spec.client_cpus.clone(), units);
+        let engine = engine::kernel_client(&spec, target, placement.clone(), started)?;
+        Ok(Box::new(RrSide::new(
+            &spec,
+            Parts {
+                engine: Engine::Client(engine),
+                started,
+                probe,
+                placement,
+                notes: Vec::new(),
+                socket_options: options,
+            },
+        )))
+    }
+}
+
+enum At {
+    Udp(UdpSocket),
+    Tcp(TcpListener),
+}
+
+struct Listening {
+    spec: RrSpec,
+    at: At,
+}
+
+impl ServerEndpoint for Listening {
+    fn port(&self) -> io::Result<u16> {
+        Ok(match &self.at {
+            At::Udp(u) => u.local_addr()?.port(),
+            At::Tcp(l) => l.local_addr()?.port(),
+        })
+    }
+
+    fn listener(&self) -> Option<(&TcpListener, usize)> {
+        match &self.at {
+            At::Tcp(l) => Some((l, self.spec.initial_connections() as usize)),
+            At::Udp(_) => None,
+        }
+    }
+
+    fn start(
+        self: Box<Self>,
+        conns: Vec<TcpStream>,
+        peer: IpAddr,
+        _cookie: u64,
+        probe: HostProbe,
+    ) -> io::Result<Box<dyn Side>> {
+        let Listening { spec, at } = *self;
+        let mut options = Vec::new();
+        let target = match at {
+            At::Udp(socket) => {
+                options = busy_poll(&spec, socket.as_raw_fd());
+                ServerTarget::Udp {
+                    socket,
+                    allowed: peer,
+                }
+            }
+            At::Tcp(listener) if spec.connect_per_request => ServerTarget::Accept {
+                listener,
+                allowed: peer,
+            },
+            At::Tcp(_) => {
+                let mut socks = Vec::new();
+                for c in conns {
+                    c.set_nodelay(true)?;
+                    let applied = busy_poll(&spec, c.as_raw_fd());
+                    if socks.is_empty() {
+                        options = applied;
+                    }
+                    socks.push(RrSocket::Tcp(c));
+                }
+                ServerTarget::Sockets(socks)
+            }
+        };
+        let started = Instant::now();
+        let units = match &target {
+            ServerTarget::Sockets(s) => s.len(),
+            _ => 1,
+        };
+        let placement = placement(spec.server_threads, spec.server_cpus.clone(), units);
+        let engine = engine::kernel_server(&spec, target, placement.clone(), started)?;
+        Ok(Box::new(RrSide::new(
+            &spec,
+            Parts {
+                engine: Engine::Server(engine),
+                started,
+                probe,
+                placement,
+                notes: Vec::new(),
+                socket_options: options,
+            },
+        )))
+    }
+}

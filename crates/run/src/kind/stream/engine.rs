@@ -1,0 +1,76 @@
+//! What a stream side needs of a data plane, and the kernel-socket engine that provides it.
+//! Another engine (io_uring, say) implements [`StreamEngine`]; the side does not change.
+
+use std::io;
+use std::net::TcpStream;
+
+use sonde_engine::sockopt::tcp_info;
+use sonde_engine::stream::ConnEnd;
+use sonde_engine::{Placement, StreamConn, StreamWorkers, TcpInfo};
+
+/// Running stream workers, seen from the side that samples them.
+pub trait StreamEngine: Send {
+    /// The engine's name, recorded in the result.
+    fn name(&self) -> &'static str;
+    /// Connections, in test-wide index order.
+    fn connections(&self) -> usize;
+    /// Monotonic (bytes, calls) of connection `i`.
+    fn counters(&self, i: usize) -> (u64, u64);
+    fn is_sender(&self, i: usize) -> bool;
+    /// The kernel's view of connection `i`, where there is one.
+    fn tcp_info(&self, i: usize) -> Option<TcpInfo>;
+    /// Senders half-close and stop; receivers read on until the peer's FIN.
+    fn finish(&self);
+    /// Every worker stops now.
+    fn abort(&self);
+    fn all_done(&self) -> bool;
+    /// Waits for the workers; how each connection ended, by index.
+    fn join(&mut self) -> Vec<ConnEnd>;
+}
+
+/// Starts the kernel-socket workers: blocking send/recv, or epoll across connections.
+pub fn kernel(
+    conns: Vec<(TcpStream, bool)>,
+    placement: Placement,
+    buffer_bytes: usize,
+) -> io::Result<Box<dyn StreamEngine>> {
+    let conns = conns
+        .into_iter()
+        .map(|(stream, send)| StreamConn { stream, send })
+        .collect();
+    Ok(Box::new(StreamWorkers::spawn(
+        conns,
+        placement,
+        buffer_bytes,
+    )?))
+}
+
+impl StreamEngine for StreamWorkers {
+    fn name(&self) -> &'static str {
+        crate::kind::KERNEL
+    }
+    fn connections(&self) -> usize {
+        StreamWorkers::len(self)
+    }
+    fn counters(&self, i: usize) -> (u64, u64) {
+        StreamWorkers::counters(self, i)
+    }
+    fn is_sender(&self, i: usize) -> bool {
+        StreamWorkers::is_sender(self, i)
+    }
+    fn tcp_info(&self, i: usize) -> Option<TcpInfo> {
+        tcp_info(self.fd(i))
+    }
+    fn finish(&self) {
+        StreamWorkers::finish(self)
+    }
+    fn abort(&self) {
+        StreamWorkers::abort(self)
+    }
+    fn all_done(&self) -> bool {
+        StreamWorkers::all_done(self)
+    }
+    fn join(&mut self) -> Vec<ConnEnd> {
+        StreamWorkers::join(self)
+    }
+}

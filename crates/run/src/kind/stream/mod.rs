@@ -1,0 +1,203 @@
+//! Stream: TCP bulk transfer over many connections, one way or both (ntttcp, iperf3).
+
+mod engine;
+mod side;
+
+pub use engine::StreamEngine;
+pub use side::StreamSide;
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+
+use sonde_engine::sockopt::{self, SocketOptions};
+use sonde_engine::{worker_threads, Placement, Work};
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{Direction, Role, SideResult, StreamSpec, TestSpec, Transfer};
+
+use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint, ServerWorkers};
+use crate::side::Side;
+
+pub struct Stream;
+
+fn spec_of(spec: &TestSpec) -> &StreamSpec {
+    match spec {
+        TestSpec::Stream(s) => s,
+        _ => unreachable!("kind::of gives stream specs to the stream kind"),
+    }
+}
+
+fn options(s: &StreamSpec) -> SocketOptions {
+    SocketOptions {
+        congestion: s.congestion.clone(),
+        nodelay: s.nodelay,
+        sndbuf_bytes: s.sndbuf_bytes,
+        rcvbuf_bytes: s.rcvbuf_bytes,
+    }
+}
+
+impl Kind for Stream {
+    fn names(&self) -> &'static [&'static str] {
+        &["stream"]
+    }
+
+    fn demand(&self, spec: &TestSpec) -> Demand {
+        let s = spec_of(spec);
+        Demand {
+            total_ms: s.total_ms(),
+            connections: s.total_connections(),
+            rate: None,
+            message_bytes: s.buffer_bytes,
+        }
+    }
+
+    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a> {
+        let TestSpec::Stream(s) = spec else {
+            unreachable!("kind::of gives stream specs to the stream kind")
+        };
+        let units = s.total_connections() as usize;
+        ServerWorkers {
+            auto: s.server_cpus_auto,
+            workers: worker_threads(Work::Stream, s.server_threads, units),
+            cpus: &mut s.server_cpus,
+        }
+    }
+
+    fn open_client(
+        &self,
+        spec: &TestSpec,
+        data: SocketAddr,
+        cookie: u64,
+    ) -> Result<Box<dyn ClientEndpoint>, OpenError> {
+        let s = spec_of(spec);
+        let opts = options(s);
+        let mut conns = Vec::new();
+        let mut notes = Vec::new();
+        for index in 0..s.total_connections() {
+            let (stream, n) = super::connect_data(data, &opts, cookie, index)?;
+            if index == 0 {
+                notes = n;
+            }
+            conns.push(stream);
+        }
+        Ok(Box::new(Opened {
+            spec: s.clone(),
+            role: Role::Client,
+            conns,
+            notes,
+        }))
+    }
+
+    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
+        let s = spec_of(spec);
+        let total = s.total_connections();
+        let (listener, notes) =
+            sockopt::listen(SocketAddr::new(ip, 0), &options(s), total.max(128) as i32)?;
+        listener.set_nonblocking(true)?;
+        Ok(Box::new(Listening {
+            spec: s.clone(),
+            listener,
+            notes,
+        }))
+    }
+
+    fn summary(&self, spec: &TestSpec, r: &SideResult) -> String {
+        let s = spec_of(spec);
+        let rates: Vec<String> = r
+            .directions
+            .iter()
+            .map(|d| {
+                let verb = match d.transfer {
+                    Transfer::Send => "sent",
+                    Transfer::Receive => "received",
+                };
+                format!(
+                    "{verb} {:.2} Gbit/s",
+                    sonde_results::stats::bits_per_second(d.bytes, r.window_s) / 1e9
+                )
+            })
+            .collect();
+        format!(
+            "stream {} x{} for {:.1} s: {}",
+            s.direction.as_str(),
+            s.connections,
+            r.window_s,
+            rates.join(", ")
+        )
+    }
+}
+
+/// Connections open on either end, in test-wide index order.
+struct Opened {
+    spec: StreamSpec,
+    role: Role,
+    conns: Vec<TcpStream>,
+    notes: Vec<String>,
+}
+
+impl Opened {
+    fn start(self, probe: HostProbe) -> io::Result<Box<dyn Side>> {
+        let Opened {
+            spec,
+            role,
+            conns,
+            notes,
+        } = self;
+        let (threads, cpus) = match role {
+            Role::Client => (spec.client_threads, spec.client_cpus.clone()),
+            Role::Server => (spec.server_threads, spec.server_cpus.clone()),
+        };
+        let units = conns.len();
+        let placement = Placement::new(worker_threads(Work::Stream, threads, units), cpus, units);
+        let meta: Vec<(u32, Direction)> = (0..units as u32)
+            .map(|i| (i, spec.direction_of(i)))
+            .collect();
+        let sends = |d: Direction| (d == Direction::Forward) == (role == Role::Client);
+        let conns = conns
+            .into_iter()
+            .zip(&meta)
+            .map(|(c, (_, d))| (c, sends(*d)))
+            .collect();
+        let engine = engine::kernel(conns, placement.clone(), spec.buffer_bytes as usize)?;
+        Ok(Box::new(StreamSide::start(
+            role, &spec, meta, engine, placement, probe, notes,
+        )))
+    }
+}
+
+impl ClientEndpoint for Opened {
+    fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
+        Opened::start(*self, probe)
+    }
+}
+
+struct Listening {
+    spec: StreamSpec,
+    listener: TcpListener,
+    notes: Vec<String>,
+}
+
+impl ServerEndpoint for Listening {
+    fn port(&self) -> io::Result<u16> {
+        Ok(self.listener.local_addr()?.port())
+    }
+
+    fn listener(&self) -> Option<(&TcpListener, usize)> {
+        Some((&self.listener, self.spec.total_connections() as usize))
+    }
+
+    fn start(
+        self: Box<Self>,
+        conns: Vec<TcpStream>,
+        _peer: IpAddr,
+        _cookie: u64,
+        probe: HostProbe,
+    ) -> io::Result<Box<dyn Side>> {
+        let opened = Opened {
+            spec: self.spec,
+            role: Role::Server,
+            conns,
+            notes: self.notes,
+        };
+        opened.start(probe)
+    }
+}

@@ -1,0 +1,224 @@
+//! The sides and the control loop without root and without a network: both ends' sessions
+//! over an in-memory socket pair, each side running on a fake engine.
+
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use sonde_engine::stream::ConnEnd;
+use sonde_engine::{Placement, TcpInfo};
+use sonde_probe::hostwatch::HostProbe;
+use sonde_proto::{AgentEvent, AgentSession, ClientSession, Timeouts};
+use sonde_results::{Direction, Role, StreamSpec, TestSpec};
+
+use crate::agent::one_test::{run_started, Conn};
+use crate::control::Link;
+use crate::controller::{Record, Running};
+use crate::kind::stream::{StreamEngine, StreamSide};
+use crate::side::Side;
+use crate::signals::Interrupt;
+
+/// Bytes per millisecond every fake connection moves.
+const RATE: u64 = 1000;
+
+/// Connections that move `RATE` bytes per millisecond, in one call each, until finished.
+struct FakeStream {
+    started: Instant,
+    senders: Vec<bool>,
+    finished: AtomicBool,
+    stopped_at: std::sync::Mutex<Option<Instant>>,
+}
+
+impl FakeStream {
+    fn boxed(senders: Vec<bool>) -> Box<dyn StreamEngine> {
+        Box::new(FakeStream {
+            started: Instant::now(),
+            senders,
+            finished: AtomicBool::new(false),
+            stopped_at: std::sync::Mutex::new(None),
+        })
+    }
+}
+
+impl StreamEngine for FakeStream {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn connections(&self) -> usize {
+        self.senders.len()
+    }
+    fn counters(&self, _i: usize) -> (u64, u64) {
+        let until = self.stopped_at.lock().unwrap().unwrap_or_else(Instant::now);
+        let ms = until.duration_since(self.started).as_millis() as u64;
+        (ms * RATE, ms)
+    }
+    fn is_sender(&self, i: usize) -> bool {
+        self.senders[i]
+    }
+    fn tcp_info(&self, _i: usize) -> Option<TcpInfo> {
+        None
+    }
+    fn finish(&self) {
+        self.finished.store(true, Ordering::SeqCst);
+        self.stopped_at
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
+    }
+    fn abort(&self) {
+        self.finish();
+    }
+    fn all_done(&self) -> bool {
+        self.finished.load(Ordering::SeqCst)
+    }
+    fn join(&mut self) -> Vec<ConnEnd> {
+        vec![ConnEnd::Clean; self.senders.len()]
+    }
+}
+
+fn spec() -> StreamSpec {
+    StreamSpec {
+        connections: 2,
+        duration_ms: 300,
+        warmup_ms: 0,
+        cooldown_ms: 0,
+        interval_ms: 100,
+        ..StreamSpec::default()
+    }
+}
+
+fn fake_side(role: Role, spec: &StreamSpec) -> Box<dyn Side> {
+    let n = spec.total_connections();
+    let meta: Vec<(u32, Direction)> = (0..n).map(|i| (i, spec.direction_of(i))).collect();
+    let senders = meta
+        .iter()
+        .map(|(_, d)| (*d == Direction::Forward) == (role == Role::Client))
+        .collect();
+    Box::new(StreamSide::start(
+        role,
+        spec,
+        meta,
+        FakeStream::boxed(senders),
+        Placement::new(1, None, n as usize),
+        HostProbe::for_peer([127, 0, 0, 1].into()),
+        Vec::new(),
+    ))
+}
+
+#[test]
+fn a_stream_side_samples_its_engine_per_interval_and_in_total() {
+    let spec = spec();
+    let mut side = fake_side(Role::Client, &spec);
+    let mut intervals = Vec::new();
+    let until = Instant::now() + Duration::from_secs(3);
+    while !(side.is_draining() && side.all_done()) && Instant::now() < until {
+        let now = Instant::now();
+        intervals.extend(side.on_time(now));
+        let next = side.next_deadline().unwrap_or(now);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    let result = side.into_result(false);
+    assert_eq!(intervals.len(), 3);
+    for s in &intervals {
+        // Each interval's bytes are the fake's rate times its measured length (±2 ms).
+        let expected = (s.end_s - s.start_s) * 1e3 * RATE as f64 * 2.0;
+        assert!(
+            (s.sent_bytes as f64 - expected).abs() <= 4.0 * RATE as f64,
+            "{s:?}"
+        );
+        assert_eq!(s.received_bytes, 0);
+    }
+    assert!(!result.partial);
+    assert_eq!(result.engine.as_deref(), Some("fake"));
+    let d = &result.directions[0];
+    assert_eq!(d.connections.len(), 2);
+    let summed: u64 = intervals.iter().map(|s| s.sent_bytes).sum();
+    assert_eq!(d.bytes, summed, "the window is the sum of its intervals");
+}
+
+/// The agent's end up to `Start`, by hand (no data endpoint), then the real loop.
+fn agent_end(stream: UnixStream, spec: StreamSpec) -> sonde_results::SideResult {
+    let interrupt = Interrupt::none();
+    let mut conn = Conn {
+        session: AgentSession::new(
+            "sonde test",
+            "agent",
+            &crate::kind::capabilities(),
+            Timeouts::default(),
+            Instant::now(),
+        ),
+        link: Link::over(Box::new(stream)),
+    };
+    let mut started = false;
+    while !started {
+        conn.link.send(&mut conn.session).unwrap();
+        conn.link.step(&mut conn.session, None, None).unwrap();
+        while let Some(ev) = conn.session.poll_event() {
+            match ev {
+                AgentEvent::Setup(_) => conn.session.ready(1, 7, Instant::now()).unwrap(),
+                AgentEvent::Start => started = true,
+                _ => {}
+            }
+        }
+    }
+    run_started(&mut conn, fake_side(Role::Server, &spec), &interrupt).unwrap()
+}
+
+#[test]
+fn both_ends_run_one_control_loop_to_a_document() {
+    let spec = spec();
+    let (c, a) = UnixStream::pair().unwrap();
+    let agent_spec = spec.clone();
+    let agent = std::thread::spawn(move || agent_end(a, agent_spec));
+
+    let test = TestSpec::Stream(spec.clone());
+    let session = ClientSession::new(
+        test.clone(),
+        "sonde test",
+        "controller",
+        Timeouts::default(),
+        Instant::now(),
+    );
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let mut shown = 0;
+    let mut live = |_: crate::controller::LiveInterval<'_>| shown += 1;
+    let interrupt = Interrupt::none();
+    let mut link = Link::over(Box::new(c));
+    let mut run = Running::new(session, addr, &mut live);
+    assert_eq!(run.handshake(&mut link, &interrupt).unwrap(), (1, 7));
+    run.start(&mut link).unwrap();
+    let doc = run.conclude(
+        link,
+        fake_side(Role::Client, &spec),
+        &interrupt,
+        Record {
+            spec: &test,
+            command: "controller",
+            started_at: String::new(),
+        },
+    );
+    let server = agent.join().unwrap();
+    assert!(!doc.end.partial, "{:?}", doc.end.error);
+    assert_eq!(doc.intervals.len(), 3);
+    assert_eq!(shown, 3);
+    let sender = doc
+        .end
+        .stream_sender()
+        .expect("the controller's sending side");
+    let receiver = doc
+        .end
+        .stream_receiver()
+        .expect("the agent's receiving side");
+    let by = (sender.by.measured_by, receiver.by.measured_by);
+    assert_eq!(by, (Role::Client, Role::Server));
+    assert_eq!(sender.by.engine.as_deref(), Some("fake"));
+    assert!(sender.bytes > 0 && receiver.bytes > 0);
+    assert_eq!(server.engine.as_deref(), Some("fake"));
+    // The agent starts a moment after the controller, and a stream side has no
+    // cut_interval: its last interval may end after Stop and go unsent.
+    assert!(
+        doc.intervals[..2].iter().all(|i| i.receiver.is_some()),
+        "intervals paired"
+    );
+}
