@@ -28,7 +28,7 @@ impl Stream for UnixStream {
 
 /// What woke a wait.
 pub enum Wake {
-    /// Bytes from the peer, in the link's buffer (see [`Link::received`]).
+    /// Bytes from the peer, in the link's buffer.
     Data(usize),
     Eof,
     /// The other fd given to `wait` is readable (a listener with a connection to accept).
@@ -85,10 +85,6 @@ impl Link {
             Ok(Wake::Timeout) => session.handle_timeout(Instant::now())?,
         }
         Ok(None)
-    }
-
-    pub fn received(&self, n: usize) -> &[u8] {
-        &self.buf[..n]
     }
 
     /// Writes every frame `next` yields.

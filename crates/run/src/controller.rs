@@ -14,14 +14,13 @@ use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
 use crate::control::Link;
 use crate::drive::{drive, Cut, End, Flow};
-use crate::kind::{self, OpenError};
+use crate::kind::{self, OpenError, CONNECT_TIMEOUT};
 use crate::side::Side;
 use crate::signals::Interrupt;
 
 pub const SOFTWARE: &str = concat!("sonde ", env!("CARGO_PKG_VERSION"));
 /// After the planned end, how long receivers may take to see every FIN.
 const DRAIN: Duration = Duration::from_secs(3);
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sonde_engine::stream::ConnEnd;
@@ -26,8 +26,8 @@ const RATE: u64 = 1000;
 struct FakeStream {
     started: Instant,
     senders: Vec<bool>,
-    finished: AtomicBool,
-    stopped_at: std::sync::Mutex<Option<Instant>>,
+    /// When `finish` was called: the counters stop there.
+    stopped_at: Mutex<Option<Instant>>,
 }
 
 impl FakeStream {
@@ -35,8 +35,7 @@ impl FakeStream {
         Box::new(FakeStream {
             started: Instant::now(),
             senders,
-            finished: AtomicBool::new(false),
-            stopped_at: std::sync::Mutex::new(None),
+            stopped_at: Mutex::new(None),
         })
     }
 }
@@ -60,7 +59,6 @@ impl StreamEngine for FakeStream {
         None
     }
     fn finish(&self) {
-        self.finished.store(true, Ordering::SeqCst);
         self.stopped_at
             .lock()
             .unwrap()
@@ -70,7 +68,7 @@ impl StreamEngine for FakeStream {
         self.finish();
     }
     fn all_done(&self) -> bool {
-        self.finished.load(Ordering::SeqCst)
+        self.stopped_at.lock().unwrap().is_some()
     }
     fn join(&mut self) -> Vec<ConnEnd> {
         vec![ConnEnd::Clean; self.senders.len()]

@@ -76,16 +76,16 @@ pub(super) fn run(
     let spec = handshake(&mut conn, peer, shared)?;
     let (_slot, spec) = admit(&mut conn, spec, shared)?;
     let kind = kind::of(&spec);
-    let (side, summary_spec) = open(
+    let side = open(
         &mut conn,
         kind,
-        spec,
+        &spec,
         local_ip,
         peer.ip(),
         &shared.interrupt,
     )?;
     let result = run_started(&mut conn, side, &shared.interrupt)?;
-    Ok(kind.summary(&summary_spec, &result))
+    Ok(kind.summary(&spec, &result))
 }
 
 fn new_session(shared: &Shared) -> AgentSession {
@@ -179,12 +179,12 @@ fn place_server_workers(mut spec: TestSpec) -> TestSpec {
 fn open(
     conn: &mut Conn,
     kind: &dyn Kind,
-    spec: TestSpec,
+    spec: &TestSpec,
     local_ip: IpAddr,
     peer: IpAddr,
     interrupt: &Interrupt,
-) -> Result<(Box<dyn Side>, TestSpec), TestError> {
-    let endpoint = match kind.open_server(&spec, local_ip) {
+) -> Result<Box<dyn Side>, TestError> {
+    let endpoint = match kind.open_server(spec, local_ip) {
         Ok(e) => e,
         Err(e) => {
             return Err(conn.refuse(PeerError::Refused {
@@ -197,8 +197,7 @@ fn open(
         .ready(endpoint.port()?, cookie, Instant::now())?;
     conn.link.send(&mut conn.session)?;
     let conns = accept_data(conn, endpoint.listener(), cookie, peer, interrupt)?;
-    let side = endpoint.start(conns, peer, cookie, HostProbe::for_peer(peer))?;
-    Ok((side, spec))
+    Ok(endpoint.start(conns, peer, cookie, HostProbe::for_peer(peer))?)
 }
 
 /// Drives a started side until `Stop`, drains it and sends its results.

@@ -19,6 +19,9 @@ use sonde_results::{SideResult, TestSpec};
 
 use crate::side::Side;
 
+/// How long a data (or control) connection may take to open.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Every kind of test this build runs.
 pub const KINDS: &[&dyn Kind] = &[&stream::Stream, &rr::RequestResponse, &pps::Pps];
 
@@ -149,8 +152,7 @@ pub(crate) fn connect_data(
         source,
     };
     let (mut s, notes) =
-        sonde_engine::sockopt::connect(addr, opts, crate::controller::CONNECT_TIMEOUT)
-            .map_err(err)?;
+        sonde_engine::sockopt::connect(addr, opts, CONNECT_TIMEOUT).map_err(err)?;
     let header = sonde_proto::DataHeader { cookie, index }.encode();
     s.write_all(&header).map_err(err)?;
     Ok((s, notes))

@@ -12,7 +12,7 @@ use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
 
 use super::engine::{RxEngine, TxEngine};
 use crate::schedule::{Schedule, Tick};
-use crate::side::Side;
+use crate::side::{Measurer, Side};
 
 /// After the controller's Stop, how long packets still in flight may arrive.
 const RX_DRAIN: Duration = Duration::from_millis(200);
@@ -32,8 +32,7 @@ pub struct PpsSide {
     engine: Engine,
     probe: HostProbe,
     notes: Vec<String>,
-    threads: usize,
-    pinned_cpus: Option<Vec<usize>>,
+    placement: Placement,
     schedule: Schedule,
     start_snap: Option<(HostSnap, u64)>,
     end_snap: Option<(HostSnap, u64)>,
@@ -68,8 +67,7 @@ impl PpsSide {
             engine,
             probe,
             notes,
-            threads: placement.threads,
-            pinned_cpus: placement.pinned(),
+            placement,
             schedule,
             start_snap: None,
             end_snap: None,
@@ -113,6 +111,13 @@ impl PpsSide {
             drops_at_start,
         };
         PpsSide::new(Role::Server, spec, engine, probe, notes, placement)
+    }
+
+    fn engine_name(&self) -> &'static str {
+        match &self.engine {
+            Engine::Tx(s) => s.name(),
+            Engine::Rx { receiver, .. } => receiver.name(),
+        }
     }
 
     /// Packets sent (client) or received (agent) so far.
@@ -237,18 +242,13 @@ impl Side for PpsSide {
                 )
             }
         };
-        let mut result = SideResult::new(
-            self.role,
-            hostwatch::describe(&self.probe),
-            (end.0.at - start.0.at).as_secs_f64(),
-            (self.threads as u32, self.pinned_cpus.clone()),
-            notes,
-            partial,
-        );
-        result.engine = Some(match &self.engine {
-            Engine::Tx(s) => s.name().into(),
-            Engine::Rx { receiver, .. } => receiver.name().into(),
-        });
+        let measurer = Measurer {
+            role: self.role,
+            probe: &self.probe,
+            engine: self.engine_name(),
+            placement: &self.placement,
+        };
+        let mut result = measurer.result((end.0.at - start.0.at).as_secs_f64(), notes, partial);
         result.pps = Some(PpsResult {
             size_bytes: self.spec.size_bytes,
             packets: end.1 - start.1,

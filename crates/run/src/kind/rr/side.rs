@@ -15,7 +15,7 @@ use sonde_results::{IntervalSample, LatencySummary, Role, RrResult, RrSpec, Side
 
 use super::engine::{EchoEngine, RequestEngine, DRAIN};
 use crate::schedule::{Schedule, Tick};
-use crate::side::Side;
+use crate::side::{Measurer, Side};
 
 /// The client reports interval k this long after it ends, so that every worker has handed
 /// over its histogram (workers do so at their first response after the boundary).
@@ -33,8 +33,7 @@ pub struct RrSide {
     probe: HostProbe,
     notes: Vec<String>,
     socket_options: Vec<String>,
-    threads: usize,
-    pinned_cpus: Option<Vec<usize>>,
+    placement: Placement,
     schedule: Schedule,
     stop_sending_at: Instant,
     start_snap: Option<(HostSnap, u64)>,
@@ -95,8 +94,7 @@ impl RrSide {
             probe,
             notes,
             socket_options,
-            threads: placement.threads,
-            pinned_cpus: placement.pinned(),
+            placement,
             stop_sending_at: schedule.window_end + ms(spec.cooldown_ms),
             schedule,
             start_snap: None,
@@ -291,15 +289,13 @@ impl Side for RrSide {
             Role::Client => self.total.len(),
             Role::Server => end.1 - start.1,
         };
-        let mut result = SideResult::new(
-            self.role,
-            hostwatch::describe(&self.probe),
-            window_s,
-            (self.threads as u32, self.pinned_cpus.clone()),
-            notes,
-            partial,
-        );
-        result.engine = Some(self.engine_name().into());
+        let measurer = Measurer {
+            role: self.role,
+            probe: &self.probe,
+            engine: self.engine_name(),
+            placement: &self.placement,
+        };
+        let mut result = measurer.result(window_s, notes, partial);
         result.rr = Some(RrResult {
             poll: self.spec.poll.label(),
             messages,

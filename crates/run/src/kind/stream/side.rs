@@ -15,7 +15,7 @@ use sonde_results::{
 };
 
 use super::StreamEngine;
-use crate::side::Side;
+use crate::side::{Measurer, Side};
 
 /// Counters of every connection at one instant.
 #[derive(Clone)]
@@ -41,8 +41,7 @@ pub struct StreamSide {
     workers: Box<dyn StreamEngine>,
     /// Test-wide index and direction of each connection, in worker order.
     conns: Vec<(u32, Direction)>,
-    pinned_cpus: Option<Vec<usize>>,
-    threads: usize,
+    placement: Placement,
     probe: HostProbe,
     notes: Vec<String>,
     started: Instant,
@@ -72,8 +71,7 @@ impl StreamSide {
             spec: spec.clone(),
             workers,
             conns,
-            pinned_cpus: placement.pinned(),
-            threads: placement.threads,
+            placement,
             probe,
             notes,
             started: Instant::now(),
@@ -287,15 +285,13 @@ impl Side for StreamSide {
                 connections,
             });
         }
-        let mut result = SideResult::new(
-            self.role,
-            hostwatch::describe(&self.probe),
-            window_s,
-            (self.threads as u32, self.pinned_cpus.clone()),
-            notes,
-            partial,
-        );
-        result.engine = Some(self.workers.name().into());
+        let measurer = Measurer {
+            role: self.role,
+            probe: &self.probe,
+            engine: self.workers.name(),
+            placement: &self.placement,
+        };
+        let mut result = measurer.result(window_s, notes, partial);
         result.directions = directions;
         hostwatch::fill(&mut result, &ws.0, &we.0);
         result
