@@ -79,7 +79,7 @@ impl AgentSession {
     pub fn new(
         software: &str,
         command: &str,
-        capabilities: &[&str],
+        capabilities: &[impl AsRef<str>],
         timeouts: Timeouts,
         now: Instant,
     ) -> Self {
@@ -88,7 +88,7 @@ impl AgentSession {
             timeouts,
             software: software.into(),
             command: command.into(),
-            capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+            capabilities: capabilities.iter().map(|c| c.as_ref().into()).collect(),
             decoder: FrameDecoder::default(),
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -107,7 +107,7 @@ impl AgentSession {
 
     /// A session that only says "busy" and ends.
     pub fn busy(now: Instant) -> Self {
-        let mut s = AgentSession::new("", "", &[], Timeouts::default(), now);
+        let mut s = AgentSession::new("", "", &[""; 0], Timeouts::default(), now);
         s.end_with(PeerError::Busy);
         s
     }

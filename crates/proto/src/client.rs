@@ -209,11 +209,9 @@ impl ClientSession {
                         theirs: version,
                     });
                 }
-                let test = self.spec.name();
-                if !capabilities.iter().any(|c| c == test) {
-                    return self.fail(ProtoError::Peer(PeerError::Unsupported {
-                        test: test.into(),
-                    }));
+                let test = self.spec.capability();
+                if !capabilities.contains(&test) {
+                    return self.fail(ProtoError::Peer(PeerError::Unsupported { test }));
                 }
                 if let Some(c) = challenge {
                     let Some(key) = &self.key else {

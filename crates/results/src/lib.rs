@@ -17,5 +17,6 @@ pub use side::{
     NicCounters, PpsResult, Role, RrResult, SideResult, Transfer,
 };
 pub use spec::{
-    Direction, PollMode, PpsSpec, RrSpec, SpecError, Stall, StreamSpec, TestSpec, Transport,
+    Direction, Execution, PollMode, PpsSpec, RrSpec, SpecError, Stall, StreamSpec, TestSpec,
+    Timing, Transport, KERNEL_ENGINE,
 };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::{ClientEvent, ClientSession, ProtoError, Timeouts};
 use sonde_results::document::Inputs;
-use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
+use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
 
 use crate::control::Link;
 use crate::drive::{drive, Cut, End, Flow};
@@ -120,7 +120,9 @@ pub fn run_test(
     let kind = kind::of(&req.spec);
     let mut spec = req.spec.clone();
     let probe = HostProbe::for_peer(addr.ip());
+    kind::check_engine(&spec).map_err(|e| OpenError::Refused(e.to_string()))?;
     kind.prepare(&mut spec, addr, &probe)?;
+    kind::place(&mut spec, Role::Client);
     let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
         .map_err(|source| ControllerError::Connect { addr, source })?;
     let io_err = |source| ControllerError::Io { addr, source };

@@ -24,6 +24,18 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// The schedule of a test with `timing` whose clock started at `started`.
+    pub fn of(started: Instant, timing: &sonde_results::Timing, grace: Duration) -> Schedule {
+        let ms = Duration::from_millis;
+        Schedule::new(
+            started,
+            ms(timing.warmup_ms),
+            ms(timing.duration_ms),
+            ms(timing.interval_ms),
+            grace,
+        )
+    }
+
     pub fn new(
         started: Instant,
         warmup: Duration,

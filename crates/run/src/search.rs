@@ -222,7 +222,7 @@ pub fn search(
     Ok((
         SearchEnd {
             max_loss_percent: params.max_loss_percent,
-            trial_ms: base.duration_ms,
+            trial_ms: base.timing.duration_ms,
             trials: s.trials,
             result_pps,
             trials_per_step: params.trials_per_step.max(1),

@@ -10,7 +10,7 @@ use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, TcpInfo};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::{AgentEvent, AgentSession, ClientSession, Timeouts};
-use sonde_results::{Direction, Role, StreamSpec, TestSpec};
+use sonde_results::{Direction, Role, StreamSpec, TestSpec, Timing};
 
 use crate::agent::one_test::{run_started, Conn};
 use crate::control::Link;
@@ -78,10 +78,12 @@ impl StreamEngine for FakeStream {
 fn spec() -> StreamSpec {
     StreamSpec {
         connections: 2,
-        duration_ms: 300,
-        warmup_ms: 0,
-        cooldown_ms: 0,
-        interval_ms: 100,
+        timing: Timing {
+            duration_ms: 300,
+            warmup_ms: 0,
+            cooldown_ms: 0,
+            interval_ms: 100,
+        },
         ..StreamSpec::default()
     }
 }

@@ -23,8 +23,6 @@ use clap::Parser;
 use crate::cli::{Cli, Command as CliCommand, StoreArgs, SuiteArgs};
 use sonde_run::signals::Interrupt;
 
-const TESTS: &[&str] = &["stream", "ping", "rpc", "pps"];
-
 /// One run of the suite.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
@@ -115,14 +113,15 @@ pub fn load(path: &Path) -> anyhow::Result<Suite> {
         let Some(t) = t.as_table() else {
             bail!("{file}: [[test]] {} is not a table", ti + 1)
         };
+        let tests = sonde_run::kind::test_names();
         let kind = t
             .get("type")
             .and_then(|v| v.as_str())
-            .filter(|k| TESTS.contains(k))
+            .filter(|k| tests.contains(k))
             .ok_or_else(|| {
                 at(
                     "type",
-                    format!("test {} needs type = one of {}", ti + 1, TESTS.join(", ")),
+                    format!("test {} needs type = one of {}", ti + 1, tests.join(", ")),
                 )
             })?;
         // Each key is a dimension: an array gives its values, a scalar one value.
@@ -197,23 +196,7 @@ pub fn load(path: &Path) -> anyhow::Result<Suite> {
 
 /// What `sonde TEST` would refuse about its flags' values.
 fn spec_error(cmd: CliCommand) -> Option<sonde_results::SpecError> {
-    match cmd {
-        CliCommand::Stream(a) => a.spec().err(),
-        CliCommand::Ping(a) => a
-            .common
-            .poll
-            .modes()
-            .into_iter()
-            .find_map(|m| a.spec(m).err()),
-        CliCommand::Rpc(a) => a
-            .common
-            .poll
-            .modes()
-            .into_iter()
-            .find_map(|m| a.spec(m).err()),
-        CliCommand::Pps(a) => a.spec().err(),
-        _ => None,
-    }
+    cmd.test_specs()?.err()
 }
 
 pub fn run(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {

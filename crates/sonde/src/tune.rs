@@ -261,7 +261,7 @@ pub fn apply(root: &Path, goal: Goal, changes: &[Change], state_file: &Path) -> 
         changes: changes.to_vec(),
     };
     let json = serde_json::to_vec_pretty(&state)?;
-    crate::write_atomically(state_file, &json)?;
+    crate::measure::write_atomically(state_file, &json)?;
     for (i, c) in changes.iter().enumerate() {
         if let Err(e) = write(root, &c.target, &c.to) {
             for done in changes[..i].iter().rev() {

@@ -28,8 +28,8 @@ impl Default for Limits {
 impl Limits {
     /// The first limit `spec` exceeds, in words naming the agent's flag.
     pub fn check(&self, spec: &TestSpec) -> Option<String> {
+        let total_ms = spec.total_ms();
         let Demand {
-            total_ms,
             connections: conns,
             rate,
             message_bytes: msg,

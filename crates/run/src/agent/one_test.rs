@@ -13,7 +13,7 @@ use sonde_proto::{
     AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Timeouts, CHALLENGE_BYTES,
     DATA_HEADER_BYTES,
 };
-use sonde_results::{IntervalSample, TestSpec};
+use sonde_results::{IntervalSample, Role, TestSpec};
 
 use super::{Shared, Slot};
 use crate::control::{Link, Wake};
@@ -139,7 +139,7 @@ fn handshake(conn: &mut Conn, peer: SocketAddr, shared: &Shared) -> Result<TestS
 /// auto` is resolved on this host.
 fn admit<'a>(
     conn: &mut Conn,
-    spec: TestSpec,
+    mut spec: TestSpec,
     shared: &'a Shared,
 ) -> Result<(Slot<'a>, TestSpec), TestError> {
     let Some(slot) = shared.take_slot() else {
@@ -154,24 +154,13 @@ fn admit<'a>(
             reason: e.reason.clone(),
         }));
     }
-    Ok((slot, place_server_workers(spec)))
-}
-
-/// `--server-cpus auto`: the agent picks its CPUs from its own host, from the far end of
-/// the preferred cores, so that a controller on the same host (the lab) picks others.
-fn place_server_workers(mut spec: TestSpec) -> TestSpec {
-    let w = kind::of(&spec).server_workers(&mut spec);
-    if w.auto {
-        let inv = sonde_probe::inventory::collect_live();
-        let allowed = sonde_probe::topology::allowed_cpus();
-        *w.cpus = sonde_probe::placement::choose(
-            &inv,
-            &allowed,
-            w.workers,
-            sonde_probe::placement::End::Last,
-        );
+    if kind::check_engine(&spec).is_err() {
+        return Err(conn.refuse(PeerError::Unsupported {
+            test: spec.capability(),
+        }));
     }
-    spec
+    kind::place(&mut spec, Role::Server);
+    Ok((slot, spec))
 }
 
 /// The kind's data endpoint, `Ready`, the data connections, and the side started at

@@ -15,7 +15,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{SideResult, TestSpec};
+use sonde_results::{Role, SideResult, SpecError, TestSpec};
 
 use crate::side::Side;
 
@@ -34,30 +34,79 @@ pub fn of(spec: &TestSpec) -> &'static dyn Kind {
         .expect("every TestSpec variant has its kind in KINDS")
 }
 
-/// Test names an agent announces, in `Welcome`.
-pub fn capabilities() -> Vec<&'static str> {
+/// Every test this build runs, by the name its command and its spec carry.
+pub fn test_names() -> Vec<&'static str> {
     KINDS
         .iter()
         .flat_map(|k| k.names().iter().copied())
         .collect()
 }
 
-/// What a spec asks of an agent, set against its limits.
+/// What an agent announces in `Welcome`: each test name with each of its kind's engines
+/// ([`TestSpec::capability`]).
+pub fn capabilities() -> Vec<String> {
+    KINDS
+        .iter()
+        .flat_map(|k| {
+            k.names().iter().flat_map(|name| {
+                k.engines()
+                    .iter()
+                    .map(|engine| sonde_results::spec::capability(name, engine))
+            })
+        })
+        .collect()
+}
+
+/// Refuses an engine the spec's kind does not have in this build, naming `--engine`.
+pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
+    let engines = of(spec).engines();
+    let engine = &spec.execution().engine;
+    if engines.contains(&engine.as_str()) {
+        return Ok(());
+    }
+    Err(SpecError {
+        flag: "--engine",
+        reason: format!(
+            "{} has no '{engine}' engine (it has: {})",
+            spec.name(),
+            engines.join(", ")
+        ),
+    })
+}
+
+/// Chooses `role`'s CPUs on this host when its spec says `auto`, for as many workers as
+/// the kind runs there: the controller from the near end of the preferred cores, the agent
+/// from the far end, so that both ends on one host (the lab) pick different ones.
+pub fn place(spec: &mut TestSpec, role: Role) {
+    let workers = of(spec).workers(spec, role);
+    let ex = spec.execution_mut();
+    let (auto, cpus, end) = match role {
+        Role::Client => (
+            &mut ex.client_cpus_auto,
+            &mut ex.client_cpus,
+            sonde_probe::placement::End::First,
+        ),
+        Role::Server => (
+            &mut ex.server_cpus_auto,
+            &mut ex.server_cpus,
+            sonde_probe::placement::End::Last,
+        ),
+    };
+    if !std::mem::take(auto) {
+        return;
+    }
+    let inv = sonde_probe::inventory::collect_live();
+    let allowed = sonde_probe::topology::allowed_cpus();
+    *cpus = sonde_probe::placement::choose(&inv, &allowed, workers, end);
+}
+
+/// What a spec asks of an agent, set against its limits (besides its length).
 pub struct Demand {
-    /// Warm-up, window and cool-down.
-    pub total_ms: u64,
     /// Connections or flows.
     pub connections: u32,
     /// `None`: the kind has no rate; `Some(None)`: unpaced.
     pub rate: Option<Option<f64>>,
     pub message_bytes: u32,
-}
-
-/// The agent's workers for a spec, and the CPU list `--server-cpus auto` fills.
-pub struct ServerWorkers<'a> {
-    pub auto: bool,
-    pub workers: usize,
-    pub cpus: &'a mut Option<Vec<usize>>,
 }
 
 /// Why the controller could not open its data endpoints.
@@ -79,8 +128,12 @@ pub trait Kind: Sync {
     fn names(&self) -> &'static [&'static str];
     /// What `spec` asks of the agent.
     fn demand(&self, spec: &TestSpec) -> Demand;
-    /// How many workers the agent runs for `spec`, and where their CPUs go.
-    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a>;
+    /// The engines this kind runs, by name; the first is the default.
+    fn engines(&self) -> &'static [&'static str] {
+        &[KERNEL]
+    }
+    /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
+    fn workers(&self, spec: &TestSpec, role: Role) -> usize;
     /// Controller, before connecting: fits the spec to the path to the agent at `agent`.
     fn prepare(
         &self,
@@ -170,5 +223,14 @@ pub(crate) fn connect_udp(addr: SocketAddr, index: u32) -> Result<std::net::UdpS
     Ok(s)
 }
 
-/// The kernel-socket engine's name: what every kind runs today.
-pub const KERNEL: &str = "kernel";
+/// The kernel-socket engine's name: every kind has it.
+pub const KERNEL: &str = sonde_results::KERNEL_ENGINE;
+
+/// A side asked for an engine its kind does not have (admission checks first, so this is
+/// a peer that skipped it).
+pub(crate) fn no_engine(kind: &str, engine: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("{kind} has no '{engine}' engine"),
+    )
+}

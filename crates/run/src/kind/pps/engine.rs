@@ -11,6 +11,7 @@ use sonde_engine::Placement;
 use sonde_results::PpsSpec;
 
 use crate::kind::rr::poll_of;
+use crate::kind::{no_engine, KERNEL};
 
 /// Running senders.
 pub trait TxEngine: Send {
@@ -35,8 +36,37 @@ pub trait RxEngine: Send {
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>);
 }
 
-/// Starts kernel-socket senders on `flows`; they stop by themselves at the window's end.
-pub fn kernel_tx(
+/// The engines a packet-rate side can run, by name.
+pub const ENGINES: &[&str] = &[KERNEL];
+
+/// Starts the spec's engine's senders on `flows`; they stop by themselves at the window's
+/// end.
+pub fn sender(
+    spec: &PpsSpec,
+    flows: Vec<UdpSocket>,
+    placement: Placement,
+    cookie: u32,
+) -> io::Result<Box<dyn TxEngine>> {
+    match spec.execution.engine.as_str() {
+        KERNEL => kernel_tx(spec, flows, placement, cookie),
+        other => Err(no_engine("pps", other)),
+    }
+}
+
+/// Starts the spec's engine's receivers on `sockets`.
+pub fn receiver(
+    spec: &PpsSpec,
+    sockets: Vec<UdpSocket>,
+    cookie: u32,
+) -> io::Result<Box<dyn RxEngine>> {
+    match spec.execution.engine.as_str() {
+        KERNEL => kernel_rx(spec, sockets, cookie),
+        other => Err(no_engine("pps", other)),
+    }
+}
+
+/// Starts kernel-socket senders.
+fn kernel_tx(
     spec: &PpsSpec,
     flows: Vec<UdpSocket>,
     placement: Placement,
@@ -47,7 +77,8 @@ pub fn kernel_tx(
         payload_bytes: spec.payload_bytes() as usize,
         batch: spec.batch as usize,
         rate_pps: spec.rate_pps,
-        stop_at: Instant::now() + Duration::from_millis(spec.warmup_ms + spec.duration_ms),
+        stop_at: Instant::now()
+            + Duration::from_millis(spec.timing.warmup_ms + spec.timing.duration_ms),
         cookie,
         gso: spec.gso,
     };
@@ -55,13 +86,13 @@ pub fn kernel_tx(
 }
 
 /// Starts a kernel-socket receiver on each socket of a SO_REUSEPORT group.
-pub fn kernel_rx(
+fn kernel_rx(
     spec: &PpsSpec,
     sockets: Vec<UdpSocket>,
     cookie: u32,
 ) -> io::Result<Box<dyn RxEngine>> {
     let plan = RxPlan {
-        cpus: spec.server_cpus.clone(),
+        cpus: spec.execution.server_cpus.clone(),
         batch: spec.batch as usize,
         poll: poll_of(spec.poll),
         flows: spec.flows as usize,
@@ -72,7 +103,7 @@ pub fn kernel_rx(
 
 impl TxEngine for PpsSender {
     fn name(&self) -> &'static str {
-        crate::kind::KERNEL
+        KERNEL
     }
     fn counts(&self) -> (u64, u64) {
         PpsSender::counts(self)
@@ -90,7 +121,7 @@ impl TxEngine for PpsSender {
 
 impl RxEngine for PpsReceiver {
     fn name(&self) -> &'static str {
-        crate::kind::KERNEL
+        KERNEL
     }
     fn counts(&self) -> (u64, u64) {
         PpsReceiver::counts(self)

@@ -12,9 +12,9 @@ use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 
 use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{PpsSpec, SideResult, TestSpec};
+use sonde_results::{PpsSpec, Role, SideResult, TestSpec};
 
-use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint, ServerWorkers};
+use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint};
 use crate::side::Side;
 
 /// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
@@ -37,21 +37,21 @@ impl Kind for Pps {
     fn demand(&self, spec: &TestSpec) -> Demand {
         let p = spec_of(spec);
         Demand {
-            total_ms: p.warmup_ms + p.duration_ms,
             connections: p.flows,
             rate: Some(p.rate_pps),
             message_bytes: p.size_bytes,
         }
     }
 
-    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a> {
-        let TestSpec::Pps(p) = spec else {
-            unreachable!("kind::of gives pps specs to the pps kind")
-        };
-        ServerWorkers {
-            auto: p.server_cpus_auto,
-            workers: p.rx_threads as usize,
-            cpus: &mut p.server_cpus,
+    fn engines(&self) -> &'static [&'static str] {
+        engine::ENGINES
+    }
+
+    fn workers(&self, spec: &TestSpec, role: Role) -> usize {
+        let p = spec_of(spec);
+        match role {
+            Role::Client => p.tx_threads as usize,
+            Role::Server => p.rx_threads as usize,
         }
     }
 
@@ -136,8 +136,12 @@ impl ClientEndpoint for Flows {
             cookie,
         } = *self;
         let n = flows.len();
-        let placement = Placement::new(spec.tx_threads as usize, spec.client_cpus.clone(), n);
-        let sender = engine::kernel_tx(&spec, flows, placement.clone(), cookie)?;
+        let placement = Placement::new(
+            spec.tx_threads as usize,
+            spec.execution.client_cpus.clone(),
+            n,
+        );
+        let sender = engine::sender(&spec, flows, placement.clone(), cookie)?;
         Ok(Box::new(PpsSide::client(&spec, sender, placement, probe)))
     }
 }
@@ -168,8 +172,8 @@ impl ServerEndpoint for Group {
             notes,
         } = *self;
         let n = sockets.len();
-        let placement = Placement::new(n, spec.server_cpus.clone(), n);
-        let receiver = engine::kernel_rx(&spec, sockets, cookie as u32)?;
+        let placement = Placement::new(n, spec.execution.server_cpus.clone(), n);
+        let receiver = engine::receiver(&spec, sockets, cookie as u32)?;
         Ok(Box::new(PpsSide::server(
             &spec, receiver, port, placement, probe, notes,
         )))

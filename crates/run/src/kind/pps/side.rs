@@ -52,14 +52,7 @@ impl PpsSide {
         mut notes: Vec<String>,
         placement: Placement,
     ) -> PpsSide {
-        let ms = Duration::from_millis;
-        let schedule = Schedule::new(
-            Instant::now(),
-            ms(spec.warmup_ms),
-            ms(spec.duration_ms),
-            ms(spec.interval_ms),
-            Duration::ZERO,
-        );
+        let schedule = Schedule::of(Instant::now(), &spec.timing, Duration::ZERO);
         notes.extend(probe.notes().iter().cloned());
         PpsSide {
             role,

@@ -11,6 +11,8 @@ use sonde_engine::wait::Poll;
 use sonde_engine::Placement;
 use sonde_results::{PollMode, RrSpec};
 
+use crate::kind::{no_engine, KERNEL};
+
 /// After the last request, how long answers may still arrive.
 pub const DRAIN: Duration = Duration::from_secs(2);
 
@@ -45,16 +47,45 @@ pub fn poll_of(mode: PollMode) -> Poll {
     }
 }
 
-/// Starts kernel-socket request workers; the test's clock started at `started`.
-pub fn kernel_client(
+/// The engines a request/response side can run, by name.
+pub const ENGINES: &[&str] = &[KERNEL];
+
+/// Starts the spec's engine's request workers; the test's clock started at `started`.
+pub fn client(
     spec: &RrSpec,
     target: Target,
     placement: Placement,
     started: Instant,
 ) -> io::Result<Box<dyn RequestEngine>> {
-    let window_start = started + Duration::from_millis(spec.warmup_ms);
-    let window_end = window_start + Duration::from_millis(spec.duration_ms);
-    let stop = window_end + Duration::from_millis(spec.cooldown_ms);
+    match spec.execution.engine.as_str() {
+        KERNEL => kernel_client(spec, target, placement, started),
+        other => Err(no_engine("request/response", other)),
+    }
+}
+
+/// Starts the spec's engine's echo workers; the test's clock started at `started`.
+pub fn server(
+    spec: &RrSpec,
+    target: ServerTarget,
+    placement: Placement,
+    started: Instant,
+) -> io::Result<Box<dyn EchoEngine>> {
+    match spec.execution.engine.as_str() {
+        KERNEL => kernel_server(spec, target, placement, started),
+        other => Err(no_engine("request/response", other)),
+    }
+}
+
+/// Starts kernel-socket request workers.
+fn kernel_client(
+    spec: &RrSpec,
+    target: Target,
+    placement: Placement,
+    started: Instant,
+) -> io::Result<Box<dyn RequestEngine>> {
+    let window_start = started + Duration::from_millis(spec.timing.warmup_ms);
+    let window_end = window_start + Duration::from_millis(spec.timing.duration_ms);
+    let stop = window_end + Duration::from_millis(spec.timing.cooldown_ms);
     let plan = ClientPlan {
         placement,
         request_bytes: spec.request_bytes as usize,
@@ -67,7 +98,7 @@ pub fn kernel_client(
         open_loop: spec.open_loop,
         window_start,
         window_end,
-        interval: Duration::from_millis(spec.interval_ms),
+        interval: Duration::from_millis(spec.timing.interval_ms),
         stop_sending_at: stop,
         drain_until: stop + DRAIN,
         udp_loss_timeout: Duration::from_secs(1),
@@ -75,8 +106,8 @@ pub fn kernel_client(
     Ok(Box::new(RrClient::spawn(target, plan)?))
 }
 
-/// Starts kernel-socket echo workers; the test's clock started at `started`.
-pub fn kernel_server(
+/// Starts kernel-socket echo workers.
+fn kernel_server(
     spec: &RrSpec,
     target: ServerTarget,
     placement: Placement,
@@ -99,7 +130,7 @@ pub fn kernel_server(
 
 impl RequestEngine for RrClient {
     fn name(&self) -> &'static str {
-        crate::kind::KERNEL
+        KERNEL
     }
     fn counts(&self) -> (u64, u64) {
         RrClient::counts(self)
@@ -120,7 +151,7 @@ impl RequestEngine for RrClient {
 
 impl EchoEngine for RrServer {
     fn name(&self) -> &'static str {
-        crate::kind::KERNEL
+        KERNEL
     }
     fn answered(&self) -> u64 {
         RrServer::answered(self)

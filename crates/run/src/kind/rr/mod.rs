@@ -17,9 +17,9 @@ use sonde_engine::rr_server::ServerTarget;
 use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{RrSpec, SideResult, TestSpec, Transport};
+use sonde_results::{Role, RrSpec, SideResult, TestSpec, Transport};
 
-use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint, ServerWorkers};
+use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint};
 use crate::side::Side;
 
 pub struct RequestResponse;
@@ -62,23 +62,23 @@ impl Kind for RequestResponse {
     fn demand(&self, spec: &TestSpec) -> Demand {
         let r = spec_of(spec);
         Demand {
-            total_ms: r.total_ms(),
             connections: r.connections,
             rate: Some(r.rate_per_s),
             message_bytes: r.request_bytes.max(r.response_bytes),
         }
     }
 
-    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a> {
-        let (TestSpec::Ping(r) | TestSpec::Rpc(r)) = spec else {
-            unreachable!("kind::of gives ping and rpc specs to the request/response kind")
+    fn engines(&self) -> &'static [&'static str] {
+        engine::ENGINES
+    }
+
+    fn workers(&self, spec: &TestSpec, role: Role) -> usize {
+        let r = spec_of(spec);
+        let threads = match role {
+            Role::Client => r.client_threads,
+            Role::Server => r.server_threads,
         };
-        let units = r.connections as usize;
-        ServerWorkers {
-            auto: r.server_cpus_auto,
-            workers: worker_threads(Work::RequestResponse, r.server_threads, units),
-            cpus: &mut r.server_cpus,
-        }
+        worker_threads(Work::RequestResponse, threads, r.connections as usize)
     }
 
     fn open_client(
@@ -171,8 +171,12 @@ impl ClientEndpoint for Opened {
         } = *self;
         let started = Instant::now();
         let units = spec.connections as usize;
-        let placement = placement(spec.client_threads, spec.client_cpus.clone(), units);
-        let engine = engine::kernel_client(&spec, target, placement.clone(), started)?;
+        let placement = placement(
+            spec.client_threads,
+            spec.execution.client_cpus.clone(),
+            units,
+        );
+        let engine = engine::client(&spec, target, placement.clone(), started)?;
         Ok(Box::new(RrSide::new(
             &spec,
             Parts {
@@ -251,8 +255,12 @@ impl ServerEndpoint for Listening {
             ServerTarget::Sockets(s) => s.len(),
             _ => 1,
         };
-        let placement = placement(spec.server_threads, spec.server_cpus.clone(), units);
-        let engine = engine::kernel_server(&spec, target, placement.clone(), started)?;
+        let placement = placement(
+            spec.server_threads,
+            spec.execution.server_cpus.clone(),
+            units,
+        );
+        let engine = engine::server(&spec, target, placement.clone(), started)?;
         Ok(Box::new(RrSide::new(
             &spec,
             Parts {

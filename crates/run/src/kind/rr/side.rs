@@ -79,13 +79,7 @@ impl RrSide {
             Duration::ZERO
         };
         let ms = Duration::from_millis;
-        let schedule = Schedule::new(
-            started,
-            ms(spec.warmup_ms),
-            ms(spec.duration_ms),
-            ms(spec.interval_ms),
-            grace,
-        );
+        let schedule = Schedule::of(started, &spec.timing, grace);
         notes.extend(probe.notes().iter().cloned());
         RrSide {
             role,
@@ -95,7 +89,7 @@ impl RrSide {
             notes,
             socket_options,
             placement,
-            stop_sending_at: schedule.window_end + ms(spec.cooldown_ms),
+            stop_sending_at: schedule.window_end + ms(spec.timing.cooldown_ms),
             schedule,
             start_snap: None,
             end_snap: None,

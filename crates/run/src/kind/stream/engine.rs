@@ -8,6 +8,8 @@ use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, StreamConn, StreamWorkers, TcpInfo};
 
+use crate::kind::{no_engine, KERNEL};
+
 /// Running stream workers, seen from the side that samples them.
 pub trait StreamEngine: Send {
     /// The engine's name, recorded in the result.
@@ -28,8 +30,24 @@ pub trait StreamEngine: Send {
     fn join(&mut self) -> Vec<ConnEnd>;
 }
 
+/// The engines a stream side can run, by name.
+pub const ENGINES: &[&str] = &[KERNEL];
+
+/// Starts the engine named `name` on `conns` (each with whether this end sends on it).
+pub fn start(
+    name: &str,
+    conns: Vec<(TcpStream, bool)>,
+    placement: Placement,
+    buffer_bytes: usize,
+) -> io::Result<Box<dyn StreamEngine>> {
+    match name {
+        KERNEL => kernel(conns, placement, buffer_bytes),
+        other => Err(no_engine("stream", other)),
+    }
+}
+
 /// Starts the kernel-socket workers: blocking send/recv, or epoll across connections.
-pub fn kernel(
+fn kernel(
     conns: Vec<(TcpStream, bool)>,
     placement: Placement,
     buffer_bytes: usize,
@@ -47,7 +65,7 @@ pub fn kernel(
 
 impl StreamEngine for StreamWorkers {
     fn name(&self) -> &'static str {
-        crate::kind::KERNEL
+        KERNEL
     }
     fn connections(&self) -> usize {
         StreamWorkers::len(self)

@@ -14,7 +14,7 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Direction, Role, SideResult, StreamSpec, TestSpec, Transfer};
 
-use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint, ServerWorkers};
+use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint};
 use crate::side::Side;
 
 pub struct Stream;
@@ -43,23 +43,23 @@ impl Kind for Stream {
     fn demand(&self, spec: &TestSpec) -> Demand {
         let s = spec_of(spec);
         Demand {
-            total_ms: s.total_ms(),
             connections: s.total_connections(),
             rate: None,
             message_bytes: s.buffer_bytes,
         }
     }
 
-    fn server_workers<'a>(&self, spec: &'a mut TestSpec) -> ServerWorkers<'a> {
-        let TestSpec::Stream(s) = spec else {
-            unreachable!("kind::of gives stream specs to the stream kind")
+    fn engines(&self) -> &'static [&'static str] {
+        engine::ENGINES
+    }
+
+    fn workers(&self, spec: &TestSpec, role: Role) -> usize {
+        let s = spec_of(spec);
+        let threads = match role {
+            Role::Client => s.client_threads,
+            Role::Server => s.server_threads,
         };
-        let units = s.total_connections() as usize;
-        ServerWorkers {
-            auto: s.server_cpus_auto,
-            workers: worker_threads(Work::Stream, s.server_threads, units),
-            cpus: &mut s.server_cpus,
-        }
+        worker_threads(Work::Stream, threads, s.total_connections() as usize)
     }
 
     fn open_client(
@@ -143,11 +143,15 @@ impl Opened {
             notes,
         } = self;
         let (threads, cpus) = match role {
-            Role::Client => (spec.client_threads, spec.client_cpus.clone()),
-            Role::Server => (spec.server_threads, spec.server_cpus.clone()),
+            Role::Client => (spec.client_threads, &spec.execution.client_cpus),
+            Role::Server => (spec.server_threads, &spec.execution.server_cpus),
         };
         let units = conns.len();
-        let placement = Placement::new(worker_threads(Work::Stream, threads, units), cpus, units);
+        let placement = Placement::new(
+            worker_threads(Work::Stream, threads, units),
+            cpus.clone(),
+            units,
+        );
         let meta: Vec<(u32, Direction)> = (0..units as u32)
             .map(|i| (i, spec.direction_of(i)))
             .collect();
@@ -157,7 +161,12 @@ impl Opened {
             .zip(&meta)
             .map(|(c, (_, d))| (c, sends(*d)))
             .collect();
-        let engine = engine::kernel(conns, placement.clone(), spec.buffer_bytes as usize)?;
+        let engine = engine::start(
+            &spec.execution.engine,
+            conns,
+            placement.clone(),
+            spec.buffer_bytes as usize,
+        )?;
         Ok(Box::new(StreamSide::start(
             role, &spec, meta, engine, placement, probe, notes,
         )))

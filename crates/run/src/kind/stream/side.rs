@@ -81,7 +81,7 @@ impl StreamSide {
             last_tick: None,
             intervals: Vec::new(),
         };
-        if spec.warmup_ms == 0 {
+        if spec.timing.warmup_ms == 0 {
             side.open_window();
         }
         side
@@ -166,12 +166,15 @@ impl Side for StreamSide {
     fn next_deadline(&self) -> Option<Instant> {
         let s = &self.spec;
         match self.phase {
-            Phase::Warmup => Some(self.at(s.warmup_ms)),
+            Phase::Warmup => Some(self.at(s.timing.warmup_ms)),
             Phase::Window => {
                 let done = self.intervals.len() as u64 + 1;
-                Some(self.at(s.warmup_ms + (done * s.interval_ms).min(s.duration_ms)))
+                Some(
+                    self.at(s.timing.warmup_ms
+                        + (done * s.timing.interval_ms).min(s.timing.duration_ms)),
+                )
             }
-            Phase::Cooldown => Some(self.at(s.total_ms())),
+            Phase::Cooldown => Some(self.at(s.timing.total_ms())),
             Phase::Draining => None,
         }
     }
@@ -179,16 +182,16 @@ impl Side for StreamSide {
     fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
         let s = self.spec.clone();
         let mut closed = None;
-        if self.phase == Phase::Warmup && now >= self.at(s.warmup_ms) {
+        if self.phase == Phase::Warmup && now >= self.at(s.timing.warmup_ms) {
             self.open_window();
         }
         if self.phase == Phase::Window && self.next_deadline().is_some_and(|d| now >= d) {
             closed = Some(self.tick());
-            if self.intervals.len() as u64 * s.interval_ms >= s.duration_ms {
+            if self.intervals.len() as u64 * s.timing.interval_ms >= s.timing.duration_ms {
                 self.close_window();
             }
         }
-        if self.phase == Phase::Cooldown && now >= self.at(s.total_ms()) {
+        if self.phase == Phase::Cooldown && now >= self.at(s.timing.total_ms()) {
             self.workers.finish();
             self.phase = Phase::Draining;
         }
@@ -202,7 +205,7 @@ impl Side for StreamSide {
         self.phase == Phase::Draining
     }
     fn planned_end(&self) -> Instant {
-        self.at(self.spec.total_ms())
+        self.at(self.spec.timing.total_ms())
     }
     /// Senders half-close now (the peer asked to stop, or the test was cut short).
     fn finish_senders(&mut self) {

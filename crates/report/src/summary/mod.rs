@@ -1,0 +1,210 @@
+//! Human summaries of result documents: each test kind's table in its module; here the
+//! lab's, the store's and the comparison's, which span kinds.
+
+mod pps;
+mod rr;
+mod stream;
+
+pub use pps::{pps, pps_heading, trial_line};
+pub use rr::{poll_comparison, rr, rr_heading};
+pub use stream::{stream, stream_heading};
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use sonde_results::Document;
+
+use crate::units::{bits_per_second, opt};
+use rr::us;
+
+/// Both ends on one host: its CPU once, so that nobody adds the two sides.
+fn one_host_line(e: &sonde_results::document::End) -> String {
+    let Some(h) = &e.one_host else {
+        return String::new();
+    };
+    let mut line = format!(
+        "both ends ran on one host ({}): its CPU is counted once",
+        h.hostname
+    );
+    if let Some(c) = &h.cpu {
+        line.push_str(&format!(
+            ", {:.1} % busy of {} CPUs",
+            c.host.busy_percent(),
+            c.cpus
+        ));
+    }
+    if let Some(c) = h.cycles_per_byte {
+        line.push_str(&format!(", {c:.2} cycles/byte"));
+    }
+    line.push_str("; each side's own figure is its process CPU\n");
+    line
+}
+
+/// One row per measurement of `sonde lab`: throughput tests, then request/response tests.
+pub fn lab(results: &[(String, Document)]) -> String {
+    let status = |e: &sonde_results::document::End| {
+        if e.partial {
+            format!("PARTIAL: {}", e.error.as_deref().unwrap_or("cut short"))
+        } else {
+            "ok".into()
+        }
+    };
+    let mut stream = Table::new();
+    stream.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "throughput",
+        "sent (client)",
+        "received (server)",
+        "retransmits",
+        "host CPU busy",
+        "cycles/byte",
+        "status",
+    ]);
+    let mut packets = Table::new();
+    packets.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "packet rate",
+        "sent pps (client)",
+        "received pps (server)",
+        "lost",
+        "socket drops",
+        "status",
+    ]);
+    let mut rr = Table::new();
+    rr.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "request/response",
+        "messages/s",
+        "RTT p50 us",
+        "RTT p99 us",
+        "RTT p99.9 us",
+        "client CPU us/msg",
+        "server CPU us/msg",
+        "status",
+    ]);
+    for (name, doc) in results {
+        let e = &doc.end;
+        if let Some(p) = &e.packets {
+            packets.add_row(vec![
+                name.clone(),
+                opt(p.sender.as_ref(), |s| {
+                    format!("{:.0}", s.packets_per_second)
+                }),
+                opt(p.receiver.as_ref(), |s| {
+                    format!("{:.0}", s.packets_per_second)
+                }),
+                opt(p.lost_packets.zip(p.loss_percent), |(l, pct)| {
+                    format!("{l} ({pct:.3} %)")
+                }),
+                opt(p.socket_drops, |v| v.to_string()),
+                status(e),
+            ]);
+        } else if doc.test == "stream" {
+            let s = e.stream_sender();
+            let r = e.stream_receiver();
+            stream.add_row(vec![
+                name.clone(),
+                opt(s, |s| bits_per_second(s.bits_per_second)),
+                opt(r, |r| bits_per_second(r.bits_per_second)),
+                opt(s.and_then(|s| s.tcp_retransmits.system), |v| v.to_string()),
+                opt(s.and_then(|s| s.cpu.usage.as_ref()), |c| {
+                    format!("{:.0}%", c.host.busy_percent())
+                }),
+                opt(s.and_then(|s| s.cycles_per_byte), |v| format!("{v:.2}")),
+                status(e),
+            ]);
+        } else {
+            let l = e.latency_ns.as_ref();
+            rr.add_row(vec![
+                name.clone(),
+                opt(e.requests_per_second, |r| format!("{r:.0}")),
+                opt(l, |l| us(l.p50)),
+                opt(l, |l| us(l.p99)),
+                opt(l, |l| us(l.p999)),
+                opt(e.client.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
+                    format!("{v:.2}")
+                }),
+                opt(e.server.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
+                    format!("{v:.2}")
+                }),
+                status(e),
+            ]);
+        }
+    }
+    let mut out = String::new();
+    for t in [stream, rr, packets] {
+        if !t.is_empty() {
+            out.push_str(&format!("{t}\n"));
+        }
+    }
+    out
+}
+/// `sonde results list`: one row per stored run.
+pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "run", "label", "test", "started", "headline", "status", "command",
+    ]);
+    for (id, label, d) in runs {
+        let e = &d.end;
+        let headline = if let Some(r) = e.stream_receiver() {
+            bits_per_second(r.bits_per_second)
+        } else if let (Some(rps), Some(l)) = (e.requests_per_second, &e.latency_ns) {
+            format!("{rps:.0} req/s, RTT p50 {} us", us(l.p50))
+        } else if let Some(p) = e.packets.as_ref().and_then(|p| p.receiver.as_ref()) {
+            format!("{:.0} pps received", p.packets_per_second)
+        } else {
+            "-".into()
+        };
+        t.add_row(vec![
+            id.to_string(),
+            label.clone().unwrap_or_default(),
+            d.test.clone(),
+            d.start.started_at.clone(),
+            headline,
+            if e.partial {
+                "partial".into()
+            } else {
+                "ok".into()
+            },
+            d.start.command.clone(),
+        ]);
+    }
+    format!("{t}\n")
+}
+
+/// `sonde compare`: one row per metric.
+pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "metric".to_string(),
+        format!("{a} (median)"),
+        format!("{b} (median)"),
+        "change".into(),
+        "95 % interval".into(),
+        "verdict".into(),
+    ]);
+    for c in cmp {
+        t.add_row(vec![
+            format!(
+                "{}{}",
+                c.metric,
+                if c.higher_is_better {
+                    " (higher is better)"
+                } else {
+                    " (lower is better)"
+                }
+            ),
+            format!("{:.3} (n={})", c.median_a, c.runs_a),
+            format!("{:.3} (n={})", c.median_b, c.runs_b),
+            format!("{:+.1} %", c.change_percent),
+            format!(
+                "[{:+.1} %, {:+.1} %]",
+                c.ci95_low_percent, c.ci95_high_percent
+            ),
+            match c.verdict {
+                sonde_results::compare::Verdict::Better => "better".into(),
+                sonde_results::compare::Verdict::Worse => "WORSE".into(),
+                sonde_results::compare::Verdict::NoSignificantChange => {
+                    "no significant change".into()
+                }
+            },
+        ]);
+    }
+    format!("{t}\n")
+}

@@ -1,0 +1,132 @@
+//! A packet-rate test's summary: each side's rate, the loss between them, a search's
+//! trials.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use sonde_results::Document;
+
+use super::one_host_line;
+use crate::units::{bits_per_second, opt};
+
+pub fn pps_heading(spec: &sonde_results::PpsSpec, host: &str, port: u16, search: bool) -> String {
+    format!(
+        "sonde pps to {host}:{port}: {} B packets on the wire ({} B UDP payload), {} flow(s), {} tx / {} rx thread(s), batch {}, {}{}",
+        spec.size_bytes,
+        spec.payload_bytes(),
+        spec.flows,
+        spec.tx_threads,
+        spec.rx_threads,
+        spec.batch,
+        spec.rate_pps.map_or("as fast as possible".into(), |r| format!("{r:.0} packets/s offered")),
+        if search {
+            format!(", zero-loss search with {:.1} s trials", spec.timing.duration_ms as f64 / 1e3)
+        } else {
+            format!(", {:.1} s measured (+{:.1} s warm-up)", spec.timing.duration_ms as f64 / 1e3, spec.timing.warmup_ms as f64 / 1e3)
+        }
+    )
+}
+
+/// One line per search trial.
+pub fn trial_line(n: usize, t: &sonde_results::document::Trial) -> String {
+    format!(
+        "trial {n:2}: offered {:>12}  sent {:>10.0} pps  received {:>10.0} pps  lost {:>9} ({:.4} %)  {}{}{}",
+        t.offered_pps.map_or("max".to_string(), |o| format!("{o:.0} pps")),
+        t.sent_pps,
+        t.received_pps,
+        t.lost_packets,
+        t.loss_percent,
+        if t.passed { "pass" } else { "FAIL" },
+        if t.sender_short { "  (sender short of the offered rate)" } else { "" },
+        if t.verification { "  (verification)" } else { "" }
+    )
+}
+
+/// Human summary of a pps document: both sides' rates, the loss between them, the search.
+pub fn pps(doc: &Document) -> String {
+    let e = &doc.end;
+    let Some(p) = &e.packets else {
+        return "no packet figures\n".into();
+    };
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "",
+        "packets",
+        "packets/s",
+        "wire bit/s",
+        "total packets",
+        "host CPU busy",
+        "process CPU s",
+        "NIC packets rx / tx",
+        "NIC drops rx / tx",
+    ]);
+    for (label, side) in [
+        ("sender (client)", &p.sender),
+        ("receiver (server)", &p.receiver),
+    ] {
+        if let Some(s) = side {
+            t.add_row(vec![
+                label.to_string(),
+                s.packets.to_string(),
+                format!("{:.0}", s.packets_per_second),
+                bits_per_second(s.bits_per_second),
+                s.total_packets.to_string(),
+                opt(s.cpu.usage.as_ref(), |c| {
+                    format!("{:.1}%", c.host.busy_percent())
+                }),
+                opt(s.cpu.process_cpu_s, |v| format!("{v:.2}")),
+                opt(s.nic.as_ref(), |n| {
+                    format!("{} / {}", n.rx_packets, n.tx_packets)
+                }),
+                opt(s.nic.as_ref(), |n| {
+                    format!("{} / {}", n.rx_dropped, n.tx_dropped)
+                }),
+            ]);
+        }
+    }
+    let mut out = format!("{t}\n");
+    out.push_str(&format!(
+        "lost {} of the packets sent ({}); reordered {}, duplicated {}; socket drops at the receiver {}; flows with loss {} of {}\n",
+        opt(p.lost_packets, |v| v.to_string()),
+        opt(p.loss_percent, |v| format!("{v:.4} %")),
+        opt(p.reordered_packets, |v| v.to_string()),
+        opt(p.duplicated_packets, |v| v.to_string()),
+        opt(p.socket_drops, |v| v.to_string()),
+        opt(p.flows_with_loss, |v| v.to_string()),
+        p.flows
+    ));
+    if let Some(r) = p.receiver_to_sender_ratio {
+        out.push_str(&format!(
+            "the receiver counted {:.2} % of the sender's packet rate\n",
+            r * 100.0
+        ));
+    }
+    if let Some(s) = &e.search {
+        out.push_str(&format!(
+            "zero-loss search (loss <= {} %, {} trials of {:.1} s): {:.0} packets/s, limited by {}\n",
+            s.max_loss_percent,
+            s.trials.len(),
+            s.trial_ms as f64 / 1e3,
+            s.result_pps,
+            match s.limited_by.as_str() {
+                "sender" => "the sender (it lost nothing at the highest rate it reached)",
+                "loss" => "loss (between a rate without loss and one with)",
+                other => other,
+            }
+        ));
+    }
+    for side in [&p.sender, &p.receiver].into_iter().flatten() {
+        for n in &side.notes {
+            out.push_str(&format!("note: {}: {n}\n", side.by.measured_by.as_str()));
+        }
+    }
+    out.push_str(&one_host_line(e));
+    if e.partial {
+        out.push_str(&format!(
+            "PARTIAL RESULT: {}\n",
+            e.error
+                .as_deref()
+                .unwrap_or("the test did not run to its planned end")
+        ));
+    }
+    out
+}

@@ -1,0 +1,185 @@
+//! A ping or rpc test's summary: rate, latency percentiles and CPU per message, and the
+//! table comparing receive modes.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use sonde_results::{Document, TestSpec};
+
+use super::one_host_line;
+use crate::units::opt;
+
+pub(super) fn us(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1e3)
+}
+
+/// The line printed before a ping or rpc test starts.
+pub fn rr_heading(spec: &TestSpec, host: &str, port: u16) -> String {
+    match spec {
+        TestSpec::Ping(r) | TestSpec::Rpc(r) => format!(
+            "sonde {} to {host}:{port}: {:?}, {} connection(s) x {} in flight, {} B requests / {} B responses, {}{}, poll {}, {:.1} s measured (+{:.1} s warm-up)",
+            spec.name(),
+            r.transport,
+            r.connections,
+            r.window,
+            r.request_bytes,
+            r.response_bytes,
+            if r.connect_per_request { "new connection per request, " } else { "" },
+            match (r.rate_per_s, r.open_loop) {
+                (Some(x), true) => format!("open loop at {x} req/s"),
+                (Some(x), false) => format!("paced at {x} msg/s"),
+                (None, _) => "closed loop".into(),
+            },
+            r.poll.label(),
+            r.timing.duration_ms as f64 / 1e3,
+            r.timing.warmup_ms as f64 / 1e3,
+        )
+        .to_lowercase()
+        .replacen("tcp", "TCP", 1)
+        .replacen("udp", "UDP", 1),
+        TestSpec::Stream(_) | TestSpec::Pps(_) => String::new(),
+    }
+}
+
+/// Human summary of a ping or rpc document: round-trip latency, rate, CPU per message.
+pub fn rr(doc: &Document) -> String {
+    let e = &doc.end;
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "round-trip time (us)",
+        "min",
+        "mean",
+        "stddev",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "max",
+        "count",
+    ]);
+    match &e.latency_ns {
+        Some(l) => {
+            table.add_row(vec![
+                "client-measured".to_string(),
+                us(l.min),
+                format!("{:.2}", l.mean / 1e3),
+                format!("{:.2}", l.stddev / 1e3),
+                us(l.p50),
+                us(l.p90),
+                us(l.p99),
+                us(l.p999),
+                us(l.p9999),
+                us(l.max),
+                l.count.to_string(),
+            ]);
+        }
+        None => {
+            table.add_row(vec!["no response measured".to_string()]);
+        }
+    }
+    let mut sides = Table::new();
+    sides.load_preset(UTF8_FULL_CONDENSED);
+    sides.set_header(vec![
+        "",
+        "messages/s",
+        "process CPU s",
+        "CPU us per message",
+        "host CPU busy",
+        "poll",
+        "socket options",
+    ]);
+    for s in [&e.client, &e.server].into_iter().flatten() {
+        sides.add_row(vec![
+            s.by.measured_by.as_str().to_string(),
+            format!("{:.0}", s.messages_per_second),
+            opt(s.cpu.process_cpu_s, |v| format!("{v:.2}")),
+            opt(s.cpu_us_per_message, |v| format!("{v:.2}")),
+            opt(s.cpu.usage.as_ref(), |c| {
+                format!("{:.1}%", c.host.busy_percent())
+            }),
+            s.poll.clone(),
+            if s.socket_options.is_empty() {
+                "-".into()
+            } else {
+                s.socket_options.join("; ")
+            },
+        ]);
+    }
+    let mut out = format!("{table}\n{sides}\n");
+    let what = e
+        .latency_is
+        .as_deref()
+        .unwrap_or("round_trip_time")
+        .replace('_', " ");
+    out.push_str(&format!(
+        "latency is {what}; {} requests/s; unanswered at the end: {}",
+        opt(e.requests_per_second, |r| format!("{r:.0}")),
+        opt(e.unanswered_requests, |v| v.to_string())
+    ));
+    if let Some(n) = e.unsent_requests {
+        out.push_str(&format!("; due but never sent: {n}"));
+    }
+    if let Some(n) = e.lost_messages {
+        out.push_str(&format!("; lost: {n}"));
+    }
+    for (what, n) in [
+        ("late replies", e.late_replies),
+        ("duplicated replies", e.duplicated_replies),
+        ("foreign datagrams", e.foreign_replies),
+    ] {
+        if let Some(n) = n.filter(|&n| n > 0) {
+            out.push_str(&format!("; {what}: {n}"));
+        }
+    }
+    out.push('\n');
+    for s in [&e.client, &e.server].into_iter().flatten() {
+        for n in &s.notes {
+            out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
+        }
+    }
+    out.push_str(&one_host_line(e));
+    if e.partial {
+        out.push_str(&format!(
+            "PARTIAL RESULT: {}\n",
+            e.error
+                .as_deref()
+                .unwrap_or("the test did not run to its planned end")
+        ));
+    }
+    out
+}
+
+/// One row per receive mode: the latency/CPU trade-off side by side.
+pub fn poll_comparison(docs: &[Document]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "poll",
+        "messages/s",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "max us",
+        "client CPU us/msg",
+        "server CPU us/msg",
+    ]);
+    for d in docs {
+        let e = &d.end;
+        let l = e.latency_ns.as_ref();
+        table.add_row(vec![
+            e.client.as_ref().map_or("-".into(), |c| c.poll.clone()),
+            opt(e.requests_per_second, |r| format!("{r:.0}")),
+            opt(l, |l| us(l.p50)),
+            opt(l, |l| us(l.p99)),
+            opt(l, |l| us(l.p999)),
+            opt(l, |l| us(l.max)),
+            opt(e.client.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
+                format!("{v:.2}")
+            }),
+            opt(e.server.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
+                format!("{v:.2}")
+            }),
+        ]);
+    }
+    format!("\n== receive modes compared ==\n{table}\n")
+}

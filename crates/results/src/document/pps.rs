@@ -1,0 +1,187 @@
+//! A packet-rate test's document: each side's rate, the loss between them, and a zero-loss
+//! search's trials.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    paired, per_second, CpuFigures, Document, End, Inputs, IntervalFigures, IntervalSide,
+    MeasuredBy, SideTotals,
+};
+use crate::side::{IntervalSample, NicCounters, Role, SideResult};
+use crate::spec::PpsSpec;
+
+/// One side of a packet-rate test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PpsEndSide {
+    #[serde(flatten)]
+    pub by: MeasuredBy,
+    pub poll: String,
+    pub seconds: f64,
+    /// Inside the window.
+    pub packets: u64,
+    pub packets_per_second: f64,
+    /// Wire bits (packet size × 8) per second, as testpmd reports them.
+    pub bits_per_second: f64,
+    /// Over the whole test: sent, or distinct packets received.
+    pub total_packets: u64,
+    pub cpu: CpuFigures,
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PacketsEnd {
+    pub size_bytes: u32,
+    pub udp_payload_bytes: u32,
+    pub flows: usize,
+    pub sender: Option<PpsEndSide>,
+    pub receiver: Option<PpsEndSide>,
+    pub lost_packets: Option<u64>,
+    pub loss_percent: Option<f64>,
+    pub reordered_packets: Option<u64>,
+    pub duplicated_packets: Option<u64>,
+    /// The receive sockets' own drop counter: the part of the loss inside the agent's host.
+    pub socket_drops: Option<u64>,
+    /// Receiver packets/s over sender packets/s: the honest figure over the optimistic one.
+    pub receiver_to_sender_ratio: Option<f64>,
+    pub flows_with_loss: Option<usize>,
+}
+
+/// One trial of a zero-loss search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// `None`: as fast as the sender could.
+    pub offered_pps: Option<f64>,
+    pub sent_pps: f64,
+    pub received_pps: f64,
+    pub lost_packets: u64,
+    pub loss_percent: f64,
+    pub passed: bool,
+    /// The sender fell short of the offered rate (more than 2 % below it): this trial
+    /// tested what it sent, not what was offered.
+    #[serde(default)]
+    pub sender_short: bool,
+    /// The final trial at the result rate that confirms it (RFC 2544).
+    #[serde(default)]
+    pub verification: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchEnd {
+    pub max_loss_percent: f64,
+    pub trial_ms: u64,
+    pub trials: Vec<Trial>,
+    /// Highest sent rate whose loss stayed within the limit; 0 when none did.
+    pub result_pps: f64,
+    /// Trials run at each rate; a rate passes only if every one of them does.
+    #[serde(default = "one")]
+    pub trials_per_step: u32,
+    /// What bounds the result: `sender` (the sender reached no higher rate, and lost
+    /// nothing at it: the path may carry more), `loss` (the bisection converged between a
+    /// rate without loss and one with), `none_passed`.
+    #[serde(default)]
+    pub limited_by: String,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn end_side(side: &SideResult) -> Option<PpsEndSide> {
+    let p = side.pps.as_ref()?;
+    let secs = side.window_s;
+    let per_s = |v: f64| per_second(v, secs);
+    Some(PpsEndSide {
+        by: MeasuredBy::of(side),
+        poll: p.poll.clone(),
+        seconds: secs,
+        packets: p.packets,
+        packets_per_second: per_s(p.packets as f64),
+        bits_per_second: per_s(p.packets as f64 * p.size_bytes as f64 * 8.0),
+        total_packets: p.per_flow.iter().sum(),
+        cpu: CpuFigures::of(side),
+        nic: side.nic.clone(),
+        interrupts: side.interrupts,
+        notes: side.notes.clone(),
+    })
+}
+
+/// Both sides' rates and the loss between them.
+pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> Document {
+    let tx = inp.client.pps.as_ref();
+    let rx = inp.server.and_then(|s| s.pps.as_ref());
+    let sender = end_side(inp.client);
+    let receiver = inp.server.and_then(end_side);
+    let (lost, flows_with_loss) = match (tx, rx) {
+        (Some(t), Some(r)) => {
+            let per: Vec<u64> = t
+                .per_flow
+                .iter()
+                .zip(&r.per_flow)
+                .map(|(s, g)| s.saturating_sub(*g))
+                .collect();
+            (
+                Some(per.iter().sum::<u64>()),
+                Some(per.iter().filter(|&&l| l > 0).count()),
+            )
+        }
+        _ => (None, None),
+    };
+    let sent_total = tx.map(|t| t.per_flow.iter().sum::<u64>());
+    let packets = PacketsEnd {
+        size_bytes: spec.size_bytes,
+        udp_payload_bytes: spec.payload_bytes(),
+        flows: spec.flows as usize,
+        lost_packets: lost,
+        loss_percent: lost.zip(sent_total).map(|(l, s)| {
+            if s > 0 {
+                l as f64 * 100.0 / s as f64
+            } else {
+                0.0
+            }
+        }),
+        reordered_packets: rx.map(|r| r.reordered),
+        duplicated_packets: rx.map(|r| r.duplicated),
+        socket_drops: rx.and_then(|r| r.socket_drops),
+        receiver_to_sender_ratio: match (&sender, &receiver) {
+            (Some(s), Some(r)) if s.packets_per_second > 0.0 => {
+                Some(r.packets_per_second / s.packets_per_second)
+            }
+            _ => None,
+        },
+        flows_with_loss,
+        sender,
+        receiver,
+    };
+    let size = spec.size_bytes as f64;
+    let side = |x: Option<&IntervalSample>, role: Role| {
+        x.map(|x| {
+            let secs = (x.end_s - x.start_s).max(1e-9);
+            let pk = x.packets.unwrap_or(0) as f64;
+            IntervalSide {
+                measured_by: role,
+                bytes: (pk * size) as u64,
+                bits_per_second: pk * size * 8.0 / secs,
+                cpu_busy_percent: x.cpu_busy_percent,
+                packets_per_second: Some(pk / secs),
+                partial: x.partial,
+            }
+        })
+    };
+    let intervals = paired(inp.client_intervals, inp.server_intervals)
+        .map(|(span, c, s)| IntervalFigures {
+            sender: side(c, Role::Client),
+            receiver: side(s, Role::Server),
+            ..span
+        })
+        .collect();
+    let end = End {
+        lost_packets: lost,
+        sender: packets.sender.clone().map(SideTotals::Packets),
+        receiver: packets.receiver.clone().map(SideTotals::Packets),
+        packets: Some(packets),
+        ..End::of(inp)
+    };
+    Document::of(inp, intervals, end)
+}

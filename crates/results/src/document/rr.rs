@@ -1,0 +1,92 @@
+//! A ping or rpc test's document: latency and rate from the client, CPU per message from
+//! both sides.
+
+use serde::{Deserialize, Serialize};
+
+use super::{paired, per_second, CpuFigures, Document, End, Inputs, IntervalFigures, MeasuredBy};
+use crate::side::{NicCounters, Role, SideResult};
+use crate::spec::{RrSpec, Transport};
+
+/// `end.client` / `end.server` of a request/response test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrEndSide {
+    #[serde(flatten)]
+    pub by: MeasuredBy,
+    pub poll: String,
+    pub seconds: f64,
+    /// Client: responses received; server: responses sent.
+    pub messages: u64,
+    pub messages_per_second: f64,
+    /// Client: requests sent over the whole test, warm-up and drain included.
+    pub requests_sent: Option<u64>,
+    pub cpu: CpuFigures,
+    /// This side's process CPU time per message: the cost of its receive mode.
+    pub cpu_us_per_message: Option<f64>,
+    pub socket_options: Vec<String>,
+    pub tcp_retransmits: Option<u64>,
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> Document {
+    let udp = spec.transport == Transport::Udp;
+    let c_rr = inp.client.rr.as_ref();
+    let client = end_side(inp.client);
+    let intervals = paired(inp.client_intervals, inp.server_intervals)
+        .map(|(span, c, s)| IntervalFigures {
+            requests_per_second: c
+                .and_then(|c| c.messages)
+                .map(|m| per_second(m as f64, span.end_s - span.start_s)),
+            latency_ns: c.and_then(|c| c.latency_ns),
+            client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
+            server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
+            ..span
+        })
+        .collect();
+    let end = End {
+        latency_ns: c_rr.and_then(|r| r.latency_ns),
+        latency_is: Some(
+            if spec.open_loop {
+                "round_trip_time_from_intended_send"
+            } else {
+                "round_trip_time"
+            }
+            .into(),
+        ),
+        requests_per_second: client.as_ref().map(|c| c.messages_per_second),
+        unanswered_requests: c_rr.map(|r| r.unanswered),
+        unsent_requests: c_rr.filter(|_| spec.open_loop).map(|r| r.not_sent),
+        lost_messages: c_rr.filter(|r| r.lost > 0).map(|r| r.lost),
+        late_replies: c_rr.filter(|_| udp).map(|r| r.late),
+        duplicated_replies: c_rr.filter(|_| udp).map(|r| r.duplicated),
+        foreign_replies: c_rr.filter(|_| udp).map(|r| r.foreign),
+        server: inp.server.and_then(end_side),
+        client,
+        ..End::of(inp)
+    };
+    Document::of(inp, intervals, end)
+}
+
+fn end_side(side: &SideResult) -> Option<RrEndSide> {
+    let rr = side.rr.as_ref()?;
+    let secs = side.window_s;
+    Some(RrEndSide {
+        by: MeasuredBy::of(side),
+        poll: rr.poll.clone(),
+        seconds: secs,
+        messages: rr.messages,
+        messages_per_second: per_second(rr.messages as f64, secs),
+        requests_sent: (side.role == Role::Client).then_some(rr.sent),
+        cpu: CpuFigures::of(side),
+        cpu_us_per_message: side
+            .process_cpu_s
+            .filter(|_| rr.messages > 0)
+            .map(|c| c * 1e6 / rr.messages as f64),
+        socket_options: rr.socket_options.clone(),
+        tcp_retransmits: side.tcp_retransmits,
+        nic: side.nic.clone(),
+        interrupts: side.interrupts,
+        notes: side.notes.clone(),
+    })
+}

@@ -1,0 +1,365 @@
+//! A stream test's document: each direction's sender and receiver, connection spread,
+//! retransmits and cycles per byte.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    paired, per_second, CpuFigures, Document, End, Inputs, IntervalFigures, IntervalPair,
+    IntervalSide, MeasuredBy, SideTotals,
+};
+use crate::side::{
+    ConnectionResult, DirectionResult, IntervalSample, NicCounters, Role, SideResult, Transfer,
+};
+use crate::spec::{Direction, StreamSpec};
+use crate::stats::{bits_per_second, mean_stddev};
+
+/// Fairness across connections: a slow connection hides in a sum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionSpread {
+    pub count: usize,
+    pub min_bits_per_second: f64,
+    pub max_bits_per_second: f64,
+    pub mean_bits_per_second: f64,
+    pub stddev_bits_per_second: f64,
+    pub per_connection: Vec<ConnectionResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Retransmits {
+    /// RetransSegs delta of the whole host's network namespace (/proc/net/snmp).
+    pub system: Option<u64>,
+    /// Sum of the test's connections' tcpi_total_retrans deltas.
+    pub connections: Option<u64>,
+}
+/// `end.sender` / `end.receiver`: one side's totals for one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndSide {
+    #[serde(flatten)]
+    pub by: MeasuredBy,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub total_bytes: u64,
+    pub bits_per_second: f64,
+    /// 10^6 bytes per second.
+    pub megabytes_per_second: f64,
+    /// Throughput in units of the buffer size (ntttcp's Buffers/s).
+    pub buffers_per_second: f64,
+    /// send()/recv() calls per second that moved data.
+    pub calls_per_second: f64,
+    pub connections: ConnectionSpread,
+    pub tcp_retransmits: Retransmits,
+    pub cpu: CpuFigures,
+    /// Host busy cycles per byte moved: busy fraction × CPUs × Hz × seconds / bytes.
+    pub cycles_per_byte: Option<f64>,
+    /// NIC packets per second in this side's direction of transfer (tx for a sender).
+    pub packets_per_second: Option<f64>,
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionEnd {
+    pub sender: Option<EndSide>,
+    pub receiver: Option<EndSide>,
+}
+
+pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> Document {
+    let (primary, bidir) = match stream.direction {
+        Direction::Forward => (Direction::Forward, false),
+        Direction::Reverse => (Direction::Reverse, false),
+        Direction::Bidir => (Direction::Forward, true),
+    };
+    let end_pair = |dir: Direction| DirectionEnd {
+        sender: sending_side(dir, inp.client, inp.server)
+            .and_then(|s| end_side(s, dir, Transfer::Send)),
+        receiver: receiving_side(dir, inp.client, inp.server)
+            .and_then(|s| end_side(s, dir, Transfer::Receive)),
+    };
+    let primary_end = end_pair(primary);
+    let reverse = bidir.then(|| end_pair(Direction::Reverse));
+
+    let intervals = merge_intervals(inp.client_intervals, inp.server_intervals, primary, bidir);
+    let end = End {
+        sender: primary_end.sender.map(SideTotals::Bytes),
+        receiver: primary_end.receiver.map(SideTotals::Bytes),
+        reverse,
+        ..End::of(inp)
+    };
+    Document::of(inp, intervals, end)
+}
+
+fn sending_side<'a>(
+    dir: Direction,
+    client: &'a SideResult,
+    server: Option<&'a SideResult>,
+) -> Option<&'a SideResult> {
+    match dir {
+        Direction::Reverse => server,
+        _ => Some(client),
+    }
+}
+
+fn receiving_side<'a>(
+    dir: Direction,
+    client: &'a SideResult,
+    server: Option<&'a SideResult>,
+) -> Option<&'a SideResult> {
+    match dir {
+        Direction::Reverse => Some(client),
+        _ => server,
+    }
+}
+
+fn end_side(side: &SideResult, dir: Direction, transfer: Transfer) -> Option<EndSide> {
+    let d: &DirectionResult = side.direction(dir)?;
+    let secs = side.window_s;
+    let per_sec = |v: f64| per_second(v, secs);
+    let conn_rates: Vec<f64> = d
+        .connections
+        .iter()
+        .map(|c| bits_per_second(c.bytes, secs))
+        .collect();
+    let (mean, stddev) = mean_stddev(&conn_rates).unwrap_or((0.0, 0.0));
+    let conn_retrans = d
+        .connections
+        .iter()
+        .map(|c| c.retransmits)
+        .sum::<Option<u64>>();
+    let cycles_per_byte = match (&side.cpu, side.host.cpu_hz) {
+        (Some(cpu), Some(hz)) if d.bytes > 0 => {
+            Some(cpu.host.busy_percent() / 100.0 * cpu.cpus as f64 * hz * secs / d.bytes as f64)
+        }
+        _ => None,
+    };
+    let packets_per_second = side.nic.as_ref().map(|n| match transfer {
+        Transfer::Send => per_sec(n.tx_packets as f64),
+        Transfer::Receive => per_sec(n.rx_packets as f64),
+    });
+    Some(EndSide {
+        by: MeasuredBy::of(side),
+        seconds: secs,
+        bytes: d.bytes,
+        total_bytes: d.total_bytes,
+        bits_per_second: bits_per_second(d.bytes, secs),
+        megabytes_per_second: per_sec(d.bytes as f64 / 1e6),
+        buffers_per_second: per_sec(d.bytes as f64 / d.buffer_bytes.max(1) as f64),
+        calls_per_second: per_sec(d.calls as f64),
+        connections: ConnectionSpread {
+            count: d.connections.len(),
+            min_bits_per_second: conn_rates.iter().copied().reduce(f64::min).unwrap_or(0.0),
+            max_bits_per_second: conn_rates.iter().copied().fold(0.0, f64::max),
+            mean_bits_per_second: mean,
+            stddev_bits_per_second: stddev,
+            per_connection: d.connections.clone(),
+        },
+        tcp_retransmits: Retransmits {
+            system: side.tcp_retransmits,
+            connections: conn_retrans,
+        },
+        cpu: CpuFigures::of(side),
+        cycles_per_byte,
+        packets_per_second,
+        nic: side.nic.clone(),
+        interrupts: side.interrupts,
+        notes: side.notes.clone(),
+    })
+}
+
+fn interval_side(s: &IntervalSample, role: Role, transfer: Transfer) -> IntervalSide {
+    let bytes = match transfer {
+        Transfer::Send => s.sent_bytes,
+        Transfer::Receive => s.received_bytes,
+    };
+    IntervalSide {
+        measured_by: role,
+        bytes,
+        bits_per_second: bits_per_second(bytes, s.end_s - s.start_s),
+        cpu_busy_percent: s.cpu_busy_percent,
+        packets_per_second: None,
+        partial: s.partial,
+    }
+}
+
+/// Both sides' intervals of the primary direction (and the reverse one of a bidir test).
+fn merge_intervals(
+    client: &[IntervalSample],
+    server: &[IntervalSample],
+    primary: Direction,
+    bidir: bool,
+) -> Vec<IntervalFigures> {
+    paired(client, server)
+        .map(|(span, c, s)| {
+            let pick = |dir: Direction, transfer: Transfer| {
+                let client_sends = dir != Direction::Reverse;
+                let on_client = (transfer == Transfer::Send) == client_sends;
+                if on_client {
+                    c.map(|x| interval_side(x, Role::Client, transfer))
+                } else {
+                    s.map(|x| interval_side(x, Role::Server, transfer))
+                }
+            };
+            IntervalFigures {
+                sender: pick(primary, Transfer::Send),
+                receiver: pick(primary, Transfer::Receive),
+                reverse: bidir.then(|| IntervalPair {
+                    sender: pick(Direction::Reverse, Transfer::Send),
+                    receiver: pick(Direction::Reverse, Transfer::Receive),
+                }),
+                ..span
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Inputs;
+    use crate::side::CpuBreakdown;
+    use crate::side::{ConnectionResult, CpuUsage, HostInfo};
+    use crate::spec::{StreamSpec, TestSpec};
+
+    fn side(role: Role, transfer: Transfer, bytes: &[u64]) -> SideResult {
+        SideResult {
+            role,
+            host: HostInfo {
+                hostname: role.as_str().into(),
+                cpu_hz: Some(2e9),
+                ..Default::default()
+            },
+            window_s: 2.0,
+            threads: 1,
+            pinned_cpus: None,
+            directions: vec![DirectionResult {
+                direction: Direction::Forward,
+                transfer,
+                buffer_bytes: 1000,
+                bytes: bytes.iter().sum(),
+                total_bytes: bytes.iter().sum::<u64>() + 10,
+                calls: 10,
+                connections: bytes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| ConnectionResult {
+                        index: i as u32,
+                        bytes: b,
+                        total_bytes: b + 5,
+                        retransmits: Some(1),
+                        rtt_us: None,
+                        rttvar_us: None,
+                        snd_cwnd_segments: None,
+                        snd_mss_bytes: None,
+                    })
+                    .collect(),
+            }],
+            cpu: Some(CpuUsage {
+                cpus: 2,
+                host: CpuBreakdown {
+                    idle_percent: 75.0,
+                    ..Default::default()
+                },
+                busiest_cpu: 1,
+                busiest: CpuBreakdown {
+                    idle_percent: 50.0,
+                    ..Default::default()
+                },
+            }),
+            process_cpu_s: Some(0.5),
+            tcp_retransmits: Some(3),
+            nic: None,
+            interrupts: None,
+            notes: vec![],
+            partial: false,
+            engine: None,
+            rr: None,
+            pps: None,
+        }
+    }
+
+    fn inputs<'a>(spec: &'a TestSpec, c: &'a SideResult, s: Option<&'a SideResult>) -> Inputs<'a> {
+        Inputs {
+            spec,
+            command: "sonde stream x".into(),
+            server_command: None,
+            server_address: "198.18.0.2:5301".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            software: "test".into(),
+            client: c,
+            server: s,
+            client_intervals: &[],
+            server_intervals: &[],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn forward_figures() {
+        let spec = TestSpec::Stream(StreamSpec::default());
+        let c = side(Role::Client, Transfer::Send, &[1_000_000, 3_000_000]);
+        let s = side(Role::Server, Transfer::Receive, &[1_000_000, 3_000_000]);
+        let doc = Document::build(inputs(&spec, &c, Some(&s)));
+        assert!(!doc.end.partial);
+        let snd = doc.end.stream_sender().cloned().unwrap();
+        assert_eq!(snd.by.measured_by, Role::Client);
+        assert_eq!(snd.bits_per_second, 16e6);
+        assert_eq!(snd.megabytes_per_second, 2.0);
+        assert_eq!(snd.buffers_per_second, 2000.0);
+        assert_eq!(snd.connections.min_bits_per_second, 4e6);
+        assert_eq!(snd.connections.max_bits_per_second, 12e6);
+        assert_eq!(snd.connections.stddev_bits_per_second, 4e6);
+        assert_eq!(snd.tcp_retransmits.connections, Some(2));
+        // 25 % busy of 2 CPUs at 2 GHz for 2 s over 4 MB.
+        assert_eq!(snd.cycles_per_byte, Some(0.25 * 2.0 * 2e9 * 2.0 / 4e6));
+        assert_eq!(
+            doc.end.stream_receiver().unwrap().by.measured_by,
+            Role::Server
+        );
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["end"]["sender"]["cpu"]["host"]["idle_percent"], 75.0);
+        assert_eq!(json["end"]["sender"]["cpu"]["process_cpu_s"], 0.5);
+    }
+
+    #[test]
+    fn missing_server_is_partial_with_no_receiver() {
+        let spec = TestSpec::Stream(StreamSpec::default());
+        let c = side(Role::Client, Transfer::Send, &[10]);
+        let doc = Document::build(inputs(&spec, &c, None));
+        assert!(doc.end.partial);
+        assert!(doc.end.receiver.is_none());
+        assert!(doc.end.sender.is_some());
+    }
+
+    #[test]
+    fn intervals_pair_by_index() {
+        let spec = TestSpec::Stream(StreamSpec::default());
+        let c = side(Role::Client, Transfer::Send, &[10]);
+        let sample = |i: u32, sent, recv| IntervalSample {
+            index: i,
+            start_s: i as f64,
+            end_s: i as f64 + 1.0,
+            sent_bytes: sent,
+            received_bytes: recv,
+            cpu_busy_percent: None,
+            messages: None,
+            latency_ns: None,
+            packets: None,
+            partial: false,
+        };
+        let ci = [sample(0, 100, 0), sample(1, 200, 0)];
+        let si = [sample(0, 0, 90)];
+        let mut inp = inputs(&spec, &c, None);
+        inp.client_intervals = &ci;
+        inp.server_intervals = &si;
+        let doc = Document::build(inp);
+        assert_eq!(doc.intervals.len(), 2);
+        assert_eq!(doc.intervals[0].sender.as_ref().unwrap().bytes, 100);
+        assert_eq!(doc.intervals[0].receiver.as_ref().unwrap().bytes, 90);
+        assert!(doc.intervals[1].receiver.is_none());
+        assert_eq!(
+            doc.intervals[1].sender.as_ref().unwrap().bits_per_second,
+            1600.0
+        );
+    }
+}

@@ -1,0 +1,403 @@
+//! What a test asks for. A `TestSpec` travels from the controller to the agent in `Setup`
+//! and is stored in the result document, so every field is plain, serialisable and named
+//! with its unit. Validation lives here so that both sides refuse the same bad values.
+//!
+//! Every kind's spec flattens the two parts all kinds share, [`Timing`] and
+//! [`Execution`], so their JSON names stay those of schema version 1.
+
+mod pps;
+mod rr;
+mod stream;
+
+pub use pps::*;
+pub use rr::*;
+pub use stream::*;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest number of data connections one test may open (each is a socket on both sides).
+pub const MAX_CONNECTIONS: u32 = 1024;
+/// Longest test the agent accepts: a day. Bounds every loop that sends.
+pub const MAX_DURATION_MS: u64 = 24 * 3600 * 1000;
+pub const MIN_INTERVAL_MS: u64 = 100;
+pub const MAX_THREADS: u32 = 1024;
+/// Highest CPU number a list may name.
+pub const MAX_CPU: usize = 4095;
+/// The kernel-socket engine: every kind has it, and it is the default.
+pub const KERNEL_ENGINE: &str = "kernel";
+
+/// One test, tagged by type so new test types join without breaking old peers' parsing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "test", rename_all = "snake_case")]
+pub enum TestSpec {
+    Stream(StreamSpec),
+    /// One message in flight, round-trip times (sockperf ping-pong).
+    Ping(RrSpec),
+    /// Many connections × many messages in flight (msg_gen, neper tcp_rr / tcp_crr).
+    Rpc(RrSpec),
+    /// Small UDP packets, many flows (dpdk-testpmd txonly/rxonly with kernel sockets).
+    Pps(PpsSpec),
+}
+
+impl TestSpec {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TestSpec::Stream(_) => "stream",
+            TestSpec::Ping(_) => "ping",
+            TestSpec::Rpc(_) => "rpc",
+            TestSpec::Pps(_) => "pps",
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        match self {
+            TestSpec::Stream(s) => s.validate(),
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r.validate(),
+            TestSpec::Pps(p) => p.validate(),
+        }
+    }
+
+    /// What an agent must announce to run this spec: the test's name, with its engine
+    /// when that is not the kernel's (`pps/xdp`).
+    pub fn capability(&self) -> String {
+        capability(self.name(), &self.execution().engine)
+    }
+
+    pub fn timing(&self) -> &Timing {
+        match self {
+            TestSpec::Stream(s) => &s.timing,
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.timing,
+            TestSpec::Pps(p) => &p.timing,
+        }
+    }
+
+    pub fn execution(&self) -> &Execution {
+        match self {
+            TestSpec::Stream(s) => &s.execution,
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.execution,
+            TestSpec::Pps(p) => &p.execution,
+        }
+    }
+
+    pub fn execution_mut(&mut self) -> &mut Execution {
+        match self {
+            TestSpec::Stream(s) => &mut s.execution,
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => &mut r.execution,
+            TestSpec::Pps(p) => &mut p.execution,
+        }
+    }
+
+    /// Time from start until senders stop: warm-up, window, cool-down.
+    pub fn total_ms(&self) -> u64 {
+        self.timing().total_ms()
+    }
+
+    pub fn interval_ms(&self) -> u64 {
+        self.timing().interval_ms
+    }
+
+    pub fn warmup_ms(&self) -> u64 {
+        self.timing().warmup_ms
+    }
+
+    /// Intervals in the measured window: the agent sends one sample for each.
+    pub fn intervals(&self) -> u64 {
+        self.timing().intervals()
+    }
+
+    /// Time after the window before the controller asks for results (cool-down).
+    pub fn cooldown_ms(&self) -> u64 {
+        self.timing().cooldown_ms
+    }
+}
+
+/// The capability of test `name` run by `engine` (see [`TestSpec::capability`]).
+pub fn capability(name: &str, engine: &str) -> String {
+    if engine == KERNEL_ENGINE {
+        name.into()
+    } else {
+        format!("{name}/{engine}")
+    }
+}
+
+/// When a test measures: the part of its timeline every kind shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// The measured window.
+    pub duration_ms: u64,
+    /// Before the window, excluded from figures.
+    pub warmup_ms: u64,
+    /// After the window, excluded from figures (none for pps: its sender stops at the end).
+    #[serde(default)]
+    pub cooldown_ms: u64,
+    pub interval_ms: u64,
+}
+
+impl Timing {
+    /// `duration_ms` of window after a second of warm-up, one-second intervals.
+    pub fn measuring(duration_ms: u64) -> Timing {
+        Timing {
+            duration_ms,
+            warmup_ms: 1_000,
+            cooldown_ms: 0,
+            interval_ms: 1_000,
+        }
+    }
+
+    /// Time from start until the senders stop: warm-up, measured window, cool-down.
+    pub fn total_ms(&self) -> u64 {
+        self.warmup_ms + self.duration_ms + self.cooldown_ms
+    }
+
+    /// Intervals in the measured window.
+    pub fn intervals(&self) -> u64 {
+        self.duration_ms.div_ceil(self.interval_ms.max(1))
+    }
+
+    /// The measured window, the whole test's length, and the report interval.
+    fn check(&self) -> Result<(), SpecError> {
+        if self.duration_ms == 0 {
+            return refuse("--duration", "must be more than 0 s");
+        }
+        if self.total_ms() > MAX_DURATION_MS {
+            return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
+        }
+        if self.interval_ms < MIN_INTERVAL_MS {
+            return refuse(
+                "--interval",
+                format!(
+                    "{} ms is below the minimum of {MIN_INTERVAL_MS} ms",
+                    self.interval_ms
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// How both sides run the data plane: which engine, on which CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Execution {
+    /// The data-plane engine on both sides (`kernel`; others where the kind has them).
+    #[serde(default = "kernel_engine")]
+    pub engine: String,
+    /// CPUs the controller's workers are pinned to, round robin; `None`: not pinned.
+    pub client_cpus: Option<Vec<usize>>,
+    /// The controller chooses its CPUs when the test starts (`--cpus auto`); cleared once
+    /// it has, so a stored spec holds the CPUs it ran on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_cpus_auto: bool,
+    /// CPUs the agent's workers are pinned to, round robin; `None`: not pinned.
+    pub server_cpus: Option<Vec<usize>>,
+    /// The agent chooses its CPUs itself (`--server-cpus auto`), on its own host.
+    #[serde(default)]
+    pub server_cpus_auto: bool,
+}
+
+fn kernel_engine() -> String {
+    KERNEL_ENGINE.into()
+}
+
+impl Default for Execution {
+    fn default() -> Self {
+        Execution {
+            engine: kernel_engine(),
+            client_cpus: None,
+            client_cpus_auto: false,
+            server_cpus: None,
+            server_cpus_auto: false,
+        }
+    }
+}
+
+impl Execution {
+    fn check(&self) -> Result<(), SpecError> {
+        let e = &self.engine;
+        let name = !e.is_empty()
+            && e.len() <= 16
+            && e.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !name {
+            return refuse("--engine", format!("'{e}' is not an engine name"));
+        }
+        for (flag, cpus) in [
+            ("--cpus", &self.client_cpus),
+            ("--server-cpus", &self.server_cpus),
+        ] {
+            if let Some(list) = cpus {
+                if list.is_empty() {
+                    return refuse(flag, "the CPU list is empty");
+                }
+                if let Some(c) = list.iter().find(|&&c| c > MAX_CPU) {
+                    return refuse(flag, format!("CPU {c} is out of range"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a side waits for the next message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum PollMode {
+    /// Blocking calls, woken through the interrupt path.
+    Block,
+    /// Non-blocking calls in a loop: one core at 100 %.
+    Busy,
+    /// Spin for `spin_us` after the last message, then block until the next.
+    Hybrid { spin_us: u32 },
+}
+
+impl PollMode {
+    pub fn label(&self) -> String {
+        match self {
+            PollMode::Block => "block".into(),
+            PollMode::Busy => "busy".into(),
+            PollMode::Hybrid { spin_us } => format!("hybrid={spin_us}us"),
+        }
+    }
+}
+
+/// A refused spec; `flag` is the command-line flag a person would change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {flag}: {reason}")]
+pub struct SpecError {
+    pub flag: &'static str,
+    pub reason: String,
+}
+
+fn refuse(flag: &'static str, reason: impl Into<String>) -> Result<(), SpecError> {
+    Err(SpecError {
+        flag,
+        reason: reason.into(),
+    })
+}
+
+/// `value` within `1..=max`, else refused under `flag`.
+fn check_count(flag: &'static str, value: u32, max: u32) -> Result<(), SpecError> {
+    if value == 0 || value > max {
+        return refuse(flag, format!("{value} is not in 1..={max}"));
+    }
+    Ok(())
+}
+
+/// Worker-thread counts of either side, when given.
+fn check_threads(client: Option<u32>, server: Option<u32>) -> Result<(), SpecError> {
+    for (flag, threads) in [("--threads", client), ("--server-threads", server)] {
+        if let Some(t) = threads {
+            check_count(flag, t, MAX_THREADS)?;
+        }
+    }
+    Ok(())
+}
+
+/// Refusals of a kind's spec, each naming its flag: `(spec, flag)` pairs.
+#[cfg(test)]
+fn assert_refused<S: std::fmt::Debug>(
+    cases: Vec<(S, &str)>,
+    validate: impl Fn(&S) -> Result<(), SpecError>,
+) {
+    for (spec, flag) in cases {
+        let err = validate(&spec).expect_err(&format!("{spec:?} should be refused"));
+        assert_eq!(err.flag, flag, "{err}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_and_execution_refusals_name_the_flag() {
+        let t = Timing::measuring(10_000);
+        let cases = vec![
+            (
+                Timing {
+                    duration_ms: 0,
+                    ..t.clone()
+                },
+                "--duration",
+            ),
+            (
+                Timing {
+                    interval_ms: 10,
+                    ..t.clone()
+                },
+                "--interval",
+            ),
+            (
+                Timing {
+                    duration_ms: MAX_DURATION_MS,
+                    ..t.clone()
+                },
+                "--duration",
+            ),
+        ];
+        assert_refused(cases, Timing::check);
+        let e = Execution::default();
+        let cases = vec![
+            (
+                Execution {
+                    engine: "".into(),
+                    ..e.clone()
+                },
+                "--engine",
+            ),
+            (
+                Execution {
+                    engine: "x d p".into(),
+                    ..e.clone()
+                },
+                "--engine",
+            ),
+            (
+                Execution {
+                    server_cpus: Some(vec![]),
+                    ..e.clone()
+                },
+                "--server-cpus",
+            ),
+            (
+                Execution {
+                    client_cpus: Some(vec![5000]),
+                    ..e.clone()
+                },
+                "--cpus",
+            ),
+        ];
+        assert_refused(cases, Execution::check);
+        assert_eq!(
+            Timing {
+                interval_ms: 300,
+                ..t
+            }
+            .intervals(),
+            34
+        );
+    }
+
+    #[test]
+    fn shared_parts_keep_their_json_names() {
+        let spec = TestSpec::Stream(StreamSpec::default());
+        let json = serde_json::to_value(&spec).unwrap();
+        for key in [
+            "duration_ms",
+            "warmup_ms",
+            "cooldown_ms",
+            "interval_ms",
+            "engine",
+        ] {
+            assert!(json.get(key).is_some(), "{key} in {json}");
+        }
+        assert!(
+            json.get("client_cpus_auto").is_none(),
+            "cleared flags are not written"
+        );
+        // A schema-1 spec without the newer fields still reads.
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("engine");
+        let back: TestSpec = serde_json::from_value(old).unwrap();
+        assert_eq!(back.execution().engine, KERNEL_ENGINE);
+    }
+}

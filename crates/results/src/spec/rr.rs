@@ -1,0 +1,229 @@
+//! The request/response spec of ping and rpc: `connections` × `window` messages in flight.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    check_count, check_threads, refuse, Execution, PollMode, SpecError, Timing, MAX_CONNECTIONS,
+};
+
+/// Largest request or response of a request/response test over TCP.
+pub const MAX_MESSAGE_BYTES: u32 = 1 << 20;
+/// Largest UDP message: an IPv4 datagram's payload.
+pub const MAX_UDP_MESSAGE_BYTES: u32 = 65_507;
+pub const MAX_WINDOW: u32 = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// A one-off stall injected in the agent's echo path, to test that open-loop runs see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stall {
+    /// Since the agent's start of the test.
+    pub after_ms: u64,
+    pub stall_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrSpec {
+    pub transport: Transport,
+    pub connections: u32,
+    /// Messages in flight per connection (msg_gen's msg_window).
+    pub window: u32,
+    pub request_bytes: u32,
+    pub response_bytes: u32,
+    pub client_threads: Option<u32>,
+    pub server_threads: Option<u32>,
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// Requests per second over all connections; `None`: as fast as the loop allows.
+    pub rate_per_s: Option<f64>,
+    /// With a rate: measure latency from each request's intended send time (open loop),
+    /// not from when it was actually sent.
+    pub open_loop: bool,
+    /// A new TCP connection per request (neper tcp_crr).
+    pub connect_per_request: bool,
+    pub poll: PollMode,
+    /// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the data sockets, microseconds.
+    pub busy_poll_us: Option<u32>,
+    #[serde(flatten)]
+    pub execution: Execution,
+    /// Test-only: a stall in the agent's echo path.
+    pub server_stall: Option<Stall>,
+}
+
+impl Default for RrSpec {
+    fn default() -> Self {
+        RrSpec {
+            transport: Transport::Tcp,
+            connections: 1,
+            window: 1,
+            request_bytes: 64,
+            response_bytes: 64,
+            client_threads: None,
+            server_threads: None,
+            timing: Timing::measuring(10_000),
+            rate_per_s: None,
+            open_loop: false,
+            connect_per_request: false,
+            poll: PollMode::Block,
+            busy_poll_us: None,
+            execution: Execution::default(),
+            server_stall: None,
+        }
+    }
+}
+
+impl RrSpec {
+    /// Connections opened up front (none for connect-per-request, one socket for UDP).
+    pub fn initial_connections(&self) -> u32 {
+        if self.connect_per_request {
+            0
+        } else {
+            self.connections
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_count("--connections", self.connections, MAX_CONNECTIONS)?;
+        check_count("--window", self.window, MAX_WINDOW)?;
+        self.check_sizes()?;
+        check_threads(self.client_threads, self.server_threads)?;
+        self.timing.check()?;
+        if let Some(r) = self.rate_per_s {
+            if !(r.is_finite() && r > 0.0 && r <= 1e8) {
+                return refuse(
+                    "--rate",
+                    format!("{r} is not a rate in (0, 1e8] per second"),
+                );
+            }
+        }
+        if self.open_loop && self.rate_per_s.is_none() {
+            return refuse("--rate", "an open-loop run needs a rate");
+        }
+        if self.transport == Transport::Udp && (self.window != 1 || self.connect_per_request) {
+            return refuse(
+                "--udp",
+                "UDP runs one message in flight on one socket per connection",
+            );
+        }
+        if self.connect_per_request && self.window != 1 {
+            return refuse("--window", "--crr sends one request per connection");
+        }
+        if let PollMode::Hybrid { spin_us } = self.poll {
+            if spin_us == 0 || spin_us > 1_000_000 {
+                return refuse(
+                    "--poll",
+                    format!("hybrid spin of {spin_us} us is not in 1..=1000000"),
+                );
+            }
+        }
+        self.execution.check()
+    }
+
+    /// A UDP request and its echo carry the request's 8-byte sequence number.
+    fn check_sizes(&self) -> Result<(), SpecError> {
+        let (least, cap) = match self.transport {
+            Transport::Tcp => (1, MAX_MESSAGE_BYTES),
+            Transport::Udp => (8, MAX_UDP_MESSAGE_BYTES),
+        };
+        for (flag, v) in [
+            ("--req-size", self.request_bytes),
+            ("--resp-size", self.response_bytes),
+        ] {
+            if v < least || v > cap {
+                let why = if least > 1 {
+                    ", whose messages carry an 8-byte sequence number"
+                } else {
+                    ""
+                };
+                return refuse(
+                    flag,
+                    format!(
+                        "{v} bytes is not in {least}..={cap} (protocol limit for {:?}{why})",
+                        self.transport
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{assert_refused, TestSpec};
+    use super::*;
+
+    #[test]
+    fn rr_refusals_name_the_flag() {
+        let d = RrSpec::default();
+        let with = |f: &dyn Fn(&mut RrSpec)| {
+            let mut s = d.clone();
+            f(&mut s);
+            s
+        };
+        let udp = |s: &mut RrSpec| s.transport = Transport::Udp;
+        let cases = vec![
+            (with(&|s| s.window = 0), "--window"),
+            (
+                with(&|s| s.request_bytes = MAX_MESSAGE_BYTES + 1),
+                "--req-size",
+            ),
+            (
+                with(&|s| {
+                    udp(s);
+                    s.response_bytes = 70_000
+                }),
+                "--resp-size",
+            ),
+            (
+                with(&|s| {
+                    udp(s);
+                    s.request_bytes = 7
+                }),
+                "--req-size",
+            ),
+            (with(&|s| s.rate_per_s = Some(0.0)), "--rate"),
+            (with(&|s| s.open_loop = true), "--rate"),
+            (
+                with(&|s| {
+                    s.connect_per_request = true;
+                    s.window = 4
+                }),
+                "--window",
+            ),
+            (
+                with(&|s| s.poll = PollMode::Hybrid { spin_us: 0 }),
+                "--poll",
+            ),
+            (
+                with(&|s| {
+                    udp(s);
+                    s.window = 2
+                }),
+                "--udp",
+            ),
+            (with(&|s| s.execution.engine = "-".into()), "--engine"),
+        ];
+        assert_refused(cases, RrSpec::validate);
+        d.validate().unwrap();
+    }
+
+    #[test]
+    fn rpc_round_trips_with_its_poll_mode() {
+        let t = TestSpec::Rpc(RrSpec {
+            poll: PollMode::Hybrid { spin_us: 50 },
+            ..Default::default()
+        });
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(
+            json.contains("\"test\":\"rpc\"") && json.contains("\"mode\":\"hybrid\""),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<TestSpec>(&json).unwrap(), t);
+    }
+}

@@ -1,0 +1,245 @@
+//! The flag groups every test command shares, written once and flattened into each, and
+//! the parsers of values (durations, sizes, CPU lists) the commands read.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use sonde_probe::topology::parse_cpu_list;
+use sonde_results::{Execution, SpecError, TestSpec, Timing};
+
+use crate::tune::Goal;
+use sonde_run::agent::DEFAULT_PORT;
+
+/// Which agent, and how to prove who we are to it.
+#[derive(Args, Debug, Clone)]
+pub struct Target {
+    /// Host running `sonde serve`.
+    pub host: String,
+    /// The agent's control port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// The agent's pre-shared key, when it requires one.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+}
+
+/// The test's timeline.
+#[derive(Args, Debug, Clone)]
+pub struct TimingArgs {
+    /// Measured time, seconds (suffix ms allowed).
+    #[arg(short = 't', long, default_value = "10", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub duration: u64,
+    /// Time before the measured window, excluded from figures.
+    #[arg(long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub warmup: u64,
+    /// Report interval.
+    #[arg(short = 'i', long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub interval: u64,
+}
+
+impl TimingArgs {
+    pub fn timing(&self, cooldown_ms: u64) -> Timing {
+        Timing {
+            duration_ms: self.duration,
+            warmup_ms: self.warmup,
+            cooldown_ms,
+            interval_ms: self.interval,
+        }
+    }
+}
+
+/// Which engine runs the data plane, and where each side's workers run.
+#[derive(Args, Debug, Clone)]
+pub struct ExecutionArgs {
+    /// Data-plane engine on both sides: kernel (sockets).
+    #[arg(long, default_value = sonde_results::KERNEL_ENGINE, value_name = "NAME")]
+    pub engine: String,
+    /// Where this side's workers run: `auto` (distinct physical cores of the NIC's NUMA
+    /// node, away from its IRQs, within the inherited CPU mask; chosen when the test
+    /// starts), a list pinned round robin (e.g. 0-3,8), or `none`.
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
+    pub cpus: CpuList,
+    /// Where the agent's workers run: `auto` (chosen by the agent on its host), a list, or `none`.
+    #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
+    pub server_cpus: CpuList,
+}
+
+impl ExecutionArgs {
+    pub fn execution(&self) -> Execution {
+        let (client_cpus, client_cpus_auto) = self.cpus.split();
+        let (server_cpus, server_cpus_auto) = self.server_cpus.split();
+        Execution {
+            engine: self.engine.clone(),
+            client_cpus,
+            client_cpus_auto,
+            server_cpus,
+            server_cpus_auto,
+        }
+    }
+}
+
+/// What becomes of the result: printed, written, streamed, stored; and the host's tuning
+/// around the test.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Print the result document (JSON) on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// NDJSON on stdout: one line per interval as it happens, then the end document.
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
+    /// Also write the result document to FILE (written even when the test is cut short).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Tune this host for the goal before the test and restore it after, whatever happens.
+    #[arg(long, value_enum, value_name = "GOAL")]
+    pub tune: Option<Goal>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+impl OutputArgs {
+    /// No human text on stdout: JSON or NDJSON goes there.
+    pub fn quiet(&self) -> bool {
+        self.json || self.json_stream
+    }
+}
+
+/// Where runs are kept; shared by every test command.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The result store [default: $SONDE_DB, else $XDG_DATA_HOME or ~/.local/share, netsonde/results.db].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Do not save this run in the store.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Name the configuration this run measured (for `sonde compare`).
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+    /// Set by `sonde suite`: the suite item this run is, for --resume.
+    #[arg(long, hide = true, value_name = "KEY")]
+    pub suite_key: Option<String>,
+}
+
+impl StoreArgs {
+    pub fn db_path(db: Option<&std::path::Path>) -> PathBuf {
+        if let Some(p) = db {
+            return p.to_path_buf();
+        }
+        if let Some(p) = std::env::var_os("SONDE_DB") {
+            return PathBuf::from(p);
+        }
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .unwrap_or_else(std::env::temp_dir);
+        data.join("netsonde/results.db")
+    }
+}
+
+/// The spec's own checks, then whether this build has the engine it names.
+pub fn checked(spec: TestSpec) -> Result<TestSpec, SpecError> {
+    spec.validate()?;
+    sonde_run::kind::check_engine(&spec)?;
+    Ok(spec)
+}
+
+/// Seconds as a decimal number, or with an `ms` / `s` suffix; returns milliseconds.
+pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(v) = t.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = t.strip_suffix('s') {
+        (v, 1000.0)
+    } else {
+        (t, 1000.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (e.g. 10, 2.5, 500ms)"))?;
+    if !v.is_finite() || v < 0.0 || v * scale > 1e12 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok((v * scale).round() as u64)
+}
+
+/// Bytes, with an optional K/M/G suffix in powers of 1024 (as iperf3 and ntttcp read -l).
+pub fn parse_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 65536, 128K, 4M)"))?;
+    v.checked_mul(mult)
+        .and_then(|b| u32::try_from(b).ok())
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// `--cpus` / `--server-cpus`: a CPU list as one value (clap would read a bare `Vec` as a
+/// repeated flag), or `auto`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuList {
+    /// `none`: left to the scheduler.
+    Unpinned,
+    List(Vec<usize>),
+    /// Chosen on the side's own host when the test starts (sonde_probe::placement).
+    Auto,
+}
+
+impl CpuList {
+    /// As a spec holds it: the list, and whether the side chooses it itself.
+    fn split(&self) -> (Option<Vec<usize>>, bool) {
+        match self {
+            CpuList::List(l) => (Some(l.clone()), false),
+            CpuList::Auto => (None, true),
+            CpuList::Unpinned => (None, false),
+        }
+    }
+}
+
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    match s {
+        "auto" => return Ok(CpuList::Auto),
+        "none" => return Ok(CpuList::Unpinned),
+        _ => {}
+    }
+    parse_cpu_list(s).map(CpuList::List)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration_ms("10"), Ok(10_000));
+        assert_eq!(parse_duration_ms("2.5"), Ok(2_500));
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        assert_eq!(parse_duration_ms("3s"), Ok(3_000));
+        assert!(parse_duration_ms("-1").is_err());
+        assert!(parse_duration_ms("abc").is_err());
+        assert_eq!(parse_size("128K"), Ok(131_072));
+        assert_eq!(parse_size("4m"), Ok(4 << 20));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("5G").is_err());
+        assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn cpu_lists_become_the_spec_fields() {
+        assert_eq!(parse_cpus("auto").unwrap().split(), (None, true));
+        assert_eq!(parse_cpus("none").unwrap().split(), (None, false));
+        assert_eq!(
+            parse_cpus("0-2").unwrap().split(),
+            (Some(vec![0, 1, 2]), false)
+        );
+        assert!(parse_cpus("x").is_err());
+    }
+}

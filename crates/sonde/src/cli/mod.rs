@@ -1,0 +1,264 @@
+//! The command line: what the user typed, turned into validated specs. One module per
+//! test command, the flag groups they share in [`flags`]; no measurement logic, and no
+//! probing of the host (`auto` CPUs are chosen when a test starts).
+
+mod flags;
+mod pps;
+mod rr;
+mod stream;
+
+pub use flags::{parse_duration_ms, parse_size, OutputArgs, StoreArgs, Target};
+pub use pps::PpsArgs;
+pub use rr::{PingArgs, RpcArgs, RrCommon};
+pub use stream::StreamArgs;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use sonde_results::{SpecError, TestSpec};
+use sonde_run::agent::DEFAULT_PORT;
+
+use crate::tune::Goal;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sonde",
+    version,
+    about = "Measures what a Linux host or VM network really does, and explains why"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the agent: the far end of every test (one test at a time).
+    Serve(ServeArgs),
+    /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
+    Stream(StreamArgs),
+    /// Round-trip latency, one message in flight (the sockperf ping-pong job).
+    Ping(PingArgs),
+    /// Request/response rate and latency, C connections × W in flight (msg_gen, neper tcp_rr).
+    Rpc(RpcArgs),
+    /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
+    Pps(PpsArgs),
+    /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
+    Host(HostArgs),
+    /// Plan, apply and restore the settings tuning guides change, for a goal.
+    Tune(TuneArgs),
+    /// The result store: list, show, export, import runs.
+    Results(ResultsArgs),
+    /// Shell completions on stdout: `sonde completions bash > /etc/bash_completion.d/sonde`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff) on stdout: `sonde man > /usr/local/share/man/man1/sonde.1`.
+    Man,
+    /// Compare two labels (or runs): medians, change, 95 % bootstrap interval, verdict.
+    Compare(CompareArgs),
+    /// A self-contained HTML (or Markdown) report of stored runs.
+    Report(ReportArgs),
+    /// Run a matrix of tests × parameters × repetitions from a TOML file, storing each run.
+    Suite(SuiteArgs),
+    /// Build a two-namespace lab on this machine and run the standard measurements.
+    Lab(LabArgs),
+}
+
+impl Command {
+    /// The specs a test command runs (one per receive mode for ping and rpc), or what is
+    /// wrong with its flags; `None` for other commands.
+    pub fn test_specs(&self) -> Option<Result<Vec<TestSpec>, SpecError>> {
+        Some(match self {
+            Command::Stream(a) => a.spec().map(|s| vec![s]),
+            Command::Ping(a) => a.specs(),
+            Command::Rpc(a) => a.specs(),
+            Command::Pps(a) => a.spec().map(|s| vec![TestSpec::Pps(s)]),
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    #[command(subcommand)]
+    pub action: TuneAction,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TuneAction {
+    /// Print what `apply` would change, and why.
+    Plan {
+        #[arg(long = "for", value_enum, value_name = "GOAL")]
+        goal: Goal,
+        /// The NIC to tune [default: the one a test would most likely use].
+        #[arg(long, value_name = "IF")]
+        dev: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Save the current values to the state file, then change them (root only).
+    Apply {
+        #[arg(long = "for", value_enum, value_name = "GOAL")]
+        goal: Goal,
+        #[arg(long, value_name = "IF")]
+        dev: Option<String>,
+        /// Where the previous values are kept [default: $XDG_RUNTIME_DIR or /tmp, sonde-tune-state.json].
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+    /// Put back exactly what `apply` saved, then remove the state file.
+    Restore {
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct HostArgs {
+    /// Print the inventory as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Read a captured tree laid out like / instead of this host (no ethtool queries then).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ResultsArgs {
+    #[command(subcommand)]
+    pub action: ResultsAction,
+    #[arg(long, value_name = "PATH", global = true)]
+    pub db: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ResultsAction {
+    /// Stored runs, newest first.
+    List {
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// One run's result document (JSON).
+    Show { id: i64 },
+    /// Runs as JSON documents (one array) or CSV of their intervals.
+    Export {
+        ids: Vec<i64>,
+        #[arg(long, value_enum, default_value = "json")]
+        format: ExportFormat,
+    },
+    /// Stores result documents written with --output or --json.
+    Import {
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        label: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Json,
+    Csv,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Baseline: a label, or a run id.
+    pub a: String,
+    /// Candidate: a label, or a run id.
+    pub b: String,
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 4 when any metric is significantly worse by more than PCT percent.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub fail_if_worse: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct SuiteArgs {
+    pub file: PathBuf,
+    /// Skip the items a previous, interrupted run of this suite already stored.
+    #[arg(long)]
+    pub resume: bool,
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Runs: labels or run ids. Two labels also get a comparison.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// The report file: .html (self-contained, inline SVG charts) or .md.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    #[arg(long, default_value = "Network performance report")]
+    pub title: String,
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        return Err(format!("'{s}' is not a percentage"));
+    }
+    Ok(v)
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on. Loopback by default: pass 0.0.0.0 (or the test NIC's address)
+    /// to accept controllers from other hosts.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Control port (0 picks a free one, printed at start).
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Require controllers to prove they know this pre-shared key (HMAC-SHA256
+    /// challenge-response); at least 16 bytes, surrounding whitespace ignored.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Refuse tests longer than this (warm-up and cool-down included).
+    #[arg(long, default_value = "3600", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub max_duration: u64,
+    /// Refuse tests with more connections (or pps flows) than this.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_connections: u32,
+    /// Refuse tests asking more packets or requests per second than this, and unpaced ones.
+    #[arg(long, value_name = "PER_S")]
+    pub max_rate: Option<f64>,
+    /// Refuse messages, buffers or packets larger than this.
+    #[arg(long, default_value = "1M", value_parser = parse_size, value_name = "BYTES")]
+    pub max_message: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    /// Measured time of each measurement.
+    #[arg(short = 't', long, default_value = "5", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub duration: u64,
+    /// Keep each measurement's result document in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Use loopback even when namespaces could be built.
+    #[arg(long)]
+    pub loopback: bool,
+}
+
+/// Reads a key file, naming it in any error.
+pub fn load_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<sonde_proto::Key>> {
+    let Some(path) = path else { return Ok(None) };
+    let bytes = std::fs::read(path)
+        .map_err(|e| anyhow::anyhow!("cannot read --key-file {}: {e}", path.display()))?;
+    sonde_proto::Key::from_file_bytes(&bytes)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("--key-file {}: {e}", path.display()))
+}

@@ -1,0 +1,163 @@
+//! `sonde pps`: small-packet UDP rate over many flows, loss accounting, and the RFC 2544
+//! zero-loss search (testpmd txonly/rxonly).
+
+use clap::Args;
+use sonde_results::{PpsSpec, SpecError, TestSpec};
+
+use super::flags::{checked, parse_duration_ms, ExecutionArgs, OutputArgs, Target, TimingArgs};
+use super::rr::{parse_poll, PollChoice};
+
+#[derive(Args, Debug)]
+pub struct PpsArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Bytes per packet on the wire: Ethernet + IPv4 + UDP headers + payload, no FCS (as testpmd).
+    #[arg(long, default_value_t = 64, value_name = "BYTES")]
+    pub size: u32,
+    /// Sending threads here [default: one per usable CPU, at most one per flow asked for;
+    /// one with --gso].
+    #[arg(long, value_name = "T")]
+    pub tx_threads: Option<u32>,
+    /// Receiving threads on the agent, one SO_REUSEPORT socket each.
+    #[arg(long, default_value_t = 1, value_name = "T")]
+    pub rx_threads: u32,
+    /// Flows: each its own source port, so RSS and SO_REUSEPORT spread the load
+    /// [default: one per sending or receiving thread, whichever are more].
+    #[arg(long, value_name = "N")]
+    pub flows: Option<u32>,
+    /// Packets per sendmmsg/recvmmsg call.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub batch: u32,
+    /// UDP GSO on the sender: one send per batch, cut into packets by the kernel late in
+    /// the output path (as a NIC's segmentation offload would). Batch at most 64.
+    #[arg(long)]
+    pub gso: bool,
+    /// Offered packets per second over all senders; default: as fast as possible.
+    #[arg(long, value_name = "PPS")]
+    pub rate: Option<f64>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Receive mode of the agent's receivers: block, busy, hybrid[=SPIN]. block sleeps: in
+    /// the socket when packets are few, a 100 us nap between batches when they come fast.
+    #[arg(long, default_value = "block", value_parser = parse_poll, value_name = "MODE")]
+    pub poll: PollChoice,
+    #[command(flatten)]
+    pub execution: ExecutionArgs,
+    #[command(flatten)]
+    pub search: SearchArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// The RFC 2544 throughput search.
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// RFC 2544 throughput search: the highest rate whose loss is at most --max-loss.
+    #[arg(long)]
+    pub search: bool,
+    /// Length of each search trial.
+    #[arg(long, default_value = "5", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub trial: u64,
+    /// Largest loss a search trial may have and pass, percent.
+    #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
+    pub max_loss: f64,
+    /// Search precision: stop when the bounds are this close, percent of the upper one.
+    #[arg(long, default_value_t = 1.0, value_name = "PERCENT")]
+    pub resolution: f64,
+    /// Search: trials at each rate; the rate passes only if every one does.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub trials_per_step: u32,
+}
+
+impl SearchArgs {
+    fn check(&self) -> Result<(), SpecError> {
+        let refuse = |flag, reason| Err(SpecError { flag, reason });
+        if !(0.0..100.0).contains(&self.max_loss) {
+            let why = format!("{} is not a percentage in [0, 100)", self.max_loss);
+            return refuse("--max-loss", why);
+        }
+        if !(self.resolution > 0.0 && self.resolution < 50.0) {
+            let why = format!("{} is not a percentage in (0, 50)", self.resolution);
+            return refuse("--resolution", why);
+        }
+        Ok(())
+    }
+}
+
+impl PpsArgs {
+    pub fn spec(&self) -> Result<PpsSpec, SpecError> {
+        let PollChoice::One(poll) = self.poll else {
+            return Err(SpecError {
+                flag: "--poll",
+                reason: "'all' is for ping and rpc; pick one mode".into(),
+            });
+        };
+        self.search.check()?;
+        let (tx_threads, flows) =
+            sonde_engine::pps_threads(self.tx_threads, self.rx_threads, self.flows, self.gso);
+        let mut timing = self.timing.timing(0);
+        if self.search.search {
+            timing.duration_ms = self.search.trial;
+        }
+        let spec = PpsSpec {
+            size_bytes: self.size,
+            tx_threads,
+            rx_threads: self.rx_threads,
+            flows,
+            batch: self.batch,
+            gso: self.gso,
+            rate_pps: self.rate,
+            timing,
+            poll,
+            execution: self.execution.execution(),
+            ipv6: self.target.host.contains(':'),
+        };
+        checked(TestSpec::Pps(spec.clone()))?;
+        if spec.tx_threads > spec.flows {
+            return Err(SpecError {
+                flag: "--tx-threads",
+                reason: format!(
+                    "{} threads for {} flows: each thread needs a flow",
+                    spec.tx_threads, spec.flows
+                ),
+            });
+        }
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use super::*;
+    use clap::Parser;
+
+    fn spec_of(args: &[&str]) -> Result<PpsSpec, SpecError> {
+        let Command::Pps(a) = Cli::try_parse_from(args).unwrap().command else {
+            panic!("{args:?} is a pps command")
+        };
+        a.spec()
+    }
+
+    #[test]
+    fn flags_become_a_spec() {
+        let s = spec_of(&[
+            "sonde", "pps", "h", "--flows", "4", "--search", "--trial", "2",
+        ]);
+        let s = s.unwrap();
+        assert_eq!((s.flows, s.timing.duration_ms), (4, 2000));
+        let refused = [
+            (&["sonde", "pps", "h", "--poll", "all"][..], "--poll"),
+            (&["sonde", "pps", "h", "--max-loss", "100"], "--max-loss"),
+            (&["sonde", "pps", "h", "--resolution", "0"], "--resolution"),
+            (
+                &["sonde", "pps", "h", "--tx-threads", "4", "--flows", "2"],
+                "--tx-threads",
+            ),
+            (&["sonde", "pps", "h", "--size", "20"], "--size"),
+        ];
+        for (args, flag) in refused {
+            assert_eq!(spec_of(args).unwrap_err().flag, flag, "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `sonde ping` and `sonde rpc`: round trips, one in flight (sockperf ping-pong), or many
+//! connections × many in flight (msg_gen, neper tcp_rr / tcp_crr).
+
+use clap::Args;
+use sonde_results::{PollMode, RrSpec, SpecError, Stall, TestSpec, Transport};
+
+use super::flags::{checked, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
+
+/// Flags shared by ping and rpc.
+#[derive(Args, Debug)]
+pub struct RrCommon {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Receive mode on both sides: block, busy, hybrid[=SPIN] (spin after the last message,
+    /// then block; default 50us), or all (each in turn, then a comparison table).
+    #[arg(long, default_value = "block", value_parser = parse_poll, value_name = "MODE")]
+    pub poll: PollChoice,
+    /// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the data sockets, microseconds.
+    #[arg(long, value_name = "US")]
+    pub busy_poll_us: Option<u32>,
+    #[command(flatten)]
+    pub execution: ExecutionArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
+    #[arg(long, hide = true, value_parser = parse_stall, value_name = "AFTER_MS:STALL_MS")]
+    pub server_stall: Option<Stall>,
+}
+
+#[derive(Args, Debug)]
+pub struct PingArgs {
+    #[command(flatten)]
+    pub common: RrCommon,
+    /// Use UDP instead of TCP.
+    #[arg(long)]
+    pub udp: bool,
+    /// Message size in bytes, both ways.
+    #[arg(short = 'm', long = "msg-size", default_value = "64", value_parser = parse_size, value_name = "BYTES")]
+    pub msg_size: u32,
+    /// Messages per second (each timed from its actual send); default: as fast as possible.
+    #[arg(long, value_name = "N")]
+    pub rate: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct RpcArgs {
+    #[command(flatten)]
+    pub common: RrCommon,
+    /// TCP connections.
+    #[arg(
+        short = 'C',
+        long = "connections",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub connections: u32,
+    /// Requests in flight per connection (msg_gen's msg_window).
+    #[arg(short = 'W', long, default_value_t = 1, value_name = "N")]
+    pub window: u32,
+    #[arg(long, default_value = "64", value_parser = parse_size, value_name = "BYTES")]
+    pub req_size: u32,
+    #[arg(long, default_value = "64", value_parser = parse_size, value_name = "BYTES")]
+    pub resp_size: u32,
+    /// Worker threads here, each multiplexing its connections with epoll [default: one per
+    /// two usable CPUs, at most one per connection].
+    #[arg(long, value_name = "T")]
+    pub threads: Option<u32>,
+    /// Worker threads on the agent [default: one per two of its usable CPUs, at most one per
+    /// connection].
+    #[arg(long, value_name = "T")]
+    pub server_threads: Option<u32>,
+    /// Open loop: R requests per second in total on a fixed schedule, latency measured from
+    /// each request's intended send time. Default: closed loop.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// A new connection per request (neper tcp_crr).
+    #[arg(long)]
+    pub crr: bool,
+}
+
+/// `--poll`: one mode, or all of them in turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PollChoice {
+    One(PollMode),
+    All,
+}
+
+impl PollChoice {
+    pub fn modes(&self) -> Vec<PollMode> {
+        match self {
+            PollChoice::One(m) => vec![*m],
+            PollChoice::All => vec![
+                PollMode::Block,
+                PollMode::Busy,
+                PollMode::Hybrid { spin_us: 50 },
+            ],
+        }
+    }
+}
+
+pub fn parse_poll(s: &str) -> Result<PollChoice, String> {
+    let bad = || format!("'{s}' is not a receive mode (block, busy, hybrid[=50us], all)");
+    Ok(match s {
+        "block" => PollChoice::One(PollMode::Block),
+        "busy" => PollChoice::One(PollMode::Busy),
+        "hybrid" => PollChoice::One(PollMode::Hybrid { spin_us: 50 }),
+        "all" => PollChoice::All,
+        _ => {
+            let spin = s.strip_prefix("hybrid=").ok_or_else(bad)?;
+            let us = if let Some(v) = spin.strip_suffix("us") {
+                v.parse::<u64>().map_err(|_| bad())?
+            } else if let Some(v) = spin.strip_suffix("ms") {
+                v.parse::<u64>().map_err(|_| bad())? * 1000
+            } else {
+                spin.parse::<u64>().map_err(|_| bad())?
+            };
+            PollChoice::One(PollMode::Hybrid {
+                spin_us: u32::try_from(us).map_err(|_| bad())?,
+            })
+        }
+    })
+}
+
+fn parse_stall(s: &str) -> Result<Stall, String> {
+    let (a, b) = s.split_once(':').ok_or("expected AFTER_MS:STALL_MS")?;
+    Ok(Stall {
+        after_ms: a.parse().map_err(|_| "AFTER_MS is not a number")?,
+        stall_ms: b.parse().map_err(|_| "STALL_MS is not a number")?,
+    })
+}
+
+impl RrCommon {
+    /// One spec per receive mode asked for, each made by `make` from the shared part.
+    fn specs(
+        &self,
+        make: impl Fn(RrSpec) -> Result<TestSpec, SpecError>,
+    ) -> Result<Vec<TestSpec>, SpecError> {
+        self.poll
+            .modes()
+            .into_iter()
+            .map(|poll| {
+                make(RrSpec {
+                    timing: self.timing.timing(0),
+                    poll,
+                    busy_poll_us: self.busy_poll_us,
+                    execution: self.execution.execution(),
+                    server_stall: self.server_stall,
+                    ..Default::default()
+                })
+            })
+            .collect()
+    }
+}
+
+impl PingArgs {
+    pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
+        self.common.specs(|base| {
+            let spec = RrSpec {
+                transport: if self.udp {
+                    Transport::Udp
+                } else {
+                    Transport::Tcp
+                },
+                request_bytes: self.msg_size,
+                response_bytes: self.msg_size,
+                rate_per_s: self.rate,
+                ..base
+            };
+            // Both sizes come from -m here, so that is the flag to name.
+            checked(TestSpec::Ping(spec)).map_err(|mut e| {
+                if e.flag == "--req-size" || e.flag == "--resp-size" {
+                    e.flag = "--msg-size";
+                }
+                e
+            })
+        })
+    }
+}
+
+impl RpcArgs {
+    pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
+        self.common.specs(|base| {
+            checked(TestSpec::Rpc(RrSpec {
+                connections: self.connections,
+                window: self.window,
+                request_bytes: self.req_size,
+                response_bytes: self.resp_size,
+                client_threads: self.threads,
+                server_threads: self.server_threads,
+                rate_per_s: self.rate,
+                open_loop: self.rate.is_some(),
+                connect_per_request: self.crr,
+                ..base
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use super::*;
+    use clap::Parser;
+
+    fn rr_specs(args: &[&str]) -> Result<Vec<RrSpec>, SpecError> {
+        let specs = match Cli::try_parse_from(args).unwrap().command {
+            Command::Ping(a) => a.specs(),
+            Command::Rpc(a) => a.specs(),
+            _ => panic!("{args:?} is ping or rpc"),
+        }?;
+        Ok(specs
+            .into_iter()
+            .map(|s| match s {
+                TestSpec::Ping(r) | TestSpec::Rpc(r) => r,
+                _ => unreachable!(),
+            })
+            .collect())
+    }
+
+    #[test]
+    fn ping_and_rpc_flags() {
+        let r = &rr_specs(&[
+            "sonde",
+            "rpc",
+            "h",
+            "-C",
+            "8",
+            "-W",
+            "32",
+            "--rate",
+            "1000",
+            "--poll",
+            "hybrid=100us",
+        ])
+        .unwrap()[0];
+        assert_eq!(r.poll, PollMode::Hybrid { spin_us: 100 });
+        assert_eq!((r.connections, r.window, r.open_loop), (8, 32, true));
+        let p = rr_specs(&["sonde", "ping", "h", "--udp", "--poll", "all", "-m", "32"]).unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!((p[1].transport, p[1].request_bytes), (Transport::Udp, 32));
+        assert_eq!(p[1].poll, PollMode::Busy);
+        assert!(parse_poll("hybrid=2ms").is_ok());
+        assert!(parse_poll("sometimes").is_err());
+        let e = rr_specs(&["sonde", "rpc", "h", "-W", "0"]).unwrap_err();
+        assert_eq!(e.flag, "--window");
+        let e = rr_specs(&["sonde", "ping", "h", "--udp", "-m", "4"]).unwrap_err();
+        assert_eq!(e.flag, "--msg-size");
+    }
+}

@@ -1,0 +1,138 @@
+//! `sonde stream`: TCP bulk throughput over many connections (the ntttcp / iperf3 job).
+
+use clap::Args;
+use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
+
+use super::flags::{
+    checked, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
+};
+
+#[derive(Args, Debug)]
+pub struct StreamArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// TCP connections (per direction with --bidir).
+    #[arg(
+        short = 'P',
+        long = "connections",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub connections: u32,
+    /// Worker threads here [default: one per connection, up to 128].
+    #[arg(long, value_name = "T")]
+    pub threads: Option<u32>,
+    /// Worker threads on the agent [default: one per connection, up to 128].
+    #[arg(long, value_name = "T")]
+    pub server_threads: Option<u32>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Time after the measured window, excluded from figures.
+    #[arg(long, default_value = "0.5", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub cooldown: u64,
+    /// Bytes per send()/recv() (suffix K, M: 128K = 131072).
+    #[arg(short = 'l', long = "buffer", default_value = "128K", value_parser = parse_size, value_name = "SIZE")]
+    pub buffer: u32,
+    /// The agent sends, this side receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once, N connections each.
+    #[arg(long)]
+    pub bidir: bool,
+    /// TCP congestion control algorithm on both sides (cubic, bbr, reno, ...).
+    #[arg(short = 'C', long, value_name = "ALG")]
+    pub congestion: Option<String>,
+    /// Set TCP_NODELAY on the data connections.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// SO_SNDBUF of the data connections, both sides.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF of the data connections, both sides.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub rcvbuf: Option<u32>,
+    #[command(flatten)]
+    pub execution: ExecutionArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl StreamArgs {
+    pub fn spec(&self) -> Result<TestSpec, SpecError> {
+        checked(TestSpec::Stream(StreamSpec {
+            connections: self.connections,
+            client_threads: self.threads,
+            server_threads: self.server_threads,
+            timing: self.timing.timing(self.cooldown),
+            buffer_bytes: self.buffer,
+            direction: if self.bidir {
+                Direction::Bidir
+            } else if self.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            congestion: self.congestion.clone(),
+            nodelay: self.nodelay,
+            sndbuf_bytes: self.sndbuf,
+            rcvbuf_bytes: self.rcvbuf,
+            execution: self.execution.execution(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use super::*;
+    use clap::Parser;
+
+    fn spec_of(args: &[&str]) -> Result<StreamSpec, SpecError> {
+        let cli = Cli::try_parse_from(args).unwrap();
+        let Command::Stream(a) = cli.command else {
+            panic!("{args:?} is a stream command")
+        };
+        a.spec().map(|s| match s {
+            TestSpec::Stream(s) => s,
+            _ => unreachable!(),
+        })
+    }
+
+    #[test]
+    fn flags_become_a_spec() {
+        let s = spec_of(&[
+            "sonde",
+            "stream",
+            "h",
+            "-P",
+            "8",
+            "--bidir",
+            "-l",
+            "64K",
+            "--server-cpus",
+            "1",
+            "--cpus",
+            "0-1",
+        ])
+        .unwrap();
+        assert_eq!(s.connections, 8);
+        assert_eq!(s.direction, Direction::Bidir);
+        assert_eq!(s.buffer_bytes, 65536);
+        assert_eq!(s.execution.server_cpus, Some(vec![1]));
+        assert_eq!(s.execution.client_cpus, Some(vec![0, 1]));
+        assert_eq!(s.timing.cooldown_ms, 500);
+        assert!(Cli::try_parse_from(["sonde", "stream", "h", "-R", "--bidir"]).is_err());
+        let e = spec_of(&["sonde", "stream", "h", "-P", "0"]).unwrap_err();
+        assert_eq!(e.flag, "--connections");
+    }
+
+    #[test]
+    fn auto_cpus_are_left_for_the_test_start() {
+        let s = spec_of(&["sonde", "stream", "h"]).unwrap();
+        assert!(s.execution.client_cpus_auto && s.execution.client_cpus.is_none());
+        assert!(s.execution.server_cpus_auto);
+        let e = spec_of(&["sonde", "stream", "h", "--engine", "warp"]).unwrap_err();
+        assert_eq!(e.flag, "--engine");
+        assert!(e.reason.contains("kernel"), "{e}");
+    }
+}

@@ -1,0 +1,249 @@
+//! The test commands from flags to exit code: tune around the test, run it against the
+//! agent, show intervals as they come, store the run, print and write the document.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sonde_results::{Document, IntervalSample, TestSpec};
+use sonde_run::{controller, search, signals::Interrupt};
+
+use crate::cli::{self, OutputArgs, PpsArgs, RrCommon, StreamArgs, Target};
+use crate::{tune, EXIT_PARTIAL, EXIT_USAGE};
+
+/// How a command shows one interval in text.
+type LiveLine<'a> = &'a dyn Fn(Option<&IntervalSample>, Option<&IntervalSample>) -> String;
+
+/// One test command's invariant part: where, what becomes of the output, the key, the
+/// exact command line.
+struct Session<'a> {
+    target: &'a Target,
+    out: &'a OutputArgs,
+    key: Option<sonde_proto::Key>,
+    command: String,
+    interrupt: &'a Interrupt,
+}
+
+impl<'a> Session<'a> {
+    fn new(
+        target: &'a Target,
+        out: &'a OutputArgs,
+        command: String,
+        interrupt: &'a Interrupt,
+    ) -> anyhow::Result<Session<'a>> {
+        Ok(Session {
+            key: cli::load_key(target.key_file.as_deref())?,
+            target,
+            out,
+            command,
+            interrupt,
+        })
+    }
+
+    /// Runs `spec` once; `live` shows its intervals (none when `None`, as in search trials).
+    fn run(
+        &self,
+        spec: &TestSpec,
+        live: Option<LiveLine<'_>>,
+    ) -> Result<Document, controller::ControllerError> {
+        let req = controller::TestRequest {
+            host: self.target.host.clone(),
+            port: self.target.port,
+            spec: spec.clone(),
+            command: self.command.clone(),
+            key: self.key.clone(),
+        };
+        let mut show = |l: controller::LiveInterval<'_>| match live {
+            Some(_) if self.out.json_stream => {
+                let line = serde_json::json!({ "event": "interval", "client": l.client, "server": l.server });
+                println!("{line}");
+            }
+            Some(text) if !self.out.quiet() => println!("{}", text(l.client, l.server)),
+            _ => {}
+        };
+        controller::run_test(&req, self.interrupt, &mut show)
+    }
+
+    /// Stores the run and, with `--json-stream`, ends the stream with its document.
+    fn keep(&self, doc: &Document) {
+        save_run(&self.out.store, doc);
+        if self.out.json_stream {
+            println!("{}", serde_json::json!({ "event": "end", "document": doc }));
+        }
+    }
+
+    fn say(&self, line: impl FnOnce() -> String) {
+        if !self.out.quiet() {
+            println!("{}", line());
+        }
+    }
+}
+
+/// The specs of a command, or the exit code of a usage error (the message names the flag).
+fn specs_or_usage<T>(specs: Result<T, sonde_results::SpecError>) -> Result<T, ExitCode> {
+    specs.map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_USAGE)
+    })
+}
+
+pub fn stream(a: &StreamArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
+    let spec = match specs_or_usage(a.spec()) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let TestSpec::Stream(s) = &spec else {
+        unreachable!("a stream command makes a stream spec")
+    };
+    let _tuned = tuned(a.output.tune, a.output.json)?;
+    let session = Session::new(&a.target, &a.output, command, interrupt)?;
+    session.say(|| sonde_report::summary::stream_heading(s, &a.target.host, a.target.port));
+    let direction = s.direction;
+    let line = |c: Option<&IntervalSample>, sv: Option<&IntervalSample>| {
+        sonde_report::live::line(direction, c, sv)
+    };
+    let doc = session.run(&spec, Some(&line))?;
+    session.keep(&doc);
+    let human = (!a.output.quiet()).then(|| sonde_report::summary::stream(&doc));
+    emit(&sonde_report::json(&doc), human, &a.output, doc.end.partial)
+}
+
+/// Runs ping or rpc once per receive mode asked for; with several, ends with a comparison.
+pub fn request_response(
+    common: &RrCommon,
+    specs: Result<Vec<TestSpec>, sonde_results::SpecError>,
+    command: String,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ExitCode> {
+    let specs = match specs_or_usage(specs) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let out = &common.output;
+    let _tuned = tuned(out.tune, out.json)?;
+    let session = Session::new(&common.target, out, command, interrupt)?;
+    let asked = specs.len();
+    let mut docs: Vec<Document> = Vec::new();
+    for spec in specs {
+        if interrupt.is_set() || docs.last().is_some_and(|d| d.end.partial) {
+            break;
+        }
+        let t = &common.target;
+        session.say(|| sonde_report::summary::rr_heading(&spec, &t.host, t.port));
+        let doc = session.run(&spec, Some(&sonde_report::live::rr_line))?;
+        session.keep(&doc);
+        if !out.quiet() {
+            print!("{}", sonde_report::summary::rr(&doc));
+        }
+        docs.push(doc);
+    }
+    // One document per test; several receive modes make an array of them.
+    let text = if docs.len() == 1 {
+        sonde_report::json(&docs[0])
+    } else {
+        format!("{}\n", serde_json::to_string_pretty(&docs)?)
+    };
+    let human =
+        (!out.json && docs.len() > 1).then(|| sonde_report::summary::poll_comparison(&docs));
+    let partial = docs.iter().any(|d| d.end.partial) || docs.len() < asked;
+    emit(&text, human, out, partial)
+}
+
+/// A packet-rate test, or with `--search` the zero-loss rate search made of such tests.
+pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
+    let spec = match specs_or_usage(a.spec()) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let out = &a.output;
+    let _tuned = tuned(out.tune, out.json)?;
+    let session = Session::new(&a.target, out, command, interrupt)?;
+    let (host, port) = (&a.target.host, a.target.port);
+    session.say(|| sonde_report::summary::pps_heading(&spec, host, port, a.search.search));
+    let doc = if a.search.search {
+        let params = search::SearchParams {
+            max_loss_percent: a.search.max_loss,
+            resolution_percent: a.search.resolution,
+            trials_per_step: a.search.trials_per_step,
+        };
+        let mut n = 0;
+        let mut on_trial = |t: &sonde_results::document::Trial| {
+            n += 1;
+            session.say(|| sonde_report::summary::trial_line(n, t));
+        };
+        let mut trial = |s: &TestSpec| {
+            if interrupt.is_set() {
+                return Err("interrupted".into());
+            }
+            Ok(session.run(s, None)?)
+        };
+        let (found, mut doc) = search::search(&spec, &params, &mut trial, &mut on_trial)?;
+        doc.end.search = Some(found);
+        doc
+    } else {
+        session.run(&TestSpec::Pps(spec), Some(&sonde_report::live::pps_line))?
+    };
+    session.keep(&doc);
+    let human = (!out.quiet()).then(|| sonde_report::summary::pps(&doc));
+    emit(&sonde_report::json(&doc), human, out, doc.end.partial)
+}
+
+/// Keeps a run in the store (unless --no-save). A store that cannot be written is reported
+/// but does not fail the test: the document is still printed and written with --output.
+fn save_run(args: &cli::StoreArgs, doc: &Document) {
+    if args.no_save {
+        return;
+    }
+    let path = cli::StoreArgs::db_path(args.db.as_deref());
+    match sonde_store::Store::open(&path)
+        .and_then(|s| s.save_for_suite(doc, args.label.as_deref(), args.suite_key.as_deref()))
+    {
+        Ok(id) => eprintln!("saved as run {id} in {}", path.display()),
+        Err(e) => eprintln!("warning: run not saved: {e}"),
+    }
+}
+
+/// Applies `--tune` for the length of a test; the guard restores on every exit path.
+fn tuned(goal: Option<tune::Goal>, quiet: bool) -> anyhow::Result<Option<tune::Tuned>> {
+    let Some(goal) = goal else { return Ok(None) };
+    let (guard, changes) = tune::Tuned::apply(goal)?;
+    if !quiet {
+        for c in &changes {
+            println!("--tune: changed {}", c.describe());
+        }
+    }
+    Ok(Some(guard))
+}
+
+/// Writes the JSON to `--output`, prints JSON or the human text; the exit code says
+/// whether the result is partial.
+fn emit(
+    json_text: &str,
+    human: Option<String>,
+    out: &OutputArgs,
+    partial: bool,
+) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &out.output {
+        write_atomically(path, json_text.as_bytes())?;
+    }
+    if out.json {
+        print!("{json_text}");
+    } else if let Some(h) = human {
+        print!("{h}");
+    }
+    std::io::stdout().flush()?;
+    Ok(if partial {
+        ExitCode::from(EXIT_PARTIAL)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Writes to a temporary file beside `path`, then renames: a reader never sees half a file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

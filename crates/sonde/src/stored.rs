@@ -1,0 +1,154 @@
+//! The commands over stored runs: list, show, export and import them; compare two labels;
+//! write a report.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::{cli, EXIT_WORSE};
+
+pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
+    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    match a.action {
+        cli::ResultsAction::List { label } => {
+            let runs = store.list(label.as_deref())?;
+            print!(
+                "{}",
+                sonde_report::summary::runs(
+                    &runs
+                        .iter()
+                        .map(|r| (r.id, r.label.clone(), &r.document))
+                        .collect::<Vec<_>>()
+                )
+            );
+        }
+        cli::ResultsAction::Show { id } => {
+            print!("{}", sonde_report::json(&store.get(id)?.document))
+        }
+        cli::ResultsAction::Export { ids, format } => {
+            let runs: Vec<sonde_store::Run> = if ids.is_empty() {
+                store.list(None)?
+            } else {
+                ids.iter()
+                    .map(|&i| store.get(i))
+                    .collect::<Result<_, _>>()?
+            };
+            match format {
+                cli::ExportFormat::Json => {
+                    let docs: Vec<&sonde_results::Document> =
+                        runs.iter().map(|r| &r.document).collect();
+                    println!("{}", serde_json::to_string_pretty(&docs)?);
+                }
+                cli::ExportFormat::Csv => print!(
+                    "{}",
+                    sonde_report::csv::intervals(
+                        &runs.iter().map(|r| (r.id, &r.document)).collect::<Vec<_>>()
+                    )
+                ),
+            }
+        }
+        cli::ResultsAction::Import { files, label } => {
+            for f in files {
+                let bytes =
+                    std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
+                let doc: sonde_results::Document = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("{} is not a sonde result document", f.display()))?;
+                let id = store.save(&doc, label.as_deref())?;
+                println!("imported {} as run {id}", f.display());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs named by a label, or the one run with that id.
+fn runs_for(store: &sonde_store::Store, which: &str) -> anyhow::Result<Vec<sonde_store::Run>> {
+    let by_label = store.list(Some(which))?;
+    if !by_label.is_empty() {
+        return Ok(by_label);
+    }
+    match which.parse::<i64>() {
+        Ok(id) => Ok(vec![store.get(id)?]),
+        Err(_) => anyhow::bail!("no runs labelled '{which}' (and it is not a run id)"),
+    }
+}
+
+pub fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
+    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    let (ra, rb) = (runs_for(&store, &a.a)?, runs_for(&store, &a.b)?);
+    anyhow::ensure!(
+        ra[0].test == rb[0].test,
+        "'{}' holds {} runs and '{}' holds {} runs: compare like with like",
+        a.a,
+        ra[0].test,
+        a.b,
+        rb[0].test
+    );
+    let da: Vec<&sonde_results::Document> = ra.iter().map(|r| &r.document).collect();
+    let db: Vec<&sonde_results::Document> = rb.iter().map(|r| &r.document).collect();
+    let cmp = sonde_results::compare::compare_runs(&da, &db);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&cmp)?);
+    } else {
+        print!("{}", sonde_report::summary::comparison(&a.a, &a.b, &cmp));
+    }
+    let worse = a.fail_if_worse.is_some_and(|limit| {
+        cmp.iter().any(|c| {
+            c.verdict == sonde_results::compare::Verdict::Worse && {
+                let loss = if c.higher_is_better {
+                    -c.change_percent
+                } else {
+                    c.change_percent
+                };
+                loss > limit
+            }
+        })
+    });
+    Ok(if worse {
+        ExitCode::from(EXIT_WORSE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
+    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    let mut groups: Vec<(String, Vec<sonde_store::Run>)> = Vec::new();
+    for sel in &a.runs {
+        groups.push((sel.clone(), runs_for(&store, sel)?));
+    }
+    let runs: Vec<sonde_report::html::ReportRun<'_>> = groups
+        .iter()
+        .flat_map(|(_, rs)| {
+            rs.iter().map(|r| sonde_report::html::ReportRun {
+                id: r.id,
+                label: r.label.clone(),
+                doc: &r.document,
+            })
+        })
+        .collect();
+    let cmp = match &groups[..] {
+        [(a_name, ra), (b_name, rb)] if ra[0].test == rb[0].test => {
+            let da: Vec<&sonde_results::Document> = ra.iter().map(|r| &r.document).collect();
+            let db: Vec<&sonde_results::Document> = rb.iter().map(|r| &r.document).collect();
+            Some((
+                a_name.as_str(),
+                b_name.as_str(),
+                sonde_results::compare::compare_runs(&da, &db),
+            ))
+        }
+        _ => None,
+    };
+    let when = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let cmp_ref = cmp.as_ref().map(|(x, y, c)| (*x, *y, c.as_slice()));
+    let text = match a.output.extension().and_then(|e| e.to_str()) {
+        Some("md") => sonde_report::html::markdown(&a.title, &when, &runs, cmp_ref),
+        Some("html") | Some("htm") => sonde_report::html::render(&a.title, &when, &runs, cmp_ref),
+        _ => anyhow::bail!("-o {}: the report is .html or .md", a.output.display()),
+    };
+    crate::measure::write_atomically(&a.output, text.as_bytes())?;
+    println!("wrote {} ({} runs)", a.output.display(), runs.len());
+    Ok(ExitCode::SUCCESS)
+}
