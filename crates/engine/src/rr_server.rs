@@ -185,27 +185,11 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
     let mut ready = Vec::with_capacity(conns.len());
     let mut last_message = Instant::now();
     let mut error = None;
-    loop {
-        if shared.aborting.load(Ordering::Relaxed) || conns.iter().all(|c| c.dead) {
-            break;
-        }
-        let mut blocked_tx = false;
-        for (i, c) in conns.iter_mut().enumerate().filter(|(_, c)| !c.dead) {
-            if let Err(e) = c.answer(shared, k, &buf) {
-                c.dead = true;
-                if !shared.aborting.load(Ordering::Relaxed) {
-                    error = Some(format!("send: {e}"));
-                }
-            }
-            let blocked = !c.dead && c.tx_left > 0;
-            blocked_tx |= blocked;
-            // An answer that met a full socket buffer goes on when there is room.
-            if let Some(m) = &mut multi {
-                if let Err(e) = m.watch_writable(i, blocked) {
-                    return Some(format!("epoll: {e}"));
-                }
-            }
-        }
+    while !shared.aborting.load(Ordering::Relaxed) && conns.iter().any(|c| !c.dead) {
+        let blocked_tx = match answer_all(&mut conns, shared, k, &buf, &mut multi, &mut error) {
+            Ok(b) => b,
+            Err(e) => return Some(e),
+        };
         let now = Instant::now();
         let spin = p.poll.spins(now, last_message);
         // One connection, nothing to send, not spinning: block in the receive itself.
@@ -235,26 +219,51 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
                     shared.maybe_stall();
                     // Answer at once, while the socket is hot.
                     if let Err(e) = c.answer(shared, k, &buf) {
-                        c.dead = true;
-                        if !shared.aborting.load(Ordering::Relaxed) {
-                            error = Some(format!("send: {e}"));
-                        }
+                        c.fail(shared, "send", e, &mut error);
                     }
                 }
                 Ok(false) => {}
-                Err(e) => {
-                    c.dead = true;
-                    if !shared.aborting.load(Ordering::Relaxed) {
-                        error = Some(format!("recv: {e}"));
-                    }
-                }
+                Err(e) => c.fail(shared, "recv", e, &mut error),
             }
         }
     }
     error
 }
 
+/// Sends every connection's owed answers; true when one met a full socket buffer (and,
+/// with epoll, watches that connection for room to write).
+fn answer_all(
+    conns: &mut [Echo],
+    shared: &Shared,
+    k: usize,
+    buf: &[u8],
+    multi: &mut Option<Multi>,
+    error: &mut Option<String>,
+) -> Result<bool, String> {
+    let mut blocked_tx = false;
+    for (i, c) in conns.iter_mut().enumerate().filter(|(_, c)| !c.dead) {
+        if let Err(e) = c.answer(shared, k, buf) {
+            c.fail(shared, "send", e, error);
+        }
+        let blocked = !c.dead && c.tx_left > 0;
+        blocked_tx |= blocked;
+        if let Some(m) = multi {
+            m.watch_writable(i, blocked)
+                .map_err(|e| format!("epoll: {e}"))?;
+        }
+    }
+    Ok(blocked_tx)
+}
+
 impl Echo {
+    /// The connection is done; the error counts unless the test is being aborted.
+    fn fail(&mut self, shared: &Shared, what: &str, e: io::Error, error: &mut Option<String>) {
+        self.dead = true;
+        if !shared.aborting.load(Ordering::Relaxed) {
+            *error = Some(format!("{what}: {e}"));
+        }
+    }
+
     /// Sends the answers owed, until done or the socket buffer is full.
     fn answer(&mut self, shared: &Shared, k: usize, buf: &[u8]) -> io::Result<()> {
         let bytes = shared.plan.response_bytes;

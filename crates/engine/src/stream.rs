@@ -188,25 +188,28 @@ impl Stop for Shared {
 }
 
 fn run_worker(shared: &Shared, owned: &[usize]) -> Vec<(usize, ConnEnd)> {
-    let buffer_bytes = shared.buffer_bytes;
-    let mut ends: Vec<(usize, Option<ConnEnd>)> = owned.iter().map(|&i| (i, None)).collect();
-    let fail = |ends: &mut Vec<(usize, Option<ConnEnd>)>, e: io::Error| {
-        ends.iter()
-            .map(|(i, _)| (*i, ConnEnd::Failed(e.to_string())))
-            .collect()
-    };
+    // Allocated and filled once; the pattern makes no claim beyond not being all zeros.
+    let mut buf: Vec<u8> = (0..shared.buffer_bytes).map(|i| (i % 251) as u8).collect();
     if let [only] = owned[..] {
         if shared.blocking[only] {
-            let mut buf: Vec<u8> = (0..buffer_bytes).map(|i| (i % 251) as u8).collect();
             return vec![(only, run_blocking(shared, &shared.slots[only], &mut buf))];
         }
     }
+    run_epoll(shared, owned, &mut buf)
+}
+
+/// Several connections (or one that asked for it) in one epoll set, until each ended.
+fn run_epoll(shared: &Shared, owned: &[usize], buf: &mut [u8]) -> Vec<(usize, ConnEnd)> {
     let ep = match setup_epoll(shared, owned) {
         Ok(ep) => ep,
-        Err(e) => return fail(&mut ends, e),
+        Err(e) => {
+            return owned
+                .iter()
+                .map(|&i| (i, ConnEnd::Failed(e.to_string())))
+                .collect()
+        }
     };
-    // Allocated and filled once; the pattern makes no claim beyond not being all zeros.
-    let mut buf: Vec<u8> = (0..buffer_bytes).map(|i| (i % 251) as u8).collect();
+    let mut ends: Vec<(usize, Option<ConnEnd>)> = owned.iter().map(|&i| (i, None)).collect();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; owned.len() + 2];
     let mut active = owned.len();
 
@@ -256,9 +259,9 @@ fn run_worker(shared: &Shared, owned: &[usize]) -> Vec<(usize, ConnEnd)> {
                     let slot = &shared.slots[ends[pos].0];
                     let fd = slot.stream.as_raw_fd();
                     let outcome = if slot.send {
-                        send_burst(fd, &buf, &slot.counters)
+                        send_burst(fd, buf, &slot.counters)
                     } else {
-                        recv_burst(fd, &mut buf, &slot.counters)
+                        recv_burst(fd, buf, &slot.counters)
                     };
                     if let Some(end) = outcome {
                         done(&mut ends, pos, end, &mut active);

@@ -209,6 +209,17 @@ pub fn search(
         });
     }
     let best = best_index(&passes, high).map(|i| passes.swap_remove(i));
+    Ok(conclude(base, params, s.trials, best, last_doc))
+}
+
+/// The search's result from its best pass (or none), and the document to keep.
+fn conclude(
+    base: &PpsSpec,
+    params: &SearchParams,
+    trials: Vec<Trial>,
+    best: Option<Passed>,
+    last_doc: Option<Document>,
+) -> (SearchEnd, Document) {
     let limited_by = match &best {
         None => "none_passed",
         Some(b) if b.sender_bound => "sender",
@@ -219,17 +230,17 @@ pub fn search(
         .map(|b| b.doc)
         .or(last_doc)
         .expect("at least one trial ran");
-    Ok((
+    (
         SearchEnd {
             max_loss_percent: params.max_loss_percent,
             trial_ms: base.timing.duration_ms,
-            trials: s.trials,
+            trials,
             result_pps,
             trials_per_step: params.trials_per_step.max(1),
             limited_by: limited_by.into(),
         },
         doc,
-    ))
+    )
 }
 
 #[cfg(test)]

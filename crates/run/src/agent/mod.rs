@@ -92,17 +92,7 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
         sonde_proto::PROTOCOL_VERSION
     );
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    tracing::info!(
-        "listening on {local}{}",
-        if cfg.key.is_some() {
-            ", key required"
-        } else {
-            ""
-        }
-    );
-    if cfg.key.is_none() && !cfg.bind.is_loopback() {
-        tracing::warn!("listening on {} without --key-file: anyone who reaches this port can make this host send traffic", cfg.bind);
-    }
+    log_listening(&cfg, local);
     let shared = Arc::new(Shared {
         cfg,
         busy: AtomicBool::new(false),
@@ -112,20 +102,7 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !interrupt.is_set() {
         handles.retain(|h| !h.is_finished());
-        let mut pfds = [
-            libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: crate::signals::wake_fd().unwrap_or(-1),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two live pollfds; a negative fd is ignored. A stop signal wakes the wait.
-        if unsafe { libc::poll(pfds.as_mut_ptr(), 2, 1000) } <= 0 || pfds[0].revents == 0 {
+        if !wait_for_peer(&listener) {
             continue;
         }
         let (conn, peer) = match listener.accept() {
@@ -144,23 +121,7 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
             continue;
         }
         shared.pending.fetch_add(1, Ordering::AcqRel);
-        let sh = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("sonde-conn".into())
-            .spawn(move || {
-                let started = Instant::now();
-                match one_test::run(conn, peer, &sh) {
-                    Ok(summary) => tracing::info!(
-                        "test from {peer}: {summary} ({:.1} s)",
-                        started.elapsed().as_secs_f64()
-                    ),
-                    Err(e) => tracing::warn!(
-                        "test from {peer}: {e} ({:.1} s)",
-                        started.elapsed().as_secs_f64()
-                    ),
-                }
-            });
-        match spawned {
+        match spawn_test(conn, peer, Arc::clone(&shared)) {
             Ok(h) => handles.push(h),
             Err(e) => {
                 shared.pending.fetch_sub(1, Ordering::AcqRel);
@@ -173,6 +134,54 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+fn log_listening(cfg: &ServeConfig, local: SocketAddr) {
+    let key = if cfg.key.is_some() {
+        ", key required"
+    } else {
+        ""
+    };
+    tracing::info!("listening on {local}{key}");
+    if cfg.key.is_none() && !cfg.bind.is_loopback() {
+        tracing::warn!("listening on {} without --key-file: anyone who reaches this port can make this host send traffic", cfg.bind);
+    }
+}
+
+/// Waits up to a second for a controller to connect; a stop signal ends the wait early.
+fn wait_for_peer(listener: &TcpListener) -> bool {
+    let mut pfds = [
+        libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: crate::signals::wake_fd().unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: two live pollfds; a negative fd is ignored.
+    unsafe { libc::poll(pfds.as_mut_ptr(), 2, 1000) > 0 && pfds[0].revents != 0 }
+}
+
+/// One controller's test on its own thread, logged when it ends.
+fn spawn_test(
+    conn: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("sonde-conn".into())
+        .spawn(move || {
+            let started = Instant::now();
+            let secs = || started.elapsed().as_secs_f64();
+            match one_test::run(conn, peer, &shared) {
+                Ok(summary) => tracing::info!("test from {peer}: {summary} ({:.1} s)", secs()),
+                Err(e) => tracing::warn!("test from {peer}: {e} ({:.1} s)", secs()),
+            }
+        })
 }
 
 fn answer_busy(conn: TcpStream, peer: SocketAddr) {

@@ -1,0 +1,173 @@
+//! The receiving side: one recvmmsg thread per SO_REUSEPORT socket, accounting every
+//! packet per flow.
+
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{sum, Batch, Count, FlowRx, HEADER_BYTES};
+use crate::nap::{self, Napper, Next};
+use crate::pool::{Placement, Pool, Stop};
+use crate::wait::Poll;
+
+#[derive(Debug, Clone)]
+pub struct RxPlan {
+    /// CPUs of the receivers, one per socket.
+    pub cpus: Option<Vec<usize>>,
+    pub batch: usize,
+    pub poll: Poll,
+    pub flows: usize,
+    pub cookie: u32,
+}
+
+struct RxShared {
+    plan: RxPlan,
+    sockets: Vec<UdpSocket>,
+    aborting: AtomicBool,
+    counts: Vec<Count>,
+    /// Packets that were not ours (wrong cookie or flow): counted, not accounted.
+    foreign: Vec<AtomicU64>,
+}
+
+/// Stop contract: shutting the sockets down wakes a receiver blocked in recvmmsg or
+/// poll; a napping or spinning one reads the flag before its next read.
+impl Stop for RxShared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        for s in &self.sockets {
+            // SAFETY: shutting down sockets we own.
+            unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+    }
+}
+
+/// The receiving side: one thread per socket (SO_REUSEPORT group).
+pub struct PpsReceiver {
+    shared: Arc<RxShared>,
+    pool: Pool<Result<Vec<FlowRx>, String>>,
+}
+
+impl PpsReceiver {
+    pub fn spawn(sockets: Vec<UdpSocket>, plan: RxPlan) -> io::Result<PpsReceiver> {
+        let placement = Placement::new(sockets.len(), plan.cpus.clone(), sockets.len());
+        let shared = Arc::new(RxShared {
+            counts: (0..placement.threads).map(|_| Count::default()).collect(),
+            foreign: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
+            plan,
+            sockets,
+            aborting: AtomicBool::new(false),
+        });
+        let pool = Pool::spawn("sonde-rx", &placement, &shared, recv_loop)?;
+        Ok(PpsReceiver { shared, pool })
+    }
+
+    /// Packets and UDP payload bytes received so far (monotonic).
+    pub fn counts(&self) -> (u64, u64) {
+        sum(&self.shared.counts)
+    }
+
+    pub fn foreign(&self) -> u64 {
+        self.shared
+            .foreign
+            .iter()
+            .map(|f| f.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Stops every receiver now.
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
+
+    /// Per-flow accounting merged over the receivers, and the first error met.
+    pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
+        let mut flows = vec![FlowRx::default(); self.shared.plan.flows];
+        let mut error = None;
+        for outcome in self.pool.join() {
+            match outcome.and_then(|r| r) {
+                Ok(list) => flows.iter_mut().zip(&list).for_each(|(a, f)| a.merge(f)),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        (flows, error)
+    }
+}
+
+fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
+    let p = &shared.plan;
+    let fd: RawFd = shared.sockets[k].as_raw_fd();
+    let batch = p.batch.max(1);
+    let mut vecs = Batch::new(batch, 2048, 0);
+    let mut flows = vec![FlowRx::default(); p.flows];
+    let count = &shared.counts[k];
+    let mut last_message = Instant::now();
+    let mut napper = Napper::new(last_message);
+    while !shared.aborting.load(Ordering::Relaxed) {
+        let spin = p.poll.spins(Instant::now(), last_message);
+        let next = if spin { Next::Read } else { napper.next() };
+        if next == Next::Nap {
+            std::thread::sleep(nap::NAP);
+        }
+        let flags = if next == Next::Wait {
+            libc::MSG_WAITFORONE
+        } else {
+            libc::MSG_DONTWAIT
+        };
+        // SAFETY: msgs point at live iovecs and buffers owned by this thread.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                vecs.msgs.as_mut_ptr(),
+                batch as libc::c_uint,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => {
+                    napper.after_read(0, batch, Instant::now());
+                    continue;
+                }
+                io::ErrorKind::Interrupted => continue,
+                _ if shared.aborting.load(Ordering::Relaxed) => break,
+                _ => return Err(format!("recvmmsg: {e}")),
+            }
+        }
+        napper.after_read(r as usize, batch, Instant::now());
+        if r == 0 {
+            // A shut-down socket reads as empty: we are being stopped.
+            if shared.aborting.load(Ordering::Relaxed) {
+                break;
+            }
+            continue;
+        }
+        last_message = Instant::now();
+        let mut bytes = 0u64;
+        let mut foreign = 0u64;
+        for (m, b) in vecs.msgs.iter().zip(&vecs.bufs).take(r as usize) {
+            let len = m.msg_len as usize;
+            bytes += len as u64;
+            if len < HEADER_BYTES {
+                foreign += 1;
+                continue;
+            }
+            let cookie = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
+            let flow = u32::from_be_bytes(b[4..8].try_into().expect("4 bytes")) as usize;
+            let seq = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
+            match flows.get_mut(flow) {
+                Some(f) if cookie == p.cookie => f.on_packet(seq),
+                _ => foreign += 1,
+            }
+        }
+        count.add([r as u64, bytes]);
+        if foreign > 0 {
+            shared.foreign[k].fetch_add(foreign, Ordering::Relaxed);
+        }
+    }
+    Ok(flows)
+}

@@ -1,0 +1,240 @@
+//! The sending side: threads owning flows, sendmmsg (or UDP GSO) batches from buffers
+//! built once, paced by a per-batch budget.
+
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{sum, Batch, Count, HEADER_BYTES};
+use crate::pool::{Placement, Pool, Stop};
+use crate::wait::{self};
+
+#[derive(Debug, Clone)]
+pub struct TxPlan {
+    pub placement: Placement,
+    /// UDP payload bytes per packet (at least HEADER_BYTES).
+    pub payload_bytes: usize,
+    pub batch: usize,
+    /// Packets per second over all threads; `None`: as fast as possible.
+    pub rate_pps: Option<f64>,
+    pub stop_at: Instant,
+    pub cookie: u32,
+    /// UDP GSO (UDP_SEGMENT): one send per batch, split into packets by the kernel late
+    /// in the output path, as a NIC with segmentation offload would.
+    pub gso: bool,
+}
+
+/// Most segments one UDP GSO send may carry (UDP_MAX_SEGMENTS of older kernels).
+pub const MAX_GSO_SEGMENTS: usize = 64;
+
+struct TxShared {
+    plan: TxPlan,
+    flows: Vec<UdpSocket>,
+    aborting: AtomicBool,
+    counts: Vec<Count>,
+}
+
+/// Stop contract: senders read the flag once per batch, and never block for long (a
+/// paced sender sleeps at most until its next batch).
+impl Stop for TxShared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What a sender thread returns: packets sent per flow it owned, by flow index.
+type TxOutcome = Result<Vec<(usize, u64)>, String>;
+
+/// The sending side: one thread per `threads`, flows dealt round robin.
+pub struct PpsSender {
+    shared: Arc<TxShared>,
+    pool: Pool<TxOutcome>,
+}
+
+impl PpsSender {
+    /// `flows`: UDP sockets connected to the receiver, one per flow, each its own port.
+    pub fn spawn(flows: Vec<UdpSocket>, plan: TxPlan) -> io::Result<PpsSender> {
+        if plan.gso {
+            let seg = plan.payload_bytes.max(HEADER_BYTES) as libc::c_int;
+            for f in &flows {
+                // SAFETY: passes a pointer to a live int and its size.
+                let r = unsafe {
+                    libc::setsockopt(
+                        f.as_raw_fd(),
+                        libc::SOL_UDP,
+                        libc::UDP_SEGMENT,
+                        (&seg as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                if r != 0 {
+                    let e = io::Error::last_os_error();
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("UDP GSO (UDP_SEGMENT) not available: {e}"),
+                    ));
+                }
+            }
+        }
+        let n = flows.len();
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), n);
+        let shared = Arc::new(TxShared {
+            counts: (0..placement.threads).map(|_| Count::default()).collect(),
+            plan: TxPlan {
+                placement: placement.clone(),
+                ..plan
+            },
+            flows,
+            aborting: AtomicBool::new(false),
+        });
+        let pool = Pool::spawn("sonde-tx", &placement, &shared, move |s, k| {
+            send_loop(s, k, &s.plan.placement.owned(k, n))
+        })?;
+        Ok(PpsSender { shared, pool })
+    }
+
+    /// Packets and UDP payload bytes sent so far (monotonic).
+    pub fn counts(&self) -> (u64, u64) {
+        sum(&self.shared.counts)
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
+
+    /// Packets sent per flow, and the first error a worker met.
+    pub fn join(&mut self) -> (Vec<u64>, Option<String>) {
+        let mut per_flow = vec![0; self.shared.flows.len()];
+        let mut error = None;
+        for outcome in self.pool.join() {
+            match outcome.and_then(|r| r) {
+                Ok(list) => list.into_iter().for_each(|(f, sent)| per_flow[f] = sent),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        (per_flow, error)
+    }
+}
+
+/// The header written at the start of every packet.
+#[inline]
+fn write_header(buf: &mut [u8], cookie: u32, flow: u32, seq: u64) {
+    buf[0..4].copy_from_slice(&cookie.to_be_bytes());
+    buf[4..8].copy_from_slice(&flow.to_be_bytes());
+    buf[8..16].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// The most lateness a paced sender makes good by sending at once.
+const CATCH_UP: Duration = Duration::from_millis(1);
+
+fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
+    let p = &shared.plan;
+    let threads = p.placement.threads;
+    wait::tight_timer_slack();
+    let batch = p.batch.max(1);
+    // One buffer per packet slot of a batch, and the iovecs and headers pointing at them.
+    let mut vecs = Batch::new(batch, p.payload_bytes.max(HEADER_BYTES), 0x5a);
+    let seg = p.payload_bytes.max(HEADER_BYTES);
+    // GSO: one contiguous buffer of up to 64 segments, each starting with its header.
+    let mut gso_buf = if p.gso {
+        vec![0x5a; seg * batch.min(MAX_GSO_SEGMENTS)]
+    } else {
+        Vec::new()
+    };
+    let mut seqs: Vec<u64> = vec![0; owned.len()];
+    let count = &shared.counts[k];
+    // Pacing: the time each packet is due, advanced per batch sent. A wake-up late by up
+    // to CATCH_UP (or one batch, if longer) is made good at once: on a busy host sleeps
+    // routinely overrun by that much, and dropping each overrun would send short. After a
+    // longer stall the schedule restarts from now rather than bursting to catch up: such
+    // a burst is not the offered rate, and it would overflow shapers that the rate fits.
+    let per_packet = p
+        .rate_pps
+        .map(|r| Duration::from_secs_f64(threads as f64 / r));
+    let slack = per_packet.map(|pp| (pp * batch as u32).max(CATCH_UP));
+    let mut next_due = Instant::now();
+    let mut turn = 0usize;
+    while !owned.is_empty() && !shared.aborting.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= p.stop_at {
+            break;
+        }
+        let n = batch;
+        if let Some(slack) = slack {
+            if now < next_due {
+                std::thread::sleep(next_due.min(p.stop_at) - now);
+                continue;
+            }
+            if now > next_due + slack {
+                next_due = now;
+            }
+        }
+        let pos = turn % owned.len();
+        turn += 1;
+        let flow = owned[pos];
+        let fd = shared.flows[flow].as_raw_fd();
+        let r = if p.gso {
+            send_gso(fd, &mut gso_buf, seg, n, (p.cookie, flow as u32, seqs[pos]))
+        } else {
+            send_batch(fd, &mut vecs, n, (p.cookie, flow as u32, seqs[pos]))
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => continue,
+                // A full device queue: nothing was sent; the next batch tries again.
+                _ if e.raw_os_error() == Some(libc::ENOBUFS) => continue,
+                _ => return Err(format!("sendmmsg: {e}")),
+            }
+        }
+        let r = r as u64;
+        seqs[pos] += r;
+        count.add([r, r * p.payload_bytes as u64]);
+        if let Some(pp) = per_packet {
+            next_due += pp * r as u32;
+        }
+    }
+    Ok(owned.iter().zip(seqs).map(|(&f, s)| (f, s)).collect())
+}
+
+/// One sendmmsg of `n` packets from `vecs`, headers stamped from `(cookie, flow, seq)`.
+fn send_batch(
+    fd: RawFd,
+    vecs: &mut Batch,
+    n: usize,
+    (cookie, flow, seq): (u32, u32, u64),
+) -> libc::c_int {
+    for (i, b) in vecs.bufs.iter_mut().take(n).enumerate() {
+        write_header(b, cookie, flow, seq + i as u64);
+    }
+    // SAFETY: msgs[..n] point at live iovecs and buffers owned by this thread.
+    unsafe { libc::sendmmsg(fd, vecs.msgs.as_mut_ptr(), n as libc::c_uint, 0) }
+}
+
+/// One UDP GSO send of up to 64 `seg`-byte segments from `buf`; packets sent, or -1.
+fn send_gso(
+    fd: RawFd,
+    buf: &mut [u8],
+    seg: usize,
+    n: usize,
+    (cookie, flow, seq): (u32, u32, u64),
+) -> libc::c_int {
+    let n = n.min(MAX_GSO_SEGMENTS);
+    for (i, b) in buf.chunks_mut(seg).take(n).enumerate() {
+        write_header(b, cookie, flow, seq + i as u64);
+    }
+    // SAFETY: buf is live for the length passed.
+    let bytes = unsafe { libc::send(fd, buf.as_ptr().cast(), n * seg, 0) };
+    if bytes < 0 {
+        -1
+    } else {
+        (bytes as usize / seg) as libc::c_int
+    }
+}

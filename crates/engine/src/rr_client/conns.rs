@@ -1,0 +1,386 @@
+//! A worker's loop over the connections it owns: make due requests, send what the window
+//! allows, wait (block, spin, poll or epoll), read the answers, expire lost UDP requests.
+//! One pass of [`Worker::step`] does each once.
+
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{Recorder, Shared, WorkerCounters, WorkerEnd, BACKLOG_CAP, COMPLETED, SENT};
+use crate::udp_match::{Reply, SeqMatch};
+use crate::wait::{self, Multi, Recv};
+
+/// What the wait found.
+enum Ready {
+    /// Nothing: a deadline passed.
+    Nothing,
+    /// Try a non-blocking receive on the only connection.
+    Poll,
+    /// Block in the receive on the only connection.
+    Blocking,
+    /// `ready` lists the readable connections.
+    Several,
+}
+
+struct Conn {
+    fd: RawFd,
+    udp: bool,
+    /// Start time of every request created and not yet answered, oldest first.
+    ring: VecDeque<Instant>,
+    /// How many of `ring` have been (at least partly) sent.
+    started: usize,
+    tx_left: usize,
+    rx_acc: usize,
+    next_due: Instant,
+    dead: bool,
+    /// UDP: the sequence number of each request in flight.
+    seq: SeqMatch,
+}
+
+struct Worker<'a, 'r> {
+    shared: &'a Shared,
+    counters: &'a WorkerCounters,
+    rec: &'a mut Recorder<'r>,
+    conns: Vec<Conn>,
+    /// Epoll over the connections, when there are several.
+    multi: Option<Multi>,
+    buf: Vec<u8>,
+    ready: Vec<usize>,
+    /// The last request sent or answer read: hybrid spins for a while after it.
+    last_message: Instant,
+    end: WorkerEnd,
+}
+
+/// Runs worker `k` over the connections `owned` (indexes into the shared sockets).
+pub(super) fn run(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>) -> WorkerEnd {
+    let mut w = match Worker::new(shared, k, owned, rec) {
+        Ok(w) => w,
+        Err(end) => return end,
+    };
+    while w.step() {}
+    w.finish()
+}
+
+impl<'a, 'r> Worker<'a, 'r> {
+    fn new(
+        shared: &'a Shared,
+        k: usize,
+        owned: &[usize],
+        rec: &'a mut Recorder<'r>,
+    ) -> Result<Self, WorkerEnd> {
+        let p = &shared.plan;
+        let start = Instant::now();
+        let n = owned.len();
+        let mut conns: Vec<Conn> = owned
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| Conn {
+                fd: shared.sockets[s].fd(),
+                udp: shared.sockets[s].is_udp(),
+                ring: VecDeque::with_capacity(if p.open_loop { p.window * 4 } else { p.window }),
+                started: 0,
+                tx_left: 0,
+                rx_acc: 0,
+                // Connections of one worker are spread over the pacing period.
+                next_due: start
+                    + p.pace
+                        .map_or(Duration::ZERO, |iv| iv * i as u32 / n.max(1) as u32),
+                dead: false,
+                seq: SeqMatch::default(),
+            })
+            .collect();
+        let multi = if n > 1 {
+            let fds: Vec<RawFd> = conns.iter().map(|c| c.fd).collect();
+            let m = Multi::new(&fds, Some(shared.wake.raw())).map_err(|e| WorkerEnd {
+                error: Some(format!("epoll: {e}")),
+                ..Default::default()
+            })?;
+            Some(m)
+        } else {
+            None
+        };
+        if p.pace.is_none() {
+            for c in &mut conns {
+                c.ring.extend(std::iter::repeat_n(start, p.window));
+            }
+        }
+        let buf_len = p.request_bytes.max(p.response_bytes).max(64 * 1024);
+        Ok(Worker {
+            shared,
+            counters: &shared.counters[k],
+            rec,
+            conns,
+            multi,
+            buf: vec![0x5au8; buf_len],
+            ready: Vec::with_capacity(n),
+            last_message: start,
+            end: WorkerEnd::default(),
+        })
+    }
+
+    fn outstanding(&self) -> usize {
+        self.conns.iter().map(|c| c.started).sum()
+    }
+
+    /// One pass; false when the worker is done (aborted, drained, every connection dead,
+    /// or an error in the wait).
+    fn step(&mut self) -> bool {
+        let p = &self.shared.plan;
+        if self.shared.aborting.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        let sending = now < p.stop_sending_at;
+        if !sending && (self.outstanding() == 0 || now >= p.drain_until) {
+            return false;
+        }
+        if self.conns.iter().all(|c| c.dead) {
+            return false;
+        }
+        if sending {
+            self.make_due(now);
+        }
+        self.send_window(now);
+        let Some(ready) = self.wait(sending) else {
+            return false;
+        };
+        self.receive(ready);
+        self.expire_udp();
+        true
+    }
+
+    /// Paced runs: the requests that became due (open loop: all of them, on schedule;
+    /// paced closed loop: the next one, once the last is answered).
+    fn make_due(&mut self, now: Instant) {
+        let p = &self.shared.plan;
+        let Some(iv) = p.pace else { return };
+        for c in self.conns.iter_mut().filter(|c| !c.dead) {
+            if p.open_loop {
+                while c.next_due <= now {
+                    if c.ring.len() < BACKLOG_CAP {
+                        c.ring.push_back(c.next_due);
+                    } else {
+                        self.end.not_sent += 1;
+                    }
+                    c.next_due += iv;
+                }
+            } else if c.ring.is_empty() && c.next_due <= now {
+                c.ring.push_back(now);
+                c.next_due = (c.next_due + iv).max(now);
+            }
+        }
+    }
+
+    /// Sends what each connection's window allows.
+    fn send_window(&mut self, now: Instant) {
+        let p = &self.shared.plan;
+        for c in self.conns.iter_mut().filter(|c| !c.dead) {
+            while c.tx_left > 0 || (c.started < c.ring.len() && c.started < p.window) {
+                if c.tx_left == 0 {
+                    c.tx_left = p.request_bytes;
+                    c.started += 1;
+                    if c.udp {
+                        c.seq.start();
+                    }
+                    self.counters.add_to(SENT, 1);
+                }
+                if c.udp {
+                    c.seq.stamp(&mut self.buf);
+                }
+                match wait::send(c.fd, &self.buf[..c.tx_left]) {
+                    Ok(0) => break,
+                    Ok(sent) => {
+                        c.tx_left -= sent;
+                        // A request going out is activity too: hybrid spins for its answer.
+                        self.last_message = now;
+                    }
+                    Err(e) => {
+                        c.dead = true;
+                        self.end.error = Some(format!("send: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// When the worker must wake even without an answer: the interval's end, the end of
+    /// sending or draining, the next paced request, the oldest UDP request's loss.
+    fn deadline(&self, sending: bool) -> Option<Instant> {
+        let p = &self.shared.plan;
+        let live = || self.conns.iter().filter(|c| !c.dead);
+        let next_paced = p
+            .pace
+            .filter(|_| sending)
+            .and_then(|_| live().map(|c| c.next_due).min());
+        let udp_loss = self
+            .conns
+            .iter()
+            .filter(|c| c.udp && c.started > 0)
+            .filter_map(|c| c.ring.front())
+            .min()
+            .map(|&front| front + p.udp_loss_timeout);
+        [
+            self.rec.due(),
+            sending.then_some(p.stop_sending_at),
+            (!sending).then_some(p.drain_until),
+            next_paced,
+            udp_loss,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Waits for answers or the deadline; `None` on an error (recorded in the end).
+    fn wait(&mut self, sending: bool) -> Option<Ready> {
+        let p = &self.shared.plan;
+        let now = Instant::now();
+        self.rec.flush_if_due(now);
+        let deadline = self.deadline(sending);
+        let spin = p.poll.spins(now, self.last_message);
+        let outstanding = self.outstanding();
+        let (what, result) = match &mut self.multi {
+            None if spin => return Some(Ready::Poll),
+            // Closed loop on one TCP connection: the blocking receive is the wait.
+            None if outstanding > 0 && p.pace.is_none() && !self.conns[0].udp => {
+                return Some(Ready::Blocking)
+            }
+            None => (
+                "poll",
+                wait::wait_readable(self.conns[0].fd, now, deadline).map(|r| (r, Ready::Poll)),
+            ),
+            Some(m) => (
+                "epoll",
+                m.wait(now, deadline, spin, &mut self.ready)
+                    .map(|r| (r, Ready::Several)),
+            ),
+        };
+        match result {
+            Ok((true, ready)) => Some(ready),
+            Ok((false, _)) => Some(Ready::Nothing),
+            Err(e) => {
+                self.end.error = Some(format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Reads the answers on the connections the wait found ready.
+    fn receive(&mut self, ready: Ready) {
+        let targets: &[usize] = match ready {
+            Ready::Nothing => &[],
+            Ready::Several => &self.ready,
+            Ready::Poll | Ready::Blocking => &[0],
+        };
+        let blocking = matches!(ready, Ready::Blocking);
+        for &i in targets {
+            let c = &mut self.conns[i];
+            if !c.dead {
+                read_answers(
+                    c,
+                    &mut self.buf,
+                    blocking,
+                    (self.shared, self.counters, &mut *self.rec),
+                    &mut self.last_message,
+                    &mut self.end,
+                );
+            }
+        }
+    }
+
+    /// UDP requests whose answer is overdue are lost; the slot is freed.
+    fn expire_udp(&mut self) {
+        let p = &self.shared.plan;
+        let now = Instant::now();
+        for c in self.conns.iter_mut().filter(|c| c.udp) {
+            while c.started > 0
+                && c.ring
+                    .front()
+                    .is_some_and(|&s| now >= s + p.udp_loss_timeout)
+            {
+                c.ring.pop_front();
+                c.seq.expire_oldest();
+                c.started -= 1;
+                self.end.lost += 1;
+                if p.pace.is_none() && now < p.stop_sending_at {
+                    c.ring.push_back(now);
+                }
+            }
+        }
+    }
+
+    /// The worker's accounting, once it stopped.
+    fn finish(mut self) -> WorkerEnd {
+        let open_loop = self.shared.plan.open_loop as u64;
+        for c in &self.conns {
+            self.end.late += c.seq.late;
+            self.end.duplicated += c.seq.duplicate;
+            self.end.foreign += c.seq.foreign;
+            self.end.unanswered += c.started as u64;
+            self.end.not_sent += (c.ring.len() - c.started) as u64 * open_loop;
+        }
+        self.end
+    }
+}
+
+/// Reads what one ready connection holds: each complete answer frees its request's slot
+/// (and, closed loop, queues the next request).
+fn read_answers(
+    c: &mut Conn,
+    buf: &mut [u8],
+    blocking: bool,
+    (shared, counters, rec): (&Shared, &WorkerCounters, &mut Recorder<'_>),
+    last_message: &mut Instant,
+    end: &mut WorkerEnd,
+) {
+    let p = &shared.plan;
+    loop {
+        match wait::recv(c.fd, buf, !blocking) {
+            Ok(Recv::Data(got)) => {
+                let t = Instant::now();
+                *last_message = t;
+                // TCP answers arrive in order; a UDP reply names its request.
+                let (first, responses) = if c.udp {
+                    match c.seq.reply(&buf[..got]) {
+                        Reply::Matched(pos) => (pos, 1),
+                        _ => (0, 0),
+                    }
+                } else {
+                    c.rx_acc += got;
+                    let r = c.rx_acc / p.response_bytes;
+                    c.rx_acc %= p.response_bytes;
+                    (0, r)
+                };
+                for _ in 0..responses {
+                    let Some(s) = c.ring.remove(first) else { break };
+                    c.started = c.started.saturating_sub(1);
+                    rec.record(s, t);
+                    counters.add_to(COMPLETED, 1);
+                    if p.pace.is_none() && t < p.stop_sending_at {
+                        c.ring.push_back(t);
+                    }
+                }
+                // A short TCP read drained the socket; readiness is level-triggered, so a
+                // second call only to hear EAGAIN would be wasted.
+                if blocking || c.udp || got < buf.len() {
+                    return;
+                }
+            }
+            Ok(Recv::Empty) => return,
+            Ok(Recv::Closed) => {
+                c.dead = true;
+                if !shared.aborting.load(Ordering::Relaxed) {
+                    end.error = Some("the agent closed a connection".into());
+                }
+                return;
+            }
+            Err(e) => {
+                c.dead = true;
+                end.error = Some(format!("recv: {e}"));
+                return;
+            }
+        }
+    }
+}
