@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use sonde_proto::{AgentEvent, AgentSession, Key, Timeouts, CHALLENGE_BYTES};
+use sonde_proto::{AgentEvent, AgentSession, Key, Session, Timeouts, CHALLENGE_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let t0 = Instant::now();

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use sonde_proto::{ClientSession, Key, Timeouts};
+use sonde_proto::{ClientSession, Key, Session, Timeouts};
 use sonde_results::{StreamSpec, TestSpec};
 
 fuzz_target!(|data: &[u8]| {

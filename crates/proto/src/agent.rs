@@ -7,15 +7,15 @@
 //! `refuse()` and `fail()` end any state with an `Error` to the controller. A second
 //! controller arriving while a test runs gets a session made by [`AgentSession::busy`].
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
 use crate::auth::{Key, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
-use crate::frame::{encode, FrameDecoder};
+use crate::frame::encode;
 use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+use crate::session::{Machine, Wire};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
@@ -65,10 +65,7 @@ pub struct AgentSession {
     software: String,
     command: String,
     capabilities: Vec<String>,
-    decoder: FrameDecoder,
-    out: VecDeque<Vec<u8>>,
-    events: VecDeque<AgentEvent>,
-    deadline: Option<Instant>,
+    wire: Wire<AgentEvent>,
     /// Planned length of the running test, for the deadline of `Stop`.
     test_length: Duration,
     /// With a key: the challenge sent in `Welcome`, which `Auth` must answer.
@@ -89,10 +86,7 @@ impl AgentSession {
             software: software.into(),
             command: command.into(),
             capabilities: capabilities.iter().map(|c| c.as_ref().into()).collect(),
-            decoder: FrameDecoder::default(),
-            out: VecDeque::new(),
-            events: VecDeque::new(),
-            deadline: Some(now + timeouts.handshake),
+            wire: Wire::new(Some(now + timeouts.handshake)),
             test_length: Duration::ZERO,
             auth: None,
         }
@@ -113,7 +107,7 @@ impl AgentSession {
     }
 
     fn queue(&mut self, msg: &Message) -> Result<(), ProtoError> {
-        self.out.push_back(encode(msg)?);
+        self.wire.out.push_back(encode(msg)?);
         Ok(())
     }
 
@@ -121,154 +115,11 @@ impl AgentSession {
         // Error messages are small; encoding cannot exceed the cap.
         let _ = self.queue(&Message::Error { error });
         self.state = State::Done;
-        self.deadline = None;
-    }
-
-    fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError> {
-        self.state = State::Failed;
-        self.deadline = None;
-        Err(e)
+        self.wire.deadline = None;
     }
 
     pub fn is_done(&self) -> bool {
         matches!(self.state, State::Done | State::Failed)
-    }
-
-    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
-    }
-
-    pub fn poll_event(&mut self) -> Option<AgentEvent> {
-        self.events.pop_front()
-    }
-
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
-        match self.deadline {
-            Some(d) if now >= d => {
-                let what = self.state.doing();
-                self.fail(ProtoError::Timeout(what))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    pub fn handle_eof(&mut self) -> Result<(), ProtoError> {
-        if let Err(e) = self.decoder.finish() {
-            return self.fail(e);
-        }
-        match self.state {
-            State::Done | State::Failed => Ok(()),
-            s => self.fail(ProtoError::Closed(s.doing())),
-        }
-    }
-
-    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
-        if self.is_done() {
-            return Err(ProtoError::InvalidCall {
-                action: "read",
-                state: self.state.doing(),
-            });
-        }
-        self.decoder.push(bytes);
-        loop {
-            let msg = match self.decoder.next_message() {
-                Ok(Some(m)) => m,
-                Ok(None) => return Ok(()),
-                Err(e) => return self.fail(e),
-            };
-            self.handle_message(msg, now)?;
-            if self.is_done() {
-                return Ok(());
-            }
-        }
-    }
-
-    fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError> {
-        match (self.state, msg) {
-            (
-                State::AwaitHello,
-                Message::Hello {
-                    magic,
-                    version,
-                    software,
-                    command,
-                },
-            ) => {
-                if magic != MAGIC {
-                    return self.fail(ProtoError::BadMagic);
-                }
-                if version != PROTOCOL_VERSION {
-                    self.end_with(PeerError::VersionMismatch {
-                        agent: PROTOCOL_VERSION,
-                        client: version,
-                    });
-                    return Err(ProtoError::VersionMismatch {
-                        ours: PROTOCOL_VERSION,
-                        theirs: version,
-                    });
-                }
-                self.events
-                    .push_back(AgentEvent::Hello { software, command });
-                let welcome = Message::Welcome {
-                    magic: MAGIC.into(),
-                    version: PROTOCOL_VERSION,
-                    software: self.software.clone(),
-                    command: self.command.clone(),
-                    capabilities: self.capabilities.clone(),
-                    challenge: self.auth.as_ref().map(|(_, c)| hex::encode(c)),
-                };
-                self.queue(&welcome)?;
-                self.state = if self.auth.is_some() {
-                    State::AwaitAuth
-                } else {
-                    State::AwaitSetup
-                };
-                self.deadline = Some(now + self.timeouts.handshake);
-                Ok(())
-            }
-            (State::AwaitAuth, Message::Auth { mac }) => {
-                let (key, challenge) = self.auth.as_ref().expect("AwaitAuth only with a key");
-                let ok = hex::decode(&mac).is_ok_and(|m| key.verify(challenge, &m));
-                if !ok {
-                    self.end_with(PeerError::AuthFailed);
-                    return Err(ProtoError::Peer(PeerError::AuthFailed));
-                }
-                self.state = State::AwaitSetup;
-                Ok(())
-            }
-            (State::AwaitAuth, Message::Setup { .. }) => {
-                self.end_with(PeerError::AuthRequired);
-                Err(ProtoError::Peer(PeerError::AuthRequired))
-            }
-            (State::AwaitSetup, Message::Setup { spec }) => {
-                self.test_length = Duration::from_millis(spec.total_ms());
-                self.events.push_back(AgentEvent::Setup(spec));
-                self.state = State::Configuring;
-                self.deadline = None;
-                Ok(())
-            }
-            (State::AwaitStart, Message::Start) => {
-                self.events.push_back(AgentEvent::Start);
-                self.state = State::Running;
-                // A controller that vanished without closing must not hold the agent forever.
-                self.deadline = Some(now + self.test_length + self.timeouts.results);
-                Ok(())
-            }
-            (State::Running, Message::Stop) => {
-                self.events.push_back(AgentEvent::Stop);
-                self.state = State::Finishing;
-                self.deadline = None;
-                Ok(())
-            }
-            (state, msg) => self.fail(ProtoError::Unexpected {
-                state: state.doing(),
-                got: msg.name(),
-            }),
-        }
     }
 
     /// The test is prepared: tell the controller where to connect.
@@ -281,7 +132,7 @@ impl AgentSession {
         }
         self.queue(&Message::Ready { data_port, cookie })?;
         self.state = State::AwaitStart;
-        self.deadline = Some(now + self.timeouts.setup);
+        self.wire.deadline = Some(now + self.timeouts.setup);
         Ok(())
     }
 
@@ -312,5 +163,120 @@ impl AgentSession {
         })?;
         self.state = State::Done;
         Ok(())
+    }
+}
+
+impl Machine for AgentSession {
+    type Event = AgentEvent;
+
+    fn wire(&mut self) -> &mut Wire<AgentEvent> {
+        &mut self.wire
+    }
+
+    fn wire_ref(&self) -> &Wire<AgentEvent> {
+        &self.wire
+    }
+
+    fn doing(&self) -> &'static str {
+        self.state.doing()
+    }
+
+    fn settled(&self) -> bool {
+        self.is_done()
+    }
+
+    fn reading(&self) -> bool {
+        !self.is_done()
+    }
+
+    fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError> {
+        self.state = State::Failed;
+        self.wire.deadline = None;
+        Err(e)
+    }
+
+    fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError> {
+        match (self.state, msg) {
+            (
+                State::AwaitHello,
+                Message::Hello {
+                    magic,
+                    version,
+                    software,
+                    command,
+                },
+            ) => {
+                if magic != MAGIC {
+                    return self.fail(ProtoError::BadMagic);
+                }
+                if version != PROTOCOL_VERSION {
+                    self.end_with(PeerError::VersionMismatch {
+                        agent: PROTOCOL_VERSION,
+                        client: version,
+                    });
+                    return Err(ProtoError::VersionMismatch {
+                        ours: PROTOCOL_VERSION,
+                        theirs: version,
+                    });
+                }
+                self.wire
+                    .events
+                    .push_back(AgentEvent::Hello { software, command });
+                let welcome = Message::Welcome {
+                    magic: MAGIC.into(),
+                    version: PROTOCOL_VERSION,
+                    software: self.software.clone(),
+                    command: self.command.clone(),
+                    capabilities: self.capabilities.clone(),
+                    challenge: self.auth.as_ref().map(|(_, c)| hex::encode(c)),
+                };
+                self.queue(&welcome)?;
+                self.state = if self.auth.is_some() {
+                    State::AwaitAuth
+                } else {
+                    State::AwaitSetup
+                };
+                self.wire.deadline = Some(now + self.timeouts.handshake);
+                Ok(())
+            }
+            (State::AwaitAuth, Message::Auth { mac }) => {
+                let (key, challenge) = self.auth.as_ref().expect("AwaitAuth only with a key");
+                let ok = hex::decode(&mac).is_ok_and(|m| key.verify(challenge, &m));
+                if !ok {
+                    self.end_with(PeerError::AuthFailed);
+                    return Err(ProtoError::Peer(PeerError::AuthFailed));
+                }
+                self.state = State::AwaitSetup;
+                Ok(())
+            }
+            (State::AwaitAuth, Message::Setup { .. }) => {
+                self.end_with(PeerError::AuthRequired);
+                Err(ProtoError::Peer(PeerError::AuthRequired))
+            }
+            (State::AwaitSetup, Message::Setup { spec }) => {
+                self.test_length = Duration::from_millis(spec.total_ms());
+                self.wire.events.push_back(AgentEvent::Setup(spec));
+                self.state = State::Configuring;
+                self.wire.deadline = None;
+                Ok(())
+            }
+            (State::AwaitStart, Message::Start) => {
+                self.wire.events.push_back(AgentEvent::Start);
+                self.state = State::Running;
+                // A controller that vanished without closing must not hold the agent forever.
+                self.wire.deadline = Some(now + self.test_length + self.timeouts.results);
+                Ok(())
+            }
+            (State::Running, Message::Stop) => {
+                self.wire.events.push_back(AgentEvent::Stop);
+                self.state = State::Finishing;
+                self.wire.deadline = None;
+                Ok(())
+            }
+            (state, msg) => self.fail(ProtoError::Unexpected {
+                state: state.doing(),
+                got: msg.name(),
+            }),
+        }
     }
 }

@@ -7,15 +7,15 @@
 //! Any state: `Error` from the agent, end of stream, a deadline passed or an unexpected
 //! message moves to `Failed` with a typed error.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
 use crate::auth::Key;
 use crate::error::{PeerError, ProtoError};
-use crate::frame::{encode, FrameDecoder};
+use crate::frame::encode;
 use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+use crate::session::{Machine, Wire};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
@@ -62,10 +62,7 @@ pub struct ClientSession {
     spec: TestSpec,
     key: Option<Key>,
     timeouts: Timeouts,
-    decoder: FrameDecoder,
-    out: VecDeque<Vec<u8>>,
-    events: VecDeque<ClientEvent>,
-    deadline: Option<Instant>,
+    wire: Wire<ClientEvent>,
 }
 
 impl ClientSession {
@@ -82,10 +79,7 @@ impl ClientSession {
             spec,
             key: None,
             timeouts,
-            decoder: FrameDecoder::default(),
-            out: VecDeque::new(),
-            events: VecDeque::new(),
-            deadline: Some(now + timeouts.handshake),
+            wire: Wire::new(Some(now + timeouts.handshake)),
         };
         s.queue(&Message::Hello {
             magic: MAGIC.into(),
@@ -104,69 +98,13 @@ impl ClientSession {
 
     fn queue(&mut self, msg: &Message) {
         // Our own messages are small and well-formed; failing to encode one is a bug.
-        self.out
+        self.wire
+            .out
             .push_back(encode(msg).expect("encoding a controller message"));
-    }
-
-    fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError> {
-        self.state = State::Failed;
-        self.deadline = None;
-        Err(e)
     }
 
     pub fn is_done(&self) -> bool {
         self.state == State::Done
-    }
-
-    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
-    }
-
-    pub fn poll_event(&mut self) -> Option<ClientEvent> {
-        self.events.pop_front()
-    }
-
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
-        match self.deadline {
-            Some(d) if now >= d => {
-                let what = self.state.doing();
-                self.fail(ProtoError::Timeout(what))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// End of stream from the agent.
-    pub fn handle_eof(&mut self) -> Result<(), ProtoError> {
-        if let Err(e) = self.decoder.finish() {
-            return self.fail(e);
-        }
-        match self.state {
-            State::Done | State::Failed => Ok(()),
-            s => self.fail(ProtoError::Closed(s.doing())),
-        }
-    }
-
-    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
-        if self.state == State::Failed {
-            return Err(ProtoError::InvalidCall {
-                action: "read",
-                state: "failed",
-            });
-        }
-        self.decoder.push(bytes);
-        loop {
-            let msg = match self.decoder.next_message() {
-                Ok(Some(m)) => m,
-                Ok(None) => return Ok(()),
-                Err(e) => return self.fail(e),
-            };
-            self.handle_message(msg, now)?;
-        }
     }
 
     fn liveness(&self, spec_interval: Duration) -> Duration {
@@ -175,6 +113,67 @@ impl ClientSession {
 
     fn interval(&self) -> Duration {
         Duration::from_millis(self.spec.interval_ms())
+    }
+
+    /// Data connections are open: tell the agent to start its clock.
+    pub fn start(&mut self, now: Instant) -> Result<(), ProtoError> {
+        if self.state != State::Ready {
+            return Err(ProtoError::InvalidCall {
+                action: "start",
+                state: self.state.doing(),
+            });
+        }
+        self.queue(&Message::Start);
+        self.state = State::Running;
+        // The agent is silent through warm-up; its first sample comes one interval later.
+        self.wire.deadline = Some(
+            now + Duration::from_millis(self.spec.warmup_ms()) + self.liveness(self.interval()),
+        );
+        Ok(())
+    }
+
+    /// Our part is over: ask for the agent's results.
+    pub fn stop(&mut self, now: Instant) -> Result<(), ProtoError> {
+        if self.state != State::Running {
+            return Err(ProtoError::InvalidCall {
+                action: "stop",
+                state: self.state.doing(),
+            });
+        }
+        self.queue(&Message::Stop);
+        self.state = State::AwaitResults;
+        self.wire.deadline = Some(now + self.timeouts.results);
+        Ok(())
+    }
+}
+
+impl Machine for ClientSession {
+    type Event = ClientEvent;
+
+    fn wire(&mut self) -> &mut Wire<ClientEvent> {
+        &mut self.wire
+    }
+
+    fn wire_ref(&self) -> &Wire<ClientEvent> {
+        &self.wire
+    }
+
+    fn doing(&self) -> &'static str {
+        self.state.doing()
+    }
+
+    fn settled(&self) -> bool {
+        matches!(self.state, State::Done | State::Failed)
+    }
+
+    fn reading(&self) -> bool {
+        self.state != State::Failed
+    }
+
+    fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError> {
+        self.state = State::Failed;
+        self.wire.deadline = None;
+        Err(e)
     }
 
     fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError> {
@@ -225,26 +224,28 @@ impl ClientSession {
                     };
                     self.queue(&auth);
                 }
-                self.events
+                self.wire
+                    .events
                     .push_back(ClientEvent::Welcome { software, command });
                 let setup = Message::Setup {
                     spec: self.spec.clone(),
                 };
                 self.queue(&setup);
                 self.state = State::AwaitReady;
-                self.deadline = Some(now + self.timeouts.setup);
+                self.wire.deadline = Some(now + self.timeouts.setup);
                 Ok(())
             }
             (State::AwaitReady, Message::Ready { data_port, cookie }) => {
-                self.events
+                self.wire
+                    .events
                     .push_back(ClientEvent::Ready { data_port, cookie });
                 self.state = State::Ready;
-                self.deadline = None;
+                self.wire.deadline = None;
                 Ok(())
             }
             (State::Running | State::AwaitResults, Message::Interval { sample }) => {
                 let last = u64::from(sample.index) + 1 >= self.spec.intervals();
-                self.events.push_back(ClientEvent::Interval(sample));
+                self.wire.events.push_back(ClientEvent::Interval(sample));
                 if self.state == State::Running {
                     // After the window's last sample the agent is silent through cool-down
                     // and the drain of every connection, until we send Stop.
@@ -253,14 +254,14 @@ impl ClientSession {
                     } else {
                         Duration::ZERO
                     };
-                    self.deadline = Some(now + quiet + self.liveness(self.interval()));
+                    self.wire.deadline = Some(now + quiet + self.liveness(self.interval()));
                 }
                 Ok(())
             }
             (State::AwaitResults, Message::Results { side }) => {
-                self.events.push_back(ClientEvent::Results(side));
+                self.wire.events.push_back(ClientEvent::Results(side));
                 self.state = State::Done;
-                self.deadline = None;
+                self.wire.deadline = None;
                 Ok(())
             }
             (state, msg) => self.fail(ProtoError::Unexpected {
@@ -268,36 +269,5 @@ impl ClientSession {
                 got: msg.name(),
             }),
         }
-    }
-
-    /// Data connections are open: tell the agent to start its clock.
-    pub fn start(&mut self, now: Instant) -> Result<(), ProtoError> {
-        if self.state != State::Ready {
-            return Err(ProtoError::InvalidCall {
-                action: "start",
-                state: self.state.doing(),
-            });
-        }
-        self.queue(&Message::Start);
-        self.state = State::Running;
-        // The agent is silent through warm-up; its first sample comes one interval later.
-        self.deadline = Some(
-            now + Duration::from_millis(self.spec.warmup_ms()) + self.liveness(self.interval()),
-        );
-        Ok(())
-    }
-
-    /// Our part is over: ask for the agent's results.
-    pub fn stop(&mut self, now: Instant) -> Result<(), ProtoError> {
-        if self.state != State::Running {
-            return Err(ProtoError::InvalidCall {
-                action: "stop",
-                state: self.state.doing(),
-            });
-        }
-        self.queue(&Message::Stop);
-        self.state = State::AwaitResults;
-        self.deadline = Some(now + self.timeouts.results);
-        Ok(())
     }
 }

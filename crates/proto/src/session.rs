@@ -1,42 +1,113 @@
-//! What both ends' sessions have in common, so that one loop can carry bytes and time
-//! between a socket and either of them.
+//! What both ends' sessions have in common: the frames waiting to go out, the events
+//! waiting to be taken, the deadline, the decoder, and what follows from them (timeouts,
+//! end of stream, reading frames). Each session supplies only its state machine, so one
+//! loop can carry bytes and time between a socket and either of them.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::{AgentSession, ClientSession, ProtoError};
+use crate::{FrameDecoder, Message, ProtoError};
 
-pub trait Session {
+pub(crate) use machine::{Machine, Wire};
+
+/// A sans-IO session: feed it bytes, time and end of stream; take frames and events.
+pub trait Session: Machine {
     /// The next frame to write, if any.
-    fn poll_transmit(&mut self) -> Option<Vec<u8>>;
+    fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.wire().out.pop_front()
+    }
+
+    /// The next event for the caller, if any.
+    fn poll_event(&mut self) -> Option<Self::Event> {
+        self.wire().events.pop_front()
+    }
+
     /// When `handle_timeout` must be called at the latest.
-    fn poll_timeout(&self) -> Option<Instant>;
-    fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError>;
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.wire_ref().deadline
+    }
+
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
+        match self.wire_ref().deadline {
+            Some(d) if now >= d => {
+                let what = self.doing();
+                self.fail(ProtoError::Timeout(what))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// End of stream from the peer.
-    fn handle_eof(&mut self) -> Result<(), ProtoError>;
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError>;
+    fn handle_eof(&mut self) -> Result<(), ProtoError> {
+        if let Err(e) = self.wire().decoder.finish() {
+            return self.fail(e);
+        }
+        if self.settled() {
+            return Ok(());
+        }
+        let what = self.doing();
+        self.fail(ProtoError::Closed(what))
+    }
+
+    /// Bytes from the peer: each whole frame goes to the state machine.
+    fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
+        if !self.reading() {
+            return Err(ProtoError::InvalidCall {
+                action: "read",
+                state: self.doing(),
+            });
+        }
+        self.wire().decoder.push(bytes);
+        while self.reading() {
+            let msg = match self.wire().decoder.next_message() {
+                Ok(Some(m)) => m,
+                Ok(None) => return Ok(()),
+                Err(e) => return self.fail(e),
+            };
+            self.handle_message(msg, now)?;
+        }
+        Ok(())
+    }
 }
 
-macro_rules! session {
-    ($t:ty) => {
-        impl Session for $t {
-            fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-                <$t>::poll_transmit(self)
-            }
-            fn poll_timeout(&self) -> Option<Instant> {
-                <$t>::poll_timeout(self)
-            }
-            fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
-                <$t>::handle_bytes(self, bytes, now)
-            }
-            fn handle_eof(&mut self) -> Result<(), ProtoError> {
-                <$t>::handle_eof(self)
-            }
-            fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
-                <$t>::handle_timeout(self, now)
+impl<T: Machine> Session for T {}
+
+/// Sealed: nameable only inside this crate, so the state machines stay private.
+mod machine {
+    use super::*;
+
+    /// The wire state of a session.
+    pub struct Wire<E> {
+        pub decoder: FrameDecoder,
+        pub out: VecDeque<Vec<u8>>,
+        pub events: VecDeque<E>,
+        pub deadline: Option<Instant>,
+    }
+
+    impl<E> Wire<E> {
+        pub fn new(deadline: Option<Instant>) -> Wire<E> {
+            Wire {
+                decoder: FrameDecoder::default(),
+                out: VecDeque::new(),
+                events: VecDeque::new(),
+                deadline,
             }
         }
-    };
-}
+    }
 
-session!(ClientSession);
-session!(AgentSession);
+    /// A session's state machine, as the shared code needs it.
+    pub trait Machine {
+        type Event;
+        fn wire(&mut self) -> &mut Wire<Self::Event>;
+        fn wire_ref(&self) -> &Wire<Self::Event>;
+        /// What the session is doing, for errors.
+        fn doing(&self) -> &'static str;
+        /// Done or failed: the peer may close now.
+        fn settled(&self) -> bool;
+        /// Whether frames from the peer are still read.
+        fn reading(&self) -> bool;
+        /// Moves to the failed state; returns the error.
+        fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError>;
+        fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError>;
+    }
+}

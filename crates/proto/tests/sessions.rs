@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use sonde_proto::{
     encode, AgentEvent, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message, PeerError,
-    ProtoError, Timeouts, MAX_FRAME_BYTES,
+    ProtoError, Session, Timeouts, MAX_FRAME_BYTES,
 };
 use sonde_results::{Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
 

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_proto::{ClientEvent, ClientSession, ProtoError, Timeouts};
+use sonde_proto::{ClientEvent, ClientSession, ProtoError, Session, Timeouts};
 use sonde_results::document::Inputs;
 use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, TcpInfo};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_proto::{AgentEvent, AgentSession, ClientSession, Timeouts};
+use sonde_proto::{AgentEvent, AgentSession, ClientSession, Session, Timeouts};
 use sonde_results::{Direction, Role, StreamSpec, TestSpec, Timing};
 
 use crate::agent::one_test::{run_started, Conn};

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sonde_proto::{AgentSession, Key};
+use sonde_proto::{AgentSession, Key, Session};
 
 use crate::control::Link;
 use crate::signals::Interrupt;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::{
-    AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Timeouts, CHALLENGE_BYTES,
-    DATA_HEADER_BYTES,
+    AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Session, Timeouts,
+    CHALLENGE_BYTES, DATA_HEADER_BYTES,
 };
 use sonde_results::{IntervalSample, Role, TestSpec};
 
