@@ -2,9 +2,12 @@
 (198.18.0.1 -> 198.18.0.2), servers started in one, clients run in the other, and CPU
 time read the same way for every tool."""
 
+import argparse
+import contextlib
 import os
 import resource
 import subprocess
+import sys
 import time
 
 CLIENT_NS, SERVER_NS = "sbench-c", "sbench-s"
@@ -59,3 +62,39 @@ def client(argv, cpu=None):
     return sh("ip", "netns", "exec", CLIENT_NS, *pin, *argv, capture_output=True, text=True).stdout
 
 
+
+
+def parse_args(runs, secs, *extra):
+    """The flags every benchmark takes (--runs, --time, --sonde), plus `extra` as
+    (flag, add_argument keywords) pairs; refuses to run without root."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=runs)
+    ap.add_argument("--time", type=int, default=secs)
+    ap.add_argument("--sonde", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sonde"))
+    for flag, kw in extra:
+        ap.add_argument(flag, **kw)
+    a = ap.parse_args()
+    a.sonde = os.path.abspath(a.sonde)
+    if os.geteuid() != 0:
+        sys.exit("run as root: the benchmark builds network namespaces")
+    return a
+
+
+@contextlib.contextmanager
+def namespaces():
+    """The two namespaces for the length of a benchmark; yields a dict the caller adds its
+    servers to, each stopped on the way out, as the namespaces are deleted."""
+    netns_up()
+    servers = {}
+    try:
+        yield servers
+    finally:
+        for s in servers.values():
+            s.terminate()
+        netns_down()
+
+
+def rotations(names, run):
+    """The order of the tools in run `run`: each run starts one tool later."""
+    k = run % len(names)
+    return names[k:] + names[:k]

@@ -9,7 +9,6 @@ time the sender sent. Alternating runs, medians, and the ratio of sonde to the b
 Usage (root): python3 bench/pps_compare.py [--runs 5] [--time 4]
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -18,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, SERVER_NS, client, netns_down, netns_up, start_server  # noqa: E402
+from netns import SERVER, SERVER_NS, client, namespaces, parse_args, rotations, start_server# noqa: E402
 
 PAYLOAD = 22
 
@@ -46,20 +45,12 @@ def run_sockperf(t):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--time", type=int, default=4)
-    ap.add_argument("--sonde", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sonde"))
-    a = ap.parse_args()
-    sonde = os.path.abspath(a.sonde)
-    if os.geteuid() != 0:
-        sys.exit("run as root: the benchmark builds network namespaces")
-    netns_up()
-    servers = []
-    try:
-        servers.append(start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"]))
-        servers.append(start_server(["iperf", "-s", "-u", "-p", "5001", "-l", "2048"]))
-        servers.append(start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"]))
+    a = parse_args(5, 4)
+    sonde = a.sonde
+    with namespaces() as servers:
+        servers["sonde"] = start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"])
+        servers["iperf2"] = start_server(["iperf", "-s", "-u", "-p", "5001", "-l", "2048"])
+        servers["sockperf"] = start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"])
         tools = {
             "sonde (defaults)": lambda: run_sonde(sonde, a.time, []),
             "sonde --flows 1 (one sending thread)": lambda: run_sonde(sonde, a.time, ["--flows", "1"]),
@@ -72,7 +63,7 @@ def main():
         own = []
         for run in range(a.runs):
             names = list(tools)
-            order = names[run % len(names):] + names[:run % len(names)]
+            order = rotations(names, run)
             for name in order:
                 before = in_datagrams()
                 doc, secs = tools[name]()
@@ -92,10 +83,6 @@ def main():
         print(f"sonde --gso / best peer: {med['sonde --gso (defaults otherwise)'] / best_peer:.2f}")
         if own:
             print(f"sonde's own receiver figure (window only), median: {statistics.median(own):,.0f} packets/s")
-    finally:
-        for s in servers:
-            s.terminate()
-        netns_down()
 
 
 if __name__ == "__main__":

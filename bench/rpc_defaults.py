@@ -15,7 +15,6 @@ Usage (root): python3 bench/rpc_defaults.py [--runs 7] [--time 3] [--neper DIR]
 Needs: iproute2, a release build of sonde, neper built from its source (make tcp_rr).
 """
 
-import argparse
 import json
 import os
 import re
@@ -24,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, client, netns_down, netns_up, start_server  # noqa: E402
+from netns import SERVER, client, namespaces, parse_args, rotations, start_server# noqa: E402
 
 FLOWS = 32
 
@@ -49,21 +48,12 @@ def neper_rr(neper, t, threads, port):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--time", type=int, default=3)
-    ap.add_argument("--neper", default="/tmp/neper")
-    ap.add_argument("--sonde", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sonde"))
-    a = ap.parse_args()
-    sonde = os.path.abspath(a.sonde)
-    if os.geteuid() != 0:
-        sys.exit("run as root: the benchmark builds network namespaces")
+    a = parse_args(7, 3, ("--neper", {"default": "/tmp/neper"}))
+    sonde = a.sonde
     if not os.access(os.path.join(a.neper, "tcp_rr"), os.X_OK):
         sys.exit(f"--neper {a.neper}: no tcp_rr there; build neper from its source (make tcp_rr)")
-    netns_up()
-    servers = []
-    try:
-        servers.append(start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"]))
+    with namespaces() as servers:
+        servers["sonde"] = start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"])
         runners = {
             "sonde": lambda: sonde_rpc(sonde, a.time, []),
             "sonde-hybrid": lambda: sonde_rpc(sonde, a.time, ["--poll", "hybrid"]),
@@ -77,7 +67,7 @@ def main():
         print(f"# {a.runs} alternating runs of {a.time} s, -C/-F {FLOWS}, 64 B each way; {os.cpu_count()} CPUs")
         names = list(runners)
         for run in range(a.runs):
-            for name in names[run % len(names):] + names[:run % len(names)]:
+            for name in rotations(names, run):
                 r, p = runners[name]()
                 rate[name].append(r)
                 p99[name].append(p)
@@ -91,10 +81,6 @@ def main():
         best = max((n for n in names if n.startswith("neper")), key=lambda n: med(rate[n]))
         print(f"\nsonde defaults / {best}: {med(rate['sonde']) / med(rate[best]):.2f}x requests/s, "
               f"P99 {med(p99['sonde']):,.0f} vs {med(p99[best]):,.0f} us")
-    finally:
-        for s in servers:
-            s.terminate()
-        netns_down()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ Usage (root): python3 bench/rr_compare.py [--runs 5] [--time 4]
 Needs: iproute2, sockperf (Debian package), a release build of sonde.
 """
 
-import argparse
 import json
 import os
 import re
@@ -21,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, client, netns_down, netns_up, start_server  # noqa: E402
+from netns import SERVER, client, namespaces, parse_args, rotations, start_server# noqa: E402
 
 SERVER_CPU, CLIENT_CPU = 1, 0
 
@@ -44,20 +43,12 @@ def sockperf_ping(t, udp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--time", type=int, default=4)
-    ap.add_argument("--sonde", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sonde"))
-    a = ap.parse_args()
-    sonde = os.path.abspath(a.sonde)
-    if os.geteuid() != 0:
-        sys.exit("run as root: the benchmark builds network namespaces")
-    netns_up()
-    servers = []
-    try:
-        servers.append(start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"], SERVER_CPU))
-        servers.append(start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"], SERVER_CPU))
-        servers.append(start_server(["sockperf", "server", "-i", SERVER, "-p", "11112", "--tcp"], SERVER_CPU))
+    a = parse_args(5, 4)
+    sonde = a.sonde
+    with namespaces() as servers:
+        servers["sonde"] = start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"], SERVER_CPU)
+        servers["sockperf-udp"] = start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"], SERVER_CPU)
+        servers["sockperf-tcp"] = start_server(["sockperf", "server", "-i", SERVER, "-p", "11112", "--tcp"], SERVER_CPU)
         print(f"# {a.runs} alternating runs of {a.time} s; servers on CPU {SERVER_CPU}, clients on CPU {CLIENT_CPU}; {os.cpu_count()} CPUs")
         print("\n## ping vs sockperf ping-pong (round-trip time, us)")
         print("| transport | sonde p50 | sockperf p50 | ratio | sonde p99.9 | sockperf p99.9 | ratio |")
@@ -103,10 +94,6 @@ def main():
                              end["client"]["cpu_us_per_message"], end["server"]["cpu_us_per_message"]))
             med = [statistics.median(col) for col in zip(*rows)]
             print(f"| {mode} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {med[3]:.2f} |")
-    finally:
-        for s in servers:
-            s.terminate()
-        netns_down()
 
 
 if __name__ == "__main__":

@@ -11,15 +11,12 @@ Usage (root): python3 bench/stream_compare.py [--runs 5] [--time 5] [--conns 1,8
 Needs: iproute2, iperf3, iperf (Debian packages), a release build of sonde.
 """
 
-import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
-from netns import SERVER, children_cpu_s, client, netns_down, netns_up, proc_cpu_s, start_server
+from netns import SERVER, children_cpu_s, client, namespaces, parse_args, proc_cpu_s, rotations, start_server
 
 
 def run_sonde(sonde, p, t, port):
@@ -44,18 +41,9 @@ def run_iperf2(p, t):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--time", type=int, default=5)
-    ap.add_argument("--conns", default="1,8")
-    ap.add_argument("--sonde", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sonde"))
-    a = ap.parse_args()
-    sonde = os.path.abspath(a.sonde)
-    if os.geteuid() != 0:
-        sys.exit("run as root: the benchmark builds network namespaces")
-    netns_up()
-    servers = {}
-    try:
+    a = parse_args(5, 5, ("--conns", {"default": "1,8"}))
+    sonde = a.sonde
+    with namespaces() as servers:
         servers["sonde"] = start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"])
         servers["iperf3"] = start_server(["iperf3", "-s", "-p", "5201"])
         servers["iperf2"] = start_server(["iperf", "-s", "-p", "5001"])
@@ -69,7 +57,7 @@ def main():
             rates = {k: [] for k in runners}
             cpu_per_gb = {k: [] for k in runners}
             for run in range(a.runs):
-                order = list(runners)[run % 3:] + list(runners)[:run % 3]
+                order = rotations(list(runners), run)
                 for name in order:
                     spid = servers[name].pid
                     s0, c0 = proc_cpu_s(spid), children_cpu_s()
@@ -90,14 +78,6 @@ def main():
                 runs = ", ".join(f"{r/1e9:.1f}" for r in rates[k])
                 print(f"| {k} | {med[k]/1e9:.2f} | {runs} | {cpu[k]:.3f} |")
             print(f"\nsonde / best peer: throughput {med['sonde']/best_rate:.3f}, CPU s per GB {cpu['sonde']/best_cpu:.3f}")
-    finally:
-        for s in servers.values():
-            s.terminate()
-            try:
-                s.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                s.kill()
-        netns_down()
 
 
 if __name__ == "__main__":

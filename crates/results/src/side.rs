@@ -27,6 +27,14 @@ impl Role {
             Role::Server => "server",
         }
     }
+
+    /// The client's or the server's of a pair of values, as this role is.
+    pub fn pick<T>(self, client: T, server: T) -> T {
+        match self {
+            Role::Client => client,
+            Role::Server => server,
+        }
+    }
 }
 
 /// What this side did with a direction's bytes.

@@ -15,6 +15,20 @@ use sonde_results::Document;
 use crate::units::{bits_per_second, opt};
 use rr::us;
 
+/// What ends every summary: the shared host, and whether the result is partial.
+fn footer(e: &sonde_results::document::End) -> String {
+    let mut out = one_host_line(e);
+    if e.partial {
+        out.push_str(&format!(
+            "PARTIAL RESULT: {}\n",
+            e.error
+                .as_deref()
+                .unwrap_or("the test did not run to its planned end")
+        ));
+    }
+    out
+}
+
 /// Both ends on one host: its CPU once, so that nobody adds the two sides.
 fn one_host_line(e: &sonde_results::document::End) -> String {
     let Some(h) = &e.one_host else {

@@ -4,7 +4,7 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use sonde_results::Document;
 
-use super::one_host_line;
+use super::footer;
 use crate::units::{bits_per_second, opt};
 
 pub fn pps_heading(spec: &sonde_results::PpsSpec, host: &str, port: u16, search: bool) -> String {
@@ -119,14 +119,6 @@ pub fn pps(doc: &Document) -> String {
             out.push_str(&format!("note: {}: {n}\n", side.by.measured_by.as_str()));
         }
     }
-    out.push_str(&one_host_line(e));
-    if e.partial {
-        out.push_str(&format!(
-            "PARTIAL RESULT: {}\n",
-            e.error
-                .as_deref()
-                .unwrap_or("the test did not run to its planned end")
-        ));
-    }
+    out.push_str(&footer(e));
     out
 }

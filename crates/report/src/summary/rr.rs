@@ -4,7 +4,7 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use sonde_results::{Document, TestSpec};
 
-use super::one_host_line;
+use super::footer;
 use crate::units::opt;
 
 pub(super) fn us(ns: u64) -> String {
@@ -137,15 +137,7 @@ pub fn rr(doc: &Document) -> String {
             out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }
     }
-    out.push_str(&one_host_line(e));
-    if e.partial {
-        out.push_str(&format!(
-            "PARTIAL RESULT: {}\n",
-            e.error
-                .as_deref()
-                .unwrap_or("the test did not run to its planned end")
-        ));
-    }
+    out.push_str(&footer(e));
     out
 }
 

@@ -5,7 +5,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use sonde_results::document::EndSide;
 use sonde_results::{Document, StreamSpec};
 
-use super::one_host_line;
+use super::footer;
 use crate::units::{bits_per_second, bytes, opt};
 
 /// The line printed before a stream test starts.
@@ -170,14 +170,6 @@ pub fn stream(doc: &Document) -> String {
     for n in notes {
         out.push_str(&format!("note: {n}\n"));
     }
-    out.push_str(&one_host_line(e));
-    if e.partial {
-        out.push_str(&format!(
-            "PARTIAL RESULT: {}\n",
-            e.error
-                .as_deref()
-                .unwrap_or("the test did not run to its planned end")
-        ));
-    }
+    out.push_str(&footer(e));
     out
 }

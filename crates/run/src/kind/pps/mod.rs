@@ -49,10 +49,7 @@ impl Kind for Pps {
 
     fn workers(&self, spec: &TestSpec, role: Role) -> usize {
         let p = spec_of(spec);
-        match role {
-            Role::Client => p.tx_threads as usize,
-            Role::Server => p.rx_threads as usize,
-        }
+        role.pick(p.tx_threads, p.rx_threads) as usize
     }
 
     /// Header bytes are counted by address family, and packets must fit the path's MTU

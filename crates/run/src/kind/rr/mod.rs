@@ -74,10 +74,7 @@ impl Kind for RequestResponse {
 
     fn workers(&self, spec: &TestSpec, role: Role) -> usize {
         let r = spec_of(spec);
-        let threads = match role {
-            Role::Client => r.client_threads,
-            Role::Server => r.server_threads,
-        };
+        let threads = role.pick(r.client_threads, r.server_threads);
         worker_threads(Work::RequestResponse, threads, r.connections as usize)
     }
 

@@ -55,10 +55,7 @@ impl Kind for Stream {
 
     fn workers(&self, spec: &TestSpec, role: Role) -> usize {
         let s = spec_of(spec);
-        let threads = match role {
-            Role::Client => s.client_threads,
-            Role::Server => s.server_threads,
-        };
+        let threads = role.pick(s.client_threads, s.server_threads);
         worker_threads(Work::Stream, threads, s.total_connections() as usize)
     }
 
@@ -142,10 +139,9 @@ impl Opened {
             conns,
             notes,
         } = self;
-        let (threads, cpus) = match role {
-            Role::Client => (spec.client_threads, &spec.execution.client_cpus),
-            Role::Server => (spec.server_threads, &spec.execution.server_cpus),
-        };
+        let ex = &spec.execution;
+        let threads = role.pick(spec.client_threads, spec.server_threads);
+        let cpus = role.pick(&ex.client_cpus, &ex.server_cpus);
         let units = conns.len();
         let placement = Placement::new(
             worker_threads(Work::Stream, threads, units),
