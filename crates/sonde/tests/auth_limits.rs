@@ -17,21 +17,9 @@ fn key_file(contents: &str) -> std::path::PathBuf {
 }
 
 fn stream(agent: &Agent, args: &[&str]) -> std::process::Output {
-    run({
-        let mut c = sonde_cmd();
-        c.args([
-            "stream",
-            "127.0.0.1",
-            "--port",
-            &agent.port.to_string(),
-            "-t",
-            "0.5",
-            "--warmup",
-            "0.1",
-        ])
-        .args(args);
-        c
-    })
+    let mut c = sonde_cmd();
+    c.args(agent.short_test("stream", "0.5", args));
+    run(c)
 }
 
 #[test]
@@ -99,52 +87,26 @@ fn limits_refuse_and_name_the_agent_flag() {
         "--max-rate",
         "1000",
     ]);
-    let port = agent.port.to_string();
-    let sonde = |args: &[&str]| {
-        run({
-            let mut c = sonde_cmd();
-            c.args(args);
-            c
-        })
+    let sonde = |test: &str, secs: &str, extra: &[&str]| {
+        let mut c = sonde_cmd();
+        c.args(agent.short_test(test, secs, extra));
+        run(c)
     };
-    let o = sonde(&["stream", "127.0.0.1", "--port", &port, "-t", "5"]);
-    assert!(stderr(&o).contains("--max-duration"), "{}", stderr(&o));
-    let o = sonde(&[
-        "stream",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "-t",
-        "0.5",
-        "-P",
-        "4",
-    ]);
-    assert!(stderr(&o).contains("--max-connections"), "{}", stderr(&o));
-    let o = sonde(&["pps", "127.0.0.1", "--port", &port, "-t", "0.5"]);
-    assert!(stderr(&o).contains("--max-rate"), "{}", stderr(&o));
-    let o = sonde(&[
-        "pps",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "-t",
-        "0.5",
-        "--rate",
-        "5000",
-    ]);
-    assert!(stderr(&o).contains("--max-rate"), "{}", stderr(&o));
-    let o = sonde(&[
-        "pps",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "-t",
-        "0.5",
-        "--warmup",
-        "0.1",
-        "--rate",
-        "500",
-    ]);
+    // Each refusal names the agent's flag that refused it.
+    for (test, secs, extra, flag) in [
+        ("stream", "5", &[][..], "--max-duration"),
+        ("stream", "0.5", &["-P", "4"], "--max-connections"),
+        ("pps", "0.5", &[], "--max-rate"),
+        ("pps", "0.5", &["--rate", "5000"], "--max-rate"),
+    ] {
+        let o = sonde(test, secs, extra);
+        assert!(
+            stderr(&o).contains(flag),
+            "{test} {extra:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = sonde("pps", "0.5", &["--rate", "500"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
 

@@ -10,18 +10,9 @@ use common::*;
 #[test]
 fn auto_placement_is_recorded_and_respects_taskset() {
     let agent = Agent::on_loopback();
-    let port = agent.port.to_string();
     let o = run({
         let mut c = sonde_cmd();
-        c.args([
-            "stream",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "-t",
-            "0.5",
-            "--warmup",
-            "0.1",
+        let auto = [
             "-P",
             "2",
             "--cpus",
@@ -29,7 +20,8 @@ fn auto_placement_is_recorded_and_respects_taskset() {
             "--server-cpus",
             "auto",
             "--json",
-        ]);
+        ];
+        c.args(agent.short_test("stream", "0.5", &auto));
         c
     });
     assert!(o.status.success(), "{}", stderr(&o));
@@ -59,22 +51,9 @@ fn auto_placement_is_recorded_and_respects_taskset() {
     ] {
         let o = run({
             let mut c = Command::new("taskset");
-            c.args([
-                "-c",
-                &last,
-                SONDE,
-                "stream",
-                "127.0.0.1",
-                "--port",
-                &port,
-                "-t",
-                "0.5",
-                "--warmup",
-                "0.1",
-                "-P",
-                conns,
-                "--json",
-            ]);
+            c.args(["-c", &last, SONDE])
+                .args(agent.short_test("stream", "0.5", &["-P", conns, "--json"]))
+                .env("SONDE_DB", scratch_db());
             c
         });
         assert!(o.status.success(), "{}", stderr(&o));

@@ -7,12 +7,8 @@ use std::process::Command;
 
 use common::*;
 
-fn sonde(db: &std::path::Path, args: &[&str]) -> std::process::Output {
-    run({
-        let mut c = sonde_cmd();
-        c.args(args).env("SONDE_DB", db);
-        c
-    })
+fn sonde<S: AsRef<std::ffi::OsStr>>(db: &std::path::Path, args: &[S]) -> std::process::Output {
+    sonde_into(db, args)
 }
 
 fn chromium() -> Option<&'static str> {
@@ -25,27 +21,14 @@ fn chromium() -> Option<&'static str> {
 fn html_report_is_well_formed_complete_and_renders() {
     let db = temp_file("report.db");
     let agent = Agent::on_loopback();
-    let port = agent.port.to_string();
     for (label, rate) in [("a", "300"), ("b", "600"), ("a", "300"), ("b", "600")] {
         let o = sonde(
             &db,
-            &[
+            &agent.short_test(
                 "ping",
-                "127.0.0.1",
-                "--port",
-                &port,
-                "--rate",
-                rate,
-                "-t",
                 "1",
-                "--warmup",
-                "0.1",
-                "-i",
-                "0.5",
-                "--label",
-                label,
-                "--json",
-            ],
+                &["--rate", rate, "-i", "0.5", "--label", label, "--json"],
+            ),
         );
         assert!(o.status.success(), "{}", stderr(&o));
     }

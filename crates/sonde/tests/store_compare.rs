@@ -5,19 +5,14 @@ mod common;
 
 use common::*;
 
-fn sonde(db: &std::path::Path, args: &[&str]) -> std::process::Output {
-    run({
-        let mut c = sonde_cmd();
-        c.args(args).env("SONDE_DB", db);
-        c
-    })
+fn sonde<S: AsRef<std::ffi::OsStr>>(db: &std::path::Path, args: &[S]) -> std::process::Output {
+    sonde_into(db, args)
 }
 
 #[test]
 fn runs_are_stored_and_labels_compared() {
     let db = temp_file("store.db");
     let agent = Agent::on_loopback();
-    let port = agent.port.to_string();
     for (label, rate) in [
         ("slow", "200"),
         ("fast", "400"),
@@ -28,39 +23,14 @@ fn runs_are_stored_and_labels_compared() {
     ] {
         let o = sonde(
             &db,
-            &[
-                "ping",
-                "127.0.0.1",
-                "--port",
-                &port,
-                "--rate",
-                rate,
-                "-t",
-                "0.6",
-                "--warmup",
-                "0.1",
-                "--label",
-                label,
-                "--json",
-            ],
+            &agent.short_test("ping", "0.6", &["--rate", rate, "--label", label, "--json"]),
         );
         assert!(o.status.success(), "{}", stderr(&o));
         assert!(stderr(&o).contains("saved as run"), "{}", stderr(&o));
     }
     let o = sonde(
         &db,
-        &[
-            "ping",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "-t",
-            "0.3",
-            "--warmup",
-            "0.1",
-            "--no-save",
-            "--json",
-        ],
+        &agent.short_test("ping", "0.3", &["--no-save", "--json"]),
     );
     assert!(!stderr(&o).contains("saved as run"));
 
@@ -127,20 +97,7 @@ fn json_stream_completions_and_man_page() {
     let agent = Agent::on_loopback();
     let o = run({
         let mut c = sonde_cmd();
-        c.args([
-            "ping",
-            "127.0.0.1",
-            "--port",
-            &agent.port.to_string(),
-            "-t",
-            "1",
-            "--warmup",
-            "0.1",
-            "-i",
-            "0.5",
-            "--json-stream",
-            "--no-save",
-        ]);
+        c.args(agent.short_test("ping", "1", &["-i", "0.5", "--json-stream", "--no-save"]));
         c
     });
     assert!(o.status.success(), "{}", stderr(&o));

@@ -229,17 +229,20 @@ impl Lab {
         c
     }
 
-    /// Runs a shell-free command inside the client namespace (tc, nft, ...).
-    pub fn client_cmd(&self, program: &str, args: &[&str]) {
-        let out = Lab::in_ns(&self.client, program)
-            .args(args)
-            .output()
-            .unwrap();
+    /// Runs `program` in namespace `ns`; its stdout, once it succeeded.
+    fn in_ns_ok(ns: &str, program: &str, args: &[&str]) -> String {
+        let out = Lab::in_ns(ns, program).args(args).output().unwrap();
         assert!(
             out.status.success(),
             "{program} {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs a shell-free command inside the client namespace (tc, nft, ...).
+    pub fn client_cmd(&self, program: &str, args: &[&str]) {
+        Lab::in_ns_ok(&self.client, program, args);
     }
 
     pub fn start_agent(&self) -> Agent {
@@ -299,16 +302,7 @@ impl Lab {
 
     /// Runs a command in the server namespace and returns its stdout.
     pub fn server_cmd(&self, program: &str, args: &[&str]) -> String {
-        let out = Lab::in_ns(&self.server, program)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{program} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        Lab::in_ns_ok(&self.server, program, args)
     }
 }
 
@@ -374,6 +368,23 @@ impl Agent {
         agent
     }
 
+    /// `TEST 127.0.0.1 --port P -t SECS --warmup 0.1 EXTRA...`: a short test against this
+    /// loopback agent.
+    pub fn short_test(&self, test: &str, secs: &str, extra: &[&str]) -> Vec<String> {
+        let port = self.port.to_string();
+        let head = [
+            test,
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-t",
+            secs,
+            "--warmup",
+            "0.1",
+        ];
+        head.iter().chain(extra).map(|s| s.to_string()).collect()
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -405,6 +416,13 @@ pub fn temp_file(name: &str) -> PathBuf {
 
 pub fn read_doc(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// `sonde ARGS` saving its runs into the store `db`.
+pub fn sonde_into<S: AsRef<std::ffi::OsStr>>(db: &Path, args: &[S]) -> Output {
+    let mut c = sonde_cmd();
+    c.args(args).env("SONDE_DB", db);
+    run(c)
 }
 
 pub fn run(mut cmd: Command) -> Output {
