@@ -71,9 +71,9 @@ pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> Document {
         Direction::Bidir => (Direction::Forward, true),
     };
     let end_pair = |dir: Direction| DirectionEnd {
-        sender: sending_side(dir, inp.client, inp.server)
+        sender: side_of(dir, Transfer::Send, inp.client, inp.server)
             .and_then(|s| end_side(s, dir, Transfer::Send)),
-        receiver: receiving_side(dir, inp.client, inp.server)
+        receiver: side_of(dir, Transfer::Receive, inp.client, inp.server)
             .and_then(|s| end_side(s, dir, Transfer::Receive)),
     };
     let primary_end = end_pair(primary);
@@ -89,25 +89,18 @@ pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> Document {
     Document::of(inp, intervals, end)
 }
 
-fn sending_side<'a>(
+/// The side that does `transfer` in direction `dir`: the controller sends forward.
+fn side_of<'a>(
     dir: Direction,
+    transfer: Transfer,
     client: &'a SideResult,
     server: Option<&'a SideResult>,
 ) -> Option<&'a SideResult> {
-    match dir {
-        Direction::Reverse => server,
-        _ => Some(client),
-    }
-}
-
-fn receiving_side<'a>(
-    dir: Direction,
-    client: &'a SideResult,
-    server: Option<&'a SideResult>,
-) -> Option<&'a SideResult> {
-    match dir {
-        Direction::Reverse => Some(client),
-        _ => server,
+    let client_sends = dir != Direction::Reverse;
+    if (transfer == Transfer::Send) == client_sends {
+        Some(client)
+    } else {
+        server
     }
 }
 
