@@ -58,6 +58,8 @@ fn invalid_flag_values_name_the_flag() {
         (&["stream", "h", "--threads", "0"], "--threads"),
         (&["stream", "h", "--cpus", "3-1"], "--cpus"),
         (&["stream", "h", "--congestion", "no way"], "--congestion"),
+        (&["pps", "h", "--engine", "xdp"], "--engine"),
+        (&["rpc", "h", "--engine", "Kernel"], "--engine"),
         (&["stream", "h", "-R", "--bidir"], "--bidir"),
         (&["stream", "h", "--port", "70000"], "--port"),
         (&["serve", "--bind", "nowhere"], "--bind"),
