@@ -254,7 +254,7 @@ impl Machine for AgentSession {
                 Err(ProtoError::Peer(PeerError::AuthRequired))
             }
             (State::AwaitSetup, Message::Setup { spec }) => {
-                self.test_length = Duration::from_millis(spec.total_ms());
+                self.test_length = Duration::from_millis(spec.timing().total_ms());
                 self.wire.events.push_back(AgentEvent::Setup(spec));
                 self.state = State::Configuring;
                 self.wire.deadline = None;

@@ -112,7 +112,7 @@ impl ClientSession {
     }
 
     fn interval(&self) -> Duration {
-        Duration::from_millis(self.spec.interval_ms())
+        Duration::from_millis(self.spec.timing().interval_ms)
     }
 
     /// Data connections are open: tell the agent to start its clock.
@@ -127,7 +127,8 @@ impl ClientSession {
         self.state = State::Running;
         // The agent is silent through warm-up; its first sample comes one interval later.
         self.wire.deadline = Some(
-            now + Duration::from_millis(self.spec.warmup_ms()) + self.liveness(self.interval()),
+            now + Duration::from_millis(self.spec.timing().warmup_ms)
+                + self.liveness(self.interval()),
         );
         Ok(())
     }
@@ -244,13 +245,13 @@ impl Machine for ClientSession {
                 Ok(())
             }
             (State::Running | State::AwaitResults, Message::Interval { sample }) => {
-                let last = u64::from(sample.index) + 1 >= self.spec.intervals();
+                let last = u64::from(sample.index) + 1 >= self.spec.timing().intervals();
                 self.wire.events.push_back(ClientEvent::Interval(sample));
                 if self.state == State::Running {
                     // After the window's last sample the agent is silent through cool-down
                     // and the drain of every connection, until we send Stop.
                     let quiet = if last {
-                        Duration::from_millis(self.spec.cooldown_ms()) + self.timeouts.drain
+                        Duration::from_millis(self.spec.timing().cooldown_ms) + self.timeouts.drain
                     } else {
                         Duration::ZERO
                     };

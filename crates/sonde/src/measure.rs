@@ -17,7 +17,7 @@ type LiveLine<'a> = &'a dyn Fn(Option<&IntervalSample>, Option<&IntervalSample>)
 
 /// One test command's invariant part: where, what becomes of the output, the key, the
 /// exact command line.
-struct Session<'a> {
+struct Invocation<'a> {
     target: &'a Target,
     out: &'a OutputArgs,
     key: Option<sonde_proto::Key>,
@@ -25,14 +25,14 @@ struct Session<'a> {
     interrupt: &'a Interrupt,
 }
 
-impl<'a> Session<'a> {
+impl<'a> Invocation<'a> {
     fn new(
         target: &'a Target,
         out: &'a OutputArgs,
         command: String,
         interrupt: &'a Interrupt,
-    ) -> anyhow::Result<Session<'a>> {
-        Ok(Session {
+    ) -> anyhow::Result<Invocation<'a>> {
+        Ok(Invocation {
             key: cli::load_key(target.key_file.as_deref())?,
             target,
             out,
@@ -97,14 +97,14 @@ pub fn stream(a: &StreamArgs, command: String, interrupt: &Interrupt) -> anyhow:
         unreachable!("a stream command makes a stream spec")
     };
     let _tuned = tuned(a.output.tune, a.output.json)?;
-    let session = Session::new(&a.target, &a.output, command, interrupt)?;
-    session.say(|| sonde_report::summary::stream_heading(s, &a.target.host, a.target.port));
+    let inv = Invocation::new(&a.target, &a.output, command, interrupt)?;
+    inv.say(|| sonde_report::summary::stream_heading(s, &a.target.host, a.target.port));
     let direction = s.direction;
     let line = |c: Option<&IntervalSample>, sv: Option<&IntervalSample>| {
         sonde_report::live::line(direction, c, sv)
     };
-    let doc = session.run(&spec, Some(&line))?;
-    session.keep(&doc);
+    let doc = inv.run(&spec, Some(&line))?;
+    inv.keep(&doc);
     let human = (!a.output.quiet()).then(|| sonde_report::summary::stream(&doc));
     emit(&sonde_report::json(&doc), human, &a.output, doc.end.partial)
 }
@@ -122,7 +122,7 @@ pub fn request_response(
     };
     let out = &common.output;
     let _tuned = tuned(out.tune, out.json)?;
-    let session = Session::new(&common.target, out, command, interrupt)?;
+    let inv = Invocation::new(&common.target, out, command, interrupt)?;
     let asked = specs.len();
     let mut docs: Vec<Document> = Vec::new();
     for spec in specs {
@@ -130,9 +130,9 @@ pub fn request_response(
             break;
         }
         let t = &common.target;
-        session.say(|| sonde_report::summary::rr_heading(&spec, &t.host, t.port));
-        let doc = session.run(&spec, Some(&sonde_report::live::rr_line))?;
-        session.keep(&doc);
+        inv.say(|| sonde_report::summary::rr_heading(&spec, &t.host, t.port));
+        let doc = inv.run(&spec, Some(&sonde_report::live::rr_line))?;
+        inv.keep(&doc);
         if !out.quiet() {
             print!("{}", sonde_report::summary::rr(&doc));
         }
@@ -158,9 +158,9 @@ pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
     };
     let out = &a.output;
     let _tuned = tuned(out.tune, out.json)?;
-    let session = Session::new(&a.target, out, command, interrupt)?;
+    let inv = Invocation::new(&a.target, out, command, interrupt)?;
     let (host, port) = (&a.target.host, a.target.port);
-    session.say(|| sonde_report::summary::pps_heading(&spec, host, port, a.search.search));
+    inv.say(|| sonde_report::summary::pps_heading(&spec, host, port, a.search.search));
     let doc = if a.search.search {
         let params = search::SearchParams {
             max_loss_percent: a.search.max_loss,
@@ -170,21 +170,21 @@ pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
         let mut n = 0;
         let mut on_trial = |t: &sonde_results::document::Trial| {
             n += 1;
-            session.say(|| sonde_report::summary::trial_line(n, t));
+            inv.say(|| sonde_report::summary::trial_line(n, t));
         };
         let mut trial = |s: &TestSpec| {
             if interrupt.is_set() {
                 return Err("interrupted".into());
             }
-            Ok(session.run(s, None)?)
+            Ok(inv.run(s, None)?)
         };
         let (found, mut doc) = search::search(&spec, &params, &mut trial, &mut on_trial)?;
         doc.end.search = Some(found);
         doc
     } else {
-        session.run(&TestSpec::Pps(spec), Some(&sonde_report::live::pps_line))?
+        inv.run(&TestSpec::Pps(spec), Some(&sonde_report::live::pps_line))?
     };
-    session.keep(&doc);
+    inv.keep(&doc);
     let human = (!out.quiet()).then(|| sonde_report::summary::pps(&doc));
     emit(&sonde_report::json(&doc), human, out, doc.end.partial)
 }

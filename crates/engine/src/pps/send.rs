@@ -205,6 +205,7 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
 }
 
 /// One sendmmsg of `n` packets from `vecs`, headers stamped from `(cookie, flow, seq)`.
+#[inline]
 fn send_batch(
     fd: RawFd,
     vecs: &mut Batch,
@@ -219,6 +220,7 @@ fn send_batch(
 }
 
 /// One UDP GSO send of up to 64 `seg`-byte segments from `buf`; packets sent, or -1.
+#[inline]
 fn send_gso(
     fd: RawFd,
     buf: &mut [u8],

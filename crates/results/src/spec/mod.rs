@@ -86,29 +86,6 @@ impl TestSpec {
             TestSpec::Pps(p) => &mut p.execution,
         }
     }
-
-    /// Time from start until senders stop: warm-up, window, cool-down.
-    pub fn total_ms(&self) -> u64 {
-        self.timing().total_ms()
-    }
-
-    pub fn interval_ms(&self) -> u64 {
-        self.timing().interval_ms
-    }
-
-    pub fn warmup_ms(&self) -> u64 {
-        self.timing().warmup_ms
-    }
-
-    /// Intervals in the measured window: the agent sends one sample for each.
-    pub fn intervals(&self) -> u64 {
-        self.timing().intervals()
-    }
-
-    /// Time after the window before the controller asks for results (cool-down).
-    pub fn cooldown_ms(&self) -> u64 {
-        self.timing().cooldown_ms
-    }
 }
 
 /// The capability of test `name` run by `engine` (see [`TestSpec::capability`]).

@@ -28,7 +28,7 @@ impl Default for Limits {
 impl Limits {
     /// The first limit `spec` exceeds, in words naming the agent's flag.
     pub fn check(&self, spec: &TestSpec) -> Option<String> {
-        let total_ms = spec.total_ms();
+        let total_ms = spec.timing().total_ms();
         let Demand {
             connections: conns,
             rate,
