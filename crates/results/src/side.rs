@@ -141,7 +141,7 @@ pub struct NicCounters {
 }
 
 /// One interval as this side saw it, relative to the start of the measured window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalSample {
     pub index: u32,
     pub start_s: f64,

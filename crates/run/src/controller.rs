@@ -137,7 +137,11 @@ pub fn run_test(
     .with_key(req.key.clone());
     let mut run = Running::new(session, addr, live);
     let (data_port, cookie) = run.handshake(&mut link, interrupt)?;
-    let opened = kind.open_client(&spec, SocketAddr::new(addr.ip(), data_port), cookie)?;
+    let to = kind::DataPort {
+        addr: SocketAddr::new(addr.ip(), data_port),
+        cookie,
+    };
+    let opened = kind.open_client(&spec, to)?;
     run.start(&mut link)?;
     let side = opened.start(probe).map_err(io_err)?;
     Ok(run.conclude(

@@ -8,6 +8,7 @@ pub mod control;
 pub mod controller;
 pub mod drive;
 pub mod kind;
+mod meter;
 pub mod schedule;
 pub mod search;
 pub mod side;

@@ -3,9 +3,7 @@
 
 use std::time::Instant;
 
-use sonde_engine::Placement;
-use sonde_probe::hostwatch::{self, HostProbe};
-use sonde_results::{IntervalSample, Role, SideResult};
+use sonde_results::{IntervalSample, SideResult};
 
 pub trait Side {
     /// When `on_time` next has something to do; `None`: nothing scheduled.
@@ -25,29 +23,4 @@ pub trait Side {
     }
     /// Stops every worker and turns what was measured into this side's result.
     fn into_result(self: Box<Self>, partial: bool) -> SideResult;
-}
-
-/// What every kind's side records about itself: who measured, on which host, with which
-/// engine, on which workers, over how long a window; the kind fills in the rest.
-pub(crate) struct Measurer<'a> {
-    pub role: Role,
-    pub probe: &'a HostProbe,
-    pub engine: &'a str,
-    pub placement: &'a Placement,
-}
-
-impl Measurer<'_> {
-    pub fn result(&self, window_s: f64, notes: Vec<String>, partial: bool) -> SideResult {
-        let p = self.placement;
-        let mut r = SideResult::new(
-            self.role,
-            hostwatch::describe(self.probe),
-            window_s,
-            (p.threads as u32, p.pinned()),
-            notes,
-            partial,
-        );
-        r.engine = Some(self.engine.into());
-        r
-    }
 }

@@ -22,24 +22,50 @@ use crate::side::Side;
 /// How long a data (or control) connection may take to open.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// One kind of test as this build lists it.
+pub struct Listed {
+    /// The test names it runs (`TestSpec::name`, the commands).
+    pub names: &'static [&'static str],
+    /// Its engines by name; the first is the default.
+    pub engines: &'static [&'static str],
+    pub kind: &'static dyn Kind,
+}
+
 /// Every kind of test this build runs.
-pub const KINDS: &[&dyn Kind] = &[&stream::Stream, &rr::RequestResponse, &pps::Pps];
+pub const KINDS: &[Listed] = &[
+    Listed {
+        names: &["stream"],
+        engines: stream::ENGINES,
+        kind: &stream::Stream,
+    },
+    Listed {
+        names: &["ping", "rpc"],
+        engines: rr::ENGINES,
+        kind: &rr::RequestResponse,
+    },
+    Listed {
+        names: &["pps"],
+        engines: pps::ENGINES,
+        kind: &pps::Pps,
+    },
+];
+
+fn listing(spec: &TestSpec) -> &'static Listed {
+    let name = spec.name();
+    KINDS
+        .iter()
+        .find(|k| k.names.contains(&name))
+        .expect("every TestSpec variant has its kind in KINDS")
+}
 
 /// The kind that runs `spec`.
 pub fn of(spec: &TestSpec) -> &'static dyn Kind {
-    let name = spec.name();
-    *KINDS
-        .iter()
-        .find(|k| k.names().contains(&name))
-        .expect("every TestSpec variant has its kind in KINDS")
+    listing(spec).kind
 }
 
 /// Every test this build runs, by the name its command and its spec carry.
 pub fn test_names() -> Vec<&'static str> {
-    KINDS
-        .iter()
-        .flat_map(|k| k.names().iter().copied())
-        .collect()
+    KINDS.iter().flat_map(|k| k.names.iter().copied()).collect()
 }
 
 /// What an agent announces in `Welcome`: each test name with each of its kind's engines
@@ -48,8 +74,8 @@ pub fn capabilities() -> Vec<String> {
     KINDS
         .iter()
         .flat_map(|k| {
-            k.names().iter().flat_map(|name| {
-                k.engines()
+            k.names.iter().flat_map(|name| {
+                k.engines
                     .iter()
                     .map(|engine| sonde_results::spec::capability(name, engine))
             })
@@ -59,7 +85,7 @@ pub fn capabilities() -> Vec<String> {
 
 /// Refuses an engine the spec's kind does not have in this build, naming `--engine`.
 pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
-    let engines = of(spec).engines();
+    let engines = listing(spec).engines;
     let engine = &spec.execution().engine;
     if engines.contains(&engine.as_str()) {
         return Ok(());
@@ -123,15 +149,20 @@ pub enum OpenError {
     Refused(String),
 }
 
+/// Where the controller opens its data endpoints: the agent's data port, and the cookie
+/// that proves them the test's own.
+#[derive(Debug, Clone, Copy)]
+pub struct DataPort {
+    pub addr: SocketAddr,
+    pub cookie: u64,
+}
+
+/// Endpoints opened, or why not.
+pub type OpenResult<T> = Result<Box<T>, OpenError>;
+
 pub trait Kind: Sync {
-    /// The test names this kind runs (`TestSpec::name`).
-    fn names(&self) -> &'static [&'static str];
     /// What `spec` asks of the agent.
     fn demand(&self, spec: &TestSpec) -> Demand;
-    /// The engines this kind runs, by name; the first is the default.
-    fn engines(&self) -> &'static [&'static str] {
-        &[KERNEL]
-    }
     /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
     fn workers(&self, spec: &TestSpec, role: Role) -> usize;
     /// Controller, before connecting: fits the spec to the path to the agent at `agent`.
@@ -144,12 +175,7 @@ pub trait Kind: Sync {
         Ok(())
     }
     /// Controller: opens the data endpoints to the agent's data port.
-    fn open_client(
-        &self,
-        spec: &TestSpec,
-        data: SocketAddr,
-        cookie: u64,
-    ) -> Result<Box<dyn ClientEndpoint>, OpenError>;
+    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;
     /// Agent: opens where the test's data arrives, on `ip`.
     fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>>;
     /// The agent's log line for a test that ended.
@@ -193,12 +219,12 @@ pub(crate) fn any_of(addr: SocketAddr) -> SocketAddr {
 /// Connects one TCP data connection with `opts` and sends its header; returns the notes
 /// on the options applied.
 pub(crate) fn connect_data(
-    addr: SocketAddr,
+    to: DataPort,
     opts: &sonde_engine::SocketOptions,
-    cookie: u64,
     index: u32,
 ) -> Result<(TcpStream, Vec<String>), OpenError> {
     use std::io::Write;
+    let DataPort { addr, cookie } = to;
     let err = |source| OpenError::Data {
         index,
         addr,

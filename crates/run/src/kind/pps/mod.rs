@@ -4,7 +4,7 @@
 mod engine;
 mod side;
 
-pub use engine::{RxEngine, TxEngine};
+pub use engine::{RxEngine, TxEngine, ENGINES};
 pub use side::PpsSide;
 
 use std::io;
@@ -14,7 +14,7 @@ use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{PpsSpec, Role, SideResult, TestSpec};
 
-use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint};
+use super::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
 use crate::side::Side;
 
 /// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
@@ -30,10 +30,6 @@ fn spec_of(spec: &TestSpec) -> &PpsSpec {
 }
 
 impl Kind for Pps {
-    fn names(&self) -> &'static [&'static str] {
-        &["pps"]
-    }
-
     fn demand(&self, spec: &TestSpec) -> Demand {
         let p = spec_of(spec);
         Demand {
@@ -41,10 +37,6 @@ impl Kind for Pps {
             rate: Some(p.rate_pps),
             message_bytes: p.size_bytes,
         }
-    }
-
-    fn engines(&self) -> &'static [&'static str] {
-        engine::ENGINES
     }
 
     fn workers(&self, spec: &TestSpec, role: Role) -> usize {
@@ -77,20 +69,15 @@ impl Kind for Pps {
         Ok(())
     }
 
-    fn open_client(
-        &self,
-        spec: &TestSpec,
-        data: SocketAddr,
-        cookie: u64,
-    ) -> Result<Box<dyn ClientEndpoint>, OpenError> {
+    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let p = spec_of(spec);
         let flows = (0..p.flows)
-            .map(|index| super::connect_udp(data, index))
+            .map(|index| super::connect_udp(to.addr, index))
             .collect::<Result<_, _>>()?;
         Ok(Box::new(Flows {
             spec: p.clone(),
             flows,
-            cookie: cookie as u32,
+            cookie: to.cookie as u32,
         }))
     }
 

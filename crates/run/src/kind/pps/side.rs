@@ -5,14 +5,14 @@
 use std::time::{Duration, Instant};
 
 use sonde_engine::Placement;
-use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
+use sonde_probe::hostwatch::HostProbe;
 use sonde_probe::udp;
 use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
 
 use super::engine::{RxEngine, TxEngine};
+use crate::meter::{Measurer, Meter};
 use crate::schedule::{Schedule, Tick};
-use crate::side::{Measurer, Side};
+use crate::side::Side;
 
 /// After the controller's Stop, how long packets still in flight may arrive.
 const RX_DRAIN: Duration = Duration::from_millis(200);
@@ -30,16 +30,11 @@ pub struct PpsSide {
     role: Role,
     spec: PpsSpec,
     engine: Engine,
-    probe: HostProbe,
+    /// Packets sent or received over the window.
+    meter: Meter<u64>,
     notes: Vec<String>,
     placement: Placement,
     schedule: Schedule,
-    start_snap: Option<(HostSnap, u64)>,
-    end_snap: Option<(HostSnap, u64)>,
-    last_cpu: Option<CpuSnapshot>,
-    last_count: u64,
-    /// When the last interval edge was measured: rates divide by real, not planned, time.
-    last_at: Instant,
     stop_requested: Option<Instant>,
 }
 
@@ -58,15 +53,10 @@ impl PpsSide {
             role,
             spec: spec.clone(),
             engine,
-            probe,
+            meter: Meter::new(probe),
             notes,
             placement,
             schedule,
-            start_snap: None,
-            end_snap: None,
-            last_cpu: None,
-            last_count: 0,
-            last_at: Instant::now(),
             stop_requested: None,
         }
     }
@@ -123,28 +113,20 @@ impl PpsSide {
 
     /// Interval k, from the last edge to now; the window's last closes the window too.
     fn sample(&mut self, k: u32, last: bool, cut: bool) -> IntervalSample {
-        let cpu = cpustat::read_snapshot(self.probe.root()).ok();
         let count = self.count();
-        let now = Instant::now();
+        let edge = self.meter.edge(count);
         if last {
-            self.end_snap = Some((self.probe.snapshot(), count));
+            self.meter.close(count);
         }
-        let sample = IntervalSample {
+        IntervalSample {
             index: k,
-            start_s: self.schedule.offset_s(self.last_at),
-            end_s: self.schedule.offset_s(now),
-            sent_bytes: 0,
-            received_bytes: 0,
-            cpu_busy_percent: hostwatch::busy_between(&self.last_cpu, &cpu),
-            messages: None,
-            latency_ns: None,
-            packets: Some(count - self.last_count),
+            start_s: self.schedule.offset_s(edge.since),
+            end_s: self.schedule.offset_s(edge.at),
+            cpu_busy_percent: edge.cpu_busy_percent,
+            packets: Some(count - edge.before),
             partial: cut,
-        };
-        self.last_cpu = cpu;
-        self.last_count = count;
-        self.last_at = now;
-        sample
+            ..Default::default()
+        }
     }
 }
 
@@ -155,11 +137,7 @@ impl Side for PpsSide {
     fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
         match self.schedule.poll(now)? {
             Tick::Open => {
-                let snap = self.probe.snapshot();
-                self.last_cpu = snap.cpu.clone();
-                self.last_count = self.count();
-                self.last_at = snap.at;
-                self.start_snap = Some((snap, self.last_count));
+                self.meter.open(self.count());
                 None
             }
             Tick::Interval { k, last } => Some(self.sample(k, last, false)),
@@ -190,21 +168,14 @@ impl Side for PpsSide {
         if let Engine::Tx(s) = &self.engine {
             s.abort();
         }
-        if self.start_snap.is_some() && self.end_snap.is_none() {
-            self.end_snap = Some((self.probe.snapshot(), self.count()));
+        if self.meter.is_open() {
+            self.meter.close(self.count());
         }
         self.stop_requested.get_or_insert_with(Instant::now);
     }
     fn into_result(mut self: Box<Self>, mut partial: bool) -> SideResult {
-        partial |= self.start_snap.is_none() || self.end_snap.is_none();
-        let start = self
-            .start_snap
-            .take()
-            .unwrap_or_else(|| (self.probe.snapshot(), self.count()));
-        let end = self
-            .end_snap
-            .take()
-            .unwrap_or_else(|| (self.probe.snapshot(), self.count()));
+        let window = self.meter.window(self.count());
+        partial |= window.cut;
         let mut notes = std::mem::take(&mut self.notes);
         let (per_flow, reordered, duplicated, foreign, socket_drops) = match &mut self.engine {
             Engine::Tx(sender) => {
@@ -222,7 +193,7 @@ impl Side for PpsSide {
                 let foreign = receiver.foreign();
                 let (flows, err) = receiver.join();
                 notes.extend(err);
-                let drops_now = udp::drops_on_port(self.probe.root(), *port).ok();
+                let drops_now = udp::drops_on_port(self.meter.probe().root(), *port).ok();
                 let drops = drops_at_start
                     .zip(drops_now)
                     .map(|(a, b)| b.saturating_sub(a));
@@ -235,16 +206,16 @@ impl Side for PpsSide {
                 )
             }
         };
-        let measurer = Measurer {
+        let by = Measurer {
             role: self.role,
-            probe: &self.probe,
             engine: self.engine_name(),
             placement: &self.placement,
         };
-        let mut result = measurer.result((end.0.at - start.0.at).as_secs_f64(), notes, partial);
+        let window_s = window.seconds();
+        let mut result = self.meter.result(by, &window, window_s, notes, partial);
         result.pps = Some(PpsResult {
             size_bytes: self.spec.size_bytes,
-            packets: end.1 - start.1,
+            packets: window.end.1 - window.start.1,
             per_flow,
             reordered,
             duplicated,
@@ -252,7 +223,6 @@ impl Side for PpsSide {
             socket_drops,
             poll: self.spec.poll.label(),
         });
-        hostwatch::fill(&mut result, &start.0, &end.0);
         result
     }
 }

@@ -4,7 +4,7 @@
 mod engine;
 mod side;
 
-pub use engine::{poll_of, EchoEngine, RequestEngine};
+pub use engine::{poll_of, EchoEngine, RequestEngine, ENGINES};
 pub use side::{Engine, Parts, RrSide};
 
 use std::io;
@@ -19,7 +19,7 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Role, RrSpec, SideResult, TestSpec, Transport};
 
-use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint};
+use super::{ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
 use crate::side::Side;
 
 pub struct RequestResponse;
@@ -55,10 +55,6 @@ fn placement(threads: Option<u32>, cpus: Option<Vec<usize>>, units: usize) -> Pl
 }
 
 impl Kind for RequestResponse {
-    fn names(&self) -> &'static [&'static str] {
-        &["ping", "rpc"]
-    }
-
     fn demand(&self, spec: &TestSpec) -> Demand {
         let r = spec_of(spec);
         Demand {
@@ -68,24 +64,15 @@ impl Kind for RequestResponse {
         }
     }
 
-    fn engines(&self) -> &'static [&'static str] {
-        engine::ENGINES
-    }
-
     fn workers(&self, spec: &TestSpec, role: Role) -> usize {
         let r = spec_of(spec);
         let threads = role.pick(r.client_threads, r.server_threads);
         worker_threads(Work::RequestResponse, threads, r.connections as usize)
     }
 
-    fn open_client(
-        &self,
-        spec: &TestSpec,
-        data: SocketAddr,
-        cookie: u64,
-    ) -> Result<Box<dyn ClientEndpoint>, OpenError> {
+    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let r = spec_of(spec);
-        let opened = |target, options| -> Result<Box<dyn ClientEndpoint>, OpenError> {
+        let opened = |target, options| -> OpenResult<dyn ClientEndpoint> {
             Ok(Box::new(Opened {
                 spec: r.clone(),
                 target,
@@ -94,7 +81,7 @@ impl Kind for RequestResponse {
         };
         if r.connect_per_request {
             let target = Target::ConnectPerRequest {
-                addr: data,
+                addr: to.addr,
                 opts: nodelay(),
                 connections: r.connections as usize,
             };
@@ -105,10 +92,10 @@ impl Kind for RequestResponse {
         for index in 0..r.connections {
             let (sock, mut applied) = match r.transport {
                 Transport::Tcp => {
-                    let (s, _) = super::connect_data(data, &nodelay(), cookie, index)?;
+                    let (s, _) = super::connect_data(to, &nodelay(), index)?;
                     (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
                 }
-                Transport::Udp => (RrSocket::Udp(super::connect_udp(data, index)?), Vec::new()),
+                Transport::Udp => (RrSocket::Udp(super::connect_udp(to.addr, index)?), Vec::new()),
             };
             applied.extend(busy_poll(r, sock.fd()));
             if index == 0 {

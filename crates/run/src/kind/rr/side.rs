@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use sonde_engine::Placement;
-use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
+use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::{merge, new_histogram};
 use sonde_results::{IntervalSample, LatencySummary, Role, RrResult, RrSpec, SideResult};
 
 use super::engine::{EchoEngine, RequestEngine, DRAIN};
+use crate::meter::{Measurer, Meter};
 use crate::schedule::{Schedule, Tick};
-use crate::side::{Measurer, Side};
+use crate::side::Side;
 
 /// The client reports interval k this long after it ends, so that every worker has handed
 /// over its histogram (workers do so at their first response after the boundary).
@@ -30,19 +30,13 @@ pub struct RrSide {
     role: Role,
     spec: RrSpec,
     engine: Engine,
-    probe: HostProbe,
+    /// Answers over the window: received (client) or sent (agent).
+    meter: Meter<u64>,
     notes: Vec<String>,
     socket_options: Vec<String>,
     placement: Placement,
     schedule: Schedule,
     stop_sending_at: Instant,
-    start_snap: Option<(HostSnap, u64)>,
-    end_snap: Option<(HostSnap, u64)>,
-    /// CPU and answer counts at the last report.
-    last_cpu: Option<CpuSnapshot>,
-    last_count: u64,
-    /// When the agent last counted answers: its rates divide by real time.
-    last_at: Instant,
     total: Histogram<u64>,
     pending: BTreeMap<u32, Histogram<u64>>,
     stopped: bool,
@@ -85,17 +79,12 @@ impl RrSide {
             role,
             spec: spec.clone(),
             engine,
-            probe,
+            meter: Meter::new(probe),
             notes,
             socket_options,
             placement,
             stop_sending_at: schedule.window_end + ms(spec.timing.cooldown_ms),
             schedule,
-            start_snap: None,
-            end_snap: None,
-            last_cpu: None,
-            last_count: 0,
-            last_at: started,
             total: new_histogram(),
             pending: BTreeMap::new(),
             stopped: false,
@@ -136,9 +125,8 @@ impl RrSide {
     /// wakes, so its bounds are the instants it counted at.
     fn sample(&mut self, k: u32, cut: bool) -> IntervalSample {
         self.drain_histograms();
-        let cpu = cpustat::read_snapshot(self.probe.root()).ok();
         let count = self.count();
-        let now = Instant::now();
+        let edge = self.meter.edge(count);
         let (messages, latency_ns, (start_s, end_s)) = match self.role {
             Role::Client => {
                 let h = self.pending.remove(&k);
@@ -149,30 +137,24 @@ impl RrSide {
                 )
             }
             Role::Server => (
-                Some(count - self.last_count),
+                Some(count - edge.before),
                 None,
                 (
-                    self.schedule.offset_s(self.last_at),
-                    self.schedule.offset_s(now),
+                    self.schedule.offset_s(edge.since),
+                    self.schedule.offset_s(edge.at),
                 ),
             ),
         };
-        let s = IntervalSample {
+        IntervalSample {
             index: k,
             start_s,
             end_s,
-            sent_bytes: 0,
-            received_bytes: 0,
-            cpu_busy_percent: hostwatch::busy_between(&self.last_cpu, &cpu),
+            cpu_busy_percent: edge.cpu_busy_percent,
             messages,
             latency_ns,
-            packets: None,
             partial: cut,
-        };
-        self.last_cpu = cpu;
-        self.last_count = count;
-        self.last_at = now;
-        s
+            ..Default::default()
+        }
     }
 }
 
@@ -185,16 +167,12 @@ impl Side for RrSide {
     fn on_time(&mut self, now: Instant) -> Option<IntervalSample> {
         match self.schedule.poll(now) {
             Some(Tick::Open) => {
-                let snap = self.probe.snapshot();
-                self.last_cpu = snap.cpu.clone();
-                self.last_count = self.count();
-                self.last_at = snap.at;
-                self.start_snap = Some((snap, self.last_count));
+                self.meter.open(self.count());
                 None
             }
             Some(Tick::Interval { k, last }) => {
                 if last {
-                    self.end_snap = Some((self.probe.snapshot(), self.count()));
+                    self.meter.close(self.count());
                 }
                 Some(self.sample(k, false))
             }
@@ -210,7 +188,7 @@ impl Side for RrSide {
     /// after it): that interval is closed now, marked partial, so that it is not lost.
     fn cut_interval(&mut self) -> Option<IntervalSample> {
         let k = self.schedule.cut()?;
-        self.end_snap = Some((self.probe.snapshot(), self.count()));
+        self.meter.close(self.count());
         Some(self.sample(k, true))
     }
     fn is_draining(&self) -> bool {
@@ -230,22 +208,15 @@ impl Side for RrSide {
     /// The controller ended the test. A window still open because this side started a
     /// little after the controller is closed now: that skew is not a cut.
     fn finish_senders(&mut self) {
-        if self.start_snap.is_some() && self.end_snap.is_none() {
-            self.end_snap = Some((self.probe.snapshot(), self.count()));
+        if self.meter.is_open() {
+            self.meter.close(self.count());
         }
         self.stopped = true;
     }
     fn into_result(mut self: Box<Self>, mut partial: bool) -> SideResult {
         // A window that never opened or closed (test cut short) is closed now.
-        partial |= self.start_snap.is_none() || self.end_snap.is_none();
-        let start = match self.start_snap.take() {
-            Some(s) => s,
-            None => (self.probe.snapshot(), self.count()),
-        };
-        let end = match self.end_snap.take() {
-            Some(e) => e,
-            None => (self.probe.snapshot(), self.count()),
-        };
+        let window = self.meter.window(self.count());
+        partial |= window.cut;
         let mut notes = std::mem::take(&mut self.notes);
         let (mut unanswered, mut not_sent, mut lost, mut sent) = (0, 0, 0, 0);
         let (mut late, mut duplicated, mut foreign) = (0, 0, 0);
@@ -277,19 +248,18 @@ impl Side for RrSide {
             Role::Client if !partial => {
                 (self.schedule.window_end - self.schedule.window_start).as_secs_f64()
             }
-            _ => (end.0.at - start.0.at).as_secs_f64(),
+            _ => window.seconds(),
         };
         let messages = match self.role {
             Role::Client => self.total.len(),
-            Role::Server => end.1 - start.1,
+            Role::Server => window.end.1 - window.start.1,
         };
-        let measurer = Measurer {
+        let by = Measurer {
             role: self.role,
-            probe: &self.probe,
             engine: self.engine_name(),
             placement: &self.placement,
         };
-        let mut result = measurer.result(window_s, notes, partial);
+        let mut result = self.meter.result(by, &window, window_s, notes, partial);
         result.rr = Some(RrResult {
             poll: self.spec.poll.label(),
             messages,
@@ -303,7 +273,6 @@ impl Side for RrSide {
             latency_ns: LatencySummary::of(&self.total),
             socket_options: self.socket_options.clone(),
         });
-        hostwatch::fill(&mut result, &start.0, &end.0);
         result
     }
 }

@@ -3,7 +3,7 @@
 mod engine;
 mod side;
 
-pub use engine::StreamEngine;
+pub use engine::{StreamEngine, ENGINES};
 pub use side::StreamSide;
 
 use std::io;
@@ -14,7 +14,7 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Direction, Role, SideResult, StreamSpec, TestSpec, Transfer};
 
-use super::{ClientEndpoint, Demand, Kind, OpenError, ServerEndpoint};
+use super::{ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
 use crate::side::Side;
 
 pub struct Stream;
@@ -36,10 +36,6 @@ fn options(s: &StreamSpec) -> SocketOptions {
 }
 
 impl Kind for Stream {
-    fn names(&self) -> &'static [&'static str] {
-        &["stream"]
-    }
-
     fn demand(&self, spec: &TestSpec) -> Demand {
         let s = spec_of(spec);
         Demand {
@@ -49,28 +45,19 @@ impl Kind for Stream {
         }
     }
 
-    fn engines(&self) -> &'static [&'static str] {
-        engine::ENGINES
-    }
-
     fn workers(&self, spec: &TestSpec, role: Role) -> usize {
         let s = spec_of(spec);
         let threads = role.pick(s.client_threads, s.server_threads);
         worker_threads(Work::Stream, threads, s.total_connections() as usize)
     }
 
-    fn open_client(
-        &self,
-        spec: &TestSpec,
-        data: SocketAddr,
-        cookie: u64,
-    ) -> Result<Box<dyn ClientEndpoint>, OpenError> {
+    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let s = spec_of(spec);
         let opts = options(s);
         let mut conns = Vec::new();
         let mut notes = Vec::new();
         for index in 0..s.total_connections() {
-            let (stream, n) = super::connect_data(data, &opts, cookie, index)?;
+            let (stream, n) = super::connect_data(to, &opts, index)?;
             if index == 0 {
                 notes = n;
             }

@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::Placement;
-use sonde_probe::cpustat::{self, CpuSnapshot};
-use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
+use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{
     ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
     Transfer,
 };
 
 use super::StreamEngine;
-use crate::side::{Measurer, Side};
+use crate::meter::{Measurer, Meter};
+use crate::side::Side;
 
 /// Counters of every connection at one instant.
 #[derive(Clone)]
@@ -42,13 +42,11 @@ pub struct StreamSide {
     /// Test-wide index and direction of each connection, in worker order.
     conns: Vec<(u32, Direction)>,
     placement: Placement,
-    probe: HostProbe,
+    /// Every connection's counters over the window.
+    meter: Meter<ConnSnap>,
     notes: Vec<String>,
     started: Instant,
     phase: Phase,
-    window_start: Option<(HostSnap, ConnSnap)>,
-    window_end: Option<(HostSnap, ConnSnap)>,
-    last_tick: Option<(Instant, ConnSnap, Option<CpuSnapshot>)>,
     intervals: Vec<IntervalSample>,
 }
 
@@ -72,13 +70,10 @@ impl StreamSide {
             workers,
             conns,
             placement,
-            probe,
+            meter: Meter::new(probe),
             notes,
             started: Instant::now(),
             phase: Phase::Warmup,
-            window_start: None,
-            window_end: None,
-            last_tick: None,
             intervals: Vec::new(),
         };
         if spec.timing.warmup_ms == 0 {
@@ -105,10 +100,7 @@ impl StreamSide {
     }
 
     fn open_window(&mut self) {
-        let host = self.probe.snapshot();
-        let conns = self.conn_snap();
-        self.last_tick = Some((host.at, conns.clone(), host.cpu.clone()));
-        self.window_start = Some((host, conns));
+        self.meter.open(self.conn_snap());
         self.phase = Phase::Window;
     }
 
@@ -118,45 +110,38 @@ impl StreamSide {
 
     fn tick(&mut self) -> IntervalSample {
         let conns = self.conn_snap();
-        let cpu = cpustat::read_snapshot(self.probe.root()).ok();
-        let now = Instant::now();
-        let window_at = self.window_start.as_ref().map(|w| w.0.at).unwrap_or(now);
-        let (prev_at, prev, prev_cpu) = self.last_tick.take().unwrap_or((now, conns.clone(), None));
+        let edge = self.meter.edge(conns.clone());
+        let window_at = self.meter.opened_at().unwrap_or(edge.at);
         let (mut sent, mut received) = (0, 0);
         for i in 0..conns.bytes.len() {
-            let d = conns.bytes[i] - prev.bytes[i];
+            let d = conns.bytes[i] - edge.before.bytes[i];
             if self.workers.is_sender(i) {
                 sent += d;
             } else {
                 received += d;
             }
         }
-        let cpu_busy_percent = hostwatch::busy_between(&prev_cpu, &cpu);
         let sample = IntervalSample {
             index: self.intervals.len() as u32,
-            start_s: (prev_at - window_at).as_secs_f64(),
-            end_s: (now - window_at).as_secs_f64(),
+            start_s: (edge.since - window_at).as_secs_f64(),
+            end_s: (edge.at - window_at).as_secs_f64(),
             sent_bytes: sent,
             received_bytes: received,
-            cpu_busy_percent,
-            messages: None,
-            latency_ns: None,
-            packets: None,
-            partial: false,
+            cpu_busy_percent: edge.cpu_busy_percent,
+            ..Default::default()
         };
         self.intervals.push(sample.clone());
-        self.last_tick = Some((now, conns, cpu));
         sample
     }
 
+    /// Closes the window at the last interval edge's counts: the bytes after it belong
+    /// to the cool-down.
     fn close_window(&mut self) {
-        let host = self.probe.snapshot();
-        let conns = self
-            .last_tick
-            .as_ref()
-            .map(|t| t.1.clone())
-            .unwrap_or_else(|| self.conn_snap());
-        self.window_end = Some((host, conns));
+        let conns = match self.meter.last_count() {
+            Some(c) => c.clone(),
+            None => self.conn_snap(),
+        };
+        self.meter.close(conns);
         self.phase = Phase::Cooldown;
     }
 }
@@ -224,7 +209,7 @@ impl Side for StreamSide {
             self.open_window();
             partial = true;
         }
-        if self.window_end.is_none() {
+        if self.meter.is_open() {
             self.close_window();
             partial = true;
         }
@@ -235,17 +220,16 @@ impl Side for StreamSide {
             .map(|i| self.workers.tcp_info(i))
             .collect();
         let mut notes = std::mem::take(&mut self.notes);
-        let (ws, we) = match (self.window_start.take(), self.window_end.take()) {
-            (Some(s), Some(e)) => (s, e),
-            _ => unreachable!("the window was opened and closed above"),
-        };
+        // Opened and closed above.
+        let window = self.meter.window(final_snap.clone());
+        let (ws, we) = (&window.start, &window.end);
         for (i, e) in ends.iter().enumerate() {
             if let ConnEnd::Failed(msg) = e {
                 notes.push(format!("connection {}: {msg}", self.conns[i].0));
                 partial = true;
             }
         }
-        let window_s = (we.0.at - ws.0.at).as_secs_f64();
+        let window_s = window.seconds();
         let mut directions = Vec::new();
         for dir in [Direction::Forward, Direction::Reverse] {
             let idx: Vec<usize> = (0..self.conns.len())
@@ -288,15 +272,13 @@ impl Side for StreamSide {
                 connections,
             });
         }
-        let measurer = Measurer {
+        let by = Measurer {
             role: self.role,
-            probe: &self.probe,
             engine: self.workers.name(),
             placement: &self.placement,
         };
-        let mut result = measurer.result(window_s, notes, partial);
+        let mut result = self.meter.result(by, &window, window_s, notes, partial);
         result.directions = directions;
-        hostwatch::fill(&mut result, &ws.0, &we.0);
         result
     }
 }
