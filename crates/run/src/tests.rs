@@ -16,6 +16,7 @@ use crate::agent::one_test::{run_started, Conn};
 use crate::control::Link;
 use crate::controller::{Record, Running};
 use crate::kind::stream::{StreamEngine, StreamSide};
+use crate::kind::Workers;
 use crate::side::Side;
 use crate::signals::Interrupt;
 
@@ -40,10 +41,19 @@ impl FakeStream {
     }
 }
 
-impl StreamEngine for FakeStream {
+impl Workers for FakeStream {
     fn name(&self) -> &'static str {
         "fake"
     }
+    fn abort(&self) {
+        self.finish();
+    }
+    fn all_done(&self) -> bool {
+        self.stopped_at.lock().unwrap().is_some()
+    }
+}
+
+impl StreamEngine for FakeStream {
     fn connections(&self) -> usize {
         self.senders.len()
     }
@@ -63,12 +73,6 @@ impl StreamEngine for FakeStream {
             .lock()
             .unwrap()
             .get_or_insert_with(Instant::now);
-    }
-    fn abort(&self) {
-        self.finish();
-    }
-    fn all_done(&self) -> bool {
-        self.stopped_at.lock().unwrap().is_some()
     }
     fn join(&mut self) -> Vec<ConnEnd> {
         vec![ConnEnd::Clean; self.senders.len()]

@@ -77,6 +77,11 @@ impl PpsReceiver {
             .sum()
     }
 
+    /// Receivers end only when stopped (or on an error).
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
     /// Stops every receiver now.
     pub fn abort(&self) {
         self.pool.abort();

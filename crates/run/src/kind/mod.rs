@@ -182,6 +182,35 @@ pub trait Kind: Sync {
     fn summary(&self, spec: &TestSpec, result: &SideResult) -> String;
 }
 
+/// Running workers of any kind and engine: what every side asks of them besides its
+/// kind's own counters (each kind's engine trait adds those).
+pub trait Workers: Send {
+    /// The engine's name, recorded in the result.
+    fn name(&self) -> &'static str;
+    /// Every worker has ended.
+    fn all_done(&self) -> bool;
+    /// Every worker stops now.
+    fn abort(&self);
+}
+
+/// The kernel engine's worker types: their own `all_done` and `abort` answer.
+macro_rules! kernel_workers {
+    ($($t:ty),+) => {$(
+        impl $crate::kind::Workers for $t {
+            fn name(&self) -> &'static str {
+                $crate::kind::KERNEL
+            }
+            fn all_done(&self) -> bool {
+                <$t>::all_done(self)
+            }
+            fn abort(&self) {
+                <$t>::abort(self)
+            }
+        }
+    )+};
+}
+pub(crate) use kernel_workers;
+
 /// The controller's open data endpoints, ready to start.
 pub trait ClientEndpoint {
     /// Starts the workers now: `Start` has just been sent.

@@ -11,27 +11,22 @@ use sonde_engine::Placement;
 use sonde_results::PpsSpec;
 
 use crate::kind::rr::poll_of;
-use crate::kind::{no_engine, KERNEL};
+use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
 
 /// Running senders.
-pub trait TxEngine: Send {
-    fn name(&self) -> &'static str;
+pub trait TxEngine: Workers {
     /// Packets and payload bytes sent so far (monotonic).
     fn counts(&self) -> (u64, u64);
-    fn all_done(&self) -> bool;
-    fn abort(&self);
     /// Packets sent per flow, and the first error a worker met.
     fn join(&mut self) -> (Vec<u64>, Option<String>);
 }
 
 /// Running receivers.
-pub trait RxEngine: Send {
-    fn name(&self) -> &'static str;
+pub trait RxEngine: Workers {
     /// Packets and payload bytes received so far (monotonic).
     fn counts(&self) -> (u64, u64);
     /// Datagrams that were not this test's.
     fn foreign(&self) -> u64;
-    fn abort(&self);
     /// Per-flow accounting, and the first error a worker met.
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>);
 }
@@ -101,18 +96,11 @@ fn kernel_rx(
     Ok(Box::new(PpsReceiver::spawn(sockets, plan)?))
 }
 
+kernel_workers!(PpsSender, PpsReceiver);
+
 impl TxEngine for PpsSender {
-    fn name(&self) -> &'static str {
-        KERNEL
-    }
     fn counts(&self) -> (u64, u64) {
         PpsSender::counts(self)
-    }
-    fn all_done(&self) -> bool {
-        PpsSender::all_done(self)
-    }
-    fn abort(&self) {
-        PpsSender::abort(self)
     }
     fn join(&mut self) -> (Vec<u64>, Option<String>) {
         PpsSender::join(self)
@@ -120,17 +108,11 @@ impl TxEngine for PpsSender {
 }
 
 impl RxEngine for PpsReceiver {
-    fn name(&self) -> &'static str {
-        KERNEL
-    }
     fn counts(&self) -> (u64, u64) {
         PpsReceiver::counts(self)
     }
     fn foreign(&self) -> u64 {
         PpsReceiver::foreign(self)
-    }
-    fn abort(&self) {
-        PpsReceiver::abort(self)
     }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         PpsReceiver::join(self)

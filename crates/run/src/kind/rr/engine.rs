@@ -11,30 +11,24 @@ use sonde_engine::wait::Poll;
 use sonde_engine::Placement;
 use sonde_results::{PollMode, RrSpec};
 
-use crate::kind::{no_engine, KERNEL};
+use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
 
 /// After the last request, how long answers may still arrive.
 pub const DRAIN: Duration = Duration::from_secs(2);
 
 /// Running request workers, seen from the client side.
-pub trait RequestEngine: Send {
-    fn name(&self) -> &'static str;
+pub trait RequestEngine: Workers {
     /// Requests sent and responses received so far (monotonic).
     fn counts(&self) -> (u64, u64);
     /// Histograms handed over since the last call, by interval index.
     fn drain(&self) -> Vec<(u32, Histogram<u64>)>;
-    fn all_done(&self) -> bool;
-    fn abort(&self);
     fn join(&mut self) -> Vec<WorkerEnd>;
 }
 
 /// Running echo workers, seen from the agent's side.
-pub trait EchoEngine: Send {
-    fn name(&self) -> &'static str;
+pub trait EchoEngine: Workers {
     /// Responses sent so far (monotonic).
     fn answered(&self) -> u64;
-    fn all_done(&self) -> bool;
-    fn abort(&self);
     /// Errors the workers met.
     fn join(&mut self) -> Vec<String>;
 }
@@ -128,21 +122,14 @@ fn kernel_server(
     Ok(Box::new(RrServer::spawn(target, plan)?))
 }
 
+kernel_workers!(RrClient, RrServer);
+
 impl RequestEngine for RrClient {
-    fn name(&self) -> &'static str {
-        KERNEL
-    }
     fn counts(&self) -> (u64, u64) {
         RrClient::counts(self)
     }
     fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
         RrClient::drain(self)
-    }
-    fn all_done(&self) -> bool {
-        RrClient::all_done(self)
-    }
-    fn abort(&self) {
-        RrClient::abort(self)
     }
     fn join(&mut self) -> Vec<WorkerEnd> {
         RrClient::join(self)
@@ -150,17 +137,8 @@ impl RequestEngine for RrClient {
 }
 
 impl EchoEngine for RrServer {
-    fn name(&self) -> &'static str {
-        KERNEL
-    }
     fn answered(&self) -> u64 {
         RrServer::answered(self)
-    }
-    fn all_done(&self) -> bool {
-        RrServer::all_done(self)
-    }
-    fn abort(&self) {
-        RrServer::abort(self)
     }
     fn join(&mut self) -> Vec<String> {
         RrServer::join(self)

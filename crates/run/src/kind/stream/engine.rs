@@ -8,12 +8,10 @@ use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, StreamConn, StreamWorkers, TcpInfo};
 
-use crate::kind::{no_engine, KERNEL};
+use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
 
 /// Running stream workers, seen from the side that samples them.
-pub trait StreamEngine: Send {
-    /// The engine's name, recorded in the result.
-    fn name(&self) -> &'static str;
+pub trait StreamEngine: Workers {
     /// Connections, in test-wide index order.
     fn connections(&self) -> usize;
     /// Monotonic (bytes, calls) of connection `i`.
@@ -23,9 +21,6 @@ pub trait StreamEngine: Send {
     fn tcp_info(&self, i: usize) -> Option<TcpInfo>;
     /// Senders half-close and stop; receivers read on until the peer's FIN.
     fn finish(&self);
-    /// Every worker stops now.
-    fn abort(&self);
-    fn all_done(&self) -> bool;
     /// Waits for the workers; how each connection ended, by index.
     fn join(&mut self) -> Vec<ConnEnd>;
 }
@@ -63,10 +58,9 @@ fn kernel(
     )?))
 }
 
+kernel_workers!(StreamWorkers);
+
 impl StreamEngine for StreamWorkers {
-    fn name(&self) -> &'static str {
-        KERNEL
-    }
     fn connections(&self) -> usize {
         StreamWorkers::len(self)
     }
@@ -81,12 +75,6 @@ impl StreamEngine for StreamWorkers {
     }
     fn finish(&self) {
         StreamWorkers::finish(self)
-    }
-    fn abort(&self) {
-        StreamWorkers::abort(self)
-    }
-    fn all_done(&self) -> bool {
-        StreamWorkers::all_done(self)
     }
     fn join(&mut self) -> Vec<ConnEnd> {
         StreamWorkers::join(self)
