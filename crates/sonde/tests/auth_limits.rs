@@ -5,7 +5,6 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -136,12 +135,7 @@ fn garbage_and_idle_connections_while_a_test_runs() {
     let pid = agent.child.id();
     let before = rss_kib(pid);
     let mut real = lab.stream(&agent, &["-P", "2", "-t", "3", "--warmup", "0.3", "--json"]);
-    let real = real
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let real = real.spawn_keeping(Keep::Both);
     std::thread::sleep(Duration::from_millis(500));
     // 200 peers at once from the client namespace: half idle, half sending garbage.
     let port = agent.port.to_string();
@@ -152,11 +146,7 @@ fn garbage_and_idle_connections_while_a_test_runs() {
     );
     let peers = Lab::in_ns(&lab.client, "bash")
         .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_keeping(Keep::Nothing);
     let out = real.wait_with_output().unwrap();
     assert!(
         out.status.success(),

@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -18,11 +17,7 @@ fn agent_killed_mid_test_gives_partial_result_within_two_intervals() {
             "-P", "2", "-t", "20", "--warmup", "0.5", "-i", "1", "--output",
         ],
     );
-    cmd.arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut client = cmd.spawn().unwrap();
+    let mut client = cmd.arg(&out).spawn_keeping(Keep::Nothing);
     std::thread::sleep(Duration::from_millis(2500));
     agent.kill();
     let killed = Instant::now();
@@ -53,10 +48,7 @@ fn agent_serves_next_test_right_after_controller_killed() {
     let Some(lab) = Lab::new() else { return };
     let agent = lab.start_agent();
     let mut cmd = lab.stream(&agent, &["-P", "4", "-t", "20", "--warmup", "0.2"]);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut client = cmd.spawn().unwrap();
+    let mut client = cmd.spawn_keeping(Keep::Nothing);
     std::thread::sleep(Duration::from_millis(1500));
     // `ip netns exec` has exec'd sonde, so this kills the controller itself.
     client.kill().unwrap();
@@ -83,11 +75,7 @@ fn second_controller_is_told_busy() {
             "--warmup",
             "0",
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_keeping(Keep::Nothing);
     std::thread::sleep(Duration::from_millis(700));
     let o = run({
         let mut c = sonde_cmd();
@@ -119,11 +107,7 @@ fn ctrl_c_still_reports_and_saves_a_partial_result() {
             "--output",
         ])
         .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_keeping(Keep::Stdout);
     std::thread::sleep(Duration::from_millis(1800));
     // SAFETY: signals our own child.
     unsafe { libc::kill(client.id() as libc::pid_t, libc::SIGINT) };
@@ -148,11 +132,7 @@ fn link_down_mid_test_ends_the_client_within_two_intervals() {
         &agent,
         &["-t", "20", "--warmup", "0.3", "-i", "0.5", "--output"],
     );
-    cmd.arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut client = cmd.spawn().unwrap();
+    let mut client = cmd.arg(&out).spawn_keeping(Keep::Nothing);
     std::thread::sleep(Duration::from_millis(2000));
     lab.client_cmd("ip", &["link", "set", &lab.client_if, "down"]);
     let down = Instant::now();

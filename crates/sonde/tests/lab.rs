@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -25,11 +25,7 @@ fn lab_runs_and_cleans_up() {
     let child = sonde_cmd()
         .args(["lab", "-t", "1", "--output-dir"])
         .arg(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_keeping(Keep::Both);
     let pid = child.id();
     let o = child.wait_with_output().unwrap();
     let text = stdout(&o);
@@ -54,11 +50,7 @@ fn lab_interrupted_still_cleans_up() {
     let Some(_probe) = Lab::new() else { return };
     let mut child = sonde_cmd()
         .args(["lab", "-t", "10"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_keeping(Keep::Nothing);
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(

@@ -148,11 +148,7 @@ fn a_suite_stores_every_run_and_resumes_after_an_interruption() {
             "--db",
             db.to_str().unwrap(),
         ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_keeping(Keep::Stdout);
     std::thread::sleep(std::time::Duration::from_millis(1300));
     // SAFETY: signals our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };

@@ -111,12 +111,7 @@ fn tune_on_a_test_is_restored_after_ctrl_c() {
         "ping",
         &["--tune", "latency", "-t", "20", "--warmup", "0.2"],
     );
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.spawn_keeping(Keep::Nothing);
     std::thread::sleep(std::time::Duration::from_millis(1200));
     assert_eq!(
         read_in(&lab.client, &napi),

@@ -327,12 +327,7 @@ pub struct Agent {
 
 impl Agent {
     pub fn start(mut cmd: Command) -> Agent {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = cmd.spawn_keeping(Keep::Stdout);
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -423,6 +418,30 @@ pub fn sonde_into<S: AsRef<std::ffi::OsStr>>(db: &Path, args: &[S]) -> Output {
     let mut c = sonde_cmd();
     c.args(args).env("SONDE_DB", db);
     run(c)
+}
+
+/// What a test process started in the background keeps of its output (stdin is closed).
+#[derive(Clone, Copy)]
+pub enum Keep {
+    Nothing,
+    Stdout,
+    Both,
+}
+
+pub trait SpawnKeeping {
+    /// Starts the command with stdin closed and only `keep` of its output piped.
+    fn spawn_keeping(&mut self, keep: Keep) -> Child;
+}
+
+impl SpawnKeeping for Command {
+    fn spawn_keeping(&mut self, keep: Keep) -> Child {
+        let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::null() };
+        self.stdin(Stdio::null())
+            .stdout(piped(!matches!(keep, Keep::Nothing)))
+            .stderr(piped(matches!(keep, Keep::Both)))
+            .spawn()
+            .unwrap()
+    }
 }
 
 pub fn run(mut cmd: Command) -> Output {

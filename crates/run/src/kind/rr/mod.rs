@@ -95,7 +95,10 @@ impl Kind for RequestResponse {
                     let (s, _) = super::connect_data(to, &nodelay(), index)?;
                     (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
                 }
-                Transport::Udp => (RrSocket::Udp(super::connect_udp(to.addr, index)?), Vec::new()),
+                Transport::Udp => (
+                    RrSocket::Udp(super::connect_udp(to.addr, index)?),
+                    Vec::new(),
+                ),
             };
             applied.extend(busy_poll(r, sock.fd()));
             if index == 0 {
