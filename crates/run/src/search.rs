@@ -269,9 +269,7 @@ mod tests {
                 usage: None,
                 process_cpu_s: None,
             },
-            nic: None,
-            interrupts: None,
-            notes: vec![],
+            counted: Default::default(),
         }
     }
 

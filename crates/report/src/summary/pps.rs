@@ -74,10 +74,10 @@ pub fn pps(doc: &Document) -> String {
                     format!("{:.1}%", c.host.busy_percent())
                 }),
                 opt(s.cpu.process_cpu_s, |v| format!("{v:.2}")),
-                opt(s.nic.as_ref(), |n| {
+                opt(s.counted.nic.as_ref(), |n| {
                     format!("{} / {}", n.rx_packets, n.tx_packets)
                 }),
-                opt(s.nic.as_ref(), |n| {
+                opt(s.counted.nic.as_ref(), |n| {
                     format!("{} / {}", n.rx_dropped, n.tx_dropped)
                 }),
             ]);
@@ -115,7 +115,7 @@ pub fn pps(doc: &Document) -> String {
         ));
     }
     for side in [&p.sender, &p.receiver].into_iter().flatten() {
-        for n in &side.notes {
+        for n in &side.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", side.by.measured_by.as_str()));
         }
     }

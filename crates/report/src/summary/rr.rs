@@ -133,7 +133,7 @@ pub fn rr(doc: &Document) -> String {
     }
     out.push('\n');
     for s in [&e.client, &e.server].into_iter().flatten() {
-        for n in &s.notes {
+        for n in &s.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }
     }

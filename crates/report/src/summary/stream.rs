@@ -98,20 +98,20 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
             "cycles/byte (host)",
             opt(e.cycles_per_byte, |v| format!("{v:.2}")),
         ),
-        ("NIC", opt(e.nic.as_ref(), |n| n.iface.clone())),
+        ("NIC", opt(e.counted.nic.as_ref(), |n| n.iface.clone())),
         (
             "NIC packets rx / tx",
-            opt(e.nic.as_ref(), |n| {
+            opt(e.counted.nic.as_ref(), |n| {
                 format!("{} / {}", n.rx_packets, n.tx_packets)
             }),
         ),
         (
             "NIC drops rx / tx",
-            opt(e.nic.as_ref(), |n| {
+            opt(e.counted.nic.as_ref(), |n| {
                 format!("{} / {}", n.rx_dropped, n.tx_dropped)
             }),
         ),
-        ("NIC interrupts", opt(e.interrupts, |v| v.to_string())),
+        ("NIC interrupts", opt(e.counted.interrupts, |v| v.to_string())),
     ]
 }
 
@@ -160,7 +160,7 @@ pub fn stream(doc: &Document) -> String {
     ));
     let mut notes: Vec<String> = Vec::new();
     for (_, s) in &sides {
-        for n in &s.notes {
+        for n in &s.counted.notes {
             let n = format!("{}: {n}", s.by.measured_by.as_str());
             if !notes.contains(&n) {
                 notes.push(n);

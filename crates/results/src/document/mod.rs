@@ -13,7 +13,7 @@ pub use stream::{ConnectionSpread, DirectionEnd, EndSide, Retransmits};
 use serde::{Deserialize, Serialize};
 
 use crate::latency::LatencySummary;
-use crate::side::{CpuUsage, HostInfo, IntervalSample, Role, SideResult};
+use crate::side::{CpuUsage, HostInfo, IntervalSample, NicCounters, Role, SideResult};
 use crate::spec::TestSpec;
 
 /// Bumped on any change a parser of the document could notice.
@@ -105,6 +105,26 @@ pub struct MeasuredBy {
     /// Worker threads of this side, and the CPUs they were pinned to (`None`: not pinned).
     pub threads: u32,
     pub pinned_cpus: Option<Vec<usize>>,
+}
+
+/// What the host itself counted over an end side's window (its NIC, its interrupts), and
+/// what the side noted: the part every kind's end sides share after their own figures
+/// (flattened: the JSON names are the fields' own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostCounted {
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+impl HostCounted {
+    fn of(side: &SideResult) -> HostCounted {
+        HostCounted {
+            nic: side.nic.clone(),
+            interrupts: side.interrupts,
+            notes: side.notes.clone(),
+        }
+    }
 }
 
 impl CpuFigures {

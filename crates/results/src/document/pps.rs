@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    paired, per_second, CpuFigures, Document, End, Inputs, IntervalFigures, IntervalSide,
+    paired, per_second, CpuFigures, Document, HostCounted, End, Inputs, IntervalFigures, IntervalSide,
     MeasuredBy, SideTotals,
 };
-use crate::side::{IntervalSample, NicCounters, Role, SideResult};
+use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::PpsSpec;
 
 /// One side of a packet-rate test.
@@ -25,9 +25,8 @@ pub struct PpsEndSide {
     /// Over the whole test: sent, or distinct packets received.
     pub total_packets: u64,
     pub cpu: CpuFigures,
-    pub nic: Option<NicCounters>,
-    pub interrupts: Option<u64>,
-    pub notes: Vec<String>,
+    #[serde(flatten)]
+    pub counted: HostCounted,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,9 +100,7 @@ fn end_side(side: &SideResult) -> Option<PpsEndSide> {
         bits_per_second: per_s(p.packets as f64 * p.size_bytes as f64 * 8.0),
         total_packets: p.per_flow.iter().sum(),
         cpu: CpuFigures::of(side),
-        nic: side.nic.clone(),
-        interrupts: side.interrupts,
-        notes: side.notes.clone(),
+        counted: HostCounted::of(side),
     })
 }
 

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{paired, per_second, CpuFigures, Document, End, Inputs, IntervalFigures, MeasuredBy};
-use crate::side::{NicCounters, Role, SideResult};
+use super::{paired, per_second, CpuFigures, Document, HostCounted, End, Inputs, IntervalFigures, MeasuredBy};
+use crate::side::{Role, SideResult};
 use crate::spec::{RrSpec, Transport};
 
 /// `end.client` / `end.server` of a request/response test.
@@ -24,9 +24,8 @@ pub struct RrEndSide {
     pub cpu_us_per_message: Option<f64>,
     pub socket_options: Vec<String>,
     pub tcp_retransmits: Option<u64>,
-    pub nic: Option<NicCounters>,
-    pub interrupts: Option<u64>,
-    pub notes: Vec<String>,
+    #[serde(flatten)]
+    pub counted: HostCounted,
 }
 
 pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> Document {
@@ -85,8 +84,6 @@ fn end_side(side: &SideResult) -> Option<RrEndSide> {
             .map(|c| c * 1e6 / rr.messages as f64),
         socket_options: rr.socket_options.clone(),
         tcp_retransmits: side.tcp_retransmits,
-        nic: side.nic.clone(),
-        interrupts: side.interrupts,
-        notes: side.notes.clone(),
+        counted: HostCounted::of(side),
     })
 }

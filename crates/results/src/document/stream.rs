@@ -4,11 +4,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    paired, per_second, CpuFigures, Document, End, Inputs, IntervalFigures, IntervalPair,
+    paired, per_second, CpuFigures, Document, HostCounted, End, Inputs, IntervalFigures, IntervalPair,
     IntervalSide, MeasuredBy, SideTotals,
 };
 use crate::side::{
-    ConnectionResult, DirectionResult, IntervalSample, NicCounters, Role, SideResult, Transfer,
+    ConnectionResult, DirectionResult, IntervalSample, Role, SideResult, Transfer,
 };
 use crate::spec::{Direction, StreamSpec};
 use crate::stats::{bits_per_second, mean_stddev};
@@ -53,9 +53,8 @@ pub struct EndSide {
     pub cycles_per_byte: Option<f64>,
     /// NIC packets per second in this side's direction of transfer (tx for a sender).
     pub packets_per_second: Option<f64>,
-    pub nic: Option<NicCounters>,
-    pub interrupts: Option<u64>,
-    pub notes: Vec<String>,
+    #[serde(flatten)]
+    pub counted: HostCounted,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -153,9 +152,7 @@ fn end_side(side: &SideResult, dir: Direction, transfer: Transfer) -> Option<End
         cpu: CpuFigures::of(side),
         cycles_per_byte,
         packets_per_second,
-        nic: side.nic.clone(),
-        interrupts: side.interrupts,
-        notes: side.notes.clone(),
+        counted: HostCounted::of(side),
     })
 }
 
