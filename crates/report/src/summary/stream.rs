@@ -111,7 +111,10 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
                 format!("{} / {}", n.rx_dropped, n.tx_dropped)
             }),
         ),
-        ("NIC interrupts", opt(e.counted.interrupts, |v| v.to_string())),
+        (
+            "NIC interrupts",
+            opt(e.counted.interrupts, |v| v.to_string()),
+        ),
     ]
 }
 

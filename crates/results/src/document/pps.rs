@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    paired, per_second, CpuFigures, Document, HostCounted, End, Inputs, IntervalFigures, IntervalSide,
-    MeasuredBy, SideTotals,
+    paired, per_second, CpuFigures, Document, End, HostCounted, Inputs, IntervalFigures,
+    IntervalSide, MeasuredBy, SideTotals,
 };
 use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::PpsSpec;

@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{paired, per_second, CpuFigures, Document, HostCounted, End, Inputs, IntervalFigures, MeasuredBy};
+use super::{
+    paired, per_second, CpuFigures, Document, End, HostCounted, Inputs, IntervalFigures, MeasuredBy,
+};
 use crate::side::{Role, SideResult};
 use crate::spec::{RrSpec, Transport};
 

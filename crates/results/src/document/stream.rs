@@ -4,12 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    paired, per_second, CpuFigures, Document, HostCounted, End, Inputs, IntervalFigures, IntervalPair,
-    IntervalSide, MeasuredBy, SideTotals,
+    paired, per_second, CpuFigures, Document, End, HostCounted, Inputs, IntervalFigures,
+    IntervalPair, IntervalSide, MeasuredBy, SideTotals,
 };
-use crate::side::{
-    ConnectionResult, DirectionResult, IntervalSample, Role, SideResult, Transfer,
-};
+use crate::side::{ConnectionResult, DirectionResult, IntervalSample, Role, SideResult, Transfer};
 use crate::spec::{Direction, StreamSpec};
 use crate::stats::{bits_per_second, mean_stddev};
 

@@ -45,13 +45,43 @@ fn busy_poll(spec: &RrSpec, fd: std::os::fd::RawFd) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The workers of one end: as asked, else the request/response default.
-fn placement(threads: Option<u32>, cpus: Option<Vec<usize>>, units: usize) -> Placement {
+/// The workers of `role`'s end over `units` sockets: as asked, else the
+/// request/response default.
+fn placement(spec: &RrSpec, role: Role, units: usize) -> Placement {
+    let ex = &spec.execution;
+    let threads = role.pick(spec.client_threads, spec.server_threads);
+    let cpus = role.pick(&ex.client_cpus, &ex.server_cpus).clone();
     Placement::new(
         worker_threads(Work::RequestResponse, threads, units),
         cpus,
         units,
     )
+}
+
+/// Starts `role`'s workers over `units` sockets (`start` gets their placement and the
+/// test's clock) and the side that measures them.
+fn start_side(
+    spec: &RrSpec,
+    role: Role,
+    units: usize,
+    start: impl FnOnce(Placement, Instant) -> io::Result<Engine>,
+    probe: HostProbe,
+    socket_options: Vec<String>,
+) -> io::Result<Box<dyn Side>> {
+    let started = Instant::now();
+    let placement = placement(spec, role, units);
+    let engine = start(placement.clone(), started)?;
+    Ok(Box::new(RrSide::new(
+        spec,
+        Parts {
+            engine,
+            started,
+            probe,
+            placement,
+            notes: Vec::new(),
+            socket_options,
+        },
+    )))
 }
 
 impl Kind for RequestResponse {
@@ -66,8 +96,7 @@ impl Kind for RequestResponse {
 
     fn workers(&self, spec: &TestSpec, role: Role) -> usize {
         let r = spec_of(spec);
-        let threads = role.pick(r.client_threads, r.server_threads);
-        worker_threads(Work::RequestResponse, threads, r.connections as usize)
+        placement(r, role, r.connections as usize).threads
     }
 
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
@@ -156,25 +185,11 @@ impl ClientEndpoint for Opened {
             target,
             options,
         } = *self;
-        let started = Instant::now();
         let units = spec.connections as usize;
-        let placement = placement(
-            spec.client_threads,
-            spec.execution.client_cpus.clone(),
-            units,
-        );
-        let engine = engine::client(&spec, target, placement.clone(), started)?;
-        Ok(Box::new(RrSide::new(
-            &spec,
-            Parts {
-                engine: Engine::Client(engine),
-                started,
-                probe,
-                placement,
-                notes: Vec::new(),
-                socket_options: options,
-            },
-        )))
+        let start = |placement, started| {
+            engine::client(&spec, target, placement, started).map(Engine::Client)
+        };
+        start_side(&spec, Role::Client, units, start, probe, options)
     }
 }
 
@@ -237,27 +252,13 @@ impl ServerEndpoint for Listening {
                 ServerTarget::Sockets(socks)
             }
         };
-        let started = Instant::now();
         let units = match &target {
             ServerTarget::Sockets(s) => s.len(),
             _ => 1,
         };
-        let placement = placement(
-            spec.server_threads,
-            spec.execution.server_cpus.clone(),
-            units,
-        );
-        let engine = engine::server(&spec, target, placement.clone(), started)?;
-        Ok(Box::new(RrSide::new(
-            &spec,
-            Parts {
-                engine: Engine::Server(engine),
-                started,
-                probe,
-                placement,
-                notes: Vec::new(),
-                socket_options: options,
-            },
-        )))
+        let start = |placement, started| {
+            engine::server(&spec, target, placement, started).map(Engine::Server)
+        };
+        start_side(&spec, Role::Server, units, start, probe, options)
     }
 }
