@@ -124,12 +124,7 @@ impl AgentSession {
 
     /// The test is prepared: tell the controller where to connect.
     pub fn ready(&mut self, data_port: u16, cookie: u64, now: Instant) -> Result<(), ProtoError> {
-        if self.state != State::Configuring {
-            return Err(ProtoError::InvalidCall {
-                action: "send Ready",
-                state: self.state.doing(),
-            });
-        }
+        self.allow(self.state == State::Configuring, "send Ready")?;
         self.queue(&Message::Ready { data_port, cookie })?;
         self.state = State::AwaitStart;
         self.wire.deadline = Some(now + self.timeouts.setup);
@@ -142,22 +137,15 @@ impl AgentSession {
     }
 
     pub fn send_interval(&mut self, sample: IntervalSample) -> Result<(), ProtoError> {
-        if !matches!(self.state, State::Running | State::Finishing) {
-            return Err(ProtoError::InvalidCall {
-                action: "send an interval",
-                state: self.state.doing(),
-            });
-        }
+        self.allow(
+            matches!(self.state, State::Running | State::Finishing),
+            "send an interval",
+        )?;
         self.queue(&Message::Interval { sample })
     }
 
     pub fn send_results(&mut self, side: SideResult) -> Result<(), ProtoError> {
-        if self.state != State::Finishing {
-            return Err(ProtoError::InvalidCall {
-                action: "send results",
-                state: self.state.doing(),
-            });
-        }
+        self.allow(self.state == State::Finishing, "send results")?;
         self.queue(&Message::Results {
             side: Box::new(side),
         })?;

@@ -117,12 +117,7 @@ impl ClientSession {
 
     /// Data connections are open: tell the agent to start its clock.
     pub fn start(&mut self, now: Instant) -> Result<(), ProtoError> {
-        if self.state != State::Ready {
-            return Err(ProtoError::InvalidCall {
-                action: "start",
-                state: self.state.doing(),
-            });
-        }
+        self.allow(self.state == State::Ready, "start")?;
         self.queue(&Message::Start);
         self.state = State::Running;
         // The agent is silent through warm-up; its first sample comes one interval later.
@@ -135,12 +130,7 @@ impl ClientSession {
 
     /// Our part is over: ask for the agent's results.
     pub fn stop(&mut self, now: Instant) -> Result<(), ProtoError> {
-        if self.state != State::Running {
-            return Err(ProtoError::InvalidCall {
-                action: "stop",
-                state: self.state.doing(),
-            });
-        }
+        self.allow(self.state == State::Running, "stop")?;
         self.queue(&Message::Stop);
         self.state = State::AwaitResults;
         self.wire.deadline = Some(now + self.timeouts.results);

@@ -51,12 +51,7 @@ pub trait Session: Machine {
 
     /// Bytes from the peer: each whole frame goes to the state machine.
     fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtoError> {
-        if !self.reading() {
-            return Err(ProtoError::InvalidCall {
-                action: "read",
-                state: self.doing(),
-            });
-        }
+        self.allow(self.reading(), "read")?;
         self.wire().decoder.push(bytes);
         while self.reading() {
             let msg = match self.wire().decoder.next_message() {
@@ -109,5 +104,16 @@ mod machine {
         /// Moves to the failed state; returns the error.
         fn fail(&mut self, e: ProtoError) -> Result<(), ProtoError>;
         fn handle_message(&mut self, msg: Message, now: Instant) -> Result<(), ProtoError>;
+
+        /// Refuses the caller's `action` unless the session's state allows it (`ok`).
+        fn allow(&self, ok: bool, action: &'static str) -> Result<(), ProtoError> {
+            if ok {
+                return Ok(());
+            }
+            Err(ProtoError::InvalidCall {
+                action,
+                state: self.doing(),
+            })
+        }
     }
 }
