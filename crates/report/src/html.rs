@@ -9,6 +9,16 @@ use sonde_results::compare::Comparison;
 use sonde_results::inventory::cpu_list;
 use sonde_results::Document;
 
+/// What a report is made of: its title, when, the runs, and the comparison between two
+/// labelled groups of them, if they form two.
+#[derive(Clone, Copy)]
+pub struct Report<'a> {
+    pub title: &'a str,
+    pub generated_at: &'a str,
+    pub runs: &'a [ReportRun<'a>],
+    pub comparison: Option<(&'a str, &'a str, &'a [Comparison])>,
+}
+
 /// A run as the report sees it.
 pub struct ReportRun<'a> {
     pub id: i64,
@@ -265,13 +275,14 @@ fn headline_rows(runs: &[ReportRun<'_>]) -> String {
     o
 }
 
-/// The report; `comparison` is present when the runs form two labelled groups.
-pub fn render(
-    title: &str,
-    generated_at: &str,
-    runs: &[ReportRun<'_>],
-    comparison: Option<(&str, &str, &[Comparison])>,
-) -> String {
+/// The report in HTML.
+pub fn render(report: &Report<'_>) -> String {
+    let Report {
+        title,
+        generated_at,
+        runs,
+        comparison,
+    } = *report;
     let mut o = String::new();
     o.push_str("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/>");
     o.push_str(&format!("<title>{}</title>", esc(title)));
@@ -391,12 +402,13 @@ pub fn render(
 }
 
 /// The same sections in Markdown, tables instead of charts.
-pub fn markdown(
-    title: &str,
-    generated_at: &str,
-    runs: &[ReportRun<'_>],
-    comparison: Option<(&str, &str, &[Comparison])>,
-) -> String {
+pub fn markdown(report: &Report<'_>) -> String {
+    let Report {
+        title,
+        generated_at,
+        runs,
+        comparison,
+    } = *report;
     let mut o = format!("# {title}\n\n## Purpose and summary\n\nMeasurements made with sonde, {} run(s), report generated {generated_at}.\n\n| run | test | metric | value |\n| --- | --- | --- | ---: |\n", runs.len());
     for r in runs {
         for (m, v, _) in sonde_results::compare::metrics(r.doc) {

@@ -143,9 +143,15 @@ pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
     let cmp_ref = cmp.as_ref().map(|(x, y, c)| (*x, *y, c.as_slice()));
+    let report = sonde_report::html::Report {
+        title: &a.title,
+        generated_at: &when,
+        runs: &runs,
+        comparison: cmp_ref,
+    };
     let text = match a.output.extension().and_then(|e| e.to_str()) {
-        Some("md") => sonde_report::html::markdown(&a.title, &when, &runs, cmp_ref),
-        Some("html") | Some("htm") => sonde_report::html::render(&a.title, &when, &runs, cmp_ref),
+        Some("md") => sonde_report::html::markdown(&report),
+        Some("html") | Some("htm") => sonde_report::html::render(&report),
         _ => anyhow::bail!("-o {}: the report is .html or .md", a.output.display()),
     };
     crate::measure::write_atomically(&a.output, text.as_bytes())?;

@@ -13,7 +13,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use sonde_results::Document;
 
 use crate::units::{bits_per_second, opt};
-use rr::us;
+use rr::{cpu_per_message, us};
 
 /// What ends every summary: the shared host, and whether the result is partial.
 fn footer(e: &sonde_results::document::End) -> String {
@@ -130,12 +130,8 @@ pub fn lab(results: &[(String, Document)]) -> String {
                 opt(l, |l| us(l.p50)),
                 opt(l, |l| us(l.p99)),
                 opt(l, |l| us(l.p999)),
-                opt(e.client.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
-                    format!("{v:.2}")
-                }),
-                opt(e.server.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
-                    format!("{v:.2}")
-                }),
+                cpu_per_message(e.client.as_ref()),
+                cpu_per_message(e.server.as_ref()),
                 status(e),
             ]);
         }

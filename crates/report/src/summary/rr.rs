@@ -2,6 +2,7 @@
 //! table comparing receive modes.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use sonde_results::document::RrEndSide;
 use sonde_results::{Document, TestSpec};
 
 use super::footer;
@@ -12,6 +13,13 @@ pub(super) fn us(ns: u64) -> String {
 }
 
 /// The line printed before a ping or rpc test starts.
+/// A side's CPU microseconds per message, as the tables show it.
+pub(super) fn cpu_per_message(side: Option<&RrEndSide>) -> String {
+    opt(side.and_then(|s| s.cpu_us_per_message), |v| {
+        format!("{v:.2}")
+    })
+}
+
 pub fn rr_heading(spec: &TestSpec, host: &str, port: u16) -> String {
     match spec {
         TestSpec::Ping(r) | TestSpec::Rpc(r) => format!(
@@ -165,12 +173,8 @@ pub fn poll_comparison(docs: &[Document]) -> String {
             opt(l, |l| us(l.p99)),
             opt(l, |l| us(l.p999)),
             opt(l, |l| us(l.max)),
-            opt(e.client.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
-                format!("{v:.2}")
-            }),
-            opt(e.server.as_ref().and_then(|c| c.cpu_us_per_message), |v| {
-                format!("{v:.2}")
-            }),
+            cpu_per_message(e.client.as_ref()),
+            cpu_per_message(e.server.as_ref()),
         ]);
     }
     format!("\n== receive modes compared ==\n{table}\n")
