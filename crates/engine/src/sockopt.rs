@@ -21,7 +21,7 @@ pub struct SocketOptions {
 pub fn apply(sock: &SockRef<'_>, opts: &SocketOptions) -> io::Result<Vec<String>> {
     let mut notes = Vec::new();
     if let Some(cc) = &opts.congestion {
-        set_congestion(sock.as_raw_fd(), cc).map_err(|e| {
+        sock.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("congestion control '{cc}' is not available: {e}"),
@@ -48,43 +48,13 @@ pub fn apply(sock: &SockRef<'_>, opts: &SocketOptions) -> io::Result<Vec<String>
     Ok(notes)
 }
 
-fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
-    // SAFETY: passes a pointer and length of a live byte slice.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// The congestion control algorithm a socket uses.
 pub fn congestion(fd: RawFd) -> Option<String> {
-    let mut buf = [0u8; 32];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into buf.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return None;
-    }
-    let s = &buf[..len as usize];
-    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-    Some(String::from_utf8_lossy(&s[..end]).into_owned())
+    // SAFETY: the caller's descriptor outlives this borrow.
+    let sock = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let name = SockRef::from(&sock).tcp_congestion().ok()?;
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Some(String::from_utf8_lossy(&name[..end]).into_owned())
 }
 
 /// Connects with the options set first, within `timeout`.
