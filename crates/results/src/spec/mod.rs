@@ -269,6 +269,14 @@ fn check_threads(client: Option<u32>, server: Option<u32>) -> Result<(), SpecErr
     Ok(())
 }
 
+/// The default spec with one change: a refusal case.
+#[cfg(test)]
+fn with<S: Default>(tweak: &dyn Fn(&mut S)) -> S {
+    let mut s = S::default();
+    tweak(&mut s);
+    s
+}
+
 /// Refusals of a kind's spec, each naming its flag: `(spec, flag)` pairs.
 #[cfg(test)]
 fn assert_refused<S: std::fmt::Debug>(

@@ -113,17 +113,12 @@ impl PpsSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::assert_refused;
+    use super::super::{assert_refused, with};
     use super::*;
 
     #[test]
     fn pps_refusals_name_the_flag() {
-        let d = PpsSpec::default();
-        let with = |f: &dyn Fn(&mut PpsSpec)| {
-            let mut s = d.clone();
-            f(&mut s);
-            s
-        };
+        let with = with::<PpsSpec>;
         let cases = vec![
             (with(&|s| s.size_bytes = 57), "--size"),
             (with(&|s| s.size_bytes = 10_000), "--size"),

@@ -155,17 +155,13 @@ impl RrSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{assert_refused, TestSpec};
+    use super::super::{assert_refused, with, TestSpec};
     use super::*;
 
     #[test]
     fn rr_refusals_name_the_flag() {
         let d = RrSpec::default();
-        let with = |f: &dyn Fn(&mut RrSpec)| {
-            let mut s = d.clone();
-            f(&mut s);
-            s
-        };
+        let with = with::<RrSpec>;
         let udp = |s: &mut RrSpec| s.transport = Transport::Udp;
         let cases = vec![
             (with(&|s| s.window = 0), "--window"),

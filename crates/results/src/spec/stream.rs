@@ -126,7 +126,7 @@ impl StreamSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{assert_refused, TestSpec};
+    use super::super::{assert_refused, with, TestSpec};
     use super::*;
 
     #[test]
@@ -140,12 +140,7 @@ mod tests {
 
     #[test]
     fn refusals_name_the_flag() {
-        let d = StreamSpec::default();
-        let with = |f: &dyn Fn(&mut StreamSpec)| {
-            let mut s = d.clone();
-            f(&mut s);
-            s
-        };
+        let with = with::<StreamSpec>;
         let cases = vec![
             (with(&|s| s.connections = 0), "--connections"),
             (with(&|s| s.connections = 5000), "--connections"),
