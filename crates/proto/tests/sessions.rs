@@ -9,6 +9,17 @@ use sonde_proto::{
 };
 use sonde_results::{Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
 
+/// A controller's Hello frame with this magic and version.
+fn hello(magic: &str, version: u32) -> Vec<u8> {
+    encode(&Message::Hello {
+        magic: magic.into(),
+        version,
+        software: "s".into(),
+        command: "c".into(),
+    })
+    .unwrap()
+}
+
 fn spec() -> TestSpec {
     TestSpec::Stream(StreamSpec {
         connections: 4,
@@ -316,13 +327,7 @@ fn version_mismatch_is_typed_on_both_sides() {
     let t0 = Instant::now();
     // A controller from the future says version 2.
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    let hello = encode(&Message::Hello {
-        magic: "netsonde".into(),
-        version: 2,
-        software: "s".into(),
-        command: "c".into(),
-    })
-    .unwrap();
+    let hello = hello("netsonde", 2);
     assert_eq!(
         a.handle_bytes(&hello, t0),
         Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 })
@@ -355,13 +360,7 @@ fn version_mismatch_is_typed_on_both_sides() {
 fn bad_magic_and_missing_capability() {
     let t0 = Instant::now();
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    let hello = encode(&Message::Hello {
-        magic: "iperf".into(),
-        version: 1,
-        software: "s".into(),
-        command: "c".into(),
-    })
-    .unwrap();
+    let hello = hello("iperf", 1);
     assert_eq!(a.handle_bytes(&hello, t0), Err(ProtoError::BadMagic));
 
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
@@ -508,17 +507,7 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
 
     // A controller that skips Auth and sends Setup is refused, not set up.
     let mut a = keyed_agent(t0);
-    a.handle_bytes(
-        &encode(&Message::Hello {
-            magic: "netsonde".into(),
-            version: 1,
-            software: "s".into(),
-            command: "c".into(),
-        })
-        .unwrap(),
-        t0,
-    )
-    .unwrap();
+    a.handle_bytes(&hello("netsonde", 1), t0).unwrap();
     let r = a.handle_bytes(&encode(&Message::Setup { spec: spec() }).unwrap(), t0);
     assert_eq!(r, Err(ProtoError::Peer(PeerError::AuthRequired)));
     assert!(a.is_done());
