@@ -391,15 +391,7 @@ fn accept_loop(
             continue;
         }
         shared.maybe_stall();
-        let mut left = p.response_bytes;
-        while left > 0 {
-            // SAFETY: buf is live for its length.
-            let r = unsafe { libc::send(fd, buf.as_ptr().cast(), left, libc::MSG_NOSIGNAL) };
-            if r <= 0 {
-                break;
-            }
-            left -= r as usize;
-        }
+        wait::send_blocking(fd, &buf, p.response_bytes);
         shared.count(k);
         // The client closes first, so its side, not ours, holds TIME_WAIT.
         let _ = wait::recv(fd, &mut buf, false);

@@ -111,6 +111,20 @@ pub fn recv(fd: RawFd, buf: &mut [u8], dontwait: bool) -> io::Result<Recv> {
     }
 }
 
+/// Sends `len` bytes of `buf`'s start on a blocking socket, for connect-per-request
+/// exchanges; stops quietly at the first error (the exchange then fails on its read).
+pub fn send_blocking(fd: RawFd, buf: &[u8], len: usize) {
+    let mut left = len.min(buf.len());
+    while left > 0 {
+        // SAFETY: buf is live for at least `left` bytes.
+        let r = unsafe { libc::send(fd, buf.as_ptr().cast(), left, libc::MSG_NOSIGNAL) };
+        if r <= 0 {
+            return;
+        }
+        left -= r as usize;
+    }
+}
+
 /// Sends without blocking; `Ok(0)` when the socket buffer is full.
 #[inline]
 pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {

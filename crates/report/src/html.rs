@@ -276,13 +276,8 @@ fn headline_rows(runs: &[ReportRun<'_>]) -> String {
 }
 
 /// The report in HTML.
-pub fn render(report: &Report<'_>) -> String {
-    let Report {
-        title,
-        generated_at,
-        runs,
-        comparison,
-    } = *report;
+pub fn render(r: &Report<'_>) -> String {
+    let (title, generated_at, runs, comparison) = (r.title, r.generated_at, r.runs, r.comparison);
     let mut o = String::new();
     o.push_str("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/>");
     o.push_str(&format!("<title>{}</title>", esc(title)));
@@ -402,13 +397,8 @@ pub fn render(report: &Report<'_>) -> String {
 }
 
 /// The same sections in Markdown, tables instead of charts.
-pub fn markdown(report: &Report<'_>) -> String {
-    let Report {
-        title,
-        generated_at,
-        runs,
-        comparison,
-    } = *report;
+pub fn markdown(r: &Report<'_>) -> String {
+    let (title, generated_at, runs, comparison) = (r.title, r.generated_at, r.runs, r.comparison);
     let mut o = format!("# {title}\n\n## Purpose and summary\n\nMeasurements made with sonde, {} run(s), report generated {generated_at}.\n\n| run | test | metric | value |\n| --- | --- | --- | ---: |\n", runs.len());
     for r in runs {
         for (m, v, _) in sonde_results::compare::metrics(r.doc) {

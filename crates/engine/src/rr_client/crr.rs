@@ -34,15 +34,7 @@ pub(super) fn run(
         counters.add_to(SENT, 1);
         let fd = s.as_raw_fd();
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let mut left = p.request_bytes;
-        while left > 0 {
-            // SAFETY: buf is live for its length.
-            let r = unsafe { libc::send(fd, buf.as_ptr().cast(), left, libc::MSG_NOSIGNAL) };
-            if r <= 0 {
-                break;
-            }
-            left -= r as usize;
-        }
+        wait::send_blocking(fd, &buf, p.request_bytes);
         let mut got = 0;
         while got < p.response_bytes {
             match wait::recv(fd, &mut buf[..p.response_bytes - got], false) {
