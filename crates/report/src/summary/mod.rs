@@ -53,6 +53,13 @@ fn one_host_line(e: &sonde_results::document::End) -> String {
 }
 
 /// One row per measurement of `sonde lab`: throughput tests, then request/response tests.
+/// A table in the summaries' style with this header.
+pub(crate) fn table(header: impl Into<comfy_table::Row>) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(header);
+    t
+}
+
 pub fn lab(results: &[(String, Document)]) -> String {
     let status = |e: &sonde_results::document::End| {
         if e.partial {
@@ -61,8 +68,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
             "ok".into()
         }
     };
-    let mut stream = Table::new();
-    stream.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+    let mut stream = table(vec![
         "throughput",
         "sent (client)",
         "received (server)",
@@ -71,8 +77,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "cycles/byte",
         "status",
     ]);
-    let mut packets = Table::new();
-    packets.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+    let mut packets = table(vec![
         "packet rate",
         "sent pps (client)",
         "received pps (server)",
@@ -80,8 +85,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "socket drops",
         "status",
     ]);
-    let mut rr = Table::new();
-    rr.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+    let mut rr = table(vec![
         "request/response",
         "messages/s",
         "RTT p50 us",
@@ -146,8 +150,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
 }
 /// `sonde results list`: one row per stored run.
 pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+    let mut t = table(vec![
         "run", "label", "test", "started", "headline", "status", "command",
     ]);
     for (id, label, d) in runs {
@@ -180,8 +183,7 @@ pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
 
 /// `sonde compare`: one row per metric.
 pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+    let mut t = table(vec![
         "metric".to_string(),
         format!("{a} (median)"),
         format!("{b} (median)"),

@@ -1,10 +1,9 @@
 //! A packet-rate test's summary: each side's rate, the loss between them, a search's
 //! trials.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use sonde_results::Document;
 
-use super::footer;
+use super::{footer, table};
 use crate::units::{bits_per_second, opt};
 
 pub fn pps_heading(spec: &sonde_results::PpsSpec, host: &str, port: u16, search: bool) -> String {
@@ -46,9 +45,7 @@ pub fn pps(doc: &Document) -> String {
     let Some(p) = &e.packets else {
         return "no packet figures\n".into();
     };
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec![
+    let mut t = table(vec![
         "",
         "packets",
         "packets/s",

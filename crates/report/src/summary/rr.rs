@@ -1,11 +1,10 @@
 //! A ping or rpc test's summary: rate, latency percentiles and CPU per message, and the
 //! table comparing receive modes.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use sonde_results::document::RrEndSide;
 use sonde_results::{Document, TestSpec};
 
-use super::footer;
+use super::{footer, table};
 use crate::units::opt;
 
 pub(super) fn us(ns: u64) -> String {
@@ -50,9 +49,7 @@ pub fn rr_heading(spec: &TestSpec, host: &str, port: u16) -> String {
 /// Human summary of a ping or rpc document: round-trip latency, rate, CPU per message.
 pub fn rr(doc: &Document) -> String {
     let e = &doc.end;
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec![
+    let mut t = table(vec![
         "round-trip time (us)",
         "min",
         "mean",
@@ -67,7 +64,7 @@ pub fn rr(doc: &Document) -> String {
     ]);
     match &e.latency_ns {
         Some(l) => {
-            table.add_row(vec![
+            t.add_row(vec![
                 "client-measured".to_string(),
                 us(l.min),
                 format!("{:.2}", l.mean / 1e3),
@@ -82,12 +79,10 @@ pub fn rr(doc: &Document) -> String {
             ]);
         }
         None => {
-            table.add_row(vec!["no response measured".to_string()]);
+            t.add_row(vec!["no response measured".to_string()]);
         }
     }
-    let mut sides = Table::new();
-    sides.load_preset(UTF8_FULL_CONDENSED);
-    sides.set_header(vec![
+    let mut sides = table(vec![
         "",
         "messages/s",
         "process CPU s",
@@ -113,7 +108,7 @@ pub fn rr(doc: &Document) -> String {
             },
         ]);
     }
-    let mut out = format!("{table}\n{sides}\n");
+    let mut out = format!("{t}\n{sides}\n");
     let what = e
         .latency_is
         .as_deref()
@@ -151,9 +146,7 @@ pub fn rr(doc: &Document) -> String {
 
 /// One row per receive mode: the latency/CPU trade-off side by side.
 pub fn poll_comparison(docs: &[Document]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec![
+    let mut t = table(vec![
         "poll",
         "messages/s",
         "p50 us",
@@ -166,7 +159,7 @@ pub fn poll_comparison(docs: &[Document]) -> String {
     for d in docs {
         let e = &d.end;
         let l = e.latency_ns.as_ref();
-        table.add_row(vec![
+        t.add_row(vec![
             e.client.as_ref().map_or("-".into(), |c| c.poll.clone()),
             opt(e.requests_per_second, |r| format!("{r:.0}")),
             opt(l, |l| us(l.p50)),
@@ -177,5 +170,5 @@ pub fn poll_comparison(docs: &[Document]) -> String {
             cpu_per_message(e.server.as_ref()),
         ]);
     }
-    format!("\n== receive modes compared ==\n{table}\n")
+    format!("\n== receive modes compared ==\n{t}\n")
 }
