@@ -25,9 +25,10 @@ const MAX_TRIALS: usize = 24;
 /// A sender more than this fraction below its offered rate fell short of it.
 const SENDER_SHORTFALL: f64 = 0.02;
 
-/// Times a passing trial whose sender fell short is run again at the same rate: a sender
-/// stalled for a moment (on a busy host) says nothing about the path, and keeping its
-/// rate would end the search below what the path carries.
+/// Times a trial whose sender fell short is run again at the same rate: a sender stalled
+/// for a moment (on a busy host) says nothing about the path. A pass would end the search
+/// below what the path carries; a failure, whose pacer caught up in a burst after the
+/// stall, would bound it by the short rate and discard the passes above it.
 const SHORT_RETRIES: u32 = 2;
 
 pub struct SearchParams {
@@ -104,8 +105,8 @@ impl Searcher<'_> {
     }
 
     /// Runs one step at `rate` (`None`: unthrottled): `trials_per_step` trials, stopping
-    /// at the first failure, each passing one whose sender fell short run again up to
-    /// `SHORT_RETRIES` times. Returns the worst trial and its document.
+    /// at the first failure, each whose sender fell short run again up to `SHORT_RETRIES`
+    /// times. Returns the worst trial and its document.
     fn step(
         &mut self,
         rate: Option<f64>,
@@ -115,7 +116,7 @@ impl Searcher<'_> {
         for _ in 0..self.params.trials_per_step.max(1) {
             let (mut t, mut doc) = self.trial(rate, verification)?;
             for _ in 0..SHORT_RETRIES {
-                if !(t.passed && t.sender_short) || self.trials.len() >= MAX_TRIALS {
+                if !t.sender_short || self.trials.len() >= MAX_TRIALS {
                     break;
                 }
                 (t, doc) = self.trial(rate, verification)?;
