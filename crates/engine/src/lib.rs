@@ -16,6 +16,7 @@ pub mod sockopt;
 pub mod stream;
 pub mod udp_match;
 pub mod wait;
+pub mod xdp;
 
 /// Highest latency recorded (a minute), the same bound as the result model's histograms.
 pub const MAX_LATENCY_NS: u64 = 60_000_000_000;

@@ -1,0 +1,139 @@
+//! Whole UDP frames (Ethernet, IPv4 or IPv6, UDP) for a sender that bypasses the kernel:
+//! built once per flow, after which only the payload changes.
+
+use std::net::{IpAddr, SocketAddr};
+
+pub const ETH_HEADER: usize = 14;
+const UDP_HEADER: usize = 8;
+
+/// Where a flow's frames go and come from.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoints {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+}
+
+fn ip_header_len(ip: &IpAddr) -> usize {
+    if ip.is_ipv4() {
+        20
+    } else {
+        40
+    }
+}
+
+/// Offset of the UDP payload in a frame to `dst`.
+pub fn payload_offset(dst: &SocketAddr) -> usize {
+    ETH_HEADER + ip_header_len(&dst.ip()) + UDP_HEADER
+}
+
+/// The one's-complement sum of `bytes` as big-endian 16-bit words, folded.
+fn sum16(mut acc: u32, bytes: &[u8]) -> u32 {
+    let mut chunks = bytes.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u16::from_be_bytes([c[0], c[1]]) as u32;
+    }
+    if let [last] = chunks.remainder() {
+        acc += (*last as u32) << 8;
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc
+}
+
+/// A frame with `payload_len` zero bytes of payload; IPv4's header checksum is set, and
+/// the UDP checksum (see [`fix_udp_checksum`]).
+pub fn udp_frame(e: &Endpoints, payload_len: usize) -> Vec<u8> {
+    let ip_len = ip_header_len(&e.dst.ip());
+    let udp_len = (UDP_HEADER + payload_len) as u16;
+    let mut f = Vec::with_capacity(ETH_HEADER + ip_len + udp_len as usize);
+    f.extend_from_slice(&e.dst_mac);
+    f.extend_from_slice(&e.src_mac);
+    match (e.src.ip(), e.dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            f.extend_from_slice(&0x0800u16.to_be_bytes());
+            let total = (ip_len as u16 + udp_len).to_be_bytes();
+            // Version 4, 20-byte header; don't fragment; TTL 64; UDP.
+            f.extend_from_slice(&[0x45, 0, total[0], total[1], 0, 0, 0x40, 0, 64, 17, 0, 0]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+            let csum = !(sum16(0, &f[ETH_HEADER..ETH_HEADER + 20]) as u16);
+            f[ETH_HEADER + 10..ETH_HEADER + 12].copy_from_slice(&csum.to_be_bytes());
+        }
+        (s, d) => {
+            let (s, d) = (v6(s), v6(d));
+            f.extend_from_slice(&0x86ddu16.to_be_bytes());
+            let len = udp_len.to_be_bytes();
+            f.extend_from_slice(&[0x60, 0, 0, 0, len[0], len[1], 17, 64]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+        }
+    }
+    f.extend_from_slice(&e.src.port().to_be_bytes());
+    f.extend_from_slice(&e.dst.port().to_be_bytes());
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.resize(f.len() + payload_len, 0);
+    fix_udp_checksum(&mut f);
+    f
+}
+
+fn v6(ip: IpAddr) -> std::net::Ipv6Addr {
+    match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
+
+/// Sets the UDP checksum after the payload changed: IPv4 sends none (zero, as RFC 768
+/// allows); IPv6 must, over its pseudo-header.
+pub fn fix_udp_checksum(f: &mut [u8]) {
+    if f[12..14] != [0x86, 0xdd] {
+        return;
+    }
+    let udp = ETH_HEADER + 40;
+    f[udp + 6..udp + 8].copy_from_slice(&[0, 0]);
+    let len = (f.len() - udp) as u32;
+    // Pseudo-header: both addresses, the UDP length, the protocol.
+    let acc = sum16(len + 17, &f[ETH_HEADER + 8..ETH_HEADER + 40]);
+    let mut csum = !(sum16(acc, &f[udp..]) as u16);
+    if csum == 0 {
+        csum = 0xffff;
+    }
+    f[udp + 6..udp + 8].copy_from_slice(&csum.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoints(src: &str, dst: &str) -> Endpoints {
+        Endpoints {
+            src_mac: [2, 0, 0, 0, 0, 0xa],
+            dst_mac: [2, 0, 0, 0, 0, 0xb],
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn ipv4_header_checksums_to_zero() {
+        let f = udp_frame(&endpoints("198.18.0.1:4000", "198.18.0.2:5201"), 18);
+        assert_eq!(f.len(), 14 + 20 + 8 + 18);
+        assert_eq!(sum16(0, &f[14..34]), 0xffff);
+        assert_eq!(&f[36..38], &5201u16.to_be_bytes());
+        assert_eq!(payload_offset(&"198.18.0.2:1".parse().unwrap()), 42);
+    }
+
+    #[test]
+    fn ipv6_udp_checksum_verifies_with_its_pseudo_header() {
+        let mut f = udp_frame(&endpoints("[2001:db8::1]:4000", "[2001:db8::2]:5201"), 19);
+        f[70] = 0x5a;
+        fix_udp_checksum(&mut f);
+        let udp = &f[54..];
+        let acc = sum16(udp.len() as u32 + 17, &f[22..54]);
+        assert_eq!(sum16(acc, udp), 0xffff);
+    }
+}

@@ -1,0 +1,27 @@
+//! The AF_XDP engine's kernel side: the XDP program that steers the test's own UDP flows
+//! to AF_XDP sockets (everything else goes on to the kernel), the BPF link that attaches
+//! it, and the sockets with their UMEM and rings.
+//!
+//! Made with raw syscalls rather than libxdp/libbpf bindings or a loader crate: the
+//! program is twenty-odd instructions (no C toolchain needed to build sonde), a BPF link
+//! detaches it when the process dies however it dies, and the rings are a few atomics.
+
+mod asm;
+mod bpf;
+pub mod frame;
+mod ring;
+mod xsk;
+
+pub use bpf::{attach, AttachMode, Attached};
+pub use xsk::{Xsk, XskConfig, XskStats};
+
+/// The interface index of `name`, in this thread's network namespace.
+pub fn ifindex(name: &str) -> std::io::Result<u32> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "interface name"))?;
+    // SAFETY: c is a live NUL-terminated string.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(std::io::Error::last_os_error()),
+        i => Ok(i),
+    }
+}

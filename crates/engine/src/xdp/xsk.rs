@@ -1,0 +1,365 @@
+//! An AF_XDP socket with its own UMEM, bound to one queue of one interface: half of the
+//! frames feed the receive path (fill ring), half are the send path's free list. Zero-copy
+//! where the driver offers it, copy mode otherwise; need_wakeup always, so that an idle
+//! ring costs no syscalls.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::ring::Ring;
+
+/// Sizes of a socket's UMEM and rings (powers of two).
+#[derive(Debug, Clone, Copy)]
+pub struct XskConfig {
+    pub frame_bytes: u32,
+    pub frames: u32,
+    pub ring: u32,
+}
+
+impl Default for XskConfig {
+    fn default() -> Self {
+        XskConfig {
+            frame_bytes: 2048,
+            frames: 8192,
+            ring: 2048,
+        }
+    }
+}
+
+/// Anonymous memory the kernel reads and writes frames in.
+struct Umem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the region is owned by one socket, used by one thread at a time.
+unsafe impl Send for Umem {}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours; the socket that used it is closed first.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// The kernel's drop counters of one socket (`XDP_STATISTICS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XskStats {
+    /// Dropped for reasons other than a full ring.
+    pub rx_dropped: u64,
+    /// Dropped because the rx ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when a packet came.
+    pub fill_ring_empty: u64,
+}
+
+pub struct Xsk {
+    // Rings before the socket and the UMEM: unmapped first on drop.
+    fill: Ring<u64>,
+    comp: Ring<u64>,
+    rx: Ring<libc::xdp_desc>,
+    tx: Ring<libc::xdp_desc>,
+    fd: OwnedFd,
+    umem: Umem,
+    frame_bytes: u32,
+    /// Send frames not in flight.
+    free: Vec<u64>,
+    pub zero_copy: bool,
+}
+
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn set<T>(fd: RawFd, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: v is live for its size.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    })
+}
+
+fn umem(cfg: &XskConfig) -> io::Result<Umem> {
+    let len = cfg.frames as usize * cfg.frame_bytes as usize;
+    // SAFETY: a fresh anonymous mapping; checked below.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Umem {
+        ptr: ptr.cast(),
+        len,
+    })
+}
+
+fn offsets(fd: RawFd) -> io::Result<libc::xdp_mmap_offsets> {
+    // SAFETY: plain old data; the kernel fills it.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&off) as libc::socklen_t;
+    // SAFETY: off is live for len bytes.
+    check(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(off)
+}
+
+fn bind(fd: RawFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    // SAFETY: plain old data.
+    let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+    sa.sxdp_family = libc::AF_XDP as u16;
+    sa.sxdp_flags = flags;
+    sa.sxdp_ifindex = ifindex;
+    sa.sxdp_queue_id = queue;
+    // SAFETY: sa is live for its size.
+    check(unsafe {
+        libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_xdp).cast(),
+            std::mem::size_of_val(&sa) as libc::socklen_t,
+        )
+    })
+}
+
+impl Xsk {
+    /// A socket on `queue` of `ifindex`; `zero_copy` `None`: zero-copy where the driver
+    /// has it, else copy.
+    pub fn open(
+        ifindex: u32,
+        queue: u32,
+        cfg: XskConfig,
+        zero_copy: Option<bool>,
+    ) -> io::Result<Xsk> {
+        // SAFETY: a plain socket(2) call; the descriptor is owned at once.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        check(raw)?;
+        // SAFETY: socket(2) has just returned this descriptor.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let umem = umem(&cfg)?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.ptr as u64,
+            len: umem.len as u64,
+            chunk_size: cfg.frame_bytes,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        let s = fd.as_raw_fd();
+        set(s, libc::XDP_UMEM_REG, &reg)?;
+        for opt in [
+            libc::XDP_UMEM_FILL_RING,
+            libc::XDP_UMEM_COMPLETION_RING,
+            libc::XDP_RX_RING,
+            libc::XDP_TX_RING,
+        ] {
+            set(s, opt, &cfg.ring)?;
+        }
+        let off = offsets(s)?;
+        let fill = Ring::map(s, &off.fr, cfg.ring, libc::XDP_UMEM_PGOFF_FILL_RING as i64)?;
+        let comp = Ring::map(
+            s,
+            &off.cr,
+            cfg.ring,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
+        )?;
+        let rx = Ring::map(s, &off.rx, cfg.ring, libc::XDP_PGOFF_RX_RING)?;
+        let tx = Ring::map(s, &off.tx, cfg.ring, libc::XDP_PGOFF_TX_RING)?;
+        let wake = libc::XDP_USE_NEED_WAKEUP;
+        let zero_copy = match zero_copy {
+            Some(true) => bind(s, ifindex, queue, wake | libc::XDP_ZEROCOPY).map(|_| true)?,
+            Some(false) => bind(s, ifindex, queue, wake | libc::XDP_COPY).map(|_| false)?,
+            None => match bind(s, ifindex, queue, wake | libc::XDP_ZEROCOPY) {
+                Ok(()) => true,
+                Err(_) => bind(s, ifindex, queue, wake | libc::XDP_COPY).map(|_| false)?,
+            },
+        };
+        let half = cfg.frames / 2;
+        let mut xsk = Xsk {
+            fill,
+            comp,
+            rx,
+            tx,
+            fd,
+            umem,
+            frame_bytes: cfg.frame_bytes,
+            free: (half..cfg.frames)
+                .map(|i| i as u64 * cfg.frame_bytes as u64)
+                .collect(),
+            zero_copy,
+        };
+        xsk.refill(
+            (0..half)
+                .map(|i| i as u64 * cfg.frame_bytes as u64)
+                .collect(),
+        );
+        Ok(xsk)
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Hands receive frames to the kernel (as many as the fill ring takes).
+    fn refill(&mut self, addrs: Vec<u64>) {
+        let n = self.fill.free(addrs.len() as u32);
+        for (i, a) in addrs.iter().take(n as usize).enumerate() {
+            self.fill.write(i as u32, *a);
+        }
+        self.fill.submit(n);
+    }
+
+    fn frame(&mut self, addr: u64, len: usize) -> &mut [u8] {
+        let len = len.min(self.frame_bytes as usize);
+        // SAFETY: addr is a frame of our UMEM that the kernel has handed back to us.
+        unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(addr as usize), len) }
+    }
+
+    /// Takes up to `max` received frames, passes each to `each`, and gives the frames
+    /// back to the fill ring; returns how many were taken.
+    pub fn recv(&mut self, max: u32, mut each: impl FnMut(&[u8])) -> u32 {
+        let n = self.rx.ready(max);
+        let free = self.fill.free(n);
+        for i in 0..n {
+            let d = self.rx.read(i);
+            each(self.frame(d.addr, d.len as usize));
+            if i < free {
+                self.fill.write(i, d.addr);
+            }
+        }
+        self.rx.release(n);
+        // The fill ring holds every receive frame, so it always has room for those taken.
+        self.fill.submit(free.min(n));
+        if n > 0 && self.fill.needs_wakeup() {
+            self.wake_rx();
+        }
+        n
+    }
+
+    /// Fills up to `max` send frames with `write` (which returns each frame's length) and
+    /// queues them; returns how many were queued.
+    pub fn send(&mut self, max: u32, mut write: impl FnMut(&mut [u8]) -> usize) -> u32 {
+        self.reclaim();
+        let n = self.tx.free(max.min(self.free.len() as u32));
+        for i in 0..n {
+            let addr = self.free.pop().expect("counted above");
+            let frame_bytes = self.frame_bytes as usize;
+            let len = write(self.frame(addr, frame_bytes));
+            self.tx.write(
+                i,
+                libc::xdp_desc {
+                    addr,
+                    len: len as u32,
+                    options: 0,
+                },
+            );
+        }
+        self.tx.submit(n);
+        if n > 0 && self.tx.needs_wakeup() {
+            self.wake_tx();
+        }
+        n
+    }
+
+    /// Frames the kernel has sent go back to the free list.
+    fn reclaim(&mut self) {
+        let n = self.comp.ready(u32::MAX);
+        for i in 0..n {
+            self.free.push(self.comp.read(i));
+        }
+        self.comp.release(n);
+    }
+
+    /// Frames queued and not yet completed.
+    pub fn in_flight(&mut self) -> usize {
+        self.reclaim();
+        let total = (self.umem.len / self.frame_bytes as usize) / 2;
+        total - self.free.len()
+    }
+
+    /// Kicks the kernel to send what the tx ring holds.
+    pub fn wake_tx(&self) {
+        // SAFETY: a zero-length sendto on our own socket only wakes the kernel.
+        unsafe {
+            libc::sendto(
+                self.fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+    }
+
+    /// Kicks the kernel to use the fill ring again.
+    fn wake_rx(&self) {
+        // SAFETY: a zero-length recvfrom on our own socket only wakes the kernel.
+        unsafe {
+            libc::recvfrom(
+                self.fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Sleeps in poll(2) until frames arrive or `timeout_ms` passes.
+    pub fn wait_rx(&self, timeout_ms: i32) -> io::Result<bool> {
+        let mut p = libc::pollfd {
+            fd: self.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: p is live for the call.
+        let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        check(r)?;
+        Ok(r > 0)
+    }
+
+    /// The kernel's drop counters of this socket.
+    pub fn stats(&self) -> io::Result<XskStats> {
+        // SAFETY: plain old data; the kernel fills it.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: st is live for len bytes.
+        check(unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(XskStats {
+            rx_dropped: st.rx_dropped,
+            rx_ring_full: st.rx_ring_full,
+            fill_ring_empty: st.rx_fill_ring_empty_descs,
+        })
+    }
+}
