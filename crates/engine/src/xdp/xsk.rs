@@ -300,32 +300,14 @@ impl Xsk {
 
     /// Kicks the kernel to send what the tx ring holds.
     pub fn wake_tx(&self) {
-        // SAFETY: a zero-length sendto on our own socket only wakes the kernel.
-        unsafe {
-            libc::sendto(
-                self.fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
+        // SAFETY: a zero-length send on our own socket only wakes the kernel.
+        unsafe { libc::send(self.fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
     }
 
     /// Kicks the kernel to use the fill ring again.
     fn wake_rx(&self) {
-        // SAFETY: a zero-length recvfrom on our own socket only wakes the kernel.
-        unsafe {
-            libc::recvfrom(
-                self.fd(),
-                std::ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
+        // SAFETY: a zero-length recv on our own socket only wakes the kernel.
+        unsafe { libc::recv(self.fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT) };
     }
 
     /// Sleeps in poll(2) until frames arrive or `timeout_ms` passes.
