@@ -111,7 +111,6 @@ fn exchange(ns: &Netns, mode: AttachMode, sent: u32) -> (u32, u32, AttachMode, b
                     f[seq_at..seq_at + 4].copy_from_slice(&seq.to_be_bytes());
                     t.len()
                 });
-                tx.wake_tx();
                 rx.recv(256, |f| {
                     if f[36..38] == PORT.to_be_bytes() {
                         got += 1;
@@ -120,6 +119,8 @@ fn exchange(ns: &Netns, mode: AttachMode, sent: u32) -> (u32, u32, AttachMode, b
                     }
                 });
             }
+            let st = rx.stats().unwrap();
+            assert_eq!((st.rx_dropped, st.rx_ring_full), (0, 0), "{mode:?}: {st:?}");
             (got, others, prog.mode, rx.zero_copy)
         })
         .join()

@@ -129,12 +129,10 @@ impl Asm {
         self.add_imm(4, len);
         self.jump_reg(JGT, 4, 3, Label::Pass);
     }
+    /// Places `l` at the next instruction slot (`ld_imm64` is pushed as its two halves,
+    /// so ops and slots count alike).
     fn label(&mut self, l: Label) {
-        self.labels.push((l, self.slots()));
-    }
-    /// Instruction slots so far (`ld_imm64` is pushed as its two halves).
-    fn slots(&self) -> usize {
-        self.ops.len()
+        self.labels.push((l, self.ops.len()));
     }
     fn finish(self) -> Vec<Insn> {
         let at = |l: Label| {

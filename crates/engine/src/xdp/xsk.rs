@@ -1,5 +1,5 @@
-//! An AF_XDP socket with its own UMEM, bound to one queue of one interface: half of the
-//! frames feed the receive path (fill ring), half are the send path's free list. Zero-copy
+//! An AF_XDP socket with its own UMEM, bound to one queue of one interface: a fill ring's
+//! worth of frames feed the receive path, the rest are the send path's free list. Zero-copy
 //! where the driver offers it, copy mode otherwise; need_wakeup always, so that an idle
 //! ring costs no syscalls.
 
@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::ring::Ring;
 
-/// Sizes of a socket's UMEM and rings (powers of two).
+/// Sizes of a socket's UMEM and rings (powers of two; `frames` more than `ring`).
 #[derive(Debug, Clone, Copy)]
 pub struct XskConfig {
     pub frame_bytes: u32,
@@ -62,8 +62,9 @@ pub struct Xsk {
     fd: OwnedFd,
     umem: Umem,
     frame_bytes: u32,
-    /// Send frames not in flight.
+    /// Send frames not in flight, of `send_frames`.
     free: Vec<u64>,
+    send_frames: usize,
     pub zero_copy: bool,
 }
 
@@ -195,7 +196,9 @@ impl Xsk {
                 Err(_) => bind(s, ifindex, queue, wake | libc::XDP_COPY).map(|_| false)?,
             },
         };
-        let half = cfg.frames / 2;
+        // Exactly a fill ring's worth of receive frames: every frame taken from the rx ring
+        // then has a fill slot to go back to.
+        let rx_frames = cfg.ring;
         let mut xsk = Xsk {
             fill,
             comp,
@@ -204,13 +207,14 @@ impl Xsk {
             fd,
             umem,
             frame_bytes: cfg.frame_bytes,
-            free: (half..cfg.frames)
+            free: (rx_frames..cfg.frames)
                 .map(|i| i as u64 * cfg.frame_bytes as u64)
                 .collect(),
+            send_frames: (cfg.frames - rx_frames) as usize,
             zero_copy,
         };
         xsk.refill(
-            (0..half)
+            (0..rx_frames)
                 .map(|i| i as u64 * cfg.frame_bytes as u64)
                 .collect(),
         );
@@ -239,18 +243,15 @@ impl Xsk {
     /// Takes up to `max` received frames, passes each to `each`, and gives the frames
     /// back to the fill ring; returns how many were taken.
     pub fn recv(&mut self, max: u32, mut each: impl FnMut(&[u8])) -> u32 {
-        let n = self.rx.ready(max);
-        let free = self.fill.free(n);
+        // The fill ring holds every receive frame (see `open`): it has room for all taken.
+        let n = self.fill.free(self.rx.ready(max));
         for i in 0..n {
             let d = self.rx.read(i);
             each(self.frame(d.addr, d.len as usize));
-            if i < free {
-                self.fill.write(i, d.addr);
-            }
+            self.fill.write(i, d.addr);
         }
         self.rx.release(n);
-        // The fill ring holds every receive frame, so it always has room for those taken.
-        self.fill.submit(free.min(n));
+        self.fill.submit(n);
         if n > 0 && self.fill.needs_wakeup() {
             self.wake_rx();
         }
@@ -262,9 +263,9 @@ impl Xsk {
     pub fn send(&mut self, max: u32, mut write: impl FnMut(&mut [u8]) -> usize) -> u32 {
         self.reclaim();
         let n = self.tx.free(max.min(self.free.len() as u32));
+        let frame_bytes = self.frame_bytes as usize;
         for i in 0..n {
             let addr = self.free.pop().expect("counted above");
-            let frame_bytes = self.frame_bytes as usize;
             let len = write(self.frame(addr, frame_bytes));
             self.tx.write(
                 i,
@@ -276,7 +277,10 @@ impl Xsk {
             );
         }
         self.tx.submit(n);
-        if n > 0 && self.tx.needs_wakeup() {
+        // Copy mode sends only inside the syscall, a batch per call, so while frames are
+        // in flight every call kicks; zero-copy drivers ask for it with need_wakeup.
+        let in_flight = self.free.len() < self.send_frames;
+        if in_flight && (!self.zero_copy || self.tx.needs_wakeup()) {
             self.wake_tx();
         }
         n
@@ -291,15 +295,8 @@ impl Xsk {
         self.comp.release(n);
     }
 
-    /// Frames queued and not yet completed.
-    pub fn in_flight(&mut self) -> usize {
-        self.reclaim();
-        let total = (self.umem.len / self.frame_bytes as usize) / 2;
-        total - self.free.len()
-    }
-
     /// Kicks the kernel to send what the tx ring holds.
-    pub fn wake_tx(&self) {
+    fn wake_tx(&self) {
         // SAFETY: a zero-length send on our own socket only wakes the kernel.
         unsafe { libc::send(self.fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
     }
@@ -308,19 +305,6 @@ impl Xsk {
     fn wake_rx(&self) {
         // SAFETY: a zero-length recv on our own socket only wakes the kernel.
         unsafe { libc::recv(self.fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT) };
-    }
-
-    /// Sleeps in poll(2) until frames arrive or `timeout_ms` passes.
-    pub fn wait_rx(&self, timeout_ms: i32) -> io::Result<bool> {
-        let mut p = libc::pollfd {
-            fd: self.fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: p is live for the call.
-        let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-        check(r)?;
-        Ok(r > 0)
     }
 
     /// The kernel's drop counters of this socket.
