@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod counters;
 pub mod nap;
+pub mod pace;
 pub mod poller;
 pub mod pool;
 pub mod pps;

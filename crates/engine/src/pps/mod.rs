@@ -27,10 +27,37 @@ pub const MAX_FLOWS: usize = 4096;
 const DUP_WINDOW: u64 = 1024;
 
 /// Packets and UDP payload bytes of one worker.
-type Count = Counters<2>;
+pub(crate) type Count = Counters<2>;
+
+/// The header written at the start of every packet.
+#[inline]
+pub(crate) fn write_header(buf: &mut [u8], cookie: u32, flow: u32, seq: u64) {
+    buf[0..4].copy_from_slice(&cookie.to_be_bytes());
+    buf[4..8].copy_from_slice(&flow.to_be_bytes());
+    buf[8..16].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// Accounts one received UDP payload in its flow; false when it was not this test's
+/// (too short, another cookie, a flow out of range).
+#[inline]
+pub(crate) fn account(payload: &[u8], flows: &mut [FlowRx], cookie: u32) -> bool {
+    let Some(h) = payload.get(..HEADER_BYTES) else {
+        return false;
+    };
+    let their_cookie = u32::from_be_bytes(h[0..4].try_into().expect("4 bytes"));
+    let flow = u32::from_be_bytes(h[4..8].try_into().expect("4 bytes")) as usize;
+    let seq = u64::from_be_bytes(h[8..16].try_into().expect("8 bytes"));
+    match flows.get_mut(flow) {
+        Some(f) if their_cookie == cookie => {
+            f.on_packet(seq);
+            true
+        }
+        _ => false,
+    }
+}
 
 /// (packets, bytes) over all workers' counters.
-fn sum(counts: &[Count]) -> (u64, u64) {
+pub(crate) fn sum(counts: &[Count]) -> (u64, u64) {
     let [packets, bytes] = Counters::sum(counts);
     (packets, bytes)
 }

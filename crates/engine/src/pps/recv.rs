@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{sum, Batch, Count, FlowRx, HEADER_BYTES};
+use super::{account, sum, Batch, Count, FlowRx};
 use crate::nap::{self, Napper, Next};
 use crate::pool::{Placement, Pool, Stop};
 use crate::wait::Poll;
@@ -157,16 +157,8 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
         for (m, b) in vecs.msgs.iter().zip(&vecs.bufs).take(r as usize) {
             let len = m.msg_len as usize;
             bytes += len as u64;
-            if len < HEADER_BYTES {
+            if !account(&b[..len], &mut flows, p.cookie) {
                 foreign += 1;
-                continue;
-            }
-            let cookie = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
-            let flow = u32::from_be_bytes(b[4..8].try_into().expect("4 bytes")) as usize;
-            let seq = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
-            match flows.get_mut(flow) {
-                Some(f) if cookie == p.cookie => f.on_packet(seq),
-                _ => foreign += 1,
             }
         }
         count.add([r as u64, bytes]);

@@ -6,9 +6,10 @@ use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::{sum, Batch, Count, HEADER_BYTES};
+use super::{sum, write_header, Batch, Count, HEADER_BYTES};
+use crate::pace::Pacer;
 use crate::pool::{Placement, Pool, Stop};
 use crate::wait::{self};
 
@@ -123,17 +124,6 @@ impl PpsSender {
     }
 }
 
-/// The header written at the start of every packet.
-#[inline]
-fn write_header(buf: &mut [u8], cookie: u32, flow: u32, seq: u64) {
-    buf[0..4].copy_from_slice(&cookie.to_be_bytes());
-    buf[4..8].copy_from_slice(&flow.to_be_bytes());
-    buf[8..16].copy_from_slice(&seq.to_be_bytes());
-}
-
-/// The most lateness a paced sender makes good by sending at once.
-const CATCH_UP: Duration = Duration::from_millis(1);
-
 fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
     let p = &shared.plan;
     let threads = p.placement.threads;
@@ -150,16 +140,7 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
     };
     let mut seqs: Vec<u64> = vec![0; owned.len()];
     let count = &shared.counts[k];
-    // Pacing: the time each packet is due, advanced per batch sent. A wake-up late by up
-    // to CATCH_UP (or one batch, if longer) is made good at once: on a busy host sleeps
-    // routinely overrun by that much, and dropping each overrun would send short. After a
-    // longer stall the schedule restarts from now rather than bursting to catch up: such
-    // a burst is not the offered rate, and it would overflow shapers that the rate fits.
-    let per_packet = p
-        .rate_pps
-        .map(|r| Duration::from_secs_f64(threads as f64 / r));
-    let slack = per_packet.map(|pp| (pp * batch as u32).max(CATCH_UP));
-    let mut next_due = Instant::now();
+    let mut pacer = Pacer::new(p.rate_pps, threads, batch, Instant::now());
     let mut turn = 0usize;
     while !owned.is_empty() && !shared.aborting.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -167,14 +148,9 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
             break;
         }
         let n = batch;
-        if let Some(slack) = slack {
-            if now < next_due {
-                std::thread::sleep(next_due.min(p.stop_at) - now);
-                continue;
-            }
-            if now > next_due + slack {
-                next_due = now;
-            }
+        if let Some(due) = pacer.early(now) {
+            std::thread::sleep(due.min(p.stop_at) - now);
+            continue;
         }
         let pos = turn % owned.len();
         turn += 1;
@@ -197,9 +173,7 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
         let r = r as u64;
         seqs[pos] += r;
         count.add([r, r * p.payload_bytes as u64]);
-        if let Some(pp) = per_packet {
-            next_due += pp * r as u32;
-        }
+        pacer.sent(r);
     }
     Ok(owned.iter().zip(seqs).map(|(&f, s)| (f, s)).collect())
 }

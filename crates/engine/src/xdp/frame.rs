@@ -105,6 +105,24 @@ pub fn fix_udp_checksum(f: &mut [u8]) {
     f[udp + 6..udp + 8].copy_from_slice(&csum.to_be_bytes());
 }
 
+/// The UDP payload of a received frame, by the lengths its headers give (a NIC may pad
+/// short frames); `None` when it is not UDP over IPv4 or IPv6 without extension headers.
+pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
+    let ip = f.get(ETH_HEADER..)?;
+    let be16 = |at: usize| Some(u16::from_be_bytes([*ip.get(at)?, *ip.get(at + 1)?]) as usize);
+    let (proto, header, ip_end) = match f.get(12..14)? {
+        [0x08, 0x00] => (*ip.get(9)?, (ip[0] & 0xf) as usize * 4, be16(2)?),
+        [0x86, 0xdd] => (*ip.get(6)?, 40, 40 + be16(4)?),
+        _ => return None,
+    };
+    if proto != 17 {
+        return None;
+    }
+    let udp = ip.get(header..ip_end.min(ip.len()))?;
+    let udp_len = u16::from_be_bytes([*udp.get(4)?, *udp.get(5)?]) as usize;
+    udp.get(UDP_HEADER..udp_len.min(udp.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +153,25 @@ mod tests {
         let udp = &f[54..];
         let acc = sum16(udp.len() as u32 + 17, &f[22..54]);
         assert_eq!(sum16(acc, udp), 0xffff);
+    }
+
+    #[test]
+    fn the_payload_is_found_in_both_families_and_padding_is_left_out() {
+        for (src, dst) in [
+            ("198.18.0.1:4000", "198.18.0.2:5201"),
+            ("[2001:db8::1]:4000", "[2001:db8::2]:5201"),
+        ] {
+            let e = endpoints(src, dst);
+            let mut f = udp_frame(&e, 6);
+            let at = payload_offset(&e.dst);
+            f[at..].copy_from_slice(b"sonde!");
+            // Padded to the Ethernet minimum, as a NIC would.
+            f.resize(60.max(f.len()), 0);
+            assert_eq!(udp_payload(&f), Some(&b"sonde!"[..]), "{dst}");
+        }
+        let mut arp = udp_frame(&endpoints("198.18.0.1:1", "198.18.0.2:2"), 0);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(udp_payload(&arp), None);
+        assert_eq!(udp_payload(&arp[..20]), None);
     }
 }

@@ -9,6 +9,7 @@
 mod asm;
 mod bpf;
 pub mod frame;
+pub mod pps;
 mod ring;
 mod xsk;
 

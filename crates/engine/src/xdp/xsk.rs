@@ -286,6 +286,50 @@ impl Xsk {
         n
     }
 
+    /// Kicks the kernel until every queued frame has been sent, or `deadline`; true when
+    /// none is left in flight.
+    pub fn flush(&mut self, deadline: std::time::Instant) -> bool {
+        loop {
+            self.reclaim();
+            if self.free.len() == self.send_frames {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            self.wake_tx();
+        }
+    }
+
+    /// Asks the kernel to busy-poll this socket's queue when it is read (SO_BUSY_POLL for
+    /// `usecs`, SO_PREFER_BUSY_POLL, at most `budget` packets per poll): the reader then
+    /// runs the driver's receive processing itself instead of waiting for its interrupt.
+    pub fn busy_poll(&self, usecs: u32, budget: u32) -> io::Result<()> {
+        for (opt, v) in [
+            (libc::SO_PREFER_BUSY_POLL, 1),
+            (libc::SO_BUSY_POLL, usecs as libc::c_int),
+            (libc::SO_BUSY_POLL_BUDGET, budget as libc::c_int),
+        ] {
+            // SAFETY: v is a live int for its size.
+            check(unsafe {
+                libc::setsockopt(
+                    self.fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Enters the kernel once without waiting: with busy polling on, that runs the queue's
+    /// receive processing.
+    pub fn poke(&self) {
+        self.wake_rx();
+    }
+
     /// Frames the kernel has sent go back to the free list.
     fn reclaim(&mut self) {
         let n = self.comp.ready(u32::MAX);

@@ -1,0 +1,309 @@
+//! Packet-rate workers on AF_XDP sockets: the kernel engine's pps job without the socket
+//! layer. A sender thread per socket fills frames from templates built once per flow and
+//! rewrites only the sequence header; a receiver thread per socket finds each frame's UDP
+//! payload and accounts it per flow exactly as the kernel engine's receivers do.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::frame::{fix_udp_checksum, payload_offset, udp_frame, udp_payload, Endpoints};
+use super::Xsk;
+use crate::nap::{self, Napper, Next};
+use crate::pace::Pacer;
+use crate::pool::{Placement, Pool, Stop};
+use crate::pps::{account, sum, write_header, Count, FlowRx, HEADER_BYTES};
+use crate::wait::{self, Poll};
+
+/// How long a sender, once stopped, kicks the kernel to send the frames it queued.
+const FLUSH: Duration = Duration::from_millis(200);
+/// Longest a blocked receiver sleeps before it reads the stop flag again.
+const WAIT_AT_MOST: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Clone)]
+pub struct XdpTxPlan {
+    /// CPUs of the senders, one per socket.
+    pub cpus: Option<Vec<usize>>,
+    /// UDP payload bytes per packet (at least HEADER_BYTES).
+    pub payload_bytes: usize,
+    pub batch: usize,
+    /// Packets per second over all senders; `None`: as fast as possible.
+    pub rate_pps: Option<f64>,
+    pub stop_at: Instant,
+    pub cookie: u32,
+    /// Each flow's addresses; flows are dealt to the sockets round robin.
+    pub flows: Vec<Endpoints>,
+}
+
+#[derive(Debug, Clone)]
+pub struct XdpRxPlan {
+    /// CPUs of the receivers, one per socket.
+    pub cpus: Option<Vec<usize>>,
+    pub batch: usize,
+    pub poll: Poll,
+    pub flows: usize,
+    pub cookie: u32,
+}
+
+/// Worker `k` takes socket `k` for its life.
+fn socket_of(xsks: &[Mutex<Xsk>], k: usize) -> Result<MutexGuard<'_, Xsk>, String> {
+    xsks[k]
+        .lock()
+        .map_err(|_| format!("AF_XDP socket {k}: a worker panicked holding it"))
+}
+
+struct TxShared {
+    plan: XdpTxPlan,
+    placement: Placement,
+    xsks: Vec<Mutex<Xsk>>,
+    aborting: AtomicBool,
+    counts: Vec<Count>,
+}
+
+/// Stop contract: senders read the flag once per batch and sleep at most until their
+/// next batch.
+impl Stop for TxShared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::Relaxed);
+    }
+}
+
+type TxOutcome = Result<Vec<(usize, u64)>, String>;
+
+/// Senders, one thread per AF_XDP socket.
+pub struct XdpSender {
+    shared: Arc<TxShared>,
+    pool: Pool<TxOutcome>,
+}
+
+impl XdpSender {
+    pub fn spawn(xsks: Vec<Xsk>, plan: XdpTxPlan) -> std::io::Result<XdpSender> {
+        let placement = Placement::new(xsks.len(), plan.cpus.clone(), xsks.len());
+        let shared = Arc::new(TxShared {
+            counts: (0..placement.threads).map(|_| Count::default()).collect(),
+            xsks: xsks.into_iter().map(Mutex::new).collect(),
+            placement: placement.clone(),
+            plan,
+            aborting: AtomicBool::new(false),
+        });
+        let pool = Pool::spawn("sonde-xtx", &placement, &shared, send_loop)?;
+        Ok(XdpSender { shared, pool })
+    }
+
+    /// Packets and UDP payload bytes queued to the kernel so far (monotonic).
+    pub fn counts(&self) -> (u64, u64) {
+        sum(&self.shared.counts)
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
+
+    /// Packets sent per flow, and the first error a worker met.
+    pub fn join(&mut self) -> (Vec<u64>, Option<String>) {
+        let mut per_flow = vec![0; self.shared.plan.flows.len()];
+        let mut error = None;
+        for outcome in self.pool.join() {
+            match outcome.and_then(|r| r) {
+                Ok(list) => list.into_iter().for_each(|(f, sent)| per_flow[f] = sent),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        (per_flow, error)
+    }
+}
+
+fn send_loop(shared: &TxShared, k: usize) -> TxOutcome {
+    let p = &shared.plan;
+    let owned = shared.placement.owned(k, p.flows.len());
+    let mut xsk = socket_of(&shared.xsks, k)?;
+    wait::tight_timer_slack();
+    let payload = p.payload_bytes.max(HEADER_BYTES);
+    let templates: Vec<Vec<u8>> = owned
+        .iter()
+        .map(|&f| udp_frame(&p.flows[f], payload))
+        .collect();
+    let ipv6 = p.flows.first().is_some_and(|f| f.dst.is_ipv6());
+    let at = p.flows.first().map_or(0, |f| payload_offset(&f.dst));
+    let batch = p.batch.max(1) as u32;
+    let mut seqs = vec![0u64; owned.len()];
+    let count = &shared.counts[k];
+    let mut pacer = Pacer::new(
+        p.rate_pps,
+        shared.placement.threads,
+        batch as usize,
+        Instant::now(),
+    );
+    let mut turn = 0usize;
+    while !owned.is_empty() && !shared.aborting.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= p.stop_at {
+            break;
+        }
+        if let Some(due) = pacer.early(now) {
+            std::thread::sleep(due.min(p.stop_at) - now);
+            continue;
+        }
+        let pos = turn % owned.len();
+        turn += 1;
+        let (template, flow, first) = (&templates[pos], owned[pos] as u32, seqs[pos]);
+        let mut seq = first;
+        let n = xsk.send(batch, |f| {
+            let f = &mut f[..template.len()];
+            f.copy_from_slice(template);
+            write_header(&mut f[at..], p.cookie, flow, seq);
+            if ipv6 {
+                fix_udp_checksum(f);
+            }
+            seq += 1;
+            template.len()
+        }) as u64;
+        seqs[pos] += n;
+        count.add([n, n * payload as u64]);
+        pacer.sent(n);
+    }
+    if !xsk.flush(Instant::now() + FLUSH) {
+        return Err(format!(
+            "AF_XDP sender {k}: frames still queued {} ms after the end",
+            FLUSH.as_millis()
+        ));
+    }
+    Ok(owned.into_iter().zip(seqs).collect())
+}
+
+struct RxShared {
+    plan: XdpRxPlan,
+    xsks: Vec<Mutex<Xsk>>,
+    aborting: AtomicBool,
+    counts: Vec<Count>,
+    /// Frames that were not ours: another cookie or flow, or not UDP.
+    foreign: Vec<AtomicU64>,
+    /// Frames the sockets' rings dropped, added by each worker as it ends.
+    drops: AtomicU64,
+    /// Receivers that spin also drive the kernel's busy polling.
+    busy_polling: bool,
+}
+
+/// Stop contract: a receiver reads the flag after every read, and a blocked one waits
+/// at most `WAIT_AT_MOST`.
+impl Stop for RxShared {
+    fn abort(&self) {
+        self.aborting.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Receivers, one thread per AF_XDP socket.
+pub struct XdpReceiver {
+    shared: Arc<RxShared>,
+    pool: Pool<Result<Vec<FlowRx>, String>>,
+}
+
+impl XdpReceiver {
+    /// `busy_polling`: the sockets have SO_BUSY_POLL set, and spinning readers enter the
+    /// kernel to run it.
+    pub fn spawn(
+        xsks: Vec<Xsk>,
+        plan: XdpRxPlan,
+        busy_polling: bool,
+    ) -> std::io::Result<XdpReceiver> {
+        let placement = Placement::new(xsks.len(), plan.cpus.clone(), xsks.len());
+        let shared = Arc::new(RxShared {
+            counts: (0..placement.threads).map(|_| Count::default()).collect(),
+            foreign: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
+            xsks: xsks.into_iter().map(Mutex::new).collect(),
+            plan,
+            aborting: AtomicBool::new(false),
+            drops: AtomicU64::new(0),
+            busy_polling,
+        });
+        let pool = Pool::spawn("sonde-xrx", &placement, &shared, recv_loop)?;
+        Ok(XdpReceiver { shared, pool })
+    }
+
+    /// Packets and UDP payload bytes received so far (monotonic).
+    pub fn counts(&self) -> (u64, u64) {
+        sum(&self.shared.counts)
+    }
+
+    pub fn foreign(&self) -> u64 {
+        let f = &self.shared.foreign;
+        f.iter().map(|f| f.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Frames the sockets dropped (rx ring full or otherwise), once joined.
+    pub fn drops(&self) -> u64 {
+        self.shared.drops.load(Ordering::Relaxed)
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
+
+    /// Per-flow accounting merged over the receivers, and the first error met.
+    pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
+        let mut flows = vec![FlowRx::default(); self.shared.plan.flows];
+        let mut error = None;
+        for outcome in self.pool.join() {
+            match outcome.and_then(|r| r) {
+                Ok(list) => flows.iter_mut().zip(&list).for_each(|(a, f)| a.merge(f)),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        (flows, error)
+    }
+}
+
+fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
+    let p = &shared.plan;
+    let mut xsk = socket_of(&shared.xsks, k)?;
+    let batch = p.batch.max(1);
+    let mut flows = vec![FlowRx::default(); p.flows];
+    let count = &shared.counts[k];
+    let mut last_message = Instant::now();
+    let mut napper = Napper::new(last_message);
+    while !shared.aborting.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let spin = p.poll.spins(now, last_message);
+        match if spin { Next::Read } else { napper.next() } {
+            Next::Read => {}
+            Next::Nap => std::thread::sleep(nap::NAP),
+            Next::Wait => {
+                wait::wait_readable(xsk.fd(), now, Some(now + WAIT_AT_MOST))
+                    .map_err(|e| format!("poll on AF_XDP socket {k}: {e}"))?;
+            }
+        }
+        let (mut bytes, mut foreign) = (0u64, 0u64);
+        let n = xsk.recv(batch as u32, |frame| match udp_payload(frame) {
+            Some(payload) => {
+                bytes += payload.len() as u64;
+                foreign += u64::from(!account(payload, &mut flows, p.cookie));
+            }
+            None => foreign += 1,
+        }) as usize;
+        napper.after_read(n, batch, Instant::now());
+        if n == 0 {
+            if spin && shared.busy_polling {
+                xsk.poke();
+            }
+            continue;
+        }
+        last_message = Instant::now();
+        count.add([n as u64, bytes]);
+        if foreign > 0 {
+            shared.foreign[k].fetch_add(foreign, Ordering::Relaxed);
+        }
+    }
+    if let Ok(st) = xsk.stats() {
+        let dropped = st.rx_dropped + st.rx_ring_full;
+        shared.drops.fetch_add(dropped, Ordering::Relaxed);
+    }
+    Ok(flows)
+}
