@@ -45,6 +45,20 @@ pub fn host_info(root: &Path) -> HostInfo {
 
 /// Addresses assigned to this host's interfaces (getifaddrs), in the current namespace.
 pub fn local_addresses() -> Vec<IpAddr> {
+    interface_addresses()
+        .into_iter()
+        .map(|(_, ip)| ip)
+        .collect()
+}
+
+/// The interface that holds `ip`, in the current namespace.
+pub fn interface_with(ip: IpAddr) -> Option<String> {
+    let found = interface_addresses().into_iter().find(|(_, a)| *a == ip);
+    found.map(|(name, _)| name)
+}
+
+/// Each interface's addresses (getifaddrs), in the current namespace.
+fn interface_addresses() -> Vec<(String, IpAddr)> {
     let mut out = Vec::new();
     // SAFETY: getifaddrs allocates a list we walk read-only and free exactly once.
     unsafe {
@@ -55,20 +69,26 @@ pub fn local_addresses() -> Vec<IpAddr> {
         let mut cur = head;
         while !cur.is_null() {
             let sa = (*cur).ifa_addr;
-            if !sa.is_null() {
+            let ip = if sa.is_null() {
+                None
+            } else {
                 match (*sa).sa_family as i32 {
                     libc::AF_INET => {
                         let sin = &*(sa as *const libc::sockaddr_in);
-                        out.push(IpAddr::from(
+                        Some(IpAddr::from(
                             u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
-                        ));
+                        ))
                     }
                     libc::AF_INET6 => {
                         let sin6 = &*(sa as *const libc::sockaddr_in6);
-                        out.push(IpAddr::from(sin6.sin6_addr.s6_addr));
+                        Some(IpAddr::from(sin6.sin6_addr.s6_addr))
                     }
-                    _ => {}
+                    _ => None,
                 }
+            };
+            if let Some(ip) = ip {
+                let name = std::ffi::CStr::from_ptr((*cur).ifa_name);
+                out.push((name.to_string_lossy().into_owned(), ip));
             }
             cur = (*cur).ifa_next;
         }
@@ -94,5 +114,9 @@ mod tests {
     #[test]
     fn loopback_is_local() {
         assert!(local_addresses().iter().any(|a| a.is_loopback()));
+        assert_eq!(
+            interface_with("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
     }
 }

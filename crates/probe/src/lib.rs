@@ -10,6 +10,7 @@ pub mod host;
 pub mod hostwatch;
 pub mod interrupts;
 pub mod inventory;
+pub mod neigh;
 pub mod netdev;
 pub mod placement;
 pub mod process;

@@ -54,6 +54,17 @@ pub fn lookup(routes: &[Route], peer: Ipv4Addr) -> Option<&Route> {
         .max_by_key(|r| (u32::from(r.mask).count_ones(), std::cmp::Reverse(r.metric)))
 }
 
+/// The interface and next hop (the gateway, or the peer itself when on-link) for `peer`.
+pub fn next_hop(routes: &[Route], peer: Ipv4Addr) -> Option<(String, Ipv4Addr)> {
+    let r = lookup(routes, peer)?;
+    let hop = if r.gateway.is_unspecified() {
+        peer
+    } else {
+        r.gateway
+    };
+    Some((r.iface.clone(), hop))
+}
+
 /// Interface carrying traffic to `peer`. `local` lists this host's own addresses.
 pub fn interface_to(
     root: &Path,
@@ -86,6 +97,11 @@ mod tests {
         assert_eq!(on_link.as_deref(), Some("eth0"));
         let default = lookup(&routes, Ipv4Addr::new(198, 51, 100, 1)).unwrap();
         assert_eq!(default.mask, Ipv4Addr::UNSPECIFIED);
+        let gw = Ipv4Addr::new(192, 0, 2, 1);
+        let far = next_hop(&routes, Ipv4Addr::new(198, 51, 100, 1));
+        assert_eq!(far, Some(("eth0".into(), gw)));
+        let near = next_hop(&routes, Ipv4Addr::new(192, 0, 2, 9));
+        assert_eq!(near, Some(("eth0".into(), Ipv4Addr::new(192, 0, 2, 9))));
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn side() -> SideResult {
         engine: None,
         rr: None,
         pps: None,
+        bypass: None,
     }
 }
 

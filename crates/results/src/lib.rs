@@ -13,7 +13,7 @@ pub mod stats;
 pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
-    ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
+    Bypass, ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
     NicCounters, PpsResult, Role, RrResult, SideResult, Transfer,
 };
 pub use spec::{

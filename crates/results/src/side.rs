@@ -227,6 +227,26 @@ pub struct SideResult {
     /// Packet-rate tests only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pps: Option<PpsResult>,
+    /// Kernel-bypass engines only: how this side left the socket path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bypass: Option<Bypass>,
+}
+
+/// How an AF_XDP (or other bypass) engine ran on one side.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bypass {
+    pub interface: String,
+    /// Queues of the interface with a socket of this side, in order.
+    pub queues: Vec<u32>,
+    /// The driver's zero-copy mode (false: copy mode).
+    pub zero_copy: bool,
+    /// XDP attach mode of the receive program, `native` or `generic`; `None` on a side
+    /// that only sends (it needs no program).
+    pub attach: Option<String>,
+    /// What the receive program does, in words.
+    pub program: Option<String>,
+    /// The sockets ask the kernel to busy-poll their queues (SO_PREFER_BUSY_POLL).
+    pub busy_poll: bool,
 }
 
 /// One side's part of a packet-rate test.
@@ -276,6 +296,7 @@ impl SideResult {
             engine: None,
             rr: None,
             pps: None,
+            bypass: None,
         }
     }
 

@@ -262,6 +262,7 @@ mod tests {
             engine: None,
             rr: None,
             pps: None,
+            bypass: None,
         }
     }
 

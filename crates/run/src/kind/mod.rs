@@ -191,6 +191,10 @@ pub trait Workers: Send {
     fn all_done(&self) -> bool;
     /// Every worker stops now.
     fn abort(&self);
+    /// How a kernel-bypass engine left the socket path; `None` for kernel sockets.
+    fn bypass(&self) -> Option<sonde_results::Bypass> {
+        None
+    }
 }
 
 /// The kernel engine's worker types: their own `all_done` and `abort` answer.

@@ -1,15 +1,17 @@
 //! What a packet-rate side needs of a data plane, and the kernel-socket engine that
 //! provides it: sendmmsg senders on the controller, a SO_REUSEPORT group of recvmmsg
-//! receivers on the agent. AF_XDP and DPDK engines implement the same two traits.
+//! receivers on the agent. The AF_XDP engine (`xdp`) and later DPDK implement the same
+//! two traits.
 
 use std::io;
-use std::net::UdpSocket;
+use std::net::{IpAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use sonde_engine::pps::{FlowRx, PpsReceiver, PpsSender, RxPlan, TxPlan};
 use sonde_engine::Placement;
 use sonde_results::PpsSpec;
 
+use super::xdp::{self, XDP};
 use crate::kind::rr::poll_of;
 use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
 
@@ -27,12 +29,17 @@ pub trait RxEngine: Workers {
     fn counts(&self) -> (u64, u64);
     /// Datagrams that were not this test's.
     fn foreign(&self) -> u64;
+    /// Packets the engine's own receive rings dropped, once joined; `None`: the engine
+    /// has none (kernel sockets: their drops are read from /proc/net/udp).
+    fn drops(&self) -> Option<u64> {
+        None
+    }
     /// Per-flow accounting, and the first error a worker met.
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>);
 }
 
 /// The engines a packet-rate side can run, by name.
-pub const ENGINES: &[&str] = &[KERNEL];
+pub const ENGINES: &[&str] = &[KERNEL, XDP];
 
 /// Starts the spec's engine's senders on `flows`; they stop by themselves at the window's
 /// end.
@@ -44,19 +51,35 @@ pub fn sender(
 ) -> io::Result<Box<dyn TxEngine>> {
     match spec.execution.engine.as_str() {
         KERNEL => kernel_tx(spec, flows, placement, cookie),
+        XDP => xdp::sender(spec, flows, placement.cpus, placement.threads, cookie),
         other => Err(no_engine("pps", other)),
     }
 }
 
-/// Starts the spec's engine's receivers on `sockets`.
-pub fn receiver(
-    spec: &PpsSpec,
-    sockets: Vec<UdpSocket>,
-    cookie: u32,
-) -> io::Result<Box<dyn RxEngine>> {
-    match spec.execution.engine.as_str() {
-        KERNEL => kernel_rx(spec, sockets, cookie),
-        other => Err(no_engine("pps", other)),
+/// Where a receiving side takes packets from: its kernel socket group, and for a bypass
+/// engine what it opened before `Ready`.
+pub struct RxPort {
+    pub sockets: Vec<UdpSocket>,
+    pub xdp: Option<xdp::RxPort>,
+}
+
+/// Opens what the spec's engine receives on, beside the socket group bound to `port`
+/// (which holds the port for every engine).
+pub fn open_rx(spec: &PpsSpec, sockets: Vec<UdpSocket>, ip: IpAddr) -> io::Result<RxPort> {
+    let port = sockets[0].local_addr()?.port();
+    let xdp = match spec.execution.engine.as_str() {
+        XDP => Some(xdp::open_rx(spec, ip, port)?),
+        _ => None,
+    };
+    Ok(RxPort { sockets, xdp })
+}
+
+/// Starts the spec's engine's receivers on `port`.
+pub fn receiver(spec: &PpsSpec, port: RxPort, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
+    match (spec.execution.engine.as_str(), port.xdp) {
+        (KERNEL, _) => kernel_rx(spec, port.sockets, cookie),
+        (XDP, Some(x)) => xdp::receiver(spec, x, cookie),
+        (other, _) => Err(no_engine("pps", other)),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod engine;
 mod side;
+mod xdp;
 
 pub use engine::{RxEngine, TxEngine, ENGINES};
 pub use side::PpsSide;
@@ -14,7 +15,9 @@ use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{PpsSpec, Role, SideResult, TestSpec};
 
-use super::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+use super::{
+    ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint, Workers,
+};
 use crate::side::Side;
 
 /// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
@@ -88,9 +91,12 @@ impl Kind for Pps {
             p.rx_threads as usize,
             RX_BUFFER_BYTES,
         )?;
+        let port = engine::open_rx(p, sockets, ip)?;
+        let mut notes = notes;
+        notes.extend(port.xdp.iter().flat_map(|x| x.notes.iter().cloned()));
         Ok(Box::new(Group {
             spec: p.clone(),
-            sockets,
+            port,
             notes,
         }))
     }
@@ -126,20 +132,30 @@ impl ClientEndpoint for Flows {
             n,
         );
         let sender = engine::sender(&spec, flows, placement.clone(), cookie)?;
+        let placement = by_bypass(placement, sender.as_ref());
         Ok(Box::new(PpsSide::client(&spec, sender, placement, probe)))
     }
 }
 
-/// The agent's SO_REUSEPORT group, a socket per receiving thread.
+/// A bypass engine runs a worker per queue it has a socket on, whatever was asked.
+fn by_bypass(asked: Placement, workers: &dyn Workers) -> Placement {
+    match workers.bypass() {
+        Some(b) => Placement::new(b.queues.len(), asked.cpus, b.queues.len()),
+        None => asked,
+    }
+}
+
+/// The agent's SO_REUSEPORT group, a socket per receiving thread, and what a bypass
+/// engine opened beside it.
 struct Group {
     spec: PpsSpec,
-    sockets: Vec<UdpSocket>,
+    port: engine::RxPort,
     notes: Vec<String>,
 }
 
 impl ServerEndpoint for Group {
     fn port(&self) -> io::Result<u16> {
-        Ok(self.sockets[0].local_addr()?.port())
+        Ok(self.port.sockets[0].local_addr()?.port())
     }
 
     fn start(
@@ -149,17 +165,14 @@ impl ServerEndpoint for Group {
         cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
-        let port = self.port()?;
-        let Group {
-            spec,
-            sockets,
-            notes,
-        } = *self;
-        let n = sockets.len();
+        let number = self.port()?;
+        let Group { spec, port, notes } = *self;
+        let n = port.sockets.len();
         let placement = Placement::new(n, spec.execution.server_cpus.clone(), n);
-        let receiver = engine::receiver(&spec, sockets, cookie as u32)?;
+        let receiver = engine::receiver(&spec, port, cookie as u32)?;
+        let placement = by_bypass(placement, receiver.as_ref());
         Ok(Box::new(PpsSide::server(
-            &spec, receiver, port, placement, probe, notes,
+            &spec, receiver, number, placement, probe, notes,
         )))
     }
 }

@@ -193,10 +193,12 @@ impl Side for PpsSide {
                 let foreign = receiver.foreign();
                 let (flows, err) = receiver.join();
                 notes.extend(err);
-                let drops_now = udp::drops_on_port(self.meter.probe().root(), *port).ok();
-                let drops = drops_at_start
-                    .zip(drops_now)
-                    .map(|(a, b)| b.saturating_sub(a));
+                let drops = receiver.drops().or_else(|| {
+                    let drops_now = udp::drops_on_port(self.meter.probe().root(), *port).ok();
+                    drops_at_start
+                        .zip(drops_now)
+                        .map(|(a, b)| b.saturating_sub(a))
+                });
                 (
                     flows.iter().map(|f| f.received).collect(),
                     flows.iter().map(|f| f.reordered).sum(),
@@ -211,8 +213,13 @@ impl Side for PpsSide {
             engine: self.engine_name(),
             placement: &self.placement,
         };
+        let bypass = match &self.engine {
+            Engine::Tx(s) => s.bypass(),
+            Engine::Rx { receiver, .. } => receiver.bypass(),
+        };
         let window_s = window.seconds();
         let mut result = self.meter.result(by, &window, window_s, notes, partial);
+        result.bypass = bypass;
         result.pps = Some(PpsResult {
             size_bytes: self.spec.size_bytes,
             packets: window.end.1 - window.start.1,

@@ -1,0 +1,312 @@
+//! The AF_XDP engine of a packet-rate side: where its sockets go and what its frames say.
+//! The sender builds whole frames, so it needs the path's interface, its own MAC and the
+//! next hop's (from the neighbour table, after making the kernel resolve it); the receiver
+//! attaches the redirect program for the test's port and a socket on every receive queue
+//! before it reports `Ready`, so that no packet of the test reaches the kernel's socket.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sonde_engine::xdp::frame::Endpoints;
+use sonde_engine::xdp::pps::{XdpReceiver, XdpRxPlan, XdpSender, XdpTxPlan};
+use sonde_engine::xdp::{self, Attached, Xsk, XskConfig};
+use sonde_probe::{host, neigh, route};
+use sonde_results::{Bypass, PollMode, PpsSpec};
+
+use super::engine::{RxEngine, TxEngine};
+use crate::kind::rr::poll_of;
+use crate::kind::Workers;
+use sonde_engine::pps::FlowRx;
+
+/// The engine's name.
+pub const XDP: &str = "xdp";
+/// How long the sender waits for the kernel to resolve the next hop's MAC.
+const RESOLVE_FOR: Duration = Duration::from_secs(1);
+/// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
+const BUSY_POLL_US: u32 = 50;
+
+fn root() -> &'static Path {
+    Path::new("/")
+}
+
+/// An error that says what to do about it, for the failures a user can meet.
+fn explain(doing: &str, e: io::Error) -> io::Error {
+    let why = match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            " (AF_XDP needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF)"
+        }
+        Some(libc::EAFNOSUPPORT) => " (this kernel has no AF_XDP: CONFIG_XDP_SOCKETS)",
+        Some(libc::EOPNOTSUPP) => " (the driver supports neither native nor generic XDP here)",
+        Some(libc::ERANGE) | Some(libc::EINVAL) if doing.starts_with("attach") => {
+            " (is the MTU too large for XDP on this driver?)"
+        }
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("--engine xdp: {doing}: {e}{why}"))
+}
+
+fn refuse(reason: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("--engine xdp: {reason}"),
+    )
+}
+
+fn v4(ip: IpAddr) -> io::Result<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(a) => Ok(a),
+        IpAddr::V6(a) => Err(refuse(format!(
+            "IPv6 ({a}) is not supported yet: the next hop's MAC comes from the IPv4 neighbour table"
+        ))),
+    }
+}
+
+/// The next hop's MAC on `iface`; asks the kernel to resolve it first if it has not.
+fn next_hop_mac(iface: &str, hop: Ipv4Addr) -> io::Result<[u8; 6]> {
+    let lookup = || -> io::Result<Option<[u8; 6]>> {
+        let table = neigh::read_arp(root()).map_err(io::Error::other)?;
+        Ok(neigh::mac_in(&table, iface, hop))
+    };
+    if let Some(mac) = lookup()? {
+        return Ok(mac);
+    }
+    // Any datagram toward the hop makes the kernel resolve it (port 9: discard).
+    let probe = UdpSocket::bind("0.0.0.0:0")?;
+    let _ = probe.send_to(&[0], (hop, 9));
+    let until = Instant::now() + RESOLVE_FOR;
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+        if let Some(mac) = lookup()? {
+            return Ok(mac);
+        }
+    }
+    Err(refuse(format!(
+        "the neighbour {hop} on {iface} did not resolve within {} ms (no ARP reply)",
+        RESOLVE_FOR.as_millis()
+    )))
+}
+
+/// The interface carrying traffic to `peer` and the MACs of a frame to it.
+fn path_to(local: Ipv4Addr, peer: Ipv4Addr) -> io::Result<(String, [u8; 6], [u8; 6])> {
+    if host::local_addresses().contains(&IpAddr::V4(peer)) || peer.is_loopback() {
+        return Err(refuse(format!(
+            "{peer} is this host's own address: AF_XDP needs a real interface (no loopback)"
+        )));
+    }
+    let routes = route::read_routes(root()).map_err(io::Error::other)?;
+    let (iface, hop) = route::next_hop(&routes, peer)
+        .ok_or_else(|| refuse(format!("no IPv4 route to {peer} from {local}")))?;
+    let src_mac = neigh::mac_of(root(), &iface).map_err(io::Error::other)?;
+    Ok((iface.clone(), src_mac, next_hop_mac(&iface, hop)?))
+}
+
+/// The interface's index and queue counts (receive, transmit).
+fn queues_of(iface: &str) -> io::Result<(u32, u32, u32)> {
+    let index = xdp::ifindex(iface).map_err(|e| explain(&format!("interface {iface}"), e))?;
+    let (rx, tx) = neigh::queues(root(), iface).map_err(io::Error::other)?;
+    Ok((index, rx.max(1), tx.max(1)))
+}
+
+/// One socket on each of `queues` of the interface.
+fn sockets(iface: &str, index: u32, queues: &[u32]) -> io::Result<Vec<Xsk>> {
+    queues
+        .iter()
+        .map(|&q| {
+            Xsk::open(index, q, XskConfig::default(), None)
+                .map_err(|e| explain(&format!("AF_XDP socket on {iface} queue {q}"), e))
+        })
+        .collect()
+}
+
+/// Senders on AF_XDP sockets, one per transmit queue up to `threads`, for the flows the
+/// kernel sockets in `flows` hold the ports of.
+pub fn sender(
+    spec: &PpsSpec,
+    flows: Vec<UdpSocket>,
+    cpus: Option<Vec<usize>>,
+    threads: usize,
+    cookie: u32,
+) -> io::Result<Box<dyn TxEngine>> {
+    let first = flows.first().ok_or_else(|| refuse("no flows".into()))?;
+    let (local, peer) = (first.local_addr()?, first.peer_addr()?);
+    let (iface, src_mac, dst_mac) = path_to(v4(local.ip())?, v4(peer.ip())?)?;
+    let (index, _, tx_queues) = queues_of(&iface)?;
+    let queues: Vec<u32> = (0..tx_queues.min(threads.max(1) as u32)).collect();
+    let xsks = sockets(&iface, index, &queues)?;
+    let bypass = Bypass {
+        interface: iface,
+        queues,
+        zero_copy: xsks.iter().all(|x| x.zero_copy),
+        ..Default::default()
+    };
+    let flows = flows
+        .iter()
+        .map(|f| {
+            Ok(Endpoints {
+                src_mac,
+                dst_mac,
+                src: SocketAddr::new(local.ip(), f.local_addr()?.port()),
+                dst: peer,
+            })
+        })
+        .collect::<io::Result<_>>()?;
+    let plan = XdpTxPlan {
+        cpus,
+        payload_bytes: spec.payload_bytes() as usize,
+        batch: spec.batch as usize,
+        rate_pps: spec.rate_pps,
+        stop_at: Instant::now()
+            + Duration::from_millis(spec.timing.warmup_ms + spec.timing.duration_ms),
+        cookie,
+        flows,
+    };
+    let sender = XdpSender::spawn(xsks, plan)?;
+    Ok(Box::new(Tx { sender, bypass }))
+}
+
+/// The receive program and a socket per receive queue, opened before `Ready`.
+pub struct RxPort {
+    program: Attached,
+    xsks: Vec<Xsk>,
+    bypass: Bypass,
+    pub notes: Vec<String>,
+}
+
+/// Attaches the redirect program for UDP `port` on the interface holding `ip`.
+pub fn open_rx(spec: &PpsSpec, ip: IpAddr, port: u16) -> io::Result<RxPort> {
+    v4(ip)?;
+    let iface =
+        host::interface_with(ip).ok_or_else(|| refuse(format!("no interface holds {ip}")))?;
+    if iface == "lo" {
+        return Err(refuse(format!(
+            "{ip} is on loopback: AF_XDP needs a real interface"
+        )));
+    }
+    let (index, rx_queues, _) = queues_of(&iface)?;
+    let queues: Vec<u32> = (0..rx_queues).collect();
+    let xsks = sockets(&iface, index, &queues)?;
+    let program = xdp::attach(index, port, rx_queues, None)
+        .map_err(|e| explain(&format!("attaching the XDP program to {iface}"), e))?;
+    for (q, x) in queues.iter().zip(&xsks) {
+        program
+            .route_queue(*q, x.fd())
+            .map_err(|e| explain(&format!("routing {iface} queue {q} to its socket"), e))?;
+    }
+    let mut notes = Vec::new();
+    let busy_poll = spec.poll != PollMode::Block && {
+        let set: io::Result<()> = xsks
+            .iter()
+            .try_for_each(|x| x.busy_poll(BUSY_POLL_US, spec.batch));
+        if let Err(e) = &set {
+            notes.push(format!("busy polling of the AF_XDP sockets refused: {e}"));
+        }
+        set.is_ok()
+    };
+    let bypass = Bypass {
+        interface: iface,
+        queues,
+        zero_copy: xsks.iter().all(|x| x.zero_copy),
+        attach: Some(program.mode.name().into()),
+        program: Some(format!(
+            "UDP to port {port} to the queue's AF_XDP socket, all else to the kernel"
+        )),
+        busy_poll,
+    };
+    Ok(RxPort {
+        program,
+        xsks,
+        bypass,
+        notes,
+    })
+}
+
+/// Receivers on the sockets of `port`, one thread per socket.
+pub fn receiver(spec: &PpsSpec, port: RxPort, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
+    let RxPort {
+        program,
+        xsks,
+        bypass,
+        ..
+    } = port;
+    let plan = XdpRxPlan {
+        cpus: spec.execution.server_cpus.clone(),
+        batch: spec.batch as usize,
+        poll: poll_of(spec.poll),
+        flows: spec.flows as usize,
+        cookie,
+    };
+    let receiver = XdpReceiver::spawn(xsks, plan, bypass.busy_poll)?;
+    Ok(Box::new(Rx {
+        receiver,
+        bypass,
+        _program: program,
+    }))
+}
+
+struct Tx {
+    sender: XdpSender,
+    bypass: Bypass,
+}
+
+struct Rx {
+    receiver: XdpReceiver,
+    bypass: Bypass,
+    /// Attached while the receivers run; detached when the side is dropped.
+    _program: Attached,
+}
+
+impl Workers for Tx {
+    fn name(&self) -> &'static str {
+        XDP
+    }
+    fn all_done(&self) -> bool {
+        self.sender.all_done()
+    }
+    fn abort(&self) {
+        self.sender.abort()
+    }
+    fn bypass(&self) -> Option<Bypass> {
+        Some(self.bypass.clone())
+    }
+}
+
+impl TxEngine for Tx {
+    fn counts(&self) -> (u64, u64) {
+        self.sender.counts()
+    }
+    fn join(&mut self) -> (Vec<u64>, Option<String>) {
+        self.sender.join()
+    }
+}
+
+impl Workers for Rx {
+    fn name(&self) -> &'static str {
+        XDP
+    }
+    fn all_done(&self) -> bool {
+        self.receiver.all_done()
+    }
+    fn abort(&self) {
+        self.receiver.abort()
+    }
+    fn bypass(&self) -> Option<Bypass> {
+        Some(self.bypass.clone())
+    }
+}
+
+impl RxEngine for Rx {
+    fn counts(&self) -> (u64, u64) {
+        self.receiver.counts()
+    }
+    fn foreign(&self) -> u64 {
+        self.receiver.foreign()
+    }
+    fn drops(&self) -> Option<u64> {
+        Some(self.receiver.drops())
+    }
+    fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
+        self.receiver.join()
+    }
+}
