@@ -259,6 +259,7 @@ mod tests {
                 engine: None,
                 threads: 1,
                 pinned_cpus: None,
+                bypass: None,
             },
             poll: "block".into(),
             seconds: 1.0,

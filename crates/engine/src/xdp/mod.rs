@@ -26,3 +26,16 @@ pub fn ifindex(name: &str) -> std::io::Result<u32> {
         i => Ok(i),
     }
 }
+
+/// Whether this process may open AF_XDP sockets (the kernel has them, and the process has
+/// the capability): a socket is opened and closed.
+pub fn available() -> std::io::Result<()> {
+    // SAFETY: a plain socket(2) call; the descriptor is closed at once.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened by us.
+    unsafe { libc::close(fd) };
+    Ok(())
+}

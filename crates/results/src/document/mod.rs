@@ -105,6 +105,9 @@ pub struct MeasuredBy {
     /// Worker threads of this side, and the CPUs they were pinned to (`None`: not pinned).
     pub threads: u32,
     pub pinned_cpus: Option<Vec<usize>>,
+    /// A kernel-bypass engine's interface, queues, modes and program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bypass: Option<crate::Bypass>,
 }
 
 /// What the host itself counted over an end side's window (its NIC, its interrupts), and
@@ -144,6 +147,7 @@ impl MeasuredBy {
             engine: side.engine.clone(),
             threads: side.threads,
             pinned_cpus: side.pinned_cpus.clone(),
+            bypass: side.bypass.clone(),
         }
     }
 }

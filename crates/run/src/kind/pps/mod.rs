@@ -61,6 +61,9 @@ impl Kind for Pps {
         p.ipv6 = agent.is_ipv6();
         p.validate()
             .map_err(|e| OpenError::Refused(e.to_string()))?;
+        if p.execution.engine == xdp::XDP {
+            xdp::preflight(agent.ip()).map_err(|e| OpenError::Refused(e.to_string()))?;
+        }
         if let Some((iface, mtu)) = probe.mtu() {
             if p.size_bytes > mtu + 14 {
                 return Err(OpenError::Refused(format!(

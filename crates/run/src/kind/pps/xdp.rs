@@ -63,6 +63,17 @@ fn v4(ip: IpAddr) -> io::Result<Ipv4Addr> {
     }
 }
 
+/// Refuses, before the agent is asked, a test this host cannot run over AF_XDP.
+pub fn preflight(agent: IpAddr) -> io::Result<()> {
+    xdp::available().map_err(|e| explain("opening an AF_XDP socket", e))?;
+    if agent.is_loopback() {
+        return Err(refuse(format!(
+            "{agent} is loopback: AF_XDP needs a real interface"
+        )));
+    }
+    v4(agent).map(|_| ())
+}
+
 /// The next hop's MAC on `iface`; asks the kernel to resolve it first if it has not.
 fn next_hop_mac(iface: &str, hop: Ipv4Addr) -> io::Result<[u8; 6]> {
     let lookup = || -> io::Result<Option<[u8; 6]>> {

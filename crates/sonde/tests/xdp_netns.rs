@@ -1,0 +1,186 @@
+//! `sonde pps --engine xdp` across two namespaces: both counts reconcile with each other
+//! and with the receiving veth's own counter, a paced run loses nothing, the kernel keeps
+//! its own traffic (a ping) while the program is attached, and no program outlives a test,
+//! however it ends.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn doc_of(o: &std::process::Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+impl Lab {
+    /// Whether the agent's interface has an XDP program attached (`ip link` says so).
+    fn server_has_xdp(&self) -> bool {
+        let link = self.server_cmd("ip", &["link", "show", &self.server_if]);
+        link.contains("xdp")
+    }
+
+    /// The agent's interface's own count of packets received.
+    fn server_rx_packets(&self) -> u64 {
+        let path = format!("/sys/class/net/{}/statistics/rx_packets", self.server_if);
+        self.server_cmd("cat", &[&path]).trim().parse().unwrap()
+    }
+}
+
+#[test]
+fn paced_pps_over_xdp_loses_nothing_and_agrees_with_the_veth_counter() {
+    let Some(lab) = Lab::needing(&["ping"]) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    let rx_before = lab.server_rx_packets();
+    let mut cmd = lab.sonde(
+        &agent,
+        "pps",
+        &[
+            "--engine",
+            "xdp",
+            "--rate",
+            "50000",
+            "--flows",
+            "4",
+            "-t",
+            "2",
+            "--warmup",
+            "0.5",
+            "--json",
+            "--no-save",
+        ],
+    );
+    let client = cmd.spawn_keeping(Keep::Stdout);
+    std::thread::sleep(Duration::from_millis(1200));
+    // Mid-test: the program is attached, and the kernel still answers ARP and ICMP.
+    let attached = lab.server_has_xdp();
+    let mut ping = Lab::in_ns(&lab.client, "ping");
+    ping.args(["-c", "3", "-i", "0.2", "-W", "1", lab.server_addr]);
+    let ping = run(ping);
+    let doc = doc_of(&client.wait_with_output().unwrap());
+    let rx_delta = lab.server_rx_packets() - rx_before;
+    assert!(attached, "no XDP program on the agent's interface mid-test");
+    assert!(
+        ping.status.success(),
+        "kernel ping mid-test: {}",
+        stdout(&ping)
+    );
+    assert!(!lab.server_has_xdp(), "the program outlived the test");
+
+    let p = &doc["end"]["packets"];
+    for side in ["sender", "receiver"] {
+        assert_eq!(p[side]["engine"], "xdp", "{side}");
+    }
+    let bypass = &doc["end"]["receiver"]["bypass"];
+    assert!(
+        ["native", "generic"].contains(&bypass["attach"].as_str().unwrap_or("")),
+        "{bypass}"
+    );
+    assert_eq!(bypass["zero_copy"], false, "veth has no zero-copy");
+    let sent = p["sender"]["total_packets"].as_u64().unwrap();
+    let received = p["receiver"]["total_packets"].as_u64().unwrap();
+    let lost = p["lost_packets"].as_u64().unwrap();
+    eprintln!("sent {sent}, received {received}, lost {lost}; the veth received {rx_delta}");
+    assert!(sent > 90_000, "50 k/s for 2.5 s: {sent}");
+    assert_eq!(lost, 0, "{p}");
+    assert_eq!(received, sent);
+    assert_eq!(
+        (
+            p["reordered_packets"].as_u64(),
+            p["duplicated_packets"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    assert_eq!(p["socket_drops"], 0);
+    // The veth also counted the control connection, the pings and ARP: a few hundred.
+    assert!(
+        rx_delta >= received && rx_delta - received < 500,
+        "veth rx {rx_delta} against {received} received"
+    );
+    let intervals = doc["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 2, "{intervals:?}");
+}
+
+#[test]
+fn no_program_is_left_when_the_agent_or_the_controller_is_killed() {
+    let Some(lab) = Lab::new() else { return };
+    let args = [
+        "--engine",
+        "xdp",
+        "--rate",
+        "50000",
+        "-t",
+        "20",
+        "--no-save",
+    ];
+    // The agent dies: the kernel closes its BPF link with its descriptors.
+    let mut agent = lab.start_agent();
+    let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(lab.server_has_xdp(), "attached while the agent runs");
+    agent.kill();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!lab.server_has_xdp(), "a killed agent left its program");
+    let status = wait_with_timeout(&mut client, Duration::from_secs(5)).expect("client ended");
+    assert_eq!(status.code(), Some(3), "a partial result");
+    // The controller dies: the agent ends the test and drops the program.
+    let agent = lab.start_agent();
+    let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(lab.server_has_xdp(), "attached while the test runs");
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        !lab.server_has_xdp()
+    });
+    assert!(gone, "the agent kept the program after its controller died");
+}
+
+#[test]
+fn xdp_refusals_name_the_flag_and_attach_nothing() {
+    let Some(lab) = Lab::needing(&["setpriv"]) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    // Without privileges: refused before the agent is asked.
+    let mut cmd = Lab::in_ns(&lab.client, "setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        SONDE,
+        "pps",
+    ])
+    .args([lab.server_addr, "--port", &agent.port.to_string()])
+    .args(["--engine", "xdp", "-t", "1", "--no-save"]);
+    let o = run(cmd);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--engine xdp") && stderr(&o).contains("CAP_NET_ADMIN"),
+        "{}",
+        stderr(&o)
+    );
+    // Over loopback there is no interface to attach to.
+    let mut cmd = Lab::in_ns(&lab.client, SONDE);
+    cmd.args([
+        "pps",
+        "127.0.0.1",
+        "--engine",
+        "xdp",
+        "-t",
+        "1",
+        "--no-save",
+    ]);
+    let o = run(cmd);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--engine xdp: 127.0.0.1 is loopback"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!lab.server_has_xdp());
+}
