@@ -22,11 +22,14 @@ def sh(*args, check=True, **kw):
     return subprocess.run(list(args), check=check, **kw)
 
 
-def netns_up():
+def netns_up(queues=1):
+    """The pair, with `queues` transmit and receive queues on each end (a multi-queue NIC's
+    shape: AF_XDP takes a socket per queue)."""
     netns_down()
     sh("ip", "netns", "add", CLIENT_NS)
     sh("ip", "netns", "add", SERVER_NS)
-    sh("ip", "link", "add", "sbc", "netns", CLIENT_NS, "type", "veth", "peer", "name", "sbs", "netns", SERVER_NS)
+    q = ["numtxqueues", str(queues), "numrxqueues", str(queues)]
+    sh("ip", "link", "add", "sbc", "netns", CLIENT_NS, *q, "type", "veth", "peer", "name", "sbs", "netns", SERVER_NS, *q)
     for ns, dev, addr in [(CLIENT_NS, "sbc", "198.18.0.1"), (SERVER_NS, "sbs", SERVER)]:
         sh("ip", "-n", ns, "addr", "add", addr + "/24", "dev", dev)
         sh("ip", "-n", ns, "link", "set", dev, "up")
@@ -81,10 +84,10 @@ def parse_args(runs, secs, *extra):
 
 
 @contextlib.contextmanager
-def namespaces():
+def namespaces(queues=1):
     """The two namespaces for the length of a benchmark; yields a dict the caller adds its
     servers to, each stopped on the way out, as the namespaces are deleted."""
-    netns_up()
+    netns_up(queues)
     servers = {}
     try:
         yield servers

@@ -86,9 +86,22 @@ pub fn collect_live() -> Inventory {
             n.driver_version = (!version.is_empty()).then_some(version);
         }
         n.rss = crate::ethtool::rss(&n.name);
+        if let Ok(f) = crate::xdp_features::query(ifindex(&n.name)) {
+            n.native_xdp = Some(f.native);
+            n.xdp_zero_copy = Some(f.zero_copy);
+        }
     }
     inv.recommendations = crate::advice::recommend(&inv);
     inv
+}
+
+/// The index of interface `name` in this namespace (0: none).
+fn ifindex(name: &str) -> u32 {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: c is a live NUL-terminated string.
+    unsafe { libc::if_nametoindex(c.as_ptr()) }
 }
 
 pub fn collect(root: &Path) -> Inventory {
@@ -290,6 +303,7 @@ fn nic(root: &Path, name: &str, irq_lines: &[interrupts::IrqLine]) -> Nic {
     Nic {
         name: name.to_string(),
         native_xdp: driver.as_deref().map(|d| NATIVE_XDP_DRIVERS.contains(&d)),
+        xdp_zero_copy: None,
         driver,
         driver_version: None,
         bus_address,

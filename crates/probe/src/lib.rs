@@ -18,6 +18,7 @@ pub mod route;
 pub mod snmp;
 pub mod topology;
 pub mod udp;
+pub mod xdp_features;
 
 use std::path::{Path, PathBuf};
 

@@ -145,11 +145,19 @@ fn write_nic(o: &mut String, n: &Nic) -> Result {
     }
     if let Some(x) = n.native_xdp {
         let says = if x {
-            "driver supports it"
+            "yes, in the driver"
         } else {
-            "not a driver known to support it"
+            "no (generic mode only: after the kernel has built the packet)"
         };
         writeln!(o, "  native XDP  {says}")?;
+    }
+    if let Some(zc) = n.xdp_zero_copy {
+        let says = if zc {
+            "zero-copy (the driver shares its rings)"
+        } else {
+            "copy mode only (frames copied to and from the socket)"
+        };
+        writeln!(o, "  AF_XDP      {says}")?;
     }
     for i in &n.irqs {
         let cpus = i.affinity.as_deref().map(list);

@@ -100,9 +100,13 @@ pub struct Nic {
     pub offloads: BTreeMap<String, bool>,
     #[serde(default)]
     pub rss: Option<Rss>,
-    /// Whether the driver is one known to run XDP programs natively (in the driver).
+    /// Whether the driver runs XDP programs natively (in the driver): the kernel's own
+    /// `xdp-features` where it has them (6.3+), else a list of drivers known to.
     #[serde(default)]
     pub native_xdp: Option<bool>,
+    /// Whether AF_XDP sockets can bind in zero-copy mode (the kernel's `xdp-features`).
+    #[serde(default)]
+    pub xdp_zero_copy: Option<bool>,
     pub irqs: Vec<Irq>,
     /// Per receive queue RPS mask and per transmit queue XPS mask (hex, as in sysfs).
     pub rps_cpus: Vec<String>,

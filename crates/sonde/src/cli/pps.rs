@@ -15,17 +15,18 @@ pub struct PpsArgs {
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     pub size: u32,
     /// Sending threads here [default: one per usable CPU, at most one per flow asked for;
-    /// one with --gso].
+    /// one with --gso; with --engine xdp at most one per transmit queue of the interface].
     #[arg(long, value_name = "T")]
     pub tx_threads: Option<u32>,
-    /// Receiving threads on the agent, one SO_REUSEPORT socket each.
+    /// Receiving threads on the agent, one SO_REUSEPORT socket each (with --engine xdp: one
+    /// AF_XDP socket and thread per receive queue of the interface, whatever is asked).
     #[arg(long, default_value_t = 1, value_name = "T")]
     pub rx_threads: u32,
     /// Flows: each its own source port, so RSS and SO_REUSEPORT spread the load
     /// [default: one per sending or receiving thread, whichever are more].
     #[arg(long, value_name = "N")]
     pub flows: Option<u32>,
-    /// Packets per sendmmsg/recvmmsg call.
+    /// Packets per sendmmsg/recvmmsg call (with --engine xdp: per ring operation).
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub batch: u32,
     /// UDP GSO on the sender: one send per batch, cut into packets by the kernel late in

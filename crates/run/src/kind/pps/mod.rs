@@ -95,8 +95,11 @@ impl Kind for Pps {
             RX_BUFFER_BYTES,
         )?;
         let port = engine::open_rx(p, sockets, ip)?;
-        let mut notes = notes;
-        notes.extend(port.xdp.iter().flat_map(|x| x.notes.iter().cloned()));
+        // The group's notes (its buffers) are about sockets a bypass engine does not read.
+        let notes = match &port.xdp {
+            Some(x) => x.notes.clone(),
+            None => notes,
+        };
         Ok(Box::new(Group {
             spec: p.clone(),
             port,
