@@ -182,5 +182,14 @@ fn xdp_refusals_name_the_flag_and_attach_nothing() {
         "{}",
         stderr(&o)
     );
+    // An MTU larger than the socket's frames: the agent refuses, and attaches nothing.
+    lab.server_cmd("ip", &["link", "set", &lab.server_if, "mtu", "3000"]);
+    let o = run(lab.sonde(&agent, "pps", &["--engine", "xdp", "-t", "1", "--no-save"]));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("MTU of 3000 bytes does not fit"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!lab.server_has_xdp());
 }

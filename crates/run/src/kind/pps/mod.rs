@@ -62,7 +62,8 @@ impl Kind for Pps {
         p.validate()
             .map_err(|e| OpenError::Refused(e.to_string()))?;
         if p.execution.engine == xdp::XDP {
-            xdp::preflight(agent.ip()).map_err(|e| OpenError::Refused(e.to_string()))?;
+            xdp::preflight(agent.ip(), p.size_bytes)
+                .map_err(|e| OpenError::Refused(e.to_string()))?;
         }
         if let Some((iface, mtu)) = probe.mtu() {
             if p.size_bytes > mtu + 14 {

@@ -63,9 +63,20 @@ fn v4(ip: IpAddr) -> io::Result<Ipv4Addr> {
     }
 }
 
+/// Bytes of each AF_XDP frame: the largest packet either side can send or take.
+fn frame_bytes() -> u32 {
+    XskConfig::default().frame_bytes
+}
+
 /// Refuses, before the agent is asked, a test this host cannot run over AF_XDP.
-pub fn preflight(agent: IpAddr) -> io::Result<()> {
+pub fn preflight(agent: IpAddr, size_bytes: u32) -> io::Result<()> {
     xdp::available().map_err(|e| explain("opening an AF_XDP socket", e))?;
+    if size_bytes > frame_bytes() {
+        return Err(refuse(format!(
+            "--size {size_bytes} exceeds the AF_XDP frame of {} bytes",
+            frame_bytes()
+        )));
+    }
     if agent.is_loopback() {
         return Err(refuse(format!(
             "{agent} is loopback: AF_XDP needs a real interface"
@@ -196,6 +207,15 @@ pub fn open_rx(spec: &PpsSpec, ip: IpAddr, port: u16) -> io::Result<RxPort> {
         )));
     }
     let (index, rx_queues, _) = queues_of(&iface)?;
+    let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))?;
+    let mtu: u32 = mtu.trim().parse().map_err(io::Error::other)?;
+    if mtu + 14 > frame_bytes() {
+        return Err(refuse(format!(
+            "{iface}'s MTU of {mtu} bytes does not fit an AF_XDP frame of {} bytes: lower it to {} or use the kernel engine",
+            frame_bytes(),
+            frame_bytes() - 14
+        )));
+    }
     let queues: Vec<u32> = (0..rx_queues).collect();
     let xsks = sockets(&iface, index, &queues)?;
     let program = xdp::attach(index, port, rx_queues, None)
