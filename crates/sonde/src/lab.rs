@@ -154,18 +154,21 @@ fn is_root() -> bool {
 }
 
 /// The standard measurements: what `sonde TEST HOST` each runs, as words after the host.
-fn measurements(duration_ms: u64) -> Vec<Vec<String>> {
+/// Over veth the packet rate is measured with AF_XDP too (loopback has no XDP).
+fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
     let t = format!("{duration_ms}ms");
-    let lines: [&[&str]; 6] = [
+    let lines: [&[&str]; 7] = [
         &["stream", "-P", "1"],
         &["stream", "-P", "8"],
         &["ping"],
         &["ping", "--udp"],
         &["rpc", "-C", "8", "-W", "8"],
         &["pps", "--flows", "4", "--rx-threads", "2"],
+        &["pps", "--engine", "xdp", "--flows", "4"],
     ];
     lines
         .iter()
+        .filter(|l| veth || !l.contains(&"xdp"))
         .map(|l| {
             let mut v: Vec<String> = l.iter().map(|w| w.to_string()).collect();
             v.extend(["-t".to_string(), t.clone()]);
@@ -219,7 +222,7 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
 
     let mut results: Vec<(String, Document)> = Vec::new();
     let mut failed = false;
-    for (i, words) in measurements(args.duration).into_iter().enumerate() {
+    for (i, words) in measurements(args.duration, netns.is_some()).into_iter().enumerate() {
         let name = words[..words.len() - 2].join(" ");
         if interrupt.is_set() {
             break;

@@ -37,10 +37,11 @@ fn lab_runs_and_cleans_up() {
         "ping ",
         "ping --udp",
         "rpc -C 8 -W 8",
+        "pps --engine xdp",
     ] {
         assert!(text.contains(m), "{m} missing: {text}");
     }
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 7);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);
 }
