@@ -41,6 +41,13 @@ def netns_down():
         sh("ip", "netns", "del", ns, check=False, stderr=subprocess.DEVNULL)
 
 
+def in_datagrams():
+    """Udp InDatagrams in the server namespace: datagrams the kernel delivered to a socket."""
+    out = subprocess.run(["ip", "netns", "exec", SERVER_NS, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True).stdout
+    rows = [l.split() for l in out.splitlines() if l.startswith("Udp:")]
+    return int(rows[1][rows[0].index("InDatagrams")])
+
+
 def proc_cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()

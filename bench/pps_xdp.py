@@ -20,15 +20,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, SERVER_NS, client, namespaces, parse_args, rotations, start_server  # noqa: E402
+from netns import SERVER, SERVER_NS, client, in_datagrams, namespaces, parse_args, rotations, start_server  # noqa: E402
 
 PAYLOAD = 22
-
-
-def in_datagrams():
-    out = subprocess.run(["ip", "netns", "exec", SERVER_NS, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True).stdout
-    rows = [l.split() for l in out.splitlines() if l.startswith("Udp:")]
-    return int(rows[1][rows[0].index("InDatagrams")])
 
 
 def run_sonde(sonde, t, extra):

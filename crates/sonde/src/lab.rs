@@ -222,7 +222,10 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
 
     let mut results: Vec<(String, Document)> = Vec::new();
     let mut failed = false;
-    for (i, words) in measurements(args.duration, netns.is_some()).into_iter().enumerate() {
+    for (i, words) in measurements(args.duration, netns.is_some())
+        .into_iter()
+        .enumerate()
+    {
         let name = words[..words.len() - 2].join(" ");
         if interrupt.is_set() {
             break;

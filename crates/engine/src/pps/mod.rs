@@ -56,6 +56,42 @@ pub(crate) fn account(payload: &[u8], flows: &mut [FlowRx], cookie: u32) -> bool
     }
 }
 
+/// What a sender thread returns: packets sent per flow it owned, by flow index.
+pub(crate) type TxOutcome = Result<Vec<(usize, u64)>, String>;
+
+/// Packets sent per flow from the senders' outcomes (each a list of (flow, sent)), and
+/// the first error a sender met.
+pub(crate) fn gather_sent(
+    outcomes: Vec<crate::pool::Outcome<TxOutcome>>,
+    flows: usize,
+) -> (Vec<u64>, Option<String>) {
+    let mut per_flow = vec![0; flows];
+    let mut error = None;
+    for outcome in outcomes {
+        match outcome.and_then(|r| r) {
+            Ok(list) => list.into_iter().for_each(|(f, sent)| per_flow[f] = sent),
+            Err(e) => error = error.or(Some(e)),
+        }
+    }
+    (per_flow, error)
+}
+
+/// Per-flow accounting merged over the receivers' outcomes, and the first error met.
+pub(crate) fn gather_received(
+    outcomes: Vec<crate::pool::Outcome<Result<Vec<FlowRx>, String>>>,
+    flows: usize,
+) -> (Vec<FlowRx>, Option<String>) {
+    let mut merged = vec![FlowRx::default(); flows];
+    let mut error = None;
+    for outcome in outcomes {
+        match outcome.and_then(|r| r) {
+            Ok(list) => merged.iter_mut().zip(&list).for_each(|(a, f)| a.merge(f)),
+            Err(e) => error = error.or(Some(e)),
+        }
+    }
+    (merged, error)
+}
+
 /// (packets, bytes) over all workers' counters.
 pub(crate) fn sum(counts: &[Count]) -> (u64, u64) {
     let [packets, bytes] = Counters::sum(counts);

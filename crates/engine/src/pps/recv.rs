@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{account, sum, Batch, Count, FlowRx};
+use super::{account, gather_received, sum, Batch, Count, FlowRx};
 use crate::nap::{self, Napper, Next};
 use crate::pool::{Placement, Pool, Stop};
 use crate::wait::Poll;
@@ -89,15 +89,7 @@ impl PpsReceiver {
 
     /// Per-flow accounting merged over the receivers, and the first error met.
     pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
-        let mut flows = vec![FlowRx::default(); self.shared.plan.flows];
-        let mut error = None;
-        for outcome in self.pool.join() {
-            match outcome.and_then(|r| r) {
-                Ok(list) => flows.iter_mut().zip(&list).for_each(|(a, f)| a.merge(f)),
-                Err(e) => error = error.or(Some(e)),
-            }
-        }
-        (flows, error)
+        gather_received(self.pool.join(), self.shared.plan.flows)
     }
 }
 

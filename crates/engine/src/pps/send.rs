@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{sum, write_header, Batch, Count, HEADER_BYTES};
+use super::{gather_sent, sum, write_header, Batch, Count, TxOutcome, HEADER_BYTES};
 use crate::pace::Pacer;
 use crate::pool::{Placement, Pool, Stop};
 use crate::wait::{self};
@@ -45,9 +45,6 @@ impl Stop for TxShared {
         self.aborting.store(true, Ordering::Relaxed);
     }
 }
-
-/// What a sender thread returns: packets sent per flow it owned, by flow index.
-type TxOutcome = Result<Vec<(usize, u64)>, String>;
 
 /// The sending side: one thread per `threads`, flows dealt round robin.
 pub struct PpsSender {
@@ -112,15 +109,7 @@ impl PpsSender {
 
     /// Packets sent per flow, and the first error a worker met.
     pub fn join(&mut self) -> (Vec<u64>, Option<String>) {
-        let mut per_flow = vec![0; self.shared.flows.len()];
-        let mut error = None;
-        for outcome in self.pool.join() {
-            match outcome.and_then(|r| r) {
-                Ok(list) => list.into_iter().for_each(|(f, sent)| per_flow[f] = sent),
-                Err(e) => error = error.or(Some(e)),
-            }
-        }
-        (per_flow, error)
+        gather_sent(self.pool.join(), self.shared.flows.len())
     }
 }
 

@@ -12,8 +12,11 @@ use super::Xsk;
 use crate::nap::{self, Napper, Next};
 use crate::pace::Pacer;
 use crate::pool::{Placement, Pool, Stop};
-use crate::pps::{account, sum, write_header, Count, FlowRx, HEADER_BYTES};
-use crate::wait::{self, Poll};
+use crate::pps::{
+    account, gather_received, gather_sent, sum, write_header, Count, FlowRx, RxPlan, TxOutcome,
+    HEADER_BYTES,
+};
+use crate::wait;
 
 /// How long a sender, once stopped, kicks the kernel to send the frames it queued.
 const FLUSH: Duration = Duration::from_millis(200);
@@ -33,16 +36,6 @@ pub struct XdpTxPlan {
     pub cookie: u32,
     /// Each flow's addresses; flows are dealt to the sockets round robin.
     pub flows: Vec<Endpoints>,
-}
-
-#[derive(Debug, Clone)]
-pub struct XdpRxPlan {
-    /// CPUs of the receivers, one per socket.
-    pub cpus: Option<Vec<usize>>,
-    pub batch: usize,
-    pub poll: Poll,
-    pub flows: usize,
-    pub cookie: u32,
 }
 
 /// Worker `k` takes socket `k` for its life.
@@ -67,8 +60,6 @@ impl Stop for TxShared {
         self.aborting.store(true, Ordering::Relaxed);
     }
 }
-
-type TxOutcome = Result<Vec<(usize, u64)>, String>;
 
 /// Senders, one thread per AF_XDP socket.
 pub struct XdpSender {
@@ -105,15 +96,7 @@ impl XdpSender {
 
     /// Packets sent per flow, and the first error a worker met.
     pub fn join(&mut self) -> (Vec<u64>, Option<String>) {
-        let mut per_flow = vec![0; self.shared.plan.flows.len()];
-        let mut error = None;
-        for outcome in self.pool.join() {
-            match outcome.and_then(|r| r) {
-                Ok(list) => list.into_iter().for_each(|(f, sent)| per_flow[f] = sent),
-                Err(e) => error = error.or(Some(e)),
-            }
-        }
-        (per_flow, error)
+        gather_sent(self.pool.join(), self.shared.plan.flows.len())
     }
 }
 
@@ -176,7 +159,7 @@ fn send_loop(shared: &TxShared, k: usize) -> TxOutcome {
 }
 
 struct RxShared {
-    plan: XdpRxPlan,
+    plan: RxPlan,
     xsks: Vec<Mutex<Xsk>>,
     aborting: AtomicBool,
     counts: Vec<Count>,
@@ -205,11 +188,7 @@ pub struct XdpReceiver {
 impl XdpReceiver {
     /// `busy_polling`: the sockets have SO_BUSY_POLL set, and spinning readers enter the
     /// kernel to run it.
-    pub fn spawn(
-        xsks: Vec<Xsk>,
-        plan: XdpRxPlan,
-        busy_polling: bool,
-    ) -> std::io::Result<XdpReceiver> {
+    pub fn spawn(xsks: Vec<Xsk>, plan: RxPlan, busy_polling: bool) -> std::io::Result<XdpReceiver> {
         let placement = Placement::new(xsks.len(), plan.cpus.clone(), xsks.len());
         let shared = Arc::new(RxShared {
             counts: (0..placement.threads).map(|_| Count::default()).collect(),
@@ -249,15 +228,7 @@ impl XdpReceiver {
 
     /// Per-flow accounting merged over the receivers, and the first error met.
     pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
-        let mut flows = vec![FlowRx::default(); self.shared.plan.flows];
-        let mut error = None;
-        for outcome in self.pool.join() {
-            match outcome.and_then(|r| r) {
-                Ok(list) => flows.iter_mut().zip(&list).for_each(|(a, f)| a.merge(f)),
-                Err(e) => error = error.or(Some(e)),
-            }
-        }
-        (flows, error)
+        gather_received(self.pool.join(), self.shared.plan.flows)
     }
 }
 

@@ -109,14 +109,21 @@ fn kernel_rx(
     sockets: Vec<UdpSocket>,
     cookie: u32,
 ) -> io::Result<Box<dyn RxEngine>> {
-    let plan = RxPlan {
+    Ok(Box::new(PpsReceiver::spawn(
+        sockets,
+        rx_plan(spec, cookie),
+    )?))
+}
+
+/// What every engine's receivers are told.
+pub(super) fn rx_plan(spec: &PpsSpec, cookie: u32) -> RxPlan {
+    RxPlan {
         cpus: spec.execution.server_cpus.clone(),
         batch: spec.batch as usize,
         poll: poll_of(spec.poll),
         flows: spec.flows as usize,
         cookie,
-    };
-    Ok(Box::new(PpsReceiver::spawn(sockets, plan)?))
+    }
 }
 
 kernel_workers!(PpsSender, PpsReceiver);

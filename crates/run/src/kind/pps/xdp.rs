@@ -10,13 +10,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sonde_engine::xdp::frame::Endpoints;
-use sonde_engine::xdp::pps::{XdpReceiver, XdpRxPlan, XdpSender, XdpTxPlan};
+use sonde_engine::xdp::pps::{XdpReceiver, XdpSender, XdpTxPlan};
 use sonde_engine::xdp::{self, Attached, Xsk, XskConfig};
 use sonde_probe::{host, neigh, route};
 use sonde_results::{Bypass, PollMode, PpsSpec};
 
-use super::engine::{RxEngine, TxEngine};
-use crate::kind::rr::poll_of;
+use super::engine::{rx_plan, RxEngine, TxEngine};
 use crate::kind::Workers;
 use sonde_engine::pps::FlowRx;
 
@@ -261,14 +260,7 @@ pub fn receiver(spec: &PpsSpec, port: RxPort, cookie: u32) -> io::Result<Box<dyn
         bypass,
         ..
     } = port;
-    let plan = XdpRxPlan {
-        cpus: spec.execution.server_cpus.clone(),
-        batch: spec.batch as usize,
-        poll: poll_of(spec.poll),
-        flows: spec.flows as usize,
-        cookie,
-    };
-    let receiver = XdpReceiver::spawn(xsks, plan, bypass.busy_poll)?;
+    let receiver = XdpReceiver::spawn(xsks, rx_plan(spec, cookie), bypass.busy_poll)?;
     Ok(Box::new(Rx {
         receiver,
         bypass,
