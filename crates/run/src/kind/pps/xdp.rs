@@ -162,7 +162,7 @@ pub fn sender(
         zero_copy: xsks.iter().all(|x| x.zero_copy),
         ..Default::default()
     };
-    let flows = flows
+    let endpoints = flows
         .iter()
         .map(|f| {
             Ok(Endpoints {
@@ -181,10 +181,14 @@ pub fn sender(
         stop_at: Instant::now()
             + Duration::from_millis(spec.timing.warmup_ms + spec.timing.duration_ms),
         cookie,
-        flows,
+        flows: endpoints,
     };
     let sender = XdpSender::spawn(xsks, plan)?;
-    Ok(Box::new(Tx { sender, bypass }))
+    Ok(Box::new(Tx {
+        sender,
+        bypass,
+        _ports: flows,
+    }))
 }
 
 /// The receive program and a socket per receive queue, opened before `Ready`.
@@ -271,6 +275,9 @@ pub fn receiver(spec: &PpsSpec, port: RxPort, cookie: u32) -> io::Result<Box<dyn
 struct Tx {
     sender: XdpSender,
     bypass: Bypass,
+    /// The kernel sockets whose source ports the frames use, held so that nothing else
+    /// takes those ports during the test.
+    _ports: Vec<UdpSocket>,
 }
 
 struct Rx {
