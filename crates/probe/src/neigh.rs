@@ -1,6 +1,6 @@
 //! What a sender that builds whole Ethernet frames needs to know about its path: the next
-//! hop's MAC from the kernel's neighbour table (/proc/net/arp, IPv4), the interface's own
-//! MAC and its queue counts (/sys/class/net).
+//! hop's MAC from the kernel's neighbour table (/proc/net/arp, IPv4) and the interface's own
+//! MAC (/sys/class/net).
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -65,38 +65,19 @@ pub fn mac_of(root: &Path, iface: &str) -> Result<[u8; 6], ProbeError> {
     parse_mac(&text).ok_or_else(|| parse_err(root, &rel, format!("not a MAC: {}", text.trim())))
 }
 
-/// The interface's receive and transmit queue counts.
-pub fn queues(root: &Path, iface: &str) -> Result<(u32, u32), ProbeError> {
-    let rel = format!("sys/class/net/{iface}/queues");
-    let dir = root.join(&rel);
-    let entries = std::fs::read_dir(&dir).map_err(|source| ProbeError::Read {
-        path: dir.clone(),
-        source,
-    })?;
-    let (mut rx, mut tx) = (0, 0);
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        rx += u32::from(name.starts_with("rx-"));
-        tx += u32::from(name.starts_with("tx-"));
-    }
-    Ok((rx, tx))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixture;
 
     #[test]
-    fn captured_vm_neighbours_mac_and_queues() {
+    fn captured_vm_neighbours_and_mac() {
         let root = fixture("vm-2cpu-virtio");
         let table = read_arp(&root).unwrap();
         let gw = "192.0.2.1".parse().unwrap();
         assert_eq!(mac_in(&table, "eth0", gw), Some([2, 0xfc, 0, 0, 0, 5]));
         assert_eq!(mac_in(&table, "eth1", gw), None);
         assert_eq!(mac_of(&root, "eth0").unwrap(), [2, 0xfc, 0, 0, 0, 1]);
-        assert_eq!(queues(&root, "eth0").unwrap(), (1, 1));
     }
 
     #[test]

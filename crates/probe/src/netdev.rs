@@ -33,6 +33,23 @@ pub fn read_counters(root: &Path, iface: &str) -> Result<NicCounters, ProbeError
 }
 
 /// `after - before`, field by field.
+/// The interface's receive and transmit queue counts (its `queues/rx-N`, `tx-N`).
+pub fn queues(root: &Path, iface: &str) -> Result<(u32, u32), ProbeError> {
+    let dir = root.join(format!("sys/class/net/{iface}/queues"));
+    let entries = std::fs::read_dir(&dir).map_err(|source| ProbeError::Read {
+        path: dir.clone(),
+        source,
+    })?;
+    let (mut rx, mut tx) = (0, 0);
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        rx += u32::from(name.starts_with("rx-"));
+        tx += u32::from(name.starts_with("tx-"));
+    }
+    Ok((rx, tx))
+}
+
 pub fn delta(before: &NicCounters, after: &NicCounters) -> NicCounters {
     NicCounters {
         iface: after.iface.clone(),
@@ -66,6 +83,13 @@ mod tests {
         );
         assert_eq!(d.rx_packets, 5);
         assert_eq!(d.tx_bytes, 0);
+    }
+
+    #[test]
+    fn captured_vm_queue_counts() {
+        let root = fixture("vm-2cpu-virtio");
+        assert_eq!(queues(&root, "eth0").unwrap(), (1, 1));
+        assert!(queues(&root, "eth9").is_err());
     }
 
     #[test]

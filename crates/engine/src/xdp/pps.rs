@@ -1,6 +1,6 @@
 //! Packet-rate workers on AF_XDP sockets: the kernel engine's pps job without the socket
-//! layer. A sender thread per socket fills frames from templates built once per flow and
-//! rewrites only the sequence header; a receiver thread per socket finds each frame's UDP
+//! layer. A sender thread per socket copies each frame from its flow's template (built once:
+//! headers and checksums are not recomputed) and writes the sequence header into it; a receiver thread per socket finds each frame's UDP
 //! payload and accounts it per flow exactly as the kernel engine's receivers do.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -259,14 +259,15 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
             }
             None => foreign += 1,
         }) as usize;
-        napper.after_read(n, batch, Instant::now());
+        let after = Instant::now();
+        napper.after_read(n, batch, after);
         if n == 0 {
             if spin && shared.busy_polling {
                 xsk.poke();
             }
             continue;
         }
-        last_message = Instant::now();
+        last_message = after;
         count.add([n as u64, bytes]);
         if foreign > 0 {
             shared.foreign[k].fetch_add(foreign, Ordering::Relaxed);

@@ -95,8 +95,7 @@ fn kernel_tx(
         payload_bytes: spec.payload_bytes() as usize,
         batch: spec.batch as usize,
         rate_pps: spec.rate_pps,
-        stop_at: Instant::now()
-            + Duration::from_millis(spec.timing.warmup_ms + spec.timing.duration_ms),
+        stop_at: senders_stop_at(spec),
         cookie,
         gso: spec.gso,
     };
@@ -113,6 +112,11 @@ fn kernel_rx(
         sockets,
         rx_plan(spec, cookie),
     )?))
+}
+
+/// When every engine's senders stop by themselves: the end of warm-up and window.
+pub(super) fn senders_stop_at(spec: &PpsSpec) -> Instant {
+    Instant::now() + Duration::from_millis(spec.timing.warmup_ms + spec.timing.duration_ms)
 }
 
 /// What every engine's receivers are told.

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use sonde_engine::xdp::frame::Endpoints;
 use sonde_engine::xdp::pps::{XdpReceiver, XdpSender, XdpTxPlan};
 use sonde_engine::xdp::{self, Attached, Xsk, XskConfig};
-use sonde_probe::{host, neigh, route};
+use sonde_probe::{host, neigh, netdev, route};
 use sonde_results::{Bypass, PollMode, PpsSpec};
 
-use super::engine::{rx_plan, RxEngine, TxEngine};
+use super::engine::{rx_plan, senders_stop_at, RxEngine, TxEngine};
 use crate::kind::Workers;
 use sonde_engine::pps::FlowRx;
 
@@ -126,7 +126,7 @@ fn path_to(local: Ipv4Addr, peer: Ipv4Addr) -> io::Result<(String, [u8; 6], [u8;
 /// The interface's index and queue counts (receive, transmit).
 fn queues_of(iface: &str) -> io::Result<(u32, u32, u32)> {
     let index = xdp::ifindex(iface).map_err(|e| explain(&format!("interface {iface}"), e))?;
-    let (rx, tx) = neigh::queues(root(), iface).map_err(io::Error::other)?;
+    let (rx, tx) = netdev::queues(root(), iface).map_err(io::Error::other)?;
     Ok((index, rx.max(1), tx.max(1)))
 }
 
@@ -178,8 +178,7 @@ pub fn sender(
         payload_bytes: spec.payload_bytes() as usize,
         batch: spec.batch as usize,
         rate_pps: spec.rate_pps,
-        stop_at: Instant::now()
-            + Duration::from_millis(spec.timing.warmup_ms + spec.timing.duration_ms),
+        stop_at: senders_stop_at(spec),
         cookie,
         flows: endpoints,
     };
