@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sonde_engine::xdp::frame::{payload_offset, udp_frame, Endpoints};
-use sonde_engine::xdp::{attach, ifindex, AttachMode, Xsk, XskConfig};
+use sonde_engine::xdp::{attach, ifindex, AttachMode, Steer, Xsk, XskConfig};
 
 const PORT: u16 = 47_001;
 const OTHER_PORT: u16 = 47_002;
@@ -92,7 +92,7 @@ fn exchange(ns: &Netns, mode: AttachMode, sent: u32) -> (u32, u32, AttachMode, b
         s.spawn(|| {
             ns.enter();
             let (a, b) = (ifindex("xa").unwrap(), ifindex("xb").unwrap());
-            let prog = attach(b, PORT, 1, Some(mode)).unwrap();
+            let prog = attach(b, Steer::ToPort(PORT), 1, Some(mode)).unwrap();
             let mut rx = Xsk::open(b, 0, XskConfig::default(), None).unwrap();
             prog.route_queue(0, rx.fd()).unwrap();
             assert!(ns.xdp_on("xb"), "program attached");

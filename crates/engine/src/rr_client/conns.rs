@@ -2,13 +2,13 @@
 //! allows, wait (block, spin, poll or epoll), read the answers, expire lost UDP requests.
 //! One pass of [`Worker::step`] does each once.
 
-use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::{Recorder, Shared, WorkerCounters, WorkerEnd, BACKLOG_CAP, COMPLETED, SENT};
-use crate::udp_match::{Reply, SeqMatch};
+use super::flight::Flight;
+use super::{Recorder, Shared, WorkerCounters, WorkerEnd, COMPLETED, SENT};
+use crate::udp_match::Reply;
 use crate::wait::{self, Multi, Recv};
 
 /// What the wait found.
@@ -26,16 +26,10 @@ enum Ready {
 struct Conn {
     fd: RawFd,
     udp: bool,
-    /// Start time of every request created and not yet answered, oldest first.
-    ring: VecDeque<Instant>,
-    /// How many of `ring` have been (at least partly) sent.
-    started: usize,
+    flight: Flight,
     tx_left: usize,
     rx_acc: usize,
-    next_due: Instant,
     dead: bool,
-    /// UDP: the sequence number of each request in flight.
-    seq: SeqMatch,
 }
 
 struct Worker<'a, 'r> {
@@ -72,22 +66,16 @@ impl<'a, 'r> Worker<'a, 'r> {
         let p = &shared.plan;
         let start = Instant::now();
         let n = owned.len();
-        let mut conns: Vec<Conn> = owned
+        let conns: Vec<Conn> = owned
             .iter()
             .enumerate()
             .map(|(i, &s)| Conn {
                 fd: shared.sockets[s].fd(),
                 udp: shared.sockets[s].is_udp(),
-                ring: VecDeque::with_capacity(if p.open_loop { p.window * 4 } else { p.window }),
-                started: 0,
+                flight: Flight::new(p, start, i, n),
                 tx_left: 0,
                 rx_acc: 0,
-                // Connections of one worker are spread over the pacing period.
-                next_due: start
-                    + p.pace
-                        .map_or(Duration::ZERO, |iv| iv * i as u32 / n.max(1) as u32),
                 dead: false,
-                seq: SeqMatch::default(),
             })
             .collect();
         let multi = if n > 1 {
@@ -100,11 +88,6 @@ impl<'a, 'r> Worker<'a, 'r> {
         } else {
             None
         };
-        if p.pace.is_none() {
-            for c in &mut conns {
-                c.ring.extend(std::iter::repeat_n(start, p.window));
-            }
-        }
         let buf_len = p.request_bytes.max(p.response_bytes).max(64 * 1024);
         Ok(Worker {
             shared,
@@ -120,7 +103,7 @@ impl<'a, 'r> Worker<'a, 'r> {
     }
 
     fn outstanding(&self) -> usize {
-        self.conns.iter().map(|c| c.started).sum()
+        self.conns.iter().map(|c| c.flight.started).sum()
     }
 
     /// One pass; false when the worker is done (aborted, drained, every connection dead,
@@ -154,21 +137,8 @@ impl<'a, 'r> Worker<'a, 'r> {
     /// paced closed loop: the next one, once the last is answered).
     fn make_due(&mut self, now: Instant) {
         let p = &self.shared.plan;
-        let Some(iv) = p.pace else { return };
         for c in self.conns.iter_mut().filter(|c| !c.dead) {
-            if p.open_loop {
-                while c.next_due <= now {
-                    if c.ring.len() < BACKLOG_CAP {
-                        c.ring.push_back(c.next_due);
-                    } else {
-                        self.end.not_sent += 1;
-                    }
-                    c.next_due += iv;
-                }
-            } else if c.ring.is_empty() && c.next_due <= now {
-                c.ring.push_back(now);
-                c.next_due = (c.next_due + iv).max(now);
-            }
+            self.end.not_sent += c.flight.make_due(p, now);
         }
     }
 
@@ -176,17 +146,14 @@ impl<'a, 'r> Worker<'a, 'r> {
     fn send_window(&mut self, now: Instant) {
         let p = &self.shared.plan;
         for c in self.conns.iter_mut().filter(|c| !c.dead) {
-            while c.tx_left > 0 || (c.started < c.ring.len() && c.started < p.window) {
+            while c.tx_left > 0 || c.flight.may_start(p.window) {
                 if c.tx_left == 0 {
                     c.tx_left = p.request_bytes;
-                    c.started += 1;
-                    if c.udp {
-                        c.seq.start();
-                    }
+                    c.flight.start(c.udp);
                     self.counters.add_to(SENT, 1);
                 }
                 if c.udp {
-                    c.seq.stamp(&mut self.buf);
+                    c.flight.seq.stamp(&mut self.buf);
                 }
                 match wait::send(c.fd, &self.buf[..c.tx_left]) {
                     Ok(0) => break,
@@ -213,14 +180,13 @@ impl<'a, 'r> Worker<'a, 'r> {
         let next_paced = p
             .pace
             .filter(|_| sending)
-            .and_then(|_| live().map(|c| c.next_due).min());
+            .and_then(|_| live().map(|c| c.flight.next_due).min());
         let udp_loss = self
             .conns
             .iter()
-            .filter(|c| c.udp && c.started > 0)
-            .filter_map(|c| c.ring.front())
-            .min()
-            .map(|&front| front + p.udp_loss_timeout);
+            .filter(|c| c.udp)
+            .filter_map(|c| c.flight.loss_due(p))
+            .min();
         [
             self.rec.due(),
             sending.then_some(p.stop_sending_at),
@@ -295,31 +261,14 @@ impl<'a, 'r> Worker<'a, 'r> {
         let p = &self.shared.plan;
         let now = Instant::now();
         for c in self.conns.iter_mut().filter(|c| c.udp) {
-            while c.started > 0
-                && c.ring
-                    .front()
-                    .is_some_and(|&s| now >= s + p.udp_loss_timeout)
-            {
-                c.ring.pop_front();
-                c.seq.expire_oldest();
-                c.started -= 1;
-                self.end.lost += 1;
-                if p.pace.is_none() && now < p.stop_sending_at {
-                    c.ring.push_back(now);
-                }
-            }
+            self.end.lost += c.flight.expire(p, now);
         }
     }
 
     /// The worker's accounting, once it stopped.
     fn finish(mut self) -> WorkerEnd {
-        let open_loop = self.shared.plan.open_loop as u64;
         for c in &self.conns {
-            self.end.late += c.seq.late;
-            self.end.duplicated += c.seq.duplicate;
-            self.end.foreign += c.seq.foreign;
-            self.end.unanswered += c.started as u64;
-            self.end.not_sent += (c.ring.len() - c.started) as u64 * open_loop;
+            c.flight.account(&self.shared.plan, &mut self.end);
         }
         self.end
     }
@@ -343,7 +292,7 @@ fn read_answers(
                 *last_message = t;
                 // TCP answers arrive in order; a UDP reply names its request.
                 let (first, responses) = if c.udp {
-                    match c.seq.reply(&buf[..got]) {
+                    match c.flight.seq.reply(&buf[..got]) {
                         Reply::Matched(pos) => (pos, 1),
                         _ => (0, 0),
                     }
@@ -354,13 +303,11 @@ fn read_answers(
                     (0, r)
                 };
                 for _ in 0..responses {
-                    let Some(s) = c.ring.remove(first) else { break };
-                    c.started = c.started.saturating_sub(1);
+                    let Some(s) = c.flight.answered(p, first, t) else {
+                        break;
+                    };
                     rec.record(s, t);
                     counters.add_to(COMPLETED, 1);
-                    if p.pace.is_none() && t < p.stop_sending_at {
-                        c.ring.push_back(t);
-                    }
                 }
                 // A short TCP read drained the socket; readiness is level-triggered, so a
                 // second call only to hear EAGAIN would be wasted.

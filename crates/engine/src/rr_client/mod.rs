@@ -20,6 +20,7 @@ use hdrhistogram::Histogram;
 
 mod conns;
 mod crr;
+mod flight;
 mod recorder;
 #[cfg(test)]
 mod tests;

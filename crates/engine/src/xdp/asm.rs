@@ -1,5 +1,5 @@
 //! The XDP program the AF_XDP engine attaches, assembled here from eBPF instructions: it
-//! redirects the test's own UDP packets (by destination port, IPv4 or IPv6) to the XSK of
+//! redirects the test's own UDP packets (by destination or source port, IPv4 or IPv6) to the XSK of
 //! the queue they arrived on and passes everything else (ARP, the control connection, any
 //! other traffic) to the kernel. Twenty-odd instructions do not justify a C toolchain at
 //! build time; the kernel's verifier checks them at load.
@@ -168,10 +168,31 @@ fn wire16(v: u16) -> i32 {
     v.swap_bytes() as i32
 }
 
-/// The redirect program for UDP destination `port`; `map_fd` is the XSKMAP, indexed by
-/// receive queue. A queue without a socket falls back to XDP_PASS (the low bits of
-/// `bpf_redirect_map`'s flags, kernel 5.3 and later).
-pub fn redirect_udp_port(port: u16, map_fd: i32) -> Vec<Insn> {
+/// Which UDP packets the program takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steer {
+    /// Those to this destination port: a receiver's, or an echo server's requests.
+    ToPort(u16),
+    /// Those from this source port: the answers a request/response client waits for,
+    /// whatever source port each of its flows uses.
+    FromPort(u16),
+}
+
+impl Steer {
+    /// The port, and its offset in the UDP header.
+    fn field(self) -> (u16, i16) {
+        match self {
+            Steer::ToPort(p) => (p, 2),
+            Steer::FromPort(p) => (p, 0),
+        }
+    }
+}
+
+/// The redirect program for the UDP packets `steer` names; `map_fd` is the XSKMAP,
+/// indexed by receive queue. A queue without a socket falls back to XDP_PASS (the low bits
+/// of `bpf_redirect_map`'s flags, kernel 5.3 and later).
+pub fn redirect_udp(steer: Steer, map_fd: i32) -> Vec<Insn> {
+    let (port, at) = steer.field();
     let mut a = Asm::default();
     a.mov(6, 1); // r6 = ctx
     a.load(W, 2, 1, MD_DATA); // r2 = data
@@ -193,7 +214,7 @@ pub fn redirect_udp_port(port: u16, map_fd: i32) -> Vec<Insn> {
     a.add_imm(7, ETH_LEN);
     a.op(ALU64 | ADD | X, 7, 5, 0, 0); // r7 = UDP header
     a.need(7, 8);
-    a.load(H, 5, 7, 2); // destination port
+    a.load(H, 5, 7, at); // the port
     a.jump_imm(JNE, 5, wire16(port), Label::Pass);
     a.goto(Label::Redirect);
 
@@ -201,7 +222,7 @@ pub fn redirect_udp_port(port: u16, map_fd: i32) -> Vec<Insn> {
     a.need(2, ETH_LEN + 40 + 8);
     a.load(B, 5, 2, 14 + 6); // next header (no extension headers)
     a.jump_imm(JNE, 5, IPPROTO_UDP, Label::Pass);
-    a.load(H, 5, 2, (ETH_LEN + 40 + 2) as i16);
+    a.load(H, 5, 2, (ETH_LEN + 40) as i16 + at);
     a.jump_imm(JNE, 5, wire16(port), Label::Pass);
 
     a.label(Label::Redirect);
@@ -224,7 +245,7 @@ mod tests {
 
     #[test]
     fn jumps_land_on_their_labels() {
-        let p = redirect_udp_port(5201, 7);
+        let p = redirect_udp(Steer::ToPort(5201), 7);
         let exits: Vec<usize> = (0..p.len()).filter(|&i| p[i].code == 0x95).collect();
         assert_eq!(exits.len(), 2);
         let pass = exits[1] - 1;
@@ -246,13 +267,20 @@ mod tests {
 
     #[test]
     fn port_and_map_are_where_the_kernel_reads_them() {
-        let p = redirect_udp_port(0x1451, 9);
+        let p = redirect_udp(Steer::ToPort(0x1451), 9);
         let ports: Vec<i32> = p
             .iter()
             .filter(|i| i.code == 0x55 && i.imm != IPPROTO_UDP)
             .map(|i| i.imm)
             .collect();
         assert_eq!(ports, vec![0x5114, 0x5114]);
+        // Loads of 16 bits: ethertype, then the port, at 2 in UDP or 14 + 40 + 2 in IPv6.
+        let offsets = |p: &[Insn]| -> Vec<i16> {
+            p.iter().filter(|i| i.code == 0x69).map(|i| i.off).collect()
+        };
+        assert_eq!(offsets(&p), vec![12, 2, 56]);
+        let from = redirect_udp(Steer::FromPort(0x1451), 9);
+        assert_eq!(offsets(&from), vec![12, 0, 54]);
         let map = p.iter().position(|i| i.code == 0x18).unwrap();
         assert_eq!((p[map].regs, p[map].imm), (1 | (1 << 4), 9));
         assert_eq!(p[map + 1], insn(0, 0, 0, 0, 0));

@@ -6,7 +6,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::asm::{self, Insn};
+use super::asm::{self, Insn, Steer};
 
 const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
@@ -155,17 +155,17 @@ fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
     })
 }
 
-/// Attaches the redirect program for UDP destination `port` to `ifindex`, with an XSKMAP
-/// for `queues` receive queues. `mode` `None`: native, else generic where the driver
-/// has no native XDP.
+/// Attaches the redirect program for the UDP packets `steer` names to `ifindex`, with an
+/// XSKMAP for `queues` receive queues. `mode` `None`: native, else generic where the
+/// driver has no native XDP.
 pub fn attach(
     ifindex: u32,
-    port: u16,
+    steer: Steer,
     queues: u32,
     mode: Option<AttachMode>,
 ) -> io::Result<Attached> {
     let map = xskmap(queues)?;
-    let prog = load(&asm::redirect_udp_port(port, map.as_raw_fd()))?;
+    let prog = load(&asm::redirect_udp(steer, map.as_raw_fd()))?;
     let modes: &[AttachMode] = match mode {
         Some(m) => &[m][..],
         None => &[AttachMode::Native, AttachMode::Generic],

@@ -46,38 +46,74 @@ fn sum16(mut acc: u32, bytes: &[u8]) -> u32 {
 /// A frame with `payload_len` zero bytes of payload; IPv4's header checksum is set, and
 /// the UDP checksum (see [`fix_udp_checksum`]).
 pub fn udp_frame(e: &Endpoints, payload_len: usize) -> Vec<u8> {
-    let ip_len = ip_header_len(&e.dst.ip());
-    let udp_len = (UDP_HEADER + payload_len) as u16;
-    let mut f = Vec::with_capacity(ETH_HEADER + ip_len + udp_len as usize);
-    f.extend_from_slice(&e.dst_mac);
-    f.extend_from_slice(&e.src_mac);
-    match (e.src.ip(), e.dst.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            f.extend_from_slice(&0x0800u16.to_be_bytes());
-            let total = (ip_len as u16 + udp_len).to_be_bytes();
-            // Version 4, 20-byte header; don't fragment; TTL 64; UDP.
-            f.extend_from_slice(&[0x45, 0, total[0], total[1], 0, 0, 0x40, 0, 64, 17, 0, 0]);
-            f.extend_from_slice(&s.octets());
-            f.extend_from_slice(&d.octets());
-            let csum = !(sum16(0, &f[ETH_HEADER..ETH_HEADER + 20]) as u16);
-            f[ETH_HEADER + 10..ETH_HEADER + 12].copy_from_slice(&csum.to_be_bytes());
-        }
-        (s, d) => {
-            let (s, d) = (v6(s), v6(d));
-            f.extend_from_slice(&0x86ddu16.to_be_bytes());
-            let len = udp_len.to_be_bytes();
-            f.extend_from_slice(&[0x60, 0, 0, 0, len[0], len[1], 17, 64]);
-            f.extend_from_slice(&s.octets());
-            f.extend_from_slice(&d.octets());
-        }
-    }
-    f.extend_from_slice(&e.src.port().to_be_bytes());
-    f.extend_from_slice(&e.dst.port().to_be_bytes());
-    f.extend_from_slice(&udp_len.to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.resize(f.len() + payload_len, 0);
+    let mut f = vec![0u8; payload_offset(&e.dst) + payload_len];
+    write_headers(e, payload_len, &mut f);
     fix_udp_checksum(&mut f);
     f
+}
+
+/// Writes the Ethernet, IP and UDP headers of a frame with `payload_len` bytes of payload
+/// at the start of `f` (which must hold them); returns the payload's offset. The UDP
+/// checksum is left zero.
+fn write_headers(e: &Endpoints, payload_len: usize, f: &mut [u8]) -> usize {
+    let ip_len = ip_header_len(&e.dst.ip());
+    let udp_len = (UDP_HEADER + payload_len) as u16;
+    f[..6].copy_from_slice(&e.dst_mac);
+    f[6..12].copy_from_slice(&e.src_mac);
+    let ip = ETH_HEADER;
+    match (e.src.ip(), e.dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let total = (ip_len as u16 + udp_len).to_be_bytes();
+            // Version 4, 20-byte header; don't fragment; TTL 64; UDP.
+            f[ip..ip + 12].copy_from_slice(&[
+                0x45, 0, total[0], total[1], 0, 0, 0x40, 0, 64, 17, 0, 0,
+            ]);
+            f[ip + 12..ip + 16].copy_from_slice(&s.octets());
+            f[ip + 16..ip + 20].copy_from_slice(&d.octets());
+            let csum = !(sum16(0, &f[ip..ip + 20]) as u16);
+            f[ip + 10..ip + 12].copy_from_slice(&csum.to_be_bytes());
+        }
+        (s, d) => {
+            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let len = udp_len.to_be_bytes();
+            f[ip..ip + 8].copy_from_slice(&[0x60, 0, 0, 0, len[0], len[1], 17, 64]);
+            f[ip + 8..ip + 24].copy_from_slice(&v6(s).octets());
+            f[ip + 24..ip + 40].copy_from_slice(&v6(d).octets());
+        }
+    }
+    let udp = ip + ip_len;
+    f[udp..udp + 2].copy_from_slice(&e.src.port().to_be_bytes());
+    f[udp + 2..udp + 4].copy_from_slice(&e.dst.port().to_be_bytes());
+    f[udp + 4..udp + 6].copy_from_slice(&udp_len.to_be_bytes());
+    f[udp + 6..udp + 8].copy_from_slice(&[0, 0]);
+    udp + UDP_HEADER
+}
+
+/// Writes into `out` the answer to the UDP frame `req`: MACs, addresses and ports
+/// swapped, `payload_len` bytes of payload that begin with the request's first `echo`
+/// bytes (zeros after them). Returns the answer's length; `None` when `req` is not UDP,
+/// or `out` is too small.
+pub fn answer(req: &[u8], payload_len: usize, echo: usize, out: &mut [u8]) -> Option<usize> {
+    let (asked, span) = endpoints_of(req)?;
+    let back = Endpoints {
+        src_mac: asked.dst_mac,
+        dst_mac: asked.src_mac,
+        src: asked.dst,
+        dst: asked.src,
+    };
+    let at = payload_offset(&back.dst);
+    let len = at + payload_len;
+    if len > out.len() {
+        return None;
+    }
+    write_headers(&back, payload_len, out);
+    let payload = &req[span.0 + UDP_HEADER..span.1];
+    let echoed = echo.min(payload.len()).min(payload_len);
+    out[at..at + echoed].copy_from_slice(&payload[..echoed]);
+    out[at + echoed..len].fill(0);
+    fix_udp_checksum(&mut out[..len]);
+    Some(len)
 }
 
 fn v6(ip: IpAddr) -> std::net::Ipv6Addr {
@@ -105,9 +141,10 @@ pub fn fix_udp_checksum(f: &mut [u8]) {
     f[udp + 6..udp + 8].copy_from_slice(&csum.to_be_bytes());
 }
 
-/// The UDP payload of a received frame, by the lengths its headers give (a NIC may pad
-/// short frames); `None` when it is not UDP over IPv4 or IPv6 without extension headers.
-pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
+/// Where a received frame's UDP header starts and its datagram ends, by the lengths its
+/// headers give (a NIC may pad short frames); `None` when it is not UDP over IPv4 or IPv6
+/// without extension headers.
+fn udp_span(f: &[u8]) -> Option<(usize, usize)> {
     let ip = f.get(ETH_HEADER..)?;
     let be16 = |at: usize| Some(u16::from_be_bytes([*ip.get(at)?, *ip.get(at + 1)?]) as usize);
     let (proto, header, ip_end) = match f.get(12..14)? {
@@ -118,9 +155,44 @@ pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
     if proto != 17 {
         return None;
     }
-    let udp = ip.get(header..ip_end.min(ip.len()))?;
-    let udp_len = u16::from_be_bytes([*udp.get(4)?, *udp.get(5)?]) as usize;
-    udp.get(UDP_HEADER..udp_len.min(udp.len()))
+    let udp = ETH_HEADER + header;
+    let ip_end = (ETH_HEADER + ip_end).min(f.len());
+    let udp_len = u16::from_be_bytes([*f.get(udp + 4)?, *f.get(udp + 5)?]) as usize;
+    let end = (udp + udp_len).min(ip_end);
+    (udp + UDP_HEADER <= end).then_some((udp, end))
+}
+
+/// The UDP payload of a received frame (see [`udp_span`]).
+pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
+    let (udp, end) = udp_span(f)?;
+    f.get(udp + UDP_HEADER..end)
+}
+
+/// Where a received UDP frame came from and went to, and its UDP span.
+fn endpoints_of(f: &[u8]) -> Option<(Endpoints, (usize, usize))> {
+    let span = udp_span(f)?;
+    let ip = &f[ETH_HEADER..];
+    let (src, dst): (IpAddr, IpAddr) = if f[12] == 0x08 {
+        let a = |at: usize| -> [u8; 4] { ip[at..at + 4].try_into().expect("4 bytes") };
+        (a(12).into(), a(16).into())
+    } else {
+        let a = |at: usize| -> [u8; 16] { ip[at..at + 16].try_into().expect("16 bytes") };
+        (a(8).into(), a(24).into())
+    };
+    let port = |at: usize| u16::from_be_bytes([f[span.0 + at], f[span.0 + at + 1]]);
+    let mac = |at: usize| -> [u8; 6] { f[at..at + 6].try_into().expect("6 bytes") };
+    let e = Endpoints {
+        src_mac: mac(6),
+        dst_mac: mac(0),
+        src: SocketAddr::new(src, port(0)),
+        dst: SocketAddr::new(dst, port(2)),
+    };
+    Some((e, span))
+}
+
+/// The source address of a received UDP frame.
+pub fn udp_source(f: &[u8]) -> Option<SocketAddr> {
+    endpoints_of(f).map(|(e, _)| e.src)
 }
 
 #[cfg(test)]
@@ -173,5 +245,40 @@ mod tests {
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(udp_payload(&arp), None);
         assert_eq!(udp_payload(&arp[..20]), None);
+    }
+
+    #[test]
+    fn an_answer_goes_back_with_the_requests_sequence_in_both_families() {
+        for (src, dst) in [
+            ("198.18.0.1:4000", "198.18.0.2:5201"),
+            ("[2001:db8::1]:4000", "[2001:db8::2]:5201"),
+        ] {
+            let e = endpoints(src, dst);
+            let mut req = udp_frame(&e, 64);
+            let at = payload_offset(&e.dst);
+            req[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
+            req[at + 8] = 0xff;
+            fix_udp_checksum(&mut req);
+            let mut out = vec![0xeeu8; 2048];
+            let len = answer(&req, 1024, 8, &mut out).unwrap();
+            let back = &out[..len];
+            // The same frame the peer would have built toward the client.
+            let mut want = udp_frame(
+                &Endpoints {
+                    src_mac: e.dst_mac,
+                    dst_mac: e.src_mac,
+                    src: e.dst,
+                    dst: e.src,
+                },
+                1024,
+            );
+            want[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
+            fix_udp_checksum(&mut want);
+            assert_eq!(back, &want[..], "{src}");
+            assert_eq!(udp_source(back), Some(e.dst));
+            assert_eq!(udp_payload(back).unwrap().len(), 1024);
+        }
+        let e = endpoints("198.18.0.1:4000", "198.18.0.2:5201");
+        assert_eq!(answer(&udp_frame(&e, 8), 4096, 8, &mut [0u8; 2048]), None);
     }
 }

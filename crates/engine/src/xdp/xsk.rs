@@ -277,13 +277,65 @@ impl Xsk {
             );
         }
         self.tx.submit(n);
-        // Copy mode sends only inside the syscall, a batch per call, so while frames are
-        // in flight every call kicks; zero-copy drivers ask for it with need_wakeup.
+        self.kick_tx();
+        n
+    }
+
+    /// Answers received frames without the kernel's reply path: takes up to `max` of them
+    /// (no more than there are send frames and send slots for, so that none waits), has
+    /// `reply` write each one's answer into a send frame (its length, or `None`: no
+    /// answer), queues the answers and gives the received frames back to the fill ring.
+    /// Returns how many were taken and how many answered.
+    pub fn answer(
+        &mut self,
+        max: u32,
+        mut reply: impl FnMut(&[u8], &mut [u8]) -> Option<usize>,
+    ) -> (u32, u32) {
+        self.reclaim();
+        let room = self.tx.free(max.min(self.free.len() as u32));
+        let n = self.fill.free(self.rx.ready(room));
+        let mut queued = 0;
+        for i in 0..n {
+            let d = self.rx.read(i);
+            let addr = *self.free.last().expect("room counted above");
+            let base = self.umem.ptr;
+            // SAFETY: two distinct frames of our UMEM: one the kernel has handed back
+            // received, one free for sending.
+            let (req, out) = unsafe {
+                (
+                    std::slice::from_raw_parts(base.add(d.addr as usize), d.len as usize),
+                    std::slice::from_raw_parts_mut(base.add(addr as usize), self.frame_bytes as usize),
+                )
+            };
+            if let Some(len) = reply(req, out) {
+                self.free.pop();
+                let desc = libc::xdp_desc {
+                    addr,
+                    len: len as u32,
+                    options: 0,
+                };
+                self.tx.write(queued, desc);
+                queued += 1;
+            }
+            self.fill.write(i, d.addr);
+        }
+        self.rx.release(n);
+        self.fill.submit(n);
+        if n > 0 && self.fill.needs_wakeup() {
+            self.wake_rx();
+        }
+        self.tx.submit(queued);
+        self.kick_tx();
+        (n, queued)
+    }
+
+    /// Copy mode sends only inside the syscall, a batch per call, so while frames are in
+    /// flight every call kicks; zero-copy drivers ask for it with need_wakeup.
+    fn kick_tx(&self) {
         let in_flight = self.free.len() < self.send_frames;
         if in_flight && (!self.zero_copy || self.tx.needs_wakeup()) {
             self.wake_tx();
         }
-        n
     }
 
     /// Kicks the kernel until every queued frame has been sent, or `deadline`; true when

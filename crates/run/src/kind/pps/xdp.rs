@@ -220,7 +220,7 @@ pub fn open_rx(spec: &PpsSpec, ip: IpAddr, port: u16) -> io::Result<RxPort> {
     }
     let queues: Vec<u32> = (0..rx_queues).collect();
     let xsks = sockets(&iface, index, &queues)?;
-    let program = xdp::attach(index, port, rx_queues, None)
+    let program = xdp::attach(index, xdp::Steer::ToPort(port), rx_queues, None)
         .map_err(|e| explain(&format!("attaching the XDP program to {iface}"), e))?;
     for (q, x) in queues.iter().zip(&xsks) {
         program
