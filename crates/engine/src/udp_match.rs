@@ -43,10 +43,14 @@ impl SeqMatch {
         self.next += 1;
     }
 
+    /// The newest request's sequence number, as its datagram carries it.
+    pub fn newest(&self) -> [u8; SEQ_BYTES] {
+        self.next.wrapping_sub(1).to_le_bytes()
+    }
+
     /// Writes the newest request's sequence number into its datagram.
     pub fn stamp(&self, datagram: &mut [u8]) {
-        let seq = self.next.wrapping_sub(1);
-        datagram[..SEQ_BYTES].copy_from_slice(&seq.to_le_bytes());
+        datagram[..SEQ_BYTES].copy_from_slice(&self.newest());
     }
 
     /// Classifies a reply; a matched request leaves the in-flight list.

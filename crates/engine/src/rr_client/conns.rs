@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::flight::Flight;
+use super::flight::{self, Flight};
 use super::{Recorder, Shared, WorkerCounters, WorkerEnd, COMPLETED, SENT};
 use crate::udp_match::Reply;
 use crate::wait::{self, Multi, Recv};
@@ -172,31 +172,14 @@ impl<'a, 'r> Worker<'a, 'r> {
         }
     }
 
-    /// When the worker must wake even without an answer: the interval's end, the end of
-    /// sending or draining, the next paced request, the oldest UDP request's loss.
+    /// When the worker must wake even without an answer.
     fn deadline(&self, sending: bool) -> Option<Instant> {
         let p = &self.shared.plan;
-        let live = || self.conns.iter().filter(|c| !c.dead);
-        let next_paced = p
-            .pace
-            .filter(|_| sending)
-            .and_then(|_| live().map(|c| c.flight.next_due).min());
-        let udp_loss = self
-            .conns
-            .iter()
-            .filter(|c| c.udp)
-            .filter_map(|c| c.flight.loss_due(p))
-            .min();
-        [
-            self.rec.due(),
-            sending.then_some(p.stop_sending_at),
-            (!sending).then_some(p.drain_until),
-            next_paced,
-            udp_loss,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let live = self.conns.iter().filter(|c| !c.dead);
+        let paced = live.map(|c| c.flight.next_due);
+        let udp = self.conns.iter().filter(|c| c.udp);
+        let loss = udp.filter_map(|c| c.flight.loss_due(p));
+        flight::deadline(p, self.rec.due(), paced, loss, sending)
     }
 
     /// Waits for answers or the deadline; `None` on an error (recorded in the end).

@@ -116,3 +116,26 @@ impl Flight {
         end.not_sent += (self.ring.len() - self.started) as u64 * p.open_loop as u64;
     }
 }
+
+/// When a worker must wake even without an answer: the interval's end (`interval_due`),
+/// the end of sending or of draining, the next paced request (`paced`: the flows'
+/// `next_due`), the oldest request's loss (`loss`).
+pub fn deadline(
+    p: &ClientPlan,
+    interval_due: Option<Instant>,
+    paced: impl Iterator<Item = Instant>,
+    loss: impl Iterator<Item = Instant>,
+    sending: bool,
+) -> Option<Instant> {
+    let next_paced = p.pace.filter(|_| sending).and_then(|_| paced.min());
+    [
+        interval_due,
+        sending.then_some(p.stop_sending_at),
+        (!sending).then_some(p.drain_until),
+        next_paced,
+        loss.min(),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+}

@@ -13,7 +13,7 @@ use std::io;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -21,6 +21,7 @@ use hdrhistogram::Histogram;
 mod conns;
 mod crr;
 mod flight;
+mod frames;
 mod recorder;
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,8 @@ use crate::poller::EventFd;
 use crate::pool::{Placement, Pool, Stop};
 use crate::sockopt::SocketOptions;
 use crate::wait::{self, Poll};
+use crate::xdp::frame::Endpoints;
+use crate::xdp::Xsk;
 
 /// Open loop: requests waiting for a free slot beyond this are counted as not sent.
 const BACKLOG_CAP: usize = 1 << 16;
@@ -68,6 +71,15 @@ pub enum Target {
         addr: SocketAddr,
         opts: SocketOptions,
         connections: usize,
+    },
+    /// Whole UDP frames on AF_XDP sockets, one per receive queue (worker k takes the
+    /// sockets k, k + workers, ... and sends on the first), a flow per `Endpoints`; the
+    /// answers are steered to the sockets. `busy_polling`: the sockets have SO_BUSY_POLL,
+    /// so a spinning worker enters the kernel to drive it.
+    Xdp {
+        xsks: Vec<Xsk>,
+        flows: Vec<Endpoints>,
+        busy_polling: bool,
     },
 }
 
@@ -115,6 +127,10 @@ pub struct WorkerEnd {
 struct Shared {
     plan: ClientPlan,
     sockets: Vec<RrSocket>,
+    /// AF_XDP: the sockets, each taken by its worker, and the flows.
+    xsks: Vec<Mutex<Xsk>>,
+    flows: Vec<Endpoints>,
+    busy_polling: bool,
     aborting: AtomicBool,
     wake: EventFd,
     counters: Vec<WorkerCounters>,
@@ -141,17 +157,38 @@ pub struct RrClient {
 
 impl RrClient {
     pub fn spawn(target: Target, plan: ClientPlan) -> io::Result<RrClient> {
-        let (sockets, crr) = match target {
-            Target::Sockets(s) => (s, None),
+        let (mut sockets, mut crr, mut xdp) = (Vec::new(), None, None);
+        let mut threads = plan.placement.threads;
+        let units = match target {
+            Target::Sockets(s) => {
+                sockets = s;
+                sockets.len()
+            }
             Target::ConnectPerRequest {
                 addr,
                 opts,
                 connections,
-            } => (Vec::new(), Some((addr, opts, connections))),
+            } => {
+                crr = Some((addr, opts, connections));
+                connections
+            }
+            Target::Xdp {
+                xsks,
+                flows,
+                busy_polling,
+            } => {
+                threads = threads.min(xsks.len()).max(1);
+                let n = flows.len();
+                xdp = Some((xsks, flows, busy_polling));
+                n
+            }
         };
-        let units = crr.as_ref().map_or(sockets.len(), |c| c.2);
-        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
+        let placement = Placement::new(threads, plan.placement.cpus.clone(), units);
+        let (xsks, flows, busy_polling) = xdp.unwrap_or_default();
         let shared = Arc::new(Shared {
+            xsks: xsks.into_iter().map(Mutex::new).collect(),
+            flows,
+            busy_polling,
             counters: (0..placement.threads)
                 .map(|_| WorkerCounters::default())
                 .collect(),
@@ -202,7 +239,8 @@ impl RrClient {
     }
 }
 
-/// Worker `k`: its connections, or connect per request; hands over its last histogram.
+/// Worker `k`: its connections, connect per request, or its AF_XDP flows; hands over
+/// its last histogram.
 fn run(
     shared: &Shared,
     k: usize,
@@ -213,8 +251,31 @@ fn run(
     let mut rec = Recorder::new(shared);
     let end = match crr {
         Some((addr, opts, _)) => crr::run(shared, k, addr, &opts, &mut rec),
+        None if !shared.xsks.is_empty() => match xdp_sockets(shared, k) {
+            Ok(xsks) => {
+                let flows: Vec<Endpoints> = owned.iter().map(|&i| shared.flows[i]).collect();
+                frames::run(shared, k, &flows, xsks, &mut rec)
+            }
+            Err(error) => WorkerEnd {
+                error: Some(error),
+                ..Default::default()
+            },
+        },
         None => conns::run(shared, k, owned, &mut rec),
     };
     rec.flush();
     end
+}
+
+/// Worker `k`'s AF_XDP sockets: k, k + workers, ...
+fn xdp_sockets(shared: &Shared, k: usize) -> Result<Vec<MutexGuard<'_, Xsk>>, String> {
+    let workers = shared.counters.len();
+    (k..shared.xsks.len())
+        .step_by(workers)
+        .map(|i| {
+            shared.xsks[i]
+                .lock()
+                .map_err(|_| format!("AF_XDP socket {i}: a worker panicked holding it"))
+        })
+        .collect()
 }

@@ -168,6 +168,13 @@ pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
     f.get(udp + UDP_HEADER..end)
 }
 
+/// A received UDP frame's destination port and payload.
+pub fn udp_to(f: &[u8]) -> Option<(u16, &[u8])> {
+    let (udp, end) = udp_span(f)?;
+    let port = u16::from_be_bytes([f[udp + 2], f[udp + 3]]);
+    Some((port, f.get(udp + UDP_HEADER..end)?))
+}
+
 /// Where a received UDP frame came from and went to, and its UDP span.
 fn endpoints_of(f: &[u8]) -> Option<(Endpoints, (usize, usize))> {
     let span = udp_span(f)?;
@@ -276,6 +283,7 @@ mod tests {
             fix_udp_checksum(&mut want);
             assert_eq!(back, &want[..], "{src}");
             assert_eq!(udp_source(back), Some(e.dst));
+            assert_eq!(udp_to(back).map(|(port, _)| port), Some(4000));
             assert_eq!(udp_payload(back).unwrap().len(), 1024);
         }
         let e = endpoints("198.18.0.1:4000", "198.18.0.2:5201");

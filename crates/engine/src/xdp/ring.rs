@@ -84,6 +84,11 @@ impl<T: Copy> Ring<T> {
         want.min(self.size - self.own.wrapping_sub(self.other))
     }
 
+    /// Whether the kernel has yet to take some of what was submitted.
+    pub fn pending(&mut self) -> bool {
+        self.free(self.size) < self.size
+    }
+
     /// Writes entry `i` past our index (within what `free` granted).
     pub fn write(&mut self, i: u32, v: T) {
         // SAFETY: the slot is ours until `submit` publishes it.

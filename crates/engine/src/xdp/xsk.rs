@@ -329,13 +329,18 @@ impl Xsk {
         (n, queued)
     }
 
-    /// Copy mode sends only inside the syscall, a batch per call, so while frames are in
-    /// flight every call kicks; zero-copy drivers ask for it with need_wakeup.
-    fn kick_tx(&self) {
-        let in_flight = self.free.len() < self.send_frames;
-        if in_flight && (!self.zero_copy || self.tx.needs_wakeup()) {
+    /// Copy mode sends only inside the syscall, a batch per call, so while the tx ring
+    /// holds frames every call kicks; zero-copy drivers ask for it with need_wakeup.
+    fn kick_tx(&mut self) {
+        if self.tx.pending() && (!self.zero_copy || self.tx.needs_wakeup()) {
             self.wake_tx();
         }
+    }
+
+    /// Send frames and tx slots free now: how many `send` would queue.
+    pub fn room(&mut self) -> u32 {
+        self.reclaim();
+        self.tx.free(self.free.len() as u32)
     }
 
     /// Kicks the kernel until every queued frame has been sent, or `deadline`; true when

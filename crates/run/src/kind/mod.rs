@@ -10,6 +10,7 @@
 pub mod pps;
 pub mod rr;
 pub mod stream;
+pub mod xdp;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};

@@ -61,8 +61,8 @@ impl Kind for Pps {
         p.ipv6 = agent.is_ipv6();
         p.validate()
             .map_err(|e| OpenError::Refused(e.to_string()))?;
-        if p.execution.engine == xdp::XDP {
-            xdp::preflight(agent.ip(), p.size_bytes)
+        if p.execution.engine == crate::kind::xdp::XDP {
+            crate::kind::xdp::preflight(agent.ip(), p.size_bytes)
                 .map_err(|e| OpenError::Refused(e.to_string()))?;
         }
         if let Some((iface, mtu)) = probe.mtu() {

@@ -7,13 +7,16 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod frames;
 
 use crate::counters::Counters;
 use crate::pool::{Placement, Pool, Stop};
 use crate::rr_client::RrSocket;
 use crate::wait::{self, Multi, Poll, Recv};
+use crate::xdp::Xsk;
 
 pub enum ServerTarget {
     Sockets(Vec<RrSocket>),
@@ -26,6 +29,14 @@ pub enum ServerTarget {
     Accept {
         listener: TcpListener,
         allowed: IpAddr,
+    },
+    /// AF_XDP sockets, one per receive queue, to which the XDP program steers the
+    /// requests; each is answered on the socket it came in on. `busy_polling`: the
+    /// sockets have SO_BUSY_POLL, so a spinning worker enters the kernel to drive it.
+    Xdp {
+        xsks: Vec<Mutex<Xsk>>,
+        allowed: IpAddr,
+        busy_polling: bool,
     },
 }
 
@@ -57,6 +68,8 @@ impl Stop for Shared {
             ServerTarget::Sockets(s) => s.iter().map(RrSocket::fd).collect(),
             ServerTarget::Udp { socket, .. } => vec![socket.as_raw_fd()],
             ServerTarget::Accept { listener, .. } => vec![listener.as_raw_fd()],
+            // Their workers wait at most `frames::WAIT_AT_MOST`.
+            ServerTarget::Xdp { .. } => Vec::new(),
         };
         for fd in fds {
             // SAFETY: shutting down sockets we own.
@@ -76,8 +89,13 @@ impl RrServer {
             ServerTarget::Sockets(s) => s.len(),
             ServerTarget::Udp { .. } => 1,
             ServerTarget::Accept { .. } => plan.placement.threads.max(1),
+            ServerTarget::Xdp { xsks, .. } => xsks.len(),
         };
-        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
+        let threads = match &target {
+            ServerTarget::Xdp { xsks, .. } => plan.placement.threads.min(xsks.len()).max(1),
+            _ => plan.placement.threads,
+        };
+        let placement = Placement::new(threads, plan.placement.cpus.clone(), units);
         let shared = Arc::new(Shared {
             answered: (0..placement.threads)
                 .map(|_| Counters::default())
@@ -126,6 +144,11 @@ fn run(shared: &Shared, k: usize, owned: &[usize]) -> Option<String> {
         }
         ServerTarget::Udp { socket, allowed } => echo_udp(shared, k, socket, *allowed),
         ServerTarget::Accept { listener, allowed } => accept_loop(shared, k, listener, *allowed),
+        ServerTarget::Xdp {
+            xsks,
+            allowed,
+            busy_polling,
+        } => frames::echo(shared, k, xsks, owned, *allowed, *busy_polling),
     }
 }
 

@@ -1,0 +1,207 @@
+//! The AF_XDP path that every kind's `xdp` engine shares: what a host must have to run it
+//! (checked before the agent is asked), the interface and MACs of the path to a peer (the
+//! next hop's from the neighbour table, after making the kernel resolve it), and the
+//! redirect program with a socket on every receive queue, attached before any of the
+//! test's packets arrive.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sonde_engine::xdp::{self, Attached, Steer, Xsk, XskConfig};
+use sonde_probe::{host, neigh, netdev, route};
+use sonde_results::Bypass;
+
+/// The engine's name.
+pub const XDP: &str = "xdp";
+/// How long the sender waits for the kernel to resolve the next hop's MAC.
+const RESOLVE_FOR: Duration = Duration::from_secs(1);
+/// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
+const BUSY_POLL_US: u32 = 50;
+
+fn root() -> &'static Path {
+    Path::new("/")
+}
+
+/// An error that says what to do about it, for the failures a user can meet.
+pub fn explain(doing: &str, e: io::Error) -> io::Error {
+    let why = match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            " (AF_XDP needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF)"
+        }
+        Some(libc::EAFNOSUPPORT) => " (this kernel has no AF_XDP: CONFIG_XDP_SOCKETS)",
+        Some(libc::EOPNOTSUPP) => " (the driver supports neither native nor generic XDP here)",
+        Some(libc::ERANGE) | Some(libc::EINVAL) if doing.starts_with("attach") => {
+            " (is the MTU too large for XDP on this driver?)"
+        }
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("--engine xdp: {doing}: {e}{why}"))
+}
+
+pub fn refuse(reason: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("--engine xdp: {reason}"),
+    )
+}
+
+pub fn v4(ip: IpAddr) -> io::Result<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(a) => Ok(a),
+        IpAddr::V6(a) => Err(refuse(format!(
+            "IPv6 ({a}) is not supported yet: the next hop's MAC comes from the IPv4 neighbour table"
+        ))),
+    }
+}
+
+/// Bytes of each AF_XDP frame: the largest packet either side can send or take.
+pub fn frame_bytes() -> u32 {
+    XskConfig::default().frame_bytes
+}
+
+/// Refuses, before the agent is asked, a test this host cannot run over AF_XDP.
+pub fn preflight(agent: IpAddr, size_bytes: u32) -> io::Result<()> {
+    xdp::available().map_err(|e| explain("opening an AF_XDP socket", e))?;
+    if size_bytes > frame_bytes() {
+        return Err(refuse(format!(
+            "--size {size_bytes} exceeds the AF_XDP frame of {} bytes",
+            frame_bytes()
+        )));
+    }
+    if agent.is_loopback() {
+        return Err(refuse(format!(
+            "{agent} is loopback: AF_XDP needs a real interface"
+        )));
+    }
+    v4(agent).map(|_| ())
+}
+
+/// The next hop's MAC on `iface`; asks the kernel to resolve it first if it has not.
+fn next_hop_mac(iface: &str, hop: Ipv4Addr) -> io::Result<[u8; 6]> {
+    let lookup = || -> io::Result<Option<[u8; 6]>> {
+        let table = neigh::read_arp(root()).map_err(io::Error::other)?;
+        Ok(neigh::mac_in(&table, iface, hop))
+    };
+    if let Some(mac) = lookup()? {
+        return Ok(mac);
+    }
+    // Any datagram toward the hop makes the kernel resolve it (port 9: discard).
+    let probe = UdpSocket::bind("0.0.0.0:0")?;
+    let _ = probe.send_to(&[0], (hop, 9));
+    let until = Instant::now() + RESOLVE_FOR;
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+        if let Some(mac) = lookup()? {
+            return Ok(mac);
+        }
+    }
+    Err(refuse(format!(
+        "the neighbour {hop} on {iface} did not resolve within {} ms (no ARP reply)",
+        RESOLVE_FOR.as_millis()
+    )))
+}
+
+/// The interface carrying traffic to `peer` and the MACs of a frame to it.
+pub fn path_to(local: Ipv4Addr, peer: Ipv4Addr) -> io::Result<(String, [u8; 6], [u8; 6])> {
+    if host::local_addresses().contains(&IpAddr::V4(peer)) || peer.is_loopback() {
+        return Err(refuse(format!(
+            "{peer} is this host's own address: AF_XDP needs a real interface (no loopback)"
+        )));
+    }
+    let routes = route::read_routes(root()).map_err(io::Error::other)?;
+    let (iface, hop) = route::next_hop(&routes, peer)
+        .ok_or_else(|| refuse(format!("no IPv4 route to {peer} from {local}")))?;
+    let src_mac = neigh::mac_of(root(), &iface).map_err(io::Error::other)?;
+    Ok((iface.clone(), src_mac, next_hop_mac(&iface, hop)?))
+}
+
+/// The interface's index and queue counts (receive, transmit).
+pub fn queues_of(iface: &str) -> io::Result<(u32, u32, u32)> {
+    let index = xdp::ifindex(iface).map_err(|e| explain(&format!("interface {iface}"), e))?;
+    let (rx, tx) = netdev::queues(root(), iface).map_err(io::Error::other)?;
+    Ok((index, rx.max(1), tx.max(1)))
+}
+
+/// One socket on each of `queues` of the interface.
+pub fn sockets(iface: &str, index: u32, queues: &[u32]) -> io::Result<Vec<Xsk>> {
+    queues
+        .iter()
+        .map(|&q| {
+            Xsk::open(index, q, XskConfig::default(), None)
+                .map_err(|e| explain(&format!("AF_XDP socket on {iface} queue {q}"), e))
+        })
+        .collect()
+}
+
+/// The redirect program on an interface and a socket on each of its receive queues.
+pub struct Steered {
+    pub program: Attached,
+    pub xsks: Vec<Xsk>,
+    pub bypass: Bypass,
+    pub notes: Vec<String>,
+}
+
+/// Attaches the redirect program for the packets `steer` names on the interface holding
+/// `ip`, with a socket on every receive queue; `busy`: the sockets also get busy polling,
+/// at most that many packets per poll.
+pub fn steer(ip: IpAddr, steer: Steer, busy: Option<u32>) -> io::Result<Steered> {
+    v4(ip)?;
+    let iface =
+        host::interface_with(ip).ok_or_else(|| refuse(format!("no interface holds {ip}")))?;
+    if iface == "lo" {
+        return Err(refuse(format!(
+            "{ip} is on loopback: AF_XDP needs a real interface"
+        )));
+    }
+    let (index, rx_queues, _) = queues_of(&iface)?;
+    let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))?;
+    let mtu: u32 = mtu.trim().parse().map_err(io::Error::other)?;
+    if mtu + 14 > frame_bytes() {
+        return Err(refuse(format!(
+            "{iface}'s MTU of {mtu} bytes does not fit an AF_XDP frame of {} bytes: lower it to {} or use the kernel engine",
+            frame_bytes(),
+            frame_bytes() - 14
+        )));
+    }
+    let queues: Vec<u32> = (0..rx_queues).collect();
+    let xsks = sockets(&iface, index, &queues)?;
+    let program = xdp::attach(index, steer, rx_queues, None)
+        .map_err(|e| explain(&format!("attaching the XDP program to {iface}"), e))?;
+    for (q, x) in queues.iter().zip(&xsks) {
+        program
+            .route_queue(*q, x.fd())
+            .map_err(|e| explain(&format!("routing {iface} queue {q} to its socket"), e))?;
+    }
+    let mut notes = Vec::new();
+    let busy_poll = busy.is_some_and(|budget| {
+        let set: io::Result<()> = xsks
+            .iter()
+            .try_for_each(|x| x.busy_poll(BUSY_POLL_US, budget));
+        if let Err(e) = &set {
+            notes.push(format!("busy polling of the AF_XDP sockets refused: {e}"));
+        }
+        set.is_ok()
+    });
+    let (which, port) = match steer {
+        Steer::ToPort(p) => ("to", p),
+        Steer::FromPort(p) => ("from", p),
+    };
+    let bypass = Bypass {
+        interface: iface,
+        queues,
+        zero_copy: xsks.iter().all(|x| x.zero_copy),
+        attach: Some(program.mode.name().into()),
+        program: Some(format!(
+            "UDP {which} port {port} to the queue's AF_XDP socket, all else to the kernel"
+        )),
+        busy_poll,
+    };
+    Ok(Steered {
+        program,
+        xsks,
+        bypass,
+        notes,
+    })
+}
