@@ -292,9 +292,15 @@ fn read_answers(
                     rec.record(s, t);
                     counters.add_to(COMPLETED, 1);
                 }
-                // A short TCP read drained the socket; readiness is level-triggered, so a
+                // A short TCP read drained the socket, and a UDP flow with nothing left in
+                // flight has nothing more to read; readiness is level-triggered, so a
                 // second call only to hear EAGAIN would be wasted.
-                if blocking || c.udp || got < buf.len() {
+                let drained = if c.udp {
+                    c.flight.started == 0
+                } else {
+                    got < buf.len()
+                };
+                if blocking || drained {
                     return;
                 }
             }

@@ -104,11 +104,14 @@ impl RrSpec {
         if self.open_loop && self.rate_per_s.is_none() {
             return refuse("--rate", "an open-loop run needs a rate");
         }
-        if self.transport == Transport::Udp && (self.window != 1 || self.connect_per_request) {
+        if self.transport == Transport::Udp && self.connect_per_request {
             return refuse(
-                "--udp",
-                "UDP runs one message in flight on one socket per connection",
+                "--crr",
+                "a new connection per request is TCP's, not UDP's (--udp, --engine xdp)",
             );
+        }
+        if self.execution.engine == "xdp" && self.transport != Transport::Udp {
+            return refuse("--engine", "xdp carries UDP only (add --udp)");
         }
         if self.connect_per_request && self.window != 1 {
             return refuse("--window", "--crr sends one request per connection");
@@ -199,14 +202,22 @@ mod tests {
             (
                 with(&|s| {
                     udp(s);
-                    s.window = 2
+                    s.connect_per_request = true
                 }),
-                "--udp",
+                "--crr",
             ),
+            (with(&|s| s.execution.engine = "xdp".into()), "--engine"),
             (with(&|s| s.execution.engine = "-".into()), "--engine"),
         ];
         assert_refused(cases, RrSpec::validate);
         d.validate().unwrap();
+        // UDP keeps a window of requests in flight: replies are matched by sequence.
+        with(&|s| {
+            udp(s);
+            s.window = 32
+        })
+        .validate()
+        .unwrap();
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub const XDP: &str = "xdp";
 /// How long the sender waits for the kernel to resolve the next hop's MAC.
 const RESOLVE_FOR: Duration = Duration::from_secs(1);
 /// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
-const BUSY_POLL_US: u32 = 50;
+pub const BUSY_POLL_US: u32 = 50;
 
 fn root() -> &'static Path {
     Path::new("/")
@@ -144,9 +144,9 @@ pub struct Steered {
 }
 
 /// Attaches the redirect program for the packets `steer` names on the interface holding
-/// `ip`, with a socket on every receive queue; `busy`: the sockets also get busy polling,
-/// at most that many packets per poll.
-pub fn steer(ip: IpAddr, steer: Steer, busy: Option<u32>) -> io::Result<Steered> {
+/// `ip`, with a socket on every receive queue; `busy`: the sockets also get busy polling
+/// (SO_BUSY_POLL microseconds, packets per poll).
+pub fn steer(ip: IpAddr, steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
     v4(ip)?;
     let iface =
         host::interface_with(ip).ok_or_else(|| refuse(format!("no interface holds {ip}")))?;
@@ -175,10 +175,8 @@ pub fn steer(ip: IpAddr, steer: Steer, busy: Option<u32>) -> io::Result<Steered>
             .map_err(|e| explain(&format!("routing {iface} queue {q} to its socket"), e))?;
     }
     let mut notes = Vec::new();
-    let busy_poll = busy.is_some_and(|budget| {
-        let set: io::Result<()> = xsks
-            .iter()
-            .try_for_each(|x| x.busy_poll(BUSY_POLL_US, budget));
+    let busy_poll = busy.is_some_and(|(usecs, budget)| {
+        let set: io::Result<()> = xsks.iter().try_for_each(|x| x.busy_poll(usecs, budget));
         if let Err(e) = &set {
             notes.push(format!("busy polling of the AF_XDP sockets refused: {e}"));
         }

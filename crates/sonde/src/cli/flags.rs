@@ -52,7 +52,7 @@ impl TimingArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ExecutionArgs {
     /// Data-plane engine on both sides: kernel (sockets), or xdp (AF_XDP sockets on the
-    /// path's interface; pps only; needs root and IPv4).
+    /// path's interface; pps, ping and rpc over UDP; needs root and IPv4).
     #[arg(long, default_value = sonde_results::KERNEL_ENGINE, value_name = "NAME")]
     pub engine: String,
     /// Where this side's workers run: `auto` (distinct physical cores of the NIC's NUMA

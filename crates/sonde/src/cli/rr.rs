@@ -33,7 +33,7 @@ pub struct RrCommon {
 pub struct PingArgs {
     #[command(flatten)]
     pub common: RrCommon,
-    /// Use UDP instead of TCP.
+    /// Use UDP instead of TCP (implied by --engine xdp).
     #[arg(long)]
     pub udp: bool,
     /// Message size in bytes, both ways.
@@ -48,7 +48,7 @@ pub struct PingArgs {
 pub struct RpcArgs {
     #[command(flatten)]
     pub common: RrCommon,
-    /// TCP connections.
+    /// Connections (TCP), or flows (UDP: a source port each).
     #[arg(
         short = 'C',
         long = "connections",
@@ -59,6 +59,14 @@ pub struct RpcArgs {
     /// Requests in flight per connection (msg_gen's msg_window).
     #[arg(short = 'W', long, default_value_t = 1, value_name = "N")]
     pub window: u32,
+    /// Use UDP instead of TCP: a flow per connection, requests matched to their answers by
+    /// sequence number (implied by --engine xdp).
+    #[arg(long)]
+    pub udp: bool,
+    /// Request and response size in bytes (msg_gen's -m 1024).
+    #[arg(short = 'm', long = "msg-size", value_parser = parse_size, value_name = "BYTES",
+          conflicts_with_all = ["req_size", "resp_size"])]
+    pub msg_size: Option<u32>,
     #[arg(long, default_value = "64", value_parser = parse_size, value_name = "BYTES")]
     pub req_size: u32,
     #[arg(long, default_value = "64", value_parser = parse_size, value_name = "BYTES")]
@@ -154,15 +162,20 @@ impl RrCommon {
     }
 }
 
+/// UDP when asked, or when the engine carries nothing else.
+fn transport(udp: bool, base: &RrSpec) -> Transport {
+    if udp || base.execution.engine == "xdp" {
+        Transport::Udp
+    } else {
+        Transport::Tcp
+    }
+}
+
 impl PingArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
         self.common.specs(|base| {
             let spec = RrSpec {
-                transport: if self.udp {
-                    Transport::Udp
-                } else {
-                    Transport::Tcp
-                },
+                transport: transport(self.udp, &base),
                 request_bytes: self.msg_size,
                 response_bytes: self.msg_size,
                 rate_per_s: self.rate,
@@ -183,10 +196,11 @@ impl RpcArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
         self.common.specs(|base| {
             checked(TestSpec::Rpc(RrSpec {
+                transport: transport(self.udp, &base),
                 connections: self.connections,
                 window: self.window,
-                request_bytes: self.req_size,
-                response_bytes: self.resp_size,
+                request_bytes: self.msg_size.unwrap_or(self.req_size),
+                response_bytes: self.msg_size.unwrap_or(self.resp_size),
                 client_threads: self.threads,
                 server_threads: self.server_threads,
                 rate_per_s: self.rate,
@@ -247,5 +261,14 @@ mod tests {
         assert_eq!(e.flag, "--window");
         let e = rr_specs(&["sonde", "ping", "h", "--udp", "-m", "4"]).unwrap_err();
         assert_eq!(e.flag, "--msg-size");
+        // msg_gen's job: 1 KiB both ways, over AF_XDP (UDP implied).
+        let x = &rr_specs(&[
+            "sonde", "rpc", "h", "--engine", "xdp", "-C", "4", "-W", "32", "-m", "1024",
+        ])
+        .unwrap()[0];
+        assert_eq!(x.transport, Transport::Udp);
+        assert_eq!((x.request_bytes, x.response_bytes, x.window), (1024, 1024, 32));
+        let e = rr_specs(&["sonde", "rpc", "h", "--engine", "xdp", "--crr"]).unwrap_err();
+        assert_eq!(e.flag, "--crr");
     }
 }

@@ -13,7 +13,9 @@ use sonde_engine::xdp::{Attached, Steer};
 use sonde_results::{Bypass, PollMode, PpsSpec};
 
 use super::engine::{rx_plan, senders_stop_at, RxEngine, TxEngine};
-use crate::kind::xdp::{path_to, queues_of, refuse, sockets, steer, v4, Steered, XDP};
+use crate::kind::xdp::{
+    path_to, queues_of, refuse, sockets, steer, v4, Steered, BUSY_POLL_US, XDP,
+};
 use crate::kind::Workers;
 
 /// Senders on AF_XDP sockets, one per transmit queue up to `threads`, for the flows the
@@ -70,7 +72,7 @@ pub type RxPort = Steered;
 
 /// Attaches the redirect program for UDP `port` on the interface holding `ip`.
 pub fn open_rx(spec: &PpsSpec, ip: IpAddr, port: u16) -> io::Result<RxPort> {
-    let busy = (spec.poll != PollMode::Block).then_some(spec.batch);
+    let busy = (spec.poll != PollMode::Block).then_some((BUSY_POLL_US, spec.batch));
     steer(ip, Steer::ToPort(port), busy)
 }
 

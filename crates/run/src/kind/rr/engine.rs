@@ -1,7 +1,9 @@
 //! What a request/response side needs of a data plane, and the kernel-socket engine that
-//! provides it: request workers on the controller, echo workers on the agent.
+//! provides it: request workers on the controller, echo workers on the agent. The AF_XDP
+//! engine (`xdp`) provides the same two traits over the same workers' plans.
 
 use std::io;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -11,6 +13,8 @@ use sonde_engine::wait::Poll;
 use sonde_engine::Placement;
 use sonde_results::{PollMode, RrSpec};
 
+use super::xdp;
+use crate::kind::xdp::XDP;
 use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
 
 /// After the last request, how long answers may still arrive.
@@ -42,45 +46,57 @@ pub fn poll_of(mode: PollMode) -> Poll {
 }
 
 /// The engines a request/response side can run, by name.
-pub const ENGINES: &[&str] = &[KERNEL];
+pub const ENGINES: &[&str] = &[KERNEL, XDP];
+
+/// What the controller's request workers send on, opened before `Start`.
+pub enum Carrier {
+    Kernel(Target),
+    Xdp(xdp::ClientPort),
+}
+
+/// What the agent's echo workers answer on, opened before `Ready`.
+pub enum Answering {
+    Kernel(ServerTarget),
+    /// Answering `peer` only.
+    Xdp { port: xdp::ServerPort, peer: IpAddr },
+}
 
 /// Starts the spec's engine's request workers; the test's clock started at `started`.
 pub fn client(
     spec: &RrSpec,
-    target: Target,
+    carrier: Carrier,
     placement: Placement,
     started: Instant,
 ) -> io::Result<Box<dyn RequestEngine>> {
-    match spec.execution.engine.as_str() {
-        KERNEL => kernel_client(spec, target, placement, started),
-        other => Err(no_engine("request/response", other)),
+    let plan = client_plan(spec, placement, started);
+    match (spec.execution.engine.as_str(), carrier) {
+        (KERNEL, Carrier::Kernel(target)) => Ok(Box::new(RrClient::spawn(target, plan)?)),
+        (XDP, Carrier::Xdp(port)) => xdp::client(port, plan),
+        (other, _) => Err(no_engine("request/response", other)),
     }
 }
 
 /// Starts the spec's engine's echo workers; the test's clock started at `started`.
 pub fn server(
     spec: &RrSpec,
-    target: ServerTarget,
+    answering: Answering,
     placement: Placement,
     started: Instant,
 ) -> io::Result<Box<dyn EchoEngine>> {
-    match spec.execution.engine.as_str() {
-        KERNEL => kernel_server(spec, target, placement, started),
-        other => Err(no_engine("request/response", other)),
+    let plan = server_plan(spec, placement, started);
+    match (spec.execution.engine.as_str(), answering) {
+        (KERNEL, Answering::Kernel(target)) => Ok(Box::new(RrServer::spawn(target, plan)?)),
+        (XDP, Answering::Xdp { port, peer }) => xdp::server(port, peer, plan),
+        (other, _) => Err(no_engine("request/response", other)),
     }
 }
 
-/// Starts kernel-socket request workers.
-fn kernel_client(
-    spec: &RrSpec,
-    target: Target,
-    placement: Placement,
-    started: Instant,
-) -> io::Result<Box<dyn RequestEngine>> {
+/// The request workers' plan: the spec's sizes, window, pacing and clock.
+fn client_plan(spec: &RrSpec, placement: Placement, started: Instant) -> ClientPlan {
     let window_start = started + Duration::from_millis(spec.timing.warmup_ms);
     let window_end = window_start + Duration::from_millis(spec.timing.duration_ms);
     let stop = window_end + Duration::from_millis(spec.timing.cooldown_ms);
-    let plan = ClientPlan {
+    ClientPlan {
         placement,
         request_bytes: spec.request_bytes as usize,
         response_bytes: spec.response_bytes as usize,
@@ -96,18 +112,12 @@ fn kernel_client(
         stop_sending_at: stop,
         drain_until: stop + DRAIN,
         udp_loss_timeout: Duration::from_secs(1),
-    };
-    Ok(Box::new(RrClient::spawn(target, plan)?))
+    }
 }
 
-/// Starts kernel-socket echo workers.
-fn kernel_server(
-    spec: &RrSpec,
-    target: ServerTarget,
-    placement: Placement,
-    started: Instant,
-) -> io::Result<Box<dyn EchoEngine>> {
-    let plan = ServerPlan {
+/// The echo workers' plan.
+fn server_plan(spec: &RrSpec, placement: Placement, started: Instant) -> ServerPlan {
+    ServerPlan {
         placement,
         request_bytes: spec.request_bytes as usize,
         response_bytes: spec.response_bytes as usize,
@@ -118,8 +128,7 @@ fn kernel_server(
                 Duration::from_millis(s.stall_ms),
             )
         }),
-    };
-    Ok(Box::new(RrServer::spawn(target, plan)?))
+    }
 }
 
 kernel_workers!(RrClient, RrServer);

@@ -3,8 +3,10 @@
 
 mod engine;
 mod side;
+mod xdp;
 
 pub use engine::{poll_of, EchoEngine, RequestEngine, ENGINES};
+use engine::{Answering, Carrier};
 pub use side::{Engine, Parts, RrSide};
 
 use std::io;
@@ -19,7 +21,8 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Role, RrSpec, SideResult, TestSpec, Transport};
 
-use super::{ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
+use super::xdp::XDP;
+use super::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
 use crate::side::Side;
 
 pub struct RequestResponse;
@@ -69,8 +72,20 @@ fn start_side(
     socket_options: Vec<String>,
 ) -> io::Result<Box<dyn Side>> {
     let started = Instant::now();
-    let placement = placement(spec, role, units);
+    let mut placement = placement(spec, role, units);
     let engine = start(placement.clone(), started)?;
+    // A bypass engine runs no more workers than it has queues.
+    let bypass = match &engine {
+        Engine::Client(c) => c.bypass(),
+        Engine::Server(s) => s.bypass(),
+    };
+    if let Some(b) = bypass {
+        placement = Placement::new(
+            placement.threads.min(b.queues.len()).max(1),
+            placement.cpus,
+            units,
+        );
+    }
     Ok(Box::new(RrSide::new(
         spec,
         Parts {
@@ -99,12 +114,25 @@ impl Kind for RequestResponse {
         placement(r, role, r.connections as usize).threads
     }
 
+    fn prepare(
+        &self,
+        spec: &mut TestSpec,
+        agent: SocketAddr,
+        _probe: &HostProbe,
+    ) -> Result<(), OpenError> {
+        let r = spec_of(spec);
+        if r.execution.engine == XDP {
+            xdp::preflight(r, agent.ip()).map_err(|e| OpenError::Refused(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let r = spec_of(spec);
-        let opened = |target, options| -> OpenResult<dyn ClientEndpoint> {
+        let opened = |carrier, options| -> OpenResult<dyn ClientEndpoint> {
             Ok(Box::new(Opened {
                 spec: r.clone(),
-                target,
+                carrier,
                 options,
             }))
         };
@@ -114,7 +142,15 @@ impl Kind for RequestResponse {
                 opts: nodelay(),
                 connections: r.connections as usize,
             };
-            return opened(target, vec!["TCP_NODELAY".into()]);
+            return opened(Carrier::Kernel(target), vec!["TCP_NODELAY".into()]);
+        }
+        if r.execution.engine == XDP {
+            let sockets = (0..r.connections)
+                .map(|index| super::connect_udp(to.addr, index))
+                .collect::<Result<_, _>>()?;
+            let port = xdp::open_client(r, sockets).map_err(|e| OpenError::Refused(e.to_string()))?;
+            let notes = port.notes().to_vec();
+            return opened(Carrier::Xdp(port), notes);
         }
         let mut sockets = Vec::new();
         let mut options = Vec::new();
@@ -135,13 +171,16 @@ impl Kind for RequestResponse {
             }
             sockets.push(sock);
         }
-        opened(Target::Sockets(sockets), options)
+        opened(Carrier::Kernel(Target::Sockets(sockets)), options)
     }
 
     fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
         let r = spec_of(spec);
         let addr = SocketAddr::new(ip, 0);
         let at = match r.transport {
+            Transport::Udp if r.execution.engine == XDP => {
+                At::Xdp(xdp::open_server(r, UdpSocket::bind(addr)?, ip)?)
+            }
             Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
             Transport::Tcp => {
                 let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
@@ -174,7 +213,7 @@ impl Kind for RequestResponse {
 /// The controller's sockets (or, connect per request, where to connect).
 struct Opened {
     spec: RrSpec,
-    target: Target,
+    carrier: Carrier,
     options: Vec<String>,
 }
 
@@ -182,12 +221,12 @@ impl ClientEndpoint for Opened {
     fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
         let Opened {
             spec,
-            target,
+            carrier,
             options,
         } = *self;
         let units = spec.connections as usize;
         let start = |placement, started| {
-            engine::client(&spec, target, placement, started).map(Engine::Client)
+            engine::client(&spec, carrier, placement, started).map(Engine::Client)
         };
         start_side(&spec, Role::Client, units, start, probe, options)
     }
@@ -196,6 +235,7 @@ impl ClientEndpoint for Opened {
 enum At {
     Udp(UdpSocket),
     Tcp(TcpListener),
+    Xdp(xdp::ServerPort),
 }
 
 struct Listening {
@@ -207,6 +247,7 @@ impl ServerEndpoint for Listening {
     fn port(&self) -> io::Result<u16> {
         Ok(match &self.at {
             At::Udp(u) => u.local_addr()?.port(),
+            At::Xdp(x) => x.port()?,
             At::Tcp(l) => l.local_addr()?.port(),
         })
     }
@@ -214,7 +255,7 @@ impl ServerEndpoint for Listening {
     fn listener(&self) -> Option<(&TcpListener, usize)> {
         match &self.at {
             At::Tcp(l) => Some((l, self.spec.initial_connections() as usize)),
-            At::Udp(_) => None,
+            At::Udp(_) | At::Xdp(_) => None,
         }
     }
 
@@ -228,17 +269,23 @@ impl ServerEndpoint for Listening {
         let Listening { spec, at } = *self;
         let mut options = Vec::new();
         let target = match at {
+            At::Xdp(port) => {
+                options = port.notes().to_vec();
+                Answering::Xdp { port, peer }
+            }
             At::Udp(socket) => {
                 options = busy_poll(&spec, socket.as_raw_fd());
-                ServerTarget::Udp {
+                Answering::Kernel(ServerTarget::Udp {
                     socket,
                     allowed: peer,
-                }
+                })
             }
-            At::Tcp(listener) if spec.connect_per_request => ServerTarget::Accept {
-                listener,
-                allowed: peer,
-            },
+            At::Tcp(listener) if spec.connect_per_request => {
+                Answering::Kernel(ServerTarget::Accept {
+                    listener,
+                    allowed: peer,
+                })
+            }
             At::Tcp(_) => {
                 let mut socks = Vec::new();
                 for c in conns {
@@ -249,11 +296,12 @@ impl ServerEndpoint for Listening {
                     }
                     socks.push(RrSocket::Tcp(c));
                 }
-                ServerTarget::Sockets(socks)
+                Answering::Kernel(ServerTarget::Sockets(socks))
             }
         };
         let units = match &target {
-            ServerTarget::Sockets(s) => s.len(),
+            Answering::Kernel(ServerTarget::Sockets(s)) => s.len(),
+            Answering::Xdp { port, .. } => port.queues(),
             _ => 1,
         };
         let start = |placement, started| {

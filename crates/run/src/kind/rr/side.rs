@@ -260,6 +260,10 @@ impl Side for RrSide {
             placement: &self.placement,
         };
         let mut result = self.meter.result(by, &window, window_s, notes, partial);
+        result.bypass = match &self.engine {
+            Engine::Client(c) => c.bypass(),
+            Engine::Server(s) => s.bypass(),
+        };
         result.rr = Some(RrResult {
             poll: self.spec.poll.label(),
             messages,

@@ -1,0 +1,219 @@
+//! The AF_XDP engine of a request/response side. The agent attaches the redirect program
+//! for its echo port, with a socket on every receive queue, before it reports `Ready`; the
+//! controller attaches one for the answers (UDP from the agent's port) before it says
+//! `Start`, and sends whole request frames built for the path to the agent. The kernel
+//! sockets of both ends stay open, holding their ports, while no test packet reaches them.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::Mutex;
+
+use hdrhistogram::Histogram;
+use sonde_engine::rr_client::{ClientPlan, RrClient, Target, WorkerEnd};
+use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
+use sonde_engine::xdp::frame::{payload_offset, Endpoints};
+use sonde_engine::xdp::{Attached, Steer};
+use sonde_results::{Bypass, PollMode, RrSpec};
+
+use super::engine::{EchoEngine, RequestEngine};
+use crate::kind::xdp::{self as path, path_to, refuse, steer, v4, Steered, XDP};
+use crate::kind::Workers;
+
+/// Packets one busy poll may take.
+const BUSY_POLL_BUDGET: u32 = 64;
+
+/// Refuses, before the agent is asked, what this host or spec cannot run over AF_XDP.
+pub fn preflight(spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
+    if spec.connect_per_request {
+        return Err(refuse(
+            "--crr opens a TCP connection per request; AF_XDP carries UDP".into(),
+        ));
+    }
+    let message = spec.request_bytes.max(spec.response_bytes);
+    let frame = payload_offset(&SocketAddr::new(agent, 0)) as u32 + message;
+    path::preflight(agent, frame)
+}
+
+/// Busy polling on the sockets when the spec spins or asks for it: (µs, budget).
+fn busy(spec: &RrSpec) -> Option<(u32, u32)> {
+    let us = match (spec.busy_poll_us, spec.poll) {
+        (Some(us), _) => us,
+        (None, PollMode::Block) => return None,
+        (None, _) => path::BUSY_POLL_US,
+    };
+    Some((us, BUSY_POLL_BUDGET))
+}
+
+/// The controller's answer sockets and program, and its flows.
+pub struct ClientPort {
+    steered: Steered,
+    flows: Vec<Endpoints>,
+    /// The kernel sockets whose source ports the frames use, held so that nothing else
+    /// takes those ports during the test.
+    ports: Vec<UdpSocket>,
+}
+
+/// Attaches the answers' program and builds the flows of `sockets` (one per connection,
+/// each connected to the agent's echo port).
+pub fn open_client(spec: &RrSpec, sockets: Vec<UdpSocket>) -> io::Result<ClientPort> {
+    let first = sockets.first().ok_or_else(|| refuse("no connections".into()))?;
+    let (local, peer) = (first.local_addr()?, first.peer_addr()?);
+    let (_, src_mac, dst_mac) = path_to(v4(local.ip())?, v4(peer.ip())?)?;
+    let flows = sockets
+        .iter()
+        .map(|s| {
+            Ok(Endpoints {
+                src_mac,
+                dst_mac,
+                src: s.local_addr()?,
+                dst: peer,
+            })
+        })
+        .collect::<io::Result<_>>()?;
+    let steered = steer(local.ip(), Steer::FromPort(peer.port()), busy(spec))?;
+    Ok(ClientPort {
+        steered,
+        flows,
+        ports: sockets,
+    })
+}
+
+impl ClientPort {
+    pub fn notes(&self) -> &[String] {
+        &self.steered.notes
+    }
+}
+
+/// Request workers on the controller's sockets.
+pub fn client(port: ClientPort, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>> {
+    let ClientPort {
+        steered,
+        flows,
+        ports,
+    } = port;
+    let target = Target::Xdp {
+        xsks: steered.xsks,
+        flows,
+        busy_polling: steered.bypass.busy_poll,
+    };
+    Ok(Box::new(Requests {
+        client: RrClient::spawn(target, plan)?,
+        bypass: steered.bypass,
+        _program: steered.program,
+        _ports: ports,
+    }))
+}
+
+/// The agent's request sockets and program, attached before `Ready`.
+pub struct ServerPort {
+    steered: Steered,
+    /// The kernel socket that holds the echo port for the test.
+    socket: UdpSocket,
+}
+
+/// Attaches the requests' program for the port of `socket` on the interface holding `ip`.
+pub fn open_server(spec: &RrSpec, socket: UdpSocket, ip: IpAddr) -> io::Result<ServerPort> {
+    let port = socket.local_addr()?.port();
+    Ok(ServerPort {
+        steered: steer(ip, Steer::ToPort(port), busy(spec))?,
+        socket,
+    })
+}
+
+impl ServerPort {
+    pub fn port(&self) -> io::Result<u16> {
+        Ok(self.socket.local_addr()?.port())
+    }
+    pub fn notes(&self) -> &[String] {
+        &self.steered.notes
+    }
+    pub fn queues(&self) -> usize {
+        self.steered.xsks.len()
+    }
+}
+
+/// Echo workers on the agent's sockets, answering `peer` only.
+pub fn server(
+    port: ServerPort,
+    peer: IpAddr,
+    plan: ServerPlan,
+) -> io::Result<Box<dyn EchoEngine>> {
+    let ServerPort { steered, socket } = port;
+    let target = ServerTarget::Xdp {
+        xsks: steered.xsks.into_iter().map(Mutex::new).collect(),
+        allowed: peer,
+        busy_polling: steered.bypass.busy_poll,
+    };
+    Ok(Box::new(Echo {
+        server: RrServer::spawn(target, plan)?,
+        bypass: steered.bypass,
+        _program: steered.program,
+        _port: socket,
+    }))
+}
+
+struct Requests {
+    client: RrClient,
+    bypass: Bypass,
+    /// Attached while the workers run; detached when the side is dropped.
+    _program: Attached,
+    _ports: Vec<UdpSocket>,
+}
+
+struct Echo {
+    server: RrServer,
+    bypass: Bypass,
+    _program: Attached,
+    _port: UdpSocket,
+}
+
+impl Workers for Requests {
+    fn name(&self) -> &'static str {
+        XDP
+    }
+    fn all_done(&self) -> bool {
+        self.client.all_done()
+    }
+    fn abort(&self) {
+        self.client.abort()
+    }
+    fn bypass(&self) -> Option<Bypass> {
+        Some(self.bypass.clone())
+    }
+}
+
+impl RequestEngine for Requests {
+    fn counts(&self) -> (u64, u64) {
+        self.client.counts()
+    }
+    fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
+        self.client.drain()
+    }
+    fn join(&mut self) -> Vec<WorkerEnd> {
+        self.client.join()
+    }
+}
+
+impl Workers for Echo {
+    fn name(&self) -> &'static str {
+        XDP
+    }
+    fn all_done(&self) -> bool {
+        self.server.all_done()
+    }
+    fn abort(&self) {
+        self.server.abort()
+    }
+    fn bypass(&self) -> Option<Bypass> {
+        Some(self.bypass.clone())
+    }
+}
+
+impl EchoEngine for Echo {
+    fn answered(&self) -> u64 {
+        self.server.answered()
+    }
+    fn join(&mut self) -> Vec<String> {
+        self.server.join()
+    }
+}
