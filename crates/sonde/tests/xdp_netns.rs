@@ -1,7 +1,8 @@
-//! `sonde pps --engine xdp` across two namespaces: both counts reconcile with each other
-//! and with the receiving veth's own counter, a paced run loses nothing, the kernel keeps
-//! its own traffic (a ping) while the program is attached, and no program outlives a test,
-//! however it ends.
+//! `--engine xdp` across two namespaces. pps: both counts reconcile with each other and
+//! with the receiving veth's own counter, a paced run loses nothing, the kernel keeps its
+//! own traffic (a ping) while the program is attached. ping and rpc: percentiles present,
+//! every request answered, each side's count agreeing with its veth's. No program outlives
+//! a test, however it ends.
 
 mod common;
 
@@ -19,6 +20,13 @@ impl Lab {
     fn server_has_xdp(&self) -> bool {
         let link = self.server_cmd("ip", &["link", "show", &self.server_if]);
         link.contains("xdp")
+    }
+
+    /// Whether the controller's interface has one.
+    fn client_has_xdp(&self) -> bool {
+        let mut cmd = Lab::in_ns(&self.client, "ip");
+        cmd.args(["link", "show", &self.client_if]);
+        stdout(&run(cmd)).contains("xdp")
     }
 
     /// The agent's interface's own count of packets received.
@@ -192,4 +200,91 @@ fn xdp_refusals_name_the_flag_and_attach_nothing() {
         stderr(&o)
     );
     assert!(!lab.server_has_xdp());
+}
+
+/// Checks one request/response document over AF_XDP: both ends ran the engine with its
+/// program, every request was answered, percentiles are there for the window and each
+/// interval, and each end's count of messages agrees with its veth's packets over the
+/// same window.
+fn check_rr_over_xdp(doc: &serde_json::Value, what: &str) {
+    let end = &doc["end"];
+    assert_eq!(end["partial"], false, "{what}");
+    for (side, steer) in [("client", "UDP from port"), ("server", "UDP to port")] {
+        let s = &end[side];
+        assert_eq!(s["engine"], "xdp", "{what} {side}");
+        let program = s["bypass"]["program"].as_str().unwrap_or("");
+        assert!(program.starts_with(steer), "{what} {side}: {}", s["bypass"]);
+        let messages = s["messages"].as_f64().unwrap();
+        let packets = s["nic"]["rx_packets"].as_f64().unwrap();
+        eprintln!("{what} {side}: {messages} messages, its veth received {packets}");
+        assert!(messages > 1000.0, "{what} {side}: {messages}");
+        assert!(
+            (packets - messages).abs() / messages < 0.01,
+            "{what} {side}: {messages} messages against {packets} packets at the veth"
+        );
+    }
+    let count = end["latency_ns"]["count"].as_u64().unwrap();
+    assert_eq!(end["client"]["messages"].as_u64().unwrap(), count, "{what}");
+    let sent = end["client"]["requests_sent"].as_u64().unwrap();
+    assert!(sent >= count, "{what}: {sent} sent, {count} in the window");
+    // Every request sent was answered: none unanswered at the end, none lost on the way.
+    for key in ["unanswered_requests", "lost_messages", "foreign_replies"] {
+        assert_eq!(end[key].as_u64().unwrap_or(0), 0, "{what}: {key}");
+    }
+    let p = |q: &str| end["latency_ns"][q].as_f64().unwrap();
+    assert!(p("min") > 0.0 && p("p50") >= p("min") && p("p99") >= p("p50"), "{what}");
+    let intervals = doc["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 2, "{what}");
+    for i in intervals {
+        assert!(i["latency_ns"]["p99"].as_u64().unwrap() > 0, "{what}: {i}");
+    }
+}
+
+#[test]
+fn ping_and_rpc_over_xdp_answer_every_request_and_agree_with_the_veths() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let timing = ["-t", "2", "-i", "1", "--warmup", "0.5", "--json", "--no-save"];
+    let jobs: [(&str, &[&str]); 3] = [
+        ("ping", &["--engine", "xdp"]),
+        ("ping", &["--engine", "xdp", "--poll", "busy"]),
+        (
+            "rpc",
+            &["--engine", "xdp", "-C", "4", "-W", "32", "-m", "1024"],
+        ),
+    ];
+    for (test, args) in jobs {
+        let all: Vec<&str> = args.iter().chain(&timing).copied().collect();
+        let doc = doc_of(&run(lab.sonde(&agent, test, &all)));
+        let what = format!("{test} {args:?}");
+        check_rr_over_xdp(&doc, &what);
+        if args.contains(&"busy") {
+            assert_eq!(doc["end"]["server"]["bypass"]["busy_poll"], true, "{what}");
+        }
+        assert!(!lab.client_has_xdp(), "{what}: the controller's program outlived the test");
+        assert!(!lab.server_has_xdp(), "{what}: the agent's program outlived the test");
+    }
+    // A TCP-only job cannot run over AF_XDP: refused as bad input, naming the flag.
+    let o = run(lab.sonde(&agent, "rpc", &["--engine", "xdp", "--crr", "--no-save"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--crr"), "{}", stderr(&o));
+}
+
+#[test]
+fn no_program_is_left_when_an_rpc_controller_is_killed() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let mut client = lab
+        .sonde(&agent, "rpc", &["--engine", "xdp", "-W", "8", "-t", "20", "--no-save"])
+        .spawn_keeping(Keep::Nothing);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(lab.client_has_xdp() && lab.server_has_xdp(), "attached on both ends");
+    client.kill().unwrap();
+    client.wait().unwrap();
+    assert!(!lab.client_has_xdp(), "the killed controller left its program");
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        !lab.server_has_xdp()
+    });
+    assert!(gone, "the agent kept the program after its controller died");
 }
