@@ -78,7 +78,7 @@ def main():
             for w in (1, 8, 32):
                 rates = []
                 for _ in range(max(1, a.runs // 2)):
-                    out = client([sonde, "rpc", SERVER, "--port", "5301", "-C", str(c), "-W", str(w), "-t", str(a.time), "--warmup", "1", "--json"])
+                    out = client([sonde, "rpc", SERVER, "--port", "5301", "-C", str(c), "-W", str(w), "-t", str(a.time), "--warmup", "1", "--json", "--no-save"])
                     rates.append(json.loads(out)["end"]["requests_per_second"])
                 row.append(statistics.median(rates))
             print(f"| {c} | " + " | ".join(f"{r:,.0f}" for r in row) + " |")

@@ -29,6 +29,29 @@ fn footer(e: &sonde_results::document::End) -> String {
     out
 }
 
+/// How a side left the kernel's socket path, in one line; empty for kernel sockets.
+fn bypass_line(by: &sonde_results::document::MeasuredBy) -> String {
+    let Some(b) = &by.bypass else {
+        return String::new();
+    };
+    let queues: Vec<String> = b.queues.iter().map(u32::to_string).collect();
+    let mut line = format!(
+        "bypass: {}: AF_XDP on {} queue {}, {} mode",
+        by.measured_by.as_str(),
+        b.interface,
+        queues.join(","),
+        if b.zero_copy { "zero-copy" } else { "copy" },
+    );
+    if let Some(a) = &b.attach {
+        line.push_str(&format!(", {a} XDP"));
+    }
+    if b.busy_poll {
+        line.push_str(", busy polling");
+    }
+    line.push('\n');
+    line
+}
+
 /// Both ends on one host: its CPU once, so that nobody adds the two sides.
 fn one_host_line(e: &sonde_results::document::End) -> String {
     let Some(h) = &e.one_host else {

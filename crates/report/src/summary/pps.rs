@@ -112,6 +112,7 @@ pub fn pps(doc: &Document) -> String {
         ));
     }
     for side in [&p.sender, &p.receiver].into_iter().flatten() {
+        out.push_str(&super::bypass_line(&side.by));
         for n in &side.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", side.by.measured_by.as_str()));
         }

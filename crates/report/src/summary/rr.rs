@@ -136,6 +136,7 @@ pub fn rr(doc: &Document) -> String {
     }
     out.push('\n');
     for s in [&e.client, &e.server].into_iter().flatten() {
+        out.push_str(&super::bypass_line(&s.by));
         for n in &s.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }
