@@ -232,7 +232,10 @@ fn check_rr_over_xdp(doc: &serde_json::Value, what: &str) {
         assert_eq!(end[key].as_u64().unwrap_or(0), 0, "{what}: {key}");
     }
     let p = |q: &str| end["latency_ns"][q].as_f64().unwrap();
-    assert!(p("min") > 0.0 && p("p50") >= p("min") && p("p99") >= p("p50"), "{what}");
+    assert!(
+        p("min") > 0.0 && p("p50") >= p("min") && p("p99") >= p("p50"),
+        "{what}"
+    );
     let intervals = doc["intervals"].as_array().unwrap();
     assert!(intervals.len() >= 2, "{what}");
     for i in intervals {
@@ -244,7 +247,16 @@ fn check_rr_over_xdp(doc: &serde_json::Value, what: &str) {
 fn ping_and_rpc_over_xdp_answer_every_request_and_agree_with_the_veths() {
     let Some(lab) = Lab::new() else { return };
     let agent = lab.start_agent();
-    let timing = ["-t", "2", "-i", "1", "--warmup", "0.5", "--json", "--no-save"];
+    let timing = [
+        "-t",
+        "2",
+        "-i",
+        "1",
+        "--warmup",
+        "0.5",
+        "--json",
+        "--no-save",
+    ];
     let jobs: [(&str, &[&str]); 3] = [
         ("ping", &["--engine", "xdp"]),
         ("ping", &["--engine", "xdp", "--poll", "busy"]),
@@ -261,8 +273,14 @@ fn ping_and_rpc_over_xdp_answer_every_request_and_agree_with_the_veths() {
         if args.contains(&"busy") {
             assert_eq!(doc["end"]["server"]["bypass"]["busy_poll"], true, "{what}");
         }
-        assert!(!lab.client_has_xdp(), "{what}: the controller's program outlived the test");
-        assert!(!lab.server_has_xdp(), "{what}: the agent's program outlived the test");
+        assert!(
+            !lab.client_has_xdp(),
+            "{what}: the controller's program outlived the test"
+        );
+        assert!(
+            !lab.server_has_xdp(),
+            "{what}: the agent's program outlived the test"
+        );
     }
     // A TCP-only job cannot run over AF_XDP: refused as bad input, naming the flag.
     let o = run(lab.sonde(&agent, "rpc", &["--engine", "xdp", "--crr", "--no-save"]));
@@ -275,13 +293,23 @@ fn no_program_is_left_when_an_rpc_controller_is_killed() {
     let Some(lab) = Lab::new() else { return };
     let agent = lab.start_agent();
     let mut client = lab
-        .sonde(&agent, "rpc", &["--engine", "xdp", "-W", "8", "-t", "20", "--no-save"])
+        .sonde(
+            &agent,
+            "rpc",
+            &["--engine", "xdp", "-W", "8", "-t", "20", "--no-save"],
+        )
         .spawn_keeping(Keep::Nothing);
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(lab.client_has_xdp() && lab.server_has_xdp(), "attached on both ends");
+    assert!(
+        lab.client_has_xdp() && lab.server_has_xdp(),
+        "attached on both ends"
+    );
     client.kill().unwrap();
     client.wait().unwrap();
-    assert!(!lab.client_has_xdp(), "the killed controller left its program");
+    assert!(
+        !lab.client_has_xdp(),
+        "the killed controller left its program"
+    );
     let gone = (0..50).any(|_| {
         std::thread::sleep(Duration::from_millis(100));
         !lab.server_has_xdp()

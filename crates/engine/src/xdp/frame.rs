@@ -66,9 +66,8 @@ fn write_headers(e: &Endpoints, payload_len: usize, f: &mut [u8]) -> usize {
             f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
             let total = (ip_len as u16 + udp_len).to_be_bytes();
             // Version 4, 20-byte header; don't fragment; TTL 64; UDP.
-            f[ip..ip + 12].copy_from_slice(&[
-                0x45, 0, total[0], total[1], 0, 0, 0x40, 0, 64, 17, 0, 0,
-            ]);
+            f[ip..ip + 12]
+                .copy_from_slice(&[0x45, 0, total[0], total[1], 0, 0, 0x40, 0, 64, 17, 0, 0]);
             f[ip + 12..ip + 16].copy_from_slice(&s.octets());
             f[ip + 16..ip + 20].copy_from_slice(&d.octets());
             let csum = !(sum16(0, &f[ip..ip + 20]) as u16);

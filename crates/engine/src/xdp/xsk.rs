@@ -304,7 +304,10 @@ impl Xsk {
             let (req, out) = unsafe {
                 (
                     std::slice::from_raw_parts(base.add(d.addr as usize), d.len as usize),
-                    std::slice::from_raw_parts_mut(base.add(addr as usize), self.frame_bytes as usize),
+                    std::slice::from_raw_parts_mut(
+                        base.add(addr as usize),
+                        self.frame_bytes as usize,
+                    ),
                 )
             };
             if let Some(len) = reply(req, out) {

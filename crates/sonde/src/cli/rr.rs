@@ -267,7 +267,10 @@ mod tests {
         ])
         .unwrap()[0];
         assert_eq!(x.transport, Transport::Udp);
-        assert_eq!((x.request_bytes, x.response_bytes, x.window), (1024, 1024, 32));
+        assert_eq!(
+            (x.request_bytes, x.response_bytes, x.window),
+            (1024, 1024, 32)
+        );
         let e = rr_specs(&["sonde", "rpc", "h", "--engine", "xdp", "--crr"]).unwrap_err();
         assert_eq!(e.flag, "--crr");
     }

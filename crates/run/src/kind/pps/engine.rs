@@ -12,8 +12,8 @@ use sonde_engine::Placement;
 use sonde_results::PpsSpec;
 
 use super::xdp;
-use crate::kind::xdp::XDP;
 use crate::kind::rr::poll_of;
+use crate::kind::xdp::XDP;
 use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
 
 /// Running senders.

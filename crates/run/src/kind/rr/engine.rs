@@ -58,7 +58,10 @@ pub enum Carrier {
 pub enum Answering {
     Kernel(ServerTarget),
     /// Answering `peer` only.
-    Xdp { port: xdp::ServerPort, peer: IpAddr },
+    Xdp {
+        port: xdp::ServerPort,
+        peer: IpAddr,
+    },
 }
 
 /// Starts the spec's engine's request workers; the test's clock started at `started`.

@@ -148,7 +148,8 @@ impl Kind for RequestResponse {
             let sockets = (0..r.connections)
                 .map(|index| super::connect_udp(to.addr, index))
                 .collect::<Result<_, _>>()?;
-            let port = xdp::open_client(r, sockets).map_err(|e| OpenError::Refused(e.to_string()))?;
+            let port =
+                xdp::open_client(r, sockets).map_err(|e| OpenError::Refused(e.to_string()))?;
             let notes = port.notes().to_vec();
             return opened(Carrier::Xdp(port), notes);
         }

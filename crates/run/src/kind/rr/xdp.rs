@@ -56,7 +56,9 @@ pub struct ClientPort {
 /// Attaches the answers' program and builds the flows of `sockets` (one per connection,
 /// each connected to the agent's echo port).
 pub fn open_client(spec: &RrSpec, sockets: Vec<UdpSocket>) -> io::Result<ClientPort> {
-    let first = sockets.first().ok_or_else(|| refuse("no connections".into()))?;
+    let first = sockets
+        .first()
+        .ok_or_else(|| refuse("no connections".into()))?;
     let (local, peer) = (first.local_addr()?, first.peer_addr()?);
     let (_, src_mac, dst_mac) = path_to(v4(local.ip())?, v4(peer.ip())?)?;
     let flows = sockets
@@ -133,11 +135,7 @@ impl ServerPort {
 }
 
 /// Echo workers on the agent's sockets, answering `peer` only.
-pub fn server(
-    port: ServerPort,
-    peer: IpAddr,
-    plan: ServerPlan,
-) -> io::Result<Box<dyn EchoEngine>> {
+pub fn server(port: ServerPort, peer: IpAddr, plan: ServerPlan) -> io::Result<Box<dyn EchoEngine>> {
     let ServerPort { steered, socket } = port;
     let target = ServerTarget::Xdp {
         xsks: steered.xsks.into_iter().map(Mutex::new).collect(),
