@@ -243,3 +243,35 @@ pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) 
     }
     format!("{t}\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::document::MeasuredBy;
+    use sonde_results::{Bypass, Role};
+
+    #[test]
+    fn a_bypass_side_says_how_it_left_the_socket_path() {
+        let mut by = MeasuredBy {
+            measured_by: Role::Server,
+            host: "h".into(),
+            engine: Some("xdp".into()),
+            threads: 2,
+            pinned_cpus: None,
+            bypass: None,
+        };
+        assert_eq!(bypass_line(&by), "");
+        by.bypass = Some(Bypass {
+            interface: "eth0".into(),
+            queues: vec![0, 1],
+            zero_copy: true,
+            attach: Some("native".into()),
+            busy_poll: true,
+            ..Default::default()
+        });
+        assert_eq!(
+            bypass_line(&by),
+            "bypass: server: AF_XDP on eth0 queue 0,1, zero-copy mode, native XDP, busy polling\n"
+        );
+    }
+}
