@@ -203,3 +203,25 @@ pub fn steer(ip: IpAddr, steer: Steer, busy: Option<(u32, u32)>) -> io::Result<S
         notes,
     })
 }
+
+/// The `Workers` of an AF_XDP engine's wrapper: `$inner` runs the workers, `bypass` says
+/// how they left the socket path.
+macro_rules! xdp_workers {
+    ($($t:ty => $inner:ident),+) => {$(
+        impl $crate::kind::Workers for $t {
+            fn name(&self) -> &'static str {
+                $crate::kind::xdp::XDP
+            }
+            fn all_done(&self) -> bool {
+                self.$inner.all_done()
+            }
+            fn abort(&self) {
+                self.$inner.abort()
+            }
+            fn bypass(&self) -> Option<sonde_results::Bypass> {
+                Some(self.bypass.clone())
+            }
+        }
+    )+};
+}
+pub(crate) use xdp_workers;

@@ -14,9 +14,8 @@ use sonde_results::{Bypass, PollMode, PpsSpec};
 
 use super::engine::{rx_plan, senders_stop_at, RxEngine, TxEngine};
 use crate::kind::xdp::{
-    path_to, queues_of, refuse, sockets, steer, v4, Steered, BUSY_POLL_US, XDP,
+    path_to, queues_of, refuse, sockets, steer, v4, xdp_workers, Steered, BUSY_POLL_US,
 };
-use crate::kind::Workers;
 
 /// Senders on AF_XDP sockets, one per transmit queue up to `threads`, for the flows the
 /// kernel sockets in `flows` hold the ports of.
@@ -107,42 +106,12 @@ struct Rx {
     _program: Attached,
 }
 
-impl Workers for Tx {
-    fn name(&self) -> &'static str {
-        XDP
-    }
-    fn all_done(&self) -> bool {
-        self.sender.all_done()
-    }
-    fn abort(&self) {
-        self.sender.abort()
-    }
-    fn bypass(&self) -> Option<Bypass> {
-        Some(self.bypass.clone())
-    }
-}
-
 impl TxEngine for Tx {
     fn counts(&self) -> (u64, u64) {
         self.sender.counts()
     }
     fn join(&mut self) -> (Vec<u64>, Option<String>) {
         self.sender.join()
-    }
-}
-
-impl Workers for Rx {
-    fn name(&self) -> &'static str {
-        XDP
-    }
-    fn all_done(&self) -> bool {
-        self.receiver.all_done()
-    }
-    fn abort(&self) {
-        self.receiver.abort()
-    }
-    fn bypass(&self) -> Option<Bypass> {
-        Some(self.bypass.clone())
     }
 }
 
@@ -160,3 +129,5 @@ impl RxEngine for Rx {
         self.receiver.join()
     }
 }
+
+xdp_workers!(Tx => sender, Rx => receiver);

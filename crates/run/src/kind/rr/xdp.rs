@@ -16,8 +16,7 @@ use sonde_engine::xdp::{Attached, Steer};
 use sonde_results::{Bypass, PollMode, RrSpec};
 
 use super::engine::{EchoEngine, RequestEngine};
-use crate::kind::xdp::{self as path, path_to, refuse, steer, v4, Steered, XDP};
-use crate::kind::Workers;
+use crate::kind::xdp::{self as path, path_to, refuse, steer, v4, xdp_workers, Steered};
 
 /// Packets one busy poll may take.
 const BUSY_POLL_BUDGET: u32 = 64;
@@ -165,21 +164,6 @@ struct Echo {
     _port: UdpSocket,
 }
 
-impl Workers for Requests {
-    fn name(&self) -> &'static str {
-        XDP
-    }
-    fn all_done(&self) -> bool {
-        self.client.all_done()
-    }
-    fn abort(&self) {
-        self.client.abort()
-    }
-    fn bypass(&self) -> Option<Bypass> {
-        Some(self.bypass.clone())
-    }
-}
-
 impl RequestEngine for Requests {
     fn counts(&self) -> (u64, u64) {
         self.client.counts()
@@ -192,21 +176,6 @@ impl RequestEngine for Requests {
     }
 }
 
-impl Workers for Echo {
-    fn name(&self) -> &'static str {
-        XDP
-    }
-    fn all_done(&self) -> bool {
-        self.server.all_done()
-    }
-    fn abort(&self) {
-        self.server.abort()
-    }
-    fn bypass(&self) -> Option<Bypass> {
-        Some(self.bypass.clone())
-    }
-}
-
 impl EchoEngine for Echo {
     fn answered(&self) -> u64 {
         self.server.answered()
@@ -215,3 +184,5 @@ impl EchoEngine for Echo {
         self.server.join()
     }
 }
+
+xdp_workers!(Requests => client, Echo => server);
