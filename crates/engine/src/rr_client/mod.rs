@@ -272,10 +272,6 @@ fn xdp_sockets(shared: &Shared, k: usize) -> Result<Vec<MutexGuard<'_, Xsk>>, St
     let workers = shared.counters.len();
     (k..shared.xsks.len())
         .step_by(workers)
-        .map(|i| {
-            shared.xsks[i]
-                .lock()
-                .map_err(|_| format!("AF_XDP socket {i}: a worker panicked holding it"))
-        })
+        .map(|i| crate::xdp::socket_of(&shared.xsks, i))
         .collect()
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use super::Shared;
 use crate::udp_match::SEQ_BYTES;
 use crate::wait::Multi;
-use crate::xdp::frame::{answer, udp_source};
-use crate::xdp::Xsk;
+use crate::xdp::frame::answer;
+use crate::xdp::{socket_of, Xsk};
 
 /// Frames answered per ring pass.
 const BATCH: u32 = 64;
@@ -28,13 +28,11 @@ pub(super) fn echo(
     busy_polling: bool,
 ) -> Option<String> {
     let p = &shared.plan;
-    let mut mine = Vec::with_capacity(owned.len());
-    for &i in owned {
-        match xsks[i].lock() {
-            Ok(x) => mine.push(x),
-            Err(_) => return Some(format!("AF_XDP socket {i}: a worker panicked holding it")),
-        }
-    }
+    let mine: Result<Vec<_>, String> = owned.iter().map(|&i| socket_of(xsks, i)).collect();
+    let mut mine = match mine {
+        Ok(m) => m,
+        Err(e) => return Some(e),
+    };
     let fds: Vec<_> = mine.iter().map(|x| x.fd()).collect();
     let mut multi = match Multi::new(&fds, None) {
         Ok(m) => m,
@@ -47,11 +45,9 @@ pub(super) fn echo(
         let (mut taken, mut answered) = (0, 0);
         for x in mine.iter_mut() {
             let (t, a) = x.answer(BATCH, |req, out| {
-                if udp_source(req)?.ip() != allowed {
-                    return None;
-                }
+                let len = answer(req, allowed, payload_len, SEQ_BYTES, out)?;
                 shared.maybe_stall();
-                answer(req, payload_len, SEQ_BYTES, out)
+                Some(len)
             });
             taken += t;
             answered += a;

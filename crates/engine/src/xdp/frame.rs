@@ -89,12 +89,21 @@ fn write_headers(e: &Endpoints, payload_len: usize, f: &mut [u8]) -> usize {
     udp + UDP_HEADER
 }
 
-/// Writes into `out` the answer to the UDP frame `req`: MACs, addresses and ports
-/// swapped, `payload_len` bytes of payload that begin with the request's first `echo`
-/// bytes (zeros after them). Returns the answer's length; `None` when `req` is not UDP,
-/// or `out` is too small.
-pub fn answer(req: &[u8], payload_len: usize, echo: usize, out: &mut [u8]) -> Option<usize> {
+/// Writes into `out` the answer to the UDP frame `req` from `from`: MACs, addresses and
+/// ports swapped, `payload_len` bytes of payload that begin with the request's first
+/// `echo` bytes (zeros after them). Returns the answer's length; `None` when `req` is not
+/// UDP, comes from another host, or `out` is too small.
+pub fn answer(
+    req: &[u8],
+    from: IpAddr,
+    payload_len: usize,
+    echo: usize,
+    out: &mut [u8],
+) -> Option<usize> {
     let (asked, span) = endpoints_of(req)?;
+    if asked.src.ip() != from {
+        return None;
+    }
     let back = Endpoints {
         src_mac: asked.dst_mac,
         dst_mac: asked.src_mac,
@@ -196,11 +205,6 @@ fn endpoints_of(f: &[u8]) -> Option<(Endpoints, (usize, usize))> {
     Some((e, span))
 }
 
-/// The source address of a received UDP frame.
-pub fn udp_source(f: &[u8]) -> Option<SocketAddr> {
-    endpoints_of(f).map(|(e, _)| e.src)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,7 +270,12 @@ mod tests {
             req[at + 8] = 0xff;
             fix_udp_checksum(&mut req);
             let mut out = vec![0xeeu8; 2048];
-            let len = answer(&req, 1024, 8, &mut out).unwrap();
+            assert_eq!(
+                answer(&req, e.dst.ip(), 1024, 8, &mut out),
+                None,
+                "another host"
+            );
+            let len = answer(&req, e.src.ip(), 1024, 8, &mut out).unwrap();
             let back = &out[..len];
             // The same frame the peer would have built toward the client.
             let mut want = udp_frame(
@@ -281,11 +290,14 @@ mod tests {
             want[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
             fix_udp_checksum(&mut want);
             assert_eq!(back, &want[..], "{src}");
-            assert_eq!(udp_source(back), Some(e.dst));
             assert_eq!(udp_to(back).map(|(port, _)| port), Some(4000));
             assert_eq!(udp_payload(back).unwrap().len(), 1024);
         }
         let e = endpoints("198.18.0.1:4000", "198.18.0.2:5201");
-        assert_eq!(answer(&udp_frame(&e, 8), 4096, 8, &mut [0u8; 2048]), None);
+        let from = e.src.ip();
+        assert_eq!(
+            answer(&udp_frame(&e, 8), from, 4096, 8, &mut [0u8; 2048]),
+            None
+        );
     }
 }

@@ -17,6 +17,16 @@ pub use asm::Steer;
 pub use bpf::{attach, AttachMode, Attached};
 pub use xsk::{Xsk, XskConfig, XskStats};
 
+/// A worker takes socket `k` of its engine's for its life.
+pub(crate) fn socket_of(
+    xsks: &[std::sync::Mutex<Xsk>],
+    k: usize,
+) -> Result<std::sync::MutexGuard<'_, Xsk>, String> {
+    xsks[k]
+        .lock()
+        .map_err(|_| format!("AF_XDP socket {k}: a worker panicked holding it"))
+}
+
 /// The interface index of `name`, in this thread's network namespace.
 pub fn ifindex(name: &str) -> std::io::Result<u32> {
     let c = std::ffi::CString::new(name)

@@ -4,7 +4,7 @@
 //! payload and accounts it per flow exactly as the kernel engine's receivers do.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::frame::{fix_udp_checksum, payload_offset, udp_frame, udp_payload, Endpoints};
@@ -36,13 +36,6 @@ pub struct XdpTxPlan {
     pub cookie: u32,
     /// Each flow's addresses; flows are dealt to the sockets round robin.
     pub flows: Vec<Endpoints>,
-}
-
-/// Worker `k` takes socket `k` for its life.
-fn socket_of(xsks: &[Mutex<Xsk>], k: usize) -> Result<MutexGuard<'_, Xsk>, String> {
-    xsks[k]
-        .lock()
-        .map_err(|_| format!("AF_XDP socket {k}: a worker panicked holding it"))
 }
 
 struct TxShared {
@@ -103,7 +96,7 @@ impl XdpSender {
 fn send_loop(shared: &TxShared, k: usize) -> TxOutcome {
     let p = &shared.plan;
     let owned = shared.placement.owned(k, p.flows.len());
-    let mut xsk = socket_of(&shared.xsks, k)?;
+    let mut xsk = super::socket_of(&shared.xsks, k)?;
     wait::tight_timer_slack();
     let payload = p.payload_bytes.max(HEADER_BYTES);
     let templates: Vec<Vec<u8>> = owned
@@ -234,7 +227,7 @@ impl XdpReceiver {
 
 fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
     let p = &shared.plan;
-    let mut xsk = socket_of(&shared.xsks, k)?;
+    let mut xsk = super::socket_of(&shared.xsks, k)?;
     let batch = p.batch.max(1);
     let mut flows = vec![FlowRx::default(); p.flows];
     let count = &shared.counts[k];
