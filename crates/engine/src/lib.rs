@@ -6,6 +6,7 @@
 
 pub mod affinity;
 pub mod counters;
+pub mod dpdk;
 pub mod nap;
 pub mod pace;
 pub mod poller;

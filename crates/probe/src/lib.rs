@@ -5,6 +5,7 @@
 
 pub mod advice;
 pub mod cpustat;
+pub mod dpdk;
 pub mod ethtool;
 pub mod host;
 pub mod hostwatch;
