@@ -15,6 +15,8 @@ pub struct HostProbe {
     iface: Option<String>,
     irqs: Vec<String>,
     notes: Vec<String>,
+    /// Other processes whose CPU is this side's too (an engine's testpmd).
+    helpers: Vec<u32>,
 }
 
 #[derive(Clone)]
@@ -61,6 +63,7 @@ impl HostProbe {
             iface,
             irqs,
             notes,
+            helpers: Vec::new(),
         }
     }
 
@@ -68,7 +71,7 @@ impl HostProbe {
         HostSnap {
             at: Instant::now(),
             cpu: cpustat::read_snapshot(&self.root).ok(),
-            process_cpu_s: process::cpu_seconds(),
+            process_cpu_s: self.process_cpu_s(),
             retrans: snmp::read_tcp(&self.root).ok().map(|t| t.retrans_segs),
             nic: self
                 .iface
@@ -94,6 +97,18 @@ impl HostProbe {
             std::fs::read_to_string(self.root.join("sys/class/net").join(&iface).join("mtu"))
                 .ok()?;
         Some((iface, text.trim().parse().ok()?))
+    }
+
+    /// This process's CPU seconds and its helpers'.
+    fn process_cpu_s(&self) -> Option<f64> {
+        self.helpers.iter().try_fold(process::cpu_seconds()?, |sum, &pid| {
+            Some(sum + process::cpu_seconds_of(&self.root, pid)?)
+        })
+    }
+
+    /// Counts `pid`'s CPU time as this side's process CPU too (a child doing its work).
+    pub fn count_process(&mut self, pid: u32) {
+        self.helpers.push(pid);
     }
 
     /// Things the reader should know about what could not be observed.

@@ -14,9 +14,9 @@ pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
     Bypass, ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
-    NicCounters, PpsResult, Role, RrResult, SideResult, Transfer,
+    NicCounters, PortCounters, PpsResult, QueueCounters, Role, RrResult, SideResult, Transfer,
 };
 pub use spec::{
-    Direction, Execution, PollMode, PpsSpec, RrSpec, SpecError, Stall, StreamSpec, TestSpec,
+    Direction, DpdkSpec, Execution, PollMode, PpsSpec, RrSpec, SpecError, Stall, StreamSpec, TestSpec,
     Timing, Transport, KERNEL_ENGINE,
 };

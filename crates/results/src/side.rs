@@ -247,6 +247,44 @@ pub struct Bypass {
     pub program: Option<String>,
     /// The sockets ask the kernel to busy-poll their queues (SO_PREFER_BUSY_POLL).
     pub busy_poll: bool,
+    /// An engine that runs a tool (DPDK: dpdk-testpmd): its exact command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// That tool's version (`DPDK 22.11.11`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// A DPDK port's own counters over the whole test (testpmd's `show port xstats`), as that
+/// side's device counted them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortCounters {
+    /// Packets sent (sender) or received (receiver) by the port.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Receiver: packets the port dropped for want of a free descriptor (imissed).
+    pub missed: u64,
+    /// Packets the port counted as errors in this side's direction.
+    pub errors: u64,
+    /// Receiver: packets dropped for want of an mbuf.
+    pub no_mbuf: u64,
+    /// Sender: packets testpmd built that the port did not take (its TX-dropped).
+    pub dropped: u64,
+    pub queues: Vec<QueueCounters>,
+}
+
+/// One queue of a DPDK port, in this side's direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueCounters {
+    pub queue: u32,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Receive queues only (DPDK counts no per-queue transmit errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    /// Sender: what testpmd built for this queue that it did not take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
 }
 
 /// One side's part of a packet-rate test.
@@ -266,6 +304,9 @@ pub struct PpsResult {
     /// Agent: the receive sockets' drop counter (/proc/net/udp) over the whole test.
     pub socket_drops: Option<u64>,
     pub poll: String,
+    /// The DPDK engine: the port's own counters, per queue too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<PortCounters>,
 }
 
 impl SideResult {

@@ -5,11 +5,14 @@
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-/// Bytes of hugepage (or `-m`) memory one mbuf of testpmd's pool takes: 2176 bytes of data
-/// room, the mbuf header and the mempool's per-object header, rounded up.
+/// Bytes of hugepage memory one mbuf of testpmd's pool takes: 2176 bytes of data room, the
+/// mbuf header and the mempool's per-object header, rounded up.
 const MBUF_BYTES: u64 = 2560;
-/// Memory EAL and ethdev take besides the mbuf pool (measured: 8192 mbufs ran in 34 MiB of
-/// 2 MiB pages, about 14 MiB over the pool), with headroom.
+/// The same in ordinary 4 KiB pages, which an object may not straddle (measured: 10,240
+/// more mbufs need 40 MiB more `-m`).
+const MBUF_BYTES_PLAIN: u64 = 4096;
+/// Memory EAL and ethdev take besides the mbuf pool (measured: 14 MiB with hugepages,
+/// 16 MiB without), with headroom.
 const FIXED_BYTES: u64 = 24 << 20;
 /// testpmd's per-lcore mempool cache (its `--mbcache` default).
 const MBUF_CACHE: u64 = 250;
@@ -142,7 +145,11 @@ impl Plan {
 
     /// Bytes of memory the plan needs: the pool and what EAL takes besides it.
     pub fn memory_bytes(&self) -> u64 {
-        self.mbufs() as u64 * MBUF_BYTES + FIXED_BYTES
+        let per_mbuf = match self.memory {
+            Memory::Huge => MBUF_BYTES,
+            Memory::Plain => MBUF_BYTES_PLAIN,
+        };
+        self.mbufs() as u64 * per_mbuf + FIXED_BYTES
     }
 
     /// The argument vector after the program.

@@ -165,6 +165,11 @@ impl Testpmd {
         }))
     }
 
+    /// testpmd's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether testpmd is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

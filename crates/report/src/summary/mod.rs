@@ -35,6 +35,17 @@ fn bypass_line(by: &sonde_results::document::MeasuredBy) -> String {
         return String::new();
     };
     let queues: Vec<String> = b.queues.iter().map(u32::to_string).collect();
+    if let Some(command) = &b.command {
+        // An engine that runs a tool: what it ran, and its exact command line.
+        return format!(
+            "bypass: {}: {} ({}) on {}, queue {}\n  {command}\n",
+            by.measured_by.as_str(),
+            b.program.as_deref().unwrap_or("a tool"),
+            b.version.as_deref().unwrap_or("version unknown"),
+            b.interface,
+            queues.join(","),
+        );
+    }
     let mut line = format!(
         "bypass: {}: AF_XDP on {} queue {}, {} mode",
         by.measured_by.as_str(),
@@ -272,6 +283,18 @@ mod tests {
         assert_eq!(
             bypass_line(&by),
             "bypass: server: AF_XDP on eth0 queue 0,1, zero-copy mode, native XDP, busy polling\n"
+        );
+        by.bypass = Some(Bypass {
+            interface: "0000:3b:00.0".into(),
+            queues: vec![0],
+            program: Some("dpdk-testpmd rxonly on 1 forwarding lcore(s)".into()),
+            command: Some("dpdk-testpmd -v -l 0,1 -- -i".into()),
+            version: Some("DPDK 22.11.11".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            bypass_line(&by),
+            "bypass: server: dpdk-testpmd rxonly on 1 forwarding lcore(s) (DPDK 22.11.11) on 0000:3b:00.0, queue 0\n  dpdk-testpmd -v -l 0,1 -- -i\n"
         );
     }
 }

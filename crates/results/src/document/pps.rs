@@ -25,6 +25,9 @@ pub struct PpsEndSide {
     /// Over the whole test: sent, or distinct packets received.
     pub total_packets: u64,
     pub cpu: CpuFigures,
+    /// The DPDK engine: the port's own counters over the whole test, per queue too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<crate::side::PortCounters>,
     #[serde(flatten)]
     pub counted: HostCounted,
 }
@@ -100,6 +103,7 @@ fn end_side(side: &SideResult) -> Option<PpsEndSide> {
         bits_per_second: per_s(p.packets as f64 * p.size_bytes as f64 * 8.0),
         total_packets: p.per_flow.iter().sum(),
         cpu: CpuFigures::of(side),
+        port: p.port.clone(),
         counted: HostCounted::of(side),
     })
 }

@@ -16,6 +16,10 @@ pub const MIN_PACKET_BYTES: u32 = PACKET_OVERHEAD_BYTES + PACKET_HEADER_BYTES;
 pub const MAX_PACKET_BYTES: u32 = 9014;
 pub const MAX_FLOWS: u32 = 4096;
 pub const MAX_BATCH: u32 = 1024;
+/// Descriptors per DPDK queue: the published reports' `--rxd/--txd 2048`.
+pub const DPDK_DESCRIPTORS: u32 = 2048;
+/// The DPDK engine's name.
+pub const DPDK_ENGINE: &str = "dpdk";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PpsSpec {
@@ -44,6 +48,68 @@ pub struct PpsSpec {
     /// headers instead of 42.
     #[serde(default)]
     pub ipv6: bool,
+    /// The DPDK engine's devices, queues and pass-through arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpdk: Option<DpdkSpec>,
+}
+
+/// What the DPDK engine's testpmd runs with on each side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DpdkSpec {
+    /// The controller's device (`--dpdk-dev`); `None`: the one behind the interface that
+    /// carries the test.
+    pub client_device: Option<String>,
+    /// The agent's device (`--server-dpdk-dev`); `None`: chosen the same way by the agent.
+    pub server_device: Option<String>,
+    /// Queues of the sender's port (`--tx-queues`); 0: one per forwarding lcore.
+    pub tx_queues: u32,
+    /// Queues of the receiver's port (`--rx-queues`); 0: one per forwarding lcore.
+    pub rx_queues: u32,
+    /// Descriptors per queue.
+    pub descriptors: u32,
+    /// EAL arguments passed through (`--dpdk-args`, before its `--`), both sides.
+    pub eal_args: Vec<String>,
+    /// testpmd arguments passed through (after its `--`), both sides.
+    pub testpmd_args: Vec<String>,
+}
+
+impl Default for DpdkSpec {
+    fn default() -> Self {
+        DpdkSpec {
+            client_device: None,
+            server_device: None,
+            tx_queues: 0,
+            rx_queues: 0,
+            descriptors: DPDK_DESCRIPTORS,
+            eal_args: Vec::new(),
+            testpmd_args: Vec::new(),
+        }
+    }
+}
+
+impl DpdkSpec {
+    /// Splits `--dpdk-args`: EAL words, then testpmd's after a `--`.
+    pub fn split_args(words: &[String]) -> (Vec<String>, Vec<String>) {
+        match words.iter().position(|w| w == "--") {
+            Some(at) => (words[..at].to_vec(), words[at + 1..].to_vec()),
+            None => (words.to_vec(), Vec::new()),
+        }
+    }
+
+    /// testpmd's memory comes from ordinary pages (`--no-huge` passed through).
+    pub fn without_hugepages(&self) -> bool {
+        self.eal_args.iter().any(|a| a == "--no-huge")
+    }
+
+    /// Queues of `role`'s port for `lcores` forwarding lcores.
+    pub fn queues(&self, role: crate::side::Role, lcores: u32) -> u32 {
+        let asked = role.pick(self.tx_queues, self.rx_queues);
+        if asked == 0 {
+            lcores.max(1)
+        } else {
+            asked
+        }
+    }
 }
 
 impl Default for PpsSpec {
@@ -60,6 +126,7 @@ impl Default for PpsSpec {
             poll: PollMode::Block,
             execution: Execution::default(),
             ipv6: false,
+            dpdk: None,
         }
     }
 }
@@ -100,6 +167,9 @@ impl PpsSpec {
                 return refuse("--rate", format!("{r} is not a packet rate in (0, 1e9]"));
             }
         }
+        if self.execution.engine == DPDK_ENGINE {
+            self.validate_dpdk()?;
+        }
         if self.timing.cooldown_ms != 0 {
             return refuse(
                 "--cooldown",
@@ -108,6 +178,32 @@ impl PpsSpec {
         }
         self.timing.check()?;
         self.execution.check()
+    }
+}
+
+impl PpsSpec {
+    fn validate_dpdk(&self) -> Result<(), SpecError> {
+        let Some(d) = &self.dpdk else {
+            return refuse("--engine", "dpdk needs its part of the spec (devices, queues)");
+        };
+        if self.ipv6 {
+            return refuse(
+                "--engine",
+                "dpdk: testpmd's txonly builds IPv4 packets only (--tx-ip)",
+            );
+        }
+        if self.gso {
+            return refuse("--gso", "the kernel's UDP GSO has no part in --engine dpdk");
+        }
+        check_count("--tx-queues", d.tx_queues.max(1), MAX_THREADS)?;
+        check_count("--rx-queues", d.rx_queues.max(1), MAX_THREADS)?;
+        if !(64..=32768).contains(&d.descriptors) {
+            return refuse(
+                "--descriptors",
+                format!("{} is not in 64..=32768", d.descriptors),
+            );
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,8 @@
 //! Adding a kind: an engine module (`sonde-engine`), a module here implementing [`Kind`]
 //! with its [`Side`], a CLI module, and its variants in `TestSpec` and `Document`.
 
+pub mod dpdk;
+pub mod path;
 pub mod pps;
 pub mod rr;
 pub mod stream;
@@ -194,6 +196,14 @@ pub trait Workers: Send {
     fn abort(&self);
     /// How a kernel-bypass engine left the socket path; `None` for kernel sockets.
     fn bypass(&self) -> Option<sonde_results::Bypass> {
+        None
+    }
+    /// Where the workers run when the engine decided it itself (DPDK's lcores).
+    fn placed(&self) -> Option<sonde_engine::Placement> {
+        None
+    }
+    /// A process doing the engine's work (DPDK's testpmd), whose CPU is the side's too.
+    fn helper(&self) -> Option<u32> {
         None
     }
 }

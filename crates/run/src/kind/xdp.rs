@@ -1,22 +1,18 @@
 //! The AF_XDP path that every kind's `xdp` engine shares: what a host must have to run it
-//! (checked before the agent is asked), the interface and MACs of the path to a peer (the
-//! next hop's from the neighbour table, after making the kernel resolve it), and the
-//! redirect program with a socket on every receive queue, attached before any of the
+//! (checked before the agent is asked), the path to a peer (`path`), and the redirect
+//! program with a socket on every receive queue, attached before any of the
 //! test's packets arrive.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use sonde_engine::xdp::{self, Attached, Steer, Xsk, XskConfig};
-use sonde_probe::{host, neigh, netdev, route};
+use sonde_probe::{host, netdev};
 use sonde_results::Bypass;
 
 /// The engine's name.
 pub const XDP: &str = "xdp";
-/// How long the sender waits for the kernel to resolve the next hop's MAC.
-const RESOLVE_FOR: Duration = Duration::from_secs(1);
 /// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
 pub const BUSY_POLL_US: u32 = 50;
 
@@ -78,43 +74,9 @@ pub fn preflight(agent: IpAddr, size_bytes: u32) -> io::Result<()> {
     v4(agent).map(|_| ())
 }
 
-/// The next hop's MAC on `iface`; asks the kernel to resolve it first if it has not.
-fn next_hop_mac(iface: &str, hop: Ipv4Addr) -> io::Result<[u8; 6]> {
-    let lookup = || -> io::Result<Option<[u8; 6]>> {
-        let table = neigh::read_arp(root()).map_err(io::Error::other)?;
-        Ok(neigh::mac_in(&table, iface, hop))
-    };
-    if let Some(mac) = lookup()? {
-        return Ok(mac);
-    }
-    // Any datagram toward the hop makes the kernel resolve it (port 9: discard).
-    let probe = UdpSocket::bind("0.0.0.0:0")?;
-    let _ = probe.send_to(&[0], (hop, 9));
-    let until = Instant::now() + RESOLVE_FOR;
-    while Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(10));
-        if let Some(mac) = lookup()? {
-            return Ok(mac);
-        }
-    }
-    Err(refuse(format!(
-        "the neighbour {hop} on {iface} did not resolve within {} ms (no ARP reply)",
-        RESOLVE_FOR.as_millis()
-    )))
-}
-
 /// The interface carrying traffic to `peer` and the MACs of a frame to it.
 pub fn path_to(local: Ipv4Addr, peer: Ipv4Addr) -> io::Result<(String, [u8; 6], [u8; 6])> {
-    if host::local_addresses().contains(&IpAddr::V4(peer)) || peer.is_loopback() {
-        return Err(refuse(format!(
-            "{peer} is this host's own address: AF_XDP needs a real interface (no loopback)"
-        )));
-    }
-    let routes = route::read_routes(root()).map_err(io::Error::other)?;
-    let (iface, hop) = route::next_hop(&routes, peer)
-        .ok_or_else(|| refuse(format!("no IPv4 route to {peer} from {local}")))?;
-    let src_mac = neigh::mac_of(root(), &iface).map_err(io::Error::other)?;
-    Ok((iface.clone(), src_mac, next_hop_mac(&iface, hop)?))
+    super::path::path_to(local, peer).map_err(|e| refuse(e.to_string()))
 }
 
 /// The interface's index and queue counts (receive, transmit).
@@ -195,6 +157,7 @@ pub fn steer(ip: IpAddr, steer: Steer, busy: Option<(u32, u32)>) -> io::Result<S
             "UDP {which} port {port} to the queue's AF_XDP socket, all else to the kernel"
         )),
         busy_poll,
+        ..Default::default()
     };
     Ok(Steered {
         program,

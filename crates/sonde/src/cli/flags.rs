@@ -51,8 +51,9 @@ impl TimingArgs {
 /// Which engine runs the data plane, and where each side's workers run.
 #[derive(Args, Debug, Clone)]
 pub struct ExecutionArgs {
-    /// Data-plane engine on both sides: kernel (sockets), or xdp (AF_XDP sockets on the
-    /// path's interface; pps, ping and rpc over UDP; needs root and IPv4).
+    /// Data-plane engine on both sides: kernel (sockets), xdp (AF_XDP sockets on the
+    /// path's interface; pps, ping and rpc over UDP; needs root and IPv4), or dpdk (pps
+    /// only: dpdk-testpmd txonly/rxonly on each side; needs root, testpmd, hugepages).
     #[arg(long, default_value = sonde_results::KERNEL_ENGINE, value_name = "NAME")]
     pub engine: String,
     /// Where this side's workers run: `auto` (distinct physical cores of the NIC's NUMA

@@ -2,7 +2,8 @@
 //! zero-loss search (testpmd txonly/rxonly).
 
 use clap::Args;
-use sonde_results::{PpsSpec, SpecError, TestSpec};
+use sonde_results::spec::DPDK_ENGINE;
+use sonde_results::{DpdkSpec, PollMode, PpsSpec, SpecError, TestSpec};
 
 use super::flags::{checked, parse_duration_ms, ExecutionArgs, OutputArgs, Target, TimingArgs};
 use super::rr::{parse_poll, PollChoice};
@@ -47,7 +48,85 @@ pub struct PpsArgs {
     #[command(flatten)]
     pub search: SearchArgs,
     #[command(flatten)]
+    pub dpdk: DpdkArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `--engine dpdk`: what each side's dpdk-testpmd runs on.
+#[derive(Args, Debug)]
+pub struct DpdkArgs {
+    /// --engine dpdk: this host's device: a PCI address bound to vfio-pci or a bifurcated
+    /// driver (0000:3b:00.0), or a virtual device (net_af_packet0,iface=eth1;
+    /// --vdev=<bus>,mac=<MAC> for MANA, as `sonde host` prints it) [default: the device
+    /// behind the interface carrying the test].
+    #[arg(long, value_name = "DEV")]
+    pub dpdk_dev: Option<String>,
+    /// --engine dpdk: the agent's device, as --dpdk-dev [default: chosen by the agent the
+    /// same way].
+    #[arg(long, value_name = "DEV")]
+    pub server_dpdk_dev: Option<String>,
+    /// --engine dpdk: queues of the sender's port [default: one per forwarding lcore].
+    #[arg(long, value_name = "N")]
+    pub tx_queues: Option<u32>,
+    /// --engine dpdk: queues of the receiver's port [default: one per forwarding lcore].
+    #[arg(long, value_name = "N")]
+    pub rx_queues: Option<u32>,
+    /// --engine dpdk: descriptors per queue (testpmd's --rxd/--txd).
+    #[arg(long, default_value_t = sonde_results::spec::DPDK_DESCRIPTORS, value_name = "N")]
+    pub descriptors: u32,
+    /// --engine dpdk: extra arguments for both sides' testpmd, EAL ones first, then after
+    /// a `--` testpmd's own (they come after sonde's, so they override them), e.g.
+    /// "--no-huge -- --mbcache=512".
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub dpdk_args: Option<String>,
+}
+
+impl DpdkArgs {
+    /// The spec's DPDK part for `--engine dpdk`; any of these flags without it is refused.
+    fn spec(&self, engine: &str) -> Result<Option<DpdkSpec>, SpecError> {
+        let given = [
+            ("--dpdk-dev", self.dpdk_dev.is_some()),
+            ("--server-dpdk-dev", self.server_dpdk_dev.is_some()),
+            ("--tx-queues", self.tx_queues.is_some()),
+            ("--rx-queues", self.rx_queues.is_some()),
+            ("--dpdk-args", self.dpdk_args.is_some()),
+        ];
+        if engine != DPDK_ENGINE {
+            return match given.iter().find(|g| g.1) {
+                Some((flag, _)) => Err(SpecError {
+                    flag,
+                    reason: format!("is for --engine dpdk (this test runs --engine {engine})"),
+                }),
+                None => Ok(None),
+            };
+        }
+        for (flag, dev) in [
+            ("--dpdk-dev", &self.dpdk_dev),
+            ("--server-dpdk-dev", &self.server_dpdk_dev),
+        ] {
+            if let Some(d) = dev {
+                sonde_engine::dpdk::Device::parse(d).map_err(|reason| SpecError { flag, reason })?;
+            }
+        }
+        let words = match &self.dpdk_args {
+            Some(a) => shell_words::split(a).map_err(|e| SpecError {
+                flag: "--dpdk-args",
+                reason: format!("{a:?}: {e}"),
+            })?,
+            None => Vec::new(),
+        };
+        let (eal_args, testpmd_args) = DpdkSpec::split_args(&words);
+        Ok(Some(DpdkSpec {
+            client_device: self.dpdk_dev.clone(),
+            server_device: self.server_dpdk_dev.clone(),
+            tx_queues: self.tx_queues.unwrap_or(0),
+            rx_queues: self.rx_queues.unwrap_or(0),
+            descriptors: self.descriptors,
+            eal_args,
+            testpmd_args,
+        }))
+    }
 }
 
 /// The RFC 2544 throughput search.
@@ -94,8 +173,19 @@ impl PpsArgs {
             });
         };
         self.search.check()?;
-        let (tx_threads, flows) =
-            sonde_engine::pps_threads(self.tx_threads, self.rx_threads, self.flows, self.gso);
+        let execution = self.execution.execution();
+        let dpdk = self.dpdk.spec(&execution.engine)?;
+        // testpmd's main lcore takes a CPU of its own: its forwarding lcores get the rest.
+        let tx_default = dpdk.as_ref().map(|_| {
+            let cpus = sonde_engine::usable_cpus() as u32;
+            cpus.saturating_sub(1).clamp(1, self.flows.unwrap_or(u32::MAX).max(1))
+        });
+        let (tx_threads, flows) = sonde_engine::pps_threads(
+            self.tx_threads.or(tx_default),
+            self.rx_threads,
+            self.flows,
+            self.gso,
+        );
         let mut timing = self.timing.timing(0);
         if self.search.search {
             timing.duration_ms = self.search.trial;
@@ -109,9 +199,11 @@ impl PpsArgs {
             gso: self.gso,
             rate_pps: self.rate,
             timing,
-            poll,
-            execution: self.execution.execution(),
+            // testpmd's forwarding lcores always poll.
+            poll: if dpdk.is_some() { PollMode::Busy } else { poll },
+            execution,
             ipv6: self.target.host.contains(':'),
+            dpdk,
         };
         checked(TestSpec::Pps(spec.clone()))?;
         if spec.tx_threads > spec.flows {

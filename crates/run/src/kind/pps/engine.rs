@@ -1,7 +1,7 @@
 //! What a packet-rate side needs of a data plane, and the kernel-socket engine that
 //! provides it: sendmmsg senders on the controller, a SO_REUSEPORT group of recvmmsg
-//! receivers on the agent. The AF_XDP engine (`xdp`) and later DPDK implement the same
-//! two traits.
+//! receivers on the agent. The AF_XDP engine (`xdp`) and the DPDK one (`dpdk`,
+//! dpdk-testpmd) implement the same two traits.
 
 use std::io;
 use std::net::{IpAddr, UdpSocket};
@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::pps::{FlowRx, PpsReceiver, PpsSender, RxPlan, TxPlan};
 use sonde_engine::Placement;
-use sonde_results::PpsSpec;
+use sonde_results::{PortCounters, PpsSpec};
 
-use super::xdp;
+use super::{dpdk, xdp};
+use crate::kind::dpdk::DPDK;
 use crate::kind::rr::poll_of;
 use crate::kind::xdp::XDP;
 use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
@@ -22,6 +23,10 @@ pub trait TxEngine: Workers {
     fn counts(&self) -> (u64, u64);
     /// Packets sent per flow, and the first error a worker met.
     fn join(&mut self) -> (Vec<u64>, Option<String>);
+    /// A DPDK port's own counters, once joined.
+    fn port(&self) -> Option<PortCounters> {
+        None
+    }
 }
 
 /// Running receivers.
@@ -37,10 +42,14 @@ pub trait RxEngine: Workers {
     }
     /// Per-flow accounting, and the first error a worker met.
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>);
+    /// A DPDK port's own counters, once joined.
+    fn port(&self) -> Option<PortCounters> {
+        None
+    }
 }
 
 /// The engines a packet-rate side can run, by name.
-pub const ENGINES: &[&str] = &[KERNEL, XDP];
+pub const ENGINES: &[&str] = &[KERNEL, XDP, DPDK];
 
 /// Starts the spec's engine's senders on `flows`; they stop by themselves at the window's
 /// end.
@@ -53,6 +62,7 @@ pub fn sender(
     match spec.execution.engine.as_str() {
         KERNEL => kernel_tx(spec, flows, placement, cookie),
         XDP => xdp::sender(spec, flows, placement.cpus, placement.threads, cookie),
+        DPDK => dpdk::sender(spec, flows, placement),
         other => Err(no_engine("pps", other)),
     }
 }
@@ -62,25 +72,29 @@ pub fn sender(
 pub struct RxPort {
     pub sockets: Vec<UdpSocket>,
     pub xdp: Option<xdp::RxPort>,
+    pub dpdk: Option<dpdk::RxPort>,
 }
 
 /// Opens what the spec's engine receives on, beside the socket group bound to `port`
 /// (which holds the port for every engine).
 pub fn open_rx(spec: &PpsSpec, sockets: Vec<UdpSocket>, ip: IpAddr) -> io::Result<RxPort> {
     let port = sockets[0].local_addr()?.port();
-    let xdp = match spec.execution.engine.as_str() {
-        XDP => Some(xdp::open_rx(spec, ip, port)?),
-        _ => None,
-    };
-    Ok(RxPort { sockets, xdp })
+    let (mut xdp, mut dpdk) = (None, None);
+    match spec.execution.engine.as_str() {
+        XDP => xdp = Some(xdp::open_rx(spec, ip, port)?),
+        DPDK => dpdk = Some(dpdk::open_rx(spec, ip)?),
+        _ => {}
+    }
+    Ok(RxPort { sockets, xdp, dpdk })
 }
 
 /// Starts the spec's engine's receivers on `port`.
 pub fn receiver(spec: &PpsSpec, port: RxPort, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
-    match (spec.execution.engine.as_str(), port.xdp) {
-        (KERNEL, _) => kernel_rx(spec, port.sockets, cookie),
-        (XDP, Some(x)) => xdp::receiver(spec, x, cookie),
-        (other, _) => Err(no_engine("pps", other)),
+    match (spec.execution.engine.as_str(), port.xdp, port.dpdk) {
+        (KERNEL, _, _) => kernel_rx(spec, port.sockets, cookie),
+        (XDP, Some(x), _) => xdp::receiver(spec, x, cookie),
+        (DPDK, _, Some(d)) => dpdk::receiver(d),
+        (other, _, _) => Err(no_engine("pps", other)),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Packet rate: small UDP packets over many flows, counted by sender and receiver
 //! (dpdk-testpmd's txonly/rxonly, with kernel sockets).
 
+mod dpdk;
 mod engine;
 mod side;
 mod xdp;
@@ -65,6 +66,9 @@ impl Kind for Pps {
             crate::kind::xdp::preflight(agent.ip(), p.size_bytes)
                 .map_err(|e| OpenError::Refused(e.to_string()))?;
         }
+        if p.execution.engine == crate::kind::dpdk::DPDK {
+            dpdk::preflight(p, agent).map_err(|e| OpenError::Refused(e.to_string()))?;
+        }
         if let Some((iface, mtu)) = probe.mtu() {
             if p.size_bytes > mtu + 14 {
                 return Err(OpenError::Refused(format!(
@@ -97,9 +101,10 @@ impl Kind for Pps {
         )?;
         let port = engine::open_rx(p, sockets, ip)?;
         // The group's notes (its buffers) are about sockets a bypass engine does not read.
-        let notes = match &port.xdp {
-            Some(x) => x.notes.clone(),
-            None => notes,
+        let notes = match (&port.xdp, &port.dpdk) {
+            (Some(x), _) => x.notes.clone(),
+            (_, Some(d)) => d.notes.clone(),
+            _ => notes,
         };
         Ok(Box::new(Group {
             spec: p.clone(),
@@ -140,16 +145,29 @@ impl ClientEndpoint for Flows {
         );
         let sender = engine::sender(&spec, flows, placement.clone(), cookie)?;
         let placement = by_bypass(placement, sender.as_ref());
+        let probe = with_helper(probe, sender.as_ref());
         Ok(Box::new(PpsSide::client(&spec, sender, placement, probe)))
     }
 }
 
-/// A bypass engine runs a worker per queue it has a socket on, whatever was asked.
+/// A bypass engine runs a worker per queue it has a socket on, whatever was asked; DPDK
+/// runs its forwarding lcores where it placed them.
 fn by_bypass(asked: Placement, workers: &dyn Workers) -> Placement {
+    if let Some(placed) = workers.placed() {
+        return placed;
+    }
     match workers.bypass() {
         Some(b) => Placement::new(b.queues.len(), asked.cpus, b.queues.len()),
         None => asked,
     }
+}
+
+/// The probe, counting the engine's helper process's CPU as the side's own.
+fn with_helper(mut probe: HostProbe, workers: &dyn Workers) -> HostProbe {
+    if let Some(pid) = workers.helper() {
+        probe.count_process(pid);
+    }
+    probe
 }
 
 /// The agent's SO_REUSEPORT group, a socket per receiving thread, and what a bypass
@@ -178,6 +196,7 @@ impl ServerEndpoint for Group {
         let placement = Placement::new(n, spec.execution.server_cpus.clone(), n);
         let receiver = engine::receiver(&spec, port, cookie as u32)?;
         let placement = by_bypass(placement, receiver.as_ref());
+        let probe = with_helper(probe, receiver.as_ref());
         Ok(Box::new(PpsSide::server(
             &spec, receiver, number, placement, probe, notes,
         )))

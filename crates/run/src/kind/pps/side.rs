@@ -193,7 +193,13 @@ impl Side for PpsSide {
                 let foreign = receiver.foreign();
                 let (flows, err) = receiver.join();
                 notes.extend(err);
+                // A bypass engine's receivers never read the socket group: its drops
+                // say nothing about them.
+                let kernel = receiver.name() == crate::kind::KERNEL;
                 let drops = receiver.drops().or_else(|| {
+                    if !kernel {
+                        return None;
+                    }
                     let drops_now = udp::drops_on_port(self.meter.probe().root(), *port).ok();
                     drops_at_start
                         .zip(drops_now)
@@ -213,9 +219,9 @@ impl Side for PpsSide {
             engine: self.engine_name(),
             placement: &self.placement,
         };
-        let bypass = match &self.engine {
-            Engine::Tx(s) => s.bypass(),
-            Engine::Rx { receiver, .. } => receiver.bypass(),
+        let (bypass, port) = match &self.engine {
+            Engine::Tx(s) => (s.bypass(), s.port()),
+            Engine::Rx { receiver, .. } => (receiver.bypass(), receiver.port()),
         };
         let window_s = window.seconds();
         let mut result = self.meter.result(by, &window, window_s, notes, partial);
@@ -229,6 +235,7 @@ impl Side for PpsSide {
             foreign,
             socket_drops,
             poll: self.spec.poll.label(),
+            port,
         });
         result
     }
