@@ -101,9 +101,11 @@ impl HostProbe {
 
     /// This process's CPU seconds and its helpers'.
     fn process_cpu_s(&self) -> Option<f64> {
-        self.helpers.iter().try_fold(process::cpu_seconds()?, |sum, &pid| {
-            Some(sum + process::cpu_seconds_of(&self.root, pid)?)
-        })
+        self.helpers
+            .iter()
+            .try_fold(process::cpu_seconds()?, |sum, &pid| {
+                Some(sum + process::cpu_seconds_of(&self.root, pid)?)
+            })
     }
 
     /// Counts `pid`'s CPU time as this side's process CPU too (a child doing its work).

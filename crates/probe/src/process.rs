@@ -47,7 +47,10 @@ mod tests {
         let root = std::path::Path::new("/");
         let by_stat = super::cpu_seconds_of(root, std::process::id()).unwrap();
         let by_rusage = super::cpu_seconds().unwrap();
-        assert!((by_stat - by_rusage).abs() < 0.05, "{by_stat} vs {by_rusage}");
+        assert!(
+            (by_stat - by_rusage).abs() < 0.05,
+            "{by_stat} vs {by_rusage}"
+        );
         assert_eq!(super::cpu_seconds_of(root, u32::MAX), None);
     }
 }

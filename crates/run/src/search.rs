@@ -271,6 +271,7 @@ mod tests {
                 usage: None,
                 process_cpu_s: None,
             },
+            port: None,
             counted: Default::default(),
         }
     }

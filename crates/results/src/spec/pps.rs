@@ -50,7 +50,7 @@ pub struct PpsSpec {
     pub ipv6: bool,
     /// The DPDK engine's devices, queues and pass-through arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dpdk: Option<DpdkSpec>,
+    pub dpdk: Option<Box<DpdkSpec>>,
 }
 
 /// What the DPDK engine's testpmd runs with on each side.
@@ -184,7 +184,10 @@ impl PpsSpec {
 impl PpsSpec {
     fn validate_dpdk(&self) -> Result<(), SpecError> {
         let Some(d) = &self.dpdk else {
-            return refuse("--engine", "dpdk needs its part of the spec (devices, queues)");
+            return refuse(
+                "--engine",
+                "dpdk needs its part of the spec (devices, queues)",
+            );
         };
         if self.ipv6 {
             return refuse(

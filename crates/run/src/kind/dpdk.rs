@@ -97,7 +97,7 @@ pub fn setup(
 impl Setup {
     /// The command line of this side's testpmd.
     pub fn plan(&self, spec: &PpsSpec, forwarding: Forwarding, role: Role) -> Plan {
-        let d = spec.dpdk.clone().unwrap_or_default();
+        let d = spec.dpdk.as_deref().cloned().unwrap_or_default();
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         Plan {
@@ -111,7 +111,11 @@ impl Setup {
             memory: self.memory,
             file_prefix: format!("sonde-{}-{}-{n}", std::process::id(), role.as_str()),
             forwarding,
-            eal_extra: d.eal_args.into_iter().filter(|a| a != "--no-huge").collect(),
+            eal_extra: d
+                .eal_args
+                .into_iter()
+                .filter(|a| a != "--no-huge")
+                .collect(),
             testpmd_extra: d.testpmd_args,
         }
     }
@@ -153,8 +157,8 @@ fn explicit_device(s: &str, role: Role) -> io::Result<Device> {
 /// The device behind the interface holding `local`: MANA's vdev, a bifurcated NIC's PCI
 /// address, or (for a virtual interface) testpmd on the kernel's packet sockets.
 fn default_device(local: IpAddr, notes: &mut Vec<String>) -> io::Result<Device> {
-    let iface = host::interface_with(local)
-        .ok_or_else(|| refuse(format!("no interface holds {local}")))?;
+    let iface =
+        host::interface_with(local).ok_or_else(|| refuse(format!("no interface holds {local}")))?;
     if iface == "lo" {
         return Err(refuse(format!(
             "{local} is on loopback: testpmd needs a network device"

@@ -58,4 +58,3 @@ pub fn path_to(local: Ipv4Addr, peer: Ipv4Addr) -> io::Result<(String, [u8; 6], 
     let src_mac = neigh::mac_of(root(), &iface).map_err(io::Error::other)?;
     Ok((iface.clone(), src_mac, next_hop_mac(&iface, hop)?))
 }
-

@@ -84,7 +84,7 @@ pub struct DpdkArgs {
 
 impl DpdkArgs {
     /// The spec's DPDK part for `--engine dpdk`; any of these flags without it is refused.
-    fn spec(&self, engine: &str) -> Result<Option<DpdkSpec>, SpecError> {
+    fn spec(&self, engine: &str) -> Result<Option<Box<DpdkSpec>>, SpecError> {
         let given = [
             ("--dpdk-dev", self.dpdk_dev.is_some()),
             ("--server-dpdk-dev", self.server_dpdk_dev.is_some()),
@@ -106,7 +106,8 @@ impl DpdkArgs {
             ("--server-dpdk-dev", &self.server_dpdk_dev),
         ] {
             if let Some(d) = dev {
-                sonde_engine::dpdk::Device::parse(d).map_err(|reason| SpecError { flag, reason })?;
+                sonde_engine::dpdk::Device::parse(d)
+                    .map_err(|reason| SpecError { flag, reason })?;
             }
         }
         let words = match &self.dpdk_args {
@@ -117,7 +118,7 @@ impl DpdkArgs {
             None => Vec::new(),
         };
         let (eal_args, testpmd_args) = DpdkSpec::split_args(&words);
-        Ok(Some(DpdkSpec {
+        Ok(Some(Box::new(DpdkSpec {
             client_device: self.dpdk_dev.clone(),
             server_device: self.server_dpdk_dev.clone(),
             tx_queues: self.tx_queues.unwrap_or(0),
@@ -125,7 +126,7 @@ impl DpdkArgs {
             descriptors: self.descriptors,
             eal_args,
             testpmd_args,
-        }))
+        })))
     }
 }
 
@@ -178,7 +179,8 @@ impl PpsArgs {
         // testpmd's main lcore takes a CPU of its own: its forwarding lcores get the rest.
         let tx_default = dpdk.as_ref().map(|_| {
             let cpus = sonde_engine::usable_cpus() as u32;
-            cpus.saturating_sub(1).clamp(1, self.flows.unwrap_or(u32::MAX).max(1))
+            cpus.saturating_sub(1)
+                .clamp(1, self.flows.unwrap_or(u32::MAX).max(1))
         });
         let (tx_threads, flows) = sonde_engine::pps_threads(
             self.tx_threads.or(tx_default),

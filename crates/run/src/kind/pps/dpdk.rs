@@ -129,7 +129,12 @@ fn failed(e: DpdkError) -> io::Error {
 }
 
 impl Port {
-    fn start(spec: &PpsSpec, setup: &Setup, forwarding: Forwarding, role: Role) -> io::Result<Port> {
+    fn start(
+        spec: &PpsSpec,
+        setup: &Setup,
+        forwarding: Forwarding,
+        role: Role,
+    ) -> io::Result<Port> {
         let plan = setup.plan(spec, forwarding, role);
         let pmd = Testpmd::start(&plan, READY_WITHIN).map_err(failed)?;
         let bypass = Bypass {
@@ -177,7 +182,10 @@ impl Port {
         match self.pmd().xstats() {
             Ok(x) => {
                 let dir = self.dir();
-                *last = (x.get(&format!("{dir}_good_packets")), x.get(&format!("{dir}_good_bytes")));
+                *last = (
+                    x.get(&format!("{dir}_good_packets")),
+                    x.get(&format!("{dir}_good_bytes")),
+                );
             }
             Err(e) => self.note(e),
         }
@@ -220,7 +228,10 @@ impl Port {
         if let Err(e) = quit {
             self.note(e);
         }
-        (total, self.error.lock().unwrap_or_else(|e| e.into_inner()).clone())
+        (
+            total,
+            self.error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        )
     }
 
     fn end(&self) -> Option<PortCounters> {
@@ -250,7 +261,11 @@ fn port_counters(x: &Xstats, dir: &str, fwd: &sonde_engine::dpdk::FwdStats) -> P
         bytes: x.get(&format!("{dir}_good_bytes")),
         missed: if rx { x.get("rx_missed_errors") } else { 0 },
         errors: x.get(&format!("{dir}_errors")),
-        no_mbuf: if rx { x.get("rx_mbuf_allocation_errors") } else { 0 },
+        no_mbuf: if rx {
+            x.get("rx_mbuf_allocation_errors")
+        } else {
+            0
+        },
         dropped: if rx { 0 } else { fwd.tx_dropped },
         queues,
     }

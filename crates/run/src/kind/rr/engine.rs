@@ -59,7 +59,7 @@ pub enum Answering {
     Kernel(ServerTarget),
     /// Answering `peer` only.
     Xdp {
-        port: xdp::ServerPort,
+        port: Box<xdp::ServerPort>,
         peer: IpAddr,
     },
 }
@@ -89,7 +89,7 @@ pub fn server(
     let plan = server_plan(spec, placement, started);
     match (spec.execution.engine.as_str(), answering) {
         (KERNEL, Answering::Kernel(target)) => Ok(Box::new(RrServer::spawn(target, plan)?)),
-        (XDP, Answering::Xdp { port, peer }) => xdp::server(port, peer, plan),
+        (XDP, Answering::Xdp { port, peer }) => xdp::server(*port, peer, plan),
         (other, _) => Err(no_engine("request/response", other)),
     }
 }

@@ -180,7 +180,7 @@ impl Kind for RequestResponse {
         let addr = SocketAddr::new(ip, 0);
         let at = match r.transport {
             Transport::Udp if r.execution.engine == XDP => {
-                At::Xdp(xdp::open_server(r, UdpSocket::bind(addr)?, ip)?)
+                At::Xdp(Box::new(xdp::open_server(r, UdpSocket::bind(addr)?, ip)?))
             }
             Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
             Transport::Tcp => {
@@ -236,7 +236,7 @@ impl ClientEndpoint for Opened {
 enum At {
     Udp(UdpSocket),
     Tcp(TcpListener),
-    Xdp(xdp::ServerPort),
+    Xdp(Box<xdp::ServerPort>),
 }
 
 struct Listening {
