@@ -8,7 +8,7 @@ mod process;
 pub mod stats;
 
 pub use command::{Device, Forwarding, Memory, Plan, TxPackets};
-pub use process::{DpdkError, Testpmd};
+pub use process::{file_prefix, DpdkError, Testpmd};
 pub use stats::{FwdStats, Xstats};
 
 /// The names testpmd is installed under (Debian's dpdk-dev: `dpdk-testpmd`).

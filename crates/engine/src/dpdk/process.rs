@@ -10,8 +10,9 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,37 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 const QUIT_WITHIN: Duration = Duration::from_secs(5);
 /// Lines of output quoted in an error.
 const TAIL_LINES: usize = 12;
+/// Where EAL keeps a process's runtime files (as root), one directory per file prefix.
+const RUNTIME_DIRS: &str = "/var/run/dpdk";
+/// The start of every file prefix sonde gives testpmd.
+const PREFIX_HEAD: &str = "sonde-";
+
+/// A file prefix no other testpmd of this host uses: this process's id, `role`, a count.
+pub fn file_prefix(role: &str) -> String {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("{PREFIX_HEAD}{}-{role}-{n}", std::process::id())
+}
+
+/// Removes the runtime directories of sonde processes that died without removing their
+/// own (killed outright: no code of theirs ran). The next testpmd sonde starts sweeps them.
+fn sweep_stale(runtime: &Path) {
+    let Ok(dirs) = std::fs::read_dir(runtime) else {
+        return;
+    };
+    for d in dirs.flatten() {
+        let name = d.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(PREFIX_HEAD)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if !Path::new("/proc").join(pid.to_string()).exists() {
+                let _ = std::fs::remove_dir_all(d.path());
+            }
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DpdkError {
@@ -75,6 +107,7 @@ impl Testpmd {
             program: program.clone(),
             source,
         };
+        sweep_stale(Path::new(RUNTIME_DIRS));
         let (master, slave) = pty().map_err(spawn_err)?;
         let mut cmd = Command::new(&plan.program);
         cmd.args(plan.args())
@@ -110,7 +143,7 @@ impl Testpmd {
             stdin,
             output,
             read_to: 0,
-            runtime_dir: PathBuf::from("/var/run/dpdk").join(&plan.file_prefix),
+            runtime_dir: Path::new(RUNTIME_DIRS).join(&plan.file_prefix),
             command_line: plan.command_line(),
             version: None,
         };
