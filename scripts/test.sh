@@ -3,7 +3,8 @@
 #   bash scripts/test.sh [cargo test arguments...]
 # Installs what the integration tests run (iproute2's ip and tc for the namespaces and
 # shapers, nftables for the count and loss checks, util-linux's setpriv for the not-root
-# test, iputils' ping for the kernel's own traffic during an XDP test, chromium for the report's screenshot), then runs `cargo test --workspace`.
+# test, iputils' ping for the kernel's own traffic during an XDP test, chromium for the report's
+# screenshot, dpdk-dev's dpdk-testpmd for --engine dpdk), then runs `cargo test --workspace`.
 # .ci/run calls this same script. Without root it still runs, and the tests that need root
 # print SKIPPED (or fail, with CI=true).
 set -euo pipefail
@@ -15,6 +16,7 @@ command -v nft >/dev/null || need+=(nftables)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v ping >/dev/null || need+=(iputils-ping)
 command -v chromium >/dev/null || need+=(chromium)
+command -v dpdk-testpmd >/dev/null || need+=(dpdk-dev)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         echo "installing for the tests: ${need[*]}" >&2
