@@ -31,6 +31,14 @@ fn testpmds_of(pid: u32) -> usize {
     stdout(&o).lines().count()
 }
 
+/// Whether process `pid`'s testpmd count becomes `want` within 5 s.
+fn testpmds_become(pid: u32, want: usize) -> bool {
+    (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        testpmds_of(pid) == want
+    })
+}
+
 #[test]
 fn pps_over_dpdk_counts_both_sides_and_agrees_with_the_veth() {
     let Some(lab) = Lab::needing(&[TESTPMD]) else {
@@ -108,9 +116,8 @@ fn pps_over_dpdk_counts_both_sides_and_agrees_with_the_veth() {
             assert!(i[side]["packets_per_second"].as_f64().unwrap() > 0.0, "{i}");
         }
     }
-    assert_eq!(
-        testpmds_of(agent.child.id()),
-        0,
+    assert!(
+        testpmds_become(agent.child.id(), 0),
         "the agent's testpmd outlived the test"
     );
 }
@@ -121,12 +128,7 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
         return;
     };
     let args = ["--engine", "dpdk", NO_HUGE, "-t", "20", "--no-save"];
-    let running = |pid: u32, want: usize| {
-        (0..50).any(|_| {
-            std::thread::sleep(Duration::from_millis(100));
-            testpmds_of(pid) == want
-        })
-    };
+    let running = testpmds_become;
     // The agent dies: the kernel kills its testpmd (PR_SET_PDEATHSIG); the controller
     // ends partial and stops its own.
     let mut agent = lab.start_agent();
@@ -254,6 +256,32 @@ fn missing_testpmd_or_hugepages_give_errors_that_say_what_to_do() {
     assert!(
         e.contains("vfio-pci") || e.contains("no such PCI device"),
         "{e}"
+    );
+    // A paced rate on a device without a queue rate limiter (testpmd's only pacer).
+    let o = run(lab.sonde(
+        &agent,
+        "pps",
+        &[
+            "--engine",
+            "dpdk",
+            NO_HUGE,
+            "--rate",
+            "10000",
+            "-t",
+            "1",
+            "--no-save",
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--rate (and --search") && e.contains("queue rate limiter"),
+        "{e}"
+    );
+    assert_eq!(
+        testpmds_of(agent.child.id()),
+        0,
+        "a refused test left the agent's testpmd"
     );
     // A dpdk flag without the engine names the flag.
     let o = run(lab.sonde(&agent, "pps", &["--tx-queues", "2", "-t", "1", "--no-save"]));

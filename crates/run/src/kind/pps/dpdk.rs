@@ -37,12 +37,13 @@ struct Port {
     end: Mutex<Option<PortCounters>>,
 }
 
-/// The sender's testpmd, started and waiting for `Start`; `flows` hold its source ports.
-pub fn sender(
-    spec: &PpsSpec,
-    flows: Vec<UdpSocket>,
-    placement: Placement,
-) -> io::Result<Box<dyn TxEngine>> {
+/// The sender's testpmd, up and paced but not sending: opened before `Start`.
+pub struct TxPort {
+    port: Port,
+}
+
+/// Starts the sender's testpmd for the flows whose source ports `flows` hold.
+pub fn open_tx(spec: &PpsSpec, flows: &[UdpSocket], placement: &Placement) -> io::Result<TxPort> {
     let first = flows.first().ok_or_else(|| refuse("no flows".into()))?;
     let (local, peer) = (first.local_addr()?, first.peer_addr()?);
     let (src, dst) = (v4(local.ip())?, v4(peer.ip())?);
@@ -64,12 +65,40 @@ pub fn sender(
         multi_flow: spec.flows > 1,
     };
     let port = Port::start(spec, &setup, Forwarding::TxOnly(packets), Role::Client)?;
-    port.command("start")?;
+    if let Some(rate) = spec.rate_pps {
+        pace(&port, rate, spec.size_bytes, setup.queues)?;
+    }
+    Ok(TxPort { port })
+}
+
+/// Starts sending: `Start` has just been sent. `flows` hold the packets' source ports.
+pub fn sender(spec: &PpsSpec, tx: TxPort, flows: Vec<UdpSocket>) -> io::Result<Box<dyn TxEngine>> {
+    tx.port.command("start")?;
     Ok(Box::new(Tx {
-        port,
+        port: tx.port,
         stop_at: senders_stop_at(spec),
         _ports: flows,
     }))
+}
+
+/// Bytes an Ethernet frame takes on the wire besides its own: FCS, preamble, gap.
+const WIRE_EXTRA_BYTES: f64 = 24.0;
+
+/// Paces the sender at `rate` packets/s the one way testpmd can: the device's per-queue
+/// rate limiter (`set port 0 queue Q rate MBPS`, in whole Mbit/s of line rate).
+fn pace(port: &Port, rate: f64, size_bytes: u32, queues: u32) -> io::Result<()> {
+    let mbps = (rate * (size_bytes as f64 + WIRE_EXTRA_BYTES) * 8.0 / 1e6 / queues as f64).ceil();
+    for q in 0..queues {
+        let answer = port.command(&format!("set port 0 queue {q} rate {mbps}"))?;
+        if answer.contains("error") || answer.contains("failed") {
+            return Err(refuse(format!(
+                "--rate (and --search, whose trials are paced): testpmd paces only through the device's queue rate limiter, and {} has none: {}",
+                port.bypass.interface,
+                answer.lines().last().unwrap_or("").trim()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses, before the agent is asked, a sender this host cannot run: no root, no

@@ -51,19 +51,37 @@ pub trait RxEngine: Workers {
 /// The engines a packet-rate side can run, by name.
 pub const ENGINES: &[&str] = &[KERNEL, XDP, DPDK];
 
-/// Starts the spec's engine's senders on `flows`; they stop by themselves at the window's
+/// What a sending side opened before `Start`: the flows (kernel sockets holding their
+/// source ports) and a bypass engine's own port.
+pub struct TxPort {
+    pub flows: Vec<UdpSocket>,
+    pub dpdk: Option<dpdk::TxPort>,
+}
+
+/// Opens what the spec's engine sends on; only DPDK has anything to start this early
+/// (testpmd takes a second or two to bring its port up).
+pub fn open_tx(spec: &PpsSpec, flows: Vec<UdpSocket>, placement: &Placement) -> io::Result<TxPort> {
+    let dpdk = match spec.execution.engine.as_str() {
+        DPDK => Some(dpdk::open_tx(spec, &flows, placement)?),
+        _ => None,
+    };
+    Ok(TxPort { flows, dpdk })
+}
+
+/// Starts the spec's engine's senders on `port`; they stop by themselves at the window's
 /// end.
 pub fn sender(
     spec: &PpsSpec,
-    flows: Vec<UdpSocket>,
+    port: TxPort,
     placement: Placement,
     cookie: u32,
 ) -> io::Result<Box<dyn TxEngine>> {
-    match spec.execution.engine.as_str() {
-        KERNEL => kernel_tx(spec, flows, placement, cookie),
-        XDP => xdp::sender(spec, flows, placement.cpus, placement.threads, cookie),
-        DPDK => dpdk::sender(spec, flows, placement),
-        other => Err(no_engine("pps", other)),
+    let TxPort { flows, dpdk } = port;
+    match (spec.execution.engine.as_str(), dpdk) {
+        (KERNEL, _) => kernel_tx(spec, flows, placement, cookie),
+        (XDP, _) => xdp::sender(spec, flows, placement.cpus, placement.threads, cookie),
+        (DPDK, Some(d)) => dpdk::sender(spec, d, flows),
+        (other, _) => Err(no_engine("pps", other)),
     }
 }
 

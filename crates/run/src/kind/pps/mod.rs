@@ -10,7 +10,7 @@ pub use engine::{RxEngine, TxEngine, ENGINES};
 pub use side::PpsSide;
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 
 use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
@@ -85,9 +85,17 @@ impl Kind for Pps {
         let flows = (0..p.flows)
             .map(|index| super::connect_udp(to.addr, index))
             .collect::<Result<_, _>>()?;
+        let placement = Placement::new(
+            p.tx_threads as usize,
+            p.execution.client_cpus.clone(),
+            p.flows as usize,
+        );
+        let port =
+            engine::open_tx(p, flows, &placement).map_err(|e| OpenError::Refused(e.to_string()))?;
         Ok(Box::new(Flows {
             spec: p.clone(),
-            flows,
+            port,
+            placement,
             cookie: to.cookie as u32,
         }))
     }
@@ -123,10 +131,12 @@ impl Kind for Pps {
     }
 }
 
-/// The controller's flows: a UDP socket each, on its own source port.
+/// The controller's flows: a UDP socket each, on its own source port, and what the
+/// engine opened beside them.
 struct Flows {
     spec: PpsSpec,
-    flows: Vec<UdpSocket>,
+    port: engine::TxPort,
+    placement: Placement,
     cookie: u32,
 }
 
@@ -134,16 +144,11 @@ impl ClientEndpoint for Flows {
     fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
         let Flows {
             spec,
-            flows,
+            port,
+            placement,
             cookie,
         } = *self;
-        let n = flows.len();
-        let placement = Placement::new(
-            spec.tx_threads as usize,
-            spec.execution.client_cpus.clone(),
-            n,
-        );
-        let sender = engine::sender(&spec, flows, placement.clone(), cookie)?;
+        let sender = engine::sender(&spec, port, placement.clone(), cookie)?;
         let placement = by_bypass(placement, sender.as_ref());
         let probe = with_helper(probe, sender.as_ref());
         Ok(Box::new(PpsSide::client(&spec, sender, placement, probe)))
