@@ -1,9 +1,6 @@
-//! What DPDK needs of a host: free hugepages, a device bound to a driver it can use, and
-//! the device argument a MANA NIC takes (Azure's DPDK guide: `--vdev=<bus>,mac=<MAC>`).
+//! What DPDK needs of a host: free hugepages, and a device bound to a driver it can use.
 
 use std::path::Path;
-
-use sonde_results::inventory::Nic;
 
 use crate::{read, ProbeError};
 
@@ -83,18 +80,6 @@ pub fn binding(root: &Path, addr: &str) -> Binding {
     }
 }
 
-/// The device argument DPDK's MANA driver takes for this NIC, if it is a MANA one.
-pub fn mana_vdev(nic: &Nic) -> Option<String> {
-    if nic.driver.as_deref() != Some("mana") {
-        return None;
-    }
-    Some(format!(
-        "--vdev={},mac={}",
-        nic.bus_address.as_deref()?,
-        nic.mac.as_deref()?
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,8 +112,8 @@ mod tests {
     fn a_mana_nic_gets_its_vdev_form() {
         let inv = crate::inventory::collect(&fixture("azure-e192-mana"));
         let by_name = |n: &str| inv.nics.iter().find(|x| x.name == n).unwrap();
-        let vdev = mana_vdev(by_name("enP30832s1")).unwrap();
+        let vdev = by_name("enP30832s1").dpdk_vdev().unwrap();
         assert!(vdev.starts_with("--vdev=7870:00:00.0,mac="), "{vdev}");
-        assert_eq!(mana_vdev(by_name("eth0")), None);
+        assert_eq!(by_name("eth0").dpdk_vdev(), None);
     }
 }

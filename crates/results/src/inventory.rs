@@ -117,6 +117,21 @@ pub struct Nic {
     pub accelerated_networking_vf: Option<String>,
 }
 
+impl Nic {
+    /// The device argument DPDK's MANA driver takes for this NIC (Azure's DPDK guide:
+    /// `--vdev=<bus>,mac=<MAC>`); `None` for other NICs.
+    pub fn dpdk_vdev(&self) -> Option<String> {
+        if self.driver.as_deref() != Some("mana") {
+            return None;
+        }
+        Some(format!(
+            "--vdev={},mac={}",
+            self.bus_address.as_deref()?,
+            self.mac.as_deref()?
+        ))
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Channels {
     pub rx: u32,

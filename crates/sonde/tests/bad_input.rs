@@ -158,6 +158,11 @@ fn host_inventory_of_a_captured_e192_tree() {
         "{text}"
     );
     assert!(text.contains("NUMA node 3   CPUs 144-191"), "{text}");
+    // The MANA NIC's device argument, ready for --dpdk-dev.
+    assert!(
+        text.contains("DPDK        sonde --dpdk-dev vdev:7870:00:00.0,mac="),
+        "{text}"
+    );
     let o = sonde(&["host", "--root", "/nonexistent-tree"]);
     assert_one_line_error(&o, 1, "--root /nonexistent-tree");
 }

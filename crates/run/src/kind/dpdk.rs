@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use sonde_engine::dpdk::{self, Device, Forwarding, Memory, Plan};
-use sonde_probe::dpdk::{binding, hugepages, mana_vdev, Binding};
+use sonde_probe::dpdk::{binding, hugepages, Binding};
 use sonde_probe::{host, inventory, placement, topology};
 use sonde_results::{PpsSpec, Role};
 
@@ -163,7 +163,7 @@ fn default_device(local: IpAddr, notes: &mut Vec<String>) -> io::Result<Device> 
     }
     let inv = inventory::collect(root());
     let nic = inv.nics.iter().find(|n| n.name == iface);
-    if let Some(vdev) = nic.and_then(mana_vdev) {
+    if let Some(vdev) = nic.and_then(|n| n.dpdk_vdev()) {
         return Device::parse(&vdev).map_err(refuse);
     }
     match nic.and_then(|n| n.bus_address.clone()) {

@@ -59,12 +59,12 @@ pub struct DpdkArgs {
     /// --engine dpdk: this host's device: a PCI address bound to vfio-pci or a bifurcated
     /// driver (0000:3b:00.0), or a virtual device (net_af_packet0,iface=eth1;
     /// --vdev=<bus>,mac=<MAC> for MANA, as `sonde host` prints it) [default: the device
-    /// behind the interface carrying the test].
-    #[arg(long, value_name = "DEV")]
+    /// behind the interface carrying the test; MANA's vdev form, `vdev:<bus>,mac=<MAC>`].
+    #[arg(long, value_name = "DEV", allow_hyphen_values = true)]
     pub dpdk_dev: Option<String>,
     /// --engine dpdk: the agent's device, as --dpdk-dev [default: chosen by the agent the
     /// same way].
-    #[arg(long, value_name = "DEV")]
+    #[arg(long, value_name = "DEV", allow_hyphen_values = true)]
     pub server_dpdk_dev: Option<String>,
     /// --engine dpdk: queues of the sender's port [default: one per forwarding lcore].
     #[arg(long, value_name = "N")]
