@@ -169,7 +169,10 @@ fn write_nic(o: &mut String, n: &Nic) -> Result {
     }
     if let Some(vdev) = n.dpdk_vdev() {
         let dev = vdev.trim_start_matches("--vdev=");
-        writeln!(o, "  DPDK        sonde --dpdk-dev vdev:{dev}  (testpmd {vdev})")?;
+        writeln!(
+            o,
+            "  DPDK        sonde --dpdk-dev vdev:{dev}  (testpmd {vdev})"
+        )?;
     }
     if let (Some(d), Some(g)) = (n.napi_defer_hard_irqs, n.gro_flush_timeout_ns) {
         writeln!(o, "  napi_defer_hard_irqs {d}, gro_flush_timeout {g} ns")?;

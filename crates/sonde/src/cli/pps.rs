@@ -255,4 +255,76 @@ mod tests {
             assert_eq!(spec_of(args).unwrap_err().flag, flag, "{args:?}");
         }
     }
+
+    #[test]
+    fn dpdk_flags_become_the_spec_dpdk_part() {
+        let s = spec_of(&[
+            "sonde",
+            "pps",
+            "h",
+            "--engine",
+            "dpdk",
+            "--dpdk-dev",
+            "--vdev=7870:00:00.0,mac=7c:1e:52:0f:c6:95",
+            "--tx-queues",
+            "4",
+            "--rx-queues",
+            "8",
+            "--dpdk-args",
+            "--no-huge -m 512 -- --mbcache=512",
+        ])
+        .unwrap();
+        let d = s.dpdk.as_deref().unwrap();
+        assert_eq!((d.tx_queues, d.rx_queues, d.descriptors), (4, 8, 2048));
+        assert_eq!(d.eal_args, ["--no-huge", "-m", "512"]);
+        assert_eq!(d.testpmd_args, ["--mbcache=512"]);
+        assert!(d.without_hugepages());
+        assert_eq!(s.poll, PollMode::Busy, "testpmd polls");
+        let refused = [
+            (
+                &["sonde", "pps", "h", "--dpdk-dev", "0000:3b:00.0"][..],
+                "--dpdk-dev",
+            ),
+            (
+                &[
+                    "sonde",
+                    "pps",
+                    "h",
+                    "--engine",
+                    "dpdk",
+                    "--dpdk-dev",
+                    "eth0",
+                ],
+                "--dpdk-dev",
+            ),
+            (
+                &[
+                    "sonde",
+                    "pps",
+                    "h",
+                    "--engine",
+                    "dpdk",
+                    "--dpdk-args",
+                    "'open",
+                ],
+                "--dpdk-args",
+            ),
+            (&["sonde", "pps", "h", "--engine", "dpdk", "--gso"], "--gso"),
+            (
+                &[
+                    "sonde",
+                    "pps",
+                    "h",
+                    "--engine",
+                    "dpdk",
+                    "--descriptors",
+                    "8",
+                ],
+                "--descriptors",
+            ),
+        ];
+        for (args, flag) in refused {
+            assert_eq!(spec_of(args).unwrap_err().flag, flag, "{args:?}");
+        }
+    }
 }
