@@ -4,7 +4,8 @@
 # Installs what the integration tests run (iproute2's ip and tc for the namespaces and
 # shapers, nftables for the count and loss checks, util-linux's setpriv for the not-root
 # test, iputils' ping for the kernel's own traffic during an XDP test, chromium for the report's
-# screenshot, dpdk-dev's dpdk-testpmd for --engine dpdk), then runs `cargo test --workspace`.
+# screenshot, dpdk-dev's dpdk-testpmd for --engine dpdk and procps' pgrep to
+# find its processes), then runs `cargo test --workspace`.
 # .ci/run calls this same script. Without root it still runs, and the tests that need root
 # print SKIPPED (or fail, with CI=true).
 set -euo pipefail
@@ -17,6 +18,7 @@ command -v setpriv >/dev/null || need+=(util-linux)
 command -v ping >/dev/null || need+=(iputils-ping)
 command -v chromium >/dev/null || need+=(chromium)
 command -v dpdk-testpmd >/dev/null || need+=(dpdk-dev)
+command -v pgrep >/dev/null || need+=(procps)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         echo "installing for the tests: ${need[*]}" >&2
