@@ -33,6 +33,15 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The tools an engine ran (DPDK's testpmd), by side, with their exact command lines.
+fn tool_commands(doc: &Document) -> Vec<(sonde_results::Role, &str)> {
+    doc.end
+        .packets
+        .as_ref()
+        .map(|p| p.tool_commands())
+        .unwrap_or_default()
+}
+
 fn name(r: &ReportRun<'_>) -> String {
     format!(
         "run {}{}",
@@ -293,11 +302,21 @@ pub fn render(r: &Report<'_>) -> String {
     o.push_str("<section id=\"tests\"><h2>Test description</h2>");
     for r in runs {
         o.push_str(&format!(
-            "<h3>{}: {}</h3><p>controller: <code>{}</code></p><p>agent: <code>{}</code></p><p>started {}, agent at {}</p>",
+            "<h3>{}: {}</h3><p>controller: <code>{}</code></p><p>agent: <code>{}</code></p>",
             esc(&name(r)),
             esc(&r.doc.test),
             esc(&r.doc.start.command),
             esc(r.doc.start.server_command.as_deref().unwrap_or("n/a")),
+        ));
+        for (role, command) in tool_commands(r.doc) {
+            o.push_str(&format!(
+                "<p>{}'s tool: <code>{}</code></p>",
+                role.as_str(),
+                esc(command)
+            ));
+        }
+        o.push_str(&format!(
+            "<p>started {}, agent at {}</p>",
             esc(&r.doc.start.started_at),
             esc(&r.doc.start.server_address)
         ));
@@ -430,6 +449,9 @@ pub fn markdown(r: &Report<'_>) -> String {
             r.doc.start.command,
             r.doc.start.server_command.as_deref().unwrap_or("n/a")
         ));
+        for (role, command) in tool_commands(r.doc) {
+            o.push_str(&format!("  - {}'s tool: `{command}`\n", role.as_str()));
+        }
     }
     o.push_str(
         "\n## Time series\n\n| run | end s | sender | receiver |\n| --- | ---: | ---: | ---: |\n",

@@ -203,30 +203,40 @@ impl Drop for Hugepages {
     }
 }
 
+/// The stderr of a command that must exit with `code`.
+fn failing(cmd: std::process::Command, code: i32) -> String {
+    let o = run(cmd);
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+    stderr(&o)
+}
+
 #[test]
 fn missing_testpmd_or_hugepages_give_errors_that_say_what_to_do() {
     let Some(lab) = Lab::needing(&[TESTPMD]) else {
         return;
     };
     let agent = lab.start_agent();
+    // A one-second dpdk test with `extra` flags, refused with exit code 1.
+    let refused = |extra: &[&str]| {
+        let mut args = vec!["--engine", "dpdk", "-t", "1", "--no-save"];
+        args.extend(extra);
+        failing(lab.sonde(&agent, "pps", &args), 1)
+    };
     // No testpmd on this host's PATH: refused before the agent is asked.
     let mut cmd = Lab::in_ns(&lab.client, "env");
     cmd.args(["PATH=/var/empty", SONDE, "pps", lab.server_addr])
         .args(["--port", &agent.port.to_string()])
         .args(["--engine", "dpdk", NO_HUGE, "-t", "1", "--no-save"]);
-    let o = run(cmd);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let e = stderr(&o);
+    let e = failing(cmd, 1);
     assert!(
         e.contains("--engine dpdk: dpdk-testpmd or testpmd not found in PATH"),
         "{e}"
     );
     assert!(e.contains("apt-get install dpdk-dev"), "{e}");
     // No hugepages: the count needed, and the way out.
-    let _none = Hugepages::set(0);
-    let o = run(lab.sonde(&agent, "pps", &["--engine", "dpdk", "-t", "1", "--no-save"]));
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let e = stderr(&o);
+    let none = Hugepages::set(0);
+    let e = refused(&[]);
+    drop(none);
     assert!(
         e.contains("free hugepages of 2 MiB and this host has 0 free"),
         "{e}"
@@ -235,45 +245,15 @@ fn missing_testpmd_or_hugepages_give_errors_that_say_what_to_do() {
         e.contains("/proc/sys/vm/nr_hugepages") && e.contains("--no-huge"),
         "{e}"
     );
-    // A PCI device the kernel owns: named, with what to do.
-    let o = run(lab.sonde(
-        &agent,
-        "pps",
-        &[
-            "--engine",
-            "dpdk",
-            NO_HUGE,
-            "--dpdk-dev",
-            "0000:00:00.0",
-            "-t",
-            "1",
-            "--no-save",
-        ],
-    ));
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let e = stderr(&o);
+    // A PCI device the kernel owns (or none at that address): named, with what to do.
+    let e = refused(&[NO_HUGE, "--dpdk-dev", "0000:00:00.0"]);
     assert!(e.contains("--dpdk-dev 0000:00:00.0"), "{e}");
     assert!(
         e.contains("vfio-pci") || e.contains("no such PCI device"),
         "{e}"
     );
     // A paced rate on a device without a queue rate limiter (testpmd's only pacer).
-    let o = run(lab.sonde(
-        &agent,
-        "pps",
-        &[
-            "--engine",
-            "dpdk",
-            NO_HUGE,
-            "--rate",
-            "10000",
-            "-t",
-            "1",
-            "--no-save",
-        ],
-    ));
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let e = stderr(&o);
+    let e = refused(&[NO_HUGE, "--rate", "10000"]);
     assert!(
         e.contains("--rate (and --search") && e.contains("queue rate limiter"),
         "{e}"
@@ -283,7 +263,9 @@ fn missing_testpmd_or_hugepages_give_errors_that_say_what_to_do() {
         "a refused test left the agent's testpmd"
     );
     // A dpdk flag without the engine names the flag.
-    let o = run(lab.sonde(&agent, "pps", &["--tx-queues", "2", "-t", "1", "--no-save"]));
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--tx-queues"), "{}", stderr(&o));
+    let e = failing(
+        lab.sonde(&agent, "pps", &["--tx-queues", "2", "-t", "1", "--no-save"]),
+        2,
+    );
+    assert!(e.contains("--tx-queues"), "{e}");
 }

@@ -50,6 +50,17 @@ pub struct PacketsEnd {
     pub flows_with_loss: Option<usize>,
 }
 
+impl PacketsEnd {
+    /// The tools an engine ran on each side (testpmd), by side: their exact command lines.
+    pub fn tool_commands(&self) -> Vec<(Role, &str)> {
+        [&self.sender, &self.receiver]
+            .into_iter()
+            .flatten()
+            .filter_map(|s| Some((s.by.measured_by, s.by.bypass.as_ref()?.command.as_deref()?)))
+            .collect()
+    }
+}
+
 /// One trial of a zero-loss search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trial {

@@ -74,9 +74,9 @@ pub fn open_tx(spec: &PpsSpec, flows: &[UdpSocket], placement: &Placement) -> io
 /// Starts sending: `Start` has just been sent. `flows` hold the packets' source ports.
 pub fn sender(spec: &PpsSpec, tx: TxPort, flows: Vec<UdpSocket>) -> io::Result<Box<dyn TxEngine>> {
     tx.port.command("start")?;
-    Ok(Box::new(Tx {
+    Ok(Box::new(Running {
         port: tx.port,
-        stop_at: senders_stop_at(spec),
+        stop_at: Some(senders_stop_at(spec)),
         _ports: flows,
     }))
 }
@@ -141,7 +141,11 @@ pub fn open_rx(spec: &PpsSpec, ip: IpAddr) -> io::Result<RxPort> {
 }
 
 pub fn receiver(port: RxPort) -> io::Result<Box<dyn RxEngine>> {
-    Ok(Box::new(Rx { port: port.port }))
+    Ok(Box::new(Running {
+        port: port.port,
+        stop_at: None,
+        _ports: Vec::new(),
+    }))
 }
 
 fn v4(ip: IpAddr) -> io::Result<std::net::Ipv4Addr> {
@@ -308,24 +312,23 @@ fn device_name(d: &sonde_engine::dpdk::Device) -> String {
     }
 }
 
-struct Tx {
+/// A running testpmd, either side: it implements both engine traits, and the side uses
+/// the one of its role.
+struct Running {
     port: Port,
-    stop_at: Instant,
-    /// The kernel sockets whose source ports the packets use.
+    /// The sender's end of the window; `None` on the receiver (it stops at `Stop`).
+    stop_at: Option<Instant>,
+    /// The kernel sockets whose source ports the sender's packets use.
     _ports: Vec<UdpSocket>,
 }
 
-struct Rx {
-    port: Port,
-}
-
-impl Workers for Tx {
+impl Workers for Running {
     fn name(&self) -> &'static str {
         DPDK
     }
-    /// testpmd sends until told: it is told at the end of the window.
+    /// testpmd sends until told: the sender is told at the end of the window.
     fn all_done(&self) -> bool {
-        if Instant::now() >= self.stop_at {
+        if self.stop_at.is_some_and(|t| Instant::now() >= t) {
             self.port.stop();
         }
         self.port.stopped.load(Ordering::Acquire)
@@ -344,28 +347,7 @@ impl Workers for Tx {
     }
 }
 
-impl Workers for Rx {
-    fn name(&self) -> &'static str {
-        DPDK
-    }
-    fn all_done(&self) -> bool {
-        self.port.stopped.load(Ordering::Acquire)
-    }
-    fn abort(&self) {
-        self.port.stop()
-    }
-    fn bypass(&self) -> Option<Bypass> {
-        Some(self.port.bypass.clone())
-    }
-    fn placed(&self) -> Option<Placement> {
-        Some(self.port.placement.clone())
-    }
-    fn helper(&self) -> Option<u32> {
-        Some(self.port.pid)
-    }
-}
-
-impl TxEngine for Tx {
+impl TxEngine for Running {
     fn counts(&self) -> (u64, u64) {
         self.port.counts()
     }
@@ -378,7 +360,7 @@ impl TxEngine for Tx {
     }
 }
 
-impl RxEngine for Rx {
+impl RxEngine for Running {
     fn counts(&self) -> (u64, u64) {
         self.port.counts()
     }
