@@ -85,21 +85,25 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
             ],
         );
         let shaped = mbit as f64 * 1e6 / (8.0 * 64.0);
-        let doc = doc_of(&run(lab.sonde(
-            &agent,
-            "pps",
-            &[
-                "--search",
-                "--trial",
-                "1",
-                "--warmup",
-                "0.3",
-                "--batch",
-                "8",
-                "--json",
-                "--no-save",
-            ],
-        )));
+        let args = [
+            "--search",
+            "--trial",
+            "1",
+            "--warmup",
+            "0.3",
+            "--batch",
+            "8",
+            "--json",
+            "--no-save",
+        ];
+        let mut doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
+        // A debug-build sender on a noisy shared VM can fall short of a paced rate (the
+        // search then says so: `limited_by: sender`); that measures the machine, not the
+        // shaper, so the search runs once more.
+        if doc["end"]["search"]["limited_by"] == "sender" {
+            eprintln!("{mbit} Mbit/s: the sender fell short; searching again");
+            doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
+        }
         let s = &doc["end"]["search"];
         let result = s["result_pps"].as_f64().unwrap();
         let trials = s["trials"].as_array().unwrap();
