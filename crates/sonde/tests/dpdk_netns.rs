@@ -128,16 +128,21 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
         return;
     };
     let args = ["--engine", "dpdk", NO_HUGE, "-t", "20", "--no-save"];
-    let running = testpmds_become;
     // The agent dies: the kernel kills its testpmd (PR_SET_PDEATHSIG); the controller
     // ends partial and stops its own.
     let mut agent = lab.start_agent();
     let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
     let (agent_pid, client_pid) = (agent.child.id(), client.id());
-    assert!(running(agent_pid, 1), "the agent's testpmd started");
-    assert!(running(client_pid, 1), "the controller's testpmd started");
+    assert!(testpmds_become(agent_pid, 1), "the agent's testpmd started");
+    assert!(
+        testpmds_become(client_pid, 1),
+        "the controller's testpmd started"
+    );
     agent.kill();
-    assert!(running(agent_pid, 0), "a killed agent left its testpmd");
+    assert!(
+        testpmds_become(agent_pid, 0),
+        "a killed agent left its testpmd"
+    );
     let status = wait_with_timeout(&mut client, Duration::from_secs(10)).expect("client ended");
     assert_eq!(status.code(), Some(3), "a partial result");
     assert_eq!(
@@ -150,17 +155,17 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
     let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
     let client_pid = client.id();
     assert!(
-        running(agent.child.id(), 1) && running(client_pid, 1),
+        testpmds_become(agent.child.id(), 1) && testpmds_become(client_pid, 1),
         "both started"
     );
     client.kill().unwrap();
     client.wait().unwrap();
     assert!(
-        running(client_pid, 0),
+        testpmds_become(client_pid, 0),
         "a killed controller left its testpmd"
     );
     assert!(
-        running(agent.child.id(), 0),
+        testpmds_become(agent.child.id(), 0),
         "the agent kept testpmd after its controller died"
     );
     // The next testpmd sonde starts sweeps what the killed processes could not remove.

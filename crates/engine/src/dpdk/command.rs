@@ -48,6 +48,13 @@ impl Device {
         ))
     }
 
+    /// The device as given: a PCI address with its devargs, or the vdev string.
+    pub fn name(&self) -> &str {
+        match self {
+            Device::Pci(s) | Device::Vdev(s) => s,
+        }
+    }
+
     /// The PCI address of a PCI device, without its devargs.
     pub fn pci_address(&self) -> Option<&str> {
         match self {

@@ -7,7 +7,9 @@
 use std::ffi::OsString;
 use std::io;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use super::root;
 
 use sonde_engine::dpdk::{self, Device, Forwarding, Memory, Plan};
 use sonde_probe::dpdk::{binding, hugepages, Binding};
@@ -19,10 +21,6 @@ pub const DPDK: &str = sonde_results::spec::DPDK_ENGINE;
 /// How long testpmd may take from exec to its first prompt (EAL, port set-up): under the
 /// protocol's 10 s from `Setup` to `Ready`.
 pub const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
-
-fn root() -> &'static Path {
-    Path::new("/")
-}
 
 pub fn refuse(reason: String) -> io::Error {
     io::Error::new(

@@ -22,6 +22,11 @@ use sonde_results::{Role, SideResult, SpecError, TestSpec};
 
 use crate::side::Side;
 
+/// The root the host readers read under: this host's own.
+pub(crate) fn root() -> &'static std::path::Path {
+    std::path::Path::new("/")
+}
+
 /// How long a data (or control) connection may take to open.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

@@ -2,19 +2,15 @@
 //! the kernel routes through, its MAC, and the next hop's MAC from the neighbour table,
 //! after making the kernel resolve it.
 
+use super::root;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sonde_probe::{host, neigh, route};
 
 /// How long the sender waits for the kernel to resolve the next hop's MAC.
 const RESOLVE_FOR: Duration = Duration::from_secs(1);
-
-fn root() -> &'static Path {
-    Path::new("/")
-}
 
 fn unsupported(reason: String) -> io::Error {
     io::Error::new(io::ErrorKind::Unsupported, reason)

@@ -3,9 +3,9 @@
 //! program with a socket on every receive queue, attached before any of the
 //! test's packets arrive.
 
+use super::root;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
 
 use sonde_engine::xdp::{self, Attached, Steer, Xsk, XskConfig};
 use sonde_probe::{host, netdev};
@@ -15,10 +15,6 @@ use sonde_results::Bypass;
 pub const XDP: &str = "xdp";
 /// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
 pub const BUSY_POLL_US: u32 = 50;
-
-fn root() -> &'static Path {
-    Path::new("/")
-}
 
 /// An error that says what to do about it, for the failures a user can meet.
 pub fn explain(doing: &str, e: io::Error) -> io::Error {

@@ -15,7 +15,7 @@ use sonde_engine::pps::FlowRx;
 use sonde_engine::Placement;
 use sonde_results::{Bypass, PortCounters, PpsSpec, QueueCounters, Role};
 
-use super::engine::{senders_stop_at, RxEngine, TxEngine};
+use super::engine::{senders_stop_at, Drops, RxEngine, TxEngine};
 use crate::kind::dpdk::{self, refuse, Setup, DPDK, READY_WITHIN};
 use crate::kind::{path, Workers};
 
@@ -171,7 +171,7 @@ impl Port {
         let plan = setup.plan(spec, forwarding, role);
         let pmd = Testpmd::start(&plan, READY_WITHIN).map_err(failed)?;
         let bypass = Bypass {
-            interface: device_name(&plan.device),
+            interface: plan.device.name().to_string(),
             queues: (0..plan.queues).collect(),
             program: Some(format!(
                 "dpdk-testpmd {} on {} forwarding lcore(s)",
@@ -304,14 +304,6 @@ fn port_counters(x: &Xstats, dir: &str, fwd: &sonde_engine::dpdk::FwdStats) -> P
     }
 }
 
-/// `net_af_packet0,iface=veth0,qpairs=1` or a PCI address, as the result names the device.
-fn device_name(d: &sonde_engine::dpdk::Device) -> String {
-    match d {
-        sonde_engine::dpdk::Device::Pci(a) => a.clone(),
-        sonde_engine::dpdk::Device::Vdev(v) => v.clone(),
-    }
-}
-
 /// A running testpmd, either side: it implements both engine traits, and the side uses
 /// the one of its role.
 struct Running {
@@ -368,9 +360,11 @@ impl RxEngine for Running {
     fn foreign(&self) -> u64 {
         0
     }
-    fn drops(&self) -> Option<u64> {
-        let end = self.port.end().filter(|_| self.port.counts_drops)?;
-        Some(end.missed + end.no_mbuf)
+    fn drops(&self) -> Drops {
+        match self.port.end() {
+            Some(end) if self.port.counts_drops => Drops::Counted(end.missed + end.no_mbuf),
+            _ => Drops::NotCounted,
+        }
     }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         let (total, err) = self.port.join();

@@ -35,10 +35,9 @@ pub trait RxEngine: Workers {
     fn counts(&self) -> (u64, u64);
     /// Datagrams that were not this test's.
     fn foreign(&self) -> u64;
-    /// Packets the engine's own receive rings dropped, once joined; `None`: the engine
-    /// has none (kernel sockets: their drops are read from /proc/net/udp).
-    fn drops(&self) -> Option<u64> {
-        None
+    /// Who counts the packets dropped before the receivers took them, once joined.
+    fn drops(&self) -> Drops {
+        Drops::SocketGroup
     }
     /// Per-flow accounting, and the first error a worker met.
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>);
@@ -46,6 +45,16 @@ pub trait RxEngine: Workers {
     fn port(&self) -> Option<PortCounters> {
         None
     }
+}
+
+/// Where a receiving side's drops are counted.
+pub enum Drops {
+    /// The kernel socket group's own counter (/proc/net/udp), read by the side.
+    SocketGroup,
+    /// Counted by the engine's own rings or device.
+    Counted(u64),
+    /// The engine's device does not count them.
+    NotCounted,
 }
 
 /// The engines a packet-rate side can run, by name.

@@ -9,7 +9,7 @@ use sonde_probe::hostwatch::HostProbe;
 use sonde_probe::udp;
 use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
 
-use super::engine::{RxEngine, TxEngine};
+use super::engine::{Drops, RxEngine, TxEngine};
 use crate::meter::{Measurer, Meter};
 use crate::schedule::{Schedule, Tick};
 use crate::side::Side;
@@ -193,18 +193,14 @@ impl Side for PpsSide {
                 let foreign = receiver.foreign();
                 let (flows, err) = receiver.join();
                 notes.extend(err);
-                // A bypass engine's receivers never read the socket group: its drops
-                // say nothing about them.
-                let kernel = receiver.name() == crate::kind::KERNEL;
-                let drops = receiver.drops().or_else(|| {
-                    if !kernel {
-                        return None;
+                let drops = match receiver.drops() {
+                    Drops::Counted(d) => Some(d),
+                    Drops::NotCounted => None,
+                    Drops::SocketGroup => {
+                        let now = udp::drops_on_port(self.meter.probe().root(), *port).ok();
+                        drops_at_start.zip(now).map(|(a, b)| b.saturating_sub(a))
                     }
-                    let drops_now = udp::drops_on_port(self.meter.probe().root(), *port).ok();
-                    drops_at_start
-                        .zip(drops_now)
-                        .map(|(a, b)| b.saturating_sub(a))
-                });
+                };
                 (
                     flows.iter().map(|f| f.received).collect(),
                     flows.iter().map(|f| f.reordered).sum(),

@@ -12,7 +12,7 @@ use sonde_engine::xdp::pps::{XdpReceiver, XdpSender, XdpTxPlan};
 use sonde_engine::xdp::{Attached, Steer};
 use sonde_results::{Bypass, PollMode, PpsSpec};
 
-use super::engine::{rx_plan, senders_stop_at, RxEngine, TxEngine};
+use super::engine::{rx_plan, senders_stop_at, Drops, RxEngine, TxEngine};
 use crate::kind::xdp::{
     path_to, queues_of, refuse, sockets, steer, v4, xdp_workers, Steered, BUSY_POLL_US,
 };
@@ -122,8 +122,8 @@ impl RxEngine for Rx {
     fn foreign(&self) -> u64 {
         self.receiver.foreign()
     }
-    fn drops(&self) -> Option<u64> {
-        Some(self.receiver.drops())
+    fn drops(&self) -> Drops {
+        Drops::Counted(self.receiver.drops())
     }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         self.receiver.join()
