@@ -61,7 +61,7 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
     // is kept small (6 kB): queued packets stay charged to the sender's socket buffer, and a
     // deep queue would fill that buffer and hold the sender back, which is what this test
     // must avoid.
-    for (i, mbit) in [10u32, 20].into_iter().enumerate() {
+    for (i, mbit) in [5u32, 10].into_iter().enumerate() {
         let rate = format!("{mbit}mbit");
         if i > 0 {
             lab.router_cmd("tc", &["qdisc", "del", "dev", &toward_agent, "root"]);
@@ -112,10 +112,10 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
             trials.len(),
             s["limited_by"]
         );
-        // Far below what one sender manages, the shaper must be what limits the search.
-        if mbit == 10 {
-            assert_eq!(s["limited_by"], "loss", "{s}");
-        }
+        // Both rates sit well below what a debug-build sender manages on a shared 2-vCPU
+        // machine (20 Mbit/s, 39 k packets/s, fell short there), so the shaper must be what
+        // limits the search.
+        assert_eq!(s["limited_by"], "loss", "{s}");
         let err = (result - shaped).abs() / shaped;
         assert!(
             err < 0.03,
