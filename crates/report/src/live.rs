@@ -119,6 +119,37 @@ pub fn pps_line(client: Option<&IntervalSample>, server: Option<&IntervalSample>
     out
 }
 
+/// `idle      UDP p50 61.2 us  TCP p50 70.1 us  up 9.41 Gbit/s  down -` as each phase ends.
+pub fn load_phase_line(r: &sonde_results::document::load::PhaseRun) -> String {
+    let p50 = |d: &Option<sonde_results::Document>| {
+        d.as_ref()
+            .and_then(|d| d.end.latency_ns)
+            .map_or("-".to_string(), |l| format!("{:.1} us", l.p50 as f64 / 1e3))
+    };
+    let (mut up, mut down) = ("-".to_string(), "-".to_string());
+    if let Some(d) = &r.load {
+        let e = &d.end;
+        let reverse = e.reverse.as_ref().and_then(|r| r.receiver.as_ref());
+        for s in e.stream_receiver().into_iter().chain(reverse) {
+            let rate = crate::units::bits_per_second(s.bits_per_second);
+            match s.by.measured_by {
+                sonde_results::Role::Server => up = rate,
+                sonde_results::Role::Client => down = rate,
+            }
+        }
+    }
+    let mut out = format!(
+        "{:<9} UDP p50 {:>10}  TCP p50 {:>10}  up {up:>12}  down {down:>12}",
+        r.phase.as_str(),
+        p50(&r.udp),
+        p50(&r.tcp),
+    );
+    for e in &r.errors {
+        out.push_str(&format!("\n  {e}"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

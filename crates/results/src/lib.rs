@@ -17,6 +17,6 @@ pub use side::{
     NicCounters, PortCounters, PpsResult, QueueCounters, Role, RrResult, SideResult, Transfer,
 };
 pub use spec::{
-    Direction, DpdkSpec, Execution, PollMode, PpsSpec, RrSpec, SpecError, Stall, StreamSpec,
-    TestSpec, Timing, Transport, KERNEL_ENGINE,
+    Direction, DpdkSpec, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError, Stall,
+    StreamSpec, TestSpec, Timing, Transport, KERNEL_ENGINE,
 };

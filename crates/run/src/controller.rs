@@ -117,10 +117,10 @@ pub fn run_test(
 ) -> Result<Document, ControllerError> {
     let addr = resolve(&req.host, req.port)?;
     let started_at = now_rfc3339();
-    let kind = kind::of(&req.spec);
+    kind::check_engine(&req.spec).map_err(|e| OpenError::Refused(e.to_string()))?;
+    let kind = kind::of(&req.spec).expect("check_engine refuses a spec without a kind");
     let mut spec = req.spec.clone();
     let probe = HostProbe::for_peer(addr.ip());
-    kind::check_engine(&spec).map_err(|e| OpenError::Refused(e.to_string()))?;
     kind.prepare(&mut spec, addr, &probe)?;
     kind::place(&mut spec, Role::Client);
     let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)

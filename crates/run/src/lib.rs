@@ -8,6 +8,7 @@ pub mod control;
 pub mod controller;
 pub mod drive;
 pub mod kind;
+pub mod load;
 mod meter;
 pub mod schedule;
 pub mod search;

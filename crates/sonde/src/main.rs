@@ -68,6 +68,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cfg = agent::ServeConfig {
                 key,
                 limits,
+                max_tests: a.max_tests as usize,
                 bind: a.bind,
                 port: a.port,
                 command: command_line,
@@ -83,6 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             measure::request_response(&a.common, a.specs(), command_line, &interrupt)
         }
         Command::Pps(a) => measure::pps(&a, command_line, &interrupt),
+        Command::Load(a) => measure::load(&a, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => stored::results_command(a),

@@ -9,7 +9,7 @@ use anyhow::Context;
 use sonde_results::{Document, IntervalSample, TestSpec};
 use sonde_run::{controller, search, signals::Interrupt};
 
-use crate::cli::{self, OutputArgs, PpsArgs, RrCommon, StreamArgs, Target};
+use crate::cli::{self, LoadArgs, OutputArgs, PpsArgs, RrCommon, StreamArgs, Target};
 use crate::{tune, EXIT_PARTIAL, EXIT_USAGE};
 
 /// How a command shows one interval in text.
@@ -186,6 +186,29 @@ pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
     };
     inv.keep(&doc);
     let human = (!out.quiet()).then(|| sonde_report::summary::pps(&doc));
+    emit(&sonde_report::json(&doc), human, out, doc.end.partial)
+}
+
+/// Phases of pings beside a load, each phase's tests at once; one document for them all.
+pub fn load(a: &LoadArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
+    let spec = match specs_or_usage(a.spec()) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let TestSpec::Load(l) = &spec else {
+        unreachable!("a load command makes a load spec")
+    };
+    let out = &a.output;
+    let _tuned = tuned(out.tune, out.json)?;
+    let inv = Invocation::new(&a.target, out, command, interrupt)?;
+    inv.say(|| sonde_report::summary::load_heading(l, &a.target.host, a.target.port));
+    let run = |s: &TestSpec| inv.run(s, None);
+    let mut done = |r: &sonde_results::document::load::PhaseRun| {
+        inv.say(|| sonde_report::live::load_phase_line(r));
+    };
+    let doc = sonde_run::load::run_load(l, &inv.command, &run, interrupt, &mut done)?;
+    inv.keep(&doc);
+    let human = (!out.quiet()).then(|| sonde_report::summary::load(&doc));
     emit(&sonde_report::json(&doc), human, out, doc.end.partial)
 }
 

@@ -61,8 +61,8 @@ fn agent_serves_next_test_right_after_controller_killed() {
 }
 
 #[test]
-fn second_controller_is_told_busy() {
-    let mut agent = Agent::on_loopback();
+fn a_controller_beyond_max_tests_is_told_busy() {
+    let mut agent = Agent::on_loopback_with(&["--max-tests", "1"]);
     let port = agent.port.to_string();
     let mut first = sonde_cmd()
         .args([

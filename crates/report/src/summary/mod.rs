@@ -1,10 +1,12 @@
 //! Human summaries of result documents: each test kind's table in its module; here the
 //! lab's, the store's and the comparison's, which span kinds.
 
+mod load;
 mod pps;
 mod rr;
 mod stream;
 
+pub use load::{load, load_heading};
 pub use pps::{pps, pps_heading, trial_line};
 pub use rr::{poll_comparison, rr, rr_heading};
 pub use stream::{stream, stream_heading};

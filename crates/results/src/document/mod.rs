@@ -2,6 +2,7 @@
 //! `start` / `intervals` / `end` so that scripts can rely on it. Built once from both
 //! sides' [`SideResult`]s; every renderer reads this, none recomputes a figure.
 
+pub mod load;
 mod pps;
 mod rr;
 mod stream;
@@ -77,6 +78,9 @@ pub struct IntervalFigures {
     pub client_cpu_busy_percent: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_busy_percent: Option<f64>,
+    /// Load tests: the phase, both pings and the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<load::LoadInterval>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -221,6 +225,9 @@ pub struct End {
     /// and absent from the sides, which keep their own process CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_host: Option<OneHost>,
+    /// Load tests: each phase, and the latency load added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<load::LoadEnd>,
 }
 
 /// The host both ends shared, counted once.
@@ -261,9 +268,14 @@ impl End {
 
     /// The end of `inp` with no figure yet: partial when it was cut short.
     fn of(inp: &Inputs<'_>) -> End {
+        End::empty(is_partial(inp), inp.error.clone())
+    }
+
+    /// An end with no figure yet.
+    fn empty(partial: bool, error: Option<String>) -> End {
         End {
-            partial: is_partial(inp),
-            error: inp.error.clone(),
+            partial,
+            error,
             sender: None,
             receiver: None,
             reverse: None,
@@ -282,6 +294,7 @@ impl End {
             packets: None,
             search: None,
             one_host: None,
+            load: None,
         }
     }
 
@@ -333,6 +346,8 @@ impl Document {
             TestSpec::Stream(s) => stream::build(s, &inp),
             TestSpec::Ping(r) | TestSpec::Rpc(r) => rr::build(r, &inp),
             TestSpec::Pps(p) => pps::build(p, &inp),
+            // The controller runs a load as tests of the other kinds (`load::build`).
+            TestSpec::Load(_) => Document::of(&inp, Vec::new(), End::of(&inp)),
         }
     }
 
@@ -362,6 +377,7 @@ impl IntervalFigures {
             latency_ns: None,
             client_cpu_busy_percent: None,
             server_cpu_busy_percent: None,
+            load: None,
         }
     }
 }

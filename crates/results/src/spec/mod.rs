@@ -5,10 +5,12 @@
 //! Every kind's spec flattens the two parts all kinds share, [`Timing`] and
 //! [`Execution`], so their JSON names stay those of schema version 1.
 
+mod load;
 mod pps;
 mod rr;
 mod stream;
 
+pub use load::*;
 pub use pps::*;
 pub use rr::*;
 pub use stream::*;
@@ -37,6 +39,9 @@ pub enum TestSpec {
     Rpc(RrSpec),
     /// Small UDP packets, many flows (dpdk-testpmd txonly/rxonly with kernel sockets).
     Pps(PpsSpec),
+    /// Pings through phases of load (flent's RRUL): run by the controller as concurrent
+    /// tests of the kinds above.
+    Load(LoadSpec),
 }
 
 impl TestSpec {
@@ -46,6 +51,7 @@ impl TestSpec {
             TestSpec::Ping(_) => "ping",
             TestSpec::Rpc(_) => "rpc",
             TestSpec::Pps(_) => "pps",
+            TestSpec::Load(_) => "load",
         }
     }
 
@@ -54,6 +60,7 @@ impl TestSpec {
             TestSpec::Stream(s) => s.validate(),
             TestSpec::Ping(r) | TestSpec::Rpc(r) => r.validate(),
             TestSpec::Pps(p) => p.validate(),
+            TestSpec::Load(l) => l.validate(),
         }
     }
 
@@ -63,16 +70,20 @@ impl TestSpec {
         capability(self.name(), &self.execution().engine)
     }
 
+    /// A load's is each phase's (its load's).
     pub fn timing(&self) -> &Timing {
         match self {
+            TestSpec::Load(l) => l.load.timing(),
             TestSpec::Stream(s) => &s.timing,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.timing,
             TestSpec::Pps(p) => &p.timing,
         }
     }
 
+    /// A load's is its load's.
     pub fn execution(&self) -> &Execution {
         match self {
+            TestSpec::Load(l) => l.load.execution(),
             TestSpec::Stream(s) => &s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.execution,
             TestSpec::Pps(p) => &p.execution,
@@ -81,6 +92,7 @@ impl TestSpec {
 
     pub fn execution_mut(&mut self) -> &mut Execution {
         match self {
+            TestSpec::Load(l) => l.load.execution_mut(),
             TestSpec::Stream(s) => &mut s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &mut r.execution,
             TestSpec::Pps(p) => &mut p.execution,

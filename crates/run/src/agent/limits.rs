@@ -2,7 +2,7 @@
 
 use sonde_results::TestSpec;
 
-use crate::kind::{self, Demand};
+use crate::kind::{Demand, Kind};
 
 /// What the agent will run for a controller.
 #[derive(Debug, Clone)]
@@ -27,13 +27,13 @@ impl Default for Limits {
 
 impl Limits {
     /// The first limit `spec` exceeds, in words naming the agent's flag.
-    pub fn check(&self, spec: &TestSpec) -> Option<String> {
+    pub fn check(&self, spec: &TestSpec, kind: &dyn Kind) -> Option<String> {
         let total_ms = spec.timing().total_ms();
         let Demand {
             connections: conns,
             rate,
             message_bytes: msg,
-        } = kind::of(spec).demand(spec);
+        } = kind.demand(spec);
         if total_ms > self.max_duration_ms {
             return Some(format!(
                 "the test lasts {:.1} s, over this agent's --max-duration of {:.1} s",

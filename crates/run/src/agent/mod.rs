@@ -1,6 +1,7 @@
-//! `sonde serve`: the far end of every test. One test at a time on its own thread; a
-//! controller arriving meanwhile is told "busy". Every socket and thread of a test is freed
-//! when it ends, whatever happened, and the agent logs one line per test.
+//! `sonde serve`: the far end of every test. Each test on its own thread, up to
+//! `--max-tests` at once; a controller arriving beyond that is told "busy". Every socket and
+//! thread of a test is freed when it ends, whatever happened, and the agent logs one line
+//! per test.
 
 mod limits;
 pub(crate) mod one_test;
@@ -10,7 +11,7 @@ pub use limits::Limits;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,11 @@ use crate::signals::Interrupt;
 pub const DEFAULT_PORT: u16 = 5301;
 /// Connections in their handshake at once; more are told "busy" at once.
 const MAX_PENDING: usize = 32;
-/// How long a new controller waits for the running test to finish before "busy".
+/// Tests served at once by default: a `sonde load` runs three (its UDP ping, its TCP ping
+/// and its load), and one more may check on them. More concurrent tests would mostly
+/// measure each other on the same CPUs and NIC.
+pub const DEFAULT_MAX_TESTS: usize = 4;
+/// How long a new controller waits for a running test to finish before "busy".
 const BUSY_GRACE: Duration = Duration::from_millis(500);
 
 #[derive(Debug, thiserror::Error)]
@@ -40,38 +45,42 @@ pub struct ServeConfig {
     pub command: String,
     pub key: Option<Key>,
     pub limits: Limits,
+    /// Tests served at once; beyond it a controller is told "busy".
+    pub max_tests: usize,
 }
 
-/// State shared by the connections being served: the one test slot, and how many
+/// State shared by the connections being served: the tests running, and how many
 /// connections are in their handshake.
 struct Shared {
     cfg: ServeConfig,
-    busy: AtomicBool,
+    running: AtomicUsize,
     pending: AtomicUsize,
     interrupt: Interrupt,
 }
 
-/// Holds the test slot; frees it when dropped, whatever path the test took.
-struct Slot<'a>(&'a AtomicBool);
+/// Holds one of the test slots; frees it when dropped, whatever path the test took.
+struct Slot<'a>(&'a AtomicUsize);
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 impl Shared {
-    /// Takes the test slot, waiting a moment for a test that is tidying up, so that
+    /// Takes a test slot, waiting a moment for a test that is tidying up, so that
     /// back-to-back tests (lab, --poll all) are not told "busy".
     fn take_slot(&self) -> Option<Slot<'_>> {
         let until = Instant::now() + BUSY_GRACE;
+        let max = self.cfg.max_tests.max(1);
         loop {
-            if self
-                .busy
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return Some(Slot(&self.busy));
+            let taken = self
+                .running
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                });
+            if taken.is_ok() {
+                return Some(Slot(&self.running));
             }
             if Instant::now() >= until {
                 return None;
@@ -95,7 +104,7 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     log_listening(&cfg, local);
     let shared = Arc::new(Shared {
         cfg,
-        busy: AtomicBool::new(false),
+        running: AtomicUsize::new(0),
         pending: AtomicUsize::new(0),
         interrupt: interrupt.clone(),
     });
@@ -189,7 +198,7 @@ fn answer_busy(conn: TcpStream, peer: SocketAddr) {
     if let Ok(mut link) = Link::new(conn) {
         let _ = link.flush(|| session.poll_transmit());
     }
-    tracing::info!("refused {peer}: busy with another test");
+    tracing::info!("refused {peer}: busy with as many tests as --max-tests allows");
 }
 
 /// Counts a connection as in its handshake until dropped.

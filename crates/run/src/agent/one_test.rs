@@ -74,8 +74,7 @@ pub(super) fn run(
         link: Link::new(control)?,
     };
     let spec = handshake(&mut conn, peer, shared)?;
-    let (_slot, spec) = admit(&mut conn, spec, shared)?;
-    let kind = kind::of(&spec);
+    let (_slot, spec, kind) = admit(&mut conn, spec, shared)?;
     let side = open(
         &mut conn,
         kind,
@@ -135,17 +134,22 @@ fn handshake(conn: &mut Conn, peer: SocketAddr, shared: &Shared) -> Result<TestS
     }
 }
 
-/// The test slot, this agent's limits and the spec's own checks; then `--server-cpus
-/// auto` is resolved on this host.
+/// The test slot, the kind and engine, this agent's limits and the spec's own checks;
+/// then `--server-cpus auto` is resolved on this host.
 fn admit<'a>(
     conn: &mut Conn,
     mut spec: TestSpec,
     shared: &'a Shared,
-) -> Result<(Slot<'a>, TestSpec), TestError> {
+) -> Result<(Slot<'a>, TestSpec, &'static dyn Kind), TestError> {
     let Some(slot) = shared.take_slot() else {
         return Err(conn.refuse(PeerError::Busy));
     };
-    if let Some(why) = shared.cfg.limits.check(&spec) {
+    let (Some(kind), Ok(())) = (kind::of(&spec), kind::check_engine(&spec)) else {
+        return Err(conn.refuse(PeerError::Unsupported {
+            test: spec.capability(),
+        }));
+    };
+    if let Some(why) = shared.cfg.limits.check(&spec, kind) {
         return Err(conn.refuse(PeerError::Refused { message: why }));
     }
     if let Err(e) = spec.validate() {
@@ -154,13 +158,8 @@ fn admit<'a>(
             reason: e.reason.clone(),
         }));
     }
-    if kind::check_engine(&spec).is_err() {
-        return Err(conn.refuse(PeerError::Unsupported {
-            test: spec.capability(),
-        }));
-    }
     kind::place(&mut spec, Role::Server);
-    Ok((slot, spec))
+    Ok((slot, spec, kind))
 }
 
 /// The kind's data endpoint, `Ready`, the data connections, and the side started at

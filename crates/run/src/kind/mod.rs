@@ -58,17 +58,15 @@ pub const KINDS: &[Listed] = &[
     },
 ];
 
-fn listing(spec: &TestSpec) -> &'static Listed {
+/// `None` for a spec no single test runs (a load: the controller runs it as several).
+fn listing(spec: &TestSpec) -> Option<&'static Listed> {
     let name = spec.name();
-    KINDS
-        .iter()
-        .find(|k| k.names.contains(&name))
-        .expect("every TestSpec variant has its kind in KINDS")
+    KINDS.iter().find(|k| k.names.contains(&name))
 }
 
-/// The kind that runs `spec`.
-pub fn of(spec: &TestSpec) -> &'static dyn Kind {
-    listing(spec).kind
+/// The kind that runs `spec`; `None` for a spec no single test runs.
+pub fn of(spec: &TestSpec) -> Option<&'static dyn Kind> {
+    listing(spec).map(|l| l.kind)
 }
 
 /// Every test this build runs, by the name its command and its spec carry.
@@ -91,9 +89,16 @@ pub fn capabilities() -> Vec<String> {
         .collect()
 }
 
-/// Refuses an engine the spec's kind does not have in this build, naming `--engine`.
+/// Refuses an engine the spec's kind does not have in this build, naming `--engine`
+/// (and a spec no single test runs, naming the test).
 pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
-    let engines = listing(spec).engines;
+    let Some(listed) = listing(spec) else {
+        return Err(SpecError {
+            flag: "test",
+            reason: format!("'{}' is not run as one test", spec.name()),
+        });
+    };
+    let engines = listed.engines;
     let engine = &spec.execution().engine;
     if engines.contains(&engine.as_str()) {
         return Ok(());
@@ -112,7 +117,8 @@ pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
 /// the kind runs there: the controller from the near end of the preferred cores, the agent
 /// from the far end, so that both ends on one host (the lab) pick different ones.
 pub fn place(spec: &mut TestSpec, role: Role) {
-    let workers = of(spec).workers(spec, role);
+    let Some(kind) = of(spec) else { return };
+    let workers = kind.workers(spec, role);
     let ex = spec.execution_mut();
     let (auto, cpus, end) = match role {
         Role::Client => (

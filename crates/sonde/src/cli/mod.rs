@@ -3,11 +3,13 @@
 //! probing of the host (`auto` CPUs are chosen when a test starts).
 
 mod flags;
+mod load;
 mod pps;
 mod rr;
 mod stream;
 
 pub use flags::{parse_duration_ms, parse_size, OutputArgs, StoreArgs, Target};
+pub use load::LoadArgs;
 pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs, RrCommon};
 pub use stream::StreamArgs;
@@ -34,7 +36,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the agent: the far end of every test (one test at a time).
+    /// Run the agent: the far end of every test (up to --max-tests at once).
     Serve(ServeArgs),
     /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
     Stream(StreamArgs),
@@ -44,6 +46,9 @@ pub enum Command {
     Rpc(RpcArgs),
     /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
     Pps(PpsArgs),
+    /// Latency of a UDP and a TCP ping while a load runs each way: idle, upload, download,
+    /// both (flent RRUL, crusader).
+    Load(LoadArgs),
     /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
     Host(HostArgs),
     /// Plan, apply and restore the settings tuning guides change, for a goal.
@@ -76,6 +81,7 @@ impl Command {
             Command::Ping(a) => a.specs(),
             Command::Rpc(a) => a.specs(),
             Command::Pps(a) => a.spec().map(|s| vec![TestSpec::Pps(s)]),
+            Command::Load(a) => a.spec().map(|s| vec![s]),
             _ => return None,
         })
     }
@@ -238,6 +244,10 @@ pub struct ServeArgs {
     /// Refuse messages, buffers or packets larger than this.
     #[arg(long, default_value = "1M", value_parser = parse_size, value_name = "BYTES")]
     pub max_message: u32,
+    /// Tests served at once; beyond it a controller is told "busy". The default, 4, fits
+    /// a `sonde load` (three tests at once); more would mostly measure each other.
+    #[arg(long, default_value_t = sonde_run::agent::DEFAULT_MAX_TESTS as u32, value_parser = clap::value_parser!(u32).range(1..=64), value_name = "N")]
+    pub max_tests: u32,
 }
 
 #[derive(Args, Debug)]

@@ -1,0 +1,103 @@
+//! A load test's summary: per phase the pings' percentiles beside the load's throughput,
+//! then the headline, the latency load added to idle.
+
+use sonde_results::document::load::{LoadEnd, PhaseEnd};
+use sonde_results::{Document, LoadSpec, TestSpec, Transport};
+
+use super::{footer, table};
+use crate::units::{bits_per_second, opt};
+
+/// The line printed before a load test starts.
+pub fn load_heading(spec: &LoadSpec, host: &str, port: u16) -> String {
+    let t = spec.load.timing();
+    let phases: Vec<&str> = spec.phases.iter().map(|p| p.as_str()).collect();
+    let load = match spec.load.as_ref() {
+        TestSpec::Stream(s) => format!("stream -P {}", s.connections),
+        TestSpec::Rpc(r) => format!(
+            "rpc, {} connection(s) x {} in flight",
+            r.connections, r.window
+        ),
+        other => other.name().to_string(),
+    };
+    format!(
+        "sonde load to {host}:{port}: phases {}, {:.1} s each (+{:.1} s warm-up); UDP and TCP ping at {} /s each, {} B; load: {load}",
+        phases.join(", "),
+        t.duration_ms as f64 / 1e3,
+        t.warmup_ms as f64 / 1e3,
+        spec.ping_rate_per_s,
+        spec.ping_bytes,
+    )
+}
+
+/// Microseconds with one decimal.
+fn us(ns: Option<u64>) -> String {
+    opt(ns, |v| format!("{:.1}", v as f64 / 1e3))
+}
+
+fn phase_row(p: &PhaseEnd) -> Vec<String> {
+    let bps = |v: Option<f64>| opt(v, bits_per_second);
+    let cpu = |v: Option<f64>| opt(v, |c| format!("{c:.0}"));
+    vec![
+        p.phase.as_str().to_string(),
+        us(p.udp_rtt_ns.map(|l| l.p50)),
+        us(p.udp_rtt_ns.map(|l| l.p99)),
+        us(p.tcp_rtt_ns.map(|l| l.p50)),
+        us(p.tcp_rtt_ns.map(|l| l.p99)),
+        bps(p.load.upload_bits_per_second),
+        bps(p.load.download_bits_per_second),
+        opt(p.tcp_retransmits, |r| r.to_string()),
+        format!(
+            "{} / {}",
+            cpu(p.client_cpu_busy_percent),
+            cpu(p.server_cpu_busy_percent)
+        ),
+    ]
+}
+
+/// The headline: what each loaded phase added to idle's P50 and P99.
+pub fn added_lines(l: &LoadEnd) -> String {
+    let mut out = String::new();
+    for a in &l.added_latency {
+        let t = match a.transport {
+            Transport::Udp => "UDP",
+            Transport::Tcp => "TCP",
+        };
+        out.push_str(&format!(
+            "{:<8} {t} ping: +{:.1} us at P50, +{:.1} us at P99 over idle\n",
+            a.phase.as_str(),
+            a.p50_added_ns as f64 / 1e3,
+            a.p99_added_ns as f64 / 1e3,
+        ));
+    }
+    out.replace("+-", "-")
+}
+
+/// Human summary of a load document.
+pub fn load(doc: &Document) -> String {
+    let Some(l) = &doc.end.load else {
+        return footer(&doc.end);
+    };
+    let mut t = table(vec![
+        "phase",
+        "UDP p50 (us)",
+        "UDP p99 (us)",
+        "TCP p50 (us)",
+        "TCP p99 (us)",
+        "upload",
+        "download",
+        "retrans",
+        "CPU % here / agent",
+    ]);
+    for p in &l.phases {
+        t.add_row(phase_row(p));
+    }
+    let mut out = format!("{t}\n");
+    if l.added_latency.is_empty() {
+        out.push_str("no idle phase: no added latency to report\n");
+    } else {
+        out.push_str("latency added under load (round trip, timed from the intended send):\n");
+        out.push_str(&added_lines(l));
+    }
+    out.push_str(&footer(&doc.end));
+    out
+}

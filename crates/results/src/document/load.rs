@@ -1,0 +1,299 @@
+//! A load test's document, built from the tests each phase ran at once: the UDP ping, the
+//! TCP ping and the load. Per phase the pings' percentiles (each from its own histogram of
+//! that phase), the load's throughput each way as its receivers measured it, retransmits
+//! and both hosts' CPU; per interval the same, tagged with the phase; the headline is the
+//! latency each loaded phase added to the idle one.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Document, End, IntervalFigures, SideTotals, Start, SCHEMA_VERSION};
+use crate::latency::LatencySummary;
+use crate::side::Role;
+use crate::spec::{LoadSpec, Phase, TestSpec, Transport};
+
+/// What one phase ran and measured: its tests' documents (`None` where a test could not
+/// start) and why any of them failed.
+pub struct PhaseRun {
+    pub phase: Phase,
+    /// When the phase started, seconds after the load test's start.
+    pub offset_s: f64,
+    pub udp: Option<Document>,
+    pub tcp: Option<Document>,
+    pub load: Option<Document>,
+    pub errors: Vec<String>,
+}
+
+/// The load's throughput each way in one phase or interval, as its receivers measured it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadFigures {
+    /// Controller to agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_bits_per_second: Option<f64>,
+    /// Agent to controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_bits_per_second: Option<f64>,
+    /// A pps load: packets per second the agent received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_packets_per_second: Option<f64>,
+    /// An rpc load: requests per second the controller completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<f64>,
+}
+
+/// One interval of a load test: which phase, both pings' round trips, the load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadInterval {
+    pub phase: Phase,
+    pub udp_rtt_ns: Option<LatencySummary>,
+    pub tcp_rtt_ns: Option<LatencySummary>,
+    #[serde(flatten)]
+    pub load: LoadFigures,
+}
+
+/// One phase's end figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseEnd {
+    pub phase: Phase,
+    pub start_s: f64,
+    pub seconds: f64,
+    /// Round trips timed from the intended send, over the phase's window.
+    pub udp_rtt_ns: Option<LatencySummary>,
+    pub tcp_rtt_ns: Option<LatencySummary>,
+    /// UDP pings whose echo never came.
+    pub udp_lost: Option<u64>,
+    #[serde(flatten)]
+    pub load: LoadFigures,
+    /// The load's connections' retransmitted segments, both directions.
+    pub tcp_retransmits: Option<u64>,
+    /// Whole-host CPU busy over the phase (the UDP ping's window), each side's host.
+    pub client_cpu_busy_percent: Option<f64>,
+    pub server_cpu_busy_percent: Option<f64>,
+    pub partial: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+/// The latency a loaded phase adds to the idle phase's, for one ping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AddedLatency {
+    pub phase: Phase,
+    pub transport: Transport,
+    pub p50_added_ns: i64,
+    pub p99_added_ns: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadEnd {
+    pub phases: Vec<PhaseEnd>,
+    /// Each loaded phase against idle, per ping; empty without an idle phase.
+    pub added_latency: Vec<AddedLatency>,
+}
+
+impl LoadEnd {
+    pub fn phase(&self, p: Phase) -> Option<&PhaseEnd> {
+        self.phases.iter().find(|e| e.phase == p)
+    }
+}
+
+/// The document of a load test, or `None` when no test of any phase started.
+pub fn build(
+    spec: &LoadSpec,
+    command: &str,
+    runs: &[PhaseRun],
+    error: Option<String>,
+) -> Option<Document> {
+    let first = runs
+        .iter()
+        .flat_map(|r| [&r.udp, &r.tcp, &r.load])
+        .flatten()
+        .next()?;
+    let start = Start {
+        spec: TestSpec::Load(spec.clone()),
+        command: command.to_string(),
+        ..first.start.clone()
+    };
+    let phases: Vec<PhaseEnd> = runs.iter().map(phase_end).collect();
+    let partial =
+        error.is_some() || runs.len() < spec.phases.len() || phases.iter().any(|p| p.partial);
+    let error = error.or_else(|| phases.iter().flat_map(|p| p.errors.first()).next().cloned());
+    let end = End {
+        load: Some(LoadEnd {
+            added_latency: added(&phases),
+            phases,
+        }),
+        ..End::empty(partial, error)
+    };
+    Some(Document {
+        schema_version: SCHEMA_VERSION,
+        test: "load".into(),
+        start,
+        intervals: runs.iter().flat_map(intervals).collect(),
+        end,
+    })
+}
+
+fn phase_end(r: &PhaseRun) -> PhaseEnd {
+    let latency = |d: &Option<Document>| d.as_ref().and_then(|d| d.end.latency_ns);
+    let udp = r.udp.as_ref();
+    let busy = |role: Role| {
+        let d = udp?;
+        let e = &d.end;
+        let cpu = match (&e.one_host, role) {
+            (Some(one), _) => one.cpu.as_ref(),
+            (None, Role::Client) => e.client.as_ref()?.cpu.usage.as_ref(),
+            (None, Role::Server) => e.server.as_ref()?.cpu.usage.as_ref(),
+        };
+        cpu.map(|c| c.host.busy_percent())
+    };
+    let mut errors = r.errors.clone();
+    let tests = [
+        ("UDP ping", &r.udp),
+        ("TCP ping", &r.tcp),
+        ("load", &r.load),
+    ];
+    for (what, d) in tests {
+        if let Some(e) = d.as_ref().map(|d| &d.end).filter(|e| e.partial) {
+            let why = e.error.as_deref().unwrap_or("cut short");
+            errors.push(format!("{} phase, {what}: {why}", r.phase.as_str()));
+        }
+    }
+    let missing =
+        r.udp.is_none() || r.tcp.is_none() || (r.phase != Phase::Idle && r.load.is_none());
+    PhaseEnd {
+        phase: r.phase,
+        start_s: r.offset_s,
+        seconds: r
+            .udp
+            .as_ref()
+            .map_or(0.0, |d| d.start.spec.timing().duration_ms as f64 / 1e3),
+        udp_rtt_ns: latency(&r.udp),
+        tcp_rtt_ns: latency(&r.tcp),
+        udp_lost: udp.map(|d| d.end.lost_messages.unwrap_or(0)),
+        load: r.load.as_ref().map(end_load).unwrap_or_default(),
+        tcp_retransmits: r.load.as_ref().and_then(retransmits),
+        client_cpu_busy_percent: busy(Role::Client),
+        server_cpu_busy_percent: busy(Role::Server),
+        partial: missing || !errors.is_empty(),
+        errors,
+    }
+}
+
+/// Sorts receiver figures by who measured them: the agent receives the upload.
+fn classify(
+    f: &mut LoadFigures,
+    measured_by: Role,
+    bits_per_second: f64,
+    packets_per_second: Option<f64>,
+) {
+    match measured_by {
+        Role::Server => {
+            f.upload_bits_per_second = Some(bits_per_second);
+            f.upload_packets_per_second = packets_per_second;
+        }
+        Role::Client => f.download_bits_per_second = Some(bits_per_second),
+    }
+}
+
+fn end_load(d: &Document) -> LoadFigures {
+    let e = &d.end;
+    let mut f = LoadFigures {
+        requests_per_second: e.requests_per_second,
+        ..Default::default()
+    };
+    let reverse = e.reverse.as_ref().and_then(|r| r.receiver.as_ref());
+    if let Some(r) = reverse {
+        classify(&mut f, r.by.measured_by, r.bits_per_second, None);
+    }
+    match &e.receiver {
+        Some(SideTotals::Bytes(r)) => classify(&mut f, r.by.measured_by, r.bits_per_second, None),
+        Some(SideTotals::Packets(p)) => classify(
+            &mut f,
+            p.by.measured_by,
+            p.bits_per_second,
+            Some(p.packets_per_second),
+        ),
+        None => {}
+    }
+    f
+}
+
+fn retransmits(d: &Document) -> Option<u64> {
+    let e = &d.end;
+    let reverse = e.reverse.as_ref().and_then(|r| r.sender.as_ref());
+    let senders: Vec<_> = e.stream_sender().into_iter().chain(reverse).collect();
+    if senders.is_empty() {
+        return None;
+    }
+    senders
+        .iter()
+        .map(|s| s.tcp_retransmits.connections)
+        .sum::<Option<u64>>()
+}
+
+fn interval_load(i: &IntervalFigures) -> LoadFigures {
+    let mut f = LoadFigures {
+        requests_per_second: i.requests_per_second,
+        ..Default::default()
+    };
+    let reverse = i.reverse.as_ref().and_then(|r| r.receiver.as_ref());
+    for r in i.receiver.iter().chain(reverse) {
+        classify(
+            &mut f,
+            r.measured_by,
+            r.bits_per_second,
+            r.packets_per_second,
+        );
+    }
+    f
+}
+
+/// The phase's intervals: the UDP ping's spans, shifted to the load test's clock, with
+/// the TCP ping's and the load's interval of the same index.
+fn intervals(r: &PhaseRun) -> Vec<IntervalFigures> {
+    fn of(d: &Option<Document>) -> &[IntervalFigures] {
+        d.as_ref().map_or(&[], |d| &d.intervals)
+    }
+    let (udp, tcp, load) = (of(&r.udp), of(&r.tcp), of(&r.load));
+    let n = udp.len().max(tcp.len()).max(load.len());
+    (0..n)
+        .map(|i| {
+            let (u, t, l) = (udp.get(i), tcp.get(i), load.get(i));
+            let span = u.or(t).or(l).expect("index below the longest");
+            IntervalFigures {
+                load: Some(LoadInterval {
+                    phase: r.phase,
+                    udp_rtt_ns: u.and_then(|u| u.latency_ns),
+                    tcp_rtt_ns: t.and_then(|t| t.latency_ns),
+                    load: l.map(interval_load).unwrap_or_default(),
+                }),
+                client_cpu_busy_percent: u.and_then(|u| u.client_cpu_busy_percent),
+                server_cpu_busy_percent: u.and_then(|u| u.server_cpu_busy_percent),
+                ..IntervalFigures::span(r.offset_s + span.start_s, r.offset_s + span.end_s)
+            }
+        })
+        .collect()
+}
+
+/// Each loaded phase's P50 and P99 minus idle's, per ping.
+fn added(phases: &[PhaseEnd]) -> Vec<AddedLatency> {
+    let Some(idle) = phases.iter().find(|p| p.phase == Phase::Idle) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in phases.iter().filter(|p| p.phase != Phase::Idle) {
+        for (transport, base, now) in [
+            (Transport::Udp, idle.udp_rtt_ns, p.udp_rtt_ns),
+            (Transport::Tcp, idle.tcp_rtt_ns, p.tcp_rtt_ns),
+        ] {
+            if let (Some(b), Some(n)) = (base, now) {
+                out.push(AddedLatency {
+                    phase: p.phase,
+                    transport,
+                    p50_added_ns: n.p50 as i64 - b.p50 as i64,
+                    p99_added_ns: n.p99 as i64 - b.p99 as i64,
+                });
+            }
+        }
+    }
+    out
+}
