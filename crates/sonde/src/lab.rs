@@ -157,7 +157,7 @@ fn is_root() -> bool {
 /// Over veth the packet rate is measured with AF_XDP too (loopback has no XDP).
 fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
     let t = format!("{duration_ms}ms");
-    let lines: [&[&str]; 7] = [
+    let lines: [&[&str]; 8] = [
         &["stream", "-P", "1"],
         &["stream", "-P", "8"],
         &["ping"],
@@ -165,6 +165,7 @@ fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
         &["rpc", "-C", "8", "-W", "8"],
         &["pps", "--flows", "4", "--rx-threads", "2"],
         &["pps", "--engine", "xdp", "--flows", "4"],
+        &["load", "-P", "4"],
     ];
     lines
         .iter()

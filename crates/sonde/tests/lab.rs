@@ -38,10 +38,12 @@ fn lab_runs_and_cleans_up() {
         "ping --udp",
         "rpc -C 8 -W 8",
         "pps --engine xdp",
+        "load -P 4",
+        "latency under load",
     ] {
         assert!(text.contains(m), "{m} missing: {text}");
     }
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 7);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 8);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -2,7 +2,7 @@
 //! then the headline, the latency load added to idle.
 
 use sonde_results::document::load::{LoadEnd, PhaseEnd};
-use sonde_results::{Document, LoadSpec, TestSpec, Transport};
+use sonde_results::{Document, LatencySummary, LoadSpec, Phase, TestSpec, Transport};
 
 use super::{footer, table};
 use crate::units::{bits_per_second, opt};
@@ -70,6 +70,35 @@ pub fn added_lines(l: &LoadEnd) -> String {
         ));
     }
     out.replace("+-", "-")
+}
+
+/// The lab's row: idle's P50 of both pings, then what each loaded phase added to it.
+pub(super) fn lab_row(name: &str, l: &LoadEnd, status: String) -> Vec<String> {
+    let pair = |u: Option<f64>, t: Option<f64>| {
+        let f = |v: Option<f64>| opt(v, |v| format!("{:+.0}", v / 1e3));
+        format!("{} / {}", f(u), f(t))
+    };
+    let idle = l.phase(Phase::Idle);
+    let p50 = |r: Option<LatencySummary>| r.map(|r| r.p50 as f64);
+    let mut row = vec![
+        name.to_string(),
+        pair(
+            idle.and_then(|p| p50(p.udp_rtt_ns)),
+            idle.and_then(|p| p50(p.tcp_rtt_ns)),
+        )
+        .replace('+', ""),
+    ];
+    for phase in [Phase::Upload, Phase::Download, Phase::Both] {
+        let added = |t: Transport| {
+            l.added_latency
+                .iter()
+                .find(|a| a.phase == phase && a.transport == t)
+                .map(|a| a.p50_added_ns as f64)
+        };
+        row.push(pair(added(Transport::Udp), added(Transport::Tcp)));
+    }
+    row.push(status);
+    row
 }
 
 /// Human summary of a load document.

@@ -131,9 +131,19 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "server CPU us/msg",
         "status",
     ]);
+    let mut load = table(vec![
+        "latency under load",
+        "idle p50 us (UDP / TCP)",
+        "upload: added p50 us",
+        "download: added p50 us",
+        "both: added p50 us",
+        "status",
+    ]);
     for (name, doc) in results {
         let e = &doc.end;
-        if let Some(p) = &e.packets {
+        if let Some(l) = &e.load {
+            load.add_row(load::lab_row(name, l, status(e)));
+        } else if let Some(p) = &e.packets {
             packets.add_row(vec![
                 name.clone(),
                 opt(p.sender.as_ref(), |s| {
@@ -177,7 +187,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         }
     }
     let mut out = String::new();
-    for t in [stream, rr, packets] {
+    for t in [stream, rr, packets, load] {
         if !t.is_empty() {
             out.push_str(&format!("{t}\n"));
         }
