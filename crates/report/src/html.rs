@@ -164,7 +164,7 @@ fn bar_chart(cmp: &[Comparison]) -> String {
 }
 
 /// Inline SVG must not carry its own XML declaration.
-fn strip_xml_decl(svg: String) -> String {
+pub(crate) fn strip_xml_decl(svg: String) -> String {
     match svg.find("<svg") {
         Some(i) => svg[i..].to_string(),
         None => svg,
@@ -324,6 +324,10 @@ pub fn render(r: &Report<'_>) -> String {
     o.push_str("</section><section id=\"timeseries\"><h2>Time series: sender and receiver per interval</h2>");
     for r in runs {
         let d = r.doc;
+        if d.end.load.is_some() {
+            o.push_str(&crate::load_plot::charts(&name(r), d));
+            continue;
+        }
         let pick = |f: &dyn Fn(&sonde_results::document::IntervalFigures) -> Option<f64>| -> Vec<(f64, f64)> { d.intervals.iter().filter_map(|i| Some((i.end_s, f(i)?))).collect() };
         let series: Vec<Series> = if d.test == "pps" {
             vec![

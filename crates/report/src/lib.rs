@@ -5,6 +5,7 @@ pub mod csv;
 pub mod host;
 pub mod html;
 pub mod live;
+mod load_plot;
 pub mod summary;
 pub mod units;
 

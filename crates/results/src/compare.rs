@@ -128,6 +128,9 @@ pub fn metrics(doc: &Document) -> Vec<(&'static str, f64, bool)> {
     if let Some(c) = e.client.as_ref().and_then(|c| c.cpu_us_per_message) {
         out.push(("client_cpu_us_per_message", c, false));
     }
+    if let Some(l) = &e.load {
+        out.extend(load_metrics(l));
+    }
     if let Some(p) = &e.packets {
         if let Some(r) = &p.receiver {
             out.push(("received_packets_per_second", r.packets_per_second, true));
@@ -137,6 +140,26 @@ pub fn metrics(doc: &Document) -> Vec<(&'static str, f64, bool)> {
         }
     }
     out
+}
+
+/// A load test's added P50 per loaded phase and ping: lower is better.
+fn load_metrics(l: &crate::document::load::LoadEnd) -> Vec<(&'static str, f64, bool)> {
+    use crate::spec::{Phase, Transport};
+    l.added_latency
+        .iter()
+        .filter_map(|a| {
+            let name = match (a.phase, a.transport) {
+                (Phase::Upload, Transport::Udp) => "upload_added_udp_p50_us",
+                (Phase::Upload, Transport::Tcp) => "upload_added_tcp_p50_us",
+                (Phase::Download, Transport::Udp) => "download_added_udp_p50_us",
+                (Phase::Download, Transport::Tcp) => "download_added_tcp_p50_us",
+                (Phase::Both, Transport::Udp) => "both_added_udp_p50_us",
+                (Phase::Both, Transport::Tcp) => "both_added_tcp_p50_us",
+                (Phase::Idle, _) => return None,
+            };
+            Some((name, a.p50_added_ns as f64 / 1e3, false))
+        })
+        .collect()
 }
 
 /// Compares every metric the two groups of runs share.

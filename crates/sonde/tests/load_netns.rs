@@ -44,7 +44,14 @@ fn added_latency_under_upload_is_the_shaped_queue_drain_time() {
         &agent,
         "load",
         &[
-            "--phases", "idle,upload", "-t", "3", "-P", "8", "--json", "--no-save",
+            "--phases",
+            "idle,upload",
+            "-t",
+            "3",
+            "-P",
+            "8",
+            "--json",
+            "--no-save",
         ],
     )));
     assert_eq!(doc["test"], "load");
@@ -65,7 +72,11 @@ fn added_latency_under_upload_is_the_shaped_queue_drain_time() {
             p50 / 1e6,
             drain_ns / 1e6
         );
-        assert!(err < 0.15, "{a} against {drain_ns} ns ({:.0} % off)", err * 100.0);
+        assert!(
+            err < 0.15,
+            "{a} against {drain_ns} ns ({:.0} % off)",
+            err * 100.0
+        );
     }
 }
 
@@ -83,7 +94,10 @@ fn every_phase_runs_in_order_tagged_and_stored() {
     let doc = doc_of(&run(cmd));
     assert_eq!(doc["end"]["partial"], false, "{}", doc["end"]["error"]);
     let phases = doc["end"]["load"]["phases"].as_array().unwrap();
-    let names: Vec<&str> = phases.iter().map(|p| p["phase"].as_str().unwrap()).collect();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["idle", "upload", "download", "both"]);
     let has = |p: &serde_json::Value, key: &str| p[key].as_f64().is_some_and(|v| v > 0.0);
     for p in phases {
@@ -111,7 +125,10 @@ fn every_phase_runs_in_order_tagged_and_stored() {
     assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
     for i in intervals.iter().filter(|i| i["load"]["phase"] == "upload") {
         assert!(i["load"]["udp_rtt_ns"]["p50"].as_u64().is_some(), "{i}");
-        assert!(i["load"]["upload_bits_per_second"].as_f64().is_some(), "{i}");
+        assert!(
+            i["load"]["upload_bits_per_second"].as_f64().is_some(),
+            "{i}"
+        );
     }
     let list = sonde_into(&db, &["results", "list"]);
     assert!(stdout(&list).contains("load"), "{}", stdout(&list));
