@@ -17,6 +17,8 @@ pub struct HostProbe {
     notes: Vec<String>,
     /// Other processes whose CPU is this side's too (an engine's testpmd).
     helpers: Vec<u32>,
+    /// A CPU latency limit held for as long as this side observes its host.
+    cpu_latency: Option<crate::pmqos::CpuLatencyHold>,
 }
 
 #[derive(Clone)]
@@ -64,6 +66,7 @@ impl HostProbe {
             irqs,
             notes,
             helpers: Vec::new(),
+            cpu_latency: None,
         }
     }
 
@@ -111,6 +114,18 @@ impl HostProbe {
     /// Counts `pid`'s CPU time as this side's process CPU too (a child doing its work).
     pub fn count_process(&mut self, pid: u32) {
         self.helpers.push(pid);
+    }
+
+    /// Holds the host's CPU latency limit at `us` until this probe is dropped (the test's
+    /// side ends); errors name the device when it cannot be opened (not root).
+    pub fn hold_cpu_latency(&mut self, us: u32) -> std::io::Result<()> {
+        self.cpu_latency = Some(crate::pmqos::hold(&self.root, us)?);
+        Ok(())
+    }
+
+    /// The CPU latency limit held, as recorded when it was set.
+    pub fn cpu_latency(&self) -> Option<&sonde_results::CpuLatency> {
+        self.cpu_latency.as_ref().map(|h| &h.record)
     }
 
     /// Things the reader should know about what could not be observed.

@@ -227,18 +227,7 @@ fn cpu_layout(root: &Path, cpuinfo: &str) -> CpuLayout {
             });
         }
     }
-    let mut idle_states = Vec::new();
-    for st in dirs(root, "sys/devices/system/cpu/cpu0/cpuidle")
-        .iter()
-        .filter(|d| d.starts_with("state"))
-    {
-        let base = format!("sys/devices/system/cpu/cpu0/cpuidle/{st}");
-        idle_states.push(IdleState {
-            name: text(root, &format!("{base}/name")).unwrap_or_else(|| st.clone()),
-            exit_latency_us: num(root, &format!("{base}/latency")).unwrap_or(0),
-            disabled: num::<u32>(root, &format!("{base}/disable")).unwrap_or(0) != 0,
-        });
-    }
+    let idle_states = idle_states(root);
     let field = |key: &str| {
         cpuinfo.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
@@ -333,6 +322,23 @@ fn nic(root: &Path, name: &str, irq_lines: &[interrupts::IrqLine]) -> Nic {
         gro_flush_timeout_ns: num(root, &format!("{base}/gro_flush_timeout")),
         accelerated_networking_vf: None,
     }
+}
+
+/// CPU 0's idle states (cpuidle), shallowest first, with their exit latencies.
+pub fn idle_states(root: &Path) -> Vec<IdleState> {
+    let mut out = Vec::new();
+    for st in dirs(root, "sys/devices/system/cpu/cpu0/cpuidle")
+        .iter()
+        .filter(|d| d.starts_with("state"))
+    {
+        let base = format!("sys/devices/system/cpu/cpu0/cpuidle/{st}");
+        out.push(IdleState {
+            name: text(root, &format!("{base}/name")).unwrap_or_else(|| st.clone()),
+            exit_latency_us: num(root, &format!("{base}/latency")).unwrap_or(0),
+            disabled: num::<u32>(root, &format!("{base}/disable")).unwrap_or(0) != 0,
+        });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod inventory;
 pub mod neigh;
 pub mod netdev;
 pub mod placement;
+pub mod pmqos;
 pub mod process;
 pub mod route;
 pub mod snmp;

@@ -50,6 +50,7 @@ fn side() -> SideResult {
         rr: None,
         pps: None,
         bypass: None,
+        cpu_latency: None,
     }
 }
 

@@ -13,8 +13,9 @@ pub mod stats;
 pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
-    Bypass, ConnectionResult, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
-    NicCounters, PortCounters, PpsResult, QueueCounters, Role, RrResult, SideResult, Transfer,
+    Bypass, ConnectionResult, CpuBreakdown, CpuLatency, CpuUsage, DirectionResult, HostInfo,
+    IntervalSample, NicCounters, PortCounters, PpsResult, QueueCounters, Role, RrResult,
+    SideResult, Transfer,
 };
 pub use spec::{
     Direction, DpdkSpec, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError, Stall,

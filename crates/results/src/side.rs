@@ -230,6 +230,21 @@ pub struct SideResult {
     /// Kernel-bypass engines only: how this side left the socket path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bypass: Option<Bypass>,
+    /// The CPU latency limit this side held (`--cpu-latency-us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_latency: Option<CpuLatency>,
+}
+
+/// The PM QoS CPU latency limit a side held for its test (`--cpu-latency-us`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuLatency {
+    pub requested_us: u32,
+    /// The host's limit while the test ran: the lowest of every holder's request.
+    pub in_force_us: Option<u64>,
+    /// Idle states (CPU 0's cpuidle) the limit keeps out.
+    pub excluded_idle_states: Vec<String>,
+    /// Every idle state the host has, shallowest first.
+    pub idle_states: Vec<String>,
 }
 
 /// How an AF_XDP (or other bypass) engine ran on one side.
@@ -338,6 +353,7 @@ impl SideResult {
             rr: None,
             pps: None,
             bypass: None,
+            cpu_latency: None,
         }
     }
 

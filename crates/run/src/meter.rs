@@ -135,6 +135,7 @@ impl<C: Clone> Meter<C> {
             partial,
         );
         r.engine = Some(by.engine.into());
+        r.cpu_latency = self.probe.cpu_latency().cloned();
         hostwatch::fill(&mut r, &window.start.0, &window.end.0);
         r
     }

@@ -260,6 +260,7 @@ mod tests {
                 threads: 1,
                 pinned_cpus: None,
                 bypass: None,
+                cpu_latency: None,
             },
             poll: "block".into(),
             seconds: 1.0,

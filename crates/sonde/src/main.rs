@@ -77,6 +77,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stream(a) => measure::stream(&a, command_line, &interrupt),
+        Command::Ping(a) if a.cstate_sweep => {
+            measure::cstate_sweep(&a.common, a.specs(), command_line, &interrupt)
+        }
         Command::Ping(a) => {
             measure::request_response(&a.common, a.specs(), command_line, &interrupt)
         }

@@ -144,10 +144,51 @@ pub fn request_response(
     } else {
         format!("{}\n", serde_json::to_string_pretty(&docs)?)
     };
-    let human =
-        (!out.json && docs.len() > 1).then(|| sonde_report::summary::poll_comparison(&docs));
+    let swept = docs
+        .iter()
+        .any(|d| d.start.spec.execution().cpu_latency_us.is_some());
+    let human = (!out.json && docs.len() > 1).then(|| {
+        if swept {
+            sonde_report::summary::cstate_comparison(&docs)
+        } else {
+            sonde_report::summary::poll_comparison(&docs)
+        }
+    });
     let partial = docs.iter().any(|d| d.end.partial) || docs.len() < asked;
     emit(&text, human, out, partial)
+}
+
+/// `ping --cstate-sweep`: each spec once per idle state of this host, with the CPU latency
+/// limit at that state's exit latency, then the table by deepest allowed state.
+pub fn cstate_sweep(
+    common: &RrCommon,
+    specs: Result<Vec<TestSpec>, sonde_results::SpecError>,
+    command: String,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ExitCode> {
+    let states = sonde_probe::inventory::idle_states(Path::new("/"));
+    let mut limits: Vec<u64> = states.iter().map(|s| s.exit_latency_us).collect();
+    limits.sort_unstable();
+    limits.dedup();
+    if limits.is_empty() {
+        if !common.output.quiet() {
+            println!("--cstate-sweep: this host exposes no CPU idle states (no cpuidle driver): one run, without a limit");
+        }
+        return request_response(common, specs, command, interrupt);
+    }
+    let swept = specs.map(|specs| {
+        specs
+            .iter()
+            .flat_map(|spec| {
+                limits.iter().map(|&us| {
+                    let mut s = spec.clone();
+                    s.execution_mut().cpu_latency_us = Some(us.min(i32::MAX as u64) as u32);
+                    s
+                })
+            })
+            .collect()
+    });
+    request_response(common, swept, command, interrupt)
 }
 
 /// A packet-rate test, or with `--search` the zero-loss rate search made of such tests.

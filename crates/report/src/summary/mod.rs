@@ -8,7 +8,7 @@ mod stream;
 
 pub use load::{load, load_heading};
 pub use pps::{pps, pps_heading, trial_line};
-pub use rr::{poll_comparison, rr, rr_heading};
+pub use rr::{cstate_comparison, poll_comparison, rr, rr_heading};
 pub use stream::{stream, stream_heading};
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -282,6 +282,7 @@ mod tests {
             threads: 2,
             pinned_cpus: None,
             bypass: None,
+            cpu_latency: None,
         };
         assert_eq!(bypass_line(&by), "");
         by.bypass = Some(Bypass {

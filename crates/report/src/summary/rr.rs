@@ -137,6 +137,19 @@ pub fn rr(doc: &Document) -> String {
     out.push('\n');
     for s in [&e.client, &e.server].into_iter().flatten() {
         out.push_str(&super::bypass_line(&s.by));
+        if let Some(l) = &s.by.cpu_latency {
+            out.push_str(&format!(
+                "{}: CPU latency limit {} us (in force {}), idle states kept out: {}\n",
+                s.by.measured_by.as_str(),
+                l.requested_us,
+                opt(l.in_force_us, |v| format!("{v} us")),
+                if l.excluded_idle_states.is_empty() {
+                    "none".to_string()
+                } else {
+                    l.excluded_idle_states.join(", ")
+                }
+            ));
+        }
         for n in &s.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }
@@ -172,4 +185,43 @@ pub fn poll_comparison(docs: &[Document]) -> String {
         ]);
     }
     format!("\n== receive modes compared ==\n{t}\n")
+}
+
+/// The deepest idle state a side's CPU latency limit allowed, by name.
+fn deepest_allowed(side: Option<&RrEndSide>) -> Option<String> {
+    let l = side?.by.cpu_latency.as_ref()?;
+    l.idle_states
+        .iter()
+        .rfind(|s| !l.excluded_idle_states.contains(s))
+        .cloned()
+}
+
+/// One row per CPU latency limit (`--cstate-sweep`): latency and CPU by deepest allowed
+/// idle state, as the DPDK receive-mode report tabulates it.
+pub fn cstate_comparison(docs: &[Document]) -> String {
+    let mut t = table(vec![
+        "deepest idle state allowed",
+        "limit us",
+        "mean us",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "client CPU us/msg",
+        "server CPU us/msg",
+    ]);
+    for d in docs {
+        let e = &d.end;
+        let l = e.latency_ns.as_ref();
+        t.add_row(vec![
+            deepest_allowed(e.client.as_ref()).unwrap_or_else(|| "-".into()),
+            opt(d.start.spec.execution().cpu_latency_us, |v| v.to_string()),
+            opt(l, |l| format!("{:.2}", l.mean / 1e3)),
+            opt(l, |l| us(l.p50)),
+            opt(l, |l| us(l.p99)),
+            opt(l, |l| us(l.p999)),
+            cpu_per_message(e.client.as_ref()),
+            cpu_per_message(e.server.as_ref()),
+        ]);
+    }
+    format!("\n== latency by deepest CPU idle state allowed (this host's states) ==\n{t}\n")
 }

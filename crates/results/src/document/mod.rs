@@ -112,6 +112,9 @@ pub struct MeasuredBy {
     /// A kernel-bypass engine's interface, queues, modes and program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bypass: Option<crate::Bypass>,
+    /// The PM QoS CPU latency limit this side held (`--cpu-latency-us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_latency: Option<crate::CpuLatency>,
 }
 
 /// What the host itself counted over an end side's window (its NIC, its interrupts), and
@@ -152,6 +155,7 @@ impl MeasuredBy {
             threads: side.threads,
             pinned_cpus: side.pinned_cpus.clone(),
             bypass: side.bypass.clone(),
+            cpu_latency: side.cpu_latency.clone(),
         }
     }
 }

@@ -263,6 +263,7 @@ mod tests {
             rr: None,
             pps: None,
             bypass: None,
+            cpu_latency: None,
         }
     }
 

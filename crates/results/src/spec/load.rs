@@ -133,7 +133,8 @@ impl LoadSpec {
 
     /// The ping over `transport` that runs through a phase: open loop at the ping rate,
     /// with room for a second of round trips in flight, blocking receive (a spinning ping
-    /// would take a core from the load), not pinned.
+    /// would take a core from the load), not pinned; holding the load's CPU latency limit,
+    /// so that it holds in the idle phase too.
     pub fn ping(&self, transport: Transport) -> RrSpec {
         let timing = self.load.timing();
         RrSpec {
@@ -143,6 +144,10 @@ impl LoadSpec {
             window: (self.ping_rate_per_s.ceil() as u32).clamp(8, MAX_WINDOW),
             rate_per_s: Some(self.ping_rate_per_s),
             open_loop: true,
+            execution: super::Execution {
+                cpu_latency_us: self.load.execution().cpu_latency_us,
+                ..Default::default()
+            },
             timing: super::Timing {
                 cooldown_ms: 0,
                 ..timing.clone()

@@ -181,6 +181,10 @@ pub struct Execution {
     /// The agent chooses its CPUs itself (`--server-cpus auto`), on its own host.
     #[serde(default)]
     pub server_cpus_auto: bool,
+    /// Both sides hold the PM QoS CPU latency limit at this many µs for the test
+    /// (`/dev/cpu_dma_latency`): no idle state slower to leave is entered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_latency_us: Option<u32>,
 }
 
 fn kernel_engine() -> String {
@@ -195,6 +199,7 @@ impl Default for Execution {
             client_cpus_auto: false,
             server_cpus: None,
             server_cpus_auto: false,
+            cpu_latency_us: None,
         }
     }
 }
@@ -208,6 +213,11 @@ impl Execution {
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !name {
             return refuse("--engine", format!("'{e}' is not an engine name"));
+        }
+        if let Some(us) = self.cpu_latency_us {
+            if us > i32::MAX as u32 {
+                return refuse("--cpu-latency-us", format!("{us} is above {}", i32::MAX));
+            }
         }
         for (flag, cpus) in [
             ("--cpus", &self.client_cpus),

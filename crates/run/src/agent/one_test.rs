@@ -172,6 +172,10 @@ fn open(
     peer: IpAddr,
     interrupt: &Interrupt,
 ) -> Result<Box<dyn Side>, TestError> {
+    let mut probe = HostProbe::for_peer(peer);
+    if let Err(message) = crate::controller::hold_cpu_latency(&mut probe, spec) {
+        return Err(conn.refuse(PeerError::Refused { message }));
+    }
     let endpoint = match kind.open_server(spec, local_ip) {
         Ok(e) => e,
         Err(e) => {
@@ -185,7 +189,7 @@ fn open(
         .ready(endpoint.port()?, cookie, Instant::now())?;
     conn.link.send(&mut conn.session)?;
     let conns = accept_data(conn, endpoint.listener(), cookie, peer, interrupt)?;
-    Ok(endpoint.start(conns, peer, cookie, HostProbe::for_peer(peer))?)
+    Ok(endpoint.start(conns, peer, cookie, probe)?)
 }
 
 /// Drives a started side until `Stop`, drains it and sends its results.

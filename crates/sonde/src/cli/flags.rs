@@ -64,6 +64,12 @@ pub struct ExecutionArgs {
     /// Where the agent's workers run: `auto` (chosen by the agent on its host), a list, or `none`.
     #[arg(long, default_value = "auto", value_parser = parse_cpus, value_name = "LIST")]
     pub server_cpus: CpuList,
+    /// Hold the CPU latency limit (PM QoS, /dev/cpu_dma_latency) at US microseconds on both
+    /// sides for the test: no idle state slower to leave is entered, as limiting C-states
+    /// at boot would do; lifted when the test ends. 0 keeps CPUs out of every sleep state.
+    /// Needs root on each side.
+    #[arg(long, value_name = "US")]
+    pub cpu_latency_us: Option<u32>,
 }
 
 impl ExecutionArgs {
@@ -76,6 +82,7 @@ impl ExecutionArgs {
             client_cpus_auto,
             server_cpus,
             server_cpus_auto,
+            cpu_latency_us: self.cpu_latency_us,
         }
     }
 }

@@ -42,6 +42,11 @@ pub struct PingArgs {
     /// Messages per second (each timed from its actual send); default: as fast as possible.
     #[arg(long, value_name = "N")]
     pub rate: Option<f64>,
+    /// One run per idle state of this host (cpuidle), each with the CPU latency limit at
+    /// that state's exit latency (so it is the deepest allowed), then a table of latency
+    /// and CPU per message by deepest allowed state.
+    #[arg(long, conflicts_with = "cpu_latency_us")]
+    pub cstate_sweep: bool,
 }
 
 #[derive(Args, Debug)]

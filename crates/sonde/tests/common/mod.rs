@@ -56,6 +56,17 @@ fn on_path(tool: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
+/// True when this process may hold the CPU latency limit (root, /dev/cpu_dma_latency).
+pub fn need_cpu_latency_device() -> bool {
+    let open = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency");
+    skip_unless(
+        "root and /dev/cpu_dma_latency",
+        open.err().map(|e| e.to_string()),
+    )
+}
+
 /// True when every tool is on PATH; otherwise skips naming the first one missing.
 pub fn need_tools(tools: &[&str]) -> bool {
     tools
