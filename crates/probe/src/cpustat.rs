@@ -110,6 +110,18 @@ pub fn parse(text: &str) -> Result<CpuSnapshot, String> {
     Ok(CpuSnapshot { total, per_cpu })
 }
 
+/// Each CPU's busy percent between two snapshots, by CPU number.
+pub fn per_cpu_busy(before: &CpuSnapshot, after: &CpuSnapshot) -> Vec<(usize, f64)> {
+    after
+        .per_cpu
+        .iter()
+        .filter_map(|(cpu, t)| {
+            let (_, b) = before.per_cpu.iter().find(|(c, _)| c == cpu)?;
+            Some((*cpu, t.delta(b).breakdown().busy_percent()))
+        })
+        .collect()
+}
+
 /// Host CPU use between two snapshots: the whole host and its busiest CPU.
 pub fn usage(before: &CpuSnapshot, after: &CpuSnapshot) -> CpuUsage {
     let host = after.total.delta(&before.total).breakdown();

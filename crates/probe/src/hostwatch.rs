@@ -51,6 +51,15 @@ impl HostProbe {
                 None
             }
         };
+        HostProbe::on(root, iface, notes)
+    }
+
+    /// Observes interface `iface` (none: no NIC counters) and its interrupts.
+    pub fn for_iface(iface: Option<String>) -> HostProbe {
+        HostProbe::on(PathBuf::from("/"), iface, Vec::new())
+    }
+
+    fn on(root: PathBuf, iface: Option<String>, mut notes: Vec<String>) -> HostProbe {
         let irqs = match (&iface, interrupts::read_interrupts(&root)) {
             (Some(i), Ok(lines)) => interrupts::irqs_of(&root, i, &lines),
             _ => Vec::new(),
@@ -68,6 +77,11 @@ impl HostProbe {
             helpers: Vec::new(),
             cpu_latency: None,
         }
+    }
+
+    /// The interface observed, if any.
+    pub fn iface(&self) -> Option<&str> {
+        self.iface.as_deref()
     }
 
     pub fn snapshot(&self) -> HostSnap {

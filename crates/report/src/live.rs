@@ -150,6 +150,26 @@ pub fn load_phase_line(r: &sonde_results::document::load::PhaseRun) -> String {
     out
 }
 
+/// `[  1.0-  2.0 s]  rx 9.41 Gbit/s  tx 120 Mbit/s  CPU 45 %  softirq 12 %  retrans 0`
+pub fn watch_line(i: &sonde_results::document::IntervalFigures) -> String {
+    let Some(w) = &i.watch else {
+        return String::new();
+    };
+    let rate = |v: Option<f64>| v.map_or("-".to_string(), crate::units::bits_per_second);
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} %"));
+    format!(
+        "[{:6.1}-{:6.1} s]  rx {:>13}  tx {:>13}  CPU {:>5}  softirq {:>5}  retrans {}  irqs {}",
+        i.start_s,
+        i.end_s,
+        rate(w.rx_bits_per_second),
+        rate(w.tx_bits_per_second),
+        pct(w.cpu_busy_percent),
+        pct(w.softirq_percent),
+        w.tcp_retransmits.map_or("-".to_string(), |v| v.to_string()),
+        w.interrupts.map_or("-".to_string(), |v| v.to_string()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,5 +19,5 @@ pub use side::{
 };
 pub use spec::{
     Direction, DpdkSpec, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError, Stall,
-    StreamSpec, TestSpec, Timing, Transport, KERNEL_ENGINE,
+    StreamSpec, TestSpec, Timing, Transport, WatchSpec, KERNEL_ENGINE,
 };

@@ -74,7 +74,7 @@ pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, ControllerError> {
     addrs.next().ok_or_else(|| err("no address found".into()))
 }
 
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()

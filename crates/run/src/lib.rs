@@ -14,6 +14,7 @@ pub mod schedule;
 pub mod search;
 pub mod side;
 pub mod signals;
+pub mod watch;
 
 #[cfg(test)]
 mod tests;

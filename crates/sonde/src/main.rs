@@ -88,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Pps(a) => measure::pps(&a, command_line, &interrupt),
         Command::Load(a) => measure::load(&a, command_line, &interrupt),
+        Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => stored::results_command(a),

@@ -9,7 +9,7 @@ use anyhow::Context;
 use sonde_results::{Document, IntervalSample, TestSpec};
 use sonde_run::{controller, search, signals::Interrupt};
 
-use crate::cli::{self, LoadArgs, OutputArgs, PpsArgs, RrCommon, StreamArgs, Target};
+use crate::cli::{self, LoadArgs, OutputArgs, PpsArgs, RrCommon, StreamArgs, Target, WatchArgs};
 use crate::{tune, EXIT_PARTIAL, EXIT_USAGE};
 
 /// How a command shows one interval in text.
@@ -251,6 +251,65 @@ pub fn load(a: &LoadArgs, command: String, interrupt: &Interrupt) -> anyhow::Res
     inv.keep(&doc);
     let human = (!out.quiet()).then(|| sonde_report::summary::load(&doc));
     emit(&sonde_report::json(&doc), human, out, doc.end.partial)
+}
+
+/// Runs the command with the host watched; exits with the command's code (a partial
+/// watch, cut by Ctrl-C, with EXIT_PARTIAL when the command gave none).
+pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
+    let spec = match specs_or_usage(a.spec()) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let TestSpec::Watch(w) = &spec else {
+        unreachable!("a watch command makes a watch spec")
+    };
+    let probe = match (&a.iface, a.peer) {
+        (Some(i), _) => {
+            if !Path::new("/sys/class/net").join(i).exists() {
+                eprintln!("error: invalid --iface: no interface '{i}' on this host");
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+            sonde_probe::hostwatch::HostProbe::for_iface(Some(i.clone()))
+        }
+        (None, Some(p)) => sonde_probe::hostwatch::HostProbe::for_peer(p),
+        (None, None) => sonde_probe::hostwatch::HostProbe::for_iface(None),
+    };
+    let out = &a.output;
+    let mut w = w.clone();
+    w.iface = probe.iface().map(String::from);
+    if !out.quiet() {
+        println!(
+            "sonde watch: {} (interface {}, every {:.1} s)",
+            w.command.join(" "),
+            w.iface.as_deref().unwrap_or("none"),
+            w.timing.interval_ms as f64 / 1e3
+        );
+    }
+    let mut live = |i: &sonde_results::document::IntervalFigures| {
+        if out.json_stream {
+            println!(
+                "{}",
+                serde_json::json!({ "event": "interval", "interval": i })
+            );
+        } else if !out.quiet() {
+            println!("{}", sonde_report::live::watch_line(i));
+        }
+    };
+    let (doc, status) = sonde_run::watch::watch(&w, &probe, &command, interrupt, &mut live)?;
+    save_run(&out.store, &doc);
+    if out.json_stream {
+        println!("{}", serde_json::json!({ "event": "end", "document": doc }));
+    }
+    let human = (!out.quiet()).then(|| sonde_report::summary::watch(&doc));
+    let partial = doc.end.partial;
+    emit(&sonde_report::json(&doc), human, out, false)?;
+    Ok(match status.code() {
+        Some(c) => ExitCode::from(c.clamp(0, 255) as u8),
+        None if partial => ExitCode::from(EXIT_PARTIAL),
+        None => ExitCode::from(128u8.saturating_add(
+            std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8,
+        )),
+    })
 }
 
 /// Keeps a run in the store (unless --no-save). A store that cannot be written is reported

@@ -42,7 +42,7 @@ pub fn rr_heading(spec: &TestSpec, host: &str, port: u16) -> String {
         .to_lowercase()
         .replacen("tcp", "TCP", 1)
         .replacen("udp", "UDP", 1),
-        TestSpec::Stream(_) | TestSpec::Pps(_) | TestSpec::Load(_) => String::new(),
+        _ => String::new(),
     }
 }
 

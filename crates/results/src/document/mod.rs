@@ -6,6 +6,7 @@ pub mod load;
 mod pps;
 mod rr;
 mod stream;
+pub mod watch;
 
 pub use pps::{PacketsEnd, PpsEndSide, SearchEnd, Trial};
 pub use rr::RrEndSide;
@@ -81,6 +82,9 @@ pub struct IntervalFigures {
     /// Load tests: the phase, both pings and the load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<load::LoadInterval>,
+    /// Watches: the host evidence of the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<watch::WatchInterval>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -232,6 +236,9 @@ pub struct End {
     /// Load tests: each phase, and the latency load added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<load::LoadEnd>,
+    /// Watches: the command's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<watch::WatchEnd>,
 }
 
 /// The host both ends shared, counted once.
@@ -276,7 +283,7 @@ impl End {
     }
 
     /// An end with no figure yet.
-    fn empty(partial: bool, error: Option<String>) -> End {
+    pub fn empty(partial: bool, error: Option<String>) -> End {
         End {
             partial,
             error,
@@ -299,6 +306,7 @@ impl End {
             search: None,
             one_host: None,
             load: None,
+            watch: None,
         }
     }
 
@@ -350,8 +358,9 @@ impl Document {
             TestSpec::Stream(s) => stream::build(s, &inp),
             TestSpec::Ping(r) | TestSpec::Rpc(r) => rr::build(r, &inp),
             TestSpec::Pps(p) => pps::build(p, &inp),
-            // The controller runs a load as tests of the other kinds (`load::build`).
-            TestSpec::Load(_) => Document::of(&inp, Vec::new(), End::of(&inp)),
+            // The controller runs a load as tests of the other kinds (`load::build`); a watch
+            // has no agent (`sonde_run::watch`).
+            TestSpec::Load(_) | TestSpec::Watch(_) => Document::of(&inp, Vec::new(), End::of(&inp)),
         }
     }
 
@@ -370,7 +379,7 @@ impl Document {
 
 impl IntervalFigures {
     /// An interval from `start_s` to `end_s` with no figure yet.
-    fn span(start_s: f64, end_s: f64) -> IntervalFigures {
+    pub fn span(start_s: f64, end_s: f64) -> IntervalFigures {
         IntervalFigures {
             start_s,
             end_s,
@@ -382,6 +391,7 @@ impl IntervalFigures {
             client_cpu_busy_percent: None,
             server_cpu_busy_percent: None,
             load: None,
+            watch: None,
         }
     }
 }

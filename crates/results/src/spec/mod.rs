@@ -9,11 +9,13 @@ mod load;
 mod pps;
 mod rr;
 mod stream;
+mod watch;
 
 pub use load::*;
 pub use pps::*;
 pub use rr::*;
 pub use stream::*;
+pub use watch::*;
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +44,8 @@ pub enum TestSpec {
     /// Pings through phases of load (flent's RRUL): run by the controller as concurrent
     /// tests of the kinds above.
     Load(LoadSpec),
+    /// The host evidence around any command (`sonde watch`): no test traffic, no agent.
+    Watch(WatchSpec),
 }
 
 impl TestSpec {
@@ -52,6 +56,7 @@ impl TestSpec {
             TestSpec::Rpc(_) => "rpc",
             TestSpec::Pps(_) => "pps",
             TestSpec::Load(_) => "load",
+            TestSpec::Watch(_) => "watch",
         }
     }
 
@@ -61,6 +66,7 @@ impl TestSpec {
             TestSpec::Ping(r) | TestSpec::Rpc(r) => r.validate(),
             TestSpec::Pps(p) => p.validate(),
             TestSpec::Load(l) => l.validate(),
+            TestSpec::Watch(w) => w.validate(),
         }
     }
 
@@ -74,6 +80,7 @@ impl TestSpec {
     pub fn timing(&self) -> &Timing {
         match self {
             TestSpec::Load(l) => l.load.timing(),
+            TestSpec::Watch(w) => &w.timing,
             TestSpec::Stream(s) => &s.timing,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.timing,
             TestSpec::Pps(p) => &p.timing,
@@ -84,6 +91,7 @@ impl TestSpec {
     pub fn execution(&self) -> &Execution {
         match self {
             TestSpec::Load(l) => l.load.execution(),
+            TestSpec::Watch(w) => &w.execution,
             TestSpec::Stream(s) => &s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.execution,
             TestSpec::Pps(p) => &p.execution,
@@ -93,6 +101,7 @@ impl TestSpec {
     pub fn execution_mut(&mut self) -> &mut Execution {
         match self {
             TestSpec::Load(l) => l.load.execution_mut(),
+            TestSpec::Watch(w) => &mut w.execution,
             TestSpec::Stream(s) => &mut s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &mut r.execution,
             TestSpec::Pps(p) => &mut p.execution,

@@ -7,12 +7,14 @@ mod load;
 mod pps;
 mod rr;
 mod stream;
+mod watch;
 
 pub use flags::{parse_duration_ms, parse_size, OutputArgs, StoreArgs, Target};
 pub use load::LoadArgs;
 pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs, RrCommon};
 pub use stream::StreamArgs;
+pub use watch::WatchArgs;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -49,6 +51,10 @@ pub enum Command {
     /// Latency of a UDP and a TCP ping while a load runs each way: idle, upload, download,
     /// both (flent RRUL, crusader).
     Load(LoadArgs),
+    /// Run a command and sample the host evidence of a test around it (CPU per core,
+    /// softirq, the interface's rates, drops and IRQs, TCP retransmits); its exit code is
+    /// sonde's.
+    Watch(WatchArgs),
     /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
     Host(HostArgs),
     /// Plan, apply and restore the settings tuning guides change, for a goal.
