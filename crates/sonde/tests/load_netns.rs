@@ -5,11 +5,6 @@ mod common;
 
 use common::*;
 
-fn doc_of(o: &std::process::Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// The shaper sits in a router on the upload path, with a deep byte queue. TCP keeps it
 /// nearly full (no sender-side limit holds it back, unlike a qdisc on the sender's own
 /// interface under TCP Small Queues), so every ping request waits behind a full queue:

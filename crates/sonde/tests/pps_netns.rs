@@ -5,11 +5,6 @@ mod common;
 
 use common::*;
 
-fn doc_of(o: &std::process::Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 #[test]
 fn measured_loss_equals_the_nftables_drop_counter() {
     let Some(lab) = Lab::needing(&["nft"]) else {
@@ -92,15 +87,21 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
             "--warmup",
             "0.3",
             "--batch",
-            "8",
+            "16",
             "--json",
             "--no-save",
         ];
         let mut doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
-        // A debug-build sender on a noisy shared VM can fall short of a paced rate (the
-        // search then says so: `limited_by: sender`); that measures the machine, not the
-        // shaper, so the search runs once more.
-        if doc["end"]["search"]["limited_by"] == "sender" {
+        // On a noisy shared 2-vCPU machine a paced sender's wake-ups run late by more than
+        // the pacer makes good (a batch, or 1 ms: catching up more would burst past the
+        // shaper's bucket), so it can send short (the search then says `limited_by:
+        // sender`, as CI showed at 19.5 k packets/s). That measures the machine, not the
+        // shaper: the search runs again, twice at most. Batches of 16 (a 0.8 ms sleep at
+        // 10 Mbit/s) make the late wake-ups fewer and stay within the 4 kB bucket.
+        for _ in 0..2 {
+            if doc["end"]["search"]["limited_by"] != "sender" {
+                break;
+            }
             eprintln!("{mbit} Mbit/s: the sender fell short; searching again");
             doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
         }
@@ -112,9 +113,6 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
             trials.len(),
             s["limited_by"]
         );
-        // Both rates sit well below what a debug-build sender manages on a shared 2-vCPU
-        // machine (20 Mbit/s, 39 k packets/s, fell short there), so the shaper must be what
-        // limits the search.
         assert_eq!(s["limited_by"], "loss", "{s}");
         let err = (result - shaped).abs() / shaped;
         assert!(

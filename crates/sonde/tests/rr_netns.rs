@@ -6,11 +6,6 @@ mod common;
 
 use common::*;
 
-fn doc_of(o: &std::process::Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 fn lat(doc: &serde_json::Value, q: &str) -> f64 {
     doc["end"]["latency_ns"][q]
         .as_f64()

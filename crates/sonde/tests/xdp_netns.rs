@@ -10,11 +10,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn doc_of(o: &std::process::Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 impl Lab {
     /// Whether the agent's interface has an XDP program attached (`ip link` says so).
     fn server_has_xdp(&self) -> bool {

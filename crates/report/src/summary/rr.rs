@@ -158,24 +158,30 @@ pub fn rr(doc: &Document) -> String {
     out
 }
 
-/// One row per receive mode: the latency/CPU trade-off side by side.
-pub fn poll_comparison(docs: &[Document]) -> String {
-    let mut t = table(vec![
-        "poll",
-        "messages/s",
+/// Runs side by side: the `lead` columns that tell them apart, then latency and CPU per
+/// message.
+fn compared(
+    title: &str,
+    lead: &[&str],
+    cells: impl Fn(&Document) -> Vec<String>,
+    docs: &[Document],
+) -> String {
+    let tail = [
+        "mean us",
         "p50 us",
         "p99 us",
         "p99.9 us",
         "max us",
         "client CPU us/msg",
         "server CPU us/msg",
-    ]);
+    ];
+    let mut t = table(lead.iter().chain(&tail).copied().collect::<Vec<_>>());
     for d in docs {
         let e = &d.end;
         let l = e.latency_ns.as_ref();
-        t.add_row(vec![
-            e.client.as_ref().map_or("-".into(), |c| c.poll.clone()),
-            opt(e.requests_per_second, |r| format!("{r:.0}")),
+        let mut row = cells(d);
+        row.extend([
+            opt(l, |l| format!("{:.2}", l.mean / 1e3)),
             opt(l, |l| us(l.p50)),
             opt(l, |l| us(l.p99)),
             opt(l, |l| us(l.p999)),
@@ -183,8 +189,26 @@ pub fn poll_comparison(docs: &[Document]) -> String {
             cpu_per_message(e.client.as_ref()),
             cpu_per_message(e.server.as_ref()),
         ]);
+        t.add_row(row);
     }
-    format!("\n== receive modes compared ==\n{t}\n")
+    format!("\n== {title} ==\n{t}\n")
+}
+
+/// One row per receive mode: the latency/CPU trade-off side by side.
+pub fn poll_comparison(docs: &[Document]) -> String {
+    let cells = |d: &Document| {
+        let e = &d.end;
+        vec![
+            e.client.as_ref().map_or("-".into(), |c| c.poll.clone()),
+            opt(e.requests_per_second, |r| format!("{r:.0}")),
+        ]
+    };
+    compared(
+        "receive modes compared",
+        &["poll", "messages/s"],
+        cells,
+        docs,
+    )
 }
 
 /// The deepest idle state a side's CPU latency limit allowed, by name.
@@ -199,29 +223,16 @@ fn deepest_allowed(side: Option<&RrEndSide>) -> Option<String> {
 /// One row per CPU latency limit (`--cstate-sweep`): latency and CPU by deepest allowed
 /// idle state, as the DPDK receive-mode report tabulates it.
 pub fn cstate_comparison(docs: &[Document]) -> String {
-    let mut t = table(vec![
-        "deepest idle state allowed",
-        "limit us",
-        "mean us",
-        "p50 us",
-        "p99 us",
-        "p99.9 us",
-        "client CPU us/msg",
-        "server CPU us/msg",
-    ]);
-    for d in docs {
-        let e = &d.end;
-        let l = e.latency_ns.as_ref();
-        t.add_row(vec![
-            deepest_allowed(e.client.as_ref()).unwrap_or_else(|| "-".into()),
+    let cells = |d: &Document| {
+        vec![
+            deepest_allowed(d.end.client.as_ref()).unwrap_or_else(|| "-".into()),
             opt(d.start.spec.execution().cpu_latency_us, |v| v.to_string()),
-            opt(l, |l| format!("{:.2}", l.mean / 1e3)),
-            opt(l, |l| us(l.p50)),
-            opt(l, |l| us(l.p99)),
-            opt(l, |l| us(l.p999)),
-            cpu_per_message(e.client.as_ref()),
-            cpu_per_message(e.server.as_ref()),
-        ]);
-    }
-    format!("\n== latency by deepest CPU idle state allowed (this host's states) ==\n{t}\n")
+        ]
+    };
+    compared(
+        "latency by deepest CPU idle state allowed (this host's states)",
+        &["deepest idle state allowed", "limit us"],
+        cells,
+        docs,
+    )
 }

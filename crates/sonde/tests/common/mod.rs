@@ -459,6 +459,12 @@ pub fn run(mut cmd: Command) -> Output {
     cmd.stdin(Stdio::null()).output().unwrap()
 }
 
+/// The document a successful `--json` run printed; fails with its output otherwise.
+pub fn doc_of(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
