@@ -127,7 +127,27 @@ fn offsets(fd: RawFd) -> io::Result<libc::xdp_mmap_offsets> {
     Ok(off)
 }
 
+/// How long a queue another socket just left may stay busy: the kernel releases a closed
+/// socket's hold on its queue in deferred work, so a socket opened right after (back-to-back
+/// tests) can see EBUSY for a moment.
+const QUEUE_RELEASE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Binds to the queue, waiting out a previous socket's deferred release.
 fn bind(fd: RawFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    let until = std::time::Instant::now() + QUEUE_RELEASE;
+    loop {
+        match bind_once(fd, ifindex, queue, flags) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
+fn bind_once(fd: RawFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
     // SAFETY: plain old data.
     let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
     sa.sxdp_family = libc::AF_XDP as u16;
