@@ -126,18 +126,16 @@ pub fn load_phase_line(r: &sonde_results::document::load::PhaseRun) -> String {
             .and_then(|d| d.end.latency_ns)
             .map_or("-".to_string(), |l| format!("{:.1} us", l.p50 as f64 / 1e3))
     };
-    let (mut up, mut down) = ("-".to_string(), "-".to_string());
-    if let Some(d) = &r.load {
-        let e = &d.end;
-        let reverse = e.reverse.as_ref().and_then(|r| r.receiver.as_ref());
-        for s in e.stream_receiver().into_iter().chain(reverse) {
-            let rate = crate::units::bits_per_second(s.bits_per_second);
-            match s.by.measured_by {
-                sonde_results::Role::Server => up = rate,
-                sonde_results::Role::Client => down = rate,
-            }
-        }
-    }
+    let f = r
+        .load
+        .as_ref()
+        .map(sonde_results::document::load::end_load)
+        .unwrap_or_default();
+    let rate = |v: Option<f64>| v.map_or("-".to_string(), crate::units::bits_per_second);
+    let (up, down) = (
+        rate(f.upload_bits_per_second),
+        rate(f.download_bits_per_second),
+    );
     let mut out = format!(
         "{:<9} UDP p50 {:>10}  TCP p50 {:>10}  up {up:>12}  down {down:>12}",
         r.phase.as_str(),

@@ -121,7 +121,7 @@ pub fn run_test(
     let kind = kind::of(&req.spec).expect("check_engine refuses a spec without a kind");
     let mut spec = req.spec.clone();
     let mut probe = HostProbe::for_peer(addr.ip());
-    hold_cpu_latency(&mut probe, &spec).map_err(OpenError::Refused)?;
+    kind::hold_cpu_latency(&mut probe, &spec).map_err(OpenError::Refused)?;
     kind.prepare(&mut spec, addr, &probe)?;
     kind::place(&mut spec, Role::Client);
     let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
@@ -155,17 +155,6 @@ pub fn run_test(
             started_at,
         },
     ))
-}
-
-/// Holds `--cpu-latency-us` on this side's host for as long as `probe` lives (the test);
-/// the error names the flag and the device.
-pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), String> {
-    let Some(us) = spec.execution().cpu_latency_us else {
-        return Ok(());
-    };
-    probe.hold_cpu_latency(us).map_err(|e| {
-        format!("--cpu-latency-us: cannot hold the CPU latency limit ({e}; it needs root)")
-    })
 }
 
 /// What the document records about the run besides the measurements.

@@ -75,26 +75,26 @@ fn run_phase(
     });
     let mut errors = Vec::new();
     let mut first = None;
-    let mut docs = Vec::new();
-    for ((what, _), r) in tests.iter().zip(results) {
-        docs.push(match r {
-            Some(Ok(d)) => Some(d),
-            Some(Err(e)) => {
-                errors.push(format!("{} phase, {what}: {e}", phase.as_str()));
-                first.get_or_insert(e);
-                None
-            }
-            None => None,
-        });
-    }
-    let mut docs = docs.into_iter();
-    let mut next = || docs.next().flatten();
+    let mut docs = tests.iter().zip(results).map(|((what, _), r)| match r? {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errors.push(format!("{} phase, {what}: {e}", phase.as_str()));
+            first.get_or_insert(e);
+            None
+        }
+    });
+    let (udp, tcp, load) = (
+        docs.next().flatten(),
+        docs.next().flatten(),
+        docs.next().flatten(),
+    );
+    drop(docs);
     let r = PhaseRun {
         phase,
         offset_s,
-        udp: next(),
-        tcp: next(),
-        load: next(),
+        udp,
+        tcp,
+        load,
         errors,
     };
     (r, first)

@@ -63,13 +63,13 @@ pub fn added_lines(l: &LoadEnd) -> String {
             Transport::Tcp => "TCP",
         };
         out.push_str(&format!(
-            "{:<8} {t} ping: +{:.1} us at P50, +{:.1} us at P99 over idle\n",
+            "{:<8} {t} ping: {:+.1} us at P50, {:+.1} us at P99 over idle\n",
             a.phase.as_str(),
             a.p50_added_ns as f64 / 1e3,
             a.p99_added_ns as f64 / 1e3,
         ));
     }
-    out.replace("+-", "-")
+    out
 }
 
 /// The lab's row: idle's P50 of both pings, then what each loaded phase added to it.

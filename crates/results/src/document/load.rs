@@ -194,7 +194,8 @@ fn classify(
     }
 }
 
-fn end_load(d: &Document) -> LoadFigures {
+/// The load test's throughput each way, from its document's receivers.
+pub fn end_load(d: &Document) -> LoadFigures {
     let e = &d.end;
     let mut f = LoadFigures {
         requests_per_second: e.requests_per_second,

@@ -173,7 +173,7 @@ fn open(
     interrupt: &Interrupt,
 ) -> Result<Box<dyn Side>, TestError> {
     let mut probe = HostProbe::for_peer(peer);
-    if let Err(message) = crate::controller::hold_cpu_latency(&mut probe, spec) {
+    if let Err(message) = kind::hold_cpu_latency(&mut probe, spec) {
         return Err(conn.refuse(PeerError::Refused { message }));
     }
     let endpoint = match kind.open_server(spec, local_ip) {

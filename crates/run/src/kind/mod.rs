@@ -140,6 +140,17 @@ pub fn place(spec: &mut TestSpec, role: Role) {
     *cpus = sonde_probe::placement::choose(&inv, &allowed, workers, end);
 }
 
+/// Holds `--cpu-latency-us` on this side's host for as long as `probe` lives (the test);
+/// the error names the flag and the device.
+pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), String> {
+    let Some(us) = spec.execution().cpu_latency_us else {
+        return Ok(());
+    };
+    probe.hold_cpu_latency(us).map_err(|e| {
+        format!("--cpu-latency-us: cannot hold the CPU latency limit ({e}; it needs root)")
+    })
+}
+
 /// What a spec asks of an agent, set against its limits (besides its length).
 pub struct Demand {
     /// Connections or flows.
