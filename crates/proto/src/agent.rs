@@ -14,7 +14,7 @@ use sonde_results::{IntervalSample, SideResult, TestSpec};
 use crate::auth::{Key, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
 use crate::frame::encode;
-use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION};
 use crate::session::{Machine, Wire};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -24,8 +24,12 @@ pub enum AgentEvent {
         software: String,
         command: String,
     },
-    /// Validate and prepare, then call `ready()` or `refuse()`.
-    Setup(TestSpec),
+    /// Validate and prepare, then call `ready()` or `refuse()`. `third_party`: this
+    /// agent's part in a test between two agents.
+    Setup {
+        spec: TestSpec,
+        third_party: Option<ThirdParty>,
+    },
     Start,
     Stop,
 }
@@ -144,6 +148,12 @@ impl AgentSession {
         self.queue(&Message::Interval { sample })
     }
 
+    /// Client part of a third-party test: this side has drained; the controller may stop.
+    pub fn send_drained(&mut self) -> Result<(), ProtoError> {
+        self.allow(self.state == State::Running, "say drained")?;
+        self.queue(&Message::Drained)
+    }
+
     pub fn send_results(&mut self, side: SideResult) -> Result<(), ProtoError> {
         self.allow(self.state == State::Finishing, "send results")?;
         self.queue(&Message::Results {
@@ -241,9 +251,11 @@ impl Machine for AgentSession {
                 self.end_with(PeerError::AuthRequired);
                 Err(ProtoError::Peer(PeerError::AuthRequired))
             }
-            (State::AwaitSetup, Message::Setup { spec }) => {
+            (State::AwaitSetup, Message::Setup { spec, third_party }) => {
                 self.test_length = Duration::from_millis(spec.timing().total_ms());
-                self.wire.events.push_back(AgentEvent::Setup(spec));
+                self.wire
+                    .events
+                    .push_back(AgentEvent::Setup { spec, third_party });
                 self.state = State::Configuring;
                 self.wire.deadline = None;
                 Ok(())

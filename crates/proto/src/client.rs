@@ -14,7 +14,7 @@ use sonde_results::{IntervalSample, SideResult, TestSpec};
 use crate::auth::Key;
 use crate::error::{PeerError, ProtoError};
 use crate::frame::encode;
-use crate::message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 use crate::session::{Machine, Wire};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +29,8 @@ pub enum ClientEvent {
         cookie: u64,
     },
     Interval(IntervalSample),
+    /// A client-part agent's side has drained (third-party tests).
+    Drained,
     Results(Box<SideResult>),
 }
 
@@ -61,6 +63,7 @@ pub struct ClientSession {
     state: State,
     spec: TestSpec,
     key: Option<Key>,
+    third_party: Option<ThirdParty>,
     timeouts: Timeouts,
     wire: Wire<ClientEvent>,
 }
@@ -78,6 +81,7 @@ impl ClientSession {
             state: State::AwaitWelcome,
             spec,
             key: None,
+            third_party: None,
             timeouts,
             wire: Wire::new(Some(now + timeouts.handshake)),
         };
@@ -93,6 +97,13 @@ impl ClientSession {
     /// Answers the agent's challenge, if it sends one, with `key`.
     pub fn with_key(mut self, key: Option<Key>) -> Self {
         self.key = key;
+        self
+    }
+
+    /// Gives the agent its part in a test between two agents; it must announce
+    /// [`THIRD_PARTY`].
+    pub fn with_third_party(mut self, part: ThirdParty) -> Self {
+        self.third_party = Some(part);
         self
     }
 
@@ -203,6 +214,11 @@ impl Machine for ClientSession {
                 if !capabilities.contains(&test) {
                     return self.fail(ProtoError::Peer(PeerError::Unsupported { test }));
                 }
+                if self.third_party.is_some() && !capabilities.iter().any(|c| c == THIRD_PARTY) {
+                    return self.fail(ProtoError::Peer(PeerError::Unsupported {
+                        test: THIRD_PARTY.into(),
+                    }));
+                }
                 if let Some(c) = challenge {
                     let Some(key) = &self.key else {
                         return self.fail(ProtoError::Peer(PeerError::AuthRequired));
@@ -220,6 +236,7 @@ impl Machine for ClientSession {
                     .push_back(ClientEvent::Welcome { software, command });
                 let setup = Message::Setup {
                     spec: self.spec.clone(),
+                    third_party: self.third_party.clone(),
                 };
                 self.queue(&setup);
                 self.state = State::AwaitReady;
@@ -247,6 +264,10 @@ impl Machine for ClientSession {
                     };
                     self.wire.deadline = Some(now + quiet + self.liveness(self.interval()));
                 }
+                Ok(())
+            }
+            (State::Running | State::AwaitResults, Message::Drained) => {
+                self.wire.events.push_back(ClientEvent::Drained);
                 Ok(())
             }
             (State::AwaitResults, Message::Results { side }) => {

@@ -22,5 +22,5 @@ pub use client::{ClientEvent, ClientSession};
 pub use data_header::{DataHeader, DataHeaderError, DATA_HEADER_BYTES};
 pub use error::{PeerError, ProtoError};
 pub use frame::{encode, FrameDecoder, MAX_FRAME_BYTES};
-pub use message::{Message, Timeouts, MAGIC, PROTOCOL_VERSION};
+pub use message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 pub use session::Session;

@@ -1,5 +1,6 @@
 //! The messages of the control protocol and its constants.
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,9 @@ pub enum Message {
     },
     Setup {
         spec: TestSpec,
+        /// Present in a test between two agents (`--from A --to B`): this agent's part.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        third_party: Option<ThirdParty>,
     },
     /// The agent listens for data connections; each starts with `cookie`.
     Ready {
@@ -52,6 +56,9 @@ pub enum Message {
     Interval {
         sample: IntervalSample,
     },
+    /// Client-role agent → controller: its schedule has run out and every worker ended
+    /// (what the controller waits for before it says `Stop` to the serving agent).
+    Drained,
     /// Controller → agent: the controller's part is over; send your results.
     Stop,
     Results {
@@ -72,11 +79,27 @@ impl Message {
             Message::Ready { .. } => "Ready",
             Message::Start => "Start",
             Message::Interval { .. } => "Interval",
+            Message::Drained => "Drained",
             Message::Stop => "Stop",
             Message::Results { .. } => "Results",
             Message::Error { .. } => "Error",
         }
     }
+}
+
+/// The capability an agent announces when it can take either part of a test between two
+/// agents; a controller asks for a third-party test only from agents that announce it.
+pub const THIRD_PARTY: &str = "third-party";
+
+/// An agent's part in a test the controller is not an end of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "part", rename_all = "snake_case")]
+pub enum ThirdParty {
+    /// Run the client side against the serving agent's data port (`Ready` of that agent).
+    Client { server: SocketAddr, cookie: u64 },
+    /// Serve a client at `client` (another agent), not the controller: data connections
+    /// come from there.
+    Server { client: IpAddr },
 }
 
 /// How long each side waits for the next step before giving up.

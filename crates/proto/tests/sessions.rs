@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use sonde_proto::{
     encode, AgentEvent, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message, PeerError,
-    ProtoError, Session, Timeouts, MAX_FRAME_BYTES,
+    ProtoError, Session, ThirdParty, Timeouts, MAX_FRAME_BYTES, THIRD_PARTY,
 };
 use sonde_results::{Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
 
@@ -85,7 +85,24 @@ fn all_messages() -> Vec<Message> {
             capabilities: vec!["stream".into()],
             challenge: None,
         },
-        Message::Setup { spec: spec() },
+        Message::Setup {
+            spec: spec(),
+            third_party: None,
+        },
+        Message::Setup {
+            spec: spec(),
+            third_party: Some(ThirdParty::Client {
+                server: "198.18.0.12:40000".parse().unwrap(),
+                cookie: 9,
+            }),
+        },
+        Message::Setup {
+            spec: spec(),
+            third_party: Some(ThirdParty::Server {
+                client: "198.18.0.11".parse().unwrap(),
+            }),
+        },
+        Message::Drained,
         Message::Ready {
             data_port: 40000,
             cookie: u64::MAX,
@@ -287,7 +304,13 @@ fn full_test_scenario_with_simulated_time() {
     rc.unwrap();
     ra.unwrap();
     assert!(matches!(a.poll_event(), Some(AgentEvent::Hello { .. })));
-    assert_eq!(a.poll_event(), Some(AgentEvent::Setup(spec())));
+    assert_eq!(
+        a.poll_event(),
+        Some(AgentEvent::Setup {
+            spec: spec(),
+            third_party: None
+        })
+    );
     assert!(matches!(c.poll_event(), Some(ClientEvent::Welcome { .. })));
     a.ready(40001, 77, t0).unwrap();
     pump(&mut c, &mut a, t0).0.unwrap();
@@ -483,7 +506,13 @@ fn the_right_key_opens_the_agent() {
     rc.unwrap();
     ra.unwrap();
     assert!(matches!(a.poll_event(), Some(AgentEvent::Hello { .. })));
-    assert_eq!(a.poll_event(), Some(AgentEvent::Setup(spec())));
+    assert_eq!(
+        a.poll_event(),
+        Some(AgentEvent::Setup {
+            spec: spec(),
+            third_party: None
+        })
+    );
 }
 
 #[test]
@@ -497,7 +526,7 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
     assert_eq!(rc, Err(ProtoError::Peer(PeerError::AuthFailed)));
     assert!(a
         .poll_event()
-        .is_some_and(|e| !matches!(e, AgentEvent::Setup(_))));
+        .is_some_and(|e| !matches!(e, AgentEvent::Setup { .. })));
     assert_eq!(a.poll_event(), None, "no Setup reaches the agent");
 
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
@@ -510,7 +539,14 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
     // A controller that skips Auth and sends Setup is refused, not set up.
     let mut a = keyed_agent(t0);
     a.handle_bytes(&hello("netsonde", 1), t0).unwrap();
-    let r = a.handle_bytes(&encode(&Message::Setup { spec: spec() }).unwrap(), t0);
+    let r = a.handle_bytes(
+        &encode(&Message::Setup {
+            spec: spec(),
+            third_party: None,
+        })
+        .unwrap(),
+        t0,
+    );
     assert_eq!(r, Err(ProtoError::Peer(PeerError::AuthRequired)));
     assert!(a.is_done());
 }
@@ -534,4 +570,52 @@ fn the_quiet_after_the_last_interval_is_not_silence() {
         c.handle_timeout(last + Duration::from_millis(5700)),
         Err(ProtoError::Timeout(_))
     ));
+}
+
+#[test]
+fn a_third_party_part_reaches_the_agent_and_its_drained_reaches_the_controller() {
+    let t0 = Instant::now();
+    let part = ThirdParty::Client {
+        server: "198.18.0.12:40000".parse().unwrap(),
+        cookie: 5,
+    };
+    let client = |now| {
+        ClientSession::new(spec(), "s", "c", Timeouts::default(), now)
+            .with_third_party(part.clone())
+    };
+    // An agent that does not announce the capability is not asked.
+    let mut c = client(t0);
+    let mut old = AgentSession::new("s", "serve", &["stream"], Timeouts::default(), t0);
+    let (rc, _) = pump(&mut c, &mut old, t0);
+    assert!(
+        matches!(rc, Err(ProtoError::Peer(PeerError::Unsupported { ref test })) if test == THIRD_PARTY),
+        "{rc:?}"
+    );
+    let mut c = client(t0);
+    let mut a = AgentSession::new(
+        "s",
+        "serve",
+        &["stream", THIRD_PARTY],
+        Timeouts::default(),
+        t0,
+    );
+    pump(&mut c, &mut a, t0).0.unwrap();
+    a.poll_event();
+    assert_eq!(
+        a.poll_event(),
+        Some(AgentEvent::Setup {
+            spec: spec(),
+            third_party: Some(part.clone())
+        })
+    );
+    // Only a running test drains.
+    assert!(a.send_drained().is_err());
+    a.ready(0, 0, t0).unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    c.start(t0).unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    a.send_drained().unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+    assert!(events.contains(&ClientEvent::Drained), "{events:?}");
 }

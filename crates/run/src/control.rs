@@ -60,6 +60,11 @@ impl Link {
         }
     }
 
+    /// The connection's descriptor, for a `poll` set.
+    pub fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
     /// Writes every frame the session queued.
     pub fn send(&mut self, session: &mut impl Session) -> io::Result<()> {
         self.flush(|| session.poll_transmit())

@@ -53,8 +53,10 @@ pub struct TestRequest {
     pub spec: TestSpec,
     /// The exact command line, for the record.
     pub command: String,
-    /// The agent's pre-shared key, when it requires one.
+    /// The agent's pre-shared key, when it requires one (both agents' with `from`).
     pub key: Option<sonde_proto::Key>,
+    /// A test between two agents: this one runs the client side against `host`.
+    pub from: Option<String>,
 }
 
 /// What the live display gets: interval `index` as each side measured it.
@@ -115,6 +117,9 @@ pub fn run_test(
     interrupt: &Interrupt,
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, ControllerError> {
+    if let Some(from) = &req.from {
+        return crate::third_party::run_between(req, from, interrupt, live);
+    }
     let addr = resolve(&req.host, req.port)?;
     let started_at = now_rfc3339();
     kind::check_engine(&req.spec).map_err(|e| OpenError::Refused(e.to_string()))?;
@@ -153,6 +158,7 @@ pub fn run_test(
             spec: &spec,
             command: &req.command,
             started_at,
+            client_agent: None,
         },
     ))
 }
@@ -162,6 +168,47 @@ pub struct Record<'a> {
     pub spec: &'a TestSpec,
     pub command: &'a str,
     pub started_at: String,
+    /// A test between two agents: the one that ran the client side.
+    pub client_agent: Option<sonde_results::document::ClientAgent>,
+}
+
+/// What a handshake learnt: the agent's command line, its data port and the cookie.
+pub struct Handshake {
+    pub command: Option<String>,
+    pub data_port: u16,
+    pub cookie: u64,
+}
+
+/// Hello to Ready over `link`.
+pub fn handshake(
+    link: &mut Link,
+    session: &mut ClientSession,
+    addr: SocketAddr,
+    interrupt: &Interrupt,
+) -> Result<Handshake, ControllerError> {
+    let mut command = None;
+    loop {
+        link.send(session)
+            .map_err(|source| ControllerError::Io { addr, source })?;
+        if interrupt.is_set() {
+            return Err(ControllerError::Interrupted);
+        }
+        link.step(session, None, None)
+            .map_err(|source| ControllerError::Protocol { addr, source })?;
+        while let Some(ev) = session.poll_event() {
+            match ev {
+                ClientEvent::Welcome { command: c, .. } => command = Some(c),
+                ClientEvent::Ready { data_port, cookie } => {
+                    return Ok(Handshake {
+                        command,
+                        data_port,
+                        cookie,
+                    })
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// The controller's end of a test: its session, what the agent sent, and the display.
@@ -201,27 +248,9 @@ impl<'a> Running<'a> {
         link: &mut Link,
         interrupt: &Interrupt,
     ) -> Result<(u16, u64), ControllerError> {
-        let addr = self.addr;
-        loop {
-            link.send(&mut self.session)
-                .map_err(|source| ControllerError::Io { addr, source })?;
-            if interrupt.is_set() {
-                return Err(ControllerError::Interrupted);
-            }
-            link.step(&mut self.session, None, None)
-                .map_err(|source| ControllerError::Protocol { addr, source })?;
-            let mut ready = None;
-            while let Some(ev) = self.session.poll_event() {
-                match ev {
-                    ClientEvent::Welcome { command, .. } => self.server_command = Some(command),
-                    ClientEvent::Ready { data_port, cookie } => ready = Some((data_port, cookie)),
-                    _ => {}
-                }
-            }
-            if let Some(r) = ready {
-                return Ok(r);
-            }
-        }
+        let h = handshake(link, &mut self.session, self.addr, interrupt)?;
+        self.server_command = h.command;
+        Ok((h.data_port, h.cookie))
     }
 
     /// Sends `Start`: the data endpoints are open, the workers start next.
@@ -255,7 +284,7 @@ impl<'a> Running<'a> {
         self.pairing.show(self.live, true);
         drop(link);
         let client = side.into_result(self.error.is_some());
-        Document::build(Inputs {
+        let mut doc = Document::build(Inputs {
             spec: record.spec,
             command: record.command.to_string(),
             server_command: self.server_command,
@@ -267,7 +296,10 @@ impl<'a> Running<'a> {
             client_intervals: &self.pairing.client,
             server_intervals: &self.pairing.server,
             error: self.error,
-        })
+            client_agent: record.client_agent,
+        });
+        doc.start.finished_at = Some(now_rfc3339());
+        doc
     }
 }
 
@@ -288,6 +320,9 @@ impl End for Running<'_> {
     fn on_turn(&mut self, side: &mut dyn Side, now: Instant) -> Result<(), Cut> {
         if self.stop_sent {
             return Ok(());
+        }
+        if let Some(fault) = side.fault() {
+            self.error.get_or_insert(fault);
         }
         let drained = side.is_draining() && side.all_done();
         let overdue = now > side.planned_end() + DRAIN;

@@ -61,7 +61,7 @@ pub fn drive<E: End>(
         }
         end.on_turn(side, now)?;
         link.send(end.session()).map_err(Cut::Write)?;
-        let step = link.step(end.session(), side.next_deadline(), None);
+        let step = link.step(end.session(), side.next_deadline(), side.wake_fd());
         let flow = end.on_events();
         step.map_err(Cut::Session)?;
         if flow == Flow::Done {

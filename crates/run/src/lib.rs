@@ -1,4 +1,4 @@
-//! The run layer: one test between a controller and an agent, from the handshake to the
+//! The run layer: one test between a controller and an agent (or two agents), from the handshake to the
 //! result document. The controller and the agent share one control loop ([`drive`]) and
 //! talk to test kinds through one seam ([`kind`]); each kind's sides talk to their data
 //! plane through an engine trait, so that a side runs against a fake engine in tests.
@@ -14,6 +14,7 @@ pub mod schedule;
 pub mod search;
 pub mod side;
 pub mod signals;
+pub mod third_party;
 pub mod watch;
 
 #[cfg(test)]

@@ -21,6 +21,15 @@ pub trait Side {
     fn cut_interval(&mut self) -> Option<IntervalSample> {
         None
     }
+    /// A descriptor that becomes readable when the side has news (a side run by another
+    /// agent: its control connection); the control loop wakes on it too.
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Why this side is gone, if it is (another agent's side, lost).
+    fn fault(&self) -> Option<String> {
+        None
+    }
     /// Stops every worker and turns what was measured into this side's result.
     fn into_result(self: Box<Self>, partial: bool) -> SideResult;
 }

@@ -160,13 +160,19 @@ fn agent_end(stream: UnixStream, spec: StreamSpec) -> sonde_results::SideResult 
         conn.link.step(&mut conn.session, None, None).unwrap();
         while let Some(ev) = conn.session.poll_event() {
             match ev {
-                AgentEvent::Setup(_) => conn.session.ready(1, 7, Instant::now()).unwrap(),
+                AgentEvent::Setup { .. } => conn.session.ready(1, 7, Instant::now()).unwrap(),
                 AgentEvent::Start => started = true,
                 _ => {}
             }
         }
     }
-    run_started(&mut conn, fake_side(Role::Server, &spec), &interrupt).unwrap()
+    run_started(
+        &mut conn,
+        fake_side(Role::Server, &spec),
+        &interrupt,
+        Role::Server,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -200,6 +206,7 @@ fn both_ends_run_one_control_loop_to_a_document() {
             spec: &test,
             command: "controller",
             started_at: String::new(),
+            client_agent: None,
         },
     );
     let server = agent.join().unwrap();

@@ -48,7 +48,8 @@ impl<'a> Invocation<'a> {
         live: Option<LiveLine<'_>>,
     ) -> Result<Document, controller::ControllerError> {
         let req = controller::TestRequest {
-            host: self.target.host.clone(),
+            host: self.target.host().to_string(),
+            from: self.target.from.clone(),
             port: self.target.port,
             spec: spec.clone(),
             command: self.command.clone(),
@@ -98,7 +99,7 @@ pub fn stream(a: &StreamArgs, command: String, interrupt: &Interrupt) -> anyhow:
     };
     let _tuned = tuned(a.output.tune, a.output.json)?;
     let inv = Invocation::new(&a.target, &a.output, command, interrupt)?;
-    inv.say(|| sonde_report::summary::stream_heading(s, &a.target.host, a.target.port));
+    inv.say(|| sonde_report::summary::stream_heading(s, &a.target.path()));
     let direction = s.direction;
     let line = |c: Option<&IntervalSample>, sv: Option<&IntervalSample>| {
         sonde_report::live::line(direction, c, sv)
@@ -130,7 +131,7 @@ pub fn request_response(
             break;
         }
         let t = &common.target;
-        inv.say(|| sonde_report::summary::rr_heading(&spec, &t.host, t.port));
+        inv.say(|| sonde_report::summary::rr_heading(&spec, &t.path()));
         let doc = inv.run(&spec, Some(&sonde_report::live::rr_line))?;
         inv.keep(&doc);
         if !out.quiet() {
@@ -200,8 +201,8 @@ pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
     let out = &a.output;
     let _tuned = tuned(out.tune, out.json)?;
     let inv = Invocation::new(&a.target, out, command, interrupt)?;
-    let (host, port) = (&a.target.host, a.target.port);
-    inv.say(|| sonde_report::summary::pps_heading(&spec, host, port, a.search.search));
+    let target = a.target.path();
+    inv.say(|| sonde_report::summary::pps_heading(&spec, &target, a.search.search));
     let doc = if a.search.search {
         let params = search::SearchParams {
             max_loss_percent: a.search.max_loss,
@@ -242,7 +243,7 @@ pub fn load(a: &LoadArgs, command: String, interrupt: &Interrupt) -> anyhow::Res
     let out = &a.output;
     let _tuned = tuned(out.tune, out.json)?;
     let inv = Invocation::new(&a.target, out, command, interrupt)?;
-    inv.say(|| sonde_report::summary::load_heading(l, &a.target.host, a.target.port));
+    inv.say(|| sonde_report::summary::load_heading(l, &a.target.path()));
     let run = |s: &TestSpec| inv.run(s, None);
     let mut done = |r: &sonde_results::document::load::PhaseRun| {
         inv.say(|| sonde_report::live::load_phase_line(r));

@@ -24,6 +24,7 @@ fn doc(command: &str) -> Document {
         client_intervals: &[],
         server_intervals: &[],
         error: None,
+        client_agent: None,
     })
 }
 

@@ -8,7 +8,7 @@ use super::{footer, table};
 use crate::units::{bits_per_second, opt};
 
 /// The line printed before a load test starts.
-pub fn load_heading(spec: &LoadSpec, host: &str, port: u16) -> String {
+pub fn load_heading(spec: &LoadSpec, target: &str) -> String {
     let t = spec.load.timing();
     let phases: Vec<&str> = spec.phases.iter().map(|p| p.as_str()).collect();
     let load = match spec.load.as_ref() {
@@ -20,7 +20,7 @@ pub fn load_heading(spec: &LoadSpec, host: &str, port: u16) -> String {
         other => other.name().to_string(),
     };
     format!(
-        "sonde load to {host}:{port}: phases {}, {:.1} s each (+{:.1} s warm-up); UDP and TCP ping at {} /s each, {} B; load: {load}",
+        "sonde load {target}: phases {}, {:.1} s each (+{:.1} s warm-up); UDP and TCP ping at {} /s each, {} B; load: {load}",
         phases.join(", "),
         t.duration_ms as f64 / 1e3,
         t.warmup_ms as f64 / 1e3,

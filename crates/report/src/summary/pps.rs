@@ -6,9 +6,9 @@ use sonde_results::Document;
 use super::{footer, table};
 use crate::units::{bits_per_second, opt};
 
-pub fn pps_heading(spec: &sonde_results::PpsSpec, host: &str, port: u16, search: bool) -> String {
+pub fn pps_heading(spec: &sonde_results::PpsSpec, target: &str, search: bool) -> String {
     format!(
-        "sonde pps to {host}:{port}: {} B packets on the wire ({} B UDP payload), {} flow(s), {} tx / {} rx thread(s), batch {}, {}{}",
+        "sonde pps {target}: {} B packets on the wire ({} B UDP payload), {} flow(s), {} tx / {} rx thread(s), batch {}, {}{}",
         spec.size_bytes,
         spec.payload_bytes(),
         spec.flows,

@@ -19,10 +19,10 @@ pub(super) fn cpu_per_message(side: Option<&RrEndSide>) -> String {
     })
 }
 
-pub fn rr_heading(spec: &TestSpec, host: &str, port: u16) -> String {
+pub fn rr_heading(spec: &TestSpec, target: &str) -> String {
     match spec {
         TestSpec::Ping(r) | TestSpec::Rpc(r) => format!(
-            "sonde {} to {host}:{port}: {:?}, {} connection(s) x {} in flight, {} B requests / {} B responses, {}{}, poll {}, {:.1} s measured (+{:.1} s warm-up)",
+            "sonde {} {target}: {:?}, {} connection(s) x {} in flight, {} B requests / {} B responses, {}{}, poll {}, {:.1} s measured (+{:.1} s warm-up)",
             spec.name(),
             r.transport,
             r.connections,

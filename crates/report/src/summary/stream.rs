@@ -9,10 +9,10 @@ use super::footer;
 use crate::units::{bits_per_second, bytes, opt};
 
 /// The line printed before a stream test starts.
-pub fn stream_heading(spec: &StreamSpec, host: &str, port: u16) -> String {
+pub fn stream_heading(spec: &StreamSpec, target: &str) -> String {
     let t = &spec.timing;
     format!(
-        "sonde stream to {host}:{port}: {}, {} connection(s), {:.1} s measured (+{:.1} s warm-up, {:.1} s cool-down)",
+        "sonde stream {target}: {}, {} connection(s), {:.1} s measured (+{:.1} s warm-up, {:.1} s cool-down)",
         spec.direction.as_str(),
         spec.connections,
         t.duration_ms as f64 / 1e3,

@@ -44,6 +44,42 @@ pub struct Start {
     /// RFC 3339, UTC.
     pub started_at: String,
     pub software: String,
+    /// When the controller built the document, RFC 3339, UTC (what `sonde fleet` checks
+    /// hosts' overlap by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// A test between two agents: the agent that ran the client side (the controller's
+    /// host sent no test traffic; `command` is the controller's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_agent: Option<ClientAgent>,
+    /// A test run by `sonde fleet`: which pair of which fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetPair>,
+}
+
+/// The agent that ran a third-party test's client side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientAgent {
+    /// As the controller reached it.
+    pub address: String,
+    /// Its exact command line, as it reported it.
+    pub command: Option<String>,
+}
+
+/// A fleet test's place in its fleet: the pair, each end's labels, the round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FleetPair {
+    /// The fleet file's `name`.
+    pub fleet: String,
+    /// The agent that sent (ran the client side), by its name in the fleet.
+    pub source: String,
+    pub destination: String,
+    #[serde(default)]
+    pub source_labels: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub destination_labels: std::collections::BTreeMap<String, String>,
+    /// The scheduler's round, from 1.
+    pub round: u32,
 }
 
 /// One side's view of one interval of one direction.
@@ -264,6 +300,8 @@ pub struct Inputs<'a> {
     pub client_intervals: &'a [IntervalSample],
     pub server_intervals: &'a [IntervalSample],
     pub error: Option<String>,
+    /// A test between two agents: the one that ran the client side.
+    pub client_agent: Option<ClientAgent>,
 }
 
 impl End {
@@ -434,6 +472,9 @@ fn start(inp: &Inputs<'_>) -> Start {
         server_address: inp.server_address.clone(),
         started_at: inp.started_at.clone(),
         software: inp.software.clone(),
+        finished_at: None,
+        client_agent: inp.client_agent.clone(),
+        fleet: None,
     }
 }
 

@@ -280,6 +280,7 @@ mod tests {
             client_intervals: &[],
             server_intervals: &[],
             error: None,
+            client_agent: None,
         }
     }
 

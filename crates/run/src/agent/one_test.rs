@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::{
-    AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Session, Timeouts,
+    AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Session, ThirdParty, Timeouts,
     CHALLENGE_BYTES, DATA_HEADER_BYTES,
 };
 use sonde_results::{IntervalSample, Role, TestSpec};
@@ -73,17 +73,33 @@ pub(super) fn run(
         session: new_session(shared),
         link: Link::new(control)?,
     };
-    let spec = handshake(&mut conn, peer, shared)?;
-    let (_slot, spec, kind) = admit(&mut conn, spec, shared)?;
-    let side = open(
-        &mut conn,
-        kind,
-        &spec,
-        local_ip,
-        peer.ip(),
-        &shared.interrupt,
-    )?;
-    let result = run_started(&mut conn, side, &shared.interrupt)?;
+    let (spec, part) = handshake(&mut conn, peer, shared)?;
+    let role = match part {
+        Some(ThirdParty::Client { .. }) => Role::Client,
+        _ => Role::Server,
+    };
+    let (_slot, mut spec, kind) = admit(&mut conn, spec, shared, role)?;
+    let side = match part {
+        Some(ThirdParty::Client { server, cookie }) => {
+            let to = kind::DataPort {
+                addr: server,
+                cookie,
+            };
+            open_client_part(&mut conn, kind, &mut spec, to, &shared.interrupt)?
+        }
+        Some(ThirdParty::Server { client }) => {
+            open(&mut conn, kind, &spec, local_ip, client, &shared.interrupt)?
+        }
+        None => open(
+            &mut conn,
+            kind,
+            &spec,
+            local_ip,
+            peer.ip(),
+            &shared.interrupt,
+        )?,
+    };
+    let result = run_started(&mut conn, side, &shared.interrupt, role)?;
     Ok(kind.summary(&spec, &result))
 }
 
@@ -106,8 +122,13 @@ fn new_session(shared: &Shared) -> AgentSession {
     }
 }
 
-/// Hello to Setup; counted as pending until it ends, one way or the other.
-fn handshake(conn: &mut Conn, peer: SocketAddr, shared: &Shared) -> Result<TestSpec, TestError> {
+/// Hello to Setup (the spec, and this agent's part if the controller is not an end of the
+/// test); counted as pending until it ends, one way or the other.
+fn handshake(
+    conn: &mut Conn,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> Result<(TestSpec, Option<ThirdParty>), TestError> {
     let _pending = super::Pending::new(&shared.pending);
     loop {
         conn.link.send(&mut conn.session)?;
@@ -123,7 +144,7 @@ fn handshake(conn: &mut Conn, peer: SocketAddr, shared: &Shared) -> Result<TestS
         let mut setup = None;
         while let Some(ev) = conn.session.poll_event() {
             match ev {
-                AgentEvent::Setup(s) => setup = Some(s),
+                AgentEvent::Setup { spec, third_party } => setup = Some((spec, third_party)),
                 AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software}"),
                 _ => {}
             }
@@ -135,11 +156,12 @@ fn handshake(conn: &mut Conn, peer: SocketAddr, shared: &Shared) -> Result<TestS
 }
 
 /// The test slot, the kind and engine, this agent's limits and the spec's own checks;
-/// then `--server-cpus auto` is resolved on this host.
+/// then `--server-cpus auto` (or `--cpus auto` for a client part) is resolved on this host.
 fn admit<'a>(
     conn: &mut Conn,
     mut spec: TestSpec,
     shared: &'a Shared,
+    role: Role,
 ) -> Result<(Slot<'a>, TestSpec, &'static dyn Kind), TestError> {
     let Some(slot) = shared.take_slot() else {
         return Err(conn.refuse(PeerError::Busy));
@@ -158,7 +180,7 @@ fn admit<'a>(
             reason: e.reason.clone(),
         }));
     }
-    kind::place(&mut spec, Role::Server);
+    kind::place(&mut spec, role);
     Ok((slot, spec, kind))
 }
 
@@ -192,13 +214,53 @@ fn open(
     Ok(endpoint.start(conns, peer, cookie, probe)?)
 }
 
-/// Drives a started side until `Stop`, drains it and sends its results.
+/// The client part of a test between two agents: the kind fits the spec to this host's
+/// path to the serving agent and opens the data connections to it, `Ready` says so, and
+/// the side starts at `Start`, as a controller's would.
+fn open_client_part(
+    conn: &mut Conn,
+    kind: &dyn Kind,
+    spec: &mut TestSpec,
+    to: kind::DataPort,
+    interrupt: &Interrupt,
+) -> Result<Box<dyn Side>, TestError> {
+    let mut probe = HostProbe::for_peer(to.addr.ip());
+    let refused = |conn: &mut Conn, message: String| conn.refuse(PeerError::Refused { message });
+    if let Err(message) = kind::hold_cpu_latency(&mut probe, spec) {
+        return Err(refused(conn, message));
+    }
+    if let Err(e) = kind.prepare(spec, to.addr, &probe) {
+        return Err(refused(conn, e.to_string()));
+    }
+    let opened = match kind.open_client(spec, to) {
+        Ok(o) => o,
+        Err(e) => return Err(refused(conn, format!("client part, to {}: {e}", to.addr))),
+    };
+    conn.session.ready(0, 0, Instant::now())?;
+    loop {
+        conn.link.send(&mut conn.session)?;
+        if interrupt.is_set() {
+            return Err(TestError::ShuttingDown);
+        }
+        conn.link.step(&mut conn.session, None, None)?;
+        if let Some(AgentEvent::Start) = conn.session.poll_event() {
+            return Ok(opened.start(probe)?);
+        }
+    }
+}
+
+/// Drives a started side until `Stop`, drains it and sends its results. A client part
+/// says when it has drained, as the controller's own side would decide it.
 pub fn run_started(
     conn: &mut Conn,
     mut side: Box<dyn Side>,
     interrupt: &Interrupt,
+    role: Role,
 ) -> Result<sonde_results::SideResult, TestError> {
-    let mut end = AgentEnd(&mut conn.session);
+    let mut end = AgentEnd {
+        session: &mut conn.session,
+        say_drained: role == Role::Client,
+    };
     match drive(&mut conn.link, &mut end, side.as_mut(), interrupt) {
         Ok(()) => {}
         Err(Cut::Interrupted) => {
@@ -211,9 +273,12 @@ pub fn run_started(
         Err(Cut::Local(why)) => return Err(TestError::Lost(why)),
     }
     // The controller's window ends a little before ours (it started first): what our last
-    // interval measured so far is sent rather than lost.
-    if let Some(sample) = side.cut_interval() {
-        conn.session.send_interval(sample)?;
+    // interval measured so far is sent rather than lost. A client part ends as a
+    // controller's side does, with its window.
+    if role == Role::Server {
+        if let Some(sample) = side.cut_interval() {
+            conn.session.send_interval(sample)?;
+        }
     }
     side.finish_senders();
     let until = Instant::now() + DRAIN;
@@ -226,22 +291,34 @@ pub fn run_started(
     Ok(result)
 }
 
-/// The control loop's agent end: sends each interval, ends at `Stop`.
-struct AgentEnd<'a>(&'a mut AgentSession);
+/// The control loop's agent end: sends each interval (and, for a client part, that it
+/// drained), ends at `Stop`.
+struct AgentEnd<'a> {
+    session: &'a mut AgentSession,
+    say_drained: bool,
+}
 
 impl End for AgentEnd<'_> {
     type S = AgentSession;
 
     fn session(&mut self) -> &mut AgentSession {
-        self.0
+        self.session
     }
 
     fn on_sample(&mut self, sample: IntervalSample) -> Result<(), Cut> {
-        self.0.send_interval(sample).map_err(Cut::Session)
+        self.session.send_interval(sample).map_err(Cut::Session)
+    }
+
+    fn on_turn(&mut self, side: &mut dyn Side, _now: Instant) -> Result<(), Cut> {
+        if self.say_drained && side.is_draining() && side.all_done() {
+            self.session.send_drained().map_err(Cut::Session)?;
+            self.say_drained = false;
+        }
+        Ok(())
     }
 
     fn on_events(&mut self) -> Flow {
-        match self.0.poll_event() {
+        match self.session.poll_event() {
             Some(AgentEvent::Stop) => Flow::Done,
             _ => Flow::Go,
         }

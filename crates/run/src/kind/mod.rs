@@ -76,6 +76,8 @@ pub fn test_names() -> Vec<&'static str> {
 
 /// What an agent announces in `Welcome`: each test name with each of its kind's engines
 /// ([`TestSpec::capability`]).
+/// What an agent announces: every test name with every engine, and that it takes either
+/// part of a test between two agents.
 pub fn capabilities() -> Vec<String> {
     KINDS
         .iter()
@@ -86,6 +88,7 @@ pub fn capabilities() -> Vec<String> {
                     .map(|engine| sonde_results::spec::capability(name, engine))
             })
         })
+        .chain([sonde_proto::THIRD_PARTY.to_string()])
         .collect()
 }
 

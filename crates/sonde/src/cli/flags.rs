@@ -14,13 +14,41 @@ use sonde_run::agent::DEFAULT_PORT;
 #[derive(Args, Debug, Clone)]
 pub struct Target {
     /// Host running `sonde serve`.
-    pub host: String,
+    #[arg(required_unless_present = "to", conflicts_with = "to")]
+    host: Option<String>,
+    /// Run the test between two agents: this one runs the client side (it sends, as the
+    /// controller would), against HOST or `--to`; this host sends no test traffic.
+    #[arg(long, value_name = "AGENT")]
+    pub from: Option<String>,
+    /// The serving agent (HOST), spelled as in `--from A --to B`.
+    #[arg(long, value_name = "AGENT")]
+    to: Option<String>,
     /// The agent's control port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// The agent's pre-shared key, when it requires one.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
+}
+
+impl Target {
+    /// The agent serving the test (HOST or `--to`).
+    pub fn host(&self) -> &str {
+        self.host
+            .as_deref()
+            .or(self.to.as_deref())
+            .expect("clap requires HOST or --to")
+    }
+
+    /// How headings name the path: `to HOST:PORT`, or `from A to B:PORT` between two
+    /// agents.
+    pub fn path(&self) -> String {
+        let to = format!("to {}:{}", self.host(), self.port);
+        match &self.from {
+            Some(from) => format!("from {from} {to}"),
+            None => to,
+        }
+    }
 }
 
 /// The test's timeline.

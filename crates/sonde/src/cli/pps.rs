@@ -204,7 +204,7 @@ impl PpsArgs {
             // testpmd's forwarding lcores always poll.
             poll: if dpdk.is_some() { PollMode::Busy } else { poll },
             execution,
-            ipv6: self.target.host.contains(':'),
+            ipv6: self.target.host().contains(':'),
             dpdk,
         };
         checked(TestSpec::Pps(spec.clone()))?;
