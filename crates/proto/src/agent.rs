@@ -27,7 +27,7 @@ pub enum AgentEvent {
     /// Validate and prepare, then call `ready()` or `refuse()`. `third_party`: this
     /// agent's part in a test between two agents.
     Setup {
-        spec: TestSpec,
+        spec: Box<TestSpec>,
         third_party: Option<ThirdParty>,
     },
     Start,
@@ -253,9 +253,10 @@ impl Machine for AgentSession {
             }
             (State::AwaitSetup, Message::Setup { spec, third_party }) => {
                 self.test_length = Duration::from_millis(spec.timing().total_ms());
-                self.wire
-                    .events
-                    .push_back(AgentEvent::Setup { spec, third_party });
+                self.wire.events.push_back(AgentEvent::Setup {
+                    spec: Box::new(spec),
+                    third_party,
+                });
                 self.state = State::Configuring;
                 self.wire.deadline = None;
                 Ok(())

@@ -307,7 +307,7 @@ fn full_test_scenario_with_simulated_time() {
     assert_eq!(
         a.poll_event(),
         Some(AgentEvent::Setup {
-            spec: spec(),
+            spec: Box::new(spec()),
             third_party: None
         })
     );
@@ -509,7 +509,7 @@ fn the_right_key_opens_the_agent() {
     assert_eq!(
         a.poll_event(),
         Some(AgentEvent::Setup {
-            spec: spec(),
+            spec: Box::new(spec()),
             third_party: None
         })
     );
@@ -604,7 +604,7 @@ fn a_third_party_part_reaches_the_agent_and_its_drained_reaches_the_controller()
     assert_eq!(
         a.poll_event(),
         Some(AgentEvent::Setup {
-            spec: spec(),
+            spec: Box::new(spec()),
             third_party: Some(part.clone())
         })
     );

@@ -144,7 +144,7 @@ fn handshake(
         let mut setup = None;
         while let Some(ev) = conn.session.poll_event() {
             match ev {
-                AgentEvent::Setup { spec, third_party } => setup = Some((spec, third_party)),
+                AgentEvent::Setup { spec, third_party } => setup = Some((*spec, third_party)),
                 AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software}"),
                 _ => {}
             }
