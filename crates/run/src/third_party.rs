@@ -154,12 +154,9 @@ impl RemoteSide {
     /// Feeds the session what arrived, without waiting, and takes its events.
     fn pump(&mut self) {
         while self.fault.is_none() {
-            match self
-                .link
-                .step(&mut self.session, Some(Instant::now()), None)
-            {
-                Err(e) => self.fault = Some(format!("client agent at {}: {e}", self.addr)),
-                Ok(_) => {}
+            let now = Some(Instant::now());
+            if let Err(e) = self.link.step(&mut self.session, now, None) {
+                self.fault = Some(format!("client agent at {}: {e}", self.addr));
             }
             let mut any = false;
             while let Some(ev) = self.session.poll_event() {
