@@ -4,7 +4,9 @@
 //! 4 `compare --fail-if-worse` found a regression.
 
 mod cli;
+mod fleet;
 mod lab;
+mod matrix;
 mod measure;
 mod stored;
 mod suite;
@@ -109,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare(a) => stored::compare_command(a),
         Command::Report(a) => stored::report_command(a),
         Command::Suite(a) => suite::run(&a, &interrupt),
+        Command::Fleet(a) => fleet::run(&a, &interrupt),
         Command::Host(a) => {
             let inv = match &a.root {
                 Some(root) => {

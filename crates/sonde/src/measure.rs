@@ -66,8 +66,12 @@ impl<'a> Invocation<'a> {
         controller::run_test(&req, self.interrupt, &mut show)
     }
 
-    /// Stores the run and, with `--json-stream`, ends the stream with its document.
-    fn keep(&self, doc: &Document) {
+    /// Stores the run (with its fleet pair, when a fleet runs it) and, with
+    /// `--json-stream`, ends the stream with its document.
+    fn keep(&self, doc: &mut Document) {
+        if let Some(pair) = &self.out.store.fleet_pair {
+            doc.start.fleet = serde_json::from_str(pair).ok();
+        }
         save_run(&self.out.store, doc);
         if self.out.json_stream {
             println!("{}", serde_json::json!({ "event": "end", "document": doc }));
@@ -104,8 +108,8 @@ pub fn stream(a: &StreamArgs, command: String, interrupt: &Interrupt) -> anyhow:
     let line = |c: Option<&IntervalSample>, sv: Option<&IntervalSample>| {
         sonde_report::live::line(direction, c, sv)
     };
-    let doc = inv.run(&spec, Some(&line))?;
-    inv.keep(&doc);
+    let mut doc = inv.run(&spec, Some(&line))?;
+    inv.keep(&mut doc);
     let human = (!a.output.quiet()).then(|| sonde_report::summary::stream(&doc));
     emit(&sonde_report::json(&doc), human, &a.output, doc.end.partial)
 }
@@ -132,8 +136,8 @@ pub fn request_response(
         }
         let t = &common.target;
         inv.say(|| sonde_report::summary::rr_heading(&spec, &t.path()));
-        let doc = inv.run(&spec, Some(&sonde_report::live::rr_line))?;
-        inv.keep(&doc);
+        let mut doc = inv.run(&spec, Some(&sonde_report::live::rr_line))?;
+        inv.keep(&mut doc);
         if !out.quiet() {
             print!("{}", sonde_report::summary::rr(&doc));
         }
@@ -203,7 +207,7 @@ pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
     let inv = Invocation::new(&a.target, out, command, interrupt)?;
     let target = a.target.path();
     inv.say(|| sonde_report::summary::pps_heading(&spec, &target, a.search.search));
-    let doc = if a.search.search {
+    let mut doc = if a.search.search {
         let params = search::SearchParams {
             max_loss_percent: a.search.max_loss,
             resolution_percent: a.search.resolution,
@@ -226,7 +230,7 @@ pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
     } else {
         inv.run(&TestSpec::Pps(spec), Some(&sonde_report::live::pps_line))?
     };
-    inv.keep(&doc);
+    inv.keep(&mut doc);
     let human = (!out.quiet()).then(|| sonde_report::summary::pps(&doc));
     emit(&sonde_report::json(&doc), human, out, doc.end.partial)
 }
@@ -248,8 +252,8 @@ pub fn load(a: &LoadArgs, command: String, interrupt: &Interrupt) -> anyhow::Res
     let mut done = |r: &sonde_results::document::load::PhaseRun| {
         inv.say(|| sonde_report::live::load_phase_line(r));
     };
-    let doc = sonde_run::load::run_load(l, &inv.command, &run, interrupt, &mut done)?;
-    inv.keep(&doc);
+    let mut doc = sonde_run::load::run_load(l, &inv.command, &run, interrupt, &mut done)?;
+    inv.keep(&mut doc);
     let human = (!out.quiet()).then(|| sonde_report::summary::load(&doc));
     emit(&sonde_report::json(&doc), human, out, doc.end.partial)
 }

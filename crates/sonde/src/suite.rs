@@ -8,7 +8,7 @@
 //! label = "an-on"          # the configuration under test
 //! agents = ["198.18.0.2"]
 //! repetitions = 3
-//! [[test]]
+//! [[test]]                 # as in every matrix file (`matrix`)
 //! type = "stream"
 //! connections = [1, 8, 64] # an array is a dimension of the matrix
 //! duration = 5
@@ -17,10 +17,10 @@
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
-use anyhow::{bail, Context};
-use clap::Parser;
+use anyhow::Context;
 
-use crate::cli::{Cli, Command as CliCommand, StoreArgs, SuiteArgs};
+use crate::cli::{StoreArgs, SuiteArgs};
+use crate::matrix::TomlFile;
 use sonde_run::signals::Interrupt;
 
 /// One run of the suite.
@@ -37,166 +37,40 @@ pub struct Suite {
     pub items: Vec<Item>,
 }
 
-/// The line of the first `key = ...` in the file, for error messages.
-fn line_of(text: &str, key: &str) -> usize {
-    text.lines()
-        .position(|l| {
-            l.trim_start()
-                .strip_prefix(key)
-                .is_some_and(|r| r.trim_start().starts_with('='))
-        })
-        .map_or(0, |i| i + 1)
-}
-
-fn scalar(v: &toml::Value) -> Option<String> {
-    match v {
-        toml::Value::String(s) => Some(s.clone()),
-        toml::Value::Integer(i) => Some(i.to_string()),
-        toml::Value::Float(f) => Some(f.to_string()),
-        toml::Value::Boolean(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
 /// Reads and expands a suite file; every item is validated by the CLI parser.
 pub fn load(path: &Path) -> anyhow::Result<Suite> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {file}"))?;
-    let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        let line = e
-            .span()
-            .map_or(0, |s| text[..s.start].lines().count().max(1));
-        anyhow::anyhow!("{file}:{line}: {}", e.message())
-    })?;
-    let at = |key: &str, msg: String| {
-        anyhow::anyhow!("{file}:{}: key '{key}': {msg}", line_of(&text, key))
-    };
-    let label = match doc.get("label") {
-        Some(toml::Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(_) => return Err(at("label", "must be a non-empty string".into())),
-        None => {
-            return Err(at(
-                "label",
-                "missing: name the configuration this suite measures".into(),
-            ))
-        }
-    };
-    let agents: Vec<String> = match doc.get("agents") {
+    let f = TomlFile::read(path)?;
+    let label = f.name("label", "name the configuration this suite measures")?;
+    let agents: Vec<String> = match f.doc.get("agents") {
         Some(toml::Value::Array(a)) if !a.is_empty() => a
             .iter()
             .map(|v| v.as_str().map(String::from))
             .collect::<Option<_>>()
-            .ok_or_else(|| at("agents", "must be a list of host names".into()))?,
+            .ok_or_else(|| f.err("agents", "must be a list of host names"))?,
         _ => {
-            return Err(at(
+            return Err(f.err(
                 "agents",
-                "missing or empty: the hosts running `sonde serve`".into(),
+                "missing or empty: the hosts running `sonde serve`",
             ))
         }
     };
-    let repetitions = match doc.get("repetitions") {
-        None => 1,
-        Some(toml::Value::Integer(n)) if (1..=1000).contains(n) => *n as usize,
-        Some(_) => return Err(at("repetitions", "must be an integer in 1..=1000".into())),
-    };
-    let common: Vec<String> = ["port", "key_file", "db"]
-        .iter()
-        .filter_map(|k| doc.get(*k).and_then(scalar).map(|v| (k, v)))
-        .flat_map(|(k, v)| [format!("--{}", k.replace('_', "-")), v])
-        .collect();
-    let tests = match doc.get("test") {
-        Some(toml::Value::Array(t)) if !t.is_empty() => t,
-        _ => return Err(at("test", "no [[test]] tables".into())),
-    };
+    let repetitions = f.repetitions()?;
+    let common = f.common_flags(&["port", "key_file", "db"]);
+    let cases = f.tests(&agents[..1], &common)?;
     let mut items = Vec::new();
-    for (ti, t) in tests.iter().enumerate() {
-        let Some(t) = t.as_table() else {
-            bail!("{file}: [[test]] {} is not a table", ti + 1)
-        };
-        let tests = sonde_run::kind::test_names();
-        let kind = t
-            .get("type")
-            .and_then(|v| v.as_str())
-            .filter(|k| tests.contains(k))
-            .ok_or_else(|| {
-                at(
-                    "type",
-                    format!("test {} needs type = one of {}", ti + 1, tests.join(", ")),
-                )
-            })?;
-        // Each key is a dimension: an array gives its values, a scalar one value.
-        let mut combos: Vec<Vec<String>> = vec![Vec::new()];
-        for (k, v) in t.iter().filter(|(k, _)| k.as_str() != "type") {
-            let values: Vec<&toml::Value> = match v {
-                toml::Value::Array(a) => a.iter().collect(),
-                other => vec![other],
-            };
-            let flag = format!("--{}", k.replace('_', "-"));
-            let mut next = Vec::new();
-            for c in &combos {
-                for val in &values {
-                    let mut c = c.clone();
-                    match val {
-                        toml::Value::Boolean(true) => c.push(flag.clone()),
-                        toml::Value::Boolean(false) => {}
-                        other => {
-                            let s = scalar(other).ok_or_else(|| {
-                                at(k, "values must be strings, numbers or booleans".into())
-                            })?;
-                            c.extend([flag.clone(), s]);
-                        }
-                    }
-                    next.push(c);
-                }
-            }
-            combos = next;
-        }
-        for (ci, combo) in combos.iter().enumerate() {
-            for agent in &agents {
-                let mut argv = vec![kind.to_string(), agent.clone()];
-                argv.extend(common.iter().cloned());
-                argv.extend(combo.iter().cloned());
-                let key_of = |msg: &str| {
-                    t.keys()
-                        .find(|k| msg.contains(&format!("--{}", k.replace('_', "-"))))
-                        .cloned()
-                        .unwrap_or_else(|| "type".into())
-                };
-                match Cli::try_parse_from(
-                    std::iter::once("sonde".to_string()).chain(argv.iter().cloned()),
-                ) {
-                    Err(e) => {
-                        let msg = e.render().to_string();
-                        let first = msg
-                            .lines()
-                            .next()
-                            .unwrap_or("invalid")
-                            .trim_start_matches("error: ")
-                            .to_string();
-                        return Err(at(&key_of(&first), first));
-                    }
-                    // The values must also make a valid test, as the run would check.
-                    Ok(cli) => {
-                        if let Some(e) = spec_error(cli.command) {
-                            return Err(at(&key_of(e.flag), e.to_string()));
-                        }
-                    }
-                }
-                for rep in 0..repetitions {
-                    items.push(Item {
-                        key: format!("{label}#{ti}:{ci}:{agent}:{rep}"),
-                        argv: argv.clone(),
-                    });
-                }
+    for case in &cases {
+        for agent in &agents {
+            let mut argv = vec![case.kind.clone(), agent.clone()];
+            argv.extend(common.iter().chain(&case.flags).cloned());
+            for rep in 0..repetitions {
+                items.push(Item {
+                    key: format!("{label}#{}:{agent}:{rep}", case.id),
+                    argv: argv.clone(),
+                });
             }
         }
     }
     Ok(Suite { label, items })
-}
-
-/// What `sonde TEST` would refuse about its flags' values.
-fn spec_error(cmd: CliCommand) -> Option<sonde_results::SpecError> {
-    cmd.test_specs()?.err()
 }
 
 pub fn run(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {

@@ -75,9 +75,7 @@ pub fn test_names() -> Vec<&'static str> {
 }
 
 /// What an agent announces in `Welcome`: each test name with each of its kind's engines
-/// ([`TestSpec::capability`]).
-/// What an agent announces: every test name with every engine, and that it takes either
-/// part of a test between two agents.
+/// ([`TestSpec::capability`]), and that it takes either part of a test between two agents.
 pub fn capabilities() -> Vec<String> {
     KINDS
         .iter()

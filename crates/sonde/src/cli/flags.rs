@@ -157,6 +157,9 @@ pub struct StoreArgs {
     /// Set by `sonde suite`: the suite item this run is, for --resume.
     #[arg(long, hide = true, value_name = "KEY")]
     pub suite_key: Option<String>,
+    /// Set by `sonde fleet`: the run's pair and labels (JSON), recorded in its document.
+    #[arg(long, hide = true, value_name = "JSON")]
+    pub fleet_pair: Option<String>,
 }
 
 impl StoreArgs {

@@ -74,6 +74,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Run a matrix of tests × parameters × repetitions from a TOML file, storing each run.
     Suite(SuiteArgs),
+    /// Measure every pair of a fleet of agents (pairs, mesh, star) in parallel rounds of
+    /// disjoint pairs, storing each run with its source, destination and labels.
+    Fleet(FleetArgs),
     /// Build a two-namespace lab on this machine and run the standard measurements.
     Lab(LabArgs),
 }
@@ -196,6 +199,24 @@ pub struct SuiteArgs {
     /// Skip the items a previous, interrupted run of this suite already stored.
     #[arg(long)]
     pub resume: bool,
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct FleetArgs {
+    /// The fleet file (TOML: agents, topology, [[test]] tables).
+    pub file: PathBuf,
+    /// Skip the pairs' runs a previous run of this fleet already stored.
+    #[arg(long)]
+    pub resume: bool,
+    /// How many tests a host may be in at once (1: pairs in a round share no host; more
+    /// measures hosts under each other's load, up to the agents' --max-tests).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub overlap: u16,
+    /// Each run's document as one JSON line on stdout, as it ends (progress goes to stderr).
+    #[arg(long)]
+    pub ndjson: bool,
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 }

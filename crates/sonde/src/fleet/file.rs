@@ -1,0 +1,247 @@
+//! A fleet file: its agents (by address, or every address of one DNS name), their
+//! labels, the topology, and `[[test]]` tables as in suite files.
+//!
+//! ```toml
+//! name = "zones"              # labels the fleet's runs in the store
+//! topology = "mesh"           # mesh (default) | star (with center) | pairs (with pairs)
+//! port = 5301
+//! key_file = "/etc/sonde/key"
+//! [[agent]]
+//! name = "a1"                 # default: the address
+//! address = "198.18.1.1"
+//! labels = { zone = "1", node = "n1" }
+//! [[agent]]
+//! dns = "sonde-agent.netsonde.svc.cluster.local"  # every address it resolves to
+//! labels = { network = "pod" }
+//! [[test]]
+//! type = "stream"
+//! duration = 5
+//! ```
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::IpAddr;
+use std::path::Path;
+
+use super::schedule::Topology;
+use crate::matrix::{scalar, TestCase, TomlFile};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agent {
+    pub name: String,
+    pub address: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+pub struct Fleet {
+    pub name: String,
+    pub agents: Vec<Agent>,
+    pub topology: Topology,
+    pub cases: Vec<TestCase>,
+    pub repetitions: usize,
+    /// Flags every test gets (`--port`, `--key-file`).
+    pub common: Vec<String>,
+}
+
+/// Every address `name` resolves to (a headless Service's pods), sorted.
+pub type Resolve<'a> = &'a dyn Fn(&str) -> io::Result<Vec<IpAddr>>;
+
+/// The system resolver's addresses for `name`, each once, sorted (stable keys for
+/// `--resume`).
+pub fn system_resolve(name: &str) -> io::Result<Vec<IpAddr>> {
+    use std::net::ToSocketAddrs;
+    let mut ips: Vec<IpAddr> = (name, 0).to_socket_addrs()?.map(|a| a.ip()).collect();
+    ips.sort();
+    ips.dedup();
+    Ok(ips)
+}
+
+pub fn load(path: &Path, resolve: Resolve<'_>) -> anyhow::Result<Fleet> {
+    let f = TomlFile::read(path)?;
+    let name = f.name("name", "name the fleet (its runs' label)")?;
+    let agents = agents(&f, resolve)?;
+    let topology = topology(&f, &agents)?;
+    let common = f.common_flags(&["port", "key_file"]);
+    let target = ["--from", &agents[0].address, "--to", &agents[1].address].map(String::from);
+    let cases = f.tests(&target, &common)?;
+    Ok(Fleet {
+        name,
+        repetitions: f.repetitions()?,
+        agents,
+        topology,
+        cases,
+        common,
+    })
+}
+
+fn agents(f: &TomlFile, resolve: Resolve<'_>) -> anyhow::Result<Vec<Agent>> {
+    let Some(toml::Value::Array(list)) = f.doc.get("agent") else {
+        return Err(f.err("agent", "missing: [[agent]] tables with address or dns"));
+    };
+    let mut agents = Vec::new();
+    for a in list {
+        let Some(a) = a.as_table() else {
+            return Err(f.err("agent", "each [[agent]] must be a table"));
+        };
+        let labels = match a.get("labels") {
+            None => BTreeMap::new(),
+            Some(toml::Value::Table(t)) => t
+                .iter()
+                .map(|(k, v)| scalar(v).map(|v| (k.clone(), v)))
+                .collect::<Option<_>>()
+                .ok_or_else(|| f.err("labels", "values must be strings or numbers"))?,
+            Some(_) => return Err(f.err("labels", "must be a table: { zone = \"a\" }")),
+        };
+        let text = |key| a.get(key).and_then(|v: &toml::Value| v.as_str());
+        match (text("address"), text("dns")) {
+            (Some(address), None) => agents.push(Agent {
+                name: text("name").unwrap_or(address).to_string(),
+                address: address.to_string(),
+                labels,
+            }),
+            (None, Some(dns)) => {
+                let ips = resolve(dns).map_err(|e| f.err("dns", format!("{dns}: {e}")))?;
+                if ips.is_empty() {
+                    return Err(f.err("dns", format!("{dns} resolves to no address")));
+                }
+                agents.extend(ips.iter().map(|ip| Agent {
+                    name: ip.to_string(),
+                    address: ip.to_string(),
+                    labels: labels.clone(),
+                }));
+            }
+            _ => {
+                return Err(f.err(
+                    "agent",
+                    "each [[agent]] needs one of address = \"HOST\" or dns = \"NAME\"",
+                ))
+            }
+        }
+    }
+    let mut names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+    names.sort();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(f.err("name", format!("agent '{}' is listed twice", w[0])));
+    }
+    if agents.len() < 2 {
+        return Err(f.err("agent", "a fleet needs at least two agents"));
+    }
+    Ok(agents)
+}
+
+fn topology(f: &TomlFile, agents: &[Agent]) -> anyhow::Result<Topology> {
+    let index = |key: &str, name: &str| {
+        agents
+            .iter()
+            .position(|a| a.name == name || a.address == name)
+            .ok_or_else(|| f.err(key, format!("'{name}' is not one of the [[agent]]s")))
+    };
+    match f.doc.get("topology").map(|v| v.as_str()) {
+        None | Some(Some("mesh")) => Ok(Topology::Mesh),
+        Some(Some("star")) => match f.doc.get("center").and_then(|v| v.as_str()) {
+            Some(c) => Ok(Topology::Star(index("center", c)?)),
+            None => Err(f.err("center", "a star needs center = \"AGENT\"")),
+        },
+        Some(Some("pairs")) => {
+            let bad = || f.err("pairs", "must be a list of [\"SOURCE\", \"DESTINATION\"]");
+            let Some(toml::Value::Array(list)) = f.doc.get("pairs") else {
+                return Err(bad());
+            };
+            let mut pairs = Vec::new();
+            for p in list {
+                let Some([a, b]) = p.as_array().map(|v| v.as_slice()) else {
+                    return Err(bad());
+                };
+                let (Some(a), Some(b)) = (a.as_str(), b.as_str()) else {
+                    return Err(bad());
+                };
+                let (a, b) = (index("pairs", a)?, index("pairs", b)?);
+                if a == b {
+                    return Err(f.err("pairs", "a pair needs two different agents"));
+                }
+                pairs.push((a, b));
+            }
+            if pairs.is_empty() {
+                return Err(bad());
+            }
+            Ok(Topology::Pairs(pairs))
+        }
+        _ => Err(f.err("topology", "must be one of mesh, star, pairs")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str) -> anyhow::Result<Fleet> {
+        let p = std::env::temp_dir().join(format!(
+            "sonde-fleet-{}-{}.toml",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::write(&p, text).unwrap();
+        let resolve = |name: &str| match name {
+            "agents.test" => Ok(vec![
+                "198.18.1.2".parse().unwrap(),
+                "198.18.1.1".parse().unwrap(),
+            ]),
+            _ => Err(io::Error::other("no such name")),
+        };
+        let r = load(&p, &resolve);
+        let _ = std::fs::remove_file(p);
+        r
+    }
+
+    const TESTS: &str = "[[test]]\ntype = \"stream\"\nduration = 2\n[[test]]\ntype = \"ping\"\n";
+
+    #[test]
+    fn agents_by_address_and_by_dns_with_labels() {
+        let f = load_text(&format!(
+            "name = \"z\"\n[[agent]]\nname = \"a\"\naddress = \"198.18.1.9\"\nlabels = {{ zone = \"1\" }}\n[[agent]]\ndns = \"agents.test\"\nlabels = {{ zone = \"2\" }}\n{TESTS}"
+        ))
+        .unwrap();
+        let names: Vec<_> = f.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["a", "198.18.1.2", "198.18.1.1"]);
+        assert_eq!(f.agents[2].labels["zone"], "2");
+        assert_eq!(f.topology, Topology::Mesh);
+        assert_eq!(f.cases.len(), 2);
+    }
+
+    #[test]
+    fn topologies_and_their_errors_name_the_line_and_key() {
+        let agents = "name = \"z\"\n[[agent]]\naddress = \"h1\"\n[[agent]]\naddress = \"h2\"\n";
+        let f = load_text(&format!(
+            "topology = \"star\"\ncenter = \"h2\"\n{agents}{TESTS}"
+        ));
+        assert_eq!(f.unwrap().topology, Topology::Star(1));
+        let f = load_text(&format!(
+            "topology = \"pairs\"\npairs = [[\"h2\", \"h1\"]]\n{agents}{TESTS}"
+        ));
+        assert_eq!(f.unwrap().topology, Topology::Pairs(vec![(1, 0)]));
+        for (text, want) in [
+            ("topology = \"ring\"\n", ":1: key 'topology'"),
+            ("topology = \"star\"\n", "key 'center'"),
+            (
+                "topology = \"pairs\"\npairs = [[\"h1\", \"h9\"]]\n",
+                ":2: key 'pairs': 'h9'",
+            ),
+            ("topology = \"pairs\"\npairs = [[\"h1\"]]\n", "key 'pairs'"),
+        ] {
+            let e = format!(
+                "{:#}",
+                load_text(&format!("{text}{agents}{TESTS}")).err().unwrap()
+            );
+            assert!(e.contains(want), "{e}");
+        }
+        let e = load_text(&format!(
+            "{agents}[[test]]\ntype = \"stream\"\nconnections = 0\n"
+        ));
+        let e = format!("{:#}", e.err().unwrap());
+        assert!(e.contains(":8: key 'connections'"), "{e}");
+        let e = load_text("name = \"z\"\n[[agent]]\naddress = \"h1\"\n[[test]]\ntype = \"ping\"\n");
+        assert!(format!("{:#}", e.err().unwrap()).contains("at least two agents"));
+        let e = load_text("name = \"z\"\n[[agent]]\ndns = \"nowhere.test\"\n");
+        assert!(format!("{:#}", e.err().unwrap()).contains(":3: key 'dns': nowhere.test"));
+    }
+}
