@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod bridge;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -17,9 +19,9 @@ pub const SERVER_ADDR: &str = "198.18.0.2";
 /// The agent's address behind a router (`Lab::routed`).
 pub const ROUTED_SERVER_ADDR: &str = "198.19.0.2";
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
+pub(crate) static NEXT: AtomicU32 = AtomicU32::new(0);
 
-fn ip(args: &[&str]) -> Result<(), String> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
         .output()
@@ -37,7 +39,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 
 /// Skips (prints `SKIPPED: needs WHAT` and returns false) when `missing` says why this
 /// machine cannot run a test; with CI=true that fails the test instead: CI runs everything.
-fn skip_unless(what: &str, missing: Option<String>) -> bool {
+pub(crate) fn skip_unless(what: &str, missing: Option<String>) -> bool {
     let Some(why) = missing else { return true };
     if std::env::var("CI").as_deref() == Ok("true") {
         panic!("SKIPPED is a failure with CI=true: needs {what}: {why}");

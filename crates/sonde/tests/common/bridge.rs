@@ -1,0 +1,119 @@
+//! Many hosts on one Ethernet: namespaces on a Linux bridge (in a namespace of its own),
+//! host k at 198.18.2.k, a controller at 198.18.2.100; all deleted on drop.
+
+use std::process::Command;
+
+use super::{ip, skip_unless, Agent, Lab, Serial, NEXT, SONDE};
+use std::sync::atomic::Ordering;
+
+pub const CONTROLLER_ADDR: &str = "198.18.2.100";
+/// Every agent of a bridged lab listens on this port (each in its own namespace).
+pub const FLEET_PORT: &str = "5301";
+
+pub struct Bridged {
+    /// The hosts' namespaces, host k (from 1) at index k-1.
+    pub hosts: Vec<String>,
+    pub controller: String,
+    /// The controller's interface, for its counters.
+    pub controller_if: String,
+    bridge: String,
+    _serial: Serial,
+}
+
+impl Bridged {
+    /// `n` hosts and a controller on one bridge, or `None` (skip) when this machine
+    /// cannot make them.
+    pub fn new(n: usize) -> Option<Bridged> {
+        if !super::need_tools(&["ip"]) {
+            return None;
+        }
+        let tag = format!(
+            "b{}x{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let lab = Bridged {
+            hosts: (1..=n).map(|k| format!("sonde-{tag}-h{k}")).collect(),
+            controller: format!("sonde-{tag}-c"),
+            controller_if: format!("v{tag}c"),
+            bridge: format!("sonde-{tag}-br"),
+            _serial: Serial::take(),
+        };
+        let built = lab.build();
+        skip_unless("root and network namespaces", built.err()).then_some(lab)
+    }
+
+    fn build(&self) -> Result<(), String> {
+        ip(&["netns", "add", &self.bridge])?;
+        ip(&["-n", &self.bridge, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &self.bridge, "link", "set", "br0", "up"])?;
+        let hosts = self.hosts.iter().enumerate().map(|(k, ns)| (ns, k + 1));
+        for (ns, octet) in hosts.chain([(&self.controller, 100)]) {
+            let dev = if ns == &self.controller {
+                self.controller_if.clone()
+            } else {
+                format!("{}h{octet}", self.controller_if)
+            };
+            let port = format!("{dev}p");
+            ip(&["netns", "add", ns])?;
+            ip(&[
+                "link",
+                "add",
+                &dev,
+                "netns",
+                ns,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &port,
+                "netns",
+                &self.bridge,
+            ])?;
+            ip(&["-n", &self.bridge, "link", "set", &port, "master", "br0"])?;
+            ip(&["-n", &self.bridge, "link", "set", &port, "up"])?;
+            let addr = format!("198.18.2.{octet}/24");
+            ip(&["-n", ns, "addr", "add", &addr, "dev", &dev])?;
+            ip(&["-n", ns, "link", "set", &dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(())
+    }
+
+    /// Host k's address (from 1).
+    pub fn addr(k: usize) -> String {
+        format!("198.18.2.{k}")
+    }
+
+    /// `sonde serve` on host k, on FLEET_PORT.
+    pub fn start_agent(&self, k: usize) -> Agent {
+        let mut cmd = Lab::in_ns(&self.hosts[k - 1], SONDE);
+        cmd.args(["serve", "--bind", &Bridged::addr(k), "--port", FLEET_PORT]);
+        Agent::start(cmd)
+    }
+
+    /// `sonde ARGS...` in the controller's namespace.
+    pub fn controller(&self, args: &[&str]) -> Command {
+        let mut cmd = Lab::in_ns(&self.controller, SONDE);
+        cmd.args(args);
+        cmd
+    }
+
+    /// Bytes the controller's interface sent so far.
+    pub fn controller_tx_bytes(&self) -> u64 {
+        let path = format!("/sys/class/net/{}/statistics/tx_bytes", self.controller_if);
+        let out = Lab::in_ns(&self.controller, "cat")
+            .arg(path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+}
+
+impl Drop for Bridged {
+    fn drop(&mut self) {
+        for ns in self.hosts.iter().chain([&self.controller, &self.bridge]) {
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
