@@ -308,6 +308,13 @@ pub fn render(r: &Report<'_>) -> String {
             esc(&r.doc.start.command),
             esc(r.doc.start.server_command.as_deref().unwrap_or("n/a")),
         ));
+        if let Some(c) = &r.doc.start.client_agent {
+            o.push_str(&format!(
+                "<p>client side run by the agent at {}: <code>{}</code></p>",
+                esc(&c.address),
+                esc(c.command.as_deref().unwrap_or("n/a"))
+            ));
+        }
         for (role, command) in tool_commands(r.doc) {
             o.push_str(&format!(
                 "<p>{}'s tool: <code>{}</code></p>",
@@ -399,7 +406,10 @@ pub fn render(r: &Report<'_>) -> String {
             true,
         ));
     }
-    o.push_str("</section><section id=\"comparison\"><h2>Comparison</h2>");
+    o.push_str("</section>");
+    let docs: Vec<&Document> = runs.iter().map(|r| r.doc).collect();
+    o.push_str(&crate::fleet::html(&docs));
+    o.push_str("<section id=\"comparison\"><h2>Comparison</h2>");
     match comparison {
         Some((a, b, cmp)) => {
             o.push_str(&format!("<p>A = {}, B = {}.</p>", esc(a), esc(b)));
@@ -453,6 +463,13 @@ pub fn markdown(r: &Report<'_>) -> String {
             r.doc.start.command,
             r.doc.start.server_command.as_deref().unwrap_or("n/a")
         ));
+        if let Some(c) = &r.doc.start.client_agent {
+            let command = c.command.as_deref().unwrap_or("n/a");
+            o.push_str(&format!(
+                "  - client side run by the agent at {}: `{command}`\n",
+                c.address
+            ));
+        }
         for (role, command) in tool_commands(r.doc) {
             o.push_str(&format!("  - {}'s tool: `{command}`\n", role.as_str()));
         }
@@ -489,6 +506,8 @@ pub fn markdown(r: &Report<'_>) -> String {
             ));
         }
     }
+    let docs: Vec<&Document> = runs.iter().map(|r| r.doc).collect();
+    o.push_str(&crate::fleet::markdown(&docs));
     o.push_str("\n## Comparison\n\n");
     if let Some((a, b, cmp)) = comparison {
         o.push_str(&format!("A = {a}, B = {b}\n\n| metric | A | B | change | 95 % interval | verdict |\n| --- | ---: | ---: | ---: | --- | --- |\n"));

@@ -2,6 +2,7 @@
 //! They compute nothing beyond unit conversion; every figure comes from `sonde-results`.
 
 pub mod csv;
+pub mod fleet;
 pub mod host;
 pub mod html;
 pub mod live;

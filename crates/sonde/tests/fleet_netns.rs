@@ -160,6 +160,32 @@ fn a_mesh_of_twelve_pairs_runs_in_six_rounds_and_no_host_is_in_two_tests_at_once
         pairs.values().all(|&n| n == 2),
         "stream and ping each: {pairs:?}"
     );
+    // The report draws both matrices, a filled cell per pair, and groups them by zone.
+    let (html, md) = (temp_file("fleet.html"), temp_file("fleet.md"));
+    for out in [&html, &md] {
+        let o = run(lab.controller(&[
+            "report",
+            "mesh",
+            "--db",
+            db.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]));
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    let fleet = &page[page
+        .find("<section id=\"fleet\">")
+        .expect("a fleet section")..];
+    let fleet = &fleet[..fleet.find("</section>").unwrap()];
+    assert_eq!(
+        fleet.matches("fill=\"hsl(").count(),
+        24,
+        "12 pairs x 2 figures"
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("| zone | a | b | "), "{md}");
+    assert!(md.contains("RTT P50, µs (median per pair"), "{md}");
     for (host, mut spans) in busy {
         spans.sort();
         for w in spans.windows(2) {
