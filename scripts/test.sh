@@ -5,7 +5,9 @@
 # shapers, nftables for the count and loss checks, util-linux's setpriv for the not-root
 # test, iputils' ping for the kernel's own traffic during an XDP test, chromium for the report's
 # screenshot, dpdk-dev's dpdk-testpmd for --engine dpdk and procps' pgrep to
-# find its processes), then runs `cargo test --workspace`.
+# find its processes), kubernetes-validate from PyPI for the manifests in deploy/, builds the
+# static executable the deploy test runs in an empty root (deploy/build-static.sh), then
+# runs `cargo test --workspace`.
 # .ci/run calls this same script. Without root it still runs, and the tests that need root
 # print SKIPPED (or fail, with CI=true).
 set -euo pipefail
@@ -29,6 +31,12 @@ if [ ${#need[@]} -gt 0 ]; then
         echo "missing for the tests: ${need[*]} (install them as root, or run this script as root)" >&2
     fi
 fi
+
+if ! command -v kubernetes-validate >/dev/null; then
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore kubernetes-validate \
+        || echo "missing for the tests: kubernetes-validate (pip install kubernetes-validate)" >&2
+fi
+bash deploy/build-static.sh >&2
 
 # Integration tests that send traffic serialize themselves on a lock file (tests/common),
 # so the default test threads are safe: only tests without traffic overlap them.
