@@ -175,3 +175,64 @@ fn host_inventory_of_this_machine() {
     assert!(!inv["cpu"]["online"].as_array().unwrap().is_empty());
     assert!(inv["sysctls"]["net.core.busy_poll"].is_string());
 }
+
+#[test]
+fn third_party_paths_name_what_is_wrong() {
+    // Both a HOST and --to, or --from alone: usage errors that name the flags.
+    let o = sonde(&[
+        "stream",
+        "127.0.0.1",
+        "--from",
+        "127.0.0.2",
+        "--to",
+        "127.0.0.3",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--to"), "{}", stderr(&o));
+    let o = sonde(&["ping", "--from", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("<HOST>"), "{}", stderr(&o));
+    // One agent serving one test at a time is both ends: the client part is refused as
+    // busy, and the error names that agent.
+    let agent = Agent::on_loopback_with(&["--max-tests", "1"]);
+    let port = agent.port.to_string();
+    let o = sonde(&[
+        "ping",
+        "--from",
+        "127.0.0.1",
+        "--to",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "-t",
+        "1",
+        "--no-save",
+    ]);
+    assert_one_line_error(&o, 1, &format!("agent at 127.0.0.1:{port}"));
+    assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+    // With room for both parts, the same agent runs the test with itself.
+    drop(agent);
+    let agent = Agent::on_loopback_with(&["--max-tests", "2"]);
+    let port = agent.port.to_string();
+    let o = sonde(&[
+        "ping",
+        "--from",
+        "127.0.0.1",
+        "--to",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "-t",
+        "1",
+        "--warmup",
+        "0.1",
+        "--json",
+        "--no-save",
+    ]);
+    let doc = doc_of(&o);
+    assert!(doc["start"]["client_agent"]["command"]
+        .as_str()
+        .unwrap()
+        .contains("--max-tests 2"));
+    assert!(doc["end"]["latency_ns"]["p50"].as_u64().unwrap() > 0);
+}
