@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
         while let Some(ev) = a.poll_event() {
-            if let AgentEvent::Setup(spec) = ev {
+            if let AgentEvent::Setup { spec, .. } = ev {
                 let _ = spec.validate();
                 let _ = a.ready(1, 2, now);
             }

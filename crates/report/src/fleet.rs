@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use sonde_results::compare::median;
 use sonde_results::Document;
 
 /// One figure of the matrix: its name, its unit, and how a run gives it.
@@ -32,16 +33,6 @@ struct Matrix {
     agents: Vec<String>,
     cells: BTreeMap<(String, String), f64>,
     labels: BTreeMap<String, BTreeMap<String, String>>,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// The fleets among `docs`, by name, in order of first appearance.
@@ -74,7 +65,7 @@ fn matrix(docs: &[&Document], figure: &Figure) -> Option<Matrix> {
     }
     Some(Matrix {
         agents: labels.keys().cloned().collect(),
-        cells: values.into_iter().map(|(k, v)| (k, median(v))).collect(),
+        cells: values.into_iter().map(|(k, v)| (k, median(&v))).collect(),
         labels,
     })
 }
@@ -152,7 +143,7 @@ fn by_label(m: &Matrix) -> Vec<(String, String, String, f64, usize)> {
         }
         for ((sv, dv), v) in groups {
             let n = v.len();
-            rows.push((key.clone(), sv, dv, median(v), n));
+            rows.push((key.clone(), sv, dv, median(&v), n));
         }
     }
     rows
@@ -249,6 +240,5 @@ mod tests {
         assert_eq!(sig3(86.78), "86.8");
         assert_eq!(sig3(1234.4), "1234");
         assert_eq!(sig3(0.01234), "0.0123");
-        assert_eq!(median(vec![3.0, 1.0, 2.0, 10.0]), 2.5);
     }
 }

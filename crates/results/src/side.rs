@@ -235,32 +235,6 @@ pub struct SideResult {
     pub cpu_latency: Option<CpuLatency>,
 }
 
-impl SideResult {
-    /// A side whose result never arrived (its agent was lost): no figure, partial, and why.
-    pub fn missing(role: Role, why: String) -> SideResult {
-        SideResult {
-            role,
-            host: HostInfo::default(),
-            window_s: 0.0,
-            threads: 0,
-            pinned_cpus: None,
-            directions: Vec::new(),
-            cpu: None,
-            process_cpu_s: None,
-            tcp_retransmits: None,
-            nic: None,
-            interrupts: None,
-            notes: vec![why],
-            partial: true,
-            engine: None,
-            rr: None,
-            pps: None,
-            bypass: None,
-            cpu_latency: None,
-        }
-    }
-}
-
 /// The PM QoS CPU latency limit a side held for its test (`--cpu-latency-us`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuLatency {
@@ -351,6 +325,11 @@ pub struct PpsResult {
 }
 
 impl SideResult {
+    /// A side whose result never arrived (its agent was lost): no figure, partial, and why.
+    pub fn missing(role: Role, why: String) -> SideResult {
+        SideResult::new(role, HostInfo::default(), 0.0, (0, None), vec![why], true)
+    }
+
     /// A side's result with what every test type has; the host figures (`cpu`, `nic`, ...)
     /// and the test type's own part are filled in by the caller.
     pub fn new(

@@ -192,43 +192,33 @@ fn third_party_paths_name_what_is_wrong() {
     let o = sonde(&["ping", "--from", "127.0.0.1"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("<HOST>"), "{}", stderr(&o));
-    // One agent serving one test at a time is both ends: the client part is refused as
-    // busy, and the error names that agent.
-    let agent = Agent::on_loopback_with(&["--max-tests", "1"]);
-    let port = agent.port.to_string();
-    let o = sonde(&[
-        "ping",
-        "--from",
-        "127.0.0.1",
-        "--to",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "-t",
-        "1",
-        "--no-save",
-    ]);
+    // One agent as both ends (`--from X --to X`), with room for `max_tests` at once.
+    let ping_itself = |max_tests: &str| {
+        let agent = Agent::on_loopback_with(&["--max-tests", max_tests]);
+        let port = agent.port.to_string();
+        let o = sonde(&[
+            "ping",
+            "--from",
+            "127.0.0.1",
+            "--to",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-t",
+            "1",
+            "--warmup",
+            "0.1",
+            "--json",
+            "--no-save",
+        ]);
+        (o, port)
+    };
+    // One test at a time: the client part is refused as busy, the error names the agent.
+    let (o, port) = ping_itself("1");
     assert_one_line_error(&o, 1, &format!("agent at 127.0.0.1:{port}"));
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
     // With room for both parts, the same agent runs the test with itself.
-    drop(agent);
-    let agent = Agent::on_loopback_with(&["--max-tests", "2"]);
-    let port = agent.port.to_string();
-    let o = sonde(&[
-        "ping",
-        "--from",
-        "127.0.0.1",
-        "--to",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "-t",
-        "1",
-        "--warmup",
-        "0.1",
-        "--json",
-        "--no-save",
-    ]);
+    let (o, _) = ping_itself("2");
     let doc = doc_of(&o);
     assert!(doc["start"]["client_agent"]["command"]
         .as_str()
