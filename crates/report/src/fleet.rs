@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use sonde_results::compare::median;
 use sonde_results::Document;
 
-/// One figure of the matrix: its name, its unit, and how a run gives it.
+/// One figure of the matrix: its name, its unit, the side that measured it, and how a
+/// run gives it.
 struct Figure {
     name: &'static str,
     unit: &'static str,
+    by: &'static str,
     of: fn(&Document) -> Option<f64>,
 }
 
@@ -19,11 +21,13 @@ const FIGURES: [Figure; 2] = [
     Figure {
         name: "throughput received",
         unit: "Gbit/s",
+        by: "measured by the destination",
         of: |d| Some(d.end.stream_receiver()?.bits_per_second / 1e9),
     },
     Figure {
         name: "RTT P50",
         unit: "µs",
+        by: "measured by the source",
         of: |d| Some(d.end.latency_ns?.p50 as f64 / 1e3),
     },
 ];
@@ -165,9 +169,10 @@ pub fn html(docs: &[&Document]) -> String {
                 continue;
             };
             o += &format!(
-                "<h4>{}, {} (median per pair)</h4>{}",
+                "<h4>{}, {} (median per pair, {})</h4>{}",
                 fig.name,
                 fig.unit,
+                fig.by,
                 heatmap(&m, fig)
             );
             let rows = by_label(&m);
@@ -203,8 +208,8 @@ pub fn markdown(docs: &[&Document]) -> String {
                 continue;
             };
             o += &format!(
-                "\n{}, {} (median per pair; rows: source, columns: destination)\n\n| source |",
-                fig.name, fig.unit
+                "\n{}, {} (median per pair, {}; rows: source, columns: destination)\n\n| source |",
+                fig.name, fig.unit, fig.by
             );
             for a in &m.agents {
                 o += &format!(" {a} |");

@@ -34,12 +34,10 @@ pub fn run_between(
     let client = resolve(from, req.port)?;
     let started_at = now_rfc3339();
     kind::check_engine(&req.spec).map_err(|e| OpenError::Refused(e.to_string()))?;
+    let kind = kind::of(&req.spec).expect("check_engine refuses a spec without a kind");
     let mut spec = req.spec.clone();
-    // What `prepare` fits to the path on a controller that sends; the rest of it (the
-    // sender's own MTU, bypass checks) runs on the client agent.
-    if let TestSpec::Pps(p) = &mut spec {
-        p.ipv6 = server.is_ipv6();
-    }
+    // The rest of `prepare` (the sender's own MTU, bypass checks) runs on the client agent.
+    kind.fit_address(&mut spec, server);
     let session = |part| {
         ClientSession::new(
             spec.clone(),

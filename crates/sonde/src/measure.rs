@@ -70,7 +70,7 @@ impl<'a> Invocation<'a> {
     /// `--json-stream`, ends the stream with its document.
     fn keep(&self, doc: &mut Document) {
         if let Some(pair) = &self.out.store.fleet_pair {
-            doc.start.fleet = serde_json::from_str(pair).ok();
+            doc.start.fleet = Some(pair.clone());
         }
         save_run(&self.out.store, doc);
         if self.out.json_stream {

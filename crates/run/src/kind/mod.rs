@@ -191,7 +191,12 @@ pub trait Kind: Sync {
     fn demand(&self, spec: &TestSpec) -> Demand;
     /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
     fn workers(&self, spec: &TestSpec, role: Role) -> usize;
-    /// Controller, before connecting: fits the spec to the path to the agent at `agent`.
+    /// What both ends must agree on about the serving agent's address (pps: the address
+    /// family); part of `prepare`, and all of it a controller that is no end of the test
+    /// does, since the rest of `prepare` checks the sending host.
+    fn fit_address(&self, _spec: &mut TestSpec, _agent: SocketAddr) {}
+    /// Controller (or a client-part agent), before connecting: fits the spec to the path
+    /// to the agent at `agent`.
     fn prepare(
         &self,
         _spec: &mut TestSpec,

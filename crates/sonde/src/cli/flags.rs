@@ -158,8 +158,8 @@ pub struct StoreArgs {
     #[arg(long, hide = true, value_name = "KEY")]
     pub suite_key: Option<String>,
     /// Set by `sonde fleet`: the run's pair and labels (JSON), recorded in its document.
-    #[arg(long, hide = true, value_name = "JSON")]
-    pub fleet_pair: Option<String>,
+    #[arg(long, hide = true, value_name = "JSON", value_parser = parse_fleet_pair)]
+    pub fleet_pair: Option<sonde_results::document::FleetPair>,
 }
 
 impl StoreArgs {
@@ -203,6 +203,11 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
         return Err(format!("'{s}' is out of range"));
     }
     Ok((v * scale).round() as u64)
+}
+
+/// `--fleet-pair`: the JSON `sonde fleet` writes.
+fn parse_fleet_pair(s: &str) -> Result<sonde_results::document::FleetPair, String> {
+    serde_json::from_str(s).map_err(|e| e.to_string())
 }
 
 /// Bytes, with an optional K/M/G suffix in powers of 1024 (as iperf3 and ntttcp read -l).

@@ -50,16 +50,22 @@ impl Kind for Pps {
 
     /// Header bytes are counted by address family, and packets must fit the path's MTU
     /// (no GSO for them).
+    fn fit_address(&self, spec: &mut TestSpec, agent: SocketAddr) {
+        if let TestSpec::Pps(p) = spec {
+            p.ipv6 = agent.is_ipv6();
+        }
+    }
+
     fn prepare(
         &self,
         spec: &mut TestSpec,
         agent: SocketAddr,
         probe: &HostProbe,
     ) -> Result<(), OpenError> {
+        self.fit_address(spec, agent);
         let TestSpec::Pps(p) = spec else {
             unreachable!("kind::of gives pps specs to the pps kind")
         };
-        p.ipv6 = agent.is_ipv6();
         p.validate()
             .map_err(|e| OpenError::Refused(e.to_string()))?;
         if p.execution.engine == crate::kind::xdp::XDP {
