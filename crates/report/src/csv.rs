@@ -17,8 +17,8 @@ pub fn intervals(runs: &[(i64, &Document)]) -> String {
                 f(i.sender.as_ref().map(|s| s.bits_per_second)),
                 f(i.receiver.as_ref().map(|s| s.bits_per_second)),
                 f(i.requests_per_second),
-                f(i.latency_ns.map(|l| l.p50 as f64)),
-                f(i.latency_ns.map(|l| l.p99 as f64)),
+                f(i.latency_ns.as_ref().map(|l| l.p50 as f64)),
+                f(i.latency_ns.as_ref().map(|l| l.p99 as f64)),
                 f(i.sender.as_ref().and_then(|s| s.packets_per_second)),
                 f(i.receiver.as_ref().and_then(|s| s.packets_per_second)),
             ));

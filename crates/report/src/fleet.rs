@@ -28,7 +28,7 @@ const FIGURES: [Figure; 2] = [
         name: "RTT P50",
         unit: "µs",
         by: "measured by the source",
-        of: |d| Some(d.end.latency_ns?.p50 as f64 / 1e3),
+        of: |d| Some(d.end.latency_ns.as_ref()?.p50 as f64 / 1e3),
     },
 ];
 

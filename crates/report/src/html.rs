@@ -380,7 +380,7 @@ pub fn render(r: &Report<'_>) -> String {
     let lat: Vec<Series> = runs
         .iter()
         .filter_map(|r| {
-            let l = r.doc.end.latency_ns?;
+            let l = r.doc.end.latency_ns.as_ref()?;
             // x = log10(1 / (1 - q)): each decade of the tail gets the same width.
             let pts = [
                 (0.5, l.p50),
@@ -495,7 +495,7 @@ pub fn markdown(r: &Report<'_>) -> String {
     }
     o.push_str("\n## Latency percentiles\n\n| run | p50 µs | p99 µs | p99.9 µs | p99.99 µs |\n| --- | ---: | ---: | ---: | ---: |\n");
     for r in runs {
-        if let Some(l) = r.doc.end.latency_ns {
+        if let Some(l) = &r.doc.end.latency_ns {
             o.push_str(&format!(
                 "| {} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
                 name(r),

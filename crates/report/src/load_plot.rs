@@ -198,16 +198,16 @@ pub fn charts(title: &str, doc: &Document) -> String {
     let Some(l) = &doc.end.load else {
         return String::new();
     };
-    let us = |v: Option<LatencySummary>| v.map(|v| v.p50 as f64 / 1e3);
+    let us = |v: Option<&LatencySummary>| v.map(|v| v.p50 as f64 / 1e3);
     let mbit = |v: Option<f64>| v.map(|v| v / 1e6);
     let rtt = [
         (
             "UDP ping P50".to_string(),
-            points(doc, |l| us(l.udp_rtt_ns)),
+            points(doc, |l| us(l.udp_rtt_ns.as_ref())),
         ),
         (
             "TCP ping P50".to_string(),
-            points(doc, |l| us(l.tcp_rtt_ns)),
+            points(doc, |l| us(l.tcp_rtt_ns.as_ref())),
         ),
     ];
     let rate = [

@@ -39,10 +39,10 @@ fn phase_row(p: &PhaseEnd) -> Vec<String> {
     let cpu = |v: Option<f64>| opt(v, |c| format!("{c:.0}"));
     vec![
         p.phase.as_str().to_string(),
-        us(p.udp_rtt_ns.map(|l| l.p50)),
-        us(p.udp_rtt_ns.map(|l| l.p99)),
-        us(p.tcp_rtt_ns.map(|l| l.p50)),
-        us(p.tcp_rtt_ns.map(|l| l.p99)),
+        us(p.udp_rtt_ns.as_ref().map(|l| l.p50)),
+        us(p.udp_rtt_ns.as_ref().map(|l| l.p99)),
+        us(p.tcp_rtt_ns.as_ref().map(|l| l.p50)),
+        us(p.tcp_rtt_ns.as_ref().map(|l| l.p99)),
         bps(p.load.upload_bits_per_second),
         bps(p.load.download_bits_per_second),
         opt(p.tcp_retransmits, |r| r.to_string()),
@@ -79,12 +79,12 @@ pub(super) fn lab_row(name: &str, l: &LoadEnd, status: String) -> Vec<String> {
         format!("{} / {}", f(u), f(t))
     };
     let idle = l.phase(Phase::Idle);
-    let p50 = |r: Option<LatencySummary>| r.map(|r| r.p50 as f64);
+    let p50 = |r: Option<&LatencySummary>| r.map(|r| r.p50 as f64);
     let mut row = vec![
         name.to_string(),
         pair(
-            idle.and_then(|p| p50(p.udp_rtt_ns)),
-            idle.and_then(|p| p50(p.tcp_rtt_ns)),
+            idle.and_then(|p| p50(p.udp_rtt_ns.as_ref())),
+            idle.and_then(|p| p50(p.tcp_rtt_ns.as_ref())),
         )
         .replace('+', ""),
     ];

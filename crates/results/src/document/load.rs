@@ -133,7 +133,7 @@ pub fn build(
 }
 
 fn phase_end(r: &PhaseRun) -> PhaseEnd {
-    let latency = |d: &Option<Document>| d.as_ref().and_then(|d| d.end.latency_ns);
+    let latency = |d: &Option<Document>| d.as_ref().and_then(|d| d.end.latency_ns.clone());
     let udp = r.udp.as_ref();
     let busy = |role: Role| {
         let d = udp?;
@@ -263,8 +263,8 @@ fn intervals(r: &PhaseRun) -> Vec<IntervalFigures> {
             IntervalFigures {
                 load: Some(LoadInterval {
                     phase: r.phase,
-                    udp_rtt_ns: u.and_then(|u| u.latency_ns),
-                    tcp_rtt_ns: t.and_then(|t| t.latency_ns),
+                    udp_rtt_ns: u.and_then(|u| u.latency_ns.clone()),
+                    tcp_rtt_ns: t.and_then(|t| t.latency_ns.clone()),
                     load: l.map(interval_load).unwrap_or_default(),
                 }),
                 client_cpu_busy_percent: u.and_then(|u| u.client_cpu_busy_percent),
@@ -283,8 +283,8 @@ fn added(phases: &[PhaseEnd]) -> Vec<AddedLatency> {
     let mut out = Vec::new();
     for p in phases.iter().filter(|p| p.phase != Phase::Idle) {
         for (transport, base, now) in [
-            (Transport::Udp, idle.udp_rtt_ns, p.udp_rtt_ns),
-            (Transport::Tcp, idle.tcp_rtt_ns, p.tcp_rtt_ns),
+            (Transport::Udp, &idle.udp_rtt_ns, &p.udp_rtt_ns),
+            (Transport::Tcp, &idle.tcp_rtt_ns, &p.tcp_rtt_ns),
         ] {
             if let (Some(b), Some(n)) = (base, now) {
                 out.push(AddedLatency {

@@ -39,14 +39,14 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> Document {
             requests_per_second: c
                 .and_then(|c| c.messages)
                 .map(|m| per_second(m as f64, span.end_s - span.start_s)),
-            latency_ns: c.and_then(|c| c.latency_ns),
+            latency_ns: c.and_then(|c| c.latency_ns.clone()),
             client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
             server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
             ..span
         })
         .collect();
     let end = End {
-        latency_ns: c_rr.and_then(|r| r.latency_ns),
+        latency_ns: c_rr.and_then(|r| r.latency_ns.clone()),
         latency_is: Some(
             if spec.open_loop {
                 "round_trip_time_from_intended_send"
