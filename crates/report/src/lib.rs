@@ -1,13 +1,17 @@
 //! Renderers: turn a result document (or the live samples of a running test) into text.
 //! They compute nothing beyond unit conversion; every figure comes from `sonde-results`.
 
+pub mod chart;
 pub mod csv;
 pub mod fleet;
+pub mod hdr_log;
 pub mod host;
 pub mod html;
 pub mod live;
 mod load_plot;
+mod published;
 pub mod summary;
+mod table;
 pub mod units;
 
 /// The result document as pretty JSON, newline-terminated.

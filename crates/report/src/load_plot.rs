@@ -18,13 +18,7 @@ fn shade(p: Phase) -> RGBColor {
     }
 }
 
-/// Line colours of distinct lightness, so they read in grey print too.
-const INK: [RGBColor; 4] = [
-    RGBColor(20, 20, 20),
-    RGBColor(200, 80, 0),
-    RGBColor(0, 110, 190),
-    RGBColor(120, 120, 120),
-];
+use crate::chart::INK;
 
 /// Every phase's span on the load test's clock.
 fn spans(doc: &Document) -> Vec<(Phase, f64, f64)> {
@@ -110,8 +104,8 @@ fn over_time(title: &str, y_desc: &str, doc: &Document, lines: &[Line]) -> Strin
             .configure_mesh()
             .x_desc("time since start, s")
             .y_desc(y_desc)
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_label_formatter(&|x| crate::chart::tick(*x))
+            .y_label_formatter(&|y| crate::chart::tick(*y))
             .draw();
         draw_lines(&mut chart, lines);
         let _ = chart
@@ -121,22 +115,24 @@ fn over_time(title: &str, y_desc: &str, doc: &Document, lines: &[Line]) -> Strin
             .border_style(BLACK)
             .draw();
     }
-    crate::html::strip_xml_decl(svg)
+    crate::chart::strip_xml_decl(svg)
 }
 
-/// A phase's distribution from its summary: (RTT µs, fraction at or below).
+/// A phase's distribution, (RTT µs, fraction at or below): every bucket of its histogram,
+/// or its summary's percentiles in a document that kept none.
 fn cdf(l: &LatencySummary) -> Vec<(f64, f64)> {
-    [
-        (l.min, 0.0),
-        (l.p50, 0.5),
-        (l.p90, 0.9),
-        (l.p99, 0.99),
-        (l.p999, 0.999),
-        (l.max, 1.0),
-    ]
-    .iter()
-    .map(|&(v, q)| (v as f64 / 1e3, q))
-    .collect()
+    let curve = match l.distribution() {
+        Some(Ok(h)) => sonde_results::latency::percentile_curve(&h),
+        _ => vec![
+            (0.0, l.min),
+            (0.5, l.p50),
+            (0.9, l.p90),
+            (0.99, l.p99),
+            (0.999, l.p999),
+            (1.0, l.max),
+        ],
+    };
+    curve.iter().map(|&(q, v)| (v as f64 / 1e3, q)).collect()
 }
 
 /// Each phase's UDP round-trip distribution, on a log time axis (idle and loaded differ by
@@ -165,7 +161,7 @@ fn cdfs(l: &LoadEnd) -> String {
         let _ = root.fill(&WHITE);
         let Ok(mut chart) = ChartBuilder::on(&root)
             .caption(
-                "UDP ping round trip by phase (min, P50, P90, P99, P99.9, max)",
+                "UDP ping round trip by phase (every histogram bucket)",
                 ("sans-serif", 16),
             )
             .margin(12)
@@ -178,7 +174,7 @@ fn cdfs(l: &LoadEnd) -> String {
         let _ = chart
             .configure_mesh()
             .x_desc("round trip, µs (log)")
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_label_formatter(&|x| crate::chart::tick(*x))
             .y_desc("fraction of pings")
             .y_label_formatter(&|y| format!("{:.0} %", y * 100.0))
             .draw();
@@ -190,7 +186,7 @@ fn cdfs(l: &LoadEnd) -> String {
             .border_style(BLACK)
             .draw();
     }
-    crate::html::strip_xml_decl(svg)
+    crate::chart::strip_xml_decl(svg)
 }
 
 /// The load test's three charts, or nothing for another test.

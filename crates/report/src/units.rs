@@ -28,6 +28,40 @@ pub fn bytes(b: u64) -> String {
     }
 }
 
+/// `v` to three significant digits, with thousands separators: `12,100`, `15.0`, `0.0123`.
+/// What a published table shows: more digits than the measurement's noise is noise.
+pub fn sig3(v: f64) -> String {
+    if !v.is_finite() {
+        return "n/a".into();
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    if magnitude >= 2 {
+        let step = 10f64.powi(magnitude - 2);
+        return thousands(((v / step).round() * step) as i64);
+    }
+    let decimals = (2 - magnitude) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// `1,049,731`: an exact count, grouped by thousands.
+pub fn thousands(v: i64) -> String {
+    let digits = v.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
 pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "n/a".into())
 }
@@ -44,5 +78,14 @@ mod tests {
         assert_eq!(bytes(1_250_000_000), "1.25 GB");
         assert_eq!(bytes(999), "999 B");
         assert_eq!(opt(None::<u64>, |v| v.to_string()), "n/a");
+        assert_eq!(sig3(12080.243), "12,100");
+        assert_eq!(sig3(15.046), "15.0");
+        assert_eq!(sig3(79.935), "79.9");
+        assert_eq!(sig3(999.6), "1,000");
+        assert_eq!(sig3(0.012345), "0.0123");
+        assert_eq!(sig3(-1234.0), "-1,230");
+        assert_eq!(sig3(0.0), "0");
+        assert_eq!(thousands(1_049_731), "1,049,731");
+        assert_eq!(thousands(-999), "-999");
     }
 }

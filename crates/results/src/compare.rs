@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::document::Document;
+use crate::pooled::Pooled;
+use crate::side::Role;
 
 const RESAMPLES: usize = 2000;
 
@@ -16,15 +18,41 @@ pub enum Verdict {
     NoSignificantChange,
 }
 
+/// How a group of runs is reduced to one figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregate {
+    /// The median of the runs' figures.
+    MedianOfRuns,
+    /// The percentile of the runs' merged latency histogram: every sample of every run
+    /// counted once, the figure one long run would have given.
+    MergedHistogram,
+}
+
+impl Aggregate {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Aggregate::MedianOfRuns => "median of runs",
+            Aggregate::MergedHistogram => "of the runs' merged histogram",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// The figure's machine name, with its unit (`rtt_p99_us`).
     pub metric: String,
+    /// The figure as a reader names it (`RTT P99`), and its unit (`µs`).
+    pub title: String,
+    pub unit: String,
     pub higher_is_better: bool,
     pub runs_a: usize,
     pub runs_b: usize,
-    pub median_a: f64,
-    pub median_b: f64,
-    /// (median B − median A) / median A, percent.
+    /// How each group's figure was made from its runs.
+    pub aggregate: Aggregate,
+    pub value_a: f64,
+    pub value_b: f64,
+    /// (B − A) / A, percent.
     pub change_percent: f64,
     pub ci95_low_percent: f64,
     pub ci95_high_percent: f64,
@@ -61,29 +89,84 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[i]
 }
 
-pub fn compare(metric: &str, a: &[f64], b: &[f64], higher_is_better: bool) -> Option<Comparison> {
-    if a.is_empty() || b.is_empty() {
+/// A group's figure from its runs, where run r counts `weights[r]` times (1 each for the
+/// figure itself; a bootstrap resample's multiplicities for its interval).
+trait Statistic {
+    fn runs(&self) -> usize;
+    fn of(&self, weights: &[u64]) -> Option<f64>;
+}
+
+/// The median of per-run figures.
+struct Median<'a>(&'a [f64]);
+
+impl Statistic for Median<'_> {
+    fn runs(&self) -> usize {
+        self.0.len()
+    }
+    fn of(&self, weights: &[u64]) -> Option<f64> {
+        let v: Vec<f64> = self
+            .0
+            .iter()
+            .zip(weights)
+            .flat_map(|(&x, &w)| std::iter::repeat_n(x, w as usize))
+            .collect();
+        (!v.is_empty()).then(|| median(&v))
+    }
+}
+
+/// A quantile of the runs' pooled round-trip histograms, in µs.
+struct MergedQuantile<'a> {
+    pool: &'a Pooled,
+    q: f64,
+}
+
+impl Statistic for MergedQuantile<'_> {
+    fn runs(&self) -> usize {
+        self.pool.runs()
+    }
+    fn of(&self, weights: &[u64]) -> Option<f64> {
+        self.pool.quantile(weights, self.q).map(|v| v as f64 / 1e3)
+    }
+}
+
+/// Multiplicities of a resample with replacement of `n` runs.
+fn resample(rng: &mut Rng, n: usize) -> Vec<u64> {
+    let mut w = vec![0; n];
+    for _ in 0..n {
+        w[rng.below(n)] += 1;
+    }
+    w
+}
+
+/// B against A on a statistic: the change and its 95 % bootstrap interval (runs resampled
+/// with replacement in each group), and the verdict.
+fn compare_by(
+    m: &Metric,
+    aggregate: Aggregate,
+    a: &dyn Statistic,
+    b: &dyn Statistic,
+) -> Option<Comparison> {
+    let (na, nb) = (a.runs(), b.runs());
+    if na == 0 || nb == 0 {
         return None;
     }
-    let (ma, mb) = (median(a), median(b));
-    if ma == 0.0 {
+    let (va, vb) = (a.of(&vec![1; na])?, b.of(&vec![1; nb])?);
+    if va == 0.0 {
         return None;
     }
     let change = |x: f64, y: f64| (y - x) / x * 100.0;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut diffs: Vec<f64> = (0..RESAMPLES)
-        .map(|_| {
-            let ra: Vec<f64> = (0..a.len()).map(|_| a[rng.below(a.len())]).collect();
-            let rb: Vec<f64> = (0..b.len()).map(|_| b[rng.below(b.len())]).collect();
-            change(median(&ra), median(&rb))
+        .filter_map(|_| {
+            let (wa, wb) = (resample(&mut rng, na), resample(&mut rng, nb));
+            Some(change(a.of(&wa)?, b.of(&wb)?))
         })
         .filter(|d| d.is_finite())
         .collect();
     diffs.sort_by(|x, y| x.total_cmp(y));
     let (lo, hi) = (percentile(&diffs, 0.025), percentile(&diffs, 0.975));
     let verdict = if lo > 0.0 || hi < 0.0 {
-        let up = lo > 0.0;
-        if up == higher_is_better {
+        if (lo > 0.0) == m.higher_is_better {
             Verdict::Better
         } else {
             Verdict::Worse
@@ -92,63 +175,156 @@ pub fn compare(metric: &str, a: &[f64], b: &[f64], higher_is_better: bool) -> Op
         Verdict::NoSignificantChange
     };
     Some(Comparison {
-        metric: metric.into(),
-        higher_is_better,
-        runs_a: a.len(),
-        runs_b: b.len(),
-        median_a: ma,
-        median_b: mb,
-        change_percent: change(ma, mb),
+        metric: m.key.into(),
+        title: m.title.clone(),
+        unit: m.unit.into(),
+        higher_is_better: m.higher_is_better,
+        runs_a: na,
+        runs_b: nb,
+        aggregate,
+        value_a: va,
+        value_b: vb,
+        change_percent: change(va, vb),
         ci95_low_percent: lo,
         ci95_high_percent: hi,
         verdict,
     })
 }
 
-/// The headline figures of a document: (name with unit, value, higher is better).
-pub fn metrics(doc: &Document) -> Vec<(&'static str, f64, bool)> {
+/// Medians of per-run figures `a` and `b` of metric `m`, compared.
+pub fn compare(m: &Metric, a: &[f64], b: &[f64]) -> Option<Comparison> {
+    compare_by(m, Aggregate::MedianOfRuns, &Median(a), &Median(b))
+}
+
+/// A headline figure of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric {
+    /// Machine name, with its unit (`rtt_p99_us`): JSON and `--fail-if-worse` use it.
+    pub key: &'static str,
+    /// As a reader names it (`RTT P99`), and its unit.
+    pub title: String,
+    pub unit: &'static str,
+    pub value: f64,
+    pub higher_is_better: bool,
+    pub measured_by: Role,
+    /// A percentile of the run's round trips: groups of runs compare the percentile of
+    /// their merged histograms.
+    pub quantile: Option<f64>,
+}
+
+impl Metric {
+    fn new(key: &'static str, title: &str, unit: &'static str, value: f64) -> Metric {
+        Metric {
+            key,
+            title: title.into(),
+            unit,
+            value,
+            higher_is_better: true,
+            measured_by: Role::Client,
+            quantile: None,
+        }
+    }
+
+    fn lower_is_better(self) -> Metric {
+        Metric {
+            higher_is_better: false,
+            ..self
+        }
+    }
+
+    fn by(self, measured_by: Role) -> Metric {
+        Metric {
+            measured_by,
+            ..self
+        }
+    }
+}
+
+/// The headline figures of a document, in the order a reader looks for them.
+pub fn metrics(doc: &Document) -> Vec<Metric> {
     let e = &doc.end;
     let mut out = Vec::new();
     if let Some(r) = e.stream_receiver() {
-        out.push(("receiver_gbit_per_s", r.bits_per_second / 1e9, true));
+        let m = Metric::new(
+            "receiver_gbit_per_s",
+            "Throughput received",
+            "Gbit/s",
+            r.bits_per_second / 1e9,
+        );
+        out.push(m.by(r.by.measured_by));
     }
     if let Some(s) = e.stream_sender() {
         if let Some(c) = s.cycles_per_byte {
-            out.push(("sender_cycles_per_byte", c, false));
+            let m = Metric::new(
+                "sender_cycles_per_byte",
+                "Sender CPU cycles per byte",
+                "cycles/B",
+                c,
+            );
+            out.push(m.lower_is_better().by(s.by.measured_by));
         }
     }
     if let Some(r) = e.requests_per_second {
-        out.push(("requests_per_second", r, true));
+        out.push(Metric::new(
+            "requests_per_second",
+            "Request rate",
+            "requests/s",
+            r,
+        ));
     }
     if let Some(l) = &e.latency_ns {
-        out.push(("rtt_p50_us", l.p50 as f64 / 1e3, false));
-        out.push(("rtt_p99_us", l.p99 as f64 / 1e3, false));
-        out.push(("rtt_p999_us", l.p999 as f64 / 1e3, false));
+        for (key, title, q, v) in [
+            ("rtt_p50_us", "RTT P50", 0.5, l.p50),
+            ("rtt_p99_us", "RTT P99", 0.99, l.p99),
+            ("rtt_p999_us", "RTT P99.9", 0.999, l.p999),
+        ] {
+            let m = Metric::new(key, title, "µs", v as f64 / 1e3).lower_is_better();
+            out.push(Metric {
+                quantile: Some(q),
+                ..m
+            });
+        }
     }
     if let Some(c) = e.client.as_ref().and_then(|c| c.cpu_us_per_message) {
-        out.push(("client_cpu_us_per_message", c, false));
+        let m = Metric::new(
+            "client_cpu_us_per_message",
+            "Client CPU per message",
+            "µs",
+            c,
+        );
+        out.push(m.lower_is_better());
     }
     if let Some(l) = &e.load {
         out.extend(load_metrics(l));
     }
     if let Some(p) = &e.packets {
         if let Some(r) = &p.receiver {
-            out.push(("received_packets_per_second", r.packets_per_second, true));
+            let m = Metric::new(
+                "received_packets_per_second",
+                "Packets received",
+                "packets/s",
+                r.packets_per_second,
+            );
+            out.push(m.by(r.by.measured_by));
         }
         if let Some(l) = p.loss_percent {
-            out.push(("loss_percent", l, false));
+            out.push(
+                Metric::new("loss_percent", "Packet loss", "%", l)
+                    .lower_is_better()
+                    .by(Role::Server),
+            );
         }
     }
     out
 }
 
 /// A load test's added P50 per loaded phase and ping: lower is better.
-fn load_metrics(l: &crate::document::load::LoadEnd) -> Vec<(&'static str, f64, bool)> {
+fn load_metrics(l: &crate::document::load::LoadEnd) -> Vec<Metric> {
     use crate::spec::{Phase, Transport};
     l.added_latency
         .iter()
         .filter_map(|a| {
-            let name = match (a.phase, a.transport) {
+            let key = match (a.phase, a.transport) {
                 (Phase::Upload, Transport::Udp) => "upload_added_udp_p50_us",
                 (Phase::Upload, Transport::Tcp) => "upload_added_tcp_p50_us",
                 (Phase::Download, Transport::Udp) => "download_added_udp_p50_us",
@@ -157,31 +333,68 @@ fn load_metrics(l: &crate::document::load::LoadEnd) -> Vec<(&'static str, f64, b
                 (Phase::Both, Transport::Tcp) => "both_added_tcp_p50_us",
                 (Phase::Idle, _) => return None,
             };
-            Some((name, a.p50_added_ns as f64 / 1e3, false))
+            let ping = match a.transport {
+                Transport::Udp => "UDP",
+                Transport::Tcp => "TCP",
+            };
+            let title = format!("{ping} RTT P50 added by {} load", a.phase.as_str());
+            Some(Metric::new(key, &title, "µs", a.p50_added_ns as f64 / 1e3).lower_is_better())
         })
         .collect()
 }
 
-/// Compares every metric the two groups of runs share.
+/// The runs' round-trip histograms pooled, when every run kept one.
+fn pooled(docs: &[&Document]) -> Option<Pooled> {
+    let hists: Option<Vec<_>> = docs
+        .iter()
+        .map(|d| d.end.latency_ns.as_ref()?.distribution()?.ok())
+        .collect();
+    Some(Pooled::of(&hists?))
+}
+
+/// Compares every metric the two groups of runs share. Percentiles of round trips compare
+/// the groups' merged histograms when every run kept its histogram, medians otherwise.
 pub fn compare_runs(a: &[&Document], b: &[&Document]) -> Vec<Comparison> {
-    let names: Vec<(&'static str, bool)> = a
-        .first()
-        .map(|d| metrics(d).into_iter().map(|(n, _, h)| (n, h)).collect())
-        .unwrap_or_default();
-    let values = |docs: &[&Document], name: &str| -> Vec<f64> {
+    let Some(first) = a.first() else {
+        return Vec::new();
+    };
+    let pools = pooled(a).zip(pooled(b));
+    let values = |docs: &[&Document], key: &str| -> Vec<f64> {
         docs.iter()
-            .filter_map(|d| metrics(d).into_iter().find(|m| m.0 == name).map(|m| m.1))
+            .filter_map(|d| {
+                metrics(d)
+                    .into_iter()
+                    .find(|m| m.key == key)
+                    .map(|m| m.value)
+            })
             .collect()
     };
-    names
+    metrics(first)
         .into_iter()
-        .filter_map(|(n, higher)| compare(n, &values(a, n), &values(b, n), higher))
+        .filter_map(|m| match (m.quantile, &pools) {
+            (Some(q), Some((pa, pb))) => {
+                let (sa, sb) = (
+                    MergedQuantile { pool: pa, q },
+                    MergedQuantile { pool: pb, q },
+                );
+                compare_by(&m, Aggregate::MergedHistogram, &sa, &sb)
+            }
+            _ => compare(&m, &values(a, m.key), &values(b, m.key)),
+        })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn up() -> Metric {
+        Metric::new("x", "X", "", 0.0)
+    }
+
+    fn down() -> Metric {
+        up().lower_is_better()
+    }
 
     #[test]
     fn medians() {
@@ -193,21 +406,21 @@ mod tests {
     fn a_clear_gain_is_better_or_worse_by_direction() {
         let a = [10.0, 10.0, 10.0, 10.0, 10.0];
         let b = [12.0, 12.0, 12.0, 12.0, 12.0];
-        let up = compare("x", &a, &b, true).unwrap();
+        let up = compare(&up(), &a, &b).unwrap();
         assert_eq!(up.change_percent, 20.0);
         assert_eq!((up.ci95_low_percent, up.ci95_high_percent), (20.0, 20.0));
         assert_eq!(up.verdict, Verdict::Better);
-        assert_eq!(compare("x", &a, &b, false).unwrap().verdict, Verdict::Worse);
+        assert_eq!(compare(&down(), &a, &b).unwrap().verdict, Verdict::Worse);
     }
 
     #[test]
     fn identical_or_overlapping_samples_are_no_significant_change() {
         let a = [10.0, 11.0, 9.0, 10.5, 9.5];
-        let same = compare("x", &a, &a, true).unwrap();
+        let same = compare(&up(), &a, &a).unwrap();
         assert_eq!(same.change_percent, 0.0);
         assert_eq!(same.verdict, Verdict::NoSignificantChange);
         let b = [10.2, 9.1, 11.1, 9.8, 10.4];
-        let c = compare("x", &a, &b, true).unwrap();
+        let c = compare(&up(), &a, &b).unwrap();
         assert!(
             c.ci95_low_percent < 0.0 && c.ci95_high_percent > 0.0,
             "{c:?}"
@@ -219,7 +432,7 @@ mod tests {
     fn the_interval_brackets_the_change_and_is_reproducible() {
         let a = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5];
         let b = [128.0, 131.0, 126.0, 129.0, 127.0, 130.0, 128.5];
-        let c = compare("x", &a, &b, true).unwrap();
+        let c = compare(&up(), &a, &b).unwrap();
         assert!(
             (c.change_percent - 28.5).abs() < 0.01,
             "{}",
@@ -230,7 +443,52 @@ mod tests {
             "{c:?}"
         );
         assert!(c.ci95_low_percent <= c.change_percent && c.change_percent <= c.ci95_high_percent);
-        assert_eq!(compare("x", &a, &b, true), Some(c));
-        assert!(compare("x", &[], &b, true).is_none());
+        assert_eq!(compare(&up(), &a, &b), Some(c));
+        assert!(compare(&up(), &[], &b).is_none());
+    }
+
+    #[test]
+    fn percentiles_of_repetitions_come_from_their_merged_histogram() {
+        use crate::latency::new_histogram;
+        // Five runs of one configuration; one of them has a slow tail.
+        let runs = |base: u64, slow: usize| -> Vec<hdrhistogram::Histogram<u64>> {
+            (0..5)
+                .map(|r| {
+                    let mut h = new_histogram();
+                    for i in 0..2_000u64 {
+                        let tail = r == slow && i % 10 == 0;
+                        h.record(base + i % 97 * 100 + if tail { 900_000 } else { 0 })
+                            .unwrap();
+                    }
+                    h
+                })
+                .collect()
+        };
+        let (ra, rb) = (runs(50_000, 2), runs(40_000, 9));
+        let (pa, pb) = (Pooled::of(&ra), Pooled::of(&rb));
+        let m = Metric {
+            quantile: Some(0.99),
+            ..down()
+        };
+        let (sa, sb) = (
+            MergedQuantile { pool: &pa, q: 0.99 },
+            MergedQuantile { pool: &pb, q: 0.99 },
+        );
+        let c = compare_by(&m, Aggregate::MergedHistogram, &sa, &sb).unwrap();
+        let mut merged = new_histogram();
+        ra.iter().for_each(|h| merged.add(h).unwrap());
+        assert_eq!(c.value_a, merged.value_at_quantile(0.99) as f64 / 1e3);
+        let p99s: Vec<f64> = ra
+            .iter()
+            .map(|h| h.value_at_quantile(0.99) as f64 / 1e3)
+            .collect();
+        assert!(
+            c.value_a > 2.0 * median(&p99s),
+            "the slow run's tail is 2 % of all samples: it sets the merged P99 ({}) where the median of P99s ({}) hides it",
+            c.value_a,
+            median(&p99s)
+        );
+        assert_eq!(c.verdict, Verdict::Better);
+        assert!(c.ci95_low_percent <= c.change_percent && c.change_percent <= c.ci95_high_percent);
     }
 }

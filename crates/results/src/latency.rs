@@ -133,7 +133,12 @@ pub fn percentile_curve(h: &Histogram<u64>) -> Vec<(f64, u64)> {
         return Vec::new();
     }
     h.iter_quantiles(TICKS_PER_HALF_DISTANCE)
-        .map(|v| (v.quantile_iterated_to(), h.highest_equivalent(v.value_iterated_to())))
+        .map(|v| {
+            (
+                v.quantile_iterated_to(),
+                h.highest_equivalent(v.value_iterated_to()),
+            )
+        })
         .collect()
 }
 
@@ -243,7 +248,10 @@ mod tests {
             histogram: None,
             ..sa.clone()
         };
-        assert!(merged_is_none(&[&old, &sb]), "no exact union without histograms");
+        assert!(
+            merged_is_none(&[&old, &sb]),
+            "no exact union without histograms"
+        );
     }
 
     fn merged_is_none(s: &[&LatencySummary]) -> bool {
@@ -256,7 +264,9 @@ mod tests {
         let h = recorded(&a);
         let curve = percentile_curve(&h);
         assert!(curve.len() >= 50, "{} points", curve.len());
-        assert!(curve.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        assert!(curve
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
         let tail = curve.iter().filter(|p| p.0 > 0.99).count();
         assert!(tail >= 10, "{tail} points above P99");
         assert_eq!(curve.last().unwrap(), &(1.0, h.highest_equivalent(h.max())));

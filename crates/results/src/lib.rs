@@ -6,6 +6,7 @@ pub mod compare;
 pub mod document;
 pub mod inventory;
 pub mod latency;
+mod pooled;
 pub mod side;
 pub mod spec;
 pub mod stats;

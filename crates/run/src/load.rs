@@ -208,7 +208,15 @@ mod tests {
         let l = d.end.load.unwrap();
         assert_eq!(l.phases.len(), 2);
         // HDR's 3 significant digits.
-        assert!(l.phases[0].udp_rtt_ns.as_ref().unwrap().p50.abs_diff(10_000) < 20);
+        assert!(
+            l.phases[0]
+                .udp_rtt_ns
+                .as_ref()
+                .unwrap()
+                .p50
+                .abs_diff(10_000)
+                < 20
+        );
         assert_eq!(l.phases[1].load.requests_per_second, Some(1000.0));
         assert!(l.phases[1].start_s >= l.phases[0].start_s + 0.03);
         assert_eq!(l.added_latency.len(), 2, "both pings");

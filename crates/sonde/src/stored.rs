@@ -45,6 +45,12 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
                         &runs.iter().map(|r| (r.id, &r.document)).collect::<Vec<_>>()
                     )
                 ),
+                cli::ExportFormat::HdrLog => print!(
+                    "{}",
+                    sonde_report::hdr_log::interval_log(
+                        &runs.iter().map(|r| (r.id, &r.document)).collect::<Vec<_>>()
+                    )?
+                ),
             }
         }
         cli::ResultsAction::Import { files, label } => {

@@ -300,8 +300,8 @@ pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) 
                     " (lower is better)"
                 }
             ),
-            format!("{:.3} (n={})", c.median_a, c.runs_a),
-            format!("{:.3} (n={})", c.median_b, c.runs_b),
+            format!("{:.3} (n={})", c.value_a, c.runs_a),
+            format!("{:.3} (n={})", c.value_b, c.runs_b),
             format!("{:+.1} %", c.change_percent),
             format!(
                 "[{:+.1} %, {:+.1} %]",

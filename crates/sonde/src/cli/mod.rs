@@ -158,7 +158,9 @@ pub enum ResultsAction {
     },
     /// One run's result document (JSON).
     Show { id: i64 },
-    /// Runs as JSON documents (one array) or CSV of their intervals.
+    /// Runs as JSON documents (one array), CSV of their intervals, or an HdrHistogram
+    /// interval log of their latency histograms (hdr-log: one tag per run, one line per
+    /// interval, for HdrHistogram's HistogramLogProcessor and plotter).
     Export {
         ids: Vec<i64>,
         #[arg(long, value_enum, default_value = "json")]
@@ -176,6 +178,7 @@ pub enum ResultsAction {
 pub enum ExportFormat {
     Json,
     Csv,
+    HdrLog,
 }
 
 #[derive(Args, Debug)]

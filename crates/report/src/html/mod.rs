@@ -1,0 +1,338 @@
+//! A self-contained report of stored runs, laid out as published network reports are:
+//! purpose and summary, both hosts' environment, the exact invocations of both sides, each
+//! test type's table, then the plots (sender and receiver per interval, per-connection
+//! throughput, round trips by percentile from every histogram bucket) and the A/B
+//! comparison, which leads with its sentence. Charts are inline SVG; the page loads nothing
+//! from the network; the markup is well-formed XML (XHTML), so it can be checked. The
+//! Markdown form carries the same tables.
+
+mod comparison;
+mod environment;
+
+use sonde_results::compare::Comparison;
+use sonde_results::Document;
+
+use crate::chart::{self, Line, XAxis};
+use crate::published;
+use crate::table::Table;
+
+/// What a report is made of: its title, when, the runs, and the comparison between two
+/// labelled groups of them, if they form two.
+#[derive(Clone, Copy)]
+pub struct Report<'a> {
+    pub title: &'a str,
+    pub generated_at: &'a str,
+    pub runs: &'a [ReportRun<'a>],
+    pub comparison: Option<(&'a str, &'a str, &'a [Comparison])>,
+}
+
+/// A run as the report sees it.
+pub struct ReportRun<'a> {
+    pub id: i64,
+    pub label: Option<String>,
+    pub doc: &'a Document,
+}
+
+pub(crate) fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `run 7 (label)`.
+pub(crate) fn run_name(r: &ReportRun<'_>) -> String {
+    format!(
+        "run {}{}",
+        r.id,
+        r.label
+            .as_ref()
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default()
+    )
+}
+
+/// Every exact command line of a run: (who ran it, command).
+fn invocations(doc: &Document) -> Vec<(String, String)> {
+    let mut out = vec![("controller".to_string(), doc.start.command.clone())];
+    if let Some(c) = &doc.start.client_agent {
+        let command = c.command.clone().unwrap_or_else(|| "n/a".into());
+        out.push((format!("client agent at {}", c.address), command));
+    }
+    let agent = doc
+        .start
+        .server_command
+        .clone()
+        .unwrap_or_else(|| "n/a".into());
+    out.push((format!("agent at {}", doc.start.server_address), agent));
+    let tools = doc
+        .end
+        .packets
+        .as_ref()
+        .map(|p| p.tool_commands())
+        .unwrap_or_default();
+    for (role, command) in tools {
+        out.push((format!("{}'s tool", role.as_str()), command.to_string()));
+    }
+    out
+}
+
+/// Each run's time series: sender and receiver on one chart (a load test's own charts).
+fn time_series(runs: &[ReportRun<'_>]) -> String {
+    let mut o = String::new();
+    for r in runs {
+        let d = r.doc;
+        if d.end.load.is_some() {
+            o.push_str(&crate::load_plot::charts(&run_name(r), d));
+            continue;
+        }
+        let (unit, series) = published::interval_series(d);
+        let lines: Vec<Line> = series
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, pts))| {
+                let l = Line::new(name, 1, pts);
+                if i == 1 {
+                    l.dashed()
+                } else {
+                    l
+                }
+            })
+            .collect();
+        let end = d.intervals.last().map_or(1.0, |i| i.end_s);
+        let axis = XAxis {
+            desc: "time since the window's start, s",
+            range: (0.0, end),
+            ticks: None,
+            label: &chart::tick,
+        };
+        o.push_str(&chart::lines(&run_name(r), &axis, unit, &lines));
+        o.push_str(&per_connection(r));
+    }
+    o
+}
+
+/// A stream's connections' throughput over the window, as the receiver measured it.
+fn per_connection(r: &ReportRun<'_>) -> String {
+    let Some(rx) = r.doc.end.stream_receiver() else {
+        return String::new();
+    };
+    let secs = rx.seconds.max(1e-9);
+    let values: Vec<f64> = rx
+        .connections
+        .per_connection
+        .iter()
+        .map(|c| c.bytes as f64 * 8.0 / secs / 1e9)
+        .collect();
+    if values.len() < 2 {
+        return String::new();
+    }
+    chart::bars(
+        &format!(
+            "{}: throughput per connection (fairness), by the receiver",
+            run_name(r)
+        ),
+        "connection",
+        "throughput, Gbit/s",
+        &values,
+    )
+}
+
+/// Every run's round trips by percentile, from every bucket of its histogram.
+fn latency_lines(runs: &[ReportRun<'_>]) -> Vec<Line> {
+    runs.iter()
+        .filter_map(|r| {
+            let l = r.doc.end.latency_ns.as_ref()?;
+            Some((r, l))
+        })
+        .enumerate()
+        .map(|(i, (r, l))| Line::new(run_name(r), i, chart::percentile_points(l)))
+        .collect()
+}
+
+fn section(id: &str, title: &str, body: &str) -> String {
+    format!("<section id=\"{id}\"><h2>{title}</h2>{body}</section>")
+}
+
+const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}\
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}\
+td,th{border:1px solid #bbb;padding:3px 8px;text-align:left;vertical-align:top}\
+th{background:#eee}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+caption{caption-side:top;text-align:left;font-style:italic;padding:0.3em 0}\
+div.table{overflow-x:auto;max-width:100%}\
+code{background:#f4f4f4;padding:2px 4px;overflow-wrap:anywhere}\
+figure{margin:1em 0}figure svg{max-width:100%;height:auto;display:block}\
+ul.legend{list-style:none;display:flex;flex-wrap:wrap;gap:0.4em 1.5em;padding:0;margin:0.3em 0 0 5em}\
+p.lead{font-size:1.15em;font-weight:bold}section{margin-bottom:2.5em}";
+
+/// The report in HTML.
+pub fn render(r: &Report<'_>) -> String {
+    let (title, runs) = (r.title, r.runs);
+    let mut o = String::new();
+    o.push_str("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/><meta name=\"viewport\" content=\"width=device-width\"/>");
+    o.push_str(&format!(
+        "<title>{}</title><style>{STYLE}</style></head><body>",
+        esc(title)
+    ));
+    o.push_str(&format!("<h1>{}</h1>", esc(title)));
+    let mut summary = format!(
+        "<p>Measurements made with sonde: {} run(s), report generated {}.</p>",
+        runs.len(),
+        esc(r.generated_at)
+    );
+    if let Some((a, b, cmp)) = r.comparison {
+        if let Some(first) = comparison::sentences(cmp, a, b).first() {
+            summary.push_str(&format!("<p class=\"lead\">{}</p>", esc(first)));
+        }
+    }
+    summary.push_str(&published::summary(runs).html());
+    o.push_str(&section("summary", "Purpose and summary", &summary));
+    if let Some(first) = runs.first() {
+        let env: String = environment::tables(first.doc)
+            .iter()
+            .map(Table::html)
+            .collect();
+        o.push_str(&section("environment", "Environment", &env));
+    }
+    let mut tests = String::new();
+    for run in runs {
+        tests.push_str(&format!(
+            "<h3>{}: {}, started {}</h3><ul>",
+            esc(&run_name(run)),
+            esc(&run.doc.test),
+            esc(&run.doc.start.started_at)
+        ));
+        for (who, command) in invocations(run.doc) {
+            tests.push_str(&format!(
+                "<li>{}: <code>{}</code></li>",
+                esc(&who),
+                esc(&command)
+            ));
+        }
+        tests.push_str("</ul>");
+    }
+    o.push_str(&section("tests", "Test description", &tests));
+    let results: String = published::tables(runs).iter().map(Table::html).collect();
+    o.push_str(&section("results", "Results", &results));
+    o.push_str(&section(
+        "timeseries",
+        "Time series: sender and receiver per interval",
+        &time_series(runs),
+    ));
+    let lat = latency_lines(runs);
+    let body = if lat.is_empty() {
+        "<p>No latency measured in these runs.</p>".to_string()
+    } else {
+        chart::percentiles("round-trip time by percentile (client)", &lat)
+    };
+    o.push_str(&section("latency", "Latency percentiles", &body));
+    let docs: Vec<&Document> = runs.iter().map(|r| r.doc).collect();
+    o.push_str(&crate::fleet::html(&docs));
+    let body = match r.comparison {
+        Some((a, b, cmp)) => {
+            let mut s = comparison::sentences(cmp, a, b).into_iter();
+            let mut body = s.next().map_or_else(String::new, |l| {
+                format!("<p class=\"lead\">{}</p>", esc(&l))
+            });
+            body.push_str("<ul>");
+            body.extend(s.map(|l| format!("<li>{}</li>", esc(&l))));
+            body.push_str("</ul>");
+            body.push_str(&comparison::table(cmp, a, b).html());
+            body.push_str(&comparison::chart(cmp));
+            body
+        }
+        None => "<p>The runs do not form two labelled groups; nothing to compare.</p>".into(),
+    };
+    o.push_str(&section("comparison", "Comparison", &body));
+    o.push_str("</body></html>\n");
+    o
+}
+
+/// Each interval's sender and receiver figures, for the Markdown form.
+fn interval_table(runs: &[ReportRun<'_>]) -> Table {
+    let mut t = Table::new(
+        "Per interval: sent by the sender, received by the receiver (requests/s: by the client).",
+        &["Run", "Interval s", "Unit", "Sent", "Received"],
+    );
+    for r in runs.iter().filter(|r| r.doc.end.load.is_none()) {
+        let (unit, series) = published::interval_series(r.doc);
+        let at = |k: usize, end: f64| {
+            series
+                .get(k)
+                .and_then(|s| s.1.iter().find(|p| p.0 == end))
+                .map_or_else(|| "n/a".into(), |p| crate::units::sig3(p.1))
+        };
+        for i in &r.doc.intervals {
+            t.row(vec![
+                run_name(r),
+                format!("{:.1}–{:.1}", i.start_s, i.end_s),
+                unit.into(),
+                at(0, i.end_s),
+                at(1, i.end_s),
+            ]);
+        }
+    }
+    t
+}
+
+/// The same sections in Markdown: the same tables, charts left out.
+pub fn markdown(r: &Report<'_>) -> String {
+    let runs = r.runs;
+    let mut o = format!(
+        "# {}\n\n## Purpose and summary\n\nMeasurements made with sonde: {} run(s), report generated {}.\n\n",
+        r.title,
+        runs.len(),
+        r.generated_at
+    );
+    if let Some((a, b, cmp)) = r.comparison {
+        if let Some(first) = comparison::sentences(cmp, a, b).first() {
+            o.push_str(&format!("**{first}**\n\n"));
+        }
+    }
+    o.push_str(&published::summary(runs).markdown());
+    if let Some(first) = runs.first() {
+        o.push_str("## Environment\n\n");
+        environment::tables(first.doc)
+            .iter()
+            .for_each(|t| o.push_str(&t.markdown()));
+    }
+    o.push_str("## Test description\n\n");
+    for run in runs {
+        o.push_str(&format!(
+            "- {}: {}, started {}\n",
+            run_name(run),
+            run.doc.test,
+            run.doc.start.started_at
+        ));
+        for (who, command) in invocations(run.doc) {
+            o.push_str(&format!("  - {who}: `{command}`\n"));
+        }
+    }
+    o.push_str("\n## Results\n\n");
+    published::tables(runs)
+        .iter()
+        .for_each(|t| o.push_str(&t.markdown()));
+    o.push_str("## Time series\n\n");
+    o.push_str(&interval_table(runs).markdown());
+    o.push_str("## Latency percentiles\n\n");
+    let lat = latency_lines(runs);
+    if lat.is_empty() {
+        o.push_str("No latency measured in these runs.\n\n");
+    } else {
+        o.push_str("See the request/response table under Results (the HTML form plots every percentile).\n\n");
+    }
+    let docs: Vec<&Document> = runs.iter().map(|r| r.doc).collect();
+    o.push_str(&crate::fleet::markdown(&docs));
+    o.push_str("\n## Comparison\n\n");
+    match r.comparison {
+        Some((a, b, cmp)) => {
+            for s in comparison::sentences(cmp, a, b) {
+                o.push_str(&format!("- {s}\n"));
+            }
+            o.push('\n');
+            o.push_str(&comparison::table(cmp, a, b).markdown());
+        }
+        None => o.push_str("The runs do not form two labelled groups.\n"),
+    }
+    o
+}

@@ -1,0 +1,283 @@
+//! The tables readers of published network reports know, one per test type, each column
+//! with its unit and each figure to three significant digits (counts exact): msg_gen's
+//! `Test | P50 | P99 | P99.9 | RPC/s` for ping and rpc, ntttcp's throughput in Gbit/s, MB/s
+//! and buffers/s with packets and CPU for stream, testpmd's sent and received packets/s
+//! for pps, flent's latency by phase for load. Each caption says who measured what.
+
+use sonde_results::document::{IntervalFigures, SideTotals};
+use sonde_results::{Document, LatencySummary, Role, TestSpec};
+
+use crate::html::{run_name, ReportRun};
+use crate::table::Table;
+use crate::units::{sig3, thousands};
+
+fn num(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), sig3)
+}
+
+fn count(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| thousands(v as i64))
+}
+
+fn us(v: u64) -> String {
+    sig3(v as f64 / 1e3)
+}
+
+fn role(r: Role) -> &'static str {
+    match r {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
+}
+
+/// The headline figures of every run, named as a reader names them.
+pub fn summary(runs: &[ReportRun<'_>]) -> Table {
+    let mut t = Table::new(
+        "Each run's headline figures, and the side that measured each.",
+        &[
+            "Run",
+            "Test",
+            "Figure",
+            "Value",
+            "Unit",
+            "Measured by",
+            "Status",
+        ],
+    );
+    for r in runs {
+        let status = if r.doc.end.partial {
+            format!(
+                "partial: {}",
+                r.doc.end.error.as_deref().unwrap_or("cut short")
+            )
+        } else {
+            "complete".into()
+        };
+        for m in sonde_results::compare::metrics(r.doc) {
+            t.row(vec![
+                run_name(r),
+                r.doc.test.clone(),
+                m.title,
+                sig3(m.value),
+                m.unit.into(),
+                role(m.measured_by).into(),
+                status.clone(),
+            ]);
+        }
+    }
+    t
+}
+
+/// ping and rpc, as msg_gen prints them: rate and round-trip percentiles.
+fn rr(runs: &[ReportRun<'_>]) -> Table {
+    let mut t = Table::new(
+        "Request/response (ping, rpc): rate and round-trip time measured by the client; CPU per message by each side.",
+        &[
+            "Run", "Test", "Requests/s", "P50 µs", "P90 µs", "P99 µs", "P99.9 µs", "P99.99 µs",
+            "Max µs", "Samples", "Client CPU µs/msg", "Server CPU µs/msg",
+        ],
+    );
+    for r in runs {
+        let (TestSpec::Ping(s) | TestSpec::Rpc(s)) = &r.doc.start.spec else {
+            continue;
+        };
+        let e = &r.doc.end;
+        let test = format!(
+            "{} {:?} {}×{} {} B",
+            r.doc.test, s.transport, s.connections, s.window, s.request_bytes
+        )
+        .to_lowercase();
+        let l = e.latency_ns.as_ref();
+        let p = |f: fn(&LatencySummary) -> u64| l.map_or_else(|| "n/a".into(), |l| us(f(l)));
+        let cpu = |s: Option<&sonde_results::document::RrEndSide>| {
+            num(s.and_then(|s| s.cpu_us_per_message))
+        };
+        t.row(vec![
+            run_name(r),
+            test,
+            num(e.requests_per_second),
+            p(|l| l.p50),
+            p(|l| l.p90),
+            p(|l| l.p99),
+            p(|l| l.p999),
+            p(|l| l.p9999),
+            p(|l| l.max),
+            count(l.map(|l| l.count)),
+            cpu(e.client.as_ref()),
+            cpu(e.server.as_ref()),
+        ]);
+    }
+    t
+}
+
+/// The host CPU busy of a side, or of the one host both ends shared.
+fn busy(doc: &Document, usage: Option<&sonde_results::CpuUsage>) -> String {
+    let one = doc.end.one_host.as_ref().and_then(|o| o.cpu.as_ref());
+    num(one.or(usage).map(|c| c.host.busy_percent()))
+}
+
+/// stream, as ntttcp prints it: throughput three ways, packets each side, CPU.
+fn stream(runs: &[ReportRun<'_>]) -> Table {
+    let mut t = Table::new(
+        "TCP stream: throughput received, measured by the receiver; packets by each side's NIC counters; CPU is whole-host busy (once for both ends on one host).",
+        &[
+            "Run", "Connections", "Throughput Gbit/s", "MB/s", "Buffers/s", "Packets sent",
+            "Packets received", "Retransmits", "Sender CPU %", "Receiver CPU %", "Cycles/byte",
+        ],
+    );
+    for r in runs {
+        let e = &r.doc.end;
+        let (Some(s), Some(rx)) = (e.stream_sender(), e.stream_receiver()) else {
+            continue;
+        };
+        let nic = |side: &sonde_results::document::EndSide, tx: bool| {
+            side.counted
+                .nic
+                .as_ref()
+                .map(|n| if tx { n.tx_packets } else { n.rx_packets })
+        };
+        t.row(vec![
+            run_name(r),
+            rx.connections.count.to_string(),
+            sig3(rx.bits_per_second / 1e9),
+            sig3(rx.megabytes_per_second),
+            sig3(rx.buffers_per_second),
+            count(nic(s, true)),
+            count(nic(rx, false)),
+            count(s.tcp_retransmits.connections),
+            busy(r.doc, s.cpu.usage.as_ref()),
+            busy(r.doc, rx.cpu.usage.as_ref()),
+            num(s.cycles_per_byte),
+        ]);
+    }
+    t
+}
+
+/// pps, as testpmd's port statistics read: packets and packets/s each way, loss.
+fn pps(runs: &[ReportRun<'_>]) -> Table {
+    let mut t = Table::new(
+        "UDP packet rate: TX by the sender, RX by the receiver, over the measured window; loss over the whole test.",
+        &[
+            "Run", "Engine", "Size B", "Flows", "TX packets", "TX packets/s", "RX packets",
+            "RX packets/s", "Loss %", "TX CPU %", "RX CPU %",
+        ],
+    );
+    for r in runs {
+        let Some(p) = &r.doc.end.packets else {
+            continue;
+        };
+        let (tx, rx) = (p.sender.as_ref(), p.receiver.as_ref());
+        let engine = tx
+            .or(rx)
+            .and_then(|s| s.by.engine.clone())
+            .unwrap_or_else(|| "kernel".into());
+        t.row(vec![
+            run_name(r),
+            engine,
+            p.size_bytes.to_string(),
+            p.flows.to_string(),
+            count(tx.map(|s| s.packets)),
+            num(tx.map(|s| s.packets_per_second)),
+            count(rx.map(|s| s.packets)),
+            num(rx.map(|s| s.packets_per_second)),
+            num(p.loss_percent),
+            busy(r.doc, tx.and_then(|s| s.cpu.usage.as_ref())),
+            busy(r.doc, rx.and_then(|s| s.cpu.usage.as_ref())),
+        ]);
+    }
+    t
+}
+
+/// load, as flent's RRUL summary reads: each phase's throughput and both pings.
+fn load(runs: &[ReportRun<'_>]) -> Table {
+    let mut t = Table::new(
+        "Latency under load: round trips timed by the controller from the intended send; throughput by each direction's receiver.",
+        &[
+            "Run", "Phase", "Upload Mbit/s", "Download Mbit/s", "UDP P50 µs", "UDP P99 µs",
+            "TCP P50 µs", "TCP P99 µs", "UDP lost", "Retransmits",
+        ],
+    );
+    for r in runs {
+        let Some(l) = &r.doc.end.load else {
+            continue;
+        };
+        for p in &l.phases {
+            let q = |s: &Option<LatencySummary>, f: fn(&LatencySummary) -> u64| {
+                s.as_ref().map_or_else(|| "n/a".into(), |s| us(f(s)))
+            };
+            t.row(vec![
+                run_name(r),
+                p.phase.as_str().into(),
+                num(p.load.upload_bits_per_second.map(|b| b / 1e6)),
+                num(p.load.download_bits_per_second.map(|b| b / 1e6)),
+                q(&p.udp_rtt_ns, |s| s.p50),
+                q(&p.udp_rtt_ns, |s| s.p99),
+                q(&p.tcp_rtt_ns, |s| s.p50),
+                q(&p.tcp_rtt_ns, |s| s.p99),
+                count(p.udp_lost),
+                count(p.tcp_retransmits),
+            ]);
+        }
+    }
+    t
+}
+
+/// Every test type's table that has a row.
+pub fn tables(runs: &[ReportRun<'_>]) -> Vec<Table> {
+    [rr(runs), stream(runs), pps(runs), load(runs)]
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The series of a run's time-series chart: sender and receiver of one direction, each
+/// labelled with its side and unit.
+pub fn interval_series(doc: &Document) -> (&'static str, Vec<(String, Vec<(f64, f64)>)>) {
+    let pick = |f: &dyn Fn(&IntervalFigures) -> Option<f64>| -> Vec<(f64, f64)> {
+        doc.intervals
+            .iter()
+            .filter_map(|i| Some((i.end_s, f(i)?)))
+            .collect()
+    };
+    let by = |s: Option<&SideTotals>| match s {
+        Some(SideTotals::Bytes(b)) => role(b.by.measured_by),
+        Some(SideTotals::Packets(p)) => role(p.by.measured_by),
+        None => "n/a",
+    };
+    let (tx, rx) = (by(doc.end.sender.as_ref()), by(doc.end.receiver.as_ref()));
+    match doc.test.as_str() {
+        "pps" => (
+            "packets/s",
+            vec![
+                (
+                    format!("sent, by the sender ({tx})"),
+                    pick(&|i| i.sender.as_ref()?.packets_per_second),
+                ),
+                (
+                    format!("received, by the receiver ({rx})"),
+                    pick(&|i| i.receiver.as_ref()?.packets_per_second),
+                ),
+            ],
+        ),
+        "stream" => (
+            "throughput, Gbit/s",
+            vec![
+                (
+                    format!("sent, by the sender ({tx})"),
+                    pick(&|i| Some(i.sender.as_ref()?.bits_per_second / 1e9)),
+                ),
+                (
+                    format!("received, by the receiver ({rx})"),
+                    pick(&|i| Some(i.receiver.as_ref()?.bits_per_second / 1e9)),
+                ),
+            ],
+        ),
+        _ => (
+            "requests/s",
+            vec![(
+                "completed, by the client".into(),
+                pick(&|i| i.requests_per_second),
+            )],
+        ),
+    }
+}
