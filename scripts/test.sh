@@ -5,7 +5,8 @@
 # shapers, nftables for the count and loss checks, util-linux's setpriv for the not-root
 # test, iputils' ping for the kernel's own traffic during an XDP test, chromium for the report's
 # screenshot, dpdk-dev's dpdk-testpmd for --engine dpdk and procps' pgrep to
-# find its processes), kubernetes-validate from PyPI for the manifests in deploy/, builds the
+# find its processes), kubernetes-validate from PyPI for the manifests in deploy/ and
+# HdrHistogram's Python package (hdrhistogram) to read back the exported histogram log, builds the
 # static executable the deploy test runs in an empty root (deploy/build-static.sh), then
 # runs `cargo test --workspace`.
 # .ci/run calls this same script. Without root it still runs, and the tests that need root
@@ -35,6 +36,10 @@ fi
 if ! command -v kubernetes-validate >/dev/null; then
     python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore kubernetes-validate \
         || echo "missing for the tests: kubernetes-validate (pip install kubernetes-validate)" >&2
+fi
+if ! python3 -c "import hdrh.log" 2>/dev/null; then
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore hdrhistogram \
+        || echo "missing for the tests: HdrHistogram's Python package (pip install hdrhistogram)" >&2
 fi
 bash deploy/build-static.sh >&2
 

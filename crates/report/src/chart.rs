@@ -24,6 +24,7 @@ const SIZE: (u32, u32) = (900, 340);
 
 /// One line of a chart: its name in the legend, its ink (an index into [`INK`]; past the
 /// last ink the line is dashed), and its points.
+#[derive(Clone)]
 pub struct Line {
     pub name: String,
     pub ink: usize,
@@ -87,12 +88,24 @@ pub fn legend(lines: &[Line]) -> String {
     o
 }
 
-/// X axis of a chart: its description with unit, and optionally fixed ticks with labels.
-pub struct XAxis<'a> {
+/// An axis of a chart: its description with unit, its range, its ticks (`None`: round
+/// ones) and how a tick is labelled.
+pub struct Axis<'a> {
     pub desc: &'a str,
     pub range: (f64, f64),
     pub ticks: Option<Vec<f64>>,
     pub label: &'a dyn Fn(f64) -> String,
+}
+
+impl Axis<'_> {
+    fn ticked(&self) -> TickedAxis {
+        let (lo, hi) = self.range;
+        let hi = hi.max(lo + 1e-9);
+        TickedAxis {
+            inner: (lo..hi).into(),
+            ticks: self.ticks.clone().unwrap_or_else(|| nice_ticks(lo, hi)),
+        }
+    }
 }
 
 /// Round ticks over `lo..hi`, about six: steps of 1, 2 or 5 times a power of ten.
@@ -133,14 +146,11 @@ impl Ranged for TickedAxis {
     }
 }
 
-fn draw(
-    title: &str,
-    x: TickedAxis,
-    x_axis: &XAxis<'_>,
-    y_desc: &str,
-    y1: f64,
-    lines: &[Line],
-) -> String {
+/// A line chart of `lines` on axes `x` and `y`, with its legend under it.
+pub fn plot(title: &str, x: &Axis<'_>, y: &Axis<'_>, lines: &[Line]) -> String {
+    if lines.iter().all(|l| l.points.is_empty()) {
+        return String::new();
+    }
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -150,19 +160,20 @@ fn draw(
             .margin(14)
             .x_label_area_size(44)
             .y_label_area_size(78)
-            .build_cartesian_2d(x, 0.0..y1);
+            .build_cartesian_2d(x.ticked(), y.ticked());
         let Ok(mut chart) = built else {
             return String::new();
         };
         let _ = chart
             .configure_mesh()
-            .x_desc(x_axis.desc)
-            .y_desc(y_desc)
+            .x_desc(x.desc)
+            .y_desc(y.desc)
             .label_style(("sans-serif", 16))
             .axis_desc_style(("sans-serif", 17))
-            .x_label_formatter(&|v| (x_axis.label)(*v))
-            .y_label_formatter(&|v| tick(*v))
-            .light_line_style(RGBColor(235, 235, 235))
+            .x_label_formatter(&|v| (x.label)(*v))
+            .y_label_formatter(&|v| (y.label)(*v))
+            .bold_line_style(RGBColor(225, 225, 225))
+            .light_line_style(TRANSPARENT)
             .draw();
         for l in lines {
             let style = INK[l.ink].stroke_width(if l.ink == 3 { 3 } else { 2 });
@@ -174,28 +185,27 @@ fn draw(
             };
         }
     }
-    strip_xml_decl(svg)
+    format!("<figure>{}{}</figure>", strip_xml_decl(svg), legend(lines))
 }
 
-/// A line chart from y = 0; with its legend.
-pub fn lines(title: &str, x_axis: &XAxis<'_>, y_desc: &str, lines: &[Line]) -> String {
-    let y1 = lines
+/// A line chart from y = 0, with round ticks on y.
+pub fn lines(title: &str, x: &Axis<'_>, y_desc: &str, lines: &[Line]) -> String {
+    let top = lines
         .iter()
         .flat_map(|l| l.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
-    if lines.iter().all(|l| l.points.is_empty()) {
-        return String::new();
-    }
-    let (x0, x1) = x_axis.range;
-    let x1 = x1.max(x0 + 1e-9);
-    let y1 = (y1 * 1.1).max(1e-9);
-    let ticks = x_axis.ticks.clone().unwrap_or_else(|| nice_ticks(x0, x1));
-    let x = TickedAxis {
-        inner: (x0..x1).into(),
-        ticks,
+    let y = Axis {
+        desc: y_desc,
+        range: (0.0, (top * 1.1).max(1e-9)),
+        ticks: None,
+        label: &tick,
     };
-    let svg = draw(title, x, x_axis, y_desc, y1, lines);
-    format!("<figure>{svg}{}</figure>", legend(lines))
+    plot(title, x, &y, lines)
+}
+
+/// A value's interval as a step: flat from its start to its end, as it was measured.
+pub fn steps(intervals: impl Iterator<Item = (f64, f64, f64)>) -> Vec<(f64, f64)> {
+    intervals.flat_map(|(a, b, v)| [(a, v), (b, v)]).collect()
 }
 
 /// A run's round trips by percentile from every bucket of its histogram (or its summary's
@@ -229,31 +239,63 @@ pub fn percentile_points(l: &LatencySummary) -> Vec<(f64, f64)> {
 }
 
 /// Percentile chart of `lines` made by [`percentile_points`]: ticks at 50 %, 90 %, 99 %…
+/// and a logarithmic time axis, so that the body and the tail both read.
 pub fn percentiles(title: &str, lines: &[Line]) -> String {
-    let x1 = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.0))
-        .fold(1.0f64, f64::max);
-    let nines = (1..=x1.ceil() as i32).map(f64::from);
-    let ticks: Vec<f64> = std::iter::once(2f64.log10()).chain(nines).collect();
-    let label = |x: f64| {
+    let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let x1 = xs.fold(1.0f64, f64::max);
+    let nines = (1..=x1.floor() as i32).map(f64::from);
+    let x_ticks: Vec<f64> = std::iter::once(2f64.log10()).chain(nines).collect();
+    let x_label = |x: f64| {
         let pct = 100.0 * (1.0 - 10f64.powf(-x));
         let digits = (x.round() as usize).saturating_sub(2);
         format!("{pct:.digits$} %")
     };
-    let axis = XAxis {
+    let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let (lo, hi) = ys
+        .filter(|v| *v > 0.0)
+        .fold((f64::MAX, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    if hi <= 0.0 {
+        return String::new();
+    }
+    let (lo, hi) = ((lo / 1.3).log10(), (hi * 1.3).log10());
+    let decades = lo.floor() as i32..=hi.ceil() as i32;
+    let y_ticks: Vec<f64> = decades
+        .flat_map(|d| [1.0, 2.0, 5.0].map(|m| (m * 10f64.powi(d)).log10()))
+        .filter(|t| (lo..=hi).contains(t))
+        .collect();
+    let y_label = |y: f64| tick((10f64.powf(y) * 1e6).round() / 1e6);
+    let logged: Vec<Line> = lines
+        .iter()
+        .map(|l| Line {
+            name: l.name.clone(),
+            points: l
+                .points
+                .iter()
+                .filter(|p| p.1 > 0.0)
+                .map(|&(x, y)| (x, y.log10()))
+                .collect(),
+            ..*l
+        })
+        .collect();
+    let x = Axis {
         desc: "percentile (tail stretched: each nine the same width)",
         range: (0.0, x1),
-        ticks: Some(ticks),
-        label: &label,
+        ticks: Some(x_ticks),
+        label: &x_label,
     };
-    self::lines(title, &axis, "round-trip time, µs", lines)
+    let y = Axis {
+        desc: "round-trip time, µs (log scale)",
+        range: (lo, hi),
+        ticks: Some(y_ticks),
+        label: &y_label,
+    };
+    plot(title, &x, &y, &logged)
 }
 
 /// A bar per value (connections' throughput): fairness at a glance, with the mean as a
-/// line.
-pub fn bars(title: &str, x_desc: &str, y_desc: &str, values: &[f64]) -> String {
-    if values.is_empty() {
+/// line. `unit` names the values' unit in the legend.
+pub fn bars(title: &str, x_desc: &str, y_desc: &str, unit: &str, values: &[f64]) -> String {
+    if values.len() < 2 {
         return String::new();
     }
     let y1 = values.iter().fold(0.0f64, |a, &b| a.max(b)).max(1e-9) * 1.15;
@@ -268,7 +310,7 @@ pub fn bars(title: &str, x_desc: &str, y_desc: &str, values: &[f64]) -> String {
             .margin(14)
             .x_label_area_size(44)
             .y_label_area_size(78)
-            .build_cartesian_2d((0..n).into_segmented(), 0.0..y1);
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y1);
         let Ok(mut chart) = built else {
             return String::new();
         };
@@ -285,7 +327,8 @@ pub fn bars(title: &str, x_desc: &str, y_desc: &str, values: &[f64]) -> String {
                 SegmentValue::Last => String::new(),
             })
             .y_label_formatter(&|v| tick(*v))
-            .light_line_style(RGBColor(235, 235, 235))
+            .bold_line_style(RGBColor(225, 225, 225))
+            .light_line_style(TRANSPARENT)
             .draw();
         let fill = INK[1].mix(0.75).filled();
         let _ = chart.draw_series(values.iter().enumerate().map(|(i, &v)| {
@@ -302,7 +345,11 @@ pub fn bars(title: &str, x_desc: &str, y_desc: &str, values: &[f64]) -> String {
             INK[0].stroke_width(2),
         )));
     }
-    let key = [Line::new(format!("mean {}", tick(mean)), 0, Vec::new())];
+    let key = [Line::new(
+        format!("mean {} {unit}", sig3(mean)),
+        0,
+        Vec::new(),
+    )];
     format!("<figure>{}{}</figure>", strip_xml_decl(svg), legend(&key))
 }
 

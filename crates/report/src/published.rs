@@ -82,11 +82,14 @@ fn rr(runs: &[ReportRun<'_>]) -> Table {
             continue;
         };
         let e = &r.doc.end;
+        let transport = match s.transport {
+            sonde_results::Transport::Tcp => "TCP",
+            sonde_results::Transport::Udp => "UDP",
+        };
         let test = format!(
-            "{} {:?} {}×{} {} B",
-            r.doc.test, s.transport, s.connections, s.window, s.request_bytes
-        )
-        .to_lowercase();
+            "{} {transport} {}×{}, {} B",
+            r.doc.test, s.connections, s.window, s.request_bytes
+        );
         let l = e.latency_ns.as_ref();
         let p = |f: fn(&LatencySummary) -> u64| l.map_or_else(|| "n/a".into(), |l| us(f(l)));
         let cpu = |s: Option<&sonde_results::document::RrEndSide>| {
@@ -230,13 +233,16 @@ pub fn tables(runs: &[ReportRun<'_>]) -> Vec<Table> {
         .collect()
 }
 
-/// The series of a run's time-series chart: sender and receiver of one direction, each
-/// labelled with its side and unit.
-pub fn interval_series(doc: &Document) -> (&'static str, Vec<(String, Vec<(f64, f64)>)>) {
-    let pick = |f: &dyn Fn(&IntervalFigures) -> Option<f64>| -> Vec<(f64, f64)> {
+/// One series of per-interval figures: its name and, per interval, (start s, end s, value).
+pub type IntervalSeries = (String, Vec<(f64, f64, f64)>);
+
+/// The series of a run's time-series chart, with their unit: sender and receiver of one
+/// direction, each named with the side that measured it.
+pub fn interval_series(doc: &Document) -> (&'static str, Vec<IntervalSeries>) {
+    let pick = |f: &dyn Fn(&IntervalFigures) -> Option<f64>| -> Vec<(f64, f64, f64)> {
         doc.intervals
             .iter()
-            .filter_map(|i| Some((i.end_s, f(i)?)))
+            .filter_map(|i| Some((i.start_s, i.end_s, f(i)?)))
             .collect()
     };
     let by = |s: Option<&SideTotals>| match s {

@@ -54,10 +54,11 @@ impl Table {
     pub fn html(&self) -> String {
         let num = self.numeric();
         let class = |c: usize| if num[c] { " class=\"num\"" } else { "" };
-        let mut o = String::from("<div class=\"table\"><table>");
+        let mut o = String::new();
         if !self.caption.is_empty() {
-            o.push_str(&format!("<caption>{}</caption>", esc(&self.caption)));
+            o.push_str(&format!("<p class=\"caption\">{}</p>", esc(&self.caption)));
         }
+        o.push_str("<div class=\"table\"><table>");
         o.push_str("<thead><tr>");
         for (c, h) in self.head.iter().enumerate() {
             o.push_str(&format!("<th{}>{}</th>", class(c), esc(h)));

@@ -37,6 +37,18 @@ fn runs_are_stored_and_labels_compared() {
     let list = sonde(&db, &["results", "list"]);
     let text = stdout(&list);
     assert_eq!(text.matches("┆ ping ┆").count(), 6, "{text}");
+    // A terminal's 100 columns: the command shortened, whole in `results show`.
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    assert!(
+        text.contains("┆ sonde ping 127."),
+        "the program without its directory: {text}"
+    );
     let show = sonde(&db, &["results", "show", "1"]);
     let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(doc["test"], "ping");
@@ -57,6 +69,17 @@ fn runs_are_stored_and_labels_compared() {
         .find(|r| r["metric"] == "requests_per_second")
         .unwrap();
     assert_eq!(rate["verdict"], "better");
+    assert_eq!(rate["aggregate"], "median_of_runs");
+    let p99 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "rtt_p99_us")
+        .unwrap();
+    assert_eq!(
+        p99["aggregate"], "merged_histogram",
+        "a P99 of runs is their union's"
+    );
     let change = rate["change_percent"].as_f64().unwrap();
     assert!((change - 100.0).abs() < 10.0, "{change}");
     // The other way round it is a regression; --fail-if-worse turns that into exit 4.

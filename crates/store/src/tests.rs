@@ -123,3 +123,38 @@ fn concurrent_writers_do_not_corrupt_the_store() {
     assert_eq!(ok, "ok");
     let _ = std::fs::remove_file(path);
 }
+
+#[test]
+fn a_latency_histogram_round_trips_through_the_store() {
+    use sonde_results::document::IntervalFigures;
+    use sonde_results::latency::{merged, new_histogram};
+    use sonde_results::LatencySummary;
+    let path = temp_db("hist");
+    let s = Store::open(&path).unwrap();
+    let mut d = doc("sonde ping");
+    let mut window = new_histogram();
+    for k in 0..3u64 {
+        let mut h = new_histogram();
+        for i in 0..5_000u64 {
+            h.record(40_000 + (i * 7919 + k * 13) % 60_000).unwrap();
+        }
+        window.add(&h).unwrap();
+        d.intervals.push(IntervalFigures {
+            latency_ns: LatencySummary::of(&h),
+            ..IntervalFigures::span(k as f64, k as f64 + 1.0)
+        });
+    }
+    d.end.latency_ns = LatencySummary::of(&window);
+    let id = s.save(&d, None).unwrap();
+    let back = s.get(id).unwrap().document;
+    assert_eq!(back, d);
+    let stored = back.end.latency_ns.as_ref().unwrap();
+    assert_eq!(stored.distribution().unwrap().unwrap(), window);
+    let intervals = merged(back.intervals.iter().filter_map(|i| i.latency_ns.as_ref()));
+    assert_eq!(
+        intervals.unwrap().unwrap(),
+        window,
+        "the intervals add up to the window"
+    );
+    let _ = std::fs::remove_file(path);
+}

@@ -15,7 +15,7 @@ fn signed(v: f64) -> String {
     } else {
         format!("{:.1}", v.abs())
     };
-    if v < 0.0 && s.trim_start_matches(['0', '.']) != "" {
+    if v < 0.0 && !s.trim_start_matches(['0', '.']).is_empty() {
         format!("−{s}")
     } else {
         format!("+{s}")
@@ -34,7 +34,7 @@ fn verdict(v: Verdict) -> &'static str {
 fn figure(c: &Comparison) -> String {
     match c.aggregate {
         Aggregate::MedianOfRuns => c.title.clone(),
-        Aggregate::MergedHistogram => format!("{} ({})", c.title, c.aggregate.describe()),
+        Aggregate::MergedHistogram => format!("{} (of the runs' merged histogram)", c.title),
     }
 }
 
@@ -116,15 +116,16 @@ pub fn chart(cmp: &[Comparison]) -> String {
         let root = SVGBackend::with_string(&mut svg, (900, 70 + 44 * cmp.len() as u32))
             .into_drawing_area();
         let _ = root.fill(&WHITE);
+        let n = cmp.len();
         let built = ChartBuilder::on(&root)
             .caption(
                 "change of B against A, with 95 % intervals",
                 ("sans-serif", 20),
             )
             .margin(14)
-            .x_label_area_size(40)
+            .x_label_area_size(44)
             .y_label_area_size(300)
-            .build_cartesian_2d(lo..hi, 0.0..cmp.len() as f64);
+            .build_cartesian_2d(lo..hi, (0..n - 1).into_segmented());
         if let Ok(mut chart) = built {
             let labels: Vec<String> = cmp
                 .iter()
@@ -133,24 +134,38 @@ pub fn chart(cmp: &[Comparison]) -> String {
             let _ = chart
                 .configure_mesh()
                 .x_desc("change, %")
-                .y_labels(cmp.len())
+                .y_labels(n)
                 .label_style(("sans-serif", 16))
-                .y_label_formatter(&|y| labels.get(*y as usize).cloned().unwrap_or_default())
+                .axis_desc_style(("sans-serif", 17))
+                .y_label_formatter(&|y| match y {
+                    SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                        labels.get(*i).cloned().unwrap_or_default()
+                    }
+                    SegmentValue::Last => String::new(),
+                })
                 .x_label_formatter(&|x| crate::chart::tick(*x))
+                .bold_line_style(RGBColor(225, 225, 225))
+                .light_line_style(TRANSPARENT)
                 .draw();
-            for (i, c) in cmp.iter().enumerate() {
-                let y = i as f64;
-                let bar = [(0.0, y + 0.25), (c.change_percent, y + 0.75)];
+            for (i, c) in cmp.iter().rev().enumerate() {
+                let bar = [
+                    (0.0, SegmentValue::Exact(i)),
+                    (c.change_percent, SegmentValue::Exact(i + 1)),
+                ];
                 let fill = match c.verdict {
                     Verdict::Better => INK[1].filled(),
                     Verdict::Worse => INK[3].filled(),
                     Verdict::NoSignificantChange => WHITE.filled(),
                 };
-                let _ = chart.draw_series([Rectangle::new(bar, fill), Rectangle::new(bar, INK[0])]);
+                let mut body = Rectangle::new(bar.clone(), fill);
+                let mut outline = Rectangle::new(bar, INK[0]);
+                body.set_margin(8, 8, 0, 0);
+                outline.set_margin(8, 8, 0, 0);
+                let _ = chart.draw_series([body, outline]);
                 let _ = chart.draw_series(std::iter::once(PathElement::new(
                     vec![
-                        (c.ci95_low_percent, y + 0.5),
-                        (c.ci95_high_percent, y + 0.5),
+                        (c.ci95_low_percent, SegmentValue::CenterOf(i)),
+                        (c.ci95_high_percent, SegmentValue::CenterOf(i)),
                     ],
                     INK[0].stroke_width(2),
                 )));

@@ -17,6 +17,15 @@ fn hosts(doc: &Document) -> Vec<(&'static str, &HostInfo)> {
     }
 }
 
+/// A cache size as lscpu writes it: `32 KiB`, `1 MiB`.
+fn kib(k: u64) -> String {
+    if k >= 1024 && k.is_multiple_of(1024) {
+        format!("{} MiB", k / 1024)
+    } else {
+        format!("{k} KiB")
+    }
+}
+
 fn or_na(v: Option<String>) -> String {
     v.unwrap_or_else(|| "n/a".into())
 }
@@ -114,7 +123,14 @@ fn lscpu(hosts: &[(&str, &HostInfo)]) -> Table {
             });
             c.map_or_else(
                 || "n/a".into(),
-                |c| format!("{} KiB × {} instance(s)", c.size_kib, c.instances),
+                |c| {
+                    format!(
+                        "{} ({} instance{})",
+                        kib(c.size_kib),
+                        c.instances,
+                        if c.instances == 1 { "" } else { "s" }
+                    )
+                },
             )
         }));
         t.row(row);

@@ -12,7 +12,7 @@ mod environment;
 use sonde_results::compare::Comparison;
 use sonde_results::Document;
 
-use crate::chart::{self, Line, XAxis};
+use crate::chart::{self, Axis, Line};
 use crate::published;
 use crate::table::Table;
 
@@ -77,21 +77,36 @@ fn invocations(doc: &Document) -> Vec<(String, String)> {
     out
 }
 
-/// Each run's time series: sender and receiver on one chart (a load test's own charts).
+/// Each run's time series, as steps over each interval: a stream's or pps run's sender
+/// and receiver on one chart (receiver dashed); request rates of all runs on one chart; a
+/// load test's own charts.
 fn time_series(runs: &[ReportRun<'_>]) -> String {
     let mut o = String::new();
+    let mut rates: Vec<Line> = Vec::new();
+    let mut rate_end = 0.0f64;
     for r in runs {
         let d = r.doc;
         if d.end.load.is_some() {
             o.push_str(&crate::load_plot::charts(&run_name(r), d));
             continue;
         }
+        let end = d.intervals.last().map_or(1.0, |i| i.end_s);
         let (unit, series) = published::interval_series(d);
+        if !matches!(d.test.as_str(), "stream" | "pps") {
+            if let Some((_, pts)) = series.into_iter().next() {
+                rate_end = rate_end.max(end);
+                let n = rates.len();
+                rates.push(Line::new(run_name(r), n, chart::steps(pts.into_iter())));
+            }
+            continue;
+        }
         let lines: Vec<Line> = series
             .into_iter()
             .enumerate()
             .map(|(i, (name, pts))| {
-                let l = Line::new(name, 1, pts);
+                // The receiver dashed, in a lighter ink, over the sender: both show where
+                // they agree.
+                let l = Line::new(name, 2 * i, chart::steps(pts.into_iter()));
                 if i == 1 {
                     l.dashed()
                 } else {
@@ -99,17 +114,28 @@ fn time_series(runs: &[ReportRun<'_>]) -> String {
                 }
             })
             .collect();
-        let end = d.intervals.last().map_or(1.0, |i| i.end_s);
-        let axis = XAxis {
-            desc: "time since the window's start, s",
-            range: (0.0, end),
-            ticks: None,
-            label: &chart::tick,
-        };
-        o.push_str(&chart::lines(&run_name(r), &axis, unit, &lines));
+        o.push_str(&chart::lines(&run_name(r), &time_axis(end), unit, &lines));
         o.push_str(&per_connection(r));
     }
+    if !rates.is_empty() {
+        let title = "completed requests per interval, by the client";
+        o.push_str(&chart::lines(
+            title,
+            &time_axis(rate_end),
+            "requests/s",
+            &rates,
+        ));
+    }
     o
+}
+
+fn time_axis(end: f64) -> Axis<'static> {
+    Axis {
+        desc: "time since the window's start, s",
+        range: (0.0, end),
+        ticks: None,
+        label: &chart::tick,
+    }
 }
 
 /// A stream's connections' throughput over the window, as the receiver measured it.
@@ -134,6 +160,7 @@ fn per_connection(r: &ReportRun<'_>) -> String {
         ),
         "connection",
         "throughput, Gbit/s",
+        "Gbit/s",
         &values,
     )
 }
@@ -155,14 +182,15 @@ fn section(id: &str, title: &str, body: &str) -> String {
 }
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}\
-table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}\
-td,th{border:1px solid #bbb;padding:3px 8px;text-align:left;vertical-align:top}\
-th{background:#eee}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
-caption{caption-side:top;text-align:left;font-style:italic;padding:0.3em 0}\
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.85em}\
+td,th{border:1px solid #bbb;padding:3px 6px;text-align:left;vertical-align:top}\
+th{background:#eee;vertical-align:bottom}.num{text-align:right;font-variant-numeric:tabular-nums}\
+td.num,td:first-child{white-space:nowrap}\
 div.table{overflow-x:auto;max-width:100%}\
 code{background:#f4f4f4;padding:2px 4px;overflow-wrap:anywhere}\
-figure{margin:1em 0}figure svg{max-width:100%;height:auto;display:block}\
+figure{margin:1em 0}figure>svg{max-width:100%;height:auto;display:block}\
 ul.legend{list-style:none;display:flex;flex-wrap:wrap;gap:0.4em 1.5em;padding:0;margin:0.3em 0 0 5em}\
+ul.legend svg{vertical-align:middle}p.caption{font-style:italic;margin:1em 0 0.3em}\
 p.lead{font-size:1.15em;font-weight:bold}section{margin-bottom:2.5em}";
 
 /// The report in HTML.
@@ -259,8 +287,8 @@ fn interval_table(runs: &[ReportRun<'_>]) -> Table {
         let at = |k: usize, end: f64| {
             series
                 .get(k)
-                .and_then(|s| s.1.iter().find(|p| p.0 == end))
-                .map_or_else(|| "n/a".into(), |p| crate::units::sig3(p.1))
+                .and_then(|s| s.1.iter().find(|p| p.1 == end))
+                .map_or_else(|| "n/a".into(), |p| crate::units::sig3(p.2))
         };
         for i in &r.doc.intervals {
             t.row(vec![

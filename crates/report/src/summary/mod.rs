@@ -246,45 +246,95 @@ pub fn lab(results: &[(String, Document)]) -> String {
     }
     out
 }
-/// `sonde results list`: one row per stored run.
+/// The widest `sonde results list` prints: a terminal's 100 columns.
+pub const LIST_WIDTH: usize = 100;
+
+/// `s` cut to `n` characters, `…` marking the cut.
+fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// A command line without its program's directory (`sonde ping …`).
+fn command_line(c: &str) -> String {
+    let (program, rest) = c.split_once(' ').unwrap_or((c, ""));
+    let program = program.rsplit('/').next().unwrap_or(program);
+    format!("{program} {rest}").trim_end().to_string()
+}
+
+/// A run's one figure for the list.
+fn headline(e: &sonde_results::document::End) -> String {
+    use crate::units::sig3;
+    if let Some(r) = e.stream_receiver() {
+        bits_per_second(r.bits_per_second)
+    } else if let (Some(rps), Some(l)) = (e.requests_per_second, &e.latency_ns) {
+        format!("{} req/s, P50 {} us", sig3(rps), sig3(l.p50 as f64 / 1e3))
+    } else if let Some(p) = e.packets.as_ref().and_then(|p| p.receiver.as_ref()) {
+        format!("{} pkt/s received", sig3(p.packets_per_second))
+    } else {
+        "-".into()
+    }
+}
+
+/// `sonde results list`: one row per stored run, in 100 columns: the time to the second,
+/// the command shortened (`sonde results show ID` has it whole).
 pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
     let mut t = table(vec![
-        "run", "label", "test", "started", "headline", "status", "command",
+        "run",
+        "label",
+        "test",
+        "started (UTC)",
+        "result",
+        "status",
+        "command",
     ]);
+    let mut rows = Vec::new();
     for (id, label, d) in runs {
-        let e = &d.end;
-        let headline = if let Some(r) = e.stream_receiver() {
-            bits_per_second(r.bits_per_second)
-        } else if let (Some(rps), Some(l)) = (e.requests_per_second, &e.latency_ns) {
-            format!("{rps:.0} req/s, RTT p50 {} us", us(l.p50))
-        } else if let Some(p) = e.packets.as_ref().and_then(|p| p.receiver.as_ref()) {
-            format!("{:.0} pps received", p.packets_per_second)
-        } else {
-            "-".into()
-        };
-        t.add_row(vec![
+        let started = d.start.started_at.replace('T', " ");
+        rows.push(vec![
             id.to_string(),
-            label.clone().unwrap_or_default(),
+            shorten(label.as_deref().unwrap_or(""), 12),
             d.test.clone(),
-            d.start.started_at.clone(),
-            headline,
-            if e.partial {
-                "partial".into()
-            } else {
-                "ok".into()
-            },
-            d.start.command.clone(),
+            started.chars().take(19).collect(),
+            headline(&d.end),
+            if d.end.partial { "partial" } else { "ok" }.into(),
+            command_line(&d.start.command),
         ]);
+    }
+    // Borders take 3 columns per cell and one more; the command gets what is left.
+    let used: usize = (0..6)
+        .map(|c| {
+            rows.iter()
+                .map(|r: &Vec<String>| r[c].chars().count())
+                .chain([t.header().map_or(0, |h| {
+                    h.cell_iter()
+                        .nth(c)
+                        .map_or(0, |x| x.content().chars().count())
+                })])
+                .max()
+                .unwrap_or(0)
+        })
+        .sum();
+    let room = LIST_WIDTH.saturating_sub(used + 3 * 7 + 1).max(10);
+    for mut r in rows {
+        r[6] = shorten(&r[6], room);
+        t.add_row(r);
     }
     format!("{t}\n")
 }
 
-/// `sonde compare`: one row per metric.
+/// `sonde compare`: one row per figure, saying how each side's figure was made.
 pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) -> String {
+    use crate::units::sig3;
     let mut t = table(vec![
         "metric".to_string(),
-        format!("{a} (median)"),
-        format!("{b} (median)"),
+        a.to_string(),
+        b.to_string(),
         "change".into(),
         "95 % interval".into(),
         "verdict".into(),
@@ -292,16 +342,27 @@ pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) 
     for c in cmp {
         t.add_row(vec![
             format!(
-                "{}{}",
-                c.metric,
+                "{}, {} ({} is better)",
+                c.title,
+                c.unit,
                 if c.higher_is_better {
-                    " (higher is better)"
+                    "higher"
                 } else {
-                    " (lower is better)"
+                    "lower"
                 }
             ),
-            format!("{:.3} (n={})", c.value_a, c.runs_a),
-            format!("{:.3} (n={})", c.value_b, c.runs_b),
+            format!(
+                "{} ({}, n={})",
+                sig3(c.value_a),
+                c.aggregate.describe(),
+                c.runs_a
+            ),
+            format!(
+                "{} ({}, n={})",
+                sig3(c.value_b),
+                c.aggregate.describe(),
+                c.runs_b
+            ),
             format!("{:+.1} %", c.change_percent),
             format!(
                 "[{:+.1} %, {:+.1} %]",
