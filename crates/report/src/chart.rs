@@ -4,6 +4,7 @@
 
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use sonde_results::latency::percentile_curve;
 use sonde_results::LatencySummary;
@@ -146,6 +147,19 @@ impl Ranged for TickedAxis {
     }
 }
 
+/// What every chart starts from: its title, margins and room for the axes' labels.
+fn framed<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(78);
+    b
+}
+
 /// A line chart of `lines` on axes `x` and `y`, with its legend under it.
 pub fn plot(title: &str, x: &Axis<'_>, y: &Axis<'_>, lines: &[Line]) -> String {
     if lines.iter().all(|l| l.points.is_empty()) {
@@ -155,12 +169,7 @@ pub fn plot(title: &str, x: &Axis<'_>, y: &Axis<'_>, lines: &[Line]) -> String {
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let built = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(14)
-            .x_label_area_size(44)
-            .y_label_area_size(78)
-            .build_cartesian_2d(x.ticked(), y.ticked());
+        let built = framed(&root, title).build_cartesian_2d(x.ticked(), y.ticked());
         let Ok(mut chart) = built else {
             return String::new();
         };
@@ -305,12 +314,7 @@ pub fn bars(title: &str, x_desc: &str, y_desc: &str, unit: &str, values: &[f64])
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let built = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(14)
-            .x_label_area_size(44)
-            .y_label_area_size(78)
-            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y1);
+        let built = framed(&root, title).build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y1);
         let Ok(mut chart) = built else {
             return String::new();
         };
