@@ -6,7 +6,6 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use sonde_results::latency::percentile_curve;
 use sonde_results::LatencySummary;
 
 use crate::units::sig3;
@@ -223,17 +222,7 @@ pub fn steps(intervals: impl Iterator<Item = (f64, f64, f64)>) -> Vec<(f64, f64)
 pub fn percentile_points(l: &LatencySummary) -> Vec<(f64, f64)> {
     let us = |v: u64| v as f64 / 1e3;
     let x = |q: f64| -(1.0 - q).log10();
-    let curve: Vec<(f64, u64)> = match l.distribution() {
-        Some(Ok(h)) => percentile_curve(&h),
-        _ => vec![
-            (0.5, l.p50),
-            (0.9, l.p90),
-            (0.99, l.p99),
-            (0.999, l.p999),
-            (0.9999, l.p9999),
-            (1.0, l.max),
-        ],
-    };
+    let curve = l.curve();
     let mut out: Vec<(f64, f64)> = Vec::with_capacity(curve.len());
     for (q, v) in curve {
         let last = out.last().map_or(0.0, |p| p.0);

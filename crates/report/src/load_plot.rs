@@ -121,18 +121,10 @@ fn over_time(title: &str, y_desc: &str, doc: &Document, lines: &[Line]) -> Strin
 /// A phase's distribution, (RTT µs, fraction at or below): every bucket of its histogram,
 /// or its summary's percentiles in a document that kept none.
 fn cdf(l: &LatencySummary) -> Vec<(f64, f64)> {
-    let curve = match l.distribution() {
-        Some(Ok(h)) => sonde_results::latency::percentile_curve(&h),
-        _ => vec![
-            (0.0, l.min),
-            (0.5, l.p50),
-            (0.9, l.p90),
-            (0.99, l.p99),
-            (0.999, l.p999),
-            (1.0, l.max),
-        ],
-    };
-    curve.iter().map(|&(q, v)| (v as f64 / 1e3, q)).collect()
+    l.curve()
+        .iter()
+        .map(|&(q, v)| (v as f64 / 1e3, q))
+        .collect()
 }
 
 /// Each phase's UDP round-trip distribution, on a log time axis (idle and loaded differ by

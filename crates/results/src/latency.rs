@@ -95,6 +95,23 @@ impl LatencySummary {
         }
     }
 
+    /// (fraction at or below, value) from every bucket of the histogram ([`percentile_curve`]),
+    /// or the summary's own percentiles in a document that kept no histogram.
+    pub fn curve(&self) -> Vec<(f64, u64)> {
+        match self.distribution() {
+            Some(Ok(h)) => percentile_curve(&h),
+            _ => vec![
+                (0.0, self.min),
+                (0.5, self.p50),
+                (0.9, self.p90),
+                (0.99, self.p99),
+                (0.999, self.p999),
+                (0.9999, self.p9999),
+                (1.0, self.max),
+            ],
+        }
+    }
+
     /// The distribution this summary was made from, if it kept it.
     pub fn distribution(&self) -> Option<Result<Histogram<u64>, HistogramError>> {
         self.histogram.as_deref().map(decode)
