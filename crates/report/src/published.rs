@@ -113,16 +113,23 @@ fn rr(runs: &[ReportRun<'_>]) -> Table {
     t
 }
 
-/// The host CPU busy of a side, or of the one host both ends shared.
-fn busy(doc: &Document, usage: Option<&sonde_results::CpuUsage>) -> String {
-    let one = doc.end.one_host.as_ref().and_then(|o| o.cpu.as_ref());
-    num(one.or(usage).map(|c| c.host.busy_percent()))
+/// The host CPU busy of a side. Both ends on one host: that host's, in the sender's
+/// column only; the receiver's says so rather than count the host twice.
+fn busy(doc: &Document, usage: Option<&sonde_results::CpuUsage>, sender: bool) -> String {
+    match &doc.end.one_host {
+        Some(_) if !sender => SAME_HOST.into(),
+        Some(one) => num(one.cpu.as_ref().map(|c| c.host.busy_percent())),
+        None => num(usage.map(|c| c.host.busy_percent())),
+    }
 }
+
+/// The receiver's CPU cell when both ends shared the sender's host.
+pub(crate) const SAME_HOST: &str = "same host";
 
 /// stream, as ntttcp prints it: throughput three ways, packets each side, CPU.
 fn stream(runs: &[ReportRun<'_>]) -> Table {
     let mut t = Table::new(
-        "TCP stream: throughput received, measured by the receiver; packets by each side's NIC counters; CPU is whole-host busy (once for both ends on one host).",
+        "TCP stream: throughput received, measured by the receiver; packets by each side's NIC counters; CPU is whole-host busy (both ends on one host: that host once, under the sender).",
         &[
             "Run", "Connections", "Throughput Gbit/s", "MB/s", "Buffers/s", "Packets sent",
             "Packets received", "Retransmits", "Sender CPU %", "Receiver CPU %", "Cycles/byte",
@@ -148,8 +155,8 @@ fn stream(runs: &[ReportRun<'_>]) -> Table {
             count(nic(s, true)),
             count(nic(rx, false)),
             count(s.tcp_retransmits.connections),
-            busy(r.doc, s.cpu.usage.as_ref()),
-            busy(r.doc, rx.cpu.usage.as_ref()),
+            busy(r.doc, s.cpu.usage.as_ref(), true),
+            busy(r.doc, rx.cpu.usage.as_ref(), false),
             num(s.cycles_per_byte),
         ]);
     }
@@ -159,7 +166,7 @@ fn stream(runs: &[ReportRun<'_>]) -> Table {
 /// pps, as testpmd's port statistics read: packets and packets/s each way, loss.
 fn pps(runs: &[ReportRun<'_>]) -> Table {
     let mut t = Table::new(
-        "UDP packet rate: TX by the sender, RX by the receiver, over the measured window; loss over the whole test.",
+        "UDP packet rate: TX by the sender, RX by the receiver, over the measured window; loss over the whole test; CPU is whole-host busy (both ends on one host: that host once, under TX).",
         &[
             "Run", "Engine", "Size B", "Flows", "TX packets", "TX packets/s", "RX packets",
             "RX packets/s", "Loss %", "TX CPU %", "RX CPU %",
@@ -184,8 +191,8 @@ fn pps(runs: &[ReportRun<'_>]) -> Table {
             count(rx.map(|s| s.packets)),
             num(rx.map(|s| s.packets_per_second)),
             num(p.loss_percent),
-            busy(r.doc, tx.and_then(|s| s.cpu.usage.as_ref())),
-            busy(r.doc, rx.and_then(|s| s.cpu.usage.as_ref())),
+            busy(r.doc, tx.and_then(|s| s.cpu.usage.as_ref()), true),
+            busy(r.doc, rx.and_then(|s| s.cpu.usage.as_ref()), false),
         ]);
     }
     t

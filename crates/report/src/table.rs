@@ -16,6 +16,7 @@ fn is_figure(cell: &str) -> bool {
     let c = cell.trim_end_matches(" %");
     c == "n/a"
         || c == "-"
+        || c == crate::published::SAME_HOST
         || (!c.is_empty()
             && c.chars().any(|ch| ch.is_ascii_digit())
             && c.chars()

@@ -105,39 +105,28 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use sonde_results::document::{End, Start};
+    use sonde_results::document::{End, LocalStart};
     use sonde_results::latency::{new_histogram, LatencySummary};
 
     use super::*;
 
     /// A document of `spec` with a round trip of `rtt_ns` (pings) and nothing else.
     fn doc(spec: &TestSpec, rtt_ns: Option<u64>) -> Document {
-        let mut end: End = serde_json::from_value(serde_json::json!({"partial": false, "error": null, "sender": null, "receiver": null, "reverse": null})).unwrap();
+        let mut end = End::empty(false, None);
         end.latency_ns = rtt_ns.map(|v| {
             let mut h = new_histogram();
             h.record(v).unwrap();
             LatencySummary::of(&h).unwrap()
         });
         end.requests_per_second = Some(1000.0);
-        Document {
-            schema_version: 1,
-            test: spec.name().into(),
-            start: Start {
-                spec: spec.clone(),
-                command: "sonde ping".into(),
-                server_command: Some("sonde serve".into()),
-                client: Default::default(),
-                server: None,
-                server_address: "198.18.0.2:5301".into(),
-                started_at: "2026-11-22T00:00:00Z".into(),
-                software: String::new(),
-                finished_at: None,
-                client_agent: None,
-                fleet: None,
-            },
-            intervals: vec![],
-            end,
-        }
+        let start = LocalStart {
+            spec: spec.clone(),
+            command: String::new(),
+            host: Default::default(),
+            started_at: String::new(),
+            software: String::new(),
+        };
+        Document::local(start, vec![], end)
     }
 
     /// Pings see 100 µs while a load runs beside them, 10 µs otherwise; the load is an rpc

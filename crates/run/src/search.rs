@@ -248,7 +248,7 @@ fn conclude(
 mod tests {
     use super::*;
     use sonde_results::document::CpuFigures;
-    use sonde_results::document::{End, MeasuredBy, PacketsEnd, PpsEndSide, Start};
+    use sonde_results::document::{End, LocalStart, MeasuredBy, PacketsEnd, PpsEndSide};
     use sonde_results::side::Role;
 
     fn side(role: Role, pps: f64) -> PpsEndSide {
@@ -293,7 +293,7 @@ mod tests {
         let sent = p.rate_pps.unwrap_or(ceiling).min(ceiling);
         let received = sent.min(capacity);
         let lost = (sent - received).round() as u64;
-        let mut end: End = serde_json::from_value(serde_json::json!({"partial": false, "error": null, "sender": null, "receiver": null, "reverse": null})).unwrap();
+        let mut end = End::empty(false, None);
         end.packets = Some(PacketsEnd {
             size_bytes: 64,
             udp_payload_bytes: 22,
@@ -308,25 +308,14 @@ mod tests {
             receiver_to_sender_ratio: Some(received / sent),
             flows_with_loss: Some(0),
         });
-        Document {
-            schema_version: 1,
-            test: "pps".into(),
-            start: Start {
-                spec: spec.clone(),
-                command: String::new(),
-                server_command: None,
-                client: Default::default(),
-                server: None,
-                server_address: String::new(),
-                started_at: String::new(),
-                software: String::new(),
-                finished_at: None,
-                client_agent: None,
-                fleet: None,
-            },
-            intervals: vec![],
-            end,
-        }
+        let start = LocalStart {
+            spec: spec.clone(),
+            command: String::new(),
+            host: Default::default(),
+            started_at: String::new(),
+            software: String::new(),
+        };
+        Document::local(start, vec![], end)
     }
 
     /// `simulated`, with a paced sender that sends `fraction` of its offered rate.

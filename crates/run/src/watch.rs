@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use sonde_probe::cpustat;
 use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 use sonde_results::document::watch::{WatchEnd, WatchInterval};
-use sonde_results::document::{End, IntervalFigures, Start};
-use sonde_results::{Document, TestSpec, WatchSpec, SCHEMA_VERSION};
+use sonde_results::document::{End, IntervalFigures, LocalStart};
+use sonde_results::{Document, TestSpec, WatchSpec};
 
 use crate::controller::SOFTWARE;
 use crate::signals::Interrupt;
@@ -75,26 +75,14 @@ pub fn watch(
     let error = partial.then(|| "interrupted (Ctrl-C)".to_string());
     let mut doc_end = End::empty(partial, error);
     doc_end.watch = Some(end);
-    let host = hostwatch::describe(probe);
-    let doc = Document {
-        schema_version: SCHEMA_VERSION,
-        test: "watch".into(),
-        start: Start {
-            spec: TestSpec::Watch(spec),
-            command: command_line.to_string(),
-            server_command: None,
-            client: host,
-            server: None,
-            server_address: String::new(),
-            started_at,
-            software: SOFTWARE.into(),
-            finished_at: None,
-            client_agent: None,
-            fleet: None,
-        },
-        intervals,
-        end: doc_end,
+    let start = LocalStart {
+        spec: TestSpec::Watch(spec),
+        command: command_line.to_string(),
+        host: hostwatch::describe(probe),
+        started_at,
+        software: SOFTWARE.into(),
     };
+    let doc = Document::local(start, intervals, doc_end);
     Ok((doc, status))
 }
 

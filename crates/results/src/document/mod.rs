@@ -287,6 +287,16 @@ pub struct OneHost {
     pub cycles_per_byte: Option<f64>,
 }
 
+/// What [`Document::local`] starts from.
+pub struct LocalStart {
+    pub spec: TestSpec,
+    pub command: String,
+    pub host: HostInfo,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub software: String,
+}
+
 /// Everything needed to build a document; the controller fills it as the test goes.
 pub struct Inputs<'a> {
     pub spec: &'a TestSpec,
@@ -391,6 +401,30 @@ impl End {
 }
 
 impl Document {
+    /// The document of a test no agent took part in (a watch; a fake in the run layer's
+    /// tests): its spec, command line, host and start, its intervals and end.
+    pub fn local(start: LocalStart, intervals: Vec<IntervalFigures>, end: End) -> Document {
+        Document {
+            schema_version: SCHEMA_VERSION,
+            test: start.spec.name().to_string(),
+            start: Start {
+                spec: start.spec,
+                command: start.command,
+                server_command: None,
+                client: start.host,
+                server: None,
+                server_address: String::new(),
+                started_at: start.started_at,
+                software: start.software,
+                finished_at: None,
+                client_agent: None,
+                fleet: None,
+            },
+            intervals,
+            end,
+        }
+    }
+
     pub fn build(inp: Inputs<'_>) -> Document {
         match inp.spec {
             TestSpec::Stream(s) => stream::build(s, &inp),
