@@ -1,29 +1,33 @@
 //! The agent's side of the control protocol.
 //!
 //! ```text
-//! AwaitHello --Hello--> AwaitSetup --Setup--> Configuring --ready()--> AwaitStart
+//! AwaitHello --Hello--> [AwaitAuth --Auth-->] AwaitSetup --Setup--> Configuring --ready()--> AwaitStart
 //! AwaitStart --Start--> Running --Stop--> Finishing --send_results()--> Done
 //! ```
-//! `refuse()` and `fail()` end any state with an `Error` to the controller. A second
+//! With a key, `Welcome` carries the agent's nonce and proof, and the agent waits for the
+//! controller's proof (`Auth`) before it says what it runs (`Accepted`); every frame after
+//! `Auth` is sealed. `refuse()` and `fail()` end any state with an `Error` to the controller. A second
 //! controller arriving while a test runs gets a session made by [`AgentSession::busy`].
 
 use std::time::{Duration, Instant};
 
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
-use crate::auth::{Key, CHALLENGE_BYTES};
+use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
-use crate::frame::encode;
+use crate::grant::Grant;
+use crate::seal::{Opener, Sealer};
 use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION};
 use crate::session::{Machine, Wire};
 
+/// Longest test the session's deadlines allow for (a spec's own figure is checked by the
+/// agent's limits; this only keeps the arithmetic of a hostile one from overflowing).
+const MAX_TEST_LENGTH: Duration = Duration::from_secs(7 * 24 * 3600);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
-    /// The controller's identity, for the agent's log.
-    Hello {
-        software: String,
-        command: String,
-    },
+    /// The controller's software, for the agent's log.
+    Hello { software: String },
     /// Validate and prepare, then call `ready()` or `refuse()`. `third_party`: this
     /// agent's part in a test between two agents.
     Setup {
@@ -72,8 +76,10 @@ pub struct AgentSession {
     wire: Wire<AgentEvent>,
     /// Planned length of the running test, for the deadline of `Stop`.
     test_length: Duration,
-    /// With a key: the challenge sent in `Welcome`, which `Auth` must answer.
+    /// With a key: the nonce sent in `Welcome`, which `Auth` must prove the key over.
     auth: Option<(Key, [u8; CHALLENGE_BYTES])>,
+    /// The controller's nonce from `Hello`.
+    controller_nonce: Vec<u8>,
 }
 
 impl AgentSession {
@@ -90,14 +96,15 @@ impl AgentSession {
             software: software.into(),
             command: command.into(),
             capabilities: capabilities.iter().map(|c| c.as_ref().into()).collect(),
-            wire: Wire::new(Some(now + timeouts.handshake)),
+            wire: Wire::new(Some(now + timeouts.hello)),
             test_length: Duration::ZERO,
             auth: None,
+            controller_nonce: Vec::new(),
         }
     }
 
-    /// Requires the controller to answer `challenge` (fresh random bytes from the caller)
-    /// with `key` before anything else.
+    /// Requires the controller to prove `key` over `challenge` (this agent's nonce: fresh
+    /// random bytes from the caller) before anything else.
     pub fn require_key(mut self, key: Key, challenge: [u8; CHALLENGE_BYTES]) -> Self {
         self.auth = Some((key, challenge));
         self
@@ -111,8 +118,7 @@ impl AgentSession {
     }
 
     fn queue(&mut self, msg: &Message) -> Result<(), ProtoError> {
-        self.wire.out.push_back(encode(msg)?);
-        Ok(())
+        self.wire.send(msg)
     }
 
     fn end_with(&mut self, error: PeerError) {
@@ -128,8 +134,23 @@ impl AgentSession {
 
     /// The test is prepared: tell the controller where to connect.
     pub fn ready(&mut self, data_port: u16, cookie: u64, now: Instant) -> Result<(), ProtoError> {
+        self.ready_granting(data_port, cookie, None, now)
+    }
+
+    /// As `ready`, with the grant a client agent needs (serving part of a third-party test).
+    pub fn ready_granting(
+        &mut self,
+        data_port: u16,
+        cookie: u64,
+        grant: Option<Grant>,
+        now: Instant,
+    ) -> Result<(), ProtoError> {
         self.allow(self.state == State::Configuring, "send Ready")?;
-        self.queue(&Message::Ready { data_port, cookie })?;
+        self.queue(&Message::Ready {
+            data_port,
+            cookie,
+            grant,
+        })?;
         self.state = State::AwaitStart;
         self.wire.deadline = Some(now + self.timeouts.setup);
         Ok(())
@@ -160,6 +181,83 @@ impl AgentSession {
             side: Box::new(side),
         })?;
         self.state = State::Done;
+        Ok(())
+    }
+
+    fn on_hello(
+        &mut self,
+        magic: String,
+        version: u32,
+        software: String,
+        nonce: String,
+        now: Instant,
+    ) -> Result<(), ProtoError> {
+        if magic != MAGIC {
+            return self.fail(ProtoError::BadMagic);
+        }
+        if version != PROTOCOL_VERSION {
+            self.end_with(PeerError::VersionMismatch {
+                agent: PROTOCOL_VERSION,
+                client: version,
+            });
+            return Err(ProtoError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs: version,
+            });
+        }
+        self.controller_nonce = match hex::decode(&nonce) {
+            Ok(n) if n.len() == CHALLENGE_BYTES => n,
+            _ => {
+                return self.fail(ProtoError::Malformed(format!(
+                    "Hello's nonce must be {CHALLENGE_BYTES} bytes of hex"
+                )))
+            }
+        };
+        self.wire.events.push_back(AgentEvent::Hello { software });
+        let proof = self.auth.as_ref().map(|(key, mine)| {
+            hex::encode(key.prove(Prover::Agent, &self.controller_nonce, mine))
+        });
+        let welcome = Message::Welcome {
+            magic: MAGIC.into(),
+            version: PROTOCOL_VERSION,
+            software: self.software.clone(),
+            challenge: self.auth.as_ref().map(|(_, c)| hex::encode(c)),
+            proof,
+        };
+        self.queue(&welcome)?;
+        self.wire.deadline = Some(now + self.timeouts.handshake);
+        if self.auth.is_some() {
+            self.state = State::AwaitAuth;
+            return Ok(());
+        }
+        self.accept()
+    }
+
+    /// The controller's proof of the key; right, the session is sealed from here on.
+    fn on_auth(&mut self, mac: String) -> Result<(), ProtoError> {
+        let (key, mine) = self.auth.as_ref().expect("AwaitAuth only with a key");
+        let theirs = &self.controller_nonce;
+        let ok = hex::decode(&mac).is_ok_and(|m| key.verify(Prover::Controller, theirs, mine, &m));
+        if !ok {
+            self.end_with(PeerError::AuthFailed);
+            return Err(ProtoError::Peer(PeerError::AuthFailed));
+        }
+        let keys = key.session_keys(theirs, mine);
+        self.wire.seal(
+            Sealer::new(keys.to_controller),
+            Opener::new(keys.to_agent),
+        );
+        self.accept()
+    }
+
+    /// Says what this agent runs, and waits for the test.
+    fn accept(&mut self) -> Result<(), ProtoError> {
+        let accepted = Message::Accepted {
+            command: self.command.clone(),
+            capabilities: self.capabilities.clone(),
+        };
+        self.queue(&accepted)?;
+        self.state = State::AwaitSetup;
         Ok(())
     }
 }
@@ -201,58 +299,19 @@ impl Machine for AgentSession {
                     magic,
                     version,
                     software,
-                    command,
+                    nonce,
                 },
-            ) => {
-                if magic != MAGIC {
-                    return self.fail(ProtoError::BadMagic);
-                }
-                if version != PROTOCOL_VERSION {
-                    self.end_with(PeerError::VersionMismatch {
-                        agent: PROTOCOL_VERSION,
-                        client: version,
-                    });
-                    return Err(ProtoError::VersionMismatch {
-                        ours: PROTOCOL_VERSION,
-                        theirs: version,
-                    });
-                }
-                self.wire
-                    .events
-                    .push_back(AgentEvent::Hello { software, command });
-                let welcome = Message::Welcome {
-                    magic: MAGIC.into(),
-                    version: PROTOCOL_VERSION,
-                    software: self.software.clone(),
-                    command: self.command.clone(),
-                    capabilities: self.capabilities.clone(),
-                    challenge: self.auth.as_ref().map(|(_, c)| hex::encode(c)),
-                };
-                self.queue(&welcome)?;
-                self.state = if self.auth.is_some() {
-                    State::AwaitAuth
-                } else {
-                    State::AwaitSetup
-                };
-                self.wire.deadline = Some(now + self.timeouts.handshake);
-                Ok(())
-            }
-            (State::AwaitAuth, Message::Auth { mac }) => {
-                let (key, challenge) = self.auth.as_ref().expect("AwaitAuth only with a key");
-                let ok = hex::decode(&mac).is_ok_and(|m| key.verify(challenge, &m));
-                if !ok {
-                    self.end_with(PeerError::AuthFailed);
-                    return Err(ProtoError::Peer(PeerError::AuthFailed));
-                }
-                self.state = State::AwaitSetup;
-                Ok(())
-            }
+            ) => self.on_hello(magic, version, software, nonce, now),
+            (State::AwaitAuth, Message::Auth { mac }) => self.on_auth(mac),
             (State::AwaitAuth, Message::Setup { .. }) => {
                 self.end_with(PeerError::AuthRequired);
                 Err(ProtoError::Peer(PeerError::AuthRequired))
             }
-            (State::AwaitSetup, Message::Setup { spec, third_party }) => {
-                self.test_length = Duration::from_millis(spec.timing().total_ms());
+            (State::AwaitSetup, Message::Setup {
+                spec, third_party, ..
+            }) => {
+                self.test_length = Duration::from_millis(spec.timing().total_ms())
+                    .min(MAX_TEST_LENGTH);
                 self.wire.events.push_back(AgentEvent::Setup {
                     spec: Box::new(spec),
                     third_party,

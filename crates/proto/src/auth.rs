@@ -1,18 +1,40 @@
-//! Pre-shared-key authentication: the agent sends a random challenge in `Welcome`, the
-//! controller answers HMAC-SHA256(key, label || challenge), the agent checks it in
-//! constant time. The key never crosses the wire; a fresh challenge per connection makes a
-//! recorded answer useless. Randomness comes from the caller (this crate does no I/O).
+//! Pre-shared-key authentication, both ways. Each side sends a fresh random nonce (the
+//! controller in `Hello`, the agent in `Welcome`); each proves the key with
+//! HMAC-SHA256(key, label || role || controller nonce || agent nonce), the agent first, so a
+//! controller never answers anything to an impostor; each checks the other's proof in
+//! constant time. The key never crosses the wire, and fresh nonces on both sides make a
+//! recorded proof useless. Both nonces also derive the session's two frame keys (one per
+//! direction, see `seal`). Randomness comes from the caller (this crate does no I/O).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
-/// Domain separation: an answer for this protocol is no answer for anything else.
-const LABEL: &[u8] = b"netsonde-auth-v1";
+/// Domain separation: a proof for this protocol is no proof for anything else.
+const LABEL: &[u8] = b"netsonde-auth-v2";
 /// Shortest key accepted: 128 bits.
 pub const MIN_KEY_BYTES: usize = 16;
+/// Bytes of each side's nonce.
 pub const CHALLENGE_BYTES: usize = 32;
+/// Bytes of a proof and of a derived key: SHA-256's output.
+pub const PROOF_BYTES: usize = 32;
+
+/// Who proves the key: the two proofs of one handshake differ, so neither can be reflected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prover {
+    Agent,
+    Controller,
+}
+
+impl Prover {
+    fn label(self) -> &'static [u8] {
+        match self {
+            Prover::Agent => b"agent-proof",
+            Prover::Controller => b"controller-proof",
+        }
+    }
+}
 
 /// A pre-shared key. Its `Debug` does not print it.
 #[derive(Clone)]
@@ -27,6 +49,12 @@ impl std::fmt::Debug for Key {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a key must be at least {MIN_KEY_BYTES} bytes, this one has {0}")]
 pub struct KeyTooShort(pub usize);
+
+/// The keys of one session's frames, one per direction.
+pub struct SessionKeys {
+    pub to_agent: [u8; PROOF_BYTES],
+    pub to_controller: [u8; PROOF_BYTES],
+}
 
 impl Key {
     /// A key from a key file's contents; surrounding whitespace is not part of it.
@@ -46,24 +74,50 @@ impl Key {
         Ok(Key(key.to_vec()))
     }
 
-    fn mac(&self) -> HmacSha256 {
-        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+    /// HMAC-SHA256 under this key of `parts`, each length-prefixed so that no two lists of
+    /// parts hash alike.
+    pub(crate) fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        m.update(LABEL);
+        for p in parts {
+            m.update(&(p.len() as u32).to_be_bytes());
+            m.update(p);
+        }
+        m
     }
 
-    /// The answer to `challenge`.
-    pub fn respond(&self, challenge: &[u8]) -> Vec<u8> {
-        let mut m = self.mac();
-        m.update(LABEL);
-        m.update(challenge);
+    fn proof_mac(&self, who: Prover, controller_nonce: &[u8], agent_nonce: &[u8]) -> HmacSha256 {
+        self.mac(&[who.label(), controller_nonce, agent_nonce])
+    }
+
+    /// `who`'s proof of the key for the handshake with these nonces.
+    pub fn prove(&self, who: Prover, controller_nonce: &[u8], agent_nonce: &[u8]) -> Vec<u8> {
+        let m = self.proof_mac(who, controller_nonce, agent_nonce);
         m.finalize().into_bytes().to_vec()
     }
 
-    /// Whether `answer` is the answer to `challenge`, compared in constant time.
-    pub fn verify(&self, challenge: &[u8], answer: &[u8]) -> bool {
-        let mut m = self.mac();
-        m.update(LABEL);
-        m.update(challenge);
-        m.verify_slice(answer).is_ok()
+    /// Whether `proof` is `who`'s proof for these nonces, compared in constant time.
+    pub fn verify(
+        &self,
+        who: Prover,
+        controller_nonce: &[u8],
+        agent_nonce: &[u8],
+        proof: &[u8],
+    ) -> bool {
+        let m = self.proof_mac(who, controller_nonce, agent_nonce);
+        m.verify_slice(proof).is_ok()
+    }
+
+    /// The frame keys of the session with these nonces.
+    pub fn session_keys(&self, controller_nonce: &[u8], agent_nonce: &[u8]) -> SessionKeys {
+        let derive = |dir: &[u8]| -> [u8; PROOF_BYTES] {
+            let m = self.mac(&[b"session-key", dir, controller_nonce, agent_nonce]);
+            m.finalize().into_bytes().into()
+        };
+        SessionKeys {
+            to_agent: derive(b"to-agent"),
+            to_controller: derive(b"to-controller"),
+        }
     }
 }
 
@@ -72,19 +126,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn answers_verify_only_with_the_same_key_and_challenge() {
+    fn proofs_verify_only_with_the_same_key_nonces_and_prover() {
         let k = Key::from_file_bytes(b"  correct horse battery staple\n").unwrap();
         let other = Key::from_file_bytes(b"correct horse battery stapl3").unwrap();
-        let c1 = [7u8; CHALLENGE_BYTES];
-        let c2 = [8u8; CHALLENGE_BYTES];
-        let a = k.respond(&c1);
-        assert_eq!(a.len(), 32);
-        assert!(k.verify(&c1, &a));
-        assert!(!k.verify(&c2, &a));
-        assert!(!other.verify(&c1, &a));
-        assert!(!k.verify(&c1, &a[..31]));
-        assert!(!k.verify(&c1, &[]));
+        let (c, a) = ([7u8; CHALLENGE_BYTES], [8u8; CHALLENGE_BYTES]);
+        let p = k.prove(Prover::Agent, &c, &a);
+        assert_eq!(p.len(), PROOF_BYTES);
+        assert!(k.verify(Prover::Agent, &c, &a, &p));
+        // Reflected, swapped nonces, another key, truncated, empty: all refused.
+        assert!(!k.verify(Prover::Controller, &c, &a, &p));
+        assert!(!k.verify(Prover::Agent, &a, &c, &p));
+        assert!(!other.verify(Prover::Agent, &c, &a, &p));
+        assert!(!k.verify(Prover::Agent, &c, &a, &p[..31]));
+        assert!(!k.verify(Prover::Agent, &c, &a, &[]));
         assert_eq!(format!("{k:?}"), "Key(28 bytes)");
+    }
+
+    #[test]
+    fn session_keys_differ_by_direction_and_nonces() {
+        let k = Key::from_file_bytes(b"correct horse battery staple").unwrap();
+        let s1 = k.session_keys(&[1; 32], &[2; 32]);
+        let s2 = k.session_keys(&[1; 32], &[3; 32]);
+        assert_ne!(s1.to_agent, s1.to_controller);
+        assert_ne!(s1.to_agent, s2.to_agent);
     }
 
     #[test]

@@ -1,19 +1,22 @@
 //! The controller's side of the control protocol.
 //!
 //! ```text
-//! AwaitWelcome --Welcome--> AwaitReady --Ready--> Ready --start()--> Running
+//! AwaitWelcome --Welcome--> AwaitAccepted --Accepted--> AwaitReady --Ready--> Ready --start()--> Running
 //! Running --stop()--> AwaitResults --Results--> Done
 //! ```
-//! Any state: `Error` from the agent, end of stream, a deadline passed or an unexpected
+//! With a key the controller checks the agent's proof in `Welcome` before it proves the key
+//! itself (`Auth`), and refuses an agent that asks for no key; every frame after `Auth` is
+//! sealed. Any state: `Error` from the agent, end of stream, a deadline passed or an unexpected
 //! message moves to `Failed` with a typed error.
 
 use std::time::{Duration, Instant};
 
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
-use crate::auth::Key;
+use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
-use crate::frame::encode;
+use crate::grant::Grant;
+use crate::seal::{Opener, Sealer};
 use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 use crate::session::{Machine, Wire};
 
@@ -27,6 +30,8 @@ pub enum ClientEvent {
     Ready {
         data_port: u16,
         cookie: u64,
+        /// Serving part of a third-party test: what the client agent needs to send.
+        grant: Option<Grant>,
     },
     Interval(IntervalSample),
     /// A client-part agent's side has drained (third-party tests).
@@ -37,6 +42,7 @@ pub enum ClientEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     AwaitWelcome,
+    AwaitAccepted,
     AwaitReady,
     Ready,
     Running,
@@ -49,6 +55,7 @@ impl State {
     fn doing(self) -> &'static str {
         match self {
             State::AwaitWelcome => "waiting for the agent's Welcome",
+            State::AwaitAccepted => "waiting for the agent to accept the key",
             State::AwaitReady => "waiting for the agent to get ready",
             State::Ready => "waiting to start",
             State::Running => "running the test",
@@ -66,10 +73,17 @@ pub struct ClientSession {
     third_party: Option<ThirdParty>,
     timeouts: Timeouts,
     wire: Wire<ClientEvent>,
+    /// This controller's nonce, sent in `Hello`.
+    nonce: [u8; CHALLENGE_BYTES],
+    software: String,
+    command: String,
+    /// The agent's software from `Welcome`.
+    agent_software: String,
 }
 
 impl ClientSession {
-    /// Queues `Hello`; the spec is sent once the agent's version is known to match.
+    /// Queues `Hello`; the spec is sent once the agent's version is known to match and, with
+    /// a key, each side has proven it. Give it a fresh nonce with `with_nonce`.
     pub fn new(
         spec: TestSpec,
         software: &str,
@@ -84,17 +98,34 @@ impl ClientSession {
             third_party: None,
             timeouts,
             wire: Wire::new(Some(now + timeouts.handshake)),
-        };
-        s.queue(&Message::Hello {
-            magic: MAGIC.into(),
-            version: PROTOCOL_VERSION,
+            nonce: [0; CHALLENGE_BYTES],
             software: software.into(),
             command: command.into(),
-        });
+            agent_software: String::new(),
+        };
+        s.queue_hello();
         s
     }
 
-    /// Answers the agent's challenge, if it sends one, with `key`.
+    /// This controller's half of the handshake: fresh random bytes from the caller (the
+    /// `Hello` queued by `new` is replaced).
+    pub fn with_nonce(mut self, nonce: [u8; CHALLENGE_BYTES]) -> Self {
+        self.nonce = nonce;
+        self.wire.out.clear();
+        self.queue_hello();
+        self
+    }
+
+    fn queue_hello(&mut self) {
+        self.queue(&Message::Hello {
+            magic: MAGIC.into(),
+            version: PROTOCOL_VERSION,
+            software: self.software.clone(),
+            nonce: hex::encode(self.nonce),
+        });
+    }
+
+    /// Proves `key` to the agent, and requires the agent to prove it first.
     pub fn with_key(mut self, key: Option<Key>) -> Self {
         self.key = key;
         self
@@ -109,9 +140,7 @@ impl ClientSession {
 
     fn queue(&mut self, msg: &Message) {
         // Our own messages are small and well-formed; failing to encode one is a bug.
-        self.wire
-            .out
-            .push_back(encode(msg).expect("encoding a controller message"));
+        self.wire.send(msg).expect("encoding a controller message");
     }
 
     pub fn is_done(&self) -> bool {
@@ -145,6 +174,89 @@ impl ClientSession {
         self.queue(&Message::Stop);
         self.state = State::AwaitResults;
         self.wire.deadline = Some(now + self.timeouts.results);
+        Ok(())
+    }
+
+    fn on_welcome(
+        &mut self,
+        magic: String,
+        version: u32,
+        software: String,
+        challenge: Option<String>,
+        proof: Option<String>,
+        now: Instant,
+    ) -> Result<(), ProtoError> {
+        if magic != MAGIC {
+            return self.fail(ProtoError::BadMagic);
+        }
+        if version != PROTOCOL_VERSION {
+            return self.fail(ProtoError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs: version,
+            });
+        }
+        self.agent_software = software;
+        self.state = State::AwaitAccepted;
+        self.wire.deadline = Some(now + self.timeouts.handshake);
+        match (challenge, &self.key) {
+            (None, None) => Ok(()),
+            (None, Some(_)) => self.fail(ProtoError::AgentWithoutKey),
+            (Some(_), None) => self.fail(ProtoError::Peer(PeerError::AuthRequired)),
+            (Some(c), Some(key)) => {
+                let key = key.clone();
+                self.prove(&key, &c, proof.as_deref().unwrap_or(""))
+            }
+        }
+    }
+
+    /// Checks the agent's proof, then proves the key and seals the session.
+    fn prove(&mut self, key: &Key, challenge: &str, proof: &str) -> Result<(), ProtoError> {
+        let agent_nonce = match hex::decode(challenge) {
+            Ok(n) if n.len() == CHALLENGE_BYTES => n,
+            _ => return self.fail(ProtoError::Malformed("the agent's nonce is not 32 bytes of hex".into())),
+        };
+        let ours = self.nonce;
+        let proven = hex::decode(proof)
+            .is_ok_and(|p| key.verify(Prover::Agent, &ours, &agent_nonce, &p));
+        if !proven {
+            return self.fail(ProtoError::AgentProof);
+        }
+        let mac = hex::encode(key.prove(Prover::Controller, &ours, &agent_nonce));
+        self.queue(&Message::Auth { mac });
+        let keys = key.session_keys(&ours, &agent_nonce);
+        self.wire
+            .seal(Sealer::new(keys.to_agent), Opener::new(keys.to_controller));
+        Ok(())
+    }
+
+    /// The agent accepted us: if it runs the test, send it.
+    fn on_accepted(
+        &mut self,
+        command: String,
+        capabilities: Vec<String>,
+        now: Instant,
+    ) -> Result<(), ProtoError> {
+        let test = self.spec.capability();
+        if !capabilities.contains(&test) {
+            return self.fail(ProtoError::Peer(PeerError::Unsupported { test }));
+        }
+        if self.third_party.is_some() && !capabilities.iter().any(|c| c == THIRD_PARTY) {
+            return self.fail(ProtoError::Peer(PeerError::Unsupported {
+                test: THIRD_PARTY.into(),
+            }));
+        }
+        self.wire.events.push_back(ClientEvent::Welcome {
+            software: std::mem::take(&mut self.agent_software),
+            command,
+        });
+        let setup = Message::Setup {
+            spec: self.spec.clone(),
+            third_party: self.third_party.clone(),
+            command: self.command.clone(),
+        };
+        self.queue(&setup);
+        self.state = State::AwaitReady;
+        self.wire.deadline = Some(now + self.timeouts.setup);
         Ok(())
     }
 }
@@ -196,57 +308,30 @@ impl Machine for ClientSession {
                     magic,
                     version,
                     software,
+                    challenge,
+                    proof,
+                },
+            ) => self.on_welcome(magic, version, software, challenge, proof, now),
+            (
+                State::AwaitAccepted,
+                Message::Accepted {
                     command,
                     capabilities,
-                    challenge,
+                },
+            ) => self.on_accepted(command, capabilities, now),
+            (
+                State::AwaitReady,
+                Message::Ready {
+                    data_port,
+                    cookie,
+                    grant,
                 },
             ) => {
-                if magic != MAGIC {
-                    return self.fail(ProtoError::BadMagic);
-                }
-                if version != PROTOCOL_VERSION {
-                    return self.fail(ProtoError::VersionMismatch {
-                        ours: PROTOCOL_VERSION,
-                        theirs: version,
-                    });
-                }
-                let test = self.spec.capability();
-                if !capabilities.contains(&test) {
-                    return self.fail(ProtoError::Peer(PeerError::Unsupported { test }));
-                }
-                if self.third_party.is_some() && !capabilities.iter().any(|c| c == THIRD_PARTY) {
-                    return self.fail(ProtoError::Peer(PeerError::Unsupported {
-                        test: THIRD_PARTY.into(),
-                    }));
-                }
-                if let Some(c) = challenge {
-                    let Some(key) = &self.key else {
-                        return self.fail(ProtoError::Peer(PeerError::AuthRequired));
-                    };
-                    let Ok(c) = hex::decode(&c) else {
-                        return self.fail(ProtoError::Malformed("challenge is not hex".into()));
-                    };
-                    let auth = Message::Auth {
-                        mac: hex::encode(key.respond(&c)),
-                    };
-                    self.queue(&auth);
-                }
-                self.wire
-                    .events
-                    .push_back(ClientEvent::Welcome { software, command });
-                let setup = Message::Setup {
-                    spec: self.spec.clone(),
-                    third_party: self.third_party.clone(),
-                };
-                self.queue(&setup);
-                self.state = State::AwaitReady;
-                self.wire.deadline = Some(now + self.timeouts.setup);
-                Ok(())
-            }
-            (State::AwaitReady, Message::Ready { data_port, cookie }) => {
-                self.wire
-                    .events
-                    .push_back(ClientEvent::Ready { data_port, cookie });
+                self.wire.events.push_back(ClientEvent::Ready {
+                    data_port,
+                    cookie,
+                    grant,
+                });
                 self.state = State::Ready;
                 self.wire.deadline = None;
                 Ok(())

@@ -48,6 +48,12 @@ pub enum ProtoError {
     Timeout(&'static str),
     #[error("peer closed the control connection while {0}")]
     Closed(&'static str),
+    #[error("control message {seq} failed its integrity check: altered, replayed or reordered on the way, or sent with another key")]
+    BadMac { seq: u64 },
+    #[error("the agent could not prove it holds the key: is --key-file the agent's key, or is something in between impersonating it?")]
+    AgentProof,
+    #[error("the agent does not ask for a key, but this controller has one (--key-file or SONDE_KEY_FILE): refusing an agent that cannot prove the key (start it with --key-file, or drop the key here)")]
+    AgentWithoutKey,
     #[error("{0}")]
     Peer(PeerError),
     #[error("cannot {action} while {state}")]

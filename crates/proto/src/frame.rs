@@ -1,16 +1,28 @@
 //! Length-prefixed frames. "Need more bytes" is `Ok(None)`; a frame longer than the cap,
 //! a partial frame at end of stream and a payload that is not a message are typed errors.
+//! After the handshake a frame's payload is the message followed by its tag (`seal`).
 
 use crate::error::ProtoError;
 use crate::message::Message;
+use crate::seal::Sealer;
 
 /// Largest frame accepted or sent. Results of 1024 connections fit with room to spare.
 pub const MAX_FRAME_BYTES: usize = 4 << 20;
 const HEADER: usize = 4;
 
+/// A frame holding `msg`, unsealed (the handshake's frames).
 pub fn encode(msg: &Message) -> Result<Vec<u8>, ProtoError> {
+    encode_sealed(msg, None)
+}
+
+/// A frame holding `msg`, followed by its tag when `seal` is given.
+pub fn encode_sealed(msg: &Message, seal: Option<&mut Sealer>) -> Result<Vec<u8>, ProtoError> {
     let mut out = vec![0u8; HEADER];
     serde_json::to_writer(&mut out, msg).map_err(|e| ProtoError::Malformed(e.to_string()))?;
+    if let Some(s) = seal {
+        let tag = s.tag(&out[HEADER..]);
+        out.extend_from_slice(&tag);
+    }
     let len = out.len() - HEADER;
     if len > MAX_FRAME_BYTES {
         return Err(ProtoError::Oversized {
@@ -22,7 +34,12 @@ pub fn encode(msg: &Message) -> Result<Vec<u8>, ProtoError> {
     Ok(out)
 }
 
-/// Accumulates bytes and yields whole messages.
+/// The message in a frame's (opened) payload.
+pub fn parse(payload: &[u8]) -> Result<Message, ProtoError> {
+    serde_json::from_slice::<Message>(payload).map_err(|e| ProtoError::Malformed(e.to_string()))
+}
+
+/// Accumulates bytes and yields whole frames.
 #[derive(Debug, Default)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
@@ -33,8 +50,8 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// The next whole message, `Ok(None)` if more bytes are needed.
-    pub fn next_message(&mut self) -> Result<Option<Message>, ProtoError> {
+    /// The next whole frame's payload, `Ok(None)` if more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, ProtoError> {
         if self.buf.len() < HEADER {
             return Ok(None);
         }
@@ -51,10 +68,17 @@ impl FrameDecoder {
         if self.buf.len() < HEADER + len {
             return Ok(None);
         }
-        let msg = serde_json::from_slice::<Message>(&self.buf[HEADER..HEADER + len])
-            .map_err(|e| ProtoError::Malformed(e.to_string()));
+        let payload = self.buf[HEADER..HEADER + len].to_vec();
         self.buf.drain(..HEADER + len);
-        msg.map(Some)
+        Ok(Some(payload))
+    }
+
+    /// The next whole unsealed message, `Ok(None)` if more bytes are needed.
+    pub fn next_message(&mut self) -> Result<Option<Message>, ProtoError> {
+        match self.next_frame()? {
+            Some(p) => parse(&p).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Called at end of stream: leftover bytes are a truncated frame.

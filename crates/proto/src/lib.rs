@@ -5,7 +5,12 @@
 //! and error testable in memory with simulated time.
 //!
 //! Wire: each frame is a 4-byte big-endian length, then that many bytes of JSON holding
-//! one [`Message`]. Frames above [`MAX_FRAME_BYTES`] are refused before they are buffered.
+//! one [`Message`], followed after the handshake by its 32-byte tag (`seal`). Frames above
+//! [`MAX_FRAME_BYTES`] are refused before they are buffered.
+//!
+//! With a key: `Hello` (controller nonce) → `Welcome` (agent nonce, agent's proof) →
+//! `Auth` (controller's proof) → sealed from here on: `Accepted` (capabilities) → `Setup`…
+//! Without one: `Hello` → `Welcome` → `Accepted` → `Setup`…, nothing sealed.
 
 pub mod agent;
 pub mod auth;
@@ -13,14 +18,17 @@ pub mod client;
 pub mod data_header;
 pub mod error;
 pub mod frame;
+pub mod grant;
 pub mod message;
+pub mod seal;
 pub mod session;
 
 pub use agent::{AgentEvent, AgentSession};
-pub use auth::{Key, KeyTooShort, CHALLENGE_BYTES};
+pub use auth::{Key, KeyTooShort, Prover, CHALLENGE_BYTES};
 pub use client::{ClientEvent, ClientSession};
 pub use data_header::{DataHeader, DataHeaderError, DATA_HEADER_BYTES};
 pub use error::{PeerError, ProtoError};
-pub use frame::{encode, FrameDecoder, MAX_FRAME_BYTES};
+pub use frame::{encode, encode_sealed, FrameDecoder, MAX_FRAME_BYTES};
+pub use grant::{Grant, GrantError};
 pub use message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 pub use session::Session;

@@ -7,48 +7,68 @@ use serde::{Deserialize, Serialize};
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
 use crate::error::PeerError;
+use crate::grant::Grant;
 
 /// First field of every `Hello`: tells a sonde peer from anything else on the port.
 pub const MAGIC: &str = "netsonde";
 /// Bumped on any incompatible change of messages or states.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: mutual authentication, sealed frames after it, capabilities only after it, grants.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
-    /// Controller → agent, first message.
+    /// Controller → agent, first message: a version banner and the controller's nonce.
     Hello {
         magic: String,
         version: u32,
         software: String,
-        command: String,
+        /// Hex of the controller's fresh random bytes (its half of the handshake).
+        #[serde(default)]
+        nonce: String,
     },
-    /// Agent → controller, the answer to `Hello`.
+    /// Agent → controller, the answer to `Hello`: a version banner only; what the agent
+    /// is and runs comes in `Accepted`, after the key is proven.
     Welcome {
         magic: String,
         version: u32,
         software: String,
-        command: String,
-        /// Test types the agent runs.
-        capabilities: Vec<String>,
-        /// Present when the agent requires a key: hex of the bytes to answer with `Auth`.
+        /// Present when the agent requires a key: hex of the agent's nonce.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         challenge: Option<String>,
+        /// With `challenge`: the agent's proof of the key over both nonces, hex.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proof: Option<String>,
     },
-    /// Controller → agent: HMAC-SHA256 of the challenge under the pre-shared key, hex.
+    /// Controller → agent: its proof of the key over both nonces, hex. Every frame after it,
+    /// each way, is sealed.
     Auth {
         mac: String,
+    },
+    /// Agent → controller: the controller is accepted; what this agent runs.
+    Accepted {
+        /// The agent's command line, for the record.
+        command: String,
+        /// Test types and engines the agent runs, and "third-party" if it takes parts of
+        /// tests between two agents.
+        capabilities: Vec<String>,
     },
     Setup {
         spec: TestSpec,
         /// Present in a test between two agents (`--from A --to B`): this agent's part.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         third_party: Option<ThirdParty>,
+        /// The controller's command line, for the agent's log.
+        #[serde(default)]
+        command: String,
     },
     /// The agent listens for data connections; each starts with `cookie`.
     Ready {
         data_port: u16,
         cookie: u64,
+        /// Serving part of a test between two agents: the grant the client agent needs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<Grant>,
     },
     /// Controller → agent: data connections are open; the clock starts now.
     Start,
@@ -75,6 +95,7 @@ impl Message {
             Message::Hello { .. } => "Hello",
             Message::Welcome { .. } => "Welcome",
             Message::Auth { .. } => "Auth",
+            Message::Accepted { .. } => "Accepted",
             Message::Setup { .. } => "Setup",
             Message::Ready { .. } => "Ready",
             Message::Start => "Start",
@@ -95,8 +116,14 @@ pub const THIRD_PARTY: &str = "third-party";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "part", rename_all = "snake_case")]
 pub enum ThirdParty {
-    /// Run the client side against the serving agent's data port (`Ready` of that agent).
-    Client { server: SocketAddr, cookie: u64 },
+    /// Run the client side against the serving agent's data port (`Ready` of that agent),
+    /// once its grant checks out.
+    Client {
+        server: SocketAddr,
+        cookie: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<Grant>,
+    },
     /// Serve a client at `client` (another agent), not the controller: data connections
     /// come from there.
     Server { client: IpAddr },
@@ -105,6 +132,9 @@ pub enum ThirdParty {
 /// How long each side waits for the next step before giving up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
+    /// From an agent's accept to the controller's `Hello`: short, so that idle connections
+    /// hold nothing for long.
+    pub hello: Duration,
     /// From connect to `Welcome`, and from `Welcome` to `Setup`.
     pub handshake: Duration,
     /// From `Setup` to `Ready`, and from `Ready` to `Start`.
@@ -120,6 +150,7 @@ pub struct Timeouts {
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
+            hello: Duration::from_secs(2),
             handshake: Duration::from_secs(5),
             setup: Duration::from_secs(10),
             liveness: Duration::from_millis(100),

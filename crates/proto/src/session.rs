@@ -6,6 +6,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use crate::frame::{encode_sealed, parse};
+use crate::seal::{Opener, Sealer};
 use crate::{FrameDecoder, Message, ProtoError};
 
 pub(crate) use machine::{Machine, Wire};
@@ -54,7 +56,7 @@ pub trait Session: Machine {
         self.allow(self.reading(), "read")?;
         self.wire().decoder.push(bytes);
         while self.reading() {
-            let msg = match self.wire().decoder.next_message() {
+            let msg = match self.wire().next_message() {
                 Ok(Some(m)) => m,
                 Ok(None) => return Ok(()),
                 Err(e) => return self.fail(e),
@@ -77,6 +79,8 @@ mod machine {
         pub out: VecDeque<Vec<u8>>,
         pub events: VecDeque<E>,
         pub deadline: Option<Instant>,
+        /// After the handshake: seals what this side sends, checks what it receives.
+        seal: Option<(Sealer, Opener)>,
     }
 
     impl<E> Wire<E> {
@@ -86,6 +90,30 @@ mod machine {
                 out: VecDeque::new(),
                 events: VecDeque::new(),
                 deadline,
+                seal: None,
+            }
+        }
+
+        /// From now on every frame each way is sealed.
+        pub fn seal(&mut self, sealer: Sealer, opener: Opener) {
+            self.seal = Some((sealer, opener));
+        }
+
+        /// Queues `msg`, sealed once the handshake has keyed the session.
+        pub fn send(&mut self, msg: &Message) -> Result<(), ProtoError> {
+            let frame = encode_sealed(msg, self.seal.as_mut().map(|(s, _)| s))?;
+            self.out.push_back(frame);
+            Ok(())
+        }
+
+        /// The next whole message, its tag checked once the session is keyed.
+        pub fn next_message(&mut self) -> Result<Option<Message>, ProtoError> {
+            let Some(frame) = self.decoder.next_frame()? else {
+                return Ok(None);
+            };
+            match &mut self.seal {
+                Some((_, opener)) => parse(opener.open(&frame)?).map(Some),
+                None => parse(&frame).map(Some),
             }
         }
     }

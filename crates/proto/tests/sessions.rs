@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use sonde_proto::{
-    encode, AgentEvent, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message, PeerError,
+    encode, AgentEvent, Grant, Key, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message, PeerError,
     ProtoError, Session, ThirdParty, Timeouts, MAX_FRAME_BYTES, THIRD_PARTY,
 };
 use sonde_results::{Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
@@ -15,7 +15,7 @@ fn hello(magic: &str, version: u32) -> Vec<u8> {
         magic: magic.into(),
         version,
         software: "s".into(),
-        command: "c".into(),
+        nonce: "11".repeat(32),
     })
     .unwrap()
 }
@@ -69,43 +69,73 @@ fn sample(i: u32) -> IntervalSample {
     }
 }
 
+fn key() -> Key {
+    Key::from_file_bytes(b"agent and controller share this\n").unwrap()
+}
+
+fn grant() -> Grant {
+    Grant::new(
+        &key(),
+        "198.18.0.11".parse().unwrap(),
+        "198.18.0.12:40000".parse().unwrap(),
+        9,
+        1_000,
+    )
+}
+
 fn all_messages() -> Vec<Message> {
     vec![
         Message::Hello {
             magic: "netsonde".into(),
-            version: 1,
+            version: 2,
             software: "sonde 0.1".into(),
-            command: "sonde stream x".into(),
+            nonce: "ab".repeat(32),
         },
         Message::Welcome {
             magic: "netsonde".into(),
-            version: 1,
+            version: 2,
             software: "s".into(),
+            challenge: Some("cd".repeat(32)),
+            proof: Some("ef".repeat(32)),
+        },
+        Message::Auth {
+            mac: "01".repeat(32),
+        },
+        Message::Accepted {
             command: "c".into(),
             capabilities: vec!["stream".into()],
-            challenge: None,
         },
         Message::Setup {
             spec: spec(),
             third_party: None,
+            command: "sonde stream x".into(),
         },
         Message::Setup {
             spec: spec(),
             third_party: Some(ThirdParty::Client {
                 server: "198.18.0.12:40000".parse().unwrap(),
                 cookie: 9,
+                grant: Some(grant()),
             }),
+            command: String::new(),
         },
         Message::Setup {
             spec: spec(),
             third_party: Some(ThirdParty::Server {
                 client: "198.18.0.11".parse().unwrap(),
             }),
+            command: String::new(),
         },
         Message::Drained,
         Message::Ready {
             data_port: 40000,
             cookie: u64::MAX,
+            grant: None,
+        },
+        Message::Ready {
+            data_port: 40000,
+            cookie: 9,
+            grant: Some(grant()),
         },
         Message::Start,
         Message::Interval { sample: sample(3) },
@@ -318,7 +348,8 @@ fn full_test_scenario_with_simulated_time() {
         c.poll_event(),
         Some(ClientEvent::Ready {
             data_port: 40001,
-            cookie: 77
+            cookie: 77,
+            grant: None,
         })
     );
 
@@ -350,34 +381,43 @@ fn full_test_scenario_with_simulated_time() {
 #[test]
 fn version_mismatch_is_typed_on_both_sides() {
     let t0 = Instant::now();
-    // A controller from the future says version 2.
+    // A controller from the future says version 3.
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    let hello = hello("netsonde", 2);
+    let hello = hello("netsonde", 3);
     assert_eq!(
         a.handle_bytes(&hello, t0),
-        Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 })
+        Err(ProtoError::VersionMismatch { ours: 2, theirs: 3 })
     );
     let reply = a.poll_transmit().unwrap();
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
     assert_eq!(
         c.handle_bytes(&reply, t0),
-        Err(ProtoError::VersionMismatch { ours: 1, theirs: 1 })
+        Err(ProtoError::VersionMismatch { ours: 2, theirs: 2 })
     );
 
-    // An agent from the future answers Welcome with version 2.
+    // A version-1 controller (no nonce, a command in Hello) hears about the version.
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    let v1 = br#"{"type":"hello","magic":"netsonde","version":1,"software":"s","command":"c"}"#;
+    let mut frame = (v1.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(v1);
+    assert_eq!(
+        a.handle_bytes(&frame, t0),
+        Err(ProtoError::VersionMismatch { ours: 2, theirs: 1 })
+    );
+
+    // An agent from the future answers Welcome with version 3.
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
     let welcome = encode(&Message::Welcome {
         magic: "netsonde".into(),
-        version: 2,
+        version: 3,
         software: "s".into(),
-        command: "c".into(),
-        capabilities: vec!["stream".into()],
         challenge: None,
+        proof: None,
     })
     .unwrap();
     assert_eq!(
         c.handle_bytes(&welcome, t0),
-        Err(ProtoError::VersionMismatch { ours: 1, theirs: 2 })
+        Err(ProtoError::VersionMismatch { ours: 2, theirs: 3 })
     );
 }
 
@@ -385,7 +425,7 @@ fn version_mismatch_is_typed_on_both_sides() {
 fn bad_magic_and_missing_capability() {
     let t0 = Instant::now();
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    let hello = hello("iperf", 1);
+    let hello = hello("iperf", 2);
     assert_eq!(a.handle_bytes(&hello, t0), Err(ProtoError::BadMagic));
 
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
@@ -434,9 +474,9 @@ fn deadlines_and_silence() {
         c.handle_timeout(t0 + Duration::from_secs(6)),
         Err(ProtoError::Timeout(_))
     ));
-    // A controller that connects and says nothing.
+    // A controller that connects and says nothing has 2 s to say Hello.
     assert!(matches!(
-        a.handle_timeout(t0 + Duration::from_secs(6)),
+        a.handle_timeout(t0 + Duration::from_millis(2100)),
         Err(ProtoError::Timeout(_))
     ));
 
@@ -491,17 +531,27 @@ fn peer_closing_mid_test_is_closed_error() {
 }
 
 fn keyed_agent(now: Instant) -> AgentSession {
-    let key = sonde_proto::Key::from_file_bytes(b"agent and controller share this\n").unwrap();
-    AgentSession::new("s", "c", &["stream"], Timeouts::default(), now)
-        .require_key(key, [42; sonde_proto::CHALLENGE_BYTES])
+    AgentSession::new("s", "serve --secret-flag", &["stream"], Timeouts::default(), now)
+        .require_key(key(), [42; sonde_proto::CHALLENGE_BYTES])
+}
+
+fn keyed_client(now: Instant, key: Option<Key>) -> ClientSession {
+    ClientSession::new(spec(), "s", "c", Timeouts::default(), now)
+        .with_nonce([9; sonde_proto::CHALLENGE_BYTES])
+        .with_key(key)
 }
 
 #[test]
-fn the_right_key_opens_the_agent() {
+fn the_right_key_opens_the_agent_and_seals_the_session() {
     let t0 = Instant::now();
-    let key = sonde_proto::Key::from_file_bytes(b"agent and controller share this").unwrap();
-    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0).with_key(Some(key));
+    let mut c = keyed_client(t0, Some(key()));
     let mut a = keyed_agent(t0);
+    // Before the controller proves the key, the agent says nothing of what it runs.
+    a.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap();
+    let welcome = a.poll_transmit().unwrap();
+    let text = String::from_utf8_lossy(&welcome);
+    assert!(!text.contains("stream") && !text.contains("secret"), "{text}");
+    c.handle_bytes(&welcome, t0).unwrap();
     let (rc, ra) = pump(&mut c, &mut a, t0);
     rc.unwrap();
     ra.unwrap();
@@ -513,21 +563,138 @@ fn the_right_key_opens_the_agent() {
             third_party: None
         })
     );
+    assert!(
+        matches!(c.poll_event(), Some(ClientEvent::Welcome { command, .. }) if command.contains("secret"))
+    );
+    // The rest of the test runs sealed.
+    a.ready(40001, 77, t0).unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    c.start(t0).unwrap();
+    pump(&mut c, &mut a, t0).1.unwrap();
+    a.poll_event();
+    a.send_interval(sample(0)).unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    assert!(c.poll_event().is_some());
+}
+
+/// Sends every frame from the controller through `rewrite` (a party on the path).
+fn pump_through(
+    c: &mut ClientSession,
+    a: &mut AgentSession,
+    now: Instant,
+    rewrite: &mut dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>,
+) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
+    let (mut rc, mut ra) = (Ok(()), Ok(()));
+    let mut n = 0;
+    loop {
+        let mut moved = false;
+        while let Some(b) = c.poll_transmit() {
+            moved = true;
+            if let Some(b) = rewrite(n, b) {
+                if ra.is_ok() {
+                    ra = a.handle_bytes(&b, now);
+                }
+            }
+            n += 1;
+        }
+        while let Some(b) = a.poll_transmit() {
+            moved = true;
+            if rc.is_ok() {
+                rc = c.handle_bytes(&b, now);
+            }
+        }
+        if !moved {
+            return (rc, ra);
+        }
+    }
+}
+
+#[test]
+fn a_frame_altered_replayed_or_injected_on_the_path_ends_the_session() {
+    let t0 = Instant::now();
+    // Frames from the controller: 0 Hello, 1 Auth, 2 Setup (sealed).
+    let attacks: [(&str, Box<dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>>); 3] = [
+        (
+            "one byte of the spec changed",
+            Box::new(|n, mut b| {
+                if n == 2 {
+                    let at = b.len() / 2;
+                    b[at] ^= 0x01;
+                }
+                Some(b)
+            }),
+        ),
+        (
+            "the Setup replaced by an unsealed one",
+            Box::new(|n, b| {
+                if n != 2 {
+                    return Some(b);
+                }
+                let evil = TestSpec::Stream(StreamSpec {
+                    connections: 1000,
+                    ..Default::default()
+                });
+                Some(
+                    encode(&Message::Setup {
+                        spec: evil,
+                        third_party: None,
+                        command: String::new(),
+                    })
+                    .unwrap(),
+                )
+            }),
+        ),
+        (
+            "the Auth frame sent twice (replay)",
+            Box::new(|n, b| {
+                if n == 2 {
+                    return None;
+                }
+                Some(b)
+            }),
+        ),
+    ];
+    for (what, mut attack) in attacks {
+        let mut c = keyed_client(t0, Some(key()));
+        let mut a = keyed_agent(t0);
+        let (_, ra) = pump_through(&mut c, &mut a, t0, &mut attack);
+        if what.contains("replay") {
+            // Setup dropped: replay the sealed frame the agent saw last (none after Auth),
+            // i.e. send the Auth again, which must not pass as a sealed message.
+            let auth = {
+                let mut c2 = keyed_client(t0, Some(key()));
+                let mut a2 = keyed_agent(t0);
+                a2.handle_bytes(&c2.poll_transmit().unwrap(), t0).unwrap();
+                c2.handle_bytes(&a2.poll_transmit().unwrap(), t0).unwrap();
+                c2.poll_transmit().unwrap()
+            };
+            assert!(
+                matches!(a.handle_bytes(&auth, t0), Err(ProtoError::BadMac { seq: 0 })),
+                "{what}"
+            );
+        } else {
+            assert_eq!(ra, Err(ProtoError::BadMac { seq: 0 }), "{what}");
+        }
+        let events: Vec<_> = std::iter::from_fn(|| a.poll_event()).collect();
+        assert!(
+            !events.iter().any(|e| matches!(e, AgentEvent::Setup { .. })),
+            "{what}: {events:?}"
+        );
+    }
 }
 
 #[test]
 fn a_wrong_or_missing_key_is_refused_on_both_sides() {
     let t0 = Instant::now();
-    let wrong = sonde_proto::Key::from_file_bytes(b"a different key, same length..").unwrap();
-    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0).with_key(Some(wrong));
+    // An agent with another key cannot prove it: the controller stops before it says
+    // anything beyond Hello.
+    let wrong = Key::from_file_bytes(b"a different key, same length..").unwrap();
+    let mut c = keyed_client(t0, Some(wrong));
     let mut a = keyed_agent(t0);
-    let (rc, ra) = pump(&mut c, &mut a, t0);
-    assert_eq!(ra, Err(ProtoError::Peer(PeerError::AuthFailed)));
-    assert_eq!(rc, Err(ProtoError::Peer(PeerError::AuthFailed)));
-    assert!(a
-        .poll_event()
-        .is_some_and(|e| !matches!(e, AgentEvent::Setup { .. })));
-    assert_eq!(a.poll_event(), None, "no Setup reaches the agent");
+    a.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap();
+    let welcome = a.poll_transmit().unwrap();
+    assert_eq!(c.handle_bytes(&welcome, t0), Err(ProtoError::AgentProof));
+    assert_eq!(c.poll_transmit(), None, "no Auth to an impostor");
 
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
     let mut a = keyed_agent(t0);
@@ -536,19 +703,49 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
     assert_eq!(err, ProtoError::Peer(PeerError::AuthRequired));
     assert!(err.to_string().contains("--key-file"));
 
+    // A controller with a key refuses an agent that asks for none (or whose challenge was
+    // stripped on the way), and says so.
+    let mut c = keyed_client(t0, Some(key()));
+    let (_, mut open) = pair(t0);
+    let (rc, _) = pump(&mut c, &mut open, t0);
+    let err = rc.unwrap_err();
+    assert_eq!(err, ProtoError::AgentWithoutKey);
+    assert!(err.to_string().contains("--key-file"), "{err}");
+
     // A controller that skips Auth and sends Setup is refused, not set up.
     let mut a = keyed_agent(t0);
-    a.handle_bytes(&hello("netsonde", 1), t0).unwrap();
+    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
     let r = a.handle_bytes(
         &encode(&Message::Setup {
             spec: spec(),
             third_party: None,
+            command: String::new(),
         })
         .unwrap(),
         t0,
     );
     assert_eq!(r, Err(ProtoError::Peer(PeerError::AuthRequired)));
     assert!(a.is_done());
+
+    // A wrong proof is refused, and so is a Hello without a nonce.
+    let mut a = keyed_agent(t0);
+    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
+    let bad = encode(&Message::Auth {
+        mac: "00".repeat(32),
+    })
+    .unwrap();
+    assert_eq!(
+        a.handle_bytes(&bad, t0),
+        Err(ProtoError::Peer(PeerError::AuthFailed))
+    );
+    let mut a = keyed_agent(t0);
+    let no_nonce = br#"{"type":"hello","magic":"netsonde","version":2,"software":"s"}"#;
+    let mut frame = (no_nonce.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(no_nonce);
+    assert!(matches!(
+        a.handle_bytes(&frame, t0),
+        Err(ProtoError::Malformed(_))
+    ));
 }
 
 #[test]
@@ -578,6 +775,7 @@ fn a_third_party_part_reaches_the_agent_and_its_drained_reaches_the_controller()
     let part = ThirdParty::Client {
         server: "198.18.0.12:40000".parse().unwrap(),
         cookie: 5,
+        grant: Some(grant()),
     };
     let client = |now| {
         ClientSession::new(spec(), "s", "c", Timeouts::default(), now)
