@@ -16,8 +16,8 @@ use sonde_results::{IntervalSample, SideResult, TestSpec};
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
 use crate::grant::Grant;
-use crate::seal::{Opener, Sealer};
 use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION};
+use crate::seal::{Opener, Sealer};
 use crate::session::{Machine, Wire};
 
 /// Longest test the session's deadlines allow for (a spec's own figure is checked by the
@@ -27,7 +27,9 @@ const MAX_TEST_LENGTH: Duration = Duration::from_secs(7 * 24 * 3600);
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
     /// The controller's software, for the agent's log.
-    Hello { software: String },
+    Hello {
+        software: String,
+    },
     /// Validate and prepare, then call `ready()` or `refuse()`. `third_party`: this
     /// agent's part in a test between two agents.
     Setup {
@@ -214,9 +216,10 @@ impl AgentSession {
             }
         };
         self.wire.events.push_back(AgentEvent::Hello { software });
-        let proof = self.auth.as_ref().map(|(key, mine)| {
-            hex::encode(key.prove(Prover::Agent, &self.controller_nonce, mine))
-        });
+        let proof = self
+            .auth
+            .as_ref()
+            .map(|(key, mine)| hex::encode(key.prove(Prover::Agent, &self.controller_nonce, mine)));
         let welcome = Message::Welcome {
             magic: MAGIC.into(),
             version: PROTOCOL_VERSION,
@@ -243,10 +246,8 @@ impl AgentSession {
             return Err(ProtoError::Peer(PeerError::AuthFailed));
         }
         let keys = key.session_keys(theirs, mine);
-        self.wire.seal(
-            Sealer::new(keys.to_controller),
-            Opener::new(keys.to_agent),
-        );
+        self.wire
+            .seal(Sealer::new(keys.to_controller), Opener::new(keys.to_agent));
         self.accept()
     }
 
@@ -307,11 +308,14 @@ impl Machine for AgentSession {
                 self.end_with(PeerError::AuthRequired);
                 Err(ProtoError::Peer(PeerError::AuthRequired))
             }
-            (State::AwaitSetup, Message::Setup {
-                spec, third_party, ..
-            }) => {
-                self.test_length = Duration::from_millis(spec.timing().total_ms())
-                    .min(MAX_TEST_LENGTH);
+            (
+                State::AwaitSetup,
+                Message::Setup {
+                    spec, third_party, ..
+                },
+            ) => {
+                self.test_length =
+                    Duration::from_millis(spec.timing().total_ms()).min(MAX_TEST_LENGTH);
                 self.wire.events.push_back(AgentEvent::Setup {
                     spec: Box::new(spec),
                     third_party,

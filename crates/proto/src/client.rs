@@ -16,8 +16,8 @@ use sonde_results::{IntervalSample, SideResult, TestSpec};
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
 use crate::grant::Grant;
-use crate::seal::{Opener, Sealer};
 use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
+use crate::seal::{Opener, Sealer};
 use crate::session::{Machine, Wire};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -213,11 +213,15 @@ impl ClientSession {
     fn prove(&mut self, key: &Key, challenge: &str, proof: &str) -> Result<(), ProtoError> {
         let agent_nonce = match hex::decode(challenge) {
             Ok(n) if n.len() == CHALLENGE_BYTES => n,
-            _ => return self.fail(ProtoError::Malformed("the agent's nonce is not 32 bytes of hex".into())),
+            _ => {
+                return self.fail(ProtoError::Malformed(
+                    "the agent's nonce is not 32 bytes of hex".into(),
+                ))
+            }
         };
         let ours = self.nonce;
-        let proven = hex::decode(proof)
-            .is_ok_and(|p| key.verify(Prover::Agent, &ours, &agent_nonce, &p));
+        let proven =
+            hex::decode(proof).is_ok_and(|p| key.verify(Prover::Agent, &ours, &agent_nonce, &p));
         if !proven {
             return self.fail(ProtoError::AgentProof);
         }

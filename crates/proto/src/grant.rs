@@ -48,13 +48,7 @@ pub enum GrantError {
     TooLong(u64),
 }
 
-fn mac_of(
-    key: &Key,
-    client: IpAddr,
-    server: SocketAddr,
-    cookie: u64,
-    expires: u64,
-) -> HmacSha256 {
+fn mac_of(key: &Key, client: IpAddr, server: SocketAddr, cookie: u64, expires: u64) -> HmacSha256 {
     let (c, s) = (client.to_string(), server.to_string());
     let parts: [&[u8]; 5] = [
         b"grant",

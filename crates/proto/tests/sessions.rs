@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use sonde_proto::{
-    encode, AgentEvent, Grant, Key, AgentSession, ClientEvent, ClientSession, FrameDecoder, Message, PeerError,
-    ProtoError, Session, ThirdParty, Timeouts, MAX_FRAME_BYTES, THIRD_PARTY,
+    encode, AgentEvent, AgentSession, ClientEvent, ClientSession, FrameDecoder, Grant, Key,
+    Message, PeerError, ProtoError, Session, ThirdParty, Timeouts, MAX_FRAME_BYTES, THIRD_PARTY,
 };
 use sonde_results::{Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
 
@@ -531,8 +531,14 @@ fn peer_closing_mid_test_is_closed_error() {
 }
 
 fn keyed_agent(now: Instant) -> AgentSession {
-    AgentSession::new("s", "serve --secret-flag", &["stream"], Timeouts::default(), now)
-        .require_key(key(), [42; sonde_proto::CHALLENGE_BYTES])
+    AgentSession::new(
+        "s",
+        "serve --secret-flag",
+        &["stream"],
+        Timeouts::default(),
+        now,
+    )
+    .require_key(key(), [42; sonde_proto::CHALLENGE_BYTES])
 }
 
 fn keyed_client(now: Instant, key: Option<Key>) -> ClientSession {
@@ -550,7 +556,10 @@ fn the_right_key_opens_the_agent_and_seals_the_session() {
     a.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap();
     let welcome = a.poll_transmit().unwrap();
     let text = String::from_utf8_lossy(&welcome);
-    assert!(!text.contains("stream") && !text.contains("secret"), "{text}");
+    assert!(
+        !text.contains("stream") && !text.contains("secret"),
+        "{text}"
+    );
     c.handle_bytes(&welcome, t0).unwrap();
     let (rc, ra) = pump(&mut c, &mut a, t0);
     rc.unwrap();
@@ -669,7 +678,10 @@ fn a_frame_altered_replayed_or_injected_on_the_path_ends_the_session() {
                 c2.poll_transmit().unwrap()
             };
             assert!(
-                matches!(a.handle_bytes(&auth, t0), Err(ProtoError::BadMac { seq: 0 })),
+                matches!(
+                    a.handle_bytes(&auth, t0),
+                    Err(ProtoError::BadMac { seq: 0 })
+                ),
                 "{what}"
             );
         } else {

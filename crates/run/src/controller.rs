@@ -140,12 +140,13 @@ pub fn run_test(
         Timeouts::default(),
         Instant::now(),
     )
+    .with_nonce(crate::random::nonce())
     .with_key(req.key.clone());
     let mut run = Running::new(session, addr, live);
-    let (data_port, cookie) = run.handshake(&mut link, interrupt)?;
+    let h = run.handshake(&mut link, interrupt)?;
     let to = kind::DataPort {
-        addr: SocketAddr::new(addr.ip(), data_port),
-        cookie,
+        addr: SocketAddr::new(addr.ip(), h.data_port),
+        cookie: h.cookie,
     };
     let opened = kind.open_client(&spec, to)?;
     run.start(&mut link)?;
@@ -172,11 +173,13 @@ pub struct Record<'a> {
     pub client_agent: Option<sonde_results::document::ClientAgent>,
 }
 
-/// What a handshake learnt: the agent's command line, its data port and the cookie.
+/// What a handshake learnt: the agent's command line, its data port, the cookie and (a
+/// serving part of a third-party test) the grant for the client agent.
 pub struct Handshake {
     pub command: Option<String>,
     pub data_port: u16,
     pub cookie: u64,
+    pub grant: Option<sonde_proto::Grant>,
 }
 
 /// Hello to Ready over `link`.
@@ -198,11 +201,16 @@ pub fn handshake(
         while let Some(ev) = session.poll_event() {
             match ev {
                 ClientEvent::Welcome { command: c, .. } => command = Some(c),
-                ClientEvent::Ready { data_port, cookie } => {
+                ClientEvent::Ready {
+                    data_port,
+                    cookie,
+                    grant,
+                } => {
                     return Ok(Handshake {
                         command,
                         data_port,
                         cookie,
+                        grant,
                     })
                 }
                 _ => {}
@@ -242,15 +250,15 @@ impl<'a> Running<'a> {
         }
     }
 
-    /// Hello to Ready: the agent's data port and the test's cookie.
+    /// Hello to Ready: the agent's data port, the test's cookie and any grant.
     pub fn handshake(
         &mut self,
         link: &mut Link,
         interrupt: &Interrupt,
-    ) -> Result<(u16, u64), ControllerError> {
-        let h = handshake(link, &mut self.session, self.addr, interrupt)?;
-        self.server_command = h.command;
-        Ok((h.data_port, h.cookie))
+    ) -> Result<Handshake, ControllerError> {
+        let mut h = handshake(link, &mut self.session, self.addr, interrupt)?;
+        self.server_command = h.command.take();
+        Ok(h)
     }
 
     /// Sends `Start`: the data endpoints are open, the workers start next.

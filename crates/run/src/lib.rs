@@ -10,6 +10,7 @@ pub mod drive;
 pub mod kind;
 pub mod load;
 mod meter;
+pub mod random;
 pub mod schedule;
 pub mod search;
 pub mod side;

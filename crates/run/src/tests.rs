@@ -196,7 +196,8 @@ fn both_ends_run_one_control_loop_to_a_document() {
     let interrupt = Interrupt::none();
     let mut link = Link::over(Box::new(c));
     let mut run = Running::new(session, addr, &mut live);
-    assert_eq!(run.handshake(&mut link, &interrupt).unwrap(), (1, 7));
+    let h = run.handshake(&mut link, &interrupt).unwrap();
+    assert_eq!((h.data_port, h.cookie), (1, 7));
     run.start(&mut link).unwrap();
     let doc = run.conclude(
         link,

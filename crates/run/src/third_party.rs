@@ -46,6 +46,7 @@ pub fn run_between(
             Timeouts::default(),
             Instant::now(),
         )
+        .with_nonce(crate::random::nonce())
         .with_key(req.key.clone())
         .with_third_party(part)
     };
@@ -57,12 +58,13 @@ pub fn run_between(
         server,
         live,
     );
-    let (data_port, cookie) = run.handshake(&mut b_link, interrupt)?;
+    let h = run.handshake(&mut b_link, interrupt)?;
     let mut a = RemoteSide::open(
         client,
         session(ThirdParty::Client {
-            server: SocketAddr::new(server.ip(), data_port),
-            cookie,
+            server: SocketAddr::new(server.ip(), h.data_port),
+            cookie: h.cookie,
+            grant: h.grant,
         }),
         &spec,
         interrupt,

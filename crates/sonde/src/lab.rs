@@ -148,6 +148,45 @@ impl Drop for AgentProcess {
     }
 }
 
+/// The lab's own key, in a directory only its owner can read; removed on drop. The agent
+/// and every measurement take it through SONDE_KEY_FILE, so the lab runs as a keyed
+/// fleet would.
+pub struct LabKey {
+    dir: std::path::PathBuf,
+    pub file: std::path::PathBuf,
+}
+
+impl LabKey {
+    pub fn create(tag: &str) -> anyhow::Result<LabKey> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = std::env::temp_dir().join(format!("sonde-{tag}-key"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let key = LabKey {
+            file: dir.join("key"),
+            dir,
+        };
+        let mut bytes = [0u8; 32];
+        sonde_run::random::fill(&mut bytes);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key.file)
+            .with_context(|| format!("cannot create {}", key.file.display()))?;
+        std::io::Write::write_all(&mut f, hex::encode(bytes).as_bytes())?;
+        Ok(key)
+    }
+}
+
+impl Drop for LabKey {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn is_root() -> bool {
     // SAFETY: no arguments.
     unsafe { libc::geteuid() == 0 }
@@ -208,15 +247,18 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
             }
         }
     };
+    let key = LabKey::create(&tag)?;
     let (agent, host) = match &netns {
         Some(n) => {
             let mut cmd = Netns::exec(&n.server, &exe);
-            cmd.args(["serve", "--bind", SERVER_ADDR, "--port", "0"]);
+            cmd.args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
+                .env("SONDE_KEY_FILE", &key.file);
             (AgentProcess::start(cmd)?, SERVER_ADDR.to_string())
         }
         None => {
             let mut cmd = Command::new(&exe);
-            cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"]);
+            cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+                .env("SONDE_KEY_FILE", &key.file);
             (AgentProcess::start(cmd)?, "127.0.0.1".to_string())
         }
     };
@@ -241,7 +283,8 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
             .args([&host, "--port", &agent.port.to_string()])
             .args(&words[1..])
             .arg("--output")
-            .arg(&file);
+            .arg(&file)
+            .env("SONDE_KEY_FILE", &key.file);
         let status = cmd
             .stdin(Stdio::null())
             .status()

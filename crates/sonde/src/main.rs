@@ -69,6 +69,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let cfg = agent::ServeConfig {
                 key,
+                insecure_no_key: a.insecure_no_key,
                 limits,
                 max_tests: a.max_tests as usize,
                 bind: a.bind,

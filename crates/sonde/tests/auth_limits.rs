@@ -21,6 +21,14 @@ fn stream(agent: &Agent, args: &[&str]) -> std::process::Output {
     run(c)
 }
 
+/// A controller with no key at all (not even the harness's).
+fn stream_without_key(agent: &Agent) -> std::process::Output {
+    let mut c = sonde_cmd();
+    c.env_remove(KEY_ENV)
+        .args(agent.short_test("stream", "0.5", &[]));
+    run(c)
+}
+
 #[test]
 fn keyed_agent_serves_only_the_right_key() {
     let good = key_file("a shared secret of enough length\n");
@@ -28,19 +36,57 @@ fn keyed_agent_serves_only_the_right_key() {
     let agent = Agent::on_loopback_with(&["--key-file", good.to_str().unwrap()]);
     let o = stream(&agent, &["--key-file", good.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = stream(&agent, &[]);
+    let o = stream_without_key(&agent);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("requires a key"), "{}", stderr(&o));
+    // The agent proves the key first: a controller with another key stops there.
     let o = stream(&agent, &["--key-file", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("authentication failed"),
+        stderr(&o).contains("could not prove it holds the key"),
         "{}",
         stderr(&o)
     );
     // The agent is not worse for it.
     let o = stream(&agent, &["--key-file", good.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_controller_with_a_key_refuses_an_agent_without_one() {
+    let agent = Agent::start({
+        let mut c = sonde_cmd();
+        c.env_remove(KEY_ENV)
+            .args(["serve", "--bind", "127.0.0.1", "--port", "0"]);
+        c
+    });
+    let _serial = Serial::take();
+    let o = stream(&agent, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("does not ask for a key"),
+        "{}",
+        stderr(&o)
+    );
+    // Without a key both ends agree (loopback only).
+    let o = stream_without_key(&agent);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn an_agent_off_loopback_needs_a_key_or_says_insecure() {
+    let o = run({
+        let mut c = sonde_cmd();
+        c.env_remove(KEY_ENV)
+            .args(["serve", "--bind", "0.0.0.0", "--port", "0"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("without --key-file") && e.contains("--insecure-no-key"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -53,7 +53,8 @@ fn auto_placement_is_recorded_and_respects_taskset() {
             let mut c = Command::new("taskset");
             c.args(["-c", &last, SONDE])
                 .args(agent.short_test("stream", "0.5", &["-P", conns, "--json"]))
-                .env("SONDE_DB", scratch_db());
+                .env("SONDE_DB", scratch_db())
+                .env(KEY_ENV, key_file());
             c
         });
         assert!(o.status.success(), "{}", stderr(&o));

@@ -3,6 +3,7 @@
 //! thread of a test is freed when it ends, whatever happened, and the agent logs one line
 //! per test.
 
+pub mod consent;
 mod limits;
 pub(crate) mod one_test;
 
@@ -35,6 +36,8 @@ const BUSY_GRACE: Duration = Duration::from_millis(500);
 pub enum ServeError {
     #[error("cannot listen on {addr} (--bind/--port): {source}")]
     Listen { addr: SocketAddr, source: io::Error },
+    #[error("refusing to listen on {0} without --key-file: anyone who reaches that port could make this host send traffic (give it --key-file FILE, bind 127.0.0.1, or say --insecure-no-key on an isolated network)")]
+    NoKey(IpAddr),
     #[error("listening socket: {0}")]
     Io(#[from] io::Error),
 }
@@ -44,6 +47,8 @@ pub struct ServeConfig {
     pub port: u16,
     pub command: String,
     pub key: Option<Key>,
+    /// Listen on a routable address without a key all the same.
+    pub insecure_no_key: bool,
     pub limits: Limits,
     /// Tests served at once; beyond it a controller is told "busy".
     pub max_tests: usize,
@@ -91,6 +96,9 @@ impl Shared {
 }
 
 pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> {
+    if cfg.key.is_none() && !cfg.bind.is_loopback() && !cfg.insecure_no_key {
+        return Err(ServeError::NoKey(cfg.bind));
+    }
     let addr = SocketAddr::new(cfg.bind, cfg.port);
     let listener = TcpListener::bind(addr).map_err(|source| ServeError::Listen { addr, source })?;
     listener.set_nonblocking(true)?;
@@ -153,7 +161,7 @@ fn log_listening(cfg: &ServeConfig, local: SocketAddr) {
     };
     tracing::info!("listening on {local}{key}");
     if cfg.key.is_none() && !cfg.bind.is_loopback() {
-        tracing::warn!("listening on {} without --key-file: anyone who reaches this port can make this host send traffic", cfg.bind);
+        tracing::warn!("listening on {} without --key-file (--insecure-no-key): anyone who reaches this port can make this host send traffic", cfg.bind);
     }
 }
 
@@ -214,26 +222,4 @@ impl Drop for Pending<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// Fills `buf` from the kernel's CSPRNG (getrandom). It does not fail once the pool is
-/// initialised, which it is long before an agent can accept connections.
-fn fill_random(buf: &mut [u8]) {
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: writes at most the remaining length into buf.
-        let n =
-            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
-        if n > 0 {
-            filled += n as usize;
-        } else if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            panic!("getrandom failed: {}", io::Error::last_os_error());
-        }
-    }
-}
-
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    fill_random(&mut b);
-    u64::from_ne_bytes(b)
 }

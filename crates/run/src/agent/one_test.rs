@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::{
     AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Session, ThirdParty, Timeouts,
-    CHALLENGE_BYTES, DATA_HEADER_BYTES,
+    DATA_HEADER_BYTES,
 };
 use sonde_results::{IntervalSample, Role, TestSpec};
 
@@ -79,8 +79,16 @@ pub(super) fn run(
         _ => Role::Server,
     };
     let (_slot, mut spec, kind) = admit(&mut conn, spec, shared, role)?;
+    let key = shared.cfg.key.as_ref();
     let side = match part {
-        Some(ThirdParty::Client { server, cookie }) => {
+        Some(ThirdParty::Client {
+            server,
+            cookie,
+            grant,
+        }) => {
+            if let Err(message) = super::consent::check(key, server, cookie, grant.as_ref()) {
+                return Err(conn.refuse(PeerError::Refused { message }));
+            }
             let to = kind::DataPort {
                 addr: server,
                 cookie,
@@ -88,16 +96,24 @@ pub(super) fn run(
             open_client_part(&mut conn, kind, &mut spec, to, &shared.interrupt)?
         }
         Some(ThirdParty::Server { client }) => {
-            open(&mut conn, kind, &spec, local_ip, client, &shared.interrupt)?
+            let Some(key) = key else {
+                return Err(conn.refuse(PeerError::Refused {
+                    message: "a serving part of a test between two agents needs --key-file on this agent (the client agent checks a grant made with it)".into(),
+                }));
+            };
+            let to = Peer {
+                ip: client,
+                grant_with: Some(key),
+            };
+            open(&mut conn, kind, &spec, local_ip, to, &shared.interrupt)?
         }
-        None => open(
-            &mut conn,
-            kind,
-            &spec,
-            local_ip,
-            peer.ip(),
-            &shared.interrupt,
-        )?,
+        None => {
+            let to = Peer {
+                ip: peer.ip(),
+                grant_with: None,
+            };
+            open(&mut conn, kind, &spec, local_ip, to, &shared.interrupt)?
+        }
     };
     let result = run_started(&mut conn, side, &shared.interrupt, role)?;
     Ok(kind.summary(&spec, &result))
@@ -113,11 +129,7 @@ fn new_session(shared: &Shared) -> AgentSession {
         Instant::now(),
     );
     match &shared.cfg.key {
-        Some(key) => {
-            let mut challenge = [0u8; CHALLENGE_BYTES];
-            super::fill_random(&mut challenge);
-            session.require_key(key.clone(), challenge)
-        }
+        Some(key) => session.require_key(key.clone(), crate::random::nonce()),
         None => session,
     }
 }
@@ -184,6 +196,13 @@ fn admit<'a>(
     Ok((slot, spec, kind))
 }
 
+/// Where a served test's data comes from: the controller, or (third-party) a client agent
+/// that needs a grant made with this agent's key.
+struct Peer<'a> {
+    ip: IpAddr,
+    grant_with: Option<&'a sonde_proto::Key>,
+}
+
 /// The kind's data endpoint, `Ready`, the data connections, and the side started at
 /// `Start`.
 fn open(
@@ -191,9 +210,10 @@ fn open(
     kind: &dyn Kind,
     spec: &TestSpec,
     local_ip: IpAddr,
-    peer: IpAddr,
+    to: Peer<'_>,
     interrupt: &Interrupt,
 ) -> Result<Box<dyn Side>, TestError> {
+    let peer = to.ip;
     let mut probe = HostProbe::for_peer(peer);
     if let Err(message) = kind::hold_cpu_latency(&mut probe, spec) {
         return Err(conn.refuse(PeerError::Refused { message }));
@@ -206,9 +226,13 @@ fn open(
             }))
         }
     };
-    let cookie = super::random_u64();
+    let cookie = crate::random::u64();
+    let port = endpoint.port()?;
+    let grant = to
+        .grant_with
+        .map(|key| super::consent::grant(key, peer, SocketAddr::new(local_ip, port), cookie));
     conn.session
-        .ready(endpoint.port()?, cookie, Instant::now())?;
+        .ready_granting(port, cookie, grant, Instant::now())?;
     conn.link.send(&mut conn.session)?;
     let conns = accept_data(conn, endpoint.listener(), cookie, peer, interrupt)?;
     Ok(endpoint.start(conns, peer, cookie, probe)?)

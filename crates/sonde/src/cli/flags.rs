@@ -26,8 +26,9 @@ pub struct Target {
     /// The agent's control port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// The agent's pre-shared key, when it requires one.
-    #[arg(long, value_name = "FILE")]
+    /// The agents' pre-shared key. With it, an agent must prove the key too, and one that
+    /// asks for none is refused.
+    #[arg(long, value_name = "FILE", env = "SONDE_KEY_FILE")]
     pub key_file: Option<PathBuf>,
 }
 

@@ -258,10 +258,15 @@ pub struct ServeArgs {
     /// Control port (0 picks a free one, printed at start).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Require controllers to prove they know this pre-shared key (HMAC-SHA256
-    /// challenge-response); at least 16 bytes, surrounding whitespace ignored.
-    #[arg(long, value_name = "FILE")]
+    /// Require controllers to prove they know this pre-shared key (and prove it to them:
+    /// HMAC-SHA256 over both sides' nonces; every control message after it is MACed); at
+    /// least 16 bytes, surrounding whitespace ignored.
+    #[arg(long, value_name = "FILE", env = "SONDE_KEY_FILE")]
     pub key_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without a key: anyone who reaches the port can
+    /// then make this host send test traffic. Only for an isolated network.
+    #[arg(long)]
+    pub insecure_no_key: bool,
     /// Refuse tests longer than this (warm-up and cool-down included).
     #[arg(long, default_value = "3600", value_parser = parse_duration_ms, value_name = "SECS")]
     pub max_duration: u64,

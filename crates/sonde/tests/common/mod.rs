@@ -238,7 +238,8 @@ impl Lab {
     pub fn in_ns(ns: &str, program: &str) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", ns, program])
-            .env("SONDE_DB", scratch_db());
+            .env("SONDE_DB", scratch_db())
+            .env(KEY_ENV, key_file());
         c
     }
 
@@ -410,11 +411,38 @@ pub fn scratch_db() -> PathBuf {
     std::env::temp_dir().join(format!("sonde-test-{}-results.db", std::process::id()))
 }
 
-/// The built `sonde`, saving runs (unless told otherwise) into `scratch_db()`.
+/// The built `sonde`, saving runs (unless told otherwise) into `scratch_db()`, with this
+/// test process's key (agents off loopback need one, and controllers prove it).
 pub fn sonde_cmd() -> Command {
     let mut c = Command::new(SONDE);
-    c.env("SONDE_DB", scratch_db());
+    c.env("SONDE_DB", scratch_db()).env(KEY_ENV, key_file());
     c
+}
+
+/// The variable that gives every sonde command its key file.
+pub const KEY_ENV: &str = "SONDE_KEY_FILE";
+
+/// This test process's key file (0600, random), made once.
+pub fn key_file() -> &'static Path {
+    static KEY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = std::env::temp_dir().join(format!("sonde-test-{}-key", std::process::id()));
+        let mut seed = [0u8; 24];
+        File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+            .unwrap();
+        let text: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+        let _ = std::fs::remove_file(&path);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        path
+    })
 }
 
 pub fn temp_file(name: &str) -> PathBuf {
