@@ -618,81 +618,72 @@ fn pump_through(
     }
 }
 
+/// What a party on the path does to the controller's frame number `n` (None: drops it).
+type Rewrite = Box<dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>>;
+
 #[test]
-fn a_frame_altered_replayed_or_injected_on_the_path_ends_the_session() {
+fn a_frame_altered_or_injected_on_the_path_ends_the_session() {
     let t0 = Instant::now();
     // Frames from the controller: 0 Hello, 1 Auth, 2 Setup (sealed).
-    let attacks: [(&str, Box<dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>>); 3] = [
-        (
-            "one byte of the spec changed",
-            Box::new(|n, mut b| {
-                if n == 2 {
-                    let at = b.len() / 2;
-                    b[at] ^= 0x01;
-                }
-                Some(b)
-            }),
-        ),
-        (
-            "the Setup replaced by an unsealed one",
-            Box::new(|n, b| {
-                if n != 2 {
-                    return Some(b);
-                }
-                let evil = TestSpec::Stream(StreamSpec {
-                    connections: 1000,
-                    ..Default::default()
-                });
-                Some(
-                    encode(&Message::Setup {
-                        spec: evil,
-                        third_party: None,
-                        command: String::new(),
-                    })
-                    .unwrap(),
-                )
-            }),
-        ),
-        (
-            "the Auth frame sent twice (replay)",
-            Box::new(|n, b| {
-                if n == 2 {
-                    return None;
-                }
-                Some(b)
-            }),
-        ),
-    ];
-    for (what, mut attack) in attacks {
+    let flip: Rewrite = Box::new(|n, mut b| {
+        if n == 2 {
+            let at = b.len() / 2;
+            b[at] ^= 0x01;
+        }
+        Some(b)
+    });
+    let unsealed: Rewrite = Box::new(|n, b| {
+        if n != 2 {
+            return Some(b);
+        }
+        let evil = TestSpec::Stream(StreamSpec {
+            connections: 1000,
+            ..Default::default()
+        });
+        let setup = Message::Setup {
+            spec: evil,
+            third_party: None,
+            command: String::new(),
+        };
+        Some(encode(&setup).unwrap())
+    });
+    for (what, mut attack) in [("one byte changed", flip), ("an unsealed Setup", unsealed)] {
         let mut c = keyed_client(t0, Some(key()));
         let mut a = keyed_agent(t0);
         let (_, ra) = pump_through(&mut c, &mut a, t0, &mut attack);
-        if what.contains("replay") {
-            // Setup dropped: replay the sealed frame the agent saw last (none after Auth),
-            // i.e. send the Auth again, which must not pass as a sealed message.
-            let auth = {
-                let mut c2 = keyed_client(t0, Some(key()));
-                let mut a2 = keyed_agent(t0);
-                a2.handle_bytes(&c2.poll_transmit().unwrap(), t0).unwrap();
-                c2.handle_bytes(&a2.poll_transmit().unwrap(), t0).unwrap();
-                c2.poll_transmit().unwrap()
-            };
-            assert!(
-                matches!(
-                    a.handle_bytes(&auth, t0),
-                    Err(ProtoError::BadMac { seq: 0 })
-                ),
-                "{what}"
-            );
-        } else {
-            assert_eq!(ra, Err(ProtoError::BadMac { seq: 0 }), "{what}");
-        }
+        assert_eq!(ra, Err(ProtoError::BadMac { seq: 0 }), "{what}");
         let events: Vec<_> = std::iter::from_fn(|| a.poll_event()).collect();
         assert!(
             !events.iter().any(|e| matches!(e, AgentEvent::Setup { .. })),
             "{what}: {events:?}"
         );
     }
+}
+
+#[test]
+fn a_sealed_frame_replayed_into_another_session_fails() {
+    let t0 = Instant::now();
+    // A recorded session: its sealed Setup.
+    let mut recorded = Vec::new();
+    let mut c = keyed_client(t0, Some(key()));
+    let mut a = keyed_agent(t0);
+    pump_through(&mut c, &mut a, t0, &mut |n, b| {
+        if n == 2 {
+            recorded = b.clone();
+        }
+        Some(b)
+    })
+    .1
+    .unwrap();
+    // A new session with the same controller nonce (the agent's differs): the recorded
+    // Setup is refused in place of the new one.
+    let mut c = keyed_client(t0, Some(key()));
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0)
+        .require_key(key(), [43; sonde_proto::CHALLENGE_BYTES]);
+    let (_, ra) = pump_through(&mut c, &mut a, t0, &mut |n, b| {
+        Some(if n == 2 { recorded.clone() } else { b })
+    });
+    assert_eq!(ra, Err(ProtoError::BadMac { seq: 0 }));
 }
 
 #[test]
