@@ -148,6 +148,12 @@ fn handshake(
             return Err(TestError::ShuttingDown);
         }
         if let Err(e) = conn.link.step(&mut conn.session, None, None) {
+            if let ProtoError::BadMac { .. } = e {
+                // Our side of the channel is intact: say why we stop.
+                conn.session.refuse(PeerError::Refused {
+                    message: e.to_string(),
+                });
+            }
             // The session may have queued an Error saying why (version, key): deliver it.
             let _ = conn.link.send(&mut conn.session);
             conn.link.close_gracefully(LINGER);

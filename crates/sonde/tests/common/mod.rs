@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod bridge;
+pub mod rogue;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};

@@ -1,0 +1,329 @@
+//! Attacks on the control channel and on third-party parts, as SECURITY.md lists them: a
+//! rogue controller (the library's session with hand-made parts, or raw frames), a party
+//! on the path that rewrites frames, and a counting victim that must see no packet.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::rogue::{self, Answer};
+use common::*;
+use sonde_proto::{Grant, Key, ThirdParty};
+use sonde_results::{StreamSpec, TestSpec};
+
+const VICTIM: &str = "198.18.0.3";
+
+fn one_connection() -> TestSpec {
+    TestSpec::Stream(StreamSpec {
+        connections: 1,
+        ..Default::default()
+    })
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Packets from the agent's address to the victim's, counted in the client namespace.
+fn victim_count(lab: &Lab) -> u64 {
+    let out = Lab::in_ns(&lab.client, "nft")
+        .args(["-j", "list", "table", "inet", "victim"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|e| e["counter"]["packets"].as_u64())
+        .sum()
+}
+
+#[test]
+fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
+    let Some(lab) = Lab::needing(&["nft", "ping"]) else {
+        return;
+    };
+    // The victim: a second address in the client namespace, with a listener on the port
+    // the attacks aim at, and a counter of every packet the agent's address sends it.
+    lab.client_cmd(
+        "ip",
+        &[
+            "addr",
+            "add",
+            &format!("{VICTIM}/24"),
+            "dev",
+            &lab.client_if,
+        ],
+    );
+    lab.client_cmd("nft", &["add", "table", "inet", "victim"]);
+    lab.client_cmd(
+        "nft",
+        &["add chain inet victim input { type filter hook input priority 0 ; }"],
+    );
+    let rule = format!(
+        "add rule inet victim input ip saddr {} ip daddr {VICTIM} counter",
+        lab.server_addr
+    );
+    lab.client_cmd("nft", &[&rule]);
+    let _listener = rogue::in_netns(&lab.client, || TcpListener::bind((VICTIM, 40000)).unwrap());
+
+    let mut agent_cmd = Lab::in_ns(&lab.server, SONDE);
+    agent_cmd.args(["serve", "--bind", lab.server_addr, "--port", "0"]);
+    let agent = Agent::start(agent_cmd);
+    let a: SocketAddr = format!("{}:{}", lab.server_addr, agent.port)
+        .parse()
+        .unwrap();
+    let victim: SocketAddr = format!("{VICTIM}:40000").parse().unwrap();
+    let key = rogue::harness_key();
+    let other = Key::from_file_bytes(b"not the fleet's key, long enough").unwrap();
+    let source: std::net::IpAddr = lab.server_addr.parse().unwrap();
+    let part = |server: SocketAddr, grant: Option<Grant>| ThirdParty::Client {
+        server,
+        cookie: 7,
+        grant,
+    };
+    let later = now_s() + 30;
+    let attacks: Vec<(&str, ThirdParty, Option<Key>, &str)> = vec![
+        (
+            "no grant",
+            part(victim, None),
+            Some(key.clone()),
+            "no grant",
+        ),
+        (
+            "a grant made with another key",
+            part(victim, Some(Grant::new(&other, source, victim, 7, later))),
+            Some(key.clone()),
+            "not made with this agent's key",
+        ),
+        (
+            "a grant for another server",
+            part(
+                victim,
+                Some(Grant::new(
+                    &key,
+                    source,
+                    "198.18.0.1:40001".parse().unwrap(),
+                    7,
+                    later,
+                )),
+            ),
+            Some(key.clone()),
+            "grant is for server",
+        ),
+        (
+            "a grant for another cookie",
+            part(victim, Some(Grant::new(&key, source, victim, 8, later))),
+            Some(key.clone()),
+            "grant is for cookie",
+        ),
+        (
+            "an expired grant",
+            part(
+                victim,
+                Some(Grant::new(&key, source, victim, 7, now_s() - 600)),
+            ),
+            Some(key.clone()),
+            "expired",
+        ),
+        (
+            "the agent's own loopback",
+            part("127.0.0.1:5301".parse().unwrap(), None),
+            Some(key.clone()),
+            "loopback",
+        ),
+        (
+            "the unspecified address",
+            part("0.0.0.0:40000".parse().unwrap(), None),
+            Some(key.clone()),
+            "unspecified",
+        ),
+        (
+            "a multicast group",
+            part("224.0.0.1:40000".parse().unwrap(), None),
+            Some(key.clone()),
+            "multicast",
+        ),
+        (
+            "the broadcast address",
+            part("255.255.255.255:40000".parse().unwrap(), None),
+            Some(key.clone()),
+            "broadcast",
+        ),
+        (
+            "a well-known port",
+            part(format!("{VICTIM}:53").parse().unwrap(), None),
+            Some(key.clone()),
+            "well-known port",
+        ),
+        ("no key at all", part(victim, None), None, "requires a key"),
+        (
+            "another key",
+            part(victim, None),
+            Some(other.clone()),
+            "could not prove",
+        ),
+    ];
+    let tried = attacks.len();
+    for (what, p, k, expect) in attacks {
+        let answer = rogue::in_netns(&lab.client, move || {
+            rogue::setup(a, one_connection(), Some(p), k)
+        });
+        match answer {
+            Answer::Refused(e) => assert!(e.contains(expect), "{what}: {e}"),
+            Answer::Ready { .. } => panic!("{what}: the agent took the client part"),
+        }
+    }
+    thread::sleep(Duration::from_millis(300));
+    let reached = victim_count(&lab);
+    // The counter counts: the agent's host pings the victim once.
+    lab.server_cmd(
+        "ping",
+        &["-c", "1", "-W", "2", "-I", lab.server_addr, VICTIM],
+    );
+    assert!(
+        victim_count(&lab) >= 1,
+        "the victim's counter counts nothing"
+    );
+    eprintln!("third-party attacks tried: {tried}, packets that reached the victim: {reached}");
+    assert_eq!(reached, 0, "packets from the agent reached the victim");
+}
+
+/// Frames of a control stream: 4-byte length, then the payload.
+fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut p = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut p).ok()?;
+    let mut f = len.to_vec();
+    f.extend(p);
+    Some(f)
+}
+
+/// A proxy on loopback in front of `agent` that passes frames through `up` (controller to
+/// agent) and `down` (agent to controller), each given the frame's index.
+fn rewriting_proxy(
+    agent: u16,
+    up: fn(usize, Vec<u8>) -> Vec<u8>,
+    down: fn(usize, Vec<u8>) -> Vec<u8>,
+) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let (c, _) = l.accept().unwrap();
+        let a = TcpStream::connect(("127.0.0.1", agent)).unwrap();
+        let pipe = |mut from: TcpStream, mut to: TcpStream, f: fn(usize, Vec<u8>) -> Vec<u8>| {
+            thread::spawn(move || {
+                let mut n = 0;
+                while let Some(frame) = read_frame(&mut from) {
+                    if to.write_all(&f(n, frame)).is_err() {
+                        break;
+                    }
+                    n += 1;
+                }
+                let _ = to.shutdown(std::net::Shutdown::Write);
+            })
+        };
+        pipe(c.try_clone().unwrap(), a.try_clone().unwrap(), up);
+        pipe(a, c, down);
+    });
+    port
+}
+
+fn as_is(_: usize, f: Vec<u8>) -> Vec<u8> {
+    f
+}
+
+fn stream_through(port: u16) -> std::process::Output {
+    let mut c = sonde_cmd();
+    c.args([
+        "stream",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "-t",
+        "0.5",
+        "--no-save",
+    ]);
+    run(c)
+}
+
+#[test]
+fn a_party_on_the_path_cannot_change_what_the_agent_is_told() {
+    let agent = Agent::on_loopback();
+    // Frames up: 0 Hello, 1 Auth, 2 Setup (sealed): one bit of the spec flipped.
+    let flip = |n: usize, mut f: Vec<u8>| {
+        if n == 2 {
+            let at = f.len() / 2;
+            f[at] ^= 1;
+        }
+        f
+    };
+    let o = stream_through(rewriting_proxy(agent.port, flip, as_is));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("integrity check"), "{}", stderr(&o));
+
+    // Down: the Welcome's challenge and proof removed (a downgrade to no key).
+    let strip = |n: usize, f: Vec<u8>| {
+        if n != 0 {
+            return f;
+        }
+        let mut v: serde_json::Value = serde_json::from_slice(&f[4..]).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("challenge");
+        o.remove("proof");
+        let p = serde_json::to_vec(&v).unwrap();
+        let mut out = (p.len() as u32).to_be_bytes().to_vec();
+        out.extend(p);
+        out
+    };
+    let o = stream_through(rewriting_proxy(agent.port, as_is, strip));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("does not ask for a key"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Through an honest proxy the same test runs.
+    let o = stream_through(rewriting_proxy(agent.port, as_is, as_is));
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn an_unauthenticated_peer_learns_only_the_banner_and_sets_up_nothing() {
+    let agent = Agent::on_loopback();
+    let mut s = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let frame = |v: serde_json::Value| {
+        let p = serde_json::to_vec(&v).unwrap();
+        let mut f = (p.len() as u32).to_be_bytes().to_vec();
+        f.extend(p);
+        f
+    };
+    let hello = serde_json::json!({"type": "hello", "magic": "netsonde", "version": 2,
+        "software": "rogue", "nonce": "11".repeat(32)});
+    s.write_all(&frame(hello)).unwrap();
+    let welcome = read_frame(&mut s).unwrap();
+    let w: serde_json::Value = serde_json::from_slice(&welcome[4..]).unwrap();
+    assert_eq!(w["type"], "welcome");
+    assert!(w["challenge"].is_string() && w["proof"].is_string(), "{w}");
+    assert!(
+        w.get("capabilities").is_none() && w.get("command").is_none(),
+        "{w}"
+    );
+    let setup = serde_json::json!({"type": "setup", "spec": serde_json::to_value(one_connection()).unwrap()});
+    s.write_all(&frame(setup)).unwrap();
+    let err = read_frame(&mut s).unwrap();
+    let e: serde_json::Value = serde_json::from_slice(&err[4..]).unwrap();
+    assert_eq!(e["error"]["kind"], "auth_required", "{e}");
+}
