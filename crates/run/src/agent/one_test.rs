@@ -80,6 +80,12 @@ pub(super) fn run(
     };
     let (_slot, mut spec, kind) = admit(&mut conn, spec, shared, role)?;
     let key = shared.cfg.key.as_ref();
+    // A client part's log line names where it sent: the operator sees every destination.
+    let sent_to = match &part {
+        Some(ThirdParty::Client { server, .. }) => format!("client part to {server}: "),
+        Some(ThirdParty::Server { client }) => format!("serving {client}: "),
+        None => String::new(),
+    };
     let side = match part {
         Some(ThirdParty::Client {
             server,
@@ -116,7 +122,7 @@ pub(super) fn run(
         }
     };
     let result = run_started(&mut conn, side, &shared.interrupt, role)?;
-    Ok(kind.summary(&spec, &result))
+    Ok(format!("{sent_to}{}", kind.summary(&spec, &result)))
 }
 
 fn new_session(shared: &Shared) -> AgentSession {
