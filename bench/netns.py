@@ -3,6 +3,7 @@
 time read the same way for every tool."""
 
 import argparse
+import atexit
 import contextlib
 import os
 import resource
@@ -14,6 +15,13 @@ CLIENT_NS, SERVER_NS = "sbench-c", "sbench-s"
 # Benchmark runs never go into the user's result store: every sonde started from a script
 # importing this module saves into a scratch store instead (or is given --no-save).
 os.environ["SONDE_DB"] = os.path.join("/tmp", f"sonde-bench-{os.getpid()}-results.db")
+# Agents off loopback need a key, and controllers prove it: every sonde started from a script
+# takes this scratch key (0600) through SONDE_KEY_FILE, removed at exit.
+_KEY = os.path.join("/tmp", f"sonde-bench-{os.getpid()}-key")
+with open(os.open(_KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as _f:
+    _f.write(os.urandom(24).hex())
+atexit.register(lambda: os.path.exists(_KEY) and os.remove(_KEY))
+os.environ["SONDE_KEY_FILE"] = _KEY
 SERVER = "198.18.0.2"
 HZ = os.sysconf("SC_CLK_TCK")
 
