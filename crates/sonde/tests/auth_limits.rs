@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use common::*;
 
+/// A key file as an operator makes it: 0600, or the agent refuses it.
 fn key_file(contents: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let p = temp_file("key");
     std::fs::write(&p, contents).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p
 }
 
@@ -90,7 +93,8 @@ fn an_agent_off_loopback_needs_a_key_or_says_insecure() {
 }
 
 #[test]
-fn short_or_missing_key_files_are_named() {
+fn short_missing_or_open_key_files_are_named() {
+    use std::os::unix::fs::PermissionsExt;
     let short = key_file("tiny");
     let o = run({
         let mut c = sonde_cmd();
@@ -106,6 +110,39 @@ fn short_or_missing_key_files_are_named() {
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("--key-file") && stderr(&o).contains("at least 16 bytes"),
+        "{}",
+        stderr(&o)
+    );
+    // A key others can read, or a directory, is refused by agent and controller alike.
+    let open = key_file("a shared secret of enough length\n");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let open = open.to_str().unwrap();
+    for args in [
+        vec!["serve", "--port", "0", "--key-file", open],
+        vec!["stream", "127.0.0.1", "--key-file", open],
+    ] {
+        let o = run({
+            let mut c = sonde_cmd();
+            c.args(&args);
+            c
+        });
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let want = format!("refused --key-file {open}: mode 0644");
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("chmod 600 {open}")),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = run({
+        let mut c = sonde_cmd();
+        c.args(["serve", "--port", "0", "--key-file", "/tmp"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("refused --key-file /tmp: not a regular file"),
         "{}",
         stderr(&o)
     );

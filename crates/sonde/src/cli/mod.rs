@@ -3,6 +3,7 @@
 //! probing of the host (`auto` CPUs are chosen when a test starts).
 
 mod flags;
+mod key;
 mod load;
 mod pps;
 mod rr;
@@ -10,6 +11,7 @@ mod stream;
 mod watch;
 
 pub use flags::{parse_duration_ms, parse_size, OutputArgs, StoreArgs, Target};
+pub use key::load_key;
 pub use load::LoadArgs;
 pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs, RrCommon};
@@ -296,14 +298,4 @@ pub struct LabArgs {
     /// Use loopback even when namespaces could be built.
     #[arg(long)]
     pub loopback: bool,
-}
-
-/// Reads a key file, naming it in any error.
-pub fn load_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<sonde_proto::Key>> {
-    let Some(path) = path else { return Ok(None) };
-    let bytes = std::fs::read(path)
-        .map_err(|e| anyhow::anyhow!("cannot read --key-file {}: {e}", path.display()))?;
-    sonde_proto::Key::from_file_bytes(&bytes)
-        .map(Some)
-        .map_err(|e| anyhow::anyhow!("--key-file {}: {e}", path.display()))
 }

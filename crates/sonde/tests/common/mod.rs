@@ -407,9 +407,30 @@ impl Drop for Agent {
     }
 }
 
+/// This test process's scratch directory (0700): every store and file a test makes lives
+/// here, and the whole directory is removed when the test process exits (an `atexit`
+/// hook: statics are never dropped), so tests leave no key files or stores in /tmp.
+fn scratch_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    extern "C" fn remove_scratch_dir() {
+        if let Some(d) = DIR.get() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::DirBuilderExt;
+        let d = std::env::temp_dir().join(format!("sonde-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d); // a dead process's, with our recycled pid
+        std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
+        // SAFETY: registers a plain function that only reads a set OnceLock.
+        unsafe { libc::atexit(remove_scratch_dir) };
+        d
+    })
+}
+
 /// This test process's result store: tests never write into the user's default one.
 pub fn scratch_db() -> PathBuf {
-    std::env::temp_dir().join(format!("sonde-test-{}-results.db", std::process::id()))
+    scratch_dir().join("results.db")
 }
 
 /// The built `sonde`, saving runs (unless told otherwise) into `scratch_db()`, with this
@@ -428,7 +449,7 @@ pub fn key_file() -> &'static Path {
     static KEY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     KEY.get_or_init(|| {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = std::env::temp_dir().join(format!("sonde-test-{}-key", std::process::id()));
+        let path = scratch_dir().join("key");
         let mut seed = [0u8; 24];
         File::open("/dev/urandom")
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
@@ -446,9 +467,10 @@ pub fn key_file() -> &'static Path {
     })
 }
 
+/// A fresh path in this process's scratch directory (removed when the process exits).
 pub fn temp_file(name: &str) -> PathBuf {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("sonde-test-{}-{n}-{name}", std::process::id()))
+    scratch_dir().join(format!("{n}-{name}"))
 }
 
 pub fn read_doc(path: &Path) -> serde_json::Value {
