@@ -165,7 +165,11 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
             }
         }
         cli::TuneAction::Apply { goal, dev, state } => {
-            let state = state.unwrap_or_else(tune::default_state_file);
+            tune::need_root()?;
+            let state = match state {
+                Some(s) => s,
+                None => tune::default_state_file()?,
+            };
             let plan = tune::plan(
                 root,
                 &sonde_probe::inventory::collect_live(),
@@ -183,7 +187,10 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
             );
         }
         cli::TuneAction::Restore { state } => {
-            let state = state.unwrap_or_else(tune::default_state_file);
+            let state = match state {
+                Some(s) => s,
+                None => tune::default_state_file()?,
+            };
             for c in tune::restore(root, &state)? {
                 println!(
                     "restored {}",

@@ -122,7 +122,7 @@ pub enum TuneAction {
         goal: Goal,
         #[arg(long, value_name = "IF")]
         dev: Option<String>,
-        /// Where the previous values are kept [default: $XDG_RUNTIME_DIR or /tmp, sonde-tune-state.json].
+        /// Where the previous values are kept [default: /run/sonde/tune-state.json for root, else $XDG_RUNTIME_DIR/sonde]; its directory must be writable only by you.
         #[arg(long, value_name = "FILE")]
         state: Option<PathBuf>,
     },

@@ -10,6 +10,9 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sonde_results::inventory::{cpu_list, Inventory};
 
+mod state;
+pub use state::{default_state_file, private_dir};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Goal {
@@ -51,13 +54,6 @@ impl Change {
 pub struct State {
     pub goal: Goal,
     pub changes: Vec<Change>,
-}
-
-pub fn default_state_file() -> PathBuf {
-    std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir)
-        .join("sonde-tune-state.json")
 }
 
 fn read_value(root: &Path, rel: &str) -> Option<String> {
@@ -246,22 +242,27 @@ fn write(root: &Path, target: &Target, value: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Saves the previous values to `state_file` first, then applies; a failure part way puts
-/// back what was already changed.
-pub fn apply(root: &Path, goal: Goal, changes: &[Change], state_file: &Path) -> anyhow::Result<()> {
+/// Refuses, saying so, unless this process may change kernel settings.
+pub fn need_root() -> anyhow::Result<()> {
     // SAFETY: no arguments.
     if unsafe { libc::geteuid() } != 0 {
         bail!("sonde tune apply changes kernel and device settings: run it as root");
     }
-    if state_file.exists() {
+    Ok(())
+}
+
+/// Saves the previous values to `state_file` first, then applies; a failure part way puts
+/// back what was already changed.
+pub fn apply(root: &Path, goal: Goal, changes: &[Change], state_file: &Path) -> anyhow::Result<()> {
+    need_root()?;
+    if std::fs::symlink_metadata(state_file).is_ok() {
         bail!("{} exists: an earlier apply was not restored; run `sonde tune restore --state {}` first", state_file.display(), state_file.display());
     }
     let state = State {
         goal,
         changes: changes.to_vec(),
     };
-    let json = serde_json::to_vec_pretty(&state)?;
-    crate::measure::write_atomically(state_file, &json)?;
+    state::save(state_file, &state)?;
     for (i, c) in changes.iter().enumerate() {
         if let Err(e) = write(root, &c.target, &c.to) {
             for done in changes[..i].iter().rev() {
@@ -276,18 +277,7 @@ pub fn apply(root: &Path, goal: Goal, changes: &[Change], state_file: &Path) -> 
 
 /// Puts back every setting recorded in `state_file`, then removes it. Returns what it did.
 pub fn restore(root: &Path, state_file: &Path) -> anyhow::Result<Vec<Change>> {
-    let bytes = std::fs::read(state_file).with_context(|| {
-        format!(
-            "cannot read --state {}: nothing to restore?",
-            state_file.display()
-        )
-    })?;
-    let state: State = serde_json::from_slice(&bytes).with_context(|| {
-        format!(
-            "--state {} is not a sonde tune state file",
-            state_file.display()
-        )
-    })?;
+    let state = state::load(root, state_file)?;
     let mut failed = Vec::new();
     for c in state.changes.iter().rev() {
         if let Err(e) = write(root, &c.target, &c.from) {
@@ -312,11 +302,11 @@ pub struct Tuned {
 
 impl Tuned {
     pub fn apply(goal: Goal) -> anyhow::Result<(Tuned, Vec<Change>)> {
+        need_root()?;
         let root = Path::new("/");
         let inv = sonde_probe::inventory::collect_live();
         let changes = plan(root, &inv, goal, None);
-        let state_file =
-            std::env::temp_dir().join(format!("sonde-tune-{}.json", std::process::id()));
+        let state_file = private_dir()?.join(format!("tune-{}.json", std::process::id()));
         apply(root, goal, &changes, &state_file)?;
         Ok((Tuned { state_file }, changes))
     }
