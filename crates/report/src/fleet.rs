@@ -153,11 +153,8 @@ fn by_label(m: &Matrix) -> Vec<(String, String, String, f64, usize)> {
     rows
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+use crate::html::esc;
+use crate::safe::markdown as md;
 
 /// The HTML section; empty when no run belongs to a fleet.
 pub fn html(docs: &[&Document]) -> String {
@@ -202,7 +199,7 @@ pub fn html(docs: &[&Document]) -> String {
 pub fn markdown(docs: &[&Document]) -> String {
     let mut o = String::new();
     for (name, runs) in fleets(docs) {
-        o += &format!("\n## Fleet {name}\n");
+        o += &format!("\n## Fleet {}\n", md(&name));
         for fig in &FIGURES {
             let Some(m) = matrix(&runs, fig) else {
                 continue;
@@ -212,11 +209,11 @@ pub fn markdown(docs: &[&Document]) -> String {
                 fig.name, fig.unit, fig.by
             );
             for a in &m.agents {
-                o += &format!(" {a} |");
+                o += &format!(" {} |", md(a));
             }
             o += &format!("\n| --- |{}\n", " ---: |".repeat(m.agents.len()));
             for s in &m.agents {
-                o += &format!("| {s} |");
+                o += &format!("| {} |", md(s));
                 for d in &m.agents {
                     let v = m.cells.get(&(s.clone(), d.clone()));
                     o += &format!(" {} |", v.map_or("".into(), |v| sig3(*v)));
@@ -227,7 +224,13 @@ pub fn markdown(docs: &[&Document]) -> String {
             if !rows.is_empty() {
                 o += &format!("\n| label | source | destination | {}, {} | pairs |\n| --- | --- | --- | ---: | ---: |\n", fig.name, fig.unit);
                 for (k, s, d, v, n) in rows {
-                    o += &format!("| {k} | {s} | {d} | {} | {n} |\n", sig3(v));
+                    o += &format!(
+                        "| {} | {} | {} | {} | {n} |\n",
+                        md(&k),
+                        md(&s),
+                        md(&d),
+                        sig3(v)
+                    );
                 }
             }
         }

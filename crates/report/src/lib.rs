@@ -10,13 +10,15 @@ pub mod html;
 pub mod live;
 mod load_plot;
 mod published;
+pub mod safe;
 pub mod summary;
 mod table;
 pub mod units;
 
-/// The result document as pretty JSON, newline-terminated.
+/// The result document as pretty JSON, newline-terminated, with no control character a
+/// terminal would act on (`safe::json`: the same document when read back).
 pub fn json(doc: &sonde_results::Document) -> String {
     let mut s = serde_json::to_string_pretty(doc).expect("a document always serialises");
     s.push('\n');
-    s
+    safe::json(&s).into_owned()
 }

@@ -82,10 +82,10 @@ impl Table {
 
     pub fn markdown(&self) -> String {
         let num = self.numeric();
-        let cell = |s: &str| s.replace('|', "\\|");
+        let cell = |s: &str| crate::safe::markdown(s);
         let mut o = String::new();
         if !self.caption.is_empty() {
-            o.push_str(&format!("{}\n\n", self.caption));
+            o.push_str(&format!("{}\n\n", cell(&self.caption)));
         }
         o.push_str(&format!(
             "| {} |\n|",

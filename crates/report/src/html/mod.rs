@@ -33,11 +33,9 @@ pub struct ReportRun<'a> {
     pub doc: &'a Document,
 }
 
+/// Every stored string in the HTML goes through here (`safe::html`).
 pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::safe::html(s)
 }
 
 /// `run 7 (label)`.
@@ -273,7 +271,8 @@ pub fn render(r: &Report<'_>) -> String {
     };
     o.push_str(&section("comparison", "Comparison", &body));
     o.push_str("</body></html>\n");
-    o
+    // Belt and braces for what no field escape saw (chart labels): no control survives.
+    crate::safe::terminal(&o).into_owned()
 }
 
 /// Each interval's sender and receiver figures, for the Markdown form.
@@ -306,15 +305,16 @@ fn interval_table(runs: &[ReportRun<'_>]) -> Table {
 /// The same sections in Markdown: the same tables, charts left out.
 pub fn markdown(r: &Report<'_>) -> String {
     let runs = r.runs;
+    let md = crate::safe::markdown;
     let mut o = format!(
         "# {}\n\n## Purpose and summary\n\nMeasurements made with sonde: {} run(s), report generated {}.\n\n",
-        r.title,
+        md(r.title),
         runs.len(),
-        r.generated_at
+        md(r.generated_at)
     );
     if let Some((a, b, cmp)) = r.comparison {
         if let Some(first) = comparison::sentences(cmp, a, b).first() {
-            o.push_str(&format!("**{first}**\n\n"));
+            o.push_str(&format!("**{}**\n\n", md(first)));
         }
     }
     o.push_str(&published::summary(runs).markdown());
@@ -328,12 +328,17 @@ pub fn markdown(r: &Report<'_>) -> String {
     for run in runs {
         o.push_str(&format!(
             "- {}: {}, started {}\n",
-            run_name(run),
-            run.doc.test,
-            run.doc.start.started_at
+            md(&run_name(run)),
+            md(&run.doc.test),
+            md(&run.doc.start.started_at)
         ));
+        // <code>, not a code span: a backtick in the command cannot close it.
         for (who, command) in invocations(run.doc) {
-            o.push_str(&format!("  - {who}: `{command}`\n"));
+            o.push_str(&format!(
+                "  - {}: <code>{}</code>\n",
+                md(&who),
+                md(&command)
+            ));
         }
     }
     o.push_str("\n## Results\n\n");
@@ -355,12 +360,12 @@ pub fn markdown(r: &Report<'_>) -> String {
     match r.comparison {
         Some((a, b, cmp)) => {
             for s in comparison::sentences(cmp, a, b) {
-                o.push_str(&format!("- {s}\n"));
+                o.push_str(&format!("- {}\n", md(&s)));
             }
             o.push('\n');
             o.push_str(&comparison::table(cmp, a, b).markdown());
         }
         None => o.push_str("The runs do not form two labelled groups.\n"),
     }
-    o
+    crate::safe::terminal(&o).into_owned()
 }
