@@ -228,21 +228,21 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
 
     let netns = if args.loopback {
-        println!("lab: over loopback (127.0.0.1), as asked");
+        outln!("lab: over loopback (127.0.0.1), as asked");
         None
     } else if !is_root() {
-        println!(
+        outln!(
             "lab: not root, so no network namespaces: running over loopback (127.0.0.1) instead"
         );
         None
     } else {
         match Netns::create(&tag) {
             Ok(n) => {
-                println!("lab: namespaces {} ({CLIENT_ADDR}) and {} ({SERVER_ADDR}) joined by veth {}/{}", n.client, n.server, n.client_if, n.server_if);
+                outln!("lab: namespaces {} ({CLIENT_ADDR}) and {} ({SERVER_ADDR}) joined by veth {}/{}", n.client, n.server, n.client_if, n.server_if);
                 Some(n)
             }
             Err(e) => {
-                println!("lab: cannot build namespaces ({e:#}): running over loopback (127.0.0.1) instead");
+                outln!("lab: cannot build namespaces ({e:#}): running over loopback (127.0.0.1) instead");
                 None
             }
         }
@@ -273,7 +273,7 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
         if interrupt.is_set() {
             break;
         }
-        println!("\n== {name} ==");
+        outln!("\n== {name} ==");
         let file = out_dir.join(format!("{i:02}-{}.json", name.replace([' ', '-'], "")));
         let mut cmd = match &netns {
             Some(n) => Netns::exec(&n.client, &exe),
@@ -298,14 +298,14 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
                 results.push((name, doc));
             }
             None => {
-                eprintln!("lab: {name} produced no result ({status})");
+                errln!("lab: {name} produced no result ({status})");
                 failed = true;
             }
         }
     }
     drop(agent);
     drop(netns);
-    println!(
+    outln!(
         "\n== lab summary ({}) ==",
         if host == SERVER_ADDR {
             "two namespaces over veth"
@@ -313,14 +313,14 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
             "loopback"
         }
     );
-    print!("{}", sonde_report::summary::lab(&results));
+    out!("{}", sonde_report::summary::lab(&results));
     if args.output_dir.is_some() {
-        println!("result documents in {}", out_dir.display());
+        outln!("result documents in {}", out_dir.display());
     } else {
         let _ = std::fs::remove_dir_all(&out_dir);
     }
     if interrupt.is_set() {
-        println!("lab: interrupted; namespaces removed");
+        outln!("lab: interrupted; namespaces removed");
     }
     Ok(if failed || interrupt.is_set() {
         ExitCode::from(3)

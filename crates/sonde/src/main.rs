@@ -3,6 +3,24 @@
 //! Exit codes: 0 success, 1 error, 2 bad usage, 3 partial result (test cut short),
 //! 4 `compare --fail-if-worse` found a regression.
 
+/// `println!` for text that may hold a stored or peer-supplied string (a command, a host
+/// name, a peer's error): every control but newline and tab is shown as an escape.
+macro_rules! outln {
+    ($($t:tt)*) => { println!("{}", sonde_report::safe::terminal(&format!($($t)*))) };
+}
+/// `print!`, made safe as [`outln`].
+macro_rules! out {
+    ($($t:tt)*) => { print!("{}", sonde_report::safe::terminal(&format!($($t)*))) };
+}
+/// `eprintln!`, made safe as [`outln`].
+macro_rules! errln {
+    ($($t:tt)*) => { eprintln!("{}", sonde_report::safe::terminal(&format!($($t)*))) };
+}
+/// `println!` of JSON: DEL and C1 controls as `\u00XX` (serde_json escapes C0 itself).
+macro_rules! jsonln {
+    ($($t:tt)*) => { println!("{}", sonde_report::safe::json(&format!($($t)*))) };
+}
+
 mod cli;
 mod fleet;
 mod lab;
@@ -41,14 +59,14 @@ fn main() -> ExitCode {
                 .map(str::trim)
                 .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
                 .collect();
-            eprintln!("{}", msg.join(" "));
+            errln!("{}", msg.join(" "));
             return ExitCode::from(EXIT_USAGE);
         }
     };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -124,9 +142,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 None => sonde_probe::inventory::collect_live(),
             };
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&inv)?);
+                jsonln!("{}", serde_json::to_string_pretty(&inv)?);
             } else {
-                print!("{}", sonde_report::host::render(&inv));
+                out!("{}", sonde_report::host::render(&inv));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -155,12 +173,12 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
                 dev.as_deref(),
             );
             if json {
-                println!("{}", serde_json::to_string_pretty(&plan)?);
+                jsonln!("{}", serde_json::to_string_pretty(&plan)?);
             } else if plan.is_empty() {
-                println!("nothing to change for {goal:?}");
+                outln!("nothing to change for {goal:?}");
             } else {
                 for c in &plan {
-                    println!("{}", c.describe());
+                    outln!("{}", c.describe());
                 }
             }
         }
@@ -178,9 +196,9 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
             );
             tune::apply(root, goal, &plan, &state)?;
             for c in &plan {
-                println!("changed {}", c.describe());
+                outln!("changed {}", c.describe());
             }
-            println!(
+            outln!(
                 "previous values saved in {}; `sonde tune restore --state {}` puts them back",
                 state.display(),
                 state.display()
@@ -192,7 +210,7 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
                 None => tune::default_state_file()?,
             };
             for c in tune::restore(root, &state)? {
-                println!(
+                outln!(
                     "restored {}",
                     c.describe().replacen(
                         &format!("{} -> {}", c.from, c.to),

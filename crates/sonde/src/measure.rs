@@ -58,9 +58,9 @@ impl<'a> Invocation<'a> {
         let mut show = |l: controller::LiveInterval<'_>| match live {
             Some(_) if self.out.json_stream => {
                 let line = serde_json::json!({ "event": "interval", "client": l.client, "server": l.server });
-                println!("{line}");
+                jsonln!("{line}");
             }
-            Some(text) if !self.out.quiet() => println!("{}", text(l.client, l.server)),
+            Some(text) if !self.out.quiet() => outln!("{}", text(l.client, l.server)),
             _ => {}
         };
         controller::run_test(&req, self.interrupt, &mut show)
@@ -74,13 +74,13 @@ impl<'a> Invocation<'a> {
         }
         save_run(&self.out.store, doc);
         if self.out.json_stream {
-            println!("{}", serde_json::json!({ "event": "end", "document": doc }));
+            jsonln!("{}", serde_json::json!({ "event": "end", "document": doc }));
         }
     }
 
     fn say(&self, line: impl FnOnce() -> String) {
         if !self.out.quiet() {
-            println!("{}", line());
+            outln!("{}", line());
         }
     }
 }
@@ -88,7 +88,7 @@ impl<'a> Invocation<'a> {
 /// The specs of a command, or the exit code of a usage error (the message names the flag).
 fn specs_or_usage<T>(specs: Result<T, sonde_results::SpecError>) -> Result<T, ExitCode> {
     specs.map_err(|e| {
-        eprintln!("error: {e}");
+        errln!("error: {e}");
         ExitCode::from(EXIT_USAGE)
     })
 }
@@ -139,7 +139,7 @@ pub fn request_response(
         let mut doc = inv.run(&spec, Some(&sonde_report::live::rr_line))?;
         inv.keep(&mut doc);
         if !out.quiet() {
-            print!("{}", sonde_report::summary::rr(&doc));
+            out!("{}", sonde_report::summary::rr(&doc));
         }
         docs.push(doc);
     }
@@ -177,7 +177,7 @@ pub fn cstate_sweep(
     limits.dedup();
     if limits.is_empty() {
         if !common.output.quiet() {
-            println!("--cstate-sweep: this host exposes no CPU idle states (no cpuidle driver): one run, without a limit");
+            outln!("--cstate-sweep: this host exposes no CPU idle states (no cpuidle driver): one run, without a limit");
         }
         return request_response(common, specs, command, interrupt);
     }
@@ -271,7 +271,7 @@ pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::R
     let probe = match (&a.iface, a.peer) {
         (Some(i), _) => {
             if !Path::new("/sys/class/net").join(i).exists() {
-                eprintln!("error: invalid --iface: no interface '{i}' on this host");
+                errln!("error: invalid --iface: no interface '{i}' on this host");
                 return Ok(ExitCode::from(EXIT_USAGE));
             }
             sonde_probe::hostwatch::HostProbe::for_iface(Some(i.clone()))
@@ -283,7 +283,7 @@ pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::R
     let mut w = w.clone();
     w.iface = probe.iface().map(String::from);
     if !out.quiet() {
-        println!(
+        outln!(
             "sonde watch: {} (interface {}, every {:.1} s)",
             w.command.join(" "),
             w.iface.as_deref().unwrap_or("none"),
@@ -292,18 +292,18 @@ pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::R
     }
     let mut live = |i: &sonde_results::document::IntervalFigures| {
         if out.json_stream {
-            println!(
+            jsonln!(
                 "{}",
                 serde_json::json!({ "event": "interval", "interval": i })
             );
         } else if !out.quiet() {
-            println!("{}", sonde_report::live::watch_line(i));
+            outln!("{}", sonde_report::live::watch_line(i));
         }
     };
     let (doc, status) = sonde_run::watch::watch(&w, &probe, &command, interrupt, &mut live)?;
     save_run(&out.store, &doc);
     if out.json_stream {
-        println!("{}", serde_json::json!({ "event": "end", "document": doc }));
+        jsonln!("{}", serde_json::json!({ "event": "end", "document": doc }));
     }
     let human = (!out.quiet()).then(|| sonde_report::summary::watch(&doc));
     let partial = doc.end.partial;
@@ -327,8 +327,8 @@ fn save_run(args: &cli::StoreArgs, doc: &Document) {
     match sonde_store::Store::open(&path)
         .and_then(|s| s.save_for_suite(doc, args.label.as_deref(), args.suite_key.as_deref()))
     {
-        Ok(id) => eprintln!("saved as run {id} in {}", path.display()),
-        Err(e) => eprintln!("warning: run not saved: {e}"),
+        Ok(id) => errln!("saved as run {id} in {}", path.display()),
+        Err(e) => errln!("warning: run not saved: {e}"),
     }
 }
 
@@ -338,7 +338,7 @@ fn tuned(goal: Option<tune::Goal>, quiet: bool) -> anyhow::Result<Option<tune::T
     let (guard, changes) = tune::Tuned::apply(goal)?;
     if !quiet {
         for c in &changes {
-            println!("--tune: changed {}", c.describe());
+            outln!("--tune: changed {}", c.describe());
         }
     }
     Ok(Some(guard))
@@ -356,9 +356,9 @@ fn emit(
         write_atomically(path, json_text.as_bytes())?;
     }
     if out.json {
-        print!("{json_text}");
+        print!("{}", sonde_report::safe::json(json_text));
     } else if let Some(h) = human {
-        print!("{h}");
+        out!("{h}");
     }
     std::io::stdout().flush()?;
     Ok(if partial {

@@ -12,7 +12,7 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
     match a.action {
         cli::ResultsAction::List { label } => {
             let runs = store.list(label.as_deref())?;
-            print!(
+            out!(
                 "{}",
                 sonde_report::summary::runs(
                     &runs
@@ -37,15 +37,15 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
                 cli::ExportFormat::Json => {
                     let docs: Vec<&sonde_results::Document> =
                         runs.iter().map(|r| &r.document).collect();
-                    println!("{}", serde_json::to_string_pretty(&docs)?);
+                    jsonln!("{}", serde_json::to_string_pretty(&docs)?);
                 }
-                cli::ExportFormat::Csv => print!(
+                cli::ExportFormat::Csv => out!(
                     "{}",
                     sonde_report::csv::intervals(
                         &runs.iter().map(|r| (r.id, &r.document)).collect::<Vec<_>>()
                     )
                 ),
-                cli::ExportFormat::HdrLog => print!(
+                cli::ExportFormat::HdrLog => out!(
                     "{}",
                     sonde_report::hdr_log::interval_log(
                         &runs.iter().map(|r| (r.id, &r.document)).collect::<Vec<_>>()
@@ -60,7 +60,7 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
                 let doc: sonde_results::Document = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a sonde result document", f.display()))?;
                 let id = store.save(&doc, label.as_deref())?;
-                println!("imported {} as run {id}", f.display());
+                outln!("imported {} as run {id}", f.display());
             }
         }
     }
@@ -94,9 +94,9 @@ pub fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
     let db: Vec<&sonde_results::Document> = rb.iter().map(|r| &r.document).collect();
     let cmp = sonde_results::compare::compare_runs(&da, &db);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&cmp)?);
+        jsonln!("{}", serde_json::to_string_pretty(&cmp)?);
     } else {
-        print!("{}", sonde_report::summary::comparison(&a.a, &a.b, &cmp));
+        out!("{}", sonde_report::summary::comparison(&a.a, &a.b, &cmp));
     }
     let worse = a.fail_if_worse.is_some_and(|limit| {
         cmp.iter().any(|c| {
@@ -161,6 +161,6 @@ pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
         _ => anyhow::bail!("-o {}: the report is .html or .md", a.output.display()),
     };
     crate::measure::write_atomically(&a.output, text.as_bytes())?;
-    println!("wrote {} ({} runs)", a.output.display(), runs.len());
+    outln!("wrote {} ({} runs)", a.output.display(), runs.len());
     Ok(ExitCode::SUCCESS)
 }

@@ -93,7 +93,7 @@ pub fn run(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> 
             bar.inc(1);
             continue;
         }
-        bar.set_message(item.argv[..2].join(" "));
+        bar.set_message(sonde_report::safe::line(&item.argv[..2].join(" ")).into_owned());
         let out = Command::new(&exe)
             .args(&item.argv)
             .args(["--label", &suite.label, "--suite-key", &item.key, "--db"])
@@ -116,7 +116,7 @@ pub fn run(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> 
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!(
+    outln!(
         "suite {}: {done} run(s) stored, {skipped} already stored, {} failed, {} not run, label '{}' in {}",
         args.file.display(),
         failed.len(),
@@ -125,10 +125,10 @@ pub fn run(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> 
         db.display()
     );
     for f in &failed {
-        println!("failed: {f}");
+        outln!("failed: {f}");
     }
     if interrupt.is_set() {
-        println!(
+        outln!(
             "interrupted: `sonde suite {} --resume` continues where it stopped",
             args.file.display()
         );

@@ -296,14 +296,16 @@ pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
     let mut rows = Vec::new();
     for (id, label, d) in runs {
         let started = d.start.started_at.replace('T', " ");
+        // Stored strings, one line each: no control reaches the terminal, no row is forged.
+        let line = |s: &str| crate::safe::line(s).into_owned();
         rows.push(vec![
             id.to_string(),
-            shorten(label.as_deref().unwrap_or(""), 12),
-            d.test.clone(),
-            started.chars().take(19).collect(),
+            shorten(&line(label.as_deref().unwrap_or("")), 12),
+            line(&d.test),
+            line(&started).chars().take(19).collect(),
             headline(&d.end),
             if d.end.partial { "partial" } else { "ok" }.into(),
-            command_line(&d.start.command),
+            line(&command_line(&d.start.command)),
         ]);
     }
     // Borders take 3 columns per cell and one more; the command gets what is left.
@@ -333,8 +335,8 @@ pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) 
     use crate::units::sig3;
     let mut t = table(vec![
         "metric".to_string(),
-        a.to_string(),
-        b.to_string(),
+        crate::safe::line(a).into_owned(),
+        crate::safe::line(b).into_owned(),
         "change".into(),
         "95 % interval".into(),
         "verdict".into(),

@@ -51,7 +51,7 @@ pub fn run(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> 
     let pairs = schedule::pairs(&fleet.topology, fleet.agents.len());
     let rounds = schedule::rounds(&pairs, args.overlap.into());
     let per_pair = fleet.cases.len() * fleet.repetitions;
-    eprintln!(
+    errln!(
         "fleet {}: {} agents, {} pairs x {per_pair} run(s) in {} round(s){}",
         fleet.name,
         fleet.agents.len(),
@@ -88,7 +88,7 @@ pub fn run(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> 
                         } else {
                             run_item(item, exe, db, args.ndjson, progress)
                         };
-                        eprintln!(
+                        errln!(
                             "[round {}/{}] {} -> {} {}: {}",
                             item.round,
                             n_rounds,
@@ -108,7 +108,7 @@ pub fn run(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> 
         });
         let per_round = started.elapsed() / (r as u32 + 1);
         let left = rounds.len() - r - 1;
-        eprintln!(
+        errln!(
             "round {}/{} done; {} elapsed, ETA {}",
             r + 1,
             rounds.len(),
@@ -206,7 +206,7 @@ fn run_item(
     if ndjson {
         if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
             let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "{doc}");
+            let _ = writeln!(stdout, "{}", sonde_report::safe::json(&doc.to_string()));
         }
     }
     match out.status.code() {
@@ -253,7 +253,7 @@ fn report(
     let stored = count(|o| matches!(o, Outcome::Stored));
     let skipped = count(|o| matches!(o, Outcome::AlreadyStored));
     let failed = count(|o| matches!(o, Outcome::Failed(_)));
-    eprintln!(
+    errln!(
         "fleet {}: {stored} run(s) stored, {skipped} already stored, {failed} failed, {} not run, label '{}' in {}",
         fleet.name,
         total - outcomes.len(),
@@ -261,7 +261,7 @@ fn report(
         db.display()
     );
     if interrupt.is_set() {
-        eprintln!(
+        errln!(
             "interrupted: `sonde fleet {} --resume` continues where it stopped",
             args.file.display()
         );

@@ -315,7 +315,7 @@ impl Tuned {
 impl Drop for Tuned {
     fn drop(&mut self) {
         if let Err(e) = restore(Path::new("/"), &self.state_file) {
-            eprintln!("warning: --tune: {e:#}");
+            errln!("warning: --tune: {e:#}");
         }
     }
 }
