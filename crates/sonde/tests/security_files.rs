@@ -167,11 +167,7 @@ fn a_hostile_stored_document_prints_inert() {
     let list = sonde_into(&db, &["results", "list"]);
     assert!(list.status.success(), "{}", stderr(&list));
     assert_inert("results list", &list.stdout);
-    assert!(
-        stdout(&list).contains("x\\x1b]0;pwn"),
-        "{}",
-        stdout(&list)
-    );
+    assert!(stdout(&list).contains("x\\x1b]0;pwn"), "{}", stdout(&list));
     let show = sonde_into(&db, &["results", "show", "1"]);
     assert_inert("results show", &show.stdout);
     let back: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
