@@ -331,13 +331,12 @@ fn engines_and_third_party_parts_need_the_agents_allow() {
     let mut ping = sonde_results::RrSpec::default();
     ping.timing.duration_ms = 1_000;
     let client: IpAddr = CLIENT_ADDR.parse().unwrap();
-    let victim = SocketAddr::new(client, 9);
+    // Built from JSON, so that fields the protocol adds (a grant) keep their defaults.
+    let part = |v: serde_json::Value| -> ThirdParty { serde_json::from_value(v).unwrap() };
+    let victim = SocketAddr::new(client, 9).to_string();
     for part in [
-        ThirdParty::Server { client },
-        ThirdParty::Client {
-            server: victim,
-            cookie: 1,
-        },
+        part(serde_json::json!({"part": "server", "client": client})),
+        part(serde_json::json!({"part": "client", "server": victim, "cookie": 1})),
     ] {
         let (e, _) = attack(
             &lab,

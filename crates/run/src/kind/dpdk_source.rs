@@ -69,8 +69,8 @@ pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<()
     let Some(d) = p.dpdk.as_deref_mut() else {
         return Ok(());
     };
-    let mut eal = check_eal(&d.eal_args).map_err(|r| args_error(r))?;
-    let mut testpmd = check_testpmd(&d.testpmd_args).map_err(|r| args_error(r))?;
+    let mut eal = check_eal(&d.eal_args).map_err(args_error)?;
+    let mut testpmd = check_testpmd(&d.testpmd_args).map_err(args_error)?;
     eal.extend(agent.eal_args.iter().cloned());
     testpmd.extend(agent.testpmd_args.iter().cloned());
     let asked = role.pick(&d.client_device, &d.server_device).clone();
@@ -364,13 +364,14 @@ mod tests {
     #[test]
     fn a_remote_spec_gets_the_agents_arguments_last() {
         let agent = AgentDpdk::new(&words("-m 256 -- --mbcache=100"), None).unwrap();
-        let mut p = sonde_results::PpsSpec::default();
-        p.dpdk = Some(Box::new(DpdkSpec {
-            eal_args: words("--no-huge"),
-            testpmd_args: words("--burst 32"),
-            ..DpdkSpec::default()
-        }));
-        let mut spec = TestSpec::Pps(p);
+        let mut spec = TestSpec::Pps(sonde_results::PpsSpec {
+            dpdk: Some(Box::new(DpdkSpec {
+                eal_args: words("--no-huge"),
+                testpmd_args: words("--burst 32"),
+                ..DpdkSpec::default()
+            })),
+            ..sonde_results::PpsSpec::default()
+        });
         confine(&mut spec, Role::Server, Source::Remote(&agent)).unwrap();
         let TestSpec::Pps(p) = &spec else { panic!() };
         let d = p.dpdk.as_deref().unwrap();
