@@ -23,11 +23,12 @@ pub fn check(spec: &TestSpec, root: &Path) -> Result<(), SpecError> {
     if offered.contains(&cc.as_str()) {
         return Ok(());
     }
+    // The spec's own check allows only an algorithm name's characters: safe to print.
     let shown: String = cc.chars().take(32).collect();
     Err(SpecError {
         flag: "--congestion",
         reason: format!(
-            "{shown:?} is not available on this agent (available: {}); an agent loads no kernel module for a controller: its operator can load one (modprobe tcp_NAME) to allow it",
+            "'{shown}' is not available on this agent (available: {}); an agent loads no kernel module for a controller: its operator can load one (modprobe tcp_NAME) to allow it",
             if offered.is_empty() { "none listed" } else { text.trim() }
         ),
     })
