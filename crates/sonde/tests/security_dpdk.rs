@@ -7,7 +7,9 @@
 //! the client namespace. The agent's PATH starts with a stand-in `dpdk-testpmd` that logs
 //! every start and does what EAL would with the hostile arguments (loads a `-d` library,
 //! creates a vdev's `tx_pcap` file): each attack must be refused, naming the agent flag
-//! that would allow it, before any testpmd starts.
+//! that would allow it, before any testpmd starts. (A stand-in, because the real EAL
+//! refuses plugins under a world-writable directory such as /tmp; from a root-owned one,
+//! `dpdk-testpmd -d LIB` runs LIB's constructor as root, tried with DPDK 22.11.)
 
 mod common;
 
@@ -212,6 +214,12 @@ fn attack(lab: &Lab, agent: &Agent, spec: TestSpec, part: Option<ThirdParty>) ->
     })
 }
 
+/// The refusal names `--allow WORD`: the agent's own (it refuses the Setup), or the
+/// controller's when the agent did not announce `capability` in the first place.
+fn names_allow(e: &str, word: &str, capability: &str) -> bool {
+    e.contains(&format!("--allow {word}")) || (e.contains(capability) && e.contains("--allow"))
+}
+
 fn need_lab() -> Option<Lab> {
     if !need_tools(&["cc", "python3"]) {
         return None;
@@ -318,13 +326,13 @@ fn engines_and_third_party_parts_need_the_agents_allow() {
     let dir = Scratch::new("allow");
     let agent = agent(&lab, &dir, &[]);
     let (e, seen) = attack(&lab, &agent, dpdk_spec(&["--no-huge"], &[], None), None);
-    assert!(e.contains("--allow dpdk"), "{e}");
+    assert!(names_allow(&e, "dpdk", "pps/dpdk"), "{e}");
     assert_eq!(seen, 0);
     let mut xdp = PpsSpec::default();
     xdp.timing.duration_ms = 1_000;
     xdp.execution.engine = "xdp".into();
     let (e, _) = attack(&lab, &agent, TestSpec::Pps(xdp), None);
-    assert!(e.contains("--allow xdp"), "{e}");
+    assert!(names_allow(&e, "xdp", "pps/xdp"), "{e}");
     let link = lab.server_cmd("ip", &["link", "show", &lab.server_if]);
     assert!(!link.contains("xdp"), "an XDP program was attached: {link}");
     // Either part of a test between two agents.
@@ -344,7 +352,10 @@ fn engines_and_third_party_parts_need_the_agents_allow() {
             TestSpec::Ping(ping.clone()),
             Some(part.clone()),
         );
-        assert!(e.contains("--allow third-party"), "{part:?}: {e}");
+        assert!(
+            names_allow(&e, "third-party", "third-party"),
+            "{part:?}: {e}"
+        );
     }
     assert!(!dir.path("started.log").exists(), "testpmd started");
 }
