@@ -124,4 +124,23 @@ mod tests {
         assert_eq!(some.describe(), "xdp, third-party");
         assert!(Allowed::all().check(&pps("dpdk"), true).is_ok());
     }
+
+    #[test]
+    fn an_agent_announces_only_what_it_allows() {
+        let caps = crate::kind::capabilities_allowed(&Allowed::default());
+        assert!(caps.iter().any(|c| c == "pps") && caps.iter().any(|c| c == "rpc"));
+        assert!(
+            !caps.iter().any(|c| c.contains('/') || c == "third-party"),
+            "{caps:?}"
+        );
+        let xdp: Allowed = [Allow::Xdp].into_iter().collect();
+        let caps = crate::kind::capabilities_allowed(&xdp);
+        assert!(caps.iter().any(|c| c == "pps/xdp") && caps.iter().any(|c| c == "ping/xdp"));
+        assert!(
+            !caps.iter().any(|c| c == "pps/dpdk" || c == "third-party"),
+            "{caps:?}"
+        );
+        let all = crate::kind::capabilities();
+        assert!(all.iter().any(|c| c == "pps/dpdk") && all.iter().any(|c| c == "third-party"));
+    }
 }
