@@ -2,9 +2,9 @@
 //! or path-like from the network reaches a process, a file or a kernel module name, and
 //! engines and third-party parts run only where the agent's operator allowed them.
 //!
-//! The controller is the library's own `ClientSession` over a `TcpStream`, with a
-//! hand-built spec (so it survives changes to the frames), run from a thread that joined
-//! the client namespace. The agent's PATH starts with a stand-in `dpdk-testpmd` that logs
+//! The controller is the harness's rogue (the library's own `ClientSession` over a
+//! `TcpStream`, with the harness's key) sending a hand-built spec from a thread that
+//! joined the client namespace. The agent's PATH starts with a stand-in `dpdk-testpmd` that logs
 //! every start and does what EAL would with the hostile arguments (loads a `-d` library,
 //! creates a vdev's `tx_pcap` file): each attack must be refused, naming the agent flag
 //! that would allow it, before any testpmd starts. (A stand-in, because the real EAL
@@ -13,18 +13,17 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::rogue::{self, Answer};
 use common::*;
-use sonde_proto::{ClientEvent, ClientSession, Key, Session, ThirdParty, Timeouts};
+use sonde_proto::ThirdParty;
 use sonde_results::{DpdkSpec, PpsSpec, StreamSpec, TestSpec};
 
-/// The longest one rogue session may take: every loop here is bounded.
-const SESSION_LIMIT: Duration = Duration::from_secs(15);
+/// How long the watcher looks for a testpmd: the rogue's own limit (15 s) and a margin.
+const SESSION_LIMIT: Duration = Duration::from_secs(20);
 
 /// Scratch files of one test, removed on drop.
 struct Scratch(PathBuf);
@@ -100,61 +99,14 @@ fn agent(lab: &Lab, dir: &Scratch, args: &[&str]) -> Agent {
     Agent::start(cmd)
 }
 
-/// Runs `f` on a thread that joined network namespace `ns` (setns affects only it).
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let file = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-            // SAFETY: a valid namespace fd; only this thread changes namespace.
-            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap()
-    })
-}
-
-/// The harness's key for controllers, if it gives one (SONDE_KEY_FILE).
-fn harness_key() -> Option<Key> {
-    let path = std::env::var_os("SONDE_KEY_FILE")?;
-    Key::from_file_bytes(&std::fs::read(path).ok()?).ok()
-}
-
-/// A rogue controller's session up to `Ready`: `Ok` if the agent got ready (the attack
-/// was taken), the agent's refusal otherwise.
-fn rogue(to: SocketAddr, spec: TestSpec, part: Option<ThirdParty>) -> Result<(), String> {
-    let now = Instant::now();
-    let mut session = ClientSession::new(spec, "rogue", "rogue", Timeouts::default(), now)
-        .with_key(harness_key());
-    if let Some(p) = part {
-        session = session.with_third_party(p);
+/// A rogue controller's Setup: `Ok` if the agent got ready (the attack was taken), its
+/// refusal otherwise.
+fn rogue(ns: &str, to: SocketAddr, spec: TestSpec, part: Option<ThirdParty>) -> Result<(), String> {
+    let key = Some(rogue::harness_key());
+    match rogue::in_netns(ns, move || rogue::setup(to, spec, part, key)) {
+        Answer::Ready { .. } => Ok(()),
+        Answer::Refused(e) => Err(e),
     }
-    let mut conn =
-        TcpStream::connect_timeout(&to, Duration::from_secs(5)).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let mut buf = [0u8; 65536];
-    while now.elapsed() < SESSION_LIMIT {
-        while let Some(frame) = session.poll_transmit() {
-            conn.write_all(&frame).map_err(|e| e.to_string())?;
-        }
-        while let Some(ev) = session.poll_event() {
-            if let ClientEvent::Ready { .. } = ev {
-                return Ok(());
-            }
-        }
-        let step = match conn.read(&mut buf) {
-            Ok(0) => session.handle_eof(),
-            Ok(n) => session.handle_bytes(&buf[..n], Instant::now()),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                session.handle_timeout(Instant::now())
-            }
-            Err(e) => return Err(e.to_string()),
-        };
-        step.map_err(|e| e.to_string())?;
-    }
-    Err("no answer within the session limit".into())
 }
 
 fn agent_addr(lab: &Lab, agent: &Agent) -> SocketAddr {
@@ -205,7 +157,7 @@ fn attack(lab: &Lab, agent: &Agent, spec: TestSpec, part: Option<ThirdParty>) ->
             }
             seen
         });
-        let outcome = in_netns(&lab.client, || rogue(to, spec, part));
+        let outcome = rogue(&lab.client, to, spec, part);
         std::thread::sleep(Duration::from_millis(200));
         done.store(true, std::sync::atomic::Ordering::Release);
         let seen = watcher.join().unwrap();
@@ -393,6 +345,6 @@ fn a_congestion_control_the_kernel_lacks_loads_no_module() {
     };
     ok.timing.duration_ms = 1_000;
     let to = agent_addr(&lab, &agent);
-    let got = in_netns(&lab.client, || rogue(to, TestSpec::Stream(ok), None));
+    let got = rogue(&lab.client, to, TestSpec::Stream(ok), None);
     assert!(got.is_ok(), "{got:?}");
 }
