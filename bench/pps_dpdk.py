@@ -46,7 +46,7 @@ def main():
     if free_hugepages() >= 64:
         tools["sonde dpdk (hugepages)"] = lambda: run_sonde(s, t, dpdk)
     with namespaces(1) as servers:
-        servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301"])
+        servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301", "--allow", "dpdk"])
         runs = {k: [] for k in tools}
         for run in range(a.runs):
             for name in rotations(list(tools), run):

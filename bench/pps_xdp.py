@@ -56,7 +56,7 @@ def main():
         "sockperf throughput -m 22": lambda: run_peer(["sockperf", "throughput", "-i", SERVER, "-p", "11111", "-m", str(PAYLOAD), "-t", str(t), "--mps", "max"], t),
     }
     with namespaces(a.queues) as servers:
-        servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301"])
+        servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301", "--allow", "xdp"])
         servers["iperf2"] = start_server(["iperf", "-s", "-u", "-p", "5001", "-l", "2048"])
         servers["sockperf"] = start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"])
         runs = {k: [] for k in tools}

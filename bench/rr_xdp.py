@@ -57,7 +57,7 @@ def main():
     want = lambda part: a.only in (None, part)  # noqa: E731
     s, t = a.sonde, a.time
     with namespaces() as servers:
-        servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301"], SERVER_CPU)
+        servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301", "--allow", "xdp"], SERVER_CPU)
         print(f"# {a.runs} alternating runs of {t} s; agent on CPU {SERVER_CPU}, controller on CPU {CLIENT_CPU}; {os.cpu_count()} CPUs")
 
         if want("ping"):

@@ -251,7 +251,9 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let (agent, host) = match &netns {
         Some(n) => {
             let mut cmd = Netns::exec(&n.server, &exe);
+            // Its one bypass measurement runs over XDP (on the veth); nothing else.
             cmd.args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
+                .args(["--allow", "xdp"])
                 .env("SONDE_KEY_FILE", &key.file);
             (AgentProcess::start(cmd)?, SERVER_ADDR.to_string())
         }

@@ -93,6 +93,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 bind: a.bind,
                 port: a.port,
                 command: command_line,
+                allow: a.allowed(),
+                dpdk: a.dpdk()?,
             };
             agent::serve(cfg, &interrupt)?;
             Ok(ExitCode::SUCCESS)

@@ -194,7 +194,7 @@ fn third_party_paths_name_what_is_wrong() {
     assert!(stderr(&o).contains("<HOST>"), "{}", stderr(&o));
     // One agent as both ends (`--from X --to X`), with room for `max_tests` at once.
     let ping_itself = |max_tests: &str| {
-        let agent = Agent::on_loopback_with(&["--max-tests", max_tests]);
+        let agent = Agent::on_loopback_with(&["--max-tests", max_tests, "--allow", "third-party"]);
         let port = agent.port.to_string();
         let o = sonde(&[
             "ping",

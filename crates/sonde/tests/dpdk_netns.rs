@@ -44,7 +44,7 @@ fn pps_over_dpdk_counts_both_sides_and_agrees_with_the_veth() {
     let Some(lab) = Lab::needing(&[TESTPMD]) else {
         return;
     };
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "dpdk"]);
     let rx_before = lab.server_rx_packets();
     let args = [
         "--engine",
@@ -130,7 +130,7 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
     let args = ["--engine", "dpdk", NO_HUGE, "-t", "20", "--no-save"];
     // The agent dies: the kernel kills its testpmd (PR_SET_PDEATHSIG); the controller
     // ends partial and stops its own.
-    let mut agent = lab.start_agent();
+    let mut agent = lab.start_agent_with(&["--allow", "dpdk"]);
     let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
     let (agent_pid, client_pid) = (agent.child.id(), client.id());
     assert!(testpmds_become(agent_pid, 1), "the agent's testpmd started");
@@ -151,7 +151,7 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
         "the controller left its testpmd"
     );
     // The controller dies: its testpmd with it, and the agent ends the test and its own.
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "dpdk"]);
     let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
     let client_pid = client.id();
     assert!(
@@ -220,7 +220,7 @@ fn missing_testpmd_or_hugepages_give_errors_that_say_what_to_do() {
     let Some(lab) = Lab::needing(&[TESTPMD]) else {
         return;
     };
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "dpdk"]);
     // A one-second dpdk test with `extra` flags, refused with exit code 1.
     let refused = |extra: &[&str]| {
         let mut args = vec!["--engine", "dpdk", "-t", "1", "--no-save"];

@@ -77,7 +77,9 @@ fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
     let _listener = rogue::in_netns(&lab.client, || TcpListener::bind((VICTIM, 40000)).unwrap());
 
     let mut agent_cmd = Lab::in_ns(&lab.server, SONDE);
-    agent_cmd.args(["serve", "--bind", lab.server_addr, "--port", "0"]);
+    agent_cmd
+        .args(["serve", "--bind", lab.server_addr, "--port", "0"])
+        .args(["--allow", "third-party"]);
     let agent = Agent::start(agent_cmd);
     let a: SocketAddr = format!("{}:{}", lab.server_addr, agent.port)
         .parse()

@@ -36,7 +36,7 @@ fn paced_pps_over_xdp_loses_nothing_and_agrees_with_the_veth_counter() {
     let Some(lab) = Lab::needing(&["ping"]) else {
         return;
     };
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "xdp"]);
     let rx_before = lab.server_rx_packets();
     let mut cmd = lab.sonde(
         &agent,
@@ -120,7 +120,7 @@ fn no_program_is_left_when_the_agent_or_the_controller_is_killed() {
         "--no-save",
     ];
     // The agent dies: the kernel closes its BPF link with its descriptors.
-    let mut agent = lab.start_agent();
+    let mut agent = lab.start_agent_with(&["--allow", "xdp"]);
     let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(lab.server_has_xdp(), "attached while the agent runs");
@@ -130,7 +130,7 @@ fn no_program_is_left_when_the_agent_or_the_controller_is_killed() {
     let status = wait_with_timeout(&mut client, Duration::from_secs(5)).expect("client ended");
     assert_eq!(status.code(), Some(3), "a partial result");
     // The controller dies: the agent ends the test and drops the program.
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "xdp"]);
     let mut client = lab.sonde(&agent, "pps", &args).spawn_keeping(Keep::Nothing);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(lab.server_has_xdp(), "attached while the test runs");
@@ -148,7 +148,7 @@ fn xdp_refusals_name_the_flag_and_attach_nothing() {
     let Some(lab) = Lab::needing(&["setpriv"]) else {
         return;
     };
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "xdp"]);
     // Without privileges: refused before the agent is asked.
     let mut cmd = Lab::in_ns(&lab.client, "setpriv");
     cmd.args([
@@ -247,7 +247,7 @@ fn check_rr_over_xdp(doc: &serde_json::Value, what: &str) {
 #[test]
 fn ping_and_rpc_over_xdp_answer_every_request_and_agree_with_the_veths() {
     let Some(lab) = Lab::new() else { return };
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "xdp"]);
     let timing = [
         "-t",
         "2",
@@ -292,7 +292,7 @@ fn ping_and_rpc_over_xdp_answer_every_request_and_agree_with_the_veths() {
 #[test]
 fn no_program_is_left_when_an_rpc_controller_is_killed() {
     let Some(lab) = Lab::new() else { return };
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "xdp"]);
     let mut client = lab
         .sonde(
             &agent,

@@ -27,6 +27,10 @@ pub struct Stall {
     pub stall_ms: u64,
 }
 
+/// Longest SO_BUSY_POLL a spec may set (as root an agent could set any): 10 ms, 200 times
+/// the usual 50 µs.
+pub const MAX_BUSY_POLL_US: u32 = 10_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RrSpec {
     pub transport: Transport,
@@ -93,6 +97,12 @@ impl RrSpec {
         self.check_sizes()?;
         check_threads(self.client_threads, self.server_threads)?;
         self.timing.check()?;
+        if let Some(us) = self.busy_poll_us.filter(|&us| us > MAX_BUSY_POLL_US) {
+            return refuse(
+                "--busy-poll-us",
+                format!("{us} µs is above {MAX_BUSY_POLL_US}: a receive would spin that long on the agent's CPU"),
+            );
+        }
         if let Some(r) = self.rate_per_s {
             if !(r.is_finite() && r > 0.0 && r <= 1e8) {
                 return refuse(
@@ -208,6 +218,7 @@ mod tests {
             ),
             (with(&|s| s.execution.engine = "xdp".into()), "--engine"),
             (with(&|s| s.execution.engine = "-".into()), "--engine"),
+            (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
         ];
         assert_refused(cases, RrSpec::validate);
         d.validate().unwrap();

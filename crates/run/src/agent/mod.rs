@@ -3,10 +3,12 @@
 //! thread of a test is freed when it ends, whatever happened, and the agent logs one line
 //! per test.
 
+mod allow;
 pub mod consent;
 mod limits;
 pub(crate) mod one_test;
 
+pub use allow::{Allow, Allowed};
 pub use limits::Limits;
 
 use std::io;
@@ -52,6 +54,10 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// Tests served at once; beyond it a controller is told "busy".
     pub max_tests: usize,
+    /// Engines and parts its operator opted into (`--allow`); none by default.
+    pub allow: Allowed,
+    /// testpmd's arguments and device on this host (`--dpdk-args`, `--dpdk-dev`).
+    pub dpdk: crate::kind::dpdk_source::AgentDpdk,
 }
 
 /// State shared by the connections being served: the tests running, and how many
@@ -159,7 +165,10 @@ fn log_listening(cfg: &ServeConfig, local: SocketAddr) {
     } else {
         ""
     };
-    tracing::info!("listening on {local}{key}");
+    tracing::info!(
+        "listening on {local}{key}; allowed: {}",
+        cfg.allow.describe()
+    );
     if cfg.key.is_none() && !cfg.bind.is_loopback() {
         tracing::warn!("listening on {} without --key-file (--insecure-no-key): anyone who reaches this port can make this host send traffic", cfg.bind);
     }

@@ -78,7 +78,7 @@ pub(super) fn run(
         Some(ThirdParty::Client { .. }) => Role::Client,
         _ => Role::Server,
     };
-    let (_slot, mut spec, kind) = admit(&mut conn, spec, shared, role)?;
+    let (_slot, mut spec, kind) = admit(&mut conn, spec, shared, role, part.is_some())?;
     let key = shared.cfg.key.as_ref();
     // A client part's log line names where it sent: the operator sees every destination.
     let sent_to = match &part {
@@ -179,13 +179,17 @@ fn handshake(
     }
 }
 
-/// The test slot, the kind and engine, this agent's limits and the spec's own checks;
-/// then `--server-cpus auto` (or `--cpus auto` for a client part) is resolved on this host.
+/// The test slot, the kind and engine, what `--allow` opts into (the engine, a
+/// `third_party` part), this agent's limits and the spec's own checks; then what reaches a
+/// process or the kernel is confined to this agent's own configuration and host (testpmd's
+/// arguments and device, the congestion control), and `--server-cpus auto` (or `--cpus
+/// auto` for a client part) is resolved on this host.
 fn admit<'a>(
     conn: &mut Conn,
     mut spec: TestSpec,
     shared: &'a Shared,
     role: Role,
+    third_party: bool,
 ) -> Result<(Slot<'a>, TestSpec, &'static dyn Kind), TestError> {
     let Some(slot) = shared.take_slot() else {
         return Err(conn.refuse(PeerError::Busy));
@@ -195,10 +199,18 @@ fn admit<'a>(
             test: spec.capability(),
         }));
     };
+    if let Err(message) = shared.cfg.allow.check(&spec, third_party) {
+        return Err(conn.refuse(PeerError::Refused { message }));
+    }
     if let Some(why) = shared.cfg.limits.check(&spec, kind) {
         return Err(conn.refuse(PeerError::Refused { message: why }));
     }
-    if let Err(e) = spec.validate() {
+    let source = kind::dpdk_source::Source::Remote(&shared.cfg.dpdk);
+    let checked = spec
+        .validate()
+        .and_then(|()| kind::congestion::check(&spec, kind::root()))
+        .and_then(|()| kind::dpdk_source::confine(&mut spec, role, source));
+    if let Err(e) = checked {
         return Err(conn.refuse(PeerError::InvalidSpec {
             flag: e.flag.into(),
             reason: e.reason.clone(),

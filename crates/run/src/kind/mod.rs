@@ -7,7 +7,9 @@
 //! Adding a kind: an engine module (`sonde-engine`), a module here implementing [`Kind`]
 //! with its [`Side`], a CLI module, and its variants in `TestSpec` and `Document`.
 
+pub mod congestion;
 pub mod dpdk;
+pub mod dpdk_source;
 pub mod path;
 pub mod pps;
 pub mod rr;
@@ -20,6 +22,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Role, SideResult, SpecError, TestSpec};
 
+use crate::agent::{Allow, Allowed};
 use crate::side::Side;
 
 /// The root the host readers read under: this host's own.
@@ -74,19 +77,29 @@ pub fn test_names() -> Vec<&'static str> {
     KINDS.iter().flat_map(|k| k.names.iter().copied()).collect()
 }
 
-/// What an agent announces in `Welcome`: each test name with each of its kind's engines
+/// Everything this build runs: each test name with each of its kind's engines
 /// ([`TestSpec::capability`]), and that it takes either part of a test between two agents.
 pub fn capabilities() -> Vec<String> {
+    capabilities_allowed(&Allowed::all())
+}
+
+/// What an agent started with `allowed` announces in `Welcome`: the kernel engine's tests,
+/// and only the engines and parts its operator allowed (`sonde serve --allow`).
+pub fn capabilities_allowed(allowed: &Allowed) -> Vec<String> {
+    let third_party = allowed
+        .contains(Allow::ThirdParty)
+        .then(|| sonde_proto::THIRD_PARTY.to_string());
     KINDS
         .iter()
         .flat_map(|k| {
             k.names.iter().flat_map(|name| {
                 k.engines
                     .iter()
+                    .filter(|engine| allowed.engine(engine))
                     .map(|engine| sonde_results::spec::capability(name, engine))
             })
         })
-        .chain([sonde_proto::THIRD_PARTY.to_string()])
+        .chain(third_party)
         .collect()
 }
 

@@ -7,6 +7,7 @@ mod key;
 mod load;
 mod pps;
 mod rr;
+mod serve;
 mod stream;
 mod watch;
 
@@ -285,6 +286,22 @@ pub struct ServeArgs {
     /// a `sonde load` (three tests at once); more would mostly measure each other.
     #[arg(long, default_value_t = sonde_run::agent::DEFAULT_MAX_TESTS as u32, value_parser = clap::value_parser!(u32).range(1..=64), value_name = "N")]
     pub max_tests: u32,
+    /// What this agent runs besides kernel-socket tests (comma list, repeatable): dpdk
+    /// (testpmd as root on a device of this host), xdp (an XDP program on an interface),
+    /// third-party (either part of a test between two agents: this host sends to another).
+    /// Nothing by default.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
+    pub allow: Vec<serve::AllowArg>,
+    /// --allow dpdk: testpmd's arguments on this host, EAL ones first, then after a `--`
+    /// testpmd's own, as a controller's --dpdk-args. From a controller the agent takes only
+    /// a few harmless switches (--no-huge, -m, --socket-mem, --mbcache, --rxd, --txd, --burst).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub dpdk_args: Option<String>,
+    /// --allow dpdk: this host's device for testpmd, as a controller's --dpdk-dev
+    /// [default: the device behind the interface carrying the test]. A controller may name
+    /// only this one or a PCI network device of this host.
+    #[arg(long, value_name = "DEV", allow_hyphen_values = true)]
+    pub dpdk_dev: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -85,10 +85,11 @@ impl Bridged {
         format!("198.18.2.{k}")
     }
 
-    /// `sonde serve` on host k, on FLEET_PORT.
+    /// `sonde serve` on host k, on FLEET_PORT, taking either part of a fleet's tests.
     pub fn start_agent(&self, k: usize) -> Agent {
         let mut cmd = Lab::in_ns(&self.hosts[k - 1], SONDE);
-        cmd.args(["serve", "--bind", &Bridged::addr(k), "--port", FLEET_PORT]);
+        cmd.args(["serve", "--bind", &Bridged::addr(k), "--port", FLEET_PORT])
+            .args(["--allow", "third-party"]);
         Agent::start(cmd)
     }
 

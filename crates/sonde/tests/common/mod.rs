@@ -261,8 +261,14 @@ impl Lab {
     }
 
     pub fn start_agent(&self) -> Agent {
+        self.start_agent_with(&[])
+    }
+
+    /// `sonde serve` in the server namespace with extra flags (`--allow dpdk`, ...).
+    pub fn start_agent_with(&self, args: &[&str]) -> Agent {
         let mut cmd = Lab::in_ns(&self.server, SONDE);
-        cmd.args(["serve", "--bind", self.server_addr, "--port", "0"]);
+        cmd.args(["serve", "--bind", self.server_addr, "--port", "0"])
+            .args(args);
         Agent::start(cmd)
     }
 

@@ -1,0 +1,146 @@
+//! What an operator opts an agent into (`sonde serve --allow dpdk,xdp,third-party`).
+//! Everything here is off by default: a kernel-bypass engine takes a device (and runs
+//! testpmd as root), and a third-party part makes this host send to another one, so an
+//! agent does neither unless the person who started it said so.
+
+use std::collections::BTreeSet;
+
+use sonde_results::TestSpec;
+
+/// One thing an agent may be allowed to do beyond the kernel engine's tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Allow {
+    /// `--engine dpdk`: dpdk-testpmd on a device of this host.
+    Dpdk,
+    /// `--engine xdp`: an XDP program and AF_XDP sockets on an interface of this host.
+    Xdp,
+    /// Either part of a test between two agents (`sonde_proto::THIRD_PARTY`).
+    ThirdParty,
+}
+
+impl Allow {
+    pub const ALL: [Allow; 3] = [Allow::Dpdk, Allow::Xdp, Allow::ThirdParty];
+
+    /// The word `--allow` takes, and the capability or engine name it stands for.
+    pub fn name(self) -> &'static str {
+        match self {
+            Allow::Dpdk => crate::kind::dpdk::DPDK,
+            Allow::Xdp => crate::kind::xdp::XDP,
+            Allow::ThirdParty => sonde_proto::THIRD_PARTY,
+        }
+    }
+
+    /// What running `engine` needs allowed; `None` for the kernel engine (always allowed).
+    pub fn for_engine(engine: &str) -> Option<Allow> {
+        [Allow::Dpdk, Allow::Xdp]
+            .into_iter()
+            .find(|a| a.name() == engine)
+    }
+}
+
+/// The set an agent was started with; empty by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allowed(BTreeSet<Allow>);
+
+impl FromIterator<Allow> for Allowed {
+    fn from_iter<I: IntoIterator<Item = Allow>>(iter: I) -> Self {
+        Allowed(iter.into_iter().collect())
+    }
+}
+
+impl Allowed {
+    /// Everything: what a controller's own host runs with (its user's command line).
+    pub fn all() -> Allowed {
+        Allow::ALL.into_iter().collect()
+    }
+
+    pub fn contains(&self, a: Allow) -> bool {
+        self.0.contains(&a)
+    }
+
+    /// Whether `engine` may run here (the kernel engine always may).
+    pub fn engine(&self, engine: &str) -> bool {
+        Allow::for_engine(engine).is_none_or(|a| self.contains(a))
+    }
+
+    /// For the startup line: `dpdk, xdp`, or `nothing beyond kernel tests`.
+    pub fn describe(&self) -> String {
+        if self.0.is_empty() {
+            return "nothing beyond kernel-socket tests (--allow dpdk,xdp,third-party)".into();
+        }
+        let names: Vec<&str> = self.0.iter().map(|a| a.name()).collect();
+        names.join(", ")
+    }
+
+    /// Refuses a spec whose engine, or a part (`third_party`), this agent was not started
+    /// to allow, naming the flag that would.
+    pub fn check(&self, spec: &TestSpec, third_party: bool) -> Result<(), String> {
+        let engine = &spec.execution().engine;
+        if let Some(a) = Allow::for_engine(engine).filter(|a| !self.contains(*a)) {
+            return Err(format!(
+                "--engine {engine} is not allowed on this agent (start the agent with --allow {})",
+                a.name()
+            ));
+        }
+        if third_party && !self.contains(Allow::ThirdParty) {
+            return Err(format!(
+                "a part of a test between two agents is not allowed on this agent (start the agent with --allow {})",
+                Allow::ThirdParty.name()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::PpsSpec;
+
+    fn pps(engine: &str) -> TestSpec {
+        let mut p = PpsSpec::default();
+        p.execution.engine = engine.into();
+        TestSpec::Pps(p)
+    }
+
+    #[test]
+    fn nothing_beyond_the_kernel_engine_by_default() {
+        let none = Allowed::default();
+        assert!(none.check(&pps("kernel"), false).is_ok());
+        let e = none.check(&pps("dpdk"), false).unwrap_err();
+        assert!(e.contains("--allow dpdk"), "{e}");
+        let e = none.check(&pps("xdp"), false).unwrap_err();
+        assert!(e.contains("--allow xdp"), "{e}");
+        let e = none.check(&pps("kernel"), true).unwrap_err();
+        assert!(e.contains("--allow third-party"), "{e}");
+        assert!(none.describe().starts_with("nothing"));
+    }
+
+    #[test]
+    fn what_is_allowed_runs() {
+        let some: Allowed = [Allow::Xdp, Allow::ThirdParty].into_iter().collect();
+        assert!(some.check(&pps("xdp"), true).is_ok());
+        assert!(some.check(&pps("dpdk"), false).is_err());
+        assert_eq!(some.describe(), "xdp, third-party");
+        assert!(Allowed::all().check(&pps("dpdk"), true).is_ok());
+    }
+
+    #[test]
+    fn an_agent_announces_only_what_it_allows() {
+        let caps = crate::kind::capabilities_allowed(&Allowed::default());
+        assert!(caps.iter().any(|c| c == "pps") && caps.iter().any(|c| c == "rpc"));
+        assert!(
+            !caps.iter().any(|c| c.contains('/') || c == "third-party"),
+            "{caps:?}"
+        );
+        let xdp: Allowed = [Allow::Xdp].into_iter().collect();
+        let caps = crate::kind::capabilities_allowed(&xdp);
+        assert!(caps.iter().any(|c| c == "pps/xdp") && caps.iter().any(|c| c == "ping/xdp"));
+        assert!(
+            !caps.iter().any(|c| c == "pps/dpdk" || c == "third-party"),
+            "{caps:?}"
+        );
+        let all = crate::kind::capabilities();
+        assert!(all.iter().any(|c| c == "pps/dpdk") && all.iter().any(|c| c == "third-party"));
+    }
+}

@@ -1,0 +1,382 @@
+//! Where a side's testpmd arguments and device come from. On the controller's own host
+//! they are its user's command line, taken as given. On an agent they came over the
+//! network, and testpmd runs as root: an EAL `-d LIB` loads a library, a vdev's
+//! `tx_pcap=PATH` writes a file. So an agent takes from a spec only a short list of
+//! switches with range-checked numbers, and a device this host has; everything else comes
+//! from its own configuration (`sonde serve --dpdk-args/--dpdk-dev`). Either way the
+//! result is a `DpdkSpec` that [`super::dpdk::setup`] and `Setup::plan` turn into the one
+//! command line.
+
+use std::path::Path;
+
+use sonde_engine::dpdk::Device;
+use sonde_probe::{dpdk as probe_dpdk, inventory};
+use sonde_results::{DpdkSpec, Role, SpecError, TestSpec};
+
+/// Largest memory, in MiB, a controller may ask testpmd for (`-m`, `--socket-mem`).
+const MAX_MEMORY_MB: u64 = 65_536;
+/// NUMA nodes `--socket-mem` may name.
+const MAX_SOCKETS: usize = 8;
+
+/// The switches an agent takes from a controller, for its refusals.
+pub const ALLOWED: &str = "EAL: --no-huge, -m MB, --socket-mem MB[,MB...]; testpmd: --mbcache=N (0-512), --rxd=N, --txd=N (64-32768), --burst=N (1-512)";
+
+/// The agent's own DPDK configuration: `sonde serve --dpdk-args "EAL... -- TESTPMD..."`
+/// and `--dpdk-dev DEV`, given by its operator and so trusted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentDpdk {
+    pub eal_args: Vec<String>,
+    pub testpmd_args: Vec<String>,
+    pub device: Option<Device>,
+}
+
+impl AgentDpdk {
+    /// From the serve flags' words (split at `--`, as the controller's `--dpdk-args`) and
+    /// device; a device that is not one names `--dpdk-dev`.
+    pub fn new(words: &[String], device: Option<&str>) -> Result<AgentDpdk, String> {
+        let (eal_args, testpmd_args) = DpdkSpec::split_args(words);
+        let device = device
+            .map(Device::parse)
+            .transpose()
+            .map_err(|e| format!("--dpdk-dev: {e}"))?;
+        Ok(AgentDpdk {
+            eal_args,
+            testpmd_args,
+            device,
+        })
+    }
+}
+
+/// Who gave the spec's DPDK part.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// This host's user, on its own command line: taken as given.
+    Local,
+    /// A controller over the network, to an agent configured with this.
+    Remote(&'a AgentDpdk),
+}
+
+/// Fits `spec`'s DPDK part (if any) for `role`'s testpmd on this host as `source` may
+/// have it: a remote spec keeps only allowlisted switches, after which the agent's own
+/// arguments come (they have the last word), and a device this host has.
+pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<(), SpecError> {
+    let Source::Remote(agent) = source else {
+        return Ok(());
+    };
+    let TestSpec::Pps(p) = spec else {
+        return Ok(());
+    };
+    let Some(d) = p.dpdk.as_deref_mut() else {
+        return Ok(());
+    };
+    let mut eal = check_eal(&d.eal_args).map_err(args_error)?;
+    let mut testpmd = check_testpmd(&d.testpmd_args).map_err(args_error)?;
+    eal.extend(agent.eal_args.iter().cloned());
+    testpmd.extend(agent.testpmd_args.iter().cloned());
+    let asked = role.pick(&d.client_device, &d.server_device).clone();
+    let device = match asked {
+        Some(s) => Some(
+            check_device(&s, agent, Path::new("/")).map_err(|reason| SpecError {
+                flag: role.pick("--dpdk-dev", "--server-dpdk-dev"),
+                reason,
+            })?,
+        ),
+        None => agent.device.as_ref().map(device_word),
+    };
+    d.eal_args = eal;
+    d.testpmd_args = testpmd;
+    d.client_device = role.pick(device.clone(), None);
+    d.server_device = role.pick(None, device);
+    Ok(())
+}
+
+fn args_error(reason: String) -> SpecError {
+    SpecError {
+        flag: "--dpdk-args",
+        reason,
+    }
+}
+
+/// A device as `Device::parse` reads it back.
+fn device_word(d: &Device) -> String {
+    match d {
+        Device::Pci(s) => s.clone(),
+        Device::Vdev(v) => format!("--vdev={v}"),
+    }
+}
+
+/// At most 64 characters of a word from the network, its control characters escaped.
+fn shown(w: &str) -> String {
+    let cut: String = w.chars().take(64).collect();
+    format!("{cut:?}")
+}
+
+fn not_allowed(w: &str) -> String {
+    format!(
+        "{} is not among the switches an agent takes from a controller ({ALLOWED}): start the agent with --dpdk-args \"EAL... -- TESTPMD...\" to give its testpmd other arguments",
+        shown(w)
+    )
+}
+
+/// A whole number in `lo..=hi`, or why not.
+fn number(w: &str, what: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match w.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{what} {} is not a number in {lo}..={hi}",
+            shown(w)
+        )),
+    }
+}
+
+/// `--socket-mem`'s per-node MiB list.
+fn socket_mem(w: &str) -> Result<(), String> {
+    let parts: Vec<&str> = w.split(',').collect();
+    if parts.len() > MAX_SOCKETS {
+        return Err(format!("--socket-mem names more than {MAX_SOCKETS} nodes"));
+    }
+    for p in parts {
+        number(p, "--socket-mem", 0, MAX_MEMORY_MB)?;
+    }
+    Ok(())
+}
+
+/// The EAL words a controller may give, validated and returned as they will be passed.
+pub fn check_eal(words: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        let value = |it: &mut std::slice::Iter<'_, String>| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{w} needs a value"))
+        };
+        match w.as_str() {
+            "--no-huge" => out.push(w.clone()),
+            "-m" => {
+                let v = value(&mut it)?;
+                number(&v, "-m", 1, MAX_MEMORY_MB)?;
+                out.extend([w.clone(), v]);
+            }
+            "--socket-mem" => {
+                let v = value(&mut it)?;
+                socket_mem(&v)?;
+                out.extend([w.clone(), v]);
+            }
+            _ => {
+                if let Some(v) = w.strip_prefix("--socket-mem=") {
+                    socket_mem(v)?;
+                } else if let Some(v) = w.strip_prefix("-m").filter(|v| !v.is_empty()) {
+                    number(v, "-m", 1, MAX_MEMORY_MB)?;
+                } else {
+                    return Err(not_allowed(w));
+                }
+                out.push(w.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// testpmd's switches a controller may give, each with its range.
+const TESTPMD: &[(&str, u64, u64)] = &[
+    ("--mbcache", 0, 512),
+    ("--rxd", 64, 32768),
+    ("--txd", 64, 32768),
+    ("--burst", 1, 512),
+];
+
+/// The testpmd words a controller may give, validated and returned as `--name=N`.
+pub fn check_testpmd(words: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        let (name, inline) = match w.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (w.as_str(), None),
+        };
+        let Some(&(name, lo, hi)) = TESTPMD.iter().find(|t| t.0 == name) else {
+            return Err(not_allowed(w));
+        };
+        let v = match inline {
+            Some(v) => v,
+            None => it
+                .next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))?,
+        };
+        let n = number(&v, name, lo, hi)?;
+        out.push(format!("{name}={n}"));
+    }
+    Ok(out)
+}
+
+/// A device a controller named: the agent's own `--dpdk-dev`, a network PCI device of
+/// this host (no devargs), or the vdev this host's inventory gives for one of its NICs
+/// (MANA's `sonde host` line). Returned as `Device::parse` reads it.
+pub fn check_device(asked: &str, agent: &AgentDpdk, root: &Path) -> Result<String, String> {
+    let told = |why: &str| {
+        format!(
+            "{}: {why} (start the agent with --dpdk-dev DEV to have it use that device)",
+            shown(asked)
+        )
+    };
+    let device = Device::parse(asked).map_err(|e| told(&e))?;
+    if agent.device.as_ref() == Some(&device) {
+        return Ok(device_word(&device));
+    }
+    let inv = inventory::collect(root);
+    let listed = inv
+        .nics
+        .iter()
+        .filter_map(|n| n.dpdk_vdev())
+        .any(|v| Device::parse(&v).ok().as_ref() == Some(&device));
+    if listed {
+        return Ok(device_word(&device));
+    }
+    match &device {
+        Device::Vdev(_) => Err(told(
+            "an agent takes no virtual device from a controller, only its own",
+        )),
+        Device::Pci(s) if s.contains(',') => Err(told(
+            "an agent takes no device arguments from a controller, only its own",
+        )),
+        Device::Pci(addr) if is_network_device(root, addr, &inv) => Ok(addr.clone()),
+        Device::Pci(_) => Err(told("not a network device of this host")),
+    }
+}
+
+/// A PCI address a NIC of the inventory sits at, or a network-class PCI device (one bound
+/// to vfio-pci has no interface, so the inventory does not list it).
+fn is_network_device(root: &Path, addr: &str, inv: &sonde_results::inventory::Inventory) -> bool {
+    let full = if addr.matches(':').count() == 1 {
+        format!("0000:{addr}")
+    } else {
+        addr.to_string()
+    };
+    if inv
+        .nics
+        .iter()
+        .any(|n| n.bus_address.as_deref() == Some(full.as_str()))
+    {
+        return true;
+    }
+    if probe_dpdk::binding(root, &full) == probe_dpdk::Binding::Missing {
+        return false;
+    }
+    let class = root.join("sys/bus/pci/devices").join(&full).join("class");
+    std::fs::read_to_string(class).is_ok_and(|c| c.trim().starts_with("0x02"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn each_harmless_switch_is_taken() {
+        let eal = "--no-huge -m 512 -m1024 --socket-mem 1024,1024 --socket-mem=0,2048";
+        assert_eq!(check_eal(&words(eal)).unwrap(), words(eal));
+        let pmd = "--mbcache=512 --rxd 1024 --txd=4096 --burst=64";
+        assert_eq!(
+            check_testpmd(&words(pmd)).unwrap(),
+            words("--mbcache=512 --rxd=1024 --txd=4096 --burst=64")
+        );
+    }
+
+    #[test]
+    fn anything_else_is_refused_naming_the_agent_flag() {
+        for eal in [
+            "-d /tmp/x/canary.so",
+            "--vdev=net_pcap1,iface=lo,tx_pcap=/tmp/owned",
+            "-a 0000:3b:00.0",
+            "--file-prefix x",
+            "--huge-dir /tmp",
+            "--log-level=pmd,8",
+            "--no-huge --trace=.*",
+            "--plugin=/tmp/x.so",
+        ] {
+            let e = check_eal(&words(eal)).unwrap_err();
+            assert!(e.contains("start the agent with --dpdk-args"), "{eal}: {e}");
+        }
+        for pmd in [
+            "--cmdline-file=/etc/x",
+            "--eth-peer=0,00:11:22:33:44:55",
+            "-i",
+        ] {
+            let e = check_testpmd(&words(pmd)).unwrap_err();
+            assert!(e.contains("start the agent with --dpdk-args"), "{pmd}: {e}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_range_checked() {
+        for eal in [
+            "-m 0",
+            "-m 99999999",
+            "-m",
+            "-m x",
+            "--socket-mem 1,2,3,4,5,6,7,8,9",
+        ] {
+            assert!(check_eal(&words(eal)).is_err(), "{eal}");
+        }
+        assert!(check_eal(&words("--socket-mem=1024,/tmp")).is_err());
+        for pmd in [
+            "--mbcache=513",
+            "--rxd=32",
+            "--txd=99999",
+            "--burst=0",
+            "--burst",
+        ] {
+            assert!(check_testpmd(&words(pmd)).is_err(), "{pmd}");
+        }
+    }
+
+    #[test]
+    fn devices_are_the_agents_own_or_its_hosts() {
+        let root = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../probe/tests/fixtures/azure-e192-mana"
+        ));
+        let agent = AgentDpdk::new(&[], Some("net_af_packet0,iface=eth1")).unwrap();
+        assert_eq!(
+            check_device("net_af_packet0,iface=eth1", &agent, root).unwrap(),
+            "--vdev=net_af_packet0,iface=eth1"
+        );
+        for bad in [
+            "--vdev=net_pcap1,rx_pcap=/etc/shadow,tx_pcap=/tmp/owned",
+            "net_af_packet0,iface=eth0",
+            "0000:3b:00.0",
+            "7870:00:00.0,mac=7c:1e:52:0f:c6:95",
+        ] {
+            let e = check_device(bad, &agent, root).unwrap_err();
+            assert!(e.contains("start the agent with --dpdk-dev"), "{bad}: {e}");
+        }
+        // MANA's vdev, exactly as this host's inventory gives it, is its own.
+        let inv = inventory::collect(root);
+        let mana = inv.nics.iter().find_map(|n| n.dpdk_vdev()).unwrap();
+        assert!(check_device(&mana, &agent, root).is_ok(), "{mana}");
+    }
+
+    #[test]
+    fn a_remote_spec_gets_the_agents_arguments_last() {
+        let agent = AgentDpdk::new(&words("-m 256 -- --mbcache=100"), None).unwrap();
+        let mut spec = TestSpec::Pps(sonde_results::PpsSpec {
+            dpdk: Some(Box::new(DpdkSpec {
+                eal_args: words("--no-huge"),
+                testpmd_args: words("--burst 32"),
+                ..DpdkSpec::default()
+            })),
+            ..sonde_results::PpsSpec::default()
+        });
+        confine(&mut spec, Role::Server, Source::Remote(&agent)).unwrap();
+        let TestSpec::Pps(p) = &spec else { panic!() };
+        let d = p.dpdk.as_deref().unwrap();
+        assert_eq!(d.eal_args, words("--no-huge -m 256"));
+        assert_eq!(d.testpmd_args, words("--burst=32 --mbcache=100"));
+        assert_eq!(d.server_device, None);
+    }
+}
