@@ -13,7 +13,7 @@ pub enum PeerError {
     VersionMismatch { agent: u32, client: u32 },
     #[error("the agent refused the test: invalid {flag}: {reason}")]
     InvalidSpec { flag: String, reason: String },
-    #[error("the agent does not run '{test}' (test/engine): is --engine right, and is it the same sonde build?")]
+    #[error("the agent does not run '{test}' (test/engine): is --engine right, is it the same sonde build, and does the agent allow it (sonde serve --allow dpdk,xdp,third-party)?")]
     Unsupported { test: String },
     #[error("the agent refused: {message}")]
     Refused { message: String },

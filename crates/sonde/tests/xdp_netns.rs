@@ -159,7 +159,9 @@ fn xdp_refusals_name_the_flag_and_attach_nothing() {
         "pps",
     ])
     .args([lab.server_addr, "--port", &agent.port.to_string()])
-    .args(["--engine", "xdp", "-t", "1", "--no-save"]);
+    .args(["--engine", "xdp", "-t", "1", "--no-save"])
+    // Refused before any connection: no key needed (nobody could not read root's anyway).
+    .env_remove(KEY_ENV);
     let o = run(cmd);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(

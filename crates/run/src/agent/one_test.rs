@@ -126,7 +126,7 @@ pub(super) fn run(
 }
 
 fn new_session(shared: &Shared) -> AgentSession {
-    let capabilities = kind::capabilities();
+    let capabilities = kind::capabilities_allowed(&shared.cfg.allow);
     let session = AgentSession::new(
         SOFTWARE,
         &shared.cfg.command,
