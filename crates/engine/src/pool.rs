@@ -11,6 +11,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::affinity::pin_current_thread;
 
@@ -183,24 +184,58 @@ impl<T: Send + 'static> Pool<T> {
     }
 
     /// Waits for every worker; each one's outcome, by worker index (once: later calls
-    /// return nothing).
+    /// return nothing). Bounded: a worker still running after [`STOP_WITHIN`] is aborted,
+    /// and one that ignores that too is left behind (reported), never waited for.
     pub fn join(&mut self) -> Vec<Outcome<T>> {
+        if !self.wait_done(STOP_WITHIN) {
+            self.stop.abort();
+            self.wait_done(STOP_WITHIN);
+        }
         self.handles
             .drain(..)
             .map(|h| {
+                if !h.is_finished() {
+                    return Err(format!(
+                        "a worker did not stop within {} s of its abort; left behind",
+                        2 * STOP_WITHIN.as_secs()
+                    ));
+                }
                 h.join()
                     .unwrap_or_else(|_| Err("a worker thread panicked".into()))
             })
             .collect()
     }
+
 }
+
+impl<T> Pool<T> {
+    /// Waits up to `limit` for every worker to return; true if they all did.
+    fn wait_done(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while self.running.load(Ordering::Acquire) != 0 {
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+}
+
+/// How long a stop waits for the workers: each wait of theirs ends at an abort, so this
+/// bounds a bug, and keeps the agent serving (and SIGTERM working) whatever a worker does.
+pub const STOP_WITHIN: Duration = Duration::from_secs(2);
 
 impl<T> Drop for Pool<T> {
     fn drop(&mut self) {
         if !self.handles.is_empty() {
             self.stop.abort();
+            self.wait_done(STOP_WITHIN);
+            // A worker still running is detached: it holds its own share of the state.
             for h in self.handles.drain(..) {
-                let _ = h.join();
+                if h.is_finished() {
+                    let _ = h.join();
+                }
             }
         }
     }

@@ -48,6 +48,27 @@ pub fn apply(sock: &SockRef<'_>, opts: &SocketOptions) -> io::Result<Vec<String>
     Ok(notes)
 }
 
+/// Caps a socket's sending rate at `bytes_per_s` (SO_MAX_PACING_RATE: the fq qdisc, or
+/// TCP's own pacing where there is none), as iperf3's `--fq-rate` does.
+pub fn set_pacing(fd: RawFd, bytes_per_s: u64) -> io::Result<()> {
+    let rate: u64 = bytes_per_s;
+    // SAFETY: a u64 option value of its own size; the kernel takes 64 bits since 4.20 and
+    // reads the low 32 before.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&rate as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The congestion control algorithm a socket uses.
 pub fn congestion(fd: RawFd) -> Option<String> {
     // SAFETY: the caller's descriptor outlives this borrow.

@@ -83,7 +83,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 max_duration_ms: a.max_duration,
                 max_connections: a.max_connections,
                 max_rate: a.max_rate,
+                max_bitrate: a.max_bitrate,
+                max_client_bitrate: Some(a.max_client_bitrate).filter(|b| b.is_finite()),
                 max_message_bytes: a.max_message,
+                max_threads: a.max_threads,
+                max_memory_bytes: a.max_memory.unwrap_or_else(agent::default_memory_bytes),
+                test_hooks: a.test_hooks,
             };
             let cfg = agent::ServeConfig {
                 key,

@@ -158,7 +158,8 @@ impl Shared {
         self.answered[k].add([1]);
     }
 
-    /// The injected stall, once, at the first request after its time.
+    /// The injected stall, once, at the first request after its time. Ends early at an
+    /// abort: a stall must never outlive its test (it once wedged an agent for good).
     #[inline]
     fn maybe_stall(&self) {
         if let Some((at, d)) = self.plan.stall {
@@ -166,7 +167,12 @@ impl Shared {
                 && Instant::now() >= at
                 && !self.stalled.swap(true, Ordering::Relaxed)
             {
-                std::thread::sleep(d);
+                let until = Instant::now().checked_add(d);
+                while !self.aborting.load(Ordering::Relaxed)
+                    && until.is_none_or(|u| Instant::now() < u)
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
             }
         }
     }

@@ -143,8 +143,11 @@ impl Timing {
     }
 
     /// Time from start until the senders stop: warm-up, measured window, cool-down.
+    /// Saturates: a peer's `duration_ms` near 2^64 must read as too long, never wrap short.
     pub fn total_ms(&self) -> u64 {
-        self.warmup_ms + self.duration_ms + self.cooldown_ms
+        self.warmup_ms
+            .saturating_add(self.duration_ms)
+            .saturating_add(self.cooldown_ms)
     }
 
     /// Intervals in the measured window.
@@ -159,6 +162,13 @@ impl Timing {
         }
         if self.total_ms() > MAX_DURATION_MS {
             return refuse("--duration", "warm-up + duration + cool-down exceeds 24 h");
+        }
+        if self.interval_ms > MAX_DURATION_MS {
+            // Interval arithmetic (count x interval) stays within u64 below this.
+            return refuse(
+                "--interval",
+                format!("{} ms is longer than 24 h", self.interval_ms),
+            );
         }
         if self.interval_ms < MIN_INTERVAL_MS {
             return refuse(
@@ -348,6 +358,29 @@ mod tests {
                     ..t.clone()
                 },
                 "--duration",
+            ),
+            // Near 2^64 the sum once wrapped to a short test and was admitted.
+            (
+                Timing {
+                    duration_ms: u64::MAX - 500,
+                    ..t.clone()
+                },
+                "--duration",
+            ),
+            (
+                Timing {
+                    warmup_ms: u64::MAX,
+                    cooldown_ms: u64::MAX,
+                    ..t.clone()
+                },
+                "--duration",
+            ),
+            (
+                Timing {
+                    interval_ms: u64::MAX,
+                    ..t.clone()
+                },
+                "--interval",
             ),
         ];
         assert_refused(cases, Timing::check);

@@ -47,6 +47,10 @@ pub struct StreamSpec {
     pub nodelay: bool,
     pub sndbuf_bytes: Option<u32>,
     pub rcvbuf_bytes: Option<u32>,
+    /// Pacing of each direction's connections together, bits per second of payload, split
+    /// evenly over them (SO_MAX_PACING_RATE, as iperf3's `--fq-rate`); `None`: unpaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bits_per_s: Option<f64>,
     #[serde(flatten)]
     pub execution: Execution,
 }
@@ -67,6 +71,7 @@ impl Default for StreamSpec {
             nodelay: false,
             sndbuf_bytes: None,
             rcvbuf_bytes: None,
+            rate_bits_per_s: None,
             execution: Execution::default(),
         }
     }
@@ -76,7 +81,8 @@ impl StreamSpec {
     /// Connections opened in total, counting both directions of a bidirectional test.
     pub fn total_connections(&self) -> u32 {
         match self.direction {
-            Direction::Bidir => self.connections * 2,
+            // Saturates: limits read it before the spec is validated.
+            Direction::Bidir => self.connections.saturating_mul(2),
             _ => self.connections,
         }
     }
@@ -120,9 +126,28 @@ impl StreamSpec {
                 return refuse(flag, "must be more than 0 bytes");
             }
         }
+        if let Some(r) = self.rate_bits_per_s {
+            // Per connection it must be a byte rate the kernel takes (a u32 on 32-bit ABIs).
+            let least = 8.0 * f64::from(self.total_connections());
+            if !(r.is_finite() && r >= least && r <= MAX_RATE_BITS_PER_S) {
+                return refuse(
+                    "--rate",
+                    format!("{r} bit/s is not in {least}..={MAX_RATE_BITS_PER_S:e} (8 bit/s per connection at least)"),
+                );
+            }
+        }
         self.execution.check()
     }
+
+    /// Each connection's pacing, bytes per second (SO_MAX_PACING_RATE), if paced.
+    pub fn pacing_bytes_per_s(&self) -> Option<u64> {
+        let per = self.rate_bits_per_s? / 8.0 / f64::from(self.connections.max(1));
+        Some(per.clamp(1.0, f64::from(u32::MAX - 1)) as u64)
+    }
 }
+
+/// Highest pacing a stream may ask for: 1 Tbit/s, above any NIC, below the kernel's cap.
+pub const MAX_RATE_BITS_PER_S: f64 = 1e12;
 
 #[cfg(test)]
 mod tests {
@@ -152,6 +177,9 @@ mod tests {
                 "--congestion",
             ),
             (with(&|s| s.rcvbuf_bytes = Some(0)), "--rcvbuf"),
+            (with(&|s| s.rate_bits_per_s = Some(f64::NAN)), "--rate"),
+            (with(&|s| s.rate_bits_per_s = Some(1e15)), "--rate"),
+            (with(&|s| s.connections = u32::MAX), "--connections"),
             (
                 with(&|s| s.execution.server_cpus = Some(vec![])),
                 "--server-cpus",

@@ -1,6 +1,8 @@
-//! What an agent will run for a controller: a limit refuses a test, it never trims one.
+//! What an agent will run for a controller: a limit refuses a test, it never trims one,
+//! and every refusal names the `sonde serve` flag that would allow it. Every kind and both
+//! parts (serving, and a client part that sends to another agent) are under every limit.
 
-use sonde_results::TestSpec;
+use sonde_results::{Role, TestSpec};
 
 use crate::kind::{Demand, Kind};
 
@@ -11,8 +13,33 @@ pub struct Limits {
     pub max_connections: u32,
     /// Packets or requests per second a test may ask for; unpaced tests are refused too.
     pub max_rate: Option<f64>,
+    /// Bits per second a test may carry each way, every kind; unpaced tests are refused.
+    pub max_bitrate: Option<f64>,
+    /// Bits per second a client part may send to another agent; unpaced ones are paced at
+    /// it. `None`: no cap.
+    pub max_client_bitrate: Option<f64>,
     pub max_message_bytes: u32,
+    /// Worker threads of all live tests together.
+    pub max_threads: usize,
+    /// Memory of all live tests together, as the spec's estimate (`kind::budget`).
+    pub max_memory_bytes: u64,
+    /// Honour test hooks in a spec (`server_stall`); refused otherwise.
+    pub test_hooks: bool,
 }
+
+/// The default cap of a client part, 1 Gbit/s: a client part sends to another host on a
+/// controller's word, so by default it sends no more than the slowest link common in a
+/// fleet carries (a 1 GbE port), and an agent that is talked into aiming it at the wrong
+/// host cannot fill a faster link. An operator who measures capacity between agents
+/// raises it (`--max-client-bitrate 100G`).
+pub const DEFAULT_CLIENT_BITS_PER_S: f64 = 1e9;
+/// Worker threads of all live tests by default: the default `--max-tests` (4) of a
+/// stream's default 128 workers would be 512 threads and about 1 GB of stacks; half that
+/// still lets two tests of 128 connections run at once.
+pub const DEFAULT_MAX_THREADS: usize = 256;
+/// The share of MemTotal live tests may take by default: the agent is a guest on a host
+/// that runs other work.
+pub const DEFAULT_MEMORY_SHARE: u64 = 4;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -20,20 +47,69 @@ impl Default for Limits {
             max_duration_ms: 3_600_000,
             max_connections: sonde_results::spec::MAX_CONNECTIONS,
             max_rate: None,
+            max_bitrate: None,
+            max_client_bitrate: Some(DEFAULT_CLIENT_BITS_PER_S),
             max_message_bytes: sonde_results::spec::MAX_MESSAGE_BYTES,
+            max_threads: DEFAULT_MAX_THREADS,
+            max_memory_bytes: default_memory_bytes(),
+            test_hooks: false,
         }
     }
 }
 
+/// A quarter of this host's MemTotal (1 GiB when it cannot be read).
+pub fn default_memory_bytes() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib.saturating_mul(1024))
+    });
+    total.map_or(1 << 30, |t| t / DEFAULT_MEMORY_SHARE)
+}
+
 impl Limits {
-    /// The first limit `spec` exceeds, in words naming the agent's flag.
-    pub fn check(&self, spec: &TestSpec, kind: &dyn Kind) -> Option<String> {
+    /// Fits a client part to `--max-client-bitrate`: an unpaced one is paced at the cap
+    /// (at most `--max-rate` too), so that it still runs; a faster one is then refused.
+    pub fn pace_client_part(&self, spec: &mut TestSpec) {
+        let Some(cap) = self.max_client_bitrate else {
+            return;
+        };
+        let max_rate = self.max_rate.unwrap_or(f64::INFINITY);
+        match spec {
+            TestSpec::Stream(s) => {
+                s.rate_bits_per_s.get_or_insert(cap);
+            }
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => {
+                let bits = 8.0 * f64::from(r.request_bytes.max(r.response_bytes).max(1));
+                r.rate_per_s.get_or_insert((cap / bits).min(max_rate).min(1e8));
+            }
+            TestSpec::Pps(p) => {
+                let bits = 8.0 * f64::from(p.size_bytes.max(1));
+                p.rate_pps.get_or_insert((cap / bits).min(max_rate).min(1e9));
+            }
+            TestSpec::Load(_) | TestSpec::Watch(_) => {}
+        }
+    }
+
+    /// The first limit `spec` exceeds for `role`'s side, in words naming the agent's flag.
+    pub fn check(&self, spec: &TestSpec, kind: &dyn Kind, role: Role) -> Option<String> {
+        let d = kind.demand(spec, role);
+        self.check_hooks(spec)
+            .or_else(|| self.check_size(spec, &d))
+            .or_else(|| self.check_rate(&d))
+            .or_else(|| self.check_bits(&d, role))
+            .or_else(|| self.check_one_test(&d))
+    }
+
+    fn check_hooks(&self, spec: &TestSpec) -> Option<String> {
+        let stall = matches!(spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.server_stall.is_some());
+        (stall && !self.test_hooks).then(|| {
+            "a test hook (server_stall) is for sonde's own tests (start the agent with --test-hooks)".into()
+        })
+    }
+
+    fn check_size(&self, spec: &TestSpec, d: &Demand) -> Option<String> {
         let total_ms = spec.timing().total_ms();
-        let Demand {
-            connections: conns,
-            rate,
-            message_bytes: msg,
-        } = kind.demand(spec);
         if total_ms > self.max_duration_ms {
             return Some(format!(
                 "the test lasts {:.1} s, over this agent's --max-duration of {:.1} s",
@@ -41,33 +117,98 @@ impl Limits {
                 self.max_duration_ms as f64 / 1e3
             ));
         }
-        if conns > self.max_connections {
+        if d.connections > self.max_connections {
             return Some(format!(
-                "{conns} connections or flows, over this agent's --max-connections of {}",
-                self.max_connections
+                "{} connections or flows, over this agent's --max-connections of {}",
+                d.connections, self.max_connections
             ));
         }
-        if msg > self.max_message_bytes {
-            return Some(format!(
-                "{msg}-byte messages, over this agent's --max-message of {}",
-                self.max_message_bytes
-            ));
+        (d.message_bytes > self.max_message_bytes).then(|| {
+            format!(
+                "{}-byte messages, over this agent's --max-message of {}",
+                d.message_bytes, self.max_message_bytes
+            )
+        })
+    }
+
+    fn check_rate(&self, d: &Demand) -> Option<String> {
+        let (Some(max), Some(rate)) = (self.max_rate, d.rate) else {
+            return None;
+        };
+        match rate {
+            Some(r) if r <= max => None,
+            Some(r) => Some(format!("{r} per second, over this agent's --max-rate of {max}")),
+            None => Some(format!(
+                "an unpaced test; this agent's --max-rate of {max} needs --rate"
+            )),
         }
-        if let (Some(max), Some(rate)) = (self.max_rate, rate) {
-            match rate {
-                Some(r) if r <= max => {}
-                Some(r) => {
+    }
+
+    /// `--max-bitrate` for every test, `--max-client-bitrate` for a client part too.
+    fn check_bits(&self, d: &Demand, role: Role) -> Option<String> {
+        let client = self.max_client_bitrate.filter(|_| role == Role::Client);
+        for (flag, max) in [("--max-bitrate", self.max_bitrate), ("--max-client-bitrate", client)] {
+            let Some(max) = max else { continue };
+            match d.bits_per_s {
+                Some(b) if b <= max => {}
+                Some(b) => {
                     return Some(format!(
-                        "{r} per second, over this agent's --max-rate of {max}"
+                        "{} bit/s, over this agent's {flag} of {} bit/s (lower --rate, or start the agent with a higher {flag})",
+                        si(b),
+                        si(max)
                     ))
                 }
                 None => {
                     return Some(format!(
-                        "an unpaced test; this agent's --max-rate of {max} needs --rate"
+                        "an unpaced test; this agent's {flag} of {} bit/s needs --rate (or start the agent with a higher {flag})",
+                        si(max)
                     ))
                 }
             }
         }
         None
     }
+
+    /// A test that alone exceeds the agent's totals (the shared account checks them with
+    /// the live tests).
+    fn check_one_test(&self, d: &Demand) -> Option<String> {
+        over_threads(d.threads, 0, self.max_threads)
+            .or_else(|| over_memory(d.memory_bytes, 0, self.max_memory_bytes))
+    }
+}
+
+/// Refusal when `asked` worker threads beside `live` ones exceed `max`.
+pub(super) fn over_threads(asked: usize, live: usize, max: usize) -> Option<String> {
+    (asked.saturating_add(live) > max).then(|| {
+        format!(
+            "{asked} worker threads beside {live} of running tests, over this agent's --max-threads of {max} (fewer --threads/--server-threads/--rx-threads, or start the agent with a higher --max-threads)"
+        )
+    })
+}
+
+/// Refusal when `asked` bytes beside `live` ones exceed `max`.
+pub(super) fn over_memory(asked: u64, live: u64, max: u64) -> Option<String> {
+    (asked.saturating_add(live) > max).then(|| {
+        format!(
+            "the test needs about {} of memory beside {} of running tests (buffers, stacks, UMEM), over this agent's --max-memory of {} (start the agent with a higher --max-memory)",
+            bytes(asked),
+            bytes(live),
+            bytes(max)
+        )
+    })
+}
+
+/// A rate in SI units: `2.5G`.
+fn si(v: f64) -> String {
+    match v {
+        v if v >= 1e9 => format!("{:.3}G", v / 1e9),
+        v if v >= 1e6 => format!("{:.3}M", v / 1e6),
+        v if v >= 1e3 => format!("{:.3}k", v / 1e3),
+        v => format!("{v:.0}"),
+    }
+}
+
+/// A size in MiB.
+fn bytes(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }

@@ -3,13 +3,17 @@
 //! thread of a test is freed when it ends, whatever happened, and the agent logs one line
 //! per test.
 
+mod account;
 mod allow;
 pub mod consent;
 mod limits;
 pub(crate) mod one_test;
+mod sources;
 
 pub use allow::{Allow, Allowed};
-pub use limits::Limits;
+pub use limits::{
+    default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS,
+};
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -27,6 +31,14 @@ use crate::signals::Interrupt;
 pub const DEFAULT_PORT: u16 = 5301;
 /// Connections in their handshake at once; more are told "busy" at once.
 const MAX_PENDING: usize = 32;
+/// Connections in their handshake at once from one source address: a controller needs one
+/// per test (a `sonde load` opens three together, and one more may check on them), so four
+/// never slows a real one, while one host's idle connections can no longer fill all of
+/// [`MAX_PENDING`] and lock every other controller out until their deadline.
+const MAX_PENDING_PER_SOURCE: usize = 4;
+/// How long a stopping agent waits for its tests to tidy up (their workers stop at once;
+/// the rest is closing sockets) before it exits anyway: SIGTERM ends it within a second.
+const STOP_WITHIN: Duration = Duration::from_millis(700);
 /// Tests served at once by default: a `sonde load` runs three (its UDP ping, its TCP ping
 /// and its load), and one more may check on them. More concurrent tests would mostly
 /// measure each other on the same CPUs and NIC.
@@ -66,15 +78,24 @@ struct Shared {
     cfg: ServeConfig,
     running: AtomicUsize,
     pending: AtomicUsize,
+    /// Connections in their handshake, by source address.
+    sources: sources::Sources,
+    /// Threads and memory of the live tests.
+    account: account::Account,
     interrupt: Interrupt,
 }
 
-/// Holds one of the test slots; frees it when dropped, whatever path the test took.
-struct Slot<'a>(&'a AtomicUsize);
+/// Holds one of the test slots, and the test's threads and memory once booked; frees them
+/// when dropped, whatever path the test took.
+struct Slot<'a> {
+    running: &'a AtomicUsize,
+    booking: Option<account::Booking<'a>>,
+}
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.booking.take();
+        self.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -91,13 +112,30 @@ impl Shared {
                     (n < max).then_some(n + 1)
                 });
             if taken.is_ok() {
-                return Some(Slot(&self.running));
+                return Some(Slot {
+                    running: &self.running,
+                    booking: None,
+                });
             }
             if Instant::now() >= until {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Books `demand`'s threads and memory beside the live tests' on `slot`, or says
+    /// which flag refuses them.
+    fn book<'a>(&'a self, slot: &mut Slot<'a>, demand: &crate::kind::Demand) -> Result<(), String> {
+        let limits = &self.cfg.limits;
+        let booking = self.account.book(
+            demand.threads,
+            demand.memory_bytes,
+            limits.max_threads,
+            limits.max_memory_bytes,
+        )?;
+        slot.booking = Some(booking);
+        Ok(())
     }
 }
 
@@ -120,6 +158,8 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
         cfg,
         running: AtomicUsize::new(0),
         pending: AtomicUsize::new(0),
+        sources: sources::Sources::default(),
+        account: account::Account::default(),
         interrupt: interrupt.clone(),
     });
     let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
@@ -143,8 +183,12 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
             answer_busy(conn, peer);
             continue;
         }
+        let Some(source) = shared.sources.enter(peer.ip(), MAX_PENDING_PER_SOURCE) else {
+            answer_busy(conn, peer);
+            continue;
+        };
         shared.pending.fetch_add(1, Ordering::AcqRel);
-        match spawn_test(conn, peer, Arc::clone(&shared)) {
+        match spawn_test(conn, peer, Arc::clone(&shared), source) {
             Ok(h) => handles.push(h),
             Err(e) => {
                 shared.pending.fetch_sub(1, Ordering::AcqRel);
@@ -152,10 +196,18 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
             }
         }
     }
-    for h in handles {
-        let _ = h.join();
+    // Bounded: a test that does not tidy up in time is left to the process's exit (its
+    // helpers die with it: PR_SET_PDEATHSIG).
+    let until = Instant::now() + STOP_WITHIN;
+    while handles.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
     }
-    tracing::info!("stopped");
+    let left = handles.iter().filter(|h| !h.is_finished()).count();
+    if left > 0 {
+        tracing::warn!("stopped with {left} test(s) still tidying up");
+    } else {
+        tracing::info!("stopped");
+    }
     Ok(())
 }
 
@@ -197,10 +249,14 @@ fn spawn_test(
     conn: TcpStream,
     peer: SocketAddr,
     shared: Arc<Shared>,
+    source: sources::Entered,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("sonde-conn".into())
         .spawn(move || {
+            // Counted against its source until its handshake ends (`Pending`'s drop), or
+            // this thread does.
+            let _left = sources::hold_for_handshake(source);
             let started = Instant::now();
             let secs = || started.elapsed().as_secs_f64();
             match one_test::run(conn, peer, &shared) {
@@ -230,5 +286,6 @@ impl<'a> Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        sources::handshake_ended();
     }
 }

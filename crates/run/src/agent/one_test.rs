@@ -191,7 +191,7 @@ fn admit<'a>(
     role: Role,
     third_party: bool,
 ) -> Result<(Slot<'a>, TestSpec, &'static dyn Kind), TestError> {
-    let Some(slot) = shared.take_slot() else {
+    let Some(mut slot) = shared.take_slot() else {
         return Err(conn.refuse(PeerError::Busy));
     };
     let (Some(kind), Ok(())) = (kind::of(&spec), kind::check_engine(&spec)) else {
@@ -202,7 +202,11 @@ fn admit<'a>(
     if let Err(message) = shared.cfg.allow.check(&spec, third_party) {
         return Err(conn.refuse(PeerError::Refused { message }));
     }
-    if let Some(why) = shared.cfg.limits.check(&spec, kind) {
+    let limits = &shared.cfg.limits;
+    if role == Role::Client {
+        limits.pace_client_part(&mut spec);
+    }
+    if let Some(why) = limits.check(&spec, kind, role) {
         return Err(conn.refuse(PeerError::Refused { message: why }));
     }
     let source = kind::dpdk_source::Source::Remote(&shared.cfg.dpdk);
@@ -215,6 +219,9 @@ fn admit<'a>(
             flag: e.flag.into(),
             reason: e.reason.clone(),
         }));
+    }
+    if let Err(why) = shared.book(&mut slot, &kind.demand(&spec, role)) {
+        return Err(conn.refuse(PeerError::Refused { message: why }));
     }
     kind::place(&mut spec, role);
     Ok((slot, spec, kind))

@@ -7,6 +7,7 @@
 //! Adding a kind: an engine module (`sonde-engine`), a module here implementing [`Kind`]
 //! with its [`Side`], a CLI module, and its variants in `TestSpec` and `Document`.
 
+pub mod budget;
 pub mod congestion;
 pub mod dpdk;
 pub mod dpdk_source;
@@ -165,13 +166,22 @@ pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), St
     })
 }
 
-/// What a spec asks of an agent, set against its limits (besides its length).
+/// What a spec asks of an agent, set against its limits (besides its length). Computed
+/// before the spec is validated, so nothing in it may wrap or panic.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Demand {
     /// Connections or flows.
     pub connections: u32,
-    /// `None`: the kind has no rate; `Some(None)`: unpaced.
+    /// Packets or requests per second. `None`: the kind has no such rate; `Some(None)`:
+    /// unpaced.
     pub rate: Option<Option<f64>>,
+    /// Bits per second of payload the busier direction carries; `None`: unpaced.
+    pub bits_per_s: Option<f64>,
     pub message_bytes: u32,
+    /// Worker threads this side runs.
+    pub threads: usize,
+    /// Memory this side may take, from [`budget`]'s estimates.
+    pub memory_bytes: u64,
 }
 
 /// Why the controller could not open its data endpoints.
@@ -200,8 +210,8 @@ pub struct DataPort {
 pub type OpenResult<T> = Result<Box<T>, OpenError>;
 
 pub trait Kind: Sync {
-    /// What `spec` asks of the agent.
-    fn demand(&self, spec: &TestSpec) -> Demand;
+    /// What `spec` asks of the agent that runs `role`'s side of it.
+    fn demand(&self, spec: &TestSpec, role: Role) -> Demand;
     /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
     fn workers(&self, spec: &TestSpec, role: Role) -> usize;
     /// What both ends must agree on about the serving agent's address (pps: the address

@@ -228,6 +228,45 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
+/// Bits per second with an optional k/M/G/T suffix in powers of 1000 (as iperf3's -b):
+/// `2.5G`; `none` (no cap) where a flag allows it reads as infinity.
+pub fn parse_bits(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(f64::INFINITY);
+    }
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('G') => (&t[..t.len() - 1], 1e9),
+        Some('T') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
+        _ => Err(format!(
+            "'{s}' is not a bit rate (e.g. 100M, 2.5G, 1000000)"
+        )),
+    }
+}
+
+/// Bytes as a u64, with an optional K/M/G/T suffix in powers of 1024.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 4G)"))?;
+    v.checked_mul(1 << shift)
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
 /// `--cpus` / `--server-cpus`: a CPU list as one value (clap would read a bare `Vec` as a
 /// repeated flag), or `auto`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,9 @@ mod serve;
 mod stream;
 mod watch;
 
-pub use flags::{parse_duration_ms, parse_size, OutputArgs, StoreArgs, Target};
+pub use flags::{
+    parse_bits, parse_bytes, parse_duration_ms, parse_size, OutputArgs, StoreArgs, Target,
+};
 pub use key::load_key;
 pub use load::LoadArgs;
 pub use pps::PpsArgs;
@@ -302,6 +304,25 @@ pub struct ServeArgs {
     /// only this one or a PCI network device of this host.
     #[arg(long, value_name = "DEV", allow_hyphen_values = true)]
     pub dpdk_dev: Option<String>,
+    /// Refuse tests carrying more bits per second each way than this (k/M/G: 10G), every
+    /// kind and part, and unpaced ones (they need --rate).
+    #[arg(long, value_parser = parse_bits, value_name = "BITS")]
+    pub max_bitrate: Option<f64>,
+    /// Most bits per second a client part (this agent sending to another on a
+    /// controller's word) may send; an unpaced one is paced at it. The default, 1G, is the
+    /// slowest link common in a fleet; `none` lifts the cap.
+    #[arg(long, default_value = "1G", value_parser = parse_bits, value_name = "BITS")]
+    pub max_client_bitrate: f64,
+    /// Worker threads of all running tests together.
+    #[arg(long, default_value_t = sonde_run::agent::DEFAULT_MAX_THREADS, value_name = "N")]
+    pub max_threads: usize,
+    /// Memory of all running tests together, estimated from each spec (socket buffers,
+    /// stacks, UMEM) [default: a quarter of MemTotal].
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    pub max_memory: Option<u64>,
+    /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
+    #[arg(long, hide = true)]
+    pub test_hooks: bool,
 }
 
 #[derive(Args, Debug)]

@@ -4,7 +4,7 @@ use clap::Args;
 use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
 
 use super::flags::{
-    checked, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
+    checked, parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
 };
 
 #[derive(Args, Debug)]
@@ -51,6 +51,11 @@ pub struct StreamArgs {
     /// SO_RCVBUF of the data connections, both sides.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub rcvbuf: Option<u32>,
+    /// Pace the connections of each direction at BITS per second together (k/M/G: 2.5G),
+    /// split evenly (SO_MAX_PACING_RATE, iperf3's --fq-rate); an agent with
+    /// --max-bitrate needs it [default: unpaced].
+    #[arg(short = 'b', long, value_parser = parse_bits, value_name = "BITS")]
+    pub rate: Option<f64>,
     #[command(flatten)]
     pub execution: ExecutionArgs,
     #[command(flatten)]
@@ -76,6 +81,7 @@ impl StreamArgs {
             nodelay: self.nodelay,
             sndbuf_bytes: self.sndbuf,
             rcvbuf_bytes: self.rcvbuf,
+            rate_bits_per_s: self.rate,
             execution: self.execution.execution(),
         }))
     }

@@ -34,12 +34,24 @@ fn spec_of(spec: &TestSpec) -> &PpsSpec {
 }
 
 impl Kind for Pps {
-    fn demand(&self, spec: &TestSpec) -> Demand {
+    fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
         let p = spec_of(spec);
+        let threads = self.workers(spec, role);
+        // A worker's batch of packets and, receiving, its socket's doubled SO_RCVBUF; an
+        // AF_XDP worker's UMEM and rings instead.
+        let batch = u64::from(p.batch).saturating_mul(u64::from(p.size_bytes));
+        let socket = match p.execution.engine.as_str() {
+            crate::kind::xdp::XDP => super::budget::XSK_BYTES,
+            _ if role == Role::Server => 2 * RX_BUFFER_BYTES as u64,
+            _ => super::budget::SOCKET_BYTES,
+        };
         Demand {
             connections: p.flows,
             rate: Some(p.rate_pps),
+            bits_per_s: p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0),
             message_bytes: p.size_bytes,
+            threads,
+            memory_bytes: super::budget::total(threads, batch.saturating_add(socket), 0, 0),
         }
     }
 

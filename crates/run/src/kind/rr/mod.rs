@@ -22,7 +22,9 @@ use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Role, RrSpec, SideResult, TestSpec, Transport};
 
 use super::xdp::XDP;
-use super::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+use super::{
+    budget, ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint,
+};
 use crate::side::Side;
 
 pub struct RequestResponse;
@@ -100,12 +102,29 @@ fn start_side(
 }
 
 impl Kind for RequestResponse {
-    fn demand(&self, spec: &TestSpec) -> Demand {
+    fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
         let r = spec_of(spec);
+        let message = r.request_bytes.max(r.response_bytes);
+        let threads = self.workers(spec, role);
+        // A worker's buffer and histograms; a connection's socket and window of messages.
+        let per_thread = u64::from(message)
+            .max(64 << 10)
+            .saturating_add(budget::HISTOGRAM_BYTES);
+        let per_conn = u64::from(r.window)
+            .saturating_mul(u64::from(message))
+            .saturating_add(budget::SOCKET_BYTES);
+        let xsks = if r.execution.engine == XDP {
+            budget::XSK_BYTES
+        } else {
+            0
+        };
         Demand {
             connections: r.connections,
             rate: Some(r.rate_per_s),
-            message_bytes: r.request_bytes.max(r.response_bytes),
+            bits_per_s: r.rate_per_s.map(|rate| rate * f64::from(message) * 8.0),
+            message_bytes: message,
+            threads,
+            memory_bytes: budget::total(threads, per_thread.saturating_add(xsks), r.connections, per_conn),
         }
     }
 

@@ -14,7 +14,7 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Direction, Role, SideResult, StreamSpec, TestSpec, Transfer};
 
-use super::{ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
+use super::{budget, ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
 use crate::side::Side;
 
 pub struct Stream;
@@ -36,12 +36,18 @@ fn options(s: &StreamSpec) -> SocketOptions {
 }
 
 impl Kind for Stream {
-    fn demand(&self, spec: &TestSpec) -> Demand {
+    fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
         let s = spec_of(spec);
+        let threads = self.workers(spec, role);
+        let per_conn = u64::from(s.buffer_bytes)
+            .saturating_add(budget::socket_bytes(s.sndbuf_bytes, s.rcvbuf_bytes));
         Demand {
             connections: s.total_connections(),
             rate: None,
+            bits_per_s: s.rate_bits_per_s,
             message_bytes: s.buffer_bytes,
+            threads,
+            memory_bytes: budget::total(threads, 0, s.total_connections(), per_conn),
         }
     }
 
@@ -138,6 +144,9 @@ impl Opened {
         let meta: Vec<(u32, Direction)> = (0..units as u32)
             .map(|i| (i, spec.direction_of(i)))
             .collect();
+        if let Some(rate) = spec.pacing_bytes_per_s() {
+            pace(&conns, rate)?;
+        }
         let sends = |d: Direction| (d == Direction::Forward) == (role == Role::Client);
         let conns = conns
             .into_iter()
@@ -154,6 +163,16 @@ impl Opened {
             role, &spec, meta, engine, placement, probe, notes,
         )))
     }
+}
+
+/// Paces every connection at `bytes_per_s` (`--rate`: the test's rate split evenly).
+fn pace(conns: &[TcpStream], bytes_per_s: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    for c in conns {
+        sockopt::set_pacing(c.as_raw_fd(), bytes_per_s)
+            .map_err(|e| io::Error::new(e.kind(), format!("--rate: SO_MAX_PACING_RATE: {e}")))?;
+    }
+    Ok(())
 }
 
 impl ClientEndpoint for Opened {

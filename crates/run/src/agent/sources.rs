@@ -1,0 +1,110 @@
+//! Connections in their handshake, counted by source address, so that one host's idle
+//! connections cannot take every handshake place and lock the other controllers out.
+//!
+//! The count is taken in the accept loop and handed to the connection's thread, which
+//! gives it back when the handshake ends (`Pending`'s drop) or, at the latest, when the
+//! thread ends.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// Connections in their handshake by source address.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Sources(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+/// One connection's place among its source's; given back when dropped.
+#[derive(Debug)]
+pub(super) struct Entered {
+    sources: Sources,
+    ip: IpAddr,
+}
+
+impl Sources {
+    /// A place for a connection from `ip`, unless it already has `max` in their handshake.
+    pub(super) fn enter(&self, ip: IpAddr, max: usize) -> Option<Entered> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(ip).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Entered {
+            sources: self.clone(),
+            ip,
+        })
+    }
+
+    /// Connections from `ip` in their handshake now.
+    #[cfg(test)]
+    fn count(&self, ip: IpAddr) -> usize {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&ip).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let mut map = self.sources.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// This connection thread's place, until its handshake ends.
+    static IN_HANDSHAKE: RefCell<Option<Entered>> = const { RefCell::new(None) };
+}
+
+/// Gives the place back when dropped, if the handshake has not already.
+pub(super) struct HeldUntilEnd;
+
+impl Drop for HeldUntilEnd {
+    fn drop(&mut self) {
+        handshake_ended();
+    }
+}
+
+/// Keeps `entered` for this thread until [`handshake_ended`] or the guard's drop.
+pub(super) fn hold_for_handshake(entered: Entered) -> HeldUntilEnd {
+    IN_HANDSHAKE.with(|h| *h.borrow_mut() = Some(entered));
+    HeldUntilEnd
+}
+
+/// This thread's connection has left its handshake: its source's place is free.
+pub(super) fn handshake_ended() {
+    let _ = IN_HANDSHAKE.try_with(|h| h.borrow_mut().take());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_has_at_most_max_places_and_gets_them_back() {
+        let s = Sources::default();
+        let a: IpAddr = [127, 0, 0, 2].into();
+        let b: IpAddr = [127, 0, 0, 1].into();
+        let held: Vec<Entered> = (0..4).filter_map(|_| s.enter(a, 4)).collect();
+        assert_eq!(held.len(), 4);
+        assert!(s.enter(a, 4).is_none(), "a fifth from one source");
+        assert!(s.enter(b, 4).is_some(), "another source still enters");
+        drop(held);
+        assert_eq!(s.count(a), 0);
+        let t = std::thread::spawn({
+            let s = s.clone();
+            move || {
+                let _end = hold_for_handshake(s.enter(a, 4).unwrap());
+                assert_eq!(s.count(a), 1);
+                handshake_ended();
+                assert_eq!(s.count(a), 0);
+            }
+        });
+        t.join().unwrap();
+    }
+}
