@@ -205,7 +205,6 @@ impl<T: Send + 'static> Pool<T> {
             })
             .collect()
     }
-
 }
 
 impl<T> Pool<T> {

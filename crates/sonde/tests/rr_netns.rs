@@ -116,7 +116,8 @@ fn doc_total_sent(doc: &serde_json::Value) -> u64 {
 #[test]
 fn open_loop_tail_shows_an_injected_stall_of_known_length() {
     let Some(lab) = Lab::new() else { return };
-    let agent = lab.start_agent();
+    // The stall is a test hook: an agent honours it only when told to.
+    let agent = lab.start_agent_with(&["--test-hooks"]);
     let stall_ms = 100.0;
     let common = [
         "-C",

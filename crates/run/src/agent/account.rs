@@ -53,7 +53,11 @@ impl Account {
 
 impl Drop for Booking<'_> {
     fn drop(&mut self) {
-        let mut booked = self.account.booked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut booked = self
+            .account
+            .booked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         booked.0 = booked.0.saturating_sub(self.threads);
         booked.1 = booked.1.saturating_sub(self.bytes);
     }

@@ -81,11 +81,13 @@ impl Limits {
             }
             TestSpec::Ping(r) | TestSpec::Rpc(r) => {
                 let bits = 8.0 * f64::from(r.request_bytes.max(r.response_bytes).max(1));
-                r.rate_per_s.get_or_insert((cap / bits).min(max_rate).min(1e8));
+                r.rate_per_s
+                    .get_or_insert((cap / bits).min(max_rate).min(1e8));
             }
             TestSpec::Pps(p) => {
                 let bits = 8.0 * f64::from(p.size_bytes.max(1));
-                p.rate_pps.get_or_insert((cap / bits).min(max_rate).min(1e9));
+                p.rate_pps
+                    .get_or_insert((cap / bits).min(max_rate).min(1e9));
             }
             TestSpec::Load(_) | TestSpec::Watch(_) => {}
         }
@@ -102,7 +104,8 @@ impl Limits {
     }
 
     fn check_hooks(&self, spec: &TestSpec) -> Option<String> {
-        let stall = matches!(spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.server_stall.is_some());
+        let stall =
+            matches!(spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.server_stall.is_some());
         (stall && !self.test_hooks).then(|| {
             "a test hook (server_stall) is for sonde's own tests (start the agent with --test-hooks)".into()
         })
@@ -112,20 +115,20 @@ impl Limits {
         let total_ms = spec.timing().total_ms();
         if total_ms > self.max_duration_ms {
             return Some(format!(
-                "the test lasts {:.1} s, over this agent's --max-duration of {:.1} s",
+                "the test lasts {:.1} s, over this agent's --max-duration of {:.1} s (start the agent with a higher --max-duration)",
                 total_ms as f64 / 1e3,
                 self.max_duration_ms as f64 / 1e3
             ));
         }
         if d.connections > self.max_connections {
             return Some(format!(
-                "{} connections or flows, over this agent's --max-connections of {}",
+                "{} connections or flows, over this agent's --max-connections of {} (start the agent with a higher --max-connections)",
                 d.connections, self.max_connections
             ));
         }
         (d.message_bytes > self.max_message_bytes).then(|| {
             format!(
-                "{}-byte messages, over this agent's --max-message of {}",
+                "{}-byte messages, over this agent's --max-message of {} (start the agent with a higher --max-message)",
                 d.message_bytes, self.max_message_bytes
             )
         })
@@ -137,9 +140,11 @@ impl Limits {
         };
         match rate {
             Some(r) if r <= max => None,
-            Some(r) => Some(format!("{r} per second, over this agent's --max-rate of {max}")),
+            Some(r) => Some(format!(
+                "{r} per second, over this agent's --max-rate of {max} (lower --rate, or start the agent with a higher --max-rate)"
+            )),
             None => Some(format!(
-                "an unpaced test; this agent's --max-rate of {max} needs --rate"
+                "an unpaced test; this agent's --max-rate of {max} needs --rate (or start the agent without --max-rate)"
             )),
         }
     }
@@ -147,7 +152,10 @@ impl Limits {
     /// `--max-bitrate` for every test, `--max-client-bitrate` for a client part too.
     fn check_bits(&self, d: &Demand, role: Role) -> Option<String> {
         let client = self.max_client_bitrate.filter(|_| role == Role::Client);
-        for (flag, max) in [("--max-bitrate", self.max_bitrate), ("--max-client-bitrate", client)] {
+        for (flag, max) in [
+            ("--max-bitrate", self.max_bitrate),
+            ("--max-client-bitrate", client),
+        ] {
             let Some(max) = max else { continue };
             match d.bits_per_s {
                 Some(b) if b <= max => {}
@@ -212,3 +220,7 @@ fn si(v: f64) -> String {
 fn bytes(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }
+
+#[cfg(test)]
+#[path = "limits_tests.rs"]
+mod tests;

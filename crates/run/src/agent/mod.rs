@@ -11,9 +11,7 @@ pub(crate) mod one_test;
 mod sources;
 
 pub use allow::{Allow, Allowed};
-pub use limits::{
-    default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS,
-};
+pub use limits::{default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS};
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};

@@ -4,7 +4,8 @@ use clap::Args;
 use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
 
 use super::flags::{
-    checked, parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
+    checked, parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target,
+    TimingArgs,
 };
 
 #[derive(Args, Debug)]

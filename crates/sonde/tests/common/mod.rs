@@ -264,7 +264,8 @@ impl Lab {
         self.start_agent_with(&[])
     }
 
-    /// `sonde serve` in the server namespace with extra flags (`--allow dpdk`, ...).
+    /// `sonde serve` in the server namespace with extra flags (`--allow dpdk`,
+    /// `--test-hooks`, limits, ...).
     pub fn start_agent_with(&self, args: &[&str]) -> Agent {
         let mut cmd = Lab::in_ns(&self.server, SONDE);
         cmd.args(["serve", "--bind", self.server_addr, "--port", "0"])

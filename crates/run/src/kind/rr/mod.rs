@@ -124,7 +124,12 @@ impl Kind for RequestResponse {
             bits_per_s: r.rate_per_s.map(|rate| rate * f64::from(message) * 8.0),
             message_bytes: message,
             threads,
-            memory_bytes: budget::total(threads, per_thread.saturating_add(xsks), r.connections, per_conn),
+            memory_bytes: budget::total(
+                threads,
+                per_thread.saturating_add(xsks),
+                r.connections,
+                per_conn,
+            ),
         }
     }
 

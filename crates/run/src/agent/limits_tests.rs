@@ -1,0 +1,130 @@
+//! Limits against hostile specs: every kind and part, each refusal naming its flag.
+
+use sonde_results::{PpsSpec, Role, RrSpec, StreamSpec, TestSpec, Timing};
+
+use super::Limits;
+use crate::kind;
+
+fn check(limits: &Limits, spec: &TestSpec, role: Role) -> Option<String> {
+    limits.check(spec, kind::of(spec).unwrap(), role)
+}
+
+fn capped() -> Limits {
+    Limits {
+        max_bitrate: Some(1e8),
+        max_threads: 16,
+        max_memory_bytes: 256 << 20,
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn every_kind_is_under_the_bit_rate() {
+    let l = capped();
+    let stream = |rate| {
+        TestSpec::Stream(StreamSpec {
+            rate_bits_per_s: rate,
+            ..Default::default()
+        })
+    };
+    let e = check(&l, &stream(None), Role::Server).unwrap();
+    assert!(e.contains("--max-bitrate") && e.contains("--rate"), "{e}");
+    assert!(check(&l, &stream(Some(1e9)), Role::Server)
+        .unwrap()
+        .contains("--max-bitrate"));
+    assert_eq!(check(&l, &stream(Some(5e7)), Role::Server), None);
+    let rpc = TestSpec::Rpc(RrSpec {
+        rate_per_s: Some(1e6),
+        ..Default::default()
+    });
+    assert!(check(&l, &rpc, Role::Server)
+        .unwrap()
+        .contains("--max-bitrate"));
+    let pps = TestSpec::Pps(PpsSpec::default());
+    assert!(check(&l, &pps, Role::Client)
+        .unwrap()
+        .contains("--max-bitrate"));
+}
+
+#[test]
+fn a_client_part_is_paced_at_the_cap_or_refused_above_it() {
+    let l = Limits::default();
+    let mut s = TestSpec::Stream(StreamSpec::default());
+    l.pace_client_part(&mut s);
+    let TestSpec::Stream(st) = &s else {
+        unreachable!()
+    };
+    assert_eq!(st.rate_bits_per_s, Some(super::DEFAULT_CLIENT_BITS_PER_S));
+    assert_eq!(check(&l, &s, Role::Client), None);
+    s.validate().unwrap();
+    let fast = TestSpec::Stream(StreamSpec {
+        rate_bits_per_s: Some(1e10),
+        ..Default::default()
+    });
+    assert!(check(&l, &fast, Role::Client)
+        .unwrap()
+        .contains("--max-client-bitrate"));
+    // The serving part is not a client part.
+    assert_eq!(check(&l, &fast, Role::Server), None);
+    let mut pps = TestSpec::Pps(PpsSpec::default());
+    l.pace_client_part(&mut pps);
+    assert_eq!(check(&l, &pps, Role::Client), None);
+    pps.validate().unwrap();
+    let mut rpc = TestSpec::Rpc(RrSpec::default());
+    l.pace_client_part(&mut rpc);
+    assert_eq!(check(&l, &rpc, Role::Client), None);
+    rpc.validate().unwrap();
+}
+
+#[test]
+fn threads_memory_hooks_and_huge_durations_are_refused() {
+    let l = capped();
+    let threads = TestSpec::Rpc(RrSpec {
+        connections: 1024,
+        server_threads: Some(1024),
+        rate_per_s: Some(10.0),
+        ..Default::default()
+    });
+    assert!(check(&l, &threads, Role::Server)
+        .unwrap()
+        .contains("--max-threads"));
+    let memory = TestSpec::Pps(PpsSpec {
+        rx_threads: 16,
+        rate_pps: Some(10.0),
+        ..Default::default()
+    });
+    assert!(check(&l, &memory, Role::Server)
+        .unwrap()
+        .contains("--max-memory"));
+    let stall = TestSpec::Rpc(RrSpec {
+        rate_per_s: Some(10.0),
+        server_stall: Some(sonde_results::Stall {
+            after_ms: 0,
+            stall_ms: u64::MAX,
+        }),
+        ..Default::default()
+    });
+    assert!(check(&l, &stall, Role::Server)
+        .unwrap()
+        .contains("--test-hooks"));
+    let hooks = Limits {
+        test_hooks: true,
+        ..capped()
+    };
+    assert_eq!(check(&hooks, &stall, Role::Server), None);
+    let endless = TestSpec::Stream(StreamSpec {
+        timing: Timing {
+            duration_ms: u64::MAX,
+            warmup_ms: u64::MAX,
+            cooldown_ms: u64::MAX,
+            interval_ms: 0,
+        },
+        connections: u32::MAX,
+        rate_bits_per_s: Some(1.0),
+        ..Default::default()
+    });
+    assert!(check(&l, &endless, Role::Server)
+        .unwrap()
+        .contains("--max-duration"));
+    assert!(endless.validate().is_err());
+}

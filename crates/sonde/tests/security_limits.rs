@@ -1,0 +1,433 @@
+//! Every limit of `sonde serve` attacked by a rogue controller (a `ClientSession` over a
+//! TcpStream with a hand-built spec, or the CLI with hostile flags): each is refused with
+//! the agent flag that would allow it named; budgets are shared by concurrent tests; one
+//! source's idle connections keep no other controller out; a test hook is off the wire;
+//! SIGTERM ends the agent within a second even mid-stall. The agent's RSS and threads are
+//! printed under each abuse (the figures in SECURITY.md).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::FromRawFd;
+use std::time::{Duration, Instant};
+
+use common::*;
+use sonde_proto::{ClientEvent, ClientSession, Key, Session, ThirdParty, Timeouts};
+use sonde_results::{PpsSpec, RrSpec, Stall, StreamSpec, TestSpec, Timing, Transport};
+
+/// A rogue controller's session that reached `Ready`: it holds the agent's slot and budget
+/// until dropped.
+struct Held {
+    _conn: TcpStream,
+}
+
+/// The key the harness gives controllers, if any (SONDE_KEY_FILE).
+fn harness_key() -> Option<Key> {
+    let path = std::env::var_os("SONDE_KEY_FILE")?;
+    Key::from_file_bytes(&std::fs::read(path).ok()?).ok()
+}
+
+/// Sends `spec` (and `part`) as a controller would, up to `Ready`; the agent's refusal
+/// in words otherwise.
+fn rogue(port: u16, spec: TestSpec, part: Option<ThirdParty>) -> Result<Held, String> {
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let now = Instant::now();
+    let mut s = ClientSession::new(spec, "rogue", "rogue", Timeouts::default(), now)
+        .with_key(harness_key());
+    if let Some(p) = part {
+        s = s.with_third_party(p);
+    }
+    let until = now + Duration::from_secs(10);
+    let mut buf = [0u8; 64 * 1024];
+    while Instant::now() < until {
+        while let Some(frame) = s.poll_transmit() {
+            conn.write_all(&frame).map_err(|e| e.to_string())?;
+        }
+        let got = match conn.read(&mut buf) {
+            Ok(0) => s.handle_eof(),
+            Ok(n) => s.handle_bytes(&buf[..n], Instant::now()),
+            Err(_) => s.handle_timeout(Instant::now()),
+        };
+        got.map_err(|e| e.to_string())?;
+        while let Some(ev) = s.poll_event() {
+            if let ClientEvent::Ready { .. } = ev {
+                return Ok(Held { _conn: conn });
+            }
+        }
+    }
+    Err("no answer from the agent within 10 s".into())
+}
+
+/// Refused, with `flag` named in the refusal.
+fn refused(port: u16, spec: TestSpec, part: Option<ThirdParty>, flag: &str) -> String {
+    let what = format!("{spec:?}");
+    match rogue(port, spec, part) {
+        Ok(_) => panic!("admitted, should be refused naming {flag}: {what}"),
+        Err(e) => {
+            assert!(e.contains(flag), "refusal should name {flag}: {e}");
+            e
+        }
+    }
+}
+
+/// The agent's VmRSS (KiB) and threads, from /proc/PID/status.
+fn rss_and_threads(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("Threads:"))
+}
+
+fn report(abuse: &str, pid: u32) {
+    let (rss, threads) = rss_and_threads(pid);
+    eprintln!("FIGURE agent under '{abuse}': VmRSS {rss} KiB, {threads} threads");
+}
+
+fn short() -> Timing {
+    Timing {
+        duration_ms: 500,
+        warmup_ms: 100,
+        cooldown_ms: 0,
+        interval_ms: 500,
+    }
+}
+
+fn stream(rate: Option<f64>) -> TestSpec {
+    TestSpec::Stream(StreamSpec {
+        timing: short(),
+        rate_bits_per_s: rate,
+        ..Default::default()
+    })
+}
+
+fn rpc(connections: u32, threads: u32, rate: f64) -> TestSpec {
+    TestSpec::Rpc(RrSpec {
+        connections,
+        server_threads: Some(threads),
+        rate_per_s: Some(rate),
+        timing: short(),
+        ..Default::default()
+    })
+}
+
+fn pps(rx_threads: u32, rate: Option<f64>) -> TestSpec {
+    TestSpec::Pps(PpsSpec {
+        rx_threads,
+        rate_pps: rate,
+        timing: short(),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn every_limit_refuses_a_rogue_controller_naming_its_flag() {
+    let agent = Agent::on_loopback_with(&[
+        "--max-bitrate",
+        "100M",
+        "--max-threads",
+        "16",
+        "--max-memory",
+        "256M",
+    ]);
+    let (port, pid) = (agent.port, agent.child.id());
+    report("idle", pid);
+    let stalled = TestSpec::Rpc(RrSpec {
+        server_stall: Some(Stall {
+            after_ms: 0,
+            stall_ms: u64::MAX,
+        }),
+        ..match rpc(1, 1, 100.0) {
+            TestSpec::Rpc(r) => r,
+            _ => unreachable!(),
+        }
+    });
+    let endless = TestSpec::Stream(StreamSpec {
+        timing: Timing {
+            duration_ms: u64::MAX - 1_000,
+            ..short()
+        },
+        rate_bits_per_s: Some(1e6),
+        ..Default::default()
+    });
+    let udp_flood = TestSpec::Ping(RrSpec {
+        transport: Transport::Udp,
+        request_bytes: 65_507,
+        rate_per_s: Some(1e6),
+        timing: short(),
+        ..Default::default()
+    });
+    let cases = [
+        ("unpaced stream", stream(None), "--max-bitrate"),
+        ("1 Gbit/s stream", stream(Some(1e9)), "--max-bitrate"),
+        ("rpc at 1 M/s x 64 B", rpc(1, 1, 1e6), "--max-bitrate"),
+        ("UDP ping 64 KB x 1 M/s", udp_flood, "--max-bitrate"),
+        ("unpaced pps", pps(1, None), "--max-bitrate"),
+        ("rpc of 64 threads", rpc(64, 64, 100.0), "--max-threads"),
+        (
+            "pps of 15 receive threads",
+            pps(15, Some(1000.0)),
+            "--max-memory",
+        ),
+        ("duration near 2^64", endless, "--max-duration"),
+        ("server_stall without hooks", stalled, "--test-hooks"),
+    ];
+    for (abuse, spec, flag) in cases {
+        let e = refused(port, spec, None, flag);
+        eprintln!("{abuse}: {e}");
+        report(abuse, pid);
+    }
+    // A spec within every limit is still admitted: the refusals held nothing.
+    rogue(port, stream(Some(50e6)), None).expect("a paced stream under the cap");
+    rogue(port, rpc(8, 8, 100.0), None).expect("8 threads under --max-threads 16");
+}
+
+#[test]
+fn a_client_part_is_capped_by_max_client_bitrate() {
+    // The default cap (1G) refuses a client part asking for more, before any packet.
+    let agent = Agent::on_loopback_with(&[]);
+    let part = ThirdParty::Client {
+        server: SocketAddr::from(([198, 18, 255, 1], 5999)),
+        cookie: 1,
+    };
+    let e = refused(
+        agent.port,
+        stream(Some(10e9)),
+        Some(part),
+        "--max-client-bitrate",
+    );
+    eprintln!("10 Gbit/s client part: {e}");
+    report("client part over the cap", agent.child.id());
+}
+
+#[test]
+fn concurrent_tests_share_the_thread_and_memory_budget() {
+    let agent = Agent::on_loopback_with(&["--max-threads", "8", "--max-memory", "80M"]);
+    let port = agent.port;
+    let first = rogue(port, rpc(6, 6, 100.0), None).expect("6 of 8 threads");
+    report("a test holding 6 threads", agent.child.id());
+    let e = refused(port, rpc(4, 4, 100.0), None, "--max-threads");
+    assert!(e.contains("beside 6"), "{e}");
+    drop(first);
+    drop(wait_admitted(port, || rpc(4, 4, 100.0)));
+    // Four pps receivers book 4 x 18 MiB of the 80 MiB; a fifth does not fit beside.
+    let first = wait_admitted(port, || pps(4, Some(1000.0)));
+    report("a test holding 72 MiB", agent.child.id());
+    refused(port, pps(1, Some(1000.0)), None, "--max-memory");
+    drop(first);
+    wait_admitted(port, || pps(1, Some(1000.0)));
+}
+
+/// Admitted once the agent has freed the bookings of tests whose controllers left.
+fn wait_admitted(port: u16, spec: impl Fn() -> TestSpec) -> Held {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        match rogue(port, spec(), None) {
+            Ok(h) => return h,
+            Err(e) if Instant::now() > until => panic!("budget never released: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// A TCP connection to 127.0.0.1:`port` from source address 127.0.0.2.
+fn connect_from_127_0_0_2(port: u16) -> TcpStream {
+    // SAFETY: a fresh socket, bound and connected with valid sockaddr_in values, then
+    // owned by the TcpStream.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let sa = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(ip),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let src = sa([127, 0, 0, 2], 0);
+        assert_eq!(
+            libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len),
+            0
+        );
+        let dst = sa([127, 0, 0, 1], port);
+        assert_eq!(
+            libc::connect(fd, (&dst as *const libc::sockaddr_in).cast(), len),
+            0
+        );
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn idle_connections_from_one_source_do_not_keep_another_out() {
+    let agent = Agent::on_loopback_with(&[]);
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|_| connect_from_127_0_0_2(agent.port))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    report("40 idle connections from 127.0.0.2", agent.child.id());
+    // All but four were told "busy" (or closed) at once.
+    let answered = idle
+        .iter()
+        .filter(|c| {
+            let mut c = *c;
+            c.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            let mut b = [0u8; 256];
+            matches!(c.read(&mut b), Ok(_))
+        })
+        .count();
+    assert!(answered >= 36, "only {answered} of 40 answered at once");
+    let started = Instant::now();
+    let mut c = sonde_cmd();
+    c.args(agent.short_test("stream", "0.5", &[]));
+    let o = run(c);
+    let took = started.elapsed();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        took < Duration::from_secs(5),
+        "the controller waited {took:?}"
+    );
+    eprintln!("FIGURE controller at 127.0.0.1 served in {took:?} beside 40 idle peers");
+    drop(idle);
+}
+
+#[test]
+fn a_test_hook_from_the_cli_is_refused_without_test_hooks() {
+    let agent = Agent::on_loopback_with(&[]);
+    let mut c = sonde_cmd();
+    c.args(agent.short_test("rpc", "0.5", &["--server-stall", "100:100000"]));
+    let o = run(c);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--test-hooks"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_capped_agent_runs_a_paced_stream_and_refuses_an_unpaced_one() {
+    let agent = Agent::on_loopback_with(&["--max-bitrate", "200M"]);
+    let mut c = sonde_cmd();
+    c.args(agent.short_test("stream", "0.5", &[]));
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--max-bitrate") && stderr(&o).contains("--rate"),
+        "{}",
+        stderr(&o)
+    );
+    let mut c = sonde_cmd();
+    c.args(agent.short_test("stream", "2", &["-P", "2", "--rate", "100M", "--json"]));
+    let doc = doc_of(&run(c));
+    let got = doc["end"]["receiver"]["bits_per_second"].as_f64().unwrap();
+    eprintln!(
+        "FIGURE stream paced at 100 Mbit/s received {:.1} Mbit/s",
+        got / 1e6
+    );
+    assert!(
+        got < 110e6 && got > 50e6,
+        "{got} bit/s for a 100 Mbit/s pace"
+    );
+}
+
+/// Sends SIGTERM to the agent; how long it took to exit, if within `limit`.
+fn term(agent: &mut Agent, limit: Duration) -> Option<Duration> {
+    let pid = agent.child.id() as i32;
+    let t = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    wait_with_timeout(&mut agent.child, limit).map(|_| t.elapsed())
+}
+
+/// Processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+            after.split_whitespace().nth(1) == Some(&pid.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn sigterm_ends_the_agent_within_a_second_mid_stall_and_mid_test() {
+    for (what, agent_args, test, extra) in [
+        (
+            "a stalled rpc",
+            &["--test-hooks"][..],
+            "rpc",
+            &["--server-stall", "300:100000", "--rate", "1000"][..],
+        ),
+        ("a stream", &[][..], "stream", &[][..]),
+    ] {
+        let mut agent = Agent::on_loopback_with(agent_args);
+        let pid = agent.child.id();
+        let mut c = sonde_cmd();
+        c.args(agent.short_test(test, "5", extra));
+        let mut controller = c.spawn_keeping(Keep::Nothing);
+        std::thread::sleep(Duration::from_millis(1500));
+        report(&format!("{what} in progress"), pid);
+        let children = children_of(pid);
+        let took = term(&mut agent, Duration::from_secs(1));
+        let _ = controller.kill();
+        let _ = controller.wait();
+        let took =
+            took.unwrap_or_else(|| panic!("the agent outlived SIGTERM by 1 s during {what}"));
+        eprintln!("FIGURE agent exited {took:?} after SIGTERM during {what}");
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+        for c in children {
+            assert!(
+                !std::path::Path::new(&format!("/proc/{c}")).exists(),
+                "child {c} of the agent survived"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_stalled_test_whose_controller_vanishes_frees_the_agent() {
+    let agent = Agent::on_loopback_with(&["--test-hooks", "--max-tests", "1"]);
+    let mut c = sonde_cmd();
+    c.args(agent.short_test(
+        "rpc",
+        "5",
+        &["--server-stall", "300:100000", "--rate", "1000"],
+    ));
+    let mut controller = c.spawn_keeping(Keep::Nothing);
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = controller.kill();
+    let _ = controller.wait();
+    // The one test slot comes back once the agent sees its controller gone and stops the
+    // stalled worker; a new controller is served.
+    let started = Instant::now();
+    loop {
+        let mut c = sonde_cmd();
+        c.args(agent.short_test("stream", "0.5", &[]));
+        let o = run(c);
+        if o.status.success() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the agent stayed wedged: {}",
+            stderr(&o)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "FIGURE agent served a new controller {:?} after a stalled test's controller vanished",
+        started.elapsed()
+    );
+    report("after a vanished stalled test", agent.child.id());
+}
