@@ -282,7 +282,7 @@ fn idle_connections_from_one_source_do_not_keep_another_out() {
             let mut c = *c;
             c.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
             let mut b = [0u8; 256];
-            matches!(c.read(&mut b), Ok(_))
+            c.read(&mut b).is_ok()
         })
         .count();
     assert!(answered >= 36, "only {answered} of 40 answered at once");
