@@ -178,11 +178,19 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
         // nothing but its own thread until the handshake deadline (esnet/iperf#788); their
         // number is bounded, and beyond it a peer is told "busy" at once.
         if shared.pending.load(Ordering::Acquire) >= MAX_PENDING {
-            answer_busy(conn, peer);
+            answer_busy(
+                conn,
+                peer,
+                "as many connections in their handshake as it takes",
+            );
             continue;
         }
         let Some(source) = shared.sources.enter(peer.ip(), MAX_PENDING_PER_SOURCE) else {
-            answer_busy(conn, peer);
+            answer_busy(
+                conn,
+                peer,
+                "this address's other connections in their handshake",
+            );
             continue;
         };
         shared.pending.fetch_add(1, Ordering::AcqRel);
@@ -264,12 +272,13 @@ fn spawn_test(
         })
 }
 
-fn answer_busy(conn: TcpStream, peer: SocketAddr) {
+/// Tells a connection the agent is busy, and logs `with` what.
+fn answer_busy(conn: TcpStream, peer: SocketAddr, with: &str) {
     let mut session = AgentSession::busy(Instant::now());
     if let Ok(mut link) = Link::new(conn) {
         let _ = link.flush(|| session.poll_transmit());
     }
-    tracing::info!("refused {peer}: busy with as many tests as --max-tests allows");
+    tracing::info!("refused {peer}: busy with {with}");
 }
 
 /// Counts a connection as in its handshake until dropped.
