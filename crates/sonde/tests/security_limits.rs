@@ -7,58 +7,30 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
+use common::rogue::{self, Answer};
 use common::*;
-use sonde_proto::{ClientEvent, ClientSession, Key, Session, ThirdParty, Timeouts};
+use sonde_proto::ThirdParty;
 use sonde_results::{PpsSpec, RrSpec, Stall, StreamSpec, TestSpec, Timing, Transport};
 
-/// A rogue controller's session that reached `Ready`: it holds the agent's slot and budget
+/// A rogue controller's test that reached `Ready`: it holds the agent's slot and budget
 /// until dropped.
 struct Held {
     _conn: TcpStream,
 }
 
-/// The key the harness gives controllers, if any (SONDE_KEY_FILE).
-fn harness_key() -> Option<Key> {
-    let path = std::env::var_os("SONDE_KEY_FILE")?;
-    Key::from_file_bytes(&std::fs::read(path).ok()?).ok()
-}
-
-/// Sends `spec` (and `part`) as a controller would, up to `Ready`; the agent's refusal
-/// in words otherwise.
+/// Sends `spec` (and `part`) with the harness's key, as a controller would, up to
+/// `Ready`; the agent's refusal in words otherwise.
 fn rogue(port: u16, spec: TestSpec, part: Option<ThirdParty>) -> Result<Held, String> {
-    let mut conn = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(Duration::from_millis(50)))
-        .unwrap();
-    let now = Instant::now();
-    let mut s = ClientSession::new(spec, "rogue", "rogue", Timeouts::default(), now)
-        .with_key(harness_key());
-    if let Some(p) = part {
-        s = s.with_third_party(p);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    match rogue::setup(addr, spec, part, Some(rogue::harness_key())) {
+        Answer::Ready { conn, .. } => Ok(Held { _conn: conn }),
+        Answer::Refused(e) => Err(e),
     }
-    let until = now + Duration::from_secs(10);
-    let mut buf = [0u8; 64 * 1024];
-    while Instant::now() < until {
-        while let Some(frame) = s.poll_transmit() {
-            conn.write_all(&frame).map_err(|e| e.to_string())?;
-        }
-        let got = match conn.read(&mut buf) {
-            Ok(0) => s.handle_eof(),
-            Ok(n) => s.handle_bytes(&buf[..n], Instant::now()),
-            Err(_) => s.handle_timeout(Instant::now()),
-        };
-        got.map_err(|e| e.to_string())?;
-        while let Some(ev) = s.poll_event() {
-            if let ClientEvent::Ready { .. } = ev {
-                return Ok(Held { _conn: conn });
-            }
-        }
-    }
-    Err("no answer from the agent within 10 s".into())
 }
 
 /// Refused, with `flag` named in the refusal.
@@ -196,6 +168,7 @@ fn a_client_part_is_capped_by_max_client_bitrate() {
     let part = ThirdParty::Client {
         server: SocketAddr::from(([198, 18, 255, 1], 5999)),
         cookie: 1,
+        grant: None,
     };
     let e = refused(
         agent.port,
