@@ -164,7 +164,7 @@ fn every_limit_refuses_a_rogue_controller_naming_its_flag() {
 #[test]
 fn a_client_part_is_capped_by_max_client_bitrate() {
     // The default cap (1G) refuses a client part asking for more, before any packet.
-    let agent = Agent::on_loopback_with(&[]);
+    let agent = Agent::on_loopback_with(&["--allow", "third-party"]);
     let part = ThirdParty::Client {
         server: SocketAddr::from(([198, 18, 255, 1], 5999)),
         cookie: 1,
