@@ -260,12 +260,9 @@ fn spawn_test(
     std::thread::Builder::new()
         .name("sonde-conn".into())
         .spawn(move || {
-            // Counted against its source until its handshake ends (`Pending`'s drop), or
-            // this thread does.
-            let _left = sources::hold_for_handshake(source);
             let started = Instant::now();
             let secs = || started.elapsed().as_secs_f64();
-            match one_test::run(conn, peer, &shared) {
+            match one_test::run(conn, peer, source, &shared) {
                 Ok(summary) => tracing::info!("test from {peer}: {summary} ({:.1} s)", secs()),
                 Err(e) => tracing::warn!("test from {peer}: {e} ({:.1} s)", secs()),
             }
@@ -281,18 +278,24 @@ fn answer_busy(conn: TcpStream, peer: SocketAddr, with: &str) {
     tracing::info!("refused {peer}: busy with {with}");
 }
 
-/// Counts a connection as in its handshake until dropped.
-struct Pending<'a>(&'a AtomicUsize);
+/// Counts a connection as in its handshake, overall and against its source address, until
+/// dropped.
+struct Pending<'a> {
+    count: &'a AtomicUsize,
+    _source: sources::Entered,
+}
 
 impl<'a> Pending<'a> {
-    fn new(count: &'a AtomicUsize) -> Pending<'a> {
-        Pending(count)
+    fn new(count: &'a AtomicUsize, source: sources::Entered) -> Pending<'a> {
+        Pending {
+            count,
+            _source: source,
+        }
     }
 }
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-        sources::handshake_ended();
+        self.count.fetch_sub(1, Ordering::AcqRel);
     }
 }

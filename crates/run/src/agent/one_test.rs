@@ -66,6 +66,7 @@ impl Conn {
 pub(super) fn run(
     control: TcpStream,
     peer: SocketAddr,
+    source: super::sources::Entered,
     shared: &Shared,
 ) -> Result<String, TestError> {
     let local_ip = control.local_addr()?.ip();
@@ -73,7 +74,7 @@ pub(super) fn run(
         session: new_session(shared),
         link: Link::new(control)?,
     };
-    let (spec, part) = handshake(&mut conn, peer, shared)?;
+    let (spec, part) = handshake(&mut conn, peer, source, shared)?;
     let role = match part {
         Some(ThirdParty::Client { .. }) => Role::Client,
         _ => Role::Server,
@@ -145,9 +146,10 @@ fn new_session(shared: &Shared) -> AgentSession {
 fn handshake(
     conn: &mut Conn,
     peer: SocketAddr,
+    source: super::sources::Entered,
     shared: &Shared,
 ) -> Result<(TestSpec, Option<ThirdParty>), TestError> {
-    let _pending = super::Pending::new(&shared.pending);
+    let _pending = super::Pending::new(&shared.pending, source);
     loop {
         conn.link.send(&mut conn.session)?;
         if shared.interrupt.is_set() {

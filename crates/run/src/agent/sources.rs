@@ -2,10 +2,8 @@
 //! connections cannot take every handshake place and lock the other controllers out.
 //!
 //! The count is taken in the accept loop and handed to the connection's thread, which
-//! gives it back when the handshake ends (`Pending`'s drop) or, at the latest, when the
-//! thread ends.
+//! gives it back when the handshake ends (`Pending`'s drop).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -56,31 +54,6 @@ impl Drop for Entered {
     }
 }
 
-thread_local! {
-    /// This connection thread's place, until its handshake ends.
-    static IN_HANDSHAKE: RefCell<Option<Entered>> = const { RefCell::new(None) };
-}
-
-/// Gives the place back when dropped, if the handshake has not already.
-pub(super) struct HeldUntilEnd;
-
-impl Drop for HeldUntilEnd {
-    fn drop(&mut self) {
-        handshake_ended();
-    }
-}
-
-/// Keeps `entered` for this thread until [`handshake_ended`] or the guard's drop.
-pub(super) fn hold_for_handshake(entered: Entered) -> HeldUntilEnd {
-    IN_HANDSHAKE.with(|h| *h.borrow_mut() = Some(entered));
-    HeldUntilEnd
-}
-
-/// This thread's connection has left its handshake: its source's place is free.
-pub(super) fn handshake_ended() {
-    let _ = IN_HANDSHAKE.try_with(|h| h.borrow_mut().take());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,15 +69,5 @@ mod tests {
         assert!(s.enter(b, 4).is_some(), "another source still enters");
         drop(held);
         assert_eq!(s.count(a), 0);
-        let t = std::thread::spawn({
-            let s = s.clone();
-            move || {
-                let _end = hold_for_handshake(s.enter(a, 4).unwrap());
-                assert_eq!(s.count(a), 1);
-                handshake_ended();
-                assert_eq!(s.count(a), 0);
-            }
-        });
-        t.join().unwrap();
     }
 }
