@@ -84,6 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 max_connections: a.max_connections,
                 max_rate: a.max_rate,
                 max_message_bytes: a.max_message,
+                max_udp_reply_ratio: a.max_udp_reply_ratio,
             };
             let cfg = agent::ServeConfig {
                 key,

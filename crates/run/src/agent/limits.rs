@@ -1,6 +1,6 @@
 //! What an agent will run for a controller: a limit refuses a test, it never trims one.
 
-use sonde_results::TestSpec;
+use sonde_results::{TestSpec, Transport};
 
 use crate::kind::{Demand, Kind};
 
@@ -12,6 +12,9 @@ pub struct Limits {
     /// Packets or requests per second a test may ask for; unpaced tests are refused too.
     pub max_rate: Option<f64>,
     pub max_message_bytes: u32,
+    /// A UDP echo's answer may be at most this many times its request: above 1 the agent
+    /// multiplies whatever reaches it (a reflector), so that is the operator's choice.
+    pub max_udp_reply_ratio: f64,
 }
 
 impl Default for Limits {
@@ -21,6 +24,7 @@ impl Default for Limits {
             max_connections: sonde_results::spec::MAX_CONNECTIONS,
             max_rate: None,
             max_message_bytes: sonde_results::spec::MAX_MESSAGE_BYTES,
+            max_udp_reply_ratio: 1.0,
         }
     }
 }
@@ -53,6 +57,9 @@ impl Limits {
                 self.max_message_bytes
             ));
         }
+        if let Some(why) = self.check_udp_reply(spec) {
+            return Some(why);
+        }
         if let (Some(max), Some(rate)) = (self.max_rate, rate) {
             match rate {
                 Some(r) if r <= max => {}
@@ -69,5 +76,71 @@ impl Limits {
             }
         }
         None
+    }
+
+    /// A UDP request/response spec whose answer is over `max_udp_reply_ratio` times its
+    /// request, in words naming the flag.
+    fn check_udp_reply(&self, spec: &TestSpec) -> Option<String> {
+        let (TestSpec::Ping(r) | TestSpec::Rpc(r)) = spec else {
+            return None;
+        };
+        if r.transport != Transport::Udp {
+            return None;
+        }
+        let (req, resp) = (r.request_bytes as f64, r.response_bytes as f64);
+        if resp <= req * self.max_udp_reply_ratio {
+            return None;
+        }
+        Some(format!(
+            "{}-byte UDP answers to {}-byte requests ({:.1}x) would amplify whatever \
+             reaches the echo, over this agent's --max-udp-reply-ratio of {} (start the agent \
+             with --max-udp-reply-ratio {} to allow it)",
+            r.response_bytes,
+            r.request_bytes,
+            resp / req.max(1.0),
+            self.max_udp_reply_ratio,
+            (resp / req.max(1.0)).ceil()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind;
+    use sonde_results::RrSpec;
+
+    fn udp_rpc(request_bytes: u32, response_bytes: u32) -> TestSpec {
+        TestSpec::Rpc(RrSpec {
+            transport: Transport::Udp,
+            request_bytes,
+            response_bytes,
+            ..Default::default()
+        })
+    }
+
+    fn check(limits: &Limits, spec: &TestSpec) -> Option<String> {
+        limits.check(spec, kind::of(spec).expect("a kind"))
+    }
+
+    #[test]
+    fn udp_answers_larger_than_their_request_need_the_agents_ratio() {
+        let d = Limits::default();
+        assert_eq!(check(&d, &udp_rpc(64, 64)), None);
+        assert_eq!(check(&d, &udp_rpc(1024, 64)), None);
+        let why = check(&d, &udp_rpc(16, 65_000)).expect("refused");
+        assert!(why.contains("--max-udp-reply-ratio 4063"), "{why}");
+        // TCP answers go only to a connection that proved the cookie: not a reflector.
+        let tcp = TestSpec::Rpc(RrSpec {
+            response_bytes: 65_000,
+            ..Default::default()
+        });
+        assert_eq!(check(&d, &tcp), None);
+        let ratio = Limits {
+            max_udp_reply_ratio: 16.0,
+            ..Default::default()
+        };
+        assert_eq!(check(&ratio, &udp_rpc(64, 1024)), None);
+        assert!(check(&ratio, &udp_rpc(64, 1025)).is_some());
     }
 }

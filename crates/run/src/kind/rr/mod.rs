@@ -134,6 +134,7 @@ impl Kind for RequestResponse {
                 spec: r.clone(),
                 carrier,
                 options,
+                cookie: to.cookie,
             }))
         };
         if r.connect_per_request {
@@ -216,6 +217,8 @@ struct Opened {
     spec: RrSpec,
     carrier: Carrier,
     options: Vec<String>,
+    /// Stamped into every UDP request, so that the agent's echo answers it.
+    cookie: u64,
 }
 
 impl ClientEndpoint for Opened {
@@ -224,10 +227,11 @@ impl ClientEndpoint for Opened {
             spec,
             carrier,
             options,
+            cookie,
         } = *self;
         let units = spec.connections as usize;
         let start = |placement, started| {
-            engine::client(&spec, carrier, placement, started).map(Engine::Client)
+            engine::client(&spec, carrier, (placement, cookie), started).map(Engine::Client)
         };
         start_side(&spec, Role::Client, units, start, probe, options)
     }
@@ -264,7 +268,7 @@ impl ServerEndpoint for Listening {
         self: Box<Self>,
         conns: Vec<TcpStream>,
         peer: IpAddr,
-        _cookie: u64,
+        cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
         let Listening { spec, at } = *self;
@@ -306,7 +310,7 @@ impl ServerEndpoint for Listening {
             _ => 1,
         };
         let start = |placement, started| {
-            engine::server(&spec, target, placement, started).map(Engine::Server)
+            engine::server(&spec, target, (placement, cookie), started).map(Engine::Server)
         };
         start_side(&spec, Role::Server, units, start, probe, options)
     }

@@ -180,6 +180,9 @@ impl EchoEngine for Echo {
     fn answered(&self) -> u64 {
         self.server.answered()
     }
+    fn rejected(&self) -> u64 {
+        self.server.rejected()
+    }
     fn join(&mut self) -> Vec<String> {
         self.server.join()
     }
