@@ -176,13 +176,21 @@ impl Kind for RequestResponse {
         opened(Carrier::Kernel(Target::Sockets(sockets)), options)
     }
 
-    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
+    fn open_server(
+        &self,
+        spec: &TestSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>> {
         let r = spec_of(spec);
         let addr = SocketAddr::new(ip, 0);
         let at = match r.transport {
-            Transport::Udp if r.execution.engine == XDP => {
-                At::Xdp(Box::new(xdp::open_server(r, UdpSocket::bind(addr)?, ip)?))
-            }
+            Transport::Udp if r.execution.engine == XDP => At::Xdp(Box::new(xdp::open_server(
+                r,
+                UdpSocket::bind(addr)?,
+                ip,
+                peer,
+            )?)),
             Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
             Transport::Tcp => {
                 let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
