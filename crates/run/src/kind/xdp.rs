@@ -153,7 +153,7 @@ pub fn steer(steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
         zero_copy: xsks.iter().all(|x| x.zero_copy),
         attach: Some(program.mode.name().into()),
         program: Some(format!(
-            "UDP from {} to {}, {which} port {port}, to the queue's AF_XDP socket; all else to the kernel",
+            "UDP {which} port {port}, from {} to {} only, to the queue's AF_XDP socket; all else to the kernel",
             steer.src, steer.dst
         )),
         busy_poll,
