@@ -41,10 +41,11 @@ fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
-/// The key the harness gives agents and controllers, if any.
-fn key_from_env() -> Option<sonde_proto::Key> {
-    let path = std::env::var_os("SONDE_KEY_FILE")?;
-    Some(sonde_proto::Key::from_file_bytes(&std::fs::read(path).unwrap()).unwrap())
+/// Fresh random bytes: a session's nonce.
+fn nonce() -> [u8; sonde_proto::CHALLENGE_BYTES] {
+    let mut n = [0u8; sonde_proto::CHALLENGE_BYTES];
+    std::io::Read::read_exact(&mut File::open("/dev/urandom").unwrap(), &mut n).unwrap();
+    n
 }
 
 fn udp_ping(engine: &str) -> TestSpec {
@@ -87,7 +88,8 @@ impl Rogue {
             Timeouts::default(),
             Instant::now(),
         )
-        .with_key(key_from_env());
+        .with_nonce(nonce())
+        .with_key(Some(rogue::harness_key()));
         let h = handshake(&mut link, &mut session, addr, &Interrupt::none())?;
         session.start(Instant::now()).unwrap();
         link.send(&mut session).unwrap();
@@ -275,10 +277,7 @@ fn an_answer_larger_than_its_request_needs_the_agents_ratio() {
     // An equal answer runs, and an agent that allows more runs the larger one.
     assert!(rpc("64").status.success());
     drop(agent);
-    let mut cmd = Lab::in_ns(&lab.server, SONDE);
-    cmd.args(["serve", "--bind", lab.server_addr, "--port", "0"])
-        .args(["--max-udp-reply-ratio", "16"]);
-    let agent = Agent::start(cmd);
+    let agent = lab.start_agent_with(&["--max-udp-reply-ratio", "16"]);
     let args = [
         "--udp",
         "--req-size",
@@ -317,7 +316,7 @@ fn the_xdp_program_takes_only_the_tests_flow() {
         s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         s
     });
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(&["--allow", "xdp"]);
     let rogue = Rogue::start(&lab, &agent, udp_ping("xdp")).unwrap();
     let (data, cookie) = (rogue.data, rogue.cookie);
     assert_eq!(kernel_queued(&lab, data.port()), 0);
@@ -381,10 +380,8 @@ fn lying_agent(listener: TcpListener, data_port: u16) {
         &caps,
         Timeouts::default(),
         Instant::now(),
-    );
-    if let Some(key) = key_from_env() {
-        session = session.require_key(key, [7u8; sonde_proto::CHALLENGE_BYTES]);
-    }
+    )
+    .require_key(rogue::harness_key(), nonce());
     let mut link = Link::new(stream).unwrap();
     let mut readied = false;
     while Instant::now() < until {
