@@ -3,11 +3,48 @@
 //! names, never to whichever request happens to be oldest. Without this a reply that
 //! arrives after its request was given up on would be taken as the answer to the next
 //! request, and shift every later round-trip time.
+//!
+//! After the sequence number a request carries the test's cookie (from `Ready`), so that
+//! the agent's echo answers only the test's own requests: without it any datagram from
+//! the allowed address, even one byte, drew a full-size answer (a reflector).
 
 use std::collections::VecDeque;
 
 /// Bytes of a request (and of its echo) that carry the sequence number.
 pub const SEQ_BYTES: usize = 8;
+
+/// Where a request carries the test's cookie (big-endian, as the TCP data header).
+pub const COOKIE_AT: usize = SEQ_BYTES;
+/// The smallest UDP request: sequence number and cookie.
+pub const REQUEST_HEADER_BYTES: usize = COOKIE_AT + 8;
+
+/// Writes the test's cookie into a request (`datagram` holds at least the header).
+pub fn stamp_cookie(datagram: &mut [u8], cookie: u64) {
+    datagram[COOKIE_AT..REQUEST_HEADER_BYTES].copy_from_slice(&cookie.to_be_bytes());
+}
+
+/// Why the echo dropped a datagram instead of answering it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejected {
+    /// Not the test's request size: shorter (a 1-byte probe) or longer.
+    Length,
+    /// Full length, but not the test's cookie.
+    Cookie,
+}
+
+/// Whether `datagram` is one of the test's requests: exactly `request_bytes` long (the
+/// answer is never asked by a shorter one) and carrying `cookie`.
+#[inline]
+pub fn check_request(datagram: &[u8], request_bytes: usize, cookie: u64) -> Result<(), Rejected> {
+    if datagram.len() != request_bytes || request_bytes < REQUEST_HEADER_BYTES {
+        return Err(Rejected::Length);
+    }
+    let theirs = &datagram[COOKIE_AT..REQUEST_HEADER_BYTES];
+    if theirs != cookie.to_be_bytes() {
+        return Err(Rejected::Cookie);
+    }
+    Ok(())
+}
 
 /// Timed-out sequence numbers remembered, so that a reply to one counts as late.
 const EXPIRED_KEPT: usize = 4096;
@@ -128,6 +165,19 @@ mod tests {
         assert_eq!(m.reply(&datagram(1)), Reply::Matched(0));
         // A second copy of the late reply is a duplicate.
         assert_eq!(m.reply(&datagram(0)), Reply::Duplicate);
+    }
+
+    #[test]
+    fn only_full_length_requests_with_the_cookie_pass() {
+        let mut d = datagram(3);
+        stamp_cookie(&mut d, 0xfeed);
+        assert_eq!(check_request(&d, 64, 0xfeed), Ok(()));
+        assert_eq!(check_request(&d, 64, 0xbeef), Err(Rejected::Cookie));
+        assert_eq!(check_request(&d[..1], 64, 0xfeed), Err(Rejected::Length));
+        assert_eq!(check_request(&d[..63], 64, 0xfeed), Err(Rejected::Length));
+        assert_eq!(check_request(&d, 32, 0xfeed), Err(Rejected::Length));
+        // A spec too small to carry the cookie matches nothing.
+        assert_eq!(check_request(&d[..8], 8, 0xfeed), Err(Rejected::Length));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sonde_engine::xdp::frame::{payload_offset, udp_frame, Endpoints};
-use sonde_engine::xdp::{attach, ifindex, AttachMode, Steer, Xsk, XskConfig};
+use sonde_engine::xdp::{attach, ifindex, AttachMode, Port, Steer, Xsk, XskConfig};
 
 const PORT: u16 = 47_001;
 const OTHER_PORT: u16 = 47_002;
@@ -35,7 +35,8 @@ impl Netns {
             eprintln!("SKIPPED: needs root and ip");
             return None;
         }
-        let ns = Netns(format!("sonde-xdp-{}", std::process::id()));
+        let prefix = std::env::var("SONDE_TEST_NETNS_PREFIX").unwrap_or_else(|_| "sonde".into());
+        let ns = Netns(format!("{prefix}-xdp-{}", std::process::id()));
         ip(&["netns", "add", &ns.0]);
         let mac = |m: [u8; 6]| m.map(|b| format!("{b:02x}")).join(":");
         let (a, b) = (mac(MAC_A), mac(MAC_B));
@@ -92,7 +93,13 @@ fn exchange(ns: &Netns, mode: AttachMode, sent: u32) -> (u32, u32, AttachMode, b
         s.spawn(|| {
             ns.enter();
             let (a, b) = (ifindex("xa").unwrap(), ifindex("xb").unwrap());
-            let prog = attach(b, Steer::ToPort(PORT), 1, Some(mode)).unwrap();
+            let flow = Steer::new(
+                "198.18.0.1".parse().unwrap(),
+                "198.18.0.2".parse().unwrap(),
+                Port::To(PORT),
+            )
+            .unwrap();
+            let prog = attach(b, flow, 1, Some(mode)).unwrap();
             let mut rx = Xsk::open(b, 0, XskConfig::default(), None).unwrap();
             prog.route_queue(0, rx.fd()).unwrap();
             assert!(ns.xdp_on("xb"), "program attached");

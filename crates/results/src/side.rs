@@ -186,7 +186,8 @@ pub struct RrResult {
     /// UDP: second replies to a request already answered (client).
     #[serde(default)]
     pub duplicated: u64,
-    /// UDP: datagrams that answer no request sent (client).
+    /// UDP: datagrams that answer no request sent (client); datagrams the echo dropped
+    /// unanswered, not being the test's whole requests with its cookie (agent).
     #[serde(default)]
     pub foreign: u64,
     /// Round-trip latency of the window's messages, measured by the client.

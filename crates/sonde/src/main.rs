@@ -89,6 +89,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 max_threads: a.max_threads,
                 max_memory_bytes: a.max_memory.unwrap_or_else(agent::default_memory_bytes),
                 test_hooks: a.test_hooks,
+                max_udp_reply_ratio: a.max_udp_reply_ratio,
             };
             let cfg = agent::ServeConfig {
                 key,

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::flight::{self, Flight};
 use super::{Recorder, Shared, WorkerCounters, WorkerEnd, COMPLETED, SENT};
-use crate::udp_match::Reply;
+use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
 /// What the wait found.
@@ -89,13 +89,18 @@ impl<'a, 'r> Worker<'a, 'r> {
             None
         };
         let buf_len = p.request_bytes.max(p.response_bytes).max(64 * 1024);
+        let mut buf = vec![0x5au8; buf_len];
+        // Every UDP request carries the cookie; only the sequence number changes.
+        if conns.iter().any(|c| c.udp) && p.request_bytes >= REQUEST_HEADER_BYTES {
+            stamp_cookie(&mut buf, p.cookie);
+        }
         Ok(Worker {
             shared,
             counters: &shared.counters[k],
             rec,
             conns,
             multi,
-            buf: vec![0x5au8; buf_len],
+            buf,
             ready: Vec::with_capacity(n),
             last_message: start,
             end: WorkerEnd::default(),

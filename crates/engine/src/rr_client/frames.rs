@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use super::flight::{self, Flight};
 use super::{Recorder, Shared, WorkerEnd, COMPLETED, SENT};
-use crate::udp_match::{Reply, SEQ_BYTES};
+use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES, SEQ_BYTES};
 use crate::wait::Multi;
 use crate::xdp::frame::{payload_offset, udp_frame, udp_to, Endpoints};
 use crate::xdp::Xsk;
@@ -22,6 +22,13 @@ const BATCH: u32 = 64;
 struct Flow {
     frame: Vec<u8>,
     flight: Flight,
+}
+
+/// A flow's request frame, cookie in place; only the sequence number changes after.
+fn request_frame(e: &Endpoints, request_bytes: usize, cookie: u64) -> Vec<u8> {
+    let mut frame = udp_frame(e, request_bytes.max(REQUEST_HEADER_BYTES));
+    stamp_cookie(&mut frame[payload_offset(&e.dst)..], cookie);
+    frame
 }
 
 /// Runs worker `k` over `flows` (its own), sending on the first of `xsks` and taking
@@ -49,7 +56,7 @@ pub(super) fn run(
         .iter()
         .enumerate()
         .map(|(i, e)| Flow {
-            frame: udp_frame(e, p.request_bytes.max(SEQ_BYTES)),
+            frame: request_frame(e, p.request_bytes, p.cookie),
             flight: Flight::new(p, start, i, n),
         })
         .collect();

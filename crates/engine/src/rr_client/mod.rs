@@ -88,6 +88,8 @@ pub struct ClientPlan {
     pub placement: Placement,
     pub request_bytes: usize,
     pub response_bytes: usize,
+    /// The test's cookie, which every UDP request carries after its sequence number.
+    pub cookie: u64,
     pub window: usize,
     pub poll: Poll,
     /// Time between requests on one connection; `None`: closed loop.

@@ -11,6 +11,7 @@ fn plan(window: usize, pace: Option<Duration>, open_loop: bool, secs: f64) -> Cl
         placement: Placement::new(1, None, 1),
         request_bytes: 100,
         response_bytes: 300,
+        cookie: 0x5eed,
         window,
         poll: Poll::Block,
         pace,
@@ -29,6 +30,7 @@ fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> ServerPlan {
         placement: Placement::new(1, None, 1),
         request_bytes: 100,
         response_bytes: 300,
+        cookie: 0x5eed,
         poll,
         stall,
     }

@@ -1,16 +1,17 @@
 //! Echo workers on AF_XDP sockets: each request frame the XDP program steered here is
 //! answered on the socket it came in on, in a frame written straight from it (addresses
-//! and ports swapped, the sequence number echoed), without the kernel's UDP path.
+//! and ports swapped, the sequence number echoed), without the kernel's UDP path. As on
+//! the socket path, only whole requests with the test's cookie are answered.
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Shared;
-use crate::udp_match::SEQ_BYTES;
+use super::{Shared, ANSWERED, REJECTED};
+use crate::udp_match::{check_request, SEQ_BYTES};
 use crate::wait::Multi;
-use crate::xdp::frame::answer;
+use crate::xdp::frame::{answer, udp_payload};
 use crate::xdp::{socket_of, Xsk};
 
 /// Frames answered per ring pass.
@@ -45,6 +46,11 @@ pub(super) fn echo(
         let (mut taken, mut answered) = (0, 0);
         for x in mine.iter_mut() {
             let (t, a) = x.answer(BATCH, |req, out| {
+                let whole = udp_payload(req)
+                    .is_some_and(|d| check_request(d, p.request_bytes, p.cookie).is_ok());
+                if !whole {
+                    return None;
+                }
                 let len = answer(req, allowed, payload_len, SEQ_BYTES, out)?;
                 shared.maybe_stall();
                 Some(len)
@@ -53,7 +59,11 @@ pub(super) fn echo(
             answered += a;
         }
         if answered > 0 {
-            shared.answered[k].add([answered as u64]);
+            shared.answered[k].add_to(ANSWERED, answered as u64);
+        }
+        if taken > answered {
+            // Steered here but not answered: another address, length or cookie.
+            shared.answered[k].add_to(REJECTED, (taken - answered) as u64);
         }
         let now = Instant::now();
         if taken > 0 {

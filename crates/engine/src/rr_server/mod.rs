@@ -1,6 +1,8 @@
 //! Request/response echo workers on the agent: read requests of `request_bytes`, answer
 //! each with `response_bytes`, in the receive mode asked for. Pipelined requests are
-//! answered in order. A test-only stall can be injected once, to prove that open-loop
+//! answered in order. A UDP datagram is answered only when it is a whole request that
+//! carries the test's cookie: anything else is counted and dropped, so that the echo
+//! cannot be used as a reflector. A test-only stall can be injected once, to prove that open-loop
 //! clients see it.
 
 use std::io;
@@ -15,12 +17,14 @@ mod frames;
 use crate::counters::Counters;
 use crate::pool::{Placement, Pool, Stop};
 use crate::rr_client::RrSocket;
+use crate::udp_match::check_request;
 use crate::wait::{self, Multi, Poll, Recv};
 use crate::xdp::Xsk;
 
 pub enum ServerTarget {
     Sockets(Vec<RrSocket>),
-    /// One UDP socket; datagrams from other addresses than `allowed` are ignored.
+    /// One UDP socket; datagrams from other addresses than `allowed`, or that are not the
+    /// test's requests, are dropped.
     Udp {
         socket: UdpSocket,
         allowed: IpAddr,
@@ -45,6 +49,8 @@ pub struct ServerPlan {
     pub placement: Placement,
     pub request_bytes: usize,
     pub response_bytes: usize,
+    /// The test's cookie, which every UDP request carries (see `udp_match`).
+    pub cookie: u64,
     pub poll: Poll,
     /// Sleep once for the duration, at the first request after the instant.
     pub stall: Option<(Instant, Duration)>,
@@ -55,8 +61,8 @@ struct Shared {
     target: ServerTarget,
     aborting: AtomicBool,
     stalled: AtomicBool,
-    /// Responses sent, per worker.
-    answered: Vec<Counters<1>>,
+    /// Responses sent (`ANSWERED`) and UDP datagrams dropped (`REJECTED`), per worker.
+    answered: Vec<Counters<2>>,
 }
 
 /// Stop contract: the flag is read at every wake-up, and shutting the sockets down wakes
@@ -114,7 +120,13 @@ impl RrServer {
 
     /// Responses sent so far (monotonic).
     pub fn answered(&self) -> u64 {
-        Counters::sum(&self.shared.answered)[0]
+        Counters::sum(&self.shared.answered)[ANSWERED]
+    }
+
+    /// UDP datagrams dropped unanswered so far: from another address, of another length,
+    /// or without the test's cookie.
+    pub fn rejected(&self) -> u64 {
+        Counters::sum(&self.shared.answered)[REJECTED]
     }
 
     pub fn all_done(&self) -> bool {
@@ -152,10 +164,18 @@ fn run(shared: &Shared, k: usize, owned: &[usize]) -> Option<String> {
     }
 }
 
+const ANSWERED: usize = 0;
+const REJECTED: usize = 1;
+
 impl Shared {
     #[inline]
     fn count(&self, k: usize) {
-        self.answered[k].add([1]);
+        self.answered[k].add_to(ANSWERED, 1);
+    }
+
+    #[inline]
+    fn reject(&self, k: usize, n: u64) {
+        self.answered[k].add_to(REJECTED, n);
     }
 
     /// The injected stall, once, at the first request after its time. Ends early at an
@@ -374,11 +394,14 @@ fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> O
                 return (!shared.aborting.load(Ordering::Relaxed)).then(|| format!("recv: {e}"));
             }
         };
-        if from.ip() != allowed || n == 0 {
+        let request = &buf[..n];
+        if from.ip() != allowed || check_request(request, p.request_bytes, p.cookie).is_err() {
+            shared.reject(k, 1);
             continue;
         }
         last_message = Instant::now();
         shared.maybe_stall();
+        // Admission held the answer to the agent's --max-udp-reply-ratio of the request.
         if socket.send_to(&buf[..p.response_bytes], from).is_ok() {
             shared.count(k);
         }
@@ -459,6 +482,7 @@ mod tests {
                 placement: Placement::new(1, None, 1),
                 request_bytes: 64,
                 response_bytes: ANSWER,
+                cookie: 0,
                 poll: Poll::Block,
                 stall: None,
             };

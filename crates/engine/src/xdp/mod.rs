@@ -13,7 +13,7 @@ pub mod pps;
 mod ring;
 mod xsk;
 
-pub use asm::Steer;
+pub use asm::{Port, Steer, SteerError, LOWEST_PORT};
 pub use bpf::{attach, AttachMode, Attached};
 pub use xsk::{Xsk, XskConfig, XskStats};
 

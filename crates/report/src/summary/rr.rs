@@ -129,6 +129,7 @@ pub fn rr(doc: &Document) -> String {
         ("late replies", e.late_replies),
         ("duplicated replies", e.duplicated_replies),
         ("foreign datagrams", e.foreign_replies),
+        ("datagrams the agent dropped", e.rejected_requests),
     ] {
         if let Some(n) = n.filter(|&n| n > 0) {
             out.push_str(&format!("; {what}: {n}"));

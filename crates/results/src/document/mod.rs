@@ -253,6 +253,10 @@ pub struct End {
     pub duplicated_replies: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub foreign_replies: Option<u64>,
+    /// UDP: datagrams the agent's echo dropped unanswered: from another address, not the
+    /// request's length, or without the test's cookie (so never reflected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_requests: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<RrEndSide>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -347,6 +351,7 @@ impl End {
             late_replies: None,
             duplicated_replies: None,
             foreign_replies: None,
+            rejected_requests: None,
             client: None,
             server: None,
             lost_packets: None,

@@ -62,6 +62,11 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> Document {
         late_replies: c_rr.filter(|_| udp).map(|r| r.late),
         duplicated_replies: c_rr.filter(|_| udp).map(|r| r.duplicated),
         foreign_replies: c_rr.filter(|_| udp).map(|r| r.foreign),
+        rejected_requests: inp
+            .server
+            .and_then(|s| s.rr.as_ref())
+            .filter(|_| udp)
+            .map(|r| r.foreign),
         server: inp.server.and_then(end_side),
         client,
         ..End::of(inp)

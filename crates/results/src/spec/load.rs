@@ -77,11 +77,13 @@ impl LoadSpec {
             );
         }
         let b = self.ping_bytes;
-        if !(8..=super::MAX_UDP_MESSAGE_BYTES).contains(&b) {
+        let least = super::UDP_REQUEST_HEADER_BYTES;
+        if !(least..=super::MAX_UDP_MESSAGE_BYTES).contains(&b) {
             return refuse(
                 "--ping-size",
                 format!(
-                    "{b} bytes is not in 8..={} (a UDP ping carries an 8-byte sequence number)",
+                    "{b} bytes is not in {least}..={} (a UDP ping carries an 8-byte sequence \
+                     number and the test's 8-byte cookie)",
                     super::MAX_UDP_MESSAGE_BYTES
                 ),
             );
@@ -205,6 +207,13 @@ mod tests {
             (
                 LoadSpec {
                     ping_bytes: 4,
+                    ..d.clone()
+                },
+                "--ping-size",
+            ),
+            (
+                LoadSpec {
+                    ping_bytes: 15,
                     ..d.clone()
                 },
                 "--ping-size",

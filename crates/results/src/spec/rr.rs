@@ -11,6 +11,8 @@ pub const MAX_MESSAGE_BYTES: u32 = 1 << 20;
 /// Largest UDP message: an IPv4 datagram's payload.
 pub const MAX_UDP_MESSAGE_BYTES: u32 = 65_507;
 pub const MAX_WINDOW: u32 = 4096;
+/// The smallest UDP request: sequence number and the test's cookie, 8 bytes each.
+pub const UDP_REQUEST_HEADER_BYTES: u32 = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -137,21 +139,22 @@ impl RrSpec {
         self.execution.check()
     }
 
-    /// A UDP request and its echo carry the request's 8-byte sequence number.
+    /// A UDP request carries an 8-byte sequence number and the test's 8-byte cookie; its
+    /// echo, the sequence number.
     fn check_sizes(&self) -> Result<(), SpecError> {
-        let (least, cap) = match self.transport {
-            Transport::Tcp => (1, MAX_MESSAGE_BYTES),
-            Transport::Udp => (8, MAX_UDP_MESSAGE_BYTES),
+        let (least_request, least_response, cap) = match self.transport {
+            Transport::Tcp => (1, 1, MAX_MESSAGE_BYTES),
+            Transport::Udp => (UDP_REQUEST_HEADER_BYTES, 8, MAX_UDP_MESSAGE_BYTES),
         };
-        for (flag, v) in [
-            ("--req-size", self.request_bytes),
-            ("--resp-size", self.response_bytes),
+        for (flag, v, least) in [
+            ("--req-size", self.request_bytes, least_request),
+            ("--resp-size", self.response_bytes, least_response),
         ] {
             if v < least || v > cap {
-                let why = if least > 1 {
-                    ", whose messages carry an 8-byte sequence number"
-                } else {
-                    ""
+                let why = match least {
+                    1 => "",
+                    8 => ", whose answers carry an 8-byte sequence number",
+                    _ => ", whose requests carry an 8-byte sequence number and the test's cookie",
                 };
                 return refuse(
                     flag,
@@ -193,6 +196,13 @@ mod tests {
                 with(&|s| {
                     udp(s);
                     s.request_bytes = 7
+                }),
+                "--req-size",
+            ),
+            (
+                with(&|s| {
+                    udp(s);
+                    s.request_bytes = 15
                 }),
                 "--req-size",
             ),

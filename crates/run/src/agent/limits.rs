@@ -2,7 +2,7 @@
 //! and every refusal names the `sonde serve` flag that would allow it. Every kind and both
 //! parts (serving, and a client part that sends to another agent) are under every limit.
 
-use sonde_results::{Role, TestSpec};
+use sonde_results::{Role, TestSpec, Transport};
 
 use crate::kind::{Demand, Kind};
 
@@ -25,6 +25,9 @@ pub struct Limits {
     pub max_memory_bytes: u64,
     /// Honour test hooks in a spec (`server_stall`); refused otherwise.
     pub test_hooks: bool,
+    /// A UDP echo's answer may be at most this many times its request: above 1 the agent
+    /// multiplies whatever reaches it (a reflector), so that is the operator's choice.
+    pub max_udp_reply_ratio: f64,
 }
 
 /// The default cap of a client part, 1 Gbit/s: a client part sends to another host on a
@@ -53,6 +56,7 @@ impl Default for Limits {
             max_threads: DEFAULT_MAX_THREADS,
             max_memory_bytes: default_memory_bytes(),
             test_hooks: false,
+            max_udp_reply_ratio: 1.0,
         }
     }
 }
@@ -98,6 +102,7 @@ impl Limits {
         let d = kind.demand(spec, role);
         self.check_hooks(spec)
             .or_else(|| self.check_size(spec, &d))
+            .or_else(|| self.check_udp_reply(spec))
             .or_else(|| self.check_rate(&d))
             .or_else(|| self.check_bits(&d, role))
             .or_else(|| self.check_one_test(&d))
@@ -182,6 +187,31 @@ impl Limits {
     fn check_one_test(&self, d: &Demand) -> Option<String> {
         over_threads(d.threads, 0, self.max_threads)
             .or_else(|| over_memory(d.memory_bytes, 0, self.max_memory_bytes))
+    }
+
+    /// A UDP request/response spec whose answer is over `max_udp_reply_ratio` times its
+    /// request, in words naming the flag.
+    fn check_udp_reply(&self, spec: &TestSpec) -> Option<String> {
+        let (TestSpec::Ping(r) | TestSpec::Rpc(r)) = spec else {
+            return None;
+        };
+        if r.transport != Transport::Udp {
+            return None;
+        }
+        let (req, resp) = (r.request_bytes as f64, r.response_bytes as f64);
+        if resp <= req * self.max_udp_reply_ratio {
+            return None;
+        }
+        Some(format!(
+            "{}-byte UDP answers to {}-byte requests ({:.1}x) would amplify whatever \
+             reaches the echo, over this agent's --max-udp-reply-ratio of {} (start the agent \
+             with --max-udp-reply-ratio {} to allow it)",
+            r.response_bytes,
+            r.request_bytes,
+            resp / req.max(1.0),
+            self.max_udp_reply_ratio,
+            (resp / req.max(1.0)).ceil()
+        ))
     }
 }
 

@@ -128,3 +128,33 @@ fn threads_memory_hooks_and_huge_durations_are_refused() {
         .contains("--max-duration"));
     assert!(endless.validate().is_err());
 }
+
+fn udp_rpc(request_bytes: u32, response_bytes: u32) -> TestSpec {
+    TestSpec::Rpc(RrSpec {
+        transport: sonde_results::Transport::Udp,
+        request_bytes,
+        response_bytes,
+        ..Default::default()
+    })
+}
+
+#[test]
+fn udp_answers_larger_than_their_request_need_the_agents_ratio() {
+    let d = Limits::default();
+    assert_eq!(check(&d, &udp_rpc(64, 64), Role::Server), None);
+    assert_eq!(check(&d, &udp_rpc(1024, 64), Role::Server), None);
+    let why = check(&d, &udp_rpc(16, 65_000), Role::Server).expect("refused");
+    assert!(why.contains("--max-udp-reply-ratio 4063"), "{why}");
+    // TCP answers go only to a connection that proved the cookie: not a reflector.
+    let tcp = TestSpec::Rpc(RrSpec {
+        response_bytes: 65_000,
+        ..Default::default()
+    });
+    assert_eq!(check(&d, &tcp, Role::Server), None);
+    let ratio = Limits {
+        max_udp_reply_ratio: 16.0,
+        ..Default::default()
+    };
+    assert_eq!(check(&ratio, &udp_rpc(64, 1024), Role::Server), None);
+    assert!(check(&ratio, &udp_rpc(64, 1025), Role::Server).is_some());
+}

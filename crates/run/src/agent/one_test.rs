@@ -251,7 +251,7 @@ fn open(
     if let Err(message) = kind::hold_cpu_latency(&mut probe, spec) {
         return Err(conn.refuse(PeerError::Refused { message }));
     }
-    let endpoint = match kind.open_server(spec, local_ip) {
+    let endpoint = match kind.open_server(spec, local_ip, peer) {
         Ok(e) => e,
         Err(e) => {
             return Err(conn.refuse(PeerError::Refused {

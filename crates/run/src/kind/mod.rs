@@ -230,8 +230,14 @@ pub trait Kind: Sync {
     }
     /// Controller: opens the data endpoints to the agent's data port.
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;
-    /// Agent: opens where the test's data arrives, on `ip`.
-    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>>;
+    /// Agent: opens where the test's data arrives, on `ip`, from `peer` (the controller,
+    /// or the client agent): a bypass engine steers only that flow.
+    fn open_server(
+        &self,
+        spec: &TestSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>>;
     /// The agent's log line for a test that ended.
     fn summary(&self, spec: &TestSpec, result: &SideResult) -> String;
 }

@@ -7,7 +7,7 @@ use super::root;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 
-use sonde_engine::xdp::{self, Attached, Steer, Xsk, XskConfig};
+use sonde_engine::xdp::{self, Attached, Port, Steer, Xsk, XskConfig};
 use sonde_probe::{host, netdev};
 use sonde_results::Bypass;
 
@@ -101,11 +101,17 @@ pub struct Steered {
     pub notes: Vec<String>,
 }
 
-/// Attaches the redirect program for the packets `steer` names on the interface holding
-/// `ip`, with a socket on every receive queue; `busy`: the sockets also get busy polling
-/// (SO_BUSY_POLL microseconds, packets per poll).
-pub fn steer(ip: IpAddr, steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
-    v4(ip)?;
+/// The test's flow from `peer` to `local` with `port`, as the program matches it; a
+/// well-known port is refused.
+pub fn flow(peer: IpAddr, local: IpAddr, port: Port) -> io::Result<Steer> {
+    Steer::new(v4(peer)?, v4(local)?, port).map_err(|e| refuse(e.to_string()))
+}
+
+/// Attaches the redirect program for the flow `steer` names on the interface holding its
+/// destination address, with a socket on every receive queue; `busy`: the sockets also
+/// get busy polling (SO_BUSY_POLL microseconds, packets per poll).
+pub fn steer(steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
+    let ip = IpAddr::V4(steer.dst);
     let iface =
         host::interface_with(ip).ok_or_else(|| refuse(format!("no interface holds {ip}")))?;
     if iface == "lo" {
@@ -140,17 +146,15 @@ pub fn steer(ip: IpAddr, steer: Steer, busy: Option<(u32, u32)>) -> io::Result<S
         }
         set.is_ok()
     });
-    let (which, port) = match steer {
-        Steer::ToPort(p) => ("to", p),
-        Steer::FromPort(p) => ("from", p),
-    };
+    let (which, port) = steer.port_named();
     let bypass = Bypass {
         interface: iface,
         queues,
         zero_copy: xsks.iter().all(|x| x.zero_copy),
         attach: Some(program.mode.name().into()),
         program: Some(format!(
-            "UDP {which} port {port} to the queue's AF_XDP socket, all else to the kernel"
+            "UDP {which} port {port}, from {} to {} only, to the queue's AF_XDP socket; all else to the kernel",
+            steer.src, steer.dst
         )),
         busy_poll,
         ..Default::default()

@@ -243,6 +243,13 @@ pub struct ReportArgs {
     pub db: Option<PathBuf>,
 }
 
+fn parse_reply_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a ratio of at least 1")),
+    }
+}
+
 fn parse_percent(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim_end_matches('%')
@@ -284,6 +291,10 @@ pub struct ServeArgs {
     /// Refuse messages, buffers or packets larger than this.
     #[arg(long, default_value = "1M", value_parser = parse_size, value_name = "BYTES")]
     pub max_message: u32,
+    /// Refuse UDP ping/rpc tests whose answer is more than R times the request (1: never
+    /// more bytes out than came in, so the echo cannot amplify).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_reply_ratio, value_name = "R")]
+    pub max_udp_reply_ratio: f64,
     /// Tests served at once; beyond it a controller is told "busy". The default, 4, fits
     /// a `sonde load` (three tests at once); more would mostly measure each other.
     #[arg(long, default_value_t = sonde_run::agent::DEFAULT_MAX_TESTS as u32, value_parser = clap::value_parser!(u32).range(1..=64), value_name = "N")]

@@ -120,9 +120,10 @@ impl Lab {
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let tag = format!("t{}x{n}", std::process::id());
+        let prefix = netns_prefix();
         let lab = Lab {
-            client: format!("sonde-{tag}-c"),
-            server: format!("sonde-{tag}-s"),
+            client: format!("{prefix}-{tag}-c"),
+            server: format!("{prefix}-{tag}-s"),
             client_if: format!("v{tag}c"),
             server_if: format!("v{tag}s"),
             server_addr: SERVER_ADDR,
@@ -412,6 +413,12 @@ impl Drop for Agent {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// What the names of the namespaces a test makes start with: `sonde`, or
+/// SONDE_TEST_NETNS_PREFIX, so that people sharing a machine can tell theirs apart.
+pub fn netns_prefix() -> String {
+    std::env::var("SONDE_TEST_NETNS_PREFIX").unwrap_or_else(|_| "sonde".into())
 }
 
 /// This test process's scratch directory (0700): every store and file a test makes lives

@@ -104,11 +104,15 @@ pub struct RxPort {
 
 /// Opens what the spec's engine receives on, beside the socket group bound to `port`
 /// (which holds the port for every engine).
-pub fn open_rx(spec: &PpsSpec, sockets: Vec<UdpSocket>, ip: IpAddr) -> io::Result<RxPort> {
+pub fn open_rx(
+    spec: &PpsSpec,
+    sockets: Vec<UdpSocket>,
+    (ip, peer): (IpAddr, IpAddr),
+) -> io::Result<RxPort> {
     let port = sockets[0].local_addr()?.port();
     let (mut xdp, mut dpdk) = (None, None);
     match spec.execution.engine.as_str() {
-        XDP => xdp = Some(xdp::open_rx(spec, ip, port)?),
+        XDP => xdp = Some(xdp::open_rx(spec, ip, peer, port)?),
         DPDK => dpdk = Some(dpdk::open_rx(spec, ip)?),
         _ => {}
     }

@@ -118,14 +118,19 @@ impl Kind for Pps {
         }))
     }
 
-    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
+    fn open_server(
+        &self,
+        spec: &TestSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>> {
         let p = spec_of(spec);
         let (sockets, notes) = sockopt::udp_reuseport_group(
             SocketAddr::new(ip, 0),
             p.rx_threads as usize,
             RX_BUFFER_BYTES,
         )?;
-        let port = engine::open_rx(p, sockets, ip)?;
+        let port = engine::open_rx(p, sockets, (ip, peer))?;
         // The group's notes (its buffers) are about sockets a bypass engine does not read.
         let notes = match (&port.xdp, &port.dpdk) {
             (Some(x), _) => x.notes.clone(),

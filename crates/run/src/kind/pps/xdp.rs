@@ -9,12 +9,12 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use sonde_engine::pps::FlowRx;
 use sonde_engine::xdp::frame::Endpoints;
 use sonde_engine::xdp::pps::{XdpReceiver, XdpSender, XdpTxPlan};
-use sonde_engine::xdp::{Attached, Steer};
+use sonde_engine::xdp::{Attached, Port};
 use sonde_results::{Bypass, PollMode, PpsSpec};
 
 use super::engine::{rx_plan, senders_stop_at, Drops, RxEngine, TxEngine};
 use crate::kind::xdp::{
-    path_to, queues_of, refuse, sockets, steer, v4, xdp_workers, Steered, BUSY_POLL_US,
+    flow, path_to, queues_of, refuse, sockets, steer, v4, xdp_workers, Steered, BUSY_POLL_US,
 };
 
 /// Senders on AF_XDP sockets, one per transmit queue up to `threads`, for the flows the
@@ -69,10 +69,10 @@ pub fn sender(
 /// The receive program and a socket per receive queue, opened before `Ready`.
 pub type RxPort = Steered;
 
-/// Attaches the redirect program for UDP `port` on the interface holding `ip`.
-pub fn open_rx(spec: &PpsSpec, ip: IpAddr, port: u16) -> io::Result<RxPort> {
+/// Attaches the redirect program for `peer`'s packets to UDP `port` at `ip`.
+pub fn open_rx(spec: &PpsSpec, ip: IpAddr, peer: IpAddr, port: u16) -> io::Result<RxPort> {
     let busy = (spec.poll != PollMode::Block).then_some((BUSY_POLL_US, spec.batch));
-    steer(ip, Steer::ToPort(port), busy)
+    steer(flow(peer, ip, Port::To(port))?, busy)
 }
 
 /// Receivers on the sockets of `port`, one thread per socket.

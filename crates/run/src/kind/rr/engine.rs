@@ -33,6 +33,9 @@ pub trait RequestEngine: Workers {
 pub trait EchoEngine: Workers {
     /// Responses sent so far (monotonic).
     fn answered(&self) -> u64;
+    /// UDP datagrams dropped unanswered: not the test's requests (another address,
+    /// length or cookie).
+    fn rejected(&self) -> u64;
     /// Errors the workers met.
     fn join(&mut self) -> Vec<String>;
 }
@@ -68,10 +71,10 @@ pub enum Answering {
 pub fn client(
     spec: &RrSpec,
     carrier: Carrier,
-    placement: Placement,
+    (placement, cookie): (Placement, u64),
     started: Instant,
 ) -> io::Result<Box<dyn RequestEngine>> {
-    let plan = client_plan(spec, placement, started);
+    let plan = client_plan(spec, placement, cookie, started);
     match (spec.execution.engine.as_str(), carrier) {
         (KERNEL, Carrier::Kernel(target)) => Ok(Box::new(RrClient::spawn(target, plan)?)),
         (XDP, Carrier::Xdp(port)) => xdp::client(port, plan),
@@ -83,10 +86,10 @@ pub fn client(
 pub fn server(
     spec: &RrSpec,
     answering: Answering,
-    placement: Placement,
+    (placement, cookie): (Placement, u64),
     started: Instant,
 ) -> io::Result<Box<dyn EchoEngine>> {
-    let plan = server_plan(spec, placement, started);
+    let plan = server_plan(spec, placement, cookie, started);
     match (spec.execution.engine.as_str(), answering) {
         (KERNEL, Answering::Kernel(target)) => Ok(Box::new(RrServer::spawn(target, plan)?)),
         (XDP, Answering::Xdp { port, peer }) => xdp::server(*port, peer, plan),
@@ -95,7 +98,7 @@ pub fn server(
 }
 
 /// The request workers' plan: the spec's sizes, window, pacing and clock.
-fn client_plan(spec: &RrSpec, placement: Placement, started: Instant) -> ClientPlan {
+fn client_plan(spec: &RrSpec, placement: Placement, cookie: u64, started: Instant) -> ClientPlan {
     let window_start = started + Duration::from_millis(spec.timing.warmup_ms);
     let window_end = window_start + Duration::from_millis(spec.timing.duration_ms);
     let stop = window_end + Duration::from_millis(spec.timing.cooldown_ms);
@@ -103,6 +106,7 @@ fn client_plan(spec: &RrSpec, placement: Placement, started: Instant) -> ClientP
         placement,
         request_bytes: spec.request_bytes as usize,
         response_bytes: spec.response_bytes as usize,
+        cookie,
         window: spec.window as usize,
         poll: poll_of(spec.poll),
         pace: spec
@@ -119,11 +123,12 @@ fn client_plan(spec: &RrSpec, placement: Placement, started: Instant) -> ClientP
 }
 
 /// The echo workers' plan.
-fn server_plan(spec: &RrSpec, placement: Placement, started: Instant) -> ServerPlan {
+fn server_plan(spec: &RrSpec, placement: Placement, cookie: u64, started: Instant) -> ServerPlan {
     ServerPlan {
         placement,
         request_bytes: spec.request_bytes as usize,
         response_bytes: spec.response_bytes as usize,
+        cookie,
         poll: poll_of(spec.poll),
         stall: spec.server_stall.map(|s| {
             (
@@ -151,6 +156,9 @@ impl RequestEngine for RrClient {
 impl EchoEngine for RrServer {
     fn answered(&self) -> u64 {
         RrServer::answered(self)
+    }
+    fn rejected(&self) -> u64 {
+        RrServer::rejected(self)
     }
     fn join(&mut self) -> Vec<String> {
         RrServer::join(self)

@@ -158,6 +158,7 @@ impl Kind for RequestResponse {
                 spec: r.clone(),
                 carrier,
                 options,
+                cookie: to.cookie,
             }))
         };
         if r.connect_per_request {
@@ -199,13 +200,21 @@ impl Kind for RequestResponse {
         opened(Carrier::Kernel(Target::Sockets(sockets)), options)
     }
 
-    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
+    fn open_server(
+        &self,
+        spec: &TestSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>> {
         let r = spec_of(spec);
         let addr = SocketAddr::new(ip, 0);
         let at = match r.transport {
-            Transport::Udp if r.execution.engine == XDP => {
-                At::Xdp(Box::new(xdp::open_server(r, UdpSocket::bind(addr)?, ip)?))
-            }
+            Transport::Udp if r.execution.engine == XDP => At::Xdp(Box::new(xdp::open_server(
+                r,
+                UdpSocket::bind(addr)?,
+                ip,
+                peer,
+            )?)),
             Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
             Transport::Tcp => {
                 let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
@@ -240,6 +249,8 @@ struct Opened {
     spec: RrSpec,
     carrier: Carrier,
     options: Vec<String>,
+    /// Stamped into every UDP request, so that the agent's echo answers it.
+    cookie: u64,
 }
 
 impl ClientEndpoint for Opened {
@@ -248,10 +259,11 @@ impl ClientEndpoint for Opened {
             spec,
             carrier,
             options,
+            cookie,
         } = *self;
         let units = spec.connections as usize;
         let start = |placement, started| {
-            engine::client(&spec, carrier, placement, started).map(Engine::Client)
+            engine::client(&spec, carrier, (placement, cookie), started).map(Engine::Client)
         };
         start_side(&spec, Role::Client, units, start, probe, options)
     }
@@ -288,7 +300,7 @@ impl ServerEndpoint for Listening {
         self: Box<Self>,
         conns: Vec<TcpStream>,
         peer: IpAddr,
-        _cookie: u64,
+        cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
         let Listening { spec, at } = *self;
@@ -330,7 +342,7 @@ impl ServerEndpoint for Listening {
             _ => 1,
         };
         let start = |placement, started| {
-            engine::server(&spec, target, placement, started).map(Engine::Server)
+            engine::server(&spec, target, (placement, cookie), started).map(Engine::Server)
         };
         start_side(&spec, Role::Server, units, start, probe, options)
     }

@@ -239,6 +239,7 @@ impl Side for RrSide {
             Engine::Server(s) => {
                 s.abort();
                 notes.extend(s.join());
+                foreign = s.rejected();
             }
         }
         self.drain_histograms();

@@ -12,11 +12,11 @@ use hdrhistogram::Histogram;
 use sonde_engine::rr_client::{ClientPlan, RrClient, Target, WorkerEnd};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::xdp::frame::{payload_offset, Endpoints};
-use sonde_engine::xdp::{Attached, Steer};
+use sonde_engine::xdp::{Attached, Port};
 use sonde_results::{Bypass, PollMode, RrSpec};
 
 use super::engine::{EchoEngine, RequestEngine};
-use crate::kind::xdp::{self as path, path_to, refuse, steer, v4, xdp_workers, Steered};
+use crate::kind::xdp::{self as path, flow, path_to, refuse, steer, v4, xdp_workers, Steered};
 
 /// Packets one busy poll may take.
 const BUSY_POLL_BUDGET: u32 = 64;
@@ -71,7 +71,9 @@ pub fn open_client(spec: &RrSpec, sockets: Vec<UdpSocket>) -> io::Result<ClientP
             })
         })
         .collect::<io::Result<_>>()?;
-    let steered = steer(local.ip(), Steer::FromPort(peer.port()), busy(spec))?;
+    // Refused before a packet is sent when the agent's port is a well-known one.
+    let answers = flow(peer.ip(), local.ip(), Port::From(peer.port()))?;
+    let steered = steer(answers, busy(spec))?;
     Ok(ClientPort {
         steered,
         flows,
@@ -112,11 +114,17 @@ pub struct ServerPort {
     socket: UdpSocket,
 }
 
-/// Attaches the requests' program for the port of `socket` on the interface holding `ip`.
-pub fn open_server(spec: &RrSpec, socket: UdpSocket, ip: IpAddr) -> io::Result<ServerPort> {
+/// Attaches the requests' program for `peer`'s packets to the port of `socket` at `ip`.
+pub fn open_server(
+    spec: &RrSpec,
+    socket: UdpSocket,
+    ip: IpAddr,
+    peer: IpAddr,
+) -> io::Result<ServerPort> {
     let port = socket.local_addr()?.port();
+    let requests = flow(peer, ip, Port::To(port))?;
     Ok(ServerPort {
-        steered: steer(ip, Steer::ToPort(port), busy(spec))?,
+        steered: steer(requests, busy(spec))?,
         socket,
     })
 }
@@ -179,6 +187,9 @@ impl RequestEngine for Requests {
 impl EchoEngine for Echo {
     fn answered(&self) -> u64 {
         self.server.answered()
+    }
+    fn rejected(&self) -> u64 {
+        self.server.rejected()
     }
     fn join(&mut self) -> Vec<String> {
         self.server.join()

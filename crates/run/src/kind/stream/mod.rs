@@ -77,7 +77,12 @@ impl Kind for Stream {
         }))
     }
 
-    fn open_server(&self, spec: &TestSpec, ip: IpAddr) -> io::Result<Box<dyn ServerEndpoint>> {
+    fn open_server(
+        &self,
+        spec: &TestSpec,
+        ip: IpAddr,
+        _peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>> {
         let s = spec_of(spec);
         let total = s.total_connections();
         let (listener, notes) =
