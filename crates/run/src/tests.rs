@@ -171,6 +171,7 @@ fn agent_end(stream: UnixStream, spec: StreamSpec) -> sonde_results::SideResult 
         fake_side(Role::Server, &spec),
         &interrupt,
         Role::Server,
+        Vec::new(),
     )
     .unwrap()
 }

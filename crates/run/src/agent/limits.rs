@@ -72,29 +72,33 @@ pub fn default_memory_bytes() -> u64 {
 }
 
 impl Limits {
-    /// Fits a client part to `--max-client-bitrate`: an unpaced one is paced at the cap
-    /// (at most `--max-rate` too), so that it still runs; a faster one is then refused.
-    pub fn pace_client_part(&self, spec: &mut TestSpec) {
-        let Some(cap) = self.max_client_bitrate else {
-            return;
-        };
+    /// Fits a client part to `--max-client-bitrate`: an unpaced stream or pps is paced at
+    /// the cap (at most `--max-rate` too), so that it still runs, and the note saying so is
+    /// returned for the result; a faster one is then refused. A closed-loop ping or rpc is
+    /// left alone: it sends a request only when the serving agent (which granted the test)
+    /// has answered the last, so it cannot outrun that agent, and pacing would turn it into
+    /// an open-loop test that measures something else.
+    pub fn pace_client_part(&self, spec: &mut TestSpec) -> Option<String> {
+        let cap = self.max_client_bitrate?;
         let max_rate = self.max_rate.unwrap_or(f64::INFINITY);
-        match spec {
-            TestSpec::Stream(s) => {
-                s.rate_bits_per_s.get_or_insert(cap);
+        let paced = match spec {
+            TestSpec::Stream(s) if s.rate_bits_per_s.is_none() => {
+                s.rate_bits_per_s = Some(cap);
+                true
             }
-            TestSpec::Ping(r) | TestSpec::Rpc(r) => {
-                let bits = 8.0 * f64::from(r.request_bytes.max(r.response_bytes).max(1));
-                r.rate_per_s
-                    .get_or_insert((cap / bits).min(max_rate).min(1e8));
-            }
-            TestSpec::Pps(p) => {
+            TestSpec::Pps(p) if p.rate_pps.is_none() => {
                 let bits = 8.0 * f64::from(p.size_bytes.max(1));
-                p.rate_pps
-                    .get_or_insert((cap / bits).min(max_rate).min(1e9));
+                p.rate_pps = Some((cap / bits).min(max_rate).min(1e9));
+                true
             }
-            TestSpec::Load(_) | TestSpec::Watch(_) => {}
-        }
+            _ => false,
+        };
+        paced.then(|| {
+            format!(
+                "client part paced at {} bit/s by this agent's --max-client-bitrate (raise it to measure more)",
+                si(cap)
+            )
+        })
     }
 
     /// The first limit `spec` exceeds for `role`'s side, in words naming the agent's flag.
@@ -104,7 +108,7 @@ impl Limits {
             .or_else(|| self.check_size(spec, &d))
             .or_else(|| self.check_udp_reply(spec))
             .or_else(|| self.check_rate(&d))
-            .or_else(|| self.check_bits(&d, role))
+            .or_else(|| self.check_bits(&d, role, self_clocked(spec)))
             .or_else(|| self.check_one_test(&d))
     }
 
@@ -154,9 +158,12 @@ impl Limits {
         }
     }
 
-    /// `--max-bitrate` for every test, `--max-client-bitrate` for a client part too.
-    fn check_bits(&self, d: &Demand, role: Role) -> Option<String> {
-        let client = self.max_client_bitrate.filter(|_| role == Role::Client);
+    /// `--max-bitrate` for every test, `--max-client-bitrate` for a client part too (but a
+    /// self-clocked one, see `pace_client_part`).
+    fn check_bits(&self, d: &Demand, role: Role, self_clocked: bool) -> Option<String> {
+        let client = self
+            .max_client_bitrate
+            .filter(|_| role == Role::Client && !self_clocked);
         for (flag, max) in [
             ("--max-bitrate", self.max_bitrate),
             ("--max-client-bitrate", client),
@@ -213,6 +220,11 @@ impl Limits {
             (resp / req.max(1.0)).ceil()
         ))
     }
+}
+
+/// A closed-loop ping or rpc: each request waits for the last answer.
+fn self_clocked(spec: &TestSpec) -> bool {
+    matches!(spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.rate_per_s.is_none())
 }
 
 /// Refusal when `asked` worker threads beside `live` ones exceed `max`.

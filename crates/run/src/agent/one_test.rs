@@ -79,7 +79,7 @@ pub(super) fn run(
         Some(ThirdParty::Client { .. }) => Role::Client,
         _ => Role::Server,
     };
-    let (_slot, mut spec, kind) = admit(&mut conn, spec, shared, role, part.is_some())?;
+    let (_slot, mut spec, kind, notes) = admit(&mut conn, spec, shared, role, part.is_some())?;
     let key = shared.cfg.key.as_ref();
     // A client part's log line names where it sent: the operator sees every destination.
     let sent_to = match &part {
@@ -122,7 +122,7 @@ pub(super) fn run(
             open(&mut conn, kind, &spec, local_ip, to, &shared.interrupt)?
         }
     };
-    let result = run_started(&mut conn, side, &shared.interrupt, role)?;
+    let result = run_started(&mut conn, side, &shared.interrupt, role, notes)?;
     Ok(format!("{sent_to}{}", kind.summary(&spec, &result)))
 }
 
@@ -192,7 +192,7 @@ fn admit<'a>(
     shared: &'a Shared,
     role: Role,
     third_party: bool,
-) -> Result<(Slot<'a>, TestSpec, &'static dyn Kind), TestError> {
+) -> Result<(Slot<'a>, TestSpec, &'static dyn Kind, Vec<String>), TestError> {
     let Some(mut slot) = shared.take_slot() else {
         return Err(conn.refuse(PeerError::Busy));
     };
@@ -205,9 +205,10 @@ fn admit<'a>(
         return Err(conn.refuse(PeerError::Refused { message }));
     }
     let limits = &shared.cfg.limits;
-    if role == Role::Client {
-        limits.pace_client_part(&mut spec);
-    }
+    let notes: Vec<String> = match role {
+        Role::Client => limits.pace_client_part(&mut spec).into_iter().collect(),
+        Role::Server => Vec::new(),
+    };
     if let Some(why) = limits.check(&spec, kind, role) {
         return Err(conn.refuse(PeerError::Refused { message: why }));
     }
@@ -226,7 +227,7 @@ fn admit<'a>(
         return Err(conn.refuse(PeerError::Refused { message: why }));
     }
     kind::place(&mut spec, role);
-    Ok((slot, spec, kind))
+    Ok((slot, spec, kind, notes))
 }
 
 /// Where a served test's data comes from: the controller, or (third-party) a client agent
@@ -306,13 +307,15 @@ fn open_client_part(
     }
 }
 
-/// Drives a started side until `Stop`, drains it and sends its results. A client part
-/// says when it has drained, as the controller's own side would decide it.
+/// Drives a started side until `Stop`, drains it and sends its results, with `notes` (what
+/// the agent changed of the spec). A client part says when it has drained, as the
+/// controller's own side would decide it.
 pub fn run_started(
     conn: &mut Conn,
     mut side: Box<dyn Side>,
     interrupt: &Interrupt,
     role: Role,
+    notes: Vec<String>,
 ) -> Result<sonde_results::SideResult, TestError> {
     let mut end = AgentEnd {
         session: &mut conn.session,
@@ -342,7 +345,8 @@ pub fn run_started(
     while !side.all_done() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let result = side.into_result(false);
+    let mut result = side.into_result(false);
+    result.notes.extend(notes);
     conn.session.send_results(result.clone())?;
     conn.link.send(&mut conn.session)?;
     Ok(result)
