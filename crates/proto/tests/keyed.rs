@@ -1,0 +1,234 @@
+//! The keyed handshake and the sealed session: each side proves the key, and a frame
+//! altered, injected or replayed on the path ends the session before it reaches the agent.
+
+mod common;
+
+use std::time::Instant;
+
+use common::*;
+use sonde_proto::{
+    encode, AgentEvent, AgentSession, ClientEvent, ClientSession, Key, Message, PeerError,
+    ProtoError, Session, Timeouts,
+};
+use sonde_results::{StreamSpec, TestSpec};
+
+fn keyed_agent(now: Instant) -> AgentSession {
+    AgentSession::new(
+        "s",
+        "serve --secret-flag",
+        &["stream"],
+        Timeouts::default(),
+        now,
+    )
+    .require_key(key(), [42; sonde_proto::CHALLENGE_BYTES])
+}
+
+fn keyed_client(now: Instant, key: Option<Key>) -> ClientSession {
+    ClientSession::new(spec(), "s", "c", Timeouts::default(), now)
+        .with_nonce([9; sonde_proto::CHALLENGE_BYTES])
+        .with_key(key)
+}
+
+#[test]
+fn the_right_key_opens_the_agent_and_seals_the_session() {
+    let t0 = Instant::now();
+    let mut c = keyed_client(t0, Some(key()));
+    let mut a = keyed_agent(t0);
+    // Before the controller proves the key, the agent says nothing of what it runs.
+    a.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap();
+    let welcome = a.poll_transmit().unwrap();
+    let text = String::from_utf8_lossy(&welcome);
+    assert!(
+        !text.contains("stream") && !text.contains("secret"),
+        "{text}"
+    );
+    c.handle_bytes(&welcome, t0).unwrap();
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
+    assert!(matches!(a.poll_event(), Some(AgentEvent::Hello { .. })));
+    assert_eq!(
+        a.poll_event(),
+        Some(AgentEvent::Setup {
+            spec: Box::new(spec()),
+            third_party: None
+        })
+    );
+    assert!(
+        matches!(c.poll_event(), Some(ClientEvent::Welcome { command, .. }) if command.contains("secret"))
+    );
+    // The rest of the test runs sealed.
+    a.ready(40001, 77, t0).unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    c.start(t0).unwrap();
+    pump(&mut c, &mut a, t0).1.unwrap();
+    a.poll_event();
+    a.send_interval(sample(0)).unwrap();
+    pump(&mut c, &mut a, t0).0.unwrap();
+    assert!(c.poll_event().is_some());
+}
+
+/// Sends every frame from the controller through `rewrite` (a party on the path).
+fn pump_through(
+    c: &mut ClientSession,
+    a: &mut AgentSession,
+    now: Instant,
+    rewrite: &mut dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>,
+) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
+    let (mut rc, mut ra) = (Ok(()), Ok(()));
+    let mut n = 0;
+    loop {
+        let mut moved = false;
+        while let Some(b) = c.poll_transmit() {
+            moved = true;
+            if let Some(b) = rewrite(n, b) {
+                if ra.is_ok() {
+                    ra = a.handle_bytes(&b, now);
+                }
+            }
+            n += 1;
+        }
+        while let Some(b) = a.poll_transmit() {
+            moved = true;
+            if rc.is_ok() {
+                rc = c.handle_bytes(&b, now);
+            }
+        }
+        if !moved {
+            return (rc, ra);
+        }
+    }
+}
+
+/// What a party on the path does to the controller's frame number `n` (None: drops it).
+type Rewrite = Box<dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>>;
+
+#[test]
+fn a_frame_altered_or_injected_on_the_path_ends_the_session() {
+    let t0 = Instant::now();
+    // Frames from the controller: 0 Hello, 1 Auth, 2 Setup (sealed).
+    let flip: Rewrite = Box::new(|n, mut b| {
+        if n == 2 {
+            let at = b.len() / 2;
+            b[at] ^= 0x01;
+        }
+        Some(b)
+    });
+    let unsealed: Rewrite = Box::new(|n, b| {
+        if n != 2 {
+            return Some(b);
+        }
+        let evil = TestSpec::Stream(StreamSpec {
+            connections: 1000,
+            ..Default::default()
+        });
+        let setup = Message::Setup {
+            spec: evil,
+            third_party: None,
+            command: String::new(),
+        };
+        Some(encode(&setup).unwrap())
+    });
+    for (what, mut attack) in [("one byte changed", flip), ("an unsealed Setup", unsealed)] {
+        let mut c = keyed_client(t0, Some(key()));
+        let mut a = keyed_agent(t0);
+        let (_, ra) = pump_through(&mut c, &mut a, t0, &mut attack);
+        assert_eq!(ra, Err(ProtoError::BadMac { seq: 0 }), "{what}");
+        let events: Vec<_> = std::iter::from_fn(|| a.poll_event()).collect();
+        assert!(
+            !events.iter().any(|e| matches!(e, AgentEvent::Setup { .. })),
+            "{what}: {events:?}"
+        );
+    }
+}
+
+#[test]
+fn a_sealed_frame_replayed_into_another_session_fails() {
+    let t0 = Instant::now();
+    // A recorded session: its sealed Setup.
+    let mut recorded = Vec::new();
+    let mut c = keyed_client(t0, Some(key()));
+    let mut a = keyed_agent(t0);
+    pump_through(&mut c, &mut a, t0, &mut |n, b| {
+        if n == 2 {
+            recorded = b.clone();
+        }
+        Some(b)
+    })
+    .1
+    .unwrap();
+    // A new session with the same controller nonce (the agent's differs): the recorded
+    // Setup is refused in place of the new one.
+    let mut c = keyed_client(t0, Some(key()));
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0)
+        .require_key(key(), [43; sonde_proto::CHALLENGE_BYTES]);
+    let (_, ra) = pump_through(&mut c, &mut a, t0, &mut |n, b| {
+        Some(if n == 2 { recorded.clone() } else { b })
+    });
+    assert_eq!(ra, Err(ProtoError::BadMac { seq: 0 }));
+}
+
+#[test]
+fn a_wrong_or_missing_key_is_refused_on_both_sides() {
+    let t0 = Instant::now();
+    // An agent with another key cannot prove it: the controller stops before it says
+    // anything beyond Hello.
+    let wrong = Key::from_file_bytes(b"a different key, same length..").unwrap();
+    let mut c = keyed_client(t0, Some(wrong));
+    let mut a = keyed_agent(t0);
+    a.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap();
+    let welcome = a.poll_transmit().unwrap();
+    assert_eq!(c.handle_bytes(&welcome, t0), Err(ProtoError::AgentProof));
+    assert_eq!(c.poll_transmit(), None, "no Auth to an impostor");
+
+    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+    let mut a = keyed_agent(t0);
+    let (rc, _) = pump(&mut c, &mut a, t0);
+    let err = rc.unwrap_err();
+    assert_eq!(err, ProtoError::Peer(PeerError::AuthRequired));
+    assert!(err.to_string().contains("--key-file"));
+
+    // A controller with a key refuses an agent that asks for none (or whose challenge was
+    // stripped on the way), and says so.
+    let mut c = keyed_client(t0, Some(key()));
+    let (_, mut open) = pair(t0);
+    let (rc, _) = pump(&mut c, &mut open, t0);
+    let err = rc.unwrap_err();
+    assert_eq!(err, ProtoError::AgentWithoutKey);
+    assert!(err.to_string().contains("--key-file"), "{err}");
+
+    // A controller that skips Auth and sends Setup is refused, not set up.
+    let mut a = keyed_agent(t0);
+    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
+    let r = a.handle_bytes(
+        &encode(&Message::Setup {
+            spec: spec(),
+            third_party: None,
+            command: String::new(),
+        })
+        .unwrap(),
+        t0,
+    );
+    assert_eq!(r, Err(ProtoError::Peer(PeerError::AuthRequired)));
+    assert!(a.is_done());
+
+    // A wrong proof is refused, and so is a Hello without a nonce.
+    let mut a = keyed_agent(t0);
+    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
+    let bad = encode(&Message::Auth {
+        mac: "00".repeat(32),
+    })
+    .unwrap();
+    assert_eq!(
+        a.handle_bytes(&bad, t0),
+        Err(ProtoError::Peer(PeerError::AuthFailed))
+    );
+    let mut a = keyed_agent(t0);
+    let no_nonce = br#"{"type":"hello","magic":"netsonde","version":2,"software":"s"}"#;
+    let mut frame = (no_nonce.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(no_nonce);
+    assert!(matches!(
+        a.handle_bytes(&frame, t0),
+        Err(ProtoError::Malformed(_))
+    ));
+}
