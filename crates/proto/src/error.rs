@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PeerError {
-    #[error("the agent is busy with another test; try again when it ends")]
+    #[error("the agent is busy: it runs as many tests as its --max-tests allows, or holds as many connections in their handshake as it takes from one address; try again when one ends")]
     Busy,
     #[error("protocol version mismatch: agent speaks {agent}, controller speaks {client}; run the same sonde version on both hosts")]
     VersionMismatch { agent: u32, client: u32 },
