@@ -15,6 +15,7 @@ use sonde_results::{IntervalSample, SideResult, TestSpec};
 
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
+use crate::frame::{CONTROLLER_FRAME_BYTES, PRE_AUTH_FRAME_BYTES};
 use crate::grant::Grant;
 use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION};
 use crate::seal::{Opener, Sealer};
@@ -103,6 +104,12 @@ impl AgentSession {
             auth: None,
             controller_nonce: Vec::new(),
         }
+        .reading_at_most(PRE_AUTH_FRAME_BYTES)
+    }
+
+    fn reading_at_most(mut self, max: usize) -> Self {
+        self.wire.decoder.set_max(max);
+        self
     }
 
     /// Requires the controller to prove `key` over `challenge` (this agent's nonce: fresh
@@ -253,6 +260,7 @@ impl AgentSession {
 
     /// Says what this agent runs, and waits for the test.
     fn accept(&mut self) -> Result<(), ProtoError> {
+        self.wire.decoder.set_max(CONTROLLER_FRAME_BYTES);
         let accepted = Message::Accepted {
             command: self.command.clone(),
             capabilities: self.capabilities.clone(),

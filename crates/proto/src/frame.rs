@@ -8,6 +8,12 @@ use crate::seal::Sealer;
 
 /// Largest frame accepted or sent. Results of 1024 connections fit with room to spare.
 pub const MAX_FRAME_BYTES: usize = 4 << 20;
+/// Largest frame an agent reads before the controller has proven the key (a `Hello` or an
+/// `Auth` is about 150 bytes): an unauthenticated peer cannot make it buffer megabytes.
+pub const PRE_AUTH_FRAME_BYTES: usize = 4 << 10;
+/// Largest frame an agent reads from an accepted controller: a `Setup` is a few kB; only
+/// results, which agents send, need the full cap.
+pub const CONTROLLER_FRAME_BYTES: usize = 256 << 10;
 const HEADER: usize = 4;
 
 /// A frame holding `msg`, unsealed (the handshake's frames).
@@ -39,13 +45,28 @@ pub fn parse(payload: &[u8]) -> Result<Message, ProtoError> {
     serde_json::from_slice::<Message>(payload).map_err(|e| ProtoError::Malformed(e.to_string()))
 }
 
-/// Accumulates bytes and yields whole frames.
-#[derive(Debug, Default)]
+/// Accumulates bytes and yields whole frames of at most `max` bytes.
+#[derive(Debug)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
+    max: usize,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        FrameDecoder {
+            buf: Vec::new(),
+            max: MAX_FRAME_BYTES,
+        }
+    }
 }
 
 impl FrameDecoder {
+    /// Frames longer than `max` (at most [`MAX_FRAME_BYTES`]) are refused from now on.
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max.min(MAX_FRAME_BYTES);
+    }
+
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
@@ -56,11 +77,8 @@ impl FrameDecoder {
             return Ok(None);
         }
         let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        if len > MAX_FRAME_BYTES {
-            return Err(ProtoError::Oversized {
-                len,
-                max: MAX_FRAME_BYTES,
-            });
+        if len > self.max {
+            return Err(ProtoError::Oversized { len, max: self.max });
         }
         if len == 0 {
             return Err(ProtoError::Malformed("empty frame".into()));

@@ -28,7 +28,10 @@ pub use auth::{Key, KeyTooShort, Prover, CHALLENGE_BYTES};
 pub use client::{ClientEvent, ClientSession};
 pub use data_header::{DataHeader, DataHeaderError, DATA_HEADER_BYTES};
 pub use error::{PeerError, ProtoError};
-pub use frame::{encode, encode_sealed, FrameDecoder, MAX_FRAME_BYTES};
+pub use frame::{
+    encode, encode_sealed, FrameDecoder, CONTROLLER_FRAME_BYTES, MAX_FRAME_BYTES,
+    PRE_AUTH_FRAME_BYTES,
+};
 pub use grant::{Grant, GrantError};
 pub use message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 pub use session::Session;

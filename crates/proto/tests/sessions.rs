@@ -465,3 +465,23 @@ fn a_third_party_part_reaches_the_agent_and_its_drained_reaches_the_controller()
     let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
     assert!(events.contains(&ClientEvent::Drained), "{events:?}");
 }
+
+#[test]
+fn an_agent_buffers_little_before_the_key_and_no_results_sized_frame_after() {
+    let t0 = Instant::now();
+    let agent = || AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    // Before Hello: a frame over 4 kB is refused from its length alone.
+    let over = (sonde_proto::PRE_AUTH_FRAME_BYTES as u32 + 1).to_be_bytes();
+    assert!(matches!(
+        agent().handle_bytes(&over, t0),
+        Err(ProtoError::Oversized { .. })
+    ));
+    // Accepted: a Setup-sized frame is fine, one over the controller's cap is not.
+    let mut a = agent();
+    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
+    let over = (sonde_proto::CONTROLLER_FRAME_BYTES as u32 + 1).to_be_bytes();
+    assert!(matches!(
+        a.handle_bytes(&over, t0),
+        Err(ProtoError::Oversized { .. })
+    ));
+}
