@@ -210,8 +210,8 @@ fn wait_admitted(port: u16, spec: impl Fn() -> TestSpec) -> Held {
     }
 }
 
-/// A TCP connection to 127.0.0.1:`port` from source address 127.0.0.2.
-fn connect_from_127_0_0_2(port: u16) -> TcpStream {
+/// A TCP connection to 127.0.0.1:`port` from source address 127.0.1.2.
+fn connect_from_127_0_1_2(port: u16) -> TcpStream {
     // SAFETY: a fresh socket, bound and connected with valid sockaddr_in values, then
     // owned by the TcpStream.
     unsafe {
@@ -226,7 +226,7 @@ fn connect_from_127_0_0_2(port: u16) -> TcpStream {
             sin_zero: [0; 8],
         };
         let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        let src = sa([127, 0, 0, 2], 0);
+        let src = sa([127, 0, 1, 2], 0);
         assert_eq!(
             libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len),
             0
@@ -244,10 +244,10 @@ fn connect_from_127_0_0_2(port: u16) -> TcpStream {
 fn idle_connections_from_one_source_do_not_keep_another_out() {
     let agent = Agent::on_loopback_with(&[]);
     let idle: Vec<TcpStream> = (0..40)
-        .map(|_| connect_from_127_0_0_2(agent.port))
+        .map(|_| connect_from_127_0_1_2(agent.port))
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    report("40 idle connections from 127.0.0.2", agent.child.id());
+    report("40 idle connections from 127.0.1.2", agent.child.id());
     // All but four were told "busy" (or closed) at once.
     let answered = idle
         .iter()

@@ -29,7 +29,8 @@ use crate::signals::Interrupt;
 pub const DEFAULT_PORT: u16 = 5301;
 /// Connections in their handshake at once; more are told "busy" at once.
 const MAX_PENDING: usize = 32;
-/// Connections in their handshake at once from one source address: a controller needs one
+/// Connections in their handshake at once from one source network (its /24 or /64, see
+/// `sources`): a controller needs one
 /// per test (a `sonde load` opens three together, and one more may check on them), so four
 /// never slows a real one, while one host's idle connections can no longer fill all of
 /// [`MAX_PENDING`] and lock every other controller out until their deadline.
