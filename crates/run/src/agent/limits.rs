@@ -75,9 +75,9 @@ impl Limits {
     /// Fits a client part to `--max-client-bitrate`: an unpaced stream or pps is paced at
     /// the cap (at most `--max-rate` too), so that it still runs, and the note saying so is
     /// returned for the result; a faster one is then refused. A closed-loop ping or rpc is
-    /// left alone: it sends a request only when the serving agent (which granted the test)
-    /// has answered the last, so it cannot outrun that agent, and pacing would turn it into
-    /// an open-loop test that measures something else.
+    /// left alone, since pacing would turn it into an open-loop test that measures
+    /// something else: over TCP it cannot outrun the listener's answers, and over UDP what
+    /// it sends unanswered is bounded by `check_unanswered`.
     pub fn pace_client_part(&self, spec: &mut TestSpec) -> Option<String> {
         let cap = self.max_client_bitrate?;
         let max_rate = self.max_rate.unwrap_or(f64::INFINITY);
@@ -108,7 +108,8 @@ impl Limits {
             .or_else(|| self.check_size(spec, &d))
             .or_else(|| self.check_udp_reply(spec))
             .or_else(|| self.check_rate(&d))
-            .or_else(|| self.check_bits(&d, role, self_clocked(spec)))
+            .or_else(|| self.check_bits(&d, role, closed_loop(spec)))
+            .or_else(|| self.check_unanswered(spec, role))
             .or_else(|| self.check_one_test(&d))
     }
 
@@ -159,11 +160,11 @@ impl Limits {
     }
 
     /// `--max-bitrate` for every test, `--max-client-bitrate` for a client part too (but a
-    /// self-clocked one, see `pace_client_part`).
-    fn check_bits(&self, d: &Demand, role: Role, self_clocked: bool) -> Option<String> {
+    /// closed-loop one, see `pace_client_part` and `check_unanswered`).
+    fn check_bits(&self, d: &Demand, role: Role, closed_loop: bool) -> Option<String> {
         let client = self
             .max_client_bitrate
-            .filter(|_| role == Role::Client && !self_clocked);
+            .filter(|_| role == Role::Client && !closed_loop);
         for (flag, max) in [
             ("--max-bitrate", self.max_bitrate),
             ("--max-client-bitrate", client),
@@ -187,6 +188,22 @@ impl Limits {
             }
         }
         None
+    }
+
+    /// A closed-loop UDP client part whose window, re-sent unanswered, would exceed
+    /// `--max-client-bitrate`: it cannot be paced without becoming open-loop, so it is
+    /// refused (a red team aimed 256 x 4096 requests at a silent port: 3-4 Gbit/s).
+    fn check_unanswered(&self, spec: &TestSpec, role: Role) -> Option<String> {
+        let cap = self.max_client_bitrate.filter(|_| role == Role::Client)?;
+        let bits = unanswered_bits_per_s(spec)?;
+        (bits > cap).then(|| {
+            format!(
+                "a closed-loop UDP client part sends its whole window again every {} s when nothing answers: up to {} bit/s, over this agent's --max-client-bitrate of {} bit/s (fewer connections, a smaller window or --rate, or start the agent with a higher --max-client-bitrate)",
+                crate::kind::rr::UDP_LOSS_TIMEOUT.as_secs(),
+                si(bits),
+                si(cap)
+            )
+        })
     }
 
     /// A test that alone exceeds the agent's totals (the shared account checks them with
@@ -222,9 +239,29 @@ impl Limits {
     }
 }
 
-/// A closed-loop ping or rpc: each request waits for the last answer.
+/// A closed-loop ping or rpc: not paced, and under the client cap by what it can send (see
+/// `self_clocked`, `check_unanswered`).
+fn closed_loop(spec: &TestSpec) -> bool {
+    self_clocked(spec) || unanswered_bits_per_s(spec).is_some()
+}
+
+/// A closed-loop ping or rpc over TCP: each request waits for the last answer, which only
+/// a listener that takes the test's data can give.
 fn self_clocked(spec: &TestSpec) -> bool {
-    matches!(spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.rate_per_s.is_none())
+    matches!(spec, TestSpec::Ping(r) | TestSpec::Rpc(r)
+        if r.rate_per_s.is_none() && r.transport == Transport::Tcp)
+}
+
+/// What a closed-loop UDP ping or rpc sends when nothing answers: its whole window again
+/// every loss timeout, on every connection.
+fn unanswered_bits_per_s(spec: &TestSpec) -> Option<f64> {
+    let (TestSpec::Ping(r) | TestSpec::Rpc(r)) = spec else {
+        return None;
+    };
+    (r.rate_per_s.is_none() && r.transport == Transport::Udp).then(|| {
+        let timeout = crate::kind::rr::UDP_LOSS_TIMEOUT.as_secs_f64();
+        f64::from(r.connections) * f64::from(r.window) * f64::from(r.request_bytes) * 8.0 / timeout
+    })
 }
 
 /// Refusal when `asked` worker threads beside `live` ones exceed `max`.

@@ -158,3 +158,25 @@ fn udp_answers_larger_than_their_request_need_the_agents_ratio() {
     assert_eq!(check(&ratio, &udp_rpc(64, 1024), Role::Server), None);
     assert!(check(&ratio, &udp_rpc(64, 1025), Role::Server).is_some());
 }
+
+#[test]
+fn a_closed_loop_udp_client_part_is_bounded_by_what_it_sends_unanswered() {
+    let l = Limits::default();
+    let udp = |connections, window| {
+        TestSpec::Rpc(RrSpec {
+            transport: sonde_results::Transport::Udp,
+            connections,
+            window,
+            request_bytes: 1400,
+            ..Default::default()
+        })
+    };
+    // 256 x 4096 x 1,400 B a second, unanswered: 11.7 Tbit/s.
+    let why = check(&l, &udp(256, 4096), Role::Client).expect("refused");
+    assert!(why.contains("--max-client-bitrate"), "{why}");
+    // A ping's one request a second, or rpc -C 32 -W 8, is far under 1 Gbit/s.
+    assert_eq!(check(&l, &udp(1, 1), Role::Client), None);
+    assert_eq!(check(&l, &udp(32, 8), Role::Client), None);
+    // Serving, the agent only answers.
+    assert_eq!(check(&l, &udp(256, 4096), Role::Server), None);
+}

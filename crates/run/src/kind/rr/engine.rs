@@ -19,6 +19,9 @@ use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
 
 /// After the last request, how long answers may still arrive.
 pub const DRAIN: Duration = Duration::from_secs(2);
+/// How long a UDP request waits for its answer before it counts as lost and its place in
+/// the window is sent again.
+pub const UDP_LOSS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Running request workers, seen from the client side.
 pub trait RequestEngine: Workers {
@@ -118,7 +121,7 @@ fn client_plan(spec: &RrSpec, placement: Placement, cookie: u64, started: Instan
         interval: Duration::from_millis(spec.timing.interval_ms),
         stop_sending_at: stop,
         drain_until: stop + DRAIN,
-        udp_loss_timeout: Duration::from_secs(1),
+        udp_loss_timeout: UDP_LOSS_TIMEOUT,
     }
 }
 

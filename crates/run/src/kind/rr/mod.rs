@@ -2,6 +2,8 @@
 //! (many connections, many messages in flight; neper tcp_rr and tcp_crr, msg_gen).
 
 mod engine;
+
+pub use engine::UDP_LOSS_TIMEOUT;
 mod side;
 mod xdp;
 
