@@ -94,6 +94,7 @@ fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
         grant,
     };
     let later = now_s() + 30;
+    let own = SocketAddr::new(source, 40000);
     let attacks: Vec<(&str, ThirdParty, Option<Key>, &str)> = vec![
         (
             "no grant",
@@ -166,6 +167,12 @@ fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
             part(format!("{VICTIM}:53").parse().unwrap(), None),
             Some(key.clone()),
             "well-known port",
+        ),
+        (
+            "the agent's own address, with a grant made with the key",
+            part(own, Some(Grant::new(&key, source, own, 7, later))),
+            Some(key.clone()),
+            "an address of this host",
         ),
         ("no key at all", part(victim, None), None, "requires a key"),
         (

@@ -47,6 +47,9 @@ pub fn check(
     if let Some(why) = refused_target(server) {
         return Err(why);
     }
+    if is_local(server.ip()) {
+        return Err(format!("{server} is an address of this host (its own services): a client part sends only to another agent's host"));
+    }
     let Some(key) = key else {
         return Err("this agent has no --key-file, so it cannot check the serving agent's grant: it runs client parts only with a key".into());
     };
@@ -61,6 +64,11 @@ pub fn check(
     grant
         .check(key, source, server, cookie, now)
         .map_err(|e| format!("refused to send to {server}: {e}"))
+}
+
+/// Whether `ip` is one of this host's addresses: only those can be bound.
+fn is_local(ip: IpAddr) -> bool {
+    UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// The address this host sends from toward `to` (a connected UDP socket sends nothing).
