@@ -66,7 +66,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            errln!("error: {}", one_line(&e));
+            errln!("error: {}", sonde_report::safe::line(&one_line(&e)));
             ExitCode::from(EXIT_ERROR)
         }
     }

@@ -171,7 +171,7 @@ fn handshake(
         while let Some(ev) = conn.session.poll_event() {
             match ev {
                 AgentEvent::Setup { spec, third_party } => setup = Some((*spec, third_party)),
-                AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software}"),
+                AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software:?}"),
                 _ => {}
             }
         }
