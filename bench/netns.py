@@ -20,7 +20,16 @@ os.environ["SONDE_DB"] = os.path.join("/tmp", f"sonde-bench-{os.getpid()}-result
 _KEY = os.path.join("/tmp", f"sonde-bench-{os.getpid()}-key")
 with open(os.open(_KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as _f:
     _f.write(os.urandom(24).hex())
-atexit.register(lambda: os.path.exists(_KEY) and os.remove(_KEY))
+
+
+def _clean_up():
+    """The scratch key and store (with SQLite's -wal and -shm) go when the script ends."""
+    for path in (_KEY, *(os.environ["SONDE_DB"] + s for s in ("", "-wal", "-shm"))):
+        if os.path.exists(path):
+            os.remove(path)
+
+
+atexit.register(_clean_up)
 os.environ["SONDE_KEY_FILE"] = _KEY
 SERVER = "198.18.0.2"
 HZ = os.sysconf("SC_CLK_TCK")

@@ -28,10 +28,37 @@ fn doc(command: &str) -> Document {
     })
 }
 
-fn temp_db(name: &str) -> std::path::PathBuf {
+/// A scratch database path; the file and SQLite's -wal and -shm beside it are removed
+/// when dropped, also when the test fails.
+struct TempDb(std::path::PathBuf);
+
+impl std::ops::Deref for TempDb {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TempDb {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn temp_db(name: &str) -> TempDb {
     let p = std::env::temp_dir().join(format!("sonde-store-{}-{name}.db", std::process::id()));
     let _ = std::fs::remove_file(&p);
-    p
+    TempDb(p)
 }
 
 #[test]
@@ -53,7 +80,6 @@ fn round_trip_with_labels() {
     s.save_for_suite(&doc("sonde stream c"), Some("an-on"), Some("suite#0"))
         .unwrap();
     assert!(s.has_suite_item("suite#0").unwrap());
-    let _ = std::fs::remove_file(path);
 }
 
 #[test]
@@ -82,7 +108,6 @@ fn an_older_schema_is_migrated_and_its_runs_kept() {
         Store::open(&path),
         Err(StoreError::TooNew { found: 99, .. })
     ));
-    let _ = std::fs::remove_file(path);
 }
 
 #[test]
@@ -91,7 +116,7 @@ fn concurrent_writers_do_not_corrupt_the_store() {
     Store::open(&path).unwrap();
     let handles: Vec<_> = (0..4)
         .map(|w| {
-            let path = path.clone();
+            let path = path.0.clone();
             std::thread::spawn(move || {
                 let s = Store::open(&path).unwrap();
                 (0..50)
@@ -121,7 +146,6 @@ fn concurrent_writers_do_not_corrupt_the_store() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(ok, "ok");
-    let _ = std::fs::remove_file(path);
 }
 
 #[test]
@@ -156,5 +180,4 @@ fn a_latency_histogram_round_trips_through_the_store() {
         window,
         "the intervals add up to the window"
     );
-    let _ = std::fs::remove_file(path);
 }
