@@ -68,38 +68,6 @@ fn the_right_key_opens_the_agent_and_seals_the_session() {
     assert!(c.poll_event().is_some());
 }
 
-/// Sends every frame from the controller through `rewrite` (a party on the path).
-fn pump_through(
-    c: &mut ClientSession,
-    a: &mut AgentSession,
-    now: Instant,
-    rewrite: &mut dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>,
-) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
-    let (mut rc, mut ra) = (Ok(()), Ok(()));
-    let mut n = 0;
-    loop {
-        let mut moved = false;
-        while let Some(b) = c.poll_transmit() {
-            moved = true;
-            if let Some(b) = rewrite(n, b) {
-                if ra.is_ok() {
-                    ra = a.handle_bytes(&b, now);
-                }
-            }
-            n += 1;
-        }
-        while let Some(b) = a.poll_transmit() {
-            moved = true;
-            if rc.is_ok() {
-                rc = c.handle_bytes(&b, now);
-            }
-        }
-        if !moved {
-            return (rc, ra);
-        }
-    }
-}
-
 /// What a party on the path does to the controller's frame number `n` (None: drops it).
 type Rewrite = Box<dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>>;
 

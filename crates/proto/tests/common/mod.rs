@@ -90,14 +90,28 @@ pub fn pump(
     a: &mut AgentSession,
     now: Instant,
 ) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
+    pump_through(c, a, now, &mut |_, b| Some(b))
+}
+
+/// Sends every frame from the controller through `rewrite` (a party on the path).
+pub fn pump_through(
+    c: &mut ClientSession,
+    a: &mut AgentSession,
+    now: Instant,
+    rewrite: &mut dyn FnMut(usize, Vec<u8>) -> Option<Vec<u8>>,
+) -> (Result<(), ProtoError>, Result<(), ProtoError>) {
     let (mut rc, mut ra) = (Ok(()), Ok(()));
+    let mut n = 0;
     loop {
         let mut moved = false;
         while let Some(b) = c.poll_transmit() {
             moved = true;
-            if ra.is_ok() {
-                ra = a.handle_bytes(&b, now);
+            if let Some(b) = rewrite(n, b) {
+                if ra.is_ok() {
+                    ra = a.handle_bytes(&b, now);
+                }
             }
+            n += 1;
         }
         while let Some(b) = a.poll_transmit() {
             moved = true;
