@@ -15,7 +15,6 @@ pub mod schedule;
 pub mod search;
 pub mod side;
 pub mod signals;
-pub mod third_party;
 pub mod watch;
 
 #[cfg(test)]

@@ -8,10 +8,13 @@ mod allow;
 pub mod consent;
 mod limits;
 pub(crate) mod one_test;
+mod shared;
 mod sources;
 
 pub use allow::{Allow, Allowed};
 pub use limits::{default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS};
+pub use shared::ServeConfig;
+use shared::Shared;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -20,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sonde_proto::{AgentSession, Key, Session};
+use sonde_proto::{AgentSession, Session};
 
 use crate::control::Link;
 use crate::signals::Interrupt;
@@ -42,8 +45,6 @@ const STOP_WITHIN: Duration = Duration::from_millis(700);
 /// and its load), and one more may check on them. More concurrent tests would mostly
 /// measure each other on the same CPUs and NIC.
 pub const DEFAULT_MAX_TESTS: usize = 4;
-/// How long a new controller waits for a running test to finish before "busy".
-const BUSY_GRACE: Duration = Duration::from_millis(500);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -53,89 +54,6 @@ pub enum ServeError {
     NoKey(IpAddr),
     #[error("listening socket: {0}")]
     Io(#[from] io::Error),
-}
-
-pub struct ServeConfig {
-    pub bind: IpAddr,
-    pub port: u16,
-    pub command: String,
-    pub key: Option<Key>,
-    /// Listen on a routable address without a key all the same.
-    pub insecure_no_key: bool,
-    pub limits: Limits,
-    /// Tests served at once; beyond it a controller is told "busy".
-    pub max_tests: usize,
-    /// Engines and parts its operator opted into (`--allow`); none by default.
-    pub allow: Allowed,
-    /// testpmd's arguments and device on this host (`--dpdk-args`, `--dpdk-dev`).
-    pub dpdk: crate::kind::dpdk_source::AgentDpdk,
-}
-
-/// State shared by the connections being served: the tests running, and how many
-/// connections are in their handshake.
-struct Shared {
-    cfg: ServeConfig,
-    running: AtomicUsize,
-    pending: AtomicUsize,
-    /// Connections in their handshake, by source address.
-    sources: sources::Sources,
-    /// Threads and memory of the live tests.
-    account: account::Account,
-    interrupt: Interrupt,
-}
-
-/// Holds one of the test slots, and the test's threads and memory once booked; frees them
-/// when dropped, whatever path the test took.
-struct Slot<'a> {
-    running: &'a AtomicUsize,
-    booking: Option<account::Booking<'a>>,
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.booking.take();
-        self.running.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Shared {
-    /// Takes a test slot, waiting a moment for a test that is tidying up, so that
-    /// back-to-back tests (lab, --poll all) are not told "busy".
-    fn take_slot(&self) -> Option<Slot<'_>> {
-        let until = Instant::now() + BUSY_GRACE;
-        let max = self.cfg.max_tests.max(1);
-        loop {
-            let taken = self
-                .running
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < max).then_some(n + 1)
-                });
-            if taken.is_ok() {
-                return Some(Slot {
-                    running: &self.running,
-                    booking: None,
-                });
-            }
-            if Instant::now() >= until {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Books `demand`'s threads and memory beside the live tests' on `slot`, or says
-    /// which flag refuses them.
-    fn book<'a>(&'a self, slot: &mut Slot<'a>, demand: &crate::kind::Demand) -> Result<(), String> {
-        let limits = &self.cfg.limits;
-        let booking = self.account.book(
-            demand.threads,
-            demand.memory_bytes,
-            limits.max_threads,
-            limits.max_memory_bytes,
-        )?;
-        slot.booking = Some(booking);
-        Ok(())
-    }
 }
 
 pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> {
@@ -277,26 +195,4 @@ fn answer_busy(conn: TcpStream, peer: SocketAddr, with: &str) {
         let _ = link.flush(|| session.poll_transmit());
     }
     tracing::info!("refused {peer}: busy with {with}");
-}
-
-/// Counts a connection as in its handshake, overall and against its source address, until
-/// dropped.
-struct Pending<'a> {
-    count: &'a AtomicUsize,
-    _source: sources::Entered,
-}
-
-impl<'a> Pending<'a> {
-    fn new(count: &'a AtomicUsize, source: sources::Entered) -> Pending<'a> {
-        Pending {
-            count,
-            _source: source,
-        }
-    }
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::AcqRel);
-    }
 }

@@ -15,7 +15,7 @@ use sonde_proto::{
 };
 use sonde_results::{IntervalSample, Role, TestSpec};
 
-use super::{Shared, Slot};
+use super::shared::{Pending, Shared, Slot};
 use crate::control::{Link, Wake};
 use crate::controller::SOFTWARE;
 use crate::drive::{drive, Cut, End, Flow};
@@ -149,7 +149,7 @@ fn handshake(
     source: super::sources::Entered,
     shared: &Shared,
 ) -> Result<(TestSpec, Option<ThirdParty>), TestError> {
-    let _pending = super::Pending::new(&shared.pending, source);
+    let _pending = Pending::new(&shared.pending, source);
     loop {
         conn.link.send(&mut conn.session)?;
         if shared.interrupt.is_set() {

@@ -1,86 +1,21 @@
-//! One test end to end from the controller's side: connect, handshake, open the data
-//! connections through the test's kind, drive the shared control loop, collect the
-//! agent's results, build the document. Errors before the start are errors; anything
-//! that goes wrong after it still yields a document, marked partial, with what was
-//! measured.
+//! The controller's end of a running test: the handshake to `Ready`, `Start`, the shared
+//! control loop, the live display of both sides' intervals, and the document at the end.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sonde_probe::hostwatch::HostProbe;
-use sonde_proto::{ClientEvent, ClientSession, ProtoError, Session, Timeouts};
+use sonde_proto::{ClientEvent, ClientSession, Session};
 use sonde_results::document::Inputs;
-use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
+use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
+use super::{now_rfc3339, ControllerError, LiveInterval, SOFTWARE};
 use crate::control::Link;
 use crate::drive::{drive, Cut, End, Flow};
-use crate::kind::{self, OpenError, CONNECT_TIMEOUT};
 use crate::side::Side;
 use crate::signals::Interrupt;
 
-pub const SOFTWARE: &str = concat!("sonde ", env!("CARGO_PKG_VERSION"));
 /// After the planned end, how long receivers may take to see every FIN.
 const DRAIN: Duration = Duration::from_secs(3);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    #[error("cannot resolve host '{host}': {reason}")]
-    Resolve { host: String, reason: String },
-    #[error("cannot connect to the agent at {addr}: {source} (is `sonde serve` running there?)")]
-    Connect {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("agent at {addr}: {source}")]
-    Protocol {
-        addr: SocketAddr,
-        source: ProtoError,
-    },
-    #[error("control connection to {addr}: {source}")]
-    Io {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Open(#[from] OpenError),
-    #[error("interrupted before the test started")]
-    Interrupted,
-}
-
-pub struct TestRequest {
-    pub host: String,
-    pub port: u16,
-    pub spec: TestSpec,
-    /// The exact command line, for the record.
-    pub command: String,
-    /// The agent's pre-shared key, when it requires one (both agents' with `from`).
-    pub key: Option<sonde_proto::Key>,
-    /// A test between two agents: this one runs the client side against `host`.
-    pub from: Option<String>,
-}
-
-/// What the live display gets: interval `index` as each side measured it.
-pub struct LiveInterval<'a> {
-    pub client: Option<&'a IntervalSample>,
-    pub server: Option<&'a IntervalSample>,
-}
-
-pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, ControllerError> {
-    let err = |reason: String| ControllerError::Resolve {
-        host: host.to_string(),
-        reason,
-    };
-    let mut addrs = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| err(e.to_string()))?;
-    addrs.next().ok_or_else(|| err("no address found".into()))
-}
-
-pub(crate) fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
 
 /// Pairs the two sides' interval samples and hands each pair to the display once.
 #[derive(Default)]
@@ -108,60 +43,6 @@ impl Pairing {
             self.shown += 1;
         }
     }
-}
-
-/// Runs one test against the agent at `req.host` and builds its document. Errors before
-/// `Start` are errors; after it, whatever happens, the document holds what was measured.
-pub fn run_test(
-    req: &TestRequest,
-    interrupt: &Interrupt,
-    live: &mut dyn FnMut(LiveInterval<'_>),
-) -> Result<Document, ControllerError> {
-    if let Some(from) = &req.from {
-        return crate::third_party::run_between(req, from, interrupt, live);
-    }
-    let addr = resolve(&req.host, req.port)?;
-    let started_at = now_rfc3339();
-    kind::check_engine(&req.spec).map_err(|e| OpenError::Refused(e.to_string()))?;
-    let kind = kind::of(&req.spec).expect("check_engine refuses a spec without a kind");
-    let mut spec = req.spec.clone();
-    let mut probe = HostProbe::for_peer(addr.ip());
-    kind::hold_cpu_latency(&mut probe, &spec).map_err(OpenError::Refused)?;
-    kind.prepare(&mut spec, addr, &probe)?;
-    kind::place(&mut spec, Role::Client);
-    let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-        .map_err(|source| ControllerError::Connect { addr, source })?;
-    let io_err = |source| ControllerError::Io { addr, source };
-    let mut link = Link::new(control).map_err(io_err)?;
-    let session = ClientSession::new(
-        spec.clone(),
-        SOFTWARE,
-        &req.command,
-        Timeouts::default(),
-        Instant::now(),
-    )
-    .with_nonce(crate::random::nonce())
-    .with_key(req.key.clone());
-    let mut run = Running::new(session, addr, live);
-    let h = run.handshake(&mut link, interrupt)?;
-    let to = kind::DataPort {
-        addr: SocketAddr::new(addr.ip(), h.data_port),
-        cookie: h.cookie,
-    };
-    let opened = kind.open_client(&spec, to)?;
-    run.start(&mut link)?;
-    let side = opened.start(probe).map_err(io_err)?;
-    Ok(run.conclude(
-        link,
-        side,
-        interrupt,
-        Record {
-            spec: &spec,
-            command: &req.command,
-            started_at,
-            client_agent: None,
-        },
-    ))
 }
 
 /// What the document records about the run besides the measurements.

@@ -6,20 +6,17 @@
 //! own host sends no test traffic.
 
 use std::collections::VecDeque;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use sonde_proto::{ClientEvent, ClientSession, Session, ThirdParty, Timeouts};
+use sonde_proto::{ClientEvent, ClientSession, Session, ThirdParty};
 use sonde_results::document::ClientAgent;
 use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
 
+use super::running::{handshake, Record, Running};
+use super::{begin, connect, resolve, session, Begun, ControllerError, LiveInterval, TestRequest};
 use crate::control::Link;
-use crate::controller::{
-    handshake, now_rfc3339, resolve, ControllerError, LiveInterval, Record, Running, TestRequest,
-    SOFTWARE,
-};
-use crate::kind::{self, OpenError, CONNECT_TIMEOUT};
 use crate::side::Side;
 use crate::signals::Interrupt;
 
@@ -30,26 +27,16 @@ pub fn run_between(
     interrupt: &Interrupt,
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, ControllerError> {
-    let server = resolve(&req.host, req.port)?;
+    let Begun {
+        server,
+        started_at,
+        kind,
+        mut spec,
+    } = begin(req)?;
     let client = resolve(from, req.port)?;
-    let started_at = now_rfc3339();
-    kind::check_engine(&req.spec).map_err(|e| OpenError::Refused(e.to_string()))?;
-    let kind = kind::of(&req.spec).expect("check_engine refuses a spec without a kind");
-    let mut spec = req.spec.clone();
     // The rest of `prepare` (the sender's own MTU, bypass checks) runs on the client agent.
     kind.fit_address(&mut spec, server);
-    let session = |part| {
-        ClientSession::new(
-            spec.clone(),
-            SOFTWARE,
-            &req.command,
-            Timeouts::default(),
-            Instant::now(),
-        )
-        .with_nonce(crate::random::nonce())
-        .with_key(req.key.clone())
-        .with_third_party(part)
-    };
+    let session = |part| session(req, &spec).with_third_party(part);
     let mut b_link = connect(server)?;
     let mut run = Running::new(
         session(ThirdParty::Server {
@@ -86,12 +73,6 @@ pub fn run_between(
             client_agent,
         },
     ))
-}
-
-fn connect(addr: SocketAddr) -> Result<Link, ControllerError> {
-    let control = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-        .map_err(|source| ControllerError::Connect { addr, source })?;
-    Link::new(control).map_err(|source| ControllerError::Io { addr, source })
 }
 
 /// The client side of a test, run by another agent and seen through its control

@@ -1,0 +1,126 @@
+//! What the connections an agent serves share: its configuration, the test slots, the
+//! connections in their handshake, the live tests' threads and memory.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use sonde_proto::Key;
+
+use super::account;
+use super::allow::Allowed;
+use super::limits::Limits;
+use super::sources;
+use crate::signals::Interrupt;
+
+/// How long a new controller waits for a running test to finish before "busy".
+const BUSY_GRACE: Duration = Duration::from_millis(500);
+
+pub struct ServeConfig {
+    pub bind: IpAddr,
+    pub port: u16,
+    pub command: String,
+    pub key: Option<Key>,
+    /// Listen on a routable address without a key all the same.
+    pub insecure_no_key: bool,
+    pub limits: Limits,
+    /// Tests served at once; beyond it a controller is told "busy".
+    pub max_tests: usize,
+    /// Engines and parts its operator opted into (`--allow`); none by default.
+    pub allow: Allowed,
+    /// testpmd's arguments and device on this host (`--dpdk-args`, `--dpdk-dev`).
+    pub dpdk: crate::kind::dpdk_source::AgentDpdk,
+}
+
+/// State shared by the connections being served: the tests running, and how many
+/// connections are in their handshake.
+pub(super) struct Shared {
+    pub(super) cfg: ServeConfig,
+    pub(super) running: AtomicUsize,
+    pub(super) pending: AtomicUsize,
+    /// Connections in their handshake, by source address.
+    pub(super) sources: sources::Sources,
+    /// Threads and memory of the live tests.
+    pub(super) account: account::Account,
+    pub(super) interrupt: Interrupt,
+}
+
+/// Holds one of the test slots, and the test's threads and memory once booked; frees them
+/// when dropped, whatever path the test took.
+pub(super) struct Slot<'a> {
+    pub(super) running: &'a AtomicUsize,
+    pub(super) booking: Option<account::Booking<'a>>,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.booking.take();
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Shared {
+    /// Takes a test slot, waiting a moment for a test that is tidying up, so that
+    /// back-to-back tests (lab, --poll all) are not told "busy".
+    pub(super) fn take_slot(&self) -> Option<Slot<'_>> {
+        let until = Instant::now() + BUSY_GRACE;
+        let max = self.cfg.max_tests.max(1);
+        loop {
+            let taken = self
+                .running
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                });
+            if taken.is_ok() {
+                return Some(Slot {
+                    running: &self.running,
+                    booking: None,
+                });
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Books `demand`'s threads and memory beside the live tests' on `slot`, or says
+    /// which flag refuses them.
+    pub(super) fn book<'a>(
+        &'a self,
+        slot: &mut Slot<'a>,
+        demand: &crate::kind::Demand,
+    ) -> Result<(), String> {
+        let limits = &self.cfg.limits;
+        let booking = self.account.book(
+            demand.threads,
+            demand.memory_bytes,
+            limits.max_threads,
+            limits.max_memory_bytes,
+        )?;
+        slot.booking = Some(booking);
+        Ok(())
+    }
+}
+
+/// Counts a connection as in its handshake, overall and against its source address, until
+/// dropped.
+pub(super) struct Pending<'a> {
+    pub(super) count: &'a AtomicUsize,
+    pub(super) _source: sources::Entered,
+}
+
+impl<'a> Pending<'a> {
+    pub(super) fn new(count: &'a AtomicUsize, source: sources::Entered) -> Pending<'a> {
+        Pending {
+            count,
+            _source: source,
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,58 @@
+//! A test the controller is the client end of: it opens the data connections itself, and
+//! hands a test between two agents to [`third_party`].
+
+use std::net::SocketAddr;
+
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{Document, Role};
+
+use super::running::{Record, Running};
+use super::third_party;
+use super::{begin, connect, session, Begun, ControllerError, LiveInterval, TestRequest};
+use crate::kind::{self, OpenError};
+use crate::signals::Interrupt;
+
+/// Runs one test against the agent at `req.host` and builds its document. Errors before
+/// `Start` are errors; after it, whatever happens, the document holds what was measured.
+pub fn run_test(
+    req: &TestRequest,
+    interrupt: &Interrupt,
+    live: &mut dyn FnMut(LiveInterval<'_>),
+) -> Result<Document, ControllerError> {
+    if let Some(from) = &req.from {
+        return third_party::run_between(req, from, interrupt, live);
+    }
+    let Begun {
+        server: addr,
+        started_at,
+        kind,
+        mut spec,
+    } = begin(req)?;
+    let mut probe = HostProbe::for_peer(addr.ip());
+    kind::hold_cpu_latency(&mut probe, &spec).map_err(OpenError::Refused)?;
+    kind.prepare(&mut spec, addr, &probe)?;
+    kind::place(&mut spec, Role::Client);
+    let mut link = connect(addr)?;
+    let mut run = Running::new(session(req, &spec), addr, live);
+    let h = run.handshake(&mut link, interrupt)?;
+    let to = kind::DataPort {
+        addr: SocketAddr::new(addr.ip(), h.data_port),
+        cookie: h.cookie,
+    };
+    let opened = kind.open_client(&spec, to)?;
+    run.start(&mut link)?;
+    let side = opened
+        .start(probe)
+        .map_err(|source| ControllerError::Io { addr, source })?;
+    Ok(run.conclude(
+        link,
+        side,
+        interrupt,
+        Record {
+            spec: &spec,
+            command: &req.command,
+            started_at,
+            client_agent: None,
+        },
+    ))
+}
