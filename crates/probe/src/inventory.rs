@@ -106,17 +106,11 @@ fn ifindex(name: &str) -> u32 {
 
 pub fn collect(root: &Path) -> Inventory {
     let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
-    let hypervisor_flag = cpuinfo
-        .lines()
-        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
-    let dmi = text(root, "sys/class/dmi/id/sys_vendor");
-    let hypervisor = match (dmi, hypervisor_flag) {
-        (Some(v), true) => Some(v),
-        (None, true) => Some("unknown hypervisor".into()),
-        (v, false) => {
-            v.filter(|v| v.contains("Microsoft") || v.contains("QEMU") || v.contains("Amazon"))
-        }
-    };
+    // The CPU's own word only for the live host, not for a captured tree.
+    let cpuid = (root == Path::new("/"))
+        .then(crate::hypervisor::cpuid_signature)
+        .flatten();
+    let hypervisor = crate::hypervisor::detect(root, cpuid);
     let mut inv = Inventory {
         kernel: text(root, "proc/sys/kernel/osrelease"),
         hypervisor,
@@ -362,7 +356,7 @@ mod tests {
         );
         assert_eq!(c.idle_states.len(), 2);
         assert_eq!(inv.clocksource.as_deref(), Some("tsc"));
-        assert_eq!(inv.hypervisor.as_deref(), Some("unknown hypervisor"));
+        assert_eq!(inv.hypervisor.as_deref(), Some("KVM (Firecracker)"));
         let eth0 = inv.nics.iter().find(|n| n.name == "eth0").unwrap();
         assert_eq!(eth0.driver.as_deref(), Some("virtio_net"));
         assert_eq!(eth0.bus_address.as_deref(), Some("0000:00:03.0"));

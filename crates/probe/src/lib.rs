@@ -9,6 +9,7 @@ pub mod dpdk;
 pub mod ethtool;
 pub mod host;
 pub mod hostwatch;
+pub mod hypervisor;
 pub mod interrupts;
 pub mod inventory;
 pub mod neigh;

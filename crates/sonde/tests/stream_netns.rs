@@ -58,9 +58,18 @@ fn sender_and_receiver_reconcile() {
     for side in [s, r] {
         assert!(side["cpu"]["host"].is_null() && side["cycles_per_byte"].is_null());
     }
-    // Both sides' inventories are in the document, each seeing its own namespace's NIC.
+    // Both sides' inventories are in the document, each seeing its own namespace's NIC, and
+    // a guest names its hypervisor (the CPU's hypervisor leaf), not "unknown".
+    let guest = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap()
+        .split_whitespace()
+        .any(|f| f == "hypervisor");
     for (side, iface) in [("client", &lab.client_if), ("server", &lab.server_if)] {
         let inv = &doc["start"][side]["inventory"];
+        if guest {
+            let h = inv["hypervisor"].as_str().unwrap_or("none");
+            assert!(!h.contains("unknown") && h != "none", "{side}: {h}");
+        }
         assert!(
             !inv["cpu"]["online"].as_array().unwrap().is_empty(),
             "{side}"
