@@ -9,12 +9,14 @@ mod load;
 mod pps;
 mod rr;
 mod stream;
+mod test_name;
 mod watch;
 
 pub use load::*;
 pub use pps::*;
 pub use rr::*;
 pub use stream::*;
+pub use test_name::TestName;
 pub use watch::*;
 
 use serde::{Deserialize, Serialize};
@@ -50,13 +52,18 @@ pub enum TestSpec {
 
 impl TestSpec {
     pub fn name(&self) -> &'static str {
+        self.test_name().as_str()
+    }
+
+    /// The test this spec asks for, as its document names it.
+    pub fn test_name(&self) -> TestName {
         match self {
-            TestSpec::Stream(_) => "stream",
-            TestSpec::Ping(_) => "ping",
-            TestSpec::Rpc(_) => "rpc",
-            TestSpec::Pps(_) => "pps",
-            TestSpec::Load(_) => "load",
-            TestSpec::Watch(_) => "watch",
+            TestSpec::Stream(_) => TestName::Stream,
+            TestSpec::Ping(_) => TestName::Ping,
+            TestSpec::Rpc(_) => TestName::Rpc,
+            TestSpec::Pps(_) => TestName::Pps,
+            TestSpec::Load(_) => TestName::Load,
+            TestSpec::Watch(_) => TestName::Watch,
         }
     }
 
