@@ -81,7 +81,7 @@ pub fn legend(lines: &[Line]) -> String {
         };
         o.push_str(&format!(
             "<li><svg width=\"28\" height=\"10\"><line x1=\"0\" y1=\"5\" x2=\"28\" y2=\"5\" stroke=\"#{r:02x}{g:02x}{b:02x}\" stroke-width=\"3\"{dash}/></svg> {}</li>",
-            crate::html::esc(&l.name)
+            crate::html::page::esc(&l.name)
         ));
     }
     o.push_str("</ul>");

@@ -22,13 +22,13 @@ const FIGURES: [Figure; 2] = [
         name: "throughput received",
         unit: "Gbit/s",
         by: "measured by the destination",
-        of: |d| Some(d.end.stream_receiver()?.bits_per_second / 1e9),
+        of: |d| Some(d.end.stream()?.receiver.as_ref()?.bits_per_second / 1e9),
     },
     Figure {
         name: "RTT P50",
         unit: "µs",
         by: "measured by the source",
-        of: |d| Some(d.end.latency_ns.as_ref()?.p50 as f64 / 1e3),
+        of: |d| Some(d.end.rr()?.latency_ns.as_ref()?.p50 as f64 / 1e3),
     },
 ];
 
@@ -153,7 +153,7 @@ fn by_label(m: &Matrix) -> Vec<(String, String, String, f64, usize)> {
     rows
 }
 
-use crate::html::esc;
+use crate::html::page::esc;
 use crate::safe::markdown as md;
 
 /// The HTML section; empty when no run belongs to a fleet.

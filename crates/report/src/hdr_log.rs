@@ -23,7 +23,7 @@ pub enum HdrLogError {
 type Series = (String, fn(&IntervalFigures) -> Option<&LatencySummary>);
 
 fn series(id: i64, doc: &Document) -> Vec<Series> {
-    if doc.end.load.is_some() {
+    if doc.end.load().is_some() {
         vec![
             (format!("run-{id}-udp"), |i| {
                 i.load.as_ref()?.udp_rtt_ns.as_ref()

@@ -123,7 +123,7 @@ pub fn pps_line(client: Option<&IntervalSample>, server: Option<&IntervalSample>
 pub fn load_phase_line(r: &sonde_results::document::load::PhaseRun) -> String {
     let p50 = |d: &Option<sonde_results::Document>| {
         d.as_ref()
-            .and_then(|d| d.end.latency_ns.as_ref())
+            .and_then(|d| d.end.rr()?.latency_ns.as_ref())
             .map_or("-".to_string(), |l| format!("{:.1} us", l.p50 as f64 / 1e3))
     };
     let f = r

@@ -183,7 +183,7 @@ fn cdfs(l: &LoadEnd) -> String {
 
 /// The load test's three charts, or nothing for another test.
 pub fn charts(title: &str, doc: &Document) -> String {
-    let Some(l) = &doc.end.load else {
+    let Some(l) = doc.end.load() else {
         return String::new();
     };
     let us = |v: Option<&LatencySummary>| v.map(|v| v.p50 as f64 / 1e3);

@@ -4,10 +4,11 @@
 //! and buffers/s with packets and CPU for stream, testpmd's sent and received packets/s
 //! for pps, flent's latency by phase for load. Each caption says who measured what.
 
-use sonde_results::document::{IntervalFigures, SideTotals};
+use sonde_results::document::{IntervalFigures, MeasuredBy, Section};
+use sonde_results::spec::TestName;
 use sonde_results::{Document, LatencySummary, Role, TestSpec};
 
-use crate::html::{run_name, ReportRun};
+use crate::html::page::{run_name, ReportRun, SAME_HOST};
 use crate::table::Table;
 use crate::units::{sig3, thousands};
 
@@ -56,7 +57,7 @@ pub fn summary(runs: &[ReportRun<'_>]) -> Table {
         for m in sonde_results::compare::metrics(r.doc) {
             t.row(vec![
                 run_name(r),
-                r.doc.test.clone(),
+                r.doc.test.to_string(),
                 m.title,
                 sig3(m.value),
                 m.unit.into(),
@@ -81,7 +82,9 @@ fn rr(runs: &[ReportRun<'_>]) -> Table {
         let (TestSpec::Ping(s) | TestSpec::Rpc(s)) = &r.doc.start.spec else {
             continue;
         };
-        let e = &r.doc.end;
+        let Some(e) = r.doc.end.rr() else {
+            continue;
+        };
         let transport = match s.transport {
             sonde_results::Transport::Tcp => "TCP",
             sonde_results::Transport::Udp => "UDP",
@@ -123,9 +126,6 @@ fn busy(doc: &Document, usage: Option<&sonde_results::CpuUsage>, sender: bool) -
     }
 }
 
-/// The receiver's CPU cell when both ends shared the sender's host.
-pub(crate) const SAME_HOST: &str = "same host";
-
 /// stream, as ntttcp prints it: throughput three ways, packets each side, CPU.
 fn stream(runs: &[ReportRun<'_>]) -> Table {
     let mut t = Table::new(
@@ -136,8 +136,10 @@ fn stream(runs: &[ReportRun<'_>]) -> Table {
         ],
     );
     for r in runs {
-        let e = &r.doc.end;
-        let (Some(s), Some(rx)) = (e.stream_sender(), e.stream_receiver()) else {
+        let Some(e) = r.doc.end.stream() else {
+            continue;
+        };
+        let (Some(s), Some(rx)) = (&e.sender, &e.receiver) else {
             continue;
         };
         let nic = |side: &sonde_results::document::EndSide, tx: bool| {
@@ -173,7 +175,7 @@ fn pps(runs: &[ReportRun<'_>]) -> Table {
         ],
     );
     for r in runs {
-        let Some(p) = &r.doc.end.packets else {
+        let Some(p) = r.doc.end.pps().and_then(|p| p.packets.as_ref()) else {
             continue;
         };
         let (tx, rx) = (p.sender.as_ref(), p.receiver.as_ref());
@@ -208,7 +210,7 @@ fn load(runs: &[ReportRun<'_>]) -> Table {
         ],
     );
     for r in runs {
-        let Some(l) = &r.doc.end.load else {
+        let Some(l) = r.doc.end.load() else {
             continue;
         };
         for p in &l.phases {
@@ -252,14 +254,20 @@ pub fn interval_series(doc: &Document) -> (&'static str, Vec<IntervalSeries>) {
             .filter_map(|i| Some((i.start_s, i.end_s, f(i)?)))
             .collect()
     };
-    let by = |s: Option<&SideTotals>| match s {
-        Some(SideTotals::Bytes(b)) => role(b.by.measured_by),
-        Some(SideTotals::Packets(p)) => role(p.by.measured_by),
-        None => "n/a",
+    let by = |s: Option<&MeasuredBy>| s.map_or("n/a", |b| role(b.measured_by));
+    let (tx, rx) = match &doc.end.section {
+        Section::Stream(s) => (
+            by(s.sender.as_ref().map(|s| &s.by)),
+            by(s.receiver.as_ref().map(|s| &s.by)),
+        ),
+        Section::Pps(p) => (
+            by(p.sender.as_ref().map(|s| &s.by)),
+            by(p.receiver.as_ref().map(|s| &s.by)),
+        ),
+        _ => ("n/a", "n/a"),
     };
-    let (tx, rx) = (by(doc.end.sender.as_ref()), by(doc.end.receiver.as_ref()));
-    match doc.test.as_str() {
-        "pps" => (
+    match doc.test {
+        TestName::Pps => (
             "packets/s",
             vec![
                 (
@@ -272,7 +280,7 @@ pub fn interval_series(doc: &Document) -> (&'static str, Vec<IntervalSeries>) {
                 ),
             ],
         ),
-        "stream" => (
+        TestName::Stream => (
             "throughput, Gbit/s",
             vec![
                 (

@@ -1,7 +1,7 @@
 //! A report table, built once and written as HTML or Markdown, so that both carry the same
 //! rows. Columns of figures are right-aligned, as published tables align them.
 
-use crate::html::esc;
+use crate::html::page::{esc, SAME_HOST};
 
 #[derive(Debug, Clone, Default)]
 pub struct Table {
@@ -16,7 +16,7 @@ fn is_figure(cell: &str) -> bool {
     let c = cell.trim_end_matches(" %");
     c == "n/a"
         || c == "-"
-        || c == crate::published::SAME_HOST
+        || c == SAME_HOST
         || (!c.is_empty()
             && c.chars().any(|ch| ch.is_ascii_digit())
             && c.chars()

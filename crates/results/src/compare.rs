@@ -4,9 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::document::Document;
+use crate::document::{Document, PacketsEnd, RrEnd, Section, StreamEnd};
 use crate::pooled::Pooled;
 use crate::side::Role;
+use crate::spec::TestName;
 
 const RESAMPLES: usize = 2000;
 
@@ -242,9 +243,19 @@ impl Metric {
 
 /// The headline figures of a document, in the order a reader looks for them.
 pub fn metrics(doc: &Document) -> Vec<Metric> {
-    let e = &doc.end;
+    match &doc.end.section {
+        Section::Stream(s) => stream_metrics(s),
+        // A ping measures latency first; an rpc its rate first (msg_gen's order).
+        Section::Rr(r) => rr_metrics(r, doc.test == TestName::Ping),
+        Section::Pps(p) => p.packets.as_ref().map_or_else(Vec::new, pps_metrics),
+        Section::Load { load } => load_metrics(load),
+        Section::Watch { .. } => Vec::new(),
+    }
+}
+
+fn stream_metrics(e: &StreamEnd) -> Vec<Metric> {
     let mut out = Vec::new();
-    if let Some(r) = e.stream_receiver() {
+    if let Some(r) = &e.receiver {
         let m = Metric::new(
             "receiver_gbit_per_s",
             "Throughput received",
@@ -253,7 +264,7 @@ pub fn metrics(doc: &Document) -> Vec<Metric> {
         );
         out.push(m.by(r.by.measured_by));
     }
-    if let Some(s) = e.stream_sender() {
+    if let Some(s) = &e.sender {
         if let Some(c) = s.cycles_per_byte {
             let m = Metric::new(
                 "sender_cycles_per_byte",
@@ -264,11 +275,14 @@ pub fn metrics(doc: &Document) -> Vec<Metric> {
             out.push(m.lower_is_better().by(s.by.measured_by));
         }
     }
+    out
+}
+
+fn rr_metrics(e: &RrEnd, ping: bool) -> Vec<Metric> {
+    let mut out = Vec::new();
     let rate = e
         .requests_per_second
         .map(|r| Metric::new("requests_per_second", "Request rate", "requests/s", r));
-    // A ping measures latency first; an rpc its rate first (msg_gen's order).
-    let ping = doc.test == "ping";
     out.extend(rate.clone().filter(|_| !ping));
     if let Some(l) = &e.latency_ns {
         for (key, title, q, v) in [
@@ -293,26 +307,26 @@ pub fn metrics(doc: &Document) -> Vec<Metric> {
         );
         out.push(m.lower_is_better());
     }
-    if let Some(l) = &e.load {
-        out.extend(load_metrics(l));
+    out
+}
+
+fn pps_metrics(p: &PacketsEnd) -> Vec<Metric> {
+    let mut out = Vec::new();
+    if let Some(r) = &p.receiver {
+        let m = Metric::new(
+            "received_packets_per_second",
+            "Packets received",
+            "packets/s",
+            r.packets_per_second,
+        );
+        out.push(m.by(r.by.measured_by));
     }
-    if let Some(p) = &e.packets {
-        if let Some(r) = &p.receiver {
-            let m = Metric::new(
-                "received_packets_per_second",
-                "Packets received",
-                "packets/s",
-                r.packets_per_second,
-            );
-            out.push(m.by(r.by.measured_by));
-        }
-        if let Some(l) = p.loss_percent {
-            out.push(
-                Metric::new("loss_percent", "Packet loss", "%", l)
-                    .lower_is_better()
-                    .by(Role::Server),
-            );
-        }
+    if let Some(l) = p.loss_percent {
+        out.push(
+            Metric::new("loss_percent", "Packet loss", "%", l)
+                .lower_is_better()
+                .by(Role::Server),
+        );
     }
     out
 }
@@ -346,7 +360,7 @@ fn load_metrics(l: &crate::document::load::LoadEnd) -> Vec<Metric> {
 fn pooled(docs: &[&Document]) -> Option<Pooled> {
     let hists: Option<Vec<_>> = docs
         .iter()
-        .map(|d| d.end.latency_ns.as_ref()?.distribution()?.ok())
+        .map(|d| d.end.rr()?.latency_ns.as_ref()?.distribution()?.ok())
         .collect();
     Some(Pooled::of(&hists?))
 }

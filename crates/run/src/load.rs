@@ -105,20 +105,23 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use sonde_results::document::{End, LocalStart};
+    use sonde_results::document::{End, LocalStart, RrEnd, Section};
     use sonde_results::latency::{new_histogram, LatencySummary};
 
     use super::*;
 
     /// A document of `spec` with a round trip of `rtt_ns` (pings) and nothing else.
     fn doc(spec: &TestSpec, rtt_ns: Option<u64>) -> Document {
-        let mut end = End::empty(false, None);
-        end.latency_ns = rtt_ns.map(|v| {
-            let mut h = new_histogram();
-            h.record(v).unwrap();
-            LatencySummary::of(&h).unwrap()
-        });
-        end.requests_per_second = Some(1000.0);
+        let rr = RrEnd {
+            latency_ns: rtt_ns.map(|v| {
+                let mut h = new_histogram();
+                h.record(v).unwrap();
+                LatencySummary::of(&h).unwrap()
+            }),
+            requests_per_second: Some(1000.0),
+            ..Default::default()
+        };
+        let end = End::new(false, None, Section::Rr(rr));
         let start = LocalStart {
             spec: spec.clone(),
             command: String::new(),
@@ -191,10 +194,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(seen, [Phase::Idle, Phase::Both]);
-        assert_eq!(d.test, "load");
+        assert_eq!(d.test, sonde_results::spec::TestName::Load);
         assert_eq!(d.start.command, "sonde load");
         assert!(matches!(d.start.spec, TestSpec::Load(_)));
-        let l = d.end.load.unwrap();
+        let l = d.end.load().unwrap();
         assert_eq!(l.phases.len(), 2);
         // HDR's 3 significant digits.
         assert!(
@@ -235,7 +238,7 @@ mod tests {
             "{:?}",
             d.end.error
         );
-        let l = d.end.load.unwrap();
+        let l = d.end.load().unwrap();
         assert_eq!(l.phases.len(), 2);
         assert!(!l.phases[0].partial);
         assert!(l.phases[1].partial);

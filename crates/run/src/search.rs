@@ -41,7 +41,7 @@ pub struct SearchParams {
 
 /// What one trial measured, read from its document.
 pub fn trial_of(doc: &Document, offered: Option<f64>, max_loss: f64) -> Option<Trial> {
-    let p = doc.end.packets.as_ref()?;
+    let p = doc.end.pps()?.packets.as_ref()?;
     let sent_pps = p.sender.as_ref()?.packets_per_second;
     let received_pps = p.receiver.as_ref()?.packets_per_second;
     let lost = p.lost_packets?;
@@ -248,7 +248,9 @@ fn conclude(
 mod tests {
     use super::*;
     use sonde_results::document::CpuFigures;
-    use sonde_results::document::{End, LocalStart, MeasuredBy, PacketsEnd, PpsEndSide};
+    use sonde_results::document::{
+        End, LocalStart, MeasuredBy, PacketsEnd, PpsEnd, PpsEndSide, Section,
+    };
     use sonde_results::side::Role;
 
     fn side(role: Role, pps: f64) -> PpsEndSide {
@@ -293,8 +295,7 @@ mod tests {
         let sent = p.rate_pps.unwrap_or(ceiling).min(ceiling);
         let received = sent.min(capacity);
         let lost = (sent - received).round() as u64;
-        let mut end = End::empty(false, None);
-        end.packets = Some(PacketsEnd {
+        let packets = Some(PacketsEnd {
             size_bytes: 64,
             udp_payload_bytes: 22,
             flows: 1,
@@ -308,6 +309,11 @@ mod tests {
             receiver_to_sender_ratio: Some(received / sent),
             flows_with_loss: Some(0),
         });
+        let pps = PpsEnd {
+            packets,
+            ..Default::default()
+        };
+        let end = End::new(false, None, Section::Pps(pps));
         let start = LocalStart {
             spec: spec.clone(),
             command: String::new(),
@@ -349,7 +355,16 @@ mod tests {
         );
         assert!(s.trials.len() <= MAX_TRIALS);
         assert!(!s.trials[0].passed && s.trials[0].offered_pps.is_none());
-        assert!(doc.end.packets.unwrap().lost_packets == Some(0));
+        assert!(
+            doc.end
+                .pps()
+                .unwrap()
+                .packets
+                .as_ref()
+                .unwrap()
+                .lost_packets
+                == Some(0)
+        );
         assert_eq!(s.limited_by, "loss");
         let last = s.trials.last().unwrap();
         assert!(last.verification && last.passed, "{last:?}");

@@ -215,13 +215,14 @@ fn both_ends_run_one_control_loop_to_a_document() {
     assert!(!doc.end.partial, "{:?}", doc.end.error);
     assert_eq!(doc.intervals.len(), 3);
     assert_eq!(shown, 3);
-    let sender = doc
-        .end
-        .stream_sender()
+    let stream = doc.end.stream().expect("a stream section");
+    let sender = stream
+        .sender
+        .as_ref()
         .expect("the controller's sending side");
-    let receiver = doc
-        .end
-        .stream_receiver()
+    let receiver = stream
+        .receiver
+        .as_ref()
         .expect("the agent's receiving side");
     let by = (sender.by.measured_by, receiver.by.measured_by);
     assert_eq!(by, (Role::Client, Role::Server));

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sonde_probe::cpustat;
 use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 use sonde_results::document::watch::{WatchEnd, WatchInterval};
-use sonde_results::document::{End, IntervalFigures, LocalStart};
+use sonde_results::document::{End, IntervalFigures, LocalStart, Section};
 use sonde_results::{Document, TestSpec, WatchSpec};
 
 use crate::controller::SOFTWARE;
@@ -73,8 +73,7 @@ pub fn watch(
     let end = end_of(&first, &last, seconds, status, probe);
     let partial = interrupt.is_set();
     let error = partial.then(|| "interrupted (Ctrl-C)".to_string());
-    let mut doc_end = End::empty(partial, error);
-    doc_end.watch = Some(end);
+    let doc_end = End::new(partial, error, Section::Watch { watch: end });
     let start = LocalStart {
         spec: TestSpec::Watch(spec),
         command: command_line.to_string(),

@@ -225,7 +225,9 @@ pub fn pps(a: &PpsArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
             Ok(inv.run(s, None)?)
         };
         let (found, mut doc) = search::search(&spec, &params, &mut trial, &mut on_trial)?;
-        doc.end.search = Some(found);
+        if let Some(p) = doc.end.pps_mut() {
+            p.search = Some(found);
+        }
         doc
     } else {
         inv.run(&TestSpec::Pps(spec), Some(&sonde_report::live::pps_line))?

@@ -156,7 +156,7 @@ impl Store {
                 "INSERT INTO runs (test, started_at, command, document, label, server_command, software, partial, suite_key)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
-                    doc.test,
+                    doc.test.as_str(),
                     doc.start.started_at,
                     doc.start.command,
                     json,

@@ -150,7 +150,7 @@ fn concurrent_writers_do_not_corrupt_the_store() {
 
 #[test]
 fn a_latency_histogram_round_trips_through_the_store() {
-    use sonde_results::document::IntervalFigures;
+    use sonde_results::document::{IntervalFigures, RrEnd, Section};
     use sonde_results::latency::{merged, new_histogram};
     use sonde_results::LatencySummary;
     let path = temp_db("hist");
@@ -168,11 +168,17 @@ fn a_latency_histogram_round_trips_through_the_store() {
             ..IntervalFigures::span(k as f64, k as f64 + 1.0)
         });
     }
-    d.end.latency_ns = LatencySummary::of(&window);
+    // A ping's document: its section holds the round trips.
+    d.test = sonde_results::spec::TestName::Ping;
+    d.start.spec = TestSpec::Ping(Default::default());
+    d.end.section = Section::Rr(RrEnd {
+        latency_ns: LatencySummary::of(&window),
+        ..Default::default()
+    });
     let id = s.save(&d, None).unwrap();
     let back = s.get(id).unwrap().document;
     assert_eq!(back, d);
-    let stored = back.end.latency_ns.as_ref().unwrap();
+    let stored = back.end.rr().unwrap().latency_ns.as_ref().unwrap();
     assert_eq!(stored.distribution().unwrap().unwrap(), window);
     let intervals = merged(back.intervals.iter().filter_map(|i| i.latency_ns.as_ref()));
     assert_eq!(

@@ -8,13 +8,18 @@
 
 mod comparison;
 mod environment;
+pub(crate) mod page;
+
+pub use page::ReportRun;
 
 use sonde_results::compare::Comparison;
+use sonde_results::spec::TestName;
 use sonde_results::Document;
 
 use crate::chart::{self, Axis, Line};
 use crate::published;
 use crate::table::Table;
+use page::{esc, run_name};
 
 /// What a report is made of: its title, when, the runs, and the comparison between two
 /// labelled groups of them, if they form two.
@@ -24,30 +29,6 @@ pub struct Report<'a> {
     pub generated_at: &'a str,
     pub runs: &'a [ReportRun<'a>],
     pub comparison: Option<(&'a str, &'a str, &'a [Comparison])>,
-}
-
-/// A run as the report sees it.
-pub struct ReportRun<'a> {
-    pub id: i64,
-    pub label: Option<String>,
-    pub doc: &'a Document,
-}
-
-/// Every stored string in the HTML goes through here (`safe::html`).
-pub(crate) fn esc(s: &str) -> String {
-    crate::safe::html(s)
-}
-
-/// `run 7 (label)`.
-pub(crate) fn run_name(r: &ReportRun<'_>) -> String {
-    format!(
-        "run {}{}",
-        r.id,
-        r.label
-            .as_ref()
-            .map(|l| format!(" ({l})"))
-            .unwrap_or_default()
-    )
 }
 
 /// Every exact command line of a run: (who ran it, command).
@@ -65,8 +46,8 @@ fn invocations(doc: &Document) -> Vec<(String, String)> {
     out.push((format!("agent at {}", doc.start.server_address), agent));
     let tools = doc
         .end
-        .packets
-        .as_ref()
+        .pps()
+        .and_then(|p| p.packets.as_ref())
         .map(|p| p.tool_commands())
         .unwrap_or_default();
     for (role, command) in tools {
@@ -84,13 +65,13 @@ fn time_series(runs: &[ReportRun<'_>]) -> String {
     let mut rate_end = 0.0f64;
     for r in runs {
         let d = r.doc;
-        if d.end.load.is_some() {
+        if d.end.load().is_some() {
             o.push_str(&crate::load_plot::charts(&run_name(r), d));
             continue;
         }
         let end = d.intervals.last().map_or(1.0, |i| i.end_s);
         let (unit, series) = published::interval_series(d);
-        if !matches!(d.test.as_str(), "stream" | "pps") {
+        if !matches!(d.test, TestName::Stream | TestName::Pps) {
             if let Some((_, pts)) = series.into_iter().next() {
                 rate_end = rate_end.max(end);
                 let n = rates.len();
@@ -138,7 +119,7 @@ fn time_axis(end: f64) -> Axis<'static> {
 
 /// A stream's connections' throughput over the window, as the receiver measured it.
 fn per_connection(r: &ReportRun<'_>) -> String {
-    let Some(rx) = r.doc.end.stream_receiver() else {
+    let Some(rx) = r.doc.end.stream().and_then(|s| s.receiver.as_ref()) else {
         return String::new();
     };
     let secs = rx.seconds.max(1e-9);
@@ -167,7 +148,7 @@ fn per_connection(r: &ReportRun<'_>) -> String {
 fn latency_lines(runs: &[ReportRun<'_>]) -> Vec<Line> {
     runs.iter()
         .filter_map(|r| {
-            let l = r.doc.end.latency_ns.as_ref()?;
+            let l = r.doc.end.rr()?.latency_ns.as_ref()?;
             Some((r, l))
         })
         .enumerate()
@@ -225,7 +206,7 @@ pub fn render(r: &Report<'_>) -> String {
         tests.push_str(&format!(
             "<h3>{}: {}, started {}</h3><ul>",
             esc(&run_name(run)),
-            esc(&run.doc.test),
+            run.doc.test,
             esc(&run.doc.start.started_at)
         ));
         for (who, command) in invocations(run.doc) {
@@ -281,7 +262,7 @@ fn interval_table(runs: &[ReportRun<'_>]) -> Table {
         "Per interval: sent by the sender, received by the receiver (requests/s: by the client).",
         &["Run", "Interval s", "Unit", "Sent", "Received"],
     );
-    for r in runs.iter().filter(|r| r.doc.end.load.is_none()) {
+    for r in runs.iter().filter(|r| r.doc.end.load().is_none()) {
         let (unit, series) = published::interval_series(r.doc);
         let at = |k: usize, end: f64| {
             series
@@ -329,7 +310,7 @@ pub fn markdown(r: &Report<'_>) -> String {
         o.push_str(&format!(
             "- {}: {}, started {}\n",
             md(&run_name(run)),
-            md(&run.doc.test),
+            run.doc.test,
             md(&run.doc.start.started_at)
         ));
         // <code>, not a code span: a backtick in the command cannot close it.

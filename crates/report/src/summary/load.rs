@@ -4,7 +4,7 @@
 use sonde_results::document::load::{LoadEnd, PhaseEnd};
 use sonde_results::{Document, LatencySummary, LoadSpec, Phase, TestSpec, Transport};
 
-use super::{footer, table};
+use super::common::{footer, table};
 use crate::units::{bits_per_second, opt};
 
 /// The line printed before a load test starts.
@@ -103,7 +103,7 @@ pub(super) fn lab_row(name: &str, l: &LoadEnd, status: String) -> Vec<String> {
 
 /// Human summary of a load document.
 pub fn load(doc: &Document) -> String {
-    let Some(l) = &doc.end.load else {
+    let Some(l) = doc.end.load() else {
         return footer(&doc.end);
     };
     let mut t = table(vec![

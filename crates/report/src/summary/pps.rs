@@ -3,7 +3,7 @@
 
 use sonde_results::Document;
 
-use super::{footer, table};
+use super::common::{footer, table};
 use crate::units::{bits_per_second, opt};
 
 pub fn pps_heading(spec: &sonde_results::PpsSpec, target: &str, search: bool) -> String {
@@ -42,7 +42,7 @@ pub fn trial_line(n: usize, t: &sonde_results::document::Trial) -> String {
 /// Human summary of a pps document: both sides' rates, the loss between them, the search.
 pub fn pps(doc: &Document) -> String {
     let e = &doc.end;
-    let Some(p) = &e.packets else {
+    let Some((p, search)) = e.pps().and_then(|x| Some((x.packets.as_ref()?, &x.search))) else {
         return "no packet figures\n".into();
     };
     let mut t = table(vec![
@@ -97,7 +97,7 @@ pub fn pps(doc: &Document) -> String {
             r * 100.0
         ));
     }
-    if let Some(s) = &e.search {
+    if let Some(s) = search {
         out.push_str(&format!(
             "zero-loss search (loss <= {} %, {} trials of {:.1} s): {:.0} packets/s, limited by {}\n",
             s.max_loss_percent,
@@ -112,7 +112,7 @@ pub fn pps(doc: &Document) -> String {
         ));
     }
     for side in [&p.sender, &p.receiver].into_iter().flatten() {
-        out.push_str(&super::bypass_line(&side.by));
+        out.push_str(&super::common::bypass_line(&side.by));
         for n in &side.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", side.by.measured_by.as_str()));
         }

@@ -4,7 +4,7 @@
 use sonde_results::document::RrEndSide;
 use sonde_results::{Document, TestSpec};
 
-use super::{footer, table};
+use super::common::{footer, table};
 use crate::units::opt;
 
 pub(super) fn us(ns: u64) -> String {
@@ -48,7 +48,9 @@ pub fn rr_heading(spec: &TestSpec, target: &str) -> String {
 
 /// Human summary of a ping or rpc document: round-trip latency, rate, CPU per message.
 pub fn rr(doc: &Document) -> String {
-    let e = &doc.end;
+    let Some(e) = doc.end.rr() else {
+        return footer(&doc.end);
+    };
     let mut t = table(vec![
         "round-trip time (us)",
         "min",
@@ -137,7 +139,7 @@ pub fn rr(doc: &Document) -> String {
     }
     out.push('\n');
     for s in [&e.client, &e.server].into_iter().flatten() {
-        out.push_str(&super::bypass_line(&s.by));
+        out.push_str(&super::common::bypass_line(&s.by));
         if let Some(l) = &s.by.cpu_latency {
             out.push_str(&format!(
                 "{}: CPU latency limit {} us (in force {}), idle states kept out: {}\n",
@@ -155,7 +157,7 @@ pub fn rr(doc: &Document) -> String {
             out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }
     }
-    out.push_str(&footer(e));
+    out.push_str(&footer(&doc.end));
     out
 }
 
@@ -178,8 +180,8 @@ fn compared(
     ];
     let mut t = table(lead.iter().chain(&tail).copied().collect::<Vec<_>>());
     for d in docs {
-        let e = &d.end;
-        let l = e.latency_ns.as_ref();
+        let e = d.end.rr();
+        let l = e.and_then(|e| e.latency_ns.as_ref());
         let mut row = cells(d);
         row.extend([
             opt(l, |l| format!("{:.2}", l.mean / 1e3)),
@@ -187,8 +189,8 @@ fn compared(
             opt(l, |l| us(l.p99)),
             opt(l, |l| us(l.p999)),
             opt(l, |l| us(l.max)),
-            cpu_per_message(e.client.as_ref()),
-            cpu_per_message(e.server.as_ref()),
+            cpu_per_message(e.and_then(|e| e.client.as_ref())),
+            cpu_per_message(e.and_then(|e| e.server.as_ref())),
         ]);
         t.add_row(row);
     }
@@ -198,10 +200,11 @@ fn compared(
 /// One row per receive mode: the latency/CPU trade-off side by side.
 pub fn poll_comparison(docs: &[Document]) -> String {
     let cells = |d: &Document| {
-        let e = &d.end;
+        let e = d.end.rr();
         vec![
-            e.client.as_ref().map_or("-".into(), |c| c.poll.clone()),
-            opt(e.requests_per_second, |r| format!("{r:.0}")),
+            e.and_then(|e| e.client.as_ref())
+                .map_or("-".into(), |c| c.poll.clone()),
+            opt(e.and_then(|e| e.requests_per_second), |r| format!("{r:.0}")),
         ]
     };
     compared(
@@ -226,7 +229,8 @@ fn deepest_allowed(side: Option<&RrEndSide>) -> Option<String> {
 pub fn cstate_comparison(docs: &[Document]) -> String {
     let cells = |d: &Document| {
         vec![
-            deepest_allowed(d.end.client.as_ref()).unwrap_or_else(|| "-".into()),
+            deepest_allowed(d.end.rr().and_then(|r| r.client.as_ref()))
+                .unwrap_or_else(|| "-".into()),
             opt(d.start.spec.execution().cpu_latency_us, |v| v.to_string()),
         ]
     };

@@ -5,7 +5,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use sonde_results::document::EndSide;
 use sonde_results::{Document, StreamSpec};
 
-use super::footer;
+use super::common::footer;
 use crate::units::{bits_per_second, bytes, opt};
 
 /// The line printed before a stream test starts.
@@ -121,10 +121,12 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
 /// Human summary of a document: one column per side and direction, then notes and the
 /// partial/error status.
 pub fn stream(doc: &Document) -> String {
-    let e = &doc.end;
+    let Some(e) = doc.end.stream() else {
+        return footer(&doc.end);
+    };
     let mut labelled = vec![
-        ("sender", e.stream_sender()),
-        ("receiver", e.stream_receiver()),
+        ("sender", e.sender.as_ref()),
+        ("receiver", e.receiver.as_ref()),
     ];
     if let Some(r) = &e.reverse {
         labelled.extend([
@@ -173,6 +175,6 @@ pub fn stream(doc: &Document) -> String {
     for n in notes {
         out.push_str(&format!("note: {n}\n"));
     }
-    out.push_str(&footer(e));
+    out.push_str(&footer(&doc.end));
     out
 }

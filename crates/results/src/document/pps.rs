@@ -3,9 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    paired, per_second, CpuFigures, Document, End, HostCounted, Inputs, IntervalFigures,
-    IntervalSide, MeasuredBy, SideTotals,
+use super::parts::{
+    paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, IntervalSide, MeasuredBy,
 };
 use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::PpsSpec;
@@ -58,6 +57,40 @@ impl PacketsEnd {
             .flatten()
             .filter_map(|s| Some((s.by.measured_by, s.by.bypass.as_ref()?.command.as_deref()?)))
             .collect()
+    }
+}
+
+/// A packet-rate test's section of `end`: each side's packet totals (also under
+/// `packets`, so that `end.sender.packets_per_second` means to a script what it means in a
+/// stream test), the loss, and a zero-loss search's trials.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PpsEnd {
+    pub sender: Option<PpsEndSide>,
+    pub receiver: Option<PpsEndSide>,
+    /// Sent by the sender and never received, over the whole test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_packets: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets: Option<PacketsEnd>,
+    /// Zero-loss rate search: every trial and the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchEnd>,
+}
+
+impl PpsEnd {
+    /// Clears every side's host CPU (the one host's, counted once elsewhere).
+    pub(super) fn clear_host_cpu(&mut self) {
+        let packets = self
+            .packets
+            .iter_mut()
+            .flat_map(|p| [&mut p.sender, &mut p.receiver]);
+        for s in [&mut self.sender, &mut self.receiver]
+            .into_iter()
+            .chain(packets)
+            .flatten()
+        {
+            s.cpu.usage = None;
+        }
     }
 }
 
@@ -119,8 +152,8 @@ fn end_side(side: &SideResult) -> Option<PpsEndSide> {
     })
 }
 
-/// Both sides' rates and the loss between them.
-pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> Document {
+/// Both sides' rates and the loss between them: the intervals and end section.
+pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, PpsEnd) {
     let tx = inp.client.pps.as_ref();
     let rx = inp.server.and_then(|s| s.pps.as_ref());
     let sender = end_side(inp.client);
@@ -188,12 +221,12 @@ pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> Document {
             ..span
         })
         .collect();
-    let end = End {
+    let end = PpsEnd {
         lost_packets: lost,
-        sender: packets.sender.clone().map(SideTotals::Packets),
-        receiver: packets.receiver.clone().map(SideTotals::Packets),
+        sender: packets.sender.clone(),
+        receiver: packets.receiver.clone(),
         packets: Some(packets),
-        ..End::of(inp)
+        search: None,
     };
-    Document::of(inp, intervals, end)
+    (intervals, end)
 }

@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    paired, per_second, CpuFigures, Document, End, HostCounted, Inputs, IntervalFigures, MeasuredBy,
+use super::parts::{
+    paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, MeasuredBy,
 };
+use crate::latency::LatencySummary;
 use crate::side::{Role, SideResult};
 use crate::spec::{RrSpec, Transport};
 
@@ -30,7 +31,58 @@ pub struct RrEndSide {
     pub counted: HostCounted,
 }
 
-pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> Document {
+/// A ping or rpc test's section of `end`: the client's latency and rate, what never
+/// completed, and both sides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrEnd {
+    /// Round-trip latency measured by the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencySummary>,
+    /// What `latency_ns` measures: `round_trip_time`, from the actual send (closed loop) or
+    /// from the intended send time (open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_is: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<f64>,
+    /// Requests sent and never answered by the end of the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered_requests: Option<u64>,
+    /// Open loop: requests due but never sent (every slot of the window was waiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent_requests: Option<u64>,
+    /// UDP: requests whose answer never came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_messages: Option<u64>,
+    /// UDP: replies matched by sequence number to a request already counted lost (late),
+    /// already answered (duplicated), or to none sent (foreign); none is credited to
+    /// another request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_replies: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicated_replies: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_replies: Option<u64>,
+    /// UDP: datagrams the agent's echo dropped unanswered: from another address, not the
+    /// request's length, or without the test's cookie (so never reflected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<RrEndSide>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<RrEndSide>,
+}
+
+impl RrEnd {
+    /// Clears both sides' host CPU (the one host's, counted once elsewhere).
+    pub(super) fn clear_host_cpu(&mut self) {
+        for s in self.client.iter_mut().chain(self.server.iter_mut()) {
+            s.cpu.usage = None;
+        }
+    }
+}
+
+/// The intervals and end section of a ping or rpc test.
+pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, RrEnd) {
     let udp = spec.transport == Transport::Udp;
     let c_rr = inp.client.rr.as_ref();
     let client = end_side(inp.client);
@@ -45,7 +97,7 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> Document {
             ..span
         })
         .collect();
-    let end = End {
+    let end = RrEnd {
         latency_ns: c_rr.and_then(|r| r.latency_ns.clone()),
         latency_is: Some(
             if spec.open_loop {
@@ -69,9 +121,8 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> Document {
             .map(|r| r.foreign),
         server: inp.server.and_then(end_side),
         client,
-        ..End::of(inp)
     };
-    Document::of(inp, intervals, end)
+    (intervals, end)
 }
 
 fn end_side(side: &SideResult) -> Option<RrEndSide> {

@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    paired, per_second, CpuFigures, Document, End, HostCounted, Inputs, IntervalFigures,
-    IntervalPair, IntervalSide, MeasuredBy, SideTotals,
+use super::parts::{
+    paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, IntervalPair,
+    IntervalSide, MeasuredBy,
 };
 use crate::side::{ConnectionResult, DirectionResult, IntervalSample, Role, SideResult, Transfer};
 use crate::spec::{Direction, StreamSpec};
@@ -55,13 +55,44 @@ pub struct EndSide {
     pub counted: HostCounted,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DirectionEnd {
     pub sender: Option<EndSide>,
     pub receiver: Option<EndSide>,
 }
 
-pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> Document {
+/// A stream test's section of `end`: the primary direction's sides, and the reverse
+/// direction of a bidirectional test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamEnd {
+    pub sender: Option<EndSide>,
+    pub receiver: Option<EndSide>,
+    /// The agent-to-controller direction of a bidirectional test.
+    pub reverse: Option<DirectionEnd>,
+}
+
+impl StreamEnd {
+    /// Clears every side's host CPU and cycles per byte; the sender's cycles per byte.
+    pub(super) fn clear_host_cpu(&mut self) -> Option<f64> {
+        let cycles_per_byte = self.sender.as_ref().and_then(|s| s.cycles_per_byte);
+        let reverse = self
+            .reverse
+            .iter_mut()
+            .flat_map(|r| [&mut r.sender, &mut r.receiver]);
+        for s in [&mut self.sender, &mut self.receiver]
+            .into_iter()
+            .chain(reverse)
+            .flatten()
+        {
+            s.cpu.usage = None;
+            s.cycles_per_byte = None;
+        }
+        cycles_per_byte
+    }
+}
+
+/// The intervals and end section of a stream test.
+pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, StreamEnd) {
     let (primary, bidir) = match stream.direction {
         Direction::Forward => (Direction::Forward, false),
         Direction::Reverse => (Direction::Reverse, false),
@@ -77,13 +108,12 @@ pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> Document {
     let reverse = bidir.then(|| end_pair(Direction::Reverse));
 
     let intervals = merge_intervals(inp.client_intervals, inp.server_intervals, primary, bidir);
-    let end = End {
-        sender: primary_end.sender.map(SideTotals::Bytes),
-        receiver: primary_end.receiver.map(SideTotals::Bytes),
+    let end = StreamEnd {
+        sender: primary_end.sender,
+        receiver: primary_end.receiver,
         reverse,
-        ..End::of(inp)
     };
-    Document::of(inp, intervals, end)
+    (intervals, end)
 }
 
 /// The side that does `transfer` in direction `dir`: the controller sends forward.
@@ -203,7 +233,7 @@ fn merge_intervals(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::document::Inputs;
+    use crate::document::{Document, Inputs};
     use crate::side::CpuBreakdown;
     use crate::side::{ConnectionResult, CpuUsage, HostInfo};
     use crate::spec::{StreamSpec, TestSpec};
@@ -291,7 +321,7 @@ mod tests {
         let s = side(Role::Server, Transfer::Receive, &[1_000_000, 3_000_000]);
         let doc = Document::build(inputs(&spec, &c, Some(&s)));
         assert!(!doc.end.partial);
-        let snd = doc.end.stream_sender().cloned().unwrap();
+        let snd = doc.end.stream().unwrap().sender.clone().unwrap();
         assert_eq!(snd.by.measured_by, Role::Client);
         assert_eq!(snd.bits_per_second, 16e6);
         assert_eq!(snd.megabytes_per_second, 2.0);
@@ -303,7 +333,14 @@ mod tests {
         // 25 % busy of 2 CPUs at 2 GHz for 2 s over 4 MB.
         assert_eq!(snd.cycles_per_byte, Some(0.25 * 2.0 * 2e9 * 2.0 / 4e6));
         assert_eq!(
-            doc.end.stream_receiver().unwrap().by.measured_by,
+            doc.end
+                .stream()
+                .unwrap()
+                .receiver
+                .as_ref()
+                .unwrap()
+                .by
+                .measured_by,
             Role::Server
         );
         let json = serde_json::to_value(&doc).unwrap();
@@ -318,8 +355,8 @@ mod tests {
         let c = side(Role::Client, Transfer::Send, &[10]);
         let doc = Document::build(inputs(&spec, &c, None));
         assert!(doc.end.partial);
-        assert!(doc.end.receiver.is_none());
-        assert!(doc.end.sender.is_some());
+        assert!(doc.end.stream().unwrap().receiver.is_none());
+        assert!(doc.end.stream().unwrap().sender.is_some());
     }
 
     #[test]

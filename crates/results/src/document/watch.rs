@@ -23,7 +23,7 @@ pub struct WatchInterval {
 }
 
 /// The whole run of the command.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WatchEnd {
     /// The command's exit code; `None` when a signal ended it.
     pub exit_code: Option<i32>,

@@ -1,15 +1,10 @@
-//! A load test's document, built from the tests each phase ran at once: the UDP ping, the
-//! TCP ping and the load. Per phase the pings' percentiles (each from its own histogram of
-//! that phase), the load's throughput each way as its receivers measured it, retransmits
-//! and both hosts' CPU; per interval the same, tagged with the phase; the headline is the
-//! latency each loaded phase added to the idle one.
+//! A load test's document assembled from the documents of the tests each phase ran:
+//! their sections read, the load's own section and intervals built.
 
-use serde::{Deserialize, Serialize};
-
-use super::{Document, End, IntervalFigures, SideTotals, Start, SCHEMA_VERSION};
-use crate::latency::LatencySummary;
+use super::{AddedLatency, LoadEnd, LoadFigures, LoadInterval, PhaseEnd};
+use crate::document::{Document, End, IntervalFigures, Section, Start, SCHEMA_VERSION};
 use crate::side::Role;
-use crate::spec::{LoadSpec, Phase, TestSpec, Transport};
+use crate::spec::{LoadSpec, Phase, TestName, TestSpec, Transport};
 
 /// What one phase ran and measured: its tests' documents (`None` where a test could not
 /// start) and why any of them failed.
@@ -21,78 +16,6 @@ pub struct PhaseRun {
     pub tcp: Option<Document>,
     pub load: Option<Document>,
     pub errors: Vec<String>,
-}
-
-/// The load's throughput each way in one phase or interval, as its receivers measured it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LoadFigures {
-    /// Controller to agent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload_bits_per_second: Option<f64>,
-    /// Agent to controller.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub download_bits_per_second: Option<f64>,
-    /// A pps load: packets per second the agent received.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload_packets_per_second: Option<f64>,
-    /// An rpc load: requests per second the controller completed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests_per_second: Option<f64>,
-}
-
-/// One interval of a load test: which phase, both pings' round trips, the load.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadInterval {
-    pub phase: Phase,
-    pub udp_rtt_ns: Option<LatencySummary>,
-    pub tcp_rtt_ns: Option<LatencySummary>,
-    #[serde(flatten)]
-    pub load: LoadFigures,
-}
-
-/// One phase's end figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PhaseEnd {
-    pub phase: Phase,
-    pub start_s: f64,
-    pub seconds: f64,
-    /// Round trips timed from the intended send, over the phase's window.
-    pub udp_rtt_ns: Option<LatencySummary>,
-    pub tcp_rtt_ns: Option<LatencySummary>,
-    /// UDP pings whose echo never came.
-    pub udp_lost: Option<u64>,
-    #[serde(flatten)]
-    pub load: LoadFigures,
-    /// The load's connections' retransmitted segments, both directions.
-    pub tcp_retransmits: Option<u64>,
-    /// Whole-host CPU busy over the phase (the UDP ping's window), each side's host.
-    pub client_cpu_busy_percent: Option<f64>,
-    pub server_cpu_busy_percent: Option<f64>,
-    pub partial: bool,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<String>,
-}
-
-/// The latency a loaded phase adds to the idle phase's, for one ping.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AddedLatency {
-    pub phase: Phase,
-    pub transport: Transport,
-    pub p50_added_ns: i64,
-    pub p99_added_ns: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadEnd {
-    pub phases: Vec<PhaseEnd>,
-    /// Each loaded phase against idle, per ping; empty without an idle phase.
-    pub added_latency: Vec<AddedLatency>,
-}
-
-impl LoadEnd {
-    pub fn phase(&self, p: Phase) -> Option<&PhaseEnd> {
-        self.phases.iter().find(|e| e.phase == p)
-    }
 }
 
 /// The document of a load test, or `None` when no test of any phase started.
@@ -116,16 +39,14 @@ pub fn build(
     let partial =
         error.is_some() || runs.len() < spec.phases.len() || phases.iter().any(|p| p.partial);
     let error = error.or_else(|| phases.iter().flat_map(|p| p.errors.first()).next().cloned());
-    let end = End {
-        load: Some(LoadEnd {
-            added_latency: added(&phases),
-            phases,
-        }),
-        ..End::empty(partial, error)
+    let load = LoadEnd {
+        added_latency: added(&phases),
+        phases,
     };
+    let end = End::new(partial, error, Section::Load { load });
     Some(Document {
         schema_version: SCHEMA_VERSION,
-        test: "load".into(),
+        test: TestName::Load,
         start,
         intervals: runs.iter().flat_map(intervals).collect(),
         end,
@@ -133,15 +54,15 @@ pub fn build(
 }
 
 fn phase_end(r: &PhaseRun) -> PhaseEnd {
-    let latency = |d: &Option<Document>| d.as_ref().and_then(|d| d.end.latency_ns.clone());
+    let latency = |d: &Option<Document>| d.as_ref()?.end.rr()?.latency_ns.clone();
     let udp = r.udp.as_ref();
     let busy = |role: Role| {
         let d = udp?;
         let e = &d.end;
         let cpu = match (&e.one_host, role) {
             (Some(one), _) => one.cpu.as_ref(),
-            (None, Role::Client) => e.client.as_ref()?.cpu.usage.as_ref(),
-            (None, Role::Server) => e.server.as_ref()?.cpu.usage.as_ref(),
+            (None, Role::Client) => e.rr()?.client.as_ref()?.cpu.usage.as_ref(),
+            (None, Role::Server) => e.rr()?.server.as_ref()?.cpu.usage.as_ref(),
         };
         cpu.map(|c| c.host.busy_percent())
     };
@@ -168,7 +89,7 @@ fn phase_end(r: &PhaseRun) -> PhaseEnd {
             .map_or(0.0, |d| d.start.spec.timing().duration_ms as f64 / 1e3),
         udp_rtt_ns: latency(&r.udp),
         tcp_rtt_ns: latency(&r.tcp),
-        udp_lost: udp.map(|d| d.end.lost_messages.unwrap_or(0)),
+        udp_lost: udp.map(|d| d.end.rr().and_then(|r| r.lost_messages).unwrap_or(0)),
         load: r.load.as_ref().map(end_load).unwrap_or_default(),
         tcp_retransmits: r.load.as_ref().and_then(retransmits),
         client_cpu_busy_percent: busy(Role::Client),
@@ -196,32 +117,30 @@ fn classify(
 
 /// The load test's throughput each way, from its document's receivers.
 pub fn end_load(d: &Document) -> LoadFigures {
-    let e = &d.end;
-    let mut f = LoadFigures {
-        requests_per_second: e.requests_per_second,
-        ..Default::default()
-    };
-    let reverse = e.reverse.as_ref().and_then(|r| r.receiver.as_ref());
-    if let Some(r) = reverse {
-        classify(&mut f, r.by.measured_by, r.bits_per_second, None);
-    }
-    match &e.receiver {
-        Some(SideTotals::Bytes(r)) => classify(&mut f, r.by.measured_by, r.bits_per_second, None),
-        Some(SideTotals::Packets(p)) => classify(
-            &mut f,
-            p.by.measured_by,
-            p.bits_per_second,
-            Some(p.packets_per_second),
-        ),
-        None => {}
+    let mut f = LoadFigures::default();
+    match &d.end.section {
+        Section::Stream(s) => {
+            let reverse = s.reverse.as_ref().and_then(|r| r.receiver.as_ref());
+            for r in reverse.into_iter().chain(&s.receiver) {
+                classify(&mut f, r.by.measured_by, r.bits_per_second, None);
+            }
+        }
+        Section::Pps(p) => {
+            if let Some(r) = &p.receiver {
+                let pps = Some(r.packets_per_second);
+                classify(&mut f, r.by.measured_by, r.bits_per_second, pps);
+            }
+        }
+        Section::Rr(r) => f.requests_per_second = r.requests_per_second,
+        Section::Load { .. } | Section::Watch { .. } => {}
     }
     f
 }
 
 fn retransmits(d: &Document) -> Option<u64> {
-    let e = &d.end;
+    let e = d.end.stream()?;
     let reverse = e.reverse.as_ref().and_then(|r| r.sender.as_ref());
-    let senders: Vec<_> = e.stream_sender().into_iter().chain(reverse).collect();
+    let senders: Vec<_> = e.sender.iter().chain(reverse).collect();
     if senders.is_empty() {
         return None;
     }

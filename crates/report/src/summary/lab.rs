@@ -1,0 +1,128 @@
+//! `sonde lab`'s summary: one table per kind of measurement, a row per measurement.
+
+use sonde_results::document::{End, Section};
+use sonde_results::Document;
+
+use super::common::table;
+use super::load::lab_row;
+use super::rr::{cpu_per_message, us};
+use crate::units::{bits_per_second, opt};
+
+/// One row per measurement of `sonde lab`: throughput tests, then request/response tests.
+pub fn lab(results: &[(String, Document)]) -> String {
+    let status = |e: &End| {
+        if e.partial {
+            format!("PARTIAL: {}", e.error.as_deref().unwrap_or("cut short"))
+        } else {
+            "ok".into()
+        }
+    };
+    let mut stream = table(vec![
+        "throughput",
+        "sent (client)",
+        "received (server)",
+        "retransmits",
+        "host CPU busy",
+        "cycles/byte",
+        "status",
+    ]);
+    let mut packets = table(vec![
+        "packet rate",
+        "sent pps (client)",
+        "received pps (server)",
+        "lost",
+        "socket drops",
+        "status",
+    ]);
+    let mut rr = table(vec![
+        "request/response",
+        "messages/s",
+        "RTT p50 us",
+        "RTT p99 us",
+        "RTT p99.9 us",
+        "client CPU us/msg",
+        "server CPU us/msg",
+        "status",
+    ]);
+    let mut load = table(vec![
+        "latency under load",
+        "idle p50 us (UDP / TCP)",
+        "upload: added p50 us",
+        "download: added p50 us",
+        "both: added p50 us",
+        "status",
+    ]);
+    for (name, doc) in results {
+        let e = &doc.end;
+        let name = name.clone();
+        match &e.section {
+            Section::Load { load: l } => {
+                load.add_row(lab_row(&name, l, status(e)));
+            }
+            Section::Pps(p) => {
+                let Some(p) = &p.packets else { continue };
+                packets.add_row(vec![
+                    name,
+                    opt(p.sender.as_ref(), |s| {
+                        format!("{:.0}", s.packets_per_second)
+                    }),
+                    opt(p.receiver.as_ref(), |s| {
+                        format!("{:.0}", s.packets_per_second)
+                    }),
+                    opt(p.lost_packets.zip(p.loss_percent), |(l, pct)| {
+                        format!("{l} ({pct:.3} %)")
+                    }),
+                    opt(p.socket_drops, |v| v.to_string()),
+                    status(e),
+                ]);
+            }
+            Section::Stream(_) => {
+                let mut row = stream_row(e);
+                row.insert(0, name);
+                row.push(status(e));
+                stream.add_row(row);
+            }
+            Section::Rr(r) => {
+                let l = r.latency_ns.as_ref();
+                rr.add_row(vec![
+                    name,
+                    opt(r.requests_per_second, |r| format!("{r:.0}")),
+                    opt(l, |l| us(l.p50)),
+                    opt(l, |l| us(l.p99)),
+                    opt(l, |l| us(l.p999)),
+                    cpu_per_message(r.client.as_ref()),
+                    cpu_per_message(r.server.as_ref()),
+                    status(e),
+                ]);
+            }
+            Section::Watch { .. } => {}
+        }
+    }
+    let mut out = String::new();
+    for t in [stream, rr, packets, load] {
+        if !t.is_empty() {
+            out.push_str(&format!("{t}\n"));
+        }
+    }
+    out
+}
+
+/// A stream's figures: sent and received, retransmits, the sender's host CPU busy and
+/// cycles per byte.
+fn stream_row(e: &End) -> Vec<String> {
+    let Some(st) = e.stream() else {
+        return Vec::new();
+    };
+    let (s, r) = (st.sender.as_ref(), st.receiver.as_ref());
+    let (cpu, cycles) = (
+        s.and_then(|s| s.cpu.usage.as_ref()),
+        s.and_then(|s| s.cycles_per_byte),
+    );
+    vec![
+        opt(s, |s| bits_per_second(s.bits_per_second)),
+        opt(r, |r| bits_per_second(r.bits_per_second)),
+        opt(s.and_then(|s| s.tcp_retransmits.system), |v| v.to_string()),
+        opt(cpu, |c| format!("{:.0}%", c.host.busy_percent())),
+        opt(cycles, |v| format!("{v:.2}")),
+    ]
+}

@@ -1,0 +1,241 @@
+//! `end`: what every kind's document shares (cut short or not, why, a host both ends
+//! shared) and one typed section per kind. The sections are flattened, so every JSON key
+//! stays where schema version 1 put it; reading one back needs the document's `test` to
+//! know which section to expect ([`End::read`]).
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::load::LoadEnd;
+use super::pps::PpsEnd;
+use super::rr::RrEnd;
+use super::stream::StreamEnd;
+use super::watch::WatchEnd;
+use crate::side::CpuUsage;
+use crate::spec::TestName;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct End {
+    /// The test was cut short; `error` then says why.
+    pub partial: bool,
+    pub error: Option<String>,
+    /// Both ends ran on one host (same kernel boot id): its CPU figures are here, once,
+    /// and absent from the sections' sides, which keep their own process CPU.
+    pub one_host: Option<OneHost>,
+    pub section: Section,
+}
+
+/// A kind's own end figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Section {
+    Stream(StreamEnd),
+    /// Ping and rpc.
+    Rr(RrEnd),
+    Pps(PpsEnd),
+    Load {
+        load: LoadEnd,
+    },
+    Watch {
+        watch: WatchEnd,
+    },
+}
+
+/// The host both ends shared, counted once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneHost {
+    pub hostname: String,
+    /// The host's CPU over the controller's window.
+    pub cpu: Option<CpuUsage>,
+    /// Stream tests: host busy cycles per byte received, once for both ends.
+    pub cycles_per_byte: Option<f64>,
+}
+
+impl Section {
+    /// The section of `test` with no figure yet.
+    pub fn empty(test: TestName) -> Section {
+        match test {
+            TestName::Stream => Section::Stream(StreamEnd::default()),
+            TestName::Ping | TestName::Rpc => Section::Rr(RrEnd::default()),
+            TestName::Pps => Section::Pps(PpsEnd::default()),
+            TestName::Load => Section::Load {
+                load: LoadEnd::default(),
+            },
+            TestName::Watch => Section::Watch {
+                watch: WatchEnd::default(),
+            },
+        }
+    }
+
+    /// Takes the host's CPU figures out of every side (they are the one host's); the
+    /// stream sender's cycles per byte, which then describe that host.
+    fn clear_host_cpu(&mut self) -> Option<f64> {
+        match self {
+            Section::Stream(s) => s.clear_host_cpu(),
+            Section::Rr(r) => {
+                r.clear_host_cpu();
+                None
+            }
+            Section::Pps(p) => {
+                p.clear_host_cpu();
+                None
+            }
+            Section::Load { .. } | Section::Watch { .. } => None,
+        }
+    }
+}
+
+impl End {
+    pub fn new(partial: bool, error: Option<String>, section: Section) -> End {
+        End {
+            partial,
+            error,
+            one_host: None,
+            section,
+        }
+    }
+
+    pub fn stream(&self) -> Option<&StreamEnd> {
+        match &self.section {
+            Section::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn rr(&self) -> Option<&RrEnd> {
+        match &self.section {
+            Section::Rr(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    pub fn pps(&self) -> Option<&PpsEnd> {
+        match &self.section {
+            Section::Pps(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// A pps test's section, to add a search's trials to.
+    pub fn pps_mut(&mut self) -> Option<&mut PpsEnd> {
+        match &mut self.section {
+            Section::Pps(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub fn load(&self) -> Option<&LoadEnd> {
+        match &self.section {
+            Section::Load { load } => Some(load),
+            _ => None,
+        }
+    }
+
+    pub fn watch(&self) -> Option<&WatchEnd> {
+        match &self.section {
+            Section::Watch { watch } => Some(watch),
+            _ => None,
+        }
+    }
+
+    /// The one host's CPU figures, moved out of the sides, so that no reader adds the
+    /// same host twice.
+    pub(super) fn count_one_host(&mut self, hostname: &str, cpu: Option<CpuUsage>) {
+        let cycles_per_byte = self.section.clear_host_cpu();
+        self.one_host = Some(OneHost {
+            hostname: hostname.to_string(),
+            cpu,
+            cycles_per_byte,
+        });
+    }
+
+    /// The `end` of a document of `test`, as JSON wrote it.
+    pub fn read(test: TestName, json: serde_json::Value) -> serde_json::Result<End> {
+        Ok(match test {
+            TestName::Stream => read::<StreamEnd>(json)?.with(Section::Stream),
+            TestName::Ping | TestName::Rpc => read::<RrEnd>(json)?.with(Section::Rr),
+            TestName::Pps => read::<PpsEnd>(json)?.with(Section::Pps),
+            TestName::Load => read::<LoadKey>(json)?.with(|k| Section::Load { load: k.load }),
+            TestName::Watch => read::<WatchKey>(json)?.with(|k| Section::Watch { watch: k.watch }),
+        })
+    }
+}
+
+/// `end` as written, with the section of the kind `read` was told.
+#[derive(Deserialize)]
+struct Wire<S> {
+    partial: bool,
+    error: Option<String>,
+    #[serde(default)]
+    one_host: Option<OneHost>,
+    #[serde(flatten)]
+    section: S,
+}
+
+impl<S> Wire<S> {
+    fn with(self, section: impl FnOnce(S) -> Section) -> End {
+        End {
+            partial: self.partial,
+            error: self.error,
+            one_host: self.one_host,
+            section: section(self.section),
+        }
+    }
+}
+
+fn read<S: DeserializeOwned>(json: serde_json::Value) -> serde_json::Result<Wire<S>> {
+    serde_json::from_value(json)
+}
+
+#[derive(Deserialize)]
+struct LoadKey {
+    load: LoadEnd,
+}
+
+#[derive(Deserialize)]
+struct WatchKey {
+    watch: WatchEnd,
+}
+
+impl Serialize for End {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let directions = matches!(self.section, Section::Stream(_) | Section::Pps(_));
+        Out {
+            partial: self.partial,
+            error: self.error.as_deref(),
+            section: &self.section,
+            vacant: Vacant {
+                sender: (!directions).then_some(()),
+                receiver: (!directions).then_some(()),
+                reverse: (!matches!(self.section, Section::Stream(_))).then_some(()),
+            },
+            one_host: self.one_host.as_ref(),
+        }
+        .serialize(s)
+    }
+}
+
+#[derive(Serialize)]
+struct Out<'a> {
+    partial: bool,
+    error: Option<&'a str>,
+    #[serde(flatten)]
+    section: &'a Section,
+    #[serde(flatten)]
+    vacant: Vacant,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    one_host: Option<&'a OneHost>,
+}
+
+/// `end.sender`, `end.receiver` and `end.reverse` as `null` where a kind's section has
+/// none: schema version 1 wrote them in every document, so scripts may test them
+/// (`Some(())` is written as `null`).
+#[derive(Serialize)]
+struct Vacant {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sender: Option<()>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receiver: Option<()>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reverse: Option<()>,
+}

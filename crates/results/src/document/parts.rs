@@ -1,0 +1,210 @@
+//! The pieces every kind's document shares: who measured an end side and what its host
+//! counted, interval figures, and the inputs a kind builds its section from. A leaf that
+//! each kind's module and the document itself import.
+
+use serde::{Deserialize, Serialize};
+
+use super::load::LoadInterval;
+use super::watch::WatchInterval;
+use crate::latency::LatencySummary;
+use crate::side::{CpuUsage, IntervalSample, NicCounters, Role, SideResult};
+use crate::spec::TestSpec;
+
+/// One side's view of one interval of one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSide {
+    pub measured_by: Role,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    pub cpu_busy_percent: Option<f64>,
+    /// Packet-rate tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets_per_second: Option<f64>,
+    /// This side's interval was cut short by the end of the test.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalFigures {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub sender: Option<IntervalSide>,
+    pub receiver: Option<IntervalSide>,
+    /// The agent-to-controller direction of a bidirectional test.
+    pub reverse: Option<IntervalPair>,
+    /// Request/response tests: completed requests per second (client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<f64>,
+    /// Request/response tests: round-trip latency of this interval (client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_busy_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_busy_percent: Option<f64>,
+    /// Load tests: the phase, both pings and the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadInterval>,
+    /// Watches: the host evidence of the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchInterval>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalPair {
+    pub sender: Option<IntervalSide>,
+    pub receiver: Option<IntervalSide>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuFigures {
+    #[serde(flatten)]
+    pub usage: Option<CpuUsage>,
+    /// CPU seconds of the measuring process over the window.
+    pub process_cpu_s: Option<f64>,
+}
+
+/// Who measured an end side's figures, with which engine, on how many workers: the part
+/// every kind's end sides share (flattened: the JSON names are the fields' own).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredBy {
+    pub measured_by: Role,
+    pub host: String,
+    /// The data-plane engine that ran the side (`kernel`); absent in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Worker threads of this side, and the CPUs they were pinned to (`None`: not pinned).
+    pub threads: u32,
+    pub pinned_cpus: Option<Vec<usize>>,
+    /// A kernel-bypass engine's interface, queues, modes and program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bypass: Option<crate::Bypass>,
+    /// The PM QoS CPU latency limit this side held (`--cpu-latency-us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_latency: Option<crate::CpuLatency>,
+}
+
+/// What the host itself counted over an end side's window (its NIC, its interrupts), and
+/// what the side noted: the part every kind's end sides share after their own figures
+/// (flattened: the JSON names are the fields' own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostCounted {
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+impl HostCounted {
+    pub(super) fn of(side: &SideResult) -> HostCounted {
+        HostCounted {
+            nic: side.nic.clone(),
+            interrupts: side.interrupts,
+            notes: side.notes.clone(),
+        }
+    }
+}
+
+impl CpuFigures {
+    pub(super) fn of(side: &SideResult) -> CpuFigures {
+        CpuFigures {
+            usage: side.cpu.clone(),
+            process_cpu_s: side.process_cpu_s,
+        }
+    }
+}
+
+impl MeasuredBy {
+    pub(super) fn of(side: &SideResult) -> MeasuredBy {
+        MeasuredBy {
+            measured_by: side.role,
+            host: side.host.hostname.clone(),
+            engine: side.engine.clone(),
+            threads: side.threads,
+            pinned_cpus: side.pinned_cpus.clone(),
+            bypass: side.bypass.clone(),
+            cpu_latency: side.cpu_latency.clone(),
+        }
+    }
+}
+
+/// The agent that ran a third-party test's client side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientAgent {
+    /// As the controller reached it.
+    pub address: String,
+    /// Its exact command line, as it reported it.
+    pub command: Option<String>,
+}
+
+/// Everything needed to build a document; the controller fills it as the test goes.
+pub struct Inputs<'a> {
+    pub spec: &'a TestSpec,
+    pub command: String,
+    pub server_command: Option<String>,
+    pub server_address: String,
+    pub started_at: String,
+    pub software: String,
+    pub client: &'a SideResult,
+    pub server: Option<&'a SideResult>,
+    pub client_intervals: &'a [IntervalSample],
+    pub server_intervals: &'a [IntervalSample],
+    pub error: Option<String>,
+    /// A test between two agents: the one that ran the client side.
+    pub client_agent: Option<ClientAgent>,
+}
+
+impl IntervalFigures {
+    /// An interval from `start_s` to `end_s` with no figure yet.
+    pub fn span(start_s: f64, end_s: f64) -> IntervalFigures {
+        IntervalFigures {
+            start_s,
+            end_s,
+            sender: None,
+            receiver: None,
+            reverse: None,
+            requests_per_second: None,
+            latency_ns: None,
+            client_cpu_busy_percent: None,
+            server_cpu_busy_percent: None,
+            load: None,
+            watch: None,
+        }
+    }
+}
+
+/// Both sides' interval samples paired by index, with the interval's span; a side that
+/// stopped early leaves `None`s.
+pub(super) fn paired<'a>(
+    client: &'a [IntervalSample],
+    server: &'a [IntervalSample],
+) -> impl Iterator<
+    Item = (
+        IntervalFigures,
+        Option<&'a IntervalSample>,
+        Option<&'a IntervalSample>,
+    ),
+> {
+    (0..client.len().max(server.len())).map(|i| {
+        let (c, s) = (client.get(i), server.get(i));
+        let (start_s, end_s) = c.or(s).map(|x| (x.start_s, x.end_s)).unwrap_or_default();
+        (IntervalFigures::span(start_s, end_s), c, s)
+    })
+}
+
+/// `v` per second of `secs`; 0 over no time.
+pub(super) fn per_second(v: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        v / secs
+    } else {
+        0.0
+    }
+}
+
+/// The test was cut short: an error, no agent's side, or a side that stopped early.
+pub(super) fn is_partial(inp: &Inputs<'_>) -> bool {
+    inp.error.is_some()
+        || inp.server.is_none()
+        || inp.client.partial
+        || inp.server.is_some_and(|s| s.partial)
+}
