@@ -4,11 +4,12 @@
 //! and buffers/s with packets and CPU for stream, testpmd's sent and received packets/s
 //! for pps, flent's latency by phase for load. Each caption says who measured what.
 
+use sonde_results::compare::{metrics, Metric};
 use sonde_results::document::{IntervalFigures, MeasuredBy, Section};
 use sonde_results::spec::TestName;
 use sonde_results::{Document, LatencySummary, Role, TestSpec};
 
-use crate::html::page::{run_name, ReportRun, SAME_HOST};
+use crate::html::page::{ReportRun, SAME_HOST};
 use crate::table::Table;
 use crate::units::{sig3, thousands};
 
@@ -31,40 +32,45 @@ fn role(r: Role) -> &'static str {
     }
 }
 
-/// The headline figures of every run, named as a reader names them.
+/// One row per run, named by its configuration, with its headline figures as columns:
+/// each column a figure, its unit and the side that measured it (a figure another run
+/// measured from the other side gets its own column).
 pub fn summary(runs: &[ReportRun<'_>]) -> Table {
+    let per_run: Vec<Vec<Metric>> = runs.iter().map(|r| metrics(r.doc)).collect();
+    let mut columns: Vec<(&str, Role, String)> = Vec::new();
+    for m in per_run.iter().flatten() {
+        let head = format!("{} {} ({})", m.title, m.unit, role(m.measured_by));
+        if !columns
+            .iter()
+            .any(|(k, by, _)| *k == m.key && *by == m.measured_by)
+        {
+            columns.push((m.key, m.measured_by, head));
+        }
+    }
+    let mut head = vec!["Run"];
+    head.extend(columns.iter().map(|(_, _, h)| h.as_str()));
+    head.push("Status");
     let mut t = Table::new(
-        "Each run's headline figures, and the side that measured each.",
-        &[
-            "Run",
-            "Test",
-            "Figure",
-            "Value",
-            "Unit",
-            "Measured by",
-            "Status",
-        ],
+        "Each run's headline figures; each column says its unit and the side that measured it.",
+        &head,
     );
-    for r in runs {
-        let status = if r.doc.end.partial {
+    for (r, figures) in runs.iter().zip(&per_run) {
+        let mut row = vec![r.name.clone()];
+        row.extend(columns.iter().map(|(key, by, _)| {
+            let m = figures
+                .iter()
+                .find(|m| m.key == *key && m.measured_by == *by);
+            m.map_or_else(|| "-".into(), |m| sig3(m.value))
+        }));
+        row.push(if r.doc.end.partial {
             format!(
                 "partial: {}",
                 r.doc.end.error.as_deref().unwrap_or("cut short")
             )
         } else {
             "complete".into()
-        };
-        for m in sonde_results::compare::metrics(r.doc) {
-            t.row(vec![
-                run_name(r),
-                r.doc.test.to_string(),
-                m.title,
-                sig3(m.value),
-                m.unit.into(),
-                role(m.measured_by).into(),
-                status.clone(),
-            ]);
-        }
+        });
+        t.row(row);
     }
     t
 }
@@ -99,7 +105,7 @@ fn rr(runs: &[ReportRun<'_>]) -> Table {
             num(s.and_then(|s| s.cpu_us_per_message))
         };
         t.row(vec![
-            run_name(r),
+            r.name.clone(),
             test,
             num(e.requests_per_second),
             p(|l| l.p50),
@@ -149,7 +155,7 @@ fn stream(runs: &[ReportRun<'_>]) -> Table {
                 .map(|n| if tx { n.tx_packets } else { n.rx_packets })
         };
         t.row(vec![
-            run_name(r),
+            r.name.clone(),
             rx.connections.count.to_string(),
             sig3(rx.bits_per_second / 1e9),
             sig3(rx.megabytes_per_second),
@@ -184,7 +190,7 @@ fn pps(runs: &[ReportRun<'_>]) -> Table {
             .and_then(|s| s.by.engine.clone())
             .unwrap_or_else(|| "kernel".into());
         t.row(vec![
-            run_name(r),
+            r.name.clone(),
             engine,
             p.size_bytes.to_string(),
             p.flows.to_string(),
@@ -218,7 +224,7 @@ fn load(runs: &[ReportRun<'_>]) -> Table {
                 s.as_ref().map_or_else(|| "n/a".into(), |s| us(f(s)))
             };
             t.row(vec![
-                run_name(r),
+                r.name.clone(),
                 p.phase.as_str().into(),
                 num(p.load.upload_bits_per_second.map(|b| b / 1e6)),
                 num(p.load.download_bits_per_second.map(|b| b / 1e6)),
@@ -300,5 +306,50 @@ pub fn interval_series(doc: &Document) -> (&'static str, Vec<IntervalSeries>) {
                 pick(&|i| i.requests_per_second),
             )],
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A document the previous build wrote over two namespaces of one host.
+    fn stored(name: &str) -> Document {
+        let path = format!(
+            "{}/../results/tests/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn runs_are_named_by_configuration_one_row_each() {
+        let docs: Vec<Document> = ["v1-stream.json", "v1-rpc.json", "v1-ping-udp.json"]
+            .iter()
+            .map(|f| stored(f))
+            .collect();
+        let stored: Vec<_> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (i as i64, None, d))
+            .collect();
+        let runs = ReportRun::named(stored);
+        let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        // As bench/doc_keys.py ran them: `stream -P 2`, `rpc -C 2`, `ping --udp`.
+        assert_eq!(names, ["stream -P 2", "rpc -C 2", "ping UDP"]);
+        let t = summary(&runs);
+        assert_eq!(t.rows.len(), 3);
+        for (row, name) in t.rows.iter().zip(names) {
+            assert_eq!(row[0], name);
+            assert_eq!(row.len(), t.head.len());
+        }
+        let rps = t
+            .head
+            .iter()
+            .position(|h| h.starts_with("Request rate"))
+            .unwrap();
+        let rpc = docs[1].end.rr().unwrap().requests_per_second.unwrap();
+        assert_eq!(t.rows[1][rps], sig3(rpc));
+        assert_eq!(t.rows[0][rps], "-", "a stream has no request rate");
     }
 }

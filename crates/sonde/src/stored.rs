@@ -123,16 +123,11 @@ pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
     for sel in &a.runs {
         groups.push((sel.clone(), runs_for(&store, sel)?));
     }
-    let runs: Vec<sonde_report::html::ReportRun<'_>> = groups
+    let stored = groups
         .iter()
-        .flat_map(|(_, rs)| {
-            rs.iter().map(|r| sonde_report::html::ReportRun {
-                id: r.id,
-                label: r.label.clone(),
-                doc: &r.document,
-            })
-        })
+        .flat_map(|(_, rs)| rs.iter().map(|r| (r.id, r.label.clone(), &r.document)))
         .collect();
+    let runs = sonde_report::html::ReportRun::named(stored);
     let cmp = match &groups[..] {
         [(a_name, ra), (b_name, rb)] if ra[0].test == rb[0].test => {
             let da: Vec<&sonde_results::Document> = ra.iter().map(|r| &r.document).collect();

@@ -166,9 +166,20 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
     // The summary reads as a person writes: figures by name, with units, 3 digits.
     let summary = section(&text, "summary");
     assert_eq!(has_snake_case(summary), None, "snake_case in the summary");
-    for t in ["RTT P50", "Request rate", "requests/s", "µs", "Measured by"] {
+    for t in ["RTT P50", "Request rate", "requests/s", "µs", "(client)"] {
         assert!(summary.contains(t), "{t} missing from the summary");
     }
+    // Each run named by its configuration (what differs from the defaults) and label, a
+    // row each, its figures as columns; the store's ids only tell repeats apart.
+    for (label, rate) in [("a", "5000"), ("b", "4000")] {
+        let name = format!("ping --rate {rate} ({label}) #");
+        assert_eq!(
+            summary.matches(&name).count(),
+            2,
+            "{name} missing: {summary}"
+        );
+    }
+    assert!(!summary.contains(">run "), "a run named by its store id");
     assert!(
         summary.contains("with b against a"),
         "the A/B sentence leads"
@@ -238,7 +249,7 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
         "## Time series",
         "## Latency percentiles",
         "## Comparison",
-        "| Run | Test | Figure | Value | Unit | Measured by | Status |",
+        "| Run | RTT P50 µs (client) | RTT P99 µs (client) | RTT P99.9 µs (client) | Request rate requests/s (client) |",
         "| Run | Test | Requests/s | P50 µs | P90 µs | P99 µs |",
         "| Model name |",
     ] {

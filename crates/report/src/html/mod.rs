@@ -19,7 +19,7 @@ use sonde_results::Document;
 use crate::chart::{self, Axis, Line};
 use crate::published;
 use crate::table::Table;
-use page::{esc, run_name};
+use page::esc;
 
 /// What a report is made of: its title, when, the runs, and the comparison between two
 /// labelled groups of them, if they form two.
@@ -66,7 +66,7 @@ fn time_series(runs: &[ReportRun<'_>]) -> String {
     for r in runs {
         let d = r.doc;
         if d.end.load().is_some() {
-            o.push_str(&crate::load_plot::charts(&run_name(r), d));
+            o.push_str(&crate::load_plot::charts(&r.name, d));
             continue;
         }
         let end = d.intervals.last().map_or(1.0, |i| i.end_s);
@@ -75,7 +75,7 @@ fn time_series(runs: &[ReportRun<'_>]) -> String {
             if let Some((_, pts)) = series.into_iter().next() {
                 rate_end = rate_end.max(end);
                 let n = rates.len();
-                rates.push(Line::new(run_name(r), n, chart::steps(pts.into_iter())));
+                rates.push(Line::new(r.name.clone(), n, chart::steps(pts.into_iter())));
             }
             continue;
         }
@@ -93,7 +93,7 @@ fn time_series(runs: &[ReportRun<'_>]) -> String {
                 }
             })
             .collect();
-        o.push_str(&chart::lines(&run_name(r), &time_axis(end), unit, &lines));
+        o.push_str(&chart::lines(&r.name, &time_axis(end), unit, &lines));
         o.push_str(&per_connection(r));
     }
     if !rates.is_empty() {
@@ -135,7 +135,7 @@ fn per_connection(r: &ReportRun<'_>) -> String {
     chart::bars(
         &format!(
             "{}: throughput per connection (fairness), by the receiver",
-            run_name(r)
+            r.name.clone()
         ),
         "connection",
         "throughput, Gbit/s",
@@ -152,7 +152,7 @@ fn latency_lines(runs: &[ReportRun<'_>]) -> Vec<Line> {
             Some((r, l))
         })
         .enumerate()
-        .map(|(i, (r, l))| Line::new(run_name(r), i, chart::percentile_points(l)))
+        .map(|(i, (r, l))| Line::new(r.name.clone(), i, chart::percentile_points(l)))
         .collect()
 }
 
@@ -205,7 +205,7 @@ pub fn render(r: &Report<'_>) -> String {
     for run in runs {
         tests.push_str(&format!(
             "<h3>{}: {}, started {}</h3><ul>",
-            esc(&run_name(run)),
+            esc(&run.name),
             run.doc.test,
             esc(&run.doc.start.started_at)
         ));
@@ -272,7 +272,7 @@ fn interval_table(runs: &[ReportRun<'_>]) -> Table {
         };
         for i in &r.doc.intervals {
             t.row(vec![
-                run_name(r),
+                r.name.clone(),
                 format!("{:.1}–{:.1}", i.start_s, i.end_s),
                 unit.into(),
                 at(0, i.end_s),
@@ -309,7 +309,7 @@ pub fn markdown(r: &Report<'_>) -> String {
     for run in runs {
         o.push_str(&format!(
             "- {}: {}, started {}\n",
-            md(&run_name(run)),
+            md(&run.name),
             run.doc.test,
             md(&run.doc.start.started_at)
         ));

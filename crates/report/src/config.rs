@@ -1,0 +1,235 @@
+//! A run named by its configuration, as a person would type it (`stream -P 8`, `ping UDP`,
+//! `rpc -C 32`, `pps --engine xdp`): the test and the flags whose values differ from the
+//! defaults, read from the spec, so that a report's rows and legends say what was measured
+//! rather than a store's row number. Figures the CLI derives from the host (pps sending
+//! threads, a flow per thread, CPUs chosen by `auto`) are left out: they differ between
+//! hosts, not between configurations.
+
+use sonde_results::spec::{Direction, Execution, PollMode, Transport};
+use sonde_results::{PpsSpec, RrSpec, StreamSpec, TestSpec, KERNEL_ENGINE};
+
+/// `stream -P 8 --bidir`: the test's name and its non-default flags.
+pub fn config_name(spec: &TestSpec) -> String {
+    let mut words = vec![spec.name().to_string()];
+    words.extend(flags(spec));
+    words.join(" ")
+}
+
+/// The non-default flags of `spec`, in CLI spelling (a transport as its name: `UDP`).
+fn flags(spec: &TestSpec) -> Vec<String> {
+    match spec {
+        TestSpec::Stream(s) => stream(s),
+        TestSpec::Ping(r) => rr(r, false),
+        TestSpec::Rpc(r) => rr(r, true),
+        TestSpec::Pps(p) => pps(p),
+        TestSpec::Load(l) => match l.load.as_ref() {
+            // A stream load is the default: its flags say enough (`load -P 4`).
+            TestSpec::Stream(s) => stream(s),
+            other => {
+                let mut w = vec![other.name().to_string()];
+                w.extend(flags(other));
+                w
+            }
+        },
+        TestSpec::Watch(w) => w.command.clone(),
+    }
+}
+
+/// Adds `flag value` to `out` when `value` differs from `default`.
+fn differs<T: PartialEq>(
+    out: &mut Vec<String>,
+    flag: &str,
+    value: T,
+    default: T,
+    show: impl Fn(T) -> String,
+) {
+    if value != default {
+        out.push(format!("{flag} {}", show(value)));
+    }
+}
+
+/// Adds `flag value` to `out` when there is a value.
+fn given<T>(out: &mut Vec<String>, flag: &str, value: Option<T>, show: impl Fn(T) -> String) {
+    if let Some(v) = value {
+        out.push(format!("{flag} {}", show(v)));
+    }
+}
+
+fn stream(s: &StreamSpec) -> Vec<String> {
+    let d = StreamSpec::default();
+    let mut o = Vec::new();
+    differs(&mut o, "-P", s.connections, d.connections, |v| {
+        v.to_string()
+    });
+    match s.direction {
+        Direction::Forward => {}
+        Direction::Reverse => o.push("-R".into()),
+        Direction::Bidir => o.push("--bidir".into()),
+    }
+    differs(&mut o, "-l", s.buffer_bytes, d.buffer_bytes, size);
+    given(&mut o, "-C", s.congestion.as_deref(), str::to_string);
+    if s.nodelay {
+        o.push("--nodelay".into());
+    }
+    given(&mut o, "--sndbuf", s.sndbuf_bytes, size);
+    given(&mut o, "--rcvbuf", s.rcvbuf_bytes, size);
+    given(&mut o, "-b", s.rate_bits_per_s, bits);
+    given(&mut o, "--threads", s.client_threads, |v| v.to_string());
+    given(&mut o, "--server-threads", s.server_threads, |v| {
+        v.to_string()
+    });
+    o.extend(execution(&s.execution));
+    o
+}
+
+fn rr(r: &RrSpec, rpc: bool) -> Vec<String> {
+    let d = RrSpec::default();
+    let mut o = Vec::new();
+    if r.transport == Transport::Udp {
+        o.push("UDP".into());
+    }
+    if rpc {
+        differs(&mut o, "-C", r.connections, d.connections, |v| {
+            v.to_string()
+        });
+        differs(&mut o, "-W", r.window, d.window, |v| v.to_string());
+    }
+    if r.request_bytes == r.response_bytes {
+        differs(&mut o, "-m", r.request_bytes, d.request_bytes, size);
+    } else {
+        differs(&mut o, "--req-size", r.request_bytes, d.request_bytes, size);
+        differs(
+            &mut o,
+            "--resp-size",
+            r.response_bytes,
+            d.response_bytes,
+            size,
+        );
+    }
+    given(&mut o, "--rate", r.rate_per_s, |v| format!("{v}"));
+    if r.connect_per_request {
+        o.push("--crr".into());
+    }
+    given(&mut o, "--threads", r.client_threads, |v| v.to_string());
+    given(&mut o, "--server-threads", r.server_threads, |v| {
+        v.to_string()
+    });
+    differs(&mut o, "--poll", r.poll, d.poll, |p: PollMode| p.label());
+    given(&mut o, "--busy-poll-us", r.busy_poll_us, |v| v.to_string());
+    o.extend(execution(&r.execution));
+    o
+}
+
+fn pps(p: &PpsSpec) -> Vec<String> {
+    let d = PpsSpec::default();
+    let mut o = Vec::new();
+    differs(&mut o, "--size", p.size_bytes, d.size_bytes, |v| {
+        v.to_string()
+    });
+    differs(&mut o, "--rx-threads", p.rx_threads, d.rx_threads, |v| {
+        v.to_string()
+    });
+    // A flow per sending or receiving thread is the CLI's default.
+    let flows = p.tx_threads.max(p.rx_threads);
+    differs(&mut o, "--flows", p.flows, flows, |v| v.to_string());
+    differs(&mut o, "--batch", p.batch, d.batch, |v| v.to_string());
+    if p.gso {
+        o.push("--gso".into());
+    }
+    given(&mut o, "--rate", p.rate_pps, |v| format!("{v}"));
+    differs(&mut o, "--poll", p.poll, d.poll, |m: PollMode| m.label());
+    if p.ipv6 {
+        o.push("-6".into());
+    }
+    o.extend(execution(&p.execution));
+    o
+}
+
+/// The engine when it is not the kernel's sockets, and a CPU latency limit. CPUs are
+/// left out: `auto` (the default) is stored as the list it chose on that host.
+fn execution(e: &Execution) -> Vec<String> {
+    let mut o = Vec::new();
+    let engine = e.engine.to_string();
+    if engine != KERNEL_ENGINE {
+        o.push(format!("--engine {engine}"));
+    }
+    given(&mut o, "--cpu-latency-us", e.cpu_latency_us, |v| {
+        v.to_string()
+    });
+    o
+}
+
+/// Bits per second as the CLI reads them: `2.5G`, `100M`, or a plain count.
+fn bits(b: f64) -> String {
+    let (div, unit) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")]
+        .into_iter()
+        .find(|(d, _)| b >= *d)
+        .unwrap_or((1.0, ""));
+    format!("{}{unit}", b / div)
+}
+
+/// Bytes as the CLI reads them: `128K`, `1M`, or a plain count.
+fn size(b: u32) -> String {
+    match b {
+        0 => "0".into(),
+        b if b % (1024 * 1024) == 0 => format!("{}M", b / (1024 * 1024)),
+        b if b % 1024 == 0 => format!("{}K", b / 1024),
+        b => b.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::LoadSpec;
+
+    #[test]
+    fn defaults_are_the_bare_test_name() {
+        assert_eq!(
+            config_name(&TestSpec::Stream(StreamSpec::default())),
+            "stream"
+        );
+        assert_eq!(config_name(&TestSpec::Ping(RrSpec::default())), "ping");
+        assert_eq!(config_name(&TestSpec::Pps(PpsSpec::default())), "pps");
+    }
+
+    #[test]
+    fn only_what_differs_in_cli_spelling() {
+        let s = StreamSpec {
+            connections: 8,
+            direction: Direction::Bidir,
+            buffer_bytes: 1024 * 1024,
+            ..Default::default()
+        };
+        assert_eq!(
+            config_name(&TestSpec::Stream(s.clone())),
+            "stream -P 8 --bidir -l 1M"
+        );
+        let ping = RrSpec {
+            transport: Transport::Udp,
+            ..Default::default()
+        };
+        assert_eq!(config_name(&TestSpec::Ping(ping)), "ping UDP");
+        let rpc = RrSpec {
+            connections: 32,
+            window: 8,
+            ..Default::default()
+        };
+        assert_eq!(config_name(&TestSpec::Rpc(rpc)), "rpc -C 32 -W 8");
+        let mut pps = PpsSpec {
+            tx_threads: 4,
+            flows: 4,
+            ..Default::default()
+        };
+        pps.execution.engine = "xdp".into();
+        assert_eq!(config_name(&TestSpec::Pps(pps)), "pps --engine xdp");
+        let load = LoadSpec {
+            load: Box::new(TestSpec::Stream(StreamSpec {
+                connections: 4,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        assert_eq!(config_name(&TestSpec::Load(load)), "load -P 4");
+    }
+}
