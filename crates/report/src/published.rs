@@ -165,7 +165,13 @@ fn stream(runs: &[ReportRun<'_>]) -> Table {
             count(s.tcp_retransmits.connections),
             busy(r.doc, s.cpu.usage.as_ref(), true),
             busy(r.doc, rx.cpu.usage.as_ref(), false),
-            num(s.cycles_per_byte),
+            // Both ends on one host: its cycles per byte, counted once (the sides hold none).
+            num(r
+                .doc
+                .end
+                .one_host
+                .as_ref()
+                .map_or(s.cycles_per_byte, |h| h.cycles_per_byte)),
         ]);
     }
     t
@@ -351,5 +357,19 @@ mod tests {
         let rpc = docs[1].end.rr().unwrap().requests_per_second.unwrap();
         assert_eq!(t.rows[1][rps], sig3(rpc));
         assert_eq!(t.rows[0][rps], "-", "a stream has no request rate");
+    }
+
+    #[test]
+    fn one_hosts_cpu_and_cycles_are_shown_once() {
+        let doc = stored("v1-stream.json");
+        let runs = ReportRun::named(vec![(1, None, &doc)]);
+        let t = stream(&runs);
+        let col = |h: &str| t.head.iter().position(|x| x == h).unwrap();
+        let host = doc.end.one_host.as_ref().unwrap();
+        let row = &t.rows[0];
+        let busy = host.cpu.as_ref().unwrap().host.busy_percent();
+        assert_eq!(row[col("Sender CPU %")], sig3(busy));
+        assert_eq!(row[col("Receiver CPU %")], SAME_HOST);
+        assert_eq!(row[col("Cycles/byte")], sig3(host.cycles_per_byte.unwrap()));
     }
 }

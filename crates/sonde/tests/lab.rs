@@ -44,8 +44,43 @@ fn lab_runs_and_cleans_up() {
         assert!(text.contains(m), "{m} missing: {text}");
     }
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 8);
+    one_host_figures_in_the_summary(&text, &dir);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Both lab namespaces share this host: each stream's row shows the host's CPU busy and
+/// cycles per byte from its document's `end.one_host`, where the sides hold none.
+fn one_host_figures_in_the_summary(text: &str, dir: &std::path::Path) {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let streams: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap())
+        .filter(|d: &serde_json::Value| d["test"] == "stream")
+        .collect();
+    let summary = &text[text.find("== lab summary").expect("the lab summary")..];
+    let rows: Vec<&str> = summary
+        .lines()
+        .filter(|l| l.starts_with("│ stream"))
+        .collect();
+    assert_eq!(rows.len(), streams.len(), "{summary}");
+    for (doc, row) in streams.iter().zip(rows) {
+        let host = &doc["end"]["one_host"];
+        assert!(host.is_object(), "both ends on this host: {doc}");
+        assert!(doc["end"]["sender"]["cpu"]["host"].is_null());
+        let cpu = &host["cpu"]["host"];
+        let busy =
+            100.0 - cpu["idle_percent"].as_f64().unwrap() - cpu["iowait_percent"].as_f64().unwrap();
+        let busy = format!("{:.0}%", busy.max(0.0));
+        let cycles = format!("{:.2}", host["cycles_per_byte"].as_f64().unwrap());
+        assert!(row.contains(&busy), "host CPU busy {busy} missing: {row}");
+        assert!(row.contains(&cycles), "cycles/byte {cycles} missing: {row}");
+    }
+    assert!(summary.contains("both ends ran on one host"), "{summary}");
 }
 
 #[test]

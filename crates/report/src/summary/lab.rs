@@ -52,6 +52,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "both: added p50 us",
         "status",
     ]);
+    let mut shared = None;
     for (name, doc) in results {
         let e = &doc.end;
         let name = name.clone();
@@ -77,6 +78,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
                 ]);
             }
             Section::Stream(_) => {
+                shared = shared.or(e.one_host.as_ref().map(|h| h.hostname.clone()));
                 let mut row = stream_row(e);
                 row.insert(0, name);
                 row.push(status(e));
@@ -102,22 +104,30 @@ pub fn lab(results: &[(String, Document)]) -> String {
     for t in [stream, rr, packets, load] {
         if !t.is_empty() {
             out.push_str(&format!("{t}\n"));
+            if let Some(host) = shared.take() {
+                out.push_str(&format!(
+                    "host CPU busy and cycles/byte: both ends ran on one host ({host}), counted once\n"
+                ));
+            }
         }
     }
     out
 }
 
-/// A stream's figures: sent and received, retransmits, the sender's host CPU busy and
-/// cycles per byte.
+/// A stream's figures: sent and received, retransmits, and the host's CPU busy and
+/// cycles per byte: the one host's when both ends shared it (the sides then hold none).
 fn stream_row(e: &End) -> Vec<String> {
     let Some(st) = e.stream() else {
         return Vec::new();
     };
     let (s, r) = (st.sender.as_ref(), st.receiver.as_ref());
-    let (cpu, cycles) = (
-        s.and_then(|s| s.cpu.usage.as_ref()),
-        s.and_then(|s| s.cycles_per_byte),
-    );
+    let (cpu, cycles) = match &e.one_host {
+        Some(h) => (h.cpu.as_ref(), h.cycles_per_byte),
+        None => (
+            s.and_then(|s| s.cpu.usage.as_ref()),
+            s.and_then(|s| s.cycles_per_byte),
+        ),
+    };
     vec![
         opt(s, |s| bits_per_second(s.bits_per_second)),
         opt(r, |r| bits_per_second(r.bits_per_second)),
@@ -125,4 +135,41 @@ fn stream_row(e: &End) -> Vec<String> {
         opt(cpu, |c| format!("{:.0}%", c.host.busy_percent())),
         opt(cycles, |v| format!("{v:.2}")),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream document written by `sonde lab`'s build over two namespaces of one host.
+    fn stored(name: &str) -> Document {
+        let path = format!(
+            "{}/../results/tests/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_stream_on_one_host_shows_that_hosts_cpu_once() {
+        let doc = stored("v1-stream.json");
+        let host = doc.end.one_host.clone().expect("both ends on one host");
+        let sender = doc.end.stream().unwrap().sender.clone().unwrap();
+        assert!(sender.cpu.usage.is_none() && sender.cycles_per_byte.is_none());
+        let out = lab(&[("stream -P 2".into(), doc)]);
+        let row = out
+            .lines()
+            .find(|l| l.contains("stream -P 2"))
+            .expect("the stream's row");
+        let busy = format!("{:.0}%", host.cpu.unwrap().host.busy_percent());
+        let cycles = format!("{:.2}", host.cycles_per_byte.unwrap());
+        assert!(row.contains(&busy), "{busy} missing: {row}");
+        assert!(row.contains(&cycles), "{cycles} missing: {row}");
+        assert!(!row.contains("n/a"), "{row}");
+        let note = format!(
+            "both ends ran on one host ({}), counted once",
+            host.hostname
+        );
+        assert_eq!(out.matches(&note).count(), 1, "{out}");
+    }
 }
