@@ -20,6 +20,7 @@ pub mod process;
 pub mod route;
 pub mod snmp;
 pub mod topology;
+pub mod tune;
 pub mod udp;
 pub mod xdp_features;
 

@@ -15,6 +15,7 @@ pub mod schedule;
 pub mod search;
 pub mod side;
 pub mod signals;
+pub mod tune;
 pub mod watch;
 
 #[cfg(test)]

@@ -28,14 +28,14 @@ mod matrix;
 mod measure;
 mod stored;
 mod suite;
-mod tune;
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{Cli, Command};
-use sonde_run::{agent, signals};
+use sonde_probe::tune;
+use sonde_run::{agent, signals, tune as tuning};
 
 const EXIT_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -207,10 +207,10 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
             }
         }
         cli::TuneAction::Apply { goal, dev, state } => {
-            tune::need_root()?;
+            tuning::need_root()?;
             let state = match state {
                 Some(s) => s,
-                None => tune::default_state_file()?,
+                None => tuning::default_state_file()?,
             };
             let plan = tune::plan(
                 root,
@@ -218,7 +218,7 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
                 goal,
                 dev.as_deref(),
             );
-            tune::apply(root, goal, &plan, &state)?;
+            tuning::apply(root, goal, &plan, &state)?;
             for c in &plan {
                 outln!("changed {}", c.describe());
             }
@@ -231,9 +231,9 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
         cli::TuneAction::Restore { state } => {
             let state = match state {
                 Some(s) => s,
-                None => tune::default_state_file()?,
+                None => tuning::default_state_file()?,
             };
-            for c in tune::restore(root, &state)? {
+            for c in tuning::restore(root, &state)? {
                 outln!(
                     "restored {}",
                     c.describe().replacen(

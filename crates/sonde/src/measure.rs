@@ -10,7 +10,9 @@ use sonde_results::{Document, IntervalSample, TestSpec};
 use sonde_run::{controller, search, signals::Interrupt};
 
 use crate::cli::{self, LoadArgs, OutputArgs, PpsArgs, RrCommon, StreamArgs, Target, WatchArgs};
-use crate::{tune, EXIT_PARTIAL, EXIT_USAGE};
+use crate::{EXIT_PARTIAL, EXIT_USAGE};
+use sonde_probe::tune::Goal;
+use sonde_run::tune::Tuned;
 
 /// How a command shows one interval in text.
 type LiveLine<'a> = &'a dyn Fn(Option<&IntervalSample>, Option<&IntervalSample>) -> String;
@@ -335,9 +337,9 @@ fn save_run(args: &cli::StoreArgs, doc: &Document) {
 }
 
 /// Applies `--tune` for the length of a test; the guard restores on every exit path.
-fn tuned(goal: Option<tune::Goal>, quiet: bool) -> anyhow::Result<Option<tune::Tuned>> {
+fn tuned(goal: Option<Goal>, quiet: bool) -> anyhow::Result<Option<Tuned>> {
     let Some(goal) = goal else { return Ok(None) };
-    let (guard, changes) = tune::Tuned::apply(goal)?;
+    let (guard, changes) = Tuned::apply(goal)?;
     if !quiet {
         for c in &changes {
             outln!("--tune: changed {}", c.describe());

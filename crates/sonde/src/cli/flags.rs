@@ -7,7 +7,7 @@ use clap::Args;
 use sonde_probe::topology::parse_cpu_list;
 use sonde_results::{Execution, SpecError, TestSpec, Timing};
 
-use crate::tune::Goal;
+use sonde_probe::tune::Goal;
 use sonde_run::agent::DEFAULT_PORT;
 
 /// Which agent, and how to prove who we are to it.
@@ -130,7 +130,7 @@ pub struct OutputArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Tune this host for the goal before the test and restore it after, whatever happens.
-    #[arg(long, value_enum, value_name = "GOAL")]
+    #[arg(long, value_parser = goal_parser(), value_name = "GOAL")]
     pub tune: Option<Goal>,
     #[command(flatten)]
     pub store: StoreArgs,
@@ -184,6 +184,12 @@ pub fn checked(spec: TestSpec) -> Result<TestSpec, SpecError> {
     spec.validate()?;
     sonde_run::kind::check_engine(&spec)?;
     Ok(spec)
+}
+
+/// `--for` / `--tune`: a goal, its names offered as clap's possible values.
+pub fn goal_parser() -> impl clap::builder::TypedValueParser<Value = Goal> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Goal::NAMES).map(|s| s.parse::<Goal>().expect("a listed goal"))
 }
 
 /// Seconds as a decimal number, or with an `ms` / `s` suffix; returns milliseconds.

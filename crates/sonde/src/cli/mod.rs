@@ -28,7 +28,7 @@ use clap::{Args, Parser, Subcommand};
 use sonde_results::{SpecError, TestSpec};
 use sonde_run::agent::DEFAULT_PORT;
 
-use crate::tune::Goal;
+use sonde_probe::tune::Goal;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -111,7 +111,7 @@ pub struct TuneArgs {
 pub enum TuneAction {
     /// Print what `apply` would change, and why.
     Plan {
-        #[arg(long = "for", value_enum, value_name = "GOAL")]
+        #[arg(long = "for", value_parser = flags::goal_parser(), value_name = "GOAL")]
         goal: Goal,
         /// The NIC to tune [default: the one a test would most likely use].
         #[arg(long, value_name = "IF")]
@@ -121,7 +121,7 @@ pub enum TuneAction {
     },
     /// Save the current values to the state file, then change them (root only).
     Apply {
-        #[arg(long = "for", value_enum, value_name = "GOAL")]
+        #[arg(long = "for", value_parser = flags::goal_parser(), value_name = "GOAL")]
         goal: Goal,
         #[arg(long, value_name = "IF")]
         dev: Option<String>,

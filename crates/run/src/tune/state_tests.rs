@@ -1,7 +1,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::SystemTime;
 
-use super::super::{plan, restore, Change, Goal};
+use super::super::apply::restore;
+use sonde_probe::tune::plan;
 use super::*;
 
 /// A scratch root (0755, ours) holding a sysctl, an interface and a victim file.

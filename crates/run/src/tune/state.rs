@@ -7,15 +7,23 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use sonde_probe::tune::{Change, Goal, Target};
 
-use super::{State, Target};
+use super::{tune_err, TuneError};
+
+/// What `apply` saved: enough to put every touched setting back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    pub goal: Goal,
+    pub changes: Vec<Change>,
+}
 
 /// Root's private directory for state; others use `$XDG_RUNTIME_DIR/sonde`.
 const ROOT_STATE_DIR: &str = "/run/sonde";
 
 /// The sysctls the planner changes (relative to the root), and the per-device files.
-pub(super) const SYSCTLS: [&str; 7] = [
+pub(crate) const SYSCTLS: [&str; 7] = [
     "proc/sys/net/core/busy_poll",
     "proc/sys/net/core/busy_read",
     "proc/sys/net/core/rmem_max",
@@ -24,7 +32,7 @@ pub(super) const SYSCTLS: [&str; 7] = [
     "proc/sys/net/ipv4/tcp_wmem",
     "proc/sys/net/core/netdev_max_backlog",
 ];
-pub(super) const NIC_FILES: [&str; 2] = ["napi_defer_hard_irqs", "gro_flush_timeout"];
+pub(crate) const NIC_FILES: [&str; 2] = ["napi_defer_hard_irqs", "gro_flush_timeout"];
 
 fn euid() -> u32 {
     // SAFETY: no arguments.
@@ -33,18 +41,18 @@ fn euid() -> u32 {
 
 /// The state file `apply` and `restore` use without `--state`, in the private directory
 /// (made 0700 when missing, refused when someone else could write it).
-pub fn default_state_file() -> anyhow::Result<PathBuf> {
+pub fn default_state_file() -> Result<PathBuf, TuneError> {
     Ok(private_dir()?.join("tune-state.json"))
 }
 
 /// `/run/sonde` for root, `$XDG_RUNTIME_DIR/sonde` for others: never a shared /tmp.
-pub fn private_dir() -> anyhow::Result<PathBuf> {
+pub fn private_dir() -> Result<PathBuf, TuneError> {
     let dir = if euid() == 0 {
         PathBuf::from(ROOT_STATE_DIR)
     } else {
         match std::env::var_os("XDG_RUNTIME_DIR") {
             Some(d) if !d.is_empty() => PathBuf::from(d).join("sonde"),
-            _ => bail!("sonde tune keeps its state in a private directory: root uses {ROOT_STATE_DIR}; set XDG_RUNTIME_DIR or pass --state FILE in a directory only you can write"),
+            _ => return Err(tune_err!("sonde tune keeps its state in a private directory: root uses {ROOT_STATE_DIR}; set XDG_RUNTIME_DIR or pass --state FILE in a directory only you can write")),
         }
     };
     ensure_private_dir(&dir)?;
@@ -53,18 +61,18 @@ pub fn private_dir() -> anyhow::Result<PathBuf> {
 
 /// Creates `dir` 0700 when missing; refuses it unless it is a real directory of ours that
 /// nobody else may enter.
-pub(super) fn ensure_private_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), TuneError> {
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-            return Err(e).with_context(|| format!("cannot create {}", dir.display()))
+            return Err(tune_err!("cannot create {}: {e}", dir.display()))
         }
         _ => {}
     }
     let m =
-        std::fs::symlink_metadata(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        std::fs::symlink_metadata(dir).map_err(|e| tune_err!("cannot read {}: {e}", dir.display()))?;
     let d = dir.display();
     if !m.is_dir() {
-        bail!("refused state directory {d}: not a directory (a symbolic link?); remove it and sonde makes it again");
+        return Err(tune_err!("refused state directory {d}: not a directory (a symbolic link?); remove it and sonde makes it again"));
     }
     check_owner_mode(&format!("state directory {d}"), &m, 0o077, "chmod 700", &d)
 }
@@ -75,55 +83,57 @@ fn check_owner_mode(
     too_open: u32,
     fix: &str,
     path: &std::path::Display,
-) -> anyhow::Result<()> {
+) -> Result<(), TuneError> {
     let me = euid();
     if m.uid() != me {
-        bail!(
+        return Err(tune_err!(
             "refused {what}: owned by uid {}, not uid {me}; whoever owns it chooses what root writes where (`chown {me} {path}`)",
             m.uid()
-        );
+        ));
     }
     if m.mode() & too_open != 0 {
-        bail!(
+        return Err(tune_err!(
             "refused {what}: mode {:04o} lets others change it; run `{fix} {path}`",
             m.mode() & 0o7777
-        );
+        ));
     }
     Ok(())
 }
 
 /// An explicit `--state` must sit in a directory of ours (or root's) nobody else can write:
 /// in /tmp another user could put a file or link there first.
-fn check_parent(file: &Path) -> anyhow::Result<()> {
+fn check_parent(file: &Path) -> Result<(), TuneError> {
     let dir = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let m = std::fs::metadata(dir).with_context(|| {
-        format!(
-            "cannot use --state {}: no directory {}",
+    let m = std::fs::metadata(dir).map_err(|e| {
+        tune_err!(
+            "cannot use --state {}: no directory {}: {e}",
             file.display(),
             dir.display()
         )
     })?;
     if (m.uid() != euid() && m.uid() != 0) || m.mode() & 0o022 != 0 {
-        bail!(
+        return Err(tune_err!(
             "refused --state {}: its directory {} (uid {}, mode {:04o}) can be written by others; keep the state in a directory only you can write, such as {ROOT_STATE_DIR} (the default)",
             file.display(),
             dir.display(),
             m.uid(),
             m.mode() & 0o7777
-        );
+        ));
     }
     Ok(())
 }
 
 /// Writes `state` to a new 0600 file next to `file` (O_EXCL, no links followed), then
 /// renames it into place: a link or file planted at `file` is replaced, never written through.
-pub fn save(file: &Path, state: &State) -> anyhow::Result<()> {
+pub fn save(file: &Path, state: &State) -> Result<(), TuneError> {
     check_parent(file)?;
-    let json = serde_json::to_vec_pretty(state)?;
-    let name = file.file_name().context("--state names no file")?;
+    let json = serde_json::to_vec_pretty(state).expect("a state serialises");
+    let name = file
+        .file_name()
+        .ok_or_else(|| tune_err!("--state names no file"))?;
     let tmp = file.with_file_name(format!(
         ".{}.{}.tmp",
         name.to_string_lossy(),
@@ -139,14 +149,14 @@ pub fn save(file: &Path, state: &State) -> anyhow::Result<()> {
         .and_then(|()| std::fs::rename(&tmp, file));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write --state {}", file.display()));
+        return Err(tune_err!("cannot write --state {}: {e}", file.display()));
     }
     Ok(())
 }
 
 /// Reads a state file that is ours, 0600 and no link, and that names only what a plan
 /// could; anything else is refused before a single setting is written.
-pub fn load(root: &Path, file: &Path) -> anyhow::Result<State> {
+pub fn load(root: &Path, file: &Path) -> Result<State, TuneError> {
     check_parent(file)?;
     let f = file.display();
     let mut fd = std::fs::OpenOptions::new()
@@ -154,24 +164,26 @@ pub fn load(root: &Path, file: &Path) -> anyhow::Result<State> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(file)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => anyhow::anyhow!(
+            Some(libc::ELOOP) => tune_err!(
                 "refused --state {f}: a symbolic link; sonde never follows one to its state"
             ),
-            _ => anyhow::anyhow!("cannot read --state {f}: {e}: nothing to restore?"),
+            _ => tune_err!("cannot read --state {f}: {e}: nothing to restore?"),
         })?;
-    let m = fd.metadata()?;
+    let m = fd
+        .metadata()
+        .map_err(|e| tune_err!("cannot read --state {f}: {e}"))?;
     if !m.is_file() {
-        bail!("refused --state {f}: not a regular file");
+        return Err(tune_err!("refused --state {f}: not a regular file"));
     }
     check_owner_mode(&format!("--state {f}"), &m, 0o077, "chmod 600", &f)?;
     let mut bytes = Vec::new();
     fd.read_to_end(&mut bytes)
-        .with_context(|| format!("cannot read --state {f}"))?;
+        .map_err(|e| tune_err!("cannot read --state {f}: {e}"))?;
     let state: State = serde_json::from_slice(&bytes)
-        .with_context(|| format!("--state {f} is not a sonde tune state file"))?;
+        .map_err(|e| tune_err!("--state {f} is not a sonde tune state file: {e}"))?;
     for c in &state.changes {
         if let Err(why) = allowed(root, &c.target).and_then(|()| value_ok(&c.from)) {
-            bail!("refused --state {f}: {why}; nothing was restored");
+            return Err(tune_err!("refused --state {f}: {why}; nothing was restored"));
         }
     }
     Ok(state)

@@ -1,23 +1,35 @@
-//! `sonde tune plan | apply | restore`, and `--tune` on tests: the settings published
-//! tuning guides change (sysctls, per-device NAPI settings, IRQ affinity, channel counts),
-//! planned from the host's inventory for a goal, applied only after the previous values are
-//! saved, and put back exactly from that record. Planning is pure; only `apply` and
-//! `restore` write.
+//! Tune planning: the settings published tuning guides change (sysctls, per-device NAPI
+//! settings, IRQ affinity, channel counts), planned for a goal from the host's inventory
+//! and its files under a root. Pure: applying and restoring live in the run layer
+//! (`sonde_run::tune`), which saves the previous values first.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sonde_results::inventory::{cpu_list, Inventory};
 
-mod state;
-pub use state::{default_state_file, private_dir};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Goal {
     Latency,
     Throughput,
+}
+
+impl std::str::FromStr for Goal {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Goal, String> {
+        match s {
+            "latency" => Ok(Goal::Latency),
+            "throughput" => Ok(Goal::Throughput),
+            _ => Err(format!("'{s}' is not a goal (latency, throughput)")),
+        }
+    }
+}
+
+impl Goal {
+    /// The goals' names, as `FromStr` reads them.
+    pub const NAMES: [&'static str; 2] = ["latency", "throughput"];
 }
 
 /// Where a setting lives.
@@ -47,13 +59,6 @@ impl Change {
         };
         format!("{what}: {} -> {} ({})", self.from, self.to, self.why)
     }
-}
-
-/// What `apply` saved: enough to put every touched setting back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct State {
-    pub goal: Goal,
-    pub changes: Vec<Change>,
 }
 
 fn read_value(root: &Path, rel: &str) -> Option<String> {
@@ -124,7 +129,7 @@ pub fn plan(root: &Path, inv: &Inventory, goal: Goal, dev: Option<&str>) -> Vec<
     }
     let nic = match dev {
         Some(d) => inv.nics.iter().find(|n| n.name == d),
-        None => sonde_probe::advice::test_nic(inv),
+        None => crate::advice::test_nic(inv),
     };
     if let Some(n) = nic {
         let base = format!("sys/class/net/{}", n.name);
@@ -228,160 +233,21 @@ fn never_lower(current: &str, target: &str) -> String {
     }
 }
 
-fn write(root: &Path, target: &Target, value: &str) -> anyhow::Result<()> {
-    match target {
-        Target::File { path } => std::fs::write(root.join(path), value)
-            .with_context(|| format!("cannot write {value} to /{path}")),
-        Target::Channels { dev } => {
-            let n: u32 = value
-                .parse()
-                .with_context(|| format!("bad channel count {value}"))?;
-            set_combined_channels(dev, n)
-                .with_context(|| format!("cannot set {dev} to {n} combined channels"))
-        }
-    }
-}
-
-/// Refuses, saying so, unless this process may change kernel settings.
-pub fn need_root() -> anyhow::Result<()> {
-    // SAFETY: no arguments.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("sonde tune apply changes kernel and device settings: run it as root");
-    }
-    Ok(())
-}
-
-/// Saves the previous values to `state_file` first, then applies; a failure part way puts
-/// back what was already changed.
-pub fn apply(root: &Path, goal: Goal, changes: &[Change], state_file: &Path) -> anyhow::Result<()> {
-    need_root()?;
-    if std::fs::symlink_metadata(state_file).is_ok() {
-        bail!("{} exists: an earlier apply was not restored; run `sonde tune restore --state {}` first", state_file.display(), state_file.display());
-    }
-    let state = State {
-        goal,
-        changes: changes.to_vec(),
-    };
-    state::save(state_file, &state)?;
-    for (i, c) in changes.iter().enumerate() {
-        if let Err(e) = write(root, &c.target, &c.to) {
-            for done in changes[..i].iter().rev() {
-                let _ = write(root, &done.target, &done.from);
-            }
-            let _ = std::fs::remove_file(state_file);
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-/// Puts back every setting recorded in `state_file`, then removes it. Returns what it did.
-pub fn restore(root: &Path, state_file: &Path) -> anyhow::Result<Vec<Change>> {
-    let state = state::load(root, state_file)?;
-    let mut failed = Vec::new();
-    for c in state.changes.iter().rev() {
-        if let Err(e) = write(root, &c.target, &c.from) {
-            failed.push(format!("{e:#}"));
-        }
-    }
-    if !failed.is_empty() {
-        bail!(
-            "could not restore everything (state kept in {}): {}",
-            state_file.display(),
-            failed.join("; ")
-        );
-    }
-    std::fs::remove_file(state_file)?;
-    Ok(state.changes)
-}
-
-/// `--tune GOAL` on a test: applied before, restored when dropped, on every exit path.
-pub struct Tuned {
-    state_file: PathBuf,
-}
-
-impl Tuned {
-    pub fn apply(goal: Goal) -> anyhow::Result<(Tuned, Vec<Change>)> {
-        need_root()?;
-        let root = Path::new("/");
-        let inv = sonde_probe::inventory::collect_live();
-        let changes = plan(root, &inv, goal, None);
-        let state_file = private_dir()?.join(format!("tune-{}.json", std::process::id()));
-        apply(root, goal, &changes, &state_file)?;
-        Ok((Tuned { state_file }, changes))
-    }
-}
-
-impl Drop for Tuned {
-    fn drop(&mut self) {
-        if let Err(e) = restore(Path::new("/"), &self.state_file) {
-            errln!("warning: --tune: {e:#}");
-        }
-    }
-}
-
-/// ETHTOOL_SCHANNELS: read the current channels, change `combined`, write them back.
-fn set_combined_channels(dev: &str, combined: u32) -> std::io::Result<()> {
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    #[repr(C)]
-    struct IfReq {
-        name: [libc::c_char; libc::IFNAMSIZ],
-        data: *mut libc::c_void,
-        _pad: [u8; 16],
-    }
-    if dev.len() >= libc::IFNAMSIZ {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "interface name too long",
-        ));
-    }
-    let mut buf = [0u32; 9];
-    let mut req = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        data: buf.as_mut_ptr().cast(),
-        _pad: [0; 16],
-    };
-    for (d, s) in req.name.iter_mut().zip(dev.bytes()) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: a datagram socket for the ioctls, closed below; req and buf outlive them.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // All access goes through the pointer the kernel uses, after it was taken.
-        let words = req.data as *mut u32;
-        *words = 0x3c; // ETHTOOL_GCHANNELS
-        let mut r = libc::ioctl(fd, SIOCETHTOOL as _, &mut req);
-        if r >= 0 {
-            *words = 0x3d; // ETHTOOL_SCHANNELS
-            *words.add(8) = combined; // combined_count
-            r = libc::ioctl(fd, SIOCETHTOOL as _, &mut req);
-        }
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if r < 0 {
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../probe/tests/fixtures")
+            .join("tests/fixtures")
             .join(name)
     }
 
     #[test]
     fn latency_plan_on_the_e192_steers_nothing_it_cannot_read() {
         let root = fixture("azure-e192-mana");
-        let inv = sonde_probe::inventory::collect(&root);
+        let inv = crate::inventory::collect(&root);
         let p = plan(&root, &inv, Goal::Latency, None);
         let paths: Vec<String> = p
             .iter()
@@ -402,7 +268,7 @@ mod tests {
     #[test]
     fn throughput_plan_on_the_captured_vm() {
         let root = fixture("vm-2cpu-virtio");
-        let inv = sonde_probe::inventory::collect(&root);
+        let inv = crate::inventory::collect(&root);
         let p = plan(&root, &inv, Goal::Throughput, Some("eth0"));
         let to: Vec<(&str, &str)> = p
             .iter()
@@ -455,7 +321,7 @@ mod tests {
         for (path, v) in high {
             std::fs::write(dir.join(path), format!("{v}\n")).unwrap();
         }
-        let inv = sonde_probe::inventory::collect(&dir);
+        let inv = crate::inventory::collect(&dir);
         let p = plan(&dir, &inv, Goal::Throughput, Some("eth0"));
         for (path, _) in high {
             assert!(
@@ -485,41 +351,5 @@ mod tests {
         assert_eq!(never_lower("1000", "5000"), "5000");
         assert_eq!(never_lower("20000", "5000"), "20000");
         assert_eq!(never_lower("garbage", "5000"), "5000");
-    }
-
-    #[test]
-    fn apply_and_restore_round_trip_on_a_scratch_tree() {
-        let dir = std::env::temp_dir().join(format!("sonde-tune-tree-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("proc/sys/net/core")).unwrap();
-        std::fs::write(dir.join("proc/sys/net/core/busy_poll"), "0\n").unwrap();
-        std::fs::write(dir.join("proc/sys/net/core/busy_read"), "0\n").unwrap();
-        let inv = Inventory::default();
-        let changes = plan(&dir, &inv, Goal::Latency, None);
-        assert_eq!(changes.len(), 2);
-        let state = dir.join("state.json");
-        if unsafe { libc::geteuid() } != 0 {
-            assert!(apply(&dir, Goal::Latency, &changes, &state)
-                .unwrap_err()
-                .to_string()
-                .contains("root"));
-            return;
-        }
-        apply(&dir, Goal::Latency, &changes, &state).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(dir.join("proc/sys/net/core/busy_poll")).unwrap(),
-            "50"
-        );
-        assert!(apply(&dir, Goal::Latency, &changes, &state)
-            .unwrap_err()
-            .to_string()
-            .contains("not restored"));
-        let undone = restore(&dir, &state).unwrap();
-        assert_eq!(undone.len(), 2);
-        assert_eq!(
-            std::fs::read_to_string(dir.join("proc/sys/net/core/busy_poll")).unwrap(),
-            "0"
-        );
-        assert!(!state.exists());
-        let _ = std::fs::remove_dir_all(dir);
     }
 }
