@@ -4,6 +4,7 @@
 //! the watch's; Ctrl-C reaches the command (same process group) and the watch keeps what
 //! it sampled, marked partial.
 
+use std::os::fd::AsFd;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -31,24 +32,33 @@ pub enum WatchError {
 }
 
 /// Runs `spec.command`, sampling `probe` every interval; the document and the command's
-/// exit status.
+/// exit status. With `stdout_to_stderr` the command writes its stdout to our stderr.
 pub fn watch(
     spec: &WatchSpec,
     probe: &HostProbe,
     command_line: &str,
     interrupt: &Interrupt,
+    stdout_to_stderr: bool,
     live: &mut dyn FnMut(&IntervalFigures),
 ) -> Result<(Document, ExitStatus), WatchError> {
     let started_at = crate::controller::now_rfc3339();
     let first = probe.snapshot();
     let shown = spec.command.join(" ");
-    let mut child = Command::new(&spec.command[0])
-        .args(&spec.command[1..])
-        .spawn()
-        .map_err(|source| WatchError::Spawn {
-            command: shown.clone(),
-            source,
-        })?;
+    let spawn_err = |source| WatchError::Spawn {
+        command: shown.clone(),
+        source,
+    };
+    let mut cmd = Command::new(&spec.command[0]);
+    cmd.args(&spec.command[1..]);
+    if stdout_to_stderr {
+        // Its output on our stderr: our stdout carries one JSON document.
+        let err = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(spawn_err)?;
+        cmd.stdout(err);
+    }
+    let mut child = cmd.spawn().map_err(spawn_err)?;
     let every = Duration::from_millis(spec.timing.interval_ms);
     let mut intervals = Vec::new();
     let mut last = first.clone();

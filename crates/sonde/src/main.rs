@@ -35,6 +35,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{Cli, Command};
 use sonde_probe::tune;
+use sonde_run::measure::Plan;
 use sonde_run::{agent, signals, tune as tuning};
 
 const EXIT_ERROR: u8 = 1;
@@ -121,19 +122,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             agent::serve(cfg, &interrupt)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Stream(a) => measure::stream(&a, command_line, &interrupt),
-        Command::Ping(a) if a.cstate_sweep => {
-            measure::cstate_sweep(&a.common, a.specs(), command_line, &interrupt)
-        }
-        Command::Ping(a) => {
-            measure::request_response(&a.common, a.specs(), command_line, &interrupt)
-        }
-        Command::Rpc(a) => {
-            measure::request_response(&a.common, a.specs(), command_line, &interrupt)
-        }
-        Command::Pps(a) => measure::pps(&a, command_line, &interrupt),
-        Command::Load(a) => measure::load(&a, command_line, &interrupt),
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
+        Command::Ping(a) if a.cstate_sweep => {
+            let specs = measure::cstate_sweep(a.specs(), a.common.output.quiet());
+            let (t, o) = (&a.common.target, &a.common.output);
+            measure::test_command(specs.map(Plan::Tests), t, o, command_line, &interrupt)
+        }
+        cmd @ (Command::Stream(_)
+        | Command::Ping(_)
+        | Command::Rpc(_)
+        | Command::Pps(_)
+        | Command::Load(_)) => {
+            let plan = cmd.plan().expect("a test command has a plan");
+            let (t, o) = cmd.target_output().expect("a test command has a target");
+            measure::test_command(plan, t, o, command_line, &interrupt)
+        }
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => stored::results_command(a),

@@ -205,5 +205,5 @@ pub fn scalar(v: &toml::Value) -> Option<String> {
 
 /// What `sonde TEST` would refuse about its flags' values.
 fn spec_error(cmd: CliCommand) -> Option<sonde_results::SpecError> {
-    cmd.test_specs()?.err()
+    cmd.plan()?.err()
 }

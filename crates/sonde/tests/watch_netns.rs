@@ -84,3 +84,20 @@ fn the_commands_exit_code_is_sondes_and_the_watch_is_stored() {
     );
     let _ = std::fs::remove_file(db);
 }
+
+/// With --json stdout is one JSON document: the watched command's own output goes to
+/// stderr.
+#[test]
+fn a_watched_commands_output_stays_off_a_json_stdout() {
+    let db = temp_file("watch-json.db");
+    let o = sonde_into(
+        &db,
+        &["watch", "--json", "-i", "0.2", "--", "echo", "hello"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", stdout(&o)));
+    assert_eq!(doc["test"], "watch");
+    assert!(stderr(&o).contains("hello"), "{}", stderr(&o));
+    let _ = std::fs::remove_file(db);
+}

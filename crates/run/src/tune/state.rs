@@ -68,8 +68,8 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), TuneError> {
         }
         _ => {}
     }
-    let m =
-        std::fs::symlink_metadata(dir).map_err(|e| tune_err!("cannot read {}: {e}", dir.display()))?;
+    let m = std::fs::symlink_metadata(dir)
+        .map_err(|e| tune_err!("cannot read {}: {e}", dir.display()))?;
     let d = dir.display();
     if !m.is_dir() {
         return Err(tune_err!("refused state directory {d}: not a directory (a symbolic link?); remove it and sonde makes it again"));
@@ -183,7 +183,9 @@ pub fn load(root: &Path, file: &Path) -> Result<State, TuneError> {
         .map_err(|e| tune_err!("--state {f} is not a sonde tune state file: {e}"))?;
     for c in &state.changes {
         if let Err(why) = allowed(root, &c.target).and_then(|()| value_ok(&c.from)) {
-            return Err(tune_err!("refused --state {f}: {why}; nothing was restored"));
+            return Err(tune_err!(
+                "refused --state {f}: {why}; nothing was restored"
+            ));
         }
     }
     Ok(state)

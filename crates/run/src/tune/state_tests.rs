@@ -2,8 +2,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::SystemTime;
 
 use super::super::apply::restore;
-use sonde_probe::tune::plan;
 use super::*;
+use sonde_probe::tune::plan;
 
 /// A scratch root (0755, ours) holding a sysctl, an interface and a victim file.
 struct Scratch(PathBuf);

@@ -41,14 +41,14 @@ impl Target {
             .expect("clap requires HOST or --to")
     }
 
-    /// How headings name the path: `to HOST:PORT`, or `from A to B:PORT` between two
-    /// agents.
-    pub fn path(&self) -> String {
-        let to = format!("to {}:{}", self.host(), self.port);
-        match &self.from {
-            Some(from) => format!("from {from} {to}"),
-            None => to,
-        }
+    /// The run layer's target, with the key read from `--key-file`.
+    pub fn target(&self) -> anyhow::Result<sonde_run::measure::Target> {
+        Ok(sonde_run::measure::Target {
+            host: self.host().to_string(),
+            from: self.from.clone(),
+            port: self.port,
+            key: super::load_key(self.key_file.as_deref())?,
+        })
     }
 }
 

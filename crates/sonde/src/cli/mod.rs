@@ -17,7 +17,7 @@ pub use flags::{
 pub use key::load_key;
 pub use load::LoadArgs;
 pub use pps::PpsArgs;
-pub use rr::{PingArgs, RpcArgs, RrCommon};
+pub use rr::{PingArgs, RpcArgs};
 pub use stream::StreamArgs;
 pub use watch::WatchArgs;
 
@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use sonde_results::{SpecError, TestSpec};
 use sonde_run::agent::DEFAULT_PORT;
+use sonde_run::measure::Plan;
 
 use sonde_probe::tune::Goal;
 
@@ -87,15 +88,30 @@ pub enum Command {
 }
 
 impl Command {
-    /// The specs a test command runs (one per receive mode for ping and rpc), or what is
-    /// wrong with its flags; `None` for other commands.
-    pub fn test_specs(&self) -> Option<Result<Vec<TestSpec>, SpecError>> {
+    /// What a test command measures, or what is wrong with its flags; `None` for other
+    /// commands (and `watch`, which is planned on this host: [`WatchArgs::plan`]).
+    pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
         Some(match self {
-            Command::Stream(a) => a.spec().map(|s| vec![s]),
-            Command::Ping(a) => a.specs(),
-            Command::Rpc(a) => a.specs(),
-            Command::Pps(a) => a.spec().map(|s| vec![TestSpec::Pps(s)]),
-            Command::Load(a) => a.spec().map(|s| vec![s]),
+            Command::Stream(a) => a.spec().map(|s| Plan::Tests(vec![s])),
+            Command::Ping(a) => a.specs().map(Plan::Tests),
+            Command::Rpc(a) => a.specs().map(Plan::Tests),
+            Command::Pps(a) => a.plan(),
+            Command::Load(a) => a.spec().map(|s| match s {
+                TestSpec::Load(l) => Plan::Load(l),
+                _ => unreachable!("a load command makes a load spec"),
+            }),
+            _ => return None,
+        })
+    }
+
+    /// The agent (or agents) and output flags of a test command.
+    pub fn target_output(&self) -> Option<(&Target, &OutputArgs)> {
+        Some(match self {
+            Command::Stream(a) => (&a.target, &a.output),
+            Command::Ping(a) => (&a.common.target, &a.common.output),
+            Command::Rpc(a) => (&a.common.target, &a.common.output),
+            Command::Pps(a) => (&a.target, &a.output),
+            Command::Load(a) => (&a.target, &a.output),
             _ => return None,
         })
     }

@@ -4,6 +4,8 @@
 use clap::Args;
 use sonde_results::spec::DPDK_ENGINE;
 use sonde_results::{DpdkSpec, PollMode, PpsSpec, SpecError, TestSpec};
+use sonde_run::measure::Plan;
+use sonde_run::search::SearchParams;
 
 use super::flags::{checked, parse_duration_ms, ExecutionArgs, OutputArgs, Target, TimingArgs};
 use super::rr::{parse_poll, PollChoice};
@@ -166,6 +168,22 @@ impl SearchArgs {
 }
 
 impl PpsArgs {
+    /// One test, or with `--search` the zero-loss search made of such tests.
+    pub fn plan(&self) -> Result<Plan, SpecError> {
+        let spec = self.spec()?;
+        Ok(match self.search.search {
+            true => Plan::Search(
+                spec,
+                SearchParams {
+                    max_loss_percent: self.search.max_loss,
+                    resolution_percent: self.search.resolution,
+                    trials_per_step: self.search.trials_per_step,
+                },
+            ),
+            false => Plan::Tests(vec![TestSpec::Pps(spec)]),
+        })
+    }
+
     pub fn spec(&self) -> Result<PpsSpec, SpecError> {
         let PollChoice::One(poll) = self.poll else {
             return Err(SpecError {

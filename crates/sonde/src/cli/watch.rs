@@ -3,7 +3,9 @@
 use std::net::IpAddr;
 
 use clap::Args;
+use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{SpecError, TestSpec, Timing, WatchSpec};
+use sonde_run::measure::Plan;
 
 use super::flags::{parse_duration_ms, OutputArgs};
 
@@ -26,6 +28,31 @@ pub struct WatchArgs {
 }
 
 impl WatchArgs {
+    /// The watch of this host: the interface named, or toward `--peer`, or none.
+    pub fn plan(&self) -> Result<Plan, SpecError> {
+        let TestSpec::Watch(mut spec) = self.spec()? else {
+            unreachable!("a watch command makes a watch spec")
+        };
+        let probe = match (&self.iface, self.peer) {
+            (Some(i), _) if !std::path::Path::new("/sys/class/net").join(i).exists() => {
+                let reason = format!("no interface '{i}' on this host");
+                return Err(SpecError {
+                    flag: "--iface",
+                    reason,
+                });
+            }
+            (Some(i), _) => HostProbe::for_iface(Some(i.clone())),
+            (None, Some(p)) => HostProbe::for_peer(p),
+            (None, None) => HostProbe::for_iface(None),
+        };
+        spec.iface = probe.iface().map(String::from);
+        Ok(Plan::Watch {
+            spec,
+            probe,
+            stdout_to_stderr: self.output.quiet(),
+        })
+    }
+
     pub fn spec(&self) -> Result<TestSpec, SpecError> {
         let spec = WatchSpec {
             command: self.command.clone(),

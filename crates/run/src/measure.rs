@@ -1,0 +1,269 @@
+//! One measurement command from a typed plan to its documents, the same pipeline for
+//! every kind: a heading, the run (live intervals as they come), each document kept, its
+//! summary. What a kind looks like ([`Look`]) and where output goes ([`Output`]: the
+//! terminal, the store) are the caller's, since this layer neither renders nor stores;
+//! `sonde TEST`, suites, fleets and the lab all run through here.
+
+use std::process::ExitStatus;
+
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::document::load::PhaseRun;
+use sonde_results::document::{IntervalFigures, Trial};
+use sonde_results::{Document, IntervalSample, LoadSpec, PpsSpec, TestSpec, WatchSpec};
+
+use crate::controller::{self, ControllerError, LiveInterval, TestRequest};
+use crate::search::{self, SearchError, SearchParams};
+use crate::signals::Interrupt;
+use crate::watch::{self, WatchError};
+
+/// What a command measures.
+pub enum Plan {
+    /// Tests one after another (ping and rpc: one per receive mode); a test cut short
+    /// ends the list.
+    Tests(Vec<TestSpec>),
+    /// The RFC 2544 zero-loss rate: a search over whole pps trials.
+    Search(PpsSpec, SearchParams),
+    /// Phases of pings beside a load, one document for them all.
+    Load(LoadSpec),
+    /// A command with this host watched (no agent); `stdout_to_stderr` keeps the
+    /// command's output off a stdout that carries JSON.
+    Watch {
+        spec: WatchSpec,
+        probe: HostProbe,
+        stdout_to_stderr: bool,
+    },
+}
+
+impl Plan {
+    /// The spec a heading or a summary speaks of: the first test's, the search's base.
+    pub fn first_spec(&self) -> TestSpec {
+        match self {
+            Plan::Tests(specs) => specs[0].clone(),
+            Plan::Search(spec, _) => TestSpec::Pps(spec.clone()),
+            Plan::Load(spec) => TestSpec::Load(spec.clone()),
+            Plan::Watch { spec, .. } => TestSpec::Watch(spec.clone()),
+        }
+    }
+}
+
+/// Where tests go: the serving agent, or two agents (`from` runs the client side).
+#[derive(Clone)]
+pub struct Target {
+    pub host: String,
+    pub from: Option<String>,
+    pub port: u16,
+    pub key: Option<sonde_proto::Key>,
+}
+
+impl Target {
+    /// How headings name the path: `to HOST:PORT`, or `from A to B:PORT`.
+    pub fn path(&self) -> String {
+        let to = format!("to {}:{}", self.host, self.port);
+        match &self.from {
+            Some(from) => format!("from {from} {to}"),
+            None => to,
+        }
+    }
+}
+
+/// How a kind looks to a person: the caller's renderers.
+pub trait Look: Sync {
+    /// The line before a test (or a search, a load, a watch) starts.
+    fn heading(&self, spec: &TestSpec, path: &str, search: bool) -> String;
+    /// One interval of a test as both sides measured it.
+    fn live(
+        &self,
+        spec: &TestSpec,
+        client: Option<&IntervalSample>,
+        server: Option<&IntervalSample>,
+    ) -> String;
+    /// One interval of a watch.
+    fn watch_line(&self, figures: &IntervalFigures) -> String;
+    /// One search trial, numbered from 1.
+    fn trial(&self, n: usize, trial: &Trial) -> String;
+    /// One phase of a load, as it ends.
+    fn phase(&self, run: &PhaseRun) -> String;
+    /// The text after a document is kept (ends with a newline).
+    fn summary(&self, doc: &Document) -> String;
+}
+
+/// An interval as it happens, for a live display or an event stream.
+pub enum Live<'a> {
+    Test(LiveInterval<'a>),
+    Watch(&'a IntervalFigures),
+}
+
+/// Where a command's output goes: the caller's terminal, store and event stream.
+pub trait Output: Sync {
+    /// Human text (a heading, a trial, a summary), as given.
+    fn say(&self, text: &str);
+    /// An interval as it happens; `line` renders it for a person.
+    fn interval(&self, live: Live<'_>, line: &dyn Fn() -> String);
+    /// A finished document: stored, streamed, tagged with its fleet pair.
+    fn keep(&self, doc: &mut Document);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error(transparent)]
+    Test(#[from] ControllerError),
+    #[error(transparent)]
+    Search(#[from] SearchError),
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+/// What a measurement produced.
+pub struct Measured {
+    pub docs: Vec<Document>,
+    /// Documents the plan would have made run to the end (fewer: cut short).
+    pub asked: usize,
+    /// A watched command's exit status.
+    pub status: Option<ExitStatus>,
+}
+
+impl Measured {
+    /// Cut short: a document is partial, or a test of the list never ran.
+    pub fn partial(&self) -> bool {
+        self.docs.iter().any(|d| d.end.partial) || self.docs.len() < self.asked
+    }
+}
+
+/// One measurement through the pipeline: heading, run, keep, summary for each document.
+pub struct Measurement<'a> {
+    pub target: &'a Target,
+    /// The exact command line, for the record.
+    pub command: &'a str,
+    pub look: &'a dyn Look,
+    pub out: &'a dyn Output,
+    pub interrupt: &'a Interrupt,
+}
+
+impl Measurement<'_> {
+    /// Runs `plan` to its documents. Errors only when nothing was measured.
+    pub fn run(&self, plan: Plan) -> Result<Measured, MeasureError> {
+        let path = self.target.path();
+        match plan {
+            Plan::Tests(specs) => self.tests(specs, &path),
+            Plan::Search(spec, params) => {
+                let test = TestSpec::Pps(spec.clone());
+                self.say_line(self.look.heading(&test, &path, true));
+                let doc = self.search(&spec, &params)?;
+                Ok(self.finish(vec![doc], 1, None))
+            }
+            Plan::Load(spec) => {
+                self.say_line(
+                    self.look
+                        .heading(&TestSpec::Load(spec.clone()), &path, false),
+                );
+                let run = |s: &TestSpec| self.test(s, false);
+                let mut done = |r: &PhaseRun| self.say_line(self.look.phase(r));
+                let doc =
+                    crate::load::run_load(&spec, self.command, &run, self.interrupt, &mut done)?;
+                Ok(self.finish(vec![doc], 1, None))
+            }
+            Plan::Watch {
+                spec,
+                probe,
+                stdout_to_stderr,
+            } => {
+                let test = TestSpec::Watch(spec.clone());
+                self.say_line(self.look.heading(&test, &path, false));
+                let mut live = |i: &IntervalFigures| {
+                    self.out
+                        .interval(Live::Watch(i), &|| self.look.watch_line(i));
+                };
+                let (doc, status) = watch::watch(
+                    &spec,
+                    &probe,
+                    self.command,
+                    self.interrupt,
+                    stdout_to_stderr,
+                    &mut live,
+                )?;
+                Ok(self.finish(vec![doc], 1, Some(status)))
+            }
+        }
+    }
+
+    /// Each spec in turn, until one is cut short or Ctrl-C.
+    fn tests(&self, specs: Vec<TestSpec>, path: &str) -> Result<Measured, MeasureError> {
+        let asked = specs.len();
+        let mut docs: Vec<Document> = Vec::new();
+        for spec in &specs {
+            if self.interrupt.is_set() || docs.last().is_some_and(|d| d.end.partial) {
+                break;
+            }
+            self.say_line(self.look.heading(spec, path, false));
+            let doc = self.test(spec, true)?;
+            docs.extend(self.finish(vec![doc], 1, None).docs);
+        }
+        Ok(Measured {
+            docs,
+            asked,
+            status: None,
+        })
+    }
+
+    /// Keeps each document and says its summary.
+    fn finish(&self, docs: Vec<Document>, asked: usize, status: Option<ExitStatus>) -> Measured {
+        let docs = docs
+            .into_iter()
+            .map(|mut doc| {
+                self.out.keep(&mut doc);
+                self.out.say(&self.look.summary(&doc));
+                doc
+            })
+            .collect();
+        Measured {
+            docs,
+            asked,
+            status,
+        }
+    }
+
+    /// One test against the target; `live` shows its intervals (not a trial's or a
+    /// phase's, which run beside others).
+    pub fn test(&self, spec: &TestSpec, live: bool) -> Result<Document, ControllerError> {
+        let req = TestRequest {
+            host: self.target.host.clone(),
+            from: self.target.from.clone(),
+            port: self.target.port,
+            spec: spec.clone(),
+            command: self.command.to_string(),
+            key: self.target.key.clone(),
+        };
+        let mut show = |l: LiveInterval<'_>| {
+            if live {
+                let (c, s) = (l.client, l.server);
+                self.out
+                    .interval(Live::Test(l), &|| self.look.live(spec, c, s));
+            }
+        };
+        controller::run_test(&req, self.interrupt, &mut show)
+    }
+
+    /// The zero-loss search: trials without live lines, each said as it ends.
+    fn search(&self, spec: &PpsSpec, params: &SearchParams) -> Result<Document, MeasureError> {
+        let mut n = 0;
+        let mut on_trial = |t: &Trial| {
+            n += 1;
+            self.say_line(self.look.trial(n, t));
+        };
+        let mut trial = |s: &TestSpec| {
+            if self.interrupt.is_set() {
+                return Err("interrupted".into());
+            }
+            Ok(self.test(s, false)?)
+        };
+        let (found, mut doc) = search::search(spec, params, &mut trial, &mut on_trial)?;
+        if let Some(p) = doc.end.pps_mut() {
+            p.search = Some(found);
+        }
+        Ok(doc)
+    }
+
+    fn say_line(&self, line: String) {
+        self.out.say(&format!("{line}\n"));
+    }
+}
