@@ -111,6 +111,8 @@ pub enum MeasureError {
     Search(#[from] SearchError),
     #[error(transparent)]
     Watch(#[from] WatchError),
+    #[error("--tune: {0}")]
+    Tune(#[from] crate::tune::TuneError),
 }
 
 /// What a measurement produced.

@@ -22,12 +22,10 @@ macro_rules! jsonln {
 }
 
 mod cli;
-mod fleet;
 mod lab;
-mod matrix;
 mod measure;
+mod orchestrate;
 mod stored;
-mod suite;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -156,8 +154,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Compare(a) => stored::compare_command(a),
         Command::Report(a) => stored::report_command(a),
-        Command::Suite(a) => suite::run(&a, &interrupt),
-        Command::Fleet(a) => fleet::run(&a, &interrupt),
+        Command::Suite(a) => orchestrate::suite(&a, &interrupt),
+        Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
         Command::Host(a) => {
             let inv = match &a.root {
                 Some(root) => {

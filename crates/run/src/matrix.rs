@@ -1,6 +1,6 @@
 //! What `sonde suite` and `sonde fleet` files share: a TOML file whose errors name the
 //! line and key, and `[[test]]` tables expanded into a matrix of test commands, each
-//! checked by the CLI's own parser and spec validation before anything runs.
+//! built by the caller (the CLI's own parser and spec builders) before anything runs.
 //!
 //! ```toml
 //! [[test]]
@@ -11,10 +11,14 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context};
-use clap::Parser;
+/// A file that cannot be read or makes no valid test: `FILE:LINE: key 'KEY': why`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct FileError(pub String);
 
-use crate::cli::{Cli, Command as CliCommand};
+/// Builds one test command's words (`stream HOST --flag value ...`) into what runs, or
+/// says why not in a message naming the flag (`--connections`) to blame.
+pub type Build<'a, T> = dyn Fn(&[String]) -> Result<T, String> + 'a;
 
 /// A parsed TOML file that remembers its text, for errors with line numbers.
 pub struct TomlFile {
@@ -34,21 +38,26 @@ pub struct TestCase {
 }
 
 impl TomlFile {
-    pub fn read(path: &Path) -> anyhow::Result<TomlFile> {
+    pub fn read(path: &Path) -> Result<TomlFile, FileError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {file}"))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FileError(format!("cannot read {file}: {e}")))?;
         let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let line = e
                 .span()
                 .map_or(0, |s| text[..s.start].lines().count().max(1));
-            anyhow::anyhow!("{file}:{line}: {}", e.message())
+            FileError(format!("{file}:{line}: {}", e.message()))
         })?;
         Ok(TomlFile { file, text, doc })
     }
 
     /// An error at the first line that sets `key`.
-    pub fn err(&self, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
-        anyhow::anyhow!("{}:{}: key '{key}': {msg}", self.file, self.line_of(key))
+    pub fn err(&self, key: &str, msg: impl std::fmt::Display) -> FileError {
+        FileError(format!(
+            "{}:{}: key '{key}': {msg}",
+            self.file,
+            self.line_of(key)
+        ))
     }
 
     /// The line of the first `key = ...` in the file, for error messages.
@@ -64,7 +73,7 @@ impl TomlFile {
     }
 
     /// `repetitions`, 1 when absent.
-    pub fn repetitions(&self) -> anyhow::Result<usize> {
+    pub fn repetitions(&self) -> Result<usize, FileError> {
         match self.doc.get("repetitions") {
             None => Ok(1),
             Some(toml::Value::Integer(n)) if (1..=1000).contains(n) => Ok(*n as usize),
@@ -73,7 +82,7 @@ impl TomlFile {
     }
 
     /// A required non-empty string.
-    pub fn name(&self, key: &str, what: &str) -> anyhow::Result<String> {
+    pub fn name(&self, key: &str, what: &str) -> Result<String, FileError> {
         match self.doc.get(key) {
             Some(toml::Value::String(s)) if !s.is_empty() => Ok(s.clone()),
             Some(_) => Err(self.err(key, "must be a non-empty string")),
@@ -89,9 +98,14 @@ impl TomlFile {
             .collect()
     }
 
-    /// Expands every `[[test]]` table; each combination must parse and validate as
+    /// Expands every `[[test]]` table; each combination must build (`build`) as
     /// `sonde TYPE <target> <common> <flags>` would.
-    pub fn tests(&self, target: &[String], common: &[String]) -> anyhow::Result<Vec<TestCase>> {
+    pub fn tests<T>(
+        &self,
+        target: &[String],
+        common: &[String],
+        build: &Build<'_, T>,
+    ) -> Result<Vec<TestCase>, FileError> {
         let tests = match self.doc.get("test") {
             Some(toml::Value::Array(t)) if !t.is_empty() => t,
             _ => return Err(self.err("test", "no [[test]] tables")),
@@ -100,7 +114,8 @@ impl TomlFile {
         let mut cases = Vec::new();
         for (ti, t) in tests.iter().enumerate() {
             let Some(t) = t.as_table() else {
-                bail!("{}: [[test]] {} is not a table", self.file, ti + 1)
+                let why = format!("{}: [[test]] {} is not a table", self.file, ti + 1);
+                return Err(FileError(why));
             };
             let kind = t
                 .get("type")
@@ -113,7 +128,9 @@ impl TomlFile {
             for (ci, flags) in self.combinations(t)?.into_iter().enumerate() {
                 let mut argv = vec![kind.to_string()];
                 argv.extend(target.iter().chain(common).chain(&flags).cloned());
-                self.check(t, &argv)?;
+                if let Err(msg) = build(&argv) {
+                    return Err(self.blame(t, &msg));
+                }
                 cases.push(TestCase {
                     id: format!("{ti}:{ci}"),
                     kind: kind.to_string(),
@@ -125,7 +142,7 @@ impl TomlFile {
     }
 
     /// Each key is a dimension: an array gives its values, a scalar one value.
-    fn combinations(&self, t: &toml::Table) -> anyhow::Result<Vec<Vec<String>>> {
+    fn combinations(&self, t: &toml::Table) -> Result<Vec<Vec<String>>, FileError> {
         let mut combos: Vec<Vec<String>> = vec![Vec::new()];
         for (k, v) in t.iter().filter(|(k, _)| k.as_str() != "type") {
             let values: Vec<&toml::Value> = match v {
@@ -155,38 +172,19 @@ impl TomlFile {
         Ok(combos)
     }
 
-    /// The CLI's verdict on `sonde ARGV`, blamed on the table's key that names the flag.
-    fn check(&self, t: &toml::Table, argv: &[String]) -> anyhow::Result<()> {
-        let key_of = |msg: &str| {
-            t.keys()
-                .find(|k| msg.contains(&format!("--{}", k.replace('_', "-"))))
-                .cloned()
-                .unwrap_or_else(|| "type".into())
-        };
-        match Cli::try_parse_from(std::iter::once("sonde".to_string()).chain(argv.iter().cloned()))
-        {
-            Err(e) => {
-                let msg = e.render().to_string();
-                let first = msg
-                    .lines()
-                    .next()
-                    .unwrap_or("invalid")
-                    .trim_start_matches("error: ")
-                    .to_string();
-                Err(self.err(&key_of(&first), first))
-            }
-            // The values must also make a valid test, as the run would check.
-            Ok(cli) => match spec_error(cli.command) {
-                Some(e) => Err(self.err(&key_of(e.flag), e)),
-                None => Ok(()),
-            },
-        }
+    /// A build's refusal, blamed on the table's key that names the flag (else `type`).
+    fn blame(&self, t: &toml::Table, msg: &str) -> FileError {
+        let key = t
+            .keys()
+            .find(|k| msg.contains(&format!("--{}", k.replace('_', "-"))))
+            .map_or("type", |k| k.as_str());
+        self.err(key, msg)
     }
 }
 
 /// The test types a `[[test]]` table may name: every kind's, and `load`.
 fn test_names() -> Vec<String> {
-    sonde_run::kind::test_names()
+    crate::kind::test_names()
         .iter()
         .map(|n| n.to_string())
         .chain(["load".to_string()])
@@ -203,7 +201,22 @@ pub fn scalar(v: &toml::Value) -> Option<String> {
     }
 }
 
-/// What `sonde TEST` would refuse about its flags' values.
-fn spec_error(cmd: CliCommand) -> Option<sonde_results::SpecError> {
-    cmd.plan()?.err()
+#[cfg(test)]
+pub(crate) mod tests {
+    /// The CLI's verdict, faked for the file tests: the words themselves, unless a
+    /// connection count is 0 or a duration is not a number.
+    pub(crate) fn build(argv: &[String]) -> Result<Vec<String>, String> {
+        for w in argv.windows(2) {
+            match (w[0].as_str(), w[1].as_str()) {
+                ("--connections" | "--window", "0") => {
+                    return Err(format!("invalid {}: 0 is not in 1..=1024", w[0]))
+                }
+                ("--duration", v) if v.parse::<f64>().is_err() => {
+                    return Err(format!("invalid value '{v}' for '--duration <SECS>'"))
+                }
+                _ => {}
+            }
+        }
+        Ok(argv.to_vec())
+    }
 }

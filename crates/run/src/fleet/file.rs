@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use super::schedule::Topology;
-use crate::matrix::{scalar, TestCase, TomlFile};
+use crate::matrix::{scalar, Build, FileError, TestCase, TomlFile};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Agent {
@@ -56,14 +56,19 @@ pub fn system_resolve(name: &str) -> io::Result<Vec<IpAddr>> {
     Ok(ips)
 }
 
-pub fn load(path: &Path, resolve: Resolve<'_>) -> anyhow::Result<Fleet> {
+/// Reads a fleet file; every test case must build (`build`) between its first two agents.
+pub fn load<T>(
+    path: &Path,
+    resolve: Resolve<'_>,
+    build: &Build<'_, T>,
+) -> Result<Fleet, FileError> {
     let f = TomlFile::read(path)?;
     let name = f.name("name", "name the fleet (its runs' label)")?;
     let agents = agents(&f, resolve)?;
     let topology = topology(&f, &agents)?;
     let common = f.common_flags(&["port", "key_file"]);
     let target = ["--from", &agents[0].address, "--to", &agents[1].address].map(String::from);
-    let cases = f.tests(&target, &common)?;
+    let cases = f.tests(&target, &common, build)?;
     Ok(Fleet {
         name,
         repetitions: f.repetitions()?,
@@ -74,7 +79,7 @@ pub fn load(path: &Path, resolve: Resolve<'_>) -> anyhow::Result<Fleet> {
     })
 }
 
-fn agents(f: &TomlFile, resolve: Resolve<'_>) -> anyhow::Result<Vec<Agent>> {
+fn agents(f: &TomlFile, resolve: Resolve<'_>) -> Result<Vec<Agent>, FileError> {
     let Some(toml::Value::Array(list)) = f.doc.get("agent") else {
         return Err(f.err("agent", "missing: [[agent]] tables with address or dns"));
     };
@@ -129,7 +134,7 @@ fn agents(f: &TomlFile, resolve: Resolve<'_>) -> anyhow::Result<Vec<Agent>> {
     Ok(agents)
 }
 
-fn topology(f: &TomlFile, agents: &[Agent]) -> anyhow::Result<Topology> {
+fn topology(f: &TomlFile, agents: &[Agent]) -> Result<Topology, FileError> {
     let index = |key: &str, name: &str| {
         agents
             .iter()
@@ -174,7 +179,7 @@ fn topology(f: &TomlFile, agents: &[Agent]) -> anyhow::Result<Topology> {
 mod tests {
     use super::*;
 
-    fn load_text(text: &str) -> anyhow::Result<Fleet> {
+    fn load_text(text: &str) -> Result<Fleet, FileError> {
         let p = std::env::temp_dir().join(format!(
             "sonde-fleet-{}-{}.toml",
             std::process::id(),
@@ -188,7 +193,7 @@ mod tests {
             ]),
             _ => Err(io::Error::other("no such name")),
         };
-        let r = load(&p, &resolve);
+        let r = load(&p, &resolve, &crate::matrix::tests::build);
         let _ = std::fs::remove_file(p);
         r
     }

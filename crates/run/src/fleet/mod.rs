@@ -1,0 +1,9 @@
+//! `sonde fleet FILE.toml`: every pair of a topology over many agents, measured the same
+//! way: the file (`file`), the pairs and their rounds (`schedule`), and the run
+//! (`rounds`). `--resume` skips what is stored.
+
+pub mod file;
+mod rounds;
+pub mod schedule;
+
+pub use rounds::{run, Hooks, PairItem, Tally};

@@ -1,0 +1,187 @@
+//! `sonde suite` and `sonde fleet`: their files are read and run by the run layer
+//! (`sonde_run::suite`, `sonde_run::fleet`); here each item's words become a typed request
+//! through the CLI's own parser and spec builders, and its documents go to the store.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use sonde_probe::tune::Goal;
+use sonde_results::document::FleetPair;
+use sonde_results::Document;
+use sonde_run::item::{attempt, Item, Outcome};
+use sonde_run::measure::{Live, Measurement, Output, Plan, Target};
+use sonde_run::signals::Interrupt;
+use sonde_run::tune::Tuned;
+
+use crate::cli::{Cli, FleetArgs, StoreArgs, SuiteArgs};
+use crate::measure::Report;
+
+/// One item as it runs: the plan, where, and `--tune` around it.
+pub struct Request {
+    plan: Plan,
+    target: Target,
+    tune: Option<Goal>,
+}
+
+/// `sonde WORDS` as the CLI reads it, into a request; the error names the flag.
+pub fn build(words: &[String]) -> Result<Request, String> {
+    let argv = std::iter::once("sonde".to_string()).chain(words.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| {
+        let text = e.render().to_string();
+        let first = text.lines().next().unwrap_or("invalid");
+        first.trim_start_matches("error: ").to_string()
+    })?;
+    let plan = match cli.command.plan() {
+        Some(plan) => plan.map_err(|e| e.to_string())?,
+        None => return Err(format!("'{}' is not a test", words[0])),
+    };
+    let (target, out) = cli.command.target_output().expect("a test has a target");
+    Ok(Request {
+        plan,
+        target: target.target().map_err(|e| format!("{e:#}"))?,
+        tune: out.tune,
+    })
+}
+
+/// Stores each document (labelled, with its suite key and fleet pair) and, for a fleet's
+/// `--ndjson`, prints it as one line.
+struct Keeper<'a> {
+    db: &'a Path,
+    label: &'a str,
+    key: &'a str,
+    pair: Option<&'a FleetPair>,
+    ndjson: bool,
+}
+
+impl Output for Keeper<'_> {
+    fn say(&self, _: &str) {}
+
+    fn interval(&self, _: Live<'_>, _: &dyn Fn() -> String) {}
+
+    fn keep(&self, doc: &mut Document) {
+        doc.start.fleet = self.pair.cloned();
+        let saved = sonde_store::Store::open(self.db)
+            .and_then(|s| s.save_for_suite(doc, Some(self.label), Some(self.key)));
+        if let Err(e) = saved {
+            errln!("warning: run not saved: {e}");
+        }
+        if self.ndjson {
+            jsonln!(
+                "{}",
+                serde_json::to_string(doc).expect("a document serialises")
+            );
+        }
+    }
+}
+
+/// Runs one item's request in this process, its failure caught and recorded.
+fn run_item(req: Request, keeper: &Keeper<'_>, words: &[String], interrupt: &Interrupt) -> Outcome {
+    let command = format!("sonde {}", words.join(" "));
+    attempt(|| {
+        let _tuned = req.tune.map(Tuned::apply).transpose()?;
+        let m = Measurement {
+            target: &req.target,
+            command: &command,
+            look: &Report,
+            out: keeper,
+            interrupt,
+        };
+        m.run(req.plan)
+    })
+}
+
+pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
+    let suite = sonde_run::suite::load(&args.file, &build)?;
+    let db = StoreArgs::db_path(args.db.as_deref());
+    let store = sonde_store::Store::open(&db)?;
+    let bar = indicatif::ProgressBar::new(suite.items.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs, ETA {eta} {msg}")
+            .expect("a valid template"),
+    );
+    let stored = |key: &str| args.resume && store.has_suite_item(key).unwrap_or(false);
+    let run = |item: Item<Request>| {
+        bar.set_message(sonde_report::safe::line(&item.name()).into_owned());
+        let keeper = keeper(&db, &suite.label, &item.key, None, false);
+        run_item(item.built, &keeper, &item.words, interrupt)
+    };
+    let total = suite.items.len();
+    let done = &mut |_: &Outcome| bar.inc(1);
+    let t = sonde_run::suite::run(suite.items, &stored, &run, done, interrupt);
+    bar.finish_and_clear();
+    let not_run = total - t.stored - t.skipped - t.failed.len();
+    outln!(
+        "suite {}: {} run(s) stored, {} already stored, {} failed, {not_run} not run, label '{}' in {}",
+        args.file.display(),
+        t.stored,
+        t.skipped,
+        t.failed.len(),
+        suite.label,
+        db.display()
+    );
+    for f in &t.failed {
+        outln!("failed: {f}");
+    }
+    if interrupt.is_set() {
+        let file = args.file.display();
+        outln!("interrupted: `sonde suite {file} --resume` continues where it stopped");
+        return Ok(ExitCode::from(crate::EXIT_PARTIAL));
+    }
+    Ok(ExitCode::from(u8::from(!t.failed.is_empty())))
+}
+
+fn keeper<'a>(
+    db: &'a Path,
+    label: &'a str,
+    key: &'a str,
+    pair: Option<&'a FleetPair>,
+    ndjson: bool,
+) -> Keeper<'a> {
+    Keeper {
+        db,
+        label,
+        key,
+        pair,
+        ndjson,
+    }
+}
+
+pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
+    use sonde_run::fleet::{self, file};
+    let fleet = file::load(&args.file, &file::system_resolve, &build)?;
+    let db: PathBuf = StoreArgs::db_path(args.db.as_deref());
+    let store = std::sync::Mutex::new(sonde_store::Store::open(&db)?);
+    let stored =
+        |key: &str| args.resume && store.lock().unwrap().has_suite_item(key).unwrap_or(false);
+    let run = |item: &fleet::PairItem| match build(&item.words) {
+        Ok(req) => {
+            let keeper = keeper(&db, &fleet.name, &item.key, Some(&item.built), args.ndjson);
+            run_item(req, &keeper, &item.words, interrupt)
+        }
+        Err(e) => Outcome::Failed(e),
+    };
+    let say = |line: &str| errln!("{line}");
+    let hooks = fleet::Hooks {
+        stored: &stored,
+        run: &run,
+        say: &say,
+    };
+    let t = fleet::run(&fleet, args.overlap.into(), &hooks, interrupt);
+    errln!(
+        "fleet {}: {} run(s) stored, {} already stored, {} failed, {} not run, label '{}' in {}",
+        fleet.name,
+        t.stored,
+        t.skipped,
+        t.failed,
+        t.not_run,
+        fleet.name,
+        db.display()
+    );
+    if interrupt.is_set() {
+        let file = args.file.display();
+        errln!("interrupted: `sonde fleet {file} --resume` continues where it stopped");
+        return Ok(ExitCode::from(crate::EXIT_PARTIAL));
+    }
+    Ok(ExitCode::from(u8::from(t.failed > 0)))
+}
