@@ -10,6 +10,7 @@ pub mod drive;
 pub mod fleet;
 pub mod item;
 pub mod kind;
+pub mod lab;
 pub mod load;
 pub mod matrix;
 pub mod measure;

@@ -152,8 +152,8 @@ impl Pair {
 }
 
 /// Moves the calling thread into namespace `name` as `ip netns exec` moves a process: a
-/// mount namespace of its own (changes not propagated back), the network namespace, and a
-/// sysfs of that network namespace on /sys.
+/// mount namespace of its own (changes not propagated back), the network namespace, a
+/// sysfs of that network namespace on /sys and this thread's /proc/net on /proc/net.
 fn enter(name: &str) -> Result<(), NetnsError> {
     let fail = |what: &str| NetnsError(format!("{what}: {}", std::io::Error::last_os_error()));
     let path = Path::new("/run/netns").join(name);
@@ -191,6 +191,49 @@ fn enter(name: &str) -> Result<(), NetnsError> {
         {
             return Err(fail("mount sysfs"));
         }
+        // /proc/net is the process's (its first thread's) namespace: this thread's instead.
+        let (net, bind) = (c"/proc/thread-self/net", libc::MS_BIND);
+        let none = std::ptr::null();
+        if libc::mount(
+            net.as_ptr(),
+            c"/proc/net".as_ptr(),
+            none,
+            bind,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(fail("mount --bind /proc/thread-self/net /proc/net"));
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread inside a pair's client namespace sees its interface in /sys, its routes in
+    /// /proc/net; the rest of the process does not.
+    #[test]
+    fn a_thread_inside_sees_the_namespaces_files() {
+        // SAFETY: no arguments.
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let tag = format!("n{}", std::process::id() % 100_000);
+        let Ok(pair) = Pair::create("sonde", &tag, "nt") else {
+            return;
+        };
+        let sys = format!("/sys/class/net/{}", pair.client_if);
+        let (has_if, routes) = pair
+            .client
+            .run_inside(|| {
+                let routes = std::fs::read_to_string("/proc/net/route").unwrap();
+                (Path::new(&sys).exists(), routes)
+            })
+            .unwrap();
+        assert!(has_if, "{sys} inside");
+        assert!(routes.contains(&pair.client_if), "{routes}");
+        assert!(!Path::new(&sys).exists(), "{sys} outside");
+    }
 }

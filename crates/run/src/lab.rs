@@ -1,0 +1,164 @@
+//! `sonde lab`'s two hosts on one machine: as root, two network namespaces joined by a
+//! veth pair (`netns::Pair`), an agent (`sonde serve`, another host, so a process of its
+//! own) in one and the lab's tests run in the other by a thread that entered it; without
+//! root (or namespaces) both over loopback. Everything is deleted when dropped, also on
+//! error or Ctrl-C.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::netns::{NetnsError, Pair, SERVER_ADDR};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LabError(pub String);
+
+/// A running agent; dropping it stops it (SIGTERM, then SIGKILL).
+pub struct AgentProcess {
+    child: Child,
+    pub port: u16,
+}
+
+impl AgentProcess {
+    /// Starts `cmd` (a `sonde serve`) and waits for its "listening on ADDR:PORT" line.
+    pub fn start(mut cmd: Command) -> Result<AgentProcess, LabError> {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .env("SONDE_LOG", "warn");
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| LabError(format!("cannot start the agent: {e}")))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut agent = AgentProcess { child, port: 0 };
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| LabError("the agent did not start listening within 10 s".into()))?;
+        agent.port = line
+            .rsplit_once(':')
+            .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+            .ok_or_else(|| LabError(format!("unexpected agent output: {line}")))?;
+        Ok(agent)
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        // SAFETY: signals our own child by pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let until = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The lab's own key, in a directory only its owner can read; removed on drop. The agent
+/// and every measurement take it, so the lab runs as a keyed fleet would.
+pub struct LabKey {
+    dir: PathBuf,
+    pub file: PathBuf,
+}
+
+impl LabKey {
+    pub fn create(tag: &str) -> Result<LabKey, LabError> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = std::env::temp_dir().join(format!("sonde-{tag}-key"));
+        let cannot =
+            |p: &Path, e: std::io::Error| LabError(format!("cannot create {}: {e}", p.display()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| cannot(&dir, e))?;
+        let key = LabKey {
+            file: dir.join("key"),
+            dir,
+        };
+        let mut bytes = [0u8; 32];
+        crate::random::fill(&mut bytes);
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key.file)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, hex.as_bytes()))
+            .map_err(|e| cannot(&key.file, e))?;
+        Ok(key)
+    }
+}
+
+impl Drop for LabKey {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The lab's hosts: namespaces (or loopback), its key and its agent. Dropping it stops
+/// the agent, then deletes the namespaces and the key.
+pub struct Lab {
+    agent: AgentProcess,
+    pub netns: Option<Pair>,
+    pub key: LabKey,
+    /// The agent's address.
+    pub host: String,
+}
+
+impl Lab {
+    /// Starts the agent (`exe serve`) in the server namespace of `netns`, or on loopback
+    /// without one. Over veth the agent allows XDP, for the lab's one bypass measurement.
+    pub fn start(exe: &Path, tag: &str, netns: Option<Pair>) -> Result<Lab, LabError> {
+        let key = LabKey::create(tag)?;
+        let (mut cmd, host) = match &netns {
+            Some(n) => {
+                let mut cmd = n.server.exec(exe);
+                cmd.args([
+                    "serve",
+                    "--bind",
+                    SERVER_ADDR,
+                    "--port",
+                    "0",
+                    "--allow",
+                    "xdp",
+                ]);
+                (cmd, SERVER_ADDR)
+            }
+            None => {
+                let mut cmd = Command::new(exe);
+                cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"]);
+                (cmd, "127.0.0.1")
+            }
+        };
+        cmd.env("SONDE_KEY_FILE", &key.file);
+        Ok(Lab {
+            agent: AgentProcess::start(cmd)?,
+            netns,
+            key,
+            host: host.into(),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.agent.port
+    }
+
+    /// Runs `f` where the lab's client is: in the client namespace, or here.
+    pub fn in_client<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
+        match &self.netns {
+            Some(n) => n.client.run_inside(f),
+            None => Ok(f()),
+        }
+    }
+}
