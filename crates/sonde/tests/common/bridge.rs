@@ -3,8 +3,11 @@
 
 use std::process::Command;
 
-use super::{ip, skip_unless, Agent, Lab, Serial, NEXT, SONDE};
 use std::sync::atomic::Ordering;
+
+use sonde_run::netns::{self, Namespace};
+
+use super::{ip, skip_unless, Agent, Lab, Serial, NEXT, SONDE};
 
 pub const CONTROLLER_ADDR: &str = "198.18.2.100";
 /// Every agent of a bridged lab listens on this port (each in its own namespace).
@@ -17,6 +20,8 @@ pub struct Bridged {
     /// The controller's interface, for its counters.
     pub controller_if: String,
     bridge: String,
+    /// Every namespace made, deleted when dropped.
+    made: std::cell::RefCell<Vec<Namespace>>,
     _serial: Serial,
 }
 
@@ -37,14 +42,22 @@ impl Bridged {
             controller: format!("sonde-{tag}-c"),
             controller_if: format!("v{tag}c"),
             bridge: format!("sonde-{tag}-br"),
+            made: Default::default(),
             _serial: Serial::take(),
         };
         let built = lab.build();
         skip_unless("root and network namespaces", built.err()).then_some(lab)
     }
 
+    /// Adds namespace `name`, kept until the lab drops.
+    fn add(&self, name: &str) -> Result<(), String> {
+        let ns = Namespace::add(name).map_err(|e| e.to_string())?;
+        self.made.borrow_mut().push(ns);
+        Ok(())
+    }
+
     fn build(&self) -> Result<(), String> {
-        ip(&["netns", "add", &self.bridge])?;
+        self.add(&self.bridge)?;
         ip(&["-n", &self.bridge, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", &self.bridge, "link", "set", "br0", "up"])?;
         let hosts = self.hosts.iter().enumerate().map(|(k, ns)| (ns, k + 1));
@@ -55,27 +68,13 @@ impl Bridged {
                 format!("{}h{octet}", self.controller_if)
             };
             let port = format!("{dev}p");
-            ip(&["netns", "add", ns])?;
-            ip(&[
-                "link",
-                "add",
-                &dev,
-                "netns",
-                ns,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &port,
-                "netns",
-                &self.bridge,
-            ])?;
+            self.add(ns)?;
+            netns::veth(ns, &dev, &self.bridge, &port).map_err(|e| e.to_string())?;
             ip(&["-n", &self.bridge, "link", "set", &port, "master", "br0"])?;
             ip(&["-n", &self.bridge, "link", "set", &port, "up"])?;
             let addr = format!("198.18.2.{octet}/24");
             ip(&["-n", ns, "addr", "add", &addr, "dev", &dev])?;
             ip(&["-n", ns, "link", "set", &dev, "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
         Ok(())
     }
@@ -108,13 +107,5 @@ impl Bridged {
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-    }
-}
-
-impl Drop for Bridged {
-    fn drop(&mut self) {
-        for ns in self.hosts.iter().chain([&self.controller, &self.bridge]) {
-            let _ = ip(&["netns", "del", ns]);
-        }
     }
 }

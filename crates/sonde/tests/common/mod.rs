@@ -14,6 +14,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use sonde_run::netns::{self, Namespace, Pair};
+
 pub const SONDE: &str = env!("CARGO_BIN_EXE_sonde");
 pub const CLIENT_ADDR: &str = "198.18.0.1";
 pub const SERVER_ADDR: &str = "198.18.0.2";
@@ -22,20 +24,9 @@ pub const ROUTED_SERVER_ADDR: &str = "198.19.0.2";
 
 pub(crate) static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// `ip ARGS`, through the builder `sonde lab` uses too.
 pub(crate) fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
+    netns::ip(args).map_err(|e| e.to_string())
 }
 
 /// Skips (prints `SKIPPED: needs WHAT` and returns false) when `missing` says why this
@@ -102,6 +93,9 @@ pub struct Lab {
     /// `Lab::routed`: the router namespace and its interface toward the agent, where a
     /// shaper drops what it cannot pass without the sender feeling any back-pressure.
     pub router: Option<(String, String)>,
+    /// The namespaces, deleted when dropped (the router's first).
+    router_ns: Option<Namespace>,
+    _pair: Pair,
     _serial: Serial,
 }
 
@@ -120,18 +114,22 @@ impl Lab {
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let tag = format!("t{}x{n}", std::process::id());
-        let prefix = netns_prefix();
-        let lab = Lab {
-            client: format!("{prefix}-{tag}-c"),
-            server: format!("{prefix}-{tag}-s"),
-            client_if: format!("v{tag}c"),
-            server_if: format!("v{tag}s"),
+        let serial = Serial::take();
+        let pair = Pair::create(&netns_prefix(), &tag, "v").map_err(|e| e.to_string());
+        let pair = skip_unless("root and network namespaces", pair.as_ref().err().cloned())
+            .then(|| pair.ok())
+            .flatten()?;
+        Some(Lab {
+            client: pair.client.name().to_string(),
+            server: pair.server.name().to_string(),
+            client_if: pair.client_if.clone(),
+            server_if: pair.server_if.clone(),
             server_addr: SERVER_ADDR,
             router: None,
-            _serial: Serial::take(),
-        };
-        let built = lab.build();
-        skip_unless("root and network namespaces", built.err()).then_some(lab)
+            router_ns: None,
+            _pair: pair,
+            _serial: serial,
+        })
     }
 
     /// Client, router, agent: 198.18.0.1 -> 198.18.0.254 | 198.19.0.254 -> 198.19.0.2.
@@ -149,17 +147,14 @@ impl Lab {
     }
 
     /// Rebuilds the lab's pair as two links through a forwarding namespace.
-    fn build_routed(&self, router: &str, rc: &str, rs: &str) -> Result<(), String> {
-        ip(&["netns", "add", router])?;
+    fn build_routed(&mut self, router: &str, rc: &str, rs: &str) -> Result<(), String> {
+        self.router_ns = Some(Namespace::add(router).map_err(|e| e.to_string())?);
         ip(&["-n", &self.client, "link", "del", &self.client_if])?;
         for (ns, dev, peer) in [
             (&self.client, &self.client_if, rc),
             (&self.server, &self.server_if, rs),
         ] {
-            ip(&[
-                "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", peer, "netns",
-                router,
-            ])?;
+            netns::veth(ns, dev, router, peer).map_err(|e| e.to_string())?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
             ip(&["-n", router, "link", "set", peer, "up"])?;
         }
@@ -182,7 +177,6 @@ impl Lab {
         }
         ip(&["-n", router, "addr", "add", "198.18.0.254/24", "dev", rc])?;
         ip(&["-n", router, "addr", "add", "198.19.0.254/24", "dev", rs])?;
-        ip(&["-n", router, "link", "set", "lo", "up"])?;
         // net.ipv4.ip_forward is per namespace; written through the namespace's /proc.
         let out = Lab::in_ns(router, "sh")
             .args(["-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])
@@ -205,43 +199,9 @@ impl Lab {
         );
     }
 
-    fn build(&self) -> Result<(), String> {
-        // SAFETY: no arguments.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("not root".into());
-        }
-        ip(&["netns", "add", &self.client])?;
-        ip(&["netns", "add", &self.server])?;
-        ip(&[
-            "link",
-            "add",
-            &self.client_if,
-            "netns",
-            &self.client,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &self.server_if,
-            "netns",
-            &self.server,
-        ])?;
-        for (ns, dev, addr) in [
-            (&self.client, &self.client_if, CLIENT_ADDR),
-            (&self.server, &self.server_if, SERVER_ADDR),
-        ] {
-            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(())
-    }
-
     pub fn in_ns(ns: &str, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns, program])
-            .env("SONDE_DB", scratch_db())
-            .env(KEY_ENV, key_file());
+        let mut c = netns::exec_in(ns, program);
+        c.env("SONDE_DB", scratch_db()).env(KEY_ENV, key_file());
         c
     }
 
@@ -326,17 +286,6 @@ impl Lab {
     /// Runs a command in the server namespace and returns its stdout.
     pub fn server_cmd(&self, program: &str, args: &[&str]) -> String {
         Lab::in_ns_ok(&self.server, program, args)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.client, &self.server] {
-            let _ = ip(&["netns", "del", ns]);
-        }
-        if let Some((router, _)) = &self.router {
-            let _ = ip(&["netns", "del", router]);
-        }
     }
 }
 
