@@ -152,5 +152,5 @@ fn measure(
     let plan = cli.command.plan().expect("a lab measurement is a test");
     let (target, out) = cli.command.target_output().expect("a test has a target");
     crate::measure::test_command(plan, target, out, command, interrupt)
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| crate::errors::one_line(&e))
 }

@@ -22,6 +22,7 @@ macro_rules! jsonln {
 }
 
 mod cli;
+mod errors;
 mod lab;
 mod measure;
 mod orchestrate;
@@ -65,26 +66,10 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            errln!("error: {}", sonde_report::safe::line(&one_line(&e)));
+            errln!("error: {}", sonde_report::safe::line(&errors::one_line(&e)));
             ExitCode::from(EXIT_ERROR)
         }
     }
-}
-
-/// An error and its causes on one line, each cause once: many errors already say their
-/// cause in their own text, and anyhow's `{:#}` would repeat it.
-fn one_line(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&part);
-        }
-    }
-    text
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

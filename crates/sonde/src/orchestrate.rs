@@ -39,7 +39,7 @@ pub fn build(words: &[String]) -> Result<Request, String> {
     let (target, out) = cli.command.target_output().expect("a test has a target");
     Ok(Request {
         plan,
-        target: target.target().map_err(|e| format!("{e:#}"))?,
+        target: target.target().map_err(|e| crate::errors::one_line(&e))?,
         tune: out.tune,
     })
 }

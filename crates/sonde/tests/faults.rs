@@ -86,6 +86,11 @@ fn a_controller_beyond_max_tests_is_told_busy() {
     let err = stderr(&o);
     assert!(err.contains("busy"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(
+        err.matches("the agent is busy").count(),
+        1,
+        "said once: {err}"
+    );
     assert!(first.wait().unwrap().success());
     agent.kill();
 }
