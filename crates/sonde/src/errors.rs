@@ -1,4 +1,12 @@
-//! An error as a person reads it: one line, each cause once.
+//! How a command ends: its exit code, and an error as a person reads it (one line, each
+//! cause once).
+
+pub const EXIT_ERROR: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+/// A partial result: a test cut short.
+pub const EXIT_PARTIAL: u8 = 3;
+/// `sonde compare --fail-if-worse`: a metric got significantly worse beyond the limit.
+pub const EXIT_WORSE: u8 = 4;
 
 /// An error and its causes on one line, each cause once: many errors already say their
 /// cause in their own text, and anyhow's `{:#}` would repeat it (a busy agent's refusal

@@ -33,15 +33,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{Cli, Command};
+use errors::{EXIT_ERROR, EXIT_USAGE};
 use sonde_probe::tune;
 use sonde_run::measure::Plan;
 use sonde_run::{agent, signals, tune as tuning};
-
-const EXIT_ERROR: u8 = 1;
-const EXIT_USAGE: u8 = 2;
-const EXIT_PARTIAL: u8 = 3;
-/// `sonde compare --fail-if-worse`: a metric got significantly worse beyond the limit.
-const EXIT_WORSE: u8 = 4;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

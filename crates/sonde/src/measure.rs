@@ -16,7 +16,7 @@ use sonde_run::signals::Interrupt;
 use sonde_run::tune::Tuned;
 
 use crate::cli::{self, OutputArgs, Target, WatchArgs};
-use crate::{EXIT_PARTIAL, EXIT_USAGE};
+use crate::errors::{EXIT_PARTIAL, EXIT_USAGE};
 
 /// The report crate's renderers, per kind.
 pub struct Report;

@@ -126,7 +126,7 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
     if interrupt.is_set() {
         let file = args.file.display();
         outln!("interrupted: `sonde suite {file} --resume` continues where it stopped");
-        return Ok(ExitCode::from(crate::EXIT_PARTIAL));
+        return Ok(ExitCode::from(crate::errors::EXIT_PARTIAL));
     }
     Ok(ExitCode::from(u8::from(!t.failed.is_empty())))
 }
@@ -181,7 +181,7 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
     if interrupt.is_set() {
         let file = args.file.display();
         errln!("interrupted: `sonde fleet {file} --resume` continues where it stopped");
-        return Ok(ExitCode::from(crate::EXIT_PARTIAL));
+        return Ok(ExitCode::from(crate::errors::EXIT_PARTIAL));
     }
     Ok(ExitCode::from(u8::from(t.failed > 0)))
 }

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::{cli, EXIT_WORSE};
+use crate::cli;
+use crate::errors::EXIT_WORSE;
 
 pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
     let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;

@@ -1,10 +1,13 @@
 //! `sonde serve`'s opt-ins and its own DPDK configuration, turned into the agent's types.
 
-use clap::ValueEnum;
-use sonde_run::agent::{Allow, Allowed};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use sonde_run::agent::{Allow, Allowed, DEFAULT_PORT};
 use sonde_run::kind::dpdk_source::AgentDpdk;
 
-use super::ServeArgs;
+use super::flags::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
 
 /// `--allow`'s words.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +24,88 @@ impl From<AllowArg> for Allow {
             AllowArg::Xdp => Allow::Xdp,
             AllowArg::ThirdParty => Allow::ThirdParty,
         }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on. Loopback by default: pass 0.0.0.0 (or the test NIC's address)
+    /// to accept controllers from other hosts.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Control port (0 picks a free one, printed at start).
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Require controllers to prove they know this pre-shared key (and prove it to them:
+    /// HMAC-SHA256 over both sides' nonces; every control message after it is MACed); at
+    /// least 16 bytes, surrounding whitespace ignored.
+    #[arg(long, value_name = "FILE", env = "SONDE_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without a key: anyone who reaches the port can
+    /// then make this host send test traffic. Only for an isolated network.
+    #[arg(long)]
+    pub insecure_no_key: bool,
+    /// Refuse tests longer than this (warm-up and cool-down included).
+    #[arg(long, default_value = "3600", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub max_duration: u64,
+    /// Refuse tests with more connections (or pps flows) than this.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_connections: u32,
+    /// Refuse tests asking more packets or requests per second than this, and unpaced ones.
+    #[arg(long, value_name = "PER_S")]
+    pub max_rate: Option<f64>,
+    /// Refuse messages, buffers or packets larger than this.
+    #[arg(long, default_value = "1M", value_parser = parse_size, value_name = "BYTES")]
+    pub max_message: u32,
+    /// Refuse UDP ping/rpc tests whose answer is more than R times the request (1: never
+    /// more bytes out than came in, so the echo cannot amplify).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_reply_ratio, value_name = "R")]
+    pub max_udp_reply_ratio: f64,
+    /// Tests served at once; beyond it a controller is told "busy". The default, 4, fits
+    /// a `sonde load` (three tests at once); more would mostly measure each other.
+    #[arg(long, default_value_t = sonde_run::agent::DEFAULT_MAX_TESTS as u32, value_parser = clap::value_parser!(u32).range(1..=64), value_name = "N")]
+    pub max_tests: u32,
+    /// What this agent runs besides kernel-socket tests (comma list, repeatable): dpdk
+    /// (testpmd as root on a device of this host), xdp (an XDP program on an interface),
+    /// third-party (either part of a test between two agents: this host sends to another).
+    /// Nothing by default.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
+    pub allow: Vec<AllowArg>,
+    /// --allow dpdk: testpmd's arguments on this host, EAL ones first, then after a `--`
+    /// testpmd's own, as a controller's --dpdk-args. From a controller the agent takes only
+    /// a few harmless switches (--no-huge, -m, --socket-mem, --mbcache, --rxd, --txd, --burst).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub dpdk_args: Option<String>,
+    /// --allow dpdk: this host's device for testpmd, as a controller's --dpdk-dev
+    /// [default: the device behind the interface carrying the test]. A controller may name
+    /// only this one or a PCI network device of this host.
+    #[arg(long, value_name = "DEV", allow_hyphen_values = true)]
+    pub dpdk_dev: Option<String>,
+    /// Refuse tests carrying more bits per second each way than this (k/M/G: 10G), every
+    /// kind and part, and unpaced ones (they need --rate).
+    #[arg(long, value_parser = parse_bits, value_name = "BITS")]
+    pub max_bitrate: Option<f64>,
+    /// Most bits per second a client part (this agent sending to another on a
+    /// controller's word) may send; an unpaced one is paced at it. The default, 1G, is the
+    /// slowest link common in a fleet; `none` lifts the cap.
+    #[arg(long, default_value = "1G", value_parser = parse_bits, value_name = "BITS")]
+    pub max_client_bitrate: f64,
+    /// Worker threads of all running tests together.
+    #[arg(long, default_value_t = sonde_run::agent::DEFAULT_MAX_THREADS, value_name = "N")]
+    pub max_threads: usize,
+    /// Memory of all running tests together, estimated from each spec (socket buffers,
+    /// stacks, UMEM) [default: a quarter of MemTotal].
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    pub max_memory: Option<u64>,
+    /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
+    #[arg(long, hide = true)]
+    pub test_hooks: bool,
+}
+
+fn parse_reply_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a ratio of at least 1")),
     }
 }
 
