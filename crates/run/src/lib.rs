@@ -9,6 +9,7 @@ pub mod controller;
 pub mod drive;
 pub mod fleet;
 pub mod item;
+pub mod key;
 pub mod kind;
 pub mod lab;
 pub mod load;

@@ -3,7 +3,6 @@
 //! probing of the host (`auto` CPUs are chosen when a test starts).
 
 mod flags;
-mod key;
 mod load;
 mod pps;
 mod rr;
@@ -12,11 +11,11 @@ mod stream;
 mod watch;
 
 pub use flags::{parse_duration_ms, OutputArgs, StoreArgs, Target};
-pub use key::load_key;
 pub use load::LoadArgs;
 pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs};
 pub use serve::ServeArgs;
+pub use sonde_run::key::load_key;
 pub use stream::StreamArgs;
 pub use watch::WatchArgs;
 

@@ -1,4 +1,4 @@
-//! Reading `--key-file`: the key proves who may make this host send traffic, so a file
+//! Reading a key file (`--key-file`, `SONDE_KEY_FILE`, the lab's own): the key proves who may make this host send traffic, so a file
 //! others can read or change is refused before its bytes are used, as ssh refuses a
 //! private key that is too open.
 
@@ -6,54 +6,61 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-use anyhow::{anyhow, bail};
+/// A key file refused or unreadable; the message names the file and the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct KeyError(pub String);
+
+macro_rules! key_err {
+    ($($t:tt)*) => { KeyError(format!($($t)*)) };
+}
 
 /// Reads a key file, naming it in any error.
-pub fn load_key(path: Option<&Path>) -> anyhow::Result<Option<sonde_proto::Key>> {
+pub fn load_key(path: Option<&Path>) -> Result<Option<sonde_proto::Key>, KeyError> {
     let Some(path) = path else { return Ok(None) };
     let bytes = read_private(path)?;
     sonde_proto::Key::from_file_bytes(&bytes)
         .map(Some)
-        .map_err(|e| anyhow!("--key-file {}: {e}", path.display()))
+        .map_err(|e| key_err!("--key-file {}: {e}", path.display()))
 }
 
 /// The file's bytes once it is a regular file that only its owner (us or root) may read:
 /// opened non-blocking so that a FIFO cannot hang the agent, checked on the open file.
-fn read_private(path: &Path) -> anyhow::Result<Vec<u8>> {
+fn read_private(path: &Path) -> Result<Vec<u8>, KeyError> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| anyhow!("cannot read --key-file {}: {e}", path.display()))?;
+        .map_err(|e| key_err!("cannot read --key-file {}: {e}", path.display()))?;
     let meta = f
         .metadata()
-        .map_err(|e| anyhow!("cannot read --key-file {}: {e}", path.display()))?;
+        .map_err(|e| key_err!("cannot read --key-file {}: {e}", path.display()))?;
     // SAFETY: no arguments.
     let euid = unsafe { libc::geteuid() };
     check(path, meta.is_file(), meta.uid(), meta.mode(), euid)?;
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)
-        .map_err(|e| anyhow!("cannot read --key-file {}: {e}", path.display()))?;
+        .map_err(|e| key_err!("cannot read --key-file {}: {e}", path.display()))?;
     Ok(bytes)
 }
 
 /// ssh's rule, made a little stricter: a key we own has no group or other bits; one root
 /// owns (a Kubernetes Secret, 0440 for the pod's fsGroup) may be group-readable, never
 /// group-writable nor readable by others; any other owner could change it.
-fn check(path: &Path, regular: bool, uid: u32, mode: u32, euid: u32) -> anyhow::Result<()> {
+fn check(path: &Path, regular: bool, uid: u32, mode: u32, euid: u32) -> Result<(), KeyError> {
     let p = path.display();
     if !regular {
-        bail!("refused --key-file {p}: not a regular file");
+        return Err(key_err!("refused --key-file {p}: not a regular file"));
     }
     if uid != euid && uid != 0 {
-        bail!("refused --key-file {p}: owned by uid {uid}, who could change the key; it must be owned by uid {euid} or root (`chown {euid} {p}`)");
+        return Err(key_err!("refused --key-file {p}: owned by uid {uid}, who could change the key; it must be owned by uid {euid} or root (`chown {euid} {p}`)"));
     }
     let too_open = if uid == euid { 0o077 } else { 0o027 };
     if mode & too_open != 0 {
-        bail!(
+        return Err(key_err!(
             "refused --key-file {p}: mode {:04o} lets others read or change the key; run `chmod 600 {p}`",
             mode & 0o7777
-        );
+        ));
     }
     Ok(())
 }
