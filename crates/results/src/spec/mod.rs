@@ -10,6 +10,7 @@ mod pps;
 mod rr;
 mod stream;
 mod test_name;
+pub mod units;
 mod watch;
 
 pub use load::*;

@@ -1,0 +1,98 @@
+//! Values as people write them on a command line or in a suite file: durations (`2.5`,
+//! `500ms`), sizes (`128K`), bit rates (`2.5G`); each parser says what it expected.
+
+/// Seconds as a decimal number, or with an `ms` / `s` suffix; returns milliseconds.
+pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(v) = t.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = t.strip_suffix('s') {
+        (v, 1000.0)
+    } else {
+        (t, 1000.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (e.g. 10, 2.5, 500ms)"))?;
+    if !v.is_finite() || v < 0.0 || v * scale > 1e12 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok((v * scale).round() as u64)
+}
+
+/// Bytes, with an optional K/M/G suffix in powers of 1024 (as iperf3 and ntttcp read -l).
+pub fn parse_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 65536, 128K, 4M)"))?;
+    v.checked_mul(mult)
+        .and_then(|b| u32::try_from(b).ok())
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// Bits per second with an optional k/M/G/T suffix in powers of 1000 (as iperf3's -b):
+/// `2.5G`; `none` (no cap) where a flag allows it reads as infinity.
+pub fn parse_bits(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(f64::INFINITY);
+    }
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('G') => (&t[..t.len() - 1], 1e9),
+        Some('T') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
+        _ => Err(format!(
+            "'{s}' is not a bit rate (e.g. 100M, 2.5G, 1000000)"
+        )),
+    }
+}
+
+/// Bytes as a u64, with an optional K/M/G/T suffix in powers of 1024.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 4G)"))?;
+    v.checked_mul(1 << shift)
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration_ms("10"), Ok(10_000));
+        assert_eq!(parse_duration_ms("2.5"), Ok(2_500));
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        assert_eq!(parse_duration_ms("3s"), Ok(3_000));
+        assert!(parse_duration_ms("-1").is_err());
+        assert!(parse_duration_ms("abc").is_err());
+        assert_eq!(parse_size("128K"), Ok(131_072));
+        assert_eq!(parse_size("4m"), Ok(4 << 20));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("5G").is_err());
+        assert!(parse_size("x").is_err());
+    }
+}
