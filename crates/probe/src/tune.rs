@@ -59,6 +59,15 @@ impl Change {
         };
         format!("{what}: {} -> {} ({})", self.from, self.to, self.why)
     }
+
+    /// As [`Change::describe`], once put back: `X (was Y)`.
+    pub fn describe_restored(&self) -> String {
+        let (done, was) = (
+            format!("{} -> {}", self.from, self.to),
+            format!("{} (was {})", self.from, self.to),
+        );
+        self.describe().replacen(&done, &was, 1)
+    }
 }
 
 fn read_value(root: &Path, rel: &str) -> Option<String> {
@@ -72,6 +81,11 @@ fn read_value(root: &Path, rel: &str) -> Option<String> {
 fn writable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
+}
+
+/// The changes `goal` needs on this running host, for `dev` or the test's likely NIC.
+pub fn plan_live(goal: Goal, dev: Option<&str>) -> Vec<Change> {
+    plan(Path::new("/"), &crate::inventory::collect_live(), goal, dev)
 }
 
 /// The changes `goal` needs on this host; settings already right, absent or read-only

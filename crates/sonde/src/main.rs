@@ -171,58 +171,27 @@ fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
     let root = Path::new("/");
     match action {
         cli::TuneAction::Plan { goal, dev, json } => {
-            let plan = tune::plan(
-                root,
-                &sonde_probe::inventory::collect_live(),
-                goal,
-                dev.as_deref(),
-            );
+            let plan = tune::plan_live(goal, dev.as_deref());
             if json {
                 jsonln!("{}", serde_json::to_string_pretty(&plan)?);
             } else if plan.is_empty() {
                 outln!("nothing to change for {goal:?}");
             } else {
-                for c in &plan {
-                    outln!("{}", c.describe());
-                }
+                plan.iter().for_each(|c| outln!("{}", c.describe()));
             }
         }
         cli::TuneAction::Apply { goal, dev, state } => {
             tuning::need_root()?;
-            let state = match state {
-                Some(s) => s,
-                None => tuning::default_state_file()?,
-            };
-            let plan = tune::plan(
-                root,
-                &sonde_probe::inventory::collect_live(),
-                goal,
-                dev.as_deref(),
-            );
+            let state = tuning::state_file(state)?;
+            let plan = tune::plan_live(goal, dev.as_deref());
             tuning::apply(root, goal, &plan, &state)?;
-            for c in &plan {
-                outln!("changed {}", c.describe());
-            }
-            outln!(
-                "previous values saved in {}; `sonde tune restore --state {}` puts them back",
-                state.display(),
-                state.display()
-            );
+            plan.iter().for_each(|c| outln!("changed {}", c.describe()));
+            let s = state.display();
+            outln!("previous values saved in {s}; `sonde tune restore --state {s}` puts them back");
         }
         cli::TuneAction::Restore { state } => {
-            let state = match state {
-                Some(s) => s,
-                None => tuning::default_state_file()?,
-            };
-            for c in tuning::restore(root, &state)? {
-                outln!(
-                    "restored {}",
-                    c.describe().replacen(
-                        &format!("{} -> {}", c.from, c.to),
-                        &format!("{} (was {})", c.from, c.to),
-                        1
-                    )
-                );
+            for c in tuning::restore(root, &tuning::state_file(state)?)? {
+                outln!("restored {}", c.describe_restored());
             }
         }
     }

@@ -164,33 +164,19 @@ fn measure(
     Ok(m.run(plan)?)
 }
 
-/// `ping --cstate-sweep`: each spec once per idle state of this host, with the CPU latency
-/// limit at that state's exit latency; without idle states, one run.
+/// `ping --cstate-sweep`: each spec once per idle state of this host; without idle
+/// states, one run, said so.
 pub fn cstate_sweep(
     specs: Result<Vec<TestSpec>, SpecError>,
     quiet: bool,
 ) -> Result<Vec<TestSpec>, SpecError> {
-    let states = sonde_probe::inventory::idle_states(Path::new("/"));
-    let mut limits: Vec<u64> = states.iter().map(|s| s.exit_latency_us).collect();
-    limits.sort_unstable();
-    limits.dedup();
-    if limits.is_empty() {
+    let specs = specs?;
+    Ok(sonde_run::measure::cstate_sweep(&specs).unwrap_or_else(|| {
         if !quiet {
             outln!("--cstate-sweep: this host exposes no CPU idle states (no cpuidle driver): one run, without a limit");
         }
-        return specs;
-    }
-    let limited = |spec: &TestSpec, us: u64| {
-        let mut s = spec.clone();
-        s.execution_mut().cpu_latency_us = Some(us.min(i32::MAX as u64) as u32);
-        s
-    };
-    specs.map(|specs| {
         specs
-            .iter()
-            .flat_map(|spec| limits.iter().map(move |&us| limited(spec, us)))
-            .collect()
-    })
+    }))
 }
 
 /// Runs the command with the host watched; exits with the command's code (a partial

@@ -103,7 +103,13 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
     let stored = |key: &str| args.resume && store.has_suite_item(key).unwrap_or(false);
     let run = |item: Item<Request>| {
         bar.set_message(sonde_report::safe::line(&item.name()).into_owned());
-        let keeper = keeper(&db, &suite.label, &item.key, None, false);
+        let keeper = Keeper {
+            db: &db,
+            label: &suite.label,
+            key: &item.key,
+            pair: None,
+            ndjson: false,
+        };
         run_item(item.built, &keeper, &item.words, interrupt)
     };
     let total = suite.items.len();
@@ -131,22 +137,6 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
     Ok(ExitCode::from(u8::from(!t.failed.is_empty())))
 }
 
-fn keeper<'a>(
-    db: &'a Path,
-    label: &'a str,
-    key: &'a str,
-    pair: Option<&'a FleetPair>,
-    ndjson: bool,
-) -> Keeper<'a> {
-    Keeper {
-        db,
-        label,
-        key,
-        pair,
-        ndjson,
-    }
-}
-
 pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     use sonde_run::fleet::{self, file};
     let fleet = file::load(&args.file, &file::system_resolve, &build)?;
@@ -156,7 +146,13 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
         |key: &str| args.resume && store.lock().unwrap().has_suite_item(key).unwrap_or(false);
     let run = |item: &fleet::PairItem| match build(&item.words) {
         Ok(req) => {
-            let keeper = keeper(&db, &fleet.name, &item.key, Some(&item.built), args.ndjson);
+            let keeper = Keeper {
+                db: &db,
+                label: &fleet.name,
+                key: &item.key,
+                pair: Some(&item.built),
+                ndjson: args.ndjson,
+            };
             run_item(req, &keeper, &item.words, interrupt)
         }
         Err(e) => Outcome::Failed(e),

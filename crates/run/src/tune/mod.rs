@@ -6,7 +6,7 @@ mod apply;
 mod state;
 
 pub use apply::{apply, need_root, restore, Tuned};
-pub use state::{default_state_file, private_dir, State};
+pub use state::{default_state_file, private_dir, state_file, State};
 
 /// Why a setting could not be changed, saved or put back: one line naming the file.
 #[derive(Debug, thiserror::Error)]

@@ -45,6 +45,11 @@ pub fn default_state_file() -> Result<PathBuf, TuneError> {
     Ok(private_dir()?.join("tune-state.json"))
 }
 
+/// `--state FILE`, or the default state file.
+pub fn state_file(given: Option<PathBuf>) -> Result<PathBuf, TuneError> {
+    given.map_or_else(default_state_file, Ok)
+}
+
 /// `/run/sonde` for root, `$XDG_RUNTIME_DIR/sonde` for others: never a shared /tmp.
 pub fn private_dir() -> Result<PathBuf, TuneError> {
     let dir = if euid() == 0 {
