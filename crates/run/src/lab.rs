@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::netns::{NetnsError, Pair, SERVER_ADDR};
+use sonde_results::Document;
+
+use crate::netns::{NetnsError, Pair, CLIENT_ADDR, SERVER_ADDR};
+use crate::signals::Interrupt;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -161,4 +164,116 @@ impl Lab {
             None => Ok(f()),
         }
     }
+}
+
+fn is_root() -> bool {
+    // SAFETY: no arguments.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The standard measurements: what `sonde TEST HOST` each runs, as words after the host.
+/// Over veth the packet rate is measured with AF_XDP too (loopback has no XDP).
+pub fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
+    let t = format!("{duration_ms}ms");
+    let lines: [&[&str]; 8] = [
+        &["stream", "-P", "1"],
+        &["stream", "-P", "8"],
+        &["ping"],
+        &["ping", "--udp"],
+        &["rpc", "-C", "8", "-W", "8"],
+        &["pps", "--flows", "4", "--rx-threads", "2"],
+        &["pps", "--engine", "xdp", "--flows", "4"],
+        &["load", "-P", "4"],
+    ];
+    lines
+        .iter()
+        .filter(|l| veth || !l.contains(&"xdp"))
+        .map(|l| {
+            let mut v: Vec<String> = l.iter().map(|w| w.to_string()).collect();
+            v.extend(["-t".to_string(), t.clone()]);
+            v
+        })
+        .collect()
+}
+
+/// The lab's namespaces, or `None` (loopback) saying why.
+pub fn namespaces(asked: bool, tag: &str, say: &dyn Fn(&str)) -> Option<Pair> {
+    let loopback = "running over loopback (127.0.0.1) instead";
+    if asked {
+        say("lab: over loopback (127.0.0.1), as asked");
+        return None;
+    }
+    if !is_root() {
+        say(&format!(
+            "lab: not root, so no network namespaces: {loopback}"
+        ));
+        return None;
+    }
+    match Pair::create("sonde", tag, "sv") {
+        Ok(n) => {
+            let (c, s) = (n.client.name(), n.server.name());
+            let veth = format!("{}/{}", n.client_if, n.server_if);
+            say(&format!(
+                "lab: namespaces {c} ({CLIENT_ADDR}) and {s} ({SERVER_ADDR}) joined by veth {veth}"
+            ));
+            Some(n)
+        }
+        Err(e) => {
+            say(&format!("lab: cannot build namespaces ({e}): {loopback}"));
+            None
+        }
+    }
+}
+
+/// How the lab's measurements went: each one's name and document, and whether one failed.
+pub struct Results {
+    pub docs: Vec<(String, Document)>,
+    pub failed: bool,
+}
+
+/// One measurement: `sonde WORDS` against the lab's agent, run where the client is, its
+/// document written to the file given; or why it could not run.
+pub type Measure<'a> = dyn Fn(&Lab, &[String], &Path) -> Result<(), String> + Sync + 'a;
+
+/// Runs the standard measurements of `duration_ms` each, one after another until
+/// Ctrl-C, each document kept in `out_dir` and read back; `say` gets the headings, `warn`
+/// what produced nothing.
+pub fn run_all(
+    lab: &Lab,
+    duration_ms: u64,
+    out_dir: &Path,
+    measure: &Measure<'_>,
+    say: &dyn Fn(&str),
+    warn: &dyn Fn(&str),
+    interrupt: &Interrupt,
+) -> Result<Results, NetnsError> {
+    let mut results = Results {
+        docs: Vec::new(),
+        failed: false,
+    };
+    let veth = lab.netns.is_some();
+    for (i, words) in measurements(duration_ms, veth).into_iter().enumerate() {
+        let name = words[..words.len() - 2].join(" ");
+        if interrupt.is_set() {
+            break;
+        }
+        say(&format!("\n== {name} =="));
+        let file = out_dir.join(format!("{i:02}-{}.json", name.replace([' ', '-'], "")));
+        let ran = lab.in_client(|| measure(lab, &words, &file))?;
+        let doc = std::fs::read(&file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Document>(&b).ok());
+        match doc {
+            Some(doc) => {
+                results.failed |= doc.end.partial;
+                results.docs.push((name, doc));
+            }
+            None => {
+                let why = ran.err().unwrap_or_else(|| "no document".into());
+                warn(&format!("lab: {name} produced no result: {why}"));
+                results.failed = true;
+            }
+        }
+    }
+    Ok(results)
 }
