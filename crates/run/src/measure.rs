@@ -34,18 +34,6 @@ pub enum Plan {
     },
 }
 
-impl Plan {
-    /// The spec a heading or a summary speaks of: the first test's, the search's base.
-    pub fn first_spec(&self) -> TestSpec {
-        match self {
-            Plan::Tests(specs) => specs[0].clone(),
-            Plan::Search(spec, _) => TestSpec::Pps(spec.clone()),
-            Plan::Load(spec) => TestSpec::Load(spec.clone()),
-            Plan::Watch { spec, .. } => TestSpec::Watch(spec.clone()),
-        }
-    }
-}
-
 /// `ping --cstate-sweep`: each spec once per idle state of this host, with the CPU latency
 /// limit at that state's exit latency (so it is the deepest allowed); `None` when the host
 /// exposes no idle states.
