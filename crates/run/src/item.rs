@@ -50,7 +50,7 @@ pub fn attempt(measure: impl FnOnce() -> Result<Measured, MeasureError>) -> Outc
                 .iter()
                 .filter_map(|d| d.end.error.as_deref())
                 .collect();
-            Outcome::Failed(format!("partial run stored: {}", why.join("; ")))
+            Outcome::Failed(format!("cut short: {}", why.join("; ")))
         }
         Ok(Ok(_)) => Outcome::Stored,
         Ok(Err(e)) => Outcome::Failed(e.to_string()),

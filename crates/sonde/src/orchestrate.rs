@@ -45,13 +45,15 @@ pub fn build(words: &[String]) -> Result<Request, String> {
 }
 
 /// Stores each document (labelled, with its suite key and fleet pair) and, for a fleet's
-/// `--ndjson`, prints it as one line.
+/// `--ndjson`, prints it as one line. A run cut by Ctrl-C is not kept: an interrupted
+/// suite keeps what it finished, and `--resume` runs the rest.
 struct Keeper<'a> {
     db: &'a Path,
     label: &'a str,
     key: &'a str,
     pair: Option<&'a FleetPair>,
     ndjson: bool,
+    interrupt: &'a Interrupt,
 }
 
 impl Output for Keeper<'_> {
@@ -60,6 +62,9 @@ impl Output for Keeper<'_> {
     fn interval(&self, _: Live<'_>, _: &dyn Fn() -> String) {}
 
     fn keep(&self, doc: &mut Document) {
+        if doc.end.partial && self.interrupt.is_set() {
+            return;
+        }
         doc.start.fleet = self.pair.cloned();
         let saved = sonde_store::Store::open(self.db)
             .and_then(|s| s.save_for_suite(doc, Some(self.label), Some(self.key)));
@@ -109,6 +114,7 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
             key: &item.key,
             pair: None,
             ndjson: false,
+            interrupt,
         };
         run_item(item.built, &keeper, &item.words, interrupt)
     };
@@ -152,6 +158,7 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
                 key: &item.key,
                 pair: Some(&item.built),
                 ndjson: args.ndjson,
+                interrupt,
             };
             run_item(req, &keeper, &item.words, interrupt)
         }
