@@ -48,7 +48,7 @@ impl Target {
             host: self.host().to_string(),
             from: self.from.clone(),
             port: self.port,
-            key: super::load_key(self.key_file.as_deref())?,
+            key: sonde_run::key::load_key(self.key_file.as_deref())?,
         })
     }
 }
