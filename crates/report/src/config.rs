@@ -6,7 +6,7 @@
 //! hosts, not between configurations.
 
 use sonde_results::spec::{Direction, Execution, PollMode, Transport};
-use sonde_results::{PpsSpec, RrSpec, StreamSpec, TestSpec, KERNEL_ENGINE};
+use sonde_results::{Engine, PpsSpec, RrSpec, StreamSpec, TestSpec};
 
 /// `stream -P 8 --bidir`: the test's name and its non-default flags.
 pub fn config_name(spec: &TestSpec) -> String {
@@ -149,9 +149,8 @@ fn pps(p: &PpsSpec) -> Vec<String> {
 /// left out: `auto` (the default) is stored as the list it chose on that host.
 fn execution(e: &Execution) -> Vec<String> {
     let mut o = Vec::new();
-    let engine = e.engine.to_string();
-    if engine != KERNEL_ENGINE {
-        o.push(format!("--engine {engine}"));
+    if e.engine != Engine::Kernel {
+        o.push(format!("--engine {}", e.engine));
     }
     given(&mut o, "--cpu-latency-us", e.cpu_latency_us, |v| {
         v.to_string()
@@ -221,7 +220,7 @@ mod tests {
             flows: 4,
             ..Default::default()
         };
-        pps.execution.engine = "xdp".into();
+        pps.execution.engine = Engine::Xdp;
         assert_eq!(config_name(&TestSpec::Pps(pps)), "pps --engine xdp");
         let load = LoadSpec {
             load: Box::new(TestSpec::Stream(StreamSpec {

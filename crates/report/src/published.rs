@@ -194,7 +194,7 @@ fn pps(runs: &[ReportRun<'_>]) -> Table {
         let engine = tx
             .or(rx)
             .and_then(|s| s.by.engine.clone())
-            .unwrap_or_else(|| "kernel".into());
+            .unwrap_or_else(|| sonde_results::Engine::Kernel.to_string());
         t.row(vec![
             r.name.clone(),
             engine,

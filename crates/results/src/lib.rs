@@ -19,6 +19,6 @@ pub use side::{
     SideResult, Transfer,
 };
 pub use spec::{
-    Direction, DpdkSpec, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError, Stall,
-    StreamSpec, TestSpec, Timing, Transport, WatchSpec, KERNEL_ENGINE,
+    Direction, DpdkSpec, Engine, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError,
+    Stall, StreamSpec, TestSpec, Timing, Transport, WatchSpec,
 };

@@ -59,7 +59,7 @@ fn udp_ping(engine: &str) -> TestSpec {
         },
         ..Default::default()
     };
-    r.execution.engine = engine.into();
+    r.execution.engine = engine.parse().unwrap();
     TestSpec::Ping(r)
 }
 

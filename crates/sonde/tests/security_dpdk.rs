@@ -118,7 +118,7 @@ fn dpdk_spec(eal: &[&str], testpmd: &[&str], server_device: Option<&str>) -> Tes
     let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect();
     let mut p = PpsSpec::default();
     p.timing.duration_ms = 1_000;
-    p.execution.engine = "dpdk".into();
+    p.execution.engine = "dpdk".parse().unwrap();
     p.dpdk = Some(Box::new(DpdkSpec {
         server_device: server_device.map(String::from),
         eal_args: words(eal),
@@ -282,7 +282,7 @@ fn engines_and_third_party_parts_need_the_agents_allow() {
     assert_eq!(seen, 0);
     let mut xdp = PpsSpec::default();
     xdp.timing.duration_ms = 1_000;
-    xdp.execution.engine = "xdp".into();
+    xdp.execution.engine = "xdp".parse().unwrap();
     let (e, _) = attack(&lab, &agent, TestSpec::Pps(xdp), None);
     assert!(names_allow(&e, "xdp", "pps/xdp"), "{e}");
     let link = lab.server_cmd("ip", &["link", "show", &lab.server_if]);

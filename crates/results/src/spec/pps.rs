@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_count, refuse, Execution, PollMode, SpecError, Timing, MAX_THREADS};
+use super::{check_count, refuse, Engine, Execution, PollMode, SpecError, Timing, MAX_THREADS};
 
 /// Ethernet (14) + IPv4 (20) + UDP (8) bytes around a UDP payload, as testpmd counts a
 /// packet's length (no preamble, no FCS).
@@ -18,8 +18,6 @@ pub const MAX_FLOWS: u32 = 4096;
 pub const MAX_BATCH: u32 = 1024;
 /// Descriptors per DPDK queue: the published reports' `--rxd/--txd 2048`.
 pub const DPDK_DESCRIPTORS: u32 = 2048;
-/// The DPDK engine's name.
-pub const DPDK_ENGINE: &str = "dpdk";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PpsSpec {
@@ -167,7 +165,7 @@ impl PpsSpec {
                 return refuse("--rate", format!("{r} is not a packet rate in (0, 1e9]"));
             }
         }
-        if self.execution.engine == DPDK_ENGINE {
+        if self.execution.engine == Engine::Dpdk {
             self.validate_dpdk()?;
         }
         if self.timing.cooldown_ms != 0 {

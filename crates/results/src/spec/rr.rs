@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    check_count, check_threads, refuse, Execution, PollMode, SpecError, Timing, MAX_CONNECTIONS,
+    check_count, check_threads, refuse, Engine, Execution, PollMode, SpecError, Timing,
+    MAX_CONNECTIONS,
 };
 
 /// Largest request or response of a request/response test over TCP.
@@ -122,7 +123,7 @@ impl RrSpec {
                 "a new connection per request is TCP's, not UDP's (--udp, --engine xdp)",
             );
         }
-        if self.execution.engine == "xdp" && self.transport != Transport::Udp {
+        if self.execution.engine == Engine::Xdp && self.transport != Transport::Udp {
             return refuse("--engine", "xdp carries UDP only (add --udp)");
         }
         if self.connect_per_request && self.window != 1 {
@@ -226,8 +227,7 @@ mod tests {
                 }),
                 "--crr",
             ),
-            (with(&|s| s.execution.engine = "xdp".into()), "--engine"),
-            (with(&|s| s.execution.engine = "-".into()), "--engine"),
+            (with(&|s| s.execution.engine = Engine::Xdp), "--engine"),
             (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
         ];
         assert_refused(cases, RrSpec::validate);

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use sonde_results::TestSpec;
+use sonde_results::{Engine, TestSpec};
 
 /// One thing an agent may be allowed to do beyond the kernel engine's tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -24,17 +24,19 @@ impl Allow {
     /// The word `--allow` takes, and the capability or engine name it stands for.
     pub fn name(self) -> &'static str {
         match self {
-            Allow::Dpdk => crate::kind::dpdk::DPDK,
-            Allow::Xdp => crate::kind::xdp::XDP,
+            Allow::Dpdk => Engine::Dpdk.name(),
+            Allow::Xdp => Engine::Xdp.name(),
             Allow::ThirdParty => sonde_proto::THIRD_PARTY,
         }
     }
 
     /// What running `engine` needs allowed; `None` for the kernel engine (always allowed).
-    pub fn for_engine(engine: &str) -> Option<Allow> {
-        [Allow::Dpdk, Allow::Xdp]
-            .into_iter()
-            .find(|a| a.name() == engine)
+    pub fn for_engine(engine: Engine) -> Option<Allow> {
+        match engine {
+            Engine::Kernel => None,
+            Engine::Xdp => Some(Allow::Xdp),
+            Engine::Dpdk => Some(Allow::Dpdk),
+        }
     }
 }
 
@@ -59,7 +61,7 @@ impl Allowed {
     }
 
     /// Whether `engine` may run here (the kernel engine always may).
-    pub fn engine(&self, engine: &str) -> bool {
+    pub fn engine(&self, engine: Engine) -> bool {
         Allow::for_engine(engine).is_none_or(|a| self.contains(a))
     }
 
@@ -75,7 +77,7 @@ impl Allowed {
     /// Refuses a spec whose engine, or a part (`third_party`), this agent was not started
     /// to allow, naming the flag that would.
     pub fn check(&self, spec: &TestSpec, third_party: bool) -> Result<(), String> {
-        let engine = &spec.execution().engine;
+        let engine = spec.execution().engine;
         if let Some(a) = Allow::for_engine(engine).filter(|a| !self.contains(*a)) {
             return Err(format!(
                 "--engine {engine} is not allowed on this agent (start the agent with --allow {})",
@@ -99,7 +101,7 @@ mod tests {
 
     fn pps(engine: &str) -> TestSpec {
         let mut p = PpsSpec::default();
-        p.execution.engine = engine.into();
+        p.execution.engine = engine.parse().unwrap();
         TestSpec::Pps(p)
     }
 

@@ -16,8 +16,6 @@ use sonde_probe::dpdk::{binding, hugepages, Binding};
 use sonde_probe::{host, inventory, placement, topology};
 use sonde_results::{PpsSpec, Role};
 
-/// The engine's name.
-pub const DPDK: &str = sonde_results::spec::DPDK_ENGINE;
 /// How long testpmd may take from exec to its first prompt (EAL, port set-up): under the
 /// protocol's 10 s from `Setup` to `Ready`.
 pub const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);

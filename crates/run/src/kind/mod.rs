@@ -21,7 +21,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{Role, SideResult, SpecError, TestSpec};
+use sonde_results::{Engine, Role, SideResult, SpecError, TestSpec};
 
 use crate::agent::{Allow, Allowed};
 use crate::side::Side;
@@ -39,7 +39,7 @@ pub struct Listed {
     /// The test names it runs (`TestSpec::name`, the commands).
     pub names: &'static [&'static str],
     /// Its engines by name; the first is the default.
-    pub engines: &'static [&'static str],
+    pub engines: &'static [Engine],
     pub kind: &'static dyn Kind,
 }
 
@@ -96,8 +96,8 @@ pub fn capabilities_allowed(allowed: &Allowed) -> Vec<String> {
             k.names.iter().flat_map(|name| {
                 k.engines
                     .iter()
-                    .filter(|engine| allowed.engine(engine))
-                    .map(|engine| sonde_results::spec::capability(name, engine))
+                    .filter(|engine| allowed.engine(**engine))
+                    .map(|engine| sonde_results::spec::capability(name, *engine))
             })
         })
         .chain(third_party)
@@ -114,8 +114,8 @@ pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
         });
     };
     let engines = listed.engines;
-    let engine = &spec.execution().engine;
-    if engines.contains(&engine.as_str()) {
+    let engine = spec.execution().engine;
+    if engines.contains(&engine) {
         return Ok(());
     }
     Err(SpecError {
@@ -123,7 +123,11 @@ pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
         reason: format!(
             "{} has no '{engine}' engine (it has: {})",
             spec.name(),
-            engines.join(", ")
+            engines
+                .iter()
+                .map(|e| e.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     })
 }
@@ -270,7 +274,7 @@ macro_rules! kernel_workers {
     ($($t:ty),+) => {$(
         impl $crate::kind::Workers for $t {
             fn name(&self) -> &'static str {
-                $crate::kind::KERNEL
+                sonde_results::Engine::Kernel.name()
             }
             fn all_done(&self) -> bool {
                 <$t>::all_done(self)
@@ -350,12 +354,9 @@ pub(crate) fn connect_udp(addr: SocketAddr, index: u32) -> Result<std::net::UdpS
     Ok(s)
 }
 
-/// The kernel-socket engine's name: every kind has it.
-pub const KERNEL: &str = sonde_results::KERNEL_ENGINE;
-
 /// A side asked for an engine its kind does not have (admission checks first, so this is
 /// a peer that skipped it).
-pub(crate) fn no_engine(kind: &str, engine: &str) -> io::Error {
+pub(crate) fn no_engine(kind: &str, engine: Engine) -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
         format!("{kind} has no '{engine}' engine"),

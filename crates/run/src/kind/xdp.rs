@@ -11,8 +11,6 @@ use sonde_engine::xdp::{self, Attached, Port, Steer, Xsk, XskConfig};
 use sonde_probe::{host, netdev};
 use sonde_results::Bypass;
 
-/// The engine's name.
-pub const XDP: &str = "xdp";
 /// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
 pub const BUSY_POLL_US: u32 = 50;
 
@@ -173,7 +171,7 @@ macro_rules! xdp_workers {
     ($($t:ty => $inner:ident),+) => {$(
         impl $crate::kind::Workers for $t {
             fn name(&self) -> &'static str {
-                $crate::kind::xdp::XDP
+                sonde_results::Engine::Xdp.name()
             }
             fn all_done(&self) -> bool {
                 self.$inner.all_done()

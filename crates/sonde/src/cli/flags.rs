@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use sonde_probe::topology::parse_cpu_list;
 pub use sonde_results::spec::units::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
-use sonde_results::{Execution, SpecError, TestSpec, Timing};
+use sonde_results::{Engine, Execution, SpecError, TestSpec, Timing};
 
 use sonde_probe::tune::Goal;
 use sonde_run::agent::DEFAULT_PORT;
@@ -84,8 +84,8 @@ pub struct ExecutionArgs {
     /// Data-plane engine on both sides: kernel (sockets), xdp (AF_XDP sockets on the
     /// path's interface; pps, ping and rpc over UDP; needs root and IPv4), or dpdk (pps
     /// only: dpdk-testpmd txonly/rxonly on each side; needs root, testpmd, hugepages).
-    #[arg(long, default_value = sonde_results::KERNEL_ENGINE, value_name = "NAME")]
-    pub engine: String,
+    #[arg(long, default_value_t = Engine::Kernel, value_parser = parse_engine(), value_name = "NAME")]
+    pub engine: Engine,
     /// Where this side's workers run: `auto` (distinct physical cores of the NIC's NUMA
     /// node, away from its IRQs, within the inherited CPU mask; chosen when the test
     /// starts), a list pinned round robin (e.g. 0-3,8), or `none`.
@@ -107,7 +107,7 @@ impl ExecutionArgs {
         let (client_cpus, client_cpus_auto) = self.cpus.split();
         let (server_cpus, server_cpus_auto) = self.server_cpus.split();
         Execution {
-            engine: self.engine.clone(),
+            engine: self.engine,
             client_cpus,
             client_cpus_auto,
             server_cpus,
@@ -185,6 +185,12 @@ pub fn checked(spec: TestSpec) -> Result<TestSpec, SpecError> {
     spec.validate()?;
     sonde_run::kind::check_engine(&spec)?;
     Ok(spec)
+}
+
+/// `--engine`: one of the engines this build knows (clap lists them in help and errors).
+fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Engine::names()).try_map(|name| name.parse::<Engine>())
 }
 
 /// `--for` / `--tune`: a goal, its names offered as clap's possible values.

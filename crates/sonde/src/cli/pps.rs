@@ -2,8 +2,7 @@
 //! zero-loss search (testpmd txonly/rxonly).
 
 use clap::Args;
-use sonde_results::spec::DPDK_ENGINE;
-use sonde_results::{DpdkSpec, PollMode, PpsSpec, SpecError, TestSpec};
+use sonde_results::{DpdkSpec, Engine, PollMode, PpsSpec, SpecError, TestSpec};
 use sonde_run::measure::Plan;
 use sonde_run::search::SearchParams;
 
@@ -86,7 +85,7 @@ pub struct DpdkArgs {
 
 impl DpdkArgs {
     /// The spec's DPDK part for `--engine dpdk`; any of these flags without it is refused.
-    fn spec(&self, engine: &str) -> Result<Option<Box<DpdkSpec>>, SpecError> {
+    fn spec(&self, engine: Engine) -> Result<Option<Box<DpdkSpec>>, SpecError> {
         let given = [
             ("--dpdk-dev", self.dpdk_dev.is_some()),
             ("--server-dpdk-dev", self.server_dpdk_dev.is_some()),
@@ -94,7 +93,7 @@ impl DpdkArgs {
             ("--rx-queues", self.rx_queues.is_some()),
             ("--dpdk-args", self.dpdk_args.is_some()),
         ];
-        if engine != DPDK_ENGINE {
+        if engine != Engine::Dpdk {
             return match given.iter().find(|g| g.1) {
                 Some((flag, _)) => Err(SpecError {
                     flag,
@@ -193,7 +192,7 @@ impl PpsArgs {
         };
         self.search.check()?;
         let execution = self.execution.execution();
-        let dpdk = self.dpdk.spec(&execution.engine)?;
+        let dpdk = self.dpdk.spec(execution.engine)?;
         // testpmd's main lcore takes a CPU of its own: its forwarding lcores get the rest.
         let tx_default = dpdk.as_ref().map(|_| {
             let cpus = sonde_engine::usable_cpus() as u32;

@@ -2,7 +2,7 @@
 //! connections × many in flight (msg_gen, neper tcp_rr / tcp_crr).
 
 use clap::Args;
-use sonde_results::{PollMode, RrSpec, SpecError, Stall, TestSpec, Transport};
+use sonde_results::{Engine, PollMode, RrSpec, SpecError, Stall, TestSpec, Transport};
 
 use super::flags::{checked, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
@@ -169,7 +169,7 @@ impl RrCommon {
 
 /// UDP when asked, or when the engine carries nothing else.
 fn transport(udp: bool, base: &RrSpec) -> Transport {
-    if udp || base.execution.engine == "xdp" {
+    if udp || base.execution.engine == Engine::Xdp {
         Transport::Udp
     } else {
         Transport::Tcp

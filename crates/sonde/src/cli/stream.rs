@@ -138,7 +138,15 @@ mod tests {
         let s = spec_of(&["sonde", "stream", "h"]).unwrap();
         assert!(s.execution.client_cpus_auto && s.execution.client_cpus.is_none());
         assert!(s.execution.server_cpus_auto);
-        let e = spec_of(&["sonde", "stream", "h", "--engine", "warp"]).unwrap_err();
+        // An engine this build does not know is a usage error, with the engines it knows.
+        let e = Cli::try_parse_from(["sonde", "stream", "h", "--engine", "warp"]).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("--engine") && text.contains("kernel"),
+            "{text}"
+        );
+        // One the stream kind does not have is refused naming the flag and its engines.
+        let e = spec_of(&["sonde", "stream", "h", "--engine", "dpdk"]).unwrap_err();
         assert_eq!(e.flag, "--engine");
         assert!(e.reason.contains("kernel"), "{e}");
     }

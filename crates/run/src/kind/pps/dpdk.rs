@@ -13,10 +13,10 @@ use std::time::Instant;
 use sonde_engine::dpdk::{DpdkError, Forwarding, Testpmd, TxPackets, Xstats};
 use sonde_engine::pps::FlowRx;
 use sonde_engine::Placement;
-use sonde_results::{Bypass, PortCounters, PpsSpec, QueueCounters, Role};
+use sonde_results::{Bypass, Engine, PortCounters, PpsSpec, QueueCounters, Role};
 
 use super::engine::{senders_stop_at, Drops, RxEngine, TxEngine};
-use crate::kind::dpdk::{self, refuse, Setup, DPDK, READY_WITHIN};
+use crate::kind::dpdk::{self, refuse, Setup, READY_WITHIN};
 use crate::kind::{path, Workers};
 
 /// One side's testpmd and what the side needs to say about it.
@@ -316,7 +316,7 @@ struct Running {
 
 impl Workers for Running {
     fn name(&self) -> &'static str {
-        DPDK
+        Engine::Dpdk.name()
     }
     /// testpmd sends until told: the sender is told at the end of the window.
     fn all_done(&self) -> bool {

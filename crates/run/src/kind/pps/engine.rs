@@ -9,13 +9,11 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::pps::{FlowRx, PpsReceiver, PpsSender, RxPlan, TxPlan};
 use sonde_engine::Placement;
-use sonde_results::{PortCounters, PpsSpec};
+use sonde_results::{Engine, PortCounters, PpsSpec};
 
 use super::{dpdk, xdp};
-use crate::kind::dpdk::DPDK;
 use crate::kind::rr::poll_of;
-use crate::kind::xdp::XDP;
-use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
+use crate::kind::{kernel_workers, no_engine, Workers};
 
 /// Running senders.
 pub trait TxEngine: Workers {
@@ -58,7 +56,7 @@ pub enum Drops {
 }
 
 /// The engines a packet-rate side can run, by name.
-pub const ENGINES: &[&str] = &[KERNEL, XDP, DPDK];
+pub const ENGINES: &[Engine] = &[Engine::Kernel, Engine::Xdp, Engine::Dpdk];
 
 /// What a sending side opened before `Start`: the flows (kernel sockets holding their
 /// source ports) and a bypass engine's own port.
@@ -70,8 +68,8 @@ pub struct TxPort {
 /// Opens what the spec's engine sends on; only DPDK has anything to start this early
 /// (testpmd takes a second or two to bring its port up).
 pub fn open_tx(spec: &PpsSpec, flows: Vec<UdpSocket>, placement: &Placement) -> io::Result<TxPort> {
-    let dpdk = match spec.execution.engine.as_str() {
-        DPDK => Some(dpdk::open_tx(spec, &flows, placement)?),
+    let dpdk = match spec.execution.engine {
+        Engine::Dpdk => Some(dpdk::open_tx(spec, &flows, placement)?),
         _ => None,
     };
     Ok(TxPort { flows, dpdk })
@@ -86,10 +84,10 @@ pub fn sender(
     cookie: u32,
 ) -> io::Result<Box<dyn TxEngine>> {
     let TxPort { flows, dpdk } = port;
-    match (spec.execution.engine.as_str(), dpdk) {
-        (KERNEL, _) => kernel_tx(spec, flows, placement, cookie),
-        (XDP, _) => xdp::sender(spec, flows, placement.cpus, placement.threads, cookie),
-        (DPDK, Some(d)) => dpdk::sender(spec, d, flows),
+    match (spec.execution.engine, dpdk) {
+        (Engine::Kernel, _) => kernel_tx(spec, flows, placement, cookie),
+        (Engine::Xdp, _) => xdp::sender(spec, flows, placement.cpus, placement.threads, cookie),
+        (Engine::Dpdk, Some(d)) => dpdk::sender(spec, d, flows),
         (other, _) => Err(no_engine("pps", other)),
     }
 }
@@ -111,9 +109,9 @@ pub fn open_rx(
 ) -> io::Result<RxPort> {
     let port = sockets[0].local_addr()?.port();
     let (mut xdp, mut dpdk) = (None, None);
-    match spec.execution.engine.as_str() {
-        XDP => xdp = Some(xdp::open_rx(spec, ip, peer, port)?),
-        DPDK => dpdk = Some(dpdk::open_rx(spec, ip)?),
+    match spec.execution.engine {
+        Engine::Xdp => xdp = Some(xdp::open_rx(spec, ip, peer, port)?),
+        Engine::Dpdk => dpdk = Some(dpdk::open_rx(spec, ip)?),
         _ => {}
     }
     Ok(RxPort { sockets, xdp, dpdk })
@@ -121,10 +119,10 @@ pub fn open_rx(
 
 /// Starts the spec's engine's receivers on `port`.
 pub fn receiver(spec: &PpsSpec, port: RxPort, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
-    match (spec.execution.engine.as_str(), port.xdp, port.dpdk) {
-        (KERNEL, _, _) => kernel_rx(spec, port.sockets, cookie),
-        (XDP, Some(x), _) => xdp::receiver(spec, x, cookie),
-        (DPDK, _, Some(d)) => dpdk::receiver(d),
+    match (spec.execution.engine, port.xdp, port.dpdk) {
+        (Engine::Kernel, _, _) => kernel_rx(spec, port.sockets, cookie),
+        (Engine::Xdp, Some(x), _) => xdp::receiver(spec, x, cookie),
+        (Engine::Dpdk, _, Some(d)) => dpdk::receiver(d),
         (other, _, _) => Err(no_engine("pps", other)),
     }
 }

@@ -14,7 +14,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 
 use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{PpsSpec, Role, SideResult, TestSpec};
+use sonde_results::{Engine, PpsSpec, Role, SideResult, TestSpec};
 
 use super::{
     ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint, Workers,
@@ -40,8 +40,8 @@ impl Kind for Pps {
         // A worker's batch of packets and, receiving, its socket's doubled SO_RCVBUF; an
         // AF_XDP worker's UMEM and rings instead.
         let batch = u64::from(p.batch).saturating_mul(u64::from(p.size_bytes));
-        let socket = match p.execution.engine.as_str() {
-            crate::kind::xdp::XDP => super::budget::XSK_BYTES,
+        let socket = match p.execution.engine {
+            Engine::Xdp => super::budget::XSK_BYTES,
             _ if role == Role::Server => 2 * RX_BUFFER_BYTES as u64,
             _ => super::budget::SOCKET_BYTES,
         };
@@ -80,11 +80,11 @@ impl Kind for Pps {
         };
         p.validate()
             .map_err(|e| OpenError::Refused(e.to_string()))?;
-        if p.execution.engine == crate::kind::xdp::XDP {
+        if p.execution.engine == Engine::Xdp {
             crate::kind::xdp::preflight(agent.ip(), p.size_bytes)
                 .map_err(|e| OpenError::Refused(e.to_string()))?;
         }
-        if p.execution.engine == crate::kind::dpdk::DPDK {
+        if p.execution.engine == Engine::Dpdk {
             dpdk::preflight(p, agent).map_err(|e| OpenError::Refused(e.to_string()))?;
         }
         if let Some((iface, mtu)) = probe.mtu() {

@@ -11,11 +11,10 @@ use sonde_engine::rr_client::{ClientPlan, RrClient, Target, WorkerEnd};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::wait::Poll;
 use sonde_engine::Placement;
-use sonde_results::{PollMode, RrSpec};
+use sonde_results::{Engine, PollMode, RrSpec};
 
 use super::xdp;
-use crate::kind::xdp::XDP;
-use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
+use crate::kind::{kernel_workers, no_engine, Workers};
 
 /// After the last request, how long answers may still arrive.
 pub const DRAIN: Duration = Duration::from_secs(2);
@@ -52,7 +51,7 @@ pub fn poll_of(mode: PollMode) -> Poll {
 }
 
 /// The engines a request/response side can run, by name.
-pub const ENGINES: &[&str] = &[KERNEL, XDP];
+pub const ENGINES: &[Engine] = &[Engine::Kernel, Engine::Xdp];
 
 /// What the controller's request workers send on, opened before `Start`.
 pub enum Carrier {
@@ -78,9 +77,9 @@ pub fn client(
     started: Instant,
 ) -> io::Result<Box<dyn RequestEngine>> {
     let plan = client_plan(spec, placement, cookie, started);
-    match (spec.execution.engine.as_str(), carrier) {
-        (KERNEL, Carrier::Kernel(target)) => Ok(Box::new(RrClient::spawn(target, plan)?)),
-        (XDP, Carrier::Xdp(port)) => xdp::client(port, plan),
+    match (spec.execution.engine, carrier) {
+        (Engine::Kernel, Carrier::Kernel(target)) => Ok(Box::new(RrClient::spawn(target, plan)?)),
+        (Engine::Xdp, Carrier::Xdp(port)) => xdp::client(port, plan),
         (other, _) => Err(no_engine("request/response", other)),
     }
 }
@@ -93,9 +92,9 @@ pub fn server(
     started: Instant,
 ) -> io::Result<Box<dyn EchoEngine>> {
     let plan = server_plan(spec, placement, cookie, started);
-    match (spec.execution.engine.as_str(), answering) {
-        (KERNEL, Answering::Kernel(target)) => Ok(Box::new(RrServer::spawn(target, plan)?)),
-        (XDP, Answering::Xdp { port, peer }) => xdp::server(*port, peer, plan),
+    match (spec.execution.engine, answering) {
+        (Engine::Kernel, Answering::Kernel(target)) => Ok(Box::new(RrServer::spawn(target, plan)?)),
+        (Engine::Xdp, Answering::Xdp { port, peer }) => xdp::server(*port, peer, plan),
         (other, _) => Err(no_engine("request/response", other)),
     }
 }

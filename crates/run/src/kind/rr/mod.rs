@@ -23,7 +23,6 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Role, RrSpec, SideResult, TestSpec, Transport};
 
-use super::xdp::XDP;
 use super::{
     budget, ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint,
 };
@@ -115,7 +114,7 @@ impl Kind for RequestResponse {
         let per_conn = u64::from(r.window)
             .saturating_mul(u64::from(message))
             .saturating_add(budget::SOCKET_BYTES);
-        let xsks = if r.execution.engine == XDP {
+        let xsks = if r.execution.engine == sonde_results::Engine::Xdp {
             budget::XSK_BYTES
         } else {
             0
@@ -147,7 +146,7 @@ impl Kind for RequestResponse {
         _probe: &HostProbe,
     ) -> Result<(), OpenError> {
         let r = spec_of(spec);
-        if r.execution.engine == XDP {
+        if r.execution.engine == sonde_results::Engine::Xdp {
             xdp::preflight(r, agent.ip()).map_err(|e| OpenError::Refused(e.to_string()))?;
         }
         Ok(())
@@ -171,7 +170,7 @@ impl Kind for RequestResponse {
             };
             return opened(Carrier::Kernel(target), vec!["TCP_NODELAY".into()]);
         }
-        if r.execution.engine == XDP {
+        if r.execution.engine == sonde_results::Engine::Xdp {
             let sockets = (0..r.connections)
                 .map(|index| super::connect_udp(to.addr, index))
                 .collect::<Result<_, _>>()?;
@@ -211,12 +210,9 @@ impl Kind for RequestResponse {
         let r = spec_of(spec);
         let addr = SocketAddr::new(ip, 0);
         let at = match r.transport {
-            Transport::Udp if r.execution.engine == XDP => At::Xdp(Box::new(xdp::open_server(
-                r,
-                UdpSocket::bind(addr)?,
-                ip,
-                peer,
-            )?)),
+            Transport::Udp if r.execution.engine == sonde_results::Engine::Xdp => At::Xdp(
+                Box::new(xdp::open_server(r, UdpSocket::bind(addr)?, ip, peer)?),
+            ),
             Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
             Transport::Tcp => {
                 let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;

@@ -8,7 +8,9 @@ use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, StreamConn, StreamWorkers, TcpInfo};
 
-use crate::kind::{kernel_workers, no_engine, Workers, KERNEL};
+use sonde_results::Engine;
+
+use crate::kind::{kernel_workers, no_engine, Workers};
 
 /// Running stream workers, seen from the side that samples them.
 pub trait StreamEngine: Workers {
@@ -26,17 +28,17 @@ pub trait StreamEngine: Workers {
 }
 
 /// The engines a stream side can run, by name.
-pub const ENGINES: &[&str] = &[KERNEL];
+pub const ENGINES: &[Engine] = &[Engine::Kernel];
 
 /// Starts the engine named `name` on `conns` (each with whether this end sends on it).
 pub fn start(
-    name: &str,
+    engine: Engine,
     conns: Vec<(TcpStream, bool)>,
     placement: Placement,
     buffer_bytes: usize,
 ) -> io::Result<Box<dyn StreamEngine>> {
-    match name {
-        KERNEL => kernel(conns, placement, buffer_bytes),
+    match engine {
+        Engine::Kernel => kernel(conns, placement, buffer_bytes),
         other => Err(no_engine("stream", other)),
     }
 }

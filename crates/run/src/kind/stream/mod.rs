@@ -159,7 +159,7 @@ impl Opened {
             .map(|(c, (_, d))| (c, sends(*d)))
             .collect();
         let engine = engine::start(
-            &spec.execution.engine,
+            spec.execution.engine,
             conns,
             placement.clone(),
             spec.buffer_bytes as usize,
