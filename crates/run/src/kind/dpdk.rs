@@ -9,7 +9,7 @@ use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use super::root;
+use super::host::root;
 
 use sonde_engine::dpdk::{self, Device, Forwarding, Memory, Plan};
 use sonde_probe::dpdk::{binding, hugepages, Binding};

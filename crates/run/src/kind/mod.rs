@@ -1,45 +1,44 @@
-//! The test-kind seam. Everything particular to one kind of test lives in its module:
-//! opening the controller's and the agent's data endpoints, starting each side, what it
-//! asks of an agent's limits, how many workers the agent places, and its log line. The
-//! controller and the agent only ever talk to a [`Kind`], found from the spec by
-//! [`of`]; [`KINDS`] is the one list of them (the agent's capabilities, suite test names).
+//! The test kinds this build runs, as one table ([`KINDS`]): each kind's module owns what
+//! is particular to it (opening the controller's and the agent's data endpoints, starting
+//! each side, what it asks of an agent's limits, how many workers the agent places, its
+//! log line) behind the [`Kind`] seam (`seam.rs`), and its own table of engines. The
+//! controller and the agent only ever talk to a [`Kind`], found from the spec by [`of`].
 //!
 //! Adding a kind: an engine module (`sonde-engine`), a module here implementing [`Kind`]
-//! with its [`Side`], a CLI module, and its variants in `TestSpec` and `Document`.
+//! with its [`Side`](crate::side::Side), a CLI module, and its variants in `TestSpec` and
+//! `Document`.
 
 pub mod budget;
 pub mod congestion;
+pub mod connect;
 pub mod dpdk;
 pub mod dpdk_source;
+mod host;
 pub mod path;
 pub mod pps;
 pub mod rr;
+pub mod seam;
 pub mod stream;
+pub mod table;
+pub mod workers;
 pub mod xdp;
 
-use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+pub use connect::CONNECT_TIMEOUT;
+pub(crate) use host::root;
+pub use seam::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+pub use workers::Workers;
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{Engine, Role, SideResult, SpecError, TestSpec};
+use sonde_results::{Engine, Role, SpecError, TestSpec};
 
 use crate::agent::{Allow, Allowed};
-use crate::side::Side;
-
-/// The root the host readers read under: this host's own.
-pub(crate) fn root() -> &'static std::path::Path {
-    std::path::Path::new("/")
-}
-
-/// How long a data (or control) connection may take to open.
-pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// One kind of test as this build lists it.
 pub struct Listed {
     /// The test names it runs (`TestSpec::name`, the commands).
     pub names: &'static [&'static str],
-    /// Its engines by name; the first is the default.
-    pub engines: &'static [Engine],
+    /// Its engine table's engines; the first is the default.
+    pub engines: fn() -> Vec<Engine>,
     pub kind: &'static dyn Kind,
 }
 
@@ -47,17 +46,17 @@ pub struct Listed {
 pub const KINDS: &[Listed] = &[
     Listed {
         names: &["stream"],
-        engines: stream::ENGINES,
+        engines: stream::engines,
         kind: &stream::Stream,
     },
     Listed {
         names: &["ping", "rpc"],
-        engines: rr::ENGINES,
+        engines: rr::engines,
         kind: &rr::RequestResponse,
     },
     Listed {
         names: &["pps"],
-        engines: pps::ENGINES,
+        engines: pps::engines,
         kind: &pps::Pps,
     },
 ];
@@ -94,10 +93,10 @@ pub fn capabilities_allowed(allowed: &Allowed) -> Vec<String> {
         .iter()
         .flat_map(|k| {
             k.names.iter().flat_map(|name| {
-                k.engines
-                    .iter()
-                    .filter(|engine| allowed.engine(**engine))
-                    .map(|engine| sonde_results::spec::capability(name, *engine))
+                (k.engines)()
+                    .into_iter()
+                    .filter(|engine| allowed.engine(*engine))
+                    .map(|engine| sonde_results::spec::capability(name, engine))
             })
         })
         .chain(third_party)
@@ -113,7 +112,7 @@ pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
             reason: format!("'{}' is not run as one test", spec.name()),
         });
     };
-    let engines = listed.engines;
+    let engines = (listed.engines)();
     let engine = spec.execution().engine;
     if engines.contains(&engine) {
         return Ok(());
@@ -170,195 +169,53 @@ pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), St
     })
 }
 
-/// What a spec asks of an agent, set against its limits (besides its length). Computed
-/// before the spec is validated, so nothing in it may wrap or panic.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Demand {
-    /// Connections or flows.
-    pub connections: u32,
-    /// Packets or requests per second. `None`: the kind has no such rate; `Some(None)`:
-    /// unpaced.
-    pub rate: Option<Option<f64>>,
-    /// Bits per second of payload the busier direction carries; `None`: unpaced.
-    pub bits_per_s: Option<f64>,
-    pub message_bytes: u32,
-    /// Worker threads this side runs.
-    pub threads: usize,
-    /// Memory this side may take, from [`budget`]'s estimates.
-    pub memory_bytes: u64,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::{PpsSpec, RrSpec, StreamSpec};
 
-/// Why the controller could not open its data endpoints.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("opening data connection {index} to {addr}: {source}")]
-    Data {
-        index: u32,
-        addr: SocketAddr,
-        source: io::Error,
-    },
-    /// The spec cannot run on this path (names the flag).
-    #[error("{0}")]
-    Refused(String),
-}
-
-/// Where the controller opens its data endpoints: the agent's data port, and the cookie
-/// that proves them the test's own.
-#[derive(Debug, Clone, Copy)]
-pub struct DataPort {
-    pub addr: SocketAddr,
-    pub cookie: u64,
-}
-
-/// Endpoints opened, or why not.
-pub type OpenResult<T> = Result<Box<T>, OpenError>;
-
-pub trait Kind: Sync {
-    /// What `spec` asks of the agent that runs `role`'s side of it.
-    fn demand(&self, spec: &TestSpec, role: Role) -> Demand;
-    /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
-    fn workers(&self, spec: &TestSpec, role: Role) -> usize;
-    /// What both ends must agree on about the serving agent's address (pps: the address
-    /// family); part of `prepare`, and all of it a controller that is no end of the test
-    /// does, since the rest of `prepare` checks the sending host.
-    fn fit_address(&self, _spec: &mut TestSpec, _agent: SocketAddr) {}
-    /// Controller (or a client-part agent), before connecting: fits the spec to the path
-    /// to the agent at `agent`.
-    fn prepare(
-        &self,
-        _spec: &mut TestSpec,
-        _agent: SocketAddr,
-        _probe: &HostProbe,
-    ) -> Result<(), OpenError> {
-        Ok(())
+    fn spec(name: &str, engine: Engine) -> TestSpec {
+        let mut spec = match name {
+            "stream" => TestSpec::Stream(StreamSpec::default()),
+            "ping" => TestSpec::Ping(RrSpec::default()),
+            "rpc" => TestSpec::Rpc(RrSpec::default()),
+            "pps" => TestSpec::Pps(PpsSpec::default()),
+            other => panic!("no spec for {other}"),
+        };
+        spec.execution_mut().engine = engine;
+        spec
     }
-    /// Controller: opens the data endpoints to the agent's data port.
-    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;
-    /// Agent: opens where the test's data arrives, on `ip`, from `peer` (the controller,
-    /// or the client agent): a bypass engine steers only that flow.
-    fn open_server(
-        &self,
-        spec: &TestSpec,
-        ip: IpAddr,
-        peer: IpAddr,
-    ) -> io::Result<Box<dyn ServerEndpoint>>;
-    /// The agent's log line for a test that ended.
-    fn summary(&self, spec: &TestSpec, result: &SideResult) -> String;
-}
 
-/// Running workers of any kind and engine: what every side asks of them besides its
-/// kind's own counters (each kind's engine trait adds those).
-pub trait Workers: Send {
-    /// The engine's name, recorded in the result.
-    fn name(&self) -> &'static str;
-    /// Every worker has ended.
-    fn all_done(&self) -> bool;
-    /// Every worker stops now.
-    fn abort(&self);
-    /// How a kernel-bypass engine left the socket path; `None` for kernel sockets.
-    fn bypass(&self) -> Option<sonde_results::Bypass> {
-        None
-    }
-    /// Where the workers run when the engine decided it itself (DPDK's lcores).
-    fn placed(&self) -> Option<sonde_engine::Placement> {
-        None
-    }
-    /// A process doing the engine's work (DPDK's testpmd), whose CPU is the side's too.
-    fn helper(&self) -> Option<u32> {
-        None
-    }
-}
-
-/// The kernel engine's worker types: their own `all_done` and `abort` answer.
-macro_rules! kernel_workers {
-    ($($t:ty),+) => {$(
-        impl $crate::kind::Workers for $t {
-            fn name(&self) -> &'static str {
-                sonde_results::Engine::Kernel.name()
-            }
-            fn all_done(&self) -> bool {
-                <$t>::all_done(self)
-            }
-            fn abort(&self) {
-                <$t>::abort(self)
+    #[test]
+    fn each_kind_lists_its_engines_and_refuses_the_others_naming_the_flag() {
+        assert_eq!(stream::engines(), [Engine::Kernel]);
+        assert_eq!(rr::engines(), [Engine::Kernel, Engine::Xdp]);
+        assert_eq!(pps::engines(), Engine::ALL);
+        for listed in KINDS {
+            let has = (listed.engines)();
+            assert_eq!(
+                has[0],
+                Engine::Kernel,
+                "the kernel engine is every kind's default"
+            );
+            for name in listed.names {
+                for engine in Engine::ALL {
+                    match check_engine(&spec(name, engine)) {
+                        Ok(()) => assert!(has.contains(&engine), "{name} ran {engine}"),
+                        Err(e) => {
+                            assert!(!has.contains(&engine), "{name} refused {engine}: {e}");
+                            assert_eq!(e.flag, "--engine");
+                            assert!(e.reason.contains(engine.name()), "{e}");
+                        }
+                    }
+                }
             }
         }
-    )+};
-}
-pub(crate) use kernel_workers;
-
-/// The controller's open data endpoints, ready to start.
-pub trait ClientEndpoint {
-    /// Starts the workers now: `Start` has just been sent.
-    fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>>;
-}
-
-/// Where the agent receives a test's data.
-pub trait ServerEndpoint: Send {
-    /// The port the controller is told in `Ready`.
-    fn port(&self) -> io::Result<u16>;
-    /// The listener data connections arrive on, and how many the test opens before `Start`.
-    fn listener(&self) -> Option<(&TcpListener, usize)> {
-        None
+        // A peer that skipped admission meets the table's own refusal.
+        let e = stream::backend(Engine::Dpdk).err().unwrap().to_string();
+        assert!(e.contains("--engine dpdk"), "{e}");
+        let e = rr::backend(Engine::Dpdk).err().unwrap().to_string();
+        assert!(e.contains("--engine dpdk"), "{e}");
+        assert!(pps::backend(Engine::Dpdk).is_ok());
     }
-    /// Starts the workers now: `Start` has arrived with every data connection (by index).
-    fn start(
-        self: Box<Self>,
-        conns: Vec<TcpStream>,
-        peer: IpAddr,
-        cookie: u64,
-        probe: HostProbe,
-    ) -> io::Result<Box<dyn Side>>;
-}
-
-/// The unspecified address of `addr`'s family, port 0: where a client socket binds.
-pub(crate) fn any_of(addr: SocketAddr) -> SocketAddr {
-    let ip: IpAddr = if addr.is_ipv4() {
-        std::net::Ipv4Addr::UNSPECIFIED.into()
-    } else {
-        std::net::Ipv6Addr::UNSPECIFIED.into()
-    };
-    SocketAddr::new(ip, 0)
-}
-
-/// Connects one TCP data connection with `opts` and sends its header; returns the notes
-/// on the options applied.
-pub(crate) fn connect_data(
-    to: DataPort,
-    opts: &sonde_engine::SocketOptions,
-    index: u32,
-) -> Result<(TcpStream, Vec<String>), OpenError> {
-    use std::io::Write;
-    let DataPort { addr, cookie } = to;
-    let err = |source| OpenError::Data {
-        index,
-        addr,
-        source,
-    };
-    let (mut s, notes) =
-        sonde_engine::sockopt::connect(addr, opts, CONNECT_TIMEOUT).map_err(err)?;
-    let header = sonde_proto::DataHeader { cookie, index }.encode();
-    s.write_all(&header).map_err(err)?;
-    Ok((s, notes))
-}
-
-/// One UDP socket bound to an ephemeral port and connected to `addr`.
-pub(crate) fn connect_udp(addr: SocketAddr, index: u32) -> Result<std::net::UdpSocket, OpenError> {
-    let err = |source| OpenError::Data {
-        index,
-        addr,
-        source,
-    };
-    let s = std::net::UdpSocket::bind(any_of(addr)).map_err(err)?;
-    s.connect(addr).map_err(err)?;
-    Ok(s)
-}
-
-/// A side asked for an engine its kind does not have (admission checks first, so this is
-/// a peer that skipped it).
-pub(crate) fn no_engine(kind: &str, engine: Engine) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        format!("{kind} has no '{engine}' engine"),
-    )
 }

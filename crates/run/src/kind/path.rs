@@ -2,7 +2,7 @@
 //! the kernel routes through, its MAC, and the next hop's MAC from the neighbour table,
 //! after making the kernel resolve it.
 
-use super::root;
+use super::host::root;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};

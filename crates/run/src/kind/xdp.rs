@@ -3,7 +3,7 @@
 //! program with a socket on every receive queue, attached before any of the
 //! test's packets arrive.
 
-use super::root;
+use super::host::root;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -169,7 +169,7 @@ pub fn steer(steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
 /// how they left the socket path.
 macro_rules! xdp_workers {
     ($($t:ty => $inner:ident),+) => {$(
-        impl $crate::kind::Workers for $t {
+        impl $crate::kind::workers::Workers for $t {
             fn name(&self) -> &'static str {
                 sonde_results::Engine::Xdp.name()
             }

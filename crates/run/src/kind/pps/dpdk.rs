@@ -15,9 +15,47 @@ use sonde_engine::pps::FlowRx;
 use sonde_engine::Placement;
 use sonde_results::{Bypass, Engine, PortCounters, PpsSpec, QueueCounters, Role};
 
-use super::engine::{senders_stop_at, Drops, RxEngine, TxEngine};
+use super::engine::{senders_stop_at, Drops, PpsBackend, RxEngine, RxPort, TxEngine, TxPort};
 use crate::kind::dpdk::{self, refuse, Setup, READY_WITHIN};
-use crate::kind::{path, Workers};
+use crate::kind::path;
+use crate::kind::table::Named;
+use crate::kind::workers::Workers;
+
+pub struct Dpdk;
+
+impl Named for Dpdk {
+    fn engine(&self) -> Engine {
+        Engine::Dpdk
+    }
+}
+
+impl PpsBackend for Dpdk {
+    fn preflight(&self, spec: &PpsSpec, agent: SocketAddr) -> io::Result<()> {
+        preflight(spec, agent)
+    }
+
+    /// testpmd takes a second or two to bring its port up: it starts here.
+    fn open_tx(
+        &self,
+        spec: &PpsSpec,
+        flows: Vec<UdpSocket>,
+        placement: &Placement,
+    ) -> io::Result<Box<dyn TxPort>> {
+        Ok(Box::new(open_tx(spec, flows, placement)?))
+    }
+
+    fn open_rx(
+        &self,
+        spec: &PpsSpec,
+        (sockets, _): (Vec<UdpSocket>, Vec<String>),
+        ip: IpAddr,
+        _peer: IpAddr,
+    ) -> io::Result<Box<dyn RxPort>> {
+        let mut rx = open_rx(spec, ip)?;
+        rx._group = sockets;
+        Ok(Box::new(rx))
+    }
+}
 
 /// One side's testpmd and what the side needs to say about it.
 struct Port {
@@ -38,12 +76,15 @@ struct Port {
 }
 
 /// The sender's testpmd, up and paced but not sending: opened before `Start`.
-pub struct TxPort {
+struct Sending {
     port: Port,
+    spec: PpsSpec,
+    /// The kernel sockets whose source ports the packets use.
+    flows: Vec<UdpSocket>,
 }
 
 /// Starts the sender's testpmd for the flows whose source ports `flows` hold.
-pub fn open_tx(spec: &PpsSpec, flows: &[UdpSocket], placement: &Placement) -> io::Result<TxPort> {
+fn open_tx(spec: &PpsSpec, flows: Vec<UdpSocket>, placement: &Placement) -> io::Result<Sending> {
     let first = flows.first().ok_or_else(|| refuse("no flows".into()))?;
     let (local, peer) = (first.local_addr()?, first.peer_addr()?);
     let (src, dst) = (v4(local.ip())?, v4(peer.ip())?);
@@ -68,17 +109,27 @@ pub fn open_tx(spec: &PpsSpec, flows: &[UdpSocket], placement: &Placement) -> io
     if let Some(rate) = spec.rate_pps {
         pace(&port, rate, spec.size_bytes, setup.queues)?;
     }
-    Ok(TxPort { port })
+    Ok(Sending {
+        port,
+        spec: spec.clone(),
+        flows,
+    })
 }
 
-/// Starts sending: `Start` has just been sent. `flows` hold the packets' source ports.
-pub fn sender(spec: &PpsSpec, tx: TxPort, flows: Vec<UdpSocket>) -> io::Result<Box<dyn TxEngine>> {
-    tx.port.command("start")?;
-    Ok(Box::new(Running {
-        port: tx.port,
-        stop_at: Some(senders_stop_at(spec)),
-        _ports: flows,
-    }))
+impl TxPort for Sending {
+    /// Starts sending: `Start` has just been sent.
+    fn start(
+        self: Box<Self>,
+        _placement: Placement,
+        _cookie: u32,
+    ) -> io::Result<Box<dyn TxEngine>> {
+        self.port.command("start")?;
+        Ok(Box::new(Running {
+            port: self.port,
+            stop_at: Some(senders_stop_at(&self.spec)),
+            _ports: self.flows,
+        }))
+    }
 }
 
 /// Bytes an Ethernet frame takes on the wire besides its own: FCS, preamble, gap.
@@ -103,7 +154,7 @@ fn pace(port: &Port, rate: f64, size_bytes: u32, queues: u32) -> io::Result<()> 
 
 /// Refuses, before the agent is asked, a sender this host cannot run: no root, no
 /// testpmd, no device DPDK can drive, too few hugepages.
-pub fn preflight(spec: &PpsSpec, agent: SocketAddr) -> io::Result<()> {
+fn preflight(spec: &PpsSpec, agent: SocketAddr) -> io::Result<()> {
     let dst = v4(agent.ip())?;
     if agent.ip().is_loopback() {
         return Err(refuse(format!(
@@ -119,13 +170,15 @@ pub fn preflight(spec: &PpsSpec, agent: SocketAddr) -> io::Result<()> {
 }
 
 /// The receiver's testpmd, receiving already: started before `Ready`.
-pub struct RxPort {
+struct Receiving {
     port: Port,
-    pub notes: Vec<String>,
+    notes: Vec<String>,
+    /// The kernel socket group, holding the port until the receivers start.
+    _group: Vec<UdpSocket>,
 }
 
 /// Starts the receiver's testpmd on the device behind `ip`.
-pub fn open_rx(spec: &PpsSpec, ip: IpAddr) -> io::Result<RxPort> {
+fn open_rx(spec: &PpsSpec, ip: IpAddr) -> io::Result<Receiving> {
     v4(ip)?;
     let cpus = spec.execution.server_cpus.as_deref();
     let setup = dpdk::setup(spec, Role::Server, ip, cpus, spec.rx_threads as usize)?;
@@ -137,15 +190,24 @@ pub fn open_rx(spec: &PpsSpec, ip: IpAddr) -> io::Result<RxPort> {
                 .into(),
         );
     }
-    Ok(RxPort { port, notes })
+    Ok(Receiving {
+        port,
+        notes,
+        _group: Vec::new(),
+    })
 }
 
-pub fn receiver(port: RxPort) -> io::Result<Box<dyn RxEngine>> {
-    Ok(Box::new(Running {
-        port: port.port,
-        stop_at: None,
-        _ports: Vec::new(),
-    }))
+impl RxPort for Receiving {
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+    fn start(self: Box<Self>, _cookie: u32) -> io::Result<Box<dyn RxEngine>> {
+        Ok(Box::new(Running {
+            port: self.port,
+            stop_at: None,
+            _ports: Vec::new(),
+        }))
+    }
 }
 
 fn v4(ip: IpAddr) -> io::Result<std::net::Ipv4Addr> {
@@ -316,7 +378,7 @@ struct Running {
 
 impl Workers for Running {
     fn name(&self) -> &'static str {
-        Engine::Dpdk.name()
+        Dpdk.engine().name()
     }
     /// testpmd sends until told: the sender is told at the end of the window.
     fn all_done(&self) -> bool {

@@ -3,10 +3,11 @@
 
 mod dpdk;
 mod engine;
+mod kernel;
 mod side;
 mod xdp;
 
-pub use engine::{RxEngine, TxEngine, ENGINES};
+pub use engine::{PpsBackend, RxEngine, RxPort, TxEngine, TxPort};
 pub use side::PpsSide;
 
 use std::io;
@@ -16,13 +17,28 @@ use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Engine, PpsSpec, Role, SideResult, TestSpec};
 
-use super::{
-    ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint, Workers,
-};
+use super::seam::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+use super::table;
+use super::workers::Workers;
 use crate::side::Side;
+use engine::RX_BUFFER_BYTES;
 
-/// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
-const RX_BUFFER_BYTES: usize = 8 << 20;
+/// The packet-rate engines, the default first: every choice of one is [`backend`].
+pub const ENGINES: &[&dyn PpsBackend] = &[&kernel::Kernel, &xdp::Xdp, &dpdk::Dpdk];
+
+/// The engines of [`ENGINES`].
+pub fn engines() -> Vec<Engine> {
+    table::engines(ENGINES)
+}
+
+/// The packet-rate engine that is `engine`, or why none is.
+pub fn backend(engine: Engine) -> io::Result<&'static dyn PpsBackend> {
+    table::find(ENGINES, "pps", engine)
+}
+
+fn refused(e: io::Error) -> OpenError {
+    OpenError::Refused(e.to_string())
+}
 
 pub struct Pps;
 
@@ -40,11 +56,7 @@ impl Kind for Pps {
         // A worker's batch of packets and, receiving, its socket's doubled SO_RCVBUF; an
         // AF_XDP worker's UMEM and rings instead.
         let batch = u64::from(p.batch).saturating_mul(u64::from(p.size_bytes));
-        let socket = match p.execution.engine {
-            Engine::Xdp => super::budget::XSK_BYTES,
-            _ if role == Role::Server => 2 * RX_BUFFER_BYTES as u64,
-            _ => super::budget::SOCKET_BYTES,
-        };
+        let socket = backend(p.execution.engine).map_or(0, |b| b.socket_bytes(role));
         Demand {
             connections: p.flows,
             rate: Some(p.rate_pps),
@@ -80,13 +92,9 @@ impl Kind for Pps {
         };
         p.validate()
             .map_err(|e| OpenError::Refused(e.to_string()))?;
-        if p.execution.engine == Engine::Xdp {
-            crate::kind::xdp::preflight(agent.ip(), p.size_bytes)
-                .map_err(|e| OpenError::Refused(e.to_string()))?;
-        }
-        if p.execution.engine == Engine::Dpdk {
-            dpdk::preflight(p, agent).map_err(|e| OpenError::Refused(e.to_string()))?;
-        }
+        backend(p.execution.engine)
+            .and_then(|b| b.preflight(p, agent))
+            .map_err(refused)?;
         if let Some((iface, mtu)) = probe.mtu() {
             if p.size_bytes > mtu + 14 {
                 return Err(OpenError::Refused(format!(
@@ -101,15 +109,16 @@ impl Kind for Pps {
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let p = spec_of(spec);
         let flows = (0..p.flows)
-            .map(|index| super::connect_udp(to.addr, index))
+            .map(|index| super::connect::connect_udp(to.addr, index))
             .collect::<Result<_, _>>()?;
         let placement = Placement::new(
             p.tx_threads as usize,
             p.execution.client_cpus.clone(),
             p.flows as usize,
         );
-        let port =
-            engine::open_tx(p, flows, &placement).map_err(|e| OpenError::Refused(e.to_string()))?;
+        let port = backend(p.execution.engine)
+            .and_then(|b| b.open_tx(p, flows, &placement))
+            .map_err(refused)?;
         Ok(Box::new(Flows {
             spec: p.clone(),
             port,
@@ -130,17 +139,15 @@ impl Kind for Pps {
             p.rx_threads as usize,
             RX_BUFFER_BYTES,
         )?;
-        let port = engine::open_rx(p, sockets, (ip, peer))?;
-        // The group's notes (its buffers) are about sockets a bypass engine does not read.
-        let notes = match (&port.xdp, &port.dpdk) {
-            (Some(x), _) => x.notes.clone(),
-            (_, Some(d)) => d.notes.clone(),
-            _ => notes,
-        };
+        let number = sockets[0].local_addr()?.port();
+        let receivers = sockets.len();
+        let port = backend(p.execution.engine)?.open_rx(p, (sockets, notes), ip, peer)?;
         Ok(Box::new(Group {
             spec: p.clone(),
+            notes: port.notes(),
             port,
-            notes,
+            number,
+            receivers,
         }))
     }
 
@@ -158,7 +165,7 @@ impl Kind for Pps {
 /// engine opened beside them.
 struct Flows {
     spec: PpsSpec,
-    port: engine::TxPort,
+    port: Box<dyn TxPort>,
     placement: Placement,
     cookie: u32,
 }
@@ -171,7 +178,7 @@ impl ClientEndpoint for Flows {
             placement,
             cookie,
         } = *self;
-        let sender = engine::sender(&spec, port, placement.clone(), cookie)?;
+        let sender = port.start(placement.clone(), cookie)?;
         let placement = by_bypass(placement, sender.as_ref());
         let probe = with_helper(probe, sender.as_ref());
         Ok(Box::new(PpsSide::client(&spec, sender, placement, probe)))
@@ -202,13 +209,16 @@ fn with_helper(mut probe: HostProbe, workers: &dyn Workers) -> HostProbe {
 /// engine opened beside it.
 struct Group {
     spec: PpsSpec,
-    port: engine::RxPort,
+    port: Box<dyn RxPort>,
     notes: Vec<String>,
+    /// The group's port, and how many sockets it has.
+    number: u16,
+    receivers: usize,
 }
 
 impl ServerEndpoint for Group {
     fn port(&self) -> io::Result<u16> {
-        Ok(self.port.sockets[0].local_addr()?.port())
+        Ok(self.number)
     }
 
     fn start(
@@ -218,11 +228,15 @@ impl ServerEndpoint for Group {
         cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
-        let number = self.port()?;
-        let Group { spec, port, notes } = *self;
-        let n = port.sockets.len();
+        let Group {
+            spec,
+            port,
+            notes,
+            number,
+            receivers: n,
+        } = *self;
         let placement = Placement::new(n, spec.execution.server_cpus.clone(), n);
-        let receiver = engine::receiver(&spec, port, cookie as u32)?;
+        let receiver = port.start(cookie as u32)?;
         let placement = by_bypass(placement, receiver.as_ref());
         let probe = with_helper(probe, receiver.as_ref());
         Ok(Box::new(PpsSide::server(

@@ -10,16 +10,101 @@ use sonde_engine::pps::FlowRx;
 use sonde_engine::xdp::frame::Endpoints;
 use sonde_engine::xdp::pps::{XdpReceiver, XdpSender, XdpTxPlan};
 use sonde_engine::xdp::{Attached, Port};
-use sonde_results::{Bypass, PollMode, PpsSpec};
+use sonde_engine::Placement;
+use sonde_results::{Bypass, Engine, PollMode, PpsSpec, Role};
 
-use super::engine::{rx_plan, senders_stop_at, Drops, RxEngine, TxEngine};
-use crate::kind::xdp::{
-    flow, path_to, queues_of, refuse, sockets, steer, v4, xdp_workers, Steered, BUSY_POLL_US,
+use super::engine::{
+    rx_plan, senders_stop_at, Drops, PpsBackend, RxEngine, RxPort, TxEngine, TxPort,
 };
+use crate::kind::budget::XSK_BYTES;
+use crate::kind::table::Named;
+use crate::kind::xdp::{
+    self as path, flow, path_to, queues_of, refuse, sockets, steer, v4, xdp_workers, Steered,
+    BUSY_POLL_US,
+};
+
+pub struct Xdp;
+
+impl Named for Xdp {
+    fn engine(&self) -> Engine {
+        Engine::Xdp
+    }
+}
+
+impl PpsBackend for Xdp {
+    fn preflight(&self, spec: &PpsSpec, agent: SocketAddr) -> io::Result<()> {
+        path::preflight(agent.ip(), spec.size_bytes)
+    }
+
+    /// A worker's UMEM and rings.
+    fn socket_bytes(&self, _role: Role) -> u64 {
+        XSK_BYTES
+    }
+
+    /// Nothing to open early: the senders' sockets are opened when they start.
+    fn open_tx(
+        &self,
+        spec: &PpsSpec,
+        flows: Vec<UdpSocket>,
+        _placement: &Placement,
+    ) -> io::Result<Box<dyn TxPort>> {
+        Ok(Box::new(Flows {
+            spec: spec.clone(),
+            flows,
+        }))
+    }
+
+    fn open_rx(
+        &self,
+        spec: &PpsSpec,
+        (sockets, _): (Vec<UdpSocket>, Vec<String>),
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn RxPort>> {
+        let port = sockets[0].local_addr()?.port();
+        let busy = (spec.poll != PollMode::Block).then_some((BUSY_POLL_US, spec.batch));
+        Ok(Box::new(Receiving {
+            spec: spec.clone(),
+            steered: steer(flow(peer, ip, Port::To(port))?, busy)?,
+            _group: sockets,
+        }))
+    }
+}
+
+/// The controller's flows, whose source ports the frames use.
+struct Flows {
+    spec: PpsSpec,
+    flows: Vec<UdpSocket>,
+}
+
+impl TxPort for Flows {
+    fn start(self: Box<Self>, placement: Placement, cookie: u32) -> io::Result<Box<dyn TxEngine>> {
+        let Flows { spec, flows } = *self;
+        sender(&spec, flows, placement.cpus, placement.threads, cookie)
+    }
+}
+
+/// The receive program and a socket per receive queue, opened before `Ready`.
+struct Receiving {
+    spec: PpsSpec,
+    steered: Steered,
+    /// The kernel socket group, holding the port until the receivers start.
+    _group: Vec<UdpSocket>,
+}
+
+impl RxPort for Receiving {
+    fn notes(&self) -> Vec<String> {
+        self.steered.notes.clone()
+    }
+    fn start(self: Box<Self>, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
+        let Receiving { spec, steered, .. } = *self;
+        receiver(&spec, steered, cookie)
+    }
+}
 
 /// Senders on AF_XDP sockets, one per transmit queue up to `threads`, for the flows the
 /// kernel sockets in `flows` hold the ports of.
-pub fn sender(
+fn sender(
     spec: &PpsSpec,
     flows: Vec<UdpSocket>,
     cpus: Option<Vec<usize>>,
@@ -66,17 +151,8 @@ pub fn sender(
     }))
 }
 
-/// The receive program and a socket per receive queue, opened before `Ready`.
-pub type RxPort = Steered;
-
-/// Attaches the redirect program for `peer`'s packets to UDP `port` at `ip`.
-pub fn open_rx(spec: &PpsSpec, ip: IpAddr, peer: IpAddr, port: u16) -> io::Result<RxPort> {
-    let busy = (spec.poll != PollMode::Block).then_some((BUSY_POLL_US, spec.batch));
-    steer(flow(peer, ip, Port::To(port))?, busy)
-}
-
 /// Receivers on the sockets of `port`, one thread per socket.
-pub fn receiver(spec: &PpsSpec, port: RxPort, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
+fn receiver(spec: &PpsSpec, port: Steered, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
     let Steered {
         program,
         xsks,

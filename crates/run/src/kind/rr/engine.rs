@@ -1,20 +1,20 @@
-//! What a request/response side needs of a data plane, and the kernel-socket engine that
-//! provides it: request workers on the controller, echo workers on the agent. The AF_XDP
-//! engine (`xdp`) provides the same two traits over the same workers' plans.
+//! What a request/response side needs of a data plane (running request and echo workers),
+//! what an engine implements to be in the kind's table ([`RrBackend`]: preflight, the
+//! client's and the agent's ports), and the workers' plans every engine runs.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use sonde_engine::rr_client::{ClientPlan, RrClient, Target, WorkerEnd};
-use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
-use sonde_engine::wait::Poll;
+use sonde_engine::rr_client::{ClientPlan, WorkerEnd};
+use sonde_engine::rr_server::ServerPlan;
 use sonde_engine::Placement;
-use sonde_results::{Engine, PollMode, RrSpec};
+use sonde_results::RrSpec;
 
-use super::xdp;
-use crate::kind::{kernel_workers, no_engine, Workers};
+use crate::kind::seam::{DataPort, OpenResult};
+use crate::kind::table::Named;
+use crate::kind::workers::{poll_of, Workers};
 
 /// After the last request, how long answers may still arrive.
 pub const DRAIN: Duration = Duration::from_secs(2);
@@ -42,65 +42,62 @@ pub trait EchoEngine: Workers {
     fn join(&mut self) -> Vec<String>;
 }
 
-pub fn poll_of(mode: PollMode) -> Poll {
-    match mode {
-        PollMode::Block => Poll::Block,
-        PollMode::Busy => Poll::Busy,
-        PollMode::Hybrid { spin_us } => Poll::Hybrid(Duration::from_micros(spin_us as u64)),
+/// A request/response engine: what it refuses up front and what each end opens.
+pub trait RrBackend: Named + Sync {
+    /// Refuses, before the agent is asked, what this host or spec cannot run.
+    fn preflight(&self, _spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
+        Ok(())
     }
+    /// Memory a worker takes besides its buffer and histograms (AF_XDP: UMEM and rings).
+    fn worker_bytes(&self) -> u64 {
+        0
+    }
+    /// Controller: opens what the request workers send on, to the agent's data port.
+    fn open_client(&self, spec: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort>;
+    /// Agent: opens where requests from `peer` arrive, on `ip`, before `Ready`.
+    fn open_server(
+        &self,
+        spec: &RrSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerPort>>;
 }
-
-/// The engines a request/response side can run, by name.
-pub const ENGINES: &[Engine] = &[Engine::Kernel, Engine::Xdp];
 
 /// What the controller's request workers send on, opened before `Start`.
-pub enum Carrier {
-    Kernel(Target),
-    Xdp(xdp::ClientPort),
+pub trait ClientPort {
+    /// Notes on the socket options applied.
+    fn options(&self) -> Vec<String>;
+    /// Starts the request workers on it.
+    fn start(self: Box<Self>, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>>;
 }
 
-/// What the agent's echo workers answer on, opened before `Ready`.
-pub enum Answering {
-    Kernel(ServerTarget),
-    /// Answering `peer` only.
-    Xdp {
-        port: Box<xdp::ServerPort>,
+/// Where the agent's echo workers answer, opened before `Ready`.
+pub trait ServerPort: Send {
+    /// The port the controller is told in `Ready`.
+    fn port(&self) -> io::Result<u16>;
+    /// The listener data connections arrive on, and how many arrive before `Start`.
+    fn listener(&self) -> Option<(&TcpListener, usize)> {
+        None
+    }
+    /// What the echo workers are dealt (sockets or queues), once `conns` arrived.
+    fn units(&self, conns: usize) -> usize;
+    /// Starts echo workers answering `peer` only, on `conns` (TCP) or its own sockets;
+    /// also the notes on the socket options applied.
+    fn start(
+        self: Box<Self>,
+        conns: Vec<TcpStream>,
         peer: IpAddr,
-    },
-}
-
-/// Starts the spec's engine's request workers; the test's clock started at `started`.
-pub fn client(
-    spec: &RrSpec,
-    carrier: Carrier,
-    (placement, cookie): (Placement, u64),
-    started: Instant,
-) -> io::Result<Box<dyn RequestEngine>> {
-    let plan = client_plan(spec, placement, cookie, started);
-    match (spec.execution.engine, carrier) {
-        (Engine::Kernel, Carrier::Kernel(target)) => Ok(Box::new(RrClient::spawn(target, plan)?)),
-        (Engine::Xdp, Carrier::Xdp(port)) => xdp::client(port, plan),
-        (other, _) => Err(no_engine("request/response", other)),
-    }
-}
-
-/// Starts the spec's engine's echo workers; the test's clock started at `started`.
-pub fn server(
-    spec: &RrSpec,
-    answering: Answering,
-    (placement, cookie): (Placement, u64),
-    started: Instant,
-) -> io::Result<Box<dyn EchoEngine>> {
-    let plan = server_plan(spec, placement, cookie, started);
-    match (spec.execution.engine, answering) {
-        (Engine::Kernel, Answering::Kernel(target)) => Ok(Box::new(RrServer::spawn(target, plan)?)),
-        (Engine::Xdp, Answering::Xdp { port, peer }) => xdp::server(*port, peer, plan),
-        (other, _) => Err(no_engine("request/response", other)),
-    }
+        plan: ServerPlan,
+    ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)>;
 }
 
 /// The request workers' plan: the spec's sizes, window, pacing and clock.
-fn client_plan(spec: &RrSpec, placement: Placement, cookie: u64, started: Instant) -> ClientPlan {
+pub fn client_plan(
+    spec: &RrSpec,
+    placement: Placement,
+    cookie: u64,
+    started: Instant,
+) -> ClientPlan {
     let window_start = started + Duration::from_millis(spec.timing.warmup_ms);
     let window_end = window_start + Duration::from_millis(spec.timing.duration_ms);
     let stop = window_end + Duration::from_millis(spec.timing.cooldown_ms);
@@ -125,7 +122,12 @@ fn client_plan(spec: &RrSpec, placement: Placement, cookie: u64, started: Instan
 }
 
 /// The echo workers' plan.
-fn server_plan(spec: &RrSpec, placement: Placement, cookie: u64, started: Instant) -> ServerPlan {
+pub fn server_plan(
+    spec: &RrSpec,
+    placement: Placement,
+    cookie: u64,
+    started: Instant,
+) -> ServerPlan {
     ServerPlan {
         placement,
         request_bytes: spec.request_bytes as usize,
@@ -138,31 +140,5 @@ fn server_plan(spec: &RrSpec, placement: Placement, cookie: u64, started: Instan
                 Duration::from_millis(s.stall_ms),
             )
         }),
-    }
-}
-
-kernel_workers!(RrClient, RrServer);
-
-impl RequestEngine for RrClient {
-    fn counts(&self) -> (u64, u64) {
-        RrClient::counts(self)
-    }
-    fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
-        RrClient::drain(self)
-    }
-    fn join(&mut self) -> Vec<WorkerEnd> {
-        RrClient::join(self)
-    }
-}
-
-impl EchoEngine for RrServer {
-    fn answered(&self) -> u64 {
-        RrServer::answered(self)
-    }
-    fn rejected(&self) -> u64 {
-        RrServer::rejected(self)
-    }
-    fn join(&mut self) -> Vec<String> {
-        RrServer::join(self)
     }
 }

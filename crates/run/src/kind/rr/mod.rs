@@ -1,32 +1,41 @@
 //! Request/response: ping (one message in flight, round-trip times; sockperf) and rpc
 //! (many connections, many messages in flight; neper tcp_rr and tcp_crr, msg_gen).
+//! Its engines are [`ENGINES`]; each implements [`RrBackend`] in its own module.
 
 mod engine;
-
-pub use engine::UDP_LOSS_TIMEOUT;
+mod kernel;
 mod side;
 mod xdp;
 
-pub use engine::{poll_of, EchoEngine, RequestEngine, ENGINES};
-use engine::{Answering, Carrier};
+pub use engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort, UDP_LOSS_TIMEOUT};
 pub use side::{Engine, Parts, RrSide};
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Instant;
 
-use sonde_engine::rr_client::{RrSocket, Target};
-use sonde_engine::rr_server::ServerTarget;
-use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{Role, RrSpec, SideResult, TestSpec, Transport};
+use sonde_results::{Role, RrSpec, SideResult, TestSpec};
 
-use super::{
-    budget, ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint,
-};
+use super::budget;
+use super::seam::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+use super::table;
 use crate::side::Side;
+use engine::{client_plan, server_plan};
+
+/// The request/response engines, the default first: every choice of one is [`backend`].
+pub const ENGINES: &[&dyn RrBackend] = &[&kernel::Kernel, &xdp::Xdp];
+
+/// The engines of [`ENGINES`].
+pub fn engines() -> Vec<sonde_results::Engine> {
+    table::engines(ENGINES)
+}
+
+/// The request/response engine that is `engine`, or why none is.
+pub fn backend(engine: sonde_results::Engine) -> io::Result<&'static dyn RrBackend> {
+    table::find(ENGINES, "request/response", engine)
+}
 
 pub struct RequestResponse;
 
@@ -35,20 +44,6 @@ fn spec_of(spec: &TestSpec) -> &RrSpec {
         TestSpec::Ping(r) | TestSpec::Rpc(r) => r,
         _ => unreachable!("kind::of gives ping and rpc specs to the request/response kind"),
     }
-}
-
-fn nodelay() -> SocketOptions {
-    SocketOptions {
-        nodelay: true,
-        ..Default::default()
-    }
-}
-
-/// `--busy-poll` on one socket: the notes on what was applied.
-fn busy_poll(spec: &RrSpec, fd: std::os::fd::RawFd) -> Vec<String> {
-    spec.busy_poll_us
-        .map(|us| sockopt::set_busy_poll(fd, us))
-        .unwrap_or_default()
 }
 
 /// The workers of `role`'s end over `units` sockets: as asked, else the
@@ -65,18 +60,17 @@ fn placement(spec: &RrSpec, role: Role, units: usize) -> Placement {
 }
 
 /// Starts `role`'s workers over `units` sockets (`start` gets their placement and the
-/// test's clock) and the side that measures them.
+/// test's clock, and says the socket options it applied) and the side that measures them.
 fn start_side(
     spec: &RrSpec,
     role: Role,
     units: usize,
-    start: impl FnOnce(Placement, Instant) -> io::Result<Engine>,
+    start: impl FnOnce(Placement, Instant) -> io::Result<(Engine, Vec<String>)>,
     probe: HostProbe,
-    socket_options: Vec<String>,
 ) -> io::Result<Box<dyn Side>> {
     let started = Instant::now();
     let mut placement = placement(spec, role, units);
-    let engine = start(placement.clone(), started)?;
+    let (engine, socket_options) = start(placement.clone(), started)?;
     // A bypass engine runs no more workers than it has queues.
     let bypass = match &engine {
         Engine::Client(c) => c.bypass(),
@@ -114,11 +108,7 @@ impl Kind for RequestResponse {
         let per_conn = u64::from(r.window)
             .saturating_mul(u64::from(message))
             .saturating_add(budget::SOCKET_BYTES);
-        let xsks = if r.execution.engine == sonde_results::Engine::Xdp {
-            budget::XSK_BYTES
-        } else {
-            0
-        };
+        let xsks = backend(r.execution.engine).map_or(0, |b| b.worker_bytes());
         Demand {
             connections: r.connections,
             rate: Some(r.rate_per_s),
@@ -146,59 +136,19 @@ impl Kind for RequestResponse {
         _probe: &HostProbe,
     ) -> Result<(), OpenError> {
         let r = spec_of(spec);
-        if r.execution.engine == sonde_results::Engine::Xdp {
-            xdp::preflight(r, agent.ip()).map_err(|e| OpenError::Refused(e.to_string()))?;
-        }
-        Ok(())
+        backend(r.execution.engine)
+            .and_then(|b| b.preflight(r, agent.ip()))
+            .map_err(|e| OpenError::Refused(e.to_string()))
     }
 
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let r = spec_of(spec);
-        let opened = |carrier, options| -> OpenResult<dyn ClientEndpoint> {
-            Ok(Box::new(Opened {
-                spec: r.clone(),
-                carrier,
-                options,
-                cookie: to.cookie,
-            }))
-        };
-        if r.connect_per_request {
-            let target = Target::ConnectPerRequest {
-                addr: to.addr,
-                opts: nodelay(),
-                connections: r.connections as usize,
-            };
-            return opened(Carrier::Kernel(target), vec!["TCP_NODELAY".into()]);
-        }
-        if r.execution.engine == sonde_results::Engine::Xdp {
-            let sockets = (0..r.connections)
-                .map(|index| super::connect_udp(to.addr, index))
-                .collect::<Result<_, _>>()?;
-            let port =
-                xdp::open_client(r, sockets).map_err(|e| OpenError::Refused(e.to_string()))?;
-            let notes = port.notes().to_vec();
-            return opened(Carrier::Xdp(port), notes);
-        }
-        let mut sockets = Vec::new();
-        let mut options = Vec::new();
-        for index in 0..r.connections {
-            let (sock, mut applied) = match r.transport {
-                Transport::Tcp => {
-                    let (s, _) = super::connect_data(to, &nodelay(), index)?;
-                    (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
-                }
-                Transport::Udp => (
-                    RrSocket::Udp(super::connect_udp(to.addr, index)?),
-                    Vec::new(),
-                ),
-            };
-            applied.extend(busy_poll(r, sock.fd()));
-            if index == 0 {
-                options = applied;
-            }
-            sockets.push(sock);
-        }
-        opened(Carrier::Kernel(Target::Sockets(sockets)), options)
+        let engine = backend(r.execution.engine).map_err(|e| OpenError::Refused(e.to_string()))?;
+        Ok(Box::new(Opened {
+            spec: r.clone(),
+            port: engine.open_client(r, to)?,
+            cookie: to.cookie,
+        }))
     }
 
     fn open_server(
@@ -208,21 +158,9 @@ impl Kind for RequestResponse {
         peer: IpAddr,
     ) -> io::Result<Box<dyn ServerEndpoint>> {
         let r = spec_of(spec);
-        let addr = SocketAddr::new(ip, 0);
-        let at = match r.transport {
-            Transport::Udp if r.execution.engine == sonde_results::Engine::Xdp => At::Xdp(
-                Box::new(xdp::open_server(r, UdpSocket::bind(addr)?, ip, peer)?),
-            ),
-            Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
-            Transport::Tcp => {
-                let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
-                l.set_nonblocking(true)?;
-                At::Tcp(l)
-            }
-        };
         Ok(Box::new(Listening {
             spec: r.clone(),
-            at,
+            port: backend(r.execution.engine)?.open_server(r, ip, peer)?,
         }))
     }
 
@@ -242,56 +180,40 @@ impl Kind for RequestResponse {
     }
 }
 
-/// The controller's sockets (or, connect per request, where to connect).
+/// What the controller's engine opened.
 struct Opened {
     spec: RrSpec,
-    carrier: Carrier,
-    options: Vec<String>,
+    port: Box<dyn ClientPort>,
     /// Stamped into every UDP request, so that the agent's echo answers it.
     cookie: u64,
 }
 
 impl ClientEndpoint for Opened {
     fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
-        let Opened {
-            spec,
-            carrier,
-            options,
-            cookie,
-        } = *self;
+        let Opened { spec, port, cookie } = *self;
         let units = spec.connections as usize;
+        let options = port.options();
         let start = |placement, started| {
-            engine::client(&spec, carrier, (placement, cookie), started).map(Engine::Client)
+            let plan = client_plan(&spec, placement, cookie, started);
+            Ok((Engine::Client(port.start(plan)?), options))
         };
-        start_side(&spec, Role::Client, units, start, probe, options)
+        start_side(&spec, Role::Client, units, start, probe)
     }
 }
 
-enum At {
-    Udp(UdpSocket),
-    Tcp(TcpListener),
-    Xdp(Box<xdp::ServerPort>),
-}
-
+/// What the agent's engine opened.
 struct Listening {
     spec: RrSpec,
-    at: At,
+    port: Box<dyn ServerPort>,
 }
 
 impl ServerEndpoint for Listening {
     fn port(&self) -> io::Result<u16> {
-        Ok(match &self.at {
-            At::Udp(u) => u.local_addr()?.port(),
-            At::Xdp(x) => x.port()?,
-            At::Tcp(l) => l.local_addr()?.port(),
-        })
+        self.port.port()
     }
 
     fn listener(&self) -> Option<(&TcpListener, usize)> {
-        match &self.at {
-            At::Tcp(l) => Some((l, self.spec.initial_connections() as usize)),
-            At::Udp(_) | At::Xdp(_) => None,
-        }
+        self.port.listener()
     }
 
     fn start(
@@ -301,47 +223,13 @@ impl ServerEndpoint for Listening {
         cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
-        let Listening { spec, at } = *self;
-        let mut options = Vec::new();
-        let target = match at {
-            At::Xdp(port) => {
-                options = port.notes().to_vec();
-                Answering::Xdp { port, peer }
-            }
-            At::Udp(socket) => {
-                options = busy_poll(&spec, socket.as_raw_fd());
-                Answering::Kernel(ServerTarget::Udp {
-                    socket,
-                    allowed: peer,
-                })
-            }
-            At::Tcp(listener) if spec.connect_per_request => {
-                Answering::Kernel(ServerTarget::Accept {
-                    listener,
-                    allowed: peer,
-                })
-            }
-            At::Tcp(_) => {
-                let mut socks = Vec::new();
-                for c in conns {
-                    c.set_nodelay(true)?;
-                    let applied = busy_poll(&spec, c.as_raw_fd());
-                    if socks.is_empty() {
-                        options = applied;
-                    }
-                    socks.push(RrSocket::Tcp(c));
-                }
-                Answering::Kernel(ServerTarget::Sockets(socks))
-            }
-        };
-        let units = match &target {
-            Answering::Kernel(ServerTarget::Sockets(s)) => s.len(),
-            Answering::Xdp { port, .. } => port.queues(),
-            _ => 1,
-        };
+        let Listening { spec, port } = *self;
+        let units = port.units(conns.len());
         let start = |placement, started| {
-            engine::server(&spec, target, (placement, cookie), started).map(Engine::Server)
+            let plan = server_plan(&spec, placement, cookie, started);
+            let (echo, options) = port.start(conns, peer, plan)?;
+            Ok((Engine::Server(echo), options))
         };
-        start_side(&spec, Role::Server, units, start, probe, options)
+        start_side(&spec, Role::Server, units, start, probe)
     }
 }

@@ -5,7 +5,7 @@
 //! sockets of both ends stay open, holding their ports, while no test packet reaches them.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
@@ -13,16 +13,56 @@ use sonde_engine::rr_client::{ClientPlan, RrClient, Target, WorkerEnd};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::xdp::frame::{payload_offset, Endpoints};
 use sonde_engine::xdp::{Attached, Port};
-use sonde_results::{Bypass, PollMode, RrSpec};
+use sonde_results::{Bypass, Engine, PollMode, RrSpec};
 
-use super::engine::{EchoEngine, RequestEngine};
+use super::engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort};
+use crate::kind::budget::XSK_BYTES;
+use crate::kind::connect::connect_udp;
+use crate::kind::seam::{DataPort, OpenError, OpenResult};
+use crate::kind::table::Named;
 use crate::kind::xdp::{self as path, flow, path_to, refuse, steer, v4, xdp_workers, Steered};
+
+pub struct Xdp;
+
+impl Named for Xdp {
+    fn engine(&self) -> Engine {
+        Engine::Xdp
+    }
+}
+
+impl RrBackend for Xdp {
+    fn preflight(&self, spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
+        preflight(spec, agent)
+    }
+
+    fn worker_bytes(&self) -> u64 {
+        XSK_BYTES
+    }
+
+    fn open_client(&self, spec: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
+        let sockets = (0..spec.connections)
+            .map(|index| connect_udp(to.addr, index))
+            .collect::<Result<_, _>>()?;
+        let port = open_client(spec, sockets).map_err(|e| OpenError::Refused(e.to_string()))?;
+        Ok(Box::new(port))
+    }
+
+    fn open_server(
+        &self,
+        spec: &RrSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerPort>> {
+        let socket = UdpSocket::bind(SocketAddr::new(ip, 0))?;
+        Ok(Box::new(open_server(spec, socket, ip, peer)?))
+    }
+}
 
 /// Packets one busy poll may take.
 const BUSY_POLL_BUDGET: u32 = 64;
 
 /// Refuses, before the agent is asked, what this host or spec cannot run over AF_XDP.
-pub fn preflight(spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
+fn preflight(spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
     if spec.connect_per_request {
         return Err(refuse(
             "--crr opens a TCP connection per request; AF_XDP carries UDP".into(),
@@ -44,7 +84,7 @@ fn busy(spec: &RrSpec) -> Option<(u32, u32)> {
 }
 
 /// The controller's answer sockets and program, and its flows.
-pub struct ClientPort {
+struct Requesting {
     steered: Steered,
     flows: Vec<Endpoints>,
     /// The kernel sockets whose source ports the frames use, held so that nothing else
@@ -54,7 +94,7 @@ pub struct ClientPort {
 
 /// Attaches the answers' program and builds the flows of `sockets` (one per connection,
 /// each connected to the agent's echo port).
-pub fn open_client(spec: &RrSpec, sockets: Vec<UdpSocket>) -> io::Result<ClientPort> {
+fn open_client(spec: &RrSpec, sockets: Vec<UdpSocket>) -> io::Result<Requesting> {
     let first = sockets
         .first()
         .ok_or_else(|| refuse("no connections".into()))?;
@@ -74,87 +114,92 @@ pub fn open_client(spec: &RrSpec, sockets: Vec<UdpSocket>) -> io::Result<ClientP
     // Refused before a packet is sent when the agent's port is a well-known one.
     let answers = flow(peer.ip(), local.ip(), Port::From(peer.port()))?;
     let steered = steer(answers, busy(spec))?;
-    Ok(ClientPort {
+    Ok(Requesting {
         steered,
         flows,
         ports: sockets,
     })
 }
 
-impl ClientPort {
-    pub fn notes(&self) -> &[String] {
-        &self.steered.notes
+impl ClientPort for Requesting {
+    fn options(&self) -> Vec<String> {
+        self.steered.notes.clone()
+    }
+
+    /// Request workers on the controller's sockets.
+    fn start(self: Box<Self>, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>> {
+        let Requesting {
+            steered,
+            flows,
+            ports,
+        } = *self;
+        let target = Target::Xdp {
+            xsks: steered.xsks,
+            flows,
+            busy_polling: steered.bypass.busy_poll,
+        };
+        Ok(Box::new(Requests {
+            client: RrClient::spawn(target, plan)?,
+            bypass: steered.bypass,
+            _program: steered.program,
+            _ports: ports,
+        }))
     }
 }
 
-/// Request workers on the controller's sockets.
-pub fn client(port: ClientPort, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>> {
-    let ClientPort {
-        steered,
-        flows,
-        ports,
-    } = port;
-    let target = Target::Xdp {
-        xsks: steered.xsks,
-        flows,
-        busy_polling: steered.bypass.busy_poll,
-    };
-    Ok(Box::new(Requests {
-        client: RrClient::spawn(target, plan)?,
-        bypass: steered.bypass,
-        _program: steered.program,
-        _ports: ports,
-    }))
-}
-
 /// The agent's request sockets and program, attached before `Ready`.
-pub struct ServerPort {
+struct Answering {
     steered: Steered,
     /// The kernel socket that holds the echo port for the test.
     socket: UdpSocket,
 }
 
 /// Attaches the requests' program for `peer`'s packets to the port of `socket` at `ip`.
-pub fn open_server(
+fn open_server(
     spec: &RrSpec,
     socket: UdpSocket,
     ip: IpAddr,
     peer: IpAddr,
-) -> io::Result<ServerPort> {
+) -> io::Result<Answering> {
     let port = socket.local_addr()?.port();
     let requests = flow(peer, ip, Port::To(port))?;
-    Ok(ServerPort {
+    Ok(Answering {
         steered: steer(requests, busy(spec))?,
         socket,
     })
 }
 
-impl ServerPort {
-    pub fn port(&self) -> io::Result<u16> {
+impl ServerPort for Answering {
+    fn port(&self) -> io::Result<u16> {
         Ok(self.socket.local_addr()?.port())
     }
-    pub fn notes(&self) -> &[String] {
-        &self.steered.notes
-    }
-    pub fn queues(&self) -> usize {
+
+    /// A worker per queue at most.
+    fn units(&self, _conns: usize) -> usize {
         self.steered.xsks.len()
     }
-}
 
-/// Echo workers on the agent's sockets, answering `peer` only.
-pub fn server(port: ServerPort, peer: IpAddr, plan: ServerPlan) -> io::Result<Box<dyn EchoEngine>> {
-    let ServerPort { steered, socket } = port;
-    let target = ServerTarget::Xdp {
-        xsks: steered.xsks.into_iter().map(Mutex::new).collect(),
-        allowed: peer,
-        busy_polling: steered.bypass.busy_poll,
-    };
-    Ok(Box::new(Echo {
-        server: RrServer::spawn(target, plan)?,
-        bypass: steered.bypass,
-        _program: steered.program,
-        _port: socket,
-    }))
+    /// Echo workers on the agent's sockets, answering `peer` only.
+    fn start(
+        self: Box<Self>,
+        _conns: Vec<TcpStream>,
+        peer: IpAddr,
+        plan: ServerPlan,
+    ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)> {
+        let Answering { steered, socket } = *self;
+        let target = ServerTarget::Xdp {
+            xsks: steered.xsks.into_iter().map(Mutex::new).collect(),
+            allowed: peer,
+            busy_polling: steered.bypass.busy_poll,
+        };
+        let echo = Echo {
+            server: RrServer::spawn(target, plan)?,
+            bypass: steered.bypass,
+            _program: steered.program,
+            _port: socket,
+        };
+        Ok((Box::new(echo), steered.notes))
+    }
 }
 
 struct Requests {

@@ -1,16 +1,16 @@
-//! What a stream side needs of a data plane, and the kernel-socket engine that provides it.
-//! Another engine (io_uring, say) implements [`StreamEngine`]; the side does not change.
+//! What a stream side needs of a data plane ([`StreamEngine`]: running workers), and what
+//! an engine implements to be in the stream kind's table ([`StreamBackend`]). Another
+//! engine (io_uring, say) is a module implementing [`StreamBackend`]; the side does not
+//! change.
 
 use std::io;
 use std::net::TcpStream;
 
-use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
-use sonde_engine::{Placement, StreamConn, StreamWorkers, TcpInfo};
+use sonde_engine::{Placement, TcpInfo};
 
-use sonde_results::Engine;
-
-use crate::kind::{kernel_workers, no_engine, Workers};
+use crate::kind::table::Named;
+use crate::kind::workers::Workers;
 
 /// Running stream workers, seen from the side that samples them.
 pub trait StreamEngine: Workers {
@@ -27,58 +27,13 @@ pub trait StreamEngine: Workers {
     fn join(&mut self) -> Vec<ConnEnd>;
 }
 
-/// The engines a stream side can run, by name.
-pub const ENGINES: &[Engine] = &[Engine::Kernel];
-
-/// Starts the engine named `name` on `conns` (each with whether this end sends on it).
-pub fn start(
-    engine: Engine,
-    conns: Vec<(TcpStream, bool)>,
-    placement: Placement,
-    buffer_bytes: usize,
-) -> io::Result<Box<dyn StreamEngine>> {
-    match engine {
-        Engine::Kernel => kernel(conns, placement, buffer_bytes),
-        other => Err(no_engine("stream", other)),
-    }
-}
-
-/// Starts the kernel-socket workers: blocking send/recv, or epoll across connections.
-fn kernel(
-    conns: Vec<(TcpStream, bool)>,
-    placement: Placement,
-    buffer_bytes: usize,
-) -> io::Result<Box<dyn StreamEngine>> {
-    let conns = conns
-        .into_iter()
-        .map(|(stream, send)| StreamConn { stream, send })
-        .collect();
-    Ok(Box::new(StreamWorkers::spawn(
-        conns,
-        placement,
-        buffer_bytes,
-    )?))
-}
-
-kernel_workers!(StreamWorkers);
-
-impl StreamEngine for StreamWorkers {
-    fn connections(&self) -> usize {
-        StreamWorkers::len(self)
-    }
-    fn counters(&self, i: usize) -> (u64, u64) {
-        StreamWorkers::counters(self, i)
-    }
-    fn is_sender(&self, i: usize) -> bool {
-        StreamWorkers::is_sender(self, i)
-    }
-    fn tcp_info(&self, i: usize) -> Option<TcpInfo> {
-        tcp_info(self.fd(i))
-    }
-    fn finish(&self) {
-        StreamWorkers::finish(self)
-    }
-    fn join(&mut self) -> Vec<ConnEnd> {
-        StreamWorkers::join(self)
-    }
+/// A stream engine: starts its workers on the connections both ends opened.
+pub trait StreamBackend: Named + Sync {
+    /// Starts the workers on `conns` (each with whether this end sends on it).
+    fn start(
+        &self,
+        conns: Vec<(TcpStream, bool)>,
+        placement: Placement,
+        buffer_bytes: usize,
+    ) -> io::Result<Box<dyn StreamEngine>>;
 }

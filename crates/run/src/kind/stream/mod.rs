@@ -1,9 +1,10 @@
 //! Stream: TCP bulk transfer over many connections, one way or both (ntttcp, iperf3).
 
 mod engine;
+mod kernel;
 mod side;
 
-pub use engine::{StreamEngine, ENGINES};
+pub use engine::{StreamBackend, StreamEngine};
 pub use side::StreamSide;
 
 use std::io;
@@ -12,10 +13,25 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{Direction, Role, SideResult, StreamSpec, TestSpec, Transfer};
+use sonde_results::{Direction, Engine, Role, SideResult, StreamSpec, TestSpec, Transfer};
 
-use super::{budget, ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
+use super::budget;
+use super::seam::{ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
+use super::table;
 use crate::side::Side;
+
+/// The stream kind's engines, the default first: every choice of one is [`backend`].
+pub const ENGINES: &[&dyn StreamBackend] = &[&kernel::Kernel];
+
+/// The engines of [`ENGINES`].
+pub fn engines() -> Vec<Engine> {
+    table::engines(ENGINES)
+}
+
+/// The stream engine that is `engine`, or why none is.
+pub fn backend(engine: Engine) -> io::Result<&'static dyn StreamBackend> {
+    table::find(ENGINES, "stream", engine)
+}
 
 pub struct Stream;
 
@@ -63,7 +79,7 @@ impl Kind for Stream {
         let mut conns = Vec::new();
         let mut notes = Vec::new();
         for index in 0..s.total_connections() {
-            let (stream, n) = super::connect_data(to, &opts, index)?;
+            let (stream, n) = super::connect::connect_data(to, &opts, index)?;
             if index == 0 {
                 notes = n;
             }
@@ -158,8 +174,7 @@ impl Opened {
             .zip(&meta)
             .map(|(c, (_, d))| (c, sends(*d)))
             .collect();
-        let engine = engine::start(
-            spec.execution.engine,
+        let engine = backend(spec.execution.engine)?.start(
             conns,
             placement.clone(),
             spec.buffer_bytes as usize,

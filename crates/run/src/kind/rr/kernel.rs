@@ -1,0 +1,209 @@
+//! The request/response kind's kernel-socket engine: a TCP connection or connected UDP
+//! socket per connection on the controller (or a new TCP connection per request), and on
+//! the agent an echo socket, the TCP connections or a listener to accept from.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use hdrhistogram::Histogram;
+use sonde_engine::rr_client::{ClientPlan, RrClient, RrSocket, Target, WorkerEnd};
+use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
+use sonde_engine::sockopt::{self, SocketOptions};
+use sonde_results::{Engine, RrSpec, Transport};
+
+use super::engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort};
+use crate::kind::connect::{connect_data, connect_udp};
+use crate::kind::seam::{DataPort, OpenResult};
+use crate::kind::table::Named;
+use crate::kind::workers::kernel_workers;
+
+pub struct Kernel;
+
+impl Named for Kernel {
+    fn engine(&self) -> Engine {
+        Engine::Kernel
+    }
+}
+
+fn nodelay() -> SocketOptions {
+    SocketOptions {
+        nodelay: true,
+        ..Default::default()
+    }
+}
+
+/// `--busy-poll` on one socket: the notes on what was applied.
+fn busy_poll(spec: &RrSpec, fd: std::os::fd::RawFd) -> Vec<String> {
+    spec.busy_poll_us
+        .map(|us| sockopt::set_busy_poll(fd, us))
+        .unwrap_or_default()
+}
+
+impl RrBackend for Kernel {
+    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
+        if r.connect_per_request {
+            let target = Target::ConnectPerRequest {
+                addr: to.addr,
+                opts: nodelay(),
+                connections: r.connections as usize,
+            };
+            return Ok(Box::new(Client {
+                target,
+                options: vec!["TCP_NODELAY".into()],
+            }));
+        }
+        let mut sockets = Vec::new();
+        let mut options = Vec::new();
+        for index in 0..r.connections {
+            let (sock, mut applied) = match r.transport {
+                Transport::Tcp => {
+                    let (s, _) = connect_data(to, &nodelay(), index)?;
+                    (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
+                }
+                Transport::Udp => (RrSocket::Udp(connect_udp(to.addr, index)?), Vec::new()),
+            };
+            applied.extend(busy_poll(r, sock.fd()));
+            if index == 0 {
+                options = applied;
+            }
+            sockets.push(sock);
+        }
+        Ok(Box::new(Client {
+            target: Target::Sockets(sockets),
+            options,
+        }))
+    }
+
+    fn open_server(
+        &self,
+        r: &RrSpec,
+        ip: IpAddr,
+        _peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerPort>> {
+        let addr = SocketAddr::new(ip, 0);
+        let at = match r.transport {
+            Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
+            Transport::Tcp => {
+                let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
+                l.set_nonblocking(true)?;
+                At::Tcp(l)
+            }
+        };
+        Ok(Box::new(Server {
+            spec: r.clone(),
+            at,
+        }))
+    }
+}
+
+/// The controller's sockets (or, connect per request, where to connect).
+struct Client {
+    target: Target,
+    options: Vec<String>,
+}
+
+impl ClientPort for Client {
+    fn options(&self) -> Vec<String> {
+        self.options.clone()
+    }
+    fn start(self: Box<Self>, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>> {
+        Ok(Box::new(RrClient::spawn(self.target, plan)?))
+    }
+}
+
+enum At {
+    Udp(UdpSocket),
+    Tcp(TcpListener),
+}
+
+/// The agent's echo socket or listener.
+struct Server {
+    spec: RrSpec,
+    at: At,
+}
+
+impl ServerPort for Server {
+    fn port(&self) -> io::Result<u16> {
+        Ok(match &self.at {
+            At::Udp(u) => u.local_addr()?.port(),
+            At::Tcp(l) => l.local_addr()?.port(),
+        })
+    }
+
+    fn listener(&self) -> Option<(&TcpListener, usize)> {
+        match &self.at {
+            At::Tcp(l) => Some((l, self.spec.initial_connections() as usize)),
+            At::Udp(_) => None,
+        }
+    }
+
+    fn units(&self, conns: usize) -> usize {
+        match &self.at {
+            At::Tcp(_) if !self.spec.connect_per_request => conns,
+            _ => 1,
+        }
+    }
+
+    fn start(
+        self: Box<Self>,
+        conns: Vec<TcpStream>,
+        peer: IpAddr,
+        plan: ServerPlan,
+    ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)> {
+        let Server { spec, at } = *self;
+        let mut options = Vec::new();
+        let target = match at {
+            At::Udp(socket) => {
+                options = busy_poll(&spec, socket.as_raw_fd());
+                ServerTarget::Udp {
+                    socket,
+                    allowed: peer,
+                }
+            }
+            At::Tcp(listener) if spec.connect_per_request => ServerTarget::Accept {
+                listener,
+                allowed: peer,
+            },
+            At::Tcp(_) => {
+                let mut socks = Vec::new();
+                for c in conns {
+                    c.set_nodelay(true)?;
+                    let applied = busy_poll(&spec, c.as_raw_fd());
+                    if socks.is_empty() {
+                        options = applied;
+                    }
+                    socks.push(RrSocket::Tcp(c));
+                }
+                ServerTarget::Sockets(socks)
+            }
+        };
+        Ok((Box::new(RrServer::spawn(target, plan)?), options))
+    }
+}
+
+kernel_workers!(RrClient, RrServer);
+
+impl RequestEngine for RrClient {
+    fn counts(&self) -> (u64, u64) {
+        RrClient::counts(self)
+    }
+    fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
+        RrClient::drain(self)
+    }
+    fn join(&mut self) -> Vec<WorkerEnd> {
+        RrClient::join(self)
+    }
+}
+
+impl EchoEngine for RrServer {
+    fn answered(&self) -> u64 {
+        RrServer::answered(self)
+    }
+    fn rejected(&self) -> u64 {
+        RrServer::rejected(self)
+    }
+    fn join(&mut self) -> Vec<String> {
+        RrServer::join(self)
+    }
+}

@@ -1,0 +1,111 @@
+//! The test-kind seam: what the controller and the agent ask of a kind ([`Kind`]) and of
+//! the endpoints it opens. A leaf module: each kind implements it, and `kind`'s table lists
+//! the kinds, so neither imports the other back.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{Role, SideResult, TestSpec};
+
+use crate::side::Side;
+
+/// What a spec asks of an agent, set against its limits (besides its length). Computed
+/// before the spec is validated, so nothing in it may wrap or panic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demand {
+    /// Connections or flows.
+    pub connections: u32,
+    /// Packets or requests per second. `None`: the kind has no such rate; `Some(None)`:
+    /// unpaced.
+    pub rate: Option<Option<f64>>,
+    /// Bits per second of payload the busier direction carries; `None`: unpaced.
+    pub bits_per_s: Option<f64>,
+    pub message_bytes: u32,
+    /// Worker threads this side runs.
+    pub threads: usize,
+    /// Memory this side may take, from [`budget`]'s estimates.
+    pub memory_bytes: u64,
+}
+
+/// Why the controller could not open its data endpoints.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("opening data connection {index} to {addr}: {source}")]
+    Data {
+        index: u32,
+        addr: SocketAddr,
+        source: io::Error,
+    },
+    /// The spec cannot run on this path (names the flag).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Where the controller opens its data endpoints: the agent's data port, and the cookie
+/// that proves them the test's own.
+#[derive(Debug, Clone, Copy)]
+pub struct DataPort {
+    pub addr: SocketAddr,
+    pub cookie: u64,
+}
+
+/// Endpoints opened, or why not.
+pub type OpenResult<T> = Result<Box<T>, OpenError>;
+
+pub trait Kind: Sync {
+    /// What `spec` asks of the agent that runs `role`'s side of it.
+    fn demand(&self, spec: &TestSpec, role: Role) -> Demand;
+    /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
+    fn workers(&self, spec: &TestSpec, role: Role) -> usize;
+    /// What both ends must agree on about the serving agent's address (pps: the address
+    /// family); part of `prepare`, and all of it a controller that is no end of the test
+    /// does, since the rest of `prepare` checks the sending host.
+    fn fit_address(&self, _spec: &mut TestSpec, _agent: SocketAddr) {}
+    /// Controller (or a client-part agent), before connecting: fits the spec to the path
+    /// to the agent at `agent`.
+    fn prepare(
+        &self,
+        _spec: &mut TestSpec,
+        _agent: SocketAddr,
+        _probe: &HostProbe,
+    ) -> Result<(), OpenError> {
+        Ok(())
+    }
+    /// Controller: opens the data endpoints to the agent's data port.
+    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;
+    /// Agent: opens where the test's data arrives, on `ip`, from `peer` (the controller,
+    /// or the client agent): a bypass engine steers only that flow.
+    fn open_server(
+        &self,
+        spec: &TestSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>>;
+    /// The agent's log line for a test that ended.
+    fn summary(&self, spec: &TestSpec, result: &SideResult) -> String;
+}
+
+/// The controller's open data endpoints, ready to start.
+pub trait ClientEndpoint {
+    /// Starts the workers now: `Start` has just been sent.
+    fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>>;
+}
+
+/// Where the agent receives a test's data.
+pub trait ServerEndpoint: Send {
+    /// The port the controller is told in `Ready`.
+    fn port(&self) -> io::Result<u16>;
+    /// The listener data connections arrive on, and how many the test opens before `Start`.
+    fn listener(&self) -> Option<(&TcpListener, usize)> {
+        None
+    }
+    /// Starts the workers now: `Start` has arrived with every data connection (by index).
+    fn start(
+        self: Box<Self>,
+        conns: Vec<TcpStream>,
+        peer: IpAddr,
+        cookie: u64,
+        probe: HostProbe,
+    ) -> io::Result<Box<dyn Side>>;
+}
