@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::flight::{self, Flight};
-use super::{Recorder, Shared, WorkerCounters, WorkerEnd, COMPLETED, SENT};
+use super::plan::WorkerEnd;
+use super::recorder::Recorder;
+use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
@@ -33,7 +35,7 @@ struct Conn {
 }
 
 struct Worker<'a, 'r> {
-    shared: &'a Shared,
+    shared: &'a Core,
     counters: &'a WorkerCounters,
     rec: &'a mut Recorder<'r>,
     conns: Vec<Conn>,
@@ -46,8 +48,13 @@ struct Worker<'a, 'r> {
     end: WorkerEnd,
 }
 
-/// Runs worker `k` over the connections `owned` (indexes into the shared sockets).
-pub(super) fn run(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder<'_>) -> WorkerEnd {
+/// Runs worker `k` over its connections `owned` (each a socket and whether it is UDP).
+pub(super) fn run(
+    shared: &Core,
+    k: usize,
+    owned: &[(RawFd, bool)],
+    rec: &mut Recorder<'_>,
+) -> WorkerEnd {
     let mut w = match Worker::new(shared, k, owned, rec) {
         Ok(w) => w,
         Err(end) => return end,
@@ -58,9 +65,9 @@ pub(super) fn run(shared: &Shared, k: usize, owned: &[usize], rec: &mut Recorder
 
 impl<'a, 'r> Worker<'a, 'r> {
     fn new(
-        shared: &'a Shared,
+        shared: &'a Core,
         k: usize,
-        owned: &[usize],
+        owned: &[(RawFd, bool)],
         rec: &'a mut Recorder<'r>,
     ) -> Result<Self, WorkerEnd> {
         let p = &shared.plan;
@@ -69,9 +76,9 @@ impl<'a, 'r> Worker<'a, 'r> {
         let conns: Vec<Conn> = owned
             .iter()
             .enumerate()
-            .map(|(i, &s)| Conn {
-                fd: shared.sockets[s].fd(),
-                udp: shared.sockets[s].is_udp(),
+            .map(|(i, &(fd, udp))| Conn {
+                fd,
+                udp,
                 flight: Flight::new(p, start, i, n),
                 tx_left: 0,
                 rx_acc: 0,
@@ -268,7 +275,7 @@ fn read_answers(
     c: &mut Conn,
     buf: &mut [u8],
     blocking: bool,
-    (shared, counters, rec): (&Shared, &WorkerCounters, &mut Recorder<'_>),
+    (shared, counters, rec): (&Core, &WorkerCounters, &mut Recorder<'_>),
     last_message: &mut Instant,
     end: &mut WorkerEnd,
 ) {

@@ -6,13 +6,15 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{Recorder, Shared, WorkerEnd, COMPLETED, SENT};
+use super::plan::WorkerEnd;
+use super::recorder::Recorder;
+use super::workers::{Core, COMPLETED, SENT};
 use crate::sockopt::{self, SocketOptions};
 use crate::wait::{self, Recv};
 
 /// One connection per request: connect, send, receive, close; timed from before connect.
 pub(super) fn run(
-    shared: &Shared,
+    shared: &Core,
     k: usize,
     addr: SocketAddr,
     opts: &SocketOptions,

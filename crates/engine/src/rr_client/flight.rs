@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{ClientPlan, WorkerEnd, BACKLOG_CAP};
+use super::plan::{ClientPlan, WorkerEnd, BACKLOG_CAP};
 use crate::udp_match::SeqMatch;
 
 pub(crate) struct Flight {

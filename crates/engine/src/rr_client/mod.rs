@@ -12,32 +12,23 @@
 use std::io;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-use hdrhistogram::Histogram;
+use std::sync::Arc;
 
 mod conns;
 mod crr;
-mod flight;
-mod frames;
-mod recorder;
+pub(crate) mod flight;
+mod plan;
+pub(crate) mod recorder;
 #[cfg(test)]
 mod tests;
+pub(crate) mod workers;
 
-use recorder::Recorder;
+pub use plan::{ClientPlan, WorkerEnd};
+pub use workers::RrClient;
 
-use crate::counters::Counters;
-use crate::poller::EventFd;
-use crate::pool::{Placement, Pool, Stop};
+use crate::pool::{Placement, Stop};
 use crate::sockopt::SocketOptions;
-use crate::wait::{self, Poll};
-use crate::xdp::frame::Endpoints;
-use crate::xdp::Xsk;
-
-/// Open loop: requests waiting for a free slot beyond this are counted as not sent.
-const BACKLOG_CAP: usize = 1 << 16;
+use workers::{Core, Shared};
 
 pub enum RrSocket {
     Tcp(TcpStream),
@@ -63,7 +54,7 @@ impl RrSocket {
     }
 }
 
-/// Where the requests go.
+/// Where the requests go, on kernel sockets.
 pub enum Target {
     Sockets(Vec<RrSocket>),
     /// A new TCP connection per request (tcp_crr), one sequence per worker.
@@ -72,208 +63,63 @@ pub enum Target {
         opts: SocketOptions,
         connections: usize,
     },
-    /// Whole UDP frames on AF_XDP sockets, one per receive queue (worker k takes the
-    /// sockets k, k + workers, ... and sends on the first), a flow per `Endpoints`; the
-    /// answers are steered to the sockets. `busy_polling`: the sockets have SO_BUSY_POLL,
-    /// so a spinning worker enters the kernel to drive it.
-    Xdp {
-        xsks: Vec<Xsk>,
-        flows: Vec<Endpoints>,
-        busy_polling: bool,
-    },
 }
 
-#[derive(Debug, Clone)]
-pub struct ClientPlan {
-    pub placement: Placement,
-    pub request_bytes: usize,
-    pub response_bytes: usize,
-    /// The test's cookie, which every UDP request carries after its sequence number.
-    pub cookie: u64,
-    pub window: usize,
-    pub poll: Poll,
-    /// Time between requests on one connection; `None`: closed loop.
-    pub pace: Option<Duration>,
-    pub open_loop: bool,
-    /// Only responses arriving in [window_start, window_end) are recorded.
-    pub window_start: Instant,
-    pub window_end: Instant,
-    pub interval: Duration,
-    /// No request is started after this.
-    pub stop_sending_at: Instant,
-    /// Requests still unanswered now are counted as such.
-    pub drain_until: Instant,
-    pub udp_loss_timeout: Duration,
-}
-
-/// A worker's requests sent (0) and responses received (1).
-type WorkerCounters = Counters<2>;
-const SENT: usize = 0;
-const COMPLETED: usize = 1;
-
-/// How a worker ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerEnd {
-    pub unanswered: u64,
-    pub not_sent: u64,
-    pub lost: u64,
-    /// UDP replies that came after their request was counted lost.
-    pub late: u64,
-    /// UDP replies to requests already answered.
-    pub duplicated: u64,
-    /// UDP datagrams that answer no request sent.
-    pub foreign: u64,
-    pub error: Option<String>,
-}
-
-struct Shared {
-    plan: ClientPlan,
+/// The kernel client's shared state: the core and its sockets.
+struct Sockets {
+    core: Core,
     sockets: Vec<RrSocket>,
-    /// AF_XDP: the sockets, each taken by its worker, and the flows.
-    xsks: Vec<Mutex<Xsk>>,
-    flows: Vec<Endpoints>,
-    busy_polling: bool,
-    aborting: AtomicBool,
-    wake: EventFd,
-    counters: Vec<WorkerCounters>,
-    /// (interval index, histogram of the responses that arrived in it).
-    outbox: Mutex<Vec<(u32, Histogram<u64>)>>,
+}
+
+impl Shared for Sockets {
+    fn core(&self) -> &Core {
+        &self.core
+    }
 }
 
 /// Stop contract: the flag is read at every wake-up; shutting the sockets down wakes a
 /// worker blocked in a receive, and the eventfd one waiting in ppoll or epoll.
-impl Stop for Shared {
+impl Stop for Sockets {
     fn abort(&self) {
-        self.aborting.store(true, Ordering::SeqCst);
+        self.core.abort();
         for s in &self.sockets {
             s.shutdown();
         }
-        self.wake.signal();
     }
 }
 
-pub struct RrClient {
-    shared: Arc<Shared>,
-    pool: Pool<WorkerEnd>,
-}
-
 impl RrClient {
+    /// Request workers on kernel sockets.
     pub fn spawn(target: Target, plan: ClientPlan) -> io::Result<RrClient> {
-        let (mut sockets, mut crr, mut xdp) = (Vec::new(), None, None);
-        let mut threads = plan.placement.threads;
-        let units = match target {
+        let (sockets, crr, units) = match target {
             Target::Sockets(s) => {
-                sockets = s;
-                sockets.len()
+                let n = s.len();
+                (s, None, n)
             }
             Target::ConnectPerRequest {
                 addr,
                 opts,
                 connections,
-            } => {
-                crr = Some((addr, opts, connections));
-                connections
-            }
-            Target::Xdp {
-                xsks,
-                flows,
-                busy_polling,
-            } => {
-                threads = threads.min(xsks.len()).max(1);
-                let n = flows.len();
-                xdp = Some((xsks, flows, busy_polling));
-                n
-            }
+            } => (Vec::new(), Some((addr, opts)), connections),
         };
-        let placement = Placement::new(threads, plan.placement.cpus.clone(), units);
-        let (xsks, flows, busy_polling) = xdp.unwrap_or_default();
-        let shared = Arc::new(Shared {
-            xsks: xsks.into_iter().map(Mutex::new).collect(),
-            flows,
-            busy_polling,
-            counters: (0..placement.threads)
-                .map(|_| WorkerCounters::default())
-                .collect(),
-            plan,
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
+        let shared = Arc::new(Sockets {
+            core: Core::new(plan, placement.threads)?,
             sockets,
-            aborting: AtomicBool::new(false),
-            wake: EventFd::new()?,
-            outbox: Mutex::new(Vec::new()),
         });
         let deal = placement.clone();
-        let pool = Pool::spawn("sonde-rr", &placement, &shared, move |s, k| {
-            run(s, k, &deal.owned(k, units), crr.clone())
-        })?;
-        Ok(RrClient { shared, pool })
-    }
-
-    /// Requests sent and responses received so far, over all workers (monotonic).
-    pub fn counts(&self) -> (u64, u64) {
-        let [sent, completed] = Counters::sum(&self.shared.counters);
-        (sent, completed)
-    }
-
-    /// Histograms handed over since the last call.
-    pub fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
-        std::mem::take(&mut *self.shared.outbox.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    pub fn all_done(&self) -> bool {
-        self.pool.all_done()
-    }
-
-    /// Stops every worker now, also one blocked in a receive.
-    pub fn abort(&self) {
-        self.pool.abort();
-    }
-
-    pub fn join(&mut self) -> Vec<WorkerEnd> {
-        self.pool
-            .join()
-            .into_iter()
-            .map(|o| {
-                o.unwrap_or_else(|e| WorkerEnd {
-                    error: Some(e),
-                    ..Default::default()
-                })
+        RrClient::start(&placement, shared, move |s: &Sockets, k| {
+            recorder::recording(&s.core, |rec| match &crr {
+                Some((addr, opts)) => crr::run(&s.core, k, *addr, opts, rec),
+                None => {
+                    let conns: Vec<(RawFd, bool)> = deal
+                        .owned(k, units)
+                        .into_iter()
+                        .map(|i| (s.sockets[i].fd(), s.sockets[i].is_udp()))
+                        .collect();
+                    conns::run(&s.core, k, &conns, rec)
+                }
             })
-            .collect()
+        })
     }
-}
-
-/// Worker `k`: its connections, connect per request, or its AF_XDP flows; hands over
-/// its last histogram.
-fn run(
-    shared: &Shared,
-    k: usize,
-    owned: &[usize],
-    crr: Option<(SocketAddr, SocketOptions, usize)>,
-) -> WorkerEnd {
-    wait::tight_timer_slack();
-    let mut rec = Recorder::new(shared);
-    let end = match crr {
-        Some((addr, opts, _)) => crr::run(shared, k, addr, &opts, &mut rec),
-        None if !shared.xsks.is_empty() => match xdp_sockets(shared, k) {
-            Ok(xsks) => {
-                let flows: Vec<Endpoints> = owned.iter().map(|&i| shared.flows[i]).collect();
-                frames::run(shared, k, &flows, xsks, &mut rec)
-            }
-            Err(error) => WorkerEnd {
-                error: Some(error),
-                ..Default::default()
-            },
-        },
-        None => conns::run(shared, k, owned, &mut rec),
-    };
-    rec.flush();
-    end
-}
-
-/// Worker `k`'s AF_XDP sockets: k, k + workers, ...
-fn xdp_sockets(shared: &Shared, k: usize) -> Result<Vec<MutexGuard<'_, Xsk>>, String> {
-    let workers = shared.counters.len();
-    (k..shared.xsks.len())
-        .step_by(workers)
-        .map(|i| crate::xdp::socket_of(&shared.xsks, i))
-        .collect()
 }

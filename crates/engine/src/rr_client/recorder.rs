@@ -5,10 +5,11 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use super::Shared;
+use super::plan::WorkerEnd;
+use super::workers::Core as Shared;
 
 /// Latency recording for one worker: the current interval's histogram and its bounds.
-pub(super) struct Recorder<'a> {
+pub(crate) struct Recorder<'a> {
     shared: &'a Shared,
     hist: Histogram<u64>,
     tag: Option<(u32, Instant)>,
@@ -16,7 +17,7 @@ pub(super) struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    pub(super) fn new(shared: &'a Shared) -> Recorder<'a> {
+    pub(crate) fn new(shared: &'a Shared) -> Recorder<'a> {
         Recorder {
             shared,
             hist: Histogram::new_with_bounds(1, crate::MAX_LATENCY_NS, 3).expect("valid bounds"),
@@ -26,7 +27,7 @@ impl<'a> Recorder<'a> {
     }
 
     #[inline]
-    pub(super) fn record(&mut self, start: Instant, now: Instant) {
+    pub(crate) fn record(&mut self, start: Instant, now: Instant) {
         let p = &self.shared.plan;
         if now < p.window_start || now >= p.window_end {
             return;
@@ -45,13 +46,13 @@ impl<'a> Recorder<'a> {
     }
 
     /// Hands over the histogram once its interval is over (called before waits too).
-    pub(super) fn flush_if_due(&mut self, now: Instant) {
+    pub(crate) fn flush_if_due(&mut self, now: Instant) {
         if self.tag.is_some_and(|(_, end)| now >= end) {
             self.flush();
         }
     }
 
-    pub(super) fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if let Some((idx, _)) = self.tag.take() {
             if !self.hist.is_empty() {
                 // One allocation per interval, never per message.
@@ -67,7 +68,20 @@ impl<'a> Recorder<'a> {
     }
 
     /// The end of the current interval, for wait timeouts.
-    pub(super) fn due(&self) -> Option<Instant> {
+    pub(crate) fn due(&self) -> Option<Instant> {
         self.tag.map(|(_, end)| end)
     }
+}
+
+/// Runs a worker's `body` with its recorder: a tight timer slack, and its last histogram
+/// handed over at the end.
+pub(crate) fn recording(
+    shared: &Shared,
+    body: impl FnOnce(&mut Recorder<'_>) -> WorkerEnd,
+) -> WorkerEnd {
+    crate::wait::tight_timer_slack();
+    let mut rec = Recorder::new(shared);
+    let end = body(&mut rec);
+    rec.flush();
+    end
 }

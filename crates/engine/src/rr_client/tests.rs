@@ -2,7 +2,10 @@
 
 use super::*;
 use crate::rr_server::{RrServer, ServerPlan, ServerTarget};
+use crate::wait::Poll;
+use hdrhistogram::Histogram;
 use std::net::TcpListener;
+use std::time::{Duration, Instant};
 
 fn plan(window: usize, pace: Option<Duration>, open_loop: bool, secs: f64) -> ClientPlan {
     let now = Instant::now();

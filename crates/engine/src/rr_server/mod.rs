@@ -8,19 +8,21 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod frames;
+pub(crate) mod workers;
 
-use crate::counters::Counters;
-use crate::pool::{Placement, Pool, Stop};
+pub use workers::{RrServer, ServerPlan};
+
+use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
 use crate::udp_match::check_request;
-use crate::wait::{self, Multi, Poll, Recv};
-use crate::xdp::Xsk;
+use crate::wait::{self, Multi, Recv};
+use workers::{Core, Shared as Carrier};
 
+/// What the echo workers answer on, on kernel sockets.
 pub enum ServerTarget {
     Sockets(Vec<RrSocket>),
     /// One UDP socket; datagrams from other addresses than `allowed`, or that are not the
@@ -34,48 +36,29 @@ pub enum ServerTarget {
         listener: TcpListener,
         allowed: IpAddr,
     },
-    /// AF_XDP sockets, one per receive queue, to which the XDP program steers the
-    /// requests; each is answered on the socket it came in on. `busy_polling`: the
-    /// sockets have SO_BUSY_POLL, so a spinning worker enters the kernel to drive it.
-    Xdp {
-        xsks: Vec<Mutex<Xsk>>,
-        allowed: IpAddr,
-        busy_polling: bool,
-    },
 }
 
-#[derive(Debug, Clone)]
-pub struct ServerPlan {
-    pub placement: Placement,
-    pub request_bytes: usize,
-    pub response_bytes: usize,
-    /// The test's cookie, which every UDP request carries (see `udp_match`).
-    pub cookie: u64,
-    pub poll: Poll,
-    /// Sleep once for the duration, at the first request after the instant.
-    pub stall: Option<(Instant, Duration)>,
-}
-
+/// The kernel server's shared state: the core and its sockets.
 struct Shared {
-    plan: ServerPlan,
+    core: Core,
     target: ServerTarget,
-    aborting: AtomicBool,
-    stalled: AtomicBool,
-    /// Responses sent (`ANSWERED`) and UDP datagrams dropped (`REJECTED`), per worker.
-    answered: Vec<Counters<2>>,
+}
+
+impl Carrier for Shared {
+    fn core(&self) -> &Core {
+        &self.core
+    }
 }
 
 /// Stop contract: the flag is read at every wake-up, and shutting the sockets down wakes
 /// a worker blocked in a receive, a poll or an accept.
 impl Stop for Shared {
     fn abort(&self) {
-        self.aborting.store(true, Ordering::SeqCst);
+        self.core.aborting.store(true, Ordering::SeqCst);
         let fds: Vec<RawFd> = match &self.target {
             ServerTarget::Sockets(s) => s.iter().map(RrSocket::fd).collect(),
             ServerTarget::Udp { socket, .. } => vec![socket.as_raw_fd()],
             ServerTarget::Accept { listener, .. } => vec![listener.as_raw_fd()],
-            // Their workers wait at most `frames::WAIT_AT_MOST`.
-            ServerTarget::Xdp { .. } => Vec::new(),
         };
         for fd in fds {
             // SAFETY: shutting down sockets we own.
@@ -84,117 +67,35 @@ impl Stop for Shared {
     }
 }
 
-pub struct RrServer {
-    shared: Arc<Shared>,
-    pool: Pool<Option<String>>,
-}
-
 impl RrServer {
+    /// Echo workers on kernel sockets.
     pub fn spawn(target: ServerTarget, plan: ServerPlan) -> io::Result<RrServer> {
         let units = match &target {
             ServerTarget::Sockets(s) => s.len(),
             ServerTarget::Udp { .. } => 1,
             ServerTarget::Accept { .. } => plan.placement.threads.max(1),
-            ServerTarget::Xdp { xsks, .. } => xsks.len(),
         };
-        let threads = match &target {
-            ServerTarget::Xdp { xsks, .. } => plan.placement.threads.min(xsks.len()).max(1),
-            _ => plan.placement.threads,
-        };
-        let placement = Placement::new(threads, plan.placement.cpus.clone(), units);
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
         let shared = Arc::new(Shared {
-            answered: (0..placement.threads)
-                .map(|_| Counters::default())
-                .collect(),
-            plan,
+            core: Core::new(plan, placement.threads),
             target,
-            aborting: AtomicBool::new(false),
-            stalled: AtomicBool::new(false),
         });
         let deal = placement.clone();
-        let pool = Pool::spawn("sonde-echo", &placement, &shared, move |s, k| {
+        RrServer::start(&placement, shared, move |s: &Shared, k| {
             run(s, k, &deal.owned(k, units))
-        })?;
-        Ok(RrServer { shared, pool })
-    }
-
-    /// Responses sent so far (monotonic).
-    pub fn answered(&self) -> u64 {
-        Counters::sum(&self.shared.answered)[ANSWERED]
-    }
-
-    /// UDP datagrams dropped unanswered so far: from another address, of another length,
-    /// or without the test's cookie.
-    pub fn rejected(&self) -> u64 {
-        Counters::sum(&self.shared.answered)[REJECTED]
-    }
-
-    pub fn all_done(&self) -> bool {
-        self.pool.all_done()
-    }
-
-    /// Stops every worker now.
-    pub fn abort(&self) {
-        self.pool.abort();
-    }
-
-    /// Errors the workers met, if any.
-    pub fn join(&mut self) -> Vec<String> {
-        self.pool
-            .join()
-            .into_iter()
-            .filter_map(|o| o.unwrap_or_else(Some))
-            .collect()
+        })
     }
 }
 
 fn run(shared: &Shared, k: usize, owned: &[usize]) -> Option<String> {
+    let core = &shared.core;
     match &shared.target {
         ServerTarget::Sockets(socks) => {
             let fds: Vec<RawFd> = owned.iter().map(|&i| socks[i].fd()).collect();
-            echo_tcp(shared, k, &fds)
+            echo_tcp(core, k, &fds)
         }
-        ServerTarget::Udp { socket, allowed } => echo_udp(shared, k, socket, *allowed),
-        ServerTarget::Accept { listener, allowed } => accept_loop(shared, k, listener, *allowed),
-        ServerTarget::Xdp {
-            xsks,
-            allowed,
-            busy_polling,
-        } => frames::echo(shared, k, xsks, owned, *allowed, *busy_polling),
-    }
-}
-
-const ANSWERED: usize = 0;
-const REJECTED: usize = 1;
-
-impl Shared {
-    #[inline]
-    fn count(&self, k: usize) {
-        self.answered[k].add_to(ANSWERED, 1);
-    }
-
-    #[inline]
-    fn reject(&self, k: usize, n: u64) {
-        self.answered[k].add_to(REJECTED, n);
-    }
-
-    /// The injected stall, once, at the first request after its time. Ends early at an
-    /// abort: a stall must never outlive its test (it once wedged an agent for good).
-    #[inline]
-    fn maybe_stall(&self) {
-        if let Some((at, d)) = self.plan.stall {
-            if !self.stalled.load(Ordering::Relaxed)
-                && Instant::now() >= at
-                && !self.stalled.swap(true, Ordering::Relaxed)
-            {
-                let until = Instant::now().checked_add(d);
-                while !self.aborting.load(Ordering::Relaxed)
-                    && until.is_none_or(|u| Instant::now() < u)
-                {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-            }
-        }
+        ServerTarget::Udp { socket, allowed } => echo_udp(core, k, socket, *allowed),
+        ServerTarget::Accept { listener, allowed } => accept_loop(core, k, listener, *allowed),
     }
 }
 
@@ -206,7 +107,7 @@ struct Echo {
     dead: bool,
 }
 
-fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
+fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     let p = &shared.plan;
     let mut conns: Vec<Echo> = fds
         .iter()
@@ -234,7 +135,7 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
     let mut ready = Vec::with_capacity(conns.len());
     let mut last_message = Instant::now();
     let mut error = None;
-    while !shared.aborting.load(Ordering::Relaxed) && conns.iter().any(|c| !c.dead) {
+    while !shared.aborting() && conns.iter().any(|c| !c.dead) {
         let blocked_tx = match answer_all(&mut conns, shared, k, &buf, &mut multi, &mut error) {
             Ok(b) => b,
             Err(e) => return Some(e),
@@ -283,7 +184,7 @@ fn echo_tcp(shared: &Shared, k: usize, fds: &[RawFd]) -> Option<String> {
 /// with epoll, watches that connection for room to write).
 fn answer_all(
     conns: &mut [Echo],
-    shared: &Shared,
+    shared: &Core,
     k: usize,
     buf: &[u8],
     multi: &mut Option<Multi>,
@@ -306,15 +207,15 @@ fn answer_all(
 
 impl Echo {
     /// The connection is done; the error counts unless the test is being aborted.
-    fn fail(&mut self, shared: &Shared, what: &str, e: io::Error, error: &mut Option<String>) {
+    fn fail(&mut self, shared: &Core, what: &str, e: io::Error, error: &mut Option<String>) {
         self.dead = true;
-        if !shared.aborting.load(Ordering::Relaxed) {
+        if !shared.aborting() {
             *error = Some(format!("{what}: {e}"));
         }
     }
 
     /// Sends the answers owed, until done or the socket buffer is full.
-    fn answer(&mut self, shared: &Shared, k: usize, buf: &[u8]) -> io::Result<()> {
+    fn answer(&mut self, shared: &Core, k: usize, buf: &[u8]) -> io::Result<()> {
         let bytes = shared.plan.response_bytes;
         while self.tx_left > 0 || self.pending > 0 {
             if self.tx_left == 0 {
@@ -361,7 +262,7 @@ impl Echo {
     }
 }
 
-fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Option<String> {
+fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Option<String> {
     let p = &shared.plan;
     let fd = socket.as_raw_fd();
     // Non-blocking, so that busy and hybrid modes spin on the socket instead of sleeping
@@ -372,7 +273,7 @@ fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> O
     // The reply starts with the request's first bytes: its sequence number, echoed.
     let mut buf = vec![0xa5u8; 65_536];
     let mut last_message = Instant::now();
-    while !shared.aborting.load(Ordering::Relaxed) {
+    while !shared.aborting() {
         let spin = p.poll.spins(Instant::now(), last_message);
         if !spin {
             let now = Instant::now();
@@ -391,7 +292,7 @@ fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> O
                 continue
             }
             Err(e) => {
-                return (!shared.aborting.load(Ordering::Relaxed)).then(|| format!("recv: {e}"));
+                return (!shared.aborting()).then(|| format!("recv: {e}"));
             }
         };
         let request = &buf[..n];
@@ -409,15 +310,10 @@ fn echo_udp(shared: &Shared, k: usize, socket: &UdpSocket, allowed: IpAddr) -> O
     None
 }
 
-fn accept_loop(
-    shared: &Shared,
-    k: usize,
-    listener: &TcpListener,
-    allowed: IpAddr,
-) -> Option<String> {
+fn accept_loop(shared: &Core, k: usize, listener: &TcpListener, allowed: IpAddr) -> Option<String> {
     let p = &shared.plan;
     let mut buf = vec![0xa5u8; p.request_bytes.max(p.response_bytes)];
-    while !shared.aborting.load(Ordering::Relaxed) {
+    while !shared.aborting() {
         let now = Instant::now();
         if !wait::wait_readable(listener.as_raw_fd(), now, None).unwrap_or(false) {
             continue;
@@ -454,6 +350,7 @@ fn accept_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wait::Poll;
     use std::io::{Read, Write};
     use std::net::TcpStream;
 

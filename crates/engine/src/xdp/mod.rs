@@ -11,6 +11,8 @@ mod bpf;
 pub mod frame;
 pub mod pps;
 mod ring;
+pub mod rr_client;
+pub mod rr_server;
 mod xsk;
 
 pub use asm::{Port, Steer, SteerError, LOWEST_PORT};

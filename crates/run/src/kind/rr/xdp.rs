@@ -6,12 +6,13 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
-use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
-use sonde_engine::rr_client::{ClientPlan, RrClient, Target, WorkerEnd};
-use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
+use sonde_engine::rr_client::{ClientPlan, RrClient, WorkerEnd};
+use sonde_engine::rr_server::{RrServer, ServerPlan};
 use sonde_engine::xdp::frame::{payload_offset, Endpoints};
+use sonde_engine::xdp::rr_client::{self, XdpTarget};
+use sonde_engine::xdp::rr_server::{self, XdpServerTarget};
 use sonde_engine::xdp::{Attached, Port};
 use sonde_results::{Bypass, Engine, PollMode, RrSpec};
 
@@ -133,13 +134,13 @@ impl ClientPort for Requesting {
             flows,
             ports,
         } = *self;
-        let target = Target::Xdp {
+        let target = XdpTarget {
             xsks: steered.xsks,
             flows,
             busy_polling: steered.bypass.busy_poll,
         };
         Ok(Box::new(Requests {
-            client: RrClient::spawn(target, plan)?,
+            client: rr_client::spawn(target, plan)?,
             bypass: steered.bypass,
             _program: steered.program,
             _ports: ports,
@@ -187,13 +188,13 @@ impl ServerPort for Answering {
         plan: ServerPlan,
     ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)> {
         let Answering { steered, socket } = *self;
-        let target = ServerTarget::Xdp {
-            xsks: steered.xsks.into_iter().map(Mutex::new).collect(),
+        let target = XdpServerTarget {
+            xsks: steered.xsks,
             allowed: peer,
             busy_polling: steered.bypass.busy_poll,
         };
         let echo = Echo {
-            server: RrServer::spawn(target, plan)?,
+            server: rr_server::spawn(target, plan)?,
             bypass: steered.bypass,
             _program: steered.program,
             _port: socket,

@@ -3,33 +3,85 @@
 //! and ports swapped, the sequence number echoed), without the kernel's UDP path. As on
 //! the socket path, only whole requests with the test's cookie are answered.
 
+use std::io;
 use std::net::IpAddr;
-use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Shared, ANSWERED, REJECTED};
+use super::frame::{answer, udp_payload};
+use super::{socket_of, Xsk};
+use crate::pool::{Placement, Stop};
+use crate::rr_server::workers::{Core, Shared, ANSWERED, REJECTED};
+use crate::rr_server::{RrServer, ServerPlan};
 use crate::udp_match::{check_request, SEQ_BYTES};
 use crate::wait::Multi;
-use crate::xdp::frame::{answer, udp_payload};
-use crate::xdp::{socket_of, Xsk};
+
+/// Where AF_XDP requests arrive.
+pub struct XdpServerTarget {
+    /// One socket per receive queue, to which the XDP program steers the requests; each
+    /// is answered on the socket it came in on.
+    pub xsks: Vec<Xsk>,
+    /// Requests from other addresses are dropped.
+    pub allowed: IpAddr,
+    /// The sockets have SO_BUSY_POLL, so a spinning worker enters the kernel to drive them.
+    pub busy_polling: bool,
+}
+
+/// Echo workers on AF_XDP sockets: no more workers than sockets.
+pub fn spawn(target: XdpServerTarget, plan: ServerPlan) -> io::Result<RrServer> {
+    let XdpServerTarget {
+        xsks,
+        allowed,
+        busy_polling,
+    } = target;
+    let units = xsks.len();
+    let threads = plan.placement.threads.min(units).max(1);
+    let placement = Placement::new(threads, plan.placement.cpus.clone(), units);
+    let shared = Arc::new(Frames {
+        core: Core::new(plan, threads),
+        xsks: xsks.into_iter().map(Mutex::new).collect(),
+        allowed,
+        busy_polling,
+    });
+    let deal = placement.clone();
+    RrServer::start(&placement, shared, move |s: &Frames, k| {
+        echo(s, k, &deal.owned(k, units))
+    })
+}
+
+struct Frames {
+    core: Core,
+    xsks: Vec<Mutex<Xsk>>,
+    allowed: IpAddr,
+    busy_polling: bool,
+}
+
+impl Shared for Frames {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+/// Stop contract: the flag is read at every wake-up; a blocked worker waits at most
+/// [`WAIT_AT_MOST`].
+impl Stop for Frames {
+    fn abort(&self) {
+        self.core
+            .aborting
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 /// Frames answered per ring pass.
 const BATCH: u32 = 64;
 /// How long a blocked worker waits before it reads the abort flag again.
-pub(super) const WAIT_AT_MOST: Duration = Duration::from_millis(50);
+const WAIT_AT_MOST: Duration = Duration::from_millis(50);
 
 /// Worker `k` answers on the sockets `owned`, requests from `allowed` only.
-pub(super) fn echo(
-    shared: &Shared,
-    k: usize,
-    xsks: &[Mutex<Xsk>],
-    owned: &[usize],
-    allowed: IpAddr,
-    busy_polling: bool,
-) -> Option<String> {
+fn echo(frames: &Frames, k: usize, owned: &[usize]) -> Option<String> {
+    let (shared, allowed) = (&frames.core, frames.allowed);
     let p = &shared.plan;
-    let mine: Result<Vec<_>, String> = owned.iter().map(|&i| socket_of(xsks, i)).collect();
+    let mine: Result<Vec<_>, String> = owned.iter().map(|&i| socket_of(&frames.xsks, i)).collect();
     let mut mine = match mine {
         Ok(m) => m,
         Err(e) => return Some(e),
@@ -42,7 +94,7 @@ pub(super) fn echo(
     let mut ready = Vec::with_capacity(fds.len());
     let payload_len = p.response_bytes.max(SEQ_BYTES);
     let mut last_message = Instant::now();
-    while !shared.aborting.load(Ordering::Relaxed) {
+    while !shared.aborting() {
         let (mut taken, mut answered) = (0, 0);
         for x in mine.iter_mut() {
             let (t, a) = x.answer(BATCH, |req, out| {
@@ -69,7 +121,7 @@ pub(super) fn echo(
         if taken > 0 {
             last_message = now;
         } else if p.poll.spins(now, last_message) {
-            if busy_polling {
+            if frames.busy_polling {
                 mine.iter().for_each(|x| x.poke());
             }
         } else if let Err(e) = multi.wait(now, Some(now + WAIT_AT_MOST), false, &mut ready) {

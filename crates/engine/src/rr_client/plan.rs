@@ -1,0 +1,48 @@
+//! What a request client's workers are told (its plan) and say when they end: the same
+//! for every carrier of the requests, kernel sockets or AF_XDP frames.
+
+use std::time::{Duration, Instant};
+
+use crate::pool::Placement;
+use crate::wait::Poll;
+
+/// Open loop: requests waiting for a free slot beyond this are counted as not sent.
+pub const BACKLOG_CAP: usize = 1 << 16;
+
+#[derive(Debug, Clone)]
+pub struct ClientPlan {
+    pub placement: Placement,
+    pub request_bytes: usize,
+    pub response_bytes: usize,
+    /// The test's cookie, which every UDP request carries after its sequence number.
+    pub cookie: u64,
+    pub window: usize,
+    pub poll: Poll,
+    /// Time between requests on one connection; `None`: closed loop.
+    pub pace: Option<Duration>,
+    pub open_loop: bool,
+    /// Only responses arriving in [window_start, window_end) are recorded.
+    pub window_start: Instant,
+    pub window_end: Instant,
+    pub interval: Duration,
+    /// No request is started after this.
+    pub stop_sending_at: Instant,
+    /// Requests still unanswered now are counted as such.
+    pub drain_until: Instant,
+    pub udp_loss_timeout: Duration,
+}
+
+/// How a worker ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerEnd {
+    pub unanswered: u64,
+    pub not_sent: u64,
+    pub lost: u64,
+    /// UDP replies that came after their request was counted lost.
+    pub late: u64,
+    /// UDP replies to requests already answered.
+    pub duplicated: u64,
+    /// UDP datagrams that answer no request sent.
+    pub foreign: u64,
+    pub error: Option<String>,
+}

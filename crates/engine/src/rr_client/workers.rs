@@ -1,0 +1,110 @@
+//! What every request client's workers share, whatever carries their requests: the plan,
+//! the abort flag and its eventfd, per-worker counters and the histograms' outbox; and the
+//! running pool the side reads ([`RrClient`]). The kernel-socket client (`rr_client`) and
+//! the AF_XDP one (`xdp::rr_client`) each add their carrier beside it.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hdrhistogram::Histogram;
+
+use super::plan::{ClientPlan, WorkerEnd};
+use crate::counters::Counters;
+use crate::poller::EventFd;
+use crate::pool::{Placement, Pool, Stop};
+
+/// A worker's requests sent (0) and responses received (1).
+pub(crate) type WorkerCounters = Counters<2>;
+pub(crate) const SENT: usize = 0;
+pub(crate) const COMPLETED: usize = 1;
+
+pub(crate) struct Core {
+    pub plan: ClientPlan,
+    pub aborting: AtomicBool,
+    pub wake: EventFd,
+    pub counters: Vec<WorkerCounters>,
+    /// (interval index, histogram of the responses that arrived in it).
+    pub outbox: Mutex<Vec<(u32, Histogram<u64>)>>,
+}
+
+impl Core {
+    pub fn new(plan: ClientPlan, threads: usize) -> io::Result<Core> {
+        Ok(Core {
+            plan,
+            aborting: AtomicBool::new(false),
+            wake: EventFd::new()?,
+            counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
+            outbox: Mutex::new(Vec::new()),
+        })
+    }
+
+    #[inline]
+    pub fn aborting(&self) -> bool {
+        self.aborting.load(Ordering::Relaxed)
+    }
+
+    /// Raises the flag and wakes a worker waiting in ppoll or epoll; the carrier wakes
+    /// one blocked in its own call.
+    pub fn abort(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        self.wake.signal();
+    }
+}
+
+/// A client's shared state: the [`Core`] and its carrier, which stops them both.
+pub(crate) trait Shared: Stop {
+    fn core(&self) -> &Core;
+}
+
+/// Running request workers.
+pub struct RrClient {
+    shared: Arc<dyn Shared>,
+    pool: Pool<WorkerEnd>,
+}
+
+impl RrClient {
+    /// Spawns `placement`'s workers, each running `work` over `shared`.
+    pub(crate) fn start<S, F>(placement: &Placement, shared: Arc<S>, work: F) -> io::Result<Self>
+    where
+        S: Shared,
+        F: Fn(&S, usize) -> WorkerEnd + Send + Sync + 'static,
+    {
+        let pool = Pool::spawn("sonde-rr", placement, &shared, work)?;
+        Ok(RrClient { shared, pool })
+    }
+
+    /// Requests sent and responses received so far, over all workers (monotonic).
+    pub fn counts(&self) -> (u64, u64) {
+        let [sent, completed] = Counters::sum(&self.shared.core().counters);
+        (sent, completed)
+    }
+
+    /// Histograms handed over since the last call.
+    pub fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
+        let outbox = &self.shared.core().outbox;
+        std::mem::take(&mut *outbox.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
+    /// Stops every worker now, also one blocked in a receive.
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
+
+    pub fn join(&mut self) -> Vec<WorkerEnd> {
+        self.pool
+            .join()
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|e| WorkerEnd {
+                    error: Some(e),
+                    ..Default::default()
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,133 @@
+//! What every echo server's workers share, whatever carries the requests: the plan, the
+//! abort flag, the injected stall and per-worker counters; and the running pool the side
+//! reads ([`RrServer`]). The kernel-socket server (`rr_server`) and the AF_XDP one
+//! (`xdp::rr_server`) each add their carrier beside it.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::counters::Counters;
+use crate::pool::{Placement, Pool, Stop};
+use crate::wait::Poll;
+
+#[derive(Debug, Clone)]
+pub struct ServerPlan {
+    pub placement: Placement,
+    pub request_bytes: usize,
+    pub response_bytes: usize,
+    /// The test's cookie, which every UDP request carries (see `udp_match`).
+    pub cookie: u64,
+    pub poll: Poll,
+    /// Sleep once for the duration, at the first request after the instant.
+    pub stall: Option<(Instant, Duration)>,
+}
+
+pub(crate) struct Core {
+    pub plan: ServerPlan,
+    pub aborting: AtomicBool,
+    stalled: AtomicBool,
+    /// Responses sent (`ANSWERED`) and UDP datagrams dropped (`REJECTED`), per worker.
+    pub answered: Vec<Counters<2>>,
+}
+
+pub(crate) const ANSWERED: usize = 0;
+pub(crate) const REJECTED: usize = 1;
+
+impl Core {
+    pub fn new(plan: ServerPlan, threads: usize) -> Core {
+        Core {
+            answered: (0..threads).map(|_| Counters::default()).collect(),
+            plan,
+            aborting: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+        }
+    }
+
+    #[inline]
+    pub fn aborting(&self) -> bool {
+        self.aborting.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub fn count(&self, k: usize) {
+        self.answered[k].add_to(ANSWERED, 1);
+    }
+
+    #[inline]
+    pub fn reject(&self, k: usize, n: u64) {
+        self.answered[k].add_to(REJECTED, n);
+    }
+
+    /// The injected stall, once, at the first request after its time. Ends early at an
+    /// abort: a stall must never outlive its test (it once wedged an agent for good).
+    #[inline]
+    pub fn maybe_stall(&self) {
+        if let Some((at, d)) = self.plan.stall {
+            if !self.stalled.load(Ordering::Relaxed)
+                && Instant::now() >= at
+                && !self.stalled.swap(true, Ordering::Relaxed)
+            {
+                let until = Instant::now().checked_add(d);
+                while !self.aborting.load(Ordering::Relaxed)
+                    && until.is_none_or(|u| Instant::now() < u)
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        }
+    }
+}
+
+/// A server's shared state: the [`Core`] and its carrier, which stops them both.
+pub(crate) trait Shared: Stop {
+    fn core(&self) -> &Core;
+}
+
+/// Running echo workers.
+pub struct RrServer {
+    shared: Arc<dyn Shared>,
+    pool: Pool<Option<String>>,
+}
+
+impl RrServer {
+    /// Spawns `placement`'s workers, each running `work` over `shared`.
+    pub(crate) fn start<S, F>(placement: &Placement, shared: Arc<S>, work: F) -> io::Result<Self>
+    where
+        S: Shared,
+        F: Fn(&S, usize) -> Option<String> + Send + Sync + 'static,
+    {
+        let pool = Pool::spawn("sonde-echo", placement, &shared, work)?;
+        Ok(RrServer { shared, pool })
+    }
+
+    /// Responses sent so far (monotonic).
+    pub fn answered(&self) -> u64 {
+        Counters::sum(&self.shared.core().answered)[ANSWERED]
+    }
+
+    /// UDP datagrams dropped unanswered so far: from another address, of another length,
+    /// or without the test's cookie.
+    pub fn rejected(&self) -> u64 {
+        Counters::sum(&self.shared.core().answered)[REJECTED]
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
+    /// Stops every worker now.
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
+
+    /// Errors the workers met, if any.
+    pub fn join(&mut self) -> Vec<String> {
+        self.pool
+            .join()
+            .into_iter()
+            .filter_map(|o| o.unwrap_or_else(Some))
+            .collect()
+    }
+}
