@@ -8,7 +8,6 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,7 +53,7 @@ impl Carrier for Shared {
 /// a worker blocked in a receive, a poll or an accept.
 impl Stop for Shared {
     fn abort(&self) {
-        self.core.aborting.store(true, Ordering::SeqCst);
+        self.core.abort();
         let fds: Vec<RawFd> = match &self.target {
             ServerTarget::Sockets(s) => s.iter().map(RrSocket::fd).collect(),
             ServerTarget::Udp { socket, .. } => vec![socket.as_raw_fd()],

@@ -26,7 +26,7 @@ pub struct ServerPlan {
 
 pub(crate) struct Core {
     pub plan: ServerPlan,
-    pub aborting: AtomicBool,
+    aborting: AtomicBool,
     stalled: AtomicBool,
     /// Responses sent (`ANSWERED`) and UDP datagrams dropped (`REJECTED`), per worker.
     pub answered: Vec<Counters<2>>,
@@ -48,6 +48,11 @@ impl Core {
     #[inline]
     pub fn aborting(&self) -> bool {
         self.aborting.load(Ordering::Relaxed)
+    }
+
+    /// Raises the flag every worker reads at each wake-up.
+    pub fn abort(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
     }
 
     #[inline]

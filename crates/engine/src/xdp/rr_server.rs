@@ -66,9 +66,7 @@ impl Shared for Frames {
 /// [`WAIT_AT_MOST`].
 impl Stop for Frames {
     fn abort(&self) {
-        self.core
-            .aborting
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.core.abort();
     }
 }
 

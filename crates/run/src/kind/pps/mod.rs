@@ -1,5 +1,6 @@
 //! Packet rate: small UDP packets over many flows, counted by sender and receiver
-//! (dpdk-testpmd's txonly/rxonly, with kernel sockets).
+//! (dpdk-testpmd's txonly/rxonly, with kernel sockets). Its engines are [`ENGINES`]; each
+//! implements [`PpsBackend`] in its own module.
 
 mod dpdk;
 mod engine;

@@ -1,4 +1,5 @@
 //! Stream: TCP bulk transfer over many connections, one way or both (ntttcp, iperf3).
+//! Its engines are [`ENGINES`]; each implements [`StreamBackend`] in its own module.
 
 mod engine;
 mod kernel;
