@@ -4,6 +4,7 @@
 //! root (or namespaces) both over loopback. Everything is deleted when dropped, also on
 //! error or Ctrl-C.
 
+use sonde_results::spec::Engine;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -134,7 +135,7 @@ impl Lab {
                     "--port",
                     "0",
                     "--allow",
-                    "xdp",
+                    &Engine::Xdp.to_string(),
                 ]);
                 (cmd, SERVER_ADDR)
             }
@@ -175,20 +176,22 @@ fn is_root() -> bool {
 /// Over veth the packet rate is measured with AF_XDP too (loopback has no XDP).
 pub fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
     let t = format!("{duration_ms}ms");
-    let lines: [&[&str]; 8] = [
-        &["stream", "-P", "1"],
-        &["stream", "-P", "8"],
-        &["ping"],
-        &["ping", "--udp"],
-        &["rpc", "-C", "8", "-W", "8"],
-        &["pps", "--flows", "4", "--rx-threads", "2"],
-        &["pps", "--engine", "xdp", "--flows", "4"],
-        &["load", "-P", "4"],
+    let xdp = Engine::Xdp.to_string();
+    // Each with whether it needs XDP on the path.
+    let lines: [(&[&str], bool); 8] = [
+        (&["stream", "-P", "1"], false),
+        (&["stream", "-P", "8"], false),
+        (&["ping"], false),
+        (&["ping", "--udp"], false),
+        (&["rpc", "-C", "8", "-W", "8"], false),
+        (&["pps", "--flows", "4", "--rx-threads", "2"], false),
+        (&["pps", "--engine", &xdp, "--flows", "4"], true),
+        (&["load", "-P", "4"], false),
     ];
     lines
         .iter()
-        .filter(|l| veth || !l.contains(&"xdp"))
-        .map(|l| {
+        .filter(|(_, bypass)| veth || !bypass)
+        .map(|(l, _)| {
             let mut v: Vec<String> = l.iter().map(|w| w.to_string()).collect();
             v.extend(["-t".to_string(), t.clone()]);
             v
