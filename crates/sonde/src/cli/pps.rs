@@ -2,12 +2,12 @@
 //! zero-loss search (testpmd txonly/rxonly).
 
 use clap::Args;
-use sonde_results::{DpdkSpec, Engine, PollMode, PpsSpec, SpecError, TestSpec};
+use sonde_results::SpecError;
+use sonde_run::build::poll::{parse_poll, PollChoice};
+use sonde_run::build::pps::{DpdkOptions, PpsOptions, SearchOptions};
 use sonde_run::measure::Plan;
-use sonde_run::search::SearchParams;
 
-use super::flags::{checked, parse_duration_ms, ExecutionArgs, OutputArgs, Target, TimingArgs};
-use super::rr::{parse_poll, PollChoice};
+use super::flags::{parse_duration_ms, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
 #[derive(Args, Debug)]
 pub struct PpsArgs {
@@ -84,50 +84,15 @@ pub struct DpdkArgs {
 }
 
 impl DpdkArgs {
-    /// The spec's DPDK part for `--engine dpdk`; any of these flags without it is refused.
-    fn spec(&self, engine: Engine) -> Result<Option<Box<DpdkSpec>>, SpecError> {
-        let given = [
-            ("--dpdk-dev", self.dpdk_dev.is_some()),
-            ("--server-dpdk-dev", self.server_dpdk_dev.is_some()),
-            ("--tx-queues", self.tx_queues.is_some()),
-            ("--rx-queues", self.rx_queues.is_some()),
-            ("--dpdk-args", self.dpdk_args.is_some()),
-        ];
-        if engine != Engine::Dpdk {
-            return match given.iter().find(|g| g.1) {
-                Some((flag, _)) => Err(SpecError {
-                    flag,
-                    reason: format!("is for --engine dpdk (this test runs --engine {engine})"),
-                }),
-                None => Ok(None),
-            };
-        }
-        for (flag, dev) in [
-            ("--dpdk-dev", &self.dpdk_dev),
-            ("--server-dpdk-dev", &self.server_dpdk_dev),
-        ] {
-            if let Some(d) = dev {
-                sonde_engine::dpdk::Device::parse(d)
-                    .map_err(|reason| SpecError { flag, reason })?;
-            }
-        }
-        let words = match &self.dpdk_args {
-            Some(a) => shell_words::split(a).map_err(|e| SpecError {
-                flag: "--dpdk-args",
-                reason: format!("{a:?}: {e}"),
-            })?,
-            None => Vec::new(),
-        };
-        let (eal_args, testpmd_args) = DpdkSpec::split_args(&words);
-        Ok(Some(Box::new(DpdkSpec {
+    fn options(&self) -> DpdkOptions {
+        DpdkOptions {
             client_device: self.dpdk_dev.clone(),
             server_device: self.server_dpdk_dev.clone(),
-            tx_queues: self.tx_queues.unwrap_or(0),
-            rx_queues: self.rx_queues.unwrap_or(0),
+            tx_queues: self.tx_queues,
+            rx_queues: self.rx_queues,
             descriptors: self.descriptors,
-            eal_args,
-            testpmd_args,
-        })))
+            args: self.dpdk_args.clone(),
+        }
     }
 }
 
@@ -152,89 +117,40 @@ pub struct SearchArgs {
 }
 
 impl SearchArgs {
-    fn check(&self) -> Result<(), SpecError> {
-        let refuse = |flag, reason| Err(SpecError { flag, reason });
-        if !(0.0..100.0).contains(&self.max_loss) {
-            let why = format!("{} is not a percentage in [0, 100)", self.max_loss);
-            return refuse("--max-loss", why);
+    fn options(&self) -> SearchOptions {
+        SearchOptions {
+            on: self.search,
+            trial_ms: self.trial,
+            max_loss_percent: self.max_loss,
+            resolution_percent: self.resolution,
+            trials_per_step: self.trials_per_step,
         }
-        if !(self.resolution > 0.0 && self.resolution < 50.0) {
-            let why = format!("{} is not a percentage in (0, 50)", self.resolution);
-            return refuse("--resolution", why);
-        }
-        Ok(())
     }
 }
 
 impl PpsArgs {
     /// One test, or with `--search` the zero-loss search made of such tests.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        let spec = self.spec()?;
-        Ok(match self.search.search {
-            true => Plan::Search(
-                spec,
-                SearchParams {
-                    max_loss_percent: self.search.max_loss,
-                    resolution_percent: self.search.resolution,
-                    trials_per_step: self.search.trials_per_step,
-                },
-            ),
-            false => Plan::Tests(vec![TestSpec::Pps(spec)]),
-        })
+        self.options().plan()
     }
 
-    pub fn spec(&self) -> Result<PpsSpec, SpecError> {
-        let PollChoice::One(poll) = self.poll else {
-            return Err(SpecError {
-                flag: "--poll",
-                reason: "'all' is for ping and rpc; pick one mode".into(),
-            });
-        };
-        self.search.check()?;
-        let execution = self.execution.execution();
-        let dpdk = self.dpdk.spec(execution.engine)?;
-        // testpmd's main lcore takes a CPU of its own: its forwarding lcores get the rest.
-        let tx_default = dpdk.as_ref().map(|_| {
-            let cpus = sonde_engine::usable_cpus() as u32;
-            cpus.saturating_sub(1)
-                .clamp(1, self.flows.unwrap_or(u32::MAX).max(1))
-        });
-        let (tx_threads, flows) = sonde_engine::pps_threads(
-            self.tx_threads.or(tx_default),
-            self.rx_threads,
-            self.flows,
-            self.gso,
-        );
-        let mut timing = self.timing.timing(0);
-        if self.search.search {
-            timing.duration_ms = self.search.trial;
-        }
-        let spec = PpsSpec {
-            size_bytes: self.size,
-            tx_threads,
+    /// The flags as the run layer's builder reads them.
+    fn options(&self) -> PpsOptions {
+        PpsOptions {
+            size: self.size,
+            tx_threads: self.tx_threads,
             rx_threads: self.rx_threads,
-            flows,
+            flows: self.flows,
             batch: self.batch,
             gso: self.gso,
-            rate_pps: self.rate,
-            timing,
-            // testpmd's forwarding lcores always poll.
-            poll: if dpdk.is_some() { PollMode::Busy } else { poll },
-            execution,
+            rate: self.rate,
+            timing: self.timing.timing(0),
+            poll: self.poll.clone(),
+            execution: self.execution.execution(),
             ipv6: self.target.host().contains(':'),
-            dpdk,
-        };
-        checked(TestSpec::Pps(spec.clone()))?;
-        if spec.tx_threads > spec.flows {
-            return Err(SpecError {
-                flag: "--tx-threads",
-                reason: format!(
-                    "{} threads for {} flows: each thread needs a flow",
-                    spec.tx_threads, spec.flows
-                ),
-            });
+            search: self.search.options(),
+            dpdk: self.dpdk.options(),
         }
-        Ok(spec)
     }
 }
 
@@ -244,104 +160,24 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn spec_of(args: &[&str]) -> Result<PpsSpec, SpecError> {
+    fn options_of(args: &[&str]) -> PpsOptions {
         let Command::Pps(a) = Cli::try_parse_from(args).unwrap().command else {
             panic!("{args:?} is a pps command")
         };
-        a.spec()
+        a.options()
     }
 
     #[test]
-    fn flags_become_a_spec() {
-        let s = spec_of(&[
+    fn flags_become_the_builders_options() {
+        let o = options_of(&[
             "sonde", "pps", "h", "--flows", "4", "--search", "--trial", "2",
         ]);
-        let s = s.unwrap();
-        assert_eq!((s.flows, s.timing.duration_ms), (4, 2000));
-        let refused = [
-            (&["sonde", "pps", "h", "--poll", "all"][..], "--poll"),
-            (&["sonde", "pps", "h", "--max-loss", "100"], "--max-loss"),
-            (&["sonde", "pps", "h", "--resolution", "0"], "--resolution"),
-            (
-                &["sonde", "pps", "h", "--tx-threads", "4", "--flows", "2"],
-                "--tx-threads",
-            ),
-            (&["sonde", "pps", "h", "--size", "20"], "--size"),
-        ];
-        for (args, flag) in refused {
-            assert_eq!(spec_of(args).unwrap_err().flag, flag, "{args:?}");
-        }
-    }
-
-    #[test]
-    fn dpdk_flags_become_the_spec_dpdk_part() {
-        let s = spec_of(&[
-            "sonde",
-            "pps",
-            "h",
-            "--engine",
-            "dpdk",
-            "--dpdk-dev",
-            "--vdev=7870:00:00.0,mac=7c:1e:52:0f:c6:95",
-            "--tx-queues",
-            "4",
-            "--rx-queues",
-            "8",
-            "--dpdk-args",
-            "--no-huge -m 512 -- --mbcache=512",
-        ])
-        .unwrap();
-        let d = s.dpdk.as_deref().unwrap();
-        assert_eq!((d.tx_queues, d.rx_queues, d.descriptors), (4, 8, 2048));
-        assert_eq!(d.eal_args, ["--no-huge", "-m", "512"]);
-        assert_eq!(d.testpmd_args, ["--mbcache=512"]);
-        assert!(d.without_hugepages());
-        assert_eq!(s.poll, PollMode::Busy, "testpmd polls");
-        let refused = [
-            (
-                &["sonde", "pps", "h", "--dpdk-dev", "0000:3b:00.0"][..],
-                "--dpdk-dev",
-            ),
-            (
-                &[
-                    "sonde",
-                    "pps",
-                    "h",
-                    "--engine",
-                    "dpdk",
-                    "--dpdk-dev",
-                    "eth0",
-                ],
-                "--dpdk-dev",
-            ),
-            (
-                &[
-                    "sonde",
-                    "pps",
-                    "h",
-                    "--engine",
-                    "dpdk",
-                    "--dpdk-args",
-                    "'open",
-                ],
-                "--dpdk-args",
-            ),
-            (&["sonde", "pps", "h", "--engine", "dpdk", "--gso"], "--gso"),
-            (
-                &[
-                    "sonde",
-                    "pps",
-                    "h",
-                    "--engine",
-                    "dpdk",
-                    "--descriptors",
-                    "8",
-                ],
-                "--descriptors",
-            ),
-        ];
-        for (args, flag) in refused {
-            assert_eq!(spec_of(args).unwrap_err().flag, flag, "{args:?}");
-        }
+        assert_eq!(
+            (o.flows, o.search.on, o.search.trial_ms),
+            (Some(4), true, 2000)
+        );
+        let o = options_of(&["sonde", "pps", "::1", "--dpdk-args", "--no-huge"]);
+        assert_eq!(o.dpdk.args.as_deref(), Some("--no-huge"));
+        assert!(o.ipv6);
     }
 }

@@ -2,9 +2,11 @@
 //! connections × many in flight (msg_gen, neper tcp_rr / tcp_crr).
 
 use clap::Args;
-use sonde_results::{Engine, PollMode, RrSpec, SpecError, Stall, TestSpec, Transport};
+use sonde_results::{SpecError, Stall, TestSpec};
+use sonde_run::build::poll::{parse_poll, PollChoice};
+use sonde_run::build::rr::{PingOptions, RpcOptions, RrOptions};
 
-use super::flags::{checked, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
+use super::flags::{parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
 /// Flags shared by ping and rpc.
 #[derive(Args, Debug)]
@@ -93,49 +95,6 @@ pub struct RpcArgs {
     pub crr: bool,
 }
 
-/// `--poll`: one mode, or all of them in turn.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PollChoice {
-    One(PollMode),
-    All,
-}
-
-impl PollChoice {
-    pub fn modes(&self) -> Vec<PollMode> {
-        match self {
-            PollChoice::One(m) => vec![*m],
-            PollChoice::All => vec![
-                PollMode::Block,
-                PollMode::Busy,
-                PollMode::Hybrid { spin_us: 50 },
-            ],
-        }
-    }
-}
-
-pub fn parse_poll(s: &str) -> Result<PollChoice, String> {
-    let bad = || format!("'{s}' is not a receive mode (block, busy, hybrid[=50us], all)");
-    Ok(match s {
-        "block" => PollChoice::One(PollMode::Block),
-        "busy" => PollChoice::One(PollMode::Busy),
-        "hybrid" => PollChoice::One(PollMode::Hybrid { spin_us: 50 }),
-        "all" => PollChoice::All,
-        _ => {
-            let spin = s.strip_prefix("hybrid=").ok_or_else(bad)?;
-            let us = if let Some(v) = spin.strip_suffix("us") {
-                v.parse::<u64>().map_err(|_| bad())?
-            } else if let Some(v) = spin.strip_suffix("ms") {
-                v.parse::<u64>().map_err(|_| bad())? * 1000
-            } else {
-                spin.parse::<u64>().map_err(|_| bad())?
-            };
-            PollChoice::One(PollMode::Hybrid {
-                spin_us: u32::try_from(us).map_err(|_| bad())?,
-            })
-        }
-    })
-}
-
 fn parse_stall(s: &str) -> Result<Stall, String> {
     let (a, b) = s.split_once(':').ok_or("expected AFTER_MS:STALL_MS")?;
     Ok(Stall {
@@ -145,75 +104,51 @@ fn parse_stall(s: &str) -> Result<Stall, String> {
 }
 
 impl RrCommon {
-    /// One spec per receive mode asked for, each made by `make` from the shared part.
-    fn specs(
-        &self,
-        make: impl Fn(RrSpec) -> Result<TestSpec, SpecError>,
-    ) -> Result<Vec<TestSpec>, SpecError> {
-        self.poll
-            .modes()
-            .into_iter()
-            .map(|poll| {
-                make(RrSpec {
-                    timing: self.timing.timing(0),
-                    poll,
-                    busy_poll_us: self.busy_poll_us,
-                    execution: self.execution.execution(),
-                    server_stall: self.server_stall,
-                    ..Default::default()
-                })
-            })
-            .collect()
-    }
-}
-
-/// UDP when asked, or when the engine carries nothing else.
-fn transport(udp: bool, base: &RrSpec) -> Transport {
-    if udp || base.execution.engine == Engine::Xdp {
-        Transport::Udp
-    } else {
-        Transport::Tcp
+    /// The shared flags as the run layer's builder reads them.
+    fn options(&self, udp: bool) -> RrOptions {
+        RrOptions {
+            timing: self.timing.timing(0),
+            poll: self.poll.clone(),
+            busy_poll_us: self.busy_poll_us,
+            execution: self.execution.execution(),
+            server_stall: self.server_stall,
+            udp,
+        }
     }
 }
 
 impl PingArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
-        self.common.specs(|base| {
-            let spec = RrSpec {
-                transport: transport(self.udp, &base),
-                request_bytes: self.msg_size,
-                response_bytes: self.msg_size,
-                rate_per_s: self.rate,
-                ..base
-            };
-            // Both sizes come from -m here, so that is the flag to name.
-            checked(TestSpec::Ping(spec)).map_err(|mut e| {
-                if e.flag == "--req-size" || e.flag == "--resp-size" {
-                    e.flag = "--msg-size";
-                }
-                e
-            })
-        })
+        self.options().specs()
+    }
+
+    fn options(&self) -> PingOptions {
+        PingOptions {
+            common: self.common.options(self.udp),
+            msg_size: self.msg_size,
+            rate: self.rate,
+        }
     }
 }
 
 impl RpcArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
-        self.common.specs(|base| {
-            checked(TestSpec::Rpc(RrSpec {
-                transport: transport(self.udp, &base),
-                connections: self.connections,
-                window: self.window,
-                request_bytes: self.msg_size.unwrap_or(self.req_size),
-                response_bytes: self.msg_size.unwrap_or(self.resp_size),
-                client_threads: self.threads,
-                server_threads: self.server_threads,
-                rate_per_s: self.rate,
-                open_loop: self.rate.is_some(),
-                connect_per_request: self.crr,
-                ..base
-            }))
-        })
+        self.options().specs()
+    }
+
+    fn options(&self) -> RpcOptions {
+        RpcOptions {
+            common: self.common.options(self.udp),
+            connections: self.connections,
+            window: self.window,
+            msg_size: self.msg_size,
+            req_size: self.req_size,
+            resp_size: self.resp_size,
+            threads: self.threads,
+            server_threads: self.server_threads,
+            rate: self.rate,
+            crr: self.crr,
+        }
     }
 }
 
@@ -222,25 +157,18 @@ mod tests {
     use super::super::{Cli, Command};
     use super::*;
     use clap::Parser;
+    use sonde_results::PollMode;
 
-    fn rr_specs(args: &[&str]) -> Result<Vec<RrSpec>, SpecError> {
-        let specs = match Cli::try_parse_from(args).unwrap().command {
-            Command::Ping(a) => a.specs(),
-            Command::Rpc(a) => a.specs(),
-            _ => panic!("{args:?} is ping or rpc"),
-        }?;
-        Ok(specs
-            .into_iter()
-            .map(|s| match s {
-                TestSpec::Ping(r) | TestSpec::Rpc(r) => r,
-                _ => unreachable!(),
-            })
-            .collect())
+    fn rpc_options(args: &[&str]) -> RpcOptions {
+        match Cli::try_parse_from(args).unwrap().command {
+            Command::Rpc(a) => a.options(),
+            _ => panic!("{args:?} is rpc"),
+        }
     }
 
     #[test]
-    fn ping_and_rpc_flags() {
-        let r = &rr_specs(&[
+    fn rpc_flags_become_the_builders_options() {
+        let o = rpc_options(&[
             "sonde",
             "rpc",
             "h",
@@ -252,31 +180,16 @@ mod tests {
             "1000",
             "--poll",
             "hybrid=100us",
-        ])
-        .unwrap()[0];
-        assert_eq!(r.poll, PollMode::Hybrid { spin_us: 100 });
-        assert_eq!((r.connections, r.window, r.open_loop), (8, 32, true));
-        let p = rr_specs(&["sonde", "ping", "h", "--udp", "--poll", "all", "-m", "32"]).unwrap();
-        assert_eq!(p.len(), 3);
-        assert_eq!((p[1].transport, p[1].request_bytes), (Transport::Udp, 32));
-        assert_eq!(p[1].poll, PollMode::Busy);
-        assert!(parse_poll("hybrid=2ms").is_ok());
-        assert!(parse_poll("sometimes").is_err());
-        let e = rr_specs(&["sonde", "rpc", "h", "-W", "0"]).unwrap_err();
-        assert_eq!(e.flag, "--window");
-        let e = rr_specs(&["sonde", "ping", "h", "--udp", "-m", "4"]).unwrap_err();
-        assert_eq!(e.flag, "--msg-size");
-        // msg_gen's job: 1 KiB both ways, over AF_XDP (UDP implied).
-        let x = &rr_specs(&[
-            "sonde", "rpc", "h", "--engine", "xdp", "-C", "4", "-W", "32", "-m", "1024",
-        ])
-        .unwrap()[0];
-        assert_eq!(x.transport, Transport::Udp);
+            "--udp",
+        ]);
         assert_eq!(
-            (x.request_bytes, x.response_bytes, x.window),
-            (1024, 1024, 32)
+            o.common.poll,
+            PollChoice::One(PollMode::Hybrid { spin_us: 100 })
         );
-        let e = rr_specs(&["sonde", "rpc", "h", "--engine", "xdp", "--crr"]).unwrap_err();
-        assert_eq!(e.flag, "--crr");
+        assert_eq!((o.connections, o.window, o.rate), (8, 32, Some(1000.0)));
+        assert!(o.common.udp);
+        let o = rpc_options(&["sonde", "rpc", "h", "-m", "1024"]);
+        assert_eq!((o.msg_size, o.req_size), (Some(1024), 64));
+        assert!(Cli::try_parse_from(["sonde", "rpc", "h", "-m", "1", "--req-size", "2"]).is_err());
     }
 }
