@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use sonde_probe::topology::parse_cpu_list;
 pub use sonde_results::spec::units::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
-use sonde_results::{Engine, Execution, SpecError, TestSpec, Timing};
+use sonde_results::{Engine, Execution, Timing};
 
 use sonde_probe::tune::Goal;
 use sonde_run::agent::DEFAULT_PORT;
+use sonde_run::build::cpus::{parse_cpus, CpuList};
 
 /// Which agent, and how to prove who we are to it.
 #[derive(Args, Debug, Clone)]
@@ -180,13 +180,6 @@ impl StoreArgs {
     }
 }
 
-/// The spec's own checks, then whether this build has the engine it names.
-pub fn checked(spec: TestSpec) -> Result<TestSpec, SpecError> {
-    spec.validate()?;
-    sonde_run::kind::check_engine(&spec)?;
-    Ok(spec)
-}
-
 /// `--engine`: one of the engines this build knows (clap lists them in help and errors).
 fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
     use clap::builder::TypedValueParser;
@@ -202,51 +195,4 @@ pub fn goal_parser() -> impl clap::builder::TypedValueParser<Value = Goal> {
 /// `--fleet-pair`: the JSON `sonde fleet` writes.
 fn parse_fleet_pair(s: &str) -> Result<sonde_results::document::FleetPair, String> {
     serde_json::from_str(s).map_err(|e| e.to_string())
-}
-
-/// `--cpus` / `--server-cpus`: a CPU list as one value (clap would read a bare `Vec` as a
-/// repeated flag), or `auto`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CpuList {
-    /// `none`: left to the scheduler.
-    Unpinned,
-    List(Vec<usize>),
-    /// Chosen on the side's own host when the test starts (sonde_probe::placement).
-    Auto,
-}
-
-impl CpuList {
-    /// As a spec holds it: the list, and whether the side chooses it itself.
-    fn split(&self) -> (Option<Vec<usize>>, bool) {
-        match self {
-            CpuList::List(l) => (Some(l.clone()), false),
-            CpuList::Auto => (None, true),
-            CpuList::Unpinned => (None, false),
-        }
-    }
-}
-
-fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    match s {
-        "auto" => return Ok(CpuList::Auto),
-        "none" => return Ok(CpuList::Unpinned),
-        _ => {}
-    }
-    parse_cpu_list(s).map(CpuList::List)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists_become_the_spec_fields() {
-        assert_eq!(parse_cpus("auto").unwrap().split(), (None, true));
-        assert_eq!(parse_cpus("none").unwrap().split(), (None, false));
-        assert_eq!(
-            parse_cpus("0-2").unwrap().split(),
-            (Some(vec![0, 1, 2]), false)
-        );
-        assert!(parse_cpus("x").is_err());
-    }
 }

@@ -22,7 +22,7 @@ pub use watch::WatchArgs;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use sonde_results::{SpecError, TestSpec};
+use sonde_results::SpecError;
 use sonde_run::measure::Plan;
 
 use sonde_probe::tune::Goal;
@@ -92,10 +92,7 @@ impl Command {
             Command::Ping(a) => a.specs().map(Plan::Tests),
             Command::Rpc(a) => a.specs().map(Plan::Tests),
             Command::Pps(a) => a.plan(),
-            Command::Load(a) => a.spec().map(|s| match s {
-                TestSpec::Load(l) => Plan::Load(l),
-                _ => unreachable!("a load command makes a load spec"),
-            }),
+            Command::Load(a) => a.spec().map(Plan::Load),
             _ => return None,
         })
     }

@@ -3,9 +3,10 @@
 use clap::Args;
 use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
 
+use sonde_run::build::check::checked;
+
 use super::flags::{
-    checked, parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target,
-    TimingArgs,
+    parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
 };
 
 #[derive(Args, Debug)]

@@ -3,8 +3,8 @@
 use std::net::IpAddr;
 
 use clap::Args;
-use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{SpecError, TestSpec, Timing, WatchSpec};
+use sonde_results::SpecError;
+use sonde_run::build::watch::WatchOptions;
 use sonde_run::measure::Plan;
 
 use super::flags::{parse_duration_ms, OutputArgs};
@@ -30,44 +30,18 @@ pub struct WatchArgs {
 impl WatchArgs {
     /// The watch of this host: the interface named, or toward `--peer`, or none.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        let TestSpec::Watch(mut spec) = self.spec()? else {
-            unreachable!("a watch command makes a watch spec")
-        };
-        let probe = match (&self.iface, self.peer) {
-            (Some(i), _) if !std::path::Path::new("/sys/class/net").join(i).exists() => {
-                let reason = format!("no interface '{i}' on this host");
-                return Err(SpecError {
-                    flag: "--iface",
-                    reason,
-                });
-            }
-            (Some(i), _) => HostProbe::for_iface(Some(i.clone())),
-            (None, Some(p)) => HostProbe::for_peer(p),
-            (None, None) => HostProbe::for_iface(None),
-        };
-        spec.iface = probe.iface().map(String::from);
-        Ok(Plan::Watch {
-            spec,
-            probe,
-            stdout_to_stderr: self.output.quiet(),
-        })
+        self.options().plan()
     }
 
-    pub fn spec(&self) -> Result<TestSpec, SpecError> {
-        let spec = WatchSpec {
+    /// The flags as the run layer's builder reads them.
+    fn options(&self) -> WatchOptions {
+        WatchOptions {
             command: self.command.clone(),
             iface: self.iface.clone(),
-            peer: self.peer.map(|p| p.to_string()),
-            timing: Timing {
-                duration_ms: 0,
-                warmup_ms: 0,
-                cooldown_ms: 0,
-                interval_ms: self.interval,
-            },
-            execution: Default::default(),
-        };
-        spec.validate()?;
-        Ok(TestSpec::Watch(spec))
+            peer: self.peer,
+            interval_ms: self.interval,
+            quiet: self.output.quiet(),
+        }
     }
 }
 
@@ -108,6 +82,6 @@ mod tests {
         let Command::Watch(a) = cli.command else {
             panic!()
         };
-        assert_eq!(a.spec().unwrap_err().flag, "--interval");
+        assert_eq!(a.options().interval_ms, 10);
     }
 }
