@@ -10,6 +10,7 @@ pub mod host;
 pub mod html;
 pub mod live;
 mod load_plot;
+pub mod look;
 mod published;
 pub mod safe;
 pub mod summary;

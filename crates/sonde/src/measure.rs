@@ -18,24 +18,12 @@ use sonde_run::tune::Tuned;
 use crate::cli::{self, OutputArgs, Target, WatchArgs};
 use crate::errors::{EXIT_PARTIAL, EXIT_USAGE};
 
-/// The report crate's renderers, per kind.
+/// The report crate's renderers, per kind (`sonde_report::look` chooses).
 pub struct Report;
 
 impl Look for Report {
     fn heading(&self, spec: &TestSpec, path: &str, search: bool) -> String {
-        use sonde_report::summary as s;
-        match spec {
-            TestSpec::Stream(st) => s::stream_heading(st, path),
-            TestSpec::Ping(_) | TestSpec::Rpc(_) => s::rr_heading(spec, path),
-            TestSpec::Pps(p) => s::pps_heading(p, path, search),
-            TestSpec::Load(l) => s::load_heading(l, path),
-            TestSpec::Watch(w) => format!(
-                "sonde watch: {} (interface {}, every {:.1} s)",
-                w.command.join(" "),
-                w.iface.as_deref().unwrap_or("none"),
-                w.timing.interval_ms as f64 / 1e3
-            ),
-        }
+        sonde_report::look::heading(spec, path, search)
     }
 
     fn live(
@@ -44,11 +32,7 @@ impl Look for Report {
         c: Option<&IntervalSample>,
         s: Option<&IntervalSample>,
     ) -> String {
-        match spec {
-            TestSpec::Stream(st) => sonde_report::live::line(st.direction, c, s),
-            TestSpec::Pps(_) => sonde_report::live::pps_line(c, s),
-            _ => sonde_report::live::rr_line(c, s),
-        }
+        sonde_report::look::live_line(spec, c, s)
     }
 
     fn watch_line(&self, figures: &IntervalFigures) -> String {
@@ -64,14 +48,7 @@ impl Look for Report {
     }
 
     fn summary(&self, doc: &Document) -> String {
-        use sonde_report::summary as s;
-        match &doc.start.spec {
-            TestSpec::Stream(_) => s::stream(doc),
-            TestSpec::Ping(_) | TestSpec::Rpc(_) => s::rr(doc),
-            TestSpec::Pps(_) => s::pps(doc),
-            TestSpec::Load(_) => s::load(doc),
-            TestSpec::Watch(_) => s::watch(doc),
-        }
+        sonde_report::look::summary(doc)
     }
 }
 
@@ -132,17 +109,7 @@ pub fn test_command(
         [one] => sonde_report::json(one),
         docs => format!("{}\n", serde_json::to_string_pretty(docs)?),
     };
-    let swept = m
-        .docs
-        .iter()
-        .any(|d| d.start.spec.execution().cpu_latency_us.is_some());
-    let human = (!out.json && m.docs.len() > 1).then(|| {
-        if swept {
-            sonde_report::summary::cstate_comparison(&m.docs)
-        } else {
-            sonde_report::summary::poll_comparison(&m.docs)
-        }
-    });
+    let human = (!out.json && m.docs.len() > 1).then(|| sonde_report::look::comparison(&m.docs));
     emit(&text, human, out, m.partial())
 }
 
