@@ -397,6 +397,19 @@ pub fn compare_runs(a: &[&Document], b: &[&Document]) -> Vec<Comparison> {
         .collect()
 }
 
+/// Whether any figure is significantly worse by more than `limit_percent`, whichever way
+/// is better for it (`sonde compare --fail-if-worse`).
+pub fn regressed(cmp: &[Comparison], limit_percent: f64) -> bool {
+    cmp.iter().any(|c| {
+        let loss = if c.higher_is_better {
+            -c.change_percent
+        } else {
+            c.change_percent
+        };
+        c.verdict == Verdict::Worse && loss > limit_percent
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,6 +420,20 @@ mod tests {
 
     fn down() -> Metric {
         up().lower_is_better()
+    }
+
+    #[test]
+    fn a_regression_is_a_worse_verdict_beyond_the_limit() {
+        let (a, b) = ([100.0, 101.0, 99.0, 100.0], [80.0, 81.0, 79.0, 80.0]);
+        let drop = compare(&up(), &a, &b).unwrap();
+        assert_eq!(drop.verdict, Verdict::Worse);
+        assert!(regressed(std::slice::from_ref(&drop), 10.0));
+        assert!(!regressed(std::slice::from_ref(&drop), 25.0));
+        let gain = compare(&down(), &a, &b).unwrap();
+        assert!(
+            !regressed(&[gain], 0.0),
+            "lower is better: a fall is a gain"
+        );
     }
 
     #[test]

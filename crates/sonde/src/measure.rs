@@ -181,7 +181,7 @@ pub fn save_run(args: &cli::StoreArgs, doc: &Document) {
     if args.no_save {
         return;
     }
-    let path = cli::StoreArgs::db_path(args.db.as_deref());
+    let path = sonde_store::default_path(args.db.as_deref());
     match sonde_store::Store::open(&path)
         .and_then(|s| s.save_for_suite(doc, args.label.as_deref(), args.suite_key.as_deref()))
     {

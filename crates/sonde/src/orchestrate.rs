@@ -14,7 +14,7 @@ use sonde_run::measure::{Live, Measurement, Output, Plan, Target};
 use sonde_run::signals::Interrupt;
 use sonde_run::tune::Tuned;
 
-use crate::cli::{Cli, FleetArgs, StoreArgs, SuiteArgs};
+use crate::cli::{Cli, FleetArgs, SuiteArgs};
 use crate::measure::Report;
 
 /// One item as it runs: the plan, where, and `--tune` around it.
@@ -98,7 +98,7 @@ fn run_item(req: Request, keeper: &Keeper<'_>, words: &[String], interrupt: &Int
 
 pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let suite = sonde_run::suite::load(&args.file, &build)?;
-    let db = StoreArgs::db_path(args.db.as_deref());
+    let db = sonde_store::default_path(args.db.as_deref());
     let store = sonde_store::Store::open(&db)?;
     let bar = indicatif::ProgressBar::new(suite.items.len() as u64);
     bar.set_style(
@@ -146,7 +146,7 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
 pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     use sonde_run::fleet::{self, file};
     let fleet = file::load(&args.file, &file::system_resolve, &build)?;
-    let db: PathBuf = StoreArgs::db_path(args.db.as_deref());
+    let db: PathBuf = sonde_store::default_path(args.db.as_deref());
     let store = std::sync::Mutex::new(sonde_store::Store::open(&db)?);
     let stored =
         |key: &str| args.resume && store.lock().unwrap().has_suite_item(key).unwrap_or(false);

@@ -9,7 +9,7 @@ use crate::cli;
 use crate::errors::EXIT_WORSE;
 
 pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
-    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    let store = sonde_store::Store::open(&sonde_store::default_path(a.db.as_deref()))?;
     match a.action {
         cli::ResultsAction::List { label } => {
             let runs = store.list(label.as_deref())?;
@@ -68,21 +68,9 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs named by a label, or the one run with that id.
-fn runs_for(store: &sonde_store::Store, which: &str) -> anyhow::Result<Vec<sonde_store::Run>> {
-    let by_label = store.list(Some(which))?;
-    if !by_label.is_empty() {
-        return Ok(by_label);
-    }
-    match which.parse::<i64>() {
-        Ok(id) => Ok(vec![store.get(id)?]),
-        Err(_) => anyhow::bail!("no runs labelled '{which}' (and it is not a run id)"),
-    }
-}
-
 pub fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
-    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
-    let (ra, rb) = (runs_for(&store, &a.a)?, runs_for(&store, &a.b)?);
+    let store = sonde_store::Store::open(&sonde_store::default_path(a.db.as_deref()))?;
+    let (ra, rb) = (store.named(&a.a)?, store.named(&a.b)?);
     anyhow::ensure!(
         ra[0].test == rb[0].test,
         "'{}' holds {} runs and '{}' holds {} runs: compare like with like",
@@ -99,18 +87,9 @@ pub fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
     } else {
         out!("{}", sonde_report::summary::comparison(&a.a, &a.b, &cmp));
     }
-    let worse = a.fail_if_worse.is_some_and(|limit| {
-        cmp.iter().any(|c| {
-            c.verdict == sonde_results::compare::Verdict::Worse && {
-                let loss = if c.higher_is_better {
-                    -c.change_percent
-                } else {
-                    c.change_percent
-                };
-                loss > limit
-            }
-        })
-    });
+    let worse = a
+        .fail_if_worse
+        .is_some_and(|limit| sonde_results::compare::regressed(&cmp, limit));
     Ok(if worse {
         ExitCode::from(EXIT_WORSE)
     } else {
@@ -119,10 +98,10 @@ pub fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
-    let store = sonde_store::Store::open(&cli::StoreArgs::db_path(a.db.as_deref()))?;
+    let store = sonde_store::Store::open(&sonde_store::default_path(a.db.as_deref()))?;
     let mut groups: Vec<(String, Vec<sonde_store::Run>)> = Vec::new();
     for sel in &a.runs {
-        groups.push((sel.clone(), runs_for(&store, sel)?));
+        groups.push((sel.clone(), store.named(sel)?));
     }
     let stored = groups
         .iter()

@@ -3,7 +3,7 @@
 //! on open. Writers from several processes are serialised by SQLite itself (WAL, busy
 //! timeout); a run is one row written in one transaction.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -45,6 +45,24 @@ pub enum StoreError {
     NoSuchRun(i64),
     #[error("run {id}: stored document is unreadable: {reason}")]
     BadDocument { id: i64, reason: String },
+    #[error("no runs labelled '{0}' (and it is not a run id)")]
+    NoSuchLabel(String),
+}
+
+/// The store a command uses: `db` when given, else `$SONDE_DB`, else
+/// `$XDG_DATA_HOME` (or `~/.local/share`) `/netsonde/results.db`.
+pub fn default_path(db: Option<&Path>) -> PathBuf {
+    if let Some(p) = db {
+        return p.to_path_buf();
+    }
+    if let Some(p) = std::env::var_os("SONDE_DB") {
+        return PathBuf::from(p);
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir);
+    data.join("netsonde/results.db")
 }
 
 /// One stored run.
@@ -228,6 +246,18 @@ impl Store {
             )
             .map(|n| n > 0)
             .map_err(|e| self.err(e))
+    }
+
+    /// The runs named by a label, or the one run with that id (a label wins).
+    pub fn named(&self, which: &str) -> Result<Vec<Run>, StoreError> {
+        let by_label = self.list(Some(which))?;
+        if !by_label.is_empty() {
+            return Ok(by_label);
+        }
+        match which.parse::<i64>() {
+            Ok(id) => Ok(vec![self.get(id)?]),
+            Err(_) => Err(StoreError::NoSuchLabel(which.to_string())),
+        }
     }
 
     pub fn get(&self, id: i64) -> Result<Run, StoreError> {

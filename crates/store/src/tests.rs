@@ -83,6 +83,22 @@ fn round_trip_with_labels() {
 }
 
 #[test]
+fn runs_are_named_by_label_or_id() {
+    let path = temp_db("named");
+    let s = Store::open(&path).unwrap();
+    let a = s.save(&doc("sonde stream a"), Some("base")).unwrap();
+    assert_eq!(s.named("base").unwrap()[0].id, a);
+    assert_eq!(s.named(&a.to_string()).unwrap()[0].id, a);
+    let e = s.named("nope").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no runs labelled 'nope' (and it is not a run id)"
+    );
+    assert!(matches!(s.named("999"), Err(StoreError::NoSuchRun(999))));
+    assert_eq!(default_path(Some(Path::new("/x.db"))), Path::new("/x.db"));
+}
+
+#[test]
 fn an_older_schema_is_migrated_and_its_runs_kept() {
     let path = temp_db("mig");
     {

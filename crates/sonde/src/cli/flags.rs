@@ -164,22 +164,6 @@ pub struct StoreArgs {
     pub fleet_pair: Option<sonde_results::document::FleetPair>,
 }
 
-impl StoreArgs {
-    pub fn db_path(db: Option<&std::path::Path>) -> PathBuf {
-        if let Some(p) = db {
-            return p.to_path_buf();
-        }
-        if let Some(p) = std::env::var_os("SONDE_DB") {
-            return PathBuf::from(p);
-        }
-        let data = std::env::var_os("XDG_DATA_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-            .unwrap_or_else(std::env::temp_dir);
-        data.join("netsonde/results.db")
-    }
-}
-
 /// `--engine`: one of the engines this build knows (clap lists them in help and errors).
 fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
     use clap::builder::TypedValueParser;
