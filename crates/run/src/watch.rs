@@ -31,6 +31,18 @@ pub enum WatchError {
     },
 }
 
+/// sonde's exit code after a watch: the command's own, or `partial_code` when a Ctrl-C
+/// cut the watch before the command gave one, else 128 + the signal that ended it.
+pub fn exit_code(status: ExitStatus, partial: bool, partial_code: u8) -> u8 {
+    match status.code() {
+        Some(c) => c.clamp(0, 255) as u8,
+        None if partial => partial_code,
+        None => 128u8.saturating_add(
+            std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8,
+        ),
+    }
+}
+
 /// Runs `spec.command`, sampling `probe` every interval; the document and the command's
 /// exit status. With `stdout_to_stderr` the command writes its stdout to our stderr.
 pub fn watch(
@@ -179,5 +191,19 @@ fn end_of(
         tcp_retransmits: side.tcp_retransmits,
         interrupts: side.interrupts,
         notes: probe.notes().to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn the_exit_code_is_the_commands_or_says_how_it_ended() {
+        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8), true, 3), 7);
+        // Killed by SIGTERM (15): 128 + 15, unless the watch was cut short first.
+        assert_eq!(exit_code(ExitStatus::from_raw(15), false, 3), 143);
+        assert_eq!(exit_code(ExitStatus::from_raw(15), true, 3), 3);
     }
 }

@@ -166,13 +166,8 @@ pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::R
     let m = measure(plan, &target, out, &command, interrupt)?;
     let (doc, status) = (&m.docs[0], m.status.expect("a watch has a status"));
     emit(&sonde_report::json(doc), None, out, false)?;
-    Ok(match status.code() {
-        Some(c) => ExitCode::from(c.clamp(0, 255) as u8),
-        None if doc.end.partial => ExitCode::from(EXIT_PARTIAL),
-        None => ExitCode::from(128u8.saturating_add(
-            std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8,
-        )),
-    })
+    let code = sonde_run::watch::exit_code(status, doc.end.partial, EXIT_PARTIAL);
+    Ok(ExitCode::from(code))
 }
 
 /// Keeps a run in the store (unless --no-save). A store that cannot be written is reported

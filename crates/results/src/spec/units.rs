@@ -1,5 +1,6 @@
 //! Values as people write them on a command line or in a suite file: durations (`2.5`,
-//! `500ms`), sizes (`128K`), bit rates (`2.5G`); each parser says what it expected.
+//! `500ms`), sizes (`128K`), bit rates (`2.5G`), percentages and ratios; each parser says
+//! what it expected.
 
 /// Seconds as a decimal number, or with an `ms` / `s` suffix; returns milliseconds.
 pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
@@ -77,6 +78,26 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
+/// A non-negative percentage, with or without a `%` sign.
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        return Err(format!("'{s}' is not a percentage"));
+    }
+    Ok(v)
+}
+
+/// A ratio of at least 1 (an answer's size to its request's).
+pub fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a ratio of at least 1")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +115,14 @@ mod tests {
         assert_eq!(parse_size("1000"), Ok(1000));
         assert!(parse_size("5G").is_err());
         assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn percentages_and_ratios() {
+        assert_eq!(parse_percent("5%"), Ok(5.0));
+        assert_eq!(parse_percent("0.5"), Ok(0.5));
+        assert!(parse_percent("-1").is_err() && parse_percent("inf").is_err());
+        assert_eq!(parse_ratio("1"), Ok(1.0));
+        assert!(parse_ratio("0.5").is_err() && parse_ratio("x").is_err());
     }
 }

@@ -31,6 +31,25 @@ pub struct AgentDpdk {
 }
 
 impl AgentDpdk {
+    /// From `sonde serve`'s `--dpdk-args` (one shell-quoted string) and `--dpdk-dev`,
+    /// refused without `--allow dpdk` (`allowed`), where they would do nothing.
+    pub fn from_flags(
+        args: Option<&str>,
+        device: Option<&str>,
+        allowed: bool,
+    ) -> Result<AgentDpdk, String> {
+        if (args.is_some() || device.is_some()) && !allowed {
+            return Err(
+                "--dpdk-args and --dpdk-dev are for --allow dpdk, which is not given".into(),
+            );
+        }
+        let words = match args {
+            Some(a) => shell_words::split(a).map_err(|e| format!("--dpdk-args {a:?}: {e}"))?,
+            None => Vec::new(),
+        };
+        AgentDpdk::new(&words, device)
+    }
+
     /// From the serve flags' words (split at `--`, as the controller's `--dpdk-args`) and
     /// device; a device that is not one names `--dpdk-dev`.
     pub fn new(words: &[String], device: Option<&str>) -> Result<AgentDpdk, String> {
@@ -274,6 +293,18 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn serve_flags_need_allow_dpdk_and_split_as_a_shell_would() {
+        let a = AgentDpdk::from_flags(Some("--no-huge -- '--mbcache=512'"), None, true);
+        let a = a.unwrap();
+        assert_eq!((a.eal_args.len(), a.testpmd_args.len()), (1, 1));
+        let e = AgentDpdk::from_flags(Some("--no-huge"), None, false).unwrap_err();
+        assert!(e.contains("--allow dpdk"), "{e}");
+        let e = AgentDpdk::from_flags(Some("'open"), None, true).unwrap_err();
+        assert!(e.starts_with("--dpdk-args"), "{e}");
+        assert!(AgentDpdk::from_flags(None, None, false).is_ok());
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub use watch::WatchArgs;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use sonde_results::spec::units::parse_percent;
 use sonde_results::SpecError;
 use sonde_run::measure::Plan;
 
@@ -250,17 +251,6 @@ pub struct ReportArgs {
     pub title: String,
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
-}
-
-fn parse_percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim_end_matches('%')
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage"))?;
-    if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("'{s}' is not a percentage"));
-    }
-    Ok(v)
 }
 
 #[derive(Args, Debug)]

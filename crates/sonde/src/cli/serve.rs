@@ -8,6 +8,7 @@ use sonde_run::agent::{Allow, Allowed, DEFAULT_PORT};
 use sonde_run::kind::dpdk_source::AgentDpdk;
 
 use super::flags::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
+use sonde_results::spec::units::parse_ratio;
 
 /// `--allow`'s words.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +60,7 @@ pub struct ServeArgs {
     pub max_message: u32,
     /// Refuse UDP ping/rpc tests whose answer is more than R times the request (1: never
     /// more bytes out than came in, so the echo cannot amplify).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_reply_ratio, value_name = "R")]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_ratio, value_name = "R")]
     pub max_udp_reply_ratio: f64,
     /// Tests served at once; beyond it a controller is told "busy". The default, 4, fits
     /// a `sonde load` (three tests at once); more would mostly measure each other.
@@ -102,31 +103,15 @@ pub struct ServeArgs {
     pub test_hooks: bool,
 }
 
-fn parse_reply_ratio(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a ratio of at least 1")),
-    }
-}
-
 impl ServeArgs {
     pub fn allowed(&self) -> Allowed {
         self.allow.iter().map(|&a| Allow::from(a)).collect()
     }
 
-    /// `--dpdk-args` and `--dpdk-dev`, read as a controller's are; refused without
-    /// `--allow dpdk`, where they would do nothing.
+    /// `--dpdk-args` and `--dpdk-dev`, read as a controller's are.
     pub fn dpdk(&self) -> anyhow::Result<AgentDpdk> {
-        let given = self.dpdk_args.is_some() || self.dpdk_dev.is_some();
-        if given && !self.allow.contains(&AllowArg::Dpdk) {
-            anyhow::bail!("--dpdk-args and --dpdk-dev are for --allow dpdk, which is not given");
-        }
-        let words = match &self.dpdk_args {
-            Some(a) => {
-                shell_words::split(a).map_err(|e| anyhow::anyhow!("--dpdk-args {a:?}: {e}"))?
-            }
-            None => Vec::new(),
-        };
-        AgentDpdk::new(&words, self.dpdk_dev.as_deref()).map_err(anyhow::Error::msg)
+        let allowed = self.allow.contains(&AllowArg::Dpdk);
+        AgentDpdk::from_flags(self.dpdk_args.as_deref(), self.dpdk_dev.as_deref(), allowed)
+            .map_err(anyhow::Error::msg)
     }
 }
