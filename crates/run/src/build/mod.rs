@@ -9,4 +9,5 @@ pub mod load;
 pub mod poll;
 pub mod pps;
 pub mod rr;
+pub mod stream;
 pub mod watch;
