@@ -199,6 +199,36 @@ pub fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A measurement's command line against the lab's agent: the words shown and recorded
+/// (`sonde TEST HOST --port P ...`), then those that only route its output and key
+/// (`--key-file`, `--output FILE`).
+pub fn command_line(
+    host: &str,
+    port: u16,
+    key_file: &Path,
+    words: &[String],
+    file: &Path,
+) -> (Vec<String>, Vec<String>) {
+    let (test, rest) = words.split_at(1);
+    let port = port.to_string();
+    let head = ["sonde", &test[0], host, "--port", &port].map(String::from);
+    let shown = head.into_iter().chain(rest.iter().cloned()).collect();
+    let key = key_file.display().to_string();
+    let tail = ["--key-file", &key, "--output", &file.display().to_string()].map(String::from);
+    (shown, tail.to_vec())
+}
+
+/// Where the lab's documents go: `asked`, or a directory of its own in the temporary one.
+pub fn out_dir(asked: Option<&Path>, tag: &str) -> Result<PathBuf, LabError> {
+    let dir = match asked {
+        Some(d) => d.to_path_buf(),
+        None => std::env::temp_dir().join(format!("sonde-{tag}")),
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| LabError(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
 /// The lab's namespaces, or `None` (loopback) saying why.
 pub fn namespaces(asked: bool, tag: &str, say: &dyn Fn(&str)) -> Option<Pair> {
     let loopback = "running over loopback (127.0.0.1) instead";
@@ -279,4 +309,25 @@ pub fn run_all(
         }
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_measurement_shows_its_test_and_routes_its_output() {
+        let words = measurements(2000, false);
+        assert!(words.iter().all(|w| !w.contains(&"xdp".to_string())));
+        let (shown, tail) = command_line(
+            "127.0.0.1",
+            5201,
+            Path::new("/k/key"),
+            &words[0],
+            Path::new("/o/00.json"),
+        );
+        let shown = shown.join(" ");
+        assert_eq!(shown, "sonde stream 127.0.0.1 --port 5201 -P 1 -t 2000ms");
+        assert_eq!(tail, ["--key-file", "/k/key", "--output", "/o/00.json"]);
+    }
 }

@@ -15,12 +15,7 @@ use crate::cli::{Cli, LabArgs};
 pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the sonde executable")?;
     let tag = format!("lab{}", std::process::id());
-    let out_dir = match &args.output_dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("sonde-{tag}")),
-    };
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let out_dir = sonde_run::lab::out_dir(args.output_dir.as_deref(), &tag)?;
     let say = |line: &str| outln!("{line}");
     let netns = sonde_run::lab::namespaces(args.loopback, &tag, &say);
     let lab = Lab::start(&exe, &tag, netns)?;
@@ -62,16 +57,8 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
 /// One measurement, `sonde WORDS` against the lab's agent with its document in `file`, as
 /// the test command would run it (heading, live lines, summary, stored).
 fn measure(lab: &Lab, words: &[String], file: &Path, interrupt: &Interrupt) -> Result<(), String> {
-    let port = lab.port().to_string();
-    let (head, rest) = words.split_at(1);
-    let argv = ["sonde", &head[0], &lab.host, "--port", &port];
-    let key = lab.key.file.display().to_string();
-    let tail = ["--key-file", &key, "--output", &file.display().to_string()].map(String::from);
-    let shown: Vec<String> = argv
-        .iter()
-        .map(|s| s.to_string())
-        .chain(rest.iter().cloned())
-        .collect();
+    let key = &lab.key.file;
+    let (shown, tail) = sonde_run::lab::command_line(&lab.host, lab.port(), key, words, file);
     let command = shown.join(" ");
     let cli = Cli::try_parse_from(shown.into_iter().chain(tail)).map_err(|e| e.to_string())?;
     let plan = cli.command.plan().expect("a lab measurement is a test");
