@@ -95,6 +95,14 @@ pub fn collect_live() -> Inventory {
     inv
 }
 
+/// A captured tree laid out like `/` (no ethtool or netlink queries: they would ask
+/// this host), with the advice for it.
+pub fn collect_advised(root: &Path) -> Inventory {
+    let mut inv = collect(root);
+    inv.recommendations = crate::advice::recommend(&inv);
+    inv
+}
+
 /// The index of interface `name` in this namespace (0: none).
 fn ifindex(name: &str) -> u32 {
     let Ok(c) = std::ffi::CString::new(name) else {
@@ -339,6 +347,16 @@ pub fn idle_states(root: &Path) -> Vec<IdleState> {
 mod tests {
     use super::*;
     use crate::fixture;
+
+    #[test]
+    fn a_captured_tree_comes_with_its_advice() {
+        let root = fixture("azure-e192-mana");
+        let inv = collect_advised(&root);
+        assert_eq!(
+            inv.recommendations,
+            crate::advice::recommend(&collect(&root))
+        );
+    }
 
     #[test]
     fn captured_vm() {

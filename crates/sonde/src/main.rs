@@ -140,9 +140,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let inv = match &a.root {
                 Some(root) => {
                     anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
-                    let mut inv = sonde_probe::inventory::collect(root);
-                    inv.recommendations = sonde_probe::advice::recommend(&inv);
-                    inv
+                    sonde_probe::inventory::collect_advised(root)
                 }
                 None => sonde_probe::inventory::collect_live(),
             };
