@@ -4,6 +4,7 @@
 pub mod chart;
 pub mod config;
 pub mod csv;
+pub mod events;
 pub mod fleet;
 pub mod hdr_log;
 pub mod host;

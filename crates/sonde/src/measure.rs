@@ -65,10 +65,8 @@ impl Output for Terminal<'_> {
     fn interval(&self, live: Live<'_>, line: &dyn Fn() -> String) {
         if self.0.json_stream {
             let event = match live {
-                Live::Test(l) => {
-                    serde_json::json!({ "event": "interval", "client": l.client, "server": l.server })
-                }
-                Live::Watch(i) => serde_json::json!({ "event": "interval", "interval": i }),
+                Live::Test(l) => sonde_report::events::interval(l.client, l.server),
+                Live::Watch(i) => sonde_report::events::watch_interval(i),
             };
             jsonln!("{event}");
         } else if !self.0.quiet() {
@@ -82,7 +80,7 @@ impl Output for Terminal<'_> {
         }
         save_run(&self.0.store, doc);
         if self.0.json_stream {
-            jsonln!("{}", serde_json::json!({ "event": "end", "document": doc }));
+            jsonln!("{}", sonde_report::events::end(doc));
         }
     }
 }
