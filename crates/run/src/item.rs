@@ -4,7 +4,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::measure::{MeasureError, Measured};
+use sonde_probe::tune::Goal;
+
+use crate::measure::{Look, MeasureError, Measured, Measurement, Output, Plan, Target};
+use crate::signals::Interrupt;
+use crate::tune::Tuned;
 
 /// One run of a suite or fleet file.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +42,38 @@ impl Outcome {
             Outcome::AlreadyStored => "already stored".into(),
             Outcome::Failed(why) => format!("failed: {why}"),
         }
+    }
+}
+
+/// A typed test request, as a suite or fleet item builds it: what to measure, where, and
+/// the goal the host is tuned for around it.
+pub struct Request {
+    pub plan: Plan,
+    pub target: Target,
+    pub tune: Option<Goal>,
+}
+
+impl Request {
+    /// Runs in this process, tuned for its length when asked; its failure caught and
+    /// recorded (`attempt`).
+    pub fn run(
+        self,
+        command: &str,
+        look: &dyn Look,
+        out: &dyn Output,
+        interrupt: &Interrupt,
+    ) -> Outcome {
+        attempt(|| {
+            let _tuned = self.tune.map(Tuned::apply).transpose()?;
+            let m = Measurement {
+                target: &self.target,
+                command,
+                look,
+                out,
+                interrupt,
+            };
+            m.run(self.plan)
+        })
     }
 }
 

@@ -6,23 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use sonde_probe::tune::Goal;
 use sonde_results::document::FleetPair;
 use sonde_results::Document;
-use sonde_run::item::{attempt, Item, Outcome};
-use sonde_run::measure::{Live, Measurement, Output, Plan, Target};
+use sonde_run::item::{Item, Outcome, Request};
+use sonde_run::measure::{Live, Output};
 use sonde_run::signals::Interrupt;
-use sonde_run::tune::Tuned;
 
 use crate::cli::{Cli, FleetArgs, SuiteArgs};
 use crate::measure::Report;
-
-/// One item as it runs: the plan, where, and `--tune` around it.
-pub struct Request {
-    plan: Plan,
-    target: Target,
-    tune: Option<Goal>,
-}
 
 /// `sonde WORDS` as the CLI reads it, into a request; the error names the flag.
 pub fn build(words: &[String]) -> Result<Request, String> {
@@ -82,18 +73,12 @@ impl Output for Keeper<'_> {
 
 /// Runs one item's request in this process, its failure caught and recorded.
 fn run_item(req: Request, keeper: &Keeper<'_>, words: &[String], interrupt: &Interrupt) -> Outcome {
-    let command = format!("sonde {}", words.join(" "));
-    attempt(|| {
-        let _tuned = req.tune.map(Tuned::apply).transpose()?;
-        let m = Measurement {
-            target: &req.target,
-            command: &command,
-            look: &Report,
-            out: keeper,
-            interrupt,
-        };
-        m.run(req.plan)
-    })
+    req.run(
+        &format!("sonde {}", words.join(" ")),
+        &Report,
+        keeper,
+        interrupt,
+    )
 }
 
 pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
