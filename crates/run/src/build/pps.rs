@@ -192,6 +192,9 @@ impl PpsOptions {
 mod tests {
     use super::*;
 
+    /// A change to the options, and the flag the builder should then name.
+    type Refused = (fn(&mut PpsOptions), &'static str);
+
     /// The options of `sonde pps HOST` with no flags.
     fn options() -> PpsOptions {
         PpsOptions {
@@ -240,7 +243,7 @@ mod tests {
         let s = o.spec().unwrap();
         assert_eq!((s.flows, s.timing.duration_ms), (4, 2000));
         assert!(matches!(o.plan().unwrap(), Plan::Search(..)));
-        let refused: [(fn(&mut PpsOptions), &str); 5] = [
+        let refused: [Refused; 5] = [
             (|o| o.poll = PollChoice::All, "--poll"),
             (|o| o.search.max_loss_percent = 100.0, "--max-loss"),
             (|o| o.search.resolution_percent = 0.0, "--resolution"),
@@ -273,7 +276,7 @@ mod tests {
         let mut o = options();
         o.dpdk.client_device = Some("0000:3b:00.0".into());
         assert_eq!(o.spec().unwrap_err().flag, "--dpdk-dev");
-        let refused: [(fn(&mut PpsOptions), &str); 4] = [
+        let refused: [Refused; 4] = [
             (|o| o.dpdk.client_device = Some("eth0".into()), "--dpdk-dev"),
             (|o| o.dpdk.args = Some("'open".into()), "--dpdk-args"),
             (|o| o.gso = true, "--gso"),
