@@ -35,22 +35,26 @@ pub enum Plan {
 }
 
 /// `ping --cstate-sweep`: each spec once per idle state of this host, with the CPU latency
-/// limit at that state's exit latency (so it is the deepest allowed); `None` when the host
-/// exposes no idle states.
-pub fn cstate_sweep(specs: &[TestSpec]) -> Option<Vec<TestSpec>> {
+/// limit at that state's exit latency (so it is the deepest allowed); a host that exposes
+/// no idle states runs the specs once, without a limit, and `say`s so.
+pub fn cstate_sweep(specs: Vec<TestSpec>, say: &dyn Fn(&str)) -> Vec<TestSpec> {
     let states = sonde_probe::inventory::idle_states(std::path::Path::new("/"));
     let mut limits: Vec<u64> = states.iter().map(|s| s.exit_latency_us).collect();
     limits.sort_unstable();
     limits.dedup();
+    if limits.is_empty() {
+        say("--cstate-sweep: this host exposes no CPU idle states (no cpuidle driver): one run, without a limit");
+        return specs;
+    }
     let limited = |spec: &TestSpec, us: u64| {
         let mut s = spec.clone();
         s.execution_mut().cpu_latency_us = Some(us.min(i32::MAX as u64) as u32);
         s
     };
-    let swept = specs
+    specs
         .iter()
-        .flat_map(|spec| limits.iter().map(move |&us| limited(spec, us)));
-    (!limits.is_empty()).then(|| swept.collect())
+        .flat_map(|spec| limits.iter().map(move |&us| limited(spec, us)))
+        .collect()
 }
 
 /// Where tests go: the serving agent, or two agents (`from` runs the client side).

@@ -35,7 +35,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 use errors::{EXIT_ERROR, EXIT_USAGE};
 use sonde_probe::tune;
-use sonde_run::measure::Plan;
+use sonde_run::measure::{cstate_sweep, Plan};
 use sonde_run::{agent, signals, tune as tuning};
 
 fn main() -> ExitCode {
@@ -102,9 +102,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
         Command::Ping(a) if a.cstate_sweep => {
-            let specs = measure::cstate_sweep(a.specs(), a.common.output.quiet());
             let (t, o) = (&a.common.target, &a.common.output);
-            measure::test_command(specs.map(Plan::Tests), t, o, command_line, &interrupt)
+            let say = |line: &str| {
+                if !o.quiet() {
+                    outln!("{line}")
+                }
+            };
+            let plan = a.specs().map(|s| Plan::Tests(cstate_sweep(s, &say)));
+            measure::test_command(plan, t, o, command_line, &interrupt)
         }
         cmd @ (Command::Stream(_)
         | Command::Ping(_)

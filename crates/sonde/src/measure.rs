@@ -129,21 +129,6 @@ fn measure(
     Ok(m.run(plan)?)
 }
 
-/// `ping --cstate-sweep`: each spec once per idle state of this host; without idle
-/// states, one run, said so.
-pub fn cstate_sweep(
-    specs: Result<Vec<TestSpec>, SpecError>,
-    quiet: bool,
-) -> Result<Vec<TestSpec>, SpecError> {
-    let specs = specs?;
-    Ok(sonde_run::measure::cstate_sweep(&specs).unwrap_or_else(|| {
-        if !quiet {
-            outln!("--cstate-sweep: this host exposes no CPU idle states (no cpuidle driver): one run, without a limit");
-        }
-        specs
-    }))
-}
-
 /// Runs the command with the host watched; exits with the command's code (a partial
 /// watch, cut by Ctrl-C, with EXIT_PARTIAL when the command gave none).
 pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
