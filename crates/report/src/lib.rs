@@ -25,3 +25,6 @@ pub fn json(doc: &sonde_results::Document) -> String {
     s.push('\n');
     safe::json(&s).into_owned()
 }
+
+#[cfg(test)]
+mod fixtures;

@@ -319,14 +319,7 @@ pub fn interval_series(doc: &Document) -> (&'static str, Vec<IntervalSeries>) {
 mod tests {
     use super::*;
 
-    /// A document the previous build wrote over two namespaces of one host.
-    fn stored(name: &str) -> Document {
-        let path = format!(
-            "{}/../results/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use crate::fixtures::stored;
 
     #[test]
     fn runs_are_named_by_configuration_one_row_each() {

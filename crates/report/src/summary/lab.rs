@@ -141,14 +141,7 @@ fn stream_row(e: &End) -> Vec<String> {
 mod tests {
     use super::*;
 
-    /// A stream document written by `sonde lab`'s build over two namespaces of one host.
-    fn stored(name: &str) -> Document {
-        let path = format!(
-            "{}/../results/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use crate::fixtures::stored;
 
     #[test]
     fn a_stream_on_one_host_shows_that_hosts_cpu_once() {
