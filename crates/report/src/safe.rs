@@ -66,16 +66,24 @@ pub fn json(s: &str) -> Cow<'_, str> {
 pub fn html(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in line(s).chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
+        match entity(c) {
+            Some(e) => o.push_str(e),
+            None => o.push(c),
         }
     }
     o
+}
+
+/// The entity HTML needs for `c` in text or a quoted attribute, if any.
+fn entity(c: char) -> Option<&'static str> {
+    Some(match c {
+        '&' => "&amp;",
+        '<' => "&lt;",
+        '>' => "&gt;",
+        '"' => "&quot;",
+        '\'' => "&#39;",
+        _ => return None,
+    })
 }
 
 /// A field in Markdown text or a table cell: controls escaped, HTML's special characters
@@ -85,9 +93,7 @@ pub fn markdown(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in line(s).chars() {
         match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
+            '&' | '<' | '>' => o.push_str(entity(c).unwrap_or_default()),
             '\\' | '|' | '`' | '*' | '_' | '[' | ']' => {
                 o.push('\\');
                 o.push(c);

@@ -22,6 +22,13 @@ use sonde_run::signals::Interrupt;
 
 /// A second address on the client's side: "another host" on the agent's link.
 const OTHER_ADDR: &str = "198.18.0.3";
+
+/// Gives the client namespace [`OTHER_ADDR`] too: a second source the agent did not agree to.
+fn add_other_addr(lab: &Lab) {
+    let cidr = format!("{OTHER_ADDR}/24");
+    lab.client_cmd("ip", &["addr", "add", &cidr, "dev", &lab.client_if]);
+}
+
 /// Datagrams of each hostile sort sent.
 const EACH: usize = 5;
 const MESSAGE: usize = 64;
@@ -201,16 +208,7 @@ fn assert_answered(s: &UdpSocket, cookie: u64) {
 #[test]
 fn the_udp_echo_answers_only_whole_requests_with_the_cookie() {
     let Some(lab) = Lab::new() else { return };
-    lab.client_cmd(
-        "ip",
-        &[
-            "addr",
-            "add",
-            &format!("{OTHER_ADDR}/24"),
-            "dev",
-            &lab.client_if,
-        ],
-    );
+    add_other_addr(&lab);
     let agent = lab.start_agent();
     let rogue = Rogue::start(&lab, &agent, udp_ping("kernel")).unwrap();
     let (data, cookie) = (rogue.data, rogue.cookie);
@@ -301,16 +299,7 @@ fn the_xdp_program_takes_only_the_tests_flow() {
     ) {
         return;
     }
-    lab.client_cmd(
-        "ip",
-        &[
-            "addr",
-            "add",
-            &format!("{OTHER_ADDR}/24"),
-            "dev",
-            &lab.client_if,
-        ],
-    );
+    add_other_addr(&lab);
     let dns = in_netns(&lab.server, || {
         let s = UdpSocket::bind(format!("{}:53", lab.server_addr)).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
