@@ -1,13 +1,18 @@
 //! A worker's loop over the connections it owns: make due requests, send what the window
 //! allows, wait (block, spin, poll or epoll), read the answers, expire lost UDP requests.
 //! One pass of [`Worker::step`] does each once.
+//!
+//! The clock is read twice a message: just before a request goes out (closed loop; open
+//! loop times requests from their schedule) and just after its answer comes in. Every
+//! other decision of a pass (stop, pacing, deadlines, spinning) uses the last reading;
+//! only a pass that received nothing reads the clock again.
 
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::flight::{self, Flight};
-use super::plan::WorkerEnd;
+use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
 use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
@@ -41,10 +46,14 @@ struct Worker<'a, 'r> {
     conns: Vec<Conn>,
     /// Epoll over the connections, when there are several.
     multi: Option<Multi>,
+    /// The only connection's receive may block: TCP, or UDP with a receive timeout.
+    blocking_recv: bool,
     buf: Vec<u8>,
     ready: Vec<usize>,
     /// The last request sent or answer read: hybrid spins for a while after it.
     last_message: Instant,
+    /// The last clock reading (see the module's doc).
+    now: Instant,
     end: WorkerEnd,
 }
 
@@ -95,6 +104,7 @@ impl<'a, 'r> Worker<'a, 'r> {
         } else {
             None
         };
+        let blocking_recv = n == 1 && (!conns[0].udp || loss_timeout(conns[0].fd, p));
         let buf_len = p.request_bytes.max(p.response_bytes).max(64 * 1024);
         let mut buf = vec![0x5au8; buf_len];
         // Every UDP request carries the cookie; only the sequence number changes.
@@ -107,9 +117,11 @@ impl<'a, 'r> Worker<'a, 'r> {
             rec,
             conns,
             multi,
+            blocking_recv,
             buf,
             ready: Vec::with_capacity(n),
             last_message: start,
+            now: start,
             end: WorkerEnd::default(),
         })
     }
@@ -125,7 +137,7 @@ impl<'a, 'r> Worker<'a, 'r> {
         if self.shared.aborting.load(Ordering::Relaxed) {
             return false;
         }
-        let now = Instant::now();
+        let now = self.now;
         let sending = now < p.stop_sending_at;
         if !sending && (self.outstanding() == 0 || now >= p.drain_until) {
             return false;
@@ -136,7 +148,7 @@ impl<'a, 'r> Worker<'a, 'r> {
         if sending {
             self.make_due(now);
         }
-        self.send_window(now);
+        self.send_window();
         let Some(ready) = self.wait(sending) else {
             return false;
         };
@@ -154,14 +166,18 @@ impl<'a, 'r> Worker<'a, 'r> {
         }
     }
 
-    /// Sends what each connection's window allows.
-    fn send_window(&mut self, now: Instant) {
+    /// Sends what each connection's window allows; a closed-loop request is timed from
+    /// just before its first byte goes out.
+    fn send_window(&mut self) {
         let p = &self.shared.plan;
         for c in self.conns.iter_mut().filter(|c| !c.dead) {
             while c.tx_left > 0 || c.flight.may_start(p.window) {
                 if c.tx_left == 0 {
                     c.tx_left = p.request_bytes;
-                    c.flight.start(c.udp);
+                    if !p.open_loop {
+                        self.now = Instant::now();
+                    }
+                    c.flight.start(c.udp, (!p.open_loop).then_some(self.now));
                     self.counters.add_to(SENT, 1);
                 }
                 if c.udp {
@@ -172,7 +188,7 @@ impl<'a, 'r> Worker<'a, 'r> {
                     Ok(sent) => {
                         c.tx_left -= sent;
                         // A request going out is activity too: hybrid spins for its answer.
-                        self.last_message = now;
+                        self.last_message = self.now;
                     }
                     Err(e) => {
                         c.dead = true;
@@ -197,15 +213,16 @@ impl<'a, 'r> Worker<'a, 'r> {
     /// Waits for answers or the deadline; `None` on an error (recorded in the end).
     fn wait(&mut self, sending: bool) -> Option<Ready> {
         let p = &self.shared.plan;
-        let now = Instant::now();
+        let now = self.now;
         self.rec.flush_if_due(now);
         let deadline = self.deadline(sending);
         let spin = p.poll.spins(now, self.last_message);
         let outstanding = self.outstanding();
         let (what, result) = match &mut self.multi {
             None if spin => return Some(Ready::Poll),
-            // Closed loop on one TCP connection: the blocking receive is the wait.
-            None if outstanding > 0 && p.pace.is_none() && !self.conns[0].udp => {
+            // Closed loop on one connection: the blocking receive is the wait (UDP's
+            // with the loss timeout as its receive timeout).
+            None if outstanding > 0 && p.pace.is_none() && self.blocking_recv => {
                 return Some(Ready::Blocking)
             }
             None => (
@@ -228,7 +245,8 @@ impl<'a, 'r> Worker<'a, 'r> {
         }
     }
 
-    /// Reads the answers on the connections the wait found ready.
+    /// Reads the answers on the connections the wait found ready; a pass that read
+    /// nothing (a timeout, an empty spin) reads the clock.
     fn receive(&mut self, ready: Ready) {
         let targets: &[usize] = match ready {
             Ready::Nothing => &[],
@@ -236,27 +254,34 @@ impl<'a, 'r> Worker<'a, 'r> {
             Ready::Poll | Ready::Blocking => &[0],
         };
         let blocking = matches!(ready, Ready::Blocking);
+        let mut last = None;
         for &i in targets {
             let c = &mut self.conns[i];
             if !c.dead {
-                read_answers(
+                let got = read_answers(
                     c,
                     &mut self.buf,
                     blocking,
                     (self.shared, self.counters, &mut *self.rec),
-                    &mut self.last_message,
                     &mut self.end,
                 );
+                last = got.or(last);
             }
+        }
+        match last {
+            Some(t) => {
+                self.now = t;
+                self.last_message = t;
+            }
+            None => self.now = Instant::now(),
         }
     }
 
     /// UDP requests whose answer is overdue are lost; the slot is freed.
     fn expire_udp(&mut self) {
         let p = &self.shared.plan;
-        let now = Instant::now();
         for c in self.conns.iter_mut().filter(|c| c.udp) {
-            self.end.lost += c.flight.expire(p, now);
+            self.end.lost += c.flight.expire(p, self.now);
         }
     }
 
@@ -269,22 +294,33 @@ impl<'a, 'r> Worker<'a, 'r> {
     }
 }
 
+/// Gives a UDP socket the loss timeout as its receive timeout, so that a blocking
+/// receive is the whole wait (one system call, not a poll and a receive); false if the
+/// socket refused.
+fn loss_timeout(fd: RawFd, p: &ClientPlan) -> bool {
+    // SAFETY: the worker's socket stays open for the worker's life.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    socket2::SockRef::from(&fd)
+        .set_read_timeout(Some(p.udp_loss_timeout))
+        .is_ok()
+}
+
 /// Reads what one ready connection holds: each complete answer frees its request's slot
-/// (and, closed loop, queues the next request).
+/// (and, closed loop, queues the next request). Returns when the last data came.
 fn read_answers(
     c: &mut Conn,
     buf: &mut [u8],
     blocking: bool,
     (shared, counters, rec): (&Core, &WorkerCounters, &mut Recorder<'_>),
-    last_message: &mut Instant,
     end: &mut WorkerEnd,
-) {
+) -> Option<Instant> {
     let p = &shared.plan;
+    let mut last = None;
     loop {
         match wait::recv(c.fd, buf, !blocking) {
             Ok(Recv::Data(got)) => {
                 let t = Instant::now();
-                *last_message = t;
+                last = Some(t);
                 // TCP answers arrive in order; a UDP reply names its request.
                 let (first, responses) = if c.udp {
                     match c.flight.seq.reply(&buf[..got]) {
@@ -313,21 +349,21 @@ fn read_answers(
                     got < buf.len()
                 };
                 if blocking || drained {
-                    return;
+                    return last;
                 }
             }
-            Ok(Recv::Empty) => return,
+            Ok(Recv::Empty) => return last,
             Ok(Recv::Closed) => {
                 c.dead = true;
                 if !shared.aborting.load(Ordering::Relaxed) {
                     end.error = Some("the agent closed a connection".into());
                 }
-                return;
+                return last;
             }
             Err(e) => {
                 c.dead = true;
                 end.error = Some(format!("recv: {e}"));
-                return;
+                return last;
             }
         }
     }

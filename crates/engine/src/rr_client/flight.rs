@@ -65,8 +65,12 @@ impl Flight {
         self.started < self.ring.len() && self.started < window
     }
 
-    /// The next due request starts (its first byte goes out); UDP gives it a sequence.
-    pub fn start(&mut self, udp: bool) {
+    /// The next due request starts (its first byte goes out), timed from `at` when given
+    /// (closed loop: now; open loop keeps its scheduled time); UDP gives it a sequence.
+    pub fn start(&mut self, udp: bool, at: Option<Instant>) {
+        if let Some(t) = at {
+            self.ring[self.started] = t;
+        }
         self.started += 1;
         if udp {
             self.seq.start();

@@ -17,6 +17,7 @@ use std::sync::Arc;
 mod conns;
 mod crr;
 pub(crate) mod flight;
+pub(crate) mod handoff;
 mod plan;
 pub(crate) mod recorder;
 #[cfg(test)]
@@ -109,7 +110,7 @@ impl RrClient {
         });
         let deal = placement.clone();
         RrClient::start(&placement, shared, move |s: &Sockets, k| {
-            recorder::recording(&s.core, |rec| match &crr {
+            recorder::recording(&s.core, k, |rec| match &crr {
                 Some((addr, opts)) => crr::run(&s.core, k, *addr, opts, rec),
                 None => {
                     let conns: Vec<(RawFd, bool)> = deal

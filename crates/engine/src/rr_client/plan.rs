@@ -44,5 +44,9 @@ pub struct WorkerEnd {
     pub duplicated: u64,
     /// UDP datagrams that answer no request sent.
     pub foreign: u64,
+    /// Interval histograms allocated on the measuring thread, and intervals filed
+    /// together, because the reporting thread fell behind (0 and 0 when it keeps up).
+    pub histograms_allocated: u64,
+    pub intervals_merged: u64,
     pub error: Option<String>,
 }

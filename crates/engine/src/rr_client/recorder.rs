@@ -1,31 +1,40 @@
-//! A worker's latency recording: the current interval's HDR histogram, handed to the
-//! outbox when its interval ends (a lock once per interval, never per message).
+//! A worker's latency recording: a histogram increment per response into the current
+//! interval's histogram, which is swapped for a spare when its interval ends (see
+//! [`handoff`](super::handoff): no lock, no system call, no allocation on this thread).
 
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
+use super::handoff::{fresh, Outbox};
 use super::plan::WorkerEnd;
 use super::workers::Core as Shared;
 
 /// Latency recording for one worker: the current interval's histogram and its bounds.
 pub(crate) struct Recorder<'a> {
     shared: &'a Shared,
+    outbox: Option<Outbox>,
     hist: Histogram<u64>,
     tag: Option<(u32, Instant)>,
     interval_ns: u128,
+    /// Intervals filed together because the reporter took none of the last ones.
+    merged: u64,
 }
 
 impl<'a> Recorder<'a> {
-    pub(crate) fn new(shared: &'a Shared) -> Recorder<'a> {
+    pub(crate) fn new(shared: &'a Shared, k: usize) -> Recorder<'a> {
         Recorder {
             shared,
-            hist: Histogram::new_with_bounds(1, crate::MAX_LATENCY_NS, 3).expect("valid bounds"),
+            outbox: shared.handoff.take(k),
+            hist: fresh(),
             tag: None,
             interval_ns: shared.plan.interval.as_nanos().max(1),
+            merged: 0,
         }
     }
 
+    /// Files the round trip from `start` to `now` under the interval `now` falls in; only
+    /// responses inside the measured window count.
     #[inline]
     pub(crate) fn record(&mut self, start: Instant, now: Instant) {
         let p = &self.shared.plan;
@@ -33,16 +42,22 @@ impl<'a> Recorder<'a> {
             return;
         }
         if self.tag.is_none_or(|(_, end)| now >= end) {
-            self.flush();
-            let idx = ((now - p.window_start).as_nanos() / self.interval_ns) as u32;
-            let end = (p.window_start + p.interval * (idx + 1)).min(p.window_end);
-            self.tag = Some((idx, end));
+            self.next_interval(now);
         }
         let ns = now
             .saturating_duration_since(start)
             .as_nanos()
             .min(u64::MAX as u128) as u64;
         self.hist.saturating_record(ns.max(1));
+    }
+
+    #[cold]
+    fn next_interval(&mut self, now: Instant) {
+        let p = &self.shared.plan;
+        self.flush();
+        let idx = ((now - p.window_start).as_nanos() / self.interval_ns) as u32;
+        let end = (p.window_start + p.interval * (idx + 1)).min(p.window_end);
+        self.tag = Some((idx, end));
     }
 
     /// Hands over the histogram once its interval is over (called before waits too).
@@ -52,18 +67,19 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// Hands the current histogram over under its interval and records into a spare.
     pub(crate) fn flush(&mut self) {
-        if let Some((idx, _)) = self.tag.take() {
-            if !self.hist.is_empty() {
-                // One allocation per interval, never per message.
-                let fresh = Histogram::new_from(&self.hist);
-                let full = std::mem::replace(&mut self.hist, fresh);
-                self.shared
-                    .outbox
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((idx, full));
-            }
+        let Some((idx, _)) = self.tag.take() else {
+            return;
+        };
+        if self.hist.is_empty() {
+            return;
+        }
+        let Some(outbox) = self.outbox.as_mut() else {
+            return;
+        };
+        if !outbox.hand_over(idx, &mut self.hist) {
+            self.merged += 1;
         }
     }
 
@@ -71,17 +87,26 @@ impl<'a> Recorder<'a> {
     pub(crate) fn due(&self) -> Option<Instant> {
         self.tag.map(|(_, end)| end)
     }
+
+    /// What the recording itself cost the worker, for its end: histograms allocated on
+    /// the measuring thread and intervals merged, both because the reporter fell behind.
+    fn account(&self, end: &mut WorkerEnd) {
+        end.histograms_allocated = self.outbox.as_ref().map_or(0, |o| o.allocated);
+        end.intervals_merged = self.merged;
+    }
 }
 
-/// Runs a worker's `body` with its recorder: a tight timer slack, and its last histogram
-/// handed over at the end.
+/// Runs worker `k`'s `body` with its recorder: a tight timer slack, and its last
+/// histogram handed over at the end.
 pub(crate) fn recording(
     shared: &Shared,
+    k: usize,
     body: impl FnOnce(&mut Recorder<'_>) -> WorkerEnd,
 ) -> WorkerEnd {
     crate::wait::tight_timer_slack();
-    let mut rec = Recorder::new(shared);
-    let end = body(&mut rec);
+    let mut rec = Recorder::new(shared, k);
+    let mut end = body(&mut rec);
     rec.flush();
+    rec.account(&mut end);
     end
 }

@@ -60,9 +60,7 @@ fn finish(client: &mut RrClient) -> (Histogram<u64>, Vec<WorkerEnd>) {
     }
     let ends = client.join();
     let mut h = Histogram::<u64>::new_with_bounds(1, crate::MAX_LATENCY_NS, 3).unwrap();
-    for (_, x) in client.drain() {
-        h.add(&x).unwrap();
-    }
+    client.drain(&mut |_, x| h.add(x).unwrap());
     (h, ends)
 }
 

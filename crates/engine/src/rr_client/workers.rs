@@ -5,10 +5,11 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
+use super::handoff::Handoff;
 use super::plan::{ClientPlan, WorkerEnd};
 use crate::counters::Counters;
 use crate::poller::EventFd;
@@ -24,8 +25,8 @@ pub(crate) struct Core {
     pub aborting: AtomicBool,
     pub wake: EventFd,
     pub counters: Vec<WorkerCounters>,
-    /// (interval index, histogram of the responses that arrived in it).
-    pub outbox: Mutex<Vec<(u32, Histogram<u64>)>>,
+    /// Each worker's interval histograms, on their way to the reporting thread.
+    pub handoff: Handoff,
 }
 
 impl Core {
@@ -35,7 +36,7 @@ impl Core {
             aborting: AtomicBool::new(false),
             wake: EventFd::new()?,
             counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
-            outbox: Mutex::new(Vec::new()),
+            handoff: Handoff::new(threads),
         })
     }
 
@@ -80,10 +81,10 @@ impl RrClient {
         (sent, completed)
     }
 
-    /// Histograms handed over since the last call.
-    pub fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
-        let outbox = &self.shared.core().outbox;
-        std::mem::take(&mut *outbox.lock().unwrap_or_else(|e| e.into_inner()))
+    /// Gives `each` the histograms handed over since the last call, with the index of
+    /// their interval; they go back to their workers afterwards.
+    pub fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
+        self.shared.core().handoff.drain(each)
     }
 
     pub fn all_done(&self) -> bool {

@@ -51,7 +51,7 @@ pub fn spawn(target: XdpTarget, plan: ClientPlan) -> io::Result<RrClient> {
     });
     let deal = placement.clone();
     RrClient::start(&placement, shared, move |s: &Frames, k| {
-        recording(&s.core, |rec| {
+        recording(&s.core, k, |rec| {
             match Worker::new(s, k, &deal.owned(k, units), rec) {
                 Ok(w) => w.run(),
                 Err(end) => end,
@@ -303,7 +303,7 @@ impl Flows<'_, '_> {
                 self.end.not_sent += f.flight.make_due(self.p, now);
             }
             while room > 0 && f.flight.may_start(self.p.window) {
-                f.flight.start(true);
+                f.flight.start(true, None);
                 self.batch.push((i, f.flight.seq.newest()));
                 room -= 1;
             }

@@ -26,8 +26,8 @@ pub const UDP_LOSS_TIMEOUT: Duration = Duration::from_secs(1);
 pub trait RequestEngine: Workers {
     /// Requests sent and responses received so far (monotonic).
     fn counts(&self) -> (u64, u64);
-    /// Histograms handed over since the last call, by interval index.
-    fn drain(&self) -> Vec<(u32, Histogram<u64>)>;
+    /// Gives `each` the histograms handed over since the last call, by interval index.
+    fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>));
     fn join(&mut self) -> Vec<WorkerEnd>;
 }
 

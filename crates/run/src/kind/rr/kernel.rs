@@ -188,8 +188,8 @@ impl RequestEngine for RrClient {
     fn counts(&self) -> (u64, u64) {
         RrClient::counts(self)
     }
-    fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
-        RrClient::drain(self)
+    fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
+        RrClient::drain(self, each)
     }
     fn join(&mut self) -> Vec<WorkerEnd> {
         RrClient::join(self)

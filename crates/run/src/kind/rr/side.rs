@@ -108,15 +108,11 @@ impl RrSide {
 
     fn drain_histograms(&mut self) {
         if let Engine::Client(c) = &self.engine {
-            for (idx, h) in c.drain() {
-                merge(&mut self.total, &h);
-                match self.pending.get_mut(&idx) {
-                    Some(p) => merge(p, &h),
-                    None => {
-                        self.pending.insert(idx, h);
-                    }
-                }
-            }
+            let (total, pending) = (&mut self.total, &mut self.pending);
+            c.drain(&mut |idx, h| {
+                merge(total, h);
+                merge(pending.entry(idx).or_insert_with(new_histogram), h);
+            });
         }
     }
 
@@ -220,6 +216,7 @@ impl Side for RrSide {
         let mut notes = std::mem::take(&mut self.notes);
         let (mut unanswered, mut not_sent, mut lost, mut sent) = (0, 0, 0, 0);
         let (mut late, mut duplicated, mut foreign) = (0, 0, 0);
+        let (mut allocated, mut merged) = (0, 0);
         match &mut self.engine {
             Engine::Client(c) => {
                 c.abort();
@@ -230,11 +227,20 @@ impl Side for RrSide {
                     late += e.late;
                     duplicated += e.duplicated;
                     foreign += e.foreign;
+                    allocated += e.histograms_allocated;
+                    merged += e.intervals_merged;
                     if let Some(err) = e.error {
                         notes.push(err);
                     }
                 }
                 sent = c.counts().0;
+                if allocated + merged > 0 {
+                    notes.push(format!(
+                        "the reporting thread fell behind the measuring workers: {allocated} \
+                         interval histogram(s) allocated on a measuring thread, {merged} \
+                         interval(s) filed with the next"
+                    ));
+                }
             }
             Engine::Server(s) => {
                 s.abort();

@@ -222,8 +222,8 @@ impl RequestEngine for Requests {
     fn counts(&self) -> (u64, u64) {
         self.client.counts()
     }
-    fn drain(&self) -> Vec<(u32, Histogram<u64>)> {
-        self.client.drain()
+    fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
+        self.client.drain(each)
     }
     fn join(&mut self) -> Vec<WorkerEnd> {
         self.client.join()
