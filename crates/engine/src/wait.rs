@@ -26,6 +26,16 @@ impl Poll {
             Poll::Hybrid(d) => now.saturating_duration_since(last_message) < d,
         }
     }
+
+    /// The time of a message, for [`Poll::spins`]: only hybrid needs it, so the other
+    /// modes read no clock (`fallback` is returned unchanged).
+    #[inline]
+    pub fn stamp(self, fallback: Instant) -> Instant {
+        match self {
+            Poll::Hybrid(_) => Instant::now(),
+            _ => fallback,
+        }
+    }
 }
 
 /// Time left until `deadline` as a timespec for ppoll/epoll_pwait2; `None`: wait forever.

@@ -18,7 +18,7 @@ pub use workers::{RrServer, ServerPlan};
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
 use crate::udp_match::check_request;
-use crate::wait::{self, Multi, Recv};
+use crate::wait::{self, Multi, Poll, Recv};
 use workers::{Core, Shared as Carrier};
 
 /// What the echo workers answer on, on kernel sockets.
@@ -139,7 +139,7 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
             Ok(b) => b,
             Err(e) => return Some(e),
         };
-        let now = Instant::now();
+        let now = p.poll.stamp(last_message);
         let spin = p.poll.spins(now, last_message);
         // One connection, nothing to send, not spinning: block in the receive itself.
         let blocking = multi.is_none() && !spin && !blocked_tx;
@@ -164,7 +164,7 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
             }
             match c.take_requests(&mut buf, p.request_bytes, !blocking) {
                 Ok(true) => {
-                    last_message = Instant::now();
+                    last_message = p.poll.stamp(last_message);
                     shared.maybe_stall();
                     // Answer at once, while the socket is hot.
                     if let Err(e) = c.answer(shared, k, &buf) {
@@ -264,18 +264,19 @@ impl Echo {
 fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Option<String> {
     let p = &shared.plan;
     let fd = socket.as_raw_fd();
-    // Non-blocking, so that busy and hybrid modes spin on the socket instead of sleeping
-    // in recv; the block mode sleeps in poll() first.
-    if let Err(e) = socket.set_nonblocking(true) {
-        return Some(format!("non-blocking UDP socket: {e}"));
+    // Block mode sleeps in the receive itself (an abort's shutdown wakes it): one call a
+    // request. Busy and hybrid spin on a non-blocking socket; hybrid sleeps in poll()
+    // once its spin is over.
+    let block = p.poll == Poll::Block;
+    if let Err(e) = socket.set_nonblocking(!block) {
+        return Some(format!("UDP socket mode: {e}"));
     }
     // The reply starts with the request's first bytes: its sequence number, echoed.
     let mut buf = vec![0xa5u8; 65_536];
     let mut last_message = Instant::now();
     while !shared.aborting() {
-        let spin = p.poll.spins(Instant::now(), last_message);
-        if !spin {
-            let now = Instant::now();
+        let now = p.poll.stamp(last_message);
+        if !block && !p.poll.spins(now, last_message) {
             match wait::wait_readable(fd, now, None) {
                 Ok(true) => {}
                 Ok(false) => continue,
@@ -299,7 +300,7 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
             shared.reject(k, 1);
             continue;
         }
-        last_message = Instant::now();
+        last_message = p.poll.stamp(last_message);
         shared.maybe_stall();
         // Admission held the answer to the agent's --max-udp-reply-ratio of the request.
         if socket.send_to(&buf[..p.response_bytes], from).is_ok() {
