@@ -1,13 +1,15 @@
 //! Host-side evidence of one side over the measured window: snapshots of CPU time, TCP
-//! retransmits, the test NIC's counters and interrupts, and the deltas between two.
+//! retransmits, the test NIC's counters and interrupts, the control thread's own work,
+//! and the deltas between two.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::cpustat::{self, CpuSnapshot};
-use crate::{host, interrupts, netdev, process, route, snmp};
-use sonde_results::{NicCounters, SideResult};
+use crate::process::{self, ThreadUsage};
+use crate::{host, interrupts, netdev, route, snmp};
+use sonde_results::{ControlThread, NicCounters, SideResult};
 
 /// How this side's host is observed: where the files are, and the test's interface.
 pub struct HostProbe {
@@ -29,6 +31,8 @@ pub struct HostSnap {
     pub retrans: Option<u64>,
     pub nic: Option<NicCounters>,
     pub irq_total: Option<u64>,
+    /// The thread taking the snapshot: a side's control thread.
+    pub control: Option<ThreadUsage>,
 }
 
 impl HostProbe {
@@ -98,6 +102,7 @@ impl HostProbe {
                 .then(|| interrupts::read_interrupts(&self.root).ok())
                 .flatten()
                 .map(|l| interrupts::total_of(&l, &self.irqs)),
+            control: process::this_thread(),
         }
     }
 }
@@ -172,6 +177,12 @@ pub fn fill(side: &mut SideResult, a: &HostSnap, b: &HostSnap) {
         .irq_total
         .zip(b.irq_total)
         .map(|(x, y)| y.saturating_sub(x));
+    side.control_thread = a.control.zip(b.control).map(|(x, y)| ControlThread {
+        wakeups: y.wakeups.saturating_sub(x.wakeups),
+        preempted: y.preempted.saturating_sub(x.preempted),
+        cpu_ms: (y.cpu_s - x.cpu_s).max(0.0) * 1e3,
+        ..Default::default()
+    });
 }
 
 /// Host CPU busy percent between two /proc/stat snapshots.

@@ -1,4 +1,5 @@
-//! CPU time of this process (all threads), or of another one, for CPU seconds per test.
+//! CPU time of this process (all threads), of the calling thread, or of another process,
+//! for CPU seconds per test and the tool's own work beside its workers.
 
 use std::path::Path;
 
@@ -14,6 +15,34 @@ pub fn cpu_seconds() -> Option<f64> {
     };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     Some(tv(ru.ru_utime) + tv(ru.ru_stime))
+}
+
+/// What the calling thread has done so far: CPU time and context switches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThreadUsage {
+    pub cpu_s: f64,
+    /// Voluntary context switches: each a sleep, so each a wake-up.
+    pub wakeups: u64,
+    /// Involuntary ones: the scheduler took the CPU away.
+    pub preempted: u64,
+}
+
+/// The calling thread's usage (getrusage RUSAGE_THREAD).
+pub fn this_thread() -> Option<ThreadUsage> {
+    // SAFETY: getrusage fills a plain struct.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return None;
+        }
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Some(ThreadUsage {
+        cpu_s: tv(ru.ru_utime) + tv(ru.ru_stime),
+        wakeups: ru.ru_nvcsw as u64,
+        preempted: ru.ru_nivcsw as u64,
+    })
 }
 
 /// User + system CPU seconds `pid` has used so far (/proc/PID/stat).
@@ -39,6 +68,21 @@ mod tests {
         }
         assert!(x > 0);
         assert!(super::cpu_seconds().unwrap() > a);
+    }
+
+    #[test]
+    fn a_thread_counts_its_own_sleeps() {
+        std::thread::spawn(|| {
+            let a = super::this_thread().unwrap();
+            for _ in 0..5 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let b = super::this_thread().unwrap();
+            assert!(b.wakeups >= a.wakeups + 5, "{a:?} {b:?}");
+            assert!(b.cpu_s >= a.cpu_s);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

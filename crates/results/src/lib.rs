@@ -14,8 +14,8 @@ pub mod stats;
 pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
-    Bypass, ConnectionResult, CpuBreakdown, CpuLatency, CpuUsage, DirectionResult, HostInfo,
-    IntervalSample, NicCounters, PortCounters, PpsResult, QueueCounters, Role, RrResult,
+    Bypass, ConnectionResult, ControlThread, CpuBreakdown, CpuLatency, CpuUsage, DirectionResult,
+    HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult, QueueCounters, Role, RrResult,
     SideResult, Transfer,
 };
 pub use spec::{

@@ -234,6 +234,26 @@ pub struct SideResult {
     /// The CPU latency limit this side held (`--cpu-latency-us`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_latency: Option<CpuLatency>,
+    /// The tool's own work beside its measuring workers during the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_thread: Option<ControlThread>,
+}
+
+/// What a side's control thread (interval reports, the control connection) did during the
+/// measured window, and whether it could run where the measuring workers ran: a reader
+/// can tell the tool's noise on the measuring CPUs from the path's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ControlThread {
+    /// Times it slept and woke again (voluntary context switches).
+    pub wakeups: u64,
+    /// Times the scheduler took its CPU away (involuntary context switches).
+    pub preempted: u64,
+    pub cpu_ms: f64,
+    /// The CPUs it was allowed on during the window.
+    pub cpus: Vec<usize>,
+    /// True when none of them is a measuring worker's: it was kept apart. False when it
+    /// shared theirs, or the workers were not pinned and the scheduler chose.
+    pub apart: bool,
 }
 
 /// The PM QoS CPU latency limit a side held for its test (`--cpu-latency-us`).
@@ -360,6 +380,7 @@ impl SideResult {
             pps: None,
             bypass: None,
             cpu_latency: None,
+            control_thread: None,
         }
     }
 

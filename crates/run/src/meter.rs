@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use crate::apart::Apart;
 use sonde_engine::Placement;
 use sonde_probe::cpustat::{self, CpuSnapshot};
 use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
@@ -11,6 +12,8 @@ use sonde_results::{Role, SideResult};
 
 pub(crate) struct Meter<C> {
     probe: HostProbe,
+    /// The control thread kept off the workers' CPUs while the side lives.
+    apart: Apart,
     start: Option<(HostSnap, C)>,
     end: Option<(HostSnap, C)>,
     /// The last interval edge: when, the count then, the CPU then.
@@ -49,9 +52,11 @@ pub(crate) struct Measurer<'a> {
 }
 
 impl<C: Clone> Meter<C> {
-    pub fn new(probe: HostProbe) -> Meter<C> {
+    /// Called on the side's control thread, once its workers run on `placement`.
+    pub fn new(probe: HostProbe, placement: &Placement) -> Meter<C> {
         Meter {
             probe,
+            apart: Apart::keep(placement),
             start: None,
             end: None,
             last: None,
@@ -137,6 +142,9 @@ impl<C: Clone> Meter<C> {
         r.engine = Some(by.engine.into());
         r.cpu_latency = self.probe.cpu_latency().cloned();
         hostwatch::fill(&mut r, &window.start.0, &window.end.0);
+        if let Some(c) = r.control_thread.as_mut() {
+            self.apart.describe(c);
+        }
         r
     }
 }

@@ -50,6 +50,72 @@ fn ping_tcp_and_udp_report_round_trip_times() {
     }
 }
 
+/// The tool's own work during the window is counted on each side, and the control thread
+/// leaves the CPUs of pinned workers when another CPU remains, and says when none does.
+#[test]
+fn control_thread_is_counted_and_kept_off_pinned_workers() {
+    let Some(lab) = Lab::new() else { return };
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let agent = lab.start_agent();
+    let args = [
+        "-t",
+        "1",
+        "--warmup",
+        "0.2",
+        "-i",
+        "0.1",
+        "--cpus",
+        "0",
+        "--server-cpus",
+        "0",
+    ];
+    let out = run(lab.sonde(&agent, "ping", &args));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("client: control thread in the window: "),
+        "{text}"
+    );
+    let doc = doc_of(&run(lab.sonde(
+        &agent,
+        "ping",
+        &[&args[..], &["--json"]].concat(),
+    )));
+    for side in ["client", "server"] {
+        let c = &doc["end"][side]["control_thread"];
+        assert_eq!(c["apart"], true, "{side}: {c}");
+        let cpus: Vec<u64> = c["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_u64())
+            .collect();
+        assert!(!cpus.is_empty() && !cpus.contains(&0), "{side}: {c}");
+        // Ten intervals: the control thread woke for each of them.
+        assert!(c["wakeups"].as_u64().unwrap() >= 5, "{side}: {c}");
+        assert!(c["cpu_ms"].as_f64().unwrap() > 0.0, "{side}: {c}");
+    }
+    // Workers on every CPU: nowhere else to go, and the document says so.
+    let every = [
+        "-t",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "-C",
+        "2",
+        "--threads",
+        "2",
+        "--cpus",
+        "0,1",
+        "--json",
+    ];
+    let doc = doc_of(&run(lab.sonde(&agent, "rpc", &every)));
+    let c = &doc["end"]["client"]["control_thread"];
+    assert_eq!(c["apart"], false, "{c}");
+}
+
 #[test]
 fn rpc_requests_match_nftables_count_of_request_segments() {
     let Some(lab) = Lab::needing(&["nft"]) else {

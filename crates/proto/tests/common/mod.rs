@@ -52,6 +52,7 @@ pub fn side() -> SideResult {
         pps: None,
         bypass: None,
         cpu_latency: None,
+        control_thread: None,
     }
 }
 

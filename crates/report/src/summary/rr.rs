@@ -2,7 +2,7 @@
 //! table comparing receive modes.
 
 use sonde_results::document::RrEndSide;
-use sonde_results::{Document, TestSpec};
+use sonde_results::{ControlThread, Document, TestSpec};
 
 use super::common::{footer, table};
 use crate::units::opt;
@@ -156,9 +156,29 @@ pub fn rr(doc: &Document) -> String {
         for n in &s.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }
+        if let Some(c) = &s.counted.control_thread {
+            out.push_str(&control_line(s.by.measured_by.as_str(), c));
+        }
     }
     out.push_str(&footer(&doc.end));
     out
+}
+
+/// The tool's own work beside a side's measuring workers, and whether it could disturb them.
+fn control_line(side: &str, c: &ControlThread) -> String {
+    let cpus: Vec<String> = c.cpus.iter().map(|c| c.to_string()).collect();
+    let place = if c.apart {
+        format!("kept off the workers' CPUs (ran on {})", cpus.join(","))
+    } else {
+        format!(
+            "could share the workers' CPUs ({}): its wake-ups may be in the tail",
+            cpus.join(",")
+        )
+    };
+    format!(
+        "{side}: control thread in the window: {} wake-ups, {:.1} ms CPU, {place}\n",
+        c.wakeups, c.cpu_ms
+    )
 }
 
 /// Runs side by side: the `lead` columns that tell them apart, then latency and CPU per

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::load::LoadInterval;
 use super::watch::WatchInterval;
 use crate::latency::LatencySummary;
-use crate::side::{CpuUsage, IntervalSample, NicCounters, Role, SideResult};
+use crate::side::{ControlThread, CpuUsage, IntervalSample, NicCounters, Role, SideResult};
 use crate::spec::TestSpec;
 
 /// One side's view of one interval of one direction.
@@ -93,6 +93,10 @@ pub struct HostCounted {
     pub nic: Option<NicCounters>,
     pub interrupts: Option<u64>,
     pub notes: Vec<String>,
+    /// The side's control thread during the window: the tool's own work beside its
+    /// workers, and whether it was kept off their CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_thread: Option<ControlThread>,
 }
 
 impl HostCounted {
@@ -101,6 +105,7 @@ impl HostCounted {
             nic: side.nic.clone(),
             interrupts: side.interrupts,
             notes: side.notes.clone(),
+            control_thread: side.control_thread.clone(),
         }
     }
 }

@@ -294,6 +294,7 @@ mod tests {
             pps: None,
             bypass: None,
             cpu_latency: None,
+            control_thread: None,
         }
     }
 

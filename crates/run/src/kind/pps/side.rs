@@ -53,7 +53,7 @@ impl PpsSide {
             role,
             spec: spec.clone(),
             engine,
-            meter: Meter::new(probe),
+            meter: Meter::new(probe, &placement),
             notes,
             placement,
             schedule,

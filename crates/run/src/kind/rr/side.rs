@@ -79,7 +79,7 @@ impl RrSide {
             role,
             spec: spec.clone(),
             engine,
-            meter: Meter::new(probe),
+            meter: Meter::new(probe, &placement),
             notes,
             socket_options,
             placement,
