@@ -131,6 +131,13 @@ mod tests {
     }
 
     #[test]
+    fn a_histogram_is_the_size_the_memory_budget_counts() {
+        // sonde_run's budget::HISTOGRAM_BYTES counts three of 216 KiB a worker.
+        assert_eq!(fresh().distinct_values() * 8, 216 << 10);
+        assert_eq!(SPARES + 1, 3);
+    }
+
+    #[test]
     fn intervals_stay_apart_and_spares_come_back() {
         let handoff = Handoff::new(1);
         let mut out = handoff.take(0).expect("the worker's end");

@@ -8,9 +8,10 @@ pub const THREAD_BYTES: u64 = 2 << 20;
 /// A TCP socket without SO_SNDBUF/SO_RCVBUF: the kernel's default tcp_rmem + tcp_wmem
 /// (128 KiB + 16 KiB), doubled for its bookkeeping, rounded up.
 pub const SOCKET_BYTES: u64 = 320 << 10;
-/// A latency histogram (hdrhistogram, 3 significant figures over 1 ns..100 s) and the
-/// one handed over each interval.
-pub const HISTOGRAM_BYTES: u64 = 2 * (192 << 10);
+/// A request worker's latency histograms (hdrhistogram, 3 significant figures over
+/// 1 ns..60 s: 27,648 counts of 8 bytes): the one it records into and two spares
+/// (`rr_client::handoff`).
+pub const HISTOGRAM_BYTES: u64 = 3 * (216 << 10);
 /// An AF_XDP socket's UMEM (8192 frames of 2 KiB) and its four rings.
 pub const XSK_BYTES: u64 = (8192 * 2048) + 4 * 2048 * 16;
 
