@@ -14,6 +14,7 @@ pub mod pool;
 pub mod pps;
 pub mod rr_client;
 pub mod rr_server;
+pub mod self_noise;
 pub mod sockopt;
 pub mod stream;
 pub mod udp_match;

@@ -11,7 +11,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 mod conns;
@@ -35,6 +35,12 @@ pub enum RrSocket {
     Tcp(TcpStream),
     /// Connected to the agent's echo socket.
     Udp(UdpSocket),
+    /// One end of a local socket pair ([`crate::self_noise`]): a datagram pair keeps each
+    /// request one message and is matched by sequence number, as UDP is.
+    Local {
+        fd: OwnedFd,
+        datagram: bool,
+    },
 }
 
 impl RrSocket {
@@ -42,11 +48,15 @@ impl RrSocket {
         match self {
             RrSocket::Tcp(s) => s.as_raw_fd(),
             RrSocket::Udp(s) => s.as_raw_fd(),
+            RrSocket::Local { fd, .. } => fd.as_raw_fd(),
         }
     }
 
     fn is_udp(&self) -> bool {
-        matches!(self, RrSocket::Udp(_))
+        matches!(
+            self,
+            RrSocket::Udp(_) | RrSocket::Local { datagram: true, .. }
+        )
     }
 
     fn shutdown(&self) {
