@@ -90,3 +90,35 @@ fn keys_in_any_order_still_load() {
     let doc: Document = serde_json::from_value(serde_json::Value::Object(reordered)).unwrap();
     assert!(matches!(doc.end.section, Section::Pps(_)));
 }
+
+#[test]
+fn a_floor_and_its_spec_round_trip_and_are_absent_without_it() {
+    use sonde_results::document::SelfNoise;
+    use sonde_results::TestSpec;
+    let mut doc: Document = serde_json::from_str(&fixture("v1-ping-udp.json")).unwrap();
+    let rtt = doc.end.rr().unwrap().latency_ns.clone().unwrap();
+    let Section::Rr(rr) = &mut doc.end.section else {
+        unreachable!("a ping")
+    };
+    rr.self_noise = Some(SelfNoise {
+        socket: "unix_seqpacket".into(),
+        seconds: 1.0,
+        messages: rtt.count,
+        latency_ns: rtt,
+    });
+    let TestSpec::Ping(spec) = &mut doc.start.spec else {
+        unreachable!("a ping")
+    };
+    spec.self_noise_ms = Some(1000);
+    let text = serde_json::to_string(&doc).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["end"]["self_noise"]["socket"], "unix_seqpacket");
+    assert_eq!(v["start"]["spec"]["self_noise_ms"], 1000);
+    assert_eq!(serde_json::from_str::<Document>(&text).unwrap(), doc);
+    // The fixture itself has neither key, and writing it back adds none.
+    let plain = serde_json::to_string(
+        &serde_json::from_str::<Document>(&fixture("v1-ping-udp.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(!plain.contains("self_noise"), "{plain}");
+}

@@ -18,7 +18,7 @@ pub use parts::{
     MeasuredBy,
 };
 pub use pps::{PacketsEnd, PpsEnd, PpsEndSide, SearchEnd, Trial};
-pub use rr::{RrEnd, RrEndSide};
+pub use rr::{RrEnd, RrEndSide, SelfNoise};
 pub use stream::{ConnectionSpread, DirectionEnd, EndSide, Retransmits, StreamEnd};
 
 use serde::{Deserialize, Serialize};

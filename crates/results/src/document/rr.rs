@@ -70,6 +70,22 @@ pub struct RrEnd {
     pub client: Option<RrEndSide>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<RrEndSide>,
+    /// The tool's own floor (`--self-noise`), measured by the controller before the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_noise: Option<SelfNoise>,
+}
+
+/// The tool's own floor: the client's loop against an echo in its own process over a
+/// local socket pair, no network; a test's tail close to it is the tool's or the host's,
+/// not the path's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelfNoise {
+    /// `unix_stream` (TCP tests) or `unix_seqpacket` (UDP tests: a request a message).
+    pub socket: String,
+    pub seconds: f64,
+    /// Round trips in the window.
+    pub messages: u64,
+    pub latency_ns: LatencySummary,
 }
 
 impl RrEnd {
@@ -121,6 +137,7 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
             .map(|r| r.foreign),
         server: inp.server.and_then(end_side),
         client,
+        self_noise: None,
     };
     (intervals, end)
 }

@@ -34,6 +34,9 @@ pub struct Stall {
 /// the usual 50 µs.
 pub const MAX_BUSY_POLL_US: u32 = 10_000;
 
+/// Longest `--self-noise` run: a minute.
+pub const MAX_SELF_NOISE_MS: u64 = 60_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RrSpec {
     pub transport: Transport,
@@ -60,6 +63,10 @@ pub struct RrSpec {
     pub execution: Execution,
     /// Test-only: a stall in the agent's echo path.
     pub server_stall: Option<Stall>,
+    /// Before the test, measure the tool's own floor this long on the controller
+    /// (`--self-noise`); agents ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_noise_ms: Option<u64>,
 }
 
 impl Default for RrSpec {
@@ -80,6 +87,7 @@ impl Default for RrSpec {
             busy_poll_us: None,
             execution: Execution::default(),
             server_stall: None,
+            self_noise_ms: None,
         }
     }
 }
@@ -126,6 +134,7 @@ impl RrSpec {
         if self.execution.engine == Engine::Xdp && self.transport != Transport::Udp {
             return refuse("--engine", "xdp carries UDP only (add --udp)");
         }
+        self.check_self_noise()?;
         if self.connect_per_request && self.window != 1 {
             return refuse("--window", "--crr sends one request per connection");
         }
@@ -138,6 +147,36 @@ impl RrSpec {
             }
         }
         self.execution.check()
+    }
+
+    /// The floor is the kernel-socket loop's, over local sockets: a bypass engine's loop
+    /// or a new connection per request has none to compare with.
+    fn check_self_noise(&self) -> Result<(), SpecError> {
+        let Some(ms) = self.self_noise_ms else {
+            return Ok(());
+        };
+        if ms == 0 || ms > MAX_SELF_NOISE_MS {
+            return refuse(
+                "--self-noise",
+                format!("{ms} ms is not in 1..={MAX_SELF_NOISE_MS} ms"),
+            );
+        }
+        if self.execution.engine != Engine::Kernel {
+            return refuse(
+                "--self-noise",
+                format!(
+                    "not with --engine {}: the floor is the kernel-socket loop's",
+                    self.execution.engine
+                ),
+            );
+        }
+        if self.connect_per_request {
+            return refuse(
+                "--self-noise",
+                "not with --crr: the floor is the loop over open connections",
+            );
+        }
+        Ok(())
     }
 
     /// A UDP request carries an 8-byte sequence number and the test's 8-byte cookie; its
@@ -229,6 +268,22 @@ mod tests {
             ),
             (with(&|s| s.execution.engine = Engine::Xdp), "--engine"),
             (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
+            (with(&|s| s.self_noise_ms = Some(0)), "--self-noise"),
+            (
+                with(&|s| {
+                    s.self_noise_ms = Some(1000);
+                    s.connect_per_request = true
+                }),
+                "--self-noise",
+            ),
+            (
+                with(&|s| {
+                    udp(s);
+                    s.self_noise_ms = Some(1000);
+                    s.execution.engine = Engine::Xdp
+                }),
+                "--self-noise",
+            ),
         ];
         assert_refused(cases, RrSpec::validate);
         d.validate().unwrap();
