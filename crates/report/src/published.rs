@@ -118,8 +118,31 @@ fn rr(runs: &[ReportRun<'_>]) -> Table {
             cpu(e.client.as_ref()),
             cpu(e.server.as_ref()),
         ]);
+        if let Some(f) = &e.self_noise {
+            t.row(floor_row(&r.name, f));
+        }
     }
     t
+}
+
+/// The row under a run of the tool's own floor (`--self-noise`), to read its tail against.
+fn floor_row(name: &str, f: &sonde_results::document::SelfNoise) -> Vec<String> {
+    let l = &f.latency_ns;
+    let socket = f.socket.strip_prefix("unix_").unwrap_or(&f.socket);
+    vec![
+        format!("{name}: tool floor"),
+        format!("in-process echo over a Unix {socket} socket, no network"),
+        num(Some(f.messages as f64 / f.seconds.max(1e-9))),
+        us(l.p50),
+        us(l.p90),
+        us(l.p99),
+        us(l.p999),
+        us(l.p9999),
+        us(l.max),
+        count(Some(f.messages)),
+        "-".into(),
+        "-".into(),
+    ]
 }
 
 /// The host CPU busy of a side. Both ends on one host: that host's, in the sender's
@@ -364,5 +387,39 @@ mod tests {
         assert_eq!(row[col("Sender CPU %")], sig3(busy));
         assert_eq!(row[col("Receiver CPU %")], SAME_HOST);
         assert_eq!(row[col("Cycles/byte")], sig3(host.cycles_per_byte.unwrap()));
+    }
+
+    #[test]
+    fn a_runs_floor_is_the_row_under_it() {
+        let mut doc = stored("v1-ping-udp.json");
+        let before = rr(&ReportRun::named(vec![(1, None, &doc)])).rows.len();
+        let Section::Rr(e) = &mut doc.end.section else {
+            unreachable!("a ping")
+        };
+        let mut latency = e.latency_ns.clone().unwrap();
+        (latency.p50, latency.max) = (5_120, 80_000);
+        e.self_noise = Some(sonde_results::document::SelfNoise {
+            socket: "unix_seqpacket".into(),
+            seconds: 2.0,
+            messages: 300_000,
+            latency_ns: latency,
+        });
+        let runs = ReportRun::named(vec![(1, None, &doc)]);
+        let t = rr(&runs);
+        assert_eq!(t.rows.len(), before + 1);
+        let row = t.rows.last().unwrap();
+        let col = |h: &str| t.head.iter().position(|x| x == h).unwrap();
+        assert_eq!(row[0], format!("{}: tool floor", runs[0].name));
+        assert!(
+            row[col("Test")].contains("Unix seqpacket socket"),
+            "{row:?}"
+        );
+        assert_eq!(row[col("Requests/s")], "150,000");
+        assert_eq!(
+            (row[col("P50 µs")].as_str(), row[col("Max µs")].as_str()),
+            ("5.12", "80.0")
+        );
+        assert_eq!(row[col("Samples")], "300,000");
+        assert_eq!(row.len(), t.head.len());
     }
 }

@@ -173,7 +173,8 @@ fn is_root() -> bool {
 }
 
 /// The standard measurements: what `sonde TEST HOST` each runs, as words after the host.
-/// Over veth the packet rate is measured with AF_XDP too (loopback has no XDP).
+/// Over veth the packet rate is measured with AF_XDP too (loopback has no XDP). The pings
+/// measure the tool's own floor first, to tell the path's tail from the tool's.
 pub fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
     let t = format!("{duration_ms}ms");
     let xdp = Engine::Xdp.to_string();
@@ -181,8 +182,8 @@ pub fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
     let lines: [(&[&str], bool); 8] = [
         (&["stream", "-P", "1"], false),
         (&["stream", "-P", "8"], false),
-        (&["ping"], false),
-        (&["ping", "--udp"], false),
+        (&["ping", "--self-noise"], false),
+        (&["ping", "--udp", "--self-noise"], false),
         (&["rpc", "-C", "8", "-W", "8"], false),
         (&["pps", "--flows", "4", "--rx-threads", "2"], false),
         (&["pps", "--engine", &xdp, "--flows", "4"], true),

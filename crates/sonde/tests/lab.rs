@@ -44,6 +44,11 @@ fn lab_runs_and_cleans_up() {
         assert!(text.contains(m), "{m} missing: {text}");
     }
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 8);
+    // Both pings measured the tool's floor: under the lab's table, and in each summary.
+    for socket in ["stream", "seqpacket"] {
+        let floor = format!("tool floor (in-process echo over a Unix {socket} socket");
+        assert_eq!(text.matches(&floor).count(), 2, "{floor}: {text}");
+    }
     one_host_figures_in_the_summary(&text, &dir);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);

@@ -5,7 +5,7 @@ use sonde_results::Document;
 
 use super::common::table;
 use super::load::lab_row;
-use super::rr::{cpu_per_message, us};
+use super::rr::{cpu_per_message, floor_line, us};
 use crate::units::{bits_per_second, opt};
 
 /// One row per measurement of `sonde lab`: throughput tests, then request/response tests.
@@ -53,6 +53,8 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "status",
     ]);
     let mut shared = None;
+    // The tool's floors, each under the request/response table.
+    let mut floors = String::new();
     for (name, doc) in results {
         let e = &doc.end;
         let name = name.clone();
@@ -85,6 +87,9 @@ pub fn lab(results: &[(String, Document)]) -> String {
                 stream.add_row(row);
             }
             Section::Rr(r) => {
+                if let Some(f) = &r.self_noise {
+                    floors.push_str(&format!("{name}: {}", floor_line(f)));
+                }
                 let l = r.latency_ns.as_ref();
                 rr.add_row(vec![
                     name,
@@ -101,9 +106,14 @@ pub fn lab(results: &[(String, Document)]) -> String {
         }
     }
     let mut out = String::new();
-    for t in [stream, rr, packets, load] {
+    for (t, after) in [
+        (stream, ""),
+        (rr, floors.as_str()),
+        (packets, ""),
+        (load, ""),
+    ] {
         if !t.is_empty() {
-            out.push_str(&format!("{t}\n"));
+            out.push_str(&format!("{t}\n{after}"));
             if let Some(host) = shared.take() {
                 out.push_str(&format!(
                     "host CPU busy and cycles/byte: both ends ran on one host ({host}), counted once\n"
@@ -164,5 +174,36 @@ mod tests {
             host.hostname
         );
         assert_eq!(out.matches(&note).count(), 1, "{out}");
+    }
+
+    #[test]
+    fn a_ping_with_its_floor_shows_it_in_its_summary_and_under_the_labs_table() {
+        let mut doc = stored("v1-ping-udp.json");
+        assert!(!super::super::rr::rr(&doc).contains("tool floor"));
+        let Section::Rr(r) = &mut doc.end.section else {
+            unreachable!("a ping")
+        };
+        let mut latency = r.latency_ns.clone().unwrap();
+        (latency.p50, latency.p999, latency.p9999, latency.max) = (5_120, 12_000, 40_400, 80_000);
+        r.self_noise = Some(sonde_results::document::SelfNoise {
+            socket: "unix_seqpacket".into(),
+            seconds: 1.0,
+            messages: 180_000,
+            latency_ns: latency,
+        });
+        let line = "tool floor (in-process echo over a Unix seqpacket socket, no network): \
+                    P50 5.12 us, P99.9 12.0 us, P99.99 40.4 us, max 80.0 us (1.0 s, 180,000 messages)";
+        let summary = super::super::rr::rr(&doc);
+        assert_eq!(summary.matches(line).count(), 1, "{summary}");
+        let out = lab(&[("ping --udp".into(), doc)]);
+        let table_end = out.find("ping --udp: tool floor").expect(&out);
+        assert!(
+            out[table_end..].starts_with(&format!("ping --udp: {line}\n")),
+            "{out}"
+        );
+        assert!(
+            out[..table_end].contains("RTT p50 us"),
+            "the floor follows the table: {out}"
+        );
     }
 }

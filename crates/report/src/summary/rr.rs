@@ -1,17 +1,16 @@
 //! A ping or rpc test's summary: rate, latency percentiles and CPU per message, and the
 //! table comparing receive modes.
 
-use sonde_results::document::RrEndSide;
+use sonde_results::document::{RrEndSide, SelfNoise};
 use sonde_results::{ControlThread, Document, TestSpec};
 
 use super::common::{footer, table};
-use crate::units::opt;
+use crate::units::{opt, sig3, thousands};
 
 pub(super) fn us(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e3)
 }
 
-/// The line printed before a ping or rpc test starts.
 /// A side's CPU microseconds per message, as the tables show it.
 pub(super) fn cpu_per_message(side: Option<&RrEndSide>) -> String {
     opt(side.and_then(|s| s.cpu_us_per_message), |v| {
@@ -19,6 +18,23 @@ pub(super) fn cpu_per_message(side: Option<&RrEndSide>) -> String {
     })
 }
 
+/// The tool's own floor (`--self-noise`) on one line, to read the test's tail against.
+pub(super) fn floor_line(f: &SelfNoise) -> String {
+    let l = &f.latency_ns;
+    let us = |ns: u64| sig3(ns as f64 / 1e3);
+    format!(
+        "tool floor (in-process echo over a Unix {} socket, no network): P50 {} us, P99.9 {} us, P99.99 {} us, max {} us ({:.1} s, {} messages)\n",
+        f.socket.strip_prefix("unix_").unwrap_or(&f.socket),
+        us(l.p50),
+        us(l.p999),
+        us(l.p9999),
+        us(l.max),
+        f.seconds,
+        thousands(f.messages as i64),
+    )
+}
+
+/// The line printed before a ping or rpc test starts.
 pub fn rr_heading(spec: &TestSpec, target: &str) -> String {
     match spec {
         TestSpec::Ping(r) | TestSpec::Rpc(r) => format!(
@@ -138,6 +154,9 @@ pub fn rr(doc: &Document) -> String {
         }
     }
     out.push('\n');
+    if let Some(f) = &e.self_noise {
+        out.push_str(&floor_line(f));
+    }
     for s in [&e.client, &e.server].into_iter().flatten() {
         out.push_str(&super::common::bypass_line(&s.by));
         if let Some(l) = &s.by.cpu_latency {

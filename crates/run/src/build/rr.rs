@@ -16,6 +16,8 @@ pub struct RrOptions {
     pub server_stall: Option<Stall>,
     /// UDP asked for (an engine that carries nothing else implies it).
     pub udp: bool,
+    /// `--self-noise`: the tool's floor measured this long before the test.
+    pub self_noise_ms: Option<u64>,
 }
 
 /// `ping`: one message in flight.
@@ -60,6 +62,7 @@ impl RrOptions {
                     busy_poll_us: self.busy_poll_us,
                     execution: self.execution.clone(),
                     server_stall: self.server_stall,
+                    self_noise_ms: self.self_noise_ms,
                     ..Default::default()
                 })
             })
@@ -134,6 +137,7 @@ mod tests {
             execution: Execution::default(),
             server_stall: None,
             udp: false,
+            self_noise_ms: None,
         }
     }
 
@@ -204,5 +208,18 @@ mod tests {
         );
         o.crr = true;
         assert_eq!(o.specs().unwrap_err().flag, "--crr");
+    }
+
+    #[test]
+    fn self_noise_is_the_kernel_loops_and_reaches_every_spec() {
+        let mut p = ping();
+        (p.common.self_noise_ms, p.common.poll) = (Some(500), PollChoice::All);
+        assert!(rr(p.specs().unwrap())
+            .iter()
+            .all(|s| s.self_noise_ms == Some(500)));
+        p.common.execution.engine = Engine::Xdp;
+        let e = p.specs().unwrap_err();
+        assert_eq!(e.flag, "--self-noise");
+        assert!(e.to_string().contains("--engine xdp"), "{e}");
     }
 }

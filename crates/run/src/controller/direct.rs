@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{Document, Role};
+use sonde_results::document::{Section, SelfNoise};
+use sonde_results::{Document, Role, TestSpec};
 
 use super::running::{Record, Running};
 use super::third_party;
@@ -20,7 +21,12 @@ pub fn run_test(
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, ControllerError> {
     if let Some(from) = &req.from {
-        return third_party::run_between(req, from, interrupt, live);
+        let mut doc = third_party::run_between(req, from, interrupt, live)?;
+        let asked =
+            matches!(&req.spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.self_noise_ms.is_some());
+        let elsewhere = format!("the client side ran on {from}, not on this host");
+        keep_floor(&mut doc, asked.then_some(Err(elsewhere)));
+        return Ok(doc);
     }
     let Begun {
         server: addr,
@@ -32,6 +38,8 @@ pub fn run_test(
     kind::hold_cpu_latency(&mut probe, &spec).map_err(OpenError::Refused)?;
     kind.prepare(&mut spec, addr, &probe)?;
     kind::place(&mut spec, Role::Client);
+    // Before the agent is asked for anything: it would wait for us meanwhile.
+    let floor = kind.self_noise(&spec);
     let mut link = connect(addr)?;
     let mut run = Running::new(session(req, &spec), addr, live);
     let h = run.handshake(&mut link, interrupt)?;
@@ -44,7 +52,7 @@ pub fn run_test(
     let side = opened
         .start(probe)
         .map_err(|source| ControllerError::Io { addr, source })?;
-    Ok(run.conclude(
+    let mut doc = run.conclude(
         link,
         side,
         interrupt,
@@ -54,5 +62,25 @@ pub fn run_test(
             started_at,
             client_agent: None,
         },
-    ))
+    );
+    keep_floor(&mut doc, floor);
+    Ok(doc)
+}
+
+/// Puts the floor measured before the test into its document, or why there is none into
+/// the client's notes: a floor that failed is a note, not a failed test.
+fn keep_floor(doc: &mut Document, floor: Option<Result<SelfNoise, String>>) {
+    let (Some(floor), Section::Rr(rr)) = (floor, &mut doc.end.section) else {
+        return;
+    };
+    match floor {
+        Ok(f) => rr.self_noise = Some(f),
+        Err(why) => {
+            if let Some(c) = rr.client.as_mut() {
+                c.counted
+                    .notes
+                    .push(format!("tool floor (--self-noise) not measured: {why}"));
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 use sonde_probe::hostwatch::HostProbe;
+use sonde_results::document::SelfNoise;
 use sonde_results::{Role, SideResult, TestSpec};
 
 use crate::side::Side;
@@ -71,6 +72,11 @@ pub trait Kind: Sync {
         _probe: &HostProbe,
     ) -> Result<(), OpenError> {
         Ok(())
+    }
+    /// Controller, placed and before connecting: the tool's own floor on this host when
+    /// the spec asks for it (`--self-noise`), or why it could not be measured.
+    fn self_noise(&self, _spec: &TestSpec) -> Option<Result<SelfNoise, String>> {
+        None
     }
     /// Controller: opens the data endpoints to the agent's data port.
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;

@@ -6,7 +6,7 @@ use sonde_results::{SpecError, Stall, TestSpec};
 use sonde_run::build::poll::{parse_poll, PollChoice};
 use sonde_run::build::rr::{PingOptions, RpcOptions, RrOptions};
 
-use super::flags::{parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
+use super::flags::{parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
 /// Flags shared by ping and rpc.
 #[derive(Args, Debug)]
@@ -24,6 +24,10 @@ pub struct RrCommon {
     pub busy_poll_us: Option<u32>,
     #[command(flatten)]
     pub execution: ExecutionArgs,
+    /// First measure the tool's own floor for SECS (default 1): this loop against an echo in
+    /// this process over a Unix socket pair, no network (--self-noise=SECS).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub self_noise: Option<u64>,
     #[command(flatten)]
     pub output: OutputArgs,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
@@ -113,6 +117,7 @@ impl RrCommon {
             execution: self.execution.execution(),
             server_stall: self.server_stall,
             udp,
+            self_noise_ms: self.self_noise,
         }
     }
 }

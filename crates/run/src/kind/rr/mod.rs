@@ -3,6 +3,7 @@
 //! Its engines are [`ENGINES`]; each implements [`RrBackend`] in its own module.
 
 mod engine;
+mod floor;
 mod kernel;
 mod side;
 mod xdp;
@@ -16,6 +17,7 @@ use std::time::Instant;
 
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
+use sonde_results::document::SelfNoise;
 use sonde_results::{Role, RrSpec, SideResult, TestSpec};
 
 use super::budget;
@@ -139,6 +141,13 @@ impl Kind for RequestResponse {
         backend(r.execution.engine)
             .and_then(|b| b.preflight(r, agent.ip()))
             .map_err(|e| OpenError::Refused(e.to_string()))
+    }
+
+    fn self_noise(&self, spec: &TestSpec) -> Option<Result<SelfNoise, String>> {
+        let r = spec_of(spec);
+        let ms = r.self_noise_ms?;
+        let placement = placement(r, Role::Client, r.connections as usize);
+        Some(floor::measure(r, ms, placement))
     }
 
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
