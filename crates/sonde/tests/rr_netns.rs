@@ -47,6 +47,7 @@ fn ping_tcp_and_udp_report_round_trip_times() {
         assert_eq!(doc["intervals"].as_array().unwrap().len(), 2);
         assert!(doc["intervals"][0]["latency_ns"]["p99"].as_u64().unwrap() > 0);
         assert_eq!(end["unanswered_requests"], 0);
+        assert!(end.get("self_noise").is_none(), "not asked for: {end}");
     }
 }
 
@@ -114,6 +115,81 @@ fn control_thread_is_counted_and_kept_off_pinned_workers() {
     let doc = doc_of(&run(lab.sonde(&agent, "rpc", &every)));
     let c = &doc["end"]["client"]["control_thread"];
     assert_eq!(c["apart"], false, "{c}");
+}
+
+/// `--self-noise`: the tool's floor over a Unix socket pair of the test's kind, stored
+/// beside the result and printed on one line under the summary.
+#[test]
+fn ping_stores_and_prints_the_tools_floor() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let timing = ["-t", "0.5", "--warmup", "0.2", "--self-noise=0.3"];
+    for (udp, socket) in [(false, "unix_stream"), (true, "unix_seqpacket")] {
+        let mut args = timing.to_vec();
+        args.push("--json");
+        if udp {
+            args.push("--udp");
+        }
+        let doc = doc_of(&run(lab.sonde(&agent, "ping", &args)));
+        assert_eq!(doc["start"]["spec"]["self_noise_ms"], 300);
+        let floor = &doc["end"]["self_noise"];
+        assert_eq!(floor["socket"], socket, "{floor}");
+        assert_eq!(floor["seconds"], 0.3);
+        let messages = floor["messages"].as_u64().unwrap();
+        // A local round trip takes microseconds: thousands in 0.3 s, even unoptimised.
+        assert!(messages > 1000, "{socket}: {messages} round trips");
+        let l = &floor["latency_ns"];
+        let q = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("{k}: {l}"));
+        assert_eq!(q("count"), messages);
+        assert!(
+            q("min") > 0 && q("p50") <= q("p999") && q("p999") <= q("max"),
+            "{l}"
+        );
+        // No network in it: its median is below the test's over veth.
+        assert!(
+            q("p50") as f64 <= lat(&doc, "p50"),
+            "{socket}: {l} vs {}",
+            doc["end"]
+        );
+    }
+    let o = run(lab.sonde(&agent, "ping", &timing));
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with(
+                "tool floor (in-process echo over a Unix stream socket, no network): P50 ",
+            )
+        })
+        .unwrap_or_else(|| panic!("no floor line: {text}"));
+    assert!(
+        line.contains(" us, P99.9 ") && line.ends_with(" messages)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn self_noise_with_a_bypass_engine_is_refused_naming_both_flags() {
+    let o = run({
+        let mut c = sonde_cmd();
+        c.args([
+            "ping",
+            SERVER_ADDR,
+            "--self-noise",
+            "--engine",
+            "xdp",
+            "-t",
+            "1",
+        ]);
+        c
+    });
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--self-noise") && err.contains("--engine xdp"),
+        "{err}"
+    );
 }
 
 #[test]
