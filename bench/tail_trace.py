@@ -89,7 +89,11 @@ def report(rows, secs):
     for cpu, task, _, run in rows:
         if cpu in (CLIENT_CPU, SERVER_CPU) and not MEASURING.match(task) and task != "<idle>":
             other[task].append(run)
-    for task, r in sorted(other.items(), key=lambda kv: -sum(kv[1]))[:12]:
+    ranked = sorted(other.items(), key=lambda kv: -sum(kv[1]))
+    shown = ranked[:12] + [kv for kv in ranked[12:] if OWN.match(kv[0])]
+    if not any(OWN.match(t) for t, _ in ranked):
+        print("| (no thread of the tool's own ran there) | 0 | 0 | 0 | 0 |")
+    for task, r in shown:
         mark = " *" if OWN.match(task) else ""
         print(f"| {task}{mark} | {len(r)} | {sum(r) / 1e3:.2f} | {max(r):.0f} | {sum(1 for x in r if x > 100)} |")
 
