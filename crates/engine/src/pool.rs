@@ -187,14 +187,16 @@ impl<T: Send + 'static> Pool<T> {
     /// return nothing). Bounded: a worker still running after [`STOP_WITHIN`] is aborted,
     /// and one that ignores that too is left behind (reported), never waited for.
     pub fn join(&mut self) -> Vec<Outcome<T>> {
-        if !self.wait_done(STOP_WITHIN) {
+        let returned = self.wait_done(STOP_WITHIN) || {
             self.stop.abort();
-            self.wait_done(STOP_WITHIN);
-        }
+            self.wait_done(STOP_WITHIN)
+        };
         self.handles
             .drain(..)
             .map(|h| {
-                if !h.is_finished() {
+                // A worker is counted out as its closure returns, a moment before its
+                // thread is finished: once all are counted out, joining is immediate.
+                if !returned && !h.is_finished() {
                     return Err(format!(
                         "a worker did not stop within {} s of its abort; left behind",
                         2 * STOP_WITHIN.as_secs()
@@ -249,6 +251,22 @@ mod tests {
     impl Stop for Flag {
         fn abort(&self) {
             self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Joining as soon as every worker is counted out (as a side does once `all_done`)
+    /// reports each one's outcome, never a worker "left behind" that was only finishing.
+    #[test]
+    fn a_join_right_after_all_done_gets_every_outcome() {
+        let shared = Arc::new(Flag(AtomicBool::new(false)));
+        for _ in 0..300 {
+            let placement = Placement::new(4, None, 4);
+            let mut pool = Pool::spawn("t", &placement, &shared, |_, k| k).unwrap();
+            while !pool.all_done() {
+                std::hint::spin_loop();
+            }
+            let got: Vec<Outcome<usize>> = pool.join();
+            assert_eq!(got, (0..4).map(Ok).collect::<Vec<_>>());
         }
     }
 
