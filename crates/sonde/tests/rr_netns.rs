@@ -145,12 +145,6 @@ fn ping_stores_and_prints_the_tools_floor() {
             q("min") > 0 && q("p50") <= q("p999") && q("p999") <= q("max"),
             "{l}"
         );
-        // No network in it: its median is below the test's over veth.
-        assert!(
-            q("p50") as f64 <= lat(&doc, "p50"),
-            "{socket}: {l} vs {}",
-            doc["end"]
-        );
     }
     let o = run(lab.sonde(&agent, "ping", &timing));
     let text = stdout(&o);
