@@ -4,7 +4,8 @@
 1. Round-trip tail: sonde ping against sockperf ping-pong and neper tcp_rr/udp_rr (one flow,
    --nolog), TCP and UDP, 64-byte messages, alternating runs at identical placement (servers
    on CPU 1, clients on CPU 0): medians of P50, P99, P99.9, P99.99 and max of each, and
-   sonde's ratios to sockperf's. sockperf runs with --full-rtt so that both report round
+   sonde's ratios to sockperf's (of the medians, and the median of each run's ratio to the
+   sockperf run beside it). sockperf runs with --full-rtt so that both report round
    trips; neper reports its own percentiles (-p). `--variant NAME=ARGS` adds a sonde run
    with extra flags, `--variant NAME=@BINARY` another build: the A/B of one suspect at a time.
 2. sonde rpc: requests/s for W = 1, 8, 32 and C = 1, 8 (closed loop, block mode).
@@ -82,8 +83,9 @@ def variants(specs, sonde):
 def tail(a, neper):
     runs = variants(a.variant, a.sonde)
     print("\n## ping vs sockperf ping-pong and neper (round-trip time, us; medians)")
-    print("| transport | tool | P50 | P99 | P99.9 | P99.99 | max | P50 / sockperf | P99.9 / sockperf |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| transport | tool | P50 | P99 | P99.9 | P99.99 | max | P50 / sockperf | P99.9 / sockperf |"
+          " paired P50 | paired P99.9 |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for udp in (False, True):
         if ("udp" if udp else "tcp") not in a.transports.split(","):
             continue
@@ -97,10 +99,15 @@ def tail(a, neper):
                 got[name].append(tools[name]())
                 time.sleep(0.3)
         med = {name: {k: statistics.median(r[k] for r in rows) for k in KEYS} for name, rows in got.items()}
+        # Each run's tools ran seconds apart on the same machine: the median of their paired
+        # ratios is steadier than the ratio of medians when the machine's tail drifts.
+        paired = {name: {k: statistics.median(r[k] / s[k] for r, s in zip(rows, got["sockperf"])) for k in KEYS}
+                  for name, rows in got.items()}
         for name, m in med.items():
             ratio = lambda k: m[k] / med["sockperf"][k]  # noqa: E731
             print(f"| {'UDP' if udp else 'TCP'} | {name} | " + " | ".join(f"{m[k]:.1f}" for k in KEYS)
-                  + f" | {ratio('p50'):.3f} | {ratio('p999'):.3f} |", flush=True)
+                  + f" | {ratio('p50'):.3f} | {ratio('p999'):.3f} | {paired[name]['p50']:.3f}"
+                  f" | {paired[name]['p999']:.3f} |", flush=True)
         if a.verbose:
             for name, rows in got.items():
                 by_run = ", ".join(f"{r['p999']:.0f}" for r in rows)

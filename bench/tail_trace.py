@@ -35,7 +35,7 @@ from netns import SERVER, client, namespaces, parse_args, start_server  # noqa: 
 
 SERVER_CPU, CLIENT_CPU = 1, 0
 MEASURING = re.compile(r"^(sonde-rr-\d+|sonde-echo-\d+|sockperf|tcp_rr|udp_rr)$")
-OWN = re.compile(r"^(sonde|sonde-conn|sonde-accept)$")
+OWN = re.compile(r"^sonde")  # after MEASURING: the main thread (named after the binary), sonde-conn
 LINE = re.compile(r"^\s*([\d.]+)\s+\[(\d+)\]\s+(\S.*?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 

@@ -3,9 +3,10 @@
 //! host's cost of waking a thread and of its Unix socket path: no NIC, no wire, no peer.
 //! A test's tail far above it is the path's; one close to it is the tool's or the host's.
 //!
-//! The client workers run where the test's run (its placement); the echo thread is not
-//! pinned: it inherits the process's CPU mask, so with the client pinned to one CPU and
-//! the process confined to it (`taskset -c 0`) both share that CPU.
+//! The client workers run where the test's run (its placement); the echo runs on
+//! `echo_cpus` when given (the caller's CPUs apart from the client's, as the agent's echo
+//! would be), else it inherits the process's CPU mask, so with the process confined to
+//! one CPU (`taskset -c 0`) both share that CPU.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -40,6 +41,8 @@ pub struct NoisePlan {
     pub poll: Poll,
     /// The client workers' threads and CPUs.
     pub placement: Placement,
+    /// Where the echo runs; `None`: wherever the process may.
+    pub echo_cpus: Option<Vec<usize>>,
     pub duration: Duration,
 }
 
@@ -62,7 +65,7 @@ pub fn measure(plan: &NoisePlan) -> io::Result<Floor> {
         far.push(RrSocket::Local { fd: b, datagram });
     }
     let echo_plan = ServerPlan {
-        placement: Placement::new(plan.placement.threads, None, n),
+        placement: Placement::new(plan.placement.threads, plan.echo_cpus.clone(), n),
         request_bytes: plan.request_bytes,
         response_bytes: plan.response_bytes,
         cookie: COOKIE,

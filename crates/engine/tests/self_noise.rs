@@ -29,6 +29,7 @@ fn the_floor_over_stream_and_datagram_pairs_leaves_nothing_behind() {
             response_bytes: 100,
             poll,
             placement: Placement::new(1, None, connections),
+            echo_cpus: None,
             duration: Duration::from_millis(200),
         };
         let floor = measure(&plan).unwrap();

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
+use sonde_engine::affinity::current_mask;
 use sonde_engine::self_noise::{self, NoisePlan};
+use sonde_engine::wait::Poll;
 use sonde_engine::Placement;
 use sonde_results::document::SelfNoise;
 use sonde_results::{LatencySummary, RrSpec, Transport};
@@ -15,14 +17,24 @@ use crate::kind::workers::poll_of;
 /// it could not be measured.
 pub(super) fn measure(spec: &RrSpec, ms: u64, placement: Placement) -> Result<SelfNoise, String> {
     let datagram = spec.transport == Transport::Udp;
+    let poll = poll_of(spec.poll);
+    let echo_cpus = echo_cpus(&placement, poll != Poll::Block).map_err(|()| {
+        format!(
+            "not measured: the {} loop and its echo would spin on the same CPUs, so the \
+             floor would be the scheduler's time slice (give the workers fewer CPUs than \
+             this process may use, or --poll block)",
+            spec.poll.label()
+        )
+    })?;
     let plan = NoisePlan {
         datagram,
         connections: spec.connections as usize,
         window: spec.window as usize,
         request_bytes: spec.request_bytes as usize,
         response_bytes: spec.response_bytes as usize,
-        poll: poll_of(spec.poll),
+        poll,
         placement,
+        echo_cpus,
         duration: Duration::from_millis(ms),
     };
     let floor = self_noise::measure(&plan).map_err(|e| e.to_string())?;
@@ -40,11 +52,53 @@ pub(super) fn measure(spec: &RrSpec, ms: u64, placement: Placement) -> Result<Se
     })
 }
 
+/// Where the echo runs: the CPUs this process may use apart from the pinned client
+/// workers' (the agent's echo has a host of its own); `None`: where the scheduler puts it.
+/// `Err` when a spinning loop would leave its echo no CPU of its own: each would wait for
+/// the other's time slice, and the floor would be the scheduler's.
+fn echo_cpus(placement: &Placement, spins: bool) -> Result<Option<Vec<usize>>, ()> {
+    let mask = current_mask().unwrap_or_default();
+    let (free, room) = match placement.pinned() {
+        Some(workers) => {
+            let free: Vec<usize> = mask.into_iter().filter(|c| !workers.contains(c)).collect();
+            let room = !free.is_empty();
+            (room.then_some(free), room)
+        }
+        None => (None, mask.len() > placement.threads),
+    };
+    if spins && !room {
+        return Err(());
+    }
+    Ok(free)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::RequestResponse;
+    use super::*;
     use crate::kind::Kind;
     use sonde_results::{RrSpec, TestSpec, Transport};
+
+    #[test]
+    fn the_echo_runs_apart_from_pinned_workers_and_a_spinning_loop_needs_room() {
+        std::thread::spawn(|| {
+            let mask = current_mask().unwrap();
+            let all = Placement::new(mask.len(), Some(mask.clone()), mask.len());
+            assert_eq!(echo_cpus(&all, false), Ok(None), "block: shares, as asked");
+            assert_eq!(
+                echo_cpus(&all, true),
+                Err(()),
+                "spinning with no CPU to spare"
+            );
+            if mask.len() >= 2 {
+                let first = Placement::new(1, Some(vec![mask[0]]), 1);
+                assert_eq!(echo_cpus(&first, true), Ok(Some(mask[1..].to_vec())));
+                assert_eq!(echo_cpus(&Placement::new(1, None, 1), true), Ok(None));
+            }
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn the_kind_measures_the_floor_only_when_asked_over_the_tests_transport() {
