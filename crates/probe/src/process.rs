@@ -5,16 +5,22 @@ use std::path::Path;
 
 /// User + system CPU seconds used by this process so far (getrusage RUSAGE_SELF).
 pub fn cpu_seconds() -> Option<f64> {
+    rusage(libc::RUSAGE_SELF).map(|ru| seconds(&ru))
+}
+
+/// getrusage for `who`.
+fn rusage(who: libc::c_int) -> Option<libc::rusage> {
     // SAFETY: getrusage fills a plain struct.
-    let ru = unsafe {
+    unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            return None;
-        }
-        ru
-    };
+        (libc::getrusage(who, &mut ru) == 0).then_some(ru)
+    }
+}
+
+/// User + system CPU seconds of a usage.
+fn seconds(ru: &libc::rusage) -> f64 {
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    Some(tv(ru.ru_utime) + tv(ru.ru_stime))
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// What the calling thread has done so far: CPU time and context switches.
@@ -29,17 +35,9 @@ pub struct ThreadUsage {
 
 /// The calling thread's usage (getrusage RUSAGE_THREAD).
 pub fn this_thread() -> Option<ThreadUsage> {
-    // SAFETY: getrusage fills a plain struct.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
-            return None;
-        }
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    let ru = rusage(libc::RUSAGE_THREAD)?;
     Some(ThreadUsage {
-        cpu_s: tv(ru.ru_utime) + tv(ru.ru_stime),
+        cpu_s: seconds(&ru),
         wakeups: ru.ru_nvcsw as u64,
         preempted: ru.ru_nivcsw as u64,
     })
