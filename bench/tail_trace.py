@@ -76,10 +76,11 @@ def report(rows, secs):
     print(f"\n### measuring threads: scheduling delay once woken (us), {secs:.1f} s traced")
     print("| thread | runs | P50 | P99 | P99.9 | max |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    # By CPU too: sockperf's client and server threads share one name.
     delays = collections.defaultdict(list)
     for cpu, task, delay, _ in rows:
         if MEASURING.match(task):
-            delays[task].append(delay)
+            delays[f"{task} on CPU {cpu}"].append(delay)
     for task, d in sorted(delays.items()):
         print(f"| {task} | {len(d)} | {pct(d, .5):.1f} | {pct(d, .99):.1f} | {pct(d, .999):.1f} | {max(d):.1f} |")
     print(f"\n### everything else on CPUs {CLIENT_CPU} and {SERVER_CPU} (by task; * the tool's own)")
