@@ -19,18 +19,7 @@ impl Apart {
     /// mask remains. Unpinned workers may run anywhere, so nothing is apart from them.
     pub fn keep(placement: &Placement) -> Apart {
         let mask = current_mask().unwrap_or_default();
-        let Some(workers) = placement.pinned() else {
-            return Apart {
-                saved: None,
-                cpus: mask,
-                apart: false,
-            };
-        };
-        let free: Vec<usize> = mask
-            .iter()
-            .copied()
-            .filter(|c| !workers.contains(c))
-            .collect();
+        let free = free_of(placement).unwrap_or_default();
         if free.is_empty() || set_current_mask(&free).is_err() {
             return Apart {
                 saved: None,
@@ -50,6 +39,14 @@ impl Apart {
         control.cpus = self.cpus.clone();
         control.apart = self.apart;
     }
+}
+
+/// The CPUs the calling thread may use apart from `placement`'s pinned workers'; `None`
+/// when the workers are not pinned (they may run anywhere).
+pub(crate) fn free_of(placement: &Placement) -> Option<Vec<usize>> {
+    let workers = placement.pinned()?;
+    let mask = current_mask().unwrap_or_default();
+    Some(mask.into_iter().filter(|c| !workers.contains(c)).collect())
 }
 
 impl Drop for Apart {

@@ -13,7 +13,7 @@ use super::workers::Core as Shared;
 /// Latency recording for one worker: the current interval's histogram and its bounds.
 pub(crate) struct Recorder<'a> {
     shared: &'a Shared,
-    outbox: Option<Outbox>,
+    outbox: Outbox,
     hist: Histogram<u64>,
     tag: Option<(u32, Instant)>,
     interval_ns: u128,
@@ -25,7 +25,11 @@ impl<'a> Recorder<'a> {
     pub(crate) fn new(shared: &'a Shared, k: usize) -> Recorder<'a> {
         Recorder {
             shared,
-            outbox: shared.handoff.take(k),
+            // The core holds an outbox for each of its workers, each taken once.
+            outbox: shared
+                .handoff
+                .take(k)
+                .expect("worker k's outbox, taken once"),
             hist: fresh(),
             tag: None,
             interval_ns: shared.plan.interval.as_nanos().max(1),
@@ -75,10 +79,7 @@ impl<'a> Recorder<'a> {
         if self.hist.is_empty() {
             return;
         }
-        let Some(outbox) = self.outbox.as_mut() else {
-            return;
-        };
-        if !outbox.hand_over(idx, &mut self.hist) {
+        if !self.outbox.hand_over(idx, &mut self.hist) {
             self.merged += 1;
         }
     }
@@ -91,7 +92,7 @@ impl<'a> Recorder<'a> {
     /// What the recording itself cost the worker, for its end: histograms allocated on
     /// the measuring thread and intervals merged, both because the reporter fell behind.
     fn account(&self, end: &mut WorkerEnd) {
-        end.histograms_allocated = self.outbox.as_ref().map_or(0, |o| o.allocated);
+        end.histograms_allocated = self.outbox.allocated;
         end.intervals_merged = self.merged;
     }
 }

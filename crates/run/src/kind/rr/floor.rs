@@ -11,6 +11,7 @@ use sonde_engine::Placement;
 use sonde_results::document::SelfNoise;
 use sonde_results::{LatencySummary, RrSpec, Transport};
 
+use crate::apart::free_of;
 use crate::kind::workers::poll_of;
 
 /// The floor of `spec`'s loop over `ms`, its client workers placed as `placement`; or why
@@ -57,14 +58,15 @@ pub(super) fn measure(spec: &RrSpec, ms: u64, placement: Placement) -> Result<Se
 /// `Err` when a spinning loop would leave its echo no CPU of its own: each would wait for
 /// the other's time slice, and the floor would be the scheduler's.
 fn echo_cpus(placement: &Placement, spins: bool) -> Result<Option<Vec<usize>>, ()> {
-    let mask = current_mask().unwrap_or_default();
-    let (free, room) = match placement.pinned() {
-        Some(workers) => {
-            let free: Vec<usize> = mask.into_iter().filter(|c| !workers.contains(c)).collect();
+    let (free, room) = match free_of(placement) {
+        Some(free) => {
             let room = !free.is_empty();
             (room.then_some(free), room)
         }
-        None => (None, mask.len() > placement.threads),
+        None => (
+            None,
+            current_mask().unwrap_or_default().len() > placement.threads,
+        ),
     };
     if spins && !room {
         return Err(());
