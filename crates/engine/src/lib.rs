@@ -18,6 +18,7 @@ pub mod self_noise;
 pub mod sockopt;
 pub mod stream;
 pub mod udp_match;
+pub mod uring;
 pub mod wait;
 pub mod xdp;
 

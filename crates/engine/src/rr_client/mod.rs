@@ -21,7 +21,7 @@ pub(crate) mod handoff;
 mod plan;
 pub(crate) mod recorder;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub(crate) mod workers;
 
 pub use plan::{ClientPlan, WorkerEnd};

@@ -7,7 +7,12 @@ use hdrhistogram::Histogram;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-fn plan(window: usize, pace: Option<Duration>, open_loop: bool, secs: f64) -> ClientPlan {
+pub(crate) fn plan(
+    window: usize,
+    pace: Option<Duration>,
+    open_loop: bool,
+    secs: f64,
+) -> ClientPlan {
     let now = Instant::now();
     let end = now + Duration::from_secs_f64(secs);
     ClientPlan {
@@ -28,7 +33,7 @@ fn plan(window: usize, pace: Option<Duration>, open_loop: bool, secs: f64) -> Cl
     }
 }
 
-fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> ServerPlan {
+pub(crate) fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> ServerPlan {
     ServerPlan {
         placement: Placement::new(1, None, 1),
         request_bytes: 100,
@@ -39,7 +44,7 @@ fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> ServerPlan {
     }
 }
 
-fn tcp_pairs(n: usize) -> (Vec<RrSocket>, Vec<RrSocket>) {
+pub(crate) fn tcp_pairs(n: usize) -> (Vec<RrSocket>, Vec<RrSocket>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let mut c = Vec::new();
     let mut s = Vec::new();
@@ -52,7 +57,7 @@ fn tcp_pairs(n: usize) -> (Vec<RrSocket>, Vec<RrSocket>) {
     (c, s)
 }
 
-fn finish(client: &mut RrClient) -> (Histogram<u64>, Vec<WorkerEnd>) {
+pub(crate) fn finish(client: &mut RrClient) -> (Histogram<u64>, Vec<WorkerEnd>) {
     let t = Instant::now();
     while !client.all_done() {
         assert!(t.elapsed() < Duration::from_secs(5));

@@ -1,0 +1,114 @@
+//! A worker's ring: its setup, its registered sockets and provided buffers, and the two
+//! ways a worker waits on it (block in `io_uring_enter` until a completion or a deadline;
+//! or poll it, entering the kernel only when there is work to submit or deferred work to
+//! run).
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use io_uring::{cqueue, squeue, types, IoUring};
+
+use super::bufs::BufRing;
+
+/// The buffer group every worker's receives select from (one ring of buffers each).
+pub(crate) const GROUP: u16 = 0;
+
+/// The flags every ring is built with: one thread submits and reaps, and completions are
+/// posted when it enters the kernel to reap them (no interrupting task work); the
+/// `TASKRUN` flag in the submission ring says when some are waiting, so that a polling
+/// worker enters only then.
+pub(crate) fn builder() -> io_uring::Builder {
+    let mut b = IoUring::builder();
+    b.setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_taskrun_flag()
+        .setup_submit_all();
+    b
+}
+
+/// A worker's ring, its sockets (fixed file `i` is the worker's connection `i`) and its
+/// receive buffers. The ring is dropped first: it holds the buffers until it is gone.
+pub(crate) struct Uring {
+    ring: IoUring,
+    pub bufs: BufRing,
+    /// Completions taken from the ring, for the worker to go through.
+    pub cqes: Vec<cqueue::Entry>,
+}
+
+impl Uring {
+    /// A ring for `fds`, with `buffers` receive buffers of `buffer_bytes` each.
+    pub fn new(fds: &[RawFd], buffers: u16, buffer_bytes: usize) -> io::Result<Uring> {
+        let n = fds.len() as u32;
+        let sq = (n * 2).clamp(64, 4096).next_power_of_two();
+        let cq = (sq * 2).max(u32::from(buffers) * 2);
+        let ring = builder().setup_cqsize(cq).build(sq)?;
+        ring.submitter().register_files(fds)?;
+        let bufs = BufRing::register(&ring, GROUP, buffers, buffer_bytes)?;
+        Ok(Uring {
+            ring,
+            bufs,
+            cqes: Vec::with_capacity(cq as usize),
+        })
+    }
+
+    /// Queues `e`, submitting what is queued first when the submission ring is full.
+    pub fn push(&mut self, e: &squeue::Entry) -> io::Result<()> {
+        // SAFETY: every entry's buffers live in the worker (or its ring of buffers) until
+        // its completion is reaped; the worker drops the ring before them.
+        unsafe {
+            if self.ring.submission().push(e).is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+            self.ring
+                .submission()
+                .push(e)
+                .map_err(|_| io::Error::other("the submission ring stayed full"))
+        }
+    }
+
+    /// Submits what is queued and sleeps until a completion arrives or `deadline` passes
+    /// (`None`: no deadline); then takes the completions.
+    pub fn wait(&mut self, now: Instant, deadline: Option<Instant>) -> io::Result<()> {
+        let r = match deadline {
+            None => self.ring.submit_and_wait(1),
+            Some(d) => {
+                let left = d.saturating_duration_since(now);
+                let ts = types::Timespec::new()
+                    .sec(left.as_secs())
+                    .nsec(left.subsec_nanos());
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match r {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+        self.take();
+        Ok(())
+    }
+
+    /// One pass of polling: enters the kernel only to submit or to run completions it
+    /// deferred, then takes the completions.
+    pub fn poll(&mut self) -> io::Result<()> {
+        let pending = !self.ring.submission().is_empty() || self.ring.submission().taskrun();
+        if pending {
+            let args = types::SubmitArgs::new();
+            match self.ring.submitter().submit_with_args(0, &args) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.take();
+        Ok(())
+    }
+
+    fn take(&mut self) {
+        self.cqes.clear();
+        self.cqes.extend(self.ring.completion());
+    }
+}

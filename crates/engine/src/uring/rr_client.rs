@@ -1,0 +1,370 @@
+//! Request workers on io_uring. The rules are the kernel engine's (`rr_client::flight`:
+//! windows, pacing, open loop, UDP loss; the recorder's intervals); only the system calls
+//! differ. Each pass queues every due request of every connection (a TCP connection's due
+//! requests as one send, one send in flight per connection so its bytes stay in order; a
+//! UDP request a datagram of its own), then one `io_uring_enter` submits them and waits,
+//! and the completions are read: each receive completion is one buffer of answers.
+//!
+//! The clock is read twice a pass at most: before the pass's first request is queued
+//! (closed loop; open loop times requests from their schedule) and when completions
+//! arrive, which is when the answers they carry are seen.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use io_uring::{cqueue, opcode, types};
+
+use super::ring::{Uring, GROUP};
+use super::{op_of, user_data, Op};
+use crate::pool::{Placement, Stop};
+use crate::rr_client::flight::{self, Flight};
+use crate::rr_client::recorder::{self, Recorder};
+use crate::rr_client::workers::{Core, Shared, WorkerCounters, COMPLETED, SENT};
+use crate::rr_client::{ClientPlan, RrClient, RrSocket, WorkerEnd};
+use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
+
+/// Receive buffers a worker's ring holds, at most, in bytes.
+pub const RECEIVE_BYTES: usize = 4 << 20;
+
+struct Conn {
+    udp: bool,
+    flight: Flight,
+    rx_acc: usize,
+    dead: bool,
+    /// A multishot receive is armed.
+    armed: bool,
+    /// TCP: bytes of the send in flight (0: none).
+    sending: usize,
+    /// UDP: the next of the connection's `window` request buffers.
+    slot: usize,
+}
+
+/// The io_uring client's shared state: the core and its sockets.
+struct Sockets {
+    core: Core,
+    sockets: Vec<RrSocket>,
+}
+
+impl Shared for Sockets {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+/// Stop contract: the flag is read at every pass, and shutting the sockets down ends
+/// their receives, which wakes a worker waiting in `io_uring_enter`.
+impl Stop for Sockets {
+    fn abort(&self) {
+        self.core.abort();
+        for s in &self.sockets {
+            // SAFETY: shutting down a live socket we own.
+            unsafe { libc::shutdown(s.fd(), libc::SHUT_RDWR) };
+        }
+    }
+}
+
+impl RrClient {
+    /// Request workers on io_uring, over `sockets` (TCP connections or connected UDP).
+    pub fn spawn_uring(sockets: Vec<RrSocket>, plan: ClientPlan) -> std::io::Result<RrClient> {
+        super::available().map_err(std::io::Error::other)?;
+        let units = sockets.len();
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
+        let shared = Arc::new(Sockets {
+            core: Core::new(plan, placement.threads)?,
+            sockets,
+        });
+        let deal = placement.clone();
+        RrClient::start(&placement, shared, move |s: &Sockets, k| {
+            recorder::recording(&s.core, k, |rec| {
+                let owned: Vec<(RawFd, bool)> = deal
+                    .owned(k, units)
+                    .into_iter()
+                    .map(|i| (s.sockets[i].fd(), matches!(s.sockets[i], RrSocket::Udp(_))))
+                    .collect();
+                run(&s.core, k, &owned, rec)
+            })
+        })
+    }
+}
+
+struct Worker<'a, 'r> {
+    core: &'a Core,
+    counters: &'a WorkerCounters,
+    rec: &'a mut Recorder<'r>,
+    conns: Vec<Conn>,
+    /// TCP: `window` requests of constant bytes; UDP: `window` datagrams per connection.
+    tx: Vec<u8>,
+    ring: Uring,
+    last_message: Instant,
+    now: Instant,
+    end: WorkerEnd,
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> WorkerEnd {
+    WorkerEnd {
+        error: Some(format!("io_uring {what}: {e}")),
+        ..Default::default()
+    }
+}
+
+/// Runs worker `k` over its connections `owned` (each a socket and whether it is UDP).
+fn run(core: &Core, k: usize, owned: &[(RawFd, bool)], rec: &mut Recorder<'_>) -> WorkerEnd {
+    let p = &core.plan;
+    let start = Instant::now();
+    let n = owned.len();
+    let fds: Vec<RawFd> = owned.iter().map(|&(fd, _)| fd).collect();
+    let (count, size) = receive_buffers(p, n);
+    let ring = match Uring::new(&fds, count, size) {
+        Ok(r) => r,
+        Err(e) => return failed("setup", e),
+    };
+    let udp = owned.iter().any(|&(_, u)| u);
+    let per_conn = p.window * p.request_bytes;
+    let mut tx = vec![0x5au8; if udp { per_conn * n } else { per_conn }];
+    if udp && p.request_bytes >= REQUEST_HEADER_BYTES {
+        for d in tx.chunks_mut(p.request_bytes) {
+            stamp_cookie(d, p.cookie);
+        }
+    }
+    let mut w = Worker {
+        core,
+        counters: &core.counters[k],
+        rec,
+        conns: owned
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, udp))| Conn {
+                udp,
+                flight: Flight::new(p, start, i, n),
+                rx_acc: 0,
+                dead: false,
+                armed: false,
+                sending: 0,
+                slot: 0,
+            })
+            .collect(),
+        tx,
+        ring,
+        last_message: start,
+        now: start,
+        end: WorkerEnd::default(),
+    };
+    while w.step() {}
+    for c in &w.conns {
+        c.flight.account(p, &mut w.end);
+    }
+    w.end
+}
+
+/// How many receive buffers and how large: each holds a connection's window of answers
+/// (a UDP answer whole), two per connection, within [`RECEIVE_BYTES`].
+fn receive_buffers(p: &ClientPlan, conns: usize) -> (u16, usize) {
+    let size = (p.window * p.response_bytes).clamp(4096, 64 << 10);
+    let want = (conns * 2).max(16).next_power_of_two();
+    let fit = (RECEIVE_BYTES / size).max(16);
+    let count = want.min(fit.next_power_of_two() / 2).clamp(16, 32768);
+    (count as u16, size)
+}
+
+impl Worker<'_, '_> {
+    fn outstanding(&self) -> usize {
+        self.conns.iter().map(|c| c.flight.started).sum()
+    }
+
+    /// One pass; false when the worker is done (aborted, drained, every connection dead,
+    /// or the ring failed).
+    fn step(&mut self) -> bool {
+        let p = &self.core.plan;
+        if self.core.aborting() {
+            return false;
+        }
+        let now = self.now;
+        let sending = now < p.stop_sending_at;
+        if !sending && (self.outstanding() == 0 || now >= p.drain_until) {
+            return false;
+        }
+        if self.conns.iter().all(|c| c.dead) {
+            return false;
+        }
+        if sending {
+            for c in self.conns.iter_mut().filter(|c| !c.dead) {
+                self.end.not_sent += c.flight.make_due(p, now);
+            }
+        }
+        if let Err(e) = self.queue() {
+            self.end.error = Some(format!("io_uring submit: {e}"));
+            return false;
+        }
+        if let Err(e) = self.wait(sending) {
+            self.end.error = Some(format!("io_uring_enter: {e}"));
+            return false;
+        }
+        self.complete();
+        for c in self.conns.iter_mut().filter(|c| c.udp) {
+            self.end.lost += c.flight.expire(p, self.now);
+        }
+        true
+    }
+
+    /// Arms the receives that ended and queues the requests each window allows.
+    fn queue(&mut self) -> std::io::Result<()> {
+        let p = &self.core.plan;
+        let mut stamped = false;
+        for i in 0..self.conns.len() {
+            let c = &mut self.conns[i];
+            if c.dead {
+                continue;
+            }
+            if !c.armed {
+                let recv = opcode::RecvMulti::new(types::Fixed(i as u32), GROUP).build();
+                self.ring.push(&recv.user_data(user_data(Op::Recv, i)))?;
+                c.armed = true;
+            }
+            if c.sending > 0 || !c.flight.may_start(p.window) {
+                continue;
+            }
+            if !p.open_loop && !stamped {
+                self.now = Instant::now();
+                stamped = true;
+            }
+            let at = (!p.open_loop).then_some(self.now);
+            if c.udp {
+                while c.flight.may_start(p.window) {
+                    c.flight.start(true, at);
+                    self.counters.add_to(SENT, 1);
+                    let off = (i * p.window + c.slot) * p.request_bytes;
+                    let d = &mut self.tx[off..off + p.request_bytes];
+                    c.flight.seq.stamp(d);
+                    c.slot = (c.slot + 1) % p.window;
+                    let send =
+                        opcode::Send::new(types::Fixed(i as u32), d.as_ptr(), d.len() as u32)
+                            .flags(libc::MSG_NOSIGNAL)
+                            .build();
+                    self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
+                }
+            } else {
+                let mut due = 0;
+                while c.flight.may_start(p.window) {
+                    c.flight.start(false, at);
+                    due += 1;
+                }
+                self.counters.add_to(SENT, due as u64);
+                c.sending = due * p.request_bytes;
+                let send =
+                    opcode::Send::new(types::Fixed(i as u32), self.tx.as_ptr(), c.sending as u32)
+                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+                        .build();
+                self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
+            }
+            self.last_message = self.now;
+        }
+        Ok(())
+    }
+
+    /// Submits and waits for completions or the deadline, or polls when spinning.
+    fn wait(&mut self, sending: bool) -> std::io::Result<()> {
+        let p = &self.core.plan;
+        let now = self.now;
+        self.rec.flush_if_due(now);
+        if p.poll.spins(now, self.last_message) {
+            return self.ring.poll();
+        }
+        let live = self.conns.iter().filter(|c| !c.dead);
+        let paced = live.map(|c| c.flight.next_due);
+        let loss = self.conns.iter().filter(|c| c.udp);
+        let loss = loss.filter_map(|c| c.flight.loss_due(p));
+        let deadline = flight::deadline(p, self.rec.due(), paced, loss, sending);
+        self.ring.wait(now, deadline)
+    }
+
+    /// Goes through the completions taken: answers (timed now), sends, ended receives.
+    fn complete(&mut self) {
+        let t = Instant::now();
+        self.now = t;
+        let mut cqes = std::mem::take(&mut self.ring.cqes);
+        for cqe in &cqes {
+            match op_of(cqe.user_data()) {
+                (Some(Op::Recv), i) => self.received(i, cqe, t),
+                (Some(Op::Send), i) => self.sent(i, cqe.result()),
+                (None, _) => {}
+            }
+        }
+        self.ring.bufs.publish();
+        cqes.clear();
+        self.ring.cqes = cqes;
+    }
+
+    fn received(&mut self, i: usize, cqe: &cqueue::Entry, t: Instant) {
+        let p = &self.core.plan;
+        let res = cqe.result();
+        let c = &mut self.conns[i];
+        if !cqueue::more(cqe.flags()) {
+            c.armed = false;
+        }
+        if res <= 0 {
+            match -res {
+                libc::ENOBUFS => {}
+                0 if self.core.aborting() => c.dead = true,
+                0 => {
+                    c.dead = true;
+                    self.end.error = Some("the agent closed a connection".into());
+                }
+                e => {
+                    c.dead = true;
+                    if !self.core.aborting() {
+                        let e = std::io::Error::from_raw_os_error(e);
+                        self.end.error = Some(format!("recv: {e}"));
+                    }
+                }
+            }
+            return;
+        }
+        let Some(bid) = cqueue::buffer_select(cqe.flags()) else {
+            return;
+        };
+        let got = res as usize;
+        self.last_message = t;
+        // TCP answers arrive in order; a UDP reply names its request.
+        let (first, responses) = if c.udp {
+            match c.flight.seq.reply(self.ring.bufs.get(bid, got)) {
+                Reply::Matched(pos) => (pos, 1),
+                _ => (0, 0),
+            }
+        } else {
+            c.rx_acc += got;
+            let r = c.rx_acc / p.response_bytes;
+            c.rx_acc %= p.response_bytes;
+            (0, r)
+        };
+        self.ring.bufs.recycle(bid);
+        for _ in 0..responses {
+            let Some(s) = c.flight.answered(p, first, t) else {
+                break;
+            };
+            self.rec.record(s, t);
+            self.counters.add_to(COMPLETED, 1);
+        }
+    }
+
+    fn sent(&mut self, i: usize, res: i32) {
+        let c = &mut self.conns[i];
+        if res < 0 {
+            c.dead = true;
+            if !self.core.aborting() {
+                let e = std::io::Error::from_raw_os_error(-res);
+                self.end.error = Some(format!("send: {e}"));
+            }
+            return;
+        }
+        if c.udp {
+            return;
+        }
+        // MSG_WAITALL: a short send is one a signal or the peer cut.
+        if (res as usize) < c.sending && !self.core.aborting() {
+            c.dead = true;
+            self.end.error = Some(format!("send: {res} of {} bytes sent", c.sending));
+        }
+        c.sending = 0;
+    }
+}

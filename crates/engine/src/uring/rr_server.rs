@@ -1,0 +1,339 @@
+//! Echo workers on io_uring: the kernel echo's rules (whole requests answered in order;
+//! a UDP datagram answered only when it is the test's request from the allowed address),
+//! with each connection's receive submitted once (multishot) and every answer of a pass
+//! submitted by the one `io_uring_enter` that waits for the next requests.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::Instant;
+
+use io_uring::{cqueue, opcode, types};
+
+use super::ring::{Uring, GROUP};
+use super::{op_of, user_data, Op};
+use crate::pool::{Placement, Stop};
+use crate::rr_client::RrSocket;
+use crate::rr_server::workers::{Core, Shared as Carrier};
+use crate::rr_server::{RrServer, ServerPlan};
+use crate::udp_match::check_request;
+
+/// What the io_uring echo answers on.
+pub enum UringTarget {
+    /// TCP connections.
+    Sockets(Vec<RrSocket>),
+    /// One UDP socket; datagrams from other addresses than `allowed`, or that are not the
+    /// test's requests, are dropped.
+    Udp { socket: UdpSocket, allowed: IpAddr },
+}
+
+impl UringTarget {
+    fn fds(&self) -> Vec<RawFd> {
+        match self {
+            UringTarget::Sockets(s) => s.iter().map(RrSocket::fd).collect(),
+            UringTarget::Udp { socket, .. } => vec![socket.as_raw_fd()],
+        }
+    }
+}
+
+struct Shared {
+    core: Core,
+    target: UringTarget,
+}
+
+impl Carrier for Shared {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+/// Stop contract: the flag is read at every pass, and shutting the sockets down ends
+/// their receives, which wakes a worker waiting in `io_uring_enter`.
+impl Stop for Shared {
+    fn abort(&self) {
+        self.core.abort();
+        for fd in self.target.fds() {
+            // SAFETY: shutting down sockets we own.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+    }
+}
+
+impl RrServer {
+    /// Echo workers on io_uring.
+    pub fn spawn_uring(target: UringTarget, plan: ServerPlan) -> io::Result<RrServer> {
+        super::available().map_err(io::Error::other)?;
+        let units = target.fds().len();
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
+        let shared = Arc::new(Shared {
+            core: Core::new(plan, placement.threads),
+            target,
+        });
+        let deal = placement.clone();
+        RrServer::start(&placement, shared, move |s: &Shared, k| {
+            let all = s.target.fds();
+            let fds: Vec<RawFd> = deal.owned(k, units).iter().map(|&i| all[i]).collect();
+            let allowed = match &s.target {
+                UringTarget::Udp { allowed, .. } => Some(*allowed),
+                UringTarget::Sockets(_) => None,
+            };
+            Echo::new(&s.core, k, &fds, allowed)
+                .and_then(|mut e| e.run())
+                .err()
+                .map(|e| format!("io_uring echo: {e}"))
+        })
+    }
+}
+
+/// One TCP connection's requests read and answers owed.
+#[derive(Default)]
+struct Conn {
+    rx_acc: usize,
+    owed: usize,
+    /// Answers in the send in flight (0: none).
+    sending: usize,
+    armed: bool,
+    dead: bool,
+}
+
+/// A UDP answer in flight: where it goes and its bytes (the request's header echoed),
+/// kept until its send completes. Indexed by the receive buffer it answers, which is
+/// handed back then.
+struct Reply {
+    addr: libc::sockaddr_storage,
+    iov: libc::iovec,
+    msg: libc::msghdr,
+}
+
+struct Echo<'a> {
+    core: &'a Core,
+    k: usize,
+    ring: Uring,
+    conns: Vec<Conn>,
+    /// UDP: the one address answered.
+    allowed: Option<IpAddr>,
+    /// TCP: answers' constant bytes; UDP: one answer per receive buffer.
+    tx: Vec<u8>,
+    replies: Vec<Reply>,
+    /// RecvMsgMulti's layout: the address it keeps before each datagram.
+    layout: libc::msghdr,
+    last_message: Instant,
+}
+
+/// Answers a TCP send carries at most.
+const BATCH: usize = 64;
+
+impl<'a> Echo<'a> {
+    fn new(core: &'a Core, k: usize, fds: &[RawFd], allowed: Option<IpAddr>) -> io::Result<Self> {
+        let p = &core.plan;
+        let (count, size) = match allowed {
+            // Each buffer holds one datagram behind RecvMsgMulti's header and address.
+            Some(_) => (256u16, p.request_bytes + 256),
+            None => (
+                (fds.len() * 2).clamp(16, 4096).next_power_of_two() as u16,
+                (BATCH * p.request_bytes).clamp(4096, 64 << 10),
+            ),
+        };
+        let ring = Uring::new(fds, count, size)?;
+        let tx_len = match allowed {
+            Some(_) => usize::from(count) * p.response_bytes,
+            None => BATCH * p.response_bytes,
+        };
+        // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
+        let zeroed = || unsafe { std::mem::zeroed::<Reply>() };
+        let replies = match allowed {
+            Some(_) => (0..count).map(|_| zeroed()).collect(),
+            None => Vec::new(),
+        };
+        // SAFETY: as above.
+        let mut layout: libc::msghdr = unsafe { std::mem::zeroed() };
+        layout.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+        Ok(Echo {
+            core,
+            k,
+            ring,
+            conns: (0..fds.len()).map(|_| Conn::default()).collect(),
+            allowed,
+            tx: vec![0xa5u8; tx_len],
+            replies,
+            layout,
+            last_message: Instant::now(),
+        })
+    }
+
+    fn run(&mut self) -> io::Result<()> {
+        while !self.core.aborting() && self.conns.iter().any(|c| !c.dead) {
+            self.queue()?;
+            let now = Instant::now();
+            if self.core.plan.poll.spins(now, self.last_message) {
+                self.ring.poll()?;
+            } else {
+                self.ring.wait(now, None)?;
+            }
+            let mut cqes = std::mem::take(&mut self.ring.cqes);
+            if !cqes.is_empty() {
+                self.last_message = self.core.plan.poll.stamp(now);
+            }
+            for cqe in &cqes {
+                match op_of(cqe.user_data()) {
+                    (Some(Op::Recv), i) => self.received(i, cqe),
+                    (Some(Op::Send), i) => self.sent(i, cqe.result()),
+                    (None, _) => {}
+                }
+            }
+            self.ring.bufs.publish();
+            cqes.clear();
+            self.ring.cqes = cqes;
+        }
+        Ok(())
+    }
+
+    /// Arms ended receives and queues each TCP connection's owed answers as one send.
+    fn queue(&mut self) -> io::Result<()> {
+        let p = &self.core.plan;
+        for i in 0..self.conns.len() {
+            let c = &mut self.conns[i];
+            if c.dead {
+                continue;
+            }
+            if !c.armed {
+                let fd = types::Fixed(i as u32);
+                let recv = match self.allowed {
+                    Some(_) => opcode::RecvMsgMulti::new(fd, &self.layout, GROUP).build(),
+                    None => opcode::RecvMulti::new(fd, GROUP).build(),
+                };
+                self.ring.push(&recv.user_data(user_data(Op::Recv, i)))?;
+                c.armed = true;
+            }
+            if c.owed > 0 && c.sending == 0 {
+                c.sending = c.owed.min(BATCH);
+                let len = (c.sending * p.response_bytes) as u32;
+                let send = opcode::Send::new(types::Fixed(i as u32), self.tx.as_ptr(), len)
+                    .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+                    .build();
+                self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn received(&mut self, i: usize, cqe: &cqueue::Entry) {
+        let res = cqe.result();
+        let c = &mut self.conns[i];
+        if !cqueue::more(cqe.flags()) {
+            c.armed = false;
+        }
+        if res <= 0 {
+            // No buffer free: re-armed next pass. Else the peer closed, or an abort.
+            c.dead |= res != -libc::ENOBUFS;
+            return;
+        }
+        let Some(bid) = cqueue::buffer_select(cqe.flags()) else {
+            return;
+        };
+        self.core.maybe_stall();
+        if self.allowed.is_some() {
+            self.answer_datagram(i, bid, res as usize);
+            return;
+        }
+        let p = &self.core.plan;
+        c.rx_acc += res as usize;
+        c.owed += c.rx_acc / p.request_bytes;
+        c.rx_acc %= p.request_bytes;
+        self.ring.bufs.recycle(bid);
+    }
+
+    /// Answers the datagram in buffer `bid` when it is the test's request from the
+    /// allowed address; its buffer is handed back when the answer is sent.
+    fn answer_datagram(&mut self, i: usize, bid: u16, len: usize) {
+        let p = &self.core.plan;
+        let buf = self.ring.bufs.get(bid, len);
+        let Ok(out) = types::RecvMsgOut::parse(buf, &self.layout) else {
+            self.core.reject(self.k, 1);
+            self.ring.bufs.recycle(bid);
+            return;
+        };
+        let from = sockaddr_of(out.name_data());
+        let ok = from.is_some_and(|a| Some(a.ip()) == self.allowed)
+            && !out.is_payload_truncated()
+            && check_request(out.payload_data(), p.request_bytes, p.cookie).is_ok();
+        if !ok {
+            self.core.reject(self.k, 1);
+            self.ring.bufs.recycle(bid);
+            return;
+        }
+        let b = usize::from(bid);
+        let at = b * p.response_bytes;
+        let head = out.payload_data().len().min(p.response_bytes);
+        self.tx[at..at + head].copy_from_slice(&out.payload_data()[..head]);
+        let name = out.name_data();
+        let r = &mut self.replies[b];
+        // SAFETY: copying at most sizeof(sockaddr_storage) bytes into it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                name.as_ptr(),
+                (&mut r.addr as *mut libc::sockaddr_storage).cast::<u8>(),
+                name.len()
+                    .min(std::mem::size_of::<libc::sockaddr_storage>()),
+            )
+        };
+        r.iov = libc::iovec {
+            iov_base: self.tx[at..].as_mut_ptr().cast(),
+            iov_len: p.response_bytes,
+        };
+        r.msg.msg_name = (&mut r.addr as *mut libc::sockaddr_storage).cast();
+        r.msg.msg_namelen = name.len() as u32;
+        r.msg.msg_iov = &mut r.iov;
+        r.msg.msg_iovlen = 1;
+        let send = opcode::SendMsg::new(types::Fixed(i as u32), &r.msg)
+            .build()
+            .user_data(user_data(Op::Send, b));
+        if self.ring.push(&send).is_err() {
+            self.ring.bufs.recycle(bid);
+        }
+    }
+
+    fn sent(&mut self, i: usize, res: i32) {
+        let p = &self.core.plan;
+        if self.allowed.is_some() {
+            // `i` is the receive buffer the answer came from.
+            if res >= 0 {
+                self.core.count(self.k);
+            }
+            self.ring.bufs.recycle(i as u16);
+            return;
+        }
+        let c = &mut self.conns[i];
+        if res < 0 {
+            c.dead = true;
+            return;
+        }
+        let answered = res as usize / p.response_bytes;
+        for _ in 0..answered {
+            self.core.count(self.k);
+        }
+        c.owed -= c.sending;
+        c.dead |= answered < c.sending;
+        c.sending = 0;
+    }
+}
+
+/// The socket address in a received `sockaddr` (IPv4 or IPv6).
+fn sockaddr_of(name: &[u8]) -> Option<SocketAddr> {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let n = name
+        .len()
+        .min(std::mem::size_of::<libc::sockaddr_storage>());
+    // SAFETY: copying n bytes into storage of at least n bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            name.as_ptr(),
+            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+            n,
+        )
+    };
+    // SAFETY: the first n bytes of storage are the kernel's address.
+    unsafe { socket2::SockAddr::new(storage, n as libc::socklen_t) }.as_socket()
+}
