@@ -62,6 +62,8 @@ pub(crate) trait Shared: Stop {
 pub struct RrClient {
     shared: Arc<dyn Shared>,
     pool: Pool<WorkerEnd>,
+    /// What drives the sockets, for the result: `kernel` (system calls) or `uring`.
+    pub(crate) engine: &'static str,
 }
 
 impl RrClient {
@@ -72,7 +74,16 @@ impl RrClient {
         F: Fn(&S, usize) -> WorkerEnd + Send + Sync + 'static,
     {
         let pool = Pool::spawn("sonde-rr", placement, &shared, work)?;
-        Ok(RrClient { shared, pool })
+        Ok(RrClient {
+            shared,
+            pool,
+            engine: "kernel",
+        })
+    }
+
+    /// What drives the sockets: `kernel` (system calls) or `uring`.
+    pub fn engine(&self) -> &'static str {
+        self.engine
     }
 
     /// Requests sent and responses received so far, over all workers (monotonic).

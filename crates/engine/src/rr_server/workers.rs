@@ -94,6 +94,8 @@ pub(crate) trait Shared: Stop {
 pub struct RrServer {
     shared: Arc<dyn Shared>,
     pool: Pool<Option<String>>,
+    /// What drives the sockets, for the result: `kernel` (system calls) or `uring`.
+    pub(crate) engine: &'static str,
 }
 
 impl RrServer {
@@ -104,7 +106,16 @@ impl RrServer {
         F: Fn(&S, usize) -> Option<String> + Send + Sync + 'static,
     {
         let pool = Pool::spawn("sonde-echo", placement, &shared, work)?;
-        Ok(RrServer { shared, pool })
+        Ok(RrServer {
+            shared,
+            pool,
+            engine: "kernel",
+        })
+    }
+
+    /// What drives the sockets: `kernel` (system calls) or `uring`.
+    pub fn engine(&self) -> &'static str {
+        self.engine
     }
 
     /// Responses sent so far (monotonic).

@@ -75,7 +75,7 @@ impl RrClient {
             sockets,
         });
         let deal = placement.clone();
-        RrClient::start(&placement, shared, move |s: &Sockets, k| {
+        let mut client = RrClient::start(&placement, shared, move |s: &Sockets, k| {
             recorder::recording(&s.core, k, |rec| {
                 let owned: Vec<(RawFd, bool)> = deal
                     .owned(k, units)
@@ -84,7 +84,9 @@ impl RrClient {
                     .collect();
                 run(&s.core, k, &owned, rec)
             })
-        })
+        })?;
+        client.engine = "uring";
+        Ok(client)
     }
 }
 

@@ -71,7 +71,7 @@ impl RrServer {
             target,
         });
         let deal = placement.clone();
-        RrServer::start(&placement, shared, move |s: &Shared, k| {
+        let mut server = RrServer::start(&placement, shared, move |s: &Shared, k| {
             let all = s.target.fds();
             let fds: Vec<RawFd> = deal.owned(k, units).iter().map(|&i| all[i]).collect();
             let allowed = match &s.target {
@@ -82,7 +82,9 @@ impl RrServer {
                 .and_then(|mut e| e.run())
                 .err()
                 .map(|e| format!("io_uring echo: {e}"))
-        })
+        })?;
+        server.engine = "uring";
+        Ok(server)
     }
 }
 

@@ -134,6 +134,12 @@ impl RrSpec {
         if self.execution.engine == Engine::Xdp && self.transport != Transport::Udp {
             return refuse("--engine", "xdp carries UDP only (add --udp)");
         }
+        if self.execution.engine == Engine::Uring && self.connect_per_request {
+            return refuse(
+                "--crr",
+                "a new connection per request runs on --engine kernel (io_uring does not batch handshakes)",
+            );
+        }
         self.check_self_noise()?;
         if self.connect_per_request && self.window != 1 {
             return refuse("--window", "--crr sends one request per connection");

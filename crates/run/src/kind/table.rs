@@ -9,6 +9,10 @@ use sonde_results::Engine;
 /// What each kind's engine trait starts with: which engine implements it.
 pub trait Named {
     fn engine(&self) -> Engine;
+    /// Why this host cannot run the engine (a kernel feature it lacks), if it cannot.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The engine of `table` that is `engine`; refused, naming `--engine` and `kind`, when the

@@ -1,6 +1,8 @@
 //! The request/response kind's kernel-socket engine: a TCP connection or connected UDP
 //! socket per connection on the controller (or a new TCP connection per request), and on
-//! the agent an echo socket, the TCP connections or a listener to accept from.
+//! the agent an echo socket, the TCP connections or a listener to accept from. The io_uring
+//! engine (`uring.rs`) opens the same sockets and drives them with its own workers
+//! ([`Spawners`]).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -16,7 +18,6 @@ use super::engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort
 use crate::kind::connect::{connect_data, connect_udp};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
-use crate::kind::workers::kernel_workers;
 
 pub struct Kernel;
 
@@ -40,39 +41,21 @@ fn busy_poll(spec: &RrSpec, fd: std::os::fd::RawFd) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// What starts the workers on the opened sockets: system calls or io_uring.
+#[derive(Clone, Copy)]
+pub(super) struct Spawners {
+    pub client: fn(Target, ClientPlan) -> io::Result<RrClient>,
+    pub server: fn(ServerTarget, ServerPlan) -> io::Result<RrServer>,
+}
+
+const SYSCALLS: Spawners = Spawners {
+    client: RrClient::spawn,
+    server: RrServer::spawn,
+};
+
 impl RrBackend for Kernel {
     fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
-        if r.connect_per_request {
-            let target = Target::ConnectPerRequest {
-                addr: to.addr,
-                opts: nodelay(),
-                connections: r.connections as usize,
-            };
-            return Ok(Box::new(Client {
-                target,
-                options: vec!["TCP_NODELAY".into()],
-            }));
-        }
-        let mut sockets = Vec::new();
-        let mut options = Vec::new();
-        for index in 0..r.connections {
-            let (sock, mut applied) = match r.transport {
-                Transport::Tcp => {
-                    let (s, _) = connect_data(to, &nodelay(), index)?;
-                    (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
-                }
-                Transport::Udp => (RrSocket::Udp(connect_udp(to.addr, index)?), Vec::new()),
-            };
-            applied.extend(busy_poll(r, sock.fd()));
-            if index == 0 {
-                options = applied;
-            }
-            sockets.push(sock);
-        }
-        Ok(Box::new(Client {
-            target: Target::Sockets(sockets),
-            options,
-        }))
+        open_client(r, to, SYSCALLS)
     }
 
     fn open_server(
@@ -81,6 +64,54 @@ impl RrBackend for Kernel {
         ip: IpAddr,
         _peer: IpAddr,
     ) -> io::Result<Box<dyn ServerPort>> {
+        open_server(r, ip, SYSCALLS)
+    }
+}
+
+/// The controller's sockets, for workers `spawn` starts.
+pub(super) fn open_client(r: &RrSpec, to: DataPort, spawn: Spawners) -> OpenResult<dyn ClientPort> {
+    if r.connect_per_request {
+        let target = Target::ConnectPerRequest {
+            addr: to.addr,
+            opts: nodelay(),
+            connections: r.connections as usize,
+        };
+        return Ok(Box::new(Client {
+            target,
+            options: vec!["TCP_NODELAY".into()],
+            spawn,
+        }));
+    }
+    let mut sockets = Vec::new();
+    let mut options = Vec::new();
+    for index in 0..r.connections {
+        let (sock, mut applied) = match r.transport {
+            Transport::Tcp => {
+                let (s, _) = connect_data(to, &nodelay(), index)?;
+                (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
+            }
+            Transport::Udp => (RrSocket::Udp(connect_udp(to.addr, index)?), Vec::new()),
+        };
+        applied.extend(busy_poll(r, sock.fd()));
+        if index == 0 {
+            options = applied;
+        }
+        sockets.push(sock);
+    }
+    Ok(Box::new(Client {
+        target: Target::Sockets(sockets),
+        options,
+        spawn,
+    }))
+}
+
+/// The agent's echo socket or listener, for workers `spawn` starts.
+pub(super) fn open_server(
+    r: &RrSpec,
+    ip: IpAddr,
+    spawn: Spawners,
+) -> io::Result<Box<dyn ServerPort>> {
+    {
         let addr = SocketAddr::new(ip, 0);
         let at = match r.transport {
             Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
@@ -93,6 +124,7 @@ impl RrBackend for Kernel {
         Ok(Box::new(Server {
             spec: r.clone(),
             at,
+            spawn,
         }))
     }
 }
@@ -101,6 +133,7 @@ impl RrBackend for Kernel {
 struct Client {
     target: Target,
     options: Vec<String>,
+    spawn: Spawners,
 }
 
 impl ClientPort for Client {
@@ -108,7 +141,7 @@ impl ClientPort for Client {
         self.options.clone()
     }
     fn start(self: Box<Self>, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>> {
-        Ok(Box::new(RrClient::spawn(self.target, plan)?))
+        Ok(Box::new((self.spawn.client)(self.target, plan)?))
     }
 }
 
@@ -121,6 +154,7 @@ enum At {
 struct Server {
     spec: RrSpec,
     at: At,
+    spawn: Spawners,
 }
 
 impl ServerPort for Server {
@@ -151,7 +185,7 @@ impl ServerPort for Server {
         peer: IpAddr,
         plan: ServerPlan,
     ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)> {
-        let Server { spec, at } = *self;
+        let Server { spec, at, spawn } = *self;
         let mut options = Vec::new();
         let target = match at {
             At::Udp(socket) => {
@@ -178,11 +212,27 @@ impl ServerPort for Server {
                 ServerTarget::Sockets(socks)
             }
         };
-        Ok((Box::new(RrServer::spawn(target, plan)?), options))
+        Ok((Box::new((spawn.server)(target, plan)?), options))
     }
 }
 
-kernel_workers!(RrClient, RrServer);
+/// Kernel sockets' workers say which engine drives them (system calls or io_uring).
+macro_rules! socket_workers {
+    ($($t:ty),+) => {$(
+        impl crate::kind::workers::Workers for $t {
+            fn name(&self) -> &'static str {
+                self.engine()
+            }
+            fn all_done(&self) -> bool {
+                <$t>::all_done(self)
+            }
+            fn abort(&self) {
+                <$t>::abort(self)
+            }
+        }
+    )+};
+}
+socket_workers!(RrClient, RrServer);
 
 impl RequestEngine for RrClient {
     fn counts(&self) -> (u64, u64) {

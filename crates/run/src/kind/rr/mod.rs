@@ -6,6 +6,7 @@ mod engine;
 mod floor;
 mod kernel;
 mod side;
+mod uring;
 mod xdp;
 
 pub use engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort, UDP_LOSS_TIMEOUT};
@@ -27,7 +28,7 @@ use crate::side::Side;
 use engine::{client_plan, server_plan};
 
 /// The request/response engines, the default first: every choice of one is [`backend`].
-pub const ENGINES: &[&dyn RrBackend] = &[&kernel::Kernel, &xdp::Xdp];
+pub const ENGINES: &[&dyn RrBackend] = &[&kernel::Kernel, &xdp::Xdp, &uring::Uring];
 
 /// The engines of [`ENGINES`].
 pub fn engines() -> Vec<sonde_results::Engine> {

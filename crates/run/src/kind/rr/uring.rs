@@ -1,0 +1,84 @@
+//! The request/response kind's io_uring engine: the kernel engine's sockets (TCP
+//! connections, connected UDP sockets, the agent's echo socket), driven by io_uring
+//! workers (`sonde_engine::uring`). A new connection per request (`--crr`) is the kernel
+//! engine's: its cost is the handshake, which io_uring does not batch.
+
+use std::io;
+use std::net::IpAddr;
+
+use sonde_engine::rr_client::{ClientPlan, RrClient, Target};
+use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
+use sonde_engine::uring::rr_server::UringTarget;
+use sonde_engine::uring::{self, rr_client::RECEIVE_BYTES};
+use sonde_results::{Engine, RrSpec};
+
+use super::engine::{ClientPort, RrBackend, ServerPort};
+use super::kernel::{self, Spawners};
+use crate::kind::seam::{DataPort, OpenResult};
+use crate::kind::table::Named;
+
+pub struct Uring;
+
+impl Named for Uring {
+    fn engine(&self) -> Engine {
+        Engine::Uring
+    }
+    fn unavailable(&self) -> Option<String> {
+        uring::available().err().map(|e| e.to_string())
+    }
+}
+
+const URING: Spawners = Spawners {
+    client: spawn_client,
+    server: spawn_server,
+};
+
+fn per_request() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "--crr: a new connection per request runs on --engine kernel",
+    )
+}
+
+fn spawn_client(target: Target, plan: ClientPlan) -> io::Result<RrClient> {
+    match target {
+        Target::Sockets(sockets) => RrClient::spawn_uring(sockets, plan),
+        Target::ConnectPerRequest { .. } => Err(per_request()),
+    }
+}
+
+fn spawn_server(target: ServerTarget, plan: ServerPlan) -> io::Result<RrServer> {
+    let target = match target {
+        ServerTarget::Sockets(s) => UringTarget::Sockets(s),
+        ServerTarget::Udp { socket, allowed } => UringTarget::Udp { socket, allowed },
+        ServerTarget::Accept { .. } => return Err(per_request()),
+    };
+    RrServer::spawn_uring(target, plan)
+}
+
+impl RrBackend for Uring {
+    fn preflight(&self, spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
+        if spec.connect_per_request {
+            return Err(per_request());
+        }
+        uring::available().map_err(|e| io::Error::other(format!("--engine uring: {e}")))
+    }
+
+    /// Each worker's ring of receive buffers.
+    fn worker_bytes(&self) -> u64 {
+        RECEIVE_BYTES as u64
+    }
+
+    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
+        kernel::open_client(r, to, URING)
+    }
+
+    fn open_server(
+        &self,
+        r: &RrSpec,
+        ip: IpAddr,
+        _peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerPort>> {
+        kernel::open_server(r, ip, URING)
+    }
+}
