@@ -253,8 +253,14 @@ impl ClientSession {
             software: std::mem::take(&mut self.agent_software),
             command,
         });
+        let mut spec = self.spec.clone();
+        // An engine chosen by default that the agent does not run (an older agent, or a
+        // host without it): the agent runs the kernel engine, and never sees the word.
+        if spec.execution().engine_auto && !capabilities.contains(&spec.engine_capability()) {
+            spec.execution_mut().engine = sonde_results::Engine::Kernel;
+        }
         let setup = Message::Setup {
-            spec: self.spec.clone(),
+            spec,
             third_party: self.third_party.clone(),
             command: self.command.clone(),
         };

@@ -68,18 +68,20 @@ impl Uring {
         }
     }
 
-    /// Submits what is queued and sleeps until a completion arrives or `deadline` passes
-    /// (`None`: no deadline); then takes the completions.
-    pub fn wait(&mut self, now: Instant, deadline: Option<Instant>) -> io::Result<()> {
+    /// Submits what is queued and sleeps until `want` completions arrived or `deadline`
+    /// passes (`None`: no deadline); then takes the completions. A worker that queued
+    /// `n` sends wants `n + 1`: the sends mostly complete as they are submitted, and
+    /// waking for them alone would cost a second `io_uring_enter` per message.
+    pub fn wait(&mut self, now: Instant, deadline: Option<Instant>, want: usize) -> io::Result<()> {
         let r = match deadline {
-            None => self.ring.submit_and_wait(1),
+            None => self.ring.submit_and_wait(want),
             Some(d) => {
                 let left = d.saturating_duration_since(now);
                 let ts = types::Timespec::new()
                     .sec(left.as_secs())
                     .nsec(left.subsec_nanos());
                 let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
+                self.ring.submitter().submit_with_args(want, &args)
             }
         };
         match r {

@@ -13,7 +13,7 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
-use io_uring::{cqueue, opcode, types};
+use io_uring::{cqueue, opcode, squeue, types};
 
 use super::ring::{Uring, GROUP};
 use super::{op_of, user_data, Op};
@@ -194,11 +194,14 @@ impl Worker<'_, '_> {
                 self.end.not_sent += c.flight.make_due(p, now);
             }
         }
-        if let Err(e) = self.queue() {
-            self.end.error = Some(format!("io_uring submit: {e}"));
-            return false;
-        }
-        if let Err(e) = self.wait(sending) {
+        let sends = match self.queue() {
+            Ok(n) => n,
+            Err(e) => {
+                self.end.error = Some(format!("io_uring submit: {e}"));
+                return false;
+            }
+        };
+        if let Err(e) = self.wait(sending, sends) {
             self.end.error = Some(format!("io_uring_enter: {e}"));
             return false;
         }
@@ -209,10 +212,12 @@ impl Worker<'_, '_> {
         true
     }
 
-    /// Arms the receives that ended and queues the requests each window allows.
-    fn queue(&mut self) -> std::io::Result<()> {
+    /// Arms the receives that ended and queues the requests each window allows; returns
+    /// how many sends will post a completion (UDP's post only their errors).
+    fn queue(&mut self) -> std::io::Result<usize> {
         let p = &self.core.plan;
         let mut stamped = false;
+        let mut completing = 0;
         for i in 0..self.conns.len() {
             let c = &mut self.conns[i];
             if c.dead {
@@ -242,7 +247,8 @@ impl Worker<'_, '_> {
                     let send =
                         opcode::Send::new(types::Fixed(i as u32), d.as_ptr(), d.len() as u32)
                             .flags(libc::MSG_NOSIGNAL)
-                            .build();
+                            .build()
+                            .flags(squeue::Flags::SKIP_SUCCESS);
                     self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
                 }
             } else {
@@ -258,14 +264,16 @@ impl Worker<'_, '_> {
                         .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
                         .build();
                 self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
+                completing += 1;
             }
             self.last_message = self.now;
         }
-        Ok(())
+        Ok(completing)
     }
 
-    /// Submits and waits for completions or the deadline, or polls when spinning.
-    fn wait(&mut self, sending: bool) -> std::io::Result<()> {
+    /// Submits and waits for an answer besides the `sends` queued (or the deadline), or
+    /// polls when spinning.
+    fn wait(&mut self, sending: bool, sends: usize) -> std::io::Result<()> {
         let p = &self.core.plan;
         let now = self.now;
         self.rec.flush_if_due(now);
@@ -277,7 +285,9 @@ impl Worker<'_, '_> {
         let loss = self.conns.iter().filter(|c| c.udp);
         let loss = loss.filter_map(|c| c.flight.loss_due(p));
         let deadline = flight::deadline(p, self.rec.due(), paced, loss, sending);
-        self.ring.wait(now, deadline)
+        // Nothing in flight: only the deadline can end the wait.
+        let want = if self.outstanding() > 0 { sends + 1 } else { 1 };
+        self.ring.wait(now, deadline, want)
     }
 
     /// Goes through the completions taken: answers (timed now), sends, ended receives.

@@ -15,7 +15,7 @@ use super::ring::{Uring, GROUP};
 use super::{op_of, user_data, Op};
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
-use crate::rr_server::workers::{Core, Shared as Carrier};
+use crate::rr_server::workers::{Core, Shared as Carrier, ANSWERED};
 use crate::rr_server::{RrServer, ServerPlan};
 use crate::udp_match::check_request;
 
@@ -120,6 +120,8 @@ struct Echo<'a> {
     replies: Vec<Reply>,
     /// RecvMsgMulti's layout: the address it keeps before each datagram.
     layout: libc::msghdr,
+    /// UDP answers queued since the last wait.
+    replies_queued: usize,
     last_message: Instant,
 }
 
@@ -160,18 +162,19 @@ impl<'a> Echo<'a> {
             tx: vec![0xa5u8; tx_len],
             replies,
             layout,
+            replies_queued: 0,
             last_message: Instant::now(),
         })
     }
 
     fn run(&mut self) -> io::Result<()> {
         while !self.core.aborting() && self.conns.iter().any(|c| !c.dead) {
-            self.queue()?;
+            let sends = self.queue()? + std::mem::take(&mut self.replies_queued);
             let now = Instant::now();
             if self.core.plan.poll.spins(now, self.last_message) {
                 self.ring.poll()?;
             } else {
-                self.ring.wait(now, None)?;
+                self.ring.wait(now, None, sends + 1)?;
             }
             let mut cqes = std::mem::take(&mut self.ring.cqes);
             if !cqes.is_empty() {
@@ -191,9 +194,11 @@ impl<'a> Echo<'a> {
         Ok(())
     }
 
-    /// Arms ended receives and queues each TCP connection's owed answers as one send.
-    fn queue(&mut self) -> io::Result<()> {
+    /// Arms ended receives and queues each TCP connection's owed answers as one send;
+    /// returns how many sends it queued.
+    fn queue(&mut self) -> io::Result<usize> {
         let p = &self.core.plan;
+        let mut sends = 0;
         for i in 0..self.conns.len() {
             let c = &mut self.conns[i];
             if c.dead {
@@ -215,9 +220,11 @@ impl<'a> Echo<'a> {
                     .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
                     .build();
                 self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
+                self.core.answered[self.k].add_to(ANSWERED, c.sending as u64);
+                sends += 1;
             }
         }
-        Ok(())
+        Ok(sends)
     }
 
     fn received(&mut self, i: usize, cqe: &cqueue::Entry) {
@@ -291,32 +298,27 @@ impl<'a> Echo<'a> {
         let send = opcode::SendMsg::new(types::Fixed(i as u32), &r.msg)
             .build()
             .user_data(user_data(Op::Send, b));
-        if self.ring.push(&send).is_err() {
+        if self.ring.push(&send).is_ok() {
+            self.core.count(self.k);
+            self.replies_queued += 1;
+        } else {
             self.ring.bufs.recycle(bid);
         }
     }
 
+    /// A send completed: answers are counted when queued (the enter that follows submits
+    /// them; their completions may be reaped only at the next wake-up), so here only a
+    /// failed or short send matters, and a UDP answer's buffer goes back.
     fn sent(&mut self, i: usize, res: i32) {
         let p = &self.core.plan;
         if self.allowed.is_some() {
             // `i` is the receive buffer the answer came from.
-            if res >= 0 {
-                self.core.count(self.k);
-            }
             self.ring.bufs.recycle(i as u16);
             return;
         }
         let c = &mut self.conns[i];
-        if res < 0 {
-            c.dead = true;
-            return;
-        }
-        let answered = res as usize / p.response_bytes;
-        for _ in 0..answered {
-            self.core.count(self.k);
-        }
+        c.dead |= res < 0 || (res as usize) < c.sending * p.response_bytes;
         c.owed -= c.sending;
-        c.dead |= answered < c.sending;
         c.sending = 0;
     }
 }

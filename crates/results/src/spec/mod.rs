@@ -79,8 +79,21 @@ impl TestSpec {
     }
 
     /// What an agent must announce to run this spec: the test's name, with its engine
-    /// when that is not the kernel's (`pps/xdp`).
+    /// when that is not the kernel's (`pps/xdp`). An engine chosen by default asks only
+    /// for the kernel's: an agent without it runs the kernel engine.
     pub fn capability(&self) -> String {
+        let ex = self.execution();
+        let engine = if ex.engine_auto {
+            Engine::Kernel
+        } else {
+            ex.engine
+        };
+        capability(self.name(), engine)
+    }
+
+    /// The capability of the spec's engine itself (`rpc/uring`, even when chosen by
+    /// default).
+    pub fn engine_capability(&self) -> String {
         capability(self.name(), self.execution().engine)
     }
 
@@ -197,6 +210,11 @@ pub struct Execution {
     /// The data-plane engine on both sides (`kernel`; others where the kind has them).
     #[serde(default)]
     pub engine: Engine,
+    /// No `--engine` was given: `engine` is the test's default, the fastest this build
+    /// measured for it, and a side that cannot run it runs the kernel engine (its result
+    /// says so).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub engine_auto: bool,
     /// CPUs the controller's workers are pinned to, round robin; `None`: not pinned.
     pub client_cpus: Option<Vec<usize>>,
     /// The controller chooses its CPUs when the test starts (`--cpus auto`); cleared once
@@ -218,6 +236,7 @@ impl Default for Execution {
     fn default() -> Self {
         Execution {
             engine: Engine::Kernel,
+            engine_auto: false,
             client_cpus: None,
             client_cpus_auto: false,
             server_cpus: None,

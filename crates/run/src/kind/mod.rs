@@ -77,6 +77,12 @@ pub fn test_names() -> Vec<&'static str> {
     KINDS.iter().flat_map(|k| k.names.iter().copied()).collect()
 }
 
+/// Whether this host can run `engine` at all (io_uring may be missing or disabled); an
+/// agent announces only those.
+fn runs_here(engine: Engine) -> bool {
+    engine != Engine::Uring || sonde_engine::uring::available().is_ok()
+}
+
 /// Everything this build runs: each test name with each of its kind's engines
 /// ([`TestSpec::capability`]), and that it takes either part of a test between two agents.
 pub fn capabilities() -> Vec<String> {
@@ -95,12 +101,23 @@ pub fn capabilities_allowed(allowed: &Allowed) -> Vec<String> {
             k.names.iter().flat_map(|name| {
                 (k.engines)()
                     .into_iter()
-                    .filter(|engine| allowed.engine(*engine))
+                    .filter(|engine| allowed.engine(*engine) && runs_here(*engine))
                     .map(|engine| sonde_results::spec::capability(name, engine))
             })
         })
         .chain(third_party)
         .collect()
+}
+
+/// A spec without `--engine` (`engine_auto`) gets the engine its kind measured fastest
+/// for it; a side whose host cannot run that one runs the kernel engine ([`table::choose`]).
+pub fn default_engine(spec: &mut TestSpec) {
+    if !spec.execution().engine_auto {
+        return;
+    }
+    if let Some(kind) = of(spec) {
+        spec.execution_mut().engine = kind.fastest(spec);
+    }
 }
 
 /// Refuses an engine the spec's kind does not have in this build, naming `--engine`

@@ -59,6 +59,11 @@ pub trait Kind: Sync {
     fn demand(&self, spec: &TestSpec, role: Role) -> Demand;
     /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
     fn workers(&self, spec: &TestSpec, role: Role) -> usize;
+    /// The engine a spec without `--engine` runs: the fastest measured for it
+    /// (BENCHMARKS.md), among those that can run it as asked.
+    fn fastest(&self, _spec: &TestSpec) -> sonde_results::Engine {
+        sonde_results::Engine::Kernel
+    }
     /// What both ends must agree on about the serving agent's address (pps: the address
     /// family); part of `prepare`, and all of it a controller that is no end of the test
     /// does, since the rest of `prepare` checks the sending host.

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use sonde_results::Engine;
+use sonde_results::{Engine, Execution};
 
 /// What each kind's engine trait starts with: which engine implements it.
 pub trait Named {
@@ -37,4 +37,36 @@ pub fn find<T: ?Sized + Named>(
 /// The engines of `table`, in its order (the default first).
 pub fn engines<T: ?Sized + Named>(table: &[&'static T]) -> Vec<Engine> {
     table.iter().map(|e| e.engine()).collect()
+}
+
+/// The engine of `table` a side runs for `ex`: the one named, or, when it was chosen by
+/// default and this host cannot run it, the table's first (the kernel engine). Also the
+/// note the side's result carries about a default choice.
+pub fn choose<T: ?Sized + Named>(
+    table: &[&'static T],
+    kind: &str,
+    ex: &Execution,
+) -> io::Result<(&'static T, Option<String>)> {
+    let named = find(table, kind, ex.engine)?;
+    if !ex.engine_auto {
+        return Ok((named, None));
+    }
+    Ok(match named.unavailable() {
+        Some(why) if named.engine() != table[0].engine() => (
+            table[0],
+            Some(format!(
+                "engine {}: this host cannot run {}, the default for this test ({why})",
+                table[0].engine(),
+                named.engine()
+            )),
+        ),
+        _ => (
+            named,
+            Some(format!(
+                "engine {}: chosen by default, the fastest measured for this test (--engine \
+                 to choose)",
+                named.engine()
+            )),
+        ),
+    })
 }

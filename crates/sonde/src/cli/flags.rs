@@ -81,11 +81,13 @@ impl TimingArgs {
 /// Which engine runs the data plane, and where each side's workers run.
 #[derive(Args, Debug, Clone)]
 pub struct ExecutionArgs {
-    /// Data-plane engine on both sides: kernel (sockets), xdp (AF_XDP sockets on the
-    /// path's interface; pps, ping and rpc over UDP; needs root and IPv4), or dpdk (pps
-    /// only: dpdk-testpmd txonly/rxonly on each side; needs root, testpmd, hugepages).
-    #[arg(long, default_value_t = Engine::Kernel, value_parser = parse_engine(), value_name = "NAME")]
-    pub engine: Engine,
+    /// Data-plane engine on both sides: kernel (sockets), uring (the same sockets through
+    /// io_uring; stream, ping, rpc), xdp (AF_XDP sockets on the path's interface; pps,
+    /// ping and rpc over UDP; needs root and IPv4), or dpdk (pps only: dpdk-testpmd on each
+    /// side; needs root, testpmd, hugepages) [default: the fastest measured for the test
+    /// that the side's host runs; the result names it].
+    #[arg(long, value_parser = parse_engine(), value_name = "NAME")]
+    pub engine: Option<Engine>,
     /// Where this side's workers run: `auto` (distinct physical cores of the NIC's NUMA
     /// node, away from its IRQs, within the inherited CPU mask; chosen when the test
     /// starts), a list pinned round robin (e.g. 0-3,8), or `none`.
@@ -107,7 +109,8 @@ impl ExecutionArgs {
         let (client_cpus, client_cpus_auto) = self.cpus.split();
         let (server_cpus, server_cpus_auto) = self.server_cpus.split();
         Execution {
-            engine: self.engine,
+            engine: self.engine.unwrap_or_default(),
+            engine_auto: self.engine.is_none(),
             client_cpus,
             client_cpus_auto,
             server_cpus,

@@ -40,6 +40,11 @@ pub fn backend(engine: sonde_results::Engine) -> io::Result<&'static dyn RrBacke
     table::find(ENGINES, "request/response", engine)
 }
 
+/// The engine this side runs for `spec`, and the note on a default's choice.
+fn chosen(spec: &RrSpec) -> io::Result<(&'static dyn RrBackend, Option<String>)> {
+    table::choose(ENGINES, "request/response", &spec.execution)
+}
+
 pub struct RequestResponse;
 
 fn spec_of(spec: &TestSpec) -> &RrSpec {
@@ -66,8 +71,7 @@ fn placement(spec: &RrSpec, role: Role, units: usize) -> Placement {
 /// test's clock, and says the socket options it applied) and the side that measures them.
 fn start_side(
     spec: &RrSpec,
-    role: Role,
-    units: usize,
+    (role, units, notes): (Role, usize, Vec<String>),
     start: impl FnOnce(Placement, Instant) -> io::Result<(Engine, Vec<String>)>,
     probe: HostProbe,
 ) -> io::Result<Box<dyn Side>> {
@@ -93,7 +97,7 @@ fn start_side(
             started,
             probe,
             placement,
-            notes: Vec::new(),
+            notes,
             socket_options,
         },
     )))
@@ -111,7 +115,7 @@ impl Kind for RequestResponse {
         let per_conn = u64::from(r.window)
             .saturating_mul(u64::from(message))
             .saturating_add(budget::SOCKET_BYTES);
-        let xsks = backend(r.execution.engine).map_or(0, |b| b.worker_bytes());
+        let xsks = chosen(r).map_or(0, |(b, _)| b.worker_bytes());
         Demand {
             connections: r.connections,
             rate: Some(r.rate_per_s),
@@ -132,6 +136,19 @@ impl Kind for RequestResponse {
         placement(r, role, r.connections as usize).threads
     }
 
+    /// rpc: io_uring, 1.3x the kernel engine's requests per second at -C 32 on this
+    /// machine (BENCHMARKS.md); ping, a new connection per request and the floor
+    /// (`--self-noise`) run the kernel engine.
+    fn fastest(&self, spec: &TestSpec) -> sonde_results::Engine {
+        let r = spec_of(spec);
+        let batches = matches!(spec, TestSpec::Rpc(_));
+        if batches && !r.connect_per_request && r.self_noise_ms.is_none() {
+            sonde_results::Engine::Uring
+        } else {
+            sonde_results::Engine::Kernel
+        }
+    }
+
     fn prepare(
         &self,
         spec: &mut TestSpec,
@@ -139,8 +156,8 @@ impl Kind for RequestResponse {
         _probe: &HostProbe,
     ) -> Result<(), OpenError> {
         let r = spec_of(spec);
-        backend(r.execution.engine)
-            .and_then(|b| b.preflight(r, agent.ip()))
+        chosen(r)
+            .and_then(|(b, _)| b.preflight(r, agent.ip()))
             .map_err(|e| OpenError::Refused(e.to_string()))
     }
 
@@ -153,11 +170,12 @@ impl Kind for RequestResponse {
 
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let r = spec_of(spec);
-        let engine = backend(r.execution.engine).map_err(|e| OpenError::Refused(e.to_string()))?;
+        let (engine, note) = chosen(r).map_err(|e| OpenError::Refused(e.to_string()))?;
         Ok(Box::new(Opened {
             spec: r.clone(),
             port: engine.open_client(r, to)?,
             cookie: to.cookie,
+            notes: note.into_iter().collect(),
         }))
     }
 
@@ -168,9 +186,11 @@ impl Kind for RequestResponse {
         peer: IpAddr,
     ) -> io::Result<Box<dyn ServerEndpoint>> {
         let r = spec_of(spec);
+        let (engine, note) = chosen(r)?;
         Ok(Box::new(Listening {
             spec: r.clone(),
-            port: backend(r.execution.engine)?.open_server(r, ip, peer)?,
+            port: engine.open_server(r, ip, peer)?,
+            notes: note.into_iter().collect(),
         }))
     }
 
@@ -196,18 +216,24 @@ struct Opened {
     port: Box<dyn ClientPort>,
     /// Stamped into every UDP request, so that the agent's echo answers it.
     cookie: u64,
+    notes: Vec<String>,
 }
 
 impl ClientEndpoint for Opened {
     fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
-        let Opened { spec, port, cookie } = *self;
+        let Opened {
+            spec,
+            port,
+            cookie,
+            notes,
+        } = *self;
         let units = spec.connections as usize;
         let options = port.options();
         let start = |placement, started| {
             let plan = client_plan(&spec, placement, cookie, started);
             Ok((Engine::Client(port.start(plan)?), options))
         };
-        start_side(&spec, Role::Client, units, start, probe)
+        start_side(&spec, (Role::Client, units, notes), start, probe)
     }
 }
 
@@ -215,6 +241,7 @@ impl ClientEndpoint for Opened {
 struct Listening {
     spec: RrSpec,
     port: Box<dyn ServerPort>,
+    notes: Vec<String>,
 }
 
 impl ServerEndpoint for Listening {
@@ -233,13 +260,13 @@ impl ServerEndpoint for Listening {
         cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
-        let Listening { spec, port } = *self;
+        let Listening { spec, port, notes } = *self;
         let units = port.units(conns.len());
         let start = |placement, started| {
             let plan = server_plan(&spec, placement, cookie, started);
             let (echo, options) = port.start(conns, peer, plan)?;
             Ok((Engine::Server(echo), options))
         };
-        start_side(&spec, Role::Server, units, start, probe)
+        start_side(&spec, (Role::Server, units, notes), start, probe)
     }
 }
