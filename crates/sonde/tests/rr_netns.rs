@@ -188,6 +188,15 @@ fn self_noise_with_a_bypass_engine_is_refused_naming_both_flags() {
 
 #[test]
 fn rpc_requests_match_nftables_count_of_request_segments() {
+    requests_match_nftables_count("kernel");
+}
+
+#[test]
+fn rpc_on_io_uring_requests_match_nftables_count_of_request_segments() {
+    requests_match_nftables_count("uring");
+}
+
+fn requests_match_nftables_count(engine: &str) {
     let Some(lab) = Lab::needing(&["nft"]) else {
         return;
     };
@@ -226,6 +235,8 @@ fn rpc_requests_match_nftables_count_of_request_segments() {
             "1",
             "--warmup",
             "0.3",
+            "--engine",
+            engine,
             "--json",
         ],
     )));
@@ -237,8 +248,11 @@ fn rpc_requests_match_nftables_count_of_request_segments() {
     let sent_total = doc_total_sent(&doc);
     assert_eq!(
         counted, sent_total,
-        "nftables counted {counted} request segments, sonde sent {sent_total}"
+        "{engine}: nftables counted {counted} request segments, sonde sent {sent_total}"
     );
+    for side in ["client", "server"] {
+        assert_eq!(end[side]["engine"], engine, "{side}: {}", end[side]);
+    }
     assert_eq!(end["unanswered_requests"], 0);
 }
 

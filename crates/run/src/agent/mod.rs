@@ -64,6 +64,9 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     let listener = TcpListener::bind(addr).map_err(|source| ServeError::Listen { addr, source })?;
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
+    // Probed before the line below, which scripts wait for: what this host runs is fixed
+    // by then (and logged).
+    let uring = sonde_engine::uring::available();
     // Scripts (and `sonde lab`) read this line to learn the port.
     println!(
         "sonde agent listening on {local} (protocol {})",
@@ -71,6 +74,10 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     );
     let _ = std::io::Write::flush(&mut std::io::stdout());
     log_listening(&cfg, local);
+    match uring {
+        Ok(()) => tracing::info!("engines: kernel sockets, io_uring"),
+        Err(e) => tracing::info!("engines: kernel sockets; no io_uring ({e})"),
+    }
     let shared = Arc::new(Shared {
         cfg,
         running: AtomicUsize::new(0),

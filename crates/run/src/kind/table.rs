@@ -51,22 +51,26 @@ pub fn choose<T: ?Sized + Named>(
     if !ex.engine_auto {
         return Ok((named, None));
     }
-    Ok(match named.unavailable() {
-        Some(why) if named.engine() != table[0].engine() => (
-            table[0],
-            Some(format!(
-                "engine {}: this host cannot run {}, the default for this test ({why})",
-                table[0].engine(),
-                named.engine()
-            )),
-        ),
-        _ => (
-            named,
-            Some(format!(
-                "engine {}: chosen by default, the fastest measured for this test (--engine \
-                 to choose)",
-                named.engine()
-            )),
-        ),
-    })
+    if let Some(why) = named.unavailable() {
+        let note = format!(
+            "engine {}: the default for this test is {}, which this host cannot run ({why})",
+            table[0].engine(),
+            named.engine()
+        );
+        return Ok((table[0], Some(note)));
+    }
+    // A controller that chose a faster engine may have sent the kernel's to an agent
+    // that lacks it: the agent says why it could not run the others.
+    let missing: Vec<String> = table
+        .iter()
+        .filter_map(|e| e.unavailable().map(|w| format!("{} ({w})", e.engine())))
+        .collect();
+    let mut note = format!(
+        "engine {}: chosen by default, the fastest measured for this test (--engine to choose)",
+        named.engine()
+    );
+    if !missing.is_empty() {
+        note += &format!("; this host cannot run {}", missing.join(", "));
+    }
+    Ok((named, Some(note)))
 }
