@@ -17,6 +17,7 @@ pub mod rr_server;
 pub mod self_noise;
 pub mod sockopt;
 pub mod stream;
+pub mod syscalls;
 pub mod udp_match;
 pub mod uring;
 pub mod wait;

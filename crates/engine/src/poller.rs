@@ -59,6 +59,7 @@ impl Epoll {
                 timeout_ms,
             )
         };
+        crate::syscalls::one();
         if n < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::Interrupted {
@@ -94,6 +95,7 @@ impl Epoll {
                 0usize,
             )
         };
+        crate::syscalls::one();
         if n >= 0 {
             return Ok(n as usize);
         }

@@ -73,6 +73,7 @@ pub fn wait_for(
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: one live pollfd; tsp is null or points to a live timespec.
     let r = unsafe { libc::ppoll(&mut pfd, 1, tsp, std::ptr::null()) };
+    crate::syscalls::one();
     if r < 0 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {
@@ -106,6 +107,7 @@ pub fn recv(fd: RawFd, buf: &mut [u8], dontwait: bool) -> io::Result<Recv> {
     loop {
         // SAFETY: buf is live and writable for its length.
         let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
+        crate::syscalls::one();
         if r > 0 {
             return Ok(Recv::Data(r as usize));
         }
@@ -128,6 +130,7 @@ pub fn send_blocking(fd: RawFd, buf: &[u8], len: usize) {
     while left > 0 {
         // SAFETY: buf is live for at least `left` bytes.
         let r = unsafe { libc::send(fd, buf.as_ptr().cast(), left, libc::MSG_NOSIGNAL) };
+        crate::syscalls::one();
         if r <= 0 {
             return;
         }
@@ -148,6 +151,7 @@ pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
                 libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
             )
         };
+        crate::syscalls::one();
         if r >= 0 {
             return Ok(r as usize);
         }

@@ -194,6 +194,18 @@ pub struct RrResult {
     pub latency_ns: Option<LatencySummary>,
     /// Socket options applied, and those the kernel refused, in words.
     pub socket_options: Vec<String>,
+    /// The data plane's own system calls over the whole test, where the engine counts
+    /// them (kernel sockets, io_uring).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<Syscalls>,
+}
+
+/// System calls the workers made, and the messages they carried (client: requests sent;
+/// agent: answers sent), both over the whole test, warm-up and drain included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Syscalls {
+    pub calls: u64,
+    pub messages: u64,
 }
 
 /// Everything one side measured.

@@ -48,5 +48,7 @@ pub struct WorkerEnd {
     /// together, because the reporting thread fell behind (0 and 0 when it keeps up).
     pub histograms_allocated: u64,
     pub intervals_merged: u64,
+    /// System calls the worker made (`crate::syscalls`).
+    pub syscalls: u64,
     pub error: Option<String>,
 }

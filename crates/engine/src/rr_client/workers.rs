@@ -73,7 +73,14 @@ impl RrClient {
         S: Shared,
         F: Fn(&S, usize) -> WorkerEnd + Send + Sync + 'static,
     {
-        let pool = Pool::spawn("sonde-rr", placement, &shared, work)?;
+        let counted = move |s: &S, k| {
+            let end = work(s, k);
+            WorkerEnd {
+                syscalls: crate::syscalls::so_far(),
+                ..end
+            }
+        };
+        let pool = Pool::spawn("sonde-rr", placement, &shared, counted)?;
         Ok(RrClient {
             shared,
             pool,

@@ -283,6 +283,7 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
                 Err(e) => return Some(format!("poll: {e}")),
             }
         }
+        crate::syscalls::one();
         let (n, from) = match socket.recv_from(&mut buf) {
             Ok(x) => x,
             Err(e)
@@ -303,6 +304,7 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
         last_message = p.poll.stamp(last_message);
         shared.maybe_stall();
         // Admission held the answer to the agent's --max-udp-reply-ratio of the request.
+        crate::syscalls::one();
         if socket.send_to(&buf[..p.response_bytes], from).is_ok() {
             shared.count(k);
         }

@@ -28,12 +28,14 @@ pub(crate) struct Core {
     pub plan: ServerPlan,
     aborting: AtomicBool,
     stalled: AtomicBool,
-    /// Responses sent (`ANSWERED`) and UDP datagrams dropped (`REJECTED`), per worker.
-    pub answered: Vec<Counters<2>>,
+    /// Responses sent (`ANSWERED`), UDP datagrams dropped (`REJECTED`) and, once a
+    /// worker ended, its system calls (`SYSCALLS`), per worker.
+    pub answered: Vec<Counters<3>>,
 }
 
 pub(crate) const ANSWERED: usize = 0;
 pub(crate) const REJECTED: usize = 1;
+pub(crate) const SYSCALLS: usize = 2;
 
 impl Core {
     pub fn new(plan: ServerPlan, threads: usize) -> Core {
@@ -105,7 +107,12 @@ impl RrServer {
         S: Shared,
         F: Fn(&S, usize) -> Option<String> + Send + Sync + 'static,
     {
-        let pool = Pool::spawn("sonde-echo", placement, &shared, work)?;
+        let counted = move |s: &S, k| {
+            let end = work(s, k);
+            s.core().answered[k].add_to(SYSCALLS, crate::syscalls::so_far());
+            end
+        };
+        let pool = Pool::spawn("sonde-echo", placement, &shared, counted)?;
         Ok(RrServer {
             shared,
             pool,
@@ -127,6 +134,11 @@ impl RrServer {
     /// or without the test's cookie.
     pub fn rejected(&self) -> u64 {
         Counters::sum(&self.shared.core().answered)[REJECTED]
+    }
+
+    /// System calls of the workers that ended (all of them, once joined).
+    pub fn syscalls(&self) -> u64 {
+        Counters::sum(&self.shared.core().answered)[SYSCALLS]
     }
 
     pub fn all_done(&self) -> bool {

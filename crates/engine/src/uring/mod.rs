@@ -26,6 +26,8 @@ pub use probe::{available, Unavailable};
 pub(crate) enum Op {
     Recv = 1,
     Send = 2,
+    /// The abort's eventfd became readable.
+    Wake = 3,
 }
 
 pub(crate) fn user_data(op: Op, i: usize) -> u64 {
@@ -36,6 +38,7 @@ pub(crate) fn op_of(data: u64) -> (Option<Op>, usize) {
     let op = match data >> 32 {
         1 => Some(Op::Recv),
         2 => Some(Op::Send),
+        3 => Some(Op::Wake),
         _ => None,
     };
     (op, (data & 0xffff_ffff) as usize)

@@ -60,6 +60,7 @@ impl Uring {
             if self.ring.submission().push(e).is_ok() {
                 return Ok(());
             }
+            crate::syscalls::one();
             self.ring.submit()?;
             self.ring
                 .submission()
@@ -73,6 +74,7 @@ impl Uring {
     /// `n` sends wants `n + 1`: the sends mostly complete as they are submitted, and
     /// waking for them alone would cost a second `io_uring_enter` per message.
     pub fn wait(&mut self, now: Instant, deadline: Option<Instant>, want: usize) -> io::Result<()> {
+        crate::syscalls::one();
         let r = match deadline {
             None => self.ring.submit_and_wait(want),
             Some(d) => {
@@ -98,6 +100,7 @@ impl Uring {
     pub fn poll(&mut self) -> io::Result<()> {
         let pending = !self.ring.submission().is_empty() || self.ring.submission().taskrun();
         if pending {
+            crate::syscalls::one();
             let args = types::SubmitArgs::new();
             match self.ring.submitter().submit_with_args(0, &args) {
                 Ok(_) => {}

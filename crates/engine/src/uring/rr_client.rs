@@ -299,7 +299,7 @@ impl Worker<'_, '_> {
             match op_of(cqe.user_data()) {
                 (Some(Op::Recv), i) => self.received(i, cqe, t),
                 (Some(Op::Send), i) => self.sent(i, cqe.result()),
-                (None, _) => {}
+                (Some(Op::Wake) | None, _) => {}
             }
         }
         self.ring.bufs.publish();

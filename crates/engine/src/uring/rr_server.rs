@@ -13,6 +13,7 @@ use io_uring::{cqueue, opcode, types};
 
 use super::ring::{Uring, GROUP};
 use super::{op_of, user_data, Op};
+use crate::poller::EventFd;
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
 use crate::rr_server::workers::{Core, Shared as Carrier, ANSWERED};
@@ -40,6 +41,9 @@ impl UringTarget {
 struct Shared {
     core: Core,
     target: UringTarget,
+    /// Signalled at an abort: every worker's ring polls it (a shutdown does not end a
+    /// receive on an unconnected UDP socket).
+    wake: EventFd,
 }
 
 impl Carrier for Shared {
@@ -53,6 +57,7 @@ impl Carrier for Shared {
 impl Stop for Shared {
     fn abort(&self) {
         self.core.abort();
+        self.wake.signal();
         for fd in self.target.fds() {
             // SAFETY: shutting down sockets we own.
             unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
@@ -69,6 +74,7 @@ impl RrServer {
         let shared = Arc::new(Shared {
             core: Core::new(plan, placement.threads),
             target,
+            wake: EventFd::new()?,
         });
         let deal = placement.clone();
         let mut server = RrServer::start(&placement, shared, move |s: &Shared, k| {
@@ -79,6 +85,7 @@ impl RrServer {
                 UringTarget::Sockets(_) => None,
             };
             Echo::new(&s.core, k, &fds, allowed)
+                .and_then(|mut e| e.wake_at(s.wake.raw()).map(|_| e))
                 .and_then(|mut e| e.run())
                 .err()
                 .map(|e| format!("io_uring echo: {e}"))
@@ -167,6 +174,12 @@ impl<'a> Echo<'a> {
         })
     }
 
+    /// Polls the abort's eventfd, so that an abort ends a wait in the ring.
+    fn wake_at(&mut self, fd: RawFd) -> io::Result<()> {
+        let poll = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build();
+        self.ring.push(&poll.user_data(user_data(Op::Wake, 0)))
+    }
+
     fn run(&mut self) -> io::Result<()> {
         while !self.core.aborting() && self.conns.iter().any(|c| !c.dead) {
             let sends = self.queue()? + std::mem::take(&mut self.replies_queued);
@@ -184,7 +197,7 @@ impl<'a> Echo<'a> {
                 match op_of(cqe.user_data()) {
                     (Some(Op::Recv), i) => self.received(i, cqe),
                     (Some(Op::Send), i) => self.sent(i, cqe.result()),
-                    (None, _) => {}
+                    (Some(Op::Wake) | None, _) => {}
                 }
             }
             self.ring.bufs.publish();

@@ -88,6 +88,14 @@ fn udp_is_matched_by_sequence_and_foreign_datagrams_are_not_answered() {
     assert!(h.len() > 100, "{}", h.len());
     assert_eq!(ends[0].lost, 0, "{ends:?}");
     assert!(ends[0].error.is_none(), "{ends:?}");
+    // One io_uring_enter a request at most (sends post no completion, the wait takes the
+    // answer), and at least one a round trip.
+    let sent = client.counts().0;
+    assert!(
+        (sent / 2..=sent).contains(&ends[0].syscalls),
+        "{} calls for {sent} requests",
+        ends[0].syscalls
+    );
     let answered = server.answered();
     assert!(answered >= h.len());
 
@@ -101,6 +109,11 @@ fn udp_is_matched_by_sequence_and_foreign_datagrams_are_not_answered() {
     }
     assert_eq!(server.rejected(), 2);
     assert_eq!(server.answered(), answered);
+    let mut server = server;
+    server.abort();
+    let errors = server.join();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(server.syscalls() >= answered / 2, "{}", server.syscalls());
     rogue
         .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();

@@ -25,6 +25,10 @@ pub struct RrEndSide {
     pub cpu: CpuFigures,
     /// This side's process CPU time per message: the cost of its receive mode.
     pub cpu_us_per_message: Option<f64>,
+    /// The workers' system calls per message over the whole test (kernel and io_uring
+    /// engines): what io_uring's batching saves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls_per_message: Option<f64>,
     pub socket_options: Vec<String>,
     pub tcp_retransmits: Option<u64>,
     #[serde(flatten)]
@@ -157,6 +161,10 @@ fn end_side(side: &SideResult) -> Option<RrEndSide> {
             .process_cpu_s
             .filter(|_| rr.messages > 0)
             .map(|c| c * 1e6 / rr.messages as f64),
+        syscalls_per_message: rr
+            .syscalls
+            .filter(|s| s.messages > 0)
+            .map(|s| s.calls as f64 / s.messages as f64),
         socket_options: rr.socket_options.clone(),
         tcp_retransmits: side.tcp_retransmits,
         counted: HostCounted::of(side),

@@ -40,6 +40,10 @@ pub trait EchoEngine: Workers {
     fn rejected(&self) -> u64;
     /// Errors the workers met.
     fn join(&mut self) -> Vec<String>;
+    /// The workers' system calls, once joined, where the engine counts them.
+    fn syscalls(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A request/response engine: what it refuses up front and what each end opens.

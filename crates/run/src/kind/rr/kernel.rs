@@ -256,4 +256,7 @@ impl EchoEngine for RrServer {
     fn join(&mut self) -> Vec<String> {
         RrServer::join(self)
     }
+    fn syscalls(&self) -> Option<u64> {
+        Some(RrServer::syscalls(self))
+    }
 }

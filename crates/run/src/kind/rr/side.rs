@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::{merge, new_histogram};
+use sonde_results::side::Syscalls;
 use sonde_results::{IntervalSample, LatencySummary, Role, RrResult, RrSpec, SideResult};
 
 use super::engine::{EchoEngine, RequestEngine, DRAIN};
@@ -215,8 +216,10 @@ impl Side for RrSide {
         partial |= window.cut;
         let mut notes = std::mem::take(&mut self.notes);
         let (mut unanswered, mut not_sent, mut lost, mut sent) = (0, 0, 0, 0);
+        // The workers' system calls and the messages they carried, where counted.
+        let syscalls;
         let (mut late, mut duplicated, mut foreign) = (0, 0, 0);
-        let (mut allocated, mut merged) = (0, 0);
+        let (mut allocated, mut merged, mut calls) = (0, 0, 0u64);
         match &mut self.engine {
             Engine::Client(c) => {
                 c.abort();
@@ -229,11 +232,16 @@ impl Side for RrSide {
                     foreign += e.foreign;
                     allocated += e.histograms_allocated;
                     merged += e.intervals_merged;
+                    calls += e.syscalls;
                     if let Some(err) = e.error {
                         notes.push(err);
                     }
                 }
                 sent = c.counts().0;
+                // Counted by the socket engines; a bypass engine's calls are not, nor
+                // a new connection's.
+                let counted = matches!(c.name(), "kernel" | "uring");
+                syscalls = (counted && !self.spec.connect_per_request).then_some((calls, sent));
                 if allocated + merged > 0 {
                     notes.push(format!(
                         "the reporting thread fell behind the measuring workers: {allocated} \
@@ -246,6 +254,7 @@ impl Side for RrSide {
                 s.abort();
                 notes.extend(s.join());
                 foreign = s.rejected();
+                syscalls = s.syscalls().map(|calls| (calls, s.answered()));
             }
         }
         self.drain_histograms();
@@ -283,6 +292,7 @@ impl Side for RrSide {
             foreign,
             latency_ns: LatencySummary::of(&self.total),
             socket_options: self.socket_options.clone(),
+            syscalls: syscalls.map(|(calls, messages)| Syscalls { calls, messages }),
         });
         result
     }
