@@ -259,3 +259,37 @@ mod tests {
         );
     }
 }
+
+/// `recvfrom` on a UDP socket: the datagram's length and sender. Unlike std's
+/// `recv_from`, which panics on it, the empty address of a receive ended by an abort's
+/// `shutdown` is `None`.
+pub fn recv_from(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<std::net::SocketAddr>)> {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: buf is live and writable for its length; storage holds `len` bytes.
+    let n = unsafe {
+        libc::recvfrom(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            0,
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
+    crate::syscalls::one();
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((n as usize, sockaddr(storage, len)))
+}
+
+/// The IPv4 or IPv6 address in the first `len` bytes of `storage`, if it holds one.
+pub fn sockaddr(
+    storage: libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<std::net::SocketAddr> {
+    // SAFETY: the kernel wrote `len` bytes of a socket address into `storage`.
+    unsafe { socket2::SockAddr::new(storage, len) }.as_socket()
+}

@@ -43,6 +43,10 @@ fn ping_tcp_and_udp_report_round_trip_times() {
                 end[side]["cpu_us_per_message"].as_f64().unwrap() > 0.0,
                 "{side}"
             );
+            // One request in flight on blocking sockets: a send and a receive at least
+            // (UDP's echo: recvfrom and sendto), a few more around waits at most.
+            let calls = end[side]["syscalls_per_message"].as_f64().unwrap();
+            assert!((1.9..4.0).contains(&calls), "{extra:?} {side}: {calls}");
         }
         assert_eq!(doc["intervals"].as_array().unwrap().len(), 2);
         assert!(doc["intervals"][0]["latency_ns"]["p99"].as_u64().unwrap() > 0);

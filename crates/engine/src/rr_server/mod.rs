@@ -283,9 +283,11 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
                 Err(e) => return Some(format!("poll: {e}")),
             }
         }
-        crate::syscalls::one();
-        let (n, from) = match socket.recv_from(&mut buf) {
-            Ok(x) => x,
+        let (n, from) = match wait::recv_from(fd, &mut buf) {
+            Ok((n, Some(from))) => (n, from),
+            // No sender: the abort's shutdown ended the receive.
+            Ok((_, None)) if shared.aborting() => return None,
+            Ok((_, None)) => continue,
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
                     || e.kind() == io::ErrorKind::Interrupted =>

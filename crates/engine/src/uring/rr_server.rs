@@ -351,6 +351,5 @@ fn sockaddr_of(name: &[u8]) -> Option<SocketAddr> {
             n,
         )
     };
-    // SAFETY: the first n bytes of storage are the kernel's address.
-    unsafe { socket2::SockAddr::new(storage, n as libc::socklen_t) }.as_socket()
+    crate::wait::sockaddr(storage, n as libc::socklen_t)
 }
