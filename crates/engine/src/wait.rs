@@ -227,39 +227,6 @@ impl Multi {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hybrid_spins_only_shortly_after_a_message() {
-        let t = Instant::now();
-        let h = Poll::Hybrid(Duration::from_micros(50));
-        assert!(h.spins(t + Duration::from_micros(10), t));
-        assert!(!h.spins(t + Duration::from_micros(60), t));
-        assert!(Poll::Busy.spins(t + Duration::from_secs(9), t));
-        assert!(!Poll::Block.spins(t, t));
-        let ts = timespec(t, Some(t + Duration::from_micros(2500))).unwrap();
-        assert_eq!((ts.tv_sec, ts.tv_nsec), (0, 2_500_000));
-        assert!(timespec(t, None).is_none());
-    }
-
-    #[test]
-    fn sub_millisecond_timed_wait_is_on_time() {
-        tight_timer_slack();
-        let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
-        use std::os::fd::AsRawFd;
-        let t = Instant::now();
-        let ready = wait_readable(a.as_raw_fd(), t, Some(t + Duration::from_micros(300))).unwrap();
-        let took = t.elapsed();
-        assert!(!ready);
-        assert!(
-            took >= Duration::from_micros(300) && took < Duration::from_millis(5),
-            "{took:?}"
-        );
-    }
-}
-
 /// `recvfrom` on a UDP socket: the datagram's length and sender. Unlike std's
 /// `recv_from`, which panics on it, the empty address of a receive ended by an abort's
 /// `shutdown` is `None`.
@@ -292,4 +259,37 @@ pub fn sockaddr(
 ) -> Option<std::net::SocketAddr> {
     // SAFETY: the kernel wrote `len` bytes of a socket address into `storage`.
     unsafe { socket2::SockAddr::new(storage, len) }.as_socket()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hybrid_spins_only_shortly_after_a_message() {
+        let t = Instant::now();
+        let h = Poll::Hybrid(Duration::from_micros(50));
+        assert!(h.spins(t + Duration::from_micros(10), t));
+        assert!(!h.spins(t + Duration::from_micros(60), t));
+        assert!(Poll::Busy.spins(t + Duration::from_secs(9), t));
+        assert!(!Poll::Block.spins(t, t));
+        let ts = timespec(t, Some(t + Duration::from_micros(2500))).unwrap();
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (0, 2_500_000));
+        assert!(timespec(t, None).is_none());
+    }
+
+    #[test]
+    fn sub_millisecond_timed_wait_is_on_time() {
+        tight_timer_slack();
+        let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        use std::os::fd::AsRawFd;
+        let t = Instant::now();
+        let ready = wait_readable(a.as_raw_fd(), t, Some(t + Duration::from_micros(300))).unwrap();
+        let took = t.elapsed();
+        assert!(!ready);
+        assert!(
+            took >= Duration::from_micros(300) && took < Duration::from_millis(5),
+            "{took:?}"
+        );
+    }
 }
