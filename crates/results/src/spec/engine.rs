@@ -20,11 +20,13 @@ pub enum Engine {
     Xdp,
     /// dpdk-testpmd on a device DPDK drives.
     Dpdk,
+    /// Kernel sockets driven through io_uring: batched submissions, multishot receives.
+    Uring,
 }
 
 impl Engine {
     /// Every engine this build knows, the default first.
-    pub const ALL: [Engine; 3] = [Engine::Kernel, Engine::Xdp, Engine::Dpdk];
+    pub const ALL: [Engine; 4] = [Engine::Kernel, Engine::Xdp, Engine::Dpdk, Engine::Uring];
 
     /// The word `--engine` takes, and the spec and documents carry.
     pub fn name(self) -> &'static str {
@@ -32,11 +34,12 @@ impl Engine {
             Engine::Kernel => "kernel",
             Engine::Xdp => "xdp",
             Engine::Dpdk => "dpdk",
+            Engine::Uring => "uring",
         }
     }
 
     /// Every engine's word, for a command line's choices.
-    pub fn names() -> [&'static str; 3] {
+    pub fn names() -> [&'static str; 4] {
         Engine::ALL.map(Engine::name)
     }
 }
@@ -77,7 +80,7 @@ mod tests {
         }
         assert_eq!(Engine::default(), Engine::Kernel);
         let e = "warp".parse::<Engine>().unwrap_err().to_string();
-        assert!(e.contains("warp") && e.contains("kernel, xdp, dpdk"), "{e}");
+        assert!(e.contains("warp") && e.contains("kernel, xdp, dpdk, uring"), "{e}");
         assert!(serde_json::from_str::<Engine>("\"warp\"").is_err());
     }
 }

@@ -33,7 +33,8 @@ impl Allow {
     /// What running `engine` needs allowed; `None` for the kernel engine (always allowed).
     pub fn for_engine(engine: Engine) -> Option<Allow> {
         match engine {
-            Engine::Kernel => None,
+            // io_uring drives the kernel's own sockets: nothing of the host is taken.
+            Engine::Kernel | Engine::Uring => None,
             Engine::Xdp => Some(Allow::Xdp),
             Engine::Dpdk => Some(Allow::Dpdk),
         }
