@@ -188,9 +188,9 @@ mod tests {
 
     #[test]
     fn each_kind_lists_its_engines_and_refuses_the_others_naming_the_flag() {
-        assert_eq!(stream::engines(), [Engine::Kernel]);
+        assert_eq!(stream::engines(), [Engine::Kernel, Engine::Uring]);
         assert_eq!(rr::engines(), [Engine::Kernel, Engine::Xdp]);
-        assert_eq!(pps::engines(), Engine::ALL);
+        assert_eq!(pps::engines(), [Engine::Kernel, Engine::Xdp, Engine::Dpdk]);
         for listed in KINDS {
             let has = (listed.engines)();
             assert_eq!(
