@@ -80,7 +80,10 @@ mod tests {
         }
         assert_eq!(Engine::default(), Engine::Kernel);
         let e = "warp".parse::<Engine>().unwrap_err().to_string();
-        assert!(e.contains("warp") && e.contains("kernel, xdp, dpdk, uring"), "{e}");
+        assert!(
+            e.contains("warp") && e.contains("kernel, xdp, dpdk, uring"),
+            "{e}"
+        );
         assert!(serde_json::from_str::<Engine>("\"warp\"").is_err());
     }
 }
