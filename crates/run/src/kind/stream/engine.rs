@@ -1,7 +1,7 @@
 //! What a stream side needs of a data plane ([`StreamEngine`]: running workers), and what
-//! an engine implements to be in the stream kind's table ([`StreamBackend`]). Another
-//! engine (io_uring, say) is a module implementing [`StreamBackend`]; the side does not
-//! change.
+//! an engine implements to be in the stream kind's table ([`StreamBackend`]). Each engine
+//! (kernel sockets, io_uring) is a module implementing [`StreamBackend`]; the side does
+//! not change.
 
 use std::io;
 use std::net::TcpStream;
