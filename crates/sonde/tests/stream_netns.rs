@@ -1,5 +1,5 @@
 //! `sonde serve` + `sonde stream` across two network namespaces: both sides' figures
-//! reconcile, and a `tc tbf` rate limit is measured as what it is.
+//! reconcile, and a `tc tbf` rate limit is measured as what it is, on either engine.
 
 mod common;
 
@@ -119,8 +119,55 @@ fn reverse_and_bidir_reconcile() {
     }
 }
 
+/// The io_uring engine, with and without zero-copy sends: every byte written was read,
+/// the result names the engine, and a zero-copy sender says how its sends went.
+#[test]
+fn uring_sender_and_receiver_reconcile() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    for zerocopy in [false, true] {
+        let out = temp_file("uring.json");
+        let mut args = vec!["--engine", "uring", "-P", "4", "-t", "1", "--warmup", "0.3"];
+        if zerocopy {
+            args.push("--zerocopy");
+        }
+        args.push("--output");
+        let mut cmd = lab.stream(&agent, &args);
+        cmd.arg(&out);
+        let o = run(cmd);
+        assert!(o.status.success(), "{args:?}: {}{}", stdout(&o), stderr(&o));
+        let doc = read_doc(&out);
+        let end = &doc["end"];
+        assert_eq!(end["partial"], false, "{args:?}");
+        let (s, r) = (&end["sender"], &end["receiver"]);
+        assert_eq!(s["total_bytes"], r["total_bytes"], "{args:?}");
+        assert!(s["total_bytes"].as_u64().unwrap() > 0, "{args:?}");
+        assert_eq!(s["connections"]["count"], 4);
+        let text = doc.to_string();
+        assert!(
+            text.contains("\"uring\""),
+            "{args:?}: the engine is not named"
+        );
+        assert_eq!(text.contains("send_zc:"), zerocopy, "{args:?}");
+        let _ = std::fs::remove_file(out);
+    }
+    let o = run(lab.stream(&agent, &["--zerocopy", "-t", "1"]));
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--zerocopy"), "{}", stderr(&o));
+}
+
 #[test]
 fn tbf_rate_limit_is_measured_within_3_percent() {
+    tbf_rate_limit_is_measured("kernel");
+}
+
+#[test]
+fn tbf_rate_limit_is_measured_within_3_percent_with_uring() {
+    tbf_rate_limit_is_measured("uring");
+}
+
+/// A `tc tbf` of 200 Mbit/s on the client's veth, measured by a stream on `engine`.
+fn tbf_rate_limit_is_measured(engine: &str) {
     let Some(lab) = Lab::needing(&["tc"]) else {
         return;
     };
@@ -146,7 +193,9 @@ fn tbf_rate_limit_is_measured_within_3_percent() {
     let out = temp_file("tbf.json");
     let mut cmd = lab.stream(
         &agent,
-        &["-P", "1", "-t", "4", "--warmup", "1.5", "--output"],
+        &[
+            "--engine", engine, "-P", "1", "-t", "4", "--warmup", "1.5", "--output",
+        ],
     );
     cmd.arg(&out);
     let o = run(cmd);
@@ -167,21 +216,21 @@ fn tbf_rate_limit_is_measured_within_3_percent() {
     let expected_goodput = rate_bps * mss / (mtu + 14.0);
     let got = f(&r["bits_per_second"]);
     let err = (got - expected_goodput).abs() / expected_goodput;
-    assert!(err < 0.03, "receiver measured {got} bit/s, tbf allows {expected_goodput} bit/s of payload ({:.2}% off)", err * 100.0);
+    assert!(err < 0.03, "{engine}: receiver measured {got} bit/s, tbf allows {expected_goodput} bit/s of payload ({:.2}% off)", err * 100.0);
     // The receiving veth's byte counter (whole frames) against the shaped rate itself.
     eprintln!(
-        "tbf 200 Mbit/s: goodput {got:.0} bit/s, expected {expected_goodput:.0} ({:+.2}%)",
+        "{engine}: tbf 200 Mbit/s: goodput {got:.0} bit/s, expected {expected_goodput:.0} ({:+.2}%)",
         (got / expected_goodput - 1.0) * 100.0
     );
     let wire = f(&r["nic"]["rx_bytes"]) * 8.0 / f(&r["seconds"]);
     eprintln!(
-        "tbf 200 Mbit/s: receiver NIC {wire:.0} bit/s ({:+.2}%)",
+        "{engine}: tbf 200 Mbit/s: receiver NIC {wire:.0} bit/s ({:+.2}%)",
         (wire / rate_bps - 1.0) * 100.0
     );
     let werr = (wire - rate_bps).abs() / rate_bps;
     assert!(
         werr < 0.03,
-        "receiver NIC counted {wire} bit/s on the wire vs tbf {rate_bps} ({:.2}% off)",
+        "{engine}: receiver NIC counted {wire} bit/s on the wire vs tbf {rate_bps} ({:.2}% off)",
         werr * 100.0
     );
     let _ = std::fs::remove_file(out);

@@ -15,6 +15,9 @@ mod probe;
 mod ring;
 pub mod rr_client;
 pub mod rr_server;
+pub mod stream;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;
 

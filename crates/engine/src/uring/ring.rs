@@ -39,8 +39,19 @@ pub(crate) struct Uring {
 impl Uring {
     /// A ring for `fds`, with `buffers` receive buffers of `buffer_bytes` each.
     pub fn new(fds: &[RawFd], buffers: u16, buffer_bytes: usize) -> io::Result<Uring> {
+        Uring::with_depth(fds, 2, buffers, buffer_bytes)
+    }
+
+    /// As [`Uring::new`], for `per_fd` operations in flight per socket (the completion
+    /// ring holds two passes of them, so that it does not overflow between reaps).
+    pub fn with_depth(
+        fds: &[RawFd],
+        per_fd: u32,
+        buffers: u16,
+        buffer_bytes: usize,
+    ) -> io::Result<Uring> {
         let n = fds.len() as u32;
-        let sq = (n * 2).clamp(64, 4096).next_power_of_two();
+        let sq = (n * per_fd).clamp(64, 4096).next_power_of_two();
         let cq = (sq * 2).max(u32::from(buffers) * 2);
         let ring = builder().setup_cqsize(cq).build(sq)?;
         ring.submitter().register_files(fds)?;
@@ -50,6 +61,20 @@ impl Uring {
             bufs,
             cqes: Vec::with_capacity(cq as usize),
         })
+    }
+
+    /// Registers `buf` as fixed buffer 0, for sends that name it (`buf_index`): the
+    /// kernel pins its pages once instead of at every send.
+    ///
+    /// # Safety
+    /// `buf` must stay allocated until the ring is dropped.
+    pub unsafe fn register_buffer(&self, buf: &[u8]) -> io::Result<()> {
+        let iov = libc::iovec {
+            iov_base: buf.as_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: the caller keeps `buf` alive as long as the ring.
+        unsafe { self.ring.submitter().register_buffers(&[iov]) }
     }
 
     /// Queues `e`, submitting what is queued first when the submission ring is full.

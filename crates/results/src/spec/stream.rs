@@ -2,10 +2,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_count, check_threads, refuse, Execution, SpecError, Timing, MAX_CONNECTIONS};
+use super::{
+    check_count, check_threads, refuse, Engine, Execution, SpecError, Timing, MAX_CONNECTIONS,
+};
 
 /// Largest read/write buffer: beyond this a single syscall stops being a useful unit.
 pub const MAX_BUFFER_BYTES: u32 = 64 << 20;
+
+/// Smallest buffer `--zerocopy` sends. A zero-copy send pins the pages, sets up a
+/// completion notification and takes it back, work the copy it saves pays for only
+/// above about 10 KB (the kernel's MSG_ZEROCOPY notes); 16 KiB is four pages.
+pub const MIN_ZEROCOPY_BYTES: u32 = 16 << 10;
 
 /// Which way the bytes go, seen from the controller (the side that ran `sonde stream`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +58,10 @@ pub struct StreamSpec {
     /// evenly over them (SO_MAX_PACING_RATE, as iperf3's `--fq-rate`); `None`: unpaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_bits_per_s: Option<f64>,
+    /// Senders send without copying (io_uring's `send_zc`, `--zerocopy`; engine uring).
+    /// Receivers are unchanged: the kernel copies into their buffers as always.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub zerocopy: bool,
     #[serde(flatten)]
     pub execution: Execution,
 }
@@ -72,6 +83,7 @@ impl Default for StreamSpec {
             sndbuf_bytes: None,
             rcvbuf_bytes: None,
             rate_bits_per_s: None,
+            zerocopy: false,
             execution: Execution::default(),
         }
     }
@@ -136,7 +148,33 @@ impl StreamSpec {
                 );
             }
         }
+        self.check_zerocopy()?;
         self.execution.check()
+    }
+
+    /// `--zerocopy`: an io_uring operation, and worth it only for large sends.
+    fn check_zerocopy(&self) -> Result<(), SpecError> {
+        if !self.zerocopy {
+            return Ok(());
+        }
+        if self.execution.engine != Engine::Uring {
+            let e = self.execution.engine;
+            return refuse(
+                "--zerocopy",
+                format!("needs --engine uring (send_zc is an io_uring operation), not {e}"),
+            );
+        }
+        if self.buffer_bytes < MIN_ZEROCOPY_BYTES {
+            return refuse(
+                "--zerocopy",
+                format!(
+                    "a {} byte --buffer is below {MIN_ZEROCOPY_BYTES}, where zero-copy \
+                     costs more than the copy it saves",
+                    self.buffer_bytes
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Each connection's pacing, bytes per second (SO_MAX_PACING_RATE), if paced.
@@ -184,8 +222,31 @@ mod tests {
                 with(&|s| s.execution.server_cpus = Some(vec![])),
                 "--server-cpus",
             ),
+            (with(&|s| s.zerocopy = true), "--zerocopy"),
+            (
+                with(&|s| {
+                    s.zerocopy = true;
+                    s.execution.engine = Engine::Uring;
+                    s.buffer_bytes = 8192;
+                }),
+                "--zerocopy",
+            ),
         ];
         assert_refused(cases, StreamSpec::validate);
+    }
+
+    #[test]
+    fn zerocopy_is_kept_only_when_asked() {
+        let off = serde_json::to_string(&StreamSpec::default()).unwrap();
+        assert!(!off.contains("zerocopy"), "{off}");
+        let mut s = StreamSpec {
+            zerocopy: true,
+            ..Default::default()
+        };
+        s.execution.engine = Engine::Uring;
+        s.validate().unwrap();
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<StreamSpec>(&json).unwrap(), s);
     }
 
     #[test]

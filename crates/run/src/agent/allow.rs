@@ -132,10 +132,14 @@ mod tests {
     fn an_agent_announces_only_what_it_allows() {
         let caps = crate::kind::capabilities_allowed(&Allowed::default());
         assert!(caps.iter().any(|c| c == "pps") && caps.iter().any(|c| c == "rpc"));
+        // io_uring drives the kernel's sockets: offered without --allow, where it runs.
+        let bypass = |c: &String| c.contains('/') && !c.ends_with("/uring");
         assert!(
-            !caps.iter().any(|c| c.contains('/') || c == "third-party"),
+            !caps.iter().any(|c| bypass(c) || c == "third-party"),
             "{caps:?}"
         );
+        let uring = sonde_engine::uring::available().is_ok();
+        assert_eq!(caps.iter().any(|c| c == "rpc/uring"), uring, "{caps:?}");
         let xdp: Allowed = [Allow::Xdp].into_iter().collect();
         let caps = crate::kind::capabilities_allowed(&xdp);
         assert!(caps.iter().any(|c| c == "pps/xdp") && caps.iter().any(|c| c == "ping/xdp"));

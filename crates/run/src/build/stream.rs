@@ -22,6 +22,8 @@ pub struct StreamOptions {
     pub rcvbuf: Option<u32>,
     /// Bits per second of each direction's connections together.
     pub rate: Option<f64>,
+    /// Senders send without copying (`send_zc`; engine uring).
+    pub zerocopy: bool,
     pub execution: Execution,
 }
 
@@ -45,6 +47,7 @@ impl StreamOptions {
             sndbuf_bytes: self.sndbuf,
             rcvbuf_bytes: self.rcvbuf,
             rate_bits_per_s: self.rate,
+            zerocopy: self.zerocopy,
             execution: self.execution.clone(),
         }))
     }
@@ -74,6 +77,7 @@ mod tests {
             sndbuf: None,
             rcvbuf: None,
             rate: None,
+            zerocopy: false,
             execution: Execution::default(),
         }
     }
@@ -99,6 +103,17 @@ mod tests {
         assert_eq!(spec_of(&o).unwrap().direction, Direction::Reverse);
         o.connections = 0;
         assert_eq!(spec_of(&o).unwrap_err().flag, "--connections");
+    }
+
+    #[test]
+    fn zerocopy_needs_the_uring_engine() {
+        let mut o = options();
+        o.zerocopy = true;
+        let e = spec_of(&o).unwrap_err();
+        assert_eq!(e.flag, "--zerocopy");
+        assert!(e.reason.contains("--engine uring"), "{e}");
+        o.execution.engine = sonde_results::Engine::Uring;
+        assert!(spec_of(&o).unwrap().zerocopy);
     }
 
     #[test]

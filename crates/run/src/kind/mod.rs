@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn each_kind_lists_its_engines_and_refuses_the_others_naming_the_flag() {
-        assert_eq!(stream::engines(), [Engine::Kernel]);
+        assert_eq!(stream::engines(), [Engine::Kernel, Engine::Uring]);
         assert_eq!(rr::engines(), [Engine::Kernel, Engine::Xdp, Engine::Uring]);
         assert_eq!(pps::engines(), [Engine::Kernel, Engine::Xdp, Engine::Dpdk]);
         for listed in KINDS {

@@ -57,6 +57,9 @@ pub struct StreamArgs {
     /// --max-bitrate needs it [default: unpaced].
     #[arg(short = 'b', long, value_parser = parse_bits, value_name = "BITS")]
     pub rate: Option<f64>,
+    /// Send without copying (io_uring send_zc; --engine uring, --buffer 16K or more).
+    #[arg(long)]
+    pub zerocopy: bool,
     #[command(flatten)]
     pub execution: ExecutionArgs,
     #[command(flatten)]
@@ -83,6 +86,7 @@ impl StreamArgs {
             sndbuf: self.sndbuf,
             rcvbuf: self.rcvbuf,
             rate: self.rate,
+            zerocopy: self.zerocopy,
             execution: self.execution.execution(),
         }
     }

@@ -1,13 +1,14 @@
 //! What a stream side needs of a data plane ([`StreamEngine`]: running workers), and what
-//! an engine implements to be in the stream kind's table ([`StreamBackend`]). Another
-//! engine (io_uring, say) is a module implementing [`StreamBackend`]; the side does not
-//! change.
+//! an engine implements to be in the stream kind's table ([`StreamBackend`]). Each engine
+//! (kernel sockets, io_uring) is a module implementing [`StreamBackend`]; the side does
+//! not change.
 
 use std::io;
 use std::net::TcpStream;
 
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, TcpInfo};
+use sonde_results::StreamSpec;
 
 use crate::kind::table::Named;
 use crate::kind::workers::Workers;
@@ -25,15 +26,20 @@ pub trait StreamEngine: Workers {
     fn finish(&self);
     /// Waits for the workers; how each connection ended, by index.
     fn join(&mut self) -> Vec<ConnEnd>;
+    /// What the engine has to say for the result once it ended (how its sends went).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A stream engine: starts its workers on the connections both ends opened.
 pub trait StreamBackend: Named + Sync {
-    /// Starts the workers on `conns` (each with whether this end sends on it).
+    /// Starts the workers on `conns` (each with whether this end sends on it), as
+    /// `spec` asks (its buffer size, zero-copy sends).
     fn start(
         &self,
         conns: Vec<(TcpStream, bool)>,
         placement: Placement,
-        buffer_bytes: usize,
+        spec: &StreamSpec,
     ) -> io::Result<Box<dyn StreamEngine>>;
 }

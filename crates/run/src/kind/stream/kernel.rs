@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, StreamConn, StreamWorkers, TcpInfo};
-use sonde_results::Engine;
+use sonde_results::{Engine, StreamSpec};
 
 use super::engine::{StreamBackend, StreamEngine};
 use crate::kind::table::Named;
@@ -26,7 +26,7 @@ impl StreamBackend for Kernel {
         &self,
         conns: Vec<(TcpStream, bool)>,
         placement: Placement,
-        buffer_bytes: usize,
+        spec: &StreamSpec,
     ) -> io::Result<Box<dyn StreamEngine>> {
         let conns = conns
             .into_iter()
@@ -35,7 +35,7 @@ impl StreamBackend for Kernel {
         Ok(Box::new(StreamWorkers::spawn(
             conns,
             placement,
-            buffer_bytes,
+            spec.buffer_bytes as usize,
         )?))
     }
 }

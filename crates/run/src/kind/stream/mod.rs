@@ -4,6 +4,7 @@
 mod engine;
 mod kernel;
 mod side;
+mod uring;
 
 pub use engine::{StreamBackend, StreamEngine};
 pub use side::StreamSide;
@@ -22,7 +23,7 @@ use super::table;
 use crate::side::Side;
 
 /// The stream kind's engines, the default first: every choice of one is [`backend`].
-pub const ENGINES: &[&dyn StreamBackend] = &[&kernel::Kernel];
+pub const ENGINES: &[&dyn StreamBackend] = &[&kernel::Kernel, &uring::Uring];
 
 /// The engines of [`ENGINES`].
 pub fn engines() -> Vec<Engine> {
@@ -175,11 +176,9 @@ impl Opened {
             .zip(&meta)
             .map(|(c, (_, d))| (c, sends(*d)))
             .collect();
-        let engine = backend(spec.execution.engine)?.start(
-            conns,
-            placement.clone(),
-            spec.buffer_bytes as usize,
-        )?;
+        let (backend, note) = table::choose(ENGINES, "stream", &spec.execution)?;
+        let notes = notes.into_iter().chain(note).collect();
+        let engine = backend.start(conns, placement.clone(), &spec)?;
         Ok(Box::new(StreamSide::start(
             role, &spec, meta, engine, placement, probe, notes,
         )))

@@ -220,6 +220,7 @@ impl Side for StreamSide {
             .map(|i| self.workers.tcp_info(i))
             .collect();
         let mut notes = std::mem::take(&mut self.notes);
+        notes.extend(self.workers.notes());
         // Opened and closed above.
         let window = self.meter.window(final_snap.clone());
         let (ws, we) = (&window.start, &window.end);

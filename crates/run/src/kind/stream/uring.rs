@@ -1,0 +1,107 @@
+//! The stream kind's io_uring engine: the kernel's sockets (TCP_INFO as for the kernel
+//! engine), a worker's connections in one ring, and `--zerocopy` sends (`send_zc`).
+
+use std::io;
+use std::net::TcpStream;
+
+use sonde_engine::sockopt::tcp_info;
+use sonde_engine::stream::ConnEnd;
+use sonde_engine::uring::stream::UringStreamWorkers;
+use sonde_engine::{Placement, StreamConn, TcpInfo};
+use sonde_results::{Engine, StreamSpec};
+
+use super::engine::{StreamBackend, StreamEngine};
+use crate::kind::table::Named;
+use crate::kind::workers::Workers;
+
+pub struct Uring;
+
+impl Named for Uring {
+    fn engine(&self) -> Engine {
+        Engine::Uring
+    }
+}
+
+impl StreamBackend for Uring {
+    fn start(
+        &self,
+        conns: Vec<(TcpStream, bool)>,
+        placement: Placement,
+        spec: &StreamSpec,
+    ) -> io::Result<Box<dyn StreamEngine>> {
+        let conns = conns
+            .into_iter()
+            .map(|(stream, send)| StreamConn { stream, send })
+            .collect();
+        let bytes = spec.buffer_bytes as usize;
+        let w = UringStreamWorkers::spawn(conns, placement, bytes, spec.zerocopy)?;
+        Ok(Box::new(w))
+    }
+}
+
+impl Workers for UringStreamWorkers {
+    fn name(&self) -> &'static str {
+        Engine::Uring.name()
+    }
+    fn all_done(&self) -> bool {
+        UringStreamWorkers::all_done(self)
+    }
+    fn abort(&self) {
+        UringStreamWorkers::abort(self)
+    }
+}
+
+impl StreamEngine for UringStreamWorkers {
+    fn connections(&self) -> usize {
+        UringStreamWorkers::len(self)
+    }
+    fn counters(&self, i: usize) -> (u64, u64) {
+        UringStreamWorkers::counters(self, i)
+    }
+    fn is_sender(&self, i: usize) -> bool {
+        UringStreamWorkers::is_sender(self, i)
+    }
+    fn tcp_info(&self, i: usize) -> Option<TcpInfo> {
+        tcp_info(self.fd(i))
+    }
+    fn finish(&self) {
+        UringStreamWorkers::finish(self)
+    }
+    fn join(&mut self) -> Vec<ConnEnd> {
+        UringStreamWorkers::join(self)
+    }
+    fn notes(&self) -> Vec<String> {
+        let Some((released, copied)) = self.zerocopy_usage() else {
+            return Vec::new();
+        };
+        if !(0..self.len()).any(|i| self.is_sender(i)) {
+            return vec![
+                "send_zc: this side only received (the kernel copies into a \
+                         receiver's buffers as always)"
+                    .into(),
+            ];
+        }
+        vec![zerocopy_note(released, copied)]
+    }
+}
+
+/// How the zero-copy sends went: how many the kernel copied after all (a receiver on this
+/// host, or a device without scatter-gather) says whether anything was saved.
+fn zerocopy_note(released: u64, copied: u64) -> String {
+    format!(
+        "send_zc: zero-copy sends (io_uring SEND_ZC); the kernel copied \
+         {copied} of {released} after all (a receiver on this host, a veth or loopback \
+         path, or a device without scatter-gather copies)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_note_says_how_many_sends_were_copied() {
+        let n = zerocopy_note(10, 4);
+        assert!(n.starts_with("send_zc:") && n.contains("4 of 10"), "{n}");
+    }
+}
