@@ -3,10 +3,11 @@
 
 Alternating runs on one veth pair between two namespaces (198.18.0.1 -> 198.18.0.2), 64-byte
 requests and responses, closed loop. Configurations:
-  sonde         `sonde rpc -C 32` with nothing else (its defaults choose the workers)
-  sonde-hybrid  the same, spinning 50 us after each message (`--poll hybrid`)
-  sonde-T2      `--threads 2 --server-threads 2` (the best explicit setting before defaults)
-  sonde-T32     `--threads 32 --server-threads 32` (the old default: a thread a connection)
+  sonde           `sonde rpc -C 32` with nothing else (its defaults choose the engine, io_uring,
+                  and the workers)
+  sonde-kernel    the same on the kernel engine (`--engine kernel`: a system call a send and
+                  a receive, epoll)
+  sonde-uring-T1  the default engine with one worker on each side
   neper-T1/T2   neper tcp_rr -F 32 -T 1 or 2, server with the same -T
 Prints each run, then medians of requests/s and P99 and the ratio of sonde's defaults to the
 best neper. Runs go into a scratch store, never the user's.
@@ -56,9 +57,8 @@ def main():
         servers["sonde"] = start_server([sonde, "serve", "--bind", SERVER, "--port", "5301"])
         runners = {
             "sonde": lambda: sonde_rpc(sonde, a.time, []),
-            "sonde-hybrid": lambda: sonde_rpc(sonde, a.time, ["--poll", "hybrid"]),
-            "sonde-T2": lambda: sonde_rpc(sonde, a.time, ["--threads", "2", "--server-threads", "2"]),
-            "sonde-T32": lambda: sonde_rpc(sonde, a.time, ["--threads", "32", "--server-threads", "32"]),
+            "sonde-kernel": lambda: sonde_rpc(sonde, a.time, ["--engine", "kernel"]),
+            "sonde-uring-T1": lambda: sonde_rpc(sonde, a.time, ["--threads", "1", "--server-threads", "1"]),
             "neper-T1": lambda: neper_rr(a.neper, a.time, 1, 12867),
             "neper-T2": lambda: neper_rr(a.neper, a.time, 2, 12869),
         }
@@ -81,6 +81,8 @@ def main():
         best = max((n for n in names if n.startswith("neper")), key=lambda n: med(rate[n]))
         print(f"\nsonde defaults / {best}: {med(rate['sonde']) / med(rate[best]):.2f}x requests/s, "
               f"P99 {med(p99['sonde']):,.0f} vs {med(p99[best]):,.0f} us")
+        print(f"sonde defaults (uring) / sonde-kernel: {med(rate['sonde']) / med(rate['sonde-kernel']):.2f}x "
+              f"requests/s, P99 {med(p99['sonde']):,.0f} vs {med(p99['sonde-kernel']):,.0f} us")
 
 
 if __name__ == "__main__":
