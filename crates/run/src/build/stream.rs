@@ -114,6 +114,16 @@ mod tests {
         assert!(e.reason.contains("--engine uring"), "{e}");
         o.execution.engine = sonde_results::Engine::Uring;
         assert!(spec_of(&o).unwrap().zerocopy);
+        // Without --engine, --zerocopy asks for io_uring; the default is otherwise kernel.
+        o.execution.engine = sonde_results::Engine::Kernel;
+        o.execution.engine_auto = true;
+        let s = spec_of(&o).unwrap();
+        assert_eq!(s.execution.engine, sonde_results::Engine::Uring);
+        o.zerocopy = false;
+        assert_eq!(
+            spec_of(&o).unwrap().execution.engine,
+            sonde_results::Engine::Kernel
+        );
     }
 
     #[test]

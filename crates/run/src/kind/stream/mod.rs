@@ -75,6 +75,16 @@ impl Kind for Stream {
         worker_threads(Work::Stream, threads, s.total_connections() as usize)
     }
 
+    /// The kernel engine: io_uring halves a sender's system calls but moved neither
+    /// throughput nor CPU per GB on this machine (BENCHMARKS.md). `--zerocopy` is
+    /// io_uring's (`send_zc`), so asking for it without `--engine` asks for io_uring.
+    fn fastest(&self, spec: &TestSpec) -> Engine {
+        match spec {
+            TestSpec::Stream(s) if s.zerocopy => Engine::Uring,
+            _ => Engine::Kernel,
+        }
+    }
+
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let s = spec_of(spec);
         let opts = options(s);

@@ -20,6 +20,11 @@ impl Named for Uring {
     fn engine(&self) -> Engine {
         Engine::Uring
     }
+    fn unavailable(&self) -> Option<String> {
+        sonde_engine::uring::available()
+            .err()
+            .map(|e| e.to_string())
+    }
 }
 
 impl StreamBackend for Uring {
