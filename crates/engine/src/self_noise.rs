@@ -71,6 +71,7 @@ pub fn measure(plan: &NoisePlan) -> io::Result<Floor> {
         cookie: COOKIE,
         poll: plan.poll,
         stall: None,
+        sqpoll: false,
     };
     let mut echo = RrServer::spawn(ServerTarget::Sockets(far), echo_plan)?;
     let window_start = Instant::now() + WARMUP;
@@ -111,6 +112,7 @@ fn client_plan(plan: &NoisePlan, window_start: Instant) -> ClientPlan {
         stop_sending_at: window_end,
         drain_until: window_end + DRAIN,
         udp_loss_timeout: DRAIN,
+        sqpoll: false,
     }
 }
 

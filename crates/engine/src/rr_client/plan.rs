@@ -30,6 +30,8 @@ pub struct ClientPlan {
     /// Requests still unanswered now are counted as such.
     pub drain_until: Instant,
     pub udp_loss_timeout: Duration,
+    /// io_uring: a kernel thread polls the ring's submissions.
+    pub sqpoll: bool,
 }
 
 /// How a worker ended.

@@ -30,6 +30,7 @@ pub(crate) fn plan(
         stop_sending_at: end,
         drain_until: end + Duration::from_millis(500),
         udp_loss_timeout: Duration::from_millis(200),
+        sqpoll: false,
     }
 }
 
@@ -41,6 +42,7 @@ pub(crate) fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> Ser
         cookie: 0x5eed,
         poll,
         stall,
+        sqpoll: false,
     }
 }
 

@@ -386,6 +386,7 @@ mod tests {
                 cookie: 0,
                 poll: Poll::Block,
                 stall: None,
+                sqpoll: false,
             };
             let server = RrServer::spawn(ServerTarget::Sockets(sockets), plan).unwrap();
             let mut answer = vec![0u8; ANSWER];

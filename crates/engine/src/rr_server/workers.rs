@@ -22,6 +22,8 @@ pub struct ServerPlan {
     pub poll: Poll,
     /// Sleep once for the duration, at the first request after the instant.
     pub stall: Option<(Instant, Duration)>,
+    /// io_uring: a kernel thread polls the ring's submissions.
+    pub sqpoll: bool,
 }
 
 pub(crate) struct Core {

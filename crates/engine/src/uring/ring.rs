@@ -27,6 +27,21 @@ pub(crate) fn builder() -> io_uring::Builder {
     b
 }
 
+/// How long a submission-polling thread spins without work before it sleeps (and the
+/// next submission wakes it with a system call).
+const SQPOLL_IDLE_MS: u32 = 1_000;
+
+/// `--sqpoll`: a kernel thread takes the submissions from the ring and runs them, posting
+/// their completions itself (`DEFER_TASKRUN` cannot be had with it: no thread of ours
+/// runs the deferred work).
+fn sqpoll_builder() -> io_uring::Builder {
+    let mut b = IoUring::builder();
+    b.setup_single_issuer()
+        .setup_sqpoll(SQPOLL_IDLE_MS)
+        .setup_submit_all();
+    b
+}
+
 /// A worker's ring, its sockets (fixed file `i` is the worker's connection `i`) and its
 /// receive buffers. The ring is dropped first: it holds the buffers until it is gone.
 pub(crate) struct Uring {
@@ -42,6 +57,19 @@ impl Uring {
         Uring::with_depth(fds, 2, buffers, buffer_bytes)
     }
 
+    /// As [`Uring::new`], with a submission-polling kernel thread when `sqpoll`.
+    pub fn polled(
+        fds: &[RawFd],
+        buffers: u16,
+        buffer_bytes: usize,
+        sqpoll: bool,
+    ) -> io::Result<Uring> {
+        if !sqpoll {
+            return Uring::new(fds, buffers, buffer_bytes);
+        }
+        Uring::build(sqpoll_builder(), fds, 2, buffers, buffer_bytes)
+    }
+
     /// As [`Uring::new`], for `per_fd` operations in flight per socket (the completion
     /// ring holds two passes of them, so that it does not overflow between reaps).
     pub fn with_depth(
@@ -50,10 +78,20 @@ impl Uring {
         buffers: u16,
         buffer_bytes: usize,
     ) -> io::Result<Uring> {
+        Uring::build(builder(), fds, per_fd, buffers, buffer_bytes)
+    }
+
+    fn build(
+        mut builder: io_uring::Builder,
+        fds: &[RawFd],
+        per_fd: u32,
+        buffers: u16,
+        buffer_bytes: usize,
+    ) -> io::Result<Uring> {
         let n = fds.len() as u32;
         let sq = (n * per_fd).clamp(64, 4096).next_power_of_two();
         let cq = (sq * 2).max(u32::from(buffers) * 2);
-        let ring = builder().setup_cqsize(cq).build(sq)?;
+        let ring = builder.setup_cqsize(cq).build(sq)?;
         ring.submitter().register_files(fds)?;
         let bufs = BufRing::register(&ring, GROUP, buffers, buffer_bytes)?;
         Ok(Uring {
@@ -123,7 +161,15 @@ impl Uring {
     /// One pass of polling: enters the kernel only to submit or to run completions it
     /// deferred, then takes the completions.
     pub fn poll(&mut self) -> io::Result<()> {
-        let pending = !self.ring.submission().is_empty() || self.ring.submission().taskrun();
+        let sqpoll = self.ring.params().is_setup_sqpoll();
+        let sq = self.ring.submission();
+        let pending = if sqpoll {
+            // The kernel's thread takes the submissions: enter only to wake it.
+            !sq.is_empty() && sq.need_wakeup()
+        } else {
+            !sq.is_empty() || sq.taskrun()
+        };
+        drop(sq);
         if pending {
             crate::syscalls::one();
             let args = types::SubmitArgs::new();

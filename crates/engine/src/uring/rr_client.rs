@@ -117,7 +117,7 @@ fn run(core: &Core, k: usize, owned: &[(RawFd, bool)], rec: &mut Recorder<'_>) -
     let n = owned.len();
     let fds: Vec<RawFd> = owned.iter().map(|&(fd, _)| fd).collect();
     let (count, size) = receive_buffers(p, n);
-    let ring = match Uring::new(&fds, count, size) {
+    let ring = match Uring::polled(&fds, count, size, p.sqpoll) {
         Ok(r) => r,
         Err(e) => return failed("setup", e),
     };

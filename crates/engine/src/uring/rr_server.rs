@@ -146,7 +146,7 @@ impl<'a> Echo<'a> {
                 (BATCH * p.request_bytes).clamp(4096, 64 << 10),
             ),
         };
-        let ring = Uring::new(fds, count, size)?;
+        let ring = Uring::polled(fds, count, size, p.sqpoll)?;
         let tx_len = match allowed {
             Some(_) => usize::from(count) * p.response_bytes,
             None => BATCH * p.response_bytes,

@@ -162,3 +162,33 @@ fn an_abort_ends_a_worker_waiting_in_the_ring() {
     client.join();
     drop(s);
 }
+
+#[test]
+fn sqpoll_sends_without_system_calls_and_busy_polling_receives_without_them() {
+    for poll in [Poll::Block, Poll::Busy] {
+        let (c, s) = tcp_pairs(2);
+        // The echo blocks: on two CPUs, four spinning threads (two workers, two polling
+        // kernel threads) would measure the scheduler.
+        let mut sp = server_plan(None, Poll::Block);
+        sp.sqpoll = poll == Poll::Block;
+        let server = RrServer::spawn_uring(UringTarget::Sockets(s), sp).unwrap();
+        let mut p = plan(2, None, false, 0.3);
+        (p.poll, p.sqpoll) = (poll, true);
+        let mut client = RrClient::spawn_uring(c, p).unwrap();
+        let (h, ends) = finish(&mut client);
+        let (sent, completed) = client.counts();
+        assert!(h.len() > 20, "{poll:?}: {}", h.len());
+        let unanswered: u64 = ends.iter().map(|e| e.unanswered).sum();
+        assert_eq!(sent, completed + unanswered, "{poll:?}");
+        assert!(ends.iter().all(|e| e.error.is_none()), "{ends:?}");
+        assert!(server.answered() >= completed);
+        let calls: u64 = ends.iter().map(|e| e.syscalls).sum();
+        eprintln!("sqpoll {poll:?}: {calls} system calls for {sent} requests");
+        match poll {
+            // Block: one io_uring_enter a wait, for many requests.
+            Poll::Block => assert!(calls <= sent, "{calls} calls for {sent} requests"),
+            // Busy: the kernel's thread posts the completions; entering only to wake it.
+            _ => assert!(calls * 20 < sent, "{calls} calls for {sent} requests"),
+        }
+    }
+}

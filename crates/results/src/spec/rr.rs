@@ -59,6 +59,10 @@ pub struct RrSpec {
     pub poll: PollMode,
     /// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the data sockets, microseconds.
     pub busy_poll_us: Option<u32>,
+    /// io_uring only: a kernel thread per ring polls its submissions (`IORING_SETUP_SQPOLL`),
+    /// so that sending takes no system call; with `--poll busy`, neither does receiving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sqpoll: bool,
     #[serde(flatten)]
     pub execution: Execution,
     /// Test-only: a stall in the agent's echo path.
@@ -85,6 +89,7 @@ impl Default for RrSpec {
             connect_per_request: false,
             poll: PollMode::Block,
             busy_poll_us: None,
+            sqpoll: false,
             execution: Execution::default(),
             server_stall: None,
             self_noise_ms: None,
@@ -133,6 +138,9 @@ impl RrSpec {
         }
         if self.execution.engine == Engine::Xdp && self.transport != Transport::Udp {
             return refuse("--engine", "xdp carries UDP only (add --udp)");
+        }
+        if self.sqpoll && self.execution.engine != Engine::Uring {
+            return refuse("--sqpoll", "is io_uring's (add --engine uring)");
         }
         if self.execution.engine == Engine::Uring && self.connect_per_request {
             return refuse(
@@ -274,6 +282,7 @@ mod tests {
             ),
             (with(&|s| s.execution.engine = Engine::Xdp), "--engine"),
             (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
+            (with(&|s| s.sqpoll = true), "--sqpoll"),
             (with(&|s| s.self_noise_ms = Some(0)), "--self-noise"),
             (
                 with(&|s| {

@@ -12,6 +12,7 @@ pub struct RrOptions {
     pub timing: Timing,
     pub poll: PollChoice,
     pub busy_poll_us: Option<u32>,
+    pub sqpoll: bool,
     pub execution: Execution,
     pub server_stall: Option<Stall>,
     /// UDP asked for (an engine that carries nothing else implies it).
@@ -60,6 +61,7 @@ impl RrOptions {
                     timing: self.timing.clone(),
                     poll,
                     busy_poll_us: self.busy_poll_us,
+                    sqpoll: self.sqpoll,
                     execution: self.execution.clone(),
                     server_stall: self.server_stall,
                     self_noise_ms: self.self_noise_ms,
@@ -134,6 +136,7 @@ mod tests {
             },
             poll: PollChoice::One(PollMode::Block),
             busy_poll_us: None,
+            sqpoll: false,
             execution: Execution::default(),
             server_stall: None,
             udp: false,

@@ -22,6 +22,9 @@ pub struct RrCommon {
     /// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the data sockets, microseconds.
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u32>,
+    /// io_uring: a kernel thread polls each ring's submissions (IORING_SETUP_SQPOLL); needs a spare CPU.
+    #[arg(long)]
+    pub sqpoll: bool,
     #[command(flatten)]
     pub execution: ExecutionArgs,
     /// First measure the tool's own floor for SECS (default 1): this loop against an echo in
@@ -114,6 +117,7 @@ impl RrCommon {
             timing: self.timing.timing(0),
             poll: self.poll.clone(),
             busy_poll_us: self.busy_poll_us,
+            sqpoll: self.sqpoll,
             execution: self.execution.execution(),
             server_stall: self.server_stall,
             udp,

@@ -122,6 +122,7 @@ pub fn client_plan(
         stop_sending_at: stop,
         drain_until: stop + DRAIN,
         udp_loss_timeout: UDP_LOSS_TIMEOUT,
+        sqpoll: spec.sqpoll,
     }
 }
 
@@ -144,5 +145,6 @@ pub fn server_plan(
                 Duration::from_millis(s.stall_ms),
             )
         }),
+        sqpoll: spec.sqpoll,
     }
 }

@@ -142,7 +142,7 @@ impl Kind for RequestResponse {
     fn fastest(&self, spec: &TestSpec) -> sonde_results::Engine {
         let r = spec_of(spec);
         let batches = matches!(spec, TestSpec::Rpc(_));
-        if batches && !r.connect_per_request && r.self_noise_ms.is_none() {
+        if r.sqpoll || (batches && !r.connect_per_request && r.self_noise_ms.is_none()) {
             sonde_results::Engine::Uring
         } else {
             sonde_results::Engine::Kernel
