@@ -76,10 +76,10 @@ pub enum Target {
     },
 }
 
-/// The kernel client's shared state: the core and its sockets.
-struct Sockets {
-    core: Core,
-    sockets: Vec<RrSocket>,
+/// A socket client's shared state (kernel engine and io_uring): the core and its sockets.
+pub(crate) struct Sockets {
+    pub core: Core,
+    pub sockets: Vec<RrSocket>,
 }
 
 impl Shared for Sockets {
@@ -89,7 +89,8 @@ impl Shared for Sockets {
 }
 
 /// Stop contract: the flag is read at every wake-up; shutting the sockets down wakes a
-/// worker blocked in a receive, and the eventfd one waiting in ppoll or epoll.
+/// worker blocked in a receive or in `io_uring_enter` (it ends their receives), and the
+/// eventfd one waiting in ppoll or epoll.
 impl Stop for Sockets {
     fn abort(&self) {
         self.core.abort();

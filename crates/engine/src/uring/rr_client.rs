@@ -17,11 +17,11 @@ use io_uring::{cqueue, opcode, squeue, types};
 
 use super::ring::{Uring, GROUP};
 use super::{op_of, user_data, Op};
-use crate::pool::{Placement, Stop};
+use crate::pool::Placement;
 use crate::rr_client::flight::{self, Flight};
 use crate::rr_client::recorder::{self, Recorder};
-use crate::rr_client::workers::{Core, Shared, WorkerCounters, COMPLETED, SENT};
-use crate::rr_client::{ClientPlan, RrClient, RrSocket, WorkerEnd};
+use crate::rr_client::workers::{Core, WorkerCounters, COMPLETED, SENT};
+use crate::rr_client::{ClientPlan, RrClient, RrSocket, Sockets, WorkerEnd};
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 
 /// Receive buffers a worker's ring holds, at most, in bytes.
@@ -38,30 +38,6 @@ struct Conn {
     sending: usize,
     /// UDP: the next of the connection's `window` request buffers.
     slot: usize,
-}
-
-/// The io_uring client's shared state: the core and its sockets.
-struct Sockets {
-    core: Core,
-    sockets: Vec<RrSocket>,
-}
-
-impl Shared for Sockets {
-    fn core(&self) -> &Core {
-        &self.core
-    }
-}
-
-/// Stop contract: the flag is read at every pass, and shutting the sockets down ends
-/// their receives, which wakes a worker waiting in `io_uring_enter`.
-impl Stop for Sockets {
-    fn abort(&self) {
-        self.core.abort();
-        for s in &self.sockets {
-            // SAFETY: shutting down a live socket we own.
-            unsafe { libc::shutdown(s.fd(), libc::SHUT_RDWR) };
-        }
-    }
 }
 
 impl RrClient {
