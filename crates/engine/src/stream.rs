@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::counters::ConnCounters;
 use crate::poller::{Epoll, EventFd};
-use crate::pool::{Placement, Pool, Stop};
+use crate::pool::{Outcome, Placement, Pool, Stop};
 
 /// Sends per readiness event before the worker turns to its other connections.
 const SENDS_PER_TURN: usize = 16;
@@ -159,20 +159,29 @@ impl StreamWorkers {
     /// Waits for the workers; returns how each connection ended, by index. Counters and
     /// sockets stay readable afterwards.
     pub fn join(&mut self) -> Vec<ConnEnd> {
-        let n = self.shared.slots.len();
-        let mut ends = vec![ConnEnd::Aborted; n];
-        for (k, outcome) in self.pool.join().into_iter().enumerate() {
-            match outcome {
-                Ok(list) => list.into_iter().for_each(|(i, e)| ends[i] = e),
-                Err(e) => {
-                    for i in self.placement.owned(k, n) {
-                        ends[i] = ConnEnd::Failed(e.clone());
-                    }
+        conn_ends(self.pool.join(), &self.placement, self.shared.slots.len())
+    }
+}
+
+/// How each of `n` connections ended, from its worker's outcome: a worker that failed
+/// (or was left behind) fails all the connections `placement` gave it.
+pub(crate) fn conn_ends(
+    outcomes: Vec<Outcome<Vec<(usize, ConnEnd)>>>,
+    placement: &Placement,
+    n: usize,
+) -> Vec<ConnEnd> {
+    let mut ends = vec![ConnEnd::Aborted; n];
+    for (k, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Ok(list) => list.into_iter().for_each(|(i, e)| ends[i] = e),
+            Err(e) => {
+                for i in placement.owned(k, n) {
+                    ends[i] = ConnEnd::Failed(e.clone());
                 }
             }
         }
-        ends
     }
+    ends
 }
 
 /// Stop contract: a blocking worker's socket is shut down under its call and the flag,

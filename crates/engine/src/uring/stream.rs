@@ -183,19 +183,7 @@ impl UringStreamWorkers {
     /// Waits for the workers; how each connection ended, by index. Counters and sockets
     /// stay readable afterwards.
     pub fn join(&mut self) -> Vec<ConnEnd> {
-        let n = self.shared.slots.len();
-        let mut ends = vec![ConnEnd::Aborted; n];
-        for (k, outcome) in self.pool.join().into_iter().enumerate() {
-            match outcome {
-                Ok(list) => list.into_iter().for_each(|(i, e)| ends[i] = e),
-                Err(e) => {
-                    for i in self.placement.owned(k, n) {
-                        ends[i] = ConnEnd::Failed(e.clone());
-                    }
-                }
-            }
-        }
-        ends
+        crate::stream::conn_ends(self.pool.join(), &self.placement, self.shared.slots.len())
     }
 }
 
