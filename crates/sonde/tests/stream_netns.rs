@@ -151,9 +151,15 @@ fn uring_sender_and_receiver_reconcile() {
         assert_eq!(text.contains("send_zc:"), zerocopy, "{args:?}");
         let _ = std::fs::remove_file(out);
     }
-    let o = run(lab.stream(&agent, &["--zerocopy", "-t", "1"]));
+    // On the kernel engine, zero-copy is refused naming the flag; without --engine it
+    // asks for io_uring.
+    let o = run(lab.stream(&agent, &["--zerocopy", "--engine", "kernel", "-t", "1"]));
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--zerocopy"), "{}", stderr(&o));
+    let args = ["--zerocopy", "-t", "0.5", "--warmup", "0.2", "--json"];
+    let doc = doc_of(&run(lab.stream(&agent, &args)));
+    assert_eq!(doc["start"]["spec"]["engine"], "uring");
+    assert_eq!(doc["end"]["sender"]["engine"], "uring", "{}", doc["end"]["sender"]);
 }
 
 #[test]
