@@ -159,7 +159,11 @@ fn uring_sender_and_receiver_reconcile() {
     let args = ["--zerocopy", "-t", "0.5", "--warmup", "0.2", "--json"];
     let doc = doc_of(&run(lab.stream(&agent, &args)));
     assert_eq!(doc["start"]["spec"]["engine"], "uring");
-    assert_eq!(doc["end"]["sender"]["engine"], "uring", "{}", doc["end"]["sender"]);
+    assert_eq!(
+        doc["end"]["sender"]["engine"], "uring",
+        "{}",
+        doc["end"]["sender"]
+    );
 }
 
 #[test]
