@@ -22,6 +22,14 @@ impl Drop for Mapping {
     }
 }
 
+/// How many buffers of `size` bytes a ring gets: `want` rounded up to a power of two, but
+/// never more than `budget` bytes in all (nor fewer than 16 buffers, 1 MiB at most).
+pub(crate) fn count_within(want: usize, size: usize, budget: usize) -> u16 {
+    let fit = (budget / size.max(1)).max(16);
+    let fit = 1usize << (usize::BITS - 1 - fit.leading_zeros());
+    want.next_power_of_two().clamp(16, fit.min(32768)) as u16
+}
+
 pub(crate) struct BufRing {
     entries: Mapping,
     data: Vec<u8>,
@@ -109,5 +117,26 @@ impl BufRing {
         // `io_uring_buf_ring`), which the entries' setters never touch.
         let tail = unsafe { &*(self.entries.ptr.cast::<u8>().add(14) as *const AtomicU16) };
         tail.store(self.tail, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_within;
+
+    #[test]
+    fn rings_stay_within_their_bytes() {
+        // 4,000 connections of 64 KiB buffers: 64 of them, 4 MiB, not 8,192.
+        assert_eq!(count_within(8000, 64 << 10, 4 << 20), 64);
+        assert_eq!(count_within(3, 4096, 4 << 20), 16);
+        assert_eq!(count_within(100, 4096, 4 << 20), 128);
+        for (want, size) in [(1, 1), (50_000, 4096), (7, 65_792), (256, 65_792)] {
+            let n = count_within(want, size, 4 << 20);
+            assert!(n.is_power_of_two(), "{n}");
+            assert!(
+                usize::from(n) * size <= (4 << 20).max(16 * size),
+                "{want} {size}: {n}"
+            );
+        }
     }
 }

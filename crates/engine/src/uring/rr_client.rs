@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types};
 
+use super::bufs::count_within;
 use super::ring::{Uring, GROUP};
 use super::{op_of, user_data, Op};
 use crate::pool::Placement;
@@ -24,7 +25,8 @@ use crate::rr_client::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::rr_client::{ClientPlan, RrClient, RrSocket, Sockets, WorkerEnd};
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 
-/// Receive buffers a worker's ring holds, at most, in bytes.
+/// Receive buffers a worker's ring holds, at most, in bytes (an echo's UDP answers as
+/// much again): what the agent's memory budget counts per worker.
 pub const RECEIVE_BYTES: usize = 4 << 20;
 
 struct Conn {
@@ -139,10 +141,7 @@ fn run(core: &Core, k: usize, owned: &[(RawFd, bool)], rec: &mut Recorder<'_>) -
 /// (a UDP answer whole), two per connection, within [`RECEIVE_BYTES`].
 fn receive_buffers(p: &ClientPlan, conns: usize) -> (u16, usize) {
     let size = (p.window * p.response_bytes).clamp(4096, 64 << 10);
-    let want = (conns * 2).max(16).next_power_of_two();
-    let fit = (RECEIVE_BYTES / size).max(16);
-    let count = want.min(fit.next_power_of_two() / 2).clamp(16, 32768);
-    (count as u16, size)
+    (count_within(conns * 2, size, RECEIVE_BYTES), size)
 }
 
 impl Worker<'_, '_> {

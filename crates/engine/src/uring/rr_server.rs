@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use io_uring::{cqueue, opcode, types};
 
+use super::bufs::count_within;
 use super::ring::{Uring, GROUP};
+use super::rr_client::RECEIVE_BYTES;
 use super::{op_of, user_data, Op};
 use crate::poller::EventFd;
 use crate::pool::{Placement, Stop};
@@ -138,14 +140,15 @@ const BATCH: usize = 64;
 impl<'a> Echo<'a> {
     fn new(core: &'a Core, k: usize, fds: &[RawFd], allowed: Option<IpAddr>) -> io::Result<Self> {
         let p = &core.plan;
-        let (count, size) = match allowed {
-            // Each buffer holds one datagram behind RecvMsgMulti's header and address.
-            Some(_) => (256u16, p.request_bytes + 256),
+        // Each UDP buffer holds one datagram behind RecvMsgMulti's header and address.
+        let (want, size) = match allowed {
+            Some(_) => (256, p.request_bytes + 256),
             None => (
-                (fds.len() * 2).clamp(16, 4096).next_power_of_two() as u16,
+                fds.len() * 2,
                 (BATCH * p.request_bytes).clamp(4096, 64 << 10),
             ),
         };
+        let count = count_within(want, size, RECEIVE_BYTES);
         let ring = Uring::polled(fds, count, size, p.sqpoll)?;
         let tx_len = match allowed {
             Some(_) => usize::from(count) * p.response_bytes,

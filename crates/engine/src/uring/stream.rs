@@ -38,6 +38,9 @@ pub const SENDS: u32 = 2;
 pub const ZC_SENDS: u32 = 40;
 /// Receive buffers of one worker's ring, in bytes at most.
 pub const RECEIVE_BYTES: usize = 64 << 20;
+/// Receive buffers a receiving connection brings to its worker's ring, each of the
+/// test's buffer size: what the agent's memory budget counts for it.
+pub const RECEIVE_BUFFERS_PER_CONN: usize = 4;
 /// Largest receive buffer: more than a socket usually has ready in one completion.
 const MAX_RECEIVE_BUFFER: usize = 1 << 20;
 /// How long a stopping worker waits for its sends' completions and notifications,
@@ -243,7 +246,7 @@ fn receive_buffers(receivers: usize, buffer_bytes: usize) -> (u16, usize) {
         return (1, 64);
     }
     let size = buffer_bytes.clamp(4096, MAX_RECEIVE_BUFFER);
-    let want = (receivers * 4).next_power_of_two();
+    let want = (receivers * RECEIVE_BUFFERS_PER_CONN).next_power_of_two();
     let fit = RECEIVE_BYTES / size;
     let fit = 1 << (usize::BITS - 1 - fit.leading_zeros());
     (want.min(fit).clamp(4, 32768) as u16, size)

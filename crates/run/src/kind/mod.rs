@@ -236,3 +236,31 @@ mod tests {
         assert!(pps::backend(Engine::Dpdk).is_ok());
     }
 }
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+    use sonde_results::StreamSpec;
+
+    /// A receiving io_uring stream connection holds its receive buffers besides its send
+    /// buffer: the agent's memory budget counts them, so a controller cannot make an agent
+    /// take five times what it admitted.
+    #[test]
+    fn a_uring_stream_is_budgeted_with_its_receive_buffers() {
+        let mut s = StreamSpec {
+            connections: 64,
+            buffer_bytes: 1 << 20,
+            ..Default::default()
+        };
+        let kernel = stream::Stream.demand(&TestSpec::Stream(s.clone()), Role::Server);
+        s.execution.engine = Engine::Uring;
+        let uring = stream::Stream.demand(&TestSpec::Stream(s), Role::Server);
+        let per_conn = |d: &Demand| d.memory_bytes / 64;
+        assert!(
+            per_conn(&uring) >= per_conn(&kernel) + 4 * (1 << 20),
+            "{} vs {}",
+            uring.memory_bytes,
+            kernel.memory_bytes
+        );
+    }
+}

@@ -64,9 +64,9 @@ impl RrBackend for Uring {
         uring::available().map_err(|e| io::Error::other(format!("--engine uring: {e}")))
     }
 
-    /// Each worker's ring of receive buffers.
+    /// Each worker's ring of receive buffers, and an echo's UDP answers as much again.
     fn worker_bytes(&self) -> u64 {
-        RECEIVE_BYTES as u64
+        2 * RECEIVE_BYTES as u64
     }
 
     fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {

@@ -6,7 +6,7 @@ use std::net::TcpStream;
 
 use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
-use sonde_engine::uring::stream::UringStreamWorkers;
+use sonde_engine::uring::stream::{UringStreamWorkers, RECEIVE_BUFFERS_PER_CONN};
 use sonde_engine::{Placement, StreamConn, TcpInfo};
 use sonde_results::{Engine, StreamSpec};
 
@@ -28,6 +28,10 @@ impl Named for Uring {
 }
 
 impl StreamBackend for Uring {
+    fn buffers_per_connection(&self) -> u64 {
+        1 + RECEIVE_BUFFERS_PER_CONN as u64
+    }
+
     fn start(
         &self,
         conns: Vec<(TcpStream, bool)>,
