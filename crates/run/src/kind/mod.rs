@@ -263,4 +263,21 @@ mod budget_tests {
             kernel.memory_bytes
         );
     }
+
+    /// `--sqpoll` starts a polling kernel thread per ring: the agent's thread budget
+    /// (`--max-threads`) counts it, so a rogue controller cannot double its threads.
+    #[test]
+    fn sqpoll_threads_count_against_the_thread_budget() {
+        let mut r = sonde_results::RrSpec {
+            connections: 8,
+            server_threads: Some(4),
+            ..Default::default()
+        };
+        r.execution.engine = Engine::Uring;
+        let plain = rr::RequestResponse.demand(&TestSpec::Rpc(r.clone()), Role::Server);
+        r.sqpoll = true;
+        let polled = rr::RequestResponse.demand(&TestSpec::Rpc(r), Role::Server);
+        assert_eq!(plain.threads, 4);
+        assert_eq!(polled.threads, 8);
+    }
 }

@@ -121,7 +121,8 @@ impl Kind for RequestResponse {
             rate: Some(r.rate_per_s),
             bits_per_s: r.rate_per_s.map(|rate| rate * f64::from(message) * 8.0),
             message_bytes: message,
-            threads,
+            // --sqpoll: a kernel thread polls each worker's ring, on this host's CPUs too.
+            threads: threads.saturating_mul(1 + usize::from(r.sqpoll)),
             memory_bytes: budget::total(
                 threads,
                 per_thread.saturating_add(xsks),
