@@ -136,6 +136,16 @@ struct Echo<'a> {
 
 /// Answers a TCP send carries at most.
 const BATCH: usize = 64;
+/// Bytes of a TCP echo's answers buffer: [`BATCH`] small answers, else as many as fit
+/// (one at least). It is what the kernel engine's echo keeps per worker (a message, 64 KiB
+/// at least), which the agent's memory budget counts: 64 answers of 1 MiB would be 64 MiB
+/// a worker, five times what the agent admitted for it.
+const TX_BYTES: usize = 64 << 10;
+
+/// Answers one TCP send of responses of `response_bytes` carries.
+fn batch(response_bytes: usize) -> usize {
+    (TX_BYTES / response_bytes.max(1)).clamp(1, BATCH)
+}
 
 impl<'a> Echo<'a> {
     fn new(core: &'a Core, k: usize, fds: &[RawFd], allowed: Option<IpAddr>) -> io::Result<Self> {
@@ -152,7 +162,7 @@ impl<'a> Echo<'a> {
         let ring = Uring::polled(fds, count, size, p.sqpoll)?;
         let tx_len = match allowed {
             Some(_) => usize::from(count) * p.response_bytes,
-            None => BATCH * p.response_bytes,
+            None => batch(p.response_bytes) * p.response_bytes,
         };
         // SAFETY: all-zero is a valid msghdr, iovec and sockaddr_storage.
         let zeroed = || unsafe { std::mem::zeroed::<Reply>() };
@@ -230,7 +240,7 @@ impl<'a> Echo<'a> {
                 c.armed = true;
             }
             if c.owed > 0 && c.sending == 0 {
-                c.sending = c.owed.min(BATCH);
+                c.sending = c.owed.min(batch(p.response_bytes));
                 let len = (c.sending * p.response_bytes) as u32;
                 let send = opcode::Send::new(types::Fixed(i as u32), self.tx.as_ptr(), len)
                     .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
@@ -355,4 +365,20 @@ fn sockaddr_of(name: &[u8]) -> Option<SocketAddr> {
         )
     };
     crate::wait::sockaddr(storage, n as libc::socklen_t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{batch, BATCH, TX_BYTES};
+
+    #[test]
+    fn an_echos_answers_buffer_is_one_message_or_64_kib() {
+        assert_eq!(batch(64), BATCH);
+        assert_eq!(batch(1), BATCH);
+        assert_eq!(batch(2000), 32);
+        assert_eq!(batch(1 << 20), 1);
+        for r in [1, 64, 1000, 4096, 65_536, 100_000, 1 << 20] {
+            assert!(batch(r) * r <= TX_BYTES.max(r), "{r}: {}", batch(r));
+        }
+    }
 }
