@@ -238,6 +238,14 @@ fn run_worker(shared: &Shared, k: usize, owned: &[usize]) -> Vec<(usize, ConnEnd
     ends.collect()
 }
 
+/// Bytes of receive buffers a receiving connection brings to its worker's ring, at most:
+/// [`RECEIVE_BUFFERS_PER_CONN`] buffers of at least 4 KiB (a 1-byte `--buffer` still
+/// takes a page each), the ring's count rounded up to a power of two (up to twice as
+/// many). What the agent's memory budget counts; `receive_buffers` never takes more.
+pub fn receive_bytes_per_connection(buffer_bytes: usize) -> usize {
+    2 * RECEIVE_BUFFERS_PER_CONN * buffer_bytes.clamp(4096, MAX_RECEIVE_BUFFER)
+}
+
 /// Receive buffers for `receivers` connections: each as large as one kernel-engine
 /// `recv()` (`buffer_bytes`, within 4 KiB..=1 MiB), four per connection, within
 /// [`RECEIVE_BYTES`]; a token ring when the worker only sends.
@@ -449,4 +457,22 @@ fn send_entry(buf: &[u8], pos: usize, zerocopy: bool, registered: bool) -> squeu
         .zc_flags(SEND_ZC_REPORT_USAGE)
         .buf_index(registered.then_some(0))
         .build()
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::{receive_buffers, receive_bytes_per_connection};
+
+    #[test]
+    fn a_rings_receive_buffers_stay_within_what_its_connections_bring() {
+        for buffer in [1, 100, 4096, 5000, 128 << 10, 1 << 20, 64 << 20] {
+            for receivers in (1..=2100).step_by(7) {
+                let (count, size) = receive_buffers(receivers, buffer);
+                assert!(
+                    usize::from(count) * size <= receivers * receive_bytes_per_connection(buffer),
+                    "{receivers} receivers of {buffer}-byte buffers: {count} x {size}"
+                );
+            }
+        }
+    }
 }

@@ -34,10 +34,11 @@ pub trait StreamEngine: Workers {
 
 /// A stream engine: starts its workers on the connections both ends opened.
 pub trait StreamBackend: Named + Sync {
-    /// Buffers of the test's size a connection takes (the kernel engine: its one buffer;
-    /// io_uring: the send buffer and its receive buffers), for the memory budget.
-    fn buffers_per_connection(&self) -> u64 {
-        1
+    /// Bytes of buffers a connection of `buffer_bytes` buffers takes (the kernel engine:
+    /// its one buffer; io_uring: the send buffer and its receive buffers), for the memory
+    /// budget.
+    fn bytes_per_connection(&self, buffer_bytes: u32) -> u64 {
+        u64::from(buffer_bytes)
     }
     /// Starts the workers on `conns` (each with whether this end sends on it), as
     /// `spec` asks (its buffer size, zero-copy sends).

@@ -57,10 +57,10 @@ impl Kind for Stream {
     fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
         let s = spec_of(spec);
         let threads = self.workers(spec, role);
-        let buffers = backend(s.execution.engine).map_or(1, |b| b.buffers_per_connection());
-        let per_conn = u64::from(s.buffer_bytes)
-            .saturating_mul(buffers)
-            .saturating_add(budget::socket_bytes(s.sndbuf_bytes, s.rcvbuf_bytes));
+        let buffers = backend(s.execution.engine).map_or(u64::from(s.buffer_bytes), |b| {
+            b.bytes_per_connection(s.buffer_bytes)
+        });
+        let per_conn = buffers.saturating_add(budget::socket_bytes(s.sndbuf_bytes, s.rcvbuf_bytes));
         Demand {
             connections: s.total_connections(),
             rate: None,

@@ -6,7 +6,7 @@ use std::net::TcpStream;
 
 use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
-use sonde_engine::uring::stream::{UringStreamWorkers, RECEIVE_BUFFERS_PER_CONN};
+use sonde_engine::uring::stream::{receive_bytes_per_connection, UringStreamWorkers};
 use sonde_engine::{Placement, StreamConn, TcpInfo};
 use sonde_results::{Engine, StreamSpec};
 
@@ -28,8 +28,9 @@ impl Named for Uring {
 }
 
 impl StreamBackend for Uring {
-    fn buffers_per_connection(&self) -> u64 {
-        1 + RECEIVE_BUFFERS_PER_CONN as u64
+    fn bytes_per_connection(&self, buffer_bytes: u32) -> u64 {
+        let receive = receive_bytes_per_connection(buffer_bytes as usize) as u64;
+        u64::from(buffer_bytes).saturating_add(receive)
     }
 
     fn start(
