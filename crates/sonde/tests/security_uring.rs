@@ -631,3 +631,43 @@ fn a_uring_sender_on_the_agent_keeps_to_the_admitted_rate() {
         assert!(stderr(&o).contains("--max-bitrate"), "{}", stderr(&o));
     }
 }
+
+/// An operator who allows large UDP answers (`--max-udp-reply-ratio`): the io_uring echo
+/// keeps an answer per receive buffer, and those must stay within what the agent
+/// admitted (it kept 256 answers of the answer's size: 16 MiB at 65,000 bytes).
+#[test]
+fn a_uring_udp_echo_of_large_answers_stays_within_the_agents_memory() {
+    let budget = 16 * MIB;
+    let agent = Agent::on_loopback_with(&["--max-udp-reply-ratio", "1100", "--max-memory", "16M"]);
+    let pid = agent.child.id();
+    let idle = status(pid, "VmRSS:") * 1024;
+    let args = agent.short_test(
+        "rpc",
+        "0.5",
+        &[
+            "--udp",
+            "--engine",
+            "uring",
+            "--req-size",
+            "64",
+            "--resp-size",
+            "65000",
+            "--no-save",
+        ],
+    );
+    let (o, _) = run_sampling(&agent, &args);
+    let peak = status(pid, "VmHWM:") * 1024;
+    eprintln!(
+        "FIGURE uring UDP echo of 65,000-byte answers under --max-memory 16M: {} (agent VmRSS idle {} MiB, peak {} MiB)",
+        if o.status.success() { "admitted" } else { "refused" },
+        idle / MIB,
+        peak / MIB
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        peak.saturating_sub(idle) <= budget,
+        "the agent took {} MiB over idle for a test admitted under {} MiB",
+        peak.saturating_sub(idle) / MIB,
+        budget / MIB
+    );
+}

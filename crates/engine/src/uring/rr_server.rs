@@ -158,7 +158,14 @@ impl<'a> Echo<'a> {
                 (BATCH * p.request_bytes).clamp(4096, 64 << 10),
             ),
         };
-        let count = count_within(want, size, RECEIVE_BYTES);
+        // UDP: an answer is kept per buffer too, so the larger of the two sizes the count
+        // (answers larger than requests, --max-udp-reply-ratio, kept 256 of them: 16 MiB
+        // at 65,000 bytes, beyond what the agent's budget counts).
+        let per_buffer = match allowed {
+            Some(_) => size.max(p.response_bytes),
+            None => size,
+        };
+        let count = count_within(want, per_buffer, RECEIVE_BYTES);
         let ring = Uring::polled(fds, count, size, p.sqpoll)?;
         let tx_len = match allowed {
             Some(_) => usize::from(count) * p.response_bytes,
