@@ -46,18 +46,39 @@ fn rings(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// The process's threads io_uring made (`iou-sqp-*` pollers, `iou-wrk-*` io-wq workers).
+fn uring_threads(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("iou-"))
+                })
+                .count() as u64
+        })
+        .unwrap_or(0)
+}
+
 /// Runs `sonde ARGS` against the loopback agent, sampling the agent's threads meanwhile:
-/// the command's output and the most threads seen.
+/// the command's output, the most threads seen and the most of them io_uring's own.
 fn run_sampling(agent: &Agent, args: &[String]) -> (std::process::Output, u64) {
+    let (o, peak, _) = run_sampling_uring(agent, args);
+    (o, peak)
+}
+
+fn run_sampling_uring(agent: &Agent, args: &[String]) -> (std::process::Output, u64, u64) {
     let pid = agent.child.id();
     let done = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicU64::new(0));
+    let iou = Arc::new(AtomicU64::new(0));
     let sampler = {
-        let (done, peak) = (done.clone(), peak.clone());
+        let (done, peak, iou) = (done.clone(), peak.clone(), iou.clone());
         std::thread::spawn(move || {
             let until = Instant::now() + Duration::from_secs(30);
             while !done.load(Ordering::Relaxed) && Instant::now() < until {
                 peak.fetch_max(status(pid, "Threads:"), Ordering::Relaxed);
+                iou.fetch_max(uring_threads(pid), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(5));
             }
         })
@@ -67,7 +88,7 @@ fn run_sampling(agent: &Agent, args: &[String]) -> (std::process::Output, u64) {
     let o = run(c);
     done.store(true, Ordering::Relaxed);
     sampler.join().unwrap();
-    (o, peak.load(Ordering::Relaxed))
+    (o, peak.load(Ordering::Relaxed), iou.load(Ordering::Relaxed))
 }
 
 const MIB: u64 = 1 << 20;
@@ -181,16 +202,46 @@ fn uring_threads_stay_within_what_the_agent_admitted() {
         .copied()
         .chain(["--engine", "uring", "--sqpoll", "--no-save"])
         .collect();
-    let (o, uring_peak) = run_sampling(&agent, &agent.short_test("rpc", "1", &uring));
+    let (o, uring_peak, iou) = run_sampling_uring(&agent, &agent.short_test("rpc", "1", &uring));
     eprintln!(
-        "FIGURE agent threads: idle {idle}, kernel rpc -C 64 on 2 workers {kernel_peak}, uring --sqpoll {uring_peak}"
+        "FIGURE agent threads: idle {idle}, kernel rpc -C 64 on 2 workers {kernel_peak}, uring --sqpoll {uring_peak} ({iou} of io_uring's)"
     );
+    assert!(iou <= 2, "{iou} io_uring threads, 2 pollers admitted");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         uring_peak <= kernel_peak + 2,
         "io_uring took {} threads beyond the kernel engine's, 2 admitted",
         uring_peak - kernel_peak
     );
+    // The pollers end with their rings, shortly after the test.
+    let (pid, t) = (agent.child.id(), Instant::now());
+    while uring_threads(pid) > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "io_uring pollers outlived their test by 5 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!(
+        "FIGURE the pollers were gone {:?} after the controller's end",
+        t.elapsed()
+    );
+    // Streams both ways on 64 connections (send_zc on the agent's side): io_uring makes
+    // no thread of its own (no io-wq worker: every socket operation waits in a poll).
+    for extra in [&["-R", "--zerocopy"][..], &[][..]] {
+        let args: Vec<&str> = ["-P", "64", "--threads", "2", "--server-threads", "2"]
+            .into_iter()
+            .chain(["-l", "64K", "--engine", "uring", "--no-save"])
+            .chain(extra.iter().copied())
+            .collect();
+        let (o, peak, iou) = run_sampling_uring(&agent, &agent.short_test("stream", "1", &args));
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        eprintln!("FIGURE agent threads: uring stream -P 64 {extra:?} on 2 workers: {peak}, {iou} of io_uring's");
+        assert_eq!(
+            iou, 0,
+            "stream {extra:?}: io_uring threads the agent did not admit"
+        );
+    }
     // Too many with --sqpoll: refused naming the flag.
     let too_many: Vec<&str> = ["-C", "4", "--server-threads", "3"]
         .into_iter()
