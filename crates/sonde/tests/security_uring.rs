@@ -375,6 +375,17 @@ impl Rogue {
             .parse()
             .unwrap();
         let control = in_netns(&lab.client, || TcpStream::connect(addr).unwrap());
+        Rogue::over(control, addr, spec, |_| ())
+    }
+
+    /// Hello to Start over `control`; `before_start` gets the data port and cookie once
+    /// the agent is ready (to open data connections).
+    fn over(
+        control: TcpStream,
+        addr: SocketAddr,
+        spec: TestSpec,
+        before_start: impl FnOnce(SocketAddr),
+    ) -> Result<Rogue, ControllerError> {
         let mut link = Link::new(control).unwrap();
         let mut session = ClientSession::new(
             spec,
@@ -386,6 +397,7 @@ impl Rogue {
         .with_nonce(nonce())
         .with_key(Some(rogue::harness_key()));
         let h = handshake(&mut link, &mut session, addr, &Interrupt::none())?;
+        before_start(SocketAddr::new(addr.ip(), h.data_port));
         session.start(Instant::now()).unwrap();
         link.send(&mut session).unwrap();
         Ok(Rogue {
@@ -721,4 +733,75 @@ fn a_uring_udp_echo_of_large_answers_stays_within_the_agents_memory() {
         peak.saturating_sub(idle) / MIB,
         budget / MIB
     );
+}
+
+/// A data connection that sends requests and never reads an answer: the io_uring echo's
+/// send waits on a full socket. The test still ends when its time is up, its worker and
+/// ring go, and the agent serves the next test.
+#[test]
+fn a_peer_that_never_reads_does_not_hold_a_uring_echo() {
+    let agent = Agent::on_loopback_with(&["--max-tests", "1"]);
+    let pid = agent.child.id();
+    let message = 64 << 10;
+    let mut r = RrSpec {
+        request_bytes: message,
+        response_bytes: message,
+        timing: Timing {
+            warmup_ms: 0,
+            ..Timing::measuring(1_000)
+        },
+        ..Default::default()
+    };
+    r.execution.engine = sonde_results::Engine::Uring;
+    let addr = SocketAddr::from(([127, 0, 0, 1], agent.port));
+    let control = TcpStream::connect(addr).unwrap();
+    let mut data = None;
+    let rogue = Rogue::over(control, addr, TestSpec::Rpc(r), |at| {
+        // Its header (the test's cookie) is written once the cookie is known, below.
+        let s = TcpStream::connect(at).unwrap();
+        s.set_write_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        data = Some(s);
+    })
+    .unwrap();
+    let mut s = data.take().unwrap();
+    let header = sonde_proto::DataHeader {
+        cookie: rogue.cookie,
+        index: 0,
+    }
+    .encode();
+    std::io::Write::write_all(&mut s, &header).unwrap();
+    // Requests, never reading: bounded to 400 (25 MiB) and to what the sockets take in 2 s.
+    let request = vec![0x5au8; message as usize];
+    let t = Instant::now();
+    let mut sent = 0;
+    while sent < 400 && t.elapsed() < Duration::from_secs(2) {
+        match std::io::Write::write_all(&mut s, &request) {
+            Ok(()) => sent += 1,
+            Err(_) => break,
+        }
+    }
+    let busy = (status(pid, "Threads:"), rings(pid));
+    let t = Instant::now();
+    let server = rogue.finish();
+    eprintln!(
+        "FIGURE a peer that never reads: {sent} requests of 64 KiB sent; mid-test {} threads, {} rings; results {:?} after Stop ({} answered)",
+        busy.0,
+        busy.1,
+        t.elapsed(),
+        server.rr.as_ref().map_or(0, |r| r.messages)
+    );
+    drop(s);
+    let t = Instant::now();
+    while rings(pid) > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the echo's ring outlived its test by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = sonde_cmd();
+    c.args(agent.short_test("rpc", "0.3", &["--engine", "uring", "--no-save"]));
+    let o = run(c);
+    assert!(o.status.success(), "the next test: {}", stderr(&o));
 }
