@@ -3,8 +3,10 @@
 
 #![allow(dead_code)]
 
+pub mod agent_proc;
 pub mod bridge;
 pub mod rogue;
+pub mod uring_rogue;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
