@@ -43,18 +43,8 @@ fn a_uring_echo_takes_no_more_memory_than_the_agent_admitted() {
     );
     let (o, _) = run_sampling(&agent, &args);
     assert!(o.status.success(), "admitted and run: {}", stderr(&o));
-    let peak = status(pid, "VmHWM:") * 1024;
-    eprintln!(
-        "FIGURE uring rpc 4 x 1 MiB under --max-memory 96M: agent VmRSS idle {} MiB, peak {} MiB",
-        idle / MIB,
-        peak / MIB
-    );
-    assert!(
-        peak.saturating_sub(idle) <= budget,
-        "the agent took {} MiB over idle for a test admitted under {} MiB",
-        peak.saturating_sub(idle) / MIB,
-        budget / MIB
-    );
+    let what = "uring rpc 4 x 1 MiB under --max-memory 96M";
+    assert_peak_within(pid, idle, budget, what);
 }
 
 /// A uring stream of 1-byte buffers on 600 connections into one agent worker: the
@@ -86,22 +76,13 @@ fn a_uring_stream_of_tiny_buffers_stays_within_the_agents_memory() {
         ],
     );
     let (o, _) = run_sampling(&agent, &args);
-    let peak = status(pid, "VmHWM:") * 1024;
-    eprintln!(
-        "FIGURE uring stream 600 x 1-byte buffers under --max-memory 8M: {} (agent VmRSS idle {} KiB, peak {} KiB)",
-        if o.status.success() { "admitted" } else { "refused" },
-        idle / 1024,
-        peak / 1024
-    );
     if !o.status.success() {
+        eprintln!("FIGURE uring stream 600 x 1-byte buffers under --max-memory 8M: refused");
         assert!(stderr(&o).contains("--max-memory"), "{}", stderr(&o));
         return;
     }
-    assert!(
-        peak.saturating_sub(idle) <= 8 * MIB,
-        "the agent took {} KiB over idle for a test admitted under 8 MiB",
-        peak.saturating_sub(idle) / 1024
-    );
+    let what = "uring stream 600 x 1-byte buffers under --max-memory 8M";
+    assert_peak_within(pid, idle, 8 * MIB, what);
 }
 
 /// `--sqpoll` on many connections: the agent's threads during the test stay within what
@@ -301,20 +282,9 @@ fn a_uring_udp_echo_of_large_answers_stays_within_the_agents_memory() {
         ],
     );
     let (o, _) = run_sampling(&agent, &args);
-    let peak = status(pid, "VmHWM:") * 1024;
-    eprintln!(
-        "FIGURE uring UDP echo of 65,000-byte answers under --max-memory 16M: {} (agent VmRSS idle {} MiB, peak {} MiB)",
-        if o.status.success() { "admitted" } else { "refused" },
-        idle / MIB,
-        peak / MIB
-    );
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        peak.saturating_sub(idle) <= budget,
-        "the agent took {} MiB over idle for a test admitted under {} MiB",
-        peak.saturating_sub(idle) / MIB,
-        budget / MIB
-    );
+    let what = "uring UDP echo of 65,000-byte answers under --max-memory 16M";
+    assert_peak_within(pid, idle, budget, what);
 }
 
 /// A data connection that sends requests and never reads an answer: the io_uring echo's

@@ -77,3 +77,21 @@ pub fn run_sampling_uring(agent: &Agent, args: &[String]) -> (std::process::Outp
 }
 
 pub const MIB: u64 = 1 << 20;
+
+/// The agent's peak memory (VmHWM) over `idle` is within `budget`: printed as a FIGURE
+/// line for `what`, and asserted.
+pub fn assert_peak_within(pid: u32, idle: u64, budget: u64, what: &str) {
+    let peak = status(pid, "VmHWM:") * 1024;
+    let over = peak.saturating_sub(idle);
+    eprintln!(
+        "FIGURE {what}: agent VmRSS idle {} KiB, peak {} KiB",
+        idle / 1024,
+        peak / 1024
+    );
+    assert!(
+        over <= budget,
+        "{what}: the agent took {} KiB over idle for a test admitted under {} KiB",
+        over / 1024,
+        budget / 1024
+    );
+}
