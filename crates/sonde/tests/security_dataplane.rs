@@ -7,52 +7,19 @@
 
 mod common;
 
-use std::fs::File;
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{TcpListener, UdpSocket};
 use std::time::{Duration, Instant};
 
+use common::data_rogue::*;
 use common::*;
-use sonde_engine::udp_match::{stamp_cookie, REQUEST_HEADER_BYTES};
-use sonde_proto::{AgentEvent, AgentSession, ClientEvent, ClientSession, Session, Timeouts};
-use sonde_results::{RrSpec, SideResult, TestSpec, Timing, Transport};
+use sonde_proto::{AgentEvent, AgentSession, Session, Timeouts};
+use sonde_results::{RrSpec, TestSpec, Timing, Transport};
 use sonde_run::control::Link;
-use sonde_run::controller::{handshake, ControllerError};
-use sonde_run::signals::Interrupt;
-
-/// A second address on the client's side: "another host" on the agent's link.
-const OTHER_ADDR: &str = "198.18.0.3";
 
 /// Gives the client namespace [`OTHER_ADDR`] too: a second source the agent did not agree to.
 fn add_other_addr(lab: &Lab) {
     let cidr = format!("{OTHER_ADDR}/24");
     lab.client_cmd("ip", &["addr", "add", &cidr, "dev", &lab.client_if]);
-}
-
-/// Datagrams of each hostile sort sent.
-const EACH: usize = 5;
-const MESSAGE: usize = 64;
-
-/// Runs `f` on a thread inside namespace `ns`; sockets it opens stay in that namespace.
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let file = File::open(format!("/var/run/netns/{ns}")).unwrap();
-            // SAFETY: a namespace file we opened; only this thread moves.
-            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap()
-    })
-}
-
-/// Fresh random bytes: a session's nonce.
-fn nonce() -> [u8; sonde_proto::CHALLENGE_BYTES] {
-    let mut n = [0u8; sonde_proto::CHALLENGE_BYTES];
-    std::io::Read::read_exact(&mut File::open("/dev/urandom").unwrap(), &mut n).unwrap();
-    n
 }
 
 fn udp_ping(engine: &str) -> TestSpec {
@@ -68,93 +35,6 @@ fn udp_ping(engine: &str) -> TestSpec {
     };
     r.execution.engine = engine.parse().unwrap();
     TestSpec::Ping(r)
-}
-
-/// A controller that runs no workers: it takes the data port and the cookie, says Start,
-/// and leaves the data plane to the test.
-struct Rogue {
-    link: Link,
-    session: ClientSession,
-    agent: SocketAddr,
-    data: SocketAddr,
-    cookie: u64,
-}
-
-impl Rogue {
-    /// Hello to Start from the client namespace; the agent's refusal is the error.
-    fn start(lab: &Lab, agent: &Agent, spec: TestSpec) -> Result<Rogue, ControllerError> {
-        let addr: SocketAddr = format!("{}:{}", lab.server_addr, agent.port)
-            .parse()
-            .unwrap();
-        let control = in_netns(&lab.client, || TcpStream::connect(addr).unwrap());
-        let mut link = Link::new(control).unwrap();
-        let mut session = ClientSession::new(
-            spec,
-            "sonde security test",
-            "rogue controller",
-            Timeouts::default(),
-            Instant::now(),
-        )
-        .with_nonce(nonce())
-        .with_key(Some(rogue::harness_key()));
-        let h = handshake(&mut link, &mut session, addr, &Interrupt::none())?;
-        session.start(Instant::now()).unwrap();
-        link.send(&mut session).unwrap();
-        Ok(Rogue {
-            link,
-            session,
-            agent: addr,
-            data: SocketAddr::new(addr.ip(), h.data_port),
-            cookie: h.cookie,
-        })
-    }
-
-    /// Stop, and the agent's side of the test.
-    fn finish(mut self) -> SideResult {
-        self.session.stop(Instant::now()).unwrap();
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            self.link.send(&mut self.session).unwrap();
-            let step = self.link.step(&mut self.session, Some(until), None);
-            while let Some(ev) = self.session.poll_event() {
-                if let ClientEvent::Results(r) = ev {
-                    return *r;
-                }
-            }
-            step.unwrap_or_else(|e| panic!("agent at {}: {e}", self.agent));
-        }
-        panic!("no results from {} in 15 s", self.agent)
-    }
-}
-
-/// A UDP socket at `from` in namespace `ns`, connected to `to`.
-fn socket_in(ns: &str, from: &str, to: SocketAddr) -> UdpSocket {
-    in_netns(ns, || {
-        let s = UdpSocket::bind(format!("{from}:0")).unwrap();
-        s.connect(to).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        s
-    })
-}
-
-/// A request as the test's client builds it: sequence number, then the cookie.
-fn request(len: usize, seq: u64, cookie: u64) -> Vec<u8> {
-    let mut d = vec![0x5au8; len.max(REQUEST_HEADER_BYTES)];
-    d[..8].copy_from_slice(&seq.to_le_bytes());
-    stamp_cookie(&mut d, cookie);
-    d.truncate(len);
-    d
-}
-
-/// Datagrams that came back on `s` within `wait`, and their sizes.
-fn replies(s: &UdpSocket, wait: Duration) -> Vec<usize> {
-    let (until, mut buf, mut got) = (Instant::now() + wait, [0u8; 70_000], Vec::new());
-    while Instant::now() < until {
-        if let Ok(n) = s.recv(&mut buf) {
-            got.push(n);
-        }
-    }
-    got
 }
 
 /// The hostile datagrams from the test's own address: 1 byte, short, oversized, and

@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::agent_proc::*;
-use common::uring_rogue::*;
+use common::data_rogue::*;
 use common::*;
 use sonde_results::{RrSpec, TestSpec, Timing};
 

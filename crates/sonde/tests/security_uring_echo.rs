@@ -9,7 +9,7 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use common::agent_proc::rings;
-use common::uring_rogue::*;
+use common::data_rogue::*;
 use common::*;
 
 /// From the test's own address: 1 byte, short, a byte too long, larger than the echo's

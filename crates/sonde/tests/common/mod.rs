@@ -5,8 +5,8 @@
 
 pub mod agent_proc;
 pub mod bridge;
+pub mod data_rogue;
 pub mod rogue;
-pub mod uring_rogue;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};

@@ -1,4 +1,4 @@
-//! A rogue controller of io_uring tests: it takes the data port and the cookie, says
+//! A rogue controller of data-plane tests: it takes the data port and the cookie, says
 //! Start, and leaves the data plane to the test (the agent's UDP echo as a reflector).
 
 use std::fs::File;
