@@ -30,3 +30,12 @@ pub use counters::{ConnCounters, Counters};
 pub use pool::{pps_threads, usable_cpus, worker_threads, Placement, Pool, Stop, Work};
 pub use sockopt::{SocketOptions, TcpInfo};
 pub use stream::{StreamConn, StreamWorkers};
+
+/// Held by this crate's tests that time a wait, and by those that spin both CPUs (busy
+/// polling, SQPOLL): the test threads of one binary run in parallel, and a spinning test
+/// beside a timed one measures the scheduler, not the wait.
+#[cfg(test)]
+pub(crate) fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -73,6 +73,7 @@ pub(crate) fn finish(client: &mut RrClient) -> (Histogram<u64>, Vec<WorkerEnd>) 
 
 #[test]
 fn closed_loop_window_keeps_every_message_accounted() {
+    let _spinning = crate::timing_lock();
     for poll in [
         Poll::Block,
         Poll::Busy,

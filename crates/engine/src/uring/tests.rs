@@ -26,6 +26,7 @@ enum Ends {
 
 #[test]
 fn tcp_windows_are_accounted_in_every_mode_and_against_the_kernel_engine() {
+    let _spinning = crate::timing_lock();
     let cases = [
         (Ends::Both, Poll::Block),
         (Ends::Both, Poll::Busy),
@@ -165,6 +166,7 @@ fn an_abort_ends_a_worker_waiting_in_the_ring() {
 
 #[test]
 fn sqpoll_sends_without_system_calls_and_busy_polling_receives_without_them() {
+    let _spinning = crate::timing_lock();
     for poll in [Poll::Block, Poll::Busy] {
         let (c, s) = tcp_pairs(2);
         // The echo blocks: on two CPUs, four spinning threads (two workers, two polling
