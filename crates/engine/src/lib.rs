@@ -18,6 +18,7 @@ pub mod self_noise;
 pub mod sockopt;
 pub mod stream;
 pub mod syscalls;
+pub mod tcp_info;
 pub mod udp_match;
 pub mod uring;
 pub mod wait;

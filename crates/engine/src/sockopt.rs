@@ -1,4 +1,5 @@
-//! Socket options and TCP_INFO: the platform-specific corner of the engine. Options are
+//! Socket options: the platform-specific corner of the engine (TCP_INFO is [`crate::tcp_info`],
+//! re-exported here). Options are
 //! set before connect/listen where TCP needs them then (buffer sizes fix window scaling).
 
 use std::io;
@@ -7,6 +8,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
+
+pub use crate::tcp_info::{tcp_info, TcpInfo};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SocketOptions {
@@ -103,41 +106,6 @@ pub fn listen(
     sock.bind(&addr.into())?;
     sock.listen(backlog)?;
     Ok((sock.into(), notes))
-}
-
-/// What the kernel knows about one TCP connection.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TcpInfo {
-    pub total_retrans: u32,
-    pub rtt_us: u32,
-    pub rttvar_us: u32,
-    pub snd_cwnd: u32,
-    pub snd_mss: u32,
-}
-
-pub fn tcp_info(fd: RawFd) -> Option<TcpInfo> {
-    // SAFETY: tcp_info is plain data; the kernel writes at most `len` bytes.
-    unsafe {
-        let mut ti: libc::tcp_info = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let r = libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut ti as *mut libc::tcp_info).cast(),
-            &mut len,
-        );
-        if r != 0 {
-            return None;
-        }
-        Some(TcpInfo {
-            total_retrans: ti.tcpi_total_retrans,
-            rtt_us: ti.tcpi_rtt,
-            rttvar_us: ti.tcpi_rttvar,
-            snd_cwnd: ti.tcpi_snd_cwnd,
-            snd_mss: ti.tcpi_snd_mss,
-        })
-    }
 }
 
 /// SO_PREFER_BUSY_POLL (Linux 5.11); not in every libc version.

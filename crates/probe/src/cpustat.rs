@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use sonde_results::{CpuBreakdown, CpuUsage};
+use sonde_results::{CoreUsage, CpuBreakdown, CpuUsage};
 
 use crate::{parse_err, read, ProbeError};
 
@@ -122,6 +122,24 @@ pub fn per_cpu_busy(before: &CpuSnapshot, after: &CpuSnapshot) -> Vec<(usize, f6
         .collect()
 }
 
+/// The time split of each CPU of `cpus` (each once, in order) between two snapshots.
+pub fn cores(before: &CpuSnapshot, after: &CpuSnapshot, cpus: &[usize]) -> Vec<CoreUsage> {
+    let mut wanted = cpus.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    wanted
+        .into_iter()
+        .filter_map(|cpu| {
+            let (_, a) = after.per_cpu.iter().find(|(c, _)| *c == cpu)?;
+            let (_, b) = before.per_cpu.iter().find(|(c, _)| *c == cpu)?;
+            Some(CoreUsage {
+                cpu,
+                time: a.delta(b).breakdown(),
+            })
+        })
+        .collect()
+}
+
 /// Host CPU use between two snapshots: the whole host and its busiest CPU.
 pub fn usage(before: &CpuSnapshot, after: &CpuSnapshot) -> CpuUsage {
     let host = after.total.delta(&before.total).breakdown();
@@ -191,6 +209,18 @@ mod tests {
         assert_eq!(u.host.idle_percent, 37.5);
         assert_eq!(u.busiest_cpu, 1);
         assert_eq!(u.busiest.busy_percent(), 250.0 / 3.0);
+    }
+
+    #[test]
+    fn cores_of_the_pinned_cpus() {
+        let before = parse("cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0\ncpu1 0 0 0 0\n").unwrap();
+        let after =
+            parse("cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 100\ncpu1 30 0 0 10 0 0 60 0\n").unwrap();
+        let c = cores(&before, &after, &[1, 1, 7]);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].cpu, 1);
+        assert_eq!(c[0].time.softirq_percent, 60.0);
+        assert_eq!(c[0].time.busy_percent(), 90.0);
     }
 
     #[test]

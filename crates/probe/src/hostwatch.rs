@@ -167,6 +167,9 @@ pub fn fill(side: &mut SideResult, a: &HostSnap, b: &HostSnap) {
         (Some(x), Some(y)) => Some(cpustat::usage(x, y)),
         _ => None,
     };
+    if let (Some(x), Some(y), Some(pins)) = (&a.cpu, &b.cpu, &side.pinned_cpus) {
+        side.worker_cpus = cpustat::cores(x, y, pins);
+    }
     side.process_cpu_s = a.process_cpu_s.zip(b.process_cpu_s).map(|(x, y)| y - x);
     side.tcp_retransmits = a.retrans.zip(b.retrans).map(|(x, y)| y.saturating_sub(x));
     side.nic = match (&a.nic, &b.nic) {

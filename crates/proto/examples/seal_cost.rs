@@ -40,6 +40,7 @@ fn main() {
             latency_ns: None,
             packets: None,
             partial: false,
+            tcp: Vec::new(),
         },
     };
     let notes: Vec<String> = (0..1024)

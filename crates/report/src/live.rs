@@ -185,6 +185,7 @@ mod tests {
             latency_ns: None,
             packets: None,
             partial: false,
+            tcp: Vec::new(),
         };
         let l = line(Direction::Forward, Some(&c), None);
         assert!(l.contains("sent   10.00 Gbit/s (client, cpu 48%)"), "{l}");
@@ -217,6 +218,7 @@ mod tests {
             latency_ns: Some(l),
             packets: None,
             partial: false,
+            tcp: Vec::new(),
         };
         let line = rr_line(Some(&c), None);
         assert!(line.contains("45123 msg/s"), "{line}");

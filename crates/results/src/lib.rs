@@ -6,17 +6,19 @@ pub mod compare;
 pub mod document;
 pub mod inventory;
 pub mod latency;
+pub mod limit;
 mod pooled;
 pub mod side;
 pub mod spec;
 pub mod stats;
+pub mod tcp;
 
 pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
-    Bypass, ConnectionResult, ControlThread, CpuBreakdown, CpuLatency, CpuUsage, DirectionResult,
-    HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult, QueueCounters, Role, RrResult,
-    SideResult, Transfer,
+    Bypass, ConnectionResult, ControlThread, CoreUsage, CpuBreakdown, CpuLatency, CpuUsage,
+    DirectionResult, HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult, QueueCounters,
+    Role, RrResult, SideResult, Transfer,
 };
 pub use spec::{
     Direction, DpdkSpec, Engine, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError,

@@ -38,9 +38,10 @@ impl Role {
 }
 
 /// What this side did with a direction's bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transfer {
+    #[default]
     Send,
     Receive,
 }
@@ -128,6 +129,14 @@ pub struct CpuUsage {
     pub busiest: CpuBreakdown,
 }
 
+/// One CPU's time split over the window: a CPU a side's workers were pinned to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreUsage {
+    pub cpu: usize,
+    #[serde(flatten)]
+    pub time: CpuBreakdown,
+}
+
 /// Deltas of /sys/class/net/IFACE/statistics over the window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NicCounters {
@@ -163,6 +172,9 @@ pub struct IntervalSample {
     /// the time it really lasted).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// Stream tests: each of this side's connections' TCP_INFO over the interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<crate::tcp::TcpSample>,
 }
 
 /// One side's part of a request/response test (ping, rpc).
@@ -220,6 +232,9 @@ pub struct SideResult {
     pub pinned_cpus: Option<Vec<usize>>,
     pub directions: Vec<DirectionResult>,
     pub cpu: Option<CpuUsage>,
+    /// The CPUs the workers were pinned to, each over the window (empty: not pinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_cpus: Vec<CoreUsage>,
     /// CPU seconds (user + system) this side's process used in the window.
     pub process_cpu_s: Option<f64>,
     /// System-wide TCP RetransSegs delta from /proc/net/snmp.
@@ -381,6 +396,7 @@ impl SideResult {
             pinned_cpus: placement.1,
             directions: Vec::new(),
             cpu: None,
+            worker_cpus: Vec::new(),
             process_cpu_s: None,
             tcp_retransmits: None,
             nic: None,

@@ -273,6 +273,7 @@ mod tests {
             cpu: CpuFigures {
                 usage: None,
                 process_cpu_s: None,
+                worker_cpus: Vec::new(),
             },
             port: None,
             counted: Default::default(),

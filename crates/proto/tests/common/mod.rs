@@ -41,6 +41,7 @@ pub fn side() -> SideResult {
         pinned_cpus: Some(vec![1]),
         directions: vec![],
         cpu: None,
+        worker_cpus: vec![],
         process_cpu_s: Some(1.5),
         tcp_retransmits: None,
         nic: None,
@@ -68,6 +69,12 @@ pub fn sample(i: u32) -> IntervalSample {
         latency_ns: None,
         packets: None,
         partial: false,
+        tcp: vec![sonde_results::tcp::TcpSample {
+            connection: 1,
+            srtt_us: 50,
+            busy_percent: Some(99.5),
+            ..Default::default()
+        }],
     }
 }
 

@@ -11,6 +11,7 @@ use super::pps::PpsEnd;
 use super::rr::RrEnd;
 use super::stream::StreamEnd;
 use super::watch::WatchEnd;
+use crate::limit::LimitedBy;
 use crate::side::CpuUsage;
 use crate::spec::TestName;
 
@@ -23,6 +24,8 @@ pub struct End {
     /// and absent from the sections' sides, which keep their own process CPU.
     pub one_host: Option<OneHost>,
     pub section: Section,
+    /// What limited the run (stream, pps, rpc, ping), judged from the figures above.
+    pub limited_by: Option<LimitedBy>,
 }
 
 /// A kind's own end figures.
@@ -92,6 +95,7 @@ impl End {
             error,
             one_host: None,
             section,
+            limited_by: None,
         }
     }
 
@@ -168,6 +172,8 @@ struct Wire<S> {
     error: Option<String>,
     #[serde(default)]
     one_host: Option<OneHost>,
+    #[serde(default)]
+    limited_by: Option<LimitedBy>,
     #[serde(flatten)]
     section: S,
 }
@@ -179,6 +185,7 @@ impl<S> Wire<S> {
             error: self.error,
             one_host: self.one_host,
             section: section(self.section),
+            limited_by: self.limited_by,
         }
     }
 }
@@ -210,6 +217,7 @@ impl Serialize for End {
                 reverse: (!matches!(self.section, Section::Stream(_))).then_some(()),
             },
             one_host: self.one_host.as_ref(),
+            limited_by: self.limited_by.as_ref(),
         }
         .serialize(s)
     }
@@ -225,6 +233,8 @@ struct Out<'a> {
     vacant: Vacant,
     #[serde(skip_serializing_if = "Option::is_none")]
     one_host: Option<&'a OneHost>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limited_by: Option<&'a LimitedBy>,
 }
 
 /// `end.sender`, `end.receiver` and `end.reverse` as `null` where a kind's section has

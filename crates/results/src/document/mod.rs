@@ -135,13 +135,15 @@ impl Document {
         if shared {
             end.count_one_host(&inp.client.host.hostname, inp.client.cpu.clone());
         }
-        Document {
+        let mut doc = Document {
             schema_version: SCHEMA_VERSION,
             test: inp.spec.test_name(),
             start: start(&inp),
             intervals,
             end,
-        }
+        };
+        doc.end.limited_by = crate::limit::judge(&doc);
+        doc
     }
 }
 

@@ -23,6 +23,10 @@ pub struct IntervalSide {
     /// This side's interval was cut short by the end of the test.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// Stream tests: TCP_INFO of each connection this side moved the bytes of, as it read
+    /// them (so a reverse test's sender series come from the agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<crate::tcp::TcpSample>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +67,10 @@ pub struct CpuFigures {
     pub usage: Option<CpuUsage>,
     /// CPU seconds of the measuring process over the window.
     pub process_cpu_s: Option<f64>,
+    /// The CPUs the side's workers were pinned to, each over the window; kept when both
+    /// ends share one host (each side's cores are still its own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_cpus: Vec<crate::side::CoreUsage>,
 }
 
 /// Who measured an end side's figures, with which engine, on how many workers: the part
@@ -115,6 +123,7 @@ impl CpuFigures {
         CpuFigures {
             usage: side.cpu.clone(),
             process_cpu_s: side.process_cpu_s,
+            worker_cpus: side.worker_cpus.clone(),
         }
     }
 }

@@ -205,6 +205,7 @@ pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
             let secs = (x.end_s - x.start_s).max(1e-9);
             let pk = x.packets.unwrap_or(0) as f64;
             IntervalSide {
+                tcp: Vec::new(),
                 measured_by: role,
                 bytes: (pk * size) as u64,
                 bits_per_second: pk * size * 8.0 / secs,

@@ -10,6 +10,7 @@ use super::parts::{
 use crate::side::{ConnectionResult, DirectionResult, IntervalSample, Role, SideResult, Transfer};
 use crate::spec::{Direction, StreamSpec};
 use crate::stats::{bits_per_second, mean_stddev};
+use crate::tcp::{TcpSample, TcpSummary};
 
 /// Fairness across connections: a slow connection hides in a sum.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +52,9 @@ pub struct EndSide {
     pub cycles_per_byte: Option<f64>,
     /// NIC packets per second in this side's direction of transfer (tx for a sender).
     pub packets_per_second: Option<f64>,
+    /// This side's connections' TCP_INFO over the window, across connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<Box<TcpSummary>>,
     #[serde(flatten)]
     pub counted: HostCounted,
 }
@@ -99,9 +103,8 @@ pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigur
         Direction::Bidir => (Direction::Forward, true),
     };
     let end_pair = |dir: Direction| DirectionEnd {
-        sender: side_of(dir, Transfer::Send, inp.client, inp.server)
-            .and_then(|s| end_side(s, dir, Transfer::Send)),
-        receiver: side_of(dir, Transfer::Receive, inp.client, inp.server)
+        sender: side_of(dir, Transfer::Send, inp).and_then(|s| end_side(s, dir, Transfer::Send)),
+        receiver: side_of(dir, Transfer::Receive, inp)
             .and_then(|s| end_side(s, dir, Transfer::Receive)),
     };
     let primary_end = end_pair(primary);
@@ -116,22 +119,26 @@ pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigur
     (intervals, end)
 }
 
-/// The side that does `transfer` in direction `dir`: the controller sends forward.
+/// The side that does `transfer` in direction `dir` (the controller sends forward), with
+/// its intervals.
 fn side_of<'a>(
     dir: Direction,
     transfer: Transfer,
-    client: &'a SideResult,
-    server: Option<&'a SideResult>,
-) -> Option<&'a SideResult> {
+    inp: &Inputs<'a>,
+) -> Option<(&'a SideResult, &'a [IntervalSample])> {
     let client_sends = dir != Direction::Reverse;
     if (transfer == Transfer::Send) == client_sends {
-        Some(client)
+        Some((inp.client, inp.client_intervals))
     } else {
-        server
+        inp.server.map(|s| (s, inp.server_intervals))
     }
 }
 
-fn end_side(side: &SideResult, dir: Direction, transfer: Transfer) -> Option<EndSide> {
+fn end_side(
+    (side, intervals): (&SideResult, &[IntervalSample]),
+    dir: Direction,
+    transfer: Transfer,
+) -> Option<EndSide> {
     let d: &DirectionResult = side.direction(dir)?;
     let secs = side.window_s;
     let per_sec = |v: f64| per_second(v, secs);
@@ -180,6 +187,11 @@ fn end_side(side: &SideResult, dir: Direction, transfer: Transfer) -> Option<End
         cpu: CpuFigures::of(side),
         cycles_per_byte,
         packets_per_second,
+        tcp_info: TcpSummary::of(
+            intervals.iter().map(|i| (i.end_s - i.start_s, &i.tcp[..])),
+            transfer,
+        )
+        .map(Box::new),
         counted: HostCounted::of(side),
     })
 }
@@ -196,6 +208,12 @@ fn interval_side(s: &IntervalSample, role: Role, transfer: Transfer) -> Interval
         cpu_busy_percent: s.cpu_busy_percent,
         packets_per_second: None,
         partial: s.partial,
+        tcp: s
+            .tcp
+            .iter()
+            .filter(|t| t.transfer == transfer)
+            .cloned()
+            .collect::<Vec<TcpSample>>(),
     }
 }
 
@@ -271,6 +289,7 @@ mod tests {
                     })
                     .collect(),
             }],
+            worker_cpus: Vec::new(),
             cpu: Some(CpuUsage {
                 cpus: 2,
                 host: CpuBreakdown {
@@ -375,6 +394,7 @@ mod tests {
             latency_ns: None,
             packets: None,
             partial: false,
+            tcp: Vec::new(),
         };
         let ci = [sample(0, 100, 0), sample(1, 200, 0)];
         let si = [sample(0, 0, 90)];

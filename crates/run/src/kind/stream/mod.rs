@@ -4,6 +4,7 @@
 mod engine;
 mod kernel;
 mod side;
+mod tcp;
 mod uring;
 
 pub use engine::{StreamBackend, StreamEngine};

@@ -5,24 +5,26 @@
 
 use std::time::{Duration, Instant};
 
+use sonde_engine::sockopt::TcpInfo;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
+use sonde_results::tcp::TcpSample;
 use sonde_results::{
     ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
     Transfer,
 };
 
-use super::StreamEngine;
+use super::{tcp, StreamEngine};
 use crate::meter::{Measurer, Meter};
 use crate::side::Side;
 
-/// Counters of every connection at one instant.
+/// Counters of every connection at one instant, with its TCP_INFO.
 #[derive(Clone)]
 struct ConnSnap {
     bytes: Vec<u64>,
     calls: Vec<u64>,
-    retrans: Vec<Option<u32>>,
+    tcp: Vec<Option<TcpInfo>>,
 }
 
 /// Where the side is on its schedule.
@@ -87,16 +89,30 @@ impl StreamSide {
         let mut s = ConnSnap {
             bytes: Vec::with_capacity(n),
             calls: Vec::with_capacity(n),
-            retrans: Vec::with_capacity(n),
+            tcp: Vec::with_capacity(n),
         };
         for i in 0..n {
             let (b, c) = self.workers.counters(i);
             s.bytes.push(b);
             s.calls.push(c);
-            s.retrans
-                .push(self.workers.tcp_info(i).map(|t| t.total_retrans));
+            s.tcp.push(self.workers.tcp_info(i));
         }
         s
+    }
+
+    /// Each connection's TCP_INFO from the last interval edge to `now`.
+    fn tcp_samples(&self, before: &ConnSnap, now: &ConnSnap, secs: f64) -> Vec<TcpSample> {
+        (0..now.tcp.len())
+            .filter_map(|i| {
+                let t = now.tcp[i].as_ref()?;
+                let transfer = match self.workers.is_sender(i) {
+                    true => Transfer::Send,
+                    false => Transfer::Receive,
+                };
+                let prior = before.tcp.get(i).and_then(Option::as_ref);
+                Some(tcp::sample(self.conns[i].0, transfer, prior, t, secs))
+            })
+            .collect()
     }
 
     fn open_window(&mut self) {
@@ -121,6 +137,7 @@ impl StreamSide {
                 received += d;
             }
         }
+        let secs = (edge.at - edge.since).as_secs_f64();
         let sample = IntervalSample {
             index: self.intervals.len() as u32,
             start_s: (edge.since - window_at).as_secs_f64(),
@@ -128,6 +145,7 @@ impl StreamSide {
             sent_bytes: sent,
             received_bytes: received,
             cpu_busy_percent: edge.cpu_busy_percent,
+            tcp: self.tcp_samples(&edge.before, &conns, secs),
             ..Default::default()
         };
         self.intervals.push(sample.clone());
@@ -216,9 +234,6 @@ impl Side for StreamSide {
         self.workers.abort();
         let ends = self.workers.join();
         let final_snap = self.conn_snap();
-        let tcp_end: Vec<_> = (0..self.workers.connections())
-            .map(|i| self.workers.tcp_info(i))
-            .collect();
         let mut notes = std::mem::take(&mut self.notes);
         notes.extend(self.workers.notes());
         // Opened and closed above.
@@ -243,12 +258,13 @@ impl Side for StreamSide {
             let connections: Vec<ConnectionResult> = idx
                 .iter()
                 .map(|&i| {
-                    let ti = tcp_end[i];
+                    let ti = final_snap.tcp[i];
+                    let retrans = |s: &ConnSnap| s.tcp[i].map(|t| t.total_retrans);
                     ConnectionResult {
                         index: self.conns[i].0,
                         bytes: we.1.bytes[i] - ws.1.bytes[i],
                         total_bytes: final_snap.bytes[i],
-                        retransmits: match (ws.1.retrans[i], we.1.retrans[i]) {
+                        retransmits: match (retrans(&ws.1), retrans(&we.1)) {
                             (Some(a), Some(b)) if sends => Some(b.saturating_sub(a) as u64),
                             _ => None,
                         },
