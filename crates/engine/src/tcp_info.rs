@@ -102,6 +102,9 @@ pub struct TcpInfo {
     pub bytes_acked: u64,
     pub bytes_received: u64,
     pub bytes_retrans: Option<u64>,
+    /// Segments the peer reported receiving twice (D-SACK): retransmissions that were not
+    /// needed, because the original was reordered or late rather than lost.
+    pub dsack_dups: Option<u32>,
     /// The peer's advertised receive window (sender) and our own (receiver), scaled.
     pub snd_wnd: Option<u32>,
     pub rcv_wnd: Option<u32>,
@@ -162,6 +165,7 @@ fn decode(raw: &Raw, len: usize) -> TcpInfo {
         bytes_acked: raw.bytes_acked,
         bytes_received: raw.bytes_received,
         bytes_retrans: field!(bytes_retrans),
+        dsack_dups: field!(dsack_dups),
         snd_wnd: field!(snd_wnd),
         rcv_wnd: field!(rcv_wnd),
     }

@@ -42,6 +42,10 @@ pub struct TcpSample {
     pub pacing_rate_bits_per_second: Option<f64>,
     /// Segments retransmitted in the interval.
     pub retransmits: u32,
+    /// Of them, those the peer reported as duplicates (D-SACK): spurious, the original was
+    /// reordered or late, not lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsack_dups: Option<u32>,
     /// Segments held lost at the interval's end, and the reordering degree assumed.
     pub lost_segments: u32,
     pub reordering: u32,
@@ -95,6 +99,8 @@ pub struct TcpSummary {
     pub pacing_rate_bits_per_second: Option<Spread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<Spread>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsack_dups: Option<Spread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_segments: Option<Spread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -192,6 +198,12 @@ impl TcpSummary {
                 conns
                     .iter()
                     .map(|c| c.iter().map(|(s, _)| s.retransmits as f64).sum())
+                    .collect(),
+            ),
+            dsack_dups: Spread::of(
+                conns
+                    .iter()
+                    .filter_map(|c| c.iter().map(|(s, _)| s.dsack_dups.map(f64::from)).sum())
                     .collect(),
             ),
             lost_segments: gauge(&|s| Some(s.lost_segments as f64)),

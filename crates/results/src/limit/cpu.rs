@@ -1,1 +1,151 @@
-//! CPU saturation.
+//! How close a side's CPU came to its limit: the evidence every kind's rules share.
+
+use super::{End, Evidence};
+use crate::document::{CpuFigures, MeasuredBy};
+
+/// A core this busy over a window has no time left: /proc/stat's tick accounting and the
+/// gaps between a wake-up and the next packet leave a few percent idle even on a core
+/// that never waited for work.
+pub const CPU_SATURATED_PERCENT: f64 = 95.0;
+
+/// Below this a core was idle a third of the time or more: whatever limited the run, it
+/// was not this CPU. Between the two, saturation rises linearly.
+pub const CPU_BUSY_FLOOR_PERCENT: f64 = 70.0;
+
+/// A side's CPU: how saturated (0 to 1) and the figure that says so.
+pub(super) struct Saturation {
+    pub level: f64,
+    pub evidence: Evidence,
+}
+
+/// 0 at [`CPU_BUSY_FLOOR_PERCENT`], 1 at [`CPU_SATURATED_PERCENT`] and above.
+pub(super) fn level(busy_percent: f64) -> f64 {
+    ((busy_percent - CPU_BUSY_FLOOR_PERCENT) / (CPU_SATURATED_PERCENT - CPU_BUSY_FLOOR_PERCENT))
+        .clamp(0.0, 1.0)
+}
+
+/// The side's CPU, from the busiest of: the cores its workers were pinned to (which also
+/// shows a competing process or the kernel's softirq work on them), its worker threads'
+/// own share of their time, and, unpinned, the host's busiest core. `spins`: the workers
+/// busy-poll, so their threads and cores are busy whatever limits the run, and only a
+/// core's softirq and interrupt time tells.
+pub(super) fn saturation(
+    end: End,
+    by: &MeasuredBy,
+    cpu: &CpuFigures,
+    seconds: f64,
+    spins: bool,
+) -> Option<Saturation> {
+    let name = match end {
+        End::Sender => "sender",
+        End::Receiver => "receiver",
+        End::Test => "test",
+    };
+    let mut found: Vec<(f64, Evidence)> = Vec::new();
+    for core in &cpu.worker_cpus {
+        let t = &core.time;
+        let kernel = t.softirq_percent + t.irq_percent;
+        let busy = if spins { kernel } else { t.busy_percent() };
+        let text = format!(
+            "{name} CPU {} busy {busy:.0} % (softirq {:.0} %, system {:.0} %, user {:.0} %)",
+            core.cpu, t.softirq_percent, t.system_percent, t.user_percent
+        );
+        let figure = "cpu.worker_cpus.busy_percent";
+        found.push((busy, ev(end, by, figure, busy, text)));
+    }
+    if let (Some(p), false) = (cpu.process_cpu_s, spins) {
+        if seconds > 0.0 && by.threads > 0 {
+            let share = (p / seconds / by.threads as f64 * 100.0).min(100.0);
+            let text = format!(
+                "{name} worker threads busy {share:.0} % of their time ({p:.2} s of CPU in {seconds:.2} s, {} thread{})",
+                by.threads,
+                if by.threads == 1 { "" } else { "s" }
+            );
+            found.push((share, ev(end, by, "cpu.process_cpu_s", share, text)));
+        }
+    }
+    if let (Some(u), true) = (&cpu.usage, cpu.worker_cpus.is_empty()) {
+        let b = &u.busiest;
+        let busy = if spins {
+            b.softirq_percent + b.irq_percent
+        } else {
+            b.busy_percent()
+        };
+        let text = format!(
+            "{name} host's busiest CPU {} busy {busy:.0} % (softirq {:.0} %)",
+            u.busiest_cpu, b.softirq_percent
+        );
+        found.push((busy, ev(end, by, "cpu.busiest", busy, text)));
+    }
+    let (busy, evidence) = found.into_iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some(Saturation {
+        level: level(busy),
+        evidence,
+    })
+}
+
+fn ev(end: End, by: &MeasuredBy, figure: &str, value: f64, text: String) -> Evidence {
+    Evidence::new(end, Some(by.measured_by), figure, value, "%", text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::side::{CoreUsage, CpuBreakdown, Role};
+
+    fn by(threads: u32) -> MeasuredBy {
+        MeasuredBy {
+            measured_by: Role::Server,
+            host: "h".into(),
+            engine: None,
+            threads,
+            pinned_cpus: Some(vec![1]),
+            bypass: None,
+            cpu_latency: None,
+        }
+    }
+
+    fn core(cpu: usize, idle: f64, softirq: f64) -> CoreUsage {
+        CoreUsage {
+            cpu,
+            time: CpuBreakdown {
+                idle_percent: idle,
+                softirq_percent: softirq,
+                user_percent: 100.0 - idle - softirq,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_hogged_core_shows_though_the_thread_got_half_of_it() {
+        let cpu = CpuFigures {
+            usage: None,
+            process_cpu_s: Some(2.0),
+            worker_cpus: vec![core(1, 1.0, 10.0)],
+        };
+        let s = saturation(End::Receiver, &by(1), &cpu, 4.0, false).unwrap();
+        assert_eq!(s.evidence.value, 99.0);
+        assert_eq!(s.level, 1.0);
+        assert!(s.evidence.text.starts_with("receiver CPU 1 busy 99 %"));
+        assert_eq!(s.evidence.measured_by, Some(Role::Server));
+    }
+
+    #[test]
+    fn spinning_counts_only_the_kernels_share() {
+        let cpu = CpuFigures {
+            usage: None,
+            process_cpu_s: Some(4.0),
+            worker_cpus: vec![core(1, 0.0, 20.0)],
+        };
+        let s = saturation(End::Receiver, &by(1), &cpu, 4.0, true).unwrap();
+        assert_eq!((s.evidence.value, s.level), (20.0, 0.0));
+    }
+
+    #[test]
+    fn levels() {
+        assert_eq!(level(50.0), 0.0);
+        assert_eq!(level(82.5), 0.5);
+        assert_eq!(level(100.0), 1.0);
+    }
+}

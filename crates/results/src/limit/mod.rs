@@ -145,6 +145,73 @@ pub(crate) fn pick(mut findings: Vec<Finding>) -> Option<LimitedBy> {
     })
 }
 
+/// Lost or retransmitted packets per packet sent at which loss alone explains a run:
+/// above 1 %, TCP spends much of each RTT recovering and a packet-rate test's receiver
+/// got visibly less than was sent. A hundredth of that (0.01 %) is the odd drop any path
+/// has; between the two the signal rises with the logarithm of the rate.
+pub const LOSS_DECISIVE: f64 = 0.01;
+pub const LOSS_NOISE: f64 = 0.0001;
+
+/// How strongly a loss fraction (lost per sent) says loss limited the run: 0 to 1.
+pub(crate) fn loss_signal(fraction: f64) -> f64 {
+    if fraction <= LOSS_NOISE {
+        return 0.0;
+    }
+    ((fraction / LOSS_NOISE).log10() / (LOSS_DECISIVE / LOSS_NOISE).log10()).clamp(0.0, 1.0)
+}
+
+/// A test that got this share of its own `--rate` ran at the rate it asked for: pacing
+/// holds within 3 % of a tbf-measured rate (stream_netns' accuracy test).
+pub const RATE_MET: f64 = 0.95;
+/// Below this share of its rate something else held the test back; between the two the
+/// finding's strength rises linearly.
+pub const RATE_FLOOR: f64 = 0.85;
+
+/// The test's own rate as a finding: `asked` per second, `got` per second, in `unit`.
+pub(crate) fn rate_finding(asked: f64, got: f64, got_by: (End, Role), unit: &str) -> Finding {
+    let share = got / asked;
+    let who = match got_by.0 {
+        End::Receiver => "receiver",
+        _ => "sender",
+    };
+    Finding {
+        verdict: Limit::TestRate,
+        strength: ((share - RATE_FLOOR) / (RATE_MET - RATE_FLOOR)).clamp(0.0, 1.0),
+        evidence: vec![
+            Evidence::new(
+                End::Test,
+                None,
+                "spec.rate",
+                asked,
+                unit,
+                format!("--rate {}", per_second(asked, unit)),
+            ),
+            Evidence::new(
+                got_by.0,
+                Some(got_by.1),
+                "rate",
+                got,
+                unit,
+                format!(
+                    "{who} got {} ({:.1} % of it)",
+                    per_second(got, unit),
+                    share * 100.0
+                ),
+            ),
+        ],
+    }
+}
+
+/// A rate in the unit a person reads: bit/s scaled to Mbit/s or Gbit/s, others as they are.
+pub(crate) fn per_second(v: f64, unit: &str) -> String {
+    match unit {
+        "bit/s" if v >= 1e9 => format!("{:.2} Gbit/s", v / 1e9),
+        "bit/s" => format!("{:.1} Mbit/s", v / 1e6),
+        _ if v >= 1e6 => format!("{:.2} M{unit}", v / 1e6),
+        _ => format!("{v:.0} {unit}"),
+    }
+}
+
 /// The verdict on a document's run: `None` for a kind without one (load, watch), a run
 /// with too little evidence, or one cut short before any window was measured.
 pub fn judge(doc: &Document) -> Option<LimitedBy> {

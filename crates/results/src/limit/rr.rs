@@ -1,8 +1,116 @@
-//! A ping or rpc run's limit.
+//! A ping or rpc run's limit: the test's own rate (open loop), loss of UDP requests, either
+//! end's CPU, or else the round trip itself. A closed loop with C × W requests in flight
+//! completes at most C × W per round trip, so when neither end's CPU is saturated the
+//! path's latency (wire, stacks, wake-ups) is what bounds the rate.
 
-use super::LimitedBy;
-use crate::document::{Document, RrEnd};
+use super::cpu::{self, Saturation};
+use super::{loss_signal, pick, rate_finding, End, Evidence, Finding, Limit, LimitedBy};
+use crate::document::{Document, RrEnd, RrEndSide};
+use crate::spec::{PollMode, TestSpec};
 
-pub(super) fn judge(_doc: &Document, _end: &RrEnd) -> Option<LimitedBy> {
-    None
+pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
+    let (TestSpec::Ping(spec) | TestSpec::Rpc(spec)) = &doc.start.spec else {
+        return None;
+    };
+    let client = end.client.as_ref()?;
+    let rps = end.requests_per_second?;
+    let spins = matches!(spec.poll, PollMode::Busy);
+    let mut found = Vec::new();
+    if let Some(asked) = spec.rate_per_s.filter(|r| *r > 0.0) {
+        let by = (End::Sender, client.by.measured_by);
+        found.push(rate_finding(asked, rps, by, "requests/s"));
+    }
+    let loss = lost(end, client);
+    found.extend(loss.clone());
+    let s_cpu = saturation(End::Sender, client, spins);
+    let r_cpu = end
+        .server
+        .as_ref()
+        .and_then(|s| saturation(End::Receiver, s, spins));
+    let busiest = [&s_cpu, &r_cpu]
+        .iter()
+        .filter_map(|c| c.as_ref().map(|c| c.level))
+        .fold(0.0, f64::max);
+    for (c, verdict) in [(s_cpu, Limit::SenderCpu), (r_cpu, Limit::ReceiverCpu)] {
+        if let Some(c) = c {
+            found.push(Finding {
+                verdict,
+                strength: c.level,
+                evidence: vec![c.evidence],
+            });
+        }
+    }
+    let in_flight = spec.connections as f64 * spec.window as f64;
+    if let (Some(lat), false) = (&end.latency_ns, spec.open_loop) {
+        let loss_level = loss.map_or(0.0, |l| l.strength);
+        found.push(Finding {
+            verdict: Limit::Network,
+            strength: (1.0 - busiest).min(1.0 - loss_level).max(0.0) * ROUND_TRIP,
+            evidence: vec![Evidence::new(
+                End::Test,
+                Some(client.by.measured_by),
+                "latency_ns.mean",
+                lat.mean,
+                "ns",
+                format!(
+                    "{in_flight:.0} request{} in flight and a mean round trip of {:.1} us allow {:.0} requests/s; {rps:.0} completed",
+                    if in_flight == 1.0 { "" } else { "s" },
+                    lat.mean / 1e3,
+                    in_flight / (lat.mean / 1e9)
+                ),
+            )],
+        });
+    }
+    pick(found)
+}
+
+/// The round trip's strength when no CPU is saturated: below a saturated CPU's 1.0, so a
+/// CPU that is, wins; above the runner-up distance from an unsaturated one.
+pub const ROUND_TRIP: f64 = 0.8;
+
+fn saturation(end: End, side: &RrEndSide, spins: bool) -> Option<Saturation> {
+    cpu::saturation(end, &side.by, &side.cpu, side.seconds, spins)
+}
+
+/// UDP requests that never came back: the receiver's drops when its NIC counted drops,
+/// else the path's.
+fn lost(end: &RrEnd, client: &RrEndSide) -> Option<Finding> {
+    let lost = end.lost_messages.filter(|l| *l > 0)?;
+    let sent = client.requests_sent.filter(|s| *s > 0)? as f64;
+    let nic_drops = end
+        .server
+        .as_ref()
+        .and_then(|s| s.counted.nic.as_ref())
+        .map_or(0, |n| n.rx_dropped);
+    let verdict = if nic_drops > 0 {
+        Limit::ReceiverDrops
+    } else {
+        Limit::Network
+    };
+    let mut evidence = vec![Evidence::new(
+        End::Sender,
+        Some(client.by.measured_by),
+        "lost_messages",
+        lost as f64,
+        "requests",
+        format!(
+            "{lost} requests lost ({:.3} % of those sent)",
+            lost as f64 / sent * 100.0
+        ),
+    )];
+    if nic_drops > 0 {
+        evidence.push(Evidence::new(
+            End::Receiver,
+            end.server.as_ref().map(|s| s.by.measured_by),
+            "nic.rx_dropped",
+            nic_drops as f64,
+            "packets",
+            format!("receiver's NIC dropped {nic_drops} packets"),
+        ));
+    }
+    Some(Finding {
+        verdict,
+        strength: loss_signal(lost as f64 / sent),
+        evidence,
+    })
 }

@@ -35,6 +35,10 @@ pub(super) fn sample(
         pacing_rate_bits_per_second: (now.pacing_rate != u64::MAX)
             .then_some(now.pacing_rate as f64 * 8.0),
         retransmits: before.map_or(0, |b| now.total_retrans.saturating_sub(b.total_retrans)),
+        dsack_dups: before
+            .and_then(|b| b.dsack_dups)
+            .zip(now.dsack_dups)
+            .map(|(a, b)| b.saturating_sub(a)),
         lost_segments: now.lost,
         reordering: now.reordering,
         notsent_bytes: now.notsent_bytes,
