@@ -7,6 +7,8 @@ mod cpu;
 mod pps;
 mod rr;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,262 @@
+//! The stream rules on documents built from plain figures: each planted limit, the
+//! thresholds' edges, and a close second named as the runner-up.
+
+use super::{judge, Limit};
+use crate::document::{Document, Inputs};
+use crate::side::{
+    ConnectionResult, CoreUsage, CpuBreakdown, DirectionResult, HostInfo, IntervalSample, Role,
+    SideResult, Transfer,
+};
+use crate::spec::{Direction, StreamSpec, TestSpec};
+use crate::tcp::TcpSample;
+
+/// A forward stream run of 4 one-second intervals over one connection.
+#[derive(Clone)]
+struct Run {
+    rate: Option<f64>,
+    bits: f64,
+    sender_busy: f64,
+    receiver_busy: f64,
+    rwnd: f64,
+    sndbuf: f64,
+    retransmits: u32,
+    dsack: u32,
+    srtt_us: u32,
+    min_rtt_us: u32,
+}
+
+const SECS: f64 = 4.0;
+
+impl Run {
+    fn plain() -> Run {
+        Run {
+            rate: None,
+            bits: 5e9,
+            sender_busy: 50.0,
+            receiver_busy: 40.0,
+            rwnd: 0.0,
+            sndbuf: 0.0,
+            retransmits: 0,
+            dsack: 0,
+            srtt_us: 60,
+            min_rtt_us: 20,
+        }
+    }
+
+    fn side(&self, role: Role, transfer: Transfer, busy: f64, cpu: usize) -> SideResult {
+        let bytes = (self.bits / 8.0 * SECS) as u64;
+        let host = HostInfo {
+            hostname: role.as_str().into(),
+            ..Default::default()
+        };
+        let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![], false);
+        s.worker_cpus = vec![CoreUsage {
+            cpu,
+            time: CpuBreakdown {
+                system_percent: busy,
+                idle_percent: 100.0 - busy,
+                ..Default::default()
+            },
+        }];
+        s.process_cpu_s = Some(busy / 100.0 * SECS * 0.9);
+        let sends = transfer == Transfer::Send;
+        s.directions = vec![DirectionResult {
+            direction: Direction::Forward,
+            transfer,
+            buffer_bytes: 131072,
+            bytes,
+            total_bytes: bytes,
+            calls: 1,
+            connections: vec![ConnectionResult {
+                index: 0,
+                bytes,
+                total_bytes: bytes,
+                retransmits: sends.then_some(self.retransmits as u64 * SECS as u64),
+                rtt_us: Some(self.srtt_us),
+                rttvar_us: None,
+                snd_cwnd_segments: None,
+                snd_mss_bytes: Some(1448),
+            }],
+        }];
+        s
+    }
+
+    fn samples(&self, transfer: Transfer) -> Vec<IntervalSample> {
+        (0..SECS as u32)
+            .map(|i| IntervalSample {
+                index: i,
+                start_s: i as f64,
+                end_s: i as f64 + 1.0,
+                tcp: vec![TcpSample {
+                    connection: 0,
+                    transfer,
+                    srtt_us: self.srtt_us,
+                    min_rtt_us: Some(self.min_rtt_us),
+                    mss_bytes: 1448,
+                    retransmits: self.retransmits,
+                    dsack_dups: Some(self.dsack),
+                    busy_percent: Some(100.0),
+                    rwnd_limited_percent: Some(self.rwnd),
+                    sndbuf_limited_percent: Some(self.sndbuf),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    fn doc(&self) -> Document {
+        let spec = TestSpec::Stream(StreamSpec {
+            rate_bits_per_s: self.rate,
+            ..Default::default()
+        });
+        let client = self.side(Role::Client, Transfer::Send, self.sender_busy, 0);
+        let server = self.side(Role::Server, Transfer::Receive, self.receiver_busy, 1);
+        let (ci, si) = (
+            self.samples(Transfer::Send),
+            self.samples(Transfer::Receive),
+        );
+        Document::build(Inputs {
+            spec: &spec,
+            command: "sonde stream".into(),
+            server_command: None,
+            server_address: "198.18.0.2:5301".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            software: "test".into(),
+            client: &client,
+            server: Some(&server),
+            client_intervals: &ci,
+            server_intervals: &si,
+            error: None,
+            client_agent: None,
+        })
+    }
+
+    fn verdict(&self) -> Limit {
+        self.doc().end.limited_by.expect("a verdict").verdict
+    }
+}
+
+#[test]
+fn a_full_receive_window_with_an_idle_receiver_is_the_window() {
+    let run = Run {
+        rwnd: 90.0,
+        ..Run::plain()
+    };
+    let v = run.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::ReceiverWindow);
+    let e = &v.evidence[0];
+    assert_eq!(e.figure, "tcp_info.rwnd_limited_percent");
+    assert_eq!((e.value, e.unit.as_str()), (90.0, "%"));
+    assert_eq!(e.measured_by, Some(Role::Client));
+    assert!(
+        v.sentence().contains("rwnd-limited 90 %"),
+        "{}",
+        v.sentence()
+    );
+}
+
+#[test]
+fn a_full_window_behind_a_saturated_receiver_is_its_cpu() {
+    let run = Run {
+        rwnd: 80.0,
+        receiver_busy: 99.0,
+        ..Run::plain()
+    };
+    let v = run.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::ReceiverCpu);
+    assert!(v.evidence[0].text.starts_with("receiver CPU 1 busy 99 %"));
+    // Partly saturated, the receiver shares the finding with its window.
+    let half = Run {
+        receiver_busy: 85.0,
+        ..run
+    };
+    let v = half.doc().end.limited_by.unwrap();
+    assert!(v.runner_up.is_some(), "{v:?}");
+}
+
+#[test]
+fn a_full_send_buffer_is_the_buffer() {
+    let run = Run {
+        sndbuf: 85.0,
+        ..Run::plain()
+    };
+    assert_eq!(run.verdict(), Limit::SenderBuffer);
+}
+
+#[test]
+fn loss_or_a_standing_queue_is_the_network() {
+    // 1.5 % of the segments retransmitted, none of them D-SACKed.
+    let segments_per_s = 5e9 / 8.0 / 1448.0;
+    let lossy = Run {
+        retransmits: (segments_per_s * 0.015) as u32,
+        ..Run::plain()
+    };
+    assert_eq!(lossy.verdict(), Limit::Network);
+    let queued = Run {
+        srtt_us: 8000,
+        min_rtt_us: 100,
+        ..Run::plain()
+    };
+    let v = queued.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::Network);
+    assert_eq!(v.evidence[0].figure, "tcp_info.srtt_us");
+    // The same retransmissions, every one needless (reordering), are no loss.
+    let reordered = Run {
+        dsack: lossy.retransmits,
+        sender_busy: 99.0,
+        ..lossy
+    };
+    assert_eq!(reordered.verdict(), Limit::SenderCpu);
+}
+
+#[test]
+fn a_rate_met_is_the_tests_own() {
+    let run = Run {
+        rate: Some(5.1e9),
+        ..Run::plain()
+    };
+    let v = run.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::TestRate);
+    assert_eq!(v.evidence[0].text, "--rate 5.10 Gbit/s");
+    // Far below its rate, the test was held back by something else.
+    let short = Run {
+        rate: Some(10e9),
+        sender_busy: 99.0,
+        ..Run::plain()
+    };
+    assert_eq!(short.verdict(), Limit::SenderCpu);
+}
+
+#[test]
+fn nothing_found_is_the_network_with_no_host_limit() {
+    let v = Run::plain().doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::Network);
+    assert!(v.evidence[0].text.starts_with("no host limit found"));
+}
+
+#[test]
+fn a_close_second_is_the_runner_up() {
+    let run = Run {
+        sender_busy: 99.0,
+        sndbuf: 45.0,
+        ..Run::plain()
+    };
+    let v = run.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::SenderCpu);
+    assert_eq!(v.runner_up.unwrap().verdict, Limit::SenderBuffer);
+}
+
+#[test]
+fn the_verdict_is_written_and_read_back() {
+    let doc = Run {
+        rwnd: 90.0,
+        ..Run::plain()
+    }
+    .doc();
+    let json = serde_json::to_value(&doc).unwrap();
+    assert_eq!(json["end"]["limited_by"]["verdict"], "receiver_window");
+    assert_eq!(json["end"]["limited_by"]["evidence"][0]["end"], "sender");
+    let back: Document = serde_json::from_value(json).unwrap();
+    assert_eq!(back.end.limited_by, doc.end.limited_by);
+}
