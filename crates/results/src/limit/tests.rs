@@ -1,7 +1,7 @@
 //! The stream rules on documents built from plain figures: each planted limit, the
 //! thresholds' edges, and a close second named as the runner-up.
 
-use super::{judge, Limit};
+use super::Limit;
 use crate::document::{Document, Inputs};
 use crate::side::{
     ConnectionResult, CoreUsage, CpuBreakdown, DirectionResult, HostInfo, IntervalSample, Role,
