@@ -9,6 +9,8 @@ mod rr;
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_packets;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,242 @@
+//! The pps and rr rules on documents built from plain figures.
+
+use super::Limit;
+use crate::document::{Document, Inputs};
+use crate::latency::LatencySummary;
+use crate::side::{CoreUsage, CpuBreakdown, HostInfo, PpsResult, Role, RrResult, SideResult};
+use crate::spec::{PollMode, PpsSpec, RrSpec, TestSpec};
+
+const SECS: f64 = 4.0;
+
+fn side(role: Role, busy: f64, cpu: usize) -> SideResult {
+    let host = HostInfo {
+        hostname: role.as_str().into(),
+        ..Default::default()
+    };
+    let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![], false);
+    s.worker_cpus = vec![CoreUsage {
+        cpu,
+        time: CpuBreakdown {
+            system_percent: busy * 0.3,
+            softirq_percent: busy * 0.7,
+            idle_percent: 100.0 - busy,
+            ..Default::default()
+        },
+    }];
+    s
+}
+
+fn build(spec: &TestSpec, client: &SideResult, server: &SideResult) -> Document {
+    Document::build(Inputs {
+        spec,
+        command: "sonde".into(),
+        server_command: None,
+        server_address: "198.18.0.2:5301".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        software: "test".into(),
+        client,
+        server: Some(server),
+        client_intervals: &[],
+        server_intervals: &[],
+        error: None,
+        client_agent: None,
+    })
+}
+
+/// A pps run: `sent` packets, `got` of them received, `socket_drops` counted by the
+/// receiver's sockets.
+struct Pps {
+    rate: Option<f64>,
+    sent: u64,
+    got: u64,
+    socket_drops: u64,
+    sender_busy: f64,
+    receiver_busy: f64,
+}
+
+impl Pps {
+    fn plain() -> Pps {
+        Pps {
+            rate: None,
+            sent: 4_000_000,
+            got: 4_000_000,
+            socket_drops: 0,
+            sender_busy: 99.0,
+            receiver_busy: 60.0,
+        }
+    }
+
+    fn verdict(&self) -> super::LimitedBy {
+        let spec = TestSpec::Pps(PpsSpec {
+            rate_pps: self.rate,
+            ..Default::default()
+        });
+        let part = |packets: u64, drops| PpsResult {
+            size_bytes: 64,
+            packets,
+            per_flow: vec![packets],
+            reordered: 0,
+            duplicated: 0,
+            foreign: 0,
+            socket_drops: drops,
+            poll: "block".into(),
+            port: None,
+        };
+        let mut c = side(Role::Client, self.sender_busy, 0);
+        c.pps = Some(part(self.sent, None));
+        let mut s = side(Role::Server, self.receiver_busy, 1);
+        s.pps = Some(part(self.got, Some(self.socket_drops)));
+        build(&spec, &c, &s).end.limited_by.expect("a verdict")
+    }
+}
+
+#[test]
+fn a_receiver_that_overflowed_its_socket_is_receiver_drops() {
+    let v = Pps {
+        got: 3_000_000,
+        socket_drops: 1_000_000,
+        receiver_busy: 99.0,
+        ..Pps::plain()
+    }
+    .verdict();
+    assert_eq!(v.verdict, Limit::ReceiverDrops);
+    assert!(v
+        .evidence
+        .iter()
+        .any(|e| e.figure == "packets.socket_drops"));
+    assert_eq!(v.runner_up.unwrap().verdict, Limit::ReceiverCpu);
+}
+
+#[test]
+fn loss_no_receiver_counted_is_between_the_hosts() {
+    let v = Pps {
+        got: 3_800_000,
+        ..Pps::plain()
+    }
+    .verdict();
+    assert_eq!(v.verdict, Limit::Network);
+    assert_eq!(v.evidence[0].value, 200_000.0);
+}
+
+#[test]
+fn a_sender_whose_packets_all_arrived_is_its_cpu() {
+    assert_eq!(Pps::plain().verdict().verdict, Limit::SenderCpu);
+}
+
+#[test]
+fn a_pps_rate_met_without_loss_is_the_tests_own() {
+    let v = Pps {
+        rate: Some(1_000_000.0),
+        sender_busy: 40.0,
+        ..Pps::plain()
+    }
+    .verdict();
+    assert_eq!(v.verdict, Limit::TestRate);
+    assert_eq!(v.evidence[1].unit, "packets/s");
+}
+
+/// An rpc run: `rps` completed, `in_flight` = C × W, a mean round trip.
+struct Rr {
+    rate: Option<f64>,
+    poll: PollMode,
+    rps: f64,
+    mean_rtt_us: f64,
+    client_busy: f64,
+    server_busy: f64,
+}
+
+impl Rr {
+    fn verdict(&self) -> super::LimitedBy {
+        let spec = TestSpec::Rpc(RrSpec {
+            connections: 4,
+            window: 2,
+            rate_per_s: self.rate,
+            open_loop: self.rate.is_some(),
+            poll: self.poll,
+            ..Default::default()
+        });
+        let messages = (self.rps * SECS) as u64;
+        let part = |latency| RrResult {
+            poll: "block".into(),
+            messages,
+            sent: messages,
+            unanswered: 0,
+            not_sent: 0,
+            lost: 0,
+            late: 0,
+            duplicated: 0,
+            foreign: 0,
+            latency_ns: latency,
+            socket_options: vec![],
+            syscalls: None,
+        };
+        let ns = (self.mean_rtt_us * 1e3) as u64;
+        let latency = LatencySummary {
+            count: messages,
+            min: ns,
+            mean: self.mean_rtt_us * 1e3,
+            stddev: 0.0,
+            p50: ns,
+            p90: ns,
+            p99: ns,
+            p999: ns,
+            p9999: ns,
+            max: ns,
+            histogram: None,
+        };
+        let mut c = side(Role::Client, self.client_busy, 0);
+        c.rr = Some(part(Some(latency)));
+        let mut s = side(Role::Server, self.server_busy, 1);
+        s.rr = Some(part(None));
+        build(&spec, &c, &s).end.limited_by.expect("a verdict")
+    }
+}
+
+#[test]
+fn rr_with_idle_cpus_is_the_round_trip() {
+    let rr = Rr {
+        rate: None,
+        poll: PollMode::Block,
+        rps: 80_000.0,
+        mean_rtt_us: 100.0,
+        client_busy: 40.0,
+        server_busy: 30.0,
+    };
+    let v = rr.verdict();
+    assert_eq!(v.verdict, Limit::Network);
+    assert!(v.evidence[0].text.contains("8 requests in flight"), "{v:?}");
+    let busy = Rr {
+        server_busy: 99.0,
+        ..rr
+    };
+    assert_eq!(busy.verdict().verdict, Limit::ReceiverCpu);
+}
+
+#[test]
+fn busy_polling_cores_are_not_read_as_saturated() {
+    let v = Rr {
+        rate: None,
+        poll: PollMode::Busy,
+        rps: 80_000.0,
+        mean_rtt_us: 100.0,
+        client_busy: 100.0,
+        server_busy: 100.0,
+    }
+    .verdict();
+    // 70 % of each core is softirq in these figures: not saturated by the kernel's work.
+    assert_eq!(v.verdict, Limit::Network);
+}
+
+#[test]
+fn an_open_loop_at_its_rate_is_the_tests_own() {
+    let v = Rr {
+        rate: Some(20_000.0),
+        poll: PollMode::Block,
+        rps: 19_990.0,
+        mean_rtt_us: 100.0,
+        client_busy: 20.0,
+        server_busy: 20.0,
+    }
+    .verdict();
+    assert_eq!(v.verdict, Limit::TestRate);
+}
