@@ -29,18 +29,14 @@ pub(super) fn level(busy_percent: f64) -> f64 {
 /// own share of their time, and, unpinned, the host's busiest core. `spins`: the workers
 /// busy-poll, so their threads and cores are busy whatever limits the run, and only a
 /// core's softirq and interrupt time tells.
+/// `name` is how the evidence calls the side ("sender", "client").
 pub(super) fn saturation(
-    end: End,
+    (end, name): (End, &str),
     by: &MeasuredBy,
     cpu: &CpuFigures,
     seconds: f64,
     spins: bool,
 ) -> Option<Saturation> {
-    let name = match end {
-        End::Sender => "sender",
-        End::Receiver => "receiver",
-        End::Test => "test",
-    };
     let mut found: Vec<(f64, Evidence)> = Vec::new();
     for core in &cpu.worker_cpus {
         let t = &core.time;
@@ -124,7 +120,7 @@ mod tests {
             process_cpu_s: Some(2.0),
             worker_cpus: vec![core(1, 1.0, 10.0)],
         };
-        let s = saturation(End::Receiver, &by(1), &cpu, 4.0, false).unwrap();
+        let s = saturation((End::Receiver, "receiver"), &by(1), &cpu, 4.0, false).unwrap();
         assert_eq!(s.evidence.value, 99.0);
         assert_eq!(s.level, 1.0);
         assert!(s.evidence.text.starts_with("receiver CPU 1 busy 99 %"));
@@ -138,7 +134,7 @@ mod tests {
             process_cpu_s: Some(4.0),
             worker_cpus: vec![core(1, 0.0, 20.0)],
         };
-        let s = saturation(End::Receiver, &by(1), &cpu, 4.0, true).unwrap();
+        let s = saturation((End::Receiver, "receiver"), &by(1), &cpu, 4.0, true).unwrap();
         assert_eq!((s.evidence.value, s.level), (20.0, 0.0));
     }
 

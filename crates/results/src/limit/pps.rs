@@ -89,7 +89,12 @@ pub const RECEIVER_KEPT_UP: f64 = 0.4;
 pub const DROPS_BEFORE_CPU: f64 = 0.95;
 
 fn saturation(end: End, side: &PpsEndSide, spins: bool) -> Option<Saturation> {
-    cpu::saturation(end, &side.by, &side.cpu, side.seconds, spins)
+    let name = if end == End::Sender {
+        "sender"
+    } else {
+        "receiver"
+    };
+    cpu::saturation((end, name), &side.by, &side.cpu, side.seconds, spins)
 }
 
 /// Packets the receiver's host itself dropped: its sockets' drop counter, its NIC's (or a

@@ -68,8 +68,14 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
 /// CPU that is, wins; above the runner-up distance from an unsaturated one.
 pub const ROUND_TRIP: f64 = 0.8;
 
+/// The client sends the requests (`sender`), the server answers them (`receiver`).
 fn saturation(end: End, side: &RrEndSide, spins: bool) -> Option<Saturation> {
-    cpu::saturation(end, &side.by, &side.cpu, side.seconds, spins)
+    let name = if end == End::Sender {
+        "client"
+    } else {
+        "server"
+    };
+    cpu::saturation((end, name), &side.by, &side.cpu, side.seconds, spins)
 }
 
 /// UDP requests that never came back: the receiver's drops when its NIC counted drops,

@@ -34,8 +34,16 @@ pub(super) fn judge(doc: &Document, end: &StreamEnd) -> Option<LimitedBy> {
         share(|t| t.rwnd_limited_percent),
         share(|t| t.sndbuf_limited_percent),
     );
-    let s_cpu = cpu::saturation(End::Sender, &snd.by, &snd.cpu, snd.seconds, false);
-    let r_cpu = rcv.and_then(|r| cpu::saturation(End::Receiver, &r.by, &r.cpu, r.seconds, false));
+    let s_cpu = cpu::saturation(
+        (End::Sender, "sender"),
+        &snd.by,
+        &snd.cpu,
+        snd.seconds,
+        false,
+    );
+    let r_cpu = rcv.and_then(|r| {
+        cpu::saturation((End::Receiver, "receiver"), &r.by, &r.cpu, r.seconds, false)
+    });
     found.extend(windows(snd, rwnd, sndbuf, r_cpu.as_ref()));
     found.extend(cpus(s_cpu, r_cpu, rwnd.max(sndbuf)));
     found.extend(network(snd, spurious(doc), rwnd + sndbuf));
