@@ -9,6 +9,10 @@ use crate::pooled::Pooled;
 use crate::side::Role;
 use crate::spec::TestName;
 
+mod limits;
+
+pub use limits::{limit_shift, GroupLimit, LimitShift};
+
 const RESAMPLES: usize = 2000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

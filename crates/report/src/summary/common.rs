@@ -12,7 +12,8 @@ pub(crate) fn table(header: impl Into<comfy_table::Row>) -> Table {
     t
 }
 
-/// What ends every summary: the shared host, and whether the result is partial.
+/// What ends every summary: the shared host, whether the result is partial, and what
+/// limited the run.
 pub(crate) fn footer(e: &End) -> String {
     let mut out = one_host_line(e);
     if e.partial {
@@ -23,7 +24,16 @@ pub(crate) fn footer(e: &End) -> String {
                 .unwrap_or("the test did not run to its planned end")
         ));
     }
+    out.push_str(&limited_line(e));
     out
+}
+
+/// `limited by: the receiver's window (receiver_window) because …`, for a run with a
+/// verdict; empty otherwise.
+pub(crate) fn limited_line(e: &End) -> String {
+    e.limited_by
+        .as_ref()
+        .map_or_else(String::new, |l| format!("limited by: {}\n", l.sentence()))
 }
 
 /// How a side left the kernel's socket path, in one line; empty for kernel sockets.

@@ -118,6 +118,67 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Microseconds as milliseconds, to the microsecond below 1 ms.
+fn ms(us: f64) -> String {
+    let v = us / 1e3;
+    let decimals = match v {
+        v if v >= 100.0 => 0,
+        v if v >= 10.0 => 1,
+        v if v >= 1.0 => 2,
+        _ => 3,
+    };
+    format!("{v:.decimals$} ms")
+}
+
+/// A sender's TCP over the window in one line (the median connection's figures when it
+/// had several); figures TCP_INFO did not give are left out, and so is the line when
+/// none was read.
+fn tcp_line(label: &str, e: &EndSide) -> String {
+    let Some(t) = e.tcp_info.as_deref() else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(r) = t.srtt_us {
+        let min = t
+            .min_rtt_us
+            .map_or_else(String::new, |m| format!(" (min {})", ms(m.min)));
+        parts.push(format!("srtt {}{min}", ms(r.median)));
+    }
+    if let Some(c) = t.cwnd_segments {
+        parts.push(format!("cwnd {:.0} seg", c.median));
+    }
+    for (name, share) in [
+        ("rwnd-limited", t.rwnd_limited_percent),
+        ("sndbuf-limited", t.sndbuf_limited_percent),
+    ] {
+        if let Some(p) = share {
+            parts.push(format!("{name} {:.0} %", p.median));
+        }
+    }
+    let retransmits = match (e.tcp_retransmits.connections, t.retransmits) {
+        (Some(n), _) => Some(n as f64),
+        (None, Some(r)) if t.connections == 1 => Some(r.median),
+        _ => None,
+    };
+    if let Some(n) = retransmits {
+        let all = if t.connections > 1 { " in all" } else { "" };
+        parts.push(format!("retransmits {n:.0}{all}"));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    let of = if t.connections > 1 {
+        format!(", median of {} connections", t.connections)
+    } else {
+        String::new()
+    };
+    format!(
+        "tcp, {label} ({}{of}): {}\n",
+        e.by.measured_by.as_str(),
+        parts.join(", ")
+    )
+}
+
 /// Human summary of a document: one column per side and direction, then notes and the
 /// partial/error status.
 pub fn stream(doc: &Document) -> String {
@@ -175,6 +236,99 @@ pub fn stream(doc: &Document) -> String {
     for n in notes {
         out.push_str(&format!("note: {n}\n"));
     }
+    let senders = [("sender", e.sender.as_ref())].into_iter().chain(
+        e.reverse
+            .iter()
+            .map(|r| ("reverse sender", r.sender.as_ref())),
+    );
+    for (label, side) in senders {
+        out.push_str(&side.map_or_else(String::new, |s| tcp_line(label, s)));
+    }
     out.push_str(&footer(&doc.end));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::stored;
+    use sonde_results::limit::{End as Of, Evidence, Finding, Limit, LimitedBy};
+    use sonde_results::tcp::{Spread, TcpSummary};
+    use sonde_results::Role;
+
+    fn spread(min: f64, median: f64) -> Option<Spread> {
+        Some(Spread {
+            min,
+            median,
+            max: median * 2.0,
+        })
+    }
+
+    fn verdict() -> LimitedBy {
+        LimitedBy {
+            verdict: Limit::ReceiverWindow,
+            strength: 0.9,
+            evidence: vec![Evidence {
+                end: Of::Sender,
+                measured_by: Some(Role::Client),
+                figure: "rwnd_limited_percent".into(),
+                value: 87.0,
+                unit: "%".into(),
+                text: "rwnd-limited 87 % of the time".into(),
+            }],
+            runner_up: Some(Finding {
+                verdict: Limit::Network,
+                strength: 0.7,
+                evidence: Vec::new(),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_summary_ends_with_the_verdict_only_when_there_is_one() {
+        let mut doc = stored("v1-stream.json");
+        doc.end.limited_by = None;
+        let text = stream(&doc);
+        assert!(!text.contains("limited by"), "{text}");
+        doc.end.limited_by = Some(verdict());
+        let text = stream(&doc);
+        assert_eq!(
+            text.lines().last().unwrap(),
+            "limited by: the receiver's window (receiver_window) because rwnd-limited 87 % of the time (runner-up: network)"
+        );
+    }
+
+    #[test]
+    fn a_sender_with_tcp_info_gets_its_line_with_units() {
+        let mut doc = stored("v1-stream.json");
+        let text = stream(&doc);
+        assert!(
+            !text.contains("tcp, sender"),
+            "no TCP_INFO, no line: {text}"
+        );
+        let sonde_results::document::Section::Stream(s) = &mut doc.end.section else {
+            panic!("a stream document");
+        };
+        let sender = s.sender.as_mut().unwrap();
+        sender.tcp_retransmits.connections = Some(52047);
+        sender.tcp_info = Some(Box::new(TcpSummary {
+            connections: 4,
+            intervals: 10,
+            srtt_us: spread(90.0, 110.0),
+            min_rtt_us: spread(3.0, 5.0),
+            cwnd_segments: spread(200.0, 345.0),
+            rwnd_limited_percent: spread(0.0, 0.2),
+            ..Default::default()
+        }));
+        let by = sender.by.measured_by.as_str().to_string();
+        let text = stream(&doc);
+        let line = format!(
+            "tcp, sender ({by}, median of 4 connections): srtt 0.110 ms (min 0.003 ms), cwnd 345 seg, rwnd-limited 0 %, retransmits 52047 in all\n"
+        );
+        assert!(text.contains(&line), "{text}");
+        assert!(
+            !text.contains("sndbuf-limited"),
+            "an absent figure is left out"
+        );
+    }
 }
