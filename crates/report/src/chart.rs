@@ -23,12 +23,14 @@ pub const INK: [RGBColor; 4] = [
 const SIZE: (u32, u32) = (900, 340);
 
 /// One line of a chart: its name in the legend, its ink (an index into [`INK`]; past the
-/// last ink the line is dashed), and its points.
+/// last ink the line is dashed), and its points. Thin lines (one per connection) are many
+/// of one name: the legend names them once.
 #[derive(Clone)]
 pub struct Line {
     pub name: String,
     pub ink: usize,
     pub dashed: bool,
+    pub thin: bool,
     pub points: Vec<(f64, f64)>,
 }
 
@@ -38,8 +40,13 @@ impl Line {
             name: name.into(),
             ink: ink % INK.len(),
             dashed: ink >= INK.len(),
+            thin: false,
             points,
         }
+    }
+
+    pub fn thin(self) -> Line {
+        Line { thin: true, ..self }
     }
 
     pub fn dashed(self) -> Line {
@@ -69,10 +76,16 @@ pub fn strip_xml_decl(svg: String) -> String {
     }
 }
 
-/// The legend of `lines`, as HTML under the chart: a swatch of each line's ink and dash.
+/// The legend of `lines`, as HTML under the chart: a swatch of each line's ink and dash,
+/// once per name.
 pub fn legend(lines: &[Line]) -> String {
     let mut o = String::from("<ul class=\"legend\">");
+    let mut named: Vec<&str> = Vec::new();
     for l in lines {
+        if named.contains(&l.name.as_str()) {
+            continue;
+        }
+        named.push(&l.name);
         let RGBColor(r, g, b) = INK[l.ink];
         let dash = if l.dashed {
             " stroke-dasharray=\"6 4\""
@@ -184,7 +197,12 @@ pub fn plot(title: &str, x: &Axis<'_>, y: &Axis<'_>, lines: &[Line]) -> String {
             .light_line_style(TRANSPARENT)
             .draw();
         for l in lines {
-            let style = INK[l.ink].stroke_width(if l.ink == 3 { 3 } else { 2 });
+            let width = match (l.thin, l.ink) {
+                (true, _) => 1,
+                (false, 3) => 3,
+                (false, _) => 2,
+            };
+            let style = INK[l.ink].stroke_width(width);
             let pts = l.points.iter().copied();
             let _ = if l.dashed {
                 chart.draw_series(DashedLineSeries::new(pts, 8, 5, style))

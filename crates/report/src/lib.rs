@@ -16,6 +16,7 @@ mod published;
 pub mod safe;
 pub mod summary;
 mod table;
+mod tcp_plot;
 pub mod units;
 
 /// The result document as pretty JSON, newline-terminated, with no control character a

@@ -62,6 +62,19 @@ pub fn thousands(v: i64) -> String {
     out
 }
 
+/// Microseconds as milliseconds (`0.110 ms`, `12.5 ms`): to the microsecond below 1 ms,
+/// where TCP's RTTs on one host or LAN are.
+pub fn ms(us: f64) -> String {
+    let v = us / 1e3;
+    let decimals = match v {
+        v if v >= 100.0 => 0,
+        v if v >= 10.0 => 1,
+        v if v >= 1.0 => 2,
+        _ => 3,
+    };
+    format!("{v:.decimals$} ms")
+}
+
 pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "n/a".into())
 }
@@ -80,6 +93,8 @@ mod tests {
         assert_eq!(opt(None::<u64>, |v| v.to_string()), "n/a");
         assert_eq!(sig3(12080.243), "12,100");
         assert_eq!(sig3(15.046), "15.0");
+        assert_eq!(ms(3.0), "0.003 ms");
+        assert_eq!(ms(12_480.0), "12.5 ms");
         assert_eq!(sig3(79.935), "79.9");
         assert_eq!(sig3(999.6), "1,000");
         assert_eq!(sig3(0.012345), "0.0123");

@@ -82,10 +82,19 @@ pub fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
     let da: Vec<&sonde_results::Document> = ra.iter().map(|r| &r.document).collect();
     let db: Vec<&sonde_results::Document> = rb.iter().map(|r| &r.document).collect();
     let cmp = sonde_results::compare::compare_runs(&da, &db);
+    let limits = sonde_results::compare::limit_shift(&da, &db);
     if a.json {
-        jsonln!("{}", serde_json::to_string_pretty(&cmp)?);
+        // The figures' rows, then what limited each group as one more row.
+        let mut rows = serde_json::to_value(&cmp)?;
+        if let (Some(l), Some(rows)) = (&limits, rows.as_array_mut()) {
+            rows.push(serde_json::to_value(l)?);
+        }
+        jsonln!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        out!("{}", sonde_report::summary::comparison(&a.a, &a.b, &cmp));
+        out!(
+            "{}",
+            sonde_report::summary::comparison(&a.a, &a.b, &cmp, limits.as_ref())
+        );
     }
     let worse = a
         .fail_if_worse
@@ -116,6 +125,7 @@ pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
                 a_name.as_str(),
                 b_name.as_str(),
                 sonde_results::compare::compare_runs(&da, &db),
+                sonde_results::compare::limit_shift(&da, &db),
             ))
         }
         _ => None,
@@ -123,12 +133,13 @@ pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
     let when = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
-    let cmp_ref = cmp.as_ref().map(|(x, y, c)| (*x, *y, c.as_slice()));
+    let cmp_ref = cmp.as_ref().map(|(x, y, c, _)| (*x, *y, c.as_slice()));
     let report = sonde_report::html::Report {
         title: &a.title,
         generated_at: &when,
         runs: &runs,
         comparison: cmp_ref,
+        limits: cmp.as_ref().and_then(|c| c.3.as_ref()),
     };
     let text = match a.output.extension().and_then(|e| e.to_str()) {
         Some("md") => sonde_report::html::markdown(&report),

@@ -1,18 +1,20 @@
 //! A self-contained report of stored runs, laid out as published network reports are:
 //! purpose and summary, both hosts' environment, the exact invocations of both sides, each
-//! test type's table, then the plots (sender and receiver per interval, per-connection
-//! throughput, round trips by percentile from every histogram bucket) and the A/B
-//! comparison, which leads with its sentence. Charts are inline SVG; the page loads nothing
+//! test type's table, what limited each run, then the plots (sender and receiver per
+//! interval, per-connection throughput, a stream's cwnd and srtt per connection, round trips
+//! by percentile from every histogram bucket) and the A/B comparison, which leads with its
+//! sentence and says when the limit moved. Charts are inline SVG; the page loads nothing
 //! from the network; the markup is well-formed XML (XHTML), so it can be checked. The
 //! Markdown form carries the same tables.
 
 mod comparison;
 mod environment;
+mod limits;
 pub(crate) mod page;
 
 pub use page::ReportRun;
 
-use sonde_results::compare::Comparison;
+use sonde_results::compare::{Comparison, LimitShift};
 use sonde_results::spec::TestName;
 use sonde_results::Document;
 
@@ -29,6 +31,14 @@ pub struct Report<'a> {
     pub generated_at: &'a str,
     pub runs: &'a [ReportRun<'a>],
     pub comparison: Option<(&'a str, &'a str, &'a [Comparison])>,
+    /// What limited each of the two groups, when both had a verdict.
+    pub limits: Option<&'a LimitShift>,
+}
+
+/// The comparison's line on the limit: `limited by: receiver_window -> network`.
+fn limit_line(r: &Report<'_>) -> Option<String> {
+    r.comparison?;
+    r.limits.map(|l| format!("limited by: {}", l.text()))
 }
 
 /// Every exact command line of a run: (who ran it, command).
@@ -95,6 +105,7 @@ fn time_series(runs: &[ReportRun<'_>]) -> String {
             .collect();
         o.push_str(&chart::lines(&r.name, &time_axis(end), unit, &lines));
         o.push_str(&per_connection(r));
+        o.push_str(&crate::tcp_plot::charts(&r.name, d));
     }
     if !rates.is_empty() {
         let title = "completed requests per interval, by the client";
@@ -222,6 +233,11 @@ pub fn render(r: &Report<'_>) -> String {
     let results: String = published::tables(runs).iter().map(Table::html).collect();
     o.push_str(&section("results", "Results", &results));
     o.push_str(&section(
+        "limits",
+        "What limited each run",
+        &limits::table(runs).html(),
+    ));
+    o.push_str(&section(
         "timeseries",
         "Time series: sender and receiver per interval",
         &time_series(runs),
@@ -244,6 +260,9 @@ pub fn render(r: &Report<'_>) -> String {
             body.push_str("<ul>");
             body.extend(s.map(|l| format!("<li>{}</li>", esc(&l))));
             body.push_str("</ul>");
+            if let Some(l) = limit_line(r) {
+                body.push_str(&format!("<p>{}</p>", esc(&l)));
+            }
             body.push_str(&comparison::table(cmp, a, b).html());
             body.push_str(&comparison::chart(cmp));
             body
@@ -326,6 +345,8 @@ pub fn markdown(r: &Report<'_>) -> String {
     published::tables(runs)
         .iter()
         .for_each(|t| o.push_str(&t.markdown()));
+    o.push_str("## What limited each run\n\n");
+    o.push_str(&limits::table(runs).markdown());
     o.push_str("## Time series\n\n");
     o.push_str(&interval_table(runs).markdown());
     o.push_str("## Latency percentiles\n\n");
@@ -340,7 +361,10 @@ pub fn markdown(r: &Report<'_>) -> String {
     o.push_str("\n## Comparison\n\n");
     match r.comparison {
         Some((a, b, cmp)) => {
-            for s in comparison::sentences(cmp, a, b) {
+            for s in comparison::sentences(cmp, a, b)
+                .into_iter()
+                .chain(limit_line(r))
+            {
                 o.push_str(&format!("- {}\n", md(&s)));
             }
             o.push('\n');
@@ -349,4 +373,93 @@ pub fn markdown(r: &Report<'_>) -> String {
         None => o.push_str("The runs do not form two labelled groups.\n"),
     }
     crate::safe::terminal(&o).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::stored;
+    use crate::tcp_plot::tests::{bidir, figure, thin_lines};
+    use sonde_results::limit::{End as Of, Evidence, Limit, LimitedBy};
+    use sonde_results::Role;
+
+    fn verdict(l: Limit) -> LimitedBy {
+        LimitedBy {
+            verdict: l,
+            strength: 0.8,
+            evidence: vec![Evidence {
+                end: Of::Sender,
+                measured_by: Some(Role::Server),
+                figure: "rwnd_limited_percent".into(),
+                value: 87.0,
+                unit: "%".into(),
+                text: "rwnd-limited 87 % of the time".into(),
+            }],
+            runner_up: None,
+        }
+    }
+
+    fn section<'a>(html: &'a str, id: &str) -> &'a str {
+        let start = html.find(&format!("<section id=\"{id}\">")).unwrap();
+        &html[start..start + html[start..].find("</section>").unwrap()]
+    }
+
+    #[test]
+    fn the_report_says_what_limited_each_run_plots_tcp_and_the_limits_move() {
+        let mut stream = bidir(3, 4, 1);
+        stream.end.limited_by = Some(verdict(Limit::ReceiverWindow));
+        let ping = stored("v1-ping-udp.json");
+        let run = |name: &str, doc| ReportRun {
+            id: 1,
+            label: None,
+            doc,
+            name: name.into(),
+        };
+        let runs = [run("bulk", &stream), run("pings", &ping)];
+        let (a, b) = (verdict(Limit::ReceiverWindow), verdict(Limit::Network));
+        let (da, db) = (
+            Document {
+                end: sonde_results::document::End {
+                    limited_by: Some(a),
+                    ..stream.end.clone()
+                },
+                ..stream.clone()
+            },
+            Document {
+                end: sonde_results::document::End {
+                    limited_by: Some(b),
+                    ..stream.end.clone()
+                },
+                ..stream.clone()
+            },
+        );
+        let shift = sonde_results::compare::limit_shift(&[&da], &[&db]).unwrap();
+        let report = Report {
+            title: "t",
+            generated_at: "now",
+            runs: &runs,
+            comparison: Some(("a", "b", &[])),
+            limits: Some(&shift),
+        };
+        let html = render(&report);
+        let limits = section(&html, "limits");
+        assert!(limits.contains("<h2>What limited each run</h2>"));
+        for t in [
+            "the receiver&#39;s window (receiver_window), strength 0.80",
+            "rwnd-limited 87 % of the time (87.0 %, sender end, measured by the server)",
+            "no verdict: ",
+        ] {
+            assert!(limits.contains(t), "{t} missing: {limits}");
+        }
+        let series = section(&html, "timeseries");
+        let cwnd = figure(series, "bulk: congestion window per connection");
+        assert_eq!(thin_lines(cwnd).len(), 5, "a line per connection");
+        assert!(section(&html, "comparison").contains("limited by: receiver_window -&gt; network"));
+        let md = markdown(&report);
+        assert!(md.contains("## What limited each run"));
+        assert!(
+            md.contains("- limited by: receiver\\_window -&gt; network"),
+            "{md}"
+        );
+    }
 }

@@ -98,8 +98,14 @@ pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
     format!("{t}\n")
 }
 
-/// `sonde compare`: one row per figure, saying how each side's figure was made.
-pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) -> String {
+/// `sonde compare`: one row per figure, saying how each side's figure was made, then
+/// what limited each group when both had a verdict (`receiver_window -> network`).
+pub fn comparison(
+    a: &str,
+    b: &str,
+    cmp: &[sonde_results::compare::Comparison],
+    limits: Option<&sonde_results::compare::LimitShift>,
+) -> String {
     use crate::units::sig3;
     let mut t = table(vec![
         "metric".to_string(),
@@ -147,5 +153,9 @@ pub fn comparison(a: &str, b: &str, cmp: &[sonde_results::compare::Comparison]) 
             },
         ]);
     }
-    format!("{t}\n")
+    let mut out = format!("{t}\n");
+    if let Some(l) = limits {
+        out.push_str(&format!("limited by: {}\n", l.text()));
+    }
+    out
 }

@@ -6,7 +6,7 @@ use sonde_results::document::EndSide;
 use sonde_results::{Document, StreamSpec};
 
 use super::common::footer;
-use crate::units::{bits_per_second, bytes, opt};
+use crate::units::{bits_per_second, bytes, ms, opt};
 
 /// The line printed before a stream test starts.
 pub fn stream_heading(spec: &StreamSpec, target: &str) -> String {
@@ -116,18 +116,6 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
             opt(e.counted.interrupts, |v| v.to_string()),
         ),
     ]
-}
-
-/// Microseconds as milliseconds, to the microsecond below 1 ms.
-fn ms(us: f64) -> String {
-    let v = us / 1e3;
-    let decimals = match v {
-        v if v >= 100.0 => 0,
-        v if v >= 10.0 => 1,
-        v if v >= 1.0 => 2,
-        _ => 3,
-    };
-    format!("{v:.decimals$} ms")
 }
 
 /// A sender's TCP over the window in one line (the median connection's figures when it

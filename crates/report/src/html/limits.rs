@@ -1,0 +1,96 @@
+//! "What limited each run": a row per run with its verdict, the figures that decided it
+//! (each with the end it describes, the side that measured it and its unit) and the
+//! runner-up; a run without a verdict says why it has none.
+
+use sonde_results::limit::{End, Evidence, Finding, LimitedBy};
+use sonde_results::spec::TestName;
+use sonde_results::Document;
+
+use super::ReportRun;
+use crate::table::Table;
+use crate::units::{bits_per_second, sig3};
+
+/// A figure with its unit: bit/s scaled, others to three digits.
+fn value(e: &Evidence) -> String {
+    match e.unit.as_str() {
+        "bit/s" => bits_per_second(e.value),
+        "" => sig3(e.value),
+        u => format!("{} {u}", sig3(e.value)),
+    }
+}
+
+/// "rwnd-limited 87 % of the time (87 %, sender end, measured by the client)".
+fn evidence(e: &Evidence) -> String {
+    let end = match e.end {
+        End::Sender => "sender end",
+        End::Receiver => "receiver end",
+        End::Test => "the test",
+    };
+    let by = match e.measured_by {
+        Some(r) => format!(", measured by the {}", r.as_str()),
+        None => ", its spec".into(),
+    };
+    format!("{} ({}, {end}{by})", e.text, value(e))
+}
+
+fn evidences(list: &[Evidence]) -> String {
+    let all: Vec<String> = list.iter().map(evidence).collect();
+    all.join("; ")
+}
+
+fn verdict(l: &LimitedBy) -> String {
+    format!(
+        "{} ({}), strength {:.2}",
+        l.verdict.words(),
+        l.verdict,
+        l.strength
+    )
+}
+
+fn runner_up(f: Option<&Finding>) -> String {
+    let Some(f) = f else {
+        return "none close".into();
+    };
+    let mut s = format!(
+        "{} ({}), strength {:.2}",
+        f.verdict.words(),
+        f.verdict,
+        f.strength
+    );
+    if !f.evidence.is_empty() {
+        s += &format!(": {}", evidences(&f.evidence));
+    }
+    s
+}
+
+/// Why a run has no verdict.
+fn none(doc: &Document) -> String {
+    let why = match doc.test {
+        TestName::Load | TestName::Watch => format!("a {} run names no single limit", doc.test),
+        _ if doc.end.partial => "the run was cut short".into(),
+        _ => "too little evidence decided one (or the run predates verdicts)".into(),
+    };
+    format!("no verdict: {why}")
+}
+
+/// The section's table.
+pub(super) fn table(runs: &[ReportRun<'_>]) -> Table {
+    let mut t = Table::new(
+        "Each run's verdict is judged from its own figures; strength is how much of the run it explains (0 to 1); a runner-up is named when a second limit came close.",
+        &["Run", "Test", "Limited by", "Because", "Runner-up"],
+    );
+    for r in runs {
+        let (test, doc) = (r.doc.test.to_string(), r.doc);
+        t.row(match &doc.end.limited_by {
+            Some(l) => vec![
+                r.name.clone(),
+                test,
+                verdict(l),
+                evidences(&l.evidence),
+                runner_up(l.runner_up.as_ref()),
+            ],
+            None => vec![r.name.clone(), test, none(doc), "-".into(), "-".into()],
+        });
+    }
+    t
+}
