@@ -211,6 +211,18 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
             "{t} missing from the results"
         );
     }
+    // What limited each run: a row per run, with its verdict or why it has none.
+    let limits = section(&text, "limits");
+    assert_eq!(
+        limits.matches("<tr><td>ping --rate ").count(),
+        4,
+        "a row per run: {limits}"
+    );
+    assert_eq!(
+        limits.matches(", strength ").count() + limits.matches("no verdict: ").count(),
+        4,
+        "{limits}"
+    );
     // The percentile plot draws every bucket of a 10,000-sample run, ticked as percentiles.
     let latency = section(&text, "latency");
     for t in ["50 %", "90 %", "99 %", "99.9 %"] {
@@ -236,6 +248,10 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
         "compare says how it merged"
     );
     assert!(comparison.contains("95 % CI"));
+    assert!(
+        comparison.contains("<p>limited by: "),
+        "what limited each group"
+    );
 
     let md = temp_file("report.md");
     let o = sonde(&db, &["report", "a", "b", "-o", md.to_str().unwrap()]);
@@ -248,6 +264,7 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
         "## Results",
         "## Time series",
         "## Latency percentiles",
+        "## What limited each run",
         "## Comparison",
         "| Run | RTT P50 µs (client) | RTT P99 µs (client) | RTT P99.9 µs (client) | Request rate requests/s (client) |",
         "| Run | Test | Requests/s | P50 µs | P90 µs | P99 µs |",

@@ -82,10 +82,21 @@ fn runs_are_stored_and_labels_compared() {
     );
     let change = rate["change_percent"].as_f64().unwrap();
     assert!((change - 100.0).abs() < 10.0, "{change}");
+    // Both groups got the rate they asked for: that is what limited them, said once.
+    let limit = rows.as_array().unwrap().last().unwrap();
+    assert_eq!(limit["metric"], "limited_by", "{rows}");
+    assert_eq!(limit["a"]["verdict"], "test_rate", "{limit}");
+    assert_eq!(limit["b"]["verdict"], "test_rate", "{limit}");
+    assert_eq!(limit["moved"], false);
     // The other way round it is a regression; --fail-if-worse turns that into exit 4.
     let o = sonde(&db, &["compare", "fast", "slow", "--fail-if-worse", "5%"]);
     assert_eq!(o.status.code(), Some(4), "{}", stdout(&o));
     assert!(stdout(&o).contains("WORSE"));
+    assert!(
+        stdout(&o).contains("limited by: test_rate in both\n"),
+        "{}",
+        stdout(&o)
+    );
     let o = sonde(&db, &["compare", "slow", "slow", "--fail-if-worse", "5%"]);
     assert_eq!(o.status.code(), Some(0));
     let o = sonde(&db, &["compare", "slow", "nosuchlabel"]);

@@ -159,3 +159,31 @@ pub fn comparison(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::compare::{GroupLimit, LimitShift};
+    use sonde_results::limit::Limit;
+
+    #[test]
+    fn the_comparison_says_when_the_limit_moved() {
+        let g = |verdict| GroupLimit {
+            verdict,
+            runs: 3,
+            of: 3,
+        };
+        let moved = LimitShift {
+            metric: "limited_by",
+            a: g(Limit::ReceiverWindow),
+            b: g(Limit::Network),
+            moved: true,
+        };
+        let text = comparison("a", "b", &[], Some(&moved));
+        assert!(
+            text.ends_with("\nlimited by: receiver_window -> network\n"),
+            "{text}"
+        );
+        assert!(!comparison("a", "b", &[], None).contains("limited by"));
+    }
+}
