@@ -8,13 +8,15 @@ use crate::document::{CpuFigures, MeasuredBy};
 /// that never waited for work.
 pub const CPU_SATURATED_PERCENT: f64 = 95.0;
 
-/// Below this a core was idle a third of the time or more: whatever limited the run, it
-/// was not this CPU. Between the two, saturation rises linearly.
-pub const CPU_BUSY_FLOOR_PERCENT: f64 = 70.0;
+/// Below this a core was idle a fifth of the time or more, waiting for work: whatever
+/// limited the run, it was not this CPU. Between the two, saturation rises linearly.
+pub const CPU_BUSY_FLOOR_PERCENT: f64 = 80.0;
 
 /// A side's CPU: how saturated (0 to 1) and the figure that says so.
 pub(super) struct Saturation {
     pub level: f64,
+    /// The busiest figure, percent.
+    pub busy_percent: f64,
     pub evidence: Evidence,
 }
 
@@ -50,12 +52,16 @@ pub(super) fn saturation(
         found.push((busy, ev(end, by, figure, busy, text)));
     }
     if let (Some(p), false) = (cpu.process_cpu_s, spins) {
-        if seconds > 0.0 && by.threads > 0 {
-            let share = (p / seconds / by.threads as f64 * 100.0).min(100.0);
+        // Threads pinned to fewer CPUs than there are threads can use only those.
+        let cores = match &by.pinned_cpus {
+            Some(pins) => pins.iter().collect::<std::collections::BTreeSet<_>>().len(),
+            None => by.threads as usize,
+        };
+        if seconds > 0.0 && cores > 0 {
+            let share = (p / seconds / cores as f64 * 100.0).min(100.0);
             let text = format!(
-                "{name} worker threads busy {share:.0} % of their time ({p:.2} s of CPU in {seconds:.2} s, {} thread{})",
-                by.threads,
-                if by.threads == 1 { "" } else { "s" }
+                "{name} workers busy {share:.0} % of their {cores} CPU{} ({p:.2} s of CPU in {seconds:.2} s)",
+                if cores == 1 { "" } else { "s" }
             );
             found.push((share, ev(end, by, "cpu.process_cpu_s", share, text)));
         }
@@ -76,6 +82,7 @@ pub(super) fn saturation(
     let (busy, evidence) = found.into_iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
     Some(Saturation {
         level: level(busy),
+        busy_percent: busy,
         evidence,
     })
 }
@@ -140,8 +147,8 @@ mod tests {
 
     #[test]
     fn levels() {
-        assert_eq!(level(50.0), 0.0);
-        assert_eq!(level(82.5), 0.5);
+        assert_eq!(level(75.0), 0.0);
+        assert_eq!(level(87.5), 0.5);
         assert_eq!(level(100.0), 1.0);
     }
 }

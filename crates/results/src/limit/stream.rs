@@ -1,12 +1,19 @@
 //! A stream run's limit, judged on its primary direction (forward; the controller's
-//! sending direction of a bidirectional run) from the sender's TCP_INFO time shares, its
-//! loss and queueing, both ends' CPUs and the test's own rate.
+//! sending direction of a bidirectional run). The sender's TCP_INFO says where TCP waited
+//! (the receiver's window, its own buffer, or the congestion window with data unsent), its
+//! retransmissions net of D-SACKs and its RTT above the minimum say what the path did, and
+//! both ends' CPUs say whether a host ran out first.
+//!
+//! TCP's own chronographs (rwnd- and sndbuf-limited time) undercount on a path whose RTT
+//! is a few microseconds (a veth, a rack): the window reopens before the next send finds
+//! it closed. So a window is also judged by size: a receiver's window smaller than the
+//! congestion window, a buffer the user set below twice the run's bandwidth-delay product.
 
 use super::cpu::{self, Saturation};
+use super::window::{buffers, Facts};
 use super::{loss_signal, pick, rate_finding, End, Evidence, Finding, Limit, LimitedBy};
 use crate::document::{Document, EndSide, StreamEnd};
-use crate::spec::TestSpec;
-use crate::tcp::TcpSummary;
+use crate::spec::{StreamSpec, TestSpec};
 
 /// Smoothed RTT this far above the path's minimum means a queue builds on the path (a
 /// shaper's or a switch's buffer). Half a millisecond is more than a busy host adds: a
@@ -15,215 +22,167 @@ pub const QUEUE_DELAY_NOISE_US: f64 = 500.0;
 /// Queueing delay at which the signal is full: 2 ms is a full 256 KB buffer at 1 Gbit/s.
 pub const QUEUE_DELAY_DECISIVE_US: f64 = 2000.0;
 
-/// When no limit has at least this strength, the run is called network-limited (a path
-/// that carried what it could with no host limit in sight), at this strength.
-pub const NOTHING_ELSE: f64 = 0.3;
+/// A receiver core with no idle time cannot read faster, whether or not the window shows
+/// it yet: an autotuned receive buffer of megabytes takes longer to fill than a test
+/// lasts, and a busy receiver delays the ACKs that open the sender's congestion window.
+pub const RECEIVER_SATURATED_BASE: f64 = 0.7;
+
+/// When no finding reaches this strength the run is called network-limited at it (a path
+/// that carried what it could, with no host limit in sight).
+pub const NOTHING_FOUND: f64 = 0.1;
 
 pub(super) fn judge(doc: &Document, end: &StreamEnd) -> Option<LimitedBy> {
     let snd = end.sender.as_ref()?;
     let rcv = end.receiver.as_ref();
-    let mut found = Vec::new();
-    if let TestSpec::Stream(spec) = &doc.start.spec {
-        found.extend(rate(spec.rate_bits_per_s, snd, rcv));
-    }
-    let tcp = snd.tcp_info.as_deref();
-    let share = |f: fn(&TcpSummary) -> Option<crate::tcp::Spread>| {
-        tcp.and_then(f).map_or(0.0, |s| s.median / 100.0)
+    let spec = match &doc.start.spec {
+        TestSpec::Stream(s) => Some(s),
+        _ => None,
     };
-    let (rwnd, sndbuf) = (
-        share(|t| t.rwnd_limited_percent),
-        share(|t| t.sndbuf_limited_percent),
-    );
-    let s_cpu = cpu::saturation(
-        (End::Sender, "sender"),
-        &snd.by,
-        &snd.cpu,
-        snd.seconds,
-        false,
-    );
-    let r_cpu = rcv.and_then(|r| {
-        cpu::saturation((End::Receiver, "receiver"), &r.by, &r.cpu, r.seconds, false)
-    });
-    found.extend(windows(snd, rwnd, sndbuf, r_cpu.as_ref()));
-    found.extend(cpus(s_cpu, r_cpu, rwnd.max(sndbuf)));
-    found.extend(network(snd, spurious(doc), rwnd + sndbuf));
-    if found.iter().all(|f| f.strength < NOTHING_ELSE) {
-        found.push(Finding {
-            verdict: Limit::Network,
-            strength: NOTHING_ELSE,
-            evidence: vec![Evidence::new(
-                End::Test,
-                None,
-                "limited_by",
-                0.0,
-                "",
-                "no host limit found: neither CPU saturated, the sender not window- or buffer-limited".into(),
-            )],
-        });
+    let facts = Facts::of(doc, spec, snd, rcv);
+    let s_cpu = saturation((End::Sender, "sender"), Some(snd));
+    let r_cpu = saturation((End::Receiver, "receiver"), rcv);
+    let l_r = level(&r_cpu);
+    let idle = |s: &Option<Saturation>| s.as_ref().map_or(1.0, |s| 1.0 - s.busy_percent / 100.0);
+    let idle = (idle(&s_cpu), idle(&r_cpu));
+    let rate_met = found_rate(spec, snd, rcv);
+    let mut found = Vec::new();
+    found.extend(rate_met.clone());
+    let (window, buffer) = buffers(&facts, l_r);
+    let (waited_window, waited_buffer) = (facts.window_share, facts.buffer_share);
+    found.extend([window, buffer]);
+    found.extend(cpus(s_cpu, r_cpu, waited_window, waited_buffer));
+    let paced = rate_met.map_or(0.0, |r| r.strength);
+    found.extend(network(&facts, idle, paced, waited_window + waited_buffer));
+    if found.iter().all(|f| f.strength < NOTHING_FOUND) {
+        found.push(nothing_found(&found));
     }
     pick(found)
 }
 
+fn saturation(who: (End, &str), side: Option<&EndSide>) -> Option<Saturation> {
+    let s = side?;
+    cpu::saturation(who, &s.by, &s.cpu, s.seconds, false)
+}
+
+fn level(s: &Option<Saturation>) -> f64 {
+    s.as_ref().map_or(0.0, |s| s.level)
+}
+
+/// The path, when nothing else was found: the CPUs' figures say why no host limit was.
+fn nothing_found(found: &[Finding]) -> Finding {
+    let mut evidence: Vec<Evidence> = found
+        .iter()
+        .filter(|f| matches!(f.verdict, Limit::SenderCpu | Limit::ReceiverCpu))
+        .flat_map(|f| f.evidence.iter().cloned())
+        .collect();
+    let text =
+        "no host limit found: neither CPU saturated, the sender waited on no window or buffer";
+    evidence.insert(
+        0,
+        Evidence::new(End::Test, None, "limited_by", 0.0, "", text.into()),
+    );
+    Finding {
+        verdict: Limit::Network,
+        strength: NOTHING_FOUND,
+        evidence,
+    }
+}
+
 /// The test's own pacing, when the receiver got what it asked for.
-fn rate(rate: Option<f64>, snd: &EndSide, rcv: Option<&EndSide>) -> Option<Finding> {
-    let asked = rate.filter(|r| *r > 0.0)?;
+fn found_rate(spec: Option<&StreamSpec>, snd: &EndSide, rcv: Option<&EndSide>) -> Option<Finding> {
+    let asked = spec?.rate_bits_per_s.filter(|r| *r > 0.0)?;
     let (end, side) = match rcv {
         Some(r) => (End::Receiver, r),
         None => (End::Sender, snd),
     };
-    Some(rate_finding(
-        asked,
-        side.bits_per_second,
-        (end, side.by.measured_by),
-        "bit/s",
-    ))
+    let by = (end, side.by.measured_by);
+    Some(rate_finding(asked, side.bits_per_second, by, "bit/s"))
 }
 
-/// The receiver's window and the sender's buffer, from the sender's TCP_INFO. A window
-/// that fills because the receiving application cannot keep up is its CPU's limit, not
-/// the window's: the receiver's saturation moves the share to `receiver_cpu`.
-fn windows(snd: &EndSide, rwnd: f64, sndbuf: f64, r_cpu: Option<&Saturation>) -> Vec<Finding> {
-    let by = Some(snd.by.measured_by);
-    let r_level = r_cpu.map_or(0.0, |c| c.level);
-    let mut out = vec![Finding {
-        verdict: Limit::ReceiverWindow,
-        strength: rwnd * (1.0 - r_level),
-        evidence: vec![Evidence::new(
-            End::Sender,
-            by,
-            "tcp_info.rwnd_limited_percent",
-            rwnd * 100.0,
-            "%",
-            format!(
-                "sender rwnd-limited {:.0} % of the time (median connection)",
-                rwnd * 100.0
-            ),
-        )],
-    }];
-    if let Some(w) = snd.tcp_info.as_deref().and_then(|t| t.snd_wnd_bytes) {
-        out[0].evidence.push(Evidence::new(
-            End::Sender,
-            by,
-            "tcp_info.snd_wnd_bytes",
-            w.median,
-            "bytes",
-            format!("receiver's advertised window {:.0} KiB", w.median / 1024.0),
-        ));
-    }
-    out.push(Finding {
-        verdict: Limit::SenderBuffer,
-        strength: sndbuf,
-        evidence: vec![Evidence::new(
-            End::Sender,
-            by,
-            "tcp_info.sndbuf_limited_percent",
-            sndbuf * 100.0,
-            "%",
-            format!(
-                "sender sndbuf-limited {:.0} % of the time (median connection)",
-                sndbuf * 100.0
-            ),
-        )],
-    });
-    out
-}
-
-/// Each end's CPU. The receiver's counts more the more the sender waited on its window
-/// (`waited`: the larger of the rwnd- and sndbuf-limited shares); the sender's counts less.
-fn cpus(s_cpu: Option<Saturation>, r_cpu: Option<Saturation>, waited: f64) -> Vec<Finding> {
+/// Each end's CPU. A sender that waited on a window or buffer was not held back by its
+/// CPU for that share of the time; a saturated receiver explains a window that filled.
+fn cpus(
+    s_cpu: Option<Saturation>,
+    r_cpu: Option<Saturation>,
+    window: f64,
+    buffer: f64,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     if let Some(s) = s_cpu {
         out.push(Finding {
             verdict: Limit::SenderCpu,
-            strength: s.level * (1.0 - waited),
+            strength: s.level * (1.0 - window.max(buffer)),
             evidence: vec![s.evidence],
         });
     }
     if let Some(r) = r_cpu {
         out.push(Finding {
             verdict: Limit::ReceiverCpu,
-            strength: r.level * (0.5 + 0.5 * waited),
+            strength: r.level * window.max(RECEIVER_SATURATED_BASE),
             evidence: vec![r.evidence],
         });
     }
     out
 }
 
-/// The primary sender's retransmissions the receiver reported as duplicates (D-SACK),
-/// over the window's intervals; `None` when the kernel does not count them.
-fn spurious(doc: &Document) -> Option<u64> {
-    doc.intervals
-        .iter()
-        .filter_map(|i| i.sender.as_ref())
-        .flat_map(|s| &s.tcp)
-        .map(|t| t.dsack_dups.map(u64::from))
-        .sum()
-}
-
-/// Loss and queueing on the path, in the share of the time the sender was limited by
-/// neither window nor buffer (`explained`).
-fn network(snd: &EndSide, spurious: Option<u64>, explained: f64) -> Option<Finding> {
-    let by = Some(snd.by.measured_by);
+/// The path: loss (retransmissions net of D-SACKs), a standing queue (RTT above its
+/// minimum), and the congestion window holding data back while both CPUs idled (unsent
+/// data in the sender's socket, weighed by each end's idle share: a busy receiver slows
+/// the ACKs that open the window, and the test's own pacing holds data back as well).
+/// Scaled by the share of the time the sender did not wait on a window or buffer.
+fn network(f: &Facts<'_>, idle: (f64, f64), paced: f64, explained: f64) -> Option<Finding> {
+    let by = Some(f.snd.by.measured_by);
     let mut signals: Vec<(f64, Evidence)> = Vec::new();
-    let mss = snd
-        .connections
-        .per_connection
-        .iter()
-        .find_map(|c| c.snd_mss_bytes)
-        .filter(|m| *m > 0)?;
-    if let Some(r) = snd.tcp_retransmits.connections {
-        let segments = (snd.bytes as f64 / mss as f64).max(1.0);
-        let needed = r.saturating_sub(spurious.unwrap_or(0));
-        let loss = needed as f64 / segments;
-        let why = match spurious {
+    if let Some((r, loss)) = f.retransmits.zip(f.loss) {
+        let why = match f.spurious {
             Some(d) if d > 0 => format!(
                 "{r} segments retransmitted, {d} of them needlessly (D-SACK: reordered, not lost); {:.3} % of those sent were lost",
                 loss * 100.0
             ),
-            _ => format!(
-                "{r} segments retransmitted ({:.3} % of those sent)",
-                loss * 100.0
-            ),
+            _ => format!("{r} segments retransmitted ({:.3} % of those sent)", loss * 100.0),
         };
-        signals.push((
-            loss_signal(loss),
-            Evidence::new(
-                End::Sender,
-                by,
-                "tcp_retransmits.connections",
-                r as f64,
-                "segments",
-                why,
-            ),
-        ));
+        let figure = "tcp_retransmits.connections";
+        let e = Evidence::new(End::Sender, by, figure, r as f64, "segments", why);
+        signals.push((loss_signal(loss), e));
     }
-    let tcp = snd.tcp_info.as_deref();
-    if let Some((srtt, min)) = tcp.and_then(|t| t.srtt_us.zip(t.min_rtt_us)) {
-        let queued = srtt.median - min.median;
+    if let (Some(srtt), Some(min)) = (f.srtt_us, f.min_rtt_us) {
+        let queued = srtt - min;
         let s = ((queued - QUEUE_DELAY_NOISE_US)
             / (QUEUE_DELAY_DECISIVE_US - QUEUE_DELAY_NOISE_US))
             .clamp(0.0, 1.0);
+        let text = format!(
+            "smoothed RTT {:.2} ms against a minimum of {:.2} ms",
+            srtt / 1e3,
+            min / 1e3
+        );
         signals.push((
             s,
-            Evidence::new(
-                End::Sender,
-                by,
-                "tcp_info.srtt_us",
-                srtt.median,
-                "us",
-                format!(
-                    "smoothed RTT {:.2} ms against a minimum of {:.2} ms",
-                    srtt.median / 1e3,
-                    min.median / 1e3
-                ),
-            ),
+            Evidence::new(End::Sender, by, "tcp_info.srtt_us", srtt, "us", text),
         ));
     }
-    // The stronger signal's figure first.
+    if let Some(share) = f.unsent_share {
+        let text = format!(
+            "the sender's socket held unsent data at {:.0} % of the interval ends while its CPU idled {:.0} % and the receiver's {:.0} %: the congestion window held it back",
+            share * 100.0,
+            idle.0 * 100.0,
+            idle.1 * 100.0
+        );
+        let figure = "intervals.sender.tcp.notsent_bytes";
+        let e = Evidence::new(End::Sender, by, figure, share * 100.0, "%", text);
+        signals.push((share * idle.0 * idle.1 * (1.0 - paced), e));
+    }
     signals.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let strongest = signals.first()?.0;
+    // The figures that said something; the strongest one even when none did.
+    let evidence = signals
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (s, _))| *i == 0 || *s > 0.0)
+        .map(|(_, (_, e))| e)
+        .collect();
     Some(Finding {
         verdict: Limit::Network,
-        strength: signals.first()?.0 * (1.0 - explained).max(0.0),
-        evidence: signals.into_iter().map(|(_, e)| e).collect(),
+        strength: strongest * (1.0 - explained).max(0.0),
+        evidence,
     })
 }

@@ -168,7 +168,7 @@ fn a_full_window_behind_a_saturated_receiver_is_its_cpu() {
     assert!(v.evidence[0].text.starts_with("receiver CPU 1 busy 99 %"));
     // Partly saturated, the receiver shares the finding with its window.
     let half = Run {
-        receiver_busy: 85.0,
+        receiver_busy: 88.0,
         ..run
     };
     let v = half.doc().end.limited_by.unwrap();
