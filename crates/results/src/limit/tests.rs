@@ -23,6 +23,8 @@ struct Run {
     dsack: u32,
     srtt_us: u32,
     min_rtt_us: u32,
+    /// Bytes written and not yet sent at each interval's end.
+    unsent: u32,
 }
 
 const SECS: f64 = 4.0;
@@ -40,6 +42,7 @@ impl Run {
             dsack: 0,
             srtt_us: 60,
             min_rtt_us: 20,
+            unsent: 0,
         }
     }
 
@@ -98,6 +101,7 @@ impl Run {
                     busy_percent: Some(100.0),
                     rwnd_limited_percent: Some(self.rwnd),
                     sndbuf_limited_percent: Some(self.sndbuf),
+                    notsent_bytes: Some(self.unsent),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -106,9 +110,13 @@ impl Run {
     }
 
     fn doc(&self) -> Document {
+        self.doc_of(StreamSpec::default())
+    }
+
+    fn doc_of(&self, spec: StreamSpec) -> Document {
         let spec = TestSpec::Stream(StreamSpec {
             rate_bits_per_s: self.rate,
-            ..Default::default()
+            ..spec
         });
         let client = self.side(Role::Client, Transfer::Send, self.sender_busy, 0);
         let server = self.side(Role::Server, Transfer::Receive, self.receiver_busy, 1);
@@ -173,6 +181,67 @@ fn a_full_window_behind_a_saturated_receiver_is_its_cpu() {
     };
     let v = half.doc().end.limited_by.unwrap();
     assert!(v.runner_up.is_some(), "{v:?}");
+}
+
+#[test]
+fn a_saturated_receiver_is_its_cpu_before_its_window_fills() {
+    // A hogged receiver core behind a receive buffer of megabytes: the window never
+    // closed within the test, the unread data waited in the receiver's socket.
+    let run = Run {
+        receiver_busy: 100.0,
+        sender_busy: 45.0,
+        unsent: 3 << 20,
+        ..Run::plain()
+    };
+    let v = run.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::ReceiverCpu);
+    assert!(v.runner_up.is_none(), "{v:?}");
+}
+
+#[test]
+fn unsent_data_behind_idle_cpus_is_the_congestion_window() {
+    let run = Run {
+        sender_busy: 3.0,
+        receiver_busy: 5.0,
+        unsent: 2 << 20,
+        ..Run::plain()
+    };
+    let v = run.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::Network);
+    assert_eq!(v.evidence[0].figure, "intervals.sender.tcp.notsent_bytes");
+    assert!(v.strength > 0.9, "{v:?}");
+    // Held back by the test's own pacing, the same data is the rate's.
+    let paced = Run {
+        rate: Some(5e9),
+        ..run
+    };
+    assert_eq!(paced.verdict(), Limit::TestRate);
+    assert!(paced.doc().end.limited_by.unwrap().runner_up.is_none());
+}
+
+#[test]
+fn a_buffer_set_below_the_paths_need_is_suspect_without_the_chronograph() {
+    // At 5 Gbit/s and 60 us, twice the BDP is 75 KB: a 16 KiB --sndbuf cannot cover it.
+    let spec = StreamSpec {
+        sndbuf_bytes: Some(16 << 10),
+        ..Default::default()
+    };
+    let run = Run {
+        sender_busy: 70.0,
+        ..Run::plain()
+    };
+    let v = run.doc_of(spec).end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::SenderBuffer);
+    assert!(v.evidence[0].text.starts_with("--sndbuf 16 KiB"), "{v:?}");
+    // 1 MiB covers it: no suspicion.
+    let spec = StreamSpec {
+        sndbuf_bytes: Some(1 << 20),
+        ..Default::default()
+    };
+    assert_ne!(
+        run.doc_of(spec).end.limited_by.unwrap().verdict,
+        Limit::SenderBuffer
+    );
 }
 
 #[test]
