@@ -17,6 +17,12 @@ pub fn lab(results: &[(String, Document)]) -> String {
             "ok".into()
         }
     };
+    // A run without a verdict (cut short, or stored before verdicts) shows a dash.
+    let limit = |e: &End| {
+        e.limited_by
+            .as_ref()
+            .map_or_else(|| "-".into(), |l| l.verdict.to_string())
+    };
     let mut stream = table(vec![
         "throughput",
         "sent (client)",
@@ -24,6 +30,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "retransmits",
         "host CPU busy",
         "cycles/byte",
+        "limited by",
         "status",
     ]);
     let mut packets = table(vec![
@@ -32,6 +39,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "received pps (server)",
         "lost",
         "socket drops",
+        "limited by",
         "status",
     ]);
     let mut rr = table(vec![
@@ -42,6 +50,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "RTT p99.9 us",
         "client CPU us/msg",
         "server CPU us/msg",
+        "limited by",
         "status",
     ]);
     let mut load = table(vec![
@@ -76,6 +85,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
                         format!("{l} ({pct:.3} %)")
                     }),
                     opt(p.socket_drops, |v| v.to_string()),
+                    limit(e),
                     status(e),
                 ]);
             }
@@ -83,6 +93,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
                 shared = shared.or(e.one_host.as_ref().map(|h| h.hostname.clone()));
                 let mut row = stream_row(e);
                 row.insert(0, name);
+                row.push(limit(e));
                 row.push(status(e));
                 stream.add_row(row);
             }
@@ -99,6 +110,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
                     opt(l, |l| us(l.p999)),
                     cpu_per_message(r.client.as_ref()),
                     cpu_per_message(r.server.as_ref()),
+                    limit(e),
                     status(e),
                 ]);
             }
