@@ -1,0 +1,405 @@
+//! `end.limited_by` on real bottlenecks planted in namespaces: a shaper on the sender's
+//! egress and in a router it cannot see, small socket buffers, nftables dropping segments,
+//! a CPU hog on the receiver's worker core, the test's own `--rate`, a pps receiver that
+//! overflows. Each test checks the verdict and that its evidence names the decisive
+//! figure with its side and unit. Magnitudes sit far from the rules' thresholds: the rules
+//! follow the evidence bench/limit_evidence.py collects, these tests check they hold.
+//! Also: TCP_INFO on both ends in every interval, forward, reverse and bidir.
+
+mod common;
+
+use std::process::Child;
+
+use common::*;
+use serde_json::Value;
+
+/// The client's workers on CPU 0, the agent's on CPU 1: a hog then knows where to go.
+const PINNED: [&str; 4] = ["--cpus", "0", "--server-cpus", "1"];
+
+/// A lab whose two ends can be pinned apart, or `None` (skip) on a one-CPU machine.
+fn pinned_lab(lab: Option<Lab>) -> Option<Lab> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let lab = lab?;
+    skip_unless(
+        "two CPUs (the ends pinned apart)",
+        (cpus < 2).then(|| format!("{cpus} CPU")),
+    )
+    .then_some(lab)
+}
+
+/// `sonde TEST ... --json` with the ends pinned apart; the document.
+fn judged_run(lab: &Lab, agent: &Agent, test: &str, args: &[&str]) -> Value {
+    let mut all = vec!["-t", "3", "--warmup", "1", "--json", "--no-save"];
+    all.extend_from_slice(&PINNED);
+    all.extend_from_slice(args);
+    doc_of(&run(lab.sonde(agent, test, &all)))
+}
+
+/// The verdict of a document, with what a failed assertion shows: the whole verdict and
+/// the sender's figures the stream rules read.
+fn verdict(doc: &Value) -> (&str, String) {
+    let lb = &doc["end"]["limited_by"];
+    let snd = &doc["end"]["sender"];
+    let why = format!(
+        "limited_by {lb}\nsender tcp_info {}\nretransmits {}\nreceiver {} bit/s",
+        snd["tcp_info"], snd["tcp_retransmits"], doc["end"]["receiver"]["bits_per_second"]
+    );
+    (lb["verdict"].as_str().unwrap_or("none"), why)
+}
+
+/// Asserts the verdict is `want` and that its evidence holds `figure`, describing `end`,
+/// measured by `by` (`None`: a figure of the spec), in `unit`, with a positive value.
+/// A document judged wrongly is also written to $SONDE_TEST_KEEP_DOCS/<want>-<figure>.json
+/// when that directory is set, for whoever writes the rules.
+fn assert_judged(doc: &Value, want: &str, figure: &str, end: &str, by: Option<&str>, unit: &str) {
+    let (got, why) = verdict(doc);
+    if let (true, Some(dir)) = (got != want, std::env::var_os("SONDE_TEST_KEEP_DOCS")) {
+        let path = std::path::Path::new(&dir).join(format!("test-{want}-{figure}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        eprintln!("wrong verdict: the document is in {}", path.display());
+    }
+    assert_eq!(got, want, "{why}");
+    let lb = &doc["end"]["limited_by"];
+    let ev = lb["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["figure"] == figure)
+        .unwrap_or_else(|| panic!("no {figure} in the evidence: {lb}"));
+    assert_eq!(ev["end"], end, "{ev}");
+    assert_eq!(ev["measured_by"].as_str(), by, "{ev}");
+    assert_eq!(ev["unit"], unit, "{ev}");
+    assert!(ev["value"].as_f64().unwrap() > 0.0, "{ev}");
+    assert!(!ev["text"].as_str().unwrap().is_empty(), "{ev}");
+    eprintln!("{want}: {}", ev["text"]);
+}
+
+/// The first evidence figure: the one that decided the verdict.
+fn decisive(doc: &Value) -> &Value {
+    &doc["end"]["limited_by"]["evidence"][0]
+}
+
+/// A tbf shaper of `rate` in namespace `ns` on `dev`: a realistic burst, 20 ms of queue.
+fn tbf(ns: &str, dev: &str, rate: &str) {
+    let out = run({
+        let mut c = Lab::in_ns(ns, "tc");
+        c.args(["qdisc", "add", "dev", dev, "root", "tbf", "rate", rate])
+            .args(["burst", "256kb", "latency", "20ms"]);
+        c
+    });
+    assert!(out.status.success(), "tc: {}", stderr(&out));
+}
+
+/// Shaped on the sender's own egress, TCP Small Queues keeps the queue short but the
+/// shaper's 20 ms still shows as RTT over the path's minimum.
+#[test]
+fn tbf_on_the_senders_egress_is_the_network() {
+    let Some(lab) = pinned_lab(Lab::needing(&["tc"])) else {
+        return;
+    };
+    tbf(&lab.client, &lab.client_if, "100mbit");
+    let agent = lab.start_agent();
+    let doc = judged_run(&lab, &agent, "stream", &["-P", "1"]);
+    assert_judged(
+        &doc,
+        "network",
+        "tcp_info.srtt_us",
+        "sender",
+        Some("client"),
+        "us",
+    );
+    assert_eq!(decisive(&doc)["figure"], "tcp_info.srtt_us");
+}
+
+/// Shaped in a router: the sender cannot see the qdisc, only the queue it builds.
+#[test]
+fn tbf_in_a_router_is_the_network() {
+    let Some(lab) = pinned_lab(Lab::routed(&["tc"])) else {
+        return;
+    };
+    let (router, toward_agent) = lab.router.clone().unwrap();
+    tbf(&router, &toward_agent, "100mbit");
+    let agent = lab.start_agent();
+    let doc = judged_run(&lab, &agent, "stream", &["-P", "1"]);
+    assert_judged(
+        &doc,
+        "network",
+        "tcp_info.srtt_us",
+        "sender",
+        Some("client"),
+        "us",
+    );
+    assert_eq!(decisive(&doc)["figure"], "tcp_info.srtt_us");
+}
+
+/// A 4 KiB receive buffer: a window of a few segments, a twentieth of the veth's rate.
+#[test]
+fn a_small_rcvbuf_is_the_receiver_window() {
+    let Some(lab) = pinned_lab(Lab::new()) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--rcvbuf", "4K"]);
+    assert_judged(
+        &doc,
+        "receiver_window",
+        "tcp_info.rwnd_limited_percent",
+        "sender",
+        Some("client"),
+        "%",
+    );
+}
+
+/// A 4 KiB send buffer: the sender waits for space after every few segments.
+#[test]
+fn a_small_sndbuf_is_the_sender_buffer() {
+    let Some(lab) = pinned_lab(Lab::new()) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--sndbuf", "4K"]);
+    assert_judged(
+        &doc,
+        "sender_buffer",
+        "tcp_info.sndbuf_limited_percent",
+        "sender",
+        Some("client"),
+        "%",
+    );
+}
+
+/// nftables on the agent drops 3 % of the data segments (never the control port's, nor
+/// bare ACKs and handshakes): the sender's retransmissions name the loss.
+#[test]
+fn nftables_drops_are_the_network() {
+    let Some(lab) = pinned_lab(Lab::needing(&["nft"])) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    let port = agent.port.to_string();
+    lab.server_nft_rule(&[
+        "ip",
+        "daddr",
+        SERVER_ADDR,
+        "tcp",
+        "dport",
+        "!=",
+        &port,
+        "ip",
+        "length",
+        ">",
+        "100",
+        "numgen",
+        "random",
+        "mod",
+        "1000",
+        "<",
+        "30",
+        "counter",
+        "drop",
+    ]);
+    let doc = judged_run(&lab, &agent, "stream", &["-P", "1"]);
+    assert!(lab.server_nft_count() > 100, "the rule dropped too little");
+    assert_judged(
+        &doc,
+        "network",
+        "tcp_retransmits.connections",
+        "sender",
+        Some("client"),
+        "segments",
+    );
+    assert_eq!(decisive(&doc)["figure"], "tcp_retransmits.connections");
+}
+
+/// Busy loops on one CPU of the server namespace, each bounded by `timeout` and ended
+/// (SIGTERM, which `timeout` passes on to its loop) when dropped.
+struct Hogs(Vec<Child>);
+
+impl Hogs {
+    fn on(ns: &str, cpu: &str, n: usize) -> Hogs {
+        let hogs = (0..n)
+            .map(|_| {
+                let mut c = Lab::in_ns(ns, "taskset");
+                c.args([
+                    "-c",
+                    cpu,
+                    "timeout",
+                    "20",
+                    "sh",
+                    "-c",
+                    "while :; do :; done",
+                ]);
+                c.spawn_keeping(Keep::Nothing)
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Hogs(hogs)
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for h in &mut self.0 {
+            // SAFETY: a plain signal to a child of ours that has not been waited for.
+            unsafe { libc::kill(h.id() as libc::pid_t, libc::SIGTERM) };
+            let _ = h.wait();
+        }
+    }
+}
+
+/// Two busy loops share the receiver's pinned core with it: it gets a third of the core.
+#[test]
+fn a_cpu_hog_on_the_receivers_core_is_the_receiver_cpu() {
+    let Some(lab) = pinned_lab(Lab::needing(&["taskset", "timeout"])) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    let doc = {
+        let _hogs = Hogs::on(&lab.server, "1", 2);
+        judged_run(&lab, &agent, "stream", &["-P", "1"])
+    };
+    assert_judged(
+        &doc,
+        "receiver_cpu",
+        "cpu.worker_cpus.busy_percent",
+        "receiver",
+        Some("server"),
+        "%",
+    );
+    assert!(
+        decisive(&doc)["value"].as_f64().unwrap() > 90.0,
+        "{}",
+        decisive(&doc)
+    );
+}
+
+/// 300 Mbit/s on a path that carries 10 Gbit/s and more: the test's own pacing.
+#[test]
+fn a_rate_below_capacity_is_the_test_rate() {
+    let Some(lab) = pinned_lab(Lab::new()) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--rate", "300M"]);
+    assert_judged(&doc, "test_rate", "spec.rate", "test", None, "bit/s");
+    assert_judged(
+        &doc,
+        "test_rate",
+        "rate",
+        "receiver",
+        Some("server"),
+        "bit/s",
+    );
+}
+
+/// One receiving thread whose socket buffer stays at net.core.rmem_max: the agent runs
+/// without CAP_NET_ADMIN, so it cannot force its usual 8 MiB past it, and a GSO sender
+/// (one send per batch) outruns it. The overflow is counted as socket drops.
+#[test]
+fn a_pps_receiver_with_one_thread_and_a_small_buffer_drops() {
+    let Some(lab) = pinned_lab(Lab::needing(&["setpriv"])) else {
+        return;
+    };
+    let mut cmd = Lab::in_ns(&lab.server, "setpriv");
+    cmd.args([
+        "--bounding-set",
+        "-net_admin",
+        SONDE,
+        "serve",
+        "--port",
+        "0",
+    ])
+    .args(["--bind", lab.server_addr]);
+    let agent = Agent::start(cmd);
+    let doc = judged_run(
+        &lab,
+        &agent,
+        "pps",
+        &["--rx-threads", "1", "--tx-threads", "1", "--gso"],
+    );
+    let drops = doc["end"]["packets"]["socket_drops"].as_u64().unwrap();
+    assert!(drops > 0, "no socket drops: {}", doc["end"]["packets"]);
+    assert_judged(
+        &doc,
+        "receiver_drops",
+        "lost_packets",
+        "receiver",
+        Some("server"),
+        "packets",
+    );
+}
+
+/// Every interval of a forward, reverse and bidir run carries TCP_INFO from both ends of
+/// each direction, read by the side that owns the socket; a sender's series is never
+/// zeros (iperf3's reverse mode reports zeros, esnet/iperf #803), nor a receiver's window.
+#[test]
+fn tcp_info_on_both_sides_in_every_interval_of_every_direction() {
+    let Some(lab) = pinned_lab(Lab::new()) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    for (mode, sender_by) in [
+        ("", "client"),
+        ("--reverse", "server"),
+        ("--bidir", "client"),
+    ] {
+        let mut args = vec!["-P", "2", "-i", "0.5"];
+        args.extend((!mode.is_empty()).then_some(mode));
+        let doc = judged_run(&lab, &agent, "stream", &args);
+        let intervals = doc["intervals"].as_array().unwrap();
+        assert!(
+            intervals.len() >= 5,
+            "{mode}: {} intervals",
+            intervals.len()
+        );
+        for (i, iv) in intervals.iter().enumerate() {
+            let at = format!("{mode} interval {i}");
+            check_direction(&iv["sender"], &iv["receiver"], sender_by, &at);
+            if mode == "--bidir" {
+                check_direction(
+                    &iv["reverse"]["sender"],
+                    &iv["reverse"]["receiver"],
+                    "server",
+                    &at,
+                );
+            }
+        }
+    }
+}
+
+/// One direction of one interval: two connections sampled on each end, by the right side,
+/// with non-zero sender RTT, cwnd and delivery rate, and a non-zero receive window.
+fn check_direction(snd: &Value, rcv: &Value, sender_by: &str, at: &str) {
+    let receiver_by = if sender_by == "client" {
+        "server"
+    } else {
+        "client"
+    };
+    assert_eq!(snd["measured_by"], sender_by, "{at}");
+    assert_eq!(rcv["measured_by"], receiver_by, "{at}");
+    for (side, transfer) in [(snd, "send"), (rcv, "receive")] {
+        let tcp = side["tcp"].as_array().unwrap();
+        assert_eq!(tcp.len(), 2, "{at}: {transfer} samples {tcp:?}");
+        for t in tcp {
+            assert_eq!(t["transfer"], transfer, "{at}: {t}");
+            let positive = |k: &str| t[k].as_f64().is_some_and(|v| v > 0.0);
+            let keys: &[&str] = if transfer == "send" {
+                &[
+                    "srtt_us",
+                    "cwnd_segments",
+                    "delivery_rate_bits_per_second",
+                    "mss_bytes",
+                ]
+            } else {
+                &["rcv_wnd_bytes", "rcv_space_bytes"]
+            };
+            for k in keys {
+                assert!(
+                    positive(k),
+                    "{at}: {transfer} sample has {k} = {}: {t}",
+                    t[k]
+                );
+            }
+        }
+    }
+}
