@@ -150,9 +150,9 @@ def stream(addr, *extra, secs="4"):
 
 
 @contextlib.contextmanager
-def hogs(n, cpu=SERVER_CPU, secs=12):
-    """`n` busy loops on `cpu` in the server namespace, each bounded by `timeout`."""
-    ps = [subprocess.Popen(["ip", "netns", "exec", N.SERVER_NS, "taskset", "-c", cpu, "timeout", str(secs),
+def hogs(n, cpu=SERVER_CPU, secs=12, ns=N.SERVER_NS):
+    """`n` busy loops on `cpu` in namespace `ns`, each bounded by `timeout`."""
+    ps = [subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, "timeout", str(secs),
                             "sh", "-c", "while :; do :; done"]) for _ in range(n)]
     try:
         time.sleep(0.3)
@@ -283,10 +283,47 @@ def sc_rpc():
             collect("rpc-cpu-hog", "1hog", rr(a, "rpc", "-C", "32"))
 
 
+def sc_reverse_planted():
+    """The same bottlenecks with the agent sending (--reverse): the receiver is now the
+    client, so a verdict must name the other side's figures."""
+    with lab() as a:
+        with hogs(2, cpu=CLIENT_CPU, ns=N.CLIENT_NS):
+            collect("reverse-cpu-hog", "2hog-on-client", stream(a, "-P", "1", "--reverse"))
+        collect("reverse-rcvbuf", "4K", stream(a, "-P", "1", "--reverse", "--rcvbuf", "4K"))
+        collect("reverse-rate", "300M", stream(a, "-P", "1", "--reverse", "--rate", "300M"))
+    with lab() as a:
+        N.sh("ip", "netns", "exec", N.SERVER_NS, "tc", "qdisc", "add", "dev", "sbs", "root", "tbf",
+             "rate", "200mbit", "burst", "256kb", "latency", "20ms")
+        collect("reverse-tbf-agent", "200mbit", stream(a, "-P", "1", "--reverse"))
+
+
+def sc_more():
+    """Other magnitudes and connection counts than the tests use."""
+    with lab() as a:
+        with hogs(1):
+            collect("cpu-hog", "1hog-P4", stream(a, "-P", "4"))
+        collect("rcvbuf", "64K-P4", stream(a, "-P", "4", "--rcvbuf", "64K"))
+        collect("sndbuf", "64K-P4", stream(a, "-P", "4", "--sndbuf", "64K"))
+        collect("rate", "5G-P4", stream(a, "-P", "4", "--rate", "5G"))
+        collect("rate", "12G-P4-near-capacity", stream(a, "-P", "4", "--rate", "12G"))
+    with lab() as a:
+        server_nft_drop(a, 1, "tcp")
+        collect("nft-drop", "0.1pct", stream(a, "-P", "1"))
+    with lab() as a:
+        N.sh("ip", "netns", "exec", N.CLIENT_NS, "tc", "qdisc", "add", "dev", "sbc", "root", "tbf",
+             "rate", "5gbit", "burst", "1mb", "latency", "5ms")
+        collect("tbf-sender", "5gbit-P4", stream(a, "-P", "4"))
+    with lab(routed=True) as a:
+        N.sh("ip", "netns", "exec", ROUTER_NS, "tc", "qdisc", "add", "dev", "sbrs", "root", "tbf",
+             "rate", "50mbit", "burst", "64kb", "latency", "50ms")
+        collect("tbf-router", "50mbit-P4", stream(a, "-P", "4"))
+
+
 SCENARIOS = {
     "none": sc_none, "tbf-sender": sc_tbf_sender, "tbf-router": sc_tbf_router, "buffers": sc_buffers, "buffers-tiny": sc_buffers_tiny,
     "nft-drop": sc_nft_drop, "cpu-hog": sc_cpu_hog, "rate": sc_rate, "directions": sc_directions,
     "pps": sc_pps, "rpc": sc_rpc,
+    "reverse-planted": sc_reverse_planted, "more": sc_more,
 }
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 //! `end.limited_by` on real bottlenecks planted in namespaces: a shaper on the sender's
 //! egress and in a router it cannot see, small socket buffers, nftables dropping segments,
 //! a CPU hog on the receiver's worker core, the test's own `--rate`, a pps receiver that
-//! overflows. Each test checks the verdict and that its evidence names the decisive
-//! figure with its side and unit. Magnitudes sit far from the rules' thresholds: the rules
-//! follow the evidence bench/limit_evidence.py collects, these tests check they hold.
-//! Also: TCP_INFO on both ends in every interval, forward, reverse and bidir.
-
+//! overflows, and with --reverse the receiver's CPU and the agent's egress. Each test
+//! checks the verdict and that its evidence names the decisive figure with its side and
+//! unit. Magnitudes sit far from the rules' thresholds: the rules follow the evidence
+//! bench/limit_evidence.py collects, these tests check they hold. Also: TCP_INFO on both
+//! ends in every interval, forward, reverse and bidir.
 mod common;
 
 use std::process::Child;
@@ -286,6 +286,43 @@ fn a_cpu_hog_on_the_receivers_core_is_the_receiver_cpu() {
         "{}",
         decisive(&doc)
     );
+}
+
+/// With --reverse the client receives: two busy loops on the client's pinned core make
+/// the receiver's CPU the limit again, now measured by the client.
+#[test]
+fn a_cpu_hog_on_the_receivers_core_in_reverse_is_the_receiver_cpu() {
+    let Some(lab) = pinned_lab(Lab::needing(&["taskset", "timeout"])) else {
+        return;
+    };
+    let agent = lab.start_agent();
+    let doc = {
+        let _hogs = Hogs::on(&lab.client, "0", 2);
+        judged_run(&lab, &agent, "stream", &["-P", "1", "--reverse"])
+    };
+    let figure = "cpu.worker_cpus.busy_percent";
+    assert_judged(
+        &doc,
+        "receiver_cpu",
+        figure,
+        "receiver",
+        Some("client"),
+        "%",
+    );
+}
+
+/// With --reverse the agent sends: a shaper on its own egress shows as the queueing
+/// delay the agent's TCP_INFO measured.
+#[test]
+fn tbf_on_the_agents_egress_in_reverse_is_the_network() {
+    let Some(lab) = pinned_lab(Lab::needing(&["tc"])) else {
+        return;
+    };
+    tbf(&lab.server, &lab.server_if, "100mbit");
+    let agent = lab.start_agent();
+    let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--reverse"]);
+    let srtt = "tcp_info.srtt_us";
+    assert_judged(&doc, "network", srtt, "sender", Some("server"), "us");
 }
 
 /// 300 Mbit/s on a path that carries 10 Gbit/s and more: the test's own pacing.
