@@ -6,6 +6,7 @@
 //! unit. Magnitudes sit far from the rules' thresholds: the rules follow the evidence
 //! bench/limit_evidence.py collects, these tests check they hold. Also: TCP_INFO on both
 //! ends in every interval, forward, reverse and bidir.
+
 mod common;
 
 use std::process::Child;
