@@ -177,7 +177,7 @@ fn a_small_sndbuf_is_the_sender_buffer() {
     assert_judged(
         &doc,
         "sender_buffer",
-        "spec",
+        "spec.sndbuf_bytes",
         "sender",
         Some("client"),
         "bytes",

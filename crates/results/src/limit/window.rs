@@ -88,7 +88,7 @@ impl<'a> Facts<'a> {
         f.judge_buffer(chrono(|t| t.sndbuf_limited_percent), by);
         if let (Some(bdp), Some(rcvbuf)) = (bdp, sizes.0) {
             let e = small_buffer(
-                "--rcvbuf",
+                ("--rcvbuf", "spec.rcvbuf_bytes"),
                 rcvbuf,
                 bdp,
                 End::Receiver,
@@ -100,7 +100,13 @@ impl<'a> Facts<'a> {
             }
         }
         if let (Some(bdp), Some(sndbuf)) = (bdp, sizes.1) {
-            if let Some(e) = small_buffer("--sndbuf", sndbuf, bdp, End::Sender, Some(by)) {
+            if let Some(e) = small_buffer(
+                ("--sndbuf", "spec.sndbuf_bytes"),
+                sndbuf,
+                bdp,
+                End::Sender,
+                Some(by),
+            ) {
                 f.buffer_share = f.buffer_share.max(BUFFER_BELOW_BDP);
                 f.buffer_why.push((BUFFER_BELOW_BDP, e));
             }
@@ -159,7 +165,7 @@ impl<'a> Facts<'a> {
 
 /// The user's buffer `bytes` when it is below [`BUFFER_BDP_FACTOR`] × `bdp`, as evidence.
 fn small_buffer(
-    flag: &str,
+    (flag, figure): (&str, &str),
     bytes: u32,
     bdp: f64,
     end: End,
@@ -172,17 +178,19 @@ fn small_buffer(
             f64::from(bytes) / 1024.0,
             need / 1024.0
         );
-        Evidence::new(end, by, "spec", f64::from(bytes), "bytes", text)
+        Evidence::new(end, by, figure, f64::from(bytes), "bytes", text)
     })
 }
 
 /// The receiver's window and the sender's buffer as findings. A window that stayed
-/// closed because the receiving application could not read is its CPU's limit
-/// (`l_r`: the receiver's saturation), not the window's.
+/// closed because the receiving application could not read is its CPU's limit, not the
+/// window's; a saturated receiver (`l_r`) halves the window's finding: the evidence
+/// cannot tell a slow reader from a small buffer (which itself costs the receiver CPU in
+/// window updates), so the window stays in sight as the runner-up.
 pub(super) fn buffers(f: &Facts<'_>, l_r: f64) -> (Finding, Finding) {
     let window = Finding {
         verdict: Limit::ReceiverWindow,
-        strength: f.window_share * (1.0 - l_r),
+        strength: f.window_share * (1.0 - l_r / 2.0),
         evidence: strongest_first(&f.window_why),
     };
     let buffer = Finding {
@@ -193,10 +201,15 @@ pub(super) fn buffers(f: &Facts<'_>, l_r: f64) -> (Finding, Finding) {
     (window, buffer)
 }
 
+/// The reasons that gave a share, strongest first; the first one even when none did.
 fn strongest_first(why: &[(f64, Evidence)]) -> Vec<Evidence> {
     let mut v = why.to_vec();
     v.sort_by(|a, b| b.0.total_cmp(&a.0));
-    v.into_iter().map(|(_, e)| e).collect()
+    v.into_iter()
+        .enumerate()
+        .filter(|(i, (share, _))| *i == 0 || *share > 0.0)
+        .map(|(_, (_, e))| e)
+        .collect()
 }
 
 /// The primary sender's retransmissions the receiver reported as duplicates (D-SACK),
