@@ -200,7 +200,8 @@ pub(crate) fn rate_finding(asked: f64, got: f64, got_by: (End, Role), unit: &str
                 got,
                 unit,
                 format!(
-                    "{who} got {} ({:.1} % of it)",
+                    "{who} ({}) got {} ({:.1} % of it)",
+                    got_by.1.as_str(),
                     per_second(got, unit),
                     share * 100.0
                 ),

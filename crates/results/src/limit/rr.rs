@@ -40,33 +40,51 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
             });
         }
     }
-    let in_flight = spec.connections as f64 * spec.window as f64;
     if let (Some(lat), false) = (&end.latency_ns, spec.open_loop) {
         let loss_level = loss.map_or(0.0, |l| l.strength);
-        found.push(Finding {
-            verdict: Limit::Network,
-            strength: (1.0 - busiest).min(1.0 - loss_level).max(0.0) * ROUND_TRIP,
-            evidence: vec![Evidence::new(
-                End::Test,
-                Some(client.by.measured_by),
-                "latency_ns.mean",
-                lat.mean,
-                "ns",
-                format!(
-                    "{in_flight:.0} request{} in flight and a mean round trip of {:.1} us allow {:.0} requests/s; {rps:.0} completed",
-                    if in_flight == 1.0 { "" } else { "s" },
-                    lat.mean / 1e3,
-                    in_flight / (lat.mean / 1e9)
-                ),
-            )],
-        });
+        let free = (1.0 - busiest).min(1.0 - loss_level).max(0.0);
+        found.push(round_trip(spec, client, lat, rps, free));
     }
     pick(found)
 }
 
-/// The round trip's strength when no CPU is saturated: below a saturated CPU's 1.0, so a
-/// CPU that is, wins; above the runner-up distance from an unsaturated one.
+/// The round trip's strength when no CPU is saturated and the loop ran at the rate its
+/// round trip allows: below a saturated CPU's 1.0, so a CPU that is, wins; above the
+/// runner-up distance from an unsaturated one.
 pub const ROUND_TRIP: f64 = 0.8;
+
+/// A closed loop's round trip as a finding: C × W requests in flight complete at most
+/// once per round trip each. The finding is as strong as the loop came to that bound (a
+/// paced loop waits between requests, and its round trip did not limit it), scaled by
+/// `free`: how far both CPUs and loss were from explaining the run instead.
+fn round_trip(
+    spec: &crate::spec::RrSpec,
+    client: &RrEndSide,
+    lat: &crate::latency::LatencySummary,
+    rps: f64,
+    free: f64,
+) -> Finding {
+    let in_flight = spec.connections as f64 * spec.window as f64;
+    let bound = in_flight / (lat.mean.max(1.0) / 1e9);
+    let text = format!(
+        "{in_flight:.0} request{} in flight and a mean round trip of {:.1} us allow {bound:.0} requests/s; {rps:.0} completed",
+        if in_flight == 1.0 { "" } else { "s" },
+        lat.mean / 1e3,
+    );
+    let by = Some(client.by.measured_by);
+    Finding {
+        verdict: Limit::Network,
+        strength: free * ROUND_TRIP * (rps / bound).min(1.0),
+        evidence: vec![Evidence::new(
+            End::Test,
+            by,
+            "latency_ns.mean",
+            lat.mean,
+            "ns",
+            text,
+        )],
+    }
+}
 
 /// The client sends the requests (`sender`), the server answers them (`receiver`).
 fn saturation(end: End, side: &RrEndSide, spins: bool) -> Option<Saturation> {
