@@ -1,7 +1,8 @@
 //! How close a side's CPU came to its limit: the evidence every kind's rules share.
 
 use super::{End, Evidence};
-use crate::document::{CpuFigures, MeasuredBy};
+use crate::document::{CpuFigures, Document, MeasuredBy, OneHost};
+use crate::side::Role;
 
 /// A core this busy over a window has no time left: /proc/stat's tick accounting and the
 /// gaps between a wake-up and the next packet leave a few percent idle even on a core
@@ -26,19 +27,88 @@ pub(super) fn level(busy_percent: f64) -> f64 {
         .clamp(0.0, 1.0)
 }
 
+/// One end of a run, as its CPU evidence names it.
+#[derive(Clone, Copy)]
+pub(super) struct Side<'a> {
+    pub end: End,
+    /// How the evidence calls the side ("sender", "client").
+    pub name: &'a str,
+    pub by: &'a MeasuredBy,
+    pub cpu: &'a CpuFigures,
+    pub seconds: f64,
+    /// The workers busy-poll.
+    pub spins: bool,
+}
+
+/// Both ends' CPUs: each side's own, and where both ran on one host, that host's CPUs
+/// shared between them (each end's part in proportion to the CPU time its workers used),
+/// whichever is the stronger.
+pub(super) fn both(
+    doc: &Document,
+    sender: Option<Side<'_>>,
+    receiver: Option<Side<'_>>,
+) -> (Option<Saturation>, Option<Saturation>) {
+    let host_cpus = |by: &MeasuredBy| {
+        let host = match by.measured_by {
+            Role::Client => Some(&doc.start.client),
+            Role::Server => doc.start.server.as_ref(),
+        };
+        host.and_then(|h| h.cpus_online)
+    };
+    let own = |s: &Option<Side<'_>>| s.as_ref().and_then(|s| saturation(s, host_cpus(s.by)));
+    let (mut a, mut b) = (own(&sender), own(&receiver));
+    if let (Some(host), Some(s), Some(r)) = (&doc.end.one_host, &sender, &receiver) {
+        if let Some((x, y)) = shared(host, s, r) {
+            a = stronger(a, Some(x));
+            b = stronger(b, Some(y));
+        }
+    }
+    (a, b)
+}
+
+fn stronger(a: Option<Saturation>, b: Option<Saturation>) -> Option<Saturation> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.level > a.level { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The one host's CPUs, saturated or not, as each end's: the end whose workers used more
+/// CPU time takes the host's whole level, the other its proportion of it.
+fn shared(host: &OneHost, s: &Side<'_>, r: &Side<'_>) -> Option<(Saturation, Saturation)> {
+    let usage = host.cpu.as_ref()?;
+    let (cs, cr) = (s.cpu.process_cpu_s?, r.cpu.process_cpu_s?);
+    let most = cs.max(cr);
+    if s.spins || r.spins || most <= 0.0 {
+        return None;
+    }
+    let busy = usage.host.busy_percent();
+    let text = format!(
+        "both ends on one host ({}): its {} CPUs {busy:.0} % busy; the {}'s workers used {cs:.2} s of CPU, the {}'s {cr:.2} s",
+        host.hostname, usage.cpus, s.name, r.name
+    );
+    let one = |side: &Side<'_>, used: f64| Saturation {
+        level: level(busy) * used / most,
+        busy_percent: busy,
+        evidence: ev(side.end, side.by, "one_host.cpu.host", busy, text.clone()),
+    };
+    Some((one(s, cs), one(r, cr)))
+}
+
 /// The side's CPU, from the busiest of: the cores its workers were pinned to (which also
 /// shows a competing process or the kernel's softirq work on them), its worker threads'
 /// own share of their time, and, unpinned, the host's busiest core. `spins`: the workers
 /// busy-poll, so their threads and cores are busy whatever limits the run, and only a
 /// core's softirq and interrupt time tells.
-/// `name` is how the evidence calls the side ("sender", "client").
-pub(super) fn saturation(
-    (end, name): (End, &str),
-    by: &MeasuredBy,
-    cpu: &CpuFigures,
-    seconds: f64,
-    spins: bool,
-) -> Option<Saturation> {
+pub(super) fn saturation(side: &Side<'_>, host_cpus: Option<usize>) -> Option<Saturation> {
+    let Side {
+        end,
+        name,
+        by,
+        cpu,
+        seconds,
+        spins,
+    } = *side;
     let mut found: Vec<(f64, Evidence)> = Vec::new();
     for core in &cpu.worker_cpus {
         let t = &core.time;
@@ -52,10 +122,11 @@ pub(super) fn saturation(
         found.push((busy, ev(end, by, figure, busy, text)));
     }
     if let (Some(p), false) = (cpu.process_cpu_s, spins) {
-        // Threads pinned to fewer CPUs than there are threads can use only those.
+        // Threads pinned to fewer CPUs than there are threads, or on a host with fewer,
+        // can use only those.
         let cores = match &by.pinned_cpus {
             Some(pins) => pins.iter().collect::<std::collections::BTreeSet<_>>().len(),
-            None => by.threads as usize,
+            None => (by.threads as usize).min(host_cpus.unwrap_or(usize::MAX)),
         };
         if seconds > 0.0 && cores > 0 {
             let share = (p / seconds / cores as f64 * 100.0).min(100.0);
@@ -94,7 +165,7 @@ fn ev(end: End, by: &MeasuredBy, figure: &str, value: f64, text: String) -> Evid
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::side::{CoreUsage, CpuBreakdown, Role};
+    use crate::side::{CoreUsage, CpuBreakdown};
 
     fn by(threads: u32) -> MeasuredBy {
         MeasuredBy {
@@ -105,6 +176,17 @@ mod tests {
             pinned_cpus: Some(vec![1]),
             bypass: None,
             cpu_latency: None,
+        }
+    }
+
+    fn side<'a>(by: &'a MeasuredBy, cpu: &'a CpuFigures, spins: bool) -> Side<'a> {
+        Side {
+            end: End::Receiver,
+            name: "receiver",
+            by,
+            cpu,
+            seconds: 4.0,
+            spins,
         }
     }
 
@@ -127,7 +209,7 @@ mod tests {
             process_cpu_s: Some(2.0),
             worker_cpus: vec![core(1, 1.0, 10.0)],
         };
-        let s = saturation((End::Receiver, "receiver"), &by(1), &cpu, 4.0, false).unwrap();
+        let s = saturation(&side(&by(1), &cpu, false), None).unwrap();
         assert_eq!(s.evidence.value, 99.0);
         assert_eq!(s.level, 1.0);
         assert!(s.evidence.text.starts_with("receiver CPU 1 busy 99 %"));
@@ -141,7 +223,7 @@ mod tests {
             process_cpu_s: Some(4.0),
             worker_cpus: vec![core(1, 0.0, 20.0)],
         };
-        let s = saturation((End::Receiver, "receiver"), &by(1), &cpu, 4.0, true).unwrap();
+        let s = saturation(&side(&by(1), &cpu, true), None).unwrap();
         assert_eq!((s.evidence.value, s.level), (20.0, 0.0));
     }
 

@@ -3,7 +3,7 @@
 //! judged first: a sender that never waits is always busy, so its CPU limits the run
 //! only when the receiver took everything it sent.
 
-use super::cpu::{self, Saturation};
+use super::cpu;
 use super::{loss_signal, pick, rate_finding, End, Evidence, Finding, Limit, LimitedBy};
 use crate::document::{Document, PpsEnd, PpsEndSide};
 use crate::spec::{PollMode, TestSpec};
@@ -57,15 +57,20 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
         found.push(f);
     }
     let paced = spec.rate_pps.is_some();
-    if let Some(s) = saturation(End::Sender, snd, false).filter(|_| !paced) {
+    let spins = matches!(spec.poll, PollMode::Busy);
+    let (s_cpu, r_cpu) = cpu::both(
+        doc,
+        Some(side(End::Sender, snd, false)),
+        rcv.map(|r| side(End::Receiver, r, spins)),
+    );
+    if let Some(s) = s_cpu.filter(|_| !paced) {
         found.push(Finding {
             verdict: Limit::SenderCpu,
             strength: s.level * (1.0 - lossy),
             evidence: vec![s.evidence],
         });
     }
-    let spins = matches!(spec.poll, PollMode::Busy);
-    if let Some(r) = rcv.and_then(|r| saturation(End::Receiver, r, spins)) {
+    if let Some(r) = r_cpu {
         let dropped = loss_signal(if sent > 0.0 { at_receiver / sent } else { 0.0 });
         let mut ev = vec![r.evidence];
         ev.extend(evidence);
@@ -88,13 +93,19 @@ pub const RECEIVER_KEPT_UP: f64 = 0.4;
 /// CPU the runner-up: the drops are what a reader acts on (threads, buffers, queues).
 pub const DROPS_BEFORE_CPU: f64 = 0.95;
 
-fn saturation(end: End, side: &PpsEndSide, spins: bool) -> Option<Saturation> {
-    let name = if end == End::Sender {
-        "sender"
-    } else {
-        "receiver"
-    };
-    cpu::saturation((end, name), &side.by, &side.cpu, side.seconds, spins)
+fn side(end: End, s: &PpsEndSide, spins: bool) -> cpu::Side<'_> {
+    cpu::Side {
+        end,
+        name: if end == End::Sender {
+            "sender"
+        } else {
+            "receiver"
+        },
+        by: &s.by,
+        cpu: &s.cpu,
+        seconds: s.seconds,
+        spins,
+    }
 }
 
 /// Packets the receiver's host itself dropped: its sockets' drop counter, its NIC's (or a

@@ -3,7 +3,7 @@
 //! completes at most C × W per round trip, so when neither end's CPU is saturated the
 //! path's latency (wire, stacks, wake-ups) is what bounds the rate.
 
-use super::cpu::{self, Saturation};
+use super::cpu;
 use super::{loss_signal, pick, rate_finding, End, Evidence, Finding, Limit, LimitedBy};
 use crate::document::{Document, RrEnd, RrEndSide};
 use crate::spec::{PollMode, TestSpec};
@@ -22,11 +22,11 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
     }
     let loss = lost(end, client);
     found.extend(loss.clone());
-    let s_cpu = saturation(End::Sender, client, spins);
-    let r_cpu = end
-        .server
-        .as_ref()
-        .and_then(|s| saturation(End::Receiver, s, spins));
+    let (s_cpu, r_cpu) = cpu::both(
+        doc,
+        Some(side(End::Sender, client, spins)),
+        end.server.as_ref().map(|s| side(End::Receiver, s, spins)),
+    );
     let busiest = [&s_cpu, &r_cpu]
         .iter()
         .filter_map(|c| c.as_ref().map(|c| c.level))
@@ -87,13 +87,19 @@ fn round_trip(
 }
 
 /// The client sends the requests (`sender`), the server answers them (`receiver`).
-fn saturation(end: End, side: &RrEndSide, spins: bool) -> Option<Saturation> {
-    let name = if end == End::Sender {
-        "client"
-    } else {
-        "server"
-    };
-    cpu::saturation((end, name), &side.by, &side.cpu, side.seconds, spins)
+fn side(end: End, s: &RrEndSide, spins: bool) -> cpu::Side<'_> {
+    cpu::Side {
+        end,
+        name: if end == End::Sender {
+            "client"
+        } else {
+            "server"
+        },
+        by: &s.by,
+        cpu: &s.cpu,
+        seconds: s.seconds,
+        spins,
+    }
 }
 
 /// UDP requests that never came back: the receiver's drops when its NIC counted drops,

@@ -22,11 +22,6 @@ pub const QUEUE_DELAY_NOISE_US: f64 = 500.0;
 /// Queueing delay at which the signal is full: 2 ms is a full 256 KB buffer at 1 Gbit/s.
 pub const QUEUE_DELAY_DECISIVE_US: f64 = 2000.0;
 
-/// A receiver core with no idle time cannot read faster, whether or not the window shows
-/// it yet: an autotuned receive buffer of megabytes takes longer to fill than a test
-/// lasts, and a busy receiver delays the ACKs that open the sender's congestion window.
-pub const RECEIVER_SATURATED_BASE: f64 = 0.7;
-
 /// When no finding reaches this strength the run is called network-limited at it (a path
 /// that carried what it could, with no host limit in sight).
 pub const NOTHING_FOUND: f64 = 0.1;
@@ -39,8 +34,11 @@ pub(super) fn judge(doc: &Document, end: &StreamEnd) -> Option<LimitedBy> {
         _ => None,
     };
     let facts = Facts::of(doc, spec, snd, rcv);
-    let s_cpu = saturation((End::Sender, "sender"), Some(snd));
-    let r_cpu = saturation((End::Receiver, "receiver"), rcv);
+    let (s_cpu, r_cpu) = cpu::both(
+        doc,
+        Some(side(End::Sender, "sender", snd)),
+        rcv.map(|r| side(End::Receiver, "receiver", r)),
+    );
     let l_r = level(&r_cpu);
     let idle = |s: &Option<Saturation>| s.as_ref().map_or(1.0, |s| 1.0 - s.busy_percent / 100.0);
     let idle = (idle(&s_cpu), idle(&r_cpu));
@@ -59,9 +57,15 @@ pub(super) fn judge(doc: &Document, end: &StreamEnd) -> Option<LimitedBy> {
     pick(found)
 }
 
-fn saturation(who: (End, &str), side: Option<&EndSide>) -> Option<Saturation> {
-    let s = side?;
-    cpu::saturation(who, &s.by, &s.cpu, s.seconds, false)
+fn side<'a>(end: End, name: &'a str, s: &'a EndSide) -> cpu::Side<'a> {
+    cpu::Side {
+        end,
+        name,
+        by: &s.by,
+        cpu: &s.cpu,
+        seconds: s.seconds,
+        spins: false,
+    }
 }
 
 fn level(s: &Option<Saturation>) -> f64 {
@@ -100,7 +104,10 @@ fn found_rate(spec: Option<&StreamSpec>, snd: &EndSide, rcv: Option<&EndSide>) -
 }
 
 /// Each end's CPU. A sender that waited on a window or buffer was not held back by its
-/// CPU for that share of the time; a saturated receiver explains a window that filled.
+/// CPU for that share of the time. A receiver core with no idle time cannot read faster,
+/// whether or not the window shows it yet: an autotuned receive buffer of megabytes takes
+/// longer to fill than a test lasts, and a busy receiver delays the ACKs that open the
+/// sender's congestion window.
 fn cpus(
     s_cpu: Option<Saturation>,
     r_cpu: Option<Saturation>,
@@ -118,7 +125,7 @@ fn cpus(
     if let Some(r) = r_cpu {
         out.push(Finding {
             verdict: Limit::ReceiverCpu,
-            strength: r.level * window.max(RECEIVER_SATURATED_BASE),
+            strength: r.level,
             evidence: vec![r.evidence],
         });
     }

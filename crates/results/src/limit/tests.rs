@@ -4,8 +4,8 @@
 use super::Limit;
 use crate::document::{Document, Inputs};
 use crate::side::{
-    ConnectionResult, CoreUsage, CpuBreakdown, DirectionResult, HostInfo, IntervalSample, Role,
-    SideResult, Transfer,
+    ConnectionResult, CoreUsage, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
+    Role, SideResult, Transfer,
 };
 use crate::spec::{Direction, StreamSpec, TestSpec};
 use crate::tcp::TcpSample;
@@ -118,21 +118,31 @@ impl Run {
             rate_bits_per_s: self.rate,
             ..spec
         });
-        let client = self.side(Role::Client, Transfer::Send, self.sender_busy, 0);
-        let server = self.side(Role::Server, Transfer::Receive, self.receiver_busy, 1);
+        let (client, server) = self.sides();
+        self.build(&spec, &client, &server)
+    }
+
+    fn sides(&self) -> (SideResult, SideResult) {
+        (
+            self.side(Role::Client, Transfer::Send, self.sender_busy, 0),
+            self.side(Role::Server, Transfer::Receive, self.receiver_busy, 1),
+        )
+    }
+
+    fn build(&self, spec: &TestSpec, client: &SideResult, server: &SideResult) -> Document {
         let (ci, si) = (
             self.samples(Transfer::Send),
             self.samples(Transfer::Receive),
         );
         Document::build(Inputs {
-            spec: &spec,
+            spec,
             command: "sonde stream".into(),
             server_command: None,
             server_address: "198.18.0.2:5301".into(),
             started_at: "2026-01-01T00:00:00Z".into(),
             software: "test".into(),
-            client: &client,
-            server: Some(&server),
+            client,
+            server: Some(server),
             client_intervals: &ci,
             server_intervals: &si,
             error: None,
@@ -241,6 +251,51 @@ fn a_buffer_set_below_the_paths_need_is_suspect_without_the_chronograph() {
     assert_ne!(
         run.doc_of(spec).end.limited_by.unwrap().verdict,
         Limit::SenderBuffer
+    );
+}
+
+#[test]
+fn a_busy_shared_host_is_the_cpu_of_the_end_that_used_more() {
+    // Both ends unpinned on one 2-CPU host (a lab), 8 threads each: the threads' own
+    // shares look idle, the host's CPUs were not.
+    let run = Run {
+        sender_busy: 40.0,
+        receiver_busy: 44.0,
+        ..Run::plain()
+    };
+    let mut doc_of = |host_busy: f64| {
+        let (mut c, mut s) = run.sides();
+        for side in [&mut c, &mut s] {
+            side.host.boot_id = Some("one boot".into());
+            side.host.cpus_online = Some(2);
+            side.pinned_cpus = None;
+            side.worker_cpus.clear();
+            side.threads = 8;
+            side.cpu = Some(CpuUsage {
+                cpus: 2,
+                host: CpuBreakdown {
+                    system_percent: host_busy,
+                    idle_percent: 100.0 - host_busy,
+                    ..Default::default()
+                },
+                busiest_cpu: 0,
+                busiest: CpuBreakdown::default(),
+            });
+        }
+        run.build(&TestSpec::Stream(StreamSpec::default()), &c, &s)
+    };
+    let v = doc_of(100.0).end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::ReceiverCpu, "{v:?}");
+    assert!(
+        v.evidence[0].text.starts_with("both ends on one host"),
+        "{v:?}"
+    );
+    assert_eq!(v.runner_up.unwrap().verdict, Limit::SenderCpu);
+    // Half idle, the shared host limits nothing.
+    let v = doc_of(50.0).end.limited_by.unwrap();
+    assert!(
+        !matches!(v.verdict, Limit::SenderCpu | Limit::ReceiverCpu),
+        "{v:?}"
     );
 }
 
