@@ -263,7 +263,7 @@ fn a_busy_shared_host_is_the_cpu_of_the_end_that_used_more() {
         receiver_busy: 44.0,
         ..Run::plain()
     };
-    let mut doc_of = |host_busy: f64| {
+    let doc_of = |host_busy: f64| {
         let (mut c, mut s) = run.sides();
         for side in [&mut c, &mut s] {
             side.host.boot_id = Some("one boot".into());
