@@ -208,21 +208,7 @@ fn requests_match_nftables_count(engine: &str) {
     // Requests of 100 bytes over TCP with TCP_NODELAY and one in flight per connection:
     // one segment each (IP length 152). nftables counts segments to the agent longer than
     // SYNs (60), headers (64) and bare ACKs (52), other than the control connection's.
-    let port = agent.port.to_string();
-    lab.server_nft_rule(&[
-        "ip",
-        "daddr",
-        SERVER_ADDR,
-        "tcp",
-        "dport",
-        "!=",
-        &port,
-        "ip",
-        "length",
-        ">",
-        "100",
-        "counter",
-    ]);
+    lab.server_data_rule(&agent, &["counter"]);
     let doc = doc_of(&run(lab.sonde(
         &agent,
         "rpc",

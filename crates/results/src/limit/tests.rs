@@ -29,6 +29,28 @@ struct Run {
 
 const SECS: f64 = 4.0;
 
+/// The document the controller would build of both sides and their intervals.
+pub(super) fn document(
+    spec: &TestSpec,
+    (client, ci): (&SideResult, &[IntervalSample]),
+    (server, si): (&SideResult, &[IntervalSample]),
+) -> Document {
+    Document::build(Inputs {
+        spec,
+        command: "sonde".into(),
+        server_command: None,
+        server_address: "198.18.0.2:5301".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        software: "test".into(),
+        client,
+        server: Some(server),
+        client_intervals: ci,
+        server_intervals: si,
+        error: None,
+        client_agent: None,
+    })
+}
+
 impl Run {
     fn plain() -> Run {
         Run {
@@ -134,20 +156,7 @@ impl Run {
             self.samples(Transfer::Send),
             self.samples(Transfer::Receive),
         );
-        Document::build(Inputs {
-            spec,
-            command: "sonde stream".into(),
-            server_command: None,
-            server_address: "198.18.0.2:5301".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            software: "test".into(),
-            client,
-            server: Some(server),
-            client_intervals: &ci,
-            server_intervals: &si,
-            error: None,
-            client_agent: None,
-        })
+        document(spec, (client, &ci), (server, &si))
     }
 
     fn verdict(&self) -> Limit {

@@ -1,7 +1,7 @@
 //! The pps and rr rules on documents built from plain figures.
 
 use super::Limit;
-use crate::document::{Document, Inputs};
+use crate::document::Document;
 use crate::latency::LatencySummary;
 use crate::side::{CoreUsage, CpuBreakdown, HostInfo, PpsResult, Role, RrResult, SideResult};
 use crate::spec::{PollMode, PpsSpec, RrSpec, TestSpec};
@@ -26,21 +26,9 @@ fn side(role: Role, busy: f64, cpu: usize) -> SideResult {
     s
 }
 
+/// The document of a run with no interval samples.
 fn build(spec: &TestSpec, client: &SideResult, server: &SideResult) -> Document {
-    Document::build(Inputs {
-        spec,
-        command: "sonde".into(),
-        server_command: None,
-        server_address: "198.18.0.2:5301".into(),
-        started_at: "2026-01-01T00:00:00Z".into(),
-        software: "test".into(),
-        client,
-        server: Some(server),
-        client_intervals: &[],
-        server_intervals: &[],
-        error: None,
-        client_agent: None,
-    })
+    super::tests::document(spec, (client, &[]), (server, &[]))
 }
 
 /// A pps run: `sent` packets, `got` of them received, `socket_drops` counted by the

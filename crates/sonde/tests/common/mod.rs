@@ -268,6 +268,28 @@ impl Lab {
         self.server_cmd("nft", &args);
     }
 
+    /// An nftables rule on the TCP segments to `agent` that carry data (IP length over 100:
+    /// not SYNs, bare ACKs or headers), other than its control connection's, ending in
+    /// `action` (`counter`, or a share dropped).
+    pub fn server_data_rule(&self, agent: &Agent, action: &[&str]) {
+        let port = agent.port.to_string();
+        let mut rule = vec![
+            "ip",
+            "daddr",
+            SERVER_ADDR,
+            "tcp",
+            "dport",
+            "!=",
+            &port,
+            "ip",
+            "length",
+            ">",
+            "100",
+        ];
+        rule.extend_from_slice(action);
+        self.server_nft_rule(&rule);
+    }
+
     /// Packets counted by the `counter` of the rule added with `server_nft_rule`.
     pub fn server_nft_count(&self) -> u64 {
         let rules = self.server_cmd("nft", &["-j", "list", "table", "inet", "sonde"]);
