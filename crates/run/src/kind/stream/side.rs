@@ -49,7 +49,10 @@ pub struct StreamSide {
     notes: Vec<String>,
     started: Instant,
     phase: Phase,
-    intervals: Vec<IntervalSample>,
+    /// Intervals closed so far. Each one's sample goes to the caller as it closes and is
+    /// not kept: with TCP_INFO for 2,048 connections every 0.1 s for an hour, keeping them
+    /// would grow an agent by gigabytes.
+    intervals: u32,
 }
 
 impl StreamSide {
@@ -76,7 +79,7 @@ impl StreamSide {
             notes,
             started: Instant::now(),
             phase: Phase::Warmup,
-            intervals: Vec::new(),
+            intervals: 0,
         };
         if spec.timing.warmup_ms == 0 {
             side.open_window();
@@ -139,7 +142,7 @@ impl StreamSide {
         }
         let secs = (edge.at - edge.since).as_secs_f64();
         let sample = IntervalSample {
-            index: self.intervals.len() as u32,
+            index: self.intervals,
             start_s: (edge.since - window_at).as_secs_f64(),
             end_s: (edge.at - window_at).as_secs_f64(),
             sent_bytes: sent,
@@ -148,7 +151,7 @@ impl StreamSide {
             tcp: self.tcp_samples(&edge.before, &conns, secs),
             ..Default::default()
         };
-        self.intervals.push(sample.clone());
+        self.intervals += 1;
         sample
     }
 
@@ -171,7 +174,7 @@ impl Side for StreamSide {
         match self.phase {
             Phase::Warmup => Some(self.at(s.timing.warmup_ms)),
             Phase::Window => {
-                let done = self.intervals.len() as u64 + 1;
+                let done = self.intervals as u64 + 1;
                 Some(
                     self.at(s.timing.warmup_ms
                         + (done * s.timing.interval_ms).min(s.timing.duration_ms)),
@@ -190,7 +193,7 @@ impl Side for StreamSide {
         }
         if self.phase == Phase::Window && self.next_deadline().is_some_and(|d| now >= d) {
             closed = Some(self.tick());
-            if self.intervals.len() as u64 * s.timing.interval_ms >= s.timing.duration_ms {
+            if self.intervals as u64 * s.timing.interval_ms >= s.timing.duration_ms {
                 self.close_window();
             }
         }
