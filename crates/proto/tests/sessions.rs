@@ -168,6 +168,39 @@ fn truncated_oversized_and_garbage_frames_are_typed_errors() {
     ));
 }
 
+/// The largest interval an agent sends, TCP_INFO of every connection of the largest
+/// bidirectional stream with every figure present, fits in a frame.
+#[test]
+fn an_interval_of_the_most_connections_fits_a_frame() {
+    let full = sonde_results::tcp::TcpSample {
+        connection: u32::MAX,
+        srtt_us: u32::MAX,
+        rttvar_us: u32::MAX,
+        min_rtt_us: Some(u32::MAX),
+        cwnd_segments: u32::MAX,
+        ssthresh_segments: Some(u32::MAX),
+        mss_bytes: u32::MAX,
+        snd_wnd_bytes: Some(u32::MAX),
+        rcv_wnd_bytes: Some(u32::MAX),
+        rcv_space_bytes: u32::MAX,
+        delivery_rate_bits_per_second: Some(1.234_567_890_123e12),
+        pacing_rate_bits_per_second: Some(1.234_567_890_123e12),
+        retransmits: u32::MAX,
+        dsack_dups: Some(u32::MAX),
+        lost_segments: u32::MAX,
+        reordering: u32::MAX,
+        notsent_bytes: Some(u32::MAX),
+        busy_percent: Some(99.123_456_789_012_3),
+        rwnd_limited_percent: Some(99.123_456_789_012_3),
+        sndbuf_limited_percent: Some(99.123_456_789_012_3),
+        ..Default::default()
+    };
+    let mut sample = sample(7);
+    sample.tcp = vec![full; 2 * sonde_results::spec::MAX_CONNECTIONS as usize];
+    let frame = encode(&Message::Interval { sample }).unwrap();
+    assert!(frame.len() < MAX_FRAME_BYTES / 2, "{} bytes", frame.len());
+}
+
 #[test]
 fn random_bytes_never_panic() {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
