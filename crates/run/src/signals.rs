@@ -49,4 +49,40 @@ impl Interrupt {
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Sets the flag, as a stop signal would: for a caller that stops its own loops.
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Sleeps until `at`; false when a stop signal came first. It sleeps in `poll` on the
+    /// wake-up pipe when one is installed, and otherwise in steps short enough to notice
+    /// `set`.
+    pub fn sleep_until(&self, at: std::time::Instant) -> bool {
+        const STEP: std::time::Duration = std::time::Duration::from_millis(100);
+        loop {
+            if self.is_set() {
+                return false;
+            }
+            let left = at.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            match wake_fd() {
+                Some(fd) => {
+                    let mut p = libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // A signal leaves its byte in the pipe; the flag, set first, ends the
+                    // loop above. The step bounds the sleep should `set` be called instead.
+                    let ms = left.min(STEP * 10).as_millis() as libc::c_int;
+                    // SAFETY: one valid pollfd for the duration of the call.
+                    unsafe { libc::poll(&mut p, 1, ms.max(1)) };
+                }
+                None => std::thread::sleep(left.min(STEP)),
+            }
+        }
+    }
 }

@@ -80,6 +80,13 @@ pub struct FleetPair {
     pub destination_labels: std::collections::BTreeMap<String, String>,
     /// The scheduler's round, from 1.
     pub round: u32,
+    /// The fleet file's test case in words (`stream -P 8 -t 10`), the `test` label of its
+    /// metrics.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub test: String,
+    /// `sonde fleet --every`: the pass that ran it, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<u32>,
 }
 
 /// What [`Document::local`] starts from.

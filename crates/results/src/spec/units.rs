@@ -22,6 +22,23 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
     Ok((v * scale).round() as u64)
 }
 
+/// A period as people write one: seconds as a number, or with an `ms`, `s`, `m` or `h`
+/// suffix (`30s`, `10m`, `1h`); returns milliseconds.
+pub fn parse_period_ms(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let scaled = |v: &str, by: u64| parse_duration_ms(v).map(|ms| ms.saturating_mul(by));
+    let ms = if t.ends_with("ms") || t.ends_with('s') {
+        parse_duration_ms(t)
+    } else if let Some(v) = t.strip_suffix('m') {
+        scaled(v, 60)
+    } else if let Some(v) = t.strip_suffix('h') {
+        scaled(v, 3600)
+    } else {
+        parse_duration_ms(t)
+    };
+    ms.map_err(|_| format!("'{s}' is not a period (e.g. 30s, 10m, 1h)"))
+}
+
 /// Bytes, with an optional K/M/G suffix in powers of 1024 (as iperf3 and ntttcp read -l).
 pub fn parse_size(s: &str) -> Result<u32, String> {
     let t = s.trim();
@@ -101,6 +118,17 @@ pub fn parse_ratio(s: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn periods() {
+        assert_eq!(parse_period_ms("30s"), Ok(30_000));
+        assert_eq!(parse_period_ms("10m"), Ok(600_000));
+        assert_eq!(parse_period_ms("1.5h"), Ok(5_400_000));
+        assert_eq!(parse_period_ms("250ms"), Ok(250));
+        assert_eq!(parse_period_ms("45"), Ok(45_000));
+        let e = parse_period_ms("10 minutes").unwrap_err();
+        assert!(e.contains("e.g. 30s, 10m, 1h"), "{e}");
+    }
 
     #[test]
     fn durations_and_sizes() {

@@ -1,9 +1,12 @@
 //! `sonde fleet FILE.toml`: every pair of a topology over many agents, measured the same
 //! way: the file (`file`), the pairs and their rounds (`schedule`), and the run
-//! (`rounds`). `--resume` skips what is stored.
+//! (`rounds`). `--resume` skips what is stored; `--every` runs the matrix again and again
+//! (`every`).
 
+mod every;
 pub mod file;
 mod rounds;
 pub mod schedule;
 
+pub use every::{default_jitter, run_every, Every, PassEnd};
 pub use rounds::{run, Hooks, PairItem, Tally};

@@ -3,7 +3,7 @@
 //! process, stored by the caller, tagged with the pair and both ends' labels, as soon as
 //! it ends. An agent that cannot be reached fails its own pairs and the rest go on.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -32,17 +32,32 @@ pub struct Tally {
     pub skipped: usize,
     pub failed: usize,
     pub not_run: usize,
+    /// Each agent's time in tests (by its name in the file): what `--max-load` budgets.
+    pub busy: BTreeMap<String, Duration>,
 }
 
-/// What the rounds share: the agents found unreachable, the outcomes.
+/// What the rounds share: the agents found unreachable, the outcomes, each agent's time
+/// in tests.
 struct Progress {
     dead: Mutex<HashSet<String>>,
     outcomes: Mutex<Vec<Outcome>>,
+    busy: Mutex<BTreeMap<String, Duration>>,
 }
 
 /// Runs every pair's tests, `overlap` tests per host at most at once, round after round
 /// until Ctrl-C.
 pub fn run(fleet: &Fleet, overlap: usize, hooks: &Hooks<'_>, interrupt: &Interrupt) -> Tally {
+    run_pass(fleet, overlap, hooks, interrupt, None)
+}
+
+/// One pass over every pair (`pass`: its number under `--every`, recorded in each pair).
+pub(super) fn run_pass(
+    fleet: &Fleet,
+    overlap: usize,
+    hooks: &Hooks<'_>,
+    interrupt: &Interrupt,
+    pass: Option<u32>,
+) -> Tally {
     let pairs = schedule::pairs(&fleet.topology, fleet.agents.len());
     let rounds = schedule::rounds(&pairs, overlap);
     let per_pair = fleet.cases.len() * fleet.repetitions;
@@ -60,6 +75,7 @@ pub fn run(fleet: &Fleet, overlap: usize, hooks: &Hooks<'_>, interrupt: &Interru
     let progress = Progress {
         dead: Mutex::new(HashSet::new()),
         outcomes: Mutex::new(Vec::new()),
+        busy: Mutex::new(BTreeMap::new()),
     };
     let started = Instant::now();
     let n_rounds = rounds.len();
@@ -72,14 +88,20 @@ pub fn run(fleet: &Fleet, overlap: usize, hooks: &Hooks<'_>, interrupt: &Interru
                 let progress = &progress;
                 s.spawn(move || {
                     let (from, to) = (&fleet.agents[a], &fleet.agents[b]);
-                    for item in items(fleet, r + 1, from, to) {
+                    for item in items(fleet, (r + 1, pass), from, to) {
                         if interrupt.is_set() {
                             return;
                         }
+                        let began = Instant::now();
                         let outcome = match (hooks.stored)(&item.key) {
                             true => Outcome::AlreadyStored,
                             false => run_item(&item, [from, to], hooks, progress),
                         };
+                        let mut busy = progress.busy.lock().unwrap();
+                        for end in [from, to] {
+                            *busy.entry(end.name.clone()).or_default() += began.elapsed();
+                        }
+                        drop(busy);
                         let kind = &item.words[0];
                         let round = format!("[round {}/{n_rounds}]", r + 1);
                         let line = format!("{round} {} -> {} {kind}", from.name, to.name);
@@ -106,21 +128,30 @@ pub fn run(fleet: &Fleet, overlap: usize, hooks: &Hooks<'_>, interrupt: &Interru
         skipped: count(|o| matches!(o, Outcome::AlreadyStored)),
         failed: count(|o| matches!(o, Outcome::Failed(_))),
         not_run: pairs.len() * per_pair - outcomes.len(),
+        busy: progress.busy.into_inner().unwrap(),
     }
 }
 
-/// The runs of pair (from, to) in round `round`: each test case, each repetition.
-fn items(fleet: &Fleet, round: usize, from: &Agent, to: &Agent) -> Vec<PairItem> {
-    let pair = FleetPair {
-        fleet: fleet.name.clone(),
-        source: from.name.clone(),
-        destination: to.name.clone(),
-        source_labels: from.labels.clone(),
-        destination_labels: to.labels.clone(),
-        round: round as u32,
-    };
+/// The runs of pair (from, to) in round `round` (of pass `pass`): each test case, each
+/// repetition.
+fn items(
+    fleet: &Fleet,
+    (round, pass): (usize, Option<u32>),
+    from: &Agent,
+    to: &Agent,
+) -> Vec<PairItem> {
     let mut items = Vec::new();
     for case in &fleet.cases {
+        let pair = FleetPair {
+            fleet: fleet.name.clone(),
+            source: from.name.clone(),
+            destination: to.name.clone(),
+            source_labels: from.labels.clone(),
+            destination_labels: to.labels.clone(),
+            round: round as u32,
+            test: case_name(case),
+            pass,
+        };
         for rep in 0..fleet.repetitions {
             let key = format!("{}#{}>{}:{}:{rep}", fleet.name, from.name, to.name, case.id);
             let mut words = vec![case.kind.clone(), "--from".into(), from.address.clone()];
@@ -134,6 +165,15 @@ fn items(fleet: &Fleet, round: usize, from: &Agent, to: &Agent) -> Vec<PairItem>
         }
     }
     items
+}
+
+/// A test case as its words say it (`stream -P 8 -t 10`): the `test` label of its metrics.
+fn case_name(case: &crate::matrix::TestCase) -> String {
+    std::iter::once(&case.kind)
+        .chain(&case.flags)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Runs one item, unless one of its agents is known gone; an agent it could not reach
