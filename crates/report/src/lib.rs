@@ -12,6 +12,7 @@ pub mod html;
 pub mod live;
 mod load_plot;
 pub mod look;
+pub mod openmetrics;
 mod published;
 pub mod safe;
 pub mod summary;
