@@ -22,6 +22,7 @@ command -v ping >/dev/null || need+=(iputils-ping)
 command -v chromium >/dev/null || need+=(chromium)
 command -v dpdk-testpmd >/dev/null || need+=(dpdk-dev)
 command -v pgrep >/dev/null || need+=(procps)
+command -v promtool >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         echo "installing for the tests: ${need[*]}" >&2

@@ -69,19 +69,19 @@ impl Metric {
     pub(crate) fn meta(self) -> Meta {
         let (stem, unit, kind, help) = match self {
             Metric::Throughput => ("sonde_throughput", Some("bits_per_second"), Kind::Gauge,
-                "Last run's throughput as the receiver counted it (stream, pps); direction forward: source to destination."),
+                "Last run's throughput as the receiver counted it (stream, pps); direction forward: source to destination"),
             Metric::Rtt => ("sonde_rtt", Some("seconds"), Kind::Summary,
-                "Last run's round-trip time quantiles, measured by the source (ping, rpc)."),
+                "Last run's round-trip time quantiles, measured by the source (ping, rpc)"),
             Metric::Loss => ("sonde_packet_loss", Some("ratio"), Kind::Gauge,
-                "Last run's packets lost per packet sent (pps; ping and rpc over UDP)."),
+                "Last run's packets lost per packet sent (pps; ping and rpc over UDP)"),
             Metric::Retransmits => ("sonde_retransmits", None, Kind::Counter,
-                "TCP retransmits of the sender's test connections, summed over the pair's stored stream runs."),
+                "TCP retransmits of the sender's test connections, summed over the pair's stored stream runs"),
             Metric::RunTimestamp => ("sonde_run_timestamp", Some("seconds"), Kind::Gauge,
-                "When the pair's last run ended, stored or failed (Unix time)."),
+                "When the pair's last run ended, stored or failed (Unix time)"),
             Metric::Runs => ("sonde_runs", None, Kind::Counter,
-                "The pair's runs by status: ok, partial (cut short, stored), failed (nothing stored)."),
+                "The pair's runs by status: ok, partial (cut short, stored), failed (nothing stored)"),
             Metric::LimitedBy => ("sonde_limited_by", None, Kind::Gauge,
-                "1 for the verdict of what limited the pair's last run (end.limited_by)."),
+                "1 for the verdict of what limited the pair's last run (end.limited_by)"),
         };
         Meta {
             stem,

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use sonde_results::spec::TestName;
 use sonde_results::Document;
 
 use super::figures::{self, Kind, Labels, Metric, Status};
@@ -83,10 +84,12 @@ type Points = BTreeMap<i64, Vec<(Option<(&'static str, String)>, f64)>>;
 
 /// Stored runs (a test name each, and the document) as OpenMetrics with each sample's
 /// timestamp: the run's end. Counters count the runs before and at each point. A run
-/// whose start and end cannot be read as RFC 3339 is left out (it has no time to be at).
+/// whose start and end cannot be read as RFC 3339 is left out (it has no time to be at),
+/// and so is a load or a watch (no pair's figure).
 pub(crate) fn backfill(runs: &[(&str, &Document)]) -> String {
     let mut timed: Vec<(i64, &str, &Document)> = runs
         .iter()
+        .filter(|(_, d)| !matches!(d.test, TestName::Load | TestName::Watch))
         .filter_map(|&(test, d)| Some(((figures::ended_at(d)? * 1e3).round() as i64, test, d)))
         .collect();
     timed.sort_by_key(|t| t.0);

@@ -173,11 +173,17 @@ pub enum ResultsAction {
     },
     /// One run's result document (JSON).
     Show { id: i64 },
-    /// Runs as JSON documents (one array), CSV of their intervals, or an HdrHistogram
+    /// Runs as JSON documents (one array), CSV of their intervals, an HdrHistogram
     /// interval log of their latency histograms (hdr-log: one tag per run, one line per
-    /// interval, for HdrHistogram's HistogramLogProcessor and plotter).
+    /// interval, for HdrHistogram's HistogramLogProcessor and plotter), or OpenMetrics
+    /// with each sample at its run's end (openmetrics: the series `sonde fleet --metrics`
+    /// serves, for `promtool tsdb create-blocks-from openmetrics`). All runs by default.
     Export {
+        /// Run ids.
         ids: Vec<i64>,
+        /// The runs stored with this label (a fleet's runs carry the fleet's name).
+        #[arg(long, conflicts_with = "ids")]
+        label: Option<String>,
         #[arg(long, value_enum, default_value = "json")]
         format: ExportFormat,
     },
@@ -194,6 +200,7 @@ pub enum ExportFormat {
     Json,
     Csv,
     HdrLog,
+    Openmetrics,
 }
 
 #[derive(Args, Debug)]
