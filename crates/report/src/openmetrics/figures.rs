@@ -296,11 +296,12 @@ pub(crate) fn status(doc: &Document) -> Status {
     }
 }
 
+/// A run's status; as a number, its index in [`Status::ALL`] and in a pair's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {
-    Ok,
-    Partial,
-    Failed,
+    Ok = 0,
+    Partial = 1,
+    Failed = 2,
 }
 
 impl Status {
