@@ -54,11 +54,9 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
                     )
                 ),
                 cli::ExportFormat::Openmetrics => {
-                    let tests: Vec<(String, &sonde_results::Document)> =
-                        runs.iter().map(|r| (test_label(r), &r.document)).collect();
-                    let tests: Vec<(&str, &sonde_results::Document)> =
-                        tests.iter().map(|(t, d)| (t.as_str(), *d)).collect();
-                    out!("{}", sonde_report::openmetrics::export_runs(&tests))
+                    let docs: Vec<&sonde_results::Document> =
+                        runs.iter().map(|r| &r.document).collect();
+                    out!("{}", sonde_report::openmetrics::export(&docs))
                 }
                 cli::ExportFormat::HdrLog => out!(
                     "{}",
@@ -80,25 +78,6 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A run's `test` label in OpenMetrics: a fleet run's test case id (`0:1`, as `sonde
-/// fleet --metrics` labels it), read from its key `FLEET#FROM>TO:CASE:REPETITION` (the
-/// run layer's `fleet::rounds`); any other run's test name.
-fn test_label(run: &sonde_store::Run) -> String {
-    let case = run
-        .suite_key
-        .as_deref()
-        .filter(|_| run.document.start.fleet.is_some())
-        .and_then(|key| {
-            let mut parts = key.rsplitn(4, ':');
-            let (rep, combination, table) = (parts.next()?, parts.next()?, parts.next()?);
-            parts.next()?;
-            let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-            (numeric(rep) && numeric(combination) && numeric(table))
-                .then(|| format!("{table}:{combination}"))
-        });
-    case.unwrap_or_else(|| run.document.test.as_str().to_string())
 }
 
 pub fn compare_command(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
@@ -182,40 +161,4 @@ pub fn report_command(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
     crate::measure::write_atomically(&a.output, text.as_bytes())?;
     outln!("wrote {} ({} runs)", a.output.display(), runs.len());
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::test_label;
-
-    fn run(key: Option<&str>, fleet: bool) -> sonde_store::Run {
-        let path = format!(
-            "{}/../results/tests/fixtures/v1-stream.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let mut document: sonde_results::Document =
-            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-        document.start.fleet = fleet.then(Default::default);
-        sonde_store::Run {
-            id: 1,
-            label: None,
-            test: "stream".into(),
-            started_at: String::new(),
-            command: String::new(),
-            partial: false,
-            document,
-            suite_key: key.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn a_fleet_runs_test_label_is_its_case_id_from_its_key() {
-        let key = Some("zones#a:1>b:2:3:14:0");
-        assert_eq!(test_label(&run(key, true)), "3:14");
-        // Not a fleet's run, or a key of another shape: the test's name.
-        assert_eq!(test_label(&run(key, false)), "stream");
-        assert_eq!(test_label(&run(Some("suite#0"), true)), "stream");
-        assert_eq!(test_label(&run(Some("f#a>b:x:1:0"), true)), "stream");
-        assert_eq!(test_label(&run(None, true)), "stream");
-    }
 }

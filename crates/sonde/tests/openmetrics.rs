@@ -23,13 +23,13 @@ fn repo() -> PathBuf {
 /// Stored fixtures (the results crate's) of every kind the exporter reads, the limit
 /// fixtures judged so that a verdict is among them.
 const FIXTURES: [(&str, &str); 7] = [
-    ("v1-stream.json", "0:0"),
-    ("v1-bidir.json", "0:1"),
-    ("limit/rcvbuf-64K.json", "0:2"),
-    ("v1-ping-udp.json", "1:0"),
-    ("v1-rpc.json", "1:1"),
-    ("v1-pps.json", "2:0"),
-    ("limit/pps-nft-drop-2pct.json", "2:1"),
+    ("v1-stream.json", "stream -P 1"),
+    ("v1-bidir.json", "stream --bidir"),
+    ("limit/rcvbuf-64K.json", "stream --window 64K"),
+    ("v1-ping-udp.json", "ping --udp"),
+    ("v1-rpc.json", "rpc -t 1"),
+    ("v1-pps.json", "pps -t 1"),
+    ("limit/pps-nft-drop-2pct.json", "pps --flows 2"),
 ];
 
 fn fixture(name: &str) -> Document {
@@ -48,6 +48,7 @@ fn pair(source: &str, destination: &str) -> FleetPair {
         source_labels: zone(source),
         destination_labels: zone(destination),
         round: 1,
+        ..FleetPair::default()
     }
 }
 
@@ -64,7 +65,7 @@ fn exporter_text() -> String {
     }
     e.record(
         &pair("a", "c"),
-        "0:0",
+        "stream -P 1",
         RunOutcome::Failed("cannot connect"),
         now,
     );
@@ -136,9 +137,12 @@ fn a_stored_fleet_exports_as_a_prometheus_backfill() {
     }
     let db = temp_file("om.db");
     for (s, d) in [("a", "b"), ("b", "a")] {
-        for (name, _) in FIXTURES {
+        for (name, test) in FIXTURES {
             let mut doc = fixture(name);
-            doc.start.fleet = Some(pair(s, d));
+            doc.start.fleet = Some(FleetPair {
+                test: test.to_string(),
+                ..pair(s, d)
+            });
             let file = temp_file("run.json");
             std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
             let file = file.to_str().unwrap();
@@ -160,6 +164,9 @@ fn a_stored_fleet_exports_as_a_prometheus_backfill() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("source_zone=\"zone-b\""), "{text}");
+    for (_, test) in FIXTURES {
+        assert!(text.contains(&format!("test=\"{test}\"")), "{test}: {text}");
+    }
     let file = temp_file("backfill.om");
     std::fs::write(&file, &text).unwrap();
     let blocks = temp_file("blocks");

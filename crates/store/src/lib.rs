@@ -75,22 +75,10 @@ pub struct Run {
     pub command: String,
     pub partial: bool,
     pub document: Document,
-    /// The suite or fleet item the run was stored as (`sonde suite`, `sonde fleet`).
-    pub suite_key: Option<String>,
 }
 
-/// The columns of one row as read: id, label, test, started_at, command, partial,
-/// document, suite_key.
-type RunRow = (
-    i64,
-    Option<String>,
-    String,
-    String,
-    String,
-    bool,
-    String,
-    Option<String>,
-);
+/// The columns of one row as read: id, label, test, started_at, command, partial, document.
+type RunRow = (i64, Option<String>, String, String, String, bool, String);
 
 pub struct Store {
     conn: Connection,
@@ -210,7 +198,6 @@ impl Store {
             r.get(4)?,
             r.get::<_, i64>(5)? != 0,
             r.get(6)?,
-            r.get(7)?,
         ))
     }
 
@@ -227,12 +214,10 @@ impl Store {
             command: t.4,
             partial: t.5,
             document,
-            suite_key: t.7,
         })
     }
 
-    const COLUMNS: &'static str =
-        "id, label, test, started_at, command, partial, document, suite_key";
+    const COLUMNS: &'static str = "id, label, test, started_at, command, partial, document";
 
     /// Runs, newest first, optionally only those with `label`.
     pub fn list(&self, label: Option<&str>) -> Result<Vec<Run>, StoreError> {

@@ -16,6 +16,7 @@ mod figures;
 mod tests;
 mod text;
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
@@ -208,15 +209,9 @@ fn unix_seconds(t: SystemTime) -> f64 {
 }
 
 /// Stored runs as OpenMetrics with each sample's timestamp (the run's finished_at or
-/// started_at), for backfill (`promtool tsdb create-blocks-from openmetrics`); `test` is
-/// each document's test name (`stream`, `ping`, ...).
-pub fn export(docs: &[Document]) -> String {
-    let runs: Vec<(&str, &Document)> = docs.iter().map(|d| (d.test.as_str(), d)).collect();
-    text::backfill(&runs)
-}
-
-/// [`export`] with each run's `test` label given: a fleet run's test case id, so that a
-/// backfill's series are those `sonde fleet --metrics` serves.
-pub fn export_runs(runs: &[(&str, &Document)]) -> String {
-    text::backfill(runs)
+/// started_at), for backfill (`promtool tsdb create-blocks-from openmetrics`). A fleet
+/// run's `test` label is its pair's test case (`start.fleet.test`), as `sonde fleet
+/// --metrics` labels it; another run's is its test's name (`stream`, `ping`, ...).
+pub fn export<D: Borrow<Document>>(docs: &[D]) -> String {
+    text::backfill(docs.iter().map(Borrow::borrow))
 }

@@ -15,6 +15,7 @@ fn pair(source: &str, destination: &str) -> FleetPair {
         source_labels: BTreeMap::from([("zone".into(), "a".into())]),
         destination_labels: BTreeMap::from([("zone".into(), "b".into())]),
         round: 1,
+        ..FleetPair::default()
     }
 }
 
@@ -46,7 +47,7 @@ fn a_stored_stream_gives_the_receivers_throughput_and_the_senders_retransmits() 
     let p = pair("a", "b");
     let doc = run_of("v1-stream.json", &p);
     let mut e = Exporter::new();
-    e.record(&p, "0:0", RunOutcome::Stored(&doc), at(0));
+    e.record(&p, "stream -P 1", RunOutcome::Stored(&doc), at(0));
     let text = e.encode();
     assert!(text.ends_with("# EOF\n"), "{text}");
     let tp = lines(&text, "sonde_throughput_bits_per_second");
@@ -64,7 +65,7 @@ fn a_stored_stream_gives_the_receivers_throughput_and_the_senders_retransmits() 
         "fleet=\"zones\"",
         "source=\"a\"",
         "destination=\"b\"",
-        "test=\"0:0\"",
+        "test=\"stream -P 1\"",
         "source_zone=\"a\"",
         "destination_zone=\"b\"",
         "direction=\"forward\"",
@@ -88,7 +89,7 @@ fn a_ping_gives_three_rtt_quantiles_in_seconds_and_udp_loss() {
         r.lost_messages = Some(7);
     }
     let mut e = Exporter::new();
-    e.record(&p, "1:0", RunOutcome::Stored(&doc), at(0));
+    e.record(&p, "ping --udp", RunOutcome::Stored(&doc), at(0));
     let text = e.encode();
     assert!(text.contains("# TYPE sonde_rtt_seconds summary"), "{text}");
     let rtt = lines(&text, "sonde_rtt_seconds");
@@ -111,7 +112,7 @@ fn a_failed_run_removes_the_pairs_figures_and_counts_as_failed() {
     let p = pair("a", "b");
     let doc = run_of("v1-bidir.json", &p);
     let mut e = Exporter::new();
-    e.record(&p, "0:0", RunOutcome::Stored(&doc), at(0));
+    e.record(&p, "stream -P 1", RunOutcome::Stored(&doc), at(0));
     let before = e.encode();
     assert_eq!(lines(&before, "sonde_throughput_bits_per_second").len(), 2);
     assert!(before.contains("direction=\"reverse\""), "{before}");
@@ -119,7 +120,12 @@ fn a_failed_run_removes_the_pairs_figures_and_counts_as_failed() {
         source_labels: BTreeMap::new(),
         ..p.clone()
     };
-    e.record(&no_labels, "0:0", RunOutcome::Failed("agent gone"), at(60));
+    e.record(
+        &no_labels,
+        "stream -P 1",
+        RunOutcome::Failed("agent gone"),
+        at(60),
+    );
     let after = e.encode();
     for gone in [
         "sonde_throughput_bits_per_second",
@@ -154,13 +160,13 @@ fn expire_drops_pairs_not_recorded_since_the_cutoff() {
     let mut e = Exporter::new();
     e.record(
         &ab,
-        "1:0",
+        "ping --udp",
         RunOutcome::Stored(&run_of("v1-rpc.json", &ab)),
         at(0),
     );
     e.record(
         &ba,
-        "1:0",
+        "ping --udp",
         RunOutcome::Stored(&run_of("v1-rpc.json", &ba)),
         at(100),
     );
@@ -178,7 +184,7 @@ fn the_limited_by_verdict_is_a_one_labelled_by_its_verdict() {
     let doc = run_of("limit/rcvbuf-64K.json", &p);
     let verdict = doc.end.limited_by.as_ref().expect("a verdict").verdict;
     let mut e = Exporter::new();
-    e.record(&p, "0:0", RunOutcome::Stored(&doc), at(0));
+    e.record(&p, "stream -P 1", RunOutcome::Stored(&doc), at(0));
     let text = e.encode();
     let l = lines(&text, "sonde_limited_by");
     assert_eq!(l.len(), 1, "{text}");
@@ -199,11 +205,11 @@ fn agent_labels_are_sanitized_bounded_and_cannot_clobber_fixed_labels() {
     }
     let doc = run_of("v1-rpc.json", &p);
     let mut e = Exporter::new();
-    e.record(&p, "1:0", RunOutcome::Stored(&doc), at(0));
+    e.record(&p, "ping --udp", RunOutcome::Stored(&doc), at(0));
     let text = e.encode();
     let line = lines(&text, "sonde_run_timestamp_seconds")[0];
     assert!(
-        line.contains("{fleet=\"zones\",source=\"a\",destination=\"b\",test=\"1:0\""),
+        line.contains("{fleet=\"zones\",source=\"a\",destination=\"b\",test=\"ping --udp\""),
         "{line}"
     );
     assert!(line.contains("source_source=\"evil\""), "{line}");
@@ -238,6 +244,12 @@ fn export_writes_every_run_at_its_end_time_with_counters_that_add_up() {
         .collect();
     assert_eq!(ok, [1.0, 2.0], "{text}");
     assert!(tp[0].contains("test=\"stream\""), "{}", tp[0]);
+    // A fleet's run is labelled with its test case, as the live exporter labels it.
+    let mut case = first.clone();
+    case.start.fleet.as_mut().unwrap().test = "stream -P 8".into();
+    let text = export(&[&case]);
+    let tp = lines(&text, "sonde_throughput_bits_per_second");
+    assert!(tp[0].contains("test=\"stream -P 8\""), "{}", tp[0]);
 }
 
 #[test]

@@ -23,6 +23,14 @@ pub(crate) fn header(out: &mut String, metric: Metric) {
     let _ = writeln!(out, "# HELP {name} {}.", m.help);
 }
 
+/// A run's `test` label: its fleet pair's test case, else its test's name.
+fn test_of(doc: &Document) -> &str {
+    match &doc.start.fleet {
+        Some(p) if !p.test.is_empty() => &p.test,
+        _ => doc.test.as_str(),
+    }
+}
+
 /// One sample line: `name{labels,extra} value [timestamp]`, a counter's name with
 /// `_total`, a timestamp in seconds with milliseconds.
 pub(crate) fn sample(
@@ -82,15 +90,14 @@ type SeriesKey = (Metric, Labels);
 /// A series' points: at each millisecond, its samples (several quantiles, or one value).
 type Points = BTreeMap<i64, Vec<(Option<(&'static str, String)>, f64)>>;
 
-/// Stored runs (a test name each, and the document) as OpenMetrics with each sample's
-/// timestamp: the run's end. Counters count the runs before and at each point. A run
-/// whose start and end cannot be read as RFC 3339 is left out (it has no time to be at),
-/// and so is a load or a watch (no pair's figure).
-pub(crate) fn backfill(runs: &[(&str, &Document)]) -> String {
-    let mut timed: Vec<(i64, &str, &Document)> = runs
-        .iter()
-        .filter(|(_, d)| !matches!(d.test, TestName::Load | TestName::Watch))
-        .filter_map(|&(test, d)| Some(((figures::ended_at(d)? * 1e3).round() as i64, test, d)))
+/// Stored runs as OpenMetrics with each sample's timestamp: the run's end. Counters count
+/// the runs before and at each point. A run whose start and end cannot be read as RFC
+/// 3339 is left out (it has no time to be at), and so is a load or a watch (no pair's
+/// figure).
+pub(crate) fn backfill<'a>(docs: impl Iterator<Item = &'a Document>) -> String {
+    let mut timed: Vec<(i64, &str, &Document)> = docs
+        .filter(|d| !matches!(d.test, TestName::Load | TestName::Watch))
+        .filter_map(|d| Some(((figures::ended_at(d)? * 1e3).round() as i64, test_of(d), d)))
         .collect();
     timed.sort_by_key(|t| t.0);
     let mut series: BTreeMap<SeriesKey, Points> = BTreeMap::new();
