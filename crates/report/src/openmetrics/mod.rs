@@ -67,10 +67,10 @@ impl Exporter {
         Exporter::default()
     }
 
-    /// One finished run of a fleet pair: `test` is the fleet test case's id; a `Stored`
-    /// document's figures become the pair's current values; a `Failed` run counts in
-    /// `sonde_runs_total{status="failed"}` and removes the pair's figures (a dead agent's
-    /// pairs show failed runs, not stale values). A failed run keeps the labels the
+    /// One finished run of a fleet pair: `test` is its test case (`pair.test`, as a
+    /// backfill labels it); a `Stored` document's figures become the pair's current
+    /// values; a `Failed` run counts in `sonde_runs_total{status="failed"}` and removes
+    /// the pair's figures (a dead agent's pairs show failed runs, not stale values). A failed run keeps the labels the
     /// pair's last stored run had, so its counter stays one series.
     pub fn record(
         &mut self,
