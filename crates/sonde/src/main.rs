@@ -23,8 +23,10 @@ macro_rules! jsonln {
 
 mod cli;
 mod errors;
+mod fleet_metrics;
 mod lab;
 mod measure;
+mod metrics_http;
 mod orchestrate;
 mod stored;
 

@@ -45,7 +45,12 @@ struct Keeper<'a> {
     pair: Option<&'a FleetPair>,
     ndjson: bool,
     interrupt: &'a Interrupt,
+    record: Option<Record<'a>>,
 }
+
+/// What hears of each fleet run as it ends, its document or why it failed (the metrics
+/// of `--every --metrics`).
+type Record<'a> = &'a (dyn Fn(&FleetPair, Result<&Document, &str>) + Sync);
 
 impl Output for Keeper<'_> {
     fn say(&self, _: &str) {}
@@ -67,6 +72,9 @@ impl Output for Keeper<'_> {
                 "{}",
                 serde_json::to_string(doc).expect("a document serialises")
             );
+        }
+        if let (Some(record), Some(pair)) = (self.record, self.pair) {
+            record(pair, Ok(doc));
         }
     }
 }
@@ -100,6 +108,7 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
             pair: None,
             ndjson: false,
             interrupt,
+            record: None,
         };
         run_item(item.built, &keeper, &item.words, interrupt)
     };
@@ -133,21 +142,30 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
     let fleet = file::load(&args.file, &file::system_resolve, &build)?;
     let db: PathBuf = sonde_store::default_path(args.db.as_deref());
     let store = std::sync::Mutex::new(sonde_store::Store::open(&db)?);
+    let metrics = crate::fleet_metrics::start(args)?;
+    let record = metrics.as_ref().map(|m| m.recorder());
     let stored =
         |key: &str| args.resume && store.lock().unwrap().has_suite_item(key).unwrap_or(false);
-    let run = |item: &fleet::PairItem| match build(&item.words) {
-        Ok(req) => {
-            let keeper = Keeper {
-                db: &db,
-                label: &fleet.name,
-                key: &item.key,
-                pair: Some(&item.built),
-                ndjson: args.ndjson,
-                interrupt,
-            };
-            run_item(req, &keeper, &item.words, interrupt)
+    let run = |item: &fleet::PairItem| {
+        let outcome = match build(&item.words) {
+            Ok(req) => {
+                let keeper = Keeper {
+                    db: &db,
+                    label: &fleet.name,
+                    key: &item.key,
+                    pair: Some(&item.built),
+                    ndjson: args.ndjson,
+                    interrupt,
+                    record: record.as_deref(),
+                };
+                run_item(req, &keeper, &item.words, interrupt)
+            }
+            Err(e) => Outcome::Failed(e),
+        };
+        if let (Outcome::Failed(why), Some(record)) = (&outcome, &record) {
+            record(&item.built, Err(why));
         }
-        Err(e) => Outcome::Failed(e),
+        outcome
     };
     let say = |line: &str| errln!("{line}");
     let hooks = fleet::Hooks {
@@ -155,7 +173,25 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
         run: &run,
         say: &say,
     };
-    let t = fleet::run(&fleet, args.overlap.into(), &hooks, interrupt);
+    let overlap = args.overlap.into();
+    let t = match args.every {
+        None => fleet::run(&fleet, overlap, &hooks, interrupt),
+        Some(ms) => {
+            let period = std::time::Duration::from_millis(ms);
+            let every = fleet::Every {
+                period,
+                max_load: args.max_load,
+                jitter: fleet::default_jitter(period),
+            };
+            let after = |p: &fleet::PassEnd<'_>| {
+                if let Some(m) = &metrics {
+                    m.expire(2 * period.max(p.next_in));
+                }
+                errln!("{}", pass_line(p));
+            };
+            fleet::run_every(&fleet, overlap, &hooks, interrupt, &every, &after)
+        }
+    };
     errln!(
         "fleet {}: {} run(s) stored, {} already stored, {} failed, {} not run, label '{}' in {}",
         fleet.name,
@@ -166,10 +202,34 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
         fleet.name,
         db.display()
     );
+    if let Some(m) = metrics {
+        m.stop();
+    }
+    if args.every.is_some() {
+        // A stop signal is how a continuous fleet ends; failed runs are in its metrics.
+        return Ok(ExitCode::SUCCESS);
+    }
     if interrupt.is_set() {
         let file = args.file.display();
         errln!("interrupted: `sonde fleet {file} --resume` continues where it stopped");
         return Ok(ExitCode::from(crate::errors::EXIT_PARTIAL));
     }
     Ok(ExitCode::from(u8::from(t.failed > 0)))
+}
+
+/// `pass 3: 12 stored, 0 failed; busiest host a in tests 18 % of the time; next pass in 42 s`.
+fn pass_line(p: &sonde_run::fleet::PassEnd<'_>) -> String {
+    let busiest = p.busiest.map_or_else(String::new, |(name, share)| {
+        format!(
+            "; busiest host {name} in tests {:.0} % of the time",
+            share * 100.0
+        )
+    });
+    format!(
+        "pass {}: {} stored, {} failed{busiest}; next pass in {:.0} s",
+        p.pass,
+        p.tally.stored,
+        p.tally.failed,
+        p.next_in.as_secs_f64()
+    )
 }

@@ -1,0 +1,72 @@
+//! `sonde fleet --every --metrics ADDR:PORT`: every run of every pair, as it ends, goes to
+//! the exporter; the HTTP thread serves its text; a pair not heard of for two periods
+//! leaves the metrics.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use sonde_report::openmetrics::{Exporter, RunOutcome};
+use sonde_results::document::FleetPair;
+use sonde_results::Document;
+use sonde_run::signals::Interrupt;
+
+use crate::cli::FleetArgs;
+
+/// The exporter and the thread that serves it.
+pub struct FleetMetrics {
+    exporter: Arc<Mutex<Exporter>>,
+    server: JoinHandle<()>,
+    stop: Interrupt,
+}
+
+/// What the fleet calls with each run's document or failure.
+pub type Recorder = Box<dyn Fn(&FleetPair, Result<&Document, &str>) + Sync>;
+
+/// Listening on `--metrics`, when it was given; the error names the address.
+pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
+    let Some(addr) = args.metrics else {
+        return Ok(None);
+    };
+    let exporter = Arc::new(Mutex::new(Exporter::new()));
+    let text = Arc::clone(&exporter);
+    // Its own flag: the server outlives a stop signal until the fleet's last run is in.
+    let stop = Interrupt::none();
+    let body = move || text.lock().unwrap().encode();
+    let (local, server) = crate::metrics_http::serve(addr, body, stop.clone())?;
+    errln!("metrics: http://{local}/metrics");
+    Ok(Some(FleetMetrics {
+        exporter,
+        server,
+        stop,
+    }))
+}
+
+impl FleetMetrics {
+    /// Records each run as it ends: its pair, its test case, its document or failure.
+    pub fn recorder(&self) -> Recorder {
+        let exporter = Arc::clone(&self.exporter);
+        Box::new(move |pair: &FleetPair, run: Result<&Document, &str>| {
+            let outcome = match run {
+                Ok(doc) => RunOutcome::Stored(doc),
+                Err(why) => RunOutcome::Failed(why),
+            };
+            let test = pair.test.as_str();
+            let mut e = exporter.lock().unwrap();
+            e.record(pair, test, outcome, SystemTime::now());
+        })
+    }
+
+    /// Drops the pairs not heard of within `window`.
+    pub fn expire(&self, window: Duration) {
+        let cutoff = SystemTime::now()
+            .checked_sub(window)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        self.exporter.lock().unwrap().expire(cutoff);
+    }
+
+    pub fn stop(self) {
+        self.stop.set();
+        let _ = self.server.join();
+    }
+}

@@ -1,0 +1,178 @@
+//! A continuous fleet scraped by a real Prometheus: three agents in namespaces on a bridge,
+//! `sonde fleet --every --metrics` in a fourth, and Debian's `prometheus` beside it
+//! scraping every second. Prometheus' own HTTP API must answer for the pairs' figures with
+//! their source, destination and both agents' labels; an agent killed mid-run leaves
+//! failed runs, not stale values; SIGTERM ends the fleet.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::bridge::{Bridged, FLEET_PORT};
+use common::{need_tools, temp_file, Lab};
+use serde_json::Value;
+
+const METRICS: &str = "127.0.0.1:19464";
+const PROMETHEUS: &str = "127.0.0.1:19090";
+
+/// A triangle of pairs, a stream and a ping each, every 2 s (passes then run back to back).
+fn fleet_file() -> std::path::PathBuf {
+    let mut text = format!("name = \"watch\"\nport = {FLEET_PORT}\n");
+    text +=
+        "topology = \"pairs\"\npairs = [[\"h1\", \"h2\"], [\"h2\", \"h3\"], [\"h3\", \"h1\"]]\n";
+    for k in 1..=3 {
+        let zone = if k == 1 { "a" } else { "b" };
+        text += &format!(
+            "[[agent]]\nname = \"h{k}\"\naddress = \"{}\"\nlabels = {{ zone = \"{zone}\" }}\n",
+            Bridged::addr(k)
+        );
+    }
+    text += "[[test]]\ntype = \"stream\"\nduration = 1\nwarmup = 0.2\n";
+    text += "[[test]]\ntype = \"ping\"\nduration = 1\nwarmup = 0.2\n";
+    let path = temp_file("watch.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Prometheus in the controller's namespace, scraping the fleet's metrics every second
+/// into a scratch directory; killed on drop.
+struct Prometheus(Child);
+
+impl Prometheus {
+    fn start(lab: &Bridged) -> Prometheus {
+        let dir = temp_file("prometheus");
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
+                 scrape_configs:\n  - job_name: sonde\n    static_configs:\n      - targets: ['{METRICS}']\n"
+            ),
+        )
+        .unwrap();
+        let mut cmd = Lab::in_ns(&lab.controller, "prometheus");
+        cmd.arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={PROMETHEUS}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Prometheus(cmd.spawn().expect("prometheus starts"))
+    }
+
+    /// An instant query through Prometheus' HTTP API, from inside its namespace.
+    fn query(lab: &Bridged, promql: &str) -> Vec<Value> {
+        let script = "import json, sys, urllib.parse, urllib.request\n\
+             q = urllib.parse.urlencode({'query': sys.argv[2]})\n\
+             print(urllib.request.urlopen(sys.argv[1] + '/api/v1/query?' + q, timeout=5).read().decode())";
+        let out = Lab::in_ns(&lab.controller, "python3")
+            .args(["-c", script, &format!("http://{PROMETHEUS}"), promql])
+            .output()
+            .unwrap();
+        match serde_json::from_slice::<Value>(&out.stdout) {
+            Ok(v) => v["data"]["result"].as_array().cloned().unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The query's series once `done` holds for them, within `limit`.
+    fn wait_for(
+        lab: &Bridged,
+        promql: &str,
+        limit: Duration,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let began = Instant::now();
+        loop {
+            let r = Prometheus::query(lab, promql);
+            if done(&r) {
+                return r;
+            }
+            assert!(began.elapsed() < limit, "{promql}: {r:?} after {limit:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn label<'a>(series: &'a Value, name: &str) -> &'a str {
+    series["metric"][name].as_str().unwrap_or("")
+}
+
+#[test]
+fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
+    if !need_tools(&["prometheus", "python3"]) {
+        return;
+    }
+    let Some(lab) = Bridged::new(3) else { return };
+    let mut agents: Vec<_> = (1..=3).map(|k| lab.start_agent(k)).collect();
+    let db = temp_file("watch.db");
+    let file = fleet_file();
+    let mut fleet: Child = lab
+        .controller(&[
+            "fleet",
+            file.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .args(["--every", "2s", "--max-load", "100", "--metrics", METRICS])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _prom = Prometheus::start(&lab);
+
+    // Every pair's throughput, labelled by its ends and the file's zone labels.
+    let limit = Duration::from_secs(60);
+    let all = |r: &[Value]| r.len() == 3;
+    let tput = Prometheus::wait_for(&lab, "sonde_throughput_bits_per_second", limit, all);
+    for s in &tput {
+        let (src, dst) = (label(s, "source"), label(s, "destination"));
+        assert!(
+            ["h1->h2", "h2->h3", "h3->h1"].contains(&format!("{src}->{dst}").as_str()),
+            "{s}"
+        );
+        assert!(label(s, "test").starts_with("stream "), "{s}");
+        assert_eq!(
+            label(s, "source_zone"),
+            if src == "h1" { "a" } else { "b" },
+            "{s}"
+        );
+        let bps: f64 = s["value"][1].as_str().unwrap().parse().unwrap();
+        assert!(bps > 1e6, "{s}");
+    }
+    let rtt = Prometheus::wait_for(&lab, "sonde_rtt_seconds{quantile=\"0.5\"}", limit, all);
+    assert!(
+        rtt.iter().all(|s| label(s, "test").starts_with("ping ")),
+        "{rtt:?}"
+    );
+    Prometheus::wait_for(&lab, "sonde_runs_total{status=\"ok\"}", limit, |r| {
+        r.len() >= 6
+    });
+
+    // h3 dies: its pairs fail, and their figures leave rather than stay as they were.
+    agents[2].kill();
+    let failed = "sonde_runs_total{status=\"failed\", source=\"h2\", destination=\"h3\"} > 0";
+    Prometheus::wait_for(&lab, failed, limit, |r| !r.is_empty());
+    let gone = "sonde_throughput_bits_per_second{destination=\"h3\"}";
+    Prometheus::wait_for(&lab, gone, limit, |r| r.is_empty());
+    let alive = Prometheus::query(&lab, "sonde_throughput_bits_per_second{source=\"h1\"}");
+    assert_eq!(alive.len(), 1, "{alive:?}");
+
+    // SIGTERM ends the fleet promptly and cleanly.
+    let pid = fleet.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = common::wait_with_timeout(&mut fleet, Duration::from_secs(20))
+        .expect("the fleet stops on SIGTERM");
+    assert!(status.success(), "{status:?}");
+}
