@@ -65,6 +65,28 @@ fn invalid_flag_values_name_the_flag() {
         (&["stream", "h", "--port", "70000"], "--port"),
         (&["serve", "--bind", "nowhere"], "--bind"),
         (&["stream"], "<HOST>"),
+        (&["fleet", "f.toml", "--every", "500ms"], "--every"),
+        (&["fleet", "f.toml", "--every", "ten minutes"], "--every"),
+        (
+            &["fleet", "f.toml", "--every", "1m", "--resume"],
+            "--resume",
+        ),
+        (
+            &["fleet", "f.toml", "--every", "1m", "--max-load", "0"],
+            "--max-load",
+        ),
+        (
+            &["fleet", "f.toml", "--every", "1m", "--max-load", "150"],
+            "--max-load",
+        ),
+        (
+            &["fleet", "f.toml", "--metrics", "127.0.0.1:9464"],
+            "--every",
+        ),
+        (
+            &["fleet", "f.toml", "--every", "1m", "--metrics", "nowhere"],
+            "--metrics",
+        ),
     ];
     for (args, flag) in cases {
         let o = sonde(args);
