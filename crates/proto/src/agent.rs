@@ -5,7 +5,7 @@
 //! AwaitStart --Start--> Running --Stop--> Finishing --send_results()--> Done
 //! ```
 //! With a key, `Welcome` carries the agent's nonce and proof, and the agent waits for the
-//! controller's proof (`Auth`) before it says what it runs (`Accepted`); every frame after
+//! controller's proof (`Auth`) before it says what it runs and its labels (`Accepted`); every frame after
 //! `Auth` is sealed. `refuse()` and `fail()` end any state with an `Error` to the controller. A second
 //! controller arriving while a test runs gets a session made by [`AgentSession::busy`].
 
@@ -17,6 +17,7 @@ use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
 use crate::frame::{CONTROLLER_FRAME_BYTES, PRE_AUTH_FRAME_BYTES};
 use crate::grant::Grant;
+use crate::labels::Labels;
 use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION};
 use crate::seal::{Opener, Sealer};
 use crate::session::{Machine, Wire};
@@ -76,6 +77,8 @@ pub struct AgentSession {
     software: String,
     command: String,
     capabilities: Vec<String>,
+    /// This agent's own labels, announced in `Accepted`.
+    labels: Labels,
     wire: Wire<AgentEvent>,
     /// Planned length of the running test, for the deadline of `Stop`.
     test_length: Duration,
@@ -99,6 +102,7 @@ impl AgentSession {
             software: software.into(),
             command: command.into(),
             capabilities: capabilities.iter().map(|c| c.as_ref().into()).collect(),
+            labels: Labels::new(),
             wire: Wire::new(Some(now + timeouts.hello)),
             test_length: Duration::ZERO,
             auth: None,
@@ -116,6 +120,12 @@ impl AgentSession {
     /// random bytes from the caller) before anything else.
     pub fn require_key(mut self, key: Key, challenge: [u8; CHALLENGE_BYTES]) -> Self {
         self.auth = Some((key, challenge));
+        self
+    }
+
+    /// Announces `labels` (checked by the caller) to an accepted controller, never before.
+    pub fn with_labels(mut self, labels: Labels) -> Self {
+        self.labels = labels;
         self
     }
 
@@ -264,6 +274,7 @@ impl AgentSession {
         let accepted = Message::Accepted {
             command: self.command.clone(),
             capabilities: self.capabilities.clone(),
+            labels: self.labels.clone(),
         };
         self.queue(&accepted)?;
         self.state = State::AwaitSetup;

@@ -16,16 +16,21 @@ use sonde_results::{IntervalSample, SideResult, TestSpec};
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
 use crate::grant::Grant;
+use crate::labels::{self, Labels};
 use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 use crate::seal::{Opener, Sealer};
 use crate::session::{Machine, Wire};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
-    /// The agent accepted the protocol version; its identity, for the record.
+    /// The agent accepted us (its `Accepted`); its identity and labels, for the record.
     Welcome {
         software: String,
         command: String,
+        /// The agent's own labels, cut to the rules of [`crate::labels`].
+        labels: Labels,
+        /// What was dropped of the labels the agent announced, and why.
+        label_note: Option<String>,
     },
     Ready {
         data_port: u16,
@@ -238,6 +243,7 @@ impl ClientSession {
         &mut self,
         command: String,
         capabilities: Vec<String>,
+        labels: Labels,
         now: Instant,
     ) -> Result<(), ProtoError> {
         let test = self.spec.capability();
@@ -249,9 +255,14 @@ impl ClientSession {
                 test: THIRD_PARTY.into(),
             }));
         }
+        // The agent is untrusted: a rogue one's thousands of labels or megabyte values
+        // must not reach the document or the metrics.
+        let (labels, label_note) = labels::bound(labels);
         self.wire.events.push_back(ClientEvent::Welcome {
             software: std::mem::take(&mut self.agent_software),
             command,
+            labels,
+            label_note,
         });
         let mut spec = self.spec.clone();
         // An engine chosen by default that the agent does not run (an older agent, or a
@@ -327,8 +338,9 @@ impl Machine for ClientSession {
                 Message::Accepted {
                     command,
                     capabilities,
+                    labels,
                 },
-            ) => self.on_accepted(command, capabilities, now),
+            ) => self.on_accepted(command, capabilities, labels, now),
             (
                 State::AwaitReady,
                 Message::Ready {

@@ -9,7 +9,8 @@
 //! [`MAX_FRAME_BYTES`] are refused before they are buffered.
 //!
 //! With a key: `Hello` (controller nonce) → `Welcome` (agent nonce, agent's proof) →
-//! `Auth` (controller's proof) → sealed from here on: `Accepted` (capabilities) → `Setup`…
+//! `Auth` (controller's proof) → sealed from here on: `Accepted` (capabilities, labels) →
+//! `Setup`…
 //! Without one: `Hello` → `Welcome` → `Accepted` → `Setup`…, nothing sealed.
 
 pub mod agent;
@@ -19,6 +20,7 @@ pub mod data_header;
 pub mod error;
 pub mod frame;
 pub mod grant;
+pub mod labels;
 pub mod message;
 pub mod seal;
 pub mod session;
@@ -33,5 +35,6 @@ pub use frame::{
     PRE_AUTH_FRAME_BYTES,
 };
 pub use grant::{Grant, GrantError};
+pub use labels::{LabelError, Labels};
 pub use message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 pub use session::Session;

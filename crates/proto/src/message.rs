@@ -1,5 +1,6 @@
 //! The messages of the control protocol and its constants.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -52,6 +53,13 @@ pub enum Message {
         /// Test types and engines the agent runs, and "third-party" if it takes parts of
         /// tests between two agents.
         capabilities: Vec<String>,
+        /// The agent's own labels (`sonde serve --label`), stored with each run. Here and
+        /// not in `Welcome`: `Welcome` goes to anyone who connects, before a key is proven,
+        /// and what the agent is (its zone, node, address) is for accepted controllers
+        /// only. Absent from older agents, and left out when empty so older controllers
+        /// read it.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        labels: BTreeMap<String, String>,
     },
     Setup {
         spec: TestSpec,

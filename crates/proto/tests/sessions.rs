@@ -32,6 +32,12 @@ fn all_messages() -> Vec<Message> {
         Message::Accepted {
             command: "c".into(),
             capabilities: vec!["stream".into()],
+            labels: Default::default(),
+        },
+        Message::Accepted {
+            command: "c".into(),
+            capabilities: vec!["stream".into()],
+            labels: [("zone".into(), "a".into())].into(),
         },
         Message::Setup {
             spec: spec(),
