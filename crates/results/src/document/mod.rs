@@ -21,6 +21,8 @@ pub use pps::{PacketsEnd, PpsEnd, PpsEndSide, SearchEnd, Trial};
 pub use rr::{RrEnd, RrEndSide, SelfNoise};
 pub use stream::{ConnectionSpread, DirectionEnd, EndSide, Retransmits, StreamEnd};
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::side::HostInfo;
@@ -64,6 +66,10 @@ pub struct Start {
     /// A test run by `sonde fleet`: which pair of which fleet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetPair>,
+    /// The serving agent's own labels (`sonde serve --label`), as it announced them to
+    /// the controller, cut to the rules.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_labels: BTreeMap<String, String>,
 }
 
 /// A fleet test's place in its fleet: the pair, each end's labels, the round.
@@ -74,10 +80,12 @@ pub struct FleetPair {
     /// The agent that sent (ran the client side), by its name in the fleet.
     pub source: String,
     pub destination: String,
+    /// The source's labels: the fleet file's, and the agent's own (`sonde serve --label`)
+    /// where the file does not name the same one (see [`FleetPair::with_agents_labels`]).
     #[serde(default)]
-    pub source_labels: std::collections::BTreeMap<String, String>,
+    pub source_labels: BTreeMap<String, String>,
     #[serde(default)]
-    pub destination_labels: std::collections::BTreeMap<String, String>,
+    pub destination_labels: BTreeMap<String, String>,
     /// The scheduler's round, from 1.
     pub round: u32,
     /// The fleet file's test case in words (`stream -P 8 -t 10`), the `test` label of its
@@ -87,6 +95,25 @@ pub struct FleetPair {
     /// `sonde fleet --every`: the pass that ran it, from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass: Option<u32>,
+}
+
+impl FleetPair {
+    /// This pair with each end's own labels, as the run's `start` recorded them (the
+    /// destination served, the source was the client agent), merged in under the fleet
+    /// file's: on a conflict the file wins, since the operator wrote it for this fleet.
+    pub fn with_agents_labels(&self, start: &Start) -> FleetPair {
+        let merge = |file: &BTreeMap<String, String>, own: Option<&BTreeMap<String, String>>| {
+            let mut merged = own.cloned().unwrap_or_default();
+            merged.extend(file.iter().map(|(k, v)| (k.clone(), v.clone())));
+            merged
+        };
+        let client_own = start.client_agent.as_ref().map(|a| &a.labels);
+        FleetPair {
+            source_labels: merge(&self.source_labels, client_own),
+            destination_labels: merge(&self.destination_labels, Some(&start.server_labels)),
+            ..self.clone()
+        }
+    }
 }
 
 /// What [`Document::local`] starts from.
@@ -118,6 +145,7 @@ impl Document {
                 finished_at: None,
                 client_agent: None,
                 fleet: None,
+                server_labels: BTreeMap::new(),
             },
             intervals,
             end,
@@ -175,6 +203,7 @@ fn start(inp: &Inputs<'_>) -> Start {
         finished_at: None,
         client_agent: inp.client_agent.clone(),
         fleet: None,
+        server_labels: BTreeMap::new(),
     }
 }
 
@@ -200,5 +229,59 @@ impl TryFrom<Wire> for Document {
             intervals: w.intervals,
             end: End::read(w.test, w.end)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_fleet_pair_takes_each_agents_labels_under_the_files() {
+        let pair = FleetPair {
+            source_labels: map(&[("zone", "file-a")]),
+            destination_labels: map(&[("rack", "r9")]),
+            ..Default::default()
+        };
+        let mut start = Document::local(
+            LocalStart {
+                spec: TestSpec::Stream(Default::default()),
+                command: String::new(),
+                host: HostInfo::default(),
+                started_at: String::new(),
+                software: String::new(),
+            },
+            vec![],
+            End::new(false, None, Section::empty(TestName::Stream)),
+        )
+        .start;
+        start.server_labels = map(&[("zone", "agent-b"), ("rack", "agent-rack")]);
+        start.client_agent = Some(ClientAgent {
+            address: "198.18.0.1:5301".into(),
+            command: None,
+            labels: map(&[("zone", "agent-a"), ("node", "n1")]),
+        });
+        let merged = pair.with_agents_labels(&start);
+        assert_eq!(
+            merged.source_labels,
+            map(&[("zone", "file-a"), ("node", "n1")])
+        );
+        assert_eq!(
+            merged.destination_labels,
+            map(&[("zone", "agent-b"), ("rack", "r9")])
+        );
+        // A test the controller is an end of has no client agent: the file's labels only.
+        start.client_agent = None;
+        assert_eq!(
+            pair.with_agents_labels(&start).source_labels,
+            pair.source_labels
+        );
     }
 }

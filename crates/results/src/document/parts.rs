@@ -149,6 +149,9 @@ pub struct ClientAgent {
     pub address: String,
     /// Its exact command line, as it reported it.
     pub command: Option<String>,
+    /// Its own labels (`sonde serve --label`), as it announced them, cut to the rules.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Everything needed to build a document; the controller fills it as the test goes.
