@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, TcpInfo};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_proto::{AgentEvent, AgentSession, ClientSession, Session, Timeouts};
-use sonde_results::{Direction, Role, StreamSpec, TestSpec, Timing};
+use sonde_proto::labels::MAX_LABELS;
+use sonde_proto::{AgentEvent, AgentSession, ClientSession, Labels, Session, Timeouts};
+use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec, Timing};
 
 use crate::agent::one_test::{run_started, Conn};
 use crate::control::Link;
@@ -141,8 +142,9 @@ fn a_stream_side_samples_its_engine_per_interval_and_in_total() {
     assert_eq!(d.bytes, summed, "the window is the sum of its intervals");
 }
 
-/// The agent's end up to `Start`, by hand (no data endpoint), then the real loop.
-fn agent_end(stream: UnixStream, spec: StreamSpec) -> sonde_results::SideResult {
+/// The agent's end up to `Start`, by hand (no data endpoint), announcing `labels`
+/// unchecked (as a rogue agent could), then the real loop.
+fn agent_end(stream: UnixStream, spec: StreamSpec, labels: Labels) -> sonde_results::SideResult {
     let interrupt = Interrupt::none();
     let mut conn = Conn {
         session: AgentSession::new(
@@ -151,7 +153,8 @@ fn agent_end(stream: UnixStream, spec: StreamSpec) -> sonde_results::SideResult 
             &crate::kind::capabilities(),
             Timeouts::default(),
             Instant::now(),
-        ),
+        )
+        .with_labels(labels),
         link: Link::over(Box::new(stream)),
     };
     let mut started = false;
@@ -176,12 +179,13 @@ fn agent_end(stream: UnixStream, spec: StreamSpec) -> sonde_results::SideResult 
     .unwrap()
 }
 
-#[test]
-fn both_ends_run_one_control_loop_to_a_document() {
+/// A stream test between the controller's end and an agent end announcing `labels`, over
+/// a socket pair: the document, the agent's result and how many intervals were shown.
+fn run_pair(labels: Labels) -> (Document, sonde_results::SideResult, usize) {
     let spec = spec();
     let (c, a) = UnixStream::pair().unwrap();
     let agent_spec = spec.clone();
-    let agent = std::thread::spawn(move || agent_end(a, agent_spec));
+    let agent = std::thread::spawn(move || agent_end(a, agent_spec, labels));
 
     let test = TestSpec::Stream(spec.clone());
     let session = ClientSession::new(
@@ -211,7 +215,12 @@ fn both_ends_run_one_control_loop_to_a_document() {
             client_agent: None,
         },
     );
-    let server = agent.join().unwrap();
+    (doc, agent.join().unwrap(), shown)
+}
+
+#[test]
+fn both_ends_run_one_control_loop_to_a_document() {
+    let (doc, server, shown) = run_pair(Labels::new());
     assert!(!doc.end.partial, "{:?}", doc.end.error);
     assert_eq!(doc.intervals.len(), 3);
     assert_eq!(shown, 3);
@@ -234,5 +243,32 @@ fn both_ends_run_one_control_loop_to_a_document() {
     assert!(
         doc.intervals[..2].iter().all(|i| i.receiver.is_some()),
         "intervals paired"
+    );
+}
+
+#[test]
+fn the_document_records_the_agents_labels_and_cuts_a_rogue_agents_with_a_note() {
+    let own: Labels = [("zone".to_string(), "a".to_string())].into();
+    let (doc, _, _) = run_pair(own.clone());
+    assert_eq!(doc.start.server_labels, own);
+    let json = serde_json::to_string(&doc).unwrap();
+    assert!(!json.contains("the agent announced"), "no note: {json}");
+
+    // A rogue agent's thousand labels and megabyte value: cut, and the agent's side says so.
+    let mut rogue: Labels = (0..1000)
+        .map(|i| (format!("l{i:04}"), "v".into()))
+        .collect();
+    rogue.insert("big".into(), "x".repeat(1 << 20));
+    let (doc, _, _) = run_pair(rogue);
+    assert_eq!(doc.start.server_labels.len(), MAX_LABELS);
+    assert!(!doc.start.server_labels.contains_key("big"));
+    let json = serde_json::to_string(&doc).unwrap();
+    assert!(
+        json.len() < 1 << 20,
+        "the megabyte stayed out of the document"
+    );
+    assert!(
+        json.contains("the agent announced 1001 label(s); kept 32"),
+        "{json}"
     );
 }

@@ -134,7 +134,8 @@ fn new_session(shared: &Shared) -> AgentSession {
         &capabilities,
         Timeouts::default(),
         Instant::now(),
-    );
+    )
+    .with_labels(shared.cfg.labels.clone());
     match &shared.cfg.key {
         Some(key) => session.require_key(key.clone(), crate::random::nonce()),
         None => session,

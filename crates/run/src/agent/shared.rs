@@ -30,6 +30,9 @@ pub struct ServeConfig {
     pub allow: Allowed,
     /// testpmd's arguments and device on this host (`--dpdk-args`, `--dpdk-dev`).
     pub dpdk: crate::kind::dpdk_source::AgentDpdk,
+    /// This agent's own labels (`--label`, checked by the caller), announced to accepted
+    /// controllers.
+    pub labels: sonde_proto::Labels,
 }
 
 /// State shared by the connections being served: the tests running, and how many

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sonde_proto::{ClientEvent, ClientSession, Session};
+use sonde_proto::{ClientEvent, ClientSession, Labels, Session};
 use sonde_results::document::Inputs;
 use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
@@ -54,10 +54,14 @@ pub struct Record<'a> {
     pub client_agent: Option<sonde_results::document::ClientAgent>,
 }
 
-/// What a handshake learnt: the agent's command line, its data port, the cookie and (a
-/// serving part of a third-party test) the grant for the client agent.
+/// What a handshake learnt: the agent's command line and labels, its data port, the cookie
+/// and (a serving part of a third-party test) the grant for the client agent.
 pub struct Handshake {
     pub command: Option<String>,
+    /// The agent's own labels, cut to the rules by the session.
+    pub labels: Labels,
+    /// What the session dropped of the labels the agent announced.
+    pub label_note: Option<String>,
     pub data_port: u16,
     pub cookie: u64,
     pub grant: Option<sonde_proto::Grant>,
@@ -70,7 +74,7 @@ pub fn handshake(
     addr: SocketAddr,
     interrupt: &Interrupt,
 ) -> Result<Handshake, ControllerError> {
-    let mut command = None;
+    let (mut command, mut labels, mut label_note) = (None, Labels::new(), None);
     loop {
         link.send(session)
             .map_err(|source| ControllerError::Io { addr, source })?;
@@ -81,7 +85,12 @@ pub fn handshake(
             .map_err(|source| ControllerError::Protocol { addr, source })?;
         while let Some(ev) = session.poll_event() {
             match ev {
-                ClientEvent::Welcome { command: c, .. } => command = Some(c),
+                ClientEvent::Welcome {
+                    command: c,
+                    labels: l,
+                    label_note: n,
+                    ..
+                } => (command, labels, label_note) = (Some(c), l, n),
                 ClientEvent::Ready {
                     data_port,
                     cookie,
@@ -89,6 +98,8 @@ pub fn handshake(
                 } => {
                     return Ok(Handshake {
                         command,
+                        labels,
+                        label_note,
                         data_port,
                         cookie,
                         grant,
@@ -107,6 +118,9 @@ pub struct Running<'a> {
     pairing: Pairing,
     live: &'a mut dyn FnMut(LiveInterval<'_>),
     server_command: Option<String>,
+    server_labels: Labels,
+    /// What was dropped of the agent's labels, for its side's notes.
+    label_note: Option<String>,
     server_result: Option<SideResult>,
     stop_sent: bool,
     /// Why the test ended early, for the document.
@@ -125,6 +139,8 @@ impl<'a> Running<'a> {
             pairing: Pairing::default(),
             live,
             server_command: None,
+            server_labels: Labels::new(),
+            label_note: None,
             server_result: None,
             stop_sent: false,
             error: None,
@@ -139,6 +155,8 @@ impl<'a> Running<'a> {
     ) -> Result<Handshake, ControllerError> {
         let mut h = handshake(link, &mut self.session, self.addr, interrupt)?;
         self.server_command = h.command.take();
+        self.server_labels = std::mem::take(&mut h.labels);
+        self.label_note = h.label_note.take();
         Ok(h)
     }
 
@@ -173,6 +191,9 @@ impl<'a> Running<'a> {
         self.pairing.show(self.live, true);
         drop(link);
         let client = side.into_result(self.error.is_some());
+        if let (Some(server), Some(note)) = (self.server_result.as_mut(), self.label_note) {
+            server.notes.push(note);
+        }
         let mut doc = Document::build(Inputs {
             spec: record.spec,
             command: record.command.to_string(),
@@ -188,6 +209,7 @@ impl<'a> Running<'a> {
             client_agent: record.client_agent,
         });
         doc.start.finished_at = Some(now_rfc3339());
+        doc.start.server_labels = self.server_labels;
         doc
     }
 }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use sonde_proto::{ClientEvent, ClientSession, Session, ThirdParty};
+use sonde_proto::{ClientEvent, ClientSession, Labels, Session, ThirdParty};
 use sonde_results::document::ClientAgent;
 use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
 
@@ -61,6 +61,7 @@ pub fn run_between(
     let client_agent = Some(ClientAgent {
         address: client.to_string(),
         command: a.command.clone(),
+        labels: a.labels.clone(),
     });
     Ok(run.conclude(
         b_link,
@@ -81,8 +82,11 @@ pub struct RemoteSide {
     addr: SocketAddr,
     link: Link,
     session: ClientSession,
-    /// The agent's command line, for the record.
+    /// The agent's command line and own labels, for the record.
     command: Option<String>,
+    labels: Labels,
+    /// What was dropped of the labels it announced, for its side's notes.
+    label_note: Option<String>,
     test_length: Duration,
     planned_end: Instant,
     samples: VecDeque<IntervalSample>,
@@ -109,6 +113,8 @@ impl RemoteSide {
             link,
             session,
             command: h.command,
+            labels: h.labels,
+            label_note: h.label_note,
             test_length,
             planned_end: Instant::now() + test_length,
             samples: VecDeque::new(),
@@ -213,7 +219,10 @@ impl Side for RemoteSide {
             self.pump();
         }
         match self.result.take() {
-            Some(r) => r,
+            Some(mut r) => {
+                r.notes.extend(self.label_note.take());
+                r
+            }
             None => SideResult::missing(
                 Role::Client,
                 self.fault.take().unwrap_or_else(|| "no result".into()),
