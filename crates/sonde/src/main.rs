@@ -98,6 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 command: command_line,
                 allow: a.allowed(),
                 dpdk: a.dpdk()?,
+                labels: a.labels()?,
             };
             agent::serve(cfg, &interrupt)?;
             Ok(ExitCode::SUCCESS)

@@ -35,7 +35,8 @@ pub fn build(words: &[String]) -> Result<Request, String> {
     })
 }
 
-/// Stores each document (labelled, with its suite key and fleet pair) and, for a fleet's
+/// Stores each document (labelled, with its suite key and fleet pair, whose labels take
+/// in the agents' own) and, for a fleet's
 /// `--ndjson`, prints it as one line. A run cut by Ctrl-C is not kept: an interrupted
 /// suite keeps what it finished, and `--resume` runs the rest.
 struct Keeper<'a> {
@@ -61,7 +62,8 @@ impl Output for Keeper<'_> {
         if doc.end.partial && self.interrupt.is_set() {
             return;
         }
-        doc.start.fleet = self.pair.cloned();
+        // The agents' own labels, as this run recorded them, under the fleet file's.
+        doc.start.fleet = self.pair.map(|p| p.with_agents_labels(&doc.start));
         let saved = sonde_store::Store::open(self.db)
             .and_then(|s| s.save_for_suite(doc, Some(self.label), Some(self.key)));
         if let Err(e) = saved {

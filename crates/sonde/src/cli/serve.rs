@@ -4,6 +4,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use sonde_proto::labels::{self, Labels, MAX_LABELS};
 use sonde_run::agent::{Allow, Allowed, DEFAULT_PORT};
 use sonde_run::kind::dpdk_source::AgentDpdk;
 
@@ -98,6 +99,13 @@ pub struct ServeArgs {
     /// stacks, UMEM) [default: a quarter of MemTotal].
     #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
     pub max_memory: Option<u64>,
+    /// A label of this agent, KEY=VALUE (repeatable, at most 32): announced to controllers
+    /// once they are accepted (never before the key is proven), stored with each run and
+    /// merged under a fleet file's. KEY is a Prometheus label name, not starting with __
+    /// and not one the metrics set themselves; VALUE is 1 to 128 bytes, no control
+    /// characters.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
     /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
     #[arg(long, hide = true)]
     pub test_hooks: bool,
@@ -108,10 +116,36 @@ impl ServeArgs {
         self.allow.iter().map(|&a| Allow::from(a)).collect()
     }
 
+    /// `--label`s as one set: at most [`MAX_LABELS`], no key twice.
+    pub fn labels(&self) -> anyhow::Result<Labels> {
+        if self.labels.len() > MAX_LABELS {
+            anyhow::bail!(
+                "--label given {} times: an agent carries at most {MAX_LABELS} labels",
+                self.labels.len()
+            );
+        }
+        let mut set = Labels::new();
+        for (key, value) in &self.labels {
+            if let Some(first) = set.insert(key.clone(), value.clone()) {
+                anyhow::bail!("--label {key} given twice ({key}={first} and {key}={value})");
+            }
+        }
+        Ok(set)
+    }
+
     /// `--dpdk-args` and `--dpdk-dev`, read as a controller's are.
     pub fn dpdk(&self) -> anyhow::Result<AgentDpdk> {
         let allowed = self.allow.contains(&AllowArg::Dpdk);
         AgentDpdk::from_flags(self.dpdk_args.as_deref(), self.dpdk_dev.as_deref(), allowed)
             .map_err(anyhow::Error::msg)
     }
+}
+
+/// One `--label KEY=VALUE`, checked against the rules controllers apply.
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (key, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not KEY=VALUE"))?;
+    labels::check(key, value).map_err(|e| format!("label '{key}': {e}"))?;
+    Ok((key.into(), value.into()))
 }
