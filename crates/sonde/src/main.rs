@@ -74,6 +74,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let interrupt = signals::Interrupt::install();
     match cli.command {
         Command::Serve(a) => {
+            // A label given twice or too many: a usage error, as clap's for a bad one.
+            let labels = match a.labels() {
+                Ok(labels) => labels,
+                Err(e) => {
+                    errln!("error: {e}");
+                    return Ok(ExitCode::from(EXIT_USAGE));
+                }
+            };
             init_logging();
             let key = cli::load_key(a.key_file.as_deref())?;
             let limits = agent::Limits {
@@ -98,7 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 command: command_line,
                 allow: a.allowed(),
                 dpdk: a.dpdk()?,
-                labels: a.labels()?,
+                labels,
             };
             agent::serve(cfg, &interrupt)?;
             Ok(ExitCode::SUCCESS)

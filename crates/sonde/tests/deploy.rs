@@ -47,6 +47,21 @@ fn the_kubernetes_manifests_validate_against_the_schemas() {
     assert!(!o.status.success());
 }
 
+#[test]
+fn each_agent_daemonset_labels_its_agent_with_its_node_and_pod_address() {
+    for name in ["agent-daemonset.yaml", "agent-daemonset-hostnetwork.yaml"] {
+        let text = std::fs::read_to_string(repo().join("deploy/kubernetes").join(name)).unwrap();
+        for want in [
+            r#""--label", "node=$(NODE_NAME)""#,
+            r#""--label", "pod_ip=$(POD_IP)""#,
+            "- name: NODE_NAME\n              valueFrom: {fieldRef: {fieldPath: spec.nodeName}}",
+            "- name: POD_IP\n              valueFrom: {fieldRef: {fieldPath: status.podIP}}",
+        ] {
+            assert!(text.contains(want), "{name} lacks {want}");
+        }
+    }
+}
+
 /// The static executable, if scripts/test.sh (or deploy/build-static.sh) made it.
 fn static_sonde() -> Option<PathBuf> {
     let path = repo().join("target/static/sonde");

@@ -37,11 +37,12 @@ impl Bridged {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
+        let pre = super::netns_prefix();
         let lab = Bridged {
-            hosts: (1..=n).map(|k| format!("sonde-{tag}-h{k}")).collect(),
-            controller: format!("sonde-{tag}-c"),
+            hosts: (1..=n).map(|k| format!("{pre}-{tag}-h{k}")).collect(),
+            controller: format!("{pre}-{tag}-c"),
             controller_if: format!("v{tag}c"),
-            bridge: format!("sonde-{tag}-br"),
+            bridge: format!("{pre}-{tag}-br"),
             made: Default::default(),
             _serial: Serial::take(),
         };
@@ -86,9 +87,15 @@ impl Bridged {
 
     /// `sonde serve` on host k, on FLEET_PORT, taking either part of a fleet's tests.
     pub fn start_agent(&self, k: usize) -> Agent {
+        self.start_agent_with(k, &[])
+    }
+
+    /// As `start_agent`, with extra flags (`--label zone=a`, ...).
+    pub fn start_agent_with(&self, k: usize, args: &[&str]) -> Agent {
         let mut cmd = Lab::in_ns(&self.hosts[k - 1], SONDE);
         cmd.args(["serve", "--bind", &Bridged::addr(k), "--port", FLEET_PORT])
-            .args(["--allow", "third-party"]);
+            .args(["--allow", "third-party"])
+            .args(args);
         Agent::start(cmd)
     }
 
