@@ -76,7 +76,7 @@ impl Output for Terminal<'_> {
 
     fn keep(&self, doc: &mut Document) {
         if let Some(pair) = &self.0.store.fleet_pair {
-            doc.start.fleet = Some(pair.clone());
+            doc.start.fleet = Some(pair.with_agents_labels(&doc.start));
         }
         save_run(&self.0.store, doc);
         if self.0.json_stream {
