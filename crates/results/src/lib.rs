@@ -12,6 +12,7 @@ pub mod side;
 pub mod spec;
 pub mod stats;
 pub mod tcp;
+pub mod verdict;
 
 pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;

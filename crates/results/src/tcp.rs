@@ -6,61 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::side::TcpSample;
 use crate::side::Transfer;
-
-/// One connection over one interval. Gauges (RTT, windows, rates) are read at the
-/// interval's end; counts and time shares cover the interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TcpSample {
-    /// The connection's test-wide index.
-    pub connection: u32,
-    /// What this side does with the connection's bytes.
-    pub transfer: Transfer,
-    /// Smoothed RTT and its variation (tcpi_rtt, tcpi_rttvar).
-    pub srtt_us: u32,
-    pub rttvar_us: u32,
-    /// The lowest RTT the connection has seen (tcpi_min_rtt).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_rtt_us: Option<u32>,
-    pub cwnd_segments: u32,
-    /// Absent while the connection is still in slow start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ssthresh_segments: Option<u32>,
-    pub mss_bytes: u32,
-    /// The peer's advertised receive window (sender), scaled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snd_wnd_bytes: Option<u32>,
-    /// The window this side advertises (receiver), scaled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rcv_wnd_bytes: Option<u32>,
-    /// The receiver's autotuned buffer target (tcpi_rcv_space).
-    pub rcv_space_bytes: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivery_rate_bits_per_second: Option<f64>,
-    /// Absent when unlimited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pacing_rate_bits_per_second: Option<f64>,
-    /// Segments retransmitted in the interval.
-    pub retransmits: u32,
-    /// Of them, those the peer reported as duplicates (D-SACK): spurious, the original was
-    /// reordered or late, not lost.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dsack_dups: Option<u32>,
-    /// Segments held lost at the interval's end, and the reordering degree assumed.
-    pub lost_segments: u32,
-    pub reordering: u32,
-    /// Bytes written and not yet sent (sender).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notsent_bytes: Option<u32>,
-    /// Share of the interval with data in flight (tcpi_busy_time), and the shares of it
-    /// limited by the receiver's window and by the send buffer; percent of the interval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub busy_percent: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rwnd_limited_percent: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sndbuf_limited_percent: Option<f64>,
-}
 
 /// A figure's lowest, median and highest value across a run's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::document::Document;
-use crate::limit::Limit;
+use crate::verdict::Limit;
 
 /// A group's verdict: the one most of its runs carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -84,7 +84,7 @@ pub fn limit_shift(a: &[&Document], b: &[&Document]) -> Option<LimitShift> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::LimitedBy;
+    use crate::verdict::LimitedBy;
 
     fn run(verdict: Option<Limit>) -> Document {
         let mut d: Document =

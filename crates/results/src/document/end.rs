@@ -11,9 +11,9 @@ use super::pps::PpsEnd;
 use super::rr::RrEnd;
 use super::stream::StreamEnd;
 use super::watch::WatchEnd;
-use crate::limit::LimitedBy;
 use crate::side::CpuUsage;
 use crate::spec::TestName;
+use crate::verdict::LimitedBy;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct End {

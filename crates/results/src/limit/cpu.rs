@@ -1,8 +1,8 @@
 //! How close a side's CPU came to its limit: the evidence every kind's rules share.
 
-use super::{End, Evidence};
 use crate::document::{CpuFigures, Document, MeasuredBy, OneHost};
 use crate::side::Role;
+use crate::verdict::{End, Evidence};
 
 /// A core this busy over a window has no time left: /proc/stat's tick accounting and the
 /// gaps between a wake-up and the next packet leave a few percent idle even on a core

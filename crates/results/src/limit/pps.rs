@@ -4,9 +4,10 @@
 //! only when the receiver took everything it sent.
 
 use super::cpu;
-use super::{loss_signal, pick, rate_finding, End, Evidence, Finding, Limit, LimitedBy};
+use super::finding::{loss_signal, pick, rate_finding};
 use crate::document::{Document, PpsEnd, PpsEndSide};
 use crate::spec::{PollMode, TestSpec};
+use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
 
 pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
     let TestSpec::Pps(spec) = &doc.start.spec else {

@@ -4,9 +4,10 @@
 //! path's latency (wire, stacks, wake-ups) is what bounds the rate.
 
 use super::cpu;
-use super::{loss_signal, pick, rate_finding, End, Evidence, Finding, Limit, LimitedBy};
+use super::finding::{loss_signal, pick, rate_finding};
 use crate::document::{Document, RrEnd, RrEndSide};
 use crate::spec::{PollMode, TestSpec};
+use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
 
 pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
     let (TestSpec::Ping(spec) | TestSpec::Rpc(spec)) = &doc.start.spec else {

@@ -10,10 +10,11 @@
 //! congestion window, a buffer the user set below twice the run's bandwidth-delay product.
 
 use super::cpu::{self, Saturation};
+use super::finding::{loss_signal, pick, rate_finding};
 use super::window::{buffers, Facts};
-use super::{loss_signal, pick, rate_finding, End, Evidence, Finding, Limit, LimitedBy};
 use crate::document::{Document, EndSide, StreamEnd};
 use crate::spec::{StreamSpec, TestSpec};
+use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
 
 /// Smoothed RTT this far above the path's minimum means a queue builds on the path (a
 /// shaper's or a switch's buffer). Half a millisecond is more than a busy host adds: a

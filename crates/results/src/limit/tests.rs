@@ -1,7 +1,6 @@
 //! The stream rules on documents built from plain figures: each planted limit, the
 //! thresholds' edges, and a close second named as the runner-up.
 
-use super::Limit;
 use crate::document::{Document, Inputs};
 use crate::side::{
     ConnectionResult, CoreUsage, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
@@ -9,6 +8,7 @@ use crate::side::{
 };
 use crate::spec::{Direction, StreamSpec, TestSpec};
 use crate::tcp::TcpSample;
+use crate::verdict::Limit;
 
 /// A forward stream run of 4 one-second intervals over one connection.
 #[derive(Clone)]
@@ -35,7 +35,7 @@ pub(super) fn document(
     (client, ci): (&SideResult, &[IntervalSample]),
     (server, si): (&SideResult, &[IntervalSample]),
 ) -> Document {
-    Document::build(Inputs {
+    let mut doc = Document::build(Inputs {
         spec,
         command: "sonde".into(),
         server_command: None,
@@ -48,7 +48,9 @@ pub(super) fn document(
         server_intervals: si,
         error: None,
         client_agent: None,
-    })
+    });
+    doc.end.limited_by = super::judge(&doc);
+    doc
 }
 
 impl Run {

@@ -1,10 +1,10 @@
 //! The pps and rr rules on documents built from plain figures.
 
-use super::Limit;
 use crate::document::Document;
 use crate::latency::LatencySummary;
 use crate::side::{CoreUsage, CpuBreakdown, HostInfo, PpsResult, Role, RrResult, SideResult};
 use crate::spec::{PollMode, PpsSpec, RrSpec, TestSpec};
+use crate::verdict::Limit;
 
 const SECS: f64 = 4.0;
 
@@ -54,7 +54,7 @@ impl Pps {
         }
     }
 
-    fn verdict(&self) -> super::LimitedBy {
+    fn verdict(&self) -> crate::verdict::LimitedBy {
         let spec = TestSpec::Pps(PpsSpec {
             rate_pps: self.rate,
             ..Default::default()
@@ -134,7 +134,7 @@ struct Rr {
 }
 
 impl Rr {
-    fn verdict(&self) -> super::LimitedBy {
+    fn verdict(&self) -> crate::verdict::LimitedBy {
         let spec = TestSpec::Rpc(RrSpec {
             connections: 4,
             window: 2,

@@ -1,10 +1,10 @@
 //! The stream figures the rules read, gathered once from the document, and the two limits
 //! a socket's size sets: the receiver's window and the sender's buffer.
 
-use super::{End, Evidence, Finding, Limit};
 use crate::document::{Document, EndSide};
 use crate::spec::StreamSpec;
 use crate::tcp::{Spread, TcpSummary};
+use crate::verdict::{End, Evidence, Finding, Limit};
 
 /// A socket buffer the user set below this many bandwidth-delay products of the run
 /// cannot keep the path full: Linux's own receive autotuning sizes the buffer at twice

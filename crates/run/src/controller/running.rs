@@ -210,6 +210,8 @@ impl<'a> Running<'a> {
         });
         doc.start.finished_at = Some(now_rfc3339());
         doc.start.server_labels = self.server_labels;
+        // Judged last, from the finished document's figures.
+        doc.end.limited_by = sonde_results::limit::judge(&doc);
         doc
     }
 }
