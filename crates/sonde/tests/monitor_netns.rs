@@ -1,7 +1,8 @@
 //! A continuous fleet scraped by a real Prometheus: three agents in namespaces on a bridge,
 //! `sonde fleet --every --metrics` in a fourth, and Debian's `prometheus` beside it
 //! scraping every second. Prometheus' own HTTP API must answer for the pairs' figures with
-//! their source, destination and both agents' labels; an agent killed mid-run leaves
+//! their source, destination and both agents' labels (the file's and the agents' own); an
+//! agent killed mid-run leaves
 //! failed runs, not stale values; SIGTERM ends the fleet.
 
 mod common;
@@ -115,7 +116,10 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
         return;
     }
     let Some(lab) = Bridged::new(3) else { return };
-    let mut agents: Vec<_> = (1..=3).map(|k| lab.start_agent(k)).collect();
+    // Each agent announces its own label; the file gives each a zone.
+    let mut agents: Vec<_> = (1..=3)
+        .map(|k| lab.start_agent_with(k, &["--label", &format!("node=n{k}")]))
+        .collect();
     let db = temp_file("watch.db");
     let file = fleet_file();
     let mut fleet: Child = lab
