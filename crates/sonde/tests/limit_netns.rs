@@ -166,7 +166,7 @@ fn a_small_rcvbuf_is_the_receiver_window() {
 /// A 4 KiB send buffer: the sender waits for space after every few segments. On veth the
 /// kernel's sndbuf-limited chronograph stays at 0 (it starts only when an ACK-driven send
 /// empties the write queue while the application waits for space, and here every send
-/// goes out at once), so the buffer set below the run's bandwidth-delay product decides.
+/// goes out at once), so the buffer set below a connection's bandwidth-delay product decides.
 #[test]
 fn a_small_sndbuf_is_the_sender_buffer() {
     let Some(lab) = pinned_lab(Lab::new()) else {

@@ -6,8 +6,8 @@ use crate::spec::StreamSpec;
 use crate::tcp::{Spread, TcpSummary};
 use crate::verdict::{End, Evidence, Finding, Limit};
 
-/// A socket buffer the user set below this many bandwidth-delay products of the run
-/// cannot keep the path full: Linux's own receive autotuning sizes the buffer at twice
+/// A socket buffer the user set below this many bandwidth-delay products of its
+/// connection (its share of the goodput × smoothed RTT) cannot keep the path full: Linux's own receive autotuning sizes the buffer at twice
 /// what the application read in an RTT (`tcp_rcv_space_adjust`), and the kernel keeps
 /// about half of a buffer for its bookkeeping.
 pub const BUFFER_BDP_FACTOR: f64 = 2.0;
@@ -59,7 +59,9 @@ impl<'a> Facts<'a> {
             r.saturating_sub(spurious.unwrap_or(0)) as f64 / segments
         });
         let srtt_us = median(|t| t.srtt_us);
-        let goodput = rcv.unwrap_or(snd).bits_per_second;
+        // Each socket has its own buffer: a connection's share of the goodput, its BDP.
+        let conns = snd.connections.count.max(1) as f64;
+        let goodput = rcv.unwrap_or(snd).bits_per_second / conns;
         let bdp = srtt_us.map(|rtt| goodput / 8.0 * rtt / 1e6);
         let mut f = Facts {
             snd,
@@ -174,7 +176,7 @@ fn small_buffer(
     let need = BUFFER_BDP_FACTOR * bdp;
     (f64::from(bytes) < need).then(|| {
         let text = format!(
-            "{flag} {:.0} KiB is below twice the run's bandwidth-delay product ({:.0} KiB)",
+            "{flag} {:.0} KiB is below twice a connection's bandwidth-delay product ({:.0} KiB)",
             f64::from(bytes) / 1024.0,
             need / 1024.0
         );
