@@ -7,9 +7,10 @@ use crate::tcp::{Spread, TcpSummary};
 use crate::verdict::{End, Evidence, Finding, Limit};
 
 /// A socket buffer the user set below this many bandwidth-delay products of its
-/// connection (its share of the goodput × smoothed RTT) cannot keep the path full: Linux's own receive autotuning sizes the buffer at twice
-/// what the application read in an RTT (`tcp_rcv_space_adjust`), and the kernel keeps
-/// about half of a buffer for its bookkeeping.
+/// connection (its share of the goodput × smoothed RTT) cannot keep the path full:
+/// Linux's own receive autotuning sizes the buffer at twice what the application read in
+/// an RTT (`tcp_rcv_space_adjust`), and the kernel keeps about half of a buffer for its
+/// bookkeeping.
 pub const BUFFER_BDP_FACTOR: f64 = 2.0;
 
 /// How strongly a buffer below [`BUFFER_BDP_FACTOR`] bandwidth-delay products says it was
