@@ -75,7 +75,8 @@ impl Output for Keeper<'_> {
                 serde_json::to_string(doc).expect("a document serialises")
             );
         }
-        if let (Some(record), Some(pair)) = (self.record, self.pair) {
+        // The metrics carry the labels the document keeps: the file's and the agents' own.
+        if let (Some(record), Some(pair)) = (self.record, doc.start.fleet.as_ref()) {
             record(pair, Ok(doc));
         }
     }

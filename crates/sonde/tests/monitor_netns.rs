@@ -1,7 +1,8 @@
 //! A continuous fleet scraped by a real Prometheus: three agents in namespaces on a bridge,
 //! `sonde fleet --every --metrics` in a fourth, and Debian's `prometheus` beside it
 //! scraping every second. Prometheus' own HTTP API must answer for the pairs' figures with
-//! their source, destination and both agents' labels (the file's and the agents' own); an
+//! their source, destination and both agents' labels (the file's and the agents' own, on
+//! every family); an
 //! agent killed mid-run leaves
 //! failed runs, not stale values; SIGTERM ends the fleet.
 
@@ -31,6 +32,7 @@ fn fleet_file() -> std::path::PathBuf {
     }
     text += "[[test]]\ntype = \"stream\"\nduration = 1\nwarmup = 0.2\n";
     text += "[[test]]\ntype = \"ping\"\nduration = 1\nwarmup = 0.2\n";
+    text += "[[test]]\ntype = \"ping\"\nudp = true\nduration = 1\nwarmup = 0.2\n";
     let path = temp_file("watch.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -110,6 +112,31 @@ fn label<'a>(series: &'a Value, name: &str) -> &'a str {
     series["metric"][name].as_str().unwrap_or("")
 }
 
+/// Each family's every series carries both agents' own `--label node=nK` (announced by
+/// the agents, not written in the fleet file) as `source_node` and `destination_node`.
+fn assert_agents_labels_on_every_family(lab: &Bridged, limit: Duration) {
+    let families = [
+        ("sonde_throughput_bits_per_second", 3),
+        ("sonde_rtt_seconds", 6 * 3),
+        ("sonde_packet_loss_ratio", 3),
+        ("sonde_runs_total", 9),
+        ("sonde_limited_by", 3),
+        ("sonde_run_timestamp_seconds", 9),
+    ];
+    for (family, at_least) in families {
+        let series = Prometheus::wait_for(lab, family, limit, |r| r.len() >= at_least);
+        for s in &series {
+            let node = |end: &str| format!("n{}", label(s, end).trim_start_matches('h'));
+            assert_eq!(label(s, "source_node"), node("source"), "{family}: {s}");
+            assert_eq!(
+                label(s, "destination_node"),
+                node("destination"),
+                "{family}: {s}"
+            );
+        }
+    }
+}
+
 #[test]
 fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
     if !need_tools(&["prometheus", "python3"]) {
@@ -155,14 +182,17 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
         let bps: f64 = s["value"][1].as_str().unwrap().parse().unwrap();
         assert!(bps > 1e6, "{s}");
     }
-    let rtt = Prometheus::wait_for(&lab, "sonde_rtt_seconds{quantile=\"0.5\"}", limit, all);
+    // A TCP and a UDP ping per pair.
+    let six = |r: &[Value]| r.len() == 6;
+    let rtt = Prometheus::wait_for(&lab, "sonde_rtt_seconds{quantile=\"0.5\"}", limit, six);
     assert!(
         rtt.iter().all(|s| label(s, "test").starts_with("ping ")),
         "{rtt:?}"
     );
     Prometheus::wait_for(&lab, "sonde_runs_total{status=\"ok\"}", limit, |r| {
-        r.len() >= 6
+        r.len() >= 9
     });
+    assert_agents_labels_on_every_family(&lab, limit);
 
     // h3 dies: its pairs fail, and their figures leave rather than stay as they were.
     agents[2].kill();
