@@ -234,3 +234,43 @@ fn every_interval_has_both_sides_within_1_percent_at_a_paced_rate() {
         );
     }
 }
+
+/// `--gso` on a veth: the link carries the sender's batches uncut, so the receiver's
+/// datagram rate is no packet rate of the link. sonde says so, with the link's own count,
+/// which the kernel's counter read here confirms; a run without GSO has no such note.
+#[test]
+fn gso_batches_that_cross_a_veth_uncut_are_named_as_no_link_packet_rate() {
+    let Some(lab) = Lab::new() else { return };
+    let agent = lab.start_agent();
+    let link_rx = || {
+        let path = format!("/sys/class/net/{}/statistics/rx_packets", lab.server_if);
+        let out = Lab::in_ns(&lab.server, "cat").arg(path).output().unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    for gso in [true, false] {
+        let before = link_rx();
+        let mut args = vec!["--flows", "1", "-t", "1", "--warmup", "0.3", "--json"];
+        if gso {
+            args.push("--gso");
+        }
+        let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
+        let on_link = link_rx() - before;
+        let r = &doc["end"]["packets"]["receiver"];
+        let received = r["total_packets"].as_u64().unwrap();
+        let notes = r["notes"].to_string();
+        eprintln!("gso {gso}: {received} datagrams received, {on_link} packets on the link");
+        assert!(received > 10_000, "{received}");
+        if gso {
+            assert!(on_link * 4 < received, "{on_link} {received}");
+            assert!(notes.contains("crossed the link uncut"), "{notes}");
+            assert!(notes.contains("not the link's packet rate"), "{notes}");
+        } else {
+            assert!(on_link >= received, "{on_link} {received}");
+            assert!(!notes.contains("packet rate"), "{notes}");
+        }
+    }
+}

@@ -152,12 +152,40 @@ fn end_side(side: &SideResult) -> Option<PpsEndSide> {
     })
 }
 
+/// Datagrams received per packet the receiver's link carried, above which the packets
+/// were not packets on the link: GSO batches that a virtual link (veth) passes uncut and the
+/// receiving stack cuts, so no packet of the test's size ever crossed it.
+const UNCUT_RATIO: u64 = 4;
+
+/// The receiver's note when its link carried far fewer packets than it received: the
+/// figure is then the sockets' datagram rate, not a link's packet rate.
+fn uncut_batches_note(receiver: &PpsEndSide, gso: bool) -> Option<String> {
+    let nic = receiver.counted.nic.as_ref()?;
+    let (wire, got) = (nic.rx_packets, receiver.packets);
+    if got < 1000 || wire.saturating_mul(UNCUT_RATIO) >= got {
+        return None;
+    }
+    let why = match gso {
+        true => "the sender's GSO batches crossed the link uncut (a virtual link cuts none)",
+        false => "the sender's packets crossed the link batched",
+    };
+    Some(format!(
+        "{} carried {wire} packets for {got} datagrams received ({:.1} a packet): {why}, so \
+         this is the sockets' datagram rate, not the link's packet rate",
+        nic.iface,
+        got as f64 / wire.max(1) as f64
+    ))
+}
+
 /// Both sides' rates and the loss between them: the intervals and end section.
 pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, PpsEnd) {
     let tx = inp.client.pps.as_ref();
     let rx = inp.server.and_then(|s| s.pps.as_ref());
     let sender = end_side(inp.client);
-    let receiver = inp.server.and_then(end_side);
+    let mut receiver = inp.server.and_then(end_side);
+    if let Some(r) = receiver.as_mut() {
+        r.counted.notes.extend(uncut_batches_note(r, spec.gso));
+    }
     let (lost, flows_with_loss) = match (tx, rx) {
         (Some(t), Some(r)) => {
             let per: Vec<u64> = t
@@ -230,4 +258,47 @@ pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
         search: None,
     };
     (intervals, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiver's end side as a veth lab's `pps --gso` run wrote it (trimmed), with the
+    /// link's packet count set.
+    fn receiver(rx_packets: u64) -> PpsEndSide {
+        let mut side: PpsEndSide = serde_json::from_str(
+            r#"{"measured_by": "server", "host": "vm", "engine": "kernel", "threads": 1,
+            "pinned_cpus": [1], "poll": "block", "seconds": 1.99448882, "packets": 450400,
+            "packets_per_second": 225822.27, "bits_per_second": 115621004.08,
+            "total_packets": 674240, "cpu": {"process_cpu_s": null},
+            "nic": {"iface": "vs1", "rx_packets": 14112, "tx_packets": 1, "rx_bytes": 10526872,
+            "tx_bytes": 260, "rx_dropped": 0, "tx_dropped": 0},
+            "interrupts": null, "notes": []}"#,
+        )
+        .unwrap();
+        side.counted.nic.as_mut().unwrap().rx_packets = rx_packets;
+        side
+    }
+
+    #[test]
+    fn a_link_that_carried_uncut_gso_batches_is_named_with_its_counts() {
+        let note = uncut_batches_note(&receiver(14112), true).expect("a note");
+        assert_eq!(
+            note,
+            "vs1 carried 14112 packets for 450400 datagrams received (31.9 a packet): the \
+             sender's GSO batches crossed the link uncut (a virtual link cuts none), so this \
+             is the sockets' datagram rate, not the link's packet rate"
+        );
+    }
+
+    #[test]
+    fn a_link_that_carried_each_packet_has_no_note() {
+        assert_eq!(uncut_batches_note(&receiver(450_400), false), None);
+        // A GSO sender whose batches a NIC (or the stack before it) cut: no note either.
+        assert_eq!(uncut_batches_note(&receiver(450_000), true), None);
+        // At the threshold: 4 datagrams a link packet is still a link's rate.
+        assert_eq!(uncut_batches_note(&receiver(450_400 / 4), true), None);
+        assert!(uncut_batches_note(&receiver(450_400 / 4 - 1), true).is_some());
+    }
 }
