@@ -66,7 +66,8 @@ pub fn choose<T: ?Sized + Named>(
         .filter_map(|e| e.unavailable().map(|w| format!("{} ({w})", e.engine())))
         .collect();
     let mut note = format!(
-        "engine {}: chosen by default, the fastest measured for this test (--engine to choose)",
+        "engine {}: chosen by default, the fastest for this test on the hosts of BENCHMARKS.md, \
+         not measured on this one (--engine to choose and compare)",
         named.engine()
     );
     if !missing.is_empty() {
