@@ -30,3 +30,5 @@ pub mod watch;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_rr;

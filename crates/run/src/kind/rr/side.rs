@@ -120,9 +120,11 @@ impl RrSide {
     /// Interval k. The client's workers file each response under the interval it
     /// completed in, so its bounds are the planned ones; the agent counts answers when it
     /// wakes, so its bounds are the instants it counted at.
-    fn sample(&mut self, k: u32, cut: bool) -> IntervalSample {
+    /// `count` is the one read that also closed the window, when this interval is its
+    /// last: read twice, answers between the reads would be in the window and in no
+    /// interval.
+    fn sample(&mut self, k: u32, cut: bool, count: u64) -> IntervalSample {
         self.drain_histograms();
-        let count = self.count();
         let edge = self.meter.edge(count);
         let (messages, latency_ns, (start_s, end_s)) = match self.role {
             Role::Client => {
@@ -168,10 +170,11 @@ impl Side for RrSide {
                 None
             }
             Some(Tick::Interval { k, last }) => {
+                let count = self.count();
                 if last {
-                    self.meter.close(self.count());
+                    self.meter.close(count);
                 }
-                Some(self.sample(k, false))
+                Some(self.sample(k, false, count))
             }
             None => {
                 if self.schedule.is_over() && now >= self.stop_sending_at {
@@ -185,8 +188,9 @@ impl Side for RrSide {
     /// after it): that interval is closed now, marked partial, so that it is not lost.
     fn cut_interval(&mut self) -> Option<IntervalSample> {
         let k = self.schedule.cut()?;
-        self.meter.close(self.count());
-        Some(self.sample(k, true))
+        let count = self.count();
+        self.meter.close(count);
+        Some(self.sample(k, true, count))
     }
     fn is_draining(&self) -> bool {
         self.stopped
