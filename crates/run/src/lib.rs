@@ -31,4 +31,6 @@ pub mod watch;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_pps;
+#[cfg(test)]
 mod tests_rr;

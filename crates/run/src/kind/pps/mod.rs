@@ -8,7 +8,7 @@ mod kernel;
 mod side;
 mod xdp;
 
-pub use engine::{PpsBackend, RxEngine, RxPort, TxEngine, TxPort};
+pub use engine::{Drops, PpsBackend, RxEngine, RxPort, TxEngine, TxPort};
 pub use side::PpsSide;
 
 use std::io;

@@ -1,0 +1,226 @@
+//! The packet-rate side on fake engines, without root or a network: each side's packets
+//! per interval at its own instants, the window as the sum of its intervals, the
+//! receivers' per-flow accounting and the engine's own drop count, a cut interval.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sonde_engine::pps::FlowRx;
+use sonde_engine::Placement;
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{IntervalSample, PpsSpec, SideResult, Timing};
+
+use crate::kind::pps::{Drops, PpsSide, RxEngine, TxEngine};
+use crate::kind::Workers;
+use crate::side::Side;
+
+/// Packets every fake moves per millisecond.
+const RATE: u64 = 50;
+
+fn spec() -> PpsSpec {
+    PpsSpec {
+        flows: 2,
+        timing: Timing {
+            duration_ms: 300,
+            warmup_ms: 50,
+            cooldown_ms: 0,
+            interval_ms: 100,
+        },
+        ..PpsSpec::default()
+    }
+}
+
+/// Packets at `RATE` a millisecond from its start until aborted, sender or receiver.
+struct FakeFlow {
+    started: Instant,
+    stopped_at: Mutex<Option<Instant>>,
+}
+
+impl FakeFlow {
+    fn new() -> FakeFlow {
+        FakeFlow {
+            started: Instant::now(),
+            stopped_at: Mutex::new(None),
+        }
+    }
+
+    fn packets(&self) -> u64 {
+        let until = self.stopped_at.lock().unwrap().unwrap_or_else(Instant::now);
+        until.saturating_duration_since(self.started).as_millis() as u64 * RATE
+    }
+}
+
+impl Workers for FakeFlow {
+    fn name(&self) -> &'static str {
+        sonde_results::Engine::Kernel.name()
+    }
+    fn all_done(&self) -> bool {
+        self.stopped_at.lock().unwrap().is_some()
+    }
+    fn abort(&self) {
+        self.stopped_at
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
+    }
+}
+
+impl TxEngine for FakeFlow {
+    fn counts(&self) -> (u64, u64) {
+        (self.packets(), self.packets() * 22)
+    }
+    fn join(&mut self) -> (Vec<u64>, Option<String>) {
+        let n = self.packets();
+        (vec![n - n / 2, n / 2], None)
+    }
+}
+
+impl RxEngine for FakeFlow {
+    fn counts(&self) -> (u64, u64) {
+        (self.packets(), self.packets() * 22)
+    }
+    fn foreign(&self) -> u64 {
+        3
+    }
+    fn drops(&self) -> Drops {
+        Drops::Counted(9)
+    }
+    fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
+        let flow = |received, reordered| {
+            let mut f = FlowRx::default();
+            (f.received, f.reordered, f.duplicated) = (received, reordered, 1);
+            f
+        };
+        let n = self.packets();
+        (
+            vec![flow(n - n / 2, 2), flow(n / 2, 5)],
+            Some("a receiver's error".into()),
+        )
+    }
+}
+
+fn side(spec: &PpsSpec, sender: bool) -> Box<dyn Side> {
+    let probe = HostProbe::for_peer([127, 0, 0, 1].into());
+    let placement = Placement::new(1, None, 2);
+    Box::new(match sender {
+        true => PpsSide::client(spec, Box::new(FakeFlow::new()), placement, probe),
+        false => PpsSide::server(
+            spec,
+            Box::new(FakeFlow::new()),
+            1,
+            placement,
+            probe,
+            Vec::new(),
+        ),
+    })
+}
+
+/// Drives `side` as a control loop does until its schedule is over, or until it closed
+/// `stop_after` intervals; the intervals it closed.
+fn drive(side: &mut Box<dyn Side>, stop_after: Option<usize>) -> Vec<IntervalSample> {
+    let mut intervals = Vec::new();
+    let until = Instant::now() + Duration::from_secs(5);
+    while !side.is_draining() && Instant::now() < until {
+        let now = Instant::now();
+        for _ in 0..8 {
+            intervals.extend(side.on_time(now));
+            if side.next_deadline().is_none_or(|d| d > now) {
+                break;
+            }
+        }
+        if stop_after.is_some_and(|n| intervals.len() >= n) {
+            break;
+        }
+        let next = side
+            .next_deadline()
+            .unwrap_or(now + Duration::from_millis(5));
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    intervals
+}
+
+fn pps(result: &SideResult) -> &sonde_results::PpsResult {
+    result.pps.as_ref().expect("a pps section")
+}
+
+/// Each interval's packets are the fake's rate over its measured length, and the window
+/// is exactly the sum of its intervals.
+fn assert_intervals(intervals: &[IntervalSample], result: &SideResult) {
+    assert_eq!(intervals.len(), 3, "{intervals:?}");
+    for (k, s) in intervals.iter().enumerate() {
+        assert_eq!(s.index, k as u32);
+        let expected = ((s.end_s - s.start_s) * 1e3) as u64 * RATE;
+        let got = s.packets.unwrap();
+        assert!(got.abs_diff(expected) <= 2 * RATE, "{s:?}");
+        assert!(!s.partial);
+    }
+    let summed: u64 = intervals.iter().map(|s| s.packets.unwrap()).sum();
+    assert_eq!(
+        pps(result).packets,
+        summed,
+        "the window is the sum of its intervals"
+    );
+    assert!(!result.partial);
+}
+
+#[test]
+fn a_sending_side_counts_packets_per_interval_and_per_flow() {
+    let spec = spec();
+    let mut side = side(&spec, true);
+    let intervals = drive(&mut side, None);
+    side.finish_senders();
+    let result = side.into_result(false);
+    assert_intervals(&intervals, &result);
+    let p = pps(&result);
+    // Per flow: everything sent, warm-up included.
+    assert_eq!(p.per_flow.len(), 2);
+    assert!(p.per_flow.iter().sum::<u64>() >= p.packets + 50 * RATE);
+    assert_eq!((p.reordered, p.duplicated, p.foreign), (0, 0, 0));
+    assert_eq!(p.socket_drops, None, "a sender counts no drops");
+}
+
+#[test]
+fn a_receiving_side_keeps_its_flows_drops_and_errors() {
+    let spec = spec();
+    let mut side = side(&spec, false);
+    let intervals = drive(&mut side, None);
+    side.finish_senders();
+    let result = side.into_result(false);
+    assert_intervals(&intervals, &result);
+    let p = pps(&result);
+    assert_eq!((p.reordered, p.duplicated, p.foreign), (7, 2, 3));
+    assert_eq!(p.socket_drops, Some(9), "the engine's own count");
+    assert_eq!(p.size_bytes, spec.size_bytes);
+    assert!(result.notes.iter().any(|n| n == "a receiver's error"));
+}
+
+#[test]
+fn a_receiving_side_stopped_mid_interval_sends_it_marked_partial() {
+    let spec = spec();
+    let mut side = side(&spec, false);
+    let mut intervals = drive(&mut side, Some(1));
+    assert_eq!(intervals.len(), 1, "{intervals:?}");
+    intervals.extend(side.cut_interval());
+    side.finish_senders();
+    let result = side.into_result(false);
+    let cut = intervals.last().unwrap();
+    assert_eq!((cut.index, cut.partial), (1, true), "{cut:?}");
+    assert!(cut.end_s - cut.start_s < 0.1, "{cut:?}");
+    assert!(!result.partial, "the controller's skew is no cut");
+    let summed: u64 = intervals.iter().map(|s| s.packets.unwrap()).sum();
+    assert_eq!(pps(&result).packets, summed);
+}
+
+#[test]
+fn a_sending_side_cut_short_is_partial_and_keeps_its_window() {
+    let spec = spec();
+    let mut side = side(&spec, true);
+    let intervals = drive(&mut side, Some(1));
+    side.finish_senders();
+    let result = side.into_result(true);
+    assert!(result.partial);
+    let p = pps(&result);
+    assert!(p.packets >= intervals[0].packets.unwrap(), "{p:?}");
+    let w = result.window_s;
+    assert!(w + 1e-3 >= intervals[0].end_s && w < 0.3, "{w}");
+}
