@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use sonde_proto::seal::{Opener, Sealer};
 use sonde_proto::{encode, encode_sealed, Message};
-use sonde_results::IntervalSample;
+use sonde_results::{IntervalSample, SampleSection, StreamSample};
 
 fn per_frame(msg: &Message, rounds: u32) -> (usize, f64, f64) {
     let plain = encode(msg).unwrap();
@@ -33,14 +33,13 @@ fn main() {
             index: 3,
             start_s: 3.0,
             end_s: 4.0,
-            sent_bytes: 1 << 30,
-            received_bytes: 1 << 30,
             cpu_busy_percent: Some(42.0),
-            messages: Some(150_000),
-            latency_ns: None,
-            packets: None,
             partial: false,
-            tcp: Vec::new(),
+            section: SampleSection::Stream(StreamSample {
+                sent_bytes: 1 << 30,
+                received_bytes: 1 << 30,
+                tcp: Vec::new(),
+            }),
         },
     };
     let notes: Vec<String> = (0..1024)

@@ -167,7 +167,8 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
 
     // A controller that skips Auth and sends Setup is refused, not set up.
     let mut a = keyed_agent(t0);
-    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
+    a.handle_bytes(&hello("netsonde", sonde_proto::PROTOCOL_VERSION), t0)
+        .unwrap();
     let r = a.handle_bytes(
         &encode(&Message::Setup {
             spec: spec(),
@@ -182,7 +183,8 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
 
     // A wrong proof is refused, and so is a Hello without a nonce.
     let mut a = keyed_agent(t0);
-    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
+    a.handle_bytes(&hello("netsonde", sonde_proto::PROTOCOL_VERSION), t0)
+        .unwrap();
     let bad = encode(&Message::Auth {
         mac: "00".repeat(32),
     })
@@ -192,7 +194,7 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
         Err(ProtoError::Peer(PeerError::AuthFailed))
     );
     let mut a = keyed_agent(t0);
-    let no_nonce = br#"{"type":"hello","magic":"netsonde","version":2,"software":"s"}"#;
+    let no_nonce = br#"{"type":"hello","magic":"netsonde","version":3,"software":"s"}"#;
     let mut frame = (no_nonce.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(no_nonce);
     assert!(matches!(

@@ -15,13 +15,13 @@ fn all_messages() -> Vec<Message> {
     vec![
         Message::Hello {
             magic: "netsonde".into(),
-            version: 2,
+            version: sonde_proto::PROTOCOL_VERSION,
             software: "sonde 0.1".into(),
             nonce: "ab".repeat(32),
         },
         Message::Welcome {
             magic: "netsonde".into(),
-            version: 2,
+            version: sonde_proto::PROTOCOL_VERSION,
             software: "s".into(),
             challenge: Some("cd".repeat(32)),
             proof: Some("ef".repeat(32)),
@@ -202,7 +202,10 @@ fn an_interval_of_the_most_connections_fits_a_frame() {
         ..Default::default()
     };
     let mut sample = sample(7);
-    sample.tcp = vec![full; 2 * sonde_results::spec::MAX_CONNECTIONS as usize];
+    sample.section = sonde_results::SampleSection::Stream(sonde_results::StreamSample {
+        tcp: vec![full; 2 * sonde_results::spec::MAX_CONNECTIONS as usize],
+        ..Default::default()
+    });
     let frame = encode(&Message::Interval { sample }).unwrap();
     assert!(frame.len() < MAX_FRAME_BYTES / 2, "{} bytes", frame.len());
 }
@@ -517,7 +520,8 @@ fn an_agent_buffers_little_before_the_key_and_no_results_sized_frame_after() {
     ));
     // Accepted: a Setup-sized frame is fine, one over the controller's cap is not.
     let mut a = agent();
-    a.handle_bytes(&hello("netsonde", 2), t0).unwrap();
+    a.handle_bytes(&hello("netsonde", sonde_proto::PROTOCOL_VERSION), t0)
+        .unwrap();
     let over = (sonde_proto::CONTROLLER_FRAME_BYTES as u32 + 1).to_be_bytes();
     assert!(matches!(
         a.handle_bytes(&over, t0),

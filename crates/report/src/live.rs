@@ -25,7 +25,8 @@ pub fn line(
     };
     let mut part = |label: &str, side: Option<&IntervalSample>, who: &str, sent: bool| match side {
         Some(s) => {
-            let b = if sent { s.sent_bytes } else { s.received_bytes };
+            let (s_bytes, r_bytes) = s.bytes();
+            let b = if sent { s_bytes } else { r_bytes };
             out.push_str(&format!("  {label} {:>14} ({who}{})", rate(b, s), cpu(s)));
         }
         None => out.push_str(&format!("  {label} {:>14} ({who})", "-")),
@@ -60,12 +61,9 @@ pub fn rr_line(client: Option<&IntervalSample>, server: Option<&IntervalSample>)
         .expect("a live line needs one side's sample");
     let secs = (any.end_s - any.start_s).max(1e-9);
     let mut out = format!("[{:6.1}-{:6.1} s]", any.start_s, any.end_s);
-    match client {
+    match client.and_then(|c| c.rr()) {
         Some(c) => {
-            out.push_str(&format!(
-                " {:>10.0} msg/s",
-                c.messages.unwrap_or(0) as f64 / secs
-            ));
+            out.push_str(&format!(" {:>10.0} msg/s", c.messages as f64 / secs));
             match &c.latency_ns {
                 Some(l) => out.push_str(&format!(
                     "  RTT us p50 {}  p99 {}  p99.9 {}  max {}",
@@ -97,10 +95,7 @@ pub fn pps_line(client: Option<&IntervalSample>, server: Option<&IntervalSample>
         .or(server)
         .expect("a live line needs one side's sample");
     let rate = |s: Option<&IntervalSample>| {
-        s.and_then(|s| {
-            s.packets
-                .map(|p| p as f64 / (s.end_s - s.start_s).max(1e-9))
-        })
+        s.and_then(|s| Some(s.pps()?.packets as f64 / (s.end_s - s.start_s).max(1e-9)))
     };
     let (tx, rx) = (rate(client), rate(server));
     let fmt = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.0}"));
@@ -171,6 +166,7 @@ pub fn watch_line(i: &sonde_results::document::IntervalFigures) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonde_results::{RrSample, SampleSection, StreamSample};
 
     #[test]
     fn forward_line_names_both_sides() {
@@ -178,14 +174,12 @@ mod tests {
             index: 0,
             start_s: 0.0,
             end_s: 1.0,
-            sent_bytes: 1_250_000_000,
-            received_bytes: 0,
             cpu_busy_percent: Some(48.0),
-            messages: None,
-            latency_ns: None,
-            packets: None,
             partial: false,
-            tcp: Vec::new(),
+            section: SampleSection::Stream(StreamSample {
+                sent_bytes: 1_250_000_000,
+                ..Default::default()
+            }),
         };
         let l = line(Direction::Forward, Some(&c), None);
         assert!(l.contains("sent   10.00 Gbit/s (client, cpu 48%)"), "{l}");
@@ -211,14 +205,12 @@ mod tests {
             index: 1,
             start_s: 1.0,
             end_s: 2.0,
-            sent_bytes: 0,
-            received_bytes: 0,
             cpu_busy_percent: Some(50.0),
-            messages: Some(45_123),
-            latency_ns: Some(l),
-            packets: None,
             partial: false,
-            tcp: Vec::new(),
+            section: SampleSection::Rr(RrSample {
+                messages: 45_123,
+                latency_ns: Some(l),
+            }),
         };
         let line = rr_line(Some(&c), None);
         assert!(line.contains("45123 msg/s"), "{line}");

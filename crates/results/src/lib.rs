@@ -18,8 +18,9 @@ pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
     Bypass, ConnectionResult, ControlThread, CoreUsage, CpuBreakdown, CpuLatency, CpuUsage,
-    DirectionResult, HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult, QueueCounters,
-    Role, RrResult, SideResult, Transfer,
+    DirectionResult, HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult, PpsSample,
+    QueueCounters, Role, RrResult, RrSample, SampleSection, SideResult, SideSection, StreamResult,
+    StreamSample, Transfer,
 };
 pub use spec::{
     Direction, DpdkSpec, Engine, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError,

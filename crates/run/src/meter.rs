@@ -8,7 +8,7 @@ use crate::apart::Apart;
 use sonde_engine::Placement;
 use sonde_probe::cpustat::{self, CpuSnapshot};
 use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
-use sonde_results::{Role, SideResult};
+use sonde_results::{Role, SideResult, SideSection};
 
 pub(crate) struct Meter<C> {
     probe: HostProbe,
@@ -47,7 +47,7 @@ impl<C> Window<C> {
 /// side records about itself before filling in its own part.
 pub(crate) struct Measurer<'a> {
     pub role: Role,
-    pub engine: &'a str,
+    pub engine: sonde_results::Engine,
     pub placement: &'a Placement,
 }
 
@@ -122,14 +122,14 @@ impl<C: Clone> Meter<C> {
         }
     }
 
-    /// The side's result: who measured, the host over `window`; the kind fills in the rest.
+    /// The side's result: who measured, the host over `window`, and the kind's section.
     pub fn result(
         &self,
         by: Measurer,
         window: &Window<C>,
         window_s: f64,
-        notes: Vec<String>,
-        partial: bool,
+        (notes, partial): (Vec<String>, bool),
+        section: SideSection,
     ) -> SideResult {
         let mut r = SideResult::new(
             by.role,
@@ -137,9 +137,10 @@ impl<C: Clone> Meter<C> {
             window_s,
             (by.placement.threads as u32, by.placement.pinned()),
             notes,
-            partial,
         );
-        r.engine = Some(by.engine.into());
+        r.partial = partial;
+        r.section = section;
+        r.engine = Some(by.engine);
         r.cpu_latency = self.probe.cpu_latency().cloned();
         hostwatch::fill(&mut r, &window.start.0, &window.end.0);
         if let Some(c) = r.control_thread.as_mut() {

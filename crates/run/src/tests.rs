@@ -43,8 +43,8 @@ impl FakeStream {
 }
 
 impl Workers for FakeStream {
-    fn name(&self) -> &'static str {
-        "fake"
+    fn engine(&self) -> sonde_results::Engine {
+        sonde_results::Engine::Kernel
     }
     fn abort(&self) {
         self.finish();
@@ -129,16 +129,16 @@ fn a_stream_side_samples_its_engine_per_interval_and_in_total() {
         // Each interval's bytes are the fake's rate times its measured length (±2 ms).
         let expected = (s.end_s - s.start_s) * 1e3 * RATE as f64 * 2.0;
         assert!(
-            (s.sent_bytes as f64 - expected).abs() <= 4.0 * RATE as f64,
+            (s.bytes().0 as f64 - expected).abs() <= 4.0 * RATE as f64,
             "{s:?}"
         );
-        assert_eq!(s.received_bytes, 0);
+        assert_eq!(s.bytes().1, 0);
     }
     assert!(!result.partial);
-    assert_eq!(result.engine.as_deref(), Some("fake"));
-    let d = &result.directions[0];
+    assert_eq!(result.engine, Some(sonde_results::Engine::Kernel));
+    let d = &result.stream().expect("a stream section").directions[0];
     assert_eq!(d.connections.len(), 2);
-    let summed: u64 = intervals.iter().map(|s| s.sent_bytes).sum();
+    let summed: u64 = intervals.iter().map(|s| s.bytes().0).sum();
     assert_eq!(d.bytes, summed, "the window is the sum of its intervals");
 }
 
@@ -235,9 +235,9 @@ fn both_ends_run_one_control_loop_to_a_document() {
         .expect("the agent's receiving side");
     let by = (sender.by.measured_by, receiver.by.measured_by);
     assert_eq!(by, (Role::Client, Role::Server));
-    assert_eq!(sender.by.engine.as_deref(), Some("fake"));
+    assert_eq!(sender.by.engine.as_deref(), Some("kernel"));
     assert!(sender.bytes > 0 && receiver.bytes > 0);
-    assert_eq!(server.engine.as_deref(), Some("fake"));
+    assert_eq!(server.engine, Some(sonde_results::Engine::Kernel));
     // The agent starts a moment after the controller, and a stream side has no
     // cut_interval: its last interval may end after Stop and go unsent.
     assert!(

@@ -51,8 +51,8 @@ impl FakeFlow {
 }
 
 impl Workers for FakeFlow {
-    fn name(&self) -> &'static str {
-        sonde_results::Engine::Kernel.name()
+    fn engine(&self) -> sonde_results::Engine {
+        sonde_results::Engine::Kernel
     }
     fn all_done(&self) -> bool {
         self.stopped_at.lock().unwrap().is_some()
@@ -140,7 +140,7 @@ fn drive(side: &mut Box<dyn Side>, stop_after: Option<usize>) -> Vec<IntervalSam
 }
 
 fn pps(result: &SideResult) -> &sonde_results::PpsResult {
-    result.pps.as_ref().expect("a pps section")
+    result.pps().expect("a pps section")
 }
 
 /// Each interval's packets are the fake's rate over its measured length, and the window
@@ -150,11 +150,11 @@ fn assert_intervals(intervals: &[IntervalSample], result: &SideResult) {
     for (k, s) in intervals.iter().enumerate() {
         assert_eq!(s.index, k as u32);
         let expected = ((s.end_s - s.start_s) * 1e3) as u64 * RATE;
-        let got = s.packets.unwrap();
+        let got = s.pps().unwrap().packets;
         assert!(got.abs_diff(expected) <= 2 * RATE, "{s:?}");
         assert!(!s.partial);
     }
-    let summed: u64 = intervals.iter().map(|s| s.packets.unwrap()).sum();
+    let summed: u64 = intervals.iter().map(|s| s.pps().unwrap().packets).sum();
     assert_eq!(
         pps(result).packets,
         summed,
@@ -207,7 +207,7 @@ fn a_receiving_side_stopped_mid_interval_sends_it_marked_partial() {
     assert_eq!((cut.index, cut.partial), (1, true), "{cut:?}");
     assert!(cut.end_s - cut.start_s < 0.1, "{cut:?}");
     assert!(!result.partial, "the controller's skew is no cut");
-    let summed: u64 = intervals.iter().map(|s| s.packets.unwrap()).sum();
+    let summed: u64 = intervals.iter().map(|s| s.pps().unwrap().packets).sum();
     assert_eq!(pps(&result).packets, summed);
 }
 
@@ -220,7 +220,7 @@ fn a_sending_side_cut_short_is_partial_and_keeps_its_window() {
     let result = side.into_result(true);
     assert!(result.partial);
     let p = pps(&result);
-    assert!(p.packets >= intervals[0].packets.unwrap(), "{p:?}");
+    assert!(p.packets >= intervals[0].pps().unwrap().packets, "{p:?}");
     let w = result.window_s;
     assert!(w + 1e-3 >= intervals[0].end_s && w < 0.3, "{w}");
 }

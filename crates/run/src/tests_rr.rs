@@ -78,8 +78,8 @@ impl FakeRequests {
 }
 
 impl Workers for FakeRequests {
-    fn name(&self) -> &'static str {
-        sonde_results::Engine::Kernel.name()
+    fn engine(&self) -> sonde_results::Engine {
+        sonde_results::Engine::Kernel
     }
     fn all_done(&self) -> bool {
         self.stopped_at.lock().unwrap().is_some() || Instant::now() >= self.window_end
@@ -134,8 +134,8 @@ struct FakeEcho {
 }
 
 impl Workers for FakeEcho {
-    fn name(&self) -> &'static str {
-        sonde_results::Engine::Kernel.name()
+    fn engine(&self) -> sonde_results::Engine {
+        sonde_results::Engine::Kernel
     }
     fn all_done(&self) -> bool {
         self.stopped_at.lock().unwrap().is_some()
@@ -215,7 +215,7 @@ fn drive(side: &mut Box<dyn Side>, stop_after: Option<usize>) -> Vec<IntervalSam
 }
 
 fn rr(result: &SideResult) -> &sonde_results::RrResult {
-    result.rr.as_ref().expect("an rr section")
+    result.rr().expect("an rr section")
 }
 
 #[test]
@@ -229,14 +229,19 @@ fn a_client_side_files_late_histograms_by_interval_and_the_window_is_their_sum()
         assert_eq!(s.index, k as u32);
         // The planned bounds, and every message of them although handed over late.
         assert!((s.end_s - s.start_s - 0.1).abs() < 1e-9, "{s:?}");
-        assert_eq!(s.messages, Some(100 * RATE), "interval {k}: {s:?}");
-        let l = s.latency_ns.as_ref().expect("a latency summary");
+        assert_eq!(s.rr().unwrap().messages, 100 * RATE, "interval {k}: {s:?}");
+        let l = s
+            .rr()
+            .unwrap()
+            .latency_ns
+            .as_ref()
+            .expect("a latency summary");
         assert_eq!(l.count, 100 * RATE);
         assert!(l.p50.abs_diff(RTT_NS) <= RTT_NS / 100, "{l:?}");
         assert!(!s.partial);
     }
     let r = rr(&result);
-    let summed: u64 = intervals.iter().map(|s| s.messages.unwrap()).sum();
+    let summed: u64 = intervals.iter().map(|s| s.rr().unwrap().messages).sum();
     assert_eq!(r.messages, summed, "the window is the sum of its intervals");
     assert_eq!(r.latency_ns.as_ref().unwrap().count, summed);
     // Each worker's end, summed; the sent count from the engine's own.
@@ -287,7 +292,7 @@ fn an_agent_side_stopped_mid_interval_sends_that_interval_marked_partial() {
     assert!(cut.end_s - cut.start_s < 0.1, "{cut:?}");
     // The controller's window ends a little before the agent's: that skew is no cut.
     assert!(!result.partial);
-    let summed: u64 = intervals.iter().map(|s| s.messages.unwrap()).sum();
+    let summed: u64 = intervals.iter().map(|s| s.rr().unwrap().messages).sum();
     assert_eq!(rr(&result).messages, summed);
 }
 
@@ -300,12 +305,16 @@ fn an_agent_side_counts_answers_at_its_own_instants() {
     assert_eq!(intervals.len(), 3, "{intervals:?}");
     for s in &intervals {
         let expected = ((s.end_s - s.start_s) * 1e3) as u64 * RATE;
-        let got = s.messages.unwrap();
+        let got = s.rr().unwrap().messages;
         assert!(got.abs_diff(expected) <= 2 * RATE, "{s:?}");
-        assert_eq!(s.latency_ns, None, "only the client measures round trips");
+        assert_eq!(
+            s.rr().unwrap().latency_ns,
+            None,
+            "only the client measures round trips"
+        );
     }
     let r = rr(&result);
-    let summed: u64 = intervals.iter().map(|s| s.messages.unwrap()).sum();
+    let summed: u64 = intervals.iter().map(|s| s.rr().unwrap().messages).sum();
     assert_eq!(r.messages, summed);
     assert_eq!(r.foreign, 5, "the echo's rejected datagrams");
     let calls = r.syscalls.expect("counted");

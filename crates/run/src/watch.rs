@@ -176,7 +176,6 @@ fn end_of(
         seconds,
         (0, None),
         Vec::new(),
-        false,
     );
     hostwatch::fill(&mut side, a, b);
     let bps = |bytes: Option<u64>| bytes.map(|v| per_second(v * 8, seconds));

@@ -319,7 +319,7 @@ fn an_unauthenticated_peer_learns_only_the_banner_and_sets_up_nothing() {
         f.extend(p);
         f
     };
-    let hello = serde_json::json!({"type": "hello", "magic": "netsonde", "version": 2,
+    let hello = serde_json::json!({"type": "hello", "magic": "netsonde", "version": 3,
         "software": "rogue", "nonce": "11".repeat(32)});
     s.write_all(&frame(hello)).unwrap();
     let welcome = read_frame(&mut s).unwrap();

@@ -109,7 +109,7 @@ fn the_udp_echo_answers_only_whole_requests_with_the_cookie() {
     );
     assert_answered(&s, cookie);
     let server = rogue.finish();
-    let rr = server.rr.expect("the echo's figures");
+    let rr = server.rr().cloned().expect("the echo's figures");
     eprintln!(
         "{sent} hostile datagrams: 0 answered; the agent counted {}",
         rr.foreign
@@ -215,12 +215,16 @@ fn the_xdp_program_takes_only_the_tests_flow() {
     assert!(queued > 0, "the other host's datagrams reached the kernel");
     assert_answered(&s, cookie);
     let server = rogue.finish();
-    let program = server.bypass.and_then(|b| b.program).unwrap_or_default();
+    let program = server
+        .bypass
+        .clone()
+        .and_then(|b| b.program)
+        .unwrap_or_default();
     assert!(
         program.contains(&format!("from {CLIENT_ADDR} to {}", lab.server_addr)),
         "{program}"
     );
-    let rejected = server.rr.map(|r| r.foreign);
+    let rejected = server.rr().map(|r| r.foreign);
     eprintln!("{sent} hostile: 0 answered, the echo dropped {rejected:?}; {queued} bytes of the other host's and {dns_got} DNS datagrams reached the kernel");
     assert_eq!(
         rejected,

@@ -341,7 +341,7 @@ fn a_peer_that_never_reads_does_not_hold_a_uring_echo() {
         busy.0,
         busy.1,
         t.elapsed(),
-        server.rr.as_ref().map_or(0, |r| r.messages)
+        server.rr().map_or(0, |r| r.messages)
     );
     drop(s);
     let t = Instant::now();

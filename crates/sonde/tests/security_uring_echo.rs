@@ -76,7 +76,7 @@ fn the_uring_udp_echo_answers_only_whole_requests_with_the_cookie() {
         // The echo still answers its test after all that.
         assert_answered(&s, cookie);
         let server = rogue.finish();
-        let rr = server.rr.expect("the echo's figures");
+        let rr = server.rr().cloned().expect("the echo's figures");
         eprintln!(
             "FIGURE uring echo (sqpoll {sqpoll}): {sent} hostile datagrams, 0 answered; counted {} foreign",
             rr.foreign

@@ -4,14 +4,7 @@ use sonde_results::{HostInfo, Role, SideResult, StreamSpec, TestSpec};
 
 fn doc(command: &str) -> Document {
     let spec = TestSpec::Stream(StreamSpec::default());
-    let side = SideResult::new(
-        Role::Client,
-        HostInfo::default(),
-        1.0,
-        (1, None),
-        vec![],
-        false,
-    );
+    let side = SideResult::new(Role::Client, HostInfo::default(), 1.0, (1, None), vec![]);
     Document::build(Inputs {
         spec: &spec,
         command: command.into(),

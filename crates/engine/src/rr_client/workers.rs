@@ -62,8 +62,8 @@ pub(crate) trait Shared: Stop {
 pub struct RrClient {
     shared: Arc<dyn Shared>,
     pool: Pool<WorkerEnd>,
-    /// What drives the sockets, for the result: `kernel` (system calls) or `uring`.
-    pub(crate) engine: &'static str,
+    /// What drives the sockets, for the result.
+    pub(crate) engine: crate::Driver,
 }
 
 impl RrClient {
@@ -84,12 +84,12 @@ impl RrClient {
         Ok(RrClient {
             shared,
             pool,
-            engine: "kernel",
+            engine: crate::Driver::Syscalls,
         })
     }
 
-    /// What drives the sockets: `kernel` (system calls) or `uring`.
-    pub fn engine(&self) -> &'static str {
+    /// What drives the sockets.
+    pub fn engine(&self) -> crate::Driver {
         self.engine
     }
 

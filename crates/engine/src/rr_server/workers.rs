@@ -98,8 +98,8 @@ pub(crate) trait Shared: Stop {
 pub struct RrServer {
     shared: Arc<dyn Shared>,
     pool: Pool<Option<String>>,
-    /// What drives the sockets, for the result: `kernel` (system calls) or `uring`.
-    pub(crate) engine: &'static str,
+    /// What drives the sockets, for the result.
+    pub(crate) engine: crate::Driver,
 }
 
 impl RrServer {
@@ -118,12 +118,12 @@ impl RrServer {
         Ok(RrServer {
             shared,
             pool,
-            engine: "kernel",
+            engine: crate::Driver::Syscalls,
         })
     }
 
-    /// What drives the sockets: `kernel` (system calls) or `uring`.
-    pub fn engine(&self) -> &'static str {
+    /// What drives the sockets.
+    pub fn engine(&self) -> crate::Driver {
         self.engine
     }
 

@@ -63,7 +63,7 @@ impl RrClient {
                 run(&s.core, k, &owned, rec)
             })
         })?;
-        client.engine = "uring";
+        client.engine = crate::Driver::Uring;
         Ok(client)
     }
 }

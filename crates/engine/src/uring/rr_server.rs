@@ -92,7 +92,7 @@ impl RrServer {
                 .err()
                 .map(|e| format!("io_uring echo: {e}"))
         })?;
-        server.engine = "uring";
+        server.engine = crate::Driver::Uring;
         Ok(server)
     }
 }

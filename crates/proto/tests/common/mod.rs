@@ -8,7 +8,10 @@ use std::time::Instant;
 use sonde_proto::{
     encode, AgentSession, ClientSession, Grant, Key, Message, ProtoError, Session, Timeouts,
 };
-use sonde_results::{Direction, HostInfo, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
+use sonde_results::{
+    Direction, HostInfo, IntervalSample, Role, SampleSection, SideResult, SideSection,
+    StreamSample, StreamSpec, TestSpec,
+};
 
 /// A controller's Hello frame with this magic and version.
 pub fn hello(magic: &str, version: u32) -> Vec<u8> {
@@ -30,31 +33,20 @@ pub fn spec() -> TestSpec {
 }
 
 pub fn side() -> SideResult {
-    SideResult {
-        role: Role::Server,
-        host: HostInfo {
-            hostname: "agent".into(),
-            ..Default::default()
-        },
-        window_s: 10.0,
-        threads: 2,
-        pinned_cpus: Some(vec![1]),
-        directions: vec![],
-        cpu: None,
-        worker_cpus: vec![],
-        process_cpu_s: Some(1.5),
-        tcp_retransmits: None,
-        nic: None,
-        interrupts: None,
-        notes: vec!["note".into()],
-        partial: false,
-        engine: None,
-        rr: None,
-        pps: None,
-        bypass: None,
-        cpu_latency: None,
-        control_thread: None,
-    }
+    let host = HostInfo {
+        hostname: "agent".into(),
+        ..Default::default()
+    };
+    let mut side = SideResult::new(
+        Role::Server,
+        host,
+        10.0,
+        (2, Some(vec![1])),
+        vec!["note".into()],
+    );
+    side.process_cpu_s = Some(1.5);
+    side.section = SideSection::Stream(Default::default());
+    side
 }
 
 pub fn sample(i: u32) -> IntervalSample {
@@ -62,19 +54,18 @@ pub fn sample(i: u32) -> IntervalSample {
         index: i,
         start_s: i as f64,
         end_s: i as f64 + 1.0,
-        sent_bytes: 7,
-        received_bytes: 9,
         cpu_busy_percent: Some(12.5),
-        messages: Some(3),
-        latency_ns: None,
-        packets: None,
         partial: false,
-        tcp: vec![sonde_results::tcp::TcpSample {
-            connection: 1,
-            srtt_us: 50,
-            busy_percent: Some(99.5),
-            ..Default::default()
-        }],
+        section: SampleSection::Stream(StreamSample {
+            sent_bytes: 7,
+            received_bytes: 9,
+            tcp: vec![sonde_results::tcp::TcpSample {
+                connection: 1,
+                srtt_us: 50,
+                busy_percent: Some(99.5),
+                ..Default::default()
+            }],
+        }),
     }
 }
 

@@ -133,7 +133,7 @@ impl MeasuredBy {
         MeasuredBy {
             measured_by: side.role,
             host: side.host.hostname.clone(),
-            engine: side.engine.clone(),
+            engine: side.engine.map(|e| e.name().to_string()),
             threads: side.threads,
             pinned_cpus: side.pinned_cpus.clone(),
             bypass: side.bypass.clone(),

@@ -135,7 +135,7 @@ fn one() -> u32 {
 }
 
 fn end_side(side: &SideResult) -> Option<PpsEndSide> {
-    let p = side.pps.as_ref()?;
+    let p = side.pps()?;
     let secs = side.window_s;
     let per_s = |v: f64| per_second(v, secs);
     Some(PpsEndSide {
@@ -179,8 +179,8 @@ fn uncut_batches_note(receiver: &PpsEndSide, gso: bool) -> Option<String> {
 
 /// Both sides' rates and the loss between them: the intervals and end section.
 pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, PpsEnd) {
-    let tx = inp.client.pps.as_ref();
-    let rx = inp.server.and_then(|s| s.pps.as_ref());
+    let tx = inp.client.pps();
+    let rx = inp.server.and_then(|s| s.pps());
     let sender = end_side(inp.client);
     let mut receiver = inp.server.and_then(end_side);
     if let Some(r) = receiver.as_mut() {
@@ -231,7 +231,7 @@ pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
     let side = |x: Option<&IntervalSample>, role: Role| {
         x.map(|x| {
             let secs = (x.end_s - x.start_s).max(1e-9);
-            let pk = x.packets.unwrap_or(0) as f64;
+            let pk = x.pps().map_or(0, |p| p.packets) as f64;
             IntervalSide {
                 tcp: Vec::new(),
                 measured_by: role,

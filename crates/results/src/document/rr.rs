@@ -104,14 +104,14 @@ impl RrEnd {
 /// The intervals and end section of a ping or rpc test.
 pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, RrEnd) {
     let udp = spec.transport == Transport::Udp;
-    let c_rr = inp.client.rr.as_ref();
+    let c_rr = inp.client.rr();
     let client = end_side(inp.client);
     let intervals = paired(inp.client_intervals, inp.server_intervals)
         .map(|(span, c, s)| IntervalFigures {
             requests_per_second: c
-                .and_then(|c| c.messages)
-                .map(|m| per_second(m as f64, span.end_s - span.start_s)),
-            latency_ns: c.and_then(|c| c.latency_ns.clone()),
+                .and_then(|c| c.rr())
+                .map(|r| per_second(r.messages as f64, span.end_s - span.start_s)),
+            latency_ns: c.and_then(|c| c.rr()?.latency_ns.clone()),
             client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
             server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
             ..span
@@ -136,7 +136,7 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
         foreign_replies: c_rr.filter(|_| udp).map(|r| r.foreign),
         rejected_requests: inp
             .server
-            .and_then(|s| s.rr.as_ref())
+            .and_then(|s| s.rr())
             .filter(|_| udp)
             .map(|r| r.foreign),
         server: inp.server.and_then(end_side),
@@ -147,7 +147,7 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
 }
 
 fn end_side(side: &SideResult) -> Option<RrEndSide> {
-    let rr = side.rr.as_ref()?;
+    let rr = side.rr()?;
     let secs = side.window_s;
     Some(RrEndSide {
         by: MeasuredBy::of(side),

@@ -188,7 +188,12 @@ fn end_side(
         cycles_per_byte,
         packets_per_second,
         tcp_info: TcpSummary::of(
-            intervals.iter().map(|i| (i.end_s - i.start_s, &i.tcp[..])),
+            intervals.iter().map(|i| {
+                (
+                    i.end_s - i.start_s,
+                    i.stream().map_or(&[][..], |s| &s.tcp[..]),
+                )
+            }),
             transfer,
         )
         .map(Box::new),
@@ -197,9 +202,10 @@ fn end_side(
 }
 
 fn interval_side(s: &IntervalSample, role: Role, transfer: Transfer) -> IntervalSide {
+    let (sent, received) = s.bytes();
     let bytes = match transfer {
-        Transfer::Send => s.sent_bytes,
-        Transfer::Receive => s.received_bytes,
+        Transfer::Send => sent,
+        Transfer::Receive => received,
     };
     IntervalSide {
         measured_by: role,
@@ -209,7 +215,9 @@ fn interval_side(s: &IntervalSample, role: Role, transfer: Transfer) -> Interval
         packets_per_second: None,
         partial: s.partial,
         tcp: s
-            .tcp
+            .stream()
+            .map(|st| &st.tcp[..])
+            .unwrap_or_default()
             .iter()
             .filter(|t| t.transfer == transfer)
             .cloned()
@@ -254,19 +262,17 @@ mod tests {
     use crate::document::{Document, Inputs};
     use crate::side::CpuBreakdown;
     use crate::side::{ConnectionResult, CpuUsage, HostInfo};
+    use crate::side::{SampleSection, SideSection, StreamResult, StreamSample};
     use crate::spec::{StreamSpec, TestSpec};
 
     fn side(role: Role, transfer: Transfer, bytes: &[u64]) -> SideResult {
-        SideResult {
-            role,
-            host: HostInfo {
-                hostname: role.as_str().into(),
-                cpu_hz: Some(2e9),
-                ..Default::default()
-            },
-            window_s: 2.0,
-            threads: 1,
-            pinned_cpus: None,
+        let host = HostInfo {
+            hostname: role.as_str().into(),
+            cpu_hz: Some(2e9),
+            ..Default::default()
+        };
+        let mut side = SideResult::new(role, host, 2.0, (1, None), vec![]);
+        side.section = SideSection::Stream(StreamResult {
             directions: vec![DirectionResult {
                 direction: Direction::Forward,
                 transfer,
@@ -289,32 +295,22 @@ mod tests {
                     })
                     .collect(),
             }],
-            worker_cpus: Vec::new(),
-            cpu: Some(CpuUsage {
-                cpus: 2,
-                host: CpuBreakdown {
-                    idle_percent: 75.0,
-                    ..Default::default()
-                },
-                busiest_cpu: 1,
-                busiest: CpuBreakdown {
-                    idle_percent: 50.0,
-                    ..Default::default()
-                },
-            }),
-            process_cpu_s: Some(0.5),
-            tcp_retransmits: Some(3),
-            nic: None,
-            interrupts: None,
-            notes: vec![],
-            partial: false,
-            engine: None,
-            rr: None,
-            pps: None,
-            bypass: None,
-            cpu_latency: None,
-            control_thread: None,
-        }
+        });
+        side.cpu = Some(CpuUsage {
+            cpus: 2,
+            host: CpuBreakdown {
+                idle_percent: 75.0,
+                ..Default::default()
+            },
+            busiest_cpu: 1,
+            busiest: CpuBreakdown {
+                idle_percent: 50.0,
+                ..Default::default()
+            },
+        });
+        side.process_cpu_s = Some(0.5);
+        side.tcp_retransmits = Some(3);
+        side
     }
 
     fn inputs<'a>(spec: &'a TestSpec, c: &'a SideResult, s: Option<&'a SideResult>) -> Inputs<'a> {
@@ -387,14 +383,13 @@ mod tests {
             index: i,
             start_s: i as f64,
             end_s: i as f64 + 1.0,
-            sent_bytes: sent,
-            received_bytes: recv,
             cpu_busy_percent: None,
-            messages: None,
-            latency_ns: None,
-            packets: None,
             partial: false,
-            tcp: Vec::new(),
+            section: SampleSection::Stream(StreamSample {
+                sent_bytes: sent,
+                received_bytes: recv,
+                tcp: Vec::new(),
+            }),
         };
         let ci = [sample(0, 100, 0), sample(1, 200, 0)];
         let si = [sample(0, 0, 90)];

@@ -4,7 +4,7 @@
 use crate::document::{Document, Inputs};
 use crate::side::{
     ConnectionResult, CoreUsage, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
-    Role, SideResult, Transfer,
+    Role, SampleSection, SideResult, SideSection, StreamResult, StreamSample, Transfer,
 };
 use crate::spec::{Direction, StreamSpec, TestSpec};
 use crate::tcp::TcpSample;
@@ -76,7 +76,7 @@ impl Run {
             hostname: role.as_str().into(),
             ..Default::default()
         };
-        let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![], false);
+        let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![]);
         s.worker_cpus = vec![CoreUsage {
             cpu,
             time: CpuBreakdown {
@@ -87,7 +87,7 @@ impl Run {
         }];
         s.process_cpu_s = Some(busy / 100.0 * SECS * 0.9);
         let sends = transfer == Transfer::Send;
-        s.directions = vec![DirectionResult {
+        let directions = vec![DirectionResult {
             direction: Direction::Forward,
             transfer,
             buffer_bytes: 131072,
@@ -105,6 +105,7 @@ impl Run {
                 snd_mss_bytes: Some(1448),
             }],
         }];
+        s.section = SideSection::Stream(StreamResult { directions });
         s
     }
 
@@ -114,21 +115,26 @@ impl Run {
                 index: i,
                 start_s: i as f64,
                 end_s: i as f64 + 1.0,
-                tcp: vec![TcpSample {
-                    connection: 0,
-                    transfer,
-                    srtt_us: self.srtt_us,
-                    min_rtt_us: Some(self.min_rtt_us),
-                    mss_bytes: 1448,
-                    retransmits: self.retransmits,
-                    dsack_dups: Some(self.dsack),
-                    busy_percent: Some(100.0),
-                    rwnd_limited_percent: Some(self.rwnd),
-                    sndbuf_limited_percent: Some(self.sndbuf),
-                    notsent_bytes: Some(self.unsent),
-                    ..Default::default()
-                }],
-                ..Default::default()
+                cpu_busy_percent: None,
+                partial: false,
+                section: SampleSection::Stream(StreamSample {
+                    sent_bytes: 0,
+                    received_bytes: 0,
+                    tcp: vec![TcpSample {
+                        connection: 0,
+                        transfer,
+                        srtt_us: self.srtt_us,
+                        min_rtt_us: Some(self.min_rtt_us),
+                        mss_bytes: 1448,
+                        retransmits: self.retransmits,
+                        dsack_dups: Some(self.dsack),
+                        busy_percent: Some(100.0),
+                        rwnd_limited_percent: Some(self.rwnd),
+                        sndbuf_limited_percent: Some(self.sndbuf),
+                        notsent_bytes: Some(self.unsent),
+                        ..Default::default()
+                    }],
+                }),
             })
             .collect()
     }

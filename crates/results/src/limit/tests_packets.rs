@@ -2,7 +2,9 @@
 
 use crate::document::Document;
 use crate::latency::LatencySummary;
-use crate::side::{CoreUsage, CpuBreakdown, HostInfo, PpsResult, Role, RrResult, SideResult};
+use crate::side::{
+    CoreUsage, CpuBreakdown, HostInfo, PpsResult, Role, RrResult, SideResult, SideSection,
+};
 use crate::spec::{PollMode, PpsSpec, RrSpec, TestSpec};
 use crate::verdict::Limit;
 
@@ -13,7 +15,7 @@ fn side(role: Role, busy: f64, cpu: usize) -> SideResult {
         hostname: role.as_str().into(),
         ..Default::default()
     };
-    let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![], false);
+    let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![]);
     s.worker_cpus = vec![CoreUsage {
         cpu,
         time: CpuBreakdown {
@@ -71,9 +73,9 @@ impl Pps {
             port: None,
         };
         let mut c = side(Role::Client, self.sender_busy, 0);
-        c.pps = Some(part(self.sent, None));
+        c.section = SideSection::Pps(part(self.sent, None));
         let mut s = side(Role::Server, self.receiver_busy, 1);
-        s.pps = Some(part(self.got, Some(self.socket_drops)));
+        s.section = SideSection::Pps(part(self.got, Some(self.socket_drops)));
         build(&spec, &c, &s).end.limited_by.expect("a verdict")
     }
 }
@@ -173,9 +175,9 @@ impl Rr {
             histogram: None,
         };
         let mut c = side(Role::Client, self.client_busy, 0);
-        c.rr = Some(part(Some(latency)));
+        c.section = SideSection::Rr(part(Some(latency)));
         let mut s = side(Role::Server, self.server_busy, 1);
-        s.rr = Some(part(None));
+        s.section = SideSection::Rr(part(None));
         build(&spec, &c, &s).end.limited_by.expect("a verdict")
     }
 }

@@ -9,8 +9,8 @@ use sonde_results::PollMode;
 /// Running workers of any kind and engine: what every side asks of them besides its
 /// kind's own counters (each kind's engine trait adds those).
 pub trait Workers: Send {
-    /// The engine's name, recorded in the result.
-    fn name(&self) -> &'static str;
+    /// The engine, recorded in the result.
+    fn engine(&self) -> sonde_results::Engine;
     /// Every worker has ended.
     fn all_done(&self) -> bool;
     /// Every worker stops now.
@@ -33,8 +33,8 @@ pub trait Workers: Send {
 macro_rules! kernel_workers {
     ($($t:ty),+) => {$(
         impl $crate::kind::workers::Workers for $t {
-            fn name(&self) -> &'static str {
-                sonde_results::Engine::Kernel.name()
+            fn engine(&self) -> sonde_results::Engine {
+                sonde_results::Engine::Kernel
             }
             fn all_done(&self) -> bool {
                 <$t>::all_done(self)

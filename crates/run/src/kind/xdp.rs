@@ -170,8 +170,8 @@ pub fn steer(steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
 macro_rules! xdp_workers {
     ($($t:ty => $inner:ident),+) => {$(
         impl $crate::kind::workers::Workers for $t {
-            fn name(&self) -> &'static str {
-                sonde_results::Engine::Xdp.name()
+            fn engine(&self) -> sonde_results::Engine {
+                sonde_results::Engine::Xdp
             }
             fn all_done(&self) -> bool {
                 self.$inner.all_done()

@@ -377,8 +377,8 @@ struct Running {
 }
 
 impl Workers for Running {
-    fn name(&self) -> &'static str {
-        Dpdk.engine().name()
+    fn engine(&self) -> sonde_results::Engine {
+        Dpdk.engine()
     }
     /// testpmd sends until told: the sender is told at the end of the window.
     fn all_done(&self) -> bool {

@@ -153,7 +153,7 @@ impl Kind for Pps {
     }
 
     fn summary(&self, _spec: &TestSpec, r: &SideResult) -> String {
-        let packets = r.pps.as_ref().map_or(0, |p| p.packets);
+        let packets = r.pps().map_or(0, |p| p.packets);
         format!(
             "pps: received {packets} packets in {:.1} s ({:.0}/s)",
             r.window_s,

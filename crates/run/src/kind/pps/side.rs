@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_probe::udp;
-use sonde_results::{IntervalSample, PpsResult, PpsSpec, Role, SideResult};
+use sonde_results::{IntervalSample, PpsResult, PpsSample, PpsSpec, Role, SampleSection};
+use sonde_results::{SideResult, SideSection};
 
 use super::engine::{Drops, RxEngine, TxEngine};
 use crate::meter::{Measurer, Meter};
@@ -96,10 +97,10 @@ impl PpsSide {
         PpsSide::new(Role::Server, spec, engine, probe, notes, placement)
     }
 
-    fn engine_name(&self) -> &'static str {
+    fn engine(&self) -> sonde_results::Engine {
         match &self.engine {
-            Engine::Tx(s) => s.name(),
-            Engine::Rx { receiver, .. } => receiver.name(),
+            Engine::Tx(s) => s.engine(),
+            Engine::Rx { receiver, .. } => receiver.engine(),
         }
     }
 
@@ -123,9 +124,10 @@ impl PpsSide {
             start_s: self.schedule.offset_s(edge.since),
             end_s: self.schedule.offset_s(edge.at),
             cpu_busy_percent: edge.cpu_busy_percent,
-            packets: Some(count - edge.before),
             partial: cut,
-            ..Default::default()
+            section: SampleSection::Pps(PpsSample {
+                packets: count - edge.before,
+            }),
         }
     }
 }
@@ -212,17 +214,14 @@ impl Side for PpsSide {
         };
         let by = Measurer {
             role: self.role,
-            engine: self.engine_name(),
+            engine: self.engine(),
             placement: &self.placement,
         };
         let (bypass, port) = match &self.engine {
             Engine::Tx(s) => (s.bypass(), s.port()),
             Engine::Rx { receiver, .. } => (receiver.bypass(), receiver.port()),
         };
-        let window_s = window.seconds();
-        let mut result = self.meter.result(by, &window, window_s, notes, partial);
-        result.bypass = bypass;
-        result.pps = Some(PpsResult {
+        let section = SideSection::Pps(PpsResult {
             size_bytes: self.spec.size_bytes,
             packets: window.end.1 - window.start.1,
             per_flow,
@@ -233,6 +232,11 @@ impl Side for PpsSide {
             poll: self.spec.poll.label(),
             port,
         });
+        let window_s = window.seconds();
+        let mut result = self
+            .meter
+            .result(by, &window, window_s, (notes, partial), section);
+        result.bypass = bypass;
         result
     }
 }

@@ -220,8 +220,11 @@ impl ServerPort for Server {
 macro_rules! socket_workers {
     ($($t:ty),+) => {$(
         impl crate::kind::workers::Workers for $t {
-            fn name(&self) -> &'static str {
-                self.engine()
+            fn engine(&self) -> sonde_results::Engine {
+                match <$t>::engine(self) {
+                    sonde_engine::Driver::Syscalls => sonde_results::Engine::Kernel,
+                    sonde_engine::Driver::Uring => sonde_results::Engine::Uring,
+                }
             }
             fn all_done(&self) -> bool {
                 <$t>::all_done(self)

@@ -196,7 +196,7 @@ impl Kind for RequestResponse {
     }
 
     fn summary(&self, spec: &TestSpec, r: &SideResult) -> String {
-        let Some(rr) = &r.rr else {
+        let Some(rr) = r.rr() else {
             return spec.name().into();
         };
         format!(

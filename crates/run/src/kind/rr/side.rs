@@ -11,7 +11,8 @@ use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::{merge, new_histogram};
 use sonde_results::side::Syscalls;
-use sonde_results::{IntervalSample, LatencySummary, Role, RrResult, RrSpec, SideResult};
+use sonde_results::{Engine as SpecEngine, IntervalSample, LatencySummary, Role, RrResult};
+use sonde_results::{RrSample, RrSpec, SampleSection, SideResult, SideSection};
 
 use super::engine::{EchoEngine, RequestEngine, DRAIN};
 use crate::meter::{Measurer, Meter};
@@ -92,10 +93,10 @@ impl RrSide {
         }
     }
 
-    fn engine_name(&self) -> &'static str {
+    fn engine(&self) -> sonde_results::Engine {
         match &self.engine {
-            Engine::Client(c) => c.name(),
-            Engine::Server(s) => s.name(),
+            Engine::Client(c) => c.engine(),
+            Engine::Server(s) => s.engine(),
         }
     }
 
@@ -130,13 +131,13 @@ impl RrSide {
             Role::Client => {
                 let h = self.pending.remove(&k);
                 (
-                    Some(h.as_ref().map_or(0, |h| h.len())),
+                    h.as_ref().map_or(0, |h| h.len()),
                     h.as_ref().and_then(LatencySummary::of),
                     self.schedule.bounds_s(k),
                 )
             }
             Role::Server => (
-                Some(count - edge.before),
+                count - edge.before,
                 None,
                 (
                     self.schedule.offset_s(edge.since),
@@ -149,10 +150,11 @@ impl RrSide {
             start_s,
             end_s,
             cpu_busy_percent: edge.cpu_busy_percent,
-            messages,
-            latency_ns,
             partial: cut,
-            ..Default::default()
+            section: SampleSection::Rr(RrSample {
+                messages,
+                latency_ns,
+            }),
         }
     }
 }
@@ -244,7 +246,7 @@ impl Side for RrSide {
                 sent = c.counts().0;
                 // Counted by the socket engines; a bypass engine's calls are not, nor
                 // a new connection's.
-                let counted = matches!(c.name(), "kernel" | "uring");
+                let counted = matches!(c.engine(), SpecEngine::Kernel | SpecEngine::Uring);
                 syscalls = (counted && !self.spec.connect_per_request).then_some((calls, sent));
                 if allocated + merged > 0 {
                     notes.push(format!(
@@ -276,15 +278,10 @@ impl Side for RrSide {
         };
         let by = Measurer {
             role: self.role,
-            engine: self.engine_name(),
+            engine: self.engine(),
             placement: &self.placement,
         };
-        let mut result = self.meter.result(by, &window, window_s, notes, partial);
-        result.bypass = match &self.engine {
-            Engine::Client(c) => c.bypass(),
-            Engine::Server(s) => s.bypass(),
-        };
-        result.rr = Some(RrResult {
+        let section = SideSection::Rr(RrResult {
             poll: self.spec.poll.label(),
             messages,
             sent,
@@ -298,6 +295,13 @@ impl Side for RrSide {
             socket_options: self.socket_options.clone(),
             syscalls: syscalls.map(|(calls, messages)| Syscalls { calls, messages }),
         });
+        let mut result = self
+            .meter
+            .result(by, &window, window_s, (notes, partial), section);
+        result.bypass = match &self.engine {
+            Engine::Client(c) => c.bypass(),
+            Engine::Server(s) => s.bypass(),
+        };
         result
     }
 }

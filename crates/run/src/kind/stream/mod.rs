@@ -129,7 +129,8 @@ impl Kind for Stream {
     fn summary(&self, spec: &TestSpec, r: &SideResult) -> String {
         let s = spec_of(spec);
         let rates: Vec<String> = r
-            .directions
+            .stream()
+            .map_or(&[][..], |s| &s.directions[..])
             .iter()
             .map(|d| {
                 let verb = match d.transfer {

@@ -11,8 +11,8 @@ use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::tcp::TcpSample;
 use sonde_results::{
-    ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SideResult, StreamSpec,
-    Transfer,
+    ConnectionResult, Direction, DirectionResult, IntervalSample, Role, SampleSection, SideResult,
+    SideSection, StreamResult, StreamSample, StreamSpec, Transfer,
 };
 
 use super::{tcp, StreamEngine};
@@ -145,11 +145,13 @@ impl StreamSide {
             index: self.intervals,
             start_s: (edge.since - window_at).as_secs_f64(),
             end_s: (edge.at - window_at).as_secs_f64(),
-            sent_bytes: sent,
-            received_bytes: received,
             cpu_busy_percent: edge.cpu_busy_percent,
-            tcp: self.tcp_samples(&edge.before, &conns, secs),
-            ..Default::default()
+            partial: false,
+            section: SampleSection::Stream(StreamSample {
+                sent_bytes: sent,
+                received_bytes: received,
+                tcp: self.tcp_samples(&edge.before, &conns, secs),
+            }),
         };
         self.intervals += 1;
         sample
@@ -294,11 +296,11 @@ impl Side for StreamSide {
         }
         let by = Measurer {
             role: self.role,
-            engine: self.workers.name(),
+            engine: self.workers.engine(),
             placement: &self.placement,
         };
-        let mut result = self.meter.result(by, &window, window_s, notes, partial);
-        result.directions = directions;
-        result
+        let section = SideSection::Stream(StreamResult { directions });
+        self.meter
+            .result(by, &window, window_s, (notes, partial), section)
     }
 }

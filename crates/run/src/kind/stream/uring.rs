@@ -50,8 +50,8 @@ impl StreamBackend for Uring {
 }
 
 impl Workers for UringStreamWorkers {
-    fn name(&self) -> &'static str {
-        Engine::Uring.name()
+    fn engine(&self) -> sonde_results::Engine {
+        Engine::Uring
     }
     fn all_done(&self) -> bool {
         UringStreamWorkers::all_done(self)
