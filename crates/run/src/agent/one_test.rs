@@ -175,9 +175,18 @@ fn handshake(
                     message: e.to_string(),
                 });
             }
-            // The session may have queued an Error saying why (version, key): deliver it.
-            let _ = conn.link.send(&mut conn.session);
-            conn.link.close_gracefully(LINGER);
+            // The session may have queued an Error saying why (version, key): deliver it,
+            // and linger only then (a silent or late peer is closed at once).
+            let mut said = false;
+            let session = &mut conn.session;
+            let _ = conn.link.flush(|| {
+                let frame = session.poll_transmit();
+                said |= frame.is_some();
+                frame
+            });
+            if said {
+                conn.link.close_gracefully(LINGER);
+            }
             return Err(e.into());
         }
         let mut setup = None;
