@@ -374,7 +374,17 @@ fn silent_and_wrong_data_connections_do_not_delay_the_test() {
     let agent = Agent::on_loopback();
     let (base, base_n, _) = stream_under(&agent, |_| Vec::new());
     let (silent, wrong, stranger) = (40, 4, 3);
+    let mut closed = Vec::new();
     let (first, n, result) = stream_under(&agent, |data| {
+        // Eight silent ones first, alone: each is closed at its header's deadline.
+        let at = Instant::now();
+        let early: Vec<_> = (0..8)
+            .map(|_| {
+                let mut c = TcpStream::connect(data).unwrap();
+                std::thread::spawn(move || closed_after(&mut c, at, Duration::from_secs(4)))
+            })
+            .collect();
+        closed = early.into_iter().map(|w| w.join().unwrap()).collect();
         let mut c: Vec<TcpStream> = (0..silent)
             .map(|_| TcpStream::connect(data).unwrap())
             .collect();
@@ -389,6 +399,14 @@ fn silent_and_wrong_data_connections_do_not_delay_the_test() {
         }
         c
     });
+    eprintln!("FIGURE silent data connections closed {closed:?} after their connect");
+    for c in &closed {
+        let ms = c.as_millis();
+        assert!(
+            (1900..2400).contains(&ms),
+            "a silent one closed after {c:?}"
+        );
+    }
     eprintln!(
         "FIGURE first interval {first:?} after Start beside {silent} silent, {wrong} wrong-cookie and {stranger} other-address data connections ({n} intervals); {base:?} without ({base_n})"
     );
@@ -495,7 +513,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (k, c) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k) % 3 == 0 {
+        if k > 0 && (digits.len() - k).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -94,7 +94,7 @@ impl Refusals {
 fn summarise(w: &mut Window, now: Instant) {
     let secs = now.saturating_duration_since(w.since).as_secs_f64();
     let mut counts: Vec<_> = w.counts.drain().filter(|(_, n)| *n > 1).collect();
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     for ((ip, kind), n) in counts {
         tracing::info!(
             "{} connections from {ip} refused in the last {secs:.0} s: {}",
@@ -117,7 +117,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (k, c) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k) % 3 == 0 {
+        if k > 0 && (digits.len() - k).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
