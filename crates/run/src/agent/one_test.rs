@@ -1,7 +1,7 @@
 //! One test on the agent, from Hello to Results, in five steps: handshake (until a valid
-//! `Setup`), admit (the test slot, limits, the spec), open (the kind's data endpoint,
-//! `Ready`, the data connections until `Start`: `data_conns`), drive (the shared control loop, until
-//! `Stop`), finish (drain, `Results`).
+//! `Setup`, within `HANDSHAKE_WITHIN` of accept), admit (the test slot, limits, the spec),
+//! open (the kind's data endpoint, `Ready`, the data connections until `Start`:
+//! `data_conns`), drive (the shared control loop, until `Stop`), finish (drain, `Results`).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
