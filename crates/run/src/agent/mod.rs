@@ -6,8 +6,10 @@
 mod account;
 mod allow;
 pub mod consent;
+mod data_conns;
 mod limits;
 pub(crate) mod one_test;
+mod refusals;
 mod shared;
 mod sources;
 
@@ -19,7 +21,7 @@ use shared::Shared;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,14 +32,6 @@ use crate::signals::Interrupt;
 
 /// The agent's default control port.
 pub const DEFAULT_PORT: u16 = 5301;
-/// Connections in their handshake at once; more are told "busy" at once.
-const MAX_PENDING: usize = 32;
-/// Connections in their handshake at once from one source network (its /24 or /64, see
-/// `sources`): a controller needs one
-/// per test (a `sonde load` opens three together, and one more may check on them), so four
-/// never slows a real one, while one host's idle connections can no longer fill all of
-/// [`MAX_PENDING`] and lock every other controller out until their deadline.
-const MAX_PENDING_PER_SOURCE: usize = 4;
 /// How long a stopping agent waits for its tests to tidy up (their workers stop at once;
 /// the rest is closing sockets) before it exits anyway: SIGTERM ends it within a second.
 const STOP_WITHIN: Duration = Duration::from_millis(700);
@@ -81,14 +75,15 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     let shared = Arc::new(Shared {
         cfg,
         running: AtomicUsize::new(0),
-        pending: AtomicUsize::new(0),
-        sources: sources::Sources::default(),
+        sources: sources::Sources::new(sources::CAPS),
+        refusals: refusals::Refusals::default(),
         account: account::Account::default(),
         interrupt: interrupt.clone(),
     });
     let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !interrupt.is_set() {
         handles.retain(|h| !h.is_finished());
+        shared.refusals.tick(Instant::now());
         if !wait_for_peer(&listener) {
             continue;
         }
@@ -102,30 +97,23 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
         };
         // Each connection shakes hands on its own thread, so an idle or garbage peer holds
         // nothing but its own thread until the handshake deadline (esnet/iperf#788); their
-        // number is bounded, and beyond it a peer is told "busy" at once.
-        if shared.pending.load(Ordering::Acquire) >= MAX_PENDING {
-            answer_busy(
-                conn,
-                peer,
-                "as many connections in their handshake as it takes",
-            );
-            continue;
-        }
-        let Some(source) = shared.sources.enter(peer.ip(), MAX_PENDING_PER_SOURCE) else {
-            answer_busy(
-                conn,
-                peer,
-                "this address's other connections in their handshake",
-            );
-            continue;
-        };
-        shared.pending.fetch_add(1, Ordering::AcqRel);
-        match spawn_test(conn, peer, Arc::clone(&shared), source) {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                shared.pending.fetch_sub(1, Ordering::AcqRel);
-                tracing::warn!("cannot start a thread for {peer}: {e}");
+        // number is bounded (`sources`), and beyond it a peer is told "busy" at once.
+        let accepted = Instant::now();
+        let source = match shared.sources.enter(peer.ip()) {
+            Ok(s) => s,
+            Err(full) => {
+                answer_busy(conn);
+                shared
+                    .refusals
+                    .refused(peer.ip(), refusals::Kind::Busy, || {
+                        format!("refused {peer}: busy with {}", full.words())
+                    });
+                continue;
             }
+        };
+        match spawn_test(conn, peer, accepted, Arc::clone(&shared), source) {
+            Ok(h) => handles.push(h),
+            Err(e) => tracing::warn!("cannot start a thread for {peer}: {e}"),
         }
     }
     // Bounded: a test that does not tidy up in time is left to the process's exit (its
@@ -134,6 +122,7 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     while handles.iter().any(|h| !h.is_finished()) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
     }
+    shared.refusals.flush();
     let left = handles.iter().filter(|h| !h.is_finished()).count();
     if left > 0 {
         tracing::warn!("stopped with {left} test(s) still tidying up");
@@ -176,10 +165,12 @@ fn wait_for_peer(listener: &TcpListener) -> bool {
     unsafe { libc::poll(pfds.as_mut_ptr(), 2, 1000) > 0 && pfds[0].revents != 0 }
 }
 
-/// One controller's test on its own thread, logged when it ends.
+/// One controller's test on its own thread, logged when it ends (a failed handshake as a
+/// refusal, so that churn cannot flood the log).
 fn spawn_test(
     conn: TcpStream,
     peer: SocketAddr,
+    accepted: Instant,
     shared: Arc<Shared>,
     source: sources::Entered,
 ) -> io::Result<std::thread::JoinHandle<()>> {
@@ -188,18 +179,23 @@ fn spawn_test(
         .spawn(move || {
             let started = Instant::now();
             let secs = || started.elapsed().as_secs_f64();
-            match one_test::run(conn, peer, source, &shared) {
+            match one_test::run(conn, peer, accepted, source, &shared) {
                 Ok(summary) => tracing::info!("test from {peer}: {summary} ({:.1} s)", secs()),
+                Err(one_test::TestError::Handshake(e)) => {
+                    let kind = refusals::Kind::Handshake;
+                    shared.refusals.refused(peer.ip(), kind, || {
+                        format!("test from {peer}: {e} ({:.1} s)", secs())
+                    })
+                }
                 Err(e) => tracing::warn!("test from {peer}: {e} ({:.1} s)", secs()),
             }
         })
 }
 
-/// Tells a connection the agent is busy, and logs `with` what.
-fn answer_busy(conn: TcpStream, peer: SocketAddr, with: &str) {
+/// Tells a connection the agent is busy.
+fn answer_busy(conn: TcpStream) {
     let mut session = AgentSession::busy(Instant::now());
     if let Ok(mut link) = Link::new(conn) {
         let _ = link.flush(|| session.poll_transmit());
     }
-    tracing::info!("refused {peer}: busy with {with}");
 }

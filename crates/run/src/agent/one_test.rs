@@ -1,22 +1,19 @@
 //! One test on the agent, from Hello to Results, in five steps: handshake (until a valid
-//! `Setup`), admit (the test slot, limits, the spec), open (the kind's data endpoint,
-//! `Ready`, the data connections until `Start`), drive (the shared control loop, until
-//! `Stop`), finish (drain, `Results`).
+//! `Setup`, within `HANDSHAKE_WITHIN` of accept), admit (the test slot, limits, the spec),
+//! open (the kind's data endpoint, `Ready`, the data connections until `Start`:
+//! `data_conns`), drive (the shared control loop, until `Stop`), finish (drain, `Results`).
 
-use std::io::{self, Read};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_proto::{
-    AgentEvent, AgentSession, DataHeader, PeerError, ProtoError, Session, ThirdParty, Timeouts,
-    DATA_HEADER_BYTES,
-};
+use sonde_proto::{AgentEvent, AgentSession, PeerError, ProtoError, Session, ThirdParty, Timeouts};
 use sonde_results::{IntervalSample, Role, TestSpec};
 
-use super::shared::{Pending, Shared, Slot};
-use crate::control::{Link, Wake};
+use super::shared::{Shared, Slot};
+use super::sources::{Entered, HANDSHAKE_WITHIN};
+use crate::control::Link;
 use crate::controller::SOFTWARE;
 use crate::drive::{drive, Cut, End, Flow};
 use crate::kind::{self, Kind};
@@ -25,8 +22,6 @@ use crate::signals::Interrupt;
 
 /// After `Stop`, how long this side's workers may take to end.
 const DRAIN: Duration = Duration::from_secs(3);
-/// After `Start`, how long the data connections may take to arrive.
-const ACCEPT_DEADLINE: Duration = Duration::from_secs(5);
 /// How long a refused controller may take to read our last frame before we close.
 const LINGER: Duration = Duration::from_millis(300);
 
@@ -43,6 +38,11 @@ pub enum TestError {
     Io(#[from] io::Error),
     #[error("controller lost during the test: {0}")]
     Lost(String),
+    /// Before `Setup`: logged as a refusal (`refusals`), since anyone can cause it.
+    #[error("{0}")]
+    Handshake(Box<TestError>),
+    #[error("no test set up within {:.0} s of connecting (the handshake's deadline)", HANDSHAKE_WITHIN.as_secs_f64())]
+    TooSlow,
 }
 
 /// The agent's end of one test: its session and control link.
@@ -62,11 +62,13 @@ impl Conn {
     }
 }
 
-/// Runs one test from Hello to Results; returns the log line's summary.
+/// Runs one test from Hello to Results (the connection `accepted` then, holding a
+/// handshake place); returns the log line's summary.
 pub(super) fn run(
     control: TcpStream,
     peer: SocketAddr,
-    source: super::sources::Entered,
+    accepted: Instant,
+    place: Entered,
     shared: &Shared,
 ) -> Result<String, TestError> {
     let local_ip = control.local_addr()?.ip();
@@ -74,7 +76,12 @@ pub(super) fn run(
         session: new_session(shared),
         link: Link::new(control)?,
     };
-    let (spec, part) = handshake(&mut conn, peer, source, shared)?;
+    let (spec, part) = match handshake(&mut conn, peer, accepted + HANDSHAKE_WITHIN, place, shared)
+    {
+        Ok(s) => s,
+        Err(TestError::ShuttingDown) => return Err(TestError::ShuttingDown),
+        Err(e) => return Err(TestError::Handshake(Box::new(e))),
+    };
     let role = match part {
         Some(ThirdParty::Client { .. }) => Role::Client,
         _ => Role::Server,
@@ -112,14 +119,14 @@ pub(super) fn run(
                 ip: client,
                 grant_with: Some(key),
             };
-            open(&mut conn, kind, &spec, local_ip, to, &shared.interrupt)?
+            open(&mut conn, kind, &spec, local_ip, to, shared)?
         }
         None => {
             let to = Peer {
                 ip: peer.ip(),
                 grant_with: None,
             };
-            open(&mut conn, kind, &spec, local_ip, to, &shared.interrupt)?
+            open(&mut conn, kind, &spec, local_ip, to, shared)?
         }
     };
     let result = run_started(&mut conn, side, &shared.interrupt, role, notes)?;
@@ -143,29 +150,43 @@ fn new_session(shared: &Shared) -> AgentSession {
 }
 
 /// Hello to Setup (the spec, and this agent's part if the controller is not an end of the
-/// test); counted as pending until it ends, one way or the other.
+/// test), by `until`; the handshake `place` is given back when it ends, one way or the
+/// other, before any lingering, and its address remembered if it proved the key.
 fn handshake(
     conn: &mut Conn,
     peer: SocketAddr,
-    source: super::sources::Entered,
+    until: Instant,
+    place: Entered,
     shared: &Shared,
 ) -> Result<(TestSpec, Option<ThirdParty>), TestError> {
-    let _pending = Pending::new(&shared.pending, source);
     loop {
         conn.link.send(&mut conn.session)?;
         if shared.interrupt.is_set() {
             return Err(TestError::ShuttingDown);
         }
-        if let Err(e) = conn.link.step(&mut conn.session, None, None) {
+        if Instant::now() >= until {
+            return Err(TestError::TooSlow);
+        }
+        if let Err(e) = conn.link.step(&mut conn.session, Some(until), None) {
+            drop(place);
             if let ProtoError::BadMac { .. } = e {
                 // Our side of the channel is intact: say why we stop.
                 conn.session.refuse(PeerError::Refused {
                     message: e.to_string(),
                 });
             }
-            // The session may have queued an Error saying why (version, key): deliver it.
-            let _ = conn.link.send(&mut conn.session);
-            conn.link.close_gracefully(LINGER);
+            // The session may have queued an Error saying why (version, key): deliver it,
+            // and linger only then (a silent or late peer is closed at once).
+            let mut said = false;
+            let session = &mut conn.session;
+            let _ = conn.link.flush(|| {
+                let frame = session.poll_transmit();
+                said |= frame.is_some();
+                frame
+            });
+            if said {
+                conn.link.close_gracefully(LINGER);
+            }
             return Err(e.into());
         }
         let mut setup = None;
@@ -177,6 +198,9 @@ fn handshake(
             }
         }
         if let Some(s) = setup {
+            if shared.cfg.key.is_some() {
+                place.proven();
+            }
             return Ok(s);
         }
     }
@@ -246,7 +270,7 @@ fn open(
     spec: &TestSpec,
     local_ip: IpAddr,
     to: Peer<'_>,
-    interrupt: &Interrupt,
+    shared: &Shared,
 ) -> Result<Box<dyn Side>, TestError> {
     let peer = to.ip;
     let mut probe = HostProbe::for_peer(peer);
@@ -269,7 +293,7 @@ fn open(
     conn.session
         .ready_granting(port, cookie, grant, Instant::now())?;
     conn.link.send(&mut conn.session)?;
-    let conns = accept_data(conn, endpoint.listener(), cookie, peer, interrupt)?;
+    let conns = super::data_conns::accept_data(conn, endpoint.listener(), cookie, peer, shared)?;
     Ok(endpoint.start(conns, peer, cookie, probe)?)
 }
 
@@ -383,82 +407,6 @@ impl End for AgentEnd<'_> {
         match self.session.poll_event() {
             Some(AgentEvent::Stop) => Flow::Done,
             _ => Flow::Go,
-        }
-    }
-}
-
-/// Accepts the test's data connections (only from the controller's address, only with the
-/// cookie) until `Start` has arrived and every one is in, by index.
-fn accept_data(
-    conn: &mut Conn,
-    data: Option<(&TcpListener, usize)>,
-    cookie: u64,
-    controller: IpAddr,
-    interrupt: &Interrupt,
-) -> Result<Vec<TcpStream>, TestError> {
-    let total = data.map_or(0, |d| d.1);
-    let mut slots: Vec<Option<TcpStream>> = (0..total).map(|_| None).collect();
-    let mut accepted = 0;
-    let mut start_by: Option<Instant> = None;
-    while start_by.is_none() || accepted < total {
-        if interrupt.is_set() {
-            return Err(TestError::ShuttingDown);
-        }
-        if start_by.is_some_and(|t| Instant::now() > t) {
-            let message = format!("only {accepted} of {total} data connections arrived");
-            conn.session.refuse(PeerError::Internal {
-                message: message.clone(),
-            });
-            let _ = conn.link.send(&mut conn.session);
-            return Err(TestError::Refused(message));
-        }
-        let other = data
-            .filter(|_| accepted < total)
-            .map(|(l, _)| l.as_raw_fd());
-        let woke = conn.link.step(&mut conn.session, start_by, other)?;
-        if let (Some(Wake::Other), Some((l, _))) = (woke, data) {
-            if let Some((index, s)) = accept_one(l, cookie, controller, &slots)? {
-                slots[index] = Some(s);
-                accepted += 1;
-            }
-        }
-        if let Some(AgentEvent::Start) = conn.session.poll_event() {
-            start_by = Some(Instant::now() + ACCEPT_DEADLINE);
-        }
-    }
-    Ok(slots.into_iter().flatten().collect())
-}
-
-/// One data connection, if it is the controller's, with the cookie and a free index.
-fn accept_one(
-    listener: &TcpListener,
-    cookie: u64,
-    controller: IpAddr,
-    slots: &[Option<TcpStream>],
-) -> io::Result<Option<(usize, TcpStream)>> {
-    let Ok((mut s, from)) = listener.accept() else {
-        return Ok(None);
-    };
-    if from.ip() != controller {
-        tracing::warn!("data connection from {from} refused: not the controller");
-        return Ok(None);
-    }
-    s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut header = [0u8; DATA_HEADER_BYTES];
-    if s.read_exact(&mut header).is_err() {
-        return Ok(None);
-    }
-    s.set_read_timeout(None)?;
-    match DataHeader::accept(&header, cookie, slots.len()) {
-        Ok(index) if slots[index].is_none() => Ok(Some((index, s))),
-        Ok(index) => {
-            tracing::warn!("data connection from {from} refused: index {index} taken");
-            Ok(None)
-        }
-        Err(e) => {
-            tracing::warn!("data connection from {from} refused: {e}");
-            Ok(None)
         }
     }
 }

@@ -10,6 +10,7 @@ use sonde_proto::Key;
 use super::account;
 use super::allow::Allowed;
 use super::limits::Limits;
+use super::refusals::Refusals;
 use super::sources;
 use crate::signals::Interrupt;
 
@@ -35,14 +36,14 @@ pub struct ServeConfig {
     pub labels: sonde_proto::Labels,
 }
 
-/// State shared by the connections being served: the tests running, and how many
-/// connections are in their handshake.
+/// State shared by the connections being served: the tests running, the connections in
+/// their handshake, the refusals to log.
 pub(super) struct Shared {
     pub(super) cfg: ServeConfig,
     pub(super) running: AtomicUsize,
-    pub(super) pending: AtomicUsize,
     /// Connections in their handshake, by source address.
     pub(super) sources: sources::Sources,
+    pub(super) refusals: Refusals,
     /// Threads and memory of the live tests.
     pub(super) account: account::Account,
     pub(super) interrupt: Interrupt,
@@ -103,27 +104,5 @@ impl Shared {
         )?;
         slot.booking = Some(booking);
         Ok(())
-    }
-}
-
-/// Counts a connection as in its handshake, overall and against its source address, until
-/// dropped.
-pub(super) struct Pending<'a> {
-    pub(super) count: &'a AtomicUsize,
-    pub(super) _source: sources::Entered,
-}
-
-impl<'a> Pending<'a> {
-    pub(super) fn new(count: &'a AtomicUsize, source: sources::Entered) -> Pending<'a> {
-        Pending {
-            count,
-            _source: source,
-        }
-    }
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::AcqRel);
     }
 }
