@@ -14,7 +14,9 @@ use crate::grant::Grant;
 pub const MAGIC: &str = "netsonde";
 /// Bumped on any incompatible change of messages or states.
 /// 2: mutual authentication, sealed frames after it, capabilities only after it, grants.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: the proofs name the agent the controller dialled (`Hello`'s `agent`); a client part
+/// sends only once the serving agent answered its challenge on the data port (`target`).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -27,6 +29,10 @@ pub enum Message {
         /// Hex of the controller's fresh random bytes (its half of the handshake).
         #[serde(default)]
         nonce: String,
+        /// The agent's address as the controller dialled it: the agent checks it is its
+        /// own, and both proofs are bound to it.
+        #[serde(default)]
+        agent: String,
     },
     /// Agent → controller, the answer to `Hello`: a version banner only; what the agent
     /// is and runs comes in `Accepted`, after the key is proven.
