@@ -319,8 +319,8 @@ fn an_unauthenticated_peer_learns_only_the_banner_and_sets_up_nothing() {
         f.extend(p);
         f
     };
-    let hello = serde_json::json!({"type": "hello", "magic": "netsonde", "version": 2,
-        "software": "rogue", "nonce": "11".repeat(32)});
+    let hello = serde_json::json!({"type": "hello", "magic": "netsonde", "version": 3,
+        "software": "rogue", "nonce": "11".repeat(32), "agent": "127.0.0.1"});
     s.write_all(&frame(hello)).unwrap();
     let welcome = read_frame(&mut s).unwrap();
     let w: serde_json::Value = serde_json::from_slice(&welcome[4..]).unwrap();

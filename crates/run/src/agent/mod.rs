@@ -10,6 +10,7 @@ mod limits;
 pub(crate) mod one_test;
 mod shared;
 mod sources;
+mod target;
 
 pub use allow::{Allow, Allowed};
 pub use limits::{default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS};
