@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::rogue::{self, Answer};
+use common::bridge::{Bridged, FLEET_PORT};
 use common::*;
 use sonde_proto::{Grant, Key, ThirdParty};
 use sonde_results::{StreamSpec, TestSpec};
@@ -447,4 +448,87 @@ fn a_key_holders_grant_alone_cannot_aim_a_client_part() {
         }
     }
     eprintln!("key-holder attacks tried: {tried}");
+}
+
+/// A TCP forwarder at `listen` (inside namespace `ns`) to `to`, for every connection.
+fn relay(ns: &str, listen: SocketAddr, to: SocketAddr) {
+    let l = rogue::in_netns(ns, move || TcpListener::bind(listen).unwrap());
+    let ns = ns.to_string();
+    thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(c) = c else { return };
+            let ns = ns.clone();
+            let Ok(up) = rogue::in_netns(&ns, move || TcpStream::connect(to)) else {
+                continue;
+            };
+            let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                })
+            };
+            pipe(c.try_clone().unwrap(), up.try_clone().unwrap());
+            pipe(up, c);
+        }
+    });
+}
+
+/// `nft ARGS` in namespace `ns`.
+fn nft_in(ns: &str, args: &str) {
+    let o = run({
+        let mut c = Lab::in_ns(ns, "nft");
+        c.arg(args);
+        c
+    });
+    assert!(o.status.success(), "nft {args}: {}", stderr(&o));
+}
+
+/// The controller dials 198.18.2.3:5302, where a relay hands its session to agent B of
+/// the same fleet (same key): B refuses a Hello for an address that is not its own, so
+/// the test fails naming the dialled address (with Hello rewritten to B's own address, the
+/// controller refuses B's proof: `proto keyed::a_session_relayed_to_another_agent_fails_its_proof`).
+/// Direct, B serves; and agent A behind a NAT at 198.18.2.3 (every other port of it
+/// forwarded to A) serves through it once told it is reached there (`--reached-at`).
+#[test]
+fn a_session_relayed_to_another_agent_is_refused() {
+    let Some(lab) = Bridged::new(3) else { return };
+    if !need_tools(&["nft", "sysctl"]) {
+        return;
+    }
+    let _b = lab.start_agent(2);
+    let (nat, a, b) = (Bridged::addr(3), Bridged::addr(1), Bridged::addr(2));
+    let _a = lab.start_agent_with(1, &["--reached-at", &nat]);
+    let at = |ip: &str, port: u16| -> SocketAddr { format!("{ip}:{port}").parse().unwrap() };
+    let router = &lab.hosts[2];
+    relay(router, at(&nat, 5302), at(&b, 5301));
+    run({
+        let mut c = Lab::in_ns(router, "sysctl");
+        c.args(["-qw", "net.ipv4.ip_forward=1"]);
+        c
+    });
+    nft_in(router, "add table ip nat");
+    nft_in(router, "add chain ip nat pre { type nat hook prerouting priority dstnat ; }");
+    nft_in(router, "add chain ip nat post { type nat hook postrouting priority srcnat ; }");
+    nft_in(
+        router,
+        &format!("add rule ip nat pre ip daddr {nat} tcp dport != 5302 dnat to {a}"),
+    );
+    nft_in(router, &format!("add rule ip nat post ip daddr {a} masquerade"));
+    let ping = |host: &str, port: &str| {
+        run(lab.controller(&[
+            "ping", host, "--port", port, "-t", "0.3", "--warmup", "0", "--no-save",
+        ]))
+    };
+    let o = ping(&nat, "5302");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("dialled \"198.18.2.3\", which is not this agent")
+            && stderr(&o).contains("--reached-at"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ping(&b, FLEET_PORT);
+    assert!(o.status.success(), "direct: {}", stderr(&o));
+    let o = ping(&nat, FLEET_PORT);
+    assert!(o.status.success(), "behind a NAT: {}", stderr(&o));
 }
