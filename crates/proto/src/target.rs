@@ -91,7 +91,12 @@ impl TargetTest {
         }
         let mut b = [0u8; TARGET_ANSWER_BYTES];
         b[..8].copy_from_slice(ANSWER_MAGIC);
-        b[8..].copy_from_slice(&self.answer_mac(key, &challenge.nonce).finalize().into_bytes());
+        b[8..].copy_from_slice(
+            &self
+                .answer_mac(key, &challenge.nonce)
+                .finalize()
+                .into_bytes(),
+        );
         Some(b)
     }
 
@@ -99,7 +104,10 @@ impl TargetTest {
     pub fn check(&self, key: &Key, nonce: &[u8; TARGET_NONCE_BYTES], answer: &[u8]) -> bool {
         answer.len() == TARGET_ANSWER_BYTES
             && &answer[..8] == ANSWER_MAGIC
-            && self.answer_mac(key, nonce).verify_slice(&answer[8..]).is_ok()
+            && self
+                .answer_mac(key, nonce)
+                .verify_slice(&answer[8..])
+                .is_ok()
     }
 }
 

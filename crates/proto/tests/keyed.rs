@@ -219,7 +219,11 @@ fn a_session_relayed_to_another_agent_fails_its_proof() {
     // Forwarded as it is: B refuses, naming the address the controller dialled.
     let (mut c, mut b) = (controller(), agent_at(b_ip));
     let e = b.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap_err();
-    assert!(e.to_string().contains("\"198.18.0.2\", which is not this agent"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("\"198.18.0.2\", which is not this agent"),
+        "{e}"
+    );
     let told = c.handle_bytes(&b.poll_transmit().unwrap(), t0).unwrap_err();
     assert!(told.to_string().contains("--reached-at"), "{told}");
 
@@ -236,7 +240,10 @@ fn a_session_relayed_to_another_agent_fails_its_proof() {
             agent: "198.18.0.2".into()
         }
     );
-    assert!(c.poll_transmit().is_none(), "the controller proved its key to B");
+    assert!(
+        c.poll_transmit().is_none(),
+        "the controller proved its key to B"
+    );
 
     // The agent the controller dialled (also when it stands behind a NAT's address).
     for reached in [vec![a_ip], vec![b_ip, a_ip]] {

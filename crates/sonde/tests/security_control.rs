@@ -9,8 +9,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::rogue::{self, Answer};
 use common::bridge::{Bridged, FLEET_PORT};
+use common::rogue::{self, Answer};
 use common::*;
 use sonde_proto::{Grant, Key, ThirdParty};
 use sonde_results::{StreamSpec, TestSpec};
@@ -401,9 +401,24 @@ fn a_key_holders_grant_alone_cannot_aim_a_client_part() {
     // (what, spec, port, data over UDP)
     let attacks: Vec<(&str, TestSpec, u16, bool)> = vec![
         ("stream at a plain listener", one_connection(), 40000, false),
-        ("TCP ping at a plain listener", TestSpec::Ping(rr(false)), 40000, false),
-        ("UDP ping at a silent socket", TestSpec::Ping(rr(true)), 40000, true),
-        ("UDP rpc at a silent socket", TestSpec::Rpc(rr(true)), 40000, true),
+        (
+            "TCP ping at a plain listener",
+            TestSpec::Ping(rr(false)),
+            40000,
+            false,
+        ),
+        (
+            "UDP ping at a silent socket",
+            TestSpec::Ping(rr(true)),
+            40000,
+            true,
+        ),
+        (
+            "UDP rpc at a silent socket",
+            TestSpec::Rpc(rr(true)),
+            40000,
+            true,
+        ),
         ("pps at a silent socket", pps.clone(), 40000, true),
         ("stream at a closed port", one_connection(), 40001, false),
         ("pps at a closed port", pps, 40001, true),
@@ -507,16 +522,33 @@ fn a_session_relayed_to_another_agent_is_refused() {
         c
     });
     nft_in(router, "add table ip nat");
-    nft_in(router, "add chain ip nat pre { type nat hook prerouting priority dstnat ; }");
-    nft_in(router, "add chain ip nat post { type nat hook postrouting priority srcnat ; }");
+    nft_in(
+        router,
+        "add chain ip nat pre { type nat hook prerouting priority dstnat ; }",
+    );
+    nft_in(
+        router,
+        "add chain ip nat post { type nat hook postrouting priority srcnat ; }",
+    );
     nft_in(
         router,
         &format!("add rule ip nat pre ip daddr {nat} tcp dport != 5302 dnat to {a}"),
     );
-    nft_in(router, &format!("add rule ip nat post ip daddr {a} masquerade"));
+    nft_in(
+        router,
+        &format!("add rule ip nat post ip daddr {a} masquerade"),
+    );
     let ping = |host: &str, port: &str| {
         run(lab.controller(&[
-            "ping", host, "--port", port, "-t", "0.3", "--warmup", "0", "--no-save",
+            "ping",
+            host,
+            "--port",
+            port,
+            "-t",
+            "0.3",
+            "--warmup",
+            "0",
+            "--no-save",
         ]))
     };
     let o = ping(&nat, "5302");

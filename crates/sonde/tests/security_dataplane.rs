@@ -326,20 +326,41 @@ fn a_client_parts_unanswered_udp_requests_are_counted() {
     if !need_tools(&["nft"]) {
         return;
     }
-    let (a, b) = (common::bridge::Bridged::addr(1), common::bridge::Bridged::addr(2));
+    let (a, b) = (
+        common::bridge::Bridged::addr(1),
+        common::bridge::Bridged::addr(2),
+    );
     let (_a, _b) = (lab.start_agent(1), lab.start_agent(2));
     let server = &lab.hosts[1];
     for rule in [
         "add table inet victim".to_string(),
         "add chain inet victim input { type filter hook input priority 0 ; }".into(),
-        format!("add rule inet victim input ip saddr {a} ip daddr {b} meta l4proto udp counter drop"),
+        format!(
+            "add rule inet victim input ip saddr {a} ip daddr {b} meta l4proto udp counter drop"
+        ),
     ] {
         let o = Lab::in_ns(server, "nft").arg(&rule).output().unwrap();
         assert!(o.status.success(), "nft {rule}: {}", stderr(&o));
     }
     let o = run(lab.controller(&[
-        "rpc", "--udp", "-C", "4", "-W", "8", "--from", &a, "--to", &b, "--port", "5301", "-t",
-        "1", "--warmup", "0", "--json", "--no-save",
+        "rpc",
+        "--udp",
+        "-C",
+        "4",
+        "-W",
+        "8",
+        "--from",
+        &a,
+        "--to",
+        &b,
+        "--port",
+        "5301",
+        "-t",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        "--no-save",
     ]));
     let doc = doc_of(&o);
     let out = Lab::in_ns(server, "nft")
@@ -363,5 +384,9 @@ fn a_client_parts_unanswered_udp_requests_are_counted() {
     assert!(sent >= 32, "{end}");
     assert_eq!(sent, at_victim, "{end}");
     assert_eq!(end["lost_messages"].as_u64(), Some(sent), "{end}");
-    assert_eq!(counter["bytes"].as_u64(), Some(sent * (64 + 28)), "{counter}");
+    assert_eq!(
+        counter["bytes"].as_u64(),
+        Some(sent * (64 + 28)),
+        "{counter}"
+    );
 }

@@ -435,7 +435,10 @@ fn client_parts_together_stay_within_max_client_bitrate() {
     if !need_tools(&["nft"]) {
         return;
     }
-    let (a, b) = (common::bridge::Bridged::addr(1), common::bridge::Bridged::addr(2));
+    let (a, b) = (
+        common::bridge::Bridged::addr(1),
+        common::bridge::Bridged::addr(2),
+    );
     let _a = lab.start_agent_with(1, &["--max-client-bitrate", "40M"]);
     let _b = lab.start_agent(2);
     let server = &lab.hosts[1];
@@ -448,8 +451,22 @@ fn client_parts_together_stay_within_max_client_bitrate() {
         assert!(o.status.success(), "nft {rule}: {}", stderr(&o));
     }
     let part = [
-        "pps", "--from", &a, "--to", &b, "--port", "5301", "--size", "1000", "--rate", "3750",
-        "-t", "2", "--warmup", "0", "--no-save",
+        "pps",
+        "--from",
+        &a,
+        "--to",
+        &b,
+        "--port",
+        "5301",
+        "--size",
+        "1000",
+        "--rate",
+        "3750",
+        "-t",
+        "2",
+        "--warmup",
+        "0",
+        "--no-save",
     ];
     let started = Instant::now();
     let parts: Vec<_> = (0..4)
@@ -487,5 +504,8 @@ fn client_parts_together_stay_within_max_client_bitrate() {
     // The parts that ran sent (the counter counts) and, together, no more than the cap
     // allows for their 2 s (and a little for packets in flight at the ends).
     assert!(bytes > 5_000_000, "{bytes} B");
-    assert!(bytes <= (40e6 / 8.0 * 2.2) as u64, "{bytes} B over 40 Mbit/s for 2 s");
+    assert!(
+        bytes <= (40e6 / 8.0 * 2.2) as u64,
+        "{bytes} B over 40 Mbit/s for 2 s"
+    );
 }

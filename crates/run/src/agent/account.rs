@@ -98,7 +98,9 @@ mod tests {
         assert_eq!(a.booked(), share(100, 1 << 20, 0.0));
         drop(two);
         assert_eq!(a.booked(), Share::default());
-        assert!(a.book(share(usize::MAX, u64::MAX, 0.0), share(256, 1, 1.0)).is_err());
+        assert!(a
+            .book(share(usize::MAX, u64::MAX, 0.0), share(256, 1, 1.0))
+            .is_err());
     }
 
     /// Four client parts of 400 Mbit/s against a 1 Gbit/s cap: two run, the third is

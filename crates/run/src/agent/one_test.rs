@@ -93,15 +93,16 @@ pub(super) fn run(
             cookie,
             grant,
         }) => {
-            let proven = super::consent::check(key, server, cookie, grant.as_ref())
-                .and_then(|(key, client)| {
+            let proven = super::consent::check(key, server, cookie, grant.as_ref()).and_then(
+                |(key, client)| {
                     let test = TargetTest {
                         client,
                         server,
                         cookie,
                     };
                     super::target::prove(key, test, super::target::via(&spec))
-                });
+                },
+            );
             if let Err(message) = proven {
                 return Err(conn.refuse(PeerError::Refused { message }));
             }
@@ -317,7 +318,9 @@ fn prove_until_start(
     let via = super::target::via(spec);
     super::target::Prover::start(key.clone(), test, via).map_err(|e| {
         conn.refuse(PeerError::Refused {
-            message: format!("cannot answer the client agent's challenge at {server} ({via:?}): {e}"),
+            message: format!(
+                "cannot answer the client agent's challenge at {server} ({via:?}): {e}"
+            ),
         })
     })
 }

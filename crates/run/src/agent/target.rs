@@ -87,13 +87,23 @@ fn ask_udp(test: TargetTest, challenge: &[u8]) -> io::Result<Vec<u8>> {
             match s.recv(&mut buf) {
                 Ok(n) if n == TARGET_ANSWER_BYTES => return Ok(buf[..n].to_vec()),
                 Ok(_) => continue,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break
+                }
                 // ICMP port unreachable: nothing listens there.
                 Err(e) => return Err(e),
             }
         }
     }
-    Err(io::Error::new(io::ErrorKind::TimedOut, format!("no answer to {UDP_TRIES} challenges")))
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("no answer to {UDP_TRIES} challenges"),
+    ))
 }
 
 fn ask_tcp(test: TargetTest, challenge: &[u8]) -> io::Result<Vec<u8>> {
