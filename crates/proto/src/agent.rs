@@ -9,6 +9,7 @@
 //! `Auth` is sealed. `refuse()` and `fail()` end any state with an `Error` to the controller. A second
 //! controller arriving while a test runs gets a session made by [`AgentSession::busy`].
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use sonde_results::{IntervalSample, SideResult, TestSpec};
@@ -86,6 +87,11 @@ pub struct AgentSession {
     auth: Option<(Key, [u8; CHALLENGE_BYTES])>,
     /// The controller's nonce from `Hello`.
     controller_nonce: Vec<u8>,
+    /// Where this agent is reached: the connection's local address, and addresses a NAT or
+    /// relay stands for (`--reached-at`). `None`: any (sessions in memory).
+    reached_at: Option<Vec<IpAddr>>,
+    /// The agent address the controller dialled (`Hello`), which the proofs are bound to.
+    dialled: String,
 }
 
 impl AgentSession {
@@ -107,6 +113,8 @@ impl AgentSession {
             test_length: Duration::ZERO,
             auth: None,
             controller_nonce: Vec::new(),
+            reached_at: None,
+            dialled: String::new(),
         }
         .reading_at_most(PRE_AUTH_FRAME_BYTES)
     }
@@ -120,6 +128,13 @@ impl AgentSession {
     /// random bytes from the caller) before anything else.
     pub fn require_key(mut self, key: Key, challenge: [u8; CHALLENGE_BYTES]) -> Self {
         self.auth = Some((key, challenge));
+        self
+    }
+
+    /// Serves only a controller that dialled one of `addresses` (the connection's local
+    /// address first): a session a relay hands over from another agent is refused.
+    pub fn reached_at(mut self, addresses: Vec<IpAddr>) -> Self {
+        self.reached_at = Some(addresses);
         self
     }
 
@@ -208,7 +223,7 @@ impl AgentSession {
         magic: String,
         version: u32,
         software: String,
-        nonce: String,
+        (nonce, agent): (String, String),
         now: Instant,
     ) -> Result<(), ProtoError> {
         if magic != MAGIC {
@@ -232,11 +247,16 @@ impl AgentSession {
                 )))
             }
         };
+        if let Some(refused) = self.not_me(&agent) {
+            self.end_with(refused.clone());
+            return Err(ProtoError::Peer(refused));
+        }
+        self.dialled = agent;
         self.wire.events.push_back(AgentEvent::Hello { software });
-        let proof = self
-            .auth
-            .as_ref()
-            .map(|(key, mine)| hex::encode(key.prove(Prover::Agent, &self.controller_nonce, mine)));
+        let proof = self.auth.as_ref().map(|(key, mine)| {
+            let nonces = (&self.controller_nonce[..], &mine[..]);
+            hex::encode(key.prove(Prover::Agent, nonces, &self.dialled))
+        });
         let welcome = Message::Welcome {
             magic: MAGIC.into(),
             version: PROTOCOL_VERSION,
@@ -253,11 +273,29 @@ impl AgentSession {
         self.accept()
     }
 
+    /// Why `dialled` (from `Hello`) is not this agent, if it is not.
+    fn not_me(&self, dialled: &str) -> Option<PeerError> {
+        let mine = self.reached_at.as_ref()?;
+        let ip = dialled.parse::<IpAddr>().ok().map(|ip| ip.to_canonical());
+        if ip.is_some_and(|ip| mine.iter().any(|m| m.to_canonical() == ip)) {
+            return None;
+        }
+        let listed: Vec<String> = mine.iter().map(|m| m.to_string()).collect();
+        Some(PeerError::Refused {
+            message: format!(
+                "the controller dialled {dialled:?}, which is not this agent (reached at {}): a relay may have handed its session to the wrong agent; an address a NAT stands for is given with sonde serve --reached-at",
+                listed.join(", ")
+            ),
+        })
+    }
+
     /// The controller's proof of the key; right, the session is sealed from here on.
     fn on_auth(&mut self, mac: String) -> Result<(), ProtoError> {
         let (key, mine) = self.auth.as_ref().expect("AwaitAuth only with a key");
         let theirs = &self.controller_nonce;
-        let ok = hex::decode(&mac).is_ok_and(|m| key.verify(Prover::Controller, theirs, mine, &m));
+        let nonces = (&theirs[..], &mine[..]);
+        let ok = hex::decode(&mac)
+            .is_ok_and(|m| key.verify(Prover::Controller, nonces, &self.dialled, &m));
         if !ok {
             self.end_with(PeerError::AuthFailed);
             return Err(ProtoError::Peer(PeerError::AuthFailed));
@@ -320,8 +358,9 @@ impl Machine for AgentSession {
                     version,
                     software,
                     nonce,
+                    agent,
                 },
-            ) => self.on_hello(magic, version, software, nonce, now),
+            ) => self.on_hello(magic, version, software, (nonce, agent), now),
             (State::AwaitAuth, Message::Auth { mac }) => self.on_auth(mac),
             (State::AwaitAuth, Message::Setup { .. }) => {
                 self.end_with(PeerError::AuthRequired);

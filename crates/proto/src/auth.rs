@@ -1,10 +1,12 @@
 //! Pre-shared-key authentication, both ways. Each side sends a fresh random nonce (the
 //! controller in `Hello`, the agent in `Welcome`); each proves the key with
-//! HMAC-SHA256(key, label || role || controller nonce || agent nonce), the agent first, so a
-//! controller never answers anything to an impostor; each checks the other's proof in
+//! HMAC-SHA256(key, label || role || controller nonce || agent nonce || agent), the agent
+//! first, so a controller never answers anything to an impostor; each checks the other's proof in
 //! constant time. The key never crosses the wire, and fresh nonces on both sides make a
-//! recorded proof useless. Both nonces also derive the session's two frame keys (one per
-//! direction, see `seal`). Randomness comes from the caller (this crate does no I/O).
+//! recorded proof useless. `agent` is the address the controller dialled, which the agent
+//! checked is its own (`Hello`): a session a relay hands to another agent of the fleet fails
+//! its proof. Both nonces also derive the session's two frame keys (one per direction, see
+//! `seal`). Randomness comes from the caller (this crate does no I/O).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -12,7 +14,7 @@ use sha2::Sha256;
 pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 /// Domain separation: a proof for this protocol is no proof for anything else.
-const LABEL: &[u8] = b"netsonde-auth-v2";
+const LABEL: &[u8] = b"netsonde-auth-v3";
 /// Shortest key accepted: 128 bits.
 pub const MIN_KEY_BYTES: usize = 16;
 /// Bytes of each side's nonce.
@@ -50,6 +52,9 @@ impl std::fmt::Debug for Key {
 #[error("a key must be at least {MIN_KEY_BYTES} bytes, this one has {0}")]
 pub struct KeyTooShort(pub usize);
 
+/// The controller's nonce and the agent's, in that order.
+pub type Nonces<'a> = (&'a [u8], &'a [u8]);
+
 /// The keys of one session's frames, one per direction.
 pub struct SessionKeys {
     pub to_agent: [u8; PROOF_BYTES],
@@ -86,25 +91,21 @@ impl Key {
         m
     }
 
-    fn proof_mac(&self, who: Prover, controller_nonce: &[u8], agent_nonce: &[u8]) -> HmacSha256 {
-        self.mac(&[who.label(), controller_nonce, agent_nonce])
+    fn proof_mac(&self, who: Prover, nonces: Nonces<'_>, agent: &str) -> HmacSha256 {
+        self.mac(&[who.label(), nonces.0, nonces.1, agent.as_bytes()])
     }
 
-    /// `who`'s proof of the key for the handshake with these nonces.
-    pub fn prove(&self, who: Prover, controller_nonce: &[u8], agent_nonce: &[u8]) -> Vec<u8> {
-        let m = self.proof_mac(who, controller_nonce, agent_nonce);
+    /// `who`'s proof of the key for the handshake with these nonces (controller's, agent's)
+    /// with the agent the controller dialled.
+    pub fn prove(&self, who: Prover, nonces: Nonces<'_>, agent: &str) -> Vec<u8> {
+        let m = self.proof_mac(who, nonces, agent);
         m.finalize().into_bytes().to_vec()
     }
 
-    /// Whether `proof` is `who`'s proof for these nonces, compared in constant time.
-    pub fn verify(
-        &self,
-        who: Prover,
-        controller_nonce: &[u8],
-        agent_nonce: &[u8],
-        proof: &[u8],
-    ) -> bool {
-        let m = self.proof_mac(who, controller_nonce, agent_nonce);
+    /// Whether `proof` is `who`'s proof for these nonces and agent, compared in constant
+    /// time.
+    pub fn verify(&self, who: Prover, nonces: Nonces<'_>, agent: &str, proof: &[u8]) -> bool {
+        let m = self.proof_mac(who, nonces, agent);
         m.verify_slice(proof).is_ok()
     }
 
@@ -130,15 +131,18 @@ mod tests {
         let k = Key::from_file_bytes(b"  correct horse battery staple\n").unwrap();
         let other = Key::from_file_bytes(b"correct horse battery stapl3").unwrap();
         let (c, a) = ([7u8; CHALLENGE_BYTES], [8u8; CHALLENGE_BYTES]);
-        let p = k.prove(Prover::Agent, &c, &a);
+        let n: Nonces = (&c, &a);
+        let p = k.prove(Prover::Agent, n, "198.18.0.2");
         assert_eq!(p.len(), PROOF_BYTES);
-        assert!(k.verify(Prover::Agent, &c, &a, &p));
-        // Reflected, swapped nonces, another key, truncated, empty: all refused.
-        assert!(!k.verify(Prover::Controller, &c, &a, &p));
-        assert!(!k.verify(Prover::Agent, &a, &c, &p));
-        assert!(!other.verify(Prover::Agent, &c, &a, &p));
-        assert!(!k.verify(Prover::Agent, &c, &a, &p[..31]));
-        assert!(!k.verify(Prover::Agent, &c, &a, &[]));
+        assert!(k.verify(Prover::Agent, n, "198.18.0.2", &p));
+        // Reflected, swapped nonces, another key, another agent, truncated, empty: all
+        // refused.
+        assert!(!k.verify(Prover::Controller, n, "198.18.0.2", &p));
+        assert!(!k.verify(Prover::Agent, (&a, &c), "198.18.0.2", &p));
+        assert!(!other.verify(Prover::Agent, n, "198.18.0.2", &p));
+        assert!(!k.verify(Prover::Agent, n, "198.18.0.3", &p));
+        assert!(!k.verify(Prover::Agent, n, "198.18.0.2", &p[..31]));
+        assert!(!k.verify(Prover::Agent, n, "198.18.0.2", &[]));
         assert_eq!(format!("{k:?}"), "Key(28 bytes)");
     }
 

@@ -84,6 +84,8 @@ pub struct ClientSession {
     command: String,
     /// The agent's software from `Welcome`.
     agent_software: String,
+    /// The agent's address as dialled, sent in `Hello` and bound into both proofs.
+    agent: String,
 }
 
 impl ClientSession {
@@ -107,6 +109,7 @@ impl ClientSession {
             software: software.into(),
             command: command.into(),
             agent_software: String::new(),
+            agent: String::new(),
         };
         s.queue_hello();
         s
@@ -121,12 +124,23 @@ impl ClientSession {
         self
     }
 
+    /// The agent's address as this controller dialled it (the connected socket's peer):
+    /// the agent refuses a `Hello` for another address, and both proofs name it, so a
+    /// relay cannot hand this session to another agent of the fleet.
+    pub fn dialling(mut self, agent: std::net::IpAddr) -> Self {
+        self.agent = agent.to_canonical().to_string();
+        self.wire.out.clear();
+        self.queue_hello();
+        self
+    }
+
     fn queue_hello(&mut self) {
         self.queue(&Message::Hello {
             magic: MAGIC.into(),
             version: PROTOCOL_VERSION,
             software: self.software.clone(),
             nonce: hex::encode(self.nonce),
+            agent: self.agent.clone(),
         });
     }
 
@@ -225,12 +239,15 @@ impl ClientSession {
             }
         };
         let ours = self.nonce;
+        let nonces = (&ours[..], &agent_nonce[..]);
         let proven =
-            hex::decode(proof).is_ok_and(|p| key.verify(Prover::Agent, &ours, &agent_nonce, &p));
+            hex::decode(proof).is_ok_and(|p| key.verify(Prover::Agent, nonces, &self.agent, &p));
         if !proven {
-            return self.fail(ProtoError::AgentProof);
+            return self.fail(ProtoError::AgentProof {
+                agent: self.agent.clone(),
+            });
         }
-        let mac = hex::encode(key.prove(Prover::Controller, &ours, &agent_nonce));
+        let mac = hex::encode(key.prove(Prover::Controller, nonces, &self.agent));
         self.queue(&Message::Auth { mac });
         let keys = key.session_keys(&ours, &agent_nonce);
         self.wire

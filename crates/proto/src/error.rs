@@ -50,8 +50,8 @@ pub enum ProtoError {
     Closed(&'static str),
     #[error("control message {seq} failed its integrity check: altered, replayed or reordered on the way, or sent with another key")]
     BadMac { seq: u64 },
-    #[error("the agent could not prove it holds the key: is --key-file the agent's key, or is something in between impersonating it?")]
-    AgentProof,
+    #[error("the agent could not prove it holds the key and is the agent at {agent}: is --key-file the agent's key, or is something in between impersonating it or handing this session to another agent?")]
+    AgentProof { agent: String },
     #[error("the agent does not ask for a key, but this controller has one (--key-file or SONDE_KEY_FILE): refusing an agent that cannot prove the key (start it with --key-file, or drop the key here)")]
     AgentWithoutKey,
     #[error("{0}")]

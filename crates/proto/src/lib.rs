@@ -8,7 +8,7 @@
 //! one [`Message`], followed after the handshake by its 32-byte tag (`seal`). Frames above
 //! [`MAX_FRAME_BYTES`] are refused before they are buffered.
 //!
-//! With a key: `Hello` (controller nonce) → `Welcome` (agent nonce, agent's proof) →
+//! With a key: `Hello` (controller nonce, the agent address it dialled) → `Welcome` (agent nonce, agent's proof) →
 //! `Auth` (controller's proof) → sealed from here on: `Accepted` (capabilities, labels) →
 //! `Setup`…
 //! Without one: `Hello` → `Welcome` → `Accepted` → `Setup`…, nothing sealed.
@@ -24,9 +24,10 @@ pub mod labels;
 pub mod message;
 pub mod seal;
 pub mod session;
+pub mod target;
 
 pub use agent::{AgentEvent, AgentSession};
-pub use auth::{Key, KeyTooShort, Prover, CHALLENGE_BYTES};
+pub use auth::{Key, KeyTooShort, Nonces, Prover, CHALLENGE_BYTES};
 pub use client::{ClientEvent, ClientSession};
 pub use data_header::{DataHeader, DataHeaderError, DATA_HEADER_BYTES};
 pub use error::{PeerError, ProtoError};
@@ -38,3 +39,6 @@ pub use grant::{Grant, GrantError};
 pub use labels::{LabelError, Labels};
 pub use message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
 pub use session::Session;
+pub use target::{
+    TargetChallenge, TargetTest, TARGET_ANSWER_BYTES, TARGET_CHALLENGE_BYTES, TARGET_NONCE_BYTES,
+};

@@ -14,6 +14,9 @@ use crate::grant::Grant;
 pub const MAGIC: &str = "netsonde";
 /// Bumped on any incompatible change of messages or states.
 /// 2: mutual authentication, sealed frames after it, capabilities only after it, grants.
+/// 3: the proofs name the agent the controller dialled (`Hello`'s `agent`); a client part
+/// sends only once the serving agent answered its challenge on the data port (`target`);
+/// results and interval samples carry each kind's typed section.
 pub const PROTOCOL_VERSION: u32 = 3;
 
 // A message is built, sent and dropped once per step of a test, never stored in bulk:
@@ -30,6 +33,10 @@ pub enum Message {
         /// Hex of the controller's fresh random bytes (its half of the handshake).
         #[serde(default)]
         nonce: String,
+        /// The agent's address as the controller dialled it: the agent checks it is its
+        /// own, and both proofs are bound to it.
+        #[serde(default)]
+        agent: String,
     },
     /// Agent → controller, the answer to `Hello`: a version banner only; what the agent
     /// is and runs comes in `Accepted`, after the key is proven.

@@ -146,7 +146,10 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
     let mut a = keyed_agent(t0);
     a.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap();
     let welcome = a.poll_transmit().unwrap();
-    assert_eq!(c.handle_bytes(&welcome, t0), Err(ProtoError::AgentProof));
+    assert!(matches!(
+        c.handle_bytes(&welcome, t0),
+        Err(ProtoError::AgentProof { .. })
+    ));
     assert_eq!(c.poll_transmit(), None, "no Auth to an impostor");
 
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
@@ -167,8 +170,7 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
 
     // A controller that skips Auth and sends Setup is refused, not set up.
     let mut a = keyed_agent(t0);
-    a.handle_bytes(&hello("netsonde", sonde_proto::PROTOCOL_VERSION), t0)
-        .unwrap();
+    a.handle_bytes(&hello("netsonde", 3), t0).unwrap();
     let r = a.handle_bytes(
         &encode(&Message::Setup {
             spec: spec(),
@@ -183,8 +185,7 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
 
     // A wrong proof is refused, and so is a Hello without a nonce.
     let mut a = keyed_agent(t0);
-    a.handle_bytes(&hello("netsonde", sonde_proto::PROTOCOL_VERSION), t0)
-        .unwrap();
+    a.handle_bytes(&hello("netsonde", 3), t0).unwrap();
     let bad = encode(&Message::Auth {
         mac: "00".repeat(32),
     })
@@ -201,4 +202,55 @@ fn a_wrong_or_missing_key_is_refused_on_both_sides() {
         a.handle_bytes(&frame, t0),
         Err(ProtoError::Malformed(_))
     ));
+}
+
+/// A relay hands a controller's session for the agent at 198.18.0.2 to another agent of
+/// the fleet (198.18.0.3, same key): as forwarded, that agent refuses a `Hello` for another
+/// address; with `Hello` rewritten to its own address, its proof names that address and
+/// the controller refuses it before proving anything. The agent it dialled is served.
+#[test]
+fn a_session_relayed_to_another_agent_fails_its_proof() {
+    let t0 = Instant::now();
+    let a_ip: std::net::IpAddr = "198.18.0.2".parse().unwrap();
+    let b_ip: std::net::IpAddr = "198.18.0.3".parse().unwrap();
+    let agent_at = |ip| keyed_agent(t0).reached_at(vec![ip]);
+    let controller = || keyed_client(t0, Some(key())).dialling(a_ip);
+
+    // Forwarded as it is: B refuses, naming the address the controller dialled.
+    let (mut c, mut b) = (controller(), agent_at(b_ip));
+    let e = b.handle_bytes(&c.poll_transmit().unwrap(), t0).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("\"198.18.0.2\", which is not this agent"),
+        "{e}"
+    );
+    let told = c.handle_bytes(&b.poll_transmit().unwrap(), t0).unwrap_err();
+    assert!(told.to_string().contains("--reached-at"), "{told}");
+
+    // Hello rewritten to B's own address: B proves over it, the controller refuses.
+    let (mut c, mut b) = (controller(), agent_at(b_ip));
+    let mut forged = c.poll_transmit().unwrap();
+    let at = forged.windows(10).position(|w| w == b"198.18.0.2").unwrap();
+    forged[at + 9] = b'3';
+    b.handle_bytes(&forged, t0).unwrap();
+    let e = c.handle_bytes(&b.poll_transmit().unwrap(), t0).unwrap_err();
+    assert_eq!(
+        e,
+        ProtoError::AgentProof {
+            agent: "198.18.0.2".into()
+        }
+    );
+    assert!(
+        c.poll_transmit().is_none(),
+        "the controller proved its key to B"
+    );
+
+    // The agent the controller dialled (also when it stands behind a NAT's address).
+    for reached in [vec![a_ip], vec![b_ip, a_ip]] {
+        let (mut c, mut a) = (controller(), keyed_agent(t0).reached_at(reached));
+        let (rc, ra) = pump(&mut c, &mut a, t0);
+        rc.unwrap();
+        ra.unwrap();
+        assert!(matches!(c.poll_event(), Some(ClientEvent::Welcome { .. })));
+    }
 }

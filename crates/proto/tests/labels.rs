@@ -83,7 +83,7 @@ fn controller_reading(accepted: Message) -> ClientSession {
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
     let welcome = Message::Welcome {
         magic: "netsonde".into(),
-        version: sonde_proto::PROTOCOL_VERSION,
+        version: 3,
         software: "rogue".into(),
         challenge: None,
         proof: None,

@@ -15,13 +15,14 @@ fn all_messages() -> Vec<Message> {
     vec![
         Message::Hello {
             magic: "netsonde".into(),
-            version: sonde_proto::PROTOCOL_VERSION,
+            version: 3,
             software: "sonde 0.1".into(),
             nonce: "ab".repeat(32),
+            agent: "198.18.0.2".into(),
         },
         Message::Welcome {
             magic: "netsonde".into(),
-            version: sonde_proto::PROTOCOL_VERSION,
+            version: 3,
             software: "s".into(),
             challenge: Some("cd".repeat(32)),
             proof: Some("ef".repeat(32)),
@@ -289,19 +290,27 @@ fn full_test_scenario_with_simulated_time() {
 #[test]
 fn version_mismatch_is_typed_on_both_sides() {
     let t0 = Instant::now();
-    // A controller from the future says version 3.
+    // A controller from the future says version 4.
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
-    let hello = hello("netsonde", 3);
+    let hello4 = hello("netsonde", 4);
     assert_eq!(
-        a.handle_bytes(&hello, t0),
-        Err(ProtoError::VersionMismatch { ours: 2, theirs: 3 })
+        a.handle_bytes(&hello4, t0),
+        Err(ProtoError::VersionMismatch { ours: 3, theirs: 4 })
     );
     let reply = a.poll_transmit().unwrap();
     let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
     assert_eq!(
         c.handle_bytes(&reply, t0),
-        Err(ProtoError::VersionMismatch { ours: 2, theirs: 2 })
+        Err(ProtoError::VersionMismatch { ours: 3, theirs: 3 })
     );
+
+    // A version-2 controller (proofs that name no agent) is refused, and told so.
+    let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
+    let e = a.handle_bytes(&hello("netsonde", 2), t0).unwrap_err();
+    assert_eq!(e, ProtoError::VersionMismatch { ours: 3, theirs: 2 });
+    assert!(e.to_string().contains("the peer speaks 2"), "{e}");
+    let told = String::from_utf8_lossy(&a.poll_transmit().unwrap()).to_string();
+    assert!(told.contains("version_mismatch"), "{told}");
 
     // A version-1 controller (no nonce, a command in Hello) hears about the version.
     let mut a = AgentSession::new("s", "c", &["stream"], Timeouts::default(), t0);
@@ -310,23 +319,28 @@ fn version_mismatch_is_typed_on_both_sides() {
     frame.extend_from_slice(v1);
     assert_eq!(
         a.handle_bytes(&frame, t0),
-        Err(ProtoError::VersionMismatch { ours: 2, theirs: 1 })
+        Err(ProtoError::VersionMismatch { ours: 3, theirs: 1 })
     );
 
-    // An agent from the future answers Welcome with version 3.
-    let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
-    let welcome = encode(&Message::Welcome {
-        magic: "netsonde".into(),
-        version: 3,
-        software: "s".into(),
-        challenge: None,
-        proof: None,
-    })
-    .unwrap();
-    assert_eq!(
-        c.handle_bytes(&welcome, t0),
-        Err(ProtoError::VersionMismatch { ours: 2, theirs: 3 })
-    );
+    // An agent from the future, and a version-2 agent, answer Welcome: both refused.
+    for version in [4, 2] {
+        let mut c = ClientSession::new(spec(), "s", "c", Timeouts::default(), t0);
+        let welcome = encode(&Message::Welcome {
+            magic: "netsonde".into(),
+            version,
+            software: "s".into(),
+            challenge: None,
+            proof: None,
+        })
+        .unwrap();
+        assert_eq!(
+            c.handle_bytes(&welcome, t0),
+            Err(ProtoError::VersionMismatch {
+                ours: 3,
+                theirs: version
+            })
+        );
+    }
 }
 
 #[test]
@@ -520,8 +534,7 @@ fn an_agent_buffers_little_before_the_key_and_no_results_sized_frame_after() {
     ));
     // Accepted: a Setup-sized frame is fine, one over the controller's cap is not.
     let mut a = agent();
-    a.handle_bytes(&hello("netsonde", sonde_proto::PROTOCOL_VERSION), t0)
-        .unwrap();
+    a.handle_bytes(&hello("netsonde", 3), t0).unwrap();
     let over = (sonde_proto::CONTROLLER_FRAME_BYTES as u32 + 1).to_be_bytes();
     assert!(matches!(
         a.handle_bytes(&over, t0),

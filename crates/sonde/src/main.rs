@@ -107,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 allow: a.allowed(),
                 dpdk: a.dpdk()?,
                 labels,
+                reached_at: a.reached_at.clone(),
             };
             agent::serve(cfg, &interrupt)?;
             Ok(ExitCode::SUCCESS)

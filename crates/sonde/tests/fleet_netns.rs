@@ -87,6 +87,15 @@ fn a_third_party_test_runs_between_two_agents_and_the_controller_sends_none_of_i
         "{end}"
     );
     assert_eq!(end["unanswered_requests"].as_u64().unwrap_or(0), 0, "{end}");
+
+    // UDP kinds: their challenge is answered over TCP beside the data port.
+    for args in [&["ping", "--udp"][..], &["pps", "--rate", "20000"][..]] {
+        let mut all = args.to_vec();
+        all.extend(["--from", &from, "--to", &to, "--port", FLEET_PORT]);
+        all.extend(["-t", "1", "--json", "--no-save"]);
+        let o = run(lab.controller(&all));
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
 }
 
 const TESTS: &str = "[[test]]\ntype = \"stream\"\nduration = 1\nwarmup = 0.2\n";

@@ -64,6 +64,8 @@ fn hello() -> Vec<u8> {
         version: PROTOCOL_VERSION,
         software: "rogue".into(),
         nonce: hex(&data_rogue::nonce()),
+        // The agents here listen on 127.0.0.1: the rogue names it as a controller would.
+        agent: "127.0.0.1".into(),
     })
     .unwrap()
 }
@@ -415,9 +417,9 @@ fn silent_and_wrong_data_connections_do_not_delay_the_test() {
         "first interval {first:?} under attack, {base:?} without"
     );
     assert!(n >= 3, "{n} intervals");
-    let conns = &result.directions[0].connections;
-    assert_eq!(conns.len(), 2, "the test's real connections");
-    assert!(result.directions[0].bytes > 0, "{:?}", result.directions[0]);
+    let forward = &result.stream().expect("a stream section").directions[0];
+    assert_eq!(forward.connections.len(), 2, "the test's real connections");
+    assert!(forward.bytes > 0, "{forward:?}");
 }
 
 /// `sonde serve` on loopback with its log kept, killed on drop; it holds the timing lock.

@@ -9,6 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::bridge::{Bridged, FLEET_PORT};
 use common::rogue::{self, Answer};
 use common::*;
 use sonde_proto::{Grant, Key, ThirdParty};
@@ -32,8 +33,13 @@ fn now_s() -> u64 {
 
 /// Packets from the agent's address to the victim's, counted in the client namespace.
 fn victim_count(lab: &Lab) -> u64 {
+    count(lab, "victim")
+}
+
+/// What the counters of nftables table `table` in the client namespace counted.
+fn count(lab: &Lab, table: &str) -> u64 {
     let out = Lab::in_ns(&lab.client, "nft")
-        .args(["-j", "list", "table", "inet", "victim"])
+        .args(["-j", "list", "table", "inet", table])
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -47,13 +53,9 @@ fn victim_count(lab: &Lab) -> u64 {
         .sum()
 }
 
-#[test]
-fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
-    let Some(lab) = Lab::needing(&["nft", "ping"]) else {
-        return;
-    };
-    // The victim: a second address in the client namespace, with a listener on the port
-    // the attacks aim at, and a counter of every packet the agent's address sends it.
+/// The victim: a second address in the client namespace, and a table `victim` counting
+/// every packet the agent's address sends it.
+fn add_victim(lab: &Lab) {
     lab.client_cmd(
         "ip",
         &[
@@ -74,8 +76,10 @@ fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
         lab.server_addr
     );
     lab.client_cmd("nft", &[&rule]);
-    let _listener = rogue::in_netns(&lab.client, || TcpListener::bind((VICTIM, 40000)).unwrap());
+}
 
+/// An agent in the server namespace taking client parts, and its control address.
+fn client_part_agent(lab: &Lab) -> (Agent, SocketAddr) {
     let mut agent_cmd = Lab::in_ns(&lab.server, SONDE);
     agent_cmd
         .args(["serve", "--bind", lab.server_addr, "--port", "0"])
@@ -84,6 +88,18 @@ fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
     let a: SocketAddr = format!("{}:{}", lab.server_addr, agent.port)
         .parse()
         .unwrap();
+    (agent, a)
+}
+
+#[test]
+fn a_client_part_sends_nothing_to_a_host_that_did_not_grant_it() {
+    let Some(lab) = Lab::needing(&["nft", "ping"]) else {
+        return;
+    };
+    // The victim, with a listener on the port the attacks aim at.
+    add_victim(&lab);
+    let _listener = rogue::in_netns(&lab.client, || TcpListener::bind((VICTIM, 40000)).unwrap());
+    let (_agent, a) = client_part_agent(&lab);
     let victim: SocketAddr = format!("{VICTIM}:40000").parse().unwrap();
     let key = rogue::harness_key();
     let other = Key::from_file_bytes(b"not the fleet's key, long enough").unwrap();
@@ -320,7 +336,7 @@ fn an_unauthenticated_peer_learns_only_the_banner_and_sets_up_nothing() {
         f
     };
     let hello = serde_json::json!({"type": "hello", "magic": "netsonde", "version": 3,
-        "software": "rogue", "nonce": "11".repeat(32)});
+        "software": "rogue", "nonce": "11".repeat(32), "agent": "127.0.0.1"});
     s.write_all(&frame(hello)).unwrap();
     let welcome = read_frame(&mut s).unwrap();
     let w: serde_json::Value = serde_json::from_slice(&welcome[4..]).unwrap();
@@ -335,4 +351,216 @@ fn an_unauthenticated_peer_learns_only_the_banner_and_sets_up_nothing() {
     let err = read_frame(&mut s).unwrap();
     let e: serde_json::Value = serde_json::from_slice(&err[4..]).unwrap();
     assert_eq!(e["error"]["kind"], "auth_required", "{e}");
+}
+
+/// A table `name` counting the agent's packets to the victim that match `what`.
+fn victim_counter(lab: &Lab, name: &str, what: &str) {
+    lab.client_cmd("nft", &["add", "table", "inet", name]);
+    let chain = format!("add chain inet {name} input {{ type filter hook input priority 0 ; }}");
+    lab.client_cmd("nft", &[&chain]);
+    let rule = format!(
+        "add rule inet {name} input ip saddr {} ip daddr {VICTIM} {what} counter",
+        lab.server_addr
+    );
+    lab.client_cmd("nft", &[&rule]);
+}
+
+/// A key holder makes grants that check out (its own, with the fleet's key) and aims
+/// client parts of every kind at a host that is no agent: a plain TCP listener and a
+/// silent UDP socket on port 40000, nothing on 40001. The client agent challenges the
+/// target's data port first (UDP beside TCP data, TCP beside UDP data) and sends nothing
+/// more: at most `target::UDP_TRIES` (3) challenge datagrams of 48 bytes, or one challenge
+/// connection (at most 6 TCP packets), per part, and no packet of the data's transport.
+#[test]
+fn a_key_holders_grant_alone_cannot_aim_a_client_part() {
+    use sonde_results::{PpsSpec, RrSpec, Transport};
+    let Some(lab) = Lab::needing(&["nft", "ping"]) else {
+        return;
+    };
+    add_victim(&lab);
+    victim_counter(&lab, "ktcp", "meta l4proto tcp");
+    victim_counter(&lab, "kudp", "meta l4proto udp");
+    // UDP datagrams other than a 48-byte challenge (UDP length 56): data.
+    victim_counter(&lab, "kudpdata", "udp length != 56");
+    let _plain = rogue::in_netns(&lab.client, || {
+        let t = TcpListener::bind((VICTIM, 40000)).unwrap();
+        let u = std::net::UdpSocket::bind((VICTIM, 40000)).unwrap();
+        (t, u)
+    });
+    let (_agent, a) = client_part_agent(&lab);
+    let key = rogue::harness_key();
+    let source: std::net::IpAddr = lab.server_addr.parse().unwrap();
+    let rr = |udp: bool| RrSpec {
+        transport: if udp { Transport::Udp } else { Transport::Tcp },
+        ..Default::default()
+    };
+    let pps = TestSpec::Pps(PpsSpec {
+        rate_pps: Some(1000.0),
+        ..Default::default()
+    });
+    // (what, spec, port, data over UDP)
+    let attacks: Vec<(&str, TestSpec, u16, bool)> = vec![
+        ("stream at a plain listener", one_connection(), 40000, false),
+        (
+            "TCP ping at a plain listener",
+            TestSpec::Ping(rr(false)),
+            40000,
+            false,
+        ),
+        (
+            "UDP ping at a silent socket",
+            TestSpec::Ping(rr(true)),
+            40000,
+            true,
+        ),
+        (
+            "UDP rpc at a silent socket",
+            TestSpec::Rpc(rr(true)),
+            40000,
+            true,
+        ),
+        ("pps at a silent socket", pps.clone(), 40000, true),
+        ("stream at a closed port", one_connection(), 40001, false),
+        ("pps at a closed port", pps, 40001, true),
+    ];
+    let tried = attacks.len();
+    for (what, spec, port, udp_data) in attacks {
+        let before = |t| count(&lab, t);
+        let (tcp0, udp0, data0) = (before("ktcp"), before("kudp"), before("kudpdata"));
+        let victim: SocketAddr = format!("{VICTIM}:{port}").parse().unwrap();
+        let grant = Grant::new(&key, source, victim, 7, now_s() + 30);
+        let part = ThirdParty::Client {
+            server: victim,
+            cookie: 7,
+            grant: Some(grant),
+        };
+        let k = key.clone();
+        let t0 = std::time::Instant::now();
+        let answer = rogue::in_netns(&lab.client, move || {
+            rogue::setup(a, spec, Some(part), Some(k))
+        });
+        match answer {
+            Answer::Refused(e) => assert!(e.contains("did not prove"), "{what}: {e}"),
+            Answer::Ready { .. } => panic!("{what}: the agent took the client part"),
+        }
+        thread::sleep(Duration::from_millis(200));
+        let (tcp, udp, data) = (
+            count(&lab, "ktcp") - tcp0,
+            count(&lab, "kudp") - udp0,
+            count(&lab, "kudpdata") - data0,
+        );
+        eprintln!(
+            "{what}: refused in {:.1} s; {tcp} TCP and {udp} UDP packets reached the victim",
+            t0.elapsed().as_secs_f64()
+        );
+        assert_eq!(data, 0, "{what}: UDP data reached the victim");
+        if udp_data {
+            assert_eq!(udp, 0, "{what}: UDP packets reached the victim");
+            assert!(tcp <= 6, "{what}: {tcp} TCP packets of a challenge");
+        } else {
+            assert_eq!(tcp, 0, "{what}: TCP packets reached the victim");
+            assert!((1..=3).contains(&udp), "{what}: {udp} challenges");
+        }
+    }
+    eprintln!("key-holder attacks tried: {tried}");
+}
+
+/// A TCP forwarder at `listen` (inside namespace `ns`) to `to`, for every connection.
+fn relay(ns: &str, listen: SocketAddr, to: SocketAddr) {
+    let l = rogue::in_netns(ns, move || TcpListener::bind(listen).unwrap());
+    let ns = ns.to_string();
+    thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(c) = c else { return };
+            let ns = ns.clone();
+            let Ok(up) = rogue::in_netns(&ns, move || TcpStream::connect(to)) else {
+                continue;
+            };
+            let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                })
+            };
+            pipe(c.try_clone().unwrap(), up.try_clone().unwrap());
+            pipe(up, c);
+        }
+    });
+}
+
+/// `nft ARGS` in namespace `ns`.
+fn nft_in(ns: &str, args: &str) {
+    let o = run({
+        let mut c = Lab::in_ns(ns, "nft");
+        c.arg(args);
+        c
+    });
+    assert!(o.status.success(), "nft {args}: {}", stderr(&o));
+}
+
+/// The controller dials 198.18.2.3:5302, where a relay hands its session to agent B of
+/// the same fleet (same key): B refuses a Hello for an address that is not its own, so
+/// the test fails naming the dialled address (with Hello rewritten to B's own address, the
+/// controller refuses B's proof: `proto keyed::a_session_relayed_to_another_agent_fails_its_proof`).
+/// Direct, B serves; and agent A behind a NAT at 198.18.2.3 (every other port of it
+/// forwarded to A) serves through it once told it is reached there (`--reached-at`).
+#[test]
+fn a_session_relayed_to_another_agent_is_refused() {
+    let Some(lab) = Bridged::new(3) else { return };
+    if !need_tools(&["nft", "sysctl"]) {
+        return;
+    }
+    let _b = lab.start_agent(2);
+    let (nat, a, b) = (Bridged::addr(3), Bridged::addr(1), Bridged::addr(2));
+    let _a = lab.start_agent_with(1, &["--reached-at", &nat]);
+    let at = |ip: &str, port: u16| -> SocketAddr { format!("{ip}:{port}").parse().unwrap() };
+    let router = &lab.hosts[2];
+    relay(router, at(&nat, 5302), at(&b, 5301));
+    run({
+        let mut c = Lab::in_ns(router, "sysctl");
+        c.args(["-qw", "net.ipv4.ip_forward=1"]);
+        c
+    });
+    nft_in(router, "add table ip nat");
+    nft_in(
+        router,
+        "add chain ip nat pre { type nat hook prerouting priority dstnat ; }",
+    );
+    nft_in(
+        router,
+        "add chain ip nat post { type nat hook postrouting priority srcnat ; }",
+    );
+    nft_in(
+        router,
+        &format!("add rule ip nat pre ip daddr {nat} tcp dport != 5302 dnat to {a}"),
+    );
+    nft_in(
+        router,
+        &format!("add rule ip nat post ip daddr {a} masquerade"),
+    );
+    let ping = |host: &str, port: &str| {
+        run(lab.controller(&[
+            "ping",
+            host,
+            "--port",
+            port,
+            "-t",
+            "0.3",
+            "--warmup",
+            "0",
+            "--no-save",
+        ]))
+    };
+    let o = ping(&nat, "5302");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("dialled \"198.18.2.3\", which is not this agent")
+            && stderr(&o).contains("--reached-at"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ping(&b, FLEET_PORT);
+    assert!(o.status.success(), "direct: {}", stderr(&o));
+    let o = ping(&nat, FLEET_PORT);
+    assert!(o.status.success(), "behind a NAT: {}", stderr(&o));
 }

@@ -316,3 +316,81 @@ fn a_client_refuses_to_steer_a_well_known_port() {
         "no program left on the client: {link}"
     );
 }
+
+/// A UDP rpc client part (4 connections, 8 requests in flight each) whose every request
+/// is dropped before the serving agent (an nftables rule at its host that counts, then
+/// drops, the client agent's datagrams): the client agent's record counts each request it
+/// sent, as many as reached the serving host, every one lost, and the bytes they carried
+/// are those requests of 64 bytes (plus 28 bytes of IPv4 and UDP headers each).
+#[test]
+fn a_client_parts_unanswered_udp_requests_are_counted() {
+    let Some(lab) = common::bridge::Bridged::new(2) else {
+        return;
+    };
+    if !need_tools(&["nft"]) {
+        return;
+    }
+    let (a, b) = (
+        common::bridge::Bridged::addr(1),
+        common::bridge::Bridged::addr(2),
+    );
+    let (_a, _b) = (lab.start_agent(1), lab.start_agent(2));
+    let server = &lab.hosts[1];
+    for rule in [
+        "add table inet victim".to_string(),
+        "add chain inet victim input { type filter hook input priority 0 ; }".into(),
+        format!(
+            "add rule inet victim input ip saddr {a} ip daddr {b} meta l4proto udp counter drop"
+        ),
+    ] {
+        let o = Lab::in_ns(server, "nft").arg(&rule).output().unwrap();
+        assert!(o.status.success(), "nft {rule}: {}", stderr(&o));
+    }
+    let o = run(lab.controller(&[
+        "rpc",
+        "--udp",
+        "-C",
+        "4",
+        "-W",
+        "8",
+        "--from",
+        &a,
+        "--to",
+        &b,
+        "--port",
+        "5301",
+        "-t",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        "--no-save",
+    ]));
+    let doc = doc_of(&o);
+    let out = Lab::in_ns(server, "nft")
+        .args(["-j", "list", "table", "inet", "victim"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let counter = v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["rule"]["expr"].as_array())
+        .flatten()
+        .find_map(|e| e.get("counter"))
+        .unwrap()
+        .clone();
+    let end = &doc["end"];
+    let sent = end["client"]["requests_sent"].as_u64().unwrap();
+    let at_victim = counter["packets"].as_u64().unwrap();
+    eprintln!("unanswered UDP requests: {sent} reported sent, {at_victim} at the serving host");
+    assert!(sent >= 32, "{end}");
+    assert_eq!(sent, at_victim, "{end}");
+    assert_eq!(end["lost_messages"].as_u64(), Some(sent), "{end}");
+    assert_eq!(
+        counter["bytes"].as_u64(),
+        Some(sent * (64 + 28)),
+        "{counter}"
+    );
+}

@@ -404,3 +404,108 @@ fn a_stalled_test_whose_controller_vanishes_frees_the_agent() {
     );
     report("after a vanished stalled test", agent.child.id());
 }
+
+/// Bytes nftables table `victim` counted in namespace `ns`.
+fn counted_bytes(ns: &str) -> u64 {
+    let out = Lab::in_ns(ns, "nft")
+        .args(["-j", "list", "table", "inet", "victim"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|e| e["counter"]["bytes"].as_u64())
+        .sum()
+}
+
+/// Four pps client parts of 30 Mbit/s at once from an agent with `--max-client-bitrate
+/// 40M` (the red team's attack, four parts adding up): the first is admitted, the others
+/// are refused naming the flag and what the running part holds, and the bytes the serving
+/// host received from the client agent over the run stay within 40 Mbit/s for the test's
+/// 2 s (without the shared budget: 4 x 30 Mbit/s, 30 MB).
+#[test]
+fn client_parts_together_stay_within_max_client_bitrate() {
+    let Some(lab) = common::bridge::Bridged::new(2) else {
+        return;
+    };
+    if !need_tools(&["nft"]) {
+        return;
+    }
+    let (a, b) = (
+        common::bridge::Bridged::addr(1),
+        common::bridge::Bridged::addr(2),
+    );
+    let _a = lab.start_agent_with(1, &["--max-client-bitrate", "40M"]);
+    let _b = lab.start_agent(2);
+    let server = &lab.hosts[1];
+    for rule in [
+        "add table inet victim".to_string(),
+        "add chain inet victim input { type filter hook input priority 0 ; }".into(),
+        format!("add rule inet victim input ip saddr {a} ip daddr {b} meta l4proto udp counter"),
+    ] {
+        let o = Lab::in_ns(server, "nft").arg(&rule).output().unwrap();
+        assert!(o.status.success(), "nft {rule}: {}", stderr(&o));
+    }
+    let part = [
+        "pps",
+        "--from",
+        &a,
+        "--to",
+        &b,
+        "--port",
+        "5301",
+        "--size",
+        "1000",
+        "--rate",
+        "3750",
+        "-t",
+        "2",
+        "--warmup",
+        "0",
+        "--no-save",
+    ];
+    let started = Instant::now();
+    let parts: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = lab.controller(&part);
+            c.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = parts
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let took = started.elapsed().as_secs_f64();
+    let ran = outs.iter().filter(|o| o.status.success()).count();
+    let refusals: Vec<String> = outs
+        .iter()
+        .filter(|o| !o.status.success())
+        .map(stderr)
+        .collect();
+    let bytes = counted_bytes(server);
+    eprintln!(
+        "4 client parts of 30 Mbit/s: {ran} ran, {} refused; {bytes} B at the serving host in {took:.1} s",
+        refusals.len()
+    );
+    assert!(ran >= 1, "none ran: {refusals:?}");
+    assert!(refusals.len() >= 2, "{ran} of 4 ran beside each other");
+    for e in &refusals {
+        assert!(
+            e.contains("--max-client-bitrate") && e.contains("running client parts"),
+            "{e}"
+        );
+    }
+    // The parts that ran sent (the counter counts) and, together, no more than the cap
+    // allows for their 2 s (and a little for packets in flight at the ends).
+    assert!(bytes > 5_000_000, "{bytes} B");
+    assert!(
+        bytes <= (40e6 / 8.0 * 2.2) as u64,
+        "{bytes} B over 40 Mbit/s for 2 s"
+    );
+}

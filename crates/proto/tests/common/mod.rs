@@ -20,6 +20,7 @@ pub fn hello(magic: &str, version: u32) -> Vec<u8> {
         version,
         software: "s".into(),
         nonce: "11".repeat(32),
+        agent: String::new(),
     })
     .unwrap()
 }

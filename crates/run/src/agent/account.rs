@@ -1,52 +1,60 @@
 //! What the live tests hold together: worker threads and memory (the spec's estimate),
-//! booked when a test is admitted and released when it ends, whatever path it took.
+//! and the bits per second of the client parts, booked when a test is admitted and
+//! released when it ends, whatever path it took.
 
 use std::sync::Mutex;
 
-use super::limits::{over_memory, over_threads};
+use super::limits::{over_client_bits, over_memory, over_threads};
 
-/// Threads and bytes booked by the live tests.
+/// What one test asks of the account, or what the agent allows all of them together.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Share {
+    pub threads: usize,
+    pub bytes: u64,
+    /// Bits per second a client part may send (`Limits::client_bits`); 0 for a serving
+    /// part. As a maximum, `--max-client-bitrate` (infinite without a cap).
+    pub client_bits: f64,
+}
+
+/// Threads, bytes and client bits booked by the live tests.
 #[derive(Debug, Default)]
 pub(super) struct Account {
-    booked: Mutex<(usize, u64)>,
+    booked: Mutex<Share>,
 }
 
 /// One test's share of the account; released when dropped.
 #[derive(Debug)]
 pub(super) struct Booking<'a> {
     account: &'a Account,
-    threads: usize,
-    bytes: u64,
+    share: Share,
 }
 
 impl Account {
-    /// Books `threads` and `bytes` if they fit beside the live tests' under the maxima,
-    /// else says which flag refuses them.
-    pub(super) fn book(
-        &self,
-        threads: usize,
-        bytes: u64,
-        max_threads: usize,
-        max_bytes: u64,
-    ) -> Result<Booking<'_>, String> {
+    /// Books `ask` if it fits beside the live tests' under `max`, else says which flag
+    /// refuses it and what the live tests hold.
+    pub(super) fn book(&self, ask: Share, max: Share) -> Result<Booking<'_>, String> {
         let mut booked = self.booked.lock().unwrap_or_else(|e| e.into_inner());
-        let (live_threads, live_bytes) = *booked;
-        if let Some(why) = over_threads(threads, live_threads, max_threads)
-            .or_else(|| over_memory(bytes, live_bytes, max_bytes))
+        let live = *booked;
+        if let Some(why) = over_threads(ask.threads, live.threads, max.threads)
+            .or_else(|| over_memory(ask.bytes, live.bytes, max.bytes))
+            .or_else(|| over_client_bits(ask.client_bits, live.client_bits, max.client_bits))
         {
             return Err(why);
         }
-        *booked = (live_threads + threads, live_bytes + bytes);
+        *booked = Share {
+            threads: live.threads + ask.threads,
+            bytes: live.bytes + ask.bytes,
+            client_bits: live.client_bits + ask.client_bits,
+        };
         Ok(Booking {
             account: self,
-            threads,
-            bytes,
+            share: ask,
         })
     }
 
-    /// Threads and bytes booked now.
+    /// What is booked now.
     #[cfg(test)]
-    pub(super) fn booked(&self) -> (usize, u64) {
+    pub(super) fn booked(&self) -> Share {
         *self.booked.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -58,8 +66,9 @@ impl Drop for Booking<'_> {
             .booked
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        booked.0 = booked.0.saturating_sub(self.threads);
-        booked.1 = booked.1.saturating_sub(self.bytes);
+        booked.threads = booked.threads.saturating_sub(self.share.threads);
+        booked.bytes = booked.bytes.saturating_sub(self.share.bytes);
+        booked.client_bits = (booked.client_bits - self.share.client_bits).max(0.0);
     }
 }
 
@@ -67,19 +76,51 @@ impl Drop for Booking<'_> {
 mod tests {
     use super::*;
 
+    fn share(threads: usize, bytes: u64, client_bits: f64) -> Share {
+        Share {
+            threads,
+            bytes,
+            client_bits,
+        }
+    }
+
     #[test]
     fn bookings_add_up_and_are_released() {
         let a = Account::default();
-        let one = a.book(100, 1 << 20, 256, 4 << 20).unwrap();
-        let two = a.book(100, 1 << 20, 256, 4 << 20).unwrap();
-        let e = a.book(100, 0, 256, 4 << 20).unwrap_err();
+        let max = share(256, 4 << 20, f64::INFINITY);
+        let one = a.book(share(100, 1 << 20, 0.0), max).unwrap();
+        let two = a.book(share(100, 1 << 20, 0.0), max).unwrap();
+        let e = a.book(share(100, 0, 0.0), max).unwrap_err();
         assert!(e.contains("--max-threads"), "{e}");
-        let e = a.book(1, 3 << 20, 256, 4 << 20).unwrap_err();
+        let e = a.book(share(1, 3 << 20, 0.0), max).unwrap_err();
         assert!(e.contains("--max-memory"), "{e}");
         drop(one);
-        assert_eq!(a.booked(), (100, 1 << 20));
+        assert_eq!(a.booked(), share(100, 1 << 20, 0.0));
         drop(two);
-        assert_eq!(a.booked(), (0, 0));
-        assert!(a.book(usize::MAX, u64::MAX, 256, 1).is_err());
+        assert_eq!(a.booked(), Share::default());
+        assert!(a
+            .book(share(usize::MAX, u64::MAX, 0.0), share(256, 1, 1.0))
+            .is_err());
+    }
+
+    /// Four client parts of 400 Mbit/s against a 1 Gbit/s cap: two run, the third is
+    /// refused naming the flag and what the two hold, and is admitted once one ends.
+    #[test]
+    fn client_parts_together_stay_under_the_client_bitrate() {
+        let a = Account::default();
+        let max = share(256, 1 << 30, 1e9);
+        let part = share(1, 1, 4e8);
+        let one = a.book(part, max).unwrap();
+        let _two = a.book(part, max).unwrap();
+        let e = a.book(part, max).unwrap_err();
+        assert!(
+            e.contains("--max-client-bitrate") && e.contains("800.000M"),
+            "{e}"
+        );
+        // A serving part books no client bits.
+        let _serving = a.book(share(1, 1, 0.0), max).unwrap();
+        drop(one);
+        let _three = a.book(part, max).unwrap();
+        assert_eq!(a.booked().client_bits, 8e8);
     }
 }

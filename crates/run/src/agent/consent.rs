@@ -37,13 +37,14 @@ pub fn refused_target(target: SocketAddr) -> Option<String> {
     None
 }
 
-/// Checks the client part aimed at `server` with `cookie`: the target, then the grant.
-pub fn check(
-    key: Option<&Key>,
+/// Checks the client part aimed at `server` with `cookie`: the target, then the grant;
+/// the key and the address this host sends from if they hold.
+pub fn check<'k>(
+    key: Option<&'k Key>,
     server: SocketAddr,
     cookie: u64,
     grant: Option<&Grant>,
-) -> Result<(), String> {
+) -> Result<(&'k Key, IpAddr), String> {
     if let Some(why) = refused_target(server) {
         return Err(why);
     }
@@ -63,7 +64,8 @@ pub fn check(
         .map_or(0, |d| d.as_secs());
     grant
         .check(key, source, server, cookie, now)
-        .map_err(|e| format!("refused to send to {server}: {e}"))
+        .map_err(|e| format!("refused to send to {server}: {e}"))?;
+    Ok((key, source))
 }
 
 /// Whether `ip` is one of this host's addresses: only those can be bound.

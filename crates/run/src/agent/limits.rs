@@ -101,6 +101,19 @@ impl Limits {
         })
     }
 
+    /// What a client part of `spec` (paced by `pace_client_part`) books of the agent-wide
+    /// `--max-client-bitrate`: its rate, or, closed-loop over UDP, what it sends when
+    /// nothing answers. A closed-loop one over TCP books nothing: it sends only as fast as
+    /// a listener that takes the test's data answers.
+    pub fn client_bits(&self, spec: &TestSpec, d: &Demand) -> f64 {
+        if self_clocked(spec) {
+            return 0.0;
+        }
+        unanswered_bits_per_s(spec)
+            .or(d.bits_per_s)
+            .unwrap_or(f64::INFINITY)
+    }
+
     /// The first limit `spec` exceeds for `role`'s side, in words naming the agent's flag.
     pub fn check(&self, spec: &TestSpec, kind: &dyn Kind, role: Role) -> Option<String> {
         let d = kind.demand(spec, role);
@@ -261,6 +274,19 @@ fn unanswered_bits_per_s(spec: &TestSpec) -> Option<f64> {
     (r.rate_per_s.is_none() && r.transport == Transport::Udp).then(|| {
         let timeout = crate::kind::rr::UDP_LOSS_TIMEOUT.as_secs_f64();
         f64::from(r.connections) * f64::from(r.window) * f64::from(r.request_bytes) * 8.0 / timeout
+    })
+}
+
+/// Refusal when a client part's `asked` bits per second beside `live` ones of the running
+/// client parts exceed `max` (`--max-client-bitrate` holds for all of them together).
+pub(super) fn over_client_bits(asked: f64, live: f64, max: f64) -> Option<String> {
+    (asked > 0.0 && asked + live > max).then(|| {
+        format!(
+            "a client part of {} bit/s beside {} bit/s of this agent's running client parts, over its --max-client-bitrate of {} bit/s for all of them together (wait for one to end, lower --rate, or start the agent with a higher --max-client-bitrate)",
+            si(asked),
+            si(live),
+            si(max)
+        )
     })
 }
 

@@ -180,3 +180,34 @@ fn a_closed_loop_udp_client_part_is_bounded_by_what_it_sends_unanswered() {
     // Serving, the agent only answers.
     assert_eq!(check(&l, &udp(256, 4096), Role::Server), None);
 }
+
+/// What a client part books of the agent-wide `--max-client-bitrate`: a paced part its
+/// rate, a closed-loop UDP one what it re-sends unanswered, a closed-loop TCP one nothing.
+#[test]
+fn a_client_part_books_its_rate_or_what_it_sends_unanswered() {
+    let l = Limits::default();
+    let books = |mut spec: TestSpec| {
+        l.pace_client_part(&mut spec);
+        let d = kind::of(&spec).unwrap().demand(&spec, Role::Client);
+        l.client_bits(&spec, &d)
+    };
+    let pps = TestSpec::Pps(PpsSpec {
+        rate_pps: Some(1000.0),
+        size_bytes: 1000,
+        ..Default::default()
+    });
+    assert_eq!(books(pps), 8e6);
+    // Unpaced, a stream is paced at the whole cap and books it.
+    assert_eq!(books(TestSpec::Stream(StreamSpec::default())), 1e9);
+    let rr = |transport| RrSpec {
+        transport,
+        connections: 2,
+        window: 4,
+        request_bytes: 1000,
+        ..Default::default()
+    };
+    let timeout = crate::kind::rr::UDP_LOSS_TIMEOUT.as_secs_f64();
+    let udp = books(TestSpec::Rpc(rr(sonde_results::Transport::Udp)));
+    assert_eq!(udp, 2.0 * 4.0 * 1000.0 * 8.0 / timeout);
+    assert_eq!(books(TestSpec::Rpc(rr(sonde_results::Transport::Tcp))), 0.0);
+}

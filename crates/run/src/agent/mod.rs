@@ -12,6 +12,7 @@ pub(crate) mod one_test;
 mod refusals;
 mod shared;
 mod sources;
+mod target;
 
 pub use allow::{Allow, Allowed};
 pub use limits::{default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS};

@@ -8,7 +8,9 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_proto::{AgentEvent, AgentSession, PeerError, ProtoError, Session, ThirdParty, Timeouts};
+use sonde_proto::{
+    AgentEvent, AgentSession, PeerError, ProtoError, Session, TargetTest, ThirdParty, Timeouts,
+};
 use sonde_results::{IntervalSample, Role, TestSpec};
 
 use super::shared::{Shared, Slot};
@@ -73,7 +75,7 @@ pub(super) fn run(
 ) -> Result<String, TestError> {
     let local_ip = control.local_addr()?.ip();
     let mut conn = Conn {
-        session: new_session(shared),
+        session: new_session(shared, local_ip),
         link: Link::new(control)?,
     };
     let (spec, part) = match handshake(&mut conn, peer, accepted + HANDSHAKE_WITHIN, place, shared)
@@ -100,7 +102,17 @@ pub(super) fn run(
             cookie,
             grant,
         }) => {
-            if let Err(message) = super::consent::check(key, server, cookie, grant.as_ref()) {
+            let proven = super::consent::check(key, server, cookie, grant.as_ref()).and_then(
+                |(key, client)| {
+                    let test = TargetTest {
+                        client,
+                        server,
+                        cookie,
+                    };
+                    super::target::prove(key, test, super::target::via(&spec))
+                },
+            );
+            if let Err(message) = proven {
                 return Err(conn.refuse(PeerError::Refused { message }));
             }
             let to = kind::DataPort {
@@ -133,7 +145,8 @@ pub(super) fn run(
     Ok(format!("{sent_to}{}", kind.summary(&spec, &result)))
 }
 
-fn new_session(shared: &Shared) -> AgentSession {
+/// The session of a controller that reached this agent at `local_ip`.
+fn new_session(shared: &Shared, local_ip: IpAddr) -> AgentSession {
     let capabilities = kind::capabilities_allowed(&shared.cfg.allow);
     let session = AgentSession::new(
         SOFTWARE,
@@ -142,7 +155,12 @@ fn new_session(shared: &Shared) -> AgentSession {
         Timeouts::default(),
         Instant::now(),
     )
-    .with_labels(shared.cfg.labels.clone());
+    .with_labels(shared.cfg.labels.clone())
+    .reached_at(
+        std::iter::once(local_ip)
+            .chain(shared.cfg.reached_at.iter().copied())
+            .collect(),
+    );
     match &shared.cfg.key {
         Some(key) => session.require_key(key.clone(), crate::random::nonce()),
         None => session,
@@ -248,7 +266,12 @@ fn admit<'a>(
             reason: e.reason.clone(),
         }));
     }
-    if let Err(why) = shared.book(&mut slot, &kind.demand(&spec, role)) {
+    let demand = kind.demand(&spec, role);
+    let client_bits = match role {
+        Role::Client => limits.client_bits(&spec, &demand),
+        Role::Server => 0.0,
+    };
+    if let Err(why) = shared.book(&mut slot, &demand, client_bits) {
         return Err(conn.refuse(PeerError::Refused { message: why }));
     }
     kind::place(&mut spec, role);
@@ -290,11 +313,42 @@ fn open(
     let grant = to
         .grant_with
         .map(|key| super::consent::grant(key, peer, SocketAddr::new(local_ip, port), cookie));
+    // Third-party: the client agent's challenge is answered until the test starts.
+    let server = SocketAddr::new(local_ip, port);
+    let prover = match to.grant_with {
+        Some(key) => Some(prove_until_start(conn, key, spec, (peer, server), cookie)?),
+        None => None,
+    };
     conn.session
         .ready_granting(port, cookie, grant, Instant::now())?;
     conn.link.send(&mut conn.session)?;
     let conns = super::data_conns::accept_data(conn, endpoint.listener(), cookie, peer, shared)?;
+    drop(prover);
     Ok(endpoint.start(conns, peer, cookie, probe)?)
+}
+
+/// The serving part's answers to its client agent's challenge (`target`), or the refusal
+/// when its data port cannot take them.
+fn prove_until_start(
+    conn: &mut Conn,
+    key: &sonde_proto::Key,
+    spec: &TestSpec,
+    (client, server): (IpAddr, SocketAddr),
+    cookie: u64,
+) -> Result<super::target::Prover, TestError> {
+    let test = TargetTest {
+        client,
+        server,
+        cookie,
+    };
+    let via = super::target::via(spec);
+    super::target::Prover::start(key.clone(), test, via).map_err(|e| {
+        conn.refuse(PeerError::Refused {
+            message: format!(
+                "cannot answer the client agent's challenge at {server} ({via:?}): {e}"
+            ),
+        })
+    })
 }
 
 /// The client part of a test between two agents: the kind fits the spec to this host's

@@ -34,6 +34,9 @@ pub struct ServeConfig {
     /// This agent's own labels (`--label`, checked by the caller), announced to accepted
     /// controllers.
     pub labels: sonde_proto::Labels,
+    /// Addresses controllers reach this agent at besides the connection's own
+    /// (`--reached-at`: a NAT's, a relay's).
+    pub reached_at: Vec<IpAddr>,
 }
 
 /// State shared by the connections being served: the tests running, the connections in
@@ -88,20 +91,26 @@ impl Shared {
         }
     }
 
-    /// Books `demand`'s threads and memory beside the live tests' on `slot`, or says
-    /// which flag refuses them.
+    /// Books `demand`'s threads and memory, and a client part's `client_bits`, beside the
+    /// live tests' on `slot`, or says which flag refuses them.
     pub(super) fn book<'a>(
         &'a self,
         slot: &mut Slot<'a>,
         demand: &crate::kind::Demand,
+        client_bits: f64,
     ) -> Result<(), String> {
         let limits = &self.cfg.limits;
-        let booking = self.account.book(
-            demand.threads,
-            demand.memory_bytes,
-            limits.max_threads,
-            limits.max_memory_bytes,
-        )?;
+        let ask = account::Share {
+            threads: demand.threads,
+            bytes: demand.memory_bytes,
+            client_bits,
+        };
+        let max = account::Share {
+            threads: limits.max_threads,
+            bytes: limits.max_memory_bytes,
+            client_bits: limits.max_client_bitrate.unwrap_or(f64::INFINITY),
+        };
+        let booking = self.account.book(ask, max)?;
         slot.booking = Some(booking);
         Ok(())
     }

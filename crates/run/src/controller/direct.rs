@@ -41,7 +41,7 @@ pub fn run_test(
     // Before the agent is asked for anything: it would wait for us meanwhile.
     let floor = kind.self_noise(&spec);
     let mut link = connect(addr)?;
-    let mut run = Running::new(session(req, &spec), addr, live);
+    let mut run = Running::new(session(req, &spec, addr), addr, live);
     let h = run.handshake(&mut link, interrupt)?;
     let to = kind::DataPort {
         addr: SocketAddr::new(addr.ip(), h.data_port),

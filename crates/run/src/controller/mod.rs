@@ -106,7 +106,8 @@ pub(crate) fn begin(req: &TestRequest) -> Result<Begun, ControllerError> {
 }
 
 /// A fresh controller session for `spec`, with its nonce and the request's key.
-pub(crate) fn session(req: &TestRequest, spec: &TestSpec) -> ClientSession {
+/// The session with the agent at `agent` (the address dialled, which the proofs name).
+pub(crate) fn session(req: &TestRequest, spec: &TestSpec, agent: SocketAddr) -> ClientSession {
     ClientSession::new(
         spec.clone(),
         SOFTWARE,
@@ -116,6 +117,7 @@ pub(crate) fn session(req: &TestRequest, spec: &TestSpec) -> ClientSession {
     )
     .with_nonce(crate::random::nonce())
     .with_key(req.key.clone())
+    .dialling(agent.ip())
 }
 
 /// The control connection to the agent at `addr`.

@@ -36,23 +36,29 @@ pub fn run_between(
     let client = resolve(from, req.port)?;
     // The rest of `prepare` (the sender's own MTU, bypass checks) runs on the client agent.
     kind.fit_address(&mut spec, server);
-    let session = |part| session(req, &spec).with_third_party(part);
+    let session = |part, at| session(req, &spec, at).with_third_party(part);
     let mut b_link = connect(server)?;
     let mut run = Running::new(
-        session(ThirdParty::Server {
-            client: client.ip(),
-        }),
+        session(
+            ThirdParty::Server {
+                client: client.ip(),
+            },
+            server,
+        ),
         server,
         live,
     );
     let h = run.handshake(&mut b_link, interrupt)?;
     let mut a = RemoteSide::open(
         client,
-        session(ThirdParty::Client {
-            server: SocketAddr::new(server.ip(), h.data_port),
-            cookie: h.cookie,
-            grant: h.grant,
-        }),
+        session(
+            ThirdParty::Client {
+                server: SocketAddr::new(server.ip(), h.data_port),
+                cookie: h.cookie,
+                grant: h.grant,
+            },
+            client,
+        ),
         &spec,
         interrupt,
     )?;

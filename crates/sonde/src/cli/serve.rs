@@ -87,8 +87,9 @@ pub struct ServeArgs {
     /// kind and part, and unpaced ones (they need --rate).
     #[arg(long, value_parser = parse_bits, value_name = "BITS")]
     pub max_bitrate: Option<f64>,
-    /// Most bits per second a client part (this agent sending to another on a
-    /// controller's word) may send; an unpaced one is paced at it. The default, 1G, is the
+    /// Most bits per second this agent's client parts (sending to another agent on a
+    /// controller's word) may send, all running ones together; an unpaced one is paced at
+    /// it, and one beyond what the running ones leave is refused. The default, 1G, is the
     /// slowest link common in a fleet; `none` lifts the cap.
     #[arg(long, default_value = "1G", value_parser = parse_bits, value_name = "BITS")]
     pub max_client_bitrate: f64,
@@ -106,6 +107,12 @@ pub struct ServeArgs {
     /// characters.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
+    /// An address controllers reach this agent at besides its own (repeatable): a NAT's,
+    /// a load balancer's or a relay's that forwards to it. A controller names the address
+    /// it dialled and the agent serves only one dialled at an address of the connection
+    /// or one of these, so that a session cannot be handed to another agent of the fleet.
+    #[arg(long = "reached-at", value_name = "ADDR")]
+    pub reached_at: Vec<std::net::IpAddr>,
     /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
     #[arg(long, hide = true)]
     pub test_hooks: bool,

@@ -94,7 +94,8 @@ impl Rogue {
             Instant::now(),
         )
         .with_nonce(nonce())
-        .with_key(Some(rogue::harness_key()));
+        .with_key(Some(rogue::harness_key()))
+        .dialling(addr.ip());
         let h = handshake(&mut link, &mut session, addr, &Interrupt::none())?;
         before_start(SocketAddr::new(addr.ip(), h.data_port));
         session.start(Instant::now()).unwrap();

@@ -57,7 +57,8 @@ pub fn setup(
         .unwrap();
     let mut s = ClientSession::new(spec, "rogue", "rogue", Timeouts::default(), Instant::now())
         .with_nonce(nonce)
-        .with_key(key);
+        .with_key(key)
+        .dialling(addr.ip());
     if let Some(p) = part {
         s = s.with_third_party(p);
     }
