@@ -107,7 +107,8 @@ pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<()
         None => agent.device.as_ref().map(device_word),
     };
     let (e, t) = d.args_mut(role.pick(Role::Server, Role::Client));
-    (e.clear(), t.clear());
+    e.clear();
+    t.clear();
     let (e, t) = d.args_mut(role);
     (*e, *t) = (eal, testpmd);
     d.client_device = role.pick(device.clone(), None);
