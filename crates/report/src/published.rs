@@ -32,10 +32,33 @@ fn role(r: Role) -> &'static str {
     }
 }
 
-/// One row per run, named by its configuration, with its headline figures as columns:
-/// each column a figure, its unit and the side that measured it (a figure another run
-/// measured from the other side gets its own column).
-pub fn summary(runs: &[ReportRun<'_>]) -> Table {
+/// The kinds of test, in the order the summary shows them, each with what its table is.
+const KINDS: [(TestName, &str); 6] = [
+    (TestName::Stream, "TCP stream"),
+    (TestName::Ping, "Ping"),
+    (TestName::Rpc, "Request/response (rpc)"),
+    (TestName::Pps, "UDP packet rate (pps)"),
+    (TestName::Load, "Latency under load"),
+    (TestName::Watch, "Watched commands"),
+];
+
+/// One table per kind of test among the runs, as the lab's summary has them: a row per
+/// run, named by its configuration, with its kind's headline figures as columns (so no
+/// table carries another kind's empty columns), each column a figure, its unit and the
+/// side that measured it (a figure another run measured from the other side gets its own
+/// column).
+pub fn summary(runs: &[ReportRun<'_>]) -> Vec<Table> {
+    KINDS
+        .iter()
+        .filter_map(|&(kind, what)| {
+            let of_kind: Vec<&ReportRun<'_>> = runs.iter().filter(|r| r.doc.test == kind).collect();
+            (!of_kind.is_empty()).then(|| kind_summary(&of_kind, what))
+        })
+        .collect()
+}
+
+/// The summary table of runs of one kind (`what`).
+fn kind_summary(runs: &[&ReportRun<'_>], what: &str) -> Table {
     let per_run: Vec<Vec<Metric>> = runs.iter().map(|r| metrics(r.doc)).collect();
     let mut columns: Vec<(&str, Role, String)> = Vec::new();
     for m in per_run.iter().flatten() {
@@ -51,7 +74,7 @@ pub fn summary(runs: &[ReportRun<'_>]) -> Table {
     head.extend(columns.iter().map(|(_, _, h)| h.as_str()));
     head.push("Status");
     let mut t = Table::new(
-        "Each run's headline figures; each column says its unit and the side that measured it.",
+        format!("{what}: each run's headline figures; each column says its unit and the side that measured it."),
         &head,
     );
     for (r, figures) in runs.iter().zip(&per_run) {
@@ -345,11 +368,17 @@ mod tests {
     use crate::fixtures::stored;
 
     #[test]
-    fn runs_are_named_by_configuration_one_row_each() {
-        let docs: Vec<Document> = ["v1-stream.json", "v1-rpc.json", "v1-ping-udp.json"]
-            .iter()
-            .map(|f| stored(f))
-            .collect();
+    fn runs_are_named_by_configuration_a_table_per_kind_with_its_columns_only() {
+        let files = [
+            "v1-stream.json",
+            "v1-rpc.json",
+            "v1-ping-udp.json",
+            "v1-pps.json",
+            "v1-load.json",
+            "v1-watch.json",
+            "v1-bidir.json",
+        ];
+        let docs: Vec<Document> = files.iter().map(|f| stored(f)).collect();
         let stored: Vec<_> = docs
             .iter()
             .enumerate()
@@ -358,21 +387,55 @@ mod tests {
         let runs = ReportRun::named(stored);
         let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
         // As bench/doc_keys.py ran them: `stream -P 2`, `rpc -C 2`, `ping --udp`.
-        assert_eq!(names, ["stream -P 2", "rpc -C 2", "ping UDP"]);
-        let t = summary(&runs);
-        assert_eq!(t.rows.len(), 3);
-        for (row, name) in t.rows.iter().zip(names) {
-            assert_eq!(row[0], name);
-            assert_eq!(row.len(), t.head.len());
+        assert_eq!(names[..3], ["stream -P 2", "rpc -C 2", "ping UDP"]);
+        let tables = summary(&runs);
+        let kinds = [
+            "TCP stream",
+            "Ping",
+            "Request/response (rpc)",
+            "UDP packet rate (pps)",
+            "Latency under load",
+            "Watched commands",
+        ];
+        assert_eq!(tables.len(), kinds.len(), "one table per kind");
+        for (t, kind) in tables.iter().zip(kinds) {
+            assert!(t.caption.starts_with(&format!("{kind}: ")), "{}", t.caption);
+            // Every run of the kind, and only those: both streams in the stream table.
+            let want: Vec<&str> = runs
+                .iter()
+                .filter(|r| KINDS.iter().any(|k| k.1 == kind && k.0 == r.doc.test))
+                .map(|r| r.name.as_str())
+                .collect();
+            let got: Vec<&str> = t.rows.iter().map(|r| r[0].as_str()).collect();
+            assert_eq!(got, want, "{kind}");
+            for row in &t.rows {
+                assert_eq!(row.len(), t.head.len());
+            }
+            // Only the kind's columns: every figure column has a figure in some row.
+            for c in 1..t.head.len() - 1 {
+                assert!(
+                    t.rows.iter().any(|r| r[c] != "-"),
+                    "{kind}: column {} is empty",
+                    t.head[c]
+                );
+            }
         }
-        let rps = t
-            .head
-            .iter()
-            .position(|h| h.starts_with("Request rate"))
-            .unwrap();
-        let rpc = docs[1].end.rr().unwrap().requests_per_second.unwrap();
-        assert_eq!(t.rows[1][rps], sig3(rpc));
-        assert_eq!(t.rows[0][rps], "-", "a stream has no request rate");
+        let col = |t: &Table, h: &str| t.head.iter().position(|x| x.starts_with(h));
+        let (stream, ping, rpc, pps, load) =
+            (&tables[0], &tables[1], &tables[2], &tables[3], &tables[4]);
+        assert_eq!(stream.rows.len(), 2, "stream -P 2 and the bidir stream");
+        let rps = col(rpc, "Request rate").unwrap();
+        let rate = docs[1].end.rr().unwrap().requests_per_second.unwrap();
+        assert_eq!(rpc.rows[0][rps], sig3(rate));
+        assert!(
+            col(stream, "Request rate").is_none(),
+            "a stream has no request rate"
+        );
+        assert!(col(ping, "RTT P50").is_some() && col(pps, "RTT P50").is_none());
+        assert!(col(pps, "Packets received").is_some());
+        assert!(col(load, "UDP RTT P50 added by upload load").is_some());
+        assert_eq!(col(ping, "UDP RTT P50 added"), None);
+        assert_eq!(tables[5].head, ["Run", "Status"]);
     }
 
     #[test]

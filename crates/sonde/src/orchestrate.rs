@@ -17,6 +17,12 @@ use crate::measure::Report;
 
 /// `sonde WORDS` as the CLI reads it, into a request; the error names the flag.
 pub fn build(words: &[String]) -> Result<Request, String> {
+    build_keyed(words, None)
+}
+
+/// As [`build`]; with `key` (`sonde fleet --key-file`), the request proves that key and
+/// no key file the words name is read.
+fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Request, String> {
     let argv = std::iter::once("sonde".to_string()).chain(words.iter().cloned());
     let cli = Cli::try_parse_from(argv).map_err(|e| {
         let text = e.render().to_string();
@@ -28,9 +34,13 @@ pub fn build(words: &[String]) -> Result<Request, String> {
         None => return Err(format!("'{}' is not a test", words[0])),
     };
     let (target, out) = cli.command.target_output().expect("a test has a target");
+    let target = match key {
+        Some(key) => target.with_key(Some(key.clone())),
+        None => target.target().map_err(|e| crate::errors::one_line(&e))?,
+    };
     Ok(Request {
         plan,
-        target: target.target().map_err(|e| crate::errors::one_line(&e))?,
+        target,
         tune: out.tune,
     })
 }
@@ -142,6 +152,9 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
 
 pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     use sonde_run::fleet::{self, file};
+    // Read once, before the file: a key file at fault is named whatever the file says.
+    let key = crate::cli::load_key(args.key_file.as_deref())?;
+    let build = |words: &[String]| build_keyed(words, key.as_ref());
     let fleet = file::load(&args.file, &file::system_resolve, &build)?;
     let db: PathBuf = sonde_store::default_path(args.db.as_deref());
     let store = std::sync::Mutex::new(sonde_store::Store::open(&db)?);

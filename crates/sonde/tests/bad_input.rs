@@ -245,3 +245,25 @@ fn third_party_paths_name_what_is_wrong() {
     assert_one_line_error(&o, 1, &format!("agent at 127.0.0.1:{port}"));
     assert!(stderr(&o).contains("loopback"), "{}", stderr(&o));
 }
+
+#[test]
+fn fleet_key_file_at_fault_is_named() {
+    let file = temp_file("fleet.toml");
+    let text = "name = \"f\"\n[[agent]]\naddress = \"198.18.2.1\"\n[[agent]]\naddress = \"198.18.2.2\"\n[[test]]\ntype = \"ping\"\n";
+    std::fs::write(&file, text).unwrap();
+    let fleet = |key: &str| sonde(&["fleet", file.to_str().unwrap(), "--key-file", key]);
+    let o = fleet("/nonexistent/fleet.key");
+    assert_one_line_error(&o, 1, "cannot read --key-file /nonexistent/fleet.key");
+    // A key others may read: refused with the fix, before any agent is asked.
+    let open = temp_file("open.key");
+    std::fs::write(&open, "0123456789abcdef0123456789abcdef").unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let o = fleet(open.to_str().unwrap());
+    let p = open.display();
+    assert_one_line_error(&o, 1, &format!("refused --key-file {p}: mode 0644"));
+    assert!(
+        stderr(&o).contains(&format!("chmod 600 {p}")),
+        "{}",
+        stderr(&o)
+    );
+}

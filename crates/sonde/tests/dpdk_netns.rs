@@ -11,8 +11,10 @@ use std::time::Duration;
 use common::*;
 
 const TESTPMD: &str = "dpdk-testpmd";
-/// Hugepages are not asked of the test machine: testpmd runs on ordinary pages.
+/// Hugepages are not asked of the test machine: testpmd runs on ordinary pages, here
+/// and (`SERVER_NO_HUGE`) on the agent.
 const NO_HUGE: &str = "--dpdk-args=--no-huge";
+const SERVER_NO_HUGE: &str = "--server-dpdk-args=--no-huge";
 
 impl Lab {
     fn server_rx_packets(&self) -> u64 {
@@ -50,6 +52,7 @@ fn pps_over_dpdk_counts_both_sides_and_agrees_with_the_veth() {
         "--engine",
         "dpdk",
         NO_HUGE,
+        SERVER_NO_HUGE,
         "-t",
         "3",
         "--json",
@@ -123,11 +126,82 @@ fn pps_over_dpdk_counts_both_sides_and_agrees_with_the_veth() {
 }
 
 #[test]
+fn each_side_runs_its_own_dpdk_args_and_this_hosts_may_be_switches_an_agent_refuses() {
+    let Some(lab) = Lab::needing(&[TESTPMD]) else {
+        return;
+    };
+    let agent = lab.start_agent_with(&["--allow", "dpdk"]);
+    // --no-pci: an EAL switch no agent takes from a controller, here for this host only.
+    let args = [
+        "--engine",
+        "dpdk",
+        "--dpdk-args=--no-huge --no-pci -- --mbcache=300",
+        "--server-dpdk-args=--no-huge -- --mbcache=256",
+        "-t",
+        "1",
+        "--json",
+        "--no-save",
+    ];
+    let o = run(lab.sonde(&agent, "pps", &args));
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &doc["end"]["packets"];
+    let command = |side: &str| {
+        let c = p[side]["bypass"]["command"].as_str().unwrap_or("");
+        c.split_whitespace().map(String::from).collect::<Vec<_>>()
+    };
+    let (sender, receiver) = (command("sender"), command("receiver"));
+    let count = |c: &[String], w: &str| c.iter().filter(|a| *a == w).count();
+    // sonde's own --no-pci for a net_af_packet vdev on both; the user's on this host's only.
+    assert_eq!(count(&sender, "--no-pci"), 2, "{sender:?}");
+    assert_eq!(count(&receiver, "--no-pci"), 1, "{receiver:?}");
+    assert_eq!(count(&sender, "--mbcache=300"), 1, "{sender:?}");
+    assert_eq!(count(&receiver, "--mbcache=256"), 1, "{receiver:?}");
+    assert_eq!(
+        count(&sender, "--mbcache=256") + count(&receiver, "--mbcache=300"),
+        0
+    );
+    for side in ["sender", "receiver"] {
+        assert!(p[side]["packets"].as_u64().unwrap() > 1_000, "{side}: {p}");
+    }
+    // The same switch sent for the agent's testpmd: refused by the agent, naming the flag.
+    let args = [
+        "--engine",
+        "dpdk",
+        NO_HUGE,
+        "--server-dpdk-args=--no-huge --no-pci",
+        "-t",
+        "1",
+        "--no-save",
+    ];
+    let o = run(lab.sonde(&agent, "pps", &args));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("--server-dpdk-args"), "{e}");
+    assert!(
+        e.contains("\"--no-pci\" is not among the switches an agent takes from a controller"),
+        "{e}"
+    );
+    assert!(
+        testpmds_become(agent.child.id(), 0),
+        "the agent's testpmd outlived the test"
+    );
+}
+
+#[test]
 fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
     let Some(lab) = Lab::needing(&[TESTPMD, "pgrep"]) else {
         return;
     };
-    let args = ["--engine", "dpdk", NO_HUGE, "-t", "20", "--no-save"];
+    let args = [
+        "--engine",
+        "dpdk",
+        NO_HUGE,
+        SERVER_NO_HUGE,
+        "-t",
+        "20",
+        "--no-save",
+    ];
     // The agent dies: the kernel kills its testpmd (PR_SET_PDEATHSIG); the controller
     // ends partial and stops its own.
     let mut agent = lab.start_agent_with(&["--allow", "dpdk"]);
@@ -172,7 +246,15 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
     let o = run(lab.sonde(
         &agent,
         "pps",
-        &["--engine", "dpdk", NO_HUGE, "-t", "1", "--no-save"],
+        &[
+            "--engine",
+            "dpdk",
+            NO_HUGE,
+            SERVER_NO_HUGE,
+            "-t",
+            "1",
+            "--no-save",
+        ],
     ));
     assert!(o.status.success(), "{}", stderr(&o));
     let runtime = std::fs::read_dir("/var/run/dpdk")
@@ -258,7 +340,7 @@ fn missing_testpmd_or_hugepages_give_errors_that_say_what_to_do() {
         "{e}"
     );
     // A paced rate on a device without a queue rate limiter (testpmd's only pacer).
-    let e = refused(&[NO_HUGE, "--rate", "10000"]);
+    let e = refused(&[NO_HUGE, SERVER_NO_HUGE, "--rate", "10000"]);
     assert!(
         e.contains("--rate (and --search") && e.contains("queue rate limiter"),
         "{e}"

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 
 use common::bridge::{Bridged, FLEET_PORT};
-use common::{doc_of, run, stderr, temp_file, Keep, SpawnKeeping};
+use common::{doc_of, key_file, run, stderr, temp_file, Keep, SpawnKeeping, KEY_ENV};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -278,4 +278,76 @@ fn an_agent_killed_mid_fleet_fails_its_pairs_only_and_resume_runs_only_what_is_m
     seen.sort();
     seen.dedup();
     assert_eq!(seen.len(), 12, "no pair twice");
+}
+
+/// A key file (0600) holding `text`.
+fn key_with(text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = temp_file("other.key");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+    path
+}
+
+#[test]
+fn fleet_key_file_wins_over_the_files_key_file_and_is_the_key_proven() {
+    let Some(lab) = Bridged::new(2) else { return };
+    let _agents: Vec<_> = (1..=2).map(|k| lab.start_agent(k)).collect();
+    let mut text =
+        format!("name = \"keyed\"\nport = {FLEET_PORT}\nkey_file = \"/nonexistent/fleet.key\"\n");
+    for k in 1..=2 {
+        text += &format!(
+            "[[agent]]\nname = \"h{k}\"\naddress = \"{}\"\n",
+            Bridged::addr(k)
+        );
+    }
+    let file = temp_file("keyed.toml");
+    std::fs::write(&file, text + TESTS).unwrap();
+    let db = temp_file("keyed.db");
+    // The controller has no SONDE_KEY_FILE: only the flag or the file can give a key.
+    let fleet = |extra: &[&str]| {
+        let mut args = vec![
+            "fleet",
+            file.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let mut c = lab.controller(&args);
+        c.env_remove(KEY_ENV);
+        run(c)
+    };
+    // Without the flag the file's key_file is read, and named when it is missing.
+    let o = fleet(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--key-file /nonexistent/fleet.key"),
+        "{}",
+        stderr(&o)
+    );
+    // The flag wins: the file's key file is not read, and both runs prove the agents' key.
+    let key = key_file().to_str().unwrap();
+    let o = fleet(&["--key-file", key]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("2 run(s) stored, 0 already stored, 0 failed"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stored(&db, &lab).len(), 2);
+    // Another key on the flag: the agents refuse it, so the flag's key is the one proven.
+    let other = key_with("0123456789abcdef0123456789abcdef");
+    let o = fleet(&["--key-file", other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 run(s) stored, 0 already stored, 2 failed"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stored(&db, &lab).len(), 2);
 }

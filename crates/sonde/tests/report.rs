@@ -73,15 +73,22 @@ fn headless(browser: &str, profile: &Path, width: u32) -> Command {
     c
 }
 
-/// How wide the laid-out page is in a `width` px window: a copy of it, with a script the
-/// report itself does not have, writes its scroll width into the DOM Chromium dumps.
+/// How wide the laid-out page is in a `width` px window.
 fn laid_out_width(browser: &str, html: &Path, width: u32) -> u64 {
+    laid_out(browser, html, width, "document.documentElement.scrollWidth")
+}
+
+/// What the JavaScript expression `expr` (a whole number) is in the page laid out in a
+/// `width` px window: a copy of it, with a script the report itself does not have, writes
+/// it into the DOM Chromium dumps.
+fn laid_out(browser: &str, html: &Path, width: u32, expr: &str) -> u64 {
     let probe = temp_file("probe.html");
     let profile = temp_file("chromium-profile");
-    let script = "<script>document.body.setAttribute('data-width', document.documentElement.scrollWidth)</script></body>";
+    let script =
+        format!("<script>document.body.setAttribute('data-width', {expr})</script></body>");
     let text = std::fs::read_to_string(html)
         .unwrap()
-        .replace("</body>", script);
+        .replace("</body>", &script);
     std::fs::write(&probe, text).unwrap();
     let o = run({
         let mut c = headless(browser, &profile, width);
@@ -285,6 +292,92 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
         need_tools(&["chromium"]);
     }
     for f in [&html, &md, &db] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// The result documents of every kind of test, as the previous build wrote them.
+const EVERY_KIND: [(&str, &str); 6] = [
+    ("v1-stream.json", "TCP stream"),
+    ("v1-ping-udp.json", "Ping"),
+    ("v1-rpc.json", "Request/response (rpc)"),
+    ("v1-pps.json", "UDP packet rate (pps)"),
+    ("v1-load.json", "Latency under load"),
+    ("v1-watch.json", "Watched commands"),
+];
+
+#[test]
+fn the_summary_has_a_table_per_kind_and_fits_a_1280_px_page() {
+    let db = temp_file("kinds.db");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../results/tests/fixtures");
+    let files: Vec<String> = EVERY_KIND
+        .iter()
+        .map(|(f, _)| format!("{fixtures}/{f}"))
+        .collect();
+    let mut args = vec!["results", "import", "--label", "kinds"];
+    args.extend(files.iter().map(String::as_str));
+    let o = sonde(&db, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = temp_file("kinds.html");
+    let o = sonde(&db, &["report", "kinds", "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert_well_formed(&text);
+    let summary = section(&text, "summary");
+    // One table per kind, in order, each with the kind's own columns and its one run.
+    let tables: Vec<&str> = summary.split("<p class=\"caption\">").skip(1).collect();
+    let captions: Vec<&str> = tables
+        .iter()
+        .map(|t| t.split(':').next().unwrap())
+        .collect();
+    let kinds: Vec<&str> = EVERY_KIND.iter().map(|k| k.1).collect();
+    assert_eq!(captions, kinds, "{summary}");
+    let columns = |t: &str| t.matches("</th>").count();
+    for (t, kind) in tables.iter().zip(&kinds) {
+        assert_eq!(t.matches("<tr><td>").count(), 1, "{kind}: one run: {t}");
+        assert!(!t.contains(">-</td>"), "{kind}: an empty column: {t}");
+    }
+    let heads = |t: &str| -> Vec<String> {
+        let cells = t.split("</th>").collect::<Vec<_>>();
+        let cells = &cells[..cells.len() - 1];
+        cells
+            .iter()
+            .map(|c| c.rsplit('>').next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        heads(tables[1]),
+        [
+            "Run",
+            "RTT P50 µs (client)",
+            "RTT P99 µs (client)",
+            "RTT P99.9 µs (client)",
+            "Request rate requests/s (client)",
+            "Client CPU per message µs (client)",
+            "Status"
+        ]
+    );
+    assert!(
+        heads(tables[4])
+            .iter()
+            .all(|h| h == "Run" || h == "Status" || h.contains("added by")),
+        "{:?}",
+        heads(tables[4])
+    );
+    assert_eq!(columns(tables[5]), 2, "a watch has no headline figure");
+    let Some(browser) = chromium() else {
+        need_tools(&["chromium"]);
+        return;
+    };
+    // At 1280 px no summary table scrolls in its box, and the page is no wider.
+    let overflow = "Math.max(0, ...Array.from(document.querySelectorAll('#summary div.table'), d => d.scrollWidth - d.clientWidth))";
+    assert_eq!(
+        laid_out(browser, &html, 1280, overflow),
+        0,
+        "a summary table scrolls"
+    );
+    screenshot(browser, &html, 1280);
+    for f in [&html, &db] {
         let _ = std::fs::remove_file(f);
     }
 }

@@ -113,16 +113,20 @@ fn agent_addr(lab: &Lab, agent: &Agent) -> SocketAddr {
     SocketAddr::new(lab.server_addr.parse().unwrap(), agent.port)
 }
 
-/// A pps spec for `--engine dpdk` with `eal`/`testpmd` arguments and a server device.
+fn words(w: &[&str]) -> Vec<String> {
+    w.iter().map(|s| s.to_string()).collect()
+}
+
+/// A pps spec for `--engine dpdk` with the server's `eal`/`testpmd` arguments
+/// (`--server-dpdk-args`) and a server device.
 fn dpdk_spec(eal: &[&str], testpmd: &[&str], server_device: Option<&str>) -> TestSpec {
-    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect();
     let mut p = PpsSpec::default();
     p.timing.duration_ms = 1_000;
     p.execution.engine = "dpdk".parse().unwrap();
     p.dpdk = Some(Box::new(DpdkSpec {
         server_device: server_device.map(String::from),
-        eal_args: words(eal),
-        testpmd_args: words(testpmd),
+        server_eal_args: words(eal),
+        server_testpmd_args: words(testpmd),
         ..DpdkSpec::default()
     }));
     TestSpec::Pps(p)
@@ -203,7 +207,7 @@ fn an_eal_library_from_the_network_is_never_loaded() {
         vec!["--no-huge", "--plugin-dir", so],
     ] {
         let (e, seen) = attack(&lab, &agent, dpdk_spec(&eal, &[], None), None);
-        assert!(e.contains("--dpdk-args"), "{eal:?}: {e}");
+        assert!(e.contains("--server-dpdk-args"), "{eal:?}: {e}");
         assert!(
             e.contains("start the agent with --dpdk-args"),
             "{eal:?}: {e}"
@@ -221,6 +225,41 @@ fn an_eal_library_from_the_network_is_never_loaded() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(!marker.exists(), "the canary library ran on the agent");
     assert!(!dir.path("started.log").exists(), "testpmd started");
+}
+
+#[test]
+fn a_controllers_own_switches_never_reach_the_agents_testpmd() {
+    let Some(lab) = need_lab() else { return };
+    let dir = Scratch::new("own");
+    let marker = dir.path("canary-ran");
+    let so = build_canary(&dir, &marker);
+    let so = so.to_str().unwrap();
+    let agent = agent(&lab, &dir, &["--allow", "dpdk"]);
+    // What a controller may use on its own host is refused as the server's.
+    let (e, seen) = attack(&lab, &agent, dpdk_spec(&["--no-pci"], &[], None), None);
+    assert!(e.contains("--server-dpdk-args"), "{e}");
+    assert!(e.contains("\"--no-pci\" is not among the switches"), "{e}");
+    assert_eq!(seen, 0, "a testpmd started");
+    assert!(!dir.path("started.log").exists(), "testpmd started");
+    // The client's switches (`--dpdk-args`) ride in the spec; serving, the agent drops
+    // them: its testpmd (the stand-in, which then fails) gets only the server's.
+    let mut spec = dpdk_spec(&["--no-huge"], &["--burst=64"], None);
+    let TestSpec::Pps(p) = &mut spec else {
+        unreachable!("a pps spec")
+    };
+    let d = p.dpdk.as_deref_mut().unwrap();
+    d.client_eal_args = words(&["--no-pci", "-d", so]);
+    d.client_testpmd_args = words(&["--cmdline-file", so]);
+    let _ = rogue(&lab.client, agent_addr(&lab, &agent), spec, None);
+    std::thread::sleep(Duration::from_millis(300));
+    let log = std::fs::read_to_string(dir.path("started.log")).expect("testpmd started");
+    assert!(log.contains("--burst=64"), "the server's switches: {log}");
+    let args: Vec<&str> = log.split_whitespace().collect();
+    assert!(
+        !args.contains(&"-d") && !args.contains(&"--cmdline-file") && !log.contains(so),
+        "the client's switches reached the agent's testpmd: {log}"
+    );
+    assert!(!marker.exists(), "the canary library ran on the agent");
 }
 
 #[test]

@@ -203,7 +203,7 @@ pub fn render(r: &Report<'_>) -> String {
             summary.push_str(&format!("<p class=\"lead\">{}</p>", esc(first)));
         }
     }
-    summary.push_str(&published::summary(runs).html());
+    summary.extend(published::summary(runs).iter().map(Table::html));
     o.push_str(&section("summary", "Purpose and summary", &summary));
     if let Some(first) = runs.first() {
         let env: String = environment::tables(first.doc)
@@ -317,7 +317,7 @@ pub fn markdown(r: &Report<'_>) -> String {
             o.push_str(&format!("**{}**\n\n", md(first)));
         }
     }
-    o.push_str(&published::summary(runs).markdown());
+    o.extend(published::summary(runs).iter().map(Table::markdown));
     if let Some(first) = runs.first() {
         o.push_str("## Environment\n\n");
         environment::tables(first.doc)

@@ -62,14 +62,22 @@ pub fn lab(results: &[(String, Document)]) -> String {
         "status",
     ]);
     let mut shared = None;
-    // The tool's floors, each under the request/response table.
+    // The tool's floors, each under the request/response table; why an added latency is
+    // negative, once, under the load table.
     let mut floors = String::new();
+    let mut load_notes = String::new();
     for (name, doc) in results {
         let e = &doc.end;
         let name = name.clone();
         match &e.section {
             Section::Load { load: l } => {
                 load.add_row(lab_row(&name, l, status(e)));
+                for note in l.added_latency.iter().filter_map(|a| a.note.as_deref()) {
+                    let line = format!("{name}: added latency {note}\n");
+                    if !load_notes.contains(&line) {
+                        load_notes.push_str(&line);
+                    }
+                }
             }
             Section::Pps(p) => {
                 let Some(p) = &p.packets else { continue };
@@ -122,7 +130,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
         (stream, ""),
         (rr, floors.as_str()),
         (packets, ""),
-        (load, ""),
+        (load, load_notes.as_str()),
     ] {
         if !t.is_empty() {
             out.push_str(&format!("{t}\n{after}"));
@@ -186,6 +194,24 @@ mod tests {
             host.hostname
         );
         assert_eq!(out.matches(&note).count(), 1, "{out}");
+    }
+
+    #[test]
+    fn a_negative_added_latency_is_explained_once_under_the_load_table() {
+        use sonde_results::document::load::{AddedLatency, BELOW_IDLE_WAKE_UP};
+        let mut doc = stored("v1-load.json");
+        let out = lab(&[("load -P 4".into(), doc.clone())]);
+        assert!(!out.contains("below idle"), "{out}");
+        let Section::Load { load } = &mut doc.end.section else {
+            unreachable!("a load")
+        };
+        for a in load.added_latency.iter_mut() {
+            *a = AddedLatency::new(a.phase, a.transport, (-37_800, 1_000), None);
+        }
+        let out = lab(&[("load -P 4".into(), doc)]);
+        let line = format!("load -P 4: added latency {BELOW_IDLE_WAKE_UP}\n");
+        assert_eq!(out.matches(&line).count(), 1, "{out}");
+        assert!(out.contains("-38 / -38"), "the figures stay: {out}");
     }
 
     #[test]

@@ -54,7 +54,8 @@ fn phase_row(p: &PhaseEnd) -> Vec<String> {
     ]
 }
 
-/// The headline: what each loaded phase added to idle's P50 and P99.
+/// The headline: what each loaded phase added to idle's P50 and P99, a negative one with
+/// its note (why, under the line).
 pub fn added_lines(l: &LoadEnd) -> String {
     let mut out = String::new();
     for a in &l.added_latency {
@@ -68,6 +69,9 @@ pub fn added_lines(l: &LoadEnd) -> String {
             a.p50_added_ns as f64 / 1e3,
             a.p99_added_ns as f64 / 1e3,
         ));
+        if let Some(note) = &a.note {
+            out.push_str(&format!("{:<8} {note}\n", ""));
+        }
     }
     out
 }
@@ -129,4 +133,50 @@ pub fn load(doc: &Document) -> String {
     }
     out.push_str(&footer(&doc.end));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use sonde_results::document::load::{AddedLatency, BELOW_IDLE_HELD, BELOW_IDLE_WAKE_UP};
+
+    fn rendered(p50_ns: i64, p99_ns: i64, cpu_latency_us: Option<u32>) -> String {
+        let a = AddedLatency::new(
+            Phase::Upload,
+            Transport::Udp,
+            (p50_ns, p99_ns),
+            cpu_latency_us,
+        );
+        added_lines(&LoadEnd {
+            phases: Vec::new(),
+            added_latency: vec![a],
+        })
+    }
+
+    #[test]
+    fn a_negative_added_latency_says_why_under_its_line() {
+        // The review's run: idle P50 195 us, 158 us under load.
+        let out = rendered(-37_800, 12_000, None);
+        let want = "upload   UDP ping: -37.8 us at P50, +12.0 us at P99 over idle\n         below idle: idle CPUs sleep between pings and pay their wake-up, which load spares them; --cpu-latency-us 0 keeps CPUs awake in every phase\n";
+        assert_eq!(out, want);
+        assert!(out.contains(BELOW_IDLE_WAKE_UP));
+        // CPUs held awake: the wake-up is not why, and the note says so.
+        let out = rendered(-1_000, -2_000, Some(0));
+        assert!(
+            out.ends_with(&format!("{:<8} {BELOW_IDLE_HELD}\n", "")),
+            "{out}"
+        );
+        assert!(!out.contains(BELOW_IDLE_WAKE_UP), "{out}");
+    }
+
+    #[test]
+    fn a_positive_added_latency_is_printed_bare() {
+        let out = rendered(37_800, 120_000, None);
+        assert_eq!(
+            out,
+            "upload   UDP ping: +37.8 us at P50, +120.0 us at P99 over idle\n"
+        );
+        assert!(!out.contains("below idle"), "{out}");
+    }
 }

@@ -65,10 +65,20 @@ pub struct DpdkSpec {
     pub rx_queues: u32,
     /// Descriptors per queue.
     pub descriptors: u32,
-    /// EAL arguments passed through (`--dpdk-args`, before its `--`), both sides.
-    pub eal_args: Vec<String>,
-    /// testpmd arguments passed through (after its `--`), both sides.
-    pub testpmd_args: Vec<String>,
+    /// The client side's EAL arguments passed through (`--dpdk-args`, before its `--`).
+    /// Documents of before the split name it `eal_args` (then both sides had it).
+    #[serde(alias = "eal_args")]
+    pub client_eal_args: Vec<String>,
+    /// The client side's testpmd arguments passed through (after its `--`).
+    #[serde(alias = "testpmd_args")]
+    pub client_testpmd_args: Vec<String>,
+    /// The agent's EAL arguments (`--server-dpdk-args`, before its `--`): an agent takes
+    /// only a short list of them from the network.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_eal_args: Vec<String>,
+    /// The agent's testpmd arguments (after its `--`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_testpmd_args: Vec<String>,
 }
 
 impl Default for DpdkSpec {
@@ -79,8 +89,10 @@ impl Default for DpdkSpec {
             tx_queues: 0,
             rx_queues: 0,
             descriptors: DPDK_DESCRIPTORS,
-            eal_args: Vec::new(),
-            testpmd_args: Vec::new(),
+            client_eal_args: Vec::new(),
+            client_testpmd_args: Vec::new(),
+            server_eal_args: Vec::new(),
+            server_testpmd_args: Vec::new(),
         }
     }
 }
@@ -94,9 +106,25 @@ impl DpdkSpec {
         }
     }
 
-    /// testpmd's memory comes from ordinary pages (`--no-huge` passed through).
-    pub fn without_hugepages(&self) -> bool {
-        self.eal_args.iter().any(|a| a == "--no-huge")
+    /// `role`'s testpmd arguments passed through: EAL's, then testpmd's own.
+    pub fn args(&self, role: crate::side::Role) -> (&[String], &[String]) {
+        role.pick(
+            (&self.client_eal_args, &self.client_testpmd_args),
+            (&self.server_eal_args, &self.server_testpmd_args),
+        )
+    }
+
+    /// `role`'s testpmd arguments, to be replaced (an agent confines what it was sent).
+    pub fn args_mut(&mut self, role: crate::side::Role) -> (&mut Vec<String>, &mut Vec<String>) {
+        match role {
+            crate::side::Role::Client => (&mut self.client_eal_args, &mut self.client_testpmd_args),
+            crate::side::Role::Server => (&mut self.server_eal_args, &mut self.server_testpmd_args),
+        }
+    }
+
+    /// `role`'s testpmd takes its memory from ordinary pages (`--no-huge` passed through).
+    pub fn without_hugepages(&self, role: crate::side::Role) -> bool {
+        self.args(role).0.iter().any(|a| a == "--no-huge")
     }
 
     /// Queues of `role`'s port for `lcores` forwarding lcores.

@@ -49,8 +49,26 @@ pub struct DpdkOptions {
     pub tx_queues: Option<u32>,
     pub rx_queues: Option<u32>,
     pub descriptors: u32,
-    /// Extra testpmd arguments as one shell-quoted string, EAL ones before a `--`.
+    /// This side's extra testpmd arguments as one shell-quoted string, EAL ones before a
+    /// `--` (`--dpdk-args`).
     pub args: Option<String>,
+    /// The agent's, as `args` (`--server-dpdk-args`).
+    pub server_args: Option<String>,
+}
+
+/// A `--dpdk-args`-like flag's words, split at its `--`: EAL's, then testpmd's.
+fn split_flag(
+    flag: &'static str,
+    args: &Option<String>,
+) -> Result<(Vec<String>, Vec<String>), SpecError> {
+    let words = match args {
+        Some(a) => shell_words::split(a).map_err(|e| SpecError {
+            flag,
+            reason: format!("{a:?}: {e}"),
+        })?,
+        None => Vec::new(),
+    };
+    Ok(DpdkSpec::split_args(&words))
 }
 
 impl DpdkOptions {
@@ -62,6 +80,7 @@ impl DpdkOptions {
             ("--tx-queues", self.tx_queues.is_some()),
             ("--rx-queues", self.rx_queues.is_some()),
             ("--dpdk-args", self.args.is_some()),
+            ("--server-dpdk-args", self.server_args.is_some()),
         ];
         if engine != Engine::Dpdk {
             return match given.iter().find(|g| g.1) {
@@ -81,22 +100,19 @@ impl DpdkOptions {
                     .map_err(|reason| SpecError { flag, reason })?;
             }
         }
-        let words = match &self.args {
-            Some(a) => shell_words::split(a).map_err(|e| SpecError {
-                flag: "--dpdk-args",
-                reason: format!("{a:?}: {e}"),
-            })?,
-            None => Vec::new(),
-        };
-        let (eal_args, testpmd_args) = DpdkSpec::split_args(&words);
+        let (client_eal_args, client_testpmd_args) = split_flag("--dpdk-args", &self.args)?;
+        let (server_eal_args, server_testpmd_args) =
+            split_flag("--server-dpdk-args", &self.server_args)?;
         Ok(Some(Box::new(DpdkSpec {
             client_device: self.client_device.clone(),
             server_device: self.server_device.clone(),
             tx_queues: self.tx_queues.unwrap_or(0),
             rx_queues: self.rx_queues.unwrap_or(0),
             descriptors: self.descriptors,
-            eal_args,
-            testpmd_args,
+            client_eal_args,
+            client_testpmd_args,
+            server_eal_args,
+            server_testpmd_args,
         })))
     }
 }
@@ -191,6 +207,7 @@ impl PpsOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonde_results::Role;
 
     /// A change to the options, and the flag the builder should then name.
     type Refused = (fn(&mut PpsOptions), &'static str);
@@ -265,20 +282,40 @@ mod tests {
         let mut o = dpdk();
         o.dpdk.client_device = Some("--vdev=7870:00:00.0,mac=7c:1e:52:0f:c6:95".into());
         (o.dpdk.tx_queues, o.dpdk.rx_queues) = (Some(4), Some(8));
-        o.dpdk.args = Some("--no-huge -m 512 -- --mbcache=512".into());
+        o.dpdk.args = Some("--no-huge -m 512 --no-pci -- --mbcache=512".into());
+        o.dpdk.server_args = Some("--no-huge -- --burst=64".into());
         let s = o.spec().unwrap();
         let d = s.dpdk.as_deref().unwrap();
         assert_eq!((d.tx_queues, d.rx_queues, d.descriptors), (4, 8, 2048));
-        assert_eq!(d.eal_args, ["--no-huge", "-m", "512"]);
-        assert_eq!(d.testpmd_args, ["--mbcache=512"]);
-        assert!(d.without_hugepages());
+        // Each side its own: this host's switches are not the agent's.
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let client = (
+            words(&["--no-huge", "-m", "512", "--no-pci"]),
+            words(&["--mbcache=512"]),
+        );
+        let server = (words(&["--no-huge"]), words(&["--burst=64"]));
+        assert_eq!(d.args(Role::Client), (&client.0[..], &client.1[..]));
+        assert_eq!(d.args(Role::Server), (&server.0[..], &server.1[..]));
+        assert!(d.without_hugepages(Role::Client) && d.without_hugepages(Role::Server));
+        o.dpdk.server_args = None;
+        let d = o.spec().unwrap().dpdk.unwrap();
+        assert_eq!(
+            d.args(Role::Server),
+            (&[][..], &[][..]),
+            "nothing unless asked"
+        );
+        assert!(!d.without_hugepages(Role::Server));
         assert_eq!(s.poll, PollMode::Busy, "testpmd polls");
         let mut o = options();
         o.dpdk.client_device = Some("0000:3b:00.0".into());
         assert_eq!(o.spec().unwrap_err().flag, "--dpdk-dev");
-        let refused: [Refused; 4] = [
+        let refused: [Refused; 5] = [
             (|o| o.dpdk.client_device = Some("eth0".into()), "--dpdk-dev"),
             (|o| o.dpdk.args = Some("'open".into()), "--dpdk-args"),
+            (
+                |o| o.dpdk.server_args = Some("'open".into()),
+                "--server-dpdk-args",
+            ),
             (|o| o.gso = true, "--gso"),
             (|o| o.dpdk.descriptors = 8, "--descriptors"),
         ];

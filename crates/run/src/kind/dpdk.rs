@@ -68,7 +68,7 @@ pub fn setup(
     let (main_cpu, cpus) = lcores(role, cpus, workers);
     let queues = d.queues(role, cpus.len() as u32);
     let device = with_queue_pairs(device, queues);
-    let memory = if d.without_hugepages() {
+    let memory = if d.without_hugepages(role) {
         notes.push("testpmd ran without hugepages (--no-huge): slower than with them".into());
         Memory::Plain
     } else {
@@ -84,7 +84,7 @@ pub fn setup(
         notes,
     };
     if memory == Memory::Huge {
-        check_hugepages(&setup.plan(spec, Forwarding::RxOnly, role))?;
+        check_hugepages(&setup.plan(spec, Forwarding::RxOnly, role), role)?;
     }
     Ok(setup)
 }
@@ -93,6 +93,7 @@ impl Setup {
     /// The command line of this side's testpmd.
     pub fn plan(&self, spec: &PpsSpec, forwarding: Forwarding, role: Role) -> Plan {
         let d = spec.dpdk.as_deref().cloned().unwrap_or_default();
+        let (eal, testpmd) = d.args(role);
         Plan {
             program: self.program.clone(),
             device: self.device.clone(),
@@ -104,12 +105,8 @@ impl Setup {
             memory: self.memory,
             file_prefix: dpdk::file_prefix(role.as_str()),
             forwarding,
-            eal_extra: d
-                .eal_args
-                .into_iter()
-                .filter(|a| a != "--no-huge")
-                .collect(),
-            testpmd_extra: d.testpmd_args,
+            eal_extra: eal.iter().filter(|a| *a != "--no-huge").cloned().collect(),
+            testpmd_extra: testpmd.to_vec(),
         }
     }
 }
@@ -218,18 +215,20 @@ fn lcores(role: Role, chosen: Option<&[usize]>, workers: usize) -> (usize, Vec<u
     (spare.unwrap_or(cpus[0]), cpus)
 }
 
-/// Refuses when the host has fewer free hugepages than `plan` needs, with the count.
-fn check_hugepages(plan: &Plan) -> io::Result<()> {
+/// Refuses when the host has fewer free hugepages than `plan` needs, with the count and
+/// the flag that gives `role`'s testpmd ordinary pages.
+fn check_hugepages(plan: &Plan, role: Role) -> io::Result<()> {
     let h = hugepages(root()).map_err(|e| refuse(e.to_string()))?;
     let need = plan.memory_bytes().div_ceil(h.page_bytes.max(1));
     if h.free >= need {
         return Ok(());
     }
     Err(refuse(format!(
-        "testpmd needs {need} free hugepages of {} MiB and this host has {} free (of {}): reserve them (echo {} > /proc/sys/vm/nr_hugepages) or run without them, slower, with --dpdk-args=--no-huge",
+        "testpmd needs {need} free hugepages of {} MiB and this host has {} free (of {}): reserve them (echo {} > /proc/sys/vm/nr_hugepages) or run without them, slower, with {}=--no-huge",
         h.page_bytes >> 20,
         h.free,
         h.total,
         h.total + need - h.free,
+        role.pick("--dpdk-args", "--server-dpdk-args"),
     )))
 }

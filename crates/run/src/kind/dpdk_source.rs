@@ -76,8 +76,9 @@ pub enum Source<'a> {
 }
 
 /// Fits `spec`'s DPDK part (if any) for `role`'s testpmd on this host as `source` may
-/// have it: a remote spec keeps only allowlisted switches, after which the agent's own
-/// arguments come (they have the last word), and a device this host has.
+/// have it: a remote spec keeps only `role`'s allowlisted switches (the other side's are
+/// dropped: they are not this host's), after which the agent's own arguments come (they
+/// have the last word), and a device this host has.
 pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<(), SpecError> {
     let Source::Remote(agent) = source else {
         return Ok(());
@@ -88,8 +89,11 @@ pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<()
     let Some(d) = p.dpdk.as_deref_mut() else {
         return Ok(());
     };
-    let mut eal = check_eal(&d.eal_args).map_err(args_error)?;
-    let mut testpmd = check_testpmd(&d.testpmd_args).map_err(args_error)?;
+    let (asked_eal, asked_testpmd) = d.args(role);
+    let flag = role.pick("--dpdk-args", "--server-dpdk-args");
+    let args_error = |reason| SpecError { flag, reason };
+    let mut eal = check_eal(asked_eal).map_err(args_error)?;
+    let mut testpmd = check_testpmd(asked_testpmd).map_err(args_error)?;
     eal.extend(agent.eal_args.iter().cloned());
     testpmd.extend(agent.testpmd_args.iter().cloned());
     let asked = role.pick(&d.client_device, &d.server_device).clone();
@@ -102,18 +106,14 @@ pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<()
         ),
         None => agent.device.as_ref().map(device_word),
     };
-    d.eal_args = eal;
-    d.testpmd_args = testpmd;
+    let (e, t) = d.args_mut(role.pick(Role::Server, Role::Client));
+    e.clear();
+    t.clear();
+    let (e, t) = d.args_mut(role);
+    (*e, *t) = (eal, testpmd);
     d.client_device = role.pick(device.clone(), None);
     d.server_device = role.pick(None, device);
     Ok(())
-}
-
-fn args_error(reason: String) -> SpecError {
-    SpecError {
-        flag: "--dpdk-args",
-        reason,
-    }
 }
 
 /// A device as `Device::parse` reads it back.
@@ -392,22 +392,68 @@ mod tests {
         assert!(check_device(&mana, &agent, root).is_ok(), "{mana}");
     }
 
-    #[test]
-    fn a_remote_spec_gets_the_agents_arguments_last() {
-        let agent = AgentDpdk::new(&words("-m 256 -- --mbcache=100"), None).unwrap();
-        let mut spec = TestSpec::Pps(sonde_results::PpsSpec {
+    /// A pps spec whose client side asks `client` and server side `server` (EAL words,
+    /// then testpmd's after a `--`).
+    fn asking(client: &str, server: &str) -> TestSpec {
+        let (client_eal_args, client_testpmd_args) = DpdkSpec::split_args(&words(client));
+        let (server_eal_args, server_testpmd_args) = DpdkSpec::split_args(&words(server));
+        TestSpec::Pps(sonde_results::PpsSpec {
             dpdk: Some(Box::new(DpdkSpec {
-                eal_args: words("--no-huge"),
-                testpmd_args: words("--burst 32"),
+                client_eal_args,
+                client_testpmd_args,
+                server_eal_args,
+                server_testpmd_args,
                 ..DpdkSpec::default()
             })),
             ..sonde_results::PpsSpec::default()
-        });
+        })
+    }
+
+    fn dpdk(spec: &TestSpec) -> &DpdkSpec {
+        let TestSpec::Pps(p) = spec else { panic!() };
+        p.dpdk.as_deref().unwrap()
+    }
+
+    #[test]
+    fn a_remote_spec_gets_the_agents_arguments_last() {
+        let agent = AgentDpdk::new(&words("-m 256 -- --mbcache=100"), None).unwrap();
+        let mut spec = asking("--no-huge --no-pci -d /x.so", "--no-huge -- --burst 32");
         confine(&mut spec, Role::Server, Source::Remote(&agent)).unwrap();
-        let TestSpec::Pps(p) = &spec else { panic!() };
-        let d = p.dpdk.as_deref().unwrap();
-        assert_eq!(d.eal_args, words("--no-huge -m 256"));
-        assert_eq!(d.testpmd_args, words("--burst=32 --mbcache=100"));
+        let d = dpdk(&spec);
+        let server = (words("--no-huge -m 256"), words("--burst=32 --mbcache=100"));
+        assert_eq!(d.args(Role::Server), (&server.0[..], &server.1[..]));
+        // The controller's own switches are not this host's: dropped, never checked.
+        assert_eq!(d.args(Role::Client), (&[][..], &[][..]));
         assert_eq!(d.server_device, None);
+    }
+
+    #[test]
+    fn each_role_is_held_to_the_list_naming_its_flag() {
+        let agent = AgentDpdk::default();
+        // Serving: the server's switches are checked, named as the controller gave them.
+        let mut spec = asking("--no-huge", "--no-huge --no-pci");
+        let e = confine(&mut spec, Role::Server, Source::Remote(&agent)).unwrap_err();
+        assert_eq!(e.flag, "--server-dpdk-args");
+        assert!(
+            e.reason.starts_with("\"--no-pci\" is not among"),
+            "{}",
+            e.reason
+        );
+        let mut spec = asking("", "-- --cmdline-file=/etc/x");
+        let e = confine(&mut spec, Role::Server, Source::Remote(&agent)).unwrap_err();
+        assert_eq!(e.flag, "--server-dpdk-args");
+        // A client part (`--from A`): the client's switches, `--dpdk-args`.
+        let mut spec = asking("--no-huge -d /x.so", "--no-huge");
+        let e = confine(&mut spec, Role::Client, Source::Remote(&agent)).unwrap_err();
+        assert_eq!(e.flag, "--dpdk-args");
+        let mut spec = asking("--no-huge", "--no-pci -d /x.so");
+        confine(&mut spec, Role::Client, Source::Remote(&agent)).unwrap();
+        let client = words("--no-huge");
+        assert_eq!(dpdk(&spec).args(Role::Client), (&client[..], &[][..]));
+        assert_eq!(dpdk(&spec).args(Role::Server), (&[][..], &[][..]));
+        // This host's own user: taken as given.
+        let mut spec = asking("--no-pci", "");
+        confine(&mut spec, Role::Client, Source::Local).unwrap();
+        assert_eq!(dpdk(&spec).args(Role::Client).0, &words("--no-pci")[..]);
     }
 }

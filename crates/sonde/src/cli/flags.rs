@@ -44,12 +44,19 @@ impl Target {
 
     /// The run layer's target, with the key read from `--key-file`.
     pub fn target(&self) -> anyhow::Result<sonde_run::measure::Target> {
-        Ok(sonde_run::measure::Target {
+        let key = sonde_run::key::load_key(self.key_file.as_deref())?;
+        Ok(self.with_key(key))
+    }
+
+    /// The run layer's target with `key`, whatever `--key-file` says (`sonde fleet
+    /// --key-file` wins over the words its file gives each test).
+    pub fn with_key(&self, key: Option<sonde_proto::Key>) -> sonde_run::measure::Target {
+        sonde_run::measure::Target {
             host: self.host().to_string(),
             from: self.from.clone(),
             port: self.port,
-            key: sonde_run::key::load_key(self.key_file.as_deref())?,
-        })
+            key,
+        }
     }
 }
 

@@ -244,6 +244,10 @@ pub struct FleetArgs {
     pub ndjson: bool,
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// The agents' pre-shared key for every run of the fleet. It wins over the file's
+    /// key_file, which wins over SONDE_KEY_FILE.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
     /// Measure the matrix again and again, a pass every DURATION (`30s`, `10m`, `1h`),
     /// each started up to a tenth of it later at random, until Ctrl-C or SIGTERM.
     #[arg(long, value_name = "DURATION", value_parser = parse_every, conflicts_with = "resume")]

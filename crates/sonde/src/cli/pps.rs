@@ -76,11 +76,17 @@ pub struct DpdkArgs {
     /// --engine dpdk: descriptors per queue (testpmd's --rxd/--txd).
     #[arg(long, default_value_t = sonde_results::spec::DPDK_DESCRIPTORS, value_name = "N")]
     pub descriptors: u32,
-    /// --engine dpdk: extra arguments for both sides' testpmd, EAL ones first, then after
-    /// a `--` testpmd's own (they come after sonde's, so they override them), e.g.
-    /// "--no-huge -- --mbcache=512".
+    /// --engine dpdk: extra arguments for this host's testpmd (the client side's: the
+    /// `--from` agent's in a test between two agents), EAL ones first, then after a `--`
+    /// testpmd's own (they come after sonde's, so they override them), e.g.
+    /// "--no-huge --no-pci -- --mbcache=512".
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub dpdk_args: Option<String>,
+    /// --engine dpdk: extra arguments for the agent's testpmd, as --dpdk-args; an agent
+    /// takes only --no-huge, -m, --socket-mem, and testpmd's --mbcache, --rxd, --txd,
+    /// --burst from a controller [default: none].
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub server_dpdk_args: Option<String>,
 }
 
 impl DpdkArgs {
@@ -92,6 +98,7 @@ impl DpdkArgs {
             rx_queues: self.rx_queues,
             descriptors: self.descriptors,
             args: self.dpdk_args.clone(),
+            server_args: self.server_dpdk_args.clone(),
         }
     }
 }
@@ -178,6 +185,12 @@ mod tests {
         );
         let o = options_of(&["sonde", "pps", "::1", "--dpdk-args", "--no-huge"]);
         assert_eq!(o.dpdk.args.as_deref(), Some("--no-huge"));
+        assert_eq!(o.dpdk.server_args, None);
         assert!(o.ipv6);
+        let o = options_of(&["sonde", "pps", "h", "--server-dpdk-args", "--no-huge"]);
+        assert_eq!(
+            (o.dpdk.args, o.dpdk.server_args.as_deref()),
+            (None, Some("--no-huge"))
+        );
     }
 }

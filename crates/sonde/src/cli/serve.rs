@@ -74,8 +74,9 @@ pub struct ServeArgs {
     #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
     pub allow: Vec<AllowArg>,
     /// --allow dpdk: testpmd's arguments on this host, EAL ones first, then after a `--`
-    /// testpmd's own, as a controller's --dpdk-args. From a controller the agent takes only
-    /// a few harmless switches (--no-huge, -m, --socket-mem, --mbcache, --rxd, --txd, --burst).
+    /// testpmd's own, as a controller's --dpdk-args. From a controller (its
+    /// --server-dpdk-args) the agent takes only a few harmless switches (--no-huge, -m,
+    /// --socket-mem, --mbcache, --rxd, --txd, --burst).
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub dpdk_args: Option<String>,
     /// --allow dpdk: this host's device for testpmd, as a controller's --dpdk-dev

@@ -40,7 +40,7 @@ pub fn build(
         error.is_some() || runs.len() < spec.phases.len() || phases.iter().any(|p| p.partial);
     let error = error.or_else(|| phases.iter().flat_map(|p| p.errors.first()).next().cloned());
     let load = LoadEnd {
-        added_latency: added(&phases),
+        added_latency: added(&phases, spec.load.execution().cpu_latency_us),
         phases,
     };
     let end = End::new(partial, error, Section::Load { load });
@@ -194,8 +194,9 @@ fn intervals(r: &PhaseRun) -> Vec<IntervalFigures> {
         .collect()
 }
 
-/// Each loaded phase's P50 and P99 minus idle's, per ping.
-fn added(phases: &[PhaseEnd]) -> Vec<AddedLatency> {
+/// Each loaded phase's P50 and P99 minus idle's, per ping; `cpu_latency_us`: the CPU
+/// latency limit the test held, for the note of a negative one.
+fn added(phases: &[PhaseEnd], cpu_latency_us: Option<u32>) -> Vec<AddedLatency> {
     let Some(idle) = phases.iter().find(|p| p.phase == Phase::Idle) else {
         return Vec::new();
     };
@@ -206,12 +207,8 @@ fn added(phases: &[PhaseEnd]) -> Vec<AddedLatency> {
             (Transport::Tcp, &idle.tcp_rtt_ns, &p.tcp_rtt_ns),
         ] {
             if let (Some(b), Some(n)) = (base, now) {
-                out.push(AddedLatency {
-                    phase: p.phase,
-                    transport,
-                    p50_added_ns: n.p50 as i64 - b.p50 as i64,
-                    p99_added_ns: n.p99 as i64 - b.p99 as i64,
-                });
+                let diff = (n.p50 as i64 - b.p50 as i64, n.p99 as i64 - b.p99 as i64);
+                out.push(AddedLatency::new(p.phase, transport, diff, cpu_latency_us));
             }
         }
     }

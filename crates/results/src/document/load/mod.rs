@@ -70,6 +70,40 @@ pub struct AddedLatency {
     pub transport: Transport,
     pub p50_added_ns: i64,
     pub p99_added_ns: i64,
+    /// Why a figure is negative, which read bare says "load made the network faster".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A loaded phase below idle, CPUs free to sleep: at a hundred pings a second the idle
+/// phase's CPUs sleep between pings and pay their wake-up on each; load keeps them awake.
+pub const BELOW_IDLE_WAKE_UP: &str = "below idle: idle CPUs sleep between pings and pay their wake-up, which load spares them; --cpu-latency-us 0 keeps CPUs awake in every phase";
+/// A loaded phase below idle although no CPU could sleep.
+pub const BELOW_IDLE_HELD: &str =
+    "below idle with CPUs held out of sleep states (--cpu-latency-us 0): not their wake-up";
+
+impl AddedLatency {
+    /// `phase`'s P50 and P99 over idle's; a negative one gets its note, which depends on
+    /// whether the test held CPUs out of sleep (`--cpu-latency-us`, µs).
+    pub fn new(
+        phase: Phase,
+        transport: Transport,
+        (p50_added_ns, p99_added_ns): (i64, i64),
+        cpu_latency_us: Option<u32>,
+    ) -> AddedLatency {
+        let below = p50_added_ns < 0 || p99_added_ns < 0;
+        let note = below.then(|| match cpu_latency_us {
+            Some(0) => BELOW_IDLE_HELD.to_string(),
+            _ => BELOW_IDLE_WAKE_UP.to_string(),
+        });
+        AddedLatency {
+            phase,
+            transport,
+            p50_added_ns,
+            p99_added_ns,
+            note,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -82,5 +116,28 @@ pub struct LoadEnd {
 impl LoadEnd {
     pub fn phase(&self, p: Phase) -> Option<&PhaseEnd> {
         self.phases.iter().find(|e| e.phase == p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_negative_figure_carries_its_note_in_json_and_a_positive_one_none() {
+        let below = AddedLatency::new(Phase::Both, Transport::Tcp, (5_000, -1), None);
+        let json = serde_json::to_value(&below).unwrap();
+        assert_eq!(json["note"], BELOW_IDLE_WAKE_UP);
+        let held = AddedLatency::new(Phase::Both, Transport::Tcp, (-5_000, 0), Some(0));
+        assert_eq!(held.note.as_deref(), Some(BELOW_IDLE_HELD));
+        let above = AddedLatency::new(Phase::Both, Transport::Tcp, (5_000, 0), Some(20));
+        let json = serde_json::to_value(&above).unwrap();
+        assert!(json.get("note").is_none(), "{json}");
+        // Documents of before the note read back without one.
+        let old: AddedLatency = serde_json::from_value(serde_json::json!({
+            "phase": "upload", "transport": "udp", "p50_added_ns": -37800, "p99_added_ns": 10
+        }))
+        .unwrap();
+        assert_eq!(old.note, None);
     }
 }
