@@ -75,9 +75,6 @@ impl Output for Terminal<'_> {
     }
 
     fn keep(&self, doc: &mut Document) {
-        if let Some(pair) = &self.0.store.fleet_pair {
-            doc.start.fleet = Some(pair.with_agents_labels(&doc.start));
-        }
         save_run(&self.0.store, doc);
         if self.0.json_stream {
             jsonln!("{}", sonde_report::events::end(doc));
@@ -161,7 +158,7 @@ pub fn save_run(args: &cli::StoreArgs, doc: &Document) {
     }
     let path = sonde_store::default_path(args.db.as_deref());
     match sonde_store::Store::open(&path)
-        .and_then(|s| s.save_for_suite(doc, args.label.as_deref(), args.suite_key.as_deref()))
+        .and_then(|s| s.save_for_suite(doc, args.label.as_deref(), None))
     {
         Ok(id) => errln!("saved as run {id} in {}", path.display()),
         Err(e) => errln!("warning: run not saved: {e}"),

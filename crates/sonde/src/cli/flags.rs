@@ -166,12 +166,6 @@ pub struct StoreArgs {
     /// Name the configuration this run measured (for `sonde compare`).
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,
-    /// Set by `sonde suite`: the suite item this run is, for --resume.
-    #[arg(long, hide = true, value_name = "KEY")]
-    pub suite_key: Option<String>,
-    /// Set by `sonde fleet`: the run's pair and labels (JSON), recorded in its document.
-    #[arg(long, hide = true, value_name = "JSON", value_parser = parse_fleet_pair)]
-    pub fleet_pair: Option<sonde_results::document::FleetPair>,
 }
 
 /// `--engine`: one of the engines this build knows (clap lists them in help and errors).
@@ -186,7 +180,3 @@ pub fn goal_parser() -> impl clap::builder::TypedValueParser<Value = Goal> {
     PossibleValuesParser::new(Goal::NAMES).map(|s| s.parse::<Goal>().expect("a listed goal"))
 }
 
-/// `--fleet-pair`: the JSON `sonde fleet` writes.
-fn parse_fleet_pair(s: &str) -> Result<sonde_results::document::FleetPair, String> {
-    serde_json::from_str(s).map_err(|e| e.to_string())
-}
