@@ -4,6 +4,7 @@
 //! plane through an engine trait, so that a side runs against a fake engine in tests.
 
 pub mod agent;
+pub mod allow;
 mod apart;
 pub mod build;
 pub mod control;

@@ -13,7 +13,8 @@ use sonde_proto::labels::MAX_LABELS;
 use sonde_proto::{AgentEvent, AgentSession, ClientSession, Labels, Session, Timeouts};
 use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec, Timing};
 
-use crate::agent::one_test::{run_started, Conn};
+use crate::agent::conn::Conn;
+use crate::agent::one_test::run_started;
 use crate::control::Link;
 use crate::controller::{Record, Running};
 use crate::kind::stream::{StreamEngine, StreamSide};

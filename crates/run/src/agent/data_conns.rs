@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use sonde_proto::{AgentEvent, DataHeader, PeerError, Session, DATA_HEADER_BYTES};
 
-use super::one_test::{Conn, TestError};
+use super::conn::{Conn, TestError};
 use super::refusals::{Kind, Refusals};
 use super::shared::Shared;
 use crate::control::MAX_WAIT;

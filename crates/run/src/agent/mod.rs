@@ -4,7 +4,7 @@
 //! per test.
 
 mod account;
-mod allow;
+pub(crate) mod conn;
 pub mod consent;
 mod data_conns;
 mod limits;
@@ -14,7 +14,7 @@ mod shared;
 mod sources;
 mod target;
 
-pub use allow::{Allow, Allowed};
+pub use crate::allow::{Allow, Allowed};
 pub use limits::{default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS};
 pub use shared::ServeConfig;
 use shared::Shared;
@@ -182,7 +182,7 @@ fn spawn_test(
             let secs = || started.elapsed().as_secs_f64();
             match one_test::run(conn, peer, accepted, source, &shared) {
                 Ok(summary) => tracing::info!("test from {peer}: {summary} ({:.1} s)", secs()),
-                Err(one_test::TestError::Handshake(e)) => {
+                Err(conn::TestError::Handshake(e)) => {
                     let kind = refusals::Kind::Handshake;
                     shared.refusals.refused(peer.ip(), kind, || {
                         format!("test from {peer}: {e} ({:.1} s)", secs())

@@ -3,7 +3,6 @@
 //! open (the kind's data endpoint, `Ready`, the data connections until `Start`:
 //! `data_conns`), drive (the shared control loop, until `Stop`), finish (drain, `Results`).
 
-use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,7 @@ use sonde_proto::{
 };
 use sonde_results::{IntervalSample, Role, TestSpec};
 
+use super::conn::{Conn, TestError, LINGER};
 use super::shared::{Shared, Slot};
 use super::sources::{Entered, HANDSHAKE_WITHIN};
 use crate::control::Link;
@@ -24,46 +24,6 @@ use crate::signals::Interrupt;
 
 /// After `Stop`, how long this side's workers may take to end.
 const DRAIN: Duration = Duration::from_secs(3);
-/// How long a refused controller may take to read our last frame before we close.
-const LINGER: Duration = Duration::from_millis(300);
-
-/// Why a test on the agent ended without results; logged, one line.
-#[derive(Debug, thiserror::Error)]
-pub enum TestError {
-    #[error("refused: {0}")]
-    Refused(String),
-    #[error("agent shutting down")]
-    ShuttingDown,
-    #[error("{0}")]
-    Protocol(#[from] ProtoError),
-    #[error("control connection: {0}")]
-    Io(#[from] io::Error),
-    #[error("controller lost during the test: {0}")]
-    Lost(String),
-    /// Before `Setup`: logged as a refusal (`refusals`), since anyone can cause it.
-    #[error("{0}")]
-    Handshake(Box<TestError>),
-    #[error("no test set up within {:.0} s of connecting (the handshake's deadline)", HANDSHAKE_WITHIN.as_secs_f64())]
-    TooSlow,
-}
-
-/// The agent's end of one test: its session and control link.
-pub struct Conn {
-    pub session: AgentSession,
-    pub link: Link,
-}
-
-impl Conn {
-    /// Tells the controller why, closes gracefully, and returns the error to log.
-    fn refuse(&mut self, error: PeerError) -> TestError {
-        let msg = error.to_string();
-        self.session.refuse(error);
-        let _ = self.link.send(&mut self.session);
-        self.link.close_gracefully(LINGER);
-        TestError::Refused(msg)
-    }
-}
-
 /// Runs one test from Hello to Results (the connection `accepted` then, holding a
 /// handshake place); returns the log line's summary.
 pub(super) fn run(

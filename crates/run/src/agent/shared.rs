@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use sonde_proto::Key;
 
 use super::account;
-use super::allow::Allowed;
 use super::limits::Limits;
 use super::refusals::Refusals;
 use super::sources;
+use crate::allow::Allowed;
 use crate::signals::Interrupt;
 
 /// How long a new controller waits for a running test to finish before "busy".

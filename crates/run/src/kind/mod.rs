@@ -31,7 +31,7 @@ pub use workers::Workers;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{Engine, Role, SpecError, TestSpec};
 
-use crate::agent::{Allow, Allowed};
+use crate::allow::{Allow, Allowed};
 
 /// One kind of test as this build lists it.
 pub struct Listed {

@@ -179,4 +179,3 @@ pub fn goal_parser() -> impl clap::builder::TypedValueParser<Value = Goal> {
     use clap::builder::{PossibleValuesParser, TypedValueParser};
     PossibleValuesParser::new(Goal::NAMES).map(|s| s.parse::<Goal>().expect("a listed goal"))
 }
-
