@@ -64,6 +64,8 @@ pub struct Target {
     pub from: Option<String>,
     pub port: u16,
     pub key: Option<sonde_proto::Key>,
+    /// A fleet's run: the pair of the fleet file these tests measure.
+    pub fleet: Option<sonde_results::document::FleetPair>,
 }
 
 impl Target {
@@ -110,8 +112,8 @@ pub trait Output: Sync {
     fn say(&self, text: &str);
     /// An interval as it happens; `line` renders it for a person.
     fn interval(&self, live: Live<'_>, line: &dyn Fn() -> String);
-    /// A finished document: stored, streamed, tagged with its fleet pair.
-    fn keep(&self, doc: &mut Document);
+    /// A finished document, assembled: stored, streamed.
+    fn keep(&self, doc: &Document);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -222,8 +224,8 @@ impl Measurement<'_> {
     fn finish(&self, docs: Vec<Document>, asked: usize, status: Option<ExitStatus>) -> Measured {
         let docs = docs
             .into_iter()
-            .map(|mut doc| {
-                self.out.keep(&mut doc);
+            .map(|doc| {
+                self.out.keep(&doc);
                 self.out.say(&self.look.summary(&doc));
                 doc
             })
@@ -245,6 +247,7 @@ impl Measurement<'_> {
             spec: spec.clone(),
             command: self.command.to_string(),
             key: self.target.key.clone(),
+            fleet: self.target.fleet.clone(),
         };
         let mut show = |l: LiveInterval<'_>| {
             if live {

@@ -11,6 +11,7 @@ use sonde_engine::{Placement, TcpInfo};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::labels::MAX_LABELS;
 use sonde_proto::{AgentEvent, AgentSession, ClientSession, Labels, Session, Timeouts};
+use sonde_results::document::FleetPair;
 use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec, Timing};
 
 use crate::agent::conn::Conn;
@@ -182,7 +183,10 @@ fn agent_end(stream: UnixStream, spec: StreamSpec, labels: Labels) -> sonde_resu
 
 /// A stream test between the controller's end and an agent end announcing `labels`, over
 /// a socket pair: the document, the agent's result and how many intervals were shown.
-fn run_pair(labels: Labels) -> (Document, sonde_results::SideResult, usize) {
+fn run_pair(
+    labels: Labels,
+    fleet: Option<FleetPair>,
+) -> (Document, sonde_results::SideResult, usize) {
     let spec = spec();
     let (c, a) = UnixStream::pair().unwrap();
     let agent_spec = spec.clone();
@@ -214,6 +218,8 @@ fn run_pair(labels: Labels) -> (Document, sonde_results::SideResult, usize) {
             command: "controller",
             started_at: String::new(),
             client_agent: None,
+            fleet,
+            self_noise: None,
         },
     );
     (doc, agent.join().unwrap(), shown)
@@ -221,7 +227,7 @@ fn run_pair(labels: Labels) -> (Document, sonde_results::SideResult, usize) {
 
 #[test]
 fn both_ends_run_one_control_loop_to_a_document() {
-    let (doc, server, shown) = run_pair(Labels::new());
+    let (doc, server, shown) = run_pair(Labels::new(), None);
     assert!(!doc.end.partial, "{:?}", doc.end.error);
     assert_eq!(doc.intervals.len(), 3);
     assert_eq!(shown, 3);
@@ -250,7 +256,7 @@ fn both_ends_run_one_control_loop_to_a_document() {
 #[test]
 fn the_document_records_the_agents_labels_and_cuts_a_rogue_agents_with_a_note() {
     let own: Labels = [("zone".to_string(), "a".to_string())].into();
-    let (doc, _, _) = run_pair(own.clone());
+    let (doc, _, _) = run_pair(own.clone(), None);
     assert_eq!(doc.start.server_labels, own);
     let json = serde_json::to_string(&doc).unwrap();
     assert!(!json.contains("the agent announced"), "no note: {json}");
@@ -260,7 +266,7 @@ fn the_document_records_the_agents_labels_and_cuts_a_rogue_agents_with_a_note() 
         .map(|i| (format!("l{i:04}"), "v".into()))
         .collect();
     rogue.insert("big".into(), "x".repeat(1 << 20));
-    let (doc, _, _) = run_pair(rogue);
+    let (doc, _, _) = run_pair(rogue, None);
     assert_eq!(doc.start.server_labels.len(), MAX_LABELS);
     assert!(!doc.start.server_labels.contains_key("big"));
     let json = serde_json::to_string(&doc).unwrap();
@@ -271,5 +277,35 @@ fn the_document_records_the_agents_labels_and_cuts_a_rogue_agents_with_a_note() 
     assert!(
         json.contains("the agent announced 1001 label(s); kept 32"),
         "{json}"
+    );
+}
+
+#[test]
+fn a_fleets_run_is_assembled_with_its_pair_and_the_agents_labels_under_the_files() {
+    let own: Labels = [
+        ("zone".to_string(), "agent-says".to_string()),
+        ("node".to_string(), "n2".to_string()),
+    ]
+    .into();
+    let pair = FleetPair {
+        fleet: "f".into(),
+        source: "h1".into(),
+        destination: "h2".into(),
+        destination_labels: [("zone".to_string(), "file-says".to_string())].into(),
+        ..FleetPair::default()
+    };
+    let (doc, _, _) = run_pair(own, Some(pair));
+    let fleet = doc.start.fleet.as_ref().expect("the pair, from assembly");
+    assert_eq!(
+        (fleet.source.as_str(), fleet.destination.as_str()),
+        ("h1", "h2")
+    );
+    // The agent's own label joins; the file's wins where both name one.
+    assert_eq!(fleet.destination_labels["node"], "n2");
+    assert_eq!(fleet.destination_labels["zone"], "file-says");
+    assert!(doc.start.finished_at.is_some(), "known before assembly");
+    assert!(
+        doc.end.limited_by.is_some() || doc.end.partial,
+        "judged at assembly"
     );
 }

@@ -74,7 +74,7 @@ impl Output for Terminal<'_> {
         }
     }
 
-    fn keep(&self, doc: &mut Document) {
+    fn keep(&self, doc: &Document) {
         save_run(&self.0.store, doc);
         if self.0.json_stream {
             jsonln!("{}", sonde_report::events::end(doc));
@@ -142,6 +142,7 @@ pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::R
         from: None,
         port: 0,
         key: None,
+        fleet: None,
     };
     let m = measure(plan, &target, out, &command, interrupt)?;
     let (doc, status) = (&m.docs[0], m.status.expect("a watch has a status"));

@@ -45,15 +45,14 @@ fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Reque
     })
 }
 
-/// Stores each document (labelled, with its suite key and fleet pair, whose labels take
-/// in the agents' own) and, for a fleet's
-/// `--ndjson`, prints it as one line. A run cut by Ctrl-C is not kept: an interrupted
-/// suite keeps what it finished, and `--resume` runs the rest.
+/// Stores each document (labelled, with its suite key) and, for a fleet's `--ndjson`,
+/// prints it as one line; a fleet's documents carry their pair from assembly. A run cut by
+/// Ctrl-C is not kept: an interrupted suite keeps what it finished, and `--resume` runs
+/// the rest.
 struct Keeper<'a> {
     db: &'a Path,
     label: &'a str,
     key: &'a str,
-    pair: Option<&'a FleetPair>,
     ndjson: bool,
     interrupt: &'a Interrupt,
     record: Option<Record<'a>>,
@@ -68,12 +67,10 @@ impl Output for Keeper<'_> {
 
     fn interval(&self, _: Live<'_>, _: &dyn Fn() -> String) {}
 
-    fn keep(&self, doc: &mut Document) {
+    fn keep(&self, doc: &Document) {
         if doc.end.partial && self.interrupt.is_set() {
             return;
         }
-        // The agents' own labels, as this run recorded them, under the fleet file's.
-        doc.start.fleet = self.pair.map(|p| p.with_agents_labels(&doc.start));
         let saved = sonde_store::Store::open(self.db)
             .and_then(|s| s.save_for_suite(doc, Some(self.label), Some(self.key)));
         if let Err(e) = saved {
@@ -118,7 +115,6 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
             db: &db,
             label: &suite.label,
             key: &item.key,
-            pair: None,
             ndjson: false,
             interrupt,
             record: None,
@@ -164,12 +160,12 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
         |key: &str| args.resume && store.lock().unwrap().has_suite_item(key).unwrap_or(false);
     let run = |item: &fleet::PairItem| {
         let outcome = match build(&item.words) {
-            Ok(req) => {
+            Ok(mut req) => {
+                req.target.fleet = Some(item.built.clone());
                 let keeper = Keeper {
                     db: &db,
                     label: &fleet.name,
                     key: &item.key,
-                    pair: Some(&item.built),
                     ndjson: args.ndjson,
                     interrupt,
                     record: record.as_deref(),

@@ -18,6 +18,10 @@ fn doc(command: &str) -> Document {
         server_intervals: &[],
         error: None,
         client_agent: None,
+        finished_at: None,
+        server_labels: Default::default(),
+        fleet: None,
+        self_noise: None,
     })
 }
 

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::side::HostInfo;
 use crate::spec::{TestName, TestSpec};
+use crate::verdict::LimitedBy;
 
 /// Bumped on any change a parser of the document could notice.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -152,6 +153,16 @@ impl Document {
         }
     }
 
+    /// The document of `inp`, assembled once; `judge` gives the verdict of what limited
+    /// the run from the assembled figures (`limit::judge`, which imports this module, so
+    /// it is handed in rather than called).
+    pub fn assemble(inp: Inputs<'_>, judge: fn(&Document) -> Option<LimitedBy>) -> Document {
+        let mut doc = Document::build(inp);
+        doc.end.limited_by = judge(&doc);
+        doc
+    }
+
+    /// The document of `inp`, without a verdict.
     pub fn build(inp: Inputs<'_>) -> Document {
         let (intervals, section) = match inp.spec {
             TestSpec::Stream(s) => section(stream::build(s, &inp), Section::Stream),
@@ -173,7 +184,7 @@ impl Document {
         Document {
             schema_version: SCHEMA_VERSION,
             test: inp.spec.test_name(),
-            start: start(&inp),
+            start: start(inp),
             intervals,
             end,
         }
@@ -188,21 +199,24 @@ fn section<T>(
     (intervals, kind(end))
 }
 
-fn start(inp: &Inputs<'_>) -> Start {
-    Start {
+fn start(inp: Inputs<'_>) -> Start {
+    let mut start = Start {
         spec: inp.spec.clone(),
-        command: inp.command.clone(),
-        server_command: inp.server_command.clone(),
+        command: inp.command,
+        server_command: inp.server_command,
         client: inp.client.host.clone(),
         server: inp.server.map(|s| s.host.clone()),
-        server_address: inp.server_address.clone(),
-        started_at: inp.started_at.clone(),
-        software: inp.software.clone(),
-        finished_at: None,
-        client_agent: inp.client_agent.clone(),
+        server_address: inp.server_address,
+        started_at: inp.started_at,
+        software: inp.software,
+        finished_at: inp.finished_at,
+        client_agent: inp.client_agent,
         fleet: None,
-        server_labels: BTreeMap::new(),
-    }
+        server_labels: inp.server_labels,
+    };
+    // The agents' own labels, as this run recorded them, under the fleet file's.
+    start.fleet = inp.fleet.map(|pair| pair.with_agents_labels(&start));
+    start
 }
 
 /// A document as written: `end` is read once `test` says which section it holds (JSON

@@ -154,7 +154,8 @@ pub struct ClientAgent {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
-/// Everything needed to build a document; the controller fills it as the test goes.
+/// Everything a document is assembled from, all known before it is: the controller fills
+/// it as the test goes, and nothing is added to the document afterwards.
 pub struct Inputs<'a> {
     pub spec: &'a TestSpec,
     pub command: String,
@@ -169,6 +170,16 @@ pub struct Inputs<'a> {
     pub error: Option<String>,
     /// A test between two agents: the one that ran the client side.
     pub client_agent: Option<ClientAgent>,
+    /// When the test ended (RFC 3339, UTC).
+    pub finished_at: Option<String>,
+    /// The serving agent's own labels, as its session kept them.
+    pub server_labels: std::collections::BTreeMap<String, String>,
+    /// A fleet's run: its pair as the fleet file names it; both agents' own labels join
+    /// it under the file's.
+    pub fleet: Option<super::FleetPair>,
+    /// Ping and rpc with `--self-noise`: the tool's floor measured before the test, or why
+    /// it was not (the rr section keeps it, or notes why on the client's side).
+    pub self_noise: Option<Result<super::SelfNoise, String>>,
 }
 
 impl IntervalFigures {

@@ -105,7 +105,20 @@ impl RrEnd {
 pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, RrEnd) {
     let udp = spec.transport == Transport::Udp;
     let c_rr = inp.client.rr();
-    let client = end_side(inp.client);
+    let mut client = end_side(inp.client);
+    // The floor measured before the test, or why there is none on the client's side: a
+    // floor that failed is a note, not a failed test.
+    let self_noise = match &inp.self_noise {
+        Some(Ok(floor)) => Some(floor.clone()),
+        Some(Err(why)) => {
+            if let Some(c) = client.as_mut() {
+                let note = format!("tool floor (--self-noise) not measured: {why}");
+                c.counted.notes.push(note);
+            }
+            None
+        }
+        None => None,
+    };
     let intervals = paired(inp.client_intervals, inp.server_intervals)
         .map(|(span, c, s)| IntervalFigures {
             requests_per_second: c
@@ -141,7 +154,7 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
             .map(|r| r.foreign),
         server: inp.server.and_then(end_side),
         client,
-        self_noise: None,
+        self_noise,
     };
     (intervals, end)
 }

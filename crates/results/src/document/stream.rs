@@ -327,6 +327,10 @@ mod tests {
             server_intervals: &[],
             error: None,
             client_agent: None,
+            finished_at: None,
+            server_labels: Default::default(),
+            fleet: None,
+            self_noise: None,
         }
     }
 

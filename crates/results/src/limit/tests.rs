@@ -35,22 +35,27 @@ pub(super) fn document(
     (client, ci): (&SideResult, &[IntervalSample]),
     (server, si): (&SideResult, &[IntervalSample]),
 ) -> Document {
-    let mut doc = Document::build(Inputs {
-        spec,
-        command: "sonde".into(),
-        server_command: None,
-        server_address: "198.18.0.2:5301".into(),
-        started_at: "2026-01-01T00:00:00Z".into(),
-        software: "test".into(),
-        client,
-        server: Some(server),
-        client_intervals: ci,
-        server_intervals: si,
-        error: None,
-        client_agent: None,
-    });
-    doc.end.limited_by = super::judge(&doc);
-    doc
+    Document::assemble(
+        Inputs {
+            spec,
+            command: "sonde".into(),
+            server_command: None,
+            server_address: "198.18.0.2:5301".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            software: "test".into(),
+            client,
+            server: Some(server),
+            client_intervals: ci,
+            server_intervals: si,
+            error: None,
+            client_agent: None,
+            finished_at: None,
+            server_labels: Default::default(),
+            fleet: None,
+            self_noise: None,
+        },
+        super::judge,
+    )
 }
 
 impl Run {

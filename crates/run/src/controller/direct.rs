@@ -4,8 +4,7 @@
 use std::net::SocketAddr;
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::document::{Section, SelfNoise};
-use sonde_results::{Document, Role, TestSpec};
+use sonde_results::{Document, Role};
 
 use super::running::{Record, Running};
 use super::third_party;
@@ -21,12 +20,7 @@ pub fn run_test(
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, ControllerError> {
     if let Some(from) = &req.from {
-        let mut doc = third_party::run_between(req, from, interrupt, live)?;
-        let asked =
-            matches!(&req.spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.self_noise_ms.is_some());
-        let elsewhere = format!("the client side ran on {from}, not on this host");
-        keep_floor(&mut doc, asked.then_some(Err(elsewhere)));
-        return Ok(doc);
+        return third_party::run_between(req, from, interrupt, live);
     }
     let Begun {
         server: addr,
@@ -52,7 +46,7 @@ pub fn run_test(
     let side = opened
         .start(probe)
         .map_err(|source| ControllerError::Io { addr, source })?;
-    let mut doc = run.conclude(
+    Ok(run.conclude(
         link,
         side,
         interrupt,
@@ -61,26 +55,8 @@ pub fn run_test(
             command: &req.command,
             started_at,
             client_agent: None,
+            fleet: req.fleet.clone(),
+            self_noise: floor,
         },
-    );
-    keep_floor(&mut doc, floor);
-    Ok(doc)
-}
-
-/// Puts the floor measured before the test into its document, or why there is none into
-/// the client's notes: a floor that failed is a note, not a failed test.
-fn keep_floor(doc: &mut Document, floor: Option<Result<SelfNoise, String>>) {
-    let (Some(floor), Section::Rr(rr)) = (floor, &mut doc.end.section) else {
-        return;
-    };
-    match floor {
-        Ok(f) => rr.self_noise = Some(f),
-        Err(why) => {
-            if let Some(c) = rr.client.as_mut() {
-                c.counted
-                    .notes
-                    .push(format!("tool floor (--self-noise) not measured: {why}"));
-            }
-        }
-    }
+    ))
 }

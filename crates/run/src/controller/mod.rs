@@ -57,6 +57,8 @@ pub struct TestRequest {
     pub key: Option<sonde_proto::Key>,
     /// A test between two agents: this one runs the client side against `host`.
     pub from: Option<String>,
+    /// A fleet's run: its pair, recorded in the document.
+    pub fleet: Option<sonde_results::document::FleetPair>,
 }
 
 /// What the live display gets: interval `index` as each side measured it.

@@ -52,6 +52,10 @@ pub struct Record<'a> {
     pub started_at: String,
     /// A test between two agents: the one that ran the client side.
     pub client_agent: Option<sonde_results::document::ClientAgent>,
+    /// A fleet's run: its pair, as the fleet file names it.
+    pub fleet: Option<sonde_results::document::FleetPair>,
+    /// The tool's floor, measured before the test when the spec asked (`--self-noise`).
+    pub self_noise: Option<Result<sonde_results::document::SelfNoise, String>>,
 }
 
 /// What a handshake learnt: the agent's command line and labels, its data port, the cookie
@@ -194,7 +198,7 @@ impl<'a> Running<'a> {
         if let (Some(server), Some(note)) = (self.server_result.as_mut(), self.label_note) {
             server.notes.push(note);
         }
-        let mut doc = Document::build(Inputs {
+        let inputs = Inputs {
             spec: record.spec,
             command: record.command.to_string(),
             server_command: self.server_command,
@@ -207,12 +211,12 @@ impl<'a> Running<'a> {
             server_intervals: &self.pairing.server,
             error: self.error,
             client_agent: record.client_agent,
-        });
-        doc.start.finished_at = Some(now_rfc3339());
-        doc.start.server_labels = self.server_labels;
-        // Judged last, from the finished document's figures.
-        doc.end.limited_by = sonde_results::limit::judge(&doc);
-        doc
+            finished_at: Some(now_rfc3339()),
+            server_labels: self.server_labels,
+            fleet: record.fleet,
+            self_noise: record.self_noise,
+        };
+        Document::assemble(inputs, sonde_results::limit::judge)
     }
 }
 

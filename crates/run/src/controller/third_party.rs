@@ -69,6 +69,9 @@ pub fn run_between(
         command: a.command.clone(),
         labels: a.labels.clone(),
     });
+    // The tool's floor is this host's; the client side ran on another.
+    let asked = matches!(&spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.self_noise_ms.is_some());
+    let elsewhere = format!("the client side ran on {from}, not on this host");
     Ok(run.conclude(
         b_link,
         Box::new(a),
@@ -78,6 +81,8 @@ pub fn run_between(
             command: &req.command,
             started_at,
             client_agent,
+            fleet: req.fleet.clone(),
+            self_noise: asked.then_some(Err(elsewhere)),
         },
     ))
 }

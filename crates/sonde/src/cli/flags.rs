@@ -56,6 +56,7 @@ impl Target {
             from: self.from.clone(),
             port: self.port,
             key,
+            fleet: None,
         }
     }
 }
