@@ -222,14 +222,10 @@ impl Measurement<'_> {
 
     /// Keeps each document and says its summary.
     fn finish(&self, docs: Vec<Document>, asked: usize, status: Option<ExitStatus>) -> Measured {
-        let docs = docs
-            .into_iter()
-            .map(|doc| {
-                self.out.keep(&doc);
-                self.out.say(&self.look.summary(&doc));
-                doc
-            })
-            .collect();
+        for doc in &docs {
+            self.out.keep(doc);
+            self.out.say(&self.look.summary(doc));
+        }
         Measured {
             docs,
             asked,
