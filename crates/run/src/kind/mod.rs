@@ -25,7 +25,9 @@ pub mod xdp;
 
 pub use connect::CONNECT_TIMEOUT;
 pub(crate) use host::root;
-pub use seam::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+pub use seam::{
+    ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint, Typed, TypedKind,
+};
 pub use workers::Workers;
 
 use sonde_probe::hostwatch::HostProbe;
@@ -47,17 +49,17 @@ pub const KINDS: &[Listed] = &[
     Listed {
         names: &["stream"],
         engines: stream::engines,
-        kind: &stream::Stream,
+        kind: &Typed(stream::Stream),
     },
     Listed {
         names: &["ping", "rpc"],
         engines: rr::engines,
-        kind: &rr::RequestResponse,
+        kind: &Typed(rr::RequestResponse),
     },
     Listed {
         names: &["pps"],
         engines: pps::engines,
-        kind: &pps::Pps,
+        kind: &Typed(pps::Pps),
     },
 ];
 
@@ -252,9 +254,9 @@ mod budget_tests {
             buffer_bytes: 1 << 20,
             ..Default::default()
         };
-        let kernel = stream::Stream.demand(&TestSpec::Stream(s.clone()), Role::Server);
+        let kernel = stream::Stream.demand(&s, Role::Server);
         s.execution.engine = Engine::Uring;
-        let uring = stream::Stream.demand(&TestSpec::Stream(s), Role::Server);
+        let uring = stream::Stream.demand(&s, Role::Server);
         let per_conn = |d: &Demand| d.memory_bytes / 64;
         assert!(
             per_conn(&uring) >= per_conn(&kernel) + 4 * (1 << 20),
@@ -274,9 +276,9 @@ mod budget_tests {
             ..Default::default()
         };
         r.execution.engine = Engine::Uring;
-        let plain = rr::RequestResponse.demand(&TestSpec::Rpc(r.clone()), Role::Server);
+        let plain = rr::RequestResponse.demand(&r, Role::Server);
         r.sqpoll = true;
-        let polled = rr::RequestResponse.demand(&TestSpec::Rpc(r), Role::Server);
+        let polled = rr::RequestResponse.demand(&r, Role::Server);
         assert_eq!(plain.threads, 4);
         assert_eq!(polled.threads, 8);
     }

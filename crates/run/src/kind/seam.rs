@@ -7,7 +7,8 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::document::SelfNoise;
-use sonde_results::{Role, SideResult, TestSpec};
+use sonde_results::spec::TestName;
+use sonde_results::{Engine, Role, SideResult, TestSpec};
 
 use crate::side::Side;
 
@@ -54,39 +55,30 @@ pub struct DataPort {
 /// Endpoints opened, or why not.
 pub type OpenResult<T> = Result<Box<T>, OpenError>;
 
+/// What the controller and the agent ask of a kind, whatever its spec: object-safe, so the
+/// kinds sit in one table. A kind implements [`TypedKind`] instead and is listed as
+/// [`Typed`], which hands it its own spec.
 pub trait Kind: Sync {
     /// What `spec` asks of the agent that runs `role`'s side of it.
     fn demand(&self, spec: &TestSpec, role: Role) -> Demand;
     /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for.
     fn workers(&self, spec: &TestSpec, role: Role) -> usize;
-    /// The engine a spec without `--engine` runs: the fastest measured for it
-    /// (BENCHMARKS.md), among those that can run it as asked.
-    fn fastest(&self, _spec: &TestSpec) -> sonde_results::Engine {
-        sonde_results::Engine::Kernel
-    }
-    /// What both ends must agree on about the serving agent's address (pps: the address
-    /// family); part of `prepare`, and all of it a controller that is no end of the test
-    /// does, since the rest of `prepare` checks the sending host.
-    fn fit_address(&self, _spec: &mut TestSpec, _agent: SocketAddr) {}
-    /// Controller (or a client-part agent), before connecting: fits the spec to the path
-    /// to the agent at `agent`.
+    /// The engine a spec without `--engine` runs.
+    fn fastest(&self, spec: &TestSpec) -> Engine;
+    /// What both ends must agree on about the serving agent's address.
+    fn fit_address(&self, spec: &mut TestSpec, agent: SocketAddr);
+    /// Controller (or a client-part agent), before connecting: fits the spec to the path.
     fn prepare(
         &self,
-        _spec: &mut TestSpec,
-        _agent: SocketAddr,
-        _probe: &HostProbe,
-    ) -> Result<(), OpenError> {
-        Ok(())
-    }
-    /// Controller, placed and before connecting: the tool's own floor on this host when
-    /// the spec asks for it (`--self-noise`), or why it could not be measured.
-    fn self_noise(&self, _spec: &TestSpec) -> Option<Result<SelfNoise, String>> {
-        None
-    }
+        spec: &mut TestSpec,
+        agent: SocketAddr,
+        probe: &HostProbe,
+    ) -> Result<(), OpenError>;
+    /// Controller, placed and before connecting: the tool's own floor, when asked.
+    fn self_noise(&self, spec: &TestSpec) -> Option<Result<SelfNoise, String>>;
     /// Controller: opens the data endpoints to the agent's data port.
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;
-    /// Agent: opens where the test's data arrives, on `ip`, from `peer` (the controller,
-    /// or the client agent): a bypass engine steers only that flow.
+    /// Agent: opens where the test's data arrives.
     fn open_server(
         &self,
         spec: &TestSpec,
@@ -95,6 +87,114 @@ pub trait Kind: Sync {
     ) -> io::Result<Box<dyn ServerEndpoint>>;
     /// The agent's log line for a test that ended.
     fn summary(&self, spec: &TestSpec, result: &SideResult) -> String;
+}
+
+/// A test kind as its module writes it: every method takes the kind's own spec, so a
+/// kind's code never matches a [`TestSpec`] it does not own.
+pub trait TypedKind: Sync {
+    type Spec;
+    /// The kind's own spec in `spec`, and the test it names; `None`: another kind's.
+    fn own(spec: &TestSpec) -> Option<(&Self::Spec, TestName)>;
+    fn own_mut(spec: &mut TestSpec) -> Option<&mut Self::Spec>;
+    /// What `spec` asks of the agent that runs `role`'s side of it.
+    fn demand(&self, spec: &Self::Spec, role: Role) -> Demand;
+    /// How many workers `role`'s side runs for `spec`: what `auto` CPUs are chosen for
+    /// (`kind::place`, at the test's start).
+    fn workers(&self, spec: &Self::Spec, role: Role) -> usize;
+    /// The engine test `test` of this kind runs without `--engine`: the fastest measured
+    /// for it (BENCHMARKS.md), among those that can run it as asked.
+    fn fastest(&self, _spec: &Self::Spec, _test: TestName) -> Engine {
+        Engine::Kernel
+    }
+    /// What both ends must agree on about the serving agent's address (pps: the address
+    /// family); part of `prepare`, and all of it a controller that is no end of the test
+    /// does, since the rest of `prepare` checks the sending host.
+    fn fit_address(&self, _spec: &mut Self::Spec, _agent: SocketAddr) {}
+    /// Controller (or a client-part agent), before connecting: fits the spec to the path
+    /// to the agent at `agent`.
+    fn prepare(
+        &self,
+        _spec: &mut Self::Spec,
+        _agent: SocketAddr,
+        _probe: &HostProbe,
+    ) -> Result<(), OpenError> {
+        Ok(())
+    }
+    /// Controller, placed and before connecting: the tool's own floor on this host when
+    /// the spec asks for it (`--self-noise`), or why it could not be measured.
+    fn self_noise(&self, _spec: &Self::Spec) -> Option<Result<SelfNoise, String>> {
+        None
+    }
+    /// Controller: opens the data endpoints to the agent's data port.
+    fn open_client(&self, spec: &Self::Spec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;
+    /// Agent: opens where the test's data arrives, on `ip`, from `peer` (the controller,
+    /// or the client agent): a bypass engine steers only that flow.
+    fn open_server(
+        &self,
+        spec: &Self::Spec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>>;
+    /// The agent's log line for test `test` that ended.
+    fn summary(&self, spec: &Self::Spec, test: TestName, result: &SideResult) -> String;
+}
+
+/// A [`TypedKind`] in the kinds' table: the one place a spec is handed to its kind.
+pub struct Typed<K>(pub K);
+
+/// `kind::of` finds a spec's kind by its test name, so a kind only ever gets its own.
+const NOT_OURS: &str = "kind::of hands each kind only its own specs";
+
+impl<K: TypedKind> Typed<K> {
+    fn own(spec: &TestSpec) -> (&K::Spec, TestName) {
+        K::own(spec).expect(NOT_OURS)
+    }
+
+    fn own_mut(spec: &mut TestSpec) -> &mut K::Spec {
+        K::own_mut(spec).expect(NOT_OURS)
+    }
+}
+
+impl<K: TypedKind> Kind for Typed<K> {
+    fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
+        self.0.demand(Self::own(spec).0, role)
+    }
+    fn workers(&self, spec: &TestSpec, role: Role) -> usize {
+        self.0.workers(Self::own(spec).0, role)
+    }
+    fn fastest(&self, spec: &TestSpec) -> Engine {
+        let (own, test) = Self::own(spec);
+        self.0.fastest(own, test)
+    }
+    fn fit_address(&self, spec: &mut TestSpec, agent: SocketAddr) {
+        self.0.fit_address(Self::own_mut(spec), agent)
+    }
+    fn prepare(
+        &self,
+        spec: &mut TestSpec,
+        agent: SocketAddr,
+        probe: &HostProbe,
+    ) -> Result<(), OpenError> {
+        self.0.prepare(Self::own_mut(spec), agent, probe)
+    }
+    fn self_noise(&self, spec: &TestSpec) -> Option<Result<SelfNoise, String>> {
+        self.0.self_noise(Self::own(spec).0)
+    }
+    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
+        self.0.open_client(Self::own(spec).0, to)
+    }
+    fn open_server(
+        &self,
+        spec: &TestSpec,
+        ip: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn ServerEndpoint>> {
+        self.0.open_server(Self::own(spec).0, ip, peer)
+    }
+    fn summary(&self, spec: &TestSpec, result: &SideResult) -> String {
+        let (own, test) = Self::own(spec);
+        self.0.summary(own, test, result)
+    }
 }
 
 /// The controller's open data endpoints, ready to start.

@@ -16,9 +16,12 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 
 use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
+use sonde_results::spec::TestName;
 use sonde_results::{Engine, PpsSpec, Role, SideResult, TestSpec};
 
-use super::seam::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+use super::seam::{
+    ClientEndpoint, DataPort, Demand, OpenError, OpenResult, ServerEndpoint, TypedKind,
+};
 use super::table;
 use super::workers::Workers;
 use crate::side::Side;
@@ -43,17 +46,25 @@ fn refused(e: io::Error) -> OpenError {
 
 pub struct Pps;
 
-fn spec_of(spec: &TestSpec) -> &PpsSpec {
-    match spec {
-        TestSpec::Pps(p) => p,
-        _ => unreachable!("kind::of gives pps specs to the pps kind"),
-    }
-}
+impl TypedKind for Pps {
+    type Spec = PpsSpec;
 
-impl Kind for Pps {
-    fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
-        let p = spec_of(spec);
-        let threads = self.workers(spec, role);
+    fn own(spec: &TestSpec) -> Option<(&PpsSpec, TestName)> {
+        match spec {
+            TestSpec::Pps(p) => Some((p, TestName::Pps)),
+            _ => None,
+        }
+    }
+
+    fn own_mut(spec: &mut TestSpec) -> Option<&mut PpsSpec> {
+        match spec {
+            TestSpec::Pps(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    fn demand(&self, p: &PpsSpec, role: Role) -> Demand {
+        let threads = self.workers(p, role);
         // A worker's batch of packets and, receiving, its socket's doubled SO_RCVBUF; an
         // AF_XDP worker's UMEM and rings instead.
         let batch = u64::from(p.batch).saturating_mul(u64::from(p.size_bytes));
@@ -68,29 +79,23 @@ impl Kind for Pps {
         }
     }
 
-    fn workers(&self, spec: &TestSpec, role: Role) -> usize {
-        let p = spec_of(spec);
+    fn workers(&self, p: &PpsSpec, role: Role) -> usize {
         role.pick(p.tx_threads, p.rx_threads) as usize
     }
 
     /// Header bytes are counted by address family, and packets must fit the path's MTU
     /// (no GSO for them).
-    fn fit_address(&self, spec: &mut TestSpec, agent: SocketAddr) {
-        if let TestSpec::Pps(p) = spec {
-            p.ipv6 = agent.is_ipv6();
-        }
+    fn fit_address(&self, p: &mut PpsSpec, agent: SocketAddr) {
+        p.ipv6 = agent.is_ipv6();
     }
 
     fn prepare(
         &self,
-        spec: &mut TestSpec,
+        p: &mut PpsSpec,
         agent: SocketAddr,
         probe: &HostProbe,
     ) -> Result<(), OpenError> {
-        self.fit_address(spec, agent);
-        let TestSpec::Pps(p) = spec else {
-            unreachable!("kind::of gives pps specs to the pps kind")
-        };
+        self.fit_address(p, agent);
         p.validate()
             .map_err(|e| OpenError::Refused(e.to_string()))?;
         backend(p.execution.engine)
@@ -107,8 +112,7 @@ impl Kind for Pps {
         Ok(())
     }
 
-    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
-        let p = spec_of(spec);
+    fn open_client(&self, p: &PpsSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let flows = (0..p.flows)
             .map(|index| super::connect::connect_udp(to.addr, index))
             .collect::<Result<_, _>>()?;
@@ -130,11 +134,10 @@ impl Kind for Pps {
 
     fn open_server(
         &self,
-        spec: &TestSpec,
+        p: &PpsSpec,
         ip: IpAddr,
         peer: IpAddr,
     ) -> io::Result<Box<dyn ServerEndpoint>> {
-        let p = spec_of(spec);
         let (sockets, notes) = sockopt::udp_reuseport_group(
             SocketAddr::new(ip, 0),
             p.rx_threads as usize,
@@ -152,7 +155,7 @@ impl Kind for Pps {
         }))
     }
 
-    fn summary(&self, _spec: &TestSpec, r: &SideResult) -> String {
+    fn summary(&self, _spec: &PpsSpec, _test: TestName, r: &SideResult) -> String {
         let packets = r.pps().map_or(0, |p| p.packets);
         format!(
             "pps: received {packets} packets in {:.1} s ({:.0}/s)",

@@ -78,8 +78,8 @@ fn echo_cpus(placement: &Placement, spins: bool) -> Result<Option<Vec<usize>>, (
 mod tests {
     use super::super::RequestResponse;
     use super::*;
-    use crate::kind::Kind;
-    use sonde_results::{RrSpec, TestSpec, Transport};
+    use crate::kind::TypedKind;
+    use sonde_results::{RrSpec, Transport};
 
     #[test]
     fn the_echo_runs_apart_from_pinned_workers_and_a_spinning_loop_needs_room() {
@@ -104,12 +104,10 @@ mod tests {
 
     #[test]
     fn the_kind_measures_the_floor_only_when_asked_over_the_tests_transport() {
-        let ping = |transport, self_noise_ms| {
-            TestSpec::Ping(RrSpec {
-                transport,
-                self_noise_ms,
-                ..Default::default()
-            })
+        let ping = |transport, self_noise_ms| RrSpec {
+            transport,
+            self_noise_ms,
+            ..Default::default()
         };
         assert!(RequestResponse
             .self_noise(&ping(Transport::Tcp, None))

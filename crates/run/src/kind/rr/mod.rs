@@ -19,10 +19,13 @@ use std::time::Instant;
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::document::SelfNoise;
+use sonde_results::spec::TestName;
 use sonde_results::{Role, RrSpec, SideResult, TestSpec};
 
 use super::budget;
-use super::seam::{ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint};
+use super::seam::{
+    ClientEndpoint, DataPort, Demand, OpenError, OpenResult, ServerEndpoint, TypedKind,
+};
 use super::table;
 use crate::side::Side;
 use engine::{client_plan, server_plan};
@@ -46,13 +49,6 @@ fn chosen(spec: &RrSpec) -> io::Result<(&'static dyn RrBackend, Option<String>)>
 }
 
 pub struct RequestResponse;
-
-fn spec_of(spec: &TestSpec) -> &RrSpec {
-    match spec {
-        TestSpec::Ping(r) | TestSpec::Rpc(r) => r,
-        _ => unreachable!("kind::of gives ping and rpc specs to the request/response kind"),
-    }
-}
 
 /// The workers of `role`'s end over `units` sockets: as asked, else the
 /// request/response default.
@@ -103,11 +99,27 @@ fn start_side(
     )))
 }
 
-impl Kind for RequestResponse {
-    fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
-        let r = spec_of(spec);
+impl TypedKind for RequestResponse {
+    type Spec = RrSpec;
+
+    fn own(spec: &TestSpec) -> Option<(&RrSpec, TestName)> {
+        match spec {
+            TestSpec::Ping(r) => Some((r, TestName::Ping)),
+            TestSpec::Rpc(r) => Some((r, TestName::Rpc)),
+            _ => None,
+        }
+    }
+
+    fn own_mut(spec: &mut TestSpec) -> Option<&mut RrSpec> {
+        match spec {
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn demand(&self, r: &RrSpec, role: Role) -> Demand {
         let message = r.request_bytes.max(r.response_bytes);
-        let threads = self.workers(spec, role);
+        let threads = self.workers(r, role);
         // A worker's buffer and histograms; a connection's socket and window of messages.
         let per_thread = u64::from(message)
             .max(64 << 10)
@@ -132,17 +144,15 @@ impl Kind for RequestResponse {
         }
     }
 
-    fn workers(&self, spec: &TestSpec, role: Role) -> usize {
-        let r = spec_of(spec);
+    fn workers(&self, r: &RrSpec, role: Role) -> usize {
         placement(r, role, r.connections as usize).threads
     }
 
     /// rpc: io_uring, 1.3x the kernel engine's requests per second at -C 32 on this
     /// machine (BENCHMARKS.md); ping, a new connection per request and the floor
     /// (`--self-noise`) run the kernel engine.
-    fn fastest(&self, spec: &TestSpec) -> sonde_results::Engine {
-        let r = spec_of(spec);
-        let batches = matches!(spec, TestSpec::Rpc(_));
+    fn fastest(&self, r: &RrSpec, test: TestName) -> sonde_results::Engine {
+        let batches = test == TestName::Rpc;
         if r.sqpoll || (batches && !r.connect_per_request && r.self_noise_ms.is_none()) {
             sonde_results::Engine::Uring
         } else {
@@ -152,25 +162,22 @@ impl Kind for RequestResponse {
 
     fn prepare(
         &self,
-        spec: &mut TestSpec,
+        r: &mut RrSpec,
         agent: SocketAddr,
         _probe: &HostProbe,
     ) -> Result<(), OpenError> {
-        let r = spec_of(spec);
         chosen(r)
             .and_then(|(b, _)| b.preflight(r, agent.ip()))
             .map_err(|e| OpenError::Refused(e.to_string()))
     }
 
-    fn self_noise(&self, spec: &TestSpec) -> Option<Result<SelfNoise, String>> {
-        let r = spec_of(spec);
+    fn self_noise(&self, r: &RrSpec) -> Option<Result<SelfNoise, String>> {
         let ms = r.self_noise_ms?;
         let placement = placement(r, Role::Client, r.connections as usize);
         Some(floor::measure(r, ms, placement))
     }
 
-    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
-        let r = spec_of(spec);
+    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let (engine, note) = chosen(r).map_err(|e| OpenError::Refused(e.to_string()))?;
         Ok(Box::new(Opened {
             spec: r.clone(),
@@ -182,11 +189,10 @@ impl Kind for RequestResponse {
 
     fn open_server(
         &self,
-        spec: &TestSpec,
+        r: &RrSpec,
         ip: IpAddr,
         peer: IpAddr,
     ) -> io::Result<Box<dyn ServerEndpoint>> {
-        let r = spec_of(spec);
         let (engine, note) = chosen(r)?;
         Ok(Box::new(Listening {
             spec: r.clone(),
@@ -195,13 +201,12 @@ impl Kind for RequestResponse {
         }))
     }
 
-    fn summary(&self, spec: &TestSpec, r: &SideResult) -> String {
+    fn summary(&self, _spec: &RrSpec, test: TestName, r: &SideResult) -> String {
         let Some(rr) = r.rr() else {
-            return spec.name().into();
+            return test.to_string();
         };
         format!(
-            "{} {}: answered {} messages in {:.1} s, {:.2} us CPU per message",
-            spec.name(),
+            "{test} {}: answered {} messages in {:.1} s, {:.2} us CPU per message",
             rr.poll,
             rr.messages,
             r.window_s,

@@ -16,10 +16,11 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
+use sonde_results::spec::TestName;
 use sonde_results::{Direction, Engine, Role, SideResult, StreamSpec, TestSpec, Transfer};
 
 use super::budget;
-use super::seam::{ClientEndpoint, DataPort, Demand, Kind, OpenResult, ServerEndpoint};
+use super::seam::{ClientEndpoint, DataPort, Demand, OpenResult, ServerEndpoint, TypedKind};
 use super::table;
 use crate::side::Side;
 
@@ -38,13 +39,6 @@ pub fn backend(engine: Engine) -> io::Result<&'static dyn StreamBackend> {
 
 pub struct Stream;
 
-fn spec_of(spec: &TestSpec) -> &StreamSpec {
-    match spec {
-        TestSpec::Stream(s) => s,
-        _ => unreachable!("kind::of gives stream specs to the stream kind"),
-    }
-}
-
 fn options(s: &StreamSpec) -> SocketOptions {
     SocketOptions {
         congestion: s.congestion.clone(),
@@ -54,10 +48,25 @@ fn options(s: &StreamSpec) -> SocketOptions {
     }
 }
 
-impl Kind for Stream {
-    fn demand(&self, spec: &TestSpec, role: Role) -> Demand {
-        let s = spec_of(spec);
-        let threads = self.workers(spec, role);
+impl TypedKind for Stream {
+    type Spec = StreamSpec;
+
+    fn own(spec: &TestSpec) -> Option<(&StreamSpec, TestName)> {
+        match spec {
+            TestSpec::Stream(s) => Some((s, TestName::Stream)),
+            _ => None,
+        }
+    }
+
+    fn own_mut(spec: &mut TestSpec) -> Option<&mut StreamSpec> {
+        match spec {
+            TestSpec::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn demand(&self, s: &StreamSpec, role: Role) -> Demand {
+        let threads = self.workers(s, role);
         let buffers = backend(s.execution.engine).map_or(u64::from(s.buffer_bytes), |b| {
             b.bytes_per_connection(s.buffer_bytes)
         });
@@ -72,8 +81,7 @@ impl Kind for Stream {
         }
     }
 
-    fn workers(&self, spec: &TestSpec, role: Role) -> usize {
-        let s = spec_of(spec);
+    fn workers(&self, s: &StreamSpec, role: Role) -> usize {
         let threads = role.pick(s.client_threads, s.server_threads);
         worker_threads(Work::Stream, threads, s.total_connections() as usize)
     }
@@ -81,15 +89,14 @@ impl Kind for Stream {
     /// The kernel engine: io_uring halves a sender's system calls but moved neither
     /// throughput nor CPU per GB on this machine (BENCHMARKS.md). `--zerocopy` is
     /// io_uring's (`send_zc`), so asking for it without `--engine` asks for io_uring.
-    fn fastest(&self, spec: &TestSpec) -> Engine {
-        match spec {
-            TestSpec::Stream(s) if s.zerocopy => Engine::Uring,
-            _ => Engine::Kernel,
+    fn fastest(&self, s: &StreamSpec, _test: TestName) -> Engine {
+        match s.zerocopy {
+            true => Engine::Uring,
+            false => Engine::Kernel,
         }
     }
 
-    fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
-        let s = spec_of(spec);
+    fn open_client(&self, s: &StreamSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let opts = options(s);
         let mut conns = Vec::new();
         let mut notes = Vec::new();
@@ -110,11 +117,10 @@ impl Kind for Stream {
 
     fn open_server(
         &self,
-        spec: &TestSpec,
+        s: &StreamSpec,
         ip: IpAddr,
         _peer: IpAddr,
     ) -> io::Result<Box<dyn ServerEndpoint>> {
-        let s = spec_of(spec);
         let total = s.total_connections();
         let (listener, notes) =
             sockopt::listen(SocketAddr::new(ip, 0), &options(s), total.max(128) as i32)?;
@@ -126,8 +132,7 @@ impl Kind for Stream {
         }))
     }
 
-    fn summary(&self, spec: &TestSpec, r: &SideResult) -> String {
-        let s = spec_of(spec);
+    fn summary(&self, s: &StreamSpec, _test: TestName, r: &SideResult) -> String {
         let rates: Vec<String> = r
             .stream()
             .map_or(&[][..], |s| &s.directions[..])
