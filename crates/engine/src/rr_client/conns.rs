@@ -134,17 +134,15 @@ impl<'a, 'r> Worker<'a, 'r> {
     /// or an error in the wait).
     fn step(&mut self) -> bool {
         let p = &self.shared.plan;
-        if self.shared.aborting.load(Ordering::Relaxed) {
-            return false;
-        }
         let now = self.now;
-        let sending = now < p.stop_sending_at;
-        if !sending && (self.outstanding() == 0 || now >= p.drain_until) {
+        let Some(sending) = p.goes_on(
+            now,
+            self.shared.aborting.load(Ordering::Relaxed),
+            || self.outstanding(),
+            || self.conns.iter().all(|c| c.dead),
+        ) else {
             return false;
-        }
-        if self.conns.iter().all(|c| c.dead) {
-            return false;
-        }
+        };
         if sending {
             self.make_due(now);
         }

@@ -34,6 +34,29 @@ pub struct ClientPlan {
     pub sqpoll: bool,
 }
 
+impl ClientPlan {
+    /// Whether a request worker goes on at `now` and, if so, whether it still sends: every
+    /// engine's worker stops when aborted, after its last request once every answer is in
+    /// or the drain time is over, and when all its connections are dead. `outstanding` and
+    /// `all_dead` are asked only when needed.
+    pub fn goes_on(
+        &self,
+        now: Instant,
+        aborting: bool,
+        outstanding: impl FnOnce() -> usize,
+        all_dead: impl FnOnce() -> bool,
+    ) -> Option<bool> {
+        if aborting {
+            return None;
+        }
+        let sending = now < self.stop_sending_at;
+        if !sending && (outstanding() == 0 || now >= self.drain_until) {
+            return None;
+        }
+        (!all_dead()).then_some(sending)
+    }
+}
+
 /// How a worker ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerEnd {

@@ -204,3 +204,22 @@ fn connect_per_request() {
     assert!(ends[0].error.is_none(), "{ends:?}");
     assert!(server.answered() >= h.len());
 }
+
+/// The stop rules every engine's request worker follows (`ClientPlan::goes_on`).
+#[test]
+fn a_request_worker_sends_until_its_end_then_drains_its_answers() {
+    let p = plan(4, None, false, 1.0);
+    let (sending, after) = (p.window_start, p.stop_sending_at);
+    let never = || panic!("not asked while sending");
+    assert_eq!(p.goes_on(sending, false, never, || false), Some(true));
+    assert_eq!(p.goes_on(sending, true, || 3, || false), None, "aborted");
+    assert_eq!(p.goes_on(sending, false, || 3, || true), None, "all dead");
+    // After the last request: on while answers are out, within the drain time.
+    assert_eq!(p.goes_on(after, false, || 3, || false), Some(false));
+    assert_eq!(p.goes_on(after, false, || 0, || false), None, "all in");
+    assert_eq!(
+        p.goes_on(p.drain_until, false, || 3, || false),
+        None,
+        "drained"
+    );
+}

@@ -153,17 +153,15 @@ impl Worker<'_, '_> {
     /// or the ring failed).
     fn step(&mut self) -> bool {
         let p = &self.core.plan;
-        if self.core.aborting() {
-            return false;
-        }
         let now = self.now;
-        let sending = now < p.stop_sending_at;
-        if !sending && (self.outstanding() == 0 || now >= p.drain_until) {
+        let Some(sending) = p.goes_on(
+            now,
+            self.core.aborting(),
+            || self.outstanding(),
+            || self.conns.iter().all(|c| c.dead),
+        ) else {
             return false;
-        }
-        if self.conns.iter().all(|c| c.dead) {
-            return false;
-        }
+        };
         if sending {
             for c in self.conns.iter_mut().filter(|c| !c.dead) {
                 self.end.not_sent += c.flight.make_due(p, now);

@@ -211,14 +211,13 @@ impl<'a, 'r> Worker<'a, 'r> {
     /// lost; false when the worker is done.
     fn step(&mut self) -> bool {
         let p = self.flows.p;
-        if self.shared.core.aborting() {
-            return false;
-        }
         let now = Instant::now();
-        let sending = now < p.stop_sending_at;
-        if !sending && (self.flows.outstanding() == 0 || now >= p.drain_until) {
+        // An AF_XDP worker's flows share its sockets: none dies alone.
+        let aborting = self.shared.core.aborting();
+        let outstanding = || self.flows.outstanding();
+        let Some(sending) = p.goes_on(now, aborting, outstanding, || false) else {
             return false;
-        }
+        };
         self.send(now, sending);
         self.flows.rec.flush_if_due(now);
         let spin = p.poll.spins(now, self.last_message);
