@@ -279,7 +279,8 @@ fn stream_under(
     let mut link = Link::new(TcpStream::connect(addr).unwrap()).unwrap();
     let mut session = ClientSession::new(spec, "test", "test", Timeouts::default(), Instant::now())
         .with_nonce(data_rogue::nonce())
-        .with_key(Some(rogue::harness_key()));
+        .with_key(Some(rogue::harness_key()))
+        .dialling(addr.ip());
     let h = handshake(&mut link, &mut session, addr, &Interrupt::none()).unwrap();
     let data = SocketAddr::new(addr.ip(), h.data_port);
     let hostile = attack(data);
