@@ -83,33 +83,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             };
             init_logging();
-            let key = cli::load_key(a.key_file.as_deref())?;
-            let limits = agent::Limits {
-                max_duration_ms: a.max_duration,
-                max_connections: a.max_connections,
-                max_rate: a.max_rate,
-                max_bitrate: a.max_bitrate,
-                max_client_bitrate: Some(a.max_client_bitrate).filter(|b| b.is_finite()),
-                max_message_bytes: a.max_message,
-                max_threads: a.max_threads,
-                max_memory_bytes: a.max_memory.unwrap_or_else(agent::default_memory_bytes),
-                test_hooks: a.test_hooks,
-                max_udp_reply_ratio: a.max_udp_reply_ratio,
-            };
-            let cfg = agent::ServeConfig {
-                key,
-                insecure_no_key: a.insecure_no_key,
-                limits,
-                max_tests: a.max_tests as usize,
-                bind: a.bind,
-                port: a.port,
-                command: command_line,
-                allow: a.allowed(),
-                dpdk: a.dpdk()?,
-                labels,
-                reached_at: a.reached_at.clone(),
-            };
-            agent::serve(cfg, &interrupt)?;
+            agent::serve(a.config(labels, command_line)?, &interrupt)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
@@ -153,22 +127,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => stored::report_command(a),
         Command::Suite(a) => orchestrate::suite(&a, &interrupt),
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
-        Command::Host(a) => {
-            let inv = match &a.root {
-                Some(root) => {
-                    anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
-                    sonde_probe::inventory::collect_advised(root)
-                }
-                None => sonde_probe::inventory::collect_live(),
-            };
-            if a.json {
-                jsonln!("{}", serde_json::to_string_pretty(&inv)?);
-            } else {
-                out!("{}", sonde_report::host::render(&inv));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Host(a) => host_command(&a),
     }
+}
+
+/// `sonde host`: this host's (or `--root`'s fixture tree's) inventory and advice.
+fn host_command(a: &cli::HostArgs) -> anyhow::Result<ExitCode> {
+    let inv = match &a.root {
+        Some(root) => {
+            anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
+            sonde_probe::inventory::collect_advised(root)
+        }
+        None => sonde_probe::inventory::collect_live(),
+    };
+    if a.json {
+        jsonln!("{}", serde_json::to_string_pretty(&inv)?);
+    } else {
+        out!("{}", sonde_report::host::render(&inv));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn init_logging() {

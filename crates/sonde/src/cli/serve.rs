@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use sonde_proto::labels::{self, Labels, MAX_LABELS};
-use sonde_run::agent::{Allow, Allowed, DEFAULT_PORT};
+use sonde_run::agent::{self, Allow, Allowed, DEFAULT_PORT};
 use sonde_run::kind::dpdk_source::AgentDpdk;
 
 use super::flags::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
@@ -120,6 +120,37 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The agent these flags describe, `command` its command line for its log; `labels`
+    /// are [`ServeArgs::labels`] (checked first: a bad one is a usage error). The key file
+    /// is read here, and refused as the key file rules say.
+    pub fn config(&self, labels: Labels, command: String) -> anyhow::Result<agent::ServeConfig> {
+        let limits = agent::Limits {
+            max_duration_ms: self.max_duration,
+            max_connections: self.max_connections,
+            max_rate: self.max_rate,
+            max_bitrate: self.max_bitrate,
+            max_client_bitrate: Some(self.max_client_bitrate).filter(|b| b.is_finite()),
+            max_message_bytes: self.max_message,
+            max_threads: self.max_threads,
+            max_memory_bytes: self.max_memory.unwrap_or_else(agent::default_memory_bytes),
+            test_hooks: self.test_hooks,
+            max_udp_reply_ratio: self.max_udp_reply_ratio,
+        };
+        Ok(agent::ServeConfig {
+            key: super::load_key(self.key_file.as_deref())?,
+            insecure_no_key: self.insecure_no_key,
+            limits,
+            max_tests: self.max_tests as usize,
+            bind: self.bind,
+            port: self.port,
+            command,
+            allow: self.allowed(),
+            dpdk: self.dpdk()?,
+            labels,
+            reached_at: self.reached_at.clone(),
+        })
+    }
+
     pub fn allowed(&self) -> Allowed {
         self.allow.iter().map(|&a| Allow::from(a)).collect()
     }
