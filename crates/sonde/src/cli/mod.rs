@@ -256,6 +256,11 @@ pub struct FleetArgs {
     /// OpenMetrics text format (for Prometheus).
     #[arg(long, value_name = "ADDR:PORT", requires = "every")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics: answer only scrapes that present this file's token
+    /// (`Authorization: Bearer TOKEN`, Prometheus' `authorization.credentials_file`);
+    /// others get 401. The file must be ours or root's and mode 0600 (0440 root's).
+    #[arg(long, value_name = "FILE", requires = "metrics")]
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 /// `--every`: a period of one second or more.
