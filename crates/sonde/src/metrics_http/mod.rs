@@ -31,7 +31,21 @@ const DRAIN_BYTES: usize = 256 << 10;
 /// How often the serving thread looks at its stop flag while nothing happens.
 const STOP_CHECK: Duration = Duration::from_millis(500);
 /// Connections taken from the listener per wake-up, so that serving goes on in a flood.
-const ACCEPT_BATCH: usize = 64;
+const ACCEPT_BATCH: usize = 256;
+/// Connections the kernel completes before we accept them: a flood that outruns the
+/// accept loop fills std's 128 in a moment, and a scrape's SYN dropped then waits a
+/// second for its retry.
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// A listener on `addr` with [`LISTEN_BACKLOG`] (std's `bind` gives 128).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(LISTEN_BACKLOG)?;
+    Ok(s.into())
+}
 
 /// Listens on `addr` and serves `body()` at `/metrics` until `interrupt`, to clients with
 /// `token` when one is given; the error names the address.
@@ -41,8 +55,8 @@ pub fn serve(
     token: Option<Token>,
     interrupt: Interrupt,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = TcpListener::bind(addr)
-        .map_err(|e| anyhow::anyhow!("--metrics {addr}: cannot listen: {e}"))?;
+    let listener =
+        listen(addr).map_err(|e| anyhow::anyhow!("--metrics {addr}: cannot listen: {e}"))?;
     let local = listener.local_addr()?;
     listener.set_nonblocking(true)?;
     let handle = std::thread::spawn(move || {
