@@ -31,14 +31,14 @@ pub fn check_sample(spec: &TestSpec, seen: u64, sample: &IntervalSample) -> Resu
     let most = most_intervals(spec);
     if seen >= most {
         return Err(format!(
-            "more interval samples than the test's {most} ({} intervals and a partial one)",
+            "it sent more interval samples than the test's {most} ({} intervals and a partial one)",
             most - 1
         ));
     }
     let conns = most_connections(spec);
     if sample.tcp.len() > conns {
         return Err(format!(
-            "interval {} describes {} connections, more than the test's {conns}",
+            "its interval {} describes {} connections, more than the test's {conns}",
             sample.index,
             sample.tcp.len()
         ));
@@ -49,7 +49,7 @@ pub fn check_sample(spec: &TestSpec, seen: u64, sample: &IntervalSample) -> Resu
         .and_then(|l| l.histogram.as_ref());
     if let Some(h) = histogram.filter(|h| h.len() > MAX_HISTOGRAM_CHARS) {
         return Err(format!(
-            "interval {} carries a histogram of {} bytes, more than {MAX_HISTOGRAM_CHARS}",
+            "its interval {} carries a histogram of {} bytes, more than {MAX_HISTOGRAM_CHARS}",
             sample.index,
             h.len()
         ));

@@ -56,7 +56,7 @@ pub enum ProtoError {
     AgentWithoutKey,
     #[error("{0}")]
     Peer(PeerError),
-    #[error("misbehaving agent, test ended: it sent {0}")]
+    #[error("misbehaving agent, test ended: {0}")]
     Excess(String),
     #[error("cannot {action} while {state}")]
     InvalidCall {

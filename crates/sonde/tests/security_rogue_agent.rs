@@ -206,6 +206,7 @@ fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_mem
         sample: Box::new(sample),
     });
     let e = error_of(&doc);
+    eprintln!("FIGURE the document: {e}");
     assert!(
         e.starts_with("agent at 127.0.0.1:")
             && e.contains("misbehaving agent")
@@ -237,10 +238,11 @@ fn a_rogue_agent_sending_oversized_samples_ends_the_test_at_the_first() {
         sample: Box::new(sample),
     });
     let e = error_of(&doc);
+    eprintln!("FIGURE the document: {e}");
     assert!(
         e.starts_with("agent at 127.0.0.1:")
             && e.contains(&format!(
-                "interval 0 describes {wide} connections, more than the test's 1"
+                "its interval 0 describes {wide} connections, more than the test's 1"
             )),
         "{e}"
     );
