@@ -62,12 +62,10 @@ impl Monitor {
             .take(50)
             .map_while(Result::ok)
             .find_map(|l| {
-                Some(
-                    l.strip_prefix("metrics: http://")?
-                        .strip_suffix("/metrics")?
-                        .parse()
-                        .ok()?,
-                )
+                l.strip_prefix("metrics: http://")?
+                    .strip_suffix("/metrics")?
+                    .parse()
+                    .ok()
             })
             .expect("the monitor prints where it serves");
         // The rest of its stderr is read away, so that it never blocks on the pipe.
