@@ -13,7 +13,7 @@ use sonde_results::Document;
 use sonde_run::signals::Interrupt;
 
 use crate::cli::FleetArgs;
-use crate::metrics_http::Token;
+use crate::metrics_http::{tls_config, Access, Token};
 
 /// The exporter and the thread that serves it.
 pub struct FleetMetrics {
@@ -35,9 +35,20 @@ pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
     // Its own flag: the server outlives a stop signal until the fleet's last run is in.
     let stop = Interrupt::none();
     let body = move || text.lock().unwrap().encode();
-    let token = args.metrics_token_file.as_deref().map(token).transpose()?;
-    let (local, server) = crate::metrics_http::serve(addr, body, token, stop.clone())?;
-    errln!("metrics: http://{local}/metrics");
+    let access = Access {
+        token: args.metrics_token_file.as_deref().map(token).transpose()?,
+        tls: match (&args.metrics_tls_cert, &args.metrics_tls_key) {
+            (Some(cert), Some(key)) => Some(tls_config(cert, key)?),
+            _ => None,
+        },
+    };
+    let scheme = if access.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let (local, server) = crate::metrics_http::serve(addr, body, access, stop.clone())?;
+    errln!("metrics: {scheme}://{local}/metrics");
     Ok(Some(FleetMetrics {
         exporter,
         server,

@@ -62,7 +62,8 @@ impl Monitor {
             .take(50)
             .map_while(Result::ok)
             .find_map(|l| {
-                l.strip_prefix("metrics: http://")?
+                l.strip_prefix("metrics: http://")
+                    .or_else(|| l.strip_prefix("metrics: https://"))?
                     .strip_suffix("/metrics")?
                     .parse()
                     .ok()
@@ -91,7 +92,8 @@ fn exchange(addr: SocketAddr, request: &[u8]) -> String {
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     c.write_all(request).unwrap();
     let mut out = Vec::new();
-    c.read_to_end(&mut out).unwrap();
+    // A reset after a refusal is an answer too: what came before it is returned.
+    let _ = c.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -282,7 +284,8 @@ fn token_file() -> (PathBuf, String) {
 struct Prometheus(Child, SocketAddr);
 
 impl Prometheus {
-    fn start(target: SocketAddr, token: &Path) -> Prometheus {
+    /// With `ca`: over TLS, trusting that certificate.
+    fn start(target: SocketAddr, token: &Path, ca: Option<&Path>) -> Prometheus {
         let web = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -290,9 +293,15 @@ impl Prometheus {
         let dir = temp_file("prometheus");
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("prometheus.yml");
+        let tls = ca.map_or(String::new(), |ca| {
+            format!(
+                "    scheme: https\n    tls_config: {{ ca_file: {} }}\n",
+                ca.display()
+            )
+        });
         let job = |name: &str, auth: &str| {
             format!(
-                "  - job_name: {name}\n    static_configs:\n      - targets: ['{target}']\n{auth}"
+                "  - job_name: {name}\n    static_configs:\n      - targets: ['{target}']\n{auth}{tls}"
             )
         };
         let auth = format!(
@@ -379,7 +388,7 @@ fn a_token_file_admits_prometheus_and_refuses_scrapes_without_it() {
         scrape(m.addr, Some(&token[1..])).0,
         "HTTP/1.1 401 Unauthorized"
     );
-    let prom = Prometheus::start(m.addr, &file);
+    let prom = Prometheus::start(m.addr, &file, None);
     assert_eq!(
         prom.up(),
         (1.0, 0.0),
@@ -425,5 +434,110 @@ fn a_token_file_others_may_read_or_too_short_is_refused_naming_the_flag() {
                 && err.contains(&needle),
             "{err}"
         );
+    }
+}
+
+/// A self-signed certificate for 127.0.0.1 and its key (0600), made by openssl.
+fn certificate() -> (PathBuf, PathBuf) {
+    let (cert, key) = (temp_file("cert.pem"), temp_file("key.pem"));
+    let o = run({
+        let mut c = std::process::Command::new("openssl");
+        c.args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert);
+        c
+    });
+    assert!(o.status.success(), "{}", stderr(&o));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (cert, key)
+}
+
+#[test]
+fn over_tls_prometheus_scrapes_with_the_token_and_plain_or_silent_clients_get_nothing() {
+    if !need_tools(&["prometheus", "openssl"]) {
+        return;
+    }
+    let (file, _) = token_file();
+    let (cert, key) = certificate();
+    let m = Monitor::start(&[
+        "--metrics-token-file",
+        file.to_str().unwrap(),
+        "--metrics-tls-cert",
+        cert.to_str().unwrap(),
+        "--metrics-tls-key",
+        key.to_str().unwrap(),
+    ]);
+    // Plain HTTP gets no HTTP answer; a silent client is closed at the deadline.
+    let plain = exchange(m.addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(
+        !plain.contains("HTTP/1.1") && !plain.contains("sonde_"),
+        "{plain}"
+    );
+    let began = Instant::now();
+    assert!(closed_by_server(&silent(m.addr, 1)[0]));
+    assert!(began.elapsed() < HOLD_LIMIT, "{:?}", began.elapsed());
+    let prom = Prometheus::start(m.addr, &file, Some(&cert));
+    assert_eq!(
+        prom.up(),
+        (1.0, 0.0),
+        "over TLS: with the token up, without it refused"
+    );
+}
+
+#[test]
+fn a_tls_key_others_may_read_or_a_certificate_without_one_is_refused_naming_the_flag() {
+    if !need_tools(&["openssl"]) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let (cert, key) = certificate();
+    let open = temp_file("open-key.pem");
+    std::fs::copy(&key, &open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let fleet = temp_file("unused.toml");
+    std::fs::write(&fleet, "name = \"m\"\n[[agent]]\naddress = \"127.0.0.2\"\n[[agent]]\naddress = \"127.0.0.3\"\n[[test]]\ntype = \"ping\"\n").unwrap();
+    let cases = [
+        (
+            &cert,
+            &open,
+            format!("refused --metrics-tls-key {}: mode 0644", open.display()),
+        ),
+        (
+            &key,
+            &key,
+            format!("--metrics-tls-cert {}: no CERTIFICATE", key.display()),
+        ),
+    ];
+    for (c, k, needle) in cases {
+        let mut cmd = sonde_cmd();
+        cmd.args([
+            "fleet",
+            fleet.to_str().unwrap(),
+            "--every",
+            "1h",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--metrics-tls-cert",
+            c.to_str().unwrap(),
+            "--metrics-tls-key",
+            k.to_str().unwrap(),
+        ]);
+        let o = run(cmd);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(&needle), "{needle}: {err}");
     }
 }

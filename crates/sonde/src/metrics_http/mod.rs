@@ -7,10 +7,11 @@
 //! keep a new scrape out.
 
 mod request;
+mod tls;
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,6 +20,15 @@ use sonde_run::signals::Interrupt;
 
 pub use request::Token;
 use request::{Step, MAX_REQUEST_BYTES};
+use tls::Wire;
+pub use tls::{config as tls_config, TlsConfig};
+
+/// Who may scrape, and how: a bearer token, TLS, both or neither.
+#[derive(Default)]
+pub struct Access {
+    pub token: Option<Token>,
+    pub tls: Option<TlsConfig>,
+}
 
 /// Connections served at once; beyond it the oldest is dropped.
 pub const MAX_CONNECTIONS: usize = 128;
@@ -47,12 +57,12 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(s.into())
 }
 
-/// Listens on `addr` and serves `body()` at `/metrics` until `interrupt`, to clients with
-/// `token` when one is given; the error names the address.
+/// Listens on `addr` and serves `body()` at `/metrics` until `interrupt`, as `access`
+/// says; the error names the address.
 pub fn serve(
     addr: SocketAddr,
     body: impl Fn() -> String + Send + 'static,
-    token: Option<Token>,
+    access: Access,
     interrupt: Interrupt,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let listener =
@@ -63,7 +73,7 @@ pub fn serve(
         let mut server = Server {
             listener,
             conns: VecDeque::new(),
-            token,
+            access,
             body: Box::new(body),
         };
         while !interrupt.is_set() {
@@ -85,7 +95,7 @@ enum Phase {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Wire,
     accepted: Instant,
     phase: Phase,
 }
@@ -101,6 +111,8 @@ impl Conn {
     fn events(&self) -> libc::c_short {
         match self.phase {
             Phase::Writing(..) => libc::POLLOUT,
+            // TLS may hold a handshake's or a close's records for the socket.
+            _ if self.stream.wants_write() => libc::POLLIN | libc::POLLOUT,
             _ => libc::POLLIN,
         }
     }
@@ -128,7 +140,7 @@ enum Go {
     Next(Phase),
 }
 
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, server: &Server) -> Go {
+fn read_request(stream: &mut Wire, buf: &mut Vec<u8>, server: &Server) -> Go {
     let mut chunk = [0u8; 2048];
     let room = MAX_REQUEST_BYTES - buf.len();
     let (n, eof) = match stream.read(&mut chunk[..room.min(2048)]) {
@@ -145,13 +157,13 @@ fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, server: &Server) -> G
         return Go::Close;
     }
     let full = eof || buf.len() >= MAX_REQUEST_BYTES;
-    match request::step(buf, full, server.token.as_ref(), &*server.body) {
+    match request::step(buf, full, server.access.token.as_ref(), &*server.body) {
         Step::More => Go::Next(Phase::Reading(std::mem::take(buf))),
         Step::Answer(out) => Go::Next(Phase::Writing(out, 0)),
     }
 }
 
-fn write_answer(stream: &mut TcpStream, out: &[u8], at: &mut usize) -> Go {
+fn write_answer(stream: &mut Wire, out: &[u8], at: &mut usize) -> Go {
     while *at < out.len() {
         match stream.write(&out[*at..]) {
             Ok(0) => return Go::Close,
@@ -161,12 +173,17 @@ fn write_answer(stream: &mut TcpStream, out: &[u8], at: &mut usize) -> Go {
             Err(_) => return Go::Close,
         }
     }
-    let _ = stream.shutdown(Shutdown::Write);
+    match stream.flush() {
+        Err(e) if e.kind() == ErrorKind::WouldBlock => return Go::Wait,
+        Err(_) => return Go::Close,
+        Ok(()) => {}
+    }
+    stream.close_write();
     Go::Next(Phase::Draining(DRAIN_BYTES))
 }
 
 /// True while the client's rest is still coming.
-fn drain(stream: &mut TcpStream, left: &mut usize) -> bool {
+fn drain(stream: &mut Wire, left: &mut usize) -> bool {
     let mut chunk = [0u8; 4096];
     loop {
         match stream.read(&mut chunk) {
@@ -184,7 +201,7 @@ struct Server {
     listener: TcpListener,
     /// Oldest first.
     conns: VecDeque<Conn>,
-    token: Option<Token>,
+    access: Access,
     body: Box<dyn Fn() -> String + Send>,
 }
 
@@ -202,7 +219,7 @@ impl Server {
             .chain(
                 self.conns
                     .iter()
-                    .map(|c| (c.stream.as_raw_fd(), c.events())),
+                    .map(|c| (c.stream.socket().as_raw_fd(), c.events())),
             )
             .map(|(fd, events)| libc::pollfd {
                 fd,
@@ -237,6 +254,9 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
+            let Ok(stream) = Wire::new(stream, self.access.tls.as_ref()) else {
+                continue;
+            };
             if self.conns.len() >= MAX_CONNECTIONS {
                 self.conns.pop_front();
             }

@@ -1,4 +1,5 @@
 use super::*;
+use std::net::TcpStream;
 
 fn get(addr: SocketAddr, request: &str) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
@@ -13,7 +14,13 @@ fn get(addr: SocketAddr, request: &str) -> String {
 fn metrics_are_served_and_nothing_else() {
     let stop = Interrupt::none();
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let (addr, handle) = serve(any, || "a 1\n# EOF\n".into(), None, stop.clone()).unwrap();
+    let (addr, handle) = serve(
+        any,
+        || "a 1\n# EOF\n".into(),
+        Access::default(),
+        stop.clone(),
+    )
+    .unwrap();
     let ok = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
     assert!(
@@ -41,7 +48,7 @@ fn metrics_are_served_and_nothing_else() {
             && held < REQUEST_DEADLINE + Duration::from_millis(600),
         "{held:?}"
     );
-    let taken = serve(addr, String::new, None, Interrupt::none())
+    let taken = serve(addr, String::new, Access::default(), Interrupt::none())
         .unwrap_err()
         .to_string();
     assert!(taken.contains(&format!("--metrics {addr}")), "{taken}");
