@@ -21,7 +21,9 @@ pub fn most_connections(spec: &TestSpec) -> usize {
         TestSpec::Stream(s) => s.total_connections(),
         TestSpec::Ping(r) | TestSpec::Rpc(r) => r.connections,
         TestSpec::Pps(p) => p.flows,
-        TestSpec::Load(_) | TestSpec::Watch(_) => 0,
+        // Not run over a session (a load's phases run as their own kinds): the most any
+        // test may open.
+        TestSpec::Load(_) | TestSpec::Watch(_) => sonde_results::spec::MAX_CONNECTIONS,
     };
     n as usize
 }
