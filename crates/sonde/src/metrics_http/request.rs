@@ -45,6 +45,10 @@ pub fn step(buf: &[u8], full: bool, token: Option<&Token>, body: &dyn Fn() -> St
     match req.parse(buf) {
         Ok(httparse::Status::Complete(_)) => Step::Answer(answer(&req, token, body)),
         Ok(httparse::Status::Partial) if !full => Step::More,
+        // The client stopped before the end of its head.
+        Ok(httparse::Status::Partial) if buf.len() < MAX_REQUEST_BYTES => {
+            Step::Answer(bad_request("incomplete request\n"))
+        }
         Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => {
             Step::Answer(response(
                 "431 Request Header Fields Too Large",
@@ -164,7 +168,13 @@ mod tests {
         }
         let partial = step(b"GET /metrics HTTP/1.1\r\n", false, None, &String::new);
         assert!(matches!(partial, Step::More));
-        assert!(status("GET /metrics HTTP/1.1\r\n", None).starts_with("HTTP/1.1 431"));
+        let cut = status("GET /metrics HTTP/1.1\r\n", None);
+        assert_eq!(cut, "HTTP/1.1 400 Bad Request");
+        let big = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}",
+            "a".repeat(MAX_REQUEST_BYTES)
+        );
+        assert!(status(&big, None).starts_with("HTTP/1.1 431"));
         assert_eq!(
             status("\x16\x03\x01 garbage\r\n\r\n", None),
             "HTTP/1.1 400 Bad Request"
