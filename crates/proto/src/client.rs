@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use sonde_results::{IntervalSample, SideResult, TestSpec};
 
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
+use crate::bounds;
 use crate::error::{PeerError, ProtoError};
 use crate::grant::Grant;
 use crate::labels::{self, Labels};
@@ -86,6 +87,8 @@ pub struct ClientSession {
     agent_software: String,
     /// The agent's address as dialled, sent in `Hello` and bound into both proofs.
     agent: String,
+    /// `Interval` frames taken so far: [`crate::bounds`] caps them.
+    intervals_seen: u64,
 }
 
 impl ClientSession {
@@ -110,6 +113,7 @@ impl ClientSession {
             command: command.into(),
             agent_software: String::new(),
             agent: String::new(),
+            intervals_seen: 0,
         };
         s.queue_hello();
         s
@@ -299,6 +303,30 @@ impl ClientSession {
     }
 }
 
+impl ClientSession {
+    /// Keeps a sample within the spec's bounds; one beyond them fails the session, so a
+    /// rogue agent cannot grow the controller's memory past what the test needs.
+    fn on_interval(&mut self, sample: IntervalSample, now: Instant) -> Result<(), ProtoError> {
+        if let Err(why) = bounds::check_sample(&self.spec, self.intervals_seen, &sample) {
+            return self.fail(ProtoError::Excess(why));
+        }
+        self.intervals_seen += 1;
+        let last = u64::from(sample.index) + 1 >= self.spec.timing().intervals();
+        self.wire.events.push_back(ClientEvent::Interval(sample));
+        if self.state == State::Running {
+            // After the window's last sample the agent is silent through cool-down
+            // and the drain of every connection, until we send Stop.
+            let quiet = if last {
+                Duration::from_millis(self.spec.timing().cooldown_ms) + self.timeouts.drain
+            } else {
+                Duration::ZERO
+            };
+            self.wire.deadline = Some(now + quiet + self.liveness(self.interval()));
+        }
+        Ok(())
+    }
+}
+
 impl Machine for ClientSession {
     type Event = ClientEvent;
 
@@ -376,19 +404,7 @@ impl Machine for ClientSession {
                 Ok(())
             }
             (State::Running | State::AwaitResults, Message::Interval { sample }) => {
-                let last = u64::from(sample.index) + 1 >= self.spec.timing().intervals();
-                self.wire.events.push_back(ClientEvent::Interval(sample));
-                if self.state == State::Running {
-                    // After the window's last sample the agent is silent through cool-down
-                    // and the drain of every connection, until we send Stop.
-                    let quiet = if last {
-                        Duration::from_millis(self.spec.timing().cooldown_ms) + self.timeouts.drain
-                    } else {
-                        Duration::ZERO
-                    };
-                    self.wire.deadline = Some(now + quiet + self.liveness(self.interval()));
-                }
-                Ok(())
+                self.on_interval(sample, now)
             }
             (State::Running | State::AwaitResults, Message::Drained) => {
                 self.wire.events.push_back(ClientEvent::Drained);

@@ -56,6 +56,8 @@ pub enum ProtoError {
     AgentWithoutKey,
     #[error("{0}")]
     Peer(PeerError),
+    #[error("misbehaving agent, test ended: {0}")]
+    Excess(String),
     #[error("cannot {action} while {state}")]
     InvalidCall {
         action: &'static str,

@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod auth;
+pub mod bounds;
 pub mod client;
 pub mod data_header;
 pub mod error;

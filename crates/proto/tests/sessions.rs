@@ -541,3 +541,40 @@ fn an_agent_buffers_little_before_the_key_and_no_results_sized_frame_after() {
         Err(ProtoError::Oversized { .. })
     ));
 }
+
+#[test]
+fn an_agent_sending_more_samples_than_the_spec_fails_the_session_with_what_it_sent_kept() {
+    let t0 = Instant::now();
+    let (mut c, mut a) = started(t0);
+    pump(&mut c, &mut a, t0).1.unwrap();
+    // The default spec: 10 intervals, so 11 samples (one partial) and no more.
+    for i in 0..11u32 {
+        a.send_interval(sample(i)).unwrap();
+    }
+    pump(&mut c, &mut a, t0).0.unwrap();
+    a.send_interval(sample(11)).unwrap();
+    let e = pump(&mut c, &mut a, t0).0.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "misbehaving agent, test ended: it sent more interval samples than the test's 11 \
+         (10 intervals and a partial one)"
+    );
+    let kept = std::iter::from_fn(|| c.poll_event())
+        .filter(|e| matches!(e, ClientEvent::Interval(_)))
+        .count();
+    assert_eq!(kept, 11);
+    // A sample describing more connections than the test's 8 is refused too.
+    let (mut c, mut a) = started(t0);
+    pump(&mut c, &mut a, t0).1.unwrap();
+    let mut wide = sample(0);
+    if let sonde_results::SampleSection::Stream(st) = &mut wide.section {
+        st.tcp = vec![st.tcp[0].clone(); 9];
+    }
+    a.send_interval(wide).unwrap();
+    let e = pump(&mut c, &mut a, t0).0.unwrap_err();
+    assert!(
+        matches!(e, ProtoError::Excess(ref w) if w.contains("9 connections")),
+        "{e}"
+    );
+    assert!(!std::iter::from_fn(|| c.poll_event()).any(|e| matches!(e, ClientEvent::Interval(_))));
+}

@@ -18,47 +18,55 @@ macro_rules! key_err {
 /// Reads a key file, naming it in any error.
 pub fn load_key(path: Option<&Path>) -> Result<Option<sonde_proto::Key>, KeyError> {
     let Some(path) = path else { return Ok(None) };
-    let bytes = read_private(path)?;
+    let bytes = read_private("--key-file", path)?;
     sonde_proto::Key::from_file_bytes(&bytes)
         .map(Some)
         .map_err(|e| key_err!("--key-file {}: {e}", path.display()))
 }
 
-/// The file's bytes once it is a regular file that only its owner (us or root) may read:
-/// opened non-blocking so that a FIFO cannot hang the agent, checked on the open file.
-fn read_private(path: &Path) -> Result<Vec<u8>, KeyError> {
+/// The bytes of the secret file `flag` names, once it is a regular file that only its
+/// owner (us or root) may read: opened non-blocking so that a FIFO cannot hang the agent,
+/// checked on the open file. Errors name the flag and the file.
+pub fn read_private(flag: &str, path: &Path) -> Result<Vec<u8>, KeyError> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| key_err!("cannot read --key-file {}: {e}", path.display()))?;
+        .map_err(|e| key_err!("cannot read {flag} {}: {e}", path.display()))?;
     let meta = f
         .metadata()
-        .map_err(|e| key_err!("cannot read --key-file {}: {e}", path.display()))?;
+        .map_err(|e| key_err!("cannot read {flag} {}: {e}", path.display()))?;
     // SAFETY: no arguments.
     let euid = unsafe { libc::geteuid() };
-    check(path, meta.is_file(), meta.uid(), meta.mode(), euid)?;
+    check(flag, path, meta.is_file(), meta.uid(), meta.mode(), euid)?;
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)
-        .map_err(|e| key_err!("cannot read --key-file {}: {e}", path.display()))?;
+        .map_err(|e| key_err!("cannot read {flag} {}: {e}", path.display()))?;
     Ok(bytes)
 }
 
 /// ssh's rule, made a little stricter: a key we own has no group or other bits; one root
 /// owns (a Kubernetes Secret, 0440 for the pod's fsGroup) may be group-readable, never
 /// group-writable nor readable by others; any other owner could change it.
-fn check(path: &Path, regular: bool, uid: u32, mode: u32, euid: u32) -> Result<(), KeyError> {
+fn check(
+    flag: &str,
+    path: &Path,
+    regular: bool,
+    uid: u32,
+    mode: u32,
+    euid: u32,
+) -> Result<(), KeyError> {
     let p = path.display();
     if !regular {
-        return Err(key_err!("refused --key-file {p}: not a regular file"));
+        return Err(key_err!("refused {flag} {p}: not a regular file"));
     }
     if uid != euid && uid != 0 {
-        return Err(key_err!("refused --key-file {p}: owned by uid {uid}, who could change the key; it must be owned by uid {euid} or root (`chown {euid} {p}`)"));
+        return Err(key_err!("refused {flag} {p}: owned by uid {uid}, who could change it; it must be owned by uid {euid} or root (`chown {euid} {p}`)"));
     }
     let too_open = if uid == euid { 0o077 } else { 0o027 };
     if mode & too_open != 0 {
         return Err(key_err!(
-            "refused --key-file {p}: mode {:04o} lets others read or change the key; run `chmod 600 {p}`",
+            "refused {flag} {p}: mode {:04o} lets others read or change it; run `chmod 600 {p}`",
             mode & 0o7777
         ));
     }
@@ -70,7 +78,7 @@ mod tests {
     use super::*;
 
     fn err(regular: bool, uid: u32, mode: u32, euid: u32) -> String {
-        check(Path::new("/k"), regular, uid, mode, euid)
+        check("--key-file", Path::new("/k"), regular, uid, mode, euid)
             .unwrap_err()
             .to_string()
     }
@@ -90,7 +98,8 @@ mod tests {
 
     #[test]
     fn private_keys_and_root_secrets_for_a_group_pass() {
-        let ok = |uid, mode, euid| check(Path::new("/k"), true, uid, mode, euid).is_ok();
+        let ok =
+            |uid, mode, euid| check("--key-file", Path::new("/k"), true, uid, mode, euid).is_ok();
         assert!(ok(1000, 0o100600, 1000));
         assert!(ok(1000, 0o100400, 1000));
         assert!(ok(0, 0o100600, 0));

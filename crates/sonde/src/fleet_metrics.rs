@@ -2,6 +2,7 @@
 //! the exporter; the HTTP thread serves its text; a pair not heard of for two periods
 //! leaves the metrics.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -12,6 +13,7 @@ use sonde_results::Document;
 use sonde_run::signals::Interrupt;
 
 use crate::cli::FleetArgs;
+use crate::metrics_http::{tls_config, Access, Token};
 
 /// The exporter and the thread that serves it.
 pub struct FleetMetrics {
@@ -33,13 +35,40 @@ pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
     // Its own flag: the server outlives a stop signal until the fleet's last run is in.
     let stop = Interrupt::none();
     let body = move || text.lock().unwrap().encode();
-    let (local, server) = crate::metrics_http::serve(addr, body, stop.clone())?;
-    errln!("metrics: http://{local}/metrics");
+    let access = Access {
+        token: args.metrics_token_file.as_deref().map(token).transpose()?,
+        tls: match (&args.metrics_tls_cert, &args.metrics_tls_key) {
+            (Some(cert), Some(key)) => Some(tls_config(cert, key)?),
+            _ => None,
+        },
+    };
+    let scheme = if access.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let (local, server) = crate::metrics_http::serve(addr, body, access, stop.clone())?;
+    errln!("metrics: {scheme}://{local}/metrics");
     Ok(Some(FleetMetrics {
         exporter,
         server,
         stop,
     }))
+}
+
+/// The bearer token in `path`: a private file (as a key file), its text trimmed, at
+/// least 16 printable characters with no space.
+fn token(path: &Path) -> anyhow::Result<Token> {
+    let flag = "--metrics-token-file";
+    let bytes = sonde_run::key::read_private(flag, path)?;
+    let text = bytes.trim_ascii();
+    if text.len() < 16 || !text.iter().all(|b| b.is_ascii_graphic()) {
+        anyhow::bail!(
+            "{flag} {}: the token must be at least 16 printable characters without spaces",
+            path.display()
+        );
+    }
+    Ok(Token::new(text))
 }
 
 impl FleetMetrics {

@@ -125,3 +125,22 @@ fn the_static_executable_serves_and_tests_by_name_in_an_empty_root() {
     );
     let _ = std::fs::remove_dir_all(root);
 }
+
+#[test]
+fn the_monitor_serves_its_metrics_only_with_the_token_it_mounts() {
+    let text =
+        std::fs::read_to_string(repo().join("deploy/kubernetes/fleet-monitor.yaml")).unwrap();
+    for want in [
+        r#""--metrics-token-file", "/etc/sonde-metrics/token""#,
+        "- {name: metrics-token, mountPath: /etc/sonde-metrics, readOnly: true}",
+        "secret: {secretName: sonde-metrics-token, defaultMode: 288}",
+        "authorization: {credentials_file: ",
+        "tcpSocket: {port: metrics}",
+    ] {
+        assert!(text.contains(want), "fleet-monitor.yaml lacks {want}");
+    }
+    assert!(
+        !text.contains("prometheus.io/scrape: \"true\""),
+        "annotated for scrapes without the token"
+    );
+}

@@ -5,6 +5,8 @@
 //! `parts`; this module puts them into a document.
 
 mod end;
+mod fleet_pair;
+mod floor;
 pub mod load;
 mod parts;
 mod pps;
@@ -13,12 +15,14 @@ mod stream;
 pub mod watch;
 
 pub use end::{End, OneHost, Section};
+pub use fleet_pair::FleetPair;
+pub use floor::SelfNoise;
 pub use parts::{
     ClientAgent, CpuFigures, HostCounted, Inputs, IntervalFigures, IntervalPair, IntervalSide,
     MeasuredBy,
 };
 pub use pps::{PacketsEnd, PpsEnd, PpsEndSide, SearchEnd, Trial};
-pub use rr::{RrEnd, RrEndSide, SelfNoise};
+pub use rr::{RrEnd, RrEndSide};
 pub use stream::{ConnectionSpread, DirectionEnd, EndSide, Retransmits, StreamEnd};
 
 use std::collections::BTreeMap;
@@ -71,50 +75,6 @@ pub struct Start {
     /// the controller, cut to the rules.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server_labels: BTreeMap<String, String>,
-}
-
-/// A fleet test's place in its fleet: the pair, each end's labels, the round.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct FleetPair {
-    /// The fleet file's `name`.
-    pub fleet: String,
-    /// The agent that sent (ran the client side), by its name in the fleet.
-    pub source: String,
-    pub destination: String,
-    /// The source's labels: the fleet file's, and the agent's own (`sonde serve --label`)
-    /// where the file does not name the same one (see [`FleetPair::with_agents_labels`]).
-    #[serde(default)]
-    pub source_labels: BTreeMap<String, String>,
-    #[serde(default)]
-    pub destination_labels: BTreeMap<String, String>,
-    /// The scheduler's round, from 1.
-    pub round: u32,
-    /// The fleet file's test case in words (`stream -P 8 -t 10`), the `test` label of its
-    /// metrics.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub test: String,
-    /// `sonde fleet --every`: the pass that ran it, from 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pass: Option<u32>,
-}
-
-impl FleetPair {
-    /// This pair with each end's own labels, as the run's `start` recorded them (the
-    /// destination served, the source was the client agent), merged in under the fleet
-    /// file's: on a conflict the file wins, since the operator wrote it for this fleet.
-    pub fn with_agents_labels(&self, start: &Start) -> FleetPair {
-        let merge = |file: &BTreeMap<String, String>, own: Option<&BTreeMap<String, String>>| {
-            let mut merged = own.cloned().unwrap_or_default();
-            merged.extend(file.iter().map(|(k, v)| (k.clone(), v.clone())));
-            merged
-        };
-        let client_own = start.client_agent.as_ref().map(|a| &a.labels);
-        FleetPair {
-            source_labels: merge(&self.source_labels, client_own),
-            destination_labels: merge(&self.destination_labels, Some(&start.server_labels)),
-            ..self.clone()
-        }
-    }
 }
 
 /// What [`Document::local`] starts from.
@@ -215,7 +175,10 @@ fn start(inp: Inputs<'_>) -> Start {
         server_labels: inp.server_labels,
     };
     // The agents' own labels, as this run recorded them, under the fleet file's.
-    start.fleet = inp.fleet.map(|pair| pair.with_agents_labels(&start));
+    let client_own = start.client_agent.as_ref().map(|a| &a.labels);
+    start.fleet = inp
+        .fleet
+        .map(|pair| pair.with_agents_labels(client_own, &start.server_labels));
     start
 }
 
@@ -280,7 +243,10 @@ mod tests {
             command: None,
             labels: map(&[("zone", "agent-a"), ("node", "n1")]),
         });
-        let merged = pair.with_agents_labels(&start);
+        let merged = pair.with_agents_labels(
+            start.client_agent.as_ref().map(|a| &a.labels),
+            &start.server_labels,
+        );
         assert_eq!(
             merged.source_labels,
             map(&[("zone", "file-a"), ("node", "n1")])
@@ -292,7 +258,11 @@ mod tests {
         // A test the controller is an end of has no client agent: the file's labels only.
         start.client_agent = None;
         assert_eq!(
-            pair.with_agents_labels(&start).source_labels,
+            pair.with_agents_labels(
+                start.client_agent.as_ref().map(|a| &a.labels),
+                &start.server_labels
+            )
+            .source_labels,
             pair.source_labels
         );
     }

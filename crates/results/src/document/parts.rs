@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::fleet_pair::FleetPair;
+use super::floor::SelfNoise;
 use super::load::LoadInterval;
 use super::watch::WatchInterval;
 use crate::latency::LatencySummary;
@@ -176,10 +178,10 @@ pub struct Inputs<'a> {
     pub server_labels: std::collections::BTreeMap<String, String>,
     /// A fleet's run: its pair as the fleet file names it; both agents' own labels join
     /// it under the file's.
-    pub fleet: Option<super::FleetPair>,
+    pub fleet: Option<FleetPair>,
     /// Ping and rpc with `--self-noise`: the tool's floor measured before the test, or why
     /// it was not (the rr section keeps it, or notes why on the client's side).
-    pub self_noise: Option<Result<super::SelfNoise, String>>,
+    pub self_noise: Option<Result<SelfNoise, String>>,
 }
 
 impl IntervalFigures {

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::floor::SelfNoise;
 use super::parts::{
     paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, MeasuredBy,
 };
@@ -77,19 +78,6 @@ pub struct RrEnd {
     /// The tool's own floor (`--self-noise`), measured by the controller before the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_noise: Option<SelfNoise>,
-}
-
-/// The tool's own floor: the client's loop against an echo in its own process over a
-/// local socket pair, no network; a test's tail close to it is the tool's or the host's,
-/// not the path's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SelfNoise {
-    /// `unix_stream` (TCP tests) or `unix_seqpacket` (UDP tests: a request a message).
-    pub socket: String,
-    pub seconds: f64,
-    /// Round trips in the window.
-    pub messages: u64,
-    pub latency_ns: LatencySummary,
 }
 
 impl RrEnd {

@@ -260,6 +260,18 @@ pub struct FleetArgs {
     /// OpenMetrics text format (for Prometheus).
     #[arg(long, value_name = "ADDR:PORT", requires = "every")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics: answer only scrapes that present this file's token
+    /// (`Authorization: Bearer TOKEN`, Prometheus' `authorization.credentials_file`);
+    /// others get 401. The file must be ours or root's and mode 0600 (0440 root's).
+    #[arg(long, value_name = "FILE", requires = "metrics")]
+    pub metrics_token_file: Option<PathBuf>,
+    /// With --metrics: serve over TLS with this certificate chain (PEM); needs
+    /// --metrics-tls-key.
+    #[arg(long, value_name = "FILE", requires_all = ["metrics", "metrics_tls_key"])]
+    pub metrics_tls_cert: Option<PathBuf>,
+    /// The private key of --metrics-tls-cert (PEM; checked as a key file: 0600).
+    #[arg(long, value_name = "FILE", requires = "metrics_tls_cert")]
+    pub metrics_tls_key: Option<PathBuf>,
 }
 
 /// `--every`: a period of one second or more.

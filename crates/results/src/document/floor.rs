@@ -1,0 +1,19 @@
+//! The tool's own floor (`--self-noise`), measured before a ping or rpc: a leaf the
+//! document's inputs and rr's section both use.
+
+use serde::{Deserialize, Serialize};
+
+use crate::latency::LatencySummary;
+
+/// The tool's own floor: the client's loop against an echo in its own process over a
+/// local socket pair, no network; a test's tail close to it is the tool's or the host's,
+/// not the path's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelfNoise {
+    /// `unix_stream` (TCP tests) or `unix_seqpacket` (UDP tests: a request a message).
+    pub socket: String,
+    pub seconds: f64,
+    /// Round trips in the window.
+    pub messages: u64,
+    pub latency_ns: LatencySummary,
+}
