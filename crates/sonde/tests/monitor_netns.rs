@@ -108,6 +108,19 @@ impl Drop for Prometheus {
     }
 }
 
+/// The fleet, killed on drop unless it already ended: a failed assertion leaves no
+/// `sonde fleet` running on in a deleted namespace.
+struct Fleet(Child);
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 fn label<'a>(series: &'a Value, name: &str) -> &'a str {
     series["metric"][name].as_str().unwrap_or("")
 }
@@ -149,8 +162,8 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
         .collect();
     let db = temp_file("watch.db");
     let file = fleet_file();
-    let mut fleet: Child = lab
-        .controller(&[
+    let mut fleet = Fleet(
+        lab.controller(&[
             "fleet",
             file.to_str().unwrap(),
             "--db",
@@ -160,7 +173,8 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap(),
+    );
     let _prom = Prometheus::start(&lab);
 
     // Every pair's throughput, labelled by its ends and the file's zone labels.
@@ -204,9 +218,9 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
     assert_eq!(alive.len(), 1, "{alive:?}");
 
     // SIGTERM ends the fleet promptly and cleanly.
-    let pid = fleet.id().to_string();
+    let pid = fleet.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let status = common::wait_with_timeout(&mut fleet, Duration::from_secs(20))
+    let status = common::wait_with_timeout(&mut fleet.0, Duration::from_secs(20))
         .expect("the fleet stops on SIGTERM");
     assert!(status.success(), "{status:?}");
 }
