@@ -364,7 +364,9 @@ fn a_pps_receiver_with_one_thread_and_a_small_buffer_drops() {
 
 /// Every interval of a forward, reverse and bidir run carries TCP_INFO from both ends of
 /// each direction, read by the side that owns the socket; a sender's series is never
-/// zeros (iperf3's reverse mode reports zeros, esnet/iperf #803), nor a receiver's window.
+/// zeros (iperf3's reverse mode reports zeros, esnet/iperf #803), nor a receiver's series
+/// of windows. (A receiver's window is a gauge read at the interval's end: a full receive
+/// queue advertises 0 at that instant, which a run at full speed sometimes catches.)
 #[test]
 fn tcp_info_on_both_sides_in_every_interval_of_every_direction() {
     let Some(lab) = pinned_lab(Lab::new()) else {
@@ -385,11 +387,12 @@ fn tcp_info_on_both_sides_in_every_interval_of_every_direction() {
             "{mode}: {} intervals",
             intervals.len()
         );
+        let mut open_windows = [0; 2];
         for (i, iv) in intervals.iter().enumerate() {
             let at = format!("{mode} interval {i}");
-            check_direction(&iv["sender"], &iv["receiver"], sender_by, &at);
+            open_windows[0] += check_direction(&iv["sender"], &iv["receiver"], sender_by, &at);
             if mode == "--bidir" {
-                check_direction(
+                open_windows[1] += check_direction(
                     &iv["reverse"]["sender"],
                     &iv["reverse"]["receiver"],
                     "server",
@@ -397,12 +400,22 @@ fn tcp_info_on_both_sides_in_every_interval_of_every_direction() {
                 );
             }
         }
+        let directions = if mode == "--bidir" { 2 } else { 1 };
+        for (d, open) in open_windows.iter().take(directions).enumerate() {
+            // Every receive sample carries its window, and most are open.
+            assert!(
+                *open * 2 > 2 * intervals.len(),
+                "{mode} direction {d}: {open} of {} receive samples with an open window",
+                2 * intervals.len()
+            );
+        }
     }
 }
 
 /// One direction of one interval: two connections sampled on each end, by the right side,
-/// with non-zero sender RTT, cwnd and delivery rate, and a non-zero receive window.
-fn check_direction(snd: &Value, rcv: &Value, sender_by: &str, at: &str) {
+/// with non-zero sender RTT, cwnd and delivery rate, a receive buffer and a receive window
+/// read (how many of the two were open is returned).
+fn check_direction(snd: &Value, rcv: &Value, sender_by: &str, at: &str) -> usize {
     let receiver_by = if sender_by == "client" {
         "server"
     } else {
@@ -424,7 +437,8 @@ fn check_direction(snd: &Value, rcv: &Value, sender_by: &str, at: &str) {
                     "mss_bytes",
                 ]
             } else {
-                &["rcv_wnd_bytes", "rcv_space_bytes"]
+                assert!(t["rcv_wnd_bytes"].is_u64(), "{at}: no window read: {t}");
+                &["rcv_space_bytes"]
             };
             for k in keys {
                 assert!(
@@ -435,6 +449,10 @@ fn check_direction(snd: &Value, rcv: &Value, sender_by: &str, at: &str) {
             }
         }
     }
+    let windows = rcv["tcp"].as_array().unwrap().iter();
+    windows
+        .filter(|t| t["rcv_wnd_bytes"].as_u64() > Some(0))
+        .count()
 }
 
 /// A sysctl held at a value while it lives, and put back as it was when dropped (also when

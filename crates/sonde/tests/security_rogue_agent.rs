@@ -82,7 +82,12 @@ fn rogue_agent(control: TcpListener, data_port: u16, flood: Flood) -> u32 {
         while let Some(ev) = session.poll_event() {
             match ev {
                 AgentEvent::Setup { .. } => session.ready(data_port, 1, Instant::now()).unwrap(),
-                AgentEvent::Start => return send_all(&mut link, &mut session, &flood),
+                AgentEvent::Start => {
+                    // Let the controller's data flow first, so that the test has measured
+                    // something to keep when the flood ends it.
+                    std::thread::sleep(Duration::from_millis(300));
+                    return send_all(&mut link, &mut session, &flood);
+                }
                 _ => {}
             }
         }
