@@ -32,6 +32,8 @@ pub mod watch;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_drive;
+#[cfg(test)]
 mod tests_pps;
 #[cfg(test)]
 mod tests_rr;

@@ -3,7 +3,7 @@
 //! receivers' per-flow accounting and the engine's own drop count, a cut interval.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sonde_engine::pps::FlowRx;
 use sonde_engine::Placement;
@@ -13,6 +13,7 @@ use sonde_results::{IntervalSample, PpsSpec, SideResult, Timing};
 use crate::kind::pps::{Drops, PpsSide, RxEngine, TxEngine};
 use crate::kind::Workers;
 use crate::side::Side;
+use crate::tests_drive::drive;
 
 /// Packets every fake moves per millisecond.
 const RATE: u64 = 50;
@@ -113,30 +114,6 @@ fn side(spec: &PpsSpec, sender: bool) -> Box<dyn Side> {
             Vec::new(),
         ),
     })
-}
-
-/// Drives `side` as a control loop does until its schedule is over, or until it closed
-/// `stop_after` intervals; the intervals it closed.
-fn drive(side: &mut Box<dyn Side>, stop_after: Option<usize>) -> Vec<IntervalSample> {
-    let mut intervals = Vec::new();
-    let until = Instant::now() + Duration::from_secs(5);
-    while !side.is_draining() && Instant::now() < until {
-        let now = Instant::now();
-        for _ in 0..8 {
-            intervals.extend(side.on_time(now));
-            if side.next_deadline().is_none_or(|d| d > now) {
-                break;
-            }
-        }
-        if stop_after.is_some_and(|n| intervals.len() >= n) {
-            break;
-        }
-        let next = side
-            .next_deadline()
-            .unwrap_or(now + Duration::from_millis(5));
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
-    }
-    intervals
 }
 
 fn pps(result: &SideResult) -> &sonde_results::PpsResult {

@@ -11,11 +11,12 @@ use sonde_engine::rr_client::WorkerEnd;
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::new_histogram;
-use sonde_results::{IntervalSample, RrSpec, SideResult, Timing};
+use sonde_results::{RrSpec, SideResult, Timing};
 
 use crate::kind::rr::{EchoEngine, Engine, Parts, RequestEngine, RrSide};
 use crate::kind::Workers;
 use crate::side::Side;
+use crate::tests_drive::drive;
 
 /// Messages every fake completes per millisecond.
 const RATE: u64 = 10;
@@ -184,34 +185,6 @@ fn side(spec: &RrSpec, client: bool) -> Box<dyn Side> {
             socket_options: vec!["TCP_NODELAY".into()],
         },
     ))
-}
-
-/// Drives `side` as a control loop does until it drains, or until it closed `stop_after`
-/// intervals (the next one is then open); the intervals it closed.
-fn drive(side: &mut Box<dyn Side>, stop_after: Option<usize>) -> Vec<IntervalSample> {
-    let mut intervals = Vec::new();
-    let until = Instant::now() + Duration::from_secs(5);
-    while !(side.is_draining() && side.all_done()) && Instant::now() < until {
-        let now = Instant::now();
-        // Everything due by now first, however late this loop woke.
-        for _ in 0..8 {
-            intervals.extend(side.on_time(now));
-            if side.next_deadline().is_none_or(|d| d > now) {
-                break;
-            }
-        }
-        if stop_after.is_some_and(|n| intervals.len() >= n) {
-            break;
-        }
-        let next = side
-            .next_deadline()
-            .unwrap_or(now + Duration::from_millis(5));
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        if side.is_draining() && !side.all_done() {
-            side.finish_senders();
-        }
-    }
-    intervals
 }
 
 fn rr(result: &SideResult) -> &sonde_results::RrResult {

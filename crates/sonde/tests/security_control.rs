@@ -38,19 +38,7 @@ fn victim_count(lab: &Lab) -> u64 {
 
 /// What the counters of nftables table `table` in the client namespace counted.
 fn count(lab: &Lab, table: &str) -> u64 {
-    let out = Lab::in_ns(&lab.client, "nft")
-        .args(["-j", "list", "table", "inet", table])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["nftables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|i| i["rule"]["expr"].as_array())
-        .flatten()
-        .filter_map(|e| e["counter"]["packets"].as_u64())
-        .sum()
+    nft_counted(&lab.client, table, "packets")
 }
 
 /// The victim: a second address in the client namespace, and a table `victim` counting

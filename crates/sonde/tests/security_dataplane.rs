@@ -367,30 +367,13 @@ fn a_client_parts_unanswered_udp_requests_are_counted() {
         "--no-save",
     ]));
     let doc = doc_of(&o);
-    let out = Lab::in_ns(server, "nft")
-        .args(["-j", "list", "table", "inet", "victim"])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let counter = v["nftables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|i| i["rule"]["expr"].as_array())
-        .flatten()
-        .find_map(|e| e.get("counter"))
-        .unwrap()
-        .clone();
+    let at_victim = nft_counted(server, "victim", "packets");
+    let bytes = nft_counted(server, "victim", "bytes");
     let end = &doc["end"];
     let sent = end["client"]["requests_sent"].as_u64().unwrap();
-    let at_victim = counter["packets"].as_u64().unwrap();
     eprintln!("unanswered UDP requests: {sent} reported sent, {at_victim} at the serving host");
     assert!(sent >= 32, "{end}");
     assert_eq!(sent, at_victim, "{end}");
     assert_eq!(end["lost_messages"].as_u64(), Some(sent), "{end}");
-    assert_eq!(
-        counter["bytes"].as_u64(),
-        Some(sent * (64 + 28)),
-        "{counter}"
-    );
+    assert_eq!(bytes, sent * (64 + 28), "{end}");
 }

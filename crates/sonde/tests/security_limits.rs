@@ -407,19 +407,7 @@ fn a_stalled_test_whose_controller_vanishes_frees_the_agent() {
 
 /// Bytes nftables table `victim` counted in namespace `ns`.
 fn counted_bytes(ns: &str) -> u64 {
-    let out = Lab::in_ns(ns, "nft")
-        .args(["-j", "list", "table", "inet", "victim"])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["nftables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|i| i["rule"]["expr"].as_array())
-        .flatten()
-        .filter_map(|e| e["counter"]["bytes"].as_u64())
-        .sum()
+    nft_counted(ns, "victim", "bytes")
 }
 
 /// Four pps client parts of 30 Mbit/s at once from an agent with `--max-client-bitrate

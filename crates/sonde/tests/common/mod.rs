@@ -523,3 +523,21 @@ pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<std::proc
     }
     None
 }
+
+/// What the counters of nftables table `inet TABLE` in namespace `ns` counted, summed over
+/// its rules: `field` is `packets` or `bytes`.
+pub fn nft_counted(ns: &str, table: &str, field: &str) -> u64 {
+    let out = Lab::in_ns(ns, "nft")
+        .args(["-j", "list", "table", "inet", table])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|e| e["counter"][field].as_u64())
+        .sum()
+}
