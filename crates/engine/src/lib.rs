@@ -16,6 +16,7 @@ pub mod rr_client;
 pub mod rr_server;
 pub mod self_noise;
 pub mod sockopt;
+pub mod stamps;
 pub mod stream;
 pub mod syscalls;
 pub mod tcp_info;

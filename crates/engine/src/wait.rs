@@ -93,6 +93,7 @@ pub fn tight_timer_slack() {
 }
 
 /// Result of one receive call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recv {
     Data(usize),
     /// Nothing to read now (MSG_DONTWAIT).

@@ -1,0 +1,323 @@
+//! The system calls of kernel timestamping: switching it on for a socket, a receive that
+//! also returns the packet's arrival stamp, and reading the stamps of sent data from the
+//! socket's error queue, many at a time.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::RawFd;
+
+use crate::wait::Recv;
+
+/// What the kernel reports of each send (`ee_info` of a stamp on the error queue).
+const SCM_TSTAMP_SND: u32 = 0;
+const SCM_TSTAMP_SCHED: u32 = 1;
+
+/// Stamps read from the error queue in one call.
+const BATCH: usize = 16;
+/// Room for a `scm_timestamping` (three timespecs) and a `sock_extended_err` with the
+/// offender's address (IPv6: 16 + 28 bytes), with their headers.
+const CONTROL_BYTES: usize = 256;
+
+/// Software stamps of sent data (entering the qdisc, handed to the driver), of received
+/// data, tagged with the send's id (`OPT_ID`: bytes for TCP, datagrams for UDP, from when
+/// it was switched on), without the data itself on the error queue (`OPT_TSONLY`).
+const FLAGS: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SCHED
+    | libc::SOF_TIMESTAMPING_TX_SOFTWARE
+    | libc::SOF_TIMESTAMPING_RX_SOFTWARE
+    | libc::SOF_TIMESTAMPING_SOFTWARE
+    | libc::SOF_TIMESTAMPING_OPT_ID
+    | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+
+/// Switches kernel timestamps on for `fd`; the ids of sent data count from here.
+pub fn enable(fd: RawFd) -> io::Result<()> {
+    let flags = FLAGS;
+    // SAFETY: the option value is a c_uint that lives for the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            (&flags as *const libc::c_uint).cast(),
+            size_of::<libc::c_uint>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The real-time clock in nanoseconds: the clock the kernel stamps packets on.
+#[inline]
+pub fn now_real() -> u64 {
+    // SAFETY: all-zero is a valid timespec, written by the call.
+    let mut ts: libc::timespec = unsafe { zeroed() };
+    // SAFETY: ts is live and writable.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ns_of(&ts)
+}
+
+fn ns_of(ts: &libc::timespec) -> u64 {
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Where a stamp of sent data was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxPoint {
+    /// Entering the qdisc (`TX_SCHED`).
+    Sched,
+    /// Handed to the driver (`TX_SOFTWARE`).
+    Driver,
+}
+
+/// A stamp of sent data: the id of the send it belongs to, where, and when (real time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxStamp {
+    pub key: u32,
+    pub point: TxPoint,
+    pub ns: u64,
+}
+
+/// Receives into `buf` like `wait::recv`, also returning the kernel's software stamp of
+/// the last packet read (real time, ns), and the sender's address when asked.
+pub fn recv_stamped(
+    fd: RawFd,
+    buf: &mut [u8],
+    dontwait: bool,
+    from: Option<&mut libc::sockaddr_storage>,
+) -> io::Result<(Recv, Option<u64>)> {
+    let mut control = [0u64; CONTROL_BYTES / 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero is a valid msghdr; its pointers are set below.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CONTROL_BYTES;
+    if let Some(addr) = from {
+        msg.msg_name = (addr as *mut libc::sockaddr_storage).cast();
+        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    }
+    let flags = if dontwait { libc::MSG_DONTWAIT } else { 0 };
+    loop {
+        // SAFETY: msg points at live buffers of the lengths it names.
+        let r = unsafe { libc::recvmsg(fd, &mut msg, flags) };
+        crate::syscalls::one();
+        if r > 0 {
+            return Ok((Recv::Data(r as usize), rx_stamp(&msg)));
+        }
+        if r == 0 {
+            return Ok((Recv::Closed, None));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok((Recv::Empty, None)),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// The software stamp among `msg`'s control messages.
+fn rx_stamp(msg: &libc::msghdr) -> Option<u64> {
+    let mut found = None;
+    each_cmsg(msg, |level, ty, data| {
+        if level == libc::SOL_SOCKET && ty == libc::SO_TIMESTAMPING {
+            found = software(data);
+        }
+    });
+    found
+}
+
+/// The first of a `scm_timestamping`'s three stamps (software), if set.
+fn software(data: &[u8]) -> Option<u64> {
+    if data.len() < size_of::<libc::timespec>() {
+        return None;
+    }
+    // SAFETY: the kernel wrote a timespec there; read unaligned.
+    let ts: libc::timespec = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+    let ns = ns_of(&ts);
+    (ns != 0).then_some(ns)
+}
+
+/// Calls `each(level, type, data)` for every control message of `msg`.
+fn each_cmsg(msg: &libc::msghdr, mut each: impl FnMut(i32, i32, &[u8])) {
+    // SAFETY: the kernel filled msg_control up to msg_controllen; the CMSG macros walk it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            let len = (*c).cmsg_len as usize - (data as usize - c as usize);
+            each(
+                (*c).cmsg_level,
+                (*c).cmsg_type,
+                std::slice::from_raw_parts(data, len),
+            );
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+}
+
+/// Reads a socket's error queue: stamps of sent data, [`BATCH`] per system call.
+pub struct ErrQueue {
+    control: Box<[[u64; CONTROL_BYTES / 8]; BATCH]>,
+}
+
+impl Default for ErrQueue {
+    fn default() -> Self {
+        ErrQueue {
+            control: Box::new([[0; CONTROL_BYTES / 8]; BATCH]),
+        }
+    }
+}
+
+impl ErrQueue {
+    /// Gives `each` every stamp queued on `fd` now, without waiting; returns how many.
+    pub fn drain(&mut self, fd: RawFd, mut each: impl FnMut(TxStamp)) -> io::Result<usize> {
+        let mut total = 0;
+        loop {
+            let got = self.read_batch(fd, &mut each)?;
+            total += got;
+            if got < BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// One `recvmmsg` of the error queue; returns how many messages it read.
+    fn read_batch(&mut self, fd: RawFd, each: &mut impl FnMut(TxStamp)) -> io::Result<usize> {
+        // SAFETY: all-zero is a valid mmsghdr; the control pointers are set below.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
+        for (m, c) in msgs.iter_mut().zip(self.control.iter_mut()) {
+            m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = CONTROL_BYTES;
+        }
+        let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+        // SAFETY: msgs and their control buffers are live for the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                BATCH as u32,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        crate::syscalls::one();
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        for m in &msgs[..n as usize] {
+            if let Some(s) = tx_stamp(&m.msg_hdr) {
+                each(s);
+            }
+        }
+        Ok(n as usize)
+    }
+}
+
+/// The stamp and its id in one error-queue message, if it is a stamp of sent data.
+fn tx_stamp(msg: &libc::msghdr) -> Option<TxStamp> {
+    let (mut ns, mut ext) = (None, None);
+    each_cmsg(msg, |level, ty, data| match (level, ty) {
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => ns = software(data),
+        (libc::SOL_IP, libc::IP_RECVERR) | (libc::SOL_IPV6, libc::IPV6_RECVERR)
+            if data.len() >= size_of::<libc::sock_extended_err>() =>
+        {
+            // SAFETY: the kernel wrote a sock_extended_err there; read unaligned.
+            ext = Some(unsafe {
+                std::ptr::read_unaligned::<libc::sock_extended_err>(data.as_ptr().cast())
+            });
+        }
+        _ => {}
+    });
+    let ext = ext?;
+    if ext.ee_errno != libc::ENOMSG as u32 || ext.ee_origin != libc::SO_EE_ORIGIN_TIMESTAMPING {
+        return None;
+    }
+    let point = match ext.ee_info {
+        SCM_TSTAMP_SCHED => TxPoint::Sched,
+        SCM_TSTAMP_SND => TxPoint::Driver,
+        _ => return None,
+    };
+    Some(TxStamp {
+        key: ext.ee_data,
+        point,
+        ns: ns?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+    use std::os::fd::AsRawFd;
+
+    /// On loopback both sends' software stamps come back with the ids of the sends' last
+    /// bytes (TCP) or datagrams (UDP), in order, and a receive carries its arrival stamp,
+    /// all between the clock readings around them.
+    #[test]
+    fn loopback_stamps_each_send_and_receive() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.set_nodelay(true).unwrap();
+        enable(c.as_raw_fd()).unwrap();
+        enable(s.as_raw_fd()).unwrap();
+        let before = now_real();
+        for _ in 0..3 {
+            (&c).write_all(&[7u8; 100]).unwrap();
+        }
+        let mut got = [0u8; 300];
+        s.read_exact(&mut got).unwrap();
+        let mut stamps = Vec::new();
+        ErrQueue::default()
+            .drain(c.as_raw_fd(), |t| stamps.push(t))
+            .unwrap();
+        let after = now_real();
+        let keys: Vec<_> = stamps.iter().map(|t| (t.key, t.point)).collect();
+        for k in [99, 199, 299] {
+            assert!(keys.contains(&(k, TxPoint::Sched)), "{keys:?}");
+            assert!(keys.contains(&(k, TxPoint::Driver)), "{keys:?}");
+        }
+        assert!(stamps.iter().all(|t| (before..=after).contains(&t.ns)));
+        // Switching receive stamps on is deferred to a kernel work item.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        (&s).write_all(&[1u8; 10]).unwrap();
+        let mut buf = [0u8; 64];
+        let (r, at) = recv_stamped(c.as_raw_fd(), &mut buf, false, None).unwrap();
+        assert_eq!(r, Recv::Data(10));
+        let at = at.expect("an arrival stamp");
+        assert!((after..=now_real()).contains(&at));
+
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let v = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable(u.as_raw_fd()).unwrap();
+        for _ in 0..2 {
+            u.send_to(&[3u8; 40], v.local_addr().unwrap()).unwrap();
+        }
+        let mut udp = Vec::new();
+        ErrQueue::default()
+            .drain(u.as_raw_fd(), |t| udp.push((t.key, t.point)))
+            .unwrap();
+        for k in [0, 1] {
+            assert!(udp.contains(&(k, TxPoint::Driver)), "{udp:?}");
+        }
+    }
+
+    /// An empty error queue is not an error, and a socket without stamps gives none.
+    #[test]
+    fn an_empty_queue_reads_nothing() {
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let n = ErrQueue::default().drain(u.as_raw_fd(), |_| {}).unwrap();
+        assert_eq!(n, 0);
+    }
+}

@@ -1,0 +1,14 @@
+//! Where a round trip's time goes: the kernel's own timestamps of each message
+//! (`SO_TIMESTAMPING`) on both ends, split into stages that each take their two readings
+//! on one host's clock, so no clock sync is needed. The echo tells the client its part in
+//! each answer's first bytes ([`EchoFigures`]), as a STAMP reflector carries its stamps.
+
+pub mod book;
+pub mod echo;
+pub mod io;
+pub mod stages;
+
+pub use book::Book;
+pub use echo::EchoStamps;
+pub use io::{enable, now_real, recv_stamped, ErrQueue, TxPoint, TxStamp};
+pub use stages::{EchoFigures, Readings, StageHists, Unsplit, FIGURE_BYTES, STAGES};

@@ -1,0 +1,270 @@
+//! A message's stages from its ten readings, what the echo tells the client in its answer,
+//! and the per-interval histograms of each stage.
+
+use hdrhistogram::Histogram;
+
+/// The stages of a round trip, in the order a message meets them. Each is a difference
+/// of two readings on one host's clock; `Outside` is the round trip minus all the others
+/// (wire, NICs, hypervisor), so the seven sum to the round trip exactly.
+pub const STAGES: usize = 7;
+/// Client: the application's send call to the qdisc (`TX_SCHED`).
+pub const CLIENT_SEND: usize = 0;
+/// Client: the qdisc to the driver (`TX_SOFTWARE`).
+pub const CLIENT_QDISC: usize = 1;
+/// Between the client's driver and its receive stamp, less the echo's time inside its host.
+pub const OUTSIDE: usize = 2;
+/// Echo: the request's receive stamp (`RX_SOFTWARE`) to the application reading it.
+pub const SERVER_WAKE: usize = 3;
+/// Echo: the application read the request to it sending the answer.
+pub const SERVER_TURN: usize = 4;
+/// Echo: the answer's send call to its driver (`TX_SOFTWARE`).
+pub const SERVER_SEND: usize = 5;
+/// Client: the answer's receive stamp to the application reading it.
+pub const CLIENT_WAKE: usize = 6;
+
+/// "Not known" in an answer's figures.
+pub const UNKNOWN: u32 = u32::MAX;
+/// Bytes of the echo's figures in an answer.
+pub const FIGURE_BYTES: usize = 20;
+
+/// What the echo measured of its part, carried in an answer: its wake-up and turnaround
+/// for this answer (`tag`: its request's index, or UDP sequence), and the send stack of an
+/// earlier answer (`sent_tag`), known only once that answer was handed to the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoFigures {
+    pub tag: u32,
+    pub wake_ns: u32,
+    pub turnaround_ns: u32,
+    pub sent_tag: u32,
+    pub send_ns: u32,
+}
+
+impl EchoFigures {
+    /// Writes the figures into an answer's first [`FIGURE_BYTES`].
+    pub fn write(&self, to: &mut [u8]) {
+        let words = [
+            self.tag,
+            self.wake_ns,
+            self.turnaround_ns,
+            self.sent_tag,
+            self.send_ns,
+        ];
+        for (chunk, w) in to[..FIGURE_BYTES].chunks_exact_mut(4).zip(words) {
+            chunk.copy_from_slice(&w.to_be_bytes());
+        }
+    }
+
+    /// Reads figures from an answer's first bytes; `None` when it is too short.
+    pub fn read(from: &[u8]) -> Option<EchoFigures> {
+        let b = from.get(..FIGURE_BYTES)?;
+        let w = |i: usize| u32::from_be_bytes(b[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+        Some(EchoFigures {
+            tag: w(0),
+            wake_ns: w(1),
+            turnaround_ns: w(2),
+            sent_tag: w(3),
+            send_ns: w(4),
+        })
+    }
+}
+
+/// A nanosecond span as carried in figures: [`UNKNOWN`] when unknown or too long.
+pub fn span32(from: u64, to: u64) -> u32 {
+    to.checked_sub(from)
+        .and_then(|d| u32::try_from(d).ok())
+        .filter(|&d| d != UNKNOWN)
+        .unwrap_or(UNKNOWN)
+}
+
+/// The client's readings of one message (real time, ns) and the echo's figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Readings {
+    pub app_send: u64,
+    pub sched: u64,
+    pub driver: u64,
+    pub rx: u64,
+    pub app_recv: u64,
+    pub wake: u32,
+    pub turnaround: u32,
+    pub send: u32,
+}
+
+/// Why a message has no stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsplit {
+    /// A reading never came (a stamp the kernel did not give, an answer too short).
+    Missing,
+    /// The readings are out of order: a stage would be negative.
+    Disordered,
+}
+
+impl Readings {
+    /// The seven stages, summing to `app_recv - app_send` exactly.
+    pub fn stages(&self) -> Result<[u64; STAGES], Unsplit> {
+        let known = [
+            self.app_send,
+            self.sched,
+            self.driver,
+            self.rx,
+            self.app_recv,
+        ]
+        .iter()
+        .all(|&v| v != 0)
+            && [self.wake, self.turnaround, self.send]
+                .iter()
+                .all(|&v| v != UNKNOWN);
+        if !known {
+            return Err(Unsplit::Missing);
+        }
+        let echo = self.wake as u64 + self.turnaround as u64 + self.send as u64;
+        let d = |a: u64, b: u64| b.checked_sub(a).ok_or(Unsplit::Disordered);
+        let between = d(self.driver, self.rx)?;
+        let mut s = [0; STAGES];
+        s[CLIENT_SEND] = d(self.app_send, self.sched)?;
+        s[CLIENT_QDISC] = d(self.sched, self.driver)?;
+        s[OUTSIDE] = between.checked_sub(echo).ok_or(Unsplit::Disordered)?;
+        s[SERVER_WAKE] = self.wake as u64;
+        s[SERVER_TURN] = self.turnaround as u64;
+        s[SERVER_SEND] = self.send as u64;
+        s[CLIENT_WAKE] = d(self.rx, self.app_recv)?;
+        Ok(s)
+    }
+}
+
+/// One interval's histogram of each stage, and the messages that could not be split.
+#[derive(Debug, Clone)]
+pub struct StageHists {
+    pub stages: [Histogram<u64>; STAGES],
+    pub missing: u64,
+    pub disordered: u64,
+}
+
+impl StageHists {
+    /// Empty histograms of 1 ns to a minute at 3 significant digits, as the round trip's.
+    pub fn new() -> StageHists {
+        StageHists {
+            stages: std::array::from_fn(|_| crate::rr_client::handoff::fresh()),
+            missing: 0,
+            disordered: 0,
+        }
+    }
+
+    /// Files one message: its stages, or why it has none.
+    #[inline]
+    pub fn record(&mut self, split: Result<[u64; STAGES], Unsplit>) {
+        match split {
+            Ok(s) => {
+                for (h, v) in self.stages.iter_mut().zip(s) {
+                    // A stage of 0 ns is recorded as 1: the histograms start at 1.
+                    h.saturating_record(v.max(1));
+                }
+            }
+            Err(Unsplit::Missing) => self.missing += 1,
+            Err(Unsplit::Disordered) => self.disordered += 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stages[0].is_empty() && self.missing == 0 && self.disordered == 0
+    }
+
+    pub fn reset(&mut self) {
+        self.stages.iter_mut().for_each(Histogram::reset);
+        (self.missing, self.disordered) = (0, 0);
+    }
+
+    /// Adds `other`'s messages to these.
+    pub fn add(&mut self, other: &StageHists) {
+        for (h, o) in self.stages.iter_mut().zip(&other.stages) {
+            h.add(o).expect("same bounds");
+        }
+        self.missing += other.missing;
+        self.disordered += other.disordered;
+    }
+}
+
+impl Default for StageHists {
+    fn default() -> Self {
+        StageHists::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readings() -> Readings {
+        Readings {
+            app_send: 1_000,
+            sched: 1_400,
+            driver: 1_900,
+            rx: 30_000,
+            app_recv: 33_000,
+            wake: 6_000,
+            turnaround: 800,
+            send: 2_200,
+        }
+    }
+
+    #[test]
+    fn the_stages_sum_to_the_round_trip_exactly() {
+        let r = readings();
+        let s = r.stages().unwrap();
+        assert_eq!(s.iter().sum::<u64>(), r.app_recv - r.app_send);
+        assert_eq!(s, [400, 500, 19_100, 6_000, 800, 2_200, 3_000]);
+    }
+
+    #[test]
+    fn a_missing_reading_or_a_negative_stage_is_counted_not_guessed() {
+        let mut h = StageHists::new();
+        h.record(
+            Readings {
+                rx: 0,
+                ..readings()
+            }
+            .stages(),
+        );
+        h.record(
+            Readings {
+                send: UNKNOWN,
+                ..readings()
+            }
+            .stages(),
+        );
+        // The echo's residence longer than the client saw between its stamps.
+        h.record(
+            Readings {
+                wake: 60_000,
+                ..readings()
+            }
+            .stages(),
+        );
+        h.record(
+            Readings {
+                sched: 900,
+                ..readings()
+            }
+            .stages(),
+        );
+        assert_eq!((h.missing, h.disordered), (2, 2));
+        assert!(h.stages.iter().all(Histogram::is_empty));
+    }
+
+    #[test]
+    fn figures_cross_an_answer_unchanged_and_short_answers_carry_none() {
+        let f = EchoFigures {
+            tag: 7,
+            wake_ns: 1234,
+            turnaround_ns: UNKNOWN,
+            sent_tag: 6,
+            send_ns: 99,
+        };
+        let mut answer = [0u8; 64];
+        f.write(&mut answer);
+        assert_eq!(EchoFigures::read(&answer), Some(f));
+        assert_eq!(EchoFigures::read(&answer[..FIGURE_BYTES - 1]), None);
+        assert_eq!(span32(10, 5), UNKNOWN);
+        assert_eq!(span32(5, 5 + u32::MAX as u64), UNKNOWN);
+        assert_eq!(span32(5, 10), 5);
+    }
+}
