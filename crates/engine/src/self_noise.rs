@@ -72,6 +72,7 @@ pub fn measure(plan: &NoisePlan) -> io::Result<Floor> {
         poll: plan.poll,
         stall: None,
         sqpoll: false,
+        stages: false,
     };
     let mut echo = RrServer::spawn(ServerTarget::Sockets(far), echo_plan)?;
     let window_start = Instant::now() + WARMUP;
@@ -113,6 +114,7 @@ fn client_plan(plan: &NoisePlan, window_start: Instant) -> ClientPlan {
         drain_until: window_end + DRAIN,
         udp_loss_timeout: DRAIN,
         sqpoll: false,
+        stages: false,
     }
 }
 

@@ -15,6 +15,7 @@ use super::flight::{self, Flight};
 use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
 use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
+use crate::stamps::{self, Book, EchoFigures, ErrQueue, Heads};
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
@@ -37,6 +38,20 @@ struct Conn {
     tx_left: usize,
     rx_acc: usize,
     dead: bool,
+    /// Requests started on it (a UDP request's sequence number; a TCP one's index).
+    started: u64,
+    /// TCP: answers completed (the index of the next one).
+    completed: u64,
+    /// With stages: its messages' readings.
+    stamps: Option<Stamps>,
+}
+
+/// A connection's readings of its messages, with the error queue and (TCP) the echo's
+/// figures read off the stream.
+struct Stamps {
+    book: Book,
+    queue: ErrQueue,
+    heads: Heads,
 }
 
 struct Worker<'a, 'r> {
@@ -82,18 +97,20 @@ impl<'a, 'r> Worker<'a, 'r> {
         let p = &shared.plan;
         let start = Instant::now();
         let n = owned.len();
-        let conns: Vec<Conn> = owned
-            .iter()
-            .enumerate()
-            .map(|(i, &(fd, udp))| Conn {
+        let mut conns = Vec::with_capacity(n);
+        for (i, &(fd, udp)) in owned.iter().enumerate() {
+            conns.push(Conn {
                 fd,
                 udp,
                 flight: Flight::new(p, start, i, n),
                 tx_left: 0,
                 rx_acc: 0,
                 dead: false,
-            })
-            .collect();
+                started: 0,
+                completed: 0,
+                stamps: stamping(fd, udp, p)?,
+            });
+        }
         let multi = if n > 1 {
             let fds: Vec<RawFd> = conns.iter().map(|c| c.fd).collect();
             let m = Multi::new(&fds, Some(shared.wake.raw())).map_err(|e| WorkerEnd {
@@ -177,6 +194,10 @@ impl<'a, 'r> Worker<'a, 'r> {
                     }
                     c.flight.start(c.udp, (!p.open_loop).then_some(self.now));
                     self.counters.add_to(SENT, 1);
+                    if let Some(st) = &mut c.stamps {
+                        st.book.sent(c.started, stamps::now_real());
+                    }
+                    c.started += 1;
                 }
                 if c.udp {
                     c.flight.seq.stamp(&mut self.buf);
@@ -195,6 +216,7 @@ impl<'a, 'r> Worker<'a, 'r> {
                     }
                 }
             }
+            c.collect_stamps(false);
         }
     }
 
@@ -255,6 +277,7 @@ impl<'a, 'r> Worker<'a, 'r> {
         let mut last = None;
         for &i in targets {
             let c = &mut self.conns[i];
+            c.collect_stamps(false);
             if !c.dead {
                 let got = read_answers(
                     c,
@@ -263,7 +286,14 @@ impl<'a, 'r> Worker<'a, 'r> {
                     (self.shared, self.counters, &mut *self.rec),
                     &mut self.end,
                 );
+                // Woken with nothing to read: a stamp on the error queue woke the wait.
+                if got.is_none() {
+                    c.collect_stamps(true);
+                }
                 last = got.or(last);
+            }
+            if let Some(st) = &mut c.stamps {
+                self.rec.file_stages(&mut st.book, false);
             }
         }
         match last {
@@ -285,11 +315,81 @@ impl<'a, 'r> Worker<'a, 'r> {
 
     /// The worker's accounting, once it stopped.
     fn finish(mut self) -> WorkerEnd {
-        for c in &self.conns {
+        for c in &mut self.conns {
             c.flight.account(&self.shared.plan, &mut self.end);
+            if let Some(st) = &mut c.stamps {
+                self.rec.file_stages(&mut st.book, true);
+            }
         }
         self.end
     }
+}
+
+impl Conn {
+    /// Reads the stamps of its sends from the error queue, when one is awaited (or
+    /// `always`: one woke the wait).
+    fn collect_stamps(&mut self, always: bool) {
+        if let Some(st) = self
+            .stamps
+            .as_mut()
+            .filter(|s| always || s.book.wants_stamps())
+        {
+            let book = &mut st.book;
+            let _ = st.queue.drain(self.fd, |s| book.stamped(s));
+        }
+    }
+}
+
+/// One read's answers, as the stages need them.
+struct Read<'a> {
+    data: &'a [u8],
+    udp: bool,
+    /// Answers the read completed.
+    responses: usize,
+    /// The read's receive stamp, and the real clock after it.
+    readings: (Option<u64>, u64),
+    /// Inside the measured window.
+    counted: bool,
+}
+
+impl Stamps {
+    /// Gives the book the answers of one read: TCP's in order (`completed` counts them),
+    /// a matched UDP reply by the sequence number it echoes.
+    fn answered(&mut self, r: Read<'_>, completed: &mut u64) {
+        if r.udp {
+            if r.responses == 1 {
+                let seq = u64::from_le_bytes(r.data[..8].try_into().expect("a matched reply"));
+                let f = r
+                    .data
+                    .get(REQUEST_HEADER_BYTES..)
+                    .and_then(EchoFigures::read);
+                self.book.answered(seq, r.readings, f, r.counted);
+            }
+            return;
+        }
+        self.heads.feed(r.data);
+        for _ in 0..r.responses {
+            let f = self.heads.take();
+            self.book.answered(*completed, r.readings, f, r.counted);
+            *completed += 1;
+        }
+    }
+}
+
+/// With stages: switches the socket's kernel timestamps on and makes its readings.
+fn stamping(fd: RawFd, udp: bool, p: &ClientPlan) -> Result<Option<Stamps>, WorkerEnd> {
+    if !p.stages {
+        return Ok(None);
+    }
+    stamps::enable(fd).map_err(|e| WorkerEnd {
+        error: Some(format!("SO_TIMESTAMPING: {e}")),
+        ..Default::default()
+    })?;
+    Ok(Some(Stamps {
+        book: Book::new((!udp).then_some(p.request_bytes), p.window),
+        queue: ErrQueue::default(),
+        heads: Heads::new(p.response_bytes),
+    }))
 }
 
 /// Gives a UDP socket the loss timeout as its receive timeout, so that a blocking
@@ -315,7 +415,14 @@ fn read_answers(
     let p = &shared.plan;
     let mut last = None;
     loop {
-        match wait::recv(c.fd, buf, !blocking) {
+        let (got, rx) = match &c.stamps {
+            Some(_) => match stamps::recv_stamped(c.fd, buf, !blocking, None) {
+                Ok((r, rx)) => (Ok(r), rx),
+                Err(e) => (Err(e), None),
+            },
+            None => (wait::recv(c.fd, buf, !blocking), None),
+        };
+        match got {
             Ok(Recv::Data(got)) => {
                 let t = Instant::now();
                 last = Some(t);
@@ -331,12 +438,23 @@ fn read_answers(
                     c.rx_acc %= p.response_bytes;
                     (0, r)
                 };
+                let real = c.stamps.as_ref().map(|_| stamps::now_real());
                 for _ in 0..responses {
                     let Some(s) = c.flight.answered(p, first, t) else {
                         break;
                     };
                     rec.record(s, t);
                     counters.add_to(COMPLETED, 1);
+                }
+                if let (Some(st), Some(real)) = (&mut c.stamps, real) {
+                    let read = Read {
+                        data: &buf[..got],
+                        udp: c.udp,
+                        responses,
+                        readings: (rx, real),
+                        counted: rec.counts(t),
+                    };
+                    st.answered(read, &mut c.completed);
                 }
                 // A short TCP read drained the socket, and a UDP flow with nothing left in
                 // flight has nothing more to read; readiness is level-triggered, so a

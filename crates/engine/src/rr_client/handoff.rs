@@ -19,8 +19,42 @@ const SPARES: usize = 2;
 /// worker keeps filing into its current one (the interval's bounds are then merged).
 const QUEUED: usize = 64;
 
-/// An interval's index and the histogram of the responses that completed in it.
-pub type Filed = (u32, Histogram<u64>);
+/// An interval's index and what was filed in it (the histogram of the responses that
+/// completed in it, or their stages).
+pub type Filed<T> = (u32, T);
+
+/// What a worker files an interval in: made before the worker starts, emptied by the
+/// reporter, never allocated on the measuring thread unless the reporter falls behind.
+pub(crate) trait Filing: Send + Sized + 'static {
+    fn blank() -> Self;
+    /// A new one like this (the fallback allocation).
+    fn like(&self) -> Self;
+    fn clear(&mut self);
+}
+
+impl Filing for Histogram<u64> {
+    fn blank() -> Self {
+        fresh()
+    }
+    fn like(&self) -> Self {
+        Histogram::new_from(self)
+    }
+    fn clear(&mut self) {
+        self.reset()
+    }
+}
+
+impl Filing for crate::stamps::StageHists {
+    fn blank() -> Self {
+        crate::stamps::StageHists::new()
+    }
+    fn like(&self) -> Self {
+        crate::stamps::StageHists::new()
+    }
+    fn clear(&mut self) {
+        self.reset()
+    }
+}
 
 /// A new histogram for round-trip nanoseconds, its pages written once so that recording
 /// into it never faults.
@@ -31,24 +65,24 @@ pub(crate) fn fresh() -> Histogram<u64> {
 }
 
 /// The worker's ends of its rings.
-pub(crate) struct Outbox {
-    full: Producer<Filed>,
-    spare: Consumer<Histogram<u64>>,
+pub(crate) struct Outbox<T = Histogram<u64>> {
+    full: Producer<Filed<T>>,
+    spare: Consumer<T>,
     /// Histograms allocated because no spare had come back in time.
     pub allocated: u64,
 }
 
-impl Outbox {
+impl<T: Filing> Outbox<T> {
     /// Hands `hist` over as interval `idx`, putting in its place the histogram to record
     /// into next: a spare when one came back. False: the reporter took none of the last
     /// QUEUED, so the worker keeps filing into `hist`.
-    pub fn hand_over(&mut self, idx: u32, hist: &mut Histogram<u64>) -> bool {
+    pub fn hand_over(&mut self, idx: u32, hist: &mut T) -> bool {
         if self.full.is_full() {
             return false;
         }
         let next = self.spare.pop().unwrap_or_else(|_| {
             self.allocated += 1;
-            Histogram::new_from(hist)
+            hist.like()
         });
         let full = std::mem::replace(hist, next);
         self.full.push((idx, full)).expect("room checked above");
@@ -57,27 +91,27 @@ impl Outbox {
 }
 
 /// The reporter's ends of one worker's rings.
-struct Inbox {
-    full: Consumer<Filed>,
-    spare: Producer<Histogram<u64>>,
+struct Inbox<T> {
+    full: Consumer<Filed<T>>,
+    spare: Producer<T>,
 }
 
 /// Every worker's handoff: each worker takes its end once, when it starts; the reporter
 /// drains them all.
-pub(crate) struct Handoff {
-    workers: Vec<Mutex<Option<Outbox>>>,
-    reporter: Mutex<Vec<Inbox>>,
+pub(crate) struct Handoff<T = Histogram<u64>> {
+    workers: Vec<Mutex<Option<Outbox<T>>>>,
+    reporter: Mutex<Vec<Inbox<T>>>,
 }
 
-impl Handoff {
+impl<T: Filing> Handoff<T> {
     /// Rings and preallocated histograms for `threads` workers.
-    pub fn new(threads: usize) -> Handoff {
+    pub fn new(threads: usize) -> Handoff<T> {
         let (mut workers, mut reporter) = (Vec::new(), Vec::new());
         for _ in 0..threads {
             let (full_tx, full_rx) = RingBuffer::new(QUEUED);
             let (mut spare_tx, spare_rx) = RingBuffer::new(SPARES + 1);
             for _ in 0..SPARES {
-                spare_tx.push(fresh()).expect("room for the spares");
+                spare_tx.push(T::blank()).expect("room for the spares");
             }
             workers.push(Mutex::new(Some(Outbox {
                 full: full_tx,
@@ -96,7 +130,7 @@ impl Handoff {
     }
 
     /// Worker `k`'s end, once (the lock is taken before the worker's loop, never in it).
-    pub fn take(&self, k: usize) -> Option<Outbox> {
+    pub fn take(&self, k: usize) -> Option<Outbox<T>> {
         self.workers
             .get(k)?
             .lock()
@@ -106,12 +140,12 @@ impl Handoff {
 
     /// Gives every histogram handed over since the last call to `each`, then empties it
     /// and sends it back to its worker as a spare.
-    pub fn drain(&self, mut each: impl FnMut(u32, &Histogram<u64>)) {
+    pub fn drain(&self, mut each: impl FnMut(u32, &T)) {
         let mut reporter = self.reporter.lock().unwrap_or_else(|e| e.into_inner());
         for end in reporter.iter_mut() {
             while let Ok((idx, mut h)) = end.full.pop() {
                 each(idx, &h);
-                h.reset();
+                h.clear();
                 // A worker that allocated has more histograms than spare slots: drop it.
                 let _ = end.spare.push(h);
             }
@@ -139,7 +173,7 @@ mod tests {
 
     #[test]
     fn intervals_stay_apart_and_spares_come_back() {
-        let handoff = Handoff::new(1);
+        let handoff: Handoff = Handoff::new(1);
         let mut out = handoff.take(0).expect("the worker's end");
         assert!(handoff.take(0).is_none(), "an end is taken once");
         let mut hist = filled(5, 1_000);
@@ -168,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_reporter_that_never_drains_makes_the_worker_keep_its_histogram() {
-        let handoff = Handoff::new(2);
+        let handoff: Handoff = Handoff::new(2);
         let mut out = handoff.take(1).expect("worker 1's end");
         let mut hist = filled(1, 1_000);
         for idx in 0..QUEUED as u32 {

@@ -22,6 +22,8 @@ mod plan;
 pub(crate) mod recorder;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod tests_stages;
 pub(crate) mod workers;
 
 pub use plan::{ClientPlan, WorkerEnd};

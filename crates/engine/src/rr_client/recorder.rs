@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 use super::handoff::{fresh, Outbox};
 use super::plan::WorkerEnd;
 use super::workers::Core as Shared;
+use crate::stamps::{Book, StageHists};
 
 /// Latency recording for one worker: the current interval's histogram and its bounds.
 pub(crate) struct Recorder<'a> {
@@ -19,6 +20,10 @@ pub(crate) struct Recorder<'a> {
     interval_ns: u128,
     /// Intervals filed together because the reporter took none of the last ones.
     merged: u64,
+    /// With stages: the current interval's and their way out.
+    stages: Option<(StageHists, Outbox<StageHists>)>,
+    /// The last interval handed over.
+    last_interval: Option<u32>,
 }
 
 impl<'a> Recorder<'a> {
@@ -34,6 +39,26 @@ impl<'a> Recorder<'a> {
             tag: None,
             interval_ns: shared.plan.interval.as_nanos().max(1),
             merged: 0,
+            stages: shared.stage_handoff.as_ref().map(|h| {
+                let out = h.take(k).expect("worker k's stage outbox, taken once");
+                (StageHists::new(), out)
+            }),
+            last_interval: None,
+        }
+    }
+
+    /// Whether an answer at `now` is inside the measured window.
+    #[inline]
+    pub(crate) fn counts(&self, now: Instant) -> bool {
+        let p = &self.shared.plan;
+        now >= p.window_start && now < p.window_end
+    }
+
+    /// Files the complete messages of `book` (`all`: at the end, every one) under the
+    /// current interval.
+    pub(crate) fn file_stages(&mut self, book: &mut Book, all: bool) {
+        if let Some((h, _)) = &mut self.stages {
+            book.file(h, all);
         }
     }
 
@@ -41,8 +66,7 @@ impl<'a> Recorder<'a> {
     /// responses inside the measured window count.
     #[inline]
     pub(crate) fn record(&mut self, start: Instant, now: Instant) {
-        let p = &self.shared.plan;
-        if now < p.window_start || now >= p.window_end {
+        if !self.counts(now) {
             return;
         }
         if self.tag.is_none_or(|(_, end)| now >= end) {
@@ -73,9 +97,19 @@ impl<'a> Recorder<'a> {
 
     /// Hands the current histogram over under its interval and records into a spare.
     pub(crate) fn flush(&mut self) {
-        let Some((idx, _)) = self.tag.take() else {
+        let tag = self.tag.take();
+        // Stages are filed once a later answer completes them, after their interval (or
+        // the window) may have ended: they go under the last interval.
+        let last = tag.map(|(idx, _)| idx).or(self.last_interval);
+        if let (Some((h, out)), Some(idx)) = (&mut self.stages, last) {
+            if !h.is_empty() {
+                out.hand_over(idx, h);
+            }
+        }
+        let Some((idx, _)) = tag else {
             return;
         };
+        self.last_interval = Some(idx);
         if self.hist.is_empty() {
             return;
         }

@@ -31,6 +31,7 @@ pub(crate) fn plan(
         drain_until: end + Duration::from_millis(500),
         udp_loss_timeout: Duration::from_millis(200),
         sqpoll: false,
+        stages: false,
     }
 }
 
@@ -43,6 +44,7 @@ pub(crate) fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> Ser
         poll,
         stall,
         sqpoll: false,
+        stages: false,
     }
 }
 

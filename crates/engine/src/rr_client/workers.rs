@@ -14,6 +14,7 @@ use super::plan::{ClientPlan, WorkerEnd};
 use crate::counters::Counters;
 use crate::poller::EventFd;
 use crate::pool::{Placement, Pool, Stop};
+use crate::stamps::StageHists;
 
 /// A worker's requests sent (0) and responses received (1).
 pub(crate) type WorkerCounters = Counters<2>;
@@ -27,16 +28,20 @@ pub(crate) struct Core {
     pub counters: Vec<WorkerCounters>,
     /// Each worker's interval histograms, on their way to the reporting thread.
     pub handoff: Handoff,
+    /// With `plan.stages`: each worker's interval stages, the same way.
+    pub stage_handoff: Option<Handoff<StageHists>>,
 }
 
 impl Core {
     pub fn new(plan: ClientPlan, threads: usize) -> io::Result<Core> {
+        let plan_stages = plan.stages;
         Ok(Core {
             plan,
             aborting: AtomicBool::new(false),
             wake: EventFd::new()?,
             counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
             handoff: Handoff::new(threads),
+            stage_handoff: plan_stages.then(|| Handoff::new(threads)),
         })
     }
 
@@ -103,6 +108,14 @@ impl RrClient {
     /// their interval; they go back to their workers afterwards.
     pub fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
         self.shared.core().handoff.drain(each)
+    }
+
+    /// With stages: gives `each` the stage histograms handed over since the last call,
+    /// with the index of their interval.
+    pub fn drain_stages(&self, each: &mut dyn FnMut(u32, &StageHists)) {
+        if let Some(h) = &self.shared.core().stage_handoff {
+            h.drain(each)
+        }
     }
 
     pub fn all_done(&self) -> bool {

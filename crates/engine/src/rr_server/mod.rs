@@ -17,7 +17,8 @@ pub use workers::{RrServer, ServerPlan};
 
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
-use crate::udp_match::check_request;
+use crate::stamps::{self, EchoStamps, FIGURE_BYTES};
+use crate::udp_match::{check_request, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Poll, Recv};
 use workers::{Core, Shared as Carrier};
 
@@ -104,20 +105,28 @@ struct Echo {
     pending: u64,
     tx_left: usize,
     dead: bool,
+    /// With stages: the echo's readings, and the figures of the answer being sent.
+    stamps: Option<(EchoStamps, [u8; FIGURE_BYTES])>,
 }
 
 fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     let p = &shared.plan;
-    let mut conns: Vec<Echo> = fds
-        .iter()
-        .map(|&fd| Echo {
+    let mut conns = Vec::with_capacity(fds.len());
+    for &fd in fds {
+        let stamps = match p.stages.then(|| stamps::enable(fd)) {
+            Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
+            Some(Ok(())) => Some((EchoStamps::new(Some(p.response_bytes)), [0; FIGURE_BYTES])),
+            None => None,
+        };
+        conns.push(Echo {
             fd,
             rx_acc: 0,
             pending: 0,
             tx_left: 0,
             dead: false,
-        })
-        .collect();
+            stamps,
+        });
+    }
     let mut buf = vec![0xa5u8; p.request_bytes.max(p.response_bytes).max(64 * 1024)];
     // Several connections wait in one epoll set, so a wake-up costs one call and only the
     // connections with data are read. Waits have no deadline: an abort shuts the sockets
@@ -135,7 +144,7 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     let mut last_message = Instant::now();
     let mut error = None;
     while !shared.aborting() && conns.iter().any(|c| !c.dead) {
-        let blocked_tx = match answer_all(&mut conns, shared, k, &buf, &mut multi, &mut error) {
+        let blocked_tx = match answer_all(&mut conns, shared, k, &mut buf, &mut multi, &mut error) {
             Ok(b) => b,
             Err(e) => return Some(e),
         };
@@ -167,7 +176,7 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
                     last_message = p.poll.stamp(last_message);
                     shared.maybe_stall();
                     // Answer at once, while the socket is hot.
-                    if let Err(e) = c.answer(shared, k, &buf) {
+                    if let Err(e) = c.answer(shared, k, &mut buf) {
                         c.fail(shared, "send", e, &mut error);
                     }
                 }
@@ -185,7 +194,7 @@ fn answer_all(
     conns: &mut [Echo],
     shared: &Core,
     k: usize,
-    buf: &[u8],
+    buf: &mut [u8],
     multi: &mut Option<Multi>,
     error: &mut Option<String>,
 ) -> Result<bool, String> {
@@ -213,19 +222,31 @@ impl Echo {
         }
     }
 
-    /// Sends the answers owed, until done or the socket buffer is full.
-    fn answer(&mut self, shared: &Core, k: usize, buf: &[u8]) -> io::Result<()> {
+    /// Sends the answers owed, until done or the socket buffer is full. An answer's
+    /// bytes are `buf`'s from its start; with stages its first bytes are its figures.
+    fn answer(&mut self, shared: &Core, k: usize, buf: &mut [u8]) -> io::Result<()> {
         let bytes = shared.plan.response_bytes;
         while self.tx_left > 0 || self.pending > 0 {
             if self.tx_left == 0 {
                 self.tx_left = bytes;
                 self.pending -= 1;
                 shared.count(k);
+                if let Some((st, head)) = &mut self.stamps {
+                    st.answering(None, head);
+                }
             }
-            match wait::send(self.fd, &buf[..self.tx_left])? {
+            let at = bytes - self.tx_left;
+            if let Some((_, head)) = self.stamps.as_ref().filter(|_| at < FIGURE_BYTES) {
+                // Another connection's answer may have used the buffer since.
+                buf[..FIGURE_BYTES].copy_from_slice(head);
+            }
+            match wait::send(self.fd, &buf[at..bytes])? {
                 0 => break,
                 n => self.tx_left -= n,
             }
+        }
+        if let Some((st, _)) = &mut self.stamps {
+            st.collect(self.fd);
         }
         Ok(())
     }
@@ -241,12 +262,20 @@ impl Echo {
     ) -> io::Result<bool> {
         let mut got_any = false;
         loop {
-            match wait::recv(self.fd, buf, dontwait)? {
+            let (got, rx) = match &self.stamps {
+                Some(_) => stamps::recv_stamped(self.fd, buf, dontwait, None)?,
+                None => (wait::recv(self.fd, buf, dontwait)?, None),
+            };
+            match got {
                 Recv::Data(n) => {
                     got_any = true;
                     self.rx_acc += n;
-                    self.pending += (self.rx_acc / request) as u64;
+                    let whole = (self.rx_acc / request) as u64;
+                    self.pending += whole;
                     self.rx_acc %= request;
+                    if let Some((st, _)) = self.stamps.as_mut().filter(|_| whole > 0) {
+                        st.read(rx);
+                    }
                     if !dontwait || n < buf.len() {
                         return Ok(true);
                     }
@@ -271,6 +300,11 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
     if let Err(e) = socket.set_nonblocking(!block) {
         return Some(format!("UDP socket mode: {e}"));
     }
+    let mut stamps = match p.stages.then(|| stamps::enable(fd)) {
+        Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
+        Some(Ok(())) => Some(EchoStamps::new(None)),
+        None => None,
+    };
     // The reply starts with the request's first bytes: its sequence number, echoed.
     let mut buf = vec![0xa5u8; 65_536];
     let mut last_message = Instant::now();
@@ -283,11 +317,11 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
                 Err(e) => return Some(format!("poll: {e}")),
             }
         }
-        let (n, from) = match wait::recv_from(fd, &mut buf) {
-            Ok((n, Some(from))) => (n, from),
+        let (n, rx, from) = match receive_udp(fd, &mut buf, stamps.is_some()) {
+            Ok((n, rx, Some(from))) => (n, rx, from),
             // No sender: the abort's shutdown ended the receive.
-            Ok((_, None)) if shared.aborting() => return None,
-            Ok((_, None)) => continue,
+            Ok((_, _, None)) if shared.aborting() => return None,
+            Ok((_, _, None)) => continue,
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
                     || e.kind() == io::ErrorKind::Interrupted =>
@@ -305,13 +339,41 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
         }
         last_message = p.poll.stamp(last_message);
         shared.maybe_stall();
+        if let Some(st) = &mut stamps {
+            st.read(rx);
+            let seq = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+            let figures = REQUEST_HEADER_BYTES..REQUEST_HEADER_BYTES + FIGURE_BYTES;
+            st.answering(Some(seq as u32), &mut buf[figures]);
+        }
         // Admission held the answer to the agent's --max-udp-reply-ratio of the request.
         crate::syscalls::one();
         if socket.send_to(&buf[..p.response_bytes], from).is_ok() {
             shared.count(k);
         }
+        if let Some(st) = &mut stamps {
+            st.collect(fd);
+        }
     }
     None
+}
+
+/// One datagram: its length, its kernel stamp when `stamped`, and its sender.
+fn receive_udp(
+    fd: RawFd,
+    buf: &mut [u8],
+    stamped: bool,
+) -> io::Result<(usize, Option<u64>, Option<SocketAddr>)> {
+    if !stamped {
+        return wait::recv_from(fd, buf).map(|(n, from)| (n, None, from));
+    }
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    match stamps::recv_stamped(fd, buf, false, Some(&mut storage))? {
+        (Recv::Data(n), rx) => Ok((n, rx, wait::sockaddr(storage, len))),
+        (Recv::Empty, _) => Err(io::ErrorKind::WouldBlock.into()),
+        (Recv::Closed, _) => Ok((0, None, None)),
+    }
 }
 
 fn accept_loop(shared: &Core, k: usize, listener: &TcpListener, allowed: IpAddr) -> Option<String> {
@@ -387,6 +449,7 @@ mod tests {
                 poll: Poll::Block,
                 stall: None,
                 sqpoll: false,
+                stages: false,
             };
             let server = RrServer::spawn(ServerTarget::Sockets(sockets), plan).unwrap();
             let mut answer = vec![0u8; ANSWER];

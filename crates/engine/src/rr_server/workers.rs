@@ -24,6 +24,8 @@ pub struct ServerPlan {
     pub stall: Option<(Instant, Duration)>,
     /// io_uring: a kernel thread polls the ring's submissions.
     pub sqpoll: bool,
+    /// Kernel timestamps of each message; each answer carries the echo's figures.
+    pub stages: bool,
 }
 
 pub(crate) struct Core {

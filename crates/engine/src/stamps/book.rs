@@ -9,10 +9,11 @@
 use std::collections::VecDeque;
 
 use super::io::{TxPoint, TxStamp};
-use super::stages::{EchoFigures, Readings, StageHists, Unsplit, UNKNOWN};
+use super::stages::{EchoFigures, Readings, StageHists, Unsplit, FIGURE_BYTES, UNKNOWN};
 
 /// How many later answers a message waits for its last reading before it is counted as
-/// missing one: the echo's send stack comes in the next answer, or the one after.
+/// missing one, besides twice the window: the echo's send stack comes a window of
+/// answers later (each answer tells one, see `EchoStamps`).
 const PATIENCE: u64 = 8;
 
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +22,8 @@ struct Entry {
     index: u64,
     r: Readings,
     answered: bool,
+    /// Answered inside the measured window: filed; outside it, only forgotten.
+    counted: bool,
 }
 
 /// One connection's messages waiting for readings, oldest first.
@@ -31,15 +34,22 @@ pub struct Book {
     request_bytes: u64,
     /// The newest message answered.
     newest_answered: Option<u64>,
+    /// Answers a message waits for its last reading.
+    patience: u64,
+    /// Unanswered messages this far behind the newest answered one are forgotten (lost,
+    /// or late beyond any window).
+    horizon: u64,
 }
 
 impl Book {
-    /// `request_bytes` for a TCP connection, `None` for UDP.
-    pub fn new(tcp_request_bytes: Option<usize>) -> Book {
+    /// `request_bytes` for a TCP connection, `None` for UDP; `window`: messages in flight.
+    pub fn new(tcp_request_bytes: Option<usize>, window: usize) -> Book {
         Book {
-            entries: VecDeque::with_capacity(64),
+            entries: VecDeque::with_capacity(window.max(1) * 2 + PATIENCE as usize),
             request_bytes: tcp_request_bytes.unwrap_or(0) as u64,
             newest_answered: None,
+            patience: 2 * window as u64 + PATIENCE,
+            horizon: 4 * window as u64 + PATIENCE,
         }
     }
 
@@ -61,28 +71,50 @@ impl Book {
                 ..Readings::default()
             },
             answered: false,
+            counted: false,
         });
     }
 
-    /// A stamp of a send came back from the error queue.
+    /// Whether a sent message still waits for its driver stamp: the error queue is worth
+    /// reading.
+    pub fn wants_stamps(&self) -> bool {
+        self.entries.iter().any(|e| e.r.driver == 0)
+    }
+
+    /// A stamp of a send came back from the error queue. On TCP it holds for every
+    /// message up to its id still without one: sends made while an earlier one waits are
+    /// coalesced into one packet, whose stamp carries only the last send's id. A UDP
+    /// datagram has its own.
     pub fn stamped(&mut self, s: TxStamp) {
         let r = self.request_bytes;
-        let Some(e) = self
-            .entries
-            .iter_mut()
-            .find(|e| send_key(r, e.index) == s.key)
-        else {
-            return;
-        };
-        match s.point {
-            TxPoint::Sched => e.r.sched = s.ns,
-            TxPoint::Driver => e.r.driver = s.ns,
+        for e in &mut self.entries {
+            let key = send_key(r, e.index);
+            if !reached(key, s.key) {
+                break;
+            }
+            if r == 0 && key != s.key {
+                continue;
+            }
+            let at = match s.point {
+                TxPoint::Sched => &mut e.r.sched,
+                TxPoint::Driver => &mut e.r.driver,
+            };
+            if *at == 0 {
+                *at = s.ns;
+            }
         }
     }
 
     /// Message `index`'s answer arrived: its receive stamp, the real clock after the read,
-    /// and the echo's figures when the answer carried them.
-    pub fn answered(&mut self, index: u64, rx: Option<u64>, app_recv: u64, f: Option<EchoFigures>) {
+    /// the echo's figures when the answer carried them, and whether it counts (inside the
+    /// measured window).
+    pub fn answered(
+        &mut self,
+        index: u64,
+        (rx, app_recv): (Option<u64>, u64),
+        f: Option<EchoFigures>,
+        counted: bool,
+    ) {
         self.newest_answered = Some(self.newest_answered.map_or(index, |n| n.max(index)));
         if let Some(f) = f {
             if let Some(e) = self.find(f.sent_tag) {
@@ -93,6 +125,7 @@ impl Book {
             return;
         };
         e.answered = true;
+        e.counted = counted;
         e.r.rx = rx.unwrap_or(0);
         e.r.app_recv = app_recv;
         if let Some(f) = f.filter(|f| f.tag == index as u32) {
@@ -105,23 +138,19 @@ impl Book {
         self.entries.iter_mut().find(|e| e.index as u32 == tag)
     }
 
-    /// Message `index` will never be answered (a lost UDP request): forgotten.
-    pub fn lost(&mut self, index: u64) {
-        self.entries.retain(|e| e.index != index);
-    }
-
     /// Files every answered message whose readings are complete, and counts those that
     /// waited [`PATIENCE`] answers for one that never came (`all`: at the end, every one).
     pub fn file(&mut self, into: &mut StageHists, all: bool) {
-        let newest = self.newest_answered;
+        let (newest, patience, horizon) = (self.newest_answered, self.patience, self.horizon);
         self.entries.retain(|e| {
+            let behind = |n: u64| newest.is_some_and(|m| m >= e.index + n);
             if !e.answered {
-                return !all;
+                return !all && !behind(horizon);
             }
             let split = e.r.stages();
-            let waited = newest.is_some_and(|n| n >= e.index + PATIENCE);
             match split {
-                Err(Unsplit::Missing) if !(all || waited) => true,
+                Err(Unsplit::Missing) if !(all || behind(patience)) => true,
+                _ if !e.counted => false,
                 split => {
                     into.record(split);
                     false
@@ -138,6 +167,59 @@ impl Book {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// The echo's figures at the start of each answer on a TCP stream, whatever the reads'
+/// boundaries: an answer's figures are whole before the answer is.
+#[derive(Debug)]
+pub struct Heads {
+    answer_bytes: usize,
+    /// Bytes of the current answer read so far.
+    at: usize,
+    head: [u8; FIGURE_BYTES],
+    ready: VecDeque<EchoFigures>,
+}
+
+impl Heads {
+    pub fn new(answer_bytes: usize) -> Heads {
+        Heads {
+            answer_bytes,
+            at: 0,
+            head: [0; FIGURE_BYTES],
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Reads the next bytes of the stream.
+    pub fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let n = if self.at < FIGURE_BYTES {
+                let n = (FIGURE_BYTES - self.at).min(data.len());
+                self.head[self.at..self.at + n].copy_from_slice(&data[..n]);
+                if self.at + n == FIGURE_BYTES {
+                    self.ready.extend(EchoFigures::read(&self.head));
+                }
+                n
+            } else {
+                (self.answer_bytes - self.at).min(data.len())
+            };
+            self.at += n;
+            data = &data[n..];
+            if self.at == self.answer_bytes {
+                self.at = 0;
+            }
+        }
+    }
+
+    /// The figures of the oldest answer not yet taken.
+    pub fn take(&mut self) -> Option<EchoFigures> {
+        self.ready.pop_front()
+    }
+}
+
+/// Whether a stamp of id `stamp` covers the send of id `key` (ids wrap at 32 bits).
+pub fn reached(key: u32, stamp: u32) -> bool {
+    (stamp.wrapping_sub(key) as i32) >= 0
 }
 
 /// The id the kernel gives the stamps of message `index`'s send (its low 32 bits): TCP
@@ -163,6 +245,23 @@ mod tests {
         }
     }
 
+    /// Answers of 48 bytes read in pieces of 7 and of 100: each answer's figures whole.
+    #[test]
+    fn heads_find_each_answers_figures_across_reads() {
+        let mut stream = Vec::new();
+        for tag in 0..5 {
+            let mut a = [0xeeu8; 48];
+            figures(tag, tag.wrapping_sub(1), tag * 10).write(&mut a);
+            stream.extend_from_slice(&a);
+        }
+        for piece in [7, 100] {
+            let mut h = Heads::new(48);
+            stream.chunks(piece).for_each(|c| h.feed(c));
+            let tags: Vec<u32> = std::iter::from_fn(|| h.take()).map(|f| f.tag).collect();
+            assert_eq!(tags, [0, 1, 2, 3, 4], "pieces of {piece}");
+        }
+    }
+
     fn stamp(key: u32, point: TxPoint, ns: u64) -> TxStamp {
         TxStamp { key, point, ns }
     }
@@ -171,7 +270,7 @@ mod tests {
     /// once the next answer brought the echo's send stack, and they sum to the round trip.
     #[test]
     fn tcp_messages_are_filed_once_the_next_answer_completes_them() {
-        let mut b = Book::new(Some(64));
+        let mut b = Book::new(Some(64), 1);
         let mut h = StageHists::new();
         for i in 0..2u64 {
             let t = 10_000 * (i + 1);
@@ -179,12 +278,8 @@ mod tests {
             b.stamped(stamp(b.key(i), TxPoint::Sched, t + 10));
             b.stamped(stamp(b.key(i), TxPoint::Driver, t + 30));
             let prev = if i == 0 { UNKNOWN } else { i as u32 - 1 };
-            b.answered(
-                i,
-                Some(t + 2_000),
-                t + 2_500,
-                Some(figures(i as u32, prev, 50)),
-            );
+            let f = figures(i as u32, prev, 50);
+            b.answered(i, (Some(t + 2_000), t + 2_500), Some(f), true);
             b.file(&mut h, false);
         }
         assert_eq!(b.key(1), 127);
@@ -211,27 +306,33 @@ mod tests {
     /// a lost one: none is guessed, none is filed twice.
     #[test]
     fn udp_answers_pair_by_sequence_and_lost_messages_are_forgotten() {
-        let mut b = Book::new(None);
+        // Past the horizon of a window of 1 (4 + PATIENCE).
+        const LATER: u64 = 20;
+        let mut b = Book::new(None, 1);
         let mut h = StageHists::new();
         for i in 0..3u64 {
             b.sent(i, 1_000 + i);
         }
-        b.lost(1);
         b.stamped(stamp(0, TxPoint::Sched, 1_010));
         b.stamped(stamp(0, TxPoint::Driver, 1_020));
-        b.answered(0, Some(5_000), 5_100, Some(figures(0, 0, 40)));
-        b.answered(2, Some(5_000), 5_100, Some(figures(9, 0, 40)));
+        b.answered(0, (Some(5_000), 5_100), Some(figures(0, 0, 40)), true);
+        b.answered(2, (Some(5_000), 5_100), Some(figures(9, 0, 40)), true);
         b.file(&mut h, false);
         assert_eq!(h.stages[0].len(), 1);
-        assert_eq!(b.len(), 1);
-        for i in 3..3 + PATIENCE {
+        assert_eq!(b.len(), 2, "1 is unanswered, 2 misses its figures");
+        for i in 3..LATER {
             b.sent(i, 9_000);
-            b.answered(i, None, 9_100, None);
+            b.answered(i, (None, 9_100), None, i % 2 == 0);
         }
         b.file(&mut h, false);
         assert!(h.missing >= 1, "message 2 waited too long");
+        assert!(
+            b.entries.iter().all(|e| e.index != 1),
+            "1 is forgotten: lost"
+        );
         b.file(&mut h, true);
-        assert_eq!(h.stages[0].len() + h.missing, 2 + PATIENCE);
+        let counted = 2 + (3..LATER).filter(|i| i % 2 == 0).count() as u64;
+        assert_eq!(h.stages[0].len() + h.missing, counted);
         assert!(b.is_empty());
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 
+use super::book::{reached, send_key};
 use super::io::{now_real, ErrQueue, TxPoint};
 use super::stages::{span32, EchoFigures, FIGURE_BYTES, UNKNOWN};
 
@@ -31,8 +32,9 @@ pub struct EchoStamps {
     rx: Option<u64>,
     read_at: u64,
     sends: VecDeque<Sent>,
-    /// The newest answer whose send stack is known, and that stack.
-    last_send: (u32, u32),
+    /// Answers whose send stack is known and not yet told (tag, stack), oldest first:
+    /// each answer tells one, so a window of answers sent together are all told.
+    untold: VecDeque<(u32, u32)>,
     queue: ErrQueue,
 }
 
@@ -45,7 +47,7 @@ impl EchoStamps {
             rx: None,
             read_at: 0,
             sends: VecDeque::with_capacity(SENDS_KEPT),
-            last_send: (UNKNOWN, UNKNOWN),
+            untold: VecDeque::with_capacity(SENDS_KEPT),
             queue: ErrQueue::default(),
         }
     }
@@ -56,18 +58,21 @@ impl EchoStamps {
         self.read_at = now_real();
     }
 
-    /// Writes the figures of the answer about to be sent (`tag`: its request's index or
-    /// sequence) into `answer` at `at`, and remembers the send; call just before sending.
-    pub fn answering(&mut self, tag: u32, answer: &mut [u8]) {
+    /// Writes the figures of the answer about to be sent into `answer`'s first bytes and
+    /// remembers the send; call just before sending. `tag`: the UDP request's sequence;
+    /// `None` (TCP): the answer's index, which is its request's.
+    pub fn answering(&mut self, tag: Option<u32>, answer: &mut [u8]) {
+        let tag = tag.unwrap_or(self.answers as u32);
         let now = now_real();
-        let key = super::book::send_key(self.answer_bytes, self.answers);
+        let key = send_key(self.answer_bytes, self.answers);
         self.answers += 1;
+        let (sent_tag, send_ns) = self.untold.pop_front().unwrap_or((UNKNOWN, UNKNOWN));
         let f = EchoFigures {
             tag,
             wake_ns: self.rx.map_or(UNKNOWN, |rx| span32(rx, self.read_at)),
             turnaround_ns: span32(self.read_at, now),
-            sent_tag: self.last_send.0,
-            send_ns: self.last_send.1,
+            sent_tag,
+            send_ns,
         };
         if let Some(to) = answer.get_mut(..FIGURE_BYTES) {
             f.write(to);
@@ -80,15 +85,21 @@ impl EchoStamps {
 
     /// Reads the driver stamps of the answers sent so far from `fd`'s error queue.
     pub fn collect(&mut self, fd: RawFd) {
-        let (sends, last) = (&mut self.sends, &mut self.last_send);
+        if self.sends.is_empty() {
+            return;
+        }
+        let (sends, untold) = (&mut self.sends, &mut self.untold);
         let _ = self.queue.drain(fd, |s| {
             if s.point != TxPoint::Driver {
                 return;
             }
-            if let Some(pos) = sends.iter().position(|x| x.key == s.key) {
-                let x = sends[pos];
-                *last = (x.tag, span32(x.at, s.ns));
-                sends.drain(..=pos);
+            // A stamp covers every answer up to its id (coalesced sends share a packet).
+            while let Some(x) = sends.front().filter(|x| reached(x.key, s.key)).copied() {
+                sends.pop_front();
+                if untold.len() == SENDS_KEPT {
+                    untold.pop_front();
+                }
+                untold.push_back((x.tag, span32(x.at, s.ns)));
             }
         });
     }
@@ -114,7 +125,7 @@ mod tests {
         let mut answer = [0u8; 32];
         for tag in 0..3u32 {
             e.read(Some(now_real()));
-            e.answering(tag, &mut answer);
+            e.answering(None, &mut answer);
             crate::wait::send_blocking(s.as_raw_fd(), &answer, 32);
             e.collect(s.as_raw_fd());
             let mut got = [0u8; 32];

@@ -8,7 +8,7 @@ pub mod echo;
 pub mod io;
 pub mod stages;
 
-pub use book::Book;
+pub use book::{Book, Heads};
 pub use echo::EchoStamps;
 pub use io::{enable, now_real, recv_stamped, ErrQueue, TxPoint, TxStamp};
 pub use stages::{EchoFigures, Readings, StageHists, Unsplit, FIGURE_BYTES, STAGES};
