@@ -58,11 +58,15 @@ pub fn check_sample(spec: &TestSpec, seen: u64, sample: &IntervalSample) -> Resu
             sample.index,
         ));
     }
-    let histogram = sample
-        .rr()
+    // The round trips' histogram, and each stage's (seven at most: the stages are keys).
+    let rr = sample.rr();
+    let stages = rr.and_then(|r| r.stages.as_ref());
+    let summaries = rr
         .and_then(|r| r.latency_ns.as_ref())
-        .and_then(|l| l.histogram.as_ref());
-    if let Some(h) = histogram.filter(|h| h.len() > MAX_HISTOGRAM_CHARS) {
+        .into_iter()
+        .chain(stages.into_iter().flat_map(|s| s.ns.values()));
+    let mut histograms = summaries.filter_map(|l| l.histogram.as_ref());
+    if let Some(h) = histograms.find(|h| h.len() > MAX_HISTOGRAM_CHARS) {
         return Err(format!(
             "its interval {} carries a histogram of {} bytes, more than {MAX_HISTOGRAM_CHARS}",
             sample.index,
@@ -143,12 +147,26 @@ mod tests {
         s.section = SampleSection::Rr(RrSample {
             messages: 1,
             latency_ns: Some(summary.clone()),
+            stages: None,
         });
         check_sample(&ping, 0, &s).unwrap();
         summary.histogram = Some("A".repeat(MAX_HISTOGRAM_CHARS + 1));
         s.section = SampleSection::Rr(RrSample {
             messages: 1,
-            latency_ns: Some(summary),
+            latency_ns: Some(summary.clone()),
+            stages: None,
+        });
+        let e = check_sample(&ping, 0, &s).unwrap_err();
+        assert!(e.contains("histogram of 524289 bytes"), "{e}");
+        // A stage's histogram is held to the same bound.
+        let mut stages = sonde_results::stages::Stages::default();
+        stages
+            .ns
+            .insert(sonde_results::stages::Stage::ServerWake, summary.clone());
+        s.section = SampleSection::Rr(RrSample {
+            messages: 1,
+            latency_ns: None,
+            stages: Some(stages),
         });
         let e = check_sample(&ping, 0, &s).unwrap_err();
         assert!(e.contains("histogram of 524289 bytes"), "{e}");

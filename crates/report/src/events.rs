@@ -91,6 +91,7 @@ mod tests {
         let rr = sample(SampleSection::Rr(RrSample {
             messages: 7,
             latency_ns: None,
+            stages: None,
         }));
         assert_eq!(
             keys(&rr),

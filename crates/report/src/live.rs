@@ -210,6 +210,7 @@ mod tests {
             section: SampleSection::Rr(RrSample {
                 messages: 45_123,
                 latency_ns: Some(l),
+                stages: None,
             }),
         };
         let line = rr_line(Some(&c), None);

@@ -10,6 +10,7 @@ pub mod limit;
 mod pooled;
 pub mod side;
 pub mod spec;
+pub mod stages;
 pub mod stats;
 pub mod tcp;
 pub mod verdict;

@@ -6,6 +6,7 @@ mod lab;
 mod load;
 mod pps;
 mod rr;
+mod stages;
 mod store;
 mod stream;
 mod watch;

@@ -126,7 +126,8 @@ pub fn rr(doc: &Document) -> String {
             },
         ]);
     }
-    let mut out = format!("{t}\n{sides}\n");
+    let stages = e.stages.as_ref().map(super::stages::stages_table);
+    let mut out = format!("{t}\n{}{sides}\n", stages.unwrap_or_default());
     let what = e
         .latency_is
         .as_deref()

@@ -78,6 +78,10 @@ pub struct RrEnd {
     /// The tool's own floor (`--self-noise`), measured by the controller before the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_noise: Option<SelfNoise>,
+    /// `--stages`: where the round trips' time went, from both ends' kernel timestamps
+    /// (the client pairs them per message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<crate::stages::Stages>,
 }
 
 impl RrEnd {
@@ -141,6 +145,7 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
             .filter(|_| udp)
             .map(|r| r.foreign),
         server: inp.server.and_then(end_side),
+        stages: c_rr.and_then(|r| r.stages.clone()),
         client,
         self_noise,
     };

@@ -157,6 +157,7 @@ impl Rr {
             duplicated: 0,
             foreign: 0,
             latency_ns: latency,
+            stages: None,
             socket_options: vec![],
             syscalls: None,
         };

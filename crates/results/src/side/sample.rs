@@ -48,6 +48,9 @@ pub struct RrSample {
     /// Client only: latency of the messages completed in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencySummary>,
+    /// Client only, `--stages`: where the time of its messages went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<crate::stages::Stages>,
 }
 
 /// A packet-rate interval: packets sent (client) or received (agent).

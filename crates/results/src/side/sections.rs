@@ -85,6 +85,9 @@ pub struct RrResult {
     pub foreign: u64,
     /// Round-trip latency of the window's messages, measured by the client.
     pub latency_ns: Option<LatencySummary>,
+    /// Client only, `--stages`: where the round trips' time went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<crate::stages::Stages>,
     /// Socket options applied, and those the kernel refused, in words.
     pub socket_options: Vec<String>,
     /// The data plane's own system calls over the whole test, where the engine counts

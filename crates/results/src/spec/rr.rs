@@ -34,6 +34,10 @@ pub struct Stall {
 /// the usual 50 µs.
 pub const MAX_BUSY_POLL_US: u32 = 10_000;
 
+/// Bytes at an answer's start (after a UDP answer's echoed header) that carry the echo's
+/// figures with `--stages`: `sonde_engine::stamps::FIGURE_BYTES`.
+pub const STAGE_FIGURE_BYTES: u32 = 20;
+
 /// Longest `--self-noise` run: a minute.
 pub const MAX_SELF_NOISE_MS: u64 = 60_000;
 
@@ -71,6 +75,9 @@ pub struct RrSpec {
     /// (`--self-noise`); agents ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_noise_ms: Option<u64>,
+    /// Split each round trip into stages from both ends' kernel timestamps (`--stages`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stages: bool,
 }
 
 impl Default for RrSpec {
@@ -93,6 +100,7 @@ impl Default for RrSpec {
             execution: Execution::default(),
             server_stall: None,
             self_noise_ms: None,
+            stages: false,
         }
     }
 }
@@ -149,6 +157,7 @@ impl RrSpec {
             );
         }
         self.check_self_noise()?;
+        self.check_stages()?;
         if self.connect_per_request && self.window != 1 {
             return refuse("--window", "--crr sends one request per connection");
         }
@@ -188,6 +197,43 @@ impl RrSpec {
             return refuse(
                 "--self-noise",
                 "not with --crr: the floor is the loop over open connections",
+            );
+        }
+        Ok(())
+    }
+
+    /// Stages need the kernel engine's timestamps on open connections, and answers with
+    /// room for the echo's figures after what a UDP answer echoes.
+    fn check_stages(&self) -> Result<(), SpecError> {
+        if !self.stages {
+            return Ok(());
+        }
+        if self.execution.engine != Engine::Kernel {
+            return refuse(
+                "--stages",
+                format!(
+                    "not with --engine {}: the stages are the kernel engine's timestamps",
+                    self.execution.engine
+                ),
+            );
+        }
+        if self.connect_per_request {
+            return refuse(
+                "--stages",
+                "not with --crr: stages are taken on open connections",
+            );
+        }
+        let least = match self.transport {
+            Transport::Tcp => STAGE_FIGURE_BYTES,
+            Transport::Udp => UDP_REQUEST_HEADER_BYTES + STAGE_FIGURE_BYTES,
+        };
+        if self.response_bytes < least {
+            return refuse(
+                "--stages",
+                format!(
+                    "answers of {} bytes have no room for the echo's figures: use --resp-size {least} or more",
+                    self.response_bytes
+                ),
             );
         }
         Ok(())
@@ -284,6 +330,35 @@ mod tests {
             (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
             (with(&|s| s.sqpoll = true), "--sqpoll"),
             (with(&|s| s.self_noise_ms = Some(0)), "--self-noise"),
+            (
+                with(&|s| {
+                    s.stages = true;
+                    s.execution.engine = Engine::Uring
+                }),
+                "--stages",
+            ),
+            (
+                with(&|s| {
+                    s.stages = true;
+                    s.connect_per_request = true
+                }),
+                "--stages",
+            ),
+            (
+                with(&|s| {
+                    s.stages = true;
+                    s.response_bytes = STAGE_FIGURE_BYTES - 1
+                }),
+                "--stages",
+            ),
+            (
+                with(&|s| {
+                    udp(s);
+                    s.stages = true;
+                    s.response_bytes = UDP_REQUEST_HEADER_BYTES + STAGE_FIGURE_BYTES - 1
+                }),
+                "--stages",
+            ),
             (
                 with(&|s| {
                     s.self_noise_ms = Some(1000);

@@ -19,6 +19,8 @@ pub struct RrOptions {
     pub udp: bool,
     /// `--self-noise`: the tool's floor measured this long before the test.
     pub self_noise_ms: Option<u64>,
+    /// `--stages`: each round trip split by both ends' kernel timestamps.
+    pub stages: bool,
 }
 
 /// `ping`: one message in flight.
@@ -65,6 +67,7 @@ impl RrOptions {
                     execution: self.execution.clone(),
                     server_stall: self.server_stall,
                     self_noise_ms: self.self_noise_ms,
+                    stages: self.stages,
                     ..Default::default()
                 })
             })
@@ -141,6 +144,7 @@ mod tests {
             server_stall: None,
             udp: false,
             self_noise_ms: None,
+            stages: false,
         }
     }
 

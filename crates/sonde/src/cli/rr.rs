@@ -31,6 +31,10 @@ pub struct RrCommon {
     /// this process over a Unix socket pair, no network (--self-noise=SECS).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
     pub self_noise: Option<u64>,
+    /// Split each round trip into stages from both ends' kernel timestamps (send stack,
+    /// qdisc, outside the hosts, the echo's wake-up, turnaround and send, receive wake-up).
+    #[arg(long)]
+    pub stages: bool,
     #[command(flatten)]
     pub output: OutputArgs,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
@@ -122,6 +126,7 @@ impl RrCommon {
             server_stall: self.server_stall,
             udp,
             self_noise_ms: self.self_noise,
+            stages: self.stages,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use sonde_engine::rr_client::{ClientPlan, WorkerEnd};
 use sonde_engine::rr_server::ServerPlan;
+use sonde_engine::stamps::StageHists;
 use sonde_engine::Placement;
 use sonde_results::RrSpec;
 
@@ -28,6 +29,8 @@ pub trait RequestEngine: Workers {
     fn counts(&self) -> (u64, u64);
     /// Gives `each` the histograms handed over since the last call, by interval index.
     fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>));
+    /// With `--stages`: gives `each` the stage histograms handed over since the last call.
+    fn drain_stages(&self, _each: &mut dyn FnMut(u32, &StageHists)) {}
     fn join(&mut self) -> Vec<WorkerEnd>;
 }
 
@@ -123,6 +126,7 @@ pub fn client_plan(
         drain_until: stop + DRAIN,
         udp_loss_timeout: UDP_LOSS_TIMEOUT,
         sqpoll: spec.sqpoll,
+        stages: spec.stages,
     }
 }
 
@@ -146,5 +150,6 @@ pub fn server_plan(
             )
         }),
         sqpoll: spec.sqpoll,
+        stages: spec.stages,
     }
 }

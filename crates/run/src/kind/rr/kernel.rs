@@ -244,6 +244,9 @@ impl RequestEngine for RrClient {
     fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
         RrClient::drain(self, each)
     }
+    fn drain_stages(&self, each: &mut dyn FnMut(u32, &sonde_engine::stamps::StageHists)) {
+        RrClient::drain_stages(self, each)
+    }
     fn join(&mut self) -> Vec<WorkerEnd> {
         RrClient::join(self)
     }

@@ -6,6 +6,7 @@ mod engine;
 mod floor;
 mod kernel;
 mod side;
+mod stages;
 mod uring;
 mod xdp;
 

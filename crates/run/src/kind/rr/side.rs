@@ -15,6 +15,7 @@ use sonde_results::{Engine as SpecEngine, IntervalSample, LatencySummary, Role, 
 use sonde_results::{RrSample, RrSpec, SampleSection, SideResult, SideSection};
 
 use super::engine::{EchoEngine, RequestEngine, DRAIN};
+use super::stages::StageTallies;
 use crate::meter::{Measurer, Meter};
 use crate::schedule::{Schedule, Tick};
 use crate::side::Side;
@@ -41,6 +42,8 @@ pub struct RrSide {
     stop_sending_at: Instant,
     total: Histogram<u64>,
     pending: BTreeMap<u32, Histogram<u64>>,
+    /// With `--stages`: the whole window's and each interval's not yet reported.
+    stages: Option<StageTallies>,
     stopped: bool,
 }
 
@@ -89,6 +92,7 @@ impl RrSide {
             schedule,
             total: new_histogram(),
             pending: BTreeMap::new(),
+            stages: (spec.stages && role == Role::Client).then(StageTallies::default),
             stopped: false,
         }
     }
@@ -115,6 +119,9 @@ impl RrSide {
                 merge(total, h);
                 merge(pending.entry(idx).or_insert_with(new_histogram), h);
             });
+            if let Some(t) = &mut self.stages {
+                c.drain_stages(&mut |idx, s| t.add(idx, s));
+            }
         }
     }
 
@@ -154,6 +161,7 @@ impl RrSide {
             section: SampleSection::Rr(RrSample {
                 messages,
                 latency_ns,
+                stages: self.stages.as_mut().and_then(|t| t.interval(k)),
             }),
         }
     }
@@ -292,6 +300,7 @@ impl Side for RrSide {
             duplicated,
             foreign,
             latency_ns: LatencySummary::of(&self.total),
+            stages: self.stages.as_ref().and_then(|t| t.total.summary()),
             socket_options: self.socket_options.clone(),
             syscalls: syscalls.map(|(calls, messages)| Syscalls { calls, messages }),
         });
