@@ -22,6 +22,15 @@ pub enum Limit {
     TestRate,
     /// Socket or NIC queue overflow at the receiver (pps, rr over UDP).
     ReceiverDrops,
+    /// A round trip's stage (`--stages`) held most of the latency: the stage's name.
+    ClientSendStack,
+    ClientQdisc,
+    /// The path between the hosts' stacks: wire, NICs, hypervisor.
+    Path,
+    ServerWakeUp,
+    ServerTurnaround,
+    ServerSendStack,
+    ClientWakeUp,
 }
 
 impl Limit {
@@ -34,6 +43,13 @@ impl Limit {
             Limit::Network => "network",
             Limit::TestRate => "test_rate",
             Limit::ReceiverDrops => "receiver_drops",
+            Limit::ClientSendStack => "client_send_stack",
+            Limit::ClientQdisc => "client_qdisc",
+            Limit::Path => "path",
+            Limit::ServerWakeUp => "server_wake_up",
+            Limit::ServerTurnaround => "server_turnaround",
+            Limit::ServerSendStack => "server_send_stack",
+            Limit::ClientWakeUp => "client_wake_up",
         }
     }
 
@@ -47,6 +63,13 @@ impl Limit {
             Limit::Network => "the network",
             Limit::TestRate => "the test's own rate",
             Limit::ReceiverDrops => "drops at the receiver",
+            Limit::ClientSendStack => "the client's send stack",
+            Limit::ClientQdisc => "the client's qdisc",
+            Limit::Path => "the path between the hosts",
+            Limit::ServerWakeUp => "the server's receive wake-up",
+            Limit::ServerTurnaround => "the server's turnaround",
+            Limit::ServerSendStack => "the server's send stack",
+            Limit::ClientWakeUp => "the client's receive wake-up",
         }
     }
 }

@@ -7,6 +7,7 @@ mod cpu;
 mod finding;
 mod pps;
 mod rr;
+pub mod stages;
 mod stream;
 #[cfg(test)]
 mod tests;

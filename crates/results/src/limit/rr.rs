@@ -5,6 +5,7 @@
 
 use super::cpu;
 use super::finding::{loss_signal, pick, rate_finding};
+use super::stages;
 use crate::document::{Document, RrEnd, RrEndSide};
 use crate::spec::{PollMode, TestSpec};
 use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
@@ -17,7 +18,10 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
     let rps = end.requests_per_second?;
     let spins = matches!(spec.poll, PollMode::Busy);
     let mut found = Vec::new();
-    if let Some(asked) = spec.rate_per_s.filter(|r| *r > 0.0) {
+    // A ping's rate is how often it samples the round trip, not a rate it aims for: with
+    // stages, the question it answers is where each round trip's time went.
+    let samples = matches!(doc.start.spec, TestSpec::Ping(_)) && end.stages.is_some();
+    if let Some(asked) = spec.rate_per_s.filter(|r| *r > 0.0 && !samples) {
         let by = (End::Sender, client.by.measured_by);
         found.push(rate_finding(asked, rps, by, "requests/s"));
     }
@@ -41,10 +45,16 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
             });
         }
     }
-    if let (Some(lat), false) = (&end.latency_ns, spec.open_loop) {
-        let loss_level = loss.map_or(0.0, |l| l.strength);
-        let free = (1.0 - busiest).min(1.0 - loss_level).max(0.0);
-        found.push(round_trip(spec, client, lat, rps, free));
+    let loss_level = loss.map_or(0.0, |l| l.strength);
+    let free = (1.0 - busiest).min(1.0 - loss_level).max(0.0);
+    // With stages, the round trip is named by the stage that holds it, whatever the pace.
+    let staged = end.stages.as_ref().and_then(|s| stages::finding(s, free * ROUND_TRIP));
+    match (staged, &end.latency_ns) {
+        (Some(f), _) => found.push(f),
+        (None, Some(lat)) if !spec.open_loop => {
+            found.push(round_trip(spec, client, lat, rps, free))
+        }
+        _ => {}
     }
     pick(found)
 }
