@@ -8,6 +8,8 @@ mod pps;
 mod rr;
 mod serve;
 mod stream;
+#[cfg(test)]
+mod tests_specs;
 mod watch;
 
 pub use flags::{parse_duration_ms, OutputArgs, StoreArgs, Target};
