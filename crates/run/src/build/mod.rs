@@ -9,5 +9,4 @@ pub mod load;
 pub mod poll;
 pub mod pps;
 pub mod rr;
-pub mod stream;
 pub mod watch;

@@ -113,6 +113,15 @@ impl Command {
     }
 }
 
+/// Test only: `line` (after `sonde`, split as a shell would) parsed, or a panic.
+#[cfg(test)]
+fn parsed(line: &str) -> Command {
+    let words = shell_words::split(line).expect("a line that splits");
+    Cli::try_parse_from(std::iter::once("sonde".to_string()).chain(words))
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+        .command
+}
+
 #[derive(Args, Debug)]
 pub struct TuneArgs {
     #[command(subcommand)]

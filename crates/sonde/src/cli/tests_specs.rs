@@ -3,11 +3,10 @@
 //! when the table was written (`tests/fixtures/cli_specs.json`). A change to a flag's
 //! spec shows here; `SONDE_BLESS_SPECS=1` writes the fixture again after a deliberate one.
 
-use clap::Parser;
 use serde_json::{json, Value};
 use sonde_run::measure::Plan;
 
-use super::{Cli, Command};
+use super::{parsed, Command};
 
 /// The command lines, after `sonde`.
 const LINES: &[&str] = &[
@@ -107,10 +106,7 @@ const LINES: &[&str] = &[
 
 /// What a command line plans, or the refusal (flag and text), as JSON.
 fn planned(line: &str) -> Value {
-    let words = shell_words::split(line).expect("a table line splits");
-    let cli = Cli::try_parse_from(std::iter::once("sonde".to_string()).chain(words))
-        .unwrap_or_else(|e| panic!("{line}: {e}"));
-    let plan = match &cli.command {
+    let plan = match &parsed(line) {
         Command::Watch(a) => a.plan(),
         other => other.plan().expect("a test command"),
     };
