@@ -8,5 +8,4 @@ pub mod cpus;
 pub mod load;
 pub mod poll;
 pub mod pps;
-pub mod rr;
 pub mod watch;
