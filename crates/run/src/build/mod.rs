@@ -7,5 +7,4 @@ pub mod check;
 pub mod cpus;
 pub mod load;
 pub mod poll;
-pub mod pps;
 pub mod watch;
