@@ -3,7 +3,7 @@
 
 use clap::{Args, ValueEnum};
 use sonde_results::{LoadSpec, Phase, PpsSpec, RrSpec, SpecError, StreamSpec, TestSpec, Timing};
-use sonde_run::build::check::checked;
+use sonde_run::build::checked;
 
 use super::flags::{parse_duration_ms, ExecutionArgs, OutputArgs, Target};
 

@@ -1,10 +1,10 @@
 //! `sonde pps`: small-packet UDP rate over many flows, loss accounting, and the RFC 2544
 //! zero-loss search (testpmd txonly/rxonly).
 
+use super::flags::{parse_poll, PollChoice};
 use clap::Args;
 use sonde_results::{DpdkSpec, Engine, PollMode, PpsSpec, SpecError, TestSpec};
-use sonde_run::build::check::checked;
-use sonde_run::build::poll::{parse_poll, PollChoice};
+use sonde_run::build::checked;
 use sonde_run::measure::Plan;
 use sonde_run::search::SearchParams;
 

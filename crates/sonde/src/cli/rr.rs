@@ -1,10 +1,10 @@
 //! `sonde ping` and `sonde rpc`: round trips, one in flight (sockperf ping-pong), or many
 //! connections × many in flight (msg_gen, neper tcp_rr / tcp_crr).
 
+use super::flags::{parse_poll, PollChoice};
 use clap::Args;
 use sonde_results::{Engine, RrSpec, SpecError, Stall, TestSpec, Transport};
-use sonde_run::build::check::checked;
-use sonde_run::build::poll::{parse_poll, PollChoice};
+use sonde_run::build::checked;
 
 use super::flags::{parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
 

@@ -2,7 +2,7 @@
 
 use clap::Args;
 use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
-use sonde_run::build::check::checked;
+use sonde_run::build::checked;
 
 use super::flags::{
     parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
