@@ -179,3 +179,25 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
     labels::check(key, value).map_err(|e| format!("label '{key}': {e}"))?;
     Ok((key.into(), value.into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parsed, Cli, Command};
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn allow_words_become_the_agents_opt_ins() {
+        let Command::Serve(a) = parsed("serve --allow xdp,third-party --allow dpdk") else {
+            panic!("a serve command")
+        };
+        let all: Allowed = Allow::ALL.into_iter().collect();
+        assert_eq!(a.allowed(), all);
+        let Command::Serve(none) = parsed("serve") else {
+            panic!("a serve command")
+        };
+        assert_eq!(none.allowed(), Allowed::default());
+        let e = Cli::try_parse_from(["sonde", "serve", "--allow", "xdp,warp"]).unwrap_err();
+        assert!(e.to_string().contains("third-party"), "{e}");
+    }
+}
