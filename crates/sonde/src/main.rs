@@ -38,7 +38,8 @@ use cli::{Cli, Command};
 use errors::{EXIT_ERROR, EXIT_USAGE};
 use sonde_probe::tune;
 use sonde_run::measure::{cstate_sweep, Plan};
-use sonde_run::{agent, signals, tune as tuning};
+use sonde_run::signals::Interrupt;
+use sonde_run::{agent, tune as tuning};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -71,64 +72,87 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let interrupt = signals::Interrupt::install();
+    let interrupt = Interrupt::install();
     match cli.command {
-        Command::Serve(a) => {
-            // A label given twice or too many: a usage error, as clap's for a bad one.
-            let labels = match a.labels() {
-                Ok(labels) => labels,
-                Err(e) => {
-                    errln!("error: {e}");
-                    return Ok(ExitCode::from(EXIT_USAGE));
-                }
-            };
-            init_logging();
-            agent::serve(a.config(labels, command_line)?, &interrupt)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Serve(a) => serve(&a, command_line, &interrupt),
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
-        Command::Ping(a) if a.cstate_sweep => {
-            let (t, o) = (&a.common.target, &a.common.output);
-            let say = |line: &str| {
-                if !o.quiet() {
-                    outln!("{line}")
-                }
-            };
-            let plan = a.specs().map(|s| Plan::Tests(cstate_sweep(s, &say)));
-            measure::test_command(plan, t, o, command_line, &interrupt)
-        }
+        Command::Ping(a) if a.cstate_sweep => cstate_sweep_command(&a, command_line, &interrupt),
         cmd @ (Command::Stream(_)
         | Command::Ping(_)
         | Command::Rpc(_)
         | Command::Pps(_)
-        | Command::Load(_)) => {
-            let plan = cmd.plan().expect("a test command has a plan");
-            let (t, o) = cmd.target_output().expect("a test command has a target");
-            measure::test_command(plan, t, o, command_line, &interrupt)
-        }
+        | Command::Load(_)) => test_command(&cmd, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => stored::results_command(a),
-        Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut <Cli as clap::CommandFactory>::command(),
-                "sonde",
-                &mut std::io::stdout(),
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Man => {
-            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
-                .render(&mut std::io::stdout())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man(),
         Command::Compare(a) => stored::compare_command(a),
         Command::Report(a) => stored::report_command(a),
         Command::Suite(a) => orchestrate::suite(&a, &interrupt),
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
         Command::Host(a) => host_command(&a),
     }
+}
+
+/// `sonde serve`: the agent, until interrupted.
+fn serve(
+    a: &cli::ServeArgs,
+    command_line: String,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ExitCode> {
+    // A label given twice or too many: a usage error, as clap's for a bad one.
+    let labels = match a.labels() {
+        Ok(labels) => labels,
+        Err(e) => {
+            errln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    init_logging();
+    agent::serve(a.config(labels, command_line)?, interrupt)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A test command (stream, ping, rpc, pps, load): its plan through the one pipeline.
+fn test_command(
+    cmd: &Command,
+    command_line: String,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ExitCode> {
+    let plan = cmd.plan().expect("a test command has a plan");
+    let (t, o) = cmd.target_output().expect("a test command has a target");
+    measure::test_command(plan, t, o, command_line, interrupt)
+}
+
+/// `sonde ping --cstate-sweep`: the pings once per idle state of this host.
+fn cstate_sweep_command(
+    a: &cli::PingArgs,
+    command_line: String,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ExitCode> {
+    let (t, o) = (&a.common.target, &a.common.output);
+    let say = |line: &str| {
+        if !o.quiet() {
+            outln!("{line}")
+        }
+    };
+    let plan = a.specs().map(|s| Plan::Tests(cstate_sweep(s, &say)));
+    measure::test_command(plan, t, o, command_line, interrupt)
+}
+
+/// `sonde completions SHELL`: the shell's completion script on stdout.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut command, "sonde", &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sonde man`: the man page (roff) on stdout.
+fn man() -> anyhow::Result<ExitCode> {
+    clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+        .render(&mut std::io::stdout())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `sonde host`: this host's (or `--root`'s fixture tree's) inventory and advice.

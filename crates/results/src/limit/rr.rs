@@ -48,7 +48,10 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
     let loss_level = loss.map_or(0.0, |l| l.strength);
     let free = (1.0 - busiest).min(1.0 - loss_level).max(0.0);
     // With stages, the round trip is named by the stage that holds it, whatever the pace.
-    let staged = end.stages.as_ref().and_then(|s| stages::finding(s, free * ROUND_TRIP));
+    let staged = end
+        .stages
+        .as_ref()
+        .and_then(|s| stages::finding(s, free * ROUND_TRIP));
     match (staged, &end.latency_ns) {
         (Some(f), _) => found.push(f),
         (None, Some(lat)) if !spec.open_loop => {

@@ -44,7 +44,9 @@ pub fn remedy(stage: Stage) -> &'static str {
 pub(super) fn finding(s: &Stages, strength: f64) -> Option<Finding> {
     let p50s: f64 = s.ns.values().map(|l| l.p50 as f64).sum();
     let (&held, most) = s.ns.iter().max_by_key(|(_, l)| l.p50)?;
-    let (&grew, tail) = s.ns.iter().max_by_key(|(_, l)| l.p99.saturating_sub(l.p50))?;
+    let (&grew, tail) =
+        s.ns.iter()
+            .max_by_key(|(_, l)| l.p99.saturating_sub(l.p50))?;
     let us = |ns: u64| ns as f64 / 1e3;
     let mut evidence = vec![Evidence::new(
         End::Test,
@@ -120,11 +122,21 @@ mod tests {
         let f = finding(&s, 0.8).unwrap();
         assert_eq!(f.verdict, Limit::ServerWakeUp);
         assert_eq!(f.evidence[0].figure, "stages.ns.server_wake.p50");
-        assert!(f.evidence[0].text.contains("61 % of the stages' P50s"), "{}", f.evidence[0].text);
-        assert!(f.evidence[0].text.contains("--poll busy"), "{}", f.evidence[0].text);
+        assert!(
+            f.evidence[0].text.contains("61 % of the stages' P50s"),
+            "{}",
+            f.evidence[0].text
+        );
+        assert!(
+            f.evidence[0].text.contains("--poll busy"),
+            "{}",
+            f.evidence[0].text
+        );
         assert_eq!(f.evidence[0].measured_by, Some(crate::side::Role::Server));
         assert_eq!(f.evidence[1].figure, "stages.ns.client_wake.p99");
-        assert!(f.evidence[1].text.contains("client receive wake-up grows most"));
+        assert!(f.evidence[1]
+            .text
+            .contains("client receive wake-up grows most"));
         // The path holds it: nothing on either host changes it.
         let s = stages([2, 1, 90, 3, 1, 2, 3], [2, 1, 95, 3, 1, 2, 3]);
         let f = finding(&s, 0.8).unwrap();

@@ -2,8 +2,8 @@
 //! crusader).
 
 use clap::{Args, ValueEnum};
-use sonde_results::{LoadSpec, Phase, SpecError, Timing};
-use sonde_run::build::load::{self as build, LoadOptions};
+use sonde_results::{LoadSpec, Phase, PpsSpec, RrSpec, SpecError, StreamSpec, TestSpec, Timing};
+use sonde_run::build::checked;
 
 use super::flags::{parse_duration_ms, ExecutionArgs, OutputArgs, Target};
 
@@ -67,67 +67,121 @@ pub struct LoadArgs {
 #[derive(Debug, Clone)]
 pub struct Phases(pub Vec<Phase>);
 
+/// `--phases`: a comma list of phases, in order.
 fn parse_phases(s: &str) -> Result<Phases, String> {
-    build::parse_phases(s).map(Phases)
-}
-
-impl From<LoadKind> for build::LoadKind {
-    fn from(k: LoadKind) -> build::LoadKind {
-        match k {
-            LoadKind::Stream => build::LoadKind::Stream,
-            LoadKind::Pps => build::LoadKind::Pps,
-            LoadKind::Rpc => build::LoadKind::Rpc,
-        }
-    }
+    s.split(',')
+        .map(|p| {
+            Phase::parse(p.trim())
+                .ok_or_else(|| format!("'{p}' is not a phase (idle, upload, download, both)"))
+        })
+        .collect::<Result<_, _>>()
+        .map(Phases)
 }
 
 impl LoadArgs {
+    /// The flags as a load spec: the load test's own spec and the phases.
     pub fn spec(&self) -> Result<LoadSpec, SpecError> {
-        self.options().spec()
+        let timing = Timing {
+            duration_ms: self.duration,
+            warmup_ms: self.warmup,
+            cooldown_ms: 0,
+            interval_ms: self.interval,
+        };
+        let execution = self.execution.execution();
+        let load = match self.kind {
+            LoadKind::Stream => TestSpec::Stream(StreamSpec {
+                connections: self.connections,
+                timing,
+                execution,
+                ..StreamSpec::default()
+            }),
+            LoadKind::Pps => TestSpec::Pps(PpsSpec {
+                timing,
+                execution,
+                ..Default::default()
+            }),
+            LoadKind::Rpc => TestSpec::Rpc(RrSpec {
+                connections: self.connections,
+                window: 16,
+                timing,
+                execution,
+                ..RrSpec::default()
+            }),
+        };
+        let spec = LoadSpec {
+            phases: self.phases(),
+            ping_rate_per_s: self.ping_rate,
+            ping_bytes: self.ping_size,
+            load: Box::new(checked(load)?),
+        };
+        spec.validate()?;
+        Ok(spec)
     }
 
-    /// The flags as the run layer's builder reads them.
-    fn options(&self) -> LoadOptions {
-        LoadOptions {
-            timing: Timing {
-                duration_ms: self.duration,
-                warmup_ms: self.warmup,
-                cooldown_ms: 0,
-                interval_ms: self.interval,
-            },
-            phases: self.phases.0.clone(),
-            ping_rate: self.ping_rate,
-            ping_size: self.ping_size,
-            kind: self.kind.into(),
-            connections: self.connections,
-            execution: self.execution.execution(),
+    /// The phases asked for; for a load that is not a stream, the default list is cut to
+    /// the phases it can run rather than refused.
+    fn phases(&self) -> Vec<Phase> {
+        let asked = &self.phases.0;
+        match self.kind {
+            LoadKind::Pps if *asked == Phase::ALL => vec![Phase::Idle, Phase::Upload],
+            LoadKind::Rpc if *asked == Phase::ALL => vec![Phase::Idle, Phase::Both],
+            _ => asked.clone(),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Cli, Command};
+    use super::super::{parsed, Cli, Command};
     use super::*;
     use clap::Parser;
+    use sonde_results::Engine;
 
-    fn options_of(args: &[&str]) -> LoadOptions {
-        let Command::Load(a) = Cli::try_parse_from(args).unwrap().command else {
-            panic!("{args:?} is a load command")
+    fn spec_of(line: &str) -> Result<LoadSpec, SpecError> {
+        let Command::Load(a) = parsed(line) else {
+            panic!("{line} is a load command")
         };
-        a.options()
+        a.spec()
     }
 
     #[test]
-    fn flags_become_the_builders_options() {
-        let o = options_of(&["sonde", "load", "h"]);
-        assert_eq!((o.phases, o.connections), (Phase::ALL.to_vec(), 4));
-        assert_eq!((o.timing.duration_ms, o.timing.interval_ms), (5000, 500));
-        let o = options_of(&["sonde", "load", "h", "--load", "pps", "-t", "2"]);
-        assert_eq!((o.kind, o.timing.duration_ms), (build::LoadKind::Pps, 2000));
-        let o = options_of(&["sonde", "load", "h", "--phases", "idle,both"]);
-        assert_eq!(o.phases, [Phase::Idle, Phase::Both]);
+    fn flags_become_a_spec() {
+        let s = spec_of("load h").unwrap();
+        assert_eq!(
+            (s.phases.as_slice(), s.ping_rate_per_s),
+            (&Phase::ALL[..], 100.0)
+        );
+        let TestSpec::Stream(st) = s.load.as_ref() else {
+            panic!("a stream load")
+        };
+        assert_eq!(st.connections, 4);
+        assert_eq!((st.timing.duration_ms, st.timing.interval_ms), (5000, 500));
+        assert_eq!(st.timing.cooldown_ms, 0);
+        let s = spec_of("load h --load pps -t 2").unwrap();
+        assert_eq!(s.phases, [Phase::Idle, Phase::Upload]);
+        assert!(matches!(s.load.as_ref(), TestSpec::Pps(p) if p.timing.duration_ms == 2000));
+        let s = spec_of("load h --load rpc").unwrap();
+        assert_eq!(s.phases, [Phase::Idle, Phase::Both]);
+        let s = spec_of("load h --phases idle,both").unwrap();
+        assert_eq!(s.phases, [Phase::Idle, Phase::Both]);
         assert!(Cli::try_parse_from(["sonde", "load", "h", "--phases", "idle,sideways"]).is_err());
         assert!(Cli::try_parse_from(["sonde", "load", "h", "--engine", "warp"]).is_err());
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        assert!(parse_phases("idle,sideways").is_err());
+        let refused = [
+            ("load h --ping-rate 0", "--ping-rate"),
+            ("load h --load rpc --phases idle,upload", "--phases"),
+            ("load h -P 0", "--connections"),
+            // An engine the load's kind lacks.
+            ("load h --engine dpdk", "--engine"),
+        ];
+        for (line, flag) in refused {
+            assert_eq!(spec_of(line).unwrap_err().flag, flag, "{line}");
+        }
+        let s = spec_of("load h --engine uring").unwrap();
+        assert_eq!(s.load.execution().engine, Engine::Uring);
     }
 }

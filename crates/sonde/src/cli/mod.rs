@@ -8,6 +8,8 @@ mod pps;
 mod rr;
 mod serve;
 mod stream;
+#[cfg(test)]
+mod tests_specs;
 mod watch;
 
 pub use flags::{parse_duration_ms, OutputArgs, StoreArgs, Target};
@@ -109,6 +111,15 @@ impl Command {
             _ => return None,
         })
     }
+}
+
+/// Test only: `line` (after `sonde`, split as a shell would) parsed, or a panic.
+#[cfg(test)]
+fn parsed(line: &str) -> Command {
+    let words = shell_words::split(line).expect("a line that splits");
+    Cli::try_parse_from(std::iter::once("sonde".to_string()).chain(words))
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+        .command
 }
 
 #[derive(Args, Debug)]

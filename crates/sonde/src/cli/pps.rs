@@ -1,11 +1,12 @@
 //! `sonde pps`: small-packet UDP rate over many flows, loss accounting, and the RFC 2544
 //! zero-loss search (testpmd txonly/rxonly).
 
+use super::flags::{parse_poll, PollChoice};
 use clap::Args;
-use sonde_results::SpecError;
-use sonde_run::build::poll::{parse_poll, PollChoice};
-use sonde_run::build::pps::{DpdkOptions, PpsOptions, SearchOptions};
+use sonde_results::{DpdkSpec, Engine, PollMode, PpsSpec, SpecError, TestSpec};
+use sonde_run::build::checked;
 use sonde_run::measure::Plan;
+use sonde_run::search::SearchParams;
 
 use super::flags::{parse_duration_ms, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
@@ -89,17 +90,64 @@ pub struct DpdkArgs {
     pub server_dpdk_args: Option<String>,
 }
 
+/// A `--dpdk-args`-like flag's words, split at its `--`: EAL's, then testpmd's.
+fn split_flag(
+    flag: &'static str,
+    args: &Option<String>,
+) -> Result<(Vec<String>, Vec<String>), SpecError> {
+    let words = match args {
+        Some(a) => shell_words::split(a).map_err(|e| SpecError {
+            flag,
+            reason: format!("{a:?}: {e}"),
+        })?,
+        None => Vec::new(),
+    };
+    Ok(DpdkSpec::split_args(&words))
+}
+
 impl DpdkArgs {
-    fn options(&self) -> DpdkOptions {
-        DpdkOptions {
+    /// The spec's DPDK part for `--engine dpdk`; any of these flags without it is refused.
+    fn spec(&self, engine: Engine) -> Result<Option<Box<DpdkSpec>>, SpecError> {
+        let given = [
+            ("--dpdk-dev", self.dpdk_dev.is_some()),
+            ("--server-dpdk-dev", self.server_dpdk_dev.is_some()),
+            ("--tx-queues", self.tx_queues.is_some()),
+            ("--rx-queues", self.rx_queues.is_some()),
+            ("--dpdk-args", self.dpdk_args.is_some()),
+            ("--server-dpdk-args", self.server_dpdk_args.is_some()),
+        ];
+        if engine != Engine::Dpdk {
+            return match given.iter().find(|g| g.1) {
+                Some((flag, _)) => Err(SpecError {
+                    flag,
+                    reason: format!("is for --engine dpdk (this test runs --engine {engine})"),
+                }),
+                None => Ok(None),
+            };
+        }
+        for (flag, dev) in [
+            ("--dpdk-dev", &self.dpdk_dev),
+            ("--server-dpdk-dev", &self.server_dpdk_dev),
+        ] {
+            if let Some(d) = dev {
+                sonde_engine::dpdk::Device::parse(d)
+                    .map_err(|reason| SpecError { flag, reason })?;
+            }
+        }
+        let (client_eal_args, client_testpmd_args) = split_flag("--dpdk-args", &self.dpdk_args)?;
+        let (server_eal_args, server_testpmd_args) =
+            split_flag("--server-dpdk-args", &self.server_dpdk_args)?;
+        Ok(Some(Box::new(DpdkSpec {
             client_device: self.dpdk_dev.clone(),
             server_device: self.server_dpdk_dev.clone(),
-            tx_queues: self.tx_queues,
-            rx_queues: self.rx_queues,
+            tx_queues: self.tx_queues.unwrap_or(0),
+            rx_queues: self.rx_queues.unwrap_or(0),
             descriptors: self.descriptors,
-            args: self.dpdk_args.clone(),
-            server_args: self.server_dpdk_args.clone(),
-        }
+            client_eal_args,
+            client_testpmd_args,
+            server_eal_args,
+            server_testpmd_args,
+        })))
     }
 }
 
@@ -124,73 +172,173 @@ pub struct SearchArgs {
 }
 
 impl SearchArgs {
-    fn options(&self) -> SearchOptions {
-        SearchOptions {
-            on: self.search,
-            trial_ms: self.trial,
+    /// The search's bounds, checked, naming the flag at fault.
+    fn params(&self) -> Result<SearchParams, SpecError> {
+        let refuse = |flag, reason| Err(SpecError { flag, reason });
+        if !(0.0..100.0).contains(&self.max_loss) {
+            let why = format!("{} is not a percentage in [0, 100)", self.max_loss);
+            return refuse("--max-loss", why);
+        }
+        if !(self.resolution > 0.0 && self.resolution < 50.0) {
+            let why = format!("{} is not a percentage in (0, 50)", self.resolution);
+            return refuse("--resolution", why);
+        }
+        Ok(SearchParams {
             max_loss_percent: self.max_loss,
             resolution_percent: self.resolution,
             trials_per_step: self.trials_per_step,
-        }
+        })
     }
 }
 
 impl PpsArgs {
     /// One test, or with `--search` the zero-loss search made of such tests.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        self.options().plan()
+        let spec = self.spec()?;
+        Ok(match self.search.search {
+            true => Plan::Search(spec, self.search.params()?),
+            false => Plan::Tests(vec![TestSpec::Pps(spec)]),
+        })
     }
 
-    /// The flags as the run layer's builder reads them.
-    fn options(&self) -> PpsOptions {
-        PpsOptions {
-            size: self.size,
-            tx_threads: self.tx_threads,
+    /// The flags as a validated spec, with the defaults chosen from this host (sending
+    /// threads; with DPDK, testpmd's forwarding lcores) and the DPDK part.
+    pub fn spec(&self) -> Result<PpsSpec, SpecError> {
+        let PollChoice::One(poll) = self.poll else {
+            return Err(SpecError {
+                flag: "--poll",
+                reason: "'all' is for ping and rpc; pick one mode".into(),
+            });
+        };
+        self.search.params()?;
+        let execution = self.execution.execution();
+        let dpdk = self.dpdk.spec(execution.engine)?;
+        // testpmd's main lcore takes a CPU of its own: its forwarding lcores get the rest.
+        let tx_default = dpdk.as_ref().map(|_| {
+            let cpus = sonde_engine::usable_cpus() as u32;
+            cpus.saturating_sub(1)
+                .clamp(1, self.flows.unwrap_or(u32::MAX).max(1))
+        });
+        let (tx_threads, flows) = sonde_engine::pps_threads(
+            self.tx_threads.or(tx_default),
+            self.rx_threads,
+            self.flows,
+            self.gso,
+        );
+        let mut timing = self.timing.timing(0);
+        if self.search.search {
+            timing.duration_ms = self.search.trial;
+        }
+        let spec = PpsSpec {
+            size_bytes: self.size,
+            tx_threads,
             rx_threads: self.rx_threads,
-            flows: self.flows,
+            flows,
             batch: self.batch,
             gso: self.gso,
-            rate: self.rate,
-            timing: self.timing.timing(0),
-            poll: self.poll.clone(),
-            execution: self.execution.execution(),
+            rate_pps: self.rate,
+            timing,
+            // testpmd's forwarding lcores always poll.
+            poll: if dpdk.is_some() { PollMode::Busy } else { poll },
+            execution,
             ipv6: self.target.host().contains(':'),
-            search: self.search.options(),
-            dpdk: self.dpdk.options(),
+            dpdk,
+        };
+        checked(TestSpec::Pps(spec.clone()))?;
+        if spec.tx_threads > spec.flows {
+            return Err(SpecError {
+                flag: "--tx-threads",
+                reason: format!(
+                    "{} threads for {} flows: each thread needs a flow",
+                    spec.tx_threads, spec.flows
+                ),
+            });
         }
+        Ok(spec)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Cli, Command};
+    use super::super::{parsed, Command};
     use super::*;
-    use clap::Parser;
+    use sonde_results::Role;
 
-    fn options_of(args: &[&str]) -> PpsOptions {
-        let Command::Pps(a) = Cli::try_parse_from(args).unwrap().command else {
-            panic!("{args:?} is a pps command")
+    fn args_of(line: &str) -> PpsArgs {
+        let Command::Pps(a) = parsed(line) else {
+            panic!("{line} is a pps command")
         };
-        a.options()
+        a
+    }
+
+    fn spec_of(line: &str) -> Result<PpsSpec, SpecError> {
+        args_of(line).spec()
     }
 
     #[test]
-    fn flags_become_the_builders_options() {
-        let o = options_of(&[
-            "sonde", "pps", "h", "--flows", "4", "--search", "--trial", "2",
-        ]);
-        assert_eq!(
-            (o.flows, o.search.on, o.search.trial_ms),
-            (Some(4), true, 2000)
+    fn flags_become_a_spec() {
+        let line = "pps h --flows 4 --search --trial 2";
+        let s = spec_of(line).unwrap();
+        assert_eq!((s.flows, s.timing.duration_ms), (4, 2000));
+        assert!(!s.ipv6);
+        assert!(matches!(args_of(line).plan().unwrap(), Plan::Search(..)));
+        assert!(spec_of("pps ::1 --size 128").unwrap().ipv6);
+        let refused = [
+            ("pps h --poll all", "--poll"),
+            ("pps h --search --max-loss 100", "--max-loss"),
+            ("pps h --search --resolution 0", "--resolution"),
+            ("pps h --tx-threads 4 --flows 2", "--tx-threads"),
+            ("pps h --size 20", "--size"),
+        ];
+        for (line, flag) in refused {
+            assert_eq!(spec_of(line).unwrap_err().flag, flag, "{line}");
+        }
+    }
+
+    #[test]
+    fn dpdk_flags_become_the_spec_dpdk_part() {
+        let dev = "--dpdk-dev=--vdev=7870:00:00.0,mac=7c:1e:52:0f:c6:95";
+        let line = format!(
+            "pps h --engine dpdk {dev} --tx-queues 4 --rx-queues 8 \
+             --dpdk-args '--no-huge -m 512 --no-pci -- --mbcache=512' \
+             --server-dpdk-args '--no-huge -- --burst=64'"
         );
-        let o = options_of(&["sonde", "pps", "::1", "--dpdk-args", "--no-huge"]);
-        assert_eq!(o.dpdk.args.as_deref(), Some("--no-huge"));
-        assert_eq!(o.dpdk.server_args, None);
-        assert!(o.ipv6);
-        let o = options_of(&["sonde", "pps", "h", "--server-dpdk-args", "--no-huge"]);
-        assert_eq!(
-            (o.dpdk.args, o.dpdk.server_args.as_deref()),
-            (None, Some("--no-huge"))
+        let s = spec_of(&line).unwrap();
+        let d = s.dpdk.as_deref().unwrap();
+        assert_eq!((d.tx_queues, d.rx_queues, d.descriptors), (4, 8, 2048));
+        // Each side its own: this host's switches are not the agent's.
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let client = (
+            words(&["--no-huge", "-m", "512", "--no-pci"]),
+            words(&["--mbcache=512"]),
         );
+        let server = (words(&["--no-huge"]), words(&["--burst=64"]));
+        assert_eq!(d.args(Role::Client), (&client.0[..], &client.1[..]));
+        assert_eq!(d.args(Role::Server), (&server.0[..], &server.1[..]));
+        assert!(d.without_hugepages(Role::Client) && d.without_hugepages(Role::Server));
+        assert_eq!(s.poll, PollMode::Busy, "testpmd polls");
+        let d = spec_of("pps h --engine dpdk --dpdk-args --no-huge")
+            .unwrap()
+            .dpdk
+            .unwrap();
+        assert_eq!(
+            d.args(Role::Server),
+            (&[][..], &[][..]),
+            "nothing unless asked"
+        );
+        assert!(!d.without_hugepages(Role::Server));
+        let e = spec_of("pps h --dpdk-dev 0000:3b:00.0").unwrap_err();
+        assert_eq!(e.flag, "--dpdk-dev");
+        let refused = [
+            ("--dpdk-dev eth0", "--dpdk-dev"),
+            ("--dpdk-args \"'open\"", "--dpdk-args"),
+            ("--server-dpdk-args \"'open\"", "--server-dpdk-args"),
+            ("--gso", "--gso"),
+            ("--descriptors 8", "--descriptors"),
+        ];
+        for (flags, flag) in refused {
+            let line = format!("pps h --engine dpdk {flags}");
+            assert_eq!(spec_of(&line).unwrap_err().flag, flag, "{line}");
+        }
     }
 }

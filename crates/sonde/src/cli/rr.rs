@@ -1,10 +1,10 @@
 //! `sonde ping` and `sonde rpc`: round trips, one in flight (sockperf ping-pong), or many
 //! connections × many in flight (msg_gen, neper tcp_rr / tcp_crr).
 
+use super::flags::{parse_poll, PollChoice};
 use clap::Args;
-use sonde_results::{SpecError, Stall, TestSpec};
-use sonde_run::build::poll::{parse_poll, PollChoice};
-use sonde_run::build::rr::{PingOptions, RpcOptions, RrOptions};
+use sonde_results::{Engine, RrSpec, SpecError, Stall, TestSpec, Transport};
+use sonde_run::build::checked;
 
 use super::flags::{parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
@@ -115,95 +115,141 @@ fn parse_stall(s: &str) -> Result<Stall, String> {
 }
 
 impl RrCommon {
-    /// The shared flags as the run layer's builder reads them.
-    fn options(&self, udp: bool) -> RrOptions {
-        RrOptions {
-            timing: self.timing.timing(0),
-            poll: self.poll.clone(),
-            busy_poll_us: self.busy_poll_us,
-            sqpoll: self.sqpoll,
-            execution: self.execution.execution(),
-            server_stall: self.server_stall,
-            udp,
-            self_noise_ms: self.self_noise,
-            stages: self.stages,
-        }
+    /// One spec per receive mode asked for, each made by `make` from the shared part; UDP
+    /// when `udp` asks for it or the engine carries nothing else.
+    fn specs(
+        &self,
+        udp: bool,
+        make: impl Fn(RrSpec) -> Result<TestSpec, SpecError>,
+    ) -> Result<Vec<TestSpec>, SpecError> {
+        let execution = self.execution.execution();
+        let transport = match udp || execution.engine == Engine::Xdp {
+            true => Transport::Udp,
+            false => Transport::Tcp,
+        };
+        self.poll
+            .modes()
+            .into_iter()
+            .map(|poll| {
+                make(RrSpec {
+                    transport,
+                    timing: self.timing.timing(0),
+                    poll,
+                    busy_poll_us: self.busy_poll_us,
+                    sqpoll: self.sqpoll,
+                    execution: execution.clone(),
+                    server_stall: self.server_stall,
+                    self_noise_ms: self.self_noise,
+                    stages: self.stages,
+                    ..Default::default()
+                })
+            })
+            .collect()
     }
 }
 
 impl PingArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
-        self.options().specs()
-    }
-
-    fn options(&self) -> PingOptions {
-        PingOptions {
-            common: self.common.options(self.udp),
-            msg_size: self.msg_size,
-            rate: self.rate,
-        }
+        self.common.specs(self.udp, |base| {
+            let spec = RrSpec {
+                request_bytes: self.msg_size,
+                response_bytes: self.msg_size,
+                rate_per_s: self.rate,
+                ..base
+            };
+            // Both sizes come from -m here, so that is the flag to name.
+            checked(TestSpec::Ping(spec)).map_err(|mut e| {
+                if e.flag == "--req-size" || e.flag == "--resp-size" {
+                    e.flag = "--msg-size";
+                }
+                e
+            })
+        })
     }
 }
 
 impl RpcArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
-        self.options().specs()
-    }
-
-    fn options(&self) -> RpcOptions {
-        RpcOptions {
-            common: self.common.options(self.udp),
-            connections: self.connections,
-            window: self.window,
-            msg_size: self.msg_size,
-            req_size: self.req_size,
-            resp_size: self.resp_size,
-            threads: self.threads,
-            server_threads: self.server_threads,
-            rate: self.rate,
-            crr: self.crr,
-        }
+        self.common.specs(self.udp, |base| {
+            checked(TestSpec::Rpc(RrSpec {
+                connections: self.connections,
+                window: self.window,
+                request_bytes: self.msg_size.unwrap_or(self.req_size),
+                response_bytes: self.msg_size.unwrap_or(self.resp_size),
+                client_threads: self.threads,
+                server_threads: self.server_threads,
+                rate_per_s: self.rate,
+                open_loop: self.rate.is_some(),
+                connect_per_request: self.crr,
+                ..base
+            }))
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Cli, Command};
+    use super::super::{parsed, Cli, Command};
     use super::*;
     use clap::Parser;
     use sonde_results::PollMode;
 
-    fn rpc_options(args: &[&str]) -> RpcOptions {
-        match Cli::try_parse_from(args).unwrap().command {
-            Command::Rpc(a) => a.options(),
-            _ => panic!("{args:?} is rpc"),
-        }
+    /// The specs of a ping or rpc command line, or the flag refused.
+    fn specs_of(line: &str) -> Result<Vec<RrSpec>, SpecError> {
+        let specs = match parsed(line) {
+            Command::Ping(a) => a.specs(),
+            Command::Rpc(a) => a.specs(),
+            _ => panic!("{line} is ping or rpc"),
+        };
+        let rr = |s| match s {
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r,
+            _ => unreachable!(),
+        };
+        specs.map(|s| s.into_iter().map(rr).collect())
     }
 
     #[test]
-    fn rpc_flags_become_the_builders_options() {
-        let o = rpc_options(&[
-            "sonde",
-            "rpc",
-            "h",
-            "-C",
-            "8",
-            "-W",
-            "32",
-            "--rate",
-            "1000",
-            "--poll",
-            "hybrid=100us",
-            "--udp",
-        ]);
-        assert_eq!(
-            o.common.poll,
-            PollChoice::One(PollMode::Hybrid { spin_us: 100 })
-        );
-        assert_eq!((o.connections, o.window, o.rate), (8, 32, Some(1000.0)));
-        assert!(o.common.udp);
-        let o = rpc_options(&["sonde", "rpc", "h", "-m", "1024"]);
-        assert_eq!((o.msg_size, o.req_size), (Some(1024), 64));
+    fn ping_and_rpc_flags_become_specs() {
+        let line = "rpc h -C 8 -W 32 --rate 1000 --poll hybrid=100us --udp";
+        let r = &specs_of(line).unwrap()[0];
+        assert_eq!(r.poll, PollMode::Hybrid { spin_us: 100 });
+        assert_eq!((r.connections, r.window, r.open_loop), (8, 32, true));
+        assert_eq!((r.rate_per_s, r.transport), (Some(1000.0), Transport::Udp));
+        let r = &specs_of("rpc h -m 1024").unwrap()[0];
+        assert_eq!((r.request_bytes, r.response_bytes), (1024, 1024));
+        let r = &specs_of("rpc h --req-size 100").unwrap()[0];
+        assert_eq!((r.request_bytes, r.response_bytes), (100, 64));
         assert!(Cli::try_parse_from(["sonde", "rpc", "h", "-m", "1", "--req-size", "2"]).is_err());
+        let p = specs_of("ping h --udp --poll all -m 32").unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!((p[1].transport, p[1].request_bytes), (Transport::Udp, 32));
+        assert_eq!(p[1].poll, PollMode::Busy);
+        assert_eq!(specs_of("rpc h -W 0").unwrap_err().flag, "--window");
+        assert_eq!(
+            specs_of("ping h --udp -m 4").unwrap_err().flag,
+            "--msg-size"
+        );
+    }
+
+    #[test]
+    fn xdp_implies_udp() {
+        // msg_gen's job: 1 KiB both ways, over AF_XDP (UDP implied).
+        let x = &specs_of("rpc h --engine xdp -C 4 -W 32 -m 1024").unwrap()[0];
+        assert_eq!(x.transport, Transport::Udp);
+        assert_eq!(
+            (x.request_bytes, x.response_bytes, x.window),
+            (1024, 1024, 32)
+        );
+        let e = specs_of("rpc h --engine xdp -C 4 -W 32 -m 1024 --crr").unwrap_err();
+        assert_eq!(e.flag, "--crr");
+    }
+
+    #[test]
+    fn self_noise_is_the_kernel_loops_and_reaches_every_spec() {
+        let p = specs_of("ping h --self-noise=0.5 --poll all").unwrap();
+        assert!(p.iter().all(|s| s.self_noise_ms == Some(500)));
+        let e = specs_of("ping h --self-noise=0.5 --engine xdp").unwrap_err();
+        assert_eq!(e.flag, "--self-noise");
+        assert!(e.to_string().contains("--engine xdp"), "{e}");
     }
 }

@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use sonde_proto::labels::{self, Labels, MAX_LABELS};
 use sonde_run::agent::{self, Allow, Allowed, DEFAULT_PORT};
 use sonde_run::kind::dpdk_source::AgentDpdk;
@@ -11,22 +11,13 @@ use sonde_run::kind::dpdk_source::AgentDpdk;
 use super::flags::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
 use sonde_results::spec::units::parse_ratio;
 
-/// `--allow`'s words.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllowArg {
-    Dpdk,
-    Xdp,
-    ThirdParty,
-}
-
-impl From<AllowArg> for Allow {
-    fn from(a: AllowArg) -> Allow {
-        match a {
-            AllowArg::Dpdk => Allow::Dpdk,
-            AllowArg::Xdp => Allow::Xdp,
-            AllowArg::ThirdParty => Allow::ThirdParty,
-        }
-    }
+/// `--allow`: one of the words [`Allow::name`] gives (clap lists them in help and errors).
+fn parse_allow() -> impl clap::builder::TypedValueParser<Value = Allow> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Allow::ALL.map(Allow::name)).map(|word| {
+        let named = Allow::ALL.into_iter().find(|a| a.name() == word);
+        named.expect("a listed word")
+    })
 }
 
 #[derive(Args, Debug)]
@@ -71,8 +62,8 @@ pub struct ServeArgs {
     /// (testpmd as root on a device of this host), xdp (an XDP program on an interface),
     /// third-party (either part of a test between two agents: this host sends to another).
     /// Nothing by default.
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
-    pub allow: Vec<AllowArg>,
+    #[arg(long, value_parser = parse_allow(), value_delimiter = ',', value_name = "WHAT")]
+    pub allow: Vec<Allow>,
     /// --allow dpdk: testpmd's arguments on this host, EAL ones first, then after a `--`
     /// testpmd's own, as a controller's --dpdk-args. From a controller (its
     /// --server-dpdk-args) the agent takes only a few harmless switches (--no-huge, -m,
@@ -152,7 +143,7 @@ impl ServeArgs {
     }
 
     pub fn allowed(&self) -> Allowed {
-        self.allow.iter().map(|&a| Allow::from(a)).collect()
+        self.allow.iter().copied().collect()
     }
 
     /// `--label`s as one set: at most [`MAX_LABELS`], no key twice.
@@ -174,7 +165,7 @@ impl ServeArgs {
 
     /// `--dpdk-args` and `--dpdk-dev`, read as a controller's are.
     pub fn dpdk(&self) -> anyhow::Result<AgentDpdk> {
-        let allowed = self.allow.contains(&AllowArg::Dpdk);
+        let allowed = self.allow.contains(&Allow::Dpdk);
         AgentDpdk::from_flags(self.dpdk_args.as_deref(), self.dpdk_dev.as_deref(), allowed)
             .map_err(anyhow::Error::msg)
     }
@@ -187,4 +178,26 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("'{s}' is not KEY=VALUE"))?;
     labels::check(key, value).map_err(|e| format!("label '{key}': {e}"))?;
     Ok((key.into(), value.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parsed, Cli, Command};
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn allow_words_become_the_agents_opt_ins() {
+        let Command::Serve(a) = parsed("serve --allow xdp,third-party --allow dpdk") else {
+            panic!("a serve command")
+        };
+        let all: Allowed = Allow::ALL.into_iter().collect();
+        assert_eq!(a.allowed(), all);
+        let Command::Serve(none) = parsed("serve") else {
+            panic!("a serve command")
+        };
+        assert_eq!(none.allowed(), Allowed::default());
+        let e = Cli::try_parse_from(["sonde", "serve", "--allow", "xdp,warp"]).unwrap_err();
+        assert!(e.to_string().contains("third-party"), "{e}");
+    }
 }

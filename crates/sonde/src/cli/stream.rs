@@ -1,8 +1,8 @@
 //! `sonde stream`: TCP bulk throughput over many connections (the ntttcp / iperf3 job).
 
 use clap::Args;
-use sonde_results::{SpecError, TestSpec};
-use sonde_run::build::stream::StreamOptions;
+use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
+use sonde_run::build::checked;
 
 use super::flags::{
     parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
@@ -67,71 +67,67 @@ pub struct StreamArgs {
 }
 
 impl StreamArgs {
+    /// The flags as a validated spec, the direction chosen from `--reverse` and `--bidir`.
     pub fn spec(&self) -> Result<TestSpec, SpecError> {
-        self.options().spec()
-    }
-
-    /// The flags as the run layer's builder reads them.
-    fn options(&self) -> StreamOptions {
-        StreamOptions {
+        checked(TestSpec::Stream(StreamSpec {
             connections: self.connections,
-            threads: self.threads,
+            client_threads: self.threads,
             server_threads: self.server_threads,
             timing: self.timing.timing(self.cooldown),
-            buffer: self.buffer,
-            reverse: self.reverse,
-            bidir: self.bidir,
+            buffer_bytes: self.buffer,
+            direction: match (self.bidir, self.reverse) {
+                (true, _) => Direction::Bidir,
+                (false, true) => Direction::Reverse,
+                (false, false) => Direction::Forward,
+            },
             congestion: self.congestion.clone(),
             nodelay: self.nodelay,
-            sndbuf: self.sndbuf,
-            rcvbuf: self.rcvbuf,
-            rate: self.rate,
+            sndbuf_bytes: self.sndbuf,
+            rcvbuf_bytes: self.rcvbuf,
+            rate_bits_per_s: self.rate,
             zerocopy: self.zerocopy,
             execution: self.execution.execution(),
-        }
+        }))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Cli, Command};
+    use super::super::{parsed, Cli, Command};
+    use super::*;
     use clap::Parser;
+    use sonde_results::Engine;
+
+    fn spec_of(line: &str) -> Result<StreamSpec, SpecError> {
+        let Command::Stream(a) = parsed(line) else {
+            panic!("{line} is a stream command")
+        };
+        a.spec().map(|s| match s {
+            TestSpec::Stream(s) => s,
+            _ => unreachable!(),
+        })
+    }
 
     #[test]
-    fn flags_become_the_builders_options() {
-        let cli = Cli::try_parse_from([
-            "sonde",
-            "stream",
-            "h",
-            "-P",
-            "8",
-            "--bidir",
-            "-l",
-            "64K",
-            "--server-cpus",
-            "1",
-            "--cpus",
-            "0-1",
-        ])
-        .unwrap();
-        let Command::Stream(a) = cli.command else {
-            panic!("a stream command")
-        };
-        let o = a.options();
-        assert_eq!((o.connections, o.bidir, o.buffer), (8, true, 65536));
-        assert_eq!(o.execution.server_cpus, Some(vec![1]));
-        assert_eq!(o.execution.client_cpus, Some(vec![0, 1]));
-        assert_eq!(o.timing.cooldown_ms, 500);
+    fn flags_become_a_spec() {
+        let s = spec_of("stream h -P 8 --bidir -l 64K --server-cpus 1 --cpus 0-1").unwrap();
+        assert_eq!((s.connections, s.direction), (8, Direction::Bidir));
+        assert_eq!(s.buffer_bytes, 65536);
+        assert_eq!(s.execution.server_cpus, Some(vec![1]));
+        assert_eq!(s.execution.client_cpus, Some(vec![0, 1]));
+        assert_eq!(s.timing.cooldown_ms, 500);
+        assert_eq!(
+            spec_of("stream h -R").unwrap().direction,
+            Direction::Reverse
+        );
+        assert_eq!(spec_of("stream h").unwrap().direction, Direction::Forward);
+        assert_eq!(spec_of("stream h -P 0").unwrap_err().flag, "--connections");
         assert!(Cli::try_parse_from(["sonde", "stream", "h", "-R", "--bidir"]).is_err());
     }
 
     #[test]
     fn auto_cpus_are_left_for_the_test_start() {
-        let cli = Cli::try_parse_from(["sonde", "stream", "h"]).unwrap();
-        let Command::Stream(a) = cli.command else {
-            panic!("a stream command")
-        };
-        let e = a.options().execution;
+        let e = spec_of("stream h").unwrap().execution;
         assert!(e.client_cpus_auto && e.client_cpus.is_none());
         assert!(e.server_cpus_auto);
         // An engine this build does not know is a usage error, with the engines it knows.
@@ -141,5 +137,31 @@ mod tests {
             text.contains("--engine") && text.contains("kernel"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn zerocopy_needs_the_uring_engine() {
+        let e = spec_of("stream h --zerocopy --engine kernel").unwrap_err();
+        assert_eq!(e.flag, "--zerocopy");
+        assert!(e.reason.contains("--engine uring"), "{e}");
+        assert!(
+            spec_of("stream h --zerocopy --engine uring")
+                .unwrap()
+                .zerocopy
+        );
+        // Without --engine, --zerocopy asks for io_uring; the default is otherwise kernel.
+        let s = spec_of("stream h --zerocopy").unwrap();
+        assert_eq!(s.execution.engine, Engine::Uring);
+        assert_eq!(
+            spec_of("stream h").unwrap().execution.engine,
+            Engine::Kernel
+        );
+    }
+
+    #[test]
+    fn an_engine_stream_lacks_is_named() {
+        let e = spec_of("stream h --engine dpdk").unwrap_err();
+        assert_eq!(e.flag, "--engine");
+        assert!(e.reason.contains("kernel"), "{e}");
     }
 }

@@ -3,8 +3,8 @@
 use std::net::IpAddr;
 
 use clap::Args;
-use sonde_results::SpecError;
-use sonde_run::build::watch::WatchOptions;
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::{SpecError, Timing, WatchSpec};
 use sonde_run::measure::Plan;
 
 use super::flags::{parse_duration_ms, OutputArgs};
@@ -28,43 +28,64 @@ pub struct WatchArgs {
 }
 
 impl WatchArgs {
-    /// The watch of this host: the interface named, or toward `--peer`, or none.
+    /// The watch of this host: the interface named (it must exist here), or the one
+    /// toward `--peer`, or none.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        self.options().plan()
+        let mut spec = self.spec()?;
+        let probe = match (&self.iface, self.peer) {
+            (Some(i), _) if !std::path::Path::new("/sys/class/net").join(i).exists() => {
+                let reason = format!("no interface '{i}' on this host");
+                return Err(SpecError {
+                    flag: "--iface",
+                    reason,
+                });
+            }
+            (Some(i), _) => HostProbe::for_iface(Some(i.clone())),
+            (None, Some(p)) => HostProbe::for_peer(p),
+            (None, None) => HostProbe::for_iface(None),
+        };
+        spec.iface = probe.iface().map(String::from);
+        Ok(Plan::Watch {
+            spec,
+            probe,
+            stdout_to_stderr: self.output.quiet(),
+        })
     }
 
-    /// The flags as the run layer's builder reads them.
-    fn options(&self) -> WatchOptions {
-        WatchOptions {
+    fn spec(&self) -> Result<WatchSpec, SpecError> {
+        let spec = WatchSpec {
             command: self.command.clone(),
             iface: self.iface.clone(),
-            peer: self.peer,
-            interval_ms: self.interval,
-            quiet: self.output.quiet(),
-        }
+            peer: self.peer.map(|p| p.to_string()),
+            timing: Timing {
+                duration_ms: 0,
+                warmup_ms: 0,
+                cooldown_ms: 0,
+                interval_ms: self.interval,
+            },
+            execution: Default::default(),
+        };
+        spec.validate()?;
+        Ok(spec)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Cli, Command};
+    use super::super::{parsed, Cli, Command};
+    use super::*;
     use clap::Parser;
+
+    fn args_of(line: &str) -> WatchArgs {
+        let Command::Watch(a) = parsed(line) else {
+            panic!("{line} is a watch command")
+        };
+        a
+    }
 
     #[test]
     fn the_command_comes_after_the_double_dash() {
-        let cli = Cli::try_parse_from([
-            "sonde",
-            "watch",
-            "--peer",
-            "198.18.0.2",
-            "--",
-            "fio",
-            "--rw=read",
-        ])
-        .unwrap();
-        let Command::Watch(a) = cli.command else {
-            panic!()
-        };
+        let a = args_of("watch --peer 198.18.0.2 -- fio --rw=read");
         assert_eq!(a.command, ["fio", "--rw=read"]);
         assert!(Cli::try_parse_from(["sonde", "watch", "--iface", "eth0"]).is_err());
         assert!(Cli::try_parse_from([
@@ -78,10 +99,20 @@ mod tests {
             "x"
         ])
         .is_err());
-        let cli = Cli::try_parse_from(["sonde", "watch", "-i", "0.01", "--", "x"]).unwrap();
-        let Command::Watch(a) = cli.command else {
-            panic!()
+    }
+
+    #[test]
+    fn a_short_interval_or_a_missing_interface_is_refused() {
+        let refused = args_of("watch -i 0.01 -- x").plan().err();
+        assert_eq!(refused.expect("too short").flag, "--interval");
+        let refused = args_of("watch --iface no-such-if0 -- x").plan().err();
+        assert_eq!(refused.expect("no such interface").flag, "--iface");
+        let Ok(Plan::Watch { spec, .. }) = args_of("watch --iface lo -i 2 -- x").plan() else {
+            panic!("a watch of lo")
         };
-        assert_eq!(a.options().interval_ms, 10);
+        assert_eq!(
+            (spec.iface.as_deref(), spec.timing.interval_ms),
+            (Some("lo"), 2000)
+        );
     }
 }

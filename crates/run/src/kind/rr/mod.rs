@@ -154,7 +154,9 @@ impl TypedKind for RequestResponse {
     /// (`--self-noise`) run the kernel engine.
     fn fastest(&self, r: &RrSpec, test: TestName) -> sonde_results::Engine {
         let batches = test == TestName::Rpc;
-        if r.sqpoll || (batches && !r.connect_per_request && r.self_noise_ms.is_none()) {
+        // The floor and the stages are the kernel engine's.
+        let kernel_only = r.self_noise_ms.is_some() || r.stages;
+        if r.sqpoll || (batches && !r.connect_per_request && !kernel_only) {
             sonde_results::Engine::Uring
         } else {
             sonde_results::Engine::Kernel

@@ -1,4 +1,5 @@
-//! The last check every builder makes.
+//! The last check every spec passes once built: the CLI's flag structs (`sonde`'s `cli/`,
+//! which suites, fleets and the lab parse too) build specs and end with it.
 
 use sonde_results::{SpecError, TestSpec};
 
