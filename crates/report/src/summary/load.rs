@@ -1,7 +1,7 @@
 //! A load test's summary: per phase the pings' percentiles beside the load's throughput,
 //! then the headline, the latency load added to idle.
 
-use sonde_results::document::load::{LoadEnd, PhaseEnd};
+use sonde_results::document::load::{AddedLatency, LoadEnd, PhaseEnd};
 use sonde_results::{Document, LatencySummary, LoadSpec, Phase, TestSpec, Transport};
 
 use super::common::{footer, table};
@@ -72,8 +72,26 @@ pub fn added_lines(l: &LoadEnd) -> String {
         if let Some(note) = &a.note {
             out.push_str(&format!("{:<8} {note}\n", ""));
         }
+        if let Some(line) = stages_line(a) {
+            out.push_str(&format!("{:<8} {line}\n", ""));
+        }
     }
     out
+}
+
+/// Where the added P50 went (`--stages`): the stages that grew most, largest first.
+fn stages_line(a: &AddedLatency) -> Option<String> {
+    let mut grown: Vec<_> = a.stages_p50_added_ns.iter().collect();
+    if grown.is_empty() {
+        return None;
+    }
+    grown.sort_by_key(|(_, ns)| -(ns.abs()));
+    let parts: Vec<String> = grown
+        .iter()
+        .take(3)
+        .map(|(s, ns)| format!("{} {:+.1} us", s.label(), **ns as f64 / 1e3))
+        .collect();
+    Some(format!("by stage at P50: {}", parts.join(", ")))
 }
 
 /// The lab's row: idle's P50 of both pings, then what each loaded phase added to it.
@@ -152,6 +170,28 @@ mod tests {
             phases: Vec::new(),
             added_latency: vec![a],
         })
+    }
+
+    #[test]
+    fn the_stages_that_grew_most_are_named_under_the_line() {
+        use sonde_results::stages::Stage;
+        let mut a = AddedLatency::new(Phase::Upload, Transport::Udp, (2_100_000, 0), None);
+        a.stages_p50_added_ns = [
+            (Stage::ClientQdisc, 2_000_000),
+            (Stage::ServerWake, -30_000),
+            (Stage::Outside, 90_000),
+            (Stage::ClientSend, 1_000),
+        ]
+        .into();
+        let text = added_lines(&LoadEnd {
+            phases: vec![],
+            added_latency: vec![a],
+        });
+        assert!(
+            text.contains("by stage at P50: client qdisc+driver +2000.0 us, outside the hosts +90.0 us, server receive wake-up -30.0 us"),
+            "{text}"
+        );
+        assert!(!text.contains("client send stack"), "three at most: {text}");
     }
 
     #[test]

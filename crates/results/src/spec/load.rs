@@ -48,6 +48,9 @@ pub struct LoadSpec {
     pub ping_rate_per_s: f64,
     /// Request and response size of the pings.
     pub ping_bytes: u32,
+    /// Split each ping's round trips into stages (`--stages`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ping_stages: bool,
     /// The load (stream, pps or rpc) with the timing every phase runs; a stream's direction
     /// is set per phase.
     pub load: Box<TestSpec>,
@@ -59,6 +62,7 @@ impl Default for LoadSpec {
             phases: Phase::ALL.to_vec(),
             ping_rate_per_s: 100.0,
             ping_bytes: 64,
+            ping_stages: false,
             load: Box::new(TestSpec::Stream(Default::default())),
         }
     }
@@ -86,6 +90,13 @@ impl LoadSpec {
                      number and the test's 8-byte cookie)",
                     super::MAX_UDP_MESSAGE_BYTES
                 ),
+            );
+        }
+        let staged = super::UDP_REQUEST_HEADER_BYTES + super::STAGE_FIGURE_BYTES;
+        if self.ping_stages && b < staged {
+            return refuse(
+                "--stages",
+                format!("pings of {b} bytes have no room for the echo's figures: use --ping-size {staged} or more"),
             );
         }
         match self.load.as_ref() {
@@ -145,6 +156,7 @@ impl LoadSpec {
             response_bytes: self.ping_bytes,
             window: (self.ping_rate_per_s.ceil() as u32).clamp(8, MAX_WINDOW),
             rate_per_s: Some(self.ping_rate_per_s),
+            stages: self.ping_stages,
             open_loop: true,
             execution: super::Execution {
                 cpu_latency_us: self.load.execution().cpu_latency_us,

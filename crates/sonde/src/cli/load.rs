@@ -41,6 +41,10 @@ pub struct LoadArgs {
     /// Bytes of each ping request and response.
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     pub ping_size: u32,
+    /// Split each ping's round trips into stages from both ends' kernel timestamps: says
+    /// which stage the load's added latency is in.
+    #[arg(long)]
+    pub stages: bool,
     /// What loads the path.
     #[arg(
         long = "load",
@@ -112,6 +116,7 @@ impl LoadArgs {
             phases: self.phases(),
             ping_rate_per_s: self.ping_rate,
             ping_bytes: self.ping_size,
+            ping_stages: self.stages,
             load: Box::new(checked(load)?),
         };
         spec.validate()?;

@@ -5,6 +5,7 @@ use super::{AddedLatency, LoadEnd, LoadFigures, LoadInterval, PhaseEnd};
 use crate::document::{Document, End, IntervalFigures, Section, Start, SCHEMA_VERSION};
 use crate::side::Role;
 use crate::spec::{LoadSpec, Phase, TestName, TestSpec, Transport};
+use crate::stages::{Stage, Stages};
 
 /// What one phase ran and measured: its tests' documents (`None` where a test could not
 /// start) and why any of them failed.
@@ -89,6 +90,8 @@ fn phase_end(r: &PhaseRun) -> PhaseEnd {
             .map_or(0.0, |d| d.start.spec.timing().duration_ms as f64 / 1e3),
         udp_rtt_ns: latency(&r.udp),
         tcp_rtt_ns: latency(&r.tcp),
+        udp_stages: stages(&r.udp),
+        tcp_stages: stages(&r.tcp),
         udp_lost: udp.map(|d| d.end.rr().and_then(|r| r.lost_messages).unwrap_or(0)),
         load: r.load.as_ref().map(end_load).unwrap_or_default(),
         tcp_retransmits: r.load.as_ref().and_then(retransmits),
@@ -194,6 +197,20 @@ fn intervals(r: &PhaseRun) -> Vec<IntervalFigures> {
         .collect()
 }
 
+/// A ping's stages in its phase (`--stages`).
+fn stages(d: &Option<Document>) -> Option<Stages> {
+    d.as_ref()?.end.rr()?.stages.clone()
+}
+
+/// Each stage's P50 in a loaded phase minus idle's.
+fn stages_added(idle: &Stages, loaded: &Stages) -> std::collections::BTreeMap<Stage, i64> {
+    loaded
+        .ns
+        .iter()
+        .filter_map(|(s, l)| Some((*s, l.p50 as i64 - idle.ns.get(s)?.p50 as i64)))
+        .collect()
+}
+
 /// Each loaded phase's P50 and P99 minus idle's, per ping; `cpu_latency_us`: the CPU
 /// latency limit the test held, for the note of a negative one.
 fn added(phases: &[PhaseEnd], cpu_latency_us: Option<u32>) -> Vec<AddedLatency> {
@@ -203,12 +220,24 @@ fn added(phases: &[PhaseEnd], cpu_latency_us: Option<u32>) -> Vec<AddedLatency> 
     let mut out = Vec::new();
     for p in phases.iter().filter(|p| p.phase != Phase::Idle) {
         for (transport, base, now) in [
-            (Transport::Udp, &idle.udp_rtt_ns, &p.udp_rtt_ns),
-            (Transport::Tcp, &idle.tcp_rtt_ns, &p.tcp_rtt_ns),
+            (
+                Transport::Udp,
+                (&idle.udp_rtt_ns, &idle.udp_stages),
+                (&p.udp_rtt_ns, &p.udp_stages),
+            ),
+            (
+                Transport::Tcp,
+                (&idle.tcp_rtt_ns, &idle.tcp_stages),
+                (&p.tcp_rtt_ns, &p.tcp_stages),
+            ),
         ] {
-            if let (Some(b), Some(n)) = (base, now) {
+            if let (Some(b), Some(n)) = (base.0, now.0) {
                 let diff = (n.p50 as i64 - b.p50 as i64, n.p99 as i64 - b.p99 as i64);
-                out.push(AddedLatency::new(p.phase, transport, diff, cpu_latency_us));
+                let mut added = AddedLatency::new(p.phase, transport, diff, cpu_latency_us);
+                if let (Some(b), Some(n)) = (base.1, now.1) {
+                    added.stages_p50_added_ns = stages_added(b, n);
+                }
+                out.push(added);
             }
         }
     }

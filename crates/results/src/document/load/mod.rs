@@ -4,6 +4,8 @@
 //! and both hosts' CPU; per interval the same, tagged with the phase; the headline is the
 //! latency each loaded phase added to the idle one.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 mod assemble;
@@ -12,6 +14,7 @@ pub use assemble::{build, end_load, PhaseRun};
 
 use crate::latency::LatencySummary;
 use crate::spec::{Phase, Transport};
+use crate::stages::{Stage, Stages};
 
 /// The load's throughput each way in one phase or interval, as its receivers measured it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -49,6 +52,11 @@ pub struct PhaseEnd {
     /// Round trips timed from the intended send, over the phase's window.
     pub udp_rtt_ns: Option<LatencySummary>,
     pub tcp_rtt_ns: Option<LatencySummary>,
+    /// `--stages`: where each ping's round trips went in this phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_stages: Option<Stages>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_stages: Option<Stages>,
     /// UDP pings whose echo never came.
     pub udp_lost: Option<u64>,
     #[serde(flatten)]
@@ -70,6 +78,9 @@ pub struct AddedLatency {
     pub transport: Transport,
     pub p50_added_ns: i64,
     pub p99_added_ns: i64,
+    /// `--stages`: each stage's P50 over idle's, to say where the added latency went.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stages_p50_added_ns: BTreeMap<Stage, i64>,
     /// Why a figure is negative, which read bare says "load made the network faster".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -101,6 +112,7 @@ impl AddedLatency {
             transport,
             p50_added_ns,
             p99_added_ns,
+            stages_p50_added_ns: BTreeMap::new(),
             note,
         }
     }

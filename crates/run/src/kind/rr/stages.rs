@@ -62,7 +62,7 @@ mod tests {
         assert!(t.interval(3).is_none(), "taken once");
         assert_eq!(
             e::FIGURE_BYTES as u32,
-            sonde_results::spec::rr::STAGE_FIGURE_BYTES
+            sonde_results::spec::STAGE_FIGURE_BYTES
         );
     }
 }
