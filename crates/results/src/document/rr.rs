@@ -3,12 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::floor::SelfNoise;
-use super::parts::{
-    paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, MeasuredBy,
-};
+use super::floor::{RrPrelude, SelfNoise};
+use super::interval::{paired, IntervalFigures, IntervalSection};
+use super::parts::{per_second, CpuFigures, HostCounted, Inputs, MeasuredBy, Prelude};
+use super::rr_interval::RrInterval;
 use crate::latency::LatencySummary;
-use crate::side::{Role, SideResult};
+use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::{RrSpec, Transport};
 
 /// `end.client` / `end.server` of a request/response test.
@@ -94,25 +94,10 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
     let udp = spec.transport == Transport::Udp;
     let c_rr = inp.client.rr();
     let mut client = end_side(inp.client);
-    // The floor measured before the test, or why there is none on the client's side: a
-    // floor that failed is a note, not a failed test.
-    let self_noise = match &inp.self_noise {
-        Some(Ok(floor)) => Some(floor.clone()),
-        Some(Err(why)) => {
-            if let Some(c) = client.as_mut() {
-                let note = format!("tool floor (--self-noise) not measured: {why}");
-                c.counted.notes.push(note);
-            }
-            None
-        }
-        None => None,
-    };
+    let self_noise = floor(inp.prelude.as_ref(), client.as_mut());
     let intervals = paired(inp.client_intervals, inp.server_intervals)
         .map(|(span, c, s)| IntervalFigures {
-            requests_per_second: c
-                .and_then(|c| c.rr())
-                .map(|r| per_second(r.messages as f64, span.end_s - span.start_s)),
-            latency_ns: c.and_then(|c| c.rr()?.latency_ns.clone()),
+            section: IntervalSection::Rr(interval(c, span.end_s - span.start_s)),
             client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
             server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
             ..span
@@ -145,6 +130,33 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
         self_noise,
     };
     (intervals, end)
+}
+
+/// The client's figures of one interval of `secs`.
+fn interval(client: Option<&IntervalSample>, secs: f64) -> RrInterval {
+    let rr = client.and_then(|c| c.rr());
+    RrInterval {
+        requests_per_second: rr.map(|r| per_second(r.messages as f64, secs)),
+        latency_ns: rr.and_then(|r| r.latency_ns.clone()),
+    }
+}
+
+/// The floor measured before the test, or why there is none on the client's side: a
+/// floor that failed is a note, not a failed test.
+fn floor(prelude: Option<&Prelude>, client: Option<&mut RrEndSide>) -> Option<SelfNoise> {
+    let Some(Prelude::Rr(RrPrelude { self_noise })) = prelude else {
+        return None;
+    };
+    match self_noise {
+        Ok(floor) => Some(floor.clone()),
+        Err(why) => {
+            if let Some(c) = client {
+                let note = format!("tool floor (--self-noise) not measured: {why}");
+                c.counted.notes.push(note);
+            }
+            None
+        }
+    }
 }
 
 fn end_side(side: &SideResult) -> Option<RrEndSide> {
