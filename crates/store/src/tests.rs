@@ -196,7 +196,11 @@ fn a_latency_histogram_round_trips_through_the_store() {
     assert_eq!(back, d);
     let stored = back.end.rr().unwrap().latency_ns.as_ref().unwrap();
     assert_eq!(stored.distribution().unwrap().unwrap(), window);
-    let intervals = merged(back.intervals.iter().filter_map(|i| i.rr()?.latency_ns.as_ref()));
+    let intervals = merged(
+        back.intervals
+            .iter()
+            .filter_map(|i| i.rr()?.latency_ns.as_ref()),
+    );
     assert_eq!(
         intervals.unwrap().unwrap(),
         window,

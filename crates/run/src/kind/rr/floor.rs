@@ -133,7 +133,10 @@ mod tests {
         assert_eq!(prelude(&ping(Transport::Tcp, None), ClientAt::Here), None);
         // A client side on another agent: no floor of this host, and why.
         assert_eq!(
-            prelude(&ping(Transport::Tcp, Some(100)), ClientAt::Agent("198.18.0.1")),
+            prelude(
+                &ping(Transport::Tcp, Some(100)),
+                ClientAt::Agent("198.18.0.1")
+            ),
             Some(Err(
                 "the client side ran on 198.18.0.1, not on this host".into()
             ))
