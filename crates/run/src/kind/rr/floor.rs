@@ -126,9 +126,9 @@ mod tests {
             self_noise_ms,
             ..Default::default()
         };
-        let prelude = |spec: &RrSpec, at| match RequestResponse.prelude(spec, at) {
-            Some(Prelude::Rr(RrPrelude { self_noise })) => Some(self_noise),
-            None => None,
+        let prelude = |spec: &RrSpec, at| {
+            let Prelude::Rr(RrPrelude { self_noise }) = RequestResponse.prelude(spec, at)?;
+            Some(self_noise)
         };
         assert_eq!(prelude(&ping(Transport::Tcp, None), ClientAt::Here), None);
         // A client side on another agent: no floor of this host, and why.
