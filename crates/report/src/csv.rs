@@ -9,6 +9,8 @@ pub fn intervals(runs: &[(i64, &Document)]) -> String {
     let f = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
     for (id, d) in runs {
         for i in &d.intervals {
+            let rr = i.rr();
+            let latency = rr.and_then(|r| r.latency_ns.as_ref());
             out.push_str(&format!(
                 "{id},{},{},{},{},{},{},{},{},{},{}\n",
                 d.test,
@@ -16,11 +18,11 @@ pub fn intervals(runs: &[(i64, &Document)]) -> String {
                 i.end_s,
                 f(i.sender.as_ref().map(|s| s.bits_per_second)),
                 f(i.receiver.as_ref().map(|s| s.bits_per_second)),
-                f(i.requests_per_second),
-                f(i.latency_ns.as_ref().map(|l| l.p50 as f64)),
-                f(i.latency_ns.as_ref().map(|l| l.p99 as f64)),
-                f(i.sender.as_ref().and_then(|s| s.packets_per_second)),
-                f(i.receiver.as_ref().and_then(|s| s.packets_per_second)),
+                f(rr.and_then(|r| r.requests_per_second)),
+                f(latency.map(|l| l.p50 as f64)),
+                f(latency.map(|l| l.p99 as f64)),
+                f(i.sender.as_ref().and_then(|s| s.packets_per_second())),
+                f(i.receiver.as_ref().and_then(|s| s.packets_per_second())),
             ));
         }
     }

@@ -25,15 +25,11 @@ type Series = (String, fn(&IntervalFigures) -> Option<&LatencySummary>);
 fn series(id: i64, doc: &Document) -> Vec<Series> {
     if doc.end.load().is_some() {
         vec![
-            (format!("run-{id}-udp"), |i| {
-                i.load.as_ref()?.udp_rtt_ns.as_ref()
-            }),
-            (format!("run-{id}-tcp"), |i| {
-                i.load.as_ref()?.tcp_rtt_ns.as_ref()
-            }),
+            (format!("run-{id}-udp"), |i| i.load()?.udp_rtt_ns.as_ref()),
+            (format!("run-{id}-tcp"), |i| i.load()?.tcp_rtt_ns.as_ref()),
         ]
     } else {
-        vec![(format!("run-{id}"), |i| i.latency_ns.as_ref())]
+        vec![(format!("run-{id}"), |i| i.rr()?.latency_ns.as_ref())]
     }
 }
 

@@ -145,7 +145,7 @@ pub fn load_phase_line(r: &sonde_results::document::load::PhaseRun) -> String {
 
 /// `[  1.0-  2.0 s]  rx 9.41 Gbit/s  tx 120 Mbit/s  CPU 45 %  softirq 12 %  retrans 0`
 pub fn watch_line(i: &sonde_results::document::IntervalFigures) -> String {
-    let Some(w) = &i.watch else {
+    let Some(w) = i.watch() else {
         return String::new();
     };
     let rate = |v: Option<f64>| v.map_or("-".to_string(), crate::units::bits_per_second);

@@ -24,7 +24,7 @@ use crate::chart::INK;
 fn spans(doc: &Document) -> Vec<(Phase, f64, f64)> {
     let mut out: Vec<(Phase, f64, f64)> = Vec::new();
     for i in &doc.intervals {
-        let Some(l) = &i.load else { continue };
+        let Some(l) = i.load() else { continue };
         match out.last_mut() {
             Some(last) if last.0 == l.phase => last.2 = i.end_s,
             _ => out.push((l.phase, i.start_s, i.end_s)),
@@ -38,7 +38,7 @@ fn spans(doc: &Document) -> Vec<(Phase, f64, f64)> {
 fn points(doc: &Document, y: impl Fn(&LoadInterval) -> Option<f64>) -> Vec<Vec<(f64, f64)>> {
     let mut out: Vec<(Phase, Vec<(f64, f64)>)> = Vec::new();
     for i in &doc.intervals {
-        let Some(l) = &i.load else { continue };
+        let Some(l) = i.load() else { continue };
         let Some(v) = y(l) else { continue };
         match out.last_mut() {
             Some((p, seg)) if *p == l.phase => seg.push((i.end_s, v)),

@@ -330,11 +330,11 @@ pub fn interval_series(doc: &Document) -> (&'static str, Vec<IntervalSeries>) {
             vec![
                 (
                     format!("sent, by the sender ({tx})"),
-                    pick(&|i| i.sender.as_ref()?.packets_per_second),
+                    pick(&|i| i.sender.as_ref()?.packets_per_second()),
                 ),
                 (
                     format!("received, by the receiver ({rx})"),
-                    pick(&|i| i.receiver.as_ref()?.packets_per_second),
+                    pick(&|i| i.receiver.as_ref()?.packets_per_second()),
                 ),
             ],
         ),
@@ -355,7 +355,7 @@ pub fn interval_series(doc: &Document) -> (&'static str, Vec<IntervalSeries>) {
             "requests/s",
             vec![(
                 "completed, by the client".into(),
-                pick(&|i| i.requests_per_second),
+                pick(&|i| i.rr()?.requests_per_second),
             )],
         ),
     }

@@ -31,7 +31,7 @@ fn series(doc: &Document, y: impl Fn(&TcpSample) -> Option<f64>) -> (Series, [St
     let mut names = [String::new(), String::new()];
     for (dir, at, side) in senders(doc) {
         names[dir] = format!("sent by the {}", side.measured_by.as_str());
-        for s in side.tcp.iter().filter(|s| s.transfer == Transfer::Send) {
+        for s in side.tcp().iter().filter(|s| s.transfer == Transfer::Send) {
             if let Some(v) = y(s) {
                 out.entry((dir, s.connection)).or_default().push((at, v));
             }
@@ -116,6 +116,7 @@ fn floors(doc: &Document, names: &[String; 2], end: f64) -> Vec<Line> {
 pub(crate) mod tests {
     use super::*;
     use crate::fixtures::stored;
+    use sonde_results::document::{SideFigures, StreamSideFigures};
 
     fn sample(connection: u32, at: usize) -> TcpSample {
         TcpSample {
@@ -138,15 +139,17 @@ pub(crate) mod tests {
             .map(|k| {
                 let mut i = first.clone();
                 (i.start_s, i.end_s) = (k as f64, k as f64 + 1.0);
-                i.sender.as_mut().unwrap().tcp = (0..forward).map(|c| sample(c, k)).collect();
-                i.receiver.as_mut().unwrap().tcp = (0..forward)
+                let tcp = |s: Vec<TcpSample>| SideFigures::Stream(StreamSideFigures { tcp: s });
+                i.sender.as_mut().unwrap().section =
+                    tcp((0..forward).map(|c| sample(c, k)).collect());
+                i.receiver.as_mut().unwrap().section = tcp((0..forward)
                     .map(|c| TcpSample {
                         transfer: Transfer::Receive,
                         ..sample(c, k)
                     })
-                    .collect();
+                    .collect());
                 let back = i.reverse.as_mut().unwrap().sender.as_mut().unwrap();
-                back.tcp = (0..reverse).map(|c| sample(forward + c, k)).collect();
+                back.section = tcp((0..reverse).map(|c| sample(forward + c, k)).collect());
                 i
             })
             .collect();

@@ -1,56 +1,107 @@
-//! Documents written by the build before each kind's results became their own section of
-//! `end` (issue 29): every one still loads, into the section its `test` names, and is
-//! written back as the same JSON, so stores and `sonde results import` keep working.
+//! Documents written by earlier builds: `v1-*` before each kind's results became their own
+//! section of `end` (issue 29), `v2-*` by the build before the interval figures became a
+//! shared part and a section per kind (262f79e, `bench/doc_keys.py`'s runs: every kind,
+//! the xdp and uring engines, a floor, a search, a fleet pair). Every one still loads,
+//! into the sections its `test` names, and is written back as the same JSON, so stores
+//! and `sonde results import` keep working.
 
 use sonde_results::document::Section;
 use sonde_results::spec::TestName;
 use sonde_results::Document;
 
-/// Whether a section is the one a fixture should load into, with its figures.
-type Expected = fn(&Section) -> bool;
+/// Whether a document loaded into the sections it should, with their figures.
+type Expected = fn(&Document) -> bool;
 
 /// Each fixture, the test it names, and its section.
 const FIXTURES: &[(&str, TestName, Expected)] = &[
     (
         "v1-stream.json",
         TestName::Stream,
-        |s| matches!(s, Section::Stream(e) if e.sender.is_some() && e.reverse.is_none()),
+        |d| matches!(&d.end.section, Section::Stream(e) if e.sender.is_some() && e.reverse.is_none()),
     ),
     (
         "v1-bidir.json",
         TestName::Stream,
-        |s| matches!(s, Section::Stream(e) if e.reverse.is_some()),
+        |d| matches!(&d.end.section, Section::Stream(e) if e.reverse.is_some()),
     ),
     (
         "v1-ping-udp.json",
         TestName::Ping,
-        |s| matches!(s, Section::Rr(e) if e.latency_ns.is_some() && e.late_replies.is_some()),
+        |d| matches!(&d.end.section, Section::Rr(e) if e.latency_ns.is_some() && e.late_replies.is_some()),
     ),
     (
         "v1-rpc.json",
         TestName::Rpc,
-        |s| matches!(s, Section::Rr(e) if e.requests_per_second.is_some()),
+        |d| matches!(&d.end.section, Section::Rr(e) if e.requests_per_second.is_some()),
     ),
     (
         "v1-pps.json",
         TestName::Pps,
-        |s| matches!(s, Section::Pps(e) if e.receiver.is_some() && e.packets.is_some()),
+        |d| matches!(&d.end.section, Section::Pps(e) if e.receiver.is_some() && e.packets.is_some()),
     ),
     (
         "v1-pps-search.json",
         TestName::Pps,
-        |s| matches!(s, Section::Pps(e) if e.search.as_ref().is_some_and(|s| !s.trials.is_empty())),
+        |d| matches!(&d.end.section, Section::Pps(e) if e.search.as_ref().is_some_and(|s| !s.trials.is_empty())),
     ),
     (
         "v1-load.json",
         TestName::Load,
-        |s| matches!(s, Section::Load { load } if !load.phases.is_empty()),
+        |d| matches!(&d.end.section, Section::Load { load } if !load.phases.is_empty()),
     ),
     (
         "v1-watch.json",
         TestName::Watch,
-        |s| matches!(s, Section::Watch { watch } if watch.exit_code == Some(0)),
+        |d| matches!(&d.end.section, Section::Watch { watch } if watch.exit_code == Some(0)),
     ),
+    ("v2-stream.json", TestName::Stream, |d| {
+        d.intervals
+            .iter()
+            .all(|i| i.sender.as_ref().is_some_and(|s| !s.tcp().is_empty()))
+    }),
+    ("v2-bidir.json", TestName::Stream, |d| {
+        d.intervals
+            .iter()
+            .all(|i| i.reverse.as_ref().is_some_and(|r| r.receiver.is_some()))
+    }),
+    ("v2-ping-udp.json", TestName::Ping, |d| {
+        d.intervals
+            .iter()
+            .all(|i| i.rr().is_some_and(|r| r.latency_ns.is_some()))
+    }),
+    ("v2-rpc.json", TestName::Rpc, |d| {
+        d.intervals
+            .iter()
+            .all(|i| i.rr().is_some_and(|r| r.requests_per_second > Some(0.0)))
+    }),
+    ("v2-pps-xdp.json", TestName::Pps, |d| {
+        d.end
+            .pps()
+            .is_some_and(|p| p.sender.as_ref().is_some_and(|s| s.by.bypass.is_some()))
+            && d.intervals.iter().all(|i| {
+                i.receiver
+                    .as_ref()
+                    .is_some_and(|r| r.packets_per_second().is_some())
+            })
+    }),
+    ("v2-ping-floor.json", TestName::Ping, |d| {
+        d.end.rr().is_some_and(|r| r.self_noise.is_some())
+    }),
+    ("v2-pps-search.json", TestName::Pps, |d| {
+        d.end
+            .pps()
+            .and_then(|p| p.search.as_ref())
+            .is_some_and(|s| !s.trials.is_empty())
+    }),
+    ("v2-load.json", TestName::Load, |d| {
+        !d.intervals.is_empty() && d.intervals.iter().all(|i| i.load().is_some())
+    }),
+    ("v2-watch.json", TestName::Watch, |d| {
+        !d.intervals.is_empty() && d.intervals.iter().all(|i| i.watch().is_some())
+    }),
+    ("v2-fleet-stream.json", TestName::Stream, |d| {
+        d.start.fleet.is_some() && d.start.client_agent.is_some()
+    }),
 ];
 
 fn fixture(name: &str) -> String {
@@ -64,7 +115,7 @@ fn old_documents_load_into_their_section() {
         let doc: Document =
             serde_json::from_str(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(doc.test, *test, "{name}");
-        assert!(expected(&doc.end.section), "{name}: {:?}", doc.end.section);
+        assert!(expected(&doc), "{name}: {:?}", doc.end.section);
     }
 }
 

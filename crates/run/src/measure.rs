@@ -268,11 +268,7 @@ impl Measurement<'_> {
             }
             Ok(self.test(s, false)?)
         };
-        let (found, mut doc) = search::search(spec, params, &mut trial, &mut on_trial)?;
-        if let Some(p) = doc.end.pps_mut() {
-            p.search = Some(found);
-        }
-        Ok(doc)
+        Ok(search::search(spec, params, &mut trial, &mut on_trial)?)
     }
 
     fn say_line(&self, line: String) {

@@ -141,14 +141,14 @@ impl Searcher<'_> {
 }
 
 /// Runs trials through `run` until the rate is known to the resolution and confirmed.
-/// Returns the search and the document of the best passing trial (or of the last trial,
-/// when none passed).
+/// Returns the search's document: the best passing trial's (or the last trial's, when
+/// none passed) with the search in its section, assembled once the search has ended.
 pub fn search(
     base: &PpsSpec,
     params: &SearchParams,
     run: &mut dyn FnMut(&TestSpec) -> Result<Document, TrialError>,
     on_trial: &mut dyn FnMut(&Trial),
-) -> Result<(SearchEnd, Document), SearchError> {
+) -> Result<Document, SearchError> {
     let mut s = Searcher {
         base,
         params,
@@ -210,7 +210,8 @@ pub fn search(
         });
     }
     let best = best_index(&passes, high).map(|i| passes.swap_remove(i));
-    Ok(conclude(base, params, s.trials, best, last_doc))
+    let (found, trial) = conclude(base, params, s.trials, best, last_doc);
+    Ok(sonde_results::document::search::assemble(trial, found))
 }
 
 /// The search's result from its best pass (or none), and the document to keep.
@@ -280,6 +281,18 @@ mod tests {
         }
     }
 
+    /// The search's result, as its document holds it, and the document.
+    fn searched(
+        base: &PpsSpec,
+        params: &SearchParams,
+        run: &mut dyn FnMut(&TestSpec) -> Result<Document, TrialError>,
+        on_trial: &mut dyn FnMut(&Trial),
+    ) -> Result<(SearchEnd, Document), SearchError> {
+        let doc = search(base, params, run, on_trial)?;
+        let found = doc.end.pps().and_then(|p| p.search.clone());
+        Ok((found.expect("the search's document holds it"), doc))
+    }
+
     fn zero_loss_to_1_percent() -> SearchParams {
         SearchParams {
             max_loss_percent: 0.0,
@@ -342,7 +355,7 @@ mod tests {
     #[test]
     fn finds_the_capacity_to_the_resolution() {
         let params = zero_loss_to_1_percent();
-        let (s, doc) = search(
+        let (s, doc) = searched(
             &PpsSpec::default(),
             &params,
             &mut |spec| Ok(simulated(spec, 400_000.0, 1_000_000.0)),
@@ -375,7 +388,7 @@ mod tests {
     #[test]
     fn loss_free_at_full_speed_is_sender_limited_and_verified() {
         let params = zero_loss_to_1_percent();
-        let (s, _) = search(
+        let (s, _) = searched(
             &PpsSpec::default(),
             &params,
             &mut |spec| Ok(simulated(spec, 2e6, 1e6)),
@@ -393,7 +406,7 @@ mod tests {
     fn bounds_come_from_the_measured_sent_rate() {
         let params = zero_loss_to_1_percent();
         let capacity = 400_000.0;
-        let (s, _) = search(
+        let (s, _) = searched(
             &PpsSpec::default(),
             &params,
             &mut |spec| Ok(sending_short(spec, 0.95, capacity)),
@@ -416,7 +429,7 @@ mod tests {
     fn a_sender_that_stalled_is_given_another_trial() {
         let params = zero_loss_to_1_percent();
         let mut seen: Vec<u64> = Vec::new();
-        let (s, _) = search(
+        let (s, _) = searched(
             &PpsSpec::default(),
             &params,
             &mut |spec| {
@@ -455,7 +468,7 @@ mod tests {
                 trials_per_step: per_step,
             };
             let mut n = 0;
-            let (s, _) = search(
+            let (s, _) = searched(
                 &PpsSpec::default(),
                 &params,
                 &mut |spec| {
@@ -494,8 +507,8 @@ mod tests {
             trials_per_step: 1,
         };
         let run = &mut |spec: &TestSpec| Ok(simulated(spec, 400_000.0, 1_000_000.0));
-        let (a, _) = search(&PpsSpec::default(), &strict, run, &mut |_| {}).unwrap();
-        let (b, _) = search(&PpsSpec::default(), &loose, run, &mut |_| {}).unwrap();
+        let (a, _) = searched(&PpsSpec::default(), &strict, run, &mut |_| {}).unwrap();
+        let (b, _) = searched(&PpsSpec::default(), &loose, run, &mut |_| {}).unwrap();
         assert!(
             b.result_pps > a.result_pps * 1.05,
             "{} vs {}",

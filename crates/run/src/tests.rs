@@ -219,7 +219,7 @@ fn run_pair(
             started_at: String::new(),
             client_agent: None,
             fleet,
-            self_noise: None,
+            prelude: None,
         },
     );
     (doc, agent.join().unwrap(), shown)

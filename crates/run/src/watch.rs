@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use sonde_probe::cpustat;
 use sonde_probe::hostwatch::{self, HostProbe, HostSnap};
 use sonde_results::document::watch::{WatchEnd, WatchInterval};
-use sonde_results::document::{End, IntervalFigures, LocalStart, Section};
+use sonde_results::document::{End, IntervalFigures, IntervalSection, LocalStart, Section};
 use sonde_results::{Document, TestSpec, WatchSpec};
 
 use crate::controller::SOFTWARE;
@@ -157,7 +157,7 @@ fn interval(origin: &HostSnap, a: &HostSnap, b: &HostSnap) -> IntervalFigures {
     };
     let at = |s: &HostSnap| s.at.duration_since(origin.at).as_secs_f64();
     IntervalFigures {
-        watch: Some(w),
+        section: IntervalSection::Watch { watch: w },
         client_cpu_busy_percent: usage.map(|u| u.host.busy_percent()),
         ..IntervalFigures::span(at(a), at(b))
     }

@@ -21,7 +21,7 @@ fn doc(command: &str) -> Document {
         finished_at: None,
         server_labels: Default::default(),
         fleet: None,
-        self_noise: None,
+        prelude: None,
     })
 }
 
@@ -163,7 +163,7 @@ fn concurrent_writers_do_not_corrupt_the_store() {
 
 #[test]
 fn a_latency_histogram_round_trips_through_the_store() {
-    use sonde_results::document::{IntervalFigures, RrEnd, Section};
+    use sonde_results::document::{IntervalFigures, IntervalSection, RrEnd, RrInterval, Section};
     use sonde_results::latency::{merged, new_histogram};
     use sonde_results::LatencySummary;
     let path = temp_db("hist");
@@ -177,7 +177,10 @@ fn a_latency_histogram_round_trips_through_the_store() {
         }
         window.add(&h).unwrap();
         d.intervals.push(IntervalFigures {
-            latency_ns: LatencySummary::of(&h),
+            section: IntervalSection::Rr(RrInterval {
+                latency_ns: LatencySummary::of(&h),
+                ..Default::default()
+            }),
             ..IntervalFigures::span(k as f64, k as f64 + 1.0)
         });
     }
@@ -193,7 +196,11 @@ fn a_latency_histogram_round_trips_through_the_store() {
     assert_eq!(back, d);
     let stored = back.end.rr().unwrap().latency_ns.as_ref().unwrap();
     assert_eq!(stored.distribution().unwrap().unwrap(), window);
-    let intervals = merged(back.intervals.iter().filter_map(|i| i.latency_ns.as_ref()));
+    let intervals = merged(
+        back.intervals
+            .iter()
+            .filter_map(|i| i.rr()?.latency_ns.as_ref()),
+    );
     assert_eq!(
         intervals.unwrap().unwrap(),
         window,

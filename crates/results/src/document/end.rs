@@ -120,14 +120,6 @@ impl End {
         }
     }
 
-    /// A pps test's section, to add a search's trials to.
-    pub fn pps_mut(&mut self) -> Option<&mut PpsEnd> {
-        match &mut self.section {
-            Section::Pps(p) => Some(p),
-            _ => None,
-        }
-    }
-
     pub fn load(&self) -> Option<&LoadEnd> {
         match &self.section {
             Section::Load { load } => Some(load),

@@ -1,5 +1,5 @@
-//! The tool's own floor (`--self-noise`), measured before a ping or rpc: a leaf the
-//! document's inputs and rr's section both use.
+//! The tool's own floor (`--self-noise`), measured before a ping or rpc: rr's prelude, a
+//! leaf the document's inputs and rr's section both use.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,4 +16,11 @@ pub struct SelfNoise {
     /// Round trips in the window.
     pub messages: u64,
     pub latency_ns: LatencySummary,
+}
+
+/// What the rr kind measured on the controller before its test: the floor when the spec
+/// asked for it, or why it was not measured (kept as a note on the client's side).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RrPrelude {
+    pub self_noise: Result<SelfNoise, String>,
 }

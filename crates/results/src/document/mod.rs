@@ -7,22 +7,27 @@
 mod end;
 mod fleet_pair;
 mod floor;
+mod interval;
 pub mod load;
 mod parts;
 mod pps;
 mod rr;
+mod rr_interval;
+pub mod search;
 mod stream;
 pub mod watch;
 
 pub use end::{End, OneHost, Section};
 pub use fleet_pair::FleetPair;
-pub use floor::SelfNoise;
-pub use parts::{
-    ClientAgent, CpuFigures, HostCounted, Inputs, IntervalFigures, IntervalPair, IntervalSide,
-    MeasuredBy,
+pub use floor::{RrPrelude, SelfNoise};
+pub use interval::{
+    IntervalFigures, IntervalPair, IntervalSection, IntervalSide, PpsSideFigures, SideFigures,
+    StreamSideFigures,
 };
+pub use parts::{ClientAgent, CpuFigures, HostCounted, Inputs, MeasuredBy, Prelude};
 pub use pps::{PacketsEnd, PpsEnd, PpsEndSide, SearchEnd, Trial};
 pub use rr::{RrEnd, RrEndSide};
+pub use rr_interval::RrInterval;
 pub use stream::{ConnectionSpread, DirectionEnd, EndSide, Retransmits, StreamEnd};
 
 use std::collections::BTreeMap;
@@ -182,14 +187,14 @@ fn start(inp: Inputs<'_>) -> Start {
     start
 }
 
-/// A document as written: `end` is read once `test` says which section it holds (JSON
-/// keys may come in any order).
+/// A document as written: `intervals` and `end` are read once `test` says which section
+/// they hold (JSON keys may come in any order).
 #[derive(Deserialize)]
 struct Wire {
     schema_version: u32,
     test: TestName,
     start: Start,
-    intervals: Vec<IntervalFigures>,
+    intervals: Vec<serde_json::Value>,
     end: serde_json::Value,
 }
 
@@ -201,7 +206,11 @@ impl TryFrom<Wire> for Document {
             schema_version: w.schema_version,
             test: w.test,
             start: w.start,
-            intervals: w.intervals,
+            intervals: w
+                .intervals
+                .into_iter()
+                .map(|i| IntervalFigures::read(w.test, i))
+                .collect::<Result<_, _>>()?,
             end: End::read(w.test, w.end)?,
         })
     }

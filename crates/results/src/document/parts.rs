@@ -5,63 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::fleet_pair::FleetPair;
-use super::floor::SelfNoise;
-use super::load::LoadInterval;
-use super::watch::WatchInterval;
-use crate::latency::LatencySummary;
+use super::floor::RrPrelude;
 use crate::side::{ControlThread, CpuUsage, IntervalSample, NicCounters, Role, SideResult};
 use crate::spec::TestSpec;
-
-/// One side's view of one interval of one direction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IntervalSide {
-    pub measured_by: Role,
-    pub bytes: u64,
-    pub bits_per_second: f64,
-    pub cpu_busy_percent: Option<f64>,
-    /// Packet-rate tests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub packets_per_second: Option<f64>,
-    /// This side's interval was cut short by the end of the test.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub partial: bool,
-    /// Stream tests: TCP_INFO of each connection this side moved the bytes of, as it read
-    /// them (so a reverse test's sender series come from the agent).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tcp: Vec<crate::tcp::TcpSample>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IntervalFigures {
-    pub start_s: f64,
-    pub end_s: f64,
-    pub sender: Option<IntervalSide>,
-    pub receiver: Option<IntervalSide>,
-    /// The agent-to-controller direction of a bidirectional test.
-    pub reverse: Option<IntervalPair>,
-    /// Request/response tests: completed requests per second (client).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests_per_second: Option<f64>,
-    /// Request/response tests: round-trip latency of this interval (client).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_ns: Option<LatencySummary>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_cpu_busy_percent: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_cpu_busy_percent: Option<f64>,
-    /// Load tests: the phase, both pings and the load.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load: Option<LoadInterval>,
-    /// Watches: the host evidence of the interval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub watch: Option<WatchInterval>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IntervalPair {
-    pub sender: Option<IntervalSide>,
-    pub receiver: Option<IntervalSide>,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuFigures {
@@ -179,47 +125,16 @@ pub struct Inputs<'a> {
     /// A fleet's run: its pair as the fleet file names it; both agents' own labels join
     /// it under the file's.
     pub fleet: Option<FleetPair>,
-    /// Ping and rpc with `--self-noise`: the tool's floor measured before the test, or why
-    /// it was not (the rr section keeps it, or notes why on the client's side).
-    pub self_noise: Option<Result<SelfNoise, String>>,
+    /// What the test's kind measured on the controller before the test, for its section.
+    pub prelude: Option<Prelude>,
 }
 
-impl IntervalFigures {
-    /// An interval from `start_s` to `end_s` with no figure yet.
-    pub fn span(start_s: f64, end_s: f64) -> IntervalFigures {
-        IntervalFigures {
-            start_s,
-            end_s,
-            sender: None,
-            receiver: None,
-            reverse: None,
-            requests_per_second: None,
-            latency_ns: None,
-            client_cpu_busy_percent: None,
-            server_cpu_busy_percent: None,
-            load: None,
-            watch: None,
-        }
-    }
-}
-
-/// Both sides' interval samples paired by index, with the interval's span; a side that
-/// stopped early leaves `None`s.
-pub(super) fn paired<'a>(
-    client: &'a [IntervalSample],
-    server: &'a [IntervalSample],
-) -> impl Iterator<
-    Item = (
-        IntervalFigures,
-        Option<&'a IntervalSample>,
-        Option<&'a IntervalSample>,
-    ),
-> {
-    (0..client.len().max(server.len())).map(|i| {
-        let (c, s) = (client.get(i), server.get(i));
-        let (start_s, end_s) = c.or(s).map(|x| (x.start_s, x.end_s)).unwrap_or_default();
-        (IntervalFigures::span(start_s, end_s), c, s)
-    })
+/// What a kind measured on the controller before its test (`Kind::prelude` in the run
+/// layer), handed to its own section of the document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prelude {
+    /// Ping and rpc.
+    Rr(RrPrelude),
 }
 
 /// `v` per second of `secs`; 0 over no time.

@@ -3,9 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::parts::{
-    paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, IntervalSide, MeasuredBy,
-};
+use super::interval::{paired, IntervalFigures, IntervalSide, PpsSideFigures, SideFigures};
+use super::parts::{per_second, CpuFigures, HostCounted, Inputs, MeasuredBy};
 use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::PpsSpec;
 
@@ -233,12 +232,13 @@ pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
             let secs = (x.end_s - x.start_s).max(1e-9);
             let pk = x.pps().map_or(0, |p| p.packets) as f64;
             IntervalSide {
-                tcp: Vec::new(),
                 measured_by: role,
                 bytes: (pk * size) as u64,
                 bits_per_second: pk * size * 8.0 / secs,
                 cpu_busy_percent: x.cpu_busy_percent,
-                packets_per_second: Some(pk / secs),
+                section: SideFigures::Pps(PpsSideFigures {
+                    packets_per_second: Some(pk / secs),
+                }),
                 partial: x.partial,
             }
         })

@@ -3,12 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::floor::SelfNoise;
-use super::parts::{
-    paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, MeasuredBy,
-};
+use super::floor::{RrPrelude, SelfNoise};
+use super::interval::{paired, IntervalFigures, IntervalSection};
+use super::parts::{per_second, CpuFigures, HostCounted, Inputs, MeasuredBy, Prelude};
+use super::rr_interval::RrInterval;
 use crate::latency::LatencySummary;
-use crate::side::{Role, SideResult};
+use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::{RrSpec, Transport};
 
 /// `end.client` / `end.server` of a request/response test.
@@ -98,25 +98,10 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
     let udp = spec.transport == Transport::Udp;
     let c_rr = inp.client.rr();
     let mut client = end_side(inp.client);
-    // The floor measured before the test, or why there is none on the client's side: a
-    // floor that failed is a note, not a failed test.
-    let self_noise = match &inp.self_noise {
-        Some(Ok(floor)) => Some(floor.clone()),
-        Some(Err(why)) => {
-            if let Some(c) = client.as_mut() {
-                let note = format!("tool floor (--self-noise) not measured: {why}");
-                c.counted.notes.push(note);
-            }
-            None
-        }
-        None => None,
-    };
+    let self_noise = floor(inp.prelude.as_ref(), client.as_mut());
     let intervals = paired(inp.client_intervals, inp.server_intervals)
         .map(|(span, c, s)| IntervalFigures {
-            requests_per_second: c
-                .and_then(|c| c.rr())
-                .map(|r| per_second(r.messages as f64, span.end_s - span.start_s)),
-            latency_ns: c.and_then(|c| c.rr()?.latency_ns.clone()),
+            section: IntervalSection::Rr(interval(c, span.end_s - span.start_s)),
             client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
             server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
             ..span
@@ -152,6 +137,33 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
     (intervals, end)
 }
 
+/// The client's figures of one interval of `secs`.
+fn interval(client: Option<&IntervalSample>, secs: f64) -> RrInterval {
+    let rr = client.and_then(|c| c.rr());
+    RrInterval {
+        requests_per_second: rr.map(|r| per_second(r.messages as f64, secs)),
+        latency_ns: rr.and_then(|r| r.latency_ns.clone()),
+    }
+}
+
+/// The floor measured before the test, or why there is none on the client's side: a
+/// floor that failed is a note, not a failed test.
+fn floor(prelude: Option<&Prelude>, client: Option<&mut RrEndSide>) -> Option<SelfNoise> {
+    let Some(Prelude::Rr(RrPrelude { self_noise })) = prelude else {
+        return None;
+    };
+    match self_noise {
+        Ok(floor) => Some(floor.clone()),
+        Err(why) => {
+            if let Some(c) = client {
+                let note = format!("tool floor (--self-noise) not measured: {why}");
+                c.counted.notes.push(note);
+            }
+            None
+        }
+    }
+}
+
 fn end_side(side: &SideResult) -> Option<RrEndSide> {
     let rr = side.rr()?;
     let secs = side.window_s;
@@ -175,4 +187,129 @@ fn end_side(side: &SideResult) -> Option<RrEndSide> {
         tcp_retransmits: side.tcp_retransmits,
         counted: HostCounted::of(side),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::new_histogram;
+    use crate::side::{HostInfo, RrResult, RrSample, SampleSection, SideSection};
+    use crate::spec::TestSpec;
+    use crate::Document;
+
+    fn client() -> SideResult {
+        let mut c = SideResult::new(Role::Client, HostInfo::default(), 2.0, (1, None), vec![]);
+        c.section = SideSection::Rr(RrResult {
+            poll: "block".into(),
+            messages: 300,
+            sent: 300,
+            unanswered: 0,
+            not_sent: 0,
+            lost: 0,
+            late: 0,
+            duplicated: 0,
+            foreign: 0,
+            latency_ns: None,
+            socket_options: vec![],
+            syscalls: None,
+        });
+        c
+    }
+
+    fn sample(index: u32, messages: u64) -> IntervalSample {
+        let mut h = new_histogram();
+        h.record(50_000 + u64::from(index)).unwrap();
+        IntervalSample {
+            index,
+            start_s: f64::from(index) * 0.5,
+            end_s: f64::from(index + 1) * 0.5,
+            cpu_busy_percent: Some(10.0),
+            partial: false,
+            section: SampleSection::Rr(RrSample {
+                messages,
+                latency_ns: crate::LatencySummary::of(&h),
+            }),
+        }
+    }
+
+    fn doc(prelude: Option<Prelude>) -> Document {
+        let spec = TestSpec::Ping(RrSpec::default());
+        let c = client();
+        let samples = [sample(0, 100), sample(1, 200)];
+        Document::build(Inputs {
+            spec: &spec,
+            command: "sonde ping x".into(),
+            server_command: None,
+            server_address: "198.18.0.2:5301".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            software: "test".into(),
+            client: &c,
+            server: None,
+            client_intervals: &samples,
+            server_intervals: &[],
+            error: None,
+            client_agent: None,
+            finished_at: None,
+            server_labels: Default::default(),
+            fleet: None,
+            prelude,
+        })
+    }
+
+    #[test]
+    fn intervals_hold_the_clients_rate_and_latency_in_rrs_section_under_flat_keys() {
+        let d = doc(None);
+        let rates: Vec<_> = d
+            .intervals
+            .iter()
+            .map(|i| i.rr().unwrap().requests_per_second)
+            .collect();
+        assert_eq!(rates, [Some(200.0), Some(400.0)]);
+        let p50 = d.intervals[1]
+            .rr()
+            .unwrap()
+            .latency_ns
+            .as_ref()
+            .unwrap()
+            .p50;
+        assert!(p50.abs_diff(50_001) <= 50, "{p50}");
+        // The section's keys sit beside the shared ones, as every release wrote them.
+        let v = serde_json::to_value(&d).unwrap();
+        let i = v["intervals"][1].as_object().unwrap();
+        assert_eq!(i["requests_per_second"], 400.0);
+        assert!(i.contains_key("latency_ns") && i.contains_key("reverse"));
+        assert_eq!(i["client_cpu_busy_percent"], 10.0);
+        let back: Document = serde_json::from_value(v).unwrap();
+        assert_eq!(back, d);
+    }
+
+    #[test]
+    fn the_prelude_is_the_floor_in_rrs_section_or_a_note_on_the_client_why_not() {
+        let floor = SelfNoise {
+            socket: "unix_stream".into(),
+            seconds: 0.1,
+            messages: 1,
+            latency_ns: doc(None).intervals[0]
+                .rr()
+                .unwrap()
+                .latency_ns
+                .clone()
+                .unwrap(),
+        };
+        let with = doc(Some(Prelude::Rr(RrPrelude {
+            self_noise: Ok(floor.clone()),
+        })));
+        assert_eq!(with.end.rr().unwrap().self_noise, Some(floor));
+        let why = "the client side ran on 198.18.0.1, not on this host";
+        let without = doc(Some(Prelude::Rr(RrPrelude {
+            self_noise: Err(why.into()),
+        })));
+        let rr = without.end.rr().unwrap();
+        assert_eq!(rr.self_noise, None);
+        assert_eq!(
+            rr.client.as_ref().unwrap().counted.notes,
+            [format!("tool floor (--self-noise) not measured: {why}")]
+        );
+        assert_eq!(doc(None).end.rr().unwrap().self_noise, None);
+    }
 }

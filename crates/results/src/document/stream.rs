@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::parts::{
-    paired, per_second, CpuFigures, HostCounted, Inputs, IntervalFigures, IntervalPair,
-    IntervalSide, MeasuredBy,
+use super::interval::{
+    paired, IntervalFigures, IntervalPair, IntervalSide, SideFigures, StreamSideFigures,
 };
+use super::parts::{per_second, CpuFigures, HostCounted, Inputs, MeasuredBy};
 use crate::side::{ConnectionResult, DirectionResult, IntervalSample, Role, SideResult, Transfer};
 use crate::spec::{Direction, StreamSpec};
 use crate::stats::{bits_per_second, mean_stddev};
@@ -212,16 +212,17 @@ fn interval_side(s: &IntervalSample, role: Role, transfer: Transfer) -> Interval
         bytes,
         bits_per_second: bits_per_second(bytes, s.end_s - s.start_s),
         cpu_busy_percent: s.cpu_busy_percent,
-        packets_per_second: None,
+        section: SideFigures::Stream(StreamSideFigures {
+            tcp: s
+                .stream()
+                .map(|st| &st.tcp[..])
+                .unwrap_or_default()
+                .iter()
+                .filter(|t| t.transfer == transfer)
+                .cloned()
+                .collect::<Vec<TcpSample>>(),
+        }),
         partial: s.partial,
-        tcp: s
-            .stream()
-            .map(|st| &st.tcp[..])
-            .unwrap_or_default()
-            .iter()
-            .filter(|t| t.transfer == transfer)
-            .cloned()
-            .collect::<Vec<TcpSample>>(),
     }
 }
 
@@ -330,7 +331,7 @@ mod tests {
             finished_at: None,
             server_labels: Default::default(),
             fleet: None,
-            self_noise: None,
+            prelude: None,
         }
     }
 

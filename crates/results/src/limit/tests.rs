@@ -52,7 +52,7 @@ pub(super) fn document(
             finished_at: None,
             server_labels: Default::default(),
             fleet: None,
-            self_noise: None,
+            prelude: None,
         },
         super::judge,
     )

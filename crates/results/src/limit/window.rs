@@ -221,7 +221,7 @@ fn spurious(doc: &Document) -> Option<u64> {
     doc.intervals
         .iter()
         .filter_map(|i| i.sender.as_ref())
-        .flat_map(|s| &s.tcp)
+        .flat_map(|s| s.tcp())
         .map(|t| t.dsack_dups.map(u64::from))
         .sum()
 }
@@ -232,7 +232,7 @@ fn unsent_share(doc: &Document) -> Option<f64> {
         .intervals
         .iter()
         .filter_map(|i| i.sender.as_ref())
-        .flat_map(|s| &s.tcp)
+        .flat_map(|s| s.tcp())
         .filter_map(|t| t.notsent_bytes.map(|n| n > 0))
         .collect();
     (!seen.is_empty()).then(|| seen.iter().filter(|&&b| b).count() as f64 / seen.len() as f64)

@@ -33,7 +33,7 @@ pub fn run_test(
     kind.prepare(&mut spec, addr, &probe)?;
     kind::place(&mut spec, Role::Client);
     // Before the agent is asked for anything: it would wait for us meanwhile.
-    let floor = kind.self_noise(&spec);
+    let prelude = kind.prelude(&spec, kind::ClientAt::Here);
     let mut link = connect(addr)?;
     let mut run = Running::new(session(req, &spec, addr), addr, live);
     let h = run.handshake(&mut link, interrupt)?;
@@ -56,7 +56,7 @@ pub fn run_test(
             started_at,
             client_agent: None,
             fleet: req.fleet.clone(),
-            self_noise: floor,
+            prelude,
         },
     ))
 }

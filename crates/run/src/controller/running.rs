@@ -54,8 +54,8 @@ pub struct Record<'a> {
     pub client_agent: Option<sonde_results::document::ClientAgent>,
     /// A fleet's run: its pair, as the fleet file names it.
     pub fleet: Option<sonde_results::document::FleetPair>,
-    /// The tool's floor, measured before the test when the spec asked (`--self-noise`).
-    pub self_noise: Option<Result<sonde_results::document::SelfNoise, String>>,
+    /// What the test's kind measured before it, for its own section (`Kind::prelude`).
+    pub prelude: Option<sonde_results::document::Prelude>,
 }
 
 /// What a handshake learnt: the agent's command line and labels, its data port, the cookie
@@ -214,7 +214,7 @@ impl<'a> Running<'a> {
             finished_at: Some(now_rfc3339()),
             server_labels: self.server_labels,
             fleet: record.fleet,
-            self_noise: record.self_noise,
+            prelude: record.prelude,
         };
         Document::assemble(inputs, sonde_results::limit::judge)
     }

@@ -17,6 +17,7 @@ use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
 use super::running::{handshake, Record, Running};
 use super::{begin, connect, resolve, session, Begun, ControllerError, LiveInterval, TestRequest};
 use crate::control::Link;
+use crate::kind::ClientAt;
 use crate::side::Side;
 use crate::signals::Interrupt;
 
@@ -69,9 +70,7 @@ pub fn run_between(
         command: a.command.clone(),
         labels: a.labels.clone(),
     });
-    // The tool's floor is this host's; the client side ran on another.
-    let asked = matches!(&spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.self_noise_ms.is_some());
-    let elsewhere = format!("the client side ran on {from}, not on this host");
+    let prelude = kind.prelude(&spec, ClientAt::Agent(from));
     Ok(run.conclude(
         b_link,
         Box::new(a),
@@ -82,7 +81,7 @@ pub fn run_between(
             started_at,
             client_agent,
             fleet: req.fleet.clone(),
-            self_noise: asked.then_some(Err(elsewhere)),
+            prelude,
         },
     ))
 }

@@ -26,7 +26,8 @@ pub mod xdp;
 pub use connect::CONNECT_TIMEOUT;
 pub(crate) use host::root;
 pub use seam::{
-    ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint, Typed, TypedKind,
+    ClientAt, ClientEndpoint, DataPort, Demand, Kind, OpenError, OpenResult, ServerEndpoint, Typed,
+    TypedKind,
 };
 pub use workers::Workers;
 

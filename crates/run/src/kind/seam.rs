@@ -6,7 +6,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::document::SelfNoise;
+use sonde_results::document::Prelude;
 use sonde_results::spec::TestName;
 use sonde_results::{Engine, Role, SideResult, TestSpec};
 
@@ -52,6 +52,15 @@ pub struct DataPort {
     pub cookie: u64,
 }
 
+/// Where a test's client side runs, as the controller's step before the test sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAt<'a> {
+    /// On the controller's host.
+    Here,
+    /// On another agent (a test between two agents), as the controller reached it.
+    Agent(&'a str),
+}
+
 /// Endpoints opened, or why not.
 pub type OpenResult<T> = Result<Box<T>, OpenError>;
 
@@ -74,8 +83,9 @@ pub trait Kind: Sync {
         agent: SocketAddr,
         probe: &HostProbe,
     ) -> Result<(), OpenError>;
-    /// Controller, placed and before connecting: the tool's own floor, when asked.
-    fn self_noise(&self, spec: &TestSpec) -> Option<Result<SelfNoise, String>>;
+    /// Controller, placed and before connecting: what the kind measures before its test,
+    /// for its own section of the document.
+    fn prelude(&self, spec: &TestSpec, client: ClientAt<'_>) -> Option<Prelude>;
     /// Controller: opens the data endpoints to the agent's data port.
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint>;
     /// Agent: opens where the test's data arrives.
@@ -120,9 +130,10 @@ pub trait TypedKind: Sync {
     ) -> Result<(), OpenError> {
         Ok(())
     }
-    /// Controller, placed and before connecting: the tool's own floor on this host when
-    /// the spec asks for it (`--self-noise`), or why it could not be measured.
-    fn self_noise(&self, _spec: &Self::Spec) -> Option<Result<SelfNoise, String>> {
+    /// Controller, placed and before connecting (the agent would wait meanwhile): what
+    /// the kind measures before its test, handed to its own section of the document
+    /// (rr: the tool's floor, `--self-noise`). `client`: where the client side runs.
+    fn prelude(&self, _spec: &Self::Spec, _client: ClientAt<'_>) -> Option<Prelude> {
         None
     }
     /// Controller: opens the data endpoints to the agent's data port.
@@ -177,8 +188,8 @@ impl<K: TypedKind> Kind for Typed<K> {
     ) -> Result<(), OpenError> {
         self.0.prepare(Self::own_mut(spec), agent, probe)
     }
-    fn self_noise(&self, spec: &TestSpec) -> Option<Result<SelfNoise, String>> {
-        self.0.self_noise(Self::own(spec).0)
+    fn prelude(&self, spec: &TestSpec, client: ClientAt<'_>) -> Option<Prelude> {
+        self.0.prelude(Self::own(spec).0, client)
     }
     fn open_client(&self, spec: &TestSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         self.0.open_client(Self::own(spec).0, to)

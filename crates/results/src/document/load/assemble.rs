@@ -2,7 +2,9 @@
 //! their sections read, the load's own section and intervals built.
 
 use super::{AddedLatency, LoadEnd, LoadFigures, LoadInterval, PhaseEnd};
-use crate::document::{Document, End, IntervalFigures, Section, Start, SCHEMA_VERSION};
+use crate::document::{
+    Document, End, IntervalFigures, IntervalSection, Section, Start, SCHEMA_VERSION,
+};
 use crate::side::Role;
 use crate::spec::{LoadSpec, Phase, TestName, TestSpec, Transport};
 use crate::stages::{Stage, Stages};
@@ -155,7 +157,7 @@ fn retransmits(d: &Document) -> Option<u64> {
 
 fn interval_load(i: &IntervalFigures) -> LoadFigures {
     let mut f = LoadFigures {
-        requests_per_second: i.requests_per_second,
+        requests_per_second: i.rr().and_then(|r| r.requests_per_second),
         ..Default::default()
     };
     let reverse = i.reverse.as_ref().and_then(|r| r.receiver.as_ref());
@@ -164,7 +166,7 @@ fn interval_load(i: &IntervalFigures) -> LoadFigures {
             &mut f,
             r.measured_by,
             r.bits_per_second,
-            r.packets_per_second,
+            r.packets_per_second(),
         );
     }
     f
@@ -183,12 +185,14 @@ fn intervals(r: &PhaseRun) -> Vec<IntervalFigures> {
             let (u, t, l) = (udp.get(i), tcp.get(i), load.get(i));
             let span = u.or(t).or(l).expect("index below the longest");
             IntervalFigures {
-                load: Some(LoadInterval {
-                    phase: r.phase,
-                    udp_rtt_ns: u.and_then(|u| u.latency_ns.clone()),
-                    tcp_rtt_ns: t.and_then(|t| t.latency_ns.clone()),
-                    load: l.map(interval_load).unwrap_or_default(),
-                }),
+                section: IntervalSection::Load {
+                    load: LoadInterval {
+                        phase: r.phase,
+                        udp_rtt_ns: u.and_then(|u| u.rr()?.latency_ns.clone()),
+                        tcp_rtt_ns: t.and_then(|t| t.rr()?.latency_ns.clone()),
+                        load: l.map(interval_load).unwrap_or_default(),
+                    },
+                },
                 client_cpu_busy_percent: u.and_then(|u| u.client_cpu_busy_percent),
                 server_cpu_busy_percent: u.and_then(|u| u.server_cpu_busy_percent),
                 ..IntervalFigures::span(r.offset_s + span.start_s, r.offset_s + span.end_s)

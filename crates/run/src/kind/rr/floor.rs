@@ -8,11 +8,28 @@ use sonde_engine::affinity::current_mask;
 use sonde_engine::self_noise::{self, NoisePlan};
 use sonde_engine::wait::Poll;
 use sonde_engine::Placement;
-use sonde_results::document::SelfNoise;
+use sonde_results::document::{Prelude, RrPrelude, SelfNoise};
 use sonde_results::{LatencySummary, RrSpec, Transport};
 
 use crate::apart::free_of;
+use crate::kind::seam::ClientAt;
 use crate::kind::workers::poll_of;
+
+/// rr's step before the test: the floor when the spec asks for it, measured here if the
+/// client side runs here (`placement`: its workers'), or why not, for rr's section.
+pub(super) fn prelude(
+    spec: &RrSpec,
+    client: ClientAt<'_>,
+    placement: impl FnOnce() -> Placement,
+) -> Option<Prelude> {
+    let ms = spec.self_noise_ms?;
+    let self_noise = match client {
+        ClientAt::Here => measure(spec, ms, placement()),
+        // The floor is this host's; the client side runs on another.
+        ClientAt::Agent(at) => Err(format!("the client side ran on {at}, not on this host")),
+    };
+    Some(Prelude::Rr(RrPrelude { self_noise }))
+}
 
 /// The floor of `spec`'s loop over `ms`, its client workers placed as `placement`; or why
 /// it could not be measured.
@@ -103,21 +120,32 @@ mod tests {
     }
 
     #[test]
-    fn the_kind_measures_the_floor_only_when_asked_over_the_tests_transport() {
+    fn the_kind_measures_the_floor_only_when_asked_here_over_the_tests_transport() {
         let ping = |transport, self_noise_ms| RrSpec {
             transport,
             self_noise_ms,
             ..Default::default()
         };
-        assert!(RequestResponse
-            .self_noise(&ping(Transport::Tcp, None))
-            .is_none());
+        let prelude = |spec: &RrSpec, at| {
+            let Prelude::Rr(RrPrelude { self_noise }) = RequestResponse.prelude(spec, at)?;
+            Some(self_noise)
+        };
+        assert_eq!(prelude(&ping(Transport::Tcp, None), ClientAt::Here), None);
+        // A client side on another agent: no floor of this host, and why.
+        assert_eq!(
+            prelude(
+                &ping(Transport::Tcp, Some(100)),
+                ClientAt::Agent("198.18.0.1")
+            ),
+            Some(Err(
+                "the client side ran on 198.18.0.1, not on this host".into()
+            ))
+        );
         for (transport, socket) in [
             (Transport::Tcp, "unix_stream"),
             (Transport::Udp, "unix_seqpacket"),
         ] {
-            let floor = RequestResponse
-                .self_noise(&ping(transport, Some(100)))
+            let floor = prelude(&ping(transport, Some(100)), ClientAt::Here)
                 .expect("asked for")
                 .unwrap();
             assert_eq!((floor.socket.as_str(), floor.seconds), (socket, 0.1));

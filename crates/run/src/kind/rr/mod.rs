@@ -19,13 +19,13 @@ use std::time::Instant;
 
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
-use sonde_results::document::SelfNoise;
+use sonde_results::document::Prelude;
 use sonde_results::spec::TestName;
 use sonde_results::{Role, RrSpec, SideResult, TestSpec};
 
 use super::budget;
 use super::seam::{
-    ClientEndpoint, DataPort, Demand, OpenError, OpenResult, ServerEndpoint, TypedKind,
+    ClientAt, ClientEndpoint, DataPort, Demand, OpenError, OpenResult, ServerEndpoint, TypedKind,
 };
 use super::table;
 use crate::side::Side;
@@ -174,10 +174,9 @@ impl TypedKind for RequestResponse {
             .map_err(|e| OpenError::Refused(e.to_string()))
     }
 
-    fn self_noise(&self, r: &RrSpec) -> Option<Result<SelfNoise, String>> {
-        let ms = r.self_noise_ms?;
-        let placement = placement(r, Role::Client, r.connections as usize);
-        Some(floor::measure(r, ms, placement))
+    fn prelude(&self, r: &RrSpec, client: ClientAt<'_>) -> Option<Prelude> {
+        let placement = || placement(r, Role::Client, r.connections as usize);
+        floor::prelude(r, client, placement)
     }
 
     fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
