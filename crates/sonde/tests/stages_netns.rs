@@ -76,6 +76,10 @@ fn every_message_splits_into_stages_that_sum_to_its_round_trip() {
             (sum - mean).abs() / mean < 0.03,
             "{extra:?}: stages sum to {sum:.0} ns, the round trips' mean is {mean:.0}"
         );
+        // Every interval says where its own round trips went.
+        for i in doc["intervals"].as_array().unwrap() {
+            assert!(i["stages"]["split"].as_u64().unwrap_or(0) > 0, "{i}");
+        }
     }
 }
 

@@ -143,6 +143,7 @@ fn interval(client: Option<&IntervalSample>, secs: f64) -> RrInterval {
     RrInterval {
         requests_per_second: rr.map(|r| per_second(r.messages as f64, secs)),
         latency_ns: rr.and_then(|r| r.latency_ns.clone()),
+        stages: rr.and_then(|r| r.stages.clone()),
     }
 }
 
@@ -210,10 +211,19 @@ mod tests {
             duplicated: 0,
             foreign: 0,
             latency_ns: None,
+            stages: Some(stages(300)),
             socket_options: vec![],
             syscalls: None,
         });
         c
+    }
+
+    /// Stages of `split` messages (counts only: where they go is the test's question).
+    fn stages(split: u64) -> crate::stages::Stages {
+        crate::stages::Stages {
+            split,
+            ..Default::default()
+        }
     }
 
     fn sample(index: u32, messages: u64) -> IntervalSample {
@@ -228,6 +238,7 @@ mod tests {
             section: SampleSection::Rr(RrSample {
                 messages,
                 latency_ns: crate::LatencySummary::of(&h),
+                stages: Some(stages(messages)),
             }),
         }
     }
@@ -279,6 +290,9 @@ mod tests {
         assert_eq!(i["requests_per_second"], 400.0);
         assert!(i.contains_key("latency_ns") && i.contains_key("reverse"));
         assert_eq!(i["client_cpu_busy_percent"], 10.0);
+        // The stages of each interval, and of the whole run, are the client's.
+        assert_eq!(i["stages"]["split"], 200);
+        assert_eq!(v["end"]["stages"]["split"], 300);
         let back: Document = serde_json::from_value(v).unwrap();
         assert_eq!(back, d);
     }

@@ -15,4 +15,7 @@ pub struct RrInterval {
     /// Round-trip latency of this interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencySummary>,
+    /// `--stages`: where this interval's round trips went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<crate::stages::Stages>,
 }
