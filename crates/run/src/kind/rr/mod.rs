@@ -9,7 +9,7 @@ mod side;
 mod uring;
 mod xdp;
 
-pub use engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort, UDP_LOSS_TIMEOUT};
+pub use engine::{EchoEngine, RequestEngine, RrBackend, UDP_LOSS_TIMEOUT};
 pub use side::{Engine, Parts, RrSide};
 
 use std::io;
@@ -181,7 +181,7 @@ impl TypedKind for RequestResponse {
         let (engine, note) = chosen(r).map_err(|e| OpenError::Refused(e.to_string()))?;
         Ok(Box::new(Opened {
             spec: r.clone(),
-            port: engine.open_client(r, to)?,
+            engine: engine.open_client(r, to)?,
             cookie: to.cookie,
             notes: note.into_iter().collect(),
         }))
@@ -196,7 +196,7 @@ impl TypedKind for RequestResponse {
         let (engine, note) = chosen(r)?;
         Ok(Box::new(Listening {
             spec: r.clone(),
-            port: engine.open_server(r, ip, peer)?,
+            engine: engine.open_server(r, ip, peer)?,
             notes: note.into_iter().collect(),
         }))
     }
@@ -219,7 +219,7 @@ impl TypedKind for RequestResponse {
 /// What the controller's engine opened.
 struct Opened {
     spec: RrSpec,
-    port: Box<dyn ClientPort>,
+    engine: Box<dyn RequestEngine>,
     /// Stamped into every UDP request, so that the agent's echo answers it.
     cookie: u64,
     notes: Vec<String>,
@@ -229,15 +229,15 @@ impl ClientEndpoint for Opened {
     fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
         let Opened {
             spec,
-            port,
+            mut engine,
             cookie,
             notes,
         } = *self;
         let units = spec.connections as usize;
-        let options = port.options();
         let start = |placement, started| {
-            let plan = client_plan(&spec, placement, cookie, started);
-            Ok((Engine::Client(port.start(plan)?), options))
+            engine.start(client_plan(&spec, placement, cookie, started))?;
+            let options = engine.options();
+            Ok((Engine::Client(engine), options))
         };
         start_side(&spec, (Role::Client, units, notes), start, probe)
     }
@@ -246,17 +246,17 @@ impl ClientEndpoint for Opened {
 /// What the agent's engine opened.
 struct Listening {
     spec: RrSpec,
-    port: Box<dyn ServerPort>,
+    engine: Box<dyn EchoEngine>,
     notes: Vec<String>,
 }
 
 impl ServerEndpoint for Listening {
     fn port(&self) -> io::Result<u16> {
-        self.port.port()
+        self.engine.port()
     }
 
     fn listener(&self) -> Option<(&TcpListener, usize)> {
-        self.port.listener()
+        self.engine.listener()
     }
 
     fn start(
@@ -266,12 +266,16 @@ impl ServerEndpoint for Listening {
         cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
-        let Listening { spec, port, notes } = *self;
-        let units = port.units(conns.len());
+        let Listening {
+            spec,
+            mut engine,
+            notes,
+        } = *self;
+        let units = engine.units(conns.len());
         let start = |placement, started| {
             let plan = server_plan(&spec, placement, cookie, started);
-            let (echo, options) = port.start(conns, peer, plan)?;
-            Ok((Engine::Server(echo), options))
+            let options = engine.start(conns, peer, plan)?;
+            Ok((Engine::Server(engine), options))
         };
         start_side(&spec, (Role::Server, units, notes), start, probe)
     }

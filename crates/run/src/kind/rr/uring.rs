@@ -12,7 +12,7 @@ use sonde_engine::uring::rr_server::UringTarget;
 use sonde_engine::uring::{self, rr_client::RECEIVE_BYTES};
 use sonde_results::{Engine, RrSpec};
 
-use super::engine::{ClientPort, RrBackend, ServerPort};
+use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use super::kernel::{self, Spawners};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
@@ -29,6 +29,7 @@ impl Named for Uring {
 }
 
 const URING: Spawners = Spawners {
+    engine: Engine::Uring,
     client: spawn_client,
     server: spawn_server,
 };
@@ -69,7 +70,7 @@ impl RrBackend for Uring {
         2 * RECEIVE_BYTES as u64
     }
 
-    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
+    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn RequestEngine> {
         kernel::open_client(r, to, URING)
     }
 
@@ -78,7 +79,7 @@ impl RrBackend for Uring {
         r: &RrSpec,
         ip: IpAddr,
         _peer: IpAddr,
-    ) -> io::Result<Box<dyn ServerPort>> {
+    ) -> io::Result<Box<dyn EchoEngine>> {
         kernel::open_server(r, ip, URING)
     }
 }
