@@ -136,18 +136,6 @@ impl RrSpec {
                 "a new connection per request is TCP's, not UDP's (--udp, --engine xdp)",
             );
         }
-        if self.execution.engine == Engine::Xdp && self.transport != Transport::Udp {
-            return refuse("--engine", "xdp carries UDP only (add --udp)");
-        }
-        if self.sqpoll && self.execution.engine != Engine::Uring {
-            return refuse("--sqpoll", "is io_uring's (add --engine uring)");
-        }
-        if self.execution.engine == Engine::Uring && self.connect_per_request {
-            return refuse(
-                "--crr",
-                "a new connection per request runs on --engine kernel (io_uring does not batch handshakes)",
-            );
-        }
         self.check_self_noise()?;
         if self.connect_per_request && self.window != 1 {
             return refuse("--window", "--crr sends one request per connection");
@@ -280,9 +268,7 @@ mod tests {
                 }),
                 "--crr",
             ),
-            (with(&|s| s.execution.engine = Engine::Xdp), "--engine"),
             (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
-            (with(&|s| s.sqpoll = true), "--sqpoll"),
             (with(&|s| s.self_noise_ms = Some(0)), "--self-noise"),
             (
                 with(&|s| {

@@ -35,6 +35,11 @@ pub fn engines() -> Vec<Engine> {
     table::engines(ENGINES)
 }
 
+/// The engines of [`ENGINES`] this host can run.
+pub fn runnable() -> Vec<Engine> {
+    table::runnable(ENGINES)
+}
+
 /// The packet-rate engine that is `engine`, or why none is.
 pub fn backend(engine: Engine) -> io::Result<&'static dyn PpsBackend> {
     table::find(ENGINES, "pps", engine)

@@ -79,6 +79,10 @@ pub trait RrBackend: Named + Sync {
     fn refuse(&self, _spec: &RrSpec) -> Result<(), SpecError> {
         Ok(())
     }
+    /// The flag of `spec` that only this engine runs, when it is asked (`--sqpoll`).
+    fn owns(&self, _spec: &RrSpec) -> Option<&'static str> {
+        None
+    }
     /// Refuses, before the agent is asked, what this host cannot run.
     fn preflight(&self, _spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
         Ok(())

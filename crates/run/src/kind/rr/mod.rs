@@ -20,7 +20,7 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::document::SelfNoise;
 use sonde_results::spec::TestName;
-use sonde_results::{Role, RrSpec, SideResult, TestSpec};
+use sonde_results::{Role, RrSpec, SideResult, SpecError, TestSpec};
 
 use super::budget;
 use super::seam::{
@@ -41,6 +41,19 @@ pub fn engines() -> Vec<sonde_results::Engine> {
 /// The request/response engine that is `engine`, or why none is.
 pub fn backend(engine: sonde_results::Engine) -> io::Result<&'static dyn RrBackend> {
     table::find(ENGINES, "request/response", engine)
+}
+
+/// The engines of [`ENGINES`] this host can run.
+pub fn runnable() -> Vec<sonde_results::Engine> {
+    table::runnable(ENGINES)
+}
+
+/// Refuses, naming the flag, what of `spec` its engine does not run.
+pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    let Some((r, _)) = RequestResponse::own(spec) else {
+        return Ok(());
+    };
+    table::refuse(ENGINES, r.execution.engine, |e| e.owns(r), |e| e.refuse(r))
 }
 
 /// The engine this side runs for `spec`, and the note on a default's choice.

@@ -10,7 +10,7 @@ use sonde_engine::rr_client::{ClientPlan, RrClient, Target};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::uring::rr_server::UringTarget;
 use sonde_engine::uring::{self, rr_client::RECEIVE_BYTES};
-use sonde_results::{Engine, RrSpec};
+use sonde_results::{Engine, RrSpec, SpecError};
 
 use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use super::kernel::{self, Spawners};
@@ -34,17 +34,26 @@ const URING: Spawners = Spawners {
     server: spawn_server,
 };
 
-fn per_request() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        "--crr: a new connection per request runs on --engine kernel",
-    )
+/// `--crr`, refused at admission; also the workers' answer to a spec that skipped it.
+fn per_request() -> SpecError {
+    SpecError {
+        flag: "--crr",
+        reason: format!(
+            "a new connection per request runs on --engine {} (io_uring does not batch \
+             handshakes)",
+            Engine::Kernel
+        ),
+    }
+}
+
+fn unsupported(e: SpecError) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, e.to_string())
 }
 
 fn spawn_client(target: Target, plan: ClientPlan) -> io::Result<RrClient> {
     match target {
         Target::Sockets(sockets) => RrClient::spawn_uring(sockets, plan),
-        Target::ConnectPerRequest { .. } => Err(per_request()),
+        Target::ConnectPerRequest { .. } => Err(unsupported(per_request())),
     }
 }
 
@@ -52,16 +61,25 @@ fn spawn_server(target: ServerTarget, plan: ServerPlan) -> io::Result<RrServer> 
     let target = match target {
         ServerTarget::Sockets(s) => UringTarget::Sockets(s),
         ServerTarget::Udp { socket, allowed } => UringTarget::Udp { socket, allowed },
-        ServerTarget::Accept { .. } => return Err(per_request()),
+        ServerTarget::Accept { .. } => return Err(unsupported(per_request())),
     };
     RrServer::spawn_uring(target, plan)
 }
 
 impl RrBackend for Uring {
-    fn preflight(&self, spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
-        if spec.connect_per_request {
-            return Err(per_request());
+    fn refuse(&self, spec: &RrSpec) -> Result<(), SpecError> {
+        match spec.connect_per_request {
+            true => Err(per_request()),
+            false => Ok(()),
         }
+    }
+
+    /// A kernel thread polling each worker's ring: an io_uring setup flag.
+    fn owns(&self, spec: &RrSpec) -> Option<&'static str> {
+        spec.sqpoll.then_some("--sqpoll")
+    }
+
+    fn preflight(&self, _spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
         uring::available().map_err(|e| io::Error::other(format!("--engine uring: {e}")))
     }
 

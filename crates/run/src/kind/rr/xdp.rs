@@ -14,7 +14,7 @@ use sonde_engine::xdp::frame::{payload_offset, Endpoints};
 use sonde_engine::xdp::rr_client::{self, XdpTarget};
 use sonde_engine::xdp::rr_server::{self, XdpServerTarget};
 use sonde_engine::xdp::{Attached, Port, Xsk};
-use sonde_results::{Bypass, Engine, PollMode, RrSpec};
+use sonde_results::{Bypass, Engine, PollMode, RrSpec, SpecError, Transport};
 
 use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use crate::kind::budget::XSK_BYTES;
@@ -33,6 +33,18 @@ impl Named for Xdp {
 }
 
 impl RrBackend for Xdp {
+    /// AF_XDP frames carry UDP only (a new connection per request is TCP's, refused with
+    /// it).
+    fn refuse(&self, spec: &RrSpec) -> Result<(), SpecError> {
+        match spec.transport {
+            Transport::Udp => Ok(()),
+            Transport::Tcp => Err(SpecError {
+                flag: "--engine",
+                reason: format!("{} carries UDP only (add --udp)", Engine::Xdp),
+            }),
+        }
+    }
+
     fn preflight(&self, spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
         preflight(spec, agent)
     }
@@ -65,11 +77,6 @@ const BUSY_POLL_BUDGET: u32 = 64;
 
 /// Refuses, before the agent is asked, what this host or spec cannot run over AF_XDP.
 fn preflight(spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
-    if spec.connect_per_request {
-        return Err(refuse(
-            "--crr opens a TCP connection per request; AF_XDP carries UDP".into(),
-        ));
-    }
     let message = spec.request_bytes.max(spec.response_bytes);
     let frame = payload_offset(&SocketAddr::new(agent, 0)) as u32 + message;
     path::preflight(agent, frame)
