@@ -133,7 +133,10 @@ impl RrSpec {
         if self.transport == Transport::Udp && self.connect_per_request {
             return refuse(
                 "--crr",
-                "a new connection per request is TCP's, not UDP's (--udp, --engine xdp)",
+                format!(
+                    "a new connection per request is TCP's, not UDP's (--udp, --engine {})",
+                    Engine::Xdp
+                ),
             );
         }
         self.check_self_noise()?;

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use sonde_engine::xdp::{self, Attached, Port, Steer, Xsk, XskConfig};
 use sonde_probe::{host, netdev};
-use sonde_results::Bypass;
+use sonde_results::{Bypass, Engine};
 
 /// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
 pub const BUSY_POLL_US: u32 = 50;
@@ -27,13 +27,16 @@ pub fn explain(doing: &str, e: io::Error) -> io::Error {
         }
         _ => "",
     };
-    io::Error::new(e.kind(), format!("--engine xdp: {doing}: {e}{why}"))
+    io::Error::new(
+        e.kind(),
+        format!("--engine {}: {doing}: {e}{why}", Engine::Xdp),
+    )
 }
 
 pub fn refuse(reason: String) -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        format!("--engine xdp: {reason}"),
+        format!("--engine {}: {reason}", Engine::Xdp),
     )
 }
 

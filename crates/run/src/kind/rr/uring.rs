@@ -80,7 +80,7 @@ impl RrBackend for Uring {
     }
 
     fn preflight(&self, _spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
-        uring::available().map_err(|e| io::Error::other(format!("--engine uring: {e}")))
+        uring::available().map_err(|e| io::Error::other(format!("--engine {}: {e}", Engine::Uring)))
     }
 
     /// Each worker's ring of receive buffers, and an echo's UDP answers as much again.
