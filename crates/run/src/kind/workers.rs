@@ -48,6 +48,27 @@ macro_rules! kernel_workers {
 }
 pub(crate) use kernel_workers;
 
+/// The kernel engine's sides over a [`Stage`] (`stage`) of its worker types: done until
+/// started, then as their workers answer.
+macro_rules! staged_workers {
+    ($($t:ty => $w:ty),+) => {$(
+        impl $crate::kind::workers::Workers for $t {
+            fn engine(&self) -> sonde_results::Engine {
+                sonde_results::Engine::Kernel
+            }
+            fn all_done(&self) -> bool {
+                self.stage.running().is_none_or(<$w>::all_done)
+            }
+            fn abort(&self) {
+                if let Some(w) = self.stage.running() {
+                    w.abort()
+                }
+            }
+        }
+    )+};
+}
+pub(crate) use staged_workers;
+
 /// The engine's receive mode for the spec's.
 pub fn poll_of(mode: PollMode) -> Poll {
     match mode {

@@ -167,25 +167,3 @@ pub fn steer(steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
         notes,
     })
 }
-
-/// The `Workers` of an AF_XDP engine's wrapper: `$inner` runs the workers, `bypass` says
-/// how they left the socket path.
-macro_rules! xdp_workers {
-    ($($t:ty => $inner:ident),+) => {$(
-        impl $crate::kind::workers::Workers for $t {
-            fn engine(&self) -> sonde_results::Engine {
-                sonde_results::Engine::Xdp
-            }
-            fn all_done(&self) -> bool {
-                self.$inner.all_done()
-            }
-            fn abort(&self) {
-                self.$inner.abort()
-            }
-            fn bypass(&self) -> Option<sonde_results::Bypass> {
-                Some(self.bypass.clone())
-            }
-        }
-    )+};
-}
-pub(crate) use xdp_workers;
