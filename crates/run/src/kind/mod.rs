@@ -283,11 +283,7 @@ mod refusal_tests {
     #[test]
     fn sqpoll_is_io_urings() {
         let sqpoll = |r: &mut RrSpec| r.sqpoll = true;
-        refused(
-            rpc(Engine::Kernel, sqpoll),
-            "--sqpoll",
-            "--engine uring only",
-        );
+        refused(rpc(Engine::Kernel, sqpoll), "--sqpoll", "uring only");
         let xdp = |r: &mut RrSpec| {
             udp(r);
             r.sqpoll = true
@@ -312,11 +308,7 @@ mod refusal_tests {
     #[test]
     fn zerocopy_is_io_urings_and_for_large_sends() {
         let zc = |s: &mut StreamSpec| s.zerocopy = true;
-        refused(
-            stream(Engine::Kernel, zc),
-            "--zerocopy",
-            "--engine uring only",
-        );
+        refused(stream(Engine::Kernel, zc), "--zerocopy", "uring only");
         let small = |s: &mut StreamSpec| (s.zerocopy, s.buffer_bytes) = (true, 8192);
         refused(stream(Engine::Uring, small), "--zerocopy", "--buffer");
         let large = |s: &mut StreamSpec| (s.zerocopy, s.buffer_bytes) = (true, 64 << 10);

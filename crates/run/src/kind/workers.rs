@@ -48,13 +48,15 @@ macro_rules! kernel_workers {
 }
 pub(crate) use kernel_workers;
 
-/// The kernel engine's sides over a [`Stage`] (`stage`) of its worker types: done until
-/// started, then as their workers answer.
+/// The `Workers` of a socket engine's sides over a [`Stage`] (`stage`) of its worker
+/// types: done until started, then as their workers answer; `engine` says which engine a
+/// side is (the kernel's, or what its spawner drives: system calls or io_uring).
 macro_rules! staged_workers {
-    ($($t:ty => $w:ty),+) => {$(
+    (engine = $e:expr; $($t:ty => $w:ty),+) => {$(
         impl $crate::kind::workers::Workers for $t {
             fn engine(&self) -> sonde_results::Engine {
-                sonde_results::Engine::Kernel
+                let engine: fn(&Self) -> sonde_results::Engine = $e;
+                engine(self)
             }
             fn all_done(&self) -> bool {
                 self.stage.running().is_none_or(<$w>::all_done)

@@ -106,4 +106,4 @@ impl RxEngine for Group {
     }
 }
 
-staged_workers!(Flows => PpsSender, Group => PpsReceiver);
+staged_workers!(engine = |_| Engine::Kernel; Flows => PpsSender, Group => PpsReceiver);

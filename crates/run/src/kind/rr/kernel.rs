@@ -18,7 +18,7 @@ use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use crate::kind::connect::{connect_data, connect_udp};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
-use crate::kind::workers::{Stage, Workers};
+use crate::kind::workers::{staged_workers, Stage};
 
 pub struct Kernel;
 
@@ -148,20 +148,6 @@ struct Client {
     spawn: Spawners,
 }
 
-impl Workers for Client {
-    fn engine(&self) -> Engine {
-        self.spawn.engine
-    }
-    fn all_done(&self) -> bool {
-        self.stage.running().is_none_or(RrClient::all_done)
-    }
-    fn abort(&self) {
-        if let Some(w) = self.stage.running() {
-            w.abort()
-        }
-    }
-}
-
 impl RequestEngine for Client {
     fn options(&self) -> Vec<String> {
         self.options.clone()
@@ -201,20 +187,6 @@ struct Server {
     port: u16,
     stage: Stage<At, RrServer>,
     spawn: Spawners,
-}
-
-impl Workers for Server {
-    fn engine(&self) -> Engine {
-        self.spawn.engine
-    }
-    fn all_done(&self) -> bool {
-        self.stage.running().is_none_or(RrServer::all_done)
-    }
-    fn abort(&self) {
-        if let Some(w) = self.stage.running() {
-            w.abort()
-        }
-    }
 }
 
 impl EchoEngine for Server {
@@ -291,3 +263,5 @@ impl EchoEngine for Server {
         self.stage.running().map(RrServer::syscalls)
     }
 }
+
+staged_workers!(engine = |s| s.spawn.engine; Client => RrClient, Server => RrServer);
