@@ -129,8 +129,21 @@ pub fn default_engine(spec: &mut TestSpec) {
 
 /// Refuses an engine the spec's kind does not have in this build, naming `--engine` (and
 /// a spec no single test runs, naming the test), then what of the spec its engine does
-/// not run, naming the flag.
+/// not run, naming the flag ([`refuse`]).
 pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
+    has_engine(spec)?;
+    refuse(spec)
+}
+
+/// What of `spec` its engine does not run, naming the flag: each engine's own options and
+/// refusals, from its kind's table.
+pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    listing(spec).map_or(Ok(()), |l| (l.refuse)(spec))
+}
+
+/// Refuses an engine the spec's kind does not have in this build, naming `--engine` (and
+/// a spec no single test runs, naming the test).
+pub fn has_engine(spec: &TestSpec) -> Result<(), SpecError> {
     let Some(listed) = listing(spec) else {
         return Err(SpecError {
             flag: "test",
@@ -140,7 +153,7 @@ pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
     let engines = (listed.engines)();
     let engine = spec.execution().engine;
     if engines.contains(&engine) {
-        return (listed.refuse)(spec);
+        return Ok(());
     }
     Err(SpecError {
         flag: "--engine",

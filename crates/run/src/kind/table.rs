@@ -51,7 +51,7 @@ pub fn runnable<T: ?Sized + Named>(table: &[&'static T]) -> Vec<Engine> {
 /// Refuses, naming the flag, what engine `engine` of `table` does not run: its own
 /// refusals (`refuse`), and an option that another engine owns (`owns`: `--sqpoll` is
 /// io_uring's). The one check of each engine's options, made wherever a spec is admitted
-/// (`kind::check_engine`).
+/// (`kind::refuse`: the CLI's builders, the controller and the agent).
 pub fn refuse<T: ?Sized + Named>(
     table: &[&'static T],
     engine: Engine,

@@ -75,7 +75,7 @@ pub trait EchoEngine: Workers {
 /// A request/response engine in the kind's table: what it refuses and what each end opens.
 pub trait RrBackend: Named + Sync {
     /// Refuses, naming the flag, what of `spec` this engine does not run (checked once,
-    /// with the engine, by `kind::check_engine`).
+    /// with the engine, by `kind::refuse` wherever a spec is admitted).
     fn refuse(&self, _spec: &RrSpec) -> Result<(), SpecError> {
         Ok(())
     }

@@ -35,7 +35,7 @@ pub trait StreamEngine: Workers {
 /// A stream engine: starts its workers on the connections both ends opened.
 pub trait StreamBackend: Named + Sync {
     /// Refuses, naming the flag, what of `spec` this engine does not run (checked once,
-    /// with the engine, by `kind::check_engine`).
+    /// with the engine, by `kind::refuse` wherever a spec is admitted).
     fn refuse(&self, _spec: &StreamSpec) -> Result<(), SpecError> {
         Ok(())
     }
