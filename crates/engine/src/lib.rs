@@ -30,12 +30,6 @@ pub const MAX_LATENCY_NS: u64 = 60_000_000_000;
 
 pub use counters::{ConnCounters, Counters};
 
-/// What drives a kernel-socket worker's sockets: system calls, or io_uring's rings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    Syscalls,
-    Uring,
-}
 pub use pool::{pps_threads, usable_cpus, worker_threads, Placement, Pool, Stop, Work};
 pub use sockopt::{SocketOptions, TcpInfo};
 pub use stream::{StreamConn, StreamWorkers};

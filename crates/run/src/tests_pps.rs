@@ -2,6 +2,7 @@
 //! per interval at its own instants, the window as the sum of its intervals, the
 //! receivers' per-flow accounting and the engine's own drop count, a cut interval.
 
+use std::io;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -67,6 +68,9 @@ impl Workers for FakeFlow {
 }
 
 impl TxEngine for FakeFlow {
+    fn start(&mut self, _placement: Placement, _cookie: u32) -> io::Result<()> {
+        Ok(())
+    }
     fn counts(&self) -> (u64, u64) {
         (self.packets(), self.packets() * 22)
     }
@@ -77,6 +81,12 @@ impl TxEngine for FakeFlow {
 }
 
 impl RxEngine for FakeFlow {
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn start(&mut self, _cookie: u32) -> io::Result<()> {
+        Ok(())
+    }
     fn counts(&self) -> (u64, u64) {
         (self.packets(), self.packets() * 22)
     }

@@ -3,11 +3,14 @@
 //! grace window), the window as the sum of its intervals, the workers' ends summed, a cut
 //! interval, and the agent's answers counted at its own instants.
 
+use std::io;
+use std::net::{IpAddr, TcpStream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use sonde_engine::rr_client::WorkerEnd;
+use sonde_engine::rr_client::{ClientPlan, WorkerEnd};
+use sonde_engine::rr_server::ServerPlan;
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::new_histogram;
@@ -94,6 +97,12 @@ impl Workers for FakeRequests {
 }
 
 impl RequestEngine for FakeRequests {
+    fn options(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn start(&mut self, _plan: ClientPlan) -> io::Result<()> {
+        Ok(())
+    }
     fn counts(&self) -> (u64, u64) {
         let done = ms(self.started, self.until()) * RATE;
         (done + 2, done)
@@ -126,6 +135,9 @@ impl RequestEngine for FakeRequests {
         };
         vec![end(3), end(4)]
     }
+    fn counts_syscalls(&self) -> bool {
+        true
+    }
 }
 
 /// Echo workers that answer `RATE` a millisecond from `started` until aborted.
@@ -150,6 +162,20 @@ impl Workers for FakeEcho {
 }
 
 impl EchoEngine for FakeEcho {
+    fn port(&self) -> io::Result<u16> {
+        Ok(0)
+    }
+    fn units(&self, conns: usize) -> usize {
+        conns
+    }
+    fn start(
+        &mut self,
+        _conns: Vec<TcpStream>,
+        _peer: IpAddr,
+        _plan: ServerPlan,
+    ) -> io::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
     fn answered(&self) -> u64 {
         let until = self.stopped_at.lock().unwrap().unwrap_or_else(Instant::now);
         ms(self.started, until) * RATE

@@ -67,8 +67,6 @@ pub(crate) trait Shared: Stop {
 pub struct RrClient {
     shared: Arc<dyn Shared>,
     pool: Pool<WorkerEnd>,
-    /// What drives the sockets, for the result.
-    pub(crate) engine: crate::Driver,
 }
 
 impl RrClient {
@@ -86,16 +84,7 @@ impl RrClient {
             }
         };
         let pool = Pool::spawn("sonde-rr", placement, &shared, counted)?;
-        Ok(RrClient {
-            shared,
-            pool,
-            engine: crate::Driver::Syscalls,
-        })
-    }
-
-    /// What drives the sockets.
-    pub fn engine(&self) -> crate::Driver {
-        self.engine
+        Ok(RrClient { shared, pool })
     }
 
     /// Requests sent and responses received so far, over all workers (monotonic).

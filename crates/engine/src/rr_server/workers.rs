@@ -100,8 +100,6 @@ pub(crate) trait Shared: Stop {
 pub struct RrServer {
     shared: Arc<dyn Shared>,
     pool: Pool<Option<String>>,
-    /// What drives the sockets, for the result.
-    pub(crate) engine: crate::Driver,
 }
 
 impl RrServer {
@@ -117,16 +115,7 @@ impl RrServer {
             end
         };
         let pool = Pool::spawn("sonde-echo", placement, &shared, counted)?;
-        Ok(RrServer {
-            shared,
-            pool,
-            engine: crate::Driver::Syscalls,
-        })
-    }
-
-    /// What drives the sockets.
-    pub fn engine(&self) -> crate::Driver {
-        self.engine
+        Ok(RrServer { shared, pool })
     }
 
     /// Responses sent so far (monotonic).

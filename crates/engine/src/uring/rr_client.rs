@@ -53,7 +53,7 @@ impl RrClient {
             sockets,
         });
         let deal = placement.clone();
-        let mut client = RrClient::start(&placement, shared, move |s: &Sockets, k| {
+        RrClient::start(&placement, shared, move |s: &Sockets, k| {
             recorder::recording(&s.core, k, |rec| {
                 let owned: Vec<(RawFd, bool)> = deal
                     .owned(k, units)
@@ -62,9 +62,7 @@ impl RrClient {
                     .collect();
                 run(&s.core, k, &owned, rec)
             })
-        })?;
-        client.engine = crate::Driver::Uring;
-        Ok(client)
+        })
     }
 }
 

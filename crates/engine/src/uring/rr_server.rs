@@ -79,7 +79,7 @@ impl RrServer {
             wake: EventFd::new()?,
         });
         let deal = placement.clone();
-        let mut server = RrServer::start(&placement, shared, move |s: &Shared, k| {
+        RrServer::start(&placement, shared, move |s: &Shared, k| {
             let all = s.target.fds();
             let fds: Vec<RawFd> = deal.owned(k, units).iter().map(|&i| all[i]).collect();
             let allowed = match &s.target {
@@ -91,9 +91,7 @@ impl RrServer {
                 .and_then(|mut e| e.run())
                 .err()
                 .map(|e| format!("io_uring echo: {e}"))
-        })?;
-        server.engine = crate::Driver::Uring;
-        Ok(server)
+        })
     }
 }
 

@@ -222,7 +222,13 @@ impl PpsSpec {
             );
         }
         if self.gso {
-            return refuse("--gso", "the kernel's UDP GSO has no part in --engine dpdk");
+            return refuse(
+                "--gso",
+                format!(
+                    "the kernel's UDP GSO has no part in --engine {}",
+                    Engine::Dpdk
+                ),
+            );
         }
         check_count("--tx-queues", d.tx_queues.max(1), MAX_THREADS)?;
         check_count("--rx-queues", d.rx_queues.max(1), MAX_THREADS)?;

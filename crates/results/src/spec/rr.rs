@@ -141,19 +141,10 @@ impl RrSpec {
         if self.transport == Transport::Udp && self.connect_per_request {
             return refuse(
                 "--crr",
-                "a new connection per request is TCP's, not UDP's (--udp, --engine xdp)",
-            );
-        }
-        if self.execution.engine == Engine::Xdp && self.transport != Transport::Udp {
-            return refuse("--engine", "xdp carries UDP only (add --udp)");
-        }
-        if self.sqpoll && self.execution.engine != Engine::Uring {
-            return refuse("--sqpoll", "is io_uring's (add --engine uring)");
-        }
-        if self.execution.engine == Engine::Uring && self.connect_per_request {
-            return refuse(
-                "--crr",
-                "a new connection per request runs on --engine kernel (io_uring does not batch handshakes)",
+                format!(
+                    "a new connection per request is TCP's, not UDP's (--udp, --engine {})",
+                    Engine::Xdp
+                ),
             );
         }
         self.check_self_noise()?;
@@ -202,26 +193,11 @@ impl RrSpec {
         Ok(())
     }
 
-    /// Stages need the kernel engine's timestamps on open connections, and answers with
-    /// room for the echo's figures after what a UDP answer echoes.
+    /// Answers with stages need room for the echo's figures, after what a UDP answer
+    /// echoes (the engine that takes them refuses what it cannot run: `kind::refuse`).
     fn check_stages(&self) -> Result<(), SpecError> {
         if !self.stages {
             return Ok(());
-        }
-        if self.execution.engine != Engine::Kernel {
-            return refuse(
-                "--stages",
-                format!(
-                    "not with --engine {}: the stages are the kernel engine's timestamps",
-                    self.execution.engine
-                ),
-            );
-        }
-        if self.connect_per_request {
-            return refuse(
-                "--stages",
-                "not with --crr: stages are taken on open connections",
-            );
         }
         let least = match self.transport {
             Transport::Tcp => STAGE_FIGURE_BYTES,
@@ -326,24 +302,8 @@ mod tests {
                 }),
                 "--crr",
             ),
-            (with(&|s| s.execution.engine = Engine::Xdp), "--engine"),
             (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
-            (with(&|s| s.sqpoll = true), "--sqpoll"),
             (with(&|s| s.self_noise_ms = Some(0)), "--self-noise"),
-            (
-                with(&|s| {
-                    s.stages = true;
-                    s.execution.engine = Engine::Uring
-                }),
-                "--stages",
-            ),
-            (
-                with(&|s| {
-                    s.stages = true;
-                    s.connect_per_request = true
-                }),
-                "--stages",
-            ),
             (
                 with(&|s| {
                     s.stages = true;

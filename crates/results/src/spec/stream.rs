@@ -2,17 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    check_count, check_threads, refuse, Engine, Execution, SpecError, Timing, MAX_CONNECTIONS,
-};
+use super::{check_count, check_threads, refuse, Execution, SpecError, Timing, MAX_CONNECTIONS};
 
 /// Largest read/write buffer: beyond this a single syscall stops being a useful unit.
 pub const MAX_BUFFER_BYTES: u32 = 64 << 20;
-
-/// Smallest buffer `--zerocopy` sends. A zero-copy send pins the pages, sets up a
-/// completion notification and takes it back, work the copy it saves pays for only
-/// above about 10 KB (the kernel's MSG_ZEROCOPY notes); 16 KiB is four pages.
-pub const MIN_ZEROCOPY_BYTES: u32 = 16 << 10;
 
 /// Which way the bytes go, seen from the controller (the side that ran `sonde stream`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,33 +141,7 @@ impl StreamSpec {
                 );
             }
         }
-        self.check_zerocopy()?;
         self.execution.check()
-    }
-
-    /// `--zerocopy`: an io_uring operation, and worth it only for large sends.
-    fn check_zerocopy(&self) -> Result<(), SpecError> {
-        if !self.zerocopy {
-            return Ok(());
-        }
-        if self.execution.engine != Engine::Uring {
-            let e = self.execution.engine;
-            return refuse(
-                "--zerocopy",
-                format!("needs --engine uring (send_zc is an io_uring operation), not {e}"),
-            );
-        }
-        if self.buffer_bytes < MIN_ZEROCOPY_BYTES {
-            return refuse(
-                "--zerocopy",
-                format!(
-                    "a {} byte --buffer is below {MIN_ZEROCOPY_BYTES}, where zero-copy \
-                     costs more than the copy it saves",
-                    self.buffer_bytes
-                ),
-            );
-        }
-        Ok(())
     }
 
     /// Each connection's pacing, bytes per second (SO_MAX_PACING_RATE), if paced.
@@ -189,7 +156,7 @@ pub const MAX_RATE_BITS_PER_S: f64 = 1e12;
 
 #[cfg(test)]
 mod tests {
-    use super::super::{assert_refused, with, TestSpec};
+    use super::super::{assert_refused, with, Engine, TestSpec};
     use super::*;
 
     #[test]
@@ -221,15 +188,6 @@ mod tests {
             (
                 with(&|s| s.execution.server_cpus = Some(vec![])),
                 "--server-cpus",
-            ),
-            (with(&|s| s.zerocopy = true), "--zerocopy"),
-            (
-                with(&|s| {
-                    s.zerocopy = true;
-                    s.execution.engine = Engine::Uring;
-                    s.buffer_bytes = 8192;
-                }),
-                "--zerocopy",
             ),
         ];
         assert_refused(cases, StreamSpec::validate);

@@ -199,7 +199,7 @@ fn admit<'a>(
     let Some(mut slot) = shared.take_slot() else {
         return Err(conn.refuse(PeerError::Busy));
     };
-    let (Some(kind), Ok(())) = (kind::of(&spec), kind::check_engine(&spec)) else {
+    let (Some(kind), Ok(())) = (kind::of(&spec), kind::has_engine(&spec)) else {
         return Err(conn.refuse(PeerError::Unsupported {
             test: spec.capability(),
         }));
@@ -218,6 +218,7 @@ fn admit<'a>(
     let source = kind::dpdk_source::Source::Remote(&shared.cfg.dpdk);
     let checked = spec
         .validate()
+        .and_then(|()| kind::refuse(&spec))
         .and_then(|()| kind::congestion::check(&spec, kind::root()))
         .and_then(|()| kind::dpdk_source::confine(&mut spec, role, source));
     if let Err(e) = checked {

@@ -14,7 +14,7 @@ use super::host::root;
 use sonde_engine::dpdk::{self, Device, Forwarding, Memory, Plan};
 use sonde_probe::dpdk::{binding, hugepages, Binding};
 use sonde_probe::{host, inventory, placement, topology};
-use sonde_results::{PpsSpec, Role};
+use sonde_results::{Engine, PpsSpec, Role};
 
 /// How long testpmd may take from exec to its first prompt (EAL, port set-up): under the
 /// protocol's 10 s from `Setup` to `Ready`.
@@ -23,7 +23,7 @@ pub const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
 pub fn refuse(reason: String) -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        format!("--engine dpdk: {reason}"),
+        format!("--engine {}: {reason}", Engine::Dpdk),
     )
 }
 

@@ -42,6 +42,10 @@ pub struct Listed {
     pub names: &'static [&'static str],
     /// Its engine table's engines; the first is the default.
     pub engines: fn() -> Vec<Engine>,
+    /// Those this host can run: what an agent announces.
+    pub runnable: fn() -> Vec<Engine>,
+    /// What of a spec its engine does not run, naming the flag (each engine's own).
+    pub refuse: fn(&TestSpec) -> Result<(), SpecError>,
     pub kind: &'static dyn Kind,
 }
 
@@ -50,16 +54,23 @@ pub const KINDS: &[Listed] = &[
     Listed {
         names: &["stream"],
         engines: stream::engines,
+        runnable: stream::runnable,
+        refuse: stream::refuse,
         kind: &Typed(stream::Stream),
     },
     Listed {
         names: &["ping", "rpc"],
         engines: rr::engines,
+        runnable: rr::runnable,
+        refuse: rr::refuse,
         kind: &Typed(rr::RequestResponse),
     },
     Listed {
         names: &["pps"],
         engines: pps::engines,
+        runnable: pps::runnable,
+        // Its engines' own parts (DPDK's devices) are the spec's, checked with it.
+        refuse: |_| Ok(()),
         kind: &Typed(pps::Pps),
     },
 ];
@@ -80,12 +91,6 @@ pub fn test_names() -> Vec<&'static str> {
     KINDS.iter().flat_map(|k| k.names.iter().copied()).collect()
 }
 
-/// Whether this host can run `engine` at all (io_uring may be missing or disabled); an
-/// agent announces only those.
-fn runs_here(engine: Engine) -> bool {
-    engine != Engine::Uring || sonde_engine::uring::available().is_ok()
-}
-
 /// Everything this build runs: each test name with each of its kind's engines
 /// ([`TestSpec::capability`]), and that it takes either part of a test between two agents.
 pub fn capabilities() -> Vec<String> {
@@ -102,9 +107,9 @@ pub fn capabilities_allowed(allowed: &Allowed) -> Vec<String> {
         .iter()
         .flat_map(|k| {
             k.names.iter().flat_map(|name| {
-                (k.engines)()
+                (k.runnable)()
                     .into_iter()
-                    .filter(|engine| allowed.engine(*engine) && runs_here(*engine))
+                    .filter(|engine| allowed.engine(*engine))
                     .map(|engine| sonde_results::spec::capability(name, engine))
             })
         })
@@ -123,9 +128,23 @@ pub fn default_engine(spec: &mut TestSpec) {
     }
 }
 
-/// Refuses an engine the spec's kind does not have in this build, naming `--engine`
-/// (and a spec no single test runs, naming the test).
+/// Refuses an engine the spec's kind does not have in this build, naming `--engine` (and
+/// a spec no single test runs, naming the test), then what of the spec its engine does
+/// not run, naming the flag ([`refuse`]).
 pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
+    has_engine(spec)?;
+    refuse(spec)
+}
+
+/// What of `spec` its engine does not run, naming the flag: each engine's own options and
+/// refusals, from its kind's table.
+pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    listing(spec).map_or(Ok(()), |l| (l.refuse)(spec))
+}
+
+/// Refuses an engine the spec's kind does not have in this build, naming `--engine` (and
+/// a spec no single test runs, naming the test).
+pub fn has_engine(spec: &TestSpec) -> Result<(), SpecError> {
     let Some(listed) = listing(spec) else {
         return Err(SpecError {
             flag: "test",
@@ -203,6 +222,10 @@ mod tests {
             other => panic!("no spec for {other}"),
         };
         spec.execution_mut().engine = engine;
+        // AF_XDP carries UDP only: its own refusal otherwise (`refusal_tests`).
+        if let TestSpec::Ping(r) | TestSpec::Rpc(r) = &mut spec {
+            r.transport = sonde_results::Transport::Udp;
+        }
         spec
     }
 
@@ -237,6 +260,86 @@ mod tests {
         let e = rr::backend(Engine::Dpdk).err().unwrap().to_string();
         assert!(e.contains("--engine dpdk"), "{e}");
         assert!(pps::backend(Engine::Dpdk).is_ok());
+    }
+}
+
+/// Each engine's own options and refusals, checked once by [`check_engine`], each
+/// naming its flag.
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+    use sonde_results::{RrSpec, StreamSpec, Transport};
+
+    fn rpc(engine: Engine, f: impl Fn(&mut RrSpec)) -> Result<(), SpecError> {
+        let mut r = RrSpec::default();
+        r.execution.engine = engine;
+        f(&mut r);
+        check_engine(&TestSpec::Rpc(r))
+    }
+
+    fn stream(engine: Engine, f: impl Fn(&mut StreamSpec)) -> Result<(), SpecError> {
+        let mut s = StreamSpec::default();
+        s.execution.engine = engine;
+        f(&mut s);
+        check_engine(&TestSpec::Stream(s))
+    }
+
+    fn refused(r: Result<(), SpecError>, flag: &str, says: &str) {
+        let e = r.expect_err("refused");
+        assert_eq!(e.flag, flag, "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+
+    fn udp(r: &mut RrSpec) {
+        r.transport = Transport::Udp;
+    }
+
+    #[test]
+    fn sqpoll_is_io_urings() {
+        let sqpoll = |r: &mut RrSpec| r.sqpoll = true;
+        refused(rpc(Engine::Kernel, sqpoll), "--sqpoll", "uring only");
+        let xdp = |r: &mut RrSpec| {
+            udp(r);
+            r.sqpoll = true
+        };
+        refused(rpc(Engine::Xdp, xdp), "--sqpoll", "not xdp");
+        rpc(Engine::Uring, sqpoll).unwrap();
+    }
+
+    #[test]
+    fn a_connection_per_request_is_refused_by_io_uring() {
+        let crr = |r: &mut RrSpec| (r.connect_per_request, r.window) = (true, 1);
+        refused(rpc(Engine::Uring, crr), "--crr", "--engine kernel");
+        rpc(Engine::Kernel, crr).unwrap();
+    }
+
+    #[test]
+    fn stages_are_the_kernel_engines_on_open_connections() {
+        let stages = |r: &mut RrSpec| r.stages = true;
+        refused(
+            rpc(Engine::Uring, stages),
+            "--stages",
+            "kernel only, not uring",
+        );
+        let crr = |r: &mut RrSpec| (r.stages, r.connect_per_request, r.window) = (true, true, 1);
+        refused(rpc(Engine::Kernel, crr), "--stages", "--crr");
+        rpc(Engine::Kernel, stages).unwrap();
+    }
+
+    #[test]
+    fn af_xdp_carries_udp_only() {
+        refused(rpc(Engine::Xdp, |_| {}), "--engine", "UDP only");
+        rpc(Engine::Xdp, udp).unwrap();
+    }
+
+    #[test]
+    fn zerocopy_is_io_urings_and_for_large_sends() {
+        let zc = |s: &mut StreamSpec| s.zerocopy = true;
+        refused(stream(Engine::Kernel, zc), "--zerocopy", "uring only");
+        let small = |s: &mut StreamSpec| (s.zerocopy, s.buffer_bytes) = (true, 8192);
+        refused(stream(Engine::Uring, small), "--zerocopy", "--buffer");
+        let large = |s: &mut StreamSpec| (s.zerocopy, s.buffer_bytes) = (true, 64 << 10);
+        stream(Engine::Uring, large).unwrap();
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use sonde_results::{Engine, Execution};
+use sonde_results::{Engine, Execution, SpecError};
 
 /// What each kind's engine trait starts with: which engine implements it.
 pub trait Named {
@@ -37,6 +37,38 @@ pub fn find<T: ?Sized + Named>(
 /// The engines of `table`, in its order (the default first).
 pub fn engines<T: ?Sized + Named>(table: &[&'static T]) -> Vec<Engine> {
     table.iter().map(|e| e.engine()).collect()
+}
+
+/// The engines of `table` this host can run (io_uring may be missing or disabled).
+pub fn runnable<T: ?Sized + Named>(table: &[&'static T]) -> Vec<Engine> {
+    table
+        .iter()
+        .filter(|e| e.unavailable().is_none())
+        .map(|e| e.engine())
+        .collect()
+}
+
+/// Refuses, naming the flag, what engine `engine` of `table` does not run: its own
+/// refusals (`refuse`), and an option that another engine owns (`owns`: `--sqpoll` is
+/// io_uring's). The one check of each engine's options, made wherever a spec is admitted
+/// (`kind::refuse`: the CLI's builders, the controller and the agent).
+pub fn refuse<T: ?Sized + Named>(
+    table: &[&'static T],
+    engine: Engine,
+    owns: impl Fn(&T) -> Option<&'static str>,
+    refuse: impl Fn(&T) -> Result<(), SpecError>,
+) -> Result<(), SpecError> {
+    for e in table {
+        if e.engine() == engine {
+            refuse(e)?;
+        } else if let Some(flag) = owns(e) {
+            return Err(SpecError {
+                flag,
+                reason: format!("runs on --engine {} only, not {engine}", e.engine()),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The engine of `table` a side runs for `ex`: the one named, or, when it was chosen by

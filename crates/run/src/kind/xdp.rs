@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use sonde_engine::xdp::{self, Attached, Port, Steer, Xsk, XskConfig};
 use sonde_probe::{host, netdev};
-use sonde_results::Bypass;
+use sonde_results::{Bypass, Engine};
 
 /// SO_BUSY_POLL time of a spinning receiver's sockets, in microseconds.
 pub const BUSY_POLL_US: u32 = 50;
@@ -27,13 +27,16 @@ pub fn explain(doing: &str, e: io::Error) -> io::Error {
         }
         _ => "",
     };
-    io::Error::new(e.kind(), format!("--engine xdp: {doing}: {e}{why}"))
+    io::Error::new(
+        e.kind(),
+        format!("--engine {}: {doing}: {e}{why}", Engine::Xdp),
+    )
 }
 
 pub fn refuse(reason: String) -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        format!("--engine xdp: {reason}"),
+        format!("--engine {}: {reason}", Engine::Xdp),
     )
 }
 
@@ -164,25 +167,3 @@ pub fn steer(steer: Steer, busy: Option<(u32, u32)>) -> io::Result<Steered> {
         notes,
     })
 }
-
-/// The `Workers` of an AF_XDP engine's wrapper: `$inner` runs the workers, `bypass` says
-/// how they left the socket path.
-macro_rules! xdp_workers {
-    ($($t:ty => $inner:ident),+) => {$(
-        impl $crate::kind::workers::Workers for $t {
-            fn engine(&self) -> sonde_results::Engine {
-                sonde_results::Engine::Xdp
-            }
-            fn all_done(&self) -> bool {
-                self.$inner.all_done()
-            }
-            fn abort(&self) {
-                self.$inner.abort()
-            }
-            fn bypass(&self) -> Option<sonde_results::Bypass> {
-                Some(self.bypass.clone())
-            }
-        }
-    )+};
-}
-pub(crate) use xdp_workers;

@@ -15,7 +15,7 @@ use sonde_engine::pps::FlowRx;
 use sonde_engine::Placement;
 use sonde_results::{Bypass, Engine, PortCounters, PpsSpec, QueueCounters, Role};
 
-use super::engine::{senders_stop_at, Drops, PpsBackend, RxEngine, RxPort, TxEngine, TxPort};
+use super::engine::{senders_stop_at, Drops, PpsBackend, RxEngine, TxEngine};
 use crate::kind::dpdk::{self, refuse, Setup, READY_WITHIN};
 use crate::kind::path;
 use crate::kind::table::Named;
@@ -40,7 +40,7 @@ impl PpsBackend for Dpdk {
         spec: &PpsSpec,
         flows: Vec<UdpSocket>,
         placement: &Placement,
-    ) -> io::Result<Box<dyn TxPort>> {
+    ) -> io::Result<Box<dyn TxEngine>> {
         Ok(Box::new(open_tx(spec, flows, placement)?))
     }
 
@@ -50,9 +50,9 @@ impl PpsBackend for Dpdk {
         (sockets, _): (Vec<UdpSocket>, Vec<String>),
         ip: IpAddr,
         _peer: IpAddr,
-    ) -> io::Result<Box<dyn RxPort>> {
+    ) -> io::Result<Box<dyn RxEngine>> {
         let mut rx = open_rx(spec, ip)?;
-        rx._group = sockets;
+        rx.ports = sockets;
         Ok(Box::new(rx))
     }
 }
@@ -75,16 +75,8 @@ struct Port {
     end: Mutex<Option<PortCounters>>,
 }
 
-/// The sender's testpmd, up and paced but not sending: opened before `Start`.
-struct Sending {
-    port: Port,
-    spec: PpsSpec,
-    /// The kernel sockets whose source ports the packets use.
-    flows: Vec<UdpSocket>,
-}
-
 /// Starts the sender's testpmd for the flows whose source ports `flows` hold.
-fn open_tx(spec: &PpsSpec, flows: Vec<UdpSocket>, placement: &Placement) -> io::Result<Sending> {
+fn open_tx(spec: &PpsSpec, flows: Vec<UdpSocket>, placement: &Placement) -> io::Result<Pmd> {
     let first = flows.first().ok_or_else(|| refuse("no flows".into()))?;
     let (local, peer) = (first.local_addr()?, first.peer_addr()?);
     let (src, dst) = (v4(local.ip())?, v4(peer.ip())?);
@@ -109,27 +101,13 @@ fn open_tx(spec: &PpsSpec, flows: Vec<UdpSocket>, placement: &Placement) -> io::
     if let Some(rate) = spec.rate_pps {
         pace(&port, rate, spec.size_bytes, setup.queues)?;
     }
-    Ok(Sending {
+    Ok(Pmd {
         port,
         spec: spec.clone(),
-        flows,
+        notes: Vec::new(),
+        stop_at: None,
+        ports: flows,
     })
-}
-
-impl TxPort for Sending {
-    /// Starts sending: `Start` has just been sent.
-    fn start(
-        self: Box<Self>,
-        _placement: Placement,
-        _cookie: u32,
-    ) -> io::Result<Box<dyn TxEngine>> {
-        self.port.command("start")?;
-        Ok(Box::new(Running {
-            port: self.port,
-            stop_at: Some(senders_stop_at(&self.spec)),
-            _ports: self.flows,
-        }))
-    }
 }
 
 /// Bytes an Ethernet frame takes on the wire besides its own: FCS, preamble, gap.
@@ -169,16 +147,8 @@ fn preflight(spec: &PpsSpec, agent: SocketAddr) -> io::Result<()> {
     dpdk::setup(spec, Role::Client, local, cpus, spec.tx_threads as usize).map(|_| ())
 }
 
-/// The receiver's testpmd, receiving already: started before `Ready`.
-struct Receiving {
-    port: Port,
-    notes: Vec<String>,
-    /// The kernel socket group, holding the port until the receivers start.
-    _group: Vec<UdpSocket>,
-}
-
 /// Starts the receiver's testpmd on the device behind `ip`.
-fn open_rx(spec: &PpsSpec, ip: IpAddr) -> io::Result<Receiving> {
+fn open_rx(spec: &PpsSpec, ip: IpAddr) -> io::Result<Pmd> {
     v4(ip)?;
     let cpus = spec.execution.server_cpus.as_deref();
     let setup = dpdk::setup(spec, Role::Server, ip, cpus, spec.rx_threads as usize)?;
@@ -190,24 +160,13 @@ fn open_rx(spec: &PpsSpec, ip: IpAddr) -> io::Result<Receiving> {
                 .into(),
         );
     }
-    Ok(Receiving {
+    Ok(Pmd {
         port,
+        spec: spec.clone(),
         notes,
-        _group: Vec::new(),
+        stop_at: None,
+        ports: Vec::new(),
     })
-}
-
-impl RxPort for Receiving {
-    fn notes(&self) -> Vec<String> {
-        self.notes.clone()
-    }
-    fn start(self: Box<Self>, _cookie: u32) -> io::Result<Box<dyn RxEngine>> {
-        Ok(Box::new(Running {
-            port: self.port,
-            stop_at: None,
-            _ports: Vec::new(),
-        }))
-    }
 }
 
 fn v4(ip: IpAddr) -> io::Result<std::net::Ipv4Addr> {
@@ -366,17 +325,22 @@ fn port_counters(x: &Xstats, dir: &str, fwd: &sonde_engine::dpdk::FwdStats) -> P
     }
 }
 
-/// A running testpmd, either side: it implements both engine traits, and the side uses
-/// the one of its role.
-struct Running {
+/// One side's testpmd, up before `Start`/`Ready`: the sender's paced but not sending, the
+/// receiver's receiving already. It implements both engine traits, and the side uses the
+/// one of its role.
+struct Pmd {
     port: Port,
-    /// The sender's end of the window; `None` on the receiver (it stops at `Stop`).
+    spec: PpsSpec,
+    notes: Vec<String>,
+    /// The sender's end of the window, once it sends; `None` on the receiver (it stops at
+    /// `Stop`).
     stop_at: Option<Instant>,
-    /// The kernel sockets whose source ports the sender's packets use.
-    _ports: Vec<UdpSocket>,
+    /// The kernel sockets whose source ports the sender's packets use; the receiver's
+    /// socket group, holding the port until it starts.
+    ports: Vec<UdpSocket>,
 }
 
-impl Workers for Running {
+impl Workers for Pmd {
     fn engine(&self) -> sonde_results::Engine {
         Dpdk.engine()
     }
@@ -401,7 +365,13 @@ impl Workers for Running {
     }
 }
 
-impl TxEngine for Running {
+impl TxEngine for Pmd {
+    /// Starts sending: `Start` has just been sent.
+    fn start(&mut self, _placement: Placement, _cookie: u32) -> io::Result<()> {
+        self.port.command("start")?;
+        self.stop_at = Some(senders_stop_at(&self.spec));
+        Ok(())
+    }
     fn counts(&self) -> (u64, u64) {
         self.port.counts()
     }
@@ -414,7 +384,14 @@ impl TxEngine for Running {
     }
 }
 
-impl RxEngine for Running {
+impl RxEngine for Pmd {
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+    fn start(&mut self, _cookie: u32) -> io::Result<()> {
+        self.ports.clear();
+        Ok(())
+    }
     fn counts(&self) -> (u64, u64) {
         self.port.counts()
     }

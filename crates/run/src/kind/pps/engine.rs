@@ -1,6 +1,6 @@
-//! What a packet-rate side needs of a data plane (running senders and receivers), what an
-//! engine implements to be in the kind's table ([`PpsBackend`]: preflight, the sender's
-//! and the receiver's ports), and what every engine's workers are told.
+//! What an engine implements to be in the packet-rate table ([`PpsBackend`]: preflight and
+//! what each end opens), each end's side of it from opening to joining ([`TxEngine`],
+//! [`RxEngine`]), and what every engine's workers are told.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -17,8 +17,11 @@ use crate::kind::workers::{poll_of, Workers};
 /// Receive buffer of each packet-rate socket: absorbs bursts between two recvmmsg calls.
 pub const RX_BUFFER_BYTES: usize = 8 << 20;
 
-/// Running senders.
+/// The controller's side of an engine: what it opened before `Start` (the flows' sockets,
+/// testpmd), then the senders started on it.
 pub trait TxEngine: Workers {
+    /// Starts the senders; they stop by themselves at the window's end.
+    fn start(&mut self, placement: Placement, cookie: u32) -> io::Result<()>;
     /// Packets and payload bytes sent so far (monotonic).
     fn counts(&self) -> (u64, u64);
     /// Packets sent per flow, and the first error a worker met.
@@ -29,8 +32,13 @@ pub trait TxEngine: Workers {
     }
 }
 
-/// Running receivers.
+/// The agent's side of an engine: what it opened before `Ready` (the socket group, a
+/// bypass engine's sockets or testpmd), then the receivers started on it.
 pub trait RxEngine: Workers {
+    /// Notes on how it receives (the socket group's buffers, or a bypass engine's own).
+    fn notes(&self) -> Vec<String>;
+    /// Starts the receivers.
+    fn start(&mut self, cookie: u32) -> io::Result<()>;
     /// Packets and payload bytes received so far (monotonic).
     fn counts(&self) -> (u64, u64);
     /// Datagrams that were not this test's.
@@ -77,7 +85,7 @@ pub trait PpsBackend: Named + Sync {
         spec: &PpsSpec,
         flows: Vec<UdpSocket>,
         placement: &Placement,
-    ) -> io::Result<Box<dyn TxPort>>;
+    ) -> io::Result<Box<dyn TxEngine>>;
     /// Agent: opens what the receivers take packets from, before `Ready`, beside the
     /// SO_REUSEPORT `group` (with its `notes`) bound on `ip` that holds the test's port
     /// for every engine; `peer` sends.
@@ -87,21 +95,7 @@ pub trait PpsBackend: Named + Sync {
         group: (Vec<UdpSocket>, Vec<String>),
         ip: IpAddr,
         peer: IpAddr,
-    ) -> io::Result<Box<dyn RxPort>>;
-}
-
-/// What a sending side opened before `Start`.
-pub trait TxPort {
-    /// Starts the senders; they stop by themselves at the window's end.
-    fn start(self: Box<Self>, placement: Placement, cookie: u32) -> io::Result<Box<dyn TxEngine>>;
-}
-
-/// What a receiving side opened before `Ready`.
-pub trait RxPort: Send {
-    /// Notes on how it receives (the socket group's buffers, or a bypass engine's own).
-    fn notes(&self) -> Vec<String>;
-    /// Starts the receivers.
-    fn start(self: Box<Self>, cookie: u32) -> io::Result<Box<dyn RxEngine>>;
+    ) -> io::Result<Box<dyn RxEngine>>;
 }
 
 /// When every engine's senders stop by themselves: the end of warm-up and window.

@@ -9,9 +9,9 @@ use sonde_engine::pps::{FlowRx, PpsReceiver, PpsSender, TxPlan};
 use sonde_engine::Placement;
 use sonde_results::{Engine, PpsSpec};
 
-use super::engine::{rx_plan, senders_stop_at, PpsBackend, RxEngine, RxPort, TxEngine, TxPort};
+use super::engine::{rx_plan, senders_stop_at, PpsBackend, RxEngine, TxEngine};
 use crate::kind::table::Named;
-use crate::kind::workers::kernel_workers;
+use crate::kind::workers::{staged_workers, Stage};
 
 pub struct Kernel;
 
@@ -27,10 +27,10 @@ impl PpsBackend for Kernel {
         spec: &PpsSpec,
         flows: Vec<UdpSocket>,
         _placement: &Placement,
-    ) -> io::Result<Box<dyn TxPort>> {
+    ) -> io::Result<Box<dyn TxEngine>> {
         Ok(Box::new(Flows {
             spec: spec.clone(),
-            flows,
+            stage: Stage::Opened(flows),
         }))
     }
 
@@ -40,23 +40,23 @@ impl PpsBackend for Kernel {
         (sockets, notes): (Vec<UdpSocket>, Vec<String>),
         _ip: IpAddr,
         _peer: IpAddr,
-    ) -> io::Result<Box<dyn RxPort>> {
+    ) -> io::Result<Box<dyn RxEngine>> {
         Ok(Box::new(Group {
             spec: spec.clone(),
-            sockets,
+            stage: Stage::Opened(sockets),
             notes,
         }))
     }
 }
 
-/// The controller's flows, a socket each.
+/// The controller's flows, a socket each, then the senders on them.
 struct Flows {
     spec: PpsSpec,
-    flows: Vec<UdpSocket>,
+    stage: Stage<Vec<UdpSocket>, PpsSender>,
 }
 
-impl TxPort for Flows {
-    fn start(self: Box<Self>, placement: Placement, cookie: u32) -> io::Result<Box<dyn TxEngine>> {
+impl TxEngine for Flows {
+    fn start(&mut self, placement: Placement, cookie: u32) -> io::Result<()> {
         let spec = &self.spec;
         let plan = TxPlan {
             placement,
@@ -67,46 +67,43 @@ impl TxPort for Flows {
             cookie,
             gso: spec.gso,
         };
-        Ok(Box::new(PpsSender::spawn(self.flows, plan)?))
+        self.stage.start(|flows| PpsSender::spawn(flows, plan))
+    }
+    fn counts(&self) -> (u64, u64) {
+        self.stage.running().map_or((0, 0), PpsSender::counts)
+    }
+    fn join(&mut self) -> (Vec<u64>, Option<String>) {
+        let w = self.stage.running_mut();
+        w.map(PpsSender::join).unwrap_or_default()
     }
 }
 
-/// The agent's SO_REUSEPORT group: a receiver on each socket.
+/// The agent's SO_REUSEPORT group, then a receiver on each socket.
 struct Group {
     spec: PpsSpec,
-    sockets: Vec<UdpSocket>,
+    stage: Stage<Vec<UdpSocket>, PpsReceiver>,
     notes: Vec<String>,
 }
 
-impl RxPort for Group {
+impl RxEngine for Group {
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
     }
-    fn start(self: Box<Self>, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
+    fn start(&mut self, cookie: u32) -> io::Result<()> {
         let plan = rx_plan(&self.spec, cookie);
-        Ok(Box::new(PpsReceiver::spawn(self.sockets, plan)?))
+        self.stage
+            .start(|sockets| PpsReceiver::spawn(sockets, plan))
     }
-}
-
-kernel_workers!(PpsSender, PpsReceiver);
-
-impl TxEngine for PpsSender {
     fn counts(&self) -> (u64, u64) {
-        PpsSender::counts(self)
-    }
-    fn join(&mut self) -> (Vec<u64>, Option<String>) {
-        PpsSender::join(self)
-    }
-}
-
-impl RxEngine for PpsReceiver {
-    fn counts(&self) -> (u64, u64) {
-        PpsReceiver::counts(self)
+        self.stage.running().map_or((0, 0), PpsReceiver::counts)
     }
     fn foreign(&self) -> u64 {
-        PpsReceiver::foreign(self)
+        self.stage.running().map_or(0, PpsReceiver::foreign)
     }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
-        PpsReceiver::join(self)
+        let w = self.stage.running_mut();
+        w.map(PpsReceiver::join).unwrap_or_default()
     }
 }
+
+staged_workers!(engine = |_| Engine::Kernel; Flows => PpsSender, Group => PpsReceiver);

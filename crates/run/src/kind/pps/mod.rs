@@ -8,7 +8,7 @@ mod kernel;
 mod side;
 mod xdp;
 
-pub use engine::{Drops, PpsBackend, RxEngine, RxPort, TxEngine, TxPort};
+pub use engine::{Drops, PpsBackend, RxEngine, TxEngine};
 pub use side::PpsSide;
 
 use std::io;
@@ -33,6 +33,11 @@ pub const ENGINES: &[&dyn PpsBackend] = &[&kernel::Kernel, &xdp::Xdp, &dpdk::Dpd
 /// The engines of [`ENGINES`].
 pub fn engines() -> Vec<Engine> {
     table::engines(ENGINES)
+}
+
+/// The engines of [`ENGINES`] this host can run.
+pub fn runnable() -> Vec<Engine> {
+    table::runnable(ENGINES)
 }
 
 /// The packet-rate engine that is `engine`, or why none is.
@@ -121,12 +126,12 @@ impl TypedKind for Pps {
             p.execution.client_cpus.clone(),
             p.flows as usize,
         );
-        let port = backend(p.execution.engine)
+        let sender = backend(p.execution.engine)
             .and_then(|b| b.open_tx(p, flows, &placement))
             .map_err(refused)?;
         Ok(Box::new(Flows {
             spec: p.clone(),
-            port,
+            sender,
             placement,
             cookie: to.cookie as u32,
         }))
@@ -145,11 +150,11 @@ impl TypedKind for Pps {
         )?;
         let number = sockets[0].local_addr()?.port();
         let receivers = sockets.len();
-        let port = backend(p.execution.engine)?.open_rx(p, (sockets, notes), ip, peer)?;
+        let receiver = backend(p.execution.engine)?.open_rx(p, (sockets, notes), ip, peer)?;
         Ok(Box::new(Group {
             spec: p.clone(),
-            notes: port.notes(),
-            port,
+            notes: receiver.notes(),
+            receiver,
             number,
             receivers,
         }))
@@ -169,7 +174,7 @@ impl TypedKind for Pps {
 /// engine opened beside them.
 struct Flows {
     spec: PpsSpec,
-    port: Box<dyn TxPort>,
+    sender: Box<dyn TxEngine>,
     placement: Placement,
     cookie: u32,
 }
@@ -178,11 +183,11 @@ impl ClientEndpoint for Flows {
     fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
         let Flows {
             spec,
-            port,
+            mut sender,
             placement,
             cookie,
         } = *self;
-        let sender = port.start(placement.clone(), cookie)?;
+        sender.start(placement.clone(), cookie)?;
         let placement = by_bypass(placement, sender.as_ref());
         let probe = with_helper(probe, sender.as_ref());
         Ok(Box::new(PpsSide::client(&spec, sender, placement, probe)))
@@ -213,7 +218,7 @@ fn with_helper(mut probe: HostProbe, workers: &dyn Workers) -> HostProbe {
 /// engine opened beside it.
 struct Group {
     spec: PpsSpec,
-    port: Box<dyn RxPort>,
+    receiver: Box<dyn RxEngine>,
     notes: Vec<String>,
     /// The group's port, and how many sockets it has.
     number: u16,
@@ -234,13 +239,13 @@ impl ServerEndpoint for Group {
     ) -> io::Result<Box<dyn Side>> {
         let Group {
             spec,
-            port,
+            mut receiver,
             notes,
             number,
             receivers: n,
         } = *self;
         let placement = Placement::new(n, spec.execution.server_cpus.clone(), n);
-        let receiver = port.start(cookie as u32)?;
+        receiver.start(cookie as u32)?;
         let placement = by_bypass(placement, receiver.as_ref());
         let probe = with_helper(probe, receiver.as_ref());
         Ok(Box::new(PpsSide::server(

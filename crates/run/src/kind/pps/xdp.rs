@@ -13,14 +13,12 @@ use sonde_engine::xdp::{Attached, Port};
 use sonde_engine::Placement;
 use sonde_results::{Bypass, Engine, PollMode, PpsSpec, Role};
 
-use super::engine::{
-    rx_plan, senders_stop_at, Drops, PpsBackend, RxEngine, RxPort, TxEngine, TxPort,
-};
+use super::engine::{rx_plan, senders_stop_at, Drops, PpsBackend, RxEngine, TxEngine};
 use crate::kind::budget::XSK_BYTES;
 use crate::kind::table::Named;
+use crate::kind::workers::{Stage, Workers};
 use crate::kind::xdp::{
-    self as path, flow, path_to, queues_of, refuse, sockets, steer, v4, xdp_workers, Steered,
-    BUSY_POLL_US,
+    self as path, flow, path_to, queues_of, refuse, sockets, steer, v4, Steered, BUSY_POLL_US,
 };
 
 pub struct Xdp;
@@ -47,10 +45,10 @@ impl PpsBackend for Xdp {
         spec: &PpsSpec,
         flows: Vec<UdpSocket>,
         _placement: &Placement,
-    ) -> io::Result<Box<dyn TxPort>> {
+    ) -> io::Result<Box<dyn TxEngine>> {
         Ok(Box::new(Flows {
             spec: spec.clone(),
-            flows,
+            stage: Stage::Opened(flows),
         }))
     }
 
@@ -60,45 +58,75 @@ impl PpsBackend for Xdp {
         (sockets, _): (Vec<UdpSocket>, Vec<String>),
         ip: IpAddr,
         peer: IpAddr,
-    ) -> io::Result<Box<dyn RxPort>> {
+    ) -> io::Result<Box<dyn RxEngine>> {
         let port = sockets[0].local_addr()?.port();
         let busy = (spec.poll != PollMode::Block).then_some((BUSY_POLL_US, spec.batch));
+        let steered = steer(flow(peer, ip, Port::To(port))?, busy)?;
         Ok(Box::new(Receiving {
             spec: spec.clone(),
-            steered: steer(flow(peer, ip, Port::To(port))?, busy)?,
-            _group: sockets,
+            notes: steered.notes.clone(),
+            stage: Stage::Opened(steered),
+            group: sockets,
         }))
     }
 }
 
-/// The controller's flows, whose source ports the frames use.
+/// The controller's flows, whose source ports the frames use, then the senders.
 struct Flows {
     spec: PpsSpec,
-    flows: Vec<UdpSocket>,
+    stage: Stage<Vec<UdpSocket>, Tx>,
 }
 
-impl TxPort for Flows {
-    fn start(self: Box<Self>, placement: Placement, cookie: u32) -> io::Result<Box<dyn TxEngine>> {
-        let Flows { spec, flows } = *self;
-        sender(&spec, flows, placement.cpus, placement.threads, cookie)
+impl TxEngine for Flows {
+    fn start(&mut self, placement: Placement, cookie: u32) -> io::Result<()> {
+        let spec = &self.spec;
+        let (cpus, threads) = (placement.cpus, placement.threads);
+        self.stage
+            .start(|flows| sender(spec, flows, cpus, threads, cookie))
+    }
+    fn counts(&self) -> (u64, u64) {
+        self.stage.running().map_or((0, 0), |t| t.sender.counts())
+    }
+    fn join(&mut self) -> (Vec<u64>, Option<String>) {
+        let w = self.stage.running_mut();
+        w.map(|t| t.sender.join()).unwrap_or_default()
     }
 }
 
-/// The receive program and a socket per receive queue, opened before `Ready`.
+/// The receive program and a socket per receive queue, opened before `Ready`, then the
+/// receivers.
 struct Receiving {
     spec: PpsSpec,
-    steered: Steered,
+    notes: Vec<String>,
+    stage: Stage<Steered, Rx>,
     /// The kernel socket group, holding the port until the receivers start.
-    _group: Vec<UdpSocket>,
+    group: Vec<UdpSocket>,
 }
 
-impl RxPort for Receiving {
+impl RxEngine for Receiving {
     fn notes(&self) -> Vec<String> {
-        self.steered.notes.clone()
+        self.notes.clone()
     }
-    fn start(self: Box<Self>, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
-        let Receiving { spec, steered, .. } = *self;
-        receiver(&spec, steered, cookie)
+    fn start(&mut self, cookie: u32) -> io::Result<()> {
+        let spec = &self.spec;
+        self.stage
+            .start(|steered| receiver(spec, steered, cookie))?;
+        self.group.clear();
+        Ok(())
+    }
+    fn counts(&self) -> (u64, u64) {
+        self.stage.running().map_or((0, 0), |r| r.receiver.counts())
+    }
+    fn foreign(&self) -> u64 {
+        self.stage.running().map_or(0, |r| r.receiver.foreign())
+    }
+    fn drops(&self) -> Drops {
+        let r = self.stage.running();
+        r.map_or(Drops::NotCounted, |r| Drops::Counted(r.receiver.drops()))
+    }
+    fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
+        let w = self.stage.running_mut();
+        w.map(|r| r.receiver.join()).unwrap_or_default()
     }
 }
 
@@ -110,7 +138,7 @@ fn sender(
     cpus: Option<Vec<usize>>,
     threads: usize,
     cookie: u32,
-) -> io::Result<Box<dyn TxEngine>> {
+) -> io::Result<Tx> {
     let first = flows.first().ok_or_else(|| refuse("no flows".into()))?;
     let (local, peer) = (first.local_addr()?, first.peer_addr()?);
     let (iface, src_mac, dst_mac) = path_to(v4(local.ip())?, v4(peer.ip())?)?;
@@ -144,15 +172,15 @@ fn sender(
         flows: endpoints,
     };
     let sender = XdpSender::spawn(xsks, plan)?;
-    Ok(Box::new(Tx {
+    Ok(Tx {
         sender,
         bypass,
         _ports: flows,
-    }))
+    })
 }
 
 /// Receivers on the sockets of `port`, one thread per socket.
-fn receiver(spec: &PpsSpec, port: Steered, cookie: u32) -> io::Result<Box<dyn RxEngine>> {
+fn receiver(spec: &PpsSpec, port: Steered, cookie: u32) -> io::Result<Rx> {
     let Steered {
         program,
         xsks,
@@ -160,11 +188,11 @@ fn receiver(spec: &PpsSpec, port: Steered, cookie: u32) -> io::Result<Box<dyn Rx
         ..
     } = port;
     let receiver = XdpReceiver::spawn(xsks, rx_plan(spec, cookie), bypass.busy_poll)?;
-    Ok(Box::new(Rx {
+    Ok(Rx {
         receiver,
         bypass,
         _program: program,
-    }))
+    })
 }
 
 struct Tx {
@@ -182,28 +210,25 @@ struct Rx {
     _program: Attached,
 }
 
-impl TxEngine for Tx {
-    fn counts(&self) -> (u64, u64) {
-        self.sender.counts()
-    }
-    fn join(&mut self) -> (Vec<u64>, Option<String>) {
-        self.sender.join()
-    }
+/// Each end's `Workers`: done until started, then its workers and the bypass they run on.
+macro_rules! bypassing {
+    ($($t:ty => $w:ident),+) => {$(
+        impl Workers for $t {
+            fn engine(&self) -> Engine {
+                Engine::Xdp
+            }
+            fn all_done(&self) -> bool {
+                self.stage.running().is_none_or(|r| r.$w.all_done())
+            }
+            fn abort(&self) {
+                if let Some(r) = self.stage.running() {
+                    r.$w.abort()
+                }
+            }
+            fn bypass(&self) -> Option<Bypass> {
+                self.stage.running().map(|r| r.bypass.clone())
+            }
+        }
+    )+};
 }
-
-impl RxEngine for Rx {
-    fn counts(&self) -> (u64, u64) {
-        self.receiver.counts()
-    }
-    fn foreign(&self) -> u64 {
-        self.receiver.foreign()
-    }
-    fn drops(&self) -> Drops {
-        Drops::Counted(self.receiver.drops())
-    }
-    fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
-        self.receiver.join()
-    }
-}
-
-xdp_workers!(Tx => sender, Rx => receiver);
+bypassing!(Flows => sender, Receiving => receiver);

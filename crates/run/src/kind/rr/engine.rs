@@ -1,6 +1,6 @@
-//! What a request/response side needs of a data plane (running request and echo workers),
-//! what an engine implements to be in the kind's table ([`RrBackend`]: preflight, the
-//! client's and the agent's ports), and the workers' plans every engine runs.
+//! What an engine implements to be in the request/response table ([`RrBackend`]: its
+//! refusals, preflight and what each end opens), each end's side of it from opening to
+//! joining ([`RequestEngine`], [`EchoEngine`]), and the workers' plans every engine runs.
 
 use std::io;
 use std::net::{IpAddr, TcpListener, TcpStream};
@@ -11,7 +11,7 @@ use sonde_engine::rr_client::{ClientPlan, WorkerEnd};
 use sonde_engine::rr_server::ServerPlan;
 use sonde_engine::stamps::StageHists;
 use sonde_engine::Placement;
-use sonde_results::RrSpec;
+use sonde_results::{RrSpec, SpecError};
 
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
@@ -23,8 +23,13 @@ pub const DRAIN: Duration = Duration::from_secs(2);
 /// the window is sent again.
 pub const UDP_LOSS_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Running request workers, seen from the client side.
+/// The controller's side of an engine: what it opened to the agent's data port before
+/// `Start`, then the request workers started on it.
 pub trait RequestEngine: Workers {
+    /// Notes on the socket options applied.
+    fn options(&self) -> Vec<String>;
+    /// Starts the request workers on what was opened.
+    fn start(&mut self, plan: ClientPlan) -> io::Result<()>;
     /// Requests sent and responses received so far (monotonic).
     fn counts(&self) -> (u64, u64);
     /// Gives `each` the histograms handed over since the last call, by interval index.
@@ -32,10 +37,31 @@ pub trait RequestEngine: Workers {
     /// With `--stages`: gives `each` the stage histograms handed over since the last call.
     fn drain_stages(&self, _each: &mut dyn FnMut(u32, &StageHists)) {}
     fn join(&mut self) -> Vec<WorkerEnd>;
+    /// Whether the workers' ends count their system calls (the socket engines do).
+    fn counts_syscalls(&self) -> bool {
+        false
+    }
 }
 
-/// Running echo workers, seen from the agent's side.
+/// The agent's side of an engine: where requests arrive, opened before `Ready`, then the
+/// echo workers started on it.
 pub trait EchoEngine: Workers {
+    /// The port the controller is told in `Ready`.
+    fn port(&self) -> io::Result<u16>;
+    /// The listener data connections arrive on, and how many arrive before `Start`.
+    fn listener(&self) -> Option<(&TcpListener, usize)> {
+        None
+    }
+    /// What the echo workers are dealt (sockets or queues), once `conns` arrived.
+    fn units(&self, conns: usize) -> usize;
+    /// Starts echo workers answering `peer` only, on `conns` (TCP) or its own sockets;
+    /// the notes on the socket options applied.
+    fn start(
+        &mut self,
+        conns: Vec<TcpStream>,
+        peer: IpAddr,
+        plan: ServerPlan,
+    ) -> io::Result<Vec<String>>;
     /// Responses sent so far (monotonic).
     fn answered(&self) -> u64;
     /// UDP datagrams dropped unanswered: not the test's requests (another address,
@@ -49,9 +75,18 @@ pub trait EchoEngine: Workers {
     }
 }
 
-/// A request/response engine: what it refuses up front and what each end opens.
+/// A request/response engine in the kind's table: what it refuses and what each end opens.
 pub trait RrBackend: Named + Sync {
-    /// Refuses, before the agent is asked, what this host or spec cannot run.
+    /// Refuses, naming the flag, what of `spec` this engine does not run (checked once,
+    /// with the engine, by `kind::refuse` wherever a spec is admitted).
+    fn refuse(&self, _spec: &RrSpec) -> Result<(), SpecError> {
+        Ok(())
+    }
+    /// The flag of `spec` that only this engine runs, when it is asked (`--sqpoll`).
+    fn owns(&self, _spec: &RrSpec) -> Option<&'static str> {
+        None
+    }
+    /// Refuses, before the agent is asked, what this host cannot run.
     fn preflight(&self, _spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
         Ok(())
     }
@@ -60,42 +95,14 @@ pub trait RrBackend: Named + Sync {
         0
     }
     /// Controller: opens what the request workers send on, to the agent's data port.
-    fn open_client(&self, spec: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort>;
+    fn open_client(&self, spec: &RrSpec, to: DataPort) -> OpenResult<dyn RequestEngine>;
     /// Agent: opens where requests from `peer` arrive, on `ip`, before `Ready`.
     fn open_server(
         &self,
         spec: &RrSpec,
         ip: IpAddr,
         peer: IpAddr,
-    ) -> io::Result<Box<dyn ServerPort>>;
-}
-
-/// What the controller's request workers send on, opened before `Start`.
-pub trait ClientPort {
-    /// Notes on the socket options applied.
-    fn options(&self) -> Vec<String>;
-    /// Starts the request workers on it.
-    fn start(self: Box<Self>, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>>;
-}
-
-/// Where the agent's echo workers answer, opened before `Ready`.
-pub trait ServerPort: Send {
-    /// The port the controller is told in `Ready`.
-    fn port(&self) -> io::Result<u16>;
-    /// The listener data connections arrive on, and how many arrive before `Start`.
-    fn listener(&self) -> Option<(&TcpListener, usize)> {
-        None
-    }
-    /// What the echo workers are dealt (sockets or queues), once `conns` arrived.
-    fn units(&self, conns: usize) -> usize;
-    /// Starts echo workers answering `peer` only, on `conns` (TCP) or its own sockets;
-    /// also the notes on the socket options applied.
-    fn start(
-        self: Box<Self>,
-        conns: Vec<TcpStream>,
-        peer: IpAddr,
-        plan: ServerPlan,
-    ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)>;
+    ) -> io::Result<Box<dyn EchoEngine>>;
 }
 
 /// The request workers' plan: the spec's sizes, window, pacing and clock.

@@ -12,12 +12,13 @@ use hdrhistogram::Histogram;
 use sonde_engine::rr_client::{ClientPlan, RrClient, RrSocket, Target, WorkerEnd};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::sockopt::{self, SocketOptions};
-use sonde_results::{Engine, RrSpec, Transport};
+use sonde_results::{Engine, RrSpec, SpecError, Transport};
 
-use super::engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort};
+use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use crate::kind::connect::{connect_data, connect_udp};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
+use crate::kind::workers::{staged_workers, Stage};
 
 pub struct Kernel;
 
@@ -41,20 +42,38 @@ fn busy_poll(spec: &RrSpec, fd: std::os::fd::RawFd) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What starts the workers on the opened sockets: system calls or io_uring.
+/// What starts the workers on the opened sockets (system calls or io_uring), and the
+/// engine that is.
 #[derive(Clone, Copy)]
 pub(super) struct Spawners {
+    pub engine: Engine,
     pub client: fn(Target, ClientPlan) -> io::Result<RrClient>,
     pub server: fn(ServerTarget, ServerPlan) -> io::Result<RrServer>,
 }
 
 const SYSCALLS: Spawners = Spawners {
+    engine: Engine::Kernel,
     client: RrClient::spawn,
     server: RrServer::spawn,
 };
 
 impl RrBackend for Kernel {
-    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
+    /// The stages are this engine's kernel timestamps, taken on open connections.
+    fn owns(&self, spec: &RrSpec) -> Option<&'static str> {
+        spec.stages.then_some("--stages")
+    }
+
+    fn refuse(&self, spec: &RrSpec) -> Result<(), SpecError> {
+        if spec.stages && spec.connect_per_request {
+            return Err(SpecError {
+                flag: "--stages",
+                reason: "not with --crr: stages are taken on open connections".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn RequestEngine> {
         open_client(r, to, SYSCALLS)
     }
 
@@ -63,13 +82,17 @@ impl RrBackend for Kernel {
         r: &RrSpec,
         ip: IpAddr,
         _peer: IpAddr,
-    ) -> io::Result<Box<dyn ServerPort>> {
+    ) -> io::Result<Box<dyn EchoEngine>> {
         open_server(r, ip, SYSCALLS)
     }
 }
 
 /// The controller's sockets, for workers `spawn` starts.
-pub(super) fn open_client(r: &RrSpec, to: DataPort, spawn: Spawners) -> OpenResult<dyn ClientPort> {
+pub(super) fn open_client(
+    r: &RrSpec,
+    to: DataPort,
+    spawn: Spawners,
+) -> OpenResult<dyn RequestEngine> {
     if r.connect_per_request {
         let target = Target::ConnectPerRequest {
             addr: to.addr,
@@ -77,7 +100,7 @@ pub(super) fn open_client(r: &RrSpec, to: DataPort, spawn: Spawners) -> OpenResu
             connections: r.connections as usize,
         };
         return Ok(Box::new(Client {
-            target,
+            stage: Stage::Opened(target),
             options: vec!["TCP_NODELAY".into()],
             spawn,
         }));
@@ -99,7 +122,7 @@ pub(super) fn open_client(r: &RrSpec, to: DataPort, spawn: Spawners) -> OpenResu
         sockets.push(sock);
     }
     Ok(Box::new(Client {
-        target: Target::Sockets(sockets),
+        stage: Stage::Opened(Target::Sockets(sockets)),
         options,
         spawn,
     }))
@@ -110,38 +133,66 @@ pub(super) fn open_server(
     r: &RrSpec,
     ip: IpAddr,
     spawn: Spawners,
-) -> io::Result<Box<dyn ServerPort>> {
-    {
-        let addr = SocketAddr::new(ip, 0);
-        let at = match r.transport {
-            Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
-            Transport::Tcp => {
-                let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
-                l.set_nonblocking(true)?;
-                At::Tcp(l)
-            }
-        };
-        Ok(Box::new(Server {
-            spec: r.clone(),
-            at,
-            spawn,
-        }))
-    }
+) -> io::Result<Box<dyn EchoEngine>> {
+    let addr = SocketAddr::new(ip, 0);
+    let at = match r.transport {
+        Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
+        Transport::Tcp => {
+            let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
+            l.set_nonblocking(true)?;
+            At::Tcp(l)
+        }
+    };
+    let port = match &at {
+        At::Udp(u) => u.local_addr()?.port(),
+        At::Tcp(l) => l.local_addr()?.port(),
+    };
+    Ok(Box::new(Server {
+        spec: r.clone(),
+        port,
+        stage: Stage::Opened(at),
+        spawn,
+    }))
 }
 
-/// The controller's sockets (or, connect per request, where to connect).
+/// The controller's sockets (or, connect per request, where to connect), then the
+/// request workers on them.
 struct Client {
-    target: Target,
+    stage: Stage<Target, RrClient>,
     options: Vec<String>,
     spawn: Spawners,
 }
 
-impl ClientPort for Client {
+impl RequestEngine for Client {
     fn options(&self) -> Vec<String> {
         self.options.clone()
     }
-    fn start(self: Box<Self>, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>> {
-        Ok(Box::new((self.spawn.client)(self.target, plan)?))
+    fn start(&mut self, plan: ClientPlan) -> io::Result<()> {
+        let spawn = self.spawn.client;
+        self.stage.start(|target| spawn(target, plan))
+    }
+    fn counts(&self) -> (u64, u64) {
+        self.stage.running().map_or((0, 0), RrClient::counts)
+    }
+    fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
+        if let Some(w) = self.stage.running() {
+            w.drain(each)
+        }
+    }
+    fn drain_stages(&self, each: &mut dyn FnMut(u32, &sonde_engine::stamps::StageHists)) {
+        if let Some(w) = self.stage.running() {
+            w.drain_stages(each)
+        }
+    }
+    fn join(&mut self) -> Vec<WorkerEnd> {
+        self.stage
+            .running_mut()
+            .map(RrClient::join)
+            .unwrap_or_default()
+    }
+    /// A new connection's calls are not counted: the side says so.
+    fn counts_syscalls(&self) -> bool {
+        true
     }
 }
 
@@ -150,119 +201,87 @@ enum At {
     Tcp(TcpListener),
 }
 
-/// The agent's echo socket or listener.
+/// The agent's echo socket or listener, then the echo workers.
 struct Server {
     spec: RrSpec,
-    at: At,
+    port: u16,
+    stage: Stage<At, RrServer>,
     spawn: Spawners,
 }
 
-impl ServerPort for Server {
+impl EchoEngine for Server {
     fn port(&self) -> io::Result<u16> {
-        Ok(match &self.at {
-            At::Udp(u) => u.local_addr()?.port(),
-            At::Tcp(l) => l.local_addr()?.port(),
-        })
+        Ok(self.port)
     }
 
     fn listener(&self) -> Option<(&TcpListener, usize)> {
-        match &self.at {
+        match self.stage.opened()? {
             At::Tcp(l) => Some((l, self.spec.initial_connections() as usize)),
             At::Udp(_) => None,
         }
     }
 
     fn units(&self, conns: usize) -> usize {
-        match &self.at {
-            At::Tcp(_) if !self.spec.connect_per_request => conns,
+        match self.stage.opened() {
+            Some(At::Tcp(_)) if !self.spec.connect_per_request => conns,
             _ => 1,
         }
     }
 
     fn start(
-        self: Box<Self>,
+        &mut self,
         conns: Vec<TcpStream>,
         peer: IpAddr,
         plan: ServerPlan,
-    ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)> {
-        let Server { spec, at, spawn } = *self;
+    ) -> io::Result<Vec<String>> {
+        let (spec, spawn) = (&self.spec, self.spawn.server);
         let mut options = Vec::new();
-        let target = match at {
-            At::Udp(socket) => {
-                options = busy_poll(&spec, socket.as_raw_fd());
-                ServerTarget::Udp {
-                    socket,
-                    allowed: peer,
-                }
-            }
-            At::Tcp(listener) if spec.connect_per_request => ServerTarget::Accept {
-                listener,
-                allowed: peer,
-            },
-            At::Tcp(_) => {
-                let mut socks = Vec::new();
-                for c in conns {
-                    c.set_nodelay(true)?;
-                    let applied = busy_poll(&spec, c.as_raw_fd());
-                    if socks.is_empty() {
-                        options = applied;
+        self.stage.start(|at| {
+            let target = match at {
+                At::Udp(socket) => {
+                    options = busy_poll(spec, socket.as_raw_fd());
+                    ServerTarget::Udp {
+                        socket,
+                        allowed: peer,
                     }
-                    socks.push(RrSocket::Tcp(c));
                 }
-                ServerTarget::Sockets(socks)
-            }
-        };
-        Ok((Box::new((spawn.server)(target, plan)?), options))
-    }
-}
-
-/// Kernel sockets' workers say which engine drives them (system calls or io_uring).
-macro_rules! socket_workers {
-    ($($t:ty),+) => {$(
-        impl crate::kind::workers::Workers for $t {
-            fn engine(&self) -> sonde_results::Engine {
-                match <$t>::engine(self) {
-                    sonde_engine::Driver::Syscalls => sonde_results::Engine::Kernel,
-                    sonde_engine::Driver::Uring => sonde_results::Engine::Uring,
+                At::Tcp(listener) if spec.connect_per_request => ServerTarget::Accept {
+                    listener,
+                    allowed: peer,
+                },
+                At::Tcp(_) => {
+                    let mut socks = Vec::new();
+                    for c in conns {
+                        c.set_nodelay(true)?;
+                        let applied = busy_poll(spec, c.as_raw_fd());
+                        if socks.is_empty() {
+                            options = applied;
+                        }
+                        socks.push(RrSocket::Tcp(c));
+                    }
+                    ServerTarget::Sockets(socks)
                 }
-            }
-            fn all_done(&self) -> bool {
-                <$t>::all_done(self)
-            }
-            fn abort(&self) {
-                <$t>::abort(self)
-            }
-        }
-    )+};
-}
-socket_workers!(RrClient, RrServer);
+            };
+            spawn(target, plan)
+        })?;
+        Ok(options)
+    }
 
-impl RequestEngine for RrClient {
-    fn counts(&self) -> (u64, u64) {
-        RrClient::counts(self)
-    }
-    fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
-        RrClient::drain(self, each)
-    }
-    fn drain_stages(&self, each: &mut dyn FnMut(u32, &sonde_engine::stamps::StageHists)) {
-        RrClient::drain_stages(self, each)
-    }
-    fn join(&mut self) -> Vec<WorkerEnd> {
-        RrClient::join(self)
-    }
-}
-
-impl EchoEngine for RrServer {
     fn answered(&self) -> u64 {
-        RrServer::answered(self)
+        self.stage.running().map_or(0, RrServer::answered)
     }
     fn rejected(&self) -> u64 {
-        RrServer::rejected(self)
+        self.stage.running().map_or(0, RrServer::rejected)
     }
     fn join(&mut self) -> Vec<String> {
-        RrServer::join(self)
+        self.stage
+            .running_mut()
+            .map(RrServer::join)
+            .unwrap_or_default()
     }
     fn syscalls(&self) -> Option<u64> {
-        Some(RrServer::syscalls(self))
+        self.stage.running().map(RrServer::syscalls)
     }
 }
+
+staged_workers!(engine = |s| s.spawn.engine; Client => RrClient, Server => RrServer);

@@ -10,7 +10,7 @@ mod stages;
 mod uring;
 mod xdp;
 
-pub use engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort, UDP_LOSS_TIMEOUT};
+pub use engine::{EchoEngine, RequestEngine, RrBackend, UDP_LOSS_TIMEOUT};
 pub use side::{Engine, Parts, RrSide};
 
 use std::io;
@@ -21,7 +21,7 @@ use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::document::Prelude;
 use sonde_results::spec::TestName;
-use sonde_results::{Role, RrSpec, SideResult, TestSpec};
+use sonde_results::{Role, RrSpec, SideResult, SpecError, TestSpec};
 
 use super::budget;
 use super::seam::{
@@ -42,6 +42,19 @@ pub fn engines() -> Vec<sonde_results::Engine> {
 /// The request/response engine that is `engine`, or why none is.
 pub fn backend(engine: sonde_results::Engine) -> io::Result<&'static dyn RrBackend> {
     table::find(ENGINES, "request/response", engine)
+}
+
+/// The engines of [`ENGINES`] this host can run.
+pub fn runnable() -> Vec<sonde_results::Engine> {
+    table::runnable(ENGINES)
+}
+
+/// Refuses, naming the flag, what of `spec` its engine does not run.
+pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    let Some((r, _)) = RequestResponse::own(spec) else {
+        return Ok(());
+    };
+    table::refuse(ENGINES, r.execution.engine, |e| e.owns(r), |e| e.refuse(r))
 }
 
 /// The engine this side runs for `spec`, and the note on a default's choice.
@@ -183,7 +196,7 @@ impl TypedKind for RequestResponse {
         let (engine, note) = chosen(r).map_err(|e| OpenError::Refused(e.to_string()))?;
         Ok(Box::new(Opened {
             spec: r.clone(),
-            port: engine.open_client(r, to)?,
+            engine: engine.open_client(r, to)?,
             cookie: to.cookie,
             notes: note.into_iter().collect(),
         }))
@@ -198,7 +211,7 @@ impl TypedKind for RequestResponse {
         let (engine, note) = chosen(r)?;
         Ok(Box::new(Listening {
             spec: r.clone(),
-            port: engine.open_server(r, ip, peer)?,
+            engine: engine.open_server(r, ip, peer)?,
             notes: note.into_iter().collect(),
         }))
     }
@@ -221,7 +234,7 @@ impl TypedKind for RequestResponse {
 /// What the controller's engine opened.
 struct Opened {
     spec: RrSpec,
-    port: Box<dyn ClientPort>,
+    engine: Box<dyn RequestEngine>,
     /// Stamped into every UDP request, so that the agent's echo answers it.
     cookie: u64,
     notes: Vec<String>,
@@ -231,15 +244,15 @@ impl ClientEndpoint for Opened {
     fn start(self: Box<Self>, probe: HostProbe) -> io::Result<Box<dyn Side>> {
         let Opened {
             spec,
-            port,
+            mut engine,
             cookie,
             notes,
         } = *self;
         let units = spec.connections as usize;
-        let options = port.options();
         let start = |placement, started| {
-            let plan = client_plan(&spec, placement, cookie, started);
-            Ok((Engine::Client(port.start(plan)?), options))
+            engine.start(client_plan(&spec, placement, cookie, started))?;
+            let options = engine.options();
+            Ok((Engine::Client(engine), options))
         };
         start_side(&spec, (Role::Client, units, notes), start, probe)
     }
@@ -248,17 +261,17 @@ impl ClientEndpoint for Opened {
 /// What the agent's engine opened.
 struct Listening {
     spec: RrSpec,
-    port: Box<dyn ServerPort>,
+    engine: Box<dyn EchoEngine>,
     notes: Vec<String>,
 }
 
 impl ServerEndpoint for Listening {
     fn port(&self) -> io::Result<u16> {
-        self.port.port()
+        self.engine.port()
     }
 
     fn listener(&self) -> Option<(&TcpListener, usize)> {
-        self.port.listener()
+        self.engine.listener()
     }
 
     fn start(
@@ -268,12 +281,16 @@ impl ServerEndpoint for Listening {
         cookie: u64,
         probe: HostProbe,
     ) -> io::Result<Box<dyn Side>> {
-        let Listening { spec, port, notes } = *self;
-        let units = port.units(conns.len());
+        let Listening {
+            spec,
+            mut engine,
+            notes,
+        } = *self;
+        let units = engine.units(conns.len());
         let start = |placement, started| {
             let plan = server_plan(&spec, placement, cookie, started);
-            let (echo, options) = port.start(conns, peer, plan)?;
-            Ok((Engine::Server(echo), options))
+            let options = engine.start(conns, peer, plan)?;
+            Ok((Engine::Server(engine), options))
         };
         start_side(&spec, (Role::Server, units, notes), start, probe)
     }

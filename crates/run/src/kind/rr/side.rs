@@ -11,7 +11,7 @@ use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::{merge, new_histogram};
 use sonde_results::side::Syscalls;
-use sonde_results::{Engine as SpecEngine, IntervalSample, LatencySummary, Role, RrResult};
+use sonde_results::{IntervalSample, LatencySummary, Role, RrResult};
 use sonde_results::{RrSample, RrSpec, SampleSection, SideResult, SideSection};
 
 use super::engine::{EchoEngine, RequestEngine, DRAIN};
@@ -254,8 +254,8 @@ impl Side for RrSide {
                 sent = c.counts().0;
                 // Counted by the socket engines; a bypass engine's calls are not, nor
                 // a new connection's.
-                let counted = matches!(c.engine(), SpecEngine::Kernel | SpecEngine::Uring);
-                syscalls = (counted && !self.spec.connect_per_request).then_some((calls, sent));
+                let counted = c.counts_syscalls() && !self.spec.connect_per_request;
+                syscalls = counted.then_some((calls, sent));
                 if allocated + merged > 0 {
                     notes.push(format!(
                         "the reporting thread fell behind the measuring workers: {allocated} \

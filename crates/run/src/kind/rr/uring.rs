@@ -10,9 +10,9 @@ use sonde_engine::rr_client::{ClientPlan, RrClient, Target};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::uring::rr_server::UringTarget;
 use sonde_engine::uring::{self, rr_client::RECEIVE_BYTES};
-use sonde_results::{Engine, RrSpec};
+use sonde_results::{Engine, RrSpec, SpecError};
 
-use super::engine::{ClientPort, RrBackend, ServerPort};
+use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use super::kernel::{self, Spawners};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
@@ -29,21 +29,31 @@ impl Named for Uring {
 }
 
 const URING: Spawners = Spawners {
+    engine: Engine::Uring,
     client: spawn_client,
     server: spawn_server,
 };
 
-fn per_request() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        "--crr: a new connection per request runs on --engine kernel",
-    )
+/// `--crr`, refused at admission; also the workers' answer to a spec that skipped it.
+fn per_request() -> SpecError {
+    SpecError {
+        flag: "--crr",
+        reason: format!(
+            "a new connection per request runs on --engine {} (io_uring does not batch \
+             handshakes)",
+            Engine::Kernel
+        ),
+    }
+}
+
+fn unsupported(e: SpecError) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, e.to_string())
 }
 
 fn spawn_client(target: Target, plan: ClientPlan) -> io::Result<RrClient> {
     match target {
         Target::Sockets(sockets) => RrClient::spawn_uring(sockets, plan),
-        Target::ConnectPerRequest { .. } => Err(per_request()),
+        Target::ConnectPerRequest { .. } => Err(unsupported(per_request())),
     }
 }
 
@@ -51,17 +61,26 @@ fn spawn_server(target: ServerTarget, plan: ServerPlan) -> io::Result<RrServer> 
     let target = match target {
         ServerTarget::Sockets(s) => UringTarget::Sockets(s),
         ServerTarget::Udp { socket, allowed } => UringTarget::Udp { socket, allowed },
-        ServerTarget::Accept { .. } => return Err(per_request()),
+        ServerTarget::Accept { .. } => return Err(unsupported(per_request())),
     };
     RrServer::spawn_uring(target, plan)
 }
 
 impl RrBackend for Uring {
-    fn preflight(&self, spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
-        if spec.connect_per_request {
-            return Err(per_request());
+    fn refuse(&self, spec: &RrSpec) -> Result<(), SpecError> {
+        match spec.connect_per_request {
+            true => Err(per_request()),
+            false => Ok(()),
         }
-        uring::available().map_err(|e| io::Error::other(format!("--engine uring: {e}")))
+    }
+
+    /// A kernel thread polling each worker's ring: an io_uring setup flag.
+    fn owns(&self, spec: &RrSpec) -> Option<&'static str> {
+        spec.sqpoll.then_some("--sqpoll")
+    }
+
+    fn preflight(&self, _spec: &RrSpec, _agent: IpAddr) -> io::Result<()> {
+        uring::available().map_err(|e| io::Error::other(format!("--engine {}: {e}", Engine::Uring)))
     }
 
     /// Each worker's ring of receive buffers, and an echo's UDP answers as much again.
@@ -69,7 +88,7 @@ impl RrBackend for Uring {
         2 * RECEIVE_BYTES as u64
     }
 
-    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
+    fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn RequestEngine> {
         kernel::open_client(r, to, URING)
     }
 
@@ -78,7 +97,7 @@ impl RrBackend for Uring {
         r: &RrSpec,
         ip: IpAddr,
         _peer: IpAddr,
-    ) -> io::Result<Box<dyn ServerPort>> {
+    ) -> io::Result<Box<dyn EchoEngine>> {
         kernel::open_server(r, ip, URING)
     }
 }

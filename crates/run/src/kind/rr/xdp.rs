@@ -13,15 +13,16 @@ use sonde_engine::rr_server::{RrServer, ServerPlan};
 use sonde_engine::xdp::frame::{payload_offset, Endpoints};
 use sonde_engine::xdp::rr_client::{self, XdpTarget};
 use sonde_engine::xdp::rr_server::{self, XdpServerTarget};
-use sonde_engine::xdp::{Attached, Port};
-use sonde_results::{Bypass, Engine, PollMode, RrSpec};
+use sonde_engine::xdp::{Attached, Port, Xsk};
+use sonde_results::{Bypass, Engine, PollMode, RrSpec, SpecError, Transport};
 
-use super::engine::{ClientPort, EchoEngine, RequestEngine, RrBackend, ServerPort};
+use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use crate::kind::budget::XSK_BYTES;
 use crate::kind::connect::connect_udp;
 use crate::kind::seam::{DataPort, OpenError, OpenResult};
 use crate::kind::table::Named;
-use crate::kind::xdp::{self as path, flow, path_to, refuse, steer, v4, xdp_workers, Steered};
+use crate::kind::workers::{Stage, Workers};
+use crate::kind::xdp::{self as path, flow, path_to, refuse, steer, v4, Steered};
 
 pub struct Xdp;
 
@@ -32,6 +33,18 @@ impl Named for Xdp {
 }
 
 impl RrBackend for Xdp {
+    /// AF_XDP frames carry UDP only (a new connection per request is TCP's, refused with
+    /// it).
+    fn refuse(&self, spec: &RrSpec) -> Result<(), SpecError> {
+        match spec.transport {
+            Transport::Udp => Ok(()),
+            Transport::Tcp => Err(SpecError {
+                flag: "--engine",
+                reason: format!("{} carries UDP only (add --udp)", Engine::Xdp),
+            }),
+        }
+    }
+
     fn preflight(&self, spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
         preflight(spec, agent)
     }
@@ -40,7 +53,7 @@ impl RrBackend for Xdp {
         XSK_BYTES
     }
 
-    fn open_client(&self, spec: &RrSpec, to: DataPort) -> OpenResult<dyn ClientPort> {
+    fn open_client(&self, spec: &RrSpec, to: DataPort) -> OpenResult<dyn RequestEngine> {
         let sockets = (0..spec.connections)
             .map(|index| connect_udp(to.addr, index))
             .collect::<Result<_, _>>()?;
@@ -53,7 +66,7 @@ impl RrBackend for Xdp {
         spec: &RrSpec,
         ip: IpAddr,
         peer: IpAddr,
-    ) -> io::Result<Box<dyn ServerPort>> {
+    ) -> io::Result<Box<dyn EchoEngine>> {
         let socket = UdpSocket::bind(SocketAddr::new(ip, 0))?;
         Ok(Box::new(open_server(spec, socket, ip, peer)?))
     }
@@ -64,11 +77,6 @@ const BUSY_POLL_BUDGET: u32 = 64;
 
 /// Refuses, before the agent is asked, what this host or spec cannot run over AF_XDP.
 fn preflight(spec: &RrSpec, agent: IpAddr) -> io::Result<()> {
-    if spec.connect_per_request {
-        return Err(refuse(
-            "--crr opens a TCP connection per request; AF_XDP carries UDP".into(),
-        ));
-    }
     let message = spec.request_bytes.max(spec.response_bytes);
     let frame = payload_offset(&SocketAddr::new(agent, 0)) as u32 + message;
     path::preflight(agent, frame)
@@ -84,13 +92,34 @@ fn busy(spec: &RrSpec) -> Option<(u32, u32)> {
     Some((us, BUSY_POLL_BUDGET))
 }
 
-/// The controller's answer sockets and program, and its flows.
+/// What a side keeps of what it steered: the sockets until the start, the program and
+/// the bypass record for the side's life.
+struct Bypassing<W> {
+    stage: Stage<Vec<Xsk>, W>,
+    bypass: Bypass,
+    notes: Vec<String>,
+    /// Attached while the workers run; detached when the side is dropped.
+    _program: Attached,
+}
+
+impl<W> From<Steered> for Bypassing<W> {
+    fn from(s: Steered) -> Self {
+        Bypassing {
+            stage: Stage::Opened(s.xsks),
+            bypass: s.bypass,
+            notes: s.notes,
+            _program: s.program,
+        }
+    }
+}
+
+/// The controller's answer sockets and program and its flows, then the request workers.
 struct Requesting {
-    steered: Steered,
+    steered: Bypassing<RrClient>,
     flows: Vec<Endpoints>,
     /// The kernel sockets whose source ports the frames use, held so that nothing else
     /// takes those ports during the test.
-    ports: Vec<UdpSocket>,
+    _ports: Vec<UdpSocket>,
 }
 
 /// Attaches the answers' program and builds the flows of `sockets` (one per connection,
@@ -114,43 +143,50 @@ fn open_client(spec: &RrSpec, sockets: Vec<UdpSocket>) -> io::Result<Requesting>
         .collect::<io::Result<_>>()?;
     // Refused before a packet is sent when the agent's port is a well-known one.
     let answers = flow(peer.ip(), local.ip(), Port::From(peer.port()))?;
-    let steered = steer(answers, busy(spec))?;
     Ok(Requesting {
-        steered,
+        steered: steer(answers, busy(spec))?.into(),
         flows,
-        ports: sockets,
+        _ports: sockets,
     })
 }
 
-impl ClientPort for Requesting {
+impl RequestEngine for Requesting {
     fn options(&self) -> Vec<String> {
         self.steered.notes.clone()
     }
 
     /// Request workers on the controller's sockets.
-    fn start(self: Box<Self>, plan: ClientPlan) -> io::Result<Box<dyn RequestEngine>> {
-        let Requesting {
-            steered,
-            flows,
-            ports,
-        } = *self;
-        let target = XdpTarget {
-            xsks: steered.xsks,
-            flows,
-            busy_polling: steered.bypass.busy_poll,
-        };
-        Ok(Box::new(Requests {
-            client: rr_client::spawn(target, plan)?,
-            bypass: steered.bypass,
-            _program: steered.program,
-            _ports: ports,
-        }))
+    fn start(&mut self, plan: ClientPlan) -> io::Result<()> {
+        let (flows, busy_polling) = (self.flows.clone(), self.steered.bypass.busy_poll);
+        self.steered.stage.start(|xsks| {
+            let target = XdpTarget {
+                xsks,
+                flows,
+                busy_polling,
+            };
+            rr_client::spawn(target, plan)
+        })
+    }
+    fn counts(&self) -> (u64, u64) {
+        self.steered
+            .stage
+            .running()
+            .map_or((0, 0), RrClient::counts)
+    }
+    fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
+        if let Some(w) = self.steered.stage.running() {
+            w.drain(each)
+        }
+    }
+    fn join(&mut self) -> Vec<WorkerEnd> {
+        let w = self.steered.stage.running_mut();
+        w.map(RrClient::join).unwrap_or_default()
     }
 }
 
-/// The agent's request sockets and program, attached before `Ready`.
+/// The agent's request sockets and program, attached before `Ready`, then the echo workers.
 struct Answering {
-    steered: Steered,
+    steered: Bypassing<RrServer>,
     /// The kernel socket that holds the echo port for the test.
     socket: UdpSocket,
 }
@@ -165,81 +201,70 @@ fn open_server(
     let port = socket.local_addr()?.port();
     let requests = flow(peer, ip, Port::To(port))?;
     Ok(Answering {
-        steered: steer(requests, busy(spec))?,
+        steered: steer(requests, busy(spec))?.into(),
         socket,
     })
 }
 
-impl ServerPort for Answering {
+impl EchoEngine for Answering {
     fn port(&self) -> io::Result<u16> {
         Ok(self.socket.local_addr()?.port())
     }
 
     /// A worker per queue at most.
     fn units(&self, _conns: usize) -> usize {
-        self.steered.xsks.len()
+        self.steered.stage.opened().map_or(0, Vec::len)
     }
 
     /// Echo workers on the agent's sockets, answering `peer` only.
     fn start(
-        self: Box<Self>,
+        &mut self,
         _conns: Vec<TcpStream>,
         peer: IpAddr,
         plan: ServerPlan,
-    ) -> io::Result<(Box<dyn EchoEngine>, Vec<String>)> {
-        let Answering { steered, socket } = *self;
-        let target = XdpServerTarget {
-            xsks: steered.xsks,
-            allowed: peer,
-            busy_polling: steered.bypass.busy_poll,
-        };
-        let echo = Echo {
-            server: rr_server::spawn(target, plan)?,
-            bypass: steered.bypass,
-            _program: steered.program,
-            _port: socket,
-        };
-        Ok((Box::new(echo), steered.notes))
+    ) -> io::Result<Vec<String>> {
+        let busy_polling = self.steered.bypass.busy_poll;
+        self.steered.stage.start(|xsks| {
+            let target = XdpServerTarget {
+                xsks,
+                allowed: peer,
+                busy_polling,
+            };
+            rr_server::spawn(target, plan)
+        })?;
+        Ok(self.steered.notes.clone())
     }
-}
-
-struct Requests {
-    client: RrClient,
-    bypass: Bypass,
-    /// Attached while the workers run; detached when the side is dropped.
-    _program: Attached,
-    _ports: Vec<UdpSocket>,
-}
-
-struct Echo {
-    server: RrServer,
-    bypass: Bypass,
-    _program: Attached,
-    _port: UdpSocket,
-}
-
-impl RequestEngine for Requests {
-    fn counts(&self) -> (u64, u64) {
-        self.client.counts()
-    }
-    fn drain(&self, each: &mut dyn FnMut(u32, &Histogram<u64>)) {
-        self.client.drain(each)
-    }
-    fn join(&mut self) -> Vec<WorkerEnd> {
-        self.client.join()
-    }
-}
-
-impl EchoEngine for Echo {
     fn answered(&self) -> u64 {
-        self.server.answered()
+        self.steered.stage.running().map_or(0, RrServer::answered)
     }
     fn rejected(&self) -> u64 {
-        self.server.rejected()
+        self.steered.stage.running().map_or(0, RrServer::rejected)
     }
     fn join(&mut self) -> Vec<String> {
-        self.server.join()
+        let w = self.steered.stage.running_mut();
+        w.map(RrServer::join).unwrap_or_default()
     }
 }
 
-xdp_workers!(Requests => client, Echo => server);
+/// Each end's `Workers`: its running workers, and the bypass they run on.
+macro_rules! bypassing {
+    ($($t:ty => $w:ty),+) => {$(
+        impl Workers for $t {
+            fn engine(&self) -> Engine {
+                Engine::Xdp
+            }
+            fn all_done(&self) -> bool {
+                self.steered.stage.running().is_none_or(<$w>::all_done)
+            }
+            fn abort(&self) {
+                if let Some(w) = self.steered.stage.running() {
+                    w.abort()
+                }
+            }
+            fn bypass(&self) -> Option<Bypass> {
+                Some(self.steered.bypass.clone())
+            }
+        }
+    )+};
+}
+bypassing!(Requesting => RrClient, Answering => RrServer);

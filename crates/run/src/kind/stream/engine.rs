@@ -8,7 +8,7 @@ use std::net::TcpStream;
 
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::{Placement, TcpInfo};
-use sonde_results::StreamSpec;
+use sonde_results::{SpecError, StreamSpec};
 
 use crate::kind::table::Named;
 use crate::kind::workers::Workers;
@@ -34,6 +34,15 @@ pub trait StreamEngine: Workers {
 
 /// A stream engine: starts its workers on the connections both ends opened.
 pub trait StreamBackend: Named + Sync {
+    /// Refuses, naming the flag, what of `spec` this engine does not run (checked once,
+    /// with the engine, by `kind::refuse` wherever a spec is admitted).
+    fn refuse(&self, _spec: &StreamSpec) -> Result<(), SpecError> {
+        Ok(())
+    }
+    /// The flag of `spec` that only this engine runs, when it is asked (`--zerocopy`).
+    fn owns(&self, _spec: &StreamSpec) -> Option<&'static str> {
+        None
+    }
     /// Bytes of buffers a connection of `buffer_bytes` buffers takes (the kernel engine:
     /// its one buffer; io_uring: the send buffer and its receive buffers), for the memory
     /// budget.

@@ -17,7 +17,9 @@ use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::spec::TestName;
-use sonde_results::{Direction, Engine, Role, SideResult, StreamSpec, TestSpec, Transfer};
+use sonde_results::{
+    Direction, Engine, Role, SideResult, SpecError, StreamSpec, TestSpec, Transfer,
+};
 
 use super::budget;
 use super::seam::{ClientEndpoint, DataPort, Demand, OpenResult, ServerEndpoint, TypedKind};
@@ -35,6 +37,19 @@ pub fn engines() -> Vec<Engine> {
 /// The stream engine that is `engine`, or why none is.
 pub fn backend(engine: Engine) -> io::Result<&'static dyn StreamBackend> {
     table::find(ENGINES, "stream", engine)
+}
+
+/// The engines of [`ENGINES`] this host can run.
+pub fn runnable() -> Vec<Engine> {
+    table::runnable(ENGINES)
+}
+
+/// Refuses, naming the flag, what of `spec` its engine does not run.
+pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    let Some((s, _)) = Stream::own(spec) else {
+        return Ok(());
+    };
+    table::refuse(ENGINES, s.execution.engine, |e| e.owns(s), |e| e.refuse(s))
 }
 
 pub struct Stream;

@@ -8,7 +8,7 @@ use sonde_engine::sockopt::tcp_info;
 use sonde_engine::stream::ConnEnd;
 use sonde_engine::uring::stream::{receive_bytes_per_connection, UringStreamWorkers};
 use sonde_engine::{Placement, StreamConn, TcpInfo};
-use sonde_results::{Engine, StreamSpec};
+use sonde_results::{Engine, SpecError, StreamSpec};
 
 use super::engine::{StreamBackend, StreamEngine};
 use crate::kind::table::Named;
@@ -27,7 +27,32 @@ impl Named for Uring {
     }
 }
 
+/// Smallest buffer `--zerocopy` sends. A zero-copy send pins the pages, sets up a
+/// completion notification and takes it back, work the copy it saves pays for only
+/// above about 10 KB (the kernel's MSG_ZEROCOPY notes); 16 KiB is four pages.
+pub const MIN_ZEROCOPY_BYTES: u32 = 16 << 10;
+
 impl StreamBackend for Uring {
+    /// `--zerocopy` is worth it only for large sends.
+    fn refuse(&self, spec: &StreamSpec) -> Result<(), SpecError> {
+        if spec.zerocopy && spec.buffer_bytes < MIN_ZEROCOPY_BYTES {
+            return Err(SpecError {
+                flag: "--zerocopy",
+                reason: format!(
+                    "a {} byte --buffer is below {MIN_ZEROCOPY_BYTES}, where zero-copy \
+                     costs more than the copy it saves",
+                    spec.buffer_bytes
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Zero-copy sends (`send_zc`) are an io_uring operation.
+    fn owns(&self, spec: &StreamSpec) -> Option<&'static str> {
+        spec.zerocopy.then_some("--zerocopy")
+    }
+
     fn bytes_per_connection(&self, buffer_bytes: u32) -> u64 {
         let receive = receive_bytes_per_connection(buffer_bytes as usize) as u64;
         u64::from(buffer_bytes).saturating_add(receive)
