@@ -44,18 +44,6 @@ impl Filing for Histogram<u64> {
     }
 }
 
-impl Filing for crate::stamps::StageHists {
-    fn blank() -> Self {
-        crate::stamps::StageHists::new()
-    }
-    fn like(&self) -> Self {
-        crate::stamps::StageHists::new()
-    }
-    fn clear(&mut self) {
-        self.reset()
-    }
-}
-
 /// A new histogram for round-trip nanoseconds, its pages written once so that recording
 /// into it never faults.
 pub(crate) fn fresh() -> Histogram<u64> {

@@ -3,6 +3,8 @@
 
 use hdrhistogram::Histogram;
 
+use crate::rr_client::handoff::{fresh, Filing};
+
 /// The stages of a round trip, in the order a message meets them. Each is a difference
 /// of two readings on one host's clock; `Outside` is the round trip minus all the others
 /// (wire, NICs, hypervisor), so the seven sum to the round trip exactly.
@@ -143,7 +145,7 @@ impl StageHists {
     /// Empty histograms of 1 ns to a minute at 3 significant digits, as the round trip's.
     pub fn new() -> StageHists {
         StageHists {
-            stages: std::array::from_fn(|_| crate::rr_client::handoff::fresh()),
+            stages: std::array::from_fn(|_| fresh()),
             missing: 0,
             disordered: 0,
         }
@@ -180,6 +182,18 @@ impl StageHists {
         }
         self.missing += other.missing;
         self.disordered += other.disordered;
+    }
+}
+
+impl Filing for StageHists {
+    fn blank() -> Self {
+        StageHists::new()
+    }
+    fn like(&self) -> Self {
+        StageHists::new()
+    }
+    fn clear(&mut self) {
+        self.reset()
     }
 }
 

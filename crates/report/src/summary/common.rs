@@ -5,6 +5,11 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use sonde_results::document::{End, MeasuredBy};
 
+/// Nanoseconds as microseconds with two decimals, as the latency tables show them.
+pub(super) fn us(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1e3)
+}
+
 /// A table in the summaries' style with this header.
 pub(crate) fn table(header: impl Into<comfy_table::Row>) -> Table {
     let mut t = Table::new();

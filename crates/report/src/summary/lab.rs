@@ -4,8 +4,9 @@ use sonde_results::document::{End, Section};
 use sonde_results::Document;
 
 use super::common::table;
+use super::common::us;
 use super::load::lab_row;
-use super::rr::{cpu_per_message, floor_line, us};
+use super::rr::{cpu_per_message, floor_line};
 use crate::units::{bits_per_second, opt};
 
 /// One row per measurement of `sonde lab`: throughput tests, then request/response tests.

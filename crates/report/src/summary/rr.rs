@@ -4,12 +4,8 @@
 use sonde_results::document::{RrEndSide, SelfNoise};
 use sonde_results::{ControlThread, Document, TestSpec};
 
-use super::common::{footer, table};
+use super::common::{footer, table, us};
 use crate::units::{opt, sig3, thousands};
-
-pub(super) fn us(ns: u64) -> String {
-    format!("{:.2}", ns as f64 / 1e3)
-}
 
 /// A side's CPU microseconds per message, as the tables show it.
 pub(super) fn cpu_per_message(side: Option<&RrEndSide>) -> String {

@@ -2,8 +2,7 @@
 
 use sonde_results::stages::{Stage, Stages};
 
-use super::common::table;
-use super::rr::us;
+use super::common::{table, us};
 
 /// Each stage's mean (and its share of the summed means, which is the mean round trip of
 /// the messages split), P50, P99 and P99.9, with the host whose clock measured it.
