@@ -20,7 +20,7 @@ pub const INK: [RGBColor; 4] = [
 ];
 
 /// Chart size in SVG units; the page scales it down to its width.
-const SIZE: (u32, u32) = (900, 340);
+pub(crate) const SIZE: (u32, u32) = (900, 340);
 
 /// One line of a chart: its name in the legend, its ink (an index into [`INK`]; past the
 /// last ink the line is dashed), and its points. Thin lines (one per connection) are many
@@ -111,7 +111,7 @@ pub struct Axis<'a> {
 }
 
 impl Axis<'_> {
-    fn ticked(&self) -> TickedAxis {
+    pub(crate) fn ticked(&self) -> TickedAxis {
         let (lo, hi) = self.range;
         let hi = hi.max(lo + 1e-9);
         TickedAxis {
@@ -137,7 +137,7 @@ pub fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
 
 /// An f64 axis with its ticks where we put them (plotters' own key-point axis has no
 /// formatter for f64, so its labels could not be ours).
-struct TickedAxis {
+pub(crate) struct TickedAxis {
     inner: RangedCoordf64,
     ticks: Vec<f64>,
 }
@@ -160,7 +160,7 @@ impl Ranged for TickedAxis {
 }
 
 /// What every chart starts from: its title, margins and room for the axes' labels.
-fn framed<'a, 'b, DB: DrawingBackend>(
+pub(crate) fn framed<'a, 'b, DB: DrawingBackend>(
     root: &'a DrawingArea<DB, Shift>,
     title: &str,
 ) -> ChartBuilder<'a, 'b, DB> {
@@ -257,6 +257,11 @@ pub fn percentile_points(l: &LatencySummary) -> Vec<(f64, f64)> {
 /// Percentile chart of `lines` made by [`percentile_points`]: ticks at 50 %, 90 %, 99 %…
 /// and a logarithmic time axis, so that the body and the tail both read.
 pub fn percentiles(title: &str, lines: &[Line]) -> String {
+    percentiles_of(title, "round-trip time", lines)
+}
+
+/// [`percentiles`] of another time than the round trip (`what`, on the y axis).
+pub fn percentiles_of(title: &str, what: &str, lines: &[Line]) -> String {
     let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
     let x1 = xs.fold(1.0f64, f64::max);
     let nines = (1..=x1.floor() as i32).map(f64::from);
@@ -300,7 +305,7 @@ pub fn percentiles(title: &str, lines: &[Line]) -> String {
         label: &x_label,
     };
     let y = Axis {
-        desc: "round-trip time, µs (log scale)",
+        desc: &format!("{what}, µs (log scale)"),
         range: (lo, hi),
         ticks: Some(y_ticks),
         label: &y_label,

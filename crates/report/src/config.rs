@@ -110,6 +110,9 @@ fn rr(r: &RrSpec, rpc: bool) -> Vec<String> {
     if r.connect_per_request {
         o.push("--crr".into());
     }
+    if r.stages {
+        o.push("--stages".into());
+    }
     given(&mut o, "--threads", r.client_threads, |v| v.to_string());
     given(&mut o, "--server-threads", r.server_threads, |v| {
         v.to_string()
@@ -206,9 +209,10 @@ mod tests {
         );
         let ping = RrSpec {
             transport: Transport::Udp,
+            stages: true,
             ..Default::default()
         };
-        assert_eq!(config_name(&TestSpec::Ping(ping)), "ping UDP");
+        assert_eq!(config_name(&TestSpec::Ping(ping)), "ping UDP --stages");
         let rpc = RrSpec {
             connections: 32,
             window: 8,

@@ -15,6 +15,7 @@ pub mod look;
 pub mod openmetrics;
 mod published;
 pub mod safe;
+mod stack_plot;
 pub mod summary;
 mod table;
 mod tcp_plot;

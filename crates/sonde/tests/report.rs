@@ -1,6 +1,6 @@
 //! `sonde report`: a well-formed, self-contained HTML page in the published layouts, with
 //! every section, that a real browser (headless Chromium) renders at a 1000 px and a
-//! 1600 px page width; its Markdown twin with the same tables; and the runs' histograms,
+//! 1600 px page width; a `--stages` run's section laid out at 1280 px; its Markdown twin with the same tables; and the runs' histograms,
 //! exported as an HdrHistogram interval log, read back by HdrHistogram's own Python
 //! implementation to the same distribution.
 
@@ -378,6 +378,78 @@ fn the_summary_has_a_table_per_kind_and_fits_a_1280_px_page() {
     );
     screenshot(browser, &html, 1280);
     for f in [&html, &db] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// A ping with `--stages` and one without against a loopback agent: the report's stages
+/// section names the plain one, has both charts and every stage, and at 1280 px its charts
+/// are laid out (not empty) and nothing in it runs over the page or scrolls.
+#[test]
+fn a_stages_run_shows_where_the_time_went_and_fits_1280_px() {
+    let db = temp_file("stages.db");
+    {
+        let agent = Agent::on_loopback();
+        for extra in [&["--stages", "--json"][..], &["--json"]] {
+            let o = sonde(&db, &agent.short_test("ping", "1", extra));
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+    }
+    let (html, md) = (temp_file("stages.html"), temp_file("stages.md"));
+    for out in [&html, &md] {
+        let o = sonde(&db, &["report", "1", "2", "-o", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert_well_formed(&text);
+    let stages = section(&text, "stages");
+    assert!(stages.contains("<h2>Where the round trip's time went</h2>"));
+    assert!(
+        stages.contains("<p>Not split into stages (no --stages): ping.</p>"),
+        "{stages}"
+    );
+    assert!(stages.contains("percentile&apos;s composition by stage"));
+    assert!(stages.contains("ping --stages: each stage by percentile"));
+    assert_eq!(stages.matches("<figure>").count(), 2, "{stages}");
+    for label in [
+        "client send stack",
+        "client qdisc+driver",
+        "outside the hosts",
+        "server receive wake-up",
+        "server turnaround",
+        "server send stack",
+        "client receive wake-up",
+    ] {
+        // A row of the table; in the stacked chart's legend and the CDF's.
+        assert_eq!(stages.matches(&format!("<td>{label}</td>")).count(), 1);
+        let legends = stages.matches(&format!("</svg> {label}</li>")).count();
+        assert_eq!(legends, 2, "{label}: {stages}");
+    }
+    let mdt = std::fs::read_to_string(&md).unwrap();
+    for t in [
+        "## Where the round trip's time went",
+        "| Stage | Measured on | Mean µs | Share of summed means | P50 µs | P99 µs | P99.9 µs |",
+        "| ping --stages | P50 |",
+        "| client send stack | client |",
+    ] {
+        assert!(mdt.contains(t), "{t} missing from the Markdown: {mdt}");
+    }
+    let Some(browser) = chromium() else {
+        need_tools(&["chromium"]);
+        return;
+    };
+    // One browser run: the charts laid out at a readable size, times a million, plus by
+    // how many px the widest box in the section scrolls or runs past it or the page's.
+    let drawn = "Array.from(document.querySelectorAll('#stages figure > svg')).filter(s => s.getBoundingClientRect().width > 300 && s.getBoundingClientRect().height > 100).length";
+    let over = "Math.max(0, document.documentElement.scrollWidth - document.documentElement.clientWidth, ...Array.from(document.querySelectorAll('#stages div.table'), d => d.scrollWidth - d.clientWidth), ...Array.from(document.querySelectorAll('#stages *'), e => Math.ceil(e.getBoundingClientRect().right - document.getElementById('stages').getBoundingClientRect().right)))";
+    let both = format!("({drawn}) * 1000000 + Math.min(999999, {over})");
+    let v = laid_out(browser, &html, 1280, &both);
+    assert_eq!(
+        (v / 1_000_000, v % 1_000_000),
+        (2, 0),
+        "(charts drawn, px over)"
+    );
+    for f in [&html, &md, &db] {
         let _ = std::fs::remove_file(f);
     }
 }
