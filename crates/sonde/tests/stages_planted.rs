@@ -40,10 +40,14 @@ fn log(what: &str, before: &Value, after: &Value) {
 }
 
 /// A real-time hog on the echo's CPU, spinning 100 us in every 200 us: a request that
-/// arrives while it spins waits for the spin's end before the echo can read it, so the
-/// echo's wake-up grows (its P50 by about the spin's length: the ping-pong falls into step
-/// with the hog). The client's stages, on the other CPU, hold. The echo's turnaround, a
-/// fraction of a microsecond, is rarely cut by a spin: it barely moves, and is not asserted.
+/// arrives while it spins waits for the spin's end before the echo can read it, and the
+/// echo has half the CPU left to share with whatever else runs there, so the echo's
+/// wake-up grows. Asserted on its P90: the ping-pong falls into step with the hog in some
+/// runs (most round trips then fit between two spins and the P50 hardly moves), but even
+/// then at least one request in three lands in a spin. Not on its P99 either: the hog also
+/// keeps other ordinary work off that CPU, which took the P99 down in some runs. The
+/// client's stages, on the other CPU, hold. The echo's turnaround, a fraction of a
+/// microsecond, is rarely cut by a spin: it barely moves and is not asserted.
 #[test]
 fn a_hog_on_the_echos_cpu_grows_the_echos_wake_up_only() {
     let Some(lab) = Lab::new() else { return };
@@ -60,13 +64,20 @@ fn a_hog_on_the_echos_cpu_grows_the_echos_wake_up_only() {
     let hogged = staged(&lab, &agent, &[]);
     drop(hog);
     log("hog on the echo's CPU", &calm, &hogged);
+    for q in ["mean", "p50", "p90"] {
+        eprintln!(
+            "  server_wake {q}: {:.1} -> {:.1} us",
+            stage(&calm, "server_wake", q) / 1e3,
+            stage(&hogged, "server_wake", q) / 1e3
+        );
+    }
     let (b, a) = (
-        stage(&calm, "server_wake", "p50"),
-        stage(&hogged, "server_wake", "p50"),
+        stage(&calm, "server_wake", "p90"),
+        stage(&hogged, "server_wake", "p90"),
     );
     assert!(
-        a > b + 50_000.0 && a > 2.0 * b,
-        "server wake-up P50 {b:.0} -> {a:.0} ns\n{}",
+        a > b + 60_000.0,
+        "server wake-up P90 {b:.0} -> {a:.0} ns\n{}",
         show(&hogged)
     );
     held(&["client_send", "client_qdisc"], &calm, &hogged, 5_000.0);
@@ -135,9 +146,14 @@ fn a_bulk_flow_through_the_clients_shaped_qdisc_grows_its_qdisc_stage_only() {
 /// 5 %, comparing P50s with the line holding 0 and 1 ms so that its own cost (a read and a
 /// write, twice a round trip) cancels; the hosts' stages hold.
 ///
-/// The line itself: 1 ms asked, it held each packet 1.000-1.01 ms (P50 overshoot about
-/// 5 us, P99 under 40 us; measured below and printed), sleeping to 300 us before the due
-/// time and spinning the rest.
+/// The line itself (measured here and printed): asked 1 ms, it held each packet 1 ms +
+/// 0.6-0.7 us at the P50 and + 6-91 us at the P99 in six runs on a 2-CPU VM busy with
+/// builds (load 4-5); its worst packet was 50 us to 24 ms late (a P99 of the comparison
+/// never sees). It is a real-time thread that sleeps until 300 us before
+/// a packet is due and spins the rest; an ordinary thread was 35 us late at the P50 and
+/// 4 ms (a scheduler tick) at the P99. With the line passing packets straight through,
+/// the router and the line add about 100-170 us to the round trip (P50), which the
+/// comparison cancels: it came out 0-2.5 % under the 2 ms planted.
 #[test]
 fn a_delay_line_on_the_path_grows_the_round_trip_outside_the_hosts_by_its_hold() {
     let Some(lab) = Lab::routed(&[]) else { return };
