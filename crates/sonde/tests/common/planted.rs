@@ -60,6 +60,17 @@ struct Bounded<T> {
     thread: Option<JoinHandle<T>>,
 }
 
+impl<T: Send + 'static> Bounded<T> {
+    fn spawn(f: impl FnOnce(Arc<AtomicBool>) -> T + Send + 'static) -> Bounded<T> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        Bounded {
+            stop,
+            thread: Some(std::thread::spawn(move || f(flag))),
+        }
+    }
+}
+
 impl<T> Bounded<T> {
     fn finish(&mut self) -> Option<T> {
         self.stop.store(true, Ordering::Relaxed);
@@ -85,28 +96,22 @@ pub struct FifoHog(Bounded<()>);
 impl FifoHog {
     /// The hog, or why this process may not run one (it needs root: CAP_SYS_NICE).
     pub fn start(cpu: usize, on: Duration, off: Duration) -> Result<FifoHog, String> {
-        let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
+        let mut hog = FifoHog(Bounded::spawn(move |flag| {
             let ready = pin_thread(cpu).map_err(|e| format!("pin to CPU {cpu}: {e}"));
             let ready = ready.and_then(|()| fifo_thread().map_err(|e| format!("SCHED_FIFO: {e}")));
             let go = ready.is_ok();
             let _ = tx.send(ready);
             exact_timers();
             let end = Instant::now() + Duration::from_secs(10);
-            while go && !flag.load(Ordering::Relaxed) && Instant::now() < end {
+            while go && going(&flag, end) {
                 let until = Instant::now() + on;
                 while Instant::now() < until {
                     std::hint::spin_loop();
                 }
                 std::thread::sleep(off);
             }
-        });
-        let mut hog = FifoHog(Bounded {
-            stop,
-            thread: Some(thread),
-        });
+        }));
         match rx.recv() {
             Ok(Ok(())) => Ok(hog),
             Ok(Err(e)) => {
@@ -177,17 +182,6 @@ impl Bulk {
             }
         }
         self.received()
-    }
-}
-
-impl<T: Send + 'static> Bounded<T> {
-    fn spawn(f: impl FnOnce(Arc<AtomicBool>) -> T + Send + 'static) -> Bounded<T> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        Bounded {
-            stop,
-            thread: Some(std::thread::spawn(move || f(flag))),
-        }
     }
 }
 
