@@ -42,10 +42,11 @@ fn log(what: &str, before: &Value, after: &Value) {
 /// A real-time hog on the echo's CPU, spinning 100 us in every 200 us: a request that
 /// arrives while it spins waits for the spin's end before the echo can read it, and the
 /// echo has half the CPU left to share with whatever else runs there, so the echo's
-/// wake-up grows. Asserted on its P90: the ping-pong falls into step with the hog in some
-/// runs (most round trips then fit between two spins and the P50 hardly moves), but even
-/// then at least one request in three lands in a spin. Not on its P99 either: the hog also
-/// keeps other ordinary work off that CPU, which took the P99 down in some runs. The
+/// wake-up grows. Asserted on its P90, which rose by 121-469 us in ten runs (load 4-5):
+/// in two runs of thirteen the ping-pong fell into step with the hog, most round trips
+/// fitting between two spins, and the P50 rose by 9 and 30 us only (by 93-175 us in the
+/// others). Not on its P99: the hog also keeps other ordinary work off that CPU, which
+/// took the P99 down in some runs. The
 /// client's stages, on the other CPU, hold. The echo's turnaround, a fraction of a
 /// microsecond, is rarely cut by a spin: it barely moves and is not asserted.
 #[test]
