@@ -1,50 +1,12 @@
 //! `--stages` across two namespaces: every message split from both ends' kernel
-//! timestamps, the stages adding up to the round trips, and each stage moving when its
-//! cause is planted while the others hold.
+//! timestamps, the stages adding up to the round trips, and busy polling taking the
+//! wake-ups away (the other planted causes are in stages_planted.rs).
 
 mod common;
 
-use std::process::{Child, Stdio};
-
+use common::stages::{stage, staged, two_cpus, STAGES};
 use common::*;
 use serde_json::Value;
-
-/// The ping document of `args` with stages, pinned: client on CPU 0, echo on CPU 1.
-fn staged(lab: &Lab, agent: &Agent, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "--stages",
-        "-t",
-        "1",
-        "--warmup",
-        "0.3",
-        "-i",
-        "0.5",
-        "--cpus",
-        "0",
-        "--server-cpus",
-        "1",
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    doc_of(&run(lab.sonde(agent, "ping", &args)))
-}
-
-/// A stage's figure `q` (`mean`, `p50`) in nanoseconds.
-fn stage(doc: &Value, name: &str, q: &str) -> f64 {
-    doc["end"]["stages"]["ns"][name][q]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no stage {name} {q}: {}", doc["end"]["stages"]))
-}
-
-const STAGES: [&str; 7] = [
-    "client_send",
-    "client_qdisc",
-    "outside",
-    "server_wake",
-    "server_turnaround",
-    "server_send",
-    "client_wake",
-];
 
 #[test]
 fn every_message_splits_into_stages_that_sum_to_its_round_trip() {
@@ -83,40 +45,6 @@ fn every_message_splits_into_stages_that_sum_to_its_round_trip() {
     }
 }
 
-/// A busy loop on the echo's CPU: the echo waits for the CPU after each request arrives,
-/// so its receive wake-up grows; the client's stages, on the other CPU, hold.
-#[test]
-fn a_hog_on_the_echos_cpu_grows_the_echos_wake_up_only() {
-    let Some(lab) = Lab::new() else { return };
-    if !two_cpus() {
-        return;
-    }
-    let agent = lab.start_agent();
-    let calm = staged(&lab, &agent, &[]);
-    let hogged = {
-        let _hog = Hog::on_cpu(1);
-        staged(&lab, &agent, &[])
-    };
-    for d in [&calm, &hogged] {
-        for n in STAGES {
-            eprint!("{n} {:.0}/{:.0} ", stage(d, n, "p50"), stage(d, n, "p99"));
-        }
-        eprintln!();
-    }
-    let (before, after) = (
-        stage(&calm, "server_wake", "mean"),
-        stage(&hogged, "server_wake", "mean"),
-    );
-    assert!(
-        after > 3.0 * before && after - before > 20_000.0,
-        "server wake-up {before:.0} -> {after:.0} ns"
-    );
-    for name in ["client_send", "client_qdisc"] {
-        let (b, a) = (stage(&calm, name, "p50"), stage(&hogged, name, "p50"));
-        assert!(a < 2.0 * b + 5_000.0, "{name} moved: {b:.0} -> {a:.0} ns");
-    }
-}
-
 /// Busy polling on both ends: neither application sleeps, so both receive wake-ups fall.
 #[test]
 fn busy_polling_takes_both_wake_ups_away() {
@@ -136,46 +64,4 @@ fn busy_polling_takes_both_wake_ups_away() {
         rtt(&busy) < rtt(&block),
         "busy polling lowers the round trip"
     );
-}
-
-fn two_cpus() -> bool {
-    let ok = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-    if !ok {
-        eprintln!("SKIPPED: needs 2 CPUs");
-        assert!(std::env::var("CI").is_err(), "CI must have 2 CPUs");
-    }
-    ok
-}
-
-/// A busy loop pinned to one CPU (the CPU is the host's, whatever the namespace), for at
-/// most 10 s, ended on drop.
-struct Hog(Child);
-
-impl Hog {
-    fn on_cpu(cpu: u32) -> Hog {
-        let child = std::process::Command::new("taskset")
-            .args([
-                "-c",
-                &cpu.to_string(),
-                "timeout",
-                "10",
-                "sh",
-                "-c",
-                "while :; do :; done",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("taskset");
-        Hog(child)
-    }
-}
-
-impl Drop for Hog {
-    fn drop(&mut self) {
-        // SIGTERM: `timeout` passes it on to the loop, its child, and exits.
-        let _ = std::process::Command::new("kill")
-            .arg(self.0.id().to_string())
-            .status();
-        let _ = self.0.wait();
-    }
 }

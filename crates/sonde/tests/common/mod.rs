@@ -6,7 +6,10 @@
 pub mod agent_proc;
 pub mod bridge;
 pub mod data_rogue;
+pub mod delay_line;
+pub mod planted;
 pub mod rogue;
+pub mod stages;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
