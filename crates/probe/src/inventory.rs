@@ -74,6 +74,7 @@ fn dirs(root: &Path, rel: &str) -> Vec<String> {
 /// through ethtool, and the recommendations that follow.
 pub fn collect_live() -> Inventory {
     let mut inv = collect(Path::new("/"));
+    inv.clock = Some(crate::clock::live());
     for n in &mut inv.nics {
         n.channels = crate::ethtool::channels(&n.name);
         n.rings = crate::ethtool::rings(&n.name);
@@ -126,6 +127,7 @@ pub fn collect(root: &Path) -> Inventory {
             root,
             "sys/devices/system/clocksource/clocksource0/current_clocksource",
         ),
+        clock: None,
         cpu: cpu_layout(root, &cpuinfo),
         nics: Vec::new(),
         sysctls: BTreeMap::new(),

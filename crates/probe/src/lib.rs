@@ -4,6 +4,7 @@
 //! files. Readers observe; they never change the host.
 
 pub mod advice;
+pub mod clock;
 pub mod cpustat;
 pub mod dpdk;
 pub mod ethtool;

@@ -22,6 +22,14 @@ fn write_host(o: &mut String, inv: &Inventory) -> Result {
     writeln!(o, "kernel        {}", or(&inv.kernel))?;
     writeln!(o, "hypervisor    {}", or(&inv.hypervisor))?;
     writeln!(o, "clocksource   {}", or(&inv.clocksource))?;
+    if let Some(c) = &inv.clock {
+        for line in crate::clock::render(c)
+            .lines()
+            .filter(|l| !l.starts_with("clocksource"))
+        {
+            writeln!(o, "  {line}")?;
+        }
+    }
     write_cpu(o, inv)?;
     for n in &inv.nics {
         write_nic(o, n)?;

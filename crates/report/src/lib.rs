@@ -2,6 +2,7 @@
 //! They compute nothing beyond unit conversion; every figure comes from `sonde-results`.
 
 pub mod chart;
+pub mod clock;
 pub mod config;
 pub mod csv;
 pub mod events;

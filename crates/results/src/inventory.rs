@@ -30,6 +30,9 @@ pub struct Inventory {
     pub kernel: Option<String>,
     pub hypervisor: Option<String>,
     pub clocksource: Option<String>,
+    /// The clock as a delay measurement needs it (`sonde clock`): the live host's only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clock::ClockState>,
     pub cpu: CpuLayout,
     pub nics: Vec<Nic>,
     /// sysctl name (dotted) → value as the kernel prints it.

@@ -2,6 +2,7 @@
 //! measured ([`side`]), and the versioned result document that merges both sides
 //! ([`document`]). Plain data and arithmetic only: no I/O, no clocks, no sockets.
 
+pub mod clock;
 pub mod compare;
 pub mod document;
 pub mod inventory;

@@ -92,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Suite(a) => orchestrate::suite(&a, &interrupt),
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
         Command::Host(a) => host_command(&a),
+        Command::Clock(a) => clock_command(&a),
     }
 }
 
@@ -168,6 +169,24 @@ fn host_command(a: &cli::HostArgs) -> anyhow::Result<ExitCode> {
         jsonln!("{}", serde_json::to_string_pretty(&inv)?);
     } else {
         out!("{}", sonde_report::host::render(&inv));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sonde clock`: this host's (or `--root`'s captured tree's) clock and its error bound.
+fn clock_command(a: &cli::ClockArgs) -> anyhow::Result<ExitCode> {
+    let clock = match &a.root {
+        Some(root) => {
+            anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+            sonde_probe::clock::captured(root, now.as_secs_f64())
+        }
+        None => sonde_probe::clock::live(),
+    };
+    if a.json {
+        jsonln!("{}", serde_json::to_string_pretty(&clock)?);
+    } else {
+        out!("{}", sonde_report::clock::render(&clock));
     }
     Ok(ExitCode::SUCCESS)
 }

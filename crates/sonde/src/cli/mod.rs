@@ -62,6 +62,9 @@ pub enum Command {
     Watch(WatchArgs),
     /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
     Host(HostArgs),
+    /// This host's clock as a one-way delay needs it: the kernel's NTP state, chrony's
+    /// view, PTP clocks, VMClock, and one error bound (or "not synchronised").
+    Clock(ClockArgs),
     /// Plan, apply and restore the settings tuning guides change, for a goal.
     Tune(TuneArgs),
     /// The result store: list, show, export, import runs.
@@ -163,6 +166,17 @@ pub struct HostArgs {
     #[arg(long)]
     pub json: bool,
     /// Read a captured tree laid out like / instead of this host (no ethtool queries then).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ClockArgs {
+    /// Print the clock state as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Read a captured tree (its `captured/adjtimex-p.txt`, `captured/chronyc-c-tracking.csv`
+    /// and files laid out like /) instead of this host.
     #[arg(long, hide = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
 }
