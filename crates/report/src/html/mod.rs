@@ -13,6 +13,7 @@ mod limits;
 pub(crate) mod page;
 mod stages;
 
+use page::section;
 pub use page::ReportRun;
 
 use sonde_results::compare::{Comparison, LimitShift};
@@ -166,10 +167,6 @@ fn latency_lines(runs: &[ReportRun<'_>]) -> Vec<Line> {
         .enumerate()
         .map(|(i, (r, l))| Line::new(r.name.clone(), i, chart::percentile_points(l)))
         .collect()
-}
-
-fn section(id: &str, title: &str, body: &str) -> String {
-    format!("<section id=\"{id}\"><h2>{title}</h2>{body}</section>")
 }
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}\

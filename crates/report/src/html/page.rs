@@ -55,3 +55,8 @@ pub(crate) fn esc(s: &str) -> String {
 
 /// The receiver's CPU cell when both ends shared the sender's host.
 pub(crate) const SAME_HOST: &str = "same host";
+
+/// A report section: its anchor, its heading, its body.
+pub(super) fn section(id: &str, title: &str, body: &str) -> String {
+    format!("<section id=\"{id}\"><h2>{title}</h2>{body}</section>")
+}

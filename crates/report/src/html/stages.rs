@@ -7,8 +7,7 @@
 use sonde_results::stages::{Stage, Stages};
 use sonde_results::LatencySummary;
 
-use super::page::esc;
-use super::ReportRun;
+use super::page::{esc, section, ReportRun};
 use crate::chart::{self, Line};
 use crate::stack_plot::{self, Panel};
 use crate::table::Table;
@@ -248,7 +247,7 @@ pub(super) fn html(runs: &[ReportRun<'_>]) -> String {
         body.push_str(&table(s).html());
         body.push_str(&distributions(s));
     }
-    super::section("stages", "Where the round trip's time went", &body)
+    section("stages", "Where the round trip's time went", &body)
 }
 
 /// The section in Markdown: the same tables; empty when no run has stages.
