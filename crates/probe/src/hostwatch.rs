@@ -153,11 +153,14 @@ impl HostProbe {
     }
 }
 
-/// Who this host is, with its full inventory (layout, NICs, settings, advice), for the
+/// Who this host is, with its full inventory (layout, NICs, settings, advice, clock), for the
 /// result document's `start.client` / `start.server`.
 pub fn describe(probe: &HostProbe) -> sonde_results::HostInfo {
     let mut h = host::host_info(probe.root());
-    h.inventory = Some(Box::new(crate::inventory::collect_live()));
+    let mut inv = crate::inventory::collect_live();
+    // Each side says how far its clock can be trusted (`sonde clock`).
+    inv.clock = Some(crate::clock::live());
+    h.inventory = Some(Box::new(inv));
     h
 }
 

@@ -74,7 +74,6 @@ fn dirs(root: &Path, rel: &str) -> Vec<String> {
 /// through ethtool, and the recommendations that follow.
 pub fn collect_live() -> Inventory {
     let mut inv = collect(Path::new("/"));
-    inv.clock = Some(crate::clock::live());
     for n in &mut inv.nics {
         n.channels = crate::ethtool::channels(&n.name);
         n.rings = crate::ethtool::rings(&n.name);

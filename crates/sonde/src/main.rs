@@ -163,7 +163,10 @@ fn host_command(a: &cli::HostArgs) -> anyhow::Result<ExitCode> {
             anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
             sonde_probe::inventory::collect_advised(root)
         }
-        None => sonde_probe::inventory::collect_live(),
+        None => sonde_results::inventory::Inventory {
+            clock: Some(sonde_probe::clock::live()),
+            ..sonde_probe::inventory::collect_live()
+        },
     };
     if a.json {
         jsonln!("{}", serde_json::to_string_pretty(&inv)?);

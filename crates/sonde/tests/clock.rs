@@ -53,3 +53,26 @@ fn the_live_clock_is_read() {
     let synced = v["bound"]["synchronised"].as_bool().unwrap();
     assert_eq!(synced, v["bound"]["error_ns"].is_u64(), "{v}");
 }
+
+/// Each side of a test says how far its clock can be trusted, in its inventory.
+#[test]
+fn both_sides_of_a_test_send_their_clock() {
+    let agent = Agent::on_loopback();
+    let mut c = sonde_cmd();
+    c.args(agent.short_test("ping", "0.3", &["--json", "--no-save"]));
+    let o = run(c);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = doc_of(&o);
+    for side in ["client", "server"] {
+        let bound = &doc["start"][side]["inventory"]["clock"]["bound"];
+        assert!(
+            bound["synchronised"].is_boolean(),
+            "{side}: {}",
+            doc["start"][side]
+        );
+        assert!(
+            bound["how"].as_str().is_some_and(|h| !h.is_empty()),
+            "{side}"
+        );
+    }
+}
