@@ -7,15 +7,12 @@ sit within the runs' own spread.
 Usage (root): python3 bench/ab.py --a OLD_SONDE --b NEW_SONDE [--runs 5] [--time 3]
 """
 
-import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, SERVER_NS, client, namespaces  # noqa: E402
+from netns import namespaces, sonde_run  # noqa: E402
 
 PORT = "5321"
 
@@ -31,16 +28,7 @@ TESTS = {
 
 
 def one(sonde, argv, t, figure):
-    agent = subprocess.Popen(["ip", "netns", "exec", SERVER_NS, sonde, "serve", "--bind", SERVER, "--port", PORT,
-                              "--allow", "xdp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.5)
-        out = client([sonde, argv[0], SERVER, *argv[1:], "--port", PORT, "-t", str(t), "--warmup", "0.5",
-                      "--json", "--no-save"])
-        return figure(json.loads(out))
-    finally:
-        agent.terminate()
-        agent.wait()
+    return figure(sonde_run(sonde, argv, t, PORT, serve_extra=("--allow", "xdp")))
 
 
 def main():

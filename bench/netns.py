@@ -125,3 +125,20 @@ def rotations(names, run):
     """The order of the tools in run `run`: each run starts one tool later."""
     k = run % len(names)
     return names[k:] + names[:k]
+
+
+def sonde_run(sonde, argv, secs, port, serve_extra=(), warmup="0.5"):
+    """One sonde test (`argv`: the test and its flags) against its own agent in the server
+    namespace, on `port`; the result document."""
+    import json
+    agent = subprocess.Popen(["ip", "netns", "exec", SERVER_NS, sonde, "serve", "--bind", SERVER,
+                              "--port", port, *serve_extra],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = client([sonde, argv[0], SERVER, *argv[1:], "--port", port, "-t", str(secs),
+                      "--warmup", warmup, "--json", "--no-save"])
+        return json.loads(out)
+    finally:
+        agent.terminate()
+        agent.wait()

@@ -7,15 +7,12 @@ and the ratio on/off. On by default if the P50 moves less than 3 %.
 Usage (root): python3 bench/stages_cost.py --sonde target/release/sonde [--runs 5] [--time 3]
 """
 
-import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, SERVER_NS, client, namespaces  # noqa: E402
+from netns import namespaces, sonde_run  # noqa: E402
 
 PORT = "5322"
 PIN = ["--cpus", "0", "--server-cpus", "1"]
@@ -30,18 +27,8 @@ TESTS = {
 
 
 def one(sonde, argv, t, stages):
-    agent = subprocess.Popen(["ip", "netns", "exec", SERVER_NS, sonde, "serve", "--bind", SERVER,
-                              "--port", PORT], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.5)
-        extra = ["--stages"] if stages else []
-        out = client([sonde, argv[0], SERVER, *argv[1:], *extra, "--port", PORT, "-t", str(t),
-                      "--warmup", "0.5", "--json", "--no-save"])
-        end = json.loads(out)["end"]
-        return end["latency_ns"]["p50"] / 1e3, end["requests_per_second"] / 1e3
-    finally:
-        agent.terminate()
-        agent.wait()
+    end = sonde_run(sonde, [*argv, *(["--stages"] if stages else [])], t, PORT)["end"]
+    return end["latency_ns"]["p50"] / 1e3, end["requests_per_second"] / 1e3
 
 
 def main():
