@@ -131,14 +131,22 @@ def sonde_run(sonde, argv, secs, port, serve_extra=(), warmup="0.5"):
     """One sonde test (`argv`: the test and its flags) against its own agent in the server
     namespace, on `port`; the result document."""
     import json
+    import threading
     agent = subprocess.Popen(["ip", "netns", "exec", SERVER_NS, sonde, "serve", "--bind", SERVER,
                               "--port", port, *serve_extra],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)
-        out = client([sonde, argv[0], SERVER, *argv[1:], "--port", port, "-t", str(secs),
-                      "--warmup", warmup, "--json", "--no-save"])
-        return json.loads(out)
+        # Ready once it says it listens (its log goes on being read, so it never blocks).
+        for line in agent.stderr:
+            if "listening on" in line:
+                break
+        threading.Thread(target=agent.stderr.read, daemon=True).start()
+        cmd = [sonde, argv[0], SERVER, *argv[1:], "--port", port, "-t", str(secs),
+               "--warmup", warmup, "--json", "--no-save"]
+        r = sh("ip", "netns", "exec", CLIENT_NS, *cmd, check=False, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()[-2000:]} {r.stdout[-3000:]}")
+        return json.loads(r.stdout)
     finally:
         agent.terminate()
         agent.wait()
