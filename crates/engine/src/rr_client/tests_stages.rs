@@ -78,25 +78,34 @@ fn tcp(conns: usize) -> (Vec<RrSocket>, ServerTarget) {
     (c, ServerTarget::Sockets(s))
 }
 
-fn udp() -> (Vec<RrSocket>, ServerTarget) {
+/// `conns` UDP connections to one echo socket.
+fn udp(conns: usize) -> (Vec<RrSocket>, ServerTarget) {
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-    client.connect(server.local_addr().unwrap()).unwrap();
+    let clients = (0..conns)
+        .map(|_| {
+            let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+            client.connect(server.local_addr().unwrap()).unwrap();
+            RrSocket::Udp(client)
+        })
+        .collect();
     let target = ServerTarget::Udp {
         socket: server,
         allowed: "127.0.0.1".parse().unwrap(),
     };
-    (vec![RrSocket::Udp(client)], target)
+    (clients, target)
 }
 
-/// TCP windows of 1 and 2x4, and UDP, on `engines`.
+/// TCP windows of 1 and 2x4, and UDP windows of 1 and 2x2 (two connections answered by
+/// one echo socket, their sequence numbers alike), on `engines`.
 fn split_everything(engines: Engines) {
     for (conns, window) in [(1, 1), (2, 4)] {
         let (rtt, stages) = run(tcp(conns), window, engines);
         check(&format!("{engines:?} tcp {conns}x{window}"), &rtt, &stages);
     }
-    let (rtt, stages) = run(udp(), 1, engines);
-    check(&format!("{engines:?} udp"), &rtt, &stages);
+    for (conns, window) in [(1, 1), (2, 2)] {
+        let (rtt, stages) = run(udp(conns), window, engines);
+        check(&format!("{engines:?} udp {conns}x{window}"), &rtt, &stages);
+    }
 }
 
 #[test]
@@ -114,6 +123,6 @@ fn io_uring_messages_split_into_the_same_stages() {
     split_everything(URING);
     let (rtt, stages) = run(tcp(2), 4, (true, false));
     check("uring client, kernel echo: tcp 2x4", &rtt, &stages);
-    let (rtt, stages) = run(udp(), 1, (false, true));
+    let (rtt, stages) = run(udp(1), 1, (false, true));
     check("kernel client, uring echo: udp", &rtt, &stages);
 }

@@ -9,7 +9,7 @@ pub mod io;
 pub mod stages;
 
 pub use book::{Book, Heads};
-pub use echo::EchoStamps;
+pub use echo::{peer_key, EchoStamps};
 pub use io::{
     enable, now_real, recv_stamped, rx_stamp_of, ErrQueue, TxPoint, TxStamp, RX_CONTROL_BYTES,
 };

@@ -356,21 +356,18 @@ impl<'a> Echo<'a> {
         let ok = from.is_some_and(|a| Some(a.ip()) == self.allowed)
             && !out.is_payload_truncated()
             && check_request(out.payload_data(), p.request_bytes, p.cookie).is_ok();
-        if !ok {
+        let (true, Some(from)) = (ok, from) else {
             self.core.reject(self.k, 1);
             self.ring.bufs.recycle(bid);
             return;
-        }
+        };
         let b = usize::from(bid);
         let at = b * p.response_bytes;
         let head = out.payload_data().len().min(p.response_bytes);
         self.tx[at..at + head].copy_from_slice(&out.payload_data()[..head]);
         if let Some(st) = &mut self.udp_stamps {
-            stamped::answering(
-                st,
-                out.control_data(),
-                &mut self.tx[at..at + p.response_bytes],
-            );
+            let answer = &mut self.tx[at..at + p.response_bytes];
+            stamped::answering(st, (out.control_data(), &from), answer);
         }
         let name = out.name_data();
         let r = &mut self.replies[b];

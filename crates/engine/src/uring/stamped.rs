@@ -7,12 +7,13 @@
 //! up to 16 stamps per call, while a stamp is awaited): the io-uring crate has no
 //! operation that reads it.
 
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types};
 
 use super::ring::GROUP;
-use crate::stamps::{rx_stamp_of, EchoStamps, FIGURE_BYTES, RX_CONTROL_BYTES};
+use crate::stamps::{peer_key, rx_stamp_of, EchoStamps, FIGURE_BYTES, RX_CONTROL_BYTES};
 use crate::udp_match::{REQUEST_HEADER_BYTES, SEQ_BYTES};
 
 /// `io_uring_recvmsg_out`: four u32 (the lengths of the address, the control messages
@@ -128,15 +129,20 @@ impl EchoSends {
     }
 }
 
-/// A UDP echo's answer: the request's arrival stamp (among `control`, its receive's
-/// control messages) read, and the answer's figures written behind the request's header
-/// that `answer` starts with (as the kernel engine's echo does); call just before sending.
-pub(crate) fn answering(st: &mut EchoStamps, control: &[u8], answer: &mut [u8]) {
+/// A UDP echo's answer to `from`: the request's arrival stamp (among `control`, its
+/// receive's control messages) read, and the answer's figures written behind the request's
+/// header that `answer` starts with (as the kernel engine's echo does); call just before
+/// sending.
+pub(crate) fn answering(
+    st: &mut EchoStamps,
+    (control, from): (&[u8], &SocketAddr),
+    answer: &mut [u8],
+) {
     st.read(rx_stamp_of(control));
     // Every answer is counted (its send's stamp id is its count), even one too short.
     let seq = answer
         .get(..SEQ_BYTES)
         .map_or(0, |h| u64::from_le_bytes(h.try_into().expect("8 bytes")));
     let at = REQUEST_HEADER_BYTES.min(answer.len());
-    st.answering(Some(seq as u32), &mut answer[at..]);
+    st.answering(Some((seq as u32, peer_key(from))), &mut answer[at..]);
 }
