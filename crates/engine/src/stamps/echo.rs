@@ -206,7 +206,7 @@ mod tests {
                 let n = c.recv(&mut got).unwrap();
                 let f = EchoFigures::read(&got[..n]).unwrap();
                 assert_eq!(f.tag, seq);
-                let told = (seq > 0).then(|| seq - 1).unwrap_or(UNKNOWN);
+                let told = if seq > 0 { seq - 1 } else { UNKNOWN };
                 assert_eq!(f.sent_tag, told, "{to}: {f:?}");
                 assert_eq!(f.send_ns == UNKNOWN, seq == 0, "{to}: {f:?}");
             }
