@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::stages::{stage, staged, two_cpus, STAGES};
+use common::stages::{stage, staged, staged_test, two_cpus, STAGES};
 use common::*;
 use serde_json::Value;
 
@@ -16,32 +16,62 @@ fn every_message_splits_into_stages_that_sum_to_its_round_trip() {
     }
     let agent = lab.start_agent();
     for extra in [&[][..], &["--udp"][..]] {
-        let doc = staged(&lab, &agent, extra);
-        let end = &doc["end"];
-        let s = &end["stages"];
-        let count = end["latency_ns"]["count"].as_u64().unwrap();
-        let split = s["split"].as_u64().unwrap();
-        assert_eq!(s["disordered"], 0, "{extra:?}: {s}");
-        // The first messages may beat the kernel's switching its receive stamps on.
-        assert!(
-            split + s["missing"].as_u64().unwrap() == count && split * 100 >= count * 99,
-            "{extra:?}: {split} of {count} split: {s}"
-        );
-        for name in STAGES {
-            assert_eq!(s["ns"][name]["count"].as_u64(), Some(split), "{name}");
+        every_message_split(&staged(&lab, &agent, extra), extra);
+    }
+}
+
+/// The same on the io_uring engine (both ends): ping over TCP and UDP, and rpc over 4
+/// TCP or UDP connections of windows of 1 on one worker.
+#[test]
+fn io_uring_splits_every_message_into_the_same_stages() {
+    let Some(lab) = Lab::new() else { return };
+    if !two_cpus() {
+        return;
+    }
+    let agent = lab.start_agent();
+    let uring = ["--engine", "uring"];
+    for (test, extra) in [
+        ("ping", &uring[..]),
+        ("ping", &["--engine", "uring", "--udp"][..]),
+        ("rpc", &["--engine", "uring", "-C", "4"][..]),
+        // Four connections answered by one echo socket, their sequence numbers alike.
+        ("rpc", &["--engine", "uring", "-C", "4", "--udp"][..]),
+    ] {
+        let doc = staged_test(&lab, &agent, test, extra);
+        for side in ["client", "server"] {
+            assert_eq!(doc["end"][side]["engine"], "uring", "{test} {extra:?}");
         }
-        // Each message's stages sum to its round trip, so the stages' means sum to the
-        // mean round trip (of the split messages: all but a few).
-        let sum: f64 = STAGES.iter().map(|n| stage(&doc, n, "mean")).sum();
-        let mean = end["latency_ns"]["mean"].as_f64().unwrap();
-        assert!(
-            (sum - mean).abs() / mean < 0.03,
-            "{extra:?}: stages sum to {sum:.0} ns, the round trips' mean is {mean:.0}"
-        );
-        // Every interval says where its own round trips went.
-        for i in doc["intervals"].as_array().unwrap() {
-            assert!(i["stages"]["split"].as_u64().unwrap_or(0) > 0, "{i}");
-        }
+        every_message_split(&doc, extra);
+    }
+}
+
+/// Every message of `doc` split (but a few first ones missing a stamp), none out of
+/// order, and the stages' means summing to the round trips' mean within 3 %.
+fn every_message_split(doc: &Value, extra: &[&str]) {
+    let end = &doc["end"];
+    let s = &end["stages"];
+    let count = end["latency_ns"]["count"].as_u64().unwrap();
+    let split = s["split"].as_u64().unwrap();
+    assert_eq!(s["disordered"], 0, "{extra:?}: {s}");
+    // The first messages may beat the kernel's switching its receive stamps on.
+    assert!(
+        split + s["missing"].as_u64().unwrap() == count && split * 100 >= count * 99,
+        "{extra:?}: {split} of {count} split: {s}"
+    );
+    for name in STAGES {
+        assert_eq!(s["ns"][name]["count"].as_u64(), Some(split), "{name}");
+    }
+    // Each message's stages sum to its round trip, so the stages' means sum to the
+    // mean round trip (of the split messages: all but a few).
+    let sum: f64 = STAGES.iter().map(|n| stage(doc, n, "mean")).sum();
+    let mean = end["latency_ns"]["mean"].as_f64().unwrap();
+    assert!(
+        (sum - mean).abs() / mean < 0.03,
+        "{extra:?}: stages sum to {sum:.0} ns, the round trips' mean is {mean:.0}"
+    );
+    // Every interval says where its own round trips went.
+    for i in doc["intervals"].as_array().unwrap() {
+        assert!(i["stages"]["split"].as_u64().unwrap_or(0) > 0, "{i}");
     }
 }
 

@@ -14,8 +14,9 @@ use std::time::Instant;
 use super::flight::{self, Flight};
 use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
+use super::stamped::{Read, Stamps};
 use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
-use crate::stamps::{self, Book, EchoFigures, ErrQueue, Heads};
+use crate::stamps;
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
@@ -38,20 +39,8 @@ struct Conn {
     tx_left: usize,
     rx_acc: usize,
     dead: bool,
-    /// Requests started on it (a UDP request's sequence number; a TCP one's index).
-    started: u64,
-    /// TCP: answers completed (the index of the next one).
-    completed: u64,
     /// With stages: its messages' readings.
     stamps: Option<Stamps>,
-}
-
-/// A connection's readings of its messages, with the error queue and (TCP) the echo's
-/// figures read off the stream.
-struct Stamps {
-    book: Book,
-    queue: ErrQueue,
-    heads: Heads,
 }
 
 struct Worker<'a, 'r> {
@@ -106,9 +95,7 @@ impl<'a, 'r> Worker<'a, 'r> {
                 tx_left: 0,
                 rx_acc: 0,
                 dead: false,
-                started: 0,
-                completed: 0,
-                stamps: stamping(fd, udp, p)?,
+                stamps: Stamps::new(fd, udp, p)?,
             });
         }
         let multi = if n > 1 {
@@ -195,9 +182,8 @@ impl<'a, 'r> Worker<'a, 'r> {
                     c.flight.start(c.udp, (!p.open_loop).then_some(self.now));
                     self.counters.add_to(SENT, 1);
                     if let Some(st) = &mut c.stamps {
-                        st.book.sent(c.started, stamps::now_real());
+                        st.sent(stamps::now_real());
                     }
-                    c.started += 1;
                 }
                 if c.udp {
                     c.flight.seq.stamp(&mut self.buf);
@@ -293,7 +279,7 @@ impl<'a, 'r> Worker<'a, 'r> {
                 last = got.or(last);
             }
             if let Some(st) = &mut c.stamps {
-                self.rec.file_stages(&mut st.book, false);
+                st.file(self.rec, false);
             }
         }
         match last {
@@ -318,7 +304,7 @@ impl<'a, 'r> Worker<'a, 'r> {
         for c in &mut self.conns {
             c.flight.account(&self.shared.plan, &mut self.end);
             if let Some(st) = &mut c.stamps {
-                self.rec.file_stages(&mut st.book, true);
+                st.file(self.rec, true);
             }
         }
         self.end
@@ -329,67 +315,10 @@ impl Conn {
     /// Reads the stamps of its sends from the error queue, when one is awaited (or
     /// `always`: one woke the wait).
     fn collect_stamps(&mut self, always: bool) {
-        if let Some(st) = self
-            .stamps
-            .as_mut()
-            .filter(|s| always || s.book.wants_stamps())
-        {
-            let book = &mut st.book;
-            let _ = st.queue.drain(self.fd, |s| book.stamped(s));
+        if let Some(st) = &mut self.stamps {
+            st.collect(self.fd, always);
         }
     }
-}
-
-/// One read's answers, as the stages need them.
-struct Read<'a> {
-    data: &'a [u8],
-    udp: bool,
-    /// Answers the read completed.
-    responses: usize,
-    /// The read's receive stamp, and the real clock after it.
-    readings: (Option<u64>, u64),
-    /// Inside the measured window.
-    counted: bool,
-}
-
-impl Stamps {
-    /// Gives the book the answers of one read: TCP's in order (`completed` counts them),
-    /// a matched UDP reply by the sequence number it echoes.
-    fn answered(&mut self, r: Read<'_>, completed: &mut u64) {
-        if r.udp {
-            if r.responses == 1 {
-                let seq = u64::from_le_bytes(r.data[..8].try_into().expect("a matched reply"));
-                let f = r
-                    .data
-                    .get(REQUEST_HEADER_BYTES..)
-                    .and_then(EchoFigures::read);
-                self.book.answered(seq, r.readings, f, r.counted);
-            }
-            return;
-        }
-        self.heads.feed(r.data);
-        for _ in 0..r.responses {
-            let f = self.heads.take();
-            self.book.answered(*completed, r.readings, f, r.counted);
-            *completed += 1;
-        }
-    }
-}
-
-/// With stages: switches the socket's kernel timestamps on and makes its readings.
-fn stamping(fd: RawFd, udp: bool, p: &ClientPlan) -> Result<Option<Stamps>, WorkerEnd> {
-    if !p.stages {
-        return Ok(None);
-    }
-    stamps::enable(fd).map_err(|e| WorkerEnd {
-        error: Some(format!("SO_TIMESTAMPING: {e}")),
-        ..Default::default()
-    })?;
-    Ok(Some(Stamps {
-        book: Book::new((!udp).then_some(p.request_bytes), p.window),
-        queue: ErrQueue::default(),
-        heads: Heads::new(p.response_bytes),
-    }))
 }
 
 /// Gives a UDP socket the loss timeout as its receive timeout, so that a blocking
@@ -454,7 +383,7 @@ fn read_answers(
                         readings: (rx, real),
                         counted: rec.counts(t),
                     };
-                    st.answered(read, &mut c.completed);
+                    st.answered(read);
                 }
                 // A short TCP read drained the socket, and a UDP flow with nothing left in
                 // flight has nothing more to read; readiness is level-triggered, so a

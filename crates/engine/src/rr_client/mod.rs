@@ -20,6 +20,7 @@ pub(crate) mod flight;
 pub(crate) mod handoff;
 mod plan;
 pub(crate) mod recorder;
+pub(crate) mod stamped;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

@@ -1,22 +1,44 @@
-//! Stages of real messages over loopback: every stage filed, none out of order, and the
-//! stages add up to the round trips the client measured.
+//! Stages of real messages over loopback, on either engine at either end: every stage
+//! filed, none out of order, and the stages add up to the round trips the client measured.
 
 use super::tests::{finish, plan, server_plan, tcp_pairs};
 use super::*;
 use crate::rr_server::{RrServer, ServerTarget};
 use crate::stamps::{StageHists, STAGES};
+use crate::uring::rr_server::UringTarget;
 use crate::wait::Poll;
 use std::net::UdpSocket;
 
-/// Runs a client of `window` over `client` against `server`, with stages on both ends;
-/// the round trips and the stages, both over the whole run.
-fn run(client: Vec<RrSocket>, server: ServerTarget, window: usize) -> (Histogram, StageHists) {
+/// Which engine runs each end: io_uring's client, io_uring's echo.
+type Engines = (bool, bool);
+const KERNEL: Engines = (false, false);
+const URING: Engines = (true, true);
+
+/// Runs a client of `window` over `client` against `server`, with stages on both ends,
+/// each end on its engine; the round trips and the stages, both over the whole run.
+fn run(
+    (client, server): (Vec<RrSocket>, ServerTarget),
+    window: usize,
+    (uring_client, uring_echo): Engines,
+) -> (Histogram, StageHists) {
     let mut sp = server_plan(None, Poll::Block);
     sp.stages = true;
-    let _server = RrServer::spawn(server, sp).unwrap();
+    let _server = match (uring_echo, server) {
+        (false, server) => RrServer::spawn(server, sp),
+        (true, ServerTarget::Sockets(s)) => RrServer::spawn_uring(UringTarget::Sockets(s), sp),
+        (true, ServerTarget::Udp { socket, allowed }) => {
+            RrServer::spawn_uring(UringTarget::Udp { socket, allowed }, sp)
+        }
+        (true, ServerTarget::Accept { .. }) => unreachable!("open connections only"),
+    }
+    .unwrap();
     let mut p = plan(window, None, false, 0.4);
     p.stages = true;
-    let mut c = RrClient::spawn(Target::Sockets(client), p).unwrap();
+    let mut c = match uring_client {
+        false => RrClient::spawn(Target::Sockets(client), p),
+        true => RrClient::spawn_uring(client, p),
+    }
+    .unwrap();
     let (rtt, ends) = finish(&mut c);
     assert!(ends.iter().all(|e| e.error.is_none()), "{ends:?}");
     let mut stages = StageHists::new();
@@ -51,21 +73,56 @@ fn check(what: &str, rtt: &Histogram, s: &StageHists) {
     assert_eq!(s.stages.len(), STAGES);
 }
 
-#[test]
-fn tcp_and_udp_messages_split_into_stages_that_sum_to_the_round_trip() {
-    let _timed = crate::timing_lock();
-    for (conns, window) in [(1, 1), (2, 4)] {
-        let (c, s) = tcp_pairs(conns);
-        let (rtt, stages) = run(c, ServerTarget::Sockets(s), window);
-        check(&format!("tcp {conns}x{window}"), &rtt, &stages);
-    }
+fn tcp(conns: usize) -> (Vec<RrSocket>, ServerTarget) {
+    let (c, s) = tcp_pairs(conns);
+    (c, ServerTarget::Sockets(s))
+}
+
+/// `conns` UDP connections to one echo socket.
+fn udp(conns: usize) -> (Vec<RrSocket>, ServerTarget) {
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-    client.connect(server.local_addr().unwrap()).unwrap();
+    let clients = (0..conns)
+        .map(|_| {
+            let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+            client.connect(server.local_addr().unwrap()).unwrap();
+            RrSocket::Udp(client)
+        })
+        .collect();
     let target = ServerTarget::Udp {
         socket: server,
         allowed: "127.0.0.1".parse().unwrap(),
     };
-    let (rtt, stages) = run(vec![RrSocket::Udp(client)], target, 1);
-    check("udp", &rtt, &stages);
+    (clients, target)
+}
+
+/// TCP windows of 1 and 2x4, and UDP windows of 1 and 2x2 (two connections answered by
+/// one echo socket, their sequence numbers alike), on `engines`.
+fn split_everything(engines: Engines) {
+    for (conns, window) in [(1, 1), (2, 4)] {
+        let (rtt, stages) = run(tcp(conns), window, engines);
+        check(&format!("{engines:?} tcp {conns}x{window}"), &rtt, &stages);
+    }
+    for (conns, window) in [(1, 1), (2, 2)] {
+        let (rtt, stages) = run(udp(conns), window, engines);
+        check(&format!("{engines:?} udp {conns}x{window}"), &rtt, &stages);
+    }
+}
+
+#[test]
+fn tcp_and_udp_messages_split_into_stages_that_sum_to_the_round_trip() {
+    let _timed = crate::timing_lock();
+    split_everything(KERNEL);
+}
+
+/// io_uring's receives bring their stamps in the buffer (RECVMSG's layout), its echo's
+/// batched answers each carry their own figures; and its ends pair with the kernel
+/// engine's (the same figures on the wire, the same client book).
+#[test]
+fn io_uring_messages_split_into_the_same_stages() {
+    let _timed = crate::timing_lock();
+    split_everything(URING);
+    let (rtt, stages) = run(tcp(2), 4, (true, false));
+    check("uring client, kernel echo: tcp 2x4", &rtt, &stages);
+    let (rtt, stages) = run(udp(1), 1, (false, true));
+    check("kernel client, uring echo: udp", &rtt, &stages);
 }

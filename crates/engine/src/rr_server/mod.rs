@@ -343,7 +343,10 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
             st.read(rx);
             let seq = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
             let figures = REQUEST_HEADER_BYTES..REQUEST_HEADER_BYTES + FIGURE_BYTES;
-            st.answering(Some(seq as u32), &mut buf[figures]);
+            st.answering(
+                Some((seq as u32, stamps::peer_key(&from))),
+                &mut buf[figures],
+            );
         }
         // Admission held the answer to the agent's --max-udp-reply-ratio of the request.
         crate::syscalls::one();

@@ -3,6 +3,7 @@
 //! it, told to the client in the figures of each answer.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use super::book::{reached, send_key};
@@ -20,6 +21,27 @@ struct Sent {
     tag: u32,
     /// The real clock just before the send call.
     at: u64,
+    /// Whom it answered ([`peer_key`]; 0 on a TCP connection).
+    peer: u64,
+}
+
+/// An answer whose send stack is known and not yet told.
+#[derive(Debug, Clone, Copy)]
+struct Untold {
+    peer: u64,
+    tag: u32,
+    send_ns: u32,
+}
+
+/// A UDP client's key: its address and port folded into 64 bits. One echo socket answers
+/// every connection of a UDP rpc, whose sequence numbers each count from 0: an answer
+/// tells only its own client's send stacks.
+pub fn peer_key(a: &SocketAddr) -> u64 {
+    let ip = match a {
+        SocketAddr::V4(v) => u128::from(u32::from(*v.ip())),
+        SocketAddr::V6(v) => u128::from(*v.ip()),
+    };
+    ((ip as u64) ^ ((ip >> 64) as u64)).rotate_left(16) ^ u64::from(a.port())
 }
 
 /// The echo's readings on one socket.
@@ -32,9 +54,9 @@ pub struct EchoStamps {
     rx: Option<u64>,
     read_at: u64,
     sends: VecDeque<Sent>,
-    /// Answers whose send stack is known and not yet told (tag, stack), oldest first:
-    /// each answer tells one, so a window of answers sent together are all told.
-    untold: VecDeque<(u32, u32)>,
+    /// Answers whose send stack is known and not yet told, oldest first: each answer
+    /// tells its client's oldest, so a window of answers sent together are all told.
+    untold: VecDeque<Untold>,
     queue: ErrQueue,
 }
 
@@ -59,14 +81,21 @@ impl EchoStamps {
     }
 
     /// Writes the figures of the answer about to be sent into `answer`'s first bytes and
-    /// remembers the send; call just before sending. `tag`: the UDP request's sequence;
-    /// `None` (TCP): the answer's index, which is its request's.
-    pub fn answering(&mut self, tag: Option<u32>, answer: &mut [u8]) {
-        let tag = tag.unwrap_or(self.answers as u32);
+    /// remembers the send; call just before sending. `udp`: the request's sequence and
+    /// its sender's [`peer_key`]; `None` (TCP): the answer's index, which is its request's.
+    pub fn answering(&mut self, udp: Option<(u32, u64)>, answer: &mut [u8]) {
+        let (tag, peer) = udp.unwrap_or((self.answers as u32, 0));
         let now = now_real();
         let key = send_key(self.answer_bytes, self.answers);
         self.answers += 1;
-        let (sent_tag, send_ns) = self.untold.pop_front().unwrap_or((UNKNOWN, UNKNOWN));
+        let told = match self.untold.front() {
+            Some(u) if u.peer == peer => self.untold.pop_front(),
+            _ => {
+                let mine = self.untold.iter().position(|u| u.peer == peer);
+                mine.and_then(|i| self.untold.remove(i))
+            }
+        };
+        let (sent_tag, send_ns) = told.map_or((UNKNOWN, UNKNOWN), |u| (u.tag, u.send_ns));
         let f = EchoFigures {
             tag,
             wake_ns: self.rx.map_or(UNKNOWN, |rx| span32(rx, self.read_at)),
@@ -80,7 +109,12 @@ impl EchoStamps {
         if self.sends.len() == SENDS_KEPT {
             self.sends.pop_front();
         }
-        self.sends.push_back(Sent { key, tag, at: now });
+        self.sends.push_back(Sent {
+            key,
+            tag,
+            at: now,
+            peer,
+        });
     }
 
     /// Reads the driver stamps of the answers sent so far from `fd`'s error queue.
@@ -99,7 +133,11 @@ impl EchoStamps {
                 if untold.len() == SENDS_KEPT {
                     untold.pop_front();
                 }
-                untold.push_back((x.tag, span32(x.at, s.ns)));
+                untold.push_back(Untold {
+                    peer: x.peer,
+                    tag: x.tag,
+                    send_ns: span32(x.at, s.ns),
+                });
             }
         });
     }
@@ -110,7 +148,7 @@ mod tests {
     use super::*;
     use crate::stamps::io::enable;
     use std::io::Read;
-    use std::net::{TcpListener, TcpStream};
+    use std::net::{TcpListener, TcpStream, UdpSocket};
     use std::os::fd::AsRawFd;
 
     /// Each answer carries its own turnaround and the send stack of the one before it,
@@ -141,5 +179,41 @@ mod tests {
                 assert!(f.send_ns < 10_000_000, "{f:?}");
             }
         }
+    }
+
+    /// One UDP echo socket answers two clients in turn, each numbering its requests from
+    /// 0: each answer tells the send stack of its own client's answer before, never the
+    /// other's (whose sequence numbers are the same).
+    #[test]
+    fn a_udp_answer_tells_its_own_clients_send_stacks_only() {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable(s.as_raw_fd()).unwrap();
+        let clients = [0, 1].map(|_| UdpSocket::bind("127.0.0.1:0").unwrap());
+        for c in &clients {
+            c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
+        }
+        let mut e = EchoStamps::new(None);
+        let mut answer = [0u8; 40];
+        for seq in 0..3u32 {
+            for c in &clients {
+                let to = c.local_addr().unwrap();
+                e.read(Some(now_real()));
+                e.answering(Some((seq, peer_key(&to))), &mut answer);
+                s.send_to(&answer, to).unwrap();
+                e.collect(s.as_raw_fd());
+                let mut got = [0u8; 64];
+                let n = c.recv(&mut got).unwrap();
+                let f = EchoFigures::read(&got[..n]).unwrap();
+                assert_eq!(f.tag, seq);
+                let told = if seq > 0 { seq - 1 } else { UNKNOWN };
+                assert_eq!(f.sent_tag, told, "{to}: {f:?}");
+                assert_eq!(f.send_ns == UNKNOWN, seq == 0, "{to}: {f:?}");
+            }
+        }
+        assert_ne!(
+            peer_key(&clients[0].local_addr().unwrap()),
+            peer_key(&clients[1].local_addr().unwrap())
+        );
     }
 }

@@ -121,6 +121,27 @@ pub fn recv_stamped(
     }
 }
 
+/// Room for a receive's control messages: one `scm_timestamping` (three timespecs) with
+/// its header.
+pub const RX_CONTROL_BYTES: usize = 64;
+
+/// The software receive stamp among control messages the kernel wrote elsewhere than in a
+/// `msghdr` of ours (io_uring's `recvmsg_out` layout puts them inside a receive buffer, at
+/// any alignment): they are copied to an aligned buffer first.
+pub fn rx_stamp_of(control: &[u8]) -> Option<u64> {
+    let mut aligned = [0u64; CONTROL_BYTES / 8];
+    let n = control.len().min(CONTROL_BYTES);
+    // SAFETY: copying n bytes into a buffer of CONTROL_BYTES >= n.
+    unsafe {
+        std::ptr::copy_nonoverlapping(control.as_ptr(), aligned.as_mut_ptr().cast::<u8>(), n)
+    };
+    // SAFETY: all-zero is a valid msghdr; it names the aligned copy.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_control = aligned.as_mut_ptr().cast();
+    msg.msg_controllen = n;
+    rx_stamp(&msg)
+}
+
 /// The software stamp among `msg`'s control messages.
 fn rx_stamp(msg: &libc::msghdr) -> Option<u64> {
     let mut found = None;

@@ -9,6 +9,8 @@ pub mod io;
 pub mod stages;
 
 pub use book::{Book, Heads};
-pub use echo::EchoStamps;
-pub use io::{enable, now_real, recv_stamped, ErrQueue, TxPoint, TxStamp};
+pub use echo::{peer_key, EchoStamps};
+pub use io::{
+    enable, now_real, recv_stamped, rx_stamp_of, ErrQueue, TxPoint, TxStamp, RX_CONTROL_BYTES,
+};
 pub use stages::{EchoFigures, Readings, StageHists, Unsplit, FIGURE_BYTES, STAGES};

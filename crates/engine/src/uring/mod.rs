@@ -15,6 +15,7 @@ mod probe;
 mod ring;
 pub mod rr_client;
 pub mod rr_server;
+mod stamped;
 pub mod stream;
 #[cfg(test)]
 mod stream_tests;

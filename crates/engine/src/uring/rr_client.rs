@@ -17,12 +17,15 @@ use io_uring::{cqueue, opcode, squeue, types};
 
 use super::bufs::count_within;
 use super::ring::{Uring, GROUP};
+use super::stamped::MsgLayout;
 use super::{op_of, user_data, Op};
 use crate::pool::Placement;
 use crate::rr_client::flight::{self, Flight};
 use crate::rr_client::recorder::{self, Recorder};
+use crate::rr_client::stamped::{Read, Stamps};
 use crate::rr_client::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::rr_client::{ClientPlan, RrClient, RrSocket, Sockets, WorkerEnd};
+use crate::stamps::now_real;
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 
 /// Receive buffers a worker's ring holds, at most, in bytes (an echo's UDP answers as
@@ -40,6 +43,9 @@ struct Conn {
     sending: usize,
     /// UDP: the next of the connection's `window` request buffers.
     slot: usize,
+    fd: RawFd,
+    /// With stages: its messages' readings.
+    stamps: Option<Stamps>,
 }
 
 impl RrClient {
@@ -74,6 +80,8 @@ struct Worker<'a, 'r> {
     /// TCP: `window` requests of constant bytes; UDP: `window` datagrams per connection.
     tx: Vec<u8>,
     ring: Uring,
+    /// With stages: the receives' layout, with room for the receive stamp.
+    stamped: Option<MsgLayout>,
     last_message: Instant,
     now: Instant,
     end: WorkerEnd,
@@ -92,7 +100,16 @@ fn run(core: &Core, k: usize, owned: &[(RawFd, bool)], rec: &mut Recorder<'_>) -
     let start = Instant::now();
     let n = owned.len();
     let fds: Vec<RawFd> = owned.iter().map(|&(fd, _)| fd).collect();
+    let mut stamps = Vec::with_capacity(n);
+    for &(fd, udp) in owned {
+        match Stamps::new(fd, udp, p) {
+            Ok(s) => stamps.push(s),
+            Err(end) => return end,
+        }
+    }
+    let stamped = p.stages.then(MsgLayout::stamped);
     let (count, size) = receive_buffers(p, n);
+    let size = size + stamped.as_ref().map_or(0, MsgLayout::overhead);
     let ring = match Uring::polled(&fds, count, size, p.sqpoll) {
         Ok(r) => r,
         Err(e) => return failed("setup", e),
@@ -111,8 +128,9 @@ fn run(core: &Core, k: usize, owned: &[(RawFd, bool)], rec: &mut Recorder<'_>) -
         rec,
         conns: owned
             .iter()
+            .zip(stamps)
             .enumerate()
-            .map(|(i, &(_, udp))| Conn {
+            .map(|(i, (&(fd, udp), stamps))| Conn {
                 udp,
                 flight: Flight::new(p, start, i, n),
                 rx_acc: 0,
@@ -120,17 +138,24 @@ fn run(core: &Core, k: usize, owned: &[(RawFd, bool)], rec: &mut Recorder<'_>) -
                 armed: false,
                 sending: 0,
                 slot: 0,
+                fd,
+                stamps,
             })
             .collect(),
         tx,
         ring,
+        stamped,
         last_message: start,
         now: start,
         end: WorkerEnd::default(),
     };
     while w.step() {}
-    for c in &w.conns {
+    for c in &mut w.conns {
         c.flight.account(p, &mut w.end);
+        if let Some(st) = &mut c.stamps {
+            st.collect(c.fd, true);
+            st.file(w.rec, true);
+        }
     }
     w.end
 }
@@ -188,6 +213,8 @@ impl Worker<'_, '_> {
     fn queue(&mut self) -> std::io::Result<usize> {
         let p = &self.core.plan;
         let mut stamped = false;
+        // With stages: the real clock, read with the pass's first request.
+        let mut real = 0;
         let mut completing = 0;
         for i in 0..self.conns.len() {
             let c = &mut self.conns[i];
@@ -195,7 +222,10 @@ impl Worker<'_, '_> {
                 continue;
             }
             if !c.armed {
-                let recv = opcode::RecvMulti::new(types::Fixed(i as u32), GROUP).build();
+                let recv = match &self.stamped {
+                    Some(l) => l.recv(i),
+                    None => opcode::RecvMulti::new(types::Fixed(i as u32), GROUP).build(),
+                };
                 self.ring.push(&recv.user_data(user_data(Op::Recv, i)))?;
                 c.armed = true;
             }
@@ -206,10 +236,16 @@ impl Worker<'_, '_> {
                 self.now = Instant::now();
                 stamped = true;
             }
+            if c.stamps.is_some() && real == 0 {
+                real = now_real();
+            }
             let at = (!p.open_loop).then_some(self.now);
             if c.udp {
                 while c.flight.may_start(p.window) {
                     c.flight.start(true, at);
+                    if let Some(st) = &mut c.stamps {
+                        st.sent(real);
+                    }
                     self.counters.add_to(SENT, 1);
                     let off = (i * p.window + c.slot) * p.request_bytes;
                     let d = &mut self.tx[off..off + p.request_bytes];
@@ -226,6 +262,9 @@ impl Worker<'_, '_> {
                 let mut due = 0;
                 while c.flight.may_start(p.window) {
                     c.flight.start(false, at);
+                    if let Some(st) = &mut c.stamps {
+                        st.sent(real);
+                    }
                     due += 1;
                 }
                 self.counters.add_to(SENT, due as u64);
@@ -265,10 +304,11 @@ impl Worker<'_, '_> {
     fn complete(&mut self) {
         let t = Instant::now();
         self.now = t;
+        let real = self.stamped.as_ref().map_or(0, |_| now_real());
         let mut cqes = std::mem::take(&mut self.ring.cqes);
         for cqe in &cqes {
             match op_of(cqe.user_data()) {
-                (Some(Op::Recv), i) => self.received(i, cqe, t),
+                (Some(Op::Recv), i) => self.received(i, cqe, (t, real)),
                 (Some(Op::Send), i) => self.sent(i, cqe.result()),
                 (Some(Op::Wake) | None, _) => {}
             }
@@ -276,9 +316,24 @@ impl Worker<'_, '_> {
         self.ring.bufs.publish();
         cqes.clear();
         self.ring.cqes = cqes;
+        if self.stamped.is_some() {
+            self.file_stages();
+        }
     }
 
-    fn received(&mut self, i: usize, cqe: &cqueue::Entry, t: Instant) {
+    /// With stages: reads the stamps of the sends the last enter made, and files the
+    /// messages they completed.
+    fn file_stages(&mut self) {
+        for c in &mut self.conns {
+            if let Some(st) = &mut c.stamps {
+                st.collect(c.fd, false);
+                st.file(self.rec, false);
+            }
+        }
+    }
+
+    /// A receive completed at `t` (and at `real` on the real clock, with stages).
+    fn received(&mut self, i: usize, cqe: &cqueue::Entry, (t, real): (Instant, u64)) {
         let p = &self.core.plan;
         let res = cqe.result();
         let c = &mut self.conns[i];
@@ -306,11 +361,16 @@ impl Worker<'_, '_> {
         let Some(bid) = cqueue::buffer_select(cqe.flags()) else {
             return;
         };
-        let got = res as usize;
+        let buf = self.ring.bufs.get(bid, res as usize);
+        let (data, rx) = match &self.stamped {
+            Some(l) => l.data(buf),
+            None => (buf, None),
+        };
+        let got = data.len();
         self.last_message = t;
         // TCP answers arrive in order; a UDP reply names its request.
         let (first, responses) = if c.udp {
-            match c.flight.seq.reply(self.ring.bufs.get(bid, got)) {
+            match c.flight.seq.reply(data) {
                 Reply::Matched(pos) => (pos, 1),
                 _ => (0, 0),
             }
@@ -320,7 +380,6 @@ impl Worker<'_, '_> {
             c.rx_acc %= p.response_bytes;
             (0, r)
         };
-        self.ring.bufs.recycle(bid);
         for _ in 0..responses {
             let Some(s) = c.flight.answered(p, first, t) else {
                 break;
@@ -328,6 +387,16 @@ impl Worker<'_, '_> {
             self.rec.record(s, t);
             self.counters.add_to(COMPLETED, 1);
         }
+        if let Some(st) = &mut c.stamps {
+            st.answered(Read {
+                data,
+                udp: c.udp,
+                responses,
+                readings: (rx, real),
+                counted: self.rec.counts(t),
+            });
+        }
+        self.ring.bufs.recycle(bid);
     }
 
     fn sent(&mut self, i: usize, res: i32) {

@@ -14,12 +14,14 @@ use io_uring::{cqueue, opcode, types};
 use super::bufs::count_within;
 use super::ring::{Uring, GROUP};
 use super::rr_client::RECEIVE_BYTES;
+use super::stamped::{self, EchoSends, MsgLayout};
 use super::{op_of, user_data, Op};
 use crate::poller::EventFd;
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
 use crate::rr_server::workers::{Core, Shared as Carrier, ANSWERED};
 use crate::rr_server::{RrServer, ServerPlan};
+use crate::stamps::{self, EchoStamps};
 use crate::udp_match::check_request;
 
 /// What the io_uring echo answers on.
@@ -104,6 +106,8 @@ struct Conn {
     sending: usize,
     armed: bool,
     dead: bool,
+    /// With stages: its readings and its answers' figures.
+    stamps: Option<Box<EchoSends>>,
 }
 
 /// A UDP answer in flight: where it goes and its bytes (the request's header echoed),
@@ -125,8 +129,13 @@ struct Echo<'a> {
     /// TCP: answers' constant bytes; UDP: one answer per receive buffer.
     tx: Vec<u8>,
     replies: Vec<Reply>,
-    /// RecvMsgMulti's layout: the address it keeps before each datagram.
-    layout: libc::msghdr,
+    /// RecvMsgMulti's layout (UDP, and TCP with stages): the address it keeps before each
+    /// datagram, and the receive stamp with stages; `None`: a plain multishot receive.
+    layout: Option<MsgLayout>,
+    /// The sockets, by fixed file: with stages, their error queues are read.
+    fds: Vec<RawFd>,
+    /// UDP with stages: the echo's readings.
+    udp_stamps: Option<EchoStamps>,
     /// UDP answers queued since the last wait.
     replies_queued: usize,
     last_message: Instant,
@@ -148,12 +157,24 @@ fn batch(response_bytes: usize) -> usize {
 impl<'a> Echo<'a> {
     fn new(core: &'a Core, k: usize, fds: &[RawFd], allowed: Option<IpAddr>) -> io::Result<Self> {
         let p = &core.plan;
+        if p.stages {
+            for &fd in fds {
+                stamps::enable(fd)
+                    .map_err(|e| io::Error::other(format!("SO_TIMESTAMPING: {e}")))?;
+            }
+        }
+        let storage = std::mem::size_of::<libc::sockaddr_storage>();
+        let layout = match allowed {
+            Some(_) => Some(MsgLayout::new(storage, p.stages)),
+            None => p.stages.then(MsgLayout::stamped),
+        };
+        let overhead = layout.as_ref().map_or(0, MsgLayout::overhead);
         // Each UDP buffer holds one datagram behind RecvMsgMulti's header and address.
         let (want, size) = match allowed {
-            Some(_) => (256, p.request_bytes + 256),
+            Some(_) => (256, p.request_bytes + 112 + overhead),
             None => (
                 fds.len() * 2,
-                (BATCH * p.request_bytes).clamp(4096, 64 << 10),
+                (BATCH * p.request_bytes).clamp(4096, 64 << 10) + overhead,
             ),
         };
         // UDP: an answer is kept per buffer too, so the larger of the two sizes the count
@@ -175,18 +196,26 @@ impl<'a> Echo<'a> {
             Some(_) => (0..count).map(|_| zeroed()).collect(),
             None => Vec::new(),
         };
-        // SAFETY: as above.
-        let mut layout: libc::msghdr = unsafe { std::mem::zeroed() };
-        layout.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+        let tcp_stamps = || {
+            let sends = EchoSends::new(batch(p.response_bytes), p.response_bytes);
+            (p.stages && allowed.is_none()).then_some(sends)
+        };
         Ok(Echo {
             core,
             k,
             ring,
-            conns: (0..fds.len()).map(|_| Conn::default()).collect(),
+            conns: (0..fds.len())
+                .map(|_| Conn {
+                    stamps: tcp_stamps(),
+                    ..Conn::default()
+                })
+                .collect(),
             allowed,
             tx: vec![0xa5u8; tx_len],
             replies,
             layout,
+            fds: fds.to_vec(),
+            udp_stamps: (p.stages && allowed.is_some()).then(|| EchoStamps::new(None)),
             replies_queued: 0,
             last_message: Instant::now(),
         })
@@ -221,8 +250,23 @@ impl<'a> Echo<'a> {
             self.ring.bufs.publish();
             cqes.clear();
             self.ring.cqes = cqes;
+            if self.core.plan.stages {
+                self.collect_stamps();
+            }
         }
         Ok(())
+    }
+
+    /// With stages: reads the driver stamps of the answers the last enter sent.
+    fn collect_stamps(&mut self) {
+        for (c, &fd) in self.conns.iter_mut().zip(&self.fds) {
+            if let Some(s) = &mut c.stamps {
+                s.collect(fd);
+            }
+        }
+        if let Some(s) = &mut self.udp_stamps {
+            s.collect(self.fds[0]);
+        }
     }
 
     /// Arms ended receives and queues each TCP connection's owed answers as one send;
@@ -236,10 +280,9 @@ impl<'a> Echo<'a> {
                 continue;
             }
             if !c.armed {
-                let fd = types::Fixed(i as u32);
-                let recv = match self.allowed {
-                    Some(_) => opcode::RecvMsgMulti::new(fd, &self.layout, GROUP).build(),
-                    None => opcode::RecvMulti::new(fd, GROUP).build(),
+                let recv = match &self.layout {
+                    Some(l) => l.recv(i),
+                    None => opcode::RecvMulti::new(types::Fixed(i as u32), GROUP).build(),
                 };
                 self.ring.push(&recv.user_data(user_data(Op::Recv, i)))?;
                 c.armed = true;
@@ -247,9 +290,12 @@ impl<'a> Echo<'a> {
             if c.owed > 0 && c.sending == 0 {
                 c.sending = c.owed.min(batch(p.response_bytes));
                 let len = (c.sending * p.response_bytes) as u32;
-                let send = opcode::Send::new(types::Fixed(i as u32), self.tx.as_ptr(), len)
-                    .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
-                    .build();
+                let send = match &mut c.stamps {
+                    Some(s) => s.send(i, c.sending, &self.tx, p.response_bytes),
+                    None => opcode::Send::new(types::Fixed(i as u32), self.tx.as_ptr(), len)
+                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+                        .build(),
+                };
                 self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
                 self.core.answered[self.k].add_to(ANSWERED, c.sending as u64);
                 sends += 1;
@@ -278,9 +324,20 @@ impl<'a> Echo<'a> {
             return;
         }
         let p = &self.core.plan;
-        c.rx_acc += res as usize;
-        c.owed += c.rx_acc / p.request_bytes;
+        let (got, rx) = match &self.layout {
+            Some(l) => {
+                let (data, rx) = l.data(self.ring.bufs.get(bid, res as usize));
+                (data.len(), rx)
+            }
+            None => (res as usize, None),
+        };
+        c.rx_acc += got;
+        let whole = c.rx_acc / p.request_bytes;
+        c.owed += whole;
         c.rx_acc %= p.request_bytes;
+        if let Some(s) = c.stamps.as_mut().filter(|_| whole > 0) {
+            s.read(rx);
+        }
         self.ring.bufs.recycle(bid);
     }
 
@@ -289,7 +346,8 @@ impl<'a> Echo<'a> {
     fn answer_datagram(&mut self, i: usize, bid: u16, len: usize) {
         let p = &self.core.plan;
         let buf = self.ring.bufs.get(bid, len);
-        let Ok(out) = types::RecvMsgOut::parse(buf, &self.layout) else {
+        let layout = self.layout.as_ref().expect("a UDP echo's layout");
+        let Ok(out) = types::RecvMsgOut::parse(buf, layout.msghdr()) else {
             self.core.reject(self.k, 1);
             self.ring.bufs.recycle(bid);
             return;
@@ -298,15 +356,19 @@ impl<'a> Echo<'a> {
         let ok = from.is_some_and(|a| Some(a.ip()) == self.allowed)
             && !out.is_payload_truncated()
             && check_request(out.payload_data(), p.request_bytes, p.cookie).is_ok();
-        if !ok {
+        let (true, Some(from)) = (ok, from) else {
             self.core.reject(self.k, 1);
             self.ring.bufs.recycle(bid);
             return;
-        }
+        };
         let b = usize::from(bid);
         let at = b * p.response_bytes;
         let head = out.payload_data().len().min(p.response_bytes);
         self.tx[at..at + head].copy_from_slice(&out.payload_data()[..head]);
+        if let Some(st) = &mut self.udp_stamps {
+            let answer = &mut self.tx[at..at + p.response_bytes];
+            stamped::answering(st, (out.control_data(), &from), answer);
+        }
         let name = out.name_data();
         let r = &mut self.replies[b];
         // SAFETY: copying at most sizeof(sockaddr_storage) bytes into it.

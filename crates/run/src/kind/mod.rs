@@ -314,16 +314,19 @@ mod refusal_tests {
     }
 
     #[test]
-    fn stages_are_the_kernel_engines_on_open_connections() {
+    fn stages_are_the_socket_engines_on_open_connections() {
         let stages = |r: &mut RrSpec| r.stages = true;
+        rpc(Engine::Kernel, stages).unwrap();
+        rpc(Engine::Uring, stages).unwrap();
+        let xdp = |r: &mut RrSpec| (r.stages, r.transport) = (true, Transport::Udp);
         refused(
-            rpc(Engine::Uring, stages),
+            rpc(Engine::Xdp, xdp),
             "--stages",
-            "kernel only, not uring",
+            "--engine kernel or uring, not xdp",
         );
         let crr = |r: &mut RrSpec| (r.stages, r.connect_per_request, r.window) = (true, true, 1);
         refused(rpc(Engine::Kernel, crr), "--stages", "--crr");
-        rpc(Engine::Kernel, stages).unwrap();
+        refused(rpc(Engine::Uring, crr), "--crr", "--engine kernel");
     }
 
     #[test]

@@ -23,6 +23,15 @@ pub fn staged(lab: &Lab, agent: &Agent, extra: &[&str]) -> Value {
 /// The ping document of a run of `secs` with stages, pinned: client on CPU 0, echo on
 /// CPU 1, so that a cause planted on one CPU meets one end only.
 pub fn staged_for(lab: &Lab, agent: &Agent, secs: &str, extra: &[&str]) -> Value {
+    staged_run(lab, agent, "ping", secs, extra)
+}
+
+/// The document of `test` (ping, rpc) with stages for a second, pinned as [`staged`].
+pub fn staged_test(lab: &Lab, agent: &Agent, test: &str, extra: &[&str]) -> Value {
+    staged_run(lab, agent, test, "1", extra)
+}
+
+fn staged_run(lab: &Lab, agent: &Agent, test: &str, secs: &str, extra: &[&str]) -> Value {
     let mut args = vec![
         "--stages",
         "-t",
@@ -38,7 +47,7 @@ pub fn staged_for(lab: &Lab, agent: &Agent, secs: &str, extra: &[&str]) -> Value
         "--json",
     ];
     args.extend_from_slice(extra);
-    doc_of(&run(lab.sonde(agent, "ping", &args)))
+    doc_of(&run(lab.sonde(agent, test, &args)))
 }
 
 /// A stage's figure `q` (`mean`, `p50`, `p99`) in nanoseconds.

@@ -58,11 +58,8 @@ const SYSCALLS: Spawners = Spawners {
 };
 
 impl RrBackend for Kernel {
-    /// The stages are this engine's kernel timestamps, taken on open connections.
-    fn owns(&self, spec: &RrSpec) -> Option<&'static str> {
-        spec.stages.then_some("--stages")
-    }
-
+    /// The stages (this engine's and io_uring's kernel timestamps) are taken on open
+    /// connections.
     fn refuse(&self, spec: &RrSpec) -> Result<(), SpecError> {
         if spec.stages && spec.connect_per_request {
             return Err(SpecError {

@@ -163,12 +163,12 @@ impl TypedKind for RequestResponse {
     }
 
     /// rpc: io_uring, 1.3x the kernel engine's requests per second at -C 32 on this
-    /// machine (BENCHMARKS.md); ping, a new connection per request and the floor
-    /// (`--self-noise`) run the kernel engine.
+    /// machine, 1.1x with `--stages` (BENCHMARKS.md); ping, a new connection per request
+    /// and the floor (`--self-noise`) run the kernel engine.
     fn fastest(&self, r: &RrSpec, test: TestName) -> sonde_results::Engine {
         let batches = test == TestName::Rpc;
-        // The floor and the stages are the kernel engine's.
-        let kernel_only = r.self_noise_ms.is_some() || r.stages;
+        // The floor is the kernel engine's.
+        let kernel_only = r.self_noise_ms.is_some();
         if r.sqpoll || (batches && !r.connect_per_request && !kernel_only) {
             sonde_results::Engine::Uring
         } else {

@@ -36,6 +36,17 @@ impl RrBackend for Xdp {
     /// AF_XDP frames carry UDP only (a new connection per request is TCP's, refused with
     /// it).
     fn refuse(&self, spec: &RrSpec) -> Result<(), SpecError> {
+        if spec.stages {
+            return Err(SpecError {
+                flag: "--stages",
+                reason: format!(
+                    "the stages are the kernel's socket timestamps: --engine {} or {}, not {}",
+                    Engine::Kernel,
+                    Engine::Uring,
+                    Engine::Xdp
+                ),
+            });
+        }
         match spec.transport {
             Transport::Udp => Ok(()),
             Transport::Tcp => Err(SpecError {

@@ -1,0 +1,97 @@
+//! One request connection's stages (`--stages`), whichever engine carries its messages
+//! (system calls or io_uring): its messages' readings ([`Book`]), the stamps of its sends
+//! read from the error queue, and (TCP) the echo's figures read off the stream.
+
+use std::os::fd::RawFd;
+
+use super::plan::{ClientPlan, WorkerEnd};
+use super::recorder::Recorder;
+use crate::stamps::{self, Book, EchoFigures, ErrQueue, Heads};
+use crate::udp_match::REQUEST_HEADER_BYTES;
+
+pub(crate) struct Stamps {
+    book: Book,
+    queue: ErrQueue,
+    heads: Heads,
+    /// Requests started (a UDP request's sequence number; a TCP one's index).
+    started: u64,
+    /// TCP: answers completed (the index of the next one).
+    completed: u64,
+}
+
+/// One read's answers, as the stages need them.
+pub(crate) struct Read<'a> {
+    pub data: &'a [u8],
+    pub udp: bool,
+    /// Answers the read completed.
+    pub responses: usize,
+    /// The read's receive stamp, and the real clock after it.
+    pub readings: (Option<u64>, u64),
+    /// Inside the measured window.
+    pub counted: bool,
+}
+
+impl Stamps {
+    /// With stages (else `None`): switches `fd`'s kernel timestamps on, before its first
+    /// request, and makes its readings.
+    pub fn new(fd: RawFd, udp: bool, p: &ClientPlan) -> Result<Option<Stamps>, WorkerEnd> {
+        if !p.stages {
+            return Ok(None);
+        }
+        stamps::enable(fd).map_err(|e| WorkerEnd {
+            error: Some(format!("SO_TIMESTAMPING: {e}")),
+            ..Default::default()
+        })?;
+        Ok(Some(Stamps {
+            book: Book::new((!udp).then_some(p.request_bytes), p.window),
+            queue: ErrQueue::default(),
+            heads: Heads::new(p.response_bytes),
+            started: 0,
+            completed: 0,
+        }))
+    }
+
+    /// The next request starts; `app_send` is the real clock just before it goes out.
+    #[inline]
+    pub fn sent(&mut self, app_send: u64) {
+        self.book.sent(self.started, app_send);
+        self.started += 1;
+    }
+
+    /// Reads the stamps of its sends from `fd`'s error queue, when one is awaited (or
+    /// `always`: one woke the wait).
+    pub fn collect(&mut self, fd: RawFd, always: bool) {
+        if always || self.book.wants_stamps() {
+            let book = &mut self.book;
+            let _ = self.queue.drain(fd, |s| book.stamped(s));
+        }
+    }
+
+    /// Gives the book the answers of one read: TCP's in order, a matched UDP reply by the
+    /// sequence number it echoes.
+    pub fn answered(&mut self, r: Read<'_>) {
+        if r.udp {
+            if r.responses == 1 {
+                let seq = u64::from_le_bytes(r.data[..8].try_into().expect("a matched reply"));
+                let f = r
+                    .data
+                    .get(REQUEST_HEADER_BYTES..)
+                    .and_then(EchoFigures::read);
+                self.book.answered(seq, r.readings, f, r.counted);
+            }
+            return;
+        }
+        self.heads.feed(r.data);
+        for _ in 0..r.responses {
+            let f = self.heads.take();
+            self.book.answered(self.completed, r.readings, f, r.counted);
+            self.completed += 1;
+        }
+    }
+
+    /// Files its complete messages under the recorder's interval (`all`: at the end,
+    /// every one).
+    pub fn file(&mut self, rec: &mut Recorder<'_>, all: bool) {
+        rec.file_stages(&mut self.book, all);
+    }
+}
