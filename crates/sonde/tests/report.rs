@@ -90,6 +90,8 @@ fn laid_out(browser: &str, html: &Path, width: u32, expr: &str) -> u64 {
         .unwrap()
         .replace("</body>", &script);
     std::fs::write(&probe, text).unwrap();
+    // A browser takes both CPUs for a second: never beside another test's timed pings.
+    let _quiet = Serial::take();
     let o = run({
         let mut c = headless(browser, &profile, width);
         c.arg("--dump-dom")
@@ -115,6 +117,7 @@ fn screenshot(browser: &str, html: &Path, width: u32) {
     );
     let shot = temp_file(&format!("report-{width}.png"));
     let profile = temp_file("chromium-profile");
+    let _quiet = Serial::take();
     let o = run({
         let mut c = headless(browser, &profile, width);
         c.arg(format!("--screenshot={}", shot.display()))
