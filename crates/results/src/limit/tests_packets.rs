@@ -145,6 +145,15 @@ impl Rr {
             poll: self.poll,
             ..Default::default()
         });
+        self.verdict_of(&spec, None)
+    }
+
+    /// The verdict on `spec`'s run, its client's stages `stages` (`--stages`).
+    fn verdict_of(
+        &self,
+        spec: &TestSpec,
+        stages: Option<crate::stages::Stages>,
+    ) -> crate::verdict::LimitedBy {
         let messages = (self.rps * SECS) as u64;
         let part = |latency| RrResult {
             poll: "block".into(),
@@ -176,10 +185,13 @@ impl Rr {
             histogram: None,
         };
         let mut c = side(Role::Client, self.client_busy, 0);
-        c.section = SideSection::Rr(part(Some(latency)));
+        c.section = SideSection::Rr(RrResult {
+            stages,
+            ..part(Some(latency))
+        });
         let mut s = side(Role::Server, self.server_busy, 1);
         s.section = SideSection::Rr(part(None));
-        build(&spec, &c, &s).end.limited_by.expect("a verdict")
+        build(spec, &c, &s).end.limited_by.expect("a verdict")
     }
 }
 
@@ -230,4 +242,51 @@ fn an_open_loop_at_its_rate_is_the_tests_own() {
     }
     .verdict();
     assert_eq!(v.verdict, Limit::TestRate);
+}
+
+/// A paced ping with `--stages`: its rate is how often it samples, so the verdict is the
+/// stage holding the P50 (here the echo's wake-up), not the test's rate; a saturated CPU
+/// still comes first.
+#[test]
+fn a_staged_ping_is_judged_by_its_stages_and_a_saturated_cpu_still_wins() {
+    use crate::stages::{Stage, Stages};
+    let mut stages = Stages {
+        split: 1_000,
+        ..Default::default()
+    };
+    for (stage, us) in [
+        (Stage::ServerWake, 30),
+        (Stage::Outside, 5),
+        (Stage::ClientWake, 10),
+    ] {
+        let mut h = crate::latency::new_histogram();
+        h.record_n(us * 1_000, 1_000).unwrap();
+        stages.ns.insert(stage, LatencySummary::of(&h).unwrap());
+    }
+    let ping = TestSpec::Ping(RrSpec {
+        rate_per_s: Some(1_000.0),
+        stages: true,
+        ..Default::default()
+    });
+    let rr = Rr {
+        rate: Some(1_000.0),
+        poll: PollMode::Block,
+        rps: 1_000.0,
+        mean_rtt_us: 45.0,
+        client_busy: 10.0,
+        server_busy: 10.0,
+    };
+    let v = rr.verdict_of(&ping, Some(stages.clone()));
+    assert_eq!(v.verdict, Limit::ServerWakeUp, "{v:?}");
+    assert_eq!(v.evidence[0].figure, "stages.ns.server_wake.p50");
+    // Without stages the same ping is its own rate's.
+    assert_eq!(rr.verdict_of(&ping, None).verdict, Limit::TestRate);
+    let busy = Rr {
+        server_busy: 99.0,
+        ..rr
+    };
+    assert_eq!(
+        busy.verdict_of(&ping, Some(stages)).verdict,
+        Limit::ReceiverCpu
+    );
 }
