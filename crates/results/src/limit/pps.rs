@@ -73,13 +73,16 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
     }
     if let Some(r) = r_cpu {
         let dropped = loss_signal(if sent > 0.0 { at_receiver / sent } else { 0.0 });
+        let mut strength = r.level * (RECEIVER_KEPT_UP + (1.0 - RECEIVER_KEPT_UP) * dropped);
+        if dropped > 0.0 {
+            // Below the drops it explains, however few: they are what the reader acts on.
+            strength = strength.min(dropped * DROPS_BEFORE_CPU);
+        }
         let mut ev = vec![r.evidence];
         ev.extend(evidence);
         found.push(Finding {
             verdict: Limit::ReceiverCpu,
-            strength: r.level
-                * (RECEIVER_KEPT_UP + (1.0 - RECEIVER_KEPT_UP) * dropped)
-                * DROPS_BEFORE_CPU,
+            strength,
             evidence: ev,
         });
     }

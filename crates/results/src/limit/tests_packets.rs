@@ -97,6 +97,21 @@ fn a_receiver_that_overflowed_its_socket_is_receiver_drops() {
     assert_eq!(v.runner_up.unwrap().verdict, Limit::ReceiverCpu);
 }
 
+/// CI's run (limit_netns): 0.54 % dropped by a receiver whose one CPU was 95 % busy. The
+/// drops still lead; the saturated CPU is their runner-up, however small the drops.
+#[test]
+fn few_drops_at_a_saturated_receiver_are_still_receiver_drops() {
+    let v = Pps {
+        got: 3_978_400,
+        socket_drops: 21_600,
+        receiver_busy: 95.0,
+        ..Pps::plain()
+    }
+    .verdict();
+    assert_eq!(v.verdict, Limit::ReceiverDrops, "{v:?}");
+    assert_eq!(v.runner_up.unwrap().verdict, Limit::ReceiverCpu);
+}
+
 #[test]
 fn loss_no_receiver_counted_is_between_the_hosts() {
     let v = Pps {
