@@ -1,0 +1,301 @@
+//! The probes of one peer in flight, settled into answered, lost forward and lost back.
+//!
+//! A STAMP reflector in stateful mode numbers what it reflects per session, so between two
+//! answered probes (sender numbers `s0 < s1`, reflector numbers `r0 < r1`) the reflector
+//! received `r1 - r0 - 1` of the `s1 - s0 - 1` probes in between: the rest were lost on the
+//! way there, and of those it received, the ones never answered were lost on the way back.
+//! A probe is settled once its deadline passed; an unanswered one whose gap no later answer
+//! closes within [`Ledger::resolve_after`] is lost in an unknown direction (a peer gone
+//! silent). Counters only grow: every probe is counted exactly once.
+
+use std::collections::VecDeque;
+
+/// One probe in flight.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    seq: u32,
+    sent_ns: u64,
+    /// The reflector's number for it, once answered.
+    answered: Option<u32>,
+}
+
+/// How one probe ended, for the caller's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Settled {
+    pub answered: u64,
+    pub lost_forward: u64,
+    pub lost_reverse: u64,
+    pub lost_unknown: u64,
+}
+
+impl Settled {
+    fn add(&mut self, o: Settled) {
+        self.answered += o.answered;
+        self.lost_forward += o.lost_forward;
+        self.lost_reverse += o.lost_reverse;
+        self.lost_unknown += o.lost_unknown;
+    }
+}
+
+/// What an answer was: the first for its probe (and whether it came out of order), a
+/// duplicate, or one for a probe already settled or never sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    First { reordered: bool, rtt_ns: u64 },
+    Duplicate,
+    Unknown,
+}
+
+/// The probes of one peer in flight, in sending order.
+#[derive(Debug)]
+pub struct Ledger {
+    flights: VecDeque<Flight>,
+    /// The last settled answered probe: (sender number, reflector number).
+    last: Option<(u32, u32)>,
+    /// Highest sender number answered so far (for reordering).
+    highest: Option<u32>,
+    /// A probe unanswered this long after it was sent is lost.
+    pub timeout_ns: u64,
+    /// An unanswered probe no later answer explains this long after its deadline is lost
+    /// in an unknown direction.
+    pub resolve_after_ns: u64,
+    /// Most probes kept in flight; beyond, the oldest is settled at once.
+    pub max_flights: usize,
+}
+
+impl Ledger {
+    pub fn new(timeout_ns: u64, resolve_after_ns: u64, max_flights: usize) -> Ledger {
+        Ledger {
+            flights: VecDeque::new(),
+            last: None,
+            highest: None,
+            timeout_ns,
+            resolve_after_ns,
+            max_flights: max_flights.max(1),
+        }
+    }
+
+    /// Probes in flight (settled ones are gone).
+    pub fn in_flight(&self) -> usize {
+        self.flights.len()
+    }
+
+    /// A probe numbered `seq` left at `sent_ns`. Numbers must grow by one per probe.
+    pub fn sent(&mut self, seq: u32, sent_ns: u64) -> Settled {
+        let mut out = Settled::default();
+        while self.flights.len() >= self.max_flights {
+            out.add(self.force_oldest());
+        }
+        self.flights.push_back(Flight {
+            seq,
+            sent_ns,
+            answered: None,
+        });
+        out
+    }
+
+    /// The answer to probe `seq`, numbered `refl_seq` by the reflector, received at `now_ns`.
+    pub fn answered(&mut self, seq: u32, refl_seq: u32, now_ns: u64) -> Answer {
+        let Some(front) = self.flights.front() else {
+            return Answer::Unknown;
+        };
+        let Some(i) = seq.checked_sub(front.seq).map(|d| d as usize) else {
+            return Answer::Unknown;
+        };
+        let Some(f) = self.flights.get_mut(i) else {
+            return Answer::Unknown;
+        };
+        if f.answered.is_some() {
+            return Answer::Duplicate;
+        }
+        if now_ns.saturating_sub(f.sent_ns) > self.timeout_ns {
+            // Too late: it will be settled as lost, as its deadline said.
+            return Answer::Unknown;
+        }
+        f.answered = Some(refl_seq);
+        let reordered = self.highest.is_some_and(|h| seq < h);
+        self.highest = Some(self.highest.map_or(seq, |h| h.max(seq)));
+        Answer::First {
+            reordered,
+            rtt_ns: now_ns.saturating_sub(f.sent_ns),
+        }
+    }
+
+    /// Settles every probe whose fate is known at `now_ns`.
+    pub fn settle(&mut self, now_ns: u64) -> Settled {
+        let mut out = Settled::default();
+        while let Some(front) = self.flights.front().copied() {
+            let due = front.sent_ns + self.timeout_ns;
+            if let Some(r) = front.answered {
+                self.flights.pop_front();
+                self.close(front.seq, r);
+                out.answered += 1;
+                continue;
+            }
+            // Unanswered: the gap up to the next answered probe, once all of it is due.
+            match self.flights.iter().position(|f| f.answered.is_some()) {
+                Some(next) => {
+                    let last_due = self.flights[next - 1].sent_ns + self.timeout_ns;
+                    if now_ns < last_due {
+                        break;
+                    }
+                    out.add(self.close_gap(next));
+                }
+                None if now_ns >= due + self.resolve_after_ns => {
+                    self.flights.pop_front();
+                    out.lost_unknown += 1;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// Settles the `n` unanswered probes before the answered one at index `n`, split by
+    /// the reflector's numbers.
+    fn close_gap(&mut self, n: usize) -> Settled {
+        let next = self.flights[n];
+        let (s1, r1) = (next.seq, next.answered.expect("answered"));
+        // Probes the reflector received between the last answered one and this one.
+        let received = match self.last {
+            // The reflector numbered from 0 again (it restarted): nothing known.
+            Some((_, r0)) if r1 <= r0 => None,
+            Some((s0, r0)) if s1 > s0 => Some((r1 - r0 - 1) as u64),
+            Some(_) => None,
+            None => None,
+        };
+        let gap = self.flights.drain(..n).count() as u64;
+        let mut out = Settled::default();
+        match received {
+            Some(received) => {
+                // Of the gap, the reflector got at most all of it.
+                let back = received.min(gap);
+                out.lost_reverse = back;
+                out.lost_forward = gap - back;
+            }
+            None => out.lost_unknown = gap,
+        }
+        out
+    }
+
+    fn close(&mut self, seq: u32, refl: u32) {
+        self.last = Some((seq, refl));
+    }
+
+    /// The oldest probe settled now, the ledger being full.
+    fn force_oldest(&mut self) -> Settled {
+        let f = self.flights.pop_front().expect("not empty");
+        match f.answered {
+            Some(r) => {
+                self.close(f.seq, r);
+                Settled {
+                    answered: 1,
+                    ..Settled::default()
+                }
+            }
+            None => Settled {
+                lost_unknown: 1,
+                ..Settled::default()
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn ledger() -> Ledger {
+        Ledger::new(100 * MS, 1000 * MS, 64)
+    }
+
+    #[test]
+    fn a_gap_is_split_by_the_reflectors_numbers() {
+        let mut l = ledger();
+        for s in 0..10 {
+            l.sent(s, s as u64 * MS);
+        }
+        // 0 answered (r 0); 1..=4 never come back; the reflector got 1 and 2 (their answers
+        // lost on the way back), 3 and 4 were lost on the way there; 5 answered as r 3.
+        assert!(matches!(l.answered(0, 0, 5 * MS), Answer::First { .. }));
+        assert!(matches!(l.answered(5, 3, 9 * MS), Answer::First { .. }));
+        for s in 6..10 {
+            l.answered(s, s - 2, 12 * MS);
+        }
+        // Nothing settles before the gap's last probe is due.
+        let early = l.settle(50 * MS);
+        assert_eq!(early.answered, 1, "{early:?}");
+        assert_eq!(early.lost_forward + early.lost_reverse, 0);
+        let s = l.settle(200 * MS);
+        assert_eq!(
+            s,
+            Settled {
+                answered: 5,
+                lost_forward: 2,
+                lost_reverse: 2,
+                lost_unknown: 0
+            }
+        );
+        assert_eq!(l.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_silent_peer_loses_probes_in_an_unknown_direction_after_the_resolve_time() {
+        let mut l = ledger();
+        l.sent(0, 0);
+        l.answered(0, 0, MS);
+        l.sent(1, 10 * MS);
+        l.sent(2, 20 * MS);
+        assert_eq!(l.settle(500 * MS).answered, 1);
+        assert_eq!(l.settle(500 * MS).lost_unknown, 0, "not yet resolved");
+        let s = l.settle(1200 * MS);
+        assert_eq!(s.lost_unknown, 2, "{s:?}");
+    }
+
+    #[test]
+    fn late_duplicate_and_foreign_answers_count_nothing_and_reordering_is_seen() {
+        let mut l = ledger();
+        for s in 0..3 {
+            l.sent(s, 0);
+        }
+        assert_eq!(
+            l.answered(1, 0, MS),
+            Answer::First {
+                reordered: false,
+                rtt_ns: MS
+            }
+        );
+        assert_eq!(l.answered(1, 0, MS), Answer::Duplicate);
+        assert_eq!(
+            l.answered(0, 1, 2 * MS),
+            Answer::First {
+                reordered: true,
+                rtt_ns: 2 * MS
+            }
+        );
+        assert_eq!(l.answered(7, 0, MS), Answer::Unknown);
+        assert_eq!(l.answered(2, 2, 200 * MS), Answer::Unknown, "past its deadline");
+        let s = l.settle(2000 * MS);
+        assert_eq!(s.answered, 2);
+        assert_eq!(s.lost_unknown, 1, "{s:?}");
+    }
+
+    #[test]
+    fn a_restarted_reflector_leaves_its_gap_unknown_and_a_full_ledger_settles_the_oldest() {
+        let mut l = ledger();
+        for s in 0..4 {
+            l.sent(s, 0);
+        }
+        l.answered(0, 40, MS);
+        l.answered(3, 0, MS);
+        let s = l.settle(2000 * MS);
+        assert_eq!((s.answered, s.lost_unknown), (2, 2), "{s:?}");
+        let mut small = Ledger::new(100 * MS, 1000 * MS, 2);
+        small.sent(0, 0);
+        small.sent(1, 0);
+        assert_eq!(small.sent(2, 0).lost_unknown, 1);
+        assert_eq!(small.in_flight(), 2);
+    }
+}

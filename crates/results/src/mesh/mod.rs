@@ -1,0 +1,172 @@
+//! The mesh's figures per peer (`sonde serve --mesh`): what each peer's probes became
+//! (answered, lost each way, reordered), its round trips as classic buckets and this
+//! minute's HDR histogram, and the probe budget's arithmetic. Pure: times are passed in.
+
+pub mod ledger;
+pub mod rtt;
+
+use hdrhistogram::Histogram;
+
+pub use ledger::{Answer, Ledger, Settled};
+pub use rtt::{Buckets, MinuteFigures, BUCKETS_S};
+
+/// Nanoseconds in a minute: the HDR histogram's window.
+pub const MINUTE_NS: u64 = 60_000_000_000;
+
+/// How a peer's probes are judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judging {
+    /// A probe unanswered this long is lost.
+    pub timeout_ns: u64,
+    /// A lost probe no later answer places on a direction this long after its timeout
+    /// is lost in an unknown direction.
+    pub resolve_after_ns: u64,
+    /// Probes in flight per peer at most (the ledger's memory bound).
+    pub max_flights: usize,
+    /// Length of the HDR window (a minute; shorter in tests).
+    pub window_ns: u64,
+}
+
+impl Default for Judging {
+    fn default() -> Judging {
+        Judging {
+            timeout_ns: 2_000_000_000,
+            resolve_after_ns: 10_000_000_000,
+            max_flights: 4096,
+            window_ns: MINUTE_NS,
+        }
+    }
+}
+
+/// One peer's figures since it was listed (counters only grow while it stays listed).
+#[derive(Debug)]
+pub struct PeerStats {
+    ledger: Ledger,
+    pub sent: u64,
+    /// Probes settled: answered and lost each way, cumulative.
+    pub settled: Settled,
+    pub reordered: u64,
+    pub duplicates: u64,
+    pub rtt: Buckets,
+    minute: Histogram<u32>,
+    window_started_ns: u64,
+    window_ns: u64,
+    /// The last full window's percentiles, once one ended with answers in it.
+    pub last_window: Option<MinuteFigures>,
+}
+
+impl PeerStats {
+    pub fn new(now_ns: u64, judging: &Judging) -> PeerStats {
+        PeerStats {
+            ledger: Ledger::new(
+                judging.timeout_ns,
+                judging.resolve_after_ns,
+                judging.max_flights,
+            ),
+            sent: 0,
+            settled: Settled::default(),
+            reordered: 0,
+            duplicates: 0,
+            rtt: Buckets::default(),
+            minute: rtt::minute_histogram(),
+            window_started_ns: now_ns,
+            window_ns: judging.window_ns.max(1),
+            last_window: None,
+        }
+    }
+
+    /// Probe `seq` (one more than the last) left at `now_ns`.
+    pub fn on_sent(&mut self, seq: u32, now_ns: u64) {
+        self.sent += 1;
+        let s = self.ledger.sent(seq, now_ns);
+        add(&mut self.settled, s);
+    }
+
+    /// An answer to probe `seq`, numbered `refl_seq` by the reflector, at `now_ns`.
+    pub fn on_answer(&mut self, seq: u32, refl_seq: u32, now_ns: u64) -> Answer {
+        let a = self.ledger.answered(seq, refl_seq, now_ns);
+        match a {
+            Answer::First { reordered, rtt_ns } => {
+                self.reordered += u64::from(reordered);
+                self.rtt.record(rtt_ns);
+                rtt::record_minute(&mut self.minute, rtt_ns);
+            }
+            Answer::Duplicate => self.duplicates += 1,
+            Answer::Unknown => {}
+        }
+        a
+    }
+
+    /// Settles what is due and closes the window when it is over.
+    pub fn tick(&mut self, now_ns: u64) {
+        let s = self.ledger.settle(now_ns);
+        add(&mut self.settled, s);
+        if now_ns >= self.window_started_ns + self.window_ns {
+            self.last_window = MinuteFigures::of(&self.minute);
+            self.minute.reset();
+            self.window_started_ns = now_ns;
+        }
+    }
+
+    /// Probes in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.ledger.in_flight()
+    }
+}
+
+fn add(into: &mut Settled, s: Settled) {
+    into.answered += s.answered;
+    into.lost_forward += s.lost_forward;
+    into.lost_reverse += s.lost_reverse;
+    into.lost_unknown += s.lost_unknown;
+}
+
+/// Each peer's probe rate: `rate` per second, or an equal share of `budget` per second
+/// when all peers at `rate` would exceed it.
+pub fn per_peer_rate(rate: f64, budget: f64, peers: usize) -> f64 {
+    if peers == 0 {
+        return 0.0;
+    }
+    rate.min(budget / peers as f64).max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_shares_out_when_peers_at_the_rate_would_exceed_it() {
+        assert_eq!(per_peer_rate(1.0, 100.0, 50), 1.0);
+        assert_eq!(per_peer_rate(1.0, 100.0, 1000), 0.1);
+        assert_eq!(per_peer_rate(1.0, 100.0, 0), 0.0);
+    }
+
+    #[test]
+    fn a_peer_counts_each_probe_once_and_rolls_its_window() {
+        let j = Judging {
+            timeout_ns: 100,
+            resolve_after_ns: 1000,
+            max_flights: 16,
+            window_ns: 10_000,
+        };
+        let mut p = PeerStats::new(0, &j);
+        for s in 0..4 {
+            p.on_sent(s, s as u64 * 10);
+        }
+        p.on_answer(0, 0, 50);
+        p.on_answer(3, 1, 80);
+        p.on_answer(3, 1, 81);
+        p.tick(500);
+        assert_eq!(p.sent, 4);
+        assert_eq!(p.settled.answered, 2);
+        // The reflector got none between its 0 and 1: both lost on the way there.
+        assert_eq!(p.settled.lost_forward, 2);
+        assert_eq!(p.duplicates, 1);
+        assert_eq!(p.rtt.count, 2);
+        assert!(p.last_window.is_none());
+        p.tick(10_000);
+        assert_eq!(p.last_window.unwrap().count, 2);
+        p.tick(20_001);
+        assert!(p.last_window.is_none(), "an empty window has no figures");
+    }
+}
