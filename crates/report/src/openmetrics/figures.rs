@@ -134,7 +134,7 @@ pub fn sanitize(name: &str) -> String {
         .collect()
 }
 
-fn bounded(value: &str) -> String {
+pub(crate) fn bounded(value: &str) -> String {
     let mut end = value.len().min(MAX_LABEL_VALUE);
     while !value.is_char_boundary(end) {
         end -= 1;

@@ -12,6 +12,7 @@
 //! length cannot make a gauge of one run's count look better or worse than another's.
 
 mod figures;
+mod mesh;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -30,6 +31,7 @@ use sonde_results::Document;
 
 pub use figures::{sanitize, FIXED_LABELS, MAX_AGENT_LABELS, MAX_LABEL_VALUE};
 use figures::{Kind, Labels, Metric, Sample, Status};
+pub use mesh::{encode_mesh, MeshAgent, MeshPeer};
 
 /// The content type of [`Exporter::encode`]'s text, for `GET /metrics`.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -62,7 +62,7 @@ pub(crate) fn sample(
 }
 
 /// A label value as OpenMetrics quotes it: backslash, double quote and newline escaped.
-fn escape(v: &str) -> String {
+pub(crate) fn escape(v: &str) -> String {
     let mut s = String::with_capacity(v.len());
     for c in v.chars() {
         match c {

@@ -1,0 +1,324 @@
+//! A mesh agent's own `/metrics` (`sonde serve --mesh`): per peer, its round trips as a
+//! classic histogram (cumulative buckets, so that `rate()` and `histogram_quantile()`
+//! aggregate pairs by zone or rack), its probes sent, answered and lost each way, the last
+//! window's percentiles; for the agent, its peers and probe budget. Every peer series
+//! carries both ends' own labels (`source_zone`, `destination_rack`, ...). A peer no longer
+//! listed is not written: its series end with it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use sonde_results::mesh::{PeerStats, BUCKETS_S};
+
+use super::figures::{bounded, sanitize, MAX_AGENT_LABELS};
+use super::text::escape;
+
+/// The agent's side of its metrics.
+pub struct MeshAgent<'a> {
+    /// The address this agent probes from (its `source` label).
+    pub source: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    /// `--mesh-budget`: probes per second this agent may send, all peers together.
+    pub budget_per_s: f64,
+    /// Probes per second scheduled now, all peers together (the budget used).
+    pub rate_per_s: f64,
+    /// Probes of other agents this one answered, and refused (unkeyed, bad MAC, over
+    /// its rate).
+    pub reflected: u64,
+    pub refused: u64,
+}
+
+/// One listed peer and what its probes became.
+pub struct MeshPeer<'a> {
+    pub address: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    pub stats: &'a PeerStats,
+}
+
+type Labels = Vec<(String, String)>;
+
+/// The pair's labels: `source`, `destination`, then each end's own labels prefixed
+/// `source_` / `destination_` (sanitized, bounded; a name taken already is skipped).
+fn pair_labels(agent: &MeshAgent<'_>, peer: &MeshPeer<'_>) -> Labels {
+    let mut out: Labels = vec![
+        ("source".into(), bounded(agent.source)),
+        ("destination".into(), bounded(peer.address)),
+    ];
+    for (prefix, labels) in [("source_", agent.labels), ("destination_", peer.labels)] {
+        for (k, v) in labels.iter().take(MAX_AGENT_LABELS) {
+            let name = format!("{prefix}{}", sanitize(k));
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, bounded(v)));
+            }
+        }
+    }
+    out
+}
+
+fn agent_labels(agent: &MeshAgent<'_>) -> Labels {
+    let mut out: Labels = vec![("source".into(), bounded(agent.source))];
+    for (k, v) in agent.labels.iter().take(MAX_AGENT_LABELS) {
+        let name = format!("source_{}", sanitize(k));
+        if !out.iter().any(|(n, _)| *n == name) {
+            out.push((name, bounded(v)));
+        }
+    }
+    out
+}
+
+/// `name{labels,extra} value`.
+fn line(out: &mut String, name: &str, labels: &Labels, extra: &[(&str, &str)], value: f64) {
+    out.push_str(name);
+    out.push('{');
+    let all = labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    for (i, (k, v)) in all.chain(extra.iter().copied()).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{k}=\"{}\"", escape(v));
+    }
+    let _ = writeln!(out, "}} {}", number(value));
+}
+
+/// A number as OpenMetrics writes it, with a decimal point or exponent for floats.
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    format!("{v}")
+}
+
+/// A bucket bound as its `le` label: always a float (`1.0`, not `1`).
+fn le(bound: f64) -> String {
+    let s = format!("{bound}");
+    if s.contains(['.', 'e']) {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &str) {
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    if let Some(u) = unit {
+        let _ = writeln!(out, "# UNIT {name} {u}");
+    }
+    let _ = writeln!(out, "# HELP {name} {help}.");
+}
+
+/// The OpenMetrics text of a mesh agent (ends with `# EOF`).
+pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
+    let mut out = String::new();
+    let own = agent_labels(agent);
+    let pairs: Vec<(Labels, &PeerStats)> = peers
+        .iter()
+        .map(|p| (pair_labels(agent, p), p.stats))
+        .collect();
+    agent_families(&mut out, agent, &own, peers.len());
+    rtt_histogram(&mut out, &pairs);
+    let counters: [(&str, &str, fn(&PeerStats) -> u64); 4] = [
+        ("sonde_mesh_probes_sent", "Probes sent to the peer", |s| {
+            s.sent
+        }),
+        (
+            "sonde_mesh_probes_answered",
+            "Probes the peer answered in time",
+            |s| s.settled.answered,
+        ),
+        (
+            "sonde_mesh_probes_reordered",
+            "Answers that came after an answer to a later probe",
+            |s| s.reordered,
+        ),
+        (
+            "sonde_mesh_probes_duplicated",
+            "Answers received more than once",
+            |s| s.duplicates,
+        ),
+    ];
+    for (name, help, get) in counters {
+        header(&mut out, name, "counter", None, help);
+        for (labels, s) in &pairs {
+            line(
+                &mut out,
+                &format!("{name}_total"),
+                labels,
+                &[],
+                get(s) as f64,
+            );
+        }
+    }
+    let name = "sonde_mesh_probes_lost";
+    header(&mut out, name, "counter", None,
+        "Probes lost, by direction: forward (never reached the peer), reverse (the answer was lost), unknown (no later answer told)");
+    for (labels, s) in &pairs {
+        let t = &s.settled;
+        for (dir, n) in [
+            ("forward", t.lost_forward),
+            ("reverse", t.lost_reverse),
+            ("unknown", t.lost_unknown),
+        ] {
+            line(
+                &mut out,
+                "sonde_mesh_probes_lost_total",
+                labels,
+                &[("direction", dir)],
+                n as f64,
+            );
+        }
+    }
+    window_gauge(&mut out, &pairs);
+    out.push_str("# EOF\n");
+    out
+}
+
+fn agent_families(out: &mut String, agent: &MeshAgent<'_>, own: &Labels, peers: usize) {
+    let gauges = [
+        ("sonde_mesh_peers", None, "Peers listed now", peers as f64),
+        (
+            "sonde_mesh_probe_budget",
+            Some("per_second"),
+            "Probes per second this agent may send, all peers together (--mesh-budget)",
+            agent.budget_per_s,
+        ),
+        (
+            "sonde_mesh_probe_rate",
+            Some("per_second"),
+            "Probes per second scheduled now, all peers together: the budget used",
+            agent.rate_per_s,
+        ),
+    ];
+    for (stem, unit, help, v) in gauges {
+        let name = unit.map_or(stem.to_string(), |u| format!("{stem}_{u}"));
+        header(out, &name, "gauge", unit, help);
+        line(out, &name, own, &[], v);
+    }
+    let counters = [
+        (
+            "sonde_mesh_reflected",
+            "Probes of keyed peers this agent answered",
+            agent.reflected,
+        ),
+        (
+            "sonde_mesh_refused",
+            "Probes this agent did not answer: unkeyed, a bad MAC, over its rate",
+            agent.refused,
+        ),
+    ];
+    for (name, help, v) in counters {
+        header(out, name, "counter", None, help);
+        line(out, &format!("{name}_total"), own, &[], v as f64);
+    }
+}
+
+fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+    let name = "sonde_mesh_rtt_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        Some("seconds"),
+        "Round trips of the probes the peer answered",
+    );
+    for (labels, s) in pairs {
+        let b = &s.rtt;
+        for (bound, n) in BUCKETS_S.iter().zip(b.le) {
+            line(
+                out,
+                &format!("{name}_bucket"),
+                labels,
+                &[("le", &le(*bound))],
+                n as f64,
+            );
+        }
+        line(
+            out,
+            &format!("{name}_bucket"),
+            labels,
+            &[("le", "+Inf")],
+            b.count as f64,
+        );
+        line(out, &format!("{name}_count"), labels, &[], b.count as f64);
+        line(out, &format!("{name}_sum"), labels, &[], b.sum_s);
+    }
+}
+
+fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+    let name = "sonde_mesh_rtt_window_seconds";
+    header(
+        out,
+        name,
+        "gauge",
+        Some("seconds"),
+        "The last full window's (a minute's) round-trip percentiles, from its HDR histogram",
+    );
+    for (labels, s) in pairs {
+        let Some(w) = s.last_window else { continue };
+        for (p, v) in [
+            ("50", w.p50_s),
+            ("99", w.p99_s),
+            ("99.9", w.p999_s),
+            ("100", w.max_s),
+        ] {
+            line(out, name, labels, &[("percentile", p)], v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::mesh::{Judging, PeerStats};
+
+    fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn each_peer_is_a_histogram_and_counters_labelled_by_both_ends() {
+        let own = map(&[("zone", "a"), ("rack", "r1")]);
+        let theirs = map(&[("zone", "b"), ("topology.kubernetes.io/rack", "r\"2")]);
+        let mut stats = PeerStats::new(0, &Judging::default());
+        stats.on_sent(0, 0);
+        stats.on_answer(0, 0, 300_000);
+        stats.tick(1);
+        let agent = MeshAgent {
+            source: "198.18.2.1",
+            labels: &own,
+            budget_per_s: 100.0,
+            rate_per_s: 2.0,
+            reflected: 7,
+            refused: 1,
+        };
+        let peers = [MeshPeer {
+            address: "198.18.2.2",
+            labels: &theirs,
+            stats: &stats,
+        }];
+        let text = encode_mesh(&agent, &peers);
+        let pair = r#"source="198.18.2.1",destination="198.18.2.2",source_rack="r1",source_zone="a",destination_topology_kubernetes_io_rack="r\"2",destination_zone="b""#;
+        for want in [
+            format!("sonde_mesh_rtt_seconds_bucket{{{pair},le=\"0.00025\"}} 0\n"),
+            format!("sonde_mesh_rtt_seconds_bucket{{{pair},le=\"0.0005\"}} 1\n"),
+            format!("sonde_mesh_rtt_seconds_bucket{{{pair},le=\"1.0\"}} 1\n"),
+            format!("sonde_mesh_rtt_seconds_bucket{{{pair},le=\"+Inf\"}} 1\n"),
+            format!("sonde_mesh_rtt_seconds_count{{{pair}}} 1\n"),
+            format!("sonde_mesh_probes_sent_total{{{pair}}} 1\n"),
+            format!("sonde_mesh_probes_answered_total{{{pair}}} 1\n"),
+            format!("sonde_mesh_probes_lost_total{{{pair},direction=\"forward\"}} 0\n"),
+            "sonde_mesh_probe_budget_per_second{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 100\n".into(),
+            "sonde_mesh_reflected_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 7\n".into(),
+        ] {
+            assert!(text.contains(&want), "no {want} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        // No peer, no peer series.
+        let none = encode_mesh(&agent, &[]);
+        assert!(!none.contains("destination="), "{none}");
+    }
+}
