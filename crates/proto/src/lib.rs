@@ -25,6 +25,7 @@ pub mod labels;
 pub mod message;
 pub mod seal;
 pub mod session;
+pub mod stamp;
 pub mod target;
 
 pub use agent::{AgentEvent, AgentSession};

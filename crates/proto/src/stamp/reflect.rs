@@ -1,0 +1,60 @@
+//! A session-reflector's answer as one pure function: the request's bytes and what the
+//! reflector knows (its clock's estimate, when it received and when it sends, how it took
+//! those stamps, its own sequence number when stateful) in, the answer's bytes out, exactly
+//! as many as came in (symmetric size, RFC 6038; RFC 8762 §4.3). A request shorter than the
+//! mode's base packet, or whose HMAC does not check, gets no answer: an answer longer than
+//! its request would make the reflector an amplifier.
+
+use super::ErrorEstimate;
+use super::{tlv, Mode, ReflectorPacket, SenderPacket, StampError, Timestamp, TimestampInfo};
+
+/// What the reflector adds to one answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Reflection {
+    /// The reflector's own sequence number for this session (stateful, RFC 8762 §4.3.1),
+    /// or `None` to echo the sender's (stateless).
+    pub seq: Option<u32>,
+    /// When the request arrived.
+    pub receive: Timestamp,
+    /// When the answer leaves (read just before sending).
+    pub transmit: Timestamp,
+    /// The reflector's clock: S bit, format, error bound.
+    pub estimate: ErrorEstimate,
+    /// The TTL or hop limit the request arrived with (255 when not read).
+    pub ttl: u8,
+    /// How the two timestamps were taken, for a Timestamp Information TLV the sender sent.
+    pub info: TimestampInfo,
+}
+
+/// Writes the answer to `request` into `out` and returns its length (the request's), or
+/// why no answer is due.
+pub fn reflect(
+    request: &[u8],
+    mode: Mode,
+    how: &Reflection,
+    out: &mut [u8],
+) -> Result<usize, StampError> {
+    let asked = SenderPacket::read(request, mode)?;
+    let len = request.len();
+    let room = out.len();
+    let out = out
+        .get_mut(..len)
+        .ok_or(StampError::NoRoom { need: len, room })?;
+    let seq = how.seq.unwrap_or(asked.seq);
+    let answer = ReflectorPacket {
+        seq,
+        timestamp: how.transmit,
+        estimate: how.estimate,
+        ssid: asked.ssid,
+        receive: how.receive,
+        sender_seq: asked.seq,
+        sender_timestamp: asked.timestamp,
+        sender_estimate: asked.estimate,
+        sender_ttl: how.ttl,
+    };
+    let base = mode.base_bytes();
+    out[base..].copy_from_slice(&request[base..]);
+    tlv::reflect_tlvs(&mut out[base..], how.info, mode.key(), asked.seq, seq);
+    answer.write(mode, out)?;
+    Ok(len)
+}

@@ -1,0 +1,276 @@
+//! RFC 8972 TLVs, the bytes after a base packet: Flags (U, M, I, then reserved bits), Type,
+//! a 16-bit Length of the value, then the value. What a measurement needs is here: walking
+//! them, Extra Padding (type 1, for symmetric sizes), Timestamp Information (type 3: how
+//! the reflector's clock is synchronised and how it took each timestamp) and the HMAC TLV
+//! (type 8, last, over the sequence number and the TLVs before it, RFC 8972 §4.8).
+//! A reflector's handling of them is [`reflect_tlvs`]. Bytes that are all zero where a TLV
+//! would start are RFC 8762 padding, not a TLV.
+
+use super::{get_u16, StampError, StampKey, HMAC_BYTES};
+
+/// Bytes of a TLV's header.
+pub const HEADER_BYTES: usize = 4;
+/// U: the reflector does not know this type.
+pub const FLAG_UNRECOGNIZED: u8 = 0x80;
+/// M: the TLV is malformed.
+pub const FLAG_MALFORMED: u8 = 0x40;
+/// I: the TLVs' HMAC did not check.
+pub const FLAG_INTEGRITY: u8 = 0x20;
+pub const TYPE_EXTRA_PADDING: u8 = 1;
+pub const TYPE_LOCATION: u8 = 2;
+pub const TYPE_TIMESTAMP_INFO: u8 = 3;
+pub const TYPE_CLASS_OF_SERVICE: u8 = 4;
+pub const TYPE_DIRECT_MEASUREMENT: u8 = 5;
+pub const TYPE_ACCESS_REPORT: u8 = 6;
+pub const TYPE_FOLLOW_UP_TELEMETRY: u8 = 7;
+pub const TYPE_HMAC: u8 = 8;
+/// Bytes of a Timestamp Information TLV's value.
+pub const TIMESTAMP_INFO_BYTES: usize = 4;
+
+/// One TLV as found in a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tlv<'a> {
+    /// Where its header starts, from the start of the TLV area.
+    pub at: usize,
+    pub flags: u8,
+    pub kind: u8,
+    pub value: &'a [u8],
+}
+
+/// Walks the TLVs of `area` (the bytes after the base packet). Stops at zero padding; a
+/// TLV whose length runs past the end is an error naming its offset, and ends the walk.
+pub fn iter(area: &[u8]) -> impl Iterator<Item = Result<Tlv<'_>, StampError>> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let rest = area
+            .get(at..)
+            .filter(|rest| !rest.iter().all(|&b| b == 0))?;
+        if rest.len() < HEADER_BYTES {
+            at = area.len();
+            return Some(Err(StampError::MalformedTlv {
+                at,
+                why: "a header cut short",
+            }));
+        }
+        let len = usize::from(get_u16(rest, 2));
+        let Some(value) = rest.get(HEADER_BYTES..HEADER_BYTES + len) else {
+            let here = at;
+            at = area.len();
+            return Some(Err(StampError::MalformedTlv {
+                at: here,
+                why: "its length runs past the packet",
+            }));
+        };
+        let tlv = Tlv {
+            at,
+            flags: rest[0],
+            kind: rest[1],
+            value,
+        };
+        at += HEADER_BYTES + len;
+        Some(Ok(tlv))
+    })
+}
+
+/// Writes a TLV header and returns its value's bytes (zeroed) to fill.
+pub fn put(out: &mut [u8], kind: u8, value_len: usize) -> Result<&mut [u8], StampError> {
+    let need = HEADER_BYTES + value_len;
+    let len = u16::try_from(value_len).map_err(|_| StampError::NoRoom { need, room: 0xffff })?;
+    let room = out.len();
+    let tlv = out
+        .get_mut(..need)
+        .ok_or(StampError::NoRoom { need, room })?;
+    tlv.fill(0);
+    tlv[1] = kind;
+    tlv[2..4].copy_from_slice(&len.to_be_bytes());
+    Ok(&mut tlv[HEADER_BYTES..])
+}
+
+/// Fills `out` entirely with one Extra Padding TLV (at least a header's 4 bytes), the way
+/// a sender makes its packet as long as the answer it asks for.
+pub fn put_extra_padding(out: &mut [u8]) -> Result<usize, StampError> {
+    let len = out.len();
+    let value = len.checked_sub(HEADER_BYTES).ok_or(StampError::NoRoom {
+        need: HEADER_BYTES,
+        room: len,
+    })?;
+    put(out, TYPE_EXTRA_PADDING, value)?;
+    Ok(len)
+}
+
+/// Sources of a clock's synchronisation (IANA "STAMP Synchronization Sources", RFC 8972 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncSource {
+    Ntp,
+    Ptp,
+    SsuBits,
+    Gnss,
+    LocalFreeRunning,
+    Other(u8),
+}
+
+impl SyncSource {
+    pub fn code(self) -> u8 {
+        match self {
+            SyncSource::Ntp => 1,
+            SyncSource::Ptp => 2,
+            SyncSource::SsuBits => 3,
+            SyncSource::Gnss => 4,
+            SyncSource::LocalFreeRunning => 5,
+            SyncSource::Other(code) => code,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            1 => SyncSource::Ntp,
+            2 => SyncSource::Ptp,
+            3 => SyncSource::SsuBits,
+            4 => SyncSource::Gnss,
+            5 => SyncSource::LocalFreeRunning,
+            other => SyncSource::Other(other),
+        }
+    }
+}
+
+/// How a timestamp was taken (IANA "STAMP Timestamping Methods", RFC 8972 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampMethod {
+    /// By the NIC.
+    Hardware,
+    /// By the host's software (the kernel's receive stamp, a clock read before sending).
+    Software,
+    ControlPlane,
+    Other(u8),
+}
+
+impl TimestampMethod {
+    pub fn code(self) -> u8 {
+        match self {
+            TimestampMethod::Hardware => 1,
+            TimestampMethod::Software => 2,
+            TimestampMethod::ControlPlane => 3,
+            TimestampMethod::Other(code) => code,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            1 => TimestampMethod::Hardware,
+            2 => TimestampMethod::Software,
+            3 => TimestampMethod::ControlPlane,
+            other => TimestampMethod::Other(other),
+        }
+    }
+}
+
+/// The Timestamp Information TLV's value (RFC 8972 §4.3): the reflector's clock source
+/// and timestamping method at its ingress (the receive timestamp) and egress (the
+/// transmit timestamp). A sender sends it zeroed; the reflector fills it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampInfo {
+    pub sync_in: SyncSource,
+    pub method_in: TimestampMethod,
+    pub sync_out: SyncSource,
+    pub method_out: TimestampMethod,
+}
+
+impl TimestampInfo {
+    pub fn to_bytes(self) -> [u8; TIMESTAMP_INFO_BYTES] {
+        [
+            self.sync_in.code(),
+            self.method_in.code(),
+            self.sync_out.code(),
+            self.method_out.code(),
+        ]
+    }
+
+    /// From a value of exactly 4 bytes; `None` otherwise. All four zero means not filled.
+    pub fn from_value(value: &[u8]) -> Option<Self> {
+        let [a, b, c, d]: [u8; 4] = value.try_into().ok()?;
+        Some(Self {
+            sync_in: SyncSource::from_code(a),
+            method_in: TimestampMethod::from_code(b),
+            sync_out: SyncSource::from_code(c),
+            method_out: TimestampMethod::from_code(d),
+        })
+    }
+
+    /// Finds a filled Timestamp Information TLV among `area`'s TLVs.
+    pub fn find(area: &[u8]) -> Option<Self> {
+        iter(area)
+            .map_while(Result::ok)
+            .find(|tlv| tlv.kind == TYPE_TIMESTAMP_INFO && tlv.value.iter().any(|&b| b != 0))
+            .and_then(|tlv| Self::from_value(tlv.value))
+    }
+}
+
+/// Writes the HMAC TLV at `out[at..]`, over `seq` and `out[..at]` (the TLVs before it).
+pub fn put_hmac(out: &mut [u8], at: usize, key: &StampKey, seq: u32) -> Result<usize, StampError> {
+    let tag = key.mac(&[&seq.to_be_bytes(), &out[..at]]);
+    put(&mut out[at..], TYPE_HMAC, HMAC_BYTES)?.copy_from_slice(&tag);
+    Ok(at + HEADER_BYTES + HMAC_BYTES)
+}
+
+/// Whether `area`'s HMAC TLV checks under `key` and `seq`: `None` when it has no HMAC
+/// TLV, `Some(false)` when it does not check or TLVs follow it.
+pub fn check_hmac(area: &[u8], key: &StampKey, seq: u32) -> Option<bool> {
+    let tlvs: Vec<_> = iter(area).collect::<Result<_, _>>().ok()?;
+    let position = tlvs.iter().position(|tlv| tlv.kind == TYPE_HMAC)?;
+    let hmac = tlvs[position];
+    let last = position + 1 == tlvs.len();
+    Some(last && key.verify(&[&seq.to_be_bytes(), &area[..hmac.at]], hmac.value))
+}
+
+/// A reflector's pass over the TLVs it copied into its answer (RFC 8972 §4): fills each
+/// Timestamp Information TLV with `info`, flags unknown types U and a wrong-length known
+/// one M, flags a TLV that runs past the end M and leaves the bytes after it as they came.
+/// In authenticated mode (`key`), a failed HMAC TLV flags every TLV I, and a good one is
+/// recomputed over the answer's `seq` and TLVs.
+pub fn reflect_tlvs(
+    area: &mut [u8],
+    info: TimestampInfo,
+    key: Option<&StampKey>,
+    request_seq: u32,
+    seq: u32,
+) {
+    let integrity = key.and_then(|key| check_hmac(area, key, request_seq));
+    let mut hmac_at = None;
+    let mut at = 0;
+    while let Some(rest) = area.get(at..).filter(|rest| !rest.iter().all(|&b| b == 0)) {
+        if rest.len() < HEADER_BYTES {
+            break;
+        }
+        let len = usize::from(get_u16(rest, 2));
+        if rest.len() < HEADER_BYTES + len {
+            area[at] |= FLAG_MALFORMED;
+            break;
+        }
+        let kind = area[at + 1];
+        let flag = match kind {
+            TYPE_TIMESTAMP_INFO if len == TIMESTAMP_INFO_BYTES => {
+                area[at + HEADER_BYTES..at + HEADER_BYTES + len].copy_from_slice(&info.to_bytes());
+                0
+            }
+            TYPE_HMAC if len == HMAC_BYTES => {
+                hmac_at = Some(at);
+                0
+            }
+            TYPE_TIMESTAMP_INFO | TYPE_HMAC => FLAG_MALFORMED,
+            TYPE_EXTRA_PADDING..=TYPE_FOLLOW_UP_TELEMETRY => 0,
+            _ => FLAG_UNRECOGNIZED,
+        };
+        area[at] |= flag
+            | if integrity == Some(false) {
+                FLAG_INTEGRITY
+            } else {
+                0
+            };
+        at += HEADER_BYTES + len;
+    }
+    if let (Some(key), Some(true), Some(hmac_at)) = (key, integrity, hmac_at) {
+        let flags = area[hmac_at];
+        put_hmac(area, hmac_at, key, seq).expect("the HMAC TLV was there");
+        area[hmac_at] = flags;
+    }
+}
