@@ -18,6 +18,7 @@ pub mod lab;
 pub mod load;
 pub mod matrix;
 pub mod measure;
+pub mod mesh;
 mod meter;
 pub mod netns;
 pub mod random;

@@ -58,7 +58,7 @@ pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
 
 /// The bearer token in `path`: a private file (as a key file), its text trimmed, at
 /// least 16 printable characters with no space.
-fn token(path: &Path) -> anyhow::Result<Token> {
+pub fn token(path: &Path) -> anyhow::Result<Token> {
     let flag = "--metrics-token-file";
     let bytes = sonde_run::key::read_private(flag, path)?;
     let text = bytes.trim_ascii();

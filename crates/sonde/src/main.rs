@@ -26,6 +26,7 @@ mod errors;
 mod fleet_metrics;
 mod lab;
 mod measure;
+mod mesh_metrics;
 mod metrics_http;
 mod orchestrate;
 mod stored;
@@ -111,7 +112,30 @@ fn serve(
         }
     };
     init_logging();
-    agent::serve(a.config(labels, command_line)?, interrupt)?;
+    let cfg = a.config(labels.clone(), command_line)?;
+    let Some(mesh) = a.mesh.config(a, cfg.key.clone(), &labels)? else {
+        agent::serve(cfg, interrupt)?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mesh = sonde_run::mesh::start(mesh, interrupt)?;
+    errln!("sonde mesh reflecting on {}", mesh.reflector);
+    let stop = Interrupt::none();
+    let metrics = match a.mesh.metrics {
+        Some(addr) => {
+            let token = a.mesh.metrics_token_file.as_deref().map(fleet_metrics::token);
+            let state = std::sync::Arc::clone(&mesh.state);
+            Some(mesh_metrics::start(addr, token.transpose()?, state, stop.clone())?)
+        }
+        None => None,
+    };
+    let served = agent::serve(cfg, interrupt);
+    interrupt.set();
+    stop.set();
+    mesh.join();
+    if let Some(m) = metrics {
+        let _ = m.join();
+    }
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

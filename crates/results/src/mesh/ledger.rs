@@ -61,6 +61,9 @@ pub struct Ledger {
     pub resolve_after_ns: u64,
     /// Most probes kept in flight; beyond, the oldest is settled at once.
     pub max_flights: usize,
+    /// Whether the reflector numbers what it reflects per session (an agent's does; a
+    /// stateless one echoes the sender's numbers): without it a loss has no direction.
+    pub directions: bool,
 }
 
 impl Ledger {
@@ -72,6 +75,7 @@ impl Ledger {
             timeout_ns,
             resolve_after_ns,
             max_flights: max_flights.max(1),
+            directions: true,
         }
     }
 
@@ -158,6 +162,7 @@ impl Ledger {
         let (s1, r1) = (next.seq, next.answered.expect("answered"));
         // Probes the reflector received between the last answered one and this one.
         let received = match self.last {
+            _ if !self.directions => None,
             // The reflector numbered from 0 again (it restarted): nothing known.
             Some((_, r0)) if r1 <= r0 => None,
             Some((s0, r0)) if s1 > s0 => Some((r1 - r0 - 1) as u64),
@@ -276,7 +281,11 @@ mod tests {
             }
         );
         assert_eq!(l.answered(7, 0, MS), Answer::Unknown);
-        assert_eq!(l.answered(2, 2, 200 * MS), Answer::Unknown, "past its deadline");
+        assert_eq!(
+            l.answered(2, 2, 200 * MS),
+            Answer::Unknown,
+            "past its deadline"
+        );
         let s = l.settle(2000 * MS);
         assert_eq!(s.answered, 2);
         assert_eq!(s.lost_unknown, 1, "{s:?}");
@@ -292,6 +301,19 @@ mod tests {
         l.answered(3, 0, MS);
         let s = l.settle(2000 * MS);
         assert_eq!((s.answered, s.lost_unknown), (2, 2), "{s:?}");
+        let mut stateless = ledger();
+        stateless.directions = false;
+        for s in 0..4 {
+            stateless.sent(s, 0);
+        }
+        stateless.answered(0, 0, MS);
+        stateless.answered(3, 3, MS);
+        let s = stateless.settle(2000 * MS);
+        assert_eq!(
+            (s.answered, s.lost_unknown, s.lost_reverse),
+            (2, 2, 0),
+            "{s:?}"
+        );
         let mut small = Ledger::new(100 * MS, 1000 * MS, 2);
         small.sent(0, 0);
         small.sent(1, 0);

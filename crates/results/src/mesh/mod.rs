@@ -108,6 +108,12 @@ impl PeerStats {
         }
     }
 
+    /// Losses get no direction: the reflector does not number per session.
+    pub fn without_directions(mut self) -> PeerStats {
+        self.ledger.directions = false;
+        self
+    }
+
     /// Probes in flight now.
     pub fn in_flight(&self) -> usize {
         self.ledger.in_flight()

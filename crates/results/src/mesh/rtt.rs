@@ -7,8 +7,8 @@ use hdrhistogram::Histogram;
 /// Upper bounds of the classic buckets, in seconds: 25 µs to 2.5 s, 1-2.5-5 per decade
 /// (a rack's RTT is tens of microseconds; a congested or distant path hundreds of ms).
 pub const BUCKETS_S: [f64; 16] = [
-    25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3,
-    250e-3, 500e-3, 1.0, 2.5,
+    25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3,
+    500e-3, 1.0, 2.5,
 ];
 
 /// Largest round trip the minute's histogram holds, in microseconds (longer ones are

@@ -4,6 +4,7 @@
 
 mod flags;
 mod load;
+mod mesh;
 mod pps;
 mod rr;
 mod serve;

@@ -108,6 +108,8 @@ pub struct ServeArgs {
     /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
     #[arg(long, hide = true)]
     pub test_hooks: bool,
+    #[command(flatten)]
+    pub mesh: super::mesh::MeshArgs,
 }
 
 impl ServeArgs {

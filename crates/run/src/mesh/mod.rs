@@ -1,0 +1,145 @@
+//! `sonde serve --mesh SOURCE`: every agent a prober. The agent sends small STAMP probes
+//! (keyed with the fleet key) to each peer of its list at a rate per peer within a total
+//! budget, answers its peers' probes with its own reflector, and keeps per peer what the
+//! probes became (`sonde_results::mesh`); the binary serves that as `/metrics`. One thread,
+//! two UDP sockets (the reflector on `--mesh-port`, the prober on an ephemeral port), no
+//! allocation per probe. A peer that leaves the list leaves the state (no stale series).
+
+mod peers;
+mod prober;
+mod reflector;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sonde_proto::Key;
+use sonde_results::mesh::{Judging, PeerStats};
+
+pub use peers::{parse_file, Peer, Source};
+pub use reflector::Rate;
+
+use crate::signals::Interrupt;
+
+/// The STAMP port (RFC 8762): where an agent's reflector listens by default.
+pub const DEFAULT_PORT: u16 = sonde_proto::stamp::STAMP_PORT;
+/// Probes per second per peer by default: Pingmesh's and R-Pingmesh's rate between racks.
+pub const DEFAULT_RATE: f64 = 1.0;
+/// Probes per second an agent sends at most by default, all peers together: 1,000 peers at
+/// one probe every 10 s is 100.
+pub const DEFAULT_BUDGET: f64 = 100.0;
+/// How often the list is read again by default.
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct MeshConfig {
+    pub source: Source,
+    /// This agent's reflector port, and its peers' where the list does not say.
+    pub port: u16,
+    /// The address both sockets bind (the agent's `--bind`).
+    pub bind: IpAddr,
+    /// This agent's `source` label: the address its peers know it by.
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// Probes per second per peer (`--mesh-rate`).
+    pub rate: f64,
+    /// Probes per second at most, all peers together (`--mesh-budget`).
+    pub budget: f64,
+    pub refresh: Duration,
+    /// The fleet key: probes and answers carry its HMAC; none (`--insecure-no-key`):
+    /// unauthenticated.
+    pub key: Option<Key>,
+    pub judging: Judging,
+    /// The reflector's answers per second at most.
+    pub reflect: Rate,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeshError {
+    #[error("cannot bind the mesh's reflector on {addr} (--mesh-port): {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("{0}")]
+    List(String),
+    #[error("mesh socket: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// One listed peer and its figures.
+#[derive(Debug)]
+pub struct PeerEntry {
+    pub peer: Peer,
+    pub stats: PeerStats,
+    next_seq: u32,
+    /// When its next probe is due (the prober's clock, ns).
+    next_due_ns: u64,
+}
+
+/// What the metrics read: the agent's own figures and each listed peer's.
+#[derive(Debug)]
+pub struct MeshState {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub budget_per_s: f64,
+    /// Probes per second scheduled now, all peers together.
+    pub rate_per_s: f64,
+    pub reflected: u64,
+    pub refused: u64,
+    pub peers: BTreeMap<SocketAddr, PeerEntry>,
+    /// Why the last reading of the list failed (the previous list is kept).
+    pub list_error: Option<String>,
+}
+
+/// A running mesh: its state and its thread.
+pub struct Mesh {
+    pub state: Arc<Mutex<MeshState>>,
+    /// Where the reflector listens (its port, when `--mesh-port 0` chose one).
+    pub reflector: SocketAddr,
+    thread: JoinHandle<()>,
+}
+
+impl Mesh {
+    /// Waits for the mesh's thread once `interrupt` is set.
+    pub fn join(self) {
+        let _ = self.thread.join();
+    }
+}
+
+/// Binds the sockets, reads the list once (a bad list is an error naming it) and starts
+/// probing until `interrupt`.
+pub fn start(cfg: MeshConfig, interrupt: &Interrupt) -> Result<Mesh, MeshError> {
+    let addr = SocketAddr::new(cfg.bind, cfg.port);
+    let reflector = UdpSocket::bind(addr).map_err(|source| MeshError::Bind { addr, source })?;
+    let prober = UdpSocket::bind(SocketAddr::new(cfg.bind, 0))?;
+    for s in [&reflector, &prober] {
+        s.set_nonblocking(true)?;
+        prober::grow_buffers(s);
+    }
+    let first = cfg.source.read(cfg.port).map_err(MeshError::List)?;
+    let local = reflector.local_addr()?;
+    let state = Arc::new(Mutex::new(MeshState {
+        name: cfg.name.clone(),
+        labels: cfg.labels.clone(),
+        budget_per_s: cfg.budget,
+        rate_per_s: 0.0,
+        reflected: 0,
+        refused: 0,
+        peers: BTreeMap::new(),
+        list_error: None,
+    }));
+    let shared = Arc::clone(&state);
+    let interrupt = interrupt.clone();
+    let thread = std::thread::Builder::new()
+        .name("sonde-mesh".into())
+        .spawn(move || {
+            let mut p = prober::Prober::new(cfg, reflector, prober, shared);
+            p.run(first, &interrupt);
+        })?;
+    Ok(Mesh {
+        state,
+        reflector: local,
+        thread,
+    })
+}

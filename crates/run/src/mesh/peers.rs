@@ -1,0 +1,203 @@
+//! Where a mesh agent's peers come from (`--mesh SOURCE`): a file of peers, one a line
+//! (`ADDR[:PORT] [open] [KEY=VALUE]...`: its reflector's address, `open` for an agent-less
+//! STAMP reflector answering unauthenticated probes, such as a router, and its labels), or
+//! `dns:NAME` (every A/AAAA answer for NAME: the agents' headless Service on Kubernetes,
+//! no API credentials needed). Both are read again every refresh; this host's own
+//! addresses, and any address no probe may go to, are left out.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
+
+/// A peer to probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Its STAMP reflector.
+    pub addr: SocketAddr,
+    /// Unauthenticated probes to an agent-less reflector (`open` in a file); its answers
+    /// carry no per-session numbers, so its losses have no direction.
+    pub open: bool,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `--mesh SOURCE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    /// A name and the port its agents' reflectors listen on.
+    Dns(String, u16),
+}
+
+impl Source {
+    /// `dns:NAME` or a file's path; `port` is the peers' reflector port where not given.
+    pub fn parse(s: &str, port: u16) -> Result<Source, String> {
+        match s.strip_prefix("dns:") {
+            Some("") => Err("--mesh dns: needs a name (dns:sonde-agents.sonde.svc)".into()),
+            Some(name) => Ok(Source::Dns(name.to_string(), port)),
+            None if s.is_empty() => Err("--mesh needs a file or dns:NAME".into()),
+            None => Ok(Source::File(PathBuf::from(s))),
+        }
+    }
+
+    /// The peers now. An error names the file and line, or the name.
+    pub fn read(&self, port: u16) -> Result<Vec<Peer>, String> {
+        let peers = match self {
+            Source::File(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("--mesh {}: {e}", path.display()))?;
+                parse_file(&text, port).map_err(|e| format!("--mesh {}: {e}", path.display()))?
+            }
+            Source::Dns(name, port) => resolve(name, *port)?,
+        };
+        let mut kept: Vec<Peer> = Vec::with_capacity(peers.len());
+        for p in peers {
+            if refused(p.addr.ip()).is_none()
+                && !is_local(p.addr.ip())
+                && !kept.iter().any(|k| k.addr == p.addr)
+            {
+                kept.push(p);
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// A file's peers; an error names the line.
+pub fn parse_file(text: &str, port: u16) -> Result<Vec<Peer>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = |e: String| format!("line {}: {e}", n + 1);
+        let mut words = line.split_whitespace();
+        let addr = words.next().expect("a non-empty line has a word");
+        let addr = parse_addr(addr, port).map_err(at)?;
+        if let Some(why) = refused(addr.ip()) {
+            return Err(at(format!(
+                "{addr} is {why}: a probe goes only to a unicast address"
+            )));
+        }
+        let mut peer = Peer {
+            addr,
+            open: false,
+            labels: BTreeMap::new(),
+        };
+        for w in words {
+            if w == "open" {
+                peer.open = true;
+                continue;
+            }
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| at(format!("'{w}' is neither open nor KEY=VALUE")))?;
+            sonde_proto::labels::check(k, v).map_err(|e| at(format!("label '{k}': {e}")))?;
+            peer.labels.insert(k.to_string(), v.to_string());
+        }
+        out.push(peer);
+    }
+    Ok(out)
+}
+
+fn parse_addr(s: &str, port: u16) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    s.parse::<IpAddr>()
+        .map(|ip| SocketAddr::new(ip, port))
+        .map_err(|_| format!("'{s}' is not an address (ADDR or ADDR:PORT, [v6]:PORT)"))
+}
+
+/// Every A/AAAA answer for `name`, through the system's resolver.
+fn resolve(name: &str, port: u16) -> Result<Vec<Peer>, String> {
+    let addrs = (name, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("--mesh dns:{name}: {e}"))?;
+    Ok(addrs
+        .map(|addr| Peer {
+            addr,
+            open: false,
+            labels: BTreeMap::new(),
+        })
+        .collect())
+}
+
+/// Why no probe may go to `ip`, if none may.
+pub fn refused(ip: IpAddr) -> Option<&'static str> {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    match ip {
+        ip if ip.is_loopback() => Some("a loopback address"),
+        ip if ip.is_unspecified() => Some("the unspecified address"),
+        ip if ip.is_multicast() => Some("a multicast address"),
+        IpAddr::V4(v4) if v4.is_broadcast() => Some("the broadcast address"),
+        _ => None,
+    }
+}
+
+/// Whether `ip` is this host's (a socket can be bound to it): an agent does not probe
+/// itself when the Service's answers include it.
+fn is_local(ip: IpAddr) -> bool {
+    UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_gives_addresses_ports_open_reflectors_and_labels() {
+        let text = "# peers\n198.18.2.2 zone=a rack=r1\n\n198.18.2.3:9000 open # a router\n[2001:db8::1]:862\n2001:db8::2\n";
+        let p = parse_file(text, 862).unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0].addr, "198.18.2.2:862".parse().unwrap());
+        assert_eq!(p[0].labels["rack"], "r1");
+        assert!(!p[0].open && p[1].open);
+        assert_eq!(p[1].addr.port(), 9000);
+        assert_eq!(p[3].addr, "[2001:db8::2]:862".parse().unwrap());
+    }
+
+    #[test]
+    fn a_bad_line_is_named_and_no_probe_goes_to_loopback_or_broadcast() {
+        for (text, want) in [
+            (
+                "198.18.2.2\nnot-an-address\n",
+                "line 2: 'not-an-address' is not an address",
+            ),
+            ("127.0.0.1\n", "line 1: 127.0.0.1:862 is a loopback address"),
+            ("255.255.255.255\n", "is the broadcast address"),
+            ("224.0.0.1\n", "is a multicast address"),
+            (
+                "198.18.2.2 zone\n",
+                "line 1: 'zone' is neither open nor KEY=VALUE",
+            ),
+            ("198.18.2.2 __x=1\n", "line 1: label '__x'"),
+        ] {
+            let e = parse_file(text, 862).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+        assert_eq!(
+            Source::parse("dns:agents.svc", 862),
+            Ok(Source::Dns("agents.svc".into(), 862))
+        );
+        assert!(Source::parse("dns:", 862).is_err());
+        let e = Source::File("/nonexistent/peers".into())
+            .read(862)
+            .unwrap_err();
+        assert!(e.starts_with("--mesh /nonexistent/peers: "), "{e}");
+    }
+
+    #[test]
+    fn a_name_resolves_to_its_addresses_and_this_hosts_own_are_left_out() {
+        // localhost resolves (from /etc/hosts) to loopback only: all of it left out.
+        let peers = Source::Dns("localhost".into(), 862).read(862).unwrap();
+        assert!(peers.is_empty(), "{peers:?}");
+        let e = Source::Dns("no-such-name.invalid".into(), 862)
+            .read(862)
+            .unwrap_err();
+        assert!(e.starts_with("--mesh dns:no-such-name.invalid: "), "{e}");
+    }
+}

@@ -1,0 +1,351 @@
+//! The mesh's one thread: probes due are sent, answers matched to their peers, its
+//! reflector's requests answered, peers settled, the list read again; all under one
+//! `poll`. Probes are scheduled per peer on a heap of due times, so a wake-up costs the
+//! probes due, not the peers listed.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sonde_proto::stamp::{
+    ErrorEstimate, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat,
+};
+use sonde_results::mesh::{per_peer_rate, PeerStats};
+
+use super::peers::Peer;
+use super::reflector::{self, Reflector, Times};
+use super::{MeshConfig, MeshState, PeerEntry};
+use crate::signals::Interrupt;
+
+/// Packets read per socket per wake-up at most, so that a flood on one socket cannot
+/// starve the other or the schedule.
+const READ_BATCH: usize = 256;
+/// How often probes are settled and windows closed.
+const TICK: Duration = Duration::from_millis(200);
+/// The longest sleep: the stop flag is read at least this often.
+const MAX_WAIT: Duration = Duration::from_millis(500);
+/// How often the clock's error bound is read again (chronyc may take a moment).
+const CLOCK_EVERY: Duration = Duration::from_secs(60);
+/// Socket buffers asked for: a burst of answers from a thousand peers fits.
+const SOCKET_BUFFER: libc::c_int = 4 << 20;
+/// Largest datagram read; a STAMP probe with TLVs is far smaller.
+const MAX_DATAGRAM: usize = 2048;
+
+pub(super) struct Prober {
+    cfg: MeshConfig,
+    reflector_sock: UdpSocket,
+    prober_sock: UdpSocket,
+    state: Arc<Mutex<MeshState>>,
+    stamp_key: Option<StampKey>,
+    reflector: Reflector,
+    ssid: u16,
+    started: Instant,
+    due: BinaryHeap<Reverse<(u64, SocketAddr)>>,
+    /// The clock's error bound in ns (u64::MAX: not synchronised), read on its own thread.
+    clock_bound: Arc<AtomicU64>,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Prober {
+    pub(super) fn new(
+        cfg: MeshConfig,
+        reflector_sock: UdpSocket,
+        prober_sock: UdpSocket,
+        state: Arc<Mutex<MeshState>>,
+    ) -> Prober {
+        let stamp_key = cfg.key.as_ref().map(sonde_proto::mesh_key::stamp_key);
+        let reflector = Reflector::new(stamp_key.clone(), cfg.reflect);
+        Prober {
+            reflector,
+            stamp_key,
+            ssid: (crate::random::u64() as u16).max(1),
+            started: Instant::now(),
+            due: BinaryHeap::new(),
+            clock_bound: Arc::new(AtomicU64::new(u64::MAX)),
+            buf: vec![0; MAX_DATAGRAM],
+            out: vec![0; MAX_DATAGRAM],
+            cfg,
+            reflector_sock,
+            prober_sock,
+            state,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    pub(super) fn run(&mut self, first: Vec<Peer>, interrupt: &Interrupt) {
+        watch_clock(Arc::clone(&self.clock_bound), interrupt.clone());
+        self.take_list(first);
+        let refresh = self.cfg.refresh.as_nanos() as u64;
+        let mut next_refresh = self.now_ns() + refresh;
+        let mut next_tick = 0;
+        while !interrupt.is_set() {
+            let now = self.now_ns();
+            if now >= next_refresh {
+                self.refresh();
+                next_refresh = now + refresh;
+            }
+            self.send_due(now);
+            if now >= next_tick {
+                self.tick(now);
+                next_tick = now + TICK.as_nanos() as u64;
+            }
+            let next_probe = self.due.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+            let until = next_probe.min(next_tick).min(next_refresh);
+            let wait = Duration::from_nanos(until.saturating_sub(self.now_ns())).min(MAX_WAIT);
+            self.wait(wait);
+            self.answer_requests();
+            self.read_answers();
+        }
+    }
+
+    /// Reads the list again; on failure keeps the last one and says why once.
+    fn refresh(&mut self) {
+        match self.cfg.source.read(self.cfg.port) {
+            Ok(list) => {
+                self.state.lock().unwrap().list_error = None;
+                self.take_list(list);
+            }
+            Err(e) => {
+                let mut s = self.state.lock().unwrap();
+                if s.list_error.as_deref() != Some(&e) {
+                    tracing::warn!("mesh: {e}; probing the last list");
+                }
+                s.list_error = Some(e);
+            }
+        }
+    }
+
+    /// The list becomes `list`: new peers start (their first probe at a random point of
+    /// one period), gone peers and their figures leave, every peer's rate is the share.
+    fn take_list(&mut self, list: Vec<Peer>) {
+        let family = self.cfg.bind.is_ipv4();
+        let list: Vec<Peer> = list
+            .into_iter()
+            .filter(|p| p.addr.is_ipv4() == family)
+            .collect();
+        let now = self.now_ns();
+        let rate = per_peer_rate(self.cfg.rate, self.cfg.budget, list.len());
+        let period = period_ns(rate);
+        let mut state = self.state.lock().unwrap();
+        let before = state.peers.len();
+        let wanted: BTreeMap<SocketAddr, Peer> = list.into_iter().map(|p| (p.addr, p)).collect();
+        state.peers.retain(|a, _| wanted.contains_key(a));
+        let (mut added, kept) = (0, state.peers.len());
+        for (addr, peer) in wanted {
+            if let Some(e) = state.peers.get_mut(&addr) {
+                e.peer = peer;
+                continue;
+            }
+            let mut stats = PeerStats::new(now, &self.cfg.judging);
+            if peer.open {
+                stats = stats.without_directions();
+            }
+            let first = now + (crate::random::u64() % period.max(1));
+            state.peers.insert(
+                addr,
+                PeerEntry {
+                    peer,
+                    stats,
+                    next_seq: 0,
+                    next_due_ns: first,
+                },
+            );
+            self.due.push(Reverse((first, addr)));
+            added += 1;
+        }
+        state.rate_per_s = rate * state.peers.len() as f64;
+        if added > 0 || kept != before {
+            tracing::info!(
+                "mesh: {} peers ({added} new, {} gone), {rate:.3} probes/s each",
+                state.peers.len(),
+                before - kept
+            );
+        }
+        // The heap keeps the entries of gone peers until they come up; bound it.
+        if self.due.len() > 4 * state.peers.len() + 1024 {
+            self.due = state
+                .peers
+                .iter()
+                .map(|(a, e)| Reverse((e.next_due_ns, *a)))
+                .collect();
+        }
+    }
+
+    fn send_due(&mut self, now: u64) {
+        let mut state = self.state.lock().unwrap();
+        let rate = per_peer_rate(self.cfg.rate, self.cfg.budget, state.peers.len());
+        let period = period_ns(rate);
+        let estimate = self.estimate();
+        while let Some(&Reverse((due, addr))) = self.due.peek() {
+            if due > now {
+                break;
+            }
+            self.due.pop();
+            let Some(e) = state.peers.get_mut(&addr) else {
+                continue;
+            };
+            if e.next_due_ns != due {
+                continue;
+            }
+            let seq = e.next_seq;
+            let probe = SenderPacket {
+                seq,
+                timestamp: reflector::now_timestamp(),
+                estimate,
+                ssid: self.ssid,
+            };
+            let mode = mode_for(self.stamp_key.as_ref(), &e.peer);
+            let len = mode.base_bytes();
+            if probe.write(mode, &mut self.out[..len]).is_ok()
+                && self.prober_sock.send_to(&self.out[..len], addr).is_ok()
+            {
+                e.stats
+                    .on_sent(seq, self.started.elapsed().as_nanos() as u64);
+                e.next_seq = seq.wrapping_add(1);
+            }
+            // Late by more than a period (a stall): start again from now, no burst.
+            e.next_due_ns = (due + period).max(now);
+            self.due.push(Reverse((e.next_due_ns, addr)));
+        }
+    }
+
+    fn tick(&mut self, now: u64) {
+        let mut state = self.state.lock().unwrap();
+        for e in state.peers.values_mut() {
+            e.stats.tick(now);
+        }
+        state.reflected = self.reflector.reflected;
+        state.refused = self.reflector.refused;
+    }
+
+    fn estimate(&self) -> ErrorEstimate {
+        match self.clock_bound.load(Ordering::Relaxed) {
+            u64::MAX => ErrorEstimate::unknown(TimeFormat::Ntp),
+            b => ErrorEstimate::from_bound_ns(b, true, TimeFormat::Ntp),
+        }
+    }
+
+    fn wait(&self, wait: Duration) {
+        let mut pfds = [
+            pollfd(self.reflector_sock.as_raw_fd()),
+            pollfd(self.prober_sock.as_raw_fd()),
+            pollfd(crate::signals::wake_fd().unwrap_or(-1)),
+        ];
+        let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: three live pollfds; a negative fd is ignored.
+        unsafe { libc::poll(pfds.as_mut_ptr(), 3, ms) };
+    }
+
+    /// Answers the peers' probes waiting on the reflector's socket.
+    fn answer_requests(&mut self) {
+        let estimate = self.estimate();
+        for _ in 0..READ_BATCH {
+            let (n, from) = match self.reflector_sock.recv_from(&mut self.buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(_) => return,
+            };
+            let receive = reflector::now_timestamp();
+            let times = Times {
+                mono_ns: self.now_ns(),
+                receive,
+                transmit: reflector::now_timestamp(),
+                estimate,
+            };
+            if let Some(len) = self
+                .reflector
+                .answer(from, &self.buf[..n], times, &mut self.out)
+            {
+                let _ = self.reflector_sock.send_to(&self.out[..len], from);
+            }
+        }
+    }
+
+    /// Matches the answers waiting on the prober's socket to their peers' probes.
+    fn read_answers(&mut self) {
+        let mut state = self.state.lock().unwrap();
+        for _ in 0..READ_BATCH {
+            let (n, from) = match self.prober_sock.recv_from(&mut self.buf) {
+                Ok(r) => r,
+                Err(_) => return,
+            };
+            let now = self.started.elapsed().as_nanos() as u64;
+            // Only a listed peer's answer, in its mode, for this agent's session.
+            let Some(e) = state.peers.get_mut(&from) else {
+                continue;
+            };
+            let mode = mode_for(self.stamp_key.as_ref(), &e.peer);
+            let Ok(a) = ReflectorPacket::read(&self.buf[..n], mode) else {
+                continue;
+            };
+            if a.ssid != self.ssid && !e.peer.open {
+                continue;
+            }
+            e.stats.on_answer(a.sender_seq, a.seq, now);
+        }
+    }
+}
+
+fn mode_for<'k>(key: Option<&'k StampKey>, peer: &Peer) -> Mode<'k> {
+    match key {
+        Some(k) if !peer.open => Mode::Authenticated(k),
+        _ => Mode::Unauthenticated,
+    }
+}
+
+fn period_ns(rate: f64) -> u64 {
+    if rate <= 0.0 {
+        return u64::MAX / 4;
+    }
+    (1e9 / rate) as u64
+}
+
+fn pollfd(fd: i32) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Larger socket buffers (best effort: the kernel caps them at its rmem_max).
+pub(super) fn grow_buffers(s: &UdpSocket) {
+    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+        // SAFETY: a live socket and an int option of the right size.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&SOCKET_BUFFER as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
+/// Reads the clock's error bound now and every [`CLOCK_EVERY`] on its own thread.
+fn watch_clock(bound: Arc<AtomicU64>, interrupt: Interrupt) {
+    let _ = std::thread::Builder::new()
+        .name("sonde-mesh-clock".into())
+        .spawn(move || loop {
+            let b = sonde_probe::clock::live().bound;
+            let ns = match (b.synchronised, b.error_ns) {
+                (true, Some(ns)) => ns,
+                _ => u64::MAX,
+            };
+            bound.store(ns, Ordering::Relaxed);
+            if !interrupt.sleep_until(Instant::now() + CLOCK_EVERY) {
+                return;
+            }
+        });
+}

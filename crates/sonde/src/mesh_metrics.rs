@@ -1,0 +1,49 @@
+//! `sonde serve --mesh ... --metrics ADDR:PORT`: the mesh's state as OpenMetrics, encoded
+//! at each scrape from the live figures (nothing kept for a peer that left the list).
+
+use std::sync::{Arc, Mutex};
+
+use sonde_report::openmetrics::{encode_mesh, MeshAgent, MeshPeer};
+use sonde_run::mesh::MeshState;
+use sonde_run::signals::Interrupt;
+
+use crate::metrics_http::{Access, Token};
+
+/// The text of one scrape.
+pub fn text(state: &Mutex<MeshState>) -> String {
+    let s = state.lock().unwrap();
+    let agent = MeshAgent {
+        source: &s.name,
+        labels: &s.labels,
+        budget_per_s: s.budget_per_s,
+        rate_per_s: s.rate_per_s,
+        reflected: s.reflected,
+        refused: s.refused,
+    };
+    let address: Vec<String> = s.peers.keys().map(|a| a.ip().to_string()).collect();
+    let peers: Vec<MeshPeer<'_>> = s
+        .peers
+        .values()
+        .zip(&address)
+        .map(|(e, a)| MeshPeer {
+            address: a,
+            labels: &e.peer.labels,
+            stats: &e.stats,
+        })
+        .collect();
+    encode_mesh(&agent, &peers)
+}
+
+/// Serves the mesh's metrics until `stop`; the error names --metrics.
+pub fn start(
+    addr: std::net::SocketAddr,
+    token: Option<Token>,
+    state: Arc<Mutex<MeshState>>,
+    stop: Interrupt,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let access = Access { token, tls: None };
+    let (local, handle) =
+        crate::metrics_http::serve(addr, move || text(&state), access, stop)?;
+    tracing::info!("mesh metrics: http://{local}/metrics");
+    Ok(handle)
+}
