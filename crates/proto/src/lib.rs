@@ -22,7 +22,7 @@ pub mod error;
 pub mod frame;
 pub mod grant;
 pub mod labels;
-pub mod mesh_key;
+pub mod mesh;
 pub mod message;
 pub mod seal;
 pub mod session;

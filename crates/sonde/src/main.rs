@@ -122,9 +122,18 @@ fn serve(
     let stop = Interrupt::none();
     let metrics = match a.mesh.metrics {
         Some(addr) => {
-            let token = a.mesh.metrics_token_file.as_deref().map(fleet_metrics::token);
+            let token = a
+                .mesh
+                .metrics_token_file
+                .as_deref()
+                .map(fleet_metrics::token);
             let state = std::sync::Arc::clone(&mesh.state);
-            Some(mesh_metrics::start(addr, token.transpose()?, state, stop.clone())?)
+            Some(mesh_metrics::start(
+                addr,
+                token.transpose()?,
+                state,
+                stop.clone(),
+            )?)
         }
         None => None,
     };

@@ -20,14 +20,18 @@ pub fn text(state: &Mutex<MeshState>) -> String {
         reflected: s.reflected,
         refused: s.refused,
     };
-    let address: Vec<String> = s.peers.keys().map(|a| a.ip().to_string()).collect();
+    let named: Vec<(String, _)> = s
+        .peers
+        .iter()
+        .map(|(a, e)| (a.ip().to_string(), e.labels()))
+        .collect();
     let peers: Vec<MeshPeer<'_>> = s
         .peers
         .values()
-        .zip(&address)
-        .map(|(e, a)| MeshPeer {
+        .zip(&named)
+        .map(|(e, (a, labels))| MeshPeer {
             address: a,
-            labels: &e.peer.labels,
+            labels,
             stats: &e.stats,
         })
         .collect();
@@ -42,8 +46,7 @@ pub fn start(
     stop: Interrupt,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let access = Access { token, tls: None };
-    let (local, handle) =
-        crate::metrics_http::serve(addr, move || text(&state), access, stop)?;
+    let (local, handle) = crate::metrics_http::serve(addr, move || text(&state), access, stop)?;
     tracing::info!("mesh metrics: http://{local}/metrics");
     Ok(handle)
 }

@@ -71,10 +71,21 @@ pub enum MeshError {
 #[derive(Debug)]
 pub struct PeerEntry {
     pub peer: Peer,
+    /// The labels its reflector answered (the list's win over them).
+    pub learned: BTreeMap<String, String>,
     pub stats: PeerStats,
     next_seq: u32,
     /// When its next probe is due (the prober's clock, ns).
     next_due_ns: u64,
+}
+
+impl PeerEntry {
+    /// Its labels: what its reflector said, under what the list says.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let mut out = self.learned.clone();
+        out.extend(self.peer.labels.clone());
+        out
+    }
 }
 
 /// What the metrics read: the agent's own figures and each listed peer's.

@@ -33,6 +33,9 @@ const MAX_WAIT: Duration = Duration::from_millis(500);
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
 /// Socket buffers asked for: a burst of answers from a thousand peers fits.
 const SOCKET_BUFFER: libc::c_int = 4 << 20;
+/// One probe in this many asks for the peer's labels once they are known (a probe with
+/// the Labels TLV is 280 bytes, without it 112).
+const LABELS_EVERY: u32 = 64;
 /// Largest datagram read; a STAMP probe with TLVs is far smaller.
 const MAX_DATAGRAM: usize = 2048;
 
@@ -59,8 +62,8 @@ impl Prober {
         prober_sock: UdpSocket,
         state: Arc<Mutex<MeshState>>,
     ) -> Prober {
-        let stamp_key = cfg.key.as_ref().map(sonde_proto::mesh_key::stamp_key);
-        let reflector = Reflector::new(stamp_key.clone(), cfg.reflect);
+        let stamp_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
+        let reflector = Reflector::new(stamp_key.clone(), cfg.reflect, cfg.labels.clone());
         Prober {
             reflector,
             stamp_key,
@@ -154,6 +157,7 @@ impl Prober {
                 addr,
                 PeerEntry {
                     peer,
+                    learned: BTreeMap::new(),
                     stats,
                     next_seq: 0,
                     next_due_ns: first,
@@ -204,7 +208,14 @@ impl Prober {
                 ssid: self.ssid,
             };
             let mode = mode_for(self.stamp_key.as_ref(), &e.peer);
-            let len = mode.base_bytes();
+            let mut len = mode.base_bytes();
+            // Ask for the peer's labels until it answered them, then now and again.
+            if !e.peer.open && (e.learned.is_empty() || seq % LABELS_EVERY == 0) {
+                let area = &mut self.out[len..];
+                if let Ok(n) = sonde_proto::mesh::put_labels_request(area, mode.key(), seq) {
+                    len += n;
+                }
+            }
             if probe.write(mode, &mut self.out[..len]).is_ok()
                 && self.prober_sock.send_to(&self.out[..len], addr).is_ok()
             {
@@ -291,6 +302,10 @@ impl Prober {
                 continue;
             }
             e.stats.on_answer(a.sender_seq, a.seq, now);
+            let area = &self.buf[mode.base_bytes()..n];
+            if let Some(l) = sonde_proto::mesh::read_labels(area, mode.key(), a.seq) {
+                e.learned = l;
+            }
         }
     }
 }

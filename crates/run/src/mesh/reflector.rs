@@ -31,6 +31,8 @@ struct Session {
 
 pub struct Reflector {
     key: Option<StampKey>,
+    /// This agent's labels, answered in a probe's Labels TLV.
+    labels: sonde_proto::Labels,
     sessions: HashMap<(SocketAddr, u16), Session>,
     rate: Rate,
     tokens: f64,
@@ -49,9 +51,10 @@ pub struct Times {
 }
 
 impl Reflector {
-    pub fn new(key: Option<StampKey>, rate: Rate) -> Reflector {
+    pub fn new(key: Option<StampKey>, rate: Rate, labels: sonde_proto::Labels) -> Reflector {
         Reflector {
             key,
+            labels,
             sessions: HashMap::new(),
             rate,
             tokens: rate.burst,
@@ -101,6 +104,9 @@ impl Reflector {
         };
         match stamp::reflect(request, self.mode(), &how, out) {
             Ok(n) => {
+                let base = self.mode().base_bytes();
+                let key = self.key.as_ref();
+                sonde_proto::mesh::fill_labels(&mut out[base..n], &self.labels, key, seq);
                 self.reflected += 1;
                 Some(n)
             }
@@ -195,6 +201,7 @@ mod tests {
                 per_s: 1e6,
                 burst: 100.0,
             },
+            Default::default(),
         );
         let (a, b): (SocketAddr, SocketAddr) = (
             "198.18.2.1:5000".parse().unwrap(),
@@ -232,6 +239,7 @@ mod tests {
                 per_s: 10.0,
                 burst: 5.0,
             },
+            Default::default(),
         );
         let a: SocketAddr = "198.18.2.1:5000".parse().unwrap();
         let mut out = [0u8; 512];

@@ -90,7 +90,10 @@ impl MeshArgs {
             source,
             port: self.mesh_port,
             bind: serve.bind,
-            name: self.mesh_name.clone().unwrap_or_else(|| serve.bind.to_string()),
+            name: self
+                .mesh_name
+                .clone()
+                .unwrap_or_else(|| serve.bind.to_string()),
             labels: labels.clone(),
             rate: self.mesh_rate,
             budget: self.mesh_budget,

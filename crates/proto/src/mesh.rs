@@ -1,0 +1,157 @@
+//! What the mesh (`sonde serve --mesh`) adds to STAMP: its key, derived from the fleet key
+//! (agents sharing the key answer each other's probes and nothing else does, and a STAMP
+//! HMAC can never pass as a control-protocol proof), and a Labels TLV (private-use type
+//! [`TYPE_LABELS`]) in which a reflector answers its own `--label`s, so that a peer found
+//! by DNS is labelled by its own zone and rack. The sender reserves the room (the answer
+//! is never larger than the probe) and the HMAC TLV after it covers it.
+
+use crate::labels::{self, Labels, MAX_LABELS};
+use crate::stamp::{tlv, StampKey};
+use crate::Key;
+
+/// The Labels TLV's type: RFC 8972's private-use range (252-254).
+pub const TYPE_LABELS: u8 = 252;
+/// Bytes a sender reserves for the reflector's labels (`k=v` lines, whole ones only).
+pub const LABELS_ROOM: usize = 256;
+
+/// The STAMP key every agent holding `key` derives alike.
+pub fn stamp_key(key: &Key) -> StampKey {
+    use hmac::Mac;
+    let derived = key.mac(&[b"mesh-stamp-key"]).finalize().into_bytes();
+    StampKey::new(&derived).expect("32 bytes exceed the minimum")
+}
+
+/// Writes into `area` (after the base packet) an empty Labels TLV and, with `key`, the
+/// HMAC TLV over it; returns the bytes written.
+pub fn put_labels_request(
+    area: &mut [u8],
+    key: Option<&StampKey>,
+    seq: u32,
+) -> Result<usize, crate::stamp::StampError> {
+    tlv::put(area, TYPE_LABELS, LABELS_ROOM)?;
+    let at = tlv::HEADER_BYTES + LABELS_ROOM;
+    match key {
+        Some(k) => tlv::put_hmac(area, at, k, seq),
+        None => Ok(at),
+    }
+}
+
+/// A reflector's pass after `stamp::reflect`: fills each Labels TLV of its answer's
+/// `area` with `own` (whole `k=v` lines that fit), clears the U flag the codec set on
+/// this type, and signs the TLVs again under the answer's `seq` when the probe's HMAC TLV
+/// checked (the codec left it good only then).
+pub fn fill_labels(area: &mut [u8], own: &Labels, key: Option<&StampKey>, seq: u32) {
+    let integrity_ok = key.map(|k| tlv::check_hmac(area, k, seq));
+    let found: Vec<(usize, usize, u8)> = tlv::iter(area)
+        .map_while(Result::ok)
+        .map(|t| (t.at, t.value.len(), t.kind))
+        .collect();
+    let mut hmac_at = None;
+    for (at, len, kind) in found {
+        match kind {
+            TYPE_LABELS => {
+                area[at] &= !tlv::FLAG_UNRECOGNIZED;
+                let value = &mut area[at + tlv::HEADER_BYTES..at + tlv::HEADER_BYTES + len];
+                value.fill(0);
+                let mut used = 0;
+                for (k, v) in own {
+                    let line = format!("{k}={v}\n");
+                    if used + line.len() > len {
+                        break;
+                    }
+                    value[used..used + line.len()].copy_from_slice(line.as_bytes());
+                    used += line.len();
+                }
+            }
+            tlv::TYPE_HMAC => hmac_at = Some(at),
+            _ => {}
+        }
+    }
+    // The codec re-signed a good HMAC TLV before the labels went in: sign again.
+    if let (Some(k), Some(Some(true)), Some(at)) = (key, integrity_ok, hmac_at) {
+        let flags = area[at];
+        let _ = tlv::put_hmac(area, at, k, seq);
+        area[at] = flags;
+    }
+}
+
+/// The labels a reflector answered in `area`, when its HMAC TLV checks under `key` and the
+/// answer's `seq` (with a key), each checked as a `--label` is; `None` when there are none.
+pub fn read_labels(area: &[u8], key: Option<&StampKey>, seq: u32) -> Option<Labels> {
+    if let Some(k) = key {
+        if tlv::check_hmac(area, k, seq) != Some(true) {
+            return None;
+        }
+    }
+    let t = tlv::iter(area)
+        .map_while(Result::ok)
+        .find(|t| t.kind == TYPE_LABELS && t.flags & tlv::FLAG_UNRECOGNIZED == 0)?;
+    let text = std::str::from_utf8(t.value).ok()?.trim_end_matches('\0');
+    let mut out = Labels::new();
+    for line in text.lines().take(MAX_LABELS) {
+        let (k, v) = line.split_once('=')?;
+        labels::check(k, v).ok()?;
+        out.insert(k.to_string(), v.to_string());
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stamp::{reflect, Mode, Reflection, SenderPacket, AUTH_BASE_BYTES};
+
+    fn own() -> Labels {
+        [("rack", "r2"), ("zone", "b")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_reflector_answers_its_labels_signed_and_no_byte_more() {
+        let k = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap());
+        let mut probe = vec![0u8; AUTH_BASE_BYTES + 300];
+        SenderPacket {
+            seq: 5,
+            ..Default::default()
+        }
+        .write(Mode::Authenticated(&k), &mut probe)
+        .unwrap();
+        let n = AUTH_BASE_BYTES
+            + put_labels_request(&mut probe[AUTH_BASE_BYTES..], Some(&k), 5).unwrap();
+        let probe = &probe[..n];
+        let how = Reflection {
+            seq: Some(9),
+            receive: Default::default(),
+            transmit: Default::default(),
+            estimate: crate::stamp::ErrorEstimate::from_bits(0),
+            ttl: 255,
+            info: crate::stamp::TimestampInfo::from_value(&[1, 2, 1, 2]).unwrap(),
+        };
+        let mut out = vec![0u8; 1024];
+        let len = reflect(probe, Mode::Authenticated(&k), &how, &mut out).unwrap();
+        assert_eq!(len, probe.len(), "never more bytes than came");
+        fill_labels(&mut out[AUTH_BASE_BYTES..len], &own(), Some(&k), 9);
+        let area = &out[AUTH_BASE_BYTES..len];
+        assert_eq!(read_labels(area, Some(&k), 9), Some(own()));
+        // Under another key, or another sequence number, nothing is believed.
+        let other = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-other").unwrap());
+        assert_eq!(read_labels(area, Some(&other), 9), None);
+        assert_eq!(read_labels(area, Some(&k), 10), None);
+        // A label that breaks the rules is no label set at all.
+        let mut bad = area.to_vec();
+        let at = bad.windows(4).position(|w| w == b"rack").unwrap();
+        bad[at..at + 4].copy_from_slice(b"__ra");
+        assert_eq!(read_labels(&bad, None, 9), None);
+    }
+
+    #[test]
+    fn agents_with_one_key_derive_one_stamp_key_and_another_key_differs() {
+        let a = Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap();
+        let b = Key::from_file_bytes(b"0123456789abcdef-other").unwrap();
+        let tag = stamp_key(&a).mac(&[b"probe"]);
+        assert!(stamp_key(&a.clone()).verify(&[b"probe"], &tag));
+        assert!(!stamp_key(&b).verify(&[b"probe"], &tag));
+    }
+}
