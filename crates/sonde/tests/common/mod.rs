@@ -7,6 +7,7 @@ pub mod agent_proc;
 pub mod bridge;
 pub mod data_rogue;
 pub mod delay_line;
+pub mod mesh_lab;
 pub mod planted;
 pub mod rogue;
 pub mod stages;

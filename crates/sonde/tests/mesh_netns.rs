@@ -1,0 +1,258 @@
+//! The mesh (`sonde serve --mesh`) on a real network: two racks of agents on two bridges
+//! joined by a router, a real Prometheus in the router scraping every agent each second
+//! and evaluating deploy/prometheus/mesh-rules.yaml. A fault planted on one link (nftables
+//! drops 5 % of the UDP the router sends into rack r2) shows in the loss alert's query for
+//! exactly the two rack pairs that cross it, each in its own direction, and not for the
+//! pairs inside a rack. Peers found by a name's DNS answers are labelled by their own
+//! labels (answered in the probes). And a peer list that changes, a peer that leaves and
+//! returns, an agent restarted: no stale series, no crash.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::mesh_lab::{MeshLab, METRICS_PORT};
+use common::{need_tools, temp_file};
+use serde_json::Value;
+
+const PROMETHEUS: &str = "127.0.0.1:19091";
+
+/// Prometheus in the router's namespace; killed on drop.
+struct Prometheus(Child);
+
+impl Prometheus {
+    fn start(lab: &MeshLab) -> Prometheus {
+        let dir = temp_file("mesh-prometheus");
+        std::fs::create_dir_all(&dir).unwrap();
+        let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/prometheus/mesh-rules.yaml")
+            .canonicalize()
+            .unwrap();
+        let targets: Vec<String> = (1..=lab.hosts.len())
+            .map(|k| format!("'{}:{METRICS_PORT}'", lab.host_addr(k)))
+            .collect();
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global: {{ scrape_interval: 1s, scrape_timeout: 900ms, evaluation_interval: 1s }}\n\
+                 rule_files: ['{}']\n\
+                 scrape_configs:\n  - job_name: mesh\n    static_configs:\n      - targets: [{}]\n",
+                rules.display(),
+                targets.join(", ")
+            ),
+        )
+        .unwrap();
+        let mut cmd = lab.in_router("prometheus");
+        cmd.arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={PROMETHEUS}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Prometheus(cmd.spawn().expect("prometheus starts"))
+    }
+
+    fn query(lab: &MeshLab, promql: &str) -> Vec<Value> {
+        let script = "import json, sys, urllib.parse, urllib.request\n\
+             q = urllib.parse.urlencode({'query': sys.argv[2]})\n\
+             print(urllib.request.urlopen(sys.argv[1] + '/api/v1/query?' + q, timeout=5).read().decode())";
+        let out = lab
+            .in_router("python3")
+            .args(["-c", script, &format!("http://{PROMETHEUS}"), promql])
+            .output()
+            .unwrap();
+        match serde_json::from_slice::<Value>(&out.stdout) {
+            Ok(v) => v["data"]["result"].as_array().cloned().unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn wait_for(
+        lab: &MeshLab,
+        promql: &str,
+        limit: Duration,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let began = Instant::now();
+        loop {
+            let r = Prometheus::query(lab, promql);
+            if done(&r) {
+                return r;
+            }
+            assert!(began.elapsed() < limit, "{promql}: {r:#?} after {limit:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn label<'a>(s: &'a Value, name: &str) -> &'a str {
+    s["metric"][name].as_str().unwrap_or("")
+}
+
+fn value(s: &Value) -> f64 {
+    s["value"][1].as_str().unwrap().parse().unwrap()
+}
+
+fn rack_pairs(r: &[Value]) -> BTreeSet<(String, String)> {
+    r.iter()
+        .map(|s| {
+            (
+                label(s, "source_rack").into(),
+                label(s, "destination_rack").into(),
+            )
+        })
+        .collect()
+}
+
+/// The loss alert's expression as deploy/prometheus/mesh-rules.yaml writes it.
+fn loss_alert_expr() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/prometheus/mesh-rules.yaml");
+    let rules = std::fs::read_to_string(path).unwrap();
+    let after = rules.split("alert: SondeMeshRackPairLoss").nth(1).unwrap();
+    let line = after
+        .lines()
+        .find(|l| l.trim().starts_with("expr:"))
+        .unwrap();
+    line.trim().trim_start_matches("expr:").trim().to_string()
+}
+
+#[test]
+fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pairs() {
+    if !need_tools(&["prometheus", "python3", "nft"]) {
+        return;
+    }
+    let Some(lab) = MeshLab::new(2) else { return };
+    let n = lab.hosts.len();
+    // Host 1 finds its peers by a name (every host's address, its own left out) and learns
+    // their labels from their answers; the others read a file that names them without.
+    lab.hosts_file(1, "sonde-mesh.test");
+    let list = temp_file("mesh-peers");
+    let lines: String = (1..=n).map(|k| format!("{}\n", lab.host_addr(k))).collect();
+    std::fs::write(&list, lines).unwrap();
+    let fast = [
+        "--mesh-rate",
+        "20",
+        "--mesh-timeout",
+        "0.5",
+        "--mesh-refresh",
+        "2",
+    ];
+    let _agents: Vec<_> = (1..=n)
+        .map(|k| {
+            let source = if k == 1 {
+                "dns:sonde-mesh.test".to_string()
+            } else {
+                list.display().to_string()
+            };
+            lab.start_agent(k, &source, &fast)
+        })
+        .collect();
+    let _prom = Prometheus::start(&lab);
+    let limit = Duration::from_secs(40);
+
+    // Every ordered pair answered, labelled by both ends' racks (host 1's peers by theirs,
+    // learned from their answers).
+    let answered = "sonde_mesh_probes_answered_total > 0";
+    let all = Prometheus::wait_for(&lab, answered, limit, |r| {
+        r.len() == n * (n - 1) && r.iter().all(|s| !label(s, "destination_rack").is_empty())
+    });
+    for s in &all {
+        let rack = |a: &str| {
+            if a.starts_with("198.18.4.") {
+                "r1"
+            } else {
+                "r2"
+            }
+        };
+        assert_eq!(label(s, "source_rack"), rack(label(s, "source")), "{s}");
+        assert_eq!(
+            label(s, "destination_rack"),
+            rack(label(s, "destination")),
+            "{s}"
+        );
+        assert_eq!(label(s, "destination_zone"), "z1", "{s}");
+    }
+    // Before the fault, no rack pair loses anything.
+    let ratio = "sonde:mesh_loss:ratio_rate1m";
+    let four = Prometheus::wait_for(&lab, ratio, limit, |r| r.len() == 4);
+    assert!(four.iter().all(|s| value(s) == 0.0), "{four:#?}");
+    let expr = loss_alert_expr();
+    assert!(Prometheus::query(&lab, &expr).is_empty());
+
+    // 5 % of the UDP the router sends into rack r2: r1's probes to r2 lose on the way
+    // there, r2's probes to r1 lose their answers on the way back.
+    let rule = format!(
+        "table inet meshfault {{\n chain meshdrop {{\n  type filter hook forward priority 0;\n  oifname \"{}\" meta l4proto udp numgen random mod 100 < 5 drop\n }}\n}}\n",
+        lab.router_to_b
+    );
+    let o = lab
+        .in_router("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(rule.as_bytes())?;
+            c.wait_with_output()
+        });
+    assert!(o.is_ok_and(|o| o.status.success()), "nft refused {rule}");
+    let planted = Instant::now();
+    let crossing: BTreeSet<(String, String)> = [("r1", "r2"), ("r2", "r1")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let firing = Prometheus::wait_for(&lab, &expr, Duration::from_secs(60), |r| {
+        rack_pairs(r) == crossing
+    });
+    let took = planted.elapsed();
+    assert!(took < Duration::from_secs(120), "{took:?}");
+    for s in &firing {
+        assert!((0.01..0.2).contains(&value(s)), "{s}");
+    }
+    // Each in its own direction: r1 -> r2 forward only, r2 -> r1 reverse only.
+    let by_dir = Prometheus::query(&lab, "sonde:mesh_probes_lost_by_direction:rate1m");
+    let get = |src: &str, dst: &str, dir: &str| {
+        by_dir
+            .iter()
+            .find(|s| {
+                label(s, "source_rack") == src
+                    && label(s, "destination_rack") == dst
+                    && label(s, "direction") == dir
+            })
+            .map_or(0.0, value)
+    };
+    assert!(
+        get("r1", "r2", "forward") > 0.0 && get("r1", "r2", "reverse") == 0.0,
+        "{by_dir:#?}"
+    );
+    assert!(
+        get("r2", "r1", "reverse") > 0.0 && get("r2", "r1", "forward") == 0.0,
+        "{by_dir:#?}"
+    );
+    for rack in ["r1", "r2"] {
+        for dir in ["forward", "reverse", "unknown"] {
+            assert_eq!(
+                get(rack, rack, dir),
+                0.0,
+                "{rack} -> {rack} {dir}: {by_dir:#?}"
+            );
+        }
+    }
+    // Still exactly the crossing pairs a few evaluations later.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(rack_pairs(&Prometheus::query(&lab, &expr)), crossing);
+    eprintln!("mesh fault in the alert's query after {took:?}");
+}
