@@ -256,3 +256,147 @@ fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pai
     assert_eq!(rack_pairs(&Prometheus::query(&lab, &expr)), crossing);
     eprintln!("mesh fault in the alert's query after {took:?}");
 }
+
+/// Host k's own /metrics, read inside its namespace.
+fn scrape(lab: &MeshLab, k: usize) -> String {
+    let url = format!("http://{}:{METRICS_PORT}/metrics", lab.host_addr(k));
+    let script = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())";
+    let out = common::Lab::in_ns(&lab.hosts[k - 1], "python3")
+        .args(["-c", script, &url])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `family{...destination="dst"...}`'s value in `text`, if such a series is there.
+fn series(text: &str, family: &str, dst: &str, extra: &str) -> Option<f64> {
+    let want = format!("destination=\"{dst}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .find(|l| l.contains(&want) && l.contains(extra))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> Result<(), String>) {
+    let began = Instant::now();
+    loop {
+        match done() {
+            Ok(()) => return,
+            Err(e) if began.elapsed() > limit => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+}
+
+#[test]
+fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series() {
+    if !need_tools(&["python3"]) {
+        return;
+    }
+    let Some(lab) = MeshLab::new(2) else { return };
+    let n = lab.hosts.len();
+    let everyone = temp_file("mesh-all");
+    let lines: String = (1..=n).map(|k| format!("{}\n", lab.host_addr(k))).collect();
+    std::fs::write(&everyone, &lines).unwrap();
+    let mine = temp_file("mesh-h1");
+    std::fs::write(&mine, &lines).unwrap();
+    let fast = [
+        "--mesh-rate",
+        "20",
+        "--mesh-timeout",
+        "0.3",
+        "--mesh-refresh",
+        "1",
+    ];
+    let start = |k: usize| {
+        let list = if k == 1 { &mine } else { &everyone };
+        lab.start_agent(k, list.to_str().unwrap(), &fast)
+    };
+    let mut agents: Vec<_> = (1..=n).map(start).collect();
+    let (h3, h4) = (lab.host_addr(3), lab.host_addr(4));
+    let sent = "sonde_mesh_probes_sent_total";
+    let answered = "sonde_mesh_probes_answered_total";
+    let limit = Duration::from_secs(15);
+    wait_until("every peer answers host 1", limit, || {
+        let t = scrape(&lab, 1);
+        match (2..=n).all(|k| series(&t, answered, &lab.host_addr(k), "").is_some_and(|v| v > 0.0))
+        {
+            true => Ok(()),
+            false => Err(t),
+        }
+    });
+
+    // h3 leaves host 1's list: its series leave host 1's metrics, the others stay.
+    let without: String = lines
+        .lines()
+        .filter(|l| *l != h3)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&mine, without).unwrap();
+    wait_until("h3's series gone", limit, || {
+        let t = scrape(&lab, 1);
+        match (
+            t.contains(&format!("destination=\"{h3}\"")),
+            t.contains(&format!("destination=\"{h4}\"")),
+        ) {
+            (false, true) => Ok(()),
+            _ => Err(t),
+        }
+    });
+    assert!(scrape(&lab, 1).contains("sonde_mesh_peers{source=\"198.18.4.1\""));
+    // And returns: one series again, counted afresh.
+    std::fs::write(&mine, &lines).unwrap();
+    wait_until("h3 back", limit, || {
+        let t = scrape(&lab, 1);
+        match series(&t, answered, &h3, "") {
+            Some(v) if v > 0.0 => Ok(()),
+            _ => Err(t),
+        }
+    });
+
+    // h4's agent dies: still listed, its probes are lost (no answer says which way), the
+    // series stays one series.
+    agents[3].kill();
+    wait_until("h4's probes lost", limit, || {
+        let t = scrape(&lab, 1);
+        match series(
+            &t,
+            "sonde_mesh_probes_lost_total",
+            &h4,
+            "direction=\"unknown\"",
+        ) {
+            Some(v) if v > 5.0 => Ok(()),
+            _ => Err(t),
+        }
+    });
+    let before = series(&scrape(&lab, 1), answered, &h4, "").unwrap();
+    // Restarted (a new session on its side, its reflector numbering from 0): answers
+    // resume on the same series, and its own metrics start afresh.
+    agents[3] = start(4);
+    wait_until("h4 answers again", limit, || {
+        let t = scrape(&lab, 1);
+        match series(&t, answered, &h4, "") {
+            Some(v) if v > before + 5.0 => Ok(()),
+            _ => Err(t),
+        }
+    });
+    let t = scrape(&lab, 1);
+    for k in 2..=n {
+        let dst = format!("destination=\"{}\"", lab.host_addr(k));
+        let count = t
+            .lines()
+            .filter(|l| l.starts_with(&format!("{sent}{{")) && l.contains(&dst))
+            .count();
+        assert_eq!(count, 1, "{dst}: {t}");
+    }
+    let own = scrape(&lab, 4);
+    assert!(series(&own, sent, &lab.host_addr(1), "").is_some(), "{own}");
+    // Nobody crashed.
+    for (k, a) in agents.iter_mut().enumerate() {
+        assert!(
+            a.child.try_wait().unwrap().is_none(),
+            "host {} exited",
+            k + 1
+        );
+    }
+}
