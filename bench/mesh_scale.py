@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""What `sonde serve --mesh` costs an agent (issue 46): N agents in namespaces on one bridge
+(198.18.6.k), each probing every other at --rate probes/s per peer, each answering the
+others' probes; per agent CPU (its process's user + system time over the window, as a share
+of one core) and RSS. Then one agent alone with P phantom peers (every probe leaves, none
+is answered) at one probe per peer every 10 s,
+for the memory and sending cost at 1,000 and 10,000 peers (198.19.0.0/16 is routed to a
+sink namespace that drops it). With --soak SECS, the mesh runs
+that long and each agent's RSS is sampled every 30 s (memory flat or not).
+
+Not a test: run it on a quiet machine (BENCHMARKS.md). Namespaces are `mshb-*`, all
+deleted at exit, also on failure.
+
+    python3 bench/mesh_scale.py --agents 50 --rate 1 --secs 30 --phantom 1000,10000
+"""
+
+import argparse
+import atexit
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import netns as N  # noqa: E402  (scratch key and store, removed at exit)
+
+PRE = "mshb"
+BRIDGE = f"{PRE}-br"
+MADE = []
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, **kw)
+
+
+def ns_add(name):
+    sh("ip", "netns", "add", name)
+    MADE.append(name)
+    sh("ip", "-n", name, "link", "set", "lo", "up")
+
+
+def down():
+    for name in reversed(MADE):
+        sh("ip", "netns", "del", name, check=False, stderr=subprocess.DEVNULL)
+    MADE.clear()
+
+
+atexit.register(down)
+
+
+def addr(k):
+    return f"198.18.6.{k}"
+
+
+def up(n):
+    ns_add(BRIDGE)
+    sh("ip", "-n", BRIDGE, "link", "add", "br0", "type", "bridge")
+    sh("ip", "-n", BRIDGE, "link", "set", "br0", "up")
+    for k in range(1, n + 1):
+        ns = f"{PRE}-a{k}"
+        ns_add(ns)
+        dev = f"{PRE}{k}"
+        sh("ip", "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", dev + "p", "netns", BRIDGE)
+        sh("ip", "-n", BRIDGE, "link", "set", dev + "p", "master", "br0")
+        sh("ip", "-n", BRIDGE, "link", "set", dev + "p", "up")
+        sh("ip", "-n", ns, "addr", "add", addr(k) + "/24", "dev", dev)
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+
+
+def start_agent(sonde, ns, bind, peers_file, rate, budget, extra=()):
+    cmd = ["ip", "netns", "exec", ns, sonde, "serve", "--bind", bind, "--port", "5301",
+           "--mesh", peers_file, "--mesh-port", "8620", "--mesh-rate", str(rate),
+           "--mesh-budget", str(budget), "--metrics", f"{bind}:9464", *extra]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    p.stdout.readline()  # "sonde agent listening on ..."
+    return p
+
+
+def sonde_pid(p):
+    """The sonde process under `ip netns exec` (exec'd: the same pid)."""
+    return p.pid
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / N.HZ
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def scrape(ns, bind):
+    out = sh("ip", "netns", "exec", ns, "python3", "-c",
+             "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1],timeout=5).read().decode())",
+             f"http://{bind}:9464/metrics", capture_output=True, text=True, check=False)
+    return out.stdout
+
+
+def total(text, family):
+    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(family + "{"))
+
+
+def measure(pids, secs):
+    c0 = [cpu_s(p) for p in pids]
+    t0 = time.monotonic()
+    time.sleep(secs)
+    dt = time.monotonic() - t0
+    cpu = [(cpu_s(p) - c) / dt * 100 for p, c in zip(pids, c0)]
+    return cpu, [rss_mb(p) for p in pids]
+
+
+def stats(xs):
+    xs = sorted(xs)
+    return f"min {xs[0]:.3f} median {xs[len(xs) // 2]:.3f} max {xs[-1]:.3f}"
+
+
+def mesh_run(a):
+    up(a.agents)
+    peers = f"/tmp/{PRE}-{os.getpid()}-peers"
+    with open(peers, "w") as f:
+        f.writelines(f"{addr(k)}\n" for k in range(1, a.agents + 1))
+    atexit.register(lambda: os.path.exists(peers) and os.remove(peers))
+    procs = [start_agent(a.sonde, f"{PRE}-a{k}", addr(k), peers, a.rate, 10 * a.rate * a.agents,
+                         ("--label", f"rack=r{k % 4}"))
+             for k in range(1, a.agents + 1)]
+    pids = [sonde_pid(p) for p in procs]
+    try:
+        time.sleep(a.warmup)
+        sent0 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
+        t0 = time.monotonic()
+        cpu, rss = measure(pids, a.secs)
+        sent1 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
+        text = scrape(f"{PRE}-a1", addr(1))
+        rate = (sent1 - sent0) / (time.monotonic() - t0)
+        answered = total(text, "sonde_mesh_probes_answered_total")
+        lost = total(text, "sonde_mesh_probes_lost_total")
+        print(f"mesh: {a.agents} agents x {a.agents - 1} peers at {a.rate}/s per peer "
+              f"(agent 1 sent {rate:.1f} probes/s; answered {answered:.0f}, lost {lost:.0f} so far)")
+        print(f"  CPU % of one core per agent: {stats(cpu)}")
+        print(f"  RSS MB per agent: {stats(rss)}")
+        if a.soak:
+            print(f"soak: {a.soak} s, RSS MB (min/median/max over agents) every 30 s")
+            end = time.monotonic() + a.soak
+            while time.monotonic() < end:
+                time.sleep(min(30, max(0, end - time.monotonic())))
+                r = [rss_mb(p) for p in pids]
+                alive = sum(p.poll() is None for p in procs)
+                print(f"  t+{a.soak - (end - time.monotonic()):.0f}s alive {alive}/{len(procs)} RSS {stats(r)}", flush=True)
+            cpu, rss = measure(pids, 10)
+            print(f"  after the soak: CPU % {stats(cpu)}; RSS MB {stats(rss)}")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=10)
+        down()
+
+
+def phantom_run(a, peers_n):
+    ns, sink = f"{PRE}-p", f"{PRE}-sink"
+    ns_add(ns)
+    ns_add(sink)
+    sh("ip", "link", "add", f"{PRE}p", "netns", ns, "type", "veth", "peer", "name", f"{PRE}s", "netns", sink)
+    sh("ip", "-n", ns, "addr", "add", "198.18.7.1/24", "dev", f"{PRE}p")
+    sh("ip", "-n", sink, "addr", "add", "198.18.7.2/24", "dev", f"{PRE}s")
+    for n, d in ((ns, f"{PRE}p"), (sink, f"{PRE}s")):
+        sh("ip", "-n", n, "link", "set", d, "up")
+    sh("ip", "-n", ns, "route", "add", "198.19.0.0/16", "via", "198.18.7.2")
+    # The sink drops what it is sent (no forwarding, no ICMP back).
+    sh("ip", "netns", "exec", sink, "nft", "-f", "-", input=(
+        "table inet sink {\n chain in {\n  type filter hook prerouting priority -300;\n"
+        "  meta l4proto udp drop\n }\n}\n"), text=True)
+    peers = f"/tmp/{PRE}-{os.getpid()}-phantom"
+    with open(peers, "w") as f:
+        f.writelines(f"198.19.{i // 250}.{i % 250 + 1}\n" for i in range(peers_n))
+    rate = 0.1
+    p = start_agent(a.sonde, ns, "198.18.7.1", peers, rate, rate * peers_n)
+    try:
+        time.sleep(a.phantom_warmup)
+        cpu, rss = measure([p.pid], a.secs)
+        text = scrape(ns, "198.18.7.1")
+        print(f"phantom: 1 agent x {peers_n} peers at {rate}/s each ({rate * peers_n:.0f} probes/s, none answered; "
+              f"lost so far {total(text, 'sonde_mesh_probes_lost_total'):.0f}): CPU {cpu[0]:.3f} % of one core, RSS {rss[0]:.1f} MB")
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+        os.remove(peers)
+        down()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sonde", default=os.path.join(os.path.dirname(__file__), "../target/release/sonde"))
+    ap.add_argument("--agents", type=int, default=50)
+    ap.add_argument("--rate", type=float, default=1.0)
+    ap.add_argument("--warmup", type=float, default=10)
+    ap.add_argument("--secs", type=float, default=30)
+    ap.add_argument("--phantom", default="1000,10000", help="peer counts of the one-agent runs (empty: none)")
+    ap.add_argument("--phantom-warmup", type=float, default=25, help="a probe per peer every 10 s: past two rounds and the loss resolution")
+    ap.add_argument("--soak", type=float, default=0, help="seconds of soak after the mesh's measure")
+    a = ap.parse_args()
+    if not 2 <= a.agents <= 250:
+        sys.exit("--agents: 2 to 250")
+    mesh_run(a)
+    for n in filter(None, a.phantom.split(",")):
+        phantom_run(a, int(n))
+
+
+if __name__ == "__main__":
+    main()
