@@ -110,18 +110,16 @@ impl Limits {
         self.buckets.is_empty()
     }
 
+    /// The first and last exchange's times.
+    pub fn span(&self) -> Option<(i64, i64)> {
+        let times = self.buckets.values().flat_map(|b| [b.upper[0], b.lower[0]]);
+        let from = times.clone().min()?;
+        Some((from, times.max()?))
+    }
+
     /// The offset line with the widest margin inside every bound; `None` without exchanges.
     pub fn fit(&self) -> Option<Result<Offset, NoFit>> {
-        let from = self
-            .buckets
-            .values()
-            .map(|b| b.upper[0].min(b.lower[0]))
-            .min()?;
-        let to = self
-            .buckets
-            .values()
-            .map(|b| b.upper[0].max(b.lower[0]))
-            .max()?;
+        let (from, to) = self.span()?;
         let mid = from + (to - from) / 2;
         let rel = |p: [i64; 2]| ((p[0] - mid) as f64, p[1] as f64);
         let lines = Lines {
