@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod latency;
 pub mod limit;
 pub mod mesh;
+pub mod oneway;
 mod pooled;
 pub mod side;
 pub mod spec;
