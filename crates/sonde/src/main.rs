@@ -111,8 +111,55 @@ fn serve(
         }
     };
     init_logging();
-    agent::serve(a.config(labels, command_line)?, interrupt)?;
+    let config = a.config(labels, command_line)?;
+    let reflector = match a.stamp()? {
+        Some(cfg) => Some(start_reflector(cfg, interrupt)?),
+        None => None,
+    };
+    let served = agent::serve(config, interrupt);
+    if let Some(r) = reflector {
+        interrupt.set();
+        tracing::info!("stamp reflector: {}", r.counts.line());
+        r.join();
+    }
+    served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `serve --stamp`: the reflector, bound before the agent says it listens.
+fn start_reflector(
+    cfg: sonde_run::stamp::ReflectorConfig,
+    interrupt: &Interrupt,
+) -> anyhow::Result<sonde_run::stamp::Reflector> {
+    let bind = cfg.bind;
+    let words = format!(
+        "{}, {}, allow {}, at most {}/s per source",
+        if cfg.stateful {
+            "stateful"
+        } else {
+            "stateless"
+        },
+        if cfg.key.is_some() {
+            "authenticated"
+        } else {
+            "unauthenticated"
+        },
+        match cfg.allow.len() {
+            0 => "nobody (no --stamp-allow)".to_string(),
+            _ => cfg
+                .allow
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        },
+        cfg.max_pps
+    );
+    let r = sonde_run::stamp::Reflector::start(cfg, interrupt.clone())
+        .map_err(|e| anyhow::anyhow!("--stamp {bind}: {e}"))?;
+    // On stderr: stdout's first line is the agent's, which scripts read for its port.
+    errln!("sonde stamp reflector listening on {} ({words})", r.local);
+    Ok(r)
 }
 
 /// A test command (stream, ping, rpc, pps, load): its plan through the one pipeline.
