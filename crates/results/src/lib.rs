@@ -8,6 +8,7 @@ pub mod document;
 pub mod inventory;
 pub mod latency;
 pub mod limit;
+pub mod oneway;
 mod pooled;
 pub mod side;
 pub mod spec;
