@@ -26,6 +26,7 @@ pub mod schedule;
 pub mod search;
 pub mod side;
 pub mod signals;
+pub mod stamp;
 pub mod suite;
 pub mod tune;
 pub mod watch;

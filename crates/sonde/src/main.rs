@@ -112,40 +112,92 @@ fn serve(
         }
     };
     init_logging();
-    let cfg = a.config(labels.clone(), command_line)?;
-    let Some(mesh) = a.mesh.config(a, cfg.key.clone(), &labels)? else {
-        agent::serve(cfg, interrupt)?;
-        return Ok(ExitCode::SUCCESS);
+    let config = a.config(labels.clone(), command_line)?;
+    let reflector = match a.stamp()? {
+        Some(cfg) => Some(start_reflector(cfg, interrupt)?),
+        None => None,
     };
-    let mesh = sonde_run::mesh::start(mesh, interrupt)?;
+    let mesh = match a.mesh.config(a, config.key.clone(), &labels)? {
+        Some(cfg) => Some(start_mesh(a, cfg, interrupt)?),
+        None => None,
+    };
+    let served = agent::serve(config, interrupt);
+    if let Some(r) = reflector {
+        interrupt.set();
+        tracing::info!("stamp reflector: {}", r.counts.line());
+        r.join();
+    }
+    if let Some((mesh, stop, metrics)) = mesh {
+        interrupt.set();
+        stop.set();
+        mesh.join();
+        if let Some(m) = metrics {
+            let _ = m.join();
+        }
+    }
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The mesh (`serve --mesh`) and its `/metrics`, started before the agent says it listens.
+fn start_mesh(
+    a: &cli::ServeArgs,
+    cfg: sonde_run::mesh::MeshConfig,
+    interrupt: &Interrupt,
+) -> anyhow::Result<(
+    sonde_run::mesh::Mesh,
+    Interrupt,
+    Option<std::thread::JoinHandle<()>>,
+)> {
+    let mesh = sonde_run::mesh::start(cfg, interrupt)?;
     errln!("sonde mesh reflecting on {}", mesh.reflector);
     let stop = Interrupt::none();
     let metrics = match a.mesh.metrics {
         Some(addr) => {
-            let token = a
-                .mesh
-                .metrics_token_file
-                .as_deref()
-                .map(fleet_metrics::token);
+            let token = a.mesh.metrics_token_file.as_deref();
+            let token = token.map(fleet_metrics::token).transpose()?;
             let state = std::sync::Arc::clone(&mesh.state);
-            Some(mesh_metrics::start(
-                addr,
-                token.transpose()?,
-                state,
-                stop.clone(),
-            )?)
+            Some(mesh_metrics::start(addr, token, state, stop.clone())?)
         }
         None => None,
     };
-    let served = agent::serve(cfg, interrupt);
-    interrupt.set();
-    stop.set();
-    mesh.join();
-    if let Some(m) = metrics {
-        let _ = m.join();
-    }
-    served?;
-    Ok(ExitCode::SUCCESS)
+    Ok((mesh, stop, metrics))
+}
+
+/// `serve --stamp`: the reflector, bound before the agent says it listens.
+fn start_reflector(
+    cfg: sonde_run::stamp::ReflectorConfig,
+    interrupt: &Interrupt,
+) -> anyhow::Result<sonde_run::stamp::Reflector> {
+    let bind = cfg.bind;
+    let words = format!(
+        "{}, {}, allow {}, at most {}/s per source",
+        if cfg.stateful {
+            "stateful"
+        } else {
+            "stateless"
+        },
+        if cfg.key.is_some() {
+            "authenticated"
+        } else {
+            "unauthenticated"
+        },
+        match cfg.allow.len() {
+            0 => "nobody (no --stamp-allow)".to_string(),
+            _ => cfg
+                .allow
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        },
+        cfg.max_pps
+    );
+    let r = sonde_run::stamp::Reflector::start(cfg, interrupt.clone())
+        .map_err(|e| anyhow::anyhow!("--stamp {bind}: {e}"))?;
+    // On stderr: stdout's first line is the agent's, which scripts read for its port.
+    errln!("sonde stamp reflector listening on {} ({words})", r.local);
+    Ok(r)
 }
 
 /// A test command (stream, ping, rpc, pps, load): its plan through the one pipeline.

@@ -154,7 +154,7 @@ fn rx_stamp(msg: &libc::msghdr) -> Option<u64> {
 }
 
 /// The first of a `scm_timestamping`'s three stamps (software), if set.
-fn software(data: &[u8]) -> Option<u64> {
+pub(crate) fn software(data: &[u8]) -> Option<u64> {
     if data.len() < size_of::<libc::timespec>() {
         return None;
     }
@@ -165,7 +165,7 @@ fn software(data: &[u8]) -> Option<u64> {
 }
 
 /// Calls `each(level, type, data)` for every control message of `msg`.
-fn each_cmsg(msg: &libc::msghdr, mut each: impl FnMut(i32, i32, &[u8])) {
+pub(crate) fn each_cmsg(msg: &libc::msghdr, mut each: impl FnMut(i32, i32, &[u8])) {
     // SAFETY: the kernel filled msg_control up to msg_controllen; the CMSG macros walk it.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(msg);

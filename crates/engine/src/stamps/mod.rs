@@ -4,6 +4,7 @@
 //! each answer's first bytes ([`EchoFigures`]), as a STAMP reflector carries its stamps.
 
 pub mod book;
+pub mod datagram;
 pub mod echo;
 pub mod io;
 pub mod stages;

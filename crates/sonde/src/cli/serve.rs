@@ -105,6 +105,25 @@ pub struct ServeArgs {
     /// or one of these, so that a session cannot be handed to another agent of the fleet.
     #[arg(long = "reached-at", value_name = "ADDR")]
     pub reached_at: Vec<std::net::IpAddr>,
+    /// Also reflect STAMP (RFC 8762/8972) on UDP [ADDR:]PORT (862 is STAMP's; a bare port
+    /// listens on every IPv4 address). It answers only --stamp-allow's networks.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_stamp_bind)]
+    pub stamp: Option<std::net::SocketAddr>,
+    /// Networks the STAMP reflector answers, CIDR (comma list, repeatable). None by
+    /// default: without it the reflector answers nobody.
+    #[arg(long, value_delimiter = ',', value_name = "CIDR", requires = "stamp")]
+    pub stamp_allow: Vec<sonde_run::stamp::Cidr>,
+    /// Most STAMP answers a second to one source address (a second's worth in a burst).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000), value_name = "PER_S")]
+    pub stamp_max_pps: u32,
+    /// Number each STAMP session's answers (RFC 8762 §4.3.1 stateful), so a sender can
+    /// tell loss on the way there from loss on the way back; stateless by default.
+    #[arg(long, requires = "stamp")]
+    pub stamp_stateful: bool,
+    /// Reflect in authenticated mode (HMAC-SHA256) under this key only: hex text, or
+    /// else the file's bytes, at least 16; owner-only, as --key-file.
+    #[arg(long, value_name = "FILE", requires = "stamp")]
+    pub stamp_key_file: Option<PathBuf>,
     /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
     #[arg(long, hide = true)]
     pub test_hooks: bool,
@@ -144,6 +163,24 @@ impl ServeArgs {
         })
     }
 
+    /// The STAMP reflector these flags ask for, its key read here.
+    pub fn stamp(&self) -> anyhow::Result<Option<sonde_run::stamp::ReflectorConfig>> {
+        let Some(bind) = self.stamp else {
+            return Ok(None);
+        };
+        let key = match &self.stamp_key_file {
+            Some(path) => Some(sonde_run::stamp::load_key("--stamp-key-file", path)?),
+            None => None,
+        };
+        Ok(Some(sonde_run::stamp::ReflectorConfig {
+            bind,
+            allow: self.stamp_allow.clone(),
+            max_pps: self.stamp_max_pps,
+            key,
+            stateful: self.stamp_stateful,
+        }))
+    }
+
     pub fn allowed(&self) -> Allowed {
         self.allow.iter().copied().collect()
     }
@@ -171,6 +208,15 @@ impl ServeArgs {
         AgentDpdk::from_flags(self.dpdk_args.as_deref(), self.dpdk_dev.as_deref(), allowed)
             .map_err(anyhow::Error::msg)
     }
+}
+
+/// `--stamp [ADDR:]PORT`: a bare port listens on every IPv4 address.
+fn parse_stamp_bind(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok((std::net::Ipv4Addr::UNSPECIFIED, port).into());
+    }
+    s.parse()
+        .map_err(|_| format!("'{s}' is not [ADDR:]PORT (862, 198.18.0.1:862, [::1]:862)"))
 }
 
 /// One `--label KEY=VALUE`, checked against the rules controllers apply.
@@ -201,5 +247,39 @@ mod tests {
         assert_eq!(none.allowed(), Allowed::default());
         let e = Cli::try_parse_from(["sonde", "serve", "--allow", "xdp,warp"]).unwrap_err();
         assert!(e.to_string().contains("third-party"), "{e}");
+    }
+
+    #[test]
+    fn stamp_flags_build_the_reflector() {
+        let Command::Serve(a) =
+            parsed("serve --stamp 8620 --stamp-allow 198.18.0.0/15,198.19.0.1 --stamp-stateful")
+        else {
+            panic!("a serve command")
+        };
+        let cfg = a.stamp().unwrap().unwrap();
+        assert_eq!(cfg.bind.to_string(), "0.0.0.0:8620");
+        assert_eq!(cfg.allow.len(), 2);
+        assert!(cfg.stateful && cfg.key.is_none() && cfg.max_pps == 100);
+        let Command::Serve(none) = parsed("serve --stamp 198.18.0.1:862") else {
+            panic!("a serve command")
+        };
+        assert!(none.stamp().unwrap().unwrap().allow.is_empty());
+        let e = Cli::try_parse_from(["sonde", "serve", "--stamp", "x:y"]).unwrap_err();
+        assert!(e.to_string().contains("--stamp"), "{e}");
+        let e = Cli::try_parse_from([
+            "sonde",
+            "serve",
+            "--stamp",
+            "862",
+            "--stamp-allow",
+            "10.0.0.0/40",
+        ])
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("--stamp-allow") && e.to_string().contains("0 to 32"),
+            "{e}"
+        );
+        let e = Cli::try_parse_from(["sonde", "serve", "--stamp-stateful"]).unwrap_err();
+        assert!(e.to_string().contains("--stamp"), "{e}");
     }
 }

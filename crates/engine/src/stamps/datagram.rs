@@ -1,0 +1,146 @@
+//! One UDP datagram with what a two-way measurement needs of its arrival: the kernel's
+//! software receive stamp (real time) and the TTL or hop limit it came with (STAMP's
+//! reflector returns it to the sender, RFC 8762 §4.3). A bounded wait, so a loop that
+//! reads datagrams still sees its stop flag.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use super::io::{each_cmsg, software};
+
+/// Room for a `scm_timestamping` and a TTL, with their headers.
+const CONTROL_BYTES: usize = 128;
+
+/// One datagram read.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram {
+    pub len: usize,
+    pub from: SocketAddr,
+    /// The kernel's software receive stamp (`CLOCK_REALTIME`, ns), when it gave one.
+    pub rx_ns: Option<u64>,
+    /// IPv4 TTL or IPv6 hop limit, when the kernel gave it.
+    pub ttl: Option<u8>,
+}
+
+fn set(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value is a c_int that lives for the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Asks the kernel for software receive stamps and the TTL (or hop limit) of each
+/// datagram on `fd`, a UDP socket of family `v6` or not.
+pub fn enable_arrival(fd: RawFd, v6: bool) -> io::Result<()> {
+    let flags =
+        (libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE) as libc::c_int;
+    set(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)?;
+    match v6 {
+        true => set(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1),
+        false => set(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1),
+    }
+}
+
+/// Reads one datagram into `buf`, waiting at most `wait`; `Ok(None)` when none came.
+/// A datagram longer than `buf` is cut and its `len` is `buf.len() + 1`, so that a caller
+/// can tell it was too long.
+pub fn recv_arrival(fd: RawFd, buf: &mut [u8], wait: Duration) -> io::Result<Option<Datagram>> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one live pollfd.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    if r == 0 {
+        return Ok(None);
+    }
+    let mut control = [0u64; CONTROL_BYTES / 8];
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut addr: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero is a valid msghdr; its pointers are set below.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CONTROL_BYTES;
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: msg points at live buffers of the lengths it names.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
+    let Some(from) = socket_addr(&addr) else {
+        return Ok(None);
+    };
+    let (mut rx_ns, mut ttl) = (None, None);
+    each_cmsg(&msg, |level, ty, data| match (level, ty) {
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => rx_ns = software(data),
+        (libc::IPPROTO_IP, libc::IP_TTL) | (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT)
+            if data.len() >= 4 =>
+        {
+            let v = i32::from_ne_bytes(data[..4].try_into().expect("4 bytes"));
+            ttl = u8::try_from(v).ok();
+        }
+        _ => {}
+    });
+    let len = if truncated { buf.len() + 1 } else { n as usize };
+    Ok(Some(Datagram {
+        len,
+        from,
+        rx_ns,
+        ttl,
+    }))
+}
+
+/// The address the kernel wrote, IPv4 or IPv6.
+fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match addr.ss_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: the family says it is a sockaddr_in.
+            let a: &libc::sockaddr_in = unsafe { &*(addr as *const libc::sockaddr_storage).cast() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::from((ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it is a sockaddr_in6.
+            let a: &libc::sockaddr_in6 =
+                unsafe { &*(addr as *const libc::sockaddr_storage).cast() };
+            let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Some(SocketAddr::from((ip, u16::from_be(a.sin6_port))))
+        }
+        _ => None,
+    }
+}

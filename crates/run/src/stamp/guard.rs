@@ -1,0 +1,169 @@
+//! Who a reflector answers, and how often: an allowlist of networks (nobody by default)
+//! and a per-source budget of answers per second. A source the table has no room for is
+//! refused, not evicted for, so a spoofed flood cannot buy answers by churning sources.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::str::FromStr;
+use std::time::Instant;
+
+/// Sources a limiter tracks at most; beyond, a new source gets no answer until idle ones
+/// are forgotten.
+pub const MAX_SOURCES: usize = 4096;
+/// A source idle this long is forgotten.
+const IDLE_S: f64 = 10.0;
+
+/// One network, `ADDR/PREFIX` (a bare address is its host network).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, prefix) = s.split_once('/').unwrap_or((s, ""));
+        let net: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("'{s}' is not ADDR/PREFIX: '{addr}' is not an address"))?;
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            "" => max,
+            p => p
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(|| format!("'{s}': the prefix must be 0 to {max}"))?,
+        };
+        Ok(Cidr { net, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.net, self.prefix)
+    }
+}
+
+impl Cidr {
+    /// Whether `ip` is in this network (IPv4-mapped IPv6 sources are read as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => same(
+                u128::from(u32::from(n)) << 96,
+                u128::from(u32::from(a)) << 96,
+                self.prefix,
+            ),
+            (IpAddr::V6(n), IpAddr::V6(a)) => same(u128::from(n), u128::from(a), self.prefix),
+            _ => false,
+        }
+    }
+}
+
+/// Whether the first `prefix` bits of `a` and `b` agree.
+fn same(a: u128, b: u128, prefix: u8) -> bool {
+    prefix == 0 || (a ^ b) >> (128 - u32::from(prefix)) == 0
+}
+
+/// Whether any of `allow` holds `ip`; an empty list holds nobody.
+pub fn allowed(allow: &[Cidr], ip: IpAddr) -> bool {
+    allow.iter().any(|c| c.contains(ip))
+}
+
+/// A token bucket per source: `per_s` answers a second, a second's worth in a burst.
+pub struct Limiter {
+    per_s: f64,
+    sources: HashMap<IpAddr, (f64, Instant)>,
+}
+
+impl Limiter {
+    pub fn new(per_s: u32) -> Self {
+        Limiter {
+            per_s: f64::from(per_s),
+            sources: HashMap::new(),
+        }
+    }
+
+    /// Whether `ip` may have one more answer at `now` (taking it if so).
+    pub fn take(&mut self, ip: IpAddr, now: Instant) -> bool {
+        if !self.sources.contains_key(&ip) && self.sources.len() >= MAX_SOURCES {
+            self.sources
+                .retain(|_, (_, last)| now.duration_since(*last).as_secs_f64() < IDLE_S);
+            if self.sources.len() >= MAX_SOURCES {
+                return false;
+            }
+        }
+        let (tokens, last) = self.sources.entry(ip).or_insert((self.per_s, now));
+        let refill = now.saturating_duration_since(*last).as_secs_f64() * self.per_s;
+        *tokens = (*tokens + refill).min(self.per_s.max(1.0));
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn cidrs_hold_their_networks_only() {
+        let c: Cidr = "198.18.0.0/15".parse().unwrap();
+        assert!(c.contains("198.19.255.1".parse().unwrap()));
+        assert!(!c.contains("198.20.0.1".parse().unwrap()));
+        assert!(c.contains("::ffff:198.18.0.9".parse().unwrap()));
+        let host: Cidr = "198.18.0.2".parse().unwrap();
+        assert!(
+            host.contains("198.18.0.2".parse().unwrap())
+                && !host.contains("198.18.0.3".parse().unwrap())
+        );
+        assert!("0.0.0.0/0"
+            .parse::<Cidr>()
+            .unwrap()
+            .contains("127.0.0.1".parse().unwrap()));
+        assert!("198.18.0.0/33"
+            .parse::<Cidr>()
+            .unwrap_err()
+            .contains("0 to 32"));
+        assert!("nonsense/8".parse::<Cidr>().is_err());
+        assert!(!allowed(&[], "198.18.0.2".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_source_gets_its_rate_and_no_more() {
+        let mut l = Limiter::new(10);
+        let t0 = Instant::now();
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let burst = (0..100).filter(|_| l.take(ip, t0)).count();
+        assert_eq!(burst, 10);
+        let later = (0..100)
+            .filter(|_| l.take(ip, t0 + Duration::from_millis(500)))
+            .count();
+        assert_eq!(later, 5);
+        // Another source has its own budget.
+        assert!(l.take("198.18.0.3".parse().unwrap(), t0));
+    }
+
+    #[test]
+    fn a_full_table_refuses_new_sources_until_idle_ones_go() {
+        let mut l = Limiter::new(1);
+        let t0 = Instant::now();
+        for i in 0..MAX_SOURCES as u32 {
+            assert!(l.take(IpAddr::from(std::net::Ipv4Addr::from(0xc612_0000 + i)), t0));
+        }
+        let newcomer: IpAddr = "198.19.255.255".parse().unwrap();
+        assert!(!l.take(newcomer, t0 + Duration::from_secs(1)));
+        assert!(l.take(newcomer, t0 + Duration::from_secs(11)));
+    }
+}
