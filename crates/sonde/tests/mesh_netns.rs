@@ -149,6 +149,8 @@ fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pai
         "0.5",
         "--mesh-refresh",
         "2",
+        "--mesh-window",
+        "2",
     ];
     let _agents: Vec<_> = (1..=n)
         .map(|k| {
@@ -185,6 +187,27 @@ fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pai
         );
         assert_eq!(label(s, "destination_zone"), "z1", "{s}");
     }
+    // Each direction's delay of every pair (2 s windows here), within its bound of the
+    // truth: the namespaces share one clock, so a direction is never below zero beyond it,
+    // nor above the round trip; no clock fault.
+    let delays = Prometheus::wait_for(&lab, "sonde_mesh_oneway_delay_seconds", limit, |r| {
+        r.len() == 2 * n * (n - 1)
+    });
+    let bounds = Prometheus::query(&lab, "sonde_mesh_oneway_bound_seconds");
+    assert_eq!(bounds.len(), n * (n - 1), "{bounds:#?}");
+    for d in &delays {
+        let b = bounds
+            .iter()
+            .find(|b| {
+                label(b, "source") == label(d, "source")
+                    && label(b, "destination") == label(d, "destination")
+            })
+            .map(value)
+            .unwrap();
+        assert!(value(d) >= -b - 1e-6 && value(d) < 0.01, "{d} ± {b}");
+    }
+    let faults = Prometheus::query(&lab, "sonde_mesh_clock_fault == 1");
+    assert!(faults.is_empty(), "{faults:#?}");
     // Before the fault, no rack pair loses anything.
     let ratio = "sonde:mesh_loss:ratio_rate1m";
     let four = Prometheus::wait_for(&lab, ratio, limit, |r| r.len() == 4);

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use sonde_results::mesh::{PeerStats, BUCKETS_S};
+use sonde_results::mesh::{PeerStats, Verdict, BUCKETS_S};
 
 use super::figures::{bounded, sanitize, MAX_AGENT_LABELS};
 use super::text::escape;
@@ -171,6 +171,7 @@ pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
         }
     }
     window_gauge(&mut out, &pairs);
+    oneway_gauges(&mut out, &pairs);
     out.push_str("# EOF\n");
     out
 }
@@ -268,6 +269,54 @@ fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
     }
 }
 
+/// Each direction's delay (the window's median), its bound, and clock faults.
+fn oneway_gauges(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+    let delay = "sonde_mesh_oneway_delay_seconds";
+    header(out, delay, "gauge", Some("seconds"),
+        "The last window's median one-way delay: forward (source to destination), reverse; true within sonde_mesh_oneway_bound_seconds");
+    for (labels, s) in pairs {
+        if let Some(Verdict::Delays(f)) = s.last_oneway {
+            line(
+                out,
+                delay,
+                labels,
+                &[("direction", "forward")],
+                f.forward_p50_s,
+            );
+            line(
+                out,
+                delay,
+                labels,
+                &[("direction", "reverse")],
+                f.reverse_p50_s,
+            );
+        }
+    }
+    let bound = "sonde_mesh_oneway_bound_seconds";
+    header(out, bound, "gauge", Some("seconds"),
+        "The bound on both directions' delays: the clocks' claimed errors, or the exchanges' fit, whichever is tighter");
+    for (labels, s) in pairs {
+        if let Some(Verdict::Delays(f)) = s.last_oneway {
+            let from = if f.from_clocks { "clocks" } else { "exchange" };
+            line(out, bound, labels, &[("from", from)], f.bound_s);
+        }
+    }
+    let fault = "sonde_mesh_clock_fault";
+    header(out, fault, "gauge", None,
+        "1 when the last window's timestamps fit no clock offset or put a direction below zero beyond its bound: no delay is given");
+    for (labels, s) in pairs {
+        if let Some(v) = s.last_oneway {
+            line(
+                out,
+                fault,
+                labels,
+                &[],
+                f64::from(u8::from(v == Verdict::ClockFault)),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,5 +369,51 @@ mod tests {
         // No peer, no peer series.
         let none = encode_mesh(&agent, &[]);
         assert!(!none.contains("destination="), "{none}");
+    }
+
+    #[test]
+    fn a_closed_window_gives_each_direction_and_its_bound_or_a_fault() {
+        use sonde_results::mesh::Stamps;
+        let own = map(&[("rack", "r1")]);
+        let j = Judging {
+            window_ns: 100,
+            ..Judging::default()
+        };
+        let mut stats = PeerStats::new(0, &j);
+        for i in 0..10 {
+            let t = i * 1_000_000;
+            stats.on_stamps(Stamps {
+                sent_ns: t,
+                reflected_in_ns: t + 30_000,
+                reflected_out_ns: t + 35_000,
+                back_ns: t + 45_000,
+                own_bound_ns: Some(500),
+                peer_bound_ns: Some(500),
+            });
+        }
+        stats.tick(200);
+        let agent = MeshAgent {
+            source: "a",
+            labels: &own,
+            budget_per_s: 1.0,
+            rate_per_s: 1.0,
+            reflected: 0,
+            refused: 0,
+        };
+        let peers = [MeshPeer {
+            address: "b",
+            labels: &own,
+            stats: &stats,
+        }];
+        let text = encode_mesh(&agent, &peers);
+        let pair = r#"source="a",destination="b",source_rack="r1",destination_rack="r1""#;
+        for want in [
+            format!("sonde_mesh_oneway_delay_seconds{{{pair},direction=\"forward\"}} 0.00003\n"),
+            format!("sonde_mesh_oneway_delay_seconds{{{pair},direction=\"reverse\"}} 0.00001\n"),
+            format!("sonde_mesh_oneway_bound_seconds{{{pair},from=\"clocks\"}} 0.000001\n"),
+            format!("sonde_mesh_clock_fault{{{pair}}} 0\n"),
+        ] {
+            assert!(text.contains(&want), "no {want} in\n{text}");
+        }
     }
 }

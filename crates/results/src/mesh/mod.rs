@@ -3,11 +3,13 @@
 //! minute's HDR histogram, and the probe budget's arithmetic. Pure: times are passed in.
 
 pub mod ledger;
+pub mod oneway;
 pub mod rtt;
 
 use hdrhistogram::Histogram;
 
 pub use ledger::{Answer, Ledger, Settled};
+pub use oneway::{OneWayFigures, OneWayWindow, Stamps, Verdict};
 pub use rtt::{Buckets, MinuteFigures, BUCKETS_S};
 
 /// Nanoseconds in a minute: the HDR histogram's window.
@@ -53,6 +55,9 @@ pub struct PeerStats {
     window_ns: u64,
     /// The last full window's percentiles, once one ended with answers in it.
     pub last_window: Option<MinuteFigures>,
+    oneway: OneWayWindow,
+    /// The last full window's one-way delays (or a clock fault).
+    pub last_oneway: Option<Verdict>,
 }
 
 impl PeerStats {
@@ -72,6 +77,8 @@ impl PeerStats {
             window_started_ns: now_ns,
             window_ns: judging.window_ns.max(1),
             last_window: None,
+            oneway: OneWayWindow::default(),
+            last_oneway: None,
         }
     }
 
@@ -97,12 +104,18 @@ impl PeerStats {
         a
     }
 
+    /// An answered probe's four timestamps, for each direction's delay.
+    pub fn on_stamps(&mut self, stamps: Stamps) {
+        self.oneway.record(stamps);
+    }
+
     /// Settles what is due and closes the window when it is over.
     pub fn tick(&mut self, now_ns: u64) {
         let s = self.ledger.settle(now_ns);
         add(&mut self.settled, s);
         if now_ns >= self.window_started_ns + self.window_ns {
             self.last_window = MinuteFigures::of(&self.minute);
+            self.last_oneway = self.oneway.close();
             self.minute.reset();
             self.window_started_ns = now_ns;
         }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use sonde_proto::stamp::{
     ErrorEstimate, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat,
 };
-use sonde_results::mesh::{per_peer_rate, PeerStats};
+use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Stamps};
 
 use super::peers::Peer;
 use super::reflector::{self, Reflector, Times};
@@ -301,7 +301,24 @@ impl Prober {
             if a.ssid != self.ssid && !e.peer.open {
                 continue;
             }
-            e.stats.on_answer(a.sender_seq, a.seq, now);
+            let back_ns = reflector::realtime_ns() as i64;
+            let answer = e.stats.on_answer(a.sender_seq, a.seq, now);
+            if matches!(answer, Answer::First { .. }) {
+                let unix = |t: sonde_proto::stamp::Timestamp| t.to_unix_ns(TimeFormat::Ntp) as i64;
+                let own = self.clock_bound.load(Ordering::Relaxed);
+                e.stats.on_stamps(Stamps {
+                    sent_ns: unix(a.sender_timestamp),
+                    reflected_in_ns: unix(a.receive),
+                    reflected_out_ns: unix(a.timestamp),
+                    back_ns,
+                    own_bound_ns: (own != u64::MAX).then_some(own),
+                    peer_bound_ns: a
+                        .estimate
+                        .synchronized
+                        .then(|| a.estimate.bound_ns())
+                        .flatten(),
+                });
+            }
             let area = &self.buf[mode.base_bytes()..n];
             if let Some(l) = sonde_proto::mesh::read_labels(area, mode.key(), a.seq) {
                 e.learned = l;
