@@ -36,6 +36,8 @@ pub struct MeshPeer<'a> {
 }
 
 type Labels = Vec<(String, String)>;
+/// A per-peer counter family: name, help, and how to read it.
+type PeerCounter = (&'static str, &'static str, fn(&PeerStats) -> u64);
 
 /// The pair's labels: `source`, `destination`, then each end's own labels prefixed
 /// `source_` / `destination_` (sanitized, bounded; a name taken already is skipped).
@@ -119,7 +121,7 @@ pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
         .collect();
     agent_families(&mut out, agent, &own, peers.len());
     rtt_histogram(&mut out, &pairs);
-    let counters: [(&str, &str, fn(&PeerStats) -> u64); 4] = [
+    let counters: [PeerCounter; 4] = [
         ("sonde_mesh_probes_sent", "Probes sent to the peer", |s| {
             s.sent
         }),

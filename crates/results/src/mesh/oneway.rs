@@ -66,14 +66,14 @@ impl OneWayWindow {
             Some(prev) => prev.zip(claim).map(|(p, c)| p.max(c)),
         });
         self.seen += 1;
-        if self.seen % self.stride.max(1) != 0 {
+        if !self.seen.is_multiple_of(self.stride.max(1)) {
             return;
         }
         if self.exchanges.len() >= MAX_EXCHANGES {
-            let mut i = 0;
+            let mut i: usize = 0;
             self.exchanges.retain(|_| {
                 i += 1;
-                i % 2 == 0
+                i.is_multiple_of(2)
             });
             self.stride = self.stride.max(1) * 2;
         }

@@ -210,7 +210,7 @@ impl Prober {
             let mode = mode_for(self.stamp_key.as_ref(), &e.peer);
             let mut len = mode.base_bytes();
             // Ask for the peer's labels until it answered them, then now and again.
-            if !e.peer.open && (e.learned.is_empty() || seq % LABELS_EVERY == 0) {
+            if !e.peer.open && (e.learned.is_empty() || seq.is_multiple_of(LABELS_EVERY)) {
                 let area = &mut self.out[len..];
                 if let Ok(n) = sonde_proto::mesh::put_labels_request(area, mode.key(), seq) {
                     len += n;
