@@ -117,7 +117,10 @@ fn serve(
         Some(cfg) => Some(start_reflector(cfg, interrupt)?),
         None => None,
     };
-    let mesh = match a.mesh.config(a, config.key.clone(), &labels)? {
+    let mesh = match a
+        .mesh
+        .config(a.bind, a.insecure_no_key, config.key.clone(), &labels)?
+    {
         Some(cfg) => Some(start_mesh(a, cfg, interrupt)?),
         None => None,
     };

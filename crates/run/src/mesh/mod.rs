@@ -8,19 +8,18 @@
 mod peers;
 mod prober;
 mod reflector;
+mod state;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use sonde_proto::Key;
-use sonde_results::mesh::{Judging, PeerStats};
-
 pub use peers::{parse_file, Peer, Source};
 pub use reflector::Rate;
+pub use state::{MeshConfig, MeshState, PeerEntry};
 
 use crate::signals::Interrupt;
 
@@ -34,29 +33,6 @@ pub const DEFAULT_BUDGET: f64 = 100.0;
 /// How often the list is read again by default.
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Clone)]
-pub struct MeshConfig {
-    pub source: Source,
-    /// This agent's reflector port, and its peers' where the list does not say.
-    pub port: u16,
-    /// The address both sockets bind (the agent's `--bind`).
-    pub bind: IpAddr,
-    /// This agent's `source` label: the address its peers know it by.
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    /// Probes per second per peer (`--mesh-rate`).
-    pub rate: f64,
-    /// Probes per second at most, all peers together (`--mesh-budget`).
-    pub budget: f64,
-    pub refresh: Duration,
-    /// The fleet key: probes and answers carry its HMAC; none (`--insecure-no-key`):
-    /// unauthenticated.
-    pub key: Option<Key>,
-    pub judging: Judging,
-    /// The reflector's answers per second at most.
-    pub reflect: Rate,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum MeshError {
     #[error("cannot bind the mesh's reflector on {addr} (--mesh-port): {source}")]
@@ -65,42 +41,6 @@ pub enum MeshError {
     List(String),
     #[error("mesh socket: {0}")]
     Io(#[from] io::Error),
-}
-
-/// One listed peer and its figures.
-#[derive(Debug)]
-pub struct PeerEntry {
-    pub peer: Peer,
-    /// The labels its reflector answered (the list's win over them).
-    pub learned: BTreeMap<String, String>,
-    pub stats: PeerStats,
-    next_seq: u32,
-    /// When its next probe is due (the prober's clock, ns).
-    next_due_ns: u64,
-}
-
-impl PeerEntry {
-    /// Its labels: what its reflector said, under what the list says.
-    pub fn labels(&self) -> BTreeMap<String, String> {
-        let mut out = self.learned.clone();
-        out.extend(self.peer.labels.clone());
-        out
-    }
-}
-
-/// What the metrics read: the agent's own figures and each listed peer's.
-#[derive(Debug)]
-pub struct MeshState {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub budget_per_s: f64,
-    /// Probes per second scheduled now, all peers together.
-    pub rate_per_s: f64,
-    pub reflected: u64,
-    pub refused: u64,
-    pub peers: BTreeMap<SocketAddr, PeerEntry>,
-    /// Why the last reading of the list failed (the previous list is kept).
-    pub list_error: Option<String>,
 }
 
 /// A running mesh: its state and its thread.

@@ -19,7 +19,7 @@ use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Stamps};
 
 use super::peers::Peer;
 use super::reflector::{self, Reflector, Times};
-use super::{MeshConfig, MeshState, PeerEntry};
+use super::state::{MeshConfig, MeshState, PeerEntry};
 use crate::signals::Interrupt;
 
 /// Packets read per socket per wake-up at most, so that a flood on one socket cannot

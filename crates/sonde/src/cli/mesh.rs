@@ -66,9 +66,11 @@ fn positive(s: &str) -> Result<f64, String> {
 
 impl MeshArgs {
     /// The mesh these flags describe, or none without --mesh.
+    /// `bind` and `insecure_no_key` are `serve`'s.
     pub fn config(
         &self,
-        serve: &super::ServeArgs,
+        bind: std::net::IpAddr,
+        insecure_no_key: bool,
         key: Option<sonde_proto::Key>,
         labels: &sonde_proto::Labels,
     ) -> anyhow::Result<Option<MeshConfig>> {
@@ -76,7 +78,7 @@ impl MeshArgs {
             return Ok(None);
         };
         let source = Source::parse(source, self.mesh_port).map_err(anyhow::Error::msg)?;
-        if key.is_none() && !serve.insecure_no_key {
+        if key.is_none() && !insecure_no_key {
             anyhow::bail!("--mesh needs --key-file (its probes and answers carry the fleet key's HMAC), or --insecure-no-key on an isolated network");
         }
         let ms = Duration::from_millis;
@@ -89,11 +91,8 @@ impl MeshArgs {
         Ok(Some(MeshConfig {
             source,
             port: self.mesh_port,
-            bind: serve.bind,
-            name: self
-                .mesh_name
-                .clone()
-                .unwrap_or_else(|| serve.bind.to_string()),
+            bind,
+            name: self.mesh_name.clone().unwrap_or_else(|| bind.to_string()),
             labels: labels.clone(),
             rate: self.mesh_rate,
             budget: self.mesh_budget,
