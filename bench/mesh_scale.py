@@ -127,7 +127,7 @@ def mesh_run(a):
         f.writelines(f"{addr(k)}\n" for k in range(1, a.agents + 1))
     atexit.register(lambda: os.path.exists(peers) and os.remove(peers))
     procs = [start_agent(a.sonde, f"{PRE}-a{k}", addr(k), peers, a.rate, 10 * a.rate * a.agents,
-                         ("--label", f"rack=r{k % 4}"))
+                         ("--label", f"rack=r{k % 4}", "--mesh-refresh", "5"))
              for k in range(1, a.agents + 1)]
     pids = [sonde_pid(p) for p in procs]
     try:
@@ -145,21 +145,39 @@ def mesh_run(a):
         print(f"  CPU % of one core per agent: {stats(cpu)}")
         print(f"  RSS MB per agent: {stats(rss)}")
         if a.soak:
-            print(f"soak: {a.soak} s, RSS MB (min/median/max over agents) every 30 s")
-            end = time.monotonic() + a.soak
-            while time.monotonic() < end:
-                time.sleep(min(30, max(0, end - time.monotonic())))
-                r = [rss_mb(p) for p in pids]
-                alive = sum(p.poll() is None for p in procs)
-                print(f"  t+{a.soak - (end - time.monotonic()):.0f}s alive {alive}/{len(procs)} RSS {stats(r)}", flush=True)
-            cpu, rss = measure(pids, 10)
-            print(f"  after the soak: CPU % {stats(cpu)}; RSS MB {stats(rss)}")
+            soak(a, procs, pids, peers)
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(timeout=10)
         down()
+
+
+def soak(a, procs, pids, peers):
+    """The mesh for --soak seconds while its list changes under it: every 30 s the file
+    loses its last 10 agents or gets them back (read again every 5 s); each agent's RSS
+    sampled then, and at the end agent 1's metrics must name exactly the listed peers."""
+    print(f"soak: {a.soak:.0f} s, the list losing and regaining 10 agents every 30 s; RSS MB over agents")
+    end, short = time.monotonic() + a.soak, False
+    while time.monotonic() < end:
+        time.sleep(min(30, max(0, end - time.monotonic())))
+        short = not short
+        listed = a.agents - 10 if short else a.agents
+        with open(peers + ".new", "w") as f:
+            f.writelines(f"{addr(k)}\n" for k in range(1, listed + 1))
+        os.replace(peers + ".new", peers)
+        r = [rss_mb(p) for p in pids]
+        alive = sum(p.poll() is None for p in procs)
+        print(f"  t+{a.soak - (end - time.monotonic()):.0f}s listed {listed} alive {alive}/{len(procs)} RSS {stats(r)}", flush=True)
+    time.sleep(8)
+    text = scrape(f"{PRE}-a1", addr(1))
+    named = {l.split('destination="')[1].split('"')[0] for l in text.splitlines()
+             if l.startswith("sonde_mesh_probes_sent_total{")}
+    want = {addr(k) for k in range(2, (a.agents - 10 if short else a.agents) + 1)}
+    print(f"  agent 1 names {len(named)} peers, the list {len(want)}: {'the same' if named == want else 'DIFFERENT'}")
+    cpu, rss = measure(pids, 10)
+    print(f"  after the soak: CPU % {stats(cpu)}; RSS MB {stats(rss)}")
 
 
 def phantom_run(a, peers_n):

@@ -251,7 +251,9 @@ impl Prober {
             pollfd(self.prober_sock.as_raw_fd()),
             pollfd(crate::signals::wake_fd().unwrap_or(-1)),
         ];
-        let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+        // Rounded up: a wait rounded down to 0 ms would spin until a probe is due (poll
+        // counts whole milliseconds); a probe sent up to 1 ms late is no matter.
+        let ms = wait.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
         // SAFETY: three live pollfds; a negative fd is ignored.
         unsafe { libc::poll(pfds.as_mut_ptr(), 3, ms) };
     }
