@@ -23,7 +23,9 @@ pub fn most_connections(spec: &TestSpec) -> usize {
         TestSpec::Pps(p) => p.flows,
         // Not run over a session (a load's phases run as their own kinds): the most any
         // test may open.
-        TestSpec::Load(_) | TestSpec::Watch(_) => sonde_results::spec::MAX_CONNECTIONS,
+        TestSpec::Load(_) | TestSpec::Watch(_) | TestSpec::Stamp(_) => {
+            sonde_results::spec::MAX_CONNECTIONS
+        }
     };
     n as usize
 }

@@ -137,7 +137,7 @@ pub fn end_load(d: &Document) -> LoadFigures {
             }
         }
         Section::Rr(r) => f.requests_per_second = r.requests_per_second,
-        Section::Load { .. } | Section::Watch { .. } => {}
+        Section::Load { .. } | Section::Watch { .. } | Section::Stamp { .. } => {}
     }
     f
 }
