@@ -33,6 +33,13 @@ pub struct StampEnd {
     /// in ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencySummary>,
+    /// The reflector's own time between receiving and answering (T3 - T2), in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflector_turnaround_ns: Option<LatencySummary>,
+    /// Whole round trips, the reflector's turnaround included (T4 - T1: what an echo's
+    /// ping counts), in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_whole_ns: Option<LatencySummary>,
     /// Each direction's delay ± bound (the exchange's own fit or both clocks' bounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_way: Option<OneWay>,

@@ -42,6 +42,8 @@ pub struct Ledger {
     interval_of: Vec<u32>,
     pub intervals: Vec<(StampInterval, Histogram<u64>)>,
     rtt: Histogram<u64>,
+    turnaround: Histogram<u64>,
+    whole: Histogram<u64>,
     pub oneway: OneWayTally,
     pub received: u64,
     pub duplicates: u64,
@@ -65,6 +67,8 @@ impl Ledger {
             interval_of: vec![0; packets],
             intervals: Vec::new(),
             rtt: new_histogram(),
+            turnaround: new_histogram(),
+            whole: new_histogram(),
             oneway: OneWayTally::default(),
             received: 0,
             duplicates: 0,
@@ -134,8 +138,11 @@ impl Ledger {
             self.real_ns(p.receive, format),
             self.real_ns(p.timestamp, format),
         );
-        let rtt = ((t4 - t1) - (t3 - t2).max(0)).clamp(1, i128::from(u32::MAX) * 1000) as u64;
+        let most = i128::from(u32::MAX) * 1000;
+        let rtt = ((t4 - t1) - (t3 - t2).max(0)).clamp(1, most) as u64;
         let _ = self.rtt.record(rtt);
+        let _ = self.turnaround.record((t3 - t2).clamp(1, most) as u64);
+        let _ = self.whole.record((t4 - t1).clamp(1, most) as u64);
         let (iv, h) = &mut self.intervals[self.interval_of[s] as usize];
         iv.received += 1;
         let _ = h.record(rtt);
@@ -167,6 +174,14 @@ impl Ledger {
     /// The round trips of the whole run.
     pub fn latency(&self) -> Option<LatencySummary> {
         LatencySummary::of(&self.rtt)
+    }
+
+    /// The reflector's turnarounds (T3 - T2) and the whole round trips (T4 - T1).
+    pub fn turnaround_and_whole(&self) -> (Option<LatencySummary>, Option<LatencySummary>) {
+        (
+            LatencySummary::of(&self.turnaround),
+            LatencySummary::of(&self.whole),
+        )
     }
 }
 

@@ -60,6 +60,8 @@ pub struct ReflectorCounts {
     /// Shorter than the mode's base packet, or longer than [`MAX_PACKET`].
     pub malformed: AtomicU64,
     pub bad_hmac: AtomicU64,
+    /// Answers the kernel refused to send.
+    pub send_failed: AtomicU64,
 }
 
 impl ReflectorCounts {
@@ -67,13 +69,14 @@ impl ReflectorCounts {
     pub fn line(&self) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "received {} answered {} unlisted {} over_rate {} malformed {} bad_hmac {}",
+            "received {} answered {} unlisted {} over_rate {} malformed {} bad_hmac {} send_failed {}",
             g(&self.received),
             g(&self.answered),
             g(&self.unlisted),
             g(&self.over_rate),
             g(&self.malformed),
-            g(&self.bad_hmac)
+            g(&self.bad_hmac),
+            g(&self.send_failed)
         )
     }
 }
@@ -214,10 +217,16 @@ impl Loop {
         };
         how.transmit = Timestamp::from_unix_ns(now_real(), TimeFormat::Ntp);
         match reflect(request, mode, &how, &mut self.out) {
-            Ok(len) => {
-                socket.send_to(&self.out[..len], got.from)?;
-                count(&self.counts.answered);
-            }
+            // A failed send (a local firewall's drop says EPERM) loses one answer: no
+            // back-off, which would hold up every answer behind it.
+            Ok(len) => match socket.send_to(&self.out[..len], got.from) {
+                Ok(_) => {
+                    count(&self.counts.answered);
+                }
+                Err(_) => {
+                    count(&self.counts.send_failed);
+                }
+            },
             Err(e) => {
                 let bad_hmac = e == StampError::BadHmac;
                 count(if bad_hmac {

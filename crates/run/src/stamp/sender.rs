@@ -244,6 +244,7 @@ fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockSt
         notes.push("a stateless reflector (or one that lost nothing on the way there): loss is not split by direction".into());
     }
     let reflector = reflector_state(l);
+    let (turnaround, whole) = l.turnaround_and_whole();
     let one_way = l
         .oneway
         .raw()
@@ -259,6 +260,8 @@ fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockSt
         duplicates: l.duplicates,
         reordered: l.reordered,
         latency_ns: l.latency(),
+        reflector_turnaround_ns: turnaround,
+        round_trip_whole_ns: whole,
         one_way,
         clock: l.clock.clone(),
         packet_bytes: spec.packet_bytes,
