@@ -393,3 +393,42 @@ fn stamp_loss_is_exact_each_way_and_its_rtt_matches_ping_and_stamp_suite() {
         "{fwd_ow} + {rev_ow} vs {stamp_p50}"
     );
 }
+
+#[test]
+fn stamp_runs_are_stored_shown_and_compared_like_any_kind() {
+    let Some(lab) = Lab::new() else { return };
+    let reflector = format!("{}:{PORT}", lab.server_addr);
+    let _agent = lab.start_agent_with(&["--stamp", &reflector, "--stamp-allow", "198.18.0.1/32"]);
+    let db = temp_file("stamp-store.db");
+    let db_s = db.to_str().unwrap();
+    for label in ["before", "after"] {
+        let mut cmd = Lab::in_ns(&lab.client, SONDE);
+        cmd.args([
+            "stamp", &reflector, "-r", "50", "-n", "20", "--wait", "0.3", "--label", label, "--db",
+            db_s,
+        ]);
+        let out = run(cmd);
+        assert!(out.status.success(), "sonde stamp: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains("round trip") && text.contains("0 of 20"),
+            "{text}"
+        );
+    }
+    let list = sonde_into(&db, &["results", "list"]);
+    let list = stdout(&list);
+    assert!(list.matches("stamp").count() >= 2, "{list}");
+    assert!(list.contains("P50") && list.contains("lost 0"), "{list}");
+    let shown = sonde_into(&db, &["results", "show", "1"]);
+    let doc: Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    assert_eq!(doc["test"], "stamp");
+    assert_eq!(u(&doc["end"]["stamp"]["received"]), 20);
+    assert_eq!(u(&doc["intervals"][0]["stamp"]["sent"]), 20);
+    let compared = sonde_into(&db, &["compare", "before", "after"]);
+    assert!(compared.status.success(), "{}", stderr(&compared));
+    assert!(
+        stdout(&compared).contains("RTT P50"),
+        "{}",
+        stdout(&compared)
+    );
+}

@@ -78,7 +78,10 @@ pub fn run(
     let mut buf = vec![0u8; sonde_results::spec::STAMP_MAX_BYTES as usize + 1];
     let gap = Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let start = Instant::now();
-    let estimate = sonde_proto::stamp::ErrorEstimate::default();
+    // Our own clock's S bit and bound, as the reflector's answers carry theirs.
+    let estimate = local_clock
+        .as_ref()
+        .map_or_else(Default::default, |c| super::clock::of_state(c).0);
     let mut sent = 0usize;
     while sent < packets && !interrupt.is_set() {
         let due = start + gap.mul_f64(sent as f64);
