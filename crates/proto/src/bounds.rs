@@ -150,6 +150,7 @@ mod tests {
             messages: 1,
             latency_ns: Some(summary.clone()),
             stages: None,
+            oneway: None,
         });
         check_sample(&ping, 0, &s).unwrap();
         summary.histogram = Some("A".repeat(MAX_HISTOGRAM_CHARS + 1));
@@ -157,6 +158,7 @@ mod tests {
             messages: 1,
             latency_ns: Some(summary.clone()),
             stages: None,
+            oneway: None,
         });
         let e = check_sample(&ping, 0, &s).unwrap_err();
         assert!(e.contains("histogram of 524289 bytes"), "{e}");
@@ -169,6 +171,7 @@ mod tests {
             messages: 1,
             latency_ns: None,
             stages: Some(stages),
+            oneway: None,
         });
         let e = check_sample(&ping, 0, &s).unwrap_err();
         assert!(e.contains("histogram of 524289 bytes"), "{e}");

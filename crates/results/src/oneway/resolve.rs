@@ -74,22 +74,29 @@ pub struct Claim {
     pub words: String,
 }
 
-/// The clocks' claim from both ends' clock states (`None`: an end sent none).
-pub fn claim(client: Option<&ClockState>, server: Option<&ClockState>) -> Claim {
-    let (Some(c), Some(s)) = (client, server) else {
-        return Claim {
-            bound_ns: None,
-            from: BoundFrom::Clocks,
-            words: "an end did not report its clock".into(),
-        };
-    };
-    if c.boot_id.is_some() && c.boot_id == s.boot_id {
+/// One end's clock as its side reported it: its host's boot id and its clock state.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClockEnd<'a> {
+    pub boot_id: Option<&'a str>,
+    pub clock: Option<&'a ClockState>,
+}
+
+/// The clocks' claim from both ends' reports.
+pub fn claim(client: ClockEnd<'_>, server: ClockEnd<'_>) -> Claim {
+    if client.boot_id.is_some() && client.boot_id == server.boot_id {
         return Claim {
             bound_ns: Some(0.0),
             from: BoundFrom::OneClock,
             words: "one clock: both ends on one host".into(),
         };
     }
+    let (Some(c), Some(s)) = (client.clock, server.clock) else {
+        return Claim {
+            bound_ns: None,
+            from: BoundFrom::Clocks,
+            words: "an end did not report its clock".into(),
+        };
+    };
     match (c.bound.error_ns, s.bound.error_ns) {
         (Some(a), Some(b)) => Claim {
             bound_ns: Some((a + b) as f64),

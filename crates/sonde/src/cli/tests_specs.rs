@@ -33,7 +33,7 @@ const LINES: &[&str] = &[
     "ping h --udp --stages",
     "ping h --stages --engine uring",
     "ping h --udp --stages --engine xdp",
-    "rpc h --udp --stages --resp-size 36 -C 4",
+    "rpc h --udp --stages --resp-size 44 -C 4",
     "rpc h --stages --resp-size 8",
     "ping h --engine xdp",
     "ping h --engine xdp --self-noise",
