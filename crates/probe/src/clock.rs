@@ -56,8 +56,6 @@ pub fn assess(
         daemon,
         ptp: ptp_clocks(root),
         vmclock: root.join("dev/vmclock0").exists(),
-        // main's ClockState gained boot_id (results::oneway) before its reader did.
-        boot_id: text(root, "proc/sys/kernel/random/boot_id"),
         bound,
     }
 }

@@ -16,7 +16,7 @@ use sonde_results::clock::{ClockBound, ClockState};
 use sonde_results::document::stamp::StampEnd;
 use sonde_results::document::{End, IntervalFigures, IntervalSection, LocalStart, Section};
 use sonde_results::latency::LatencySummary;
-use sonde_results::oneway::{claim, resolve};
+use sonde_results::oneway::{claim, resolve, ClockEnd};
 use sonde_results::{Document, StampSpec, TestSpec};
 
 use super::ledger::{split_loss, Arrival, Ledger};
@@ -248,10 +248,23 @@ fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockSt
     }
     let reflector = reflector_state(l);
     let (turnaround, whole) = l.turnaround_and_whole();
-    let one_way = l
-        .oneway
-        .raw()
-        .and_then(|raw| resolve(Some(&raw), &[], &claim(local, Some(&reflector))).0);
+    let one_way = l.oneway.raw().and_then(|raw| {
+        resolve(
+            Some(&raw),
+            &[],
+            &claim(
+                ClockEnd {
+                    boot_id: None,
+                    clock: local,
+                },
+                ClockEnd {
+                    boot_id: None,
+                    clock: Some(&reflector),
+                },
+            ),
+        )
+        .0
+    });
     StampEnd {
         reflector: addr.to_string(),
         sent,
