@@ -64,6 +64,9 @@ pub struct OneWay {
     /// more than its bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_fault: Option<String>,
+    /// How the offset was chosen when not as above (a load's loaded phase: its idle's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What the two clocks claim about their offset: 0 within `bound_ns`.
