@@ -57,6 +57,10 @@ pub struct OneWay {
     /// The clocks' own claim, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks: Option<String>,
+    /// The clocks' own bound on the offset (0: one clock); absent when either is not
+    /// synchronised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocks_bound_ns: Option<f64>,
     /// The exchange contradicts the clocks' claim: they disagree beyond their bounds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks_disagree: Option<String>,
@@ -204,6 +208,7 @@ pub fn resolve(
     let base = OneWay {
         exchanges: whole.exchanges(),
         clocks: Some(claim.words.clone()),
+        clocks_bound_ns: claim.bound_ns,
         ..OneWay::default()
     };
     let fit = match whole.limits.fit() {
