@@ -38,6 +38,10 @@ impl BoundFrom {
 pub struct OneWay {
     /// Messages with both ends' stamps.
     pub exchanges: u64,
+    /// Exchanges beyond a worker's budget for one interval (2^20), counted and not in the
+    /// figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchanges_not_kept: Option<u64>,
     /// Client to server, the offset taken off; absent with a clock fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_ns: Option<LatencySummary>,
@@ -207,6 +211,7 @@ pub fn resolve(
     };
     let base = OneWay {
         exchanges: whole.exchanges(),
+        exchanges_not_kept: (whole.unkept > 0).then_some(whole.unkept),
         clocks: Some(claim.words.clone()),
         clocks_bound_ns: claim.bound_ns,
         ..OneWay::default()
