@@ -333,6 +333,28 @@ mod tests {
         assert!(h.stages.iter().all(Histogram::is_empty));
     }
 
+    /// A filing keeps at most [`EXCHANGES_KEPT`] exchanges; the rest are counted.
+    #[test]
+    fn exchanges_beyond_the_budget_are_counted_not_kept() {
+        let mut full = StageHists::new();
+        full.exchanges = vec![[1, 2, 3]; EXCHANGES_KEPT - 2];
+        let mut more = StageHists::new();
+        more.exchanges = vec![[4, 5, 6]; 5];
+        more.exchanges_dropped = 1;
+        full.add(&more);
+        assert_eq!(full.exchanges.len(), EXCHANGES_KEPT);
+        assert_eq!(full.exchanges_dropped, 4);
+        let r = Readings {
+            echo_rx: 10_000,
+            ..readings()
+        };
+        full.file(&r);
+        assert_eq!(
+            (full.exchanges.len(), full.exchanges_dropped),
+            (EXCHANGES_KEPT, 5)
+        );
+    }
+
     #[test]
     fn figures_cross_an_answer_unchanged_and_short_answers_carry_none() {
         let f = EchoFigures {

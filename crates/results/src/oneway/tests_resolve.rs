@@ -119,6 +119,7 @@ fn synchronised_clocks_tighter_than_the_exchange_are_used() {
     let (end, _) = figures(&run(40_000, 40_000, 1_000), &c);
     assert_eq!(end.bound_from, Some(BoundFrom::Clocks));
     assert_eq!((end.bound_ns, end.offset_ns), (Some(5_000.0), Some(0.0)));
+    assert_eq!(end.clocks_bound_ns, Some(5_000.0));
     // Clocks bound looser than the exchange's: the exchange's.
     let loose = claim(
         clock_at("a", &state(Some(900_000))),

@@ -18,7 +18,10 @@ pub struct StageTallies {
 impl StageTallies {
     /// Adds a worker's filing of interval `idx`.
     pub fn add(&mut self, idx: u32, s: &StageHists) {
-        let mut ways = OneWayTally::default();
+        let mut ways = OneWayTally {
+            unkept: s.exchanges_dropped,
+            ..OneWayTally::default()
+        };
         for &[at_ns, forward_raw_ns, reverse_raw_ns] in &s.exchanges {
             ways.record(Exchange {
                 at_ns,
@@ -80,5 +83,19 @@ mod tests {
             e::FIGURE_BYTES as u32,
             sonde_results::spec::STAGE_FIGURE_BYTES
         );
+    }
+
+    /// Exchanges a worker could not keep reach the interval's and the window's tallies
+    /// as a count.
+    #[test]
+    fn exchanges_not_kept_are_counted_in_the_tallies() {
+        let mut h = StageHists::new();
+        h.exchanges = vec![[1_000, 20_000, 20_000]];
+        h.exchanges_dropped = 7;
+        let mut t = StageTallies::default();
+        t.add(0, &h);
+        let raw = t.interval(0).1.unwrap();
+        assert_eq!((raw.exchanges, raw.unkept), (1, 7));
+        assert_eq!(t.oneway.unkept, 7);
     }
 }
