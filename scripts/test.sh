@@ -6,7 +6,8 @@
 # test, iputils' ping for the kernel's own traffic during an XDP test, chromium for the report's
 # screenshot, dpdk-dev's dpdk-testpmd for --engine dpdk and procps' pgrep to
 # find its processes), kubernetes-validate from PyPI for the manifests in deploy/ and
-# HdrHistogram's Python package (hdrhistogram) to read back the exported histogram log, builds the
+# HdrHistogram's Python package (hdrhistogram) to read back the exported histogram log, stamp-suite
+# from crates.io (cargo install) for the STAMP interop tests, builds the
 # static executable the deploy test runs in an empty root (deploy/build-static.sh), then
 # runs `cargo test --workspace`.
 # .ci/run calls this same script. Without root it still runs, and the tests that need root
@@ -41,6 +42,12 @@ fi
 if ! python3 -c "import hdrh.log" 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore hdrhistogram \
         || echo "missing for the tests: HdrHistogram's Python package (pip install hdrhistogram)" >&2
+fi
+# STAMP interop (crates/sonde/tests/stamp_netns.rs) runs stamp-suite, an implementation no
+# one here wrote, as sender and reflector.
+if ! command -v stamp-suite >/dev/null && [ ! -x "$HOME/.cargo/bin/stamp-suite" ]; then
+    cargo install --locked stamp-suite@1.0.0 >&2 \
+        || echo "missing for the tests: stamp-suite (cargo install stamp-suite)" >&2
 fi
 # The deploy test needs a static executable, not a fast one: optimised less than the
 # shipped one (deploy/build-static.sh alone), it builds in 3 minutes instead of 4.

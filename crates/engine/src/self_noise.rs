@@ -73,6 +73,7 @@ pub fn measure(plan: &NoisePlan) -> io::Result<Floor> {
         stall: None,
         sqpoll: false,
         stages: false,
+        clock_shift_ns: 0,
     };
     let mut echo = RrServer::spawn(ServerTarget::Sockets(far), echo_plan)?;
     let window_start = Instant::now() + WARMUP;

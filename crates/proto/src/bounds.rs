@@ -23,7 +23,9 @@ pub fn most_connections(spec: &TestSpec) -> usize {
         TestSpec::Pps(p) => p.flows,
         // Not run over a session (a load's phases run as their own kinds): the most any
         // test may open.
-        TestSpec::Load(_) | TestSpec::Watch(_) => sonde_results::spec::MAX_CONNECTIONS,
+        TestSpec::Load(_) | TestSpec::Watch(_) | TestSpec::Stamp(_) => {
+            sonde_results::spec::MAX_CONNECTIONS
+        }
     };
     n as usize
 }
@@ -148,6 +150,7 @@ mod tests {
             messages: 1,
             latency_ns: Some(summary.clone()),
             stages: None,
+            oneway: None,
         });
         check_sample(&ping, 0, &s).unwrap();
         summary.histogram = Some("A".repeat(MAX_HISTOGRAM_CHARS + 1));
@@ -155,6 +158,7 @@ mod tests {
             messages: 1,
             latency_ns: Some(summary.clone()),
             stages: None,
+            oneway: None,
         });
         let e = check_sample(&ping, 0, &s).unwrap_err();
         assert!(e.contains("histogram of 524289 bytes"), "{e}");
@@ -167,6 +171,7 @@ mod tests {
             messages: 1,
             latency_ns: None,
             stages: Some(stages),
+            oneway: None,
         });
         let e = check_sample(&ping, 0, &s).unwrap_err();
         assert!(e.contains("histogram of 524289 bytes"), "{e}");

@@ -32,6 +32,11 @@ fn flags(spec: &TestSpec) -> Vec<String> {
             }
         },
         TestSpec::Watch(w) => w.command.clone(),
+        TestSpec::Stamp(s) => vec![
+            format!("{}:{}", s.host, s.port),
+            format!("--rate {}", s.rate_per_s),
+            format!("--size {}", s.packet_bytes),
+        ],
     }
 }
 

@@ -92,6 +92,7 @@ mod tests {
             messages: 7,
             latency_ns: None,
             stages: None,
+            oneway: None,
         }));
         assert_eq!(
             keys(&rr),

@@ -211,6 +211,7 @@ mod tests {
                 messages: 45_123,
                 latency_ns: Some(l),
                 stages: None,
+                oneway: None,
             }),
         };
         let line = rr_line(Some(&c), None);

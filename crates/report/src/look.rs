@@ -19,6 +19,7 @@ pub fn heading(spec: &TestSpec, path: &str, search: bool) -> String {
             w.iface.as_deref().unwrap_or("none"),
             w.timing.interval_ms as f64 / 1e3
         ),
+        TestSpec::Stamp(s) => summary::stamp_heading(s),
     }
 }
 
@@ -43,6 +44,7 @@ pub fn summary(doc: &Document) -> String {
         TestSpec::Pps(_) => summary::pps(doc),
         TestSpec::Load(_) => summary::load(doc),
         TestSpec::Watch(_) => summary::watch(doc),
+        TestSpec::Stamp(_) => summary::stamp(doc),
     }
 }
 

@@ -25,9 +25,6 @@ pub struct ClockState {
     /// The hypervisor's VMClock device (`/dev/vmclock0`, Linux 6.13+).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub vmclock: bool,
-    /// The kernel's boot id: two ends that report the same one read one clock.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub boot_id: Option<String>,
     pub bound: ClockBound,
 }
 

@@ -254,7 +254,30 @@ pub fn metrics(doc: &Document) -> Vec<Metric> {
         Section::Pps(p) => p.packets.as_ref().map_or_else(Vec::new, pps_metrics),
         Section::Load { load } => load_metrics(load),
         Section::Watch { .. } => Vec::new(),
+        Section::Stamp { stamp } => stamp_metrics(stamp),
     }
+}
+
+/// A STAMP run: its round trips as a ping's, then its loss (lower is better).
+fn stamp_metrics(e: &crate::document::stamp::StampEnd) -> Vec<Metric> {
+    let mut out = Vec::new();
+    if let Some(l) = &e.latency_ns {
+        for (key, title, q, v) in [
+            ("rtt_p50_us", "RTT P50", 0.5, l.p50),
+            ("rtt_p99_us", "RTT P99", 0.99, l.p99),
+        ] {
+            let m = Metric::new(key, title, "µs", v as f64 / 1e3).lower_is_better();
+            out.push(Metric {
+                quantile: Some(q),
+                ..m
+            });
+        }
+    }
+    if e.sent > 0 {
+        let lost = 100.0 * e.lost as f64 / e.sent as f64;
+        out.push(Metric::new("lost_percent", "Packets lost", "%", lost).lower_is_better());
+    }
+    out
 }
 
 fn stream_metrics(e: &StreamEnd) -> Vec<Metric> {

@@ -28,5 +28,5 @@ pub use side::{
 };
 pub use spec::{
     Direction, DpdkSpec, Engine, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError,
-    Stall, StreamSpec, TestSpec, Timing, Transport, WatchSpec,
+    Stall, StampSpec, StreamSpec, TestSpec, Timing, Transport, WatchSpec,
 };

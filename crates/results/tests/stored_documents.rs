@@ -69,6 +69,16 @@ const FIXTURES: &[(&str, TestName, Expected)] = &[
             .iter()
             .all(|i| i.rr().is_some_and(|r| r.latency_ns.is_some()))
     }),
+    // --stages with the echo's clock shifted 1.234 ms (the test hook): each interval's
+    // directions, and the offset the exchange found.
+    ("v2-ping-oneway.json", TestName::Ping, |d| {
+        let end = d.end.rr().and_then(|r| r.oneway.as_deref());
+        let found = end.and_then(|o| o.offset_ns).unwrap_or(0.0);
+        (found - 1_234_000.0).abs() < 10_000.0
+            && d.intervals
+                .iter()
+                .all(|i| i.rr().is_some_and(|r| r.oneway.is_some()))
+    }),
     ("v2-rpc.json", TestName::Rpc, |d| {
         d.intervals
             .iter()

@@ -9,7 +9,7 @@ use std::process::ExitStatus;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::document::load::PhaseRun;
 use sonde_results::document::{IntervalFigures, Trial};
-use sonde_results::{Document, IntervalSample, LoadSpec, PpsSpec, TestSpec, WatchSpec};
+use sonde_results::{Document, IntervalSample, LoadSpec, PpsSpec, StampSpec, TestSpec, WatchSpec};
 
 use crate::controller::{self, ControllerError, LiveInterval, TestRequest};
 use crate::search::{self, SearchError, SearchParams};
@@ -31,6 +31,11 @@ pub enum Plan {
         spec: WatchSpec,
         probe: HostProbe,
         stdout_to_stderr: bool,
+    },
+    /// STAMP to a reflector (no agent); `key` in authenticated mode.
+    Stamp {
+        spec: StampSpec,
+        key: Option<sonde_proto::stamp::StampKey>,
     },
 }
 
@@ -124,6 +129,8 @@ pub enum MeasureError {
     Search(#[from] SearchError),
     #[error(transparent)]
     Watch(#[from] WatchError),
+    #[error(transparent)]
+    Stamp(#[from] crate::stamp::sender::StampRunError),
     #[error("--tune: {0}")]
     Tune(#[from] crate::tune::TuneError),
 }
@@ -197,6 +204,13 @@ impl Measurement<'_> {
                     &mut live,
                 )?;
                 Ok(self.finish(vec![doc], 1, Some(status)))
+            }
+            Plan::Stamp { spec, key } => {
+                let test = TestSpec::Stamp(spec.clone());
+                self.say_line(self.look.heading(&test, &path, false));
+                let doc =
+                    crate::stamp::sender::run(&spec, key.as_ref(), self.command, self.interrupt)?;
+                Ok(self.finish(vec![doc], 1, None))
             }
         }
     }

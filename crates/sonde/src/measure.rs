@@ -15,7 +15,7 @@ use sonde_run::measure::{Live, Look, Measured, Measurement, Output, Plan};
 use sonde_run::signals::Interrupt;
 use sonde_run::tune::Tuned;
 
-use crate::cli::{self, OutputArgs, Target, WatchArgs};
+use crate::cli::{self, OutputArgs, StampArgs, Target, WatchArgs};
 use crate::errors::{EXIT_PARTIAL, EXIT_USAGE};
 
 /// The report crate's renderers, per kind (`sonde_report::look` chooses).
@@ -149,6 +149,27 @@ pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::R
     emit(&sonde_report::json(doc), None, out, false)?;
     let code = sonde_run::watch::exit_code(status, doc.end.partial, EXIT_PARTIAL);
     Ok(ExitCode::from(code))
+}
+
+/// `sonde stamp`: its run, printed and stored like any test's.
+pub fn stamp(a: &StampArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
+    let plan = match a.plan()? {
+        Ok(p) => p,
+        Err(e) => {
+            errln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let out = &a.output;
+    let target = sonde_run::measure::Target {
+        host: String::new(),
+        from: None,
+        port: 0,
+        key: None,
+        fleet: None,
+    };
+    let m = measure(plan, &target, out, &command, interrupt)?;
+    emit(&sonde_report::json(&m.docs[0]), None, out, m.partial())
 }
 
 /// Keeps a run in the store (unless --no-save). A store that cannot be written is reported

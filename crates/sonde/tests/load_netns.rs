@@ -8,7 +8,8 @@ use common::*;
 /// The shaper sits in a router on the upload path, with a deep byte queue. TCP keeps it
 /// nearly full (no sender-side limit holds it back, unlike a qdisc on the sender's own
 /// interface under TCP Small Queues), so every ping request waits behind a full queue:
-/// queue bytes / rate.
+/// queue bytes / rate. With `--stages`, split by direction: all of it on the way out
+/// (forward), none on the way back.
 #[test]
 fn added_latency_under_upload_is_the_shaped_queue_drain_time() {
     let Some(lab) = Lab::routed(&["tc"]) else {
@@ -45,6 +46,7 @@ fn added_latency_under_upload_is_the_shaped_queue_drain_time() {
             "3",
             "-P",
             "8",
+            "--stages",
             "--json",
             "--no-save",
         ],
@@ -72,6 +74,18 @@ fn added_latency_under_upload_is_the_shaped_queue_drain_time() {
             "{a} against {drain_ns} ns ({:.0} % off)",
             err * 100.0
         );
+        let way = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("no {k}: {a}"));
+        let (fwd, rev) = (way("forward_p50_added_ns"), way("reverse_p50_added_ns"));
+        eprintln!(
+            "  by direction: forward +{:.2} ms, reverse {:+.3} ms",
+            fwd / 1e6,
+            rev / 1e6
+        );
+        assert!(
+            (fwd - drain_ns).abs() < 0.15 * drain_ns,
+            "forward +{fwd} ns"
+        );
+        assert!(rev.abs() < 0.02 * drain_ns, "reverse {rev:+} ns");
     }
 }
 

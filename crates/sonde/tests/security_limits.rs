@@ -121,6 +121,15 @@ fn every_limit_refuses_a_rogue_controller_naming_its_flag() {
             _ => unreachable!(),
         }
     });
+    // A controller cannot make an agent lie about its clock without --test-hooks.
+    let shifted = TestSpec::Ping(RrSpec {
+        stages: true,
+        server_clock_shift_ns: Some(-500_000_000),
+        ..match rpc(1, 1, 100.0) {
+            TestSpec::Rpc(r) => r,
+            _ => unreachable!(),
+        }
+    });
     let endless = TestSpec::Stream(StreamSpec {
         timing: Timing {
             duration_ms: u64::MAX - 1_000,
@@ -150,6 +159,7 @@ fn every_limit_refuses_a_rogue_controller_naming_its_flag() {
         ),
         ("duration near 2^64", endless, "--max-duration"),
         ("server_stall without hooks", stalled, "--test-hooks"),
+        ("a shifted clock without hooks", shifted, "--test-hooks"),
     ];
     for (abuse, spec, flag) in cases {
         let e = refused(port, spec, None, flag);

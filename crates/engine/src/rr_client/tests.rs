@@ -45,6 +45,7 @@ pub(crate) fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> Ser
         stall,
         sqpoll: false,
         stages: false,
+        clock_shift_ns: 0,
     }
 }
 

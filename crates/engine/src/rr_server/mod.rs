@@ -115,7 +115,10 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     for &fd in fds {
         let stamps = match p.stages.then(|| stamps::enable(fd)) {
             Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
-            Some(Ok(())) => Some((EchoStamps::new(Some(p.response_bytes)), [0; FIGURE_BYTES])),
+            Some(Ok(())) => Some((
+                EchoStamps::new(Some(p.response_bytes), p.clock_shift_ns),
+                [0; FIGURE_BYTES],
+            )),
             None => None,
         };
         conns.push(Echo {
@@ -302,7 +305,7 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
     }
     let mut stamps = match p.stages.then(|| stamps::enable(fd)) {
         Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
-        Some(Ok(())) => Some(EchoStamps::new(None)),
+        Some(Ok(())) => Some(EchoStamps::new(None, p.clock_shift_ns)),
         None => None,
     };
     // The reply starts with the request's first bytes: its sequence number, echoed.
@@ -453,6 +456,7 @@ mod tests {
                 stall: None,
                 sqpoll: false,
                 stages: false,
+                clock_shift_ns: 0,
             };
             let server = RrServer::spawn(ServerTarget::Sockets(sockets), plan).unwrap();
             let mut answer = vec![0u8; ANSWER];

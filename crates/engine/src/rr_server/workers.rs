@@ -26,6 +26,8 @@ pub struct ServerPlan {
     pub sqpoll: bool,
     /// Kernel timestamps of each message; each answer carries the echo's figures.
     pub stages: bool,
+    /// A test hook: the echo's real-time clock, as its answers tell it, is off by this.
+    pub clock_shift_ns: i64,
 }
 
 pub(crate) struct Core {

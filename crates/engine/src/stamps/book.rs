@@ -129,7 +129,7 @@ impl Book {
         e.r.rx = rx.unwrap_or(0);
         e.r.app_recv = app_recv;
         if let Some(f) = f.filter(|f| f.tag == index as u32) {
-            (e.r.wake, e.r.turnaround) = (f.wake_ns, f.turnaround_ns);
+            (e.r.wake, e.r.turnaround, e.r.echo_rx) = (f.wake_ns, f.turnaround_ns, f.rx_at);
         }
     }
 
@@ -147,12 +147,11 @@ impl Book {
             if !e.answered {
                 return !all && !behind(horizon);
             }
-            let split = e.r.stages();
-            match split {
+            match e.r.stages() {
                 Err(Unsplit::Missing) if !(all || behind(patience)) => true,
                 _ if !e.counted => false,
-                split => {
-                    into.record(split);
+                _ => {
+                    into.file(&e.r);
                     false
                 }
             }
@@ -242,6 +241,7 @@ mod tests {
             turnaround_ns: 200,
             sent_tag,
             send_ns,
+            rx_at: 0,
         }
     }
 

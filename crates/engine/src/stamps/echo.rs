@@ -58,11 +58,14 @@ pub struct EchoStamps {
     /// tells its client's oldest, so a window of answers sent together are all told.
     untold: VecDeque<Untold>,
     queue: ErrQueue,
+    /// Added to the arrival stamps the client is told (a test hook: a clock off by this).
+    shift_ns: i64,
 }
 
 impl EchoStamps {
-    /// `answer_bytes` for TCP, `None` for UDP.
-    pub fn new(tcp_answer_bytes: Option<usize>) -> EchoStamps {
+    /// `answer_bytes` for TCP, `None` for UDP; `shift_ns`: 0, except under the test hook
+    /// that shifts this echo's clock as its client sees it.
+    pub fn new(tcp_answer_bytes: Option<usize>, shift_ns: i64) -> EchoStamps {
         EchoStamps {
             answer_bytes: tcp_answer_bytes.unwrap_or(0) as u64,
             answers: 0,
@@ -71,6 +74,7 @@ impl EchoStamps {
             sends: VecDeque::with_capacity(SENDS_KEPT),
             untold: VecDeque::with_capacity(SENDS_KEPT),
             queue: ErrQueue::default(),
+            shift_ns,
         }
     }
 
@@ -102,6 +106,9 @@ impl EchoStamps {
             turnaround_ns: span32(self.read_at, now),
             sent_tag,
             send_ns,
+            rx_at: self
+                .rx
+                .map_or(0, |rx| rx.saturating_add_signed(self.shift_ns)),
         };
         if let Some(to) = answer.get_mut(..FIGURE_BYTES) {
             f.write(to);
@@ -159,7 +166,7 @@ mod tests {
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
         enable(s.as_raw_fd()).unwrap();
-        let mut e = EchoStamps::new(Some(32));
+        let mut e = EchoStamps::new(Some(32), 0);
         let mut answer = [0u8; 32];
         for tag in 0..3u32 {
             e.read(Some(now_real()));
@@ -193,7 +200,7 @@ mod tests {
             c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
                 .unwrap();
         }
-        let mut e = EchoStamps::new(None);
+        let mut e = EchoStamps::new(None, 0);
         let mut answer = [0u8; 40];
         for seq in 0..3u32 {
             for c in &clients {

@@ -27,11 +27,13 @@ pub const CLIENT_WAKE: usize = 6;
 /// "Not known" in an answer's figures.
 pub const UNKNOWN: u32 = u32::MAX;
 /// Bytes of the echo's figures in an answer.
-pub const FIGURE_BYTES: usize = 20;
+pub const FIGURE_BYTES: usize = 28;
 
 /// What the echo measured of its part, carried in an answer: its wake-up and turnaround
-/// for this answer (`tag`: its request's index, or UDP sequence), and the send stack of an
-/// earlier answer (`sent_tag`), known only once that answer was handed to the driver.
+/// for this answer (`tag`: its request's index, or UDP sequence), the send stack of an
+/// earlier answer (`sent_tag`), known only once that answer was handed to the driver, and
+/// the request's arrival on the echo's real-time clock (`rx_at`, 0: unknown), from which
+/// the client takes each direction's delay (the rest are spans on one clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EchoFigures {
     pub tag: u32,
@@ -39,6 +41,7 @@ pub struct EchoFigures {
     pub turnaround_ns: u32,
     pub sent_tag: u32,
     pub send_ns: u32,
+    pub rx_at: u64,
 }
 
 impl EchoFigures {
@@ -51,9 +54,10 @@ impl EchoFigures {
             self.sent_tag,
             self.send_ns,
         ];
-        for (chunk, w) in to[..FIGURE_BYTES].chunks_exact_mut(4).zip(words) {
+        for (chunk, w) in to[..20].chunks_exact_mut(4).zip(words) {
             chunk.copy_from_slice(&w.to_be_bytes());
         }
+        to[20..FIGURE_BYTES].copy_from_slice(&self.rx_at.to_be_bytes());
     }
 
     /// Reads figures from an answer's first bytes; `None` when it is too short.
@@ -66,6 +70,7 @@ impl EchoFigures {
             turnaround_ns: w(2),
             sent_tag: w(3),
             send_ns: w(4),
+            rx_at: u64::from_be_bytes(b[20..FIGURE_BYTES].try_into().expect("8 bytes")),
         })
     }
 }
@@ -89,6 +94,8 @@ pub struct Readings {
     pub wake: u32,
     pub turnaround: u32,
     pub send: u32,
+    /// The request's arrival on the echo's real-time clock (0: unknown).
+    pub echo_rx: u64,
 }
 
 /// Why a message has no stages.
@@ -133,12 +140,37 @@ impl Readings {
     }
 }
 
+impl Readings {
+    /// The message as an exchange of the two clocks, for its one-way delays: when it left
+    /// (the client's driver stamp), the echo's arrival less that, and the client's
+    /// arrival less the echo's driver stamp (its arrival plus its three spans). `None`
+    /// without the echo's arrival or a stage split.
+    pub fn exchange(&self) -> Option<[i64; 3]> {
+        if self.echo_rx == 0 || self.stages().is_err() {
+            return None;
+        }
+        let echo_sent = self.echo_rx + self.wake as u64 + self.turnaround as u64 + self.send as u64;
+        Some([
+            self.driver as i64,
+            self.echo_rx as i64 - self.driver as i64,
+            self.rx as i64 - echo_sent as i64,
+        ])
+    }
+}
+
+/// Exchanges one filing keeps at most (24 bytes each): a worker's interval beyond a
+/// million split messages counts the rest in `exchanges_dropped`.
+pub const EXCHANGES_KEPT: usize = 1 << 20;
+
 /// One interval's histogram of each stage, and the messages that could not be split.
 #[derive(Debug, Clone)]
 pub struct StageHists {
     pub stages: [Histogram<u64>; STAGES],
     pub missing: u64,
     pub disordered: u64,
+    /// Each split message's exchange ([`Readings::exchange`]), for its one-way delays.
+    pub exchanges: Vec<[i64; 3]>,
+    pub exchanges_dropped: u64,
 }
 
 impl StageHists {
@@ -148,6 +180,21 @@ impl StageHists {
             stages: std::array::from_fn(|_| fresh()),
             missing: 0,
             disordered: 0,
+            exchanges: Vec::new(),
+            exchanges_dropped: 0,
+        }
+    }
+
+    /// Files one message's readings: its stages and its exchange.
+    #[inline]
+    pub fn file(&mut self, r: &Readings) {
+        self.record(r.stages());
+        if let Some(x) = r.exchange() {
+            if self.exchanges.len() < EXCHANGES_KEPT {
+                self.exchanges.push(x);
+            } else {
+                self.exchanges_dropped += 1;
+            }
         }
     }
 
@@ -173,6 +220,8 @@ impl StageHists {
     pub fn reset(&mut self) {
         self.stages.iter_mut().for_each(Histogram::reset);
         (self.missing, self.disordered) = (0, 0);
+        self.exchanges.clear();
+        self.exchanges_dropped = 0;
     }
 
     /// Adds `other`'s messages to these.
@@ -182,6 +231,10 @@ impl StageHists {
         }
         self.missing += other.missing;
         self.disordered += other.disordered;
+        let room = EXCHANGES_KEPT.saturating_sub(self.exchanges.len());
+        let take = other.exchanges.len().min(room);
+        self.exchanges.extend_from_slice(&other.exchanges[..take]);
+        self.exchanges_dropped += other.exchanges_dropped + (other.exchanges.len() - take) as u64;
     }
 }
 
@@ -217,7 +270,23 @@ mod tests {
             wake: 6_000,
             turnaround: 800,
             send: 2_200,
+            echo_rx: 0,
         }
+    }
+
+    /// The echo's arrival stamp makes the message an exchange whose two raw one-way
+    /// delays sum to the round trip outside the hosts.
+    #[test]
+    fn an_exchange_splits_the_outside_between_the_directions() {
+        let r = Readings {
+            echo_rx: 1_000_000_000_012_000,
+            ..readings()
+        };
+        assert_eq!(readings().exchange(), None);
+        let [at, f, rv] = r.exchange().unwrap();
+        assert_eq!(at, 1_900);
+        assert_eq!(f, 1_000_000_000_012_000 - 1_900);
+        assert_eq!(f + rv, r.stages().unwrap()[OUTSIDE] as i64);
     }
 
     #[test]
@@ -264,6 +333,28 @@ mod tests {
         assert!(h.stages.iter().all(Histogram::is_empty));
     }
 
+    /// A filing keeps at most [`EXCHANGES_KEPT`] exchanges; the rest are counted.
+    #[test]
+    fn exchanges_beyond_the_budget_are_counted_not_kept() {
+        let mut full = StageHists::new();
+        full.exchanges = vec![[1, 2, 3]; EXCHANGES_KEPT - 2];
+        let mut more = StageHists::new();
+        more.exchanges = vec![[4, 5, 6]; 5];
+        more.exchanges_dropped = 1;
+        full.add(&more);
+        assert_eq!(full.exchanges.len(), EXCHANGES_KEPT);
+        assert_eq!(full.exchanges_dropped, 4);
+        let r = Readings {
+            echo_rx: 10_000,
+            ..readings()
+        };
+        full.file(&r);
+        assert_eq!(
+            (full.exchanges.len(), full.exchanges_dropped),
+            (EXCHANGES_KEPT, 5)
+        );
+    }
+
     #[test]
     fn figures_cross_an_answer_unchanged_and_short_answers_carry_none() {
         let f = EchoFigures {
@@ -272,6 +363,7 @@ mod tests {
             turnaround_ns: UNKNOWN,
             sent_tag: 6,
             send_ns: 99,
+            rx_at: 1_800_000_000_123_456_789,
         };
         let mut answer = [0u8; 64];
         f.write(&mut answer);

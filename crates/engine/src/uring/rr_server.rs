@@ -197,7 +197,7 @@ impl<'a> Echo<'a> {
             None => Vec::new(),
         };
         let tcp_stamps = || {
-            let sends = EchoSends::new(batch(p.response_bytes), p.response_bytes);
+            let sends = EchoSends::new(batch(p.response_bytes), p.response_bytes, p.clock_shift_ns);
             (p.stages && allowed.is_none()).then_some(sends)
         };
         Ok(Echo {
@@ -215,7 +215,8 @@ impl<'a> Echo<'a> {
             replies,
             layout,
             fds: fds.to_vec(),
-            udp_stamps: (p.stages && allowed.is_some()).then(|| EchoStamps::new(None)),
+            udp_stamps: (p.stages && allowed.is_some())
+                .then(|| EchoStamps::new(None, p.clock_shift_ns)),
             replies_queued: 0,
             last_message: Instant::now(),
         })

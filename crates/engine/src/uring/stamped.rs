@@ -79,13 +79,13 @@ pub(crate) struct EchoSends {
 
 impl EchoSends {
     /// For sends of up to `batch` answers of `response_bytes`.
-    pub fn new(batch: usize, response_bytes: usize) -> Box<EchoSends> {
+    pub fn new(batch: usize, response_bytes: usize, clock_shift_ns: i64) -> Box<EchoSends> {
         let empty = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         };
         Box::new(EchoSends {
-            stamps: EchoStamps::new(Some(response_bytes)),
+            stamps: EchoStamps::new(Some(response_bytes), clock_shift_ns),
             heads: vec![[0; FIGURE_BYTES]; batch],
             iov: vec![empty; 2 * batch],
             // SAFETY: all-zero is a valid msghdr; the vector is set at each send.

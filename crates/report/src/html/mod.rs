@@ -10,6 +10,7 @@
 mod comparison;
 mod environment;
 mod limits;
+mod oneway;
 pub(crate) mod page;
 mod stages;
 
@@ -248,6 +249,7 @@ pub fn render(r: &Report<'_>) -> String {
     };
     o.push_str(&section("latency", "Latency percentiles", &body));
     o.push_str(&stages::html(runs));
+    o.push_str(&oneway::html(runs));
     let docs: Vec<&Document> = runs.iter().map(|r| r.doc).collect();
     o.push_str(&crate::fleet::html(&docs));
     let body = match r.comparison {
@@ -356,6 +358,7 @@ pub fn markdown(r: &Report<'_>) -> String {
         o.push_str("See the request/response table under Results (the HTML form plots every percentile).\n\n");
     }
     o.push_str(&stages::markdown(runs));
+    o.push_str(&oneway::markdown(runs));
     let docs: Vec<&Document> = runs.iter().map(|r| r.doc).collect();
     o.push_str(&crate::fleet::markdown(&docs));
     o.push_str("\n## Comparison\n\n");

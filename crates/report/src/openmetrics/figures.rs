@@ -177,7 +177,11 @@ pub(crate) fn label_set(pair: &FleetPair, test: &str) -> Labels {
 pub(crate) fn pair_of(doc: &Document) -> FleetPair {
     doc.start.fleet.clone().unwrap_or_else(|| FleetPair {
         source: doc.start.client.hostname.clone(),
-        destination: doc.start.server_address.clone(),
+        // A STAMP run has no agent at the far end: its reflector is the destination.
+        destination: doc
+            .end
+            .stamp()
+            .map_or_else(|| doc.start.server_address.clone(), |s| s.reflector.clone()),
         ..FleetPair::default()
     })
 }
@@ -263,6 +267,27 @@ pub(crate) fn samples(doc: &Document) -> Vec<Sample> {
                 ("direction", "round_trip"),
                 lost as f64 / sent as f64,
             );
+        }
+    }
+    if let Some(s) = doc.end.stamp() {
+        if let Some(l) = &s.latency_ns {
+            for (q, ns) in [("0.5", l.p50), ("0.99", l.p99), ("0.999", l.p999)] {
+                push(Metric::Rtt, ("quantile", q), ns as f64 / 1e9);
+            }
+        }
+        let sent = s.sent.max(1) as f64;
+        match (s.lost_forward, s.lost_reverse) {
+            // Against a stateful reflector, each way (up to its last answer).
+            (Some(f), Some(r)) if s.sent > 0 => {
+                push(Metric::Loss, ("direction", "forward"), f as f64 / sent);
+                push(Metric::Loss, ("direction", "reverse"), r as f64 / sent);
+            }
+            _ if s.sent > 0 => push(
+                Metric::Loss,
+                ("direction", "round_trip"),
+                s.lost as f64 / sent,
+            ),
+            _ => {}
         }
     }
     if let Some(l) = &doc.end.limited_by {

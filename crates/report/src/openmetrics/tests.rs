@@ -264,3 +264,79 @@ fn a_run_outside_a_fleet_is_the_client_host_to_the_agent_address() {
         "{line}"
     );
 }
+
+/// A STAMP run to a reflector (no agent there): its document as `sonde stamp` writes it.
+fn stamp_run(lost: (u64, u64)) -> Document {
+    use sonde_results::document::stamp::StampEnd;
+    use sonde_results::document::{End, LocalStart};
+    use sonde_results::latency::{new_histogram, LatencySummary};
+    let mut h = new_histogram();
+    for ns in [40_000, 50_000, 60_000] {
+        h.record(ns).unwrap();
+    }
+    let stamp = StampEnd {
+        reflector: "198.18.0.2:862".into(),
+        sent: 100,
+        received: 100 - lost.0 - lost.1,
+        lost: lost.0 + lost.1,
+        lost_forward: Some(lost.0),
+        lost_reverse: Some(lost.1),
+        lost_after_last_answer: Some(0),
+        latency_ns: LatencySummary::of(&h),
+        stateful: true,
+        ..Default::default()
+    };
+    let spec = crate::fixtures::stored("v1-ping-udp.json").start;
+    let start = LocalStart {
+        spec: sonde_results::TestSpec::Stamp(sonde_results::StampSpec {
+            host: "198.18.0.2".into(),
+            port: 862,
+            rate_per_s: 10.0,
+            count: None,
+            packet_bytes: 52,
+            authenticated: false,
+            stateful: true,
+            ssid: 0,
+            timeout_ms: 1000,
+            timing: sonde_results::Timing::measuring(10_000),
+            execution: Default::default(),
+        }),
+        command: "sonde stamp 198.18.0.2".into(),
+        host: spec.client,
+        started_at: "2027-01-15T08:00:00Z".into(),
+        software: "sonde test".into(),
+    };
+    Document::local(
+        start,
+        Vec::new(),
+        End::new(false, None, Section::Stamp { stamp }),
+    )
+}
+
+#[test]
+fn a_stamp_run_gives_its_rtt_and_loss_each_way_toward_its_reflector() {
+    let p = pair("a", "router");
+    let doc = stamp_run((3, 2));
+    let mut e = Exporter::new();
+    e.record(&p, "stamp", RunOutcome::Stored(&doc), at(0));
+    let text = e.encode();
+    assert_eq!(lines(&text, "sonde_rtt_seconds").len(), 3, "{text}");
+    let loss = lines(&text, "sonde_packet_loss_ratio");
+    assert_eq!(loss.len(), 2, "{text}");
+    let of = |d: &str| {
+        value(
+            loss.iter()
+                .find(|l| l.contains(&format!("direction=\"{d}\"")))
+                .unwrap(),
+        )
+    };
+    assert_eq!((of("forward"), of("reverse")), (0.03, 0.02));
+    // Stored and backfilled, its destination is the reflector.
+    let text = export(&[doc]);
+    let rtt = lines(&text, "sonde_rtt_seconds");
+    assert!(
+        rtt.iter()
+            .all(|l| l.contains("destination=\"198.18.0.2:862\"")),
+        "{text}"
+    );
+}

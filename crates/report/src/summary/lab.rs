@@ -123,7 +123,7 @@ pub fn lab(results: &[(String, Document)]) -> String {
                     status(e),
                 ]);
             }
-            Section::Watch { .. } => {}
+            Section::Watch { .. } | Section::Stamp { .. } => {}
         }
     }
     let mut out = String::new();

@@ -75,6 +75,14 @@ pub fn added_lines(l: &LoadEnd) -> String {
         if let Some(line) = stages_line(a) {
             out.push_str(&format!("{:<8} {line}\n", ""));
         }
+        if let (Some(f), Some(r)) = (a.forward_p50_added_ns, a.reverse_p50_added_ns) {
+            out.push_str(&format!(
+                "{:<8} by direction at P50: forward (to the agent) {:+.1} us, reverse {:+.1} us\n",
+                "",
+                f as f64 / 1e3,
+                r as f64 / 1e3
+            ));
+        }
     }
     out
 }

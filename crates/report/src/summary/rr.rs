@@ -123,7 +123,12 @@ pub fn rr(doc: &Document) -> String {
         ]);
     }
     let stages = e.stages.as_ref().map(super::stages::stages_table);
-    let mut out = format!("{t}\n{}{sides}\n", stages.unwrap_or_default());
+    let oneway = e.oneway.as_deref().map(super::stages::oneway_table);
+    let mut out = format!(
+        "{t}\n{}{}{sides}\n",
+        stages.unwrap_or_default(),
+        oneway.unwrap_or_default()
+    );
     let what = e
         .latency_is
         .as_deref()

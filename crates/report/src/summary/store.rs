@@ -45,6 +45,10 @@ fn headline(e: &End) -> String {
             Some(r) => format!("{} pkt/s received", sig3(r.packets_per_second)),
             None => "-".into(),
         },
+        Section::Stamp { stamp } => match &stamp.latency_ns {
+            Some(l) => format!("P50 {} us, lost {}", sig3(l.p50 as f64 / 1e3), stamp.lost),
+            None => format!("lost {}", stamp.lost),
+        },
         Section::Load { .. } | Section::Watch { .. } => "-".into(),
     }
 }

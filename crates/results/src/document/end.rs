@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::load::LoadEnd;
 use super::pps::PpsEnd;
 use super::rr::RrEnd;
+use super::stamp::StampEnd;
 use super::stream::StreamEnd;
 use super::watch::WatchEnd;
 use crate::side::CpuUsage;
@@ -42,6 +43,9 @@ pub enum Section {
     Watch {
         watch: WatchEnd,
     },
+    Stamp {
+        stamp: StampEnd,
+    },
 }
 
 /// The host both ends shared, counted once.
@@ -67,6 +71,9 @@ impl Section {
             TestName::Watch => Section::Watch {
                 watch: WatchEnd::default(),
             },
+            TestName::Stamp => Section::Stamp {
+                stamp: StampEnd::default(),
+            },
         }
     }
 
@@ -83,7 +90,7 @@ impl Section {
                 p.clear_host_cpu();
                 None
             }
-            Section::Load { .. } | Section::Watch { .. } => None,
+            Section::Load { .. } | Section::Watch { .. } | Section::Stamp { .. } => None,
         }
     }
 }
@@ -134,6 +141,13 @@ impl End {
         }
     }
 
+    pub fn stamp(&self) -> Option<&StampEnd> {
+        match &self.section {
+            Section::Stamp { stamp } => Some(stamp),
+            _ => None,
+        }
+    }
+
     /// The one host's CPU figures, moved out of the sides, so that no reader adds the
     /// same host twice.
     pub(super) fn count_one_host(&mut self, hostname: &str, cpu: Option<CpuUsage>) {
@@ -153,6 +167,7 @@ impl End {
             TestName::Pps => read::<PpsEnd>(json)?.with(Section::Pps),
             TestName::Load => read::<LoadKey>(json)?.with(|k| Section::Load { load: k.load }),
             TestName::Watch => read::<WatchKey>(json)?.with(|k| Section::Watch { watch: k.watch }),
+            TestName::Stamp => read::<StampKey>(json)?.with(|k| Section::Stamp { stamp: k.stamp }),
         })
     }
 }
@@ -189,6 +204,11 @@ fn read<S: DeserializeOwned>(json: serde_json::Value) -> serde_json::Result<Wire
 #[derive(Deserialize)]
 struct LoadKey {
     load: LoadEnd,
+}
+
+#[derive(Deserialize)]
+struct StampKey {
+    stamp: StampEnd,
 }
 
 #[derive(Deserialize)]

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::load::LoadInterval;
 use super::rr_interval::RrInterval;
+use super::stamp::StampInterval;
 use super::watch::WatchInterval;
 use crate::side::{IntervalSample, Role};
 use crate::spec::TestName;
@@ -43,6 +44,8 @@ pub enum IntervalSection {
     Load { load: LoadInterval },
     /// Watches: the host evidence of the interval.
     Watch { watch: WatchInterval },
+    /// STAMP runs: the packets sent in the interval and their answers.
+    Stamp { stamp: StampInterval },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -126,6 +129,13 @@ impl IntervalFigures {
         }
     }
 
+    pub fn stamp(&self) -> Option<&StampInterval> {
+        match &self.section {
+            IntervalSection::Stamp { stamp } => Some(stamp),
+            _ => None,
+        }
+    }
+
     /// An interval of a document of `test`, as JSON wrote it.
     pub fn read(test: TestName, json: Value) -> serde_json::Result<IntervalFigures> {
         let w: Wire = serde_json::from_value(json)?;
@@ -152,6 +162,9 @@ impl IntervalFigures {
                 },
                 TestName::Watch => IntervalSection::Watch {
                     watch: from::<WatchKey>(rest)?.watch,
+                },
+                TestName::Stamp => IntervalSection::Stamp {
+                    stamp: from::<StampIntervalKey>(rest)?.stamp,
                 },
             },
             client_cpu_busy_percent: w.client_cpu_busy_percent,
@@ -238,6 +251,11 @@ fn from<T: DeserializeOwned>(v: Value) -> serde_json::Result<T> {
 #[derive(Deserialize)]
 struct LoadKey {
     load: LoadInterval,
+}
+
+#[derive(Deserialize)]
+struct StampIntervalKey {
+    stamp: StampInterval,
 }
 
 #[derive(Deserialize)]

@@ -14,6 +14,7 @@ mod pps;
 mod rr;
 mod rr_interval;
 pub mod search;
+pub mod stamp;
 mod stream;
 pub mod watch;
 
@@ -134,8 +135,8 @@ impl Document {
             TestSpec::Ping(r) | TestSpec::Rpc(r) => section(rr::build(r, &inp), Section::Rr),
             TestSpec::Pps(p) => section(pps::build(p, &inp), Section::Pps),
             // The controller runs a load as tests of the other kinds (`load::build`); a watch
-            // has no agent (`sonde_run::watch`).
-            TestSpec::Load(_) | TestSpec::Watch(_) => {
+            // and a STAMP run have no agent (`sonde_run::watch`, `sonde_run::stamp`).
+            TestSpec::Load(_) | TestSpec::Watch(_) | TestSpec::Stamp(_) => {
                 (Vec::new(), Section::empty(inp.spec.test_name()))
             }
         };

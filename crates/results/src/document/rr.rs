@@ -8,6 +8,7 @@ use super::interval::{paired, IntervalFigures, IntervalSection};
 use super::parts::{per_second, CpuFigures, HostCounted, Inputs, MeasuredBy, Prelude};
 use super::rr_interval::RrInterval;
 use crate::latency::LatencySummary;
+use crate::oneway::{claim, resolve, Claim, ClockEnd};
 use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::{RrSpec, Transport};
 
@@ -82,6 +83,9 @@ pub struct RrEnd {
     /// (the client pairs them per message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<crate::stages::Stages>,
+    /// `--stages`: each direction's delay, within a stated bound (`oneway::resolve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oneway: Option<Box<crate::oneway::OneWay>>,
 }
 
 impl RrEnd {
@@ -99,9 +103,24 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
     let c_rr = inp.client.rr();
     let mut client = end_side(inp.client);
     let self_noise = floor(inp.prelude.as_ref(), client.as_mut());
-    let intervals = paired(inp.client_intervals, inp.server_intervals)
-        .map(|(span, c, s)| IntervalFigures {
-            section: IntervalSection::Rr(interval(c, span.end_s - span.start_s)),
+    let pairs: Vec<_> = paired(inp.client_intervals, inp.server_intervals).collect();
+    let raws: Vec<_> = pairs
+        .iter()
+        .map(|(_, c, _)| c.and_then(|c| c.rr()).and_then(|r| r.oneway.as_deref()))
+        .collect();
+    let (oneway, each_way) = resolve(
+        c_rr.and_then(|r| r.oneway.as_deref()),
+        &raws,
+        &claim_of(inp),
+    );
+    let intervals = pairs
+        .into_iter()
+        .zip(each_way)
+        .map(|((span, c, s), oneway)| IntervalFigures {
+            section: IntervalSection::Rr(RrInterval {
+                oneway: oneway.map(Box::new),
+                ..interval(c, span.end_s - span.start_s)
+            }),
             client_cpu_busy_percent: c.and_then(|c| c.cpu_busy_percent),
             server_cpu_busy_percent: s.and_then(|s| s.cpu_busy_percent),
             ..span
@@ -131,6 +150,7 @@ pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
             .map(|r| r.foreign),
         server: inp.server.and_then(end_side),
         stages: c_rr.and_then(|r| r.stages.clone()),
+        oneway: oneway.map(Box::new),
         client,
         self_noise,
     };
@@ -144,7 +164,17 @@ fn interval(client: Option<&IntervalSample>, secs: f64) -> RrInterval {
         requests_per_second: rr.map(|r| per_second(r.messages as f64, secs)),
         latency_ns: rr.and_then(|r| r.latency_ns.clone()),
         stages: rr.and_then(|r| r.stages.clone()),
+        oneway: None,
     }
+}
+
+/// What both ends' clocks claim about their offset, from the clock each side reported.
+fn claim_of<'a>(inp: &Inputs<'a>) -> Claim {
+    let end = |s: &'a SideResult| ClockEnd {
+        boot_id: s.host.boot_id.as_deref(),
+        clock: s.host.inventory.as_ref().and_then(|i| i.clock.as_ref()),
+    };
+    claim(end(inp.client), inp.server.map(end).unwrap_or_default())
 }
 
 /// The floor measured before the test, or why there is none on the client's side: a
@@ -214,6 +244,7 @@ mod tests {
             stages: Some(stages(300)),
             socket_options: vec![],
             syscalls: None,
+            oneway: None,
         });
         c
     }
@@ -239,6 +270,7 @@ mod tests {
                 messages,
                 latency_ns: crate::LatencySummary::of(&h),
                 stages: Some(stages(messages)),
+                oneway: None,
             }),
         }
     }

@@ -18,4 +18,7 @@ pub struct RrInterval {
     /// `--stages`: where this interval's round trips went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<crate::stages::Stages>,
+    /// `--stages`: this interval's delay each way, with the run's clock offset taken off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oneway: Option<Box<crate::oneway::OneWay>>,
 }

@@ -184,6 +184,7 @@ impl Rr {
             stages: None,
             socket_options: vec![],
             syscalls: None,
+            oneway: None,
         };
         let ns = (self.mean_rtt_us * 1e3) as u64;
         let latency = LatencySummary {

@@ -74,36 +74,35 @@ pub struct NoFit {
 
 impl Limits {
     pub fn add(&mut self, e: Exchange) {
-        let upper = [e.at_ns, e.forward_raw_ns];
-        let lower = [e.at_ns, -e.reverse_raw_ns];
-        self.buckets
-            .entry(e.at_ns.div_euclid(BUCKET_NS))
-            .and_modify(|b| {
-                if upper[1] < b.upper[1] {
-                    b.upper = upper;
-                }
-                if lower[1] > b.lower[1] {
-                    b.lower = lower;
-                }
-            })
-            .or_insert(Bucket { upper, lower });
+        self.tighten(
+            e.at_ns.div_euclid(BUCKET_NS),
+            Bucket {
+                upper: [e.at_ns, e.forward_raw_ns],
+                lower: [e.at_ns, -e.reverse_raw_ns],
+            },
+        );
     }
 
     /// Adds another interval's (or worker's) bounds.
     pub fn merge(&mut self, other: &Limits) {
         for (k, o) in &other.buckets {
-            self.buckets
-                .entry(*k)
-                .and_modify(|b| {
-                    if o.upper[1] < b.upper[1] {
-                        b.upper = o.upper;
-                    }
-                    if o.lower[1] > b.lower[1] {
-                        b.lower = o.lower;
-                    }
-                })
-                .or_insert(*o);
+            self.tighten(*k, *o);
         }
+    }
+
+    /// Bucket `k` keeps the tighter bound on each side of its own and `o`'s.
+    fn tighten(&mut self, k: i64, o: Bucket) {
+        self.buckets
+            .entry(k)
+            .and_modify(|b| {
+                if o.upper[1] < b.upper[1] {
+                    b.upper = o.upper;
+                }
+                if o.lower[1] > b.lower[1] {
+                    b.lower = o.lower;
+                }
+            })
+            .or_insert(o);
     }
 
     pub fn is_empty(&self) -> bool {

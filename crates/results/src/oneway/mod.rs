@@ -9,7 +9,7 @@ pub use fit::{Exchange, Limits, NoFit, Offset};
 pub use tally::{OneWayRaw, OneWayTally};
 pub mod resolve;
 
-pub use resolve::{claim, resolve, BoundFrom, Claim, OneWay};
+pub use resolve::{claim, resolve, BoundFrom, Claim, ClockEnd, OneWay};
 
 /// A span of ns for a sentence: µs below a millisecond, ms below a second, else s.
 pub(crate) fn us(ns: f64) -> String {

@@ -38,6 +38,10 @@ impl BoundFrom {
 pub struct OneWay {
     /// Messages with both ends' stamps.
     pub exchanges: u64,
+    /// Exchanges beyond a worker's budget for one interval (2^20), counted and not in the
+    /// figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchanges_not_kept: Option<u64>,
     /// Client to server, the offset taken off; absent with a clock fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_ns: Option<LatencySummary>,
@@ -57,6 +61,10 @@ pub struct OneWay {
     /// The clocks' own claim, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks: Option<String>,
+    /// The clocks' own bound on the offset (0: one clock); absent when either is not
+    /// synchronised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocks_bound_ns: Option<f64>,
     /// The exchange contradicts the clocks' claim: they disagree beyond their bounds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks_disagree: Option<String>,
@@ -64,6 +72,9 @@ pub struct OneWay {
     /// more than its bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_fault: Option<String>,
+    /// How the offset was chosen when not as above (a load's loaded phase: its idle's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What the two clocks claim about their offset: 0 within `bound_ns`.
@@ -74,22 +85,29 @@ pub struct Claim {
     pub words: String,
 }
 
-/// The clocks' claim from both ends' clock states (`None`: an end sent none).
-pub fn claim(client: Option<&ClockState>, server: Option<&ClockState>) -> Claim {
-    let (Some(c), Some(s)) = (client, server) else {
-        return Claim {
-            bound_ns: None,
-            from: BoundFrom::Clocks,
-            words: "an end did not report its clock".into(),
-        };
-    };
-    if c.boot_id.is_some() && c.boot_id == s.boot_id {
+/// One end's clock as its side reported it: its host's boot id and its clock state.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClockEnd<'a> {
+    pub boot_id: Option<&'a str>,
+    pub clock: Option<&'a ClockState>,
+}
+
+/// The clocks' claim from both ends' reports.
+pub fn claim(client: ClockEnd<'_>, server: ClockEnd<'_>) -> Claim {
+    if client.boot_id.is_some() && client.boot_id == server.boot_id {
         return Claim {
             bound_ns: Some(0.0),
             from: BoundFrom::OneClock,
             words: "one clock: both ends on one host".into(),
         };
     }
+    let (Some(c), Some(s)) = (client.clock, server.clock) else {
+        return Claim {
+            bound_ns: None,
+            from: BoundFrom::Clocks,
+            words: "an end did not report its clock".into(),
+        };
+    };
     match (c.bound.error_ns, s.bound.error_ns) {
         (Some(a), Some(b)) => Claim {
             bound_ns: Some((a + b) as f64),
@@ -193,7 +211,9 @@ pub fn resolve(
     };
     let base = OneWay {
         exchanges: whole.exchanges(),
+        exchanges_not_kept: (whole.unkept > 0).then_some(whole.unkept),
         clocks: Some(claim.words.clone()),
+        clocks_bound_ns: claim.bound_ns,
         ..OneWay::default()
     };
     let fit = match whole.limits.fit() {

@@ -101,6 +101,8 @@ pub struct OneWayTally {
     pub forward: Shifted,
     pub reverse: Shifted,
     pub limits: Limits,
+    /// Exchanges a worker could not keep (beyond its interval's budget): counted only.
+    pub unkept: u64,
 }
 
 impl OneWayTally {
@@ -114,6 +116,7 @@ impl OneWayTally {
         self.forward.add(&other.forward);
         self.reverse.add(&other.reverse);
         self.limits.merge(&other.limits);
+        self.unkept += other.unkept;
     }
 
     pub fn exchanges(&self) -> u64 {
@@ -132,6 +135,7 @@ impl OneWayTally {
             reverse_base_ns: self.reverse.base,
             reverse: encode(&self.reverse.hist),
             limits: self.limits.clone(),
+            unkept: self.unkept,
         })
     }
 }
@@ -146,6 +150,12 @@ pub struct OneWayRaw {
     pub reverse_base_ns: i64,
     pub reverse: String,
     pub limits: Limits,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unkept: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl OneWayRaw {
@@ -160,6 +170,7 @@ impl OneWayRaw {
                 hist: decode(&self.reverse)?,
             },
             limits: self.limits.clone(),
+            unkept: self.unkept,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! The one-way figures chosen from the three sources, as a document shows them.
 
 use super::fit::Exchange;
-use super::resolve::{claim, resolve, BoundFrom, Claim};
+use super::resolve::{claim, resolve, BoundFrom, Claim, ClockEnd};
 use super::tally::OneWayTally;
 use crate::clock::{ClockBound, ClockState};
 
@@ -25,9 +25,8 @@ fn run(f: i64, r: i64, offset: i64) -> (OneWayTally, [OneWayTally; 2]) {
     (total, each)
 }
 
-fn state(boot: &str, error_ns: Option<u64>) -> ClockState {
+fn state(error_ns: Option<u64>) -> ClockState {
     ClockState {
-        boot_id: Some(boot.into()),
         bound: ClockBound {
             synchronised: error_ns.is_some(),
             error_ns,
@@ -35,6 +34,13 @@ fn state(boot: &str, error_ns: Option<u64>) -> ClockState {
             how: String::new(),
         },
         ..ClockState::default()
+    }
+}
+
+fn clock_at<'a>(boot: &'a str, clock: &'a ClockState) -> ClockEnd<'a> {
+    ClockEnd {
+        boot_id: Some(boot),
+        clock: Some(clock),
     }
 }
 
@@ -46,7 +52,7 @@ fn figures(t: &(OneWayTally, [OneWayTally; 2]), c: &Claim) -> (super::OneWay, Ve
 
 #[test]
 fn one_host_is_one_clock_and_shows_an_asymmetric_path_as_it_is() {
-    let c = claim(Some(&state("a", None)), Some(&state("a", None)));
+    let c = claim(clock_at("a", &state(None)), clock_at("a", &state(None)));
     assert_eq!((c.bound_ns, c.from), (Some(0.0), BoundFrom::OneClock));
     // A forward 1 ms slower than the reverse: the exchange alone could not say which.
     let (end, each) = figures(&run(1_020_000, 20_000, 0), &c);
@@ -69,7 +75,10 @@ fn one_host_is_one_clock_and_shows_an_asymmetric_path_as_it_is() {
 
 #[test]
 fn unsynchronised_clocks_take_the_exchanges_bound_and_its_offset() {
-    let c = claim(Some(&state("a", None)), Some(&state("b", Some(1_000))));
+    let c = claim(
+        clock_at("a", &state(None)),
+        clock_at("b", &state(Some(1_000))),
+    );
     assert_eq!(c.bound_ns, None);
     assert!(c.words.contains("not synchronised (client)"), "{}", c.words);
     let (end, _) = figures(&run(20_000, 20_000, -500_000_000), &c);
@@ -90,7 +99,7 @@ fn unsynchronised_clocks_take_the_exchanges_bound_and_its_offset() {
 /// the one-clock claim, says so, and its own fit is used.
 #[test]
 fn a_claim_the_exchange_contradicts_is_reported_and_overruled() {
-    let c = claim(Some(&state("a", None)), Some(&state("a", None)));
+    let c = claim(clock_at("a", &state(None)), clock_at("a", &state(None)));
     let (end, _) = figures(&run(20_000, 20_000, 1_234_000), &c);
     assert_eq!(end.bound_from, Some(BoundFrom::Exchange));
     assert!(
@@ -103,15 +112,19 @@ fn a_claim_the_exchange_contradicts_is_reported_and_overruled() {
 #[test]
 fn synchronised_clocks_tighter_than_the_exchange_are_used() {
     let c = claim(
-        Some(&state("a", Some(2_000))),
-        Some(&state("b", Some(3_000))),
+        clock_at("a", &state(Some(2_000))),
+        clock_at("b", &state(Some(3_000))),
     );
     assert_eq!((c.bound_ns, c.from), (Some(5_000.0), BoundFrom::Clocks));
     let (end, _) = figures(&run(40_000, 40_000, 1_000), &c);
     assert_eq!(end.bound_from, Some(BoundFrom::Clocks));
     assert_eq!((end.bound_ns, end.offset_ns), (Some(5_000.0), Some(0.0)));
+    assert_eq!(end.clocks_bound_ns, Some(5_000.0));
     // Clocks bound looser than the exchange's: the exchange's.
-    let loose = claim(Some(&state("a", Some(900_000))), Some(&state("b", Some(0))));
+    let loose = claim(
+        clock_at("a", &state(Some(900_000))),
+        clock_at("b", &state(Some(0))),
+    );
     let (end, _) = figures(&run(40_000, 40_000, 1_000), &loose);
     assert_eq!(end.bound_from, Some(BoundFrom::Exchange));
 }
@@ -143,7 +156,7 @@ fn a_clock_step_mid_run_is_a_fault_and_no_delay() {
         forward_raw_ns: -3_000_000,
         reverse_raw_ns: 3_020_000,
     });
-    let c = claim(None, None);
+    let c = claim(ClockEnd::default(), ClockEnd::default());
     let (end, each) = resolve(t.0.raw().as_ref(), &[None], &c);
     let end = end.unwrap();
     assert!(end.clock_fault.unwrap().contains("no clock offset fits"));

@@ -51,6 +51,10 @@ pub struct RrSample {
     /// Client only, `--stages`: where the time of its messages went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<crate::stages::Stages>,
+    /// Client only, `--stages`: its messages' raw one-way delays, corrected in the
+    /// document once the whole run's clock offset is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oneway: Option<Box<crate::oneway::OneWayRaw>>,
 }
 
 /// A packet-rate interval: packets sent (client) or received (agent).

@@ -88,6 +88,9 @@ pub struct RrResult {
     /// Client only, `--stages`: where the round trips' time went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<crate::stages::Stages>,
+    /// Client only, `--stages`: the window's raw one-way delays (see `RrSample`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oneway: Option<Box<crate::oneway::OneWayRaw>>,
     /// Socket options applied, and those the kernel refused, in words.
     pub socket_options: Vec<String>,
     /// The data plane's own system calls over the whole test, where the engine counts

@@ -9,6 +9,7 @@ mod engine;
 mod load;
 mod pps;
 mod rr;
+mod stamp;
 mod stream;
 mod test_name;
 pub mod units;
@@ -18,6 +19,7 @@ pub use engine::{Engine, UnknownEngine};
 pub use load::*;
 pub use pps::*;
 pub use rr::*;
+pub use stamp::*;
 pub use stream::*;
 pub use test_name::TestName;
 pub use watch::*;
@@ -49,6 +51,8 @@ pub enum TestSpec {
     Load(LoadSpec),
     /// The host evidence around any command (`sonde watch`): no test traffic, no agent.
     Watch(WatchSpec),
+    /// STAMP (RFC 8762/8972) to any reflector (`sonde stamp`): no agent at the far end.
+    Stamp(StampSpec),
 }
 
 impl TestSpec {
@@ -65,6 +69,7 @@ impl TestSpec {
             TestSpec::Pps(_) => TestName::Pps,
             TestSpec::Load(_) => TestName::Load,
             TestSpec::Watch(_) => TestName::Watch,
+            TestSpec::Stamp(_) => TestName::Stamp,
         }
     }
 
@@ -75,6 +80,7 @@ impl TestSpec {
             TestSpec::Pps(p) => p.validate(),
             TestSpec::Load(l) => l.validate(),
             TestSpec::Watch(w) => w.validate(),
+            TestSpec::Stamp(s) => s.validate(),
         }
     }
 
@@ -102,6 +108,7 @@ impl TestSpec {
         match self {
             TestSpec::Load(l) => l.load.timing(),
             TestSpec::Watch(w) => &w.timing,
+            TestSpec::Stamp(s) => &s.timing,
             TestSpec::Stream(s) => &s.timing,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.timing,
             TestSpec::Pps(p) => &p.timing,
@@ -113,6 +120,7 @@ impl TestSpec {
         match self {
             TestSpec::Load(l) => l.load.execution(),
             TestSpec::Watch(w) => &w.execution,
+            TestSpec::Stamp(s) => &s.execution,
             TestSpec::Stream(s) => &s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.execution,
             TestSpec::Pps(p) => &p.execution,
@@ -123,6 +131,7 @@ impl TestSpec {
         match self {
             TestSpec::Load(l) => l.load.execution_mut(),
             TestSpec::Watch(w) => &mut w.execution,
+            TestSpec::Stamp(s) => &mut s.execution,
             TestSpec::Stream(s) => &mut s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &mut r.execution,
             TestSpec::Pps(p) => &mut p.execution,
@@ -177,7 +186,7 @@ impl Timing {
     }
 
     /// The measured window, the whole test's length, and the report interval.
-    fn check(&self) -> Result<(), SpecError> {
+    pub(crate) fn check(&self) -> Result<(), SpecError> {
         if self.duration_ms == 0 {
             return refuse("--duration", "must be more than 0 s");
         }

@@ -36,7 +36,7 @@ pub const MAX_BUSY_POLL_US: u32 = 10_000;
 
 /// Bytes at an answer's start (after a UDP answer's echoed header) that carry the echo's
 /// figures with `--stages`: `sonde_engine::stamps::FIGURE_BYTES`.
-pub const STAGE_FIGURE_BYTES: u32 = 20;
+pub const STAGE_FIGURE_BYTES: u32 = 28;
 
 /// Longest `--self-noise` run: a minute.
 pub const MAX_SELF_NOISE_MS: u64 = 60_000;
@@ -78,6 +78,10 @@ pub struct RrSpec {
     /// Split each round trip into stages from both ends' kernel timestamps (`--stages`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stages: bool,
+    /// Test-only: the echo tells its arrival stamps this many ns off (a clock off by as
+    /// much), to prove the one-way offset is found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_clock_shift_ns: Option<i64>,
 }
 
 impl Default for RrSpec {
@@ -99,6 +103,7 @@ impl Default for RrSpec {
             sqpoll: false,
             execution: Execution::default(),
             server_stall: None,
+            server_clock_shift_ns: None,
             self_noise_ms: None,
             stages: false,
         }

@@ -13,6 +13,7 @@ pub enum TestName {
     Pps,
     Load,
     Watch,
+    Stamp,
 }
 
 impl TestName {
@@ -24,6 +25,7 @@ impl TestName {
             TestName::Pps => "pps",
             TestName::Load => "load",
             TestName::Watch => "watch",
+            TestName::Stamp => "stamp",
         }
     }
 }
@@ -47,6 +49,7 @@ mod tests {
             TestName::Pps,
             TestName::Load,
             TestName::Watch,
+            TestName::Stamp,
         ] {
             let json = serde_json::to_string(&t).unwrap();
             assert_eq!(json, format!("\"{}\"", t.as_str()));

@@ -127,10 +127,17 @@ impl Limits {
     }
 
     fn check_hooks(&self, spec: &TestSpec) -> Option<String> {
-        let stall =
-            matches!(spec, TestSpec::Ping(r) | TestSpec::Rpc(r) if r.server_stall.is_some());
-        (stall && !self.test_hooks).then(|| {
-            "a test hook (server_stall) is for sonde's own tests (start the agent with --test-hooks)".into()
+        let hook = match spec {
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => {
+                let stall = r.server_stall.map(|_| "server_stall");
+                stall.or(r.server_clock_shift_ns.map(|_| "server_clock_shift_ns"))
+            }
+            _ => None,
+        };
+        hook.filter(|_| !self.test_hooks).map(|h| {
+            format!(
+                "a test hook ({h}) is for sonde's own tests (start the agent with --test-hooks)"
+            )
         })
     }
 

@@ -4,7 +4,9 @@
 
 pub mod clock;
 pub mod guard;
+pub mod ledger;
 pub mod reflector;
+pub mod sender;
 
 pub use guard::Cidr;
 pub use reflector::{Reflector, ReflectorConfig, ReflectorCounts};

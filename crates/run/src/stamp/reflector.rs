@@ -60,6 +60,8 @@ pub struct ReflectorCounts {
     /// Shorter than the mode's base packet, or longer than [`MAX_PACKET`].
     pub malformed: AtomicU64,
     pub bad_hmac: AtomicU64,
+    /// Answers the kernel refused to send.
+    pub send_failed: AtomicU64,
 }
 
 impl ReflectorCounts {
@@ -67,13 +69,14 @@ impl ReflectorCounts {
     pub fn line(&self) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "received {} answered {} unlisted {} over_rate {} malformed {} bad_hmac {}",
+            "received {} answered {} unlisted {} over_rate {} malformed {} bad_hmac {} send_failed {}",
             g(&self.received),
             g(&self.answered),
             g(&self.unlisted),
             g(&self.over_rate),
             g(&self.malformed),
-            g(&self.bad_hmac)
+            g(&self.bad_hmac),
+            g(&self.send_failed)
         )
     }
 }
@@ -214,10 +217,16 @@ impl Loop {
         };
         how.transmit = Timestamp::from_unix_ns(now_real(), TimeFormat::Ntp);
         match reflect(request, mode, &how, &mut self.out) {
-            Ok(len) => {
-                socket.send_to(&self.out[..len], got.from)?;
-                count(&self.counts.answered);
-            }
+            // A failed send (a local firewall's drop says EPERM) loses one answer: no
+            // back-off, which would hold up every answer behind it.
+            Ok(len) => match socket.send_to(&self.out[..len], got.from) {
+                Ok(_) => {
+                    count(&self.counts.answered);
+                }
+                Err(_) => {
+                    count(&self.counts.send_failed);
+                }
+            },
             Err(e) => {
                 let bad_hmac = e == StampError::BadHmac;
                 count(if bad_hmac {
@@ -266,4 +275,57 @@ fn next_seq(
     *next = next.wrapping_add(1);
     *last = now;
     Some(seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_session_numbers_its_answers_from_zero_until_idle() {
+        let mut sessions = HashMap::new();
+        let t0 = Instant::now();
+        let a: SocketAddr = "198.18.0.1:40000".parse().unwrap();
+        let b: SocketAddr = "198.18.0.1:40001".parse().unwrap();
+        let seqs: Vec<_> = (0..3)
+            .map(|_| next_seq(&mut sessions, (a, 7), t0))
+            .collect();
+        assert_eq!(seqs, [Some(0), Some(1), Some(2)]);
+        // Another port, or another SSID, is another session.
+        assert_eq!(next_seq(&mut sessions, (b, 7), t0), Some(0));
+        assert_eq!(next_seq(&mut sessions, (a, 8), t0), Some(0));
+        // Idle past SESSION_IDLE: a new session from 0.
+        assert_eq!(next_seq(&mut sessions, (a, 7), t0 + SESSION_IDLE), Some(0));
+    }
+
+    #[test]
+    fn a_full_session_table_refuses_new_sessions_not_live_ones() {
+        let mut sessions = HashMap::new();
+        let t0 = Instant::now();
+        for port in 0..MAX_SESSIONS as u16 {
+            let from = SocketAddr::from(([198, 18, 0, 1], port));
+            assert!(next_seq(&mut sessions, (from, 0), t0).is_some());
+        }
+        let old = SocketAddr::from(([198, 18, 0, 1], 0));
+        let new = SocketAddr::from(([198, 18, 0, 9], 1));
+        assert_eq!(next_seq(&mut sessions, (new, 0), t0), None);
+        assert_eq!(next_seq(&mut sessions, (old, 0), t0), Some(1));
+        // Once the others are idle, room again.
+        assert_eq!(
+            next_seq(&mut sessions, (new, 0), t0 + SESSION_IDLE),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn the_ssid_is_read_where_each_mode_keeps_it() {
+        let key = StampKey::new(&[1; 16]).unwrap();
+        let mut open = [0u8; 44];
+        open[14..16].copy_from_slice(&0xbeefu16.to_be_bytes());
+        assert_eq!(ssid(&open, Mode::Unauthenticated), 0xbeef);
+        let mut auth = [0u8; 112];
+        auth[26..28].copy_from_slice(&0x1234u16.to_be_bytes());
+        assert_eq!(ssid(&auth, Mode::Authenticated(&key)), 0x1234);
+        assert_eq!(ssid(&[0; 10], Mode::Unauthenticated), 0);
+    }
 }

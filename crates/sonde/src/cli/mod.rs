@@ -8,6 +8,7 @@ mod mesh;
 mod pps;
 mod rr;
 mod serve;
+mod stamp;
 mod stream;
 #[cfg(test)]
 mod tests_specs;
@@ -19,6 +20,7 @@ pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs};
 pub use serve::ServeArgs;
 pub use sonde_run::key::load_key;
+pub use stamp::StampArgs;
 pub use stream::StreamArgs;
 pub use watch::WatchArgs;
 
@@ -61,6 +63,9 @@ pub enum Command {
     /// softirq, the interface's rates, drops and IRQs, TCP retransmits); its exit code is
     /// sonde's.
     Watch(WatchArgs),
+    /// STAMP (RFC 8762/8972) to any reflector (routers, other agents' `serve --stamp`):
+    /// round trips, each direction's delay ± bound, loss each way, reordering.
+    Stamp(StampArgs),
     /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
     Host(HostArgs),
     /// This host's clock as a one-way delay needs it: the kernel's NTP state, chrony's

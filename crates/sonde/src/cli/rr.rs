@@ -40,6 +40,9 @@ pub struct RrCommon {
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
     #[arg(long, hide = true, value_parser = parse_stall, value_name = "AFTER_MS:STALL_MS")]
     pub server_stall: Option<Stall>,
+    /// Test only: the agent's echo tells its clock readings NS off (with --stages).
+    #[arg(long, hide = true, value_name = "NS", allow_hyphen_values = true)]
+    pub server_clock_shift_ns: Option<i64>,
 }
 
 #[derive(Args, Debug)]
@@ -139,6 +142,7 @@ impl RrCommon {
                     sqpoll: self.sqpoll,
                     execution: execution.clone(),
                     server_stall: self.server_stall,
+                    server_clock_shift_ns: self.server_clock_shift_ns,
                     self_noise_ms: self.self_noise,
                     stages: self.stages,
                     ..Default::default()

@@ -33,7 +33,7 @@ const LINES: &[&str] = &[
     "ping h --udp --stages",
     "ping h --stages --engine uring",
     "ping h --udp --stages --engine xdp",
-    "rpc h --udp --stages --resp-size 36 -C 4",
+    "rpc h --udp --stages --resp-size 44 -C 4",
     "rpc h --stages --resp-size 8",
     "ping h --engine xdp",
     "ping h --engine xdp --self-noise",
@@ -108,12 +108,18 @@ const LINES: &[&str] = &[
     "watch --json-stream -- true",
     "watch -i 0.01 -- x",
     "watch --iface no-such-if0 -- x",
+    // stamp
+    "stamp h",
+    "stamp [::1]:8620 -r 100 -n 50 -s 200 --stateful --ssid 7 --wait 0.5 -i 0.5",
+    "stamp h -s 46",
+    "stamp h -r 0",
 ];
 
 /// What a command line plans, or the refusal (flag and text), as JSON.
 fn planned(line: &str) -> Value {
     let plan = match &parsed(line) {
         Command::Watch(a) => a.plan(),
+        Command::Stamp(a) => a.plan().expect("no key file read"),
         other => other.plan().expect("a test command"),
     };
     match plan {
@@ -134,6 +140,7 @@ fn planned(line: &str) -> Value {
             "probe_iface": probe.iface(),
             "stdout_to_stderr": stdout_to_stderr,
         }),
+        Ok(Plan::Stamp { spec, key }) => json!({ "stamp": spec, "key": key.is_some() }),
         Err(e) => json!({ "refused": { "flag": e.flag, "text": e.to_string() } }),
     }
 }

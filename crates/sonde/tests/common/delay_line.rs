@@ -30,6 +30,16 @@ pub struct Held {
     pub held: Duration,
 }
 
+/// Which packets a line holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ways {
+    Both,
+    /// Those from the client's side (requests).
+    ToServer,
+    /// Those from the server's side (answers).
+    ToClient,
+}
+
 /// A running delay line on TUN device `dev`; the device goes away when the line stops.
 pub struct DelayLine {
     hold_ns: Arc<AtomicU64>,
@@ -43,16 +53,27 @@ impl DelayLine {
     /// only route is `dev`; what the line writes back arrives on `dev` and is forwarded by
     /// the main table. `Err`: why this machine cannot (no /dev/net/tun, ...).
     pub fn through_router(lab: &Lab, dev: &str) -> Result<DelayLine, String> {
+        DelayLine::routed(lab, dev, Ways::Both)
+    }
+
+    /// As [`through_router`](Self::through_router), holding only the packets that go
+    /// `ways` (the other direction is forwarded straight).
+    pub fn routed(lab: &Lab, dev: &str, ways: Ways) -> Result<DelayLine, String> {
         let (router, rs) = lab.router.clone().expect("a routed lab");
         // The router's interface toward the client, named as Lab::routed names it.
         let rc = format!("{}rc", lab.client_if);
+        let iifs: Vec<&String> = match ways {
+            Ways::Both => vec![&rc, &rs],
+            Ways::ToServer => vec![&rc],
+            Ways::ToClient => vec![&rs],
+        };
         let line = DelayLine::start(&router, dev)?;
         lab.router_cmd("ip", &["link", "set", dev, "up"]);
         lab.router_cmd(
             "ip",
             &["route", "add", "default", "dev", dev, "table", "100"],
         );
-        for iif in [&rc, &rs] {
+        for iif in iifs {
             lab.router_cmd("ip", &["rule", "add", "iif", iif, "lookup", "100"]);
         }
         // Packets from the client come back in on `dev`, which is not their route back.

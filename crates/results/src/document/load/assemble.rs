@@ -1,7 +1,7 @@
 //! A load test's document assembled from the documents of the tests each phase ran:
 //! their sections read, the load's own section and intervals built.
 
-use super::{AddedLatency, LoadEnd, LoadFigures, LoadInterval, PhaseEnd};
+use super::{oneway, AddedLatency, LoadEnd, LoadFigures, LoadInterval, PhaseEnd};
 use crate::document::{
     Document, End, IntervalFigures, IntervalSection, Section, Start, SCHEMA_VERSION,
 };
@@ -38,7 +38,8 @@ pub fn build(
         command: command.to_string(),
         ..first.start.clone()
     };
-    let phases: Vec<PhaseEnd> = runs.iter().map(phase_end).collect();
+    let mut phases: Vec<PhaseEnd> = runs.iter().map(phase_end).collect();
+    oneway::rebase(&mut phases);
     let partial =
         error.is_some() || runs.len() < spec.phases.len() || phases.iter().any(|p| p.partial);
     let error = error.or_else(|| phases.iter().flat_map(|p| p.errors.first()).next().cloned());
@@ -94,6 +95,8 @@ fn phase_end(r: &PhaseRun) -> PhaseEnd {
         tcp_rtt_ns: latency(&r.tcp),
         udp_stages: stages(&r.udp),
         tcp_stages: stages(&r.tcp),
+        udp_oneway: oneway::of(&r.udp),
+        tcp_oneway: oneway::of(&r.tcp),
         udp_lost: udp.map(|d| d.end.rr().and_then(|r| r.lost_messages).unwrap_or(0)),
         load: r.load.as_ref().map(end_load).unwrap_or_default(),
         tcp_retransmits: r.load.as_ref().and_then(retransmits),
@@ -137,7 +140,7 @@ pub fn end_load(d: &Document) -> LoadFigures {
             }
         }
         Section::Rr(r) => f.requests_per_second = r.requests_per_second,
-        Section::Load { .. } | Section::Watch { .. } => {}
+        Section::Load { .. } | Section::Watch { .. } | Section::Stamp { .. } => {}
     }
     f
 }
@@ -226,13 +229,13 @@ fn added(phases: &[PhaseEnd], cpu_latency_us: Option<u32>) -> Vec<AddedLatency> 
         for (transport, base, now) in [
             (
                 Transport::Udp,
-                (&idle.udp_rtt_ns, &idle.udp_stages),
-                (&p.udp_rtt_ns, &p.udp_stages),
+                (&idle.udp_rtt_ns, &idle.udp_stages, &idle.udp_oneway),
+                (&p.udp_rtt_ns, &p.udp_stages, &p.udp_oneway),
             ),
             (
                 Transport::Tcp,
-                (&idle.tcp_rtt_ns, &idle.tcp_stages),
-                (&p.tcp_rtt_ns, &p.tcp_stages),
+                (&idle.tcp_rtt_ns, &idle.tcp_stages, &idle.tcp_oneway),
+                (&p.tcp_rtt_ns, &p.tcp_stages, &p.tcp_oneway),
             ),
         ] {
             if let (Some(b), Some(n)) = (base.0, now.0) {
@@ -240,6 +243,9 @@ fn added(phases: &[PhaseEnd], cpu_latency_us: Option<u32>) -> Vec<AddedLatency> 
                 let mut added = AddedLatency::new(p.phase, transport, diff, cpu_latency_us);
                 if let (Some(b), Some(n)) = (base.1, now.1) {
                     added.stages_p50_added_ns = stages_added(b, n);
+                }
+                if let Some((f, r)) = oneway::added(base.2.as_deref(), now.2.as_deref()) {
+                    (added.forward_p50_added_ns, added.reverse_p50_added_ns) = (Some(f), Some(r));
                 }
                 out.push(added);
             }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod assemble;
+mod oneway;
 
 pub use assemble::{build, end_load, PhaseRun};
 
@@ -57,6 +58,12 @@ pub struct PhaseEnd {
     pub udp_stages: Option<Stages>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_stages: Option<Stages>,
+    /// `--stages`: each ping's delay each way in this phase; a loaded phase's on the idle
+    /// phase's clock offset (`load/oneway.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_oneway: Option<Box<crate::oneway::OneWay>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_oneway: Option<Box<crate::oneway::OneWay>>,
     /// UDP pings whose echo never came.
     pub udp_lost: Option<u64>,
     #[serde(flatten)]
@@ -81,6 +88,12 @@ pub struct AddedLatency {
     /// `--stages`: each stage's P50 over idle's, to say where the added latency went.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stages_p50_added_ns: BTreeMap<Stage, i64>,
+    /// `--stages`: the P50 each way over idle's, on one clock offset in both phases, so
+    /// the offset's error cancels: where load added its delay, on the way out or back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_p50_added_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse_p50_added_ns: Option<i64>,
     /// Why a figure is negative, which read bare says "load made the network faster".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -113,6 +126,8 @@ impl AddedLatency {
             p50_added_ns,
             p99_added_ns,
             stages_p50_added_ns: BTreeMap::new(),
+            forward_p50_added_ns: None,
+            reverse_p50_added_ns: None,
             note,
         }
     }

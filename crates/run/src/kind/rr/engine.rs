@@ -158,5 +158,6 @@ pub fn server_plan(
         }),
         sqpoll: spec.sqpoll,
         stages: spec.stages,
+        clock_shift_ns: spec.server_clock_shift_ns.unwrap_or(0),
     }
 }

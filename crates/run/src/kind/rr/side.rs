@@ -134,6 +134,7 @@ impl RrSide {
     fn sample(&mut self, k: u32, cut: bool, count: u64) -> IntervalSample {
         self.drain_histograms();
         let edge = self.meter.edge(count);
+        let (stages, oneway) = self.stages.as_mut().map_or((None, None), |t| t.interval(k));
         let (messages, latency_ns, (start_s, end_s)) = match self.role {
             Role::Client => {
                 let h = self.pending.remove(&k);
@@ -161,7 +162,8 @@ impl RrSide {
             section: SampleSection::Rr(RrSample {
                 messages,
                 latency_ns,
-                stages: self.stages.as_mut().and_then(|t| t.interval(k)),
+                stages,
+                oneway: oneway.map(Box::new),
             }),
         }
     }
@@ -301,6 +303,11 @@ impl Side for RrSide {
             foreign,
             latency_ns: LatencySummary::of(&self.total),
             stages: self.stages.as_ref().and_then(|t| t.total.summary()),
+            oneway: self
+                .stages
+                .as_ref()
+                .and_then(|t| t.oneway.raw())
+                .map(Box::new),
             socket_options: self.socket_options.clone(),
             syscalls: syscalls.map(|(calls, messages)| Syscalls { calls, messages }),
         });

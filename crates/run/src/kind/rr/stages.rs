@@ -1,28 +1,47 @@
-//! The client side's stage histograms (`--stages`): the engine's per-interval filings
-//! summed for the whole window and kept per interval until it is reported.
+//! The client side's stage histograms and one-way delays (`--stages`): the engine's
+//! per-interval filings summed for the whole window and kept per interval until it is
+//! reported.
 
 use std::collections::BTreeMap;
 
 use sonde_engine::stamps::StageHists;
+use sonde_results::oneway::{Exchange, OneWayRaw, OneWayTally};
 use sonde_results::stages::{StageTally, Stages};
 
 #[derive(Default)]
 pub struct StageTallies {
     pub total: StageTally,
-    pending: BTreeMap<u32, StageTally>,
+    pub oneway: OneWayTally,
+    pending: BTreeMap<u32, (StageTally, OneWayTally)>,
 }
 
 impl StageTallies {
     /// Adds a worker's filing of interval `idx`.
     pub fn add(&mut self, idx: u32, s: &StageHists) {
+        let mut ways = OneWayTally {
+            unkept: s.exchanges_dropped,
+            ..OneWayTally::default()
+        };
+        for &[at_ns, forward_raw_ns, reverse_raw_ns] in &s.exchanges {
+            ways.record(Exchange {
+                at_ns,
+                forward_raw_ns,
+                reverse_raw_ns,
+            });
+        }
         self.total.add(&s.stages, s.missing, s.disordered);
-        let t = self.pending.entry(idx).or_default();
+        self.oneway.add(&ways);
+        let (t, w) = self.pending.entry(idx).or_default();
         t.add(&s.stages, s.missing, s.disordered);
+        w.add(&ways);
     }
 
-    /// Interval `k`'s stages, taken once.
-    pub fn interval(&mut self, k: u32) -> Option<Stages> {
-        self.pending.remove(&k)?.summary()
+    /// Interval `k`'s stages and raw one-way delays, taken once.
+    pub fn interval(&mut self, k: u32) -> (Option<Stages>, Option<OneWayRaw>) {
+        match self.pending.remove(&k) {
+            Some((t, w)) => (t.summary(), w.raw()),
+            None => (None, None),
+        }
     }
 }
 
@@ -53,16 +72,30 @@ mod tests {
         h.record(Ok(split));
         let mut t = StageTallies::default();
         t.add(3, &h);
-        let s = t.interval(3).unwrap();
+        let s = t.interval(3).0.unwrap();
         for (k, stage) in order {
             assert_eq!(Stage::ALL[k], stage);
             let want = 1_000 * (k as u64 + 1);
             assert_eq!(s.ns[&stage].max, h.stages[k].highest_equivalent(want));
         }
-        assert!(t.interval(3).is_none(), "taken once");
+        assert!(t.interval(3).0.is_none(), "taken once");
         assert_eq!(
             e::FIGURE_BYTES as u32,
             sonde_results::spec::STAGE_FIGURE_BYTES
         );
+    }
+
+    /// Exchanges a worker could not keep reach the interval's and the window's tallies
+    /// as a count.
+    #[test]
+    fn exchanges_not_kept_are_counted_in_the_tallies() {
+        let mut h = StageHists::new();
+        h.exchanges = vec![[1_000, 20_000, 20_000]];
+        h.exchanges_dropped = 7;
+        let mut t = StageTallies::default();
+        t.add(0, &h);
+        let raw = t.interval(0).1.unwrap();
+        assert_eq!((raw.exchanges, raw.unkept), (1, 7));
+        assert_eq!(t.oneway.unkept, 7);
     }
 }

@@ -1,0 +1,101 @@
+//! A STAMP run's heading and summary: round trips, each direction's delay ± bound, loss
+//! (by direction against a stateful reflector), reordering, duplicates and the
+//! reflector's clock.
+
+use sonde_results::document::stamp::StampEnd;
+use sonde_results::{Document, StampSpec};
+
+use super::common::{footer, table};
+use crate::units::sig3;
+
+/// `sonde stamp: 198.18.0.2:862, 100 packets/s x 44 B, unauthenticated, 5 s`.
+pub fn stamp_heading(s: &StampSpec) -> String {
+    let count = s
+        .count
+        .map_or(String::new(), |c| format!(", {c} packets at most"));
+    format!(
+        "sonde stamp: {}:{}, {} packets/s x {} B, {}, {:.1} s{count}",
+        s.host,
+        s.port,
+        sig3(s.rate_per_s),
+        s.packet_bytes,
+        if s.authenticated {
+            "authenticated"
+        } else {
+            "unauthenticated"
+        },
+        s.timing.duration_ms as f64 / 1e3
+    )
+}
+
+fn us(ns: u64) -> String {
+    format!("{} us", sig3(ns as f64 / 1e3))
+}
+
+/// The loss line: in all, then by direction when the reflector numbers its answers.
+pub fn loss_words(e: &StampEnd) -> String {
+    let pct = if e.sent > 0 {
+        100.0 * e.lost as f64 / e.sent as f64
+    } else {
+        0.0
+    };
+    let mut w = format!("{} of {} ({:.2} %)", e.lost, e.sent, pct);
+    if let (Some(f), Some(r)) = (e.lost_forward, e.lost_reverse) {
+        w.push_str(&format!(": {f} on the way there, {r} on the way back"));
+        if let Some(a) = e.lost_after_last_answer.filter(|&a| a > 0) {
+            w.push_str(&format!(", {a} after the last answer (either way)"));
+        }
+    }
+    w
+}
+
+/// Human summary of a STAMP run.
+pub fn stamp(doc: &Document) -> String {
+    let Some(e) = doc.end.stamp() else {
+        return footer(&doc.end);
+    };
+    let mut t = table(vec!["STAMP", "value"]);
+    let rtt = e.latency_ns.as_ref().map_or("-".into(), |l| {
+        format!(
+            "P50 {}, P99 {}, P99.9 {}, max {}",
+            us(l.p50),
+            us(l.p99),
+            us(l.p999),
+            us(l.max)
+        )
+    });
+    let clock = &e.clock;
+    let reflector_clock = match (clock.synchronized, clock.error_ns) {
+        (true, Some(b)) => format!("synchronised, ± {}", us(b)),
+        _ => "reflector not synchronised (its S bit is unset)".into(),
+    };
+    let rows = [
+        (
+            "reflector",
+            format!(
+                "{}{}",
+                e.reflector,
+                if e.stateful { " (stateful)" } else { "" }
+            ),
+        ),
+        ("round trip", rtt),
+        ("lost", loss_words(e)),
+        (
+            "reordered / duplicates",
+            format!("{} / {}", e.reordered, e.duplicates),
+        ),
+        ("reflector's clock", reflector_clock),
+    ];
+    for (k, v) in rows {
+        t.add_row(vec![k.to_string(), v]);
+    }
+    let mut out = format!("{t}\n");
+    if let Some(o) = &e.one_way {
+        out.push_str(&format!("{}\n", o.line()));
+    }
+    for n in &e.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out.push_str(&footer(&doc.end));
+    out
+}

@@ -1,0 +1,85 @@
+//! A STAMP run's document (`sonde stamp`): the round trips, each direction's delay with
+//! its bound, loss (by direction against a stateful reflector), reordering, duplicates and
+//! what the reflector said of its clock; and the same per interval of sending.
+
+use serde::{Deserialize, Serialize};
+
+use crate::latency::LatencySummary;
+use crate::oneway::OneWay;
+
+/// The whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StampEnd {
+    /// The reflector's address and port.
+    pub reflector: String,
+    pub sent: u64,
+    /// Answers to packets we sent, each counted once.
+    pub received: u64,
+    /// `sent - received`.
+    pub lost: u64,
+    /// Against a stateful reflector: lost on the way there, lost on the way back (both up
+    /// to the last answer), and after the last answer (either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_forward: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_reverse: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_after_last_answer: Option<u64>,
+    /// Answers seen again.
+    pub duplicates: u64,
+    /// Answers that came after an answer to a later packet.
+    pub reordered: u64,
+    /// Round trips outside the reflector ((T4 - T1) - (T3 - T2), RFC 8762 §4.2.1),
+    /// in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencySummary>,
+    /// The reflector's own time between receiving and answering (T3 - T2), in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflector_turnaround_ns: Option<LatencySummary>,
+    /// Whole round trips, the reflector's turnaround included (T4 - T1: what an echo's
+    /// ping counts), in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_whole_ns: Option<LatencySummary>,
+    /// Each direction's delay ± bound (the exchange's own fit or both clocks' bounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way: Option<OneWay>,
+    pub clock: ReflectorClock,
+    pub packet_bytes: u32,
+    pub authenticated: bool,
+    /// The reflector numbered its answers itself (seen, or said with --stateful).
+    pub stateful: bool,
+    /// Answers shorter than a STAMP reflector's 44 bytes: a TWAMP-light reflector's.
+    pub twamp_light_answers: u64,
+    /// Answers whose HMAC, sequence or length did not match a packet we sent.
+    pub rejected_answers: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// What the reflector said of its clock, in its last answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReflectorClock {
+    /// Its Error Estimate's S bit.
+    pub synchronized: bool,
+    /// Its Error Estimate as ns (the largest of the run); absent for an invalid one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_ns: Option<u64>,
+    /// `ntp` or `ptp`: the Z bit.
+    pub format: String,
+    /// From its Timestamp Information TLV (RFC 8972 §4.3), when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_stamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transmit_stamp: Option<String>,
+}
+
+/// One interval: the packets sent in it and their answers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StampInterval {
+    pub sent: u64,
+    pub received: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencySummary>,
+}

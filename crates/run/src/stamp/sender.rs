@@ -1,0 +1,340 @@
+//! `sonde stamp HOST[:PORT]`: a STAMP session-sender on one UDP socket. Open loop at the
+//! spec's rate (each packet at its own time, whatever came back), answers read between
+//! sends with the kernel's receive stamp, then for `timeout_ms` after the last; the run's
+//! document assembled from the [`Ledger`].
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
+use sonde_engine::stamps::now_real;
+use sonde_proto::stamp::{
+    tlv, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat, Timestamp, TimestampInfo,
+};
+use sonde_results::clock::{ClockBound, ClockState};
+use sonde_results::document::stamp::StampEnd;
+use sonde_results::document::{End, IntervalFigures, IntervalSection, LocalStart, Section};
+use sonde_results::latency::LatencySummary;
+use sonde_results::oneway::{claim, resolve, ClockEnd};
+use sonde_results::{Document, StampSpec, TestSpec};
+
+use super::ledger::{split_loss, Arrival, Ledger};
+use crate::controller::SOFTWARE;
+use crate::signals::Interrupt;
+
+/// Bytes of the Timestamp Information TLV, and of the HMAC TLV that seals TLVs.
+const INFO_TLV: usize = 8;
+const HMAC_TLV: usize = 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StampRunError {
+    #[error("HOST {host}: {why}")]
+    Resolve { host: String, why: String },
+    #[error("the STAMP socket to {addr}: {source}")]
+    Socket {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// The smallest packet of a mode that asks for the reflector's Timestamp Information.
+pub fn default_size(authenticated: bool) -> u32 {
+    if authenticated {
+        (sonde_proto::stamp::AUTH_BASE_BYTES + INFO_TLV + HMAC_TLV) as u32
+    } else {
+        (sonde_proto::stamp::BASE_BYTES + INFO_TLV) as u32
+    }
+}
+
+/// Runs `spec` against its reflector; `key` in authenticated mode.
+pub fn run(
+    spec: &StampSpec,
+    key: Option<&StampKey>,
+    command_line: &str,
+    interrupt: &Interrupt,
+) -> Result<Document, StampRunError> {
+    let addr = resolve_addr(&spec.host, spec.port)?;
+    let sock_err = |source| StampRunError::Socket { addr, source };
+    let bind: SocketAddr = if addr.is_ipv6() {
+        "[::]:0"
+    } else {
+        "0.0.0.0:0"
+    }
+    .parse()
+    .expect("an address");
+    let socket = UdpSocket::bind(bind).map_err(sock_err)?;
+    socket.connect(addr).map_err(sock_err)?;
+    enable_arrival(socket.as_raw_fd(), addr.is_ipv6()).map_err(sock_err)?;
+    let started_at = crate::controller::now_rfc3339();
+    let host =
+        sonde_probe::hostwatch::describe(&sonde_probe::hostwatch::HostProbe::for_peer(addr.ip()));
+    let local_clock = host.inventory.as_ref().and_then(|i| i.clock.clone());
+    let mode = key.map_or(Mode::Unauthenticated, Mode::Authenticated);
+    let packets = spec.packets() as usize;
+    let mut ledger = Ledger::new(packets, tai_offset_s());
+    let mut packet = vec![0u8; spec.packet_bytes as usize];
+    let fd = socket.as_raw_fd();
+    let mut buf = vec![0u8; sonde_results::spec::STAMP_MAX_BYTES as usize + 1];
+    let gap = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let start = Instant::now();
+    // Our own clock's S bit and bound, as the reflector's answers carry theirs.
+    let estimate = local_clock
+        .as_ref()
+        .map_or_else(Default::default, |c| super::clock::of_state(c).0);
+    let mut sent = 0usize;
+    while sent < packets && !interrupt.is_set() {
+        let due = start + gap.mul_f64(sent as f64);
+        drain_until(fd, &mut buf, mode, due, &mut ledger);
+        let t1 = now_real();
+        let p = SenderPacket {
+            seq: sent as u32,
+            timestamp: Timestamp::from_unix_ns(t1, TimeFormat::Ntp),
+            estimate,
+            ssid: spec.ssid,
+        };
+        fill(&mut packet, &p, mode);
+        if socket.send(&packet).is_ok() {
+            let interval = (t1_offset(start) / spec.timing.interval_ms.max(1)) as u32;
+            ledger.on_sent(sent as u32, t1, interval);
+        }
+        sent += 1;
+    }
+    let until = Instant::now() + Duration::from_millis(spec.timeout_ms);
+    drain_until(fd, &mut buf, mode, until, &mut ledger);
+    let partial = interrupt.is_set();
+    let end = end_of(spec, addr, &ledger, local_clock.as_ref());
+    let intervals = intervals_of(&ledger, spec.timing.interval_ms);
+    let mut spec = spec.clone();
+    spec.timing.duration_ms = start.elapsed().as_millis() as u64;
+    let error = partial.then(|| "interrupted (Ctrl-C)".to_string());
+    let start = LocalStart {
+        spec: TestSpec::Stamp(spec),
+        command: command_line.to_string(),
+        host,
+        started_at,
+        software: SOFTWARE.into(),
+    };
+    Ok(Document::local(
+        start,
+        intervals,
+        End::new(partial, error, Section::Stamp { stamp: end }),
+    ))
+}
+
+fn t1_offset(start: Instant) -> u64 {
+    start.elapsed().as_millis() as u64
+}
+
+fn resolve_addr(host: &str, port: u16) -> Result<SocketAddr, StampRunError> {
+    use std::net::ToSocketAddrs;
+    let err = |why: String| StampRunError::Resolve {
+        host: host.to_string(),
+        why,
+    };
+    let mut addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| err(e.to_string()))?;
+    addrs.next().ok_or_else(|| err("no address".into()))
+}
+
+/// TAI less UTC from the kernel (`adjtimex`), 37 s when it was never told.
+fn tai_offset_s() -> u64 {
+    // SAFETY: all-zero is a valid timex; modes 0 reads without changing anything.
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: tx is live and writable.
+    let r = unsafe { libc::adjtimex(&mut tx) };
+    if r >= 0 && tx.tai > 0 {
+        tx.tai as u64
+    } else {
+        37
+    }
+}
+
+/// Writes the test packet `p` over `out`: the base, then the TLVs that fit (Timestamp
+/// Information, Extra Padding for the rest, the HMAC TLV last in authenticated mode).
+pub fn fill(out: &mut [u8], p: &SenderPacket, mode: Mode) {
+    out.fill(0);
+    p.write(mode, out)
+        .expect("the spec's size holds the base packet");
+    let base = mode.base_bytes();
+    let seal = if mode.key().is_some() { HMAC_TLV } else { 0 };
+    let area = &mut out[base..];
+    if area.len() < INFO_TLV + seal {
+        return;
+    }
+    let body = area.len() - seal;
+    // 1 to 3 bytes after the Timestamp Information TLV could hold no TLV: padding then.
+    let info = body >= INFO_TLV && !(1..tlv::HEADER_BYTES).contains(&(body - INFO_TLV));
+    let mut at = 0;
+    if info {
+        tlv::put(area, tlv::TYPE_TIMESTAMP_INFO, 4).expect("room checked");
+        at = INFO_TLV;
+    }
+    if body - at >= tlv::HEADER_BYTES {
+        at += tlv::put_extra_padding(&mut area[at..body]).expect("room checked");
+    }
+    if let Some(key) = mode.key() {
+        tlv::put_hmac(area, at, key, p.seq).expect("room checked");
+    }
+}
+
+/// Reads answers until `until`.
+fn drain_until(fd: i32, buf: &mut [u8], mode: Mode, until: Instant, ledger: &mut Ledger) {
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        let wait = (until - now).min(Duration::from_millis(50));
+        let Ok(Some(got)) = recv_arrival(fd, buf, wait) else {
+            continue;
+        };
+        let t4 = got.rx_ns.unwrap_or_else(now_real);
+        let len = got.len.min(buf.len());
+        match ReflectorPacket::read(&buf[..len], mode) {
+            Ok(packet) => {
+                let info = buf
+                    .get(mode.base_bytes()..len)
+                    .and_then(TimestampInfo::find);
+                ledger.on_answer(&Arrival {
+                    packet,
+                    len,
+                    t4_ns: t4,
+                    info,
+                });
+            }
+            Err(_) => ledger.rejected += 1,
+        }
+    }
+}
+
+/// The reflector's clock as a clock state, for the one-way claim.
+fn reflector_state(ledger: &Ledger) -> ClockState {
+    let c = &ledger.clock;
+    let bound = match (c.synchronized, c.error_ns) {
+        (true, Some(ns)) => ClockBound {
+            synchronised: true,
+            error_ns: Some(ns),
+            from: "the reflector's Error Estimate".into(),
+            how: "its S bit set, its multiplier and scale".into(),
+        },
+        _ => ClockBound {
+            synchronised: false,
+            error_ns: None,
+            from: "the reflector's Error Estimate".into(),
+            how: "its S bit is unset: reflector not synchronised".into(),
+        },
+    };
+    ClockState {
+        bound,
+        ..Default::default()
+    }
+}
+
+fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockState>) -> StampEnd {
+    let sent = l.sent();
+    let stateful = spec.stateful || l.stateful_seen;
+    let (f, r, after) = split_loss(sent, l.received, l.last);
+    let mut notes = Vec::new();
+    if l.received > 0 && !l.clock.synchronized {
+        notes.push("reflector not synchronised (its Error Estimate's S bit is unset): each direction's bound comes from the exchange alone".into());
+    }
+    if spec.stateful && !l.stateful_seen && f + r > 0 {
+        notes.push("--stateful: the reflector's numbers never differed from ours; if it is stateless, the loss on the way there is counted on the way back".into());
+    }
+    if !stateful && sent > l.received {
+        notes.push("a stateless reflector (or one that lost nothing on the way there): loss is not split by direction".into());
+    }
+    let reflector = reflector_state(l);
+    let (turnaround, whole) = l.turnaround_and_whole();
+    let one_way = l.oneway.raw().and_then(|raw| {
+        resolve(
+            Some(&raw),
+            &[],
+            &claim(
+                ClockEnd {
+                    boot_id: None,
+                    clock: local,
+                },
+                ClockEnd {
+                    boot_id: None,
+                    clock: Some(&reflector),
+                },
+            ),
+        )
+        .0
+    });
+    StampEnd {
+        reflector: addr.to_string(),
+        sent,
+        received: l.received,
+        lost: sent - l.received,
+        lost_forward: stateful.then_some(f),
+        lost_reverse: stateful.then_some(r),
+        lost_after_last_answer: stateful.then_some(after),
+        duplicates: l.duplicates,
+        reordered: l.reordered,
+        latency_ns: l.latency(),
+        reflector_turnaround_ns: turnaround,
+        round_trip_whole_ns: whole,
+        one_way,
+        clock: l.clock.clone(),
+        packet_bytes: spec.packet_bytes,
+        authenticated: spec.authenticated,
+        stateful,
+        twamp_light_answers: l.twamp_light,
+        rejected_answers: l.rejected,
+        notes,
+    }
+}
+
+fn intervals_of(l: &Ledger, interval_ms: u64) -> Vec<IntervalFigures> {
+    let secs = interval_ms as f64 / 1e3;
+    l.intervals
+        .iter()
+        .enumerate()
+        .map(|(i, (figures, h))| {
+            let mut stamp = figures.clone();
+            stamp.latency_ns = LatencySummary::of(h);
+            IntervalFigures {
+                section: IntervalSection::Stamp { stamp },
+                ..IntervalFigures::span(i as f64 * secs, (i + 1) as f64 * secs)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_packets_carry_their_tlvs_sealed_at_every_size() {
+        let key = StampKey::new(&[7; 16]).unwrap();
+        let p = SenderPacket {
+            seq: 3,
+            ..Default::default()
+        };
+        for (mode, base) in [
+            (Mode::Unauthenticated, 44),
+            (Mode::Authenticated(&key), 112),
+        ] {
+            for len in (base..base + 64).filter(|&l| l == base || l >= base + 4) {
+                let mut out = vec![0xffu8; len];
+                fill(&mut out, &p, mode);
+                assert_eq!(SenderPacket::read(&out, mode).unwrap(), p, "{len}");
+                let area = &out[base..];
+                assert!(tlv::iter(area).all(|t| t.is_ok()), "{len}: {area:?}");
+                if let Some(key) = mode.key() {
+                    let sealed = tlv::check_hmac(area, key, 3);
+                    assert!(sealed.is_none() || sealed == Some(true), "{len}");
+                    assert_eq!(sealed.is_some(), len >= base + 28, "{len}");
+                }
+            }
+            let mut out = vec![0u8; default_size(mode.key().is_some()) as usize];
+            fill(&mut out, &p, mode);
+            assert!(tlv::iter(&out[base..]).any(|t| t.unwrap().kind == tlv::TYPE_TIMESTAMP_INFO));
+        }
+    }
+}

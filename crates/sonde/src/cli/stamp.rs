@@ -1,0 +1,192 @@
+//! `sonde stamp HOST[:PORT]`: STAMP (RFC 8762/8972) to any reflector, a router's or
+//! another agent's `serve --stamp`; no agent needed at the far end.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use sonde_proto::stamp::STAMP_PORT;
+use sonde_results::{SpecError, StampSpec, Timing};
+use sonde_run::measure::Plan;
+
+use super::flags::{parse_duration_ms, OutputArgs};
+
+#[derive(Args, Debug)]
+pub struct StampArgs {
+    /// The reflector: HOST, HOST:PORT or [V6]:PORT (port 862 by default).
+    #[arg(value_name = "HOST[:PORT]")]
+    pub target: String,
+    /// Test packets a second.
+    #[arg(short, long, default_value_t = 10.0, value_name = "PER_S")]
+    pub rate: f64,
+    /// Stop after this many packets (sooner than --duration would).
+    #[arg(short = 'n', long, value_name = "N")]
+    pub count: Option<u64>,
+    /// How long to send.
+    #[arg(short = 't', long, default_value = "10", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub duration: u64,
+    /// Bytes of each test packet's UDP payload, and of each answer (symmetric size): 44 (112
+    /// authenticated) or 4 more and up, to 9000 [default: the base packet with a Timestamp
+    /// Information TLV, 52 (140 authenticated)].
+    #[arg(short, long, value_name = "BYTES")]
+    pub size: Option<u32>,
+    /// Authenticated mode (HMAC-SHA256) under this key: hex text, or else the file's bytes,
+    /// at least 16; owner-only, as --key-file.
+    #[arg(long, value_name = "FILE")]
+    pub stamp_key_file: Option<PathBuf>,
+    /// The reflector is stateful (numbers its answers per session): split loss by
+    /// direction even when its numbers never differ from ours.
+    #[arg(long)]
+    pub stateful: bool,
+    /// Session-sender identifier (RFC 8972).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub ssid: u16,
+    /// How long to wait for answers after the last packet.
+    #[arg(long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub wait: u64,
+    /// Interval of the document's per-interval figures.
+    #[arg(short = 'i', long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
+    pub interval: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address: host and port.
+pub fn split_target(s: &str) -> Result<(String, u16), SpecError> {
+    let bad = |reason: String| SpecError {
+        flag: "HOST[:PORT]",
+        reason,
+    };
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, tail) = rest
+            .split_once(']')
+            .ok_or_else(|| bad(format!("'{s}': no closing ]")))?;
+        let port = match tail.strip_prefix(':') {
+            Some(p) => p
+                .parse()
+                .map_err(|_| bad(format!("'{s}': '{p}' is not a port")))?,
+            None if tail.is_empty() => STAMP_PORT,
+            None => return Err(bad(format!("'{s}': what follows ] is not :PORT"))),
+        };
+        return Ok((host.to_string(), port));
+    }
+    match s.rsplit_once(':') {
+        Some((host, _)) if host.contains(':') => Ok((s.to_string(), STAMP_PORT)),
+        Some((host, p)) => {
+            let port = p
+                .parse()
+                .map_err(|_| bad(format!("'{s}': '{p}' is not a port")))?;
+            Ok((host.to_string(), port))
+        }
+        None if s.is_empty() => Err(bad("no reflector given".into())),
+        None => Ok((s.to_string(), STAMP_PORT)),
+    }
+}
+
+impl StampArgs {
+    /// The run these flags ask for, the key read here.
+    pub fn plan(&self) -> anyhow::Result<Result<Plan, SpecError>> {
+        let spec = match self.spec() {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let key = match &self.stamp_key_file {
+            Some(path) => Some(sonde_run::stamp::load_key("--stamp-key-file", path)?),
+            None => None,
+        };
+        Ok(Ok(Plan::Stamp { spec, key }))
+    }
+
+    pub fn spec(&self) -> Result<StampSpec, SpecError> {
+        let (host, port) = split_target(&self.target)?;
+        let authenticated = self.stamp_key_file.is_some();
+        let spec = StampSpec {
+            host,
+            port,
+            rate_per_s: self.rate,
+            count: self.count,
+            packet_bytes: self
+                .size
+                .unwrap_or_else(|| sonde_run::stamp::sender::default_size(authenticated)),
+            authenticated,
+            stateful: self.stateful,
+            ssid: self.ssid,
+            timeout_ms: self.wait,
+            timing: Timing {
+                duration_ms: self.duration,
+                warmup_ms: 0,
+                cooldown_ms: 0,
+                interval_ms: self.interval,
+            },
+            execution: Default::default(),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parsed, Command};
+    use super::*;
+
+    fn args_of(line: &str) -> StampArgs {
+        let Command::Stamp(a) = parsed(line) else {
+            panic!("{line} is a stamp command")
+        };
+        a
+    }
+
+    #[test]
+    fn targets_take_port_862_unless_told() {
+        assert_eq!(
+            split_target("198.18.0.2").unwrap(),
+            ("198.18.0.2".into(), 862)
+        );
+        assert_eq!(
+            split_target("198.18.0.2:8620").unwrap(),
+            ("198.18.0.2".into(), 8620)
+        );
+        assert_eq!(split_target("[::1]:9").unwrap(), ("::1".into(), 9));
+        assert_eq!(split_target("::1").unwrap(), ("::1".into(), 862));
+        assert_eq!(
+            split_target("router.example").unwrap(),
+            ("router.example".into(), 862)
+        );
+        assert_eq!(split_target("h:x").unwrap_err().flag, "HOST[:PORT]");
+    }
+
+    #[test]
+    fn specs_and_their_refusals_name_the_flag() {
+        let s = args_of("stamp 198.18.0.2 -r 100 -n 50").spec().unwrap();
+        assert_eq!(
+            (s.port, s.packet_bytes, s.count, s.authenticated),
+            (862, 52, Some(50), false)
+        );
+        assert_eq!(s.packets(), 50);
+        assert_eq!(
+            args_of("stamp 198.18.0.2 -s 46").spec().unwrap_err().flag,
+            "--size"
+        );
+        assert_eq!(
+            args_of("stamp 198.18.0.2 -s 9001").spec().unwrap_err().flag,
+            "--size"
+        );
+        assert_eq!(
+            args_of("stamp 198.18.0.2 -r 0").spec().unwrap_err().flag,
+            "--rate"
+        );
+        assert_eq!(
+            args_of("stamp 198.18.0.2 -r 1000000 -t 3600")
+                .spec()
+                .unwrap_err()
+                .flag,
+            "--count"
+        );
+        assert_eq!(
+            args_of("stamp 198.18.0.2 -n 0").spec().unwrap_err().flag,
+            "--count"
+        );
+        let s = args_of("stamp 198.18.0.2 -s 44 -t 2 -r 10").spec().unwrap();
+        assert_eq!((s.packet_bytes, s.packets()), (44, 20));
+    }
+}
