@@ -56,8 +56,6 @@ pub fn assess(
         daemon,
         ptp: ptp_clocks(root),
         vmclock: root.join("dev/vmclock0").exists(),
-        // (main at fa367ea has the field but not its reading yet; the lead's commit fills it.)
-        boot_id: None,
         bound,
     }
 }
