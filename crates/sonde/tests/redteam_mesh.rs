@@ -278,7 +278,7 @@ fn redteam_mesh_a_replayed_probe_is_answered_at_its_own_size_and_rate_only() {
     );
     let list = temp_file("redteam-mesh-replay");
     std::fs::write(&list, format!("{CLIENT_ADDR}\n")).unwrap();
-    let _agent = mesh_agent(
+    let agent = mesh_agent(
         &lab,
         list.to_str().unwrap(),
         &["--mesh-rate", "1", "--mesh-reflect-max", "50"],
@@ -313,4 +313,11 @@ fn redteam_mesh_a_replayed_probe_is_answered_at_its_own_size_and_rate_only() {
     );
     assert!(got.iter().all(|&n| n == p.len()), "answer sizes {got:?}");
     assert!(got.len() <= most, "{} answers, at most {most}", got.len());
+    // The agent's own tests still run.
+    let out = run(lab.sonde(&agent, "ping", &["-t", "1", "--warmup", "0", "--udp"]));
+    assert!(
+        out.status.success(),
+        "ping after the replay: {}",
+        stderr(&out)
+    );
 }
