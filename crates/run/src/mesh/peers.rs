@@ -134,6 +134,9 @@ pub fn refused(ip: IpAddr) -> Option<&'static str> {
         ip if ip.is_unspecified() => Some("the unspecified address"),
         ip if ip.is_multicast() => Some("a multicast address"),
         IpAddr::V4(v4) if v4.is_broadcast() => Some("the broadcast address"),
+        // Link-local: no agent's reflector, and where cloud metadata services answer.
+        IpAddr::V4(v4) if v4.is_link_local() => Some("a link-local address"),
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => Some("a link-local address"),
         _ => None,
     }
 }
@@ -170,6 +173,8 @@ mod tests {
             ("127.0.0.1\n", "line 1: 127.0.0.1:862 is a loopback address"),
             ("255.255.255.255\n", "is the broadcast address"),
             ("224.0.0.1\n", "is a multicast address"),
+            ("169.254.169.254\n", "is a link-local address"),
+            ("[fe80::1]:862\n", "is a link-local address"),
             (
                 "198.18.2.2 zone\n",
                 "line 1: 'zone' is neither open nor KEY=VALUE",

@@ -303,6 +303,12 @@ impl Prober {
             if a.ssid != self.ssid && !e.peer.open {
                 continue;
             }
+            // A probe's base carries the same key's HMAC as an answer's: one echoed back
+            // by a keyless rogue reads as an answer, but with zeros where a reflector
+            // writes its receive time.
+            if a.receive.0 == 0 {
+                continue;
+            }
             let back_ns = reflector::realtime_ns() as i64;
             let answer = e.stats.on_answer(a.sender_seq, a.seq, now);
             if matches!(answer, Answer::First { .. }) {

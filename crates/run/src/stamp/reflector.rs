@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
 use sonde_engine::stamps::now_real;
 use sonde_proto::stamp::{
-    reflect, Mode, Reflection, StampError, StampKey, TimeFormat, Timestamp, TimestampInfo,
-    TimestampMethod,
+    reflect, Mode, Reflection, SenderPacket, StampError, StampKey, TimeFormat, Timestamp,
+    TimestampInfo, TimestampMethod,
 };
 
 use super::clock;
@@ -179,15 +179,26 @@ impl Loop {
             count(&self.counts.malformed);
             return Ok(());
         }
-        if !self.limiter.take(got.from.ip(), now) {
-            count(&self.counts.over_rate);
-            return Ok(());
-        }
         let request = &self.buf[..got.len];
         let mode = match &self.key {
             Some(key) => Mode::Authenticated(key),
             None => Mode::Unauthenticated,
         };
+        // Checked (length, HMAC) before it may spend its source's answers or open a
+        // session: a keyless rogue sharing or spoofing an allowed address must not
+        // silence that sender or fill the session table.
+        if let Err(e) = SenderPacket::read(request, mode) {
+            count(if e == StampError::BadHmac {
+                &self.counts.bad_hmac
+            } else {
+                &self.counts.malformed
+            });
+            return Ok(());
+        }
+        if !self.limiter.take(got.from.ip(), now) {
+            count(&self.counts.over_rate);
+            return Ok(());
+        }
         let receive = got.rx_ns.unwrap_or_else(now_real);
         let session = (got.from, ssid(request, mode));
         let seq = match self.stateful {
