@@ -39,7 +39,7 @@ pub fn build(
         ..first.start.clone()
     };
     let mut phases: Vec<PhaseEnd> = runs.iter().map(phase_end).collect();
-    oneway::rebase(&mut phases);
+    rebase(&mut phases);
     let partial =
         error.is_some() || runs.len() < spec.phases.len() || phases.iter().any(|p| p.partial);
     let error = error.or_else(|| phases.iter().flat_map(|p| p.errors.first()).next().cloned());
@@ -252,4 +252,19 @@ fn added(phases: &[PhaseEnd], cpu_latency_us: Option<u32>) -> Vec<AddedLatency> 
         }
     }
     out
+}
+
+/// Re-bases every loaded phase's directions, each ping's on its idle phase's offset.
+fn rebase(phases: &mut [PhaseEnd]) {
+    let Some(idle) = phases.iter().find(|p| p.phase == Phase::Idle) else {
+        return;
+    };
+    let (udp, tcp) = (idle.udp_oneway.clone(), idle.tcp_oneway.clone());
+    for p in phases.iter_mut().filter(|p| p.phase != Phase::Idle) {
+        for (base, o) in [(&udp, &mut p.udp_oneway), (&tcp, &mut p.tcp_oneway)] {
+            if let (Some(base), Some(o)) = (base, o) {
+                oneway::on_idle(base, o);
+            }
+        }
+    }
 }

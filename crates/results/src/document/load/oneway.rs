@@ -3,35 +3,18 @@
 //! the queue its load builds one way for half an offset (the exchange cannot tell a slow
 //! direction from a clock ahead); the idle phase has no such queue.
 
-use super::PhaseEnd;
 use crate::document::Document;
 use crate::latency::LatencySummary;
 use crate::oneway::tally::Shifted;
 use crate::oneway::{BoundFrom, OneWay};
-use crate::spec::Phase;
 
 /// A ping's directions in its phase.
 pub(super) fn of(d: &Option<Document>) -> Option<Box<OneWay>> {
     d.as_ref()?.end.rr()?.oneway.clone()
 }
 
-/// Re-bases every loaded phase's directions, each ping's on its idle phase's offset.
-pub(super) fn rebase(phases: &mut [PhaseEnd]) {
-    let Some(idle) = phases.iter().find(|p| p.phase == Phase::Idle) else {
-        return;
-    };
-    let (udp, tcp) = (idle.udp_oneway.clone(), idle.tcp_oneway.clone());
-    for p in phases.iter_mut().filter(|p| p.phase != Phase::Idle) {
-        for (base, o) in [(&udp, &mut p.udp_oneway), (&tcp, &mut p.tcp_oneway)] {
-            if let (Some(base), Some(o)) = (base, o) {
-                on_idle(base, o);
-            }
-        }
-    }
-}
-
 /// `o`'s delays with `idle`'s offset (extrapolated by its drift) instead of its own.
-fn on_idle(idle: &OneWay, o: &mut OneWay) {
+pub(super) fn on_idle(idle: &OneWay, o: &mut OneWay) {
     let (Some(own), Some(at)) = (o.offset_ns, o.exchange.map(|e| e.at_ns)) else {
         return;
     };
