@@ -9,6 +9,11 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 
+/// Peers one agent probes at most: its state (10 kB a peer, mostly the minute's
+/// histogram) and its `/metrics` (about 26 lines a peer) stay bounded whatever a name
+/// answers (BENCHMARKS.md: 111 MB at 10,000 peers).
+pub const MAX_PEERS: usize = 10_000;
+
 /// A peer to probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
@@ -49,14 +54,19 @@ impl Source {
             }
             Source::Dns(name, port) => resolve(name, *port)?,
         };
-        let mut kept: Vec<Peer> = Vec::with_capacity(peers.len());
-        for p in peers {
-            if refused(p.addr.ip()).is_none()
-                && !is_local(p.addr.ip())
-                && !kept.iter().any(|k| k.addr == p.addr)
-            {
-                kept.push(p);
-            }
+        let mut seen = std::collections::HashSet::new();
+        let mut kept: Vec<Peer> = peers
+            .into_iter()
+            .filter(|p| refused(p.addr.ip()).is_none() && !is_local(p.addr.ip()))
+            .filter(|p| seen.insert(p.addr))
+            .collect();
+        if kept.len() > MAX_PEERS {
+            // The lowest addresses, so that a name answering in a rotating order keeps
+            // the same peers (and series) from one refresh to the next.
+            let all = kept.len();
+            kept.sort_by_key(|p| p.addr);
+            kept.truncate(MAX_PEERS);
+            tracing::warn!("mesh: {all} peers listed, probing the first {MAX_PEERS} by address");
         }
         Ok(kept)
     }
@@ -193,6 +203,29 @@ mod tests {
             .read(862)
             .unwrap_err();
         assert!(e.starts_with("--mesh /nonexistent/peers: "), "{e}");
+    }
+
+    /// A list longer than [`MAX_PEERS`] (the red team's DNS answer of thousands) keeps the
+    /// lowest addresses, whatever its order, each once.
+    #[test]
+    fn a_list_beyond_the_cap_keeps_the_lowest_addresses_once() {
+        let mut text = String::new();
+        for i in (0..MAX_PEERS as u32 + 5).rev() {
+            let a =
+                std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0)) + 1 + i);
+            text.push_str(&format!("{a}\n"));
+        }
+        text.push_str("198.18.0.1\n");
+        let path = std::env::temp_dir().join(format!("sonde-peers-cap-{}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let peers = Source::File(path.clone()).read(862).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(peers.len(), MAX_PEERS);
+        assert_eq!(peers[0].addr, "198.18.0.1:862".parse().unwrap());
+        let last = std::net::Ipv4Addr::from(
+            u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0)) + MAX_PEERS as u32,
+        );
+        assert_eq!(peers[MAX_PEERS - 1].addr, SocketAddr::new(last.into(), 862));
     }
 
     #[test]
