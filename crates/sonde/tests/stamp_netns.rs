@@ -381,8 +381,11 @@ fn stamp_loss_is_exact_each_way_and_its_rtt_matches_ping_and_stamp_suite() {
         within(whole_p50, ping, 3.0),
         "stamp (whole) {whole_p50} vs ping {ping}"
     );
+    // stamp-suite reads its clock in user space after its runtime wakes up: its median
+    // holds its own wake-ups (2.1-2.8 % over ours on a quiet machine, 4.6 % with builds
+    // beside it), never less than the path.
     assert!(
-        within(whole_p50, suite_p50, 3.0),
+        within(whole_p50, suite_p50, 8.0) && suite_p50 > 0.99 * whole_p50,
         "stamp (whole) {whole_p50} vs stamp-suite {suite_p50}"
     );
     // Both ends on one clock: each direction holds one 2 ms hold and a little.

@@ -16,11 +16,14 @@ use sonde_proto::stamp::{
 /// Sessions remembered at most (a session is 24 bytes and a map slot).
 pub const MAX_SESSIONS: usize = 65_536;
 
-/// Answers per second at most, all senders together, and the burst allowed.
+/// Answers per second at most, all senders together, and the burst allowed; and per
+/// source address, so that a probe captured and replayed from a spoofed address reaches
+/// that address at this rate only, whatever the total allows.
 #[derive(Debug, Clone, Copy)]
 pub struct Rate {
     pub per_s: f64,
     pub burst: f64,
+    pub per_source: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +38,7 @@ pub struct Reflector {
     labels: sonde_proto::Labels,
     sessions: HashMap<(SocketAddr, u16), Session>,
     rate: Rate,
+    sources: crate::stamp::guard::Limiter,
     tokens: f64,
     refilled_ns: u64,
     pub reflected: u64,
@@ -57,6 +61,10 @@ impl Reflector {
             labels,
             sessions: HashMap::new(),
             rate,
+            sources: crate::stamp::guard::Limiter::with_room(
+                rate.per_source,
+                2 * super::peers::MAX_PEERS,
+            ),
             tokens: rate.burst,
             refilled_ns: 0,
             reflected: 0,
@@ -84,7 +92,7 @@ impl Reflector {
             self.refused += 1;
             return None;
         };
-        if !self.take_token(t.mono_ns) {
+        if !self.sources.take(from.ip(), std::time::Instant::now()) || !self.take_token(t.mono_ns) {
             self.refused += 1;
             return None;
         }
@@ -200,6 +208,7 @@ mod tests {
             Rate {
                 per_s: 1e6,
                 burst: 100.0,
+                per_source: 1_000,
             },
             Default::default(),
         );
@@ -238,6 +247,7 @@ mod tests {
             Rate {
                 per_s: 10.0,
                 burst: 5.0,
+                per_source: 1_000,
             },
             Default::default(),
         );
@@ -259,5 +269,33 @@ mod tests {
             .count();
         assert_eq!(later, 5);
         assert_eq!(r.refused, 190);
+    }
+
+    /// A probe replayed from one (spoofed) address gets that address its own share only,
+    /// and another source is still answered.
+    #[test]
+    fn one_source_gets_its_own_rate_whatever_the_total_allows() {
+        let k = key(b"0123456789abcdef0123");
+        let rate = Rate {
+            per_s: 1e6,
+            burst: 1e6,
+            per_source: 10,
+        };
+        let mut r = Reflector::new(Some(k.clone()), rate, Default::default());
+        let (victim, peer): (SocketAddr, SocketAddr) = (
+            "198.18.9.9:862".parse().unwrap(),
+            "198.18.2.1:5000".parse().unwrap(),
+        );
+        let mut out = [0u8; 512];
+        let replayed = (0..1_000)
+            .filter(|_| {
+                r.answer(victim, &probe(&k, 7, 1), times(1_000), &mut out)
+                    .is_some()
+            })
+            .count();
+        assert_eq!(replayed, 10);
+        assert!(r
+            .answer(peer, &probe(&k, 0, 2), times(2_000), &mut out)
+            .is_some());
     }
 }

@@ -79,23 +79,32 @@ pub fn allowed(allow: &[Cidr], ip: IpAddr) -> bool {
 /// A token bucket per source: `per_s` answers a second, a second's worth in a burst.
 pub struct Limiter {
     per_s: f64,
+    /// Sources tracked at most.
+    room: usize,
     sources: HashMap<IpAddr, (f64, Instant)>,
 }
 
 impl Limiter {
     pub fn new(per_s: u32) -> Self {
+        Limiter::with_room(per_s, MAX_SOURCES)
+    }
+
+    /// Tracking up to `room` sources (a mesh's peers may number more than a STAMP
+    /// reflector's senders).
+    pub fn with_room(per_s: u32, room: usize) -> Self {
         Limiter {
             per_s: f64::from(per_s),
+            room,
             sources: HashMap::new(),
         }
     }
 
     /// Whether `ip` may have one more answer at `now` (taking it if so).
     pub fn take(&mut self, ip: IpAddr, now: Instant) -> bool {
-        if !self.sources.contains_key(&ip) && self.sources.len() >= MAX_SOURCES {
+        if !self.sources.contains_key(&ip) && self.sources.len() >= self.room {
             self.sources
                 .retain(|_, (_, last)| now.duration_since(*last).as_secs_f64() < IDLE_S);
-            if self.sources.len() >= MAX_SOURCES {
+            if self.sources.len() >= self.room {
                 return false;
             }
         }

@@ -102,6 +102,10 @@ impl MeshArgs {
             reflect: Rate {
                 per_s: self.mesh_reflect_max,
                 burst: self.mesh_reflect_max.max(1.0),
+                // A peer probes at its --mesh-rate (one DaemonSet: this one's): ten times
+                // that is room for its bursts, and all a replayed probe can reach a
+                // spoofed address with.
+                per_source: ((self.mesh_rate * 10.0).ceil() as u32).max(10),
             },
         }))
     }
