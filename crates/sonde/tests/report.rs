@@ -24,9 +24,9 @@ fn chromium() -> Option<&'static str> {
 /// Four pings, two labels, at 5,000 and 4,000 requests/s for 2 s: about 10,000 and 8,000
 /// round trips each. Returns the store, made once: the tests given it only read it (it
 /// goes with the scratch directory at exit).
-fn four_pings() -> &'static Path {
+fn four_pings() -> PathBuf {
     static DB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DB.get_or_init(|| {
+    let db = DB.get_or_init(|| {
         let db = temp_file("report.db");
         let agent = Agent::on_loopback();
         for (label, rate) in [("a", "5000"), ("b", "4000"), ("a", "5000"), ("b", "4000")] {
@@ -35,7 +35,8 @@ fn four_pings() -> &'static Path {
             assert!(o.status.success(), "{}", stderr(&o));
         }
         db
-    })
+    });
+    db.clone()
 }
 
 /// The text of `<section id="ID">` … `</section>`.
