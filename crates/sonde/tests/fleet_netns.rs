@@ -31,6 +31,8 @@ fn a_third_party_test_runs_between_two_agents_and_the_controller_sends_none_of_i
         FLEET_PORT,
         "-t",
         "2",
+        "--warmup",
+        "0.2",
         "--json",
         "--no-save",
     ]));
@@ -75,6 +77,8 @@ fn a_third_party_test_runs_between_two_agents_and_the_controller_sends_none_of_i
         FLEET_PORT,
         "-t",
         "1",
+        "--warmup",
+        "0.2",
         "-C",
         "2",
         "--json",
@@ -92,13 +96,13 @@ fn a_third_party_test_runs_between_two_agents_and_the_controller_sends_none_of_i
     for args in [&["ping", "--udp"][..], &["pps", "--rate", "20000"][..]] {
         let mut all = args.to_vec();
         all.extend(["--from", &from, "--to", &to, "--port", FLEET_PORT]);
-        all.extend(["-t", "1", "--json", "--no-save"]);
+        all.extend(["-t", "1", "--warmup", "0.2", "--json", "--no-save"]);
         let o = run(lab.controller(&all));
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
     }
 }
 
-const TESTS: &str = "[[test]]\ntype = \"stream\"\nduration = 1\nwarmup = 0.2\n";
+const TESTS: &str = "[[test]]\ntype = \"stream\"\nduration = 0.5\nwarmup = 0.2\n";
 
 fn fleet_file(tests: &str) -> std::path::PathBuf {
     let mut text = format!("name = \"mesh\"\nport = {FLEET_PORT}\n");
@@ -125,7 +129,7 @@ fn a_mesh_of_twelve_pairs_runs_in_six_rounds_and_no_host_is_in_two_tests_at_once
     let Some(lab) = Bridged::new(4) else { return };
     let _agents: Vec<_> = (1..=4).map(|k| lab.start_agent(k)).collect();
     let file = fleet_file(&format!(
-        "{TESTS}[[test]]\ntype = \"ping\"\nduration = 1\nwarmup = 0.2\n"
+        "{TESTS}[[test]]\ntype = \"ping\"\nduration = 0.5\nwarmup = 0.2\n"
     ));
     let db = temp_file("fleet.db");
     let o = run(lab.controller(&[

@@ -23,7 +23,7 @@ fn lab_runs_and_cleans_up() {
     let Some(_probe) = Lab::new() else { return };
     let dir = temp_file("lab-out");
     let child = sonde_cmd()
-        .args(["lab", "-t", "1", "--output-dir"])
+        .args(["lab", "-t", "0.5", "--output-dir"])
         .arg(&dir)
         .spawn_keeping(Keep::Both);
     let pid = child.id();

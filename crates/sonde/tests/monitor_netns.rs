@@ -30,9 +30,9 @@ fn fleet_file() -> std::path::PathBuf {
             Bridged::addr(k)
         );
     }
-    text += "[[test]]\ntype = \"stream\"\nduration = 1\nwarmup = 0.2\n";
-    text += "[[test]]\ntype = \"ping\"\nduration = 1\nwarmup = 0.2\n";
-    text += "[[test]]\ntype = \"ping\"\nudp = true\nduration = 1\nwarmup = 0.2\n";
+    text += "[[test]]\ntype = \"stream\"\nduration = 0.5\nwarmup = 0.2\n";
+    text += "[[test]]\ntype = \"ping\"\nduration = 0.5\nwarmup = 0.2\n";
+    text += "[[test]]\ntype = \"ping\"\nudp = true\nduration = 0.5\nwarmup = 0.2\n";
     let path = temp_file("watch.toml");
     std::fs::write(&path, text).unwrap();
     path

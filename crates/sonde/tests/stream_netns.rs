@@ -204,7 +204,7 @@ fn tbf_rate_limit_is_measured(engine: &str) {
     let mut cmd = lab.stream(
         &agent,
         &[
-            "--engine", engine, "-P", "1", "-t", "4", "--warmup", "1.5", "--output",
+            "--engine", engine, "-P", "1", "-t", "2", "--warmup", "1.5", "--output",
         ],
     );
     cmd.arg(&out);
