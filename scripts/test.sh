@@ -45,9 +45,12 @@ if ! python3 -c "import hdrh.log" 2>/dev/null; then
 fi
 # STAMP interop (crates/sonde/tests/stamp_netns.rs) runs stamp-suite, an implementation no
 # one here wrote, as sender and reflector.
+# Built beside the tests' build below; no test runs until it is installed.
+suite=
 if ! command -v stamp-suite >/dev/null && [ ! -x "$HOME/.cargo/bin/stamp-suite" ]; then
-    cargo install --locked stamp-suite@1.0.0 >&2 \
-        || echo "missing for the tests: stamp-suite (cargo install stamp-suite)" >&2
+    (cargo install --locked -q stamp-suite@1.0.0 >&2 \
+        || echo "missing for the tests: stamp-suite (cargo install stamp-suite)" >&2) &
+    suite=$!
 fi
 # The deploy test needs a static executable, not a fast one: unoptimised (the shipped one,
 # deploy/build-static.sh alone, is), it builds in far less time. It builds beside the tests'
@@ -56,6 +59,7 @@ CARGO_PROFILE_STATIC_OPT_LEVEL=0 bash deploy/build-static.sh >&2 &
 static=$!
 cargo test --workspace --no-run "$@" || { wait "$static"; exit 1; }
 wait "$static"
+[ -z "$suite" ] || wait "$suite"
 
 # Integration tests that send traffic serialize themselves on a lock file (tests/common),
 # so the default test threads are safe: only tests without traffic overlap them.
