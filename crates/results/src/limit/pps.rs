@@ -64,15 +64,20 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
         Some(side(End::Sender, snd, false)),
         rcv.map(|r| side(End::Receiver, r, spins)),
     );
+    let dropped = loss_signal(if sent > 0.0 { at_receiver / sent } else { 0.0 });
     if let Some(s) = s_cpu.filter(|_| !paced) {
+        let mut strength = s.level * (1.0 - lossy);
+        if dropped > 0.0 {
+            // A sender that never waits is always busy: drops at the receiver lead.
+            strength = strength.min(dropped * DROPS_BEFORE_CPU);
+        }
         found.push(Finding {
             verdict: Limit::SenderCpu,
-            strength: s.level * (1.0 - lossy),
+            strength,
             evidence: vec![s.evidence],
         });
     }
     if let Some(r) = r_cpu {
-        let dropped = loss_signal(if sent > 0.0 { at_receiver / sent } else { 0.0 });
         let mut strength = r.level * (RECEIVER_KEPT_UP + (1.0 - RECEIVER_KEPT_UP) * dropped);
         if dropped > 0.0 {
             // Below the drops it explains, however few: they are what the reader acts on.
