@@ -146,7 +146,12 @@ impl Readings {
     /// arrival less the echo's driver stamp (its arrival plus its three spans). `None`
     /// without the echo's arrival or a stage split.
     pub fn exchange(&self) -> Option<[i64; 3]> {
-        if self.echo_rx == 0 || self.stages().is_err() {
+        self.stages().ok().and_then(|_| self.exchange_of_split())
+    }
+
+    /// [`exchange`](Self::exchange) of readings already split into stages.
+    fn exchange_of_split(&self) -> Option<[i64; 3]> {
+        if self.echo_rx == 0 {
             return None;
         }
         let echo_sent = self.echo_rx + self.wake as u64 + self.turnaround as u64 + self.send as u64;
@@ -188,8 +193,10 @@ impl StageHists {
     /// Files one message's readings: its stages and its exchange.
     #[inline]
     pub fn file(&mut self, r: &Readings) {
-        self.record(r.stages());
-        if let Some(x) = r.exchange() {
+        let split = r.stages();
+        let exchange = split.is_ok().then(|| r.exchange_of_split()).flatten();
+        self.record(split);
+        if let Some(x) = exchange {
             if self.exchanges.len() < EXCHANGES_KEPT {
                 self.exchanges.push(x);
             } else {
