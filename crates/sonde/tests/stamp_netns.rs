@@ -334,6 +334,15 @@ fn stamp_loss_is_exact_each_way_and_its_rtt_matches_ping_and_stamp_suite() {
         "{e}"
     );
     assert_eq!(u(&e["received"]), 100 - fwd - rev);
+    // Every T1 is the kernel's stamp of the packet reaching the driver, taken before the
+    // packet could reach the reflector: no answer is timed from a clock read.
+    assert_eq!(
+        (u(&e["sent_kernel_stamped"]), u(&e["answers_clock_timed"])),
+        (100, 0),
+        "{e}"
+    );
+    let send_path = e["send_path_ns"]["p50"].as_f64().unwrap();
+    assert!(send_path > 0.0 && send_path < 1e6, "{send_path}");
     let stamp_p50 = e["latency_ns"]["p50"].as_f64().unwrap();
     let whole_p50 = e["round_trip_whole_ns"]["p50"].as_f64().unwrap();
     let turnaround = e["reflector_turnaround_ns"]["p50"].as_f64().unwrap();

@@ -49,6 +49,21 @@ pub fn loss_words(e: &StampEnd) -> String {
     w
 }
 
+/// Where T1 came from: `kernel (driver) 100 of 100, send path P50 6.2 us`.
+fn send_stamps(e: &StampEnd) -> String {
+    let mut w = format!("kernel (driver) {} of {}", e.sent_kernel_stamped, e.sent);
+    if let Some(p) = &e.send_path_ns {
+        w.push_str(&format!(", send path P50 {}", us(p.p50)));
+    }
+    if e.answers_clock_timed > 0 {
+        w.push_str(&format!(
+            ", {} answers timed from a clock read",
+            e.answers_clock_timed
+        ));
+    }
+    w
+}
+
 /// Human summary of a STAMP run.
 pub fn stamp(doc: &Document) -> String {
     let Some(e) = doc.end.stamp() else {
@@ -85,6 +100,7 @@ pub fn stamp(doc: &Document) -> String {
             format!("{} / {}", e.reordered, e.duplicates),
         ),
         ("reflector's clock", reflector_clock),
+        ("send stamps", send_stamps(e)),
     ];
     for (k, v) in rows {
         t.add_row(vec![k.to_string(), v]);

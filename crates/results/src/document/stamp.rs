@@ -13,6 +13,18 @@ pub struct StampEnd {
     /// The reflector's address and port.
     pub reflector: String,
     pub sent: u64,
+    /// Packets whose send time (T1) is the kernel's software stamp of their hand-over to
+    /// the driver (`SO_TIMESTAMPING`), not the clock read written into them; the rest
+    /// (and answers that came before their stamp: `answers_clock_timed`) are timed from
+    /// that clock read.
+    #[serde(default)]
+    pub sent_kernel_stamped: u64,
+    #[serde(default)]
+    pub answers_clock_timed: u64,
+    /// From the clock read written into each packet to the kernel's driver stamp: the
+    /// time a send takes in this process and the stack, kept out of every figure, in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_path_ns: Option<LatencySummary>,
     /// Answers to packets we sent, each counted once.
     pub received: u64,
     /// `sent - received`.

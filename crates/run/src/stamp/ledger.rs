@@ -35,8 +35,18 @@ pub fn split_loss(sent: u64, received: u64, last: Option<(u32, u32)>) -> (u64, u
 }
 
 pub struct Ledger {
-    /// Each packet's send time (ns, real time), by sequence number; 0: not sent.
+    /// Each packet's send time (ns, real time), by sequence number; 0: not sent. The
+    /// kernel's stamp of its hand-over to the driver once it came, before that the clock
+    /// read written into the packet.
     sent_at: Vec<u64>,
+    /// The packet's send time is the kernel's stamp, by sequence number.
+    kernel_sent: Vec<bool>,
+    /// From the clock read written into each packet to the kernel's driver stamp.
+    send_path: Histogram<u64>,
+    /// Packets whose send time is the kernel's stamp.
+    pub kernel_stamped: u64,
+    /// Answers timed from a clock read (their packet's kernel stamp had not come).
+    pub answers_clock_timed: u64,
     answered: Vec<bool>,
     /// Interval of each packet, by sequence number.
     interval_of: Vec<u32>,
@@ -63,6 +73,10 @@ impl Ledger {
     pub fn new(packets: usize, tai_offset_s: u64) -> Ledger {
         Ledger {
             sent_at: vec![0; packets],
+            kernel_sent: vec![false; packets],
+            send_path: new_histogram(),
+            kernel_stamped: 0,
+            answers_clock_timed: 0,
             answered: vec![false; packets],
             interval_of: vec![0; packets],
             intervals: Vec::new(),
@@ -99,6 +113,31 @@ impl Ledger {
         self.intervals[interval as usize].0.sent += 1;
     }
 
+    /// The kernel's stamp of packet `seq` handed to the driver: its send time from now
+    /// on. Refused (false) for a packet not sent, answered, stamped already, or a stamp
+    /// before the packet's clock read or a second after it (an id that lost its packet).
+    pub fn on_kernel_sent(&mut self, seq: u32, ns: u64) -> bool {
+        let i = seq as usize;
+        let Some(&t1) = self.sent_at.get(i) else {
+            return false;
+        };
+        if t1 == 0 || self.answered[i] || self.kernel_sent[i] || ns < t1 || ns - t1 > 1_000_000_000
+        {
+            return false;
+        }
+        let _ = self.send_path.record((ns - t1).max(1));
+        self.sent_at[i] = ns;
+        self.kernel_sent[i] = true;
+        self.kernel_stamped += 1;
+        true
+    }
+
+    /// From the clock read written into each packet to the kernel's stamp of its
+    /// hand-over to the driver: the send's own time in this process and the stack.
+    pub fn send_path(&self) -> Option<LatencySummary> {
+        LatencySummary::of(&self.send_path)
+    }
+
     /// The reflector's timestamp as ns since 1970 on our clock's scale (UTC).
     fn real_ns(&self, t: sonde_proto::stamp::Timestamp, format: TimeFormat) -> i128 {
         let ns = i128::from(t.to_unix_ns(format));
@@ -120,6 +159,7 @@ impl Ledger {
             return;
         }
         self.received += 1;
+        self.answers_clock_timed += u64::from(!self.kernel_sent[s]);
         if self.highest.is_some_and(|h| p.sender_seq < h) {
             self.reordered += 1;
         }
@@ -225,6 +265,35 @@ mod tests {
             t4_ns: t1 + 2 * one_way + 5_000,
             info: None,
         }
+    }
+
+    #[test]
+    fn the_kernels_send_stamp_times_the_answer_and_a_stray_one_is_refused() {
+        let mut l = Ledger::new(3, 37);
+        let t0 = 1_795_788_000_000_000_000;
+        for s in 0..3u32 {
+            l.on_sent(s, t0 + u64::from(s) * 1_000_000, 0);
+        }
+        // Packet 0 left the driver 7 us after its clock read; the answer is 7 us shorter.
+        assert!(l.on_kernel_sent(0, t0 + 7_000));
+        assert!(!l.on_kernel_sent(0, t0 + 8_000), "stamped twice");
+        // An id shifted onto a later packet stamps before that packet's clock read.
+        assert!(
+            !l.on_kernel_sent(2, t0 + 1_500_000),
+            "before its clock read"
+        );
+        assert!(!l.on_kernel_sent(3, t0), "never sent");
+        // The answer came 85 us after the clock read, 5 us of it in the reflector.
+        l.on_answer(&answer(0, 0, t0, 40_000));
+        // Within the histograms' three significant digits.
+        let near = |got: u64, want: u64| got.abs_diff(want) * 1000 <= want;
+        let rtt = l.latency().unwrap().p50;
+        assert!(near(rtt, 85_000 - 5_000 - 7_000), "{rtt}");
+        assert!(near(l.send_path().unwrap().p50, 7_000));
+        // Packet 1 had no kernel stamp: timed from its clock read, and counted so.
+        l.on_answer(&answer(1, 1, t0 + 1_000_000, 40_000));
+        assert!(!l.on_kernel_sent(1, t0 + 1_010_000), "answered already");
+        assert_eq!((l.kernel_stamped, l.answers_clock_timed), (1, 1));
     }
 
     #[test]

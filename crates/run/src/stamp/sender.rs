@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
-use sonde_engine::stamps::now_real;
+use sonde_engine::stamps::{now_real, ErrQueue, TxPoint};
 use sonde_proto::stamp::{
     tlv, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat, Timestamp, TimestampInfo,
 };
@@ -66,6 +66,9 @@ pub fn run(
     let socket = UdpSocket::bind(bind).map_err(sock_err)?;
     socket.connect(addr).map_err(sock_err)?;
     enable_arrival(socket.as_raw_fd(), addr.is_ipv6()).map_err(sock_err)?;
+    // Send stamps too, numbered per datagram from here: T1 is when the packet reached
+    // the driver, not when this thread read the clock to write it.
+    sonde_engine::stamps::enable(socket.as_raw_fd()).map_err(sock_err)?;
     let started_at = crate::controller::now_rfc3339();
     let host =
         sonde_probe::hostwatch::describe(&sonde_probe::hostwatch::HostProbe::for_peer(addr.ip()));
@@ -75,7 +78,6 @@ pub fn run(
     let mut ledger = Ledger::new(packets, tai_offset_s());
     let mut packet = vec![0u8; spec.packet_bytes as usize];
     let fd = socket.as_raw_fd();
-    let mut buf = vec![0u8; sonde_results::spec::STAMP_MAX_BYTES as usize + 1];
     let gap = Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let start = Instant::now();
     // Our own clock's S bit and bound, as the reflector's answers carry theirs.
@@ -83,9 +85,16 @@ pub fn run(
         .as_ref()
         .map_or_else(Default::default, |c| super::clock::of_state(c).0);
     let mut sent = 0usize;
+    let mut rx = Receiver {
+        fd,
+        buf: vec![0u8; sonde_results::spec::STAMP_MAX_BYTES as usize + 1],
+        mode,
+        errq: ErrQueue::default(),
+        sent_ids: Vec::with_capacity(packets),
+    };
     while sent < packets && !interrupt.is_set() {
         let due = start + gap.mul_f64(sent as f64);
-        drain_until(fd, &mut buf, mode, due, &mut ledger);
+        rx.drain_until(due, &mut ledger);
         let t1 = now_real();
         let p = SenderPacket {
             seq: sent as u32,
@@ -97,11 +106,12 @@ pub fn run(
         if socket.send(&packet).is_ok() {
             let interval = (t1_offset(start) / spec.timing.interval_ms.max(1)) as u32;
             ledger.on_sent(sent as u32, t1, interval);
+            rx.sent_ids.push(sent as u32);
         }
         sent += 1;
     }
     let until = Instant::now() + Duration::from_millis(spec.timeout_ms);
-    drain_until(fd, &mut buf, mode, until, &mut ledger);
+    rx.drain_until(until, &mut ledger);
     let partial = interrupt.is_set();
     let end = end_of(spec, addr, &ledger, local_clock.as_ref());
     let intervals = intervals_of(&ledger, spec.timing.interval_ms);
@@ -179,33 +189,61 @@ pub fn fill(out: &mut [u8], p: &SenderPacket, mode: Mode) {
     }
 }
 
-/// Reads answers until `until`.
-fn drain_until(fd: i32, buf: &mut [u8], mode: Mode, until: Instant, ledger: &mut Ledger) {
-    loop {
-        let now = Instant::now();
-        if now >= until {
-            return;
-        }
-        let wait = (until - now).min(Duration::from_millis(50));
-        let Ok(Some(got)) = recv_arrival(fd, buf, wait) else {
-            continue;
-        };
-        let t4 = got.rx_ns.unwrap_or_else(now_real);
-        let len = got.len.min(buf.len());
-        match ReflectorPacket::read(&buf[..len], mode) {
-            Ok(packet) => {
-                let info = buf
-                    .get(mode.base_bytes()..len)
-                    .and_then(TimestampInfo::find);
-                ledger.on_answer(&Arrival {
-                    packet,
-                    len,
-                    t4_ns: t4,
-                    info,
-                });
+/// What reads the socket: answers, and the kernel's stamps of our sends.
+struct Receiver<'k> {
+    fd: i32,
+    buf: Vec<u8>,
+    mode: Mode<'k>,
+    errq: ErrQueue,
+    /// The sequence number of each datagram sent, by the kernel's id of it (`OPT_ID`
+    /// counts the socket's datagrams from 0).
+    sent_ids: Vec<u32>,
+}
+
+impl Receiver<'_> {
+    /// Reads answers until `until`; each read after the send stamps waiting, so that an
+    /// answer finds its packet's stamp (taken before the packet could reach the
+    /// reflector).
+    fn drain_until(&mut self, until: Instant, ledger: &mut Ledger) {
+        loop {
+            self.take_send_stamps(ledger);
+            let now = Instant::now();
+            if now >= until {
+                return;
             }
-            Err(_) => ledger.rejected += 1,
+            let wait = (until - now).min(Duration::from_millis(50));
+            let Ok(Some(got)) = recv_arrival(self.fd, &mut self.buf, wait) else {
+                continue;
+            };
+            self.take_send_stamps(ledger);
+            let t4 = got.rx_ns.unwrap_or_else(now_real);
+            let len = got.len.min(self.buf.len());
+            let buf = &self.buf[..len];
+            match ReflectorPacket::read(buf, self.mode) {
+                Ok(packet) => {
+                    let info = buf
+                        .get(self.mode.base_bytes()..)
+                        .and_then(TimestampInfo::find);
+                    ledger.on_answer(&Arrival {
+                        packet,
+                        len,
+                        t4_ns: t4,
+                        info,
+                    });
+                }
+                Err(_) => ledger.rejected += 1,
+            }
         }
+    }
+
+    /// The driver stamps on the socket's error queue, each to its packet.
+    fn take_send_stamps(&mut self, ledger: &mut Ledger) {
+        let ids = &self.sent_ids;
+        let _ = self.errq.drain(self.fd, |s| {
+            if let (TxPoint::Driver, Some(&seq)) = (s.point, ids.get(s.key as usize)) {
+                ledger.on_kernel_sent(seq, s.ns);
+            }
+        });
     }
 }
 
@@ -268,6 +306,9 @@ fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockSt
     StampEnd {
         reflector: addr.to_string(),
         sent,
+        sent_kernel_stamped: l.kernel_stamped,
+        answers_clock_timed: l.answers_clock_timed,
+        send_path_ns: l.send_path(),
         received: l.received,
         lost: sent - l.received,
         lost_forward: stateful.then_some(f),
