@@ -110,7 +110,7 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
     }
     let Some(lab) = Lab::new() else { return };
     // The listed peer's address is the rogue's; it holds no key. It answers each probe
-    // with the probe's own bytes (their HMAC is the fleet key's), unauthenticated answers
+    // with the probe's own bytes (their HMAC is the agent's own address key), unauthenticated answers
     // and answers under another key, for 3 s (at most 3,000 datagrams).
     let list = temp_file("redteam-mesh-one-peer");
     std::fs::write(&list, format!("{CLIENT_ADDR}:{STAMP_PORT}\n")).unwrap();
