@@ -212,7 +212,7 @@ impl Prober {
                 estimate,
                 ssid: self.ssid,
             };
-            let key = self.keys.as_mut().map(|k| &*k.mine(addr.ip()));
+            let key = self.keys.as_mut().map(|k| k.mine(addr.ip()));
             let mode = mode_for(key, &e.peer);
             let mut len = mode.base_bytes();
             // Ask for the peer's labels until it answered them, then now and again.

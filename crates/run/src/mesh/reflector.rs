@@ -158,7 +158,7 @@ impl Reflector {
             },
         };
         // The answer under this agent's own key for the address it leaves from.
-        let mine: Option<&StampKey> = self.keys.as_mut().map(|k| &*k.mine(ip));
+        let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));
         let answer = mine.map_or(Mode::Unauthenticated, Mode::Authenticated);
         match stamp::reflect_as(request, mode, answer, &how, out) {
             Ok(n) => {
