@@ -122,6 +122,11 @@ impl Reflector {
         out: &mut [u8],
     ) -> Option<usize> {
         let ip = from.ip();
+        // Too short to check: refused before a key is derived for its source.
+        if self.keys.is_some() && request.len() < stamp::AUTH_BASE_BYTES {
+            self.refused += 1;
+            return None;
+        }
         let theirs = self.keys.as_ref().map(|k| k.theirs(ip));
         let mode = theirs
             .as_ref()
