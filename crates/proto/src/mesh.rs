@@ -4,6 +4,11 @@
 //! [`TYPE_LABELS`]) in which a reflector answers its own `--label`s, so that a peer found
 //! by DNS is labelled by its own zone and rack. The sender reserves the room (the answer
 //! is never larger than the probe) and the HMAC TLV after it covers it.
+//!
+//! Each packet is signed under its sender's address key ([`address_key`]): a probe under
+//! the key of the address it leaves from, an answer under the reflector's. A probe or an
+//! answer re-sent from any other address does not check there, so a captured probe
+//! reflects to no spoofed third party and a captured answer counts for no other peer.
 
 use crate::labels::{self, Labels, MAX_LABELS};
 use crate::stamp::{tlv, StampKey};
@@ -19,6 +24,15 @@ pub fn stamp_key(key: &Key) -> StampKey {
     use hmac::Mac;
     let derived = key.mac(&[b"mesh-stamp-key"]).finalize().into_bytes();
     StampKey::new(&derived).expect("32 bytes exceed the minimum")
+}
+
+/// The key the packets sent from `ip` carry: HMAC(mesh key, "sonde mesh probe" || the
+/// address's bytes; an IPv4-mapped IPv6 address is its IPv4 one).
+pub fn address_key(mesh: &StampKey, ip: std::net::IpAddr) -> StampKey {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => mesh.derive(&[b"sonde mesh probe", &v4.octets()]),
+        std::net::IpAddr::V6(v6) => mesh.derive(&[b"sonde mesh probe", &v6.octets()]),
+    }
 }
 
 /// Writes into `area` (after the base packet) an empty Labels TLV and, with `key`, the
@@ -144,6 +158,27 @@ mod tests {
         let at = bad.windows(4).position(|w| w == b"rack").unwrap();
         bad[at..at + 4].copy_from_slice(b"__ra");
         assert_eq!(read_labels(&bad, None, 9), None);
+    }
+
+    #[test]
+    fn each_address_has_its_own_key_and_a_mapped_address_its_ipv4_ones() {
+        let k = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap());
+        let a = address_key(&k, "198.18.1.1".parse().unwrap());
+        let tag = a.mac(&[b"probe"]);
+        let same = address_key(&k, "::ffff:198.18.1.1".parse().unwrap());
+        assert!(same.verify(&[b"probe"], &tag));
+        for other in ["198.18.1.2", "::1", "198.18.1.1"] {
+            let ip = other.parse().unwrap();
+            let key = if other == "198.18.1.1" {
+                // The same address under another fleet's key.
+                let f = Key::from_file_bytes(b"0123456789abcdef-other").unwrap();
+                address_key(&stamp_key(&f), ip)
+            } else {
+                address_key(&k, ip)
+            };
+            assert!(!key.verify(&[b"probe"], &tag), "{other}");
+        }
+        assert!(!k.verify(&[b"probe"], &tag), "the mesh key itself");
     }
 
     #[test]

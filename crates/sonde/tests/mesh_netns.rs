@@ -3,7 +3,9 @@
 //! and evaluating deploy/prometheus/mesh-rules.yaml. A fault planted on one link (nftables
 //! drops 5 % of the UDP the router sends into rack r2) shows in the loss alert's query for
 //! exactly the two rack pairs that cross it, each in its own direction, and not for the
-//! pairs inside a rack. Peers found by a name's DNS answers are labelled by their own
+//! pairs inside a rack; a delay planted on one direction (20 ms on what the router forwards
+//! from rack r1 into r2) shows in the P99 latency alert's query for exactly those two pairs,
+//! and in the one-way series on its own side: forward for r1's probes, reverse for r2's. Peers found by a name's DNS answers are labelled by their own
 //! labels (answered in the probes). And a peer list that changes, a peer that leaves and
 //! returns, an agent restarted: no stale series, no crash.
 
@@ -13,8 +15,9 @@ use std::collections::BTreeSet;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::delay_line::DelayLine;
 use common::mesh_lab::{MeshLab, METRICS_PORT};
-use common::{need_tools, temp_file};
+use common::{need_tools, skip_unless, temp_file};
 use serde_json::Value;
 
 const PROMETHEUS: &str = "127.0.0.1:19091";
@@ -116,12 +119,12 @@ fn rack_pairs(r: &[Value]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// The loss alert's expression as deploy/prometheus/mesh-rules.yaml writes it.
-fn loss_alert_expr() -> String {
+/// Alert `name`'s expression as deploy/prometheus/mesh-rules.yaml writes it.
+fn alert_expr(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/prometheus/mesh-rules.yaml");
     let rules = std::fs::read_to_string(path).unwrap();
-    let after = rules.split("alert: SondeMeshRackPairLoss").nth(1).unwrap();
+    let after = rules.split(&format!("alert: {name}")).nth(1).unwrap();
     let line = after
         .lines()
         .find(|l| l.trim().starts_with("expr:"))
@@ -129,8 +132,33 @@ fn loss_alert_expr() -> String {
     line.trim().trim_start_matches("expr:").trim().to_string()
 }
 
+/// A stand-in for `chronyc` on the agents' PATH (its `-c -n tracking` line: synchronised,
+/// offset 0, root delay 100 µs, root dispersion 50 µs: a claimed error of 100 µs). Every
+/// namespace here reads this kernel's one clock, so the agents' clocks are truly in step
+/// and the claim is true; no chrony daemon can run here (no time source). Without a claim
+/// the exchanges alone split a round trip only within its half, and a one-way delay could
+/// not be told from the other direction. Returns the PATH to give the agents.
+fn clocks_in_step() -> String {
+    let dir = temp_file("mesh-chronyc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("chronyc");
+    std::fs::write(
+        &script,
+        "#!/bin/sh
+echo \"7F7F0101,,1,$(date +%s.%N),0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,0.000100000,0.000050000,0.0,Normal\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 #[test]
-fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pairs() {
+fn a_fault_on_one_link_shows_in_the_loss_and_latency_alerts_for_exactly_the_crossing_rack_pairs() {
     if !need_tools(&["prometheus", "python3", "nft"]) {
         return;
     }
@@ -152,6 +180,7 @@ fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pai
         "--mesh-window",
         "2",
     ];
+    let path = [("PATH", clocks_in_step())];
     let _agents: Vec<_> = (1..=n)
         .map(|k| {
             let source = if k == 1 {
@@ -159,7 +188,7 @@ fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pai
             } else {
                 list.display().to_string()
             };
-            lab.start_agent(k, &source, &fast)
+            lab.start_agent_with(k, &source, &fast, &path)
         })
         .collect();
     let _prom = Prometheus::start(&lab);
@@ -212,7 +241,7 @@ fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pai
     let ratio = "sonde:mesh_loss:ratio_rate1m";
     let four = Prometheus::wait_for(&lab, ratio, limit, |r| r.len() == 4);
     assert!(four.iter().all(|s| value(s) == 0.0), "{four:#?}");
-    let expr = loss_alert_expr();
+    let expr = alert_expr("SondeMeshRackPairLoss");
     assert!(Prometheus::query(&lab, &expr).is_empty());
 
     // 5 % of the UDP the router sends into rack r2: r1's probes to r2 lose on the way
@@ -278,6 +307,119 @@ fn a_fault_on_one_link_shows_in_the_loss_alert_for_exactly_the_crossing_rack_pai
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(rack_pairs(&Prometheus::query(&lab, &expr)), crossing);
     eprintln!("mesh fault in the alert's query after {took:?}");
+    plant_a_delay_on_one_direction(&lab, &crossing);
+}
+
+/// The delay planted (on top of the loss) on packets the router forwards from rack r1
+/// into rack r2.
+const DELAY: Duration = Duration::from_millis(20);
+/// What a one-way figure may exceed the truth by beyond its bound: the path's own delay
+/// (two bridges, the router, the delay line's TUN device; a debug build's timestamps taken
+/// after its reads), measured at a few hundred µs.
+const PATH_SLACK_S: f64 = 0.002;
+
+/// The P99 alert's query fires for exactly the crossing rack pairs within the limit, and
+/// each one-way series shows the delay on its own side within its bound.
+fn plant_a_delay_on_one_direction(lab: &MeshLab, crossing: &BTreeSet<(String, String)>) {
+    let p99 = alert_expr("SondeMeshRackPairLatency");
+    let quiet = Prometheus::query(lab, &p99);
+    assert!(quiet.is_empty(), "P99 alert before the delay: {quiet:#?}");
+    let line = DelayLine::on_router(&lab.router, &[&lab.router_to_a], "mdelay0");
+    if !skip_unless("/dev/net/tun", line.as_ref().err().cloned()) {
+        return;
+    }
+    let line = line.unwrap();
+    line.set_hold(DELAY);
+    let planted = Instant::now();
+    let firing = Prometheus::wait_for(lab, &p99, Duration::from_secs(20), |r| {
+        rack_pairs(r) == *crossing
+    });
+    let took = planted.elapsed();
+    for s in &firing {
+        // Every crossing round trip is about 20 ms: in the (10 ms, 25 ms] bucket.
+        assert!(value(s) > 0.01 && value(s) <= 0.025, "{s}");
+    }
+    // The one-way series: wait for a window wholly after the delay, then one more.
+    let delays = "sonde_mesh_oneway_delay_seconds";
+    let side = |s: &Value| -> Option<&str> {
+        match (label(s, "source_rack"), label(s, "destination_rack")) {
+            ("r1", "r2") => Some("forward"),
+            ("r2", "r1") => Some("reverse"),
+            _ => None,
+        }
+    };
+    Prometheus::wait_for(lab, delays, Duration::from_secs(15), |r| {
+        r.len() == 2 * lab.hosts.len() * (lab.hosts.len() - 1)
+            && r.iter()
+                .filter(|s| side(s) == Some(label(s, "direction")))
+                .all(|s| value(s) > 0.015)
+    });
+    std::thread::sleep(Duration::from_millis(2500));
+    let oneway = Prometheus::query(lab, delays);
+    let bounds = Prometheus::query(lab, "sonde_mesh_oneway_bound_seconds");
+    let mut worst = 0.0f64;
+    for d in &oneway {
+        let b = bounds
+            .iter()
+            .find(|b| {
+                label(b, "source") == label(d, "source")
+                    && label(b, "destination") == label(d, "destination")
+            })
+            .map(value)
+            .unwrap_or_else(|| panic!("no bound for {d}"));
+        let truth = if side(d) == Some(label(d, "direction")) {
+            DELAY.as_secs_f64()
+        } else {
+            0.0
+        };
+        let off = value(d) - truth;
+        worst = worst.max(off.abs());
+        assert!(
+            off >= -b - 1e-6 && off <= b + PATH_SLACK_S,
+            "{} -> {} {}: {} s, truth {truth} s, bound {b} s",
+            label(d, "source"),
+            label(d, "destination"),
+            label(d, "direction"),
+            value(d)
+        );
+    }
+    // Still exactly the crossing pairs; no clock fault.
+    assert_eq!(rack_pairs(&Prometheus::query(lab, &p99)), *crossing);
+    let faults = Prometheus::query(lab, "sonde_mesh_clock_fault == 1");
+    assert!(faults.is_empty(), "{faults:#?}");
+    let held = line.stop();
+    assert!(held.len() > 100, "{} packets held", held.len());
+    let mut late: Vec<Duration> = held
+        .iter()
+        .map(|h| h.held.saturating_sub(h.asked))
+        .collect();
+    late.sort();
+    let (on, off): (Vec<&Value>, Vec<&Value>) = oneway
+        .iter()
+        .partition(|d| side(d) == Some(label(d, "direction")));
+    let span = |v: &[&Value]| {
+        let x: Vec<f64> = v.iter().map(|d| value(d)).collect();
+        (
+            x.iter().copied().fold(f64::MAX, f64::min) * 1e3,
+            x.iter().copied().fold(f64::MIN, f64::max) * 1e3,
+        )
+    };
+    eprintln!(
+        "mesh delay in the P99 alert's query after {took:?}: {:?}; one-way: the delayed side {:.3?} ms ({} series), the other {:.3?} ms ({}), off the truth by {:.3} ms at most, bounds {:.3?} ms; {} packets held, late by {:?} median, {:?} at most",
+        firing
+            .iter()
+            .map(|s| (label(s, "source_rack"), label(s, "destination_rack"), value(s)))
+            .collect::<Vec<_>>(),
+        span(&on),
+        on.len(),
+        span(&off),
+        off.len(),
+        worst * 1e3,
+        span(&bounds.iter().collect::<Vec<_>>()),
+        held.len(),
+        late[late.len() / 2],
+        late[late.len() - 1],
+    );
 }
 
 /// Host k's own /metrics, read inside its namespace.

@@ -2,7 +2,8 @@
 //! took a listed peer's address but has no fleet key echoes the agent's own keyed probes
 //! back as answers; a DNS answer names loopback, link-local, multicast, broadcast and the
 //! agent itself; a DNS answer of 3,000 peers must keep the probe budget; a keyed probe seen
-//! on the wire is replayed from an unlisted address, padded.
+//! on the wire is replayed, padded, from a spoofed address and from its true source; a
+//! rogue peer answers in another peer's name.
 
 mod common;
 
@@ -14,7 +15,8 @@ use common::data_rogue::{in_netns, replies, socket_in, OTHER_ADDR};
 use common::{
     key_file, need_tools, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR, SONDE,
 };
-use sonde_proto::stamp::{Mode, SenderPacket, StampKey};
+use sonde_proto::mesh::address_key;
+use sonde_proto::stamp::{Mode, ReflectorPacket, SenderPacket, StampKey};
 
 const STAMP_PORT: u16 = 8622;
 
@@ -108,7 +110,7 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
     }
     let Some(lab) = Lab::new() else { return };
     // The listed peer's address is the rogue's; it holds no key. It answers each probe
-    // with the probe's own bytes (their HMAC is the fleet key's), unauthenticated answers
+    // with the probe's own bytes (their HMAC is the agent's own address key), unauthenticated answers
     // and answers under another key, for 3 s (at most 3,000 datagrams).
     let list = temp_file("redteam-mesh-one-peer");
     std::fs::write(&list, format!("{CLIENT_ADDR}:{STAMP_PORT}\n")).unwrap();
@@ -260,8 +262,23 @@ fn redteam_mesh_a_dns_answer_of_3000_peers_keeps_the_budget() {
     assert!(far >= 150 && far <= most, "{far} probes in {elapsed:.2} s");
 }
 
+/// A keyed probe as the agent at `from` sends it: signed under `from`'s address key, `len`
+/// bytes (zeros after the base, which the HMAC does not cover).
+fn probe_of(from: &str, seq: u32, len: usize) -> Vec<u8> {
+    let key = address_key(&fleet_stamp_key(), from.parse().unwrap());
+    let mut p = vec![0u8; len];
+    SenderPacket {
+        seq,
+        ssid: 9,
+        ..Default::default()
+    }
+    .write(Mode::Authenticated(&key), &mut p)
+    .unwrap();
+    p
+}
+
 #[test]
-fn redteam_mesh_a_replayed_probe_is_answered_at_its_own_size_and_rate_only() {
+fn redteam_mesh_a_captured_probe_is_answered_once_to_its_sender_and_never_to_a_spoofed_address() {
     if !need_tools(&["python3"]) {
         return;
     }
@@ -283,18 +300,10 @@ fn redteam_mesh_a_replayed_probe_is_answered_at_its_own_size_and_rate_only() {
         list.to_str().unwrap(),
         &["--mesh-rate", "1", "--mesh-reflect-max", "50"],
     );
-    // One keyed probe as seen on the wire (the test holds the key only to make it), then
-    // padded with zeros the HMAC does not cover, replayed 400 times from an address the
-    // agent does not list, in about 0.4 s.
-    let key = fleet_stamp_key();
-    let mut p = vec![0u8; 1400];
-    SenderPacket {
-        seq: 7,
-        ssid: 9,
-        ..Default::default()
-    }
-    .write(Mode::Authenticated(&key), &mut p)
-    .unwrap();
+    // The client agent's probe as seen on the wire (the test holds the key only to make
+    // its bytes), padded to 1,400 bytes, replayed 400 times in about 0.4 s from an address
+    // the rogue holds (the victim's: a spoofed source).
+    let p = probe_of(CLIENT_ADDR, 7, 1400);
     let to: SocketAddr = format!("{SERVER_ADDR}:{STAMP_PORT}").parse().unwrap();
     let victim = socket_in(&lab.client, OTHER_ADDR, to);
     let start = Instant::now();
@@ -303,27 +312,177 @@ fn redteam_mesh_a_replayed_probe_is_answered_at_its_own_size_and_rate_only() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let got = replies(&victim, Duration::from_millis(300));
-    let bytes: usize = got.iter().sum();
-    // Per source address: ten times --mesh-rate (10 a second, a second's burst), well
-    // under --mesh-reflect-max's 50: all a spoofed victim can be sent.
-    let most = 10 + (10.0 * (elapsed + 0.3)).ceil() as usize;
+    let spoofed = replies(&victim, Duration::from_millis(300));
+    // The same probe from its true source: answered once, with its own size, signed under
+    // the agent's address key (not the sender's, nor the mesh key); again from the same
+    // and another port: never.
+    let sender = socket_in(&lab.client, CLIENT_ADDR, to);
+    let other_port = socket_in(&lab.client, CLIENT_ADDR, to);
+    let mut buf = [0u8; 2048];
+    sender.send(&p).unwrap();
+    let n = in_netns(&lab.client, || {
+        sender
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        sender.recv(&mut buf)
+    })
+    .expect("the true source's first probe is answered");
+    let server_key = address_key(&fleet_stamp_key(), SERVER_ADDR.parse().unwrap());
+    let a = ReflectorPacket::read(&buf[..n], Mode::Authenticated(&server_key)).unwrap();
+    assert_eq!((n, a.sender_seq), (p.len(), 7));
+    let client_key = address_key(&fleet_stamp_key(), CLIENT_ADDR.parse().unwrap());
+    for k in [client_key, fleet_stamp_key()] {
+        assert!(ReflectorPacket::read(&buf[..n], Mode::Authenticated(&k)).is_err());
+    }
+    for _ in 0..20 {
+        sender.send(&p).unwrap();
+        other_port.send(&p).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let again = replies(&sender, Duration::from_millis(300)).len()
+        + replies(&other_port, Duration::from_millis(10)).len();
+    // A fresh sequence number from the true source is still answered.
+    sender.send(&probe_of(CLIENT_ADDR, 8, 112)).unwrap();
+    let fresh = replies(&sender, Duration::from_millis(500)).len();
+    let refused = sum(&scrape(&lab), "sonde_mesh_refused_total");
     eprintln!(
-        "replay from an unlisted address: 400 x {} bytes in {elapsed:.2} s, {} answers ({bytes} bytes, at most {most} answers)",
+        "captured probe: 400 x {} bytes from a spoofed address in {elapsed:.2} s: {} answers; from its true source: 1 answer then {again} for 40 replays; a fresh one: {fresh}; refused {refused}",
         p.len(),
-        got.len()
+        spoofed.len()
     );
-    assert!(got.iter().all(|&n| n == p.len()), "answer sizes {got:?}");
     assert!(
-        !got.is_empty() && got.len() <= most,
-        "{} answers, at most {most}",
-        got.len()
+        spoofed.is_empty(),
+        "{} answers to a spoofed address",
+        spoofed.len()
     );
+    assert_eq!(again, 0, "a replay from the true source answered");
+    assert_eq!(fresh, 1);
+    assert!(refused >= 440.0, "refused {refused}");
     // The agent's own tests still run.
     let out = run(lab.sonde(&agent, "ping", &["-t", "1", "--warmup", "0", "--udp"]));
     assert!(
         out.status.success(),
         "ping after the replay: {}",
         stderr(&out)
+    );
+}
+
+/// The value of `family`'s series whose destination is `ip` (any port), 0 without one.
+fn of_destination(text: &str, family: &str, ip: &str) -> f64 {
+    let (exact, with_port) = (
+        format!("destination=\"{ip}\""),
+        format!("destination=\"{ip}:"),
+    );
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter(|l| l.contains(&exact) || l.contains(&with_port))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
+    if !need_tools(&["python3"]) {
+        return;
+    }
+    let Some(lab) = Lab::new() else { return };
+    lab.client_cmd(
+        "ip",
+        &[
+            "addr",
+            "add",
+            &format!("{OTHER_ADDR}/24"),
+            "dev",
+            &lab.client_if,
+        ],
+    );
+    // Peer A: a real mesh agent at the client's address. Peer B: the rogue, at another
+    // address the agent lists, holding no key. For each probe the agent sends B, the rogue
+    // sends back the answer A's reflector gives the probe of that sequence number (A's
+    // and B's probes carry the same session and numbers: the bytes a capture of A's
+    // answers yields, made here under A's key by the test), and one under the mesh key
+    // itself (what every answer carried before the fix), for 3 s.
+    let to_a = temp_file("redteam-mesh-peer-a");
+    std::fs::write(&to_a, format!("{SERVER_ADDR}:{STAMP_PORT}\n")).unwrap();
+    let mut a_cmd = Lab::in_ns(&lab.client, SONDE);
+    a_cmd
+        .args(["serve", "--bind", CLIENT_ADDR, "--port", "5302"])
+        .args(["--mesh", to_a.to_str().unwrap()])
+        .args(["--mesh-port", &STAMP_PORT.to_string(), "--mesh-rate", "20"]);
+    let _peer_a = Agent::start(a_cmd);
+    let list = temp_file("redteam-mesh-two-peers");
+    std::fs::write(
+        &list,
+        format!("{CLIENT_ADDR}:{STAMP_PORT}\n{OTHER_ADDR}:{STAMP_PORT}\n"),
+    )
+    .unwrap();
+    let rogue = in_netns(&lab.client, || {
+        let s = UdpSocket::bind(format!("{OTHER_ADDR}:{STAMP_PORT}")).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        s
+    });
+    let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
+    let a_key = address_key(&fleet_stamp_key(), CLIENT_ADDR.parse().unwrap());
+    let mesh_key = fleet_stamp_key();
+    let (start, mut buf, mut probes, mut sent) = (Instant::now(), [0u8; 4096], 0, 0);
+    while start.elapsed() < Duration::from_secs(3) && sent < 3000 {
+        let Ok((n, from)) = rogue.recv_from(&mut buf) else {
+            continue;
+        };
+        probes += 1;
+        let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
+        let ssid = u16::from_be_bytes([buf[26], buf[27]]);
+        let now = sonde_proto::stamp::Timestamp::from_unix_ns(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64,
+            sonde_proto::stamp::TimeFormat::Ntp,
+        );
+        let answer = ReflectorPacket {
+            seq,
+            sender_seq: seq,
+            ssid,
+            receive: now,
+            timestamp: now,
+            sender_timestamp: sonde_proto::stamp::Timestamp(u64::from_be_bytes(
+                buf[16..24].try_into().unwrap(),
+            )),
+            sender_ttl: 255,
+            ..Default::default()
+        };
+        for k in [&a_key, &mesh_key] {
+            let mut out = vec![0u8; n];
+            answer.write(Mode::Authenticated(k), &mut out).unwrap();
+            let _ = rogue.send_to(&out, from);
+            sent += 1;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let text = scrape(&lab);
+    let answered = "sonde_mesh_probes_answered_total";
+    let (a_answered, b_answered) = (
+        of_destination(&text, answered, CLIENT_ADDR),
+        of_destination(&text, answered, OTHER_ADDR),
+    );
+    let rtt = "sonde_mesh_rtt_seconds_count";
+    let (b_rtt, b_dup) = (
+        of_destination(&text, rtt, OTHER_ADDR),
+        of_destination(&text, "sonde_mesh_probes_duplicated_total", OTHER_ADDR),
+    );
+    eprintln!(
+        "rogue peer: {probes} probes received, {sent} answers sent in A's name and the mesh key's; B answered {b_answered}, RTT samples {b_rtt}, duplicates {b_dup}; the real peer A answered {a_answered}"
+    );
+    assert!(probes >= 20, "the agent probed the rogue {probes} times");
+    assert!(
+        a_answered >= 20.0,
+        "the real peer answered {a_answered}:\n{text}"
+    );
+    assert_eq!(b_answered, 0.0, "answers for another peer counted:\n{text}");
+    assert_eq!(b_rtt, 0.0, "answers for another peer timed:\n{text}");
+    assert_eq!(
+        b_dup, 0.0,
+        "answers for another peer counted as duplicates:\n{text}"
     );
 }

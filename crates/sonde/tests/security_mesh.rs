@@ -1,5 +1,5 @@
 //! The mesh's surfaces attacked (`sonde serve --mesh`, SECURITY.md): its STAMP reflector
-//! answers only probes carrying the fleet key's HMAC, never with more bytes than came, and
+//! answers only probes carrying their source address's key (derived from the fleet key), never with more bytes than came, and
 //! counts what it refuses; its prober sends only to the peers of its list (an nftables
 //! counter on the agent's output: nothing else leaves, whatever a rogue sends it); a list
 //! naming loopback, or a mesh without a key off loopback, is refused at start, naming it.
@@ -18,6 +18,11 @@ const STAMP_PORT: u16 = 8620;
 fn fleet_stamp_key() -> StampKey {
     let bytes = std::fs::read(key_file()).unwrap();
     sonde_proto::mesh::stamp_key(&sonde_proto::Key::from_file_bytes(&bytes).unwrap())
+}
+
+/// The key of the packets sent from `addr` (a probe's sender, an answer's reflector).
+fn key_of(addr: &str) -> StampKey {
+    sonde_proto::mesh::address_key(&fleet_stamp_key(), addr.parse().unwrap())
 }
 
 fn probe(mode: Mode, seq: u32) -> Vec<u8> {
@@ -78,13 +83,17 @@ fn the_mesh_reflector_answers_only_probes_keyed_with_the_fleet_key_and_no_byte_m
         .unwrap();
     let rogue = socket_in(&lab.client, common::CLIENT_ADDR, to);
     let wrong = StampKey::new(b"not-the-fleet-key-0123").unwrap();
-    // Unauthenticated probes, probes under another key, a keyed probe cut short, garbage.
+    // Unauthenticated probes, probes under another key, under the mesh key itself and
+    // under another address's key, a keyed probe cut short, garbage.
     let mut hostile: Vec<Vec<u8>> = Vec::new();
+    let (mesh, server) = (fleet_stamp_key(), key_of(common::SERVER_ADDR));
     for seq in 0..20 {
         hostile.push(probe(Mode::Unauthenticated, seq));
         hostile.push(probe(Mode::Authenticated(&wrong), seq));
+        hostile.push(probe(Mode::Authenticated(&mesh), seq));
+        hostile.push(probe(Mode::Authenticated(&server), seq));
     }
-    let key = fleet_stamp_key();
+    let key = key_of(common::CLIENT_ADDR);
     hostile.push(probe(Mode::Authenticated(&key), 99)[..AUTH_BASE_BYTES - 1].to_vec());
     hostile.push(vec![0xff; 1400]);
     for d in &hostile {
@@ -100,8 +109,8 @@ fn the_mesh_reflector_answers_only_probes_keyed_with_the_fleet_key_and_no_byte_m
         metric(&lab, "sonde_mesh_refused_total"),
         hostile.len() as f64
     );
-    // The victim can answer: keyed probes, each answered once, as long as it came, numbered
-    // by the reflector from 0.
+    // The victim can answer: probes keyed for their source, each answered once, as long as
+    // it came, signed under the agent's own address key, numbered by the reflector from 0.
     for seq in 0..5 {
         rogue.send(&probe(Mode::Authenticated(&key), seq)).unwrap();
     }
@@ -113,7 +122,7 @@ fn the_mesh_reflector_answers_only_probes_keyed_with_the_fleet_key_and_no_byte_m
             n, AUTH_BASE_BYTES,
             "an answer longer or shorter than its probe"
         );
-        let a = ReflectorPacket::read(&buf[..n], Mode::Authenticated(&key)).unwrap();
+        let a = ReflectorPacket::read(&buf[..n], Mode::Authenticated(&server)).unwrap();
         numbers.push((a.seq, a.sender_seq));
     }
     assert_eq!(numbers, (0..5).map(|s| (s, s)).collect::<Vec<_>>());
@@ -147,7 +156,7 @@ fn the_mesh_probes_only_its_listed_peers_whatever_a_rogue_sends() {
     nft(&["-f"], Some(&rules));
     let _agent = mesh_agent(&lab);
     // A rogue sends keyed probes, forged answers to every port it may guess, and garbage.
-    let key = fleet_stamp_key();
+    let key = key_of(common::CLIENT_ADDR);
     let to: SocketAddr = format!("{}:{STAMP_PORT}", common::SERVER_ADDR)
         .parse()
         .unwrap();

@@ -28,7 +28,7 @@ mod tests;
 
 pub use estimate::ErrorEstimate;
 pub use packet::{ReflectorPacket, SenderPacket};
-pub use reflect::{reflect, Reflection};
+pub use reflect::{reflect, reflect_as, Reflection};
 pub use time::{TimeFormat, Timestamp, NTP_UNIX_OFFSET_S};
 pub use tlv::{SyncSource, TimestampInfo, TimestampMethod};
 
@@ -96,6 +96,15 @@ impl StampKey {
         let mut out = [0; HMAC_BYTES];
         out.copy_from_slice(&full[..HMAC_BYTES]);
         out
+    }
+
+    /// A key derived from this one: the full HMAC over `parts` (32 bytes), as a key.
+    pub fn derive(&self, parts: &[&[u8]]) -> StampKey {
+        let mut mac = self.0.clone();
+        for part in parts {
+            mac.update(part);
+        }
+        StampKey::new(&mac.finalize().into_bytes()).expect("32 bytes exceed the minimum")
     }
 
     /// Whether `tag` is the truncated HMAC over `parts`, compared in constant time.

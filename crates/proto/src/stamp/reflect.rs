@@ -34,6 +34,24 @@ pub fn reflect(
     how: &Reflection,
     out: &mut [u8],
 ) -> Result<usize, StampError> {
+    reflect_as(request, mode, mode, how, out)
+}
+
+/// [`reflect`] with the request checked under `mode` and the answer signed under `answer`
+/// (the same layout: both authenticated or neither), for a reflector whose answers carry
+/// its own key rather than the sender's.
+pub fn reflect_as(
+    request: &[u8],
+    mode: Mode,
+    answer: Mode,
+    how: &Reflection,
+    out: &mut [u8],
+) -> Result<usize, StampError> {
+    assert_eq!(
+        mode.base_bytes(),
+        answer.base_bytes(),
+        "one layout both ways"
+    );
     let asked = SenderPacket::read(request, mode)?;
     let len = request.len();
     let room = out.len();
@@ -41,7 +59,7 @@ pub fn reflect(
         .get_mut(..len)
         .ok_or(StampError::NoRoom { need: len, room })?;
     let seq = how.seq.unwrap_or(asked.seq);
-    let answer = ReflectorPacket {
+    let reply = ReflectorPacket {
         seq,
         timestamp: how.transmit,
         estimate: how.estimate,
@@ -54,7 +72,8 @@ pub fn reflect(
     };
     let base = mode.base_bytes();
     out[base..].copy_from_slice(&request[base..]);
-    tlv::reflect_tlvs(&mut out[base..], how.info, mode.key(), asked.seq, seq);
-    answer.write(mode, out)?;
+    let keys = mode.key().zip(answer.key());
+    tlv::reflect_tlvs_as(&mut out[base..], how.info, keys, asked.seq, seq);
+    reply.write(answer, out)?;
     Ok(len)
 }

@@ -234,7 +234,19 @@ pub fn reflect_tlvs(
     request_seq: u32,
     seq: u32,
 ) {
-    let integrity = key.and_then(|key| check_hmac(area, key, request_seq));
+    reflect_tlvs_as(area, info, key.map(|k| (k, k)), request_seq, seq)
+}
+
+/// [`reflect_tlvs`] with the request's HMAC TLV checked under `keys.0` and the answer's
+/// signed under `keys.1`.
+pub fn reflect_tlvs_as(
+    area: &mut [u8],
+    info: TimestampInfo,
+    keys: Option<(&StampKey, &StampKey)>,
+    request_seq: u32,
+    seq: u32,
+) {
+    let integrity = keys.and_then(|(key, _)| check_hmac(area, key, request_seq));
     let mut hmac_at = None;
     let mut at = 0;
     while let Some(rest) = area.get(at..).filter(|rest| !rest.iter().all(|&b| b == 0)) {
@@ -268,7 +280,7 @@ pub fn reflect_tlvs(
             };
         at += HEADER_BYTES + len;
     }
-    if let (Some(key), Some(true), Some(hmac_at)) = (key, integrity, hmac_at) {
+    if let (Some((_, key)), Some(true), Some(hmac_at)) = (keys, integrity, hmac_at) {
         let flags = area[hmac_at];
         put_hmac(area, hmac_at, key, seq).expect("the HMAC TLV was there");
         area[hmac_at] = flags;

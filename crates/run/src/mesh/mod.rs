@@ -1,10 +1,11 @@
 //! `sonde serve --mesh SOURCE`: every agent a prober. The agent sends small STAMP probes
-//! (keyed with the fleet key) to each peer of its list at a rate per peer within a total
+//! (keyed with the fleet key, under its address's key: `keys`) to each peer of its list at a rate per peer within a total
 //! budget, answers its peers' probes with its own reflector, and keeps per peer what the
 //! probes became (`sonde_results::mesh`); the binary serves that as `/metrics`. One thread,
 //! two UDP sockets (the reflector on `--mesh-port`, the prober on an ephemeral port), no
 //! allocation per probe. A peer that leaves the list leaves the state (no stale series).
 
+mod keys;
 mod peers;
 mod prober;
 mod reflector;

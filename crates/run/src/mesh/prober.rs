@@ -12,11 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sonde_proto::stamp::{
-    ErrorEstimate, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat,
-};
+use sonde_proto::stamp::{ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat};
 use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Stamps};
 
+use super::keys::Keys;
 use super::peers::Peer;
 use super::reflector::{self, Reflector, Times};
 use super::state::{MeshConfig, MeshState, PeerEntry};
@@ -44,7 +43,8 @@ pub(super) struct Prober {
     reflector_sock: UdpSocket,
     prober_sock: UdpSocket,
     state: Arc<Mutex<MeshState>>,
-    stamp_key: Option<StampKey>,
+    /// Address keys: its own to sign probes, each peer's to check its answers.
+    keys: Option<Keys>,
     reflector: Reflector,
     ssid: u16,
     started: Instant,
@@ -62,11 +62,12 @@ impl Prober {
         prober_sock: UdpSocket,
         state: Arc<Mutex<MeshState>>,
     ) -> Prober {
-        let stamp_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
-        let reflector = Reflector::new(stamp_key.clone(), cfg.reflect, cfg.labels.clone());
+        let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
+        let keys = || mesh_key.clone().map(|k| Keys::new(k, cfg.bind));
+        let reflector = Reflector::new(keys(), cfg.reflect, cfg.labels.clone());
         Prober {
             reflector,
-            stamp_key,
+            keys: keys(),
             ssid: (crate::random::u64() as u16).max(1),
             started: Instant::now(),
             due: BinaryHeap::new(),
@@ -112,6 +113,10 @@ impl Prober {
 
     /// Reads the list again; on failure keeps the last one and says why once.
     fn refresh(&mut self) {
+        if let Some(k) = &mut self.keys {
+            k.forget_routes();
+        }
+        self.reflector.forget_routes();
         match self.cfg.source.read(self.cfg.port) {
             Ok(list) => {
                 self.state.lock().unwrap().list_error = None;
@@ -207,7 +212,8 @@ impl Prober {
                 estimate,
                 ssid: self.ssid,
             };
-            let mode = mode_for(self.stamp_key.as_ref(), &e.peer);
+            let key = self.keys.as_mut().map(|k| k.mine(addr.ip()));
+            let mode = mode_for(key, &e.peer);
             let mut len = mode.base_bytes();
             // Ask for the peer's labels until it answered them, then now and again.
             if !e.peer.open && (e.learned.is_empty() || seq.is_multiple_of(LABELS_EVERY)) {
@@ -296,10 +302,14 @@ impl Prober {
             let Some(e) = state.peers.get_mut(&from) else {
                 continue;
             };
-            let mode = mode_for(self.stamp_key.as_ref(), &e.peer);
+            let key = self.keys.as_ref().map(|k| k.theirs(from.ip()));
+            let mode = mode_for(key.as_ref(), &e.peer);
             let Ok(a) = ReflectorPacket::read(&self.buf[..n], mode) else {
                 continue;
             };
+            if let (Some(keys), Some(k)) = (self.keys.as_mut(), &key) {
+                keys.trust(from.ip(), k);
+            }
             if a.ssid != self.ssid && !e.peer.open {
                 continue;
             }
@@ -335,7 +345,8 @@ impl Prober {
     }
 }
 
-fn mode_for<'k>(key: Option<&'k StampKey>, peer: &Peer) -> Mode<'k> {
+/// A peer's mode: under `key` (the sender's address key), or unauthenticated for `open`.
+fn mode_for<'k>(key: Option<&'k sonde_proto::stamp::StampKey>, peer: &Peer) -> Mode<'k> {
     match key {
         Some(k) if !peer.open => Mode::Authenticated(k),
         _ => Mode::Unauthenticated,

@@ -1,24 +1,29 @@
-//! The mesh agent's STAMP reflector: it answers only probes that carry the fleet key's
-//! HMAC (or, on an agent without a key, `--insecure-no-key`, any STAMP probe), with exactly
-//! as many bytes as came (the codec's `reflect`), within a rate of answers per second, and
-//! numbers what it reflects per session (sender address and SSID): the prober tells from
-//! those numbers which way a lost probe went. Sessions are bounded; the least recently
-//! heard is forgotten first.
+//! The mesh agent's STAMP reflector: it answers only probes signed under their source
+//! address's key (`sonde_proto::mesh::address_key`; on an agent without a key,
+//! `--insecure-no-key`, any STAMP probe), each sequence number of a session once (a
+//! window of the last 64, as IPsec's anti-replay), with exactly as many bytes as came (the
+//! codec's `reflect`), signed under its own address's key, within a rate of answers per
+//! second, and numbers what it reflects per session (sender address and SSID): the prober
+//! tells from those numbers which way a lost probe went. Sessions are bounded; the least
+//! recently heard is forgotten first.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::stamp::{
     self, ErrorEstimate, Mode, Reflection, StampKey, SyncSource, TimeFormat, Timestamp,
     TimestampInfo, TimestampMethod,
 };
 
-/// Sessions remembered at most (a session is 24 bytes and a map slot).
+use super::keys::Keys;
+
+/// Sessions remembered at most (a session is 32 bytes and a map slot).
 pub const MAX_SESSIONS: usize = 65_536;
+/// Sequence numbers below a session's highest that are still answered once (reordered).
+const WINDOW: u32 = 64;
 
 /// Answers per second at most, all senders together, and the burst allowed; and per
-/// source address, so that a probe captured and replayed from a spoofed address reaches
-/// that address at this rate only, whatever the total allows.
+/// source address, whatever the total allows.
 #[derive(Debug, Clone, Copy)]
 pub struct Rate {
     pub per_s: f64,
@@ -30,13 +35,40 @@ pub struct Rate {
 struct Session {
     next: u32,
     heard_ns: u64,
+    /// The highest sequence number answered, and which of the [`WINDOW`] below it were
+    /// (bit i: `top - i`; none yet when 0).
+    top: u32,
+    seen: u64,
+}
+
+impl Session {
+    /// Whether the sender's `seq` is new to this session (then it is marked).
+    fn fresh(&mut self, seq: u32) -> bool {
+        let ahead = seq.wrapping_sub(self.top) as i32;
+        if self.seen == 0 || ahead > 0 {
+            let shift = if self.seen == 0 { 64 } else { ahead as u32 };
+            self.seen = if shift >= 64 {
+                1
+            } else {
+                (self.seen << shift) | 1
+            };
+            self.top = seq;
+            return true;
+        }
+        let back = self.top.wrapping_sub(seq);
+        if back >= WINDOW || self.seen & (1 << back) != 0 {
+            return false;
+        }
+        self.seen |= 1 << back;
+        true
+    }
 }
 
 pub struct Reflector {
-    key: Option<StampKey>,
+    keys: Option<Keys>,
     /// This agent's labels, answered in a probe's Labels TLV.
     labels: sonde_proto::Labels,
-    sessions: HashMap<(SocketAddr, u16), Session>,
+    sessions: HashMap<(IpAddr, u16), Session>,
     rate: Rate,
     sources: crate::stamp::guard::Limiter,
     tokens: f64,
@@ -55,9 +87,9 @@ pub struct Times {
 }
 
 impl Reflector {
-    pub fn new(key: Option<StampKey>, rate: Rate, labels: sonde_proto::Labels) -> Reflector {
+    pub fn new(keys: Option<Keys>, rate: Rate, labels: sonde_proto::Labels) -> Reflector {
         Reflector {
-            key,
+            keys,
             labels,
             sessions: HashMap::new(),
             rate,
@@ -72,15 +104,16 @@ impl Reflector {
         }
     }
 
-    fn mode(&self) -> Mode<'_> {
-        match &self.key {
-            Some(k) => Mode::Authenticated(k),
-            None => Mode::Unauthenticated,
+    /// Forgets the routing lookups of its own addresses (the list is read again).
+    pub fn forget_routes(&mut self) {
+        if let Some(k) = &mut self.keys {
+            k.forget_routes();
         }
     }
 
     /// The answer to `request` from `from` written into `out`, its length; `None` when it
-    /// is refused (not a keyed probe, over the rate).
+    /// is refused (not signed under `from`'s key, a sequence number answered already,
+    /// over the rate).
     pub fn answer(
         &mut self,
         from: SocketAddr,
@@ -88,15 +121,34 @@ impl Reflector {
         t: Times,
         out: &mut [u8],
     ) -> Option<usize> {
-        let Ok(asked) = stamp::SenderPacket::read(request, self.mode()) else {
-            self.refused += 1;
-            return None;
-        };
-        if !self.sources.take(from.ip(), std::time::Instant::now()) || !self.take_token(t.mono_ns) {
+        let ip = from.ip();
+        // Too short to check: refused before a key is derived for its source.
+        if self.keys.is_some() && request.len() < stamp::AUTH_BASE_BYTES {
             self.refused += 1;
             return None;
         }
-        let seq = self.next_seq(from, asked.ssid, t.mono_ns);
+        let theirs = self.keys.as_ref().map(|k| k.theirs(ip));
+        let mode = theirs
+            .as_ref()
+            .map_or(Mode::Unauthenticated, Mode::Authenticated);
+        let Ok(asked) = stamp::SenderPacket::read(request, mode) else {
+            self.refused += 1;
+            return None;
+        };
+        if let Some(key) = &theirs {
+            if !self.fresh(ip, asked.ssid, asked.seq, t.mono_ns) {
+                self.refused += 1;
+                return None;
+            }
+            if let Some(k) = &mut self.keys {
+                k.trust(ip, key);
+            }
+        }
+        if !self.sources.take(ip, std::time::Instant::now()) || !self.take_token(t.mono_ns) {
+            self.refused += 1;
+            return None;
+        }
+        let seq = self.next_seq(ip, asked.ssid, t.mono_ns);
         let how = Reflection {
             seq: Some(seq),
             receive: t.receive,
@@ -110,11 +162,13 @@ impl Reflector {
                 method_out: TimestampMethod::Software,
             },
         };
-        match stamp::reflect(request, self.mode(), &how, out) {
+        // The answer under this agent's own key for the address it leaves from.
+        let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));
+        let answer = mine.map_or(Mode::Unauthenticated, Mode::Authenticated);
+        match stamp::reflect_as(request, mode, answer, &how, out) {
             Ok(n) => {
-                let base = self.mode().base_bytes();
-                let key = self.key.as_ref();
-                sonde_proto::mesh::fill_labels(&mut out[base..n], &self.labels, key, seq);
+                let base = answer.base_bytes();
+                sonde_proto::mesh::fill_labels(&mut out[base..n], &self.labels, mine, seq);
                 self.reflected += 1;
                 Some(n)
             }
@@ -123,6 +177,11 @@ impl Reflector {
                 None
             }
         }
+    }
+
+    /// Whether the sender's `seq` is new to its session (a keyed probe's replay is not).
+    fn fresh(&mut self, ip: IpAddr, ssid: u16, seq: u32, now_ns: u64) -> bool {
+        self.session(ip, ssid, now_ns).fresh(seq)
     }
 
     fn take_token(&mut self, now_ns: u64) -> bool {
@@ -137,8 +196,16 @@ impl Reflector {
         }
     }
 
-    fn next_seq(&mut self, from: SocketAddr, ssid: u16, now_ns: u64) -> u32 {
-        if self.sessions.len() >= MAX_SESSIONS && !self.sessions.contains_key(&(from, ssid)) {
+    fn next_seq(&mut self, ip: IpAddr, ssid: u16, now_ns: u64) -> u32 {
+        let s = self.session(ip, ssid, now_ns);
+        let seq = s.next;
+        s.next = s.next.wrapping_add(1);
+        seq
+    }
+
+    /// The session of `ip` and `ssid`, made (the least recently heard forgotten when full).
+    fn session(&mut self, ip: IpAddr, ssid: u16, now_ns: u64) -> &mut Session {
+        if self.sessions.len() >= MAX_SESSIONS && !self.sessions.contains_key(&(ip, ssid)) {
             let oldest = self
                 .sessions
                 .iter()
@@ -148,14 +215,14 @@ impl Reflector {
                 self.sessions.remove(&k);
             }
         }
-        let s = self.sessions.entry((from, ssid)).or_insert(Session {
+        let s = self.sessions.entry((ip, ssid)).or_insert(Session {
             next: 0,
             heard_ns: now_ns,
+            top: 0,
+            seen: 0,
         });
-        let seq = s.next;
-        s.next = s.next.wrapping_add(1);
         s.heard_ns = now_ns;
-        seq
+        s
     }
 }
 
@@ -174,10 +241,23 @@ pub fn realtime_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonde_proto::mesh::address_key;
     use sonde_proto::stamp::{ReflectorPacket, SenderPacket, AUTH_BASE_BYTES};
 
-    fn key(b: &[u8]) -> StampKey {
-        StampKey::new(b).unwrap()
+    /// This reflector's own address: its answers are signed under its key.
+    const OWN: &str = "198.18.2.100";
+
+    fn mesh() -> StampKey {
+        StampKey::new(b"0123456789abcdef0123").unwrap()
+    }
+
+    fn key_of(from: SocketAddr) -> StampKey {
+        address_key(&mesh(), from.ip())
+    }
+
+    fn reflector(rate: Rate) -> Reflector {
+        let keys = Keys::new(mesh(), OWN.parse().unwrap());
+        Reflector::new(Some(keys), rate, Default::default())
     }
 
     fn times(mono_ns: u64) -> Times {
@@ -200,58 +280,107 @@ mod tests {
         b
     }
 
-    #[test]
-    fn keyed_probes_are_numbered_per_session_and_others_refused() {
-        let k = key(b"0123456789abcdef0123");
-        let mut r = Reflector::new(
-            Some(k.clone()),
-            Rate {
-                per_s: 1e6,
-                burst: 100.0,
-                per_source: 1_000,
-            },
-            Default::default(),
-        );
-        let (a, b): (SocketAddr, SocketAddr) = (
+    fn addrs() -> (SocketAddr, SocketAddr) {
+        (
             "198.18.2.1:5000".parse().unwrap(),
             "198.18.2.2:5000".parse().unwrap(),
-        );
+        )
+    }
+
+    #[test]
+    fn probes_keyed_for_their_source_are_numbered_per_session_and_others_refused() {
+        let mut r = reflector(Rate {
+            per_s: 1e6,
+            burst: 100.0,
+            per_source: 1_000,
+        });
+        let (a, b) = addrs();
+        let own = address_key(&mesh(), OWN.parse().unwrap());
         let mut out = [0u8; 512];
         for (from, seq, ssid, want) in [(a, 7, 1, 0), (a, 9, 1, 1), (b, 3, 1, 0), (a, 10, 2, 0)] {
             let n = r
-                .answer(from, &probe(&k, seq, ssid), times(1), &mut out)
+                .answer(from, &probe(&key_of(from), seq, ssid), times(1), &mut out)
                 .unwrap();
             assert_eq!(n, AUTH_BASE_BYTES);
-            let got = ReflectorPacket::read(&out[..n], Mode::Authenticated(&k)).unwrap();
+            // The answer checks under the reflector's own address key only.
+            assert!(ReflectorPacket::read(&out[..n], Mode::Authenticated(&key_of(from))).is_err());
+            let got = ReflectorPacket::read(&out[..n], Mode::Authenticated(&own)).unwrap();
             assert_eq!((got.seq, got.sender_seq, got.ssid), (want, seq, ssid));
         }
-        // Another key's probe, an unauthenticated one, garbage: no answer, counted.
-        let other = key(b"another-key-of-16+");
-        assert!(r
-            .answer(a, &probe(&other, 1, 1), times(2), &mut out)
-            .is_none());
+        // Another key's probe, the fleet's mesh key itself, b's probe from a, an
+        // unauthenticated one, garbage: no answer, counted.
+        let other = StampKey::new(b"another-key-of-16+").unwrap();
+        for k in [other, mesh(), key_of(b)] {
+            assert!(r.answer(a, &probe(&k, 11, 1), times(2), &mut out).is_none());
+        }
         let mut open = vec![0; 44];
         SenderPacket::default()
             .write(Mode::Unauthenticated, &mut open)
             .unwrap();
         assert!(r.answer(a, &open, times(2), &mut out).is_none());
         assert!(r.answer(a, b"junk", times(2), &mut out).is_none());
-        assert_eq!((r.reflected, r.refused), (4, 3));
+        assert_eq!((r.reflected, r.refused), (4, 5));
+    }
+
+    /// A sequence number is answered once per session: a replay, even from the true
+    /// source and port, is refused; reordered ones within the window are answered once,
+    /// older ones never; another session (SSID) has its own window.
+    #[test]
+    fn each_sequence_number_of_a_session_is_answered_once() {
+        let mut r = reflector(Rate {
+            per_s: 1e6,
+            burst: 1e6,
+            per_source: 100_000,
+        });
+        let (a, _) = addrs();
+        let other_port: SocketAddr = "198.18.2.1:6000".parse().unwrap();
+        let k = key_of(a);
+        let mut out = [0u8; 512];
+        let mut ask = |from, seq, ssid| {
+            r.answer(from, &probe(&k, seq, ssid), times(1), &mut out)
+                .is_some()
+        };
+        let got: Vec<bool> = [
+            (a, 100, 1),
+            (a, 100, 1),
+            (other_port, 100, 1),
+            (a, 98, 1),
+            (a, 98, 1),
+            (a, 200, 1),
+            (a, 137, 1),
+            (a, 136, 1),
+            (a, 137, 1),
+            (a, 100, 2),
+            (a, u32::MAX, 3),
+            (a, 0, 3),
+            (a, u32::MAX, 3),
+        ]
+        .iter()
+        .map(|&(from, seq, ssid)| ask(from, seq, ssid))
+        .collect();
+        assert_eq!(
+            got,
+            [true, false, false, true, false, true, true, false, false, true, true, true, false]
+        );
+        let mut s = Session {
+            next: 0,
+            heard_ns: 0,
+            top: 0,
+            seen: 0,
+        };
+        assert!((0..1000).all(|q| s.fresh(q)));
+        assert!((0..1000).all(|q| !s.fresh(q)));
     }
 
     #[test]
     fn answers_stay_within_the_rate() {
-        let k = key(b"0123456789abcdef0123");
-        let mut r = Reflector::new(
-            Some(k.clone()),
-            Rate {
-                per_s: 10.0,
-                burst: 5.0,
-                per_source: 1_000,
-            },
-            Default::default(),
-        );
-        let a: SocketAddr = "198.18.2.1:5000".parse().unwrap();
+        let mut r = reflector(Rate {
+            per_s: 10.0,
+            burst: 5.0,
+            per_source: 1_000,
+        });
+        let (a, _) = addrs();
+        let k = key_of(a);
         let mut out = [0u8; 512];
         let answered = (0..100)
             .filter(|i| {
@@ -261,7 +390,7 @@ mod tests {
             .count();
         assert_eq!(answered, 5, "the burst");
         // A second later, ten more tokens, capped at the burst.
-        let later = (0..100)
+        let later = (100..200)
             .filter(|i| {
                 r.answer(a, &probe(&k, *i, 1), times(1_001_000_000), &mut out)
                     .is_some()
@@ -271,31 +400,33 @@ mod tests {
         assert_eq!(r.refused, 190);
     }
 
-    /// A probe replayed from one (spoofed) address gets that address its own share only,
-    /// and another source is still answered.
+    /// A peer's probe replayed from another (spoofed) address is never answered there; one
+    /// source gets its own rate only, whatever the total allows.
     #[test]
-    fn one_source_gets_its_own_rate_whatever_the_total_allows() {
-        let k = key(b"0123456789abcdef0123");
+    fn a_probe_from_another_source_is_refused_and_one_source_gets_its_own_rate() {
         let rate = Rate {
             per_s: 1e6,
             burst: 1e6,
             per_source: 10,
         };
-        let mut r = Reflector::new(Some(k.clone()), rate, Default::default());
-        let (victim, peer): (SocketAddr, SocketAddr) = (
-            "198.18.9.9:862".parse().unwrap(),
-            "198.18.2.1:5000".parse().unwrap(),
-        );
+        let mut r = reflector(rate);
+        let (peer, _) = addrs();
+        let victim: SocketAddr = "198.18.9.9:862".parse().unwrap();
         let mut out = [0u8; 512];
         let replayed = (0..1_000)
-            .filter(|_| {
-                r.answer(victim, &probe(&k, 7, 1), times(1_000), &mut out)
+            .filter(|i| {
+                r.answer(victim, &probe(&key_of(peer), *i, 1), times(1_000), &mut out)
                     .is_some()
             })
             .count();
-        assert_eq!(replayed, 10);
-        assert!(r
-            .answer(peer, &probe(&k, 0, 2), times(2_000), &mut out)
-            .is_some());
+        assert_eq!(replayed, 0);
+        // (The per-source limiter reads the real clock: 100 probes take a few ms.)
+        let own = (0..100)
+            .filter(|i| {
+                r.answer(peer, &probe(&key_of(peer), *i, 2), times(2_000), &mut out)
+                    .is_some()
+            })
+            .count();
+        assert!((10..=11).contains(&own), "{own} answered");
     }
 }

@@ -67,21 +67,36 @@ impl DelayLine {
             Ways::ToServer => vec![&rc],
             Ways::ToClient => vec![&rs],
         };
-        let line = DelayLine::start(&router, dev)?;
-        lab.router_cmd("ip", &["link", "set", dev, "up"]);
-        lab.router_cmd(
+        DelayLine::on_router(&router, &iifs, dev)
+    }
+
+    /// Makes TUN device `dev` in namespace `router` and holds every packet it forwards
+    /// from interfaces `iifs` (table 100, whose only route is `dev`); what the line writes
+    /// back is forwarded by the main table. Packets to the router itself are not held.
+    pub fn on_router(router: &str, iifs: &[&String], dev: &str) -> Result<DelayLine, String> {
+        let cmd = |program: &str, args: &[&str]| {
+            let out = Lab::in_ns(router, program).args(args).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{program} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let line = DelayLine::start(router, dev)?;
+        cmd("ip", &["link", "set", dev, "up"]);
+        cmd(
             "ip",
             &["route", "add", "default", "dev", dev, "table", "100"],
         );
         for iif in iifs {
-            lab.router_cmd("ip", &["rule", "add", "iif", iif, "lookup", "100"]);
+            cmd("ip", &["rule", "add", "iif", iif, "lookup", "100"]);
         }
-        // Packets from the client come back in on `dev`, which is not their route back.
+        // Packets come back in on `dev`, which is not their route back.
         let off = format!(
             "echo 0 > /proc/sys/net/ipv4/conf/all/rp_filter; \
              echo 0 > /proc/sys/net/ipv4/conf/{dev}/rp_filter"
         );
-        lab.router_cmd("sh", &["-c", &off]);
+        cmd("sh", &["-c", &off]);
         Ok(line)
     }
 

@@ -20,6 +20,8 @@ pub struct MeshLab {
     pub router: String,
     /// The router's interface toward rack r2's bridge: where a fault is planted.
     pub router_to_b: String,
+    /// The router's interface toward rack r1's bridge (where r1's packets to r2 come in).
+    pub router_to_a: String,
     per_rack: usize,
     made: std::cell::RefCell<Vec<Namespace>>,
     etc: std::cell::RefCell<Vec<std::path::PathBuf>>,
@@ -44,6 +46,7 @@ impl MeshLab {
                 .collect(),
             router: format!("{pre}-{tag}-r"),
             router_to_b: format!("v{tag}rb"),
+            router_to_a: format!("v{tag}ra"),
             per_rack,
             made: Default::default(),
             etc: Default::default(),
@@ -70,7 +73,7 @@ impl MeshLab {
             let rif = if rack == "b" {
                 self.router_to_b.clone()
             } else {
-                format!("v{tag}ra")
+                self.router_to_a.clone()
             };
             self.plug(&br, r, &rif, &format!("198.18.{subnet}.254/24"))?;
             let first = if rack == "a" { 1 } else { self.per_rack + 1 };
@@ -150,8 +153,20 @@ impl MeshLab {
     /// `sonde serve --mesh SOURCE` on host k, labelled by its node, rack and zone, plus
     /// `extra`.
     pub fn start_agent(&self, k: usize, source: &str, extra: &[&str]) -> Agent {
+        self.start_agent_with(k, source, extra, &[])
+    }
+
+    /// As [`start_agent`](Self::start_agent), with `env` added to its environment.
+    pub fn start_agent_with(
+        &self,
+        k: usize,
+        source: &str,
+        extra: &[&str],
+        env: &[(&str, String)],
+    ) -> Agent {
         let addr = self.host_addr(k);
         let mut cmd = Lab::in_ns(&self.hosts[k - 1], SONDE);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         cmd.args(["serve", "--bind", &addr, "--port", "5301", "--mesh", source])
             .args([
                 "--mesh-port",

@@ -1,0 +1,137 @@
+//! The mesh's address keys (`sonde_proto::mesh::address_key`), derived once and cached:
+//! a sender's, to check what comes from it, and this agent's own for the address its
+//! packets leave from towards a peer. On an agent bound to one address that is the
+//! address; bound to the unspecified one, it is the source the routing table picks for
+//! that peer (a connected UDP socket's local address, no packet sent), which is what the
+//! kernel gives the unconnected sockets' packets too, and is looked up again at each
+//! reading of the list.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+
+use sonde_proto::mesh::address_key;
+use sonde_proto::stamp::StampKey;
+
+/// Addresses cached at most per map; beyond, the map starts again (only a checked
+/// packet's sender enters it, so that is more peers than a mesh lists).
+const MAX_CACHED: usize = 2 * super::peers::MAX_PEERS;
+
+pub struct Keys {
+    mesh: StampKey,
+    bind: IpAddr,
+    /// Each sender's key, once one of its packets checked.
+    theirs: HashMap<IpAddr, StampKey>,
+    /// This agent's key per own address.
+    mine: HashMap<IpAddr, StampKey>,
+    /// The own address a packet to a remote address leaves from (unspecified bind only).
+    toward: HashMap<IpAddr, IpAddr>,
+    /// Sockets for the routing lookups (IPv4, IPv6), opened when first needed.
+    route: [Option<UdpSocket>; 2],
+}
+
+impl Keys {
+    /// The keys of the mesh key `mesh` for an agent whose sockets bind `bind`.
+    pub fn new(mesh: StampKey, bind: IpAddr) -> Keys {
+        Keys {
+            mesh,
+            bind,
+            theirs: HashMap::new(),
+            mine: HashMap::new(),
+            toward: HashMap::new(),
+            route: [None, None],
+        }
+    }
+
+    /// The key packets from `ip` must carry: cached when one of its packets checked
+    /// ([`Keys::trust`]), else derived (a spoofed source costs one derivation, no room).
+    pub fn theirs(&self, ip: IpAddr) -> StampKey {
+        match self.theirs.get(&ip) {
+            Some(k) => k.clone(),
+            None => address_key(&self.mesh, ip),
+        }
+    }
+
+    /// Keeps `key` as `ip`'s once a packet from `ip` checked under it.
+    pub fn trust(&mut self, ip: IpAddr, key: &StampKey) {
+        if !self.theirs.contains_key(&ip) {
+            bounded(&mut self.theirs);
+            self.theirs.insert(ip, key.clone());
+        }
+    }
+
+    /// This agent's key for the packets it sends to `remote`.
+    pub fn mine(&mut self, remote: IpAddr) -> &StampKey {
+        let own = self.source_toward(remote);
+        if !self.mine.contains_key(&own) {
+            bounded(&mut self.mine);
+        }
+        let mesh = &self.mesh;
+        self.mine
+            .entry(own)
+            .or_insert_with(|| address_key(mesh, own))
+    }
+
+    /// Forgets the routing lookups (the list is read again: routes may have changed).
+    pub fn forget_routes(&mut self) {
+        self.toward.clear();
+    }
+
+    /// The address a packet to `remote` leaves from.
+    fn source_toward(&mut self, remote: IpAddr) -> IpAddr {
+        if !self.bind.is_unspecified() {
+            return self.bind;
+        }
+        if let Some(own) = self.toward.get(&remote) {
+            return *own;
+        }
+        let own = self.lookup(remote).unwrap_or(self.bind);
+        bounded(&mut self.toward);
+        self.toward.insert(remote, own);
+        own
+    }
+
+    /// The routing table's source address for `remote`: connecting a UDP socket sends
+    /// nothing.
+    fn lookup(&mut self, remote: IpAddr) -> Option<IpAddr> {
+        let (slot, any): (usize, IpAddr) = match remote {
+            IpAddr::V4(_) => (0, Ipv4Addr::UNSPECIFIED.into()),
+            IpAddr::V6(_) => (1, Ipv6Addr::UNSPECIFIED.into()),
+        };
+        if self.route[slot].is_none() {
+            self.route[slot] = UdpSocket::bind(SocketAddr::new(any, 0)).ok();
+        }
+        let s = self.route[slot].as_ref()?;
+        // Any port: nothing is sent, only the route is looked up.
+        s.connect(SocketAddr::new(remote, 9)).ok()?;
+        Some(s.local_addr().ok()?.ip())
+    }
+}
+
+fn bounded<V>(map: &mut HashMap<IpAddr, V>) {
+    if map.len() >= MAX_CACHED {
+        map.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mesh() -> StampKey {
+        StampKey::new(b"0123456789abcdef0123").unwrap()
+    }
+
+    #[test]
+    fn a_bound_agent_signs_with_its_address_and_an_unbound_one_with_its_route() {
+        let bound: IpAddr = "198.18.2.1".parse().unwrap();
+        let mut k = Keys::new(mesh(), bound);
+        let tag = k.mine("198.18.2.2".parse().unwrap()).mac(&[b"x"]);
+        assert!(address_key(&mesh(), bound).verify(&[b"x"], &tag));
+        // Unbound: towards a loopback address the route's source is 127.0.0.1.
+        let mut k = Keys::new(mesh(), Ipv4Addr::UNSPECIFIED.into());
+        let tag = k.mine("127.0.0.9".parse().unwrap()).mac(&[b"x"]);
+        let lo: IpAddr = Ipv4Addr::LOCALHOST.into();
+        assert!(k.theirs(lo).verify(&[b"x"], &tag));
+        assert!(!k.theirs(bound).verify(&[b"x"], &tag));
+    }
+}
