@@ -47,6 +47,8 @@ pub enum AgentEvent {
     Stamp {
         spec: Box<StampSpec>,
         reflector: SocketAddr,
+        /// The controller's command line, for the log and the document.
+        command: String,
     },
 }
 
@@ -411,12 +413,15 @@ impl Machine for AgentSession {
             (
                 State::AwaitSetup,
                 Message::Stamp {
-                    spec, reflector, ..
+                    spec,
+                    reflector,
+                    command,
                 },
             ) => {
                 self.wire.events.push_back(AgentEvent::Stamp {
                     spec: Box::new(spec),
                     reflector,
+                    command,
                 });
                 self.stamp = true;
                 self.state = State::Configuring;

@@ -102,6 +102,7 @@ fn a_stamp_run_goes_to_the_reflector_asked_and_its_document_comes_back() {
         AgentEvent::Stamp {
             spec: Box::new(stamp_spec()),
             reflector: REFLECTOR.parse().unwrap(),
+            command: "sonde stamp 198.18.0.3 --from a".into(),
         }
     );
     // The controller waits the run's length (2 s sending, 0.5 s for answers) beyond the
