@@ -58,7 +58,10 @@ pub(super) fn run_pass(
     interrupt: &Interrupt,
     pass: Option<u32>,
 ) -> Tally {
-    let mut pairs = schedule::pairs(&fleet.topology, fleet.agents.len());
+    let mut pairs = match fleet.cases.is_empty() {
+        true => Vec::new(),
+        false => schedule::pairs(&fleet.topology, fleet.agents.len()),
+    };
     let between = pairs.len();
     // A STAMP target is a host like an agent: its pairs share rounds by the same rule.
     pairs.extend(fleet.stamp_pairs());
@@ -72,18 +75,25 @@ pub(super) fn run_pass(
         true => format!(", up to {overlap} tests per host at once"),
         false => String::new(),
     };
-    let stamp = match pairs.len() - between {
-        0 => String::new(),
-        n => format!(
-            " and {n} pairs toward {} STAMP target(s) x {} run(s)",
-            fleet.stamp_targets.len(),
-            fleet.stamp_cases.len() * fleet.repetitions
-        ),
-    };
+    let toward = pairs.len() - between;
+    let parts: Vec<String> = [
+        (between > 0).then(|| format!("{between} pairs x {per_pair} run(s)")),
+        (toward > 0).then(|| {
+            format!(
+                "{toward} pairs toward {} STAMP target(s) x {} run(s)",
+                fleet.stamp_targets.len(),
+                fleet.stamp_cases.len() * fleet.repetitions
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     (hooks.say)(&format!(
-        "fleet {}: {} agents, {between} pairs x {per_pair} run(s){stamp} in {} round(s){at_once}",
+        "fleet {}: {} agents, {} in {} round(s){at_once}",
         fleet.name,
         fleet.agents.len(),
+        parts.join(" and "),
         rounds.len(),
     ));
     let progress = Progress {
