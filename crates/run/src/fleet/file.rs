@@ -359,6 +359,53 @@ mod tests {
     }
 
     #[test]
+    fn stamp_targets_pair_with_their_agents_and_their_errors_name_the_key() {
+        let agents = "name = \"z\"\n[[agent]]\nname = \"a\"\naddress = \"198.18.1.1\"\n[[agent]]\nname = \"b\"\naddress = \"198.18.1.2\"\n";
+        let stamp = "[[test]]\ntype = \"stamp\"\nrate = 50\n";
+        let f = load_text(&format!(
+            "{agents}[[stamp_target]]\nname = \"r1\"\naddress = \"198.18.9.1:8620\"\nlabels = {{ site = \"edge\" }}\n[[stamp_target]]\naddress = \"198.18.9.2\"\nfrom = [\"b\"]\n{TESTS}{stamp}"
+        ))
+        .unwrap();
+        assert_eq!((f.cases.len(), f.stamp_cases.len()), (2, 1));
+        assert_eq!(f.stamp_cases[0].flags, ["--rate", "50"]);
+        // Ends past the agents are the targets: r1 from both agents, the second from b.
+        assert_eq!(f.stamp_pairs(), vec![(0, 2), (1, 2), (1, 3)]);
+        assert_eq!(f.end(2).name, "r1");
+        assert_eq!(f.end(2).labels["site"], "edge");
+        assert_eq!(f.end(3).name, "198.18.9.2");
+        assert!(f.cases_toward(3).iter().all(|c| c.kind == "stamp"));
+        assert!(f.cases_toward(1).iter().all(|c| c.kind != "stamp"));
+        let target = "[[stamp_target]]\naddress = \"198.18.9.1\"\n";
+        for (text, want) in [
+            (
+                format!("{agents}{target}{TESTS}"),
+                "no [[test]] of type = \"stamp\"",
+            ),
+            (
+                format!("{agents}{TESTS}{stamp}"),
+                "key 'type': a stamp test runs toward a [[stamp_target]]",
+            ),
+            (
+                format!(
+                    "{agents}[[stamp_target]]\nname = \"a\"\naddress = \"198.18.9.1\"\n{stamp}"
+                ),
+                "'a' is listed twice",
+            ),
+            (
+                format!("{agents}{target}from = [\"c\"]\n{stamp}"),
+                "key 'from': 'c' is not one of the [[agent]]s",
+            ),
+            (
+                format!("{agents}[[stamp_target]]\nname = \"r\"\n{stamp}"),
+                "needs address",
+            ),
+        ] {
+            let e = format!("{:#}", load_text(&text).err().unwrap());
+            assert!(e.contains(want), "{want}: {e}");
+        }
+    }
+
+    #[test]
     fn topologies_and_their_errors_name_the_line_and_key() {
         let agents = "name = \"z\"\n[[agent]]\naddress = \"h1\"\n[[agent]]\naddress = \"h2\"\n";
         let f = load_text(&format!(

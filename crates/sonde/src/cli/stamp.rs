@@ -186,6 +186,32 @@ mod tests {
     }
 
     #[test]
+    fn from_an_agent_the_run_is_unauthenticated_and_aimed_at_it() {
+        let a = args_of("stamp 198.18.0.3:8620 --from 198.18.0.1 --port 5400");
+        let t = a.target(None).unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.from.as_deref(), t.port),
+            ("198.18.0.3:8620", Some("198.18.0.1"), 5400)
+        );
+        use clap::Parser;
+        let e = super::super::Cli::try_parse_from([
+            "sonde",
+            "stamp",
+            "198.18.0.3",
+            "--from",
+            "198.18.0.1",
+            "--stamp-key-file",
+            "/k",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--stamp-key-file") && e.contains("--from"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn specs_and_their_refusals_name_the_flag() {
         let s = args_of("stamp 198.18.0.2 -r 100 -n 50").spec().unwrap();
         assert_eq!(
