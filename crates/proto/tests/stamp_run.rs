@@ -174,7 +174,9 @@ fn a_silent_agent_times_out_and_a_stamp_frame_outside_its_place_is_unexpected() 
     // `Stamp` once a test is set up, and `StampDone` to a controller that asked for a
     // test, are protocol errors.
     let (mut c, mut a) = common::pair(t0);
-    pump(&mut c, &mut a, t0);
+    let (rc, ra) = pump(&mut c, &mut a, t0);
+    rc.unwrap();
+    ra.unwrap();
     let stamp = Message::Stamp {
         spec: stamp_spec(),
         reflector: REFLECTOR.parse().unwrap(),

@@ -46,7 +46,7 @@ pub(super) fn run(
     let (spec, part) = match asked {
         Asked::Test(spec, part) => (spec, part),
         Asked::Stamp(spec, reflector, command) => {
-            return super::stamp_part::run(&mut conn, *spec, (reflector, &command), shared)
+            return super::stamp_part::run(&mut conn, spec, (reflector, &command), shared)
         }
     };
     let role = match part {
@@ -134,12 +134,14 @@ fn new_session(shared: &Shared, local_ip: IpAddr) -> AgentSession {
     }
 }
 
-/// What a controller asked for once the handshake is over.
+/// What a controller asked for once the handshake is over (one per connection: the
+/// inline spec costs nothing worth a box).
+#[allow(clippy::large_enum_variant)]
 enum Asked {
     /// A test (`Setup`): its spec, and this agent's part if the controller is not an end.
     Test(TestSpec, Option<ThirdParty>),
     /// A STAMP run to an agent-less reflector (`Stamp`).
-    Stamp(Box<sonde_results::StampSpec>, SocketAddr, String),
+    Stamp(sonde_results::StampSpec, SocketAddr, String),
 }
 
 /// Hello to Setup (the spec, and this agent's part if the controller is not an end of the
@@ -192,7 +194,7 @@ fn handshake(
                     spec,
                     reflector,
                     command,
-                } => setup = Some(Asked::Stamp(spec, reflector, command)),
+                } => setup = Some(Asked::Stamp(*spec, reflector, command)),
                 AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software:?}"),
                 _ => {}
             }
