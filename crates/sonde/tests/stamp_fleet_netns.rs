@@ -2,17 +2,23 @@
 //! sonde on it), two agents measure toward it from a controller's fleet file, each through
 //! a 2 ms delay line each way. Their round trips against `sonde stamp` run on each agent's
 //! host over the same path; their loss per direction against nftables drops planted on one
-//! direction of each path; their series in `results export --format openmetrics`.
+//! direction of each path; their series in `results export --format openmetrics` and in a
+//! continuous fleet's live `/metrics`.
 
 mod common;
 
-use std::time::Duration;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::delay_line::DelayLine;
+use common::rogue::in_netns;
 use common::stamp_lab::{
     plant, stamp_agent, stamp_suite, Spurs, SuiteReflector, A2_ADDR, STAMP_PORT,
 };
-use common::{doc_of, nft_counted, run, skip_unless, stderr, stdout, temp_file, Lab, SONDE};
+use common::{
+    doc_of, nft_counted, run, skip_unless, stderr, stdout, temp_file, wait_with_timeout, Lab, SONDE,
+};
 use serde_json::Value;
 
 const A1_ADDR: &str = "198.18.0.1";
@@ -207,4 +213,92 @@ fn a_fleets_router_pairs_match_sonde_stamp_count_each_planted_drop_and_reach_the
         let other = series("sonde_packet_loss_ratio", &format!("direction=\"{none}\""));
         assert_eq!(other, "0");
     }
+}
+
+/// The controller's metrics address, in its own namespace.
+const METRICS: &str = "127.0.0.1:19465";
+
+/// `sonde fleet --every`, killed on drop unless it already ended.
+struct Fleet(Child);
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `/metrics` of the fleet in namespace `ns` (empty until it listens).
+fn scrape(ns: &str) -> String {
+    in_netns(ns, || {
+        let Ok(mut c) = std::net::TcpStream::connect(METRICS) else {
+            return String::new();
+        };
+        let _ = c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n");
+        let mut text = String::new();
+        let _ = c.read_to_string(&mut text);
+        text
+    })
+}
+
+#[test]
+fn a_continuous_fleets_router_pairs_are_in_its_live_metrics_with_both_ends_labels() {
+    let Some(lab) = Lab::routed(&["ss"]) else {
+        return;
+    };
+    let Some(exe) = stamp_suite() else { return };
+    let Some(spurs) = Spurs::add(&lab) else {
+        return;
+    };
+    let _reflector = SuiteReflector::start(&lab.server, lab.server_addr, &exe);
+    let targets = format!("{}/32", lab.server_addr);
+    let _a1 = stamp_agent(&lab.client, A1_ADDR, &["--stamp-targets", &targets]);
+    let _a2 = stamp_agent(&spurs.a2, A2_ADDR, &["--stamp-targets", &targets]);
+    let reflector = format!("{}:{STAMP_PORT}", lab.server_addr);
+    let file = fleet_file(&reflector);
+    let db = temp_file("stamp-every.db");
+    let mut cmd = Lab::in_ns(&spurs.controller, SONDE);
+    cmd.args([
+        "fleet",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ])
+    .args(["--every", "2s", "--max-load", "100", "--metrics", METRICS])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut fleet = Fleet(cmd.spawn().unwrap());
+    let head = |name: &str, zone: &str| {
+        format!(
+            "sonde_rtt_seconds{{fleet=\"routers\",source=\"{name}\",destination=\"r1\",test=\"stamp --count 200 --rate 400 --stateful --wait 0.5\",source_zone=\"{zone}\",destination_site=\"edge\",quantile=\"0.5\"}} "
+        )
+    };
+    let want = [head("a1", "a"), head("a2", "b")];
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut text = String::new();
+    while Instant::now() < until {
+        text = scrape(&spurs.controller);
+        if want.iter().all(|h| text.contains(h.as_str())) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for h in &want {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(h.as_str()))
+            .unwrap_or_else(|| panic!("no {h} in:\n{text}"));
+        let rtt: f64 = line[h.len()..].parse().unwrap();
+        assert!(rtt > 0.0 && rtt < 0.1, "{line}");
+        let loss = h
+            .replace("sonde_rtt_seconds", "sonde_packet_loss_ratio")
+            .replace("quantile=\"0.5\"", "direction=\"forward\"");
+        assert!(text.contains(&format!("{loss}0.0\n")), "{loss} in:\n{text}");
+    }
+    let pid = fleet.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = wait_with_timeout(&mut fleet.0, Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
