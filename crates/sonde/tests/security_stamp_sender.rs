@@ -105,6 +105,22 @@ fn without_stamp_targets_an_agent_sends_stamp_nowhere() {
     let to = format!("{CLIENT_ADDR}:{VICTIM_PORT}");
     let e = refused(&lab, &agent, spec(100.0, 20, 1_000, 52), &to);
     assert!(e.contains("no --stamp-targets") && e.contains(&to), "{e}");
+    // The CLI as a controller: a clear error, non-zero exit.
+    let mut cli = Lab::in_ns(&lab.client, SONDE);
+    cli.args(["stamp", &to, "--from", lab.server_addr]).args([
+        "--port",
+        &agent.port.to_string(),
+        "-n",
+        "5",
+        "--no-save",
+    ]);
+    let o = run(cli);
+    assert!(!o.status.success());
+    let said = stderr(&o);
+    assert!(
+        said.contains("--stamp-targets") && said.contains(&to),
+        "{said}"
+    );
     nothing_sent(&lab, &victims);
 }
 
