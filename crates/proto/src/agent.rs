@@ -3,16 +3,17 @@
 //! ```text
 //! AwaitHello --Hello--> [AwaitAuth --Auth-->] AwaitSetup --Setup--> Configuring --ready()--> AwaitStart
 //! AwaitStart --Start--> Running --Stop--> Finishing --send_results()--> Done
+//! AwaitSetup --Stamp--> Configuring --send_stamp_done()--> Done
 //! ```
 //! With a key, `Welcome` carries the agent's nonce and proof, and the agent waits for the
 //! controller's proof (`Auth`) before it says what it runs and its labels (`Accepted`); every frame after
 //! `Auth` is sealed. `refuse()` and `fail()` end any state with an `Error` to the controller. A second
 //! controller arriving while a test runs gets a session made by [`AgentSession::busy`].
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use sonde_results::{IntervalSample, SideResult, TestSpec};
+use sonde_results::{Document, IntervalSample, SideResult, StampSpec, TestSpec};
 
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::error::{PeerError, ProtoError};
@@ -41,6 +42,14 @@ pub enum AgentEvent {
     },
     Start,
     Stop,
+    /// Send STAMP to `reflector` (an agent-less reflector) if this agent's operator allows
+    /// it, then call `send_stamp_done()` or `refuse()`.
+    Stamp {
+        spec: Box<StampSpec>,
+        reflector: SocketAddr,
+        /// The controller's command line, for the log and the document.
+        command: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +101,8 @@ pub struct AgentSession {
     reached_at: Option<Vec<IpAddr>>,
     /// The agent address the controller dialled (`Hello`), which the proofs are bound to.
     dialled: String,
+    /// The controller asked for a STAMP run (`Stamp`), not a test.
+    stamp: bool,
 }
 
 impl AgentSession {
@@ -115,6 +126,7 @@ impl AgentSession {
             controller_nonce: Vec::new(),
             reached_at: None,
             dialled: String::new(),
+            stamp: false,
         }
         .reading_at_most(PRE_AUTH_FRAME_BYTES)
     }
@@ -179,7 +191,10 @@ impl AgentSession {
         grant: Option<Grant>,
         now: Instant,
     ) -> Result<(), ProtoError> {
-        self.allow(self.state == State::Configuring, "send Ready")?;
+        self.allow(
+            self.state == State::Configuring && !self.stamp,
+            "send Ready",
+        )?;
         self.queue(&Message::Ready {
             data_port,
             cookie,
@@ -213,6 +228,19 @@ impl AgentSession {
         self.allow(self.state == State::Finishing, "send results")?;
         self.queue(&Message::Results {
             side: Box::new(side),
+        })?;
+        self.state = State::Done;
+        Ok(())
+    }
+
+    /// The STAMP run asked by `Stamp` is over: its document, and the session ends.
+    pub fn send_stamp_done(&mut self, document: Document) -> Result<(), ProtoError> {
+        self.allow(
+            self.state == State::Configuring && self.stamp,
+            "send a STAMP result",
+        )?;
+        self.queue(&Message::StampDone {
+            document: Box::new(document),
         })?;
         self.state = State::Done;
         Ok(())
@@ -378,6 +406,24 @@ impl Machine for AgentSession {
                     spec: Box::new(spec),
                     third_party,
                 });
+                self.state = State::Configuring;
+                self.wire.deadline = None;
+                Ok(())
+            }
+            (
+                State::AwaitSetup,
+                Message::Stamp {
+                    spec,
+                    reflector,
+                    command,
+                },
+            ) => {
+                self.wire.events.push_back(AgentEvent::Stamp {
+                    spec: Box::new(spec),
+                    reflector,
+                    command,
+                });
+                self.stamp = true;
                 self.state = State::Configuring;
                 self.wire.deadline = None;
                 Ok(())

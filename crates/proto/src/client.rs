@@ -3,22 +3,26 @@
 //! ```text
 //! AwaitWelcome --Welcome--> AwaitAccepted --Accepted--> AwaitReady --Ready--> Ready --start()--> Running
 //! Running --stop()--> AwaitResults --Results--> Done
+//! AwaitAccepted --Accepted--> AwaitStamp --StampDone--> Done     (with_stamp_reflector)
 //! ```
 //! With a key the controller checks the agent's proof in `Welcome` before it proves the key
 //! itself (`Auth`), and refuses an agent that asks for no key; every frame after `Auth` is
 //! sealed. Any state: `Error` from the agent, end of stream, a deadline passed or an unexpected
 //! message moves to `Failed` with a typed error.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sonde_results::{IntervalSample, SideResult, TestSpec};
+use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::bounds;
 use crate::error::{PeerError, ProtoError};
 use crate::grant::Grant;
 use crate::labels::{self, Labels};
-use crate::message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
+use crate::message::{
+    Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, STAMP_SENDER, THIRD_PARTY,
+};
 use crate::seal::{Opener, Sealer};
 use crate::session::{Machine, Wire};
 
@@ -43,6 +47,8 @@ pub enum ClientEvent {
     /// A client-part agent's side has drained (third-party tests).
     Drained,
     Results(Box<SideResult>),
+    /// The agent's STAMP run toward an agent-less reflector (`with_stamp_reflector`).
+    Stamp(Box<Document>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +59,7 @@ enum State {
     Ready,
     Running,
     AwaitResults,
+    AwaitStamp,
     Done,
     Failed,
 }
@@ -66,6 +73,7 @@ impl State {
             State::Ready => "waiting to start",
             State::Running => "running the test",
             State::AwaitResults => "waiting for the agent's results",
+            State::AwaitStamp => "waiting for the agent's STAMP run",
             State::Done => "done",
             State::Failed => "failed",
         }
@@ -89,6 +97,8 @@ pub struct ClientSession {
     agent: String,
     /// `Interval` frames taken so far: [`crate::bounds`] caps them.
     intervals_seen: u64,
+    /// A STAMP run from the agent to this agent-less reflector instead of a test.
+    stamp_reflector: Option<SocketAddr>,
 }
 
 impl ClientSession {
@@ -114,6 +124,7 @@ impl ClientSession {
             agent_software: String::new(),
             agent: String::new(),
             intervals_seen: 0,
+            stamp_reflector: None,
         };
         s.queue_hello();
         s
@@ -158,6 +169,13 @@ impl ClientSession {
     /// [`THIRD_PARTY`].
     pub fn with_third_party(mut self, part: ThirdParty) -> Self {
         self.third_party = Some(part);
+        self
+    }
+
+    /// Asks the agent, which must announce [`STAMP_SENDER`], to run the spec (a STAMP
+    /// spec) toward `reflector` and send back its document, instead of a test.
+    pub fn with_stamp_reflector(mut self, reflector: SocketAddr) -> Self {
+        self.stamp_reflector = Some(reflector);
         self
     }
 
@@ -267,6 +285,9 @@ impl ClientSession {
         labels: Labels,
         now: Instant,
     ) -> Result<(), ProtoError> {
+        if let Some(reflector) = self.stamp_reflector {
+            return self.ask_stamp(reflector, &capabilities, (command, labels), now);
+        }
         let test = self.spec.capability();
         if !capabilities.contains(&test) {
             return self.fail(ProtoError::Peer(PeerError::Unsupported { test }));
@@ -304,6 +325,70 @@ impl ClientSession {
 }
 
 impl ClientSession {
+    /// Sends `Stamp` to an agent that announced it runs STAMP, and waits for its
+    /// document as long as the spec sends and awaits answers, and a results' timeout.
+    fn ask_stamp(
+        &mut self,
+        reflector: SocketAddr,
+        capabilities: &[String],
+        (command, labels): (String, Labels),
+        now: Instant,
+    ) -> Result<(), ProtoError> {
+        let TestSpec::Stamp(spec) = &self.spec else {
+            return self.fail(ProtoError::Malformed(
+                "a STAMP run needs a STAMP spec".into(),
+            ));
+        };
+        if !capabilities.iter().any(|c| c == STAMP_SENDER) {
+            return self.fail(ProtoError::Peer(PeerError::Unsupported {
+                test: STAMP_SENDER.into(),
+            }));
+        }
+        let (labels, label_note) = labels::bound(labels);
+        self.wire.events.push_back(ClientEvent::Welcome {
+            software: std::mem::take(&mut self.agent_software),
+            command,
+            labels,
+            label_note,
+        });
+        let length = Duration::from_millis(spec.timing.total_ms().saturating_add(spec.timeout_ms));
+        let stamp = Message::Stamp {
+            spec: spec.clone(),
+            reflector,
+            command: self.command.clone(),
+        };
+        self.queue(&stamp);
+        self.state = State::AwaitStamp;
+        self.wire.deadline = Some(now + self.timeouts.setup + length + self.timeouts.results);
+        Ok(())
+    }
+
+    /// The agent's STAMP document, if it is one of the run asked for: a STAMP run to our
+    /// reflector, with no more intervals than the spec has.
+    fn on_stamp_done(&mut self, doc: Box<Document>) -> Result<(), ProtoError> {
+        let reflector = self.stamp_reflector.map(|r| r.to_string());
+        let most = bounds::most_intervals(&self.spec) as usize;
+        let why = match doc.end.stamp() {
+            None => Some("its document is not a STAMP run's".to_string()),
+            Some(s) if Some(&s.reflector) != reflector.as_ref() => Some(format!(
+                "its STAMP run went to {}, not the reflector asked for",
+                s.reflector
+            )),
+            Some(_) if doc.intervals.len() > most => Some(format!(
+                "its STAMP run has {} intervals, more than the spec's {most}",
+                doc.intervals.len()
+            )),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            return self.fail(ProtoError::Excess(why));
+        }
+        self.wire.events.push_back(ClientEvent::Stamp(doc));
+        self.state = State::Done;
+        self.wire.deadline = None;
+        Ok(())
+    }
+
     /// Keeps a sample within the spec's bounds; one beyond them fails the session, so a
     /// rogue agent cannot grow the controller's memory past what the test needs.
     fn on_interval(&mut self, sample: IntervalSample, now: Instant) -> Result<(), ProtoError> {
@@ -410,6 +495,7 @@ impl Machine for ClientSession {
                 self.wire.events.push_back(ClientEvent::Drained);
                 Ok(())
             }
+            (State::AwaitStamp, Message::StampDone { document }) => self.on_stamp_done(document),
             (State::AwaitResults, Message::Results { side }) => {
                 self.wire.events.push_back(ClientEvent::Results(side));
                 self.state = State::Done;

@@ -12,6 +12,7 @@
 //! `Auth` (controller's proof) → sealed from here on: `Accepted` (capabilities, labels) →
 //! `Setup`…
 //! Without one: `Hello` → `Welcome` → `Accepted` → `Setup`…, nothing sealed.
+//! A STAMP run from an agent to an agent-less reflector: `Accepted` → `Stamp` → `StampDone`.
 
 pub mod agent;
 pub mod auth;
@@ -40,7 +41,9 @@ pub use frame::{
 };
 pub use grant::{Grant, GrantError};
 pub use labels::{LabelError, Labels};
-pub use message::{Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, THIRD_PARTY};
+pub use message::{
+    Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, STAMP_SENDER, THIRD_PARTY,
+};
 pub use session::Session;
 pub use target::{
     TargetChallenge, TargetTest, TARGET_ANSWER_BYTES, TARGET_CHALLENGE_BYTES, TARGET_NONCE_BYTES,

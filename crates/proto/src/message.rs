@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sonde_results::{IntervalSample, SideResult, TestSpec};
+use sonde_results::{Document, IntervalSample, SideResult, StampSpec, TestSpec};
 
 use crate::error::PeerError;
 use crate::grant::Grant;
@@ -17,6 +17,8 @@ pub const MAGIC: &str = "netsonde";
 /// 3: the proofs name the agent the controller dialled (`Hello`'s `agent`); a client part
 /// sends only once the serving agent answered its challenge on the data port (`target`);
 /// results and interval samples carry each kind's typed section.
+/// Still 3 with `Stamp`/`StampDone`: a controller sends `Stamp` only to an agent that
+/// announces [`STAMP_SENDER`], so an older agent never reads one.
 pub const PROTOCOL_VERSION: u32 = 3;
 
 // A message is built, sent and dropped once per step of a test, never stored in bulk:
@@ -105,6 +107,21 @@ pub enum Message {
     Error {
         error: PeerError,
     },
+    /// Controller → agent, instead of `Setup`: send STAMP test packets to `reflector`, an
+    /// agent-less reflector (a router's), and answer with the run's document. The address
+    /// is resolved by the controller; the agent sends only within its own
+    /// `--stamp-targets`.
+    Stamp {
+        spec: StampSpec,
+        reflector: SocketAddr,
+        /// The controller's command line, for the agent's log and the document.
+        #[serde(default)]
+        command: String,
+    },
+    /// Agent → controller: the STAMP run's document, as `sonde stamp` on its host makes it.
+    StampDone {
+        document: Box<Document>,
+    },
 }
 
 impl Message {
@@ -122,6 +139,8 @@ impl Message {
             Message::Stop => "Stop",
             Message::Results { .. } => "Results",
             Message::Error { .. } => "Error",
+            Message::Stamp { .. } => "Stamp",
+            Message::StampDone { .. } => "StampDone",
         }
     }
 }
@@ -129,6 +148,11 @@ impl Message {
 /// The capability an agent announces when it can take either part of a test between two
 /// agents; a controller asks for a third-party test only from agents that announce it.
 pub const THIRD_PARTY: &str = "third-party";
+
+/// The capability of an agent that sends STAMP to an agent-less reflector when a controller
+/// asks (`Stamp`), within its `--stamp-targets`; a controller sends `Stamp` only to agents
+/// that announce it.
+pub const STAMP_SENDER: &str = "stamp-sender";
 
 /// An agent's part in a test the controller is not an end of.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -106,6 +106,17 @@ impl TomlFile {
         common: &[String],
         build: &Build<'_, T>,
     ) -> Result<Vec<TestCase>, FileError> {
+        self.tests_toward(&|_| target.to_vec(), common, build)
+    }
+
+    /// As [`TomlFile::tests`], each type built toward its own target (`target(TYPE)`: a
+    /// fleet's STAMP tests toward a reflector, its other tests between two agents).
+    pub fn tests_toward<T>(
+        &self,
+        target: &dyn Fn(&str) -> Vec<String>,
+        common: &[String],
+        build: &Build<'_, T>,
+    ) -> Result<Vec<TestCase>, FileError> {
         let tests = match self.doc.get("test") {
             Some(toml::Value::Array(t)) if !t.is_empty() => t,
             _ => return Err(self.err("test", "no [[test]] tables")),
@@ -127,7 +138,7 @@ impl TomlFile {
                 })?;
             for (ci, flags) in self.combinations(t)?.into_iter().enumerate() {
                 let mut argv = vec![kind.to_string()];
-                argv.extend(target.iter().chain(common).chain(&flags).cloned());
+                argv.extend(target(kind).iter().chain(common).chain(&flags).cloned());
                 if let Err(msg) = build(&argv) {
                     return Err(self.blame(t, &msg));
                 }
@@ -182,12 +193,12 @@ impl TomlFile {
     }
 }
 
-/// The test types a `[[test]]` table may name: every kind's, and `load`.
+/// The test types a `[[test]]` table may name: every kind's, `load` and `stamp`.
 fn test_names() -> Vec<String> {
     crate::kind::test_names()
         .iter()
         .map(|n| n.to_string())
-        .chain(["load".to_string()])
+        .chain(["load".to_string(), "stamp".to_string()])
         .collect()
 }
 

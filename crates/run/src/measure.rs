@@ -32,7 +32,8 @@ pub enum Plan {
         probe: HostProbe,
         stdout_to_stderr: bool,
     },
-    /// STAMP to a reflector (no agent); `key` in authenticated mode.
+    /// STAMP to a reflector (no agent there), from this host or from the target's `from`
+    /// agent; `key` in authenticated mode (this host only).
     Stamp {
         spec: StampSpec,
         key: Option<sonde_proto::stamp::StampKey>,
@@ -208,11 +209,31 @@ impl Measurement<'_> {
             Plan::Stamp { spec, key } => {
                 let test = TestSpec::Stamp(spec.clone());
                 self.say_line(self.look.heading(&test, &path, false));
-                let doc =
-                    crate::stamp::sender::run(&spec, key.as_ref(), self.command, self.interrupt)?;
+                let doc = match &self.target.from {
+                    Some(agent) => self.stamp_from(agent, &spec)?,
+                    None => crate::stamp::sender::run(
+                        &spec,
+                        key.as_ref(),
+                        self.command,
+                        self.interrupt,
+                    )?,
+                };
                 Ok(self.finish(vec![doc], 1, None))
             }
         }
+    }
+
+    /// A STAMP run sent by the agent `agent` (`--from`): unauthenticated, since the
+    /// controller's STAMP key never crosses the control connection.
+    fn stamp_from(&self, agent: &str, spec: &StampSpec) -> Result<Document, ControllerError> {
+        let from = controller::stamp_from::StampFrom {
+            agent,
+            port: self.target.port,
+            key: self.target.key.as_ref(),
+            command: self.command,
+            fleet: self.target.fleet.as_ref(),
+        };
+        controller::stamp_from::run_from(spec, &from, self.interrupt)
     }
 
     /// Each spec in turn, until one is cut short or Ctrl-C.

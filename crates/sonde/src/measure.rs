@@ -161,13 +161,7 @@ pub fn stamp(a: &StampArgs, command: String, interrupt: &Interrupt) -> anyhow::R
         }
     };
     let out = &a.output;
-    let target = sonde_run::measure::Target {
-        host: String::new(),
-        from: None,
-        port: 0,
-        key: None,
-        fleet: None,
-    };
+    let target = a.target(None)?;
     let m = measure(plan, &target, out, &command, interrupt)?;
     emit(&sonde_report::json(&m.docs[0]), None, out, m.partial())
 }

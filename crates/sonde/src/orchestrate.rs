@@ -29,6 +29,9 @@ fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Reque
         let first = text.lines().next().unwrap_or("invalid");
         first.trim_start_matches("error: ").to_string()
     })?;
+    if let crate::cli::Command::Stamp(a) = &cli.command {
+        return stamp_request(a, key);
+    }
     let plan = match cli.command.plan() {
         Some(plan) => plan.map_err(|e| e.to_string())?,
         None => return Err(format!("'{}' is not a test", words[0])),
@@ -42,6 +45,21 @@ fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Reque
         plan,
         target,
         tune: out.tune,
+    })
+}
+
+/// A file's STAMP test: from an agent (a fleet's, unauthenticated), or from this host.
+fn stamp_request(
+    a: &crate::cli::StampArgs,
+    key: Option<&sonde_proto::Key>,
+) -> Result<Request, String> {
+    let plan = a.plan().map_err(|e| crate::errors::one_line(&e))?;
+    let plan = plan.map_err(|e| e.to_string())?;
+    let target = a.target(key).map_err(|e| crate::errors::one_line(&e))?;
+    Ok(Request {
+        plan,
+        target,
+        tune: None,
     })
 }
 

@@ -2,7 +2,7 @@
 //! and every refusal names the `sonde serve` flag that would allow it. Every kind and both
 //! parts (serving, and a client part that sends to another agent) are under every limit.
 
-use sonde_results::{Role, TestSpec, Transport};
+use sonde_results::{Role, StampSpec, TestSpec, Transport};
 
 use crate::kind::{Demand, Kind};
 
@@ -28,6 +28,29 @@ pub struct Limits {
     /// A UDP echo's answer may be at most this many times its request: above 1 the agent
     /// multiplies whatever reaches it (a reflector), so that is the operator's choice.
     pub max_udp_reply_ratio: f64,
+}
+
+/// Intervals a STAMP run from an agent reports at most: an hour of 1 s intervals, whose
+/// document fits one frame back to the controller.
+pub const MAX_STAMP_INTERVALS: u64 = 3_600;
+
+/// What a STAMP run asks of an agent: one socket at the spec's rate, packets of its size
+/// (each answer as long), and the ledger's memory: a send time per packet and a latency
+/// histogram per interval.
+pub fn stamp_demand(spec: &StampSpec) -> Demand {
+    let bytes = spec.packet_bytes;
+    let histograms = spec.timing.intervals().saturating_add(2);
+    Demand {
+        connections: 1,
+        rate: Some(Some(spec.rate_per_s)),
+        bits_per_s: Some(spec.rate_per_s * f64::from(bytes) * 8.0),
+        message_bytes: bytes,
+        threads: 1,
+        memory_bytes: spec
+            .packets()
+            .saturating_mul(16)
+            .saturating_add(histograms.saturating_mul(crate::kind::budget::HISTOGRAM_BYTES / 3)),
+    }
 }
 
 /// The default cap of a client part, 1 Gbit/s: a client part sends to another host on a
@@ -141,14 +164,36 @@ impl Limits {
         })
     }
 
-    fn check_size(&self, spec: &TestSpec, d: &Demand) -> Option<String> {
-        let total_ms = spec.timing().total_ms();
-        if total_ms > self.max_duration_ms {
+    /// A STAMP run to an agent-less reflector (`Stamp`): a client part like any, under
+    /// every limit a client part is (its length with the wait for answers, its packets'
+    /// size, rate and bits), and its document small enough to send back.
+    pub fn check_stamp(&self, spec: &StampSpec, d: &Demand) -> Option<String> {
+        let intervals = spec.timing.intervals();
+        if intervals > MAX_STAMP_INTERVALS {
             return Some(format!(
+                "{intervals} intervals, over the {MAX_STAMP_INTERVALS} a STAMP run from an agent reports (a longer --interval)"
+            ));
+        }
+        self.check_length(spec.timing.total_ms().saturating_add(spec.timeout_ms))
+            .or_else(|| self.check_message(d))
+            .or_else(|| self.check_rate(d))
+            .or_else(|| self.check_bits(d, Role::Client, false))
+            .or_else(|| self.check_one_test(d))
+    }
+
+    fn check_length(&self, total_ms: u64) -> Option<String> {
+        (total_ms > self.max_duration_ms).then(|| {
+            format!(
                 "the test lasts {:.1} s, over this agent's --max-duration of {:.1} s (start the agent with a higher --max-duration)",
                 total_ms as f64 / 1e3,
                 self.max_duration_ms as f64 / 1e3
-            ));
+            )
+        })
+    }
+
+    fn check_size(&self, spec: &TestSpec, d: &Demand) -> Option<String> {
+        if let Some(why) = self.check_length(spec.timing().total_ms()) {
+            return Some(why);
         }
         if d.connections > self.max_connections {
             return Some(format!(
@@ -156,6 +201,10 @@ impl Limits {
                 d.connections, self.max_connections
             ));
         }
+        self.check_message(d)
+    }
+
+    fn check_message(&self, d: &Demand) -> Option<String> {
         (d.message_bytes > self.max_message_bytes).then(|| {
             format!(
                 "{}-byte messages, over this agent's --max-message of {} (start the agent with a higher --max-message)",

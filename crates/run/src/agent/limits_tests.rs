@@ -211,3 +211,58 @@ fn a_client_part_books_its_rate_or_what_it_sends_unanswered() {
     assert_eq!(udp, 2.0 * 4.0 * 1000.0 * 8.0 / timeout);
     assert_eq!(books(TestSpec::Rpc(rr(sonde_results::Transport::Tcp))), 0.0);
 }
+
+#[test]
+fn a_stamp_run_is_under_every_limit_of_a_client_part() {
+    use super::{stamp_demand, MAX_STAMP_INTERVALS};
+    let run = |rate: f64, bytes: u32, secs: u64| sonde_results::StampSpec {
+        host: "198.18.0.3".into(),
+        port: 862,
+        rate_per_s: rate,
+        count: None,
+        packet_bytes: bytes,
+        authenticated: false,
+        stateful: false,
+        ssid: 0,
+        timeout_ms: 1_000,
+        timing: Timing {
+            duration_ms: secs * 1_000,
+            warmup_ms: 0,
+            cooldown_ms: 0,
+            interval_ms: 1_000,
+        },
+        execution: Default::default(),
+    };
+    let check = |l: &Limits, s: &sonde_results::StampSpec| l.check_stamp(s, &stamp_demand(s));
+    let l = Limits {
+        max_rate: Some(1_000.0),
+        max_duration_ms: 60_000,
+        max_message_bytes: 1_500,
+        ..Limits::default()
+    };
+    assert_eq!(check(&l, &run(1_000.0, 52, 59)), None);
+    let e = check(&l, &run(1_001.0, 52, 10)).unwrap();
+    assert!(e.contains("--max-rate of 1000"), "{e}");
+    // The wait for the last answers counts: 59 s + 1 s is the limit, 60 s + 1 s is over.
+    let e = check(&l, &run(10.0, 52, 60)).unwrap();
+    assert!(e.contains("61.0 s") && e.contains("--max-duration"), "{e}");
+    let e = check(&l, &run(10.0, 9_000, 10)).unwrap();
+    assert!(e.contains("--max-message of 1500"), "{e}");
+    // 100k packets/s of 9000 bytes: 7.2 Gbit/s, over the default client cap.
+    let e = check(&Limits::default(), &run(1e5, 9_000, 10)).unwrap();
+    assert!(e.contains("--max-client-bitrate"), "{e}");
+    let mut many = run(10.0, 52, 3_000);
+    many.timing.interval_ms = 100;
+    let e = check(&Limits::default(), &many).unwrap();
+    assert!(
+        e.contains(&format!("the {MAX_STAMP_INTERVALS} a STAMP run")),
+        "{e}"
+    );
+    // A long run's ledger is under --max-memory: 3,600 histograms.
+    let small = Limits {
+        max_memory_bytes: 64 << 20,
+        ..Limits::default()
+    };
+    let e = check(&small, &run(10.0, 52, 3_590)).unwrap();
+    assert!(e.contains("--max-memory"), "{e}");
+}

@@ -12,6 +12,7 @@ pub(crate) mod one_test;
 mod refusals;
 mod shared;
 mod sources;
+mod stamp_part;
 mod target;
 
 pub use crate::allow::{Allow, Allowed};

@@ -38,11 +38,16 @@ pub(super) fn run(
         session: new_session(shared, local_ip),
         link: Link::new(control)?,
     };
-    let (spec, part) = match handshake(&mut conn, peer, accepted + HANDSHAKE_WITHIN, place, shared)
-    {
+    let asked = match handshake(&mut conn, peer, accepted + HANDSHAKE_WITHIN, place, shared) {
         Ok(s) => s,
         Err(TestError::ShuttingDown) => return Err(TestError::ShuttingDown),
         Err(e) => return Err(TestError::Handshake(Box::new(e))),
+    };
+    let (spec, part) = match asked {
+        Asked::Test(spec, part) => (spec, part),
+        Asked::Stamp(spec, reflector, command) => {
+            return super::stamp_part::run(&mut conn, spec, (reflector, &command), shared)
+        }
     };
     let role = match part {
         Some(ThirdParty::Client { .. }) => Role::Client,
@@ -107,7 +112,9 @@ pub(super) fn run(
 
 /// The session of a controller that reached this agent at `local_ip`.
 fn new_session(shared: &Shared, local_ip: IpAddr) -> AgentSession {
-    let capabilities = kind::capabilities_allowed(&shared.cfg.allow);
+    let mut capabilities = kind::capabilities_allowed(&shared.cfg.allow);
+    // Announced whatever `--stamp-targets` says, so that a refusal names the flag.
+    capabilities.push(sonde_proto::STAMP_SENDER.into());
     let session = AgentSession::new(
         SOFTWARE,
         &shared.cfg.command,
@@ -127,8 +134,18 @@ fn new_session(shared: &Shared, local_ip: IpAddr) -> AgentSession {
     }
 }
 
+/// What a controller asked for once the handshake is over (one per connection: the
+/// inline spec costs nothing worth a box).
+#[allow(clippy::large_enum_variant)]
+enum Asked {
+    /// A test (`Setup`): its spec, and this agent's part if the controller is not an end.
+    Test(TestSpec, Option<ThirdParty>),
+    /// A STAMP run to an agent-less reflector (`Stamp`).
+    Stamp(sonde_results::StampSpec, SocketAddr, String),
+}
+
 /// Hello to Setup (the spec, and this agent's part if the controller is not an end of the
-/// test), by `until`; the handshake `place` is given back when it ends, one way or the
+/// test) or to a STAMP run, by `until`; the handshake `place` is given back when it ends, one way or the
 /// other, before any lingering, and its address remembered if it proved the key.
 fn handshake(
     conn: &mut Conn,
@@ -136,7 +153,7 @@ fn handshake(
     until: Instant,
     place: Entered,
     shared: &Shared,
-) -> Result<(TestSpec, Option<ThirdParty>), TestError> {
+) -> Result<Asked, TestError> {
     loop {
         conn.link.send(&mut conn.session)?;
         if shared.interrupt.is_set() {
@@ -170,7 +187,14 @@ fn handshake(
         let mut setup = None;
         while let Some(ev) = conn.session.poll_event() {
             match ev {
-                AgentEvent::Setup { spec, third_party } => setup = Some((*spec, third_party)),
+                AgentEvent::Setup { spec, third_party } => {
+                    setup = Some(Asked::Test(*spec, third_party))
+                }
+                AgentEvent::Stamp {
+                    spec,
+                    reflector,
+                    command,
+                } => setup = Some(Asked::Stamp(*spec, reflector, command)),
                 AgentEvent::Hello { software, .. } => tracing::debug!("{peer} runs {software:?}"),
                 _ => {}
             }

@@ -37,6 +37,9 @@ pub struct ServeConfig {
     /// Addresses controllers reach this agent at besides the connection's own
     /// (`--reached-at`: a NAT's, a relay's).
     pub reached_at: Vec<IpAddr>,
+    /// Networks this agent sends STAMP to when a controller asks (`--stamp-targets`): an
+    /// agent-less reflector, a router's; none by default.
+    pub stamp_targets: Vec<crate::stamp::Cidr>,
 }
 
 /// State shared by the connections being served: the tests running, the connections in

@@ -15,6 +15,7 @@ use crate::kind::{self, Kind, OpenError, CONNECT_TIMEOUT};
 
 mod direct;
 mod running;
+pub mod stamp_from;
 pub mod third_party;
 
 pub use direct::run_test;

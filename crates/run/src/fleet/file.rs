@@ -13,10 +13,22 @@
 //! [[agent]]
 //! dns = "sonde-agent.netsonde.svc.cluster.local"  # every address it resolves to
 //! labels = { network = "pod" }
+//! [[stamp_target]]            # an agent-less STAMP reflector (a router's)
+//! name = "r1"                 # default: the address
+//! address = "198.18.9.1:862"  # HOST[:PORT], port 862 by default
+//! labels = { site = "edge" }
+//! from = ["a1"]               # the agents that measure toward it (default: every one)
 //! [[test]]
 //! type = "stream"
 //! duration = 5
+//! [[test]]
+//! type = "stamp"              # runs from each agent toward each stamp_target
+//! rate = 50
 //! ```
+//!
+//! A `stamp` test runs from an agent (`sonde stamp ROUTER --from AGENT`): the agent
+//! sends only within its own `--stamp-targets`, unauthenticated (no STAMP key crosses the
+//! control connection); every other test runs between two agents.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -33,11 +45,25 @@ pub struct Agent {
     pub labels: BTreeMap<String, String>,
 }
 
+/// An agent-less STAMP reflector of the fleet, and the agents that measure toward it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StampTarget {
+    /// Its name, `HOST[:PORT]` as `address`, and labels, as an agent's.
+    pub end: Agent,
+    /// Indexes of the agents that send to it.
+    pub from: Vec<usize>,
+}
+
 pub struct Fleet {
     pub name: String,
     pub agents: Vec<Agent>,
     pub topology: Topology,
+    /// Tests between two agents.
     pub cases: Vec<TestCase>,
+    /// Agent-less STAMP reflectors (`[[stamp_target]]`).
+    pub stamp_targets: Vec<StampTarget>,
+    /// `type = "stamp"` tests: from an agent toward each STAMP target.
+    pub stamp_cases: Vec<TestCase>,
     pub repetitions: usize,
     /// Flags every test gets (`--port`, `--key-file`).
     pub common: Vec<String>,
@@ -66,17 +92,144 @@ pub fn load<T>(
     let name = f.name("name", "name the fleet (its runs' label)")?;
     let agents = agents(&f, resolve)?;
     let topology = topology(&f, &agents)?;
+    let stamp_targets = stamp_targets(&f, &agents)?;
     let common = f.common_flags(&["port", "key_file"]);
-    let target = ["--from", &agents[0].address, "--to", &agents[1].address].map(String::from);
-    let cases = f.tests(&target, &common, build)?;
+    let between = ["--from", &agents[0].address, "--to", &agents[1].address].map(String::from);
+    let router = stamp_targets.first().map(|t| t.end.address.clone());
+    let target = |kind: &str| match (kind, &router) {
+        ("stamp", Some(r)) => vec![r.clone(), "--from".into(), agents[0].address.clone()],
+        _ => between.to_vec(),
+    };
+    let (stamp_cases, cases): (Vec<_>, Vec<_>) = f
+        .tests_toward(&target, &common, build)?
+        .into_iter()
+        .partition(|c| c.kind == "stamp");
+    match (stamp_targets.is_empty(), stamp_cases.is_empty()) {
+        (true, false) => {
+            return Err(f.err(
+                "type",
+                "a stamp test runs toward a [[stamp_target]]: the file lists none",
+            ))
+        }
+        (false, true) => {
+            return Err(f.err(
+                "stamp_target",
+                "no [[test]] of type = \"stamp\" runs toward it",
+            ))
+        }
+        _ => {}
+    }
     Ok(Fleet {
         name,
         repetitions: f.repetitions()?,
         agents,
         topology,
         cases,
+        stamp_targets,
+        stamp_cases,
         common,
     })
+}
+
+impl Fleet {
+    /// End `i` of a pair: an agent, or past them a STAMP target.
+    pub fn end(&self, i: usize) -> &Agent {
+        match self.agents.get(i) {
+            Some(a) => a,
+            None => &self.stamp_targets[i - self.agents.len()].end,
+        }
+    }
+
+    /// The test cases of a pair toward end `to`.
+    pub fn cases_toward(&self, to: usize) -> &[TestCase] {
+        match to < self.agents.len() {
+            true => &self.cases,
+            false => &self.stamp_cases,
+        }
+    }
+
+    /// The (agent, STAMP target) pairs, each target as end `agents + t`.
+    pub fn stamp_pairs(&self) -> Vec<(usize, usize)> {
+        let n = self.agents.len();
+        let each = self.stamp_targets.iter().enumerate();
+        each.flat_map(|(t, st)| st.from.iter().map(move |&a| (a, n + t)))
+            .collect()
+    }
+}
+
+/// The `[[stamp_target]]` tables: name (default the address), address, labels, and the
+/// agents (`from`, by name or address; default every one) that measure toward each.
+fn stamp_targets(f: &TomlFile, agents: &[Agent]) -> Result<Vec<StampTarget>, FileError> {
+    let list = match f.doc.get("stamp_target") {
+        None => return Ok(Vec::new()),
+        Some(toml::Value::Array(list)) => list,
+        Some(_) => return Err(f.err("stamp_target", "must be [[stamp_target]] tables")),
+    };
+    let mut out: Vec<StampTarget> = Vec::new();
+    for t in list {
+        let t = t
+            .as_table()
+            .ok_or_else(|| f.err("stamp_target", "each [[stamp_target]] must be a table"))?;
+        let text = |key| t.get(key).and_then(|v: &toml::Value| v.as_str());
+        let address = text("address").ok_or_else(|| {
+            f.err(
+                "stamp_target",
+                "each [[stamp_target]] needs address = \"HOST[:PORT]\"",
+            )
+        })?;
+        let name = text("name").unwrap_or(address).to_string();
+        let taken = agents
+            .iter()
+            .map(|a| &a.name)
+            .chain(out.iter().map(|s| &s.end.name));
+        if taken.into_iter().any(|n| *n == name) {
+            return Err(f.err("name", format!("'{name}' is listed twice")));
+        }
+        let from = match t.get("from") {
+            None => (0..agents.len()).collect(),
+            Some(v) => from_agents(f, v, agents)?,
+        };
+        let end = Agent {
+            name,
+            address: address.to_string(),
+            labels: labels(f, t.get("labels"))?,
+        };
+        out.push(StampTarget { end, from });
+    }
+    Ok(out)
+}
+
+/// `from = ["AGENT", ...]`: agent indexes.
+fn from_agents(f: &TomlFile, v: &toml::Value, agents: &[Agent]) -> Result<Vec<usize>, FileError> {
+    let bad = || {
+        f.err(
+            "from",
+            "must be a list of the [[agent]]s' names: [\"a1\", \"a2\"]",
+        )
+    };
+    let list = v.as_array().filter(|l| !l.is_empty()).ok_or_else(bad)?;
+    list.iter()
+        .map(|n| {
+            let n = n.as_str().ok_or_else(bad)?;
+            agents
+                .iter()
+                .position(|a| a.name == n || a.address == n)
+                .ok_or_else(|| f.err("from", format!("'{n}' is not one of the [[agent]]s")))
+        })
+        .collect()
+}
+
+/// A table's `labels = { k = "v" }`.
+fn labels(f: &TomlFile, v: Option<&toml::Value>) -> Result<BTreeMap<String, String>, FileError> {
+    match v {
+        None => Ok(BTreeMap::new()),
+        Some(toml::Value::Table(t)) => t
+            .iter()
+            .map(|(k, v)| scalar(v).map(|v| (k.clone(), v)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| f.err("labels", "values must be strings or numbers")),
+        Some(_) => Err(f.err("labels", "must be a table: { zone = \"a\" }")),
+    }
 }
 
 fn agents(f: &TomlFile, resolve: Resolve<'_>) -> Result<Vec<Agent>, FileError> {
@@ -88,15 +241,7 @@ fn agents(f: &TomlFile, resolve: Resolve<'_>) -> Result<Vec<Agent>, FileError> {
         let Some(a) = a.as_table() else {
             return Err(f.err("agent", "each [[agent]] must be a table"));
         };
-        let labels = match a.get("labels") {
-            None => BTreeMap::new(),
-            Some(toml::Value::Table(t)) => t
-                .iter()
-                .map(|(k, v)| scalar(v).map(|v| (k.clone(), v)))
-                .collect::<Option<_>>()
-                .ok_or_else(|| f.err("labels", "values must be strings or numbers"))?,
-            Some(_) => return Err(f.err("labels", "must be a table: { zone = \"a\" }")),
-        };
+        let labels = labels(f, a.get("labels"))?;
         let text = |key| a.get(key).and_then(|v: &toml::Value| v.as_str());
         match (text("address"), text("dns")) {
             (Some(address), None) => agents.push(Agent {
@@ -211,6 +356,53 @@ mod tests {
         assert_eq!(f.agents[2].labels["zone"], "2");
         assert_eq!(f.topology, Topology::Mesh);
         assert_eq!(f.cases.len(), 2);
+    }
+
+    #[test]
+    fn stamp_targets_pair_with_their_agents_and_their_errors_name_the_key() {
+        let agents = "name = \"z\"\n[[agent]]\nname = \"a\"\naddress = \"198.18.1.1\"\n[[agent]]\nname = \"b\"\naddress = \"198.18.1.2\"\n";
+        let stamp = "[[test]]\ntype = \"stamp\"\nrate = 50\n";
+        let f = load_text(&format!(
+            "{agents}[[stamp_target]]\nname = \"r1\"\naddress = \"198.18.9.1:8620\"\nlabels = {{ site = \"edge\" }}\n[[stamp_target]]\naddress = \"198.18.9.2\"\nfrom = [\"b\"]\n{TESTS}{stamp}"
+        ))
+        .unwrap();
+        assert_eq!((f.cases.len(), f.stamp_cases.len()), (2, 1));
+        assert_eq!(f.stamp_cases[0].flags, ["--rate", "50"]);
+        // Ends past the agents are the targets: r1 from both agents, the second from b.
+        assert_eq!(f.stamp_pairs(), vec![(0, 2), (1, 2), (1, 3)]);
+        assert_eq!(f.end(2).name, "r1");
+        assert_eq!(f.end(2).labels["site"], "edge");
+        assert_eq!(f.end(3).name, "198.18.9.2");
+        assert!(f.cases_toward(3).iter().all(|c| c.kind == "stamp"));
+        assert!(f.cases_toward(1).iter().all(|c| c.kind != "stamp"));
+        let target = "[[stamp_target]]\naddress = \"198.18.9.1\"\n";
+        for (text, want) in [
+            (
+                format!("{agents}{target}{TESTS}"),
+                "no [[test]] of type = \"stamp\"",
+            ),
+            (
+                format!("{agents}{TESTS}{stamp}"),
+                "key 'type': a stamp test runs toward a [[stamp_target]]",
+            ),
+            (
+                format!(
+                    "{agents}[[stamp_target]]\nname = \"a\"\naddress = \"198.18.9.1\"\n{stamp}"
+                ),
+                "'a' is listed twice",
+            ),
+            (
+                format!("{agents}{target}from = [\"c\"]\n{stamp}"),
+                "key 'from': 'c' is not one of the [[agent]]s",
+            ),
+            (
+                format!("{agents}[[stamp_target]]\nname = \"r\"\n{stamp}"),
+                "needs address",
+            ),
+        ] {
+            let e = format!("{:#}", load_text(&text).err().unwrap());
+            assert!(e.contains(want), "{want}: {e}");
+        }
     }
 
     #[test]

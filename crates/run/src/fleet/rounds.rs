@@ -58,18 +58,42 @@ pub(super) fn run_pass(
     interrupt: &Interrupt,
     pass: Option<u32>,
 ) -> Tally {
-    let pairs = schedule::pairs(&fleet.topology, fleet.agents.len());
+    let mut pairs = match fleet.cases.is_empty() {
+        true => Vec::new(),
+        false => schedule::pairs(&fleet.topology, fleet.agents.len()),
+    };
+    let between = pairs.len();
+    // A STAMP target is a host like an agent: its pairs share rounds by the same rule.
+    pairs.extend(fleet.stamp_pairs());
     let rounds = schedule::rounds(&pairs, overlap);
     let per_pair = fleet.cases.len() * fleet.repetitions;
+    let runs: usize = pairs
+        .iter()
+        .map(|&(_, b)| fleet.cases_toward(b).len() * fleet.repetitions)
+        .sum();
     let at_once = match overlap > 1 {
         true => format!(", up to {overlap} tests per host at once"),
         false => String::new(),
     };
+    let toward = pairs.len() - between;
+    let parts: Vec<String> = [
+        (between > 0).then(|| format!("{between} pairs x {per_pair} run(s)")),
+        (toward > 0).then(|| {
+            format!(
+                "{toward} pairs toward {} STAMP target(s) x {} run(s)",
+                fleet.stamp_targets.len(),
+                fleet.stamp_cases.len() * fleet.repetitions
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     (hooks.say)(&format!(
-        "fleet {}: {} agents, {} pairs x {per_pair} run(s) in {} round(s){at_once}",
+        "fleet {}: {} agents, {} in {} round(s){at_once}",
         fleet.name,
         fleet.agents.len(),
-        pairs.len(),
+        parts.join(" and "),
         rounds.len(),
     ));
     let progress = Progress {
@@ -87,8 +111,9 @@ pub(super) fn run_pass(
             for &(a, b) in round {
                 let progress = &progress;
                 s.spawn(move || {
-                    let (from, to) = (&fleet.agents[a], &fleet.agents[b]);
-                    for item in items(fleet, (r + 1, pass), from, to) {
+                    let (from, to) = (fleet.end(a), fleet.end(b));
+                    let cases = fleet.cases_toward(b);
+                    for item in items(fleet, (r + 1, pass), (from, to), cases) {
                         if interrupt.is_set() {
                             return;
                         }
@@ -127,21 +152,21 @@ pub(super) fn run_pass(
         stored: count(|o| matches!(o, Outcome::Stored)),
         skipped: count(|o| matches!(o, Outcome::AlreadyStored)),
         failed: count(|o| matches!(o, Outcome::Failed(_))),
-        not_run: pairs.len() * per_pair - outcomes.len(),
+        not_run: runs - outcomes.len(),
         busy: progress.busy.into_inner().unwrap(),
     }
 }
 
-/// The runs of pair (from, to) in round `round` (of pass `pass`): each test case, each
-/// repetition.
+/// The runs of pair (from, to) in round `round` (of pass `pass`): each of `cases`, each
+/// repetition. A STAMP case runs from `from` toward the reflector `to`.
 fn items(
     fleet: &Fleet,
     (round, pass): (usize, Option<u32>),
-    from: &Agent,
-    to: &Agent,
+    (from, to): (&Agent, &Agent),
+    cases: &[crate::matrix::TestCase],
 ) -> Vec<PairItem> {
     let mut items = Vec::new();
-    for case in &fleet.cases {
+    for case in cases {
         let pair = FleetPair {
             fleet: fleet.name.clone(),
             source: from.name.clone(),
@@ -154,8 +179,13 @@ fn items(
         };
         for rep in 0..fleet.repetitions {
             let key = format!("{}#{}>{}:{}:{rep}", fleet.name, from.name, to.name, case.id);
-            let mut words = vec![case.kind.clone(), "--from".into(), from.address.clone()];
-            words.extend(["--to".into(), to.address.clone()]);
+            let (a, b) = (from.address.clone(), to.address.clone());
+            let ends = match case.kind.as_str() {
+                "stamp" => vec![b, "--from".into(), a],
+                _ => vec!["--from".into(), a, "--to".into(), b],
+            };
+            let mut words = vec![case.kind.clone()];
+            words.extend(ends);
             words.extend(fleet.common.iter().chain(&case.flags).cloned());
             items.push(Item {
                 key,

@@ -55,6 +55,18 @@ pub fn run(
     interrupt: &Interrupt,
 ) -> Result<Document, StampRunError> {
     let addr = resolve_addr(&spec.host, spec.port)?;
+    run_to(addr, spec, key, command_line, interrupt)
+}
+
+/// Runs `spec` against the reflector at `addr`, resolved already (an agent sends only to
+/// the address a controller gave and its allowlist holds, and resolves no name).
+pub fn run_to(
+    addr: SocketAddr,
+    spec: &StampSpec,
+    key: Option<&StampKey>,
+    command_line: &str,
+    interrupt: &Interrupt,
+) -> Result<Document, StampRunError> {
     let sock_err = |source| StampRunError::Socket { addr, source };
     let bind: SocketAddr = if addr.is_ipv6() {
         "[::]:0"

@@ -105,6 +105,11 @@ pub struct ServeArgs {
     /// or one of these, so that a session cannot be handed to another agent of the fleet.
     #[arg(long = "reached-at", value_name = "ADDR")]
     pub reached_at: Vec<std::net::IpAddr>,
+    /// Networks this agent sends STAMP to when a controller asks (a fleet's agent-less
+    /// endpoint, a router's reflector), CIDR (comma list, repeatable). None by default:
+    /// a controller's word alone never aims this host's packets anywhere.
+    #[arg(long, value_delimiter = ',', value_name = "CIDR")]
+    pub stamp_targets: Vec<sonde_run::stamp::Cidr>,
     /// Also reflect STAMP (RFC 8762/8972) on UDP [ADDR:]PORT (862 is STAMP's; a bare port
     /// listens on every IPv4 address). It answers only --stamp-allow's networks.
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_stamp_bind)]
@@ -160,6 +165,7 @@ impl ServeArgs {
             dpdk: self.dpdk()?,
             labels,
             reached_at: self.reached_at.clone(),
+            stamp_targets: self.stamp_targets.clone(),
         })
     }
 

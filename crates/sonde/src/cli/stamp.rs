@@ -46,6 +46,16 @@ pub struct StampArgs {
     /// Interval of the document's per-interval figures.
     #[arg(short = 'i', long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
     pub interval: u64,
+    /// Send from this agent, not this host: it sends only within its own
+    /// --stamp-targets, unauthenticated; this host sends no test packet.
+    #[arg(long, value_name = "AGENT", conflicts_with = "stamp_key_file")]
+    pub from: Option<String>,
+    /// The --from agent's control port.
+    #[arg(long, default_value_t = sonde_run::agent::DEFAULT_PORT)]
+    pub port: u16,
+    /// The --from agent's pre-shared key (the agents' --key-file).
+    #[arg(long, value_name = "FILE", env = "SONDE_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -83,6 +93,26 @@ pub fn split_target(s: &str) -> Result<(String, u16), SpecError> {
 }
 
 impl StampArgs {
+    /// Where the run is sent from: this host, or the `--from` agent (with `key`, the
+    /// agents' key, when the caller has one: `sonde fleet --key-file`).
+    pub fn target(
+        &self,
+        key: Option<&sonde_proto::Key>,
+    ) -> anyhow::Result<sonde_run::measure::Target> {
+        let key = match (key, &self.from) {
+            (Some(k), _) => Some(k.clone()),
+            (None, Some(_)) => sonde_run::key::load_key(self.key_file.as_deref())?,
+            (None, None) => None,
+        };
+        Ok(sonde_run::measure::Target {
+            host: self.target.clone(),
+            from: self.from.clone(),
+            port: self.port,
+            key,
+            fleet: None,
+        })
+    }
+
     /// The run these flags ask for, the key read here.
     pub fn plan(&self) -> anyhow::Result<Result<Plan, SpecError>> {
         let spec = match self.spec() {
@@ -153,6 +183,32 @@ mod tests {
             ("router.example".into(), 862)
         );
         assert_eq!(split_target("h:x").unwrap_err().flag, "HOST[:PORT]");
+    }
+
+    #[test]
+    fn from_an_agent_the_run_is_unauthenticated_and_aimed_at_it() {
+        let a = args_of("stamp 198.18.0.3:8620 --from 198.18.0.1 --port 5400");
+        let t = a.target(None).unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.from.as_deref(), t.port),
+            ("198.18.0.3:8620", Some("198.18.0.1"), 5400)
+        );
+        use clap::Parser;
+        let e = super::super::Cli::try_parse_from([
+            "sonde",
+            "stamp",
+            "198.18.0.3",
+            "--from",
+            "198.18.0.1",
+            "--stamp-key-file",
+            "/k",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--stamp-key-file") && e.contains("--from"),
+            "{e}"
+        );
     }
 
     #[test]

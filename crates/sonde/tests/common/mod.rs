@@ -11,6 +11,7 @@ pub mod mesh_lab;
 pub mod planted;
 pub mod rogue;
 pub mod stages;
+pub mod stamp_lab;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};

@@ -111,3 +111,56 @@ pub fn setup(
     }
     Answer::Refused("no answer within 15 s".into())
 }
+
+/// Connects to the agent at `addr`, proves `key` and asks it for a STAMP run of `spec`
+/// toward `reflector` (any spec, any destination: what the CLI would refuse too); the
+/// agent's document, or the error it gave.
+pub fn stamp(
+    addr: SocketAddr,
+    spec: sonde_results::StampSpec,
+    reflector: SocketAddr,
+    key: Option<Key>,
+) -> Result<sonde_results::Document, String> {
+    let mut s = ClientSession::new(
+        TestSpec::Stamp(spec),
+        "rogue",
+        "rogue",
+        Timeouts::default(),
+        Instant::now(),
+    )
+    .with_nonce([7; 32])
+    .with_key(key)
+    .dialling(addr.ip())
+    .with_stamp_reflector(reflector);
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map_err(|e| format!("connect: {e}"))?;
+    conn.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut buf = vec![0u8; 64 * 1024];
+    while Instant::now() < until {
+        while let Some(frame) = s.poll_transmit() {
+            conn.write_all(&frame).map_err(|e| format!("write: {e}"))?;
+        }
+        while let Some(ev) = s.poll_event() {
+            if let ClientEvent::Stamp(doc) = ev {
+                return Ok(*doc);
+            }
+        }
+        let got = match conn.read(&mut buf) {
+            Ok(0) => {
+                return Err(s
+                    .handle_eof()
+                    .err()
+                    .map_or("closed".into(), |e| e.to_string()))
+            }
+            Ok(n) => s.handle_bytes(&buf[..n], Instant::now()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                s.handle_timeout(Instant::now())
+            }
+            Err(e) => return Err(format!("read: {e}")),
+        };
+        got.map_err(|e| e.to_string())?;
+    }
+    Err("no answer within 20 s".into())
+}

@@ -1,0 +1,146 @@
+//! A STAMP run a controller asks of this agent (`Stamp`): test packets to an agent-less
+//! reflector, a router's, which no grant can vouch for. So the destination must be in the
+//! networks this agent's operator listed (`--stamp-targets`, none by default), and the run
+//! is under every limit a client part is; then `sonde stamp`'s own sender runs on this
+//! host and its document goes back to the controller.
+
+use std::net::{IpAddr, SocketAddr};
+
+use sonde_proto::PeerError;
+use sonde_results::StampSpec;
+
+use super::conn::{Conn, TestError, LINGER};
+use super::limits::stamp_demand;
+use super::shared::Shared;
+use crate::stamp::Cidr;
+
+/// Checks, runs and answers one STAMP run to `reflector`; the log line's summary.
+pub(super) fn run(
+    conn: &mut Conn,
+    mut spec: StampSpec,
+    (reflector, command): (SocketAddr, &str),
+    shared: &Shared,
+) -> Result<String, TestError> {
+    let Some(mut slot) = shared.take_slot() else {
+        return Err(conn.refuse(PeerError::Busy));
+    };
+    let refused = |conn: &mut Conn, message: String| conn.refuse(PeerError::Refused { message });
+    if let Some(why) = refused_target(&shared.cfg.stamp_targets, reflector) {
+        return Err(refused(conn, why));
+    }
+    if spec.authenticated {
+        return Err(refused(conn, "authenticated STAMP (--stamp-key-file) is not run from an agent: its key would have to cross the control connection".into()));
+    }
+    // The destination is the address checked, never a name the agent would resolve.
+    spec.host = reflector.ip().to_string();
+    spec.port = reflector.port();
+    if let Err(e) = spec.validate() {
+        return Err(conn.refuse(PeerError::InvalidSpec {
+            flag: e.flag.into(),
+            reason: e.reason,
+        }));
+    }
+    let demand = stamp_demand(&spec);
+    let limits = &shared.cfg.limits;
+    if let Some(why) = limits.check_stamp(&spec, &demand) {
+        return Err(refused(conn, why));
+    }
+    let client_bits = demand.bits_per_s.unwrap_or(f64::INFINITY);
+    if let Err(why) = shared.book(&mut slot, &demand, client_bits) {
+        return Err(refused(conn, why));
+    }
+    tracing::info!(
+        "STAMP to {reflector} for a controller: {} packets of {} B at {}/s",
+        spec.packets(),
+        spec.packet_bytes,
+        spec.rate_per_s
+    );
+    let doc = match crate::stamp::sender::run_to(reflector, &spec, None, command, &shared.interrupt)
+    {
+        Ok(doc) => doc,
+        Err(e) => return Err(refused(conn, e.to_string())),
+    };
+    let summary = doc.end.stamp().map_or_else(String::new, |s| {
+        format!(
+            "STAMP to {reflector}: {} sent, {} answered",
+            s.sent, s.received
+        )
+    });
+    conn.session.send_stamp_done(doc)?;
+    conn.link.send(&mut conn.session)?;
+    conn.link.close_gracefully(LINGER);
+    Ok(summary)
+}
+
+/// Why `reflector` is no place for this agent's STAMP packets, if it is not: outside
+/// `targets` (`--stamp-targets`), or an address no single reflector has.
+pub fn refused_target(targets: &[Cidr], reflector: SocketAddr) -> Option<String> {
+    let ip = match reflector.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    let what = match ip {
+        ip if ip.is_unspecified() => Some("the unspecified address"),
+        ip if ip.is_multicast() => Some("a multicast address"),
+        IpAddr::V4(v4) if v4.is_broadcast() => Some("the broadcast address"),
+        _ if reflector.port() == 0 => Some("port 0"),
+        _ => None,
+    };
+    if let Some(what) = what {
+        return Some(format!(
+            "refused to send STAMP to {reflector}: {what} is no reflector's"
+        ));
+    }
+    if targets.is_empty() {
+        return Some(format!("refused to send STAMP to {reflector}: this agent has no --stamp-targets, so it sends STAMP nowhere (its operator lists the reflectors' networks: sonde serve --stamp-targets CIDR)"));
+    }
+    if crate::stamp::guard::allowed(targets, ip) {
+        return None;
+    }
+    let listed: Vec<String> = targets.iter().map(|c| c.to_string()).collect();
+    Some(format!(
+        "refused to send STAMP to {reflector}: {ip} is not in this agent's --stamp-targets ({})",
+        listed.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cidrs(list: &[&str]) -> Vec<Cidr> {
+        list.iter().map(|c| c.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn only_listed_networks_unicast_and_a_real_port() {
+        let t = cidrs(&["198.18.2.0/24", "198.19.0.7"]);
+        let ok = |a: &str| refused_target(&t, a.parse().unwrap());
+        assert_eq!(ok("198.18.2.50:862"), None);
+        assert_eq!(ok("198.19.0.7:8620"), None);
+        assert_eq!(ok("[::ffff:198.18.2.9]:862"), None);
+        let e = ok("198.18.3.1:862").unwrap();
+        assert!(
+            e.contains("--stamp-targets")
+                && e.contains("198.18.3.1:862")
+                && e.contains("198.18.2.0/24"),
+            "{e}"
+        );
+        for bad in [
+            "198.19.0.8:862",
+            "0.0.0.0:862",
+            "224.0.0.1:862",
+            "255.255.255.255:862",
+            "198.18.2.50:0",
+        ] {
+            assert!(ok(bad).is_some(), "{bad}");
+        }
+        let all = cidrs(&["0.0.0.0/0"]);
+        assert!(refused_target(&all, "255.255.255.255:862".parse().unwrap()).is_some());
+        let e = refused_target(&[], "198.18.2.50:862".parse().unwrap()).unwrap();
+        assert!(
+            e.contains("no --stamp-targets") && e.contains("198.18.2.50:862"),
+            "{e}"
+        );
+    }
+}
