@@ -71,6 +71,9 @@ pub struct Reflector {
     sessions: HashMap<(IpAddr, u16), Session>,
     rate: Rate,
     sources: crate::stamp::guard::Limiter,
+    /// `Times::mono_ns` counts from here: the per-source limiter reads the same clock as
+    /// the total's, the caller's.
+    epoch: std::time::Instant,
     tokens: f64,
     refilled_ns: u64,
     pub reflected: u64,
@@ -97,6 +100,7 @@ impl Reflector {
                 rate.per_source,
                 2 * super::peers::MAX_PEERS,
             ),
+            epoch: std::time::Instant::now(),
             tokens: rate.burst,
             refilled_ns: 0,
             reflected: 0,
@@ -144,7 +148,8 @@ impl Reflector {
                 k.trust(ip, key);
             }
         }
-        if !self.sources.take(ip, std::time::Instant::now()) || !self.take_token(t.mono_ns) {
+        let now = self.epoch + std::time::Duration::from_nanos(t.mono_ns);
+        if !self.sources.take(ip, now) || !self.take_token(t.mono_ns) {
             self.refused += 1;
             return None;
         }
@@ -420,13 +425,22 @@ mod tests {
             })
             .count();
         assert_eq!(replayed, 0);
-        // (The per-source limiter reads the real clock: 100 probes take a few ms.)
+        // All at one moment: the source's burst, one second's worth.
         let own = (0..100)
             .filter(|i| {
                 r.answer(peer, &probe(&key_of(peer), *i, 2), times(2_000), &mut out)
                     .is_some()
             })
             .count();
-        assert!((10..=11).contains(&own), "{own} answered");
+        assert_eq!(own, 10);
+        // A second later, ten more.
+        let later = (100..200)
+            .filter(|i| {
+                let at = times(1_000_002_000);
+                r.answer(peer, &probe(&key_of(peer), *i, 2), at, &mut out)
+                    .is_some()
+            })
+            .count();
+        assert_eq!(later, 10);
     }
 }
