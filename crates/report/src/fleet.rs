@@ -1,5 +1,5 @@
 //! A fleet's runs as the fleet's reader wants them: a source x destination matrix per
-//! figure (throughput received, RTT P50), values in the cells of a heatmap, and the same
+//! figure (throughput received, RTT P50, STAMP loss toward routers), values in the cells of a heatmap, and the same
 //! figures grouped by the agents' labels (zone to zone, pod network against host
 //! network). Several runs of one pair give their median.
 
@@ -17,7 +17,7 @@ struct Figure {
     of: fn(&Document) -> Option<f64>,
 }
 
-const FIGURES: [Figure; 2] = [
+const FIGURES: [Figure; 3] = [
     Figure {
         name: "throughput received",
         unit: "Gbit/s",
@@ -28,7 +28,23 @@ const FIGURES: [Figure; 2] = [
         name: "RTT P50",
         unit: "µs",
         by: "measured by the source",
-        of: |d| Some(d.end.rr()?.latency_ns.as_ref()?.p50 as f64 / 1e3),
+        of: |d| {
+            // An agent's round trips, or a STAMP reflector's (a router's) net of its turnaround.
+            let l = match d.end.rr() {
+                Some(rr) => rr.latency_ns.as_ref(),
+                None => d.end.stamp()?.latency_ns.as_ref(),
+            };
+            Some(l?.p50 as f64 / 1e3)
+        },
+    },
+    Figure {
+        name: "STAMP packets lost",
+        unit: "%",
+        by: "measured by the source",
+        of: |d| {
+            let s = d.end.stamp()?;
+            (s.sent > 0).then(|| 100.0 * s.lost as f64 / s.sent as f64)
+        },
     },
 ];
 

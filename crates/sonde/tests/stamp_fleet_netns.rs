@@ -213,6 +213,43 @@ fn a_fleets_router_pairs_match_sonde_stamp_count_each_planted_drop_and_reach_the
         let other = series("sonde_packet_loss_ratio", &format!("direction=\"{none}\""));
         assert_eq!(other, "0");
     }
+
+    // The report's fleet matrices: each agent's row has the router's RTT P50 and loss.
+    let md = temp_file("stamp-fleet.md");
+    let mut report = Lab::in_ns(&spurs.controller, SONDE);
+    report.args([
+        "report",
+        "routers",
+        "--db",
+        db_s,
+        "-o",
+        md.to_str().unwrap(),
+    ]);
+    let o = run(report);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(&md).unwrap();
+    let table = |title: &str| {
+        let at = md
+            .find(title)
+            .unwrap_or_else(|| panic!("no {title} in:\n{md}"));
+        md[at..].split("\n\n").nth(1).unwrap().to_string()
+    };
+    let (rtt, lost) = (table("RTT P50, µs"), table("STAMP packets lost, %"));
+    eprintln!("{rtt}\n{lost}");
+    for (name, pct) in [("a1", "10.0"), ("a2", "14.0")] {
+        let row = |t: &str| {
+            t.lines()
+                .find(|l| l.starts_with(&format!("| {name} |")))
+                .unwrap_or_else(|| panic!("no row {name} in {t}"))
+                .to_string()
+        };
+        let p50_us = format!("{:.0}", p50(of(name)) / 1e3);
+        assert!(
+            row(&rtt).contains(&format!(" {p50_us} |")),
+            "{name}: {p50_us}"
+        );
+        assert!(row(&lost).contains(&format!(" {pct} |")), "{name}: {pct}");
+    }
 }
 
 /// The controller's metrics address, in its own namespace.
