@@ -225,14 +225,7 @@ fn a_fault_on_one_link_shows_in_the_loss_and_latency_alerts_for_exactly_the_cros
     let bounds = Prometheus::query(&lab, "sonde_mesh_oneway_bound_seconds");
     assert_eq!(bounds.len(), n * (n - 1), "{bounds:#?}");
     for d in &delays {
-        let b = bounds
-            .iter()
-            .find(|b| {
-                label(b, "source") == label(d, "source")
-                    && label(b, "destination") == label(d, "destination")
-            })
-            .map(value)
-            .unwrap();
+        let b = bound_of(&bounds, d);
         assert!(value(d) >= -b - 1e-6 && value(d) < 0.01, "{d} ± {b}");
     }
     let faults = Prometheus::query(&lab, "sonde_mesh_clock_fault == 1");
@@ -359,14 +352,7 @@ fn plant_a_delay_on_one_direction(lab: &MeshLab, crossing: &BTreeSet<(String, St
     let bounds = Prometheus::query(lab, "sonde_mesh_oneway_bound_seconds");
     let mut worst = 0.0f64;
     for d in &oneway {
-        let b = bounds
-            .iter()
-            .find(|b| {
-                label(b, "source") == label(d, "source")
-                    && label(b, "destination") == label(d, "destination")
-            })
-            .map(value)
-            .unwrap_or_else(|| panic!("no bound for {d}"));
+        let b = bound_of(&bounds, d);
         let truth = if side(d) == Some(label(d, "direction")) {
             DELAY.as_secs_f64()
         } else {
@@ -564,4 +550,16 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
             k + 1
         );
     }
+}
+
+/// The bound series of `d`'s pair (source and destination), its value.
+fn bound_of(bounds: &[Value], d: &Value) -> f64 {
+    bounds
+        .iter()
+        .find(|b| {
+            label(b, "source") == label(d, "source")
+                && label(b, "destination") == label(d, "destination")
+        })
+        .map(value)
+        .unwrap_or_else(|| panic!("no bound for {d}"))
 }

@@ -283,16 +283,7 @@ fn redteam_mesh_a_captured_probe_is_answered_once_to_its_sender_and_never_to_a_s
         return;
     }
     let Some(lab) = Lab::new() else { return };
-    lab.client_cmd(
-        "ip",
-        &[
-            "addr",
-            "add",
-            &format!("{OTHER_ADDR}/24"),
-            "dev",
-            &lab.client_if,
-        ],
-    );
+    add_other_addr(&lab);
     let list = temp_file("redteam-mesh-replay");
     std::fs::write(&list, format!("{CLIENT_ADDR}\n")).unwrap();
     let agent = mesh_agent(
@@ -386,16 +377,7 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
         return;
     }
     let Some(lab) = Lab::new() else { return };
-    lab.client_cmd(
-        "ip",
-        &[
-            "addr",
-            "add",
-            &format!("{OTHER_ADDR}/24"),
-            "dev",
-            &lab.client_if,
-        ],
-    );
+    add_other_addr(&lab);
     // Peer A: a real mesh agent at the client's address. Peer B: the rogue, at another
     // address the agent lists, holding no key. For each probe the agent sends B, the rogue
     // sends back the answer A's reflector gives the probe of that sequence number (A's
@@ -485,4 +467,10 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
         b_dup, 0.0,
         "answers for another peer counted as duplicates:\n{text}"
     );
+}
+
+/// A second address on the client's side (OTHER_ADDR/24): a spoofed source, or a rogue peer.
+fn add_other_addr(lab: &Lab) {
+    let addr = format!("{OTHER_ADDR}/24");
+    lab.client_cmd("ip", &["addr", "add", &addr, "dev", &lab.client_if]);
 }
