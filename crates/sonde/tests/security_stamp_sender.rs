@@ -191,7 +191,11 @@ fn over_limit_rate_count_size_length_and_authenticated_runs_are_refused_naming_t
         (spec(50.0, 20, 1_000, 1_000), "--max-message of 200"),
         (spec(1e6, 20_000_000, 36_000_000, 52), "--count"),
         (spec(50.0, 20, 4_990, 52), "--max-duration"),
-        (authenticated, "authenticated STAMP"),
+        // Its own words (no key held), not the controller's check, which the rogue skips.
+        (
+            authenticated,
+            "this agent holds no key for the reflectors (its operator gives one: sonde serve --stamp-sender-key-file FILE)",
+        ),
     ] {
         let e = refused(&lab, &agent, s, &to);
         assert!(e.contains(want), "{want}: {e}");

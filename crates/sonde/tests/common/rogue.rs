@@ -131,7 +131,9 @@ pub fn stamp(
     .with_nonce([7; 32])
     .with_key(key)
     .dialling(addr.ip())
-    .with_stamp_reflector(reflector);
+    .with_stamp_reflector(reflector)
+    // A rogue asks whatever the agent announced: the agent's own checks must hold.
+    .without_stamp_key_check();
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|e| format!("connect: {e}"))?;
     conn.set_read_timeout(Some(Duration::from_millis(200)))
