@@ -21,7 +21,8 @@ use crate::error::{PeerError, ProtoError};
 use crate::grant::Grant;
 use crate::labels::{self, Labels};
 use crate::message::{
-    Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, STAMP_SENDER, THIRD_PARTY,
+    Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, STAMP_SENDER, STAMP_SENDER_KEY,
+    THIRD_PARTY,
 };
 use crate::seal::{Opener, Sealer};
 use crate::session::{Machine, Wire};
@@ -99,6 +100,9 @@ pub struct ClientSession {
     intervals_seen: u64,
     /// A STAMP run from the agent to this agent-less reflector instead of a test.
     stamp_reflector: Option<SocketAddr>,
+    /// Whether an authenticated STAMP run is asked only of an agent announcing
+    /// [`STAMP_SENDER_KEY`] (always, but for a test playing a controller that does not).
+    stamp_key_check: bool,
 }
 
 impl ClientSession {
@@ -125,6 +129,7 @@ impl ClientSession {
             agent: String::new(),
             intervals_seen: 0,
             stamp_reflector: None,
+            stamp_key_check: true,
         };
         s.queue_hello();
         s
@@ -176,6 +181,14 @@ impl ClientSession {
     /// spec) toward `reflector` and send back its document, instead of a test.
     pub fn with_stamp_reflector(mut self, reflector: SocketAddr) -> Self {
         self.stamp_reflector = Some(reflector);
+        self
+    }
+
+    /// Asks for an authenticated STAMP run whatever the agent announced: for a test of
+    /// the agent's own refusal, playing a controller that skips this check.
+    #[doc(hidden)]
+    pub fn without_stamp_key_check(mut self) -> Self {
+        self.stamp_key_check = false;
         self
     }
 
@@ -342,6 +355,14 @@ impl ClientSession {
         if !capabilities.iter().any(|c| c == STAMP_SENDER) {
             return self.fail(ProtoError::Peer(PeerError::Unsupported {
                 test: STAMP_SENDER.into(),
+            }));
+        }
+        if spec.authenticated
+            && self.stamp_key_check
+            && !capabilities.iter().any(|c| c == STAMP_SENDER_KEY)
+        {
+            return self.fail(ProtoError::Peer(PeerError::Refused {
+                message: "authenticated STAMP from this agent needs its operator's key for the reflectors (sonde serve --stamp-sender-key-file): it holds none".into(),
             }));
         }
         let (labels, label_note) = labels::bound(labels);

@@ -42,7 +42,8 @@ pub use frame::{
 pub use grant::{Grant, GrantError};
 pub use labels::{LabelError, Labels};
 pub use message::{
-    Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, STAMP_SENDER, THIRD_PARTY,
+    Message, ThirdParty, Timeouts, MAGIC, PROTOCOL_VERSION, STAMP_SENDER, STAMP_SENDER_KEY,
+    THIRD_PARTY,
 };
 pub use session::Session;
 pub use target::{

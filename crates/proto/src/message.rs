@@ -154,6 +154,11 @@ pub const THIRD_PARTY: &str = "third-party";
 /// that announce it.
 pub const STAMP_SENDER: &str = "stamp-sender";
 
+/// The capability of a [`STAMP_SENDER`] agent that holds its operator's key for the
+/// reflectors (`--stamp-sender-key-file`): only it runs authenticated STAMP, since the
+/// controller's key never crosses the control connection.
+pub const STAMP_SENDER_KEY: &str = "stamp-sender-key";
+
 /// An agent's part in a test the controller is not an end of.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "part", rename_all = "snake_case")]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::pump;
 use sonde_proto::{
     AgentEvent, AgentSession, ClientEvent, ClientSession, Message, PeerError, ProtoError, Session,
-    Timeouts, STAMP_SENDER,
+    Timeouts, STAMP_SENDER, STAMP_SENDER_KEY,
 };
 use sonde_results::document::stamp::StampEnd;
 use sonde_results::document::{End, IntervalFigures, IntervalSection, LocalStart, Section};
@@ -135,6 +135,42 @@ fn an_agent_without_the_capability_gets_no_stamp_message() {
             !matches!(ev, AgentEvent::Stamp { .. }),
             "no Stamp reached it"
         );
+    }
+}
+
+#[test]
+fn authenticated_mode_is_asked_only_of_an_agent_holding_a_key_and_carries_none() {
+    let t0 = Instant::now();
+    let mut spec = stamp_spec();
+    spec.authenticated = true;
+    let ask = || {
+        let reflector: SocketAddr = REFLECTOR.parse().unwrap();
+        ClientSession::new(
+            TestSpec::Stamp(spec.clone()),
+            "s",
+            "c",
+            Timeouts::default(),
+            t0,
+        )
+        .with_stamp_reflector(reflector)
+    };
+    // An agent holding no key: refused before any Stamp, naming the agent's flag.
+    let (_, mut a) = sessions(&[STAMP_SENDER], t0);
+    let mut c = ask();
+    let e = pump(&mut c, &mut a, t0).0.unwrap_err().to_string();
+    assert!(e.contains("--stamp-sender-key-file"), "{e}");
+    while let Some(ev) = a.poll_event() {
+        assert!(
+            !matches!(ev, AgentEvent::Stamp { .. }),
+            "no Stamp reached it"
+        );
+    }
+    // One that holds one: the Stamp asks for the mode, a boolean.
+    let (_, mut a) = sessions(&[STAMP_SENDER, STAMP_SENDER_KEY], t0);
+    let mut c = ask();
+    match asked(&mut c, &mut a, t0) {
+        AgentEvent::Stamp { spec: got, .. } => assert_eq!(*got, spec),
+        other => panic!("{other:?}"),
     }
 }
 

@@ -294,4 +294,26 @@ fn redteam_stamp_key_files_empty_short_or_open_to_others_are_refused_naming_the_
         "{}",
         stderr(&o)
     );
+    // The agent's key for routers is read by the same rules, naming its own flag.
+    for (text, mode, want) in [
+        (&b"0011"[..], 0o600, "at least 16 bytes"),
+        (KEY_HEX.as_bytes(), 0o644, "--stamp-sender-key-file"),
+    ] {
+        let path = key_file_with(text, mode);
+        let o = run({
+            let mut c = sonde_cmd();
+            c.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+                .args(["--stamp-targets", "127.0.0.1/32"])
+                .args(["--stamp-sender-key-file", path.to_str().unwrap()]);
+            c
+        });
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{text:?} {mode:o}: {e}");
+        assert!(
+            e.contains(want)
+                && e.contains("--stamp-sender-key-file")
+                && e.contains(path.to_str().unwrap()),
+            "{text:?} {mode:o}: {e}"
+        );
+    }
 }

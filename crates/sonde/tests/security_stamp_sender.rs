@@ -8,10 +8,10 @@
 mod common;
 
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::data_rogue::OTHER_ADDR;
-use common::rogue::{harness_key, in_netns, stamp};
+use common::rogue::{harness_key, in_netns, stamp, stamp_within};
 use common::*;
 use sonde_results::{StampSpec, Timing};
 
@@ -191,10 +191,54 @@ fn over_limit_rate_count_size_length_and_authenticated_runs_are_refused_naming_t
         (spec(50.0, 20, 1_000, 1_000), "--max-message of 200"),
         (spec(1e6, 20_000_000, 36_000_000, 52), "--count"),
         (spec(50.0, 20, 4_990, 52), "--max-duration"),
-        (authenticated, "authenticated STAMP"),
+        // Its own words (no key held), not the controller's check, which the rogue skips.
+        (
+            authenticated,
+            "this agent holds no key for the reflectors (its operator gives one: sonde serve --stamp-sender-key-file FILE)",
+        ),
     ] {
         let e = refused(&lab, &agent, s, &to);
         assert!(e.contains(want), "{want}: {e}");
     }
     nothing_sent(&lab, &victims);
+}
+
+#[test]
+fn a_controller_that_leaves_mid_run_stops_the_agents_stamp_at_once_and_the_next_is_served() {
+    let Some((lab, agent, victims)) = lab_with(&["--stamp-targets", "198.18.0.3/32"]) else {
+        return;
+    };
+    let addr = agent_at(&lab, &agent);
+    let to: SocketAddr = format!("{OTHER_ADDR}:{VICTIM_PORT}").parse().unwrap();
+    // 20 s at 50/s (1,000 packets) asked; the rogue closes its connection after 1 s.
+    let asked = Instant::now();
+    let e = in_netns(&lab.client, move || {
+        let long = spec(50.0, 1_000, 20_000, 52);
+        stamp_within(addr, long, to, Some(harness_key()), Duration::from_secs(1))
+    })
+    .unwrap_err();
+    assert!(e.contains("no answer within 1.0 s"), "{e}");
+    let left = asked.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    let stopped = nft_counted(&lab.server, "out", "packets");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let later = nft_counted(&lab.server, "out", "packets");
+    // About 1 s of the run at 50/s, and nothing after the half second that followed.
+    assert_eq!(later, stopped, "the run went on after the controller left");
+    assert!(
+        (30..=80).contains(&stopped),
+        "{stopped} packets in {left:?}"
+    );
+    assert_eq!(count(&victims[1]), stopped as usize);
+    // The slot is free again: the next controller gets exactly its run.
+    let doc = in_netns(&lab.client, move || {
+        stamp(addr, spec(100.0, 20, 1_000, 52), to, Some(harness_key()))
+    })
+    .unwrap();
+    assert_eq!(doc.end.stamp().unwrap().sent, 20);
+    assert_eq!(nft_counted(&lab.server, "out", "packets"), stopped + 20);
+    eprintln!(
+        "controller left after {:.2} s: {stopped} of 1000 packets sent, none in the next 2 s; the next run sent 20",
+        left.as_secs_f64()
+    );
 }

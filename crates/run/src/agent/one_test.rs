@@ -115,6 +115,9 @@ fn new_session(shared: &Shared, local_ip: IpAddr) -> AgentSession {
     let mut capabilities = kind::capabilities_allowed(&shared.cfg.allow);
     // Announced whatever `--stamp-targets` says, so that a refusal names the flag.
     capabilities.push(sonde_proto::STAMP_SENDER.into());
+    if shared.cfg.stamp_sender_key.is_some() {
+        capabilities.push(sonde_proto::STAMP_SENDER_KEY.into());
+    }
     let session = AgentSession::new(
         SOFTWARE,
         &shared.cfg.command,

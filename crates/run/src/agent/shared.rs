@@ -40,6 +40,9 @@ pub struct ServeConfig {
     /// Networks this agent sends STAMP to when a controller asks (`--stamp-targets`): an
     /// agent-less reflector, a router's; none by default.
     pub stamp_targets: Vec<crate::stamp::Cidr>,
+    /// This agent's operator's key for those reflectors (`--stamp-sender-key-file`): the
+    /// only key an authenticated STAMP run from this agent uses.
+    pub stamp_sender_key: Option<sonde_proto::stamp::StampKey>,
 }
 
 /// State shared by the connections being served: the tests running, the connections in

@@ -5,6 +5,9 @@
 //! host and its document goes back to the controller.
 
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 use sonde_proto::PeerError;
 use sonde_results::StampSpec;
@@ -12,7 +15,12 @@ use sonde_results::StampSpec;
 use super::conn::{Conn, TestError, LINGER};
 use super::limits::stamp_demand;
 use super::shared::Shared;
+use crate::signals::Interrupt;
 use crate::stamp::Cidr;
+
+/// How often the watch looks at the agent's own stop flag, between the wake-ups of the
+/// control connection and the run's end.
+const WATCH_STEP: Duration = Duration::from_millis(100);
 
 /// Checks, runs and answers one STAMP run to `reflector`; the log line's summary.
 pub(super) fn run(
@@ -28,9 +36,12 @@ pub(super) fn run(
     if let Some(why) = refused_target(&shared.cfg.stamp_targets, reflector) {
         return Err(refused(conn, why));
     }
-    if spec.authenticated {
-        return Err(refused(conn, "authenticated STAMP (--stamp-key-file) is not run from an agent: its key would have to cross the control connection".into()));
+    // The controller asks for authenticated mode; the key is only ever this operator's.
+    let key = shared.cfg.stamp_sender_key.as_ref();
+    if spec.authenticated && key.is_none() {
+        return Err(refused(conn, "refused authenticated STAMP: this agent holds no key for the reflectors (its operator gives one: sonde serve --stamp-sender-key-file FILE); the controller's key never crosses the control connection".into()));
     }
+    let key = key.filter(|_| spec.authenticated);
     // The destination is the address checked, never a name the agent would resolve.
     spec.host = reflector.ip().to_string();
     spec.port = reflector.port();
@@ -55,8 +66,9 @@ pub(super) fn run(
         spec.packet_bytes,
         spec.rate_per_s
     );
-    let doc = match crate::stamp::sender::run_to(reflector, &spec, None, command, &shared.interrupt)
-    {
+    let doc = match watched(conn, &shared.interrupt, |stop| {
+        crate::stamp::sender::run_to(reflector, &spec, key, command, stop)
+    })? {
         Ok(doc) => doc,
         Err(e) => return Err(refused(conn, e.to_string())),
     };
@@ -70,6 +82,44 @@ pub(super) fn run(
     conn.link.send(&mut conn.session)?;
     conn.link.close_gracefully(LINGER);
     Ok(summary)
+}
+
+/// Runs `send` on its own thread while this one watches the control connection: should
+/// the controller go away (or break the protocol) or the agent stop, `send`'s flag is set,
+/// so that no run outlives the controller that asked for it.
+fn watched<T: Send>(
+    conn: &mut Conn,
+    interrupt: &Interrupt,
+    send: impl FnOnce(&Interrupt) -> T + Send,
+) -> Result<T, TestError> {
+    let stop = Interrupt::none();
+    // The thread's end closes when `send` returns, which wakes the watch at once.
+    let (done_rx, done_tx) = UnixStream::pair()?;
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| {
+            let _done = done_tx;
+            send(&stop)
+        });
+        let mut lost = None;
+        while !sender.is_finished() {
+            if interrupt.is_set() {
+                stop.set();
+            }
+            let step = Instant::now() + WATCH_STEP;
+            let wake = Some(done_rx.as_raw_fd());
+            // Nothing is due from the controller now: its close, or any frame, ends the run.
+            if let Err(e) = conn.link.step(&mut conn.session, Some(step), wake) {
+                stop.set();
+                lost = Some(e.to_string());
+                break;
+            }
+        }
+        let out = sender.join().expect("the STAMP sender does not panic");
+        match lost {
+            Some(why) => Err(TestError::Lost(why)),
+            None => Ok(out),
+        }
+    })
 }
 
 /// Why `reflector` is no place for this agent's STAMP packets, if it is not: outside

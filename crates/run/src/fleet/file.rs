@@ -368,6 +368,11 @@ mod tests {
         .unwrap();
         assert_eq!((f.cases.len(), f.stamp_cases.len()), (2, 1));
         assert_eq!(f.stamp_cases[0].flags, ["--rate", "50"]);
+        // Authenticated mode is a boolean flag (the agent's own key), never key bytes.
+        let auth = "[[test]]\ntype = \"stamp\"\nauthenticated = true\n";
+        let target = "[[stamp_target]]\naddress = \"198.18.9.1\"\n";
+        let authed = load_text(&format!("{agents}{target}{TESTS}{auth}")).unwrap();
+        assert_eq!(authed.stamp_cases[0].flags, ["--authenticated"]);
         // Ends past the agents are the targets: r1 from both agents, the second from b.
         assert_eq!(f.stamp_pairs(), vec![(0, 2), (1, 2), (1, 3)]);
         assert_eq!(f.end(2).name, "r1");

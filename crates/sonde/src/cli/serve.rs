@@ -110,6 +110,11 @@ pub struct ServeArgs {
     /// a controller's word alone never aims this host's packets anywhere.
     #[arg(long, value_delimiter = ',', value_name = "CIDR")]
     pub stamp_targets: Vec<sonde_run::stamp::Cidr>,
+    /// This operator's STAMP key for the --stamp-targets' reflectors (same format as
+    /// --stamp-key-file): a controller may then ask for authenticated STAMP from this
+    /// agent; its own key never crosses the control connection.
+    #[arg(long, value_name = "FILE", requires = "stamp_targets")]
+    pub stamp_sender_key_file: Option<PathBuf>,
     /// Also reflect STAMP (RFC 8762/8972) on UDP [ADDR:]PORT (862 is STAMP's; a bare port
     /// listens on every IPv4 address). It answers only --stamp-allow's networks.
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_stamp_bind)]
@@ -166,6 +171,10 @@ impl ServeArgs {
             labels,
             reached_at: self.reached_at.clone(),
             stamp_targets: self.stamp_targets.clone(),
+            stamp_sender_key: match &self.stamp_sender_key_file {
+                Some(path) => Some(sonde_run::stamp::load_key("--stamp-sender-key-file", path)?),
+                None => None,
+            },
         })
     }
 

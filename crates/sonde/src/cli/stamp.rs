@@ -47,9 +47,13 @@ pub struct StampArgs {
     #[arg(short = 'i', long, default_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
     pub interval: u64,
     /// Send from this agent, not this host: it sends only within its own
-    /// --stamp-targets, unauthenticated; this host sends no test packet.
+    /// --stamp-targets; this host sends no test packet.
     #[arg(long, value_name = "AGENT", conflicts_with = "stamp_key_file")]
     pub from: Option<String>,
+    /// With --from: authenticated mode under the agent's own key for the reflectors
+    /// (its `serve --stamp-sender-key-file`); no key crosses the control connection.
+    #[arg(long, requires = "from")]
+    pub authenticated: bool,
     /// The --from agent's control port.
     #[arg(long, default_value_t = sonde_run::agent::DEFAULT_PORT)]
     pub port: u16,
@@ -128,7 +132,7 @@ impl StampArgs {
 
     pub fn spec(&self) -> Result<StampSpec, SpecError> {
         let (host, port) = split_target(&self.target)?;
-        let authenticated = self.stamp_key_file.is_some();
+        let authenticated = self.stamp_key_file.is_some() || self.authenticated;
         let spec = StampSpec {
             host,
             port,
@@ -209,6 +213,19 @@ mod tests {
             e.contains("--stamp-key-file") && e.contains("--from"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn from_an_agent_authenticated_is_a_boolean_the_agents_key_serves() {
+        let a = args_of("stamp 198.18.0.3 --from 198.18.0.1 --authenticated");
+        let s = a.spec().unwrap();
+        assert_eq!((s.authenticated, s.packet_bytes), (true, 140));
+        use clap::Parser;
+        let e =
+            super::super::Cli::try_parse_from(["sonde", "stamp", "198.18.0.3", "--authenticated"])
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("--from"), "{e}");
     }
 
     #[test]

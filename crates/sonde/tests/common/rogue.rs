@@ -121,6 +121,18 @@ pub fn stamp(
     reflector: SocketAddr,
     key: Option<Key>,
 ) -> Result<sonde_results::Document, String> {
+    stamp_within(addr, spec, reflector, key, Duration::from_secs(20))
+}
+
+/// [`stamp`], the connection closed after `within` without the document (a controller that
+/// leaves mid-run): "no answer within".
+pub fn stamp_within(
+    addr: SocketAddr,
+    spec: sonde_results::StampSpec,
+    reflector: SocketAddr,
+    key: Option<Key>,
+    within: Duration,
+) -> Result<sonde_results::Document, String> {
     let mut s = ClientSession::new(
         TestSpec::Stamp(spec),
         "rogue",
@@ -131,12 +143,14 @@ pub fn stamp(
     .with_nonce([7; 32])
     .with_key(key)
     .dialling(addr.ip())
-    .with_stamp_reflector(reflector);
+    .with_stamp_reflector(reflector)
+    // A rogue asks whatever the agent announced: the agent's own checks must hold.
+    .without_stamp_key_check();
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|e| format!("connect: {e}"))?;
     conn.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + within;
     let mut buf = vec![0u8; 64 * 1024];
     while Instant::now() < until {
         while let Some(frame) = s.poll_transmit() {
@@ -162,5 +176,5 @@ pub fn stamp(
         };
         got.map_err(|e| e.to_string())?;
     }
-    Err("no answer within 20 s".into())
+    Err(format!("no answer within {:.1} s", within.as_secs_f64()))
 }

@@ -58,8 +58,16 @@ pub struct SuiteReflector(Child);
 
 impl SuiteReflector {
     pub fn start(ns: &str, addr: &str, exe: &Path) -> SuiteReflector {
+        SuiteReflector::keyed(ns, addr, exe, None)
+    }
+
+    /// The same, authenticated (HMAC-SHA256) under `key_hex` when given.
+    pub fn keyed(ns: &str, addr: &str, exe: &Path, key_hex: Option<&str>) -> SuiteReflector {
         let mut cmd = Lab::in_ns(ns, exe.to_str().unwrap());
         cmd.args(["-i", "-S", addr, "-o", STAMP_PORT, "--stateful-reflector"]);
+        if let Some(key) = key_hex {
+            cmd.args(["-A", "A", "--hmac-key", key]);
+        }
         let r = SuiteReflector(cmd.spawn_keeping(super::Keep::Nothing));
         wait_listening(ns);
         r
@@ -143,6 +151,15 @@ impl Spurs {
             _made: made,
         })
     }
+}
+
+/// A STAMP key file (0600) holding `hex`, as `--stamp-key-file` and
+/// `--stamp-sender-key-file` read it.
+pub fn stamp_key_file(name: &str, hex: &str) -> PathBuf {
+    let path = super::temp_file(name);
+    std::fs::write(&path, format!("{hex}\n")).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    path
 }
 
 /// `sonde serve` on `addr`:5301 in `ns`, sending STAMP within `targets` when asked.
