@@ -310,15 +310,7 @@ impl ClientSession {
                 test: THIRD_PARTY.into(),
             }));
         }
-        // The agent is untrusted: a rogue one's thousands of labels or megabyte values
-        // must not reach the document or the metrics.
-        let (labels, label_note) = labels::bound(labels);
-        self.wire.events.push_back(ClientEvent::Welcome {
-            software: std::mem::take(&mut self.agent_software),
-            command,
-            labels,
-            label_note,
-        });
+        self.welcome(command, labels);
         let mut spec = self.spec.clone();
         // An engine chosen by default that the agent does not run (an older agent, or a
         // host without it): the agent runs the kernel engine, and never sees the word.
@@ -338,6 +330,18 @@ impl ClientSession {
 }
 
 impl ClientSession {
+    /// The agent's welcome as an event. The agent is untrusted: a rogue one's thousands
+    /// of labels or megabyte values must not reach the document or the metrics.
+    fn welcome(&mut self, command: String, labels: Labels) {
+        let (labels, label_note) = labels::bound(labels);
+        self.wire.events.push_back(ClientEvent::Welcome {
+            software: std::mem::take(&mut self.agent_software),
+            command,
+            labels,
+            label_note,
+        });
+    }
+
     /// Sends `Stamp` to an agent that announced it runs STAMP, and waits for its
     /// document as long as the spec sends and awaits answers, and a results' timeout.
     fn ask_stamp(
@@ -365,19 +369,13 @@ impl ClientSession {
                 message: "authenticated STAMP from this agent needs its operator's key for the reflectors (sonde serve --stamp-sender-key-file): it holds none".into(),
             }));
         }
-        let (labels, label_note) = labels::bound(labels);
-        self.wire.events.push_back(ClientEvent::Welcome {
-            software: std::mem::take(&mut self.agent_software),
-            command,
-            labels,
-            label_note,
-        });
         let length = Duration::from_millis(spec.timing.total_ms().saturating_add(spec.timeout_ms));
         let stamp = Message::Stamp {
             spec: spec.clone(),
             reflector,
             command: self.command.clone(),
         };
+        self.welcome(command, labels);
         self.queue(&stamp);
         self.state = State::AwaitStamp;
         self.wire.deadline = Some(now + self.timeouts.setup + length + self.timeouts.results);

@@ -12,6 +12,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::delay_line::DelayLine;
+use common::stamp_lab::{plant, stamp_suite};
 use common::*;
 use serde_json::Value;
 
@@ -25,42 +26,6 @@ const FORWARD_DROP: &[&str] = &[
 const REVERSE_DROP: &[&str] = &[
     "udp", "sport", PORT, "numgen", "inc", "mod", "7", "==", "4", "counter", "drop",
 ];
-
-/// stamp-suite's executable, or a skip (a failure with CI=true).
-fn stamp_suite() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin/stamp-suite"));
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("stamp-suite"))
-            .find(|p| p.is_file())
-    });
-    let found = on_path.or(home.filter(|h| h.is_file()));
-    let missing = found
-        .is_none()
-        .then(|| "not installed (cargo install stamp-suite)".to_string());
-    skip_unless("stamp-suite", missing).then_some(found?)
-}
-
-/// One nftables table `inet NAME` in `ns` with a chain on `hook` and `rule` in it.
-fn plant(ns: &str, name: &str, hook: &str, rule: &[&str]) {
-    let nft = |args: &[&str]| {
-        let out = Lab::in_ns(ns, "nft").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "nft {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let _ = Lab::in_ns(ns, "nft")
-        .args(["delete", "table", "inet", name])
-        .output();
-    nft(&["add", "table", "inet", name]);
-    let chain = format!("{{ type filter hook {hook} priority 0 ; }}");
-    nft(&["add", "chain", "inet", name, "c", &chain]);
-    let mut args = vec!["add", "rule", "inet", name, "c"];
-    args.extend_from_slice(rule);
-    nft(&args);
-}
 
 fn key_file() -> PathBuf {
     let path = temp_file("stamp-interop-key");

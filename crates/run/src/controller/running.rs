@@ -71,6 +71,24 @@ pub struct Handshake {
     pub grant: Option<sonde_proto::Grant>,
 }
 
+/// One turn of the control link before the test: what `session` has to say sent, then
+/// what the agent said read (unless interrupted).
+pub fn turn(
+    link: &mut Link,
+    session: &mut ClientSession,
+    addr: SocketAddr,
+    interrupt: &Interrupt,
+) -> Result<(), ControllerError> {
+    link.send(session)
+        .map_err(|source| ControllerError::Io { addr, source })?;
+    if interrupt.is_set() {
+        return Err(ControllerError::Interrupted);
+    }
+    link.step(session, None, None)
+        .map_err(|source| ControllerError::Protocol { addr, source })?;
+    Ok(())
+}
+
 /// Hello to Ready over `link`.
 pub fn handshake(
     link: &mut Link,
@@ -80,13 +98,7 @@ pub fn handshake(
 ) -> Result<Handshake, ControllerError> {
     let (mut command, mut labels, mut label_note) = (None, Labels::new(), None);
     loop {
-        link.send(session)
-            .map_err(|source| ControllerError::Io { addr, source })?;
-        if interrupt.is_set() {
-            return Err(ControllerError::Interrupted);
-        }
-        link.step(session, None, None)
-            .map_err(|source| ControllerError::Protocol { addr, source })?;
+        turn(link, session, addr, interrupt)?;
         while let Some(ev) = session.poll_event() {
             match ev {
                 ClientEvent::Welcome {

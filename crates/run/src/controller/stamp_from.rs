@@ -70,13 +70,7 @@ fn exchange(
 ) -> Result<(Document, Option<String>, Labels), ControllerError> {
     let (mut command, mut labels) = (None, Labels::new());
     loop {
-        link.send(session)
-            .map_err(|source| ControllerError::Io { addr, source })?;
-        if interrupt.is_set() {
-            return Err(ControllerError::Interrupted);
-        }
-        link.step(session, None, None)
-            .map_err(|source| ControllerError::Protocol { addr, source })?;
+        super::running::turn(link, session, addr, interrupt)?;
         while let Some(ev) = session.poll_event() {
             match ev {
                 ClientEvent::Welcome {
