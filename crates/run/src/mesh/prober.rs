@@ -1,11 +1,10 @@
 //! The mesh's one thread: probes due are sent, answers matched to their peers, its
 //! reflector's requests answered, peers settled, the list read again; all under one
-//! `poll`. Probes are scheduled per peer on a heap of due times, so a wake-up costs the
-//! probes due, not the peers listed.
+//! `poll`. Probes and settlings are scheduled per peer on heaps of due times, so a wake-up
+//! costs the peers due, not the peers listed; a wake-up sends every probe due within
+//! [`SEND_SLACK`], and settles on a grid of [`TICK`], so that one wake-up does several.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
-use std::io::ErrorKind;
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +14,7 @@ use std::time::{Duration, Instant};
 use sonde_proto::stamp::{
     ErrorEstimate, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat,
 };
-use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Stamps};
+use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Schedule, Stamps};
 
 use super::peers::Peer;
 use super::reflector::{self, Reflector, Times};
@@ -25,8 +24,13 @@ use crate::signals::Interrupt;
 /// Packets read per socket per wake-up at most, so that a flood on one socket cannot
 /// starve the other or the schedule.
 const READ_BATCH: usize = 256;
-/// How often probes are settled and windows closed.
+/// The grid probes are settled and windows closed on: a peer is settled at the first
+/// multiple of this at or after it has something to settle (as late as before, when every
+/// peer was settled this often, but only the peers due).
 const TICK: Duration = Duration::from_millis(200);
+/// A wake-up sends the probes due within this (or a fiftieth of a peer's period, if less):
+/// probes sent a little early, each timed when it leaves, their peers' rates unchanged.
+const SEND_SLACK: Duration = Duration::from_millis(20);
 /// The longest sleep: the stop flag is read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(500);
 /// How often the clock's error bound is read again (chronyc may take a moment).
@@ -48,7 +52,12 @@ pub(super) struct Prober {
     reflector: Reflector,
     ssid: u16,
     started: Instant,
-    due: BinaryHeap<Reverse<(u64, SocketAddr)>>,
+    /// Each peer's next probe.
+    sends: Schedule<SocketAddr>,
+    /// When each peer next has a probe to settle or its window to close, on [`TICK`]'s grid.
+    ticks: Schedule<SocketAddr>,
+    /// The reflector's counters as the state last had them.
+    published: (u64, u64),
     /// The clock's error bound in ns (u64::MAX: not synchronised), read on its own thread.
     clock_bound: Arc<AtomicU64>,
     buf: Vec<u8>,
@@ -69,7 +78,9 @@ impl Prober {
             stamp_key,
             ssid: (crate::random::u64() as u16).max(1),
             started: Instant::now(),
-            due: BinaryHeap::new(),
+            sends: Schedule::default(),
+            ticks: Schedule::default(),
+            published: (0, 0),
             clock_bound: Arc::new(AtomicU64::new(u64::MAX)),
             buf: vec![0; MAX_DATAGRAM],
             out: vec![0; MAX_DATAGRAM],
@@ -89,7 +100,6 @@ impl Prober {
         self.take_list(first);
         let refresh = self.cfg.refresh.as_nanos() as u64;
         let mut next_refresh = self.now_ns() + refresh;
-        let mut next_tick = 0;
         while !interrupt.is_set() {
             let now = self.now_ns();
             if now >= next_refresh {
@@ -97,16 +107,18 @@ impl Prober {
                 next_refresh = now + refresh;
             }
             self.send_due(now);
-            if now >= next_tick {
-                self.tick(now);
-                next_tick = now + TICK.as_nanos() as u64;
-            }
-            let next_probe = self.due.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+            self.settle_due(self.now_ns());
+            let next_probe = self.sends.next().unwrap_or(u64::MAX);
+            let next_tick = self.ticks.next().unwrap_or(u64::MAX);
             let until = next_probe.min(next_tick).min(next_refresh);
             let wait = Duration::from_nanos(until.saturating_sub(self.now_ns())).min(MAX_WAIT);
-            self.wait(wait);
-            self.answer_requests();
-            self.read_answers();
+            let (requests, answers) = self.wait(wait);
+            if requests {
+                self.answer_requests();
+            }
+            if answers {
+                self.read_answers();
+            }
         }
     }
 
@@ -141,7 +153,15 @@ impl Prober {
         let mut state = self.state.lock().unwrap();
         let before = state.peers.len();
         let wanted: BTreeMap<SocketAddr, Peer> = list.into_iter().map(|p| (p.addr, p)).collect();
-        state.peers.retain(|a, _| wanted.contains_key(a));
+        let (sends, ticks) = (&mut self.sends, &mut self.ticks);
+        state.peers.retain(|a, _| {
+            let keep = wanted.contains_key(a);
+            if !keep {
+                sends.remove(a);
+                ticks.remove(a);
+            }
+            keep
+        });
         let (mut added, kept) = (0, state.peers.len());
         for (addr, peer) in wanted {
             if let Some(e) = state.peers.get_mut(&addr) {
@@ -153,6 +173,8 @@ impl Prober {
                 stats = stats.without_directions();
             }
             let first = now + (crate::random::u64() % period.max(1));
+            self.sends.set(addr, first);
+            self.ticks.set(addr, tick_at(&stats, now));
             state.peers.insert(
                 addr,
                 PeerEntry {
@@ -160,10 +182,8 @@ impl Prober {
                     learned: BTreeMap::new(),
                     stats,
                     next_seq: 0,
-                    next_due_ns: first,
                 },
             );
-            self.due.push(Reverse((first, addr)));
             added += 1;
         }
         state.rate_per_s = rate * state.peers.len() as f64;
@@ -174,32 +194,18 @@ impl Prober {
                 before - kept
             );
         }
-        // The heap keeps the entries of gone peers until they come up; bound it.
-        if self.due.len() > 4 * state.peers.len() + 1024 {
-            self.due = state
-                .peers
-                .iter()
-                .map(|(a, e)| Reverse((e.next_due_ns, *a)))
-                .collect();
-        }
     }
 
     fn send_due(&mut self, now: u64) {
         let mut state = self.state.lock().unwrap();
         let rate = per_peer_rate(self.cfg.rate, self.cfg.budget, state.peers.len());
         let period = period_ns(rate);
+        let horizon = now + (period / 50).min(SEND_SLACK.as_nanos() as u64);
         let estimate = self.estimate();
-        while let Some(&Reverse((due, addr))) = self.due.peek() {
-            if due > now {
-                break;
-            }
-            self.due.pop();
+        while let Some((due, addr)) = self.sends.pop_due(horizon) {
             let Some(e) = state.peers.get_mut(&addr) else {
                 continue;
             };
-            if e.next_due_ns != due {
-                continue;
-            }
             let seq = e.next_seq;
             let probe = SenderPacket {
                 seq,
@@ -219,23 +225,29 @@ impl Prober {
             if probe.write(mode, &mut self.out[..len]).is_ok()
                 && self.prober_sock.send_to(&self.out[..len], addr).is_ok()
             {
-                e.stats
-                    .on_sent(seq, self.started.elapsed().as_nanos() as u64);
+                let sent = self.started.elapsed().as_nanos() as u64;
+                e.stats.on_sent(seq, sent);
                 e.next_seq = seq.wrapping_add(1);
+                self.ticks.set(addr, tick_at(&e.stats, sent));
             }
             // Late by more than a period (a stall): start again from now, no burst.
-            e.next_due_ns = (due + period).max(now);
-            self.due.push(Reverse((e.next_due_ns, addr)));
+            let next = due + period;
+            self.sends.set(addr, if next <= horizon { now + period } else { next });
         }
     }
 
-    fn tick(&mut self, now: u64) {
-        let mut state = self.state.lock().unwrap();
-        for e in state.peers.values_mut() {
-            e.stats.tick(now);
+    /// Settles the peers due (each then due again when it next has something to settle).
+    fn settle_due(&mut self, now: u64) {
+        if self.ticks.next().is_none_or(|t| t > now) {
+            return;
         }
-        state.reflected = self.reflector.reflected;
-        state.refused = self.reflector.refused;
+        let mut state = self.state.lock().unwrap();
+        while let Some((_, addr)) = self.ticks.pop_due(now) {
+            if let Some(e) = state.peers.get_mut(&addr) {
+                e.stats.tick(now);
+                self.ticks.set(addr, tick_at(&e.stats, now + 1));
+            }
+        }
     }
 
     fn estimate(&self) -> ErrorEstimate {
@@ -245,7 +257,9 @@ impl Prober {
         }
     }
 
-    fn wait(&self, wait: Duration) {
+    /// Sleeps until a socket is readable or `wait` passed: whether each (the reflector's,
+    /// the prober's) is.
+    fn wait(&self, wait: Duration) -> (bool, bool) {
         let mut pfds = [
             pollfd(self.reflector_sock.as_raw_fd()),
             pollfd(self.prober_sock.as_raw_fd()),
@@ -255,17 +269,22 @@ impl Prober {
         // counts whole milliseconds); a probe sent up to 1 ms late is no matter.
         let ms = wait.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
         // SAFETY: three live pollfds; a negative fd is ignored.
-        unsafe { libc::poll(pfds.as_mut_ptr(), 3, ms) };
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), 3, ms) };
+        if n < 0 {
+            // EINTR: read both, as before every wake-up did.
+            return (true, true);
+        }
+        let ready = |p: &libc::pollfd| p.revents != 0;
+        (ready(&pfds[0]), ready(&pfds[1]))
     }
 
     /// Answers the peers' probes waiting on the reflector's socket.
     fn answer_requests(&mut self) {
         let estimate = self.estimate();
         for _ in 0..READ_BATCH {
-            let (n, from) = match self.reflector_sock.recv_from(&mut self.buf) {
-                Ok(r) => r,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(_) => return,
+            // Empty (or failing): what was answered is published below.
+            let Ok((n, from)) = self.reflector_sock.recv_from(&mut self.buf) else {
+                break;
             };
             let receive = reflector::now_timestamp();
             let times = Times {
@@ -280,6 +299,17 @@ impl Prober {
             {
                 let _ = self.reflector_sock.send_to(&self.out[..len], from);
             }
+        }
+        self.publish();
+    }
+
+    /// The reflector's counters into the state, when they moved.
+    fn publish(&mut self) {
+        let now = (self.reflector.reflected, self.reflector.refused);
+        if now != self.published {
+            let mut state = self.state.lock().unwrap();
+            (state.reflected, state.refused) = now;
+            self.published = now;
         }
     }
 
@@ -311,6 +341,7 @@ impl Prober {
             }
             let back_ns = reflector::realtime_ns() as i64;
             let answer = e.stats.on_answer(a.sender_seq, a.seq, now);
+            self.ticks.set(from, tick_at(&e.stats, now));
             if matches!(answer, Answer::First { .. }) {
                 let unix = |t: sonde_proto::stamp::Timestamp| t.to_unix_ns(TimeFormat::Ntp) as i64;
                 let own = self.clock_bound.load(Ordering::Relaxed);
@@ -340,6 +371,17 @@ fn mode_for<'k>(key: Option<&'k StampKey>, peer: &Peer) -> Mode<'k> {
         Some(k) if !peer.open => Mode::Authenticated(k),
         _ => Mode::Unauthenticated,
     }
+}
+
+/// When a peer next needs settling: the first point of [`TICK`]'s grid at or after both
+/// `now_ns` and the time it has something to settle.
+fn tick_at(stats: &PeerStats, now_ns: u64) -> u64 {
+    let grid = TICK.as_nanos() as u64;
+    stats
+        .next_tick_ns()
+        .max(now_ns)
+        .div_ceil(grid)
+        .saturating_mul(grid)
 }
 
 fn period_ns(rate: f64) -> u64 {

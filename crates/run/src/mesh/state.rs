@@ -42,8 +42,6 @@ pub struct PeerEntry {
     pub learned: BTreeMap<String, String>,
     pub stats: PeerStats,
     pub(super) next_seq: u32,
-    /// When its next probe is due (the prober's clock, ns).
-    pub(super) next_due_ns: u64,
 }
 
 impl PeerEntry {
