@@ -6,7 +6,7 @@
 //! addresses, and any address no probe may go to, are left out.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 /// Peers one agent probes at most: its state (10 kB a peer, mostly the minute's
@@ -55,9 +55,14 @@ impl Source {
             Source::Dns(name, port) => resolve(name, *port)?,
         };
         let mut seen = std::collections::HashSet::new();
+        // Read once a list (a bind per peer cost 3 system calls each per refresh).
+        let local: std::collections::HashSet<IpAddr> = sonde_probe::host::local_addresses()
+            .into_iter()
+            .map(|ip| ip.to_canonical())
+            .collect();
         let mut kept: Vec<Peer> = peers
             .into_iter()
-            .filter(|p| refused(p.addr.ip()).is_none() && !is_local(p.addr.ip()))
+            .filter(|p| refused(p.addr.ip()).is_none() && !local.contains(&p.addr.ip().to_canonical()))
             .filter(|p| seen.insert(p.addr))
             .collect();
         if kept.len() > MAX_PEERS {
@@ -151,11 +156,6 @@ pub fn refused(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// Whether `ip` is this host's (a socket can be bound to it): an agent does not probe
-/// itself when the Service's answers include it.
-fn is_local(ip: IpAddr) -> bool {
-    UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
-}
 
 #[cfg(test)]
 mod tests {

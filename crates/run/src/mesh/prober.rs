@@ -1,8 +1,8 @@
 //! The mesh's one thread: probes due are sent, answers matched to their peers, its
 //! reflector's requests answered, peers settled, the list read again; all under one
 //! `poll`. Probes and settlings are scheduled per peer on heaps of due times, so a wake-up
-//! costs the peers due, not the peers listed; a wake-up sends every probe due within
-//! [`SEND_SLACK`], and settles on a grid of [`TICK`], so that one wake-up does several.
+//! costs the peers due, not the peers listed. Probes are sent, and peers settled, on grids
+//! ([`send_slot`], [`TICK`]) so that one wake-up does several.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -28,9 +28,6 @@ const READ_BATCH: usize = 256;
 /// multiple of this at or after it has something to settle (as late as before, when every
 /// peer was settled this often, but only the peers due).
 const TICK: Duration = Duration::from_millis(200);
-/// A wake-up sends the probes due within this (or a fiftieth of a peer's period, if less):
-/// probes sent a little early, each timed when it leaves, their peers' rates unchanged.
-const SEND_SLACK: Duration = Duration::from_millis(20);
 /// The longest sleep: the stop flag is read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(500);
 /// How often the clock's error bound is read again (chronyc may take a moment).
@@ -106,9 +103,8 @@ impl Prober {
                 self.refresh();
                 next_refresh = now + refresh;
             }
-            self.send_due(now);
+            let next_probe = self.send_due(now);
             self.settle_due(self.now_ns());
-            let next_probe = self.sends.next().unwrap_or(u64::MAX);
             let next_tick = self.ticks.next().unwrap_or(u64::MAX);
             let until = next_probe.min(next_tick).min(next_refresh);
             let wait = Duration::from_nanos(until.saturating_sub(self.now_ns())).min(MAX_WAIT);
@@ -196,11 +192,14 @@ impl Prober {
         }
     }
 
-    fn send_due(&mut self, now: u64) {
+    /// Sends the probes due before the end of `now`'s slot; when the next slot with a
+    /// probe due begins.
+    fn send_due(&mut self, now: u64) -> u64 {
         let mut state = self.state.lock().unwrap();
         let rate = per_peer_rate(self.cfg.rate, self.cfg.budget, state.peers.len());
         let period = period_ns(rate);
-        let horizon = now + (period / 50).min(SEND_SLACK.as_nanos() as u64);
+        let slot = send_slot(period);
+        let horizon = (now / slot + 1) * slot - 1;
         let estimate = self.estimate();
         while let Some((due, addr)) = self.sends.pop_due(horizon) {
             let Some(e) = state.peers.get_mut(&addr) else {
@@ -234,6 +233,7 @@ impl Prober {
             let next = due + period;
             self.sends.set(addr, if next <= horizon { now + period } else { next });
         }
+        self.sends.next().map_or(u64::MAX, |t| t / slot * slot)
     }
 
     /// Settles the peers due (each then due again when it next has something to settle).
@@ -373,6 +373,19 @@ fn mode_for<'k>(key: Option<&'k StampKey>, peer: &Peer) -> Mode<'k> {
     }
 }
 
+/// The send grid's slot for peers probed every `period_ns`: a wake-up sends the probes
+/// due before its slot ends, each at most a slot early (timed when it leaves; its peer's
+/// rate unchanged). Half a [`TICK`] (or that halved, down to a 64th of the period), so
+/// that slots and settling share wake-ups: at 0.1 probes/s per peer, 100 ms (1 % of the
+/// period) and ten wake-ups a second for any number of peers.
+fn send_slot(period_ns: u64) -> u64 {
+    let mut slot = TICK.as_nanos() as u64 / 2;
+    while slot > (period_ns / 64).max(1) {
+        slot /= 2;
+    }
+    slot
+}
+
 /// When a peer next needs settling: the first point of [`TICK`]'s grid at or after both
 /// `now_ns` and the time it has something to settle.
 fn tick_at(stats: &PeerStats, now_ns: u64) -> u64 {
@@ -389,6 +402,24 @@ fn period_ns(rate: f64) -> u64 {
         return u64::MAX / 4;
     }
     (1e9 / rate) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_slot_divides_the_settling_grid_and_stays_under_a_64th_of_the_period() {
+        let tick = TICK.as_nanos() as u64;
+        for (rate, slot_ms) in [(0.1, 100.0), (1.0, 12.5), (10.0, 1.5625)] {
+            let period = period_ns(rate);
+            let slot = send_slot(period);
+            assert_eq!(slot as f64 / 1e6, slot_ms, "at {rate}/s");
+            assert_eq!(tick % slot, 0);
+            assert!(slot <= period / 64);
+        }
+        assert_eq!(send_slot(10), 1, "at least a nanosecond");
+    }
 }
 
 fn pollfd(fd: i32) -> libc::pollfd {
