@@ -137,7 +137,8 @@ def mesh_run(a):
     pids = [sonde_pid(p) for p in procs]
     try:
         time.sleep(a.warmup)
-        sent0 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
+        text0 = scrape(f"{PRE}-a1", addr(1))
+        sent0 = total(text0, "sonde_mesh_probes_sent_total")
         t0 = time.monotonic()
         cpu, rss = measure(pids, a.secs)
         sent1 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
@@ -146,7 +147,9 @@ def mesh_run(a):
         answered = total(text, "sonde_mesh_probes_answered_total")
         lost = total(text, "sonde_mesh_probes_lost_total")
         print(f"mesh: {a.agents} agents x {a.agents - 1} peers at {a.rate}/s per peer "
-              f"(agent 1 sent {rate:.1f} probes/s; answered {answered:.0f}, lost {lost:.0f} so far)")
+              f"(agent 1 sent {rate:.1f} probes/s; answered {answered:.0f}, lost {lost:.0f} so far; "
+              f"in the window answered {answered - total(text0, 'sonde_mesh_probes_answered_total'):.0f}, "
+              f"lost {lost - total(text0, 'sonde_mesh_probes_lost_total'):.0f})")
         print(f"  CPU % of one core per agent: {stats(cpu)}")
         print(f"  RSS MB per agent: {stats(rss)}; {load()}")
         if a.soak:

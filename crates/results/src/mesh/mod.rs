@@ -209,9 +209,17 @@ mod tests {
             window_ns: 10_000,
         };
         let mut p = PeerStats::new(0, &j);
-        assert_eq!(p.next_tick_ns(), 10_000, "nothing in flight: the window's end");
+        assert_eq!(
+            p.next_tick_ns(),
+            10_000,
+            "nothing in flight: the window's end"
+        );
         p.on_sent(0, 5);
-        assert_eq!(p.next_tick_ns(), 1105, "unanswered: resolved after 100 + 1000");
+        assert_eq!(
+            p.next_tick_ns(),
+            1105,
+            "unanswered: resolved after 100 + 1000"
+        );
         p.on_answer(0, 0, 50);
         assert_eq!(p.next_tick_ns(), 0, "answered: settles now");
         p.tick(60);

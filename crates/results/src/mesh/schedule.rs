@@ -1,73 +1,83 @@
 //! Due times per key on a min-heap, so that a wake-up costs the keys due, not the keys
 //! held: the mesh's prober keeps one for each peer's next probe and one for each peer's
-//! next settling. A key has at most one due time; moving or removing it leaves the old
-//! heap entry behind, skipped when it comes up (and the heap rebuilt before the skipped
-//! outnumber the live).
+//! next settling, its keys the peers' slots (small numbers, reused: a key's time is an
+//! array's element, a heap entry 16 bytes). A key has at most one due time; moving or
+//! removing it leaves the old heap entry behind, skipped when it comes up (and the heap
+//! rebuilt before the skipped outnumber the live).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::Hash;
+use std::collections::BinaryHeap;
 
-#[derive(Debug)]
-pub struct Schedule<K> {
-    heap: BinaryHeap<Reverse<(u64, K)>>,
-    due: HashMap<K, u64>,
+/// No due time.
+const NONE: u64 = u64::MAX;
+
+#[derive(Debug, Default)]
+pub struct Schedule {
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// Each key's due time ([`NONE`]: not scheduled).
+    due: Vec<u64>,
+    len: usize,
 }
 
-impl<K: Copy + Ord + Hash> Default for Schedule<K> {
-    fn default() -> Self {
-        Schedule {
-            heap: BinaryHeap::new(),
-            due: HashMap::new(),
+impl Schedule {
+    /// `key` falls due at `at_ns` (instead of when it was due); `u64::MAX` is never.
+    pub fn set(&mut self, key: usize, at_ns: u64) {
+        if key >= self.due.len() {
+            self.due.resize(key + 1, NONE);
         }
-    }
-}
-
-impl<K: Copy + Ord + Hash> Schedule<K> {
-    /// `key` falls due at `at_ns` (instead of when it was due).
-    pub fn set(&mut self, key: K, at_ns: u64) {
-        if self.due.insert(key, at_ns) != Some(at_ns) {
+        let was = std::mem::replace(&mut self.due[key], at_ns);
+        if was == at_ns {
+            return;
+        }
+        match (was == NONE, at_ns == NONE) {
+            (true, false) => self.len += 1,
+            (false, true) => self.len -= 1,
+            _ => {}
+        }
+        if at_ns != NONE {
             self.heap.push(Reverse((at_ns, key)));
             self.compact();
         }
     }
 
     /// `key` is due no more.
-    pub fn remove(&mut self, key: &K) {
-        if self.due.remove(key).is_some() {
+    pub fn remove(&mut self, key: usize) {
+        if key < self.due.len() {
+            self.set(key, NONE);
             self.compact();
         }
     }
 
     /// When `key` is due.
-    pub fn due(&self, key: &K) -> Option<u64> {
-        self.due.get(key).copied()
+    pub fn due(&self, key: usize) -> Option<u64> {
+        self.due.get(key).copied().filter(|at| *at != NONE)
     }
 
     /// Keys scheduled.
     pub fn len(&self) -> usize {
-        self.due.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.due.is_empty()
+        self.len == 0
     }
 
     /// The earliest due time.
-    pub fn next(&mut self) -> Option<u64> {
+    pub fn earliest(&mut self) -> Option<u64> {
         self.drop_stale();
         self.heap.peek().map(|Reverse((at, _))| *at)
     }
 
     /// The earliest key due at or before `now_ns` and its time, no longer scheduled.
-    pub fn pop_due(&mut self, now_ns: u64) -> Option<(u64, K)> {
+    pub fn pop_due(&mut self, now_ns: u64) -> Option<(u64, usize)> {
         self.drop_stale();
         let &Reverse((at, key)) = self.heap.peek()?;
         if at > now_ns {
             return None;
         }
         self.heap.pop();
-        self.due.remove(&key);
+        self.due[key] = NONE;
+        self.len -= 1;
         self.compact();
         Some((at, key))
     }
@@ -75,7 +85,7 @@ impl<K: Copy + Ord + Hash> Schedule<K> {
     /// Pops heap entries no longer the key's due time.
     fn drop_stale(&mut self) {
         while let Some(Reverse((at, key))) = self.heap.peek() {
-            if self.due.get(key) == Some(at) {
+            if self.due[*key] == *at {
                 return;
             }
             self.heap.pop();
@@ -83,8 +93,9 @@ impl<K: Copy + Ord + Hash> Schedule<K> {
     }
 
     fn compact(&mut self) {
-        if self.heap.len() > 2 * self.due.len() + 64 {
-            self.heap = self.due.iter().map(|(k, at)| Reverse((*at, *k))).collect();
+        if self.heap.len() > 2 * self.len + 64 {
+            let live = self.due.iter().enumerate().filter(|(_, at)| **at != NONE);
+            self.heap = live.map(|(k, at)| Reverse((*at, k))).collect();
         }
     }
 }
@@ -92,6 +103,7 @@ impl<K: Copy + Ord + Hash> Schedule<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     /// A model (each key's due time in a plain map) against the schedule over random
     /// sets, moves and removals: every key comes up exactly once per time it was set,
@@ -106,10 +118,10 @@ mod tests {
             rng
         };
         let mut s = Schedule::default();
-        let mut model: HashMap<u16, u64> = HashMap::new();
+        let mut model: HashMap<usize, u64> = HashMap::new();
         let mut now = 0;
         for _ in 0..20_000 {
-            let key = (next() % 300) as u16;
+            let key = (next() % 300) as usize;
             match next() % 5 {
                 0..=2 => {
                     let at = now + next() % 1000;
@@ -117,7 +129,7 @@ mod tests {
                     model.insert(key, at);
                 }
                 3 => {
-                    s.remove(&key);
+                    s.remove(key);
                     model.remove(&key);
                 }
                 _ => {
@@ -133,8 +145,9 @@ mod tests {
                 }
             }
             assert_eq!(s.len(), model.len());
-            assert_eq!(s.next(), model.values().min().copied());
-            assert!(s.heap.len() <= 2 * s.due.len() + 64, "the heap stays bounded");
+            assert_eq!(s.due(key), model.get(&key).copied());
+            assert_eq!(s.earliest(), model.values().min().copied());
+            assert!(s.heap.len() <= 2 * s.len() + 64, "the heap stays bounded");
         }
     }
 }

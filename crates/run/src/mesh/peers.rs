@@ -62,7 +62,9 @@ impl Source {
             .collect();
         let mut kept: Vec<Peer> = peers
             .into_iter()
-            .filter(|p| refused(p.addr.ip()).is_none() && !local.contains(&p.addr.ip().to_canonical()))
+            .filter(|p| {
+                refused(p.addr.ip()).is_none() && !local.contains(&p.addr.ip().to_canonical())
+            })
             .filter(|p| seen.insert(p.addr))
             .collect();
         if kept.len() > MAX_PEERS {
@@ -155,7 +157,6 @@ pub fn refused(ip: IpAddr) -> Option<&'static str> {
         _ => None,
     }
 }
-
 
 #[cfg(test)]
 mod tests {

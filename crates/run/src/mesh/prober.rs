@@ -49,10 +49,10 @@ pub(super) struct Prober {
     reflector: Reflector,
     ssid: u16,
     started: Instant,
-    /// Each peer's next probe.
-    sends: Schedule<SocketAddr>,
+    /// Each peer's next probe, by its slot.
+    sends: Schedule,
     /// When each peer next has a probe to settle or its window to close, on [`TICK`]'s grid.
-    ticks: Schedule<SocketAddr>,
+    ticks: Schedule,
     /// The reflector's counters as the state last had them.
     published: (u64, u64),
     /// The clock's error bound in ns (u64::MAX: not synchronised), read on its own thread.
@@ -105,7 +105,7 @@ impl Prober {
             }
             let next_probe = self.send_due(now);
             self.settle_due(self.now_ns());
-            let next_tick = self.ticks.next().unwrap_or(u64::MAX);
+            let next_tick = self.ticks.earliest().unwrap_or(u64::MAX);
             let until = next_probe.min(next_tick).min(next_refresh);
             let wait = Duration::from_nanos(until.saturating_sub(self.now_ns())).min(MAX_WAIT);
             let (requests, answers) = self.wait(wait);
@@ -149,18 +149,21 @@ impl Prober {
         let mut state = self.state.lock().unwrap();
         let before = state.peers.len();
         let wanted: BTreeMap<SocketAddr, Peer> = list.into_iter().map(|p| (p.addr, p)).collect();
-        let (sends, ticks) = (&mut self.sends, &mut self.ticks);
-        state.peers.retain(|a, _| {
-            let keep = wanted.contains_key(a);
-            if !keep {
-                sends.remove(a);
-                ticks.remove(a);
+        for gone in state.peers.addrs() {
+            if !wanted.contains_key(&gone) {
+                if let Some(slot) = state.peers.remove(&gone) {
+                    self.sends.remove(slot);
+                    self.ticks.remove(slot);
+                }
             }
-            keep
-        });
+        }
         let (mut added, kept) = (0, state.peers.len());
         for (addr, peer) in wanted {
-            if let Some(e) = state.peers.get_mut(&addr) {
+            if let Some(e) = state
+                .peers
+                .slot_of(&addr)
+                .and_then(|s| state.peers.slot_mut(s))
+            {
                 e.peer = peer;
                 continue;
             }
@@ -169,17 +172,16 @@ impl Prober {
                 stats = stats.without_directions();
             }
             let first = now + (crate::random::u64() % period.max(1));
-            self.sends.set(addr, first);
-            self.ticks.set(addr, tick_at(&stats, now));
-            state.peers.insert(
-                addr,
-                PeerEntry {
-                    peer,
-                    learned: BTreeMap::new(),
-                    stats,
-                    next_seq: 0,
-                },
-            );
+            let tick = tick_at(&stats, now);
+            let entry = PeerEntry {
+                peer,
+                learned: BTreeMap::new(),
+                stats,
+                next_seq: 0,
+            };
+            let slot = state.peers.insert(addr, entry);
+            self.sends.set(slot, first);
+            self.ticks.set(slot, tick);
             added += 1;
         }
         state.rate_per_s = rate * state.peers.len() as f64;
@@ -201,10 +203,11 @@ impl Prober {
         let slot = send_slot(period);
         let horizon = (now / slot + 1) * slot - 1;
         let estimate = self.estimate();
-        while let Some((due, addr)) = self.sends.pop_due(horizon) {
-            let Some(e) = state.peers.get_mut(&addr) else {
+        while let Some((due, slot)) = self.sends.pop_due(horizon) {
+            let Some(e) = state.peers.slot_mut(slot) else {
                 continue;
             };
+            let addr = e.peer.addr;
             let seq = e.next_seq;
             let probe = SenderPacket {
                 seq,
@@ -227,25 +230,26 @@ impl Prober {
                 let sent = self.started.elapsed().as_nanos() as u64;
                 e.stats.on_sent(seq, sent);
                 e.next_seq = seq.wrapping_add(1);
-                self.ticks.set(addr, tick_at(&e.stats, sent));
+                self.ticks.set(slot, tick_at(&e.stats, sent));
             }
             // Late by more than a period (a stall): start again from now, no burst.
             let next = due + period;
-            self.sends.set(addr, if next <= horizon { now + period } else { next });
+            self.sends
+                .set(slot, if next <= horizon { now + period } else { next });
         }
-        self.sends.next().map_or(u64::MAX, |t| t / slot * slot)
+        self.sends.earliest().map_or(u64::MAX, |t| t / slot * slot)
     }
 
     /// Settles the peers due (each then due again when it next has something to settle).
     fn settle_due(&mut self, now: u64) {
-        if self.ticks.next().is_none_or(|t| t > now) {
+        if self.ticks.earliest().is_none_or(|t| t > now) {
             return;
         }
         let mut state = self.state.lock().unwrap();
-        while let Some((_, addr)) = self.ticks.pop_due(now) {
-            if let Some(e) = state.peers.get_mut(&addr) {
+        while let Some((_, slot)) = self.ticks.pop_due(now) {
+            if let Some(e) = state.peers.slot_mut(slot) {
                 e.stats.tick(now);
-                self.ticks.set(addr, tick_at(&e.stats, now + 1));
+                self.ticks.set(slot, tick_at(&e.stats, now + 1));
             }
         }
     }
@@ -323,7 +327,10 @@ impl Prober {
             };
             let now = self.started.elapsed().as_nanos() as u64;
             // Only a listed peer's answer, in its mode, for this agent's session.
-            let Some(e) = state.peers.get_mut(&from) else {
+            let Some(slot) = state.peers.slot_of(&from) else {
+                continue;
+            };
+            let Some(e) = state.peers.slot_mut(slot) else {
                 continue;
             };
             let mode = mode_for(self.stamp_key.as_ref(), &e.peer);
@@ -341,7 +348,7 @@ impl Prober {
             }
             let back_ns = reflector::realtime_ns() as i64;
             let answer = e.stats.on_answer(a.sender_seq, a.seq, now);
-            self.ticks.set(from, tick_at(&e.stats, now));
+            self.ticks.set(slot, tick_at(&e.stats, now));
             if matches!(answer, Answer::First { .. }) {
                 let unix = |t: sonde_proto::stamp::Timestamp| t.to_unix_ns(TimeFormat::Ntp) as i64;
                 let own = self.clock_bound.load(Ordering::Relaxed);
@@ -404,24 +411,6 @@ fn period_ns(rate: f64) -> u64 {
     (1e9 / rate) as u64
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_send_slot_divides_the_settling_grid_and_stays_under_a_64th_of_the_period() {
-        let tick = TICK.as_nanos() as u64;
-        for (rate, slot_ms) in [(0.1, 100.0), (1.0, 12.5), (10.0, 1.5625)] {
-            let period = period_ns(rate);
-            let slot = send_slot(period);
-            assert_eq!(slot as f64 / 1e6, slot_ms, "at {rate}/s");
-            assert_eq!(tick % slot, 0);
-            assert!(slot <= period / 64);
-        }
-        assert_eq!(send_slot(10), 1, "at least a nanosecond");
-    }
-}
-
 fn pollfd(fd: i32) -> libc::pollfd {
     libc::pollfd {
         fd,
@@ -461,4 +450,22 @@ fn watch_clock(bound: Arc<AtomicU64>, interrupt: Interrupt) {
                 return;
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_slot_divides_the_settling_grid_and_stays_under_a_64th_of_the_period() {
+        let tick = TICK.as_nanos() as u64;
+        for (rate, slot_ms) in [(0.1, 100.0), (1.0, 12.5), (10.0, 1.5625)] {
+            let period = period_ns(rate);
+            let slot = send_slot(period);
+            assert_eq!(slot as f64 / 1e6, slot_ms, "at {rate}/s");
+            assert_eq!(tick % slot, 0);
+            assert!(slot <= period / 64);
+        }
+        assert_eq!(send_slot(10), 1, "at least a nanosecond");
+    }
 }
