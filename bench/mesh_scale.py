@@ -115,6 +115,11 @@ def measure(pids, secs):
     return cpu, [rss_mb(p) for p in pids]
 
 
+def load():
+    """The machine's load average over the last minute (other work skews CPU figures)."""
+    return f"load average {os.getloadavg()[0]:.2f}"
+
+
 def stats(xs):
     xs = sorted(xs)
     return f"min {xs[0]:.3f} median {xs[len(xs) // 2]:.3f} max {xs[-1]:.3f}"
@@ -132,7 +137,8 @@ def mesh_run(a):
     pids = [sonde_pid(p) for p in procs]
     try:
         time.sleep(a.warmup)
-        sent0 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
+        text0 = scrape(f"{PRE}-a1", addr(1))
+        sent0 = total(text0, "sonde_mesh_probes_sent_total")
         t0 = time.monotonic()
         cpu, rss = measure(pids, a.secs)
         sent1 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
@@ -141,9 +147,11 @@ def mesh_run(a):
         answered = total(text, "sonde_mesh_probes_answered_total")
         lost = total(text, "sonde_mesh_probes_lost_total")
         print(f"mesh: {a.agents} agents x {a.agents - 1} peers at {a.rate}/s per peer "
-              f"(agent 1 sent {rate:.1f} probes/s; answered {answered:.0f}, lost {lost:.0f} so far)")
+              f"(agent 1 sent {rate:.1f} probes/s; answered {answered:.0f}, lost {lost:.0f} so far; "
+              f"in the window answered {answered - total(text0, 'sonde_mesh_probes_answered_total'):.0f}, "
+              f"lost {lost - total(text0, 'sonde_mesh_probes_lost_total'):.0f})")
         print(f"  CPU % of one core per agent: {stats(cpu)}")
-        print(f"  RSS MB per agent: {stats(rss)}")
+        print(f"  RSS MB per agent: {stats(rss)}; {load()}")
         if a.soak:
             soak(a, procs, pids, peers)
     finally:
@@ -204,7 +212,8 @@ def phantom_run(a, peers_n):
         cpu, rss = measure([p.pid], a.secs)
         text = scrape(ns, "198.18.7.1")
         print(f"phantom: 1 agent x {peers_n} peers at {rate}/s each ({rate * peers_n:.0f} probes/s, none answered; "
-              f"lost so far {total(text, 'sonde_mesh_probes_lost_total'):.0f}): CPU {cpu[0]:.3f} % of one core, RSS {rss[0]:.1f} MB")
+              f"lost so far {total(text, 'sonde_mesh_probes_lost_total'):.0f}): CPU {cpu[0]:.3f} % of one core, "
+              f"{cpu[0] * 1e4 / (rate * peers_n):.1f} us per probe, RSS {rss[0]:.1f} MB; {load()}")
     finally:
         p.terminate()
         p.wait(timeout=10)
@@ -221,11 +230,13 @@ def main():
     ap.add_argument("--secs", type=float, default=30)
     ap.add_argument("--phantom", default="1000,10000", help="peer counts of the one-agent runs (empty: none)")
     ap.add_argument("--phantom-warmup", type=float, default=25, help="a probe per peer every 10 s: past two rounds and the loss resolution")
+    ap.add_argument("--no-mesh", action="store_true", help="only the phantom runs")
     ap.add_argument("--soak", type=float, default=0, help="seconds of soak after the mesh's measure")
     a = ap.parse_args()
     if not 2 <= a.agents <= 250:
         sys.exit("--agents: 2 to 250")
-    mesh_run(a)
+    if not a.no_mesh:
+        mesh_run(a)
     for n in filter(None, a.phantom.split(",")):
         phantom_run(a, int(n))
 

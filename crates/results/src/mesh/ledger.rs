@@ -155,6 +155,22 @@ impl Ledger {
         out
     }
 
+    /// When [`Ledger::settle`] next has something to do: now (0) for an answered oldest
+    /// probe, else when the oldest gap is all due (or, with no later answer, resolved);
+    /// `u64::MAX` with nothing in flight. Settling earlier settles nothing.
+    pub fn next_settle_ns(&self) -> u64 {
+        let Some(front) = self.flights.front() else {
+            return u64::MAX;
+        };
+        if front.answered.is_some() {
+            return 0;
+        }
+        match self.flights.iter().position(|f| f.answered.is_some()) {
+            Some(next) => self.flights[next - 1].sent_ns + self.timeout_ns,
+            None => front.sent_ns + self.timeout_ns + self.resolve_after_ns,
+        }
+    }
+
     /// Settles the `n` unanswered probes before the answered one at index `n`, split by
     /// the reflector's numbers.
     fn close_gap(&mut self, n: usize) -> Settled {
@@ -319,5 +335,58 @@ mod tests {
         small.sent(1, 0);
         assert_eq!(small.sent(2, 0).lost_unknown, 1);
         assert_eq!(small.in_flight(), 2);
+    }
+
+    /// Over many mixes of sends, answers (late, early, duplicate, missing) and settles, a
+    /// settle before [`Ledger::next_settle_ns`] changes nothing and one at it changes
+    /// something: a ledger settled only then is never settled late, and never for nothing.
+    #[test]
+    fn the_next_settle_time_is_exactly_when_settling_first_does_something() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for _ in 0..200 {
+            let mut l = Ledger::new(100 * MS, 1000 * MS, 8);
+            let (mut now, mut seq, mut refl) = (0, 0u32, 0u32);
+            for _ in 0..60 {
+                now += next() % (80 * MS);
+                match next() % 4 {
+                    0 | 1 => {
+                        l.sent(seq, now);
+                        seq += 1;
+                    }
+                    2 if seq > 0 => {
+                        let s = seq - 1 - (next() % u64::from(seq.min(4))) as u32;
+                        if l.answered(s, refl, now) != Answer::Unknown {
+                            refl += 1 + (next() % 2) as u32;
+                        }
+                    }
+                    _ => {
+                        let at = l.next_settle_ns();
+                        if at > now {
+                            assert_eq!(l.settle(now), Settled::default(), "early at {now}");
+                            continue;
+                        }
+                        let before = l.in_flight();
+                        let s = l.settle(at.max(now.saturating_sub(next() % MS)));
+                        assert!(s != Settled::default() && l.in_flight() < before);
+                    }
+                }
+            }
+            // With nothing more sent or answered, settling at each next time empties it.
+            while l.in_flight() > 0 {
+                let at = l.next_settle_ns();
+                assert!(at < u64::MAX);
+                if at > 0 {
+                    assert_eq!(l.settle(at - 1), Settled::default(), "a ns early");
+                }
+                assert!(l.settle(at) != Settled::default(), "nothing at {at}");
+            }
+            assert_eq!(l.next_settle_ns(), u64::MAX);
+        }
     }
 }

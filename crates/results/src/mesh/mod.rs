@@ -5,12 +5,12 @@
 pub mod ledger;
 pub mod oneway;
 pub mod rtt;
-
-use hdrhistogram::Histogram;
+pub mod schedule;
 
 pub use ledger::{Answer, Ledger, Settled};
 pub use oneway::{OneWayFigures, OneWayWindow, Stamps, Verdict};
-pub use rtt::{Buckets, MinuteFigures, BUCKETS_S};
+pub use rtt::{Buckets, Minute, MinuteFigures, BUCKETS_S};
+pub use schedule::Schedule;
 
 /// Nanoseconds in a minute: the HDR histogram's window.
 pub const MINUTE_NS: u64 = 60_000_000_000;
@@ -50,7 +50,7 @@ pub struct PeerStats {
     pub reordered: u64,
     pub duplicates: u64,
     pub rtt: Buckets,
-    minute: Histogram<u32>,
+    minute: Minute,
     window_started_ns: u64,
     window_ns: u64,
     /// The last full window's percentiles, once one ended with answers in it.
@@ -73,7 +73,7 @@ impl PeerStats {
             reordered: 0,
             duplicates: 0,
             rtt: Buckets::default(),
-            minute: rtt::minute_histogram(),
+            minute: Minute::default(),
             window_started_ns: now_ns,
             window_ns: judging.window_ns.max(1),
             last_window: None,
@@ -96,7 +96,7 @@ impl PeerStats {
             Answer::First { reordered, rtt_ns } => {
                 self.reordered += u64::from(reordered);
                 self.rtt.record(rtt_ns);
-                rtt::record_minute(&mut self.minute, rtt_ns);
+                self.minute.record(rtt_ns);
             }
             Answer::Duplicate => self.duplicates += 1,
             Answer::Unknown => {}
@@ -114,11 +114,22 @@ impl PeerStats {
         let s = self.ledger.settle(now_ns);
         add(&mut self.settled, s);
         if now_ns >= self.window_started_ns + self.window_ns {
-            self.last_window = MinuteFigures::of(&self.minute);
+            self.last_window = self.minute.close();
             self.last_oneway = self.oneway.close();
-            self.minute.reset();
             self.window_started_ns = now_ns;
         }
+    }
+
+    /// When [`PeerStats::tick`] next has something to do (a probe to settle, the window
+    /// to close): ticking earlier changes nothing, so a caller may tick only then.
+    pub fn next_tick_ns(&self) -> u64 {
+        let window_end = self.window_started_ns.saturating_add(self.window_ns);
+        self.ledger.next_settle_ns().min(window_end)
+    }
+
+    /// Bytes this peer's minute holds (none while it goes unanswered).
+    pub fn minute_bytes(&self) -> usize {
+        self.minute.heap_bytes()
     }
 
     /// Losses get no direction: the reflector does not number per session.
@@ -187,5 +198,37 @@ mod tests {
         assert_eq!(p.last_window.unwrap().count, 2);
         p.tick(20_001);
         assert!(p.last_window.is_none(), "an empty window has no figures");
+    }
+
+    #[test]
+    fn a_peer_is_due_a_tick_when_a_probe_settles_or_its_window_ends() {
+        let j = Judging {
+            timeout_ns: 100,
+            resolve_after_ns: 1000,
+            max_flights: 16,
+            window_ns: 10_000,
+        };
+        let mut p = PeerStats::new(0, &j);
+        assert_eq!(
+            p.next_tick_ns(),
+            10_000,
+            "nothing in flight: the window's end"
+        );
+        p.on_sent(0, 5);
+        assert_eq!(
+            p.next_tick_ns(),
+            1105,
+            "unanswered: resolved after 100 + 1000"
+        );
+        p.on_answer(0, 0, 50);
+        assert_eq!(p.next_tick_ns(), 0, "answered: settles now");
+        p.tick(60);
+        assert_eq!(p.settled.answered, 1);
+        assert_eq!(p.next_tick_ns(), 10_000);
+        assert_eq!(p.minute_bytes(), 4, "one round trip held");
+        p.tick(10_000);
+        assert_eq!(p.last_window.unwrap().count, 1);
+        assert_eq!(p.minute_bytes(), 0);
+        assert_eq!(p.next_tick_ns(), 20_000, "the next window from the tick");
     }
 }

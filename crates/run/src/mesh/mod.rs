@@ -11,7 +11,6 @@ mod prober;
 mod reflector;
 mod state;
 
-use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex};
@@ -20,7 +19,7 @@ use std::time::Duration;
 
 pub use peers::{parse_file, Peer, Source};
 pub use reflector::Rate;
-pub use state::{MeshConfig, MeshState, PeerEntry};
+pub use state::{MeshConfig, MeshState, PeerEntry, Peers};
 
 use crate::signals::Interrupt;
 
@@ -78,7 +77,7 @@ pub fn start(cfg: MeshConfig, interrupt: &Interrupt) -> Result<Mesh, MeshError> 
         rate_per_s: 0.0,
         reflected: 0,
         refused: 0,
-        peers: BTreeMap::new(),
+        peers: state::Peers::default(),
         list_error: None,
     }));
     let shared = Arc::clone(&state);

@@ -1,11 +1,10 @@
 //! The mesh's one thread: probes due are sent, answers matched to their peers, its
 //! reflector's requests answered, peers settled, the list read again; all under one
-//! `poll`. Probes are scheduled per peer on a heap of due times, so a wake-up costs the
-//! probes due, not the peers listed.
+//! `poll`. Probes and settlings are scheduled per peer on heaps of due times, so a wake-up
+//! costs the peers due, not the peers listed. Probes are sent, and peers settled, on grids
+//! ([`send_slot`], [`TICK`]) so that one wake-up does several.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
-use std::io::ErrorKind;
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sonde_proto::stamp::{ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat};
-use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Stamps};
+use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Schedule, Stamps};
 
 use super::keys::Keys;
 use super::peers::Peer;
@@ -24,7 +23,9 @@ use crate::signals::Interrupt;
 /// Packets read per socket per wake-up at most, so that a flood on one socket cannot
 /// starve the other or the schedule.
 const READ_BATCH: usize = 256;
-/// How often probes are settled and windows closed.
+/// The grid probes are settled and windows closed on: a peer is settled at the first
+/// multiple of this at or after it has something to settle (as late as before, when every
+/// peer was settled this often, but only the peers due).
 const TICK: Duration = Duration::from_millis(200);
 /// The longest sleep: the stop flag is read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(500);
@@ -48,7 +49,12 @@ pub(super) struct Prober {
     reflector: Reflector,
     ssid: u16,
     started: Instant,
-    due: BinaryHeap<Reverse<(u64, SocketAddr)>>,
+    /// Each peer's next probe, by its slot.
+    sends: Schedule,
+    /// When each peer next has a probe to settle or its window to close, on [`TICK`]'s grid.
+    ticks: Schedule,
+    /// The reflector's counters as the state last had them.
+    published: (u64, u64),
     /// The clock's error bound in ns (u64::MAX: not synchronised), read on its own thread.
     clock_bound: Arc<AtomicU64>,
     buf: Vec<u8>,
@@ -70,7 +76,9 @@ impl Prober {
             keys: keys(),
             ssid: (crate::random::u64() as u16).max(1),
             started: Instant::now(),
-            due: BinaryHeap::new(),
+            sends: Schedule::default(),
+            ticks: Schedule::default(),
+            published: (0, 0),
             clock_bound: Arc::new(AtomicU64::new(u64::MAX)),
             buf: vec![0; MAX_DATAGRAM],
             out: vec![0; MAX_DATAGRAM],
@@ -90,24 +98,24 @@ impl Prober {
         self.take_list(first);
         let refresh = self.cfg.refresh.as_nanos() as u64;
         let mut next_refresh = self.now_ns() + refresh;
-        let mut next_tick = 0;
         while !interrupt.is_set() {
             let now = self.now_ns();
             if now >= next_refresh {
                 self.refresh();
                 next_refresh = now + refresh;
             }
-            self.send_due(now);
-            if now >= next_tick {
-                self.tick(now);
-                next_tick = now + TICK.as_nanos() as u64;
-            }
-            let next_probe = self.due.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+            let next_probe = self.send_due(now);
+            self.settle_due(self.now_ns());
+            let next_tick = self.ticks.earliest().unwrap_or(u64::MAX);
             let until = next_probe.min(next_tick).min(next_refresh);
             let wait = Duration::from_nanos(until.saturating_sub(self.now_ns())).min(MAX_WAIT);
-            self.wait(wait);
-            self.answer_requests();
-            self.read_answers();
+            let (requests, answers) = self.wait(wait);
+            if requests {
+                self.answer_requests();
+            }
+            if answers {
+                self.read_answers();
+            }
         }
     }
 
@@ -146,10 +154,21 @@ impl Prober {
         let mut state = self.state.lock().unwrap();
         let before = state.peers.len();
         let wanted: BTreeMap<SocketAddr, Peer> = list.into_iter().map(|p| (p.addr, p)).collect();
-        state.peers.retain(|a, _| wanted.contains_key(a));
+        for gone in state.peers.addrs() {
+            if !wanted.contains_key(&gone) {
+                if let Some(slot) = state.peers.remove(&gone) {
+                    self.sends.remove(slot);
+                    self.ticks.remove(slot);
+                }
+            }
+        }
         let (mut added, kept) = (0, state.peers.len());
         for (addr, peer) in wanted {
-            if let Some(e) = state.peers.get_mut(&addr) {
+            if let Some(e) = state
+                .peers
+                .slot_of(&addr)
+                .and_then(|s| state.peers.slot_mut(s))
+            {
                 e.peer = peer;
                 continue;
             }
@@ -158,17 +177,16 @@ impl Prober {
                 stats = stats.without_directions();
             }
             let first = now + (crate::random::u64() % period.max(1));
-            state.peers.insert(
-                addr,
-                PeerEntry {
-                    peer,
-                    learned: BTreeMap::new(),
-                    stats,
-                    next_seq: 0,
-                    next_due_ns: first,
-                },
-            );
-            self.due.push(Reverse((first, addr)));
+            let tick = tick_at(&stats, now);
+            let entry = PeerEntry {
+                peer,
+                learned: BTreeMap::new(),
+                stats,
+                next_seq: 0,
+            };
+            let slot = state.peers.insert(addr, entry);
+            self.sends.set(slot, first);
+            self.ticks.set(slot, tick);
             added += 1;
         }
         state.rate_per_s = rate * state.peers.len() as f64;
@@ -179,32 +197,22 @@ impl Prober {
                 before - kept
             );
         }
-        // The heap keeps the entries of gone peers until they come up; bound it.
-        if self.due.len() > 4 * state.peers.len() + 1024 {
-            self.due = state
-                .peers
-                .iter()
-                .map(|(a, e)| Reverse((e.next_due_ns, *a)))
-                .collect();
-        }
     }
 
-    fn send_due(&mut self, now: u64) {
+    /// Sends the probes due before the end of `now`'s slot; when the next slot with a
+    /// probe due begins.
+    fn send_due(&mut self, now: u64) -> u64 {
         let mut state = self.state.lock().unwrap();
         let rate = per_peer_rate(self.cfg.rate, self.cfg.budget, state.peers.len());
         let period = period_ns(rate);
+        let slot = send_slot(period);
+        let horizon = (now / slot + 1) * slot - 1;
         let estimate = self.estimate();
-        while let Some(&Reverse((due, addr))) = self.due.peek() {
-            if due > now {
-                break;
-            }
-            self.due.pop();
-            let Some(e) = state.peers.get_mut(&addr) else {
+        while let Some((due, slot)) = self.sends.pop_due(horizon) {
+            let Some(e) = state.peers.slot_mut(slot) else {
                 continue;
             };
-            if e.next_due_ns != due {
-                continue;
-            }
+            let addr = e.peer.addr;
             let seq = e.next_seq;
             let probe = SenderPacket {
                 seq,
@@ -225,23 +233,31 @@ impl Prober {
             if probe.write(mode, &mut self.out[..len]).is_ok()
                 && self.prober_sock.send_to(&self.out[..len], addr).is_ok()
             {
-                e.stats
-                    .on_sent(seq, self.started.elapsed().as_nanos() as u64);
+                let sent = self.started.elapsed().as_nanos() as u64;
+                e.stats.on_sent(seq, sent);
                 e.next_seq = seq.wrapping_add(1);
+                self.ticks.set(slot, tick_at(&e.stats, sent));
             }
             // Late by more than a period (a stall): start again from now, no burst.
-            e.next_due_ns = (due + period).max(now);
-            self.due.push(Reverse((e.next_due_ns, addr)));
+            let next = due + period;
+            self.sends
+                .set(slot, if next <= horizon { now + period } else { next });
         }
+        self.sends.earliest().map_or(u64::MAX, |t| t / slot * slot)
     }
 
-    fn tick(&mut self, now: u64) {
-        let mut state = self.state.lock().unwrap();
-        for e in state.peers.values_mut() {
-            e.stats.tick(now);
+    /// Settles the peers due (each then due again when it next has something to settle).
+    fn settle_due(&mut self, now: u64) {
+        if self.ticks.earliest().is_none_or(|t| t > now) {
+            return;
         }
-        state.reflected = self.reflector.reflected;
-        state.refused = self.reflector.refused;
+        let mut state = self.state.lock().unwrap();
+        while let Some((_, slot)) = self.ticks.pop_due(now) {
+            if let Some(e) = state.peers.slot_mut(slot) {
+                e.stats.tick(now);
+                self.ticks.set(slot, tick_at(&e.stats, now + 1));
+            }
+        }
     }
 
     fn estimate(&self) -> ErrorEstimate {
@@ -251,7 +267,9 @@ impl Prober {
         }
     }
 
-    fn wait(&self, wait: Duration) {
+    /// Sleeps until a socket is readable or `wait` passed: whether each (the reflector's,
+    /// the prober's) is.
+    fn wait(&self, wait: Duration) -> (bool, bool) {
         let mut pfds = [
             pollfd(self.reflector_sock.as_raw_fd()),
             pollfd(self.prober_sock.as_raw_fd()),
@@ -261,17 +279,22 @@ impl Prober {
         // counts whole milliseconds); a probe sent up to 1 ms late is no matter.
         let ms = wait.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
         // SAFETY: three live pollfds; a negative fd is ignored.
-        unsafe { libc::poll(pfds.as_mut_ptr(), 3, ms) };
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), 3, ms) };
+        if n < 0 {
+            // EINTR: read both, as before every wake-up did.
+            return (true, true);
+        }
+        let ready = |p: &libc::pollfd| p.revents != 0;
+        (ready(&pfds[0]), ready(&pfds[1]))
     }
 
     /// Answers the peers' probes waiting on the reflector's socket.
     fn answer_requests(&mut self) {
         let estimate = self.estimate();
         for _ in 0..READ_BATCH {
-            let (n, from) = match self.reflector_sock.recv_from(&mut self.buf) {
-                Ok(r) => r,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(_) => return,
+            // Empty (or failing): what was answered is published below.
+            let Ok((n, from)) = self.reflector_sock.recv_from(&mut self.buf) else {
+                break;
             };
             let receive = reflector::now_timestamp();
             let times = Times {
@@ -287,6 +310,17 @@ impl Prober {
                 let _ = self.reflector_sock.send_to(&self.out[..len], from);
             }
         }
+        self.publish();
+    }
+
+    /// The reflector's counters into the state, when they moved.
+    fn publish(&mut self) {
+        let now = (self.reflector.reflected, self.reflector.refused);
+        if now != self.published {
+            let mut state = self.state.lock().unwrap();
+            (state.reflected, state.refused) = now;
+            self.published = now;
+        }
     }
 
     /// Matches the answers waiting on the prober's socket to their peers' probes.
@@ -299,7 +333,10 @@ impl Prober {
             };
             let now = self.started.elapsed().as_nanos() as u64;
             // Only a listed peer's answer, in its mode, for this agent's session.
-            let Some(e) = state.peers.get_mut(&from) else {
+            let Some(slot) = state.peers.slot_of(&from) else {
+                continue;
+            };
+            let Some(e) = state.peers.slot_mut(slot) else {
                 continue;
             };
             let key = self.keys.as_ref().map(|k| k.theirs(from.ip()));
@@ -321,6 +358,7 @@ impl Prober {
             }
             let back_ns = reflector::realtime_ns() as i64;
             let answer = e.stats.on_answer(a.sender_seq, a.seq, now);
+            self.ticks.set(slot, tick_at(&e.stats, now));
             if matches!(answer, Answer::First { .. }) {
                 let unix = |t: sonde_proto::stamp::Timestamp| t.to_unix_ns(TimeFormat::Ntp) as i64;
                 let own = self.clock_bound.load(Ordering::Relaxed);
@@ -351,6 +389,30 @@ fn mode_for<'k>(key: Option<&'k sonde_proto::stamp::StampKey>, peer: &Peer) -> M
         Some(k) if !peer.open => Mode::Authenticated(k),
         _ => Mode::Unauthenticated,
     }
+}
+
+/// The send grid's slot for peers probed every `period_ns`: a wake-up sends the probes
+/// due before its slot ends, each at most a slot early (timed when it leaves; its peer's
+/// rate unchanged). Half a [`TICK`] (or that halved, down to a 64th of the period), so
+/// that slots and settling share wake-ups: at 0.1 probes/s per peer, 100 ms (1 % of the
+/// period) and ten wake-ups a second for any number of peers.
+fn send_slot(period_ns: u64) -> u64 {
+    let mut slot = TICK.as_nanos() as u64 / 2;
+    while slot > (period_ns / 64).max(1) {
+        slot /= 2;
+    }
+    slot
+}
+
+/// When a peer next needs settling: the first point of [`TICK`]'s grid at or after both
+/// `now_ns` and the time it has something to settle.
+fn tick_at(stats: &PeerStats, now_ns: u64) -> u64 {
+    let grid = TICK.as_nanos() as u64;
+    stats
+        .next_tick_ns()
+        .max(now_ns)
+        .div_ceil(grid)
+        .saturating_mul(grid)
 }
 
 fn period_ns(rate: f64) -> u64 {
@@ -399,4 +461,22 @@ fn watch_clock(bound: Arc<AtomicU64>, interrupt: Interrupt) {
                 return;
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_slot_divides_the_settling_grid_and_stays_under_a_64th_of_the_period() {
+        let tick = TICK.as_nanos() as u64;
+        for (rate, slot_ms) in [(0.1, 100.0), (1.0, 12.5), (10.0, 1.5625)] {
+            let period = period_ns(rate);
+            let slot = send_slot(period);
+            assert_eq!(slot as f64 / 1e6, slot_ms, "at {rate}/s");
+            assert_eq!(tick % slot, 0);
+            assert!(slot <= period / 64);
+        }
+        assert_eq!(send_slot(10), 1, "at least a nanosecond");
+    }
 }
