@@ -213,21 +213,25 @@ struct Receiver<'k> {
 }
 
 impl Receiver<'_> {
-    /// Reads answers until `until`; each read after the send stamps waiting, so that an
+    /// Reads answers until `until`; each after the send stamps waiting, so that an
     /// answer finds its packet's stamp (taken before the packet could reach the
-    /// reflector).
+    /// reflector). One error-queue read per wake-up.
     fn drain_until(&mut self, until: Instant, ledger: &mut Ledger) {
         loop {
-            self.take_send_stamps(ledger);
             let now = Instant::now();
             if now >= until {
+                // A sender behind its schedule never waits: its stamps are read here.
+                self.take_send_stamps(ledger);
                 return;
             }
             let wait = (until - now).min(Duration::from_millis(50));
-            let Ok(Some(got)) = recv_arrival(self.fd, &mut self.buf, wait) else {
+            // A stamp queued wakes the wait too (POLLERR): read once per wake-up, before
+            // the answer that may need it.
+            let got = recv_arrival(self.fd, &mut self.buf, wait);
+            self.take_send_stamps(ledger);
+            let Ok(Some(got)) = got else {
                 continue;
             };
-            self.take_send_stamps(ledger);
             let t4 = got.rx_ns.unwrap_or_else(now_real);
             let len = got.len.min(self.buf.len());
             let buf = &self.buf[..len];
