@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::stages::{stage, staged, staged_test, two_cpus, STAGES};
+use common::stages::{stage, staged, staged_for, staged_test, two_cpus, STAGES};
 use common::*;
 use serde_json::Value;
 
@@ -76,6 +76,10 @@ fn every_message_split(doc: &Value, extra: &[&str]) {
 }
 
 /// Busy polling on both ends: neither application sleeps, so both receive wake-ups fall.
+/// What is left of a wake stage is the stack's delivery and the read, common to both
+/// modes; how much a sleeping thread's wake-up adds depends on how deep the idle CPU
+/// slept (a busy machine's CPUs barely idle), so the runs alternate and the medians of
+/// three of each are compared.
 #[test]
 fn busy_polling_takes_both_wake_ups_away() {
     let Some(lab) = Lab::new() else { return };
@@ -83,15 +87,30 @@ fn busy_polling_takes_both_wake_ups_away() {
         return;
     }
     let agent = lab.start_agent();
-    let block = staged(&lab, &agent, &[]);
-    let busy = staged(&lab, &agent, &["--poll", "busy"]);
+    let (mut block, mut busy) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        block.push(staged_for(&lab, &agent, "0.5", &[]));
+        busy.push(staged_for(&lab, &agent, "0.5", &["--poll", "busy"]));
+    }
+    let median = |docs: &[Value], f: &dyn Fn(&Value) -> f64| {
+        let mut v: Vec<f64> = docs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[1]
+    };
     for name in ["server_wake", "client_wake"] {
-        let (b, a) = (stage(&block, name, "p50"), stage(&busy, name, "p50"));
-        assert!(a * 2.0 < b, "{name}: block {b:.0} ns, busy {a:.0} ns");
+        let p50 = |d: &Value| stage(d, name, "p50");
+        let (b, a) = (median(&block, &p50), median(&busy, &p50));
+        // A wake-up of a sleeping thread costs microseconds in a VM: at least a quarter
+        // of the stage, and a whole microsecond, goes.
+        assert!(
+            a < b * 0.75 && b - a > 1_000.0,
+            "{name}: block {b:.0} ns, busy {a:.0} ns (P50, medians of 3)"
+        );
     }
     let rtt = |d: &Value| d["end"]["latency_ns"]["p50"].as_f64().unwrap();
+    let (b, a) = (median(&block, &rtt), median(&busy, &rtt));
     assert!(
-        rtt(&busy) < rtt(&block),
-        "busy polling lowers the round trip"
+        a < b,
+        "busy polling lowers the round trip: {b:.0} -> {a:.0} ns"
     );
 }
