@@ -104,7 +104,7 @@ fn agent_text() -> String {
     };
     let mut stats = PeerStats::new(0, &j);
     stats.on_sent(0, 0);
-    stats.on_answer(0, 0, 50_000);
+    stats.on_answer(0, 0, 50_000, 0);
     stats.tick(10);
     let agent = MeshAgent {
         source: "198.18.2.1",

@@ -552,6 +552,48 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
     }
 }
 
+/// At the default rate an agent wakes on its grids only (at least every 100 ms), not at
+/// each packet: an answer waits in its socket, and a probe in its peer's, for up to
+/// 100 ms each. Yet every round trip is the path's, a few hundred microseconds here: an
+/// answer is timed by its kernel receive stamp, and the reflector's hold (its receive
+/// stamp to its send) is taken out.
+#[test]
+fn agents_reading_on_their_grid_time_each_round_trip_by_the_packets_arrival() {
+    if !need_tools(&["python3"]) {
+        return;
+    }
+    let Some(lab) = MeshLab::new(2) else { return };
+    let n = lab.hosts.len();
+    let list = temp_file("mesh-slow");
+    let lines: String = (1..=n).map(|k| format!("{}\n", lab.host_addr(k))).collect();
+    std::fs::write(&list, lines).unwrap();
+    let _agents: Vec<_> = (1..=n)
+        .map(|k| lab.start_agent(k, list.to_str().unwrap(), &[]))
+        .collect();
+    let count = "sonde_mesh_rtt_seconds_count";
+    let mut text = String::new();
+    wait_until(
+        "five answers from each peer",
+        Duration::from_secs(20),
+        || {
+            text = scrape(&lab, 1);
+            match (2..=n)
+                .all(|k| series(&text, count, &lab.host_addr(k), "").is_some_and(|v| v >= 5.0))
+            {
+                true => Ok(()),
+                false => Err(text.clone()),
+            }
+        },
+    );
+    for k in 2..=n {
+        let peer = lab.host_addr(k);
+        let all = series(&text, count, &peer, "").unwrap();
+        let bucket = "sonde_mesh_rtt_seconds_bucket";
+        let fast = series(&text, bucket, &peer, "le=\"0.0025\"").unwrap();
+        assert_eq!(fast, all, "{peer}: round trips over 2.5 ms: {text}");
+    }
+}
+
 /// The bound series of `d`'s pair (source and destination), its value.
 fn bound_of(bounds: &[Value], d: &Value) -> f64 {
     bounds

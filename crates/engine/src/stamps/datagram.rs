@@ -77,6 +77,13 @@ pub fn recv_arrival(fd: RawFd, buf: &mut [u8], wait: Duration) -> io::Result<Opt
     if r == 0 {
         return Ok(None);
     }
+    recv_now(fd, buf)
+}
+
+/// Reads one datagram into `buf` if one is waiting (`Ok(None)` if none): one system call,
+/// for a loop that reads on a schedule of its own, its lateness told by the stamp. A
+/// datagram longer than `buf` is cut as in [`recv_arrival`].
+pub fn recv_now(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Datagram>> {
     let mut control = [0u64; CONTROL_BYTES / 8];
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut addr: libc::sockaddr_storage = unsafe { zeroed() };

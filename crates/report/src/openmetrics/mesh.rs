@@ -336,7 +336,7 @@ mod tests {
         let theirs = map(&[("zone", "b"), ("topology.kubernetes.io/rack", "r\"2")]);
         let mut stats = PeerStats::new(0, &Judging::default());
         stats.on_sent(0, 0);
-        stats.on_answer(0, 0, 300_000);
+        stats.on_answer(0, 0, 300_000, 0);
         stats.tick(1);
         let agent = MeshAgent {
             source: "198.18.2.1",

@@ -100,6 +100,13 @@ impl Ledger {
 
     /// The answer to probe `seq`, numbered `refl_seq` by the reflector, received at `now_ns`.
     pub fn answered(&mut self, seq: u32, refl_seq: u32, now_ns: u64) -> Answer {
+        self.answered_after(seq, refl_seq, now_ns, 0)
+    }
+
+    /// As [`Ledger::answered`], the reflector having held the probe `held_ns` (its own
+    /// receive and transmit stamps, one clock): the round trip is net of it. A hold as long
+    /// as the whole round trip is a reflector's error and is not taken out.
+    pub fn answered_after(&mut self, seq: u32, refl_seq: u32, now_ns: u64, held_ns: u64) -> Answer {
         let Some(front) = self.flights.front() else {
             return Answer::Unknown;
         };
@@ -119,9 +126,14 @@ impl Ledger {
         f.answered = Some(refl_seq);
         let reordered = self.highest.is_some_and(|h| seq < h);
         self.highest = Some(self.highest.map_or(seq, |h| h.max(seq)));
+        let gross = now_ns.saturating_sub(f.sent_ns);
         Answer::First {
             reordered,
-            rtt_ns: now_ns.saturating_sub(f.sent_ns),
+            rtt_ns: if held_ns < gross {
+                gross - held_ns
+            } else {
+                gross
+            },
         }
     }
 
@@ -273,6 +285,25 @@ mod tests {
         assert_eq!(l.settle(500 * MS).lost_unknown, 0, "not yet resolved");
         let s = l.settle(1200 * MS);
         assert_eq!(s.lost_unknown, 2, "{s:?}");
+    }
+
+    /// A reflector that held a probe (it reads on a schedule) is taken out of the round
+    /// trip; the deadline is the answer's arrival's; a hold longer than the round trip is
+    /// the reflector's error, and the whole round trip stands.
+    #[test]
+    fn a_reflectors_hold_is_taken_out_of_the_round_trip_but_not_out_of_the_deadline() {
+        let mut l = ledger();
+        for s in 0..3 {
+            l.sent(s, 0);
+        }
+        let first = |rtt_ns| Answer::First {
+            reordered: false,
+            rtt_ns,
+        };
+        assert_eq!(l.answered_after(0, 0, 90 * MS, 88 * MS), first(2 * MS));
+        assert_eq!(l.answered_after(1, 1, 3 * MS, 9 * MS), first(3 * MS));
+        let late = l.timeout_ns + MS;
+        assert_eq!(l.answered_after(2, 2, late, late), Answer::Unknown);
     }
 
     #[test]

@@ -89,9 +89,10 @@ impl PeerStats {
         add(&mut self.settled, s);
     }
 
-    /// An answer to probe `seq`, numbered `refl_seq` by the reflector, at `now_ns`.
-    pub fn on_answer(&mut self, seq: u32, refl_seq: u32, now_ns: u64) -> Answer {
-        let a = self.ledger.answered(seq, refl_seq, now_ns);
+    /// An answer to probe `seq`, numbered `refl_seq` by the reflector, at `now_ns`; the
+    /// reflector held the probe `held_ns` (its round trip is net of that).
+    pub fn on_answer(&mut self, seq: u32, refl_seq: u32, now_ns: u64, held_ns: u64) -> Answer {
+        let a = self.ledger.answered_after(seq, refl_seq, now_ns, held_ns);
         match a {
             Answer::First { reordered, rtt_ns } => {
                 self.reordered += u64::from(reordered);
@@ -183,9 +184,9 @@ mod tests {
         for s in 0..4 {
             p.on_sent(s, s as u64 * 10);
         }
-        p.on_answer(0, 0, 50);
-        p.on_answer(3, 1, 80);
-        p.on_answer(3, 1, 81);
+        p.on_answer(0, 0, 50, 0);
+        p.on_answer(3, 1, 80, 0);
+        p.on_answer(3, 1, 81, 0);
         p.tick(500);
         assert_eq!(p.sent, 4);
         assert_eq!(p.settled.answered, 2);
@@ -220,7 +221,7 @@ mod tests {
             1105,
             "unanswered: resolved after 100 + 1000"
         );
-        p.on_answer(0, 0, 50);
+        p.on_answer(0, 0, 50, 0);
         assert_eq!(p.next_tick_ns(), 0, "answered: settles now");
         p.tick(60);
         assert_eq!(p.settled.answered, 1);

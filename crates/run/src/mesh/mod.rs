@@ -1,9 +1,11 @@
 //! `sonde serve --mesh SOURCE`: every agent a prober. The agent sends small STAMP probes
-//! (keyed with the fleet key, under its address's key: `keys`) to each peer of its list at a rate per peer within a total
-//! budget, answers its peers' probes with its own reflector, and keeps per peer what the
-//! probes became (`sonde_results::mesh`); the binary serves that as `/metrics`. One thread,
-//! two UDP sockets (the reflector on `--mesh-port`, the prober on an ephemeral port), no
-//! allocation per probe. A peer that leaves the list leaves the state (no stale series).
+//! (keyed with the fleet key, under its address's key: `keys`) to each peer of its list at
+//! a rate per peer within a total budget, answers its peers' probes with its own
+//! reflector, and keeps per peer what the probes became (`sonde_results::mesh`); the
+//! binary serves that as `/metrics`. One thread, two UDP sockets (the reflector on
+//! `--mesh-port`, the prober on an ephemeral port) read on a schedule and timed by the
+//! kernel's receive stamps, no allocation per probe. A peer that leaves the list leaves
+//! the state (no stale series).
 
 mod keys;
 mod peers;
@@ -13,9 +15,12 @@ mod state;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use sonde_engine::stamps::datagram;
 
 pub use peers::{parse_file, Peer, Source};
 pub use reflector::Rate;
@@ -67,6 +72,8 @@ pub fn start(cfg: MeshConfig, interrupt: &Interrupt) -> Result<Mesh, MeshError> 
     for s in [&reflector, &prober] {
         s.set_nonblocking(true)?;
         prober::grow_buffers(s);
+        // Both are read on a schedule: each packet is timed by its arrival stamp.
+        datagram::enable_arrival(s.as_raw_fd(), addr.is_ipv6())?;
     }
     let first = cfg.source.read(cfg.port).map_err(MeshError::List)?;
     let local = reflector.local_addr()?;

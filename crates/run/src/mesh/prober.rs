@@ -1,8 +1,11 @@
-//! The mesh's one thread: probes due are sent, answers matched to their peers, its
-//! reflector's requests answered, peers settled, the list read again; all under one
-//! `poll`. Probes and settlings are scheduled per peer on heaps of due times, so a wake-up
-//! costs the peers due, not the peers listed. Probes are sent, and peers settled, on grids
-//! ([`send_slot`], [`TICK`]) so that one wake-up does several.
+//! The mesh's one thread: its reflector's requests answered, answers matched to their
+//! peers, probes due sent, peers settled, the list read again. Probes and settlings are
+//! scheduled per peer on heaps of due times, so a wake-up costs the peers due, not the
+//! peers listed. Everything happens on grids ([`send_slot`], [`TICK`], [`READ_EVERY`]) so
+//! that one wake-up does many things: an arriving packet never wakes the thread. Each is
+//! timed by the kernel's receive stamp instead, so a late read lengthens no round trip:
+//! an answer's arrival is its stamp, and the reflector's hold (its receive stamp to its
+//! send) is written into its answer and taken out by the prober.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -11,7 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sonde_proto::stamp::{ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat};
+use sonde_engine::stamps::datagram::{self, Datagram};
+use sonde_proto::stamp::{
+    ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat, Timestamp,
+};
 use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Schedule, Stamps};
 
 use super::keys::Keys;
@@ -27,8 +33,10 @@ const READ_BATCH: usize = 256;
 /// multiple of this at or after it has something to settle (as late as before, when every
 /// peer was settled this often, but only the peers due).
 const TICK: Duration = Duration::from_millis(200);
-/// The longest sleep: the stop flag is read at least this often.
-const MAX_WAIT: Duration = Duration::from_millis(500);
+/// How long a packet may wait in a socket before it is read: both sockets are read on
+/// every wake-up, and the thread wakes at least this often. Half a [`TICK`], so that reads
+/// share the send grid's wake-ups. The stop flag is read as often.
+const READ_EVERY: Duration = Duration::from_millis(100);
 /// How often the clock's error bound is read again (chronyc may take a moment).
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
 /// Socket buffers asked for: a burst of answers from a thousand peers fits.
@@ -98,7 +106,10 @@ impl Prober {
         self.take_list(first);
         let refresh = self.cfg.refresh.as_nanos() as u64;
         let mut next_refresh = self.now_ns() + refresh;
+        let every = READ_EVERY.as_nanos() as u64;
         while !interrupt.is_set() {
+            // Read first: an answer that came before its deadline counts when settled.
+            let behind = self.answer_requests() | self.read_answers();
             let now = self.now_ns();
             if now >= next_refresh {
                 self.refresh();
@@ -107,14 +118,10 @@ impl Prober {
             let next_probe = self.send_due(now);
             self.settle_due(self.now_ns());
             let next_tick = self.ticks.earliest().unwrap_or(u64::MAX);
-            let until = next_probe.min(next_tick).min(next_refresh);
-            let wait = Duration::from_nanos(until.saturating_sub(self.now_ns())).min(MAX_WAIT);
-            let (requests, answers) = self.wait(wait);
-            if requests {
-                self.answer_requests();
-            }
-            if answers {
-                self.read_answers();
+            let next_read = (now / every + 1) * every;
+            let until = next_probe.min(next_tick).min(next_refresh).min(next_read);
+            if !behind {
+                sleep(Duration::from_nanos(until.saturating_sub(self.now_ns())));
             }
         }
     }
@@ -214,9 +221,11 @@ impl Prober {
             };
             let addr = e.peer.addr;
             let seq = e.next_seq;
+            // Its departure, on both clocks: the ledger's, and the packet's T1.
+            let (sent, real) = (self.now_ns(), reflector::realtime_ns());
             let probe = SenderPacket {
                 seq,
-                timestamp: reflector::now_timestamp(),
+                timestamp: Timestamp::from_unix_ns(real, TimeFormat::Ntp),
                 estimate,
                 ssid: self.ssid,
             };
@@ -233,7 +242,6 @@ impl Prober {
             if probe.write(mode, &mut self.out[..len]).is_ok()
                 && self.prober_sock.send_to(&self.out[..len], addr).is_ok()
             {
-                let sent = self.started.elapsed().as_nanos() as u64;
                 e.stats.on_sent(seq, sent);
                 e.next_seq = seq.wrapping_add(1);
                 self.ticks.set(slot, tick_at(&e.stats, sent));
@@ -267,50 +275,34 @@ impl Prober {
         }
     }
 
-    /// Sleeps until a socket is readable or `wait` passed: whether each (the reflector's,
-    /// the prober's) is.
-    fn wait(&self, wait: Duration) -> (bool, bool) {
-        let mut pfds = [
-            pollfd(self.reflector_sock.as_raw_fd()),
-            pollfd(self.prober_sock.as_raw_fd()),
-            pollfd(crate::signals::wake_fd().unwrap_or(-1)),
-        ];
-        // Rounded up: a wait rounded down to 0 ms would spin until a probe is due (poll
-        // counts whole milliseconds); a probe sent up to 1 ms late is no matter.
-        let ms = wait.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-        // SAFETY: three live pollfds; a negative fd is ignored.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), 3, ms) };
-        if n < 0 {
-            // EINTR: read both, as before every wake-up did.
-            return (true, true);
-        }
-        let ready = |p: &libc::pollfd| p.revents != 0;
-        (ready(&pfds[0]), ready(&pfds[1]))
-    }
-
-    /// Answers the peers' probes waiting on the reflector's socket.
-    fn answer_requests(&mut self) {
+    /// Answers the peers' probes waiting on the reflector's socket, each stamped with its
+    /// arrival (the kernel's stamp) and its answer's departure; whether a batch was full
+    /// (more may wait).
+    fn answer_requests(&mut self) -> bool {
         let estimate = self.estimate();
+        let fd = self.reflector_sock.as_raw_fd();
+        let mut full = true;
         for _ in 0..READ_BATCH {
             // Empty (or failing): what was answered is published below.
-            let Ok((n, from)) = self.reflector_sock.recv_from(&mut self.buf) else {
+            let Some(d) = read(fd, &mut self.buf) else {
+                full = false;
                 break;
             };
-            let receive = reflector::now_timestamp();
+            let transmit = reflector::realtime_ns();
             let times = Times {
                 mono_ns: self.now_ns(),
-                receive,
-                transmit: reflector::now_timestamp(),
+                receive: Timestamp::from_unix_ns(d.rx_ns.unwrap_or(transmit), TimeFormat::Ntp),
+                transmit: Timestamp::from_unix_ns(transmit, TimeFormat::Ntp),
                 estimate,
+                ttl: d.ttl.unwrap_or(255),
             };
-            if let Some(len) = self
-                .reflector
-                .answer(from, &self.buf[..n], times, &mut self.out)
-            {
-                let _ = self.reflector_sock.send_to(&self.out[..len], from);
+            let request = &self.buf[..d.len];
+            if let Some(len) = self.reflector.answer(d.from, request, times, &mut self.out) {
+                let _ = self.reflector_sock.send_to(&self.out[..len], d.from);
             }
         }
         self.publish();
+        full
     }
 
     /// The reflector's counters into the state, when they moved.
@@ -323,15 +315,20 @@ impl Prober {
         }
     }
 
-    /// Matches the answers waiting on the prober's socket to their peers' probes.
-    fn read_answers(&mut self) {
+    /// Matches the answers waiting on the prober's socket to their peers' probes; whether
+    /// a batch was full (more may wait).
+    fn read_answers(&mut self) -> bool {
         let mut state = self.state.lock().unwrap();
+        let fd = self.prober_sock.as_raw_fd();
         for _ in 0..READ_BATCH {
-            let (n, from) = match self.prober_sock.recv_from(&mut self.buf) {
-                Ok(r) => r,
-                Err(_) => return,
+            let Some(d) = read(fd, &mut self.buf) else {
+                return false;
             };
-            let now = self.started.elapsed().as_nanos() as u64;
+            let (n, from) = (d.len, d.from);
+            // When it arrived, on the ledger's clock: the kernel's stamp says how long ago.
+            let (now, real) = (self.now_ns(), reflector::realtime_ns());
+            let back_ns = d.rx_ns.unwrap_or(real);
+            let arrived = now.saturating_sub(real.saturating_sub(back_ns));
             // Only a listed peer's answer, in its mode, for this agent's session.
             let Some(slot) = state.peers.slot_of(&from) else {
                 continue;
@@ -356,17 +353,18 @@ impl Prober {
             if a.receive.0 == 0 {
                 continue;
             }
-            let back_ns = reflector::realtime_ns() as i64;
-            let answer = e.stats.on_answer(a.sender_seq, a.seq, now);
-            self.ticks.set(slot, tick_at(&e.stats, now));
+            let unix = |t: Timestamp| t.to_unix_ns(TimeFormat::Ntp);
+            let held_ns = unix(a.timestamp).saturating_sub(unix(a.receive));
+            let answer = e.stats.on_answer(a.sender_seq, a.seq, arrived, held_ns);
+            self.ticks.set(slot, tick_at(&e.stats, arrived));
             if matches!(answer, Answer::First { .. }) {
-                let unix = |t: sonde_proto::stamp::Timestamp| t.to_unix_ns(TimeFormat::Ntp) as i64;
+                let unix = |t| unix(t) as i64;
                 let own = self.clock_bound.load(Ordering::Relaxed);
                 e.stats.on_stamps(Stamps {
                     sent_ns: unix(a.sender_timestamp),
                     reflected_in_ns: unix(a.receive),
                     reflected_out_ns: unix(a.timestamp),
-                    back_ns,
+                    back_ns: back_ns as i64,
                     own_bound_ns: (own != u64::MAX).then_some(own),
                     peer_bound_ns: a
                         .estimate
@@ -380,6 +378,7 @@ impl Prober {
                 e.learned = l;
             }
         }
+        true
     }
 }
 
@@ -393,12 +392,12 @@ fn mode_for<'k>(key: Option<&'k sonde_proto::stamp::StampKey>, peer: &Peer) -> M
 
 /// The send grid's slot for peers probed every `period_ns`: a wake-up sends the probes
 /// due before its slot ends, each at most a slot early (timed when it leaves; its peer's
-/// rate unchanged). Half a [`TICK`] (or that halved, down to a 64th of the period), so
-/// that slots and settling share wake-ups: at 0.1 probes/s per peer, 100 ms (1 % of the
-/// period) and ten wake-ups a second for any number of peers.
+/// rate unchanged). Half a [`TICK`] (or that halved, down to a quarter of the period), so
+/// that slots, reads and settling share wake-ups: at a probe per peer every second or
+/// slower, 100 ms and ten wake-ups a second for any number of peers.
 fn send_slot(period_ns: u64) -> u64 {
     let mut slot = TICK.as_nanos() as u64 / 2;
-    while slot > (period_ns / 64).max(1) {
+    while slot > (period_ns / 4).max(1) {
         slot /= 2;
     }
     slot
@@ -422,12 +421,30 @@ fn period_ns(rate: f64) -> u64 {
     (1e9 / rate) as u64
 }
 
-fn pollfd(fd: i32) -> libc::pollfd {
-    libc::pollfd {
-        fd,
+/// One datagram waiting on `fd`, if any, whole (a longer one than `buf` is dropped: no
+/// probe or answer of the mesh's is).
+fn read(fd: i32, buf: &mut [u8]) -> Option<Datagram> {
+    loop {
+        let d = datagram::recv_now(fd, buf).ok()??;
+        if d.len <= buf.len() {
+            return Some(d);
+        }
+    }
+}
+
+/// Sleeps `wait` or until a stop signal: the sockets are not watched (they are read on
+/// the grid).
+fn sleep(wait: Duration) {
+    let mut pfd = libc::pollfd {
+        fd: crate::signals::wake_fd().unwrap_or(-1),
         events: libc::POLLIN,
         revents: 0,
-    }
+    };
+    // Rounded up: a wait rounded down to 0 ms would spin until a probe is due (poll
+    // counts whole milliseconds); a probe sent up to 1 ms late is no matter.
+    let ms = wait.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+    // SAFETY: one live pollfd; a negative fd is ignored.
+    unsafe { libc::poll(&mut pfd, 1, ms) };
 }
 
 /// Larger socket buffers (best effort: the kernel caps them at its rmem_max).
@@ -468,15 +485,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_send_slot_divides_the_settling_grid_and_stays_under_a_64th_of_the_period() {
+    fn a_send_slot_divides_the_settling_grid_and_stays_under_a_quarter_of_the_period() {
         let tick = TICK.as_nanos() as u64;
-        for (rate, slot_ms) in [(0.1, 100.0), (1.0, 12.5), (10.0, 1.5625)] {
+        for (rate, slot_ms) in [
+            (0.1, 100.0),
+            (1.0, 100.0),
+            (2.0, 100.0),
+            (10.0, 25.0),
+            (100.0, 1.5625),
+        ] {
             let period = period_ns(rate);
             let slot = send_slot(period);
             assert_eq!(slot as f64 / 1e6, slot_ms, "at {rate}/s");
             assert_eq!(tick % slot, 0);
-            assert!(slot <= period / 64);
+            assert!(slot <= period / 4);
         }
-        assert_eq!(send_slot(10), 1, "at least a nanosecond");
+        assert_eq!(send_slot(3), 1, "at least a nanosecond");
     }
 }

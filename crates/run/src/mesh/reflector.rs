@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::stamp::{
-    self, ErrorEstimate, Mode, Reflection, StampKey, SyncSource, TimeFormat, Timestamp,
-    TimestampInfo, TimestampMethod,
+    self, ErrorEstimate, Mode, Reflection, StampKey, SyncSource, Timestamp, TimestampInfo,
+    TimestampMethod,
 };
 
 use super::keys::Keys;
@@ -87,6 +87,8 @@ pub struct Times {
     pub receive: Timestamp,
     pub transmit: Timestamp,
     pub estimate: ErrorEstimate,
+    /// The TTL (hop limit) the request came with, returned to its sender.
+    pub ttl: u8,
 }
 
 impl Reflector {
@@ -159,7 +161,7 @@ impl Reflector {
             receive: t.receive,
             transmit: t.transmit,
             estimate: t.estimate,
-            ttl: 255,
+            ttl: t.ttl,
             info: TimestampInfo {
                 sync_in: SyncSource::Ntp,
                 method_in: TimestampMethod::Software,
@@ -231,11 +233,6 @@ impl Reflector {
     }
 }
 
-/// A timestamp of the realtime clock now, as STAMP carries it.
-pub fn now_timestamp() -> Timestamp {
-    Timestamp::from_unix_ns(realtime_ns(), TimeFormat::Ntp)
-}
-
 /// The realtime clock in nanoseconds since the Unix epoch.
 pub fn realtime_ns() -> u64 {
     std::time::SystemTime::now()
@@ -247,7 +244,7 @@ pub fn realtime_ns() -> u64 {
 mod tests {
     use super::*;
     use sonde_proto::mesh::address_key;
-    use sonde_proto::stamp::{ReflectorPacket, SenderPacket, AUTH_BASE_BYTES};
+    use sonde_proto::stamp::{ReflectorPacket, SenderPacket, TimeFormat, AUTH_BASE_BYTES};
 
     /// This reflector's own address: its answers are signed under its key.
     const OWN: &str = "198.18.2.100";
@@ -271,6 +268,7 @@ mod tests {
             receive: Timestamp(1),
             transmit: Timestamp(2),
             estimate: ErrorEstimate::unknown(TimeFormat::Ntp),
+            ttl: 64,
         }
     }
 
