@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::rc::Rc;
 
 use sonde_proto::mesh::address_key;
 use sonde_proto::stamp::StampKey;
@@ -19,8 +20,9 @@ const MAX_CACHED: usize = 2 * super::peers::MAX_PEERS;
 pub struct Keys {
     mesh: StampKey,
     bind: IpAddr,
-    /// Each sender's key, once one of its packets checked.
-    theirs: HashMap<IpAddr, StampKey>,
+    /// Each sender's key, once one of its packets checked (shared: a packet's check takes
+    /// a reference, not a copy of the HMAC's state).
+    theirs: HashMap<IpAddr, Rc<StampKey>>,
     /// This agent's key per own address.
     mine: HashMap<IpAddr, StampKey>,
     /// The own address a packet to a remote address leaves from (unspecified bind only).
@@ -44,18 +46,18 @@ impl Keys {
 
     /// The key packets from `ip` must carry: cached when one of its packets checked
     /// ([`Keys::trust`]), else derived (a spoofed source costs one derivation, no room).
-    pub fn theirs(&self, ip: IpAddr) -> StampKey {
+    pub fn theirs(&self, ip: IpAddr) -> Rc<StampKey> {
         match self.theirs.get(&ip) {
-            Some(k) => k.clone(),
-            None => address_key(&self.mesh, ip),
+            Some(k) => Rc::clone(k),
+            None => Rc::new(address_key(&self.mesh, ip)),
         }
     }
 
     /// Keeps `key` as `ip`'s once a packet from `ip` checked under it.
-    pub fn trust(&mut self, ip: IpAddr, key: &StampKey) {
+    pub fn trust(&mut self, ip: IpAddr, key: &Rc<StampKey>) {
         if !self.theirs.contains_key(&ip) {
             bounded(&mut self.theirs);
-            self.theirs.insert(ip, key.clone());
+            self.theirs.insert(ip, Rc::clone(key));
         }
     }
 

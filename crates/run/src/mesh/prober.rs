@@ -337,7 +337,7 @@ impl Prober {
                 continue;
             };
             let key = self.keys.as_ref().map(|k| k.theirs(from.ip()));
-            let mode = mode_for(key.as_ref(), &e.peer);
+            let mode = mode_for(key.as_deref(), &e.peer);
             let Ok(a) = ReflectorPacket::read(&self.buf[..n], mode) else {
                 continue;
             };

@@ -135,7 +135,7 @@ impl Reflector {
         }
         let theirs = self.keys.as_ref().map(|k| k.theirs(ip));
         let mode = theirs
-            .as_ref()
+            .as_deref()
             .map_or(Mode::Unauthenticated, Mode::Authenticated);
         let Ok(asked) = stamp::SenderPacket::read(request, mode) else {
             self.refused += 1;
