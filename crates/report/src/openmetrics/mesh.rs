@@ -224,7 +224,7 @@ fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
         name,
         "histogram",
         Some("seconds"),
-        "Round trips of the probes the peer answered",
+        "Round trips of the probes the peer answered, net of its reflector's hold",
     );
     for (labels, s) in pairs {
         let b = &s.rtt;
