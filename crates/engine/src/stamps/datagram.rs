@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::io::{each_cmsg, software};
 
 /// Room for a `scm_timestamping` and a TTL, with their headers.
-const CONTROL_BYTES: usize = 128;
+pub(crate) const CONTROL_BYTES: usize = 128;
 
 /// One datagram read.
 #[derive(Debug, Clone, Copy)]
@@ -108,12 +108,21 @@ pub fn recv_now(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Datagram>> {
             _ => Err(e),
         };
     }
+    Ok(arrival(&msg, n as usize, buf.len(), &addr))
+}
+
+/// The datagram a receive of `n` bytes into a buffer of `room` wrote into `msg` (its
+/// sender's address in `addr`); `None` for an address of another family.
+pub(crate) fn arrival(
+    msg: &libc::msghdr,
+    n: usize,
+    room: usize,
+    addr: &libc::sockaddr_storage,
+) -> Option<Datagram> {
     let truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
-    let Some(from) = socket_addr(&addr) else {
-        return Ok(None);
-    };
+    let from = socket_addr(addr)?;
     let (mut rx_ns, mut ttl) = (None, None);
-    each_cmsg(&msg, |level, ty, data| match (level, ty) {
+    each_cmsg(msg, |level, ty, data| match (level, ty) {
         (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => rx_ns = software(data),
         (libc::IPPROTO_IP, libc::IP_TTL) | (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT)
             if data.len() >= 4 =>
@@ -123,13 +132,13 @@ pub fn recv_now(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Datagram>> {
         }
         _ => {}
     });
-    let len = if truncated { buf.len() + 1 } else { n as usize };
-    Ok(Some(Datagram {
+    let len = if truncated { room + 1 } else { n };
+    Some(Datagram {
         len,
         from,
         rx_ns,
         ttl,
-    }))
+    })
 }
 
 /// The address the kernel wrote, IPv4 or IPv6.

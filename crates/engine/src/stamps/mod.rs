@@ -3,6 +3,7 @@
 //! on one host's clock, so no clock sync is needed. The echo tells the client its part in
 //! each answer's first bytes ([`EchoFigures`]), as a STAMP reflector carries its stamps.
 
+pub mod batch;
 pub mod book;
 pub mod datagram;
 pub mod echo;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sonde_engine::stamps::datagram::{self, Datagram};
+use sonde_engine::stamps::batch::Batch;
 use sonde_proto::stamp::{
     ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat, Timestamp,
 };
@@ -29,6 +29,9 @@ use crate::signals::Interrupt;
 /// Packets read per socket per wake-up at most, so that a flood on one socket cannot
 /// starve the other or the schedule.
 const READ_BATCH: usize = 256;
+/// Packets read per system call (`recvmmsg`): a hundred waiting packets a second, read
+/// ten times a second, are one call each time.
+const READ_SLOTS: usize = 32;
 /// The grid probes are settled and windows closed on: a peer is settled at the first
 /// multiple of this at or after it has something to settle (as late as before, when every
 /// peer was settled this often, but only the peers due).
@@ -65,7 +68,7 @@ pub(super) struct Prober {
     published: (u64, u64),
     /// The clock's error bound in ns (u64::MAX: not synchronised), read on its own thread.
     clock_bound: Arc<AtomicU64>,
-    buf: Vec<u8>,
+    batch: Batch,
     out: Vec<u8>,
 }
 
@@ -88,7 +91,7 @@ impl Prober {
             ticks: Schedule::default(),
             published: (0, 0),
             clock_bound: Arc::new(AtomicU64::new(u64::MAX)),
-            buf: vec![0; MAX_DATAGRAM],
+            batch: Batch::new(READ_SLOTS, MAX_DATAGRAM),
             out: vec![0; MAX_DATAGRAM],
             cfg,
             reflector_sock,
@@ -276,29 +279,31 @@ impl Prober {
     }
 
     /// Answers the peers' probes waiting on the reflector's socket, each stamped with its
-    /// arrival (the kernel's stamp) and its answer's departure; whether a batch was full
-    /// (more may wait).
+    /// arrival (the kernel's stamp) and its answer's departure; whether the last read was
+    /// full (more may wait).
     fn answer_requests(&mut self) -> bool {
         let estimate = self.estimate();
         let fd = self.reflector_sock.as_raw_fd();
-        let mut full = true;
-        for _ in 0..READ_BATCH {
+        let mut full = false;
+        for _ in 0..READ_BATCH / READ_SLOTS {
             // Empty (or failing): what was answered is published below.
-            let Some(d) = read(fd, &mut self.buf) else {
-                full = false;
+            full = self.batch.read(fd).unwrap_or(0) == READ_SLOTS;
+            // A datagram longer than the buffer (cut) is no probe of a mesh's.
+            for (d, request) in self.batch.iter().filter(|(d, _)| d.len <= MAX_DATAGRAM) {
+                let transmit = reflector::realtime_ns();
+                let times = Times {
+                    mono_ns: self.now_ns(),
+                    receive: Timestamp::from_unix_ns(d.rx_ns.unwrap_or(transmit), TimeFormat::Ntp),
+                    transmit: Timestamp::from_unix_ns(transmit, TimeFormat::Ntp),
+                    estimate,
+                    ttl: d.ttl.unwrap_or(255),
+                };
+                if let Some(len) = self.reflector.answer(d.from, request, times, &mut self.out) {
+                    let _ = self.reflector_sock.send_to(&self.out[..len], d.from);
+                }
+            }
+            if !full {
                 break;
-            };
-            let transmit = reflector::realtime_ns();
-            let times = Times {
-                mono_ns: self.now_ns(),
-                receive: Timestamp::from_unix_ns(d.rx_ns.unwrap_or(transmit), TimeFormat::Ntp),
-                transmit: Timestamp::from_unix_ns(transmit, TimeFormat::Ntp),
-                estimate,
-                ttl: d.ttl.unwrap_or(255),
-            };
-            let request = &self.buf[..d.len];
-            if let Some(len) = self.reflector.answer(d.from, request, times, &mut self.out) {
-                let _ = self.reflector_sock.send_to(&self.out[..len], d.from);
             }
         }
         self.publish();
@@ -316,15 +321,25 @@ impl Prober {
     }
 
     /// Matches the answers waiting on the prober's socket to their peers' probes; whether
-    /// a batch was full (more may wait).
+    /// the last read was full (more may wait).
     fn read_answers(&mut self) -> bool {
-        let mut state = self.state.lock().unwrap();
         let fd = self.prober_sock.as_raw_fd();
-        for _ in 0..READ_BATCH {
-            let Some(d) = read(fd, &mut self.buf) else {
-                return false;
-            };
-            let (n, from) = (d.len, d.from);
+        let mut full = false;
+        for _ in 0..READ_BATCH / READ_SLOTS {
+            full = self.batch.read(fd).unwrap_or(0) == READ_SLOTS;
+            self.match_answers();
+            if !full {
+                break;
+            }
+        }
+        full
+    }
+
+    /// The answers of the last read, each to its peer's probe.
+    fn match_answers(&mut self) {
+        let mut state = self.state.lock().unwrap();
+        for (d, bytes) in self.batch.iter().filter(|(d, _)| d.len <= MAX_DATAGRAM) {
+            let from = d.from;
             // When it arrived, on the ledger's clock: the kernel's stamp says how long ago.
             let (now, real) = (self.now_ns(), reflector::realtime_ns());
             let back_ns = d.rx_ns.unwrap_or(real);
@@ -338,7 +353,7 @@ impl Prober {
             };
             let key = self.keys.as_ref().map(|k| k.theirs(from.ip()));
             let mode = mode_for(key.as_deref(), &e.peer);
-            let Ok(a) = ReflectorPacket::read(&self.buf[..n], mode) else {
+            let Ok(a) = ReflectorPacket::read(bytes, mode) else {
                 continue;
             };
             if let (Some(keys), Some(k)) = (self.keys.as_mut(), &key) {
@@ -356,7 +371,7 @@ impl Prober {
             let unix = |t: Timestamp| t.to_unix_ns(TimeFormat::Ntp);
             let held_ns = unix(a.timestamp).saturating_sub(unix(a.receive));
             let answer = e.stats.on_answer(a.sender_seq, a.seq, arrived, held_ns);
-            self.ticks.set(slot, tick_at(&e.stats, arrived));
+            self.ticks.set(slot, tick_at(&e.stats, now));
             if matches!(answer, Answer::First { .. }) {
                 let unix = |t| unix(t) as i64;
                 let own = self.clock_bound.load(Ordering::Relaxed);
@@ -373,12 +388,11 @@ impl Prober {
                         .flatten(),
                 });
             }
-            let area = &self.buf[mode.base_bytes()..n];
+            let area = &bytes[mode.base_bytes()..];
             if let Some(l) = sonde_proto::mesh::read_labels(area, mode.key(), a.seq) {
                 e.learned = l;
             }
         }
-        true
     }
 }
 
@@ -403,15 +417,18 @@ fn send_slot(period_ns: u64) -> u64 {
     slot
 }
 
-/// When a peer next needs settling: the first point of [`TICK`]'s grid at or after both
-/// `now_ns` and the time it has something to settle.
+/// When a peer next needs settling, as seen at `now_ns`: now when it already has
+/// something to settle (this wake-up settles it), else the first point of [`TICK`]'s grid
+/// after that time. Rounding a due time up from `now_ns` instead would let a probe sent
+/// just after each grid point move its peer's settling to the next one, again and again:
+/// at 20 probes a second, a peer whose probes left just after the grid was never settled.
 fn tick_at(stats: &PeerStats, now_ns: u64) -> u64 {
+    let next = stats.next_tick_ns();
+    if next <= now_ns {
+        return now_ns;
+    }
     let grid = TICK.as_nanos() as u64;
-    stats
-        .next_tick_ns()
-        .max(now_ns)
-        .div_ceil(grid)
-        .saturating_mul(grid)
+    next.div_ceil(grid).saturating_mul(grid)
 }
 
 fn period_ns(rate: f64) -> u64 {
@@ -419,17 +436,6 @@ fn period_ns(rate: f64) -> u64 {
         return u64::MAX / 4;
     }
     (1e9 / rate) as u64
-}
-
-/// One datagram waiting on `fd`, if any, whole (a longer one than `buf` is dropped: no
-/// probe or answer of the mesh's is).
-fn read(fd: i32, buf: &mut [u8]) -> Option<Datagram> {
-    loop {
-        let d = datagram::recv_now(fd, buf).ok()??;
-        if d.len <= buf.len() {
-            return Some(d);
-        }
-    }
 }
 
 /// Sleeps `wait` or until a stop signal: the sockets are not watched (they are read on
@@ -483,6 +489,25 @@ fn watch_clock(bound: Arc<AtomicU64>, interrupt: Interrupt) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A peer with something to settle is settled in the wake-up that sees it, whenever
+    /// that is; one with nothing due yet on the first grid point after its due time.
+    #[test]
+    fn a_peer_due_is_settled_now_not_moved_to_the_next_grid_point() {
+        let judging = sonde_results::mesh::Judging::default();
+        let mut stats = PeerStats::new(0, &judging);
+        let ms = 1_000_000;
+        stats.on_sent(0, 0);
+        let waiting = stats.next_tick_ns();
+        assert_eq!(tick_at(&stats, ms), waiting.div_ceil(200 * ms) * 200 * ms);
+        stats.on_answer(0, 0, ms, 0);
+        // Answered: due now. A probe sent 4 ms after a grid point does not move it on.
+        assert_eq!(tick_at(&stats, 404 * ms), 404 * ms);
+        stats.on_sent(1, 404 * ms);
+        assert_eq!(tick_at(&stats, 404 * ms), 404 * ms);
+        stats.tick(404 * ms);
+        assert!(tick_at(&stats, 404 * ms + 1) > 404 * ms + 1);
+    }
 
     #[test]
     fn a_send_slot_divides_the_settling_grid_and_stays_under_a_quarter_of_the_period() {
