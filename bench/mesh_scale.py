@@ -6,7 +6,9 @@ of one core) and RSS. Then one agent alone with P phantom peers (every probe lea
 is answered) at one probe per peer every 10 s,
 for the memory and sending cost at 1,000 and 10,000 peers (198.19.0.0/16 is routed to a
 sink namespace that drops it). With --soak SECS, the mesh runs
-that long and each agent's RSS is sampled every 30 s (memory flat or not).
+that long and each agent's RSS is sampled every 30 s (memory flat or not). With
+--napi-threads, every veth's receive path runs in NAPI kernel threads (as a NIC's does in its
+softirq) instead of on the sending agent's CPU, and their CPU is given apart.
 
 Not a test: run it on a quiet machine (BENCHMARKS.md). Namespaces are `mshb-*`, all
 deleted at exit, also on failure.
@@ -76,7 +78,30 @@ def addr(k):
     return f"198.18.6.{k}"
 
 
-def up(n):
+def napi_threads(ns, dev):
+    """The receive path of `dev` in kernel threads of its own (veth's NAPI, switched on by
+    GRO, threaded), as a NIC's softirq is: without it veth runs the bridge and the peer's
+    whole receive path on the sender's CPU, charged to the sending process."""
+    # A socket's UDP takes veth's NAPI path only if the receiver forwards UDP GRO.
+    sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on", "rx-udp-gro-forwarding", "on",
+       stdout=subprocess.DEVNULL)
+    sh("ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded")
+
+
+def napi_pids():
+    """The bench's NAPI kernel threads ("napi/mshb..."; the name is cut at 15 bytes)."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/comm") as f:
+                if f.read().startswith(f"napi/{PRE}"):
+                    out.append(int(d))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def up(n, threaded=False):
     ns_add(BRIDGE)
     sh("ip", "-n", BRIDGE, "link", "add", "br0", "type", "bridge")
     sh("ip", "-n", BRIDGE, "link", "set", "br0", "up")
@@ -94,6 +119,9 @@ def up(n):
         sh("ip", "-n", BRIDGE, "link", "set", dev + "p", "up")
         sh("ip", "-n", ns, "addr", "add", addr(k) + "/24", "dev", dev)
         sh("ip", "-n", ns, "link", "set", dev, "up")
+        if threaded:
+            napi_threads(ns, dev)
+            napi_threads(BRIDGE, dev + "p")
 
 
 def start_agent(sonde, ns, bind, peers_file, rate, budget, extra=()):
@@ -156,7 +184,7 @@ def stats(xs):
 
 def mesh_run(a):
     neigh_room(a.agents * (a.agents - 1))
-    up(a.agents)
+    up(a.agents, a.napi_threads)
     peers = f"/tmp/{PRE}-{os.getpid()}-peers"
     with open(peers, "w") as f:
         f.writelines(f"{addr(k)}\n" for k in range(1, a.agents + 1))
@@ -170,7 +198,10 @@ def mesh_run(a):
         text0 = scrape(f"{PRE}-a1", addr(1))
         sent0 = total(text0, "sonde_mesh_probes_sent_total")
         t0 = time.monotonic()
+        kthreads = napi_pids()
+        k0 = sum(cpu_s(p) for p in kthreads)
         cpu, rss = measure(pids, a.secs)
+        napi = (sum(cpu_s(p) for p in kthreads) - k0) / (time.monotonic() - t0) * 100
         sent1 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
         text = scrape(f"{PRE}-a1", addr(1))
         rate = (sent1 - sent0) / (time.monotonic() - t0)
@@ -181,6 +212,8 @@ def mesh_run(a):
               f"in the window answered {answered - total(text0, 'sonde_mesh_probes_answered_total'):.0f}, "
               f"lost {lost - total(text0, 'sonde_mesh_probes_lost_total'):.0f})")
         print(f"  CPU % of one core per agent: {stats(cpu)}")
+        if a.napi_threads:
+            print(f"  receive path in {len(kthreads)} NAPI threads: {napi / a.agents:.3f} % of one core per agent")
         print(f"  RSS MB per agent: {stats(rss)}; {load()}")
         if a.soak:
             soak(a, procs, pids, peers)
@@ -261,6 +294,8 @@ def main():
     ap.add_argument("--phantom", default="1000,10000", help="peer counts of the one-agent runs (empty: none)")
     ap.add_argument("--phantom-warmup", type=float, default=25, help="a probe per peer every 10 s: past two rounds and the loss resolution")
     ap.add_argument("--no-mesh", action="store_true", help="only the phantom runs")
+    ap.add_argument("--napi-threads", action="store_true",
+                    help="every veth's receive path in NAPI kernel threads, as a NIC's softirq, not on the sender")
     ap.add_argument("--soak", type=float, default=0, help="seconds of soak after the mesh's measure")
     a = ap.parse_args()
     if not 2 <= a.agents <= 250:

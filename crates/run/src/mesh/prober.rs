@@ -38,7 +38,8 @@ const READ_SLOTS: usize = 32;
 const TICK: Duration = Duration::from_millis(200);
 /// How long a packet may wait in a socket before it is read: both sockets are read on
 /// every wake-up, and the thread wakes at least this often. Half a [`TICK`], so that reads
-/// share the send grid's wake-ups. The stop flag is read as often.
+/// share the send grid's wake-ups (less with a short timeout: [`read_every`]). The stop
+/// flag is read as often.
 const READ_EVERY: Duration = Duration::from_millis(100);
 /// How often the clock's error bound is read again (chronyc may take a moment).
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
@@ -109,7 +110,7 @@ impl Prober {
         self.take_list(first);
         let refresh = self.cfg.refresh.as_nanos() as u64;
         let mut next_refresh = self.now_ns() + refresh;
-        let every = READ_EVERY.as_nanos() as u64;
+        let every = read_every(self.cfg.judging.timeout_ns);
         while !interrupt.is_set() {
             // Read first: an answer that came before its deadline counts when settled.
             let behind = self.answer_requests() | self.read_answers();
@@ -417,6 +418,18 @@ fn send_slot(period_ns: u64) -> u64 {
     slot
 }
 
+/// How often the sockets are read with a probe timeout of `timeout_ns`: [`READ_EVERY`], or
+/// that halved until it is at most an eighth of the timeout or under a millisecond. A probe waits
+/// that long at most in its peer's socket and its answer as long in ours: an answer from
+/// a peer with the same timeout is never late for having waited.
+fn read_every(timeout_ns: u64) -> u64 {
+    let mut every = READ_EVERY.as_nanos() as u64;
+    while every > timeout_ns / 8 && every > 1_000_000 {
+        every /= 2;
+    }
+    every
+}
+
 /// When a peer next needs settling, as seen at `now_ns`: now when it already has
 /// something to settle (this wake-up settles it), else the first point of [`TICK`]'s grid
 /// after that time. Rounding a due time up from `now_ns` instead would let a probe sent
@@ -507,6 +520,27 @@ mod tests {
         assert_eq!(tick_at(&stats, 404 * ms), 404 * ms);
         stats.tick(404 * ms);
         assert!(tick_at(&stats, 404 * ms + 1) > 404 * ms + 1);
+    }
+
+    #[test]
+    fn a_short_timeout_reads_the_sockets_often_enough_that_waiting_never_makes_an_answer_late() {
+        let ms = 1_000_000;
+        assert_eq!(read_every(2_000 * ms), 100 * ms, "the default timeout");
+        assert_eq!(read_every(300 * ms), 25 * ms);
+        assert_eq!(
+            read_every(ms),
+            781_250,
+            "the grid's first step under a millisecond"
+        );
+        for timeout in [ms, 50 * ms, 300 * ms, 800 * ms, 2_000 * ms, 60_000 * ms] {
+            let every = read_every(timeout);
+            assert!(every <= (timeout / 8).max(ms), "{timeout}: {every}");
+            assert_eq!(
+                TICK.as_nanos() as u64 % every,
+                0,
+                "reads share the settling grid"
+            );
+        }
     }
 
     #[test]
