@@ -149,19 +149,28 @@ fn a_fleets_router_pairs_match_sonde_stamp_count_each_planted_drop_and_reach_the
             .args(["delete", "table", "inet", table])
             .output();
     }
+    // Three direct runs, their median: a burst of the VM's stolen time during one
+    // half-second run moved its P50 by 8 % once in CI (the line's spin covers 300 us).
     for (name, ns) in [("a1", &lab.client), ("a2", &spurs.a2)] {
-        let mut direct = Lab::in_ns(ns, SONDE);
-        direct.args([
-            "stamp", &reflector, "-r", "400", "-n", "200", "--wait", "0.5",
-        ]);
-        direct.args(["--stateful", "--json", "--no-save"]);
-        let d = doc_of(&run(direct));
-        assert_eq!(u(&d["end"]["stamp"]["lost"]), 0);
-        let (fleet_p50, direct_p50) = (p50(of(name)), p50(&d));
+        let mut runs: Vec<f64> = (0..3)
+            .map(|_| {
+                let mut direct = Lab::in_ns(ns, SONDE);
+                direct.args([
+                    "stamp", &reflector, "-r", "400", "-n", "200", "--wait", "0.5",
+                ]);
+                direct.args(["--stateful", "--json", "--no-save"]);
+                let d = doc_of(&run(direct));
+                assert_eq!(u(&d["end"]["stamp"]["lost"]), 0);
+                p50(&d)
+            })
+            .collect();
+        runs.sort_by(f64::total_cmp);
+        let (fleet_p50, direct_p50) = (p50(of(name)), runs[1]);
         eprintln!(
-            "{name}: RTT P50 from the fleet {:.1} us, sonde stamp on its host {:.1} us",
+            "{name}: RTT P50 from the fleet {:.1} us, sonde stamp on its host {:.1} us (median of {:.1?})",
             fleet_p50 / 1e3,
-            direct_p50 / 1e3
+            direct_p50 / 1e3,
+            runs.iter().map(|r| r / 1e3).collect::<Vec<_>>()
         );
         assert!(fleet_p50 > 4e6, "two 2 ms holds: {fleet_p50}");
         assert!(
