@@ -373,13 +373,7 @@ mod tests {
     /// something: a ledger settled only then is never settled late, and never for nothing.
     #[test]
     fn the_next_settle_time_is_exactly_when_settling_first_does_something() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = super::super::xorshift(0x9e37_79b9_7f4a_7c15_u64);
         for _ in 0..200 {
             let mut l = Ledger::new(100 * MS, 1000 * MS, 8);
             let (mut now, mut seq, mut refl) = (0, 0u32, 0u32);

@@ -161,6 +161,17 @@ pub fn per_peer_rate(rate: f64, budget: f64, peers: usize) -> f64 {
     rate.min(budget / peers as f64).max(0.0)
 }
 
+/// A small deterministic generator (xorshift64) for the mesh's model tests.
+#[cfg(test)]
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,14 +183,19 @@ mod tests {
         assert_eq!(per_peer_rate(1.0, 100.0, 0), 0.0);
     }
 
-    #[test]
-    fn a_peer_counts_each_probe_once_and_rolls_its_window() {
-        let j = Judging {
+    /// A 100 ns timeout, resolved 1 us later, 16 flights, 10 us windows.
+    fn small_judging() -> Judging {
+        Judging {
             timeout_ns: 100,
             resolve_after_ns: 1000,
             max_flights: 16,
             window_ns: 10_000,
-        };
+        }
+    }
+
+    #[test]
+    fn a_peer_counts_each_probe_once_and_rolls_its_window() {
+        let j = small_judging();
         let mut p = PeerStats::new(0, &j);
         for s in 0..4 {
             p.on_sent(s, s as u64 * 10);
@@ -203,12 +219,7 @@ mod tests {
 
     #[test]
     fn a_peer_is_due_a_tick_when_a_probe_settles_or_its_window_ends() {
-        let j = Judging {
-            timeout_ns: 100,
-            resolve_after_ns: 1000,
-            max_flights: 16,
-            window_ns: 10_000,
-        };
+        let j = small_judging();
         let mut p = PeerStats::new(0, &j);
         assert_eq!(
             p.next_tick_ns(),

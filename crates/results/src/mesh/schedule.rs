@@ -110,13 +110,7 @@ mod tests {
     /// never before it is due and never left behind once due.
     #[test]
     fn each_key_comes_up_once_when_due_never_early_never_late() {
-        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = super::super::xorshift(0x2545_f491_4f6c_dd1d_u64);
         let mut s = Schedule::default();
         let mut model: HashMap<usize, u64> = HashMap::new();
         let mut now = 0;

@@ -309,6 +309,7 @@ mod tests {
             assert!(ReflectorPacket::read(&out[..n], Mode::Authenticated(&key_of(from))).is_err());
             let got = ReflectorPacket::read(&out[..n], Mode::Authenticated(&own)).unwrap();
             assert_eq!((got.seq, got.sender_seq, got.ssid), (want, seq, ssid));
+            assert_eq!(got.sender_ttl, 64, "the request's TTL, returned");
         }
         // Another key's probe, the fleet's mesh key itself, b's probe from a, an
         // unauthenticated one, garbage: no answer, counted.
