@@ -4,9 +4,11 @@
 A module imports another when its file names a path into it (`use crate::a::b`,
 `super::x`, `self::x`, or a child module's name followed by `::`). A circle is a set of
 modules that reach each other (a strongly connected component of more than one module);
-a parent that declares a child (`mod child;`) does not import it by that alone.
+a parent that declares a child (`mod child;`) does not import it by that alone, nor by
+re-exporting its names (`pub use child::Name;`), unless it also uses such a name itself.
 
     python3 scripts/import-circles.py [--edges] [CRATES_DIR]   # exit 1 when there is a circle
+    python3 scripts/import-circles.py --self-test              # the rules on a made-up crate
 """
 
 import re
@@ -101,6 +103,14 @@ def edges(mods: dict) -> dict:
             if here + (child,) in mods:
                 code = REEXPORT.sub("", text)
                 paths += [f"self::{child}" for _ in re.findall(rf"(?<![:\w]){child}::", code)]
+        # A `pub use` is no import by itself, but a module that re-exports a name and
+        # also uses it in its own code depends on where that name is defined.
+        own = MOD.sub("", REEXPORT.sub("", text))
+        for tree in REEXPORT.findall(text):
+            for p in expand(tree):
+                name = re.sub(r"^.*::", "", p.split(" as ")[0])
+                if name != "*" and re.search(rf"(?<![:\w]){name}\b", own):
+                    paths.append(p if p.startswith(("crate", "super", "self")) else "self::" + p)
         for p in paths:
             target = resolve(p, here, mods, alias)
             if target is not None and target != here and target in mods:
@@ -141,7 +151,37 @@ def circles(graph: dict) -> list:
     return out
 
 
+def self_test() -> int:
+    """The circle this script once missed (issue 53): a parent that uses a name it
+    re-exports from a child, whose import chain leads back to the parent."""
+    import tempfile
+
+    files = {
+        "lib.rs": "mod side;\nmod stages;\n",
+        "side/mod.rs": "mod sections;\npub use sections::Section;\npub struct Side(Section);\npub enum Role { A }\n",
+        "side/sections.rs": "use crate::stages::Stage;\npub struct Section(Stage);\n",
+        "stages.rs": "use crate::side::Role;\npub struct Stage(Role);\n",
+    }
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            f = Path(d) / "k" / "src" / name
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text)
+        found = circles(edges(modules(Path(d) / "k" / "src")))
+        # A re-export alone, and a re-exported name that is also a module's, are no import.
+        (Path(d) / "k" / "src" / "side/mod.rs").write_text(
+            "mod sections;\npub use sections::{sections, Section};\npub enum Role { A }\n"
+        )
+        alone = circles(edges(modules(Path(d) / "k" / "src")))
+    want = [[("side",), ("side", "sections"), ("stages",)]]
+    ok = found == want and alone == []
+    print(f"self-test: {'ok' if ok else 'FAILED'} (found {found}, then {alone})")
+    return 0 if ok else 1
+
+
 def main() -> int:
+    if "--self-test" in sys.argv:
+        return self_test()
     args = [a for a in sys.argv[1:] if a != "--edges"]
     root = Path(args[0] if args else "crates")
     total = 0

@@ -44,7 +44,9 @@ fn measured_loss_equals_the_nftables_drop_counter() {
 }
 
 /// The shaper sits in a router, where the sender cannot feel it: what it cannot pass it
-/// drops. At each shaped rate the search converges on loss, within 3 % of the rate.
+/// drops. The search converges on loss, within 3 % of the shaped rate. One rate, searched
+/// to 2 %: the claim is the search's accuracy against the shaper, which a second rate
+/// (5 Mbit/s, as it once had) did not make any stronger, at 30 s of CI each.
 #[test]
 fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
     let Some(lab) = Lab::routed(&["tc"]) else {
@@ -56,86 +58,81 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
     // is kept small (6 kB): queued packets stay charged to the sender's socket buffer, and a
     // deep queue would fill that buffer and hold the sender back, which is what this test
     // must avoid.
-    for (i, mbit) in [5u32, 10].into_iter().enumerate() {
-        let rate = format!("{mbit}mbit");
-        if i > 0 {
-            lab.router_cmd("tc", &["qdisc", "del", "dev", &toward_agent, "root"]);
+    let mbit = 10u32;
+    let rate = format!("{mbit}mbit");
+    lab.router_cmd(
+        "tc",
+        &[
+            "qdisc",
+            "add",
+            "dev",
+            &toward_agent,
+            "root",
+            "tbf",
+            "rate",
+            &rate,
+            "burst",
+            "4kb",
+            "limit",
+            "6kb",
+        ],
+    );
+    let shaped = mbit as f64 * 1e6 / (8.0 * 64.0);
+    let args = [
+        "--search",
+        "--resolution",
+        "2",
+        "--trial",
+        "1",
+        "--warmup",
+        "0.3",
+        "--batch",
+        "16",
+        "--json",
+        "--no-save",
+    ];
+    let mut doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
+    // On a noisy shared 2-vCPU machine a paced sender's wake-ups run late by more than
+    // the pacer makes good (a batch, or 1 ms: catching up more would burst past the
+    // shaper's bucket), so it can send short (the search then says `limited_by:
+    // sender`, as CI showed at 19.5 k packets/s). That measures the machine, not the
+    // shaper: the search runs again, twice at most. Batches of 16 (a 0.8 ms sleep at
+    // 10 Mbit/s) make the late wake-ups fewer and stay within the 4 kB bucket.
+    // A late wake-up on the shared CI machine can also lose packets in one trial at a
+    // rate the shaper passes (CI once found 4.6 % under the shaper after a trial at 99.9 %
+    // of it had passed): that too measures the machine, and is searched again.
+    let off = |d: &serde_json::Value| {
+        let r = d["end"]["search"]["result_pps"].as_f64().unwrap_or(0.0);
+        (r - shaped).abs() / shaped >= 0.03
+    };
+    for _ in 0..2 {
+        if doc["end"]["search"]["limited_by"] != "sender" && !off(&doc) {
+            break;
         }
-        let verb = "add";
-        lab.router_cmd(
-            "tc",
-            &[
-                "qdisc",
-                verb,
-                "dev",
-                &toward_agent,
-                "root",
-                "tbf",
-                "rate",
-                &rate,
-                "burst",
-                "4kb",
-                "limit",
-                "6kb",
-            ],
-        );
-        let shaped = mbit as f64 * 1e6 / (8.0 * 64.0);
-        let args = [
-            "--search",
-            "--trial",
-            "1",
-            "--warmup",
-            "0.3",
-            "--batch",
-            "16",
-            "--json",
-            "--no-save",
-        ];
-        let mut doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
-        // On a noisy shared 2-vCPU machine a paced sender's wake-ups run late by more than
-        // the pacer makes good (a batch, or 1 ms: catching up more would burst past the
-        // shaper's bucket), so it can send short (the search then says `limited_by:
-        // sender`, as CI showed at 19.5 k packets/s). That measures the machine, not the
-        // shaper: the search runs again, twice at most. Batches of 16 (a 0.8 ms sleep at
-        // 10 Mbit/s) make the late wake-ups fewer and stay within the 4 kB bucket.
-        // A late wake-up on the shared CI machine can also lose packets in one trial at a
-        // rate the shaper passes (CI once found 4.6 % under the shaper after a trial at 99.9 %
-        // of it had passed): that too measures the machine, and is searched again.
-        let off = |d: &serde_json::Value| {
-            let r = d["end"]["search"]["result_pps"].as_f64().unwrap_or(0.0);
-            (r - shaped).abs() / shaped >= 0.03
-        };
-        for _ in 0..2 {
-            if doc["end"]["search"]["limited_by"] != "sender" && !off(&doc) {
-                break;
-            }
-            eprintln!(
-                "{mbit} Mbit/s: the sender fell short or a trial lost to noise; searching again"
-            );
-            doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
-        }
-        let s = &doc["end"]["search"];
-        let result = s["result_pps"].as_f64().unwrap();
-        let trials = s["trials"].as_array().unwrap();
-        eprintln!(
-            "{mbit} Mbit/s: search found {result:.0} packets/s after {} trials, limited by {}; tbf passes {shaped:.0}",
-            trials.len(),
-            s["limited_by"]
-        );
-        assert_eq!(s["limited_by"], "loss", "{s}");
-        let err = (result - shaped).abs() / shaped;
-        assert!(
-            err < 0.03,
-            "search found {result:.0} packets/s, tbf shapes to {shaped:.0} ({:.1} % off): {s}",
-            err * 100.0
-        );
-        let last = trials.last().unwrap();
-        assert!(
-            last["verification"].as_bool().unwrap() && last["passed"].as_bool().unwrap(),
-            "{last}"
-        );
-        assert_eq!(doc["end"]["lost_packets"], 0);
+        eprintln!("{mbit} Mbit/s: the sender fell short or a trial lost to noise; searching again");
+        doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
     }
+    let s = &doc["end"]["search"];
+    let result = s["result_pps"].as_f64().unwrap();
+    let trials = s["trials"].as_array().unwrap();
+    eprintln!(
+        "{mbit} Mbit/s: search found {result:.0} packets/s after {} trials, limited by {}; tbf passes {shaped:.0}",
+        trials.len(),
+        s["limited_by"]
+    );
+    assert_eq!(s["limited_by"], "loss", "{s}");
+    let err = (result - shaped).abs() / shaped;
+    assert!(
+        err < 0.03,
+        "search found {result:.0} packets/s, tbf shapes to {shaped:.0} ({:.1} % off): {s}",
+        err * 100.0
+    );
+    let last = trials.last().unwrap();
+    assert!(
+        last["verification"].as_bool().unwrap() && last["passed"].as_bool().unwrap(),
+        "{last}"
+    );
+    assert_eq!(doc["end"]["lost_packets"], 0);
 }
 
 #[test]

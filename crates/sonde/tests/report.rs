@@ -21,15 +21,16 @@ fn chromium() -> Option<&'static str> {
         .find(|p| Path::new(p).exists())
 }
 
-/// Four pings, two labels, at 5,000 and 4,000 requests/s for 2 s: about 10,000 and 8,000
-/// round trips each. Returns the store, made once: the tests given it only read it (it
+/// Four pings, two labels, at 1,000 and 800 requests/s for 2 s: about 2,000 and 1,600
+/// round trips each (a rate a debug build meets with most of both CPUs idle, so that the
+/// verdict is the rate asked for, not a CPU that other work shares). Returns the store, made once: the tests given it only read it (it
 /// goes with the scratch directory at exit).
 fn four_pings() -> PathBuf {
     static DB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let db = DB.get_or_init(|| {
         let db = temp_file("report.db");
         let agent = Agent::on_loopback();
-        for (label, rate) in [("a", "5000"), ("b", "4000"), ("a", "5000"), ("b", "4000")] {
+        for (label, rate) in [("a", "1000"), ("b", "800"), ("a", "1000"), ("b", "800")] {
             let args = ["--rate", rate, "-i", "0.5", "--label", label, "--json"];
             let o = sonde(&db, &agent.short_test("ping", "2", &args));
             assert!(o.status.success(), "{}", stderr(&o));
@@ -79,14 +80,16 @@ fn headless(browser: &str, profile: &Path, width: u32) -> Command {
 }
 
 /// How wide the laid-out page is in a `width` px window.
-fn laid_out_width(browser: &str, html: &Path, width: u32) -> u64 {
-    laid_out(browser, html, width, "document.documentElement.scrollWidth")
-}
-
 /// What the JavaScript expression `expr` (a whole number) is in the page laid out in a
 /// `width` px window: a copy of it, with a script the report itself does not have, writes
 /// it into the DOM Chromium dumps.
 fn laid_out(browser: &str, html: &Path, width: u32, expr: &str) -> u64 {
+    render(browser, html, width, expr, None)
+}
+
+/// `laid_out`, and with `shot` a screenshot of the same page in the same launch (a launch
+/// takes 3-5 s of both CPUs here; the script only sets an attribute, which draws nothing).
+fn render(browser: &str, html: &Path, width: u32, expr: &str, shot: Option<&Path>) -> u64 {
     let probe = temp_file("probe.html");
     let profile = temp_file("chromium-profile");
     let script =
@@ -99,8 +102,11 @@ fn laid_out(browser: &str, html: &Path, width: u32, expr: &str) -> u64 {
     let _quiet = Serial::take();
     let o = run({
         let mut c = headless(browser, &profile, width);
-        c.arg("--dump-dom")
-            .arg(format!("file://{}", probe.display()));
+        c.arg("--dump-dom");
+        if let Some(shot) = shot {
+            c.arg(format!("--screenshot={}", shot.display()));
+        }
+        c.arg(format!("file://{}", probe.display()));
         c
     });
     let dom = stdout(&o);
@@ -115,21 +121,14 @@ fn laid_out(browser: &str, html: &Path, width: u32, expr: &str) -> u64 {
 /// A screenshot of `html` at `width` px, which must not be blank, of a page no wider than
 /// the window (wide tables scroll in their own box).
 fn screenshot(browser: &str, html: &Path, width: u32) {
-    let laid_out = laid_out_width(browser, html, width);
+    let shot = temp_file(&format!("report-{width}.png"));
+    let scroll = "document.documentElement.scrollWidth";
+    let laid_out = render(browser, html, width, scroll, Some(&shot));
     assert!(
         laid_out <= width as u64,
         "the page is {laid_out} px wide in a {width} px window"
     );
-    let shot = temp_file(&format!("report-{width}.png"));
-    let profile = temp_file("chromium-profile");
-    let _quiet = Serial::take();
-    let o = run({
-        let mut c = headless(browser, &profile, width);
-        c.arg(format!("--screenshot={}", shot.display()))
-            .arg(format!("file://{}", html.display()));
-        c
-    });
-    assert!(shot.exists(), "no screenshot at {width} px: {}", stderr(&o));
+    assert!(shot.exists(), "no screenshot at {width} px");
     let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];
@@ -143,7 +142,6 @@ fn screenshot(browser: &str, html: &Path, width: u32) {
         colors.len()
     );
     let _ = std::fs::remove_file(shot);
-    let _ = std::fs::remove_dir_all(profile);
 }
 
 /// Whether `text` holds a snake_case name (`rtt_p50_us`).
@@ -186,7 +184,7 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
     }
     // Each run named by its configuration (what differs from the defaults) and label, a
     // row each, its figures as columns; the store's ids only tell repeats apart.
-    for (label, rate) in [("a", "5000"), ("b", "4000")] {
+    for (label, rate) in [("a", "1000"), ("b", "800")] {
         let name = format!("ping --rate {rate} ({label}) #");
         assert_eq!(
             summary.matches(&name).count(),
@@ -241,7 +239,7 @@ fn html_report_is_published_layout_well_formed_and_renders_at_two_widths() {
         4,
         "{limits}"
     );
-    // The percentile plot draws every bucket of a 10,000-sample run, ticked as percentiles.
+    // The percentile plot draws every bucket of a 2,000-sample run, ticked as percentiles.
     let latency = section(&text, "latency");
     for t in ["50 %", "90 %", "99 %", "99.9 %"] {
         assert!(latency.contains(&format!(">\n{t}\n<")), "tick {t} missing");

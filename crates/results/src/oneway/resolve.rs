@@ -284,3 +284,35 @@ fn figures(t: &OneWayTally, c: &Chosen, mut out: OneWay) -> OneWay {
     out.offset_ns = Some(offset);
     out
 }
+
+impl OneWay {
+    /// `forward 41.2 ± 3.1 us, reverse 38.9 ± 3.1 us (bound from the exchange; clocks not
+    /// synchronised)` at the median, or the clock fault.
+    pub fn line(&self) -> String {
+        if let Some(f) = &self.clock_fault {
+            return format!("one-way: clock fault: {f}");
+        }
+        let (Some(f), Some(r), Some(b), Some(from)) = (
+            &self.forward_ns,
+            &self.reverse_ns,
+            self.bound_ns,
+            self.bound_from,
+        ) else {
+            return "one-way: no message had both ends' stamps".into();
+        };
+        let mut why = from.words().to_string();
+        if let Some(c) = self.clocks.as_ref().filter(|_| from != BoundFrom::OneClock) {
+            why = format!("{why}; {c}");
+        }
+        if self.clocks_disagree.is_some() {
+            why.push_str("; the clocks disagree beyond their bounds");
+        }
+        format!(
+            "one-way P50: forward {} ± {}, reverse {} ± {} ({why})",
+            super::us(f.p50 as f64),
+            super::us(b),
+            super::us(r.p50 as f64),
+            super::us(b)
+        )
+    }
+}

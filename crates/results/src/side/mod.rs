@@ -9,50 +9,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::{Direction, Engine};
 
+mod role;
 mod sample;
 mod sections;
 
+pub use role::{Role, Transfer};
 pub use sample::{IntervalSample, PpsSample, RrSample, SampleSection, StreamSample, TcpSample};
 pub use sections::{
     ConnectionResult, DirectionResult, PortCounters, PpsResult, QueueCounters, RrResult,
     SideSection, StreamResult, Syscalls,
 };
-
-/// Which process measured a figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// The controller: the side that ran `sonde stream`.
-    Client,
-    /// The agent: `sonde serve`.
-    Server,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Client => "client",
-            Role::Server => "server",
-        }
-    }
-
-    /// The client's or the server's of a pair of values, as this role is.
-    pub fn pick<T>(self, client: T, server: T) -> T {
-        match self {
-            Role::Client => client,
-            Role::Server => server,
-        }
-    }
-}
-
-/// What this side did with a direction's bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Transfer {
-    #[default]
-    Send,
-    Receive,
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostInfo {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Transfer;
+use super::role::Transfer;
 use crate::latency::LatencySummary;
 use crate::spec::Direction;
 

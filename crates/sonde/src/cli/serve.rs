@@ -159,7 +159,7 @@ impl ServeArgs {
             max_udp_reply_ratio: self.max_udp_reply_ratio,
         };
         Ok(agent::ServeConfig {
-            key: super::load_key(self.key_file.as_deref())?,
+            key: sonde_run::key::load_key(self.key_file.as_deref())?,
             insecure_no_key: self.insecure_no_key,
             limits,
             max_tests: self.max_tests as usize,
