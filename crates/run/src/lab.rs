@@ -172,10 +172,15 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The standard measurements: what `sonde TEST HOST` each runs, as words after the host.
-/// Over veth the packet rate is measured with AF_XDP too (loopback has no XDP). The pings
-/// measure the tool's own floor first, to tell the path's tail from the tool's.
-pub fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
+/// The tests `sonde lab` runs, each the first word of one or more measurements
+/// (`--only` picks among them).
+pub const LAB_TESTS: [&str; 5] = ["stream", "ping", "rpc", "pps", "load"];
+
+/// The standard measurements: what `sonde TEST HOST` each runs, as words after the host,
+/// those of the tests in `only` alone when it names any. Over veth the packet rate is
+/// measured with AF_XDP too (loopback has no XDP). The pings measure the tool's own floor
+/// first, to tell the path's tail from the tool's.
+pub fn measurements(duration_ms: u64, veth: bool, only: &[String]) -> Vec<Vec<String>> {
     let t = format!("{duration_ms}ms");
     let xdp = Engine::Xdp.to_string();
     // Each with whether it needs XDP on the path.
@@ -192,6 +197,7 @@ pub fn measurements(duration_ms: u64, veth: bool) -> Vec<Vec<String>> {
     lines
         .iter()
         .filter(|(_, bypass)| veth || !bypass)
+        .filter(|(l, _)| only.is_empty() || only.iter().any(|o| o == l[0]))
         .map(|(l, _)| {
             let mut v: Vec<String> = l.iter().map(|w| w.to_string()).collect();
             v.extend(["-t".to_string(), t.clone()]);
@@ -269,12 +275,12 @@ pub struct Results {
 /// document written to the file given; or why it could not run.
 pub type Measure<'a> = dyn Fn(&Lab, &[String], &Path) -> Result<(), String> + Sync + 'a;
 
-/// Runs the standard measurements of `duration_ms` each, one after another until
-/// Ctrl-C, each document kept in `out_dir` and read back; `say` gets the headings, `warn`
-/// what produced nothing.
+/// Runs `measurements` (of [`measurements`]), one after another until Ctrl-C, each
+/// document kept in `out_dir` and read back; `say` gets the headings, `warn` what
+/// produced nothing.
 pub fn run_all(
     lab: &Lab,
-    duration_ms: u64,
+    measurements: Vec<Vec<String>>,
     out_dir: &Path,
     measure: &Measure<'_>,
     say: &dyn Fn(&str),
@@ -285,8 +291,7 @@ pub fn run_all(
         docs: Vec::new(),
         failed: false,
     };
-    let veth = lab.netns.is_some();
-    for (i, words) in measurements(duration_ms, veth).into_iter().enumerate() {
+    for (i, words) in measurements.into_iter().enumerate() {
         let name = words[..words.len() - 2].join(" ");
         if interrupt.is_set() {
             break;
@@ -318,7 +323,7 @@ mod tests {
 
     #[test]
     fn a_measurement_shows_its_test_and_routes_its_output() {
-        let words = measurements(2000, false);
+        let words = measurements(2000, false, &[]);
         assert!(words.iter().all(|w| !w.contains(&"xdp".to_string())));
         let (shown, tail) = command_line(
             "127.0.0.1",
@@ -330,5 +335,22 @@ mod tests {
         let shown = shown.join(" ");
         assert_eq!(shown, "sonde stream 127.0.0.1 --port 5201 -P 1 -t 2000ms");
         assert_eq!(tail, ["--key-file", "/k/key", "--output", "/o/00.json"]);
+    }
+
+    #[test]
+    fn only_keeps_the_named_tests_measurements_in_order() {
+        let only = ["pps".to_string(), "ping".to_string()];
+        let firsts: Vec<String> = measurements(500, true, &only)
+            .into_iter()
+            .map(|w| w[..w.len() - 2].join(" "))
+            .collect();
+        let want = [
+            "ping --self-noise",
+            "ping --udp --self-noise",
+            "pps --flows 4 --rx-threads 2",
+            "pps --engine xdp --flows 4",
+        ];
+        assert_eq!(firsts, want);
+        assert_eq!(measurements(500, true, &[]).len(), 8);
     }
 }

@@ -111,17 +111,40 @@ fn lab_interrupted_still_cleans_up() {
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
 }
 
+/// Over loopback, with `--only` its pings alone (the rest is `lab_runs_and_cleans_up`'s):
+/// it says so, runs just those, and a test it does not know is refused naming the flag.
 #[test]
 fn lab_over_loopback_says_so() {
+    let _serial = Serial::take();
     let o = run({
         let mut c = sonde_cmd();
-        c.args(["lab", "-t", "0.5", "--loopback"]);
+        c.args(["lab", "-t", "0.3", "--loopback", "--only", "ping"]);
         c
     });
     let text = stdout(&o);
     assert!(o.status.success(), "{text}{}", stderr(&o));
     assert!(text.contains("over loopback (127.0.0.1)"), "{text}");
     assert!(text.contains("== lab summary (loopback) =="), "{text}");
+    let ran: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("== ") && !l.starts_with("== lab"))
+        .collect();
+    assert_eq!(
+        ran,
+        ["== ping --self-noise ==", "== ping --udp --self-noise =="],
+        "{text}"
+    );
+    let o = run({
+        let mut c = sonde_cmd();
+        c.args(["lab", "--loopback", "--only", "ping,iperf"]);
+        c
+    });
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--only") && stderr(&o).contains("iperf"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// Direct children of `pid`, from /proc.

@@ -352,4 +352,8 @@ pub struct LabArgs {
     /// Use loopback even when namespaces could be built.
     #[arg(long)]
     pub loopback: bool,
+    /// Only these tests' measurements (all by default).
+    #[arg(long, value_delimiter = ',', value_name = "TEST,...",
+          value_parser = clap::builder::PossibleValuesParser::new(sonde_run::lab::LAB_TESTS))]
+    pub only: Vec<String>,
 }
