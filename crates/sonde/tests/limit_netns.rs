@@ -376,7 +376,14 @@ fn a_pps_sender_behind_a_tbf_on_its_own_egress_is_the_network() {
     let Some(lab) = pinned_lab(Lab::needing(&["tc"])) else {
         return;
     };
-    tbf(&lab.client, &lab.client_if, "5mbit");
+    // A queue of 2 MB (32 k packets of 64 bytes) that the socket's buffer fills long
+    // before it overflows (each packet is charged at its ~1 kB truesize there): the
+    // sender is held back, and nothing is dropped, whatever net.core.wmem_default is.
+    let shaper = [
+        "root", "tbf", "rate", "5mbit", "burst", "16kb", "limit", "2mb",
+    ];
+    let dev = ["qdisc", "add", "dev", lab.client_if.as_str()];
+    lab.client_cmd("tc", &[&dev[..], &shaper[..]].concat());
     let agent = lab.start_agent();
     let mut args = vec!["-t", "1.5", "--warmup", "0.5", "--json", "--no-save"];
     args.extend_from_slice(&PINNED);
