@@ -377,8 +377,9 @@ fn a_pps_sender_behind_a_tbf_on_its_own_egress_is_the_network() {
         return;
     };
     // A queue of 2 MB (32 k packets of 64 bytes) that the socket's buffer fills long
-    // before it overflows (each packet is charged at its ~1 kB truesize there): the
-    // sender is held back, and nothing is dropped, whatever net.core.wmem_default is.
+    // before it overflows (each packet is charged its skb's truesize there, hundreds of
+    // bytes): the sender is held back and nothing is dropped, unless
+    // net.core.wmem_default is tens of megabytes (Debian's: 208 KiB).
     let shaper = [
         "root", "tbf", "rate", "5mbit", "burst", "16kb", "limit", "2mb",
     ];
