@@ -169,7 +169,8 @@ pub struct PpsResult {
 /// long it waited for room: time its threads neither sent nor used CPU.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BlockedSends {
-    /// Sends that returned EAGAIN (the socket's buffer full), each followed by a wait.
+    /// Sends that found the socket's buffer full (EAGAIN, or a batch cut short by it),
+    /// each followed by a wait for room.
     pub would_block: u64,
     /// Sends the device's queue refused (ENOBUFS), each followed by a short sleep.
     pub no_buffers: u64,
