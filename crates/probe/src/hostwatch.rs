@@ -1,6 +1,6 @@
 //! Host-side evidence of one side over the measured window: snapshots of CPU time, TCP
-//! retransmits, the test NIC's counters and interrupts, the control thread's own work,
-//! and the deltas between two.
+//! retransmits, the test NIC's counters, root qdisc and interrupts, the control thread's
+//! own work, and the deltas between two.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::cpustat::{self, CpuSnapshot};
 use crate::process::{self, ThreadUsage};
+use crate::qdisc::{self, QdiscSnap};
 use crate::{host, interrupts, netdev, route, snmp};
 use sonde_results::{ControlThread, NicCounters, SideResult};
 
@@ -30,6 +31,8 @@ pub struct HostSnap {
     pub process_cpu_s: Option<f64>,
     pub retrans: Option<u64>,
     pub nic: Option<NicCounters>,
+    /// The test interface's root qdisc, if it queues.
+    pub qdisc: Option<QdiscSnap>,
     pub irq_total: Option<u64>,
     /// The thread taking the snapshot: a side's control thread.
     pub control: Option<ThreadUsage>,
@@ -98,6 +101,7 @@ impl HostProbe {
                 .iface
                 .as_ref()
                 .and_then(|i| netdev::read_counters(&self.root, i).ok()),
+            qdisc: self.qdisc(),
             irq_total: (!self.irqs.is_empty())
                 .then(|| interrupts::read_interrupts(&self.root).ok())
                 .flatten()
@@ -110,6 +114,18 @@ impl HostProbe {
 impl HostProbe {
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The test interface's root qdisc now, read over rtnetlink; only on the live host
+    /// (a captured tree has none to ask), and `None` where it does not queue.
+    fn qdisc(&self) -> Option<QdiscSnap> {
+        let iface = self
+            .iface
+            .as_deref()
+            .filter(|_| self.root == Path::new("/"))?;
+        let mut q = qdisc::root(qdisc::ifindex(iface)?).ok()??;
+        q.iface = iface.to_string();
+        Some(q)
     }
 
     /// The test interface's name and MTU, where known.
@@ -177,6 +193,10 @@ pub fn fill(side: &mut SideResult, a: &HostSnap, b: &HostSnap) {
     side.tcp_retransmits = a.retrans.zip(b.retrans).map(|(x, y)| y.saturating_sub(x));
     side.nic = match (&a.nic, &b.nic) {
         (Some(x), Some(y)) => Some(netdev::delta(x, y)),
+        _ => None,
+    };
+    side.qdisc = match (&a.qdisc, &b.qdisc) {
+        (Some(x), Some(y)) => qdisc::delta(x, y),
         _ => None,
     };
     side.interrupts = a

@@ -18,6 +18,7 @@ pub mod netdev;
 pub mod placement;
 pub mod pmqos;
 pub mod process;
+pub mod qdisc;
 pub mod route;
 pub mod snmp;
 pub mod topology;

@@ -21,10 +21,10 @@ pub mod verdict;
 pub use document::{Document, SCHEMA_VERSION};
 pub use latency::LatencySummary;
 pub use side::{
-    Bypass, ConnectionResult, ControlThread, CoreUsage, CpuBreakdown, CpuLatency, CpuUsage,
-    DirectionResult, HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult, PpsSample,
-    QueueCounters, Role, RrResult, RrSample, SampleSection, SideResult, SideSection, StreamResult,
-    StreamSample, Transfer,
+    BlockedSends, Bypass, ConnectionResult, ControlThread, CoreUsage, CpuBreakdown, CpuLatency,
+    CpuUsage, DirectionResult, HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult,
+    PpsSample, QdiscCounters, QueueCounters, Role, RrResult, RrSample, SampleSection, SideResult,
+    SideSection, StreamResult, StreamSample, Transfer,
 };
 pub use spec::{
     Direction, DpdkSpec, Engine, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError,

@@ -277,6 +277,7 @@ mod tests {
                 worker_cpus: Vec::new(),
             },
             port: None,
+            blocked_sends: None,
             counted: Default::default(),
         }
     }

@@ -48,8 +48,29 @@ impl Look for Report {
     }
 
     fn summary(&self, doc: &Document) -> String {
-        sonde_report::look::summary(doc)
+        let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+        once_per_run(&sonde_report::look::summary(doc), &mut said)
     }
+}
+
+/// The default-engine notes this process has printed: several tests of one run (`sonde
+/// lab`) say each once, not once per test and side. The documents keep theirs.
+static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// `summary` without the default-engine notes already in `said` (which it extends).
+fn once_per_run(summary: &str, said: &mut Vec<String>) -> String {
+    let tail = sonde_run::kind::table::CHOSEN_BY_DEFAULT;
+    let mut out = String::with_capacity(summary.len());
+    for line in summary.split_inclusive('\n') {
+        if line.contains(tail) {
+            if said.iter().any(|s| s == line) {
+                continue;
+            }
+            said.push(line.to_string());
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// This terminal and the store, as `--json`, `--json-stream` and `--no-save` say.
@@ -223,4 +244,25 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_run::kind::table::CHOSEN_BY_DEFAULT;
+
+    #[test]
+    fn a_default_engine_note_is_printed_once_per_run() {
+        let uring = format!("note: client: engine uring: {CHOSEN_BY_DEFAULT}\n");
+        let kernel = format!("note: client: engine kernel: {CHOSEN_BY_DEFAULT}\n");
+        let test = |note: &str| format!("table\n{note}note: client: lo takes no interrupts\n");
+        let mut said = Vec::new();
+        assert_eq!(once_per_run(&test(&uring), &mut said), test(&uring));
+        // The next test with the same default: its other notes stay.
+        let rest = "table\nnote: client: lo takes no interrupts\n";
+        assert_eq!(once_per_run(&test(&uring), &mut said), rest);
+        // Another engine's default is news once.
+        assert_eq!(once_per_run(&test(&kernel), &mut said), test(&kernel));
+        assert_eq!(once_per_run(&test(&kernel), &mut said), rest);
+    }
 }

@@ -41,8 +41,10 @@ fn notes(side: &serde_json::Value) -> String {
     side["notes"].to_string()
 }
 
+/// The note on the default is the controller's alone, in the document and on the
+/// terminal: said once, not once per side.
 #[test]
-fn rpc_defaults_to_io_uring_and_says_so() {
+fn rpc_defaults_to_io_uring_and_says_so_once() {
     let Some(lab) = Lab::new() else {
         return;
     };
@@ -50,15 +52,29 @@ fn rpc_defaults_to_io_uring_and_says_so() {
     let doc = doc_of(&rpc(&lab, &agent, &[]));
     assert_eq!(doc["start"]["spec"]["engine"], "uring");
     assert_eq!(doc["start"]["spec"]["engine_auto"], true);
+    let said = |side: &str| {
+        notes(&doc["end"][side])
+            .matches("chosen by default")
+            .count()
+    };
     for side in ["client", "server"] {
         let s = &doc["end"][side];
         assert_eq!(s["engine"], "uring", "{side}: {s}");
-        assert!(
-            notes(s).contains("chosen by default") && notes(s).contains("not measured on this one"),
-            "{side}: {}",
-            notes(s)
-        );
     }
+    let client = notes(&doc["end"]["client"]);
+    assert!(client.contains("not measured on this one"), "{client}");
+    assert_eq!((said("client"), said("server")), (1, 0), "{}", doc["end"]);
+    // The terminal's summary says it once too.
+    let text = stdout(&run(lab.sonde(
+        &agent,
+        "rpc",
+        &["-t", "0.3", "--warmup", "0.1"],
+    )));
+    assert_eq!(text.matches("chosen by default").count(), 1, "{text}");
+    assert!(
+        text.contains("note: client: engine uring: chosen by default"),
+        "{text}"
+    );
     // ping's fastest is the kernel engine's.
     let ping = doc_of(&run(lab.sonde(&agent, "ping", &["-t", "0.5", "--json"])));
     assert_eq!(ping["end"]["client"]["engine"], "kernel");

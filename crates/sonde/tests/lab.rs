@@ -49,9 +49,28 @@ fn lab_runs_and_cleans_up() {
         let floor = format!("tool floor (in-process echo over a Unix {socket} socket");
         assert_eq!(text.matches(&floor).count(), 2, "{floor}: {text}");
     }
+    once_per_run(&text);
     one_host_figures_in_the_summary(&text, &dir);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The default-engine note: once per run for each engine chosen by default (kernel,
+/// io_uring), not once per side of each of the eight measurements.
+fn once_per_run(text: &str) {
+    let notes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("chosen by default"))
+        .collect();
+    let mut distinct = notes.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(notes.len(), distinct.len(), "a note said twice: {notes:#?}");
+    assert!(!notes.is_empty() && notes.len() <= 2, "{notes:#?}");
+    assert!(
+        notes.iter().all(|n| n.starts_with("note: client: engine ")),
+        "{notes:#?}"
+    );
 }
 
 /// Both lab namespaces share this host: each stream's row shows the host's CPU busy and

@@ -1,11 +1,12 @@
 //! `end.limited_by` on real bottlenecks planted in namespaces: a shaper on the sender's
 //! egress and in a router it cannot see, small socket buffers, nftables dropping segments,
 //! a CPU hog on the receiver's worker core, the test's own `--rate`, a pps receiver that
-//! overflows, and with --reverse the receiver's CPU and the agent's egress. Each test
-//! checks the verdict and that its evidence names the decisive figure with its side and
-//! unit. Magnitudes sit far from the rules' thresholds: the rules follow the evidence
-//! bench/limit_evidence.py collects, these tests check they hold. Also: TCP_INFO on both
-//! ends in every interval, forward, reverse and bidir.
+//! overflows, a pps sender behind a shaper on its own egress, and with --reverse the
+//! receiver's CPU and the agent's egress. Each test checks the verdict and that its
+//! evidence names the decisive figure with its side and unit. Magnitudes sit far from the
+//! rules' thresholds: the rules follow the evidence bench/limit_evidence.py collects, these
+//! tests check they hold. Also: TCP_INFO on both ends in every interval, forward, reverse
+//! and bidir.
 
 mod common;
 
@@ -362,6 +363,54 @@ fn a_pps_receiver_with_one_thread_and_a_small_buffer_drops() {
     );
     let socket = "packets.socket_drops";
     assert_evidence(&doc, socket, "receiver", Some("server"), "packets");
+}
+
+/// A 5 Mbit/s tbf on the sender's own egress, far below what its one thread sends (some
+/// 300 kpps unshaped here; the tbf passes 9.8 kpps of 64-byte packets): its socket's
+/// buffer fills with packets the tbf has not taken, and its sends wait for room. Judged
+/// `network` on those waits (measured: 99 % of the thread's time), with the tbf's
+/// overlimits beside them, nothing lost, and the sender's process CPU well below the
+/// window (measured 0.06 s in 1.5 s): it waited in poll, it did not spin on the full
+/// queue. The margin: a quarter of the window, against the whole window or more that a
+/// sender spinning on its sends would use.
+#[test]
+fn a_pps_sender_behind_a_tbf_on_its_own_egress_is_the_network() {
+    let Some(lab) = pinned_lab(Lab::needing(&["tc"])) else {
+        return;
+    };
+    // A queue of 2 MB (32 k packets of 64 bytes) that the socket's buffer fills long
+    // before it overflows (each packet is charged its skb's truesize there, hundreds of
+    // bytes): the sender is held back and nothing is dropped, unless
+    // net.core.wmem_default is tens of megabytes (Debian's: 208 KiB).
+    let shaper = [
+        "root", "tbf", "rate", "5mbit", "burst", "16kb", "limit", "2mb",
+    ];
+    let dev = ["qdisc", "add", "dev", lab.client_if.as_str()];
+    lab.client_cmd("tc", &[&dev[..], &shaper[..]].concat());
+    let agent = lab.start_agent();
+    let mut args = vec!["-t", "1.5", "--warmup", "0.5", "--json", "--no-save"];
+    args.extend_from_slice(&PINNED);
+    args.extend_from_slice(&["--tx-threads", "1"]);
+    let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
+    let blocked = "blocked_sends.seconds";
+    assert_judged(&doc, "network", blocked, "sender", Some("client"), "s");
+    let overlimits = "qdisc.overlimits";
+    assert_evidence(&doc, overlimits, "sender", Some("client"), "events");
+    let end = &doc["end"];
+    assert_eq!(end["lost_packets"], 0, "{}", end["packets"]);
+    let snd = &end["sender"];
+    assert!(
+        snd["blocked_sends"]["would_block"].as_u64().unwrap() > 0,
+        "{snd}"
+    );
+    assert_eq!(snd["qdisc"]["kind"], "tbf", "{snd}");
+    let cpu_s = snd["cpu"]["process_cpu_s"].as_f64().unwrap();
+    let window_s = snd["seconds"].as_f64().unwrap();
+    eprintln!("sender's process CPU {cpu_s:.3} s in {window_s:.2} s");
+    assert!(
+        cpu_s < window_s / 4.0,
+        "the sender used {cpu_s:.2} s of CPU in {window_s:.2} s: it spun on its full queue"
+    );
 }
 
 /// Every interval of a forward, reverse and bidir run carries TCP_INFO from both ends of

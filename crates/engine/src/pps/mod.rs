@@ -14,7 +14,7 @@ mod recv;
 mod send;
 
 pub use recv::{PpsReceiver, RxPlan};
-pub use send::{PpsSender, TxPlan, MAX_GSO_SEGMENTS};
+pub use send::{Blocked, PpsSender, TxPlan, MAX_GSO_SEGMENTS};
 
 use crate::counters::Counters;
 

@@ -47,6 +47,9 @@ pub struct MeasuredBy {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostCounted {
     pub nic: Option<NicCounters>,
+    /// The test interface's root qdisc, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc: Option<crate::side::QdiscCounters>,
     pub interrupts: Option<u64>,
     pub notes: Vec<String>,
     /// The side's control thread during the window: the tool's own work beside its
@@ -59,6 +62,7 @@ impl HostCounted {
     pub(super) fn of(side: &SideResult) -> HostCounted {
         HostCounted {
             nic: side.nic.clone(),
+            qdisc: side.qdisc.clone(),
             interrupts: side.interrupts,
             notes: side.notes.clone(),
             control_thread: side.control_thread.clone(),

@@ -26,6 +26,9 @@ pub struct PpsEndSide {
     /// The DPDK engine: the port's own counters over the whole test, per queue too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<crate::side::PortCounters>,
+    /// The sender's sends held back by the queue ahead (kernel sockets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_sends: Option<crate::side::BlockedSends>,
     #[serde(flatten)]
     pub counted: HostCounted,
 }
@@ -147,6 +150,7 @@ fn end_side(side: &SideResult) -> Option<PpsEndSide> {
         total_packets: p.per_flow.iter().sum(),
         cpu: CpuFigures::of(side),
         port: p.port.clone(),
+        blocked_sends: p.blocked_sends.clone(),
         counted: HostCounted::of(side),
     })
 }

@@ -5,6 +5,7 @@
 
 mod cpu;
 mod finding;
+mod held;
 mod pps;
 mod rr;
 pub mod stages;

@@ -1,10 +1,12 @@
 //! A packet-rate run's limit: the test's own rate, drops at the receiver (its sockets' or
-//! its NIC's queues overflowed), loss between the hosts, or either end's CPU. Loss is
-//! judged first: a sender that never waits is always busy, so its CPU limits the run
-//! only when the receiver took everything it sent.
+//! its NIC's queues overflowed), loss between the hosts, a queue ahead of the sender that
+//! held it back, or either end's CPU. Loss is judged first: a sender that never waits is
+//! always busy, so its CPU limits the run only when the receiver took everything it sent
+//! and its sends never waited for room.
 
 use super::cpu;
 use super::finding::{loss_signal, pick, rate_finding};
+use super::held::held_back;
 use crate::document::{Document, PpsEnd, PpsEndSide};
 use crate::spec::{PollMode, TestSpec};
 use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
@@ -57,6 +59,9 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
         f.strength *= 1.0 - lossy;
         found.push(f);
     }
+    let held = held_back(snd);
+    let waited = held.as_ref().map_or(0.0, |h| h.strength);
+    found.extend(held);
     let paced = spec.rate_pps.is_some();
     let spins = matches!(spec.poll, PollMode::Busy);
     let (s_cpu, r_cpu) = cpu::both(
@@ -66,7 +71,8 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
     );
     let dropped = loss_signal(if sent > 0.0 { at_receiver / sent } else { 0.0 });
     if let Some(s) = s_cpu.filter(|_| !paced) {
-        let mut strength = s.level * (1.0 - lossy);
+        // A sender that waited for room was not short of CPU while it waited.
+        let mut strength = s.level * (1.0 - lossy) * (1.0 - waited);
         if dropped > 0.0 {
             // A sender that never waits is always busy: drops at the receiver lead.
             strength = strength.min(dropped * DROPS_BEFORE_CPU);

@@ -3,7 +3,8 @@
 use crate::document::Document;
 use crate::latency::LatencySummary;
 use crate::side::{
-    CoreUsage, CpuBreakdown, HostInfo, PpsResult, Role, RrResult, SideResult, SideSection,
+    BlockedSends, CoreUsage, CpuBreakdown, HostInfo, PpsResult, QdiscCounters, Role, RrResult,
+    SideResult, SideSection,
 };
 use crate::spec::{PollMode, PpsSpec, RrSpec, TestSpec};
 use crate::verdict::Limit;
@@ -42,6 +43,11 @@ struct Pps {
     socket_drops: u64,
     sender_busy: f64,
     receiver_busy: f64,
+    /// The sender's threads and window, its sends' waits for room, its interface's qdisc.
+    threads: u32,
+    secs: f64,
+    blocked: Option<BlockedSends>,
+    qdisc: Option<QdiscCounters>,
 }
 
 impl Pps {
@@ -53,6 +59,10 @@ impl Pps {
             socket_drops: 0,
             sender_busy: 99.0,
             receiver_busy: 60.0,
+            threads: 1,
+            secs: SECS,
+            blocked: None,
+            qdisc: None,
         }
     }
 
@@ -71,9 +81,14 @@ impl Pps {
             socket_drops: drops,
             poll: "block".into(),
             port: None,
+            blocked_sends: None,
         };
         let mut c = side(Role::Client, self.sender_busy, 0);
-        c.section = SideSection::Pps(part(self.sent, None));
+        c.section = SideSection::Pps(PpsResult {
+            blocked_sends: self.blocked.clone(),
+            ..part(self.sent, None)
+        });
+        (c.threads, c.window_s, c.qdisc) = (self.threads, self.secs, self.qdisc.clone());
         let mut s = side(Role::Server, self.receiver_busy, 1);
         s.section = SideSection::Pps(part(self.got, Some(self.socket_drops)));
         build(&spec, &c, &s).end.limited_by.expect("a verdict")
@@ -156,6 +171,113 @@ fn a_pps_rate_met_without_loss_is_the_tests_own() {
     .verdict();
     assert_eq!(v.verdict, Limit::TestRate);
     assert_eq!(v.evidence[1].unit, "packets/s");
+}
+
+/// The run of the issue (a 50 Mbit/s tbf on the sender's own veth, 64-byte packets), as
+/// measured on the 2-vCPU VM: 97.6 kpps over 2.0 s, nothing lost, the sender's CPU 100 %
+/// busy with the shaper's work, its sends never waiting (the shaper's per-packet timer
+/// cost kept its queue from filling), its tbf holding packets back 59,185 times for the
+/// 194,713 it passed. The shaper, not the sender's CPU.
+#[test]
+fn a_sender_held_to_its_shapers_rate_is_the_network_not_its_cpu() {
+    let v = Pps {
+        sent: 195_200,
+        got: 195_200,
+        sender_busy: 100.0,
+        threads: 2,
+        secs: 2.0,
+        blocked: Some(BlockedSends::default()),
+        qdisc: Some(tbf(59_185, 194_713, 0)),
+        ..Pps::plain()
+    }
+    .verdict();
+    assert_eq!(v.verdict, Limit::Network, "{v:?}");
+    assert_eq!(v.strength, 1.0);
+    let e = &v.evidence[0];
+    assert_eq!(
+        (e.figure.as_str(), e.value, e.unit.as_str()),
+        ("qdisc.overlimits", 59_185.0, "events")
+    );
+    assert_eq!(
+        e.text,
+        "its interface v0's qdisc (tbf) held packets back over its rate 59185 times for 194713 \
+         it passed (30 %), dropped 0, and held 0 bytes (0 packets) at the window's end"
+    );
+    // The sender's CPU is no runner-up: it was busy with the shaper's work.
+    assert_eq!(v.runner_up, None, "{v:?}");
+}
+
+/// A tbf far below the sender's rate (5 Mbit/s), measured: 2 threads waited 2.96 s of
+/// their 2 x 1.50 s for room in 290 sends, the tbf holding 28,416 bytes. The sender's
+/// waits lead the evidence; its CPU (busy with another's work) is no finding.
+#[test]
+fn a_sender_whose_sends_waited_for_room_is_the_network() {
+    let v = Pps {
+        sent: 14_640,
+        got: 14_640,
+        sender_busy: 100.0,
+        threads: 2,
+        secs: 1.5,
+        blocked: Some(BlockedSends {
+            would_block: 290,
+            no_buffers: 0,
+            seconds: 2.96,
+        }),
+        qdisc: Some(tbf(39_585, 14_657, 28_416)),
+        ..Pps::plain()
+    }
+    .verdict();
+    assert_eq!(v.verdict, Limit::Network, "{v:?}");
+    let e = &v.evidence[0];
+    assert_eq!(
+        (e.figure.as_str(), e.value, e.unit.as_str()),
+        ("blocked_sends.seconds", 2.96, "s")
+    );
+    assert_eq!(e.measured_by, Some(Role::Client));
+    assert_eq!(
+        e.text,
+        "sender's sends found the queue ahead full 290 times and waited 2.96 s for room: 99 % \
+         of its 2 threads' 1.50 s"
+    );
+    assert_eq!(v.evidence[1].figure, "qdisc.overlimits");
+    assert_eq!(v.runner_up, None, "{v:?}");
+}
+
+/// Waiting 2 % of its time (the noise floor is 5 %) says nothing: a saturated sender
+/// without a shaper is still its CPU. At 14 % (three fifths of the way to 20 %) the queue
+/// ahead leads at 0.6 and the CPU, busy the rest of the time, is its runner-up at 0.4.
+#[test]
+fn a_sender_that_waited_a_little_is_still_its_cpu() {
+    let waited = |seconds: f64| Pps {
+        blocked: Some(BlockedSends {
+            would_block: 10,
+            no_buffers: 0,
+            seconds,
+        }),
+        ..Pps::plain()
+    };
+    let v = waited(0.08).verdict();
+    assert_eq!((v.verdict, v.strength), (Limit::SenderCpu, 1.0), "{v:?}");
+    let v = waited(0.56).verdict();
+    assert_eq!(v.verdict, Limit::Network, "{v:?}");
+    assert!((v.strength - 0.6).abs() < 1e-9, "{v:?}");
+    let r = v.runner_up.expect("the sender's CPU");
+    assert_eq!(r.verdict, Limit::SenderCpu);
+    assert!((r.strength - 0.4).abs() < 1e-9, "{r:?}");
+}
+
+/// A root tbf on interface v0 that held packets back `overlimits` times for `packets`
+/// passed, with `backlog` bytes queued at the end (64-byte packets).
+fn tbf(overlimits: u64, packets: u64, backlog: u64) -> QdiscCounters {
+    QdiscCounters {
+        iface: "v0".into(),
+        kind: "tbf".into(),
+        packets,
+        overlimits,
+        backlog_bytes: backlog,
+        backlog_packets: backlog / 64,
+        ..Default::default()
+    }
 }
 
 /// An rpc run: `rps` completed, `in_flight` = C × W, a mean round trip.

@@ -16,8 +16,8 @@ mod sections;
 pub use role::{Role, Transfer};
 pub use sample::{IntervalSample, PpsSample, RrSample, SampleSection, StreamSample, TcpSample};
 pub use sections::{
-    ConnectionResult, DirectionResult, PortCounters, PpsResult, QueueCounters, RrResult,
-    SideSection, StreamResult, Syscalls,
+    BlockedSends, ConnectionResult, DirectionResult, PortCounters, PpsResult, QueueCounters,
+    RrResult, SideSection, StreamResult, Syscalls,
 };
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -90,6 +90,24 @@ pub struct NicCounters {
     pub tx_dropped: u64,
 }
 
+/// The root qdisc of the test's interface over the window (`tc -s qdisc`'s figures): the
+/// queue a sender's packets wait in before the device takes them. Counts are deltas; the
+/// backlog is the queue held at the window's end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QdiscCounters {
+    pub iface: String,
+    /// The qdisc's kind: tbf, fq_codel, mq, ...
+    pub kind: String,
+    /// Packets it passed on to the device.
+    pub packets: u64,
+    pub drops: u64,
+    /// Times it held a packet back because it was over its rate (a shaper's throttling).
+    pub overlimits: u64,
+    pub requeues: u64,
+    pub backlog_bytes: u64,
+    pub backlog_packets: u64,
+}
+
 /// Everything one side measured: what every kind's side has, and its kind's own section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideResult {
@@ -109,6 +127,9 @@ pub struct SideResult {
     /// System-wide TCP RetransSegs delta from /proc/net/snmp.
     pub tcp_retransmits: Option<u64>,
     pub nic: Option<NicCounters>,
+    /// The test interface's root qdisc; absent without one (noqueue, a veth's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc: Option<QdiscCounters>,
     /// Interrupts of the NIC carrying the test; absent when it has none (veth, loopback).
     pub interrupts: Option<u64>,
     /// Things the reader should know: options the kernel refused, counters not found.
@@ -212,6 +233,7 @@ impl SideResult {
             process_cpu_s: None,
             tcp_retransmits: None,
             nic: None,
+            qdisc: None,
             interrupts: None,
             notes,
             partial: false,

@@ -159,4 +159,21 @@ pub struct PpsResult {
     /// The DPDK engine: the port's own counters, per queue too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<PortCounters>,
+    /// Sender (kernel sockets): its sends held back by the queue ahead in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_sends: Option<BlockedSends>,
+}
+
+/// A sender's sends that found no room in the queue ahead (its socket's buffer full of
+/// packets a shaper or a NIC ring had not yet taken, or the device's queue full), and how
+/// long it waited for room: time its threads neither sent nor used CPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BlockedSends {
+    /// Sends that found the socket's buffer full (EAGAIN, or a batch cut short by it),
+    /// each followed by a wait for room.
+    pub would_block: u64,
+    /// Sends the device's queue refused (ENOBUFS), each followed by a short sleep.
+    pub no_buffers: u64,
+    /// Time waited for room, summed over the sending threads.
+    pub seconds: f64,
 }

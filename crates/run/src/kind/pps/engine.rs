@@ -6,7 +6,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use sonde_engine::pps::{FlowRx, RxPlan};
+use sonde_engine::pps::{Blocked, FlowRx, RxPlan};
 use sonde_engine::Placement;
 use sonde_results::{PortCounters, PpsSpec, Role};
 
@@ -24,6 +24,11 @@ pub trait TxEngine: Workers {
     fn start(&mut self, placement: Placement, cookie: u32) -> io::Result<()>;
     /// Packets and payload bytes sent so far (monotonic).
     fn counts(&self) -> (u64, u64);
+    /// The sends held back by the queue ahead so far (monotonic); `None`: not counted
+    /// (a bypass engine's own rings).
+    fn blocked(&self) -> Option<Blocked> {
+        None
+    }
     /// Packets sent per flow, and the first error a worker met.
     fn join(&mut self) -> (Vec<u64>, Option<String>);
     /// A DPDK port's own counters, once joined.

@@ -5,7 +5,7 @@
 use std::io;
 use std::net::{IpAddr, UdpSocket};
 
-use sonde_engine::pps::{FlowRx, PpsReceiver, PpsSender, TxPlan};
+use sonde_engine::pps::{Blocked, FlowRx, PpsReceiver, PpsSender, TxPlan};
 use sonde_engine::Placement;
 use sonde_results::{Engine, PpsSpec};
 
@@ -71,6 +71,13 @@ impl TxEngine for Flows {
     }
     fn counts(&self) -> (u64, u64) {
         self.stage.running().map_or((0, 0), PpsSender::counts)
+    }
+    fn blocked(&self) -> Option<Blocked> {
+        Some(
+            self.stage
+                .running()
+                .map_or_else(Blocked::default, PpsSender::blocked),
+        )
     }
     fn join(&mut self) -> (Vec<u64>, Option<String>) {
         let w = self.stage.running_mut();

@@ -4,10 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+use sonde_engine::pps::Blocked;
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_probe::udp;
-use sonde_results::{IntervalSample, PpsResult, PpsSample, PpsSpec, Role, SampleSection};
+use sonde_results::SampleSection;
+use sonde_results::{BlockedSends, IntervalSample, PpsResult, PpsSample, PpsSpec, Role};
 use sonde_results::{SideResult, SideSection};
 
 use super::engine::{Drops, RxEngine, TxEngine};
@@ -31,12 +33,20 @@ pub struct PpsSide {
     role: Role,
     spec: PpsSpec,
     engine: Engine,
-    /// Packets sent or received over the window.
-    meter: Meter<u64>,
+    /// Packets sent or received over the window, and the sends blocked.
+    meter: Meter<Tally>,
     notes: Vec<String>,
     placement: Placement,
     schedule: Schedule,
     stop_requested: Option<Instant>,
+}
+
+/// What the side counts at the window's edges: packets sent or received, and a kernel
+/// sender's sends held back by the queue ahead.
+#[derive(Clone, Copy)]
+struct Tally {
+    packets: u64,
+    blocked: Option<Blocked>,
 }
 
 impl PpsSide {
@@ -104,11 +114,17 @@ impl PpsSide {
         }
     }
 
-    /// Packets sent (client) or received (agent) so far.
-    fn count(&self) -> u64 {
+    /// Packets sent (client) or received (agent) so far, and the sends blocked.
+    fn count(&self) -> Tally {
         match &self.engine {
-            Engine::Tx(s) => s.counts().0,
-            Engine::Rx { receiver, .. } => receiver.counts().0,
+            Engine::Tx(s) => Tally {
+                packets: s.counts().0,
+                blocked: s.blocked(),
+            },
+            Engine::Rx { receiver, .. } => Tally {
+                packets: receiver.counts().0,
+                blocked: None,
+            },
         }
     }
 
@@ -126,7 +142,7 @@ impl PpsSide {
             cpu_busy_percent: edge.cpu_busy_percent,
             partial: cut,
             section: SampleSection::Pps(PpsSample {
-                packets: count - edge.before,
+                packets: count.packets - edge.before.packets,
             }),
         }
     }
@@ -221,9 +237,18 @@ impl Side for PpsSide {
             Engine::Tx(s) => (s.bypass(), s.port()),
             Engine::Rx { receiver, .. } => (receiver.bypass(), receiver.port()),
         };
+        let (start, end) = (&window.start.1, &window.end.1);
+        let blocked = end.blocked.zip(start.blocked).map(|(b, a)| {
+            let d = b.since(&a);
+            BlockedSends {
+                would_block: d.would_block,
+                no_buffers: d.no_buffers,
+                seconds: d.waited_ns as f64 / 1e9,
+            }
+        });
         let section = SideSection::Pps(PpsResult {
             size_bytes: self.spec.size_bytes,
-            packets: window.end.1 - window.start.1,
+            packets: end.packets - start.packets,
             per_flow,
             reordered,
             duplicated,
@@ -231,6 +256,7 @@ impl Side for PpsSide {
             socket_drops,
             poll: self.spec.poll.label(),
             port,
+            blocked_sends: blocked,
         });
         let window_s = window.seconds();
         let mut result = self

@@ -57,9 +57,9 @@ pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
     table::refuse(ENGINES, r.execution.engine, |e| e.owns(r), |e| e.refuse(r))
 }
 
-/// The engine this side runs for `spec`, and the note on a default's choice.
-fn chosen(spec: &RrSpec) -> io::Result<(&'static dyn RrBackend, Option<String>)> {
-    table::choose(ENGINES, "request/response", &spec.execution)
+/// The engine `role`'s side runs for `spec`, and the note on a default's choice.
+fn chosen(spec: &RrSpec, role: Role) -> io::Result<(&'static dyn RrBackend, Option<String>)> {
+    table::choose(ENGINES, "request/response", &spec.execution, role)
 }
 
 pub struct RequestResponse;
@@ -141,7 +141,7 @@ impl TypedKind for RequestResponse {
         let per_conn = u64::from(r.window)
             .saturating_mul(u64::from(message))
             .saturating_add(budget::SOCKET_BYTES);
-        let xsks = chosen(r).map_or(0, |(b, _)| b.worker_bytes());
+        let xsks = chosen(r, role).map_or(0, |(b, _)| b.worker_bytes());
         Demand {
             connections: r.connections,
             rate: Some(r.rate_per_s),
@@ -182,7 +182,7 @@ impl TypedKind for RequestResponse {
         agent: SocketAddr,
         _probe: &HostProbe,
     ) -> Result<(), OpenError> {
-        chosen(r)
+        chosen(r, Role::Client)
             .and_then(|(b, _)| b.preflight(r, agent.ip()))
             .map_err(|e| OpenError::Refused(e.to_string()))
     }
@@ -193,7 +193,8 @@ impl TypedKind for RequestResponse {
     }
 
     fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
-        let (engine, note) = chosen(r).map_err(|e| OpenError::Refused(e.to_string()))?;
+        let (engine, note) =
+            chosen(r, Role::Client).map_err(|e| OpenError::Refused(e.to_string()))?;
         Ok(Box::new(Opened {
             spec: r.clone(),
             engine: engine.open_client(r, to)?,
@@ -208,7 +209,7 @@ impl TypedKind for RequestResponse {
         ip: IpAddr,
         peer: IpAddr,
     ) -> io::Result<Box<dyn ServerEndpoint>> {
-        let (engine, note) = chosen(r)?;
+        let (engine, note) = chosen(r, Role::Server)?;
         Ok(Box::new(Listening {
             spec: r.clone(),
             engine: engine.open_server(r, ip, peer)?,

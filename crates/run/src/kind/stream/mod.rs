@@ -210,7 +210,7 @@ impl Opened {
             .zip(&meta)
             .map(|(c, (_, d))| (c, sends(*d)))
             .collect();
-        let (backend, note) = table::choose(ENGINES, "stream", &spec.execution)?;
+        let (backend, note) = table::choose(ENGINES, "stream", &spec.execution, role)?;
         let notes = notes.into_iter().chain(note).collect();
         let engine = backend.start(conns, placement.clone(), &spec)?;
         Ok(Box::new(StreamSide::start(
