@@ -66,6 +66,7 @@ fn hello() -> Vec<u8> {
         nonce: hex(&data_rogue::nonce()),
         // The agents here listen on 127.0.0.1: the rogue names it as a controller would.
         agent: "127.0.0.1".into(),
+        ticket: None,
     })
     .unwrap()
 }
