@@ -1,0 +1,185 @@
+//! Where a connection waits when no ordinary handshake place is free (issue 52): for its
+//! first frame, at most [`DOOR_WAIT`] from accept, so that a key holder's `Hello` can show
+//! its ticket and take a place kept for key holders. A controller writes `Hello` as soon as
+//! its connect returns, so it arrives with the handshake's last ACK, whatever the round
+//! trip. The door is read by the accept loop itself (non-blocking sockets, one poll), and
+//! bounded: a newcomer always comes in, and the entry pushed out (told "busy") is the
+//! oldest of the newcomer's address when it has [`PER_ADDRESS`] waiting, else of its
+//! network when that has [`PER_NETWORK`], else the oldest of the network with the most
+//! waiting. So strangers in other networks never push a key holder out before its
+//! `Hello`, and those in its own network or at its own address only by opening that many
+//! connections within the moment its `Hello` takes to arrive.
+
+use std::io::{self, Read};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use sonde_proto::ticket::{first_frame, FirstFrame};
+use sonde_proto::PRE_AUTH_FRAME_BYTES;
+
+use super::sources::{canonical, network_of};
+
+/// How long a connection waits at the door for its first frame.
+pub(super) const DOOR_WAIT: Duration = Duration::from_millis(500);
+/// Connections waiting at the door, in all.
+pub(super) const WAITING: usize = 64;
+/// ... from one address.
+pub(super) const PER_ADDRESS: usize = 4;
+/// ... from one /24 (IPv4) or /64 (IPv6).
+pub(super) const PER_NETWORK: usize = 16;
+
+/// A connection at the door.
+pub(super) struct Waiting {
+    pub(super) stream: TcpStream,
+    pub(super) peer: SocketAddr,
+    pub(super) accepted: Instant,
+    /// What it sent so far: handed to its session if it is let in.
+    pub(super) bytes: Vec<u8>,
+}
+
+/// What became of a connection at the door.
+pub(super) enum Left {
+    /// Its first frame came (or anything that is not one, or its end): `first` says what.
+    Spoke(Waiting, FirstFrame),
+    /// Pushed out by a newcomer, or silent past [`DOOR_WAIT`]: tell it "busy".
+    Turned(Waiting),
+}
+
+#[derive(Default)]
+pub(super) struct Door {
+    waiting: Vec<Waiting>,
+}
+
+impl Door {
+    /// Lets `w` in (its socket made non-blocking); what it pushed out, if anything.
+    pub(super) fn admit(&mut self, w: Waiting) -> io::Result<Option<Left>> {
+        w.stream.set_nonblocking(true)?;
+        let sources: Vec<IpAddr> = self.waiting.iter().map(|w| w.peer.ip()).collect();
+        let out = evictee(&sources, w.peer.ip()).map(|k| Left::Turned(self.waiting.remove(k)));
+        self.waiting.push(w);
+        Ok(out)
+    }
+
+    /// The sockets to poll, in the order `read` takes their events.
+    pub(super) fn fds(&self) -> Vec<RawFd> {
+        self.waiting.iter().map(|w| w.stream.as_raw_fd()).collect()
+    }
+
+    /// When the next waiting connection's time is up.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.waiting.iter().map(|w| w.accepted + DOOR_WAIT).min()
+    }
+
+    /// Reads the connections `ready` says have bytes (by their place in `fds`), and turns
+    /// away those whose time is up at `now`: what left the door.
+    pub(super) fn step(&mut self, ready: &[bool], now: Instant) -> Vec<Left> {
+        let mut left = Vec::new();
+        let mut k = 0;
+        let mut kept = Vec::with_capacity(self.waiting.len());
+        for mut w in self.waiting.drain(..) {
+            let readable = ready.get(k).copied().unwrap_or(false);
+            k += 1;
+            if readable {
+                if let Some(first) = read_first(&mut w) {
+                    left.push(Left::Spoke(w, first));
+                    continue;
+                }
+            }
+            if now >= w.accepted + DOOR_WAIT {
+                left.push(Left::Turned(w));
+            } else {
+                kept.push(w);
+            }
+        }
+        self.waiting = kept;
+        left
+    }
+}
+
+/// Reads what `w` sent; its first frame once whole (or `Other` for its end, an error, or
+/// more bytes than a `Hello` may have), `None` while it is not.
+fn read_first(w: &mut Waiting) -> Option<FirstFrame> {
+    let most = 4 + PRE_AUTH_FRAME_BYTES;
+    let mut buf = [0u8; 4096];
+    loop {
+        let room = most.saturating_sub(w.bytes.len()).min(buf.len());
+        if room == 0 {
+            return Some(FirstFrame::Other);
+        }
+        match w.stream.read(&mut buf[..room]) {
+            Ok(0) => return Some(FirstFrame::Other),
+            Ok(n) => w.bytes.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Some(FirstFrame::Other),
+        }
+    }
+    match first_frame(&w.bytes) {
+        FirstFrame::NeedMore => None,
+        first => Some(first),
+    }
+}
+
+/// Which of the waiting connections (their sources, oldest first) a newcomer from `ip`
+/// pushes out, if any (see the module's note).
+fn evictee(waiting: &[IpAddr], ip: IpAddr) -> Option<usize> {
+    let ip = canonical(ip);
+    let net = network_of(ip);
+    let same = |f: &dyn Fn(IpAddr) -> bool| waiting.iter().filter(|w| f(**w)).count();
+    let first = |f: &dyn Fn(IpAddr) -> bool| waiting.iter().position(|w| f(*w));
+    if same(&|w| canonical(w) == ip) >= PER_ADDRESS {
+        return first(&|w| canonical(w) == ip);
+    }
+    if same(&|w| network_of(w) == net) >= PER_NETWORK {
+        return first(&|w| network_of(w) == net);
+    }
+    if waiting.len() < WAITING {
+        return None;
+    }
+    let most = waiting
+        .iter()
+        .map(|w| same(&|v| network_of(v) == network_of(*w)))
+        .max()?;
+    first(&|w| same(&|v| network_of(v) == network_of(w)) == most)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(c: u8, d: u8) -> IpAddr {
+        [198, 18, c, d].into()
+    }
+
+    #[test]
+    fn an_address_or_network_pushes_out_only_its_own_oldest() {
+        let mut w: Vec<IpAddr> = (0..4).map(|_| ip(200, 10)).collect();
+        assert_eq!(evictee(&w, ip(200, 11)), None);
+        assert_eq!(evictee(&w, ip(200, 10)), Some(0));
+        // A key holder at the attackers' address waits behind their older ones: a
+        // newcomer of the address pushes out the oldest, so the key holder goes only if
+        // four more come before its Hello does.
+        w.remove(0);
+        w.push(ip(200, 10));
+        assert_eq!(evictee(&w, ip(200, 10)), Some(0));
+        let mut net: Vec<IpAddr> = (0..16).map(|d| ip(201, d)).collect();
+        net.insert(0, ip(202, 1));
+        assert_eq!(evictee(&net, ip(201, 99)), Some(1), "its network's oldest");
+    }
+
+    #[test]
+    fn when_full_the_biggest_network_gives_way_never_a_lone_newcomer() {
+        // 64 waiting: a key holder of a third network first, then strangers of two.
+        let mut w = vec![ip(202, 10)];
+        w.extend((0..16).map(|d| ip(200, d)));
+        w.extend((0..16).map(|d| ip(201, d)));
+        w.extend((0..31).map(|c| ip(c, 1)));
+        assert_eq!(w.len(), WAITING);
+        assert_eq!(evictee(&w, ip(100, 1)), Some(1), "the /24 of 200's oldest");
+        // Every waiting one of its own network: the oldest goes, ties broken by age.
+        let lone: Vec<IpAddr> = (0..64).map(|c| ip(c, 1)).collect();
+        assert_eq!(evictee(&lone, ip(100, 1)), Some(0));
+        assert_eq!(evictee(&lone[..63], ip(100, 1)), None);
+    }
+}
