@@ -48,11 +48,12 @@ pub enum ControllerError {
     Open(#[from] OpenError),
     #[error("interrupted before the test started")]
     Interrupted,
-    #[error("agent at {addr}: {}; tried {tries} times in {secs:.1} s (a controller tries a busy agent for up to {:.0} s, waiting 0.1 s doubling to 1 s between tries) and gave up", PeerError::Busy, BUSY_RETRY_FOR.as_secs_f64())]
+    #[error("agent at {addr}: {}; tried {tries} times in {secs:.1} s (a controller tries a busy agent for up to {within_s:.0} s, waiting 0.1 s doubling to 1 s between tries) and gave up", PeerError::Busy)]
     Busy {
         addr: SocketAddr,
         tries: u32,
         secs: f64,
+        within_s: f64,
     },
 }
 
