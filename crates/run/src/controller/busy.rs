@@ -50,8 +50,9 @@ fn until_served_within<T>(
                         within_s: within.as_secs_f64(),
                     });
                 }
-                tracing::info!(
-                    "the agent at {addr} is busy; trying again in {:.1} s (for up to {:.0} s in all)",
+                // On stderr, as `--tune`'s warnings: a controller's commands log nothing else.
+                eprintln!(
+                    "note: the agent at {addr} is busy; trying again in {:.1} s (for up to {:.0} s in all)",
                     wait.as_secs_f64(),
                     within.as_secs_f64()
                 );
