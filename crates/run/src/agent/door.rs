@@ -75,11 +75,9 @@ impl Door {
     /// away those whose time is up at `now`: what left the door.
     pub(super) fn step(&mut self, ready: &[bool], now: Instant) -> Vec<Left> {
         let mut left = Vec::new();
-        let mut k = 0;
         let mut kept = Vec::with_capacity(self.waiting.len());
-        for mut w in self.waiting.drain(..) {
+        for (k, mut w) in self.waiting.drain(..).enumerate() {
             let readable = ready.get(k).copied().unwrap_or(false);
-            k += 1;
             if readable {
                 if let Some(first) = read_first(&mut w) {
                     left.push(Left::Spoke(w, first));
