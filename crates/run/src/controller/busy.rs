@@ -50,12 +50,15 @@ fn until_served_within<T>(
                         within_s: within.as_secs_f64(),
                     });
                 }
-                // On stderr, as `--tune`'s warnings: a controller's commands log nothing else.
-                eprintln!(
-                    "note: the agent at {addr} is busy; trying again in {:.1} s (for up to {:.0} s in all)",
-                    wait.as_secs_f64(),
-                    within.as_secs_f64()
-                );
+                // Once, on stderr, as `--tune`'s warnings: a controller's commands log
+                // nothing else, and a user waiting should know why.
+                if tries == 1 {
+                    eprintln!(
+                        "note: the agent at {addr} is busy; trying again in {:.1} s (for up to {:.0} s in all)",
+                        wait.as_secs_f64(),
+                        within.as_secs_f64()
+                    );
+                }
                 if !sleep_unless_interrupted(wait, interrupt) {
                     return Err(ControllerError::Interrupted);
                 }
