@@ -79,9 +79,14 @@ impl Door {
         for (k, mut w) in self.waiting.drain(..).enumerate() {
             let readable = ready.get(k).copied().unwrap_or(false);
             if readable {
-                if let Some(first) = read_first(&mut w) {
-                    left.push(Left::Spoke(w, first));
-                    continue;
+                match read_first(&mut w) {
+                    Ok(Some(first)) => {
+                        left.push(Left::Spoke(w, first));
+                        continue;
+                    }
+                    // Gone before it said anything whole: closed, nothing to answer.
+                    Err(Gone) => continue,
+                    Ok(None) => {}
                 }
             }
             if now >= w.accepted + DOOR_WAIT {
@@ -95,27 +100,36 @@ impl Door {
     }
 }
 
-/// Reads what `w` sent; its first frame once whole (or `Other` for its end, an error, or
-/// more bytes than a `Hello` may have), `None` while it is not.
-fn read_first(w: &mut Waiting) -> Option<FirstFrame> {
+/// The peer closed (or its socket failed) before its first frame was whole.
+struct Gone;
+
+/// Reads what `w` sent; its first frame once whole (or `Other` for more bytes than a
+/// `Hello` may have), `None` while it is not.
+fn read_first(w: &mut Waiting) -> Result<Option<FirstFrame>, Gone> {
     let most = 4 + PRE_AUTH_FRAME_BYTES;
     let mut buf = [0u8; 4096];
+    let mut closed = false;
     loop {
         let room = most.saturating_sub(w.bytes.len()).min(buf.len());
         if room == 0 {
-            return Some(FirstFrame::Other);
+            return Ok(Some(FirstFrame::Other));
         }
         match w.stream.read(&mut buf[..room]) {
-            Ok(0) => return Some(FirstFrame::Other),
+            Ok(0) => {
+                closed = true;
+                break;
+            }
             Ok(n) => w.bytes.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Some(FirstFrame::Other),
+            Err(_) => return Err(Gone),
         }
     }
     match first_frame(&w.bytes) {
-        FirstFrame::NeedMore => None,
-        first => Some(first),
+        // A Hello and the peer's close together still count: its session says why.
+        FirstFrame::NeedMore if closed => Err(Gone),
+        FirstFrame::NeedMore => Ok(None),
+        first => Ok(Some(first)),
     }
 }
 
@@ -164,6 +178,69 @@ mod tests {
         let mut net: Vec<IpAddr> = (0..16).map(|d| ip(201, d)).collect();
         net.insert(0, ip(202, 1));
         assert_eq!(evictee(&net, ip(201, 99)), Some(1), "its network's oldest");
+    }
+
+    /// A real connection at the door of a loopback listener: its client end, and the door's.
+    fn pair(l: &std::net::TcpListener) -> (TcpStream, Waiting) {
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, peer) = l.accept().unwrap();
+        let w = Waiting {
+            stream: s,
+            peer,
+            accepted: Instant::now(),
+            bytes: Vec::new(),
+        };
+        (c, w)
+    }
+
+    #[test]
+    fn a_hello_leaves_the_door_with_its_ticket_a_silent_peer_at_its_time_a_closed_one_unanswered() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut door = Door::default();
+        let (mut speaker, w) = pair(&l);
+        assert!(door.admit(w).unwrap().is_none());
+        let (_silent, w) = pair(&l);
+        assert!(door.admit(w).unwrap().is_none());
+        let (closer, w) = pair(&l);
+        assert!(door.admit(w).unwrap().is_none());
+        let key = sonde_proto::Key::from_file_bytes(b"the fleet's key of some length").unwrap();
+        let ticket = sonde_proto::Ticket::new(&key, &[1; 32], "127.0.0.1", 5);
+        let hello = sonde_proto::encode(&sonde_proto::Message::Hello {
+            magic: sonde_proto::MAGIC.into(),
+            version: sonde_proto::PROTOCOL_VERSION,
+            software: "t".into(),
+            nonce: "01".repeat(32),
+            agent: "127.0.0.1".into(),
+            ticket: Some(ticket.clone()),
+        })
+        .unwrap();
+        // Half now, half later: nothing leaves until the frame is whole.
+        speaker.write_all(&hello[..10]).unwrap();
+        drop(closer);
+        std::thread::sleep(Duration::from_millis(50));
+        let left = door.step(&[true, false, true], Instant::now());
+        assert!(
+            left.is_empty(),
+            "the closed one leaves unanswered, the half Hello waits"
+        );
+        assert_eq!(door.fds().len(), 2);
+        speaker.write_all(&hello[10..]).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let left = door.step(&[true, false], Instant::now());
+        match &left[..] {
+            [Left::Spoke(w, FirstFrame::Hello { ticket: t, .. })] => {
+                assert_eq!(t.as_ref(), Some(&ticket));
+                assert_eq!(w.bytes, hello, "its bytes go on to its session");
+            }
+            _ => panic!("the Hello did not leave the door"),
+        }
+        let left = door.step(&[false], Instant::now() + DOOR_WAIT);
+        assert!(
+            matches!(&left[..], [Left::Turned(_)]),
+            "the silent one, at its time"
+        );
+        assert!(door.fds().is_empty());
     }
 
     #[test]
