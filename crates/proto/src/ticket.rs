@@ -319,6 +319,43 @@ mod tests {
     }
 
     #[test]
+    fn a_controllers_hello_carries_a_ticket_the_agent_honours_only_with_its_key() {
+        use crate::session::Session;
+        let spec = sonde_results::TestSpec::Ping(Default::default());
+        let t0 = Instant::now();
+        let hello = |key: Option<Key>, at: Option<u64>| {
+            let mut c = crate::ClientSession::new(spec.clone(), "s", "c", Default::default(), t0)
+                .with_nonce([6; 32])
+                .with_key(key)
+                .dialling(AGENT.parse().unwrap());
+            if let Some(ms) = at {
+                c = c.with_ticket_at(ms);
+            }
+            first_frame(&c.poll_transmit().unwrap())
+        };
+        let FirstFrame::Hello {
+            nonce,
+            agent,
+            ticket,
+        } = hello(Some(key()), Some(T))
+        else {
+            panic!("not a Hello")
+        };
+        let mut gate = TicketGate::new(key());
+        gate.check((&nonce, &agent, ticket.as_ref()), &here(), T + 5, t0)
+            .unwrap();
+        // No key, or no clock given: no ticket.
+        assert!(matches!(
+            hello(None, Some(T)),
+            FirstFrame::Hello { ticket: None, .. }
+        ));
+        assert!(matches!(
+            hello(Some(key()), None),
+            FirstFrame::Hello { ticket: None, .. }
+        ));
+    }
+
+    #[test]
     fn the_first_frame_is_read_up_to_a_hello_and_its_ticket() {
         let t = Ticket::new(&key(), &[4; 32], AGENT, T);
         let frame = encode(&Message::Hello {
