@@ -42,8 +42,8 @@ pub(super) struct Waiting {
 pub(super) enum Left {
     /// Its first frame came (or anything that is not one, or its end): `first` says what.
     Spoke(Waiting, FirstFrame),
-    /// Pushed out by a newcomer, or silent past [`DOOR_WAIT`]: tell it "busy".
-    Turned(Waiting),
+    /// Pushed out by a newcomer (`true`), or silent past [`DOOR_WAIT`]: tell it "busy".
+    Turned(Waiting, bool),
 }
 
 #[derive(Default)]
@@ -56,7 +56,8 @@ impl Door {
     pub(super) fn admit(&mut self, w: Waiting) -> io::Result<Option<Left>> {
         w.stream.set_nonblocking(true)?;
         let sources: Vec<IpAddr> = self.waiting.iter().map(|w| w.peer.ip()).collect();
-        let out = evictee(&sources, w.peer.ip()).map(|k| Left::Turned(self.waiting.remove(k)));
+        let out =
+            evictee(&sources, w.peer.ip()).map(|k| Left::Turned(self.waiting.remove(k), true));
         self.waiting.push(w);
         Ok(out)
     }
@@ -90,7 +91,7 @@ impl Door {
                 }
             }
             if now >= w.accepted + DOOR_WAIT {
-                left.push(Left::Turned(w));
+                left.push(Left::Turned(w, false));
             } else {
                 kept.push(w);
             }
@@ -237,7 +238,7 @@ mod tests {
         }
         let left = door.step(&[false], Instant::now() + DOOR_WAIT);
         assert!(
-            matches!(&left[..], [Left::Turned(_)]),
+            matches!(&left[..], [Left::Turned(_, false)]),
             "the silent one, at its time"
         );
         assert!(door.fds().is_empty());

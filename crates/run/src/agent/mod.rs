@@ -217,11 +217,16 @@ fn at_the_door(
 ) -> Option<(door::Waiting, sources::Entered)> {
     let (w, first) = match left {
         door::Left::Spoke(w, first) => (w, first),
-        door::Left::Turned(w) => {
+        door::Left::Turned(w, pushed) => {
             let peer = w.peer;
             answer_busy(w.stream);
             shared.refusals.refused(peer.ip(), refusals::Kind::Busy, || {
-                format!("refused {peer}: busy, and no Hello with a ticket within {:.1} s of connecting", door::DOOR_WAIT.as_secs_f64())
+                let why = if pushed {
+                    "newer connections of its address or network came while it waited for its Hello".to_string()
+                } else {
+                    format!("it sent no Hello within {:.1} s", door::DOOR_WAIT.as_secs_f64())
+                };
+                format!("refused {peer}: busy: no handshake place free, and {why}")
             });
             return None;
         }
