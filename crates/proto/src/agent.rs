@@ -387,6 +387,7 @@ impl Machine for AgentSession {
                     software,
                     nonce,
                     agent,
+                    ..
                 },
             ) => self.on_hello(magic, version, software, (nonce, agent), now),
             (State::AwaitAuth, Message::Auth { mac }) => self.on_auth(mac),

@@ -13,7 +13,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
+use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
 
 use crate::auth::{Key, Prover, CHALLENGE_BYTES};
 use crate::bounds;
@@ -26,6 +26,7 @@ use crate::message::{
 };
 use crate::seal::{Opener, Sealer};
 use crate::session::{Machine, Wire};
+use crate::ticket::Ticket;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
@@ -103,6 +104,15 @@ pub struct ClientSession {
     /// Whether an authenticated STAMP run is asked only of an agent announcing
     /// [`STAMP_SENDER_KEY`] (always, but for a test playing a controller that does not).
     stamp_key_check: bool,
+    /// This controller's wall-clock time (ms since the epoch) for `Hello`'s ticket; none,
+    /// no ticket.
+    unix_ms: Option<u64>,
+    /// When `start()` said Start: no sample is taken before its interval began.
+    started: Option<Instant>,
+    /// The bytes of the samples taken so far ([`crate::bounds::retained_bytes`]).
+    retained: u64,
+    /// A partial sample was taken (one may come before its interval's time).
+    partial_seen: bool,
 }
 
 impl ClientSession {
@@ -130,6 +140,10 @@ impl ClientSession {
             intervals_seen: 0,
             stamp_reflector: None,
             stamp_key_check: true,
+            unix_ms: None,
+            started: None,
+            retained: 0,
+            partial_seen: false,
         };
         s.queue_hello();
         s
@@ -155,18 +169,35 @@ impl ClientSession {
     }
 
     fn queue_hello(&mut self) {
+        let ticket = match (&self.key, self.unix_ms) {
+            (Some(key), Some(ms)) => Some(Ticket::new(key, &self.nonce, &self.agent, ms)),
+            _ => None,
+        };
         self.queue(&Message::Hello {
             magic: MAGIC.into(),
             version: PROTOCOL_VERSION,
             software: self.software.clone(),
             nonce: hex::encode(self.nonce),
             agent: self.agent.clone(),
+            ticket,
         });
     }
 
     /// Proves `key` to the agent, and requires the agent to prove it first.
     pub fn with_key(mut self, key: Option<Key>) -> Self {
         self.key = key;
+        self.wire.out.clear();
+        self.queue_hello();
+        self
+    }
+
+    /// With a key, `Hello` carries a ticket made at `unix_ms` (this host's wall clock, ms
+    /// since the epoch): the agent's places kept for key holders, whoever holds the others
+    /// ([`crate::ticket`]).
+    pub fn with_ticket_at(mut self, unix_ms: u64) -> Self {
+        self.unix_ms = Some(unix_ms);
+        self.wire.out.clear();
+        self.queue_hello();
         self
     }
 
@@ -214,6 +245,7 @@ impl ClientSession {
         self.allow(self.state == State::Ready, "start")?;
         self.queue(&Message::Start);
         self.state = State::Running;
+        self.started = Some(now);
         // The agent is silent through warm-up; its first sample comes one interval later.
         self.wire.deadline = Some(
             now + Duration::from_millis(self.spec.timing().warmup_ms)
@@ -411,9 +443,23 @@ impl ClientSession {
     /// Keeps a sample within the spec's bounds; one beyond them fails the session, so a
     /// rogue agent cannot grow the controller's memory past what the test needs.
     fn on_interval(&mut self, sample: IntervalSample, now: Instant) -> Result<(), ProtoError> {
-        if let Err(why) = bounds::check_sample(&self.spec, self.intervals_seen, &sample) {
-            return self.fail(ProtoError::Excess(why));
+        let role = match self.third_party {
+            Some(ThirdParty::Client { .. }) => Role::Client,
+            _ => Role::Server,
+        };
+        let at = bounds::Arrival {
+            seen: self.intervals_seen,
+            retained: self.retained,
+            since_start: self
+                .started
+                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
+            partial_seen: self.partial_seen,
+        };
+        match bounds::check_sample(&self.spec, role, at, &sample) {
+            Ok(bytes) => self.retained += bytes,
+            Err(why) => return self.fail(ProtoError::Excess(why)),
         }
+        self.partial_seen |= sample.partial;
         self.intervals_seen += 1;
         let last = u64::from(sample.index) + 1 >= self.spec.timing().intervals();
         self.wire.events.push_back(ClientEvent::Interval(sample));

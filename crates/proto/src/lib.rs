@@ -29,6 +29,7 @@ pub mod seal;
 pub mod session;
 pub mod stamp;
 pub mod target;
+pub mod ticket;
 
 pub use agent::{AgentEvent, AgentSession};
 pub use auth::{Key, KeyTooShort, Nonces, Prover, CHALLENGE_BYTES};
@@ -49,3 +50,4 @@ pub use session::Session;
 pub use target::{
     TargetChallenge, TargetTest, TARGET_ANSWER_BYTES, TARGET_CHALLENGE_BYTES, TARGET_NONCE_BYTES,
 };
+pub use ticket::{Ticket, TicketGate, TicketRefused, TICKET_WINDOW};

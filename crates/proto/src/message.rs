@@ -18,7 +18,9 @@ pub const MAGIC: &str = "netsonde";
 /// sends only once the serving agent answered its challenge on the data port (`target`);
 /// results and interval samples carry each kind's typed section.
 /// Still 3 with `Stamp`/`StampDone`: a controller sends `Stamp` only to an agent that
-/// announces [`STAMP_SENDER`], so an older agent never reads one.
+/// announces [`STAMP_SENDER`], so an older agent never reads one. Still 3 with `Hello`'s
+/// `ticket` (issue 52): an older agent ignores the field (serde skips unknown fields), and
+/// an agent places a `Hello` without one as before, so either side may be the older.
 pub const PROTOCOL_VERSION: u32 = 3;
 
 // A message is built, sent and dropped once per step of a test, never stored in bulk:
@@ -39,6 +41,10 @@ pub enum Message {
         /// own, and both proofs are bound to it.
         #[serde(default)]
         agent: String,
+        /// The controller's proof of the key at accept, over `nonce`, `agent` and its
+        /// time ([`crate::ticket`]): places kept for key holders, never for strangers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ticket: Option<crate::ticket::Ticket>,
     },
     /// Agent → controller, the answer to `Hello`: a version banner only; what the agent
     /// is and runs comes in `Accepted`, after the key is proven.

@@ -19,6 +19,7 @@ fn all_messages() -> Vec<Message> {
             software: "sonde 0.1".into(),
             nonce: "ab".repeat(32),
             agent: "198.18.0.2".into(),
+            ticket: None,
         },
         Message::Welcome {
             magic: "netsonde".into(),
@@ -547,13 +548,15 @@ fn an_agent_sending_more_samples_than_the_spec_fails_the_session_with_what_it_se
     let t0 = Instant::now();
     let (mut c, mut a) = started(t0);
     pump(&mut c, &mut a, t0).1.unwrap();
-    // The default spec: 10 intervals, so 11 samples (one partial) and no more.
+    // The default spec: 10 intervals, so 11 samples (one partial) and no more, each
+    // once its interval began (all of them after the test's 11 s).
+    let end = t0 + std::time::Duration::from_secs(12);
     for i in 0..11u32 {
         a.send_interval(sample(i)).unwrap();
     }
-    pump(&mut c, &mut a, t0).0.unwrap();
+    pump(&mut c, &mut a, end).0.unwrap();
     a.send_interval(sample(11)).unwrap();
-    let e = pump(&mut c, &mut a, t0).0.unwrap_err();
+    let e = pump(&mut c, &mut a, end).0.unwrap_err();
     assert_eq!(
         e.to_string(),
         "misbehaving agent, test ended: it sent more interval samples than the test's 11 \
@@ -571,10 +574,33 @@ fn an_agent_sending_more_samples_than_the_spec_fails_the_session_with_what_it_se
         st.tcp = vec![st.tcp[0].clone(); 9];
     }
     a.send_interval(wide).unwrap();
-    let e = pump(&mut c, &mut a, t0).0.unwrap_err();
+    let e = pump(&mut c, &mut a, end).0.unwrap_err();
     assert!(
         matches!(e, ProtoError::Excess(ref w) if w.contains("9 connections")),
         "{e}"
     );
     assert!(!std::iter::from_fn(|| c.poll_event()).any(|e| matches!(e, ClientEvent::Interval(_))));
+}
+
+#[test]
+fn an_agent_sending_its_samples_before_their_time_fails_the_session() {
+    // Issue 52: every sample the spec allows, sent at Start (with its warm-up of 1 s
+    // over): the first is taken, the second is an interval early.
+    let t0 = Instant::now();
+    let (mut c, mut a) = started(t0);
+    pump(&mut c, &mut a, t0).1.unwrap();
+    for i in 0..11u32 {
+        a.send_interval(sample(i)).unwrap();
+    }
+    let at = t0 + std::time::Duration::from_millis(1500);
+    let e = pump(&mut c, &mut a, at).0.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "misbehaving agent, test ended: its sample 2 came 1.500 s after Start, before that \
+         interval began (2.000 s)"
+    );
+    let kept = std::iter::from_fn(|| c.poll_event())
+        .filter(|e| matches!(e, ClientEvent::Interval(_)))
+        .count();
+    assert_eq!(kept, 1);
 }

@@ -61,6 +61,7 @@ fn first_answer(port: u16) -> String {
         software: "probe".into(),
         nonce: "42".repeat(32),
         agent: "127.0.0.1".into(),
+        ticket: None,
     };
     s.write_all(&sonde_proto::encode(&hello).unwrap()).unwrap();
     let mut len = [0u8; 4];

@@ -235,10 +235,24 @@ fn third_party_paths_name_what_is_wrong() {
         ]);
         (o, port)
     };
-    // One test at a time: the client part is refused as busy, the error names the agent.
+    // One test at a time: the client part is refused as busy, tried again for 5 s (a
+    // note says so once), and the error names the agent and how long it tried.
     let (o, port) = ping_itself("1");
-    assert_one_line_error(&o, 1, &format!("agent at 127.0.0.1:{port}"));
-    assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err.trim().lines().collect();
+    assert_eq!(lines.len(), 2, "a note and the error: {err}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "note: the agent at 127.0.0.1:{port} is busy; trying again"
+        )),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains(&format!("agent at 127.0.0.1:{port}: the agent is busy"))
+            && lines[1].contains("a controller tries a busy agent for up to 5 s"),
+        "{err}"
+    );
     // With room for both parts, the client part is still refused: it would send to a
     // loopback address (this host's own services), which no client part does.
     let (o, port) = ping_itself("2");

@@ -66,6 +66,7 @@ fn hello() -> Vec<u8> {
         nonce: hex(&data_rogue::nonce()),
         // The agents here listen on 127.0.0.1: the rogue names it as a controller would.
         agent: "127.0.0.1".into(),
+        ticket: None,
     })
     .unwrap()
 }
@@ -481,8 +482,11 @@ fn a_flood_of_refused_connections_is_logged_in_a_few_lines_with_its_count() {
     let t0 = Instant::now();
     let (mut tried, mut busy) = (0u64, 0u64);
     // Bounded: 3,000 connections or 1.4 s, while the holders keep the address's places.
+    // Each says Hello without a ticket at once, as a keyless rogue would (a silent one
+    // waits for its first frame at the door, up to 0.5 s, before it is told busy).
     while tried < 3000 && t0.elapsed() < Duration::from_millis(1400) {
         let mut c = connect_from(from, to).unwrap();
+        let _ = c.write_all(&hello());
         tried += 1;
         if is_busy(&first_message(&mut c, Duration::from_millis(500))) {
             busy += 1;

@@ -16,8 +16,9 @@ use common::agent_proc::{status, MIB};
 use common::data_rogue::nonce;
 use common::*;
 use sonde_proto::{AgentEvent, AgentSession, Session, Timeouts, MAX_FRAME_BYTES};
+use sonde_results::stages::{Stage, Stages};
 use sonde_results::tcp::TcpSample;
-use sonde_results::{IntervalSample, SampleSection, StreamSample};
+use sonde_results::{IntervalSample, LatencySummary, RrSample, SampleSection, StreamSample};
 use sonde_run::control::Link;
 
 /// The most the controller may hold at its peak (VmHWM): 18 MiB in a test, and about
@@ -25,8 +26,11 @@ use sonde_run::control::Link;
 /// and grew with every frame.
 const PEAK: u64 = 80 * MIB;
 
-/// Accepts the controller's data connections and reads them to the end, until `until`.
+/// Accepts the controller's data connections and reads them to the end, until `until`
+/// (and holds a UDP socket on the same port, so that a UDP ping's datagrams meet no
+/// closed port).
 fn drain_data(listener: TcpListener, until: Instant) {
+    let _udp = std::net::UdpSocket::bind(listener.local_addr().unwrap());
     listener.set_nonblocking(true).unwrap();
     while Instant::now() < until {
         match listener.accept() {
@@ -122,6 +126,11 @@ fn peak_of(pid: u32, done: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
 /// agent sending `flood`: the controller's document, its peak memory, and the frames the
 /// rogue got out.
 fn against_rogue(flood: Flood) -> (serde_json::Value, u64, u32) {
+    against_rogue_running(&["stream", "-t", "2"], flood)
+}
+
+/// As [`against_rogue`], the controller running `test` (`["ping", "-t", "60"]`).
+fn against_rogue_running(test: &[&str], flood: Flood) -> (serde_json::Value, u64, u32) {
     let _serial = Serial::take();
     let control = TcpListener::bind("127.0.0.1:0").unwrap();
     let data = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -132,15 +141,9 @@ fn against_rogue(flood: Flood) -> (serde_json::Value, u64, u32) {
     let frames = flood.frames;
     let rogue = std::thread::spawn(move || rogue_agent(control, data_port, flood));
     let mut cmd = sonde_cmd();
-    cmd.args([
-        "stream",
-        "127.0.0.1",
-        "--port",
-        &port.to_string(),
-        "-t",
-        "2",
-    ])
-    .args(["--warmup", "0.1", "-i", "1", "--json", "--no-save"]);
+    cmd.args([test[0], "127.0.0.1", "--port", &port.to_string()])
+        .args(&test[1..])
+        .args(["--warmup", "0.1", "-i", "1", "--json", "--no-save"]);
     let mut child = cmd.spawn_keeping(Keep::Stdout);
     let done = Arc::new(AtomicBool::new(false));
     let peak = peak_of(child.id(), done.clone());
@@ -181,8 +184,10 @@ fn error_of(doc: &serde_json::Value) -> String {
 
 #[test]
 fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_memory_bounded() {
-    // Samples each within bounds, but 2,000 of them where 3 are due. (A stream sample has
-    // no histogram to make it heavy: its section has no room for one.)
+    // Samples each within bounds, but 2,000 of them where 3 are due, all at once: the
+    // second is an interval early (before issue 52 the fourth ended it, as one too
+    // many). (A stream sample has no histogram to make it heavy: its section has no room
+    // for one.)
     let sample = move |i| stream_sample(i, 1);
     let frames = 2000;
     let (doc, peak, sent) = against_rogue(Flood {
@@ -194,7 +199,8 @@ fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_mem
     assert!(
         e.starts_with("agent at 127.0.0.1:")
             && e.contains("misbehaving agent")
-            && e.contains("more interval samples than the test's 3"),
+            && e.contains("its sample 2 came 0.")
+            && e.ends_with("s after Start, before that interval began (1.100 s)"),
         "{e}"
     );
     // What was measured is kept: the controller's own side, and the samples within bounds.
@@ -228,5 +234,91 @@ fn a_rogue_agent_sending_oversized_samples_ends_the_test_at_the_first() {
         "{e}"
     );
     assert!(sent < frames, "the controller hung up on the flood");
+    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
+}
+
+/// A round-trip sample carrying the round trips' histogram and seven stages', each of
+/// `chars` characters: issue 52's rogue, eight histograms just under the 512 KiB check.
+fn heavy_rr_sample(i: u32, chars: usize) -> IntervalSample {
+    let summary = LatencySummary {
+        count: 1,
+        min: 1,
+        mean: 1.0,
+        stddev: 0.0,
+        p50: 1,
+        p90: 1,
+        p99: 1,
+        p999: 1,
+        p9999: 1,
+        max: 1,
+        histogram: Some("A".repeat(chars)),
+    };
+    let mut stages = Stages::default();
+    for stage in Stage::ALL {
+        stages.ns.insert(stage, summary.clone());
+    }
+    IntervalSample {
+        index: i,
+        start_s: f64::from(i),
+        end_s: f64::from(i) + 1.0,
+        cpu_busy_percent: None,
+        partial: false,
+        section: SampleSection::Rr(RrSample {
+            messages: 1,
+            latency_ns: (chars > 0).then(|| summary.clone()),
+            stages: (chars > 0).then_some(stages),
+            oneway: None,
+        }),
+    }
+}
+
+#[test]
+fn a_rogue_agent_sending_every_interval_at_once_with_eight_histograms_is_refused_at_the_first() {
+    // A 60 s ping allows 61 samples: each of eight histograms of 520,000 characters (4.2
+    // MB a frame), all sent at Start. Before issue 52's fix the controller kept them all
+    // (250 MB in the red team's release build; 1,195 MB for 300 s).
+    let chars = 520_000;
+    let frames = 61;
+    let (doc, peak, sent) = against_rogue_running(
+        &["ping", "-t", "60"],
+        Flood {
+            frames,
+            sample: Box::new(move |i| heavy_rr_sample(i, chars)),
+        },
+    );
+    let e = error_of(&doc);
+    eprintln!("FIGURE the document: {e}");
+    assert!(
+        e.starts_with("agent at 127.0.0.1:")
+            && e.ends_with(
+                "misbehaving agent, test ended: its interval 0 carries round-trip latency, which a serving agent of this test does not measure"
+            ),
+        "{e}"
+    );
+    assert!(sent < frames, "the controller hung up on the flood");
+    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
+}
+
+#[test]
+fn a_rogue_agent_sending_its_samples_before_their_time_is_refused_at_the_second() {
+    // Samples with nothing in them but their count, every one of a 60 s ping's at Start:
+    // the first is due once the warm-up (0.1 s) is over, the second not before 1.1 s.
+    let frames = 61;
+    let (doc, peak, sent) = against_rogue_running(
+        &["ping", "-t", "60"],
+        Flood {
+            frames,
+            sample: Box::new(|i| heavy_rr_sample(i, 0)),
+        },
+    );
+    let e = error_of(&doc);
+    eprintln!("FIGURE the document: {e}");
+    assert!(
+        e.starts_with("agent at 127.0.0.1:")
+            && e.contains("misbehaving agent, test ended: its sample 2 came 0.")
+            && e.ends_with("s after Start, before that interval began (1.100 s)"),
+        "{e}"
+    );
+    assert!(sent <= frames);
     assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
 }

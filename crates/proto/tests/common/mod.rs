@@ -21,6 +21,7 @@ pub fn hello(magic: &str, version: u32) -> Vec<u8> {
         software: "s".into(),
         nonce: "11".repeat(32),
         agent: String::new(),
+        ticket: None,
     })
     .unwrap()
 }

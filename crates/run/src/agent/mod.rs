@@ -7,6 +7,7 @@ mod account;
 pub(crate) mod conn;
 pub mod consent;
 mod data_conns;
+mod door;
 mod limits;
 pub(crate) mod one_test;
 mod refusals;
@@ -83,10 +84,21 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
         interrupt: interrupt.clone(),
     });
     let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    // With a key, a connection that finds no place waits at the door for its `Hello`,
+    // whose ticket may prove the key (issue 52); without one, nothing proves it.
+    let mut door = door::Door::default();
+    let mut gate = shared.cfg.key.clone().map(sonde_proto::TicketGate::new);
     while !interrupt.is_set() {
         handles.retain(|h| !h.is_finished());
         shared.refusals.tick(Instant::now());
-        if !wait_for_peer(&listener) {
+        let (peer_waiting, spoke) = wait_for_peer(&listener, &door);
+        for left in door.step(&spoke, Instant::now()) {
+            let let_in = at_the_door(left, &shared, gate.as_mut());
+            if let Some((w, place)) = let_in {
+                handles.extend(spawn(w, &shared, place));
+            }
+        }
+        if !peer_waiting {
             continue;
         }
         let (conn, peer) = match listener.accept() {
@@ -103,7 +115,7 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
         let accepted = Instant::now();
         let source = match shared.sources.enter(peer.ip()) {
             Ok(s) => s,
-            Err(full) => {
+            Err(full) if gate.is_none() => {
                 answer_busy(conn);
                 shared
                     .refusals
@@ -112,11 +124,30 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
                     });
                 continue;
             }
+            Err(_) => {
+                let w = door::Waiting {
+                    stream: conn,
+                    peer,
+                    accepted,
+                    bytes: Vec::new(),
+                };
+                match door.admit(w) {
+                    Ok(Some(out)) => {
+                        at_the_door(out, &shared, gate.as_mut());
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("cannot wait for {peer}'s Hello: {e}"),
+                }
+                continue;
+            }
         };
-        match spawn_test(conn, peer, accepted, Arc::clone(&shared), source) {
-            Ok(h) => handles.push(h),
-            Err(e) => tracing::warn!("cannot start a thread for {peer}: {e}"),
-        }
+        let w = door::Waiting {
+            stream: conn,
+            peer,
+            accepted,
+            bytes: Vec::new(),
+        };
+        handles.extend(spawn(w, &shared, source));
     }
     // Bounded: a test that does not tidy up in time is left to the process's exit (its
     // helpers die with it: PR_SET_PDEATHSIG).
@@ -149,39 +180,141 @@ fn log_listening(cfg: &ServeConfig, local: SocketAddr) {
     }
 }
 
-/// Waits up to a second for a controller to connect; a stop signal ends the wait early.
-fn wait_for_peer(listener: &TcpListener) -> bool {
-    let mut pfds = [
-        libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: crate::signals::wake_fd().unwrap_or(-1),
-            events: libc::POLLIN,
-            revents: 0,
-        },
+/// Waits up to a second for a controller to connect or one at the door to speak, at most
+/// until the door's next deadline; a stop signal ends the wait early. Whether a
+/// connection waits to be accepted, and which at the door spoke (in the door's order).
+fn wait_for_peer(listener: &TcpListener, door: &door::Door) -> (bool, Vec<bool>) {
+    let fd = |fd: i32| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut pfds = vec![
+        fd(listener.as_raw_fd()),
+        fd(crate::signals::wake_fd().unwrap_or(-1)),
     ];
-    // SAFETY: two live pollfds; a negative fd is ignored.
-    unsafe { libc::poll(pfds.as_mut_ptr(), 2, 1000) > 0 && pfds[0].revents != 0 }
+    pfds.extend(door.fds().into_iter().map(fd));
+    let ms = door.next_deadline().map_or(1000, |d| {
+        let left = d.saturating_duration_since(Instant::now());
+        left.as_millis().min(1000) as i32 + 1
+    });
+    // SAFETY: live pollfds, as many as given; a negative fd is ignored.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n <= 0 {
+        return (false, Vec::new());
+    }
+    let spoke = pfds[2..].iter().map(|p| p.revents != 0).collect();
+    (pfds[0].revents != 0, spoke)
+}
+
+/// What to do with a connection leaving the door: let in with a place (a key holder's
+/// ticket: one kept for key holders; else an ordinary one if one came free), or told
+/// "busy", the refusal logged.
+fn at_the_door(
+    left: door::Left,
+    shared: &Shared,
+    gate: Option<&mut sonde_proto::TicketGate>,
+) -> Option<(door::Waiting, sources::Entered)> {
+    let (w, first) = match left {
+        door::Left::Spoke(w, first) => (w, first),
+        door::Left::Turned(w, pushed) => {
+            let peer = w.peer;
+            answer_busy(w.stream);
+            shared.refusals.refused(peer.ip(), refusals::Kind::Busy, || {
+                let why = if pushed {
+                    "newer connections of its address or network came while it waited for its Hello".to_string()
+                } else {
+                    format!("it sent no Hello within {:.1} s", door::DOOR_WAIT.as_secs_f64())
+                };
+                format!("refused {peer}: busy: no handshake place free, and {why}")
+            });
+            return None;
+        }
+    };
+    let ticket = match (&first, gate) {
+        (
+            sonde_proto::ticket::FirstFrame::Hello {
+                nonce,
+                agent,
+                ticket,
+            },
+            Some(gate),
+        ) => {
+            let local = w.stream.local_addr().map(|a| a.ip());
+            let reached: Vec<IpAddr> = local
+                .into_iter()
+                .chain(shared.cfg.reached_at.iter().copied())
+                .collect();
+            let unix_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let hello = (nonce.as_str(), agent.as_str(), ticket.as_ref());
+            Some(gate.check(hello, &reached, unix_ms, Instant::now()))
+        }
+        _ => None,
+    };
+    let placed = match &ticket {
+        Some(Ok(())) => shared.sources.enter_ticketed(w.peer.ip()),
+        _ => shared.sources.enter(w.peer.ip()),
+    };
+    match placed {
+        Ok(place) => Some((w, place)),
+        Err(full) => {
+            let peer = w.peer;
+            answer_busy(w.stream);
+            shared
+                .refusals
+                .refused(peer.ip(), refusals::Kind::Busy, || {
+                    let why = match ticket {
+                        Some(Err(e)) => format!(" ({e})"),
+                        _ => String::new(),
+                    };
+                    format!("refused {peer}: busy with {}{why}", full.words())
+                });
+            None
+        }
+    }
+}
+
+/// The connection's test on its own thread, its socket blocking again.
+fn spawn(
+    w: door::Waiting,
+    shared: &Arc<Shared>,
+    place: sources::Entered,
+) -> Option<std::thread::JoinHandle<()>> {
+    let peer = w.peer;
+    let started = w
+        .stream
+        .set_nonblocking(false)
+        .and_then(|()| spawn_test(w, Arc::clone(shared), place));
+    match started {
+        Ok(h) => Some(h),
+        Err(e) => {
+            tracing::warn!("cannot start a thread for {peer}: {e}");
+            None
+        }
+    }
 }
 
 /// One controller's test on its own thread, logged when it ends (a failed handshake as a
 /// refusal, so that churn cannot flood the log).
 fn spawn_test(
-    conn: TcpStream,
-    peer: SocketAddr,
-    accepted: Instant,
+    w: door::Waiting,
     shared: Arc<Shared>,
     source: sources::Entered,
 ) -> io::Result<std::thread::JoinHandle<()>> {
+    let door::Waiting {
+        stream: conn,
+        peer,
+        accepted,
+        bytes,
+    } = w;
     std::thread::Builder::new()
         .name("sonde-conn".into())
         .spawn(move || {
             let started = Instant::now();
             let secs = || started.elapsed().as_secs_f64();
-            match one_test::run(conn, peer, accepted, source, &shared) {
+            match one_test::run(conn, (peer, accepted, bytes), source, &shared) {
                 Ok(summary) => tracing::info!("test from {peer}: {summary} ({:.1} s)", secs()),
                 Err(conn::TestError::Handshake(e)) => {
                     let kind = refusals::Kind::Handshake;

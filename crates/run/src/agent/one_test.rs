@@ -25,11 +25,11 @@ use crate::signals::Interrupt;
 /// After `Stop`, how long this side's workers may take to end.
 const DRAIN: Duration = Duration::from_secs(3);
 /// Runs one test from Hello to Results (the connection `accepted` then, holding a
-/// handshake place); returns the log line's summary.
+/// handshake place, `first` what it sent before: its `Hello` read at the door); returns
+/// the log line's summary.
 pub(super) fn run(
     control: TcpStream,
-    peer: SocketAddr,
-    accepted: Instant,
+    (peer, accepted, first): (SocketAddr, Instant, Vec<u8>),
     place: Entered,
     shared: &Shared,
 ) -> Result<String, TestError> {
@@ -38,7 +38,8 @@ pub(super) fn run(
         session: new_session(shared, local_ip),
         link: Link::new(control)?,
     };
-    let asked = match handshake(&mut conn, peer, accepted + HANDSHAKE_WITHIN, place, shared) {
+    let until = accepted + HANDSHAKE_WITHIN;
+    let asked = match handshake(&mut conn, (peer, until, first), place, shared) {
         Ok(s) => s,
         Err(TestError::ShuttingDown) => return Err(TestError::ShuttingDown),
         Err(e) => return Err(TestError::Handshake(Box::new(e))),
@@ -152,8 +153,7 @@ enum Asked {
 /// other, before any lingering, and its address remembered if it proved the key.
 fn handshake(
     conn: &mut Conn,
-    peer: SocketAddr,
-    until: Instant,
+    (peer, until, mut first): (SocketAddr, Instant, Vec<u8>),
     place: Entered,
     shared: &Shared,
 ) -> Result<Asked, TestError> {
@@ -165,7 +165,15 @@ fn handshake(
         if Instant::now() >= until {
             return Err(TestError::TooSlow);
         }
-        if let Err(e) = conn.link.step(&mut conn.session, Some(until), None) {
+        let fed = if first.is_empty() {
+            conn.link
+                .step(&mut conn.session, Some(until), None)
+                .map(|_| ())
+        } else {
+            let bytes = std::mem::take(&mut first);
+            conn.session.handle_bytes(&bytes, Instant::now())
+        };
+        if let Err(e) = fed {
             drop(place);
             if let ProtoError::BadMac { .. } = e {
                 // Our side of the channel is intact: say why we stop.

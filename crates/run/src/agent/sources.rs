@@ -1,8 +1,9 @@
 //! Handshake places: a connection holds one from accept until its `Setup` (at most
 //! [`HANDSHAKE_WITHIN`]), counted by exact address, by network and overall, so that no
-//! source can lock the others out; and a few places kept for addresses that have proven
-//! the key before, so that neighbours in a controller's own network (a Kubernetes node's
-//! pod range, a VM subnet) cannot keep it out either.
+//! source can lock the others out; a few places kept for addresses that have proven the
+//! key before; and places only a connection whose `Hello` carries a ticket (a proof of the
+//! key at accept, `sonde_proto::ticket`) can take, so that no stranger, in a controller's
+//! own network or at its own address, keeps a key holder out (issue 52).
 //!
 //! A place is taken in the accept loop and handed to the connection's thread, which gives
 //! it back when the handshake ends (`Entered`'s drop), or marks its address as proven.
@@ -31,15 +32,20 @@ pub(super) struct Caps {
     /// Beyond those, for addresses that proved the key in one of the last
     /// [`PROVEN_REMEMBERED`] handshakes (still `per_address` at most each).
     pub(super) reserved: usize,
+    /// Beyond those, for connections whose `Hello` carried a good ticket, whatever their
+    /// address: key holders only, so no cap per address.
+    pub(super) ticketed: usize,
 }
 
-/// The agent's caps: two networks cannot take every ordinary place, and a known controller
-/// still finds one of the reserved ones when they have.
+/// The agent's caps: a network takes a quarter of the ordinary places (two /24s held 32
+/// of 32 before issue 52, and kept out every controller the agent did not remember), a
+/// known controller finds a reserved place, and a key holder's ticket one of its own.
 pub(super) const CAPS: Caps = Caps {
     per_address: 4,
-    per_network: 16,
+    per_network: 8,
     total: 32,
     reserved: 8,
+    ticketed: 16,
 };
 
 /// Distinct addresses remembered as having proven the key, most recent kept.
@@ -69,6 +75,7 @@ struct State {
     by_network: HashMap<IpAddr, usize>,
     ordinary: usize,
     reserved: usize,
+    ticketed: usize,
     /// Addresses that proved the key, oldest first, each once.
     proven: VecDeque<IpAddr>,
 }
@@ -80,12 +87,20 @@ pub(super) struct Sources {
     state: Arc<Mutex<State>>,
 }
 
+/// Which kind of place a connection holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Ordinary,
+    Reserved,
+    Ticketed,
+}
+
 /// One connection's place; given back when dropped.
 #[derive(Debug)]
 pub(super) struct Entered {
     sources: Sources,
     ip: IpAddr,
-    reserved: bool,
+    place: Place,
 }
 
 impl Sources {
@@ -126,7 +141,26 @@ impl Sources {
         Ok(Entered {
             sources: self.clone(),
             ip,
-            reserved: !ordinary,
+            place: if ordinary {
+                Place::Ordinary
+            } else {
+                Place::Reserved
+            },
+        })
+    }
+
+    /// A place for a connection whose `Hello` carried a good ticket (checked by the
+    /// caller): one of those kept for key holders, whoever holds the others.
+    pub(super) fn enter_ticketed(&self, ip: IpAddr) -> Result<Entered, Full> {
+        let mut st = self.lock();
+        if st.ticketed >= self.caps.ticketed {
+            return Err(Full::Overall);
+        }
+        st.ticketed += 1;
+        Ok(Entered {
+            sources: self.clone(),
+            ip: canonical(ip),
+            place: Place::Ticketed,
         })
     }
 
@@ -155,12 +189,17 @@ impl Entered {
 impl Drop for Entered {
     fn drop(&mut self) {
         let mut st = self.sources.lock();
-        decrement(&mut st.by_address, self.ip);
-        if self.reserved {
-            st.reserved -= 1;
-        } else {
-            decrement(&mut st.by_network, network_of(self.ip));
-            st.ordinary -= 1;
+        match self.place {
+            Place::Ticketed => st.ticketed -= 1,
+            Place::Reserved => {
+                decrement(&mut st.by_address, self.ip);
+                st.reserved -= 1;
+            }
+            Place::Ordinary => {
+                decrement(&mut st.by_address, self.ip);
+                decrement(&mut st.by_network, network_of(self.ip));
+                st.ordinary -= 1;
+            }
         }
     }
 }
@@ -175,7 +214,7 @@ fn decrement(map: &mut HashMap<IpAddr, usize>, key: IpAddr) {
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub(super) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -183,7 +222,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// The network a source counts against: its /24 (IPv4) or /64 (IPv6).
-fn network_of(ip: IpAddr) -> IpAddr {
+pub(super) fn network_of(ip: IpAddr) -> IpAddr {
     match canonical(ip) {
         IpAddr::V4(v4) => {
             let [a, b, c, _] = v4.octets();
@@ -216,20 +255,29 @@ mod tests {
         let held: Vec<Entered> = (0..4).filter_map(|_| s.enter(v4(2)).ok()).collect();
         assert_eq!(held.len(), 4);
         assert_eq!(s.enter(v4(2)).unwrap_err(), Full::Address);
-        // Its neighbours have the rest of the /24's places, no more.
+        // Its neighbours have the rest of the /24's places, no more: a quarter of all.
         let more = fill(&s, 3..=5, 4);
-        assert_eq!(more.len(), 12);
+        assert_eq!(more.len(), 4);
         assert_eq!(s.enter(v4(6)).unwrap_err(), Full::Network);
         let v6 = |k: u128| IpAddr::V6((0x2001_0db8u128 << 96 | k).into());
         let v6_held: Vec<Entered> = (0..16).filter_map(|k| s.enter(v6(k)).ok()).collect();
-        assert_eq!(v6_held.len(), 16);
+        assert_eq!(v6_held.len(), 8);
         let other: IpAddr = "2001:db8::ffff:1".parse().unwrap();
         assert_eq!(s.enter(other).unwrap_err(), Full::Network, "its /64");
+        // Two more networks take the other half.
+        let third: Vec<Entered> = (0..8)
+            .filter_map(|d| s.enter([127, 0, 7, d].into()).ok())
+            .collect();
+        let fourth: Vec<Entered> = (0..8)
+            .filter_map(|d| s.enter([127, 0, 8, d].into()).ok())
+            .collect();
+        assert_eq!((third.len(), fourth.len()), (8, 8));
         assert_eq!(
             s.enter([127, 0, 9, 1].into()).unwrap_err(),
             Full::Overall,
             "32 held"
         );
+        drop((third, fourth));
         drop(v6_held);
         assert!(s.enter(v6(1)).is_ok(), "places come back");
         drop((held, more));
@@ -241,14 +289,34 @@ mod tests {
         let s = Sources::new(CAPS);
         s.enter(v4(1)).unwrap().proven();
         let rogues = fill(&s, 10..=13, 4);
-        assert_eq!(rogues.len(), 16);
+        assert_eq!(rogues.len(), 8);
         assert_eq!(s.enter(v4(20)).unwrap_err(), Full::Network, "a stranger");
         let mapped = IpAddr::V6(std::net::Ipv4Addr::new(127, 0, 0, 1).to_ipv6_mapped());
         let known: Vec<Entered> = (0..5).filter_map(|_| s.enter(mapped).ok()).collect();
         assert_eq!(known.len(), 4, "reserved, still per_address at most");
-        assert_eq!(s.held(), (16, 4));
+        assert_eq!(s.held(), (8, 4));
         drop(known);
-        assert_eq!(s.held(), (16, 0));
+        assert_eq!(s.held(), (8, 0));
+    }
+
+    #[test]
+    fn a_ticket_finds_a_place_at_an_address_strangers_fill() {
+        let s = Sources::new(CAPS);
+        let rogues = fill(&s, 10..=10, 4);
+        assert_eq!(s.enter(v4(10)).unwrap_err(), Full::Address);
+        let keyed: Vec<Entered> = (0..20)
+            .filter_map(|_| s.enter_ticketed(v4(10)).ok())
+            .collect();
+        assert_eq!(
+            keyed.len(),
+            CAPS.ticketed,
+            "key holders' own places, no more"
+        );
+        drop(keyed);
+        assert!(s.enter_ticketed(v4(10)).is_ok(), "given back");
+        drop(rogues);
+        assert_eq!(s.held(), (0, 0));
+        assert_eq!(s.lock().ticketed, 0);
     }
 
     #[test]

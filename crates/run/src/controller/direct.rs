@@ -8,7 +8,7 @@ use sonde_results::{Document, Role};
 
 use super::running::{Record, Running};
 use super::third_party;
-use super::{begin, connect, session, Begun, ControllerError, LiveInterval, TestRequest};
+use super::{begin, session, Begun, ControllerError, LiveInterval, TestRequest};
 use crate::kind::{self, OpenError};
 use crate::signals::Interrupt;
 
@@ -34,9 +34,12 @@ pub fn run_test(
     kind::place(&mut spec, Role::Client);
     // Before the agent is asked for anything: it would wait for us meanwhile.
     let prelude = kind.prelude(&spec, kind::ClientAt::Here);
-    let mut link = connect(addr)?;
     let mut run = Running::new(session(req, &spec, addr), addr, live);
-    let h = run.handshake(&mut link, interrupt)?;
+    let (mut link, h) = super::busy::until_served(addr, interrupt, |mut link| {
+        run.renew(session(req, &spec, addr));
+        let h = run.handshake(&mut link, interrupt)?;
+        Ok((link, h))
+    })?;
     let to = kind::DataPort {
         addr: SocketAddr::new(addr.ip(), h.data_port),
         cookie: h.cookie,

@@ -7,17 +7,19 @@
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Instant;
 
-use sonde_proto::{ClientSession, ProtoError, Timeouts};
+use sonde_proto::{ClientSession, PeerError, ProtoError, Timeouts};
 use sonde_results::{IntervalSample, TestSpec};
 
 use crate::control::Link;
 use crate::kind::{self, Kind, OpenError, CONNECT_TIMEOUT};
 
+mod busy;
 mod direct;
 mod running;
 pub mod stamp_from;
 pub mod third_party;
 
+pub use busy::BUSY_RETRY_FOR;
 pub use direct::run_test;
 pub use running::{handshake, Handshake, Record, Running};
 
@@ -46,6 +48,13 @@ pub enum ControllerError {
     Open(#[from] OpenError),
     #[error("interrupted before the test started")]
     Interrupted,
+    #[error("agent at {addr}: {}; tried {tries} times in {secs:.1} s (a controller tries a busy agent for up to {within_s:.0} s, waiting 0.1 s doubling to 1 s between tries) and gave up", PeerError::Busy)]
+    Busy {
+        addr: SocketAddr,
+        tries: u32,
+        secs: f64,
+        within_s: f64,
+    },
 }
 
 pub struct TestRequest {
@@ -121,6 +130,14 @@ pub(crate) fn session(req: &TestRequest, spec: &TestSpec, agent: SocketAddr) -> 
     .with_nonce(crate::random::nonce())
     .with_key(req.key.clone())
     .dialling(agent.ip())
+    .with_ticket_at(unix_ms())
+}
+
+/// This host's wall clock in ms since the epoch, for `Hello`'s ticket.
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The control connection to the agent at `addr`.

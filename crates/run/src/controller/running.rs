@@ -163,6 +163,11 @@ impl<'a> Running<'a> {
         }
     }
 
+    /// A fresh session in place of the one given (another try at a busy agent).
+    pub(super) fn renew(&mut self, session: ClientSession) {
+        self.session = session;
+    }
+
     /// Hello to Ready: the agent's data port, the test's cookie and any grant.
     pub fn handshake(
         &mut self,

@@ -10,7 +10,7 @@ use sonde_proto::{ClientEvent, ClientSession, Key, Labels, Session, Timeouts};
 use sonde_results::document::{ClientAgent, FleetPair};
 use sonde_results::{Document, StampSpec, TestSpec};
 
-use super::{connect, now_rfc3339, resolve, ControllerError, SOFTWARE};
+use super::{now_rfc3339, resolve, ControllerError, SOFTWARE};
 use crate::control::Link;
 use crate::signals::Interrupt;
 
@@ -35,19 +35,23 @@ pub fn run_from(
 ) -> Result<Document, ControllerError> {
     let reflector = resolve(&spec.host, spec.port)?;
     let agent = resolve(from.agent, from.port)?;
-    let mut link = connect(agent)?;
-    let mut session = ClientSession::new(
-        TestSpec::Stamp(spec.clone()),
-        SOFTWARE,
-        from.command,
-        Timeouts::default(),
-        Instant::now(),
-    )
-    .with_nonce(crate::random::nonce())
-    .with_key(from.key.cloned())
-    .dialling(agent.ip())
-    .with_stamp_reflector(reflector);
-    let (mut doc, command, labels) = exchange(&mut link, &mut session, agent, interrupt)?;
+    let session = || {
+        ClientSession::new(
+            TestSpec::Stamp(spec.clone()),
+            SOFTWARE,
+            from.command,
+            Timeouts::default(),
+            Instant::now(),
+        )
+        .with_nonce(crate::random::nonce())
+        .with_key(from.key.cloned())
+        .dialling(agent.ip())
+        .with_ticket_at(super::unix_ms())
+        .with_stamp_reflector(reflector)
+    };
+    let (mut doc, command, labels) = super::busy::until_served(agent, interrupt, |mut link| {
+        exchange(&mut link, &mut session(), agent, interrupt)
+    })?;
     // What an agent says of itself is its own; where the run belongs is ours.
     doc.start.client_agent = Some(ClientAgent {
         address: agent.to_string(),

@@ -15,7 +15,7 @@ use sonde_results::document::ClientAgent;
 use sonde_results::{Document, IntervalSample, Role, SideResult, TestSpec};
 
 use super::running::{handshake, Record, Running};
-use super::{begin, connect, resolve, session, Begun, ControllerError, LiveInterval, TestRequest};
+use super::{begin, resolve, session, Begun, ControllerError, LiveInterval, TestRequest};
 use crate::control::Link;
 use crate::kind::ClientAt;
 use crate::side::Side;
@@ -38,31 +38,22 @@ pub fn run_between(
     // The rest of `prepare` (the sender's own MTU, bypass checks) runs on the client agent.
     kind.fit_address(&mut spec, server);
     let session = |part, at| session(req, &spec, at).with_third_party(part);
-    let mut b_link = connect(server)?;
-    let mut run = Running::new(
-        session(
-            ThirdParty::Server {
-                client: client.ip(),
-            },
-            server,
-        ),
-        server,
-        live,
-    );
-    let h = run.handshake(&mut b_link, interrupt)?;
-    let mut a = RemoteSide::open(
-        client,
-        session(
-            ThirdParty::Client {
-                server: SocketAddr::new(server.ip(), h.data_port),
-                cookie: h.cookie,
-                grant: h.grant,
-            },
-            client,
-        ),
-        &spec,
-        interrupt,
-    )?;
+    let serving = || {
+        let client = client.ip();
+        session(ThirdParty::Server { client }, server)
+    };
+    let mut run = Running::new(serving(), server, live);
+    let (mut b_link, h) = super::busy::until_served(server, interrupt, |mut link| {
+        run.renew(serving());
+        let h = run.handshake(&mut link, interrupt)?;
+        Ok((link, h))
+    })?;
+    let part = ThirdParty::Client {
+        server: SocketAddr::new(server.ip(), h.data_port),
+        cookie: h.cookie,
+        grant: h.grant,
+    };
+    let mut a = RemoteSide::open(client, || session(part.clone(), client), &spec, interrupt)?;
     run.start(&mut b_link)?;
     a.start()?;
     let client_agent = Some(ClientAgent {
@@ -111,12 +102,15 @@ impl RemoteSide {
     /// (its data connections to the serving agent are open).
     fn open(
         addr: SocketAddr,
-        mut session: ClientSession,
+        session: impl Fn() -> ClientSession,
         spec: &TestSpec,
         interrupt: &Interrupt,
     ) -> Result<RemoteSide, ControllerError> {
-        let mut link = connect(addr)?;
-        let h = handshake(&mut link, &mut session, addr, interrupt)?;
+        let (link, session, h) = super::busy::until_served(addr, interrupt, |mut link| {
+            let mut session = session();
+            let h = handshake(&mut link, &mut session, addr, interrupt)?;
+            Ok((link, session, h))
+        })?;
         let test_length = Duration::from_millis(spec.timing().total_ms());
         Ok(RemoteSide {
             addr,
