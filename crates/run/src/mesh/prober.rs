@@ -165,6 +165,7 @@ impl Prober {
         let mut state = self.state.lock().unwrap();
         let before = state.peers.len();
         let wanted: BTreeMap<SocketAddr, Peer> = list.into_iter().map(|p| (p.addr, p)).collect();
+        self.reflector.listed(wanted.keys().map(|a| a.ip()));
         for gone in state.peers.addrs() {
             if !wanted.contains_key(&gone) {
                 if let Some(slot) = state.peers.remove(&gone) {
@@ -233,7 +234,8 @@ impl Prober {
                 estimate,
                 ssid: self.ssid,
             };
-            let key = self.keys.as_mut().map(|k| k.mine(addr.ip()));
+            // Under the key of both ends: re-sent to another peer, it checks nowhere.
+            let key = self.keys.as_mut().map(|k| k.probe_to(addr.ip()));
             let mode = mode_for(key, &e.peer);
             let mut len = mode.base_bytes();
             // Ask for the peer's labels until it answered them, then now and again.
@@ -389,9 +391,13 @@ impl Prober {
                         .flatten(),
                 });
             }
+            // Labels only under a verified HMAC TLV: an `open` peer's answers carry none, and
+            // whoever holds its address could write any.
             let area = &bytes[mode.base_bytes()..];
-            if let Some(l) = sonde_proto::mesh::read_labels(area, mode.key(), a.seq) {
-                e.learned = l;
+            if let Some(k) = mode.key() {
+                if let Some(l) = sonde_proto::mesh::read_labels(area, Some(k), a.seq) {
+                    e.learned = l;
+                }
             }
         }
     }

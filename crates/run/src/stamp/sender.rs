@@ -161,7 +161,7 @@ fn resolve_addr(host: &str, port: u16) -> Result<SocketAddr, StampRunError> {
 }
 
 /// TAI less UTC from the kernel (`adjtimex`), 37 s when it was never told.
-fn tai_offset_s() -> u64 {
+pub(crate) fn tai_offset_s() -> u64 {
     // SAFETY: all-zero is a valid timex; modes 0 reads without changing anything.
     let mut tx: libc::timex = unsafe { std::mem::zeroed() };
     // SAFETY: tx is live and writable.
