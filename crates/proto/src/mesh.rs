@@ -48,15 +48,18 @@ pub fn probe_key(mesh: &StampKey, from: std::net::IpAddr, to: std::net::IpAddr) 
     mesh.derive(&[b"sonde mesh probe to", &bytes(from), &bytes(to)])
 }
 
-/// Writes into `area` (after the base packet) an empty Labels TLV and, with `key`, the
-/// HMAC TLV over it; returns the bytes written.
+/// Writes into `area` (after the base packet) an empty Labels TLV, an empty Boot ID TLV
+/// (the reflector's kernel boot id: one host, one clock) and, with `key`, the HMAC TLV over
+/// them; returns the bytes written.
 pub fn put_labels_request(
     area: &mut [u8],
     key: Option<&StampKey>,
     seq: u32,
 ) -> Result<usize, crate::stamp::StampError> {
     tlv::put(area, TYPE_LABELS, LABELS_ROOM)?;
-    let at = tlv::HEADER_BYTES + LABELS_ROOM;
+    let mut at = tlv::HEADER_BYTES + LABELS_ROOM;
+    tlv::put(&mut area[at..], tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES)?;
+    at += tlv::HEADER_BYTES + tlv::BOOT_ID_BYTES;
     match key {
         Some(k) => tlv::put_hmac(area, at, k, seq),
         None => Ok(at),
@@ -155,6 +158,7 @@ mod tests {
             estimate: crate::stamp::ErrorEstimate::from_bits(0),
             ttl: 255,
             info: crate::stamp::TimestampInfo::from_value(&[1, 2, 1, 2]).unwrap(),
+            boot_id: Some([9; 16]),
         };
         let mut out = vec![0u8; 1024];
         let len = reflect(probe, Mode::Authenticated(&k), &how, &mut out).unwrap();
@@ -162,6 +166,11 @@ mod tests {
         fill_labels(&mut out[AUTH_BASE_BYTES..len], &own(), Some(&k), 9);
         let area = &out[AUTH_BASE_BYTES..len];
         assert_eq!(read_labels(area, Some(&k), 9), Some(own()));
+        assert_eq!(
+            tlv::find_boot_id(area),
+            Some([9; 16]),
+            "its boot id, signed"
+        );
         // Under another key, or another sequence number, nothing is believed.
         let other = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-other").unwrap());
         assert_eq!(read_labels(area, Some(&other), 9), None);

@@ -40,6 +40,8 @@ pub struct Reflector {
     sessions: Sessions,
     /// Without a key: the sources answered, its listed peers' addresses.
     listed: HashSet<IpAddr>,
+    /// Told a peer in its probe's Boot ID TLV.
+    boot_id: Option<[u8; stamp::tlv::BOOT_ID_BYTES]>,
     rate: Rate,
     sources: crate::stamp::guard::Limiter,
     /// `Times::mono_ns` counts from here: the per-source limiter reads the same clock as
@@ -76,6 +78,7 @@ impl Reflector {
                 max_skew_ns: None,
             }),
             listed: HashSet::new(),
+            boot_id: crate::stamp::clock::boot_id(),
             rate,
             sources: crate::stamp::guard::Limiter::with_room(
                 rate.per_source,
@@ -165,6 +168,7 @@ impl Reflector {
                 sync_out: SyncSource::Ntp,
                 method_out: TimestampMethod::Software,
             },
+            boot_id: self.boot_id,
         };
         // The answer under this agent's own key for the address it leaves from.
         let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));

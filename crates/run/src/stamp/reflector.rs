@@ -162,6 +162,8 @@ struct Loop {
     /// The monotonic clock's origin for the session table.
     epoch: Instant,
     tai_utc_s: u64,
+    /// Told a sonde sender in its Boot ID TLV.
+    boot_id: Option<[u8; sonde_proto::stamp::tlv::BOOT_ID_BYTES]>,
     clock: clock::Shared,
     counts: Arc<ReflectorCounts>,
     buf: Vec<u8>,
@@ -184,6 +186,7 @@ impl Loop {
             }),
             epoch: Instant::now(),
             tai_utc_s: super::sender::tai_offset_s(),
+            boot_id: clock::boot_id(),
             clock,
             counts,
             buf: vec![0; MAX_PACKET],
@@ -264,6 +267,7 @@ impl Loop {
             estimate,
             ttl: got.ttl.unwrap_or(255),
             info,
+            boot_id: self.boot_id,
         };
         how.transmit = Timestamp::from_unix_ns(now_real(), TimeFormat::Ntp);
         match reflect(request, mode, &how, &mut self.out) {
