@@ -289,3 +289,90 @@ fn redteam_stamp_a_host_or_70_addresses_filling_the_sessions_lock_no_sender_out(
     assert_eq!(after_one, all, "after one host filled the table");
     assert_eq!(after_many, all, "after 70 addresses filled the table");
 }
+
+/// Sends `payload` as a UDP datagram from `src` (any address: a raw socket writes its IP
+/// header) to the reflector.
+fn send_spoofed(fd: i32, src: std::net::Ipv4Addr, payload: &[u8]) {
+    let dst: std::net::Ipv4Addr = SERVER_ADDR.parse().unwrap();
+    let mut p = vec![0u8; 28 + payload.len()];
+    p[0] = 0x45;
+    let total = p.len() as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[8] = 64;
+    p[9] = libc::IPPROTO_UDP as u8;
+    p[12..16].copy_from_slice(&src.octets());
+    p[16..20].copy_from_slice(&dst.octets());
+    p[20..22].copy_from_slice(&40000u16.to_be_bytes());
+    p[22..24].copy_from_slice(&STAMP_PORT.to_be_bytes());
+    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p[28..].copy_from_slice(payload);
+    let to = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(dst.octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a live raw socket, a buffer of p.len() bytes, a sockaddr_in of its size.
+    unsafe {
+        libc::sendto(
+            fd,
+            p.as_ptr().cast(),
+            p.len(),
+            0,
+            (&to as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+    }
+}
+
+/// L1. 6,000 sources spoofed inside the allowlist (198.18.64.0 upward, from a raw socket:
+/// their answers go nowhere) ask once each within about a second, against `--stamp-max-pps
+/// 1`; then a new sender from the client's address asks 5 times. Before the fix the
+/// 4,096-source table was full of sources heard in the last 10 s: nothing for the newcomer.
+#[test]
+fn redteam_stamp_6000_spoofed_sources_lock_no_newcomer_out() {
+    let Some(lab) = Lab::new() else { return };
+    let bind = reflector();
+    let _agent = lab.start_agent_with(&[
+        "--stamp",
+        &bind,
+        "--stamp-allow",
+        "198.18.0.0/16",
+        "--stamp-max-pps",
+        "1",
+    ]);
+    // SAFETY: a raw socket (IPPROTO_RAW: the IP header is ours), closed below.
+    let fd = common::data_rogue::in_netns(&lab.client, || unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW)
+    });
+    assert!(fd >= 0, "a raw socket: {}", std::io::Error::last_os_error());
+    let payload = packet(0, 1, 44, Mode::Unauthenticated, Duration::ZERO);
+    let start = Instant::now();
+    for i in 0..6000u32 {
+        send_spoofed(fd, std::net::Ipv4Addr::from(0xc612_4000 + i), &payload);
+        if i % 100 == 99 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let took = start.elapsed();
+    // SAFETY: the socket opened above.
+    unsafe { libc::close(fd) };
+    std::thread::sleep(Duration::from_millis(100));
+    let s = socket_in(&lab, CLIENT_ADDR);
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let mut got = 0;
+    for seq in 0..5 {
+        let p = packet(seq, 1, 44, Mode::Unauthenticated, Duration::ZERO);
+        s.send_to(&p, reflector()).unwrap();
+        got += usize::from(s.recv(&mut buf).is_ok());
+    }
+    eprintln!(
+        "6,000 spoofed sources in {:.2} s, then a newcomer: {got} of 5 answered (1 a second allowed)",
+        took.as_secs_f64()
+    );
+    assert!(got >= 1, "the newcomer was refused");
+}
