@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
             sync_out: SyncSource::Ntp,
             method_out: TimestampMethod::Software,
         },
+        boot_id: Some([0x5b; 16]),
     };
     let mut out = vec![0u8; data.len() + 16];
     for mode in [Mode::Unauthenticated, Mode::Authenticated(&key)] {

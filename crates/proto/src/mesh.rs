@@ -5,10 +5,13 @@
 //! by DNS is labelled by its own zone and rack. The sender reserves the room (the answer
 //! is never larger than the probe) and the HMAC TLV after it covers it.
 //!
-//! Each packet is signed under its sender's address key ([`address_key`]): a probe under
-//! the key of the address it leaves from, an answer under the reflector's. A probe or an
-//! answer re-sent from any other address does not check there, so a captured probe
-//! reflects to no spoofed third party and a captured answer counts for no other peer.
+//! Each packet is signed under a key of the addresses it names: a probe under the key of
+//! the address it leaves from and the reflector's it is sent to ([`probe_key`]), an answer
+//! under the reflector's address key ([`address_key`]). A probe or an answer re-sent from
+//! any other address does not check there, so a captured probe reflects to no spoofed
+//! third party and a captured answer counts for no other peer; and a probe re-sent to
+//! another reflector does not check there either, so it can neither take that reflector's
+//! answers from its sender nor move the window of its sender's session there.
 
 use crate::labels::{self, Labels, MAX_LABELS};
 use crate::stamp::{tlv, StampKey};
@@ -35,15 +38,28 @@ pub fn address_key(mesh: &StampKey, ip: std::net::IpAddr) -> StampKey {
     }
 }
 
-/// Writes into `area` (after the base packet) an empty Labels TLV and, with `key`, the
-/// HMAC TLV over it; returns the bytes written.
+/// The key of the probes sent from `from` to the reflector at `to`: HMAC(mesh key, "sonde
+/// mesh probe to" || from's bytes || to's bytes), IPv4-mapped addresses as IPv4 ones.
+pub fn probe_key(mesh: &StampKey, from: std::net::IpAddr, to: std::net::IpAddr) -> StampKey {
+    let bytes = |ip: std::net::IpAddr| match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+        std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+    };
+    mesh.derive(&[b"sonde mesh probe to", &bytes(from), &bytes(to)])
+}
+
+/// Writes into `area` (after the base packet) an empty Labels TLV, an empty Boot ID TLV
+/// (the reflector's kernel boot id: one host, one clock) and, with `key`, the HMAC TLV over
+/// them; returns the bytes written.
 pub fn put_labels_request(
     area: &mut [u8],
     key: Option<&StampKey>,
     seq: u32,
 ) -> Result<usize, crate::stamp::StampError> {
     tlv::put(area, TYPE_LABELS, LABELS_ROOM)?;
-    let at = tlv::HEADER_BYTES + LABELS_ROOM;
+    let mut at = tlv::HEADER_BYTES + LABELS_ROOM;
+    tlv::put(&mut area[at..], tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES)?;
+    at += tlv::HEADER_BYTES + tlv::BOOT_ID_BYTES;
     match key {
         Some(k) => tlv::put_hmac(area, at, k, seq),
         None => Ok(at),
@@ -142,6 +158,7 @@ mod tests {
             estimate: crate::stamp::ErrorEstimate::from_bits(0),
             ttl: 255,
             info: crate::stamp::TimestampInfo::from_value(&[1, 2, 1, 2]).unwrap(),
+            boot_id: Some([9; 16]),
         };
         let mut out = vec![0u8; 1024];
         let len = reflect(probe, Mode::Authenticated(&k), &how, &mut out).unwrap();
@@ -149,6 +166,11 @@ mod tests {
         fill_labels(&mut out[AUTH_BASE_BYTES..len], &own(), Some(&k), 9);
         let area = &out[AUTH_BASE_BYTES..len];
         assert_eq!(read_labels(area, Some(&k), 9), Some(own()));
+        assert_eq!(
+            tlv::find_boot_id(area),
+            Some([9; 16]),
+            "its boot id, signed"
+        );
         // Under another key, or another sequence number, nothing is believed.
         let other = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-other").unwrap());
         assert_eq!(read_labels(area, Some(&other), 9), None);
@@ -179,6 +201,26 @@ mod tests {
             assert!(!key.verify(&[b"probe"], &tag), "{other}");
         }
         assert!(!k.verify(&[b"probe"], &tag), "the mesh key itself");
+    }
+
+    /// A probe's key names both ends, in order: another reflector, another sender, the
+    /// way back, or the sender's address key alone do not check it.
+    #[test]
+    fn a_probe_key_names_its_sender_and_its_reflector() {
+        let k = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap());
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let (a, b, c) = (ip("198.18.1.1"), ip("198.18.1.2"), ip("198.18.1.3"));
+        let tag = probe_key(&k, a, b).mac(&[b"probe"]);
+        let mapped = probe_key(&k, ip("::ffff:198.18.1.1"), ip("::ffff:198.18.1.2"));
+        assert!(mapped.verify(&[b"probe"], &tag));
+        for other in [
+            probe_key(&k, a, c),
+            probe_key(&k, c, b),
+            probe_key(&k, b, a),
+            address_key(&k, a),
+        ] {
+            assert!(!other.verify(&[b"probe"], &tag));
+        }
     }
 
     #[test]

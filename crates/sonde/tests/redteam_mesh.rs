@@ -12,48 +12,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::data_rogue::{in_netns, replies, socket_in, OTHER_ADDR};
-use common::{
-    key_file, need_tools, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR, SONDE,
+use common::mesh_rogue::{
+    add_other_addr, fleet_stamp_key, mesh_agent, of_destination, scrape, sum, STAMP_PORT,
 };
-use sonde_proto::mesh::address_key;
+use common::{need_tools, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR, SONDE};
+use sonde_proto::mesh::{address_key, probe_key};
 use sonde_proto::stamp::{Mode, ReflectorPacket, SenderPacket, StampKey};
-
-const STAMP_PORT: u16 = 8622;
-
-fn fleet_stamp_key() -> StampKey {
-    let bytes = std::fs::read(key_file()).unwrap();
-    sonde_proto::mesh::stamp_key(&sonde_proto::Key::from_file_bytes(&bytes).unwrap())
-}
-
-/// `sonde serve --mesh SOURCE` in the lab's server namespace, `/metrics` on 9464.
-fn mesh_agent(lab: &Lab, source: &str, extra: &[&str]) -> Agent {
-    let mut cmd = Lab::in_ns(&lab.server, SONDE);
-    cmd.args(["serve", "--bind", SERVER_ADDR, "--port", "5301"])
-        .args(["--mesh", source, "--mesh-port", &STAMP_PORT.to_string()])
-        .args(["--metrics", &format!("{SERVER_ADDR}:9464")])
-        .args(extra);
-    Agent::start(cmd)
-}
-
-/// The agent's `/metrics`, scraped from the client namespace.
-fn scrape(lab: &Lab) -> String {
-    let url = format!("http://{SERVER_ADDR}:9464/metrics");
-    let script = "import sys, urllib.request\nsys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())";
-    let out = Lab::in_ns(&lab.client, "python3")
-        .args(["-c", script, &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "scrape: {}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The sum of a family's samples (every series whose name is exactly `name`).
-fn sum(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
 
 /// NAME resolving in namespace `ns` (through `ip netns exec`'s /etc/netns/NS/hosts) to
 /// `addrs`; the directory is removed on drop.
@@ -262,10 +226,14 @@ fn redteam_mesh_a_dns_answer_of_3000_peers_keeps_the_budget() {
     assert!(far >= 150 && far <= most, "{far} probes in {elapsed:.2} s");
 }
 
-/// A keyed probe as the agent at `from` sends it: signed under `from`'s address key, `len`
-/// bytes (zeros after the base, which the HMAC does not cover).
+/// A keyed probe as the agent at `from` sends it to the server's agent: signed under the
+/// key of both addresses, `len` bytes (zeros after the base, which the HMAC does not cover).
 fn probe_of(from: &str, seq: u32, len: usize) -> Vec<u8> {
-    let key = address_key(&fleet_stamp_key(), from.parse().unwrap());
+    let key = probe_key(
+        &fleet_stamp_key(),
+        from.parse().unwrap(),
+        SERVER_ADDR.parse().unwrap(),
+    );
     let mut p = vec![0u8; len];
     SenderPacket {
         seq,
@@ -356,19 +324,6 @@ fn redteam_mesh_a_captured_probe_is_answered_once_to_its_sender_and_never_to_a_s
         "ping after the replay: {}",
         stderr(&out)
     );
-}
-
-/// The value of `family`'s series whose destination is `ip` (any port), 0 without one.
-fn of_destination(text: &str, family: &str, ip: &str) -> f64 {
-    let (exact, with_port) = (
-        format!("destination=\"{ip}\""),
-        format!("destination=\"{ip}:"),
-    );
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{family}{{")))
-        .filter(|l| l.contains(&exact) || l.contains(&with_port))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[test]
@@ -467,10 +422,4 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
         b_dup, 0.0,
         "answers for another peer counted as duplicates:\n{text}"
     );
-}
-
-/// A second address on the client's side (OTHER_ADDR/24): a spoofed source, or a rogue peer.
-fn add_other_addr(lab: &Lab) {
-    let addr = format!("{OTHER_ADDR}/24");
-    lab.client_cmd("ip", &["addr", "add", &addr, "dev", &lab.client_if]);
 }

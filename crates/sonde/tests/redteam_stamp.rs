@@ -35,6 +35,7 @@ fn packet(seq: u32, ssid: u16, len: usize, mode: Mode) -> Vec<u8> {
     let sender = SenderPacket {
         seq,
         ssid,
+        timestamp: common::ntp_now(),
         ..Default::default()
     };
     sender.write(mode, &mut p).unwrap();
@@ -211,25 +212,36 @@ fn redteam_stamp_a_packet_of_2000_tlvs_is_answered_at_its_size_for_bounded_cpu()
     let s = socket_in(&lab, CLIENT_ADDR);
     // 8,900 bytes: the keyed base, then 2,196 empty TLVs of an unknown type (each flagged
     // U by the reflector), then a HMAC TLV over them all: the most walking per packet.
-    let mut p = packet(1, 1, 8900, Mode::Authenticated(&key));
+    // Each packet its own sequence number: the reflector answers each number once.
     let tlvs = (8900 - 112 - 20) / 4;
-    for i in 0..tlvs {
-        p[112 + 4 * i + 1] = 0xfe;
-    }
-    let hmac_at = 4 * tlvs;
-    let end = sonde_proto::stamp::tlv::put_hmac(&mut p[112..], hmac_at, &key, 1).unwrap();
-    assert_eq!(112 + end, 8900);
+    let chain = |seq: u32| {
+        let mut p = packet(seq, 1, 8900, Mode::Authenticated(&key));
+        for i in 0..tlvs {
+            p[112 + 4 * i + 1] = 0xfe;
+        }
+        let end = sonde_proto::stamp::tlv::put_hmac(&mut p[112..], 4 * tlvs, &key, seq).unwrap();
+        assert_eq!(112 + end, 8900);
+        p
+    };
     // The same size as one Extra Padding TLV (the cheapest walk), for comparison.
-    let mut plain = packet(1, 1, 8900, Mode::Authenticated(&key));
-    let pad = sonde_proto::stamp::tlv::put_extra_padding(&mut plain[112..8880]).unwrap();
-    sonde_proto::stamp::tlv::put_hmac(&mut plain[112..], pad, &key, 1).unwrap();
+    let plain = |seq: u32| {
+        let mut p = packet(seq, 1, 8900, Mode::Authenticated(&key));
+        let pad = sonde_proto::stamp::tlv::put_extra_padding(&mut p[112..8880]).unwrap();
+        sonde_proto::stamp::tlv::put_hmac(&mut p[112..], pad, &key, seq).unwrap();
+        p
+    };
     let s = &s;
-    let flood = |p: &[u8]| -> f64 {
+    let next = std::cell::Cell::new(0u32);
+    let flood = |make: &dyn Fn(u32) -> Vec<u8>| -> f64 {
+        // Made before the agent's CPU is read: 1,000 packets, new numbers.
+        let first = next.replace(next.get() + 1000);
+        let packets: Vec<Vec<u8>> = (first..first + 1000).map(make).collect();
         let before = cpu_ticks(agent.child.id());
         let start = Instant::now();
         let (mut sent, mut got, mut bytes) = (0usize, 0usize, 0usize);
         let mut buf = vec![0u8; 65536];
         while sent < 1000 && start.elapsed() < Duration::from_secs(3) {
+            let p = &packets[sent];
             s.send_to(p, reflector()).unwrap();
             sent += 1;
             if let Ok(n) = s.recv(&mut buf) {
@@ -244,16 +256,16 @@ fn redteam_stamp_a_packet_of_2000_tlvs_is_answered_at_its_size_for_bounded_cpu()
         let us = ticks as f64 / hz * 1e6 / sent as f64;
         eprintln!(
             "{} bytes a packet: {sent} sent ({} bytes), {got} answered ({bytes} bytes), agent CPU {us:.0} us a packet",
-            p.len(),
-            sent * p.len()
+            packets[0].len(),
+            sent * packets[0].len()
         );
-        assert_eq!((got, bytes), (sent, sent * p.len()));
+        assert_eq!((got, bytes), (sent, sent * packets[0].len()));
         us
     };
     // Alternated, the lower of two each: CPU time only grows with a noisy machine's
     // interruptions (one single pair in CI: 1,650 against 750 us).
-    let (c1, o1) = (flood(&p), flood(&plain));
-    let (c2, o2) = (flood(&p), flood(&plain));
+    let (c1, o1) = (flood(&chain), flood(&plain));
+    let (c2, o2) = (flood(&chain), flood(&plain));
     let (chain, one) = (c1.min(c2), o1.min(o2));
     eprintln!("{tlvs} TLVs: {chain:.0} us a packet; one padding TLV: {one:.0} us");
     assert!(

@@ -20,9 +20,15 @@ fn fleet_stamp_key() -> StampKey {
     sonde_proto::mesh::stamp_key(&sonde_proto::Key::from_file_bytes(&bytes).unwrap())
 }
 
-/// The key of the packets sent from `addr` (a probe's sender, an answer's reflector).
+/// The key of the answers sent from `addr` (a reflector's address key).
 fn key_of(addr: &str) -> StampKey {
     sonde_proto::mesh::address_key(&fleet_stamp_key(), addr.parse().unwrap())
+}
+
+/// The key of the probes sent from `addr` to the lab's server agent.
+fn probe_key_of(addr: &str) -> StampKey {
+    let server = common::SERVER_ADDR.parse().unwrap();
+    sonde_proto::mesh::probe_key(&fleet_stamp_key(), addr.parse().unwrap(), server)
 }
 
 fn probe(mode: Mode, seq: u32) -> Vec<u8> {
@@ -93,7 +99,7 @@ fn the_mesh_reflector_answers_only_probes_keyed_with_the_fleet_key_and_no_byte_m
         hostile.push(probe(Mode::Authenticated(&mesh), seq));
         hostile.push(probe(Mode::Authenticated(&server), seq));
     }
-    let key = key_of(common::CLIENT_ADDR);
+    let key = probe_key_of(common::CLIENT_ADDR);
     hostile.push(probe(Mode::Authenticated(&key), 99)[..AUTH_BASE_BYTES - 1].to_vec());
     hostile.push(vec![0xff; 1400]);
     for d in &hostile {
@@ -156,7 +162,10 @@ fn the_mesh_probes_only_its_listed_peers_whatever_a_rogue_sends() {
     nft(&["-f"], Some(&rules));
     let _agent = mesh_agent(&lab);
     // A rogue sends keyed probes, forged answers to every port it may guess, and garbage.
-    let key = key_of(common::CLIENT_ADDR);
+    let (key, answer_key) = (
+        probe_key_of(common::CLIENT_ADDR),
+        key_of(common::CLIENT_ADDR),
+    );
     let to: SocketAddr = format!("{}:{STAMP_PORT}", common::SERVER_ADDR)
         .parse()
         .unwrap();
@@ -171,7 +180,7 @@ fn the_mesh_probes_only_its_listed_peers_whatever_a_rogue_sends() {
             ..Default::default()
         };
         forged
-            .write(Mode::Authenticated(&key), &mut answer)
+            .write(Mode::Authenticated(&answer_key), &mut answer)
             .unwrap();
         rogue.send(&answer).unwrap();
     }

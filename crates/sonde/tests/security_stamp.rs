@@ -37,6 +37,7 @@ fn packet(seq: u32, len: usize, mode: Mode) -> Vec<u8> {
     let mut p = vec![0u8; len.max(mode.base_bytes())];
     let sender = SenderPacket {
         seq,
+        timestamp: common::ntp_now(),
         ..Default::default()
     };
     sender.write(mode, &mut p).unwrap();

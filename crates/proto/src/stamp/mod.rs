@@ -20,6 +20,7 @@
 mod estimate;
 mod packet;
 mod reflect;
+pub mod session;
 mod time;
 pub mod tlv;
 
@@ -29,6 +30,7 @@ mod tests;
 pub use estimate::ErrorEstimate;
 pub use packet::{ReflectorPacket, SenderPacket};
 pub use reflect::{reflect, reflect_as, Reflection};
+pub use session::{Heard, Limits, Refusal, SessionId, Sessions};
 pub use time::{TimeFormat, Timestamp, NTP_UNIX_OFFSET_S};
 pub use tlv::{SyncSource, TimestampInfo, TimestampMethod};
 

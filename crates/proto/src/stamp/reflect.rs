@@ -24,6 +24,8 @@ pub struct Reflection {
     pub ttl: u8,
     /// How the two timestamps were taken, for a Timestamp Information TLV the sender sent.
     pub info: TimestampInfo,
+    /// This host's kernel boot id, for a Boot ID TLV the sender sent (sonde's reflectors).
+    pub boot_id: Option<[u8; tlv::BOOT_ID_BYTES]>,
 }
 
 /// Writes the answer to `request` into `out` and returns its length (the request's), or
@@ -73,7 +75,11 @@ pub fn reflect_as(
     let base = mode.base_bytes();
     out[base..].copy_from_slice(&request[base..]);
     let keys = mode.key().zip(answer.key());
-    tlv::reflect_tlvs_as(&mut out[base..], how.info, keys, asked.seq, seq);
+    let fill = tlv::Fill {
+        info: how.info,
+        boot_id: how.boot_id,
+    };
+    tlv::reflect_tlvs_as(&mut out[base..], fill, keys, asked.seq, seq);
     reply.write(answer, out)?;
     Ok(len)
 }

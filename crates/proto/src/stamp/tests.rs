@@ -269,7 +269,43 @@ fn how(seq: Option<u32>) -> Reflection {
             sync_out: SyncSource::LocalFreeRunning,
             method_out: TimestampMethod::Software,
         },
+        boot_id: None,
     }
+}
+
+/// A Boot ID TLV the sender left zeroed is filled by a reflector that knows its boot id,
+/// under the answer's HMAC TLV; one that does not flags it U and fills nothing.
+#[test]
+fn a_boot_id_tlv_is_filled_and_signed_by_a_sonde_reflector_and_flagged_by_another() {
+    let key = StampKey::new(&[7; 32]).unwrap();
+    let mode = Mode::Authenticated(&key);
+    let mut request = vec![0u8; AUTH_BASE_BYTES + 20 + 20];
+    SenderPacket {
+        seq: 3,
+        ..Default::default()
+    }
+    .write(mode, &mut request)
+    .unwrap();
+    tlv::put(&mut request[AUTH_BASE_BYTES..], tlv::TYPE_BOOT_ID, 16).unwrap();
+    tlv::put_hmac(&mut request[AUTH_BASE_BYTES..], 20, &key, 3).unwrap();
+    let mut out = vec![0u8; 512];
+    let id = [0xab; 16];
+    let sonde = Reflection {
+        boot_id: Some(id),
+        ..how(Some(9))
+    };
+    let n = reflect(&request, mode, &sonde, &mut out).unwrap();
+    let area = &out[AUTH_BASE_BYTES..n];
+    assert_eq!(tlv::find_boot_id(area), Some(id));
+    assert_eq!(tlv::check_hmac(area, &key, 9), Some(true), "signed with it");
+    let n = reflect(&request, mode, &how(Some(9)), &mut out).unwrap();
+    let area = &out[AUTH_BASE_BYTES..n];
+    assert_eq!(tlv::find_boot_id(area), None);
+    let text = "3f1c2a9e-5b7d-4e0f-9a1b-0c2d3e4f5a6b";
+    let bytes = tlv::boot_id_from_text(&format!("{text}\n")).unwrap();
+    assert_eq!(tlv::boot_id_text(&bytes), text);
+    assert_eq!(tlv::boot_id_from_text("3f1c"), None);
+    assert_eq!(area[0] & tlv::FLAG_UNRECOGNIZED, tlv::FLAG_UNRECOGNIZED);
 }
 
 #[test]

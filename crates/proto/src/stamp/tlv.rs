@@ -1,8 +1,10 @@
 //! RFC 8972 TLVs, the bytes after a base packet: Flags (U, M, I, then reserved bits), Type,
 //! a 16-bit Length of the value, then the value. What a measurement needs is here: walking
 //! them, Extra Padding (type 1, for symmetric sizes), Timestamp Information (type 3: how
-//! the reflector's clock is synchronised and how it took each timestamp) and the HMAC TLV
-//! (type 8, last, over the sequence number and the TLVs before it, RFC 8972 §4.8).
+//! the reflector's clock is synchronised and how it took each timestamp), the HMAC TLV
+//! (type 8, last, over the sequence number and the TLVs before it, RFC 8972 §4.8) and
+//! sonde's private Boot ID TLV ([`TYPE_BOOT_ID`]: a sonde reflector's kernel boot id, so
+//! that a sender on the same host knows both ends read one clock).
 //! A reflector's handling of them is [`reflect_tlvs`]. Bytes that are all zero where a TLV
 //! would start are RFC 8762 padding, not a TLV.
 
@@ -24,8 +26,14 @@ pub const TYPE_DIRECT_MEASUREMENT: u8 = 5;
 pub const TYPE_ACCESS_REPORT: u8 = 6;
 pub const TYPE_FOLLOW_UP_TELEMETRY: u8 = 7;
 pub const TYPE_HMAC: u8 = 8;
+/// Boot ID, sonde's (RFC 8972's private-use range, 252-254; the mesh's Labels TLV is 252):
+/// a sender sends it zeroed, a sonde reflector fills it with its kernel's boot id; another
+/// reflector flags it U.
+pub const TYPE_BOOT_ID: u8 = 253;
 /// Bytes of a Timestamp Information TLV's value.
 pub const TIMESTAMP_INFO_BYTES: usize = 4;
+/// Bytes of a Boot ID TLV's value (`/proc/sys/kernel/random/boot_id`'s 128 bits).
+pub const BOOT_ID_BYTES: usize = 16;
 
 /// One TLV as found in a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,6 +213,45 @@ impl TimestampInfo {
     }
 }
 
+/// A filled Boot ID TLV among `area`'s TLVs (not flagged U, not all zero).
+pub fn find_boot_id(area: &[u8]) -> Option<[u8; BOOT_ID_BYTES]> {
+    iter(area)
+        .map_while(Result::ok)
+        .find(|t| {
+            t.kind == TYPE_BOOT_ID
+                && t.flags & FLAG_UNRECOGNIZED == 0
+                && t.value.iter().any(|&b| b != 0)
+        })
+        .and_then(|t| t.value.try_into().ok())
+}
+
+/// A boot id's bytes from its text (`/proc/sys/kernel/random/boot_id`: 32 hex digits,
+/// dashes anywhere).
+pub fn boot_id_from_text(text: &str) -> Option<[u8; BOOT_ID_BYTES]> {
+    let hex: Vec<u8> = text.trim().bytes().filter(|&b| b != b'-').collect();
+    if hex.len() != 2 * BOOT_ID_BYTES {
+        return None;
+    }
+    let mut out = [0u8; BOOT_ID_BYTES];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        out[i] = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A boot id's text as the kernel writes it (8-4-4-4-12 lowercase hex digits).
+pub fn boot_id_text(id: &[u8; BOOT_ID_BYTES]) -> String {
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
 /// Writes the HMAC TLV at `out[at..]`, over `seq` and `out[..at]` (the TLVs before it).
 pub fn put_hmac(out: &mut [u8], at: usize, key: &StampKey, seq: u32) -> Result<usize, StampError> {
     let tag = key.mac(&[&seq.to_be_bytes(), &out[..at]]);
@@ -223,25 +270,33 @@ pub fn check_hmac(area: &[u8], key: &StampKey, seq: u32) -> Option<bool> {
 }
 
 /// A reflector's pass over the TLVs it copied into its answer (RFC 8972 §4): fills each
-/// Timestamp Information TLV with `info`, flags unknown types U and a wrong-length known
-/// one M, flags a TLV that runs past the end M and leaves the bytes after it as they came.
+/// Timestamp Information TLV with `info` and each Boot ID TLV with `boot_id` (U without
+/// one), flags unknown types U and a wrong-length known one M, flags a TLV that runs past the end M and leaves the bytes after it as they came.
 /// In authenticated mode (`key`), a failed HMAC TLV flags every TLV I, and a good one is
 /// recomputed over the answer's `seq` and TLVs.
 pub fn reflect_tlvs(
     area: &mut [u8],
-    info: TimestampInfo,
+    fill: Fill,
     key: Option<&StampKey>,
     request_seq: u32,
     seq: u32,
 ) {
-    reflect_tlvs_as(area, info, key.map(|k| (k, k)), request_seq, seq)
+    reflect_tlvs_as(area, fill, key.map(|k| (k, k)), request_seq, seq)
+}
+
+/// What a reflector writes into the TLVs a sender left for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Fill {
+    pub info: TimestampInfo,
+    /// Its kernel's boot id, for a Boot ID TLV; `None`: such a TLV is flagged U.
+    pub boot_id: Option<[u8; BOOT_ID_BYTES]>,
 }
 
 /// [`reflect_tlvs`] with the request's HMAC TLV checked under `keys.0` and the answer's
 /// signed under `keys.1`.
 pub fn reflect_tlvs_as(
     area: &mut [u8],
-    info: TimestampInfo,
+    fill: Fill,
     keys: Option<(&StampKey, &StampKey)>,
     request_seq: u32,
     seq: u32,
@@ -261,14 +316,22 @@ pub fn reflect_tlvs_as(
         let kind = area[at + 1];
         let flag = match kind {
             TYPE_TIMESTAMP_INFO if len == TIMESTAMP_INFO_BYTES => {
-                area[at + HEADER_BYTES..at + HEADER_BYTES + len].copy_from_slice(&info.to_bytes());
+                let value = &mut area[at + HEADER_BYTES..at + HEADER_BYTES + len];
+                value.copy_from_slice(&fill.info.to_bytes());
                 0
             }
+            TYPE_BOOT_ID if len == BOOT_ID_BYTES => match &fill.boot_id {
+                Some(id) => {
+                    area[at + HEADER_BYTES..at + HEADER_BYTES + len].copy_from_slice(id);
+                    0
+                }
+                None => FLAG_UNRECOGNIZED,
+            },
             TYPE_HMAC if len == HMAC_BYTES => {
                 hmac_at = Some(at);
                 0
             }
-            TYPE_TIMESTAMP_INFO | TYPE_HMAC => FLAG_MALFORMED,
+            TYPE_TIMESTAMP_INFO | TYPE_HMAC | TYPE_BOOT_ID => FLAG_MALFORMED,
             TYPE_EXTRA_PADDING..=TYPE_FOLLOW_UP_TELEMETRY => 0,
             _ => FLAG_UNRECOGNIZED,
         };

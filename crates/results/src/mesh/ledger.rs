@@ -17,6 +17,9 @@ struct Flight {
     sent_ns: u64,
     /// The reflector's number for it, once answered.
     answered: Option<u32>,
+    /// A second answer came (counted once: a captured answer re-sent a thousand times
+    /// is one duplicate, as the network's copy would be).
+    duplicated: bool,
 }
 
 /// How one probe ended, for the caller's counters.
@@ -37,8 +40,8 @@ impl Settled {
     }
 }
 
-/// What an answer was: the first for its probe (and whether it came out of order), a
-/// duplicate, or one for a probe already settled or never sent.
+/// What an answer was: the first for its probe (and whether it came out of order), the
+/// first duplicate, or another copy, or one for a probe already settled or never sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
     First { reordered: bool, rtt_ns: u64 },
@@ -94,6 +97,7 @@ impl Ledger {
             seq,
             sent_ns,
             answered: None,
+            duplicated: false,
         });
         out
     }
@@ -117,6 +121,9 @@ impl Ledger {
             return Answer::Unknown;
         };
         if f.answered.is_some() {
+            if std::mem::replace(&mut f.duplicated, true) {
+                return Answer::Unknown;
+            }
             return Answer::Duplicate;
         }
         if now_ns.saturating_sub(f.sent_ns) > self.timeout_ns {
@@ -320,6 +327,10 @@ mod tests {
             }
         );
         assert_eq!(l.answered(1, 0, MS), Answer::Duplicate);
+        // L6: a captured answer re-sent again and again is one duplicate, not a thousand.
+        for _ in 0..1000 {
+            assert_eq!(l.answered(1, 0, MS), Answer::Unknown);
+        }
         assert_eq!(
             l.answered(0, 1, 2 * MS),
             Answer::First {

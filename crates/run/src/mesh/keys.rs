@@ -1,6 +1,8 @@
-//! The mesh's address keys (`sonde_proto::mesh::address_key`), derived once and cached:
-//! a sender's, to check what comes from it, and this agent's own for the address its
-//! packets leave from towards a peer. On an agent bound to one address that is the
+//! The mesh's keys, derived once and cached: a reflector's address key
+//! (`sonde_proto::mesh::address_key`), to check its answers, and this agent's own to sign
+//! its answers; the probe keys (`sonde_proto::mesh::probe_key`) of a peer's probes to this
+//! agent, to check them, and of this agent's probes to a peer, to sign them. Each names
+//! this agent's address towards the peer. On an agent bound to one address that is the
 //! address; bound to the unspecified one, it is the source the routing table picks for
 //! that peer (a connected UDP socket's local address, no packet sent), which is what the
 //! kernel gives the unconnected sockets' packets too, and is looked up again at each
@@ -10,7 +12,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::rc::Rc;
 
-use sonde_proto::mesh::address_key;
+use sonde_proto::mesh::{address_key, probe_key};
 use sonde_proto::stamp::StampKey;
 
 /// Addresses cached at most per map; beyond, the map starts again (only a checked
@@ -25,6 +27,10 @@ pub struct Keys {
     theirs: HashMap<IpAddr, Rc<StampKey>>,
     /// This agent's key per own address.
     mine: HashMap<IpAddr, StampKey>,
+    /// Each sender's probe key towards this agent, once one of its probes checked.
+    probes_in: HashMap<IpAddr, Rc<StampKey>>,
+    /// This agent's probe key per peer.
+    probes_out: HashMap<IpAddr, StampKey>,
     /// The own address a packet to a remote address leaves from (unspecified bind only).
     toward: HashMap<IpAddr, IpAddr>,
     /// Sockets for the routing lookups (IPv4, IPv6), opened when first needed.
@@ -39,6 +45,8 @@ impl Keys {
             bind,
             theirs: HashMap::new(),
             mine: HashMap::new(),
+            probes_in: HashMap::new(),
+            probes_out: HashMap::new(),
             toward: HashMap::new(),
             route: [None, None],
         }
@@ -73,9 +81,41 @@ impl Keys {
             .or_insert_with(|| address_key(mesh, own))
     }
 
-    /// Forgets the routing lookups (the list is read again: routes may have changed).
+    /// The key probes from `ip` to this agent must carry: to the address this agent
+    /// answers `ip` from (cached once one of its probes checked, [`Keys::trust_probe`]).
+    pub fn probe_from(&mut self, ip: IpAddr) -> Rc<StampKey> {
+        if let Some(k) = self.probes_in.get(&ip) {
+            return Rc::clone(k);
+        }
+        let own = self.source_toward(ip);
+        Rc::new(probe_key(&self.mesh, ip, own))
+    }
+
+    /// Keeps `key` as `ip`'s probe key once a probe from `ip` checked under it.
+    pub fn trust_probe(&mut self, ip: IpAddr, key: &Rc<StampKey>) {
+        if !self.probes_in.contains_key(&ip) {
+            bounded(&mut self.probes_in);
+            self.probes_in.insert(ip, Rc::clone(key));
+        }
+    }
+
+    /// This agent's key for its probes to `remote`.
+    pub fn probe_to(&mut self, remote: IpAddr) -> &StampKey {
+        if !self.probes_out.contains_key(&remote) {
+            bounded(&mut self.probes_out);
+            let own = self.source_toward(remote);
+            self.probes_out
+                .insert(remote, probe_key(&self.mesh, own, remote));
+        }
+        &self.probes_out[&remote]
+    }
+
+    /// Forgets the routing lookups, and the probe keys that name their source (the list
+    /// is read again: routes may have changed).
     pub fn forget_routes(&mut self) {
         self.toward.clear();
+        self.probes_in.clear();
+        self.probes_out.clear();
     }
 
     /// The address a packet to `remote` leaves from.
@@ -135,5 +175,20 @@ mod tests {
         let lo: IpAddr = Ipv4Addr::LOCALHOST.into();
         assert!(k.theirs(lo).verify(&[b"x"], &tag));
         assert!(!k.theirs(bound).verify(&[b"x"], &tag));
+    }
+
+    /// A probe to a peer is signed under the key of both addresses; what this agent
+    /// checks from that peer is the peer's probe to it, not its own.
+    #[test]
+    fn probe_keys_name_this_agents_address_and_the_peers() {
+        let (a, b): (IpAddr, IpAddr) =
+            ("198.18.2.1".parse().unwrap(), "198.18.2.2".parse().unwrap());
+        let mut at_a = Keys::new(mesh(), a);
+        let mut at_b = Keys::new(mesh(), b);
+        let tag = at_a.probe_to(b).mac(&[b"x"]);
+        assert!(probe_key(&mesh(), a, b).verify(&[b"x"], &tag));
+        assert!(at_b.probe_from(a).verify(&[b"x"], &tag));
+        assert!(!at_a.probe_from(b).verify(&[b"x"], &tag));
+        assert!(!at_b.theirs(a).verify(&[b"x"], &tag));
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::stamps::batch::Batch;
 use sonde_proto::stamp::{
-    ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat, Timestamp,
+    tlv, ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat, Timestamp,
 };
 use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Schedule, Stamps};
 
@@ -46,7 +46,7 @@ const CLOCK_EVERY: Duration = Duration::from_secs(60);
 /// Socket buffers asked for: a burst of answers from a thousand peers fits.
 const SOCKET_BUFFER: libc::c_int = 4 << 20;
 /// One probe in this many asks for the peer's labels once they are known (a probe with
-/// the Labels TLV is 280 bytes, without it 112).
+/// the Labels and Boot ID TLVs is 412 bytes, without them 112).
 const LABELS_EVERY: u32 = 64;
 /// Largest datagram read; a STAMP probe with TLVs is far smaller.
 const MAX_DATAGRAM: usize = 2048;
@@ -60,6 +60,8 @@ pub(super) struct Prober {
     keys: Option<Keys>,
     reflector: Reflector,
     ssid: u16,
+    /// This host's kernel boot id: a peer whose reflector tells the same reads one clock.
+    boot_id: Option<[u8; tlv::BOOT_ID_BYTES]>,
     started: Instant,
     /// Each peer's next probe, by its slot.
     sends: Schedule,
@@ -87,6 +89,7 @@ impl Prober {
             reflector,
             keys: keys(),
             ssid: (crate::random::u64() as u16).max(1),
+            boot_id: crate::stamp::clock::boot_id(),
             started: Instant::now(),
             sends: Schedule::default(),
             ticks: Schedule::default(),
@@ -165,6 +168,7 @@ impl Prober {
         let mut state = self.state.lock().unwrap();
         let before = state.peers.len();
         let wanted: BTreeMap<SocketAddr, Peer> = list.into_iter().map(|p| (p.addr, p)).collect();
+        self.reflector.listed(wanted.keys().map(|a| a.ip()));
         for gone in state.peers.addrs() {
             if !wanted.contains_key(&gone) {
                 if let Some(slot) = state.peers.remove(&gone) {
@@ -194,6 +198,7 @@ impl Prober {
                 learned: BTreeMap::new(),
                 stats,
                 next_seq: 0,
+                one_clock: false,
             };
             let slot = state.peers.insert(addr, entry);
             self.sends.set(slot, first);
@@ -233,7 +238,8 @@ impl Prober {
                 estimate,
                 ssid: self.ssid,
             };
-            let key = self.keys.as_mut().map(|k| k.mine(addr.ip()));
+            // Under the key of both ends: re-sent to another peer, it checks nowhere.
+            let key = self.keys.as_mut().map(|k| k.probe_to(addr.ip()));
             let mode = mode_for(key, &e.peer);
             let mut len = mode.base_bytes();
             // Ask for the peer's labels until it answered them, then now and again.
@@ -369,6 +375,20 @@ impl Prober {
             if a.receive.0 == 0 {
                 continue;
             }
+            // Labels only under a verified HMAC TLV: an `open` peer's answers carry none, and
+            // whoever holds its address could write any.
+            let area = &bytes[mode.base_bytes()..];
+            if let Some(k) = mode.key() {
+                if let Some(l) = sonde_proto::mesh::read_labels(area, Some(k), a.seq) {
+                    e.learned = l;
+                }
+                // Its boot id, under the same verified HMAC TLV.
+                if tlv::check_hmac(area, k, a.seq) == Some(true) {
+                    if let Some(id) = tlv::find_boot_id(area) {
+                        e.one_clock = Some(id) == self.boot_id;
+                    }
+                }
+            }
             let unix = |t: Timestamp| t.to_unix_ns(TimeFormat::Ntp);
             let held_ns = unix(a.timestamp).saturating_sub(unix(a.receive));
             let answer = e.stats.on_answer(a.sender_seq, a.seq, arrived, held_ns);
@@ -376,22 +396,21 @@ impl Prober {
             if matches!(answer, Answer::First { .. }) {
                 let unix = |t| unix(t) as i64;
                 let own = self.clock_bound.load(Ordering::Relaxed);
+                // One host's two ends read one clock: no offset at all (as ping's "one
+                // clock"), whatever either claims.
+                let one = e.one_clock.then_some(0);
                 e.stats.on_stamps(Stamps {
                     sent_ns: unix(a.sender_timestamp),
                     reflected_in_ns: unix(a.receive),
                     reflected_out_ns: unix(a.timestamp),
                     back_ns: back_ns as i64,
-                    own_bound_ns: (own != u64::MAX).then_some(own),
-                    peer_bound_ns: a
+                    own_bound_ns: one.or((own != u64::MAX).then_some(own)),
+                    peer_bound_ns: one.or(a
                         .estimate
                         .synchronized
                         .then(|| a.estimate.bound_ns())
-                        .flatten(),
+                        .flatten()),
                 });
-            }
-            let area = &bytes[mode.base_bytes()..];
-            if let Some(l) = sonde_proto::mesh::read_labels(area, mode.key(), a.seq) {
-                e.learned = l;
             }
         }
     }

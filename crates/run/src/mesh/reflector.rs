@@ -1,26 +1,28 @@
-//! The mesh agent's STAMP reflector: it answers only probes signed under their source
-//! address's key (`sonde_proto::mesh::address_key`; on an agent without a key,
-//! `--insecure-no-key`, any STAMP probe), each sequence number of a session once (a
-//! window of the last 64, as IPsec's anti-replay), with exactly as many bytes as came (the
-//! codec's `reflect`), signed under its own address's key, within a rate of answers per
-//! second, and numbers what it reflects per session (sender address and SSID): the prober
-//! tells from those numbers which way a lost probe went. Sessions are bounded; the least
-//! recently heard is forgotten first.
+//! The mesh agent's STAMP reflector: it answers only probes signed under the key of their
+//! source address and this agent's (`sonde_proto::mesh::probe_key`; on an agent without a
+//! key, `--insecure-no-key`, any STAMP probe from the addresses of its own peer list), each
+//! sequence number of a session once (the codec's session table: a window of the last 64,
+//! as IPsec's anti-replay), with exactly as many bytes as came (the codec's `reflect`),
+//! signed under its own address's key, within a rate of answers per second, and numbers
+//! what it reflects per session (sender address and SSID): the prober tells from those
+//! numbers which way a lost probe went. Sessions are bounded, [`PER_SOURCE`] per address;
+//! the least recently heard is forgotten first.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::stamp::{
-    self, ErrorEstimate, Mode, Reflection, StampKey, SyncSource, Timestamp, TimestampInfo,
-    TimestampMethod,
+    self, ErrorEstimate, Heard, Limits, Mode, Reflection, SessionId, Sessions, StampKey,
+    SyncSource, Timestamp, TimestampInfo, TimestampMethod,
 };
 
 use super::keys::Keys;
 
-/// Sessions remembered at most (a session is 32 bytes and a map slot).
+/// Sessions remembered at most (a session is about 40 bytes and a map slot).
 pub const MAX_SESSIONS: usize = 65_536;
-/// Sequence numbers below a session's highest that are still answered once (reordered).
-const WINDOW: u32 = 64;
+/// Sessions one source address holds at most: a peer's prober has one SSID, a new one
+/// at each restart.
+pub const PER_SOURCE: usize = 4;
 
 /// Answers per second at most, all senders together, and the burst allowed; and per
 /// source address, whatever the total allows.
@@ -31,44 +33,15 @@ pub struct Rate {
     pub per_source: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    next: u32,
-    heard_ns: u64,
-    /// The highest sequence number answered, and which of the [`WINDOW`] below it were
-    /// (bit i: `top - i`; none yet when 0).
-    top: u32,
-    seen: u64,
-}
-
-impl Session {
-    /// Whether the sender's `seq` is new to this session (then it is marked).
-    fn fresh(&mut self, seq: u32) -> bool {
-        let ahead = seq.wrapping_sub(self.top) as i32;
-        if self.seen == 0 || ahead > 0 {
-            let shift = if self.seen == 0 { 64 } else { ahead as u32 };
-            self.seen = if shift >= 64 {
-                1
-            } else {
-                (self.seen << shift) | 1
-            };
-            self.top = seq;
-            return true;
-        }
-        let back = self.top.wrapping_sub(seq);
-        if back >= WINDOW || self.seen & (1 << back) != 0 {
-            return false;
-        }
-        self.seen |= 1 << back;
-        true
-    }
-}
-
 pub struct Reflector {
     keys: Option<Keys>,
     /// This agent's labels, answered in a probe's Labels TLV.
     labels: sonde_proto::Labels,
-    sessions: HashMap<(IpAddr, u16), Session>,
+    sessions: Sessions,
+    /// Without a key: the sources answered, its listed peers' addresses.
+    listed: HashSet<IpAddr>,
+    /// Told a peer in its probe's Boot ID TLV.
+    boot_id: Option<[u8; stamp::tlv::BOOT_ID_BYTES]>,
     rate: Rate,
     sources: crate::stamp::guard::Limiter,
     /// `Times::mono_ns` counts from here: the per-source limiter reads the same clock as
@@ -93,10 +66,19 @@ pub struct Times {
 
 impl Reflector {
     pub fn new(keys: Option<Keys>, rate: Rate, labels: sonde_proto::Labels) -> Reflector {
+        let keyed = keys.is_some();
         Reflector {
             keys,
             labels,
-            sessions: HashMap::new(),
+            sessions: Sessions::new(Limits {
+                max_sessions: MAX_SESSIONS,
+                per_source: PER_SOURCE,
+                idle_ns: None,
+                once: keyed,
+                max_skew_ns: None,
+            }),
+            listed: HashSet::new(),
+            boot_id: crate::stamp::clock::boot_id(),
             rate,
             sources: crate::stamp::guard::Limiter::with_room(
                 rate.per_source,
@@ -117,9 +99,14 @@ impl Reflector {
         }
     }
 
+    /// The peers listed now: without a key, the only sources answered.
+    pub fn listed(&mut self, peers: impl IntoIterator<Item = IpAddr>) {
+        self.listed = peers.into_iter().map(|ip| ip.to_canonical()).collect();
+    }
+
     /// The answer to `request` from `from` written into `out`, its length; `None` when it
-    /// is refused (not signed under `from`'s key, a sequence number answered already,
-    /// over the rate).
+    /// is refused (not signed under the key of `from` and this agent, or without a key
+    /// from a source not listed; a sequence number answered already; over the rate).
     pub fn answer(
         &mut self,
         from: SocketAddr,
@@ -128,12 +115,16 @@ impl Reflector {
         out: &mut [u8],
     ) -> Option<usize> {
         let ip = from.ip();
-        // Too short to check: refused before a key is derived for its source.
-        if self.keys.is_some() && request.len() < stamp::AUTH_BASE_BYTES {
+        let refused = match &self.keys {
+            // Too short to check: refused before a key is derived for its source.
+            Some(_) => request.len() < stamp::AUTH_BASE_BYTES,
+            None => !self.listed.contains(&ip.to_canonical()),
+        };
+        if refused {
             self.refused += 1;
             return None;
         }
-        let theirs = self.keys.as_ref().map(|k| k.theirs(ip));
+        let theirs = self.keys.as_mut().map(|k| k.probe_from(ip));
         let mode = theirs
             .as_deref()
             .map_or(Mode::Unauthenticated, Mode::Authenticated);
@@ -141,21 +132,30 @@ impl Reflector {
             self.refused += 1;
             return None;
         };
-        if let Some(key) = &theirs {
-            if !self.fresh(ip, asked.ssid, asked.seq, t.mono_ns) {
-                self.refused += 1;
-                return None;
-            }
-            if let Some(k) = &mut self.keys {
-                k.trust(ip, key);
-            }
+        let session = SessionId {
+            addr: ip,
+            port: 0,
+            ssid: asked.ssid,
+        };
+        // Keyed: a replayed sequence number is refused before it spends its source's
+        // answers (keyless, nothing is refused here).
+        if self
+            .sessions
+            .admit(session, Heard::of(&asked, 0, t.mono_ns, 0))
+            .is_err()
+        {
+            self.refused += 1;
+            return None;
+        }
+        if let (Some(k), Some(key)) = (&mut self.keys, &theirs) {
+            k.trust_probe(ip, key);
         }
         let now = self.epoch + std::time::Duration::from_nanos(t.mono_ns);
         if !self.sources.take(ip, now) || !self.take_token(t.mono_ns) {
             self.refused += 1;
             return None;
         }
-        let seq = self.next_seq(ip, asked.ssid, t.mono_ns);
+        let seq = self.sessions.number(session);
         let how = Reflection {
             seq: Some(seq),
             receive: t.receive,
@@ -168,6 +168,7 @@ impl Reflector {
                 sync_out: SyncSource::Ntp,
                 method_out: TimestampMethod::Software,
             },
+            boot_id: self.boot_id,
         };
         // The answer under this agent's own key for the address it leaves from.
         let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));
@@ -186,11 +187,6 @@ impl Reflector {
         }
     }
 
-    /// Whether the sender's `seq` is new to its session (a keyed probe's replay is not).
-    fn fresh(&mut self, ip: IpAddr, ssid: u16, seq: u32, now_ns: u64) -> bool {
-        self.session(ip, ssid, now_ns).fresh(seq)
-    }
-
     fn take_token(&mut self, now_ns: u64) -> bool {
         let dt = now_ns.saturating_sub(self.refilled_ns) as f64 / 1e9;
         self.refilled_ns = now_ns;
@@ -201,35 +197,6 @@ impl Reflector {
         } else {
             false
         }
-    }
-
-    fn next_seq(&mut self, ip: IpAddr, ssid: u16, now_ns: u64) -> u32 {
-        let s = self.session(ip, ssid, now_ns);
-        let seq = s.next;
-        s.next = s.next.wrapping_add(1);
-        seq
-    }
-
-    /// The session of `ip` and `ssid`, made (the least recently heard forgotten when full).
-    fn session(&mut self, ip: IpAddr, ssid: u16, now_ns: u64) -> &mut Session {
-        if self.sessions.len() >= MAX_SESSIONS && !self.sessions.contains_key(&(ip, ssid)) {
-            let oldest = self
-                .sessions
-                .iter()
-                .min_by_key(|(_, s)| s.heard_ns)
-                .map(|(k, _)| *k);
-            if let Some(k) = oldest {
-                self.sessions.remove(&k);
-            }
-        }
-        let s = self.sessions.entry((ip, ssid)).or_insert(Session {
-            next: 0,
-            heard_ns: now_ns,
-            top: 0,
-            seen: 0,
-        });
-        s.heard_ns = now_ns;
-        s
     }
 }
 
@@ -243,7 +210,7 @@ pub fn realtime_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sonde_proto::mesh::address_key;
+    use sonde_proto::mesh::{address_key, probe_key};
     use sonde_proto::stamp::{ReflectorPacket, SenderPacket, TimeFormat, AUTH_BASE_BYTES};
 
     /// This reflector's own address: its answers are signed under its key.
@@ -253,8 +220,9 @@ mod tests {
         StampKey::new(b"0123456789abcdef0123").unwrap()
     }
 
+    /// The key of `from`'s probes to this reflector.
     fn key_of(from: SocketAddr) -> StampKey {
-        address_key(&mesh(), from.ip())
+        probe_key(&mesh(), from.ip(), OWN.parse().unwrap())
     }
 
     fn reflector(rate: Rate) -> Reflector {
@@ -366,14 +334,57 @@ mod tests {
             got,
             [true, false, false, true, false, true, true, false, false, true, true, true, false]
         );
-        let mut s = Session {
-            next: 0,
-            heard_ns: 0,
-            top: 0,
-            seen: 0,
+    }
+
+    /// H2: a probe of `a`'s to another reflector, re-sent from `a`'s address, does not
+    /// check here: no answer, and `a`'s own probes (numbered lower, the same SSID) are all
+    /// answered after it. The same probe signed with `a`'s address key alone (the key
+    /// before the fix) is refused too.
+    #[test]
+    fn a_probe_for_another_reflector_is_refused_and_moves_no_window() {
+        let mut r = reflector(Rate {
+            per_s: 1e6,
+            burst: 1e6,
+            per_source: 100_000,
+        });
+        let (a, _) = addrs();
+        let elsewhere = probe_key(&mesh(), a.ip(), "198.18.2.7".parse().unwrap());
+        let mut out = [0u8; 512];
+        for k in [elsewhere, address_key(&mesh(), a.ip())] {
+            assert!(r
+                .answer(a, &probe(&k, 623, 1), times(1), &mut out)
+                .is_none());
+        }
+        let own = (0..100)
+            .filter(|i| {
+                r.answer(a, &probe(&key_of(a), *i, 1), times(2), &mut out)
+                    .is_some()
+            })
+            .count();
+        assert_eq!((own, r.refused), (100, 2));
+    }
+
+    /// L3: without a key, only the listed peers' addresses are answered.
+    #[test]
+    fn a_keyless_reflector_answers_its_listed_peers_only() {
+        let rate = Rate {
+            per_s: 1e6,
+            burst: 1e6,
+            per_source: 1_000,
         };
-        assert!((0..1000).all(|q| s.fresh(q)));
-        assert!((0..1000).all(|q| !s.fresh(q)));
+        let mut r = Reflector::new(None, rate, Default::default());
+        let (a, b) = addrs();
+        r.listed([a.ip()]);
+        let mut open = vec![0; 44];
+        SenderPacket::default()
+            .write(Mode::Unauthenticated, &mut open)
+            .unwrap();
+        let mut out = [0u8; 512];
+        assert!(r.answer(a, &open, times(1), &mut out).is_some());
+        assert!(r.answer(b, &open, times(1), &mut out).is_none());
+        let mapped: SocketAddr = "[::ffff:198.18.2.1]:5000".parse().unwrap();
+        assert!(r.answer(mapped, &open, times(1), &mut out).is_some());
+        assert_eq!((r.reflected, r.refused), (2, 1));
     }
 
     #[test]

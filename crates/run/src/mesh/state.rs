@@ -42,6 +42,8 @@ pub struct PeerEntry {
     pub learned: BTreeMap<String, String>,
     pub stats: PeerStats,
     pub(super) next_seq: u32,
+    /// Its reflector said (under a verified HMAC TLV) it runs on this host: one clock.
+    pub(super) one_clock: bool,
 }
 
 impl PeerEntry {

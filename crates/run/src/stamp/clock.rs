@@ -68,6 +68,13 @@ impl Shared {
     }
 }
 
+/// This host's kernel boot id (`/proc/sys/kernel/random/boot_id`): a sonde reflector tells
+/// it a sonde sender, so that two ends on one host know they read one clock.
+pub fn boot_id() -> Option<[u8; sonde_proto::stamp::tlv::BOOT_ID_BYTES]> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    sonde_proto::stamp::tlv::boot_id_from_text(&text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

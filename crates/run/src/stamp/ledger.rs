@@ -19,6 +19,8 @@ pub struct Arrival {
     /// When it arrived (`CLOCK_REALTIME`, ns).
     pub t4_ns: u64,
     pub info: Option<TimestampInfo>,
+    /// The reflector's boot id (a sonde reflector's Boot ID TLV, signed when authenticated).
+    pub boot_id: Option<[u8; 16]>,
 }
 
 /// Loss split by direction against a stateful reflector: up to the last answer (by the
@@ -65,6 +67,8 @@ pub struct Ledger {
     /// The answer with the reflector's highest number: (sender's seq, reflector's).
     pub last: Option<(u32, u32)>,
     pub clock: ReflectorClock,
+    /// The reflector's boot id, when it told one (a sonde reflector).
+    pub reflector_boot: Option<[u8; 16]>,
     /// TAI less UTC, for a reflector sending PTP timestamps.
     tai_offset_ns: u64,
 }
@@ -93,6 +97,7 @@ impl Ledger {
             highest: None,
             last: None,
             clock: ReflectorClock::default(),
+            reflector_boot: None,
             tai_offset_ns: tai_offset_s * 1_000_000_000,
         }
     }
@@ -195,6 +200,9 @@ impl Ledger {
 
     /// The reflector's clock as its answers say: S of the last, the largest error seen.
     fn note_clock(&mut self, a: &Arrival) {
+        if a.boot_id.is_some() {
+            self.reflector_boot = a.boot_id;
+        }
         let e = a.packet.estimate;
         let c = &mut self.clock;
         c.synchronized = e.synchronized;
@@ -264,6 +272,7 @@ mod tests {
             len: 44,
             t4_ns: t1 + 2 * one_way + 5_000,
             info: None,
+            boot_id: None,
         }
     }
 

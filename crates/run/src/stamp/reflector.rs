@@ -1,13 +1,17 @@
 //! `sonde serve --stamp`: a STAMP session-reflector on one UDP socket and one thread. An
 //! agent is not an open reflector: it answers only sources in its allowlist (none by
 //! default), at most `max_pps` answers a second to each, in authenticated mode only packets
-//! whose HMAC checks, and never with more bytes than came in ([`reflect`] answers exactly
-//! as many). Stateless, it echoes the sender's sequence number; stateful, it numbers each
-//! session's answers (source address and port, SSID) from 0, so the sender can tell
-//! forward loss from reverse loss. Each answer's Error Estimate and Timestamp Information
-//! come from this host's clock state and the kernel's software receive stamp.
+//! whose HMAC checks, each sequence number of a session once and only when stamped within
+//! [`MAX_SKEW`] of this host's clock (a captured packet replayed is not answered), and never
+//! with more bytes than came in ([`reflect`] answers exactly as many). Stateless, it echoes
+//! the sender's sequence number; stateful, it numbers each session's answers from 0, so the
+//! sender can tell forward loss from reverse loss. A session is a source address and SSID
+//! (authenticated), or a source address, port and SSID (unauthenticated stateful): the
+//! codec's table ([`Sessions`]), at most [`PER_SOURCE`] per address and [`MAX_SESSIONS`] in
+//! all, the least recently heard forgotten first. Each answer's Error Estimate and
+//! Timestamp Information come from this host's clock state and the kernel's software
+//! receive stamp.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -19,8 +23,8 @@ use std::time::{Duration, Instant};
 use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
 use sonde_engine::stamps::now_real;
 use sonde_proto::stamp::{
-    reflect, Mode, Reflection, SenderPacket, StampError, StampKey, TimeFormat, Timestamp,
-    TimestampInfo, TimestampMethod,
+    reflect, Heard, Limits, Mode, Reflection, Refusal, SenderPacket, SessionId, Sessions,
+    StampError, StampKey, TimeFormat, Timestamp, TimestampInfo, TimestampMethod,
 };
 
 use super::clock;
@@ -29,9 +33,16 @@ use crate::signals::Interrupt;
 
 /// Longest datagram read; a longer one is refused (its answer would be as long).
 pub const MAX_PACKET: usize = 9000;
-/// Stateful sessions kept at most; a session idle for [`SESSION_IDLE`] is forgotten.
+/// Sessions kept at most; a session idle for [`SESSION_IDLE`] starts anew.
 pub const MAX_SESSIONS: usize = 4096;
+/// Sessions one source address holds at most (its least recently heard forgotten for a
+/// new one), so that one host cannot fill the table.
+pub const PER_SOURCE: usize = 64;
 const SESSION_IDLE: Duration = Duration::from_secs(60);
+/// In authenticated mode, a packet stamped further than this from this host's clock is
+/// not answered: under half [`SESSION_IDLE`], so that a packet of a session forgotten for
+/// idleness is too old to be answered again.
+pub const MAX_SKEW: Duration = Duration::from_secs(10);
 /// How long the loop waits for a datagram before it looks at its stop flag.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -55,8 +66,12 @@ pub struct ReflectorCounts {
     pub answered: AtomicU64,
     /// From a source outside the allowlist.
     pub unlisted: AtomicU64,
-    /// Beyond the source's rate, or no room for its session.
+    /// Beyond the source's rate.
     pub over_rate: AtomicU64,
+    /// Authenticated: a sequence number its session was answered already (a replay).
+    pub replayed: AtomicU64,
+    /// Authenticated: stamped further than [`MAX_SKEW`] from this host's clock.
+    pub out_of_time: AtomicU64,
     /// Shorter than the mode's base packet, or longer than [`MAX_PACKET`].
     pub malformed: AtomicU64,
     pub bad_hmac: AtomicU64,
@@ -65,15 +80,17 @@ pub struct ReflectorCounts {
 }
 
 impl ReflectorCounts {
-    /// `received answered unlisted over_rate malformed bad_hmac`, for its log line.
+    /// Every counter by name, for its log line.
     pub fn line(&self) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "received {} answered {} unlisted {} over_rate {} malformed {} bad_hmac {} send_failed {}",
+            "received {} answered {} unlisted {} over_rate {} replayed {} out_of_time {} malformed {} bad_hmac {} send_failed {}",
             g(&self.received),
             g(&self.answered),
             g(&self.unlisted),
             g(&self.over_rate),
+            g(&self.replayed),
+            g(&self.out_of_time),
             g(&self.malformed),
             g(&self.bad_hmac),
             g(&self.send_failed)
@@ -141,7 +158,12 @@ struct Loop {
     key: Option<StampKey>,
     stateful: bool,
     limiter: Limiter,
-    sessions: HashMap<(SocketAddr, u16), (u32, Instant)>,
+    sessions: Sessions,
+    /// The monotonic clock's origin for the session table.
+    epoch: Instant,
+    tai_utc_s: u64,
+    /// Told a sonde sender in its Boot ID TLV.
+    boot_id: Option<[u8; sonde_proto::stamp::tlv::BOOT_ID_BYTES]>,
     clock: clock::Shared,
     counts: Arc<ReflectorCounts>,
     buf: Vec<u8>,
@@ -155,7 +177,16 @@ impl Loop {
             key: cfg.key.clone(),
             stateful: cfg.stateful,
             limiter: Limiter::new(cfg.max_pps),
-            sessions: HashMap::new(),
+            sessions: Sessions::new(Limits {
+                max_sessions: MAX_SESSIONS,
+                per_source: PER_SOURCE,
+                idle_ns: Some(SESSION_IDLE.as_nanos() as u64),
+                once: cfg.key.is_some(),
+                max_skew_ns: cfg.key.as_ref().map(|_| MAX_SKEW.as_nanos() as u64),
+            }),
+            epoch: Instant::now(),
+            tai_utc_s: super::sender::tai_offset_s(),
+            boot_id: clock::boot_id(),
             clock,
             counts,
             buf: vec![0; MAX_PACKET],
@@ -187,30 +218,41 @@ impl Loop {
         // Checked (length, HMAC) before it may spend its source's answers or open a
         // session: a keyless rogue sharing or spoofing an allowed address must not
         // silence that sender or fill the session table.
-        if let Err(e) = SenderPacket::read(request, mode) {
-            count(if e == StampError::BadHmac {
-                &self.counts.bad_hmac
-            } else {
-                &self.counts.malformed
-            });
-            return Ok(());
+        let asked = match SenderPacket::read(request, mode) {
+            Ok(asked) => asked,
+            Err(e) => {
+                count(if e == StampError::BadHmac {
+                    &self.counts.bad_hmac
+                } else {
+                    &self.counts.malformed
+                });
+                return Ok(());
+            }
+        };
+        let receive = got.rx_ns.unwrap_or_else(now_real);
+        // A replay is refused before it may spend its source's answers, as a bad HMAC.
+        let keyed = self.key.is_some();
+        let session = SessionId {
+            addr: got.from.ip(),
+            port: if keyed { 0 } else { got.from.port() },
+            ssid: asked.ssid,
+        };
+        if keyed || self.stateful {
+            let mono = now.duration_since(self.epoch).as_nanos() as u64;
+            let heard = Heard::of(&asked, self.tai_utc_s, mono, receive);
+            if let Err(why) = self.sessions.admit(session, heard) {
+                count(match why {
+                    Refusal::Replayed => &self.counts.replayed,
+                    Refusal::OutOfTime => &self.counts.out_of_time,
+                });
+                return Ok(());
+            }
         }
         if !self.limiter.take(got.from.ip(), now) {
             count(&self.counts.over_rate);
             return Ok(());
         }
-        let receive = got.rx_ns.unwrap_or_else(now_real);
-        let session = (got.from, ssid(request, mode));
-        let seq = match self.stateful {
-            true => match next_seq(&mut self.sessions, session, now) {
-                Some(seq) => Some(seq),
-                None => {
-                    count(&self.counts.over_rate);
-                    return Ok(());
-                }
-            },
-            false => None,
-        };
+        let seq = self.stateful.then(|| self.sessions.number(session));
         let (estimate, source) = self.clock.get();
         let info = TimestampInfo {
             sync_in: source,
@@ -225,6 +267,7 @@ impl Loop {
             estimate,
             ttl: got.ttl.unwrap_or(255),
             info,
+            boot_id: self.boot_id,
         };
         how.transmit = Timestamp::from_unix_ns(now_real(), TimeFormat::Ntp);
         match reflect(request, mode, &how, &mut self.out) {
@@ -239,104 +282,13 @@ impl Loop {
                 }
             },
             Err(e) => {
-                let bad_hmac = e == StampError::BadHmac;
-                count(if bad_hmac {
+                count(if e == StampError::BadHmac {
                     &self.counts.bad_hmac
                 } else {
                     &self.counts.malformed
                 });
-                // A refused packet takes no number of its session.
-                if let (Some(_), Some((next, _))) = (seq, self.sessions.get_mut(&session)) {
-                    *next = next.wrapping_sub(1);
-                }
             }
         }
         Ok(())
-    }
-}
-
-/// The SSID field of a request, 0 when it is too short to hold one.
-fn ssid(request: &[u8], mode: Mode) -> u16 {
-    let at = match mode {
-        Mode::Unauthenticated => 14,
-        Mode::Authenticated(_) => 26,
-    };
-    request
-        .get(at..at + 2)
-        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
-}
-
-/// The session's next sequence number, or `None` when the table is full of live sessions.
-fn next_seq(
-    sessions: &mut HashMap<(SocketAddr, u16), (u32, Instant)>,
-    key: (SocketAddr, u16),
-    now: Instant,
-) -> Option<u32> {
-    if !sessions.contains_key(&key) && sessions.len() >= MAX_SESSIONS {
-        sessions.retain(|_, (_, last)| now.duration_since(*last) < SESSION_IDLE);
-        if sessions.len() >= MAX_SESSIONS {
-            return None;
-        }
-    }
-    let (next, last) = sessions.entry(key).or_insert((0, now));
-    if now.duration_since(*last) >= SESSION_IDLE {
-        *next = 0;
-    }
-    let seq = *next;
-    *next = next.wrapping_add(1);
-    *last = now;
-    Some(seq)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_session_numbers_its_answers_from_zero_until_idle() {
-        let mut sessions = HashMap::new();
-        let t0 = Instant::now();
-        let a: SocketAddr = "198.18.0.1:40000".parse().unwrap();
-        let b: SocketAddr = "198.18.0.1:40001".parse().unwrap();
-        let seqs: Vec<_> = (0..3)
-            .map(|_| next_seq(&mut sessions, (a, 7), t0))
-            .collect();
-        assert_eq!(seqs, [Some(0), Some(1), Some(2)]);
-        // Another port, or another SSID, is another session.
-        assert_eq!(next_seq(&mut sessions, (b, 7), t0), Some(0));
-        assert_eq!(next_seq(&mut sessions, (a, 8), t0), Some(0));
-        // Idle past SESSION_IDLE: a new session from 0.
-        assert_eq!(next_seq(&mut sessions, (a, 7), t0 + SESSION_IDLE), Some(0));
-    }
-
-    #[test]
-    fn a_full_session_table_refuses_new_sessions_not_live_ones() {
-        let mut sessions = HashMap::new();
-        let t0 = Instant::now();
-        for port in 0..MAX_SESSIONS as u16 {
-            let from = SocketAddr::from(([198, 18, 0, 1], port));
-            assert!(next_seq(&mut sessions, (from, 0), t0).is_some());
-        }
-        let old = SocketAddr::from(([198, 18, 0, 1], 0));
-        let new = SocketAddr::from(([198, 18, 0, 9], 1));
-        assert_eq!(next_seq(&mut sessions, (new, 0), t0), None);
-        assert_eq!(next_seq(&mut sessions, (old, 0), t0), Some(1));
-        // Once the others are idle, room again.
-        assert_eq!(
-            next_seq(&mut sessions, (new, 0), t0 + SESSION_IDLE),
-            Some(0)
-        );
-    }
-
-    #[test]
-    fn the_ssid_is_read_where_each_mode_keeps_it() {
-        let key = StampKey::new(&[1; 16]).unwrap();
-        let mut open = [0u8; 44];
-        open[14..16].copy_from_slice(&0xbeefu16.to_be_bytes());
-        assert_eq!(ssid(&open, Mode::Unauthenticated), 0xbeef);
-        let mut auth = [0u8; 112];
-        auth[26..28].copy_from_slice(&0x1234u16.to_be_bytes());
-        assert_eq!(ssid(&auth, Mode::Authenticated(&key)), 0x1234);
-        assert_eq!(ssid(&[0; 10], Mode::Unauthenticated), 0);
     }
 }

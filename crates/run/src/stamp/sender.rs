@@ -23,8 +23,10 @@ use super::ledger::{split_loss, Arrival, Ledger};
 use crate::controller::SOFTWARE;
 use crate::signals::Interrupt;
 
-/// Bytes of the Timestamp Information TLV, and of the HMAC TLV that seals TLVs.
+/// Bytes of the Timestamp Information TLV, of the Boot ID TLV (a sonde reflector's boot id:
+/// one host, one clock) and of the HMAC TLV that seals TLVs.
 const INFO_TLV: usize = 8;
+const BOOT_TLV: usize = tlv::HEADER_BYTES + tlv::BOOT_ID_BYTES;
 const HMAC_TLV: usize = 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -38,12 +40,13 @@ pub enum StampRunError {
     },
 }
 
-/// The smallest packet of a mode that asks for the reflector's Timestamp Information.
+/// The smallest packet of a mode that asks for the reflector's Timestamp Information and
+/// boot id.
 pub fn default_size(authenticated: bool) -> u32 {
     if authenticated {
-        (sonde_proto::stamp::AUTH_BASE_BYTES + INFO_TLV + HMAC_TLV) as u32
+        (sonde_proto::stamp::AUTH_BASE_BYTES + INFO_TLV + BOOT_TLV + HMAC_TLV) as u32
     } else {
-        (sonde_proto::stamp::BASE_BYTES + INFO_TLV) as u32
+        (sonde_proto::stamp::BASE_BYTES + INFO_TLV + BOOT_TLV) as u32
     }
 }
 
@@ -161,7 +164,7 @@ fn resolve_addr(host: &str, port: u16) -> Result<SocketAddr, StampRunError> {
 }
 
 /// TAI less UTC from the kernel (`adjtimex`), 37 s when it was never told.
-fn tai_offset_s() -> u64 {
+pub(crate) fn tai_offset_s() -> u64 {
     // SAFETY: all-zero is a valid timex; modes 0 reads without changing anything.
     let mut tx: libc::timex = unsafe { std::mem::zeroed() };
     // SAFETY: tx is live and writable.
@@ -193,12 +196,27 @@ pub fn fill(out: &mut [u8], p: &SenderPacket, mode: Mode) {
         tlv::put(area, tlv::TYPE_TIMESTAMP_INFO, 4).expect("room checked");
         at = INFO_TLV;
     }
+    let rest = body - at;
+    if rest >= BOOT_TLV && !(1..tlv::HEADER_BYTES).contains(&(rest - BOOT_TLV)) {
+        tlv::put(&mut area[at..], tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES).expect("room checked");
+        at += BOOT_TLV;
+    }
     if body - at >= tlv::HEADER_BYTES {
         at += tlv::put_extra_padding(&mut area[at..body]).expect("room checked");
     }
     if let Some(key) = mode.key() {
         tlv::put_hmac(area, at, key, p.seq).expect("room checked");
     }
+}
+
+/// The reflector's boot id in an answer's TLVs (`area`, numbered `seq` by the reflector):
+/// authenticated, only under the answer's good HMAC TLV (a party on the path could
+/// otherwise claim one clock, bound 0, for any pair).
+fn boot_id_of(area: &[u8], mode: Mode, seq: u32) -> Option<[u8; tlv::BOOT_ID_BYTES]> {
+    let signed = mode
+        .key()
+        .is_none_or(|k| tlv::check_hmac(area, k, seq) == Some(true));
+    tlv::find_boot_id(area).filter(|_| signed)
 }
 
 /// What reads the socket: answers, and the kernel's stamps of our sends.
@@ -237,14 +255,15 @@ impl Receiver<'_> {
             let buf = &self.buf[..len];
             match ReflectorPacket::read(buf, self.mode) {
                 Ok(packet) => {
-                    let info = buf
-                        .get(self.mode.base_bytes()..)
-                        .and_then(TimestampInfo::find);
+                    let area = buf.get(self.mode.base_bytes()..).unwrap_or_default();
+                    let info = TimestampInfo::find(area);
+                    let boot_id = boot_id_of(area, self.mode, packet.seq);
                     ledger.on_answer(&Arrival {
                         packet,
                         len,
                         t4_ns: t4,
                         info,
+                        boot_id,
                     });
                 }
                 Err(_) => ledger.rejected += 1,
@@ -302,17 +321,20 @@ fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockSt
     }
     let reflector = reflector_state(l);
     let (turnaround, whole) = l.turnaround_and_whole();
+    // A sonde reflector's boot id (its Boot ID TLV): the same as ours, one clock.
+    let ours = super::clock::boot_id().map(|id| tlv::boot_id_text(&id));
+    let theirs = l.reflector_boot.map(|id| tlv::boot_id_text(&id));
     let one_way = l.oneway.raw().and_then(|raw| {
         resolve(
             Some(&raw),
             &[],
             &claim(
                 ClockEnd {
-                    boot_id: None,
+                    boot_id: ours.as_deref(),
                     clock: local,
                 },
                 ClockEnd {
-                    boot_id: None,
+                    boot_id: theirs.as_deref(),
                     clock: Some(&reflector),
                 },
             ),
@@ -391,7 +413,32 @@ mod tests {
             }
             let mut out = vec![0u8; default_size(mode.key().is_some()) as usize];
             fill(&mut out, &p, mode);
-            assert!(tlv::iter(&out[base..]).any(|t| t.unwrap().kind == tlv::TYPE_TIMESTAMP_INFO));
+            let kinds: Vec<u8> = tlv::iter(&out[base..]).map(|t| t.unwrap().kind).collect();
+            assert!(kinds.contains(&tlv::TYPE_TIMESTAMP_INFO), "{kinds:?}");
+            assert!(kinds.contains(&tlv::TYPE_BOOT_ID), "{kinds:?}");
         }
+    }
+
+    /// A boot id is believed under the answer's good HMAC TLV only (authenticated), and
+    /// as it comes unauthenticated.
+    #[test]
+    fn a_boot_id_is_believed_only_under_a_good_hmac_when_authenticated() {
+        let key = StampKey::new(&[3; 32]).unwrap();
+        let mut area = vec![0u8; BOOT_TLV + HMAC_TLV];
+        tlv::put(&mut area, tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES)
+            .unwrap()
+            .copy_from_slice(&[7; 16]);
+        tlv::put_hmac(&mut area, BOOT_TLV, &key, 5).unwrap();
+        let auth = Mode::Authenticated(&key);
+        assert_eq!(boot_id_of(&area, auth, 5), Some([7; 16]));
+        assert_eq!(boot_id_of(&area, auth, 6), None, "another number's HMAC");
+        let mut forged = area.clone();
+        forged[tlv::HEADER_BYTES] ^= 1;
+        assert_eq!(boot_id_of(&forged, auth, 5), None, "changed after signing");
+        assert_eq!(boot_id_of(&area[..BOOT_TLV], auth, 5), None, "unsigned");
+        assert_eq!(
+            boot_id_of(&area[..BOOT_TLV], Mode::Unauthenticated, 5),
+            Some([7; 16])
+        );
     }
 }

@@ -26,7 +26,7 @@ pub struct StampArgs {
     pub duration: u64,
     /// Bytes of each test packet's UDP payload, and of each answer (symmetric size): 44 (112
     /// authenticated) or 4 more and up, to 9000 [default: the base packet with a Timestamp
-    /// Information TLV, 52 (140 authenticated)].
+    /// Information TLV and a Boot ID TLV, 72 (160 authenticated)].
     #[arg(short, long, value_name = "BYTES")]
     pub size: Option<u32>,
     /// Authenticated mode (HMAC-SHA256) under this key: hex text, or else the file's bytes,
@@ -219,7 +219,7 @@ mod tests {
     fn from_an_agent_authenticated_is_a_boolean_the_agents_key_serves() {
         let a = args_of("stamp 198.18.0.3 --from 198.18.0.1 --authenticated");
         let s = a.spec().unwrap();
-        assert_eq!((s.authenticated, s.packet_bytes), (true, 140));
+        assert_eq!((s.authenticated, s.packet_bytes), (true, 160));
         use clap::Parser;
         let e =
             super::super::Cli::try_parse_from(["sonde", "stamp", "198.18.0.3", "--authenticated"])
@@ -233,7 +233,7 @@ mod tests {
         let s = args_of("stamp 198.18.0.2 -r 100 -n 50").spec().unwrap();
         assert_eq!(
             (s.port, s.packet_bytes, s.count, s.authenticated),
-            (862, 52, Some(50), false)
+            (862, 72, Some(50), false)
         );
         assert_eq!(s.packets(), 50);
         assert_eq!(

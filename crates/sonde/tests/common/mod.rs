@@ -8,6 +8,7 @@ pub mod bridge;
 pub mod data_rogue;
 pub mod delay_line;
 pub mod mesh_lab;
+pub mod mesh_rogue;
 pub mod planted;
 pub mod rogue;
 pub mod stages;
@@ -545,4 +546,14 @@ pub fn nft_counted(ns: &str, table: &str, field: &str) -> u64 {
         .flatten()
         .filter_map(|e| e["counter"][field].as_u64())
         .sum()
+}
+
+/// The real-time clock as an NTP timestamp: what a STAMP sender stamps its packets with
+/// (an authenticated reflector answers only packets stamped near its own clock).
+pub fn ntp_now() -> sonde_proto::stamp::Timestamp {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    sonde_proto::stamp::Timestamp::from_unix_ns(ns, sonde_proto::stamp::TimeFormat::Ntp)
 }
