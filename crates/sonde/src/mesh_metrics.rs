@@ -1,13 +1,20 @@
 //! `sonde serve --mesh ... --metrics ADDR:PORT`: the mesh's state as OpenMetrics, encoded
-//! at each scrape from the live figures (nothing kept for a peer that left the list).
+//! from the live figures (nothing kept for a peer that left the list) at most once per
+//! [`RENDER_PERIOD`], under the state's lock but never while writing to the network:
+//! every scrape within the period is written the same shared bytes (24 MB at 10,000 peers).
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use sonde_report::openmetrics::{encode_mesh, MeshAgent, MeshPeer};
 use sonde_run::mesh::MeshState;
 use sonde_run::signals::Interrupt;
 
 use crate::metrics_http::{Access, Token};
+
+/// How long one rendering of the mesh's metrics is served: a probe's figures move once
+/// a second at the default rate; Prometheus scrapes every 15 s.
+pub const RENDER_PERIOD: Duration = Duration::from_secs(1);
 
 /// The text of one scrape.
 pub fn text(state: &Mutex<MeshState>) -> String {
@@ -46,7 +53,8 @@ pub fn start(
     stop: Interrupt,
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let access = Access { token, tls: None };
-    let (local, handle) = crate::metrics_http::serve(addr, move || text(&state), access, stop)?;
+    let render = move || text(&state);
+    let (local, handle) = crate::metrics_http::serve(addr, render, RENDER_PERIOD, access, stop)?;
     tracing::info!("mesh metrics: http://{local}/metrics");
     Ok(handle)
 }
