@@ -31,6 +31,8 @@ const HMAC_TLV: usize = 20;
 pub enum StampRunError {
     #[error("HOST {host}: {why}")]
     Resolve { host: String, why: String },
+    #[error("HOST {addr}: {what} is no reflector's (STAMP goes to one unicast address)")]
+    Broadcast { addr: SocketAddr, what: String },
     #[error("the STAMP socket to {addr}: {source}")]
     Socket {
         addr: SocketAddr,
@@ -67,6 +69,9 @@ pub fn run_to(
     command_line: &str,
     interrupt: &Interrupt,
 ) -> Result<Document, StampRunError> {
+    if let Some(what) = broadcast(addr.ip()) {
+        return Err(StampRunError::Broadcast { addr, what });
+    }
     let sock_err = |source| StampRunError::Socket { addr, source };
     let bind: SocketAddr = if addr.is_ipv6() {
         "[::]:0"
@@ -141,6 +146,25 @@ pub fn run_to(
         start,
         intervals,
         End::new(partial, error, Section::Stamp { stamp: end }),
+    ))
+}
+
+/// What broadcast address `ip` is, if it is one: the limited broadcast, or the directed
+/// broadcast of one of this host's subnets (the socket would refuse either, EACCES).
+fn broadcast(ip: std::net::IpAddr) -> Option<String> {
+    let v4 = match ip {
+        std::net::IpAddr::V4(v4) => v4,
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped()?,
+    };
+    if v4.is_broadcast() {
+        return Some("the broadcast address".into());
+    }
+    let subnets = sonde_probe::host::local_subnets();
+    let s = sonde_probe::host::broadcast_of(ip, &subnets)?;
+    Some(format!(
+        "the broadcast address of {} ({})",
+        s.network(),
+        s.iface
     ))
 }
 
