@@ -2,7 +2,8 @@
 //! reflector, a router's, which no grant can vouch for. So the destination must be in the
 //! networks this agent's operator listed (`--stamp-targets`, none by default), and the run
 //! is under every limit a client part is; then `sonde stamp`'s own sender runs on this
-//! host and its document goes back to the controller.
+//! host and its document goes back to the controller. A run without one answer for a few
+//! seconds stops there ([`crate::stamp::silence`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -67,8 +68,11 @@ pub(super) fn run(
         spec.packet_bytes,
         spec.rate_per_s
     );
+    // A reflector that never answers ends the run within seconds, not at its length.
+    let gap = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let give_up = crate::stamp::silence::limit(gap, Duration::from_millis(spec.timeout_ms));
     let doc = match watched(conn, &shared.interrupt, |stop| {
-        crate::stamp::sender::run_to(reflector, &spec, key, command, stop)
+        crate::stamp::sender::run_to(reflector, &spec, key, command, stop, Some(give_up))
     })? {
         Ok(doc) => doc,
         Err(e) => return Err(refused(conn, e.to_string())),
