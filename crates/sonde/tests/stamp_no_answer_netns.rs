@@ -3,18 +3,25 @@
 //! receiver's input). It said "lost 10 of 10", "reflector not synchronised (its S bit is
 //! unset)" and a note on a stateless reflector, and exited 0; now it says nothing
 //! answered and what the network said, prints and stores no property of a reflector that
-//! never spoke, and exits 1.
+//! never spoke, and exits 1; from an agent (`--from`) too.
 
 mod common;
 
 use common::*;
 use serde_json::Value;
 
-/// `sonde stamp TO -r 20 -n 10` from the client namespace into the store `db`: its exit
-/// code, its stdout and the stored document (`results show ID`).
-fn unanswered(lab: &Lab, to: &str, db: &std::path::Path, id: u32) -> (Option<i32>, String, Value) {
+/// `sonde stamp TO -r 20 -n 10 EXTRA` from the client namespace into the store `db`: its
+/// exit code, its stdout and the stored document (`results show ID`).
+fn unanswered(
+    lab: &Lab,
+    to: &str,
+    extra: &[&str],
+    db: &std::path::Path,
+    id: u32,
+) -> (Option<i32>, String, Value) {
     let mut cmd = Lab::in_ns(&lab.client, SONDE);
     cmd.args(["stamp", to, "-r", "20", "-n", "10", "--wait", "0.3"])
+        .args(extra)
         .args(["--db", db.to_str().unwrap()]);
     let o = run(cmd);
     let shown = sonde_into(db, &["results", "show", &id.to_string()]);
@@ -53,7 +60,7 @@ fn stamp_to_a_closed_port_or_a_silent_address_says_nothing_answered_and_fails() 
     let db = temp_file("stamp-no-answer.db");
     // A closed port: the server's kernel answers each packet with ICMP port unreachable.
     let closed = format!("{SERVER_ADDR}:8999");
-    let (code, text, doc) = unanswered(&lab, &closed, &db, 1);
+    let (code, text, doc) = unanswered(&lab, &closed, &[], &db, 1);
     assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains(&format!("no answer from {closed}: 10 packets sent, none answered; its host says nothing listens on that port (ICMP port unreachable, ")),
@@ -67,7 +74,7 @@ fn stamp_to_a_closed_port_or_a_silent_address_says_nothing_answered_and_fails() 
     // A silent address: the same packets dropped on the server's input, no ICMP.
     lab.server_nft_rule(&["udp", "dport", "8998", "counter", "drop"]);
     let silent = format!("{SERVER_ADDR}:8998");
-    let (code, text, doc) = unanswered(&lab, &silent, &db, 2);
+    let (code, text, doc) = unanswered(&lab, &silent, &[], &db, 2);
     assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains(&format!("no answer from {silent}: 10 packets sent, none answered; nothing came back, not even an ICMP error")),
@@ -81,4 +88,19 @@ fn stamp_to_a_closed_port_or_a_silent_address_says_nothing_answered_and_fails() 
         lab.server_nft_count() >= 10,
         "the drop rule saw the packets"
     );
+
+    // From an agent (`--from`): the agent in the server namespace sends to the client's
+    // closed port; the controller says the same and exits 1.
+    let agent = lab.start_agent_with(&["--stamp-targets", "198.18.0.1/32"]);
+    let port = agent.port.to_string();
+    let closed = format!("{CLIENT_ADDR}:8999");
+    let from = ["--from", SERVER_ADDR, "--port", port.as_str()];
+    let (code, text, doc) = unanswered(&lab, &closed, &from, &db, 3);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&format!("no answer from {closed}: 10 packets sent, none answered; its host says nothing listens on that port")),
+        "{text}"
+    );
+    nothing_of_a_reflector(&text, &doc);
+    assert_eq!(doc["end"]["stamp"]["no_answer"], "port_unreachable");
 }
