@@ -143,7 +143,7 @@ fn agent_text() -> String {
         &[MeshPeer {
             address: "198.18.3.1",
             labels: &theirs,
-            stats: &stats,
+            stats: &stats.figures(),
         }],
     )
 }
