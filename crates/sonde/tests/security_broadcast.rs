@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 
 #[test]
@@ -17,8 +19,21 @@ fn a_directed_broadcast_is_refused_by_name_as_mesh_peer_and_stamp_reflector() {
     let mut mesh = Lab::in_ns(&lab.server, SONDE);
     mesh.args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
         .args(["--mesh", list.to_str().unwrap(), "--mesh-port", "8620"]);
-    let o = run(mesh);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // Refused at start; an agent that kept the peer would serve on: killed after 10 s.
+    let mut child = mesh
+        .stderr(std::process::Stdio::piped())
+        .spawn_keeping(Keep::Both);
+    let status = wait_with_timeout(&mut child, Duration::from_secs(10));
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "kept the broadcast as a peer: {}",
+        stderr(&o)
+    );
     assert!(
         stderr(&o).contains("line 2: 198.18.0.255:8620 is the broadcast address of 198.18.0.0/24"),
         "{}",
