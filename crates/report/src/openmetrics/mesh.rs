@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use sonde_results::mesh::{PeerStats, Verdict, BUCKETS_S};
+use sonde_results::mesh::{PeerFigures, Verdict, BUCKETS_S};
 
 use super::figures::{bounded, sanitize, MAX_AGENT_LABELS};
 use super::text::escape;
@@ -32,12 +32,12 @@ pub struct MeshAgent<'a> {
 pub struct MeshPeer<'a> {
     pub address: &'a str,
     pub labels: &'a BTreeMap<String, String>,
-    pub stats: &'a PeerStats,
+    pub stats: &'a PeerFigures,
 }
 
 type Labels = Vec<(String, String)>;
 /// A per-peer counter family: name, help, and how to read it.
-type PeerCounter = (&'static str, &'static str, fn(&PeerStats) -> u64);
+type PeerCounter = (&'static str, &'static str, fn(&PeerFigures) -> u64);
 
 /// The pair's labels: `source`, `destination`, then each end's own labels prefixed
 /// `source_` / `destination_` (sanitized, bounded; a name taken already is skipped).
@@ -115,7 +115,7 @@ fn header(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &s
 pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
     let mut out = String::new();
     let own = agent_labels(agent);
-    let pairs: Vec<(Labels, &PeerStats)> = peers
+    let pairs: Vec<(Labels, &PeerFigures)> = peers
         .iter()
         .map(|p| (pair_labels(agent, p), p.stats))
         .collect();
@@ -217,7 +217,7 @@ fn agent_families(out: &mut String, agent: &MeshAgent<'_>, own: &Labels, peers: 
     }
 }
 
-fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     let name = "sonde_mesh_rtt_seconds";
     header(
         out,
@@ -249,7 +249,7 @@ fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
     }
 }
 
-fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     let name = "sonde_mesh_rtt_window_seconds";
     header(
         out,
@@ -272,7 +272,7 @@ fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
 }
 
 /// Each direction's delay (the window's median), its bound, and clock faults.
-fn oneway_gauges(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+fn oneway_gauges(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     let delay = "sonde_mesh_oneway_delay_seconds";
     header(out, delay, "gauge", Some("seconds"),
         "The last window's median one-way delay: forward (source to destination), reverse; true within sonde_mesh_oneway_bound_seconds");
@@ -349,7 +349,7 @@ mod tests {
         let peers = [MeshPeer {
             address: "198.18.2.2",
             labels: &theirs,
-            stats: &stats,
+            stats: &stats.figures(),
         }];
         let text = encode_mesh(&agent, &peers);
         let pair = r#"source="198.18.2.1",destination="198.18.2.2",source_rack="r1",source_zone="a",destination_topology_kubernetes_io_rack="r\"2",destination_zone="b""#;
@@ -405,7 +405,7 @@ mod tests {
         let peers = [MeshPeer {
             address: "b",
             labels: &own,
-            stats: &stats,
+            stats: &stats.figures(),
         }];
         let text = encode_mesh(&agent, &peers);
         let pair = r#"source="a",destination="b",source_rack="r1",destination_rack="r1""#;

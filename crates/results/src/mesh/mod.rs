@@ -40,6 +40,19 @@ impl Default for Judging {
     }
 }
 
+/// What the metrics show of a peer, copied out of its [`PeerStats`] so that a large mesh's
+/// text is encoded without holding the state the prober works on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerFigures {
+    pub sent: u64,
+    pub settled: Settled,
+    pub reordered: u64,
+    pub duplicates: u64,
+    pub rtt: Buckets,
+    pub last_window: Option<MinuteFigures>,
+    pub last_oneway: Option<Verdict>,
+}
+
 /// One peer's figures since it was listed (counters only grow while it stays listed).
 #[derive(Debug)]
 pub struct PeerStats {
@@ -61,6 +74,19 @@ pub struct PeerStats {
 }
 
 impl PeerStats {
+    /// Its figures for the metrics.
+    pub fn figures(&self) -> PeerFigures {
+        PeerFigures {
+            sent: self.sent,
+            settled: self.settled,
+            reordered: self.reordered,
+            duplicates: self.duplicates,
+            rtt: self.rtt.clone(),
+            last_window: self.last_window,
+            last_oneway: self.last_oneway,
+        }
+    }
+
     pub fn new(now_ns: u64, judging: &Judging) -> PeerStats {
         PeerStats {
             ledger: Ledger::new(

@@ -17,6 +17,7 @@ fn metrics_are_served_and_nothing_else() {
     let (addr, handle) = serve(
         any,
         || "a 1\n# EOF\n".into(),
+        Duration::ZERO,
         Access::default(),
         stop.clone(),
     )
@@ -48,9 +49,15 @@ fn metrics_are_served_and_nothing_else() {
             && held < REQUEST_DEADLINE + Duration::from_millis(600),
         "{held:?}"
     );
-    let taken = serve(addr, String::new, Access::default(), Interrupt::none())
-        .unwrap_err()
-        .to_string();
+    let taken = serve(
+        addr,
+        String::new,
+        Duration::ZERO,
+        Access::default(),
+        Interrupt::none(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(taken.contains(&format!("--metrics {addr}")), "{taken}");
     stop.set();
     handle.join().unwrap();
