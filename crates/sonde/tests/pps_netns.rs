@@ -52,31 +52,13 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
     let Some(lab) = Lab::routed(&["tc"]) else {
         return;
     };
-    let (_, toward_agent) = lab.router.clone().unwrap();
     let agent = lab.start_agent();
     // tbf meters whole frames: 64-byte packets at R bit/s are R / 512 packets/s. Its queue
     // is kept small (6 kB): queued packets stay charged to the sender's socket buffer, and a
     // deep queue would fill that buffer and hold the sender back, which is what this test
     // must avoid.
     let mbit = 10u32;
-    let rate = format!("{mbit}mbit");
-    lab.router_cmd(
-        "tc",
-        &[
-            "qdisc",
-            "add",
-            "dev",
-            &toward_agent,
-            "root",
-            "tbf",
-            "rate",
-            &rate,
-            "burst",
-            "4kb",
-            "limit",
-            "6kb",
-        ],
-    );
+    lab.router_tbf(&format!("{mbit}mbit"), "4kb", "6kb");
     let shaped = mbit as f64 * 1e6 / (8.0 * 64.0);
     let args = [
         "--search",

@@ -207,6 +207,15 @@ impl Lab {
         );
     }
 
+    /// A tbf shaper on the router's interface toward the agent, where what it cannot pass
+    /// it drops and the sender feels nothing: `rate`, `burst` and `limit` in tc's units.
+    pub fn router_tbf(&self, rate: &str, burst: &str, limit: &str) {
+        let (_, toward_agent) = self.router.clone().expect("a routed lab");
+        let qdisc = ["qdisc", "add", "dev", &toward_agent, "root", "tbf"];
+        let shape = ["rate", rate, "burst", burst, "limit", limit];
+        self.router_cmd("tc", &[&qdisc[..], &shape[..]].concat());
+    }
+
     pub fn in_ns(ns: &str, program: &str) -> Command {
         let mut c = netns::exec_in(ns, program);
         c.env("SONDE_DB", scratch_db()).env(KEY_ENV, key_file());
