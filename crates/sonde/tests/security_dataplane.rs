@@ -93,11 +93,6 @@ fn the_udp_echo_answers_only_whole_requests_with_the_cookie() {
     let rogue = Rogue::start(&lab, &agent, udp_ping("kernel")).unwrap();
     let (data, cookie) = (rogue.data, rogue.cookie);
     let s = socket_in(&lab.client, CLIENT_ADDR, data);
-    // The one correct request first: the echo counts an answer once its send returned, so
-    // the test can hold the answer before the count, and the agent's window closes at Stop.
-    // Asked first, the count has the hostile sends and the 0.6 s of waits below to land
-    // (asked last, the count once missed the Stop on a loaded machine: messages 0).
-    assert_answered(&s, cookie);
     let mut sent = hostile(&s, cookie);
     // A full, correct request from another address on the link: not the test's peer.
     let other = socket_in(&lab.client, OTHER_ADDR, data);
@@ -105,8 +100,14 @@ fn the_udp_echo_answers_only_whole_requests_with_the_cookie() {
         other.send(&request(MESSAGE, 9, cookie)).unwrap();
     }
     sent += EACH;
-    let back = replies(&s, Duration::from_millis(500));
-    let back_other = replies(&other, Duration::from_millis(100));
+    let back = replies(&s, Duration::from_millis(300));
+    // The one correct request between the two waits. The agent counts answers in its
+    // window, which opens once it has taken Start (by now, 0.3 s on) and closes at Stop;
+    // the echo counts an answer after its send returns, so the test may hold the answer
+    // before it is counted: the wait after it gives the count 0.3 s to land before Stop.
+    // (Asked last, right before Stop, the count once missed it under load: messages 0.)
+    assert_answered(&s, cookie);
+    let back_other = replies(&other, Duration::from_millis(300));
     assert_eq!(
         (back.len(), back_other.len()),
         (0, 0),
