@@ -176,6 +176,12 @@ fn a_rogue_in_the_controllers_24_sending_hello_late_keeps_no_controller_out() {
     assert_eq!(ok, 5, "pings from a controller that proved the key before");
 }
 
+/// When a handshake place must be back by, from its accept: half way between the 2 s
+/// deadline and the 3.9 s a deadline restarted by the late Hello would give, so a loaded
+/// machine's late wake-up (2.3 s was the bound, with 0.3 s for it) cannot fail a correct
+/// agent and a restarted deadline still fails.
+const CLOSED_BY: Duration = Duration::from_millis(2950);
+
 #[test]
 fn a_handshake_place_is_given_back_within_2_s_of_accept_whatever_the_peer_sends() {
     let agent = Agent::on_loopback();
@@ -213,14 +219,14 @@ fn a_handshake_place_is_given_back_within_2_s_of_accept_whatever_the_peer_sends(
         }
         let freed = freed.expect("no place given back within 8 s");
         eprintln!("FIGURE a place of the address came back {freed:?} after its first accept");
-        assert!(freed < Duration::from_millis(2300), "{freed:?}");
+        assert!(freed < CLOSED_BY, "{freed:?}");
         waits.into_iter().map(|w| w.join().unwrap()).collect()
     });
     eprintln!("FIGURE agent closed the silent and the late-Hello peers after {closes:?}");
     for (k, c) in closes.iter().enumerate() {
         let what = if k % 2 == 1 { "late Hello" } else { "silent" };
         assert!(
-            *c > Duration::from_millis(1900) && *c < Duration::from_millis(2300),
+            *c > Duration::from_millis(1900) && *c < CLOSED_BY,
             "{what} peer closed {c:?} after its connect"
         );
     }
