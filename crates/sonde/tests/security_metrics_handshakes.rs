@@ -3,7 +3,7 @@
 //! the one metrics thread a key exchange and a signature; at the red team's 1,120 a
 //! second from a few addresses, scrapes failed. Here four loopback addresses send raw
 //! ClientHellos at that rate and never finish, while a real TLS client (rustls, verifying
-//! the certificate) scrapes from 127.0.0.1, in the same /24 as the flood.
+//! the certificate) scrapes from 127.0.0.1 and five more addresses of the flood's /24.
 
 mod common;
 
@@ -26,7 +26,7 @@ const FLOOD_RATE: u32 = 1120;
 const FLOODERS: u8 = 4;
 const FLOOD: Duration = Duration::from_secs(3);
 /// How often each scraper scrapes.
-const SCRAPE_PERIOD: Duration = Duration::from_millis(600);
+const SCRAPE_PERIOD: Duration = Duration::from_millis(700);
 /// How long a flood connection is held unfinished before it is dropped.
 const HOLD: Duration = Duration::from_millis(500);
 
@@ -242,10 +242,10 @@ fn an_unfinished_handshake_flood_from_four_addresses_fails_no_scrape() {
             std::thread::spawn(move || flood(addr, source, FLOOD_RATE / FLOODERS as u32, hello))
         })
         .collect();
-    // Three Prometheus replicas (an HA pair and one more) at 127.0.0.1, .6 and .7, in
-    // the flood's /24, each scraping every 600 ms (Prometheus's shortest usual interval
-    // is 1 s) while the flood lasts, a third of a period apart.
-    let scrapers: Vec<_> = [1, 6, 7]
+    // Six Prometheus servers at 127.0.0.1 and .6 to .10, in the flood's /24, each
+    // scraping every 700 ms (Prometheus's shortest usual interval is 1 s) while the
+    // flood lasts, 100 ms apart.
+    let scrapers: Vec<_> = [1, 6, 7, 8, 9, 10]
         .into_iter()
         .enumerate()
         .map(|(i, k)| {
@@ -253,12 +253,13 @@ fn an_unfinished_handshake_flood_from_four_addresses_fails_no_scrape() {
             let from = IpAddr::from([127, 0, 0, k]);
             std::thread::spawn(move || {
                 let began = Instant::now();
-                let mut at = Duration::from_millis(200 + 200 * i as u64);
+                let mut at = Duration::from_millis(200 + 100 * i as u64);
                 let mut scrapes = Vec::new();
                 while at + SCRAPE_TIMEOUT < FLOOD {
                     std::thread::sleep(at.saturating_sub(began.elapsed()));
+                    // A period from this one's start, however late it started.
+                    at = began.elapsed() + SCRAPE_PERIOD;
                     scrapes.push(scrape(addr, from, &config));
-                    at += SCRAPE_PERIOD;
                 }
                 scrapes
             })
@@ -281,7 +282,7 @@ fn an_unfinished_handshake_flood_from_four_addresses_fails_no_scrape() {
     );
     // The red team's rate was held (within 10 %).
     assert!(made >= FLOOD_RATE * 3 * 9 / 10, "the flood made {made}");
-    assert!(scrapes.len() >= 9, "{} scrapes", scrapes.len());
+    assert!(scrapes.len() >= 14, "{} scrapes", scrapes.len());
     assert_eq!(failed, 0, "scrapes failed: {scrapes:?}");
     // Each flooding address is held to its budget (4 a second and a burst of 8, over 3 s
     // and the hold): at most 24 handshakes each, not the 840 it sent.
