@@ -1,7 +1,8 @@
 //! A mesh agent's own `/metrics` (`sonde serve --mesh`): per peer, its round trips as a
 //! classic histogram (cumulative buckets, so that `rate()` and `histogram_quantile()`
 //! aggregate pairs by zone or rack), its probes sent, answered and lost each way, the last
-//! window's percentiles; for the agent, its peers and probe budget. Every peer series
+//! window's percentiles, the ICMP port and host unreachables its probes drew (an
+//! unanswering peer counting none stayed silent); for the agent, its peers and probe budget. Every peer series
 //! carries both ends' own labels (`source_zone`, `destination_rack`, ...). A peer no longer
 //! listed is not written: its series end with it.
 
@@ -121,7 +122,7 @@ pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
         .collect();
     agent_families(&mut out, agent, &own, peers.len());
     rtt_histogram(&mut out, &pairs);
-    let counters: [PeerCounter; 4] = [
+    let counters: [PeerCounter; 6] = [
         ("sonde_mesh_probes_sent", "Probes sent to the peer", |s| {
             s.sent
         }),
@@ -139,6 +140,16 @@ pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
             "sonde_mesh_probes_duplicated",
             "Answers received more than once",
             |s| s.duplicates,
+        ),
+        (
+            "sonde_mesh_icmp_port_unreachable",
+            "ICMP port unreachable errors about probes to the peer: its host is up, nothing listens on the port",
+            |s| s.unreachable.port,
+        ),
+        (
+            "sonde_mesh_icmp_host_unreachable",
+            "ICMP host or network unreachable errors about probes to the peer",
+            |s| s.unreachable.host,
         ),
     ];
     for (name, help, get) in counters {
@@ -338,6 +349,7 @@ mod tests {
         stats.on_sent(0, 0);
         stats.on_answer(0, 0, 300_000, 0);
         stats.tick(1);
+        stats.unreachable.port = 3;
         let agent = MeshAgent {
             source: "198.18.2.1",
             labels: &own,
@@ -362,6 +374,8 @@ mod tests {
             format!("sonde_mesh_probes_sent_total{{{pair}}} 1\n"),
             format!("sonde_mesh_probes_answered_total{{{pair}}} 1\n"),
             format!("sonde_mesh_probes_lost_total{{{pair},direction=\"forward\"}} 0\n"),
+            format!("sonde_mesh_icmp_port_unreachable_total{{{pair}}} 3\n"),
+            format!("sonde_mesh_icmp_host_unreachable_total{{{pair}}} 0\n"),
             "sonde_mesh_probe_budget_per_second{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 100\n".into(),
             "sonde_mesh_reflected_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 7\n".into(),
         ] {

@@ -7,6 +7,7 @@
 //! kernel's receive stamps, no allocation per probe. A peer that leaves the list leaves
 //! the state (no stale series).
 
+mod icmp;
 mod keys;
 mod peers;
 mod prober;

@@ -5,15 +5,19 @@
 //! client (slowloris) holds one place for two seconds at most and delays no other
 //! scrape. When every place is taken the oldest connection is dropped, so a flood cannot
 //! keep a new scrape out. The body is rendered at most once a period and shared by the
-//! connections it is written to, within a byte budget ([`body`]).
+//! connections it is written to, within a byte budget ([`body`]). Over TLS, each new
+//! connection's handshake is budgeted by its source address and network before any
+//! crypto ([`handshakes`]), so that a flood of unfinished handshakes from a few
+//! addresses cannot take the thread from a scraper.
 
 mod body;
+mod handshakes;
 mod request;
 mod tls;
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -23,6 +27,7 @@ use sonde_run::signals::Interrupt;
 
 pub use body::WRITE_BUDGET;
 use body::{Bodies, Rendered};
+use handshakes::{Handshakes, Lane, Pending};
 pub use request::Token;
 use request::{Step, MAX_REQUEST_BYTES};
 use tls::Wire;
@@ -82,6 +87,7 @@ pub fn serve(
             conns: VecDeque::new(),
             access,
             bodies: Bodies::new(Box::new(body), period),
+            handshakes: Handshakes::new(Instant::now()),
         };
         while !interrupt.is_set() {
             server.turn(Instant::now());
@@ -123,6 +129,8 @@ struct Conn {
     stream: Wire,
     accepted: Instant,
     phase: Phase,
+    /// A TLS connection's source and how its handshake was admitted.
+    handshake: Option<(IpAddr, Lane)>,
 }
 
 impl Conn {
@@ -249,6 +257,7 @@ struct Server {
     conns: VecDeque<Conn>,
     access: Access,
     bodies: Bodies,
+    handshakes: Handshakes,
 }
 
 impl Server {
@@ -307,10 +316,34 @@ impl Server {
         }
     }
 
+    /// The TLS connections still in their handshake, by source.
+    fn pending(&self) -> Pending {
+        let mut p = Pending::default();
+        for c in &self.conns {
+            if let Some((source, lane)) = c.handshake.filter(|_| c.stream.handshaking()) {
+                p.add(source, lane);
+            }
+        }
+        p
+    }
+
     fn accept(&mut self) {
+        let mut pending = None;
         for _ in 0..ACCEPT_BATCH {
-            let Ok((stream, _)) = self.listener.accept() else {
+            let Ok((stream, peer)) = self.listener.accept() else {
                 return;
+            };
+            let handshake = match self.access.tls {
+                None => None,
+                Some(_) => {
+                    let p = pending.get_or_insert_with(|| self.pending());
+                    // Refused before any crypto: closed at once.
+                    let Some(lane) = self.handshakes.admit(peer.ip(), Instant::now(), p) else {
+                        continue;
+                    };
+                    p.add(peer.ip(), lane);
+                    Some((peer.ip(), lane))
+                }
             };
             // The head goes out at once, the body's last segment without waiting for an ACK.
             if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
@@ -326,6 +359,7 @@ impl Server {
                 stream,
                 accepted: Instant::now(),
                 phase: Phase::Reading(Vec::new()),
+                handshake,
             };
             // A scrape's request is usually there already: answered without a wait.
             if conn.advance(&self.access, &mut self.bodies) {
