@@ -3,8 +3,9 @@
 //! After the handshake a frame's payload is the message followed by its tag (`seal`).
 
 use crate::error::ProtoError;
-use crate::message::Message;
+use crate::message::{Message, MAGIC};
 use crate::seal::Sealer;
+use crate::ticket::Ticket;
 
 /// Largest frame accepted or sent. Results of 1024 connections fit with room to spare.
 pub const MAX_FRAME_BYTES: usize = 4 << 20;
@@ -111,5 +112,43 @@ impl FrameDecoder {
                 Err(ProtoError::Truncated { have, need })
             }
         }
+    }
+}
+
+/// What a connection's first bytes are, as far as placing it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FirstFrame {
+    /// Not a whole frame yet.
+    NeedMore,
+    /// A `Hello`: its nonce (hex), the agent it names and its ticket, if any.
+    Hello {
+        nonce: String,
+        agent: String,
+        ticket: Option<Ticket>,
+    },
+    /// Anything else: a frame too long, not a message, not a sonde `Hello`.
+    Other,
+}
+
+/// Reads the first frame of `bytes` (what a connection sent so far), at most a
+/// pre-authentication frame's length.
+pub fn first_frame(bytes: &[u8]) -> FirstFrame {
+    let mut d = FrameDecoder::default();
+    d.set_max(PRE_AUTH_FRAME_BYTES);
+    d.push(bytes);
+    match d.next_message() {
+        Ok(None) => FirstFrame::NeedMore,
+        Ok(Some(Message::Hello {
+            magic,
+            nonce,
+            agent,
+            ticket,
+            ..
+        })) if magic == MAGIC => FirstFrame::Hello {
+            nonce,
+            agent,
+            ticket,
+        },
+        _ => FirstFrame::Other,
     }
 }

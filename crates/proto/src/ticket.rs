@@ -16,8 +16,6 @@ use hmac::Mac;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Key, CHALLENGE_BYTES};
-use crate::frame::{FrameDecoder, PRE_AUTH_FRAME_BYTES};
-use crate::message::{Message, MAGIC};
 
 /// How far a ticket's time may be from the agent's clock, either way: hosts of a fleet
 /// keep time to milliseconds (NTP, chrony); a clock off by more only loses the reserved
@@ -72,44 +70,6 @@ pub enum TicketRefused {
     Replayed,
     #[error("{TICKETS_REMEMBERED} tickets were honoured in the last minute")]
     Full,
-}
-
-/// What a connection's first bytes are, as far as placing it goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FirstFrame {
-    /// Not a whole frame yet.
-    NeedMore,
-    /// A `Hello`: its nonce (hex), the agent it names and its ticket, if any.
-    Hello {
-        nonce: String,
-        agent: String,
-        ticket: Option<Ticket>,
-    },
-    /// Anything else: a frame too long, not a message, not a sonde `Hello`.
-    Other,
-}
-
-/// Reads the first frame of `bytes` (what a connection sent so far), at most a
-/// pre-authentication frame's length.
-pub fn first_frame(bytes: &[u8]) -> FirstFrame {
-    let mut d = FrameDecoder::default();
-    d.set_max(PRE_AUTH_FRAME_BYTES);
-    d.push(bytes);
-    match d.next_message() {
-        Ok(None) => FirstFrame::NeedMore,
-        Ok(Some(Message::Hello {
-            magic,
-            nonce,
-            agent,
-            ticket,
-            ..
-        })) if magic == MAGIC => FirstFrame::Hello {
-            nonce,
-            agent,
-            ticket,
-        },
-        _ => FirstFrame::Other,
-    }
 }
 
 /// The agent's check of tickets: the key, the window and the nonces already honoured.
@@ -185,7 +145,7 @@ impl TicketGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::encode;
+    use crate::frame::{encode, first_frame, FirstFrame};
 
     const AGENT: &str = "198.18.0.2";
     const T: u64 = 1_800_000_000_000;

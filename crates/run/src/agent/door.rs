@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use sonde_proto::ticket::{first_frame, FirstFrame};
+use sonde_proto::frame::{first_frame, FirstFrame};
 use sonde_proto::PRE_AUTH_FRAME_BYTES;
 
 use super::sources::{canonical, network_of};

@@ -233,7 +233,7 @@ fn at_the_door(
     };
     let ticket = match (&first, gate) {
         (
-            sonde_proto::ticket::FirstFrame::Hello {
+            sonde_proto::frame::FirstFrame::Hello {
                 nonce,
                 agent,
                 ticket,
