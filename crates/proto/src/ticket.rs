@@ -146,6 +146,7 @@ impl TicketGate {
 mod tests {
     use super::*;
     use crate::frame::{encode, first_frame, FirstFrame};
+    use crate::message::{Message, MAGIC};
 
     const AGENT: &str = "198.18.0.2";
     const T: u64 = 1_800_000_000_000;
