@@ -1,6 +1,6 @@
 //! Who this host is: name, kernel, CPU model and nominal clock, own addresses.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use sonde_results::HostInfo;
@@ -57,6 +57,75 @@ pub fn interface_with(ip: IpAddr) -> Option<String> {
     found.map(|(name, _)| name)
 }
 
+/// An IPv4 address of one of this host's interfaces, with its prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subnet {
+    pub iface: String,
+    pub addr: Ipv4Addr,
+    pub prefix: u8,
+}
+
+impl Subnet {
+    /// Its directed broadcast address: none for a /31 or /32 (RFC 3021: no broadcast).
+    pub fn broadcast(&self) -> Option<Ipv4Addr> {
+        let host_bits = 32 - u32::from(self.prefix.min(32));
+        (host_bits >= 2).then(|| Ipv4Addr::from(u32::from(self.addr) | ((1u32 << host_bits) - 1)))
+    }
+
+    /// Its network, `198.18.0.0/24`.
+    pub fn network(&self) -> String {
+        let mask = u32::MAX
+            .checked_shl(32 - u32::from(self.prefix.min(32)))
+            .unwrap_or(0);
+        format!(
+            "{}/{}",
+            Ipv4Addr::from(u32::from(self.addr) & mask),
+            self.prefix
+        )
+    }
+}
+
+/// The subnet of `subnets` whose directed broadcast address `ip` is (IPv4, or IPv4 mapped
+/// into IPv6), if any: a datagram to it goes to every host of that link.
+pub fn broadcast_of(ip: IpAddr, subnets: &[Subnet]) -> Option<&Subnet> {
+    let v4 = match ip {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => v6.to_ipv4_mapped()?,
+    };
+    subnets.iter().find(|s| s.broadcast() == Some(v4))
+}
+
+/// This host's IPv4 subnets (getifaddrs: each address and its netmask), in the current
+/// namespace.
+pub fn local_subnets() -> Vec<Subnet> {
+    let mut out = Vec::new();
+    // SAFETY: getifaddrs allocates a list we walk read-only and free exactly once.
+    unsafe {
+        let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut cur = head;
+        while !cur.is_null() {
+            let (sa, mask) = ((*cur).ifa_addr, (*cur).ifa_netmask);
+            if !sa.is_null() && !mask.is_null() && (*sa).sa_family as i32 == libc::AF_INET {
+                let addr = &*(sa as *const libc::sockaddr_in);
+                let mask = &*(mask as *const libc::sockaddr_in);
+                out.push(Subnet {
+                    iface: std::ffi::CStr::from_ptr((*cur).ifa_name)
+                        .to_string_lossy()
+                        .into_owned(),
+                    addr: Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
+                    prefix: u32::from_be(mask.sin_addr.s_addr).count_ones() as u8,
+                });
+            }
+            cur = (*cur).ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out
+}
+
 /// Each interface's addresses (getifaddrs), in the current namespace.
 fn interface_addresses() -> Vec<(String, IpAddr)> {
     let mut out = Vec::new();
@@ -109,6 +178,37 @@ mod tests {
         assert_eq!(h.cpu_hz, Some(2.6e9));
         assert_eq!(h.cpus_online, Some(2));
         assert!(h.kernel.unwrap().starts_with("6."));
+    }
+
+    #[test]
+    fn a_subnets_broadcast_is_its_last_address_and_a_31_has_none() {
+        let s = |a: &str, prefix| Subnet {
+            iface: "v0".into(),
+            addr: a.parse().unwrap(),
+            prefix,
+        };
+        let subnets = [
+            s("198.18.0.2", 24),
+            s("198.19.7.9", 30),
+            s("198.18.9.0", 31),
+        ];
+        assert_eq!(subnets[0].network(), "198.18.0.0/24");
+        let found = |ip: &str| broadcast_of(ip.parse().unwrap(), &subnets).map(|s| s.network());
+        assert_eq!(found("198.18.0.255").as_deref(), Some("198.18.0.0/24"));
+        assert_eq!(
+            found("::ffff:198.18.0.255").as_deref(),
+            Some("198.18.0.0/24")
+        );
+        assert_eq!(found("198.19.7.11").as_deref(), Some("198.19.7.8/30"));
+        for unicast in ["198.18.0.254", "198.18.9.1", "198.18.1.255", "2001:db8::ff"] {
+            assert_eq!(found(unicast), None, "{unicast}");
+        }
+        // This namespace's loopback, 127.0.0.1/8: its broadcast is 127.255.255.255.
+        let lo = local_subnets();
+        assert!(
+            lo.iter().any(|s| s.iface == "lo" && s.prefix == 8),
+            "{lo:?}"
+        );
     }
 
     #[test]

@@ -41,6 +41,40 @@ pub enum LabelError {
     LongValue(usize),
     #[error("label value holds a control character")]
     ControlChar,
+    #[error("label value holds U+{0:04X}, an invisible format or separator character (a bidirectional override or a zero-width joiner shows a value as another)")]
+    FormatChar(u32),
+}
+
+/// Unicode's format characters (general category Cf, Unicode 15.1) and its line and
+/// paragraph separators (Zl, Zp): invisible, or turning what follows around (U+202E), so
+/// that a value reads as another on a dashboard.
+const FORMAT_CHARS: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x2028, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+fn is_format(c: char) -> bool {
+    let c = c as u32;
+    FORMAT_CHARS.iter().any(|&(lo, hi)| (lo..=hi).contains(&c))
 }
 
 /// Whether `name=value` is a label an agent may carry.
@@ -69,6 +103,9 @@ pub fn check(name: &str, value: &str) -> Result<(), LabelError> {
     }
     if value.chars().any(char::is_control) {
         return Err(LabelError::ControlChar);
+    }
+    if let Some(c) = value.chars().find(|&c| is_format(c)) {
+        return Err(LabelError::FormatChar(c as u32));
     }
     Ok(())
 }
@@ -128,6 +165,32 @@ mod tests {
         assert_eq!(check(&format!("z{long}"), "a"), Err(LabelError::LongName));
         assert_eq!(check("zone", ""), Err(LabelError::EmptyValue));
         assert_eq!(check("zone", "a\nb"), Err(LabelError::ControlChar));
+    }
+
+    /// The red team's U+202E (right-to-left override) and U+200D (zero-width joiner), and
+    /// the rest of category Cf, are refused by code point; letters of any script are not.
+    #[test]
+    fn invisible_format_characters_are_refused_by_code_point() {
+        for (value, c) in [
+            ("rack\u{202E}1r", 0x202E),
+            ("r\u{200D}1", 0x200D),
+            ("\u{FEFF}a", 0xFEFF),
+            ("a\u{2066}b", 0x2066),
+            ("a\u{00AD}", 0x00AD),
+            ("a\u{E0041}", 0xE0041),
+            ("a\u{2028}b", 0x2028),
+        ] {
+            assert_eq!(
+                check("zone", value),
+                Err(LabelError::FormatChar(c)),
+                "{value:?}"
+            );
+        }
+        let e = check("rack", "a\u{202E}").unwrap_err().to_string();
+        assert!(e.contains("U+202E") && e.contains("format"), "{e}");
+        for fine in ["zürich", "東京-1", "α", "r-1.example", "a b"] {
+            assert_eq!(check("zone", fine), Ok(()), "{fine}");
+        }
     }
 
     #[test]

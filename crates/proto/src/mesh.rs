@@ -182,6 +182,20 @@ mod tests {
         assert_eq!(read_labels(&bad, None, 9), None);
     }
 
+    /// A peer answering a right-to-left override (U+202E) or a zero-width joiner (U+200D)
+    /// in its labels, signed or not, gets none into the metrics.
+    #[test]
+    fn a_peers_labels_with_format_characters_are_not_believed() {
+        let k = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap());
+        for value in ["r\u{202E}1", "r\u{200D}1"] {
+            let mut area = vec![0u8; 300];
+            let n = put_labels_request(&mut area, Some(&k), 9).unwrap();
+            let own: Labels = [("rack".to_string(), value.to_string())].into();
+            fill_labels(&mut area[..n], &own, Some(&k), 9);
+            assert_eq!(read_labels(&area[..n], Some(&k), 9), None, "{value:?}");
+        }
+    }
+
     #[test]
     fn each_address_has_its_own_key_and_a_mapped_address_its_ipv4_ones() {
         let k = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap());

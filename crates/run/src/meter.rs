@@ -85,9 +85,16 @@ impl<C: Clone> Meter<C> {
     }
 
     /// An interval edge at `count`.
+    /// Its instant is taken before the CPU's counters are read, as a snapshot's is: the
+    /// caller read `count` just before, and a read of /proc on a busy host can take
+    /// milliseconds, which would stretch the interval's time past its count. The last edge,
+    /// after the window closed at the same count, is the window's end instant.
     pub fn edge(&mut self, count: C) -> Edge<C> {
+        let at = self
+            .end
+            .as_ref()
+            .map_or_else(Instant::now, |(snap, _)| snap.at);
         let cpu = cpustat::read_snapshot(self.probe.root()).ok();
-        let at = Instant::now();
         let (since, before, before_cpu) = self.last.take().unwrap_or((at, count.clone(), None));
         let cpu_busy_percent = hostwatch::busy_between(&before_cpu, &cpu);
         self.last = Some((at, count, cpu));

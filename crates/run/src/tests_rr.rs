@@ -176,9 +176,12 @@ impl EchoEngine for FakeEcho {
     ) -> io::Result<Vec<String>> {
         Ok(Vec::new())
     }
+    /// Counted to the microsecond, so that an interval's count is its bounds' time at
+    /// `RATE` to a message (to the millisecond, each bound's truncation took up to a
+    /// millisecond's messages).
     fn answered(&self) -> u64 {
         let until = self.stopped_at.lock().unwrap().unwrap_or_else(Instant::now);
-        ms(self.started, until) * RATE
+        until.saturating_duration_since(self.started).as_micros() as u64 * RATE / 1000
     }
     fn rejected(&self) -> u64 {
         5
@@ -303,7 +306,11 @@ fn an_agent_side_counts_answers_at_its_own_instants() {
     let result = side.into_result(false);
     assert_eq!(intervals.len(), 3, "{intervals:?}");
     for s in &intervals {
-        let expected = ((s.end_s - s.start_s) * 1e3) as u64 * RATE;
+        // Each bound is stamped right after its count is read (no /proc read between them
+        // any more: that once took milliseconds on a loaded machine), so the count and the
+        // bounds agree to the few microseconds between the two reads of the clock; 2 ms of
+        // messages allows a preemption between them.
+        let expected = ((s.end_s - s.start_s) * 1e6) as u64 * RATE / 1000;
         let got = s.rr().unwrap().messages;
         assert!(got.abs_diff(expected) <= 2 * RATE, "{s:?}");
         assert_eq!(

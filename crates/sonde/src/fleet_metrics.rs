@@ -47,7 +47,10 @@ pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
     } else {
         "http"
     };
-    let (local, server) = crate::metrics_http::serve(addr, body, access, stop.clone())?;
+    // Rendered at each scrape (a run just recorded is in the next one); a copy per
+    // connection is still within the server's write budget.
+    let every = Duration::ZERO;
+    let (local, server) = crate::metrics_http::serve(addr, body, every, access, stop.clone())?;
     errln!("metrics: {scheme}://{local}/metrics");
     Ok(Some(FleetMetrics {
         exporter,

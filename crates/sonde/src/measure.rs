@@ -16,7 +16,7 @@ use sonde_run::signals::Interrupt;
 use sonde_run::tune::Tuned;
 
 use crate::cli::{self, OutputArgs, StampArgs, Target, WatchArgs};
-use crate::errors::{EXIT_PARTIAL, EXIT_USAGE};
+use crate::errors::{EXIT_ERROR, EXIT_PARTIAL, EXIT_USAGE};
 
 /// The report crate's renderers, per kind (`sonde_report::look` chooses).
 pub struct Report;
@@ -184,7 +184,14 @@ pub fn stamp(a: &StampArgs, command: String, interrupt: &Interrupt) -> anyhow::R
     let out = &a.output;
     let target = a.target(None)?;
     let m = measure(plan, &target, out, &command, interrupt)?;
-    emit(&sonde_report::json(&m.docs[0]), None, out, m.partial())
+    let code = emit(&sonde_report::json(&m.docs[0]), None, out, m.partial())?;
+    // Nothing answered: a failure, as a missing agent is to `sonde ping` (the run is
+    // still printed and stored, saying why).
+    let unanswered = m.docs[0].end.stamp().and_then(|s| s.no_answer);
+    Ok(match unanswered {
+        Some(_) => ExitCode::from(EXIT_ERROR),
+        None => code,
+    })
 }
 
 /// Keeps a run in the store (unless --no-save). A store that cannot be written is reported

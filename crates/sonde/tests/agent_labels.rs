@@ -36,6 +36,9 @@ fn bad_labels_are_refused_naming_the_flag_and_the_label() {
         ("zone=", "value is empty"),
         (&long, "129 bytes"),
         ("zone=a\tb", "control character"),
+        // A right-to-left override and a zero-width joiner (issue 52 L7).
+        ("rack=r\u{202E}1", "U+202E, an invisible format"),
+        ("rack=r\u{200D}1", "U+200D, an invisible format"),
     ];
     for (label, needle) in cases {
         assert_usage_error(&["--label", label], needle);

@@ -151,12 +151,14 @@ fn link_down_mid_test_ends_the_client_within_two_intervals() {
     std::thread::sleep(Duration::from_millis(2000));
     lab.client_cmd("ip", &["link", "set", &lab.client_if, "down"]);
     let down = Instant::now();
-    let status = wait_with_timeout(&mut client, Duration::from_secs(3))
+    let status = wait_with_timeout(&mut client, Duration::from_secs(5))
         .expect("client still running after the link went down");
     let took = down.elapsed();
     eprintln!("client ended {took:?} after the link went down (interval 0.5 s)");
-    // Two intervals of silence, plus 0.1 s of slack and the time to write the result.
-    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // Two intervals of silence (1 s) and the time to write the result: ended by the
+    // silence, not by the test's remaining 18 s nor TCP's retransmissions (minutes). The
+    // bound is 4 s, not the 1.5 s it was, as a loaded machine may run the client late.
+    assert!(took < Duration::from_secs(4), "{took:?}");
     assert_eq!(status.code(), Some(3));
     let doc = read_doc(&out);
     assert_eq!(doc["end"]["partial"], true);

@@ -15,25 +15,8 @@ fn added_latency_under_upload_is_the_shaped_queue_drain_time() {
     let Some(lab) = Lab::routed(&["tc"]) else {
         return;
     };
-    let (_, toward_agent) = lab.router.clone().unwrap();
     let (rate_bps, limit_bytes) = (20e6, 100_000.0);
-    lab.router_cmd(
-        "tc",
-        &[
-            "qdisc",
-            "add",
-            "dev",
-            &toward_agent,
-            "root",
-            "tbf",
-            "rate",
-            "20mbit",
-            "burst",
-            "8kb",
-            "limit",
-            "100000",
-        ],
-    );
+    lab.router_tbf("20mbit", "8kb", "100000");
     let drain_ns = limit_bytes * 8.0 / rate_bps * 1e9;
     let agent = lab.start_agent();
     let doc = doc_of(&run(lab.sonde(

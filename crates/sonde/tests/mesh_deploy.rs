@@ -59,14 +59,30 @@ fn the_mesh_rules_check_and_their_unit_test_fires_the_loss_alert_for_the_lossy_p
 }
 
 #[test]
-fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service() {
+fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service_with_their_token() {
     if !need_tools(&["promtool"]) {
         return;
     }
     let dir = repo().join("deploy/prometheus");
-    let (ok, said) = promtool(&["check", "config", "mesh-scrape.yaml"], &dir);
-    assert!(ok, "{said}");
     let scrape = std::fs::read_to_string(dir.join("mesh-scrape.yaml")).unwrap();
+    // promtool checks that the token file exists: the config is checked in a scratch
+    // directory, the file it names made there (and without it, refused).
+    let credentials = "authorization: {credentials_file: /etc/prometheus/sonde-mesh-metrics-token}";
+    assert!(scrape.contains(credentials), "no token in {scrape}");
+    let scratch = temp_file("mesh-scrape");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(dir.join("mesh-rules.yaml"), scratch.join("mesh-rules.yaml")).unwrap();
+    let token = scratch.join("token");
+    let checked = scrape.replace(
+        "/etc/prometheus/sonde-mesh-metrics-token",
+        token.to_str().unwrap(),
+    );
+    std::fs::write(scratch.join("mesh-scrape.yaml"), checked).unwrap();
+    let (ok, said) = promtool(&["check", "config", "mesh-scrape.yaml"], &scratch);
+    assert!(!ok && said.contains("token"), "{said}");
+    std::fs::write(&token, "a-token-of-16-characters-or-more\n").unwrap();
+    let (ok, said) = promtool(&["check", "config", "mesh-scrape.yaml"], &scratch);
+    assert!(ok, "{said}");
     let ds = std::fs::read_to_string(repo().join("deploy/kubernetes/mesh-daemonset.yaml")).unwrap();
     let service = "sonde-mesh.netsonde.svc.cluster.local";
     assert!(scrape.contains(&format!("names: [{service}]")), "{scrape}");
@@ -76,6 +92,10 @@ fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service() {
         r#""--metrics", "0.0.0.0:9464""#.into(),
         r#""--mesh-port", "8620""#.into(),
         r#""--key-file", "/etc/sonde/key""#.into(),
+        r#""--metrics-token-file", "/etc/sonde-metrics/token""#.into(),
+        "- {name: metrics-token, mountPath: /etc/sonde-metrics, readOnly: true}".into(),
+        "secret: {secretName: sonde-mesh-metrics-token, defaultMode: 288}".into(),
+        "kind: Secret\nmetadata:\n  name: sonde-mesh-metrics-token".into(),
         "- {name: stamp, port: 8620, targetPort: stamp, protocol: UDP}".into(),
         "clusterIP: None".into(),
     ] {
@@ -85,6 +105,10 @@ fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service() {
     assert!(
         monitor.contains("- port: metrics")
             && monitor.contains("app.kubernetes.io/name: sonde-mesh")
+            && monitor.contains(
+                "authorization: {credentials: {name: sonde-mesh-metrics-token, key: token}}"
+            ),
+        "{monitor}"
     );
 }
 
@@ -119,7 +143,7 @@ fn agent_text() -> String {
         &[MeshPeer {
             address: "198.18.3.1",
             labels: &theirs,
-            stats: &stats,
+            stats: &stats.figures(),
         }],
     )
 }

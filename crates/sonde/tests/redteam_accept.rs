@@ -10,8 +10,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::FromRawFd;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -170,38 +169,6 @@ impl AcceptLab {
                 })
             })
             .unwrap()
-    }
-}
-
-/// A TCP connection from `from` to `to`.
-fn connect_from(from: [u8; 4], to: SocketAddr) -> std::io::Result<TcpStream> {
-    let SocketAddr::V4(to) = to else {
-        panic!("IPv4 only")
-    };
-    let sa = |ip: [u8; 4], port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(ip),
-        },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let (src, dst) = (sa(from, 0), sa(to.ip().octets(), to.port()));
-    // SAFETY: a fresh socket, owned by the TcpStream at once; bound and connected with
-    // valid sockaddr_in values of the length given.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let s = TcpStream::from_raw_fd(fd);
-        if libc::bind(fd, &src as *const _ as *const libc::sockaddr, len) != 0
-            || libc::connect(fd, &dst as *const _ as *const libc::sockaddr, len) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(s)
     }
 }
 

@@ -189,7 +189,12 @@ fn redteam_stamp_rotating_source_ports_buys_no_more_answers() {
             answers(s).len()
         })
         .sum();
-    let most = 20 + (20.0 * (elapsed + 0.5)).ceil() as usize;
+    // The bucket's own bound: its burst (20) and 20/s up to the end of the reading (every
+    // answer read was admitted before it), one for rounding. Not the flood's time and a
+    // fixed 0.5 s: beside other work the reflector drains its queue, admitting as its
+    // bucket refills, for longer than that. A bucket per port would give 50 times as many.
+    let read_by = start.elapsed().as_secs_f64();
+    let most = 20 + (20.0 * read_by).ceil() as usize + 1;
     eprintln!("port rotation: 2000 requests from 50 ports in {elapsed:.2} s, {got} answers (at most {most})");
     assert!((20..=most).contains(&got), "{got} answers, at most {most}");
 }
@@ -268,8 +273,12 @@ fn redteam_stamp_a_packet_of_2000_tlvs_is_answered_at_its_size_for_bounded_cpu()
     let (c2, o2) = (flood(&chain), flood(&plain));
     let (chain, one) = (c1.min(c2), o1.min(o2));
     eprintln!("{tlvs} TLVs: {chain:.0} us a packet; one padding TLV: {one:.0} us");
+    // The walk is linear, so the chain costs a small multiple of the one TLV (1.7x here,
+    // which left a 2x bound no room for a loaded machine's noise); a walk that went back
+    // over the chain for each of its 2,196 TLVs would cost hundreds of times more. 4x is
+    // far from both.
     assert!(
-        chain <= 2.0 * one + 50.0,
+        chain <= 4.0 * one + 50.0,
         "a chain of {tlvs} TLVs costs {chain:.0} us a packet, one TLV of the same size {one:.0} us"
     );
 }

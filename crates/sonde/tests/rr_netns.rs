@@ -98,8 +98,11 @@ fn control_thread_is_counted_and_kept_off_pinned_workers() {
             .filter_map(|v| v.as_u64())
             .collect();
         assert!(!cpus.is_empty() && !cpus.contains(&0), "{side}: {c}");
-        // Ten intervals: the control thread woke for each of them.
-        assert!(c["wakeups"].as_u64().unwrap() >= 5, "{side}: {c}");
+        // Ten intervals: the control thread slept and woke for each of them, or, beside
+        // other work, found its next deadline passed and was preempted instead (wakeups 1,
+        // preempted 29 at load 11): it was switched out at least 5 times either way.
+        let switched = c["wakeups"].as_u64().unwrap() + c["preempted"].as_u64().unwrap();
+        assert!(switched >= 5, "{side}: {c}");
         assert!(c["cpu_ms"].as_f64().unwrap() > 0.0, "{side}: {c}");
     }
     // Workers on every CPU: nowhere else to go, and the document says so.
@@ -267,8 +270,6 @@ fn open_loop_tail_shows_an_injected_stall_of_known_length() {
     let common = [
         "-C",
         "1",
-        "-W",
-        "256",
         "-t",
         "2",
         "--warmup",
@@ -278,29 +279,50 @@ fn open_loop_tail_shows_an_injected_stall_of_known_length() {
         "--json",
     ];
     let mut open = common.to_vec();
-    open.extend(["--rate", "2000"]);
+    open.extend(["-W", "256", "--rate", "2000"]);
+    // The closed loop with one request in flight: the stall holds exactly one answer. (With
+    // 256 in flight it held 256, and beside other work, when the closed loop made fewer
+    // round trips, those were over 1 % of them: its P99 was 43 ms, half the open loop's.)
+    let mut closed = common.to_vec();
+    closed.extend(["-W", "1"]);
     let open_doc = doc_of(&run(lab.sonde(&agent, "rpc", &open)));
-    let closed_doc = doc_of(&run(lab.sonde(&agent, "rpc", &common)));
+    let closed_doc = doc_of(&run(lab.sonde(&agent, "rpc", &closed)));
     assert_eq!(
         open_doc["end"]["latency_is"],
         "round_trip_time_from_intended_send"
     );
+    // The stall is the longest wait; the machine's other work may add to it, never take
+    // from it, so the bound above is loose (2.5x).
     for d in [&open_doc, &closed_doc] {
         let max_ms = lat(d, "max") / 1e6;
         assert!(
-            max_ms >= stall_ms * 0.95 && max_ms < stall_ms * 1.5,
+            max_ms >= stall_ms * 0.95 && max_ms < stall_ms * 2.5,
             "max {max_ms} ms for a {stall_ms} ms stall"
         );
     }
+    // Answers that waited half the stall or more, counted, not timed: the open loop's
+    // requests due in the stall's first half (100 at 2000/s, from their intended sends: a
+    // sender beside other work only adds to them), against the closed loop's one held
+    // answer and the rare round trip the machine's other work held that long.
+    let over_half_stall = |d: &serde_json::Value| {
+        let text = d["end"]["latency_ns"]["histogram"].as_str().unwrap();
+        let h = sonde_results::latency::decode(text).unwrap();
+        let from = (stall_ms / 2.0 * 1e6) as u64;
+        h.count_between(from, h.max())
+    };
+    let (open_n, closed_n) = (over_half_stall(&open_doc), over_half_stall(&closed_doc));
+    eprintln!("answers waiting 50 ms or more: open loop {open_n}, closed loop {closed_n}");
+    assert!(
+        open_n >= 50,
+        "open loop: {open_n} answers waited 50 ms or more"
+    );
+    assert!(
+        (1..=10).contains(&closed_n),
+        "closed loop: {closed_n} answers waited 50 ms or more"
+    );
     // Open loop: ~200 requests were due during the stall, 5 % of 4000: P99 carries it.
     let open_p99_ms = lat(&open_doc, "p99") / 1e6;
     assert!(open_p99_ms > 30.0, "open-loop P99 {open_p99_ms} ms");
-    // Closed loop: the window waited, so the stall is in a handful of samples only.
-    let closed_p99_ms = lat(&closed_doc, "p99") / 1e6;
-    assert!(
-        closed_p99_ms < open_p99_ms / 3.0,
-        "closed-loop P99 {closed_p99_ms} ms vs open {open_p99_ms} ms"
-    );
 }
 
 #[test]

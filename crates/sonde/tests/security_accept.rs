@@ -9,7 +9,6 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,38 +24,6 @@ use sonde_run::signals::Interrupt;
 
 /// The rogue's `Hello` comes this long after its connect (the red team's 1.9 s).
 const LATE: Duration = Duration::from_millis(1900);
-
-/// A TCP connection from `from` (an address of 127.0.0.0/8) to `to`.
-fn connect_from(from: [u8; 4], to: SocketAddr) -> std::io::Result<TcpStream> {
-    let SocketAddr::V4(to) = to else {
-        panic!("IPv4 only")
-    };
-    let sa = |ip: [u8; 4], port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(ip),
-        },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let (src, dst) = (sa(from, 0), sa(to.ip().octets(), to.port()));
-    // SAFETY: a fresh socket, owned by the TcpStream at once; bound and connected with
-    // valid sockaddr_in values of the length given.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let s = TcpStream::from_raw_fd(fd);
-        if libc::bind(fd, &src as *const _ as *const libc::sockaddr, len) != 0
-            || libc::connect(fd, &dst as *const _ as *const libc::sockaddr, len) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(s)
-    }
-}
 
 fn hello() -> Vec<u8> {
     encode(&Message::Hello {
@@ -209,6 +176,12 @@ fn a_rogue_in_the_controllers_24_sending_hello_late_keeps_no_controller_out() {
     assert_eq!(ok, 5, "pings from a controller that proved the key before");
 }
 
+/// When a handshake place must be back by, from its accept: half way between the 2 s
+/// deadline and the 3.9 s a deadline restarted by the late Hello would give, so a loaded
+/// machine's late wake-up (2.3 s was the bound, with 0.3 s for it) cannot fail a correct
+/// agent and a restarted deadline still fails.
+const CLOSED_BY: Duration = Duration::from_millis(2950);
+
 #[test]
 fn a_handshake_place_is_given_back_within_2_s_of_accept_whatever_the_peer_sends() {
     let agent = Agent::on_loopback();
@@ -246,14 +219,14 @@ fn a_handshake_place_is_given_back_within_2_s_of_accept_whatever_the_peer_sends(
         }
         let freed = freed.expect("no place given back within 8 s");
         eprintln!("FIGURE a place of the address came back {freed:?} after its first accept");
-        assert!(freed < Duration::from_millis(2300), "{freed:?}");
+        assert!(freed < CLOSED_BY, "{freed:?}");
         waits.into_iter().map(|w| w.join().unwrap()).collect()
     });
     eprintln!("FIGURE agent closed the silent and the late-Hello peers after {closes:?}");
     for (k, c) in closes.iter().enumerate() {
         let what = if k % 2 == 1 { "late Hello" } else { "silent" };
         assert!(
-            *c > Duration::from_millis(1900) && *c < Duration::from_millis(2300),
+            *c > Duration::from_millis(1900) && *c < CLOSED_BY,
             "{what} peer closed {c:?} after its connect"
         );
     }

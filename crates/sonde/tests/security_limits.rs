@@ -9,7 +9,6 @@ mod common;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
 use common::rogue::{self, Answer};
@@ -222,32 +221,11 @@ fn wait_admitted(port: u16, spec: impl Fn() -> TestSpec) -> Held {
 
 /// A TCP connection to 127.0.0.1:`port` from source address 127.0.1.2.
 fn connect_from_127_0_1_2(port: u16) -> TcpStream {
-    // SAFETY: a fresh socket, bound and connected with valid sockaddr_in values, then
-    // owned by the TcpStream.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        assert!(fd >= 0);
-        let sa = |ip: [u8; 4], port: u16| libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: port.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes(ip),
-            },
-            sin_zero: [0; 8],
-        };
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        let src = sa([127, 0, 1, 2], 0);
-        assert_eq!(
-            libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len),
-            0
-        );
-        let dst = sa([127, 0, 0, 1], port);
-        assert_eq!(
-            libc::connect(fd, (&dst as *const libc::sockaddr_in).cast(), len),
-            0
-        );
-        TcpStream::from_raw_fd(fd)
-    }
+    connect_from(
+        [127, 0, 1, 2],
+        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+    )
+    .unwrap()
 }
 
 #[test]

@@ -15,10 +15,17 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// What a real scrape must take at most, under every attack here ("well under a second").
+/// What a real scrape's median must stay under, under every attack here ("well under a
+/// second").
 const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
-/// The server's deadline from accept to a whole request, and some slack.
-const HOLD_LIMIT: Duration = Duration::from_millis(2600);
+/// How long the server may hold a connection that never finishes its request: past its
+/// 2 s request deadline, short of its 5 s close deadline and of a slowloris's whole 7.2 s
+/// trickle, so a hold under it is the request deadline's cut and nothing else. (2.6 s
+/// before: a loaded machine wakes the server's poll late now and then.)
+const HOLD_LIMIT: Duration = Duration::from_millis(4000);
+/// The server's deadline from accept to a whole request (`REQUEST_DEADLINE` of
+/// metrics_http).
+const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 
 /// A continuous fleet serving its metrics on a loopback port; killed on drop.
 struct Monitor {
@@ -108,18 +115,33 @@ fn scrape(addr: SocketAddr, token: Option<&str>) -> (String, Duration) {
     (status, began.elapsed())
 }
 
-/// Real scrapes every 100 ms for `length`, each asserted fast and answered; the slowest.
+/// Real scrapes every 100 ms for `length`, each answered; the slowest. A server that
+/// served the attackers' connections before the scrapes (one at a time, or waiting out a
+/// connection's request deadline) would hold the scrapes behind them for a deadline (2 s) or
+/// more: so no scrape may take the 2 s deadline, and their median stays under
+/// `SCRAPE_LIMIT`. A single scrape is not held to `SCRAPE_LIMIT`: the machine's other
+/// work delays one now and then (1.05 s once with builds beside it), and the median does
+/// not move for one.
 fn scrapes_for(addr: SocketAddr, length: Duration) -> Duration {
-    let (until, mut slowest, mut n) = (Instant::now() + length, Duration::ZERO, 0);
-    while Instant::now() < until && n < 100 {
+    let (until, mut took_all) = (Instant::now() + length, Vec::new());
+    while Instant::now() < until && took_all.len() < 100 {
         let (status, took) = scrape(addr, None);
         assert_eq!(status, "HTTP/1.1 200 OK");
-        assert!(took < SCRAPE_LIMIT, "scrape {n} took {took:?}");
-        slowest = slowest.max(took);
-        n += 1;
+        assert!(
+            took < REQUEST_DEADLINE,
+            "scrape {} took {took:?}: as long as an attacker's deadline",
+            took_all.len()
+        );
+        took_all.push(took);
         std::thread::sleep(Duration::from_millis(100));
     }
-    slowest
+    took_all.sort();
+    let median = took_all[took_all.len() / 2];
+    assert!(
+        median < SCRAPE_LIMIT,
+        "median scrape {median:?}: {took_all:?}"
+    );
+    *took_all.last().unwrap()
 }
 
 /// A slowloris: a request's start, then a byte every 0.9 s; how long the server held it

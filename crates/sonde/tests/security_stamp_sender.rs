@@ -242,3 +242,40 @@ fn a_controller_that_leaves_mid_run_stops_the_agents_stamp_at_once_and_the_next_
         left.as_secs_f64()
     );
 }
+
+/// Issue 52 L4: a run to a listed address where nothing answers (the red team's DNS
+/// server's port, 571 Mbit/s for the whole run) stops once 3 s pass without one answer, as
+/// a client part stops after three unanswered challenges: 20 s asked at 50/s, about 3.2 s
+/// sent, every packet counted by the victim, and the document says why it is partial.
+#[test]
+fn a_run_without_one_answer_stops_within_seconds_not_at_its_length() {
+    let Some((lab, agent, victims)) = lab_with(&["--stamp-targets", "198.18.0.3/32"]) else {
+        return;
+    };
+    let addr = agent_at(&lab, &agent);
+    let to: SocketAddr = format!("{OTHER_ADDR}:{VICTIM_PORT}").parse().unwrap();
+    let began = Instant::now();
+    let doc = in_netns(&lab.client, move || {
+        stamp(addr, spec(50.0, 1_000, 20_000, 52), to, Some(harness_key()))
+    })
+    .unwrap();
+    let took = began.elapsed();
+    let e = doc.end.stamp().unwrap();
+    // Silence limit: 3 s (three packets at 50/s are less) and the 200 ms wait: 160
+    // packets; 1 s of slack above for a busy machine, none below.
+    assert!(
+        (160..=210).contains(&e.sent) && e.received == 0,
+        "{} sent in {took:?}",
+        e.sent
+    );
+    assert!(doc.end.partial, "{:?}", doc.end);
+    let why = doc.end.error.as_deref().unwrap_or("");
+    assert!(why.contains("3.2 s without one answer"), "{why}");
+    assert_eq!(
+        e.no_answer,
+        Some(sonde_results::document::stamp::NoAnswer::Silent)
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(nft_counted(&lab.server, "out", "packets"), e.sent);
+    assert_eq!((count(&victims[0]), count(&victims[1]) as u64), (0, e.sent));
+}

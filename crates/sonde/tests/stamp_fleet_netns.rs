@@ -149,33 +149,35 @@ fn a_fleets_router_pairs_match_sonde_stamp_count_each_planted_drop_and_reach_the
             .args(["delete", "table", "inet", table])
             .output();
     }
-    // Three direct runs, their median: a burst of the VM's stolen time during one
-    // half-second run moved its P50 by 8 % once in CI (the line's spin covers 300 us).
+    // One direct run each, compared by the floors of their round trips, not their P50s:
+    // the fleet's run and the direct one follow each other, and a burst of the VM's stolen
+    // time or other work during one half-second run moved its P50 by 8 % (the line's spin
+    // covers 300 us; a median of three direct runs did not cover the fleet's one). Load only
+    // adds time: the floor of 200 round trips is the path's two holds and the tool's fixed
+    // cost as long as one passed unhindered, and both ends run the same `sonde stamp`.
+    let floor = |d: &Value| d["end"]["stamp"]["latency_ns"]["min"].as_f64().unwrap();
     for (name, ns) in [("a1", &lab.client), ("a2", &spurs.a2)] {
-        let mut runs: Vec<f64> = (0..3)
-            .map(|_| {
-                let mut direct = Lab::in_ns(ns, SONDE);
-                direct.args([
-                    "stamp", &reflector, "-r", "400", "-n", "200", "--wait", "0.5",
-                ]);
-                direct.args(["--stateful", "--json", "--no-save"]);
-                let d = doc_of(&run(direct));
-                assert_eq!(u(&d["end"]["stamp"]["lost"]), 0);
-                p50(&d)
-            })
-            .collect();
-        runs.sort_by(f64::total_cmp);
-        let (fleet_p50, direct_p50) = (p50(of(name)), runs[1]);
+        let mut direct = Lab::in_ns(ns, SONDE);
+        direct.args([
+            "stamp", &reflector, "-r", "400", "-n", "200", "--wait", "0.5",
+        ]);
+        direct.args(["--stateful", "--json", "--no-save"]);
+        let d = doc_of(&run(direct));
+        assert_eq!(u(&d["end"]["stamp"]["lost"]), 0);
+        let (fleet_min, direct_min) = (floor(of(name)), floor(&d));
         eprintln!(
-            "{name}: RTT P50 from the fleet {:.1} us, sonde stamp on its host {:.1} us (median of {:.1?})",
-            fleet_p50 / 1e3,
-            direct_p50 / 1e3,
-            runs.iter().map(|r| r / 1e3).collect::<Vec<_>>()
+            "{name}: RTT from the fleet P50 {:.1} us, floor {:.1} us; sonde stamp on its host P50 {:.1} us, floor {:.1} us",
+            p50(of(name)) / 1e3,
+            fleet_min / 1e3,
+            p50(&d) / 1e3,
+            direct_min / 1e3,
         );
-        assert!(fleet_p50 > 4e6, "two 2 ms holds: {fleet_p50}");
+        assert!(p50(of(name)) > 4e6, "two 2 ms holds: {}", p50(of(name)));
+        assert!(fleet_min > 4e6, "two 2 ms holds: {fleet_min}");
+        // 3 % of the 4 ms path: 120 us, many times what one stack adds to the floor.
         assert!(
-            (fleet_p50 - direct_p50).abs() <= 0.03 * direct_p50,
-            "{name}: fleet {fleet_p50} vs direct {direct_p50}"
+            (fleet_min - direct_min).abs() <= 0.03 * direct_min,
+            "{name}: fleet floor {fleet_min} vs direct {direct_min}"
         );
     }
     line.stop();

@@ -350,17 +350,43 @@ fn stamp_loss_is_exact_each_way_and_its_rtt_matches_ping_and_stamp_suite() {
         stamp_p50 > 4e6,
         "two 2 ms holds in every round trip: {stamp_p50}"
     );
-    // An echo's ping counts the far end's turnaround: so does the whole round trip.
-    assert!(
-        within(whole_p50, ping, 3.0),
-        "stamp (whole) {whole_p50} vs ping {ping}"
+    // The three tools are compared by their floors, not their medians: the runs follow one
+    // another, and a busy machine (the delay line is a user-space process) adds milliseconds
+    // to one run's median and not the next's (ping's P50 9.2 ms against stamp's 4.3 ms with
+    // builds beside it). Load only adds time: the floor of 100 or more round trips is the
+    // path's two holds plus the tool's own fixed cost as long as one of them passed
+    // unhindered, and no tool can go below the two holds.
+    let whole_min = e["round_trip_whole_ns"]["min"].as_f64().unwrap();
+    let ping_min = doc_of(&out)["end"]["latency_ns"]["min"].as_f64().unwrap();
+    let suite_min = s["min_rtt_ms"].as_f64().unwrap() * 1e6;
+    eprintln!(
+        "RTT floor: stamp (whole) {:.1} us, ping {:.1} us, stamp-suite {:.1} us",
+        whole_min / 1e3,
+        ping_min / 1e3,
+        suite_min / 1e3
     );
-    // stamp-suite reads its clock in user space after its runtime wakes up: its median
-    // holds its own wake-ups (2.1-2.8 % over ours on a quiet machine, 4.6 % with builds
-    // beside it), never less than the path.
+    for (tool, floor) in [
+        ("stamp", whole_min),
+        ("ping", ping_min),
+        ("suite", suite_min),
+    ] {
+        assert!(
+            floor > 4e6,
+            "{tool}: two 2 ms holds in every round trip: {floor}"
+        );
+    }
+    // An echo's ping counts the far end's turnaround: so does the whole round trip. 3 %
+    // (120 us over the 4 ms path) is several times the two tools' differing fixed costs.
     assert!(
-        within(whole_p50, suite_p50, 8.0) && suite_p50 > 0.99 * whole_p50,
-        "stamp (whole) {whole_p50} vs stamp-suite {suite_p50}"
+        within(whole_min, ping_min, 3.0),
+        "stamp (whole) floor {whole_min} vs ping {ping_min}"
+    );
+    // stamp-suite reads its clock in user space after its runtime wakes up: its floor holds
+    // its own wake-up (one-sided: never less than ours by more than histogram rounding,
+    // 1 %; at most 8 % over).
+    assert!(
+        suite_min < 1.08 * whole_min && suite_min > 0.99 * whole_min,
+        "stamp (whole) floor {whole_min} vs stamp-suite {suite_min}"
     );
     // Both ends on one clock: each direction holds one 2 ms hold and a little.
     let fwd_ow = e["one_way"]["forward_ns"]["p50"].as_f64().unwrap();

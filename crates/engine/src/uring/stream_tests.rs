@@ -147,7 +147,9 @@ fn an_abort_wakes_workers_waiting_in_the_ring() {
             u.abort();
         }
         w.wait_done();
-        assert!(t.elapsed() < Duration::from_secs(1), "send {send}");
+        // Woken, not left to wait for a peer that never comes (a loaded machine may take
+        // a while to run them: 5 s, not 1).
+        assert!(t.elapsed() < Duration::from_secs(5), "send {send}");
         assert!(
             w.join().iter().all(|e| *e == ConnEnd::Aborted),
             "send {send}"

@@ -1,14 +1,15 @@
 //! A mesh agent's own `/metrics` (`sonde serve --mesh`): per peer, its round trips as a
 //! classic histogram (cumulative buckets, so that `rate()` and `histogram_quantile()`
 //! aggregate pairs by zone or rack), its probes sent, answered and lost each way, the last
-//! window's percentiles; for the agent, its peers and probe budget. Every peer series
+//! window's percentiles, the ICMP port and host unreachables its probes drew (an
+//! unanswering peer counting none stayed silent); for the agent, its peers and probe budget. Every peer series
 //! carries both ends' own labels (`source_zone`, `destination_rack`, ...). A peer no longer
 //! listed is not written: its series end with it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use sonde_results::mesh::{PeerStats, Verdict, BUCKETS_S};
+use sonde_results::mesh::{PeerFigures, Verdict, BUCKETS_S};
 
 use super::figures::{bounded, sanitize, MAX_AGENT_LABELS};
 use super::text::escape;
@@ -32,12 +33,12 @@ pub struct MeshAgent<'a> {
 pub struct MeshPeer<'a> {
     pub address: &'a str,
     pub labels: &'a BTreeMap<String, String>,
-    pub stats: &'a PeerStats,
+    pub stats: &'a PeerFigures,
 }
 
 type Labels = Vec<(String, String)>;
 /// A per-peer counter family: name, help, and how to read it.
-type PeerCounter = (&'static str, &'static str, fn(&PeerStats) -> u64);
+type PeerCounter = (&'static str, &'static str, fn(&PeerFigures) -> u64);
 
 /// The pair's labels: `source`, `destination`, then each end's own labels prefixed
 /// `source_` / `destination_` (sanitized, bounded; a name taken already is skipped).
@@ -115,13 +116,13 @@ fn header(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &s
 pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
     let mut out = String::new();
     let own = agent_labels(agent);
-    let pairs: Vec<(Labels, &PeerStats)> = peers
+    let pairs: Vec<(Labels, &PeerFigures)> = peers
         .iter()
         .map(|p| (pair_labels(agent, p), p.stats))
         .collect();
     agent_families(&mut out, agent, &own, peers.len());
     rtt_histogram(&mut out, &pairs);
-    let counters: [PeerCounter; 4] = [
+    let counters: [PeerCounter; 6] = [
         ("sonde_mesh_probes_sent", "Probes sent to the peer", |s| {
             s.sent
         }),
@@ -139,6 +140,16 @@ pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
             "sonde_mesh_probes_duplicated",
             "Answers received more than once",
             |s| s.duplicates,
+        ),
+        (
+            "sonde_mesh_icmp_port_unreachable",
+            "ICMP port unreachable errors about probes to the peer: its host is up, nothing listens on the port",
+            |s| s.unreachable.port,
+        ),
+        (
+            "sonde_mesh_icmp_host_unreachable",
+            "ICMP host or network unreachable errors about probes to the peer",
+            |s| s.unreachable.host,
         ),
     ];
     for (name, help, get) in counters {
@@ -217,7 +228,7 @@ fn agent_families(out: &mut String, agent: &MeshAgent<'_>, own: &Labels, peers: 
     }
 }
 
-fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     let name = "sonde_mesh_rtt_seconds";
     header(
         out,
@@ -249,7 +260,7 @@ fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
     }
 }
 
-fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     let name = "sonde_mesh_rtt_window_seconds";
     header(
         out,
@@ -272,7 +283,7 @@ fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
 }
 
 /// Each direction's delay (the window's median), its bound, and clock faults.
-fn oneway_gauges(out: &mut String, pairs: &[(Labels, &PeerStats)]) {
+fn oneway_gauges(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     let delay = "sonde_mesh_oneway_delay_seconds";
     header(out, delay, "gauge", Some("seconds"),
         "The last window's median one-way delay: forward (source to destination), reverse; true within sonde_mesh_oneway_bound_seconds");
@@ -338,6 +349,7 @@ mod tests {
         stats.on_sent(0, 0);
         stats.on_answer(0, 0, 300_000, 0);
         stats.tick(1);
+        stats.unreachable.port = 3;
         let agent = MeshAgent {
             source: "198.18.2.1",
             labels: &own,
@@ -349,7 +361,7 @@ mod tests {
         let peers = [MeshPeer {
             address: "198.18.2.2",
             labels: &theirs,
-            stats: &stats,
+            stats: &stats.figures(),
         }];
         let text = encode_mesh(&agent, &peers);
         let pair = r#"source="198.18.2.1",destination="198.18.2.2",source_rack="r1",source_zone="a",destination_topology_kubernetes_io_rack="r\"2",destination_zone="b""#;
@@ -362,6 +374,8 @@ mod tests {
             format!("sonde_mesh_probes_sent_total{{{pair}}} 1\n"),
             format!("sonde_mesh_probes_answered_total{{{pair}}} 1\n"),
             format!("sonde_mesh_probes_lost_total{{{pair},direction=\"forward\"}} 0\n"),
+            format!("sonde_mesh_icmp_port_unreachable_total{{{pair}}} 3\n"),
+            format!("sonde_mesh_icmp_host_unreachable_total{{{pair}}} 0\n"),
             "sonde_mesh_probe_budget_per_second{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 100\n".into(),
             "sonde_mesh_reflected_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 7\n".into(),
         ] {
@@ -405,7 +419,7 @@ mod tests {
         let peers = [MeshPeer {
             address: "b",
             labels: &own,
-            stats: &stats,
+            stats: &stats.figures(),
         }];
         let text = encode_mesh(&agent, &peers);
         let pair = r#"source="a",destination="b",source_rack="r1",destination_rack="r1""#;

@@ -69,6 +69,16 @@ pub fn stamp(doc: &Document) -> String {
     let Some(e) = doc.end.stamp() else {
         return footer(&doc.end);
     };
+    if let Some(why) = e.no_answer {
+        // Nothing answered: no table of figures no answer gave.
+        return format!(
+            "no answer from {}: {} packets sent, none answered; {}\n{}",
+            e.reflector,
+            e.sent,
+            why.words(e),
+            footer(&doc.end)
+        );
+    }
     let mut t = table(vec!["STAMP", "value"]);
     let rtt = e.latency_ns.as_ref().map_or("-".into(), |l| {
         format!(
@@ -79,10 +89,10 @@ pub fn stamp(doc: &Document) -> String {
             us(l.max)
         )
     });
-    let clock = &e.clock;
-    let reflector_clock = match (clock.synchronized, clock.error_ns) {
-        (true, Some(b)) => format!("synchronised, ± {}", us(b)),
-        _ => "reflector not synchronised (its S bit is unset)".into(),
+    let reflector_clock = match e.clock.as_ref().map(|c| (c.synchronized, c.error_ns)) {
+        Some((true, Some(b))) => format!("synchronised, ± {}", us(b)),
+        Some(_) => "reflector not synchronised (its S bit is unset)".into(),
+        None => "-".into(),
     };
     let rows = [
         (

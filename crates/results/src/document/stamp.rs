@@ -55,7 +55,10 @@ pub struct StampEnd {
     /// Each direction's delay ± bound (the exchange's own fit or both clocks' bounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_way: Option<OneWay>,
-    pub clock: ReflectorClock,
+    /// What the reflector said of its clock; absent when nothing answered (no reflector
+    /// said anything).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ReflectorClock>,
     pub packet_bytes: u32,
     pub authenticated: bool,
     /// The reflector numbered its answers itself (seen, or said with --stateful).
@@ -64,8 +67,57 @@ pub struct StampEnd {
     pub twamp_light_answers: u64,
     /// Answers whose HMAC, sequence or length did not match a packet we sent.
     pub rejected_answers: u64,
+    /// ICMP port unreachable seen on the socket (the host of the reflector's address said
+    /// nothing listens on that port); each is one packet's, at most.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub port_unreachable: u64,
+    /// ICMP host or network unreachable seen on the socket.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_unreachable: u64,
+    /// Nothing answered at all: why, as far as the network said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_answer: Option<NoAnswer>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Why a run got no answer at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoAnswer {
+    /// ICMP port unreachable: the host is there, nothing listens on the port.
+    PortUnreachable,
+    /// ICMP host or network unreachable.
+    HostUnreachable,
+    /// Datagrams came back, none an answer to ours (HMAC, sequence or length wrong).
+    Rejected,
+    /// Nothing came back, not even an ICMP error.
+    Silent,
+}
+
+impl NoAnswer {
+    /// The cause as a person reads it, after "no answer from ADDR: ".
+    pub fn words(self, e: &StampEnd) -> String {
+        match self {
+            NoAnswer::PortUnreachable => format!(
+                "its host says nothing listens on that port (ICMP port unreachable, {} of {} packets)",
+                e.port_unreachable, e.sent
+            ),
+            NoAnswer::HostUnreachable => format!(
+                "the network says the host is unreachable (ICMP host or network unreachable, {} of {} packets)",
+                e.host_unreachable, e.sent
+            ),
+            NoAnswer::Rejected => format!(
+                "{} datagrams came back, none an answer to ours (HMAC, sequence or length did not match: another key?)",
+                e.rejected_answers
+            ),
+            NoAnswer::Silent => "nothing came back, not even an ICMP error: the host is down or silent, or a filter drops the packets or the answers".into(),
+        }
+    }
 }
 
 /// What the reflector said of its clock, in its last answer.

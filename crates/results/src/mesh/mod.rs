@@ -40,6 +40,29 @@ impl Default for Judging {
     }
 }
 
+/// What the metrics show of a peer, copied out of its [`PeerStats`] so that a large mesh's
+/// text is encoded without holding the state the prober works on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerFigures {
+    pub sent: u64,
+    pub settled: Settled,
+    pub reordered: u64,
+    pub duplicates: u64,
+    pub unreachable: Unreachable,
+    pub rtt: Buckets,
+    pub last_window: Option<MinuteFigures>,
+    pub last_oneway: Option<Verdict>,
+}
+
+/// ICMP errors about the probes sent to a peer: its host said nothing listens on the
+/// port, or a router (or its host's neighbours) said the host cannot be reached. A peer
+/// that answers nothing and counts none stayed silent.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Unreachable {
+    pub port: u64,
+    pub host: u64,
+}
+
 /// One peer's figures since it was listed (counters only grow while it stays listed).
 #[derive(Debug)]
 pub struct PeerStats {
@@ -49,6 +72,8 @@ pub struct PeerStats {
     pub settled: Settled,
     pub reordered: u64,
     pub duplicates: u64,
+    /// ICMP errors about its probes, counted by the prober from its socket's error queue.
+    pub unreachable: Unreachable,
     pub rtt: Buckets,
     minute: Minute,
     window_started_ns: u64,
@@ -61,6 +86,20 @@ pub struct PeerStats {
 }
 
 impl PeerStats {
+    /// Its figures for the metrics.
+    pub fn figures(&self) -> PeerFigures {
+        PeerFigures {
+            sent: self.sent,
+            settled: self.settled,
+            reordered: self.reordered,
+            duplicates: self.duplicates,
+            unreachable: self.unreachable,
+            rtt: self.rtt.clone(),
+            last_window: self.last_window,
+            last_oneway: self.last_oneway,
+        }
+    }
+
     pub fn new(now_ns: u64, judging: &Judging) -> PeerStats {
         PeerStats {
             ledger: Ledger::new(
@@ -72,6 +111,7 @@ impl PeerStats {
             settled: Settled::default(),
             reordered: 0,
             duplicates: 0,
+            unreachable: Unreachable::default(),
             rtt: Buckets::default(),
             minute: Minute::default(),
             window_started_ns: now_ns,

@@ -2,7 +2,8 @@
 //! reflector, a router's, which no grant can vouch for. So the destination must be in the
 //! networks this agent's operator listed (`--stamp-targets`, none by default), and the run
 //! is under every limit a client part is; then `sonde stamp`'s own sender runs on this
-//! host and its document goes back to the controller.
+//! host and its document goes back to the controller. A run without one answer for a few
+//! seconds stops there ([`crate::stamp::silence`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -33,7 +34,8 @@ pub(super) fn run(
         return Err(conn.refuse(PeerError::Busy));
     };
     let refused = |conn: &mut Conn, message: String| conn.refuse(PeerError::Refused { message });
-    if let Some(why) = refused_target(&shared.cfg.stamp_targets, reflector) {
+    let subnets = sonde_probe::host::local_subnets();
+    if let Some(why) = refused_target(&shared.cfg.stamp_targets, reflector, &subnets) {
         return Err(refused(conn, why));
     }
     // The controller asks for authenticated mode; the key is only ever this operator's.
@@ -66,8 +68,11 @@ pub(super) fn run(
         spec.packet_bytes,
         spec.rate_per_s
     );
+    // A reflector that never answers ends the run within seconds, not at its length.
+    let gap = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let give_up = crate::stamp::silence::limit(gap, Duration::from_millis(spec.timeout_ms));
     let doc = match watched(conn, &shared.interrupt, |stop| {
-        crate::stamp::sender::run_to(reflector, &spec, key, command, stop)
+        crate::stamp::sender::run_to(reflector, &spec, key, command, stop, Some(give_up))
     })? {
         Ok(doc) => doc,
         Err(e) => return Err(refused(conn, e.to_string())),
@@ -123,8 +128,13 @@ fn watched<T: Send>(
 }
 
 /// Why `reflector` is no place for this agent's STAMP packets, if it is not: outside
-/// `targets` (`--stamp-targets`), or an address no single reflector has.
-pub fn refused_target(targets: &[Cidr], reflector: SocketAddr) -> Option<String> {
+/// `targets` (`--stamp-targets`), or an address no single reflector has (among them the
+/// broadcast address of one of this host's `subnets`).
+pub fn refused_target(
+    targets: &[Cidr],
+    reflector: SocketAddr,
+    subnets: &[sonde_probe::host::Subnet],
+) -> Option<String> {
     let ip = match reflector.ip() {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,
@@ -139,6 +149,13 @@ pub fn refused_target(targets: &[Cidr], reflector: SocketAddr) -> Option<String>
     if let Some(what) = what {
         return Some(format!(
             "refused to send STAMP to {reflector}: {what} is no reflector's"
+        ));
+    }
+    if let Some(s) = sonde_probe::host::broadcast_of(ip, subnets) {
+        return Some(format!(
+            "refused to send STAMP to {reflector}: the broadcast address of {} ({}) is no reflector's",
+            s.network(),
+            s.iface
         ));
     }
     if targets.is_empty() {
@@ -165,7 +182,12 @@ mod tests {
     #[test]
     fn only_listed_networks_unicast_and_a_real_port() {
         let t = cidrs(&["198.18.2.0/24", "198.19.0.7"]);
-        let ok = |a: &str| refused_target(&t, a.parse().unwrap());
+        let link = [sonde_probe::host::Subnet {
+            iface: "eth1".into(),
+            addr: "198.18.2.1".parse().unwrap(),
+            prefix: 24,
+        }];
+        let ok = |a: &str| refused_target(&t, a.parse().unwrap(), &link);
         assert_eq!(ok("198.18.2.50:862"), None);
         assert_eq!(ok("198.19.0.7:8620"), None);
         assert_eq!(ok("[::ffff:198.18.2.9]:862"), None);
@@ -185,9 +207,14 @@ mod tests {
         ] {
             assert!(ok(bad).is_some(), "{bad}");
         }
+        // The directed broadcast of a subnet inside the targets, refused by name.
+        assert_eq!(
+            ok("198.18.2.255:862").as_deref(),
+            Some("refused to send STAMP to 198.18.2.255:862: the broadcast address of 198.18.2.0/24 (eth1) is no reflector's")
+        );
         let all = cidrs(&["0.0.0.0/0"]);
-        assert!(refused_target(&all, "255.255.255.255:862".parse().unwrap()).is_some());
-        let e = refused_target(&[], "198.18.2.50:862".parse().unwrap()).unwrap();
+        assert!(refused_target(&all, "255.255.255.255:862".parse().unwrap(), &[]).is_some());
+        let e = refused_target(&[], "198.18.2.50:862".parse().unwrap(), &[]).unwrap();
         assert!(
             e.contains("no --stamp-targets") && e.contains("198.18.2.50:862"),
             "{e}"

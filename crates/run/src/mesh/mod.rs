@@ -8,6 +8,7 @@
 //! the state (no stale series).
 
 mod config;
+mod icmp;
 mod keys;
 mod peers;
 mod prober;

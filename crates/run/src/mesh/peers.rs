@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
+use sonde_probe::host::{broadcast_of, local_subnets, Subnet};
+
 /// Peers one agent probes at most: its state (about 1 kB a peer probed every 10 s, up to
 /// 10 kB with the minute's full histogram past 256 answers a minute) and its `/metrics`
 /// (about 26 lines a peer) stay bounded whatever a name answers (BENCHMARKS.md: 17 MB at
@@ -47,11 +49,14 @@ impl Source {
 
     /// The peers now. An error names the file and line, or the name.
     pub fn read(&self, port: u16) -> Result<Vec<Peer>, String> {
+        // A subnet's broadcast address reaches every host of its link.
+        let subnets = local_subnets();
         let peers = match self {
             Source::File(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("--mesh {}: {e}", path.display()))?;
-                parse_file(&text, port).map_err(|e| format!("--mesh {}: {e}", path.display()))?
+                parse_file(&text, port, &subnets)
+                    .map_err(|e| format!("--mesh {}: {e}", path.display()))?
             }
             Source::Dns(name, port) => resolve(name, *port)?,
         };
@@ -64,7 +69,9 @@ impl Source {
         let mut kept: Vec<Peer> = peers
             .into_iter()
             .filter(|p| {
-                refused(p.addr.ip()).is_none() && !local.contains(&p.addr.ip().to_canonical())
+                refused(p.addr.ip()).is_none()
+                    && !local.contains(&p.addr.ip().to_canonical())
+                    && broadcast_of(p.addr.ip(), &subnets).is_none()
             })
             .filter(|p| seen.insert(p.addr))
             .collect();
@@ -80,8 +87,9 @@ impl Source {
     }
 }
 
-/// A file's peers; an error names the line.
-pub fn parse_file(text: &str, port: u16) -> Result<Vec<Peer>, String> {
+/// A file's peers; an error names the line. `subnets` are this host's: a line naming one's
+/// broadcast address is refused.
+pub fn parse_file(text: &str, port: u16, subnets: &[Subnet]) -> Result<Vec<Peer>, String> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -92,7 +100,9 @@ pub fn parse_file(text: &str, port: u16) -> Result<Vec<Peer>, String> {
         let mut words = line.split_whitespace();
         let addr = words.next().expect("a non-empty line has a word");
         let addr = parse_addr(addr, port).map_err(at)?;
-        if let Some(why) = refused(addr.ip()) {
+        let broadcast = broadcast_of(addr.ip(), subnets)
+            .map(|s| format!("the broadcast address of {} ({})", s.network(), s.iface));
+        if let Some(why) = refused(addr.ip()).map(str::to_string).or(broadcast) {
             return Err(at(format!(
                 "{addr} is {why}: a probe goes only to a unicast address"
             )));
@@ -166,7 +176,7 @@ mod tests {
     #[test]
     fn a_file_gives_addresses_ports_open_reflectors_and_labels() {
         let text = "# peers\n198.18.2.2 zone=a rack=r1\n\n198.18.2.3:9000 open # a router\n[2001:db8::1]:862\n2001:db8::2\n";
-        let p = parse_file(text, 862).unwrap();
+        let p = parse_file(text, 862, &[]).unwrap();
         assert_eq!(p.len(), 4);
         assert_eq!(p[0].addr, "198.18.2.2:862".parse().unwrap());
         assert_eq!(p[0].labels["rack"], "r1");
@@ -193,9 +203,21 @@ mod tests {
             ),
             ("198.18.2.2 __x=1\n", "line 1: label '__x'"),
         ] {
-            let e = parse_file(text, 862).unwrap_err();
+            let e = parse_file(text, 862, &[]).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+        // A subnet's directed broadcast (issue 52 L7: it was kept as a peer).
+        let link = [Subnet {
+            iface: "eth0".into(),
+            addr: "198.18.2.1".parse().unwrap(),
+            prefix: 24,
+        }];
+        let e = parse_file("198.18.2.2\n198.18.2.255\n", 862, &link).unwrap_err();
+        assert_eq!(
+            e,
+            "line 2: 198.18.2.255:862 is the broadcast address of 198.18.2.0/24 (eth0): a probe goes only to a unicast address"
+        );
+        assert_eq!(parse_file("198.18.3.255\n", 862, &link).unwrap().len(), 1);
         assert_eq!(
             Source::parse("dns:agents.svc", 862),
             Ok(Source::Dns("agents.svc".into(), 862))

@@ -21,6 +21,7 @@ use sonde_proto::stamp::{
 use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Schedule, Stamps};
 
 use super::config::MeshConfig;
+use super::icmp;
 use super::keys::Keys;
 use super::peers::Peer;
 use super::reflector::{self, Reflector, Times};
@@ -87,6 +88,8 @@ impl Prober {
         let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
         let keys = || mesh_key.clone().map(|k| Keys::new(k, cfg.bind));
         let reflector = Reflector::new(keys(), cfg.reflect(), cfg.labels.clone());
+        // Best effort: without it a silent peer and a closed port look alike.
+        let _ = icmp::enable(prober_sock.as_raw_fd(), cfg.bind.is_ipv4());
         Prober {
             reflector,
             keys: keys(),
@@ -250,8 +253,14 @@ impl Prober {
                     len += n;
                 }
             }
+            // An ICMP error about an earlier probe (to any peer) fails the next send
+            // once (`IP_RECVERR`): it is in the error queue, and this probe goes again.
+            let send = |s: &UdpSocket, b: &[u8]| match s.send_to(b, addr) {
+                Err(e) if icmp::reported(&e) => s.send_to(b, addr),
+                r => r,
+            };
             if probe.write(mode, &mut self.out[..len]).is_ok()
-                && self.prober_sock.send_to(&self.out[..len], addr).is_ok()
+                && send(&self.prober_sock, &self.out[..len]).is_ok()
             {
                 e.stats.on_sent(seq, sent);
                 e.next_seq = seq.wrapping_add(1);
@@ -334,12 +343,18 @@ impl Prober {
         let fd = self.prober_sock.as_raw_fd();
         let mut full = false;
         for _ in 0..READ_BATCH / READ_SLOTS {
-            full = self.batch.read(fd).unwrap_or(0) == READ_SLOTS;
+            // An ICMP error fails one read (it is in the error queue): read again.
+            let got = match self.batch.read(fd) {
+                Err(e) if icmp::reported(&e) => self.batch.read(fd),
+                got => got,
+            };
+            full = got.unwrap_or(0) == READ_SLOTS;
             self.match_answers();
             if !full {
                 break;
             }
         }
+        icmp::count(fd, &self.state);
         full
     }
 

@@ -7,6 +7,7 @@ pub mod guard;
 pub mod ledger;
 pub mod reflector;
 pub mod sender;
+pub mod silence;
 
 pub use guard::Cidr;
 pub use reflector::{Reflector, ReflectorConfig, ReflectorCounts};

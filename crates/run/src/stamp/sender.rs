@@ -13,13 +13,14 @@ use sonde_proto::stamp::{
     tlv, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat, Timestamp, TimestampInfo,
 };
 use sonde_results::clock::{ClockBound, ClockState};
-use sonde_results::document::stamp::StampEnd;
+use sonde_results::document::stamp::{NoAnswer, StampEnd};
 use sonde_results::document::{End, IntervalFigures, IntervalSection, LocalStart, Section};
 use sonde_results::latency::LatencySummary;
 use sonde_results::oneway::{claim, resolve, ClockEnd};
 use sonde_results::{Document, StampSpec, TestSpec};
 
 use super::ledger::{split_loss, Arrival, Ledger};
+use super::silence::Silence;
 use crate::controller::SOFTWARE;
 use crate::signals::Interrupt;
 
@@ -33,6 +34,8 @@ const HMAC_TLV: usize = 20;
 pub enum StampRunError {
     #[error("HOST {host}: {why}")]
     Resolve { host: String, why: String },
+    #[error("HOST {addr}: {what} is no reflector's (STAMP goes to one unicast address)")]
+    Broadcast { addr: SocketAddr, what: String },
     #[error("the STAMP socket to {addr}: {source}")]
     Socket {
         addr: SocketAddr,
@@ -58,18 +61,24 @@ pub fn run(
     interrupt: &Interrupt,
 ) -> Result<Document, StampRunError> {
     let addr = resolve_addr(&spec.host, spec.port)?;
-    run_to(addr, spec, key, command_line, interrupt)
+    run_to(addr, spec, key, command_line, interrupt, None)
 }
 
 /// Runs `spec` against the reflector at `addr`, resolved already (an agent sends only to
-/// the address a controller gave and its allowlist holds, and resolves no name).
+/// the address a controller gave and its allowlist holds, and resolves no name). With
+/// `give_up`, the run stops once that long passes without one answer
+/// ([`super::silence`]).
 pub fn run_to(
     addr: SocketAddr,
     spec: &StampSpec,
     key: Option<&StampKey>,
     command_line: &str,
     interrupt: &Interrupt,
+    give_up: Option<std::time::Duration>,
 ) -> Result<Document, StampRunError> {
+    if let Some(what) = broadcast(addr.ip()) {
+        return Err(StampRunError::Broadcast { addr, what });
+    }
     let sock_err = |source| StampRunError::Socket { addr, source };
     let bind: SocketAddr = if addr.is_ipv6() {
         "[::]:0"
@@ -106,10 +115,23 @@ pub fn run_to(
         mode,
         errq: ErrQueue::default(),
         sent_ids: Vec::with_capacity(packets),
+        unreachable: Unreachable::default(),
+        last_answer: None,
     };
+    let mut silence = give_up.map(|limit| Silence::new(limit, start));
+    let mut gave_up = None;
     while sent < packets && !interrupt.is_set() {
         let due = start + gap.mul_f64(sent as f64);
         rx.drain_until(due, &mut ledger);
+        if let Some(s) = &mut silence {
+            if let Some(t) = rx.last_answer {
+                s.heard(t);
+            }
+            if s.over(Instant::now()) {
+                gave_up = Some(s.limit());
+                break;
+            }
+        }
         let t1 = now_real();
         let p = SenderPacket {
             seq: sent as u32,
@@ -118,21 +140,35 @@ pub fn run_to(
             ssid: spec.ssid,
         };
         fill(&mut packet, &p, mode);
-        if socket.send(&packet).is_ok() {
+        // An ICMP error for an earlier packet fails this send (and is cleared by it): it
+        // is counted, and the packet sent again once.
+        let went = match socket.send(&packet) {
+            Ok(_) => true,
+            Err(e) => rx.unreachable.count(&e) && socket.send(&packet).is_ok(),
+        };
+        if went {
             let interval = (t1_offset(start) / spec.timing.interval_ms.max(1)) as u32;
             ledger.on_sent(sent as u32, t1, interval);
             rx.sent_ids.push(sent as u32);
         }
         sent += 1;
     }
-    let until = Instant::now() + Duration::from_millis(spec.timeout_ms);
-    rx.drain_until(until, &mut ledger);
-    let partial = interrupt.is_set();
-    let end = end_of(spec, addr, &ledger, local_clock.as_ref());
+    if gave_up.is_none() {
+        let until = Instant::now() + Duration::from_millis(spec.timeout_ms);
+        rx.drain_until(until, &mut ledger);
+    }
+    let partial = interrupt.is_set() || gave_up.is_some();
+    let end = end_of(spec, addr, &ledger, local_clock.as_ref(), &rx.unreachable);
     let intervals = intervals_of(&ledger, spec.timing.interval_ms);
     let mut spec = spec.clone();
     spec.timing.duration_ms = start.elapsed().as_millis() as u64;
-    let error = partial.then(|| "interrupted (Ctrl-C)".to_string());
+    let error = match gave_up {
+        Some(limit) => Some(format!(
+            "stopped after {:.1} s without one answer: an agent's STAMP run ends when its reflector is silent",
+            limit.as_secs_f64()
+        )),
+        None => partial.then(|| "interrupted (Ctrl-C)".to_string()),
+    };
     let start = LocalStart {
         spec: TestSpec::Stamp(spec),
         command: command_line.to_string(),
@@ -144,6 +180,25 @@ pub fn run_to(
         start,
         intervals,
         End::new(partial, error, Section::Stamp { stamp: end }),
+    ))
+}
+
+/// What broadcast address `ip` is, if it is one: the limited broadcast, or the directed
+/// broadcast of one of this host's subnets (the socket would refuse either, EACCES).
+fn broadcast(ip: std::net::IpAddr) -> Option<String> {
+    let v4 = match ip {
+        std::net::IpAddr::V4(v4) => v4,
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped()?,
+    };
+    if v4.is_broadcast() {
+        return Some("the broadcast address".into());
+    }
+    let subnets = sonde_probe::host::local_subnets();
+    let s = sonde_probe::host::broadcast_of(ip, &subnets)?;
+    Some(format!(
+        "the broadcast address of {} ({})",
+        s.network(),
+        s.iface
     ))
 }
 
@@ -228,6 +283,28 @@ struct Receiver<'k> {
     /// The sequence number of each datagram sent, by the kernel's id of it (`OPT_ID`
     /// counts the socket's datagrams from 0).
     sent_ids: Vec<u32>,
+    unreachable: Unreachable,
+    /// When the last valid answer was read.
+    last_answer: Option<Instant>,
+}
+
+/// The ICMP errors the connected socket reported (as a receive's or a send's error).
+#[derive(Debug, Default)]
+pub struct Unreachable {
+    pub port: u64,
+    pub host: u64,
+}
+
+impl Unreachable {
+    /// Counts `e` if it is an ICMP error's; whether it was.
+    fn count(&mut self, e: &std::io::Error) -> bool {
+        match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => self.port += 1,
+            Some(libc::EHOSTUNREACH | libc::ENETUNREACH) => self.host += 1,
+            _ => return false,
+        }
+        true
+    }
 }
 
 impl Receiver<'_> {
@@ -247,8 +324,13 @@ impl Receiver<'_> {
             // the answer that may need it.
             let got = recv_arrival(self.fd, &mut self.buf, wait);
             self.take_send_stamps(ledger);
-            let Ok(Some(got)) = got else {
-                continue;
+            let got = match got {
+                Ok(Some(got)) => got,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.unreachable.count(&e);
+                    continue;
+                }
             };
             let t4 = got.rx_ns.unwrap_or_else(now_real);
             let len = got.len.min(self.buf.len());
@@ -265,6 +347,7 @@ impl Receiver<'_> {
                         info,
                         boot_id,
                     });
+                    self.last_answer = Some(Instant::now());
                 }
                 Err(_) => ledger.rejected += 1,
             }
@@ -305,18 +388,43 @@ fn reflector_state(ledger: &Ledger) -> ClockState {
     }
 }
 
-fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockState>) -> StampEnd {
+/// Why nothing answered, when nothing did: what the network said, else what came back.
+pub fn no_answer(sent: u64, received: u64, rejected: u64, icmp: &Unreachable) -> Option<NoAnswer> {
+    if received > 0 || sent == 0 {
+        return None;
+    }
+    Some(if icmp.port > 0 {
+        NoAnswer::PortUnreachable
+    } else if icmp.host > 0 {
+        NoAnswer::HostUnreachable
+    } else if rejected > 0 {
+        NoAnswer::Rejected
+    } else {
+        NoAnswer::Silent
+    })
+}
+
+fn end_of(
+    spec: &StampSpec,
+    addr: SocketAddr,
+    l: &Ledger,
+    local: Option<&ClockState>,
+    icmp: &Unreachable,
+) -> StampEnd {
     let sent = l.sent();
-    let stateful = spec.stateful || l.stateful_seen;
+    // Without an answer no reflector said anything: neither its clock nor its numbering
+    // (--stateful is the user's word for answers that never came).
+    let answered = l.received > 0;
+    let stateful = answered && (spec.stateful || l.stateful_seen);
     let (f, r, after) = split_loss(sent, l.received, l.last);
     let mut notes = Vec::new();
-    if l.received > 0 && !l.clock.synchronized {
+    if answered && !l.clock.synchronized {
         notes.push("reflector not synchronised (its Error Estimate's S bit is unset): each direction's bound comes from the exchange alone".into());
     }
-    if spec.stateful && !l.stateful_seen && f + r > 0 {
+    if answered && spec.stateful && !l.stateful_seen && f + r > 0 {
         notes.push("--stateful: the reflector's numbers never differed from ours; if it is stateless, the loss on the way there is counted on the way back".into());
     }
-    if !stateful && sent > l.received {
+    if answered && !stateful && sent > l.received {
         notes.push("a stateless reflector (or one that lost nothing on the way there): loss is not split by direction".into());
     }
     let reflector = reflector_state(l);
@@ -358,12 +466,15 @@ fn end_of(spec: &StampSpec, addr: SocketAddr, l: &Ledger, local: Option<&ClockSt
         reflector_turnaround_ns: turnaround,
         round_trip_whole_ns: whole,
         one_way,
-        clock: l.clock.clone(),
+        clock: answered.then(|| l.clock.clone()),
         packet_bytes: spec.packet_bytes,
         authenticated: spec.authenticated,
         stateful,
         twamp_light_answers: l.twamp_light,
         rejected_answers: l.rejected,
+        port_unreachable: icmp.port,
+        host_unreachable: icmp.host,
+        no_answer: no_answer(sent, l.received, l.rejected, icmp),
         notes,
     }
 }

@@ -4,20 +4,30 @@
 //! its whole request and [`CLOSE_DEADLINE`] for everything: a slow, silent or endless
 //! client (slowloris) holds one place for two seconds at most and delays no other
 //! scrape. When every place is taken the oldest connection is dropped, so a flood cannot
-//! keep a new scrape out.
+//! keep a new scrape out. The body is rendered at most once a period and shared by the
+//! connections it is written to, within a byte budget ([`body`]). Over TLS, each new
+//! connection's handshake is budgeted by its source address and network before any
+//! crypto ([`handshakes`]), so that a flood of unfinished handshakes from a few
+//! addresses cannot take the thread from a scraper.
 
+mod body;
+mod handshakes;
 mod request;
 mod tls;
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use sonde_run::signals::Interrupt;
 
+pub use body::WRITE_BUDGET;
+use body::{Bodies, Rendered};
+use handshakes::{Handshakes, Lane, Pending};
 pub use request::Token;
 use request::{Step, MAX_REQUEST_BYTES};
 use tls::Wire;
@@ -58,10 +68,12 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Listens on `addr` and serves `body()` at `/metrics` until `interrupt`, as `access`
-/// says; the error names the address.
+/// says, rendered again at most once per `period` (zero: at every request); the error
+/// names the address.
 pub fn serve(
     addr: SocketAddr,
     body: impl Fn() -> String + Send + 'static,
+    period: Duration,
     access: Access,
     interrupt: Interrupt,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
@@ -74,7 +86,8 @@ pub fn serve(
             listener,
             conns: VecDeque::new(),
             access,
-            body: Box::new(body),
+            bodies: Bodies::new(Box::new(body), period),
+            handshakes: Handshakes::new(Instant::now()),
         };
         while !interrupt.is_set() {
             server.turn(Instant::now());
@@ -87,17 +100,37 @@ pub fn serve(
 enum Phase {
     /// Reading the request line and headers into the buffer.
     Reading(Vec<u8>),
-    /// Writing the answer, from this offset.
-    Writing(Vec<u8>, usize),
+    /// Writing the answer.
+    Writing(Out),
     /// Answer sent and our side shut: reading the client's rest away (so that the kernel
     /// does not reset the connection under our answer), until its EOF.
     Draining(usize),
+}
+
+/// An answer being written: its head, the shared body if any, and how far it went.
+struct Out {
+    head: Vec<u8>,
+    body: Option<Arc<Rendered>>,
+    at: usize,
+}
+
+impl Out {
+    /// What is left to write, of the head and then of the body.
+    fn rest(&self) -> &[u8] {
+        match (self.at.checked_sub(self.head.len()), &self.body) {
+            (None, _) => &self.head[self.at..],
+            (Some(at), Some(b)) => &b.bytes[at..],
+            (Some(_), None) => &[],
+        }
+    }
 }
 
 struct Conn {
     stream: Wire,
     accepted: Instant,
     phase: Phase,
+    /// A TLS connection's source and how its handshake was admitted.
+    handshake: Option<(IpAddr, Lane)>,
 }
 
 impl Conn {
@@ -117,12 +150,20 @@ impl Conn {
         }
     }
 
+    /// The body this connection is being written: its generation and length.
+    fn held(&self) -> Option<(u64, usize)> {
+        match &self.phase {
+            Phase::Writing(Out { body: Some(b), .. }) => Some((b.generation, b.bytes.len())),
+            _ => None,
+        }
+    }
+
     /// Moves on as far as the socket allows; false once the connection is over.
-    fn advance(&mut self, server: &Server) -> bool {
+    fn advance(&mut self, access: &Access, bodies: &mut Bodies) -> bool {
         loop {
             let go = match &mut self.phase {
-                Phase::Reading(buf) => read_request(&mut self.stream, buf, server),
-                Phase::Writing(out, at) => write_answer(&mut self.stream, out, at),
+                Phase::Reading(buf) => read_request(&mut self.stream, buf, access, bodies),
+                Phase::Writing(out) => write_answer(&mut self.stream, out),
                 Phase::Draining(left) => return drain(&mut self.stream, left),
             };
             match go {
@@ -140,7 +181,7 @@ enum Go {
     Next(Phase),
 }
 
-fn read_request(stream: &mut Wire, buf: &mut Vec<u8>, server: &Server) -> Go {
+fn read_request(stream: &mut Wire, buf: &mut Vec<u8>, access: &Access, bodies: &mut Bodies) -> Go {
     let mut chunk = [0u8; 2048];
     let room = MAX_REQUEST_BYTES - buf.len();
     let (n, eof) = match stream.read(&mut chunk[..room.min(2048)]) {
@@ -157,17 +198,30 @@ fn read_request(stream: &mut Wire, buf: &mut Vec<u8>, server: &Server) -> Go {
         return Go::Close;
     }
     let full = eof || buf.len() >= MAX_REQUEST_BYTES;
-    match request::step(buf, full, server.access.token.as_ref(), &*server.body) {
-        Step::More => Go::Next(Phase::Reading(std::mem::take(buf))),
-        Step::Answer(out) => Go::Next(Phase::Writing(out, 0)),
-    }
+    let out = match request::step(buf, full, access.token.as_ref()) {
+        Step::More => return Go::Next(Phase::Reading(std::mem::take(buf))),
+        Step::Answer(head) => Out {
+            head,
+            body: None,
+            at: 0,
+        },
+        Step::Metrics => {
+            let body = bodies.get(Instant::now());
+            Out {
+                head: request::metrics_head(body.bytes.len()),
+                body: Some(body),
+                at: 0,
+            }
+        }
+    };
+    Go::Next(Phase::Writing(out))
 }
 
-fn write_answer(stream: &mut Wire, out: &[u8], at: &mut usize) -> Go {
-    while *at < out.len() {
-        match stream.write(&out[*at..]) {
+fn write_answer(stream: &mut Wire, out: &mut Out) -> Go {
+    while !out.rest().is_empty() {
+        match stream.write(out.rest()) {
             Ok(0) => return Go::Close,
-            Ok(n) => *at += n,
+            Ok(n) => out.at += n,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Go::Wait,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return Go::Close,
@@ -202,7 +256,8 @@ struct Server {
     /// Oldest first.
     conns: VecDeque<Conn>,
     access: Access,
-    body: Box<dyn Fn() -> String + Send>,
+    bodies: Bodies,
+    handshakes: Handshakes,
 }
 
 impl Server {
@@ -234,24 +289,64 @@ impl Server {
         if n <= 0 {
             return;
         }
-        let mut conns = std::mem::take(&mut self.conns);
+        let (access, bodies) = (&self.access, &mut self.bodies);
         let mut i = 0;
-        conns.retain_mut(|c| {
+        self.conns.retain_mut(|c| {
             i += 1;
-            fds[i].revents == 0 || c.advance(self)
+            fds[i].revents == 0 || c.advance(access, bodies)
         });
-        self.conns = conns;
         if fds[0].revents != 0 {
             self.accept();
         }
+        self.keep_budget();
+    }
+
+    /// Closes the connections holding the oldest bodies while those held pass
+    /// [`WRITE_BUDGET`].
+    fn keep_budget(&mut self) {
+        let held: Vec<_> = self.conns.iter().map(Conn::held).collect();
+        let current = self.bodies.current_generation();
+        let close = body::over_budget(&held, current, WRITE_BUDGET);
+        if close.contains(&true) {
+            let mut i = 0;
+            self.conns.retain(|_| {
+                i += 1;
+                !close[i - 1]
+            });
+        }
+    }
+
+    /// The TLS connections still in their handshake, by source.
+    fn pending(&self) -> Pending {
+        let mut p = Pending::default();
+        for c in &self.conns {
+            if let Some((source, lane)) = c.handshake.filter(|_| c.stream.handshaking()) {
+                p.add(source, lane);
+            }
+        }
+        p
     }
 
     fn accept(&mut self) {
+        let mut pending = None;
         for _ in 0..ACCEPT_BATCH {
-            let Ok((stream, _)) = self.listener.accept() else {
+            let Ok((stream, peer)) = self.listener.accept() else {
                 return;
             };
-            if stream.set_nonblocking(true).is_err() {
+            let handshake = match self.access.tls {
+                None => None,
+                Some(_) => {
+                    let p = pending.get_or_insert_with(|| self.pending());
+                    // Refused before any crypto: closed at once.
+                    let Some(lane) = self.handshakes.admit(peer.ip(), Instant::now(), p) else {
+                        continue;
+                    };
+                    p.add(peer.ip(), lane);
+                    Some((peer.ip(), lane))
+                }
+            };
+            // The head goes out at once, the body's last segment without waiting for an ACK.
+            if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
                 continue;
             }
             let Ok(stream) = Wire::new(stream, self.access.tls.as_ref()) else {
@@ -264,9 +359,10 @@ impl Server {
                 stream,
                 accepted: Instant::now(),
                 phase: Phase::Reading(Vec::new()),
+                handshake,
             };
             // A scrape's request is usually there already: answered without a wait.
-            if conn.advance(self) {
+            if conn.advance(&self.access, &mut self.bodies) {
                 self.conns.push_back(conn);
             }
         }

@@ -35,15 +35,17 @@ pub enum Step {
     More,
     /// The whole response to write, after which the connection closes.
     Answer(Vec<u8>),
+    /// The metrics: [`metrics_head`] and the server's shared body, then the close.
+    Metrics,
 }
 
 /// The answer to `buf` (the request's first bytes), or `More`. `full` says the buffer is
 /// at its limit or the client has stopped sending: an incomplete request then is refused.
-pub fn step(buf: &[u8], full: bool, token: Option<&Token>, body: &dyn Fn() -> String) -> Step {
+pub fn step(buf: &[u8], full: bool, token: Option<&Token>) -> Step {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
-        Ok(httparse::Status::Complete(_)) => Step::Answer(answer(&req, token, body)),
+        Ok(httparse::Status::Complete(_)) => answer(&req, token),
         Ok(httparse::Status::Partial) if !full => Step::More,
         // The client stopped before the end of its head.
         Ok(httparse::Status::Partial) if buf.len() < MAX_REQUEST_BYTES => {
@@ -60,7 +62,7 @@ pub fn step(buf: &[u8], full: bool, token: Option<&Token>, body: &dyn Fn() -> St
     }
 }
 
-fn answer(req: &httparse::Request, token: Option<&Token>, body: &dyn Fn() -> String) -> Vec<u8> {
+fn answer(req: &httparse::Request, token: Option<&Token>) -> Step {
     let headers: &[httparse::Header] = req.headers;
     let header = move |name: &'static str| {
         headers
@@ -69,13 +71,17 @@ fn answer(req: &httparse::Request, token: Option<&Token>, body: &dyn Fn() -> Str
             .map(|h| h.value)
     };
     if req.method != Some("GET") {
-        return response("405 Method Not Allowed", "text/plain", "GET /metrics\n");
+        return Step::Answer(response(
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET /metrics\n",
+        ));
     }
     // A body on a GET is how a request is smuggled past a proxy: refused, never read.
     let has_body = header("transfer-encoding").next().is_some()
         || header("content-length").any(|v| v.iter().any(|&b| b != b'0'));
     if has_body {
-        return bad_request("a GET carries no body\n");
+        return Step::Answer(bad_request("a GET carries no body\n"));
     }
     if let Some(t) = token {
         let presented = header("authorization").next().and_then(bearer);
@@ -93,13 +99,22 @@ fn answer(req: &httparse::Request, token: Option<&Token>, body: &dyn Fn() -> Str
                     .iter()
                     .copied(),
             );
-            return r;
+            return Step::Answer(r);
         }
     }
     match req.path.unwrap_or("").split('?').next() {
-        Some("/metrics") => response("200 OK", CONTENT_TYPE, &body()),
-        _ => response("404 Not Found", "text/plain", "only /metrics is served\n"),
+        Some("/metrics") => Step::Metrics,
+        _ => Step::Answer(response(
+            "404 Not Found",
+            "text/plain",
+            "only /metrics is served\n",
+        )),
     }
+}
+
+/// The head of the metrics' answer, its body of `len` bytes to follow.
+pub fn metrics_head(len: usize) -> Vec<u8> {
+    head("200 OK", CONTENT_TYPE, len).into_bytes()
 }
 
 /// The credentials of `Bearer CREDENTIALS` (the scheme's case ignored).
@@ -114,12 +129,12 @@ fn bad_request(why: &str) -> Vec<u8> {
     response("400 Bad Request", "text/plain", why)
 }
 
+fn head(status: &str, kind: &str, len: usize) -> String {
+    format!("HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n")
+}
+
 fn response(status: &str, kind: &str, text: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    )
-    .into_bytes()
+    (head(status, kind, text.len()) + text).into_bytes()
 }
 
 #[cfg(test)]
@@ -127,8 +142,9 @@ mod tests {
     use super::*;
 
     fn status(req: &str, token: Option<&Token>) -> String {
-        match step(req.as_bytes(), true, token, &|| "a 1\n# EOF\n".into()) {
+        match step(req.as_bytes(), true, token) {
             Step::Answer(r) => String::from_utf8(r).unwrap().lines().next().unwrap().into(),
+            Step::Metrics => "HTTP/1.1 200 OK".into(),
             Step::More => "more".into(),
         }
     }
@@ -166,7 +182,7 @@ mod tests {
             let s = status(&format!("GET /metrics HTTP/1.1\r\n{smuggled}"), None);
             assert_eq!(s, "HTTP/1.1 400 Bad Request", "{smuggled}");
         }
-        let partial = step(b"GET /metrics HTTP/1.1\r\n", false, None, &String::new);
+        let partial = step(b"GET /metrics HTTP/1.1\r\n", false, None);
         assert!(matches!(partial, Step::More));
         let cut = status("GET /metrics HTTP/1.1\r\n", None);
         assert_eq!(cut, "HTTP/1.1 400 Bad Request");
@@ -205,12 +221,7 @@ mod tests {
         ] {
             assert_eq!(get(wrong), "HTTP/1.1 401 Unauthorized", "{wrong}");
         }
-        let Step::Answer(r) = step(
-            b"GET /metrics HTTP/1.1\r\n\r\n",
-            true,
-            Some(&t),
-            &String::new,
-        ) else {
+        let Step::Answer(r) = step(b"GET /metrics HTTP/1.1\r\n\r\n", true, Some(&t)) else {
             panic!()
         };
         let r = String::from_utf8(r).unwrap();

@@ -60,6 +60,11 @@ impl Wire {
         }
     }
 
+    /// Whether a TLS handshake is still under way.
+    pub fn handshaking(&self) -> bool {
+        matches!(self, Wire::Tls(t) if t.conn.is_handshaking())
+    }
+
     /// Whether TLS records wait for the socket to take them (a handshake's, an alert).
     pub fn wants_write(&self) -> bool {
         matches!(self, Wire::Tls(t) if t.conn.wants_write())

@@ -16,6 +16,7 @@ pub mod stamp_lab;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -74,6 +75,16 @@ pub fn need_tools(tools: &[&str]) -> bool {
     tools
         .iter()
         .all(|t| skip_unless(t, (!on_path(t)).then(|| format!("{t} is not on PATH"))))
+}
+
+/// A TCP connection from `from` (an address this host holds, as a rogue or a second
+/// controller would have it) to `to`.
+pub fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    s.bind(&std::net::SocketAddr::from((from, 0)).into())?;
+    s.connect(&to.into())?;
+    Ok(s.into())
 }
 
 /// Held while a test sends traffic: tests that measure rates, searches or latency never
@@ -205,6 +216,15 @@ impl Lab {
             "{program} {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// A tbf shaper on the router's interface toward the agent, where what it cannot pass
+    /// it drops and the sender feels nothing: `rate`, `burst` and `limit` in tc's units.
+    pub fn router_tbf(&self, rate: &str, burst: &str, limit: &str) {
+        let (_, toward_agent) = self.router.clone().expect("a routed lab");
+        let qdisc = ["qdisc", "add", "dev", &toward_agent, "root", "tbf"];
+        let shape = ["rate", rate, "burst", burst, "limit", limit];
+        self.router_cmd("tc", &[&qdisc[..], &shape[..]].concat());
     }
 
     pub fn in_ns(ns: &str, program: &str) -> Command {
