@@ -24,6 +24,7 @@ pub mod netns;
 pub mod random;
 pub mod schedule;
 pub mod search;
+pub mod service;
 pub mod side;
 pub mod signals;
 pub mod stamp;

@@ -8,6 +8,26 @@ pub const EXIT_PARTIAL: u8 = 3;
 /// `sonde compare --fail-if-worse`: a metric got significantly worse beyond the limit.
 pub const EXIT_WORSE: u8 = 4;
 
+/// A usage error clap could not see (flags that clash, a label given twice): exit 2,
+/// through the same path as every other error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(String);
+
+impl From<anyhow::Error> for Usage {
+    fn from(e: anyhow::Error) -> Usage {
+        Usage(one_line(&e))
+    }
+}
+
+/// The exit code of a command that failed with `e`.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    match e.downcast_ref::<Usage>() {
+        Some(_) => EXIT_USAGE,
+        None => EXIT_ERROR,
+    }
+}
+
 /// An error and its causes on one line, each cause once: many errors already say their
 /// cause in their own text, and anyhow's `{:#}` would repeat it (a busy agent's refusal
 /// said twice).

@@ -22,6 +22,7 @@ macro_rules! jsonln {
 }
 
 mod cli;
+mod daemon;
 mod errors;
 mod fleet_metrics;
 mod lab;
@@ -36,11 +37,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{Cli, Command};
-use errors::{EXIT_ERROR, EXIT_USAGE};
+use errors::EXIT_USAGE;
 use sonde_probe::tune;
 use sonde_run::measure::{cstate_sweep, Plan};
 use sonde_run::signals::Interrupt;
-use sonde_run::{agent, tune as tuning};
+use sonde_run::tune as tuning;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -66,7 +67,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             errln!("error: {}", sonde_report::safe::line(&errors::one_line(&e)));
-            ExitCode::from(EXIT_ERROR)
+            ExitCode::from(errors::exit_code(&e))
         }
     }
 }
@@ -75,7 +76,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let interrupt = Interrupt::install();
     match cli.command {
-        Command::Serve(a) => serve(&a, command_line, &interrupt),
+        Command::Serve(a) => daemon::serve(&a, command_line, &interrupt),
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
         Command::Stamp(a) => measure::stamp(&a, command_line, &interrupt),
         Command::Ping(a) if a.cstate_sweep => cstate_sweep_command(&a, command_line, &interrupt),
@@ -96,112 +97,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Host(a) => host_command(&a),
         Command::Clock(a) => clock_command(&a),
     }
-}
-
-/// `sonde serve`: the agent, until interrupted.
-fn serve(
-    a: &cli::ServeArgs,
-    command_line: String,
-    interrupt: &Interrupt,
-) -> anyhow::Result<ExitCode> {
-    // A label given twice or too many: a usage error, as clap's for a bad one.
-    let labels = match a.labels() {
-        Ok(labels) => labels,
-        Err(e) => {
-            errln!("error: {e}");
-            return Ok(ExitCode::from(EXIT_USAGE));
-        }
-    };
-    init_logging();
-    let config = a.config(labels.clone(), command_line)?;
-    let reflector = match a.stamp()? {
-        Some(cfg) => Some(start_reflector(cfg, interrupt)?),
-        None => None,
-    };
-    let mesh = match a
-        .mesh
-        .config(a.bind, a.insecure_no_key, config.key.clone(), &labels)?
-    {
-        Some(cfg) => Some(start_mesh(a, cfg, interrupt)?),
-        None => None,
-    };
-    let served = agent::serve(config, interrupt);
-    if let Some(r) = reflector {
-        interrupt.set();
-        tracing::info!("stamp reflector: {}", r.counts.line());
-        r.join();
-    }
-    if let Some((mesh, stop, metrics)) = mesh {
-        interrupt.set();
-        stop.set();
-        mesh.join();
-        if let Some(m) = metrics {
-            let _ = m.join();
-        }
-    }
-    served?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The mesh (`serve --mesh`) and its `/metrics`, started before the agent says it listens.
-fn start_mesh(
-    a: &cli::ServeArgs,
-    cfg: sonde_run::mesh::MeshConfig,
-    interrupt: &Interrupt,
-) -> anyhow::Result<(
-    sonde_run::mesh::Mesh,
-    Interrupt,
-    Option<std::thread::JoinHandle<()>>,
-)> {
-    let mesh = sonde_run::mesh::start(cfg, interrupt)?;
-    errln!("sonde mesh reflecting on {}", mesh.reflector);
-    let stop = Interrupt::none();
-    let metrics = match a.mesh.metrics {
-        Some(addr) => {
-            let token = a.mesh.metrics_token_file.as_deref();
-            let token = token.map(fleet_metrics::token).transpose()?;
-            let state = std::sync::Arc::clone(&mesh.state);
-            Some(mesh_metrics::start(addr, token, state, stop.clone())?)
-        }
-        None => None,
-    };
-    Ok((mesh, stop, metrics))
-}
-
-/// `serve --stamp`: the reflector, bound before the agent says it listens.
-fn start_reflector(
-    cfg: sonde_run::stamp::ReflectorConfig,
-    interrupt: &Interrupt,
-) -> anyhow::Result<sonde_run::stamp::Reflector> {
-    let bind = cfg.bind;
-    let words = format!(
-        "{}, {}, allow {}, at most {}/s per source",
-        if cfg.stateful {
-            "stateful"
-        } else {
-            "stateless"
-        },
-        if cfg.key.is_some() {
-            "authenticated"
-        } else {
-            "unauthenticated"
-        },
-        match cfg.allow.len() {
-            0 => "nobody (no --stamp-allow)".to_string(),
-            _ => cfg
-                .allow
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-        },
-        cfg.max_pps
-    );
-    let r = sonde_run::stamp::Reflector::start(cfg, interrupt.clone())
-        .map_err(|e| anyhow::anyhow!("--stamp {bind}: {e}"))?;
-    // On stderr: stdout's first line is the agent's, which scripts read for its port.
-    errln!("sonde stamp reflector listening on {} ({words})", r.local);
-    Ok(r)
 }
 
 /// A test command (stream, ping, rpc, pps, load): its plan through the one pipeline.
@@ -281,17 +176,6 @@ fn clock_command(a: &cli::ClockArgs) -> anyhow::Result<ExitCode> {
         out!("{}", sonde_report::clock::render(&clock));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SONDE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }
 
 fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {

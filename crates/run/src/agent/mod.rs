@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use sonde_proto::{AgentSession, Session};
 
 use crate::control::Link;
+use crate::service::Threads;
 use crate::signals::Interrupt;
 
 /// The agent's default control port.
@@ -53,7 +54,9 @@ pub enum ServeError {
     Io(#[from] io::Error),
 }
 
-pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> {
+/// Binds the control port and says so on stdout (scripts wait for that line), then
+/// serves on a thread of its own until its service is stopped.
+pub fn start(cfg: ServeConfig) -> Result<Threads, ServeError> {
     if cfg.key.is_none() && !cfg.bind.is_loopback() && !cfg.insecure_no_key {
         return Err(ServeError::NoKey(cfg.bind));
     }
@@ -75,6 +78,14 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
         Ok(()) => tracing::info!("engines: kernel sockets, io_uring"),
         Err(e) => tracing::info!("engines: kernel sockets; no io_uring ({e})"),
     }
+    let mut threads = Threads::new("agent");
+    let interrupt = threads.stop.clone();
+    threads.spawn("sonde-agent", move || serve(listener, cfg, interrupt))?;
+    Ok(threads)
+}
+
+/// Accepts controllers until `interrupt`, then waits a moment for their tests to tidy up.
+fn serve(listener: TcpListener, cfg: ServeConfig, interrupt: Interrupt) {
     let shared = Arc::new(Shared {
         cfg,
         running: AtomicUsize::new(0),
@@ -162,7 +173,6 @@ pub fn serve(cfg: ServeConfig, interrupt: &Interrupt) -> Result<(), ServeError> 
     } else {
         tracing::info!("stopped");
     }
-    Ok(())
 }
 
 fn log_listening(cfg: &ServeConfig, local: SocketAddr) {

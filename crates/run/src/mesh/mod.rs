@@ -7,6 +7,7 @@
 //! kernel's receive stamps, no allocation per probe. A peer that leaves the list leaves
 //! the state (no stale series).
 
+mod config;
 mod icmp;
 mod keys;
 mod peers;
@@ -17,17 +18,18 @@ mod state;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use sonde_engine::stamps::datagram;
 
+pub use config::{MeshConfig, ANSWERS_PER_RATE, MIN_REFRESH, SETTLE_TIMEOUTS};
 pub use peers::{parse_file, Peer, Source};
 pub use reflector::Rate;
-pub use state::{MeshConfig, MeshState, PeerEntry, Peers};
+pub use state::{MeshState, PeerEntry, Peers};
 
-use crate::signals::Interrupt;
+use crate::service::{Service, ServiceError, Threads};
 
 /// The STAMP port (RFC 8762): where an agent's reflector listens by default.
 pub const DEFAULT_PORT: u16 = sonde_proto::stamp::STAMP_PORT;
@@ -49,24 +51,35 @@ pub enum MeshError {
     Io(#[from] io::Error),
 }
 
-/// A running mesh: its state and its thread.
+/// A running mesh: its state, and a [`Service`] (the prober's thread and its clock's).
 pub struct Mesh {
     pub state: Arc<Mutex<MeshState>>,
     /// Where the reflector listens (its port, when `--mesh-port 0` chose one).
     pub reflector: SocketAddr,
-    thread: JoinHandle<()>,
+    threads: Threads,
 }
 
-impl Mesh {
-    /// Waits for the mesh's thread once `interrupt` is set.
-    pub fn join(self) {
-        let _ = self.thread.join();
+impl Service for Mesh {
+    fn name(&self) -> &'static str {
+        self.threads.name
+    }
+
+    fn stop(&self) {
+        self.threads.stop();
+    }
+
+    fn finished(&self) -> bool {
+        self.threads.finished()
+    }
+
+    fn join(self: Box<Self>) -> Result<(), ServiceError> {
+        Box::new(self.threads).join()
     }
 }
 
 /// Binds the sockets, reads the list once (a bad list is an error naming it) and starts
-/// probing until `interrupt`.
-pub fn start(cfg: MeshConfig, interrupt: &Interrupt) -> Result<Mesh, MeshError> {
+/// probing until stopped.
+pub fn start(cfg: MeshConfig) -> Result<Mesh, MeshError> {
     let addr = SocketAddr::new(cfg.bind, cfg.port);
     let reflector = UdpSocket::bind(addr).map_err(|source| MeshError::Bind { addr, source })?;
     let prober = UdpSocket::bind(SocketAddr::new(cfg.bind, 0))?;
@@ -88,17 +101,21 @@ pub fn start(cfg: MeshConfig, interrupt: &Interrupt) -> Result<Mesh, MeshError> 
         peers: state::Peers::default(),
         list_error: None,
     }));
-    let shared = Arc::clone(&state);
-    let interrupt = interrupt.clone();
-    let thread = std::thread::Builder::new()
-        .name("sonde-mesh".into())
-        .spawn(move || {
-            let mut p = prober::Prober::new(cfg, reflector, prober, shared);
-            p.run(first, &interrupt);
-        })?;
+    // The clock's error bound (u64::MAX: not synchronised), read on a thread of its own.
+    let bound = Arc::new(AtomicU64::new(u64::MAX));
+    let mut threads = Threads::new("mesh");
+    let (stop, read) = (threads.stop.clone(), Arc::clone(&bound));
+    threads.spawn("sonde-mesh-clock", move || {
+        prober::watch_clock(&read, &stop)
+    })?;
+    let (stop, shared) = (threads.stop.clone(), Arc::clone(&state));
+    threads.spawn("sonde-mesh", move || {
+        let mut p = prober::Prober::new(cfg, reflector, prober, shared, bound);
+        p.run(first, &stop);
+    })?;
     Ok(Mesh {
         state,
         reflector: local,
-        thread,
+        threads,
     })
 }

@@ -20,11 +20,12 @@ use sonde_proto::stamp::{
 };
 use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Schedule, Stamps};
 
+use super::config::MeshConfig;
 use super::icmp;
 use super::keys::Keys;
 use super::peers::Peer;
 use super::reflector::{self, Reflector, Times};
-use super::state::{MeshConfig, MeshState, PeerEntry};
+use super::state::{MeshState, PeerEntry};
 use crate::signals::Interrupt;
 
 /// Packets read per socket per wake-up at most, so that a flood on one socket cannot
@@ -82,10 +83,11 @@ impl Prober {
         reflector_sock: UdpSocket,
         prober_sock: UdpSocket,
         state: Arc<Mutex<MeshState>>,
+        clock_bound: Arc<AtomicU64>,
     ) -> Prober {
         let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
         let keys = || mesh_key.clone().map(|k| Keys::new(k, cfg.bind));
-        let reflector = Reflector::new(keys(), cfg.reflect, cfg.labels.clone());
+        let reflector = Reflector::new(keys(), cfg.reflect(), cfg.labels.clone());
         // Best effort: without it a silent peer and a closed port look alike.
         let _ = icmp::enable(prober_sock.as_raw_fd(), cfg.bind.is_ipv4());
         Prober {
@@ -97,7 +99,7 @@ impl Prober {
             sends: Schedule::default(),
             ticks: Schedule::default(),
             published: (0, 0),
-            clock_bound: Arc::new(AtomicU64::new(u64::MAX)),
+            clock_bound,
             batch: Batch::new(READ_SLOTS, MAX_DATAGRAM),
             out: vec![0; MAX_DATAGRAM],
             cfg,
@@ -112,11 +114,10 @@ impl Prober {
     }
 
     pub(super) fn run(&mut self, first: Vec<Peer>, interrupt: &Interrupt) {
-        watch_clock(Arc::clone(&self.clock_bound), interrupt.clone());
         self.take_list(first);
-        let refresh = self.cfg.refresh.as_nanos() as u64;
+        let refresh = self.cfg.refresh_every().as_nanos() as u64;
         let mut next_refresh = self.now_ns() + refresh;
-        let every = read_every(self.cfg.judging.timeout_ns);
+        let every = read_every(self.cfg.judging().timeout_ns);
         while !interrupt.is_set() {
             // Read first: an answer that came before its deadline counts when settled.
             let behind = self.answer_requests() | self.read_answers();
@@ -190,7 +191,7 @@ impl Prober {
                 e.peer = peer;
                 continue;
             }
-            let mut stats = PeerStats::new(now, &self.cfg.judging);
+            let mut stats = PeerStats::new(now, &self.cfg.judging());
             if peer.open {
                 stats = stats.without_directions();
             }
@@ -516,21 +517,20 @@ pub(super) fn grow_buffers(s: &UdpSocket) {
     }
 }
 
-/// Reads the clock's error bound now and every [`CLOCK_EVERY`] on its own thread.
-fn watch_clock(bound: Arc<AtomicU64>, interrupt: Interrupt) {
-    let _ = std::thread::Builder::new()
-        .name("sonde-mesh-clock".into())
-        .spawn(move || loop {
-            let b = sonde_probe::clock::live().bound;
-            let ns = match (b.synchronised, b.error_ns) {
-                (true, Some(ns)) => ns,
-                _ => u64::MAX,
-            };
-            bound.store(ns, Ordering::Relaxed);
-            if !interrupt.sleep_until(Instant::now() + CLOCK_EVERY) {
-                return;
-            }
-        });
+/// Reads the clock's error bound now and every [`CLOCK_EVERY`] until `interrupt` (the
+/// mesh's second thread).
+pub(super) fn watch_clock(bound: &AtomicU64, interrupt: &Interrupt) {
+    loop {
+        let b = sonde_probe::clock::live().bound;
+        let ns = match (b.synchronised, b.error_ns) {
+            (true, Some(ns)) => ns,
+            _ => u64::MAX,
+        };
+        bound.store(ns, Ordering::Relaxed);
+        if !interrupt.sleep_until(Instant::now() + CLOCK_EVERY) {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]

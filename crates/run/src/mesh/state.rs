@@ -1,38 +1,12 @@
-//! What the mesh's thread and its readers share: the configuration and the state the
-//! metrics read (a leaf: the prober and the module's root both import it).
+//! What the mesh's thread and its readers share: the state the metrics read (a leaf: the
+//! prober and the module's root both import it).
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::net::SocketAddr;
 
-use sonde_proto::Key;
-use sonde_results::mesh::{Judging, PeerStats};
+use sonde_results::mesh::PeerStats;
 
-use super::peers::{Peer, Source};
-use super::reflector::Rate;
-
-#[derive(Debug, Clone)]
-pub struct MeshConfig {
-    pub source: Source,
-    /// This agent's reflector port, and its peers' where the list does not say.
-    pub port: u16,
-    /// The address both sockets bind (the agent's `--bind`).
-    pub bind: IpAddr,
-    /// This agent's `source` label: the address its peers know it by.
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    /// Probes per second per peer (`--mesh-rate`).
-    pub rate: f64,
-    /// Probes per second at most, all peers together (`--mesh-budget`).
-    pub budget: f64,
-    pub refresh: Duration,
-    /// The fleet key: probes and answers carry its HMAC; none (`--insecure-no-key`):
-    /// unauthenticated.
-    pub key: Option<Key>,
-    pub judging: Judging,
-    /// The reflector's answers per second at most.
-    pub reflect: Rate,
-}
+use super::peers::Peer;
 
 /// One listed peer and its figures.
 #[derive(Debug)]

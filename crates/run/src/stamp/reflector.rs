@@ -17,7 +17,6 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
@@ -29,7 +28,7 @@ use sonde_proto::stamp::{
 
 use super::clock;
 use super::guard::{allowed, Cidr, Limiter};
-use crate::signals::Interrupt;
+use crate::service::{Service, ServiceError, Threads};
 
 /// Longest datagram read; a longer one is refused (its answer would be as long).
 pub const MAX_PACKET: usize = 9000;
@@ -98,58 +97,94 @@ impl ReflectorCounts {
     }
 }
 
-/// A running reflector.
+impl ReflectorConfig {
+    /// How it answers, in words for its log line: "stateless, unauthenticated, allow
+    /// 198.18.0.0/15, at most 100/s per source".
+    pub fn describe(&self) -> String {
+        let allow = match self.allow.len() {
+            0 => "nobody (no --stamp-allow)".to_string(),
+            _ => {
+                let each: Vec<String> = self.allow.iter().map(|c| c.to_string()).collect();
+                each.join(",")
+            }
+        };
+        format!(
+            "{}, {}, allow {allow}, at most {}/s per source",
+            if self.stateful {
+                "stateful"
+            } else {
+                "stateless"
+            },
+            match self.key {
+                Some(_) => "authenticated",
+                None => "unauthenticated",
+            },
+            self.max_pps
+        )
+    }
+}
+
+/// A running reflector: a [`Service`] (its packet loop's thread and its clock's).
 pub struct Reflector {
     pub local: SocketAddr,
     pub counts: Arc<ReflectorCounts>,
-    thread: Option<JoinHandle<()>>,
+    threads: Threads,
 }
 
 impl Reflector {
-    /// Binds `cfg.bind` and starts answering on a thread of its own until `stop` is set;
-    /// the clock's state is read now and every [`clock::REFRESH`] on another thread.
-    pub fn start(cfg: ReflectorConfig, stop: Interrupt) -> io::Result<Reflector> {
+    /// Binds `cfg.bind` and starts answering on a thread of its own until stopped; the
+    /// clock's state is read now and every [`clock::REFRESH`] on another thread.
+    pub fn start(cfg: ReflectorConfig) -> io::Result<Reflector> {
         let socket = UdpSocket::bind(cfg.bind)?;
         enable_arrival(socket.as_raw_fd(), cfg.bind.is_ipv6())?;
         let local = socket.local_addr()?;
         let counts = Arc::new(ReflectorCounts::default());
         let clock = clock::Shared::new(&sonde_probe::clock::live());
-        spawn_refresh(clock.clone(), stop.clone());
-        let loop_counts = counts.clone();
-        let thread = std::thread::Builder::new()
-            .name("stamp-reflector".into())
-            .spawn(move || {
-                let mut state = Loop::new(&cfg, clock, loop_counts);
-                while !stop.is_set() {
-                    if let Err(e) = state.once(&socket) {
-                        tracing::warn!("stamp reflector: {e}");
-                        std::thread::sleep(TICK);
-                    }
+        let mut threads = Threads::new("stamp reflector");
+        let (stop, refreshed) = (threads.stop.clone(), clock.clone());
+        threads.spawn("stamp-clock", move || {
+            // Until stopped (`sleep_until` is false then): every REFRESH, not once.
+            while stop.sleep_until(Instant::now() + clock::REFRESH) {
+                refreshed.set(&sonde_probe::clock::live());
+            }
+        })?;
+        let (stop, loop_counts) = (threads.stop.clone(), counts.clone());
+        threads.spawn("stamp-reflector", move || {
+            let mut state = Loop::new(&cfg, clock, loop_counts);
+            while !stop.is_set() {
+                if let Err(e) = state.once(&socket) {
+                    tracing::warn!("stamp reflector: {e}");
+                    std::thread::sleep(TICK);
                 }
-            })?;
+            }
+        })?;
         Ok(Reflector {
             local,
             counts,
-            thread: Some(thread),
+            threads,
         })
-    }
-
-    /// Waits for the loop to end (after its stop flag is set).
-    pub fn join(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
-fn spawn_refresh(clock: clock::Shared, stop: Interrupt) {
-    let _ = std::thread::Builder::new()
-        .name("stamp-clock".into())
-        .spawn(move || {
-            while !stop.sleep_until(Instant::now() + clock::REFRESH) {
-                clock.set(&sonde_probe::clock::live());
-            }
-        });
+impl Service for Reflector {
+    fn name(&self) -> &'static str {
+        self.threads.name
+    }
+
+    fn stop(&self) {
+        self.threads.stop();
+    }
+
+    fn finished(&self) -> bool {
+        self.threads.finished()
+    }
+
+    /// Waits for its threads, then logs what it answered and refused.
+    fn join(self: Box<Self>) -> Result<(), ServiceError> {
+        let joined = Box::new(self.threads).join();
+        tracing::info!("stamp reflector: {}", self.counts.line());
+        joined
+    }
 }
 
 /// The packet loop's state.

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use sonde_results::mesh::Judging;
-use sonde_run::mesh::{self, MeshConfig, Rate, Source};
+use sonde_run::mesh::{self, MeshConfig, Source};
 
 use super::flags::parse_duration_ms;
 
@@ -32,19 +31,19 @@ pub struct MeshArgs {
     #[arg(long, default_value_t = mesh::DEFAULT_BUDGET, value_parser = positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_budget: f64,
     /// How often the peer list is read (resolved) again.
-    #[arg(long, default_value = "30", value_parser = parse_duration_ms, value_name = "SECS", requires = "mesh")]
-    pub mesh_refresh: u64,
+    #[arg(long, default_value = "30", value_parser = duration, value_name = "SECS", requires = "mesh")]
+    pub mesh_refresh: Duration,
     /// This agent's `source` label in the metrics: the address its peers probe [default:
     /// --bind].
     #[arg(long, value_name = "NAME", requires = "mesh")]
     pub mesh_name: Option<String>,
     /// A probe unanswered this long is lost.
-    #[arg(long, default_value = "2", value_parser = parse_duration_ms, value_name = "SECS", requires = "mesh")]
-    pub mesh_timeout: u64,
+    #[arg(long, default_value = "2", value_parser = duration, value_name = "SECS", requires = "mesh")]
+    pub mesh_timeout: Duration,
     /// The window of each peer's HDR histogram (its percentiles in
     /// sonde_mesh_rtt_window_seconds).
-    #[arg(long, default_value = "60", value_parser = parse_duration_ms, value_name = "SECS", requires = "mesh")]
-    pub mesh_window: u64,
+    #[arg(long, default_value = "60", value_parser = duration, value_name = "SECS", requires = "mesh")]
+    pub mesh_window: Duration,
     /// Answers per second this agent's reflector sends at most, all peers together.
     #[arg(long, default_value_t = 10_000.0, value_parser = positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_reflect_max: f64,
@@ -55,6 +54,11 @@ pub struct MeshArgs {
     /// (`Authorization: Bearer TOKEN`); others get 401. Mode 0600, ours or root's.
     #[arg(long, value_name = "FILE", requires = "metrics")]
     pub metrics_token_file: Option<PathBuf>,
+}
+
+/// SECS (or with an `ms` or `s` suffix) as a `Duration`.
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration_ms(s).map(Duration::from_millis)
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -81,13 +85,6 @@ impl MeshArgs {
         if key.is_none() && !insecure_no_key {
             anyhow::bail!("--mesh needs --key-file (its probes and answers carry the fleet key's HMAC), or --insecure-no-key on an isolated network");
         }
-        let ms = Duration::from_millis;
-        let judging = Judging {
-            timeout_ns: ms(self.mesh_timeout).as_nanos() as u64,
-            window_ns: ms(self.mesh_window).as_nanos() as u64,
-            resolve_after_ns: 5 * ms(self.mesh_timeout).as_nanos() as u64,
-            ..Judging::default()
-        };
         Ok(Some(MeshConfig {
             source,
             port: self.mesh_port,
@@ -96,17 +93,11 @@ impl MeshArgs {
             labels: labels.clone(),
             rate: self.mesh_rate,
             budget: self.mesh_budget,
-            refresh: ms(self.mesh_refresh.max(1000)),
+            refresh: self.mesh_refresh,
+            timeout: self.mesh_timeout,
+            window: self.mesh_window,
+            reflect_max: self.mesh_reflect_max,
             key,
-            judging,
-            reflect: Rate {
-                per_s: self.mesh_reflect_max,
-                burst: self.mesh_reflect_max.max(1.0),
-                // A peer probes at its --mesh-rate (one DaemonSet: this one's): ten times
-                // that is room for its bursts, and all a replayed probe can reach a
-                // spoofed address with.
-                per_source: ((self.mesh_rate * 10.0).ceil() as u32).max(10),
-            },
         }))
     }
 }

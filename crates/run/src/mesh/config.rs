@@ -1,0 +1,134 @@
+//! What an operator sets for the mesh (`serve --mesh`'s flags, durations as `Duration`),
+//! and the policy the mesh derives from it: how a probe is judged, how much its reflector
+//! answers, how often the list is read.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use sonde_proto::Key;
+use sonde_results::mesh::Judging;
+
+use super::peers::Source;
+use super::reflector::Rate;
+
+/// A lost probe waits this many timeouts for a later answer whose count tells which way
+/// it was lost (the peer's reflector numbers what it reflects).
+pub const SETTLE_TIMEOUTS: u32 = 5;
+/// Answers per second to one source: this many times this agent's probe rate (a peer
+/// probes at its own rate, one DaemonSet's: this one's), at least this many.
+pub const ANSWERS_PER_RATE: f64 = 10.0;
+/// The list is read again at most this often, whatever `refresh` says.
+pub const MIN_REFRESH: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub struct MeshConfig {
+    pub source: Source,
+    /// This agent's reflector port, and its peers' where the list does not say.
+    pub port: u16,
+    /// The address both sockets bind (the agent's `--bind`).
+    pub bind: IpAddr,
+    /// This agent's `source` label: the address its peers know it by.
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// Probes per second per peer (`--mesh-rate`).
+    pub rate: f64,
+    /// Probes per second at most, all peers together (`--mesh-budget`).
+    pub budget: f64,
+    /// How often the list is read again (`--mesh-refresh`).
+    pub refresh: Duration,
+    /// A probe unanswered this long is lost (`--mesh-timeout`).
+    pub timeout: Duration,
+    /// The window of each peer's histogram (`--mesh-window`).
+    pub window: Duration,
+    /// The reflector's answers per second at most, all sources together
+    /// (`--mesh-reflect-max`).
+    pub reflect_max: f64,
+    /// The fleet key: probes and answers carry its HMAC; none (`--insecure-no-key`):
+    /// unauthenticated.
+    pub key: Option<Key>,
+}
+
+impl MeshConfig {
+    /// How each peer's probes are judged: lost after `timeout`; a lost one whose way no
+    /// later answer tells is lost either way [`SETTLE_TIMEOUTS`] timeouts after that.
+    pub fn judging(&self) -> Judging {
+        Judging {
+            timeout_ns: nanos(self.timeout),
+            window_ns: nanos(self.window),
+            resolve_after_ns: nanos(self.timeout * SETTLE_TIMEOUTS),
+            ..Judging::default()
+        }
+    }
+
+    /// The reflector's rate: `reflect_max` a second (a second's worth in a burst), and
+    /// [`ANSWERS_PER_RATE`] times the probe rate to one source, room for a peer's bursts
+    /// and all a replayed probe can reach a spoofed address with.
+    pub fn reflect(&self) -> Rate {
+        Rate {
+            per_s: self.reflect_max,
+            burst: self.reflect_max.max(1.0),
+            per_source: ((self.rate * ANSWERS_PER_RATE).ceil() as u32).max(ANSWERS_PER_RATE as u32),
+        }
+    }
+
+    /// How often the list is read again: `refresh`, at least [`MIN_REFRESH`].
+    pub fn refresh_every(&self) -> Duration {
+        self.refresh.max(MIN_REFRESH)
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(rate: f64, timeout: Duration, refresh: Duration) -> MeshConfig {
+        MeshConfig {
+            source: Source::parse("dns:mesh.example", 862).unwrap(),
+            port: 862,
+            bind: "198.18.0.1".parse().unwrap(),
+            name: "198.18.0.1".into(),
+            labels: BTreeMap::new(),
+            rate,
+            budget: 100.0,
+            refresh,
+            timeout,
+            window: Duration::from_secs(60),
+            reflect_max: 10_000.0,
+            key: None,
+        }
+    }
+
+    #[test]
+    fn a_probe_is_judged_by_the_timeout_and_settled_after_five_of_them() {
+        let c = config(1.0, Duration::from_millis(1500), Duration::from_secs(30));
+        let j = c.judging();
+        assert_eq!(j.timeout_ns, 1_500_000_000);
+        assert_eq!(j.resolve_after_ns, 7_500_000_000);
+        assert_eq!(j.window_ns, 60_000_000_000);
+        assert_eq!(j.max_flights, Judging::default().max_flights);
+    }
+
+    #[test]
+    fn a_source_gets_ten_times_the_probe_rate_and_never_fewer_than_ten() {
+        let fast = config(2.5, Duration::from_secs(2), Duration::from_secs(30)).reflect();
+        assert_eq!(
+            (fast.per_source, fast.per_s, fast.burst),
+            (25, 10_000.0, 10_000.0)
+        );
+        let slow = config(0.1, Duration::from_secs(2), Duration::from_secs(30)).reflect();
+        assert_eq!(slow.per_source, 10);
+    }
+
+    #[test]
+    fn the_list_is_read_at_most_once_a_second() {
+        let c = config(1.0, Duration::from_secs(2), Duration::from_millis(200));
+        assert_eq!(c.refresh_every(), Duration::from_secs(1));
+        let c = config(1.0, Duration::from_secs(2), Duration::from_secs(30));
+        assert_eq!(c.refresh_every(), Duration::from_secs(30));
+    }
+}
