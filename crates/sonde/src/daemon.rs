@@ -37,7 +37,9 @@ pub fn serve(
         services.add(Box::new(m));
         if let Some(addr) = a.mesh.metrics {
             let token = a.mesh.metrics_token_file.as_deref();
-            let token = token.map(crate::fleet_metrics::token).transpose()?;
+            let token = token
+                .map(sonde_run::metrics_http::Token::from_file)
+                .transpose()?;
             let mut metrics = Threads::new("mesh metrics");
             let stop = metrics.stop.clone();
             metrics

@@ -24,7 +24,7 @@ const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
 /// before: a loaded machine wakes the server's poll late now and then.)
 const HOLD_LIMIT: Duration = Duration::from_millis(4000);
 /// The server's deadline from accept to a whole request (`REQUEST_DEADLINE` of
-/// metrics_http).
+/// sonde_run::metrics_http).
 const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 
 /// A continuous fleet serving its metrics on a loopback port; killed on drop.

@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use sonde_run::signals::Interrupt;
+use crate::key::KeyError;
+use crate::signals::Interrupt;
 
 pub use body::WRITE_BUDGET;
 use body::{Bodies, Rendered};
@@ -32,6 +33,25 @@ pub use request::Token;
 use request::{Step, MAX_REQUEST_BYTES};
 use tls::Wire;
 pub use tls::{config as tls_config, TlsConfig};
+
+/// Why a metrics endpoint did not start: each names the flag and its address or file.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("--metrics {addr}: cannot listen: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// A certificate, key or token file that cannot be used.
+    #[error("{flag} {path}: {why}")]
+    File {
+        flag: &'static str,
+        path: String,
+        why: String,
+    },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
 
 /// Who may scrape, and how: a bearer token, TLS, both or neither.
 #[derive(Default)]
@@ -76,11 +96,12 @@ pub fn serve(
     period: Duration,
     access: Access,
     interrupt: Interrupt,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener =
-        listen(addr).map_err(|e| anyhow::anyhow!("--metrics {addr}: cannot listen: {e}"))?;
-    let local = listener.local_addr()?;
-    listener.set_nonblocking(true)?;
+) -> Result<(SocketAddr, JoinHandle<()>), MetricsError> {
+    let listening = listen(addr).and_then(|l| {
+        l.set_nonblocking(true)?;
+        Ok((l.local_addr()?, l))
+    });
+    let (local, listener) = listening.map_err(|source| MetricsError::Listen { addr, source })?;
     let handle = std::thread::spawn(move || {
         let mut server = Server {
             listener,
