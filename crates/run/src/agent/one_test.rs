@@ -17,7 +17,7 @@ use super::shared::{Shared, Slot};
 use super::sources::{Entered, HANDSHAKE_WITHIN};
 use crate::control::Link;
 use crate::controller::SOFTWARE;
-use crate::drive::{drive, Cut, End, Flow};
+use crate::drive::{drive, Cut, Flow, Party};
 use crate::kind::{self, Kind};
 use crate::side::Side;
 use crate::signals::Interrupt;
@@ -434,7 +434,7 @@ struct AgentEnd<'a> {
     say_drained: bool,
 }
 
-impl End for AgentEnd<'_> {
+impl Party for AgentEnd<'_> {
     type S = AgentSession;
 
     fn session(&mut self) -> &mut AgentSession {

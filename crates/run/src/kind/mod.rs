@@ -181,12 +181,12 @@ pub fn place(spec: &mut TestSpec, role: Role) {
         Role::Client => (
             &mut ex.client_cpus_auto,
             &mut ex.client_cpus,
-            sonde_probe::placement::End::First,
+            sonde_probe::placement::Pick::First,
         ),
         Role::Server => (
             &mut ex.server_cpus_auto,
             &mut ex.server_cpus,
-            sonde_probe::placement::End::Last,
+            sonde_probe::placement::Pick::Last,
         ),
     };
     if !std::mem::take(auto) {
