@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::spec::TestName;
-use sonde_results::{Engine, PpsSpec, Role, SideResult, TestSpec};
+use sonde_results::{Engine, PpsSpec, Role, SideResult, SpecError, TestSpec};
 
 use super::seam::{
     ClientEndpoint, DataPort, Demand, OpenError, OpenResult, ServerEndpoint, TypedKind,
@@ -38,6 +38,14 @@ pub fn engines() -> Vec<Engine> {
 /// The engines of [`ENGINES`] this host can run.
 pub fn runnable() -> Vec<Engine> {
     table::runnable(ENGINES)
+}
+
+/// What of a pps spec its engine does not run, naming the flag (DPDK's own part).
+pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    let Some((p, _)) = Pps::own(spec) else {
+        return Ok(());
+    };
+    table::refuse(ENGINES, p.execution.engine, |_| None, |e| e.refuse(p))
 }
 
 /// The packet-rate engine that is `engine`, or why none is.
