@@ -198,12 +198,13 @@ pub fn place(spec: &mut TestSpec, role: Role) {
 
 /// Holds `--cpu-latency-us` on this side's host for as long as `probe` lives (the test);
 /// the error names the flag and the device.
-pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), String> {
+pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), OpenError> {
     let Some(us) = spec.execution().cpu_latency_us else {
         return Ok(());
     };
-    probe.hold_cpu_latency(us).map_err(|e| {
-        format!("--cpu-latency-us: cannot hold the CPU latency limit ({e}; it needs root)")
+    probe.hold_cpu_latency(us).map_err(|e| OpenError::Setting {
+        flag: "--cpu-latency-us",
+        reason: format!("cannot hold the CPU latency limit ({e}; it needs root)"),
     })
 }
 

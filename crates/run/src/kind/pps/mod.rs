@@ -54,7 +54,7 @@ pub fn backend(engine: Engine) -> io::Result<&'static dyn PpsBackend> {
 }
 
 fn refused(e: io::Error) -> OpenError {
-    OpenError::Refused(e.to_string())
+    OpenError::Engine(e)
 }
 
 pub struct Pps;
@@ -109,17 +109,19 @@ impl TypedKind for Pps {
         probe: &HostProbe,
     ) -> Result<(), OpenError> {
         self.fit_address(p, agent);
-        p.validate()
-            .map_err(|e| OpenError::Refused(e.to_string()))?;
+        p.validate()?;
         backend(p.execution.engine)
             .and_then(|b| b.preflight(p, agent))
             .map_err(refused)?;
         if let Some((iface, mtu)) = probe.mtu() {
             if p.size_bytes > mtu + 14 {
-                return Err(OpenError::Refused(format!(
-                    "invalid --size: {} bytes exceeds {iface}'s MTU of {mtu} bytes plus its 14-byte Ethernet header (no GSO for these packets)",
-                    p.size_bytes
-                )));
+                return Err(OpenError::Spec(SpecError {
+                    flag: "--size",
+                    reason: format!(
+                        "{} bytes exceeds {iface}'s MTU of {mtu} bytes plus its 14-byte Ethernet header (no GSO for these packets)",
+                        p.size_bytes
+                    ),
+                }));
             }
         }
         Ok(())

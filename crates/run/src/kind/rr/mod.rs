@@ -184,7 +184,7 @@ impl TypedKind for RequestResponse {
     ) -> Result<(), OpenError> {
         chosen(r, Role::Client)
             .and_then(|(b, _)| b.preflight(r, agent.ip()))
-            .map_err(|e| OpenError::Refused(e.to_string()))
+            .map_err(OpenError::Engine)
     }
 
     fn prelude(&self, r: &RrSpec, client: ClientAt<'_>) -> Option<Prelude> {
@@ -193,8 +193,7 @@ impl TypedKind for RequestResponse {
     }
 
     fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
-        let (engine, note) =
-            chosen(r, Role::Client).map_err(|e| OpenError::Refused(e.to_string()))?;
+        let (engine, note) = chosen(r, Role::Client).map_err(OpenError::Engine)?;
         Ok(Box::new(Opened {
             spec: r.clone(),
             engine: engine.open_client(r, to)?,

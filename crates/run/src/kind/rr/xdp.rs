@@ -68,7 +68,7 @@ impl RrBackend for Xdp {
         let sockets = (0..spec.connections)
             .map(|index| connect_udp(to.addr, index))
             .collect::<Result<_, _>>()?;
-        let port = open_client(spec, sockets).map_err(|e| OpenError::Refused(e.to_string()))?;
+        let port = open_client(spec, sockets).map_err(OpenError::Engine)?;
         Ok(Box::new(port))
     }
 
