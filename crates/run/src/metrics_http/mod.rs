@@ -11,6 +11,7 @@
 //! addresses cannot take the thread from a scraper.
 
 mod body;
+mod error;
 mod handshakes;
 mod request;
 mod tls;
@@ -23,35 +24,16 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::key::KeyError;
 use crate::signals::Interrupt;
 
 pub use body::WRITE_BUDGET;
 use body::{Bodies, Rendered};
+pub use error::MetricsError;
 use handshakes::{Handshakes, Lane, Pending};
 pub use request::Token;
 use request::{Step, MAX_REQUEST_BYTES};
 use tls::Wire;
 pub use tls::{config as tls_config, TlsConfig};
-
-/// Why a metrics endpoint did not start: each names the flag and its address or file.
-#[derive(Debug, thiserror::Error)]
-pub enum MetricsError {
-    #[error("--metrics {addr}: cannot listen: {source}")]
-    Listen {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    /// A certificate, key or token file that cannot be used.
-    #[error("{flag} {path}: {why}")]
-    File {
-        flag: &'static str,
-        path: String,
-        why: String,
-    },
-    #[error(transparent)]
-    Key(#[from] KeyError),
-}
 
 /// Who may scrape, and how: a bearer token, TLS, both or neither.
 #[derive(Default)]

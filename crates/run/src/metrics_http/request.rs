@@ -6,7 +6,7 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::MetricsError;
+use super::error::MetricsError;
 
 /// The OpenMetrics text's media type, which every body this server writes is (the
 /// report crate's encoders write it; Prometheus asks for it).

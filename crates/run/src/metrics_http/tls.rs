@@ -11,7 +11,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
-use super::MetricsError;
+use super::error::MetricsError;
 
 pub type TlsConfig = Arc<ServerConfig>;
 
