@@ -570,6 +570,22 @@ pub fn nft_counted(ns: &str, table: &str, field: &str) -> u64 {
         .sum()
 }
 
+/// Packets counted by the named counter `name` of nftables table `inet TABLE` in
+/// namespace `ns`.
+pub fn nft_named_counter(ns: &str, table: &str, name: &str) -> u64 {
+    let out = Lab::in_ns(ns, "nft")
+        .args(["-j", "list", "counter", "inet", table, name])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|i| i["counter"]["packets"].as_u64())
+        .unwrap_or_else(|| panic!("no counter {name}: {v}"))
+}
+
 /// The real-time clock as an NTP timestamp: what a STAMP sender stamps its packets with
 /// (an authenticated reflector answers only packets stamped near its own clock).
 pub fn ntp_now() -> sonde_proto::stamp::Timestamp {
