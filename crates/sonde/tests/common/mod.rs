@@ -15,6 +15,7 @@ pub mod prometheus;
 pub mod rogue;
 pub mod stages;
 pub mod stamp_lab;
+pub mod stamp_rogue;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
