@@ -279,14 +279,19 @@ mod tests {
 
     #[test]
     fn an_items_refusal_keeps_its_flag_typed() {
-        let e = build(&words("rpc 198.18.0.2 --connections 0")).err().unwrap();
+        let e = build(&words("rpc 198.18.0.2 --connections 0"))
+            .err()
+            .unwrap();
         let BuildError::Spec(spec) = &e else {
             panic!("not a spec's refusal: {e}")
         };
         assert_eq!(spec.flag, "--connections");
         // What the command line itself refuses keeps clap's words, naming the flag.
         let e = build(&words("rpc 198.18.0.2 --duration x")).err().unwrap();
-        assert!(matches!(&e, BuildError::Words(w) if w.contains("--duration")), "{e}");
+        assert!(
+            matches!(&e, BuildError::Words(w) if w.contains("--duration")),
+            "{e}"
+        );
         let e = build(&words("host")).err().unwrap();
         assert_eq!(e, BuildError::Words("'host' is not a test".into()));
     }
