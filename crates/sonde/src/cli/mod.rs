@@ -346,6 +346,9 @@ pub struct LabArgs {
     /// Measured time of each measurement.
     #[arg(short = 't', long, default_value = "5", value_parser = parse_duration_ms, value_name = "SECS")]
     pub duration: u64,
+    /// Warm-up before each measurement's measured window [default: each test's own, 1 s].
+    #[arg(long, value_parser = parse_duration_ms, value_name = "SECS")]
+    pub warmup: Option<u64>,
     /// Keep each measurement's result document in DIR.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
