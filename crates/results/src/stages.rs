@@ -32,7 +32,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// Every stage, in the engine's order (`sonde_engine::stamps::stages`).
+    /// Every stage, in the engine's order (`sonde_engine::kstamps::stages`).
     pub const ALL: [Stage; 7] = [
         Stage::ClientSend,
         Stage::ClientQdisc,

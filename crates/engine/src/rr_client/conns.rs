@@ -16,7 +16,7 @@ use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
 use super::stamped::{Read, Stamps};
 use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
-use crate::stamps;
+use crate::kstamps;
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
@@ -182,7 +182,7 @@ impl<'a, 'r> Worker<'a, 'r> {
                     c.flight.start(c.udp, (!p.open_loop).then_some(self.now));
                     self.counters.add_to(SENT, 1);
                     if let Some(st) = &mut c.stamps {
-                        st.sent(stamps::now_real());
+                        st.sent(kstamps::now_real());
                     }
                 }
                 if c.udp {
@@ -345,7 +345,7 @@ fn read_answers(
     let mut last = None;
     loop {
         let (got, rx) = match &c.stamps {
-            Some(_) => match stamps::recv_stamped(c.fd, buf, !blocking, None) {
+            Some(_) => match kstamps::recv_stamped(c.fd, buf, !blocking, None) {
                 Ok((r, rx)) => (Ok(r), rx),
                 Err(e) => (Err(e), None),
             },
@@ -367,7 +367,7 @@ fn read_answers(
                     c.rx_acc %= p.response_bytes;
                     (0, r)
                 };
-                let real = c.stamps.as_ref().map(|_| stamps::now_real());
+                let real = c.stamps.as_ref().map(|_| kstamps::now_real());
                 for _ in 0..responses {
                     let Some(s) = c.flight.answered(p, first, t) else {
                         break;

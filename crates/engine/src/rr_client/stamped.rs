@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 
 use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
-use crate::stamps::{self, Book, EchoFigures, ErrQueue, Heads};
+use crate::kstamps::{self, Book, EchoFigures, ErrQueue, Heads};
 use crate::udp_match::REQUEST_HEADER_BYTES;
 
 pub(crate) struct Stamps {
@@ -38,7 +38,7 @@ impl Stamps {
         if !p.stages {
             return Ok(None);
         }
-        stamps::enable(fd).map_err(|e| WorkerEnd {
+        kstamps::enable(fd).map_err(|e| WorkerEnd {
             error: Some(format!("SO_TIMESTAMPING: {e}")),
             ..Default::default()
         })?;

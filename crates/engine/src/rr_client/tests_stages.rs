@@ -3,8 +3,8 @@
 
 use super::tests::{finish, plan, server_plan, tcp_pairs};
 use super::*;
+use crate::kstamps::{StageHists, STAGES};
 use crate::rr_server::{RrServer, ServerTarget};
-use crate::stamps::{StageHists, STAGES};
 use crate::uring::rr_server::UringTarget;
 use crate::wait::Poll;
 use std::net::UdpSocket;

@@ -15,9 +15,9 @@ pub(crate) mod workers;
 
 pub use workers::{RrServer, ServerPlan};
 
+use crate::kstamps::{self, EchoStamps, FIGURE_BYTES};
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
-use crate::stamps::{self, EchoStamps, FIGURE_BYTES};
 use crate::udp_match::{check_request, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Poll, Recv};
 use workers::{Core, Shared as Carrier};
@@ -113,7 +113,7 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     let p = &shared.plan;
     let mut conns = Vec::with_capacity(fds.len());
     for &fd in fds {
-        let stamps = match p.stages.then(|| stamps::enable(fd)) {
+        let stamps = match p.stages.then(|| kstamps::enable(fd)) {
             Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
             Some(Ok(())) => Some((
                 EchoStamps::new(Some(p.response_bytes), p.clock_shift_ns),
@@ -266,7 +266,7 @@ impl Echo {
         let mut got_any = false;
         loop {
             let (got, rx) = match &self.stamps {
-                Some(_) => stamps::recv_stamped(self.fd, buf, dontwait, None)?,
+                Some(_) => kstamps::recv_stamped(self.fd, buf, dontwait, None)?,
                 None => (wait::recv(self.fd, buf, dontwait)?, None),
             };
             match got {
@@ -303,7 +303,7 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
     if let Err(e) = socket.set_nonblocking(!block) {
         return Some(format!("UDP socket mode: {e}"));
     }
-    let mut stamps = match p.stages.then(|| stamps::enable(fd)) {
+    let mut stamps = match p.stages.then(|| kstamps::enable(fd)) {
         Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
         Some(Ok(())) => Some(EchoStamps::new(None, p.clock_shift_ns)),
         None => None,
@@ -347,7 +347,7 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
             let seq = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
             let figures = REQUEST_HEADER_BYTES..REQUEST_HEADER_BYTES + FIGURE_BYTES;
             st.answering(
-                Some((seq as u32, stamps::peer_key(&from))),
+                Some((seq as u32, kstamps::peer_key(&from))),
                 &mut buf[figures],
             );
         }
@@ -375,7 +375,7 @@ fn receive_udp(
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    match stamps::recv_stamped(fd, buf, false, Some(&mut storage))? {
+    match kstamps::recv_stamped(fd, buf, false, Some(&mut storage))? {
         (Recv::Data(n), rx) => Ok((n, rx, wait::sockaddr(storage, len))),
         (Recv::Empty, _) => Err(io::ErrorKind::WouldBlock.into()),
         (Recv::Closed, _) => Ok((0, None, None)),

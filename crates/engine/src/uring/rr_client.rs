@@ -19,13 +19,13 @@ use super::bufs::count_within;
 use super::ring::{Uring, GROUP};
 use super::stamped::MsgLayout;
 use super::{op_of, user_data, Op};
+use crate::kstamps::now_real;
 use crate::pool::Placement;
 use crate::rr_client::flight::{self, Flight};
 use crate::rr_client::recorder::{self, Recorder};
 use crate::rr_client::stamped::{Read, Stamps};
 use crate::rr_client::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::rr_client::{ClientPlan, RrClient, RrSocket, Sockets, WorkerEnd};
-use crate::stamps::now_real;
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 
 /// Receive buffers a worker's ring holds, at most, in bytes (an echo's UDP answers as

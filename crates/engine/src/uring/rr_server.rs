@@ -16,12 +16,12 @@ use super::ring::{Uring, GROUP};
 use super::rr_client::RECEIVE_BYTES;
 use super::stamped::{self, EchoSends, MsgLayout};
 use super::{op_of, user_data, Op};
+use crate::kstamps::{self, EchoStamps};
 use crate::poller::EventFd;
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
 use crate::rr_server::workers::{Core, Shared as Carrier, ANSWERED};
 use crate::rr_server::{RrServer, ServerPlan};
-use crate::stamps::{self, EchoStamps};
 use crate::udp_match::check_request;
 
 /// What the io_uring echo answers on.
@@ -159,7 +159,7 @@ impl<'a> Echo<'a> {
         let p = &core.plan;
         if p.stages {
             for &fd in fds {
-                stamps::enable(fd)
+                kstamps::enable(fd)
                     .map_err(|e| io::Error::other(format!("SO_TIMESTAMPING: {e}")))?;
             }
         }

@@ -13,7 +13,7 @@ use std::os::fd::RawFd;
 use io_uring::{opcode, squeue, types};
 
 use super::ring::GROUP;
-use crate::stamps::{peer_key, rx_stamp_of, EchoStamps, FIGURE_BYTES, RX_CONTROL_BYTES};
+use crate::kstamps::{peer_key, rx_stamp_of, EchoStamps, FIGURE_BYTES, RX_CONTROL_BYTES};
 use crate::udp_match::{REQUEST_HEADER_BYTES, SEQ_BYTES};
 
 /// `io_uring_recvmsg_out`: four u32 (the lengths of the address, the control messages

@@ -35,7 +35,7 @@ pub struct Stall {
 pub const MAX_BUSY_POLL_US: u32 = 10_000;
 
 /// Bytes at an answer's start (after a UDP answer's echoed header) that carry the echo's
-/// figures with `--stages`: `sonde_engine::stamps::FIGURE_BYTES`.
+/// figures with `--stages`: `sonde_engine::kstamps::FIGURE_BYTES`.
 pub const STAGE_FIGURE_BYTES: u32 = 28;
 
 /// Longest `--self-noise` run: a minute.

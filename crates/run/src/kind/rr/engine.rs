@@ -7,9 +7,9 @@ use std::net::{IpAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use sonde_engine::kstamps::StageHists;
 use sonde_engine::rr_client::{ClientPlan, WorkerEnd};
 use sonde_engine::rr_server::ServerPlan;
-use sonde_engine::stamps::StageHists;
 use sonde_engine::Placement;
 use sonde_results::{RrSpec, SpecError};
 

@@ -153,7 +153,7 @@ impl EchoStamps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stamps::io::enable;
+    use crate::kstamps::io::enable;
     use std::io::Read;
     use std::net::{TcpListener, TcpStream, UdpSocket};
     use std::os::fd::AsRawFd;
