@@ -8,6 +8,7 @@ use std::os::fd::RawFd;
 
 use super::book::{reached, send_key};
 use super::io::{now_real, ErrQueue, TxPoint};
+use super::sample::{Sampling, TxControl};
 use super::stages::{span32, EchoFigures, FIGURE_BYTES, UNKNOWN};
 
 /// Answers remembered until their driver stamp comes back.
@@ -50,6 +51,12 @@ pub struct EchoStamps {
     answer_bytes: u64,
     /// Answers sent since stamping began.
     answers: u64,
+    /// Of them, stamped (a UDP answer's stamps count these).
+    stamped: u64,
+    /// Which answers are stamped: those to the requests the client sampled.
+    sampling: Sampling,
+    /// What a stamped answer's send asks for, when sends ask one by one.
+    control: TxControl,
     /// The last request's kernel stamp and the real clock after it was read.
     rx: Option<u64>,
     read_at: u64,
@@ -65,10 +72,13 @@ pub struct EchoStamps {
 impl EchoStamps {
     /// `answer_bytes` for TCP, `None` for UDP; `shift_ns`: 0, except under the test hook
     /// that shifts this echo's clock as its client sees it.
-    pub fn new(tcp_answer_bytes: Option<usize>, shift_ns: i64) -> EchoStamps {
+    pub fn new(tcp_answer_bytes: Option<usize>, shift_ns: i64, sampling: Sampling) -> EchoStamps {
         EchoStamps {
             answer_bytes: tcp_answer_bytes.unwrap_or(0) as u64,
             answers: 0,
+            stamped: 0,
+            sampling,
+            control: TxControl::new(None),
             rx: None,
             read_at: 0,
             sends: VecDeque::with_capacity(SENDS_KEPT),
@@ -85,13 +95,20 @@ impl EchoStamps {
     }
 
     /// Writes the figures of the answer about to be sent into `answer`'s first bytes and
-    /// remembers the send; call just before sending. `udp`: the request's sequence and
-    /// its sender's [`peer_key`]; `None` (TCP): the answer's index, which is its request's.
-    pub fn answering(&mut self, udp: Option<(u32, u64)>, answer: &mut [u8]) {
+    /// remembers the send when it is stamped; call just before sending. `udp`: the
+    /// request's sequence and its sender's [`peer_key`]; `None` (TCP): the answer's index,
+    /// which is its request's. Returns what the send must carry to be stamped, when sends
+    /// ask one by one (sampled) and this one is; an unsampled answer tells only the send
+    /// stack of an earlier stamped one, and reads no clock.
+    pub fn answering(&mut self, udp: Option<(u32, u64)>, answer: &mut [u8]) -> Option<&TxControl> {
         let (tag, peer) = udp.unwrap_or((self.answers as u32, 0));
-        let now = now_real();
-        let key = send_key(self.answer_bytes, self.answers);
+        let index = udp.map_or(self.answers, |(seq, _)| u64::from(seq));
+        let key = match self.answer_bytes {
+            0 => self.stamped as u32,
+            b => send_key(b, self.answers),
+        };
         self.answers += 1;
+        let stamped = self.sampling.sampled(index);
         let told = match self.untold.front() {
             Some(u) if u.peer == peer => self.untold.pop_front(),
             _ => {
@@ -100,19 +117,30 @@ impl EchoStamps {
             }
         };
         let (sent_tag, send_ns) = told.map_or((UNKNOWN, UNKNOWN), |u| (u.tag, u.send_ns));
-        let f = EchoFigures {
+        let mut f = EchoFigures {
             tag,
-            wake_ns: self.rx.map_or(UNKNOWN, |rx| span32(rx, self.read_at)),
-            turnaround_ns: span32(self.read_at, now),
+            wake_ns: UNKNOWN,
+            turnaround_ns: UNKNOWN,
             sent_tag,
             send_ns,
-            rx_at: self
-                .rx
-                .map_or(0, |rx| rx.saturating_add_signed(self.shift_ns)),
+            rx_at: 0,
         };
+        if !stamped {
+            if let Some(to) = answer.get_mut(..FIGURE_BYTES) {
+                f.write(to);
+            }
+            return None;
+        }
+        let now = now_real();
+        f.wake_ns = self.rx.map_or(UNKNOWN, |rx| span32(rx, self.read_at));
+        f.turnaround_ns = span32(self.read_at, now);
+        f.rx_at = self
+            .rx
+            .map_or(0, |rx| rx.saturating_add_signed(self.shift_ns));
         if let Some(to) = answer.get_mut(..FIGURE_BYTES) {
             f.write(to);
         }
+        self.stamped += 1;
         if self.sends.len() == SENDS_KEPT {
             self.sends.pop_front();
         }
@@ -122,6 +150,7 @@ impl EchoStamps {
             at: now,
             peer,
         });
+        self.sampling.per_send().then_some(&self.control)
     }
 
     /// Reads the driver stamps of the answers sent so far from `fd`'s error queue.
@@ -166,7 +195,7 @@ mod tests {
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
         enable(s.as_raw_fd()).unwrap();
-        let mut e = EchoStamps::new(Some(32), 0);
+        let mut e = EchoStamps::new(Some(32), 0, Sampling::all());
         let mut answer = [0u8; 32];
         for tag in 0..3u32 {
             e.read(Some(now_real()));
@@ -200,7 +229,7 @@ mod tests {
             c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
                 .unwrap();
         }
-        let mut e = EchoStamps::new(None, 0);
+        let mut e = EchoStamps::new(None, 0, Sampling::all());
         let mut answer = [0u8; 40];
         for seq in 0..3u32 {
             for c in &clients {

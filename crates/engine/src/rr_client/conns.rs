@@ -182,13 +182,18 @@ impl<'a, 'r> Worker<'a, 'r> {
                     c.flight.start(c.udp, (!p.open_loop).then_some(self.now));
                     self.counters.add_to(SENT, 1);
                     if let Some(st) = &mut c.stamps {
-                        st.sent(kstamps::now_real());
+                        st.sent(kstamps::now_real);
                     }
                 }
                 if c.udp {
                     c.flight.seq.stamp(&mut self.buf);
                 }
-                match wait::send(c.fd, &self.buf[..c.tx_left]) {
+                let out = &self.buf[..c.tx_left];
+                let sent = match c.stamps.as_ref().and_then(Stamps::asking) {
+                    Some(ctl) => kstamps::send_stamped(c.fd, out, None, ctl),
+                    None => wait::send(c.fd, out),
+                };
+                match sent {
                     Ok(0) => break,
                     Ok(sent) => {
                         c.tx_left -= sent;
@@ -367,7 +372,11 @@ fn read_answers(
                     c.rx_acc %= p.response_bytes;
                     (0, r)
                 };
-                let real = c.stamps.as_ref().map(|_| kstamps::now_real());
+                let real = c
+                    .stamps
+                    .as_ref()
+                    .filter(|st| st.samples(&buf[..got], responses))
+                    .map(|_| kstamps::now_real());
                 for _ in 0..responses {
                     let Some(s) = c.flight.answered(p, first, t) else {
                         break;
@@ -375,12 +384,12 @@ fn read_answers(
                     rec.record(s, t);
                     counters.add_to(COMPLETED, 1);
                 }
-                if let (Some(st), Some(real)) = (&mut c.stamps, real) {
+                if let Some(st) = &mut c.stamps {
                     let read = Read {
                         data: &buf[..got],
                         udp: c.udp,
                         responses,
-                        readings: (rx, real),
+                        readings: (rx, real.unwrap_or(0)),
                         counted: rec.counts(t),
                     };
                     st.answered(read);

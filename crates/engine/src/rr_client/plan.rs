@@ -34,6 +34,8 @@ pub struct ClientPlan {
     pub sqpoll: bool,
     /// Kernel timestamps of each message, split into stages ([`crate::kstamps`]).
     pub stages: bool,
+    /// With stages: one message in this many is stamped (1: every one).
+    pub stage_every: u32,
 }
 
 impl ClientPlan {

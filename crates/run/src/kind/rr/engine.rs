@@ -134,6 +134,7 @@ pub fn client_plan(
         udp_loss_timeout: UDP_LOSS_TIMEOUT,
         sqpoll: spec.sqpoll,
         stages: spec.stages,
+        stage_every: spec.stage_every(),
     }
 }
 
@@ -158,6 +159,7 @@ pub fn server_plan(
         }),
         sqpoll: spec.sqpoll,
         stages: spec.stages,
+        stage_every: spec.stage_every(),
         clock_shift_ns: spec.server_clock_shift_ns.unwrap_or(0),
     }
 }
