@@ -88,10 +88,23 @@ impl EchoStamps {
         }
     }
 
-    /// A request was read: its arrival stamp, and now.
-    pub fn read(&mut self, rx: Option<u64>) {
-        self.rx = rx;
-        self.read_at = now_real();
+    /// Requests were read: `rx`, the last one's arrival stamp; `waiting` (TCP) requests
+    /// read before them not yet begun answering, `n` of them in this read. The clock is
+    /// read (the echo's wake-up ends) only when one of them is sampled.
+    pub fn read(&mut self, rx: Option<u64>, waiting: u64, n: u64) {
+        let first = self.answers + waiting;
+        if (first..first + n).any(|i| self.sampling.sampled(i)) {
+            self.rx = rx;
+            self.read_at = now_real();
+        }
+    }
+
+    /// A UDP request of sequence `seq` was read, with its arrival stamp `rx`.
+    pub fn read_udp(&mut self, rx: Option<u64>, seq: u32) {
+        if self.sampling.sampled(u64::from(seq)) {
+            self.rx = rx;
+            self.read_at = now_real();
+        }
     }
 
     /// Writes the figures of the answer about to be sent into `answer`'s first bytes and
@@ -198,7 +211,7 @@ mod tests {
         let mut e = EchoStamps::new(Some(32), 0, Sampling::all());
         let mut answer = [0u8; 32];
         for tag in 0..3u32 {
-            e.read(Some(now_real()));
+            e.read(Some(now_real()), 0, 1);
             e.answering(None, &mut answer);
             crate::wait::send_blocking(s.as_raw_fd(), &answer, 32);
             e.collect(s.as_raw_fd());
@@ -234,7 +247,7 @@ mod tests {
         for seq in 0..3u32 {
             for c in &clients {
                 let to = c.local_addr().unwrap();
-                e.read(Some(now_real()));
+                e.read_udp(Some(now_real()), seq);
                 e.answering(Some((seq, peer_key(&to))), &mut answer);
                 s.send_to(&answer, to).unwrap();
                 e.collect(s.as_raw_fd());
@@ -251,5 +264,43 @@ mod tests {
             peer_key(&clients[0].local_addr().unwrap()),
             peer_key(&clients[1].local_addr().unwrap())
         );
+    }
+
+    /// Sampled one in 4 over TCP: only answers 0, 4 and 8 are stamped (their sends ask,
+    /// the socket does not), an unsampled answer reads no clock (no wake-up or
+    /// turnaround) and the answer after a stamped one tells its send stack.
+    #[test]
+    fn a_sampled_echo_stamps_only_the_sampled_answers() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let sampling = Sampling::new(4);
+        sampling.enable(s.as_raw_fd()).unwrap();
+        let mut e = EchoStamps::new(Some(32), 0, sampling);
+        let mut answer = [0u8; 32];
+        let mut told = Vec::new();
+        for tag in 0..10u32 {
+            e.read(Some(now_real()), 0, 1);
+            let ask = e.answering(None, &mut answer).copied();
+            assert_eq!(ask.is_some(), tag % 4 == 0, "answer {tag}");
+            match ask {
+                Some(ctl) => {
+                    super::super::sample::send_stamped(s.as_raw_fd(), &answer, None, &ctl).unwrap();
+                }
+                None => crate::wait::send_blocking(s.as_raw_fd(), &answer, 32),
+            }
+            e.collect(s.as_raw_fd());
+            let mut got = [0u8; 32];
+            c.read_exact(&mut got).unwrap();
+            let f = EchoFigures::read(&got).unwrap();
+            assert_eq!(f.tag, tag);
+            assert_eq!(f.wake_ns != UNKNOWN, tag % 4 == 0, "{f:?}");
+            assert_eq!(f.turnaround_ns != UNKNOWN, tag % 4 == 0, "{f:?}");
+            if f.sent_tag != UNKNOWN {
+                assert!(f.send_ns < 10_000_000, "{f:?}");
+                told.push((tag, f.sent_tag));
+            }
+        }
+        assert_eq!(told, [(1, 0), (5, 4), (9, 8)]);
     }
 }

@@ -207,7 +207,12 @@ impl<'a, 'r> Worker<'a, 'r> {
                     }
                 }
             }
-            c.collect_stamps(false);
+            // A wait in the receive itself is not woken by the error queue: its stamps
+            // are read once the answer is in, off the round trip. A poll would be woken
+            // by them: they are read now, while the request is on its way.
+            if !self.blocking_recv {
+                c.collect_stamps(false);
+            }
         }
     }
 
@@ -268,7 +273,6 @@ impl<'a, 'r> Worker<'a, 'r> {
         let mut last = None;
         for &i in targets {
             let c = &mut self.conns[i];
-            c.collect_stamps(false);
             if !c.dead {
                 let got = read_answers(
                     c,
@@ -277,10 +281,9 @@ impl<'a, 'r> Worker<'a, 'r> {
                     (self.shared, self.counters, &mut *self.rec),
                     &mut self.end,
                 );
-                // Woken with nothing to read: a stamp on the error queue woke the wait.
-                if got.is_none() {
-                    c.collect_stamps(true);
-                }
+                // After the answers' clock readings; woken with nothing to read, a stamp
+                // on the error queue woke the wait.
+                c.collect_stamps(got.is_none());
                 last = got.or(last);
             }
             if let Some(st) = &mut c.stamps {

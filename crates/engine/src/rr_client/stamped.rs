@@ -72,12 +72,13 @@ impl Stamps {
         if !self.book.sampled(index) {
             return;
         }
-        self.book.sent(index, clock());
+        // The ask is written before the clock is read: the send stage is the send's own.
         if self.sampling.per_send() {
             self.asking = true;
             let key = (self.udp && self.sampling.opt_id).then_some(index as u32);
             self.control = TxControl::new(key);
         }
+        self.book.sent(index, clock());
     }
 
     /// What the current message's sends carry to ask for their stamps (`None`: nothing,

@@ -102,6 +102,16 @@ fn check_sampled(what: &str, rtt: &Histogram, s: &StageHists, every: u64, conns:
     );
     assert!(s.missing * 10 <= booked, "{what}: {} missing", s.missing);
     assert!(s.stages.iter().all(|h| h.len() == split), "{what}");
+    let sum: f64 = s.stages.iter().map(|h| h.mean()).sum();
+    eprintln!(
+        "{what}: stage sum mean {sum:.0}, rtt mean {:.0} p50 {} (sampled p50s {:?})",
+        rtt.mean(),
+        rtt.value_at_quantile(0.5),
+        s.stages
+            .iter()
+            .map(|h| h.value_at_quantile(0.5))
+            .collect::<Vec<_>>()
+    );
 }
 
 fn tcp(conns: usize) -> (Vec<RrSocket>, ServerTarget) {

@@ -285,7 +285,7 @@ impl Echo {
                     self.pending += whole;
                     self.rx_acc %= request;
                     if let Some((st, _)) = self.stamps.as_mut().filter(|_| whole > 0) {
-                        st.read(rx);
+                        st.read(rx, self.pending - whole, whole);
                     }
                     if !dontwait || n < buf.len() {
                         return Ok(true);
@@ -352,8 +352,8 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
         last_message = p.poll.stamp(last_message);
         shared.maybe_stall();
         let ask = stamps.as_mut().and_then(|st| {
-            st.read(rx);
             let seq = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+            st.read_udp(rx, seq as u32);
             let figures = REQUEST_HEADER_BYTES..REQUEST_HEADER_BYTES + FIGURE_BYTES;
             st.answering(
                 Some((seq as u32, kstamps::peer_key(&from))),

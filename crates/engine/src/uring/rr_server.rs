@@ -346,7 +346,9 @@ impl<'a> Echo<'a> {
         c.owed += whole;
         c.rx_acc %= p.request_bytes;
         if let Some(s) = c.stamps.as_mut().filter(|_| whole > 0) {
-            s.read(rx);
+            // Those in the send in flight were begun when it was queued.
+            let waiting = c.owed - whole - c.sending;
+            s.read(rx, waiting as u64, whole as u64);
         }
         self.ring.bufs.recycle(bid);
     }

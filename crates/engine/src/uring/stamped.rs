@@ -103,9 +103,10 @@ impl EchoSends {
         })
     }
 
-    /// Requests were read; `rx`: the last one's arrival stamp.
-    pub fn read(&mut self, rx: Option<u64>) {
-        self.stamps.read(rx);
+    /// Requests were read; `rx`: the last one's arrival stamp; `waiting` requests read
+    /// before them not yet begun answering, `n` in this read.
+    pub fn read(&mut self, rx: Option<u64>, waiting: u64, n: u64) {
+        self.stamps.read(rx, waiting, n);
     }
 
     /// The send of `n` answers on fixed file `i`: each answer's figures (written now,
@@ -154,11 +155,11 @@ pub(crate) fn answering(
     (control, from): (&[u8], &SocketAddr),
     answer: &mut [u8],
 ) -> Option<TxControl> {
-    st.read(rx_stamp_of(control));
     // Every answer is counted (its send's stamp id is its count), even one too short.
     let seq = answer
         .get(..SEQ_BYTES)
         .map_or(0, |h| u64::from_le_bytes(h.try_into().expect("8 bytes")));
+    st.read_udp(rx_stamp_of(control), seq as u32);
     let at = REQUEST_HEADER_BYTES.min(answer.len());
     st.answering(Some((seq as u32, peer_key(from))), &mut answer[at..])
         .copied()
