@@ -33,6 +33,9 @@ VARIANTS = {
     "off": ("new", ["--stages", "off"], "off"),
     "sampled": ("new", [], "off"),
     "all": ("new", ["--stages", "all"], "off"),
+    # Receive stamps and the echo's figures on every message, a stamped one in 65,536:
+    # what sampling cannot take away.
+    "1/65536": ("new", ["--stages", "65536"], "off"),
     "prev off": ("prev", [], "prev off"),
     "prev all": ("prev", ["--stages"], "prev off"),
 }
@@ -58,13 +61,15 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--time", type=int, default=2)
     ap.add_argument("--only", help="comma-separated test names")
+    ap.add_argument("--variants", help="comma-separated variants (default: all that can run)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the benchmark builds network namespaces")
     bins = {"new": os.path.abspath(a.sonde)}
     if a.prev:
         bins["prev"] = os.path.abspath(a.prev)
-    variants = {k: v for k, v in VARIANTS.items() if v[0] in bins}
+    variants = {k: v for k, v in VARIANTS.items() if v[0] in bins
+                and (not a.variants or k in a.variants.split(","))}
     tests = {k: v for k, v in TESTS.items() if not a.only or k in a.only.split(",")}
     print(f"kernel {os.uname().release}; {a.runs} rounds of {a.time} s, variants in a rotated order")
     print("| test | variant | P50 (us) | P50 / off | k msg/s | rate / off | split per run | load avg | P50 runs |")

@@ -247,29 +247,33 @@ mod tests {
     /// TCP's the id of the asking send's last byte.
     #[test]
     fn only_the_sends_that_ask_are_stamped_with_their_key() {
-        let s = Sampling::new(4);
-        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let v = UdpSocket::bind("127.0.0.1:0").unwrap();
-        u.connect(v.local_addr().unwrap()).unwrap();
-        s.enable(u.as_raw_fd()).unwrap();
-        for seq in 0..12u64 {
-            let ctl = TxControl::new(s.opt_id.then_some(seq as u32));
-            match s.sampled(seq) {
-                true => send_stamped(u.as_raw_fd(), &[1; 40], None, &ctl).unwrap(),
-                false => u.send(&[1; 40]).unwrap(),
-            };
+        assert_eq!(Sampling::new(4).opt_id, opt_id_per_send());
+        // This kernel's keys per send, and the older kernels' count (asked for without
+        // SCM_TS_OPT_ID here), which sampling by sequence makes seq / 4.
+        for s in [Sampling::new(4), Sampling { every: 4, opt_id: false }] {
+            let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let v = UdpSocket::bind("127.0.0.1:0").unwrap();
+            u.connect(v.local_addr().unwrap()).unwrap();
+            s.enable(u.as_raw_fd()).unwrap();
+            for seq in 0..12u64 {
+                let ctl = TxControl::new(s.opt_id.then_some(seq as u32));
+                match s.sampled(seq) {
+                    true => send_stamped(u.as_raw_fd(), &[1; 40], None, &ctl).unwrap(),
+                    false => u.send(&[1; 40]).unwrap(),
+                };
+            }
+            let mut got = Vec::new();
+            ErrQueue::default()
+                .drain(u.as_raw_fd(), |t| {
+                    if t.point == TxPoint::Driver {
+                        got.push(t.key)
+                    }
+                })
+                .unwrap();
+            let want: Vec<u32> = [0, 4, 8].iter().map(|&q| s.udp_key(q)).collect();
+            assert_eq!(want, if s.opt_id { [0, 4, 8] } else { [0, 1, 2] });
+            assert_eq!(got, want, "opt_id {}", s.opt_id);
         }
-        let mut got = Vec::new();
-        ErrQueue::default()
-            .drain(u.as_raw_fd(), |t| {
-                if t.point == TxPoint::Driver {
-                    got.push(t.key)
-                }
-            })
-            .unwrap();
-        let want: Vec<u32> = [0, 4, 8].iter().map(|&q| s.udp_key(q)).collect();
-        assert_eq!(got, want, "opt_id {}", s.opt_id);
-        assert_eq!(s.opt_id, opt_id_per_send());
 
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
