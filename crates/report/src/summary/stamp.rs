@@ -116,7 +116,7 @@ pub fn stamp(doc: &Document) -> String {
         t.add_row(vec![k.to_string(), v]);
     }
     let mut out = format!("{t}\n");
-    if let Some(o) = &e.one_way {
+    if let Some(o) = &e.oneway {
         out.push_str(&format!("{}\n", o.line()));
     }
     for n in &e.notes {
@@ -124,4 +124,15 @@ pub fn stamp(doc: &Document) -> String {
     }
     out.push_str(&footer(&doc.end));
     out
+}
+
+/// A STAMP run's one figure in `sonde results list`: its P50 and what was lost.
+pub(crate) fn listed(e: &sonde_results::document::End) -> String {
+    let Some(stamp) = e.stamp() else {
+        return "-".into();
+    };
+    match &stamp.latency_ns {
+        Some(l) => format!("P50 {} us, lost {}", sig3(l.p50 as f64 / 1e3), stamp.lost),
+        None => format!("lost {}", stamp.lost),
+    }
 }

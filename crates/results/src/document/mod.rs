@@ -10,12 +10,12 @@ mod floor;
 mod interval;
 pub mod load;
 mod parts;
-mod pps;
-mod rr;
+pub(crate) mod pps;
+pub(crate) mod rr;
 mod rr_interval;
 pub mod search;
 pub mod stamp;
-mod stream;
+pub(crate) mod stream;
 pub mod watch;
 
 pub use end::{End, OneHost, Section};
@@ -83,6 +83,15 @@ pub struct Start {
     pub server_labels: BTreeMap<String, String>,
 }
 
+/// What the controller records of a document an agent sent back ([`Document::relayed`]).
+pub struct Relayed {
+    pub client_agent: ClientAgent,
+    /// A fleet's run: its pair, with the file's labels.
+    pub fleet: Option<FleetPair>,
+    /// RFC 3339, UTC: when the controller had the document.
+    pub finished_at: String,
+}
+
 /// What [`Document::local`] starts from.
 pub struct LocalStart {
     pub spec: TestSpec,
@@ -119,6 +128,35 @@ impl Document {
         }
     }
 
+    /// The document an agent ran alone and sent back (a STAMP run `--from` it), assembled
+    /// with what only the controller knows: the agent as it reached it, the fleet's pair
+    /// (with the agent's own labels under the file's; a reflector has none) and when the
+    /// run ended. Whatever the agent wrote of these itself is not kept.
+    pub fn relayed(sent: Document, record: Relayed) -> Document {
+        let Document {
+            schema_version,
+            test,
+            start,
+            intervals,
+            end,
+        } = sent;
+        let fleet = record.fleet.map(|pair| {
+            pair.with_agents_labels(Some(&record.client_agent.labels), &BTreeMap::new())
+        });
+        Document {
+            schema_version,
+            test,
+            start: Start {
+                client_agent: Some(record.client_agent),
+                fleet,
+                finished_at: Some(record.finished_at),
+                ..start
+            },
+            intervals,
+            end,
+        }
+    }
+
     /// The document of `inp`, assembled once; `judge` gives the verdict of what limited
     /// the run from the assembled figures (`limit::judge`, which imports this module, so
     /// it is handed in rather than called).
@@ -128,41 +166,32 @@ impl Document {
         doc
     }
 
-    /// The document of `inp`, without a verdict.
+    /// The document of `inp`, without a verdict: its intervals and section from its kind's
+    /// row (`kinds::Row::build`; a load, a watch and a STAMP run are built elsewhere and
+    /// get an empty section here).
     pub fn build(inp: Inputs<'_>) -> Document {
-        let (intervals, section) = match inp.spec {
-            TestSpec::Stream(s) => section(stream::build(s, &inp), Section::Stream),
-            TestSpec::Ping(r) | TestSpec::Rpc(r) => section(rr::build(r, &inp), Section::Rr),
-            TestSpec::Pps(p) => section(pps::build(p, &inp), Section::Pps),
-            // The controller runs a load as tests of the other kinds (`load::build`); a watch
-            // and a STAMP run have no agent (`sonde_run::watch`, `sonde_run::stamp`).
-            TestSpec::Load(_) | TestSpec::Watch(_) | TestSpec::Stamp(_) => {
-                (Vec::new(), Section::empty(inp.spec.test_name()))
-            }
+        let test = inp.spec.test_name();
+        let row = crate::kinds::row(test);
+        let (intervals, section) = match row.build {
+            Some(build) => build(&inp),
+            None => (Vec::new(), (row.empty)()),
         };
         let mut end = End::new(parts::is_partial(&inp), inp.error.clone(), section);
         let shared = inp
             .server
             .is_some_and(|s| s.host.boot_id.is_some() && s.host.boot_id == inp.client.host.boot_id);
         if shared {
-            end.count_one_host(&inp.client.host.hostname, inp.client.cpu.clone());
+            let host = &inp.client.host.hostname;
+            end.count_one_host(host, inp.client.cpu.clone(), row.take_host_cpu);
         }
         Document {
             schema_version: SCHEMA_VERSION,
-            test: inp.spec.test_name(),
+            test,
             start: start(inp),
             intervals,
             end,
         }
     }
-}
-
-/// A kind's intervals and its end figures as its section.
-fn section<T>(
-    (intervals, end): (Vec<IntervalFigures>, T),
-    kind: fn(T) -> Section,
-) -> (Vec<IntervalFigures>, Section) {
-    (intervals, kind(end))
 }
 
 fn start(inp: Inputs<'_>) -> Start {
@@ -189,7 +218,8 @@ fn start(inp: Inputs<'_>) -> Start {
 }
 
 /// A document as written: `intervals` and `end` are read once `test` says which section
-/// they hold (JSON keys may come in any order).
+/// they hold (JSON keys may come in any order), by the readers of its kind's row
+/// (`End::read`, `IntervalFigures::read`: `kinds`).
 #[derive(Deserialize)]
 struct Wire {
     schema_version: u32,
@@ -226,6 +256,76 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// The agent's claims of where its run belongs are replaced by the controller's record;
+    /// its figures are kept as sent.
+    #[test]
+    fn a_relayed_document_takes_the_controllers_record_not_the_agents() {
+        let mut sent = Document::local(
+            LocalStart {
+                spec: TestSpec::Stream(Default::default()),
+                command: "sonde serve".into(),
+                host: HostInfo::default(),
+                started_at: "2026-11-28T12:00:00Z".into(),
+                software: String::new(),
+            },
+            vec![],
+            End::new(true, Some("cut".into()), Section::empty(TestName::Stream)),
+        );
+        // A rogue agent's own record of itself.
+        sent.start.client_agent = Some(ClientAgent {
+            address: "198.18.0.66:1".into(),
+            command: None,
+            labels: map(&[("zone", "rogue")]),
+        });
+        sent.start.fleet = Some(FleetPair {
+            source_labels: map(&[("zone", "rogue")]),
+            ..Default::default()
+        });
+        sent.start.finished_at = Some("1999-01-01T00:00:00Z".into());
+        let agent = ClientAgent {
+            address: "198.18.0.1:5301".into(),
+            command: Some("sonde serve --label zone=a".into()),
+            labels: map(&[("zone", "a"), ("node", "n1")]),
+        };
+        let pair = FleetPair {
+            source_labels: map(&[("zone", "file")]),
+            ..Default::default()
+        };
+        let doc = Document::relayed(
+            sent.clone(),
+            Relayed {
+                client_agent: agent.clone(),
+                fleet: Some(pair),
+                finished_at: "2026-11-28T12:00:05Z".into(),
+            },
+        );
+        assert_eq!(doc.start.client_agent, Some(agent));
+        assert_eq!(
+            doc.start.fleet.as_ref().map(|f| f.source_labels.clone()),
+            Some(map(&[("zone", "file"), ("node", "n1")]))
+        );
+        assert_eq!(
+            doc.start.finished_at.as_deref(),
+            Some("2026-11-28T12:00:05Z")
+        );
+        assert_eq!((&doc.end, &doc.intervals), (&sent.end, &sent.intervals));
+        assert_eq!(doc.start.command, "sonde serve");
+        // Not a fleet's run: no pair, whatever the agent wrote.
+        let alone = Document::relayed(
+            sent,
+            Relayed {
+                client_agent: ClientAgent {
+                    address: "198.18.0.1:5301".into(),
+                    command: None,
+                    labels: BTreeMap::new(),
+                },
+                fleet: None,
+                finished_at: String::new(),
+            },
+        );
+        assert_eq!(alone.start.fleet, None);
     }
 
     #[test]
