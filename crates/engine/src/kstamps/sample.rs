@@ -56,7 +56,7 @@ impl Sampling {
     /// Whether message `index` (TCP: its place; UDP: its sequence) is stamped.
     #[inline]
     pub fn sampled(&self, index: u64) -> bool {
-        self.every == 1 || index % u64::from(self.every) == 0
+        self.every == 1 || index.is_multiple_of(u64::from(self.every))
     }
 
     /// Whether a send asks for its stamps itself (a control message); else the socket
@@ -250,7 +250,13 @@ mod tests {
         assert_eq!(Sampling::new(4).opt_id, opt_id_per_send());
         // This kernel's keys per send, and the older kernels' count (asked for without
         // SCM_TS_OPT_ID here), which sampling by sequence makes seq / 4.
-        for s in [Sampling::new(4), Sampling { every: 4, opt_id: false }] {
+        for s in [
+            Sampling::new(4),
+            Sampling {
+                every: 4,
+                opt_id: false,
+            },
+        ] {
             let u = UdpSocket::bind("127.0.0.1:0").unwrap();
             let v = UdpSocket::bind("127.0.0.1:0").unwrap();
             u.connect(v.local_addr().unwrap()).unwrap();
@@ -275,6 +281,7 @@ mod tests {
             assert_eq!(got, want, "opt_id {}", s.opt_id);
         }
 
+        let s = Sampling::new(4);
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         c.set_nodelay(true).unwrap();

@@ -47,7 +47,7 @@ struct Conn {
     /// With stages: its messages' readings.
     stamps: Option<Stamps>,
     /// Sampled stages: a sampled send's header per request buffer (TCP: one).
-    asks: Vec<Box<TxAsk>>,
+    asks: Vec<TxAsk>,
 }
 
 impl RrClient {

@@ -166,8 +166,8 @@ pub(crate) fn answering(
 }
 
 /// A sampled send on the ring: a `SENDMSG` whose control message asks for the send's
-/// stamps (`kstamps::sample`), one per request buffer. Boxed: the kernel reads the header,
-/// vector and control where they are when the send is issued.
+/// stamps (`kstamps::sample`), one per request buffer, in a vector made once: the kernel
+/// reads the header, vector and control where they are when the send is issued.
 pub(crate) struct TxAsk {
     msg: libc::msghdr,
     iov: libc::iovec,
@@ -175,13 +175,13 @@ pub(crate) struct TxAsk {
 }
 
 impl TxAsk {
-    pub fn new() -> Box<TxAsk> {
-        Box::new(TxAsk {
+    pub fn new() -> TxAsk {
+        TxAsk {
             // SAFETY: all-zero is a valid msghdr and iovec; set at each send.
             msg: unsafe { std::mem::zeroed() },
             iov: unsafe { std::mem::zeroed() },
             control: TxControl::new(None),
-        })
+        }
     }
 
     /// The send of `data` on fixed file `i` with `control`'s ask (`flags`: the plain
