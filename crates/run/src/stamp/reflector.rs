@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
-use sonde_engine::stamps::now_real;
+use sonde_engine::kstamps::datagram::{enable_arrival, recv_arrival};
+use sonde_engine::kstamps::now_real;
 use sonde_proto::stamp::{
     reflect, Heard, Limits, Mode, Reflection, Refusal, SenderPacket, SessionId, Sessions,
     StampError, StampKey, TimeFormat, Timestamp, TimestampInfo, TimestampMethod,

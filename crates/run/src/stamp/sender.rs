@@ -7,8 +7,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
-use sonde_engine::stamps::{now_real, ErrQueue, TxPoint};
+use sonde_engine::kstamps::datagram::{enable_arrival, recv_arrival};
+use sonde_engine::kstamps::{now_real, ErrQueue, TxPoint};
 use sonde_proto::stamp::{
     tlv, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat, Timestamp, TimestampInfo,
 };
@@ -92,7 +92,7 @@ pub fn run_to(
     enable_arrival(socket.as_raw_fd(), addr.is_ipv6()).map_err(sock_err)?;
     // Send stamps too, numbered per datagram from here: T1 is when the packet reached
     // the driver, not when this thread read the clock to write it.
-    sonde_engine::stamps::enable(socket.as_raw_fd()).map_err(sock_err)?;
+    sonde_engine::kstamps::enable(socket.as_raw_fd()).map_err(sock_err)?;
     let started_at = crate::controller::now_rfc3339();
     let host =
         sonde_probe::hostwatch::describe(&sonde_probe::hostwatch::HostProbe::for_peer(addr.ip()));

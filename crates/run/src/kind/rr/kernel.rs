@@ -176,7 +176,7 @@ impl RequestEngine for Client {
             w.drain(each)
         }
     }
-    fn drain_stages(&self, each: &mut dyn FnMut(u32, &sonde_engine::stamps::StageHists)) {
+    fn drain_stages(&self, each: &mut dyn FnMut(u32, &sonde_engine::kstamps::StageHists)) {
         if let Some(w) = self.stage.running() {
             w.drain_stages(each)
         }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use super::io::{each_cmsg, software};
+use super::io::{each_cmsg, recvmsg_into, software};
 
 /// Room for a `scm_timestamping` and a TTL, with their headers.
 pub(crate) const CONTROL_BYTES: usize = 128;
@@ -87,20 +87,7 @@ pub fn recv_now(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Datagram>> {
     let mut control = [0u64; CONTROL_BYTES / 8];
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut addr: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: all-zero is a valid msghdr; its pointers are set below.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL_BYTES;
-    msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: msg points at live buffers of the lengths it names.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    let (n, msg) = recvmsg_into(fd, buf, &mut control, Some(&mut addr), libc::MSG_DONTWAIT);
     if n < 0 {
         let e = io::Error::last_os_error();
         return match e.kind() {
