@@ -17,6 +17,7 @@ pub struct Results {
     pub cpu_util_user: f64,
     pub cpu_util_system: f64,
     /// 1: the sender counted retransmits; 0: it could not; -1: this end only received.
+    #[serde(deserialize_with = "int")]
     pub sender_has_retransmits: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion_used: Option<String>,
@@ -29,22 +30,59 @@ pub struct Results {
     pub server_output_text: Option<String>,
 }
 
+/// Every number iperf3 writes is a cJSON double: integral ones print as integers, large
+/// ones as `1.5e+15`, and a -1 some versions cast to unsigned prints as 2^64 - 1. Read
+/// them as doubles, then as the integer meant (above `i64::MAX`: -1; never a panic).
+fn int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let v = f64::deserialize(d)?;
+    Ok(match v {
+        v if !v.is_finite() => -1,
+        v if v >= 9.2e18 => -1,
+        v => v as i64,
+    })
+}
+
+fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(int(d)?.max(0) as u64)
+}
+
+fn id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(int(d)?.clamp(0, i64::from(u32::MAX)) as u32)
+}
+
+fn some_int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    int(d).map(Some)
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamResults {
+    #[serde(deserialize_with = "id")]
     pub id: u32,
     /// Sent (less the omitted) or received, by this end.
+    #[serde(deserialize_with = "count")]
     pub bytes: u64,
     /// -1: not counted.
+    #[serde(deserialize_with = "int")]
     pub retransmits: i64,
     /// Seconds (UDP receivers).
     pub jitter: f64,
     /// UDP datagrams lost (receivers).
+    #[serde(deserialize_with = "int")]
     pub errors: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "some_int",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub omitted_errors: Option<i64>,
     /// UDP datagrams: sent, or the highest sequence number received.
+    #[serde(deserialize_with = "int")]
     pub packets: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "some_int",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub omitted_packets: Option<i64>,
     #[serde(default)]
     pub start_time: f64,

@@ -291,3 +291,15 @@ fn udp_header_and_handshake() {
     assert!(udp::is_reply(&987_654_321u32.to_le_bytes()));
     assert!(!udp::is_reply(b"9876"));
 }
+
+#[test]
+fn results_as_iperf3_prints_them_are_read() {
+    // iperf 3.12's server results of a one-stream receiving test: retransmits is -1 cast
+    // to unsigned, bytes a large integral double.
+    let text = br#"{"cpu_util_total":1.2,"cpu_util_user":0.1,"cpu_util_system":1.1,"sender_has_retransmits":18446744073709551615,"streams":[{"id":1,"bytes":4.080465321e+9,"retransmits":18446744073709551615,"jitter":0,"errors":0,"omitted_errors":0,"packets":0,"omitted_packets":0,"start_time":0,"end_time":2.038268}]}"#;
+    let r: Results = serde_json::from_slice(text).unwrap();
+    let r = r.checked().unwrap();
+    assert_eq!(r.sender_has_retransmits, -1);
+    assert_eq!(r.streams[0].bytes, 4_080_465_321);
+    assert_eq!(r.streams[0].retransmits, -1);
+}
