@@ -102,6 +102,9 @@ pub fn run(
         })?;
     let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
     let started_at = now_rfc3339();
+    // Before the test: probing the host takes a while, and the server starts its clock
+    // (and, reversed, its sending) at TEST_RUNNING.
+    let probe = HostProbe::for_peer(addr.ip());
     let stream =
         TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io("cannot connect"))?;
     let mut ctl = Control::new(stream).map_err(io("control connection"))?;
@@ -128,7 +131,6 @@ pub fn run(
         conns.push(s);
     }
     step.until(&mut c, interrupt, |e| *e == ClientEvent::Running)?;
-    let probe = HostProbe::for_peer(addr.ip());
     let side = crate::kind::stream::start_connected(spec, Role::Client, conns, notes, probe)
         .map_err(io("starting the workers"))?;
     let mut run = Running {

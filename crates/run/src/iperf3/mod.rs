@@ -19,6 +19,9 @@ use std::time::Duration;
 
 /// The longest wait for one step of the iperf3 protocol (a state, parameters, results).
 pub const STEP_WAIT: Duration = Duration::from_secs(10);
+/// The server's wait for a client's cookie, parameters and data connections: short, as a
+/// silent client holds the one test slot meanwhile (iperf3's own server waits forever).
+pub const SERVE_WAIT: Duration = Duration::from_secs(3);
 
 /// A cookie of fresh randomness.
 pub(crate) fn cookie() -> sonde_proto::iperf3::Cookie {

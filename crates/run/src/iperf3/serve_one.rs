@@ -19,13 +19,16 @@ use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec};
 
 use super::conn::{Control, Got};
 use super::server::{accept_within, Iperf3Config};
-use super::{figures, STEP_WAIT};
+use super::{figures, SERVE_WAIT, STEP_WAIT};
 use crate::controller::{now_rfc3339, SOFTWARE};
 use crate::side::Side;
 use crate::signals::Interrupt;
 
 /// iperf3's TCP block when the client gives none (`DEFAULT_TCP_BLKSIZE`).
 const DEFAULT_TCP_BLOCK_BYTES: u32 = 128 * 1024;
+/// How far ahead of a client's TEST_END an edge of our schedule may be and still close:
+/// the two clocks start a round trip and a thread start apart.
+const END_SLACK: Duration = Duration::from_millis(250);
 /// How long a new data connection may take to send its cookie.
 const COOKIE_WAIT: Duration = Duration::from_secs(2);
 
@@ -164,7 +167,7 @@ fn data_connections(
     n: u32,
     stop: &Interrupt,
 ) -> Result<Vec<TcpStream>, ServeError> {
-    let until = Instant::now() + STEP_WAIT;
+    let until = Instant::now() + SERVE_WAIT;
     let mut conns = Vec::new();
     while conns.len() < n as usize {
         if stop.is_set() {
@@ -173,7 +176,7 @@ fn data_connections(
         if Instant::now() > until {
             return Err(ServeError::Protocol(Iperf3Error::Timeout {
                 doing: "waiting for the data connections",
-                secs: STEP_WAIT.as_secs(),
+                secs: SERVE_WAIT.as_secs(),
             }));
         }
         // Only a failure can come on the control connection now.
@@ -205,7 +208,7 @@ pub fn serve(
 ) -> Result<(Document, String), ServeError> {
     let started_at = now_rfc3339();
     let mut ctl = Control::new(stream).map_err(io("control connection"))?;
-    let mut srv = Server::new(Instant::now(), STEP_WAIT);
+    let mut srv = Server::new(Instant::now(), SERVE_WAIT);
     let (mut cookie, mut test) = (None, None);
     while test.is_none() {
         if stop.is_set() {
@@ -229,6 +232,9 @@ pub fn serve(
         let _ = ctl.flush(|| srv.poll_transmit());
         return Err(ServeError::Refused(why));
     }
+    // Before the test starts: probing the host takes a while, and the client sends (and
+    // counts) from TEST_RUNNING on.
+    let probe = HostProbe::for_peer(peer.ip());
     srv.accept(Instant::now())?;
     let conns = data_connections(
         listener,
@@ -238,16 +244,17 @@ pub fn serve(
         test.connections(),
         stop,
     )?;
+    // Our clock starts before the client's (it starts at TEST_START): our window ends
+    // before its TEST_END comes.
+    let mut side =
+        crate::kind::stream::start_connected(&spec, Role::Server, conns, Vec::new(), probe)
+            .map_err(io("starting the workers"))?;
     srv.start(
         Duration::from_millis(spec.timing.total_ms()) + STEP_WAIT,
         Instant::now(),
     )?;
     ctl.flush(|| srv.poll_transmit())
         .map_err(io("control connection"))?;
-    let probe = HostProbe::for_peer(peer.ip());
-    let mut side =
-        crate::kind::stream::start_connected(&spec, Role::Server, conns, Vec::new(), probe)
-            .map_err(io("starting the workers"))?;
     let mut intervals = Vec::new();
     let ran = run(
         &mut ctl,
@@ -320,8 +327,13 @@ fn run(
         turn(ctl, srv, side.next_deadline())?;
         while let Some(e) = srv.poll_event() {
             if e == ServerEvent::TestEnd {
-                if let Some(s) = side.cut_interval() {
-                    intervals.push(s);
+                // The client's clock ended the test: an edge of ours due within a hair
+                // of it closes now, not never.
+                while let Some(due) = side
+                    .next_deadline()
+                    .filter(|d| *d <= Instant::now() + END_SLACK)
+                {
+                    intervals.extend(side.on_time(due));
                 }
                 return Ok(());
             }

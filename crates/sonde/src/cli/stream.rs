@@ -63,7 +63,7 @@ pub struct StreamArgs {
     pub zerocopy: bool,
     /// HOST runs `iperf3 -s`, not `sonde serve`: speak iperf3's protocol to it (port 5201
     /// unless -p names another); --warmup is its omit and no cool-down runs. Whole seconds.
-    #[arg(long, conflicts_with_all = ["from", "key_file"])]
+    #[arg(long, conflicts_with = "from")]
     pub iperf3: bool,
     #[command(flatten)]
     pub execution: ExecutionArgs,
