@@ -139,8 +139,8 @@ impl Server {
     }
 
     /// Refuses the test with iperf3's error number `code` (its client names it).
+    /// What was queued before (PARAM_EXCHANGE) still goes first.
     pub fn refuse(&mut self, code: i32) {
-        self.out.clear();
         self.out.push_back(vec![State::ServerError.byte()]);
         let mut codes = code.to_be_bytes().to_vec();
         codes.extend_from_slice(&0i32.to_be_bytes());
@@ -266,9 +266,9 @@ impl Server {
         self.since = now;
     }
 
+    /// What was queued before stays (PARAM_EXCHANGE before a refusal of the parameters).
     fn fail<T>(&mut self, e: Iperf3Error) -> Result<T, Iperf3Error> {
         self.phase = Phase::Failed;
-        self.out.clear();
         Err(e)
     }
 }

@@ -214,7 +214,20 @@ pub fn serve(
         if stop.is_set() {
             return Err(ServeError::Stopped);
         }
-        turn(&mut ctl, &mut srv, None)?;
+        if let Err(e) = turn(&mut ctl, &mut srv, None) {
+            // Parameters it cannot serve: told so with iperf3's number, which its client
+            // names (authentication apart, as it asks for a feature and not a value).
+            if let ServeError::Protocol(Iperf3Error::BadParams(why)) = &e {
+                let auth = why.starts_with("RSA authentication");
+                srv.refuse(if auth {
+                    refusal::AUTH
+                } else {
+                    refusal::BAD_PARAMS
+                });
+                let _ = ctl.flush(|| srv.poll_transmit());
+            }
+            return Err(e);
+        }
         while let Some(e) = srv.poll_event() {
             match e {
                 ServerEvent::Cookie(c) => cookie = Some(c),
