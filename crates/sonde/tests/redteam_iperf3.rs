@@ -42,7 +42,11 @@ fn serve(port: u16, extra: &[&str]) -> Child {
         .by_ref()
         .map_while(Result::ok)
         .any(|l| l.contains("sonde iperf3 server listening"));
-    assert!(listening, "serve --iperf3 did not listen");
+    if !listening {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("serve --iperf3 did not listen");
+    }
     std::thread::spawn(move || lines.for_each(drop));
     child
 }
