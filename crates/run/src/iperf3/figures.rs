@@ -142,3 +142,84 @@ pub fn our_results(side: &SideResult, test: &Test) -> Results {
         server_output_text: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn theirs() -> Results {
+        let stream = |id, bytes, retransmits| StreamResults {
+            id,
+            bytes,
+            retransmits,
+            end_time: 2.0,
+            ..StreamResults::default()
+        };
+        Results {
+            cpu_util_total: 25.0,
+            sender_has_retransmits: 1,
+            // iperf3's ids: 1, 3 (it receives, -P 2 forward); 4, 5 (it sends).
+            streams: vec![
+                stream(1, 100, -1),
+                stream(3, 200, -1),
+                stream(4, 300, 7),
+                stream(5, 400, 0),
+            ],
+            ..Results::default()
+        }
+    }
+
+    fn bidir() -> StreamSpec {
+        StreamSpec {
+            connections: 2,
+            direction: Direction::Bidir,
+            ..StreamSpec::default()
+        }
+    }
+
+    #[test]
+    fn an_iperf3_servers_results_become_the_far_side_with_absent_figures_absent() {
+        let far = far_side(
+            &bidir(),
+            Role::Server,
+            &theirs(),
+            "iperf3 server (iperf 3.12)",
+        );
+        let s = far.stream().unwrap();
+        let dirs: Vec<_> = s
+            .directions
+            .iter()
+            .map(|d| (d.direction, d.transfer, d.bytes))
+            .collect();
+        assert_eq!(
+            dirs,
+            [
+                (Direction::Forward, Transfer::Receive, 300),
+                (Direction::Reverse, Transfer::Send, 700)
+            ]
+        );
+        let retrans: Vec<_> = s.directions[1]
+            .connections
+            .iter()
+            .map(|c| (c.index, c.retransmits))
+            .collect();
+        assert_eq!(retrans, [(2, Some(7)), (3, Some(0))]);
+        assert_eq!(s.directions[0].connections[0].retransmits, None);
+        assert!(s.directions[0].connections[0].rtt_us.is_none());
+        assert!(far.cpu.is_none() && far.nic.is_none());
+        assert_eq!(far.window_s, 2.0);
+        assert_eq!(far.process_cpu_s, Some(0.5));
+        assert_eq!(far.host.hostname, "iperf3 server (iperf 3.12)");
+    }
+
+    #[test]
+    fn our_results_carry_iperf3s_stream_ids() {
+        let far = far_side(&bidir(), Role::Client, &theirs(), "iperf3 client");
+        let t = sonde_proto::iperf3::Params::default().test().unwrap();
+        let r = our_results(&far, &t);
+        let ids: Vec<_> = r.streams.iter().map(|s| (s.id, s.bytes)).collect();
+        assert_eq!(ids, [(1, 100), (3, 200), (4, 300), (5, 400)]);
+        assert_eq!(r.sender_has_retransmits, 1);
+        assert_eq!(r.cpu_util_total, 25.0);
+    }
+}
