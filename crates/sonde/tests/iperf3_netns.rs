@@ -135,7 +135,7 @@ fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str, acks: bool) {
             (o / t - 1.0) * 100.0
         );
         assert!(
-            off(*o, *t) < WITHIN,
+            off(*o, *t) < within,
             "{what} interval {i}: ours {o} vs iperf3's {t}"
         );
         assert!(
