@@ -11,6 +11,7 @@ pub mod control;
 pub mod controller;
 pub mod drive;
 pub mod fleet;
+pub mod iperf3;
 pub mod item;
 pub mod key;
 pub mod kind;

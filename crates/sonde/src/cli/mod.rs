@@ -100,7 +100,7 @@ impl Command {
     /// commands (and `watch`, which is planned on this host: [`WatchArgs::plan`]).
     pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
         Some(match self {
-            Command::Stream(a) => a.spec().map(|s| Plan::Tests(vec![s])),
+            Command::Stream(a) => a.plan(),
             Command::Ping(a) => a.specs().map(Plan::Tests),
             Command::Rpc(a) => a.specs().map(Plan::Tests),
             Command::Pps(a) => a.plan(),

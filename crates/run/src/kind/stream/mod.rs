@@ -219,6 +219,24 @@ impl Opened {
     }
 }
 
+/// This side started over connections already open and past their own handshake (a far
+/// end that is not an agent: iperf3), in test-wide index order.
+pub fn start_connected(
+    spec: &StreamSpec,
+    role: Role,
+    conns: Vec<TcpStream>,
+    notes: Vec<String>,
+    probe: HostProbe,
+) -> io::Result<Box<dyn Side>> {
+    let opened = Opened {
+        spec: spec.clone(),
+        role,
+        conns,
+        notes,
+    };
+    opened.start(probe)
+}
+
 /// Paces every connection at `bytes_per_s` (`--rate`: the test's rate split evenly).
 fn pace(conns: &[TcpStream], bytes_per_s: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
