@@ -139,6 +139,8 @@ pub struct ServeArgs {
     pub test_hooks: bool,
     #[command(flatten)]
     pub mesh: super::mesh::MeshArgs,
+    #[command(flatten)]
+    pub rpm: super::rpm::RpmServeArgs,
 }
 
 impl ServeArgs {

@@ -11,6 +11,7 @@ pub mod mesh_lab;
 pub mod mesh_rogue;
 pub mod planted;
 pub mod rogue;
+pub mod rpm_end;
 pub mod stages;
 pub mod stamp_lab;
 
