@@ -52,6 +52,7 @@ pub fn service(a: &RpmServeArgs) -> anyhow::Result<Option<Threads>> {
         tls: tls.clone(),
         allow,
         limits: limits.clone(),
+        congestion: a.rpm_congestion.clone(),
     };
     let running = server::start(cfg, move || stop.is_set())?;
     let scheme = if tls.is_some() { "https" } else { "http" };

@@ -28,6 +28,8 @@ pub type ReqBody = UnsyncBoxBody<Bytes, Infallible>;
 /// default would cap a download at 64 KiB a round trip).
 const STREAM_WINDOW: u32 = 8 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
+/// What an upload stream may hold in h2's buffer (a self probe's request waits behind it).
+const SEND_BUF_BYTES: usize = 16 << 10;
 /// Connect, handshake or a probe's answer: longer is a failure.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -119,6 +121,8 @@ pub async fn open(t: &Target) -> Result<Conn, ClientError> {
         Some(rustls::ProtocolVersion::TLSv1_3) => 1.0,
         _ => 2.0,
     };
+    let mut tls = tls;
+    tls.get_mut().1.set_buffer_limit(Some(SEND_BUF_BYTES));
     let (sender, task) = handshake(tls).await?;
     Ok(Conn {
         sender,
@@ -149,6 +153,7 @@ where
         .timer(TokioTimer::new())
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_send_buf_size(SEND_BUF_BYTES)
         .handshake(TokioIo::new(io))
         .await
         .map_err(ClientError::Http)?;

@@ -30,8 +30,6 @@ use crate::method::{Next, Probes, Stage};
 /// Probes in flight at most; a tick finding more sends none (a stalled path is not
 /// flooded with connections).
 const MAX_IN_FLIGHT: usize = 256;
-/// One upload frame.
-const CHUNK_BYTES: usize = 64 << 10;
 
 /// The URLs and where they connect.
 pub struct Run {
@@ -129,9 +127,9 @@ fn interval_bytes(shared: &Shared, upload: bool) -> u64 {
     }
     let mut total = 0;
     for l in lock(&shared.loads).iter_mut() {
-        if let Some((_, acked, _)) = lowat::tcp_info(l.conn.socket.as_fd()) {
-            total += acked.saturating_sub(l.acked);
-            l.acked = acked;
+        if let Some(now) = lowat::tcp_info(l.conn.socket.as_fd()) {
+            total += now.acked.saturating_sub(l.acked);
+            l.acked = now.acked;
         }
     }
     total
@@ -154,14 +152,20 @@ fn open_load(run: &Run, upload: bool, shared: &Arc<Shared>) -> JoinHandle<()> {
 async fn load(url: &Url, t: &Target, upload: bool, shared: &Shared) -> Result<(), ClientError> {
     let c = conn::open(t).await?;
     let mut sender = c.sender.clone();
-    let acked = lowat::tcp_info(c.socket.as_fd()).map_or(0, |(_, a, _)| a);
+    let acked = lowat::tcp_info(c.socket.as_fd()).map_or(0, |n| n.acked);
+    let gate = lowat::Gate::new(Arc::clone(&c.socket));
     lock(&shared.loads).push(Load {
         sender: c.sender.clone(),
         conn: c,
         acked,
     });
     if upload {
-        let req = conn::request(Method::POST, url, &t.authority, Endless.boxed_unsync());
+        let req = conn::request(
+            Method::POST,
+            url,
+            &t.authority,
+            Endless(gate).boxed_unsync(),
+        );
         conn::send(&mut sender, req).await?;
         return Ok(());
     }
@@ -226,19 +230,23 @@ fn self_probe(run: &Run, shared: &Arc<Shared>, pick: u64) -> JoinHandle<()> {
     })
 }
 
-/// An upload that never ends: the same 64 KiB of zeros again and again.
-struct Endless;
+/// An upload that never ends: zeros, each chunk 5 ms of the connection's rate and only
+/// once the socket holds less than that unsent (the draft's advice for clients too), so
+/// that a self probe's request is not queued behind seconds of our own upload.
+struct Endless(lowat::Gate);
 
 impl Body for Endless {
     type Data = Bytes;
     type Error = Infallible;
 
     fn poll_frame(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         static ZEROS: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
-        let z = ZEROS.get_or_init(|| Bytes::from(vec![0u8; CHUNK_BYTES]));
-        Poll::Ready(Some(Ok(Frame::data(z.clone()))))
+        let z = ZEROS.get_or_init(|| Bytes::from(vec![0u8; lowat::MAX_LOWAT_BYTES as usize]));
+        self.0
+            .poll_ready(cx)
+            .map(|n| Some(Ok(Frame::data(z.slice(..n)))))
     }
 }

@@ -26,9 +26,10 @@ pub const MIN_CONNECTION_BYTES: u64 = 256 << 10;
 /// The most window a connection gets, however large the budget (more adds queue, not rate,
 /// at the rates this serves).
 pub const MAX_WINDOW_BYTES: u32 = 8 << 20;
-/// What a stream may hold in hyper's send buffer (a probe's answer waits behind at most
-/// this much of a large download on its connection).
-pub const SEND_BUF_BYTES: usize = 64 << 10;
+/// What a stream may hold in h2's send buffer, and TLS in its own (a probe's answer waits
+/// behind at most this much of a large download on its connection, beside the socket's
+/// 5 ms).
+pub const SEND_BUF_BYTES: usize = 16 << 10;
 
 impl Default for Limits {
     fn default() -> Limits {

@@ -56,6 +56,9 @@ pub struct ServerConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub allow: Allow,
     pub limits: Limits,
+    /// The congestion control of its connections (one the kernel lists); `None`: the
+    /// system's default.
+    pub congestion: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +67,8 @@ pub enum ServerError {
     Listen(SocketAddr, std::io::Error),
     #[error("--rpm-max-memory: {0}")]
     Memory(String),
+    #[error("--rpm-congestion {0}: not one this kernel has loaded ({1})")]
+    Congestion(String, String),
     #[error("cannot start the RPM service's thread: {0}")]
     Thread(std::io::Error),
 }
@@ -91,6 +96,12 @@ pub fn start(
     stop: impl Fn() -> bool + Send + 'static,
 ) -> Result<Running, ServerError> {
     let window = cfg.limits.window_bytes().map_err(ServerError::Memory)?;
+    if let Some(cc) = &cfg.congestion {
+        let known = lowat::available_congestion();
+        if !known.contains(cc) {
+            return Err(ServerError::Congestion(cc.clone(), known.join(", ")));
+        }
+    }
     let listener = listen(cfg.bind).map_err(|e| ServerError::Listen(cfg.bind, e))?;
     let local = listener
         .local_addr()
@@ -202,6 +213,9 @@ async fn connection(stream: tokio::net::TcpStream, how: Admit, ctx: &Arc<Ctx>) {
         return;
     };
     lowat::set_lowat(socket.as_fd(), lowat::MIN_LOWAT_BYTES);
+    if let Some(cc) = &ctx.cfg.congestion {
+        lowat::set_congestion(socket.as_fd(), cc);
+    }
     let life = match how {
         Admit::Refuse => REFUSE_DEADLINE,
         _ => ctx.cfg.limits.max_duration,
@@ -219,7 +233,10 @@ async fn connection(stream: tokio::net::TcpStream, how: Admit, ctx: &Arc<Ctx>) {
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
             match tokio::time::timeout_at(until, acceptor.accept(stream)).await {
-                Ok(Ok(s)) => drive(s, how, ctx, shared, accepted, life).await,
+                Ok(Ok(mut s)) => {
+                    s.get_mut().1.set_buffer_limit(Some(SEND_BUF_BYTES));
+                    drive(s, how, ctx, shared, accepted, life).await
+                }
                 Ok(Err(_)) => false,
                 Err(_) => true,
             }

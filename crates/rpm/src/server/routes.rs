@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,10 +23,9 @@ use crate::lowat;
 
 /// The large object's size: the draft asks for at least 8 GB.
 pub const LARGE_BYTES: u64 = 8 << 30;
-/// Each frame of the large object: one 64 KiB slice of the shared zeros.
-const CHUNK_BYTES: usize = 64 << 10;
-/// How often (in bytes sent) a large download sets its send-buffer mark again.
-const LOWAT_EVERY_BYTES: u64 = 1 << 20;
+/// The shared zeros every chunk is a slice of (a chunk is 5 ms of the connection's rate,
+/// at most this).
+const ZEROS_BYTES: usize = lowat::MAX_LOWAT_BYTES as usize;
 
 pub type Answer = Response<UnsyncBoxBody<Bytes, Infallible>>;
 
@@ -131,33 +130,29 @@ fn take(bucket: &Option<Arc<Mutex<Bucket>>>, bytes: usize) -> Option<std::time::
 fn zeros() -> Bytes {
     static ZEROS: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
     ZEROS
-        .get_or_init(|| Bytes::from(vec![0u8; CHUNK_BYTES]))
+        .get_or_init(|| Bytes::from(vec![0u8; ZEROS_BYTES]))
         .clone()
 }
 
-/// The large object, made as it is sent.
+/// The large object, made as it is sent: each chunk 5 ms of the connection's rate, and
+/// only once the socket holds less than that unsent (the draft's send-buffer advice), so
+/// that a probe's answer on the same connection waits behind little of it.
 struct Large {
     shared: Arc<Shared>,
     left: u64,
-    since_mark: u64,
+    gate: lowat::Gate,
     wait: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Large {
     fn new(shared: Arc<Shared>) -> Large {
+        let gate = lowat::Gate::new(Arc::clone(&shared.socket));
         Large {
             shared,
             left: LARGE_BYTES,
-            since_mark: LOWAT_EVERY_BYTES,
+            gate,
             wait: None,
         }
-    }
-
-    /// The draft's advice: 5 ms of the connection's delivery rate unsent, at most.
-    fn mark(&mut self) {
-        let fd = self.shared.socket.as_fd();
-        let rate = lowat::tcp_info(fd).map_or(0, |(rate, _, _)| rate);
-        lowat::set_lowat(fd, lowat::lowat_bytes(rate));
     }
 }
 
@@ -178,17 +173,16 @@ impl Body for Large {
         if self.left == 0 {
             return Poll::Ready(None);
         }
-        let n = (CHUNK_BYTES as u64).min(self.left) as usize;
+        let chunk = match self.gate.poll_ready(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(c) => c,
+        };
+        let n = (chunk as u64).min(self.left) as usize;
         if let Some(wait) = take(&self.shared.bucket, n) {
             // Sent now; the next waits until the bucket's debt is paid.
             self.wait = Some(Box::pin(tokio::time::sleep(wait)));
         }
         self.left -= n as u64;
-        self.since_mark += n as u64;
-        if self.since_mark >= LOWAT_EVERY_BYTES {
-            self.since_mark = 0;
-            self.mark();
-        }
         self.shared.sent.fetch_add(n as u64, Ordering::Relaxed);
         Poll::Ready(Some(Ok(Frame::data(zeros().slice(..n)))))
     }

@@ -120,6 +120,10 @@ pub struct RpmServeArgs {
     /// Memory of the endpoint's HTTP/2 windows and buffers, all connections together.
     #[arg(long, default_value = "512M", value_parser = parse_bytes, value_name = "BYTES")]
     pub rpm_max_memory: u64,
+    /// The endpoint's TCP congestion control (one this kernel lists in
+    /// tcp_available_congestion_control) [default: the system's].
+    #[arg(long, value_name = "NAME", requires = "rpm")]
+    pub rpm_congestion: Option<String>,
 }
 
 impl RpmServeArgs {
