@@ -6,8 +6,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::compare::metric::Metric;
+use crate::document::Section;
+use crate::kinds::Row;
+
 /// The draft's named parameters (its "Test Parameters" table), as this run used them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RpmParams {
     /// MAD: intervals in each moving average.
     pub mad: u32,
@@ -104,7 +108,7 @@ pub struct RpmDirection {
 }
 
 /// The `end` of an `rpm` document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RpmEnd {
     /// The configuration's URL (`/.well-known/nq`) as fetched.
     pub config_url: String,
@@ -129,6 +133,66 @@ pub struct RpmEnd {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload: Option<RpmDirection>,
     pub params: RpmParams,
+}
+
+/// The results layer's row of the kind: its section under `end.rpm`, read back by name;
+/// `sonde compare` compares its RPM, each direction's goodput and the idle round trip.
+pub const ROW: Row = Row {
+    metrics: |s| match s {
+        Section::Rpm { rpm } => metrics(rpm),
+        _ => Vec::new(),
+    },
+    ..Row::new(
+        || Section::Rpm {
+            rpm: RpmEnd::default(),
+        },
+        |mut v| match v.get_mut("rpm") {
+            Some(inner) => Ok(Section::Rpm {
+                rpm: serde_json::from_value(inner.take())?,
+            }),
+            None => Err(serde::de::Error::missing_field("rpm")),
+        },
+    )
+};
+
+/// The headline figures of a run, in the order a reader looks.
+pub fn metrics(e: &RpmEnd) -> Vec<Metric> {
+    let mut out = Vec::new();
+    if let Some(r) = &e.responsiveness {
+        out.push(Metric::new("rpm", "Responsiveness", "RPM", r.rpm));
+        out.push(Metric::new(
+            "self_rpm",
+            "Responsiveness, self probes",
+            "RPM",
+            r.self_rpm,
+        ));
+        out.push(Metric::new(
+            "foreign_rpm",
+            "Responsiveness, foreign probes",
+            "RPM",
+            r.foreign_rpm,
+        ));
+    }
+    for (key, title, d) in [
+        ("download_mbit_per_s", "Download goodput", &e.download),
+        ("upload_mbit_per_s", "Upload goodput", &e.upload),
+    ] {
+        if let Some(d) = d {
+            out.push(Metric::new(
+                key,
+                title,
+                "Mbit/s",
+                d.goodput_bits_per_second / 1e6,
+            ));
+        }
+    }
+    if let Some(i) = &e.idle {
+        out.push(
+            Metric::new("idle_rtt_ms", "Idle round trip", "ms", i.trimmed_mean_ms)
+                .lower_is_better(),
+        );
+    }
+    out
 }
 
 /// 60000 / milliseconds: round trips a minute (0 for a round trip of no time).

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use sonde_results::rpm::{Component, Responsiveness, RpmDirection, RpmEnd};
+use sonde_probe::hostwatch::HostProbe;
+use sonde_results::document::{End, LocalStart, Section};
+use sonde_results::spec::RpmSpec;
+use sonde_results::{Document, TestSpec};
 use sonde_rpm::server::{self, ServerConfig};
 use sonde_run::service::Threads;
 
@@ -69,77 +72,49 @@ pub fn service(a: &RpmServeArgs) -> anyhow::Result<Option<Threads>> {
     Ok(Some(threads))
 }
 
-/// `sonde rpm URL`.
-pub fn rpm(a: &RpmArgs) -> anyhow::Result<ExitCode> {
+/// `sonde rpm URL`: the run as a document, stored, written and printed like every test's.
+pub fn rpm(a: &RpmArgs, command: String) -> anyhow::Result<ExitCode> {
     let opts = a.options().map_err(|e| Usage::from(anyhow!(e)))?;
+    let spec = RpmSpec::new(
+        a.url.clone(),
+        a.insecure,
+        opts.params.clone(),
+        opts.download,
+        opts.upload,
+    );
+    spec.validate().map_err(|e| Usage::from(anyhow!(e)))?;
+    let started_at = sonde_run::controller::now_rfc3339();
     let end = sonde_rpm::client::run(&opts).map_err(|e| anyhow!("{}: {e}", a.url))?;
+    let peer = peer_of(&end.small_download_url);
+    let host = sonde_probe::hostwatch::describe(&HostProbe::for_peer(peer));
+    let start = LocalStart {
+        spec: TestSpec::Rpm(spec),
+        command,
+        host,
+        started_at,
+        software: sonde_run::controller::SOFTWARE.into(),
+    };
+    let section = Section::Rpm { rpm: end };
+    let doc = Document::local(start, Vec::new(), End::new(false, None, section));
+    crate::measure::save_run(&a.output.store, &doc);
+    let json = sonde_report::json(&doc);
+    if let Some(path) = &a.output.output {
+        crate::measure::write_atomically(path, json.as_bytes())?;
+    }
     if a.output.json {
-        jsonln!("{}", serde_json::to_string_pretty(&end)?);
+        print!("{}", sonde_report::safe::json(&json));
     } else {
-        out!("{}", render(&end));
+        out!("{}", sonde_report::summary::rpm(&doc));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn component(name: &str, c: &Component) -> String {
-    format!(
-        "  {name:<8} {:>9.2} ms  ({} samples, {} kept)\n",
-        c.trimmed_mean_ms, c.count, c.kept
-    )
-}
-
-fn responsiveness(r: &Responsiveness) -> String {
-    let mut s = format!(
-        "  RPM {:.0} (foreign {:.0}, self {:.0})\n",
-        r.rpm, r.foreign_rpm, r.self_rpm
-    );
-    s += &component("tcp", &r.tcp);
-    if let Some(t) = &r.tls {
-        s += &component("tls", t);
-    }
-    s += &component("http", &r.http);
-    s += &component("loaded", &r.loaded);
-    s
-}
-
-fn direction(name: &str, d: &RpmDirection) -> String {
-    let mut s = format!(
-        "{name}: {:.1} Mbit/s over {} connections (goodput confidence {:?}, RPM confidence {:?}, {:.1} s)\n",
-        d.goodput_bits_per_second / 1e6,
-        d.connections,
-        d.goodput_confidence,
-        d.rpm_confidence,
-        d.duration_ms as f64 / 1e3
-    );
-    if let Some(r) = &d.responsiveness {
-        s += &responsiveness(r);
-    }
-    s
-}
-
-/// The human text of a result.
-pub fn render(end: &RpmEnd) -> String {
-    let mut s = format!("responsiveness of {}\n", end.config_url);
-    if let Some(r) = &end.responsiveness {
-        s += &format!(
-            "RPM {:.0} (foreign {:.0}, self {:.0})\n",
-            r.rpm, r.foreign_rpm, r.self_rpm
-        );
-    }
-    if let Some(i) = &end.idle {
-        s += &format!(
-            "idle round trip {:.2} ms ({} samples)\n",
-            i.trimmed_mean_ms, i.count
-        );
-    }
-    if let Some(d) = &end.download {
-        s += &direction("download", d);
-    }
-    if let Some(u) = &end.upload {
-        s += &direction("upload", u);
-    }
-    if end.insecure {
-        s += "the server's certificate was not verified (--insecure)\n";
-    }
-    s
+/// The address the probes went to (for the host's interface figures); loopback when the
+/// URL's host does not resolve now.
+fn peer_of(url: &str) -> IpAddr {
+    use std::net::ToSocketAddrs;
+    sonde_rpm::config::Url::parse(url)
+        .ok()
+        .and_then(|u| (u.host.as_str(), u.port).to_socket_addrs().ok()?.next())
+        .map_or(IpAddr::from([127, 0, 0, 1]), |a| a.ip())
 }

@@ -14,6 +14,7 @@ pub enum TestName {
     Load,
     Watch,
     Stamp,
+    Rpm,
 }
 
 impl TestName {
@@ -26,6 +27,7 @@ impl TestName {
             TestName::Load => "load",
             TestName::Watch => "watch",
             TestName::Stamp => "stamp",
+            TestName::Rpm => "rpm",
         }
     }
 }
@@ -50,6 +52,7 @@ mod tests {
             TestName::Load,
             TestName::Watch,
             TestName::Stamp,
+            TestName::Rpm,
         ] {
             let json = serde_json::to_string(&t).unwrap();
             assert_eq!(json, format!("\"{}\"", t.as_str()));
