@@ -327,7 +327,7 @@ fn key<T: DeserializeOwned>(mut v: Value, name: &'static str) -> serde_json::Res
 mod tests {
     use super::*;
 
-    const ALL: [TestName; 7] = [
+    const ALL: [TestName; 8] = [
         TestName::Stream,
         TestName::Ping,
         TestName::Rpc,
@@ -335,6 +335,7 @@ mod tests {
         TestName::Load,
         TestName::Watch,
         TestName::Stamp,
+        TestName::Rpm,
     ];
 
     /// Each row's empty section is its own kind's, and reads back as written.

@@ -140,7 +140,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub mesh: super::mesh::MeshArgs,
     #[command(flatten)]
-    pub rpm: super::rpm::RpmServeArgs,
+    pub rpm: Box<super::rpm::RpmServeArgs>,
 }
 
 impl ServeArgs {
