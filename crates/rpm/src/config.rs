@@ -190,8 +190,18 @@ pub fn parse(bytes: &[u8]) -> Result<NqConfig, ConfigError> {
     }
     top.once("urls")?.ok_or(ConfigError::Missing("urls"))?;
     let urls = &top.1[0];
+    // The names before the draft's (Apple's servers send both, mach and goresponsiveness
+    // read only these): taken when the draft's is absent.
     let url = |name: &'static str| -> Result<Url, ConfigError> {
-        let v = urls.once(name)?.ok_or(ConfigError::Missing(name))?;
+        let legacy = match name {
+            "large_download_url" => "large_https_download_url",
+            "small_download_url" => "small_https_download_url",
+            _ => "https_upload_url",
+        };
+        let v = match urls.once(name)? {
+            Some(v) => v,
+            None => urls.once(legacy)?.ok_or(ConfigError::Missing(name))?,
+        };
         let text = v
             .as_str()
             .ok_or_else(|| ConfigError::BadUrl(name, format!("{v} is not a string")))?;
@@ -228,7 +238,10 @@ fn valid_host(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
 }
 
-/// The configuration a server at `base` (`https://host:port`) serves: its own three paths.
+/// The configuration a server at `base` (`https://host:port`) serves: its own three paths,
+/// under the draft's names and, as Apple's servers do, under the names before them too
+/// (Cloudflare's mach and goresponsiveness read only those; a client of the draft ignores
+/// names it does not know).
 pub fn render(base: &str) -> String {
     let base = base.trim_end_matches('/');
     format!(
@@ -236,7 +249,10 @@ pub fn render(base: &str) -> String {
             "{{\"version\":1,\"urls\":{{",
             "\"large_download_url\":\"{b}/large\",",
             "\"small_download_url\":\"{b}/small\",",
-            "\"upload_url\":\"{b}/upload\"}}}}\n"
+            "\"upload_url\":\"{b}/upload\",",
+            "\"large_https_download_url\":\"{b}/large\",",
+            "\"small_https_download_url\":\"{b}/small\",",
+            "\"https_upload_url\":\"{b}/upload\"}}}}\n"
         ),
         b = base
     )
@@ -257,6 +273,22 @@ mod tests {
         assert_eq!(c.upload.host, "nq.example.com");
         assert_eq!(c.small_download.port, 443);
         assert_eq!(c.test_endpoint.as_deref(), Some("test.example.com"));
+    }
+
+    #[test]
+    fn the_names_before_the_drafts_are_read_when_the_drafts_are_absent() {
+        let old = GOOD
+            .replace("\"large_download_url\"", "\"large_https_download_url\"")
+            .replace("\"small_download_url\"", "\"small_https_download_url\"")
+            .replace("\"upload_url\"", "\"https_upload_url\"");
+        let c = parse(old.as_bytes()).unwrap();
+        assert_eq!(c.upload.path, "/upload");
+        // Both: the draft's win.
+        let both = GOOD.replace(
+            "\"upload_url\"",
+            "\"https_upload_url\":\"https://nq.example.com/old\",\"upload_url\"",
+        );
+        assert_eq!(parse(both.as_bytes()).unwrap().upload.path, "/upload");
     }
 
     #[test]
