@@ -18,7 +18,7 @@ use crate::tls::{self, Trust};
 use conn::Target;
 
 /// Idle round trips measured before any load.
-pub const IDLE_PROBES: usize = 10;
+pub const IDLE_PROBES: usize = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
