@@ -125,16 +125,16 @@ impl ReflectorConfig {
 }
 
 /// A running reflector: a [`Service`] (its packet loop's thread and its clock's).
-pub struct Reflector {
+pub struct ReflectorService {
     pub local: SocketAddr,
     pub counts: Arc<ReflectorCounts>,
     threads: Threads,
 }
 
-impl Reflector {
+impl ReflectorService {
     /// Binds `cfg.bind` and starts answering on a thread of its own until stopped; the
     /// clock's state is read now and every [`clock::REFRESH`] on another thread.
-    pub fn start(cfg: ReflectorConfig) -> io::Result<Reflector> {
+    pub fn start(cfg: ReflectorConfig) -> io::Result<ReflectorService> {
         let socket = UdpSocket::bind(cfg.bind)?;
         enable_arrival(socket.as_raw_fd(), cfg.bind.is_ipv6())?;
         let local = socket.local_addr()?;
@@ -158,7 +158,7 @@ impl Reflector {
                 }
             }
         })?;
-        Ok(Reflector {
+        Ok(ReflectorService {
             local,
             counts,
             threads,
@@ -166,7 +166,7 @@ impl Reflector {
     }
 }
 
-impl Service for Reflector {
+impl Service for ReflectorService {
     fn name(&self) -> &'static str {
         self.threads.name
     }
