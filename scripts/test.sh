@@ -25,6 +25,9 @@ command -v dpdk-testpmd >/dev/null || need+=(dpdk-dev)
 command -v pgrep >/dev/null || need+=(procps)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v iperf3 >/dev/null || need+=(iperf3)
+# The responsiveness interop test's third-party endpoint (crates/sonde/tests/rpm_netns.rs).
+command -v nginx >/dev/null || need+=(nginx)
+command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         echo "installing for the tests: ${need[*]}" >&2

@@ -12,6 +12,7 @@ pub mod limit;
 pub mod mesh;
 pub mod oneway;
 mod pooled;
+pub mod rpm;
 pub mod side;
 pub mod spec;
 pub mod stages;

@@ -56,6 +56,9 @@ pub fn serve(
             services.add(Box::new(metrics));
         }
     }
+    if let Some(rpm) = crate::rpm::service(&a.rpm)? {
+        services.add(Box::new(rpm));
+    }
     services.add(Box::new(agent::start(config)?));
     services.run(interrupt)?;
     Ok(ExitCode::SUCCESS)

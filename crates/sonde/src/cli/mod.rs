@@ -6,6 +6,7 @@ mod flags;
 mod load;
 mod mesh;
 mod pps;
+pub mod rpm;
 mod rr;
 mod serve;
 mod stamp;
@@ -66,6 +67,9 @@ pub enum Command {
     /// STAMP (RFC 8762/8972) to any reflector (routers, other agents' `serve --stamp`):
     /// round trips, each direction's delay ± bound, loss each way, reordering.
     Stamp(StampArgs),
+    /// Responsiveness under working conditions (IETF IPPM draft) against any test endpoint
+    /// (Apple's, Cloudflare's, `serve --rpm`): RPM, foreign and self probes, each part.
+    Rpm(rpm::RpmArgs),
     /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
     Host(HostArgs),
     /// This host's clock as a one-way delay needs it: the kernel's NTP state, chrony's

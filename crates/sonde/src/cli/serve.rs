@@ -147,6 +147,8 @@ pub struct ServeArgs {
     pub test_hooks: bool,
     #[command(flatten)]
     pub mesh: super::mesh::MeshArgs,
+    #[command(flatten)]
+    pub rpm: Box<super::rpm::RpmServeArgs>,
 }
 
 impl ServeArgs {
