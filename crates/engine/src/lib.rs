@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod counters;
 pub mod dpdk;
+pub mod marks;
 pub mod nap;
 pub mod pace;
 pub mod poller;

@@ -8,6 +8,7 @@ pub mod document;
 pub mod inventory;
 pub mod latency;
 pub mod limit;
+pub mod marks;
 pub mod mesh;
 pub mod oneway;
 mod pooled;
