@@ -1,0 +1,138 @@
+//! What the path does to the marks, per direction (issue 57): a router namespace between
+//! client and agent whose nftables rules re-mark DSCP, bleach it and set CE on every Nth
+//! packet of one direction, each rule with its own counter; every figure of sonde's is
+//! asserted exactly against those counters.
+
+mod common;
+
+use common::stamp_lab::{plant, stamp_suite, SuiteReflector, STAMP_PORT};
+use common::*;
+use serde_json::Value;
+
+const PACKETS: u64 = 40;
+
+/// The router's rules, a table each so that each counter is its own: forward, every
+/// test packet re-marked AF41 and every 5th CE; reverse, every 3rd answer bleached.
+fn plant_rules(lab: &Lab) -> String {
+    let (router, _) = lab.router.clone().expect("a routed lab");
+    let fwd = ["udp", "dport", STAMP_PORT];
+    let rev = ["udp", "sport", STAMP_PORT];
+    let remark = [&fwd[..], &["counter", "ip", "dscp", "set", "af41"]].concat();
+    let ce = [
+        &fwd[..],
+        &[
+            "numgen", "inc", "mod", "5", "==", "0", "counter", "ip", "ecn", "set", "ce",
+        ],
+    ]
+    .concat();
+    let bleach = [
+        &rev[..],
+        &[
+            "numgen", "inc", "mod", "3", "==", "0", "counter", "ip", "dscp", "set", "cs0",
+        ],
+    ]
+    .concat();
+    plant(&router, "mkremark", "forward", &remark);
+    plant(&router, "mkce", "forward", &ce);
+    plant(&router, "mkbleach", "forward", &bleach);
+    router
+}
+
+/// `sonde stamp` from the client namespace to the agent's reflector port: its document.
+fn stamp(lab: &Lab, args: &[&str]) -> Value {
+    let target = format!("{}:{STAMP_PORT}", lab.server_addr);
+    let mut cmd = Lab::in_ns(&lab.client, SONDE);
+    cmd.args(["stamp", &target, "--json", "--no-save", "--wait", "0.5"])
+        .args(["--count", &PACKETS.to_string(), "--rate", "400"])
+        .args(args);
+    doc_of(&run(cmd))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Packets of a direction's transitions from (dscp, ecn) to (dscp, ecn).
+fn moved(way: &Value, from: (u64, &str), to: (u64, &str)) -> u64 {
+    way["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            (u(&t["sent_dscp"]), t["sent_ecn"].as_str().unwrap()) == from
+                && (u(&t["arrived_dscp"]), t["arrived_ecn"].as_str().unwrap()) == to
+        })
+        .map(|t| u(&t["packets"]))
+        .sum()
+}
+
+/// The run's figures against the rules' counters, each direction, and the intervals'
+/// figures adding up to the run's.
+fn assert_exact(router: &str, doc: &Value) {
+    let end = &doc["end"]["stamp"];
+    assert_eq!(
+        (u(&end["sent"]), u(&end["received"])),
+        (PACKETS, PACKETS),
+        "{end}"
+    );
+    let (remarked, ce, bleached) = (
+        nft_counted(router, "mkremark", "packets"),
+        nft_counted(router, "mkce", "packets"),
+        nft_counted(router, "mkbleach", "packets"),
+    );
+    assert_eq!(
+        (remarked, ce, bleached),
+        (40, 8, 14),
+        "the rules' own counts"
+    );
+    let fwd = &end["marks"]["forward"];
+    assert_eq!(u(&fwd["packets"]), remarked, "{fwd}");
+    assert_eq!(u(&fwd["dscp_remarked"]), remarked, "{fwd}");
+    assert_eq!((u(&fwd["ce"]), u(&fwd["ect_sent"])), (ce, PACKETS), "{fwd}");
+    assert_eq!(moved(fwd, (46, "ect0"), (34, "ce")), ce, "{fwd}");
+    assert_eq!(
+        moved(fwd, (46, "ect0"), (34, "ect0")),
+        remarked - ce,
+        "{fwd}"
+    );
+    let rev = &end["marks"]["reverse"];
+    assert_eq!(u(&rev["packets"]), PACKETS, "{rev}");
+    assert_eq!(u(&rev["dscp_bleached"]), bleached, "{rev}");
+    assert_eq!(u(&rev["dscp_kept"]), PACKETS - bleached, "{rev}");
+    assert_eq!((u(&rev["ce"]), u(&rev["ecn_changed"])), (0, 0), "{rev}");
+    assert_eq!(moved(rev, (46, "ect0"), (0, "ect0")), bleached, "{rev}");
+    let mut sums = [0u64; 3];
+    for iv in doc["intervals"].as_array().unwrap() {
+        let m = &iv["stamp"]["marks"];
+        sums[0] += m["forward"]["packets"].as_u64().unwrap_or(0);
+        sums[1] += m["forward"]["ce"].as_u64().unwrap_or(0);
+        sums[2] += m["reverse"]["dscp_bleached"].as_u64().unwrap_or(0);
+    }
+    assert_eq!(sums, [PACKETS, ce, bleached]);
+}
+
+#[test]
+fn stamp_counts_each_directions_marks_exactly_against_the_routers_rules() {
+    let Some(lab) = Lab::routed(&["nft"]) else {
+        return;
+    };
+    let reflector = format!("{}:{STAMP_PORT}", lab.server_addr);
+    let _agent = lab.start_agent_with(&["--stamp", &reflector, "--stamp-allow", "198.18.0.1/32"]);
+    let router = plant_rules(&lab);
+    let doc = stamp(&lab, &["--dscp", "EF", "--ecn", "ect0"]);
+    assert_exact(&router, &doc);
+}
+
+/// stamp-suite 1.0.0's reflector fills the Class of Service TLV (its --cos is the
+/// sender's switch) and marks its answers as DSCP1/EC1 ask: the same counts through it.
+#[test]
+fn stamp_suites_reflector_reports_the_same_marks() {
+    let Some(lab) = Lab::routed(&["nft", "ss"]) else {
+        return;
+    };
+    let Some(exe) = stamp_suite() else { return };
+    let _suite = SuiteReflector::start(&lab.server, lab.server_addr, &exe);
+    let router = plant_rules(&lab);
+    let doc = stamp(&lab, &["--dscp", "EF", "--ecn", "ect0", "--stateful"]);
+    assert_exact(&router, &doc);
+}
