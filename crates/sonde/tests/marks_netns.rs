@@ -121,6 +121,32 @@ fn stamp_counts_each_directions_marks_exactly_against_the_routers_rules() {
     let router = plant_rules(&lab);
     let doc = stamp(&lab, &["--dscp", "EF", "--ecn", "ect0"]);
     assert_exact(&router, &doc);
+    // The summary says it in words, each direction (the rules planted afresh: their
+    // counters and numgen from 0).
+    plant_rules(&lab);
+    let target = format!("{}:{STAMP_PORT}", lab.server_addr);
+    let mut cmd = Lab::in_ns(&lab.client, SONDE);
+    cmd.args([
+        "stamp",
+        &target,
+        "--no-save",
+        "--wait",
+        "0.5",
+        "--count",
+        "40",
+    ])
+    .args(["--rate", "400", "--dscp", "EF", "--ecn", "ect0"]);
+    let out = run(cmd);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    for line in [
+        "marks: the path re-marks DSCP 46 (EF) to 34 (AF41) forward\n",
+        "marks: the path bleaches DSCP 46 (EF) to 0 on 35 % of packets reverse\n",
+        "marks: CE on 20 % of packets forward (8 of 40 sent ECT)",
+        "40 packets: DSCP kept 0, bleached 0, re-marked 40; CE 8 of 40 sent ECT",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
 }
 
 /// stamp-suite 1.0.0's reflector fills the Class of Service TLV (its --cos is the

@@ -91,6 +91,19 @@ impl DirectionFate {
         }
     }
 
+    /// One line of counts: `40 packets: DSCP kept 26, bleached 14, re-marked 0; CE 0 of
+    /// 40 sent ECT`.
+    pub fn counts_line(&self) -> String {
+        let mut s = format!(
+            "{} packets: DSCP kept {}, bleached {}, re-marked {}",
+            self.packets, self.dscp_kept, self.dscp_bleached, self.dscp_remarked
+        );
+        if self.ect_sent > 0 {
+            s.push_str(&format!("; CE {} of {} sent ECT", self.ce, self.ect_sent));
+        }
+        s
+    }
+
     /// CE marks as a fraction of the packets sent ECT; `None` when none was.
     pub fn ce_fraction(&self) -> Option<f64> {
         (self.ect_sent > 0).then(|| self.ce as f64 / self.ect_sent as f64)
@@ -274,5 +287,9 @@ mod tests {
             ["the path re-marks DSCP 46 (EF) to 10 (AF11) on 50 % of packets forward"]
         );
         assert!(Fate::default().words().is_empty() && Fate::default().is_empty());
+        assert_eq!(
+            f.reverse.unwrap().counts_line(),
+            "50 packets: DSCP kept 50, bleached 0, re-marked 0; CE 0 of 50 sent ECT"
+        );
     }
 }
