@@ -162,3 +162,81 @@ fn stamp_suites_reflector_reports_the_same_marks() {
     let doc = stamp(&lab, &["--dscp", "EF", "--ecn", "ect0", "--stateful"]);
     assert_exact(&router, &doc);
 }
+
+/// pps, the agent counting each datagram by the TOS it arrived with: forward CE on every
+/// 7th and the DSCP bleached on every 4th (from the 2nd) of the test's UDP, exact against
+/// the rules' counters; the control connection (TCP) is not counted by them.
+#[test]
+fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
+    let Some(lab) = Lab::routed(&["nft"]) else {
+        return;
+    };
+    let (router, _) = lab.router.clone().expect("a routed lab");
+    let agent = lab.start_agent();
+    let to = ["meta", "l4proto", "udp", "ip", "daddr", lab.server_addr];
+    let every = |n: &'static str, hit: &'static str, set: &[&'static str]| {
+        let rule = [&["numgen", "inc", "mod", n, "==", hit, "counter"][..], set].concat();
+        [&to[..], &rule[..]].concat()
+    };
+    plant(
+        &router,
+        "mkall",
+        "forward",
+        &[&to[..], &["counter"]].concat(),
+    );
+    plant(
+        &router,
+        "mkce",
+        "forward",
+        &every("7", "0", &["ip", "ecn", "set", "ce"]),
+    );
+    plant(
+        &router,
+        "mkbleach",
+        "forward",
+        &every("4", "1", &["ip", "dscp", "set", "cs0"]),
+    );
+    let args = [
+        "--rate",
+        "2000",
+        "--flows",
+        "2",
+        "-t",
+        "1",
+        "--warmup",
+        "0.2",
+        "--dscp",
+        "af41",
+        "--ecn",
+        "ect1",
+        "--json",
+        "--no-save",
+    ];
+    let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
+    let end = &doc["end"]["packets"];
+    let (all, ce, bleached) = (
+        nft_counted(&router, "mkall", "packets"),
+        nft_counted(&router, "mkce", "packets"),
+        nft_counted(&router, "mkbleach", "packets"),
+    );
+    assert!(all > 1000, "{all} packets through the router");
+    assert_eq!(u(&doc["end"]["lost_packets"]), 0, "{end}");
+    let fwd = &end["marks"]["forward"];
+    assert_eq!(u(&fwd["packets"]), all, "{fwd}");
+    assert_eq!(u(&fwd["ce"]), ce, "{fwd}");
+    assert_eq!(u(&fwd["dscp_bleached"]), bleached, "{fwd}");
+    assert_eq!(u(&fwd["dscp_kept"]), all - bleached, "{fwd}");
+    // Each pair's packets add up to each rule's (which packets both rules hit is not
+    // fixed: two senders' packets cross the router on two CPUs, each rule its own numgen).
+    let pair = |d, e| moved(fwd, (34, "ect1"), (d, e));
+    assert_eq!(pair(0, "ce") + pair(34, "ce"), ce, "{fwd}");
+    assert_eq!(pair(0, "ce") + pair(0, "ect1"), bleached, "{fwd}");
+    assert_eq!(
+        pair(0, "ce") + pair(0, "ect1") + pair(34, "ce") + pair(34, "ect1"),
+        all
+    );
+    assert!(
+        end["marks"].get("reverse").is_none(),
+        "pps has no reverse direction"
+    );
+}

@@ -115,7 +115,7 @@ pub fn stamp(doc: &Document) -> String {
     for (k, v) in rows {
         t.add_row(vec![k.to_string(), v]);
     }
-    let fate = e.marks.clone().unwrap_or_default();
+    let fate = e.marks.as_deref().cloned().unwrap_or_default();
     for (k, way) in [
         ("marks forward", &fate.forward),
         ("marks reverse", &fate.reverse),

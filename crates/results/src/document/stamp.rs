@@ -80,7 +80,7 @@ pub struct StampEnd {
     /// What the path did to the marks (`--dscp`, `--ecn`), each direction: forward from
     /// the reflector's Class of Service TLV, reverse from each answer's own TOS byte.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub marks: Option<crate::marks::Fate>,
+    pub marks: Option<Box<crate::marks::Fate>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }

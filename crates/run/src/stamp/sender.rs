@@ -503,7 +503,7 @@ fn end_of(
         port_unreachable: icmp.port,
         host_unreachable: icmp.host,
         no_answer: no_answer(sent, l.received, l.rejected, icmp),
-        marks: (!l.marks.is_empty()).then(|| l.marks.clone()),
+        marks: (!l.marks.is_empty()).then(|| Box::new(l.marks.clone())),
         notes,
     }
 }
