@@ -240,3 +240,112 @@ fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
         "pps has no reverse direction"
     );
 }
+
+/// Sums `key` of every connection's ECN over the intervals of one side.
+fn tcp_ecn_sum(doc: &Value, side: &str, key: &str) -> Option<u64> {
+    let mut sum = None;
+    for iv in doc["intervals"].as_array().unwrap() {
+        for t in iv[side]["tcp"].as_array().into_iter().flatten() {
+            if let Some(n) = t["ecn"][key].as_u64() {
+                *sum.get_or_insert(0) += n;
+            }
+        }
+    }
+    sum
+}
+
+/// TCP with ECN negotiated on both hosts (`net.ipv4.tcp_ecn=1`, per namespace; this
+/// kernel refuses 3, AccECN, though its TCP_INFO has the AccECN counters): the router sets
+/// CE on every 50th ECT data segment; the receiver's TCP_INFO counts the window's part of
+/// those CE marks (tcpi_received_ce) and the sender the segments acked under ECE
+/// (tcpi_delivered_ce): seen each side, not exact (the window is not the connection).
+#[test]
+fn tcp_counts_the_routers_ce_marks_each_side() {
+    let Some(lab) = Lab::routed(&["nft", "ethtool"]) else {
+        return;
+    };
+    let (router, toward_agent) = lab.router.clone().expect("a routed lab");
+    // One segment per packet through the router (no GSO at the sender, no GRO on the
+    // router's way in), so that a rule's packet is a TCP segment.
+    let toward_client = format!("{}rc", lab.client_if);
+    for (ns, dev, what) in [
+        (&lab.client, &lab.client_if, "tso"),
+        (&lab.client, &lab.client_if, "gso"),
+        (&router, &toward_client, "gro"),
+        (&router, &toward_agent, "gso"),
+        (&lab.server, &lab.server_if, "gro"),
+    ] {
+        let out = Lab::in_ns(ns, "ethtool")
+            .args(["-K", dev, what, "off"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ethtool {dev} {what}: {}",
+            stderr(&out)
+        );
+    }
+    for ns in [&lab.client, &lab.server] {
+        let out = Lab::in_ns(ns, "sh")
+            .args(["-c", "echo 1 > /proc/sys/net/ipv4/tcp_ecn"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tcp_ecn: {}", stderr(&out));
+    }
+    let agent = lab.start_agent();
+    let port = agent.port.to_string();
+    let rule = [
+        "ip",
+        "daddr",
+        lab.server_addr,
+        "tcp",
+        "dport",
+        "!=",
+        &port,
+        "ip",
+        "ecn",
+        "{",
+        "ect0,",
+        "ect1",
+        "}",
+        "numgen",
+        "inc",
+        "mod",
+        "50",
+        "==",
+        "0",
+        "counter",
+        "ip",
+        "ecn",
+        "set",
+        "ce",
+    ];
+    plant(&router, "mkce", "forward", &rule);
+    let args = [
+        "-t",
+        "1",
+        "--warmup",
+        "0",
+        "-b",
+        "200M",
+        "--dscp",
+        "af11",
+        "--json",
+        "--no-save",
+    ];
+    let doc = doc_of(&run(lab.stream(&agent, &args)));
+    let ce = nft_counted(&router, "mkce", "packets");
+    assert!(ce > 10, "{ce} CE marks set");
+    let received = tcp_ecn_sum(&doc, "receiver", "received_ce");
+    let delivered = tcp_ecn_sum(&doc, "sender", "delivered_ce");
+    eprintln!(
+        "router CE {ce}, receiver received_ce {received:?}, sender delivered_ce {delivered:?}"
+    );
+    // The intervals cover the measured window, the router's counter the whole
+    // connection: the window's CE marks are a part of the router's, none invented.
+    let received = received.expect("the receiver's tcpi_received_ce");
+    assert!(received > 0 && received <= ce, "{received} of {ce}");
+    // Classic ECN: ECE stays set until the sender's CWR, so every segment acked meanwhile
+    // counts as delivered CE: at least one per CE mark, never fewer.
+    assert!(delivered.expect("tcpi_delivered_ce") >= received);
+}
