@@ -128,7 +128,7 @@ pub fn stamp(doc: &Document) -> String {
     for w in fate.words() {
         out.push_str(&format!("marks: {w}\n"));
     }
-    if let Some(o) = &e.one_way {
+    if let Some(o) = &e.oneway {
         out.push_str(&format!("{}\n", o.line()));
     }
     for n in &e.notes {
