@@ -81,6 +81,8 @@ struct Raw {
     received_e1_bytes: u32,
     received_e0_bytes: u32,
     received_ce_bytes: u32,
+    accecn_fail_mode: u16,
+    accecn_opt_seen: u16,
 }
 
 /// `tcpi_options`: ECN negotiated on the connection, and ECT seen from the peer.
@@ -222,9 +224,10 @@ mod tests {
         assert_eq!(offset_of!(Raw, delivery_rate), 160);
         assert_eq!(offset_of!(Raw, busy_time), 168);
         assert_eq!(offset_of!(Raw, snd_wnd), 228);
-        assert_eq!(offset_of!(Raw, rehash), 240);
-        assert_eq!(offset_of!(Raw, received_ce), 252);
-        assert_eq!(offset_of!(Raw, received_ce_bytes), 276);
+        assert_eq!(offset_of!(Raw, rehash), 236);
+        assert_eq!(offset_of!(Raw, received_ce), 248);
+        assert_eq!(offset_of!(Raw, received_ce_bytes), 272);
+        assert_eq!(offset_of!(Raw, accecn_opt_seen), 278);
         assert_eq!(size_of::<Raw>(), 280);
     }
 
@@ -242,8 +245,8 @@ mod tests {
         assert_eq!(t.busy_us, None);
         assert_eq!(t.snd_wnd, None);
         assert!(decode(&raw, size_of::<Raw>()).snd_wnd.is_some());
-        // 6.17 wrote 256 bytes: no AccECN counters.
-        assert_eq!(decode(&raw, 256).received_ce, None);
+        // 6.17 wrote up to tcpi_total_rto_time (248 bytes): no AccECN counters.
+        assert_eq!(decode(&raw, 248).received_ce, None);
         assert_eq!(decode(&raw, 280).received_ce_bytes, Some(0));
     }
 
