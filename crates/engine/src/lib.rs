@@ -8,6 +8,7 @@ pub mod affinity;
 pub mod counters;
 pub mod dpdk;
 pub mod kstamps;
+pub mod marks;
 pub mod nap;
 pub mod pace;
 pub mod poller;

@@ -87,8 +87,11 @@ pub fn row(test: TestName) -> &'static Row {
 }
 
 /// The flags of `spec`'s configuration that differ from the defaults (its row's).
+/// The marks (`--dscp`, `--ecn`, `--control-dscp`) are every kind's: added here, once.
 pub fn flags(spec: &TestSpec) -> Vec<String> {
-    (row(spec.test_name()).flags)(spec)
+    let mut flags = (row(spec.test_name()).flags)(spec);
+    flags.extend(config::marks(&spec.execution().marks));
+    flags
 }
 
 const STREAM: Row = Row {

@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod kinds;
 pub mod latency;
 pub mod limit;
+pub mod marks;
 pub mod mesh;
 pub mod oneway;
 mod pooled;

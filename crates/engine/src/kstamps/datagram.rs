@@ -23,6 +23,8 @@ pub struct Datagram {
     pub rx_ns: Option<u64>,
     /// IPv4 TTL or IPv6 hop limit, when the kernel gave it.
     pub ttl: Option<u8>,
+    /// Its TOS or Traffic Class byte (DSCP and ECN: `crate::marks`), when the kernel gave it.
+    pub tos: Option<u8>,
 }
 
 fn set(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
@@ -42,12 +44,13 @@ fn set(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// Asks the kernel for software receive stamps and the TTL (or hop limit) of each
-/// datagram on `fd`, a UDP socket of family `v6` or not.
+/// Asks the kernel for software receive stamps, the TTL (or hop limit) and the TOS (or
+/// Traffic Class) of each datagram on `fd`, a UDP socket of family `v6` or not.
 pub fn enable_arrival(fd: RawFd, v6: bool) -> io::Result<()> {
     let flags =
         (libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE) as libc::c_int;
     set(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)?;
+    crate::marks::enable_recv_tos(fd)?;
     match v6 {
         true => set(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1),
         false => set(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1),
@@ -108,7 +111,7 @@ pub(crate) fn arrival(
 ) -> Option<Datagram> {
     let truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
     let from = socket_addr(addr)?;
-    let (mut rx_ns, mut ttl) = (None, None);
+    let (mut rx_ns, mut ttl, mut tos) = (None, None, None);
     each_cmsg(msg, |level, ty, data| match (level, ty) {
         (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => rx_ns = software(data),
         (libc::IPPROTO_IP, libc::IP_TTL) | (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT)
@@ -117,7 +120,7 @@ pub(crate) fn arrival(
             let v = i32::from_ne_bytes(data[..4].try_into().expect("4 bytes"));
             ttl = u8::try_from(v).ok();
         }
-        _ => {}
+        _ => tos = crate::marks::tos_of(level, ty, data).or(tos),
     });
     let len = if truncated { room + 1 } else { n };
     Some(Datagram {
@@ -125,6 +128,7 @@ pub(crate) fn arrival(
         from,
         rx_ns,
         ttl,
+        tos,
     })
 }
 

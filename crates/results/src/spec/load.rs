@@ -170,6 +170,7 @@ impl LoadSpec {
             open_loop: true,
             execution: super::Execution {
                 cpu_latency_us: self.load.execution().cpu_latency_us,
+                marks: self.load.execution().marks,
                 ..Default::default()
             },
             timing: super::Timing {

@@ -248,6 +248,10 @@ pub struct Execution {
     /// (`/dev/cpu_dma_latency`): no idle state slower to leave is entered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_latency_us: Option<u32>,
+    /// The DSCP and ECN both sides set on every data packet, and the control
+    /// connection's DSCP (`--dscp`, `--ecn`, `--control-dscp`): every kind's, so set here.
+    #[serde(default, skip_serializing_if = "crate::marks::Marks::is_unset")]
+    pub marks: crate::marks::Marks,
 }
 
 impl Default for Execution {
@@ -260,12 +264,14 @@ impl Default for Execution {
             server_cpus: None,
             server_cpus_auto: false,
             cpu_latency_us: None,
+            marks: Default::default(),
         }
     }
 }
 
 impl Execution {
     fn check(&self) -> Result<(), SpecError> {
+        self.marks.check()?;
         if let Some(us) = self.cpu_latency_us {
             if us > i32::MAX as u32 {
                 return refuse("--cpu-latency-us", format!("{us} is above {}", i32::MAX));

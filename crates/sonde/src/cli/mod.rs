@@ -4,6 +4,7 @@
 
 mod flags;
 mod load;
+mod marks;
 mod mesh;
 mod pps;
 pub mod rpm;

@@ -60,6 +60,7 @@ fn options(s: &StreamSpec) -> SocketOptions {
         nodelay: s.nodelay,
         sndbuf_bytes: s.sndbuf_bytes,
         rcvbuf_bytes: s.rcvbuf_bytes,
+        tos: s.execution.marks.data_tos(),
     }
 }
 
