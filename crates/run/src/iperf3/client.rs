@@ -120,6 +120,7 @@ pub fn run(
         nodelay: spec.nodelay,
         sndbuf_bytes: spec.sndbuf_bytes,
         rcvbuf_bytes: spec.rcvbuf_bytes,
+        tos: spec.execution.marks.data_tos(),
     };
     let mut conns = Vec::new();
     let mut notes = Vec::new();
