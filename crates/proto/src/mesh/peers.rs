@@ -36,13 +36,14 @@ pub struct PeerEntry {
 }
 
 /// A keyed peer's keys: its probes' (this agent's address towards it and its own), and
-/// its answers' (its address key), kept once one of its answers checked under it.
+/// its answers' (its address key), kept once one of its answers checked under it (boxed:
+/// a silent peer's is 8 bytes, not an HMAC's state).
 #[derive(Debug)]
 pub(crate) struct PeerKeys {
     /// The address this agent's probes to it leave from (the probe key names it).
     pub from: IpAddr,
     pub probe: StampKey,
-    pub answer: Option<StampKey>,
+    pub answer: Option<Box<StampKey>>,
 }
 
 impl PeerEntry {

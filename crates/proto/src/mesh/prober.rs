@@ -283,12 +283,14 @@ impl Prober {
         // A keyed peer's answers are signed under its address key: derived until one
         // checks under it, kept from then (a spoofed source costs a derivation, no room).
         let derived = match (&e.keys, mesh) {
-            (Some(k), Some(mesh)) if k.answer.is_none() => Some(address_key(mesh, from.ip())),
+            (Some(k), Some(mesh)) if k.answer.is_none() => {
+                Some(Box::new(address_key(mesh, from.ip())))
+            }
             _ => None,
         };
         let key = match (&e.keys, &derived) {
-            (_, Some(d)) => Some(d),
-            (Some(k), None) => k.answer.as_ref(),
+            (_, Some(d)) => Some(&**d),
+            (Some(k), None) => k.answer.as_deref(),
             (None, None) => None,
         };
         let mode = key.map_or(Mode::Unauthenticated, Mode::Authenticated);
@@ -298,7 +300,7 @@ impl Prober {
         if let (Some(k), Some(d)) = (&mut e.keys, derived) {
             k.answer = Some(d);
         }
-        let key = e.keys.as_ref().and_then(|k| k.answer.as_ref());
+        let key = e.keys.as_ref().and_then(|k| k.answer.as_deref());
         let mode = key.map_or(Mode::Unauthenticated, Mode::Authenticated);
         if a.ssid != ssid && !e.peer.open {
             return Matched::OtherSession;

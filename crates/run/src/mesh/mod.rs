@@ -78,7 +78,15 @@ pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
     let local = reflector.local_addr()?;
     // A session of its own (SSID, not 0) at each start.
     let ssid = (crate::random::u64() as u16).max(1);
-    let machine = cfg.prober(ssid, crate::random::u64(), crate::stamp::clock::boot_id());
+    let config = cfg.prober(ssid, crate::random::u64(), crate::stamp::clock::boot_id());
+    let mut machine = sonde_proto::mesh::Prober::new(config);
+    // The first list taken before any thread starts: the first scrape shows its peers.
+    let started = std::time::Instant::now();
+    let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
+    let mut routes = mesh_key.map(|k| keys::Keys::new(k, cfg.bind));
+    let change = machine.set_list(0, prober::listed(cfg.bind, &mut routes, first));
+    let each = machine.rate_per_s() / machine.peers().len().max(1) as f64;
+    prober::say(change, machine.peers().len(), each);
     let state = Arc::new(Mutex::new(MeshState {
         name: cfg.name.clone(),
         labels: cfg.labels.clone(),
@@ -86,7 +94,7 @@ pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
         reflected: 0,
         refused: 0,
         list_error: None,
-        prober: sonde_proto::mesh::Prober::new(machine),
+        prober: machine,
     }));
     // The clock's error bound (u64::MAX: not synchronised), read on a thread of its own.
     let bound = Arc::new(AtomicU64::new(u64::MAX));
@@ -97,8 +105,8 @@ pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
     })?;
     let (stop, shared) = (threads.stop.clone(), Arc::clone(&state));
     threads.spawn("sonde-mesh", move || {
-        let mut p = prober::SocketLoop::new(cfg, reflector, prober, shared, bound);
-        p.run(first, &stop);
+        let mut p = prober::SocketLoop::new(cfg, reflector, prober, shared, bound, started);
+        p.run(&stop);
     })?;
     Ok(Running {
         handle: Mesh {

@@ -11,14 +11,14 @@
 //! The machine lives in the state the metrics read, behind its mutex; the mutex is taken
 //! for each decision and never held across a send or a read.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sonde_engine::stamps::batch::Batch;
-use sonde_proto::mesh::{Clocks, Listed, Unreachable};
+use sonde_proto::mesh::{Clocks, ListChange, Listed, Unreachable};
 use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp};
 
 use super::config::MeshConfig;
@@ -75,6 +75,7 @@ impl SocketLoop {
         prober_sock: UdpSocket,
         state: Arc<Mutex<MeshState>>,
         clock_bound: Arc<AtomicU64>,
+        started: Instant,
     ) -> SocketLoop {
         let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
         let keys = || mesh_key.clone().map(|k| Keys::new(k, cfg.bind));
@@ -84,7 +85,7 @@ impl SocketLoop {
         SocketLoop {
             reflector,
             routes: keys(),
-            started: Instant::now(),
+            started,
             published: (0, 0),
             clock_bound,
             batch: Batch::new(READ_SLOTS, MAX_DATAGRAM),
@@ -113,8 +114,10 @@ impl SocketLoop {
         lock(&self.state)
     }
 
-    pub(super) fn run(&mut self, first: Vec<Peer>, interrupt: &Interrupt) {
-        self.take_list(first);
+    /// Runs until `interrupt`, the machine holding its first list already.
+    pub(super) fn run(&mut self, interrupt: &Interrupt) {
+        let first: Vec<IpAddr> = self.lock().peers().iter().map(|(a, _)| a.ip()).collect();
+        self.reflector.listed(first);
         let refresh = self.cfg.refresh_every().as_nanos() as u64;
         let mut next_refresh = self.now_ns() + refresh;
         let every = read_every(self.cfg.judging().timeout_ns);
@@ -165,20 +168,7 @@ impl SocketLoop {
     /// The list becomes `list` (its peers of the sockets' family), each with the address
     /// its probes leave from (looked up before the lock is taken).
     fn take_list(&mut self, list: Vec<Peer>) {
-        let family = self.cfg.bind.is_ipv4();
-        let bind = self.cfg.bind;
-        let routes = &mut self.routes;
-        let listed: Vec<Listed> = list
-            .into_iter()
-            .filter(|p| p.addr.is_ipv4() == family)
-            .map(|peer| Listed {
-                from: match routes {
-                    Some(k) => k.source_toward(peer.addr.ip()),
-                    None => bind,
-                },
-                peer,
-            })
-            .collect();
+        let listed = listed(self.cfg.bind, &mut self.routes, list);
         self.reflector
             .listed(listed.iter().map(|l| l.peer.addr.ip()));
         let now = self.now_ns();
@@ -188,13 +178,7 @@ impl SocketLoop {
             let peers = s.prober.peers().len();
             (change, peers, s.prober.rate_per_s() / peers.max(1) as f64)
         };
-        if change.added > 0 || change.gone > 0 {
-            tracing::info!(
-                "mesh: {peers} peers ({} new, {} gone), {rate:.3} probes/s each",
-                change.added,
-                change.gone
-            );
-        }
+        say(change, peers, rate);
     }
 
     /// Sends the probes the machine has due: each polled under the lock, sent after it
@@ -326,6 +310,32 @@ impl SocketLoop {
             };
             s.prober.handle_answer(d.from, bytes, arrived, own);
         }
+    }
+}
+
+/// The peers of `list` the sockets reach (the family of `bind`, their address), each
+/// with the address its probes leave from (with a key: `routes`' lookup).
+pub(super) fn listed(bind: IpAddr, routes: &mut Option<Keys>, list: Vec<Peer>) -> Vec<Listed> {
+    list.into_iter()
+        .filter(|p| p.addr.is_ipv4() == bind.is_ipv4())
+        .map(|peer| Listed {
+            from: match routes {
+                Some(k) => k.source_toward(peer.addr.ip()),
+                None => bind,
+            },
+            peer,
+        })
+        .collect()
+}
+
+/// Logs a list's change: `peers` now, probed at `rate` a second each.
+pub(super) fn say(change: ListChange, peers: usize, rate: f64) {
+    if change.added > 0 || change.gone > 0 {
+        tracing::info!(
+            "mesh: {peers} peers ({} new, {} gone), {rate:.3} probes/s each",
+            change.added,
+            change.gone
+        );
     }
 }
 
