@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use sonde_results::{IntervalSample, Role, SampleSection, TestSpec};
+use sonde_results::{IntervalSample, Role, TestSpec};
 
 /// The longest encoded histogram a sample may carry. A histogram of `new_histogram`'s
 /// bounds with every bucket counted differently encodes to less than this (see the test),
@@ -32,19 +32,10 @@ pub fn most_intervals(spec: &TestSpec) -> u64 {
     spec.timing().intervals().saturating_add(1)
 }
 
-/// Connections a sample may describe: the test's own.
+/// Connections a sample may describe: the test's own (its kind's row:
+/// `sonde_results::kinds`; the most any test may open for a kind not run over a session).
 pub fn most_connections(spec: &TestSpec) -> usize {
-    let n = match spec {
-        TestSpec::Stream(s) => s.total_connections(),
-        TestSpec::Ping(r) | TestSpec::Rpc(r) => r.connections,
-        TestSpec::Pps(p) => p.flows,
-        // Not run over a session (a load's phases run as their own kinds): the most any
-        // test may open.
-        TestSpec::Load(_) | TestSpec::Watch(_) | TestSpec::Stamp(_) => {
-            sonde_results::spec::MAX_CONNECTIONS
-        }
-    };
-    n as usize
+    sonde_results::kinds::connections(spec) as usize
 }
 
 /// Which histograms a sample of the agent in `role` may carry for `spec`: its round
@@ -140,13 +131,7 @@ pub fn check_sample(
         ));
     }
     check_time(spec, at, sample)?;
-    let own = matches!(
-        (spec, &sample.section),
-        (TestSpec::Stream(_), SampleSection::Stream(_))
-            | (TestSpec::Ping(_) | TestSpec::Rpc(_), SampleSection::Rr(_))
-            | (TestSpec::Pps(_), SampleSection::Pps(_))
-    );
-    if !own {
+    if !sonde_results::kinds::sample_of(spec, &sample.section) {
         return Err(format!(
             "its interval {index} is not a {} test's sample",
             spec.name()
@@ -235,7 +220,7 @@ mod tests {
     use sonde_results::oneway::OneWayRaw;
     use sonde_results::stages::{Stage, Stages};
     use sonde_results::tcp::TcpSample;
-    use sonde_results::{Direction, RrSample, RrSpec, StreamSample, StreamSpec};
+    use sonde_results::{Direction, RrSample, RrSpec, SampleSection, StreamSample, StreamSpec};
 
     fn spec() -> TestSpec {
         // 10 s in 1 s intervals, 4 connections each way.

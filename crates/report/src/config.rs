@@ -6,39 +6,9 @@
 //! hosts, not between configurations.
 
 use sonde_results::spec::{Direction, Execution, PollMode, Transport};
-use sonde_results::{Engine, PpsSpec, RrSpec, StreamSpec, TestSpec};
+use sonde_results::{Engine, PpsSpec, RrSpec, StampSpec, StreamSpec};
 
-/// `stream -P 8 --bidir`: the test's name and its non-default flags.
-pub fn config_name(spec: &TestSpec) -> String {
-    let mut words = vec![spec.name().to_string()];
-    words.extend(flags(spec));
-    words.join(" ")
-}
-
-/// The non-default flags of `spec`, in CLI spelling (a transport as its name: `UDP`).
-fn flags(spec: &TestSpec) -> Vec<String> {
-    match spec {
-        TestSpec::Stream(s) => stream(s),
-        TestSpec::Ping(r) => rr(r, false),
-        TestSpec::Rpc(r) => rr(r, true),
-        TestSpec::Pps(p) => pps(p),
-        TestSpec::Load(l) => match l.load.as_ref() {
-            // A stream load is the default: its flags say enough (`load -P 4`).
-            TestSpec::Stream(s) => stream(s),
-            other => {
-                let mut w = vec![other.name().to_string()];
-                w.extend(flags(other));
-                w
-            }
-        },
-        TestSpec::Watch(w) => w.command.clone(),
-        TestSpec::Stamp(s) => vec![
-            format!("{}:{}", s.host, s.port),
-            format!("--rate {}", s.rate_per_s),
-            format!("--size {}", s.packet_bytes),
-        ],
-    }
-}
+// The name itself (`look::config_name`) reads these through each kind's row (`kinds`).
 
 /// Adds `flag value` to `out` when `value` differs from `default`.
 fn differs<T: PartialEq>(
@@ -60,7 +30,7 @@ fn given<T>(out: &mut Vec<String>, flag: &str, value: Option<T>, show: impl Fn(T
     }
 }
 
-fn stream(s: &StreamSpec) -> Vec<String> {
+pub(crate) fn stream(s: &StreamSpec) -> Vec<String> {
     let d = StreamSpec::default();
     let mut o = Vec::new();
     differs(&mut o, "-P", s.connections, d.connections, |v| {
@@ -87,7 +57,7 @@ fn stream(s: &StreamSpec) -> Vec<String> {
     o
 }
 
-fn rr(r: &RrSpec, rpc: bool) -> Vec<String> {
+pub(crate) fn rr(r: &RrSpec, rpc: bool) -> Vec<String> {
     let d = RrSpec::default();
     let mut o = Vec::new();
     if r.transport == Transport::Udp {
@@ -128,7 +98,7 @@ fn rr(r: &RrSpec, rpc: bool) -> Vec<String> {
     o
 }
 
-fn pps(p: &PpsSpec) -> Vec<String> {
+pub(crate) fn pps(p: &PpsSpec) -> Vec<String> {
     let d = PpsSpec::default();
     let mut o = Vec::new();
     differs(&mut o, "--size", p.size_bytes, d.size_bytes, |v| {
@@ -151,6 +121,15 @@ fn pps(p: &PpsSpec) -> Vec<String> {
     }
     o.extend(execution(&p.execution));
     o
+}
+
+/// A STAMP run: its reflector, rate and packet size, always.
+pub(crate) fn stamp(s: &StampSpec) -> Vec<String> {
+    vec![
+        format!("{}:{}", s.host, s.port),
+        format!("--rate {}", s.rate_per_s),
+        format!("--size {}", s.packet_bytes),
+    ]
 }
 
 /// The engine when it is not the kernel's sockets, and a CPU latency limit. CPUs are
@@ -188,7 +167,9 @@ fn size(b: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::look::config_name;
     use sonde_results::LoadSpec;
+    use sonde_results::TestSpec;
 
     #[test]
     fn defaults_are_the_bare_test_name() {

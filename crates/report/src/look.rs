@@ -1,26 +1,15 @@
-//! Which renderer speaks for which kind: a test's heading, its live line, its summary, and
-//! the table comparing several runs of one command. The run layer's pipeline asks for
-//! these by kind; this is the one place that answers.
+//! What the run layer's pipeline asks of the report: a test's heading, its live line, its
+//! summary (each its kind's row's: `kinds`), a run's name by its configuration, and the
+//! table comparing several runs of one command.
 
 use sonde_results::{Document, IntervalSample, TestSpec};
 
-use crate::{live, summary};
+use crate::kinds::{self, row};
+use crate::summary;
 
 /// The line a test starts with; `search` for a pps zero-loss search.
 pub fn heading(spec: &TestSpec, path: &str, search: bool) -> String {
-    match spec {
-        TestSpec::Stream(st) => summary::stream_heading(st, path),
-        TestSpec::Ping(_) | TestSpec::Rpc(_) => summary::rr_heading(spec, path),
-        TestSpec::Pps(p) => summary::pps_heading(p, path, search),
-        TestSpec::Load(l) => summary::load_heading(l, path),
-        TestSpec::Watch(w) => format!(
-            "sonde watch: {} (interface {}, every {:.1} s)",
-            w.command.join(" "),
-            w.iface.as_deref().unwrap_or("none"),
-            w.timing.interval_ms as f64 / 1e3
-        ),
-        TestSpec::Stamp(s) => summary::stamp_heading(s),
-    }
+    (row(spec.test_name()).heading)(spec, path, search)
 }
 
 /// One interval of a running test, from both sides' samples.
@@ -29,23 +18,20 @@ pub fn live_line(
     client: Option<&IntervalSample>,
     server: Option<&IntervalSample>,
 ) -> String {
-    match spec {
-        TestSpec::Stream(st) => live::line(st.direction, client, server),
-        TestSpec::Pps(_) => live::pps_line(client, server),
-        _ => live::rr_line(client, server),
-    }
+    (row(spec.test_name()).live)(spec, client, server)
 }
 
 /// The human summary of a finished test.
 pub fn summary(doc: &Document) -> String {
-    match &doc.start.spec {
-        TestSpec::Stream(_) => summary::stream(doc),
-        TestSpec::Ping(_) | TestSpec::Rpc(_) => summary::rr(doc),
-        TestSpec::Pps(_) => summary::pps(doc),
-        TestSpec::Load(_) => summary::load(doc),
-        TestSpec::Watch(_) => summary::watch(doc),
-        TestSpec::Stamp(_) => summary::stamp(doc),
-    }
+    (row(doc.test).summary)(doc)
+}
+
+/// `stream -P 8 --bidir`: a run named by its configuration, the test's name and its
+/// non-default flags (`config`).
+pub fn config_name(spec: &TestSpec) -> String {
+    let mut words = vec![spec.name().to_string()];
+    words.extend(kinds::flags(spec));
+    words.join(" ")
 }
 
 /// Several documents of one command: by CPU latency limit for a C-state sweep, else by

@@ -4,7 +4,7 @@
 
 use sonde_results::Document;
 
-use crate::config::config_name;
+use crate::look::config_name;
 
 /// A run as the report sees it.
 pub struct ReportRun<'a> {

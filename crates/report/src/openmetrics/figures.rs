@@ -199,101 +199,116 @@ pub(crate) fn ended_at(doc: &Document) -> Option<f64> {
     .map(|t| t.unix_timestamp_nanos() as f64 / 1e9)
 }
 
-/// The gauge figures of a stored run (throughput, RTT, loss, verdict); none is NaN or
-/// infinite.
-pub(crate) fn samples(doc: &Document) -> Vec<Sample> {
-    let mut out = Vec::new();
-    let mut push = |metric, extra: (&'static str, &str), value: f64| {
+/// The gauge figures of one stored run, as its kind's row adds them (`gauges::samples`);
+/// none is NaN or infinite.
+#[derive(Default)]
+pub(crate) struct Gauges(pub(crate) Vec<Sample>);
+
+impl Gauges {
+    pub(crate) fn push(&mut self, metric: Metric, extra: (&'static str, &str), value: f64) {
         if value.is_finite() {
-            out.push(Sample {
+            self.0.push(Sample {
                 metric,
                 extra: (extra.0, extra.1.to_string()),
                 value,
             });
         }
-    };
-    let primary = match &doc.start.spec {
+    }
+}
+
+/// The direction a stream run's own figures are of.
+fn primary(doc: &Document) -> &'static str {
+    match &doc.start.spec {
         TestSpec::Stream(s) if s.direction == Direction::Reverse => "reverse",
         _ => "forward",
-    };
-    if let Some(s) = doc.end.stream() {
-        if let Some(r) = &s.receiver {
-            push(
-                Metric::Throughput,
-                ("direction", primary),
-                r.bits_per_second,
-            );
-        }
-        if let Some(r) = s.reverse.as_ref().and_then(|r| r.receiver.as_ref()) {
-            push(
-                Metric::Throughput,
-                ("direction", "reverse"),
-                r.bits_per_second,
-            );
+    }
+}
+
+/// A stream run's throughput each way.
+pub(crate) fn stream(doc: &Document, g: &mut Gauges) {
+    let Some(s) = doc.end.stream() else { return };
+    if let Some(r) = &s.receiver {
+        let primary = primary(doc);
+        g.push(
+            Metric::Throughput,
+            ("direction", primary),
+            r.bits_per_second,
+        );
+    }
+    if let Some(r) = s.reverse.as_ref().and_then(|r| r.receiver.as_ref()) {
+        g.push(
+            Metric::Throughput,
+            ("direction", "reverse"),
+            r.bits_per_second,
+        );
+    }
+}
+
+/// A pps run's throughput and loss.
+pub(crate) fn pps(doc: &Document, g: &mut Gauges) {
+    let Some(p) = doc.end.pps() else { return };
+    if let Some(r) = &p.receiver {
+        g.push(
+            Metric::Throughput,
+            ("direction", "forward"),
+            r.bits_per_second,
+        );
+    }
+    let sent = p.sender.as_ref().map(|s| s.total_packets);
+    if let (Some(lost), Some(sent)) = (p.lost_packets, sent.filter(|&s| s > 0)) {
+        g.push(
+            Metric::Loss,
+            ("direction", "forward"),
+            lost as f64 / sent as f64,
+        );
+    }
+}
+
+/// A ping's or an rpc's round trips, and a UDP one's loss.
+pub(crate) fn rr(doc: &Document, g: &mut Gauges) {
+    let Some(r) = doc.end.rr() else { return };
+    if let Some(l) = &r.latency_ns {
+        for (q, ns) in [("0.5", l.p50), ("0.99", l.p99), ("0.999", l.p999)] {
+            g.push(Metric::Rtt, ("quantile", q), ns as f64 / 1e9);
         }
     }
-    if let Some(p) = doc.end.pps() {
-        if let Some(r) = &p.receiver {
-            push(
-                Metric::Throughput,
-                ("direction", "forward"),
-                r.bits_per_second,
-            );
-        }
-        let sent = p.sender.as_ref().map(|s| s.total_packets);
-        if let (Some(lost), Some(sent)) = (p.lost_packets, sent.filter(|&s| s > 0)) {
-            push(
-                Metric::Loss,
-                ("direction", "forward"),
-                lost as f64 / sent as f64,
-            );
+    let udp = matches!(&doc.start.spec,
+        TestSpec::Ping(s) | TestSpec::Rpc(s) if s.transport == Transport::Udp);
+    let sent = r.client.as_ref().and_then(|c| c.requests_sent);
+    // `lost_messages` is written only when some were lost; the client's counts exist
+    // when `unanswered_requests` does.
+    let lost = r.unanswered_requests.map(|_| r.lost_messages.unwrap_or(0));
+    if let (true, Some(lost), Some(sent)) = (udp, lost, sent.filter(|&s| s > 0)) {
+        g.push(
+            Metric::Loss,
+            ("direction", "round_trip"),
+            lost as f64 / sent as f64,
+        );
+    }
+}
+
+/// A STAMP run's round trips and loss (each way against a stateful reflector).
+pub(crate) fn stamp(doc: &Document, g: &mut Gauges) {
+    let Some(s) = doc.end.stamp() else { return };
+    if let Some(l) = &s.latency_ns {
+        for (q, ns) in [("0.5", l.p50), ("0.99", l.p99), ("0.999", l.p999)] {
+            g.push(Metric::Rtt, ("quantile", q), ns as f64 / 1e9);
         }
     }
-    if let Some(r) = doc.end.rr() {
-        if let Some(l) = &r.latency_ns {
-            for (q, ns) in [("0.5", l.p50), ("0.99", l.p99), ("0.999", l.p999)] {
-                push(Metric::Rtt, ("quantile", q), ns as f64 / 1e9);
-            }
+    let sent = s.sent.max(1) as f64;
+    match (s.lost_forward, s.lost_reverse) {
+        // Against a stateful reflector, each way (up to its last answer).
+        (Some(f), Some(r)) if s.sent > 0 => {
+            g.push(Metric::Loss, ("direction", "forward"), f as f64 / sent);
+            g.push(Metric::Loss, ("direction", "reverse"), r as f64 / sent);
         }
-        let udp = matches!(&doc.start.spec,
-            TestSpec::Ping(s) | TestSpec::Rpc(s) if s.transport == Transport::Udp);
-        let sent = r.client.as_ref().and_then(|c| c.requests_sent);
-        // `lost_messages` is written only when some were lost; the client's counts exist
-        // when `unanswered_requests` does.
-        let lost = r.unanswered_requests.map(|_| r.lost_messages.unwrap_or(0));
-        if let (true, Some(lost), Some(sent)) = (udp, lost, sent.filter(|&s| s > 0)) {
-            push(
-                Metric::Loss,
-                ("direction", "round_trip"),
-                lost as f64 / sent as f64,
-            );
-        }
+        _ if s.sent > 0 => g.push(
+            Metric::Loss,
+            ("direction", "round_trip"),
+            s.lost as f64 / sent,
+        ),
+        _ => {}
     }
-    if let Some(s) = doc.end.stamp() {
-        if let Some(l) = &s.latency_ns {
-            for (q, ns) in [("0.5", l.p50), ("0.99", l.p99), ("0.999", l.p999)] {
-                push(Metric::Rtt, ("quantile", q), ns as f64 / 1e9);
-            }
-        }
-        let sent = s.sent.max(1) as f64;
-        match (s.lost_forward, s.lost_reverse) {
-            // Against a stateful reflector, each way (up to its last answer).
-            (Some(f), Some(r)) if s.sent > 0 => {
-                push(Metric::Loss, ("direction", "forward"), f as f64 / sent);
-                push(Metric::Loss, ("direction", "reverse"), r as f64 / sent);
-            }
-            _ if s.sent > 0 => push(
-                Metric::Loss,
-                ("direction", "round_trip"),
-                s.lost as f64 / sent,
-            ),
-            _ => {}
-        }
-    }
-    if let Some(l) = &doc.end.limited_by {
-        push(Metric::LimitedBy, ("verdict", l.verdict.as_str()), 1.0);
-    }
-    out
 }
 
 /// A stream run's retransmits by direction: the sender's connections' count
@@ -302,10 +317,7 @@ pub(crate) fn retransmits(doc: &Document) -> Vec<(&'static str, u64)> {
     let Some(s) = doc.end.stream() else {
         return Vec::new();
     };
-    let primary = match &doc.start.spec {
-        TestSpec::Stream(s) if s.direction == Direction::Reverse => "reverse",
-        _ => "forward",
-    };
+    let primary = primary(doc);
     let reverse = s.reverse.as_ref().and_then(|r| r.sender.as_ref());
     [(primary, s.sender.as_ref()), ("reverse", reverse)]
         .into_iter()

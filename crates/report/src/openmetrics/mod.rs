@@ -11,7 +11,8 @@
 //! backfill), so `increase()` over a window gives the window's retransmits and a run's
 //! length cannot make a gauge of one run's count look better or worse than another's.
 
-mod figures;
+pub(crate) mod figures;
+mod gauges;
 mod mesh;
 #[cfg(test)]
 mod tests;
@@ -101,7 +102,7 @@ impl Exporter {
             RunOutcome::Stored(doc) => {
                 state.labels = figures::label_set(pair, test);
                 state.ended = figures::ended_at(doc).unwrap_or(at_s);
-                state.figures = figures::samples(doc);
+                state.figures = gauges::samples(doc);
                 for (direction, n) in figures::retransmits(doc) {
                     *state.retransmits.entry(direction).or_default() += n;
                 }

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use sonde_results::spec::TestName;
 use sonde_results::Document;
 
 use super::figures::{self, Kind, Labels, Metric, Status};
+use super::gauges;
 
 /// `# TYPE`, `# UNIT` and `# HELP` of a family.
 pub(crate) fn header(out: &mut String, metric: Metric) {
@@ -92,11 +92,11 @@ type Points = BTreeMap<i64, Vec<(Option<(&'static str, String)>, f64)>>;
 
 /// Stored runs as OpenMetrics with each sample's timestamp: the run's end. Counters count
 /// the runs before and at each point. A run whose start and end cannot be read as RFC
-/// 3339 is left out (it has no time to be at), and so is a load or a watch (no pair's
-/// figure).
+/// 3339 is left out (it has no time to be at), and so is a kind whose row says it has no
+/// pair's figure (a load, a watch).
 pub(crate) fn backfill<'a>(docs: impl Iterator<Item = &'a Document>) -> String {
     let mut timed: Vec<(i64, &str, &Document)> = docs
-        .filter(|d| !matches!(d.test, TestName::Load | TestName::Watch))
+        .filter(|d| crate::kinds::row(d.test).paired)
         .filter_map(|d| Some(((figures::ended_at(d)? * 1e3).round() as i64, test_of(d), d)))
         .collect();
     timed.sort_by_key(|t| t.0);
@@ -119,7 +119,7 @@ pub(crate) fn backfill<'a>(docs: impl Iterator<Item = &'a Document>) -> String {
             at.retain(|(e, _)| *e != point_extra);
             at.push((point_extra, value));
         };
-        for s in figures::samples(doc) {
+        for s in gauges::samples(doc) {
             put(s.metric, Some(s.extra), s.value);
         }
         put(Metric::RunTimestamp, None, ms as f64 / 1e3);

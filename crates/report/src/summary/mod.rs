@@ -3,14 +3,14 @@
 
 mod common;
 mod lab;
-mod load;
-mod pps;
-mod rr;
+pub(crate) mod load;
+pub(crate) mod pps;
+pub(crate) mod rr;
 mod stages;
-mod stamp;
+pub(crate) mod stamp;
 mod store;
-mod stream;
-mod watch;
+pub(crate) mod stream;
+pub(crate) mod watch;
 
 pub use lab::lab;
 pub use load::{load, load_heading};

@@ -120,3 +120,14 @@ pub fn pps(doc: &Document) -> String {
     out.push_str(&footer(e));
     out
 }
+
+/// A pps run's one figure in `sonde results list`: the packets its receiver received.
+pub(crate) fn listed(e: &sonde_results::document::End) -> String {
+    match e.pps().and_then(|p| p.packets.as_ref()?.receiver.as_ref()) {
+        Some(r) => format!(
+            "{} pkt/s received",
+            crate::units::sig3(r.packets_per_second)
+        ),
+        None => "-".into(),
+    }
+}

@@ -282,3 +282,16 @@ pub fn cstate_comparison(docs: &[Document]) -> String {
         docs,
     )
 }
+
+/// A ping's or an rpc's one figure in `sonde results list`: its rate and P50.
+pub(crate) fn listed(e: &sonde_results::document::End) -> String {
+    let Some(r) = e.rr() else { return "-".into() };
+    match (r.requests_per_second, &r.latency_ns) {
+        (Some(rps), Some(l)) => format!(
+            "{} req/s, P50 {} us",
+            crate::units::sig3(rps),
+            crate::units::sig3(l.p50 as f64 / 1e3)
+        ),
+        _ => "-".into(),
+    }
+}

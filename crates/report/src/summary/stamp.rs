@@ -125,3 +125,14 @@ pub fn stamp(doc: &Document) -> String {
     out.push_str(&footer(&doc.end));
     out
 }
+
+/// A STAMP run's one figure in `sonde results list`: its P50 and what was lost.
+pub(crate) fn listed(e: &sonde_results::document::End) -> String {
+    let Some(stamp) = e.stamp() else {
+        return "-".into();
+    };
+    match &stamp.latency_ns {
+        Some(l) => format!("P50 {} us, lost {}", sig3(l.p50 as f64 / 1e3), stamp.lost),
+        None => format!("lost {}", stamp.lost),
+    }
+}

@@ -1,10 +1,8 @@
 //! Summaries that span kinds: the store's list of runs and the comparison of two groups.
 
-use sonde_results::document::{End, Section};
 use sonde_results::Document;
 
 use super::common::table;
-use crate::units::bits_per_second;
 
 /// The widest `sonde results list` prints: a terminal's 100 columns.
 pub const LIST_WIDTH: usize = 100;
@@ -25,32 +23,6 @@ fn command_line(c: &str) -> String {
     let (program, rest) = c.split_once(' ').unwrap_or((c, ""));
     let program = program.rsplit('/').next().unwrap_or(program);
     format!("{program} {rest}").trim_end().to_string()
-}
-
-/// A run's one figure for the list.
-fn headline(e: &End) -> String {
-    use crate::units::sig3;
-    match &e.section {
-        Section::Stream(s) => s
-            .receiver
-            .as_ref()
-            .map_or_else(|| "-".into(), |r| bits_per_second(r.bits_per_second)),
-        Section::Rr(r) => match (r.requests_per_second, &r.latency_ns) {
-            (Some(rps), Some(l)) => {
-                format!("{} req/s, P50 {} us", sig3(rps), sig3(l.p50 as f64 / 1e3))
-            }
-            _ => "-".into(),
-        },
-        Section::Pps(p) => match p.packets.as_ref().and_then(|p| p.receiver.as_ref()) {
-            Some(r) => format!("{} pkt/s received", sig3(r.packets_per_second)),
-            None => "-".into(),
-        },
-        Section::Stamp { stamp } => match &stamp.latency_ns {
-            Some(l) => format!("P50 {} us, lost {}", sig3(l.p50 as f64 / 1e3), stamp.lost),
-            None => format!("lost {}", stamp.lost),
-        },
-        Section::Load { .. } | Section::Watch { .. } => "-".into(),
-    }
 }
 
 /// `sonde results list`: one row per stored run, in 100 columns: the time to the second,
@@ -75,7 +47,7 @@ pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
             shorten(&line(label.as_deref().unwrap_or("")), 12),
             d.test.to_string(),
             line(&started).chars().take(19).collect(),
-            headline(&d.end),
+            (crate::kinds::row(d.test).listed)(&d.end),
             if d.end.partial { "partial" } else { "ok" }.into(),
             line(&command_line(&d.start.command)),
         ]);

@@ -236,6 +236,13 @@ pub fn stream(doc: &Document) -> String {
     out
 }
 
+/// A stream run's one figure in `sonde results list`: what its receiver received.
+pub(crate) fn listed(e: &sonde_results::document::End) -> String {
+    e.stream()
+        .and_then(|s| s.receiver.as_ref())
+        .map_or_else(|| "-".into(), |r| bits_per_second(r.bits_per_second))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,3 +56,13 @@ pub fn watch(doc: &Document) -> String {
     out.push_str(&footer(&doc.end));
     out
 }
+
+/// The line a watch starts with: its command, interface and interval.
+pub fn watch_heading(w: &sonde_results::WatchSpec) -> String {
+    format!(
+        "sonde watch: {} (interface {}, every {:.1} s)",
+        w.command.join(" "),
+        w.iface.as_deref().unwrap_or("none"),
+        w.timing.interval_ms as f64 / 1e3
+    )
+}

@@ -1,9 +1,8 @@
 //! `end`: what every kind's document shares (cut short or not, why, a host both ends
 //! shared) and one typed section per kind. The sections are flattened, so every JSON key
 //! stays where schema version 1 put it; reading one back needs the document's `test` to
-//! know which section to expect ([`End::read`]).
+//! know which section to expect: the kind's row in `kinds` reads it ([`End::read`]).
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::load::LoadEnd;
@@ -13,7 +12,6 @@ use super::stamp::StampEnd;
 use super::stream::StreamEnd;
 use super::watch::WatchEnd;
 use crate::side::CpuUsage;
-use crate::spec::TestName;
 use crate::verdict::LimitedBy;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,43 +54,6 @@ pub struct OneHost {
     pub cpu: Option<CpuUsage>,
     /// Stream tests: host busy cycles per byte received, once for both ends.
     pub cycles_per_byte: Option<f64>,
-}
-
-impl Section {
-    /// The section of `test` with no figure yet.
-    pub fn empty(test: TestName) -> Section {
-        match test {
-            TestName::Stream => Section::Stream(StreamEnd::default()),
-            TestName::Ping | TestName::Rpc => Section::Rr(RrEnd::default()),
-            TestName::Pps => Section::Pps(PpsEnd::default()),
-            TestName::Load => Section::Load {
-                load: LoadEnd::default(),
-            },
-            TestName::Watch => Section::Watch {
-                watch: WatchEnd::default(),
-            },
-            TestName::Stamp => Section::Stamp {
-                stamp: StampEnd::default(),
-            },
-        }
-    }
-
-    /// Takes the host's CPU figures out of every side (they are the one host's); the
-    /// stream sender's cycles per byte, which then describe that host.
-    fn clear_host_cpu(&mut self) -> Option<f64> {
-        match self {
-            Section::Stream(s) => s.clear_host_cpu(),
-            Section::Rr(r) => {
-                r.clear_host_cpu();
-                None
-            }
-            Section::Pps(p) => {
-                p.clear_host_cpu();
-                None
-            }
-            Section::Load { .. } | Section::Watch { .. } | Section::Stamp { .. } => None,
-        }
-    }
 }
 
 impl End {
@@ -148,10 +109,16 @@ impl End {
         }
     }
 
-    /// The one host's CPU figures, moved out of the sides, so that no reader adds the
-    /// same host twice.
-    pub(super) fn count_one_host(&mut self, hostname: &str, cpu: Option<CpuUsage>) {
-        let cycles_per_byte = self.section.clear_host_cpu();
+    /// The one host's CPU figures, moved out of the sides (`take_host_cpu`, the kind's
+    /// row's: it returns the stream sender's cycles per byte, which then describe that
+    /// host), so that no reader adds the same host twice.
+    pub(super) fn count_one_host(
+        &mut self,
+        hostname: &str,
+        cpu: Option<CpuUsage>,
+        take_host_cpu: fn(&mut Section) -> Option<f64>,
+    ) {
+        let cycles_per_byte = take_host_cpu(&mut self.section);
         self.one_host = Some(OneHost {
             hostname: hostname.to_string(),
             cpu,
@@ -159,22 +126,26 @@ impl End {
         });
     }
 
-    /// The `end` of a document of `test`, as JSON wrote it.
-    pub fn read(test: TestName, json: serde_json::Value) -> serde_json::Result<End> {
-        Ok(match test {
-            TestName::Stream => read::<StreamEnd>(json)?.with(Section::Stream),
-            TestName::Ping | TestName::Rpc => read::<RrEnd>(json)?.with(Section::Rr),
-            TestName::Pps => read::<PpsEnd>(json)?.with(Section::Pps),
-            TestName::Load => read::<LoadKey>(json)?.with(|k| Section::Load { load: k.load }),
-            TestName::Watch => read::<WatchKey>(json)?.with(|k| Section::Watch { watch: k.watch }),
-            TestName::Stamp => read::<StampKey>(json)?.with(|k| Section::Stamp { stamp: k.stamp }),
+    /// The `end` of a document as JSON wrote it, its section read by `section` (the
+    /// kind's row's reader: `End::read`).
+    pub(crate) fn read_with(
+        json: serde_json::Value,
+        section: fn(serde_json::Value) -> serde_json::Result<Section>,
+    ) -> serde_json::Result<End> {
+        let w: Wire = serde_json::from_value(json)?;
+        Ok(End {
+            partial: w.partial,
+            error: w.error,
+            one_host: w.one_host,
+            section: section(serde_json::Value::Object(w.section))?,
+            limited_by: w.limited_by,
         })
     }
 }
 
-/// `end` as written, with the section of the kind `read` was told.
+/// `end` as written: the shared keys, and the section's left for the kind's reader.
 #[derive(Deserialize)]
-struct Wire<S> {
+struct Wire {
     partial: bool,
     error: Option<String>,
     #[serde(default)]
@@ -182,38 +153,7 @@ struct Wire<S> {
     #[serde(default)]
     limited_by: Option<LimitedBy>,
     #[serde(flatten)]
-    section: S,
-}
-
-impl<S> Wire<S> {
-    fn with(self, section: impl FnOnce(S) -> Section) -> End {
-        End {
-            partial: self.partial,
-            error: self.error,
-            one_host: self.one_host,
-            section: section(self.section),
-            limited_by: self.limited_by,
-        }
-    }
-}
-
-fn read<S: DeserializeOwned>(json: serde_json::Value) -> serde_json::Result<Wire<S>> {
-    serde_json::from_value(json)
-}
-
-#[derive(Deserialize)]
-struct LoadKey {
-    load: LoadEnd,
-}
-
-#[derive(Deserialize)]
-struct StampKey {
-    stamp: StampEnd,
-}
-
-#[derive(Deserialize)]
-struct WatchKey {
-    watch: WatchEnd,
+    section: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Serialize for End {

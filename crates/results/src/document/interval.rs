@@ -2,9 +2,8 @@
 //! the hosts' CPU) and one typed section per kind, produced by the kind's module. The
 //! sections are flattened, so every JSON key stays where schema version 1 put it; reading
 //! one back needs the document's `test` to know which section to expect
-//! ([`IntervalFigures::read`]), as for `end`.
+//! ([`IntervalFigures::read`], through the kind's row in `kinds`), as for `end`.
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -13,7 +12,6 @@ use super::rr_interval::RrInterval;
 use super::stamp::StampInterval;
 use super::watch::WatchInterval;
 use crate::side::{IntervalSample, Role};
-use crate::spec::TestName;
 use crate::tcp::TcpSample;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -136,10 +134,15 @@ impl IntervalFigures {
         }
     }
 
-    /// An interval of a document of `test`, as JSON wrote it.
-    pub fn read(test: TestName, json: Value) -> serde_json::Result<IntervalFigures> {
+    /// An interval as JSON wrote it, its own figures read by `section` and its sides' by
+    /// `side` (the kind's row's readers: `IntervalFigures::read`).
+    pub(crate) fn read_with(
+        json: Value,
+        section: fn(Value) -> serde_json::Result<IntervalSection>,
+        side: fn(Value) -> serde_json::Result<SideFigures>,
+    ) -> serde_json::Result<IntervalFigures> {
         let w: Wire = serde_json::from_value(json)?;
-        let side = |s: Option<SideWire>| s.map(|s| s.read(test)).transpose();
+        let side = |s: Option<SideWire>| s.map(|s| s.read(side)).transpose();
         let reverse = match w.reverse {
             Some(p) => Some(IntervalPair {
                 sender: side(p.sender)?,
@@ -154,19 +157,7 @@ impl IntervalFigures {
             sender: side(w.sender)?,
             receiver: side(w.receiver)?,
             reverse,
-            section: match test {
-                TestName::Stream | TestName::Pps => IntervalSection::Sides {},
-                TestName::Ping | TestName::Rpc => IntervalSection::Rr(from(rest)?),
-                TestName::Load => IntervalSection::Load {
-                    load: from::<LoadKey>(rest)?.load,
-                },
-                TestName::Watch => IntervalSection::Watch {
-                    watch: from::<WatchKey>(rest)?.watch,
-                },
-                TestName::Stamp => IntervalSection::Stamp {
-                    stamp: from::<StampIntervalKey>(rest)?.stamp,
-                },
-            },
+            section: section(rest)?,
             client_cpu_busy_percent: w.client_cpu_busy_percent,
             server_cpu_busy_percent: w.server_cpu_busy_percent,
         })
@@ -226,41 +217,21 @@ struct SideWire {
 }
 
 impl SideWire {
-    /// This side with the figures of `test`'s kind: a pps side's rate, otherwise a stream
-    /// side's TCP_INFO (no other kind writes a side).
-    fn read(self, test: TestName) -> serde_json::Result<IntervalSide> {
+    /// This side with its kind's figures, read by `figures`.
+    fn read(
+        self,
+        figures: fn(Value) -> serde_json::Result<SideFigures>,
+    ) -> serde_json::Result<IntervalSide> {
         let rest = Value::Object(self.rest);
         Ok(IntervalSide {
             measured_by: self.measured_by,
             bytes: self.bytes,
             bits_per_second: self.bits_per_second,
             cpu_busy_percent: self.cpu_busy_percent,
-            section: match test {
-                TestName::Pps => SideFigures::Pps(from(rest)?),
-                _ => SideFigures::Stream(from(rest)?),
-            },
+            section: figures(rest)?,
             partial: self.partial,
         })
     }
-}
-
-fn from<T: DeserializeOwned>(v: Value) -> serde_json::Result<T> {
-    serde_json::from_value(v)
-}
-
-#[derive(Deserialize)]
-struct LoadKey {
-    load: LoadInterval,
-}
-
-#[derive(Deserialize)]
-struct StampIntervalKey {
-    stamp: StampInterval,
-}
-
-#[derive(Deserialize)]
-struct WatchKey {
-    watch: WatchInterval,
 }
 
 /// Both sides' interval samples paired by index, with the interval's span; a side that

@@ -10,12 +10,12 @@ mod floor;
 mod interval;
 pub mod load;
 mod parts;
-mod pps;
-mod rr;
+pub(crate) mod pps;
+pub(crate) mod rr;
 mod rr_interval;
 pub mod search;
 pub mod stamp;
-mod stream;
+pub(crate) mod stream;
 pub mod watch;
 
 pub use end::{End, OneHost, Section};
@@ -128,41 +128,32 @@ impl Document {
         doc
     }
 
-    /// The document of `inp`, without a verdict.
+    /// The document of `inp`, without a verdict: its intervals and section from its kind's
+    /// row (`kinds::Row::build`; a load, a watch and a STAMP run are built elsewhere and
+    /// get an empty section here).
     pub fn build(inp: Inputs<'_>) -> Document {
-        let (intervals, section) = match inp.spec {
-            TestSpec::Stream(s) => section(stream::build(s, &inp), Section::Stream),
-            TestSpec::Ping(r) | TestSpec::Rpc(r) => section(rr::build(r, &inp), Section::Rr),
-            TestSpec::Pps(p) => section(pps::build(p, &inp), Section::Pps),
-            // The controller runs a load as tests of the other kinds (`load::build`); a watch
-            // and a STAMP run have no agent (`sonde_run::watch`, `sonde_run::stamp`).
-            TestSpec::Load(_) | TestSpec::Watch(_) | TestSpec::Stamp(_) => {
-                (Vec::new(), Section::empty(inp.spec.test_name()))
-            }
+        let test = inp.spec.test_name();
+        let row = crate::kinds::row(test);
+        let (intervals, section) = match row.build {
+            Some(build) => build(&inp),
+            None => (Vec::new(), (row.empty)()),
         };
         let mut end = End::new(parts::is_partial(&inp), inp.error.clone(), section);
         let shared = inp
             .server
             .is_some_and(|s| s.host.boot_id.is_some() && s.host.boot_id == inp.client.host.boot_id);
         if shared {
-            end.count_one_host(&inp.client.host.hostname, inp.client.cpu.clone());
+            let host = &inp.client.host.hostname;
+            end.count_one_host(host, inp.client.cpu.clone(), row.take_host_cpu);
         }
         Document {
             schema_version: SCHEMA_VERSION,
-            test: inp.spec.test_name(),
+            test,
             start: start(inp),
             intervals,
             end,
         }
     }
-}
-
-/// A kind's intervals and its end figures as its section.
-fn section<T>(
-    (intervals, end): (Vec<IntervalFigures>, T),
-    kind: fn(T) -> Section,
-) -> (Vec<IntervalFigures>, Section) {
-    (intervals, kind(end))
 }
 
 fn start(inp: Inputs<'_>) -> Start {
@@ -189,7 +180,8 @@ fn start(inp: Inputs<'_>) -> Start {
 }
 
 /// A document as written: `intervals` and `end` are read once `test` says which section
-/// they hold (JSON keys may come in any order).
+/// they hold (JSON keys may come in any order), by the readers of its kind's row
+/// (`End::read`, `IntervalFigures::read`: `kinds`).
 #[derive(Deserialize)]
 struct Wire {
     schema_version: u32,

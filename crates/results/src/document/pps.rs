@@ -81,7 +81,7 @@ pub struct PpsEnd {
 
 impl PpsEnd {
     /// Clears every side's host CPU (the one host's, counted once elsewhere).
-    pub(super) fn clear_host_cpu(&mut self) {
+    pub(crate) fn clear_host_cpu(&mut self) {
         let packets = self
             .packets
             .iter_mut()
@@ -181,7 +181,7 @@ fn uncut_batches_note(receiver: &PpsEndSide, gso: bool) -> Option<String> {
 }
 
 /// Both sides' rates and the loss between them: the intervals and end section.
-pub(super) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, PpsEnd) {
+pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, PpsEnd) {
     let tx = inp.client.pps();
     let rx = inp.server.and_then(|s| s.pps());
     let sender = end_side(inp.client);

@@ -90,7 +90,7 @@ pub struct RrEnd {
 
 impl RrEnd {
     /// Clears both sides' host CPU (the one host's, counted once elsewhere).
-    pub(super) fn clear_host_cpu(&mut self) {
+    pub(crate) fn clear_host_cpu(&mut self) {
         for s in self.client.iter_mut().chain(self.server.iter_mut()) {
             s.cpu.usage = None;
         }
@@ -98,7 +98,7 @@ impl RrEnd {
 }
 
 /// The intervals and end section of a ping or rpc test.
-pub(super) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, RrEnd) {
+pub(crate) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, RrEnd) {
     let udp = spec.transport == Transport::Udp;
     let c_rr = inp.client.rr();
     let mut client = end_side(inp.client);

@@ -77,7 +77,7 @@ pub struct StreamEnd {
 
 impl StreamEnd {
     /// Clears every side's host CPU and cycles per byte; the sender's cycles per byte.
-    pub(super) fn clear_host_cpu(&mut self) -> Option<f64> {
+    pub(crate) fn clear_host_cpu(&mut self) -> Option<f64> {
         let cycles_per_byte = self.sender.as_ref().and_then(|s| s.cycles_per_byte);
         let reverse = self
             .reverse
@@ -96,7 +96,7 @@ impl StreamEnd {
 }
 
 /// The intervals and end section of a stream test.
-pub(super) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, StreamEnd) {
+pub(crate) fn build(stream: &StreamSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, StreamEnd) {
     let (primary, bidir) = match stream.direction {
         Direction::Forward => (Direction::Forward, false),
         Direction::Reverse => (Direction::Reverse, false),

@@ -1,6 +1,7 @@
 //! A load test's document assembled from the documents of the tests each phase ran:
 //! their sections read, the load's own section and intervals built.
 
+use super::figures::classify;
 use super::{oneway, AddedLatency, LoadEnd, LoadFigures, LoadInterval, PhaseEnd};
 use crate::document::{
     Document, End, IntervalFigures, IntervalSection, Section, Start, SCHEMA_VERSION,
@@ -107,42 +108,10 @@ fn phase_end(r: &PhaseRun) -> PhaseEnd {
     }
 }
 
-/// Sorts receiver figures by who measured them: the agent receives the upload.
-fn classify(
-    f: &mut LoadFigures,
-    measured_by: Role,
-    bits_per_second: f64,
-    packets_per_second: Option<f64>,
-) {
-    match measured_by {
-        Role::Server => {
-            f.upload_bits_per_second = Some(bits_per_second);
-            f.upload_packets_per_second = packets_per_second;
-        }
-        Role::Client => f.download_bits_per_second = Some(bits_per_second),
-    }
-}
-
-/// The load test's throughput each way, from its document's receivers.
+/// The load test's throughput each way, from its document's receivers (its kind's row:
+/// `kinds::Row::load`).
 pub fn end_load(d: &Document) -> LoadFigures {
-    let mut f = LoadFigures::default();
-    match &d.end.section {
-        Section::Stream(s) => {
-            let reverse = s.reverse.as_ref().and_then(|r| r.receiver.as_ref());
-            for r in reverse.into_iter().chain(&s.receiver) {
-                classify(&mut f, r.by.measured_by, r.bits_per_second, None);
-            }
-        }
-        Section::Pps(p) => {
-            if let Some(r) = &p.receiver {
-                let pps = Some(r.packets_per_second);
-                classify(&mut f, r.by.measured_by, r.bits_per_second, pps);
-            }
-        }
-        Section::Rr(r) => f.requests_per_second = r.requests_per_second,
-        Section::Load { .. } | Section::Watch { .. } | Section::Stamp { .. } => {}
-    }
-    f
+    (crate::kinds::row(d.test).load)(&d.end.section)
 }
 
 fn retransmits(d: &Document) -> Option<u64> {

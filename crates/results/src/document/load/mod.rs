@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod assemble;
+pub(crate) mod figures;
 mod oneway;
 
 pub use assemble::{build, end_load, PhaseRun};

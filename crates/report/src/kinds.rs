@@ -1,0 +1,233 @@
+//! The kinds of test as the report layer renders them: one [`Row`] per kind, found from the
+//! document's or spec's [`TestName`] by [`row`], the one match on every kind in this crate
+//! (the compiler finds a kind without a row there). Each entry points at the kind's own
+//! renderer (its `summary` module, its `config` flags, its `openmetrics` gauges); what a
+//! kind does not have is [`Row::new`]'s "nothing here".
+//!
+//! Everything generic reads a kind through its row: the heading, live line and summary
+//! (`look`), a run's name by its configuration (`look::config_name`), the store's list
+//! (`summary::store`) and the OpenMetrics gauges (`openmetrics::gauges`). Nothing that this
+//! module imports imports it back (`scripts/import-circles.py`).
+//!
+//! A new kind: its summary module, and a row here.
+
+use sonde_results::document::End;
+use sonde_results::spec::TestName;
+use sonde_results::{Document, IntervalSample, TestSpec};
+
+use crate::openmetrics::figures::{self, Gauges};
+use crate::summary::{load, pps, rr, stamp, stream, watch};
+use crate::{config, live};
+
+type Sample<'a> = Option<&'a IntervalSample>;
+
+/// What the report layer does with one kind of test. Each entry is the kind's own code;
+/// [`Row::new`] fills in "nothing here" for what a kind does not have.
+pub struct Row {
+    /// The line a test starts with, given the target it measures (`path`) and whether a
+    /// pps run is a zero-loss search.
+    pub heading: fn(&TestSpec, &str, bool) -> String,
+    /// The human summary of a finished test.
+    pub summary: fn(&Document) -> String,
+    /// One interval of a running test, from both sides' samples (of a test an agent takes
+    /// part in).
+    pub live: fn(&TestSpec, Sample<'_>, Sample<'_>) -> String,
+    /// The run's one figure in `sonde results list`.
+    pub listed: fn(&End) -> String,
+    /// The flags of the run's configuration that differ from the defaults, in CLI spelling
+    /// (`look::config_name` puts the test's name before them).
+    pub flags: fn(&TestSpec) -> Vec<String>,
+    /// The run's own gauge figures in OpenMetrics (throughput, RTT, loss).
+    pub gauges: fn(&Document, &mut Gauges),
+    /// The run is a pair's figure: the OpenMetrics backfill exports it.
+    pub paired: bool,
+}
+
+impl Row {
+    /// A kind's row with what every kind has, its heading and summary, and nothing else:
+    /// a request/response live line, no figure in the store's list ("-"), no flags, no
+    /// gauge, and a pair's figure.
+    pub const fn new(
+        heading: fn(&TestSpec, &str, bool) -> String,
+        summary: fn(&Document) -> String,
+    ) -> Row {
+        Row {
+            heading,
+            summary,
+            live: |_, c, s| live::rr_line(c, s),
+            listed: |_| "-".into(),
+            flags: |_| Vec::new(),
+            gauges: |_, _| {},
+            paired: true,
+        }
+    }
+}
+
+/// The row of `test`: the one match on every kind in this crate.
+pub fn row(test: TestName) -> &'static Row {
+    match test {
+        TestName::Stream => &STREAM,
+        TestName::Ping => &PING,
+        TestName::Rpc => &RPC,
+        TestName::Pps => &PPS,
+        TestName::Load => &LOAD,
+        TestName::Watch => &WATCH,
+        TestName::Stamp => &STAMP,
+    }
+}
+
+/// The flags of `spec`'s configuration that differ from the defaults (its row's).
+pub fn flags(spec: &TestSpec) -> Vec<String> {
+    (row(spec.test_name()).flags)(spec)
+}
+
+const STREAM: Row = Row {
+    live: |spec, c, s| match spec {
+        TestSpec::Stream(st) => live::line(st.direction, c, s),
+        _ => live::rr_line(c, s),
+    },
+    listed: stream::listed,
+    flags: |spec| match spec {
+        TestSpec::Stream(s) => config::stream(s),
+        _ => Vec::new(),
+    },
+    gauges: figures::stream,
+    ..Row::new(
+        |spec, path, _| match spec {
+            TestSpec::Stream(st) => stream::stream_heading(st, path),
+            _ => String::new(),
+        },
+        stream::stream,
+    )
+};
+
+const PING: Row = Row {
+    listed: rr::listed,
+    flags: |spec| match spec {
+        TestSpec::Ping(r) => config::rr(r, false),
+        _ => Vec::new(),
+    },
+    gauges: figures::rr,
+    ..Row::new(|spec, path, _| rr::rr_heading(spec, path), rr::rr)
+};
+
+const RPC: Row = Row {
+    flags: |spec| match spec {
+        TestSpec::Rpc(r) => config::rr(r, true),
+        _ => Vec::new(),
+    },
+    ..PING
+};
+
+const PPS: Row = Row {
+    live: |_, c, s| live::pps_line(c, s),
+    listed: pps::listed,
+    flags: |spec| match spec {
+        TestSpec::Pps(p) => config::pps(p),
+        _ => Vec::new(),
+    },
+    gauges: figures::pps,
+    ..Row::new(
+        |spec, path, search| match spec {
+            TestSpec::Pps(p) => pps::pps_heading(p, path, search),
+            _ => String::new(),
+        },
+        pps::pps,
+    )
+};
+
+const LOAD: Row = Row {
+    flags: |spec| match spec {
+        TestSpec::Load(l) => match l.load.as_ref() {
+            // A stream load is the default: its flags say enough (`load -P 4`).
+            TestSpec::Stream(s) => config::stream(s),
+            other => {
+                let mut w = vec![other.name().to_string()];
+                w.extend(flags(other));
+                w
+            }
+        },
+        _ => Vec::new(),
+    },
+    paired: false,
+    ..Row::new(
+        |spec, path, _| match spec {
+            TestSpec::Load(l) => load::load_heading(l, path),
+            _ => String::new(),
+        },
+        load::load,
+    )
+};
+
+const WATCH: Row = Row {
+    flags: |spec| match spec {
+        TestSpec::Watch(w) => w.command.clone(),
+        _ => Vec::new(),
+    },
+    paired: false,
+    ..Row::new(
+        |spec, _, _| match spec {
+            TestSpec::Watch(w) => watch::watch_heading(w),
+            _ => String::new(),
+        },
+        watch::watch,
+    )
+};
+
+const STAMP: Row = Row {
+    listed: stamp::listed,
+    flags: |spec| match spec {
+        TestSpec::Stamp(s) => config::stamp(s),
+        _ => Vec::new(),
+    },
+    gauges: figures::stamp,
+    ..Row::new(
+        |spec, _, _| match spec {
+            TestSpec::Stamp(s) => stamp::stamp_heading(s),
+            _ => String::new(),
+        },
+        stamp::stamp,
+    )
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::Timing;
+
+    /// Every kind's row renders its own spec's heading (none is the empty "not mine").
+    #[test]
+    fn every_kind_has_a_heading_of_its_own() {
+        let specs = [
+            TestSpec::Stream(Default::default()),
+            TestSpec::Ping(Default::default()),
+            TestSpec::Rpc(Default::default()),
+            TestSpec::Pps(Default::default()),
+            TestSpec::Load(Default::default()),
+            TestSpec::Watch(sonde_results::WatchSpec {
+                command: vec!["true".into()],
+                iface: None,
+                peer: None,
+                timing: Timing::measuring(1_000),
+                execution: Default::default(),
+            }),
+            TestSpec::Stamp(sonde_results::StampSpec {
+                host: "198.18.0.2".into(),
+                port: 862,
+                rate_per_s: 10.0,
+                count: None,
+                packet_bytes: 44,
+                authenticated: false,
+                stateful: false,
+                ssid: 0,
+                timeout_ms: 1_000,
+                timing: Timing::measuring(1_000),
+                execution: Default::default(),
+            }),
+        ];
+        for spec in specs {
+            let h = (row(spec.test_name()).heading)(&spec, "198.18.0.2", false);
+            assert!(!h.is_empty(), "{}", spec.name());
+        }
+    }
+}
