@@ -2,7 +2,7 @@
 """The key set of each kind's result document, to check that a refactoring moved no JSON key.
 
 Runs one short test of every kind (stream, bidir, ping, rpc, pps, pps over AF_XDP, ping over
-AF_XDP, load, watch, a fleet pair) with the given sonde between two namespaces and writes, per
+AF_XDP, load, watch, STAMP to the agent's reflector, a fleet pair) with the given sonde between two namespaces and writes, per
 kind, the sorted set of key paths (`end.sender.bits_per_second`, arrays as `[]`):
 
     python3 bench/doc_keys.py --sonde OLD --out before.json
@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from netns import CLIENT_NS, SERVER, client, namespaces, start_server  # noqa: E402
 
 PORT = "5311"
+STAMP_PORT = "8620"
 SHORT = ["-t", "1", "--warmup", "0.2"]
 RUNS = {
     "stream": ["stream", SERVER, "-P", "2", *SHORT],
@@ -58,6 +59,16 @@ def run_kinds(sonde):
                            capture_output=True, text=True).stdout
     keys["watch"] = sorted(paths(json.loads(watch)))
     return keys
+
+
+def run_stamp(sonde, tmp):
+    """STAMP to the server's agent's stateful reflector (`serve --stamp`), 20 packets."""
+    r = subprocess.run(["ip", "netns", "exec", CLIENT_NS, sonde, "stamp", f"{SERVER}:{STAMP_PORT}",
+                        "-r", "20", "-n", "20", "--stateful", "--wait", "0.5", "--json",
+                        "--db", os.path.join(tmp, "stamp.db")], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr, file=sys.stderr)
+    return sorted(paths(json.loads(r.stdout))) if r.stdout.strip() else ["(no document)"]
 
 
 def run_fleet(sonde, tmp):
@@ -112,8 +123,11 @@ def main():
     sonde = os.path.abspath(a.sonde)
     with tempfile.TemporaryDirectory() as tmp, namespaces(queues=2) as servers:
         servers["sonde"] = start_server([sonde, "serve", "--bind", SERVER, "--port", PORT,
-                                         "--allow", "xdp,third-party"])
+                                         "--allow", "xdp,third-party",
+                                         "--stamp", f"{SERVER}:{STAMP_PORT}",
+                                         "--stamp-allow", "198.18.0.0/15", "--stamp-stateful"])
         keys = run_kinds(sonde)
+        keys["stamp"] = run_stamp(sonde, tmp)
         keys["fleet"] = run_fleet(sonde, tmp)
     with open(a.out, "w") as f:
         json.dump(keys, f, indent=1)

@@ -32,7 +32,7 @@ pub use counters::{ConnCounters, Counters};
 
 pub use pool::{pps_threads, usable_cpus, worker_threads, Placement, Pool, Stop, Work};
 pub use sockopt::{SocketOptions, TcpInfo};
-pub use stream::{StreamConn, StreamWorkers};
+pub use stream::{Conns, StreamConn, StreamWorkers};
 
 /// Held by this crate's tests that time a wait, and by those that spin both CPUs (busy
 /// polling, SQPOLL): the test threads of one binary run in parallel, and a spinning test

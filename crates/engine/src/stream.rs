@@ -29,14 +29,60 @@ pub struct StreamConn {
     pub send: bool,
 }
 
-struct Slot {
-    stream: TcpStream,
-    send: bool,
-    counters: ConnCounters,
+pub(crate) struct Slot {
+    pub(crate) stream: TcpStream,
+    pub(crate) send: bool,
+    pub(crate) counters: ConnCounters,
+}
+
+/// A pool's connections, each with its counters: what the kernel's and io_uring's stream
+/// workers both read from, and their samplers through [`StreamWorkers::conns`].
+pub struct Conns(Vec<Slot>);
+
+impl Conns {
+    pub(crate) fn new(conns: Vec<StreamConn>) -> Conns {
+        let slot = |c: StreamConn| Slot {
+            stream: c.stream,
+            send: c.send,
+            counters: ConnCounters::default(),
+        };
+        Conns(conns.into_iter().map(slot).collect())
+    }
+
+    pub(crate) fn slot(&self, i: usize) -> &Slot {
+        &self.0[i]
+    }
+
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Slot> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Monotonic (bytes, calls) of connection `i` (io_uring's calls are completions).
+    pub fn counters(&self, i: usize) -> (u64, u64) {
+        let [bytes, calls] = self.0[i].counters.read();
+        (bytes, calls)
+    }
+
+    pub fn is_sender(&self, i: usize) -> bool {
+        self.0[i].send
+    }
+
+    /// Raw fd of connection `i`, for TCP_INFO. Valid while the pool lives.
+    pub fn fd(&self, i: usize) -> RawFd {
+        self.0[i].stream.as_raw_fd()
+    }
 }
 
 struct Shared {
-    slots: Vec<Slot>,
+    slots: Conns,
     finish: EventFd,
     abort: EventFd,
     /// Set before the sockets of blocking workers are shut down, read after a call fails.
@@ -82,14 +128,7 @@ impl StreamWorkers {
             c.stream.set_nonblocking(!b)?;
         }
         let shared = Arc::new(Shared {
-            slots: conns
-                .into_iter()
-                .map(|c| Slot {
-                    stream: c.stream,
-                    send: c.send,
-                    counters: ConnCounters::default(),
-                })
-                .collect(),
+            slots: Conns::new(conns),
             finish: EventFd::new()?,
             abort: EventFd::new()?,
             finishing: AtomicBool::new(false),
@@ -108,27 +147,9 @@ impl StreamWorkers {
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.shared.slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.shared.slots.is_empty()
-    }
-
-    /// Monotonic (bytes, calls) of connection `i`.
-    pub fn counters(&self, i: usize) -> (u64, u64) {
-        let [bytes, calls] = self.shared.slots[i].counters.read();
-        (bytes, calls)
-    }
-
-    pub fn is_sender(&self, i: usize) -> bool {
-        self.shared.slots[i].send
-    }
-
-    /// Raw fd of connection `i`, for TCP_INFO. Valid while `self` lives.
-    pub fn fd(&self, i: usize) -> RawFd {
-        self.shared.slots[i].stream.as_raw_fd()
+    /// The connections and their counters.
+    pub fn conns(&self) -> &Conns {
+        &self.shared.slots
     }
 
     /// Senders half-close and stop; receivers read on until the peer's FIN.
@@ -201,7 +222,10 @@ fn run_worker(shared: &Shared, owned: &[usize]) -> Vec<(usize, ConnEnd)> {
     let mut buf: Vec<u8> = (0..shared.buffer_bytes).map(|i| (i % 251) as u8).collect();
     if let [only] = owned[..] {
         if shared.blocking[only] {
-            return vec![(only, run_blocking(shared, &shared.slots[only], &mut buf))];
+            return vec![(
+                only,
+                run_blocking(shared, shared.slots.slot(only), &mut buf),
+            )];
         }
     }
     run_epoll(shared, owned, &mut buf)
@@ -225,7 +249,7 @@ fn run_epoll(shared: &Shared, owned: &[usize], buf: &mut [u8]) -> Vec<(usize, Co
     let done =
         |ends: &mut Vec<(usize, Option<ConnEnd>)>, pos: usize, end: ConnEnd, active: &mut usize| {
             if ends[pos].1.is_none() {
-                let _ = ep.delete(shared.slots[ends[pos].0].stream.as_raw_fd());
+                let _ = ep.delete(shared.slots.slot(ends[pos].0).stream.as_raw_fd());
                 ends[pos].1 = Some(end);
                 *active -= 1;
             }
@@ -253,7 +277,7 @@ fn run_epoll(shared: &Shared, owned: &[usize], buf: &mut [u8]) -> Vec<(usize, Co
                 TOKEN_FINISH => {
                     let _ = ep.delete(shared.finish.raw());
                     for pos in 0..ends.len() {
-                        let slot = &shared.slots[ends[pos].0];
+                        let slot = shared.slots.slot(ends[pos].0);
                         if slot.send && ends[pos].1.is_none() {
                             let _ = slot.stream.shutdown(Shutdown::Write);
                             done(&mut ends, pos, ConnEnd::Clean, &mut active);
@@ -265,7 +289,7 @@ fn run_epoll(shared: &Shared, owned: &[usize], buf: &mut [u8]) -> Vec<(usize, Co
                     if ends[pos].1.is_some() {
                         continue;
                     }
-                    let slot = &shared.slots[ends[pos].0];
+                    let slot = shared.slots.slot(ends[pos].0);
                     let fd = slot.stream.as_raw_fd();
                     let outcome = if slot.send {
                         send_burst(fd, buf, &slot.counters)
@@ -324,7 +348,7 @@ fn setup_epoll(shared: &Shared, owned: &[usize]) -> io::Result<Epoll> {
     ep.add(shared.abort.raw(), libc::EPOLLIN as u32, TOKEN_ABORT)?;
     ep.add(shared.finish.raw(), libc::EPOLLIN as u32, TOKEN_FINISH)?;
     for (pos, &i) in owned.iter().enumerate() {
-        let slot = &shared.slots[i];
+        let slot = shared.slots.slot(i);
         let ev = if slot.send {
             libc::EPOLLOUT
         } else {
@@ -422,8 +446,8 @@ mod tests {
         senders.finish();
         wait_done(&senders);
         wait_done(&receivers);
-        let sent: Vec<u64> = (0..3).map(|i| senders.counters(i).0).collect();
-        let recv: Vec<u64> = (0..3).map(|i| receivers.counters(i).0).collect();
+        let sent: Vec<u64> = (0..3).map(|i| senders.conns().counters(i).0).collect();
+        let recv: Vec<u64> = (0..3).map(|i| receivers.conns().counters(i).0).collect();
         assert!(sent.iter().all(|&b| b > 0), "{sent:?}");
         assert_eq!(sent, recv);
         let mut senders = senders;
@@ -454,8 +478,14 @@ mod tests {
         senders.finish();
         wait_done(&senders);
         wait_done(&receivers);
-        assert_eq!(senders.counters(0).0, receivers.counters(0).0);
-        assert_eq!(senders.counters(1).0, receivers.counters(1).0);
+        assert_eq!(
+            senders.conns().counters(0).0,
+            receivers.conns().counters(0).0
+        );
+        assert_eq!(
+            senders.conns().counters(1).0,
+            receivers.conns().counters(1).0
+        );
         assert!(senders.join().iter().all(|e| *e == ConnEnd::Clean));
         assert!(receivers.join().iter().all(|e| *e == ConnEnd::Clean));
 

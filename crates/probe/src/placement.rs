@@ -12,7 +12,7 @@ use crate::advice::test_nic;
 
 /// Which end of the preference order to take cores from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
+pub enum Pick {
     First,
     Last,
 }
@@ -20,7 +20,7 @@ pub enum End {
 /// One CPU per worker, each on its own physical core; `None` when the workers outnumber the
 /// usable cores: pinning several workers per core only takes balancing away from the
 /// scheduler (measured: 8 streams pinned over 2 cores ran 20 % slower than unpinned).
-pub fn choose(inv: &Inventory, allowed: &[usize], workers: usize, end: End) -> Option<Vec<usize>> {
+pub fn choose(inv: &Inventory, allowed: &[usize], workers: usize, end: Pick) -> Option<Vec<usize>> {
     let allowed: BTreeSet<usize> = allowed.iter().copied().collect();
     let nic = test_nic(inv);
     let node_cpus: Option<BTreeSet<usize>> = nic.and_then(|n| {
@@ -63,7 +63,7 @@ pub fn choose(inv: &Inventory, allowed: &[usize], workers: usize, end: End) -> O
     }
     // IRQ-free cores first; the IRQ CPUs are used only once those run out.
     cores.sort_by_key(|&(on_node, irq_free, cpu)| (!on_node, !irq_free, cpu));
-    if end == End::Last {
+    if end == Pick::Last {
         // The agent takes from the same order's far end of the preferred group.
         let preferred = cores.iter().filter(|c| c.0).count().clamp(1, cores.len());
         cores[..preferred].reverse();
@@ -84,16 +84,16 @@ mod tests {
     fn e192_places_on_node_0_one_cpu_per_core() {
         let inv = collect(&fixture("azure-e192-mana"));
         let all: Vec<usize> = (0..192).collect();
-        let c = choose(&inv, &all, 8, End::First).unwrap();
+        let c = choose(&inv, &all, 8, Pick::First).unwrap();
         assert_eq!(c, vec![0, 2, 4, 6, 8, 10, 12, 14]);
-        let s = choose(&inv, &all, 4, End::Last).unwrap();
+        let s = choose(&inv, &all, 4, Pick::Last).unwrap();
         assert_eq!(s, vec![46, 44, 42, 40]);
         // More workers than node 0 has cores: node 0 first, then the other nodes.
-        let many = choose(&inv, &all, 30, End::First).unwrap();
+        let many = choose(&inv, &all, 30, Pick::First).unwrap();
         assert!(many[..24].iter().all(|&c| c < 48 && c % 2 == 0));
         assert_eq!(many[24], 48);
         assert!(
-            choose(&inv, &all, 97, End::First).is_none(),
+            choose(&inv, &all, 97, Pick::First).is_none(),
             "96 cores, 97 workers"
         );
     }
@@ -102,23 +102,23 @@ mod tests {
     fn the_inherited_mask_is_respected() {
         let inv = collect(&fixture("azure-e192-mana"));
         let mask: Vec<usize> = (100..104).collect();
-        assert_eq!(choose(&inv, &mask, 2, End::First), Some(vec![100, 102]));
-        assert_eq!(choose(&inv, &mask, 3, End::First), None);
+        assert_eq!(choose(&inv, &mask, 2, Pick::First), Some(vec![100, 102]));
+        assert_eq!(choose(&inv, &mask, 3, Pick::First), None);
     }
 
     #[test]
     fn irq_cpus_are_avoided_when_cores_suffice() {
         let mut inv = collect(&fixture("vm-2cpu-virtio"));
         // The captured NIC's IRQs may run on both CPUs: nothing to avoid, order kept.
-        assert_eq!(choose(&inv, &[0, 1], 2, End::First), Some(vec![0, 1]));
-        assert_eq!(choose(&inv, &[0, 1], 1, End::Last), Some(vec![1]));
+        assert_eq!(choose(&inv, &[0, 1], 2, Pick::First), Some(vec![0, 1]));
+        assert_eq!(choose(&inv, &[0, 1], 1, Pick::Last), Some(vec![1]));
         let eth0 = inv.nics.iter_mut().find(|n| n.name == "eth0").unwrap();
         for irq in &mut eth0.irqs {
             irq.affinity = Some(vec![0]);
         }
         eth0.operstate = Some("up".into());
-        assert_eq!(choose(&inv, &[0, 1], 1, End::First), Some(vec![1]));
+        assert_eq!(choose(&inv, &[0, 1], 1, Pick::First), Some(vec![1]));
         // Two workers need both cores: CPU 0 is used after all.
-        assert_eq!(choose(&inv, &[0, 1], 2, End::First), Some(vec![1, 0]));
+        assert_eq!(choose(&inv, &[0, 1], 2, Pick::First), Some(vec![1, 0]));
     }
 }

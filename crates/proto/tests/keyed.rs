@@ -43,17 +43,7 @@ fn the_right_key_opens_the_agent_and_seals_the_session() {
         "{text}"
     );
     c.handle_bytes(&welcome, t0).unwrap();
-    let (rc, ra) = pump(&mut c, &mut a, t0);
-    rc.unwrap();
-    ra.unwrap();
-    assert!(matches!(a.poll_event(), Some(AgentEvent::Hello { .. })));
-    assert_eq!(
-        a.poll_event(),
-        Some(AgentEvent::Setup {
-            spec: Box::new(spec()),
-            third_party: None
-        })
-    );
+    set_up(&mut c, &mut a, t0);
     assert!(
         matches!(c.poll_event(), Some(ClientEvent::Welcome { command, .. }) if command.contains("secret"))
     );

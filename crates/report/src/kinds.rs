@@ -6,7 +6,8 @@
 //!
 //! Everything generic reads a kind through its row: the heading, live line and summary
 //! (`look`), a run's name by its configuration (`look::config_name`), the store's list
-//! (`summary::store`) and the OpenMetrics gauges (`openmetrics::gauges`). Nothing that this
+//! (`summary::store`), the OpenMetrics gauges (`openmetrics::gauges`), a published report's
+//! tables (`published::summary`) and whether a run is judged (`html::limits`). Nothing that this
 //! module imports imports it back (`scripts/import-circles.py`).
 //!
 //! A new kind: its summary module, and a row here.
@@ -41,19 +42,27 @@ pub struct Row {
     pub gauges: fn(&Document, &mut Gauges),
     /// The run is a pair's figure: the OpenMetrics backfill exports it.
     pub paired: bool,
+    /// Its table's title in a published report's summary (`published::summary`).
+    pub title: &'static str,
+    /// A run of the kind is judged for what limited it (`end.limited_by`); else a report
+    /// says it names no single limit (`html::limits`).
+    pub judged: bool,
 }
 
 impl Row {
-    /// A kind's row with what every kind has, its heading and summary, and nothing else:
-    /// a request/response live line, no figure in the store's list ("-"), no flags, no
-    /// gauge, and a pair's figure.
+    /// A kind's row with what every kind has, its heading, summary and title, and nothing
+    /// else: a request/response live line, no figure in the store's list ("-"), no flags,
+    /// no gauge, a pair's figure, not judged.
     pub const fn new(
         heading: fn(&TestSpec, &str, bool) -> String,
         summary: fn(&Document) -> String,
+        title: &'static str,
     ) -> Row {
         Row {
             heading,
             summary,
+            title,
+            judged: false,
             live: |_, c, s| live::rr_line(c, s),
             listed: |_| "-".into(),
             flags: |_| Vec::new(),
@@ -92,12 +101,14 @@ const STREAM: Row = Row {
         _ => Vec::new(),
     },
     gauges: figures::stream,
+    judged: true,
     ..Row::new(
         |spec, path, _| match spec {
             TestSpec::Stream(st) => stream::stream_heading(st, path),
             _ => String::new(),
         },
         stream::stream,
+        "TCP stream",
     )
 };
 
@@ -108,10 +119,12 @@ const PING: Row = Row {
         _ => Vec::new(),
     },
     gauges: figures::rr,
-    ..Row::new(|spec, path, _| rr::rr_heading(spec, path), rr::rr)
+    judged: true,
+    ..Row::new(|spec, path, _| rr::rr_heading(spec, path), rr::rr, "Ping")
 };
 
 const RPC: Row = Row {
+    title: "Request/response (rpc)",
     flags: |spec| match spec {
         TestSpec::Rpc(r) => config::rr(r, true),
         _ => Vec::new(),
@@ -127,12 +140,14 @@ const PPS: Row = Row {
         _ => Vec::new(),
     },
     gauges: figures::pps,
+    judged: true,
     ..Row::new(
         |spec, path, search| match spec {
             TestSpec::Pps(p) => pps::pps_heading(p, path, search),
             _ => String::new(),
         },
         pps::pps,
+        "UDP packet rate (pps)",
     )
 };
 
@@ -156,6 +171,7 @@ const LOAD: Row = Row {
             _ => String::new(),
         },
         load::load,
+        "Latency under load",
     )
 };
 
@@ -171,6 +187,7 @@ const WATCH: Row = Row {
             _ => String::new(),
         },
         watch::watch,
+        "Watched commands",
     )
 };
 
@@ -187,6 +204,7 @@ const STAMP: Row = Row {
             _ => String::new(),
         },
         stamp::stamp,
+        "STAMP (RFC 8762)",
     )
 };
 
@@ -194,6 +212,32 @@ const STAMP: Row = Row {
 mod tests {
     use super::*;
     use sonde_results::Timing;
+
+    /// Every kind has a table of its own in a published report: a title, none twice.
+    #[test]
+    fn every_kind_is_published_under_its_own_title() {
+        let titles: Vec<&str> = TestName::ALL.iter().map(|&t| row(t).title).collect();
+        let mut distinct = titles.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), titles.len(), "{titles:?}");
+        assert!(titles.iter().all(|t| !t.is_empty()));
+        assert_eq!(row(TestName::Stamp).title, "STAMP (RFC 8762)");
+        // Judged: the kinds `results::limit::judge` has rules for.
+        let judged: Vec<TestName> = TestName::ALL
+            .into_iter()
+            .filter(|&t| row(t).judged)
+            .collect();
+        assert_eq!(
+            judged,
+            [
+                TestName::Stream,
+                TestName::Ping,
+                TestName::Rpc,
+                TestName::Pps
+            ]
+        );
+    }
 
     /// Every kind's row renders its own spec's heading (none is the empty "not mine").
     #[test]

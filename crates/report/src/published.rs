@@ -32,27 +32,18 @@ fn role(r: Role) -> &'static str {
     }
 }
 
-/// The kinds of test, in the order the summary shows them, each with what its table is.
-const KINDS: [(TestName, &str); 6] = [
-    (TestName::Stream, "TCP stream"),
-    (TestName::Ping, "Ping"),
-    (TestName::Rpc, "Request/response (rpc)"),
-    (TestName::Pps, "UDP packet rate (pps)"),
-    (TestName::Load, "Latency under load"),
-    (TestName::Watch, "Watched commands"),
-];
-
 /// One table per kind of test among the runs, as the lab's summary has them: a row per
 /// run, named by its configuration, with its kind's headline figures as columns (so no
 /// table carries another kind's empty columns), each column a figure, its unit and the
 /// side that measured it (a figure another run measured from the other side gets its own
 /// column).
 pub fn summary(runs: &[ReportRun<'_>]) -> Vec<Table> {
-    KINDS
+    // In the order reports list the kinds, each under its row's title.
+    TestName::ALL
         .iter()
-        .filter_map(|&(kind, what)| {
+        .filter_map(|&kind| {
             let of_kind: Vec<&ReportRun<'_>> = runs.iter().filter(|r| r.doc.test == kind).collect();
-            (!of_kind.is_empty()).then(|| kind_summary(&of_kind, what))
+            (!of_kind.is_empty()).then(|| kind_summary(&of_kind, crate::kinds::row(kind).title))
         })
         .collect()
 }
@@ -403,7 +394,7 @@ mod tests {
             // Every run of the kind, and only those: both streams in the stream table.
             let want: Vec<&str> = runs
                 .iter()
-                .filter(|r| KINDS.iter().any(|k| k.1 == kind && k.0 == r.doc.test))
+                .filter(|r| crate::kinds::row(r.doc.test).title == kind)
                 .map(|r| r.name.as_str())
                 .collect();
             let got: Vec<&str> = t.rows.iter().map(|r| r[0].as_str()).collect();

@@ -326,20 +326,10 @@ fn key<T: DeserializeOwned>(mut v: Value, name: &'static str) -> serde_json::Res
 mod tests {
     use super::*;
 
-    const ALL: [TestName; 7] = [
-        TestName::Stream,
-        TestName::Ping,
-        TestName::Rpc,
-        TestName::Pps,
-        TestName::Load,
-        TestName::Watch,
-        TestName::Stamp,
-    ];
-
     /// Each row's empty section is its own kind's, and reads back as written.
     #[test]
     fn every_rows_empty_section_reads_back_through_its_row() {
-        for test in ALL {
+        for test in TestName::ALL {
             let end = End::new(false, None, Section::empty(test));
             let json = serde_json::to_value(&end).unwrap();
             let back = End::read(test, json).unwrap_or_else(|e| panic!("{test}: {e}"));

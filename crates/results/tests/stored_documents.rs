@@ -2,8 +2,9 @@
 //! section of `end` (issue 29), `v2-*` by the build before the interval figures became a
 //! shared part and a section per kind (262f79e, `bench/doc_keys.py`'s runs: every kind,
 //! the xdp and uring engines, a floor, a search, a fleet pair). Every one still loads,
-//! into the sections its `test` names, and is written back as the same JSON, so stores
-//! and `sonde results import` keep working.
+//! into the sections its `test` names, and is written back as the same JSON (a key renamed
+//! since under its new name: [`RENAMED`]), so stores and `sonde results import` keep
+//! working. `v2-stamp.json` is a STAMP run of 0103d00, its one-way figures as `one_way`.
 
 use sonde_results::document::Section;
 use sonde_results::spec::TestName;
@@ -112,7 +113,35 @@ const FIXTURES: &[(&str, TestName, Expected)] = &[
     ("v2-fleet-stream.json", TestName::Stream, |d| {
         d.start.fleet.is_some() && d.start.client_agent.is_some()
     }),
+    // A stateful STAMP run on one host (0103d00): its one-way figures under the name of
+    // that build, `end.stamp.one_way`, read into `oneway`.
+    ("v2-stamp.json", TestName::Stamp, |d| {
+        d.end.stamp().is_some_and(|s| {
+            s.oneway.as_ref().is_some_and(|o| o.exchanges == 30) && s.lost_forward == Some(0)
+        }) && d.intervals.iter().all(|i| i.stamp().is_some())
+    }),
 ];
+
+/// Keys renamed since a fixture was written, as `(object path, old, new)`: written back
+/// under the new name, with nothing else changed. Issue 53: one-way figures are `oneway`
+/// in every document.
+const RENAMED: &[(&[&str], &str, &str)] = &[(&["end", "stamp"], "one_way", "oneway")];
+
+/// `doc` as this build writes it: each renamed key under its new name, in place.
+fn renamed(mut doc: serde_json::Value) -> serde_json::Value {
+    for (path, old, new) in RENAMED {
+        let mut at = Some(&mut doc);
+        for key in *path {
+            at = at.and_then(|v| v.get_mut(*key));
+        }
+        if let Some(obj) = at.and_then(|v| v.as_object_mut()) {
+            if let Some(v) = obj.remove(*old) {
+                obj.insert(new.to_string(), v);
+            }
+        }
+    }
+    doc
+}
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -136,8 +165,26 @@ fn old_documents_are_written_back_unchanged() {
         let before: serde_json::Value = serde_json::from_str(&text).unwrap();
         let doc: Document = serde_json::from_str(&text).unwrap();
         let after = serde_json::to_value(&doc).unwrap();
-        assert_eq!(before, after, "{name}");
+        assert_eq!(renamed(before), after, "{name}");
     }
+}
+
+/// One name for one-way figures in every document: a STAMP run's are written as
+/// `end.stamp.oneway`, as a ping's are `end.oneway`; the old `one_way` is read, not written.
+#[test]
+fn one_way_figures_are_oneway_in_every_document_and_the_old_name_still_reads() {
+    let stamp =
+        serde_json::to_value(serde_json::from_str::<Document>(&fixture("v2-stamp.json")).unwrap())
+            .unwrap();
+    let text = fixture("v2-stamp.json");
+    assert!(text.contains("\"one_way\""), "the fixture has the old name");
+    assert!(stamp["end"]["stamp"]["oneway"]["forward_ns"]["p50"].is_u64());
+    assert!(stamp["end"]["stamp"].get("one_way").is_none());
+    let ping = serde_json::to_value(
+        serde_json::from_str::<Document>(&fixture("v2-ping-oneway.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(ping["end"]["oneway"]["forward_ns"]["p50"].is_u64());
 }
 
 #[test]

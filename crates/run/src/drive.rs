@@ -1,6 +1,6 @@
 //! One control loop for both ends of a running test: wake at the side's or the session's
 //! deadline, let the side sample, write what the session queued, feed it what arrived.
-//! What differs between the controller and the agent is an [`End`].
+//! What differs between the controller and the agent is a [`Party`].
 
 use std::time::Instant;
 
@@ -31,7 +31,7 @@ pub enum Cut {
 }
 
 /// What one end does at each turn of the loop.
-pub trait End {
+pub trait Party {
     type S: Session;
     fn session(&mut self) -> &mut Self::S;
     /// An interval this side just closed.
@@ -45,7 +45,7 @@ pub trait End {
 }
 
 /// Runs `side` under the session of `end` until the end is done or the test is cut.
-pub fn drive<E: End>(
+pub fn drive<E: Party>(
     link: &mut Link,
     end: &mut E,
     side: &mut dyn Side,

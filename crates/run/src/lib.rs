@@ -20,6 +20,7 @@ pub mod matrix;
 pub mod measure;
 pub mod mesh;
 mod meter;
+pub mod metrics_http;
 pub mod netns;
 pub mod random;
 pub mod schedule;

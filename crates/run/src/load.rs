@@ -105,7 +105,7 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use sonde_results::document::{End, LocalStart, RrEnd, Section};
+    use sonde_results::document::{End, RrEnd, Section};
     use sonde_results::latency::{new_histogram, LatencySummary};
 
     use super::*;
@@ -122,14 +122,7 @@ mod tests {
             ..Default::default()
         };
         let end = End::new(false, None, Section::Rr(rr));
-        let start = LocalStart {
-            spec: spec.clone(),
-            command: String::new(),
-            host: Default::default(),
-            started_at: String::new(),
-            software: String::new(),
-        };
-        Document::local(start, vec![], end)
+        crate::tests::local_doc(spec, end)
     }
 
     /// Pings see 100 µs while a load runs beside them, 10 µs otherwise; the load is an rpc

@@ -17,8 +17,19 @@ use std::path::Path;
 pub struct FileError(pub String);
 
 /// Builds one test command's words (`stream HOST --flag value ...`) into what runs, or
-/// says why not in a message naming the flag (`--connections`) to blame.
-pub type Build<'a, T> = dyn Fn(&[String]) -> Result<T, String> + 'a;
+/// says why not, naming the flag (`--connections`) to blame.
+pub type Build<'a, T> = dyn Fn(&[String]) -> Result<T, BuildError> + 'a;
+
+/// Why a test command's words build no test: a spec's check, whose flag is the error's,
+/// or what the command line itself refused (clap's words, which name the flag), an
+/// unknown command, an agent or key at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Spec(#[from] sonde_results::SpecError),
+    #[error("{0}")]
+    Words(String),
+}
 
 /// A parsed TOML file that remembers its text, for errors with line numbers.
 pub struct TomlFile {
@@ -139,8 +150,8 @@ impl TomlFile {
             for (ci, flags) in self.combinations(t)?.into_iter().enumerate() {
                 let mut argv = vec![kind.to_string()];
                 argv.extend(target(kind).iter().chain(common).chain(&flags).cloned());
-                if let Err(msg) = build(&argv) {
-                    return Err(self.blame(t, &msg));
+                if let Err(e) = build(&argv) {
+                    return Err(self.blame(t, &e.to_string()));
                 }
                 cases.push(TestCase {
                     id: format!("{ti}:{ci}"),
@@ -216,14 +227,25 @@ pub fn scalar(v: &toml::Value) -> Option<String> {
 pub(crate) mod tests {
     /// The CLI's verdict, faked for the file tests: the words themselves, unless a
     /// connection count is 0 or a duration is not a number.
-    pub(crate) fn build(argv: &[String]) -> Result<Vec<String>, String> {
+    pub(crate) fn build(argv: &[String]) -> Result<Vec<String>, super::BuildError> {
+        use super::BuildError;
         for w in argv.windows(2) {
             match (w[0].as_str(), w[1].as_str()) {
-                ("--connections" | "--window", "0") => {
-                    return Err(format!("invalid {}: 0 is not in 1..=1024", w[0]))
+                ("--connections", "0") => {
+                    return Err(BuildError::Spec(sonde_results::SpecError {
+                        flag: "--connections",
+                        reason: "0 is not in 1..=1024".into(),
+                    }))
+                }
+                ("--window", "0") => {
+                    return Err(BuildError::Spec(sonde_results::SpecError {
+                        flag: "--window",
+                        reason: "0 is not in 1..=1024".into(),
+                    }))
                 }
                 ("--duration", v) if v.parse::<f64>().is_err() => {
-                    return Err(format!("invalid value '{v}' for '--duration <SECS>'"))
+                    let why = format!("invalid value '{v}' for '--duration <SECS>'");
+                    return Err(BuildError::Words(why));
                 }
                 _ => {}
             }

@@ -249,9 +249,7 @@ fn conclude(
 mod tests {
     use super::*;
     use sonde_results::document::CpuFigures;
-    use sonde_results::document::{
-        End, LocalStart, MeasuredBy, PacketsEnd, PpsEnd, PpsEndSide, Section,
-    };
+    use sonde_results::document::{End, MeasuredBy, PacketsEnd, PpsEnd, PpsEndSide, Section};
     use sonde_results::side::Role;
 
     fn side(role: Role, pps: f64) -> PpsEndSide {
@@ -329,14 +327,7 @@ mod tests {
             ..Default::default()
         };
         let end = End::new(false, None, Section::Pps(pps));
-        let start = LocalStart {
-            spec: spec.clone(),
-            command: String::new(),
-            host: Default::default(),
-            started_at: String::new(),
-            software: String::new(),
-        };
-        Document::local(start, vec![], end)
+        crate::tests::local_doc(spec, end)
     }
 
     /// `simulated`, with a paced sender that sends `fraction` of its offered rate.

@@ -338,7 +338,7 @@ mod tests {
             "sonde-mesh-cloc",
         ];
         let loopback = std::net::Ipv4Addr::LOCALHOST;
-        let reflector = crate::stamp::Reflector::start(crate::stamp::ReflectorConfig {
+        let reflector = crate::stamp::ReflectorService::start(crate::stamp::ReflectorConfig {
             bind: (loopback, 0).into(),
             allow: Vec::new(),
             max_pps: 10,

@@ -18,7 +18,7 @@
 use std::path::Path;
 
 use crate::item::{Item, Outcome};
-use crate::matrix::{Build, FileError, TomlFile};
+use crate::matrix::{Build, BuildError, FileError, TomlFile};
 use crate::signals::Interrupt;
 
 pub struct Suite<T> {
@@ -53,7 +53,7 @@ pub fn load<T>(path: &Path, build: &Build<'_, T>) -> Result<Suite<T>, FileError>
             words.extend(common.iter().chain(&case.flags).cloned());
             for rep in 0..repetitions {
                 let key = format!("{label}#{}:{agent}:{rep}", case.id);
-                let blame = |e: String| f.err("agents", format!("{agent}: {e}"));
+                let blame = |e: BuildError| f.err("agents", format!("{agent}: {e}"));
                 items.push(Item {
                     built: build(&words).map_err(blame)?,
                     words: words.clone(),

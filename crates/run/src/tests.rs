@@ -309,3 +309,16 @@ fn a_fleets_run_is_assembled_with_its_pair_and_the_agents_labels_under_the_files
         "judged at assembly"
     );
 }
+
+/// A document of `spec` run on this host alone with `end` and no intervals (the tests of
+/// load and search).
+pub(crate) fn local_doc(spec: &TestSpec, end: sonde_results::document::End) -> Document {
+    let start = sonde_results::document::LocalStart {
+        spec: spec.clone(),
+        command: String::new(),
+        host: Default::default(),
+        started_at: String::new(),
+        software: String::new(),
+    };
+    Document::local(start, vec![], end)
+}

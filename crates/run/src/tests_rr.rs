@@ -16,7 +16,7 @@ use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::new_histogram;
 use sonde_results::{RrSpec, SideResult, Timing};
 
-use crate::kind::rr::{EchoEngine, Engine, Parts, RequestEngine, RrSide};
+use crate::kind::rr::{EchoEngine, Parts, RequestEngine, RrSide, SideEngine};
 use crate::kind::Workers;
 use crate::side::Side;
 use crate::tests_drive::drive;
@@ -197,8 +197,8 @@ impl EchoEngine for FakeEcho {
 fn side(spec: &RrSpec, client: bool) -> Box<dyn Side> {
     let started = Instant::now();
     let engine = match client {
-        true => Engine::Client(Box::new(FakeRequests::new(spec, started))),
-        false => Engine::Server(Box::new(FakeEcho {
+        true => SideEngine::Client(Box::new(FakeRequests::new(spec, started))),
+        false => SideEngine::Server(Box::new(FakeEcho {
             started,
             stopped_at: Mutex::new(None),
         })),

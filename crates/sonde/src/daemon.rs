@@ -25,7 +25,8 @@ pub fn serve(
     let mut services = Services::new();
     if let Some(cfg) = a.stamp()? {
         let (bind, words) = (cfg.bind, cfg.describe());
-        let r = stamp::Reflector::start(cfg).map_err(|e| anyhow::anyhow!("--stamp {bind}: {e}"))?;
+        let r = stamp::ReflectorService::start(cfg)
+            .map_err(|e| anyhow::anyhow!("--stamp {bind}: {e}"))?;
         // On stderr: stdout's first line is the agent's, which scripts read for its port.
         errln!("sonde stamp reflector listening on {} ({words})", r.local);
         services.add(Box::new(r));
@@ -37,7 +38,9 @@ pub fn serve(
         services.add(Box::new(m));
         if let Some(addr) = a.mesh.metrics {
             let token = a.mesh.metrics_token_file.as_deref();
-            let token = token.map(crate::fleet_metrics::token).transpose()?;
+            let token = token
+                .map(sonde_run::metrics_http::Token::from_file)
+                .transpose()?;
             let mut metrics = Threads::new("mesh metrics");
             let stop = metrics.stop.clone();
             metrics

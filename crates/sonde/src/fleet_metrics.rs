@@ -2,7 +2,6 @@
 //! the exporter; the HTTP thread serves its text; a pair not heard of for two periods
 //! leaves the metrics.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -13,7 +12,7 @@ use sonde_results::Document;
 use sonde_run::signals::Interrupt;
 
 use crate::cli::FleetArgs;
-use crate::metrics_http::{tls_config, Access, Token};
+use sonde_run::metrics_http::{tls_config, Access, Token};
 
 /// The exporter and the thread that serves it.
 pub struct FleetMetrics {
@@ -36,7 +35,11 @@ pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
     let stop = Interrupt::none();
     let body = move || text.lock().unwrap().encode();
     let access = Access {
-        token: args.metrics_token_file.as_deref().map(token).transpose()?,
+        token: args
+            .metrics_token_file
+            .as_deref()
+            .map(Token::from_file)
+            .transpose()?,
         tls: match (&args.metrics_tls_cert, &args.metrics_tls_key) {
             (Some(cert), Some(key)) => Some(tls_config(cert, key)?),
             _ => None,
@@ -50,28 +53,13 @@ pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
     // Rendered at each scrape (a run just recorded is in the next one); a copy per
     // connection is still within the server's write budget.
     let every = Duration::ZERO;
-    let (local, server) = crate::metrics_http::serve(addr, body, every, access, stop.clone())?;
+    let (local, server) = sonde_run::metrics_http::serve(addr, body, every, access, stop.clone())?;
     errln!("metrics: {scheme}://{local}/metrics");
     Ok(Some(FleetMetrics {
         exporter,
         server,
         stop,
     }))
-}
-
-/// The bearer token in `path`: a private file (as a key file), its text trimmed, at
-/// least 16 printable characters with no space.
-pub fn token(path: &Path) -> anyhow::Result<Token> {
-    let flag = "--metrics-token-file";
-    let bytes = sonde_run::key::read_private(flag, path)?;
-    let text = bytes.trim_ascii();
-    if text.len() < 16 || !text.iter().all(|b| b.is_ascii_graphic()) {
-        anyhow::bail!(
-            "{flag} {}: the token must be at least 16 printable characters without spaces",
-            path.display()
-        );
-    }
-    Ok(Token::new(text))
 }
 
 impl FleetMetrics {

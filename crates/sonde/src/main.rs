@@ -28,7 +28,6 @@ mod fleet_metrics;
 mod lab;
 mod measure;
 mod mesh_metrics;
-mod metrics_http;
 mod orchestrate;
 mod stored;
 

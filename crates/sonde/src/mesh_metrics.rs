@@ -12,7 +12,7 @@ use sonde_results::mesh::PeerFigures;
 use sonde_run::mesh::MeshState;
 use sonde_run::signals::Interrupt;
 
-use crate::metrics_http::{Access, Token};
+use sonde_run::metrics_http::{Access, Token};
 
 /// How long one rendering of the mesh's metrics is served: a probe's figures move once
 /// a second at the default rate; Prometheus scrapes every 15 s.
@@ -80,7 +80,8 @@ pub fn start(
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let access = Access { token, tls: None };
     let render = move || text(&state);
-    let (local, handle) = crate::metrics_http::serve(addr, render, RENDER_PERIOD, access, stop)?;
+    let (local, handle) =
+        sonde_run::metrics_http::serve(addr, render, RENDER_PERIOD, access, stop)?;
     tracing::info!("mesh metrics: http://{local}/metrics");
     Ok(handle)
 }

@@ -9,6 +9,7 @@ use clap::Parser;
 use sonde_results::document::FleetPair;
 use sonde_results::Document;
 use sonde_run::item::{Item, Outcome, Request};
+use sonde_run::matrix::BuildError;
 use sonde_run::measure::{Live, Output};
 use sonde_run::signals::Interrupt;
 
@@ -16,30 +17,30 @@ use crate::cli::{Cli, FleetArgs, SuiteArgs};
 use crate::measure::Report;
 
 /// `sonde WORDS` as the CLI reads it, into a request; the error names the flag.
-pub fn build(words: &[String]) -> Result<Request, String> {
+pub fn build(words: &[String]) -> Result<Request, BuildError> {
     build_keyed(words, None)
 }
 
 /// As [`build`]; with `key` (`sonde fleet --key-file`), the request proves that key and
 /// no key file the words name is read.
-fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Request, String> {
+fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Request, BuildError> {
     let argv = std::iter::once("sonde".to_string()).chain(words.iter().cloned());
     let cli = Cli::try_parse_from(argv).map_err(|e| {
         let text = e.render().to_string();
         let first = text.lines().next().unwrap_or("invalid");
-        first.trim_start_matches("error: ").to_string()
+        BuildError::Words(first.trim_start_matches("error: ").to_string())
     })?;
     if let crate::cli::Command::Stamp(a) = &cli.command {
         return stamp_request(a, key);
     }
     let plan = match cli.command.plan() {
-        Some(plan) => plan.map_err(|e| e.to_string())?,
-        None => return Err(format!("'{}' is not a test", words[0])),
+        Some(plan) => plan?,
+        None => return Err(BuildError::Words(format!("'{}' is not a test", words[0]))),
     };
     let (target, out) = cli.command.target_output().expect("a test has a target");
     let target = match key {
         Some(key) => target.with_key(Some(key.clone())),
-        None => target.target().map_err(|e| crate::errors::one_line(&e))?,
+        None => target.target().map_err(words_of)?,
     };
     Ok(Request {
         plan,
@@ -52,15 +53,19 @@ fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Reque
 fn stamp_request(
     a: &crate::cli::StampArgs,
     key: Option<&sonde_proto::Key>,
-) -> Result<Request, String> {
-    let plan = a.plan().map_err(|e| crate::errors::one_line(&e))?;
-    let plan = plan.map_err(|e| e.to_string())?;
-    let target = a.target(key).map_err(|e| crate::errors::one_line(&e))?;
+) -> Result<Request, BuildError> {
+    let plan = a.plan().map_err(words_of)??;
+    let target = a.target(key).map_err(words_of)?;
     Ok(Request {
         plan,
         target,
         tune: None,
     })
+}
+
+/// A key file or agent at fault, in the words the binary prints for it.
+fn words_of(e: anyhow::Error) -> BuildError {
+    BuildError::Words(crate::errors::one_line(&e))
 }
 
 /// Stores each document (labelled, with its suite key) and, for a fleet's `--ndjson`,
@@ -190,7 +195,7 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
                 };
                 run_item(req, &keeper, &item.words, interrupt)
             }
-            Err(e) => Outcome::Failed(e),
+            Err(e) => Outcome::Failed(e.to_string()),
         };
         if let (Outcome::Failed(why), Some(record)) = (&outcome, &record) {
             record(&item.built, Err(why));
@@ -262,4 +267,32 @@ fn pass_line(p: &sonde_run::fleet::PassEnd<'_>) -> String {
         p.tally.failed,
         p.next_in.as_secs_f64()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        shell_words::split(line).unwrap()
+    }
+
+    #[test]
+    fn an_items_refusal_keeps_its_flag_typed() {
+        let e = build(&words("rpc 198.18.0.2 --connections 0"))
+            .err()
+            .unwrap();
+        let BuildError::Spec(spec) = &e else {
+            panic!("not a spec's refusal: {e}")
+        };
+        assert_eq!(spec.flag, "--connections");
+        // What the command line itself refuses keeps clap's words, naming the flag.
+        let e = build(&words("rpc 198.18.0.2 --duration x")).err().unwrap();
+        assert!(
+            matches!(&e, BuildError::Words(w) if w.contains("--duration")),
+            "{e}"
+        );
+        let e = build(&words("host")).err().unwrap();
+        assert_eq!(e, BuildError::Words("'host' is not a test".into()));
+    }
 }

@@ -10,21 +10,11 @@ use std::time::Duration;
 
 use common::data_rogue::OTHER_ADDR;
 use common::mesh_rogue::{add_other_addr, mesh_agent, of_destination, scrape, STAMP_PORT};
-use common::{run, stderr, temp_file, Lab, CLIENT_ADDR};
+use common::{nft_named_counter, run, stderr, temp_file, Lab, CLIENT_ADDR};
 
 /// Packets counted by the rule that drops the silent peer's probes.
 fn dropped(ns: &str) -> u64 {
-    let out = Lab::in_ns(ns, "nft")
-        .args(["-j", "list", "counter", "inet", "meshicmp", "silent"])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["nftables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|i| i["counter"]["packets"].as_u64())
-        .unwrap_or_else(|| panic!("no counter: {v}"))
+    nft_named_counter(ns, "meshicmp", "silent")
 }
 
 #[test]

@@ -12,92 +12,35 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::delay_line::DelayLine;
 use common::mesh_lab::{series, wait_until, MeshLab, METRICS_PORT};
+use common::prometheus::Prometheus;
 use common::{need_tools, skip_unless, temp_file};
 use serde_json::Value;
 
 const PROMETHEUS: &str = "127.0.0.1:19091";
 
-/// Prometheus in the router's namespace; killed on drop.
-struct Prometheus(Child);
-
-impl Prometheus {
-    fn start(lab: &MeshLab) -> Prometheus {
-        let dir = temp_file("mesh-prometheus");
-        std::fs::create_dir_all(&dir).unwrap();
-        let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../deploy/prometheus/mesh-rules.yaml")
-            .canonicalize()
-            .unwrap();
-        let targets: Vec<String> = (1..=lab.hosts.len())
-            .map(|k| format!("'{}:{METRICS_PORT}'", lab.host_addr(k)))
-            .collect();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global: {{ scrape_interval: 1s, scrape_timeout: 900ms, evaluation_interval: 1s }}\n\
-                 rule_files: ['{}']\n\
-                 scrape_configs:\n  - job_name: mesh\n    static_configs:\n      - targets: [{}]\n",
-                rules.display(),
-                targets.join(", ")
-            ),
-        )
+/// Prometheus in the router's namespace, scraping every agent each second and evaluating
+/// the mesh's rules.
+fn start_prometheus(lab: &MeshLab) -> Prometheus {
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/prometheus/mesh-rules.yaml")
+        .canonicalize()
         .unwrap();
-        let mut cmd = lab.in_router("prometheus");
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={PROMETHEUS}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        Prometheus(cmd.spawn().expect("prometheus starts"))
-    }
-
-    fn query(lab: &MeshLab, promql: &str) -> Vec<Value> {
-        let script = "import json, sys, urllib.parse, urllib.request\n\
-             q = urllib.parse.urlencode({'query': sys.argv[2]})\n\
-             print(urllib.request.urlopen(sys.argv[1] + '/api/v1/query?' + q, timeout=5).read().decode())";
-        let out = lab
-            .in_router("python3")
-            .args(["-c", script, &format!("http://{PROMETHEUS}"), promql])
-            .output()
-            .unwrap();
-        match serde_json::from_slice::<Value>(&out.stdout) {
-            Ok(v) => v["data"]["result"].as_array().cloned().unwrap_or_default(),
-            Err(_) => Vec::new(),
-        }
-    }
-
-    fn wait_for(
-        lab: &MeshLab,
-        promql: &str,
-        limit: Duration,
-        done: impl Fn(&[Value]) -> bool,
-    ) -> Vec<Value> {
-        let began = Instant::now();
-        loop {
-            let r = Prometheus::query(lab, promql);
-            if done(&r) {
-                return r;
-            }
-            assert!(began.elapsed() < limit, "{promql}: {r:#?} after {limit:?}");
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    let targets: Vec<String> = (1..=lab.hosts.len())
+        .map(|k| format!("'{}:{METRICS_PORT}'", lab.host_addr(k)))
+        .collect();
+    let config = format!(
+        "global: {{ scrape_interval: 1s, scrape_timeout: 900ms, evaluation_interval: 1s }}\n\
+         rule_files: ['{}']\n\
+         scrape_configs:\n  - job_name: mesh\n    static_configs:\n      - targets: [{}]\n",
+        rules.display(),
+        targets.join(", ")
+    );
+    Prometheus::start(&lab.router, PROMETHEUS, "mesh-prometheus", &config)
 }
 
 fn label<'a>(s: &'a Value, name: &str) -> &'a str {
@@ -191,13 +134,13 @@ fn a_fault_on_one_link_shows_in_the_loss_and_latency_alerts_for_exactly_the_cros
             lab.start_agent_with(k, &source, &fast, &path)
         })
         .collect();
-    let _prom = Prometheus::start(&lab);
+    let prom = start_prometheus(&lab);
     let limit = Duration::from_secs(40);
 
     // Every ordered pair answered, labelled by both ends' racks (host 1's peers by theirs,
     // learned from their answers).
     let answered = "sonde_mesh_probes_answered_total > 0";
-    let all = Prometheus::wait_for(&lab, answered, limit, |r| {
+    let all = prom.wait_for(answered, limit, |r| {
         r.len() == n * (n - 1) && r.iter().all(|s| !label(s, "destination_rack").is_empty())
     });
     for s in &all {
@@ -219,23 +162,23 @@ fn a_fault_on_one_link_shows_in_the_loss_and_latency_alerts_for_exactly_the_cros
     // Each direction's delay of every pair (2 s windows here), within its bound of the
     // truth: the namespaces share one clock, so a direction is never below zero beyond it,
     // nor above the round trip; no clock fault.
-    let delays = Prometheus::wait_for(&lab, "sonde_mesh_oneway_delay_seconds", limit, |r| {
+    let delays = prom.wait_for("sonde_mesh_oneway_delay_seconds", limit, |r| {
         r.len() == 2 * n * (n - 1)
     });
-    let bounds = Prometheus::query(&lab, "sonde_mesh_oneway_bound_seconds");
+    let bounds = prom.query("sonde_mesh_oneway_bound_seconds");
     assert_eq!(bounds.len(), n * (n - 1), "{bounds:#?}");
     for d in &delays {
         let b = bound_of(&bounds, d);
         assert!(value(d) >= -b - 1e-6 && value(d) < 0.01, "{d} ± {b}");
     }
-    let faults = Prometheus::query(&lab, "sonde_mesh_clock_fault == 1");
+    let faults = prom.query("sonde_mesh_clock_fault == 1");
     assert!(faults.is_empty(), "{faults:#?}");
     // Before the fault, no rack pair loses anything.
     let ratio = "sonde:mesh_loss:ratio_rate1m";
-    let four = Prometheus::wait_for(&lab, ratio, limit, |r| r.len() == 4);
+    let four = prom.wait_for(ratio, limit, |r| r.len() == 4);
     assert!(four.iter().all(|s| value(s) == 0.0), "{four:#?}");
     let expr = alert_expr("SondeMeshRackPairLoss");
-    assert!(Prometheus::query(&lab, &expr).is_empty());
+    assert!(prom.query(&expr).is_empty());
 
     // 5 % of the UDP the router sends into rack r2: r1's probes to r2 lose on the way
     // there, r2's probes to r1 lose their answers on the way back.
@@ -259,7 +202,7 @@ fn a_fault_on_one_link_shows_in_the_loss_and_latency_alerts_for_exactly_the_cros
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    let firing = Prometheus::wait_for(&lab, &expr, Duration::from_secs(60), |r| {
+    let firing = prom.wait_for(&expr, Duration::from_secs(60), |r| {
         rack_pairs(r) == crossing
     });
     let took = planted.elapsed();
@@ -268,7 +211,7 @@ fn a_fault_on_one_link_shows_in_the_loss_and_latency_alerts_for_exactly_the_cros
         assert!((0.01..0.2).contains(&value(s)), "{s}");
     }
     // Each in its own direction: r1 -> r2 forward only, r2 -> r1 reverse only.
-    let by_dir = Prometheus::query(&lab, "sonde:mesh_probes_lost_by_direction:rate1m");
+    let by_dir = prom.query("sonde:mesh_probes_lost_by_direction:rate1m");
     let get = |src: &str, dst: &str, dir: &str| {
         by_dir
             .iter()
@@ -298,9 +241,9 @@ fn a_fault_on_one_link_shows_in_the_loss_and_latency_alerts_for_exactly_the_cros
     }
     // Still exactly the crossing pairs a few evaluations later.
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(rack_pairs(&Prometheus::query(&lab, &expr)), crossing);
+    assert_eq!(rack_pairs(&prom.query(&expr)), crossing);
     eprintln!("mesh fault in the alert's query after {took:?}");
-    plant_a_delay_on_one_direction(&lab, &crossing);
+    plant_a_delay_on_one_direction(&lab, &prom, &crossing);
 }
 
 /// The delay planted (on top of the loss) on packets the router forwards from rack r1
@@ -313,9 +256,13 @@ const PATH_SLACK_S: f64 = 0.002;
 
 /// The P99 alert's query fires for exactly the crossing rack pairs within the limit, and
 /// each one-way series shows the delay on its own side within its bound.
-fn plant_a_delay_on_one_direction(lab: &MeshLab, crossing: &BTreeSet<(String, String)>) {
+fn plant_a_delay_on_one_direction(
+    lab: &MeshLab,
+    prom: &Prometheus,
+    crossing: &BTreeSet<(String, String)>,
+) {
     let p99 = alert_expr("SondeMeshRackPairLatency");
-    let quiet = Prometheus::query(lab, &p99);
+    let quiet = prom.query(&p99);
     assert!(quiet.is_empty(), "P99 alert before the delay: {quiet:#?}");
     let line = DelayLine::on_router(&lab.router, &[&lab.router_to_a], "mdelay0");
     if !skip_unless("/dev/net/tun", line.as_ref().err().cloned()) {
@@ -324,7 +271,7 @@ fn plant_a_delay_on_one_direction(lab: &MeshLab, crossing: &BTreeSet<(String, St
     let line = line.unwrap();
     line.set_hold(DELAY);
     let planted = Instant::now();
-    let firing = Prometheus::wait_for(lab, &p99, Duration::from_secs(20), |r| {
+    let firing = prom.wait_for(&p99, Duration::from_secs(20), |r| {
         rack_pairs(r) == *crossing
     });
     let took = planted.elapsed();
@@ -341,15 +288,15 @@ fn plant_a_delay_on_one_direction(lab: &MeshLab, crossing: &BTreeSet<(String, St
             _ => None,
         }
     };
-    Prometheus::wait_for(lab, delays, Duration::from_secs(15), |r| {
+    prom.wait_for(delays, Duration::from_secs(15), |r| {
         r.len() == 2 * lab.hosts.len() * (lab.hosts.len() - 1)
             && r.iter()
                 .filter(|s| side(s) == Some(label(s, "direction")))
                 .all(|s| value(s) > 0.015)
     });
     std::thread::sleep(Duration::from_millis(2500));
-    let oneway = Prometheus::query(lab, delays);
-    let bounds = Prometheus::query(lab, "sonde_mesh_oneway_bound_seconds");
+    let oneway = prom.query(delays);
+    let bounds = prom.query("sonde_mesh_oneway_bound_seconds");
     let mut worst = 0.0f64;
     for d in &oneway {
         let b = bound_of(&bounds, d);
@@ -370,8 +317,8 @@ fn plant_a_delay_on_one_direction(lab: &MeshLab, crossing: &BTreeSet<(String, St
         );
     }
     // Still exactly the crossing pairs; no clock fault.
-    assert_eq!(rack_pairs(&Prometheus::query(lab, &p99)), *crossing);
-    let faults = Prometheus::query(lab, "sonde_mesh_clock_fault == 1");
+    assert_eq!(rack_pairs(&prom.query(&p99)), *crossing);
+    let faults = prom.query("sonde_mesh_clock_fault == 1");
     assert!(faults.is_empty(), "{faults:#?}");
     let held = line.stop();
     assert!(held.len() > 100, "{} packets held", held.len());

@@ -9,10 +9,11 @@
 mod common;
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::bridge::{Bridged, FLEET_PORT};
-use common::{need_tools, temp_file, Lab};
+use common::prometheus::Prometheus;
+use common::{need_tools, temp_file};
 use serde_json::Value;
 
 const METRICS: &str = "127.0.0.1:19464";
@@ -38,74 +39,13 @@ fn fleet_file() -> std::path::PathBuf {
     path
 }
 
-/// Prometheus in the controller's namespace, scraping the fleet's metrics every second
-/// into a scratch directory; killed on drop.
-struct Prometheus(Child);
-
-impl Prometheus {
-    fn start(lab: &Bridged) -> Prometheus {
-        let dir = temp_file("prometheus");
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
-                 scrape_configs:\n  - job_name: sonde\n    static_configs:\n      - targets: ['{METRICS}']\n"
-            ),
-        )
-        .unwrap();
-        let mut cmd = Lab::in_ns(&lab.controller, "prometheus");
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={PROMETHEUS}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        Prometheus(cmd.spawn().expect("prometheus starts"))
-    }
-
-    /// An instant query through Prometheus' HTTP API, from inside its namespace.
-    fn query(lab: &Bridged, promql: &str) -> Vec<Value> {
-        let script = "import json, sys, urllib.parse, urllib.request\n\
-             q = urllib.parse.urlencode({'query': sys.argv[2]})\n\
-             print(urllib.request.urlopen(sys.argv[1] + '/api/v1/query?' + q, timeout=5).read().decode())";
-        let out = Lab::in_ns(&lab.controller, "python3")
-            .args(["-c", script, &format!("http://{PROMETHEUS}"), promql])
-            .output()
-            .unwrap();
-        match serde_json::from_slice::<Value>(&out.stdout) {
-            Ok(v) => v["data"]["result"].as_array().cloned().unwrap_or_default(),
-            Err(_) => Vec::new(),
-        }
-    }
-
-    /// The query's series once `done` holds for them, within `limit`.
-    fn wait_for(
-        lab: &Bridged,
-        promql: &str,
-        limit: Duration,
-        done: impl Fn(&[Value]) -> bool,
-    ) -> Vec<Value> {
-        let began = Instant::now();
-        loop {
-            let r = Prometheus::query(lab, promql);
-            if done(&r) {
-                return r;
-            }
-            assert!(began.elapsed() < limit, "{promql}: {r:?} after {limit:?}");
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// Prometheus in the controller's namespace, scraping the fleet's metrics every second.
+fn start_prometheus(lab: &Bridged) -> Prometheus {
+    let config = format!(
+        "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
+         scrape_configs:\n  - job_name: sonde\n    static_configs:\n      - targets: ['{METRICS}']\n"
+    );
+    Prometheus::start(&lab.controller, PROMETHEUS, "prometheus", &config)
 }
 
 /// The fleet, killed on drop unless it already ended: a failed assertion leaves no
@@ -127,7 +67,7 @@ fn label<'a>(series: &'a Value, name: &str) -> &'a str {
 
 /// Each family's every series carries both agents' own `--label node=nK` (announced by
 /// the agents, not written in the fleet file) as `source_node` and `destination_node`.
-fn assert_agents_labels_on_every_family(lab: &Bridged, limit: Duration) {
+fn assert_agents_labels_on_every_family(prom: &Prometheus, limit: Duration) {
     let families = [
         ("sonde_throughput_bits_per_second", 3),
         ("sonde_rtt_seconds", 6 * 3),
@@ -137,7 +77,7 @@ fn assert_agents_labels_on_every_family(lab: &Bridged, limit: Duration) {
         ("sonde_run_timestamp_seconds", 9),
     ];
     for (family, at_least) in families {
-        let series = Prometheus::wait_for(lab, family, limit, |r| r.len() >= at_least);
+        let series = prom.wait_for(family, limit, |r| r.len() >= at_least);
         for s in &series {
             let node = |end: &str| format!("n{}", label(s, end).trim_start_matches('h'));
             assert_eq!(label(s, "source_node"), node("source"), "{family}: {s}");
@@ -175,7 +115,7 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
         .spawn()
         .unwrap(),
     );
-    let _prom = Prometheus::start(&lab);
+    let prom = start_prometheus(&lab);
 
     // Every pair's throughput, labelled by its ends and the file's zone labels.
     // How long to wait for each state the passes bring: a limit, not a figure. A wait ends
@@ -184,7 +124,7 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
     // queued behind other work.
     let limit = Duration::from_secs(180);
     let all = |r: &[Value]| r.len() == 3;
-    let tput = Prometheus::wait_for(&lab, "sonde_throughput_bits_per_second", limit, all);
+    let tput = prom.wait_for("sonde_throughput_bits_per_second", limit, all);
     for s in &tput {
         let (src, dst) = (label(s, "source"), label(s, "destination"));
         assert!(
@@ -202,23 +142,21 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
     }
     // A TCP and a UDP ping per pair.
     let six = |r: &[Value]| r.len() == 6;
-    let rtt = Prometheus::wait_for(&lab, "sonde_rtt_seconds{quantile=\"0.5\"}", limit, six);
+    let rtt = prom.wait_for("sonde_rtt_seconds{quantile=\"0.5\"}", limit, six);
     assert!(
         rtt.iter().all(|s| label(s, "test").starts_with("ping ")),
         "{rtt:?}"
     );
-    Prometheus::wait_for(&lab, "sonde_runs_total{status=\"ok\"}", limit, |r| {
-        r.len() >= 9
-    });
-    assert_agents_labels_on_every_family(&lab, limit);
+    prom.wait_for("sonde_runs_total{status=\"ok\"}", limit, |r| r.len() >= 9);
+    assert_agents_labels_on_every_family(&prom, limit);
 
     // h3 dies: its pairs fail, and their figures leave rather than stay as they were.
     agents[2].kill();
     let failed = "sonde_runs_total{status=\"failed\", source=\"h2\", destination=\"h3\"} > 0";
-    Prometheus::wait_for(&lab, failed, limit, |r| !r.is_empty());
+    prom.wait_for(failed, limit, |r| !r.is_empty());
     let gone = "sonde_throughput_bits_per_second{destination=\"h3\"}";
-    Prometheus::wait_for(&lab, gone, limit, |r| r.is_empty());
-    let alive = Prometheus::query(&lab, "sonde_throughput_bits_per_second{source=\"h1\"}");
+    prom.wait_for(gone, limit, |r| r.is_empty());
+    let alive = prom.query("sonde_throughput_bits_per_second{source=\"h1\"}");
     assert_eq!(alive.len(), 1, "{alive:?}");
 
     // SIGTERM ends the fleet promptly and cleanly.

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 const KEY_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
-/// `sonde stamp` from the client namespace to `port`: its document's `end.stamp.one_way`.
+/// `sonde stamp` from the client namespace to `port`: its document's `end.stamp.oneway`.
 fn one_way(lab: &Lab, port: u16, args: &[&str]) -> Value {
     let mut cmd = Lab::in_ns(&lab.client, common::SONDE);
     let target = format!("{SERVER_ADDR}:{port}");
@@ -26,7 +26,7 @@ fn one_way(lab: &Lab, port: u16, args: &[&str]) -> Value {
         "sonde stamp {args:?}: {}",
         stderr(&out)
     );
-    doc_of(&out)["end"]["stamp"]["one_way"].clone()
+    doc_of(&out)["end"]["stamp"]["oneway"].clone()
 }
 
 #[test]

@@ -15,7 +15,10 @@ use common::data_rogue::{in_netns, replies, socket_in, OTHER_ADDR};
 use common::mesh_rogue::{
     add_other_addr, fleet_stamp_key, mesh_agent, of_destination, scrape, sum, STAMP_PORT,
 };
-use common::{need_tools, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR, SONDE};
+use common::{
+    need_tools, nft_named_counter, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR,
+    SONDE,
+};
 use sonde_proto::mesh::{address_key, probe_key};
 use sonde_proto::stamp::{Mode, ReflectorPacket, SenderPacket, StampKey};
 
@@ -54,17 +57,7 @@ fn nft(ns: &str, text: &str) {
 
 /// Packets counted by the named counter `name` of table `redteam`.
 fn counter(ns: &str, name: &str) -> u64 {
-    let out = Lab::in_ns(ns, "nft")
-        .args(["-j", "list", "counter", "inet", "redteam", name])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["nftables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|i| i["counter"]["packets"].as_u64())
-        .unwrap_or_else(|| panic!("no counter {name}: {v}"))
+    nft_named_counter(ns, "redteam", name)
 }
 
 #[test]

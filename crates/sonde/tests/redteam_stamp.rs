@@ -10,46 +10,15 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use common::data_rogue::OTHER_ADDR;
+use common::stamp_rogue::{answers, packet, socket_in};
 use common::*;
-use sonde_proto::stamp::{Mode, ReflectorPacket, SenderPacket, StampKey};
+use sonde_proto::stamp::{Mode, ReflectorPacket, StampKey};
 
 const STAMP_PORT: u16 = 8621;
 const KEY_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
 fn reflector() -> String {
     format!("{SERVER_ADDR}:{STAMP_PORT}")
-}
-
-fn socket_in(lab: &Lab, addr: &str) -> UdpSocket {
-    let addr = addr.to_string();
-    common::rogue::in_netns(&lab.client, move || {
-        let s = UdpSocket::bind(format!("{addr}:0")).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
-        s
-    })
-}
-
-fn packet(seq: u32, ssid: u16, len: usize, mode: Mode) -> Vec<u8> {
-    let mut p = vec![0u8; len.max(mode.base_bytes())];
-    let sender = SenderPacket {
-        seq,
-        ssid,
-        timestamp: common::ntp_now(),
-        ..Default::default()
-    };
-    sender.write(mode, &mut p).unwrap();
-    p.truncate(len);
-    p
-}
-
-fn answers(s: &UdpSocket) -> Vec<usize> {
-    let mut buf = [0u8; 65536];
-    let mut got = Vec::new();
-    while let Ok(n) = s.recv(&mut buf) {
-        got.push(n);
-    }
-    got
 }
 
 fn key_file_with(text: &[u8], mode: u32) -> std::path::PathBuf {

@@ -7,13 +7,20 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::metrics_monitor::{certificate, Monitor};
 use common::*;
+
+/// The monitor, run apart from every other timing test; the monitor stops first.
+fn monitor(extra: &[&str]) -> (Monitor, Serial) {
+    let serial = Serial::take();
+    (Monitor::start("monitor", extra), serial)
+}
 
 /// What a real scrape's median must stay under, under every attack here ("well under a
 /// second").
@@ -24,74 +31,8 @@ const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
 /// before: a loaded machine wakes the server's poll late now and then.)
 const HOLD_LIMIT: Duration = Duration::from_millis(4000);
 /// The server's deadline from accept to a whole request (`REQUEST_DEADLINE` of
-/// metrics_http).
+/// sonde_run::metrics_http).
 const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
-
-/// A continuous fleet serving its metrics on a loopback port; killed on drop.
-struct Monitor {
-    child: Child,
-    addr: SocketAddr,
-    _serial: Serial,
-}
-
-impl Monitor {
-    fn start(extra: &[&str]) -> Monitor {
-        let serial = Serial::take();
-        let closed = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let file = temp_file("monitor.toml");
-        let mut text = format!("name = \"m\"\nport = {closed}\n");
-        for k in 2..=3 {
-            text += &format!("[[agent]]\nname = \"a{k}\"\naddress = \"127.0.0.{k}\"\n");
-        }
-        text += "[[test]]\ntype = \"ping\"\nduration = 1\n";
-        std::fs::write(&file, text).unwrap();
-        let db = temp_file("monitor.db");
-        let mut cmd = sonde_cmd();
-        cmd.args([
-            "fleet",
-            file.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ])
-        .args(["--every", "1h", "--metrics", "127.0.0.1:0"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = lines
-            .by_ref()
-            .take(50)
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.strip_prefix("metrics: http://")
-                    .or_else(|| l.strip_prefix("metrics: https://"))?
-                    .strip_suffix("/metrics")?
-                    .parse()
-                    .ok()
-            })
-            .expect("the monitor prints where it serves");
-        // The rest of its stderr is read away, so that it never blocks on the pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Monitor {
-            child,
-            addr,
-            _serial: serial,
-        }
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Sends `request` on a new connection and reads the answer to its end.
 fn exchange(addr: SocketAddr, request: &[u8]) -> String {
@@ -180,7 +121,7 @@ fn closed_by_server(c: &TcpStream) -> bool {
 
 #[test]
 fn slowloris_and_silent_connections_delay_no_scrape() {
-    let m = Monitor::start(&[]);
+    let (m, _serial) = monitor(&[]);
     let addr = m.addr;
     // 6 slowloris and 100 silent connections, fewer than the server's 128 places: each
     // is held to its deadline while real scrapes go on.
@@ -217,7 +158,7 @@ fn slowloris_and_silent_connections_delay_no_scrape() {
 
 #[test]
 fn floods_huge_heads_pipelining_traversal_smuggling_and_methods_are_refused() {
-    let m = Monitor::start(&[]);
+    let (m, _serial) = monitor(&[]);
     let addr = m.addr;
     // 100 kB of headers: refused at 8 KiB, and the answer arrives whole.
     let huge = format!(
@@ -403,7 +344,7 @@ fn a_token_file_admits_prometheus_and_refuses_scrapes_without_it() {
         return;
     }
     let (file, token) = token_file();
-    let m = Monitor::start(&["--metrics-token-file", file.to_str().unwrap()]);
+    let (m, _serial) = monitor(&["--metrics-token-file", file.to_str().unwrap()]);
     assert_eq!(scrape(m.addr, Some(&token)).0, "HTTP/1.1 200 OK");
     assert_eq!(scrape(m.addr, None).0, "HTTP/1.1 401 Unauthorized");
     assert_eq!(
@@ -459,40 +400,14 @@ fn a_token_file_others_may_read_or_too_short_is_refused_naming_the_flag() {
     }
 }
 
-/// A self-signed certificate for 127.0.0.1 and its key (0600), made by openssl.
-fn certificate() -> (PathBuf, PathBuf) {
-    let (cert, key) = (temp_file("cert.pem"), temp_file("key.pem"));
-    let o = run({
-        let mut c = std::process::Command::new("openssl");
-        c.args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert);
-        c
-    });
-    assert!(o.status.success(), "{}", stderr(&o));
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    (cert, key)
-}
-
 #[test]
 fn over_tls_prometheus_scrapes_with_the_token_and_plain_or_silent_clients_get_nothing() {
     if !need_tools(&["prometheus", "openssl"]) {
         return;
     }
     let (file, _) = token_file();
-    let (cert, key) = certificate();
-    let m = Monitor::start(&[
+    let (cert, key) = certificate("metrics");
+    let (m, _serial) = monitor(&[
         "--metrics-token-file",
         file.to_str().unwrap(),
         "--metrics-tls-cert",
@@ -523,7 +438,7 @@ fn a_tls_key_others_may_read_or_a_certificate_without_one_is_refused_naming_the_
         return;
     }
     use std::os::unix::fs::PermissionsExt;
-    let (cert, key) = certificate();
+    let (cert, key) = certificate("metrics");
     let open = temp_file("open-key.pem");
     std::fs::copy(&key, &open).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();

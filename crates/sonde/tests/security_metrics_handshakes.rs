@@ -7,13 +7,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::metrics_monitor::{certificate, Monitor};
 use common::*;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -29,110 +29,6 @@ const FLOOD: Duration = Duration::from_secs(3);
 const SCRAPE_PERIOD: Duration = Duration::from_millis(700);
 /// How long a flood connection is held unfinished before it is dropped.
 const HOLD: Duration = Duration::from_millis(500);
-
-/// A self-signed certificate for 127.0.0.1 and its key (0600), made by openssl.
-fn certificate() -> (PathBuf, PathBuf) {
-    let (cert, key) = (temp_file("hs-cert.pem"), temp_file("hs-key.pem"));
-    let mut c = std::process::Command::new("openssl");
-    c.args(["req", "-x509", "-newkey", "ec"])
-        .args([
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        // A leaf, not a CA: rustls refuses a CA's certificate as the server's.
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert);
-    let o = run(c);
-    assert!(o.status.success(), "{}", stderr(&o));
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    (cert, key)
-}
-
-/// A continuous fleet serving its metrics over TLS on loopback; killed on drop.
-struct Monitor {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Monitor {
-    fn start(cert: &str, key: &str) -> Monitor {
-        let closed = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let file = temp_file("hs-monitor.toml");
-        let mut text = format!("name = \"m\"\nport = {closed}\n");
-        for k in 2..=3 {
-            text += &format!("[[agent]]\nname = \"a{k}\"\naddress = \"127.0.0.{k}\"\n");
-        }
-        text += "[[test]]\ntype = \"ping\"\nduration = 1\n";
-        std::fs::write(&file, text).unwrap();
-        let db = temp_file("hs-monitor.db");
-        let mut cmd = sonde_cmd();
-        cmd.args([
-            "fleet",
-            file.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ])
-        .args(["--every", "1h", "--metrics", "127.0.0.1:0"])
-        .args(["--metrics-tls-cert", cert, "--metrics-tls-key", key])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = lines
-            .by_ref()
-            .take(50)
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.strip_prefix("metrics: https://")?
-                    .strip_suffix("/metrics")?
-                    .parse()
-                    .ok()
-            })
-            .expect("the monitor prints where it serves");
-        std::thread::spawn(move || lines.for_each(drop));
-        Monitor { child, addr }
-    }
-
-    /// The thread CPU the monitor has used (user and system), from /proc.
-    fn cpu(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .unwrap()
-            .1
-            .split_whitespace()
-            .collect();
-        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-        Duration::from_millis(ticks * 1000 / hz)
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn client_config(cert: &PathBuf) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
@@ -225,8 +121,12 @@ fn an_unfinished_handshake_flood_from_four_addresses_fails_no_scrape() {
         return;
     }
     let _serial = Serial::take();
-    let (cert, key) = certificate();
-    let m = Monitor::start(cert.to_str().unwrap(), key.to_str().unwrap());
+    let (cert, key) = certificate("hs");
+    let (cert_s, key_s) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let m = Monitor::start(
+        "hs-monitor",
+        &["--metrics-tls-cert", cert_s, "--metrics-tls-key", key_s],
+    );
     let config = client_config(&cert);
     let before = IpAddr::from([127, 0, 0, 9]);
     assert!(

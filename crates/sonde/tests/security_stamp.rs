@@ -6,53 +6,24 @@
 
 mod common;
 
-use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use common::data_rogue::OTHER_ADDR;
+use common::stamp_rogue::{answers, socket_in};
 use common::*;
-use sonde_proto::stamp::{tlv, Mode, ReflectorPacket, SenderPacket, StampKey};
+use sonde_proto::stamp::{tlv, Mode, ReflectorPacket, StampKey};
 
 const STAMP_PORT: u16 = 8620;
 const KEY_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
+/// A sender packet of session 0.
+fn packet(seq: u32, len: usize, mode: Mode) -> Vec<u8> {
+    common::stamp_rogue::packet(seq, 0, len, mode)
+}
+
 /// The reflector's address.
 fn reflector() -> String {
     format!("{SERVER_ADDR}:{STAMP_PORT}")
-}
-
-/// A socket in the client namespace bound to `addr`: the namespace is entered on a thread
-/// of its own, whose sockets keep it.
-fn socket_in(lab: &Lab, addr: &str) -> UdpSocket {
-    let addr = addr.to_string();
-    common::rogue::in_netns(&lab.client, move || {
-        let s = UdpSocket::bind(format!("{addr}:0")).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
-        s
-    })
-}
-
-fn packet(seq: u32, len: usize, mode: Mode) -> Vec<u8> {
-    let mut p = vec![0u8; len.max(mode.base_bytes())];
-    let sender = SenderPacket {
-        seq,
-        timestamp: common::ntp_now(),
-        ..Default::default()
-    };
-    sender.write(mode, &mut p).unwrap();
-    p.truncate(len);
-    p
-}
-
-/// Every datagram waiting on `s` (until 300 ms pass with none): their lengths.
-fn answers(s: &UdpSocket) -> Vec<usize> {
-    let mut buf = [0u8; 65536];
-    let mut got = Vec::new();
-    while let Ok(n) = s.recv(&mut buf) {
-        got.push(n);
-    }
-    got
 }
 
 fn lab_with_reflector(extra: &[&str]) -> Option<(Lab, Agent)> {

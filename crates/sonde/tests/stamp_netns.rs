@@ -342,8 +342,8 @@ fn stamp_loss_is_exact_each_way_and_its_rtt_matches_ping_and_stamp_suite() {
         turnaround / 1e3,
         ping / 1e3,
         suite_p50 / 1e3,
-        e["one_way"]["forward_ns"]["p50"],
-        e["one_way"]["reverse_ns"]["p50"]
+        e["oneway"]["forward_ns"]["p50"],
+        e["oneway"]["reverse_ns"]["p50"]
     );
     let within = |a: f64, b: f64, pct: f64| (a - b).abs() <= b * pct / 100.0;
     assert!(
@@ -389,8 +389,8 @@ fn stamp_loss_is_exact_each_way_and_its_rtt_matches_ping_and_stamp_suite() {
         "stamp (whole) floor {whole_min} vs stamp-suite {suite_min}"
     );
     // Both ends on one clock: each direction holds one 2 ms hold and a little.
-    let fwd_ow = e["one_way"]["forward_ns"]["p50"].as_f64().unwrap();
-    let rev_ow = e["one_way"]["reverse_ns"]["p50"].as_f64().unwrap();
+    let fwd_ow = e["oneway"]["forward_ns"]["p50"].as_f64().unwrap();
+    let rev_ow = e["oneway"]["reverse_ns"]["p50"].as_f64().unwrap();
     assert!(
         fwd_ow > 2e6 && rev_ow > 2e6 && within(fwd_ow + rev_ow, stamp_p50, 5.0),
         "{fwd_ow} + {rev_ow} vs {stamp_p50}"

@@ -46,7 +46,7 @@ fn nothing_of_a_reflector(text: &str, doc: &Value) {
         (e["sent"].as_u64(), e["received"].as_u64()),
         (Some(10), Some(0))
     );
-    for absent in ["clock", "notes", "latency_ns", "one_way", "lost_forward"] {
+    for absent in ["clock", "notes", "latency_ns", "oneway", "lost_forward"] {
         assert!(e.get(absent).is_none(), "{absent} stored: {e}");
     }
     assert_eq!(e["stateful"], false);
@@ -103,4 +103,16 @@ fn stamp_to_a_closed_port_or_a_silent_address_says_nothing_answered_and_fails() 
     );
     nothing_of_a_reflector(&text, &doc);
     assert_eq!(doc["end"]["stamp"]["no_answer"], "port_unreachable");
+    // The agent's document, assembled with the controller's record of where it ran
+    // (`Document::relayed`): the agent as reached, when the controller had it.
+    let start = &doc["start"];
+    assert_eq!(
+        start["client_agent"]["address"],
+        format!("{SERVER_ADDR}:{port}")
+    );
+    assert!(start["client_agent"]["command"]
+        .as_str()
+        .is_some_and(|c| c.contains("serve")));
+    // An agent's own STAMP document has no end time (`Document::local`): this is ours.
+    assert!(start["finished_at"].is_string(), "{start}");
 }

@@ -14,7 +14,7 @@
 //! buffers, each as large as one `recv()` of the kernel engine: one completion a call.
 
 use std::io;
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,10 +24,10 @@ use io_uring::{cqueue, opcode, squeue, types};
 
 use super::ring::{Uring, GROUP};
 use super::{op_of, user_data, Op};
-use crate::counters::{ConnCounters, Counters};
+use crate::counters::Counters;
 use crate::poller::EventFd;
 use crate::pool::{Placement, Pool, Stop};
-use crate::stream::{ConnEnd, StreamConn};
+use crate::stream::{ConnEnd, Conns, StreamConn};
 
 /// Sends in flight per connection: with two, the socket is refilled while the worker
 /// reaps the other's completion; more only queue in io_uring behind a full socket.
@@ -53,14 +53,8 @@ const SEND_ZC_REPORT_USAGE: u16 = 8;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`, in a notification's result.
 const NOTIF_USAGE_ZC_COPIED: i32 = i32::MIN;
 
-struct Slot {
-    stream: TcpStream,
-    send: bool,
-    counters: ConnCounters,
-}
-
 struct Shared {
-    slots: Vec<Slot>,
+    slots: Conns,
     /// Signalled by `finish` and `abort`; never read, so every worker's poll sees it.
     wake: EventFd,
     finishing: AtomicBool,
@@ -76,7 +70,7 @@ struct Shared {
 impl Stop for Shared {
     fn abort(&self) {
         self.aborting.store(true, Ordering::SeqCst);
-        for s in &self.slots {
+        for s in self.slots.iter() {
             let _ = s.stream.shutdown(Shutdown::Both);
         }
         self.wake.signal();
@@ -108,14 +102,7 @@ impl UringStreamWorkers {
             c.stream.set_nonblocking(false)?;
         }
         let shared = Arc::new(Shared {
-            slots: conns
-                .into_iter()
-                .map(|c| Slot {
-                    stream: c.stream,
-                    send: c.send,
-                    counters: ConnCounters::default(),
-                })
-                .collect(),
+            slots: Conns::new(conns),
             wake: EventFd::new()?,
             finishing: AtomicBool::new(false),
             aborting: AtomicBool::new(false),
@@ -136,27 +123,9 @@ impl UringStreamWorkers {
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.shared.slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.shared.slots.is_empty()
-    }
-
-    /// Monotonic (bytes, calls) of connection `i`; calls are completions.
-    pub fn counters(&self, i: usize) -> (u64, u64) {
-        let [bytes, calls] = self.shared.slots[i].counters.read();
-        (bytes, calls)
-    }
-
-    pub fn is_sender(&self, i: usize) -> bool {
-        self.shared.slots[i].send
-    }
-
-    /// Raw fd of connection `i`, for TCP_INFO. Valid while `self` lives.
-    pub fn fd(&self, i: usize) -> RawFd {
-        self.shared.slots[i].stream.as_raw_fd()
+    /// The connections and their counters.
+    pub fn conns(&self) -> &Conns {
+        &self.shared.slots
     }
 
     /// With `zerocopy`: the notifications so far, and how many said the kernel copied
@@ -264,9 +233,12 @@ impl<'a> Worker<'a> {
     fn new(shared: &'a Shared, k: usize, owned: &[usize]) -> io::Result<Worker<'a>> {
         let fds: Vec<RawFd> = owned
             .iter()
-            .map(|&i| shared.slots[i].stream.as_raw_fd())
+            .map(|&i| shared.slots.slot(i).stream.as_raw_fd())
             .collect();
-        let receivers = owned.iter().filter(|&&i| !shared.slots[i].send).count();
+        let receivers = owned
+            .iter()
+            .filter(|&&i| !shared.slots.slot(i).send)
+            .count();
         let (count, size) = receive_buffers(receivers, shared.buffer_bytes);
         let per_fd = 1 + if shared.zerocopy { ZC_SENDS } else { SENDS };
         let ring = Uring::with_depth(&fds, per_fd, count, size)?;
@@ -279,7 +251,7 @@ impl<'a> Worker<'a> {
             .iter()
             .map(|&i| Conn {
                 index: i,
-                send: shared.slots[i].send,
+                send: shared.slots.slot(i).send,
                 sends: 0,
                 held: 0,
                 armed: false,
@@ -342,7 +314,12 @@ impl<'a> Worker<'a> {
             }
             if finishing {
                 if c.sends == 0 {
-                    let _ = self.shared.slots[c.index].stream.shutdown(Shutdown::Write);
+                    let _ = self
+                        .shared
+                        .slots
+                        .slot(c.index)
+                        .stream
+                        .shutdown(Shutdown::Write);
                     c.end = Some(ConnEnd::Clean);
                 }
                 continue;
@@ -379,7 +356,11 @@ impl<'a> Worker<'a> {
             c.armed = false;
         }
         if res > 0 {
-            self.shared.slots[c.index].counters.add([res as u64, 1]);
+            self.shared
+                .slots
+                .slot(c.index)
+                .counters
+                .add([res as u64, 1]);
             if let Some(bid) = cqueue::buffer_select(flags) {
                 self.ring.bufs.recycle(bid);
             }
@@ -412,7 +393,11 @@ impl<'a> Worker<'a> {
             c.held -= 1;
         }
         if res > 0 {
-            self.shared.slots[c.index].counters.add([res as u64, 1]);
+            self.shared
+                .slots
+                .slot(c.index)
+                .counters
+                .add([res as u64, 1]);
         }
         // MSG_WAITALL: a short send is one the peer or a shutdown cut.
         let whole = res >= 0 && res as usize == self.buf.len();

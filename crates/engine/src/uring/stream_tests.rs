@@ -31,8 +31,8 @@ impl Workers {
 
     fn bytes(&self, i: usize) -> u64 {
         match self {
-            Workers::Kernel(w) => w.counters(i).0,
-            Workers::Uring(w) => w.counters(i).0,
+            Workers::Kernel(w) => w.conns().counters(i).0,
+            Workers::Uring(w) => w.conns().counters(i).0,
         }
     }
 

@@ -6,7 +6,8 @@
 use std::time::Instant;
 
 use sonde_proto::{
-    encode, AgentSession, ClientSession, Grant, Key, Message, ProtoError, Session, Timeouts,
+    encode, AgentEvent, AgentSession, ClientSession, Grant, Key, Message, ProtoError, Session,
+    Timeouts,
 };
 use sonde_results::{
     Direction, HostInfo, IntervalSample, Role, SampleSection, SideResult, SideSection,
@@ -140,6 +141,21 @@ pub fn started(t0: Instant) -> (ClientSession, AgentSession) {
     ra.unwrap();
     c.start(t0).unwrap();
     (c, a)
+}
+
+/// Pumps the handshake through: the agent has heard `Hello`, then `Setup` of [`spec`].
+pub fn set_up(c: &mut ClientSession, a: &mut AgentSession, now: Instant) {
+    let (rc, ra) = pump(c, a, now);
+    rc.unwrap();
+    ra.unwrap();
+    assert!(matches!(a.poll_event(), Some(AgentEvent::Hello { .. })));
+    assert_eq!(
+        a.poll_event(),
+        Some(AgentEvent::Setup {
+            spec: Box::new(spec()),
+            third_party: None
+        })
+    );
 }
 
 pub fn pair(now: Instant) -> (ClientSession, AgentSession) {

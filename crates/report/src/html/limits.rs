@@ -3,7 +3,6 @@
 //! runner-up; a run without a verdict says why it has none.
 
 use sonde_results::limit::{End, Evidence, Finding, LimitedBy};
-use sonde_results::spec::TestName;
 use sonde_results::Document;
 
 use super::ReportRun;
@@ -66,7 +65,7 @@ fn runner_up(f: Option<&Finding>) -> String {
 /// Why a run has no verdict.
 fn none(doc: &Document) -> String {
     let why = match doc.test {
-        TestName::Load | TestName::Watch => format!("a {} run names no single limit", doc.test),
+        t if !crate::kinds::row(t).judged => format!("a {t} run names no single limit"),
         _ if doc.end.partial => "the run was cut short".into(),
         _ => "too little evidence decided one (or the run predates verdicts)".into(),
     };

@@ -116,7 +116,7 @@ pub fn stamp(doc: &Document) -> String {
         t.add_row(vec![k.to_string(), v]);
     }
     let mut out = format!("{t}\n");
-    if let Some(o) = &e.one_way {
+    if let Some(o) = &e.oneway {
         out.push_str(&format!("{}\n", o.line()));
     }
     for n in &e.notes {

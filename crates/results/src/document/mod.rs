@@ -83,6 +83,15 @@ pub struct Start {
     pub server_labels: BTreeMap<String, String>,
 }
 
+/// What the controller records of a document an agent sent back ([`Document::relayed`]).
+pub struct Relayed {
+    pub client_agent: ClientAgent,
+    /// A fleet's run: its pair, with the file's labels.
+    pub fleet: Option<FleetPair>,
+    /// RFC 3339, UTC: when the controller had the document.
+    pub finished_at: String,
+}
+
 /// What [`Document::local`] starts from.
 pub struct LocalStart {
     pub spec: TestSpec,
@@ -113,6 +122,35 @@ impl Document {
                 client_agent: None,
                 fleet: None,
                 server_labels: BTreeMap::new(),
+            },
+            intervals,
+            end,
+        }
+    }
+
+    /// The document an agent ran alone and sent back (a STAMP run `--from` it), assembled
+    /// with what only the controller knows: the agent as it reached it, the fleet's pair
+    /// (with the agent's own labels under the file's; a reflector has none) and when the
+    /// run ended. Whatever the agent wrote of these itself is not kept.
+    pub fn relayed(sent: Document, record: Relayed) -> Document {
+        let Document {
+            schema_version,
+            test,
+            start,
+            intervals,
+            end,
+        } = sent;
+        let fleet = record.fleet.map(|pair| {
+            pair.with_agents_labels(Some(&record.client_agent.labels), &BTreeMap::new())
+        });
+        Document {
+            schema_version,
+            test,
+            start: Start {
+                client_agent: Some(record.client_agent),
+                fleet,
+                finished_at: Some(record.finished_at),
+                ..start
             },
             intervals,
             end,
@@ -218,6 +256,76 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// The agent's claims of where its run belongs are replaced by the controller's record;
+    /// its figures are kept as sent.
+    #[test]
+    fn a_relayed_document_takes_the_controllers_record_not_the_agents() {
+        let mut sent = Document::local(
+            LocalStart {
+                spec: TestSpec::Stream(Default::default()),
+                command: "sonde serve".into(),
+                host: HostInfo::default(),
+                started_at: "2026-11-28T12:00:00Z".into(),
+                software: String::new(),
+            },
+            vec![],
+            End::new(true, Some("cut".into()), Section::empty(TestName::Stream)),
+        );
+        // A rogue agent's own record of itself.
+        sent.start.client_agent = Some(ClientAgent {
+            address: "198.18.0.66:1".into(),
+            command: None,
+            labels: map(&[("zone", "rogue")]),
+        });
+        sent.start.fleet = Some(FleetPair {
+            source_labels: map(&[("zone", "rogue")]),
+            ..Default::default()
+        });
+        sent.start.finished_at = Some("1999-01-01T00:00:00Z".into());
+        let agent = ClientAgent {
+            address: "198.18.0.1:5301".into(),
+            command: Some("sonde serve --label zone=a".into()),
+            labels: map(&[("zone", "a"), ("node", "n1")]),
+        };
+        let pair = FleetPair {
+            source_labels: map(&[("zone", "file")]),
+            ..Default::default()
+        };
+        let doc = Document::relayed(
+            sent.clone(),
+            Relayed {
+                client_agent: agent.clone(),
+                fleet: Some(pair),
+                finished_at: "2026-11-28T12:00:05Z".into(),
+            },
+        );
+        assert_eq!(doc.start.client_agent, Some(agent));
+        assert_eq!(
+            doc.start.fleet.as_ref().map(|f| f.source_labels.clone()),
+            Some(map(&[("zone", "file"), ("node", "n1")]))
+        );
+        assert_eq!(
+            doc.start.finished_at.as_deref(),
+            Some("2026-11-28T12:00:05Z")
+        );
+        assert_eq!((&doc.end, &doc.intervals), (&sent.end, &sent.intervals));
+        assert_eq!(doc.start.command, "sonde serve");
+        // Not a fleet's run: no pair, whatever the agent wrote.
+        let alone = Document::relayed(
+            sent,
+            Relayed {
+                client_agent: ClientAgent {
+                    address: "198.18.0.1:5301".into(),
+                    command: None,
+                    labels: BTreeMap::new(),
+                },
+                fleet: None,
+                finished_at: String::new(),
+            },
+        );
+        assert_eq!(alone.start.fleet, None);
     }
 
     #[test]

@@ -52,9 +52,11 @@ pub struct StampEnd {
     /// ping counts), in ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_trip_whole_ns: Option<LatencySummary>,
-    /// Each direction's delay ± bound (the exchange's own fit or both clocks' bounds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub one_way: Option<OneWay>,
+    /// Each direction's delay ± bound (the exchange's own fit or both clocks' bounds):
+    /// `end.stamp.oneway`, the name ping's and rpc's `end.oneway` has; builds before
+    /// issue 53 wrote `one_way`, still read.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "one_way")]
+    pub oneway: Option<OneWay>,
     /// What the reflector said of its clock; absent when nothing answered (no reflector
     /// said anything).
     #[serde(default, skip_serializing_if = "Option::is_none")]

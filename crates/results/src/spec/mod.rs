@@ -317,7 +317,7 @@ fn refuse(flag: &'static str, reason: impl Into<String>) -> Result<(), SpecError
 }
 
 /// `value` within `1..=max`, else refused under `flag`.
-fn check_count(flag: &'static str, value: u32, max: u32) -> Result<(), SpecError> {
+pub fn check_count(flag: &'static str, value: u32, max: u32) -> Result<(), SpecError> {
     if value == 0 || value > max {
         return refuse(flag, format!("{value} is not in 1..={max}"));
     }

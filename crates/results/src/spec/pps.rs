@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_count, refuse, Engine, Execution, PollMode, SpecError, Timing, MAX_THREADS};
+use super::{check_count, refuse, Execution, PollMode, SpecError, Timing, MAX_THREADS};
 
 /// Ethernet (14) + IPv4 (20) + UDP (8) bytes around a UDP payload, as testpmd counts a
 /// packet's length (no preamble, no FCS).
@@ -193,9 +193,6 @@ impl PpsSpec {
                 return refuse("--rate", format!("{r} is not a packet rate in (0, 1e9]"));
             }
         }
-        if self.execution.engine == Engine::Dpdk {
-            self.validate_dpdk()?;
-        }
         if self.timing.cooldown_ms != 0 {
             return refuse(
                 "--cooldown",
@@ -204,41 +201,6 @@ impl PpsSpec {
         }
         self.timing.check()?;
         self.execution.check()
-    }
-}
-
-impl PpsSpec {
-    fn validate_dpdk(&self) -> Result<(), SpecError> {
-        let Some(d) = &self.dpdk else {
-            return refuse(
-                "--engine",
-                "dpdk needs its part of the spec (devices, queues)",
-            );
-        };
-        if self.ipv6 {
-            return refuse(
-                "--engine",
-                "dpdk: testpmd's txonly builds IPv4 packets only (--tx-ip)",
-            );
-        }
-        if self.gso {
-            return refuse(
-                "--gso",
-                format!(
-                    "the kernel's UDP GSO has no part in --engine {}",
-                    Engine::Dpdk
-                ),
-            );
-        }
-        check_count("--tx-queues", d.tx_queues.max(1), MAX_THREADS)?;
-        check_count("--rx-queues", d.rx_queues.max(1), MAX_THREADS)?;
-        if !(64..=32768).contains(&d.descriptors) {
-            return refuse(
-                "--descriptors",
-                format!("{} is not in 64..=32768", d.descriptors),
-            );
-        }
-        Ok(())
     }
 }
 

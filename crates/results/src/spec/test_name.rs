@@ -17,6 +17,17 @@ pub enum TestName {
 }
 
 impl TestName {
+    /// Every test, in the order reports list them.
+    pub const ALL: [TestName; 7] = [
+        TestName::Stream,
+        TestName::Ping,
+        TestName::Rpc,
+        TestName::Pps,
+        TestName::Load,
+        TestName::Watch,
+        TestName::Stamp,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             TestName::Stream => "stream",
@@ -42,15 +53,7 @@ mod tests {
 
     #[test]
     fn serde_names_are_the_strings() {
-        for t in [
-            TestName::Stream,
-            TestName::Ping,
-            TestName::Rpc,
-            TestName::Pps,
-            TestName::Load,
-            TestName::Watch,
-            TestName::Stamp,
-        ] {
+        for t in TestName::ALL {
             let json = serde_json::to_string(&t).unwrap();
             assert_eq!(json, format!("\"{}\"", t.as_str()));
             assert_eq!(serde_json::from_str::<TestName>(&json).unwrap(), t);

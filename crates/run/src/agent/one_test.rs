@@ -17,7 +17,7 @@ use super::shared::{Shared, Slot};
 use super::sources::{Entered, HANDSHAKE_WITHIN};
 use crate::control::Link;
 use crate::controller::SOFTWARE;
-use crate::drive::{drive, Cut, End, Flow};
+use crate::drive::{drive, Cut, Flow, Party};
 use crate::kind::{self, Kind};
 use crate::side::Side;
 use crate::signals::Interrupt;
@@ -293,7 +293,8 @@ fn open(
 ) -> Result<Box<dyn Side>, TestError> {
     let peer = to.ip;
     let mut probe = HostProbe::for_peer(peer);
-    if let Err(message) = kind::hold_cpu_latency(&mut probe, spec) {
+    if let Err(e) = kind::hold_cpu_latency(&mut probe, spec) {
+        let message = e.to_string();
         return Err(conn.refuse(PeerError::Refused { message }));
     }
     let endpoint = match kind.open_server(spec, local_ip, peer) {
@@ -359,8 +360,8 @@ fn open_client_part(
 ) -> Result<Box<dyn Side>, TestError> {
     let mut probe = HostProbe::for_peer(to.addr.ip());
     let refused = |conn: &mut Conn, message: String| conn.refuse(PeerError::Refused { message });
-    if let Err(message) = kind::hold_cpu_latency(&mut probe, spec) {
-        return Err(refused(conn, message));
+    if let Err(e) = kind::hold_cpu_latency(&mut probe, spec) {
+        return Err(refused(conn, e.to_string()));
     }
     if let Err(e) = kind.prepare(spec, to.addr, &probe) {
         return Err(refused(conn, e.to_string()));
@@ -434,7 +435,7 @@ struct AgentEnd<'a> {
     say_drained: bool,
 }
 
-impl End for AgentEnd<'_> {
+impl Party for AgentEnd<'_> {
     type S = AgentSession;
 
     fn session(&mut self) -> &mut AgentSession {

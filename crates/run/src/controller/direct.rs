@@ -9,7 +9,7 @@ use sonde_results::{Document, Role};
 use super::running::{Record, Running};
 use super::third_party;
 use super::{begin, session, Begun, ControllerError, LiveInterval, TestRequest};
-use crate::kind::{self, OpenError};
+use crate::kind;
 use crate::signals::Interrupt;
 
 /// Runs one test against the agent at `req.host` and builds its document. Errors before
@@ -29,7 +29,7 @@ pub fn run_test(
         mut spec,
     } = begin(req)?;
     let mut probe = HostProbe::for_peer(addr.ip());
-    kind::hold_cpu_latency(&mut probe, &spec).map_err(OpenError::Refused)?;
+    kind::hold_cpu_latency(&mut probe, &spec)?;
     kind.prepare(&mut spec, addr, &probe)?;
     kind::place(&mut spec, Role::Client);
     // Before the agent is asked for anything: it would wait for us meanwhile.

@@ -107,7 +107,7 @@ pub(crate) struct Begun {
 pub(crate) fn begin(req: &TestRequest) -> Result<Begun, ControllerError> {
     let server = resolve(&req.host, req.port)?;
     let started_at = now_rfc3339();
-    kind::check_engine(&req.spec).map_err(|e| OpenError::Refused(e.to_string()))?;
+    kind::check_engine(&req.spec).map_err(OpenError::Spec)?;
     let kind = kind::of(&req.spec).expect("check_engine refuses a spec without a kind");
     Ok(Begun {
         server,
@@ -146,3 +146,6 @@ pub(crate) fn connect(addr: SocketAddr) -> Result<Link, ControllerError> {
         .map_err(|source| ControllerError::Connect { addr, source })?;
     Link::new(control).map_err(|source| ControllerError::Io { addr, source })
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,7 +10,7 @@ use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
 use super::{now_rfc3339, ControllerError, LiveInterval, SOFTWARE};
 use crate::control::Link;
-use crate::drive::{drive, Cut, End, Flow};
+use crate::drive::{drive, Cut, Flow, Party};
 use crate::side::Side;
 use crate::signals::Interrupt;
 
@@ -237,7 +237,7 @@ impl<'a> Running<'a> {
     }
 }
 
-impl End for Running<'_> {
+impl Party for Running<'_> {
     type S = ClientSession;
 
     fn session(&mut self) -> &mut ClientSession {

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use sonde_proto::{ClientEvent, ClientSession, Key, Labels, Session, Timeouts};
-use sonde_results::document::{ClientAgent, FleetPair};
+use sonde_results::document::{ClientAgent, FleetPair, Relayed};
 use sonde_results::{Document, StampSpec, TestSpec};
 
 use super::{now_rfc3339, resolve, ControllerError, SOFTWARE};
@@ -49,20 +49,20 @@ pub fn run_from(
         .with_ticket_at(super::unix_ms())
         .with_stamp_reflector(reflector)
     };
-    let (mut doc, command, labels) = super::busy::until_served(agent, interrupt, |mut link| {
+    let (sent, command, labels) = super::busy::until_served(agent, interrupt, |mut link| {
         exchange(&mut link, &mut session(), agent, interrupt)
     })?;
     // What an agent says of itself is its own; where the run belongs is ours.
-    doc.start.client_agent = Some(ClientAgent {
-        address: agent.to_string(),
-        command,
-        labels: labels.clone(),
-    });
-    doc.start.fleet = from
-        .fleet
-        .map(|pair| pair.with_agents_labels(Some(&labels), &Labels::new()));
-    doc.start.finished_at = Some(now_rfc3339());
-    Ok(doc)
+    let record = Relayed {
+        client_agent: ClientAgent {
+            address: agent.to_string(),
+            command,
+            labels,
+        },
+        fleet: from.fleet.cloned(),
+        finished_at: now_rfc3339(),
+    };
+    Ok(Document::relayed(sent, record))
 }
 
 /// Hello to `StampDone`: the document, the agent's command line and its own labels.

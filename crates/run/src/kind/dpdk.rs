@@ -206,7 +206,7 @@ fn lcores(role: Role, chosen: Option<&[usize]>, workers: usize) -> (usize, Vec<u
         Some(c) if !c.is_empty() => c.to_vec(),
         _ => {
             let inv = inventory::collect(root());
-            let end = role.pick(placement::End::First, placement::End::Last);
+            let end = role.pick(placement::Pick::First, placement::Pick::Last);
             placement::choose(&inv, &allowed, workers, end)
                 .unwrap_or_else(|| allowed.iter().copied().take(workers.max(1)).collect())
         }

@@ -21,6 +21,28 @@ const MAX_SOCKETS: usize = 8;
 /// The switches an agent takes from a controller, for its refusals.
 pub const ALLOWED: &str = "EAL: --no-huge, -m MB, --socket-mem MB[,MB...]; testpmd: --mbcache=N (0-512), --rxd=N, --txd=N (64-32768), --burst=N (1-512)";
 
+/// Why `sonde serve`'s own DPDK flags cannot be used; [`AgentDpdkError::flag`] names the
+/// flag at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentDpdkError {
+    #[error("--dpdk-args and --dpdk-dev are for --allow dpdk, which is not given")]
+    NotAllowed,
+    #[error("--dpdk-args {args:?}: {reason}")]
+    Args { args: String, reason: String },
+    #[error("--dpdk-dev: {0}")]
+    Device(String),
+}
+
+impl AgentDpdkError {
+    /// The flag at fault.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            AgentDpdkError::NotAllowed | AgentDpdkError::Args { .. } => "--dpdk-args",
+            AgentDpdkError::Device(_) => "--dpdk-dev",
+        }
+    }
+}
+
 /// The agent's own DPDK configuration: `sonde serve --dpdk-args "EAL... -- TESTPMD..."`
 /// and `--dpdk-dev DEV`, given by its operator and so trusted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,14 +59,15 @@ impl AgentDpdk {
         args: Option<&str>,
         device: Option<&str>,
         allowed: bool,
-    ) -> Result<AgentDpdk, String> {
+    ) -> Result<AgentDpdk, AgentDpdkError> {
         if (args.is_some() || device.is_some()) && !allowed {
-            return Err(
-                "--dpdk-args and --dpdk-dev are for --allow dpdk, which is not given".into(),
-            );
+            return Err(AgentDpdkError::NotAllowed);
         }
         let words = match args {
-            Some(a) => shell_words::split(a).map_err(|e| format!("--dpdk-args {a:?}: {e}"))?,
+            Some(a) => shell_words::split(a).map_err(|e| AgentDpdkError::Args {
+                args: a.into(),
+                reason: e.to_string(),
+            })?,
             None => Vec::new(),
         };
         AgentDpdk::new(&words, device)
@@ -52,12 +75,12 @@ impl AgentDpdk {
 
     /// From the serve flags' words (split at `--`, as the controller's `--dpdk-args`) and
     /// device; a device that is not one names `--dpdk-dev`.
-    pub fn new(words: &[String], device: Option<&str>) -> Result<AgentDpdk, String> {
+    pub fn new(words: &[String], device: Option<&str>) -> Result<AgentDpdk, AgentDpdkError> {
         let (eal_args, testpmd_args) = DpdkSpec::split_args(words);
         let device = device
             .map(Device::parse)
             .transpose()
-            .map_err(|e| format!("--dpdk-dev: {e}"))?;
+            .map_err(AgentDpdkError::Device)?;
         Ok(AgentDpdk {
             eal_args,
             testpmd_args,
@@ -301,9 +324,14 @@ mod tests {
         let a = a.unwrap();
         assert_eq!((a.eal_args.len(), a.testpmd_args.len()), (1, 1));
         let e = AgentDpdk::from_flags(Some("--no-huge"), None, false).unwrap_err();
-        assert!(e.contains("--allow dpdk"), "{e}");
+        assert!(e.to_string().contains("--allow dpdk"), "{e}");
+        assert_eq!(e.flag(), "--dpdk-args");
         let e = AgentDpdk::from_flags(Some("'open"), None, true).unwrap_err();
-        assert!(e.starts_with("--dpdk-args"), "{e}");
+        assert!(e.to_string().starts_with("--dpdk-args"), "{e}");
+        assert_eq!(e.flag(), "--dpdk-args");
+        let e = AgentDpdk::from_flags(None, Some("eth0"), true).unwrap_err();
+        assert!(e.to_string().starts_with("--dpdk-dev: "), "{e}");
+        assert_eq!(e.flag(), "--dpdk-dev");
         assert!(AgentDpdk::from_flags(None, None, false).is_ok());
     }
 

@@ -69,8 +69,7 @@ pub const KINDS: &[Listed] = &[
         names: &["pps"],
         engines: pps::engines,
         runnable: pps::runnable,
-        // Its engines' own parts (DPDK's devices) are the spec's, checked with it.
-        refuse: |_| Ok(()),
+        refuse: pps::refuse,
         kind: &Typed(pps::Pps),
     },
 ];
@@ -181,12 +180,12 @@ pub fn place(spec: &mut TestSpec, role: Role) {
         Role::Client => (
             &mut ex.client_cpus_auto,
             &mut ex.client_cpus,
-            sonde_probe::placement::End::First,
+            sonde_probe::placement::Pick::First,
         ),
         Role::Server => (
             &mut ex.server_cpus_auto,
             &mut ex.server_cpus,
-            sonde_probe::placement::End::Last,
+            sonde_probe::placement::Pick::Last,
         ),
     };
     if !std::mem::take(auto) {
@@ -199,12 +198,13 @@ pub fn place(spec: &mut TestSpec, role: Role) {
 
 /// Holds `--cpu-latency-us` on this side's host for as long as `probe` lives (the test);
 /// the error names the flag and the device.
-pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), String> {
+pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), OpenError> {
     let Some(us) = spec.execution().cpu_latency_us else {
         return Ok(());
     };
-    probe.hold_cpu_latency(us).map_err(|e| {
-        format!("--cpu-latency-us: cannot hold the CPU latency limit ({e}; it needs root)")
+    probe.hold_cpu_latency(us).map_err(|e| OpenError::Setting {
+        flag: "--cpu-latency-us",
+        reason: format!("cannot hold the CPU latency limit ({e}; it needs root)"),
     })
 }
 
@@ -225,6 +225,10 @@ mod tests {
         // AF_XDP carries UDP only: its own refusal otherwise (`refusal_tests`).
         if let TestSpec::Ping(r) | TestSpec::Rpc(r) = &mut spec {
             r.transport = sonde_results::Transport::Udp;
+        }
+        // DPDK needs its part of the spec: its own refusal otherwise (`refusal_tests`).
+        if let TestSpec::Pps(p) = &mut spec {
+            p.dpdk = (engine == Engine::Dpdk).then(Box::default);
         }
         spec
     }
@@ -268,7 +272,7 @@ mod tests {
 #[cfg(test)]
 mod refusal_tests {
     use super::*;
-    use sonde_results::{RrSpec, StreamSpec, Transport};
+    use sonde_results::{PpsSpec, RrSpec, StreamSpec, Transport};
 
     fn rpc(engine: Engine, f: impl Fn(&mut RrSpec)) -> Result<(), SpecError> {
         let mut r = RrSpec::default();
@@ -343,6 +347,35 @@ mod refusal_tests {
         refused(stream(Engine::Uring, small), "--zerocopy", "--buffer");
         let large = |s: &mut StreamSpec| (s.zerocopy, s.buffer_bytes) = (true, 64 << 10);
         stream(Engine::Uring, large).unwrap();
+    }
+
+    #[test]
+    fn dpdk_refuses_what_testpmd_cannot_run_naming_the_flag() {
+        let pps = |engine, f: &dyn Fn(&mut PpsSpec)| {
+            let mut s = PpsSpec {
+                dpdk: Some(Box::default()),
+                ..PpsSpec::default()
+            };
+            s.execution.engine = engine;
+            f(&mut s);
+            check_engine(&TestSpec::Pps(s))
+        };
+        pps(Engine::Dpdk, &|_| {}).unwrap();
+        refused(
+            pps(Engine::Dpdk, &|s| s.dpdk = None),
+            "--engine",
+            "its part",
+        );
+        refused(pps(Engine::Dpdk, &|s| s.ipv6 = true), "--engine", "IPv4");
+        refused(pps(Engine::Dpdk, &|s| s.gso = true), "--gso", "dpdk");
+        let queues = |s: &mut PpsSpec| s.dpdk.as_mut().unwrap().tx_queues = 5000;
+        refused(pps(Engine::Dpdk, &queues), "--tx-queues", "1..=1024");
+        let queues = |s: &mut PpsSpec| s.dpdk.as_mut().unwrap().rx_queues = 5000;
+        refused(pps(Engine::Dpdk, &queues), "--rx-queues", "1..=1024");
+        let few = |s: &mut PpsSpec| s.dpdk.as_mut().unwrap().descriptors = 8;
+        refused(pps(Engine::Dpdk, &few), "--descriptors", "64..=32768");
+        // The other engines: the kernel's GSO is theirs.
+        pps(Engine::Kernel, &|s| (s.dpdk, s.gso) = (None, true)).unwrap();
     }
 }
 

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::document::Prelude;
 use sonde_results::spec::TestName;
-use sonde_results::{Engine, Role, SideResult, TestSpec};
+use sonde_results::{Engine, Role, SideResult, SpecError, TestSpec};
 
 use crate::side::Side;
 
@@ -39,9 +39,16 @@ pub enum OpenError {
         addr: SocketAddr,
         source: io::Error,
     },
-    /// The spec cannot run on this path (names the flag).
+    /// The spec asks what this path cannot run: the flag at fault is the error's.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// A setting of this host the spec asks for could not be made, naming its flag.
+    #[error("{flag}: {reason}")]
+    Setting { flag: &'static str, reason: String },
+    /// The spec's engine cannot run here as asked (its preflight, its opening), in the
+    /// engine's own words, which name the flag or the device.
     #[error("{0}")]
-    Refused(String),
+    Engine(io::Error),
 }
 
 /// Where the controller opens its data endpoints: the agent's data port, and the cookie

@@ -48,7 +48,7 @@ macro_rules! kernel_workers {
 }
 pub(crate) use kernel_workers;
 
-/// The `Workers` of a socket engine's sides over a [`Stage`] (`stage`) of its worker
+/// The `Workers` of a socket engine's sides over a [`Lifecycle`] (`stage`) of its worker
 /// types: done until started, then as their workers answer; `engine` says which engine a
 /// side is (the kernel's, or what its spawner drives: system calls or io_uring).
 macro_rules! staged_workers {
@@ -83,42 +83,42 @@ pub fn poll_of(mode: PollMode) -> Poll {
 /// An engine's side over its life: what it opened before `Start`/`Ready`, then the workers
 /// started on it. Before the start nothing runs: nothing is counted and every worker is
 /// done, so a side's engine is one object from opening to joining.
-pub enum Stage<O, W> {
+pub enum Lifecycle<O, W> {
     Opened(O),
     Running(W),
     /// The start failed, having taken what was opened.
     Failed,
 }
 
-impl<O, W> Stage<O, W> {
+impl<O, W> Lifecycle<O, W> {
     /// What was opened, until the start.
     pub fn opened(&self) -> Option<&O> {
         match self {
-            Stage::Opened(o) => Some(o),
+            Lifecycle::Opened(o) => Some(o),
             _ => None,
         }
     }
 
     /// Starts the workers on what was opened; a second start is refused.
     pub fn start(&mut self, spawn: impl FnOnce(O) -> io::Result<W>) -> io::Result<()> {
-        let Stage::Opened(opened) = std::mem::replace(self, Stage::Failed) else {
+        let Lifecycle::Opened(opened) = std::mem::replace(self, Lifecycle::Failed) else {
             return Err(io::Error::other("the workers were started already"));
         };
-        *self = Stage::Running(spawn(opened)?);
+        *self = Lifecycle::Running(spawn(opened)?);
         Ok(())
     }
 
     /// The running workers, once started.
     pub fn running(&self) -> Option<&W> {
         match self {
-            Stage::Running(w) => Some(w),
+            Lifecycle::Running(w) => Some(w),
             _ => None,
         }
     }
 
     pub fn running_mut(&mut self) -> Option<&mut W> {
         match self {
-            Stage::Running(w) => Some(w),
+            Lifecycle::Running(w) => Some(w),
             _ => None,
         }
     }

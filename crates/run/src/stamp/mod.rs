@@ -10,7 +10,7 @@ pub mod sender;
 pub mod silence;
 
 pub use guard::Cidr;
-pub use reflector::{Reflector, ReflectorConfig, ReflectorCounts};
+pub use reflector::{ReflectorConfig, ReflectorCounts, ReflectorService};
 
 use std::path::Path;
 

@@ -126,15 +126,15 @@ impl ReflectorConfig {
 
 /// What a running reflector shows (its threads, the packet loop's and its clock's, are
 /// the [`Running`] service's).
-pub struct Reflector {
+pub struct ReflectorService {
     pub local: SocketAddr,
     pub counts: Arc<ReflectorCounts>,
 }
 
-impl Reflector {
+impl ReflectorService {
     /// Binds `cfg.bind` and starts answering on a thread of its own until stopped; the
     /// clock's state is read now and every [`clock::REFRESH`] on another thread.
-    pub fn start(cfg: ReflectorConfig) -> io::Result<Running<Reflector>> {
+    pub fn start(cfg: ReflectorConfig) -> io::Result<Running<ReflectorService>> {
         let socket = UdpSocket::bind(cfg.bind)?;
         enable_arrival(socket.as_raw_fd(), cfg.bind.is_ipv6())?;
         let local = socket.local_addr()?;
@@ -161,7 +161,7 @@ impl Reflector {
             tracing::info!("stamp reflector: {}", loop_counts.line());
         })?;
         Ok(Running {
-            handle: Reflector { local, counts },
+            handle: ReflectorService { local, counts },
             threads,
         })
     }

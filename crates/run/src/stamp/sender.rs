@@ -465,7 +465,7 @@ fn end_of(
         latency_ns: l.latency(),
         reflector_turnaround_ns: turnaround,
         round_trip_whole_ns: whole,
-        one_way,
+        oneway: one_way,
         clock: answered.then(|| l.clock.clone()),
         packet_bytes: spec.packet_bytes,
         authenticated: spec.authenticated,

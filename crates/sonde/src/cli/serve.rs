@@ -220,8 +220,11 @@ impl ServeArgs {
     /// `--dpdk-args` and `--dpdk-dev`, read as a controller's are.
     pub fn dpdk(&self) -> anyhow::Result<AgentDpdk> {
         let allowed = self.allow.contains(&Allow::Dpdk);
-        AgentDpdk::from_flags(self.dpdk_args.as_deref(), self.dpdk_dev.as_deref(), allowed)
-            .map_err(anyhow::Error::msg)
+        Ok(AgentDpdk::from_flags(
+            self.dpdk_args.as_deref(),
+            self.dpdk_dev.as_deref(),
+            allowed,
+        )?)
     }
 }
 

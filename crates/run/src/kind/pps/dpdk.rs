@@ -13,7 +13,8 @@ use std::time::Instant;
 use sonde_engine::dpdk::{DpdkError, Forwarding, Testpmd, TxPackets, Xstats};
 use sonde_engine::pps::FlowRx;
 use sonde_engine::Placement;
-use sonde_results::{Bypass, Engine, PortCounters, PpsSpec, QueueCounters, Role};
+use sonde_results::spec::{check_count, MAX_THREADS};
+use sonde_results::{Bypass, Engine, PortCounters, PpsSpec, QueueCounters, Role, SpecError};
 
 use super::engine::{senders_stop_at, Drops, PpsBackend, RxEngine, TxEngine};
 use crate::kind::dpdk::{self, refuse, Setup, READY_WITHIN};
@@ -30,6 +31,10 @@ impl Named for Dpdk {
 }
 
 impl PpsBackend for Dpdk {
+    fn refuse(&self, spec: &PpsSpec) -> Result<(), SpecError> {
+        refusals(spec)
+    }
+
     fn preflight(&self, spec: &PpsSpec, agent: SocketAddr) -> io::Result<()> {
         preflight(spec, agent)
     }
@@ -55,6 +60,35 @@ impl PpsBackend for Dpdk {
         rx.ports = sockets;
         Ok(Box::new(rx))
     }
+}
+
+/// What of a pps spec testpmd cannot run, naming the flag.
+fn refusals(spec: &PpsSpec) -> Result<(), SpecError> {
+    let refuse = |flag, reason: String| Err(SpecError { flag, reason });
+    let Some(d) = &spec.dpdk else {
+        return refuse(
+            "--engine",
+            "dpdk needs its part of the spec (devices, queues)".into(),
+        );
+    };
+    if spec.ipv6 {
+        let why = "dpdk: testpmd's txonly builds IPv4 packets only (--tx-ip)";
+        return refuse("--engine", why.into());
+    }
+    if spec.gso {
+        let why = format!(
+            "the kernel's UDP GSO has no part in --engine {}",
+            Engine::Dpdk
+        );
+        return refuse("--gso", why);
+    }
+    check_count("--tx-queues", d.tx_queues.max(1), MAX_THREADS)?;
+    check_count("--rx-queues", d.rx_queues.max(1), MAX_THREADS)?;
+    if !(64..=32768).contains(&d.descriptors) {
+        let why = format!("{} is not in 64..=32768", d.descriptors);
+        return refuse("--descriptors", why);
+    }
+    Ok(())
 }
 
 /// One side's testpmd and what the side needs to say about it.

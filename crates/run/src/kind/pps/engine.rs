@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::pps::{Blocked, FlowRx, RxPlan};
 use sonde_engine::Placement;
-use sonde_results::{PortCounters, PpsSpec, Role};
+use sonde_results::{PortCounters, PpsSpec, Role, SpecError};
 
 use crate::kind::budget;
 use crate::kind::table::Named;
@@ -72,6 +72,12 @@ pub enum Drops {
 
 /// A packet-rate engine: what it refuses up front and what each end opens.
 pub trait PpsBackend: Named + Sync {
+    /// What of a spec this engine does not run, naming the flag: its own part of the
+    /// spec (DPDK's devices and queues), checked wherever a spec is admitted
+    /// (`kind::refuse`).
+    fn refuse(&self, _spec: &PpsSpec) -> Result<(), SpecError> {
+        Ok(())
+    }
     /// Refuses, before the agent is asked, a sender this host cannot run.
     fn preflight(&self, _spec: &PpsSpec, _agent: SocketAddr) -> io::Result<()> {
         Ok(())

@@ -11,7 +11,7 @@ use sonde_results::{Engine, PpsSpec};
 
 use super::engine::{rx_plan, senders_stop_at, PpsBackend, RxEngine, TxEngine};
 use crate::kind::table::Named;
-use crate::kind::workers::{staged_workers, Stage};
+use crate::kind::workers::{staged_workers, Lifecycle};
 
 pub struct Kernel;
 
@@ -30,7 +30,7 @@ impl PpsBackend for Kernel {
     ) -> io::Result<Box<dyn TxEngine>> {
         Ok(Box::new(Flows {
             spec: spec.clone(),
-            stage: Stage::Opened(flows),
+            stage: Lifecycle::Opened(flows),
         }))
     }
 
@@ -43,7 +43,7 @@ impl PpsBackend for Kernel {
     ) -> io::Result<Box<dyn RxEngine>> {
         Ok(Box::new(Group {
             spec: spec.clone(),
-            stage: Stage::Opened(sockets),
+            stage: Lifecycle::Opened(sockets),
             notes,
         }))
     }
@@ -52,7 +52,7 @@ impl PpsBackend for Kernel {
 /// The controller's flows, a socket each, then the senders on them.
 struct Flows {
     spec: PpsSpec,
-    stage: Stage<Vec<UdpSocket>, PpsSender>,
+    stage: Lifecycle<Vec<UdpSocket>, PpsSender>,
 }
 
 impl TxEngine for Flows {
@@ -88,7 +88,7 @@ impl TxEngine for Flows {
 /// The agent's SO_REUSEPORT group, then a receiver on each socket.
 struct Group {
     spec: PpsSpec,
-    stage: Stage<Vec<UdpSocket>, PpsReceiver>,
+    stage: Lifecycle<Vec<UdpSocket>, PpsReceiver>,
     notes: Vec<String>,
 }
 

@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use sonde_engine::{sockopt, Placement};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::spec::TestName;
-use sonde_results::{Engine, PpsSpec, Role, SideResult, TestSpec};
+use sonde_results::{Engine, PpsSpec, Role, SideResult, SpecError, TestSpec};
 
 use super::seam::{
     ClientEndpoint, DataPort, Demand, OpenError, OpenResult, ServerEndpoint, TypedKind,
@@ -40,13 +40,21 @@ pub fn runnable() -> Vec<Engine> {
     table::runnable(ENGINES)
 }
 
+/// What of a pps spec its engine does not run, naming the flag (DPDK's own part).
+pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    let Some((p, _)) = Pps::own(spec) else {
+        return Ok(());
+    };
+    table::refuse(ENGINES, p.execution.engine, |_| None, |e| e.refuse(p))
+}
+
 /// The packet-rate engine that is `engine`, or why none is.
 pub fn backend(engine: Engine) -> io::Result<&'static dyn PpsBackend> {
     table::find(ENGINES, "pps", engine)
 }
 
 fn refused(e: io::Error) -> OpenError {
-    OpenError::Refused(e.to_string())
+    OpenError::Engine(e)
 }
 
 pub struct Pps;
@@ -101,17 +109,19 @@ impl TypedKind for Pps {
         probe: &HostProbe,
     ) -> Result<(), OpenError> {
         self.fit_address(p, agent);
-        p.validate()
-            .map_err(|e| OpenError::Refused(e.to_string()))?;
+        p.validate()?;
         backend(p.execution.engine)
             .and_then(|b| b.preflight(p, agent))
             .map_err(refused)?;
         if let Some((iface, mtu)) = probe.mtu() {
             if p.size_bytes > mtu + 14 {
-                return Err(OpenError::Refused(format!(
-                    "invalid --size: {} bytes exceeds {iface}'s MTU of {mtu} bytes plus its 14-byte Ethernet header (no GSO for these packets)",
-                    p.size_bytes
-                )));
+                return Err(OpenError::Spec(SpecError {
+                    flag: "--size",
+                    reason: format!(
+                        "{} bytes exceeds {iface}'s MTU of {mtu} bytes plus its 14-byte Ethernet header (no GSO for these packets)",
+                        p.size_bytes
+                    ),
+                }));
             }
         }
         Ok(())

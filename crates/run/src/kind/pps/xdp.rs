@@ -16,7 +16,7 @@ use sonde_results::{Bypass, Engine, PollMode, PpsSpec, Role};
 use super::engine::{rx_plan, senders_stop_at, Drops, PpsBackend, RxEngine, TxEngine};
 use crate::kind::budget::XSK_BYTES;
 use crate::kind::table::Named;
-use crate::kind::workers::{Stage, Workers};
+use crate::kind::workers::{Lifecycle, Workers};
 use crate::kind::xdp::{
     self as path, flow, path_to, queues_of, refuse, sockets, steer, v4, Steered, BUSY_POLL_US,
 };
@@ -48,7 +48,7 @@ impl PpsBackend for Xdp {
     ) -> io::Result<Box<dyn TxEngine>> {
         Ok(Box::new(Flows {
             spec: spec.clone(),
-            stage: Stage::Opened(flows),
+            stage: Lifecycle::Opened(flows),
         }))
     }
 
@@ -65,7 +65,7 @@ impl PpsBackend for Xdp {
         Ok(Box::new(Receiving {
             spec: spec.clone(),
             notes: steered.notes.clone(),
-            stage: Stage::Opened(steered),
+            stage: Lifecycle::Opened(steered),
             group: sockets,
         }))
     }
@@ -74,7 +74,7 @@ impl PpsBackend for Xdp {
 /// The controller's flows, whose source ports the frames use, then the senders.
 struct Flows {
     spec: PpsSpec,
-    stage: Stage<Vec<UdpSocket>, Tx>,
+    stage: Lifecycle<Vec<UdpSocket>, Tx>,
 }
 
 impl TxEngine for Flows {
@@ -98,7 +98,7 @@ impl TxEngine for Flows {
 struct Receiving {
     spec: PpsSpec,
     notes: Vec<String>,
-    stage: Stage<Steered, Rx>,
+    stage: Lifecycle<Steered, Rx>,
     /// The kernel socket group, holding the port until the receivers start.
     group: Vec<UdpSocket>,
 }

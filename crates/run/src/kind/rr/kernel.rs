@@ -18,7 +18,7 @@ use super::engine::{EchoEngine, RequestEngine, RrBackend};
 use crate::kind::connect::{connect_data, connect_udp};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
-use crate::kind::workers::{staged_workers, Stage};
+use crate::kind::workers::{staged_workers, Lifecycle};
 
 pub struct Kernel;
 
@@ -97,7 +97,7 @@ pub(super) fn open_client(
             connections: r.connections as usize,
         };
         return Ok(Box::new(Client {
-            stage: Stage::Opened(target),
+            stage: Lifecycle::Opened(target),
             options: vec!["TCP_NODELAY".into()],
             spawn,
         }));
@@ -119,7 +119,7 @@ pub(super) fn open_client(
         sockets.push(sock);
     }
     Ok(Box::new(Client {
-        stage: Stage::Opened(Target::Sockets(sockets)),
+        stage: Lifecycle::Opened(Target::Sockets(sockets)),
         options,
         spawn,
     }))
@@ -147,7 +147,7 @@ pub(super) fn open_server(
     Ok(Box::new(Server {
         spec: r.clone(),
         port,
-        stage: Stage::Opened(at),
+        stage: Lifecycle::Opened(at),
         spawn,
     }))
 }
@@ -155,7 +155,7 @@ pub(super) fn open_server(
 /// The controller's sockets (or, connect per request, where to connect), then the
 /// request workers on them.
 struct Client {
-    stage: Stage<Target, RrClient>,
+    stage: Lifecycle<Target, RrClient>,
     options: Vec<String>,
     spawn: Spawners,
 }
@@ -202,7 +202,7 @@ enum At {
 struct Server {
     spec: RrSpec,
     port: u16,
-    stage: Stage<At, RrServer>,
+    stage: Lifecycle<At, RrServer>,
     spawn: Spawners,
 }
 

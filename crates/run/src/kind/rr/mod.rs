@@ -11,7 +11,7 @@ mod uring;
 mod xdp;
 
 pub use engine::{EchoEngine, RequestEngine, RrBackend, UDP_LOSS_TIMEOUT};
-pub use side::{Engine, Parts, RrSide};
+pub use side::{Parts, RrSide, SideEngine};
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -82,7 +82,7 @@ fn placement(spec: &RrSpec, role: Role, units: usize) -> Placement {
 fn start_side(
     spec: &RrSpec,
     (role, units, notes): (Role, usize, Vec<String>),
-    start: impl FnOnce(Placement, Instant) -> io::Result<(Engine, Vec<String>)>,
+    start: impl FnOnce(Placement, Instant) -> io::Result<(SideEngine, Vec<String>)>,
     probe: HostProbe,
 ) -> io::Result<Box<dyn Side>> {
     let started = Instant::now();
@@ -90,8 +90,8 @@ fn start_side(
     let (engine, socket_options) = start(placement.clone(), started)?;
     // A bypass engine runs no more workers than it has queues.
     let bypass = match &engine {
-        Engine::Client(c) => c.bypass(),
-        Engine::Server(s) => s.bypass(),
+        SideEngine::Client(c) => c.bypass(),
+        SideEngine::Server(s) => s.bypass(),
     };
     if let Some(b) = bypass {
         placement = Placement::new(
@@ -184,7 +184,7 @@ impl TypedKind for RequestResponse {
     ) -> Result<(), OpenError> {
         chosen(r, Role::Client)
             .and_then(|(b, _)| b.preflight(r, agent.ip()))
-            .map_err(|e| OpenError::Refused(e.to_string()))
+            .map_err(OpenError::Engine)
     }
 
     fn prelude(&self, r: &RrSpec, client: ClientAt<'_>) -> Option<Prelude> {
@@ -193,8 +193,7 @@ impl TypedKind for RequestResponse {
     }
 
     fn open_client(&self, r: &RrSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
-        let (engine, note) =
-            chosen(r, Role::Client).map_err(|e| OpenError::Refused(e.to_string()))?;
+        let (engine, note) = chosen(r, Role::Client).map_err(OpenError::Engine)?;
         Ok(Box::new(Opened {
             spec: r.clone(),
             engine: engine.open_client(r, to)?,
@@ -253,7 +252,7 @@ impl ClientEndpoint for Opened {
         let start = |placement, started| {
             engine.start(client_plan(&spec, placement, cookie, started))?;
             let options = engine.options();
-            Ok((Engine::Client(engine), options))
+            Ok((SideEngine::Client(engine), options))
         };
         start_side(&spec, (Role::Client, units, notes), start, probe)
     }
@@ -291,7 +290,7 @@ impl ServerEndpoint for Listening {
         let start = |placement, started| {
             let plan = server_plan(&spec, placement, cookie, started);
             let options = engine.start(conns, peer, plan)?;
-            Ok((Engine::Server(engine), options))
+            Ok((SideEngine::Server(engine), options))
         };
         start_side(&spec, (Role::Server, units, notes), start, probe)
     }

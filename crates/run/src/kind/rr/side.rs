@@ -24,7 +24,7 @@ use crate::side::Side;
 /// over its histogram (workers do so at their first response after the boundary).
 const GRACE: Duration = Duration::from_millis(20);
 /// The workers this side runs.
-pub enum Engine {
+pub enum SideEngine {
     Client(Box<dyn RequestEngine>),
     Server(Box<dyn EchoEngine>),
 }
@@ -32,7 +32,7 @@ pub enum Engine {
 pub struct RrSide {
     role: Role,
     spec: RrSpec,
-    engine: Engine,
+    engine: SideEngine,
     /// Answers over the window: received (client) or sent (agent).
     meter: Meter<u64>,
     notes: Vec<String>,
@@ -49,7 +49,7 @@ pub struct RrSide {
 
 /// What a side is made of besides its spec.
 pub struct Parts {
-    pub engine: Engine,
+    pub engine: SideEngine,
     /// When the workers started: the test's clock.
     pub started: Instant,
     pub probe: HostProbe,
@@ -69,8 +69,8 @@ impl RrSide {
             socket_options,
         } = parts;
         let role = match engine {
-            Engine::Client(_) => Role::Client,
-            Engine::Server(_) => Role::Server,
+            SideEngine::Client(_) => Role::Client,
+            SideEngine::Server(_) => Role::Server,
         };
         let grace = if role == Role::Client {
             GRACE
@@ -99,21 +99,21 @@ impl RrSide {
 
     fn engine(&self) -> sonde_results::Engine {
         match &self.engine {
-            Engine::Client(c) => c.engine(),
-            Engine::Server(s) => s.engine(),
+            SideEngine::Client(c) => c.engine(),
+            SideEngine::Server(s) => s.engine(),
         }
     }
 
     /// Client: responses received; server: responses sent (monotonic).
     fn count(&self) -> u64 {
         match &self.engine {
-            Engine::Client(c) => c.counts().1,
-            Engine::Server(s) => s.answered(),
+            SideEngine::Client(c) => c.counts().1,
+            SideEngine::Server(s) => s.answered(),
         }
     }
 
     fn drain_histograms(&mut self) {
-        if let Engine::Client(c) = &self.engine {
+        if let SideEngine::Client(c) = &self.engine {
             let (total, pending) = (&mut self.total, &mut self.pending);
             c.drain(&mut |idx, h| {
                 merge(total, h);
@@ -211,8 +211,8 @@ impl Side for RrSide {
     /// so only once all its requests were answered).
     fn all_done(&self) -> bool {
         match &self.engine {
-            Engine::Client(c) => c.all_done(),
-            Engine::Server(s) => self.stopped || s.all_done(),
+            SideEngine::Client(c) => c.all_done(),
+            SideEngine::Server(s) => self.stopped || s.all_done(),
         }
     }
     fn planned_end(&self) -> Instant {
@@ -237,7 +237,7 @@ impl Side for RrSide {
         let (mut late, mut duplicated, mut foreign) = (0, 0, 0);
         let (mut allocated, mut merged, mut calls) = (0, 0, 0u64);
         match &mut self.engine {
-            Engine::Client(c) => {
+            SideEngine::Client(c) => {
                 c.abort();
                 for e in c.join() {
                     unanswered += e.unanswered;
@@ -266,7 +266,7 @@ impl Side for RrSide {
                     ));
                 }
             }
-            Engine::Server(s) => {
+            SideEngine::Server(s) => {
                 s.abort();
                 notes.extend(s.join());
                 foreign = s.rejected();
@@ -315,8 +315,8 @@ impl Side for RrSide {
             .meter
             .result(by, &window, window_s, (notes, partial), section);
         result.bypass = match &self.engine {
-            Engine::Client(c) => c.bypass(),
-            Engine::Server(s) => s.bypass(),
+            SideEngine::Client(c) => c.bypass(),
+            SideEngine::Server(s) => s.bypass(),
         };
         result
     }

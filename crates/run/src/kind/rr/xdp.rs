@@ -21,7 +21,7 @@ use crate::kind::budget::XSK_BYTES;
 use crate::kind::connect::connect_udp;
 use crate::kind::seam::{DataPort, OpenError, OpenResult};
 use crate::kind::table::Named;
-use crate::kind::workers::{Stage, Workers};
+use crate::kind::workers::{Lifecycle, Workers};
 use crate::kind::xdp::{self as path, flow, path_to, refuse, steer, v4, Steered};
 
 pub struct Xdp;
@@ -68,7 +68,7 @@ impl RrBackend for Xdp {
         let sockets = (0..spec.connections)
             .map(|index| connect_udp(to.addr, index))
             .collect::<Result<_, _>>()?;
-        let port = open_client(spec, sockets).map_err(|e| OpenError::Refused(e.to_string()))?;
+        let port = open_client(spec, sockets).map_err(OpenError::Engine)?;
         Ok(Box::new(port))
     }
 
@@ -106,7 +106,7 @@ fn busy(spec: &RrSpec) -> Option<(u32, u32)> {
 /// What a side keeps of what it steered: the sockets until the start, the program and
 /// the bypass record for the side's life.
 struct Bypassing<W> {
-    stage: Stage<Vec<Xsk>, W>,
+    stage: Lifecycle<Vec<Xsk>, W>,
     bypass: Bypass,
     notes: Vec<String>,
     /// Attached while the workers run; detached when the side is dropped.
@@ -116,7 +116,7 @@ struct Bypassing<W> {
 impl<W> From<Steered> for Bypassing<W> {
     fn from(s: Steered) -> Self {
         Bypassing {
-            stage: Stage::Opened(s.xsks),
+            stage: Lifecycle::Opened(s.xsks),
             bypass: s.bypass,
             notes: s.notes,
             _program: s.program,

@@ -44,16 +44,16 @@ kernel_workers!(StreamWorkers);
 
 impl StreamEngine for StreamWorkers {
     fn connections(&self) -> usize {
-        StreamWorkers::len(self)
+        self.conns().len()
     }
     fn counters(&self, i: usize) -> (u64, u64) {
-        StreamWorkers::counters(self, i)
+        self.conns().counters(i)
     }
     fn is_sender(&self, i: usize) -> bool {
-        StreamWorkers::is_sender(self, i)
+        self.conns().is_sender(i)
     }
     fn tcp_info(&self, i: usize) -> Option<TcpInfo> {
-        tcp_info(self.fd(i))
+        tcp_info(self.conns().fd(i))
     }
     fn finish(&self) {
         StreamWorkers::finish(self)

@@ -88,16 +88,16 @@ impl Workers for UringStreamWorkers {
 
 impl StreamEngine for UringStreamWorkers {
     fn connections(&self) -> usize {
-        UringStreamWorkers::len(self)
+        self.conns().len()
     }
     fn counters(&self, i: usize) -> (u64, u64) {
-        UringStreamWorkers::counters(self, i)
+        self.conns().counters(i)
     }
     fn is_sender(&self, i: usize) -> bool {
-        UringStreamWorkers::is_sender(self, i)
+        self.conns().is_sender(i)
     }
     fn tcp_info(&self, i: usize) -> Option<TcpInfo> {
-        tcp_info(self.fd(i))
+        tcp_info(self.conns().fd(i))
     }
     fn finish(&self) {
         UringStreamWorkers::finish(self)
@@ -109,7 +109,7 @@ impl StreamEngine for UringStreamWorkers {
         let Some((released, copied)) = self.zerocopy_usage() else {
             return Vec::new();
         };
-        if !(0..self.len()).any(|i| self.is_sender(i)) {
+        if !(0..self.conns().len()).any(|i| self.conns().is_sender(i)) {
             return vec![
                 "send_zc: this side only received (the kernel copies into a \
                          receiver's buffers as always)"

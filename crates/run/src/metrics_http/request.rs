@@ -6,7 +6,11 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-pub(super) use sonde_report::openmetrics::CONTENT_TYPE;
+use super::error::MetricsError;
+
+/// The OpenMetrics text's media type, which every body this server writes is (the
+/// report crate's encoders write it; Prometheus asks for it).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The most of a request the server reads: its request line and headers.
 pub const MAX_REQUEST_BYTES: usize = 8 << 10;
@@ -21,6 +25,22 @@ pub struct Token([u8; 32]);
 impl Token {
     pub fn new(secret: &[u8]) -> Token {
         Token(Sha256::digest(secret).into())
+    }
+
+    /// The token in `path` (`--metrics-token-file`): a private file (as a key file), its
+    /// text trimmed, at least 16 printable characters with no space.
+    pub fn from_file(path: &std::path::Path) -> Result<Token, MetricsError> {
+        let flag = "--metrics-token-file";
+        let bytes = crate::key::read_private(flag, path)?;
+        let text = bytes.trim_ascii();
+        if text.len() < 16 || !text.iter().all(|b| b.is_ascii_graphic()) {
+            return Err(MetricsError::File {
+                flag,
+                path: path.display().to_string(),
+                why: "the token must be at least 16 printable characters without spaces".into(),
+            });
+        }
+        Ok(Token::new(text))
     }
 
     fn admits(&self, presented: &[u8]) -> bool {

@@ -11,6 +11,7 @@
 //! addresses cannot take the thread from a scraper.
 
 mod body;
+mod error;
 mod handshakes;
 mod request;
 mod tls;
@@ -23,10 +24,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use sonde_run::signals::Interrupt;
+use crate::signals::Interrupt;
 
 pub use body::WRITE_BUDGET;
 use body::{Bodies, Rendered};
+pub use error::MetricsError;
 use handshakes::{Handshakes, Lane, Pending};
 pub use request::Token;
 use request::{Step, MAX_REQUEST_BYTES};
@@ -76,11 +78,12 @@ pub fn serve(
     period: Duration,
     access: Access,
     interrupt: Interrupt,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener =
-        listen(addr).map_err(|e| anyhow::anyhow!("--metrics {addr}: cannot listen: {e}"))?;
-    let local = listener.local_addr()?;
-    listener.set_nonblocking(true)?;
+) -> Result<(SocketAddr, JoinHandle<()>), MetricsError> {
+    let listening = listen(addr).and_then(|l| {
+        l.set_nonblocking(true)?;
+        Ok((l.local_addr()?, l))
+    });
+    let (local, listener) = listening.map_err(|source| MetricsError::Listen { addr, source })?;
     let handle = std::thread::spawn(move || {
         let mut server = Server {
             listener,

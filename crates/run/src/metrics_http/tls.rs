@@ -7,32 +7,46 @@ use std::net::{Shutdown, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
+
+use super::error::MetricsError;
 
 pub type TlsConfig = Arc<ServerConfig>;
 
 /// The certificate chain and its key, from PEM files; errors name the flag and the file.
 /// The key file is checked as a key file is (ours or root's, not readable by others).
-pub fn config(cert: &Path, key: &Path) -> anyhow::Result<TlsConfig> {
+pub fn config(cert: &Path, key: &Path) -> Result<TlsConfig, MetricsError> {
     let (c, k) = (cert.display(), key.display());
+    let at_cert = |why: String| MetricsError::File {
+        flag: "--metrics-tls-cert",
+        path: c.to_string(),
+        why,
+    };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect())
-        .map_err(|e| anyhow!("--metrics-tls-cert {c}: {e}"))?;
+        .map_err(|e| at_cert(e.to_string()))?;
     if chain.is_empty() {
-        bail!("--metrics-tls-cert {c}: no CERTIFICATE in it (PEM)");
+        return Err(at_cert("no CERTIFICATE in it (PEM)".into()));
     }
-    let pem = sonde_run::key::read_private("--metrics-tls-key", key)?;
-    let private = PrivateKeyDer::from_pem_slice(&pem)
-        .map_err(|e| anyhow!("--metrics-tls-key {k}: no private key in it (PEM): {e}"))?;
+    let pem = crate::key::read_private("--metrics-tls-key", key)?;
+    let private = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| MetricsError::File {
+        flag: "--metrics-tls-key",
+        path: k.to_string(),
+        why: format!("no private key in it (PEM): {e}"),
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
+        .with_safe_default_protocol_versions()
+        .map_err(|e| at_cert(e.to_string()))?
         .with_no_client_auth()
         .with_single_cert(chain, private)
-        .map_err(|e| anyhow!("--metrics-tls-key {k} and --metrics-tls-cert {c}: {e}"))?;
+        .map_err(|e| MetricsError::File {
+            flag: "--metrics-tls-key",
+            path: format!("{k} and --metrics-tls-cert {c}"),
+            why: e.to_string(),
+        })?;
     Ok(Arc::new(config))
 }
 
