@@ -168,6 +168,7 @@ mod tests {
             info: crate::stamp::TimestampInfo::from_value(&[1, 2, 1, 2]).unwrap(),
             boot_id: Some([9; 16]),
             tos: None,
+            dscp_policy: Default::default(),
         };
         let mut out = vec![0u8; 1024];
         let len = reflect(probe, Mode::Authenticated(&k), &how, &mut out).unwrap();

@@ -344,6 +344,7 @@ mod tests {
             max_pps: 10,
             key: None,
             stateful: false,
+            dscp_policy: Default::default(),
         })
         .unwrap();
         let list = std::env::temp_dir().join(format!("sonde-service-{}", std::process::id()));

@@ -92,6 +92,7 @@ impl Far {
             },
             boot_id: Some(self.boot_id),
             tos: None,
+            dscp_policy: Default::default(),
         };
         let mut out = vec![0; probe.len()];
         let n = reflect_as(probe, mode, answer, &how, &mut out).expect("a probe it answers");

@@ -107,20 +107,50 @@ impl ClassOfService {
     }
 
     /// The reflector's fill of a request's value: what arrived (`received`, the request's
-    /// TOS byte) beside what was asked, the asked marks applied. `None` (the TOS was not
-    /// read): the value stays as the sender wrote it, RPE 0, so nothing is claimed.
-    pub fn reflect(value: &mut [u8], received: Option<u8>) {
+    /// TOS byte) beside what was asked, the asked ECN applied and the asked DSCP when
+    /// `policy` allows it, else RPD 1 (RFC 8972 §4.4: the answer keeps the DSCP it arrived
+    /// with, DSCP2). `None` (the TOS was not read): the value stays as the sender wrote
+    /// it, RPE 0, so nothing is claimed (and the answer leaves unmarked).
+    pub fn reflect(value: &mut [u8], received: Option<u8>, policy: DscpPolicy) {
         let (Some(tos), Some(asked)) = (received, Self::from_value(value)) else {
             return;
         };
         let filled = ClassOfService {
             dscp2: tos >> 2,
             ecn2: tos & 3,
-            rpd: 0,
+            rpd: u8::from(!policy.allows(asked.dscp1, tos >> 2)),
             rpe: RPE_APPLIED,
             ..asked
         };
         value.copy_from_slice(&filled.to_bytes());
+    }
+}
+
+/// Which DSCPs a reflector's answer may take at a Class of Service TLV's asking, besides
+/// the one its request arrived with and CS0 (always: neither lets a sender make the
+/// reflector emit a class the sender could not send it itself). The default allows no
+/// other, so a stranger's TLV cannot make the reflector emit EF or network control
+/// (CS6, CS7) traffic; an operator widens it (`serve --stamp-allow-dscp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DscpPolicy {
+    /// Bit `d` set: DSCP `d` is allowed.
+    mask: u64,
+}
+
+impl DscpPolicy {
+    /// Every DSCP allowed (a lab's reflector).
+    pub const ANY: DscpPolicy = DscpPolicy { mask: u64::MAX };
+
+    /// These DSCPs allowed besides the arrived one and CS0 (each taken modulo 64).
+    pub fn allowing(dscps: impl IntoIterator<Item = u8>) -> Self {
+        DscpPolicy {
+            mask: dscps.into_iter().fold(0, |m, d| m | 1 << (d & 0x3f)),
+        }
+    }
+
+    /// Whether an answer to a request that arrived with DSCP `arrived` may take `asked`.
+    pub fn allows(self, asked: u8, arrived: u8) -> bool {
+        asked == arrived || asked == 0 || self.mask >> (asked & 0x3f) & 1 == 1
     }
 }
 
@@ -165,9 +195,9 @@ mod tests {
     fn the_reflector_fills_what_arrived_and_claims_nothing_unread() {
         let asked = ClassOfService::asking(46 << 2 | 1);
         let mut v = asked.to_bytes();
-        ClassOfService::reflect(&mut v, None);
+        ClassOfService::reflect(&mut v, None, DscpPolicy::ANY);
         assert_eq!(v, asked.to_bytes());
-        ClassOfService::reflect(&mut v, Some(3));
+        ClassOfService::reflect(&mut v, Some(3), DscpPolicy::ANY);
         let got = ClassOfService::from_value(&v).unwrap();
         assert_eq!((got.dscp1, got.ecn1), (46, 1));
         assert_eq!((got.dscp2, got.ecn2, got.rpe), (0, 3, RPE_APPLIED));
@@ -206,6 +236,7 @@ mod tests {
             },
             boot_id: None,
             tos: Some(34 << 2 | 3),
+            dscp_policy: DscpPolicy::ANY,
         };
         let mut out = vec![0u8; 256];
         let n = reflect(&request, mode, &how, &mut out).unwrap();
@@ -213,5 +244,36 @@ mod tests {
         let got = ClassOfService::find(area).unwrap();
         assert_eq!((got.dscp1, got.ecn1, got.dscp2, got.ecn2), (46, 2, 34, 3));
         assert_eq!(tlv::check_hmac(area, &key, 7), Some(true));
+    }
+
+    /// The default policy: EF, CS6 or CS7 asked by a request that arrived CS0 is refused
+    /// (RPD 1, the answer keeps CS0); the arrived class and CS0 are always granted.
+    #[test]
+    fn a_policy_refuses_a_class_it_does_not_list_and_says_so() {
+        let fill = |asked: u8, arrived: u8, policy| {
+            let mut v = ClassOfService::asking(asked).to_bytes();
+            ClassOfService::reflect(&mut v, Some(arrived), policy);
+            ClassOfService::from_value(&v).unwrap()
+        };
+        for dscp in [46, 48, 56] {
+            let got = fill(dscp << 2 | 1, 0, DscpPolicy::default());
+            assert_eq!((got.rpd, got.rpe), (1, RPE_APPLIED), "DSCP {dscp}");
+            assert_eq!(got.dscp1, dscp, "what was asked stays told");
+            assert_eq!(got.answer_tos(), 1, "CS0 with the asked ECN");
+        }
+        assert_eq!(
+            fill(46 << 2, 46 << 2 | 2, DscpPolicy::default()).answer_tos(),
+            46 << 2
+        );
+        assert_eq!(fill(0, 46 << 2, DscpPolicy::default()).answer_tos(), 0);
+        assert_eq!(
+            fill(48 << 2, 10 << 2, DscpPolicy::default()).answer_tos(),
+            10 << 2
+        );
+        let af41 = DscpPolicy::allowing([34]);
+        assert_eq!(fill(34 << 2, 0, af41).rpd, 0);
+        assert_eq!(fill(34 << 2, 0, af41).answer_tos(), 34 << 2);
+        assert_eq!(fill(46 << 2, 0, af41).answer_tos(), 0);
+        assert_eq!(fill(56 << 2, 0, DscpPolicy::ANY).answer_tos(), 56 << 2);
     }
 }

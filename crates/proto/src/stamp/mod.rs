@@ -28,7 +28,7 @@ pub mod tlv;
 #[cfg(test)]
 mod tests;
 
-pub use cos::{ClassOfService, COS_BYTES, RPE_APPLIED, RPE_NOT_APPLIED};
+pub use cos::{ClassOfService, DscpPolicy, COS_BYTES, RPE_APPLIED, RPE_NOT_APPLIED};
 pub use estimate::ErrorEstimate;
 pub use packet::{ReflectorPacket, SenderPacket};
 pub use reflect::{reflect, reflect_as, Reflection};

@@ -30,6 +30,8 @@ pub struct Reflection {
     /// (`None`: not read). The caller sends the answer with the TOS the TLV asks for
     /// ([`super::ClassOfService::answer_tos`]).
     pub tos: Option<u8>,
+    /// The DSCPs that TLV may ask for (the operator's; others get RPD 1).
+    pub dscp_policy: super::DscpPolicy,
 }
 
 /// Writes the answer to `request` into `out` and returns its length (the request's), or
@@ -83,6 +85,7 @@ pub fn reflect_as(
         info: how.info,
         boot_id: how.boot_id,
         tos: how.tos,
+        dscp_policy: how.dscp_policy,
     };
     tlv::reflect_tlvs_as(&mut out[base..], fill, keys, asked.seq, seq);
     reply.write(answer, out)?;

@@ -271,6 +271,7 @@ fn how(seq: Option<u32>) -> Reflection {
         },
         boot_id: None,
         tos: None,
+        dscp_policy: Default::default(),
     }
 }
 

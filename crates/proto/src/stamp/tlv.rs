@@ -294,6 +294,8 @@ pub struct Fill {
     /// The request's TOS or Traffic Class byte, for a Class of Service TLV; `None`: not
     /// read, the TLV left as it came.
     pub tos: Option<u8>,
+    /// The DSCPs a Class of Service TLV may ask for on the answer.
+    pub dscp_policy: super::cos::DscpPolicy,
 }
 
 /// [`reflect_tlvs`] with the request's HMAC TLV checked under `keys.0` and the answer's
@@ -333,7 +335,7 @@ pub fn reflect_tlvs_as(
             },
             TYPE_CLASS_OF_SERVICE if len == super::cos::COS_BYTES => {
                 let value = &mut area[at + HEADER_BYTES..at + HEADER_BYTES + len];
-                super::cos::ClassOfService::reflect(value, fill.tos);
+                super::cos::ClassOfService::reflect(value, fill.tos, fill.dscp_policy);
                 0
             }
             TYPE_HMAC if len == HMAC_BYTES => {

@@ -170,6 +170,7 @@ impl Reflector {
             },
             boot_id: self.boot_id,
             tos: None,
+            dscp_policy: Default::default(),
         };
         // The answer under this agent's own key for the address it leaves from.
         let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));

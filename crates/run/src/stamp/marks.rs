@@ -40,9 +40,10 @@ pub fn directions(area: &[u8], sent: u8, arrived: Option<u8>) -> Directions {
     (forward, reverse)
 }
 
-/// A reflector's socket marks: each answer leaves with the TOS its request's CoS TLV asked
-/// for (0 without one), set only when it changes (one `setsockopt` per change, none per
-/// answer of a steady sender).
+/// A reflector's socket marks: each answer leaves with the TOS its filled CoS TLV says
+/// (what was asked, within the operator's DSCP policy; 0 without one or when the TLV was
+/// left unfilled, as the request's TOS was not read and so the policy could not judge), set
+/// only when it changes (one `setsockopt` per change, none per answer of a steady sender).
 #[derive(Debug, Default)]
 pub struct AnswerMarks {
     now: u8,
@@ -51,7 +52,9 @@ pub struct AnswerMarks {
 impl AnswerMarks {
     /// Marks `fd` for the answer in `area` (its TLVs, already filled).
     pub fn before_send(&mut self, fd: RawFd, area: &[u8]) -> io::Result<()> {
-        let want = ClassOfService::find(area).map_or(0, ClassOfService::answer_tos);
+        let want = ClassOfService::find(area)
+            .filter(|c| c.rpe != 0)
+            .map_or(0, ClassOfService::answer_tos);
         if want != self.now {
             sonde_engine::marks::set_tos(fd, want)?;
             self.now = want;
@@ -72,7 +75,7 @@ mod tests {
         // Unfilled (the request as sent, or a reflector that echoes it): nothing claimed.
         assert_eq!(directions(&area, 0xba, Some(0)), (None, None));
         let value = &mut area[tlv::HEADER_BYTES..COS_TLV];
-        ClassOfService::reflect(value, Some(3));
+        ClassOfService::reflect(value, Some(3), sonde_proto::stamp::DscpPolicy::ANY);
         assert_eq!(
             directions(&area, 0xba, Some(0xbb)),
             (Some((0xba, 3)), Some((0xba, 0xbb)))

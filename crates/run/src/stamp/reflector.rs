@@ -56,6 +56,8 @@ pub struct ReflectorConfig {
     /// Authenticated mode under this key; `None`: unauthenticated.
     pub key: Option<StampKey>,
     pub stateful: bool,
+    /// The DSCPs a request's Class of Service TLV may have its answer sent with.
+    pub dscp_policy: sonde_proto::stamp::DscpPolicy,
 }
 
 /// What the reflector did with what it received, each datagram counted once.
@@ -185,6 +187,7 @@ struct Loop {
     out: Vec<u8>,
     /// Each answer's TOS, as its request's Class of Service TLV asks.
     marks: super::marks::AnswerMarks,
+    dscp_policy: sonde_proto::stamp::DscpPolicy,
 }
 
 impl Loop {
@@ -209,6 +212,7 @@ impl Loop {
             buf: vec![0; MAX_PACKET],
             out: vec![0; MAX_PACKET],
             marks: Default::default(),
+            dscp_policy: cfg.dscp_policy,
         }
     }
 
@@ -287,6 +291,7 @@ impl Loop {
             info,
             boot_id: self.boot_id,
             tos: got.tos,
+            dscp_policy: self.dscp_policy,
         };
         how.transmit = Timestamp::from_unix_ns(now_real(), TimeFormat::Ntp);
         match reflect(request, mode, &how, &mut self.out) {

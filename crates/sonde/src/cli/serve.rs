@@ -134,6 +134,12 @@ pub struct ServeArgs {
     /// else the file's bytes, at least 16; owner-only, as --key-file.
     #[arg(long, value_name = "FILE", requires = "stamp")]
     pub stamp_key_file: Option<PathBuf>,
+    /// DSCPs a request's Class of Service TLV may have its answer sent with, besides the
+    /// one the request arrived with and CS0: classes or numbers (comma list, repeatable),
+    /// or `any`. None by default, so a sender cannot make this host emit EF or network
+    /// control (CS6, CS7) it did not send; a refused class is told in the answer (RPD 1).
+    #[arg(long, value_delimiter = ',', value_name = "CLASS|NUMBER|any", value_parser = parse_allowed_dscp, requires = "stamp")]
+    pub stamp_allow_dscp: Vec<Option<sonde_results::marks::Dscp>>,
     /// Also answer `iperf3 -c` on TCP [ADDR:]PORT (5201 is iperf3's; a bare port listens
     /// on every IPv4 address), one test at a time, within this agent's limits.
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_stamp_bind)]
@@ -203,6 +209,17 @@ impl ServeArgs {
             max_pps: self.stamp_max_pps,
             key,
             stateful: self.stamp_stateful,
+            dscp_policy: match self
+                .stamp_allow_dscp
+                .iter()
+                .copied()
+                .collect::<Option<Vec<_>>>()
+            {
+                Some(listed) => {
+                    sonde_proto::stamp::DscpPolicy::allowing(listed.iter().map(|d| d.value()))
+                }
+                None => sonde_proto::stamp::DscpPolicy::ANY,
+            },
         }))
     }
 
@@ -246,6 +263,14 @@ impl ServeArgs {
             allowed,
         )?)
     }
+}
+
+/// One of `--stamp-allow-dscp`: a DSCP, or `any` (`None`).
+fn parse_allowed_dscp(s: &str) -> Result<Option<sonde_results::marks::Dscp>, String> {
+    if s.trim().eq_ignore_ascii_case("any") {
+        return Ok(None);
+    }
+    sonde_results::marks::Dscp::parse(s).map(Some)
 }
 
 /// `--stamp [ADDR:]PORT`: a bare port listens on every IPv4 address.
@@ -301,7 +326,29 @@ mod tests {
         let Command::Serve(none) = parsed("serve --stamp 198.18.0.1:862") else {
             panic!("a serve command")
         };
-        assert!(none.stamp().unwrap().unwrap().allow.is_empty());
+        let cfg = none.stamp().unwrap().unwrap();
+        assert!(cfg.allow.is_empty());
+        use sonde_proto::stamp::DscpPolicy;
+        assert_eq!(cfg.dscp_policy, DscpPolicy::default());
+        let Command::Serve(some) = parsed("serve --stamp 862 --stamp-allow-dscp af41,10") else {
+            panic!("a serve command")
+        };
+        let policy = some.stamp().unwrap().unwrap().dscp_policy;
+        assert_eq!(policy, DscpPolicy::allowing([34, 10]));
+        let Command::Serve(any) = parsed("serve --stamp 862 --stamp-allow-dscp EF,any") else {
+            panic!("a serve command")
+        };
+        assert_eq!(any.stamp().unwrap().unwrap().dscp_policy, DscpPolicy::ANY);
+        let e = Cli::try_parse_from([
+            "sonde",
+            "serve",
+            "--stamp",
+            "862",
+            "--stamp-allow-dscp",
+            "64",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("--stamp-allow-dscp"), "{e}");
         let e = Cli::try_parse_from(["sonde", "serve", "--stamp", "x:y"]).unwrap_err();
         assert!(e.to_string().contains("--stamp"), "{e}");
         let e = Cli::try_parse_from([
