@@ -9,6 +9,7 @@
 pub mod client;
 mod conn;
 pub mod figures;
+pub mod queue;
 mod serve_one;
 pub mod server;
 

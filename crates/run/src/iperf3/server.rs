@@ -1,11 +1,16 @@
 //! `sonde serve --iperf3 [ADDR:]PORT`: a service of `serve` that answers `iperf3 -c`. One
 //! test at a time, as iperf3's own server (another client meanwhile is told
 //! ACCESS_DENIED), within the agent's limits (duration, connections, bit rate, threads,
-//! memory) and only for the networks of `--iperf3-allow` besides loopback. Each test
-//! served becomes a stream document on this side, written to the log (one line, JSON).
+//! memory) and only for the networks of `--iperf3-allow` besides loopback. Connections
+//! that come while it is busy before a test starts wait their turn, taken fairly between
+//! addresses ([`super::queue`]): one that holds the slot silently cannot lock others out.
+//! Each test served becomes a stream document on this side, written to the log (one line,
+//! JSON).
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use super::queue;
 
 use crate::agent::Limits;
 use crate::service::{Service, ServiceError, Threads};
@@ -94,17 +99,69 @@ pub(crate) fn accept_within(listener: &TcpListener) -> Option<(TcpStream, Socket
     Some((s, peer))
 }
 
-fn accept_loop(listener: &TcpListener, cfg: &Iperf3Config, stop: &Interrupt) {
-    while !stop.is_set() {
-        let Some((stream, peer)) = accept_within(listener) else {
-            continue;
-        };
+/// A connection waiting for the test slot, and since when.
+struct Waiting {
+    stream: TcpStream,
+    peer: SocketAddr,
+    at: Instant,
+}
+
+/// Takes every connection pending on `listener` into `waiting` (the queue's rules: allowed
+/// sources only, per-address and overall caps), closing those it pushes out.
+fn admit_pending(listener: &TcpListener, cfg: &Iperf3Config, waiting: &mut Vec<Waiting>) {
+    while let Ok((stream, peer)) = listener.accept() {
         if !cfg.allows(peer.ip()) {
             tracing::warn!(
                 "iperf3 client {peer} refused: not loopback nor in --iperf3-allow (closed unanswered)"
             );
             continue;
         }
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
+        let sources: Vec<_> = waiting.iter().map(|w| w.peer.ip()).collect();
+        if let Some(k) = queue::evictee(&sources, peer.ip()) {
+            let out = waiting.remove(k);
+            tracing::warn!(
+                "iperf3 client {}: closed unserved, its address has too many waiting",
+                out.peer
+            );
+        }
+        waiting.push(Waiting {
+            stream,
+            peer,
+            at: Instant::now(),
+        });
+    }
+}
+
+fn accept_loop(listener: &TcpListener, cfg: &Iperf3Config, stop: &Interrupt) {
+    let mut waiting: Vec<Waiting> = Vec::new();
+    let mut turns = queue::Turns::default();
+    while !stop.is_set() {
+        admit_pending(listener, cfg, &mut waiting);
+        let now = Instant::now();
+        waiting.retain(|w| !queue::expired(w.at, now));
+        let sources: Vec<_> = waiting.iter().map(|w| w.peer.ip()).collect();
+        let Some(k) = turns.next(&sources) else {
+            // Nobody waits: sleep until someone comes (or the stop flag's next look).
+            if let Some((stream, peer)) = accept_within(listener) {
+                if cfg.allows(peer.ip()) {
+                    waiting.push(Waiting {
+                        stream,
+                        peer,
+                        at: Instant::now(),
+                    });
+                } else {
+                    tracing::warn!(
+                        "iperf3 client {peer} refused: not loopback nor in --iperf3-allow (closed unanswered)"
+                    );
+                }
+            }
+            continue;
+        };
+        let Waiting { stream, peer, .. } = waiting.remove(k);
+        turns.given(peer.ip());
         match super::serve_one::serve(stream, peer, listener, cfg, stop) {
             Ok((doc, summary)) => {
                 tracing::info!("iperf3 test from {peer} served: {summary}");
