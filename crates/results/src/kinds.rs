@@ -92,7 +92,7 @@ pub fn row(test: TestName) -> &'static Row {
         TestName::Load => &LOAD,
         TestName::Watch => &WATCH,
         TestName::Stamp => &STAMP,
-        TestName::Rpm => &crate::rpm::ROW,
+        TestName::Rpm => &RPM,
     }
 }
 
@@ -322,6 +322,25 @@ fn key<T: DeserializeOwned>(mut v: Value, name: &'static str) -> serde_json::Res
         None => Err(serde_json::Error::missing_field(name)),
     }
 }
+
+/// Responsiveness against any test endpoint (`sonde rpm`): no agent at the far end.
+const RPM: Row = Row {
+    metrics: |s| match s {
+        Section::Rpm { rpm } => metric::rpm_metrics(rpm),
+        _ => Vec::new(),
+    },
+    ..Row::new(
+        || Section::Rpm {
+            rpm: crate::rpm::RpmEnd::default(),
+        },
+        |mut v| match v.get_mut("rpm") {
+            Some(inner) => Ok(Section::Rpm {
+                rpm: serde_json::from_value(inner.take())?,
+            }),
+            None => Err(serde::de::Error::missing_field("rpm")),
+        },
+    )
+};
 
 #[cfg(test)]
 mod tests {

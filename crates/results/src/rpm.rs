@@ -6,34 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::metric::Metric;
-use crate::document::Section;
-use crate::kinds::Row;
-
-/// The draft's named parameters (its "Test Parameters" table), as this run used them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RpmParams {
-    /// MAD: intervals in each moving average.
-    pub mad: u32,
-    /// ID: the interval at which stability is judged.
-    pub interval_ms: u64,
-    /// TMP: the single-sided trimmed mean keeps this share (0.95: the slowest 5 % dropped).
-    pub tmp: f64,
-    /// SDT: stable when the moving averages' standard deviation is within this share.
-    pub sdt: f64,
-    /// INP: load-generating connections at the start.
-    pub inp: u32,
-    /// INC: connections added at each interval.
-    pub inc: u32,
-    /// MNP: most load-generating connections.
-    pub mnp: u32,
-    /// MPS: most probe pairs a second.
-    pub mps: u32,
-    /// PTC: the share of the measured goodput the probes may take.
-    pub ptc: f64,
-    /// The time limit of one direction's stage (the draft leaves it to the tool).
-    pub stage_limit_ms: u64,
-}
+pub use crate::spec::RpmParams;
 
 /// The draft's confidence in a metric: `low` when fewer than MAD intervals ran, `medium`
 /// when they ran but did not settle within SDT, `high` when they settled.
@@ -137,64 +110,6 @@ pub struct RpmEnd {
 
 /// The results layer's row of the kind: its section under `end.rpm`, read back by name;
 /// `sonde compare` compares its RPM, each direction's goodput and the idle round trip.
-pub const ROW: Row = Row {
-    metrics: |s| match s {
-        Section::Rpm { rpm } => metrics(rpm),
-        _ => Vec::new(),
-    },
-    ..Row::new(
-        || Section::Rpm {
-            rpm: RpmEnd::default(),
-        },
-        |mut v| match v.get_mut("rpm") {
-            Some(inner) => Ok(Section::Rpm {
-                rpm: serde_json::from_value(inner.take())?,
-            }),
-            None => Err(serde::de::Error::missing_field("rpm")),
-        },
-    )
-};
-
-/// The headline figures of a run, in the order a reader looks.
-pub fn metrics(e: &RpmEnd) -> Vec<Metric> {
-    let mut out = Vec::new();
-    if let Some(r) = &e.responsiveness {
-        out.push(Metric::new("rpm", "Responsiveness", "RPM", r.rpm));
-        out.push(Metric::new(
-            "self_rpm",
-            "Responsiveness, self probes",
-            "RPM",
-            r.self_rpm,
-        ));
-        out.push(Metric::new(
-            "foreign_rpm",
-            "Responsiveness, foreign probes",
-            "RPM",
-            r.foreign_rpm,
-        ));
-    }
-    for (key, title, d) in [
-        ("download_mbit_per_s", "Download goodput", &e.download),
-        ("upload_mbit_per_s", "Upload goodput", &e.upload),
-    ] {
-        if let Some(d) = d {
-            out.push(Metric::new(
-                key,
-                title,
-                "Mbit/s",
-                d.goodput_bits_per_second / 1e6,
-            ));
-        }
-    }
-    if let Some(i) = &e.idle {
-        out.push(
-            Metric::new("idle_rtt_ms", "Idle round trip", "ms", i.trimmed_mean_ms)
-                .lower_is_better(),
-        );
-    }
-    out
-}
-
 /// 60000 / milliseconds: round trips a minute (0 for a round trip of no time).
 pub fn per_minute(ms: f64) -> f64 {
     if ms > 0.0 {

@@ -9,8 +9,6 @@
 //! |   DSCP1   |   DSCP2   |EC2|RPD|EC1|RPE|        Reserved       |
 //! ```
 
-use super::tlv::{iter, FLAG_MALFORMED, FLAG_UNRECOGNIZED, TYPE_CLASS_OF_SERVICE};
-
 /// Bytes of the TLV's value.
 pub const COS_BYTES: usize = 4;
 /// RPE: the reflector set its answer's ECN to EC1.
@@ -92,18 +90,6 @@ impl ClassOfService {
             0
         };
         dscp << 2 | ecn
-    }
-
-    /// The first well-formed CoS TLV among `area`'s TLVs that a reflector filled (not
-    /// flagged U or M).
-    pub fn find(area: &[u8]) -> Option<Self> {
-        iter(area)
-            .map_while(Result::ok)
-            .find(|t| {
-                t.kind == TYPE_CLASS_OF_SERVICE
-                    && t.flags & (FLAG_UNRECOGNIZED | FLAG_MALFORMED) == 0
-            })
-            .and_then(|t| Self::from_value(t.value))
     }
 
     /// The reflector's fill of a request's value: what arrived (`received`, the request's
@@ -218,7 +204,7 @@ mod tests {
         .write(mode, &mut request)
         .unwrap();
         let area = &mut request[AUTH_BASE_BYTES..];
-        tlv::put(area, TYPE_CLASS_OF_SERVICE, COS_BYTES)
+        tlv::put(area, tlv::TYPE_CLASS_OF_SERVICE, COS_BYTES)
             .unwrap()
             .copy_from_slice(&ClassOfService::asking(46 << 2 | 2).to_bytes());
         tlv::put_hmac(area, 8, &key, 7).unwrap();
@@ -241,7 +227,7 @@ mod tests {
         let mut out = vec![0u8; 256];
         let n = reflect(&request, mode, &how, &mut out).unwrap();
         let area = &out[AUTH_BASE_BYTES..n];
-        let got = ClassOfService::find(area).unwrap();
+        let got = tlv::class_of_service(area).unwrap();
         assert_eq!((got.dscp1, got.ecn1, got.dscp2, got.ecn2), (46, 2, 34, 3));
         assert_eq!(tlv::check_hmac(area, &key, 7), Some(true));
     }

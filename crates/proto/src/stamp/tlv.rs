@@ -362,3 +362,14 @@ pub fn reflect_tlvs_as(
         area[hmac_at] = flags;
     }
 }
+
+/// The first well-formed Class of Service TLV among `area`'s TLVs that a reflector filled
+/// (not flagged U or M).
+pub fn class_of_service(area: &[u8]) -> Option<super::cos::ClassOfService> {
+    iter(area)
+        .map_while(Result::ok)
+        .find(|t| {
+            t.kind == TYPE_CLASS_OF_SERVICE && t.flags & (FLAG_UNRECOGNIZED | FLAG_MALFORMED) == 0
+        })
+        .and_then(|t| super::cos::ClassOfService::from_value(t.value))
+}

@@ -2,6 +2,7 @@
 //! points at, so that the comparison reads any kind through its row.
 
 use crate::document::{PacketsEnd, RrEnd, StreamEnd};
+use crate::rpm::RpmEnd;
 use crate::side::Role;
 
 /// A headline figure of a run.
@@ -171,4 +172,44 @@ pub(crate) fn load_metrics(l: &crate::document::load::LoadEnd) -> Vec<Metric> {
             Some(Metric::new(key, &title, "µs", a.p50_added_ns as f64 / 1e3).lower_is_better())
         })
         .collect()
+}
+
+/// A responsiveness run's headline figures, in the order a reader looks.
+pub fn rpm_metrics(e: &RpmEnd) -> Vec<Metric> {
+    let mut out = Vec::new();
+    if let Some(r) = &e.responsiveness {
+        out.push(Metric::new("rpm", "Responsiveness", "RPM", r.rpm));
+        out.push(Metric::new(
+            "self_rpm",
+            "Responsiveness, self probes",
+            "RPM",
+            r.self_rpm,
+        ));
+        out.push(Metric::new(
+            "foreign_rpm",
+            "Responsiveness, foreign probes",
+            "RPM",
+            r.foreign_rpm,
+        ));
+    }
+    for (key, title, d) in [
+        ("download_mbit_per_s", "Download goodput", &e.download),
+        ("upload_mbit_per_s", "Upload goodput", &e.upload),
+    ] {
+        if let Some(d) = d {
+            out.push(Metric::new(
+                key,
+                title,
+                "Mbit/s",
+                d.goodput_bits_per_second / 1e6,
+            ));
+        }
+    }
+    if let Some(i) = &e.idle {
+        out.push(
+            Metric::new("idle_rtt_ms", "Idle round trip", "ms", i.trimmed_mean_ms)
+                .lower_is_better(),
+        );
+    }
+    out
 }

@@ -203,15 +203,10 @@ impl Marks {
         self.control_dscp.map(|d| tos(d, Ecn::NotEct))
     }
 
-    /// A peer's spec says what it says: a CE in it is refused as the flag would be.
-    pub fn check(&self) -> Result<(), crate::SpecError> {
-        if self.ecn == Some(Ecn::Ce) {
-            return Err(crate::SpecError {
-                flag: "--ecn",
-                reason: "CE is set by the path, never by a sender".into(),
-            });
-        }
-        Ok(())
+    /// A peer's spec says what it says: a CE in it is refused as the flag would be (the
+    /// flag and why; the spec's check turns it into its error).
+    pub fn refusal(&self) -> Option<(&'static str, &'static str)> {
+        (self.ecn == Some(Ecn::Ce)).then_some(("--ecn", "CE is set by the path, never by a sender"))
     }
 }
 
@@ -270,7 +265,7 @@ mod tests {
             ecn: Some(Ecn::Ce),
             ..Default::default()
         };
-        assert_eq!(ce.check().unwrap_err().flag, "--ecn");
+        assert_eq!(ce.refusal().map(|r| r.0), Some("--ecn"));
         let json = serde_json::to_string(&Marks {
             dscp: Some(Dscp(46)),
             ecn: Some(Ecn::Ect0),

@@ -19,7 +19,7 @@ mod watch;
 pub use engine::{Engine, UnknownEngine};
 pub use load::*;
 pub use pps::*;
-pub use rpm::RpmSpec;
+pub use rpm::*;
 pub use rr::*;
 pub use stamp::*;
 pub use stream::*;
@@ -271,7 +271,9 @@ impl Default for Execution {
 
 impl Execution {
     fn check(&self) -> Result<(), SpecError> {
-        self.marks.check()?;
+        if let Some((flag, reason)) = self.marks.refusal() {
+            return refuse(flag, reason);
+        }
         if let Some(us) = self.cpu_latency_us {
             if us > i32::MAX as u32 {
                 return refuse("--cpu-latency-us", format!("{us} is above {}", i32::MAX));

@@ -4,7 +4,31 @@
 use serde::{Deserialize, Serialize};
 
 use super::{refuse, Execution, SpecError, Timing};
-use crate::rpm::RpmParams;
+
+/// The draft's named parameters (its "Test Parameters" table), as this run used them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RpmParams {
+    /// MAD: intervals in each moving average.
+    pub mad: u32,
+    /// ID: the interval at which stability is judged.
+    pub interval_ms: u64,
+    /// TMP: the single-sided trimmed mean keeps this share (0.95: the slowest 5 % dropped).
+    pub tmp: f64,
+    /// SDT: stable when the moving averages' standard deviation is within this share.
+    pub sdt: f64,
+    /// INP: load-generating connections at the start.
+    pub inp: u32,
+    /// INC: connections added at each interval.
+    pub inc: u32,
+    /// MNP: most load-generating connections.
+    pub mnp: u32,
+    /// MPS: most probe pairs a second.
+    pub mps: u32,
+    /// PTC: the share of the measured goodput the probes may take.
+    pub ptc: f64,
+    /// The time limit of one direction's stage (the draft leaves it to the tool).
+    pub stage_limit_ms: u64,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RpmSpec {

@@ -59,7 +59,9 @@ impl StampSpec {
 
     pub fn validate(&self) -> Result<(), SpecError> {
         self.timing.check()?;
-        self.execution.marks.check()?;
+        if let Some((flag, reason)) = self.execution.marks.refusal() {
+            return refuse(flag, reason);
+        }
         if !(self.rate_per_s.is_finite() && self.rate_per_s > 0.0 && self.rate_per_s <= 1e6) {
             return refuse(
                 "--rate",

@@ -19,7 +19,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinHandle;
 
-use super::ClientError;
+use super::error::ClientError;
 use crate::config::Url;
 
 pub type ReqBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -70,7 +70,7 @@ async fn within<T>(
 ) -> Result<T, ClientError> {
     tokio::time::timeout(STEP_TIMEOUT, f)
         .await
-        .map_err(|_| ClientError::Timeout(what.to_string()))?
+        .map_err(|_| ClientError::Timeout(what.to_string(), STEP_TIMEOUT.as_secs()))?
 }
 
 /// Opens a connection to `t`: TCP, TLS, the HTTP/2 preface.

@@ -4,6 +4,7 @@
 //! sends probes and counts bytes.
 
 pub mod conn;
+mod error;
 mod stage;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -12,45 +13,14 @@ use std::time::Instant;
 use http::Method;
 use sonde_results::rpm::{Component, RpmEnd, RpmParams};
 
-use crate::config::{self, ConfigError, NqConfig, Url};
+use crate::config::{self, NqConfig, Url};
 use crate::method::{trimmed_mean, Probes};
 use crate::tls::{self, Trust};
 use conn::Target;
+pub use error::*;
 
 /// Idle round trips measured before any load.
 pub const IDLE_PROBES: usize = 20;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("{0}: {1}")]
-    Url(String, String),
-    #[error("cannot resolve {0}: {1}")]
-    Resolve(String, String),
-    #[error("cannot connect to {0}: {1}")]
-    Connect(SocketAddr, std::io::Error),
-    #[error("TLS with {0}: {1}")]
-    Tls(String, String),
-    #[error("{0}'s certificate does not verify ({1}); --ca FILE trusts its CA, --insecure accepts any certificate on purpose")]
-    Certificate(String, String),
-    #[error("{0} does not speak HTTP/2 over TLS (ALPN h2 not agreed); the draft requires it")]
-    NotHttp2(String),
-    #[error("HTTP/2: {0}")]
-    Http(hyper::Error),
-    #[error("{0} redirects ({1} to {2}); the draft's test endpoint must answer itself")]
-    Redirect(String, u16, String),
-    #[error(
-        "{0} answered with Content-Encoding {1}; the draft requires identity (no compression)"
-    )]
-    Compressed(String, String),
-    #[error("{0} answered {1}: {2}")]
-    Status(String, u16, String),
-    #[error("{0} is not the draft's configuration: {1}")]
-    Config(String, ConfigError),
-    #[error("{0} took longer than {t} s", t = conn::STEP_TIMEOUT.as_secs())]
-    Timeout(String),
-    #[error("{0}")]
-    TlsSetup(#[from] tls::TlsError),
-}
 
 /// What to measure and how.
 #[derive(Debug, Clone)]

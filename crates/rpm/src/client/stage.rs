@@ -22,7 +22,7 @@ use sonde_results::rpm::{RpmDirection, RpmParams};
 use tokio::task::JoinHandle;
 
 use super::conn::{self, Conn, ReqBody, Target};
-use super::ClientError;
+use super::error::ClientError;
 use crate::config::Url;
 use crate::lowat;
 use crate::method::{Next, Probes, Stage};

@@ -3,8 +3,11 @@
 //! side meanwhile), and say what came.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+
+/// How often an accept loop looks at its stop flag.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// Longest single wait: the caller's side samples on its own schedule in between.
 const SLICE: Duration = Duration::from_millis(50);
@@ -62,4 +65,22 @@ impl Control {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Waits up to [`LOOK_EVERY`] for a connection on `listener`.
+pub(crate) fn accept_within(listener: &TcpListener) -> Option<(TcpStream, SocketAddr)> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd.
+    let r = unsafe { libc::poll(&mut fd, 1, LOOK_EVERY.as_millis() as i32) };
+    if r <= 0 {
+        return None;
+    }
+    let (s, peer) = listener.accept().ok()?;
+    s.set_nonblocking(false).ok()?;
+    Some((s, peer))
 }

@@ -7,6 +7,7 @@
 //! for any run, the iperf3 end's figures as it reported them, absent where it reports none.
 
 pub mod client;
+mod config;
 mod conn;
 pub mod figures;
 pub mod queue;
@@ -14,7 +15,8 @@ mod serve_one;
 pub mod server;
 
 pub use client::{run, Iperf3RunError};
-pub use server::{Iperf3Config, Iperf3Server};
+pub use config::Iperf3Config;
+pub use server::Iperf3Server;
 
 use std::time::Duration;
 

@@ -17,8 +17,8 @@ use sonde_results::document::Inputs;
 use sonde_results::spec::Timing;
 use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec};
 
-use super::conn::{Control, Got};
-use super::server::{accept_within, Iperf3Config};
+use super::config::Iperf3Config;
+use super::conn::{accept_within, Control, Got};
 use super::{figures, SERVE_WAIT, STEP_WAIT};
 use crate::controller::{now_rfc3339, SOFTWARE};
 use crate::side::Side;

@@ -7,47 +7,14 @@
 //! Each test served becomes a stream document on this side, written to the log (one line,
 //! JSON).
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Instant;
 
+use super::config::Iperf3Config;
+use super::conn::accept_within;
 use super::queue;
-
-use crate::agent::Limits;
 use crate::service::{Service, ServiceError, Threads};
 use crate::signals::Interrupt;
-use crate::stamp::Cidr;
-
-/// How often the accept loop looks at its stop flag.
-const LOOK_EVERY: Duration = Duration::from_millis(100);
-
-#[derive(Debug, Clone)]
-pub struct Iperf3Config {
-    pub bind: SocketAddr,
-    /// Client networks served besides loopback; empty: loopback only.
-    pub allow: Vec<Cidr>,
-    pub limits: Limits,
-    /// This agent's command line, for the documents.
-    pub command: String,
-}
-
-impl Iperf3Config {
-    /// Whether a client at `ip` is served.
-    pub fn allows(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        ip.is_loopback() || self.allow.iter().any(|c| c.contains(ip))
-    }
-
-    /// How the service describes itself in its "listening" line.
-    pub fn describe(&self) -> String {
-        match self.allow.len() {
-            0 => "loopback clients only".into(),
-            n => format!("loopback and {n} allowed networks"),
-        }
-    }
-}
 
 pub struct Iperf3Server {
     pub local: SocketAddr,
@@ -79,24 +46,6 @@ impl Service for Iperf3Server {
     fn join(self: Box<Self>) -> Result<(), ServiceError> {
         Box::new(self.threads).join()
     }
-}
-
-/// Waits up to [`LOOK_EVERY`] for a connection on `listener`.
-pub(crate) fn accept_within(listener: &TcpListener) -> Option<(TcpStream, SocketAddr)> {
-    use std::os::fd::AsRawFd;
-    let mut fd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one live pollfd.
-    let r = unsafe { libc::poll(&mut fd, 1, LOOK_EVERY.as_millis() as i32) };
-    if r <= 0 {
-        return None;
-    }
-    let (s, peer) = listener.accept().ok()?;
-    s.set_nonblocking(false).ok()?;
-    Some((s, peer))
 }
 
 /// A connection waiting for the test slot, and since when.

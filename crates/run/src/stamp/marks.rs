@@ -31,7 +31,7 @@ pub fn put_cos(area: &mut [u8], tos: u8) -> usize {
 pub type Directions = (Option<(u8, u8)>, Option<(u8, u8)>);
 
 pub fn directions(area: &[u8], sent: u8, arrived: Option<u8>) -> Directions {
-    let Some(cos) = ClassOfService::find(area).filter(|c| c.rpe == RPE_APPLIED || c.rpd != 0)
+    let Some(cos) = tlv::class_of_service(area).filter(|c| c.rpe == RPE_APPLIED || c.rpd != 0)
     else {
         return (None, None);
     };
@@ -52,7 +52,7 @@ pub struct AnswerMarks {
 impl AnswerMarks {
     /// Marks `fd` for the answer in `area` (its TLVs, already filled).
     pub fn before_send(&mut self, fd: RawFd, area: &[u8]) -> io::Result<()> {
-        let want = ClassOfService::find(area)
+        let want = tlv::class_of_service(area)
             .filter(|c| c.rpe != 0)
             .map_or(0, ClassOfService::answer_tos);
         if want != self.now {
