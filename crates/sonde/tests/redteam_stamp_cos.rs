@@ -71,7 +71,7 @@ fn ask(port: u16, sent: u8, asked: u8) -> (u8, ClassOfService) {
         )
         .unwrap();
         if let Some(d) = got {
-            let cos = ClassOfService::find(&buf[mode.base_bytes()..d.len]).expect("a filled TLV");
+            let cos = tlv::class_of_service(&buf[mode.base_bytes()..d.len]).expect("a filled TLV");
             return (d.tos.expect("the answer's TOS"), cos);
         }
     }
