@@ -117,7 +117,16 @@ fn stamp_counts_each_directions_marks_exactly_against_the_routers_rules() {
         return;
     };
     let reflector = format!("{}:{STAMP_PORT}", lab.server_addr);
-    let _agent = lab.start_agent_with(&["--stamp", &reflector, "--stamp-allow", "198.18.0.1/32"]);
+    // EF allowed on the answers: the router remarks some requests to AF41 on the way,
+    // and the reverse direction is measured from the EF the sender asked for.
+    let _agent = lab.start_agent_with(&[
+        "--stamp",
+        &reflector,
+        "--stamp-allow",
+        "198.18.0.1/32",
+        "--stamp-allow-dscp",
+        "ef",
+    ]);
     let router = plant_rules(&lab);
     let doc = stamp(&lab, &["--dscp", "EF", "--ecn", "ect0"]);
     assert_exact(&router, &doc);
