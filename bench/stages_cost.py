@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""What `--stages` costs (issue 43): the same ping and rpc with and without it, alternating
-off, on, on, off ..., on a veth pair, both ends pinned (client CPU 0, agent CPU 1) so that
-latency is compared at one placement. Medians of the P50 and of the messages per second,
-and the ratio on/off. On by default if the P50 moves less than 3 %.
+"""What the stages cost (issues 43 and 54): the same ping and rpc with stages off, sampled
+(the default: one message in N stamped at both ends) and on every message (`--stages
+all`), and, given `--prev`, a previous build's `--stages` (every message) and its runs
+without, each round in a rotated order, on a veth pair, ping's ends pinned (client CPU 0,
+agent CPU 1) so that latency is compared at one placement. Medians of the P50 and of the
+messages per second, each variant's ratio to stages off of its own build, the messages
+split per run, and the 1-minute load average at each run's start (the machine may be
+shared: run it under the timing lock, `flock /tmp/sonde-timing-tests.lock ...`).
 
-Usage (root): python3 bench/stages_cost.py --sonde target/release/sonde [--runs 5] [--time 3]
+Usage (root): python3 bench/stages_cost.py --sonde SONDE [--prev OLD_SONDE] [--runs 5] [--time 2]
 """
 
 import os
@@ -17,7 +21,6 @@ from netns import namespaces, sonde_run  # noqa: E402
 PORT = "5322"
 PIN = ["--cpus", "0", "--server-cpus", "1"]
 
-# name -> arguments; each is run with and without --stages
 TESTS = {
     "ping (TCP)": ["ping", *PIN],
     "ping --udp": ["ping", "--udp", *PIN],
@@ -25,38 +28,68 @@ TESTS = {
     "rpc -C 32": ["rpc", "-C", "32", "--engine", "kernel"],
 }
 
+# variant -> (which binary, its stage flags, the variant it is compared with)
+VARIANTS = {
+    "off": ("new", ["--stages", "off"], "off"),
+    "sampled": ("new", [], "off"),
+    "all": ("new", ["--stages", "all"], "off"),
+    # Receive stamps and the echo's figures on every message, a stamped one in 65,536:
+    # what sampling cannot take away.
+    "1/65536": ("new", ["--stages", "65536"], "off"),
+    "prev off": ("prev", [], "prev off"),
+    "prev all": ("prev", ["--stages"], "prev off"),
+}
 
-def one(sonde, argv, t, stages):
-    end = sonde_run(sonde, [*argv, *(["--stages"] if stages else [])], t, PORT)["end"]
-    return end["latency_ns"]["p50"] / 1e3, end["requests_per_second"] / 1e3
+
+def load1():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def one(sonde, argv, t, flags):
+    load = load1()
+    end = sonde_run(sonde, [*argv, *flags], t, PORT)["end"]
+    split = (end.get("stages") or {}).get("split", 0)
+    return end["latency_ns"]["p50"] / 1e3, end["requests_per_second"] / 1e3, split, load
 
 
 def main():
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--sonde", required=True)
+    ap.add_argument("--prev", help="a previous build's sonde (its --stages: every message)")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--time", type=int, default=3)
+    ap.add_argument("--time", type=int, default=2)
     ap.add_argument("--only", help="comma-separated test names")
+    ap.add_argument("--variants", help="comma-separated variants (default: all that can run)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the benchmark builds network namespaces")
-    sonde = os.path.abspath(a.sonde)
+    bins = {"new": os.path.abspath(a.sonde)}
+    if a.prev:
+        bins["prev"] = os.path.abspath(a.prev)
+    variants = {k: v for k, v in VARIANTS.items() if v[0] in bins
+                and (not a.variants or k in a.variants.split(","))}
     tests = {k: v for k, v in TESTS.items() if not a.only or k in a.only.split(",")}
-    print("| test | P50 off (us) | P50 on (us) | on/off | k msg/s off | k msg/s on | on/off | P50 runs off | P50 runs on |")
+    print(f"kernel {os.uname().release}; {a.runs} rounds of {a.time} s, variants in a rotated order")
+    print("| test | variant | P50 (us) | P50 / off | k msg/s | rate / off | split per run | load avg | P50 runs |")
     print("|---|---|---|---|---|---|---|---|---|")
+    names = list(variants)
     with namespaces(queues=2):
         for name, argv in tests.items():
-            got = {False: [], True: []}
+            got = {v: [] for v in names}
             for r in range(a.runs):
-                for stages in ((False, True) if r % 2 == 0 else (True, False)):
-                    got[stages].append(one(sonde, argv, a.time, stages))
-            p50 = {s: statistics.median(x[0] for x in got[s]) for s in got}
-            rate = {s: statistics.median(x[1] for x in got[s]) for s in got}
-            runs = {s: " ".join(f"{x[0]:.3g}" for x in got[s]) for s in got}
-            print(f"| {name} | {p50[False]:.3g} | {p50[True]:.3g} | {p50[True] / p50[False]:.3f} "
-                  f"| {rate[False]:.3g} | {rate[True]:.3g} | {rate[True] / rate[False]:.3f} "
-                  f"| {runs[False]} | {runs[True]} |", flush=True)
+                order = names[r % len(names):] + names[:r % len(names)]
+                for v in order:
+                    b, flags, _ = variants[v]
+                    got[v].append(one(bins[b], argv, a.time, flags))
+            med = {v: [statistics.median(x[i] for x in got[v]) for i in range(4)] for v in names}
+            for v in names:
+                base = med[variants[v][2]]
+                p50, rate, split, load = med[v]
+                runs = " ".join(f"{x[0]:.3g}" for x in got[v])
+                print(f"| {name} | {v} | {p50:.3g} | {p50 / base[0]:.3f} | {rate:.3g} | {rate / base[1]:.3f} "
+                      f"| {split:,.0f} | {load:.1f} | {runs} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 # shapers, nftables for the count and loss checks, util-linux's setpriv for the not-root
 # test, iputils' ping for the kernel's own traffic during an XDP test, chromium for the report's
 # screenshot, dpdk-dev's dpdk-testpmd for --engine dpdk and procps' pgrep to
-# find its processes), kubernetes-validate from PyPI for the manifests in deploy/ and
+# find its processes, Debian's iperf3 for the iperf3 interop tests), kubernetes-validate from PyPI for the manifests in deploy/ and
 # HdrHistogram's Python package (hdrhistogram) to read back the exported histogram log, stamp-suite
 # from crates.io (cargo install) for the STAMP interop tests, builds the
 # static executable the deploy test runs in an empty root (deploy/build-static.sh), then
@@ -24,6 +24,10 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v dpdk-testpmd >/dev/null || need+=(dpdk-dev)
 command -v pgrep >/dev/null || need+=(procps)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v iperf3 >/dev/null || need+=(iperf3)
+# The responsiveness interop test's third-party endpoint (crates/sonde/tests/rpm_netns.rs).
+command -v nginx >/dev/null || need+=(nginx)
+command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         echo "installing for the tests: ${need[*]}" >&2

@@ -7,6 +7,8 @@
 pub mod affinity;
 pub mod counters;
 pub mod dpdk;
+pub mod kstamps;
+pub mod marks;
 pub mod nap;
 pub mod pace;
 pub mod poller;
@@ -16,7 +18,6 @@ pub mod rr_client;
 pub mod rr_server;
 pub mod self_noise;
 pub mod sockopt;
-pub mod stamps;
 pub mod stream;
 pub mod syscalls;
 pub mod tcp_info;

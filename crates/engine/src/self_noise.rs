@@ -73,6 +73,7 @@ pub fn measure(plan: &NoisePlan) -> io::Result<Floor> {
         stall: None,
         sqpoll: false,
         stages: false,
+        stage_every: 1,
         clock_shift_ns: 0,
     };
     let mut echo = RrServer::spawn(ServerTarget::Sockets(far), echo_plan)?;
@@ -116,6 +117,7 @@ fn client_plan(plan: &NoisePlan, window_start: Instant) -> ClientPlan {
         udp_loss_timeout: DRAIN,
         sqpoll: false,
         stages: false,
+        stage_every: 1,
     }
 }
 

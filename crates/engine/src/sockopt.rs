@@ -17,6 +17,8 @@ pub struct SocketOptions {
     pub nodelay: bool,
     pub sndbuf_bytes: Option<u32>,
     pub rcvbuf_bytes: Option<u32>,
+    /// TOS / Traffic Class of every packet (`crate::marks`): TCP keeps the ECN bits its own.
+    pub tos: Option<u8>,
 }
 
 /// Applies the options; returns what the reader should know (sizes the kernel changed).
@@ -34,6 +36,7 @@ pub fn apply(sock: &SockRef<'_>, opts: &SocketOptions) -> io::Result<Vec<String>
     if opts.nodelay {
         sock.set_nodelay(true)?;
     }
+    crate::marks::set_tos_if(sock.as_raw_fd(), opts.tos)?;
     if let Some(b) = opts.sndbuf_bytes {
         sock.set_send_buffer_size(b as usize)?;
         let got = sock.send_buffer_size()?;
@@ -191,6 +194,7 @@ mod tests {
             nodelay: true,
             sndbuf_bytes: Some(1 << 20),
             rcvbuf_bytes: Some(1 << 20),
+            tos: Some(46 << 2),
         };
         let (l, _) = listen(
             "127.0.0.1:0".parse().unwrap(),
@@ -203,6 +207,11 @@ mod tests {
         assert!(notes.iter().any(|n| n.contains("SO_SNDBUF")), "{notes:?}");
         assert_eq!(congestion(c.as_raw_fd()).as_deref(), Some("reno"));
         assert!(c.nodelay().unwrap());
+        assert_eq!(
+            SockRef::from(&c).tos().unwrap(),
+            46 << 2,
+            "IP_TOS set before connect"
+        );
         let info = tcp_info(c.as_raw_fd()).unwrap();
         assert!(info.snd_mss > 0 && info.snd_cwnd > 0);
     }

@@ -7,7 +7,8 @@
 use std::mem::{offset_of, size_of};
 use std::os::fd::RawFd;
 
-/// `struct tcp_info` as Linux 6.2+ lays it out, up to `tcpi_rcv_wnd`.
+/// `struct tcp_info` as Linux 6.18 lays it out, up to its AccECN byte counters (280
+/// bytes; an older kernel fills fewer).
 #[repr(C)]
 #[derive(Default)]
 struct Raw {
@@ -67,7 +68,26 @@ struct Raw {
     rcv_ooopack: u32,
     snd_wnd: u32,
     rcv_wnd: u32,
+    rehash: u32,
+    total_rto: u16,
+    total_rto_recoveries: u16,
+    total_rto_time: u32,
+    /// Linux 6.18's AccECN counters: CE marks received, and bytes by codepoint delivered
+    /// (as the peer's AccECN feedback said) and received.
+    received_ce: u32,
+    delivered_e1_bytes: u32,
+    delivered_e0_bytes: u32,
+    delivered_ce_bytes: u32,
+    received_e1_bytes: u32,
+    received_e0_bytes: u32,
+    received_ce_bytes: u32,
+    accecn_fail_mode: u16,
+    accecn_opt_seen: u16,
 }
+
+/// `tcpi_options`: ECN negotiated on the connection, and ECT seen from the peer.
+const TCPI_OPT_ECN: u8 = 8;
+const TCPI_OPT_ECN_SEEN: u8 = 16;
 
 /// One reading of a connection's TCP_INFO. Times are in microseconds, rates in bytes per
 /// second, windows in bytes, counts in segments; the `*_us` totals and `total_retrans`,
@@ -108,6 +128,16 @@ pub struct TcpInfo {
     /// The peer's advertised receive window (sender) and our own (receiver), scaled.
     pub snd_wnd: Option<u32>,
     pub rcv_wnd: Option<u32>,
+    /// ECN was negotiated (classic or AccECN), and ECT was seen from the peer.
+    pub ecn_negotiated: bool,
+    pub ecn_seen: bool,
+    /// Segments delivered that the peer reported CE-marked (ECE, or AccECN's count).
+    pub delivered_ce: Option<u32>,
+    /// AccECN (6.18): CE marks this end received, and CE-marked bytes delivered (by the
+    /// peer's feedback) and received.
+    pub received_ce: Option<u32>,
+    pub delivered_ce_bytes: Option<u32>,
+    pub received_ce_bytes: Option<u32>,
 }
 
 /// TCP's "no threshold yet".
@@ -168,6 +198,12 @@ fn decode(raw: &Raw, len: usize) -> TcpInfo {
         dsack_dups: field!(dsack_dups),
         snd_wnd: field!(snd_wnd),
         rcv_wnd: field!(rcv_wnd),
+        ecn_negotiated: raw.options & TCPI_OPT_ECN != 0,
+        ecn_seen: raw.options & TCPI_OPT_ECN_SEEN != 0,
+        delivered_ce: field!(delivered_ce),
+        received_ce: field!(received_ce),
+        delivered_ce_bytes: field!(delivered_ce_bytes),
+        received_ce_bytes: field!(received_ce_bytes),
     }
 }
 
@@ -188,7 +224,11 @@ mod tests {
         assert_eq!(offset_of!(Raw, delivery_rate), 160);
         assert_eq!(offset_of!(Raw, busy_time), 168);
         assert_eq!(offset_of!(Raw, snd_wnd), 228);
-        assert_eq!(size_of::<Raw>(), 240);
+        assert_eq!(offset_of!(Raw, rehash), 236);
+        assert_eq!(offset_of!(Raw, received_ce), 248);
+        assert_eq!(offset_of!(Raw, received_ce_bytes), 272);
+        assert_eq!(offset_of!(Raw, accecn_opt_seen), 278);
+        assert_eq!(size_of::<Raw>(), 280);
     }
 
     #[test]
@@ -205,6 +245,9 @@ mod tests {
         assert_eq!(t.busy_us, None);
         assert_eq!(t.snd_wnd, None);
         assert!(decode(&raw, size_of::<Raw>()).snd_wnd.is_some());
+        // 6.17 wrote up to tcpi_total_rto_time (248 bytes): no AccECN counters.
+        assert_eq!(decode(&raw, 248).received_ce, None);
+        assert_eq!(decode(&raw, 280).received_ce_bytes, Some(0));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod data_header;
 pub mod error;
 pub mod frame;
 pub mod grant;
+pub mod iperf3;
 pub mod labels;
 pub mod mesh;
 pub mod message;

@@ -159,6 +159,7 @@ mod tests {
             ttl: 255,
             info: crate::stamp::TimestampInfo::from_value(&[1, 2, 1, 2]).unwrap(),
             boot_id: Some([9; 16]),
+            tos: None,
         };
         let mut out = vec![0u8; 1024];
         let len = reflect(probe, Mode::Authenticated(&k), &how, &mut out).unwrap();

@@ -145,6 +145,20 @@ fn execution(e: &Execution) -> Vec<String> {
     o
 }
 
+/// The marks a run set, in CLI spelling (`--dscp EF --ecn ect1`): every kind's, added by
+/// `kinds::flags`, not by each kind's flags.
+pub(crate) fn marks(m: &sonde_results::marks::Marks) -> Vec<String> {
+    let dscp = |d: sonde_results::marks::Dscp| match d.name() {
+        Some(n) => n.to_uppercase(),
+        None => d.value().to_string(),
+    };
+    let mut o = Vec::new();
+    given(&mut o, "--dscp", m.dscp, dscp);
+    given(&mut o, "--ecn", m.ecn, |e| e.as_str().to_string());
+    given(&mut o, "--control-dscp", m.control_dscp, dscp);
+    o
+}
+
 /// Bits per second as the CLI reads them: `2.5G`, `100M`, or a plain count.
 fn bits(b: f64) -> String {
     let (div, unit) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")]
@@ -198,7 +212,42 @@ mod tests {
             stages: true,
             ..Default::default()
         };
-        assert_eq!(config_name(&TestSpec::Ping(ping)), "ping UDP --stages");
+        assert_eq!(
+            config_name(&TestSpec::Ping(ping.clone())),
+            "ping UDP --stages"
+        );
+        // The marks, whatever the kind, in one place.
+        let marked = sonde_results::marks::Marks {
+            dscp: sonde_results::marks::Dscp::new(46),
+            ecn: Some(sonde_results::marks::Ecn::Ect1),
+            control_dscp: sonde_results::marks::Dscp::new(5),
+        };
+        let mut ping = ping;
+        ping.execution.marks = marked;
+        let stamp = StampSpec {
+            host: "198.18.0.2".into(),
+            port: 862,
+            rate_per_s: 10.0,
+            count: None,
+            packet_bytes: 44,
+            authenticated: false,
+            stateful: false,
+            ssid: 0,
+            timeout_ms: 1_000,
+            timing: sonde_results::Timing::measuring(1_000),
+            execution: Execution {
+                marks: marked,
+                ..Default::default()
+            },
+        };
+        for (spec, name) in [
+            (TestSpec::Ping(ping), "ping UDP --stages"),
+            (TestSpec::Stamp(stamp), "stamp"),
+        ] {
+            let n = config_name(&spec);
+            assert!(n.starts_with(name), "{n}");
+            assert!(n.ends_with(" --dscp EF --ecn ect1 --control-dscp 5"), "{n}");
+        }
         let rpc = RrSpec {
             connections: 32,
             window: 8,

@@ -17,7 +17,7 @@ use sonde_results::spec::TestName;
 use sonde_results::{Document, IntervalSample, TestSpec};
 
 use crate::openmetrics::figures::{self, Gauges};
-use crate::summary::{load, pps, rr, stamp, stream, watch};
+use crate::summary::{load, pps, rpm, rr, stamp, stream, watch};
 use crate::{config, live};
 
 type Sample<'a> = Option<&'a IntervalSample>;
@@ -82,12 +82,16 @@ pub fn row(test: TestName) -> &'static Row {
         TestName::Load => &LOAD,
         TestName::Watch => &WATCH,
         TestName::Stamp => &STAMP,
+        TestName::Rpm => &RPM,
     }
 }
 
 /// The flags of `spec`'s configuration that differ from the defaults (its row's).
+/// The marks (`--dscp`, `--ecn`, `--control-dscp`) are every kind's: added here, once.
 pub fn flags(spec: &TestSpec) -> Vec<String> {
-    (row(spec.test_name()).flags)(spec)
+    let mut flags = (row(spec.test_name()).flags)(spec);
+    flags.extend(config::marks(&spec.execution().marks));
+    flags
 }
 
 const STREAM: Row = Row {
@@ -205,6 +209,19 @@ const STAMP: Row = Row {
         },
         stamp::stamp,
         "STAMP (RFC 8762)",
+    )
+};
+
+/// Responsiveness against any test endpoint: no agent, no live line of its own.
+const RPM: Row = Row {
+    listed: rpm::listed,
+    ..Row::new(
+        |spec, _, _| match spec {
+            TestSpec::Rpm(r) => rpm::rpm_heading(r),
+            _ => String::new(),
+        },
+        rpm::rpm,
+        "Responsiveness (IETF IPPM draft)",
     )
 };
 

@@ -92,6 +92,7 @@ pub fn row(test: TestName) -> &'static Row {
         TestName::Load => &LOAD,
         TestName::Watch => &WATCH,
         TestName::Stamp => &STAMP,
+        TestName::Rpm => &crate::rpm::ROW,
     }
 }
 

@@ -32,7 +32,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// Every stage, in the engine's order (`sonde_engine::stamps::stages`).
+    /// Every stage, in the engine's order (`sonde_engine::kstamps::stages`).
     pub const ALL: [Stage; 7] = [
         Stage::ClientSend,
         Stage::ClientQdisc,
@@ -78,6 +78,20 @@ pub struct Stages {
     pub disordered: u64,
     /// Each stage's distribution, nanoseconds.
     pub ns: BTreeMap<Stage, LatencySummary>,
+    /// One message in this many was stamped at both ends (the run's `--stages`; 1: every
+    /// one; absent in a previous build's document: every one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_every: Option<u32>,
+}
+
+impl Stages {
+    /// How the messages were chosen, for a line under the figures.
+    pub fn sampling(&self) -> String {
+        match self.sampled_every.unwrap_or(1) {
+            1 => "every message stamped at both ends".into(),
+            n => format!("one message in {n} stamped at both ends"),
+        }
+    }
 }
 
 /// Stage histograms being summed (an interval's, or the whole test's).
@@ -124,6 +138,7 @@ impl StageTally {
             missing: self.missing,
             disordered: self.disordered,
             ns,
+            sampled_every: None,
         })
     }
 }

@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::side::TcpSample;
 use crate::side::Transfer;
+pub use crate::side::{TcpEcn, TcpSample};
 
 /// A figure's lowest, median and highest value across a run's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

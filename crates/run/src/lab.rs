@@ -177,11 +177,18 @@ fn is_root() -> bool {
 pub const LAB_TESTS: [&str; 5] = ["stream", "ping", "rpc", "pps", "load"];
 
 /// The standard measurements: what `sonde TEST HOST` each runs, as words after the host,
-/// those of the tests in `only` alone when it names any. Over veth the packet rate is
-/// measured with AF_XDP too (loopback has no XDP). The pings measure the tool's own floor
-/// first, to tell the path's tail from the tool's.
-pub fn measurements(duration_ms: u64, veth: bool, only: &[String]) -> Vec<Vec<String>> {
+/// those of the tests in `only` alone when it names any, each with `warmup_ms` of warm-up
+/// when given (else its test's own). Over veth the packet rate is measured with AF_XDP too
+/// (loopback has no XDP). The pings measure the tool's own floor first, to tell the path's
+/// tail from the tool's.
+pub fn measurements(
+    duration_ms: u64,
+    warmup_ms: Option<u64>,
+    veth: bool,
+    only: &[String],
+) -> Vec<Vec<String>> {
     let t = format!("{duration_ms}ms");
+    let warmup = warmup_ms.map(|w| ["--warmup".to_string(), format!("{w}ms")]);
     let xdp = Engine::Xdp.to_string();
     // Each with whether it needs XDP on the path.
     let lines: [(&[&str], bool); 8] = [
@@ -201,6 +208,7 @@ pub fn measurements(duration_ms: u64, veth: bool, only: &[String]) -> Vec<Vec<St
         .map(|(l, _)| {
             let mut v: Vec<String> = l.iter().map(|w| w.to_string()).collect();
             v.extend(["-t".to_string(), t.clone()]);
+            v.extend(warmup.iter().flatten().cloned());
             v
         })
         .collect()
@@ -323,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_measurement_shows_its_test_and_routes_its_output() {
-        let words = measurements(2000, false, &[]);
+        let words = measurements(2000, None, false, &[]);
         assert!(words.iter().all(|w| !w.contains(&"xdp".to_string())));
         let (shown, tail) = command_line(
             "127.0.0.1",
@@ -340,7 +348,7 @@ mod tests {
     #[test]
     fn only_keeps_the_named_tests_measurements_in_order() {
         let only = ["pps".to_string(), "ping".to_string()];
-        let firsts: Vec<String> = measurements(500, true, &only)
+        let firsts: Vec<String> = measurements(500, None, true, &only)
             .into_iter()
             .map(|w| w[..w.len() - 2].join(" "))
             .collect();
@@ -351,6 +359,15 @@ mod tests {
             "pps --engine xdp --flows 4",
         ];
         assert_eq!(firsts, want);
-        assert_eq!(measurements(500, true, &[]).len(), 8);
+        assert_eq!(measurements(500, None, true, &[]).len(), 8);
+    }
+
+    #[test]
+    fn a_warmup_given_is_every_measurements_and_none_given_leaves_each_tests_own() {
+        for words in measurements(200, Some(0), true, &[]) {
+            assert_eq!(words[words.len() - 4..], ["-t", "200ms", "--warmup", "0ms"]);
+        }
+        let words = measurements(200, None, true, &[]);
+        assert!(words.iter().all(|w| !w.contains(&"--warmup".to_string())));
     }
 }

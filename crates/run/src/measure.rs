@@ -38,6 +38,9 @@ pub enum Plan {
         spec: StampSpec,
         key: Option<sonde_proto::stamp::StampKey>,
     },
+    /// A stream test against an `iperf3 -s` (no agent there): iperf3's port (5201) unless
+    /// the target names another than the agent's.
+    Iperf3(TestSpec),
 }
 
 /// `ping --cstate-sweep`: each spec once per idle state of this host, with the CPU latency
@@ -132,6 +135,8 @@ pub enum MeasureError {
     Watch(#[from] WatchError),
     #[error(transparent)]
     Stamp(#[from] crate::stamp::sender::StampRunError),
+    #[error(transparent)]
+    Iperf3(#[from] crate::iperf3::Iperf3RunError),
     #[error("--tune: {0}")]
     Tune(#[from] crate::tune::TuneError),
 }
@@ -205,6 +210,11 @@ impl Measurement<'_> {
                     &mut live,
                 )?;
                 Ok(self.finish(vec![doc], 1, Some(status)))
+            }
+            Plan::Iperf3(spec) => {
+                self.say_line(self.look.heading(&spec, &path, false));
+                let doc = self.iperf3(&spec)?;
+                Ok(self.finish(vec![doc], 1, None))
             }
             Plan::Stamp { spec, key } => {
                 let test = TestSpec::Stamp(spec.clone());
@@ -288,6 +298,29 @@ impl Measurement<'_> {
             }
         };
         controller::run_test(&req, self.interrupt, &mut show)
+    }
+
+    /// One stream test against an iperf3 server, its intervals shown live.
+    fn iperf3(&self, spec: &TestSpec) -> Result<Document, crate::iperf3::Iperf3RunError> {
+        let port = match self.target.port {
+            crate::agent::DEFAULT_PORT => sonde_proto::iperf3::DEFAULT_PORT,
+            p => p,
+        };
+        let req = TestRequest {
+            host: self.target.host.clone(),
+            from: None,
+            port,
+            spec: spec.clone(),
+            command: self.command.to_string(),
+            key: None,
+            fleet: self.target.fleet.clone(),
+        };
+        let mut show = |l: LiveInterval<'_>| {
+            let (c, s) = (l.client, l.server);
+            self.out
+                .interval(Live::Test(l), &|| self.look.live(spec, c, s));
+        };
+        crate::iperf3::run(&req, self.interrupt, &mut show)
     }
 
     /// The zero-loss search: trials without live lines, each said as it ends.

@@ -321,6 +321,7 @@ mod tests {
             socket_drops: Some(0),
             receiver_to_sender_ratio: Some(received / sent),
             flows_with_loss: Some(0),
+            marks: None,
         });
         let pps = PpsEnd {
             packets,

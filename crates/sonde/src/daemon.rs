@@ -1,13 +1,13 @@
 //! `sonde serve`: the services its flags ask for, each started from its own configuration
 //! and handed to one owner ([`Services`]), which stops them in the reverse of this start
-//! order: the STAMP reflector, the mesh, the mesh's `/metrics`, then the agent, whose
+//! order: the STAMP reflector, the iperf3 server, the mesh, the mesh's `/metrics`, then the agent, whose
 //! "listening" line on stdout tells scripts that every port is bound.
 
 use std::process::ExitCode;
 
 use sonde_run::service::{Services, Threads};
 use sonde_run::signals::Interrupt;
-use sonde_run::{agent, mesh, stamp};
+use sonde_run::{agent, iperf3, mesh, stamp};
 
 use crate::cli::ServeArgs;
 use crate::errors::Usage;
@@ -31,6 +31,13 @@ pub fn serve(
         errln!("sonde stamp reflector listening on {} ({words})", r.local);
         services.add(Box::new(r));
     }
+    if let Some(cfg) = a.iperf3(&config) {
+        let (bind, words) = (cfg.bind, cfg.describe());
+        let r = iperf3::Iperf3Server::start(cfg)
+            .map_err(|e| anyhow::anyhow!("--iperf3 {bind}: {e}"))?;
+        errln!("sonde iperf3 server listening on {} ({words})", r.local);
+        services.add(Box::new(r));
+    }
     if let Some(cfg) = a.mesh.config(a.bind, a.insecure_no_key, key, &labels)? {
         let m = mesh::start(cfg)?;
         errln!("sonde mesh reflecting on {}", m.reflector);
@@ -48,6 +55,9 @@ pub fn serve(
                 .push(sonde_run::mesh_metrics::start(addr, token, state, stop)?);
             services.add(Box::new(metrics));
         }
+    }
+    if let Some(rpm) = crate::rpm::service(&a.rpm)? {
+        services.add(Box::new(rpm));
     }
     services.add(Box::new(agent::start(config)?));
     services.run(interrupt)?;

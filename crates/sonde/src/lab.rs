@@ -22,7 +22,7 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let veth = lab.netns.is_some();
     let measure = |lab: &Lab, words: &[String], file: &Path| measure(lab, words, file, interrupt);
     let warn = |line: &str| errln!("{line}");
-    let measurements = sonde_run::lab::measurements(args.duration, veth, &args.only);
+    let measurements = sonde_run::lab::measurements(args.duration, args.warmup, veth, &args.only);
     let results = sonde_run::lab::run_all(
         &lab,
         measurements,

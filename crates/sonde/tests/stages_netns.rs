@@ -1,6 +1,6 @@
-//! `--stages` across two namespaces: every message split from both ends' kernel
-//! timestamps, the stages adding up to the round trips, and busy polling taking the
-//! wake-ups away (the other planted causes are in stages_planted.rs).
+//! `--stages` across two namespaces: the sampled messages (one in 16 by default) split
+//! from both ends' kernel timestamps, the stages adding up to the round trips, and busy
+//! polling taking the wake-ups away (the other planted causes are in stages_planted.rs).
 
 mod common;
 
@@ -9,7 +9,7 @@ use common::*;
 use serde_json::Value;
 
 #[test]
-fn every_message_splits_into_stages_that_sum_to_its_round_trip() {
+fn sampled_messages_split_into_stages_that_sum_to_their_round_trips() {
     let Some(lab) = Lab::new() else { return };
     if !two_cpus() {
         return;
@@ -18,12 +18,18 @@ fn every_message_splits_into_stages_that_sum_to_its_round_trip() {
     for extra in [&[][..], &["--udp"][..]] {
         every_message_split(&staged(&lab, &agent, extra), extra);
     }
+    // --stages all: every message, as before sampling.
+    let all = staged(&lab, &agent, &["--stages", "all"]);
+    assert_eq!(all["end"]["stages"]["sampled_every"], 1);
+    every_message_split(&all, &["--stages", "all"]);
+    let off = staged(&lab, &agent, &["--stages", "off"]);
+    assert!(off["end"]["stages"].is_null(), "{}", off["end"]["stages"]);
 }
 
 /// The same on the io_uring engine (both ends): ping over TCP and UDP, and rpc over 4
 /// TCP or UDP connections of windows of 1 on one worker.
 #[test]
-fn io_uring_splits_every_message_into_the_same_stages() {
+fn io_uring_splits_the_sampled_messages_into_the_same_stages() {
     let Some(lab) = Lab::new() else { return };
     if !two_cpus() {
         return;
@@ -45,30 +51,46 @@ fn io_uring_splits_every_message_into_the_same_stages() {
     }
 }
 
-/// Every message of `doc` split (but a few first ones missing a stamp), none out of
-/// order, and the stages' means summing to the round trips' mean within 3 %.
+/// The messages `doc` sampled (one in its `sampled_every` of each connection's) split,
+/// but a few first ones missing a stamp, none out of order, and the stages' means summing
+/// to the round trips' mean within 5 % (the sampled messages' own round trips: each sums
+/// exactly, which the engine asserts as it files them).
 fn every_message_split(doc: &Value, extra: &[&str]) {
     let end = &doc["end"];
     let s = &end["stages"];
     let count = end["latency_ns"]["count"].as_u64().unwrap();
     let split = s["split"].as_u64().unwrap();
+    let every = s["sampled_every"].as_u64().expect("the sampling stated");
+    let booked = split + s["missing"].as_u64().unwrap();
     assert_eq!(s["disordered"], 0, "{extra:?}: {s}");
+    // A connection's first message is sampled, then each `every`-th (rpc: 4 connections).
+    let share = count / every;
+    assert!(
+        booked + 4 >= share && booked <= share + 4,
+        "{extra:?}: {booked} of {count} booked, one in {every}: {s}"
+    );
     // The first messages may beat the kernel's switching its receive stamps on.
     assert!(
-        split + s["missing"].as_u64().unwrap() == count && split * 100 >= count * 99,
-        "{extra:?}: {split} of {count} split: {s}"
+        split * 100 >= booked * 98,
+        "{extra:?}: {split} of {booked} split: {s}"
     );
     for name in STAGES {
         assert_eq!(s["ns"][name]["count"].as_u64(), Some(split), "{name}");
     }
-    // Each message's stages sum to its round trip, so the stages' means sum to the
-    // mean round trip (of the split messages: all but a few).
-    let sum: f64 = STAGES.iter().map(|n| stage(doc, n, "mean")).sum();
-    let mean = end["latency_ns"]["mean"].as_f64().unwrap();
-    assert!(
-        (sum - mean).abs() / mean < 0.03,
-        "{extra:?}: stages sum to {sum:.0} ns, the round trips' mean is {mean:.0}"
-    );
+    // Each message's stages sum to its round trip exactly: the engine asserts it as it
+    // files each one (`StageHists::file`; this debug build's client would fail the run).
+    // With every message split, the stages' means then sum to the mean round trip (of all
+    // but a few). A sample's mean is not all messages' on a loaded machine (one in 16 of a
+    // second's round trips at a load of 14 on 2 CPUs: 0.75x to 1.4x, its tail a handful
+    // of messages), so only `--stages all` is held to it.
+    if every == 1 {
+        let sum: f64 = STAGES.iter().map(|n| stage(doc, n, "mean")).sum();
+        let mean = end["latency_ns"]["mean"].as_f64().unwrap();
+        assert!(
+            (sum - mean).abs() / mean < 0.03,
+            "{extra:?}: stages sum to {sum:.0} ns, the round trips' mean is {mean:.0}"
+        );
+    }
     // Every interval says where its own round trips went.
     for i in doc["intervals"].as_array().unwrap() {
         assert!(i["stages"]["split"].as_u64().unwrap_or(0) > 0, "{i}");
@@ -88,9 +110,17 @@ fn busy_polling_takes_both_wake_ups_away() {
     }
     let agent = lab.start_agent();
     let (mut block, mut busy) = (Vec::new(), Vec::new());
+    // Half-second runs: one message in 4 split, so that a loaded machine's few hundred
+    // round trips still give each run's P50 tens of messages.
+    let sampled = ["--stages", "4"];
     for _ in 0..3 {
-        block.push(staged_for(&lab, &agent, "0.5", &[]));
-        busy.push(staged_for(&lab, &agent, "0.5", &["--poll", "busy"]));
+        block.push(staged_for(&lab, &agent, "0.5", &sampled));
+        busy.push(staged_for(
+            &lab,
+            &agent,
+            "0.5",
+            &[&sampled[..], &["--poll", "busy"]].concat(),
+        ));
     }
     let median = |docs: &[Value], f: &dyn Fn(&Value) -> f64| {
         let mut v: Vec<f64> = docs.iter().map(f).collect();

@@ -274,9 +274,13 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = rx.local_addr().unwrap();
         let mut flows = Vec::new();
-        for _ in 0..4 {
+        for i in 0..4 {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
             s.connect(addr).unwrap();
+            // Two flows marked EF and ECT(1): each datagram counted by the TOS it came with.
+            if i < 2 {
+                crate::marks::set_tos(std::os::fd::AsRawFd::as_raw_fd(&s), 0xb9).unwrap();
+            }
             flows.push(s);
         }
         let mut receiver = PpsReceiver::spawn(
@@ -287,6 +291,7 @@ mod tests {
                 poll: Poll::Block,
                 flows: 4,
                 cookie: 7,
+                read_tos: true,
             },
         )
         .unwrap();
@@ -322,5 +327,8 @@ mod tests {
             assert_eq!(f.received, *s);
             assert_eq!((f.reordered, f.duplicated), (0, 0));
         }
+        let marked = (0, sent[2] + sent[3]);
+        let arrived = (vec![marked, (0xb9, sent[0] + sent[1])], 0);
+        assert_eq!(receiver.arrived_tos(), Some(arrived));
     }
 }

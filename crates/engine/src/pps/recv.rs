@@ -9,9 +9,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{account, gather_received, sum, Batch, Count, FlowRx};
+use crate::marks::TosCounts;
 use crate::nap::{self, Napper, Next};
 use crate::pool::{Placement, Pool, Stop};
 use crate::wait::Poll;
+
+/// Room for one IP_TOS or IPV6_TCLASS control message (and a second, for a dual-stack
+/// socket's IPv4 datagram).
+const TOS_CONTROL_BYTES: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct RxPlan {
@@ -21,6 +26,9 @@ pub struct RxPlan {
     pub poll: Poll,
     pub flows: usize,
     pub cookie: u32,
+    /// Read each datagram's TOS byte (`IP_RECVTOS`) and count it: the marks it arrived
+    /// with (`--dscp`, `--ecn`). Off, no control buffer is read.
+    pub read_tos: bool,
 }
 
 struct RxShared {
@@ -30,6 +38,8 @@ struct RxShared {
     counts: Vec<Count>,
     /// Packets that were not ours (wrong cookie or flow): counted, not accounted.
     foreign: Vec<AtomicU64>,
+    /// Datagrams by the TOS byte they arrived with, per receiver (`read_tos`).
+    tos: Vec<TosCounts>,
 }
 
 /// Stop contract: shutting the sockets down wakes a receiver blocked in recvmmsg or
@@ -56,10 +66,18 @@ impl PpsReceiver {
         let shared = Arc::new(RxShared {
             counts: (0..placement.threads).map(|_| Count::default()).collect(),
             foreign: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
+            tos: (0..placement.threads)
+                .map(|_| TosCounts::default())
+                .collect(),
             plan,
             sockets,
             aborting: AtomicBool::new(false),
         });
+        if shared.plan.read_tos {
+            for s in &shared.sockets {
+                crate::marks::enable_recv_tos(s.as_raw_fd())?;
+            }
+        }
         let pool = Pool::spawn("sonde-rx", &placement, &shared, recv_loop)?;
         Ok(PpsReceiver { shared, pool })
     }
@@ -75,6 +93,26 @@ impl PpsReceiver {
             .iter()
             .map(|f| f.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// Datagrams received by the TOS byte they arrived with, over the whole test, and
+    /// those the kernel gave none for; `None` unless the plan reads them.
+    pub fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        self.shared.plan.read_tos.then(|| {
+            let mut by = [0u64; 256];
+            let mut unread = 0;
+            for t in &self.shared.tos {
+                let (seen, u) = t.snapshot();
+                unread += u;
+                for (tos, n) in seen {
+                    by[usize::from(tos)] += n;
+                }
+            }
+            let seen = (0..=255u8)
+                .map(|t| (t, by[usize::from(t)]))
+                .filter(|&(_, n)| n > 0);
+            (seen.collect(), unread)
+        })
     }
 
     /// Receivers end only when stopped (or on an error).
@@ -98,6 +136,11 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
     let fd: RawFd = shared.sockets[k].as_raw_fd();
     let batch = p.batch.max(1);
     let mut vecs = Batch::new(batch, 2048, 0);
+    // One control buffer per datagram when the TOS is read, its length reset per read.
+    let mut control = vec![[0u64; TOS_CONTROL_BYTES / 8]; if p.read_tos { batch } else { 0 }];
+    for (m, c) in vecs.msgs.iter_mut().zip(control.iter_mut()) {
+        m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+    }
     let mut flows = vec![FlowRx::default(); p.flows];
     let count = &shared.counts[k];
     let mut last_message = Instant::now();
@@ -113,6 +156,9 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
         } else {
             libc::MSG_DONTWAIT
         };
+        for m in vecs.msgs.iter_mut().take(control.len()) {
+            m.msg_hdr.msg_controllen = TOS_CONTROL_BYTES;
+        }
         // SAFETY: msgs point at live iovecs and buffers owned by this thread.
         let r = unsafe {
             libc::recvmmsg(
@@ -151,6 +197,14 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
             bytes += len as u64;
             if !account(&b[..len], &mut flows, p.cookie) {
                 foreign += 1;
+            }
+            // A shut-down socket's wake-up reads as an empty datagram: not a packet.
+            if p.read_tos && len > 0 {
+                let mut tos = None;
+                crate::kstamps::io::each_cmsg(&m.msg_hdr, |l, t, d| {
+                    tos = tos.or(crate::marks::tos_of(l, t, d))
+                });
+                shared.tos[k].add(tos);
             }
         }
         count.add([r as u64, bytes]);

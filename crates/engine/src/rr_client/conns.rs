@@ -16,7 +16,7 @@ use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
 use super::stamped::{Read, Stamps};
 use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
-use crate::stamps;
+use crate::kstamps;
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
@@ -182,13 +182,18 @@ impl<'a, 'r> Worker<'a, 'r> {
                     c.flight.start(c.udp, (!p.open_loop).then_some(self.now));
                     self.counters.add_to(SENT, 1);
                     if let Some(st) = &mut c.stamps {
-                        st.sent(stamps::now_real());
+                        st.sent(kstamps::now_real);
                     }
                 }
                 if c.udp {
                     c.flight.seq.stamp(&mut self.buf);
                 }
-                match wait::send(c.fd, &self.buf[..c.tx_left]) {
+                let out = &self.buf[..c.tx_left];
+                let sent = match c.stamps.as_ref().and_then(Stamps::asking) {
+                    Some(ctl) => kstamps::send_stamped(c.fd, out, None, ctl),
+                    None => wait::send(c.fd, out),
+                };
+                match sent {
                     Ok(0) => break,
                     Ok(sent) => {
                         c.tx_left -= sent;
@@ -202,7 +207,12 @@ impl<'a, 'r> Worker<'a, 'r> {
                     }
                 }
             }
-            c.collect_stamps(false);
+            // A wait in the receive itself is not woken by the error queue: its stamps
+            // are read once the answer is in, off the round trip. A poll would be woken
+            // by them: they are read now, while the request is on its way.
+            if !self.blocking_recv {
+                c.collect_stamps(false);
+            }
         }
     }
 
@@ -263,7 +273,6 @@ impl<'a, 'r> Worker<'a, 'r> {
         let mut last = None;
         for &i in targets {
             let c = &mut self.conns[i];
-            c.collect_stamps(false);
             if !c.dead {
                 let got = read_answers(
                     c,
@@ -272,10 +281,9 @@ impl<'a, 'r> Worker<'a, 'r> {
                     (self.shared, self.counters, &mut *self.rec),
                     &mut self.end,
                 );
-                // Woken with nothing to read: a stamp on the error queue woke the wait.
-                if got.is_none() {
-                    c.collect_stamps(true);
-                }
+                // After the answers' clock readings; woken with nothing to read, a stamp
+                // on the error queue woke the wait.
+                c.collect_stamps(got.is_none());
                 last = got.or(last);
             }
             if let Some(st) = &mut c.stamps {
@@ -345,7 +353,7 @@ fn read_answers(
     let mut last = None;
     loop {
         let (got, rx) = match &c.stamps {
-            Some(_) => match stamps::recv_stamped(c.fd, buf, !blocking, None) {
+            Some(_) => match kstamps::recv_stamped(c.fd, buf, !blocking, None) {
                 Ok((r, rx)) => (Ok(r), rx),
                 Err(e) => (Err(e), None),
             },
@@ -367,7 +375,11 @@ fn read_answers(
                     c.rx_acc %= p.response_bytes;
                     (0, r)
                 };
-                let real = c.stamps.as_ref().map(|_| stamps::now_real());
+                let real = c
+                    .stamps
+                    .as_ref()
+                    .filter(|st| st.samples(&buf[..got], responses))
+                    .map(|_| kstamps::now_real());
                 for _ in 0..responses {
                     let Some(s) = c.flight.answered(p, first, t) else {
                         break;
@@ -375,12 +387,12 @@ fn read_answers(
                     rec.record(s, t);
                     counters.add_to(COMPLETED, 1);
                 }
-                if let (Some(st), Some(real)) = (&mut c.stamps, real) {
+                if let Some(st) = &mut c.stamps {
                     let read = Read {
                         data: &buf[..got],
                         udp: c.udp,
                         responses,
-                        readings: (rx, real),
+                        readings: (rx, real.unwrap_or(0)),
                         counted: rec.counts(t),
                     };
                     st.answered(read);

@@ -32,8 +32,10 @@ pub struct ClientPlan {
     pub udp_loss_timeout: Duration,
     /// io_uring: a kernel thread polls the ring's submissions.
     pub sqpoll: bool,
-    /// Kernel timestamps of each message, split into stages ([`crate::stamps`]).
+    /// Kernel timestamps of each message, split into stages ([`crate::kstamps`]).
     pub stages: bool,
+    /// With stages: one message in this many is stamped (1: every one).
+    pub stage_every: u32,
 }
 
 impl ClientPlan {

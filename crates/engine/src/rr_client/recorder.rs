@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use super::handoff::{fresh, Outbox};
 use super::plan::WorkerEnd;
 use super::workers::Core as Shared;
-use crate::stamps::{Book, StageHists};
+use crate::kstamps::{Book, StageHists};
 
 /// Latency recording for one worker: the current interval's histogram and its bounds.
 pub(crate) struct Recorder<'a> {

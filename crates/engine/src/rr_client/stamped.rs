@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 
 use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
-use crate::stamps::{self, Book, EchoFigures, ErrQueue, Heads};
+use crate::kstamps::{Book, EchoFigures, ErrQueue, Heads, Sampling, TxControl};
 use crate::udp_match::REQUEST_HEADER_BYTES;
 
 pub(crate) struct Stamps {
@@ -17,6 +17,12 @@ pub(crate) struct Stamps {
     started: u64,
     /// TCP: answers completed (the index of the next one).
     completed: u64,
+    /// The message being sent is sampled and its sends ask for their stamps.
+    asking: bool,
+    /// What they ask with (its key, UDP's sequence, set per message).
+    control: TxControl,
+    sampling: Sampling,
+    udp: bool,
 }
 
 /// One read's answers, as the stages need them.
@@ -38,24 +44,48 @@ impl Stamps {
         if !p.stages {
             return Ok(None);
         }
-        stamps::enable(fd).map_err(|e| WorkerEnd {
+        let sampling = Sampling::new(p.stage_every);
+        sampling.enable(fd).map_err(|e| WorkerEnd {
             error: Some(format!("SO_TIMESTAMPING: {e}")),
             ..Default::default()
         })?;
         Ok(Some(Stamps {
-            book: Book::new((!udp).then_some(p.request_bytes), p.window),
+            book: Book::new((!udp).then_some(p.request_bytes), p.window, sampling),
             queue: ErrQueue::default(),
             heads: Heads::new(p.response_bytes),
             started: 0,
             completed: 0,
+            asking: false,
+            control: TxControl::new(None),
+            sampling,
+            udp,
         }))
     }
 
-    /// The next request starts; `app_send` is the real clock just before it goes out.
+    /// The next request starts; `clock` reads the real clock just before it goes out,
+    /// read only for a sampled message.
     #[inline]
-    pub fn sent(&mut self, app_send: u64) {
-        self.book.sent(self.started, app_send);
+    pub fn sent(&mut self, clock: impl FnOnce() -> u64) {
+        let index = self.started;
         self.started += 1;
+        self.asking = false;
+        if !self.book.sampled(index) {
+            return;
+        }
+        // The ask is written before the clock is read: the send stage is the send's own.
+        if self.sampling.per_send() {
+            self.asking = true;
+            let key = (self.udp && self.sampling.opt_id).then_some(index as u32);
+            self.control = TxControl::new(key);
+        }
+        self.book.sent(index, clock());
+    }
+
+    /// What the current message's sends carry to ask for their stamps (`None`: nothing,
+    /// unsampled or the socket asks for every send's).
+    #[inline]
+    pub fn asking(&self) -> Option<&TxControl> {
+        self.asking.then_some(&self.control)
     }
 
     /// Reads the stamps of its sends from `fd`'s error queue, when one is awaited (or
@@ -65,6 +95,26 @@ impl Stamps {
             let book = &mut self.book;
             let _ = self.queue.drain(fd, |s| book.stamped(s));
         }
+    }
+
+    /// Whether a read of `data` that completed `responses` answers answers a sampled
+    /// message (its real clock is read only then): TCP's the next `responses` in order, a
+    /// matched UDP reply by its sequence (`matched`: 1 answer).
+    #[inline]
+    pub fn samples(&self, data: &[u8], responses: usize) -> bool {
+        if self.sampling.every == 1 {
+            return true;
+        }
+        if self.udp {
+            return responses == 1
+                && data.get(..8).is_some_and(|h| {
+                    self.book
+                        .sampled(u64::from_le_bytes(h.try_into().expect("8 bytes")))
+                });
+        }
+        let every = u64::from(self.sampling.every);
+        let next = self.completed.div_ceil(every) * every;
+        next < self.completed + responses as u64
     }
 
     /// Gives the book the answers of one read: TCP's in order, a matched UDP reply by the

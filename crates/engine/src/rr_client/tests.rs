@@ -32,6 +32,7 @@ pub(crate) fn plan(
         udp_loss_timeout: Duration::from_millis(200),
         sqpoll: false,
         stages: false,
+        stage_every: 1,
     }
 }
 
@@ -45,6 +46,7 @@ pub(crate) fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> Ser
         stall,
         sqpoll: false,
         stages: false,
+        stage_every: 1,
         clock_shift_ns: 0,
     }
 }

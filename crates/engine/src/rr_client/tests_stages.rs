@@ -3,8 +3,8 @@
 
 use super::tests::{finish, plan, server_plan, tcp_pairs};
 use super::*;
+use crate::kstamps::{StageHists, STAGES};
 use crate::rr_server::{RrServer, ServerTarget};
-use crate::stamps::{StageHists, STAGES};
 use crate::uring::rr_server::UringTarget;
 use crate::wait::Poll;
 use std::net::UdpSocket;
@@ -19,10 +19,22 @@ const URING: Engines = (true, true);
 fn run(
     (client, server): (Vec<RrSocket>, ServerTarget),
     window: usize,
+    engines: Engines,
+) -> (Histogram, StageHists) {
+    run_sampled((client, server), window, engines, (1, 1))
+}
+
+/// [`run`] with one message in `every` stamped by the client, and one in `echo_every` by
+/// the echo (a previous build's echo stamps every one).
+fn run_sampled(
+    (client, server): (Vec<RrSocket>, ServerTarget),
+    window: usize,
     (uring_client, uring_echo): Engines,
+    (every, echo_every): (u32, u32),
 ) -> (Histogram, StageHists) {
     let mut sp = server_plan(None, Poll::Block);
     sp.stages = true;
+    sp.stage_every = echo_every;
     let _server = match (uring_echo, server) {
         (false, server) => RrServer::spawn(server, sp),
         (true, ServerTarget::Sockets(s)) => RrServer::spawn_uring(UringTarget::Sockets(s), sp),
@@ -34,6 +46,7 @@ fn run(
     .unwrap();
     let mut p = plan(window, None, false, 0.4);
     p.stages = true;
+    p.stage_every = every;
     let mut c = match uring_client {
         false => RrClient::spawn(Target::Sockets(client), p),
         true => RrClient::spawn_uring(client, p),
@@ -71,6 +84,34 @@ fn check(what: &str, rtt: &Histogram, s: &StageHists) {
         rtt.mean()
     );
     assert_eq!(s.stages.len(), STAGES);
+}
+
+/// Sampled: about one message in `every` of each connection split (a connection's
+/// first, then each `every`-th: at most one more a connection than the share), none out
+/// of order, few missing; each one's stages summed to its round trip on the real clock
+/// exactly (`StageHists::file` asserts it for every message filed).
+fn check_sampled(what: &str, rtt: &Histogram, s: &StageHists, every: u64, conns: u64) {
+    let (split, booked) = (s.stages[0].len(), s.stages[0].len() + s.missing);
+    let share = rtt.len() / every;
+    assert!(rtt.len() > 200, "{what}: {} round trips", rtt.len());
+    assert_eq!(s.disordered, 0, "{what}: a stage out of order");
+    assert!(
+        booked + 2 * conns >= share && booked <= share + 2 * conns,
+        "{what}: {booked} booked ({split} split) of {} round trips, one in {every}",
+        rtt.len()
+    );
+    assert!(s.missing * 10 <= booked, "{what}: {} missing", s.missing);
+    assert!(s.stages.iter().all(|h| h.len() == split), "{what}");
+    let sum: f64 = s.stages.iter().map(|h| h.mean()).sum();
+    eprintln!(
+        "{what}: stage sum mean {sum:.0}, rtt mean {:.0} p50 {} (sampled p50s {:?})",
+        rtt.mean(),
+        rtt.value_at_quantile(0.5),
+        s.stages
+            .iter()
+            .map(|h| h.value_at_quantile(0.5))
+            .collect::<Vec<_>>()
+    );
 }
 
 fn tcp(conns: usize) -> (Vec<RrSocket>, ServerTarget) {
@@ -125,4 +166,36 @@ fn io_uring_messages_split_into_the_same_stages() {
     check("uring client, kernel echo: tcp 2x4", &rtt, &stages);
     let (rtt, stages) = run(udp(1), 1, (false, true));
     check("kernel client, uring echo: udp", &rtt, &stages);
+}
+
+/// One message in 8 stamped (sends asking one by one, UDP's keyed by sequence), on both
+/// engines and across them: the echo stamps what the client sampled, so the sampled
+/// messages are split and no more.
+#[test]
+fn one_message_in_n_is_split_on_either_engine() {
+    let _timed = crate::timing_lock();
+    const EVERY: u32 = 8;
+    for engines in [KERNEL, URING, (true, false), (false, true)] {
+        for (conns, window) in [(1, 1), (2, 4)] {
+            let (rtt, stages) = run_sampled(tcp(conns), window, engines, (EVERY, EVERY));
+            let what = format!("{engines:?} tcp {conns}x{window} 1/{EVERY}");
+            check_sampled(&what, &rtt, &stages, EVERY.into(), conns as u64);
+        }
+        let (rtt, stages) = run_sampled(udp(2), 2, engines, (EVERY, EVERY));
+        let what = format!("{engines:?} udp 2x2 1/{EVERY}");
+        check_sampled(&what, &rtt, &stages, EVERY.into(), 2);
+    }
+}
+
+/// A sampling client against an echo that stamps every answer (a previous build's agent,
+/// which ignores the spec's sampling): the client's sampled messages are split all the
+/// same, from the figures of the answers that carry them.
+#[test]
+fn a_sampling_client_splits_against_an_echo_that_stamps_everything() {
+    let _timed = crate::timing_lock();
+    const EVERY: u32 = 8;
+    let (rtt, stages) = run_sampled(tcp(1), 1, KERNEL, (EVERY, 1));
+    check_sampled("tcp against an all-stamping echo", &rtt, &stages, 8, 1);
+    let (rtt, stages) = run_sampled(udp(1), 2, KERNEL, (EVERY, 1));
+    check_sampled("udp against an all-stamping echo", &rtt, &stages, 8, 1);
 }

@@ -12,9 +12,9 @@ use hdrhistogram::Histogram;
 use super::handoff::Handoff;
 use super::plan::{ClientPlan, WorkerEnd};
 use crate::counters::Counters;
+use crate::kstamps::StageHists;
 use crate::poller::EventFd;
 use crate::pool::{Placement, Pool, Stop};
-use crate::stamps::StageHists;
 
 /// A worker's requests sent (0) and responses received (1).
 pub(crate) type WorkerCounters = Counters<2>;

@@ -15,9 +15,9 @@ pub(crate) mod workers;
 
 pub use workers::{RrServer, ServerPlan};
 
+use crate::kstamps::{self, EchoStamps, Sampling, TxControl, FIGURE_BYTES};
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
-use crate::stamps::{self, EchoStamps, FIGURE_BYTES};
 use crate::udp_match::{check_request, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Poll, Recv};
 use workers::{Core, Shared as Carrier};
@@ -107,16 +107,19 @@ struct Echo {
     dead: bool,
     /// With stages: the echo's readings, and the figures of the answer being sent.
     stamps: Option<(EchoStamps, [u8; FIGURE_BYTES])>,
+    /// The answer being sent is sampled: its sends ask for their stamps with this.
+    asking: Option<TxControl>,
 }
 
 fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     let p = &shared.plan;
     let mut conns = Vec::with_capacity(fds.len());
+    let sampling = Sampling::new(p.stage_every);
     for &fd in fds {
-        let stamps = match p.stages.then(|| stamps::enable(fd)) {
+        let stamps = match p.stages.then(|| sampling.enable(fd)) {
             Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
             Some(Ok(())) => Some((
-                EchoStamps::new(Some(p.response_bytes), p.clock_shift_ns),
+                EchoStamps::new(Some(p.response_bytes), p.clock_shift_ns, sampling),
                 [0; FIGURE_BYTES],
             )),
             None => None,
@@ -128,6 +131,7 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
             tx_left: 0,
             dead: false,
             stamps,
+            asking: None,
         });
     }
     let mut buf = vec![0xa5u8; p.request_bytes.max(p.response_bytes).max(64 * 1024)];
@@ -235,7 +239,7 @@ impl Echo {
                 self.pending -= 1;
                 shared.count(k);
                 if let Some((st, head)) = &mut self.stamps {
-                    st.answering(None, head);
+                    self.asking = st.answering(None, head).copied();
                 }
             }
             let at = bytes - self.tx_left;
@@ -243,7 +247,11 @@ impl Echo {
                 // Another connection's answer may have used the buffer since.
                 buf[..FIGURE_BYTES].copy_from_slice(head);
             }
-            match wait::send(self.fd, &buf[at..bytes])? {
+            let sent = match &self.asking {
+                Some(ctl) => kstamps::send_stamped(self.fd, &buf[at..bytes], None, ctl)?,
+                None => wait::send(self.fd, &buf[at..bytes])?,
+            };
+            match sent {
                 0 => break,
                 n => self.tx_left -= n,
             }
@@ -266,7 +274,7 @@ impl Echo {
         let mut got_any = false;
         loop {
             let (got, rx) = match &self.stamps {
-                Some(_) => stamps::recv_stamped(self.fd, buf, dontwait, None)?,
+                Some(_) => kstamps::recv_stamped(self.fd, buf, dontwait, None)?,
                 None => (wait::recv(self.fd, buf, dontwait)?, None),
             };
             match got {
@@ -277,7 +285,7 @@ impl Echo {
                     self.pending += whole;
                     self.rx_acc %= request;
                     if let Some((st, _)) = self.stamps.as_mut().filter(|_| whole > 0) {
-                        st.read(rx);
+                        st.read(rx, self.pending - whole, whole);
                     }
                     if !dontwait || n < buf.len() {
                         return Ok(true);
@@ -303,9 +311,10 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
     if let Err(e) = socket.set_nonblocking(!block) {
         return Some(format!("UDP socket mode: {e}"));
     }
-    let mut stamps = match p.stages.then(|| stamps::enable(fd)) {
+    let sampling = Sampling::new(p.stage_every);
+    let mut stamps = match p.stages.then(|| sampling.enable(fd)) {
         Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
-        Some(Ok(())) => Some(EchoStamps::new(None, p.clock_shift_ns)),
+        Some(Ok(())) => Some(EchoStamps::new(None, p.clock_shift_ns, sampling)),
         None => None,
     };
     // The reply starts with the request's first bytes: its sequence number, echoed.
@@ -342,18 +351,29 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
         }
         last_message = p.poll.stamp(last_message);
         shared.maybe_stall();
-        if let Some(st) = &mut stamps {
-            st.read(rx);
+        let ask = stamps.as_mut().and_then(|st| {
             let seq = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+            st.read_udp(rx, seq as u32);
             let figures = REQUEST_HEADER_BYTES..REQUEST_HEADER_BYTES + FIGURE_BYTES;
             st.answering(
-                Some((seq as u32, stamps::peer_key(&from))),
+                Some((seq as u32, kstamps::peer_key(&from))),
                 &mut buf[figures],
-            );
-        }
+            )
+            .copied()
+        });
         // Admission held the answer to the agent's --max-udp-reply-ratio of the request.
-        crate::syscalls::one();
-        if socket.send_to(&buf[..p.response_bytes], from).is_ok() {
+        let answer = &buf[..p.response_bytes];
+        let sent = match &ask {
+            Some(ctl) => {
+                let to = socket2::SockAddr::from(from);
+                kstamps::send_stamped(fd, answer, Some(&to), ctl).is_ok()
+            }
+            None => {
+                crate::syscalls::one();
+                socket.send_to(answer, from).is_ok()
+            }
+        };
+        if sent {
             shared.count(k);
         }
         if let Some(st) = &mut stamps {
@@ -375,7 +395,7 @@ fn receive_udp(
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    match stamps::recv_stamped(fd, buf, false, Some(&mut storage))? {
+    match kstamps::recv_stamped(fd, buf, false, Some(&mut storage))? {
         (Recv::Data(n), rx) => Ok((n, rx, wait::sockaddr(storage, len))),
         (Recv::Empty, _) => Err(io::ErrorKind::WouldBlock.into()),
         (Recv::Closed, _) => Ok((0, None, None)),
@@ -456,6 +476,7 @@ mod tests {
                 stall: None,
                 sqpoll: false,
                 stages: false,
+                stage_every: 1,
                 clock_shift_ns: 0,
             };
             let server = RrServer::spawn(ServerTarget::Sockets(sockets), plan).unwrap();

@@ -26,6 +26,9 @@ pub struct ServerPlan {
     pub sqpoll: bool,
     /// Kernel timestamps of each message; each answer carries the echo's figures.
     pub stages: bool,
+    /// With stages: the answers to one request in this many are stamped (the requests
+    /// the client sampled; 1: every one).
+    pub stage_every: u32,
     /// A test hook: the echo's real-time clock, as its answers tell it, is off by this.
     pub clock_shift_ns: i64,
 }

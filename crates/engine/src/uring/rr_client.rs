@@ -17,15 +17,15 @@ use io_uring::{cqueue, opcode, squeue, types};
 
 use super::bufs::count_within;
 use super::ring::{Uring, GROUP};
-use super::stamped::MsgLayout;
+use super::stamped::{MsgLayout, TxAsk};
 use super::{op_of, user_data, Op};
+use crate::kstamps::now_real;
 use crate::pool::Placement;
 use crate::rr_client::flight::{self, Flight};
 use crate::rr_client::recorder::{self, Recorder};
 use crate::rr_client::stamped::{Read, Stamps};
 use crate::rr_client::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::rr_client::{ClientPlan, RrClient, RrSocket, Sockets, WorkerEnd};
-use crate::stamps::now_real;
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 
 /// Receive buffers a worker's ring holds, at most, in bytes (an echo's UDP answers as
@@ -46,6 +46,8 @@ struct Conn {
     fd: RawFd,
     /// With stages: its messages' readings.
     stamps: Option<Stamps>,
+    /// Sampled stages: a sampled send's header per request buffer (TCP: one).
+    asks: Vec<TxAsk>,
 }
 
 impl RrClient {
@@ -139,6 +141,12 @@ fn run(core: &Core, k: usize, owned: &[(RawFd, bool)], rec: &mut Recorder<'_>) -
                 sending: 0,
                 slot: 0,
                 fd,
+                asks: match p.stages && p.stage_every > 1 {
+                    true => (0..if udp { p.window } else { 1 })
+                        .map(|_| TxAsk::new())
+                        .collect(),
+                    false => Vec::new(),
+                },
                 stamps,
             })
             .collect(),
@@ -244,35 +252,50 @@ impl Worker<'_, '_> {
                 while c.flight.may_start(p.window) {
                     c.flight.start(true, at);
                     if let Some(st) = &mut c.stamps {
-                        st.sent(real);
+                        st.sent(|| real);
                     }
                     self.counters.add_to(SENT, 1);
                     let off = (i * p.window + c.slot) * p.request_bytes;
                     let d = &mut self.tx[off..off + p.request_bytes];
                     c.flight.seq.stamp(d);
+                    let ask = c.stamps.as_ref().and_then(Stamps::asking);
+                    let send = match ask {
+                        Some(ctl) => c.asks[c.slot].send(i, d, ctl, libc::MSG_NOSIGNAL),
+                        None => {
+                            opcode::Send::new(types::Fixed(i as u32), d.as_ptr(), d.len() as u32)
+                                .flags(libc::MSG_NOSIGNAL)
+                                .build()
+                        }
+                    }
+                    .flags(squeue::Flags::SKIP_SUCCESS);
                     c.slot = (c.slot + 1) % p.window;
-                    let send =
-                        opcode::Send::new(types::Fixed(i as u32), d.as_ptr(), d.len() as u32)
-                            .flags(libc::MSG_NOSIGNAL)
-                            .build()
-                            .flags(squeue::Flags::SKIP_SUCCESS);
                     self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
                 }
             } else {
-                let mut due = 0;
+                let (mut due, mut ask) = (0, None);
                 while c.flight.may_start(p.window) {
                     c.flight.start(false, at);
                     if let Some(st) = &mut c.stamps {
-                        st.sent(real);
+                        st.sent(|| real);
+                        ask = ask.or(st.asking().copied());
                     }
                     due += 1;
                 }
                 self.counters.add_to(SENT, due as u64);
                 c.sending = due * p.request_bytes;
-                let send =
-                    opcode::Send::new(types::Fixed(i as u32), self.tx.as_ptr(), c.sending as u32)
-                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
-                        .build();
+                let flags = libc::MSG_NOSIGNAL | libc::MSG_WAITALL;
+                // One send of the window's requests: its stamp is its last byte's, which
+                // the book gives every message up to it (as coalesced sends').
+                let send = match ask {
+                    Some(ctl) => c.asks[0].send(i, &self.tx[..c.sending], &ctl, flags),
+                    None => opcode::Send::new(
+                        types::Fixed(i as u32),
+                        self.tx.as_ptr(),
+                        c.sending as u32,
+                    )
+                    .flags(flags)
+                    .build(),
+                };
                 self.ring.push(&send.user_data(user_data(Op::Send, i)))?;
                 completing += 1;
             }
@@ -305,6 +328,7 @@ impl Worker<'_, '_> {
         let t = Instant::now();
         self.now = t;
         let real = self.stamped.as_ref().map_or(0, |_| now_real());
+        // (One clock read a pass: cheaper than asking which answers are sampled.)
         let mut cqes = std::mem::take(&mut self.ring.cqes);
         for cqe in &cqes {
             match op_of(cqe.user_data()) {

@@ -14,14 +14,14 @@ use io_uring::{cqueue, opcode, types};
 use super::bufs::count_within;
 use super::ring::{Uring, GROUP};
 use super::rr_client::RECEIVE_BYTES;
-use super::stamped::{self, EchoSends, MsgLayout};
+use super::stamped::{self, EchoSends, MsgLayout, TxAsk};
 use super::{op_of, user_data, Op};
+use crate::kstamps::{EchoStamps, Sampling, TxControl};
 use crate::poller::EventFd;
 use crate::pool::{Placement, Stop};
 use crate::rr_client::RrSocket;
 use crate::rr_server::workers::{Core, Shared as Carrier, ANSWERED};
 use crate::rr_server::{RrServer, ServerPlan};
-use crate::stamps::{self, EchoStamps};
 use crate::udp_match::check_request;
 
 /// What the io_uring echo answers on.
@@ -117,6 +117,8 @@ struct Reply {
     addr: libc::sockaddr_storage,
     iov: libc::iovec,
     msg: libc::msghdr,
+    /// A sampled answer's ask for its stamps.
+    control: TxControl,
 }
 
 struct Echo<'a> {
@@ -157,9 +159,11 @@ fn batch(response_bytes: usize) -> usize {
 impl<'a> Echo<'a> {
     fn new(core: &'a Core, k: usize, fds: &[RawFd], allowed: Option<IpAddr>) -> io::Result<Self> {
         let p = &core.plan;
+        let sampling = Sampling::new(p.stage_every);
         if p.stages {
             for &fd in fds {
-                stamps::enable(fd)
+                sampling
+                    .enable(fd)
                     .map_err(|e| io::Error::other(format!("SO_TIMESTAMPING: {e}")))?;
             }
         }
@@ -197,7 +201,12 @@ impl<'a> Echo<'a> {
             None => Vec::new(),
         };
         let tcp_stamps = || {
-            let sends = EchoSends::new(batch(p.response_bytes), p.response_bytes, p.clock_shift_ns);
+            let sends = EchoSends::new(
+                batch(p.response_bytes),
+                p.response_bytes,
+                p.clock_shift_ns,
+                sampling,
+            );
             (p.stages && allowed.is_none()).then_some(sends)
         };
         Ok(Echo {
@@ -216,7 +225,7 @@ impl<'a> Echo<'a> {
             layout,
             fds: fds.to_vec(),
             udp_stamps: (p.stages && allowed.is_some())
-                .then(|| EchoStamps::new(None, p.clock_shift_ns)),
+                .then(|| EchoStamps::new(None, p.clock_shift_ns, sampling)),
             replies_queued: 0,
             last_message: Instant::now(),
         })
@@ -337,7 +346,9 @@ impl<'a> Echo<'a> {
         c.owed += whole;
         c.rx_acc %= p.request_bytes;
         if let Some(s) = c.stamps.as_mut().filter(|_| whole > 0) {
-            s.read(rx);
+            // Those in the send in flight were begun when it was queued.
+            let waiting = c.owed - whole - c.sending;
+            s.read(rx, waiting as u64, whole as u64);
         }
         self.ring.bufs.recycle(bid);
     }
@@ -366,10 +377,10 @@ impl<'a> Echo<'a> {
         let at = b * p.response_bytes;
         let head = out.payload_data().len().min(p.response_bytes);
         self.tx[at..at + head].copy_from_slice(&out.payload_data()[..head]);
-        if let Some(st) = &mut self.udp_stamps {
+        let ask = self.udp_stamps.as_mut().and_then(|st| {
             let answer = &mut self.tx[at..at + p.response_bytes];
-            stamped::answering(st, (out.control_data(), &from), answer);
-        }
+            stamped::answering(st, (out.control_data(), &from), answer)
+        });
         let name = out.name_data();
         let r = &mut self.replies[b];
         // SAFETY: copying at most sizeof(sockaddr_storage) bytes into it.
@@ -389,6 +400,7 @@ impl<'a> Echo<'a> {
         r.msg.msg_namelen = name.len() as u32;
         r.msg.msg_iov = &mut r.iov;
         r.msg.msg_iovlen = 1;
+        TxAsk::ask_on(&mut r.msg, ask.as_ref(), &mut r.control);
         let send = opcode::SendMsg::new(types::Fixed(i as u32), &r.msg)
             .build()
             .user_data(user_data(Op::Send, b));

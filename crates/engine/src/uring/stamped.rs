@@ -13,7 +13,9 @@ use std::os::fd::RawFd;
 use io_uring::{opcode, squeue, types};
 
 use super::ring::GROUP;
-use crate::stamps::{peer_key, rx_stamp_of, EchoStamps, FIGURE_BYTES, RX_CONTROL_BYTES};
+use crate::kstamps::{
+    peer_key, rx_stamp_of, EchoStamps, Sampling, TxControl, FIGURE_BYTES, RX_CONTROL_BYTES,
+};
 use crate::udp_match::{REQUEST_HEADER_BYTES, SEQ_BYTES};
 
 /// `io_uring_recvmsg_out`: four u32 (the lengths of the address, the control messages
@@ -75,27 +77,36 @@ pub(crate) struct EchoSends {
     heads: Vec<[u8; FIGURE_BYTES]>,
     iov: Vec<libc::iovec>,
     msg: libc::msghdr,
+    /// A sampled answer's ask for its send's stamps (the whole send's).
+    control: TxControl,
 }
 
 impl EchoSends {
     /// For sends of up to `batch` answers of `response_bytes`.
-    pub fn new(batch: usize, response_bytes: usize, clock_shift_ns: i64) -> Box<EchoSends> {
+    pub fn new(
+        batch: usize,
+        response_bytes: usize,
+        clock_shift_ns: i64,
+        sampling: Sampling,
+    ) -> Box<EchoSends> {
         let empty = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         };
         Box::new(EchoSends {
-            stamps: EchoStamps::new(Some(response_bytes), clock_shift_ns),
+            stamps: EchoStamps::new(Some(response_bytes), clock_shift_ns, sampling),
             heads: vec![[0; FIGURE_BYTES]; batch],
             iov: vec![empty; 2 * batch],
             // SAFETY: all-zero is a valid msghdr; the vector is set at each send.
             msg: unsafe { std::mem::zeroed() },
+            control: TxControl::new(None),
         })
     }
 
-    /// Requests were read; `rx`: the last one's arrival stamp.
-    pub fn read(&mut self, rx: Option<u64>) {
-        self.stamps.read(rx);
+    /// Requests were read; `rx`: the last one's arrival stamp; `waiting` requests read
+    /// before them not yet begun answering, `n` in this read.
+    pub fn read(&mut self, rx: Option<u64>, waiting: u64, n: u64) {
+        self.stamps.read(rx, waiting, n);
     }
 
     /// The send of `n` answers on fixed file `i`: each answer's figures (written now,
@@ -105,8 +116,13 @@ impl EchoSends {
         let n = n.min(self.heads.len());
         let head = FIGURE_BYTES.min(response_bytes);
         let rest = &tx[head..response_bytes];
+        let mut ask = None;
         for k in 0..n {
-            self.stamps.answering(None, &mut self.heads[k]);
+            ask = self
+                .stamps
+                .answering(None, &mut self.heads[k])
+                .copied()
+                .or(ask);
             self.iov[2 * k] = libc::iovec {
                 iov_base: self.heads[k].as_mut_ptr().cast(),
                 iov_len: head,
@@ -118,6 +134,7 @@ impl EchoSends {
         }
         self.msg.msg_iov = self.iov.as_mut_ptr();
         self.msg.msg_iovlen = 2 * n;
+        TxAsk::ask_on(&mut self.msg, ask.as_ref(), &mut self.control);
         opcode::SendMsg::new(types::Fixed(i as u32), &self.msg)
             .flags((libc::MSG_NOSIGNAL | libc::MSG_WAITALL) as u32)
             .build()
@@ -132,17 +149,77 @@ impl EchoSends {
 /// A UDP echo's answer to `from`: the request's arrival stamp (among `control`, its
 /// receive's control messages) read, and the answer's figures written behind the request's
 /// header that `answer` starts with (as the kernel engine's echo does); call just before
-/// sending.
+/// sending. Returns what the send must carry to be stamped (a sampled answer's ask).
 pub(crate) fn answering(
     st: &mut EchoStamps,
     (control, from): (&[u8], &SocketAddr),
     answer: &mut [u8],
-) {
-    st.read(rx_stamp_of(control));
+) -> Option<TxControl> {
     // Every answer is counted (its send's stamp id is its count), even one too short.
     let seq = answer
         .get(..SEQ_BYTES)
         .map_or(0, |h| u64::from_le_bytes(h.try_into().expect("8 bytes")));
+    st.read_udp(rx_stamp_of(control), seq as u32);
     let at = REQUEST_HEADER_BYTES.min(answer.len());
-    st.answering(Some((seq as u32, peer_key(from))), &mut answer[at..]);
+    st.answering(Some((seq as u32, peer_key(from))), &mut answer[at..])
+        .copied()
+}
+
+/// A sampled send on the ring: a `SENDMSG` whose control message asks for the send's
+/// stamps (`kstamps::sample`), one per request buffer, in a vector made once: the kernel
+/// reads the header, vector and control where they are when the send is issued.
+pub(crate) struct TxAsk {
+    msg: libc::msghdr,
+    iov: libc::iovec,
+    control: TxControl,
+}
+
+impl TxAsk {
+    pub fn new() -> TxAsk {
+        TxAsk {
+            // SAFETY: all-zero is a valid msghdr and iovec; set at each send.
+            msg: unsafe { std::mem::zeroed() },
+            iov: unsafe { std::mem::zeroed() },
+            control: TxControl::new(None),
+        }
+    }
+
+    /// The send of `data` on fixed file `i` with `control`'s ask (`flags`: the plain
+    /// send's).
+    pub fn send(
+        &mut self,
+        i: usize,
+        data: &[u8],
+        control: &TxControl,
+        flags: i32,
+    ) -> squeue::Entry {
+        self.control = *control;
+        self.iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        self.msg.msg_iov = &mut self.iov;
+        self.msg.msg_iovlen = 1;
+        self.msg.msg_control = self.control.as_ptr();
+        self.msg.msg_controllen = self.control.len();
+        opcode::SendMsg::new(types::Fixed(i as u32), &self.msg)
+            .flags(flags as u32)
+            .build()
+    }
+
+    /// Points a prepared header (a UDP answer's) at a control message that asks for its
+    /// send's stamps, or at none.
+    pub fn ask_on(msg: &mut libc::msghdr, control: Option<&TxControl>, keep: &mut TxControl) {
+        match control {
+            Some(c) => {
+                *keep = *c;
+                msg.msg_control = keep.as_ptr();
+                msg.msg_controllen = keep.len();
+            }
+            None => {
+                msg.msg_control = std::ptr::null_mut();
+                msg.msg_controllen = 0;
+            }
+        }
+    }
 }

@@ -17,6 +17,7 @@
 //! TWAMP-light reflectors answer with 41 bytes (RFC 5357 §4.2.1, no trailing MBZ): read
 //! leniently, as STAMP allows (RFC 8762 §4.6).
 
+mod cos;
 mod estimate;
 mod packet;
 mod reflect;
@@ -27,6 +28,7 @@ pub mod tlv;
 #[cfg(test)]
 mod tests;
 
+pub use cos::{ClassOfService, COS_BYTES, RPE_APPLIED, RPE_NOT_APPLIED};
 pub use estimate::ErrorEstimate;
 pub use packet::{ReflectorPacket, SenderPacket};
 pub use reflect::{reflect, reflect_as, Reflection};

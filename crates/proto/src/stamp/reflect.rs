@@ -26,6 +26,10 @@ pub struct Reflection {
     pub info: TimestampInfo,
     /// This host's kernel boot id, for a Boot ID TLV the sender sent (sonde's reflectors).
     pub boot_id: Option<[u8; tlv::BOOT_ID_BYTES]>,
+    /// The request's TOS or Traffic Class byte, for a Class of Service TLV the sender sent
+    /// (`None`: not read). The caller sends the answer with the TOS the TLV asks for
+    /// ([`super::ClassOfService::answer_tos`]).
+    pub tos: Option<u8>,
 }
 
 /// Writes the answer to `request` into `out` and returns its length (the request's), or
@@ -78,6 +82,7 @@ pub fn reflect_as(
     let fill = tlv::Fill {
         info: how.info,
         boot_id: how.boot_id,
+        tos: how.tos,
     };
     tlv::reflect_tlvs_as(&mut out[base..], fill, keys, asked.seq, seq);
     reply.write(answer, out)?;

@@ -270,6 +270,7 @@ fn how(seq: Option<u32>) -> Reflection {
             method_out: TimestampMethod::Software,
         },
         boot_id: None,
+        tos: None,
     }
 }
 

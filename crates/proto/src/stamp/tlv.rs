@@ -5,6 +5,7 @@
 //! (type 8, last, over the sequence number and the TLVs before it, RFC 8972 §4.8) and
 //! sonde's private Boot ID TLV ([`TYPE_BOOT_ID`]: a sonde reflector's kernel boot id, so
 //! that a sender on the same host knows both ends read one clock).
+//! Class of Service (type 4) is [`super::cos`].
 //! A reflector's handling of them is [`reflect_tlvs`]. Bytes that are all zero where a TLV
 //! would start are RFC 8762 padding, not a TLV.
 
@@ -290,6 +291,9 @@ pub struct Fill {
     pub info: TimestampInfo,
     /// Its kernel's boot id, for a Boot ID TLV; `None`: such a TLV is flagged U.
     pub boot_id: Option<[u8; BOOT_ID_BYTES]>,
+    /// The request's TOS or Traffic Class byte, for a Class of Service TLV; `None`: not
+    /// read, the TLV left as it came.
+    pub tos: Option<u8>,
 }
 
 /// [`reflect_tlvs`] with the request's HMAC TLV checked under `keys.0` and the answer's
@@ -327,11 +331,18 @@ pub fn reflect_tlvs_as(
                 }
                 None => FLAG_UNRECOGNIZED,
             },
+            TYPE_CLASS_OF_SERVICE if len == super::cos::COS_BYTES => {
+                let value = &mut area[at + HEADER_BYTES..at + HEADER_BYTES + len];
+                super::cos::ClassOfService::reflect(value, fill.tos);
+                0
+            }
             TYPE_HMAC if len == HMAC_BYTES => {
                 hmac_at = Some(at);
                 0
             }
-            TYPE_TIMESTAMP_INFO | TYPE_HMAC | TYPE_BOOT_ID => FLAG_MALFORMED,
+            TYPE_TIMESTAMP_INFO | TYPE_HMAC | TYPE_BOOT_ID | TYPE_CLASS_OF_SERVICE => {
+                FLAG_MALFORMED
+            }
             TYPE_EXTRA_PADDING..=TYPE_FOLLOW_UP_TELEMETRY => 0,
             _ => FLAG_UNRECOGNIZED,
         };

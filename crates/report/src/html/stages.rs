@@ -138,8 +138,8 @@ fn counts(all: &[Split<'_>]) -> Table {
 fn table(s: &Split<'_>) -> Table {
     let mut t = Table::new(
         format!(
-            "{}: each stage, µs ({} messages split); the stage outside the hosts is the round trip less the others.",
-            s.run.name, s.stages.split
+            "{}: each stage, µs ({} messages split, {}); the stage outside the hosts is the round trip less the others.",
+            s.run.name, s.stages.split, s.stages.sampling()
         ),
         &[
             "Stage",

@@ -36,8 +36,8 @@ pub(super) fn stages_table(s: &Stages) -> String {
         ]);
     }
     format!(
-        "{t}\nstages: {} messages split from both ends' kernel timestamps; {} without a stamp, {} out of order (counted, not guessed)\n",
-        s.split, s.missing, s.disordered
+        "{t}\nstages: {}; {} messages split from both ends' kernel timestamps; {} without a stamp, {} out of order (counted, not guessed)\n",
+        s.sampling(), s.split, s.missing, s.disordered
     )
 }
 

@@ -115,7 +115,19 @@ pub fn stamp(doc: &Document) -> String {
     for (k, v) in rows {
         t.add_row(vec![k.to_string(), v]);
     }
+    let fate = e.marks.as_deref().cloned().unwrap_or_default();
+    for (k, way) in [
+        ("marks forward", &fate.forward),
+        ("marks reverse", &fate.reverse),
+    ] {
+        if let Some(w) = way {
+            t.add_row(vec![k.to_string(), w.counts_line()]);
+        }
+    }
     let mut out = format!("{t}\n");
+    for w in fate.words() {
+        out.push_str(&format!("marks: {w}\n"));
+    }
     if let Some(o) = &e.oneway {
         out.push_str(&format!("{}\n", o.line()));
     }

@@ -44,6 +44,9 @@ pub enum Section {
     Stamp {
         stamp: StampEnd,
     },
+    Rpm {
+        rpm: crate::rpm::RpmEnd,
+    },
 }
 
 /// The host both ends shared, counted once.
@@ -98,6 +101,13 @@ impl End {
     pub fn watch(&self) -> Option<&WatchEnd> {
         match &self.section {
             Section::Watch { watch } => Some(watch),
+            _ => None,
+        }
+    }
+
+    pub fn rpm(&self) -> Option<&crate::rpm::RpmEnd> {
+        match &self.section {
+            Section::Rpm { rpm } => Some(rpm),
             _ => None,
         }
     }

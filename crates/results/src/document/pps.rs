@@ -49,6 +49,9 @@ pub struct PacketsEnd {
     /// Receiver packets/s over sender packets/s: the honest figure over the optimistic one.
     pub receiver_to_sender_ratio: Option<f64>,
     pub flows_with_loss: Option<usize>,
+    /// With `--dscp`/`--ecn`: what the path did to the marks, as the agent received them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<Box<crate::marks::Fate>>,
 }
 
 impl PacketsEnd {
@@ -227,6 +230,12 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
             _ => None,
         },
         flows_with_loss,
+        marks: rx.and_then(|r| r.marks.clone()).map(|forward| {
+            Box::new(crate::marks::Fate {
+                forward: Some(forward),
+                reverse: None,
+            })
+        }),
         sender,
         receiver,
     };

@@ -79,6 +79,10 @@ pub struct StampEnd {
     /// Nothing answered at all: why, as far as the network said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_answer: Option<NoAnswer>,
+    /// What the path did to the marks (`--dscp`, `--ecn`), each direction: forward from
+    /// the reflector's Class of Service TLV, reverse from each answer's own TOS byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<Box<crate::marks::Fate>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -148,4 +152,7 @@ pub struct StampInterval {
     pub received: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencySummary>,
+    /// The marks' fate of this interval's answered packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<crate::marks::Fate>,
 }

@@ -82,6 +82,7 @@ impl Pps {
             poll: "block".into(),
             port: None,
             blocked_sends: None,
+            marks: None,
         };
         let mut c = side(Role::Client, self.sender_busy, 0);
         c.section = SideSection::Pps(PpsResult {

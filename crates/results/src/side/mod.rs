@@ -14,7 +14,9 @@ mod sample;
 mod sections;
 
 pub use role::{Role, Transfer};
-pub use sample::{IntervalSample, PpsSample, RrSample, SampleSection, StreamSample, TcpSample};
+pub use sample::{
+    IntervalSample, PpsSample, RrSample, SampleSection, StreamSample, TcpEcn, TcpSample,
+};
 pub use sections::{
     BlockedSends, ConnectionResult, DirectionResult, PortCounters, PpsResult, QueueCounters,
     RrResult, SideSection, StreamResult, Syscalls,

@@ -144,4 +144,28 @@ pub struct TcpSample {
     pub rwnd_limited_percent: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sndbuf_limited_percent: Option<f64>,
+    /// ECN on the connection when negotiated (`--ecn`, the hosts' `net.ipv4.tcp_ecn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<TcpEcn>,
+}
+
+/// A connection's ECN over one interval, from TCP_INFO: the negotiation's outcome and the
+/// CE marks each way. Counts are the interval's; a count the kernel does not keep is
+/// absent (the AccECN ones before Linux 6.18, or without AccECN negotiated).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpEcn {
+    /// ECT seen from the peer (tcpi_options' ECN_SEEN).
+    pub ect_seen: bool,
+    /// Segments delivered that the peer reported CE-marked: ECE (classic, counted per
+    /// acked segment while ECE is set) or AccECN's exact count (tcpi_delivered_ce).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_ce: Option<u32>,
+    /// AccECN: CE marks this end received (tcpi_received_ce).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_ce: Option<u32>,
+    /// AccECN: CE-marked bytes delivered (the peer's feedback) and received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_ce_bytes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_ce_bytes: Option<u32>,
 }

@@ -162,6 +162,10 @@ pub struct PpsResult {
     /// Sender (kernel sockets): its sends held back by the queue ahead in the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_sends: Option<BlockedSends>,
+    /// Agent, with `--dscp`/`--ecn`: the marks its datagrams arrived with against those
+    /// sent, over the whole test (the forward direction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<crate::marks::DirectionFate>,
 }
 
 /// A sender's sends that found no room in the queue ahead (its socket's buffer full of

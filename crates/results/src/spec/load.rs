@@ -51,6 +51,10 @@ pub struct LoadSpec {
     /// Split each ping's round trips into stages (`--stages`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ping_stages: bool,
+    /// With stages: one ping in this many split (absent: `default_stage_every` of the
+    /// ping's rate and the phase's length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping_stage_every: Option<u32>,
     /// The load (stream, pps or rpc) with the timing every phase runs; a stream's direction
     /// is set per phase.
     pub load: Box<TestSpec>,
@@ -63,6 +67,7 @@ impl Default for LoadSpec {
             ping_rate_per_s: 100.0,
             ping_bytes: 64,
             ping_stages: false,
+            ping_stage_every: None,
             load: Box::new(TestSpec::Stream(Default::default())),
         }
     }
@@ -157,9 +162,15 @@ impl LoadSpec {
             window: (self.ping_rate_per_s.ceil() as u32).clamp(8, MAX_WINDOW),
             rate_per_s: Some(self.ping_rate_per_s),
             stages: self.ping_stages,
+            stage_every: self.ping_stages.then(|| {
+                self.ping_stage_every.unwrap_or_else(|| {
+                    super::rr::default_stage_every(Some(self.ping_rate_per_s), timing.duration_ms)
+                })
+            }),
             open_loop: true,
             execution: super::Execution {
                 cpu_latency_us: self.load.execution().cpu_latency_us,
+                marks: self.load.execution().marks,
                 ..Default::default()
             },
             timing: super::Timing {

@@ -8,6 +8,7 @@
 mod engine;
 mod load;
 mod pps;
+mod rpm;
 mod rr;
 mod stamp;
 mod stream;
@@ -18,6 +19,7 @@ mod watch;
 pub use engine::{Engine, UnknownEngine};
 pub use load::*;
 pub use pps::*;
+pub use rpm::RpmSpec;
 pub use rr::*;
 pub use stamp::*;
 pub use stream::*;
@@ -53,6 +55,8 @@ pub enum TestSpec {
     Watch(WatchSpec),
     /// STAMP (RFC 8762/8972) to any reflector (`sonde stamp`): no agent at the far end.
     Stamp(StampSpec),
+    /// Responsiveness (IETF IPPM draft) against any test endpoint (`sonde rpm`): no agent.
+    Rpm(RpmSpec),
 }
 
 impl TestSpec {
@@ -70,6 +74,7 @@ impl TestSpec {
             TestSpec::Load(_) => TestName::Load,
             TestSpec::Watch(_) => TestName::Watch,
             TestSpec::Stamp(_) => TestName::Stamp,
+            TestSpec::Rpm(_) => TestName::Rpm,
         }
     }
 
@@ -81,6 +86,7 @@ impl TestSpec {
             TestSpec::Load(l) => l.validate(),
             TestSpec::Watch(w) => w.validate(),
             TestSpec::Stamp(s) => s.validate(),
+            TestSpec::Rpm(r) => r.validate(),
         }
     }
 
@@ -109,6 +115,7 @@ impl TestSpec {
             TestSpec::Load(l) => l.load.timing(),
             TestSpec::Watch(w) => &w.timing,
             TestSpec::Stamp(s) => &s.timing,
+            TestSpec::Rpm(r) => &r.timing,
             TestSpec::Stream(s) => &s.timing,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.timing,
             TestSpec::Pps(p) => &p.timing,
@@ -121,6 +128,7 @@ impl TestSpec {
             TestSpec::Load(l) => l.load.execution(),
             TestSpec::Watch(w) => &w.execution,
             TestSpec::Stamp(s) => &s.execution,
+            TestSpec::Rpm(r) => &r.execution,
             TestSpec::Stream(s) => &s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &r.execution,
             TestSpec::Pps(p) => &p.execution,
@@ -132,6 +140,7 @@ impl TestSpec {
             TestSpec::Load(l) => l.load.execution_mut(),
             TestSpec::Watch(w) => &mut w.execution,
             TestSpec::Stamp(s) => &mut s.execution,
+            TestSpec::Rpm(r) => &mut r.execution,
             TestSpec::Stream(s) => &mut s.execution,
             TestSpec::Ping(r) | TestSpec::Rpc(r) => &mut r.execution,
             TestSpec::Pps(p) => &mut p.execution,
@@ -239,6 +248,10 @@ pub struct Execution {
     /// (`/dev/cpu_dma_latency`): no idle state slower to leave is entered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_latency_us: Option<u32>,
+    /// The DSCP and ECN both sides set on every data packet, and the control
+    /// connection's DSCP (`--dscp`, `--ecn`, `--control-dscp`): every kind's, so set here.
+    #[serde(default, skip_serializing_if = "crate::marks::Marks::is_unset")]
+    pub marks: crate::marks::Marks,
 }
 
 impl Default for Execution {
@@ -251,12 +264,14 @@ impl Default for Execution {
             server_cpus: None,
             server_cpus_auto: false,
             cpu_latency_us: None,
+            marks: Default::default(),
         }
     }
 }
 
 impl Execution {
     fn check(&self) -> Result<(), SpecError> {
+        self.marks.check()?;
         if let Some(us) = self.cpu_latency_us {
             if us > i32::MAX as u32 {
                 return refuse("--cpu-latency-us", format!("{us} is above {}", i32::MAX));

@@ -35,8 +35,30 @@ pub struct Stall {
 pub const MAX_BUSY_POLL_US: u32 = 10_000;
 
 /// Bytes at an answer's start (after a UDP answer's echoed header) that carry the echo's
-/// figures with `--stages`: `sonde_engine::stamps::FIGURE_BYTES`.
+/// figures with `--stages`: `sonde_engine::kstamps::FIGURE_BYTES`.
 pub const STAGE_FIGURE_BYTES: u32 = 28;
+
+/// Sampled stages: at most one message in this many is stamped.
+pub const MAX_STAGE_EVERY: u32 = 1 << 16;
+
+/// The default sampling of a closed loop (`bench/stages_cost.py`: its cost within the
+/// noise of stages off at ping and rpc -C 32 rates, BENCHMARKS.md), and the messages a
+/// paced run keeps split at least, so that a stage's P99 rests on tens of messages.
+pub const DEFAULT_STAGE_EVERY: u32 = 16;
+pub const LEAST_SPLIT: f64 = 2_000.0;
+
+/// One message in how many a run stamps by default: [`DEFAULT_STAGE_EVERY`] in a closed
+/// loop (tens of thousands of messages a second here), fewer in a paced run so that it
+/// still splits [`LEAST_SPLIT`] messages or all of them (a load's pings at 100/s: all).
+pub fn default_stage_every(rate_per_s: Option<f64>, duration_ms: u64) -> u32 {
+    match rate_per_s {
+        None => DEFAULT_STAGE_EVERY,
+        Some(r) => {
+            let messages = r * duration_ms as f64 / 1e3;
+            ((messages / LEAST_SPLIT).floor() as u32).clamp(1, DEFAULT_STAGE_EVERY)
+        }
+    }
+}
 
 /// Longest `--self-noise` run: a minute.
 pub const MAX_SELF_NOISE_MS: u64 = 60_000;
@@ -78,6 +100,10 @@ pub struct RrSpec {
     /// Split each round trip into stages from both ends' kernel timestamps (`--stages`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stages: bool,
+    /// With stages: one message in this many stamped at both ends (`--stages` sampled,
+    /// the default; 1 with `--stages all`). Absent (a previous build's spec): every one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_every: Option<u32>,
     /// Test-only: the echo tells its arrival stamps this many ns off (a clock off by as
     /// much), to prove the one-way offset is found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +132,7 @@ impl Default for RrSpec {
             server_clock_shift_ns: None,
             self_noise_ms: None,
             stages: false,
+            stage_every: None,
         }
     }
 }
@@ -198,11 +225,22 @@ impl RrSpec {
         Ok(())
     }
 
+    /// With stages, one message in this many is stamped (1: every one).
+    pub fn stage_every(&self) -> u32 {
+        self.stage_every.unwrap_or(1).max(1)
+    }
+
     /// Answers with stages need room for the echo's figures, after what a UDP answer
     /// echoes (the engine that takes them refuses what it cannot run: `kind::refuse`).
     fn check_stages(&self) -> Result<(), SpecError> {
         if !self.stages {
             return Ok(());
+        }
+        if let Some(n) = self.stage_every.filter(|&n| n == 0 || n > MAX_STAGE_EVERY) {
+            return refuse(
+                "--stages",
+                format!("one message in {n} is not in 1..={MAX_STAGE_EVERY}"),
+            );
         }
         let least = match self.transport {
             Transport::Tcp => STAGE_FIGURE_BYTES,
@@ -254,6 +292,31 @@ impl RrSpec {
 mod tests {
     use super::super::{assert_refused, with, TestSpec};
     use super::*;
+
+    /// A previous build's spec has no sampling: its stages are every message's; a spec
+    /// with sampling keeps it across the wire.
+    #[test]
+    fn a_spec_without_sampling_stamps_every_message() {
+        let mut old = serde_json::to_value(RrSpec {
+            stages: true,
+            ..RrSpec::default()
+        })
+        .unwrap();
+        old.as_object_mut().unwrap().remove("stage_every");
+        let back: RrSpec = serde_json::from_value(old).unwrap();
+        assert_eq!((back.stages, back.stage_every()), (true, 1));
+        let new = RrSpec {
+            stages: true,
+            stage_every: Some(16),
+            ..RrSpec::default()
+        };
+        let back: RrSpec = serde_json::from_value(serde_json::to_value(&new).unwrap()).unwrap();
+        assert_eq!(back.stage_every(), 16);
+        assert_eq!(default_stage_every(None, 10_000), DEFAULT_STAGE_EVERY);
+        assert_eq!(default_stage_every(Some(100.0), 10_000), 1);
+        assert_eq!(default_stage_every(Some(1_000.0), 10_000), 5);
+        assert_eq!(default_stage_every(Some(1e6), 10_000), DEFAULT_STAGE_EVERY);
+    }
 
     #[test]
     fn rr_refusals_name_the_flag() {
@@ -309,6 +372,13 @@ mod tests {
             ),
             (with(&|s| s.busy_poll_us = Some(10_001)), "--busy-poll-us"),
             (with(&|s| s.self_noise_ms = Some(0)), "--self-noise"),
+            (
+                with(&|s| {
+                    s.stages = true;
+                    s.stage_every = Some(0)
+                }),
+                "--stages",
+            ),
             (
                 with(&|s| {
                     s.stages = true;

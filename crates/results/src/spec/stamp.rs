@@ -59,6 +59,7 @@ impl StampSpec {
 
     pub fn validate(&self) -> Result<(), SpecError> {
         self.timing.check()?;
+        self.execution.marks.check()?;
         if !(self.rate_per_s.is_finite() && self.rate_per_s > 0.0 && self.rate_per_s <= 1e6) {
             return refuse(
                 "--rate",

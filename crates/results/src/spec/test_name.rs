@@ -14,11 +14,12 @@ pub enum TestName {
     Load,
     Watch,
     Stamp,
+    Rpm,
 }
 
 impl TestName {
     /// Every test, in the order reports list them.
-    pub const ALL: [TestName; 7] = [
+    pub const ALL: [TestName; 8] = [
         TestName::Stream,
         TestName::Ping,
         TestName::Rpc,
@@ -26,6 +27,7 @@ impl TestName {
         TestName::Load,
         TestName::Watch,
         TestName::Stamp,
+        TestName::Rpm,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -37,6 +39,7 @@ impl TestName {
             TestName::Load => "load",
             TestName::Watch => "watch",
             TestName::Stamp => "stamp",
+            TestName::Rpm => "rpm",
         }
     }
 }

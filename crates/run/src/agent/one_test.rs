@@ -292,6 +292,8 @@ fn open(
     shared: &Shared,
 ) -> Result<Box<dyn Side>, TestError> {
     let peer = to.ip;
+    // --control-dscp, on this end of the control connection too (best effort).
+    let _ = sonde_engine::marks::set_tos_if(conn.link.fd(), spec.execution().marks.control_tos());
     let mut probe = HostProbe::for_peer(peer);
     if let Err(e) = kind::hold_cpu_latency(&mut probe, spec) {
         let message = e.to_string();

@@ -36,6 +36,8 @@ pub fn run_test(
     let prelude = kind.prelude(&spec, kind::ClientAt::Here);
     let mut run = Running::new(session(req, &spec, addr), addr, live);
     let (mut link, h) = super::busy::until_served(addr, interrupt, |mut link| {
+        // --control-dscp: best effort, a control connection is never refused for it.
+        let _ = sonde_engine::marks::set_tos_if(link.fd(), spec.execution().marks.control_tos());
         run.renew(session(req, &spec, addr));
         let h = run.handshake(&mut link, interrupt)?;
         Ok((link, h))

@@ -39,8 +39,13 @@ pub(crate) fn connect_data(
     Ok((s, notes))
 }
 
-/// One UDP socket bound to an ephemeral port and connected to `addr`.
-pub(crate) fn connect_udp(addr: SocketAddr, index: u32) -> Result<std::net::UdpSocket, OpenError> {
+/// One UDP socket bound to an ephemeral port and connected to `addr`, its packets marked
+/// `tos` when asked (`--dscp`, `--ecn`).
+pub(crate) fn connect_udp(
+    addr: SocketAddr,
+    index: u32,
+    tos: Option<u8>,
+) -> Result<std::net::UdpSocket, OpenError> {
     let err = |source| OpenError::Data {
         index,
         addr,
@@ -48,5 +53,7 @@ pub(crate) fn connect_udp(addr: SocketAddr, index: u32) -> Result<std::net::UdpS
     };
     let s = std::net::UdpSocket::bind(any_of(addr)).map_err(err)?;
     s.connect(addr).map_err(err)?;
+    use std::os::fd::AsRawFd;
+    sonde_engine::marks::set_tos_if(s.as_raw_fd(), tos).map_err(err)?;
     Ok(s)
 }

@@ -138,7 +138,27 @@ pub fn check_engine(spec: &TestSpec) -> Result<(), SpecError> {
 /// What of `spec` its engine does not run, naming the flag: each engine's own options and
 /// refusals, from its kind's table.
 pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
+    refuse_marks(spec)?;
     listing(spec).map_or(Ok(()), |l| (l.refuse)(spec))
+}
+
+/// `--dscp`/`--ecn` are set through the sockets' IP_TOS: an engine that writes its own
+/// frames (AF_XDP, DPDK) does not set them yet, and says so rather than send unmarked.
+fn refuse_marks(spec: &TestSpec) -> Result<(), SpecError> {
+    let ex = spec.execution();
+    let frames = matches!(ex.engine, Engine::Xdp | Engine::Dpdk) && !ex.engine_auto;
+    match (ex.marks.dscp, ex.marks.ecn) {
+        (Some(_), _) if frames => Err(marks_refused("--dscp", ex.engine)),
+        (_, Some(_)) if frames => Err(marks_refused("--ecn", ex.engine)),
+        _ => Ok(()),
+    }
+}
+
+fn marks_refused(flag: &'static str, engine: Engine) -> SpecError {
+    SpecError {
+        flag,
+        reason: format!("the {engine} engine writes its own frames and does not mark them yet: use --engine kernel"),
+    }
 }
 
 /// Refuses an engine the spec's kind does not have in this build, naming `--engine` (and

@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sonde_engine::stamps::datagram;
+use sonde_engine::kstamps::datagram;
 
 pub use config::{MeshConfig, ANSWERS_PER_RATE, MIN_REFRESH, SETTLE_TIMEOUTS};
 pub use peers::{parse_file, Peer, Source};

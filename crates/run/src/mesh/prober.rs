@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sonde_engine::stamps::batch::Batch;
+use sonde_engine::kstamps::batch::Batch;
 use sonde_proto::stamp::{
     tlv, ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat, Timestamp,
 };

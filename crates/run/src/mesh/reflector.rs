@@ -169,6 +169,7 @@ impl Reflector {
                 method_out: TimestampMethod::Software,
             },
             boot_id: self.boot_id,
+            tos: None,
         };
         // The answer under this agent's own key for the address it leaves from.
         let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));

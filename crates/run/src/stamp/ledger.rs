@@ -8,6 +8,7 @@ use sonde_proto::stamp::{
 };
 use sonde_results::document::stamp::{ReflectorClock, StampInterval};
 use sonde_results::latency::{new_histogram, LatencySummary};
+use sonde_results::marks::Fate;
 use sonde_results::oneway::{Exchange, OneWayTally};
 
 /// One answer as it arrived.
@@ -21,6 +22,8 @@ pub struct Arrival {
     pub info: Option<TimestampInfo>,
     /// The reflector's boot id (a sonde reflector's Boot ID TLV, signed when authenticated).
     pub boot_id: Option<[u8; 16]>,
+    /// Each direction's (sent, arrived) TOS bytes, where known (`super::marks`).
+    pub marks: super::marks::Directions,
 }
 
 /// Loss split by direction against a stateful reflector: up to the last answer (by the
@@ -71,6 +74,8 @@ pub struct Ledger {
     pub reflector_boot: Option<[u8; 16]>,
     /// TAI less UTC, for a reflector sending PTP timestamps.
     tai_offset_ns: u64,
+    /// What the path did to the marks, each direction, over the run.
+    pub marks: Fate,
 }
 
 impl Ledger {
@@ -99,6 +104,7 @@ impl Ledger {
             clock: ReflectorClock::default(),
             reflector_boot: None,
             tai_offset_ns: tai_offset_s * 1_000_000_000,
+            marks: Fate::default(),
         }
     }
 
@@ -191,6 +197,17 @@ impl Ledger {
         let (iv, h) = &mut self.intervals[self.interval_of[s] as usize];
         iv.received += 1;
         let _ = h.record(rtt);
+        let (forward, reverse) = a.marks;
+        if forward.is_some() || reverse.is_some() {
+            for fate in [&mut self.marks, iv.marks.get_or_insert_with(Fate::default)] {
+                for (way, pair) in [(&mut fate.forward, forward), (&mut fate.reverse, reverse)] {
+                    if let Some((sent, arrived)) = pair {
+                        way.get_or_insert_with(Default::default)
+                            .record(sent, arrived);
+                    }
+                }
+            }
+        }
         self.oneway.record(Exchange {
             at_ns: t1 as i64,
             forward_raw_ns: (t2 - t1) as i64,
@@ -273,6 +290,7 @@ mod tests {
             t4_ns: t1 + 2 * one_way + 5_000,
             info: None,
             boot_id: None,
+            marks: (None, None),
         }
     }
 

@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod guard;
 pub mod ledger;
+pub mod marks;
 pub mod reflector;
 pub mod sender;
 pub mod silence;

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
-use sonde_engine::stamps::now_real;
+use sonde_engine::kstamps::datagram::{enable_arrival, recv_arrival};
+use sonde_engine::kstamps::now_real;
 use sonde_proto::stamp::{
     reflect, Heard, Limits, Mode, Reflection, Refusal, SenderPacket, SessionId, Sessions,
     StampError, StampKey, TimeFormat, Timestamp, TimestampInfo, TimestampMethod,
@@ -203,6 +203,8 @@ struct Loop {
     counts: Arc<ReflectorCounts>,
     buf: Vec<u8>,
     out: Vec<u8>,
+    /// Each answer's TOS, as its request's Class of Service TLV asks.
+    marks: super::marks::AnswerMarks,
 }
 
 impl Loop {
@@ -226,6 +228,7 @@ impl Loop {
             counts,
             buf: vec![0; MAX_PACKET],
             out: vec![0; MAX_PACKET],
+            marks: Default::default(),
         }
     }
 
@@ -303,12 +306,17 @@ impl Loop {
             ttl: got.ttl.unwrap_or(255),
             info,
             boot_id: self.boot_id,
+            tos: got.tos,
         };
         how.transmit = Timestamp::from_unix_ns(now_real(), TimeFormat::Ntp);
         match reflect(request, mode, &how, &mut self.out) {
             // A failed send (a local firewall's drop says EPERM) loses one answer: no
             // back-off, which would hold up every answer behind it.
-            Ok(len) => match socket.send_to(&self.out[..len], got.from) {
+            Ok(len) => match self
+                .marks
+                .before_send(socket.as_raw_fd(), &self.out[mode.base_bytes()..len])
+                .and_then(|()| socket.send_to(&self.out[..len], got.from))
+            {
                 Ok(_) => {
                     count(&self.counts.answered);
                 }

@@ -7,8 +7,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use sonde_engine::stamps::datagram::{enable_arrival, recv_arrival};
-use sonde_engine::stamps::{now_real, ErrQueue, TxPoint};
+use sonde_engine::kstamps::datagram::{enable_arrival, recv_arrival};
+use sonde_engine::kstamps::{now_real, ErrQueue, TxPoint};
 use sonde_proto::stamp::{
     tlv, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat, Timestamp, TimestampInfo,
 };
@@ -20,9 +20,11 @@ use sonde_results::oneway::{claim, resolve, ClockEnd};
 use sonde_results::{Document, StampSpec, TestSpec};
 
 use super::ledger::{split_loss, Arrival, Ledger};
+use super::marks::{directions, put_cos, COS_TLV};
 use super::silence::Silence;
 use crate::controller::SOFTWARE;
 use crate::signals::Interrupt;
+use sonde_results::marks::Marks;
 
 /// Bytes of the Timestamp Information TLV, of the Boot ID TLV (a sonde reflector's boot id:
 /// one host, one clock) and of the HMAC TLV that seals TLVs.
@@ -44,13 +46,19 @@ pub enum StampRunError {
 }
 
 /// The smallest packet of a mode that asks for the reflector's Timestamp Information and
-/// boot id.
-pub fn default_size(authenticated: bool) -> u32 {
-    if authenticated {
-        (sonde_proto::stamp::AUTH_BASE_BYTES + INFO_TLV + BOOT_TLV + HMAC_TLV) as u32
+/// boot id, and with `marks` set, for its Class of Service.
+pub fn default_size(authenticated: bool, marks: Marks) -> u32 {
+    let cos = if marks.data_tos().is_some() {
+        COS_TLV
     } else {
-        (sonde_proto::stamp::BASE_BYTES + INFO_TLV + BOOT_TLV) as u32
-    }
+        0
+    };
+    let base = if authenticated {
+        sonde_proto::stamp::AUTH_BASE_BYTES + INFO_TLV + BOOT_TLV + HMAC_TLV
+    } else {
+        sonde_proto::stamp::BASE_BYTES + INFO_TLV + BOOT_TLV
+    };
+    (base + cos) as u32
 }
 
 /// Runs `spec` against its reflector; `key` in authenticated mode.
@@ -90,9 +98,11 @@ pub fn run_to(
     let socket = UdpSocket::bind(bind).map_err(sock_err)?;
     socket.connect(addr).map_err(sock_err)?;
     enable_arrival(socket.as_raw_fd(), addr.is_ipv6()).map_err(sock_err)?;
+    let tos = spec.execution.marks.data_tos();
+    sonde_engine::marks::set_tos_if(socket.as_raw_fd(), tos).map_err(sock_err)?;
     // Send stamps too, numbered per datagram from here: T1 is when the packet reached
     // the driver, not when this thread read the clock to write it.
-    sonde_engine::stamps::enable(socket.as_raw_fd()).map_err(sock_err)?;
+    sonde_engine::kstamps::enable(socket.as_raw_fd()).map_err(sock_err)?;
     let started_at = crate::controller::now_rfc3339();
     let host =
         sonde_probe::hostwatch::describe(&sonde_probe::hostwatch::HostProbe::for_peer(addr.ip()));
@@ -113,6 +123,7 @@ pub fn run_to(
         fd,
         buf: vec![0u8; sonde_results::spec::STAMP_MAX_BYTES as usize + 1],
         mode,
+        tos,
         errq: ErrQueue::default(),
         sent_ids: Vec::with_capacity(packets),
         unreachable: Unreachable::default(),
@@ -139,7 +150,7 @@ pub fn run_to(
             estimate,
             ssid: spec.ssid,
         };
-        fill(&mut packet, &p, mode);
+        fill(&mut packet, &p, mode, tos);
         // An ICMP error for an earlier packet fails this send (and is cleared by it): it
         // is counted, and the packet sent again once.
         let went = match socket.send(&packet) {
@@ -231,9 +242,10 @@ pub(crate) fn tai_offset_s() -> u64 {
     }
 }
 
-/// Writes the test packet `p` over `out`: the base, then the TLVs that fit (Timestamp
-/// Information, Extra Padding for the rest, the HMAC TLV last in authenticated mode).
-pub fn fill(out: &mut [u8], p: &SenderPacket, mode: Mode) {
+/// Writes the test packet `p` over `out`: the base, then the TLVs that fit (Class of
+/// Service asking for `tos` when marked, Timestamp Information, Extra Padding for the
+/// rest, the HMAC TLV last in authenticated mode).
+pub fn fill(out: &mut [u8], p: &SenderPacket, mode: Mode, tos: Option<u8>) {
     out.fill(0);
     p.write(mode, out)
         .expect("the spec's size holds the base packet");
@@ -244,12 +256,16 @@ pub fn fill(out: &mut [u8], p: &SenderPacket, mode: Mode) {
         return;
     }
     let body = area.len() - seal;
-    // 1 to 3 bytes after the Timestamp Information TLV could hold no TLV: padding then.
-    let info = body >= INFO_TLV && !(1..tlv::HEADER_BYTES).contains(&(body - INFO_TLV));
+    // 1 to 3 bytes after a TLV could hold no TLV: padding then.
+    let fits =
+        |room: usize, need: usize| room >= need && !(1..tlv::HEADER_BYTES).contains(&(room - need));
     let mut at = 0;
-    if info {
-        tlv::put(area, tlv::TYPE_TIMESTAMP_INFO, 4).expect("room checked");
-        at = INFO_TLV;
+    if let Some(t) = tos.filter(|_| fits(body, COS_TLV)) {
+        at = put_cos(area, t);
+    }
+    if fits(body - at, INFO_TLV) {
+        tlv::put(&mut area[at..], tlv::TYPE_TIMESTAMP_INFO, 4).expect("room checked");
+        at += INFO_TLV;
     }
     let rest = body - at;
     if rest >= BOOT_TLV && !(1..tlv::HEADER_BYTES).contains(&(rest - BOOT_TLV)) {
@@ -268,10 +284,13 @@ pub fn fill(out: &mut [u8], p: &SenderPacket, mode: Mode) {
 /// authenticated, only under the answer's good HMAC TLV (a party on the path could
 /// otherwise claim one clock, bound 0, for any pair).
 fn boot_id_of(area: &[u8], mode: Mode, seq: u32) -> Option<[u8; tlv::BOOT_ID_BYTES]> {
-    let signed = mode
-        .key()
-        .is_none_or(|k| tlv::check_hmac(area, k, seq) == Some(true));
-    tlv::find_boot_id(area).filter(|_| signed)
+    tlv::find_boot_id(area).filter(|_| signed(area, mode, seq))
+}
+
+/// An answer's TLVs are the reflector's: unauthenticated, or under a good HMAC TLV.
+fn signed(area: &[u8], mode: Mode, seq: u32) -> bool {
+    mode.key()
+        .is_none_or(|k| tlv::check_hmac(area, k, seq) == Some(true))
 }
 
 /// What reads the socket: answers, and the kernel's stamps of our sends.
@@ -279,6 +298,8 @@ struct Receiver<'k> {
     fd: i32,
     buf: Vec<u8>,
     mode: Mode<'k>,
+    /// The TOS byte our packets leave with, when marked.
+    tos: Option<u8>,
     errq: ErrQueue,
     /// The sequence number of each datagram sent, by the kernel's id of it (`OPT_ID`
     /// counts the socket's datagrams from 0).
@@ -340,12 +361,19 @@ impl Receiver<'_> {
                     let area = buf.get(self.mode.base_bytes()..).unwrap_or_default();
                     let info = TimestampInfo::find(area);
                     let boot_id = boot_id_of(area, self.mode, packet.seq);
+                    let marks = match self.tos {
+                        Some(sent) if signed(area, self.mode, packet.seq) => {
+                            directions(area, sent, got.tos)
+                        }
+                        _ => (None, None),
+                    };
                     ledger.on_answer(&Arrival {
                         packet,
                         len,
                         t4_ns: t4,
                         info,
                         boot_id,
+                        marks,
                     });
                     self.last_answer = Some(Instant::now());
                 }
@@ -475,6 +503,7 @@ fn end_of(
         port_unreachable: icmp.port,
         host_unreachable: icmp.host,
         no_answer: no_answer(sent, l.received, l.rejected, icmp),
+        marks: (!l.marks.is_empty()).then(|| Box::new(l.marks.clone())),
         notes,
     }
 }
@@ -510,9 +539,12 @@ mod tests {
             (Mode::Unauthenticated, 44),
             (Mode::Authenticated(&key), 112),
         ] {
-            for len in (base..base + 64).filter(|&l| l == base || l >= base + 4) {
+            for (len, tos) in (base..base + 64)
+                .filter(|&l| l == base || l >= base + 4)
+                .flat_map(|l| [(l, None), (l, Some(0xb9))])
+            {
                 let mut out = vec![0xffu8; len];
-                fill(&mut out, &p, mode);
+                fill(&mut out, &p, mode, tos);
                 assert_eq!(SenderPacket::read(&out, mode).unwrap(), p, "{len}");
                 let area = &out[base..];
                 assert!(tlv::iter(area).all(|t| t.is_ok()), "{len}: {area:?}");
@@ -522,10 +554,22 @@ mod tests {
                     assert_eq!(sealed.is_some(), len >= base + 28, "{len}");
                 }
             }
-            let mut out = vec![0u8; default_size(mode.key().is_some()) as usize];
-            fill(&mut out, &p, mode);
+            let mut out = vec![0u8; default_size(mode.key().is_some(), Marks::default()) as usize];
+            fill(&mut out, &p, mode, None);
             let kinds: Vec<u8> = tlv::iter(&out[base..]).map(|t| t.unwrap().kind).collect();
             assert!(kinds.contains(&tlv::TYPE_TIMESTAMP_INFO), "{kinds:?}");
+            let marked = Marks {
+                ecn: Some(sonde_results::marks::Ecn::Ect1),
+                ..Default::default()
+            };
+            let mut out = vec![0u8; default_size(mode.key().is_some(), marked) as usize];
+            fill(&mut out, &p, mode, marked.data_tos());
+            let kinds: Vec<u8> = tlv::iter(&out[base..]).map(|t| t.unwrap().kind).collect();
+            assert_eq!(
+                &kinds[..3],
+                [4, 3, 253],
+                "CoS, Timestamp Information, Boot ID"
+            );
             assert!(kinds.contains(&tlv::TYPE_BOOT_ID), "{kinds:?}");
         }
     }

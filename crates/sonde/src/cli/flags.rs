@@ -110,6 +110,8 @@ pub struct ExecutionArgs {
     /// Needs root on each side.
     #[arg(long, value_name = "US")]
     pub cpu_latency_us: Option<u32>,
+    #[command(flatten)]
+    pub marks: super::marks::MarksArgs,
 }
 
 impl ExecutionArgs {
@@ -124,6 +126,7 @@ impl ExecutionArgs {
             server_cpus,
             server_cpus_auto,
             cpu_latency_us: self.cpu_latency_us,
+            marks: self.marks.marks(),
         }
     }
 }

@@ -41,10 +41,11 @@ pub struct LoadArgs {
     /// Bytes of each ping request and response.
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     pub ping_size: u32,
-    /// Split each ping's round trips into stages from both ends' kernel timestamps: says
-    /// which stage the load's added latency is in.
-    #[arg(long)]
-    pub stages: bool,
+    /// Split the pings' round trips into stages from both ends' kernel timestamps: says
+    /// which stage the load's added latency is in. On by default (every ping at the
+    /// default rate; a faster ping keeps 2,000 split); `off`, `all` or `N` (one in N).
+    #[arg(long, num_args = 0..=1, default_missing_value = "sampled", value_parser = super::rr::parse_stages, value_name = "WHICH")]
+    pub stages: Option<super::rr::StagesChoice>,
     /// What loads the path.
     #[arg(
         long = "load",
@@ -112,14 +113,27 @@ impl LoadArgs {
                 ..RrSpec::default()
             }),
         };
-        let spec = LoadSpec {
+        use super::rr::StagesChoice;
+        let mut spec = LoadSpec {
             phases: self.phases(),
             ping_rate_per_s: self.ping_rate,
             ping_bytes: self.ping_size,
-            ping_stages: self.stages,
+            ping_stages: self.stages != Some(StagesChoice::Off),
+            ping_stage_every: match self.stages {
+                Some(StagesChoice::All) => Some(1),
+                Some(StagesChoice::Every(n)) => Some(n),
+                _ => None,
+            },
             load: Box::new(checked(load)?),
         };
-        spec.validate()?;
+        // By default, without stages when the pings have no room for the echo's figures.
+        match spec.validate() {
+            Err(e) if e.flag == "--stages" && self.stages.is_none() => {
+                spec.ping_stages = false;
+                spec.validate()?;
+            }
+            r => r?,
+        }
         Ok(spec)
     }
 

@@ -4,8 +4,10 @@
 
 mod flags;
 mod load;
+mod marks;
 mod mesh;
 mod pps;
+pub mod rpm;
 mod rr;
 mod serve;
 mod stamp;
@@ -66,6 +68,9 @@ pub enum Command {
     /// STAMP (RFC 8762/8972) to any reflector (routers, other agents' `serve --stamp`):
     /// round trips, each direction's delay ± bound, loss each way, reordering.
     Stamp(StampArgs),
+    /// Responsiveness under working conditions (IETF IPPM draft) against any test endpoint
+    /// (Apple's, Cloudflare's, `serve --rpm`): RPM, foreign and self probes, each part.
+    Rpm(rpm::RpmArgs),
     /// What this host is: CPU layout and NUMA, NICs and queues, settings, recommendations.
     Host(HostArgs),
     /// This host's clock as a one-way delay needs it: the kernel's NTP state, chrony's
@@ -100,7 +105,7 @@ impl Command {
     /// commands (and `watch`, which is planned on this host: [`WatchArgs::plan`]).
     pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
         Some(match self {
-            Command::Stream(a) => a.spec().map(|s| Plan::Tests(vec![s])),
+            Command::Stream(a) => a.plan(),
             Command::Ping(a) => a.specs().map(Plan::Tests),
             Command::Rpc(a) => a.specs().map(Plan::Tests),
             Command::Pps(a) => a.plan(),
@@ -346,6 +351,9 @@ pub struct LabArgs {
     /// Measured time of each measurement.
     #[arg(short = 't', long, default_value = "5", value_parser = parse_duration_ms, value_name = "SECS")]
     pub duration: u64,
+    /// Warm-up before each measurement's measured window [default: each test's own, 1 s].
+    #[arg(long, value_parser = parse_duration_ms, value_name = "SECS")]
+    pub warmup: Option<u64>,
     /// Keep each measurement's result document in DIR.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,

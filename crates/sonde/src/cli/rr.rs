@@ -3,6 +3,7 @@
 
 use super::flags::{parse_poll, PollChoice};
 use clap::Args;
+use sonde_results::spec::default_stage_every;
 use sonde_results::{Engine, RrSpec, SpecError, Stall, TestSpec, Transport};
 use sonde_run::build::checked;
 
@@ -31,10 +32,12 @@ pub struct RrCommon {
     /// this process over a Unix socket pair, no network (--self-noise=SECS).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "1", value_parser = parse_duration_ms, value_name = "SECS")]
     pub self_noise: Option<u64>,
-    /// Split each round trip into stages from both ends' kernel timestamps (send stack,
-    /// qdisc, outside the hosts, the echo's wake-up, turnaround and send, receive wake-up).
-    #[arg(long)]
-    pub stages: bool,
+    /// Split round trips into stages from both ends' kernel timestamps (send stack, qdisc,
+    /// outside the hosts, the echo's wake-up, turnaround and send, receive wake-up): on by
+    /// default for one message in N (16 in a closed loop; a paced run keeps 2,000 split or
+    /// all), `all` for every message, `off`, or `N` for one in N.
+    #[arg(long, num_args = 0..=1, default_missing_value = "sampled", value_parser = parse_stages, value_name = "WHICH")]
+    pub stages: Option<StagesChoice>,
     #[command(flatten)]
     pub output: OutputArgs,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
@@ -109,6 +112,61 @@ pub struct RpcArgs {
     pub crr: bool,
 }
 
+/// Which messages `--stages` splits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StagesChoice {
+    /// One in the default N ([`default_stage_every`]).
+    Sampled,
+    All,
+    Off,
+    /// One message in N.
+    Every(u32),
+}
+
+pub fn parse_stages(s: &str) -> Result<StagesChoice, String> {
+    match s {
+        "sampled" | "on" => Ok(StagesChoice::Sampled),
+        "all" => Ok(StagesChoice::All),
+        "off" => Ok(StagesChoice::Off),
+        n => match n.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(StagesChoice::Every(n)),
+            _ => Err(format!(
+                "'{n}' is not sampled, all, off or a number N >= 1 (one message in N)"
+            )),
+        },
+    }
+}
+
+impl StagesChoice {
+    /// Sets `spec`'s stages as chosen (`None`: the default, sampled).
+    pub fn apply(choice: Option<StagesChoice>, spec: &mut RrSpec) {
+        let every = match choice.unwrap_or(StagesChoice::Sampled) {
+            StagesChoice::Off => None,
+            StagesChoice::All => Some(1),
+            StagesChoice::Every(n) => Some(n),
+            StagesChoice::Sampled => Some(default_stage_every(
+                spec.rate_per_s,
+                spec.timing.duration_ms,
+            )),
+        };
+        spec.stages = every.is_some();
+        spec.stage_every = every;
+    }
+}
+
+/// `make`'s spec with the stages chosen; by default (no `--stages`), without them when
+/// this spec cannot take them (an answer with no room for the echo's figures, a new
+/// connection per request, AF_XDP), as before stages were on by default.
+fn staged(
+    choice: Option<StagesChoice>,
+    make: impl Fn(Option<StagesChoice>) -> Result<TestSpec, SpecError>,
+) -> Result<TestSpec, SpecError> {
+    match (choice, make(choice)) {
+        (None, Err(e)) if e.flag == "--stages" => make(Some(StagesChoice::Off)),
+        (_, r) => r,
+    }
+}
+
 fn parse_stall(s: &str) -> Result<Stall, String> {
     let (a, b) = s.split_once(':').ok_or("expected AFTER_MS:STALL_MS")?;
     Ok(Stall {
@@ -144,7 +202,6 @@ impl RrCommon {
                     server_stall: self.server_stall,
                     server_clock_shift_ns: self.server_clock_shift_ns,
                     self_noise_ms: self.self_noise,
-                    stages: self.stages,
                     ..Default::default()
                 })
             })
@@ -155,18 +212,21 @@ impl RrCommon {
 impl PingArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
         self.common.specs(self.udp, |base| {
-            let spec = RrSpec {
-                request_bytes: self.msg_size,
-                response_bytes: self.msg_size,
-                rate_per_s: self.rate,
-                ..base
-            };
-            // Both sizes come from -m here, so that is the flag to name.
-            checked(TestSpec::Ping(spec)).map_err(|mut e| {
-                if e.flag == "--req-size" || e.flag == "--resp-size" {
-                    e.flag = "--msg-size";
-                }
-                e
+            staged(self.common.stages, |choice| {
+                let mut spec = RrSpec {
+                    request_bytes: self.msg_size,
+                    response_bytes: self.msg_size,
+                    rate_per_s: self.rate,
+                    ..base.clone()
+                };
+                StagesChoice::apply(choice, &mut spec);
+                // Both sizes come from -m here, so that is the flag to name.
+                checked(TestSpec::Ping(spec)).map_err(|mut e| {
+                    if e.flag == "--req-size" || e.flag == "--resp-size" {
+                        e.flag = "--msg-size";
+                    }
+                    e
+                })
             })
         })
     }
@@ -175,18 +235,22 @@ impl PingArgs {
 impl RpcArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
         self.common.specs(self.udp, |base| {
-            checked(TestSpec::Rpc(RrSpec {
-                connections: self.connections,
-                window: self.window,
-                request_bytes: self.msg_size.unwrap_or(self.req_size),
-                response_bytes: self.msg_size.unwrap_or(self.resp_size),
-                client_threads: self.threads,
-                server_threads: self.server_threads,
-                rate_per_s: self.rate,
-                open_loop: self.rate.is_some(),
-                connect_per_request: self.crr,
-                ..base
-            }))
+            staged(self.common.stages, |choice| {
+                let mut spec = RrSpec {
+                    connections: self.connections,
+                    window: self.window,
+                    request_bytes: self.msg_size.unwrap_or(self.req_size),
+                    response_bytes: self.msg_size.unwrap_or(self.resp_size),
+                    client_threads: self.threads,
+                    server_threads: self.server_threads,
+                    rate_per_s: self.rate,
+                    open_loop: self.rate.is_some(),
+                    connect_per_request: self.crr,
+                    ..base.clone()
+                };
+                StagesChoice::apply(choice, &mut spec);
+                checked(TestSpec::Rpc(spec))
+            })
         })
     }
 }

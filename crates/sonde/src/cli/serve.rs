@@ -134,11 +134,21 @@ pub struct ServeArgs {
     /// else the file's bytes, at least 16; owner-only, as --key-file.
     #[arg(long, value_name = "FILE", requires = "stamp")]
     pub stamp_key_file: Option<PathBuf>,
+    /// Also answer `iperf3 -c` on TCP [ADDR:]PORT (5201 is iperf3's; a bare port listens
+    /// on every IPv4 address), one test at a time, within this agent's limits.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_stamp_bind)]
+    pub iperf3: Option<std::net::SocketAddr>,
+    /// Networks whose iperf3 clients are served besides loopback, CIDR (comma list,
+    /// repeatable). None by default: loopback only.
+    #[arg(long, value_delimiter = ',', value_name = "CIDR", requires = "iperf3")]
+    pub iperf3_allow: Vec<sonde_run::stamp::Cidr>,
     /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
     #[arg(long, hide = true)]
     pub test_hooks: bool,
     #[command(flatten)]
     pub mesh: super::mesh::MeshArgs,
+    #[command(flatten)]
+    pub rpm: Box<super::rpm::RpmServeArgs>,
 }
 
 impl ServeArgs {
@@ -194,6 +204,16 @@ impl ServeArgs {
             key,
             stateful: self.stamp_stateful,
         }))
+    }
+
+    /// The iperf3 server these flags ask for, under the agent's limits.
+    pub fn iperf3(&self, config: &agent::ServeConfig) -> Option<sonde_run::iperf3::Iperf3Config> {
+        Some(sonde_run::iperf3::Iperf3Config {
+            bind: self.iperf3?,
+            allow: self.iperf3_allow.clone(),
+            limits: config.limits.clone(),
+            command: config.command.clone(),
+        })
     }
 
     pub fn allowed(&self) -> Allowed {

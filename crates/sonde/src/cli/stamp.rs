@@ -61,6 +61,8 @@ pub struct StampArgs {
     #[arg(long, value_name = "FILE", env = "SONDE_KEY_FILE")]
     pub key_file: Option<PathBuf>,
     #[command(flatten)]
+    pub marks: super::marks::MarksArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -138,9 +140,9 @@ impl StampArgs {
             port,
             rate_per_s: self.rate,
             count: self.count,
-            packet_bytes: self
-                .size
-                .unwrap_or_else(|| sonde_run::stamp::sender::default_size(authenticated)),
+            packet_bytes: self.size.unwrap_or_else(|| {
+                sonde_run::stamp::sender::default_size(authenticated, self.marks.marks())
+            }),
             authenticated,
             stateful: self.stateful,
             ssid: self.ssid,
@@ -151,7 +153,10 @@ impl StampArgs {
                 cooldown_ms: 0,
                 interval_ms: self.interval,
             },
-            execution: Default::default(),
+            execution: sonde_results::Execution {
+                marks: self.marks.marks(),
+                ..Default::default()
+            },
         };
         spec.validate()?;
         Ok(spec)

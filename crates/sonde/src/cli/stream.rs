@@ -3,6 +3,7 @@
 use clap::Args;
 use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
 use sonde_run::build::checked;
+use sonde_run::measure::Plan;
 
 use super::flags::{
     parse_bits, parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs,
@@ -60,6 +61,10 @@ pub struct StreamArgs {
     /// Send without copying (io_uring send_zc; --engine uring, --buffer 16K or more).
     #[arg(long)]
     pub zerocopy: bool,
+    /// HOST runs `iperf3 -s`, not `sonde serve`: speak iperf3's protocol to it (port 5201
+    /// unless -p names another); --warmup is its omit and no cool-down runs. Whole seconds.
+    #[arg(long, conflicts_with = "from")]
+    pub iperf3: bool,
     #[command(flatten)]
     pub execution: ExecutionArgs,
     #[command(flatten)]
@@ -67,6 +72,18 @@ pub struct StreamArgs {
 }
 
 impl StreamArgs {
+    /// What to measure: a test against an agent, or against an iperf3 server.
+    pub fn plan(&self) -> Result<Plan, SpecError> {
+        if !self.iperf3 {
+            return self.spec().map(|s| Plan::Tests(vec![s]));
+        }
+        let mut spec = self.spec()?;
+        if let TestSpec::Stream(s) = &mut spec {
+            s.timing.cooldown_ms = 0;
+        }
+        Ok(Plan::Iperf3(spec))
+    }
+
     /// The flags as a validated spec, the direction chosen from `--reverse` and `--bidir`.
     pub fn spec(&self) -> Result<TestSpec, SpecError> {
         checked(TestSpec::Stream(StreamSpec {

@@ -13,6 +13,7 @@ pub mod metrics_monitor;
 pub mod planted;
 pub mod prometheus;
 pub mod rogue;
+pub mod rpm_end;
 pub mod stages;
 pub mod stamp_lab;
 pub mod stamp_rogue;

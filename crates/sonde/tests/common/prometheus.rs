@@ -68,7 +68,7 @@ impl Prometheus {
                 return r;
             }
             assert!(began.elapsed() < limit, "{promql}: {r:#?} after {limit:?}");
-            std::thread::sleep(Duration::from_millis(500));
+            std::thread::sleep(Duration::from_millis(250));
         }
     }
 }

@@ -32,8 +32,13 @@ pub fn staged_test(lab: &Lab, agent: &Agent, test: &str, extra: &[&str]) -> Valu
 }
 
 fn staged_run(lab: &Lab, agent: &Agent, test: &str, secs: &str, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "--stages",
+    // Sampled, the default, unless `extra` says which.
+    let which: &[&str] = match extra.contains(&"--stages") {
+        true => &[],
+        false => &["--stages"],
+    };
+    let mut args = which.to_vec();
+    args.extend_from_slice(&[
         "-t",
         secs,
         "--warmup",
@@ -45,7 +50,7 @@ fn staged_run(lab: &Lab, agent: &Agent, test: &str, secs: &str, extra: &[&str]) 
         "--server-cpus",
         "1",
         "--json",
-    ];
+    ]);
     args.extend_from_slice(extra);
     doc_of(&run(lab.sonde(agent, test, &args)))
 }
@@ -54,7 +59,12 @@ fn staged_run(lab: &Lab, agent: &Agent, test: &str, secs: &str, extra: &[&str]) 
 pub fn stage(doc: &Value, name: &str, q: &str) -> f64 {
     doc["end"]["stages"]["ns"][name][q]
         .as_f64()
-        .unwrap_or_else(|| panic!("no stage {name} {q}: {}", doc["end"]["stages"]))
+        .unwrap_or_else(|| {
+            panic!(
+                "no stage {name} {q}: {} {}",
+                doc["end"]["stages"], doc["end"]
+            )
+        })
 }
 
 /// Every stage's P50 and P99 of `doc`, in microseconds, for a failure's message or the log.

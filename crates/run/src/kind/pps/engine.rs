@@ -54,6 +54,11 @@ pub trait RxEngine: Workers {
     }
     /// Per-flow accounting, and the first error a worker met.
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>);
+    /// Datagrams by the TOS byte they arrived with (over the whole test) and those
+    /// without one, when the spec marks its packets and the engine reads them.
+    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        None
+    }
     /// A DPDK port's own counters, once joined.
     fn port(&self) -> Option<PortCounters> {
         None
@@ -122,5 +127,6 @@ pub fn rx_plan(spec: &PpsSpec, cookie: u32) -> RxPlan {
         poll: poll_of(spec.poll),
         flows: spec.flows as usize,
         cookie,
+        read_tos: spec.execution.marks.data_tos().is_some(),
     }
 }

@@ -107,6 +107,9 @@ impl RxEngine for Group {
     fn foreign(&self) -> u64 {
         self.stage.running().map_or(0, PpsReceiver::foreign)
     }
+    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        self.stage.running().and_then(PpsReceiver::arrived_tos)
+    }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         let w = self.stage.running_mut();
         w.map(PpsReceiver::join).unwrap_or_default()

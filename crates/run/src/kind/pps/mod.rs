@@ -129,7 +129,7 @@ impl TypedKind for Pps {
 
     fn open_client(&self, p: &PpsSpec, to: DataPort) -> OpenResult<dyn ClientEndpoint> {
         let flows = (0..p.flows)
-            .map(|index| super::connect::connect_udp(to.addr, index))
+            .map(|index| super::connect::connect_udp(to.addr, index, p.execution.marks.data_tos()))
             .collect::<Result<_, _>>()?;
         let placement = Placement::new(
             p.tx_threads as usize,

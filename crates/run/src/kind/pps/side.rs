@@ -195,6 +195,7 @@ impl Side for PpsSide {
         let window = self.meter.window(self.count());
         partial |= window.cut;
         let mut notes = std::mem::take(&mut self.notes);
+        let mut marks = None;
         let (per_flow, reordered, duplicated, foreign, socket_drops) = match &mut self.engine {
             Engine::Tx(sender) => {
                 sender.abort();
@@ -209,6 +210,7 @@ impl Side for PpsSide {
             } => {
                 receiver.abort();
                 let foreign = receiver.foreign();
+                marks = arrived_marks(&self.spec, receiver.arrived_tos());
                 let (flows, err) = receiver.join();
                 notes.extend(err);
                 let drops = match receiver.drops() {
@@ -257,6 +259,7 @@ impl Side for PpsSide {
             poll: self.spec.poll.label(),
             port,
             blocked_sends: blocked,
+            marks,
         });
         let window_s = window.seconds();
         let mut result = self
@@ -265,4 +268,19 @@ impl Side for PpsSide {
         result.bypass = bypass;
         result
     }
+}
+
+/// The receiver's arrivals by TOS byte against the TOS the spec sent: the forward
+/// direction's marks over the whole test, when the spec marks its packets.
+fn arrived_marks(
+    spec: &PpsSpec,
+    arrived: Option<(Vec<(u8, u64)>, u64)>,
+) -> Option<sonde_results::marks::DirectionFate> {
+    let sent = spec.execution.marks.data_tos()?;
+    let (seen, _) = arrived?;
+    let mut fate = sonde_results::marks::DirectionFate::default();
+    for (tos, n) in seen {
+        fate.record_n(sent, tos, n);
+    }
+    Some(fate)
 }

@@ -7,9 +7,9 @@ use std::net::{IpAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use sonde_engine::kstamps::StageHists;
 use sonde_engine::rr_client::{ClientPlan, WorkerEnd};
 use sonde_engine::rr_server::ServerPlan;
-use sonde_engine::stamps::StageHists;
 use sonde_engine::Placement;
 use sonde_results::{RrSpec, SpecError};
 
@@ -134,6 +134,7 @@ pub fn client_plan(
         udp_loss_timeout: UDP_LOSS_TIMEOUT,
         sqpoll: spec.sqpoll,
         stages: spec.stages,
+        stage_every: spec.stage_every(),
     }
 }
 
@@ -158,6 +159,7 @@ pub fn server_plan(
         }),
         sqpoll: spec.sqpoll,
         stages: spec.stages,
+        stage_every: spec.stage_every(),
         clock_shift_ns: spec.server_clock_shift_ns.unwrap_or(0),
     }
 }

@@ -28,9 +28,10 @@ impl Named for Kernel {
     }
 }
 
-fn nodelay() -> SocketOptions {
+fn nodelay(r: &RrSpec) -> SocketOptions {
     SocketOptions {
         nodelay: true,
+        tos: r.execution.marks.data_tos(),
         ..Default::default()
     }
 }
@@ -93,7 +94,7 @@ pub(super) fn open_client(
     if r.connect_per_request {
         let target = Target::ConnectPerRequest {
             addr: to.addr,
-            opts: nodelay(),
+            opts: nodelay(r),
             connections: r.connections as usize,
         };
         return Ok(Box::new(Client {
@@ -107,10 +108,13 @@ pub(super) fn open_client(
     for index in 0..r.connections {
         let (sock, mut applied) = match r.transport {
             Transport::Tcp => {
-                let (s, _) = connect_data(to, &nodelay(), index)?;
+                let (s, _) = connect_data(to, &nodelay(r), index)?;
                 (RrSocket::Tcp(s), vec!["TCP_NODELAY".to_string()])
             }
-            Transport::Udp => (RrSocket::Udp(connect_udp(to.addr, index)?), Vec::new()),
+            Transport::Udp => {
+                let tos = r.execution.marks.data_tos();
+                (RrSocket::Udp(connect_udp(to.addr, index, tos)?), Vec::new())
+            }
         };
         applied.extend(busy_poll(r, sock.fd()));
         if index == 0 {
@@ -133,9 +137,13 @@ pub(super) fn open_server(
 ) -> io::Result<Box<dyn EchoEngine>> {
     let addr = SocketAddr::new(ip, 0);
     let at = match r.transport {
-        Transport::Udp => At::Udp(UdpSocket::bind(addr)?),
+        Transport::Udp => {
+            let u = UdpSocket::bind(addr)?;
+            sonde_engine::marks::set_tos_if(u.as_raw_fd(), r.execution.marks.data_tos())?;
+            At::Udp(u)
+        }
         Transport::Tcp => {
-            let (l, _) = sockopt::listen(addr, &nodelay(), r.connections.max(128) as i32)?;
+            let (l, _) = sockopt::listen(addr, &nodelay(r), r.connections.max(128) as i32)?;
             l.set_nonblocking(true)?;
             At::Tcp(l)
         }
@@ -176,7 +184,7 @@ impl RequestEngine for Client {
             w.drain(each)
         }
     }
-    fn drain_stages(&self, each: &mut dyn FnMut(u32, &sonde_engine::stamps::StageHists)) {
+    fn drain_stages(&self, each: &mut dyn FnMut(u32, &sonde_engine::kstamps::StageHists)) {
         if let Some(w) = self.stage.running() {
             w.drain_stages(each)
         }

@@ -11,6 +11,7 @@ use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::{merge, new_histogram};
 use sonde_results::side::Syscalls;
+use sonde_results::stages::Stages;
 use sonde_results::{IntervalSample, LatencySummary, Role, RrResult};
 use sonde_results::{RrSample, RrSpec, SampleSection, SideResult, SideSection};
 
@@ -302,7 +303,14 @@ impl Side for RrSide {
             duplicated,
             foreign,
             latency_ns: LatencySummary::of(&self.total),
-            stages: self.stages.as_ref().and_then(|t| t.total.summary()),
+            stages: self
+                .stages
+                .as_ref()
+                .and_then(|t| t.total.summary())
+                .map(|s| Stages {
+                    sampled_every: Some(self.spec.stage_every()),
+                    ..s
+                }),
             oneway: self
                 .stages
                 .as_ref()

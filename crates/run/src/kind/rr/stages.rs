@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use sonde_engine::stamps::StageHists;
+use sonde_engine::kstamps::StageHists;
 use sonde_results::oneway::{Exchange, OneWayRaw, OneWayTally};
 use sonde_results::stages::{StageTally, Stages};
 
@@ -54,7 +54,7 @@ mod tests {
     /// stage reads back as `Stage::ALL[k]`, and the figure bytes agree.
     #[test]
     fn the_engines_stages_are_the_models_in_order() {
-        use sonde_engine::stamps::stages as e;
+        use sonde_engine::kstamps::stages as e;
         let order = [
             (e::CLIENT_SEND, Stage::ClientSend),
             (e::CLIENT_QDISC, Stage::ClientQdisc),

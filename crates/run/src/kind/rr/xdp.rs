@@ -66,7 +66,7 @@ impl RrBackend for Xdp {
 
     fn open_client(&self, spec: &RrSpec, to: DataPort) -> OpenResult<dyn RequestEngine> {
         let sockets = (0..spec.connections)
-            .map(|index| connect_udp(to.addr, index))
+            .map(|index| connect_udp(to.addr, index, None))
             .collect::<Result<_, _>>()?;
         let port = open_client(spec, sockets).map_err(OpenError::Engine)?;
         Ok(Box::new(port))

@@ -60,6 +60,7 @@ fn options(s: &StreamSpec) -> SocketOptions {
         nodelay: s.nodelay,
         sndbuf_bytes: s.sndbuf_bytes,
         rcvbuf_bytes: s.rcvbuf_bytes,
+        tos: s.execution.marks.data_tos(),
     }
 }
 
@@ -217,6 +218,24 @@ impl Opened {
             role, &spec, meta, engine, placement, probe, notes,
         )))
     }
+}
+
+/// This side started over connections already open and past their own handshake (a far
+/// end that is not an agent: iperf3), in test-wide index order.
+pub fn start_connected(
+    spec: &StreamSpec,
+    role: Role,
+    conns: Vec<TcpStream>,
+    notes: Vec<String>,
+    probe: HostProbe,
+) -> io::Result<Box<dyn Side>> {
+    let opened = Opened {
+        spec: spec.clone(),
+        role,
+        conns,
+        notes,
+    };
+    opened.start(probe)
 }
 
 /// Paces every connection at `bytes_per_s` (`--rate`: the test's rate split evenly).

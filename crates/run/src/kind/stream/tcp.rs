@@ -2,7 +2,7 @@
 //! time shares as differences from its start.
 
 use sonde_engine::sockopt::TcpInfo;
-use sonde_results::tcp::TcpSample;
+use sonde_results::tcp::{TcpEcn, TcpSample};
 use sonde_results::Transfer;
 
 /// The sample of connection `connection` from `before` (the interval's start; `None`
@@ -45,7 +45,23 @@ pub(super) fn sample(
         busy_percent: share(|t| t.busy_us),
         rwnd_limited_percent: share(|t| t.rwnd_limited_us),
         sndbuf_limited_percent: share(|t| t.sndbuf_limited_us),
+        ecn: ecn(before, now),
     }
+}
+
+/// The connection's ECN over the interval, when it was negotiated.
+fn ecn(before: Option<&TcpInfo>, now: &TcpInfo) -> Option<TcpEcn> {
+    let delta = |f: fn(&TcpInfo) -> Option<u32>| {
+        let start = before.map_or(Some(0), f)?;
+        Some(f(now)?.wrapping_sub(start))
+    };
+    now.ecn_negotiated.then(|| TcpEcn {
+        ect_seen: now.ecn_seen,
+        delivered_ce: delta(|t| t.delivered_ce),
+        received_ce: delta(|t| t.received_ce),
+        delivered_ce_bytes: delta(|t| t.delivered_ce_bytes),
+        received_ce_bytes: delta(|t| t.received_ce_bytes),
+    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 
 use super::io::{TxPoint, TxStamp};
+use super::sample::Sampling;
 use super::stages::{EchoFigures, Readings, StageHists, Unsplit, FIGURE_BYTES, UNKNOWN};
 
 /// How many later answers a message waits for its last reading before it is counted as
@@ -39,28 +40,34 @@ pub struct Book {
     /// Unanswered messages this far behind the newest answered one are forgotten (lost,
     /// or late beyond any window).
     horizon: u64,
+    /// Which messages are stamped, and a UDP send's key.
+    sampling: Sampling,
 }
 
 impl Book {
-    /// `request_bytes` for a TCP connection, `None` for UDP; `window`: messages in flight.
-    pub fn new(tcp_request_bytes: Option<usize>, window: usize) -> Book {
+    /// `request_bytes` for a TCP connection, `None` for UDP; `window`: messages in flight;
+    /// only the messages `sampling` picks are booked.
+    pub fn new(tcp_request_bytes: Option<usize>, window: usize, sampling: Sampling) -> Book {
         Book {
             entries: VecDeque::with_capacity(window.max(1) * 2 + PATIENCE as usize),
             request_bytes: tcp_request_bytes.unwrap_or(0) as u64,
             newest_answered: None,
             patience: 2 * window as u64 + PATIENCE,
             horizon: 4 * window as u64 + PATIENCE,
+            sampling,
         }
     }
 
     /// The id the kernel gives the stamps of message `index`'s send (low 32 bits).
     #[cfg(test)]
     fn key(&self, index: u64) -> u32 {
-        send_key(self.request_bytes, index)
+        key_of(self.request_bytes, self.sampling, index)
     }
 
     /// Message `index` is sent; `app_send` is the real clock just before its first byte.
+    /// Only a sampled message is booked: call [`Book::sampled`] first.
     pub fn sent(&mut self, index: u64, app_send: u64) {
+        debug_assert!(self.sampling.sampled(index));
         self.entries.push_back(Entry {
             index,
             r: Readings {
@@ -75,6 +82,12 @@ impl Book {
         });
     }
 
+    /// Whether message `index` is stamped.
+    #[inline]
+    pub fn sampled(&self, index: u64) -> bool {
+        self.sampling.sampled(index)
+    }
+
     /// Whether a sent message still waits for its driver stamp: the error queue is worth
     /// reading.
     pub fn wants_stamps(&self) -> bool {
@@ -87,8 +100,9 @@ impl Book {
     /// datagram has its own.
     pub fn stamped(&mut self, s: TxStamp) {
         let r = self.request_bytes;
+        let sampling = self.sampling;
         for e in &mut self.entries {
-            let key = send_key(r, e.index);
+            let key = key_of(r, sampling, e.index);
             if !reached(key, s.key) {
                 break;
             }
@@ -221,6 +235,15 @@ pub fn reached(key: u32, stamp: u32) -> bool {
     (stamp.wrapping_sub(key) as i32) >= 0
 }
 
+/// The id of a booked message's stamps: TCP's by bytes ([`send_key`]), a sampled UDP
+/// datagram's by [`Sampling::udp_key`].
+fn key_of(tcp_bytes: u64, sampling: Sampling, index: u64) -> u32 {
+    match tcp_bytes {
+        0 => sampling.udp_key(index),
+        b => send_key(b, index),
+    }
+}
+
 /// The id the kernel gives the stamps of message `index`'s send (its low 32 bits): TCP
 /// counts bytes (the id of a send is its last byte's), UDP datagrams (`bytes` 0).
 pub fn send_key(bytes: u64, index: u64) -> u32 {
@@ -270,7 +293,7 @@ mod tests {
     /// once the next answer brought the echo's send stack, and they sum to the round trip.
     #[test]
     fn tcp_messages_are_filed_once_the_next_answer_completes_them() {
-        let mut b = Book::new(Some(64), 1);
+        let mut b = Book::new(Some(64), 1, Sampling::all());
         let mut h = StageHists::new();
         for i in 0..2u64 {
             let t = 10_000 * (i + 1);
@@ -308,7 +331,7 @@ mod tests {
     fn udp_answers_pair_by_sequence_and_lost_messages_are_forgotten() {
         // Past the horizon of a window of 1 (4 + PATIENCE).
         const LATER: u64 = 20;
-        let mut b = Book::new(None, 1);
+        let mut b = Book::new(None, 1, Sampling::all());
         let mut h = StageHists::new();
         for i in 0..3u64 {
             b.sent(i, 1_000 + i);

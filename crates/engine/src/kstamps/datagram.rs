@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use super::io::{each_cmsg, software};
+use super::io::{each_cmsg, recvmsg_into, software};
 
 /// Room for a `scm_timestamping` and a TTL, with their headers.
 pub(crate) const CONTROL_BYTES: usize = 128;
@@ -23,6 +23,8 @@ pub struct Datagram {
     pub rx_ns: Option<u64>,
     /// IPv4 TTL or IPv6 hop limit, when the kernel gave it.
     pub ttl: Option<u8>,
+    /// Its TOS or Traffic Class byte (DSCP and ECN: `crate::marks`), when the kernel gave it.
+    pub tos: Option<u8>,
 }
 
 fn set(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
@@ -42,12 +44,13 @@ fn set(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// Asks the kernel for software receive stamps and the TTL (or hop limit) of each
-/// datagram on `fd`, a UDP socket of family `v6` or not.
+/// Asks the kernel for software receive stamps, the TTL (or hop limit) and the TOS (or
+/// Traffic Class) of each datagram on `fd`, a UDP socket of family `v6` or not.
 pub fn enable_arrival(fd: RawFd, v6: bool) -> io::Result<()> {
     let flags =
         (libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE) as libc::c_int;
     set(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)?;
+    crate::marks::enable_recv_tos(fd)?;
     match v6 {
         true => set(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1),
         false => set(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1),
@@ -87,20 +90,7 @@ pub fn recv_now(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Datagram>> {
     let mut control = [0u64; CONTROL_BYTES / 8];
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut addr: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: all-zero is a valid msghdr; its pointers are set below.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL_BYTES;
-    msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: msg points at live buffers of the lengths it names.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    let (n, msg) = recvmsg_into(fd, buf, &mut control, Some(&mut addr), libc::MSG_DONTWAIT);
     if n < 0 {
         let e = io::Error::last_os_error();
         return match e.kind() {
@@ -121,7 +111,7 @@ pub(crate) fn arrival(
 ) -> Option<Datagram> {
     let truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
     let from = socket_addr(addr)?;
-    let (mut rx_ns, mut ttl) = (None, None);
+    let (mut rx_ns, mut ttl, mut tos) = (None, None, None);
     each_cmsg(msg, |level, ty, data| match (level, ty) {
         (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => rx_ns = software(data),
         (libc::IPPROTO_IP, libc::IP_TTL) | (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT)
@@ -130,7 +120,7 @@ pub(crate) fn arrival(
             let v = i32::from_ne_bytes(data[..4].try_into().expect("4 bytes"));
             ttl = u8::try_from(v).ok();
         }
-        _ => {}
+        _ => tos = crate::marks::tos_of(level, ty, data).or(tos),
     });
     let len = if truncated { room + 1 } else { n };
     Some(Datagram {
@@ -138,6 +128,7 @@ pub(crate) fn arrival(
         from,
         rx_ns,
         ttl,
+        tos,
     })
 }
 

@@ -8,6 +8,7 @@ use std::os::fd::RawFd;
 
 use super::book::{reached, send_key};
 use super::io::{now_real, ErrQueue, TxPoint};
+use super::sample::{Sampling, TxControl};
 use super::stages::{span32, EchoFigures, FIGURE_BYTES, UNKNOWN};
 
 /// Answers remembered until their driver stamp comes back.
@@ -50,6 +51,12 @@ pub struct EchoStamps {
     answer_bytes: u64,
     /// Answers sent since stamping began.
     answers: u64,
+    /// Of them, stamped (a UDP answer's stamps count these).
+    stamped: u64,
+    /// Which answers are stamped: those to the requests the client sampled.
+    sampling: Sampling,
+    /// What a stamped answer's send asks for, when sends ask one by one.
+    control: TxControl,
     /// The last request's kernel stamp and the real clock after it was read.
     rx: Option<u64>,
     read_at: u64,
@@ -65,10 +72,13 @@ pub struct EchoStamps {
 impl EchoStamps {
     /// `answer_bytes` for TCP, `None` for UDP; `shift_ns`: 0, except under the test hook
     /// that shifts this echo's clock as its client sees it.
-    pub fn new(tcp_answer_bytes: Option<usize>, shift_ns: i64) -> EchoStamps {
+    pub fn new(tcp_answer_bytes: Option<usize>, shift_ns: i64, sampling: Sampling) -> EchoStamps {
         EchoStamps {
             answer_bytes: tcp_answer_bytes.unwrap_or(0) as u64,
             answers: 0,
+            stamped: 0,
+            sampling,
+            control: TxControl::new(None),
             rx: None,
             read_at: 0,
             sends: VecDeque::with_capacity(SENDS_KEPT),
@@ -78,20 +88,40 @@ impl EchoStamps {
         }
     }
 
-    /// A request was read: its arrival stamp, and now.
-    pub fn read(&mut self, rx: Option<u64>) {
-        self.rx = rx;
-        self.read_at = now_real();
+    /// Requests were read: `rx`, the last one's arrival stamp; `waiting` (TCP) requests
+    /// read before them not yet begun answering, `n` of them in this read. The clock is
+    /// read (the echo's wake-up ends) only when one of them is sampled.
+    pub fn read(&mut self, rx: Option<u64>, waiting: u64, n: u64) {
+        let first = self.answers + waiting;
+        if (first..first + n).any(|i| self.sampling.sampled(i)) {
+            self.rx = rx;
+            self.read_at = now_real();
+        }
+    }
+
+    /// A UDP request of sequence `seq` was read, with its arrival stamp `rx`.
+    pub fn read_udp(&mut self, rx: Option<u64>, seq: u32) {
+        if self.sampling.sampled(u64::from(seq)) {
+            self.rx = rx;
+            self.read_at = now_real();
+        }
     }
 
     /// Writes the figures of the answer about to be sent into `answer`'s first bytes and
-    /// remembers the send; call just before sending. `udp`: the request's sequence and
-    /// its sender's [`peer_key`]; `None` (TCP): the answer's index, which is its request's.
-    pub fn answering(&mut self, udp: Option<(u32, u64)>, answer: &mut [u8]) {
+    /// remembers the send when it is stamped; call just before sending. `udp`: the
+    /// request's sequence and its sender's [`peer_key`]; `None` (TCP): the answer's index,
+    /// which is its request's. Returns what the send must carry to be stamped, when sends
+    /// ask one by one (sampled) and this one is; an unsampled answer tells only the send
+    /// stack of an earlier stamped one, and reads no clock.
+    pub fn answering(&mut self, udp: Option<(u32, u64)>, answer: &mut [u8]) -> Option<&TxControl> {
         let (tag, peer) = udp.unwrap_or((self.answers as u32, 0));
-        let now = now_real();
-        let key = send_key(self.answer_bytes, self.answers);
+        let index = udp.map_or(self.answers, |(seq, _)| u64::from(seq));
+        let key = match self.answer_bytes {
+            0 => self.stamped as u32,
+            b => send_key(b, self.answers),
+        };
         self.answers += 1;
+        let stamped = self.sampling.sampled(index);
         let told = match self.untold.front() {
             Some(u) if u.peer == peer => self.untold.pop_front(),
             _ => {
@@ -100,19 +130,30 @@ impl EchoStamps {
             }
         };
         let (sent_tag, send_ns) = told.map_or((UNKNOWN, UNKNOWN), |u| (u.tag, u.send_ns));
-        let f = EchoFigures {
+        let mut f = EchoFigures {
             tag,
-            wake_ns: self.rx.map_or(UNKNOWN, |rx| span32(rx, self.read_at)),
-            turnaround_ns: span32(self.read_at, now),
+            wake_ns: UNKNOWN,
+            turnaround_ns: UNKNOWN,
             sent_tag,
             send_ns,
-            rx_at: self
-                .rx
-                .map_or(0, |rx| rx.saturating_add_signed(self.shift_ns)),
+            rx_at: 0,
         };
+        if !stamped {
+            if let Some(to) = answer.get_mut(..FIGURE_BYTES) {
+                f.write(to);
+            }
+            return None;
+        }
+        let now = now_real();
+        f.wake_ns = self.rx.map_or(UNKNOWN, |rx| span32(rx, self.read_at));
+        f.turnaround_ns = span32(self.read_at, now);
+        f.rx_at = self
+            .rx
+            .map_or(0, |rx| rx.saturating_add_signed(self.shift_ns));
         if let Some(to) = answer.get_mut(..FIGURE_BYTES) {
             f.write(to);
         }
+        self.stamped += 1;
         if self.sends.len() == SENDS_KEPT {
             self.sends.pop_front();
         }
@@ -122,6 +163,7 @@ impl EchoStamps {
             at: now,
             peer,
         });
+        self.sampling.per_send().then_some(&self.control)
     }
 
     /// Reads the driver stamps of the answers sent so far from `fd`'s error queue.
@@ -153,7 +195,7 @@ impl EchoStamps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stamps::io::enable;
+    use crate::kstamps::io::enable;
     use std::io::Read;
     use std::net::{TcpListener, TcpStream, UdpSocket};
     use std::os::fd::AsRawFd;
@@ -166,10 +208,10 @@ mod tests {
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
         enable(s.as_raw_fd()).unwrap();
-        let mut e = EchoStamps::new(Some(32), 0);
+        let mut e = EchoStamps::new(Some(32), 0, Sampling::all());
         let mut answer = [0u8; 32];
         for tag in 0..3u32 {
-            e.read(Some(now_real()));
+            e.read(Some(now_real()), 0, 1);
             e.answering(None, &mut answer);
             crate::wait::send_blocking(s.as_raw_fd(), &answer, 32);
             e.collect(s.as_raw_fd());
@@ -200,12 +242,12 @@ mod tests {
             c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
                 .unwrap();
         }
-        let mut e = EchoStamps::new(None, 0);
+        let mut e = EchoStamps::new(None, 0, Sampling::all());
         let mut answer = [0u8; 40];
         for seq in 0..3u32 {
             for c in &clients {
                 let to = c.local_addr().unwrap();
-                e.read(Some(now_real()));
+                e.read_udp(Some(now_real()), seq);
                 e.answering(Some((seq, peer_key(&to))), &mut answer);
                 s.send_to(&answer, to).unwrap();
                 e.collect(s.as_raw_fd());
@@ -222,5 +264,43 @@ mod tests {
             peer_key(&clients[0].local_addr().unwrap()),
             peer_key(&clients[1].local_addr().unwrap())
         );
+    }
+
+    /// Sampled one in 4 over TCP: only answers 0, 4 and 8 are stamped (their sends ask,
+    /// the socket does not), an unsampled answer reads no clock (no wake-up or
+    /// turnaround) and the answer after a stamped one tells its send stack.
+    #[test]
+    fn a_sampled_echo_stamps_only_the_sampled_answers() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let sampling = Sampling::new(4);
+        sampling.enable(s.as_raw_fd()).unwrap();
+        let mut e = EchoStamps::new(Some(32), 0, sampling);
+        let mut answer = [0u8; 32];
+        let mut told = Vec::new();
+        for tag in 0..10u32 {
+            e.read(Some(now_real()), 0, 1);
+            let ask = e.answering(None, &mut answer).copied();
+            assert_eq!(ask.is_some(), tag % 4 == 0, "answer {tag}");
+            match ask {
+                Some(ctl) => {
+                    super::super::sample::send_stamped(s.as_raw_fd(), &answer, None, &ctl).unwrap();
+                }
+                None => crate::wait::send_blocking(s.as_raw_fd(), &answer, 32),
+            }
+            e.collect(s.as_raw_fd());
+            let mut got = [0u8; 32];
+            c.read_exact(&mut got).unwrap();
+            let f = EchoFigures::read(&got).unwrap();
+            assert_eq!(f.tag, tag);
+            assert_eq!(f.wake_ns != UNKNOWN, tag % 4 == 0, "{f:?}");
+            assert_eq!(f.turnaround_ns != UNKNOWN, tag % 4 == 0, "{f:?}");
+            if f.sent_tag != UNKNOWN {
+                assert!(f.send_ns < 10_000_000, "{f:?}");
+                told.push((tag, f.sent_tag));
+            }
+        }
+        assert_eq!(told, [(1, 0), (5, 4), (9, 8)]);
     }
 }

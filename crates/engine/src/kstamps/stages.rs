@@ -194,6 +194,8 @@ impl StageHists {
     #[inline]
     pub fn file(&mut self, r: &Readings) {
         let split = r.stages();
+        // Every message split, sampled or not, sums to its round trip on the real clock.
+        debug_assert!(split.map_or(true, |s| s.iter().sum::<u64>() == r.app_recv - r.app_send));
         let exchange = split.is_ok().then(|| r.exchange_of_split()).flatten();
         self.record(split);
         if let Some(x) = exchange {

@@ -84,27 +84,12 @@ pub fn recv_stamped(
     fd: RawFd,
     buf: &mut [u8],
     dontwait: bool,
-    from: Option<&mut libc::sockaddr_storage>,
+    mut from: Option<&mut libc::sockaddr_storage>,
 ) -> io::Result<(Recv, Option<u64>)> {
     let mut control = [0u64; CONTROL_BYTES / 8];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: all-zero is a valid msghdr; its pointers are set below.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL_BYTES;
-    if let Some(addr) = from {
-        msg.msg_name = (addr as *mut libc::sockaddr_storage).cast();
-        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    }
     let flags = if dontwait { libc::MSG_DONTWAIT } else { 0 };
     loop {
-        // SAFETY: msg points at live buffers of the lengths it names.
-        let r = unsafe { libc::recvmsg(fd, &mut msg, flags) };
+        let (r, msg) = recvmsg_into(fd, buf, &mut control, from.as_deref_mut(), flags);
         crate::syscalls::one();
         if r > 0 {
             return Ok((Recv::Data(r as usize), rx_stamp(&msg)));
@@ -119,6 +104,38 @@ pub fn recv_stamped(
             _ => return Err(e),
         }
     }
+}
+
+/// One `recvmsg` into `buf` with `control` for its control messages and, when asked, the
+/// sender's address: the set-up every stamped receive shares. Returns the call's result
+/// and the header the kernel filled, for [`each_cmsg`] (its data pointer is cleared: the
+/// iovec was the call's).
+pub(crate) fn recvmsg_into(
+    fd: RawFd,
+    buf: &mut [u8],
+    control: &mut [u64],
+    from: Option<&mut libc::sockaddr_storage>,
+    flags: libc::c_int,
+) -> (isize, libc::msghdr) {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero is a valid msghdr; its pointers are set below.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(control);
+    if let Some(addr) = from {
+        msg.msg_name = (addr as *mut libc::sockaddr_storage).cast();
+        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    }
+    // SAFETY: msg points at live buffers of the lengths it names.
+    let r = unsafe { libc::recvmsg(fd, &mut msg, flags) };
+    msg.msg_iov = std::ptr::null_mut();
+    msg.msg_iovlen = 0;
+    (r, msg)
 }
 
 /// Room for a receive's control messages: one `scm_timestamping` (three timespecs) with

@@ -1,0 +1,305 @@
+//! Sampled stages: one message in `every` is stamped at both ends, the others cost
+//! nothing. The receive stamp stays on for the socket (`RX_SOFTWARE`: a clock read the
+//! kernel makes anyway); the stamps of a send are asked for on that send only, with a
+//! `SO_TIMESTAMPING` control message on its `sendmsg`, so an unsampled send queues nothing
+//! on the error queue and wakes nothing. A UDP send's stamps carry the message's own
+//! sequence number as their key (`SCM_TS_OPT_ID`, Linux 6.13); before that the kernel
+//! counts the stamped datagrams, which sampling by sequence makes `sequence / every`.
+//!
+//! Which messages: those whose index on their connection (TCP) or sequence number (UDP)
+//! is a multiple of `every`. Both ends know `every` from the spec and the index from the
+//! request itself (its place on the stream, or the sequence number it carries), so the
+//! echo stamps exactly the requests the client sampled.
+
+use std::io;
+use std::mem::size_of;
+use std::os::fd::RawFd;
+
+/// The key of a UDP send's stamps, given per send (`include/uapi/asm-generic/socket.h`).
+const SCM_TS_OPT_ID: libc::c_int = 81;
+
+/// What a sampled send asks for: qdisc and driver stamps.
+const TX_RECORD: u32 = libc::SOF_TIMESTAMPING_TX_SCHED | libc::SOF_TIMESTAMPING_TX_SOFTWARE;
+
+/// Receive stamps on, stamps of sends only when a send asks (ids as in `io::enable`).
+const SAMPLED_FLAGS: libc::c_uint = libc::SOF_TIMESTAMPING_RX_SOFTWARE
+    | libc::SOF_TIMESTAMPING_SOFTWARE
+    | libc::SOF_TIMESTAMPING_OPT_ID
+    | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+
+/// One message in `every` stamped (1: every message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sampling {
+    pub every: u32,
+    /// UDP sends key their stamps by the message's sequence (`SCM_TS_OPT_ID`).
+    pub opt_id: bool,
+}
+
+impl Sampling {
+    /// One in `every`, keyed per send where this kernel allows.
+    pub fn new(every: u32) -> Sampling {
+        Sampling {
+            every: every.max(1),
+            opt_id: opt_id_per_send(),
+        }
+    }
+
+    /// Every message stamped, the socket asking for every send's stamps (the previous
+    /// builds' `--stages`).
+    pub fn all() -> Sampling {
+        Sampling {
+            every: 1,
+            opt_id: false,
+        }
+    }
+
+    /// Whether message `index` (TCP: its place; UDP: its sequence) is stamped.
+    #[inline]
+    pub fn sampled(&self, index: u64) -> bool {
+        self.every == 1 || index.is_multiple_of(u64::from(self.every))
+    }
+
+    /// Whether a send asks for its stamps itself (a control message); else the socket
+    /// asks for every send's.
+    #[inline]
+    pub fn per_send(&self) -> bool {
+        self.every > 1
+    }
+
+    /// Switches `fd`'s stamps on: every send's, or (sampled) only receives'.
+    pub fn enable(&self, fd: RawFd) -> io::Result<()> {
+        match self.per_send() {
+            false => super::io::enable(fd),
+            true => set_flags(fd, SAMPLED_FLAGS),
+        }
+    }
+
+    /// The id the kernel gives a sampled UDP message's stamps: its sequence when keyed per
+    /// send (or every message is stamped), else the count of stamped datagrams before it.
+    pub fn udp_key(&self, seq: u64) -> u32 {
+        match self.per_send() && !self.opt_id {
+            true => (seq / u64::from(self.every)) as u32,
+            false => seq as u32,
+        }
+    }
+}
+
+fn set_flags(fd: RawFd, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: the option value is a c_uint that lives for the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            (&flags as *const libc::c_uint).cast(),
+            size_of::<libc::c_uint>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether this kernel keys a send's stamps by a per-send id (Linux 6.13 and later).
+pub fn opt_id_per_send() -> bool {
+    // SAFETY: all-zero is a valid utsname, written by the call.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is live and writable.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return false;
+    }
+    let release: String = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8 as char)
+        .collect();
+    kernel_at_least(&release, (6, 13))
+}
+
+/// Whether a kernel release string (`6.18.0-foo`) is at least `want`.
+fn kernel_at_least(release: &str, want: (u32, u32)) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+    matches!((major, minor), (Some(a), Some(b)) if (a, b) >= want)
+}
+
+/// The control messages of a sampled send: `SO_TIMESTAMPING` asking for its stamps and,
+/// for UDP on a kernel that has it, `SCM_TS_OPT_ID` with its key. Aligned for `cmsghdr`.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub struct TxControl {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl TxControl {
+    /// Asks for the stamps of one send; `key`: its stamps' id (UDP with `SCM_TS_OPT_ID`).
+    pub fn new(key: Option<u32>) -> TxControl {
+        let mut c = TxControl {
+            buf: [0; 64],
+            len: 0,
+        };
+        c.push(libc::SO_TIMESTAMPING, TX_RECORD);
+        if let Some(k) = key {
+            c.push(SCM_TS_OPT_ID, k);
+        }
+        c
+    }
+
+    /// Appends one `SOL_SOCKET` control message carrying a u32.
+    fn push(&mut self, ty: libc::c_int, value: u32) {
+        // SAFETY: CMSG_SPACE/CMSG_LEN are arithmetic.
+        let (space, len) = unsafe { (libc::CMSG_SPACE(4) as usize, libc::CMSG_LEN(4) as usize) };
+        let at = self.len;
+        assert!(at + space <= self.buf.len(), "two control messages fit");
+        let hdr = libc::cmsghdr {
+            cmsg_len: len as _,
+            cmsg_level: libc::SOL_SOCKET,
+            cmsg_type: ty,
+        };
+        // SAFETY: the header fits at `at` (checked), which is 8-aligned in an 8-aligned
+        // buffer (CMSG_SPACE rounds to 8); the value follows the header.
+        unsafe {
+            let p = self.buf.as_mut_ptr().add(at);
+            std::ptr::write_unaligned(p.cast::<libc::cmsghdr>(), hdr);
+            let data = p.add(len - 4);
+            std::ptr::write_unaligned(data.cast::<u32>(), value);
+        }
+        self.len += space;
+    }
+
+    /// For a `msghdr`'s `msg_control` and `msg_controllen`.
+    pub fn as_ptr(&self) -> *mut libc::c_void {
+        self.buf.as_ptr() as *mut libc::c_void
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Sends `buf` on `fd` like `wait::send` (non-blocking, `Ok(0)` when full), to `to` when
+/// given (an unconnected UDP socket), asking for its stamps with `ctl`.
+pub fn send_stamped(
+    fd: RawFd,
+    buf: &[u8],
+    to: Option<&socket2::SockAddr>,
+    ctl: &TxControl,
+) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero is a valid msghdr; its pointers are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.as_ptr();
+    msg.msg_controllen = ctl.len();
+    if let Some(a) = to {
+        msg.msg_name = a.as_ptr() as *mut libc::c_void;
+        msg.msg_namelen = a.len();
+    }
+    loop {
+        // SAFETY: msg names live buffers of the lengths it gives; MSG_NOSIGNAL turns a dead
+        // peer into EPIPE.
+        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        crate::syscalls::one();
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(0),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::io::{ErrQueue, TxPoint};
+    use super::*;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(kernel_at_least("6.18.0-1-cloud", (6, 13)));
+        assert!(kernel_at_least("6.13", (6, 13)));
+        assert!(kernel_at_least("7.0.1", (6, 13)));
+        assert!(!kernel_at_least("6.12.9", (6, 13)));
+        assert!(!kernel_at_least("5.15.0", (6, 13)));
+        assert!(!kernel_at_least("garbage", (6, 13)));
+    }
+
+    /// Sampled sockets: only the sends that asked leave stamps; UDP's carry the given key
+    /// (this kernel has `SCM_TS_OPT_ID`) or, without it, the count of stamped datagrams;
+    /// TCP's the id of the asking send's last byte.
+    #[test]
+    fn only_the_sends_that_ask_are_stamped_with_their_key() {
+        assert_eq!(Sampling::new(4).opt_id, opt_id_per_send());
+        // This kernel's keys per send, and the older kernels' count (asked for without
+        // SCM_TS_OPT_ID here), which sampling by sequence makes seq / 4.
+        for s in [
+            Sampling::new(4),
+            Sampling {
+                every: 4,
+                opt_id: false,
+            },
+        ] {
+            let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let v = UdpSocket::bind("127.0.0.1:0").unwrap();
+            u.connect(v.local_addr().unwrap()).unwrap();
+            s.enable(u.as_raw_fd()).unwrap();
+            for seq in 0..12u64 {
+                let ctl = TxControl::new(s.opt_id.then_some(seq as u32));
+                match s.sampled(seq) {
+                    true => send_stamped(u.as_raw_fd(), &[1; 40], None, &ctl).unwrap(),
+                    false => u.send(&[1; 40]).unwrap(),
+                };
+            }
+            let mut got = Vec::new();
+            ErrQueue::default()
+                .drain(u.as_raw_fd(), |t| {
+                    if t.point == TxPoint::Driver {
+                        got.push(t.key)
+                    }
+                })
+                .unwrap();
+            let want: Vec<u32> = [0, 4, 8].iter().map(|&q| s.udp_key(q)).collect();
+            assert_eq!(want, if s.opt_id { [0, 4, 8] } else { [0, 1, 2] });
+            assert_eq!(got, want, "opt_id {}", s.opt_id);
+        }
+
+        let s = Sampling::new(4);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        c.set_nodelay(true).unwrap();
+        let (mut srv, _) = l.accept().unwrap();
+        s.enable(c.as_raw_fd()).unwrap();
+        for i in 0..3u64 {
+            let ctl = TxControl::new(None);
+            match i == 1 {
+                true => send_stamped(c.as_raw_fd(), &[2; 100], None, &ctl).unwrap(),
+                false => crate::wait::send(c.as_raw_fd(), &[2; 100]).unwrap(),
+            };
+            let mut b = [0u8; 100];
+            srv.read_exact(&mut b).unwrap();
+        }
+        let mut tcp = Vec::new();
+        ErrQueue::default()
+            .drain(c.as_raw_fd(), |t| tcp.push((t.key, t.point)))
+            .unwrap();
+        assert_eq!(tcp, [(199, TxPoint::Sched), (199, TxPoint::Driver)]);
+    }
+}

@@ -1,0 +1,174 @@
+//! `sonde rpm URL`: fetches the configuration, measures the idle round trip, then runs the
+//! draft's method once per direction (download, then upload), on one current-thread tokio
+//! runtime. The decisions are [`crate::method`]'s; this module only opens connections,
+//! sends probes and counts bytes.
+
+pub mod conn;
+mod stage;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Instant;
+
+use http::Method;
+use sonde_results::rpm::{Component, RpmEnd, RpmParams};
+
+use crate::config::{self, ConfigError, NqConfig, Url};
+use crate::method::{trimmed_mean, Probes};
+use crate::tls::{self, Trust};
+use conn::Target;
+
+/// Idle round trips measured before any load.
+pub const IDLE_PROBES: usize = 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}: {1}")]
+    Url(String, String),
+    #[error("cannot resolve {0}: {1}")]
+    Resolve(String, String),
+    #[error("cannot connect to {0}: {1}")]
+    Connect(SocketAddr, std::io::Error),
+    #[error("TLS with {0}: {1}")]
+    Tls(String, String),
+    #[error("{0}'s certificate does not verify ({1}); --ca FILE trusts its CA, --insecure accepts any certificate on purpose")]
+    Certificate(String, String),
+    #[error("{0} does not speak HTTP/2 over TLS (ALPN h2 not agreed); the draft requires it")]
+    NotHttp2(String),
+    #[error("HTTP/2: {0}")]
+    Http(hyper::Error),
+    #[error("{0} redirects ({1} to {2}); the draft's test endpoint must answer itself")]
+    Redirect(String, u16, String),
+    #[error(
+        "{0} answered with Content-Encoding {1}; the draft requires identity (no compression)"
+    )]
+    Compressed(String, String),
+    #[error("{0} answered {1}: {2}")]
+    Status(String, u16, String),
+    #[error("{0} is not the draft's configuration: {1}")]
+    Config(String, ConfigError),
+    #[error("{0} took longer than {t} s", t = conn::STEP_TIMEOUT.as_secs())]
+    Timeout(String),
+    #[error("{0}")]
+    TlsSetup(#[from] tls::TlsError),
+}
+
+/// What to measure and how.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The configuration's URL; a bare `scheme://host[:port]` means its `/.well-known/nq`.
+    pub url: String,
+    pub trust: Trust,
+    pub params: RpmParams,
+    pub download: bool,
+    pub upload: bool,
+}
+
+/// Runs the whole test on this thread.
+pub fn run(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime");
+    rt.block_on(run_async(opts))
+}
+
+/// The configuration URL the user meant.
+pub fn config_url(text: &str) -> Result<Url, ClientError> {
+    let mut url = Url::parse(text).map_err(|e| ClientError::Url("URL".into(), e))?;
+    if url.path == "/" {
+        url.path = "/.well-known/nq".into();
+    }
+    Ok(url)
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, ClientError> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| ClientError::Resolve(host.into(), e.to_string()))?
+        .next()
+        .ok_or_else(|| ClientError::Resolve(host.into(), "no address".into()))
+}
+
+fn target(url: &Url, connect_host: &str, trust: &Trust) -> Result<Target, ClientError> {
+    Ok(Target {
+        addr: resolve(connect_host, url.port)?,
+        host: url.host.clone(),
+        authority: url.authority(),
+        tls: match url.tls {
+            true => Some(tls::client_config(trust)?),
+            false => None,
+        },
+    })
+}
+
+/// Fetches and reads the configuration.
+async fn fetch_config(url: &Url, trust: &Trust) -> Result<NqConfig, ClientError> {
+    let t = target(url, &url.host, trust)?;
+    let mut c = conn::open(&t).await?;
+    let req = conn::request(Method::GET, url, &t.authority, conn::empty());
+    let resp = conn::send(&mut c.sender, req).await?;
+    let body = conn::read_to_end(resp.into_body(), config::MAX_CONFIG_BYTES + 1).await?;
+    config::parse(&body).map_err(|e| ClientError::Config(url.text(), e))
+}
+
+async fn run_async(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
+    let url = config_url(&opts.url)?;
+    let cfg = fetch_config(&url, &opts.trust).await?;
+    let host = cfg
+        .test_endpoint
+        .clone()
+        .unwrap_or(cfg.small_download.host.clone());
+    let small = target(&cfg.small_download, &host, &opts.trust)?;
+    let (idle, tls_version) = idle(&small, &cfg.small_download).await?;
+    let run = stage::Run {
+        params: opts.params.clone(),
+        small: cfg.small_download.clone(),
+        small_target: small.clone(),
+        large: cfg.large_download.clone(),
+        large_target: target(&cfg.large_download, &host, &opts.trust)?,
+        upload: cfg.upload.clone(),
+        upload_target: target(&cfg.upload, &host, &opts.trust)?,
+    };
+    let mut pooled = Probes::default();
+    let mut directions = [None, None];
+    for (i, on) in [opts.download, opts.upload].into_iter().enumerate() {
+        if !on {
+            continue;
+        }
+        let (d, window) = stage::direction(&run, i == 1).await?;
+        pooled.extend(&window);
+        directions[i] = Some(d);
+    }
+    let [download, upload] = directions;
+    Ok(RpmEnd {
+        config_url: url.text(),
+        large_download_url: cfg.large_download.text(),
+        small_download_url: cfg.small_download.text(),
+        upload_url: cfg.upload.text(),
+        tls_version,
+        insecure: matches!(opts.trust, Trust::Anything),
+        responsiveness: pooled.responsiveness(opts.params.tmp),
+        idle: Some(idle),
+        download,
+        upload,
+        params: opts.params.clone(),
+    })
+}
+
+/// The idle round trip: [`IDLE_PROBES`] 1-byte GETs one after another on one connection.
+async fn idle(t: &Target, small: &Url) -> Result<(Component, Option<String>), ClientError> {
+    let mut c = conn::open(t).await?;
+    let mut rtts = Vec::with_capacity(IDLE_PROBES);
+    let started = Instant::now();
+    for _ in 0..IDLE_PROBES {
+        rtts.push(conn::timed_get(&mut c.sender, small, &t.authority).await?);
+    }
+    tracing::debug!("rpm: idle probes took {:?}", started.elapsed());
+    let (mean, kept) = trimmed_mean(&rtts, 0.95).unwrap_or((0.0, 0));
+    let component = Component {
+        trimmed_mean_ms: mean,
+        count: rtts.len() as u64,
+        kept: kept as u64,
+    };
+    Ok((component, c.tls_version.clone()))
+}

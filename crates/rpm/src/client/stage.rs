@@ -1,0 +1,252 @@
+//! One direction's stage: load-generating connections (each one endless GET of the large
+//! object, or one endless POST to the upload URL), foreign probes on fresh connections and
+//! self probes on a load connection picked at random, interleaved at the rate the method
+//! allows; at each interval's end the bytes and probes go to [`Stage`]. Download goodput
+//! is the body bytes read; upload goodput the bytes the server's TCP acknowledged
+//! (`TCP_INFO`), since what hyper took into its buffers has not yet crossed the network.
+
+use std::convert::Infallible;
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Method;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame};
+use hyper::client::conn::http2::SendRequest;
+use sonde_results::rpm::{RpmDirection, RpmParams};
+use tokio::task::JoinHandle;
+
+use super::conn::{self, Conn, ReqBody, Target};
+use super::ClientError;
+use crate::config::Url;
+use crate::lowat;
+use crate::method::{Next, Probes, Stage};
+
+/// Probes in flight at most; a tick finding more sends none (a stalled path is not
+/// flooded with connections).
+const MAX_IN_FLIGHT: usize = 256;
+
+/// The URLs and where they connect.
+pub struct Run {
+    pub params: RpmParams,
+    pub small: Url,
+    pub small_target: Target,
+    pub large: Url,
+    pub large_target: Target,
+    pub upload: Url,
+    pub upload_target: Target,
+}
+
+/// A load-generating connection.
+struct Load {
+    sender: SendRequest<ReqBody>,
+    conn: Conn,
+    /// Upload: the bytes acked at the last interval's end.
+    acked: u64,
+}
+
+/// What the stage's tasks share.
+#[derive(Default)]
+struct Shared {
+    loads: Mutex<Vec<Load>>,
+    downloaded: AtomicU64,
+    probes: Mutex<Probes>,
+    in_flight: AtomicUsize,
+    failure: Mutex<Option<ClientError>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn fail(&self, e: ClientError) {
+        lock(&self.failure).get_or_insert(e);
+    }
+}
+
+/// Runs one direction; its result and the probes of its final window.
+pub async fn direction(run: &Run, upload: bool) -> Result<(RpmDirection, Probes), ClientError> {
+    let shared = Arc::new(Shared::default());
+    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+    let mut stage = Stage::new(run.params.clone());
+    let start = Instant::now();
+    for _ in 0..stage.connections() {
+        tasks.push(open_load(run, upload, &shared));
+    }
+    let interval = Duration::from_millis(run.params.interval_ms);
+    let mut next_interval = start + interval;
+    let mut next_probe = start;
+    let mut seed = start.elapsed().as_nanos() as u64 | 1;
+    let outcome = loop {
+        let now = Instant::now();
+        if let Some(e) = lock(&shared.failure).take() {
+            break Err(e);
+        }
+        if now >= next_interval {
+            let bytes = interval_bytes(&shared, upload);
+            let probes = std::mem::take(&mut *lock(&shared.probes));
+            let elapsed = now.duration_since(start).as_millis() as u64;
+            match stage.end_interval(bytes, probes, elapsed) {
+                Next::Stop => break Ok(()),
+                Next::Add(n) => (0..n).for_each(|_| tasks.push(open_load(run, upload, &shared))),
+            }
+            next_interval += interval;
+            tasks.retain(|t| !t.is_finished());
+        } else if now >= next_probe {
+            if shared.in_flight.load(Ordering::Relaxed) < MAX_IN_FLIGHT {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                tasks.push(foreign_probe(run, &shared));
+                tasks.push(self_probe(run, &shared, seed));
+            }
+            next_probe += Duration::from_secs_f64(1.0 / stage.probe_rate());
+        }
+        let wake = next_interval.min(next_probe).max(Instant::now());
+        tokio::time::sleep_until(wake.into()).await;
+    };
+    for t in &tasks {
+        t.abort();
+    }
+    lock(&shared.loads).clear();
+    outcome?;
+    let window = stage.window_probes();
+    Ok((stage.finish(start.elapsed().as_millis() as u64), window))
+}
+
+/// The bytes this interval moved: download body bytes read, or upload bytes acked.
+fn interval_bytes(shared: &Shared, upload: bool) -> u64 {
+    if !upload {
+        return shared.downloaded.swap(0, Ordering::Relaxed);
+    }
+    let mut total = 0;
+    for l in lock(&shared.loads).iter_mut() {
+        if let Some(now) = lowat::tcp_info(l.conn.socket.as_fd()) {
+            total += now.acked.saturating_sub(l.acked);
+            l.acked = now.acked;
+        }
+    }
+    total
+}
+
+/// Opens one load-generating connection and keeps it loaded until aborted.
+fn open_load(run: &Run, upload: bool, shared: &Arc<Shared>) -> JoinHandle<()> {
+    let shared = Arc::clone(shared);
+    let (url, target) = match upload {
+        false => (run.large.clone(), run.large_target.clone()),
+        true => (run.upload.clone(), run.upload_target.clone()),
+    };
+    tokio::spawn(async move {
+        if let Err(e) = load(&url, &target, upload, &shared).await {
+            shared.fail(e);
+        }
+    })
+}
+
+async fn load(url: &Url, t: &Target, upload: bool, shared: &Shared) -> Result<(), ClientError> {
+    let c = conn::open(t).await?;
+    let mut sender = c.sender.clone();
+    let acked = lowat::tcp_info(c.socket.as_fd()).map_or(0, |n| n.acked);
+    let gate = lowat::Gate::new(Arc::clone(&c.socket));
+    lock(&shared.loads).push(Load {
+        sender: c.sender.clone(),
+        conn: c,
+        acked,
+    });
+    if upload {
+        let req = conn::request(
+            Method::POST,
+            url,
+            &t.authority,
+            Endless(gate).boxed_unsync(),
+        );
+        conn::send(&mut sender, req).await?;
+        return Ok(());
+    }
+    let req = conn::request(Method::GET, url, &t.authority, conn::empty());
+    let mut body = conn::send(&mut sender, req).await?.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(ClientError::Http)?;
+        if let Some(d) = frame.data_ref() {
+            shared
+                .downloaded
+                .fetch_add(d.len() as u64, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// A foreign probe: a fresh connection (TCP, TLS timed), a 1-byte GET on it, closed.
+fn foreign_probe(run: &Run, shared: &Arc<Shared>) -> JoinHandle<()> {
+    let shared = Arc::clone(shared);
+    let (url, target) = (run.small.clone(), run.small_target.clone());
+    shared.in_flight.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        let probe = async {
+            let mut c = conn::open(&target).await?;
+            let http = conn::timed_get(&mut c.sender, &url, &target.authority).await?;
+            Ok::<_, ClientError>((c.tcp_ms, c.tls_ms, http))
+        };
+        match probe.await {
+            Ok((tcp, tls, http)) => {
+                let mut p = lock(&shared.probes);
+                p.tcp.push(tcp);
+                p.tls.extend(tls);
+                p.http.push(http);
+            }
+            Err(e) => shared.fail(e),
+        }
+        shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+    })
+}
+
+/// A self probe: a 1-byte GET on a load connection picked by `pick`.
+fn self_probe(run: &Run, shared: &Arc<Shared>, pick: u64) -> JoinHandle<()> {
+    let shared = Arc::clone(shared);
+    let url = run.small.clone();
+    let authority = run.small_target.authority.clone();
+    let sender = {
+        let loads = lock(&shared.loads);
+        match loads.len() {
+            0 => None,
+            n => Some(loads[(pick % n as u64) as usize].sender.clone()),
+        }
+    };
+    shared.in_flight.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        if let Some(mut sender) = sender {
+            match conn::timed_get(&mut sender, &url, &authority).await {
+                Ok(ms) => lock(&shared.probes).loaded.push(ms),
+                Err(e) => shared.fail(e),
+            }
+        }
+        shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+    })
+}
+
+/// An upload that never ends: zeros, each chunk 5 ms of the connection's rate and only
+/// once the socket holds less than that unsent (the draft's advice for clients too), so
+/// that a self probe's request is not queued behind seconds of our own upload.
+struct Endless(lowat::Gate);
+
+impl Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        static ZEROS: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+        let z = ZEROS.get_or_init(|| Bytes::from(vec![0u8; lowat::MAX_LOWAT_BYTES as usize]));
+        self.0
+            .poll_ready(cx)
+            .map(|n| Some(Ok(Frame::data(z.slice(..n)))))
+    }
+}

@@ -1,0 +1,332 @@
+//! `sonde stream HOST --iperf3`: one stream test against an `iperf3 -s`. The control
+//! connection speaks iperf3 (`sonde_proto::iperf3::Client`); the data connections are
+//! opened the iperf3 way (each starts with the cookie) and then run by the stream kind's
+//! own workers, so this side's evidence (TCP_INFO per interval, CPU, host counters, the
+//! verdict) is what any stream test has. The iperf3 server's figures come from the
+//! results it sends at the end. Errors before the test starts are errors naming the
+//! server; after it, the document holds what was measured, partial if cut.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use sonde_engine::sockopt::SocketOptions;
+use sonde_probe::hostwatch::HostProbe;
+use sonde_proto::iperf3::{Client, ClientEvent, Iperf3Error, Params, Protocol, Results, Test};
+use sonde_results::document::Inputs;
+use sonde_results::{Direction, Document, IntervalSample, Role, StreamSpec, TestSpec};
+
+use super::conn::{Control, Got};
+use super::{figures, STEP_WAIT};
+use crate::controller::{now_rfc3339, LiveInterval, TestRequest, SOFTWARE};
+use crate::kind::CONNECT_TIMEOUT;
+use crate::side::Side;
+use crate::signals::Interrupt;
+
+/// After the planned end, how long receivers may take to see every stream's end.
+const DRAIN: Duration = Duration::from_secs(3);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Iperf3RunError {
+    #[error("iperf3 server at {addr}: {source}")]
+    Protocol {
+        addr: SocketAddr,
+        source: Iperf3Error,
+    },
+    #[error("iperf3 server at {addr}: {what}: {source}")]
+    Io {
+        addr: SocketAddr,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("cannot resolve host '{host}': {reason}")]
+    Resolve { host: String, reason: String },
+    #[error("{flag}: {reason}")]
+    Spec { flag: &'static str, reason: String },
+    #[error("interrupted before the test started")]
+    Interrupted,
+}
+
+/// The iperf3 test `spec` asks for, or the flag iperf3 cannot carry.
+pub fn test_of(spec: &StreamSpec) -> Result<Test, Iperf3RunError> {
+    let whole = |ms: u64, flag| match ms % 1000 {
+        0 => Ok((ms / 1000) as f64),
+        _ => Err(Iperf3RunError::Spec {
+            flag,
+            reason: format!("iperf3 counts whole seconds: {ms} ms is not one"),
+        }),
+    };
+    let params = Params {
+        tcp: Some(true),
+        time: Some(whole(spec.timing.duration_ms, "--duration")?),
+        omit: Some(whole(spec.timing.warmup_ms, "--warmup")?),
+        parallel: Some(f64::from(spec.connections)),
+        reverse: (spec.direction == Direction::Reverse).then_some(true),
+        bidirectional: (spec.direction == Direction::Bidir).then_some(true),
+        len: Some(f64::from(spec.buffer_bytes)),
+        // iperf3's -b is per stream; --rate is each direction's connections together.
+        bandwidth: spec
+            .rate_bits_per_s
+            .map(|r| (r / f64::from(spec.connections.max(1))).round()),
+        window: spec.sndbuf_bytes.or(spec.rcvbuf_bytes).map(f64::from),
+        congestion: spec.congestion.clone(),
+        get_server_output: Some(1.0),
+        client_version: Some(SOFTWARE.into()),
+        ..Params::default()
+    };
+    let mut t = params.test().map_err(|e| Iperf3RunError::Spec {
+        flag: "--iperf3",
+        reason: e.to_string(),
+    })?;
+    t.protocol = Protocol::Tcp;
+    Ok(t)
+}
+
+/// One stream test against the iperf3 server at `req.host:req.port`.
+pub fn run(
+    req: &TestRequest,
+    interrupt: &Interrupt,
+    live: &mut dyn FnMut(LiveInterval<'_>),
+) -> Result<Document, Iperf3RunError> {
+    let TestSpec::Stream(spec) = &req.spec else {
+        return Err(Iperf3RunError::Spec {
+            flag: "--iperf3",
+            reason: "only stream tests speak iperf3".into(),
+        });
+    };
+    let test = test_of(spec)?;
+    let addr =
+        crate::controller::resolve(&req.host, req.port).map_err(|e| Iperf3RunError::Resolve {
+            host: req.host.clone(),
+            reason: e.to_string(),
+        })?;
+    let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
+    let started_at = now_rfc3339();
+    // Before the test: probing the host takes a while, and the server starts its clock
+    // (and, reversed, its sending) at TEST_RUNNING.
+    let probe = HostProbe::for_peer(addr.ip());
+    let stream =
+        TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io("cannot connect"))?;
+    let mut ctl = Control::new(stream).map_err(io("control connection"))?;
+    let cookie = super::cookie();
+    let mut c = Client::new(cookie, test.clone(), Instant::now(), STEP_WAIT);
+    let mut step = Stepper {
+        ctl: &mut ctl,
+        addr,
+    };
+    step.until(&mut c, interrupt, |e| *e == ClientEvent::CreateStreams)?;
+    let opts = SocketOptions {
+        congestion: spec.congestion.clone(),
+        nodelay: spec.nodelay,
+        sndbuf_bytes: spec.sndbuf_bytes,
+        rcvbuf_bytes: spec.rcvbuf_bytes,
+        tos: spec.execution.marks.data_tos(),
+    };
+    let mut conns = Vec::new();
+    let mut notes = Vec::new();
+    for _ in 0..test.connections() {
+        let (mut s, n) = sonde_engine::sockopt::connect(addr, &opts, CONNECT_TIMEOUT)
+            .map_err(io("data connection"))?;
+        s.write_all(&cookie.0).map_err(io("data connection"))?;
+        notes = n;
+        conns.push(s);
+    }
+    step.until(&mut c, interrupt, |e| *e == ClientEvent::Running)?;
+    let side = crate::kind::stream::start_connected(spec, Role::Client, conns, notes, probe)
+        .map_err(io("starting the workers"))?;
+    let mut run = Running {
+        step,
+        client: c,
+        side,
+        intervals: Vec::new(),
+        live,
+    };
+    let cut = run.until_exchange(interrupt);
+    let Running {
+        mut step,
+        mut client,
+        side,
+        intervals,
+        ..
+    } = run;
+    let mut error = match cut {
+        Ok(()) => None,
+        Err(Iperf3RunError::Interrupted) => {
+            // As iperf3's own client on Ctrl-C: CLIENT_TERMINATE.
+            let _ = step.ctl.stream.write_all(&[12]);
+            Some("interrupted (Ctrl-C)".to_string())
+        }
+        Err(e) => Some(e.to_string()),
+    };
+    if error.is_none() && !side.all_done() {
+        error = Some("receivers did not see the end of every stream in time".into());
+    }
+    let ours = side.into_result(error.is_some());
+    let mut theirs = None;
+    if error.is_none() {
+        match step.exchange(&mut client, &figures::our_results(&ours, &test)) {
+            Ok(r) => theirs = Some(r),
+            Err(e) => error = Some(e.to_string()),
+        }
+    }
+    let version = theirs.as_ref().and_then(Results::server_version);
+    let who = figures::measured_by(version.as_deref());
+    let far = theirs
+        .as_ref()
+        .map(|r| figures::far_side(spec, Role::Server, r, &who));
+    let inputs = Inputs {
+        spec: &req.spec,
+        command: req.command.clone(),
+        server_command: Some(who),
+        server_address: addr.to_string(),
+        started_at,
+        software: SOFTWARE.into(),
+        client: &ours,
+        server: far.as_ref(),
+        client_intervals: &intervals,
+        server_intervals: &[],
+        error,
+        client_agent: None,
+        finished_at: Some(now_rfc3339()),
+        server_labels: Default::default(),
+        fleet: req.fleet.clone(),
+        prelude: None,
+    };
+    Ok(Document::assemble(inputs, sonde_results::limit::judge))
+}
+
+/// The control connection and the machine on it, before the test.
+struct Stepper<'c> {
+    ctl: &'c mut Control,
+    addr: SocketAddr,
+}
+
+impl Stepper<'_> {
+    fn perr(&self, source: Iperf3Error) -> Iperf3RunError {
+        Iperf3RunError::Protocol {
+            addr: self.addr,
+            source,
+        }
+    }
+
+    /// Writes what `c` queued, then reads once (at most a slice) and feeds it.
+    fn turn(&mut self, c: &mut Client, deadline: Option<Instant>) -> Result<(), Iperf3RunError> {
+        let addr = self.addr;
+        self.ctl
+            .flush(|| c.poll_transmit())
+            .map_err(|source| Iperf3RunError::Io {
+                addr,
+                what: "control connection",
+                source,
+            })?;
+        let deadline = [deadline, c.deadline()].into_iter().flatten().min();
+        let got = self
+            .ctl
+            .read(deadline)
+            .map_err(|source| Iperf3RunError::Io {
+                addr,
+                what: "control connection",
+                source,
+            })?;
+        let now = Instant::now();
+        let fed = match got {
+            Got::Bytes(b) => c.handle_bytes(b, now),
+            Got::Eof => c.handle_eof(),
+            Got::Nothing => c.handle_timeout(now),
+        };
+        fed.map_err(|e| self.perr(e))
+    }
+
+    /// Turns until an event `done` says is the one.
+    fn until(
+        &mut self,
+        c: &mut Client,
+        interrupt: &Interrupt,
+        done: impl Fn(&ClientEvent) -> bool,
+    ) -> Result<(), Iperf3RunError> {
+        loop {
+            if interrupt.is_set() {
+                return Err(Iperf3RunError::Interrupted);
+            }
+            self.turn(c, None)?;
+            while let Some(e) = c.poll_event() {
+                if done(&e) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// The test running: our side sampled on its schedule, the control connection read
+/// between samples.
+struct Running<'c, 'l> {
+    step: Stepper<'c>,
+    client: Client,
+    side: Box<dyn Side>,
+    intervals: Vec<IntervalSample>,
+    live: &'l mut dyn FnMut(LiveInterval<'_>),
+}
+
+impl Running<'_, '_> {
+    /// Samples our side until the planned end, says TEST_END, and waits for the server's
+    /// EXCHANGE_RESULTS and for our receivers to see every stream end (or for the drain
+    /// to be overdue).
+    fn until_exchange(&mut self, interrupt: &Interrupt) -> Result<(), Iperf3RunError> {
+        let mut ended = false;
+        let mut exchange = false;
+        loop {
+            if interrupt.is_set() {
+                return Err(Iperf3RunError::Interrupted);
+            }
+            let now = Instant::now();
+            if let Some(s) = self.side.on_time(now) {
+                (self.live)(LiveInterval {
+                    client: Some(&s),
+                    server: None,
+                });
+                self.intervals.push(s);
+            }
+            if !ended && self.side.is_draining() {
+                self.side.finish_senders();
+                self.client.end(now).map_err(|e| self.step.perr(e))?;
+                ended = true;
+            }
+            let overdue = now > self.side.planned_end() + DRAIN;
+            if exchange && (self.side.all_done() || overdue) {
+                return Ok(());
+            }
+            self.step
+                .turn(&mut self.client, self.side.next_deadline())?;
+            while let Some(e) = self.client.poll_event() {
+                exchange |= e == ClientEvent::ExchangeResults;
+            }
+        }
+    }
+}
+
+impl Stepper<'_> {
+    /// Sends our results and reads the server's, to IPERF_DONE.
+    fn exchange(&mut self, c: &mut Client, ours: &Results) -> Result<Results, Iperf3RunError> {
+        c.send_results(ours, Instant::now())
+            .map_err(|e| self.perr(e))?;
+        let mut theirs = None;
+        while !c.is_done() {
+            self.turn(c, None)?;
+            while let Some(e) = c.poll_event() {
+                if let ClientEvent::ServerResults(r) = e {
+                    theirs = Some(*r);
+                }
+            }
+        }
+        let addr = self.addr;
+        self.ctl
+            .flush(|| c.poll_transmit())
+            .map_err(|source| Iperf3RunError::Io {
+                addr,
+                what: "control connection",
+                source,
+            })?;
+        theirs.ok_or_else(|| self.perr(Iperf3Error::Misuse("finish without results")))
+    }
+}

@@ -1,0 +1,31 @@
+//! iperf3 as a far end and as a near end: `sonde stream --iperf3` measures any `iperf3 -s`
+//! ([`client`]), and `sonde serve --iperf3` answers any `iperf3 -c` ([`server`]). The
+//! protocol is `sonde_proto::iperf3` (sans-IO); here are only the sockets around it
+//! ([`conn`]), the translation between iperf3's results and a side's result ([`figures`]),
+//! and the data plane, which is the stream kind's own workers over connections opened the
+//! iperf3 way. Either way the document is a normal stream document: our side's evidence as
+//! for any run, the iperf3 end's figures as it reported them, absent where it reports none.
+
+pub mod client;
+mod conn;
+pub mod figures;
+mod serve_one;
+pub mod server;
+
+pub use client::{run, Iperf3RunError};
+pub use server::{Iperf3Config, Iperf3Server};
+
+use std::time::Duration;
+
+/// The longest wait for one step of the iperf3 protocol (a state, parameters, results).
+pub const STEP_WAIT: Duration = Duration::from_secs(10);
+/// The server's wait for a client's cookie, parameters and data connections: short, as a
+/// silent client holds the one test slot meanwhile (iperf3's own server waits forever).
+pub const SERVE_WAIT: Duration = Duration::from_secs(3);
+
+/// A cookie of fresh randomness.
+pub(crate) fn cookie() -> sonde_proto::iperf3::Cookie {
+    let mut r = [0u8; sonde_proto::iperf3::COOKIE_BYTES - 1];
+    crate::random::fill(&mut r);
+    sonde_proto::iperf3::Cookie::from_random(&r)
+}

@@ -1,0 +1,393 @@
+//! One `iperf3 -c` test served, from its cookie to IPERF_DONE: the parameters checked
+//! against the agent's limits (refused with iperf3's own error numbers, which its client
+//! names), the data connections accepted on the same port (each must carry the test's
+//! cookie; any other connection meanwhile is told ACCESS_DENIED), the stream kind's
+//! workers run over them, and both results exchanged. Every wait has a deadline.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use sonde_probe::hostwatch::HostProbe;
+use sonde_proto::iperf3::server::refusal;
+use sonde_proto::iperf3::{
+    Cookie, Iperf3Error, Protocol, Results, Server, ServerEvent, Test, COOKIE_BYTES,
+};
+use sonde_results::document::Inputs;
+use sonde_results::spec::Timing;
+use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec};
+
+use super::conn::{Control, Got};
+use super::server::{accept_within, Iperf3Config};
+use super::{figures, SERVE_WAIT, STEP_WAIT};
+use crate::controller::{now_rfc3339, SOFTWARE};
+use crate::side::Side;
+use crate::signals::Interrupt;
+
+/// iperf3's TCP block when the client gives none (`DEFAULT_TCP_BLKSIZE`).
+const DEFAULT_TCP_BLOCK_BYTES: u32 = 128 * 1024;
+/// How far ahead of a client's TEST_END an edge of our schedule may be and still close:
+/// the two clocks start a round trip and a thread start apart.
+const END_SLACK: Duration = Duration::from_millis(250);
+/// How long a new data connection may take to send its cookie.
+const COOKIE_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Protocol(#[from] Iperf3Error),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("stopped")]
+    Stopped,
+}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> ServeError {
+    move |source| ServeError::Io { what, source }
+}
+
+/// Writes what `s` queued, reads once (to `deadline` at most) and feeds it.
+fn turn(ctl: &mut Control, s: &mut Server, deadline: Option<Instant>) -> Result<(), ServeError> {
+    ctl.flush(|| s.poll_transmit())
+        .map_err(io("control connection"))?;
+    let deadline = [deadline, s.deadline()].into_iter().flatten().min();
+    let got = ctl.read(deadline).map_err(io("control connection"))?;
+    let now = Instant::now();
+    match got {
+        Got::Bytes(b) => s.handle_bytes(b, now)?,
+        Got::Eof => s.handle_eof()?,
+        Got::Nothing => s.handle_timeout(now)?,
+    }
+    Ok(())
+}
+
+/// The stream spec this side runs for `t`.
+pub fn spec_of(t: &Test) -> StreamSpec {
+    let direction = match (t.bidir, t.reverse) {
+        (true, _) => Direction::Bidir,
+        (false, true) => Direction::Reverse,
+        (false, false) => Direction::Forward,
+    };
+    StreamSpec {
+        connections: t.streams,
+        timing: Timing {
+            duration_ms: u64::from(t.duration_s) * 1000,
+            warmup_ms: u64::from(t.omit_s) * 1000,
+            cooldown_ms: 0,
+            interval_ms: 1000,
+        },
+        buffer_bytes: match t.len_bytes {
+            0 => DEFAULT_TCP_BLOCK_BYTES,
+            l => l,
+        },
+        direction,
+        congestion: t.congestion.clone(),
+        sndbuf_bytes: t.window_bytes,
+        rcvbuf_bytes: t.window_bytes,
+        rate_bits_per_s: (t.rate_bits_per_s > 0)
+            .then_some(t.rate_bits_per_s as f64 * f64::from(t.streams)),
+        ..StreamSpec::default()
+    }
+}
+
+/// Why `t` is over `limits`, with iperf3's error number for it.
+fn over_limits(
+    t: &Test,
+    spec: &StreamSpec,
+    limits: &crate::agent::Limits,
+) -> Option<(i32, String)> {
+    if t.protocol == Protocol::Udp {
+        return Some((
+            refusal::BAD_PARAMS,
+            "UDP tests (-u) are not served by sonde serve --iperf3 yet".into(),
+        ));
+    }
+    let ms = spec.timing.total_ms();
+    if ms > limits.max_duration_ms {
+        return Some((
+            refusal::DURATION,
+            format!(
+                "{ms} ms asked, --max-duration is {} ms",
+                limits.max_duration_ms
+            ),
+        ));
+    }
+    let conns = spec.total_connections();
+    if conns > limits.max_connections || conns as usize > limits.max_threads {
+        return Some((
+            refusal::STREAMS,
+            format!(
+                "{conns} connections asked, --max-connections is {} and --max-threads {}",
+                limits.max_connections, limits.max_threads
+            ),
+        ));
+    }
+    let memory = u64::from(conns) * u64::from(spec.buffer_bytes);
+    if memory > limits.max_memory_bytes {
+        return Some((
+            refusal::BAD_PARAMS,
+            format!(
+                "{memory} bytes of buffers asked, --max-memory is {}",
+                limits.max_memory_bytes
+            ),
+        ));
+    }
+    if let Some(max) = limits.max_bitrate {
+        match spec.rate_bits_per_s {
+            Some(r) if r <= max => {}
+            Some(r) => {
+                return Some((
+                    refusal::RATE,
+                    format!("{r} bit/s asked each way, --max-bitrate is {max}"),
+                ))
+            }
+            None => {
+                return Some((
+                    refusal::RATE,
+                    format!("an unpaced test asked (no -b), --max-bitrate is {max}"),
+                ))
+            }
+        }
+    }
+    None
+}
+
+/// Accepts the test's `n` data connections, each with `cookie`; tells any other
+/// connection ACCESS_DENIED; fails when the control connection fails or time is up.
+fn data_connections(
+    listener: &TcpListener,
+    ctl: &mut Control,
+    srv: &mut Server,
+    cookie: Cookie,
+    n: u32,
+    stop: &Interrupt,
+) -> Result<Vec<TcpStream>, ServeError> {
+    let until = Instant::now() + SERVE_WAIT;
+    let mut conns = Vec::new();
+    while conns.len() < n as usize {
+        if stop.is_set() {
+            return Err(ServeError::Stopped);
+        }
+        if Instant::now() > until {
+            return Err(ServeError::Protocol(Iperf3Error::Timeout {
+                doing: "waiting for the data connections",
+                secs: SERVE_WAIT.as_secs(),
+            }));
+        }
+        // Only a failure can come on the control connection now.
+        turn(ctl, srv, Some(Instant::now() + Duration::from_millis(1)))?;
+        let Some((mut s, _)) = accept_within(listener) else {
+            continue;
+        };
+        let mut got = [0u8; COOKIE_BYTES];
+        let read = s
+            .set_read_timeout(Some(COOKIE_WAIT))
+            .and_then(|_| s.read_exact(&mut got));
+        if read.is_ok() && got == cookie.0 {
+            s.set_read_timeout(None).map_err(io("data connection"))?;
+            conns.push(s);
+        } else {
+            let _ = s.write_all(&[sonde_proto::iperf3::State::AccessDenied.byte()]);
+        }
+    }
+    Ok(conns)
+}
+
+/// Serves the test whose control connection is `stream`; its document and a summary.
+pub fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: &TcpListener,
+    cfg: &Iperf3Config,
+    stop: &Interrupt,
+) -> Result<(Document, String), ServeError> {
+    let started_at = now_rfc3339();
+    let mut ctl = Control::new(stream).map_err(io("control connection"))?;
+    let mut srv = Server::new(Instant::now(), SERVE_WAIT);
+    let (mut cookie, mut test) = (None, None);
+    while test.is_none() {
+        if stop.is_set() {
+            return Err(ServeError::Stopped);
+        }
+        if let Err(e) = turn(&mut ctl, &mut srv, None) {
+            // Parameters it cannot serve: told so with iperf3's number, which its client
+            // names (authentication apart, as it asks for a feature and not a value).
+            if let ServeError::Protocol(Iperf3Error::BadParams(why)) = &e {
+                let auth = why.starts_with("RSA authentication");
+                srv.refuse(if auth {
+                    refusal::AUTH
+                } else {
+                    refusal::BAD_PARAMS
+                });
+                let _ = ctl.flush(|| srv.poll_transmit());
+            }
+            return Err(e);
+        }
+        while let Some(e) = srv.poll_event() {
+            match e {
+                ServerEvent::Cookie(c) => cookie = Some(c),
+                ServerEvent::Params(t) => test = Some(*t),
+                _ => {}
+            }
+        }
+    }
+    let (Some(cookie), Some(test)) = (cookie, test) else {
+        return Err(ServeError::Refused("no parameters".into()));
+    };
+    let spec = spec_of(&test);
+    if let Some((code, why)) = over_limits(&test, &spec, &cfg.limits) {
+        srv.refuse(code);
+        let _ = ctl.flush(|| srv.poll_transmit());
+        return Err(ServeError::Refused(why));
+    }
+    // Before the test starts: probing the host takes a while, and the client sends (and
+    // counts) from TEST_RUNNING on.
+    let probe = HostProbe::for_peer(peer.ip());
+    srv.accept(Instant::now())?;
+    let conns = data_connections(
+        listener,
+        &mut ctl,
+        &mut srv,
+        cookie,
+        test.connections(),
+        stop,
+    )?;
+    // Our clock starts before the client's (it starts at TEST_START): our window ends
+    // before its TEST_END comes.
+    let mut side =
+        crate::kind::stream::start_connected(&spec, Role::Server, conns, Vec::new(), probe)
+            .map_err(io("starting the workers"))?;
+    srv.start(
+        Duration::from_millis(spec.timing.total_ms()) + STEP_WAIT,
+        Instant::now(),
+    )?;
+    ctl.flush(|| srv.poll_transmit())
+        .map_err(io("control connection"))?;
+    let mut intervals = Vec::new();
+    let ran = run(
+        &mut ctl,
+        &mut srv,
+        side.as_mut(),
+        &mut intervals,
+        listener,
+        stop,
+    );
+    side.finish_senders();
+    let ours = side.into_result(ran.is_err());
+    let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &ours, &test)) {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let who = format!(
+        "iperf3 client{} at {peer}",
+        test.client_version
+            .as_deref()
+            .map_or(String::new(), |v| format!(" (iperf {v})"))
+    );
+    let far = theirs
+        .as_ref()
+        .map(|r| figures::far_side(&spec, Role::Client, r, &who));
+    let summary = crate::kind::of(&TestSpec::Stream(spec.clone())).map_or_else(String::new, |k| {
+        k.summary(&TestSpec::Stream(spec.clone()), &ours)
+    });
+    let spec = TestSpec::Stream(spec);
+    let inputs = Inputs {
+        spec: &spec,
+        command: who,
+        server_command: Some(cfg.command.clone()),
+        server_address: cfg.bind.to_string(),
+        started_at,
+        software: SOFTWARE.into(),
+        client: far.as_ref().unwrap_or(&ours),
+        server: far.as_ref().map(|_| &ours),
+        client_intervals: &[],
+        server_intervals: &intervals,
+        error,
+        client_agent: None,
+        finished_at: Some(now_rfc3339()),
+        server_labels: Default::default(),
+        fleet: None,
+        prelude: None,
+    };
+    Ok((
+        Document::assemble(inputs, sonde_results::limit::judge),
+        summary,
+    ))
+}
+
+/// The test running until the client's TEST_END: our side sampled, any other connection
+/// told ACCESS_DENIED.
+fn run(
+    ctl: &mut Control,
+    srv: &mut Server,
+    side: &mut dyn Side,
+    intervals: &mut Vec<sonde_results::IntervalSample>,
+    listener: &TcpListener,
+    stop: &Interrupt,
+) -> Result<(), ServeError> {
+    loop {
+        if stop.is_set() {
+            return Err(ServeError::Stopped);
+        }
+        if let Some(s) = side.on_time(Instant::now()) {
+            intervals.push(s);
+        }
+        turn(ctl, srv, side.next_deadline())?;
+        while let Some(e) = srv.poll_event() {
+            if e == ServerEvent::TestEnd {
+                // The client's clock ended the test: an edge of ours due within a hair
+                // of it closes now, not never.
+                while let Some(due) = side
+                    .next_deadline()
+                    .filter(|d| *d <= Instant::now() + END_SLACK)
+                {
+                    intervals.extend(side.on_time(due));
+                }
+                return Ok(());
+            }
+        }
+        refuse_pending(listener);
+    }
+}
+
+/// Tells whoever is waiting in the listener's queue that this server is busy, without
+/// reading from them (as iperf3 does).
+fn refuse_pending(listener: &TcpListener) {
+    while let Ok((mut s, _)) = listener.accept() {
+        let _ = s.write_all(&[sonde_proto::iperf3::State::AccessDenied.byte()]);
+    }
+}
+
+/// EXCHANGE_RESULTS to IPERF_DONE: the client's results, ours for it.
+fn exchange(
+    ctl: &mut Control,
+    srv: &mut Server,
+    ours: &sonde_results::SideResult,
+    test: &Test,
+) -> Result<Results, ServeError> {
+    srv.exchange(Instant::now())?;
+    let mut theirs = None;
+    loop {
+        turn(ctl, srv, None)?;
+        while let Some(e) = srv.poll_event() {
+            match e {
+                ServerEvent::ClientResults(r) => {
+                    srv.send_results(&figures::our_results(ours, test), Instant::now())?;
+                    theirs = Some(*r);
+                }
+                ServerEvent::Done => {
+                    return theirs.ok_or(ServeError::Refused("no results".into()));
+                }
+                _ => {}
+            }
+        }
+        if srv.is_done() {
+            return theirs.ok_or(ServeError::Refused("no results".into()));
+        }
+    }
+}
