@@ -13,6 +13,14 @@
 //! another reflector does not check there either, so it can neither take that reflector's
 //! answers from its sender nor move the window of its sender's session there.
 
+pub mod peers;
+pub mod prober;
+#[cfg(test)]
+mod prober_tests;
+
+pub use peers::{Peer, PeerEntry, Peers};
+pub use prober::{Clocks, ListChange, Listed, Matched, Probe, Prober, ProberConfig, Unreachable};
+
 use crate::labels::{self, Labels, MAX_LABELS};
 use crate::stamp::{tlv, StampKey};
 use crate::Key;

@@ -36,11 +36,11 @@ fn snapshot(state: &Mutex<MeshState>) -> Snapshot {
         name: s.name.clone(),
         labels: s.labels.clone(),
         budget_per_s: s.budget_per_s,
-        rate_per_s: s.rate_per_s,
+        rate_per_s: s.rate_per_s(),
         reflected: s.reflected,
         refused: s.refused,
         peers: s
-            .peers
+            .peers()
             .iter()
             .map(|(a, e)| (a.ip().to_string(), e.labels(), e.stats.figures()))
             .collect(),

@@ -96,6 +96,40 @@ impl Drop for Services {
     }
 }
 
+/// A started service: what its users read (`handle`: its address, its shared state,
+/// reached through `Deref`) and the threads it owns, through which it is a [`Service`]
+/// (the one forwarding of a service's stop and join to its threads).
+pub struct Running<T> {
+    pub handle: T,
+    pub threads: Threads,
+}
+
+impl<T> std::ops::Deref for Running<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.handle
+    }
+}
+
+impl<T: Send> Service for Running<T> {
+    fn name(&self) -> &'static str {
+        self.threads.name
+    }
+
+    fn stop(&self) {
+        self.threads.stop();
+    }
+
+    fn finished(&self) -> bool {
+        self.threads.finished()
+    }
+
+    fn join(self: Box<Self>) -> Result<(), ServiceError> {
+        Box::new(self.threads).join()
+    }
+}
+
 /// The common handle: a stop flag and the threads that read it.
 pub struct Threads {
     pub name: &'static str,

@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::delay_line::DelayLine;
-use common::mesh_lab::{MeshLab, METRICS_PORT};
+use common::mesh_lab::{series, wait_until, MeshLab, METRICS_PORT};
 use common::prometheus::Prometheus;
 use common::{need_tools, skip_unless, temp_file};
 use serde_json::Value;
@@ -360,37 +360,6 @@ fn plant_a_delay_on_one_direction(
     );
 }
 
-/// Host k's own /metrics, read inside its namespace.
-fn scrape(lab: &MeshLab, k: usize) -> String {
-    let url = format!("http://{}:{METRICS_PORT}/metrics", lab.host_addr(k));
-    let script = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())";
-    let out = common::Lab::in_ns(&lab.hosts[k - 1], "python3")
-        .args(["-c", script, &url])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `family{...destination="dst"...}`'s value in `text`, if such a series is there.
-fn series(text: &str, family: &str, dst: &str, extra: &str) -> Option<f64> {
-    let want = format!("destination=\"{dst}\"");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{family}{{")))
-        .find(|l| l.contains(&want) && l.contains(extra))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> Result<(), String>) {
-    let began = Instant::now();
-    loop {
-        match done() {
-            Ok(()) => return,
-            Err(e) if began.elapsed() > limit => panic!("{what}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(300)),
-        }
-    }
-}
-
 #[test]
 fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series() {
     if !need_tools(&["python3"]) {
@@ -421,7 +390,7 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
     let answered = "sonde_mesh_probes_answered_total";
     let limit = Duration::from_secs(15);
     wait_until("every peer answers host 1", limit, || {
-        let t = scrape(&lab, 1);
+        let t = lab.scrape(1);
         match (2..=n).all(|k| series(&t, answered, &lab.host_addr(k), "").is_some_and(|v| v > 0.0))
         {
             true => Ok(()),
@@ -437,7 +406,7 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
         .collect();
     std::fs::write(&mine, without).unwrap();
     wait_until("h3's series gone", limit, || {
-        let t = scrape(&lab, 1);
+        let t = lab.scrape(1);
         match (
             t.contains(&format!("destination=\"{h3}\"")),
             t.contains(&format!("destination=\"{h4}\"")),
@@ -446,11 +415,13 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
             _ => Err(t),
         }
     });
-    assert!(scrape(&lab, 1).contains("sonde_mesh_peers{source=\"198.18.4.1\""));
+    assert!(lab
+        .scrape(1)
+        .contains("sonde_mesh_peers{source=\"198.18.4.1\""));
     // And returns: one series again, counted afresh.
     std::fs::write(&mine, &lines).unwrap();
     wait_until("h3 back", limit, || {
-        let t = scrape(&lab, 1);
+        let t = lab.scrape(1);
         match series(&t, answered, &h3, "") {
             Some(v) if v > 0.0 => Ok(()),
             _ => Err(t),
@@ -461,7 +432,7 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
     // series stays one series.
     agents[3].kill();
     wait_until("h4's probes lost", limit, || {
-        let t = scrape(&lab, 1);
+        let t = lab.scrape(1);
         match series(
             &t,
             "sonde_mesh_probes_lost_total",
@@ -472,18 +443,18 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
             _ => Err(t),
         }
     });
-    let before = series(&scrape(&lab, 1), answered, &h4, "").unwrap();
+    let before = series(&lab.scrape(1), answered, &h4, "").unwrap();
     // Restarted (a new session on its side, its reflector numbering from 0): answers
     // resume on the same series, and its own metrics start afresh.
     agents[3] = start(4);
     wait_until("h4 answers again", limit, || {
-        let t = scrape(&lab, 1);
+        let t = lab.scrape(1);
         match series(&t, answered, &h4, "") {
             Some(v) if v > before + 5.0 => Ok(()),
             _ => Err(t),
         }
     });
-    let t = scrape(&lab, 1);
+    let t = lab.scrape(1);
     for k in 2..=n {
         let dst = format!("destination=\"{}\"", lab.host_addr(k));
         let count = t
@@ -492,7 +463,7 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
             .count();
         assert_eq!(count, 1, "{dst}: {t}");
     }
-    let own = scrape(&lab, 4);
+    let own = lab.scrape(4);
     assert!(series(&own, sent, &lab.host_addr(1), "").is_some(), "{own}");
     // Nobody crashed.
     for (k, a) in agents.iter_mut().enumerate() {
@@ -528,7 +499,7 @@ fn agents_reading_on_their_grid_time_each_round_trip_by_the_packets_arrival() {
         "five answers from each peer",
         Duration::from_secs(20),
         || {
-            text = scrape(&lab, 1);
+            text = lab.scrape(1);
             match (2..=n)
                 .all(|k| series(&text, count, &lab.host_addr(k), "").is_some_and(|v| v >= 5.0))
             {

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use sonde_proto::mesh::ProberConfig;
+use sonde_proto::stamp::tlv::BOOT_ID_BYTES;
 use sonde_proto::Key;
 use sonde_results::mesh::Judging;
 
@@ -69,6 +71,25 @@ impl MeshConfig {
             per_s: self.reflect_max,
             burst: self.reflect_max.max(1.0),
             per_source: ((self.rate * ANSWERS_PER_RATE).ceil() as u32).max(ANSWERS_PER_RATE as u32),
+        }
+    }
+
+    /// The prober's machine for this configuration: its session `ssid`, `seed` for
+    /// where each new peer's first probe falls, this host's `boot_id`.
+    pub fn prober(
+        &self,
+        ssid: u16,
+        seed: u64,
+        boot_id: Option<[u8; BOOT_ID_BYTES]>,
+    ) -> ProberConfig {
+        ProberConfig {
+            rate_per_s: self.rate,
+            budget_per_s: self.budget,
+            judging: self.judging(),
+            key: self.key.as_ref().map(sonde_proto::mesh::stamp_key),
+            ssid,
+            boot_id,
+            seed,
         }
     }
 

@@ -5,20 +5,12 @@
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
-use std::sync::Mutex;
 
-use super::state::MeshState;
+pub use sonde_proto::mesh::Unreachable as Kind;
 
 /// Error-queue messages read per call at most, so that a flood of ICMP errors cannot
 /// hold the thread.
 const MAX_PER_CALL: usize = 256;
-
-/// What an ICMP error said of a probe's destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Port,
-    Host,
-}
 
 /// Has the kernel queue ICMP errors about `fd`'s datagrams (IPv4 or IPv6, as `v4`).
 pub fn enable(fd: RawFd, v4: bool) -> io::Result<()> {
@@ -95,21 +87,6 @@ pub fn drain(fd: RawFd, mut each: impl FnMut(SocketAddr, Kind)) {
             each(to, kind);
         }
     }
-}
-
-/// The ICMP errors queued on the prober's socket `fd`, each counted on its peer.
-pub(super) fn count(fd: RawFd, state: &Mutex<MeshState>) {
-    let mut locked = None;
-    drain(fd, |to, kind| {
-        let s = locked.get_or_insert_with(|| state.lock().unwrap());
-        if let Some(e) = s.peers.slot_of(&to).and_then(|slot| s.peers.slot_mut(slot)) {
-            let u = &mut e.stats.unreachable;
-            match kind {
-                Kind::Port => u.port += 1,
-                Kind::Host => u.host += 1,
-            }
-        }
-    });
 }
 
 /// Whether `e` is an ICMP error's, which a send or a receive reports once under

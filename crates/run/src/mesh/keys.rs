@@ -1,8 +1,8 @@
-//! The mesh's keys, derived once and cached: a reflector's address key
-//! (`sonde_proto::mesh::address_key`), to check its answers, and this agent's own to sign
-//! its answers; the probe keys (`sonde_proto::mesh::probe_key`) of a peer's probes to this
-//! agent, to check them, and of this agent's probes to a peer, to sign them. Each names
-//! this agent's address towards the peer. On an agent bound to one address that is the
+//! The reflector's keys, derived once and cached: this agent's own address key
+//! (`sonde_proto::mesh::address_key`) to sign its answers, and the probe keys
+//! (`sonde_proto::mesh::probe_key`) of a peer's probes to this agent, to check them; and
+//! the address this agent's packets to a peer leave from, which the prober's machine is
+//! given for its own probe keys. Each names this agent's address towards the peer. On an agent bound to one address that is the
 //! address; bound to the unspecified one, it is the source the routing table picks for
 //! that peer (a connected UDP socket's local address, no packet sent), which is what the
 //! kernel gives the unconnected sockets' packets too, and is looked up again at each
@@ -22,15 +22,10 @@ const MAX_CACHED: usize = 2 * super::peers::MAX_PEERS;
 pub struct Keys {
     mesh: StampKey,
     bind: IpAddr,
-    /// Each sender's key, once one of its packets checked (shared: a packet's check takes
-    /// a reference, not a copy of the HMAC's state).
-    theirs: HashMap<IpAddr, Rc<StampKey>>,
     /// This agent's key per own address.
     mine: HashMap<IpAddr, StampKey>,
     /// Each sender's probe key towards this agent, once one of its probes checked.
     probes_in: HashMap<IpAddr, Rc<StampKey>>,
-    /// This agent's probe key per peer.
-    probes_out: HashMap<IpAddr, StampKey>,
     /// The own address a packet to a remote address leaves from (unspecified bind only).
     toward: HashMap<IpAddr, IpAddr>,
     /// Sockets for the routing lookups (IPv4, IPv6), opened when first needed.
@@ -43,29 +38,10 @@ impl Keys {
         Keys {
             mesh,
             bind,
-            theirs: HashMap::new(),
             mine: HashMap::new(),
             probes_in: HashMap::new(),
-            probes_out: HashMap::new(),
             toward: HashMap::new(),
             route: [None, None],
-        }
-    }
-
-    /// The key packets from `ip` must carry: cached when one of its packets checked
-    /// ([`Keys::trust`]), else derived (a spoofed source costs one derivation, no room).
-    pub fn theirs(&self, ip: IpAddr) -> Rc<StampKey> {
-        match self.theirs.get(&ip) {
-            Some(k) => Rc::clone(k),
-            None => Rc::new(address_key(&self.mesh, ip)),
-        }
-    }
-
-    /// Keeps `key` as `ip`'s once a packet from `ip` checked under it.
-    pub fn trust(&mut self, ip: IpAddr, key: &Rc<StampKey>) {
-        if !self.theirs.contains_key(&ip) {
-            bounded(&mut self.theirs);
-            self.theirs.insert(ip, Rc::clone(key));
         }
     }
 
@@ -99,27 +75,15 @@ impl Keys {
         }
     }
 
-    /// This agent's key for its probes to `remote`.
-    pub fn probe_to(&mut self, remote: IpAddr) -> &StampKey {
-        if !self.probes_out.contains_key(&remote) {
-            bounded(&mut self.probes_out);
-            let own = self.source_toward(remote);
-            self.probes_out
-                .insert(remote, probe_key(&self.mesh, own, remote));
-        }
-        &self.probes_out[&remote]
-    }
-
     /// Forgets the routing lookups, and the probe keys that name their source (the list
     /// is read again: routes may have changed).
     pub fn forget_routes(&mut self) {
         self.toward.clear();
         self.probes_in.clear();
-        self.probes_out.clear();
     }
 
     /// The address a packet to `remote` leaves from.
-    fn source_toward(&mut self, remote: IpAddr) -> IpAddr {
+    pub fn source_toward(&mut self, remote: IpAddr) -> IpAddr {
         if !self.bind.is_unspecified() {
             return self.bind;
         }
@@ -173,22 +137,24 @@ mod tests {
         let mut k = Keys::new(mesh(), Ipv4Addr::UNSPECIFIED.into());
         let tag = k.mine("127.0.0.9".parse().unwrap()).mac(&[b"x"]);
         let lo: IpAddr = Ipv4Addr::LOCALHOST.into();
-        assert!(k.theirs(lo).verify(&[b"x"], &tag));
-        assert!(!k.theirs(bound).verify(&[b"x"], &tag));
+        assert_eq!(k.source_toward("127.0.0.9".parse().unwrap()), lo);
+        assert!(address_key(&mesh(), lo).verify(&[b"x"], &tag));
+        assert!(!address_key(&mesh(), bound).verify(&[b"x"], &tag));
     }
 
-    /// A probe to a peer is signed under the key of both addresses; what this agent
-    /// checks from that peer is the peer's probe to it, not its own.
+    /// A probe to a peer is signed under the key of both addresses (this agent's towards
+    /// it, the peer's); what this agent checks from that peer is the peer's probe to it,
+    /// not its own.
     #[test]
     fn probe_keys_name_this_agents_address_and_the_peers() {
         let (a, b): (IpAddr, IpAddr) =
             ("198.18.2.1".parse().unwrap(), "198.18.2.2".parse().unwrap());
         let mut at_a = Keys::new(mesh(), a);
         let mut at_b = Keys::new(mesh(), b);
-        let tag = at_a.probe_to(b).mac(&[b"x"]);
-        assert!(probe_key(&mesh(), a, b).verify(&[b"x"], &tag));
+        assert_eq!(at_a.source_toward(b), a, "bound: its address");
+        let tag = probe_key(&mesh(), at_a.source_toward(b), b).mac(&[b"x"]);
         assert!(at_b.probe_from(a).verify(&[b"x"], &tag));
         assert!(!at_a.probe_from(b).verify(&[b"x"], &tag));
-        assert!(!at_b.theirs(a).verify(&[b"x"], &tag));
+        assert!(!address_key(&mesh(), a).verify(&[b"x"], &tag));
     }
 }

@@ -14,6 +14,8 @@ mod peers;
 mod prober;
 mod reflector;
 mod state;
+#[cfg(test)]
+mod tests;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -27,9 +29,10 @@ use sonde_engine::kstamps::datagram;
 pub use config::{MeshConfig, ANSWERS_PER_RATE, MIN_REFRESH, SETTLE_TIMEOUTS};
 pub use peers::{parse_file, Peer, Source};
 pub use reflector::Rate;
-pub use state::{MeshState, PeerEntry, Peers};
+pub use sonde_proto::mesh::{PeerEntry, Peers};
+pub use state::MeshState;
 
-use crate::service::{Service, ServiceError, Threads};
+use crate::service::{Running, Threads};
 
 /// The STAMP port (RFC 8762): where an agent's reflector listens by default.
 pub const DEFAULT_PORT: u16 = sonde_proto::stamp::STAMP_PORT;
@@ -51,35 +54,17 @@ pub enum MeshError {
     Io(#[from] io::Error),
 }
 
-/// A running mesh: its state, and a [`Service`] (the prober's thread and its clock's).
+/// What a running mesh shows (its threads, the prober's and its clock's, are the
+/// [`Running`] service's).
 pub struct Mesh {
     pub state: Arc<Mutex<MeshState>>,
     /// Where the reflector listens (its port, when `--mesh-port 0` chose one).
     pub reflector: SocketAddr,
-    threads: Threads,
-}
-
-impl Service for Mesh {
-    fn name(&self) -> &'static str {
-        self.threads.name
-    }
-
-    fn stop(&self) {
-        self.threads.stop();
-    }
-
-    fn finished(&self) -> bool {
-        self.threads.finished()
-    }
-
-    fn join(self: Box<Self>) -> Result<(), ServiceError> {
-        Box::new(self.threads).join()
-    }
 }
 
 /// Binds the sockets, reads the list once (a bad list is an error naming it) and starts
 /// probing until stopped.
-pub fn start(cfg: MeshConfig) -> Result<Mesh, MeshError> {
+pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
     let addr = SocketAddr::new(cfg.bind, cfg.port);
     let reflector = UdpSocket::bind(addr).map_err(|source| MeshError::Bind { addr, source })?;
     let prober = UdpSocket::bind(SocketAddr::new(cfg.bind, 0))?;
@@ -91,15 +76,25 @@ pub fn start(cfg: MeshConfig) -> Result<Mesh, MeshError> {
     }
     let first = cfg.source.read(cfg.port).map_err(MeshError::List)?;
     let local = reflector.local_addr()?;
+    // A session of its own (SSID, not 0) at each start.
+    let ssid = (crate::random::u64() as u16).max(1);
+    let config = cfg.prober(ssid, crate::random::u64(), crate::stamp::clock::boot_id());
+    let mut machine = sonde_proto::mesh::Prober::new(config);
+    // The first list taken before any thread starts: the first scrape shows its peers.
+    let started = std::time::Instant::now();
+    let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
+    let mut routes = mesh_key.map(|k| keys::Keys::new(k, cfg.bind));
+    let change = machine.set_list(0, prober::listed(cfg.bind, &mut routes, first));
+    let each = machine.rate_per_s() / machine.peers().len().max(1) as f64;
+    prober::say(change, machine.peers().len(), each);
     let state = Arc::new(Mutex::new(MeshState {
         name: cfg.name.clone(),
         labels: cfg.labels.clone(),
         budget_per_s: cfg.budget,
-        rate_per_s: 0.0,
         reflected: 0,
         refused: 0,
-        peers: state::Peers::default(),
         list_error: None,
+        prober: machine,
     }));
     // The clock's error bound (u64::MAX: not synchronised), read on a thread of its own.
     let bound = Arc::new(AtomicU64::new(u64::MAX));
@@ -110,12 +105,14 @@ pub fn start(cfg: MeshConfig) -> Result<Mesh, MeshError> {
     })?;
     let (stop, shared) = (threads.stop.clone(), Arc::clone(&state));
     threads.spawn("sonde-mesh", move || {
-        let mut p = prober::Prober::new(cfg, reflector, prober, shared, bound);
-        p.run(first, &stop);
+        let mut p = prober::SocketLoop::new(cfg, reflector, prober, shared, bound, started);
+        p.run(&stop);
     })?;
-    Ok(Mesh {
-        state,
-        reflector: local,
+    Ok(Running {
+        handle: Mesh {
+            state,
+            reflector: local,
+        },
         threads,
     })
 }

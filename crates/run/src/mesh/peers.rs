@@ -17,16 +17,7 @@ use sonde_probe::host::{broadcast_of, local_subnets, Subnet};
 /// 10,000 silent peers, about 110 MB at most).
 pub const MAX_PEERS: usize = 10_000;
 
-/// A peer to probe.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer {
-    /// Its STAMP reflector.
-    pub addr: SocketAddr,
-    /// Unauthenticated probes to an agent-less reflector (`open` in a file); its answers
-    /// carry no per-session numbers, so its losses have no direction.
-    pub open: bool,
-    pub labels: BTreeMap<String, String>,
-}
+pub use sonde_proto::mesh::Peer;
 
 /// `--mesh SOURCE`.
 #[derive(Debug, Clone, PartialEq, Eq)]

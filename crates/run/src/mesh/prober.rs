@@ -1,31 +1,32 @@
-//! The mesh's one thread: its reflector's requests answered, answers matched to their
-//! peers, probes due sent, peers settled, the list read again. Probes and settlings are
-//! scheduled per peer on heaps of due times, so a wake-up costs the peers due, not the
-//! peers listed. Everything happens on grids ([`send_slot`], [`TICK`], [`READ_EVERY`]) so
-//! that one wake-up does many things: an arriving packet never wakes the thread. Each is
-//! timed by the kernel's receive stamp instead, so a late read lengthens no round trip:
-//! an answer's arrival is its stamp, and the reflector's hold (its receive stamp to its
-//! send) is written into its answer and taken out by the prober.
+//! The mesh's one thread, a socket loop around the prober's machine
+//! (`sonde_proto::mesh::Prober`, which decides what to send when, what an answer is, and
+//! when a probe is settled): its reflector's requests answered, answers read and handed
+//! to the machine, the probes it polls sent, the list read again. Everything happens on
+//! grids (the machine's send slots and settling, [`READ_EVERY`]) so that one wake-up does
+//! many things: an arriving packet never wakes the thread. Each is timed by the kernel's
+//! receive stamp instead, so a late read lengthens no round trip: an answer's arrival is
+//! its stamp, and the reflector's hold (its receive stamp to its send) is written into its
+//! answer and taken out by the machine.
+//!
+//! The machine lives in the state the metrics read, behind its mutex; the mutex is taken
+//! for each decision and never held across a send or a read.
 
-use std::collections::BTreeMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sonde_engine::kstamps::batch::Batch;
-use sonde_proto::stamp::{
-    tlv, ErrorEstimate, Mode, ReflectorPacket, SenderPacket, TimeFormat, Timestamp,
-};
-use sonde_results::mesh::{per_peer_rate, Answer, PeerStats, Schedule, Stamps};
+use sonde_proto::mesh::{Clocks, ListChange, Listed, Unreachable};
+use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp};
 
 use super::config::MeshConfig;
 use super::icmp;
 use super::keys::Keys;
 use super::peers::Peer;
 use super::reflector::{self, Reflector, Times};
-use super::state::{MeshState, PeerEntry};
+use super::state::MeshState;
 use crate::signals::Interrupt;
 
 /// Packets read per socket per wake-up at most, so that a flood on one socket cannot
@@ -34,74 +35,62 @@ const READ_BATCH: usize = 256;
 /// Packets read per system call (`recvmmsg`): a hundred waiting packets a second, read
 /// ten times a second, are one call each time.
 const READ_SLOTS: usize = 32;
-/// The grid probes are settled and windows closed on: a peer is settled at the first
-/// multiple of this at or after it has something to settle (as late as before, when every
-/// peer was settled this often, but only the peers due).
-const TICK: Duration = Duration::from_millis(200);
 /// How long a packet may wait in a socket before it is read: both sockets are read on
-/// every wake-up, and the thread wakes at least this often. Half a [`TICK`], so that reads
-/// share the send grid's wake-ups (less with a short timeout: [`read_every`]). The stop
-/// flag is read as often.
+/// every wake-up, and the thread wakes at least this often. Half the machine's settling
+/// grid (`TICK_NS`), so that reads share the send grid's wake-ups (less with a short
+/// timeout: [`read_every`]). The stop flag is read as often.
 const READ_EVERY: Duration = Duration::from_millis(100);
 /// How often the clock's error bound is read again (chronyc may take a moment).
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
 /// Socket buffers asked for: a burst of answers from a thousand peers fits.
 const SOCKET_BUFFER: libc::c_int = 4 << 20;
-/// One probe in this many asks for the peer's labels once they are known (a probe with
-/// the Labels and Boot ID TLVs is 412 bytes, without them 112).
-const LABELS_EVERY: u32 = 64;
 /// Largest datagram read; a STAMP probe with TLVs is far smaller.
 const MAX_DATAGRAM: usize = 2048;
 
-pub(super) struct Prober {
+pub(super) struct SocketLoop {
     cfg: MeshConfig,
     reflector_sock: UdpSocket,
     prober_sock: UdpSocket,
+    /// What the metrics read, the prober's machine in it.
     state: Arc<Mutex<MeshState>>,
-    /// Address keys: its own to sign probes, each peer's to check its answers.
-    keys: Option<Keys>,
+    /// With a key: the address this agent's packets to a peer leave from (a routing
+    /// lookup when bound to the unspecified address), which a probe's key names.
+    routes: Option<Keys>,
     reflector: Reflector,
-    ssid: u16,
-    /// This host's kernel boot id: a peer whose reflector tells the same reads one clock.
-    boot_id: Option<[u8; tlv::BOOT_ID_BYTES]>,
     started: Instant,
-    /// Each peer's next probe, by its slot.
-    sends: Schedule,
-    /// When each peer next has a probe to settle or its window to close, on [`TICK`]'s grid.
-    ticks: Schedule,
     /// The reflector's counters as the state last had them.
     published: (u64, u64),
     /// The clock's error bound in ns (u64::MAX: not synchronised), read on its own thread.
     clock_bound: Arc<AtomicU64>,
     batch: Batch,
     out: Vec<u8>,
+    /// ICMP errors read, before they are counted under the lock.
+    unreachable: Vec<(SocketAddr, Unreachable)>,
 }
 
-impl Prober {
+impl SocketLoop {
     pub(super) fn new(
         cfg: MeshConfig,
         reflector_sock: UdpSocket,
         prober_sock: UdpSocket,
         state: Arc<Mutex<MeshState>>,
         clock_bound: Arc<AtomicU64>,
-    ) -> Prober {
+        started: Instant,
+    ) -> SocketLoop {
         let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
         let keys = || mesh_key.clone().map(|k| Keys::new(k, cfg.bind));
         let reflector = Reflector::new(keys(), cfg.reflect(), cfg.labels.clone());
         // Best effort: without it a silent peer and a closed port look alike.
         let _ = icmp::enable(prober_sock.as_raw_fd(), cfg.bind.is_ipv4());
-        Prober {
+        SocketLoop {
             reflector,
-            keys: keys(),
-            ssid: (crate::random::u64() as u16).max(1),
-            boot_id: crate::stamp::clock::boot_id(),
-            started: Instant::now(),
-            sends: Schedule::default(),
-            ticks: Schedule::default(),
+            routes: keys(),
+            started,
             published: (0, 0),
             clock_bound,
             batch: Batch::new(READ_SLOTS, MAX_DATAGRAM),
             out: vec![0; MAX_DATAGRAM],
+            unreachable: Vec::new(),
             cfg,
             reflector_sock,
             prober_sock,
@@ -113,8 +102,22 @@ impl Prober {
         self.started.elapsed().as_nanos() as u64
     }
 
-    pub(super) fn run(&mut self, first: Vec<Peer>, interrupt: &Interrupt) {
-        self.take_list(first);
+    fn clocks(&self) -> Clocks {
+        Clocks {
+            mono_ns: self.now_ns(),
+            real_ns: reflector::realtime_ns(),
+        }
+    }
+
+    /// The state, for one decision (a panic elsewhere left it as it was: keep going).
+    fn lock(&self) -> MutexGuard<'_, MeshState> {
+        lock(&self.state)
+    }
+
+    /// Runs until `interrupt`, the machine holding its first list already.
+    pub(super) fn run(&mut self, interrupt: &Interrupt) {
+        let first: Vec<IpAddr> = self.lock().peers().iter().map(|(a, _)| a.ip()).collect();
+        self.reflector.listed(first);
         let refresh = self.cfg.refresh_every().as_nanos() as u64;
         let mut next_refresh = self.now_ns() + refresh;
         let every = read_every(self.cfg.judging().timeout_ns);
@@ -126,11 +129,15 @@ impl Prober {
                 self.refresh();
                 next_refresh = now + refresh;
             }
-            let next_probe = self.send_due(now);
-            self.settle_due(self.now_ns());
-            let next_tick = self.ticks.earliest().unwrap_or(u64::MAX);
+            self.send_due();
+            let next = {
+                let now = self.now_ns();
+                let mut s = self.lock();
+                s.prober.handle_timeout(now);
+                s.prober.poll_timeout()
+            };
             let next_read = (now / every + 1) * every;
-            let until = next_probe.min(next_tick).min(next_refresh).min(next_read);
+            let until = next.min(next_refresh).min(next_read);
             if !behind {
                 sleep(Duration::from_nanos(until.saturating_sub(self.now_ns())));
             }
@@ -139,17 +146,17 @@ impl Prober {
 
     /// Reads the list again; on failure keeps the last one and says why once.
     fn refresh(&mut self) {
-        if let Some(k) = &mut self.keys {
+        if let Some(k) = &mut self.routes {
             k.forget_routes();
         }
         self.reflector.forget_routes();
         match self.cfg.source.read(self.cfg.port) {
             Ok(list) => {
-                self.state.lock().unwrap().list_error = None;
+                self.lock().list_error = None;
                 self.take_list(list);
             }
             Err(e) => {
-                let mut s = self.state.lock().unwrap();
+                let mut s = self.lock();
                 if s.list_error.as_deref() != Some(&e) {
                     tracing::warn!("mesh: {e}; probing the last list");
                 }
@@ -158,132 +165,48 @@ impl Prober {
         }
     }
 
-    /// The list becomes `list`: new peers start (their first probe at a random point of
-    /// one period), gone peers and their figures leave, every peer's rate is the share.
+    /// The list becomes `list` (its peers of the sockets' family), each with the address
+    /// its probes leave from (looked up before the lock is taken).
     fn take_list(&mut self, list: Vec<Peer>) {
-        let family = self.cfg.bind.is_ipv4();
-        let list: Vec<Peer> = list
-            .into_iter()
-            .filter(|p| p.addr.is_ipv4() == family)
-            .collect();
+        let listed = listed(self.cfg.bind, &mut self.routes, list);
+        self.reflector
+            .listed(listed.iter().map(|l| l.peer.addr.ip()));
         let now = self.now_ns();
-        let rate = per_peer_rate(self.cfg.rate, self.cfg.budget, list.len());
-        let period = period_ns(rate);
-        let mut state = self.state.lock().unwrap();
-        let before = state.peers.len();
-        let wanted: BTreeMap<SocketAddr, Peer> = list.into_iter().map(|p| (p.addr, p)).collect();
-        self.reflector.listed(wanted.keys().map(|a| a.ip()));
-        for gone in state.peers.addrs() {
-            if !wanted.contains_key(&gone) {
-                if let Some(slot) = state.peers.remove(&gone) {
-                    self.sends.remove(slot);
-                    self.ticks.remove(slot);
-                }
-            }
-        }
-        let (mut added, kept) = (0, state.peers.len());
-        for (addr, peer) in wanted {
-            if let Some(e) = state
-                .peers
-                .slot_of(&addr)
-                .and_then(|s| state.peers.slot_mut(s))
-            {
-                e.peer = peer;
-                continue;
-            }
-            let mut stats = PeerStats::new(now, &self.cfg.judging());
-            if peer.open {
-                stats = stats.without_directions();
-            }
-            let first = now + (crate::random::u64() % period.max(1));
-            let tick = tick_at(&stats, now);
-            let entry = PeerEntry {
-                peer,
-                learned: BTreeMap::new(),
-                stats,
-                next_seq: 0,
-                one_clock: false,
-            };
-            let slot = state.peers.insert(addr, entry);
-            self.sends.set(slot, first);
-            self.ticks.set(slot, tick);
-            added += 1;
-        }
-        state.rate_per_s = rate * state.peers.len() as f64;
-        if added > 0 || kept != before {
-            tracing::info!(
-                "mesh: {} peers ({added} new, {} gone), {rate:.3} probes/s each",
-                state.peers.len(),
-                before - kept
-            );
-        }
+        let (change, peers, rate) = {
+            let mut s = self.lock();
+            let change = s.prober.set_list(now, listed);
+            let peers = s.prober.peers().len();
+            (change, peers, s.prober.rate_per_s() / peers.max(1) as f64)
+        };
+        say(change, peers, rate);
     }
 
-    /// Sends the probes due before the end of `now`'s slot; when the next slot with a
-    /// probe due begins.
-    fn send_due(&mut self, now: u64) -> u64 {
-        let mut state = self.state.lock().unwrap();
-        let rate = per_peer_rate(self.cfg.rate, self.cfg.budget, state.peers.len());
-        let period = period_ns(rate);
-        let slot = send_slot(period);
-        let horizon = (now / slot + 1) * slot - 1;
+    /// Sends the probes the machine has due: each polled under the lock, sent after it
+    /// is released, its departure given to the machine with the next poll.
+    fn send_due(&mut self) {
         let estimate = self.estimate();
-        while let Some((due, slot)) = self.sends.pop_due(horizon) {
-            let Some(e) = state.peers.slot_mut(slot) else {
-                continue;
-            };
-            let addr = e.peer.addr;
-            let seq = e.next_seq;
-            // Its departure, on both clocks: the ledger's, and the packet's T1.
-            let (sent, real) = (self.now_ns(), reflector::realtime_ns());
-            let probe = SenderPacket {
-                seq,
-                timestamp: Timestamp::from_unix_ns(real, TimeFormat::Ntp),
-                estimate,
-                ssid: self.ssid,
-            };
-            // Under the key of both ends: re-sent to another peer, it checks nowhere.
-            let key = self.keys.as_mut().map(|k| k.probe_to(addr.ip()));
-            let mode = mode_for(key, &e.peer);
-            let mut len = mode.base_bytes();
-            // Ask for the peer's labels until it answered them, then now and again.
-            if !e.peer.open && (e.learned.is_empty() || seq.is_multiple_of(LABELS_EVERY)) {
-                let area = &mut self.out[len..];
-                if let Ok(n) = sonde_proto::mesh::put_labels_request(area, mode.key(), seq) {
-                    len += n;
+        let mut done = None;
+        loop {
+            let now = self.clocks();
+            let probe = {
+                let mut s = lock(&self.state);
+                if let Some((to, seq, at)) = done.take() {
+                    s.prober.sent(to, seq, at);
                 }
-            }
+                s.prober.poll_probe(now, estimate, &mut self.out)
+            };
+            let Some(p) = probe else {
+                return;
+            };
             // An ICMP error about an earlier probe (to any peer) fails the next send
             // once (`IP_RECVERR`): it is in the error queue, and this probe goes again.
-            let send = |s: &UdpSocket, b: &[u8]| match s.send_to(b, addr) {
-                Err(e) if icmp::reported(&e) => s.send_to(b, addr),
+            let send = |s: &UdpSocket, b: &[u8]| match s.send_to(b, p.to) {
+                Err(e) if icmp::reported(&e) => s.send_to(b, p.to),
                 r => r,
             };
-            if probe.write(mode, &mut self.out[..len]).is_ok()
-                && send(&self.prober_sock, &self.out[..len]).is_ok()
-            {
-                e.stats.on_sent(seq, sent);
-                e.next_seq = seq.wrapping_add(1);
-                self.ticks.set(slot, tick_at(&e.stats, sent));
-            }
-            // Late by more than a period (a stall): start again from now, no burst.
-            let next = due + period;
-            self.sends
-                .set(slot, if next <= horizon { now + period } else { next });
-        }
-        self.sends.earliest().map_or(u64::MAX, |t| t / slot * slot)
-    }
-
-    /// Settles the peers due (each then due again when it next has something to settle).
-    fn settle_due(&mut self, now: u64) {
-        if self.ticks.earliest().is_none_or(|t| t > now) {
-            return;
-        }
-        let mut state = self.state.lock().unwrap();
-        while let Some((_, slot)) = self.ticks.pop_due(now) {
-            if let Some(e) = state.peers.slot_mut(slot) {
-                e.stats.tick(now);
-                self.ticks.set(slot, tick_at(&e.stats, now + 1));
+            let at = self.now_ns();
+            if send(&self.prober_sock, &self.out[..p.len]).is_ok() {
+                done = Some((p.to, p.seq, at));
             }
         }
     }
@@ -331,14 +254,14 @@ impl Prober {
     fn publish(&mut self) {
         let now = (self.reflector.reflected, self.reflector.refused);
         if now != self.published {
-            let mut state = self.state.lock().unwrap();
-            (state.reflected, state.refused) = now;
+            let mut s = lock(&self.state);
+            (s.reflected, s.refused) = now;
             self.published = now;
         }
     }
 
-    /// Matches the answers waiting on the prober's socket to their peers' probes; whether
-    /// the last read was full (more may wait).
+    /// Hands the answers waiting on the prober's socket to the machine, and counts the
+    /// ICMP errors queued; whether the last read was full (more may wait).
     fn read_answers(&mut self) -> bool {
         let fd = self.prober_sock.as_raw_fd();
         let mut full = false;
@@ -348,109 +271,77 @@ impl Prober {
                 Err(e) if icmp::reported(&e) => self.batch.read(fd),
                 got => got,
             };
-            full = got.unwrap_or(0) == READ_SLOTS;
-            self.match_answers();
+            let n = got.unwrap_or(0);
+            full = n == READ_SLOTS;
+            if n > 0 {
+                self.match_answers();
+            }
             if !full {
                 break;
             }
         }
-        icmp::count(fd, &self.state);
+        let mut errors = std::mem::take(&mut self.unreachable);
+        icmp::drain(fd, |to, kind| errors.push((to, kind)));
+        if !errors.is_empty() {
+            let mut s = self.lock();
+            for (to, kind) in errors.drain(..) {
+                s.prober.unreachable(to, kind);
+            }
+        }
+        self.unreachable = errors;
         full
     }
 
-    /// The answers of the last read, each to its peer's probe.
+    /// The answers of the last read, each handed to the machine with its arrival.
     fn match_answers(&mut self) {
-        let mut state = self.state.lock().unwrap();
+        // Now on both clocks: each answer's kernel stamp says how long ago it came.
+        let now = self.clocks();
+        let own = match self.clock_bound.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            b => Some(b),
+        };
+        let mut s = lock(&self.state);
         for (d, bytes) in self.batch.iter().filter(|(d, _)| d.len <= MAX_DATAGRAM) {
-            let from = d.from;
-            // When it arrived, on the ledger's clock: the kernel's stamp says how long ago.
-            let (now, real) = (self.now_ns(), reflector::realtime_ns());
-            let back_ns = d.rx_ns.unwrap_or(real);
-            let arrived = now.saturating_sub(real.saturating_sub(back_ns));
-            // Only a listed peer's answer, in its mode, for this agent's session.
-            let Some(slot) = state.peers.slot_of(&from) else {
-                continue;
+            let back_ns = d.rx_ns.unwrap_or(now.real_ns);
+            let age_ns = now.real_ns.saturating_sub(back_ns);
+            let arrived = Clocks {
+                mono_ns: now.mono_ns.saturating_sub(age_ns),
+                real_ns: back_ns,
             };
-            let Some(e) = state.peers.slot_mut(slot) else {
-                continue;
-            };
-            let key = self.keys.as_ref().map(|k| k.theirs(from.ip()));
-            let mode = mode_for(key.as_deref(), &e.peer);
-            let Ok(a) = ReflectorPacket::read(bytes, mode) else {
-                continue;
-            };
-            if let (Some(keys), Some(k)) = (self.keys.as_mut(), &key) {
-                keys.trust(from.ip(), k);
-            }
-            if a.ssid != self.ssid && !e.peer.open {
-                continue;
-            }
-            // A probe's base carries the same key's HMAC as an answer's: one echoed back
-            // by a keyless rogue reads as an answer, but with zeros where a reflector
-            // writes its receive time.
-            if a.receive.0 == 0 {
-                continue;
-            }
-            // Labels only under a verified HMAC TLV: an `open` peer's answers carry none, and
-            // whoever holds its address could write any.
-            let area = &bytes[mode.base_bytes()..];
-            if let Some(k) = mode.key() {
-                if let Some(l) = sonde_proto::mesh::read_labels(area, Some(k), a.seq) {
-                    e.learned = l;
-                }
-                // Its boot id, under the same verified HMAC TLV.
-                if tlv::check_hmac(area, k, a.seq) == Some(true) {
-                    if let Some(id) = tlv::find_boot_id(area) {
-                        e.one_clock = Some(id) == self.boot_id;
-                    }
-                }
-            }
-            let unix = |t: Timestamp| t.to_unix_ns(TimeFormat::Ntp);
-            let held_ns = unix(a.timestamp).saturating_sub(unix(a.receive));
-            let answer = e.stats.on_answer(a.sender_seq, a.seq, arrived, held_ns);
-            self.ticks.set(slot, tick_at(&e.stats, now));
-            if matches!(answer, Answer::First { .. }) {
-                let unix = |t| unix(t) as i64;
-                let own = self.clock_bound.load(Ordering::Relaxed);
-                // One host's two ends read one clock: no offset at all (as ping's "one
-                // clock"), whatever either claims.
-                let one = e.one_clock.then_some(0);
-                e.stats.on_stamps(Stamps {
-                    sent_ns: unix(a.sender_timestamp),
-                    reflected_in_ns: unix(a.receive),
-                    reflected_out_ns: unix(a.timestamp),
-                    back_ns: back_ns as i64,
-                    own_bound_ns: one.or((own != u64::MAX).then_some(own)),
-                    peer_bound_ns: one.or(a
-                        .estimate
-                        .synchronized
-                        .then(|| a.estimate.bound_ns())
-                        .flatten()),
-                });
-            }
+            s.prober.handle_answer(d.from, bytes, arrived, own);
         }
     }
 }
 
-/// A peer's mode: under `key` (the sender's address key), or unauthenticated for `open`.
-fn mode_for<'k>(key: Option<&'k sonde_proto::stamp::StampKey>, peer: &Peer) -> Mode<'k> {
-    match key {
-        Some(k) if !peer.open => Mode::Authenticated(k),
-        _ => Mode::Unauthenticated,
+/// The peers of `list` the sockets reach (the family of `bind`, their address), each
+/// with the address its probes leave from (with a key: `routes`' lookup).
+pub(super) fn listed(bind: IpAddr, routes: &mut Option<Keys>, list: Vec<Peer>) -> Vec<Listed> {
+    list.into_iter()
+        .filter(|p| p.addr.is_ipv4() == bind.is_ipv4())
+        .map(|peer| Listed {
+            from: match routes {
+                Some(k) => k.source_toward(peer.addr.ip()),
+                None => bind,
+            },
+            peer,
+        })
+        .collect()
+}
+
+/// Logs a list's change: `peers` now, probed at `rate` a second each.
+pub(super) fn say(change: ListChange, peers: usize, rate: f64) {
+    if change.added > 0 || change.gone > 0 {
+        tracing::info!(
+            "mesh: {peers} peers ({} new, {} gone), {rate:.3} probes/s each",
+            change.added,
+            change.gone
+        );
     }
 }
 
-/// The send grid's slot for peers probed every `period_ns`: a wake-up sends the probes
-/// due before its slot ends, each at most a slot early (timed when it leaves; its peer's
-/// rate unchanged). Half a [`TICK`] (or that halved, down to a quarter of the period), so
-/// that slots, reads and settling share wake-ups: at a probe per peer every second or
-/// slower, 100 ms and ten wake-ups a second for any number of peers.
-fn send_slot(period_ns: u64) -> u64 {
-    let mut slot = TICK.as_nanos() as u64 / 2;
-    while slot > (period_ns / 4).max(1) {
-        slot /= 2;
-    }
-    slot
+/// The state, for one decision (a panic elsewhere left it as it was: keep going).
+fn lock(state: &Mutex<MeshState>) -> MutexGuard<'_, MeshState> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// How often the sockets are read with a probe timeout of `timeout_ns`: [`READ_EVERY`], or
@@ -463,27 +354,6 @@ fn read_every(timeout_ns: u64) -> u64 {
         every /= 2;
     }
     every
-}
-
-/// When a peer next needs settling, as seen at `now_ns`: now when it already has
-/// something to settle (this wake-up settles it), else the first point of [`TICK`]'s grid
-/// after that time. Rounding a due time up from `now_ns` instead would let a probe sent
-/// just after each grid point move its peer's settling to the next one, again and again:
-/// at 20 probes a second, a peer whose probes left just after the grid was never settled.
-fn tick_at(stats: &PeerStats, now_ns: u64) -> u64 {
-    let next = stats.next_tick_ns();
-    if next <= now_ns {
-        return now_ns;
-    }
-    let grid = TICK.as_nanos() as u64;
-    next.div_ceil(grid).saturating_mul(grid)
-}
-
-fn period_ns(rate: f64) -> u64 {
-    if rate <= 0.0 {
-        return u64::MAX / 4;
-    }
-    (1e9 / rate) as u64
 }
 
 /// Sleeps `wait` or until a stop signal: the sockets are not watched (they are read on
@@ -537,25 +407,6 @@ pub(super) fn watch_clock(bound: &AtomicU64, interrupt: &Interrupt) {
 mod tests {
     use super::*;
 
-    /// A peer with something to settle is settled in the wake-up that sees it, whenever
-    /// that is; one with nothing due yet on the first grid point after its due time.
-    #[test]
-    fn a_peer_due_is_settled_now_not_moved_to_the_next_grid_point() {
-        let judging = sonde_results::mesh::Judging::default();
-        let mut stats = PeerStats::new(0, &judging);
-        let ms = 1_000_000;
-        stats.on_sent(0, 0);
-        let waiting = stats.next_tick_ns();
-        assert_eq!(tick_at(&stats, ms), waiting.div_ceil(200 * ms) * 200 * ms);
-        stats.on_answer(0, 0, ms, 0);
-        // Answered: due now. A probe sent 4 ms after a grid point does not move it on.
-        assert_eq!(tick_at(&stats, 404 * ms), 404 * ms);
-        stats.on_sent(1, 404 * ms);
-        assert_eq!(tick_at(&stats, 404 * ms), 404 * ms);
-        stats.tick(404 * ms);
-        assert!(tick_at(&stats, 404 * ms + 1) > 404 * ms + 1);
-    }
-
     #[test]
     fn a_short_timeout_reads_the_sockets_often_enough_that_waiting_never_makes_an_answer_late() {
         let ms = 1_000_000;
@@ -570,29 +421,10 @@ mod tests {
             let every = read_every(timeout);
             assert!(every <= (timeout / 8).max(ms), "{timeout}: {every}");
             assert_eq!(
-                TICK.as_nanos() as u64 % every,
+                sonde_proto::mesh::prober::TICK_NS % every,
                 0,
                 "reads share the settling grid"
             );
         }
-    }
-
-    #[test]
-    fn a_send_slot_divides_the_settling_grid_and_stays_under_a_quarter_of_the_period() {
-        let tick = TICK.as_nanos() as u64;
-        for (rate, slot_ms) in [
-            (0.1, 100.0),
-            (1.0, 100.0),
-            (2.0, 100.0),
-            (10.0, 25.0),
-            (100.0, 1.5625),
-        ] {
-            let period = period_ns(rate);
-            let slot = send_slot(period);
-            assert_eq!(slot as f64 / 1e6, slot_ms, "at {rate}/s");
-            assert_eq!(tick % slot, 0);
-            assert!(slot <= period / 4);
-        }
-        assert_eq!(send_slot(3), 1, "at least a nanosecond");
     }
 }

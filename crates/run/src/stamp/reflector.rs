@@ -28,7 +28,7 @@ use sonde_proto::stamp::{
 
 use super::clock;
 use super::guard::{allowed, Cidr, Limiter};
-use crate::service::{Service, ServiceError, Threads};
+use crate::service::{Running, Threads};
 
 /// Longest datagram read; a longer one is refused (its answer would be as long).
 pub const MAX_PACKET: usize = 9000;
@@ -124,17 +124,17 @@ impl ReflectorConfig {
     }
 }
 
-/// A running reflector: a [`Service`] (its packet loop's thread and its clock's).
+/// What a running reflector shows (its threads, the packet loop's and its clock's, are
+/// the [`Running`] service's).
 pub struct ReflectorService {
     pub local: SocketAddr,
     pub counts: Arc<ReflectorCounts>,
-    threads: Threads,
 }
 
 impl ReflectorService {
     /// Binds `cfg.bind` and starts answering on a thread of its own until stopped; the
     /// clock's state is read now and every [`clock::REFRESH`] on another thread.
-    pub fn start(cfg: ReflectorConfig) -> io::Result<ReflectorService> {
+    pub fn start(cfg: ReflectorConfig) -> io::Result<Running<ReflectorService>> {
         let socket = UdpSocket::bind(cfg.bind)?;
         enable_arrival(socket.as_raw_fd(), cfg.bind.is_ipv6())?;
         let local = socket.local_addr()?;
@@ -150,40 +150,20 @@ impl ReflectorService {
         })?;
         let (stop, loop_counts) = (threads.stop.clone(), counts.clone());
         threads.spawn("stamp-reflector", move || {
-            let mut state = Loop::new(&cfg, clock, loop_counts);
+            let mut state = Loop::new(&cfg, clock, Arc::clone(&loop_counts));
             while !stop.is_set() {
                 if let Err(e) = state.once(&socket) {
                     tracing::warn!("stamp reflector: {e}");
                     std::thread::sleep(TICK);
                 }
             }
+            // Stopped: what it answered and refused, final.
+            tracing::info!("stamp reflector: {}", loop_counts.line());
         })?;
-        Ok(ReflectorService {
-            local,
-            counts,
+        Ok(Running {
+            handle: ReflectorService { local, counts },
             threads,
         })
-    }
-}
-
-impl Service for ReflectorService {
-    fn name(&self) -> &'static str {
-        self.threads.name
-    }
-
-    fn stop(&self) {
-        self.threads.stop();
-    }
-
-    fn finished(&self) -> bool {
-        self.threads.finished()
-    }
-
-    /// Waits for its threads, then logs what it answered and refused.
-    fn join(self: Box<Self>) -> Result<(), ServiceError> {
-        let joined = Box::new(self.threads).join();
-        tracing::info!("stamp reflector: {}", self.counts.line());
-        joined
     }
 }
 

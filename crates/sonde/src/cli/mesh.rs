@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use sonde_run::mesh::{self, MeshConfig, Source};
 
-use super::flags::parse_duration_ms;
+use sonde_results::spec::units::parse_period_ms;
 
 #[derive(Args, Debug)]
 pub struct MeshArgs {
@@ -30,19 +30,21 @@ pub struct MeshArgs {
     /// --mesh-rate, each peer gets an equal share.
     #[arg(long, default_value_t = mesh::DEFAULT_BUDGET, value_parser = positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_budget: f64,
-    /// How often the peer list is read (resolved) again.
-    #[arg(long, default_value = "30", value_parser = duration, value_name = "SECS", requires = "mesh")]
+    /// How often the peer list is read (resolved) again: seconds, or with a unit (500ms,
+    /// 30s, 10m, 1h); at least once a second.
+    #[arg(long, default_value = "30s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
     pub mesh_refresh: Duration,
     /// This agent's `source` label in the metrics: the address its peers probe [default:
     /// --bind].
     #[arg(long, value_name = "NAME", requires = "mesh")]
     pub mesh_name: Option<String>,
-    /// A probe unanswered this long is lost.
-    #[arg(long, default_value = "2", value_parser = duration, value_name = "SECS", requires = "mesh")]
+    /// A probe unanswered this long is lost (seconds, or with a unit: 300ms); a lost probe
+    /// no later answer places on a direction is lost either way five of these later.
+    #[arg(long, default_value = "2s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
     pub mesh_timeout: Duration,
     /// The window of each peer's HDR histogram (its percentiles in
-    /// sonde_mesh_rtt_window_seconds).
-    #[arg(long, default_value = "60", value_parser = duration, value_name = "SECS", requires = "mesh")]
+    /// sonde_mesh_rtt_window_seconds): seconds, or with a unit (1m).
+    #[arg(long, default_value = "60s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
     pub mesh_window: Duration,
     /// Answers per second this agent's reflector sends at most, all peers together.
     #[arg(long, default_value_t = 10_000.0, value_parser = positive, value_name = "PER_S", requires = "mesh")]
@@ -56,9 +58,13 @@ pub struct MeshArgs {
     pub metrics_token_file: Option<PathBuf>,
 }
 
-/// SECS (or with an `ms` or `s` suffix) as a `Duration`.
+/// A duration as people write one (seconds as a number, or with an `ms`, `s`, `m` or `h`
+/// suffix), above zero: a zero timeout would lose every probe, a zero window keep none.
 fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration_ms(s).map(Duration::from_millis)
+    match parse_period_ms(s)? {
+        0 => Err(format!("'{s}' is not above zero")),
+        ms => Ok(Duration::from_millis(ms)),
+    }
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -99,5 +105,62 @@ impl MeshArgs {
             reflect_max: self.mesh_reflect_max,
             key,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        mesh: MeshArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<MeshArgs, String> {
+        let all = ["serve", "--mesh", "peers.txt"].iter().chain(args);
+        Serve::try_parse_from(all)
+            .map(|s| s.mesh)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The flags users type keep working (bare seconds, fractions), and each duration
+    /// takes its unit; zero and nonsense are refused naming the flag.
+    #[test]
+    fn mesh_durations_are_seconds_or_carry_their_unit_and_are_above_zero() {
+        let m = parse(&[
+            "--mesh-timeout",
+            "0.3",
+            "--mesh-refresh",
+            "1",
+            "--mesh-window",
+            "1m",
+        ])
+        .unwrap();
+        assert_eq!(m.mesh_timeout, Duration::from_millis(300));
+        assert_eq!(m.mesh_refresh, Duration::from_secs(1));
+        assert_eq!(m.mesh_window, Duration::from_secs(60));
+        let m = parse(&["--mesh-timeout", "500ms", "--mesh-refresh", "2m"]).unwrap();
+        assert_eq!(m.mesh_timeout, Duration::from_millis(500));
+        assert_eq!(m.mesh_refresh, Duration::from_secs(120));
+        let d = parse(&[]).unwrap();
+        assert_eq!(
+            (d.mesh_timeout, d.mesh_refresh, d.mesh_window),
+            (
+                Duration::from_secs(2),
+                Duration::from_secs(30),
+                Duration::from_secs(60)
+            )
+        );
+        for (flag, bad) in [
+            ("--mesh-timeout", "0"),
+            ("--mesh-window", "0ms"),
+            ("--mesh-refresh", "soon"),
+        ] {
+            let e = parse(&[flag, bad]).unwrap_err();
+            assert!(e.contains(flag) && e.contains(bad), "{e}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use std::process::Command;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use sonde_run::netns::{self, Namespace};
 
@@ -186,6 +187,17 @@ impl MeshLab {
     }
 
     /// `program` in the router's namespace.
+    /// Host k's own /metrics, read inside its namespace.
+    pub fn scrape(&self, k: usize) -> String {
+        let url = format!("http://{}:{METRICS_PORT}/metrics", self.host_addr(k));
+        let script = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())";
+        let out = Lab::in_ns(&self.hosts[k - 1], "python3")
+            .args(["-c", script, &url])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     pub fn in_router(&self, program: &str) -> Command {
         Lab::in_ns(&self.router, program)
     }
@@ -195,6 +207,28 @@ impl Drop for MeshLab {
     fn drop(&mut self) {
         for dir in self.etc.borrow().iter() {
             let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `family{...destination="dst"...}`'s value in `text`, if such a series is there.
+pub fn series(text: &str, family: &str, dst: &str, extra: &str) -> Option<f64> {
+    let want = format!("destination=\"{dst}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .find(|l| l.contains(&want) && l.contains(extra))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Polls `done` every 300 ms until it holds; past `limit`, fails naming `what` and its last
+/// error.
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> Result<(), String>) {
+    let began = Instant::now();
+    loop {
+        match done() {
+            Ok(()) => return,
+            Err(e) if began.elapsed() > limit => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
         }
     }
 }

@@ -1,0 +1,205 @@
+//! Two mesh agents in memory, each its prober's machine and its reflector, exchanging
+//! over a simulated network with simulated time: what each agent's figures say of the
+//! other is what the network did, loss by direction included.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+
+use sonde_proto::mesh::{Clocks, Listed, Matched, Peer, Prober, ProberConfig};
+use sonde_proto::stamp::{ErrorEstimate, StampKey, TimeFormat, Timestamp};
+use sonde_results::mesh::{Answer, Judging};
+
+use super::keys::Keys;
+use super::reflector::{Rate, Reflector, Times};
+
+const MS: u64 = 1_000_000;
+const REAL0: u64 = 1_780_000_000_000_000_000;
+/// The port every prober sends from here (a reflector's is 862).
+const PROBER_PORT: u16 = 40_000;
+/// One way across the simulated network, and a reflector's hold.
+const ONE_WAY: u64 = MS;
+const HOLD: u64 = MS / 2;
+
+struct Agent {
+    ip: IpAddr,
+    prober: Prober,
+    reflector: Reflector,
+}
+
+impl Agent {
+    fn new(ip: &str, peer: &str, mesh: &StampKey, ssid: u16) -> Agent {
+        let ip: IpAddr = ip.parse().unwrap();
+        let mut prober = Prober::new(ProberConfig {
+            rate_per_s: 10.0,
+            budget_per_s: 100.0,
+            judging: Judging {
+                timeout_ns: 100 * MS,
+                resolve_after_ns: 500 * MS,
+                max_flights: 64,
+                window_ns: 60_000 * MS,
+            },
+            key: Some(mesh.clone()),
+            ssid,
+            boot_id: None,
+            seed: u64::from(ssid),
+        });
+        let peer_ip: IpAddr = peer.parse().unwrap();
+        let peer = Peer {
+            addr: SocketAddr::new(peer_ip, 862),
+            open: false,
+            labels: Default::default(),
+        };
+        prober.set_list(0, vec![Listed { peer, from: ip }]);
+        let labels = [("rack".to_string(), format!("r{ssid}"))].into();
+        let rate = Rate {
+            per_s: 1000.0,
+            burst: 1000.0,
+            per_source: 100,
+        };
+        let mut reflector = Reflector::new(Some(Keys::new(mesh.clone(), ip)), rate, labels);
+        reflector.listed([peer_ip]);
+        Agent {
+            ip,
+            prober,
+            reflector,
+        }
+    }
+}
+
+/// A datagram on the wire: when it arrives, from where, to where.
+struct Datagram {
+    at_ns: u64,
+    from: SocketAddr,
+    to: SocketAddr,
+    bytes: Vec<u8>,
+}
+
+/// Runs `agents` for `secs` simulated seconds (1 ms steps), then long enough for every
+/// probe to settle; `drop` says which datagrams the network loses (`to_reflector`, the
+/// sender's number for a probe, the reflector's for an answer).
+fn run(agents: &mut [Agent; 2], secs: u64, drop: impl Fn(IpAddr, bool, u32) -> bool) {
+    let mut wire: VecDeque<Datagram> = VecDeque::new();
+    let mut buf = vec![0; 2048];
+    let est = ErrorEstimate::unknown(TimeFormat::Ntp);
+    let end = secs * 1000 * MS;
+    let mut t = 0;
+    while t < end + 2_000 * MS {
+        let clocks = Clocks {
+            mono_ns: t,
+            real_ns: REAL0 + t,
+        };
+        for a in agents.iter_mut().filter(|_| t < end) {
+            while let Some(p) = a.prober.poll_probe(clocks, est, &mut buf) {
+                a.prober.sent(p.to, p.seq, t);
+                if !drop(a.ip, true, p.seq) {
+                    wire.push_back(Datagram {
+                        at_ns: t + ONE_WAY,
+                        from: SocketAddr::new(a.ip, PROBER_PORT),
+                        to: p.to,
+                        bytes: buf[..p.len].to_vec(),
+                    });
+                }
+            }
+        }
+        while wire.front().is_some_and(|d| d.at_ns <= t) {
+            let d = wire.pop_front().unwrap();
+            let a = agents.iter_mut().find(|a| a.ip == d.to.ip()).unwrap();
+            // Each timed by its arrival, as the kernel's receive stamp times it.
+            let arrived = Clocks {
+                mono_ns: d.at_ns,
+                real_ns: REAL0 + d.at_ns,
+            };
+            if d.to.port() == PROBER_PORT {
+                let got = a.prober.handle_answer(d.from, &d.bytes, arrived, None);
+                assert!(
+                    matches!(got, Matched::Answer(Answer::First { .. })),
+                    "{got:?}"
+                );
+                continue;
+            }
+            let ts = |ns| Timestamp::from_unix_ns(ns, TimeFormat::Ntp);
+            let times = Times {
+                mono_ns: t,
+                receive: ts(arrived.real_ns),
+                transmit: ts(arrived.real_ns + HOLD),
+                estimate: est,
+                ttl: 64,
+            };
+            let mut out = vec![0; 2048];
+            let Some(n) = a.reflector.answer(d.from, &d.bytes, times, &mut out) else {
+                panic!("{} refused a probe from {}", a.ip, d.from)
+            };
+            let numbered = a.reflector.reflected as u32 - 1;
+            if !drop(a.ip, false, numbered) {
+                wire.push_back(Datagram {
+                    at_ns: d.at_ns + HOLD + ONE_WAY,
+                    from: d.to,
+                    to: d.from,
+                    bytes: out[..n].to_vec(),
+                });
+            }
+        }
+        for a in agents.iter_mut() {
+            a.prober.handle_timeout(t);
+        }
+        t += MS;
+    }
+}
+
+fn agents() -> [Agent; 2] {
+    let mesh = StampKey::new(b"0123456789abcdef-mesh-key").unwrap();
+    [
+        Agent::new("198.18.5.1", "198.18.5.2", &mesh, 1),
+        Agent::new("198.18.5.2", "198.18.5.1", &mesh, 2),
+    ]
+}
+
+#[test]
+fn two_agents_in_memory_count_every_probe_time_each_round_trip_and_learn_labels() {
+    let mut a = agents();
+    run(&mut a, 3, |_, _, _| false);
+    for (i, agent) in a.iter().enumerate() {
+        let e = agent.prober.peers().values().next().unwrap();
+        let s = &e.stats;
+        assert!((29..=30).contains(&s.sent), "{}", s.sent);
+        assert_eq!(s.settled.answered, s.sent);
+        assert_eq!(s.settled.lost_forward + s.settled.lost_reverse, 0);
+        assert_eq!(s.rtt.count, s.sent);
+        // Two ways across, the reflector's hold taken out: 2 ms each.
+        let mean_s = s.rtt.sum_s / s.rtt.count as f64;
+        assert!((mean_s - 2e-3).abs() < 1e-9, "{mean_s}");
+        let other = if i == 0 { "r2" } else { "r1" };
+        assert_eq!(e.learned.get("rack").map(String::as_str), Some(other));
+        assert_eq!(agent.reflector.refused, 0);
+    }
+}
+
+/// A's probes to B numbered 5, 10, ..., 35 are lost on the way there, B's answers numbered
+/// 3, 10, 17, 24 on the way back (then none, so that a later answer closes every gap):
+/// A's figures for B split the loss exactly so, and B's for A see none.
+#[test]
+fn two_agents_in_memory_tell_which_way_each_probe_was_lost() {
+    let mut a = agents();
+    let (ip_a, ip_b) = (a[0].ip, a[1].ip);
+    run(&mut a, 5, |ip, to_reflector, n| match (ip, to_reflector) {
+        (ip, true) if ip == ip_a => n > 0 && n < 40 && n % 5 == 0,
+        (ip, false) if ip == ip_b => n < 30 && n % 7 == 3,
+        _ => false,
+    });
+    let s = &a[0].prober.peers().values().next().unwrap().stats;
+    let sent = s.sent;
+    assert!(sent >= 49, "{sent}");
+    assert_eq!(
+        (
+            s.settled.lost_forward,
+            s.settled.lost_reverse,
+            s.settled.lost_unknown
+        ),
+        (7, 4, 0),
+        "{:?} of {sent}",
+        s.settled
+    );
+    assert_eq!(s.settled.answered, sent - 11);
+    let back = &a[1].prober.peers().values().next().unwrap().stats;
+    assert_eq!(back.settled.answered, back.sent);
+}
