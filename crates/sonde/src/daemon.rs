@@ -52,7 +52,7 @@ pub fn serve(
             let stop = metrics.stop.clone();
             metrics
                 .threads
-                .push(crate::mesh_metrics::start(addr, token, state, stop)?);
+                .push(sonde_run::mesh_metrics::start(addr, token, state, stop)?);
             services.add(Box::new(metrics));
         }
     }

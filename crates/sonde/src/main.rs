@@ -24,10 +24,8 @@ macro_rules! jsonln {
 mod cli;
 mod daemon;
 mod errors;
-mod fleet_metrics;
 mod lab;
 mod measure;
-mod mesh_metrics;
 mod orchestrate;
 mod rpm;
 mod stored;

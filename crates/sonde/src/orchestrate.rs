@@ -2,19 +2,16 @@
 //! (`sonde_run::suite`, `sonde_run::fleet`); here each item's words become a typed request
 //! through the CLI's own parser and spec builders, and its documents go to the store.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use sonde_results::document::FleetPair;
-use sonde_results::Document;
 use sonde_run::item::{Item, Outcome, Request};
+use sonde_run::keep::{run_item, Keeper};
 use sonde_run::matrix::BuildError;
-use sonde_run::measure::{Live, Output};
 use sonde_run::signals::Interrupt;
 
 use crate::cli::{Cli, FleetArgs, SuiteArgs};
-use crate::measure::Report;
 
 /// `sonde WORDS` as the CLI reads it, into a request; the error names the flag.
 pub fn build(words: &[String]) -> Result<Request, BuildError> {
@@ -66,60 +63,6 @@ fn stamp_request(
 /// A key file or agent at fault, in the words the binary prints for it.
 fn words_of(e: anyhow::Error) -> BuildError {
     BuildError::Words(crate::errors::one_line(&e))
-}
-
-/// Stores each document (labelled, with its suite key) and, for a fleet's `--ndjson`,
-/// prints it as one line; a fleet's documents carry their pair from assembly. A run cut by
-/// Ctrl-C is not kept: an interrupted suite keeps what it finished, and `--resume` runs
-/// the rest.
-struct Keeper<'a> {
-    db: &'a Path,
-    label: &'a str,
-    key: &'a str,
-    ndjson: bool,
-    interrupt: &'a Interrupt,
-    record: Option<Record<'a>>,
-}
-
-/// What hears of each fleet run as it ends, its document or why it failed (the metrics
-/// of `--every --metrics`).
-type Record<'a> = &'a (dyn Fn(&FleetPair, Result<&Document, &str>) + Sync);
-
-impl Output for Keeper<'_> {
-    fn say(&self, _: &str) {}
-
-    fn interval(&self, _: Live<'_>, _: &dyn Fn() -> String) {}
-
-    fn keep(&self, doc: &Document) {
-        if doc.end.partial && self.interrupt.is_set() {
-            return;
-        }
-        let saved = sonde_store::Store::open(self.db)
-            .and_then(|s| s.save_for_suite(doc, Some(self.label), Some(self.key)));
-        if let Err(e) = saved {
-            errln!("warning: run not saved: {e}");
-        }
-        if self.ndjson {
-            jsonln!(
-                "{}",
-                serde_json::to_string(doc).expect("a document serialises")
-            );
-        }
-        // The metrics carry the labels the document keeps: the file's and the agents' own.
-        if let (Some(record), Some(pair)) = (self.record, doc.start.fleet.as_ref()) {
-            record(pair, Ok(doc));
-        }
-    }
-}
-
-/// Runs one item's request in this process, its failure caught and recorded.
-fn run_item(req: Request, keeper: &Keeper<'_>, words: &[String], interrupt: &Interrupt) -> Outcome {
-    req.run(
-        &format!("sonde {}", words.join(" ")),
-        &Report,
-        keeper,
-        interrupt,
-    )
 }
 
 pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
@@ -177,7 +120,12 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
     let fleet = file::load(&args.file, &file::system_resolve, &build)?;
     let db: PathBuf = sonde_store::default_path(args.db.as_deref());
     let store = std::sync::Mutex::new(sonde_store::Store::open(&db)?);
-    let metrics = crate::fleet_metrics::start(args)?;
+    let metrics = sonde_run::fleet_metrics::start(&sonde_run::fleet_metrics::MetricsArgs {
+        metrics: args.metrics,
+        metrics_token_file: args.metrics_token_file.clone(),
+        metrics_tls_cert: args.metrics_tls_cert.clone(),
+        metrics_tls_key: args.metrics_tls_key.clone(),
+    })?;
     let record = metrics.as_ref().map(|m| m.recorder());
     let stored =
         |key: &str| args.resume && store.lock().unwrap().has_suite_item(key).unwrap_or(false);
@@ -222,7 +170,7 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
                 if let Some(m) = &metrics {
                     m.expire(2 * period.max(p.next_in));
                 }
-                errln!("{}", pass_line(p));
+                errln!("{}", fleet::pass_line(p));
             };
             fleet::run_every(&fleet, overlap, &hooks, interrupt, &every, &after)
         }
@@ -250,23 +198,6 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
         return Ok(ExitCode::from(crate::errors::EXIT_PARTIAL));
     }
     Ok(ExitCode::from(u8::from(t.failed > 0)))
-}
-
-/// `pass 3: 12 stored, 0 failed; busiest host a in tests 18 % of the time; next pass in 42 s`.
-fn pass_line(p: &sonde_run::fleet::PassEnd<'_>) -> String {
-    let busiest = p.busiest.map_or_else(String::new, |(name, share)| {
-        format!(
-            "; busiest host {name} in tests {:.0} % of the time",
-            share * 100.0
-        )
-    });
-    format!(
-        "pass {}: {} stored, {} failed{busiest}; next pass in {:.0} s",
-        p.pass,
-        p.tally.stored,
-        p.tally.failed,
-        p.next_in.as_secs_f64()
-    )
 }
 
 #[cfg(test)]

@@ -88,7 +88,12 @@ fn a_third_party_test_runs_between_two_agents_and_the_controller_sends_none_of_i
         "--json",
         "--no-save",
     ]));
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        o.status.success(),
+        "{} {}",
+        stderr(&o),
+        String::from_utf8_lossy(&o.stdout)
+    );
     let end = &doc_of(&o)["end"];
     assert!(
         end["requests_per_second"].as_f64().unwrap() > 100.0,

@@ -43,7 +43,31 @@ pub struct Bucket {
 /// The bounds of a run's (or an interval's) exchanges, bucket by bucket.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
+    /// JSON writes the keys as strings; read back through the control protocol's tagged
+    /// messages (serde's buffered content) an integer key would not parse, so the keys are
+    /// written and read as strings here, the same JSON as before.
+    #[serde(with = "string_keys")]
     pub buckets: BTreeMap<i64, Bucket>,
+}
+
+mod string_keys {
+    use std::collections::BTreeMap;
+
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Bucket;
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<i64, Bucket>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(m.iter().map(|(k, v)| (k.to_string(), v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<i64, Bucket>, D::Error> {
+        BTreeMap::<String, Bucket>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| Ok((k.parse().map_err(D::Error::custom)?, v)))
+            .collect()
+    }
 }
 
 /// The fitted offset (the remote's clock less the local one) and its error bound.
@@ -224,6 +248,26 @@ fn argmax(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn limits_read_back_inside_a_tagged_message_as_they_were_written() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        #[serde(tag = "type")]
+        enum Message {
+            Sample { limits: super::Limits },
+        }
+        let mut limits = super::Limits::default();
+        let b = super::Bucket {
+            upper: [5, -7],
+            lower: [-3, 2],
+        };
+        limits.buckets.insert(179_587_148_386, b);
+        limits.buckets.insert(-4, b);
+        let m = Message::Sample { limits };
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains(r#""179587148386":"#), "{text}");
+        assert_eq!(serde_json::from_str::<Message>(&text).unwrap(), m);
+    }
+
     use super::*;
 
     /// Exchanges every 1 ms for `secs`, with the remote's clock at `offset(t)` and delays

@@ -8,5 +8,5 @@ pub mod file;
 mod rounds;
 pub mod schedule;
 
-pub use every::{default_jitter, run_every, Every, PassEnd};
+pub use every::{default_jitter, pass_line, run_every, Every, PassEnd};
 pub use rounds::{run, Hooks, PairItem, Tally};

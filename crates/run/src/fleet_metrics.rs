@@ -6,13 +6,24 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
 use sonde_report::openmetrics::{Exporter, RunOutcome};
 use sonde_results::document::FleetPair;
 use sonde_results::Document;
-use sonde_run::signals::Interrupt;
 
-use crate::cli::FleetArgs;
-use sonde_run::metrics_http::{tls_config, Access, Token};
+use crate::metrics_http::{tls_config, Access, MetricsError, Token};
+use crate::signals::Interrupt;
+
+/// `sonde fleet`'s `--metrics`, `--metrics-token-file`, `--metrics-tls-cert` and
+/// `--metrics-tls-key`.
+pub struct MetricsArgs {
+    pub metrics: Option<SocketAddr>,
+    pub metrics_token_file: Option<PathBuf>,
+    pub metrics_tls_cert: Option<PathBuf>,
+    pub metrics_tls_key: Option<PathBuf>,
+}
 
 /// The exporter and the thread that serves it.
 pub struct FleetMetrics {
@@ -25,7 +36,7 @@ pub struct FleetMetrics {
 pub type Recorder = Box<dyn Fn(&FleetPair, Result<&Document, &str>) + Sync>;
 
 /// Listening on `--metrics`, when it was given; the error names the address.
-pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
+pub fn start(args: &MetricsArgs) -> Result<Option<FleetMetrics>, MetricsError> {
     let Some(addr) = args.metrics else {
         return Ok(None);
     };
@@ -53,8 +64,9 @@ pub fn start(args: &FleetArgs) -> anyhow::Result<Option<FleetMetrics>> {
     // Rendered at each scrape (a run just recorded is in the next one); a copy per
     // connection is still within the server's write budget.
     let every = Duration::ZERO;
-    let (local, server) = sonde_run::metrics_http::serve(addr, body, every, access, stop.clone())?;
-    errln!("metrics: {scheme}://{local}/metrics");
+    let (local, server) = crate::metrics_http::serve(addr, body, every, access, stop.clone())?;
+    let said = format!("metrics: {scheme}://{local}/metrics");
+    eprintln!("{}", sonde_report::safe::terminal(&said));
     Ok(Some(FleetMetrics {
         exporter,
         server,

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::mesh::MeshState;
+use crate::signals::Interrupt;
 use sonde_report::openmetrics::{encode_mesh, MeshAgent, MeshPeer};
 use sonde_results::mesh::PeerFigures;
-use sonde_run::mesh::MeshState;
-use sonde_run::signals::Interrupt;
 
-use sonde_run::metrics_http::{Access, Token};
+use crate::metrics_http::{Access, MetricsError, Token};
 
 /// How long one rendering of the mesh's metrics is served: a probe's figures move once
 /// a second at the default rate; Prometheus scrapes every 15 s.
@@ -77,11 +77,10 @@ pub fn start(
     token: Option<Token>,
     state: Arc<Mutex<MeshState>>,
     stop: Interrupt,
-) -> anyhow::Result<std::thread::JoinHandle<()>> {
+) -> Result<std::thread::JoinHandle<()>, MetricsError> {
     let access = Access { token, tls: None };
     let render = move || text(&state);
-    let (local, handle) =
-        sonde_run::metrics_http::serve(addr, render, RENDER_PERIOD, access, stop)?;
+    let (local, handle) = crate::metrics_http::serve(addr, render, RENDER_PERIOD, access, stop)?;
     tracing::info!("mesh metrics: http://{local}/metrics");
     Ok(handle)
 }
