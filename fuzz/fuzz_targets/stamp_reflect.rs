@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sonde_proto::stamp::{
-    reflect, tlv, ErrorEstimate, Mode, Reflection, ReflectorPacket, SenderPacket, StampKey,
+    reflect, tlv, DscpPolicy, ErrorEstimate, Mode, Reflection, ReflectorPacket, SenderPacket, StampKey,
     SyncSource, Timestamp, TimestampInfo, TimestampMethod,
 };
 
@@ -24,6 +24,14 @@ fuzz_target!(|data: &[u8]| {
             method_out: TimestampMethod::Software,
         },
         boot_id: Some([0x5b; 16]),
+        // The arrived TOS and the operator's DSCP policy from the input too, so the Class
+        // of Service TLV's fill runs under every policy.
+        tos: data.get(1).copied(),
+        dscp_policy: match data.get(2) {
+            Some(&b) if b & 1 == 1 => DscpPolicy::ANY,
+            Some(&b) => DscpPolicy::allowing([b >> 2]),
+            None => DscpPolicy::default(),
+        },
     };
     let mut out = vec![0u8; data.len() + 16];
     for mode in [Mode::Unauthenticated, Mode::Authenticated(&key)] {
