@@ -85,8 +85,15 @@ pub(crate) fn rr(r: &RrSpec, rpc: bool) -> Vec<String> {
     if r.connect_per_request {
         o.push("--crr".into());
     }
+    // Stages are sampled by default: only another choice is named (a previous build's
+    // `--stages`, no sampling stated, stamped every message).
     if r.stages {
-        o.push("--stages".into());
+        let default = sonde_results::spec::default_stage_every(r.rate_per_s, r.timing.duration_ms);
+        match r.stage_every.unwrap_or(1) {
+            n if n == default => {}
+            1 => o.push("--stages all".into()),
+            n => o.push(format!("--stages {n}")),
+        }
     }
     given(&mut o, "--threads", r.client_threads, |v| v.to_string());
     given(&mut o, "--server-threads", r.server_threads, |v| {
@@ -214,8 +221,13 @@ mod tests {
         };
         assert_eq!(
             config_name(&TestSpec::Ping(ping.clone())),
-            "ping UDP --stages"
+            "ping UDP --stages all"
         );
+        let sampled = RrSpec {
+            stage_every: Some(sonde_results::spec::default_stage_every(None, 10_000)),
+            ..ping.clone()
+        };
+        assert_eq!(config_name(&TestSpec::Ping(sampled)), "ping UDP");
         // The marks, whatever the kind, in one place.
         let marked = sonde_results::marks::Marks {
             dscp: sonde_results::marks::Dscp::new(46),
@@ -241,7 +253,7 @@ mod tests {
             },
         };
         for (spec, name) in [
-            (TestSpec::Ping(ping), "ping UDP --stages"),
+            (TestSpec::Ping(ping), "ping UDP --stages all"),
             (TestSpec::Stamp(stamp), "stamp"),
         ] {
             let n = config_name(&spec);
