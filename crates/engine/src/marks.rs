@@ -13,22 +13,7 @@ use std::mem::size_of;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-fn set_int(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: the option value is a c_int that lives for the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
+use crate::sockopt::set_level_int;
 
 /// Whether `fd` is an IPv6 socket (its own address's family).
 pub fn is_v6(fd: RawFd) -> io::Result<bool> {
@@ -54,12 +39,12 @@ pub fn is_v6(fd: RawFd) -> io::Result<bool> {
 pub fn set_tos(fd: RawFd, tos: u8) -> io::Result<()> {
     let v = libc::c_int::from(tos);
     if is_v6(fd)? {
-        set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, v)?;
+        set_level_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, v)?;
         // A v6-only socket refuses IP_TOS; its packets are all IPv6.
-        let _ = set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, v);
+        let _ = set_level_int(fd, libc::IPPROTO_IP, libc::IP_TOS, v);
         Ok(())
     } else {
-        set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, v)
+        set_level_int(fd, libc::IPPROTO_IP, libc::IP_TOS, v)
     }
 }
 
@@ -76,12 +61,12 @@ pub fn set_tos_if(fd: RawFd, tos: Option<u8>) -> io::Result<()> {
 /// Class) as a control message, read by [`tos_of`].
 pub fn enable_recv_tos(fd: RawFd) -> io::Result<()> {
     if is_v6(fd)? {
-        set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
+        set_level_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
         // IPv4 datagrams to a dual-stack socket carry IP_TOS.
-        let _ = set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+        let _ = set_level_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
         Ok(())
     } else {
-        set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
+        set_level_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
     }
 }
 

@@ -4,7 +4,7 @@
 //! reads datagrams still sees its stop flag.
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::zeroed;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -27,33 +27,16 @@ pub struct Datagram {
     pub tos: Option<u8>,
 }
 
-fn set(fd: RawFd, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: the option value is a c_int that lives for the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Asks the kernel for software receive stamps, the TTL (or hop limit) and the TOS (or
 /// Traffic Class) of each datagram on `fd`, a UDP socket of family `v6` or not.
 pub fn enable_arrival(fd: RawFd, v6: bool) -> io::Result<()> {
     let flags =
         (libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE) as libc::c_int;
-    set(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)?;
+    crate::sockopt::set_level_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)?;
     crate::marks::enable_recv_tos(fd)?;
     match v6 {
-        true => set(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1),
-        false => set(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1),
+        true => crate::sockopt::set_level_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1),
+        false => crate::sockopt::set_level_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1),
     }
 }
 
