@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod counters;
 pub mod dpdk;
+mod int_option;
 pub mod kstamps;
 pub mod marks;
 pub mod nap;

@@ -13,7 +13,7 @@ use std::mem::size_of;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sockopt::set_level_int;
+use crate::int_option::set_level_int;
 
 /// Whether `fd` is an IPv6 socket (its own address's family).
 pub fn is_v6(fd: RawFd) -> io::Result<bool> {

@@ -32,11 +32,13 @@ pub struct Datagram {
 pub fn enable_arrival(fd: RawFd, v6: bool) -> io::Result<()> {
     let flags =
         (libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE) as libc::c_int;
-    crate::sockopt::set_level_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)?;
+    crate::int_option::set_level_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)?;
     crate::marks::enable_recv_tos(fd)?;
     match v6 {
-        true => crate::sockopt::set_level_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1),
-        false => crate::sockopt::set_level_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1),
+        true => {
+            crate::int_option::set_level_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)
+        }
+        false => crate::int_option::set_level_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1),
     }
 }
 
