@@ -5,7 +5,7 @@ use std::path::Path;
 
 use sonde_results::{CoreUsage, CpuBreakdown, CpuUsage};
 
-use crate::{parse_err, read, ProbeError};
+use crate::{parse_err, read, FormatError, ProbeError};
 
 /// Tick counters of one CPU line (`cpu` for the sum, `cpuN` for one CPU).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -75,17 +75,18 @@ pub fn read_snapshot(root: &Path) -> Result<CpuSnapshot, ProbeError> {
     parse(&text).map_err(|r| parse_err(root, "proc/stat", r))
 }
 
-pub fn parse(text: &str) -> Result<CpuSnapshot, String> {
+pub fn parse(text: &str) -> Result<CpuSnapshot, FormatError> {
     let mut total = None;
     let mut per_cpu = Vec::new();
     for line in text.lines().filter(|l| l.starts_with("cpu")) {
         let mut fields = line.split_ascii_whitespace();
         let name = fields.next().unwrap_or_default();
         let nums: Vec<u64> = fields
-            .map(|f| f.parse::<u64>().map_err(|e| format!("{name}: {e}")))
+            .map(|f| f.parse::<u64>().map_err(|e| FormatError::field(name, e)))
             .collect::<Result<_, _>>()?;
         if nums.len() < 4 {
-            return Err(format!("{name}: {} fields, need at least 4", nums.len()));
+            let reason = format!("{} fields, need at least 4", nums.len());
+            return Err(FormatError::field(name, reason));
         }
         let at = |i: usize| nums.get(i).copied().unwrap_or(0);
         let times = CpuTimes {
@@ -101,12 +102,14 @@ pub fn parse(text: &str) -> Result<CpuSnapshot, String> {
         match &name[3..] {
             "" => total = Some(times),
             n => {
-                let cpu = n.parse().map_err(|_| format!("bad cpu line name {name}"))?;
+                let cpu = n
+                    .parse()
+                    .map_err(|_| FormatError::missing(format!("bad cpu line name {name}")))?;
                 per_cpu.push((cpu, times));
             }
         }
     }
-    let total = total.ok_or("no aggregate cpu line")?;
+    let total = total.ok_or_else(|| FormatError::missing("no aggregate cpu line"))?;
     Ok(CpuSnapshot { total, per_cpu })
 }
 

@@ -25,7 +25,7 @@ pub fn hugepages(root: &Path) -> Result<Hugepages, ProbeError> {
     };
     let parse = |reason: &str| ProbeError::Parse {
         path: root.join("proc/meminfo"),
-        reason: reason.to_string(),
+        reason: crate::FormatError::missing(reason),
     };
     Ok(Hugepages {
         total: field("HugePages_Total:").ok_or_else(|| parse("no HugePages_Total"))?,

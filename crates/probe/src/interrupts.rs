@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{parse_err, read, ProbeError};
+use crate::{parse_err, read, FormatError, ProbeError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IrqLine {
@@ -25,15 +25,17 @@ pub fn read_interrupts(root: &Path) -> Result<Vec<IrqLine>, ProbeError> {
     parse(&text).map_err(|r| parse_err(root, "proc/interrupts", r))
 }
 
-pub fn parse(text: &str) -> Result<Vec<IrqLine>, String> {
+pub fn parse(text: &str) -> Result<Vec<IrqLine>, FormatError> {
     let mut lines = text.lines();
-    let header = lines.next().ok_or("empty file")?;
+    let header = lines
+        .next()
+        .ok_or_else(|| FormatError::missing("empty file"))?;
     let ncpu = header
         .split_ascii_whitespace()
         .filter(|c| c.starts_with("CPU"))
         .count();
     if ncpu == 0 {
-        return Err("header names no CPU".into());
+        return Err(FormatError::missing("header names no CPU"));
     }
     let mut out = Vec::new();
     for line in lines {
@@ -54,7 +56,10 @@ pub fn parse(text: &str) -> Result<Vec<IrqLine>, String> {
             rest = rest[end..].trim_start();
         }
         if per_cpu.is_empty() {
-            return Err(format!("IRQ {}: no counts", irq.trim()));
+            return Err(FormatError::field(
+                format!("IRQ {}", irq.trim()),
+                "no counts",
+            ));
         }
         out.push(IrqLine {
             irq: irq.trim().to_string(),

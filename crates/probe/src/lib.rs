@@ -36,7 +36,44 @@ pub enum ProbeError {
         source: std::io::Error,
     },
     #[error("cannot parse {path}: {reason}")]
-    Parse { path: PathBuf, reason: String },
+    Parse {
+        path: PathBuf,
+        #[source]
+        reason: FormatError,
+    },
+}
+
+/// What a parser found wrong in a file's text. The parsers see only the text; the reader
+/// that opened the file names it (`ProbeError::Parse`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// A line without the columns the format has (`what` says which shape it lacks).
+    #[error("{what}: {line}")]
+    Line { what: &'static str, line: String },
+    /// A field whose text is not what the format holds there.
+    #[error("{field}: {reason}")]
+    Field { field: String, reason: String },
+    /// Something the format always has that the text lacks or spells wrongly.
+    #[error("{0}")]
+    Missing(String),
+    /// A file holding one number that holds something else.
+    #[error(transparent)]
+    Number(#[from] std::num::ParseIntError),
+    #[error(transparent)]
+    CpuList(#[from] topology::CpuListError),
+}
+
+impl FormatError {
+    pub(crate) fn field(field: impl Into<String>, reason: impl std::fmt::Display) -> FormatError {
+        FormatError::Field {
+            field: field.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn missing(what: impl Into<String>) -> FormatError {
+        FormatError::Missing(what.into())
+    }
 }
 
 /// Reads `root/rel` to a string, naming the file in the error.
@@ -45,7 +82,7 @@ pub(crate) fn read(root: &Path, rel: &str) -> Result<String, ProbeError> {
     std::fs::read_to_string(&path).map_err(|source| ProbeError::Read { path, source })
 }
 
-pub(crate) fn parse_err(root: &Path, rel: &str, reason: impl Into<String>) -> ProbeError {
+pub(crate) fn parse_err(root: &Path, rel: &str, reason: impl Into<FormatError>) -> ProbeError {
     ProbeError::Parse {
         path: root.join(rel.trim_start_matches('/')),
         reason: reason.into(),

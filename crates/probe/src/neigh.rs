@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use crate::{parse_err, read, ProbeError};
+use crate::{parse_err, read, FormatError, ProbeError};
 
 /// One entry of the IPv4 neighbour table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,18 +33,24 @@ pub fn read_arp(root: &Path) -> Result<Vec<Neighbour>, ProbeError> {
 }
 
 /// Columns: IP address, HW type, Flags, HW address, Mask, Device.
-pub fn parse_arp(text: &str) -> Result<Vec<Neighbour>, String> {
+pub fn parse_arp(text: &str) -> Result<Vec<Neighbour>, FormatError> {
     let mut out = Vec::new();
     for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split_ascii_whitespace().collect();
         let [ip, _, flags, mac, _, iface] = f[..] else {
-            return Err(format!("not six columns: {line}"));
+            return Err(FormatError::Line {
+                what: "not six columns",
+                line: line.to_string(),
+            });
         };
         let flags = u32::from_str_radix(flags.trim_start_matches("0x"), 16)
-            .map_err(|e| format!("flags {flags}: {e}"))?;
+            .map_err(|e| FormatError::field(format!("flags {flags}"), e))?;
         out.push(Neighbour {
-            ip: ip.parse().map_err(|e| format!("address {ip}: {e}"))?,
-            mac: parse_mac(mac).ok_or_else(|| format!("hardware address {mac}"))?,
+            ip: ip
+                .parse()
+                .map_err(|e| FormatError::field(format!("address {ip}"), e))?,
+            mac: parse_mac(mac)
+                .ok_or_else(|| FormatError::missing(format!("hardware address {mac}")))?,
             iface: iface.to_string(),
             complete: flags & 0x2 != 0,
         });
@@ -62,7 +68,13 @@ pub fn mac_in(table: &[Neighbour], iface: &str, ip: Ipv4Addr) -> Option<[u8; 6]>
 pub fn mac_of(root: &Path, iface: &str) -> Result<[u8; 6], ProbeError> {
     let rel = format!("sys/class/net/{iface}/address");
     let text = read(root, &rel)?;
-    parse_mac(&text).ok_or_else(|| parse_err(root, &rel, format!("not a MAC: {}", text.trim())))
+    parse_mac(&text).ok_or_else(|| {
+        parse_err(
+            root,
+            &rel,
+            FormatError::missing(format!("not a MAC: {}", text.trim())),
+        )
+    })
 }
 
 #[cfg(test)]

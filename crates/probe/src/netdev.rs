@@ -4,14 +4,14 @@ use std::path::Path;
 
 use sonde_results::NicCounters;
 
-use crate::{parse_err, read, ProbeError};
+use crate::{parse_err, read, FormatError, ProbeError};
 
 pub fn read_counters(root: &Path, iface: &str) -> Result<NicCounters, ProbeError> {
     if iface.is_empty() || iface.contains('/') || iface.starts_with('.') {
         return Err(parse_err(
             root,
             "sys/class/net",
-            format!("bad interface name '{iface}'"),
+            FormatError::missing(format!("bad interface name '{iface}'")),
         ));
     }
     let get = |name: &str| -> Result<u64, ProbeError> {
@@ -19,7 +19,7 @@ pub fn read_counters(root: &Path, iface: &str) -> Result<NicCounters, ProbeError
         read(root, &rel)?
             .trim()
             .parse()
-            .map_err(|e| parse_err(root, &rel, format!("{e}")))
+            .map_err(|e| parse_err(root, &rel, e))
     };
     Ok(NicCounters {
         iface: iface.to_string(),

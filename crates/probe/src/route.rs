@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
-use crate::{parse_err, read, ProbeError};
+use crate::{parse_err, read, FormatError, ProbeError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -22,23 +22,29 @@ pub fn read_routes(root: &Path) -> Result<Vec<Route>, ProbeError> {
 }
 
 /// Addresses in the file are hexadecimal in host (little-endian on x86) byte order.
-fn hex_addr(s: &str) -> Result<Ipv4Addr, String> {
-    let v = u32::from_str_radix(s, 16).map_err(|e| format!("address {s}: {e}"))?;
+fn hex_addr(s: &str) -> Result<Ipv4Addr, FormatError> {
+    let v =
+        u32::from_str_radix(s, 16).map_err(|e| FormatError::field(format!("address {s}"), e))?;
     Ok(Ipv4Addr::from(v.to_ne_bytes()))
 }
 
-pub fn parse(text: &str) -> Result<Vec<Route>, String> {
+pub fn parse(text: &str) -> Result<Vec<Route>, FormatError> {
     let mut out = Vec::new();
     for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split_ascii_whitespace().collect();
         if f.len() < 8 {
-            return Err(format!("short line: {line}"));
+            return Err(FormatError::Line {
+                what: "short line",
+                line: line.to_string(),
+            });
         }
         out.push(Route {
             iface: f[0].to_string(),
             destination: hex_addr(f[1])?,
             gateway: hex_addr(f[2])?,
-            metric: f[6].parse().map_err(|e| format!("metric {}: {e}", f[6]))?,
+            metric: f[6]
+                .parse()
+                .map_err(|e| FormatError::field(format!("metric {}", f[6]), e))?,
             mask: hex_addr(f[7])?,
         });
     }

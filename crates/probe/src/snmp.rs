@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{parse_err, read, ProbeError};
+use crate::{parse_err, read, FormatError, ProbeError};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TcpCounters {
@@ -17,23 +17,23 @@ pub fn read_tcp(root: &Path) -> Result<TcpCounters, ProbeError> {
     parse_tcp(&text).map_err(|r| parse_err(root, "proc/net/snmp", r))
 }
 
-pub fn parse_tcp(text: &str) -> Result<TcpCounters, String> {
+pub fn parse_tcp(text: &str) -> Result<TcpCounters, FormatError> {
     let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
     let (names, values) = match (tcp.next(), tcp.next()) {
         (Some(n), Some(v)) => (n, v),
-        _ => return Err("no Tcp: header and value lines".into()),
+        _ => return Err(FormatError::missing("no Tcp: header and value lines")),
     };
-    let get = |key: &str| -> Result<u64, String> {
+    let get = |key: &str| -> Result<u64, FormatError> {
         let pos = names
             .split_ascii_whitespace()
             .position(|n| n == key)
-            .ok_or_else(|| format!("no Tcp field {key}"))?;
+            .ok_or_else(|| FormatError::missing(format!("no Tcp field {key}")))?;
         values
             .split_ascii_whitespace()
             .nth(pos)
-            .ok_or_else(|| format!("Tcp value line too short for {key}"))?
+            .ok_or_else(|| FormatError::missing(format!("Tcp value line too short for {key}")))?
             .parse::<u64>()
-            .map_err(|e| format!("Tcp {key}: {e}"))
+            .map_err(|e| FormatError::field(format!("Tcp {key}"), e))
     };
     Ok(TcpCounters {
         retrans_segs: get("RetransSegs")?,

@@ -6,8 +6,19 @@ use std::path::Path;
 
 use crate::{parse_err, read, ProbeError};
 
+/// Why a CPU list (`0-3,8`, from a file or `--cpus`) does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    #[error("'{0}' is not a CPU or range")]
+    NotCpu(String),
+    #[error("'{0}' is not a valid CPU range")]
+    BadRange(String),
+    #[error("empty CPU list")]
+    Empty,
+}
+
 /// Parses a kernel CPU list such as `0-3,8,10-11`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, CpuListError> {
     let mut out = BTreeSet::new();
     for part in s.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = match part.split_once('-') {
@@ -17,18 +28,18 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         let a: usize = a
             .trim()
             .parse()
-            .map_err(|_| format!("'{part}' is not a CPU or range"))?;
+            .map_err(|_| CpuListError::NotCpu(part.to_string()))?;
         let b: usize = b
             .trim()
             .parse()
-            .map_err(|_| format!("'{part}' is not a CPU or range"))?;
+            .map_err(|_| CpuListError::NotCpu(part.to_string()))?;
         if a > b || b >= 4096 {
-            return Err(format!("'{part}' is not a valid CPU range"));
+            return Err(CpuListError::BadRange(part.to_string()));
         }
         out.extend(a..=b);
     }
     if out.is_empty() {
-        return Err("empty CPU list".into());
+        return Err(CpuListError::Empty);
     }
     Ok(out.into_iter().collect())
 }
@@ -46,7 +57,7 @@ pub fn core_of(root: &Path, cpu: usize) -> Result<(u32, u32), ProbeError> {
         read(root, &rel)?
             .trim()
             .parse()
-            .map_err(|e| parse_err(root, &rel, format!("{e}")))
+            .map_err(|e| parse_err(root, &rel, e))
     };
     Ok((get("physical_package_id")?, get("core_id")?))
 }

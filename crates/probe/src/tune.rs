@@ -15,14 +15,19 @@ pub enum Goal {
     Throughput,
 }
 
-impl std::str::FromStr for Goal {
-    type Err = String;
+/// A `--tune` word that names no goal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a goal (latency, throughput)")]
+pub struct UnknownGoal(pub String);
 
-    fn from_str(s: &str) -> Result<Goal, String> {
+impl std::str::FromStr for Goal {
+    type Err = UnknownGoal;
+
+    fn from_str(s: &str) -> Result<Goal, UnknownGoal> {
         match s {
             "latency" => Ok(Goal::Latency),
             "throughput" => Ok(Goal::Throughput),
-            _ => Err(format!("'{s}' is not a goal (latency, throughput)")),
+            _ => Err(UnknownGoal(s.to_string())),
         }
     }
 }

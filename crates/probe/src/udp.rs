@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{parse_err, read, ProbeError};
+use crate::{parse_err, read, FormatError, ProbeError};
 
 /// Sum of the `drops` column of the sockets whose local port is `port`.
 pub fn drops_on_port(root: &Path, port: u16) -> Result<u64, ProbeError> {
@@ -20,21 +20,24 @@ pub fn drops_on_port(root: &Path, port: u16) -> Result<u64, ProbeError> {
     Ok(total)
 }
 
-pub fn parse_drops(text: &str, port: u16) -> Result<u64, String> {
+pub fn parse_drops(text: &str, port: u16) -> Result<u64, FormatError> {
     let mut total = 0;
     for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split_ascii_whitespace().collect();
         if f.len() < 13 {
-            return Err(format!("short line: {line}"));
+            return Err(FormatError::Line {
+                what: "short line",
+                line: line.to_string(),
+            });
         }
         let local_port = f[1]
             .rsplit_once(':')
             .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-            .ok_or_else(|| format!("bad local address {}", f[1]))?;
+            .ok_or_else(|| FormatError::missing(format!("bad local address {}", f[1])))?;
         if local_port == port {
             total += f[f.len() - 1]
                 .parse::<u64>()
-                .map_err(|e| format!("drops: {e}"))?;
+                .map_err(|e| FormatError::field("drops", e))?;
         }
     }
     Ok(total)

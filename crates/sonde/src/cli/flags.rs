@@ -212,7 +212,9 @@ pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
         "none" => return Ok(CpuList::Unpinned),
         _ => {}
     }
-    parse_cpu_list(s).map(CpuList::List)
+    parse_cpu_list(s)
+        .map(CpuList::List)
+        .map_err(|e| e.to_string())
 }
 
 /// One mode, or all of them in turn.
