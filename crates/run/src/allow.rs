@@ -41,6 +41,15 @@ impl Allow {
     }
 }
 
+/// A test this agent was not started to allow, naming the `--allow` word that would.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAllowed {
+    #[error("--engine {engine} is not allowed on this agent (start the agent with --allow {})", .allow.name())]
+    Engine { engine: Engine, allow: Allow },
+    #[error("a part of a test between two agents is not allowed on this agent (start the agent with --allow {})", Allow::ThirdParty.name())]
+    ThirdParty,
+}
+
 /// The set an agent was started with; empty by default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Allowed(BTreeSet<Allow>);
@@ -77,19 +86,13 @@ impl Allowed {
 
     /// Refuses a spec whose engine, or a part (`third_party`), this agent was not started
     /// to allow, naming the flag that would.
-    pub fn check(&self, spec: &TestSpec, third_party: bool) -> Result<(), String> {
+    pub fn check(&self, spec: &TestSpec, third_party: bool) -> Result<(), NotAllowed> {
         let engine = spec.execution().engine;
-        if let Some(a) = Allow::for_engine(engine).filter(|a| !self.contains(*a)) {
-            return Err(format!(
-                "--engine {engine} is not allowed on this agent (start the agent with --allow {})",
-                a.name()
-            ));
+        if let Some(allow) = Allow::for_engine(engine).filter(|a| !self.contains(*a)) {
+            return Err(NotAllowed::Engine { engine, allow });
         }
         if third_party && !self.contains(Allow::ThirdParty) {
-            return Err(format!(
-                "a part of a test between two agents is not allowed on this agent (start the agent with --allow {})",
-                Allow::ThirdParty.name()
-            ));
+            return Err(NotAllowed::ThirdParty);
         }
         Ok(())
     }
@@ -110,12 +113,13 @@ mod tests {
     fn nothing_beyond_the_kernel_engine_by_default() {
         let none = Allowed::default();
         assert!(none.check(&pps("kernel"), false).is_ok());
-        let e = none.check(&pps("dpdk"), false).unwrap_err();
+        let e = none.check(&pps("dpdk"), false).unwrap_err().to_string();
         assert!(e.contains("--allow dpdk"), "{e}");
-        let e = none.check(&pps("xdp"), false).unwrap_err();
+        let e = none.check(&pps("xdp"), false).unwrap_err().to_string();
         assert!(e.contains("--allow xdp"), "{e}");
         let e = none.check(&pps("kernel"), true).unwrap_err();
-        assert!(e.contains("--allow third-party"), "{e}");
+        assert_eq!(e, NotAllowed::ThirdParty);
+        assert!(e.to_string().contains("--allow third-party"), "{e}");
         assert!(none.describe().starts_with("nothing"));
     }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use super::limits::{over_client_bits, over_memory, over_threads};
+use super::limits::{bytes, si};
 
 /// What one test asks of the account, or what the agent allows all of them together.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -14,6 +14,51 @@ pub(super) struct Share {
     /// Bits per second a client part may send (`Limits::client_bits`); 0 for a serving
     /// part. As a maximum, `--max-client-bitrate` (infinite without a cap).
     pub client_bits: f64,
+}
+
+/// A test that does not fit beside the live tests, naming the `sonde serve` flag that
+/// refuses it and what the live tests hold.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OverShare {
+    #[error("{asked} worker threads beside {live} of running tests, over this agent's --max-threads of {max} (fewer --threads/--server-threads/--rx-threads, or start the agent with a higher --max-threads)")]
+    Threads {
+        asked: usize,
+        live: usize,
+        max: usize,
+    },
+    #[error("the test needs about {} of memory beside {} of running tests (buffers, stacks, UMEM), over this agent's --max-memory of {} (start the agent with a higher --max-memory)", bytes(*.asked), bytes(*.live), bytes(*.max))]
+    Memory { asked: u64, live: u64, max: u64 },
+    /// `--max-client-bitrate` holds for all running client parts together.
+    #[error("a client part of {} bit/s beside {} bit/s of this agent's running client parts, over its --max-client-bitrate of {} bit/s for all of them together (wait for one to end, lower --rate, or start the agent with a higher --max-client-bitrate)", si(*.asked), si(*.live), si(*.max))]
+    ClientBits { asked: f64, live: f64, max: f64 },
+}
+
+impl OverShare {
+    /// The first of `ask`'s threads, bytes and client bits that does not fit beside
+    /// `live` under `max`.
+    pub(super) fn first(asked: Share, live: Share, max: Share) -> Option<OverShare> {
+        if asked.threads.saturating_add(live.threads) > max.threads {
+            return Some(OverShare::Threads {
+                asked: asked.threads,
+                live: live.threads,
+                max: max.threads,
+            });
+        }
+        if asked.bytes.saturating_add(live.bytes) > max.bytes {
+            return Some(OverShare::Memory {
+                asked: asked.bytes,
+                live: live.bytes,
+                max: max.bytes,
+            });
+        }
+        (asked.client_bits > 0.0 && asked.client_bits + live.client_bits > max.client_bits).then(
+            || OverShare::ClientBits {
+                asked: asked.client_bits,
+                live: live.client_bits,
+                max: max.client_bits,
+            },
+        )
+    }
 }
 
 /// Threads, bytes and client bits booked by the live tests.
@@ -32,13 +77,10 @@ pub(super) struct Booking<'a> {
 impl Account {
     /// Books `ask` if it fits beside the live tests' under `max`, else says which flag
     /// refuses it and what the live tests hold.
-    pub(super) fn book(&self, ask: Share, max: Share) -> Result<Booking<'_>, String> {
+    pub(super) fn book(&self, ask: Share, max: Share) -> Result<Booking<'_>, OverShare> {
         let mut booked = self.booked.lock().unwrap_or_else(|e| e.into_inner());
         let live = *booked;
-        if let Some(why) = over_threads(ask.threads, live.threads, max.threads)
-            .or_else(|| over_memory(ask.bytes, live.bytes, max.bytes))
-            .or_else(|| over_client_bits(ask.client_bits, live.client_bits, max.client_bits))
-        {
+        if let Some(why) = OverShare::first(ask, live, max) {
             return Err(why);
         }
         *booked = Share {
@@ -90,9 +132,9 @@ mod tests {
         let max = share(256, 4 << 20, f64::INFINITY);
         let one = a.book(share(100, 1 << 20, 0.0), max).unwrap();
         let two = a.book(share(100, 1 << 20, 0.0), max).unwrap();
-        let e = a.book(share(100, 0, 0.0), max).unwrap_err();
+        let e = a.book(share(100, 0, 0.0), max).unwrap_err().to_string();
         assert!(e.contains("--max-threads"), "{e}");
-        let e = a.book(share(1, 3 << 20, 0.0), max).unwrap_err();
+        let e = a.book(share(1, 3 << 20, 0.0), max).unwrap_err().to_string();
         assert!(e.contains("--max-memory"), "{e}");
         drop(one);
         assert_eq!(a.booked(), share(100, 1 << 20, 0.0));
@@ -112,7 +154,7 @@ mod tests {
         let part = share(1, 1, 4e8);
         let one = a.book(part, max).unwrap();
         let _two = a.book(part, max).unwrap();
-        let e = a.book(part, max).unwrap_err();
+        let e = a.book(part, max).unwrap_err().to_string();
         assert!(
             e.contains("--max-client-bitrate") && e.contains("800.000M"),
             "{e}"

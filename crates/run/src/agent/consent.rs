@@ -37,6 +37,33 @@ pub fn refused_target(target: SocketAddr) -> Option<String> {
     None
 }
 
+/// Why a client part sends nothing to the server a controller named.
+#[derive(Debug, thiserror::Error)]
+pub enum PartRefused {
+    /// No place for a test's traffic (`refused_target`).
+    #[error("{0}")]
+    Target(String),
+    #[error("{0} is an address of this host (its own services): a client part sends only to another agent's host")]
+    Local(SocketAddr),
+    #[error("this agent has no --key-file, so it cannot check the serving agent's grant: it runs client parts only with a key")]
+    NoKey,
+    #[error(transparent)]
+    NoGrant(GrantError),
+    #[error("no route from this host to {server}: {source}")]
+    NoRoute {
+        server: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("refused to send to {server}: {source}")]
+    Grant {
+        server: SocketAddr,
+        source: GrantError,
+    },
+    /// The grant held but the server did not prove it serves the test (`target::prove`).
+    #[error(transparent)]
+    NotProven(#[from] super::target::NotProven),
+}
+
 /// Checks the client part aimed at `server` with `cookie`: the target, then the grant;
 /// the key and the address this host sends from if they hold.
 pub fn check<'k>(
@@ -44,27 +71,24 @@ pub fn check<'k>(
     server: SocketAddr,
     cookie: u64,
     grant: Option<&Grant>,
-) -> Result<(&'k Key, IpAddr), String> {
+) -> Result<(&'k Key, IpAddr), PartRefused> {
     if let Some(why) = refused_target(server) {
-        return Err(why);
+        return Err(PartRefused::Target(why));
     }
     if is_local(server.ip()) {
-        return Err(format!("{server} is an address of this host (its own services): a client part sends only to another agent's host"));
+        return Err(PartRefused::Local(server));
     }
     let Some(key) = key else {
-        return Err("this agent has no --key-file, so it cannot check the serving agent's grant: it runs client parts only with a key".into());
+        return Err(PartRefused::NoKey);
     };
-    let grant = grant
-        .ok_or(GrantError::Missing)
-        .map_err(|e| e.to_string())?;
-    let source =
-        source_toward(server).map_err(|e| format!("no route from this host to {server}: {e}"))?;
+    let grant = grant.ok_or(PartRefused::NoGrant(GrantError::Missing))?;
+    let source = source_toward(server).map_err(|source| PartRefused::NoRoute { server, source })?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     grant
         .check(key, source, server, cookie, now)
-        .map_err(|e| format!("refused to send to {server}: {e}"))?;
+        .map_err(|source| PartRefused::Grant { server, source })?;
     Ok((key, source))
 }
 

@@ -4,6 +4,7 @@
 
 use sonde_results::{Role, StampSpec, TestSpec, Transport};
 
+use super::account::{OverShare, Share};
 use crate::kind::{Demand, Kind};
 
 /// What the agent will run for a controller.
@@ -278,8 +279,17 @@ impl Limits {
     /// A test that alone exceeds the agent's totals (the shared account checks them with
     /// the live tests).
     fn check_one_test(&self, d: &Demand) -> Option<String> {
-        over_threads(d.threads, 0, self.max_threads)
-            .or_else(|| over_memory(d.memory_bytes, 0, self.max_memory_bytes))
+        let ask = Share {
+            threads: d.threads,
+            bytes: d.memory_bytes,
+            client_bits: 0.0,
+        };
+        let max = Share {
+            threads: self.max_threads,
+            bytes: self.max_memory_bytes,
+            client_bits: f64::INFINITY,
+        };
+        OverShare::first(ask, Share::default(), max).map(|e| e.to_string())
     }
 
     /// A UDP request/response spec whose answer is over `max_udp_reply_ratio` times its
@@ -333,42 +343,8 @@ fn unanswered_bits_per_s(spec: &TestSpec) -> Option<f64> {
     })
 }
 
-/// Refusal when a client part's `asked` bits per second beside `live` ones of the running
-/// client parts exceed `max` (`--max-client-bitrate` holds for all of them together).
-pub(super) fn over_client_bits(asked: f64, live: f64, max: f64) -> Option<String> {
-    (asked > 0.0 && asked + live > max).then(|| {
-        format!(
-            "a client part of {} bit/s beside {} bit/s of this agent's running client parts, over its --max-client-bitrate of {} bit/s for all of them together (wait for one to end, lower --rate, or start the agent with a higher --max-client-bitrate)",
-            si(asked),
-            si(live),
-            si(max)
-        )
-    })
-}
-
-/// Refusal when `asked` worker threads beside `live` ones exceed `max`.
-pub(super) fn over_threads(asked: usize, live: usize, max: usize) -> Option<String> {
-    (asked.saturating_add(live) > max).then(|| {
-        format!(
-            "{asked} worker threads beside {live} of running tests, over this agent's --max-threads of {max} (fewer --threads/--server-threads/--rx-threads, or start the agent with a higher --max-threads)"
-        )
-    })
-}
-
-/// Refusal when `asked` bytes beside `live` ones exceed `max`.
-pub(super) fn over_memory(asked: u64, live: u64, max: u64) -> Option<String> {
-    (asked.saturating_add(live) > max).then(|| {
-        format!(
-            "the test needs about {} of memory beside {} of running tests (buffers, stacks, UMEM), over this agent's --max-memory of {} (start the agent with a higher --max-memory)",
-            bytes(asked),
-            bytes(live),
-            bytes(max)
-        )
-    })
-}
-
 /// A rate in SI units: `2.5G`.
-fn si(v: f64) -> String {
+pub(super) fn si(v: f64) -> String {
     match v {
         v if v >= 1e9 => format!("{:.3}G", v / 1e9),
         v if v >= 1e6 => format!("{:.3}M", v / 1e6),
@@ -378,7 +354,7 @@ fn si(v: f64) -> String {
 }
 
 /// A size in MiB.
-fn bytes(b: u64) -> String {
+pub(super) fn bytes(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }
 

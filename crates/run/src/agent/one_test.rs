@@ -76,9 +76,11 @@ pub(super) fn run(
                         cookie,
                     };
                     super::target::prove(key, test, super::target::via(&spec))
+                        .map_err(super::consent::PartRefused::from)
                 },
             );
-            if let Err(message) = proven {
+            if let Err(e) = proven {
+                let message = e.to_string();
                 return Err(conn.refuse(PeerError::Refused { message }));
             }
             let to = kind::DataPort {
@@ -239,7 +241,8 @@ fn admit<'a>(
             test: spec.capability(),
         }));
     };
-    if let Err(message) = shared.cfg.allow.check(&spec, third_party) {
+    if let Err(e) = shared.cfg.allow.check(&spec, third_party) {
+        let message = e.to_string();
         return Err(conn.refuse(PeerError::Refused { message }));
     }
     let limits = &shared.cfg.limits;
@@ -268,7 +271,8 @@ fn admit<'a>(
         Role::Server => 0.0,
     };
     if let Err(why) = shared.book(&mut slot, &demand, client_bits) {
-        return Err(conn.refuse(PeerError::Refused { message: why }));
+        let message = why.to_string();
+        return Err(conn.refuse(PeerError::Refused { message }));
     }
     kind::place(&mut spec, role);
     Ok((slot, spec, kind, notes))

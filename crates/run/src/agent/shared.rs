@@ -104,7 +104,7 @@ impl Shared {
         slot: &mut Slot<'a>,
         demand: &crate::kind::Demand,
         client_bits: f64,
-    ) -> Result<(), String> {
+    ) -> Result<(), account::OverShare> {
         let limits = &self.cfg.limits;
         let ask = account::Share {
             threads: demand.threads,

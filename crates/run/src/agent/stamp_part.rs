@@ -60,7 +60,7 @@ pub(super) fn run(
     }
     let client_bits = demand.bits_per_s.unwrap_or(f64::INFINITY);
     if let Err(why) = shared.book(&mut slot, &demand, client_bits) {
-        return Err(refused(conn, why));
+        return Err(refused(conn, why.to_string()));
     }
     tracing::info!(
         "STAMP to {reflector} for a controller: {} packets of {} B at {}/s",

@@ -44,8 +44,26 @@ pub fn via(spec: &TestSpec) -> Transport {
     }
 }
 
+/// A serving agent that did not prove it serves the test, so the client part sent nothing.
+#[derive(Debug, thiserror::Error)]
+#[error("{server} did not prove it is the agent serving this test ({why}, to a challenge on its data port over {}): a client part sends only to an agent that expects it, so nothing was sent", name(*.via))]
+pub struct NotProven {
+    pub server: SocketAddr,
+    pub via: Transport,
+    pub why: Unproven,
+}
+
+/// What came back to the challenge instead of the proof.
+#[derive(Debug, thiserror::Error)]
+pub enum Unproven {
+    #[error("an answer that is not the serving agent's proof")]
+    WrongAnswer,
+    #[error(transparent)]
+    NoAnswer(#[from] io::Error),
+}
+
 /// Client agent: whether the serving agent at `test.server` proves it serves `test`.
-pub fn prove(key: &Key, test: TargetTest, via: Transport) -> Result<(), String> {
+pub fn prove(key: &Key, test: TargetTest, via: Transport) -> Result<(), NotProven> {
     let nonce: [u8; TARGET_NONCE_BYTES] = crate::random::nonce();
     let challenge = TargetChallenge {
         cookie: test.cookie,
@@ -58,14 +76,14 @@ pub fn prove(key: &Key, test: TargetTest, via: Transport) -> Result<(), String> 
     };
     let why = match answered {
         Ok(answer) if test.check(key, &nonce, &answer) => return Ok(()),
-        Ok(_) => "an answer that is not the serving agent's proof".to_string(),
-        Err(e) => e.to_string(),
+        Ok(_) => Unproven::WrongAnswer,
+        Err(e) => Unproven::NoAnswer(e),
     };
-    Err(format!(
-        "{} did not prove it is the agent serving this test ({why}, to a challenge on its data port over {}): a client part sends only to an agent that expects it, so nothing was sent",
-        test.server,
-        name(via)
-    ))
+    Err(NotProven {
+        server: test.server,
+        via,
+        why,
+    })
 }
 
 fn name(t: Transport) -> &'static str {
