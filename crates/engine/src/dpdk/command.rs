@@ -26,10 +26,15 @@ pub enum Device {
     Vdev(String),
 }
 
+/// A `--dpdk-dev` word that names no device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is neither a PCI address (0000:3b:00.0) nor a virtual device (net_af_packet0,iface=eth1 or --vdev=...)")]
+pub struct NotADevice(pub String);
+
 impl Device {
     /// Reads `--dpdk-dev`: `--vdev=X`, `vdev:X` or a `net_*` name is a virtual device; a
     /// PCI address (`0000:3b:00.0`, `3b:00.0`, optionally `,devargs`) is a PCI device.
-    pub fn parse(s: &str) -> Result<Device, String> {
+    pub fn parse(s: &str) -> Result<Device, NotADevice> {
         let s = s.trim();
         if let Some(v) = s
             .strip_prefix("--vdev=")
@@ -43,9 +48,7 @@ impl Device {
         if is_pci_address(s.split(',').next().unwrap_or("")) {
             return Ok(Device::Pci(s.to_string()));
         }
-        Err(format!(
-            "'{s}' is neither a PCI address (0000:3b:00.0) nor a virtual device (net_af_packet0,iface=eth1 or --vdev=...)"
-        ))
+        Err(NotADevice(s.to_string()))
     }
 
     /// The device as given: a PCI address with its devargs, or the vdev string.
@@ -327,6 +330,13 @@ mod tests {
             Device::parse("--vdev=7870:00:00.0,mac=7c:1e:52:0f:c6:95").unwrap(),
             Device::Vdev("7870:00:00.0,mac=7c:1e:52:0f:c6:95".into())
         );
-        assert!(Device::parse("eth0").unwrap_err().contains("'eth0'"));
+        assert_eq!(
+            Device::parse("eth0").unwrap_err(),
+            NotADevice("eth0".into())
+        );
+        assert!(Device::parse("eth0")
+            .unwrap_err()
+            .to_string()
+            .contains("'eth0' is neither a PCI address"));
     }
 }

@@ -7,7 +7,7 @@ pub mod command;
 mod process;
 pub mod stats;
 
-pub use command::{Device, Forwarding, Memory, Plan, TxPackets};
+pub use command::{Device, Forwarding, Memory, NotADevice, Plan, TxPackets};
 pub use process::{file_prefix, DpdkError, Testpmd};
 pub use stats::{FwdStats, Xstats};
 

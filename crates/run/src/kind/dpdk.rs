@@ -157,7 +157,7 @@ fn default_device(local: IpAddr, notes: &mut Vec<String>) -> io::Result<Device> 
     let inv = inventory::collect(root());
     let nic = inv.nics.iter().find(|n| n.name == iface);
     if let Some(vdev) = nic.and_then(|n| n.dpdk_vdev()) {
-        return Device::parse(&vdev).map_err(refuse);
+        return Device::parse(&vdev).map_err(|e| refuse(e.to_string()));
     }
     match nic.and_then(|n| n.bus_address.clone()) {
         Some(bus) if bus.contains(':') => {

@@ -30,7 +30,7 @@ pub enum AgentDpdkError {
     #[error("--dpdk-args {args:?}: {reason}")]
     Args { args: String, reason: String },
     #[error("--dpdk-dev: {0}")]
-    Device(String),
+    Device(#[from] sonde_engine::dpdk::NotADevice),
 }
 
 impl AgentDpdkError {
@@ -114,7 +114,10 @@ pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<()
     };
     let (asked_eal, asked_testpmd) = d.args(role);
     let flag = role.pick("--dpdk-args", "--server-dpdk-args");
-    let args_error = |reason| SpecError { flag, reason };
+    let args_error = |e: WordRefused| SpecError {
+        flag,
+        reason: e.to_string(),
+    };
     let mut eal = check_eal(asked_eal).map_err(args_error)?;
     let mut testpmd = check_testpmd(asked_testpmd).map_err(args_error)?;
     eal.extend(agent.eal_args.iter().cloned());
@@ -122,9 +125,9 @@ pub fn confine(spec: &mut TestSpec, role: Role, source: Source<'_>) -> Result<()
     let asked = role.pick(&d.client_device, &d.server_device).clone();
     let device = match asked {
         Some(s) => Some(
-            check_device(&s, agent, Path::new("/")).map_err(|reason| SpecError {
+            check_device(&s, agent, Path::new("/")).map_err(|e| SpecError {
                 flag: role.pick("--dpdk-dev", "--server-dpdk-dev"),
-                reason,
+                reason: e.to_string(),
             })?,
         ),
         None => agent.device.as_ref().map(device_word),
@@ -153,29 +156,63 @@ fn shown(w: &str) -> String {
     format!("{cut:?}")
 }
 
-fn not_allowed(w: &str) -> String {
-    format!(
-        "{} is not among the switches an agent takes from a controller ({ALLOWED}): start the agent with --dpdk-args \"EAL... -- TESTPMD...\" to give its testpmd other arguments",
-        shown(w)
-    )
+/// A DPDK word from a controller this agent does not take; the words are shown as
+/// [`shown`] cuts them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WordRefused {
+    #[error("{} is not among the switches an agent takes from a controller ({ALLOWED}): start the agent with --dpdk-args \"EAL... -- TESTPMD...\" to give its testpmd other arguments", shown(.0))]
+    NotAllowed(String),
+    #[error("{what} {} is not a number in {lo}..={hi}", shown(.word))]
+    NotNumber {
+        what: String,
+        word: String,
+        lo: u64,
+        hi: u64,
+    },
+    #[error("--socket-mem names more than {MAX_SOCKETS} nodes")]
+    TooManyNodes,
+    #[error("{0} needs a value")]
+    NeedsValue(String),
+}
+
+/// A device a controller named that is not this agent's to use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {why} (start the agent with --dpdk-dev DEV to have it use that device)", shown(.asked))]
+pub struct DeviceRefused {
+    pub asked: String,
+    pub why: NotOurs,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOurs {
+    #[error(transparent)]
+    NotADevice(#[from] sonde_engine::dpdk::NotADevice),
+    #[error("an agent takes no virtual device from a controller, only its own")]
+    Virtual,
+    #[error("an agent takes no device arguments from a controller, only its own")]
+    DeviceArgs,
+    #[error("not a network device of this host")]
+    NotNetwork,
 }
 
 /// A whole number in `lo..=hi`, or why not.
-fn number(w: &str, what: &str, lo: u64, hi: u64) -> Result<u64, String> {
+fn number(w: &str, what: &str, lo: u64, hi: u64) -> Result<u64, WordRefused> {
     match w.parse::<u64>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{what} {} is not a number in {lo}..={hi}",
-            shown(w)
-        )),
+        _ => Err(WordRefused::NotNumber {
+            what: what.to_string(),
+            word: w.to_string(),
+            lo,
+            hi,
+        }),
     }
 }
 
 /// `--socket-mem`'s per-node MiB list.
-fn socket_mem(w: &str) -> Result<(), String> {
+fn socket_mem(w: &str) -> Result<(), WordRefused> {
     let parts: Vec<&str> = w.split(',').collect();
     if parts.len() > MAX_SOCKETS {
-        return Err(format!("--socket-mem names more than {MAX_SOCKETS} nodes"));
+        return Err(WordRefused::TooManyNodes);
     }
     for p in parts {
         number(p, "--socket-mem", 0, MAX_MEMORY_MB)?;
@@ -184,14 +221,14 @@ fn socket_mem(w: &str) -> Result<(), String> {
 }
 
 /// The EAL words a controller may give, validated and returned as they will be passed.
-pub fn check_eal(words: &[String]) -> Result<Vec<String>, String> {
+pub fn check_eal(words: &[String]) -> Result<Vec<String>, WordRefused> {
     let mut out = Vec::new();
     let mut it = words.iter();
     while let Some(w) = it.next() {
         let value = |it: &mut std::slice::Iter<'_, String>| {
             it.next()
                 .cloned()
-                .ok_or_else(|| format!("{w} needs a value"))
+                .ok_or_else(|| WordRefused::NeedsValue(w.clone()))
         };
         match w.as_str() {
             "--no-huge" => out.push(w.clone()),
@@ -211,7 +248,7 @@ pub fn check_eal(words: &[String]) -> Result<Vec<String>, String> {
                 } else if let Some(v) = w.strip_prefix("-m").filter(|v| !v.is_empty()) {
                     number(v, "-m", 1, MAX_MEMORY_MB)?;
                 } else {
-                    return Err(not_allowed(w));
+                    return Err(WordRefused::NotAllowed(w.clone()));
                 }
                 out.push(w.clone());
             }
@@ -229,7 +266,7 @@ const TESTPMD: &[(&str, u64, u64)] = &[
 ];
 
 /// The testpmd words a controller may give, validated and returned as `--name=N`.
-pub fn check_testpmd(words: &[String]) -> Result<Vec<String>, String> {
+pub fn check_testpmd(words: &[String]) -> Result<Vec<String>, WordRefused> {
     let mut out = Vec::new();
     let mut it = words.iter();
     while let Some(w) = it.next() {
@@ -238,14 +275,14 @@ pub fn check_testpmd(words: &[String]) -> Result<Vec<String>, String> {
             None => (w.as_str(), None),
         };
         let Some(&(name, lo, hi)) = TESTPMD.iter().find(|t| t.0 == name) else {
-            return Err(not_allowed(w));
+            return Err(WordRefused::NotAllowed(w.clone()));
         };
         let v = match inline {
             Some(v) => v,
             None => it
                 .next()
                 .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))?,
+                .ok_or_else(|| WordRefused::NeedsValue(name.to_string()))?,
         };
         let n = number(&v, name, lo, hi)?;
         out.push(format!("{name}={n}"));
@@ -256,14 +293,12 @@ pub fn check_testpmd(words: &[String]) -> Result<Vec<String>, String> {
 /// A device a controller named: the agent's own `--dpdk-dev`, a network PCI device of
 /// this host (no devargs), or the vdev this host's inventory gives for one of its NICs
 /// (MANA's `sonde host` line). Returned as `Device::parse` reads it.
-pub fn check_device(asked: &str, agent: &AgentDpdk, root: &Path) -> Result<String, String> {
-    let told = |why: &str| {
-        format!(
-            "{}: {why} (start the agent with --dpdk-dev DEV to have it use that device)",
-            shown(asked)
-        )
+pub fn check_device(asked: &str, agent: &AgentDpdk, root: &Path) -> Result<String, DeviceRefused> {
+    let told = |why: NotOurs| DeviceRefused {
+        asked: asked.to_string(),
+        why,
     };
-    let device = Device::parse(asked).map_err(|e| told(&e))?;
+    let device = Device::parse(asked).map_err(|e| told(e.into()))?;
     if agent.device.as_ref() == Some(&device) {
         return Ok(device_word(&device));
     }
@@ -277,14 +312,10 @@ pub fn check_device(asked: &str, agent: &AgentDpdk, root: &Path) -> Result<Strin
         return Ok(device_word(&device));
     }
     match &device {
-        Device::Vdev(_) => Err(told(
-            "an agent takes no virtual device from a controller, only its own",
-        )),
-        Device::Pci(s) if s.contains(',') => Err(told(
-            "an agent takes no device arguments from a controller, only its own",
-        )),
+        Device::Vdev(_) => Err(told(NotOurs::Virtual)),
+        Device::Pci(s) if s.contains(',') => Err(told(NotOurs::DeviceArgs)),
         Device::Pci(addr) if is_network_device(root, addr, &inv) => Ok(addr.clone()),
-        Device::Pci(_) => Err(told("not a network device of this host")),
+        Device::Pci(_) => Err(told(NotOurs::NotNetwork)),
     }
 }
 
@@ -358,7 +389,7 @@ mod tests {
             "--no-huge --trace=.*",
             "--plugin=/tmp/x.so",
         ] {
-            let e = check_eal(&words(eal)).unwrap_err();
+            let e = check_eal(&words(eal)).unwrap_err().to_string();
             assert!(e.contains("start the agent with --dpdk-args"), "{eal}: {e}");
         }
         for pmd in [
@@ -366,7 +397,7 @@ mod tests {
             "--eth-peer=0,00:11:22:33:44:55",
             "-i",
         ] {
-            let e = check_testpmd(&words(pmd)).unwrap_err();
+            let e = check_testpmd(&words(pmd)).unwrap_err().to_string();
             assert!(e.contains("start the agent with --dpdk-args"), "{pmd}: {e}");
         }
     }
@@ -411,7 +442,7 @@ mod tests {
             "0000:3b:00.0",
             "7870:00:00.0,mac=7c:1e:52:0f:c6:95",
         ] {
-            let e = check_device(bad, &agent, root).unwrap_err();
+            let e = check_device(bad, &agent, root).unwrap_err().to_string();
             assert!(e.contains("start the agent with --dpdk-dev"), "{bad}: {e}");
         }
         // MANA's vdev, exactly as this host's inventory gives it, is its own.

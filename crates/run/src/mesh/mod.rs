@@ -48,8 +48,8 @@ pub const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
 pub enum MeshError {
     #[error("cannot bind the mesh's reflector on {addr} (--mesh-port): {source}")]
     Bind { addr: SocketAddr, source: io::Error },
-    #[error("{0}")]
-    List(String),
+    #[error(transparent)]
+    List(#[from] peers::PeersError),
     #[error("mesh socket: {0}")]
     Io(#[from] io::Error),
 }

@@ -19,6 +19,50 @@ pub const MAX_PEERS: usize = 10_000;
 
 pub use sonde_proto::mesh::Peer;
 
+/// Why `--mesh SOURCE` gives no list; names the flag and the file or name.
+#[derive(Debug, thiserror::Error)]
+pub enum PeersError {
+    #[error("--mesh dns: needs a name (dns:sonde-agents.sonde.svc)")]
+    NoName,
+    #[error("--mesh needs a file or dns:NAME")]
+    Empty,
+    #[error("--mesh {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--mesh {}: {source}", .path.display())]
+    File { path: PathBuf, source: LineError },
+    #[error("--mesh dns:{name}: {source}")]
+    Dns {
+        name: String,
+        source: std::io::Error,
+    },
+}
+
+/// A line of a peers file that is no peer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {fault}")]
+pub struct LineError {
+    pub line: usize,
+    pub fault: LineFault,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineFault {
+    #[error("'{0}' is not an address (ADDR or ADDR:PORT, [v6]:PORT)")]
+    NotAddress(String),
+    #[error("{addr} is {why}: a probe goes only to a unicast address")]
+    NotUnicast { addr: SocketAddr, why: String },
+    #[error("'{0}' is neither open nor KEY=VALUE")]
+    NotWord(String),
+    #[error("label '{key}': {source}")]
+    Label {
+        key: String,
+        source: sonde_proto::labels::LabelError,
+    },
+}
+
 /// `--mesh SOURCE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -29,25 +73,29 @@ pub enum Source {
 
 impl Source {
     /// `dns:NAME` or a file's path; `port` is the peers' reflector port where not given.
-    pub fn parse(s: &str, port: u16) -> Result<Source, String> {
+    pub fn parse(s: &str, port: u16) -> Result<Source, PeersError> {
         match s.strip_prefix("dns:") {
-            Some("") => Err("--mesh dns: needs a name (dns:sonde-agents.sonde.svc)".into()),
+            Some("") => Err(PeersError::NoName),
             Some(name) => Ok(Source::Dns(name.to_string(), port)),
-            None if s.is_empty() => Err("--mesh needs a file or dns:NAME".into()),
+            None if s.is_empty() => Err(PeersError::Empty),
             None => Ok(Source::File(PathBuf::from(s))),
         }
     }
 
     /// The peers now. An error names the file and line, or the name.
-    pub fn read(&self, port: u16) -> Result<Vec<Peer>, String> {
+    pub fn read(&self, port: u16) -> Result<Vec<Peer>, PeersError> {
         // A subnet's broadcast address reaches every host of its link.
         let subnets = local_subnets();
         let peers = match self {
             Source::File(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("--mesh {}: {e}", path.display()))?;
-                parse_file(&text, port, &subnets)
-                    .map_err(|e| format!("--mesh {}: {e}", path.display()))?
+                let text = std::fs::read_to_string(path).map_err(|source| PeersError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                parse_file(&text, port, &subnets).map_err(|source| PeersError::File {
+                    path: path.clone(),
+                    source,
+                })?
             }
             Source::Dns(name, port) => resolve(name, *port)?,
         };
@@ -80,23 +128,21 @@ impl Source {
 
 /// A file's peers; an error names the line. `subnets` are this host's: a line naming one's
 /// broadcast address is refused.
-pub fn parse_file(text: &str, port: u16, subnets: &[Subnet]) -> Result<Vec<Peer>, String> {
+pub fn parse_file(text: &str, port: u16, subnets: &[Subnet]) -> Result<Vec<Peer>, LineError> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let at = |e: String| format!("line {}: {e}", n + 1);
+        let at = |fault: LineFault| LineError { line: n + 1, fault };
         let mut words = line.split_whitespace();
         let addr = words.next().expect("a non-empty line has a word");
         let addr = parse_addr(addr, port).map_err(at)?;
         let broadcast = broadcast_of(addr.ip(), subnets)
             .map(|s| format!("the broadcast address of {} ({})", s.network(), s.iface));
         if let Some(why) = refused(addr.ip()).map(str::to_string).or(broadcast) {
-            return Err(at(format!(
-                "{addr} is {why}: a probe goes only to a unicast address"
-            )));
+            return Err(at(LineFault::NotUnicast { addr, why }));
         }
         let mut peer = Peer {
             addr,
@@ -110,8 +156,13 @@ pub fn parse_file(text: &str, port: u16, subnets: &[Subnet]) -> Result<Vec<Peer>
             }
             let (k, v) = w
                 .split_once('=')
-                .ok_or_else(|| at(format!("'{w}' is neither open nor KEY=VALUE")))?;
-            sonde_proto::labels::check(k, v).map_err(|e| at(format!("label '{k}': {e}")))?;
+                .ok_or_else(|| at(LineFault::NotWord(w.to_string())))?;
+            sonde_proto::labels::check(k, v).map_err(|source| {
+                at(LineFault::Label {
+                    key: k.to_string(),
+                    source,
+                })
+            })?;
             peer.labels.insert(k.to_string(), v.to_string());
         }
         out.push(peer);
@@ -119,20 +170,23 @@ pub fn parse_file(text: &str, port: u16, subnets: &[Subnet]) -> Result<Vec<Peer>
     Ok(out)
 }
 
-fn parse_addr(s: &str, port: u16) -> Result<SocketAddr, String> {
+fn parse_addr(s: &str, port: u16) -> Result<SocketAddr, LineFault> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
     s.parse::<IpAddr>()
         .map(|ip| SocketAddr::new(ip, port))
-        .map_err(|_| format!("'{s}' is not an address (ADDR or ADDR:PORT, [v6]:PORT)"))
+        .map_err(|_| LineFault::NotAddress(s.to_string()))
 }
 
 /// Every A/AAAA answer for `name`, through the system's resolver.
-fn resolve(name: &str, port: u16) -> Result<Vec<Peer>, String> {
+fn resolve(name: &str, port: u16) -> Result<Vec<Peer>, PeersError> {
     let addrs = (name, port)
         .to_socket_addrs()
-        .map_err(|e| format!("--mesh dns:{name}: {e}"))?;
+        .map_err(|source| PeersError::Dns {
+            name: name.to_string(),
+            source,
+        })?;
     Ok(addrs
         .map(|addr| Peer {
             addr,
@@ -194,7 +248,7 @@ mod tests {
             ),
             ("198.18.2.2 __x=1\n", "line 1: label '__x'"),
         ] {
-            let e = parse_file(text, 862, &[]).unwrap_err();
+            let e = parse_file(text, 862, &[]).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
         }
         // A subnet's directed broadcast (issue 52 L7: it was kept as a peer).
@@ -204,19 +258,24 @@ mod tests {
             prefix: 24,
         }];
         let e = parse_file("198.18.2.2\n198.18.2.255\n", 862, &link).unwrap_err();
+        assert_eq!(e.line, 2);
         assert_eq!(
-            e,
+            e.to_string(),
             "line 2: 198.18.2.255:862 is the broadcast address of 198.18.2.0/24 (eth0): a probe goes only to a unicast address"
         );
         assert_eq!(parse_file("198.18.3.255\n", 862, &link).unwrap().len(), 1);
         assert_eq!(
-            Source::parse("dns:agents.svc", 862),
-            Ok(Source::Dns("agents.svc".into(), 862))
+            Source::parse("dns:agents.svc", 862).unwrap(),
+            Source::Dns("agents.svc".into(), 862)
         );
-        assert!(Source::parse("dns:", 862).is_err());
+        assert!(matches!(
+            Source::parse("dns:", 862),
+            Err(PeersError::NoName)
+        ));
         let e = Source::File("/nonexistent/peers".into())
             .read(862)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--mesh /nonexistent/peers: "), "{e}");
     }
 

@@ -156,6 +156,7 @@ impl SocketLoop {
                 self.take_list(list);
             }
             Err(e) => {
+                let e = e.to_string();
                 let mut s = self.lock();
                 if s.list_error.as_deref() != Some(&e) {
                     tracing::warn!("mesh: {e}; probing the last list");

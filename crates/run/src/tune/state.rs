@@ -196,14 +196,19 @@ pub fn load(root: &Path, file: &Path) -> Result<State, TuneError> {
     Ok(state)
 }
 
+/// A change in a `--state` file that no plan could have made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Unplanned {
+    #[error("it names {0}, which `sonde tune plan` never changes")]
+    Target(String),
+    #[error("its value {0:?} is not a number or CPU list")]
+    Value(String),
+}
+
 /// Whether `target` is one a plan can produce on this host: a known sysctl, a NIC's IRQ
 /// affinity, or a per-device setting of an interface that exists here.
-fn allowed(root: &Path, target: &Target) -> Result<(), String> {
-    let never = |what: &str| {
-        Err(format!(
-            "it names {what}, which `sonde tune plan` never changes"
-        ))
-    };
+fn allowed(root: &Path, target: &Target) -> Result<(), Unplanned> {
+    let never = |what: &str| Err(Unplanned::Target(what.to_string()));
     match target {
         Target::File { path } => {
             let parts: Vec<&str> = path.split('/').collect();
@@ -246,12 +251,12 @@ fn known_interface(root: &Path, dev: &str) -> Result<(), ()> {
 }
 
 /// A value a plan reads back from these files: numbers, spaces, CPU lists.
-fn value_ok(v: &str) -> Result<(), String> {
+fn value_ok(v: &str) -> Result<(), Unplanned> {
     let ok = !v.is_empty()
         && v.len() <= 1024
         && v.bytes().all(|b| b.is_ascii_digit() || b" ,-".contains(&b));
     ok.then_some(())
-        .ok_or_else(|| format!("its value {v:?} is not a number or CPU list"))
+        .ok_or_else(|| Unplanned::Value(v.to_string()))
 }
 
 #[cfg(test)]

@@ -130,8 +130,10 @@ impl DpdkArgs {
             ("--server-dpdk-dev", &self.server_dpdk_dev),
         ] {
             if let Some(d) = dev {
-                sonde_engine::dpdk::Device::parse(d)
-                    .map_err(|reason| SpecError { flag, reason })?;
+                sonde_engine::dpdk::Device::parse(d).map_err(|e| SpecError {
+                    flag,
+                    reason: e.to_string(),
+                })?;
             }
         }
         let (client_eal_args, client_testpmd_args) = split_flag("--dpdk-args", &self.dpdk_args)?;
