@@ -280,8 +280,12 @@ pub struct Results {
 }
 
 /// One measurement: `sonde WORDS` against the lab's agent, run where the client is, its
-/// document written to the file given; or why it could not run.
-pub type Measure<'a> = dyn Fn(&Lab, &[String], &Path) -> Result<(), String> + Sync + 'a;
+/// document written to the file given; or why it could not run (the caller's error, shown
+/// beside the measurement's name).
+pub type Measure<'a> = dyn Fn(&Lab, &[String], &Path) -> Result<(), MeasureFailed> + Sync + 'a;
+
+/// Why one measurement of the lab produced no document: the caller's own error.
+pub type MeasureFailed = Box<dyn std::error::Error + Send + Sync>;
 
 /// Runs `measurements` (of [`measurements`]), one after another until Ctrl-C, each
 /// document kept in `out_dir` and read back; `say` gets the headings, `warn` what
@@ -316,7 +320,7 @@ pub fn run_all(
                 results.docs.push((name, doc));
             }
             None => {
-                let why = ran.err().unwrap_or_else(|| "no document".into());
+                let why = ran.err().map_or("no document".into(), |e| e.to_string());
                 warn(&format!("lab: {name} produced no result: {why}"));
                 results.failed = true;
             }

@@ -57,14 +57,19 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
 
 /// One measurement, `sonde WORDS` against the lab's agent with its document in `file`, as
 /// the test command would run it (heading, live lines, summary, stored).
-fn measure(lab: &Lab, words: &[String], file: &Path, interrupt: &Interrupt) -> Result<(), String> {
+fn measure(
+    lab: &Lab,
+    words: &[String],
+    file: &Path,
+    interrupt: &Interrupt,
+) -> Result<(), sonde_run::lab::MeasureFailed> {
     let key = &lab.key.file;
     let (shown, tail) = sonde_run::lab::command_line(&lab.host, lab.port(), key, words, file);
     let command = shown.join(" ");
-    let cli = Cli::try_parse_from(shown.into_iter().chain(tail)).map_err(|e| e.to_string())?;
+    let cli = Cli::try_parse_from(shown.into_iter().chain(tail))?;
     let plan = cli.command.plan().expect("a lab measurement is a test");
     let (target, out) = cli.command.target_output().expect("a test has a target");
     crate::measure::test_command(plan, target, out, command, interrupt)
         .map(drop)
-        .map_err(|e| crate::errors::one_line(&e))
+        .map_err(|e| crate::errors::one_line(&e).into())
 }

@@ -22,5 +22,21 @@ pub struct SelfNoise {
 /// asked for it, or why it was not measured (kept as a note on the client's side).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RrPrelude {
-    pub self_noise: Result<SelfNoise, String>,
+    pub self_noise: Result<SelfNoise, NoFloor>,
+}
+
+/// Why the floor was not measured (a note on the client's side, not a failed test).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoFloor {
+    /// The floor is this host's; the client side ran on the agent named.
+    #[error("the client side ran on {0}, not on this host")]
+    ClientElsewhere(String),
+    /// A spinning loop (`poll`: its `--poll` label) would leave its echo no CPU of its own.
+    #[error("not measured: the {poll} loop and its echo would spin on the same CPUs, so the floor would be the scheduler's time slice (give the workers fewer CPUs than this process may use, or --poll block)")]
+    SharedCpus { poll: String },
+    /// The local socket pair or its threads failed.
+    #[error("{0}")]
+    Failed(String),
+    #[error("no round trip completed")]
+    NoRoundTrip,
 }

@@ -20,7 +20,7 @@ pub mod watch;
 
 pub use end::{End, OneHost, Section};
 pub use fleet_pair::FleetPair;
-pub use floor::{RrPrelude, SelfNoise};
+pub use floor::{NoFloor, RrPrelude, SelfNoise};
 pub use interval::{
     IntervalFigures, IntervalPair, IntervalSection, IntervalSide, PpsSideFigures, SideFigures,
     StreamSideFigures,

@@ -348,7 +348,9 @@ mod tests {
         assert_eq!(with.end.rr().unwrap().self_noise, Some(floor));
         let why = "the client side ran on 198.18.0.1, not on this host";
         let without = doc(Some(Prelude::Rr(RrPrelude {
-            self_noise: Err(why.into()),
+            self_noise: Err(super::super::floor::NoFloor::ClientElsewhere(
+                "198.18.0.1".into(),
+            )),
         })));
         let rr = without.end.rr().unwrap();
         assert_eq!(rr.self_noise, None);

@@ -20,14 +20,24 @@ pub struct Cidr {
     prefix: u8,
 }
 
-impl FromStr for Cidr {
-    type Err = String;
+/// A `--stamp-targets` word that is no network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    #[error("'{word}' is not ADDR/PREFIX: '{addr}' is not an address")]
+    Address { word: String, addr: String },
+    #[error("'{word}': the prefix must be 0 to {max}")]
+    Prefix { word: String, max: u8 },
+}
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for Cidr {
+    type Err = CidrError;
+
+    fn from_str(s: &str) -> Result<Self, CidrError> {
         let (addr, prefix) = s.split_once('/').unwrap_or((s, ""));
-        let net: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("'{s}' is not ADDR/PREFIX: '{addr}' is not an address"))?;
+        let net: IpAddr = addr.parse().map_err(|_| CidrError::Address {
+            word: s.to_string(),
+            addr: addr.to_string(),
+        })?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             "" => max,
@@ -35,7 +45,10 @@ impl FromStr for Cidr {
                 .parse::<u8>()
                 .ok()
                 .filter(|&p| p <= max)
-                .ok_or_else(|| format!("'{s}': the prefix must be 0 to {max}"))?,
+                .ok_or_else(|| CidrError::Prefix {
+                    word: s.to_string(),
+                    max,
+                })?,
         };
         Ok(Cidr { net, prefix })
     }
@@ -155,10 +168,10 @@ mod tests {
             .parse::<Cidr>()
             .unwrap()
             .contains("127.0.0.1".parse().unwrap()));
-        assert!("198.18.0.0/33"
-            .parse::<Cidr>()
-            .unwrap_err()
-            .contains("0 to 32"));
+        assert_eq!(
+            "198.18.0.0/33".parse::<Cidr>().unwrap_err().to_string(),
+            "'198.18.0.0/33': the prefix must be 0 to 32"
+        );
         assert!("nonsense/8".parse::<Cidr>().is_err());
         assert!(!allowed(&[], "198.18.0.2".parse().unwrap()));
     }

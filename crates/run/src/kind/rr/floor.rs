@@ -8,7 +8,7 @@ use sonde_engine::affinity::current_mask;
 use sonde_engine::self_noise::{self, NoisePlan};
 use sonde_engine::wait::Poll;
 use sonde_engine::Placement;
-use sonde_results::document::{Prelude, RrPrelude, SelfNoise};
+use sonde_results::document::{NoFloor, Prelude, RrPrelude, SelfNoise};
 use sonde_results::{LatencySummary, RrSpec, Transport};
 
 use crate::apart::free_of;
@@ -26,24 +26,20 @@ pub(super) fn prelude(
     let self_noise = match client {
         ClientAt::Here => measure(spec, ms, placement()),
         // The floor is this host's; the client side runs on another.
-        ClientAt::Agent(at) => Err(format!("the client side ran on {at}, not on this host")),
+        ClientAt::Agent(at) => Err(NoFloor::ClientElsewhere(at.to_string())),
     };
     Some(Prelude::Rr(RrPrelude { self_noise }))
 }
 
 /// The floor of `spec`'s loop over `ms`, its client workers placed as `placement`; or why
 /// it could not be measured.
-pub(super) fn measure(spec: &RrSpec, ms: u64, placement: Placement) -> Result<SelfNoise, String> {
+pub(super) fn measure(spec: &RrSpec, ms: u64, placement: Placement) -> Result<SelfNoise, NoFloor> {
     let datagram = spec.transport == Transport::Udp;
     let poll = poll_of(spec.poll);
-    let echo_cpus = echo_cpus(&placement, poll != Poll::Block).map_err(|()| {
-        format!(
-            "not measured: the {} loop and its echo would spin on the same CPUs, so the \
-             floor would be the scheduler's time slice (give the workers fewer CPUs than \
-             this process may use, or --poll block)",
-            spec.poll.label()
-        )
-    })?;
+    let echo_cpus =
+        echo_cpus(&placement, poll != Poll::Block).map_err(|()| NoFloor::SharedCpus {
+            poll: spec.poll.label().to_string(),
+        })?;
     let plan = NoisePlan {
         datagram,
         connections: spec.connections as usize,
@@ -55,8 +51,8 @@ pub(super) fn measure(spec: &RrSpec, ms: u64, placement: Placement) -> Result<Se
         echo_cpus,
         duration: Duration::from_millis(ms),
     };
-    let floor = self_noise::measure(&plan).map_err(|e| e.to_string())?;
-    let latency = LatencySummary::of(&floor.histogram).ok_or("no round trip completed")?;
+    let floor = self_noise::measure(&plan).map_err(|e| NoFloor::Failed(e.to_string()))?;
+    let latency = LatencySummary::of(&floor.histogram).ok_or(NoFloor::NoRoundTrip)?;
     Ok(SelfNoise {
         socket: if datagram {
             "unix_seqpacket"
@@ -137,9 +133,7 @@ mod tests {
                 &ping(Transport::Tcp, Some(100)),
                 ClientAt::Agent("198.18.0.1")
             ),
-            Some(Err(
-                "the client side ran on 198.18.0.1, not on this host".into()
-            ))
+            Some(Err(NoFloor::ClientElsewhere("198.18.0.1".into())))
         );
         for (transport, socket) in [
             (Transport::Tcp, "unix_stream"),
