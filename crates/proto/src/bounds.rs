@@ -114,6 +114,57 @@ pub struct Arrival {
     pub partial_seen: bool,
 }
 
+/// What an agent sent beyond the bounds of its test (`ProtoError::Excess`): the test ends.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Excess {
+    #[error("it sent more interval samples than the test's {most} ({} intervals and a partial one)", .most - 1)]
+    Samples { most: u64 },
+    #[error("its sample {nth} came {:.3} s after Start, before that interval began ({:.3} s)", .after.as_secs_f64(), .begins.as_secs_f64())]
+    Early {
+        nth: u64,
+        after: Duration,
+        begins: Duration,
+    },
+    #[error("its interval {index} is not a {test} test's sample")]
+    Section { index: u32, test: &'static str },
+    #[error("its interval {index} describes {described} connections, more than the test's {most}")]
+    Connections {
+        index: u32,
+        described: usize,
+        most: usize,
+    },
+    #[error(
+        "its interval {index} carries {what}, which {side} of this test{asked} does not measure"
+    )]
+    Unmeasured {
+        index: u32,
+        what: &'static str,
+        side: &'static str,
+        asked: &'static str,
+    },
+    #[error(
+        "its interval {index} carries a {what} of {bytes} bytes, more than {MAX_HISTOGRAM_CHARS}"
+    )]
+    Histogram {
+        index: u32,
+        what: &'static str,
+        bytes: usize,
+    },
+    #[error("its samples up to interval {index} hold {held} bytes, more than the {budget} its first {intervals} intervals allow")]
+    Retained {
+        index: u32,
+        held: u64,
+        budget: u64,
+        intervals: u64,
+    },
+    #[error("its document is not a STAMP run's")]
+    NotStamp,
+    #[error("its STAMP run went to {0}, not the reflector asked for")]
+    OtherReflector(String),
+    #[error("its STAMP run has {intervals} intervals, more than the spec's {most}")]
+    StampIntervals { intervals: usize, most: usize },
+}
+
 /// Why a sample of the agent in `role` in a test of `spec`, arriving as `at` says, is
 /// beyond the bounds; else what it costs to keep ([`retained_bytes`]).
 pub fn check_sample(
@@ -121,38 +172,38 @@ pub fn check_sample(
     role: Role,
     at: Arrival,
     sample: &IntervalSample,
-) -> Result<u64, String> {
+) -> Result<u64, Excess> {
     let most = most_intervals(spec);
     let index = sample.index;
     if at.seen >= most {
-        return Err(format!(
-            "it sent more interval samples than the test's {most} ({} intervals and a partial one)",
-            most - 1
-        ));
+        return Err(Excess::Samples { most });
     }
     check_time(spec, at, sample)?;
     if !sonde_results::kinds::sample_of(spec, &sample.section) {
-        return Err(format!(
-            "its interval {index} is not a {} test's sample",
-            spec.name()
-        ));
+        return Err(Excess::Section {
+            index,
+            test: spec.name(),
+        });
     }
     let conns = most_connections(spec);
     let described = sample.stream().map_or(0, |s| s.tcp.len());
     if described > conns {
-        return Err(format!(
-            "its interval {index} describes {described} connections, more than the test's {conns}",
-        ));
+        return Err(Excess::Connections {
+            index,
+            described,
+            most: conns,
+        });
     }
     check_histograms(spec, role, sample)?;
     let bytes = retained_bytes(sample);
     let budget = at.seen.saturating_add(2) * per_interval_bytes(spec, role);
     if at.retained.saturating_add(bytes) > budget {
-        return Err(format!(
-            "its samples up to interval {index} hold {} bytes, more than the {budget} its first {} intervals allow",
-            at.retained.saturating_add(bytes),
-            at.seen + 1
-        ));
+        return Err(Excess::Retained {
+            index,
+            held: at.retained.saturating_add(bytes),
+            budget,
+            intervals: at.seen + 1,
+        });
     }
     Ok(bytes)
 }
@@ -160,7 +211,7 @@ pub fn check_sample(
 /// The `seen`-th sample (from 0) describes interval `seen` at the earliest, which begins
 /// `warmup + seen` intervals after Start on the agent's clock, whose Start came after ours.
 /// One partial sample (a test cut short) may come at any time.
-fn check_time(spec: &TestSpec, at: Arrival, sample: &IntervalSample) -> Result<(), String> {
+fn check_time(spec: &TestSpec, at: Arrival, sample: &IntervalSample) -> Result<(), Excess> {
     if sample.partial && !at.partial_seen {
         return Ok(());
     }
@@ -170,18 +221,17 @@ fn check_time(spec: &TestSpec, at: Arrival, sample: &IntervalSample) -> Result<(
             .saturating_add(at.seen.saturating_mul(t.interval_ms)),
     );
     if at.since_start < begins {
-        return Err(format!(
-            "its sample {} came {:.3} s after Start, before that interval began ({:.3} s)",
-            at.seen + 1,
-            at.since_start.as_secs_f64(),
-            begins.as_secs_f64()
-        ));
+        return Err(Excess::Early {
+            nth: at.seen + 1,
+            after: at.since_start,
+            begins,
+        });
     }
     Ok(())
 }
 
 /// Only the histograms this side measures, each of at most [`MAX_HISTOGRAM_CHARS`].
-fn check_histograms(spec: &TestSpec, role: Role, sample: &IntervalSample) -> Result<(), String> {
+fn check_histograms(spec: &TestSpec, role: Role, sample: &IntervalSample) -> Result<(), Excess> {
     let index = sample.index;
     let may = Histograms::of(spec, role);
     if let Some(rr) = sample.rr() {
@@ -199,16 +249,20 @@ fn check_histograms(spec: &TestSpec, role: Role, sample: &IntervalSample) -> Res
         ];
         if let Some((_, what)) = extra.iter().find(|(bad, _)| *bad) {
             let asked = if may.latency { " without --stages" } else { "" };
-            return Err(format!(
-                "its interval {index} carries {what}, which {side} of this test{asked} does not measure"
-            ));
+            return Err(Excess::Unmeasured {
+                index,
+                what,
+                side,
+                asked,
+            });
         }
     }
     if let Some((what, h)) = texts(sample).find(|(_, h)| h.len() > MAX_HISTOGRAM_CHARS) {
-        return Err(format!(
-            "its interval {index} carries a {what} of {} bytes, more than {MAX_HISTOGRAM_CHARS}",
-            h.len()
-        ));
+        return Err(Excess::Histogram {
+            index,
+            what,
+            bytes: h.len(),
+        });
     }
     Ok(())
 }
@@ -264,17 +318,23 @@ mod tests {
         for seen in 0..11 {
             check_sample(&s, Role::Server, on_time(&s, seen), &sample(8)).unwrap();
         }
-        let e = check_sample(&s, Role::Server, on_time(&s, 11), &sample(1)).unwrap_err();
+        let e = check_sample(&s, Role::Server, on_time(&s, 11), &sample(1))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("more interval samples than the test's 11"),
             "{e}"
         );
-        let e = check_sample(&s, Role::Server, on_time(&s, 0), &sample(9)).unwrap_err();
+        let e = check_sample(&s, Role::Server, on_time(&s, 0), &sample(9))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("9 connections, more than the test's 8"), "{e}");
         // Another kind's sample: a rogue agent's, refused.
         let mut rr = sample(0);
         rr.section = SampleSection::Rr(Default::default());
-        let e = check_sample(&s, Role::Server, on_time(&s, 0), &rr).unwrap_err();
+        let e = check_sample(&s, Role::Server, on_time(&s, 0), &rr)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not a stream test's sample"), "{e}");
     }
 
@@ -286,7 +346,9 @@ mod tests {
         assert_eq!((t.warmup_ms, t.interval_ms), (1000, 1000));
         let mut at = on_time(&s, 3);
         at.since_start = Duration::from_millis(3999);
-        let e = check_sample(&s, Role::Server, at, &sample(1)).unwrap_err();
+        let e = check_sample(&s, Role::Server, at, &sample(1))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "its sample 4 came 3.999 s after Start, before that interval began (4.000 s)"
@@ -343,15 +405,18 @@ mod tests {
         let mut summary = largest_real();
         check_sample(&p, client, on_time(&p, 0), &rr(Some(summary.clone()), None)).unwrap();
         summary.histogram = Some("A".repeat(MAX_HISTOGRAM_CHARS + 1));
-        let e =
-            check_sample(&p, client, on_time(&p, 0), &rr(Some(summary.clone()), None)).unwrap_err();
+        let e = check_sample(&p, client, on_time(&p, 0), &rr(Some(summary.clone()), None))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("round-trip histogram of 524289 bytes"), "{e}");
         // A stage's histogram is held to the same bound, where stages were asked.
         let staged = ping(true);
         let mut stages = Stages::default();
         stages.ns.insert(Stage::ServerWake, summary.clone());
         let s = rr(None, Some(stages));
-        let e = check_sample(&staged, client, on_time(&staged, 0), &s).unwrap_err();
+        let e = check_sample(&staged, client, on_time(&staged, 0), &s)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("stage histogram of 524289 bytes"), "{e}");
     }
 
@@ -377,7 +442,8 @@ mod tests {
             on_time(&staged, 0),
             &rr(Some(summary.clone()), None),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             "its interval 0 carries round-trip latency, which a serving agent of this test does not measure"
@@ -388,7 +454,8 @@ mod tests {
             on_time(&plain, 0),
             &rr(None, Some(stages.clone())),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             "its interval 0 carries stages, which a client part of this test without --stages does not measure"
@@ -397,10 +464,14 @@ mod tests {
         if let SampleSection::Rr(r) = &mut with_oneway.section {
             r.oneway = Some(Box::new(oneway.clone()));
         }
-        let e = check_sample(&plain, Role::Client, on_time(&plain, 0), &with_oneway).unwrap_err();
+        let e = check_sample(&plain, Role::Client, on_time(&plain, 0), &with_oneway)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("carries one-way delays"), "{e}");
         // With --stages, one-way's strings are histograms like the others: bounded.
-        let e = check_sample(&staged, Role::Client, on_time(&staged, 0), &with_oneway).unwrap_err();
+        let e = check_sample(&staged, Role::Client, on_time(&staged, 0), &with_oneway)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("one-way histogram of 524289 bytes"), "{e}");
         if let SampleSection::Rr(r) = &mut with_oneway.section {
             r.oneway.as_mut().unwrap().reverse = summary.histogram.clone().unwrap();
@@ -452,7 +523,9 @@ mod tests {
         }
         let mut at = on_time(&staged, 1);
         at.retained = kept;
-        let e = check_sample(&staged, Role::Client, at, &s).unwrap_err();
+        let e = check_sample(&staged, Role::Client, at, &s)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             format!("its samples up to interval 0 hold 2002048 bytes, more than the {} its first 2 intervals allow", 3 * per)

@@ -420,15 +420,14 @@ impl ClientSession {
         let reflector = self.stamp_reflector.map(|r| r.to_string());
         let most = bounds::most_intervals(&self.spec) as usize;
         let why = match doc.end.stamp() {
-            None => Some("its document is not a STAMP run's".to_string()),
-            Some(s) if Some(&s.reflector) != reflector.as_ref() => Some(format!(
-                "its STAMP run went to {}, not the reflector asked for",
-                s.reflector
-            )),
-            Some(_) if doc.intervals.len() > most => Some(format!(
-                "its STAMP run has {} intervals, more than the spec's {most}",
-                doc.intervals.len()
-            )),
+            None => Some(bounds::Excess::NotStamp),
+            Some(s) if Some(&s.reflector) != reflector.as_ref() => {
+                Some(bounds::Excess::OtherReflector(s.reflector.clone()))
+            }
+            Some(_) if doc.intervals.len() > most => Some(bounds::Excess::StampIntervals {
+                intervals: doc.intervals.len(),
+                most,
+            }),
             Some(_) => None,
         };
         if let Some(why) = why {

@@ -57,7 +57,7 @@ pub enum ProtoError {
     #[error("{0}")]
     Peer(PeerError),
     #[error("misbehaving agent, test ended: {0}")]
-    Excess(String),
+    Excess(crate::bounds::Excess),
     #[error("cannot {action} while {state}")]
     InvalidCall {
         action: &'static str,

@@ -190,7 +190,7 @@ fn a_rogue_agents_document_for_elsewhere_or_too_long_is_refused() {
         let (rc, _) = pump(&mut c, &mut a, t0);
         let e = rc.unwrap_err();
         assert!(
-            matches!(&e, ProtoError::Excess(w) if w.contains(want)),
+            matches!(&e, ProtoError::Excess(w) if w.to_string().contains(want)),
             "{e}"
         );
     }

@@ -309,7 +309,8 @@ mod tests {
         assert!(peers.is_empty(), "{peers:?}");
         let e = Source::Dns("no-such-name.invalid".into(), 862)
             .read(862)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--mesh dns:no-such-name.invalid: "), "{e}");
     }
 }
