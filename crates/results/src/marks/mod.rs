@@ -78,7 +78,7 @@ impl Dscp {
 
     /// A class name (any case: `EF`, `af41`, `CS6`, `VA`, `LE`) or a number 0-63 (decimal,
     /// or hex with `0x`); the error says what is accepted.
-    pub fn parse(text: &str) -> Result<Dscp, String> {
+    pub fn parse(text: &str) -> Result<Dscp, MarkError> {
         let t = text.trim().to_ascii_lowercase();
         if let Some((_, v)) = NAMED.iter().find(|(n, _)| *n == t) {
             return Ok(Dscp(*v));
@@ -87,17 +87,32 @@ impl Dscp {
             Some(hex) => u8::from_str_radix(hex, 16).ok(),
             None => t.parse::<u8>().ok(),
         };
-        number.and_then(Dscp::new).ok_or_else(|| {
-            format!("'{text}' is neither a DSCP number 0-63 nor a class name (CS0-CS7, AF11-AF43, EF, VA, LE)")
-        })
+        number
+            .and_then(Dscp::new)
+            .ok_or_else(|| MarkError::NotDscp(text.to_string()))
     }
 }
 
 impl TryFrom<u8> for Dscp {
-    type Error = String;
+    type Error = MarkError;
     fn try_from(v: u8) -> Result<Self, Self::Error> {
-        Dscp::new(v).ok_or_else(|| format!("DSCP {v} is above {MAX_DSCP}"))
+        Dscp::new(v).ok_or(MarkError::DscpAbove(v))
     }
+}
+
+/// A DSCP or ECN mark that is not one (`--dscp`, `--ecn`, a document's number).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkError {
+    #[error(
+        "'{0}' is neither a DSCP number 0-63 nor a class name (CS0-CS7, AF11-AF43, EF, VA, LE)"
+    )]
+    NotDscp(String),
+    #[error("DSCP {0} is above {MAX_DSCP}")]
+    DscpAbove(u8),
+    #[error("CE is set by the path, never by a sender: choose not-ect, ect0 or ect1")]
+    Ce,
+    #[error("'{0}' is not an ECN codepoint: not-ect, ect0 or ect1")]
+    NotEcn(String),
 }
 
 impl From<Dscp> for u8 {
@@ -150,17 +165,13 @@ impl Ecn {
 
     /// `not-ect`, `ect0` or `ect1` (also `ect(0)`, `l4s` for ECT(1)); CE is refused: only
     /// the path sets it.
-    pub fn parse(text: &str) -> Result<Ecn, String> {
+    pub fn parse(text: &str) -> Result<Ecn, MarkError> {
         match text.trim().to_ascii_lowercase().as_str() {
             "not-ect" | "notect" | "none" | "0" => Ok(Ecn::NotEct),
             "ect0" | "ect(0)" | "2" => Ok(Ecn::Ect0),
             "ect1" | "ect(1)" | "l4s" | "1" => Ok(Ecn::Ect1),
-            "ce" | "3" => {
-                Err("CE is set by the path, never by a sender: choose not-ect, ect0 or ect1".into())
-            }
-            _ => Err(format!(
-                "'{text}' is not an ECN codepoint: not-ect, ect0 or ect1"
-            )),
+            "ce" | "3" => Err(MarkError::Ce),
+            _ => Err(MarkError::NotEcn(text.to_string())),
         }
     }
 }
@@ -235,7 +246,7 @@ mod tests {
             assert_eq!(Dscp::parse(text), Ok(Dscp(v)), "{text}");
         }
         for bad in ["64", "-1", "af44", "", "ef1", "0x40"] {
-            let e = Dscp::parse(bad).unwrap_err();
+            let e = Dscp::parse(bad).unwrap_err().to_string();
             assert!(e.contains("0-63") && e.contains(&format!("'{bad}'")), "{e}");
         }
         assert_eq!(Dscp(46).words(), "46 (EF)");
@@ -248,8 +259,12 @@ mod tests {
         assert_eq!(Ecn::parse("ect1"), Ok(Ecn::Ect1));
         assert_eq!(Ecn::parse("ECT(0)"), Ok(Ecn::Ect0));
         assert_eq!(Ecn::parse("not-ect"), Ok(Ecn::NotEct));
-        assert!(Ecn::parse("ce").unwrap_err().contains("path"));
-        assert!(Ecn::parse("ect2").unwrap_err().contains("'ect2'"));
+        assert_eq!(Ecn::parse("ce"), Err(MarkError::Ce));
+        assert!(Ecn::parse("ce").unwrap_err().to_string().contains("path"));
+        assert!(Ecn::parse("ect2")
+            .unwrap_err()
+            .to_string()
+            .contains("'ect2'"));
         assert_eq!(tos(Dscp(46), Ecn::Ect1), 0xb9);
         assert_eq!(tos(Dscp(46), Ecn::Ect0), 0xba);
         for b in 0..=255u8 {

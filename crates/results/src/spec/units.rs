@@ -2,8 +2,32 @@
 //! `500ms`), sizes (`128K`), bit rates (`2.5G`), percentages and ratios; each parser says
 //! what it expected.
 
+/// A value that does not read as the unit a flag or suite entry takes; each names the text
+/// and gives an example of what is read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("'{0}' is not a duration (e.g. 10, 2.5, 500ms)")]
+    NotDuration(String),
+    #[error("'{0}' is out of range")]
+    OutOfRange(String),
+    #[error("'{0}' is not a period (e.g. 30s, 10m, 1h)")]
+    NotPeriod(String),
+    #[error("'{0}' is not a size (e.g. 65536, 128K, 4M)")]
+    NotSize(String),
+    #[error("'{0}' is not a size (e.g. 512M, 4G)")]
+    NotBytes(String),
+    #[error("'{0}' is too large")]
+    TooLarge(String),
+    #[error("'{0}' is not a bit rate (e.g. 100M, 2.5G, 1000000)")]
+    NotBitRate(String),
+    #[error("'{0}' is not a percentage")]
+    NotPercent(String),
+    #[error("'{0}' is not a ratio of at least 1")]
+    NotRatio(String),
+}
+
 /// Seconds as a decimal number, or with an `ms` / `s` suffix; returns milliseconds.
-pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+pub fn parse_duration_ms(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     let (num, scale) = if let Some(v) = t.strip_suffix("ms") {
         (v, 1.0)
@@ -15,16 +39,16 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a duration (e.g. 10, 2.5, 500ms)"))?;
+        .map_err(|_| UnitError::NotDuration(s.to_string()))?;
     if !v.is_finite() || v < 0.0 || v * scale > 1e12 {
-        return Err(format!("'{s}' is out of range"));
+        return Err(UnitError::OutOfRange(s.to_string()));
     }
     Ok((v * scale).round() as u64)
 }
 
 /// A period as people write one: seconds as a number, or with an `ms`, `s`, `m` or `h`
 /// suffix (`30s`, `10m`, `1h`); returns milliseconds.
-pub fn parse_period_ms(s: &str) -> Result<u64, String> {
+pub fn parse_period_ms(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     let scaled = |v: &str, by: u64| parse_duration_ms(v).map(|ms| ms.saturating_mul(by));
     let ms = if t.ends_with("ms") || t.ends_with('s') {
@@ -36,11 +60,11 @@ pub fn parse_period_ms(s: &str) -> Result<u64, String> {
     } else {
         parse_duration_ms(t)
     };
-    ms.map_err(|_| format!("'{s}' is not a period (e.g. 30s, 10m, 1h)"))
+    ms.map_err(|_| UnitError::NotPeriod(s.to_string()))
 }
 
 /// Bytes, with an optional K/M/G suffix in powers of 1024 (as iperf3 and ntttcp read -l).
-pub fn parse_size(s: &str) -> Result<u32, String> {
+pub fn parse_size(s: &str) -> Result<u32, UnitError> {
     let t = s.trim();
     let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('K') => (&t[..t.len() - 1], 1u64 << 10),
@@ -48,17 +72,15 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
         Some('G') => (&t[..t.len() - 1], 1 << 30),
         _ => (t, 1),
     };
-    let v: u64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 65536, 128K, 4M)"))?;
+    let v: u64 = num.parse().map_err(|_| UnitError::NotSize(s.to_string()))?;
     v.checked_mul(mult)
         .and_then(|b| u32::try_from(b).ok())
-        .ok_or_else(|| format!("'{s}' is too large"))
+        .ok_or_else(|| UnitError::TooLarge(s.to_string()))
 }
 
 /// Bits per second with an optional k/M/G/T suffix in powers of 1000 (as iperf3's -b):
 /// `2.5G`; `none` (no cap) where a flag allows it reads as infinity.
-pub fn parse_bits(s: &str) -> Result<f64, String> {
+pub fn parse_bits(s: &str) -> Result<f64, UnitError> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("none") {
         return Ok(f64::INFINITY);
@@ -72,14 +94,12 @@ pub fn parse_bits(s: &str) -> Result<f64, String> {
     };
     match num.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
-        _ => Err(format!(
-            "'{s}' is not a bit rate (e.g. 100M, 2.5G, 1000000)"
-        )),
+        _ => Err(UnitError::NotBitRate(s.to_string())),
     }
 }
 
 /// Bytes as a u64, with an optional K/M/G/T suffix in powers of 1024.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
+pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('K') => (&t[..t.len() - 1], 10),
@@ -90,28 +110,28 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     };
     let v: u64 = num
         .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 4G)"))?;
+        .map_err(|_| UnitError::NotBytes(s.to_string()))?;
     v.checked_mul(1 << shift)
-        .ok_or_else(|| format!("'{s}' is too large"))
+        .ok_or_else(|| UnitError::TooLarge(s.to_string()))
 }
 
 /// A non-negative percentage, with or without a `%` sign.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+pub fn parse_percent(s: &str) -> Result<f64, UnitError> {
     let v: f64 = s
         .trim_end_matches('%')
         .parse()
-        .map_err(|_| format!("'{s}' is not a percentage"))?;
+        .map_err(|_| UnitError::NotPercent(s.to_string()))?;
     if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("'{s}' is not a percentage"));
+        return Err(UnitError::NotPercent(s.to_string()));
     }
     Ok(v)
 }
 
 /// A ratio of at least 1 (an answer's size to its request's).
-pub fn parse_ratio(s: &str) -> Result<f64, String> {
+pub fn parse_ratio(s: &str) -> Result<f64, UnitError> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a ratio of at least 1")),
+        _ => Err(UnitError::NotRatio(s.to_string())),
     }
 }
 
@@ -126,7 +146,7 @@ mod tests {
         assert_eq!(parse_period_ms("1.5h"), Ok(5_400_000));
         assert_eq!(parse_period_ms("250ms"), Ok(250));
         assert_eq!(parse_period_ms("45"), Ok(45_000));
-        let e = parse_period_ms("10 minutes").unwrap_err();
+        let e = parse_period_ms("10 minutes").unwrap_err().to_string();
         assert!(e.contains("e.g. 30s, 10m, 1h"), "{e}");
     }
 

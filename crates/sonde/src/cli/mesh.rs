@@ -61,7 +61,7 @@ pub struct MeshArgs {
 /// A duration as people write one (seconds as a number, or with an `ms`, `s`, `m` or `h`
 /// suffix), above zero: a zero timeout would lose every probe, a zero window keep none.
 fn duration(s: &str) -> Result<Duration, String> {
-    match parse_period_ms(s)? {
+    match parse_period_ms(s).map_err(|e| e.to_string())? {
         0 => Err(format!("'{s}' is not above zero")),
         ms => Ok(Duration::from_millis(ms)),
     }

@@ -312,7 +312,7 @@ pub struct FleetArgs {
 
 /// `--every`: a period of one second or more.
 fn parse_every(s: &str) -> Result<u64, String> {
-    let ms = sonde_results::spec::units::parse_period_ms(s)?;
+    let ms = sonde_results::spec::units::parse_period_ms(s).map_err(|e| e.to_string())?;
     if ms < 1000 {
         return Err(format!("'{s}' is shorter than a second"));
     }

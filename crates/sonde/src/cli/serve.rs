@@ -270,7 +270,9 @@ fn parse_allowed_dscp(s: &str) -> Result<Option<sonde_results::marks::Dscp>, Str
     if s.trim().eq_ignore_ascii_case("any") {
         return Ok(None);
     }
-    sonde_results::marks::Dscp::parse(s).map(Some)
+    sonde_results::marks::Dscp::parse(s)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// `--stamp [ADDR:]PORT`: a bare port listens on every IPv4 address.
