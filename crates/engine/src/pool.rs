@@ -117,7 +117,30 @@ pub trait Stop: Send + Sync + 'static {
 }
 
 /// What a worker ended with, or why it did not run to its end.
-pub type Outcome<T> = Result<T, String>;
+pub type Outcome<T> = Result<T, WorkerError>;
+
+/// Why a worker of a pool did not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("pinning to CPU {cpu}: {source}")]
+    Pin { cpu: usize, source: io::Error },
+    #[error("a worker did not stop within {} s of its abort; left behind", 2 * STOP_WITHIN.as_secs())]
+    LeftBehind,
+    #[error("a worker thread panicked")]
+    Panicked,
+    /// A system call of the worker's loop failed (`sendmmsg`, `recvmmsg`).
+    #[error("{call}: {source}")]
+    Call {
+        call: &'static str,
+        source: io::Error,
+    },
+    #[error("poll on AF_XDP socket {socket}: {source}")]
+    Poll { socket: usize, source: io::Error },
+    #[error("AF_XDP socket {0}: a worker panicked holding it")]
+    SocketPoisoned(usize),
+    #[error("AF_XDP sender {sender}: frames still queued {} ms after the end", .after.as_millis())]
+    Unflushed { sender: usize, after: Duration },
+}
 
 pub struct Pool<T> {
     handles: Vec<JoinHandle<Outcome<T>>>,
@@ -164,7 +187,7 @@ impl<T: Send + 'static> Pool<T> {
                     let _counted = counted;
                     if let Some(cpu) = cpu {
                         pin_current_thread(cpu)
-                            .map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
+                            .map_err(|source| WorkerError::Pin { cpu, source })?;
                     }
                     Ok(work(&shared, k))
                 })?;
@@ -197,13 +220,9 @@ impl<T: Send + 'static> Pool<T> {
                 // A worker is counted out as its closure returns, a moment before its
                 // thread is finished: once all are counted out, joining is immediate.
                 if !returned && !h.is_finished() {
-                    return Err(format!(
-                        "a worker did not stop within {} s of its abort; left behind",
-                        2 * STOP_WITHIN.as_secs()
-                    ));
+                    return Err(WorkerError::LeftBehind);
                 }
-                h.join()
-                    .unwrap_or_else(|_| Err("a worker thread panicked".into()))
+                h.join().unwrap_or(Err(WorkerError::Panicked))
             })
             .collect()
     }
@@ -265,8 +284,8 @@ mod tests {
             while !pool.all_done() {
                 std::hint::spin_loop();
             }
-            let got: Vec<Outcome<usize>> = pool.join();
-            assert_eq!(got, (0..4).map(Ok).collect::<Vec<_>>());
+            let got: Vec<usize> = pool.join().into_iter().map(Result::unwrap).collect();
+            assert_eq!(got, (0..4).collect::<Vec<_>>());
         }
     }
 
@@ -321,7 +340,8 @@ mod tests {
         .unwrap();
         assert!(!pool.all_done());
         pool.abort();
-        assert_eq!(pool.join(), vec![Ok(0), Ok(1)]);
+        let joined: Vec<usize> = pool.join().into_iter().map(Result::unwrap).collect();
+        assert_eq!(joined, vec![0, 1]);
         assert!(pool.all_done());
 
         let shared = Arc::new(Flag(AtomicBool::new(false)));
@@ -347,7 +367,8 @@ mod tests {
         .unwrap();
         let out = pool.join();
         assert!(
-            matches!(&out[0], Err(e) if e.contains("pinning to CPU")),
+            matches!(&out[0], Err(e @ WorkerError::Pin { cpu: 1_048_576, .. })
+                if e.to_string().starts_with("pinning to CPU 1048576: ")),
             "{out:?}"
         );
     }

@@ -197,7 +197,7 @@ pub(crate) fn conn_ends(
             Ok(list) => list.into_iter().for_each(|(i, e)| ends[i] = e),
             Err(e) => {
                 for i in placement.owned(k, n) {
-                    ends[i] = ConnEnd::Failed(e.clone());
+                    ends[i] = ConnEnd::Failed(e.to_string());
                 }
             }
         }

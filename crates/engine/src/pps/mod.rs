@@ -57,7 +57,10 @@ pub(crate) fn account(payload: &[u8], flows: &mut [FlowRx], cookie: u32) -> bool
 }
 
 /// What a sender thread returns: packets sent per flow it owned, by flow index.
-pub(crate) type TxOutcome = Result<Vec<(usize, u64)>, String>;
+pub(crate) type TxOutcome = Result<Vec<(usize, u64)>, crate::pool::WorkerError>;
+
+/// What a receiver thread returns: its accounting of every flow.
+pub(crate) type RxOutcome = Result<Vec<FlowRx>, crate::pool::WorkerError>;
 
 /// Packets sent per flow from the senders' outcomes (each a list of (flow, sent)), and
 /// the first error a sender met.
@@ -70,7 +73,7 @@ pub(crate) fn gather_sent(
     for outcome in outcomes {
         match outcome.and_then(|r| r) {
             Ok(list) => list.into_iter().for_each(|(f, sent)| per_flow[f] = sent),
-            Err(e) => error = error.or(Some(e)),
+            Err(e) => error = error.or(Some(e.to_string())),
         }
     }
     (per_flow, error)
@@ -78,7 +81,7 @@ pub(crate) fn gather_sent(
 
 /// Per-flow accounting merged over the receivers' outcomes, and the first error met.
 pub(crate) fn gather_received(
-    outcomes: Vec<crate::pool::Outcome<Result<Vec<FlowRx>, String>>>,
+    outcomes: Vec<crate::pool::Outcome<RxOutcome>>,
     flows: usize,
 ) -> (Vec<FlowRx>, Option<String>) {
     let mut merged = vec![FlowRx::default(); flows];
@@ -86,7 +89,7 @@ pub(crate) fn gather_received(
     for outcome in outcomes {
         match outcome.and_then(|r| r) {
             Ok(list) => merged.iter_mut().zip(&list).for_each(|(a, f)| a.merge(f)),
-            Err(e) => error = error.or(Some(e)),
+            Err(e) => error = error.or(Some(e.to_string())),
         }
     }
     (merged, error)

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{account, gather_received, sum, Batch, Count, FlowRx};
+use super::{account, gather_received, sum, Batch, Count, FlowRx, RxOutcome};
 use crate::marks::TosCounts;
 use crate::nap::{self, Napper, Next};
-use crate::pool::{Placement, Pool, Stop};
+use crate::pool::{Placement, Pool, Stop, WorkerError};
 use crate::wait::Poll;
 
 /// Room for one IP_TOS or IPV6_TCLASS control message (and a second, for a dual-stack
@@ -57,7 +57,7 @@ impl Stop for RxShared {
 /// The receiving side: one thread per socket (SO_REUSEPORT group).
 pub struct PpsReceiver {
     shared: Arc<RxShared>,
-    pool: Pool<Result<Vec<FlowRx>, String>>,
+    pool: Pool<RxOutcome>,
 }
 
 impl PpsReceiver {
@@ -131,7 +131,7 @@ impl PpsReceiver {
     }
 }
 
-fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
+fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
     let p = &shared.plan;
     let fd: RawFd = shared.sockets[k].as_raw_fd();
     let batch = p.batch.max(1);
@@ -178,7 +178,12 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
                 }
                 io::ErrorKind::Interrupted => continue,
                 _ if shared.aborting.load(Ordering::Relaxed) => break,
-                _ => return Err(format!("recvmmsg: {e}")),
+                _ => {
+                    return Err(WorkerError::Call {
+                        call: "recvmmsg",
+                        source: e,
+                    })
+                }
             }
         }
         napper.after_read(r as usize, batch, Instant::now());

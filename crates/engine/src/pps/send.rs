@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::{gather_sent, sum, write_header, Batch, Count, TxOutcome, HEADER_BYTES};
 use crate::counters::Counters;
 use crate::pace::Pacer;
-use crate::pool::{Placement, Pool, Stop};
+use crate::pool::{Placement, Pool, Stop, WorkerError};
 use crate::wait::{self};
 
 #[derive(Debug, Clone)]
@@ -218,7 +218,12 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
                     let waited = sleep_for(ENOBUFS_WAIT, p.stop_at);
                     blocked.add([0, 1, waited.as_nanos() as u64]);
                 }
-                _ => return Err(format!("sendmmsg: {e}")),
+                _ => {
+                    return Err(WorkerError::Call {
+                        call: "sendmmsg",
+                        source: e,
+                    })
+                }
             }
             continue;
         }

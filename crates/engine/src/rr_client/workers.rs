@@ -122,7 +122,7 @@ impl RrClient {
             .into_iter()
             .map(|o| {
                 o.unwrap_or_else(|e| WorkerEnd {
-                    error: Some(e),
+                    error: Some(e.to_string()),
                     ..Default::default()
                 })
             })

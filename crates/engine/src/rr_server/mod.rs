@@ -153,7 +153,7 @@ fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     while !shared.aborting() && conns.iter().any(|c| !c.dead) {
         let blocked_tx = match answer_all(&mut conns, shared, k, &mut buf, &mut multi, &mut error) {
             Ok(b) => b,
-            Err(e) => return Some(e),
+            Err(e) => return Some(format!("epoll: {e}")),
         };
         let now = p.poll.stamp(last_message);
         let spin = p.poll.spins(now, last_message);
@@ -204,7 +204,7 @@ fn answer_all(
     buf: &mut [u8],
     multi: &mut Option<Multi>,
     error: &mut Option<String>,
-) -> Result<bool, String> {
+) -> io::Result<bool> {
     let mut blocked_tx = false;
     for (i, c) in conns.iter_mut().enumerate().filter(|(_, c)| !c.dead) {
         if let Err(e) = c.answer(shared, k, buf) {
@@ -213,8 +213,7 @@ fn answer_all(
         let blocked = !c.dead && c.tx_left > 0;
         blocked_tx |= blocked;
         if let Some(m) = multi {
-            m.watch_writable(i, blocked)
-                .map_err(|e| format!("epoll: {e}"))?;
+            m.watch_writable(i, blocked)?;
         }
     }
     Ok(blocked_tx)

@@ -153,7 +153,7 @@ impl RrServer {
         self.pool
             .join()
             .into_iter()
-            .filter_map(|o| o.unwrap_or_else(Some))
+            .filter_map(|o| o.unwrap_or_else(|e| Some(e.to_string())))
             .collect()
     }
 }

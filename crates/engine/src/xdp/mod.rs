@@ -23,10 +23,10 @@ pub use xsk::{Xsk, XskConfig, XskStats};
 pub(crate) fn socket_of(
     xsks: &[std::sync::Mutex<Xsk>],
     k: usize,
-) -> Result<std::sync::MutexGuard<'_, Xsk>, String> {
+) -> Result<std::sync::MutexGuard<'_, Xsk>, crate::pool::WorkerError> {
     xsks[k]
         .lock()
-        .map_err(|_| format!("AF_XDP socket {k}: a worker panicked holding it"))
+        .map_err(|_| crate::pool::WorkerError::SocketPoisoned(k))
 }
 
 /// The interface index of `name`, in this thread's network namespace.

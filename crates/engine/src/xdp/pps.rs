@@ -11,10 +11,10 @@ use super::frame::{fix_udp_checksum, payload_offset, udp_frame, udp_payload, End
 use super::Xsk;
 use crate::nap::{self, Napper, Next};
 use crate::pace::Pacer;
-use crate::pool::{Placement, Pool, Stop};
+use crate::pool::{Placement, Pool, Stop, WorkerError};
 use crate::pps::{
-    account, gather_received, gather_sent, sum, write_header, Count, FlowRx, RxPlan, TxOutcome,
-    HEADER_BYTES,
+    account, gather_received, gather_sent, sum, write_header, Count, FlowRx, RxOutcome, RxPlan,
+    TxOutcome, HEADER_BYTES,
 };
 use crate::wait;
 
@@ -143,10 +143,10 @@ fn send_loop(shared: &TxShared, k: usize) -> TxOutcome {
         pacer.sent(n);
     }
     if !xsk.flush(Instant::now() + FLUSH) {
-        return Err(format!(
-            "AF_XDP sender {k}: frames still queued {} ms after the end",
-            FLUSH.as_millis()
-        ));
+        return Err(WorkerError::Unflushed {
+            sender: k,
+            after: FLUSH,
+        });
     }
     Ok(owned.into_iter().zip(seqs).collect())
 }
@@ -175,7 +175,7 @@ impl Stop for RxShared {
 /// Receivers, one thread per AF_XDP socket.
 pub struct XdpReceiver {
     shared: Arc<RxShared>,
-    pool: Pool<Result<Vec<FlowRx>, String>>,
+    pool: Pool<RxOutcome>,
 }
 
 impl XdpReceiver {
@@ -225,7 +225,7 @@ impl XdpReceiver {
     }
 }
 
-fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
+fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
     let p = &shared.plan;
     let mut xsk = super::socket_of(&shared.xsks, k)?;
     let batch = p.batch.max(1);
@@ -241,7 +241,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
             Next::Nap => std::thread::sleep(nap::NAP),
             Next::Wait => {
                 wait::wait_readable(xsk.fd(), now, Some(now + WAIT_AT_MOST))
-                    .map_err(|e| format!("poll on AF_XDP socket {k}: {e}"))?;
+                    .map_err(|source| WorkerError::Poll { socket: k, source })?;
             }
         }
         let (mut bytes, mut foreign) = (0u64, 0u64);

@@ -164,7 +164,7 @@ impl<'a, 'r> Worker<'a, 'r> {
             .step_by(workers)
             .map(|i| socket_of(&shared.xsks, i))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(failed)?;
+            .map_err(|e| failed(e.to_string()))?;
         let fds: Vec<_> = xsks.iter().map(|x| x.fd()).collect();
         let multi = Multi::new(&fds, Some(shared.core.wake.raw()))
             .map_err(|e| failed(format!("epoll: {e}")))?;

@@ -79,10 +79,10 @@ const WAIT_AT_MOST: Duration = Duration::from_millis(50);
 fn echo(frames: &Frames, k: usize, owned: &[usize]) -> Option<String> {
     let (shared, allowed) = (&frames.core, frames.allowed);
     let p = &shared.plan;
-    let mine: Result<Vec<_>, String> = owned.iter().map(|&i| socket_of(&frames.xsks, i)).collect();
+    let mine: Result<Vec<_>, _> = owned.iter().map(|&i| socket_of(&frames.xsks, i)).collect();
     let mut mine = match mine {
         Ok(m) => m,
-        Err(e) => return Some(e),
+        Err(e) => return Some(e.to_string()),
     };
     let fds: Vec<_> = mine.iter().map(|x| x.fd()).collect();
     let mut multi = match Multi::new(&fds, None) {
