@@ -20,15 +20,34 @@ pub struct Url {
     pub path: String,
 }
 
+/// Why a text is not a URL a test takes; each names the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("'{0}' is not an http:// or https:// URL")]
+    Scheme(String),
+    #[error("'{0}': user information in a URL is not taken")]
+    UserInfo(String),
+    #[error("'{0}': an unclosed '[' in the host")]
+    Unclosed(String),
+    #[error("'{text}': '{after}' after the host")]
+    AfterHost { text: String, after: String },
+    #[error("'{text}': '{port}' is not a port")]
+    Port { text: String, port: String },
+    #[error("'{0}': no host, or a host with spaces")]
+    Host(String),
+    #[error("'{0}': a path with spaces or controls")]
+    Path(String),
+}
+
 impl Url {
     /// `http[s]://host[:port][/path]`, refused with why; IPv6 hosts in brackets.
-    pub fn parse(text: &str) -> Result<Url, String> {
+    pub fn parse(text: &str) -> Result<Url, UrlError> {
         let (tls, rest) = if let Some(r) = text.strip_prefix("https://") {
             (true, r)
         } else if let Some(r) = text.strip_prefix("http://") {
             (false, r)
         } else {
-            return Err(format!("'{text}' is not an http:// or https:// URL"));
+            return Err(UrlError::Scheme(text.to_string()));
         };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -44,17 +63,22 @@ impl Url {
             path.to_string()
         };
         if authority.contains('@') {
-            return Err(format!("'{text}': user information in a URL is not taken"));
+            return Err(UrlError::UserInfo(text.to_string()));
         }
         let default = if tls { 443 } else { 80 };
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
             let (h, after) = v6
                 .split_once(']')
-                .ok_or_else(|| format!("'{text}': an unclosed '[' in the host"))?;
+                .ok_or_else(|| UrlError::Unclosed(text.to_string()))?;
             let port = match after.strip_prefix(':') {
                 Some(p) => parse_port(text, p)?,
                 None if after.is_empty() => default,
-                None => return Err(format!("'{text}': '{after}' after the host")),
+                None => {
+                    return Err(UrlError::AfterHost {
+                        text: text.to_string(),
+                        after: after.to_string(),
+                    })
+                }
             };
             (h.to_string(), port)
         } else {
@@ -64,10 +88,10 @@ impl Url {
             }
         };
         if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("'{text}': no host, or a host with spaces"));
+            return Err(UrlError::Host(text.to_string()));
         }
         if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("'{text}': a path with spaces or controls"));
+            return Err(UrlError::Path(text.to_string()));
         }
         Ok(Url {
             tls,
@@ -93,11 +117,14 @@ impl Url {
     }
 }
 
-fn parse_port(text: &str, p: &str) -> Result<u16, String> {
+fn parse_port(text: &str, p: &str) -> Result<u16, UrlError> {
     p.parse::<u16>()
         .ok()
         .filter(|&p| p != 0)
-        .ok_or_else(|| format!("'{text}': '{p}' is not a port"))
+        .ok_or_else(|| UrlError::Port {
+            text: text.to_string(),
+            port: p.to_string(),
+        })
 }
 
 /// A valid configuration.
@@ -205,7 +232,7 @@ pub fn parse(bytes: &[u8]) -> Result<NqConfig, ConfigError> {
         let text = v
             .as_str()
             .ok_or_else(|| ConfigError::BadUrl(name, format!("{v} is not a string")))?;
-        Url::parse(text).map_err(|e| ConfigError::BadUrl(name, e))
+        Url::parse(text).map_err(|e| ConfigError::BadUrl(name, e.to_string()))
     };
     let large_download = url("large_download_url")?;
     let small_download = url("small_download_url")?;
@@ -355,7 +382,13 @@ mod tests {
         );
         assert_eq!(Url::parse("https://h").unwrap().path, "/");
         assert!(Url::parse("https://u:p@h/").is_err());
-        assert!(Url::parse("https://h:0/").is_err());
+        assert_eq!(
+            Url::parse("https://h:0/"),
+            Err(UrlError::Port {
+                text: "https://h:0/".into(),
+                port: "0".into()
+            })
+        );
         assert!(Url::parse("https://h:99999/").is_err());
         assert!(Url::parse("https:///x").is_err());
     }

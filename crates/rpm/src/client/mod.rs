@@ -44,7 +44,7 @@ pub fn run(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
 
 /// The configuration URL the user meant.
 pub fn config_url(text: &str) -> Result<Url, ClientError> {
-    let mut url = Url::parse(text).map_err(|e| ClientError::Url("URL".into(), e))?;
+    let mut url = Url::parse(text).map_err(|e| ClientError::Url("URL".into(), e.to_string()))?;
     if url.path == "/" {
         url.path = "/.well-known/nq".into();
     }

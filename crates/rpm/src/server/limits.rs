@@ -45,16 +45,26 @@ impl Default for Limits {
 impl Limits {
     /// The HTTP/2 receive window each connection gets (connection and stream alike):
     /// half its share of the memory (the other half for send buffers and TLS).
-    pub fn window_bytes(&self) -> Result<u32, String> {
+    pub fn window_bytes(&self) -> Result<u32, TooLittleMemory> {
         let per = self.max_memory_bytes / self.max_connections.max(1) as u64;
         if per < MIN_CONNECTION_BYTES {
-            return Err(format!(
-                "{} bytes for {} connections leaves {per} a connection, under {MIN_CONNECTION_BYTES}",
-                self.max_memory_bytes, self.max_connections
-            ));
+            return Err(TooLittleMemory {
+                bytes: self.max_memory_bytes,
+                connections: self.max_connections,
+                per,
+            });
         }
         Ok((per / 2).min(MAX_WINDOW_BYTES as u64) as u32)
     }
+}
+
+/// A memory limit that leaves a connection less than it needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{bytes} bytes for {connections} connections leaves {per} a connection, under {MIN_CONNECTION_BYTES}")]
+pub struct TooLittleMemory {
+    pub bytes: u64,
+    pub connections: usize,
+    pub per: u64,
 }
 
 /// What to do with a new connection.
@@ -173,6 +183,6 @@ mod tests {
             max_memory_bytes: 1 << 20,
             ..l
         };
-        assert!(l.window_bytes().unwrap_err().contains("under"));
+        assert!(l.window_bytes().unwrap_err().to_string().contains("under"));
     }
 }

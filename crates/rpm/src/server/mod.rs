@@ -66,7 +66,7 @@ pub enum ServerError {
     #[error("--rpm {0}: cannot listen: {1}")]
     Listen(SocketAddr, std::io::Error),
     #[error("--rpm-max-memory: {0}")]
-    Memory(String),
+    Memory(#[from] limits::TooLittleMemory),
     #[error("--rpm-congestion {0}: not one this kernel has loaded ({1})")]
     Congestion(String, String),
     #[error("cannot start the RPM service's thread: {0}")]
