@@ -1,8 +1,9 @@
 //! The draft's method for one direction ("Final Algorithm"), with no I/O: the caller runs
 //! the connections and the probes, and at the end of each interval hands in the bytes
-//! moved and the probes completed; [`Stage::end_interval`] says how many load-generating
-//! connections to add, whether goodput and then responsiveness are stable (the standard
-//! deviation of the last MAD moving averages within SDT of the newest), and when to stop.
+//! moved and the probes completed; [`DirectionRun::end_interval`] says how many
+//! load-generating connections to add, whether goodput and then responsiveness are stable
+//! (the standard deviation of the last MAD moving averages within SDT of the newest), and
+//! when to stop.
 //! Time is the caller's: an interval is whatever `interval_ms` it was given.
 
 use sonde_results::rpm::{
@@ -118,8 +119,9 @@ pub enum Next {
     Stop,
 }
 
-/// One direction's stage of the method.
-pub struct Stage {
+/// One direction's run of the method (the draft's "stage"; named apart from the rr
+/// latency stages, `sonde_results::stages::Stage`).
+pub struct DirectionRun {
     params: RpmParams,
     /// Each interval's bytes and probes, oldest first.
     bytes: Vec<u64>,
@@ -133,11 +135,11 @@ pub struct Stage {
     rows: Vec<RpmInterval>,
 }
 
-impl Stage {
+impl DirectionRun {
     /// A stage that starts with INP connections (the caller opens them).
-    pub fn new(params: RpmParams) -> Stage {
+    pub fn new(params: RpmParams) -> DirectionRun {
         let connections = params.inp.min(params.mnp);
-        Stage {
+        DirectionRun {
             params,
             bytes: Vec::new(),
             probes: Vec::new(),
@@ -298,7 +300,7 @@ mod tests {
 
     #[test]
     fn connections_grow_until_rpm_settles_then_it_stops_with_high_confidence() {
-        let mut st = Stage::new(quick());
+        let mut st = DirectionRun::new(quick());
         assert_eq!(st.connections(), 1);
         let mut nexts = Vec::new();
         for i in 1..=20u64 {
@@ -326,7 +328,7 @@ mod tests {
 
     #[test]
     fn a_stage_cut_by_its_limit_says_low_or_medium_confidence() {
-        let mut st = Stage::new(RpmParams {
+        let mut st = DirectionRun::new(RpmParams {
             stage_limit_ms: 300,
             ..quick()
         });
@@ -347,13 +349,13 @@ mod tests {
 
     #[test]
     fn connections_stop_at_mnp_and_probes_stay_within_ptc() {
-        let mut st = Stage::new(RpmParams { mnp: 3, ..quick() });
+        let mut st = DirectionRun::new(RpmParams { mnp: 3, ..quick() });
         for i in 1..=6u64 {
             st.end_interval(i * 1000, Probes::default(), i * 100);
         }
         assert_eq!(st.connections(), 3);
         // A 10 Mbit/s goodput: 5 % is 62.5 kB/s, ~10 pairs of 6 kB a second, not 100.
-        let mut st = Stage::new(quick());
+        let mut st = DirectionRun::new(quick());
         st.end_interval(125_000, Probes::default(), 100);
         assert!((st.probe_rate() - 10.4).abs() < 0.1, "{}", st.probe_rate());
     }

@@ -1,8 +1,8 @@
 //! One direction's stage: load-generating connections (each one endless GET of the large
 //! object, or one endless POST to the upload URL), foreign probes on fresh connections and
 //! self probes on a load connection picked at random, interleaved at the rate the method
-//! allows; at each interval's end the bytes and probes go to [`Stage`]. Download goodput
-//! is the body bytes read; upload goodput the bytes the server's TCP acknowledged
+//! allows; at each interval's end the bytes and probes go to [`DirectionRun`]. Download
+//! goodput is the body bytes read; upload goodput the bytes the server's TCP acknowledged
 //! (`TCP_INFO`), since what hyper took into its buffers has not yet crossed the network.
 
 use std::convert::Infallible;
@@ -25,7 +25,7 @@ use super::conn::{self, Conn, ReqBody, Target};
 use super::error::ClientError;
 use crate::config::Url;
 use crate::lowat;
-use crate::method::{Next, Probes, Stage};
+use crate::method::{DirectionRun, Next, Probes};
 
 /// Probes in flight at most; a tick finding more sends none (a stalled path is not
 /// flooded with connections).
@@ -74,7 +74,7 @@ impl Shared {
 pub async fn direction(run: &Run, upload: bool) -> Result<(RpmDirection, Probes), ClientError> {
     let shared = Arc::new(Shared::default());
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
-    let mut stage = Stage::new(run.params.clone());
+    let mut stage = DirectionRun::new(run.params.clone());
     let start = Instant::now();
     for _ in 0..stage.connections() {
         tasks.push(open_load(run, upload, &shared));
