@@ -83,7 +83,7 @@ impl std::fmt::Display for Limit {
 /// Which end of the transfer a figure describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum End {
+pub enum TransferEnd {
     Sender,
     Receiver,
     /// The test as a whole (its spec, or both ends together).
@@ -94,7 +94,7 @@ pub enum End {
 /// side measured it, and a sentence a person reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
-    pub end: End,
+    pub end: TransferEnd,
     /// `None` for a figure of the test's spec.
     pub measured_by: Option<Role>,
     /// The document's name of the figure, e.g. `rwnd_limited_percent`.
@@ -142,7 +142,7 @@ impl LimitedBy {
 
 impl Evidence {
     pub(crate) fn new(
-        end: End,
+        end: TransferEnd,
         measured_by: Option<Role>,
         figure: &str,
         value: f64,

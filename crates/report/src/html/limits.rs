@@ -2,7 +2,7 @@
 //! (each with the end it describes, the side that measured it and its unit) and the
 //! runner-up; a run without a verdict says why it has none.
 
-use sonde_results::limit::{End, Evidence, Finding, LimitedBy};
+use sonde_results::limit::{Evidence, Finding, LimitedBy, TransferEnd};
 use sonde_results::Document;
 
 use super::ReportRun;
@@ -21,9 +21,9 @@ fn value(e: &Evidence) -> String {
 /// "rwnd-limited 87 % of the time (87 %, sender end, measured by the client)".
 fn evidence(e: &Evidence) -> String {
     let end = match e.end {
-        End::Sender => "sender end",
-        End::Receiver => "receiver end",
-        End::Test => "the test",
+        TransferEnd::Sender => "sender end",
+        TransferEnd::Receiver => "receiver end",
+        TransferEnd::Test => "the test",
     };
     let by = match e.measured_by {
         Some(r) => format!(", measured by the {}", r.as_str()),

@@ -2,7 +2,7 @@
 
 use crate::document::{CpuFigures, Document, MeasuredBy, OneHost};
 use crate::side::Role;
-use crate::verdict::{End, Evidence};
+use crate::verdict::{Evidence, TransferEnd};
 
 /// A core this busy over a window has no time left: /proc/stat's tick accounting and the
 /// gaps between a wake-up and the next packet leave a few percent idle even on a core
@@ -30,7 +30,7 @@ pub(super) fn level(busy_percent: f64) -> f64 {
 /// One end of a run, as its CPU evidence names it.
 #[derive(Clone, Copy)]
 pub(super) struct Side<'a> {
-    pub end: End,
+    pub end: TransferEnd,
     /// How the evidence calls the side ("sender", "client").
     pub name: &'a str,
     pub by: &'a MeasuredBy,
@@ -158,7 +158,7 @@ pub(super) fn saturation(side: &Side<'_>, host_cpus: Option<usize>) -> Option<Sa
     })
 }
 
-fn ev(end: End, by: &MeasuredBy, figure: &str, value: f64, text: String) -> Evidence {
+fn ev(end: TransferEnd, by: &MeasuredBy, figure: &str, value: f64, text: String) -> Evidence {
     Evidence::new(end, Some(by.measured_by), figure, value, "%", text)
 }
 
@@ -181,7 +181,7 @@ mod tests {
 
     fn side<'a>(by: &'a MeasuredBy, cpu: &'a CpuFigures, spins: bool) -> Side<'a> {
         Side {
-            end: End::Receiver,
+            end: TransferEnd::Receiver,
             name: "receiver",
             by,
             cpu,

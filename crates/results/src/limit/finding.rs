@@ -2,7 +2,7 @@
 //! the test's own rate as a finding.
 
 use crate::side::Role;
-use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
+use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
 
 /// A second finding this close to the first (in strength) is named as the runner-up: the
 /// two limits are then within the noise of each other's evidence.
@@ -50,10 +50,15 @@ pub const RATE_MET: f64 = 0.95;
 pub const RATE_FLOOR: f64 = 0.85;
 
 /// The test's own rate as a finding: `asked` per second, `got` per second, in `unit`.
-pub(crate) fn rate_finding(asked: f64, got: f64, got_by: (End, Role), unit: &str) -> Finding {
+pub(crate) fn rate_finding(
+    asked: f64,
+    got: f64,
+    got_by: (TransferEnd, Role),
+    unit: &str,
+) -> Finding {
     let share = got / asked;
     let who = match got_by.0 {
-        End::Receiver => "receiver",
+        TransferEnd::Receiver => "receiver",
         _ => "sender",
     };
     Finding {
@@ -61,7 +66,7 @@ pub(crate) fn rate_finding(asked: f64, got: f64, got_by: (End, Role), unit: &str
         strength: ((share - RATE_FLOOR) / (RATE_MET - RATE_FLOOR)).clamp(0.0, 1.0),
         evidence: vec![
             Evidence::new(
-                End::Test,
+                TransferEnd::Test,
                 None,
                 "spec.rate",
                 asked,

@@ -10,7 +10,7 @@
 //! sending thread's samples in tbf_dequeue, overlimits 30 % of the packets passed).
 
 use crate::document::PpsEndSide;
-use crate::verdict::{End, Evidence, Finding, Limit};
+use crate::verdict::{Evidence, Finding, Limit, TransferEnd};
 
 /// Waiting this share of its threads' time or less, a sender was not held back: the odd
 /// full buffer of a burst. The complement of the CPU rules' saturation (95 % busy).
@@ -74,7 +74,7 @@ fn waited(snd: &PpsEndSide) -> Option<(f64, Evidence)> {
     );
     let by = Some(snd.by.measured_by);
     let ev = Evidence::new(
-        End::Sender,
+        TransferEnd::Sender,
         by,
         "blocked_sends.seconds",
         b.seconds,
@@ -109,6 +109,6 @@ fn throttled(snd: &PpsEndSide) -> Option<(f64, Evidence)> {
     };
     let signal =
         ((share - THROTTLED_NOISE) / (THROTTLED_DECISIVE - THROTTLED_NOISE)).clamp(0.0, 1.0);
-    let ev = Evidence::new(End::Sender, by, figure, value as f64, unit, text);
+    let ev = Evidence::new(TransferEnd::Sender, by, figure, value as f64, unit, text);
     Some((signal, ev))
 }

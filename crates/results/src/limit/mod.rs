@@ -17,7 +17,7 @@ mod tests_packets;
 mod window;
 
 use crate::document::Document;
-pub use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
+pub use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
 pub use finding::{LOSS_DECISIVE, LOSS_NOISE, RATE_FLOOR, RATE_MET, RUNNER_UP_WITHIN};
 
 /// The verdict on a document's run: `None` for a kind without one (load, watch), a run

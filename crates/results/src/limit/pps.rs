@@ -9,7 +9,7 @@ use super::finding::{loss_signal, pick, rate_finding};
 use super::held::held_back;
 use crate::document::{Document, PpsEnd, PpsEndSide};
 use crate::spec::{PollMode, TestSpec};
-use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
+use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
 
 pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
     let TestSpec::Pps(spec) = &doc.start.spec else {
@@ -36,7 +36,7 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
             verdict: Limit::Network,
             strength: loss_signal(between / sent),
             evidence: vec![Evidence::new(
-                End::Test,
+                TransferEnd::Test,
                 None,
                 "lost_packets",
                 between,
@@ -53,7 +53,7 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
         let mut f = rate_finding(
             asked,
             snd.packets_per_second,
-            (End::Sender, snd.by.measured_by),
+            (TransferEnd::Sender, snd.by.measured_by),
             "packets/s",
         );
         f.strength *= 1.0 - lossy;
@@ -66,8 +66,8 @@ pub(super) fn judge(doc: &Document, end: &PpsEnd) -> Option<LimitedBy> {
     let spins = matches!(spec.poll, PollMode::Busy);
     let (s_cpu, r_cpu) = cpu::both(
         doc,
-        Some(side(End::Sender, snd, false)),
-        rcv.map(|r| side(End::Receiver, r, spins)),
+        Some(side(TransferEnd::Sender, snd, false)),
+        rcv.map(|r| side(TransferEnd::Receiver, r, spins)),
     );
     let dropped = loss_signal(if sent > 0.0 { at_receiver / sent } else { 0.0 });
     if let Some(s) = s_cpu.filter(|_| !paced) {
@@ -108,10 +108,10 @@ pub const RECEIVER_KEPT_UP: f64 = 0.4;
 /// CPU the runner-up: the drops are what a reader acts on (threads, buffers, queues).
 pub const DROPS_BEFORE_CPU: f64 = 0.95;
 
-fn side(end: End, s: &PpsEndSide, spins: bool) -> cpu::Side<'_> {
+fn side(end: TransferEnd, s: &PpsEndSide, spins: bool) -> cpu::Side<'_> {
     cpu::Side {
         end,
-        name: if end == End::Sender {
+        name: if end == TransferEnd::Sender {
             "sender"
         } else {
             "receiver"
@@ -148,7 +148,7 @@ fn drops_evidence(
 ) -> Vec<Evidence> {
     let by = rcv.map(|r| r.by.measured_by);
     let mut ev = vec![Evidence::new(
-        End::Receiver,
+        TransferEnd::Receiver,
         by,
         "lost_packets",
         dropped,
@@ -165,7 +165,7 @@ fn drops_evidence(
         .filter(|s| *s > 0)
     {
         ev.push(Evidence::new(
-            End::Receiver,
+            TransferEnd::Receiver,
             by,
             "packets.socket_drops",
             s as f64,
@@ -178,7 +178,7 @@ fn drops_evidence(
         .filter(|n| n.rx_dropped > 0)
     {
         ev.push(Evidence::new(
-            End::Receiver,
+            TransferEnd::Receiver,
             by,
             "nic.rx_dropped",
             n.rx_dropped as f64,

@@ -8,7 +8,7 @@ use super::finding::{loss_signal, pick, rate_finding};
 use super::stages;
 use crate::document::{Document, RrEnd, RrEndSide};
 use crate::spec::{PollMode, TestSpec};
-use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
+use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
 
 pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
     let (TestSpec::Ping(spec) | TestSpec::Rpc(spec)) = &doc.start.spec else {
@@ -22,15 +22,17 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
     // stages, the question it answers is where each round trip's time went.
     let samples = matches!(doc.start.spec, TestSpec::Ping(_)) && end.stages.is_some();
     if let Some(asked) = spec.rate_per_s.filter(|r| *r > 0.0 && !samples) {
-        let by = (End::Sender, client.by.measured_by);
+        let by = (TransferEnd::Sender, client.by.measured_by);
         found.push(rate_finding(asked, rps, by, "requests/s"));
     }
     let loss = lost(end, client);
     found.extend(loss.clone());
     let (s_cpu, r_cpu) = cpu::both(
         doc,
-        Some(side(End::Sender, client, spins)),
-        end.server.as_ref().map(|s| side(End::Receiver, s, spins)),
+        Some(side(TransferEnd::Sender, client, spins)),
+        end.server
+            .as_ref()
+            .map(|s| side(TransferEnd::Receiver, s, spins)),
     );
     let busiest = [&s_cpu, &r_cpu]
         .iter()
@@ -90,7 +92,7 @@ fn round_trip(
         verdict: Limit::Network,
         strength: free * ROUND_TRIP * (rps / bound).min(1.0),
         evidence: vec![Evidence::new(
-            End::Test,
+            TransferEnd::Test,
             by,
             "latency_ns.mean",
             lat.mean,
@@ -101,10 +103,10 @@ fn round_trip(
 }
 
 /// The client sends the requests (`sender`), the server answers them (`receiver`).
-fn side(end: End, s: &RrEndSide, spins: bool) -> cpu::Side<'_> {
+fn side(end: TransferEnd, s: &RrEndSide, spins: bool) -> cpu::Side<'_> {
     cpu::Side {
         end,
-        name: if end == End::Sender {
+        name: if end == TransferEnd::Sender {
             "client"
         } else {
             "server"
@@ -132,7 +134,7 @@ fn lost(end: &RrEnd, client: &RrEndSide) -> Option<Finding> {
         Limit::Network
     };
     let mut evidence = vec![Evidence::new(
-        End::Sender,
+        TransferEnd::Sender,
         Some(client.by.measured_by),
         "lost_messages",
         lost as f64,
@@ -144,7 +146,7 @@ fn lost(end: &RrEnd, client: &RrEndSide) -> Option<Finding> {
     )];
     if nic_drops > 0 {
         evidence.push(Evidence::new(
-            End::Receiver,
+            TransferEnd::Receiver,
             end.server.as_ref().map(|s| s.by.measured_by),
             "nic.rx_dropped",
             nic_drops as f64,

@@ -3,7 +3,7 @@
 //! what would change it.
 
 use crate::stages::{Stage, Stages};
-use crate::verdict::{End, Evidence, Finding, Limit};
+use crate::verdict::{Evidence, Finding, Limit, TransferEnd};
 
 /// The verdict naming a stage.
 pub fn limit_of(stage: Stage) -> Limit {
@@ -49,7 +49,7 @@ pub(super) fn finding(s: &Stages, strength: f64) -> Option<Finding> {
             .max_by_key(|(_, l)| l.p99.saturating_sub(l.p50))?;
     let us = |ns: u64| ns as f64 / 1e3;
     let mut evidence = vec![Evidence::new(
-        End::Test,
+        TransferEnd::Test,
         held.measured_on(),
         &format!("stages.ns.{}.p50", key(held)),
         most.p50 as f64,
@@ -65,7 +65,7 @@ pub(super) fn finding(s: &Stages, strength: f64) -> Option<Finding> {
     )];
     let growth = tail.p99.saturating_sub(tail.p50);
     evidence.push(Evidence::new(
-        End::Test,
+        TransferEnd::Test,
         grew.measured_on(),
         &format!("stages.ns.{}.p99", key(grew)),
         tail.p99 as f64,

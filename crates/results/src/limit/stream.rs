@@ -14,7 +14,7 @@ use super::finding::{loss_signal, pick, rate_finding};
 use super::window::{buffers, Facts};
 use crate::document::{Document, EndSide, StreamEnd};
 use crate::spec::{StreamSpec, TestSpec};
-use crate::verdict::{End, Evidence, Finding, Limit, LimitedBy};
+use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
 
 /// Smoothed RTT this far above the path's minimum means a queue builds on the path (a
 /// shaper's or a switch's buffer). Half a millisecond is more than a busy host adds: a
@@ -37,8 +37,8 @@ pub(super) fn judge(doc: &Document, end: &StreamEnd) -> Option<LimitedBy> {
     let facts = Facts::of(doc, spec, snd, rcv);
     let (s_cpu, r_cpu) = cpu::both(
         doc,
-        Some(side(End::Sender, "sender", snd)),
-        rcv.map(|r| side(End::Receiver, "receiver", r)),
+        Some(side(TransferEnd::Sender, "sender", snd)),
+        rcv.map(|r| side(TransferEnd::Receiver, "receiver", r)),
     );
     let l_r = level(&r_cpu);
     let idle = |s: &Option<Saturation>| s.as_ref().map_or(1.0, |s| 1.0 - s.busy_percent / 100.0);
@@ -58,7 +58,7 @@ pub(super) fn judge(doc: &Document, end: &StreamEnd) -> Option<LimitedBy> {
     pick(found)
 }
 
-fn side<'a>(end: End, name: &'a str, s: &'a EndSide) -> cpu::Side<'a> {
+fn side<'a>(end: TransferEnd, name: &'a str, s: &'a EndSide) -> cpu::Side<'a> {
     cpu::Side {
         end,
         name,
@@ -84,7 +84,7 @@ fn nothing_found(found: &[Finding]) -> Finding {
         "no host limit found: neither CPU saturated, the sender waited on no window or buffer";
     evidence.insert(
         0,
-        Evidence::new(End::Test, None, "limited_by", 0.0, "", text.into()),
+        Evidence::new(TransferEnd::Test, None, "limited_by", 0.0, "", text.into()),
     );
     Finding {
         verdict: Limit::Network,
@@ -97,8 +97,8 @@ fn nothing_found(found: &[Finding]) -> Finding {
 fn found_rate(spec: Option<&StreamSpec>, snd: &EndSide, rcv: Option<&EndSide>) -> Option<Finding> {
     let asked = spec?.rate_bits_per_s.filter(|r| *r > 0.0)?;
     let (end, side) = match rcv {
-        Some(r) => (End::Receiver, r),
-        None => (End::Sender, snd),
+        Some(r) => (TransferEnd::Receiver, r),
+        None => (TransferEnd::Sender, snd),
     };
     let by = (end, side.by.measured_by);
     Some(rate_finding(asked, side.bits_per_second, by, "bit/s"))
@@ -150,7 +150,7 @@ fn network(f: &Facts<'_>, idle: (f64, f64), paced: f64, explained: f64) -> Optio
             _ => format!("{r} segments retransmitted ({:.3} % of those sent)", loss * 100.0),
         };
         let figure = "tcp_retransmits.connections";
-        let e = Evidence::new(End::Sender, by, figure, r as f64, "segments", why);
+        let e = Evidence::new(TransferEnd::Sender, by, figure, r as f64, "segments", why);
         signals.push((loss_signal(loss), e));
     }
     if let (Some(srtt), Some(min)) = (f.srtt_us, f.min_rtt_us) {
@@ -165,7 +165,14 @@ fn network(f: &Facts<'_>, idle: (f64, f64), paced: f64, explained: f64) -> Optio
         );
         signals.push((
             s,
-            Evidence::new(End::Sender, by, "tcp_info.srtt_us", srtt, "us", text),
+            Evidence::new(
+                TransferEnd::Sender,
+                by,
+                "tcp_info.srtt_us",
+                srtt,
+                "us",
+                text,
+            ),
         ));
     }
     if let Some(share) = f.unsent_share {
@@ -176,7 +183,7 @@ fn network(f: &Facts<'_>, idle: (f64, f64), paced: f64, explained: f64) -> Optio
             idle.1 * 100.0
         );
         let figure = "intervals.sender.tcp.notsent_bytes";
-        let e = Evidence::new(End::Sender, by, figure, share * 100.0, "%", text);
+        let e = Evidence::new(TransferEnd::Sender, by, figure, share * 100.0, "%", text);
         signals.push((share * idle.0 * idle.1 * (1.0 - paced), e));
     }
     signals.sort_by(|a, b| b.0.total_cmp(&a.0));

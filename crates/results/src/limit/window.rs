@@ -4,7 +4,7 @@
 use crate::document::{Document, EndSide};
 use crate::spec::StreamSpec;
 use crate::tcp::{Spread, TcpSummary};
-use crate::verdict::{End, Evidence, Finding, Limit};
+use crate::verdict::{Evidence, Finding, Limit, TransferEnd};
 
 /// A socket buffer the user set below this many bandwidth-delay products of its
 /// connection (its share of the goodput × smoothed RTT) cannot keep the path full:
@@ -94,7 +94,7 @@ impl<'a> Facts<'a> {
                 ("--rcvbuf", "spec.rcvbuf_bytes"),
                 rcvbuf,
                 bdp,
-                End::Receiver,
+                TransferEnd::Receiver,
                 rcv.map(|r| r.by.measured_by),
             );
             if let Some(e) = e {
@@ -107,7 +107,7 @@ impl<'a> Facts<'a> {
                 ("--sndbuf", "spec.sndbuf_bytes"),
                 sndbuf,
                 bdp,
-                End::Sender,
+                TransferEnd::Sender,
                 Some(by),
             ) {
                 f.buffer_share = f.buffer_share.max(BUFFER_BELOW_BDP);
@@ -134,7 +134,7 @@ impl<'a> Facts<'a> {
                 share * 100.0
             );
             let figure = "tcp_info.rwnd_limited_percent";
-            let e = Evidence::new(End::Sender, by, figure, share * 100.0, "%", text);
+            let e = Evidence::new(TransferEnd::Sender, by, figure, share * 100.0, "%", text);
             self.window_why.push((share, e));
         }
         if let (Some(w), Some(c)) = (wnd, cwnd) {
@@ -146,7 +146,7 @@ impl<'a> Facts<'a> {
                     c / 1024.0
                 );
                 let figure = "tcp_info.snd_wnd_bytes";
-                let e = Evidence::new(End::Sender, by, figure, w, "bytes", text);
+                let e = Evidence::new(TransferEnd::Sender, by, figure, w, "bytes", text);
                 self.window_why.push((busy, e));
             }
         }
@@ -160,7 +160,14 @@ impl<'a> Facts<'a> {
                 share * 100.0
             );
             let figure = "tcp_info.sndbuf_limited_percent";
-            let e = Evidence::new(End::Sender, Some(by), figure, share * 100.0, "%", text);
+            let e = Evidence::new(
+                TransferEnd::Sender,
+                Some(by),
+                figure,
+                share * 100.0,
+                "%",
+                text,
+            );
             self.buffer_why.push((share, e));
         }
     }
@@ -171,7 +178,7 @@ fn small_buffer(
     (flag, figure): (&str, &str),
     bytes: u32,
     bdp: f64,
-    end: End,
+    end: TransferEnd,
     by: Option<crate::side::Role>,
 ) -> Option<Evidence> {
     let need = BUFFER_BDP_FACTOR * bdp;

@@ -25,7 +25,7 @@ use super::config::MeshConfig;
 use super::icmp;
 use super::keys::Keys;
 use super::peers::Peer;
-use super::reflector::{self, Reflector, Times};
+use super::reflector::{self, MeshReflector, Times};
 use super::state::MeshState;
 use crate::signals::Interrupt;
 
@@ -56,7 +56,7 @@ pub(super) struct SocketLoop {
     /// With a key: the address this agent's packets to a peer leave from (a routing
     /// lookup when bound to the unspecified address), which a probe's key names.
     routes: Option<Keys>,
-    reflector: Reflector,
+    reflector: MeshReflector,
     started: Instant,
     /// The reflector's counters as the state last had them.
     published: (u64, u64),
@@ -79,7 +79,7 @@ impl SocketLoop {
     ) -> SocketLoop {
         let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
         let keys = || mesh_key.clone().map(|k| Keys::new(k, cfg.bind));
-        let reflector = Reflector::new(keys(), cfg.reflect(), cfg.labels.clone());
+        let reflector = MeshReflector::new(keys(), cfg.reflect(), cfg.labels.clone());
         // Best effort: without it a silent peer and a closed port look alike.
         let _ = icmp::enable(prober_sock.as_raw_fd(), cfg.bind.is_ipv4());
         SocketLoop {

@@ -33,7 +33,9 @@ pub struct Rate {
     pub per_source: u32,
 }
 
-pub struct Reflector {
+/// The mesh agent's own reflector (keyed, per-source sessions); `sonde serve --stamp`'s
+/// unauthenticated one is `crate::stamp::reflector`.
+pub struct MeshReflector {
     keys: Option<Keys>,
     /// This agent's labels, answered in a probe's Labels TLV.
     labels: sonde_proto::Labels,
@@ -64,10 +66,10 @@ pub struct Times {
     pub ttl: u8,
 }
 
-impl Reflector {
-    pub fn new(keys: Option<Keys>, rate: Rate, labels: sonde_proto::Labels) -> Reflector {
+impl MeshReflector {
+    pub fn new(keys: Option<Keys>, rate: Rate, labels: sonde_proto::Labels) -> MeshReflector {
         let keyed = keys.is_some();
-        Reflector {
+        MeshReflector {
             keys,
             labels,
             sessions: Sessions::new(Limits {
@@ -227,9 +229,9 @@ mod tests {
         probe_key(&mesh(), from.ip(), OWN.parse().unwrap())
     }
 
-    fn reflector(rate: Rate) -> Reflector {
+    fn reflector(rate: Rate) -> MeshReflector {
         let keys = Keys::new(mesh(), OWN.parse().unwrap());
-        Reflector::new(Some(keys), rate, Default::default())
+        MeshReflector::new(Some(keys), rate, Default::default())
     }
 
     fn times(mono_ns: u64) -> Times {
@@ -374,7 +376,7 @@ mod tests {
             burst: 1e6,
             per_source: 1_000,
         };
-        let mut r = Reflector::new(None, rate, Default::default());
+        let mut r = MeshReflector::new(None, rate, Default::default());
         let (a, b) = addrs();
         r.listed([a.ip()]);
         let mut open = vec![0; 44];

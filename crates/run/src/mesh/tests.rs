@@ -10,7 +10,7 @@ use sonde_proto::stamp::{ErrorEstimate, StampKey, TimeFormat, Timestamp};
 use sonde_results::mesh::{Answer, Judging};
 
 use super::keys::Keys;
-use super::reflector::{Rate, Reflector, Times};
+use super::reflector::{MeshReflector, Rate, Times};
 
 const MS: u64 = 1_000_000;
 const REAL0: u64 = 1_780_000_000_000_000_000;
@@ -23,7 +23,7 @@ const HOLD: u64 = MS / 2;
 struct Agent {
     ip: IpAddr,
     prober: Prober,
-    reflector: Reflector,
+    reflector: MeshReflector,
 }
 
 impl Agent {
@@ -56,7 +56,7 @@ impl Agent {
             burst: 1000.0,
             per_source: 100,
         };
-        let mut reflector = Reflector::new(Some(Keys::new(mesh.clone(), ip)), rate, labels);
+        let mut reflector = MeshReflector::new(Some(Keys::new(mesh.clone(), ip)), rate, labels);
         reflector.listed([peer_ip]);
         Agent {
             ip,

@@ -20,7 +20,9 @@ use crate::side::Side;
 /// After the controller's Stop, how long packets still in flight may arrive.
 const RX_DRAIN: Duration = Duration::from_millis(200);
 
-enum Engine {
+/// The engine a pps side drives: a sender, or a receiver with its port and the kernel's drop
+/// count at the start.
+enum PpsEngine {
     Tx(Box<dyn TxEngine>),
     Rx {
         receiver: Box<dyn RxEngine>,
@@ -32,7 +34,7 @@ enum Engine {
 pub struct PpsSide {
     role: Role,
     spec: PpsSpec,
-    engine: Engine,
+    engine: PpsEngine,
     /// Packets sent or received over the window, and the sends blocked.
     meter: Meter<Tally>,
     notes: Vec<String>,
@@ -53,7 +55,7 @@ impl PpsSide {
     fn new(
         role: Role,
         spec: &PpsSpec,
-        engine: Engine,
+        engine: PpsEngine,
         probe: HostProbe,
         mut notes: Vec<String>,
         placement: Placement,
@@ -79,7 +81,7 @@ impl PpsSide {
         placement: Placement,
         probe: HostProbe,
     ) -> PpsSide {
-        let engine = Engine::Tx(sender);
+        let engine = PpsEngine::Tx(sender);
         PpsSide::new(Role::Client, spec, engine, probe, Vec::new(), placement)
     }
 
@@ -99,7 +101,7 @@ impl PpsSide {
                 None
             }
         };
-        let engine = Engine::Rx {
+        let engine = PpsEngine::Rx {
             receiver,
             port,
             drops_at_start,
@@ -109,19 +111,19 @@ impl PpsSide {
 
     fn engine(&self) -> sonde_results::Engine {
         match &self.engine {
-            Engine::Tx(s) => s.engine(),
-            Engine::Rx { receiver, .. } => receiver.engine(),
+            PpsEngine::Tx(s) => s.engine(),
+            PpsEngine::Rx { receiver, .. } => receiver.engine(),
         }
     }
 
     /// Packets sent (client) or received (agent) so far, and the sends blocked.
     fn count(&self) -> Tally {
         match &self.engine {
-            Engine::Tx(s) => Tally {
+            PpsEngine::Tx(s) => Tally {
                 packets: s.counts().0,
                 blocked: s.blocked(),
             },
-            Engine::Rx { receiver, .. } => Tally {
+            PpsEngine::Rx { receiver, .. } => Tally {
                 packets: receiver.counts().0,
                 blocked: None,
             },
@@ -173,8 +175,8 @@ impl Side for PpsSide {
     /// Senders: all have stopped. Receivers: the drain time after Stop has passed.
     fn all_done(&self) -> bool {
         match &self.engine {
-            Engine::Tx(s) => s.all_done(),
-            Engine::Rx { .. } => self.stop_requested.is_some_and(|t| t.elapsed() >= RX_DRAIN),
+            PpsEngine::Tx(s) => s.all_done(),
+            PpsEngine::Rx { .. } => self.stop_requested.is_some_and(|t| t.elapsed() >= RX_DRAIN),
         }
     }
     fn planned_end(&self) -> Instant {
@@ -183,7 +185,7 @@ impl Side for PpsSide {
     /// The controller ended the test (or asked to stop). A window still open because this
     /// side started a little after the controller is closed now: that skew is not a cut.
     fn finish_senders(&mut self) {
-        if let Engine::Tx(s) = &self.engine {
+        if let PpsEngine::Tx(s) = &self.engine {
             s.abort();
         }
         if self.meter.is_open() {
@@ -197,13 +199,13 @@ impl Side for PpsSide {
         let mut notes = std::mem::take(&mut self.notes);
         let mut marks = None;
         let (per_flow, reordered, duplicated, foreign, socket_drops) = match &mut self.engine {
-            Engine::Tx(sender) => {
+            PpsEngine::Tx(sender) => {
                 sender.abort();
                 let (sent, err) = sender.join();
                 notes.extend(err);
                 (sent, 0, 0, 0, None)
             }
-            Engine::Rx {
+            PpsEngine::Rx {
                 receiver,
                 port,
                 drops_at_start,
@@ -236,8 +238,8 @@ impl Side for PpsSide {
             placement: &self.placement,
         };
         let (bypass, port) = match &self.engine {
-            Engine::Tx(s) => (s.bypass(), s.port()),
-            Engine::Rx { receiver, .. } => (receiver.bypass(), receiver.port()),
+            PpsEngine::Tx(s) => (s.bypass(), s.port()),
+            PpsEngine::Rx { receiver, .. } => (receiver.bypass(), receiver.port()),
         };
         let (start, end) = (&window.start.1, &window.end.1);
         let blocked = end.blocked.zip(start.blocked).map(|(b, a)| {
