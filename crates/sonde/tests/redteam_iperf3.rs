@@ -24,31 +24,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `sonde serve --iperf3 127.0.0.1:PORT` with `extra`, listening once it returns (its
-/// stderr said so; no probe connection, which would be a silent client holding the slot).
 fn serve(port: u16, extra: &[&str]) -> Child {
-    use std::io::BufRead;
-    let mut child = sonde_cmd()
-        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-        .args(["--iperf3", &format!("127.0.0.1:{port}")])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let listening = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("sonde iperf3 server listening"));
-    if !listening {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("serve --iperf3 did not listen");
-    }
-    std::thread::spawn(move || lines.for_each(drop));
-    child
+    common::serve_proc::iperf3_on_loopback(port, extra)
 }
 
 fn rss_kib(pid: u32) -> u64 {

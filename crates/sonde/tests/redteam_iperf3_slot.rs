@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,26 +18,7 @@ use std::time::{Duration, Instant};
 use common::*;
 
 fn serve(port: u16) -> Child {
-    let mut child = sonde_cmd()
-        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-        .args(["--iperf3", &format!("127.0.0.1:{port}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let listening = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("sonde iperf3 server listening"));
-    if !listening {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("serve --iperf3 did not listen");
-    }
-    std::thread::spawn(move || lines.for_each(drop));
-    child
+    common::serve_proc::iperf3_on_loopback(port, &[])
 }
 
 /// Whether the server closed `s` (non-blocking look).

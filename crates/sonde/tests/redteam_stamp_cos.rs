@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::io::BufRead;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use common::stamp_rogue::packet;
@@ -18,27 +17,14 @@ use sonde_proto::stamp::{tlv, ClassOfService, Mode, COS_BYTES};
 
 /// `sonde serve --stamp 127.0.0.1:0` answering loopback, with `extra`; its port.
 fn reflector(extra: &[&str]) -> (Child, u16) {
-    let mut child = sonde_cmd()
-        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+    let mut cmd = sonde_cmd();
+    cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
         .args(["--stamp", "127.0.0.1:0", "--stamp-allow", "127.0.0.1/32"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let port = lines.by_ref().map_while(Result::ok).find_map(|l| {
+        .args(extra);
+    serve_proc::until_listening(cmd, "serve --stamp", |l| {
         let at = l.strip_prefix("sonde stamp reflector listening on 127.0.0.1:")?;
         at.split_whitespace().next()?.parse::<u16>().ok()
-    });
-    let Some(port) = port else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("serve --stamp did not listen");
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, port)
+    })
 }
 
 /// One request sent with TOS `sent`, its CoS TLV asking for `asked`: the answer's TOS as

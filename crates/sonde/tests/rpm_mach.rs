@@ -63,31 +63,7 @@ fn mach_measures_sonde_serve_rpm_and_agrees_on_idle_latency_and_throughput() {
         String::from_utf8_lossy(&out.stderr)
     );
     let theirs: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
-    let ours = Lab::in_ns(&lab.client, common::SONDE)
-        .args([
-            "rpm",
-            &ep.base,
-            "--insecure",
-            "--download-only",
-            "--json",
-            "--no-save",
-        ])
-        .args([
-            "--interval",
-            "150ms",
-            "--stage-limit",
-            "2.1",
-            "--max-connections",
-            "4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        ours.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ours.stderr)
-    );
-    let ours: Value = serde_json::from_slice(&ours.stdout).unwrap();
+    let ours = common::rpm_end::short_download(&lab.client, &ep.base);
     let r = &ours["end"]["rpm"];
     eprintln!("mach: {theirs}");
     let (their_idle, our_idle) = (

@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::delay_line::{DelayLine, Ways};
-use common::rpm_end::{Endpoint, Nginx};
+use common::rpm_end::{short_download, Endpoint, Nginx};
 use common::{skip_unless, Lab};
 use serde_json::Value;
 
@@ -33,38 +33,6 @@ fn end(v: &Value) -> &Value {
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-/// `sonde rpm URL --insecure --download-only` in the client namespace, short stages.
-fn rpm(lab: &Lab, url: &str) -> Value {
-    let out = Lab::in_ns(&lab.client, common::SONDE)
-        .args([
-            "rpm",
-            url,
-            "--insecure",
-            "--download-only",
-            "--json",
-            "--no-save",
-        ])
-        // MNP 4: with 16 flows in a 40-packet queue most drops would be recovered by a
-        // retransmission timeout (a flow's window too small for three duplicate ACKs), and
-        // a self probe queued behind a lost segment of its own connection measures that.
-        .args([
-            "--interval",
-            "150ms",
-            "--stage-limit",
-            "2.1",
-            "--max-connections",
-            "4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sonde rpm {url}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn set_queue(lab: &Lab, op: &str, limit: f64) {
@@ -105,13 +73,13 @@ fn rpm_falls_and_rises_with_the_queues_drain_time_and_other_implementations_agre
         &["--rpm-allow", "198.18.0.0/15", "--rpm-congestion", "cubic"],
     );
     let url = ep.base.clone();
-    let short1 = rpm(&lab, &url);
+    let short1 = short_download(&lab.client, &url);
     set_queue(&lab, "change", DEEP_BYTES);
-    let deep = rpm(&lab, &url);
+    let deep = short_download(&lab.client, &url);
     set_queue(&lab, "change", SHORT_BYTES);
-    let short2 = rpm(&lab, &url);
+    let short2 = short_download(&lab.client, &url);
     let nginx = Nginx::start(&lab.server, lab.server_addr, 8443);
-    let theirs = rpm(&lab, &nginx.base);
+    let theirs = short_download(&lab.client, &nginx.base);
 
     // 1. A foreign probe's TCP handshake takes the base plus the queue's drain time, within
     //    the band a tail-drop queue under TCP's sawtooth keeps (between half full and full,

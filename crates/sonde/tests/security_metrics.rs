@@ -359,6 +359,20 @@ fn a_token_file_admits_prometheus_and_refuses_scrapes_without_it() {
     );
 }
 
+/// `sonde fleet` of two agents with `/metrics` and `flags`, which must refuse to start
+/// (exit 1) before it measures anything; its output.
+fn refused_fleet(flags: &[&str]) -> std::process::Output {
+    let fleet = temp_file("unused.toml");
+    std::fs::write(&fleet, "name = \"m\"\n[[agent]]\naddress = \"127.0.0.2\"\n[[agent]]\naddress = \"127.0.0.3\"\n[[test]]\ntype = \"ping\"\n").unwrap();
+    let mut c = sonde_cmd();
+    c.args(["fleet", fleet.to_str().unwrap(), "--every", "1h"])
+        .args(["--metrics", "127.0.0.1:0"])
+        .args(flags);
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    o
+}
+
 #[test]
 fn a_token_file_others_may_read_or_too_short_is_refused_naming_the_flag() {
     use std::os::unix::fs::PermissionsExt;
@@ -367,8 +381,6 @@ fn a_token_file_others_may_read_or_too_short_is_refused_naming_the_flag() {
     let short = temp_file("short-token");
     std::fs::write(&short, "abc\n").unwrap();
     std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let fleet = temp_file("unused.toml");
-    std::fs::write(&fleet, "name = \"m\"\n[[agent]]\naddress = \"127.0.0.2\"\n[[agent]]\naddress = \"127.0.0.3\"\n[[test]]\ntype = \"ping\"\n").unwrap();
     for (file, needle) in [
         (
             &open,
@@ -379,19 +391,8 @@ fn a_token_file_others_may_read_or_too_short_is_refused_naming_the_flag() {
         ),
         (&short, "at least 16 printable characters".to_string()),
     ] {
-        let mut c = sonde_cmd();
-        c.args([
-            "fleet",
-            fleet.to_str().unwrap(),
-            "--every",
-            "1h",
-            "--metrics",
-            "127.0.0.1:0",
-        ])
-        .args(["--metrics-token-file", file.to_str().unwrap()]);
-        let o = run(c);
+        let o = refused_fleet(&["--metrics-token-file", file.to_str().unwrap()]);
         let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(
             err.contains(&format!("--metrics-token-file {}", file.display()))
                 && err.contains(&needle),
@@ -442,8 +443,6 @@ fn a_tls_key_others_may_read_or_a_certificate_without_one_is_refused_naming_the_
     let open = temp_file("open-key.pem");
     std::fs::copy(&key, &open).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let fleet = temp_file("unused.toml");
-    std::fs::write(&fleet, "name = \"m\"\n[[agent]]\naddress = \"127.0.0.2\"\n[[agent]]\naddress = \"127.0.0.3\"\n[[test]]\ntype = \"ping\"\n").unwrap();
     let cases = [
         (
             &cert,
@@ -457,24 +456,13 @@ fn a_tls_key_others_may_read_or_a_certificate_without_one_is_refused_naming_the_
         ),
     ];
     for (c, k, needle) in cases {
-        let mut cmd = sonde_cmd();
-        cmd.args([
-            "fleet",
-            fleet.to_str().unwrap(),
-            "--every",
-            "1h",
-            "--metrics",
-            "127.0.0.1:0",
-        ])
-        .args([
+        let o = refused_fleet(&[
             "--metrics-tls-cert",
             c.to_str().unwrap(),
             "--metrics-tls-key",
             k.to_str().unwrap(),
         ]);
-        let o = run(cmd);
         let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(err.contains(&needle), "{needle}: {err}");
     }
 }

@@ -10,7 +10,7 @@ use super::error::MetricsError;
 
 /// The OpenMetrics text's media type, which every body this server writes is (the
 /// report crate's encoders write it; Prometheus asks for it).
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub use sonde_report::openmetrics::CONTENT_TYPE;
 
 /// The most of a request the server reads: its request line and headers.
 pub const MAX_REQUEST_BYTES: usize = 8 << 10;

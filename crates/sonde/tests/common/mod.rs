@@ -14,6 +14,7 @@ pub mod planted;
 pub mod prometheus;
 pub mod rogue;
 pub mod rpm_end;
+pub mod serve_proc;
 pub mod stages;
 pub mod stamp_lab;
 pub mod stamp_rogue;
