@@ -7,6 +7,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use common::serve_proc::rss_kib;
 use common::*;
 
 /// A key file as an operator makes it: 0600, or the agent refuses it.
@@ -200,15 +201,6 @@ fn an_idle_connection_does_not_block_the_agent() {
     std::thread::sleep(Duration::from_millis(100));
     let o = stream(&agent, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
 }
 
 #[test]

@@ -299,16 +299,7 @@ fn an_agent_killed_mid_fleet_fails_its_pairs_only_and_resume_runs_only_what_is_m
 
 /// A key file (0600) holding `text`.
 fn key_with(text: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = temp_file("other.key");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .unwrap();
-    std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
-    path
+    key_file_at(temp_file("other.key"), text)
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::serve_proc::rss_kib;
 use common::*;
 
 const COOKIE: &[u8; 37] = b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
@@ -26,15 +27,6 @@ fn free_port() -> u16 {
 
 fn serve(port: u16, extra: &[&str]) -> Child {
     common::serve_proc::iperf3_on_loopback(port, extra)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
 }
 
 /// Everything the server says until it closes (or `limit`), and when it closed.

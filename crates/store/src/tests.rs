@@ -6,22 +6,12 @@ fn doc(command: &str) -> Document {
     let spec = TestSpec::Stream(StreamSpec::default());
     let side = SideResult::new(Role::Client, HostInfo::default(), 1.0, (1, None), vec![]);
     Document::build(Inputs {
-        spec: &spec,
-        command: command.into(),
         server_command: Some("sonde serve".into()),
         server_address: "198.18.0.2:5301".into(),
         started_at: "2026-11-22T00:00:00Z".into(),
         software: "sonde test".into(),
-        client: &side,
         server: Some(&side),
-        client_intervals: &[],
-        server_intervals: &[],
-        error: None,
-        client_agent: None,
-        finished_at: None,
-        server_labels: Default::default(),
-        fleet: None,
-        prelude: None,
+        ..Inputs::new(&spec, command, &side)
     })
 }
 

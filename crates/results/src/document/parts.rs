@@ -133,6 +133,32 @@ pub struct Inputs<'a> {
     pub prelude: Option<Prelude>,
 }
 
+impl<'a> Inputs<'a> {
+    /// The inputs of a test of `spec` run by `command` with only its client's side known:
+    /// no server side, intervals, error, agent, fleet, labels or prelude, the addresses,
+    /// times and software empty. The caller sets what it knows beside them.
+    pub fn new(spec: &'a TestSpec, command: impl Into<String>, client: &'a SideResult) -> Self {
+        Inputs {
+            spec,
+            command: command.into(),
+            server_command: None,
+            server_address: String::new(),
+            started_at: String::new(),
+            software: String::new(),
+            client,
+            server: None,
+            client_intervals: &[],
+            server_intervals: &[],
+            error: None,
+            client_agent: None,
+            finished_at: None,
+            server_labels: Default::default(),
+            fleet: None,
+            prelude: None,
+        }
+    }
+}
+
 /// What a kind measured on the controller before its test (`Kind::prelude` in the run
 /// layer), handed to its own section of the document.
 #[derive(Debug, Clone, PartialEq)]

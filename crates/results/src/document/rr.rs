@@ -234,17 +234,8 @@ mod tests {
             poll: "block".into(),
             messages: 300,
             sent: 300,
-            unanswered: 0,
-            not_sent: 0,
-            lost: 0,
-            late: 0,
-            duplicated: 0,
-            foreign: 0,
-            latency_ns: None,
             stages: Some(stages(300)),
-            socket_options: vec![],
-            syscalls: None,
-            oneway: None,
+            ..Default::default()
         });
         c
     }
@@ -280,22 +271,12 @@ mod tests {
         let c = client();
         let samples = [sample(0, 100), sample(1, 200)];
         Document::build(Inputs {
-            spec: &spec,
-            command: "sonde ping x".into(),
-            server_command: None,
             server_address: "198.18.0.2:5301".into(),
             started_at: "2026-01-01T00:00:00Z".into(),
             software: "test".into(),
-            client: &c,
-            server: None,
             client_intervals: &samples,
-            server_intervals: &[],
-            error: None,
-            client_agent: None,
-            finished_at: None,
-            server_labels: Default::default(),
-            fleet: None,
             prelude,
+            ..Inputs::new(&spec, "sonde ping x", &c)
         })
     }
 

@@ -316,22 +316,11 @@ mod tests {
 
     fn inputs<'a>(spec: &'a TestSpec, c: &'a SideResult, s: Option<&'a SideResult>) -> Inputs<'a> {
         Inputs {
-            spec,
-            command: "sonde stream x".into(),
-            server_command: None,
             server_address: "198.18.0.2:5301".into(),
             started_at: "2026-01-01T00:00:00Z".into(),
             software: "test".into(),
-            client: c,
             server: s,
-            client_intervals: &[],
-            server_intervals: &[],
-            error: None,
-            client_agent: None,
-            finished_at: None,
-            server_labels: Default::default(),
-            fleet: None,
-            prelude: None,
+            ..Inputs::new(spec, "sonde stream x", c)
         }
     }
 

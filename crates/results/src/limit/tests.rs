@@ -37,22 +37,13 @@ pub(super) fn document(
 ) -> Document {
     Document::assemble(
         Inputs {
-            spec,
-            command: "sonde".into(),
-            server_command: None,
             server_address: "198.18.0.2:5301".into(),
             started_at: "2026-01-01T00:00:00Z".into(),
             software: "test".into(),
-            client,
             server: Some(server),
             client_intervals: ci,
             server_intervals: si,
-            error: None,
-            client_agent: None,
-            finished_at: None,
-            server_labels: Default::default(),
-            fleet: None,
-            prelude: None,
+            ..Inputs::new(spec, "sonde", client)
         },
         super::judge,
     )

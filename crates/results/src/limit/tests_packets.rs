@@ -315,17 +315,8 @@ impl Rr {
             poll: "block".into(),
             messages,
             sent: messages,
-            unanswered: 0,
-            not_sent: 0,
-            lost: 0,
-            late: 0,
-            duplicated: 0,
-            foreign: 0,
             latency_ns: latency,
-            stages: None,
-            socket_options: vec![],
-            syscalls: None,
-            oneway: None,
+            ..Default::default()
         };
         let ns = (self.mean_rtt_us * 1e3) as u64;
         let latency = LatencySummary {

@@ -59,7 +59,7 @@ pub struct DirectionResult {
 }
 
 /// One side's part of a request/response test (ping, rpc).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RrResult {
     /// The receive mode used, e.g. `block`, `busy`, `hybrid=50us`.
     pub poll: String,

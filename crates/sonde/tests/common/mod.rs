@@ -466,7 +466,6 @@ pub const KEY_ENV: &str = "SONDE_KEY_FILE";
 pub fn key_file() -> &'static Path {
     static KEY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     KEY.get_or_init(|| {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = scratch_dir().join("key");
         let mut seed = [0u8; 24];
         File::open("/dev/urandom")
@@ -474,15 +473,21 @@ pub fn key_file() -> &'static Path {
             .unwrap();
         let text: String = seed.iter().map(|b| format!("{b:02x}")).collect();
         let _ = std::fs::remove_file(&path);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .unwrap();
-        f.write_all(text.as_bytes()).unwrap();
-        path
+        key_file_at(path, &text)
     })
+}
+
+/// A new key file (0600) at `path` holding `text`.
+pub fn key_file_at(path: PathBuf, text: &str) -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    path
 }
 
 /// A fresh path in this process's scratch directory (removed when the process exits).

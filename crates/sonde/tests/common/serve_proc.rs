@@ -41,3 +41,13 @@ pub fn iperf3_on_loopback(port: u16, extra: &[&str]) -> Child {
     let listening = |l: &str| l.contains("sonde iperf3 server listening").then_some(());
     until_listening(cmd, "serve --iperf3", listening).0
 }
+
+/// The resident memory of process `pid`, in KiB (`VmRSS`).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
