@@ -237,20 +237,11 @@ mod tests {
         let mut ping = ping;
         ping.execution.marks = marked;
         let stamp = StampSpec {
-            host: "198.18.0.2".into(),
-            port: 862,
-            rate_per_s: 10.0,
-            count: None,
-            packet_bytes: 44,
-            authenticated: false,
-            stateful: false,
-            ssid: 0,
-            timeout_ms: 1_000,
-            timing: sonde_results::Timing::measuring(1_000),
             execution: Execution {
                 marks: marked,
                 ..Default::default()
             },
+            ..crate::fixtures::stamp_spec()
         };
         for (spec, name) in [
             (TestSpec::Ping(ping), "ping UDP --stages all"),

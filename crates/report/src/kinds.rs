@@ -272,19 +272,7 @@ mod tests {
                 timing: Timing::measuring(1_000),
                 execution: Default::default(),
             }),
-            TestSpec::Stamp(sonde_results::StampSpec {
-                host: "198.18.0.2".into(),
-                port: 862,
-                rate_per_s: 10.0,
-                count: None,
-                packet_bytes: 44,
-                authenticated: false,
-                stateful: false,
-                ssid: 0,
-                timeout_ms: 1_000,
-                timing: Timing::measuring(1_000),
-                execution: Default::default(),
-            }),
+            TestSpec::Stamp(crate::fixtures::stamp_spec()),
         ];
         for spec in specs {
             let h = (row(spec.test_name()).heading)(&spec, "198.18.0.2", false);

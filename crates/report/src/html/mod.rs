@@ -383,7 +383,7 @@ mod tests {
     use super::*;
     use crate::fixtures::stored;
     use crate::tcp_plot::tests::{bidir, figure, thin_lines};
-    use sonde_results::limit::{End as Of, Evidence, Limit, LimitedBy};
+    use sonde_results::limit::{Evidence, Limit, LimitedBy, TransferEnd as Of};
     use sonde_results::Role;
 
     fn verdict(l: Limit) -> LimitedBy {

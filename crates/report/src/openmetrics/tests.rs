@@ -289,17 +289,10 @@ fn stamp_run(lost: (u64, u64)) -> Document {
     let spec = crate::fixtures::stored("v1-ping-udp.json").start;
     let start = LocalStart {
         spec: sonde_results::TestSpec::Stamp(sonde_results::StampSpec {
-            host: "198.18.0.2".into(),
-            port: 862,
-            rate_per_s: 10.0,
-            count: None,
             packet_bytes: 52,
-            authenticated: false,
             stateful: true,
-            ssid: 0,
-            timeout_ms: 1000,
             timing: sonde_results::Timing::measuring(10_000),
-            execution: Default::default(),
+            ..crate::fixtures::stamp_spec()
         }),
         command: "sonde stamp 198.18.0.2".into(),
         host: spec.client,

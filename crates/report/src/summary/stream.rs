@@ -247,7 +247,7 @@ pub(crate) fn listed(e: &sonde_results::document::End) -> String {
 mod tests {
     use super::*;
     use crate::fixtures::stored;
-    use sonde_results::limit::{End as Of, Evidence, Finding, Limit, LimitedBy};
+    use sonde_results::limit::{Evidence, Finding, Limit, LimitedBy, TransferEnd as Of};
     use sonde_results::tcp::{Spread, TcpSummary};
     use sonde_results::Role;
 
