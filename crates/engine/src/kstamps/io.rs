@@ -30,21 +30,13 @@ const FLAGS: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SCHED
 
 /// Switches kernel timestamps on for `fd`; the ids of sent data count from here.
 pub fn enable(fd: RawFd) -> io::Result<()> {
-    let flags = FLAGS;
-    // SAFETY: the option value is a c_uint that lives for the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            (&flags as *const libc::c_uint).cast(),
-            size_of::<libc::c_uint>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    set_flags(fd, FLAGS)
+}
+
+/// `fd`'s SO_TIMESTAMPING flags (every send's stamps, or the sampled set).
+pub(super) fn set_flags(fd: RawFd, flags: libc::c_uint) -> io::Result<()> {
+    let flags = libc::c_int::try_from(flags).map_err(|_| io::ErrorKind::InvalidInput)?;
+    crate::int_option::set_level_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)
 }
 
 /// The real-time clock in nanoseconds: the clock the kernel stamps packets on.

@@ -12,7 +12,6 @@
 //! echo stamps exactly the requests the client sampled.
 
 use std::io;
-use std::mem::size_of;
 use std::os::fd::RawFd;
 
 /// The key of a UDP send's stamps, given per send (`include/uapi/asm-generic/socket.h`).
@@ -70,7 +69,7 @@ impl Sampling {
     pub fn enable(&self, fd: RawFd) -> io::Result<()> {
         match self.per_send() {
             false => super::io::enable(fd),
-            true => set_flags(fd, SAMPLED_FLAGS),
+            true => super::io::set_flags(fd, SAMPLED_FLAGS),
         }
     }
 
@@ -82,23 +81,6 @@ impl Sampling {
             false => seq as u32,
         }
     }
-}
-
-fn set_flags(fd: RawFd, flags: libc::c_uint) -> io::Result<()> {
-    // SAFETY: the option value is a c_uint that lives for the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            (&flags as *const libc::c_uint).cast(),
-            size_of::<libc::c_uint>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Whether this kernel keys a send's stamps by a per-send id (Linux 6.13 and later).
