@@ -299,7 +299,7 @@ fn an_agent_killed_mid_fleet_fails_its_pairs_only_and_resume_runs_only_what_is_m
 
 /// A key file (0600) holding `text`.
 fn key_with(text: &str) -> std::path::PathBuf {
-    key_file_at(temp_file("other.key"), text)
+    common::key_files::key_file_at(temp_file("other.key"), text)
 }
 
 #[test]

@@ -8,25 +8,16 @@ mod common;
 use std::time::Duration;
 
 use common::mesh_rogue::{mesh_agent, of_destination, scrape, wait_for, STAMP_PORT};
-use common::{doc_of, need_tools, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR};
+use common::{need_tools, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR};
 use serde_json::Value;
 
 const KEY_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
 /// `sonde stamp` from the client namespace to `port`: its document's `end.stamp.oneway`.
 fn one_way(lab: &Lab, port: u16, args: &[&str]) -> Value {
-    let mut cmd = Lab::in_ns(&lab.client, common::SONDE);
     let target = format!("{SERVER_ADDR}:{port}");
-    cmd.args(["stamp", &target, "--json", "--no-save", "--wait", "0.3"])
-        .args(["-r", "100", "-n", "30"])
-        .args(args);
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "sonde stamp {args:?}: {}",
-        stderr(&out)
-    );
-    doc_of(&out)["end"]["stamp"]["oneway"].clone()
+    let args = [&["--wait", "0.3", "-r", "100", "-n", "30"], args].concat();
+    common::stamp_doc(&lab.client, &target, &args)["end"]["stamp"]["oneway"].clone()
 }
 
 #[test]

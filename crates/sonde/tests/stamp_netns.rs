@@ -105,17 +105,8 @@ impl Drop for SuiteReflector {
 
 /// `sonde stamp` in the client namespace: its document.
 fn sonde_stamp(lab: &Lab, args: &[&str]) -> Value {
-    let mut cmd = Lab::in_ns(&lab.client, SONDE);
     let target = format!("{}:{PORT}", lab.server_addr);
-    cmd.args(["stamp", &target, "--json", "--no-save", "--wait", "0.5"])
-        .args(args);
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "sonde stamp {args:?}: {}",
-        stderr(&out)
-    );
-    doc_of(&out)
+    common::stamp_doc(&lab.client, &target, &[&["--wait", "0.5"], args].concat())
 }
 
 fn u(v: &Value) -> u64 {

@@ -7,6 +7,7 @@ pub mod agent_proc;
 pub mod bridge;
 pub mod data_rogue;
 pub mod delay_line;
+pub mod key_files;
 pub mod mesh_lab;
 pub mod mesh_rogue;
 pub mod metrics_monitor;
@@ -18,6 +19,8 @@ pub mod serve_proc;
 pub mod stages;
 pub mod stamp_lab;
 pub mod stamp_rogue;
+
+pub use key_files::key_file;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -462,34 +465,6 @@ pub fn sonde_cmd() -> Command {
 /// The variable that gives every sonde command its key file.
 pub const KEY_ENV: &str = "SONDE_KEY_FILE";
 
-/// This test process's key file (0600, random), made once.
-pub fn key_file() -> &'static Path {
-    static KEY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    KEY.get_or_init(|| {
-        let path = scratch_dir().join("key");
-        let mut seed = [0u8; 24];
-        File::open("/dev/urandom")
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
-            .unwrap();
-        let text: String = seed.iter().map(|b| format!("{b:02x}")).collect();
-        let _ = std::fs::remove_file(&path);
-        key_file_at(path, &text)
-    })
-}
-
-/// A new key file (0600) at `path` holding `text`.
-pub fn key_file_at(path: PathBuf, text: &str) -> PathBuf {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .unwrap();
-    f.write_all(text.as_bytes()).unwrap();
-    path
-}
-
 /// A fresh path in this process's scratch directory (removed when the process exits).
 pub fn temp_file(name: &str) -> PathBuf {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -600,4 +575,19 @@ pub fn ntp_now() -> sonde_proto::stamp::Timestamp {
         .unwrap()
         .as_nanos() as u64;
     sonde_proto::stamp::Timestamp::from_unix_ns(ns, sonde_proto::stamp::TimeFormat::Ntp)
+}
+
+/// `sonde stamp TARGET --json --no-save ARGS` in namespace `ns`, which must succeed; its
+/// document.
+pub fn stamp_doc(ns: &str, target: &str, args: &[&str]) -> serde_json::Value {
+    let mut cmd = Lab::in_ns(ns, SONDE);
+    cmd.args(["stamp", target, "--json", "--no-save"])
+        .args(args);
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "sonde stamp {args:?}: {}",
+        stderr(&out)
+    );
+    doc_of(&out)
 }
