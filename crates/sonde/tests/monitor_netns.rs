@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::bridge::{Bridged, FLEET_PORT};
@@ -52,18 +52,8 @@ fn start_prometheus(lab: &Bridged) -> Prometheus {
     Prometheus::start(&lab.controller, PROMETHEUS, "prometheus", &config)
 }
 
-/// The fleet, killed on drop unless it already ended: a failed assertion leaves no
-/// `sonde fleet` running on in a deleted namespace.
-struct Fleet(Child);
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
+/// The fleet: a failed assertion leaves no `sonde fleet` running on in a deleted namespace.
+use common::serve_proc::KillOnDrop as Fleet;
 
 fn label<'a>(series: &'a Value, name: &str) -> &'a str {
     series["metric"][name].as_str().unwrap_or("")

@@ -8,7 +8,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::delay_line::DelayLine;
@@ -267,16 +267,7 @@ fn a_fleets_router_pairs_match_sonde_stamp_count_each_planted_drop_and_reach_the
 const METRICS: &str = "127.0.0.1:19465";
 
 /// `sonde fleet --every`, killed on drop unless it already ended.
-struct Fleet(Child);
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
+use common::serve_proc::KillOnDrop as Fleet;
 
 /// `/metrics` of the fleet in namespace `ns` (empty until it listens).
 fn scrape(ns: &str) -> String {

@@ -3,10 +3,9 @@
 //! where nothing listens, so its runs fail at once and it then only serves. And the
 //! self-signed certificate its TLS tests serve.
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use super::{run, sonde_cmd, stderr, temp_file};
@@ -41,26 +40,15 @@ impl Monitor {
             db.to_str().unwrap(),
         ])
         .args(["--every", "1h", "--metrics", "127.0.0.1:0"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = lines
-            .by_ref()
-            .take(50)
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.strip_prefix("metrics: http://")
-                    .or_else(|| l.strip_prefix("metrics: https://"))?
-                    .strip_suffix("/metrics")?
-                    .parse()
-                    .ok()
-            })
-            .expect("the monitor prints where it serves");
-        // The rest of its stderr is read away, so that it never blocks on the pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        .args(extra);
+        // It prints where it serves.
+        let (child, addr) = super::serve_proc::until_listening(cmd, "sonde fleet --metrics", |l| {
+            l.strip_prefix("metrics: http://")
+                .or_else(|| l.strip_prefix("metrics: https://"))?
+                .strip_suffix("/metrics")?
+                .parse()
+                .ok()
+        });
         Monitor { child, addr }
     }
 

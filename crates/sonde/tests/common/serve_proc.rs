@@ -51,3 +51,16 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap()
 }
+
+/// A process killed on drop unless it already ended: a failed assertion leaves none
+/// running on (in a namespace deleted under it).
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
