@@ -475,7 +475,7 @@ fn a_flood_of_refused_connections_is_logged_in_a_few_lines_with_its_count() {
     assert!(lines.len() <= 10, "{} lines", lines.len());
     let summary = format!(
         "{} connections from 127.0.0.30 refused in the last",
-        thousands(busy)
+        sonde_report::units::thousands(busy as i64)
     );
     let found: Vec<&&str> = lines.iter().filter(|l| l.contains(&summary)).collect();
     assert!(
@@ -487,16 +487,4 @@ fn a_flood_of_refused_connections_is_logged_in_a_few_lines_with_its_count() {
         lines.iter().any(|l| l.contains(handshakes)),
         "the holders' four handshakes are not summarised"
     );
-}
-
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (k, c) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

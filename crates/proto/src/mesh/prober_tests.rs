@@ -9,7 +9,7 @@ use super::prober::{send_slot, tick_at, TICK_NS};
 use super::*;
 use crate::stamp::{
     reflect_as, ErrorEstimate, Mode, Reflection, ReflectorPacket, SenderPacket, StampKey,
-    SyncSource, TimeFormat, Timestamp, TimestampInfo, TimestampMethod, AUTH_BASE_BYTES,
+    SyncSource, TimeFormat, Timestamp, TimestampInfo, AUTH_BASE_BYTES,
 };
 use crate::Key;
 
@@ -84,12 +84,7 @@ impl Far {
             transmit: ts(out_ns),
             estimate: ErrorEstimate::unknown(TimeFormat::Ntp),
             ttl: 64,
-            info: TimestampInfo {
-                sync_in: SyncSource::Ntp,
-                method_in: TimestampMethod::Software,
-                sync_out: SyncSource::Ntp,
-                method_out: TimestampMethod::Software,
-            },
+            info: TimestampInfo::software(SyncSource::Ntp),
             boot_id: Some(self.boot_id),
             tos: None,
             dscp_policy: Default::default(),

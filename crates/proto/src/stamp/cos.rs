@@ -214,12 +214,7 @@ mod tests {
             transmit: Default::default(),
             estimate: Default::default(),
             ttl: 64,
-            info: tlv::TimestampInfo {
-                sync_in: tlv::SyncSource::Ntp,
-                method_in: tlv::TimestampMethod::Software,
-                sync_out: tlv::SyncSource::Ntp,
-                method_out: tlv::TimestampMethod::Software,
-            },
+            info: tlv::TimestampInfo::software(tlv::SyncSource::Ntp),
             boot_id: None,
             tos: Some(34 << 2 | 3),
             dscp_policy: DscpPolicy::ANY,

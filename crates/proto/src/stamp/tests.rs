@@ -217,12 +217,7 @@ fn error_estimate_bits_and_bounds() {
 fn tlvs_timestamp_info_padding_and_hmac() {
     let key = key();
     let mut area = [0u8; 32];
-    let info = TimestampInfo {
-        sync_in: SyncSource::Ntp,
-        method_in: TimestampMethod::Software,
-        sync_out: SyncSource::Ntp,
-        method_out: TimestampMethod::Software,
-    };
+    let info = TimestampInfo::software(SyncSource::Ntp);
     tlv::put(&mut area, tlv::TYPE_TIMESTAMP_INFO, 4)
         .unwrap()
         .copy_from_slice(&info.to_bytes());
@@ -263,12 +258,7 @@ fn how(seq: Option<u32>) -> Reflection {
         transmit: Timestamp(0xaabb_ccdd_eeff_0011),
         estimate: ErrorEstimate::from_bits(0x0f84),
         ttl: 64,
-        info: TimestampInfo {
-            sync_in: SyncSource::LocalFreeRunning,
-            method_in: TimestampMethod::Software,
-            sync_out: SyncSource::LocalFreeRunning,
-            method_out: TimestampMethod::Software,
-        },
+        info: TimestampInfo::software(SyncSource::LocalFreeRunning),
         boot_id: None,
         tos: None,
         dscp_policy: Default::default(),

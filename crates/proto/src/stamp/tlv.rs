@@ -185,6 +185,17 @@ pub struct TimestampInfo {
 }
 
 impl TimestampInfo {
+    /// Stamped in software at both ingress and egress, on a clock synchronised by `sync`:
+    /// what a reflector reading the system clock in user space says.
+    pub fn software(sync: SyncSource) -> TimestampInfo {
+        TimestampInfo {
+            sync_in: sync,
+            method_in: TimestampMethod::Software,
+            sync_out: sync,
+            method_out: TimestampMethod::Software,
+        }
+    }
+
     pub fn to_bytes(self) -> [u8; TIMESTAMP_INFO_BYTES] {
         [
             self.sync_in.code(),

@@ -112,17 +112,9 @@ fn summarise(w: &mut Window, now: Instant) {
     w.since = now;
 }
 
-/// `1204` as `1,204`.
+/// `1204` as `1,204`, as the reports write counts.
 fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (k, c) in digits.chars().enumerate() {
-        if k > 0 && (digits.len() - k).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    sonde_report::units::thousands(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

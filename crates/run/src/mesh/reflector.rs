@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::stamp::{
     self, ErrorEstimate, Heard, Limits, Mode, Reflection, SessionId, Sessions, StampKey,
-    SyncSource, Timestamp, TimestampInfo, TimestampMethod,
+    SyncSource, Timestamp, TimestampInfo,
 };
 
 use super::keys::Keys;
@@ -164,12 +164,7 @@ impl MeshReflector {
             transmit: t.transmit,
             estimate: t.estimate,
             ttl: t.ttl,
-            info: TimestampInfo {
-                sync_in: SyncSource::Ntp,
-                method_in: TimestampMethod::Software,
-                sync_out: SyncSource::Ntp,
-                method_out: TimestampMethod::Software,
-            },
+            info: TimestampInfo::software(SyncSource::Ntp),
             boot_id: self.boot_id,
             tos: None,
             dscp_policy: Default::default(),

@@ -23,7 +23,7 @@ use sonde_engine::kstamps::datagram::{enable_arrival, recv_arrival};
 use sonde_engine::kstamps::now_real;
 use sonde_proto::stamp::{
     reflect, Heard, Limits, Mode, Reflection, Refusal, SenderPacket, SessionId, Sessions,
-    StampError, StampKey, TimeFormat, Timestamp, TimestampInfo, TimestampMethod,
+    StampError, StampKey, TimeFormat, Timestamp, TimestampInfo,
 };
 
 use super::clock;
@@ -276,12 +276,7 @@ impl Loop {
         }
         let seq = self.stateful.then(|| self.sessions.number(session));
         let (estimate, source) = self.clock.get();
-        let info = TimestampInfo {
-            sync_in: source,
-            method_in: TimestampMethod::Software,
-            sync_out: source,
-            method_out: TimestampMethod::Software,
-        };
+        let info = TimestampInfo::software(source);
         let mut how = Reflection {
             seq,
             receive: Timestamp::from_unix_ns(receive, TimeFormat::Ntp),
