@@ -85,6 +85,23 @@ pub(crate) struct Sockets {
     pub sockets: Vec<RrSocket>,
 }
 
+impl Sockets {
+    /// `plan`'s workers placed over `units` (connections, or connect-per-request flows)
+    /// and the state they share over `sockets`.
+    pub(crate) fn placed(
+        plan: ClientPlan,
+        sockets: Vec<RrSocket>,
+        units: usize,
+    ) -> io::Result<(Placement, Arc<Sockets>)> {
+        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
+        let shared = Arc::new(Sockets {
+            core: Core::new(plan, placement.threads)?,
+            sockets,
+        });
+        Ok((placement, shared))
+    }
+}
+
 impl Shared for Sockets {
     fn core(&self) -> &Core {
         &self.core
@@ -117,11 +134,7 @@ impl RrClient {
                 connections,
             } => (Vec::new(), Some((addr, opts)), connections),
         };
-        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
-        let shared = Arc::new(Sockets {
-            core: Core::new(plan, placement.threads)?,
-            sockets,
-        });
+        let (placement, shared) = Sockets::placed(plan, sockets, units)?;
         let deal = placement.clone();
         RrClient::start(&placement, shared, move |s: &Sockets, k| {
             recorder::recording(&s.core, k, |rec| match &crr {

@@ -10,7 +10,6 @@
 //! arrive, which is when the answers they carry are seen.
 
 use std::os::fd::RawFd;
-use std::sync::Arc;
 use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types};
@@ -20,7 +19,6 @@ use super::ring::{Uring, GROUP};
 use super::stamped::{MsgLayout, TxAsk};
 use super::{op_of, user_data, Op};
 use crate::kstamps::now_real;
-use crate::pool::Placement;
 use crate::rr_client::flight::{self, Flight};
 use crate::rr_client::recorder::{self, Recorder};
 use crate::rr_client::stamped::{Read, Stamps};
@@ -55,11 +53,7 @@ impl RrClient {
     pub fn spawn_uring(sockets: Vec<RrSocket>, plan: ClientPlan) -> std::io::Result<RrClient> {
         super::available().map_err(std::io::Error::other)?;
         let units = sockets.len();
-        let placement = Placement::new(plan.placement.threads, plan.placement.cpus.clone(), units);
-        let shared = Arc::new(Sockets {
-            core: Core::new(plan, placement.threads)?,
-            sockets,
-        });
+        let (placement, shared) = Sockets::placed(plan, sockets, units)?;
         let deal = placement.clone();
         RrClient::start(&placement, shared, move |s: &Sockets, k| {
             recorder::recording(&s.core, k, |rec| {
