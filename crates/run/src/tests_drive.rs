@@ -1,10 +1,54 @@
-//! A side driven as the control loop drives it, for the sides' tests on fake engines.
+//! A side driven as the control loop drives it, and fake workers, for the sides' tests on
+//! fake engines.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sonde_results::IntervalSample;
 
+use crate::kind::Workers;
 use crate::side::Side;
+
+/// Workers that complete `rate` units (packets, answers) a millisecond from `started`
+/// until aborted: the pps tests' flows and the rr tests' echo.
+pub(crate) struct FakeWorkers {
+    started: Instant,
+    rate: u64,
+    stopped_at: Mutex<Option<Instant>>,
+}
+
+impl FakeWorkers {
+    pub(crate) fn new(started: Instant, rate: u64) -> FakeWorkers {
+        FakeWorkers {
+            started,
+            rate,
+            stopped_at: Mutex::new(None),
+        }
+    }
+
+    /// Units done by now (or the abort), counted to the microsecond: counted by the
+    /// millisecond, each interval bound's truncation took up to a millisecond's units off
+    /// the tolerance.
+    pub(crate) fn done(&self) -> u64 {
+        let until = self.stopped_at.lock().unwrap().unwrap_or_else(Instant::now);
+        until.saturating_duration_since(self.started).as_micros() as u64 * self.rate / 1000
+    }
+}
+
+impl Workers for FakeWorkers {
+    fn engine(&self) -> sonde_results::Engine {
+        sonde_results::Engine::Kernel
+    }
+    fn all_done(&self) -> bool {
+        self.stopped_at.lock().unwrap().is_some()
+    }
+    fn abort(&self) {
+        self.stopped_at
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
+    }
+}
 
 /// Drives `side` as a control loop does until it drains, or until it closed `stop_after`
 /// intervals (the next one is then open); the intervals it closed.

@@ -3,7 +3,6 @@
 //! receivers' per-flow accounting and the engine's own drop count, a cut interval.
 
 use std::io;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use sonde_engine::pps::FlowRx;
@@ -12,9 +11,8 @@ use sonde_probe::hostwatch::HostProbe;
 use sonde_results::{IntervalSample, PpsSpec, SideResult, Timing};
 
 use crate::kind::pps::{Drops, PpsSide, RxEngine, TxEngine};
-use crate::kind::Workers;
 use crate::side::Side;
-use crate::tests_drive::drive;
+use crate::tests_drive::{drive, FakeWorkers};
 
 /// Packets every fake moves per millisecond.
 const RATE: u64 = 50;
@@ -32,52 +30,18 @@ fn spec() -> PpsSpec {
     }
 }
 
-/// Packets at `RATE` a millisecond from its start until aborted, sender or receiver.
-struct FakeFlow {
-    started: Instant,
-    stopped_at: Mutex<Option<Instant>>,
-}
-
-impl FakeFlow {
-    fn new() -> FakeFlow {
-        FakeFlow {
-            started: Instant::now(),
-            stopped_at: Mutex::new(None),
-        }
-    }
-
-    fn packets(&self) -> u64 {
-        let until = self.stopped_at.lock().unwrap().unwrap_or_else(Instant::now);
-        // To the microsecond: counted by the millisecond, each bound's truncation took up
-        // to a millisecond's packets off the tolerance.
-        until.saturating_duration_since(self.started).as_micros() as u64 * RATE / 1000
-    }
-}
-
-impl Workers for FakeFlow {
-    fn engine(&self) -> sonde_results::Engine {
-        sonde_results::Engine::Kernel
-    }
-    fn all_done(&self) -> bool {
-        self.stopped_at.lock().unwrap().is_some()
-    }
-    fn abort(&self) {
-        self.stopped_at
-            .lock()
-            .unwrap()
-            .get_or_insert_with(Instant::now);
-    }
-}
+/// The flows, sent or received at `RATE` a millisecond.
+type FakeFlow = FakeWorkers;
 
 impl TxEngine for FakeFlow {
     fn start(&mut self, _placement: Placement, _cookie: u32) -> io::Result<()> {
         Ok(())
     }
     fn counts(&self) -> (u64, u64) {
-        (self.packets(), self.packets() * 22)
+        (self.done(), self.done() * 22)
     }
     fn join(&mut self) -> (Vec<u64>, Option<String>) {
-        let n = self.packets();
+        let n = self.done();
         (vec![n - n / 2, n / 2], None)
     }
 }
@@ -90,7 +54,7 @@ impl RxEngine for FakeFlow {
         Ok(())
     }
     fn counts(&self) -> (u64, u64) {
-        (self.packets(), self.packets() * 22)
+        (self.done(), self.done() * 22)
     }
     fn foreign(&self) -> u64 {
         3
@@ -104,7 +68,7 @@ impl RxEngine for FakeFlow {
             (f.received, f.reordered, f.duplicated) = (received, reordered, 1);
             f
         };
-        let n = self.packets();
+        let n = self.done();
         (
             vec![flow(n - n / 2, 2), flow(n / 2, 5)],
             Some("a receiver's error".into()),
@@ -116,10 +80,15 @@ fn side(spec: &PpsSpec, sender: bool) -> Box<dyn Side> {
     let probe = HostProbe::for_peer([127, 0, 0, 1].into());
     let placement = Placement::new(1, None, 2);
     Box::new(match sender {
-        true => PpsSide::client(spec, Box::new(FakeFlow::new()), placement, probe),
+        true => PpsSide::client(
+            spec,
+            Box::new(FakeWorkers::new(Instant::now(), RATE)),
+            placement,
+            probe,
+        ),
         false => PpsSide::server(
             spec,
-            Box::new(FakeFlow::new()),
+            Box::new(FakeWorkers::new(Instant::now(), RATE)),
             1,
             placement,
             probe,

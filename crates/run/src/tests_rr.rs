@@ -19,7 +19,7 @@ use sonde_results::{RrSpec, SideResult, Timing};
 use crate::kind::rr::{EchoEngine, Parts, RequestEngine, RrSide, SideEngine};
 use crate::kind::Workers;
 use crate::side::Side;
-use crate::tests_drive::drive;
+use crate::tests_drive::{drive, FakeWorkers};
 
 /// Messages every fake completes per millisecond.
 const RATE: u64 = 10;
@@ -141,25 +141,7 @@ impl RequestEngine for FakeRequests {
 }
 
 /// Echo workers that answer `RATE` a millisecond from `started` until aborted.
-struct FakeEcho {
-    started: Instant,
-    stopped_at: Mutex<Option<Instant>>,
-}
-
-impl Workers for FakeEcho {
-    fn engine(&self) -> sonde_results::Engine {
-        sonde_results::Engine::Kernel
-    }
-    fn all_done(&self) -> bool {
-        self.stopped_at.lock().unwrap().is_some()
-    }
-    fn abort(&self) {
-        self.stopped_at
-            .lock()
-            .unwrap()
-            .get_or_insert_with(Instant::now);
-    }
-}
+type FakeEcho = FakeWorkers;
 
 impl EchoEngine for FakeEcho {
     fn port(&self) -> io::Result<u16> {
@@ -176,12 +158,9 @@ impl EchoEngine for FakeEcho {
     ) -> io::Result<Vec<String>> {
         Ok(Vec::new())
     }
-    /// Counted to the microsecond, so that an interval's count is its bounds' time at
-    /// `RATE` to a message (to the millisecond, each bound's truncation took up to a
-    /// millisecond's messages).
+    /// Counted to the microsecond (`FakeWorkers::done`).
     fn answered(&self) -> u64 {
-        let until = self.stopped_at.lock().unwrap().unwrap_or_else(Instant::now);
-        until.saturating_duration_since(self.started).as_micros() as u64 * RATE / 1000
+        self.done()
     }
     fn rejected(&self) -> u64 {
         5
@@ -198,10 +177,7 @@ fn side(spec: &RrSpec, client: bool) -> Box<dyn Side> {
     let started = Instant::now();
     let engine = match client {
         true => SideEngine::Client(Box::new(FakeRequests::new(spec, started))),
-        false => SideEngine::Server(Box::new(FakeEcho {
-            started,
-            stopped_at: Mutex::new(None),
-        })),
+        false => SideEngine::Server(Box::new(FakeEcho::new(started, RATE))),
     };
     Box::new(RrSide::new(
         spec,
