@@ -32,6 +32,35 @@ pub trait StreamEngine: Workers {
     }
 }
 
+/// The socket engines' `StreamEngine` over their `conns()` (`sonde_engine::stream::Conns`)
+/// and their own `finish` and `join`; the items after the type are the engine's own.
+macro_rules! socket_stream_engine {
+    ($t:ty $(, $extra:item)*) => {
+        impl $crate::kind::stream::engine::StreamEngine for $t {
+            fn connections(&self) -> usize {
+                self.conns().len()
+            }
+            fn counters(&self, i: usize) -> (u64, u64) {
+                self.conns().counters(i)
+            }
+            fn is_sender(&self, i: usize) -> bool {
+                self.conns().is_sender(i)
+            }
+            fn tcp_info(&self, i: usize) -> Option<sonde_engine::TcpInfo> {
+                sonde_engine::sockopt::tcp_info(self.conns().fd(i))
+            }
+            fn finish(&self) {
+                <$t>::finish(self)
+            }
+            fn join(&mut self) -> Vec<sonde_engine::stream::ConnEnd> {
+                <$t>::join(self)
+            }
+            $($extra)*
+        }
+    };
+}
+pub(super) use socket_stream_engine;
+
 /// A stream engine: starts its workers on the connections both ends opened.
 pub trait StreamBackend: Named + Sync {
     /// Refuses, naming the flag, what of `spec` this engine does not run (checked once,

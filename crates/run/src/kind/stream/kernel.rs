@@ -4,12 +4,10 @@
 use std::io;
 use std::net::TcpStream;
 
-use sonde_engine::sockopt::tcp_info;
-use sonde_engine::stream::ConnEnd;
-use sonde_engine::{Placement, StreamConn, StreamWorkers, TcpInfo};
+use sonde_engine::{Placement, StreamConn, StreamWorkers};
 use sonde_results::{Engine, StreamSpec};
 
-use super::engine::{StreamBackend, StreamEngine};
+use super::engine::{socket_stream_engine, StreamBackend, StreamEngine};
 use crate::kind::table::Named;
 use crate::kind::workers::kernel_workers;
 
@@ -42,23 +40,4 @@ impl StreamBackend for Kernel {
 
 kernel_workers!(StreamWorkers);
 
-impl StreamEngine for StreamWorkers {
-    fn connections(&self) -> usize {
-        self.conns().len()
-    }
-    fn counters(&self, i: usize) -> (u64, u64) {
-        self.conns().counters(i)
-    }
-    fn is_sender(&self, i: usize) -> bool {
-        self.conns().is_sender(i)
-    }
-    fn tcp_info(&self, i: usize) -> Option<TcpInfo> {
-        tcp_info(self.conns().fd(i))
-    }
-    fn finish(&self) {
-        StreamWorkers::finish(self)
-    }
-    fn join(&mut self) -> Vec<ConnEnd> {
-        StreamWorkers::join(self)
-    }
-}
+socket_stream_engine!(StreamWorkers);

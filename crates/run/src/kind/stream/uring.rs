@@ -4,13 +4,11 @@
 use std::io;
 use std::net::TcpStream;
 
-use sonde_engine::sockopt::tcp_info;
-use sonde_engine::stream::ConnEnd;
 use sonde_engine::uring::stream::{receive_bytes_per_connection, UringStreamWorkers};
-use sonde_engine::{Placement, StreamConn, TcpInfo};
+use sonde_engine::{Placement, StreamConn};
 use sonde_results::{Engine, SpecError, StreamSpec};
 
-use super::engine::{StreamBackend, StreamEngine};
+use super::engine::{socket_stream_engine, StreamBackend, StreamEngine};
 use crate::kind::table::Named;
 use crate::kind::workers::Workers;
 
@@ -86,25 +84,8 @@ impl Workers for UringStreamWorkers {
     }
 }
 
-impl StreamEngine for UringStreamWorkers {
-    fn connections(&self) -> usize {
-        self.conns().len()
-    }
-    fn counters(&self, i: usize) -> (u64, u64) {
-        self.conns().counters(i)
-    }
-    fn is_sender(&self, i: usize) -> bool {
-        self.conns().is_sender(i)
-    }
-    fn tcp_info(&self, i: usize) -> Option<TcpInfo> {
-        tcp_info(self.conns().fd(i))
-    }
-    fn finish(&self) {
-        UringStreamWorkers::finish(self)
-    }
-    fn join(&mut self) -> Vec<ConnEnd> {
-        UringStreamWorkers::join(self)
-    }
+socket_stream_engine!(
+    UringStreamWorkers,
     fn notes(&self) -> Vec<String> {
         let Some((released, copied)) = self.zerocopy_usage() else {
             return Vec::new();
@@ -118,7 +99,7 @@ impl StreamEngine for UringStreamWorkers {
         }
         vec![zerocopy_note(released, copied)]
     }
-}
+);
 
 /// How the zero-copy sends went: how many the kernel copied after all (a receiver on this
 /// host, or a device without scatter-gather) says whether anything was saved.
