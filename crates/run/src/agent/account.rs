@@ -51,13 +51,13 @@ impl OverShare {
                 max: max.bytes,
             });
         }
-        (asked.client_bits > 0.0 && asked.client_bits + live.client_bits > max.client_bits).then(
-            || OverShare::ClientBits {
-                asked: asked.client_bits,
-                live: live.client_bits,
-                max: max.client_bits,
-            },
-        )
+        let over =
+            asked.client_bits > 0.0 && asked.client_bits + live.client_bits > max.client_bits;
+        over.then_some(OverShare::ClientBits {
+            asked: asked.client_bits,
+            live: live.client_bits,
+            max: max.client_bits,
+        })
     }
 }
 
