@@ -263,11 +263,33 @@ fn tcp_ecn_sum(doc: &Value, side: &str, key: &str) -> Option<u64> {
     sum
 }
 
+/// Sums `key` of the whole connections' ECN (read after their last byte) of one side.
+fn tcp_ecn_total(doc: &Value, side: &str, key: &str) -> u64 {
+    let conns = doc["end"][side]["connections"]["per_connection"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{side}'s connections"));
+    conns
+        .iter()
+        .map(|c| {
+            let ecn = &c["ecn"];
+            ecn[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{side}'s connection ecn.{key}: {c}"))
+        })
+        .sum()
+}
+
 /// TCP with ECN negotiated on both hosts (`net.ipv4.tcp_ecn=1`, per namespace; this
 /// kernel refuses 3, AccECN, though its TCP_INFO has the AccECN counters): the router sets
-/// CE on every 50th ECT data segment; the receiver's TCP_INFO counts the window's part of
-/// those CE marks (tcpi_received_ce) and the sender the segments acked under ECE
-/// (tcpi_delivered_ce): seen each side, not exact (the window is not the connection).
+/// CE on every 50th ECT data segment. The receiver's tcpi_received_ce counts every
+/// CE-marked segment it took in (its GRO off: one per packet; retransmissions are sent
+/// not-ECT, so the rule never sees them), since the handshake: the connection's count
+/// read after its last byte is the rule's exactly, and its CE bytes (tcpi_received_ce_bytes,
+/// payload only) are the rule's bytes less 52 per packet (IPv4 20, TCP 20, timestamps
+/// 12). The intervals cover only the measured window, without the cool-down's segments
+/// (what the 342 of 522 this test once asserted was): their sum is the window's part.
+/// The sender's tcpi_delivered_ce is classic ECN's (every segment acked under ECE, until
+/// its CWR is seen): at least one per CE mark.
 #[test]
 fn tcp_counts_the_routers_ce_marks_each_side() {
     let Some(lab) = Lab::routed(&["nft", "ethtool"]) else {
@@ -343,18 +365,24 @@ fn tcp_counts_the_routers_ce_marks_each_side() {
         "--no-save",
     ];
     let doc = doc_of(&run(lab.stream(&agent, &args)));
-    let ce = nft_counted(&router, "mkce", "packets");
-    assert!(ce > 10, "{ce} CE marks set");
-    let received = tcp_ecn_sum(&doc, "receiver", "received_ce");
-    let delivered = tcp_ecn_sum(&doc, "sender", "delivered_ce");
-    eprintln!(
-        "router CE {ce}, receiver received_ce {received:?}, sender delivered_ce {delivered:?}"
+    let (ce, ce_bytes) = (
+        nft_counted(&router, "mkce", "packets"),
+        nft_counted(&router, "mkce", "bytes"),
     );
-    // The intervals cover the measured window, the router's counter the whole
-    // connection: the window's CE marks are a part of the router's, none invented.
-    let received = received.expect("the receiver's tcpi_received_ce");
-    assert!(received > 0 && received <= ce, "{received} of {ce}");
-    // Classic ECN: ECE stays set until the sender's CWR, so every segment acked meanwhile
-    // counts as delivered CE: at least one per CE mark, never fewer.
-    assert!(delivered.expect("tcpi_delivered_ce") >= received);
+    assert!(ce > 10, "{ce} CE marks set");
+    let received = tcp_ecn_total(&doc, "receiver", "received_ce");
+    let received_bytes = tcp_ecn_total(&doc, "receiver", "received_ce_bytes");
+    let delivered = tcp_ecn_total(&doc, "sender", "delivered_ce");
+    eprintln!("router CE {ce} ({ce_bytes} bytes), receiver received_ce {received} ({received_bytes} bytes), sender delivered_ce {delivered}");
+    assert_eq!(received, ce, "the receiver's CE segments, whole connection");
+    assert_eq!(received_bytes, ce_bytes - 52 * ce, "its CE payload bytes");
+    let window = tcp_ecn_sum(&doc, "receiver", "received_ce").expect("the window's received_ce");
+    assert!(
+        window > 0 && window <= received,
+        "window {window} of {received}"
+    );
+    assert!(
+        delivered >= received,
+        "delivered_ce {delivered} of {received}"
+    );
 }
