@@ -214,6 +214,8 @@ fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
         "1",
         "--warmup",
         "0.2",
+        "-i",
+        "0.25",
         "--dscp",
         "af41",
         "--ecn",
@@ -247,6 +249,32 @@ fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
     assert!(
         end["marks"].get("reverse").is_none(),
         "pps has no reverse direction"
+    );
+    // Each interval's arrivals: the rules' every 7th (CE) and every 4th (bleached) of
+    // the router's packets, so n packets hold n/7 and n/4 of them to within the packets
+    // crossing the interval's edge (a receive batch counted at the edge, two flows on two
+    // CPUs): 3 packets. The router has no counter per interval; the whole test's counts
+    // above are its exact ones, and the intervals (the window) a part of them.
+    let mut sums = [0u64; 3];
+    let intervals = doc["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 4, "{} intervals", intervals.len());
+    for iv in intervals {
+        let m = &iv["receiver"]["marks"];
+        let (n, ce, bleached) = (u(&m["packets"]), u(&m["ce"]), u(&m["dscp_bleached"]));
+        assert!(n > 100, "{iv}");
+        assert!((7 * ce).abs_diff(n) <= 7 * 3, "CE {ce} of {n}: {iv}");
+        assert!(
+            (4 * bleached).abs_diff(n) <= 4 * 3,
+            "bleached {bleached} of {n}: {iv}"
+        );
+        assert_eq!(u(&m["ect_sent"]), n, "{iv}");
+        for (sum, v) in sums.iter_mut().zip([n, ce, bleached]) {
+            *sum += v;
+        }
+    }
+    assert!(
+        sums[0] <= all && sums[1] <= ce && sums[2] <= bleached,
+        "{sums:?}"
     );
 }
 
