@@ -278,6 +278,78 @@ fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
     );
 }
 
+/// Ping and rpc over UDP, each end counting what it received by the TOS it arrived with:
+/// forward (requests) every 5th set CE and every 4th re-marked AF11 by the router, reverse
+/// (answers) every 3rd bleached. Each direction's counts exact against the rules' own,
+/// over the whole test (the agent counts every request it answers; the client every
+/// answer matched to a request, none late or foreign here). rpc on the kernel engine: io_uring's
+/// workers do not read the TOS, and the document then has no marks rather than zeros.
+#[test]
+fn ping_and_rpc_over_udp_count_each_directions_marks_exactly() {
+    let Some(lab) = Lab::routed(&["nft"]) else {
+        return;
+    };
+    let (router, _) = lab.router.clone().expect("a routed lab");
+    let agent = lab.start_agent();
+    let fwd = ["meta", "l4proto", "udp", "ip", "daddr", lab.server_addr];
+    let rev = ["meta", "l4proto", "udp", "ip", "saddr", lab.server_addr];
+    let every = |way: &[&'static str], n: &'static str, set: &[&'static str]| {
+        let rule = [&["numgen", "inc", "mod", n, "==", "0", "counter"][..], set].concat();
+        [way, &rule[..]].concat()
+    };
+    for (kind, extra) in [
+        ("ping", &["--udp", "--rate", "300"][..]),
+        ("rpc", &["--udp", "-C", "2", "--engine", "kernel"][..]),
+    ] {
+        plant(
+            &router,
+            "mkfall",
+            "forward",
+            &[&fwd[..], &["counter"]].concat(),
+        );
+        plant(
+            &router,
+            "mkrall",
+            "forward",
+            &[&rev[..], &["counter"]].concat(),
+        );
+        plant(
+            &router,
+            "mkce",
+            "forward",
+            &every(&fwd, "5", &["ip", "ecn", "set", "ce"]),
+        );
+        let remark = every(&fwd, "4", &["ip", "dscp", "set", "af11"]);
+        plant(&router, "mkremark", "forward", &remark);
+        let bleach = every(&rev, "3", &["ip", "dscp", "set", "cs0"]);
+        plant(&router, "mkbleach", "forward", &bleach);
+        let mut args = vec!["-t", "1", "--warmup", "0", "--dscp", "ef", "--ecn", "ect0"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--json", "--no-save"]);
+        let doc = doc_of(&run(lab.sonde(&agent, kind, &args)));
+        let count = |t| nft_counted(&router, t, "packets");
+        let (fall, rall) = (count("mkfall"), count("mkrall"));
+        let (ce, remarked, bleached) = (count("mkce"), count("mkremark"), count("mkbleach"));
+        eprintln!("{kind}: forward {fall} (CE {ce}, AF11 {remarked}), reverse {rall} (bleached {bleached})");
+        assert!(fall > 100, "{kind}: {fall} requests through the router");
+        let m = &doc["end"]["marks"];
+        let (f, r) = (&m["forward"], &m["reverse"]);
+        assert_eq!(u(&f["packets"]), fall, "{kind}: {f}");
+        assert_eq!(u(&f["ect_sent"]), fall, "{kind}: {f}");
+        assert_eq!(u(&f["ce"]), ce, "{kind}: {f}");
+        assert_eq!(u(&f["dscp_remarked"]), remarked, "{kind}: {f}");
+        assert_eq!(u(&f["dscp_kept"]), fall - remarked, "{kind}: {f}");
+        let pair = |d, e| moved(f, (46, "ect0"), (d, e));
+        assert_eq!(pair(10, "ce") + pair(46, "ce"), ce, "{kind}: {f}");
+        assert_eq!(pair(10, "ce") + pair(10, "ect0"), remarked, "{kind}: {f}");
+        assert_eq!(u(&r["packets"]), rall, "{kind}: {r}");
+        assert_eq!(u(&r["dscp_bleached"]), bleached, "{kind}: {r}");
+        assert_eq!(u(&r["dscp_kept"]), rall - bleached, "{kind}: {r}");
+        assert_eq!((u(&r["ce"]), u(&r["ecn_changed"])), (0, 0), "{kind}: {r}");
+        assert_eq!(moved(r, (46, "ect0"), (0, "ect0")), bleached, "{kind}: {r}");
+    }
+}
+
 /// Sums `key` of every connection's ECN over the intervals of one side.
 fn tcp_ecn_sum(doc: &Value, side: &str, key: &str) -> Option<u64> {
     let mut sum = None;

@@ -103,6 +103,11 @@ pub struct RrResult {
     /// them (kernel sockets, io_uring).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls: Option<Syscalls>,
+    /// UDP with `--dscp`/`--ecn`: what this side received by the marks it arrived with
+    /// against those sent (agent: the requests, forward; client: the answers matched to
+    /// a request, reverse), over the whole test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<crate::marks::DirectionFate>,
 }
 
 /// System calls the workers made, and the messages they carried (client: requests sent;
