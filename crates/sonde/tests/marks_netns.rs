@@ -350,6 +350,76 @@ fn ping_and_rpc_over_udp_count_each_directions_marks_exactly() {
     }
 }
 
+/// IPv6 (IPV6_TCLASS set, IPV6_RECVTCLASS read), on ::1 in one namespace of the lab's
+/// (the test network is 198.18.0.0/15 and loopback only, so no IPv6 router): nftables'
+/// `ip6` rules on the input hook mark what both ends receive, every 5th datagram CE and
+/// every 4th re-marked AF11. A rule sees both directions, so each count is the sum of the
+/// two directions', exact.
+#[test]
+fn udp_ping_over_ipv6_counts_the_traffic_class_exactly() {
+    let Some(lab) = Lab::needing(&["nft"]) else {
+        return;
+    };
+    let ns = &lab.server;
+    let up = Lab::in_ns(ns, "ip")
+        .args(["link", "set", "lo", "up"])
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "lo up: {}", stderr(&up));
+    let mut serve = Lab::in_ns(ns, SONDE);
+    serve.args(["serve", "--bind", "::1", "--port", "0"]);
+    let agent = Agent::start(serve);
+    let v6 = ["meta", "l4proto", "udp", "ip6", "daddr", "::1"];
+    let every = |n: &'static str, set: &[&'static str]| {
+        let rule = [&["numgen", "inc", "mod", n, "==", "0", "counter"][..], set].concat();
+        [&v6[..], &rule[..]].concat()
+    };
+    plant(ns, "mk6all", "input", &[&v6[..], &["counter"]].concat());
+    plant(
+        ns,
+        "mk6ce",
+        "input",
+        &every("5", &["ip6", "ecn", "set", "ce"]),
+    );
+    plant(
+        ns,
+        "mk6remark",
+        "input",
+        &every("4", &["ip6", "dscp", "set", "af11"]),
+    );
+    let port = agent.port.to_string();
+    let mut cmd = Lab::in_ns(ns, SONDE);
+    cmd.args(["ping", "::1", "--port", &port, "-t", "1", "--warmup", "0"])
+        .args(["--udp", "--rate", "300", "--dscp", "ef", "--ecn", "ect1"])
+        .args(["--json", "--no-save"]);
+    let doc = doc_of(&run(cmd));
+    let count = |t| nft_counted(ns, t, "packets");
+    let (all, ce, remarked) = (count("mk6all"), count("mk6ce"), count("mk6remark"));
+    eprintln!("IPv6: {all} datagrams, CE {ce}, AF11 {remarked}");
+    assert!(all > 200, "{all} datagrams");
+    let m = &doc["end"]["marks"];
+    let (f, r) = (&m["forward"], &m["reverse"]);
+    let both = |key: &str| u(&f[key]) + u(&r[key]);
+    assert_eq!(u(&f["packets"]), u(&r["packets"]), "{m}");
+    assert_eq!(both("packets"), all, "{m}");
+    assert_eq!(both("ce"), ce, "{m}");
+    assert_eq!(both("dscp_remarked"), remarked, "{m}");
+    assert_eq!(both("dscp_kept"), all - remarked, "{m}");
+    let pair = |way: &Value, d, e| moved(way, (46, "ect1"), (d, e));
+    assert_eq!(
+        pair(f, 46, "ect1")
+            + pair(r, 46, "ect1")
+            + pair(f, 10, "ce")
+            + pair(r, 10, "ce")
+            + pair(f, 10, "ect1")
+            + pair(r, 10, "ect1")
+            + pair(f, 46, "ce")
+            + pair(r, 46, "ce"),
+        all,
+        "{m}"
+    );
+}
+
 /// Sums `key` of every connection's ECN over the intervals of one side.
 fn tcp_ecn_sum(doc: &Value, side: &str, key: &str) -> Option<u64> {
     let mut sum = None;

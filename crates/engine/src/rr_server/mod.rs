@@ -400,11 +400,7 @@ type Arrived = (usize, Option<u64>, Option<u8>, Option<SocketAddr>);
 
 /// One datagram: its length, its kernel stamp and TOS when `stamped` (read from its
 /// control messages, when the socket asked for them), and its sender.
-fn receive_udp(
-    fd: RawFd,
-    buf: &mut [u8],
-    stamped: bool,
-) -> io::Result<Arrived> {
+fn receive_udp(fd: RawFd, buf: &mut [u8], stamped: bool) -> io::Result<Arrived> {
     if !stamped {
         return wait::recv_from(fd, buf).map(|(n, from)| (n, None, None, from));
     }
