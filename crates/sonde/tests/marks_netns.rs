@@ -348,6 +348,18 @@ fn ping_and_rpc_over_udp_count_each_directions_marks_exactly() {
         assert_eq!((u(&r["ce"]), u(&r["ecn_changed"])), (0, 0), "{kind}: {r}");
         assert_eq!(moved(r, (46, "ect0"), (0, "ect0")), bleached, "{kind}: {r}");
     }
+    // io_uring's workers do not read the TOS: no marks rather than zeros, and a note.
+    let args = [
+        "-t", "0.5", "--warmup", "0", "--dscp", "ef", "--udp", "--engine", "uring",
+    ];
+    let doc = doc_of(&run(lab.sonde(
+        &agent,
+        "rpc",
+        &[&args[..], &["--json", "--no-save"]].concat(),
+    )));
+    assert!(doc["end"].get("marks").is_none(), "{}", doc["end"]);
+    let text = doc.to_string();
+    assert!(text.contains("not read by the uring engine"), "{text}");
 }
 
 /// IPv6 (IPV6_TCLASS set, IPV6_RECVTCLASS read), on ::1 in one namespace of the lab's

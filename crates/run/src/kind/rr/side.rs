@@ -241,6 +241,13 @@ impl Side for RrSide {
             SideEngine::Client(c) => c.arrived_tos(),
             SideEngine::Server(s) => s.arrived_tos(),
         };
+        let udp = self.spec.transport == sonde_results::Transport::Udp;
+        if udp && self.spec.execution.marks.data_tos().is_some() && arrived.is_none() {
+            notes.push(format!(
+                "the marks that arrived are not read by the {} engine's workers (--engine kernel reads them)",
+                self.engine().name()
+            ));
+        }
         let marks = self
             .spec
             .execution
