@@ -480,6 +480,12 @@ fn a_changing_list_a_vanishing_peer_and_a_restarted_agent_leave_no_stale_series(
 /// 100 ms each. Yet every round trip is the path's, a few hundred microseconds here: an
 /// answer is timed by its kernel receive stamp, and the reflector's hold (its receive
 /// stamp to its send) is taken out.
+///
+/// Asserted against the cause, not the path's figure: every round trip at most 25 ms, a
+/// quarter of the 100 ms wake-up period (a bucket bound). Timed at the agents' wake-ups,
+/// a round trip would wait a share of that period, over a quarter of it three times in
+/// four, and all of five answers under it about once in a thousand runs; a busy machine
+/// (a load of 17) took veth round trips past 2.5 ms, the bound this asserted before.
 #[test]
 fn agents_reading_on_their_grid_time_each_round_trip_by_the_packets_arrival() {
     if !need_tools(&["python3"]) {
@@ -512,8 +518,8 @@ fn agents_reading_on_their_grid_time_each_round_trip_by_the_packets_arrival() {
         let peer = lab.host_addr(k);
         let all = series(&text, count, &peer, "").unwrap();
         let bucket = "sonde_mesh_rtt_seconds_bucket";
-        let fast = series(&text, bucket, &peer, "le=\"0.0025\"").unwrap();
-        assert_eq!(fast, all, "{peer}: round trips over 2.5 ms: {text}");
+        let fast = series(&text, bucket, &peer, "le=\"0.025\"").unwrap();
+        assert_eq!(fast, all, "{peer}: round trips over 25 ms: {text}");
     }
 }
 

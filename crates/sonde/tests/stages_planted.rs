@@ -49,6 +49,12 @@ fn log(what: &str, before: &Value, after: &Value) {
 /// took the P99 down in some runs. The
 /// client's stages, on the other CPU, hold. The echo's turnaround, a fraction of a
 /// microsecond, is rarely cut by a spin: it barely moves and is not asserted.
+///
+/// Three calm and three hogged runs of 0.5 s, alternating, and each figure the median of
+/// its three: one pair of runs failed at a load of 17, where the machine's other work
+/// moves one run's stages as much as the hog does. Margins, one-sided: the hogged
+/// median P90 above the calm one by 60 us (half the smallest rise seen); the client's
+/// stages' medians at most doubled plus 5 us.
 #[test]
 fn a_hog_on_the_echos_cpu_grows_the_echos_wake_up_only() {
     let Some(lab) = Lab::new() else { return };
@@ -56,32 +62,47 @@ fn a_hog_on_the_echos_cpu_grows_the_echos_wake_up_only() {
         return;
     }
     let agent = lab.start_agent();
-    let calm = staged(&lab, &agent, &[]);
     let spin = Duration::from_micros(100);
-    let hog = FifoHog::start(1, spin, spin);
-    if !skip_unless("root, for a SCHED_FIFO hog", hog.as_ref().err().cloned()) {
-        return;
+    let (mut calm, mut hogged) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        calm.push(staged_for(&lab, &agent, "0.5", &[]));
+        let hog = FifoHog::start(1, spin, spin);
+        if !skip_unless("root, for a SCHED_FIFO hog", hog.as_ref().err().cloned()) {
+            return;
+        }
+        hogged.push(staged_for(&lab, &agent, "0.5", &[]));
+        drop(hog);
     }
-    let hogged = staged(&lab, &agent, &[]);
-    drop(hog);
-    log("hog on the echo's CPU", &calm, &hogged);
+    for (c, h) in calm.iter().zip(&hogged) {
+        log("hog on the echo's CPU", c, h);
+    }
+    let med = |docs: &[Value], name: &str, q: &str| {
+        let mut v: Vec<f64> = docs.iter().map(|d| stage(d, name, q)).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     for q in ["mean", "p50", "p90"] {
         eprintln!(
-            "  server_wake {q}: {:.1} -> {:.1} us",
-            stage(&calm, "server_wake", q) / 1e3,
-            stage(&hogged, "server_wake", q) / 1e3
+            "  server_wake {q} (median of 3): {:.1} -> {:.1} us",
+            med(&calm, "server_wake", q) / 1e3,
+            med(&hogged, "server_wake", q) / 1e3
         );
     }
     let (b, a) = (
-        stage(&calm, "server_wake", "p90"),
-        stage(&hogged, "server_wake", "p90"),
+        med(&calm, "server_wake", "p90"),
+        med(&hogged, "server_wake", "p90"),
     );
     assert!(
         a > b + 60_000.0,
-        "server wake-up P90 {b:.0} -> {a:.0} ns\n{}",
-        show(&hogged)
+        "server wake-up P90 (median of 3) {b:.0} -> {a:.0} ns"
     );
-    held(&["client_send", "client_qdisc"], &calm, &hogged, 5_000.0);
+    for name in ["client_send", "client_qdisc"] {
+        let (b, a) = (med(&calm, name, "p50"), med(&hogged, name, "p50"));
+        assert!(
+            a < 2.0 * b + 5_000.0,
+            "{name} moved: P50 (median of 3) {b:.0} -> {a:.0} ns"
+        );
+    }
 }
 
 /// A bulk TCP flow through the client's egress, shaped by tbf to 50 Mbit/s with room for
