@@ -341,6 +341,12 @@ impl Lab {
     pub fn server_cmd(&self, program: &str, args: &[&str]) -> String {
         Lab::in_ns_ok(&self.server, program, args)
     }
+
+    /// The agent's interface's own count of packets received.
+    pub fn server_rx_packets(&self) -> u64 {
+        let path = format!("/sys/class/net/{}/statistics/rx_packets", self.server_if);
+        self.server_cmd("cat", &[&path]).trim().parse().unwrap()
+    }
 }
 
 /// A running agent process; killed on drop.
