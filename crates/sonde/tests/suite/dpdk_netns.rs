@@ -106,12 +106,18 @@ fn pps_over_dpdk_counts_both_sides_and_agrees_with_the_veth() {
         "{p}"
     );
     // The veth also carried the control connection and ARP, and net_af_packet also sees
-    // the kernel's own packets leaving the veth: a few hundred either way.
-    let received = p["receiver"]["port"]["packets"].as_u64().unwrap();
-    eprintln!("testpmd received {received}; the veth received {rx_delta}");
+    // the kernel's own packets leaving the veth: a few hundred either way. The port's
+    // count is what reached it: the packets it took, and those it dropped for want of a
+    // descriptor or an mbuf (on a busy machine, 6.9 k of 266 k in one CI run at a load
+    // of 16, when testpmd's core was taken from it). Margin: 1 % of the veth's.
+    let port = &p["receiver"]["port"];
+    let count = |k: &str| port[k].as_u64().unwrap_or(0);
+    let received = count("packets");
+    let reached = received + count("missed") + count("no_mbuf");
+    eprintln!("testpmd received {received}, reached {reached}; the veth received {rx_delta}");
     assert!(
-        received.abs_diff(rx_delta) as f64 <= rx_delta as f64 * 0.01,
-        "testpmd {received} against the veth's {rx_delta}"
+        reached.abs_diff(rx_delta) as f64 <= rx_delta as f64 * 0.01,
+        "testpmd {reached} ({received} received) against the veth's {rx_delta}: {port}"
     );
     let intervals = doc["intervals"].as_array().unwrap();
     assert!(intervals.len() >= 3, "{intervals:?}");
