@@ -4,7 +4,7 @@
 //! control (CS6, CS7: the class routers keep for their routing protocols) at
 //! `--max-bitrate`. The agent refuses those classes unless `serve --allow-dscp` lists them.
 
-mod common;
+use crate::common;
 
 use common::stamp_lab::plant;
 use common::*;
