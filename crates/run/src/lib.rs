@@ -34,6 +34,7 @@ pub mod service;
 pub mod side;
 pub mod signals;
 pub mod stamp;
+pub mod stored;
 pub mod suite;
 pub mod tune;
 pub mod watch;

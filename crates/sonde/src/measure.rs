@@ -3,10 +3,8 @@
 //! output and the report crate as its look, then print and write the documents.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use sonde_probe::tune::Goal;
 use sonde_results::{Document, SpecError};
 use sonde_run::measure::{Live, Measured, Measurement, Output, Plan};
@@ -181,10 +179,4 @@ fn emit(
     })
 }
 
-/// Writes to a temporary file beside `path`, then renames: a reader never sees half a file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}
+pub use sonde_run::stored::write_atomically;
