@@ -21,7 +21,6 @@ pub use load::LoadArgs;
 pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs};
 pub use serve::ServeArgs;
-pub use sonde_run::key::load_key;
 pub use stamp::StampArgs;
 pub use stream::StreamArgs;
 pub use watch::WatchArgs;
