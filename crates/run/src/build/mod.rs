@@ -12,3 +12,7 @@ pub fn checked(mut spec: TestSpec) -> Result<TestSpec, SpecError> {
     crate::kind::check_engine(&spec)?;
     Ok(spec)
 }
+
+pub mod load;
+pub mod pps;
+pub mod rr;
