@@ -16,3 +16,4 @@ pub fn checked(mut spec: TestSpec) -> Result<TestSpec, SpecError> {
 pub mod load;
 pub mod pps;
 pub mod rr;
+pub mod stamp;
