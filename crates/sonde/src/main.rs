@@ -79,11 +79,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stamp(a) => measure::stamp(&a, command_line, &interrupt),
         Command::Rpm(a) => rpm::rpm(&a, command_line),
         Command::Ping(a) if a.cstate_sweep => cstate_sweep_command(&a, command_line, &interrupt),
-        cmd @ (Command::Stream(_)
-        | Command::Ping(_)
-        | Command::Rpc(_)
-        | Command::Pps(_)
-        | Command::Load(_)) => test_command(&cmd, command_line, &interrupt),
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => stored::results_command(a),
@@ -95,6 +90,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
         Command::Host(a) => host_command(&a),
         Command::Clock(a) => clock_command(&a),
+        // Every test command (stream, ping, rpc, pps, load): `Command::test` lists them.
+        cmd => test_command(&cmd, command_line, &interrupt),
     }
 }
 
@@ -104,8 +101,7 @@ fn test_command(
     command_line: String,
     interrupt: &Interrupt,
 ) -> anyhow::Result<ExitCode> {
-    let plan = cmd.plan().expect("a test command has a plan");
-    let (t, o) = cmd.target_output().expect("a test command has a target");
+    let (plan, t, o) = cmd.test().expect("every other command has its own line");
     measure::test_command(plan, t, o, command_line, interrupt)
 }
 

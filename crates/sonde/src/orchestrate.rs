@@ -31,11 +31,10 @@ fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Reque
     if let crate::cli::Command::Stamp(a) = &cli.command {
         return stamp_request(a, key);
     }
-    let plan = match cli.command.plan() {
-        Some(plan) => plan?,
+    let (plan, target, out) = match cli.command.test() {
+        Some((plan, target, out)) => (plan?, target, out),
         None => return Err(BuildError::Words(format!("'{}' is not a test", words[0]))),
     };
-    let (target, out) = cli.command.target_output().expect("a test has a target");
     let target = match key {
         Some(key) => target.with_key(Some(key.clone())),
         None => target.target().map_err(words_of)?,

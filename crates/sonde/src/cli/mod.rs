@@ -99,30 +99,37 @@ pub enum Command {
     Lab(LabArgs),
 }
 
+/// A test command as the pipeline runs it: what it measures (or what is wrong with its
+/// flags), its agent (or agents) and its output flags.
+pub type Test<'a> = (Result<Plan, SpecError>, &'a Target, &'a OutputArgs);
+
 impl Command {
-    /// What a test command measures, or what is wrong with its flags; `None` for other
-    /// commands (and `watch`, which is planned on this host: [`WatchArgs::plan`]).
-    pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
+    /// The test commands, the one list of them: `main`, suites, fleets and the lab run
+    /// whatever is here through the one pipeline. `None` for other commands (and `watch`,
+    /// `stamp`, `rpm`, which have their own).
+    pub fn test(&self) -> Option<Test<'_>> {
         Some(match self {
-            Command::Stream(a) => a.plan(),
-            Command::Ping(a) => a.specs().map(Plan::Tests),
-            Command::Rpc(a) => a.specs().map(Plan::Tests),
-            Command::Pps(a) => a.plan(),
-            Command::Load(a) => a.spec().map(Plan::Load),
+            Command::Stream(a) => (a.plan(), &a.target, &a.output),
+            Command::Ping(a) => (
+                a.specs().map(Plan::Tests),
+                &a.common.target,
+                &a.common.output,
+            ),
+            Command::Rpc(a) => (
+                a.specs().map(Plan::Tests),
+                &a.common.target,
+                &a.common.output,
+            ),
+            Command::Pps(a) => (a.plan(), &a.target, &a.output),
+            Command::Load(a) => (a.spec().map(Plan::Load), &a.target, &a.output),
             _ => return None,
         })
     }
 
-    /// The agent (or agents) and output flags of a test command.
-    pub fn target_output(&self) -> Option<(&Target, &OutputArgs)> {
-        Some(match self {
-            Command::Stream(a) => (&a.target, &a.output),
-            Command::Ping(a) => (&a.common.target, &a.common.output),
-            Command::Rpc(a) => (&a.common.target, &a.common.output),
-            Command::Pps(a) => (&a.target, &a.output),
-            Command::Load(a) => (&a.target, &a.output),
-            _ => return None,
-        })
+    /// What a test command measures ([`Command::test`]).
+    #[cfg(test)]
+    pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
+        self.test().map(|(plan, ..)| plan)
     }
 }
 
