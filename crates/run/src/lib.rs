@@ -36,6 +36,7 @@ pub mod signals;
 pub mod stamp;
 pub mod stored;
 pub mod suite;
+pub mod terminal;
 pub mod tune;
 pub mod watch;
 
