@@ -31,6 +31,7 @@ pub mod random;
 pub mod report_look;
 pub mod schedule;
 pub mod search;
+pub mod serve;
 pub mod service;
 pub mod side;
 pub mod signals;
