@@ -17,3 +17,4 @@ pub mod load;
 pub mod pps;
 pub mod rr;
 pub mod stamp;
+pub mod watch;
