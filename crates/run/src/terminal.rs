@@ -1,6 +1,7 @@
 //! A test command's output on this terminal: its live lines or JSON events, its documents
 //! kept in the store, then its JSON written to `--output` and printed (`--json`) or its
-//! human text. The binary maps its flags to [`Shown`] and the result to an exit code.
+//! human text; and a suite's progress bar ([`SuiteBar`]). The binary maps its flags to
+//! [`Shown`] and the result to an exit code.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -152,4 +153,35 @@ pub fn emit(json_text: &str, human: Option<String>, shown: &Shown) -> Result<(),
     }
     std::io::stdout().flush()?;
     Ok(())
+}
+
+/// The suite's progress bar on stderr, drawn once the suite knows its items.
+#[derive(Default)]
+pub struct SuiteBar(std::cell::OnceCell<indicatif::ProgressBar>);
+
+impl crate::suite::Progress for SuiteBar {
+    fn begin(&self, items: usize) {
+        let bar = indicatif::ProgressBar::new(items as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs, ETA {eta} {msg}")
+                .expect("a valid template"),
+        );
+        let _ = self.0.set(bar);
+    }
+
+    fn item(&self, name: &str) {
+        let name = safe::line(name).into_owned();
+        self.0
+            .get()
+            .into_iter()
+            .for_each(|b| b.set_message(name.clone()));
+    }
+
+    fn done(&self) {
+        self.0.get().into_iter().for_each(|b| b.inc(1));
+    }
+
+    fn end(&self) {
+        self.0.get().into_iter().for_each(|b| b.finish_and_clear());
+    }
 }

@@ -11,6 +11,7 @@ use sonde_run::item::Request;
 use sonde_run::matrix::BuildError;
 use sonde_run::signals::Interrupt;
 use sonde_run::suite::{self, Ending, SuiteParams};
+use sonde_run::terminal::SuiteBar;
 
 use crate::cli::{Cli, FleetArgs, SuiteArgs};
 
@@ -65,37 +66,6 @@ fn words_of(e: anyhow::Error) -> BuildError {
     BuildError::Words(crate::errors::one_line(&e))
 }
 
-/// The suite's progress bar on stderr, drawn once the suite knows its items.
-#[derive(Default)]
-struct Bar(std::cell::OnceCell<indicatif::ProgressBar>);
-
-impl sonde_run::suite::Progress for Bar {
-    fn begin(&self, items: usize) {
-        let bar = indicatif::ProgressBar::new(items as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs, ETA {eta} {msg}")
-                .expect("a valid template"),
-        );
-        let _ = self.0.set(bar);
-    }
-
-    fn item(&self, name: &str) {
-        let name = sonde_report::safe::line(name).into_owned();
-        self.0
-            .get()
-            .into_iter()
-            .for_each(|b| b.set_message(name.clone()));
-    }
-
-    fn done(&self) {
-        self.0.get().into_iter().for_each(|b| b.inc(1));
-    }
-
-    fn end(&self) {
-        self.0.get().into_iter().for_each(|b| b.finish_and_clear());
-    }
-}
-
 /// The exit code of a suite or fleet that ran.
 fn exit(ending: Ending) -> ExitCode {
     ExitCode::from(match ending {
@@ -112,7 +82,7 @@ pub fn suite(args: &SuiteArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
         db: args.db.as_deref(),
     };
     let say = |line: &str| outln!("{line}");
-    let ending = suite::run_file(&params, &build, &Bar::default(), &say, interrupt)?;
+    let ending = suite::run_file(&params, &build, &SuiteBar::default(), &say, interrupt)?;
     Ok(exit(ending))
 }
 

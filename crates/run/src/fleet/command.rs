@@ -134,3 +134,25 @@ pub fn run_file(
         _ => Ending::Failed,
     })
 }
+
+/// `--every`: a period of one second or more.
+pub fn parse_every(s: &str) -> Result<u64, String> {
+    let ms = sonde_results::spec::units::parse_period_ms(s)?;
+    if ms < 1000 {
+        return Err(format!("'{s}' is shorter than a second"));
+    }
+    Ok(ms)
+}
+
+/// `--max-load`: a percentage above 0 and at most 100, as a share.
+pub fn parse_max_load(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage (e.g. 25)"))?;
+    if !(v > 0.0 && v <= 100.0) {
+        return Err(format!("'{s}' is not above 0 and at most 100"));
+    }
+    Ok(v / 100.0)
+}

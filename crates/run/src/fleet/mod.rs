@@ -9,6 +9,6 @@ pub mod file;
 mod rounds;
 pub mod schedule;
 
-pub use command::{run_file, FleetParams, KeyedBuild};
+pub use command::{parse_every, parse_max_load, run_file, FleetParams, KeyedBuild};
 pub use every::{default_jitter, pass_line, run_every, Every, PassEnd};
 pub use rounds::{run, Hooks, PairItem, Tally};
