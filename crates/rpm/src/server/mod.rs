@@ -4,7 +4,9 @@
 //! connection is watched by its own deadlines, so that a slow or silent client holds a
 //! place for seconds, not for ever: the TLS handshake and the first request's headers
 //! within [`FIRST_REQUEST`] of the accept, no progress (no request, no byte either way)
-//! for [`STALLED`] closes it, and nothing lives past the operator's `max_duration`.
+//! for [`STALLED`] closes it, and nothing lives past the operator's `max_duration`. A TLS
+//! client that asks for HTTP/1.1 by ALPN (Cloudflare's mach times its idle round trips so)
+//! is served HTTP/1.1 under the same deadlines and budget.
 
 pub mod limits;
 mod routes;
@@ -13,14 +15,14 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hyper::server::conn::http2;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -235,13 +237,14 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, how: Admit,
     });
     let until = (accepted + FIRST_REQUEST).into();
     let ended = match &ctx.cfg.tls {
-        None => drive(stream, how, ctx, shared, accepted, life).await,
+        None => drive(stream, false, how, ctx, shared, accepted, life).await,
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
             match tokio::time::timeout_at(until, acceptor.accept(stream)).await {
                 Ok(Ok(mut s)) => {
                     s.get_mut().1.set_buffer_limit(Some(SEND_BUF_BYTES));
-                    drive(s, how, ctx, shared, accepted, life).await
+                    let h1 = s.get_ref().1.alpn_protocol() == Some(b"http/1.1");
+                    drive(s, h1, how, ctx, shared, accepted, life).await
                 }
                 Ok(Err(_)) => Ended::Closed,
                 Err(_) => Ended::Deadline,
@@ -272,10 +275,12 @@ enum Ended {
     OverBudget,
 }
 
-/// Serves HTTP/2 on `io` until the client closes, a deadline passes or the client goes
-/// over its request budget.
+/// Serves HTTP/2 (HTTP/1.1 when `h1`) on `io` until the client closes, a deadline passes
+/// or the client goes over its request budget.
+#[allow(clippy::too_many_arguments)]
 async fn drive<IO>(
     io: IO,
+    h1: bool,
     how: Admit,
     ctx: &Arc<Ctx>,
     shared: Arc<Shared>,
@@ -298,16 +303,26 @@ where
             })
         }
     });
-    let conn = http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .initial_stream_window_size(ctx.window)
-        .initial_connection_window_size(ctx.window)
-        .max_send_buf_size(SEND_BUF_BYTES)
-        .max_concurrent_streams(MAX_STREAMS)
-        .max_header_list_size(MAX_HEADER_BYTES)
-        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
-        .serve_connection(TokioIo::new(io), service);
-    let mut conn = pin!(conn);
+    let mut conn: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>> = match h1 {
+        true => Box::pin(
+            http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(FIRST_REQUEST)
+                .max_buf_size(MAX_HEADER_BYTES as usize)
+                .serve_connection(TokioIo::new(io), service),
+        ),
+        false => Box::pin(
+            http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .initial_stream_window_size(ctx.window)
+                .initial_connection_window_size(ctx.window)
+                .max_send_buf_size(SEND_BUF_BYTES)
+                .max_concurrent_streams(MAX_STREAMS)
+                .max_header_list_size(MAX_HEADER_BYTES)
+                .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+                .serve_connection(TokioIo::new(io), service),
+        ),
+    };
     let mut look = tokio::time::interval(LOOK_EVERY);
     let progress = || {
         requests.load(Ordering::Relaxed)
