@@ -1,8 +1,9 @@
 //! Cloudflare's `mach` (crates.io `cf-mach`, an implementation no one here wrote) measures
 //! `sonde serve --rpm` through the same bottleneck as `rpm_netns` (10 ms base, tbf at
-//! 20 Mbit/s with a 60 kB queue): it finishes and reports RPM; its idle latency is within
-//! 10 % of `sonde rpm`'s against the same endpoint, and its download throughput within 5 %
-//! of the shaper's payload rate.
+//! 20 Mbit/s with a 60 kB queue, both ways): it finishes and reports RPM; `sonde rpm`'s idle
+//! round trip against the same endpoint is no less than mach's and at most 25 % more (not
+//! the same quantity: see the assertion), and mach's download throughput is within 5 % of
+//! the shaper's payload rate.
 //!
 //! mach times its idle round trips as the TCP handshake of fresh HTTP/1.1 connections, the
 //! loaded ones as the median of its self probes; the RPMs are printed side by side, not
@@ -32,7 +33,7 @@ fn f(v: &Value) -> f64 {
 
 #[test]
 #[ignore = "needs Cloudflare's mach: scripts/bench-rpm-mach.sh installs it and runs this"]
-fn mach_measures_sonde_serve_rpm_and_agrees_on_idle_latency_and_throughput() {
+fn mach_measures_sonde_serve_rpm_its_idle_round_trip_and_throughput_agree() {
     let mach = std::env::var("SONDE_MACH").unwrap_or_else(|_| "mach".into());
     let Some(lab) = Lab::routed(&["tc", &mach]) else {
         return;
@@ -122,8 +123,17 @@ fn mach_measures_sonde_serve_rpm_and_agrees_on_idle_latency_and_throughput() {
         f(&r["idle"]["trimmed_mean_ms"]),
     );
     eprintln!("idle: mach {their_idle:.2} ms, sonde rpm {our_idle:.2} ms");
+    // Not one quantity: mach's is a fresh connection's TCP handshake (the kernels' round
+    // trip), ours a 1-byte GET on an open HTTP/2 connection, which adds TLS and both HTTP
+    // stacks of debug builds: 0.9 and 1.4 ms more in two runs (8.5 and 14 %). So, one-sided:
+    // ours is no less than mach's and at most 25 % more; mach's is the line's 10 ms and
+    // at most a millisecond of the path's own.
     assert!(
-        (their_idle / our_idle - 1.0).abs() < 0.10,
+        (10.0..11.0).contains(&their_idle),
+        "mach's idle {their_idle} ms on a 10 ms path"
+    );
+    assert!(
+        our_idle >= their_idle && our_idle < 1.25 * their_idle,
         "{their_idle} vs {our_idle}"
     );
     assert!(f(&theirs["download"]["rpm"]) > 0.0 && f(&theirs["upload"]["rpm"]) > 0.0);
