@@ -35,11 +35,12 @@ fn ctrl_c_during_sonde_rpm_keeps_what_was_measured_marked_partial() {
     let _serial = Serial::take();
     let ep = Endpoint::start(None, "127.0.0.1", &["--rpm-h2c"]);
     let db = scratch_db().with_file_name("rpm-signals.db");
-    // A stage of 30 s: only the signal ends it in time.
+    // A stage of at most 30 s that cannot settle before 64 intervals (12.8 s; on a quiet
+    // machine MAD 4 settled loopback's within 2.5 s): only the signal ends it in time.
     let mut child = sonde_cmd()
         .env("SONDE_DB", &db)
         .args(["rpm", &ep.base, "--download-only", "--json"])
-        .args(["--interval", "200ms", "--stage-limit", "30"])
+        .args(["--interval", "200ms", "--stage-limit", "30", "--mad", "64"])
         .args(["--max-connections", "2", "--max-probes", "20"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
