@@ -77,7 +77,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => daemon::serve(&a, command_line, &interrupt),
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
         Command::Stamp(a) => measure::stamp(&a, command_line, &interrupt),
-        Command::Rpm(a) => rpm::rpm(&a, command_line),
+        Command::Rpm(a) => rpm::rpm(&a, command_line, &interrupt),
         Command::Test(TestCommand::Ping(a)) if a.cstate_sweep => {
             cstate_sweep_command(&a, command_line, &interrupt)
         }
