@@ -18,27 +18,41 @@ pub enum StagesChoice {
     Every(u32),
 }
 
+/// A `--stages` value that names no choice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not sampled, all, off or a number N >= 1 (one message in N)")]
+pub struct NotStages(pub String);
+
+/// A `--server-stall` value that is not AFTER_MS:STALL_MS.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StallError {
+    #[error("expected AFTER_MS:STALL_MS")]
+    Shape,
+    #[error("AFTER_MS is not a number")]
+    After,
+    #[error("STALL_MS is not a number")]
+    Stall,
+}
+
 /// `--stages`' value.
-pub fn parse_stages(s: &str) -> Result<StagesChoice, String> {
+pub fn parse_stages(s: &str) -> Result<StagesChoice, NotStages> {
     match s {
         "sampled" | "on" => Ok(StagesChoice::Sampled),
         "all" => Ok(StagesChoice::All),
         "off" => Ok(StagesChoice::Off),
         n => match n.parse::<u32>() {
             Ok(n) if n >= 1 => Ok(StagesChoice::Every(n)),
-            _ => Err(format!(
-                "'{n}' is not sampled, all, off or a number N >= 1 (one message in N)"
-            )),
+            _ => Err(NotStages(n.to_string())),
         },
     }
 }
 
 /// `--server-stall`'s value, AFTER_MS:STALL_MS.
-pub fn parse_stall(s: &str) -> Result<Stall, String> {
-    let (a, b) = s.split_once(':').ok_or("expected AFTER_MS:STALL_MS")?;
+pub fn parse_stall(s: &str) -> Result<Stall, StallError> {
+    let (a, b) = s.split_once(':').ok_or(StallError::Shape)?;
     Ok(Stall {
-        after_ms: a.parse().map_err(|_| "AFTER_MS is not a number")?,
-        stall_ms: b.parse().map_err(|_| "STALL_MS is not a number")?,
+        after_ms: a.parse().map_err(|_| StallError::After)?,
+        stall_ms: b.parse().map_err(|_| StallError::Stall)?,
     })
 }
 

@@ -135,24 +135,37 @@ pub fn run_file(
     })
 }
 
+/// A `--every` or `--max-load` value the fleet does not take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FleetFlagError {
+    #[error(transparent)]
+    Period(#[from] sonde_results::spec::units::UnitError),
+    #[error("'{0}' is shorter than a second")]
+    UnderASecond(String),
+    #[error("'{0}' is not a percentage (e.g. 25)")]
+    NotPercent(String),
+    #[error("'{0}' is not above 0 and at most 100")]
+    LoadRange(String),
+}
+
 /// `--every`: a period of one second or more.
-pub fn parse_every(s: &str) -> Result<u64, String> {
-    let ms = sonde_results::spec::units::parse_period_ms(s).map_err(|e| e.to_string())?;
+pub fn parse_every(s: &str) -> Result<u64, FleetFlagError> {
+    let ms = sonde_results::spec::units::parse_period_ms(s)?;
     if ms < 1000 {
-        return Err(format!("'{s}' is shorter than a second"));
+        return Err(FleetFlagError::UnderASecond(s.to_string()));
     }
     Ok(ms)
 }
 
 /// `--max-load`: a percentage above 0 and at most 100, as a share.
-pub fn parse_max_load(s: &str) -> Result<f64, String> {
+pub fn parse_max_load(s: &str) -> Result<f64, FleetFlagError> {
     let v: f64 = s
         .trim()
         .trim_end_matches('%')
         .parse()
-        .map_err(|_| format!("'{s}' is not a percentage (e.g. 25)"))?;
+        .map_err(|_| FleetFlagError::NotPercent(s.to_string()))?;
     if !(v > 0.0 && v <= 100.0) {
-        return Err(format!("'{s}' is not above 0 and at most 100"));
+        return Err(FleetFlagError::LoadRange(s.to_string()));
     }
     Ok(v / 100.0)
 }
