@@ -40,11 +40,14 @@ fn metrics_are_served_and_nothing_else() {
     silent
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    assert_eq!(
-        silent.read(&mut [0u8; 16]).unwrap(),
-        0,
-        "closed by the server"
-    );
+    // Another test of this crate may signal the process: a read it interrupts goes on.
+    let read = loop {
+        match silent.read(&mut [0u8; 16]) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => break r.unwrap(),
+        }
+    };
+    assert_eq!(read, 0, "closed by the server");
     let held = began.elapsed();
     assert!(
         held >= REQUEST_DEADLINE - Duration::from_millis(100)
