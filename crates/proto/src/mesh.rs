@@ -13,6 +13,7 @@
 //! another reflector does not check there either, so it can neither take that reflector's
 //! answers from its sender nor move the window of its sender's session there.
 
+pub mod marks;
 pub mod peers;
 pub mod prober;
 #[cfg(test)]
@@ -64,14 +65,7 @@ pub fn put_labels_request(
     key: Option<&StampKey>,
     seq: u32,
 ) -> Result<usize, crate::stamp::StampError> {
-    tlv::put(area, TYPE_LABELS, LABELS_ROOM)?;
-    let mut at = tlv::HEADER_BYTES + LABELS_ROOM;
-    tlv::put(&mut area[at..], tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES)?;
-    at += tlv::HEADER_BYTES + tlv::BOOT_ID_BYTES;
-    match key {
-        Some(k) => tlv::put_hmac(area, at, k, seq),
-        None => Ok(at),
-    }
+    marks::put_request(area, key, seq, None, true)
 }
 
 /// A reflector's pass after `stamp::reflect`: fills each Labels TLV of its answer's

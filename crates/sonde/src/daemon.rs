@@ -38,7 +38,13 @@ pub fn serve(
         errln!("sonde iperf3 server listening on {} ({words})", r.local);
         services.add(Box::new(r));
     }
-    if let Some(cfg) = a.mesh.config(a.bind, a.insecure_no_key, key, &labels)? {
+    if let Some(cfg) = a.mesh.config(
+        a.bind,
+        a.insecure_no_key,
+        key,
+        &labels,
+        config.limits.allowed_dscps,
+    )? {
         let m = mesh::start(cfg)?;
         errln!("sonde mesh reflecting on {}", m.reflector);
         let state = std::sync::Arc::clone(&m.state);

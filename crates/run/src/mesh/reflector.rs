@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::stamp::{
-    self, ErrorEstimate, Heard, Limits, Mode, Reflection, SessionId, Sessions, StampKey,
-    SyncSource, Timestamp, TimestampInfo, TimestampMethod,
+    self, DscpPolicy, ErrorEstimate, Heard, Limits, Mode, Reflection, SessionId, Sessions,
+    StampKey, SyncSource, Timestamp, TimestampInfo, TimestampMethod,
 };
 
 use super::keys::Keys;
@@ -49,6 +49,9 @@ pub struct Reflector {
     epoch: std::time::Instant,
     tokens: f64,
     refilled_ns: u64,
+    /// The DSCPs a probe's Class of Service TLV may have its answer sent with besides the
+    /// one it arrived with and CS0: this agent's own `--mesh-dscp`, no other.
+    dscp_policy: DscpPolicy,
     pub reflected: u64,
     pub refused: u64,
 }
@@ -62,6 +65,9 @@ pub struct Times {
     pub estimate: ErrorEstimate,
     /// The TTL (hop limit) the request came with, returned to its sender.
     pub ttl: u8,
+    /// The TOS byte the request came with, told in its Class of Service TLV; `None`: the
+    /// kernel did not say (the TLV is left unfilled, the answer unmarked).
+    pub tos: Option<u8>,
 }
 
 impl Reflector {
@@ -87,9 +93,15 @@ impl Reflector {
             epoch: std::time::Instant::now(),
             tokens: rate.burst,
             refilled_ns: 0,
+            dscp_policy: DscpPolicy::default(),
             reflected: 0,
             refused: 0,
         }
+    }
+
+    /// Lets answers take `policy`'s DSCPs at a probe's asking (besides the arrived one and CS0).
+    pub fn set_dscp_policy(&mut self, policy: DscpPolicy) {
+        self.dscp_policy = policy;
     }
 
     /// Forgets the routing lookups of its own addresses (the list is read again).
@@ -169,8 +181,8 @@ impl Reflector {
                 method_out: TimestampMethod::Software,
             },
             boot_id: self.boot_id,
-            tos: None,
-            dscp_policy: Default::default(),
+            tos: t.tos,
+            dscp_policy: self.dscp_policy,
         };
         // The answer under this agent's own key for the address it leaves from.
         let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));
@@ -239,6 +251,7 @@ mod tests {
             transmit: Timestamp(2),
             estimate: ErrorEstimate::unknown(TimeFormat::Ntp),
             ttl: 64,
+            tos: None,
         }
     }
 
