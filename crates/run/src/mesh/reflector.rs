@@ -468,4 +468,55 @@ mod tests {
             .count();
         assert_eq!(later, 10);
     }
+
+    /// A keyed peer's probe that arrived CS0 asking (in its Class of Service TLV) for CS7 or
+    /// EF on the answer: an unmarked mesh's reflector answers CS0 and says it refused (RPD
+    /// 1); a mesh marked EF grants EF (its own class), never CS7.
+    #[test]
+    fn a_probe_can_ask_only_for_the_mesh_class_on_its_answer() {
+        use sonde_proto::stamp::tlv;
+        let rate = Rate {
+            per_s: 1e6,
+            burst: 1e6,
+            per_source: 1_000,
+        };
+        let (a, _) = addrs();
+        let k = key_of(a);
+        let asking = |seq: u32, dscp: u8| {
+            let mut b = vec![0; AUTH_BASE_BYTES + 512];
+            let n = sonde_proto::mesh::marks::put_request(
+                &mut b[AUTH_BASE_BYTES..],
+                Some(&k),
+                seq,
+                Some(dscp << 2),
+                false,
+            )
+            .unwrap();
+            b.truncate(AUTH_BASE_BYTES + n);
+            let p = SenderPacket {
+                seq,
+                ssid: 1,
+                ..Default::default()
+            };
+            p.write(Mode::Authenticated(&k), &mut b).unwrap();
+            b
+        };
+        let answered = |r: &mut Reflector, seq, dscp| {
+            let mut out = [0u8; 512];
+            let t = Times {
+                tos: Some(0),
+                ..times(1)
+            };
+            let n = r.answer(a, &asking(seq, dscp), t, &mut out).unwrap();
+            let cos = tlv::class_of_service(&out[AUTH_BASE_BYTES..n]).unwrap();
+            (cos.dscp1, cos.rpd, cos.answer_tos() >> 2)
+        };
+        let mut plain = reflector(rate);
+        assert_eq!(answered(&mut plain, 1, 56), (56, 1, 0));
+        assert_eq!(answered(&mut plain, 2, 46), (46, 1, 0));
+        let mut ef = reflector(rate);
+        ef.set_dscp_policy(DscpPolicy::allowing([46]));
+        assert_eq!(answered(&mut ef, 1, 46), (46, 0, 46));
+        assert_eq!(answered(&mut ef, 2, 56), (56, 1, 0));
+    }
 }

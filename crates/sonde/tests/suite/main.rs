@@ -35,6 +35,7 @@ mod load_netns;
 mod marks_netns;
 mod mesh_deploy;
 mod mesh_icmp_netns;
+mod mesh_marks_netns;
 mod mesh_netns;
 mod monitor_netns;
 mod oneclock_netns;
