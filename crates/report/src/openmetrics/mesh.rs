@@ -2,7 +2,8 @@
 //! classic histogram (cumulative buckets, so that `rate()` and `histogram_quantile()`
 //! aggregate pairs by zone or rack), its probes sent, answered and lost each way, the last
 //! window's percentiles, the ICMP port and host unreachables its probes drew (an
-//! unanswering peer counting none stayed silent); for the agent, its peers and probe budget. Every peer series
+//! unanswering peer counting none stayed silent), and with marked probes each direction's
+//! marks and CE; for the agent, its peers and probe budget. Every peer series
 //! carries both ends' own labels (`source_zone`, `destination_rack`, ...). A peer no longer
 //! listed is not written: its series end with it.
 
