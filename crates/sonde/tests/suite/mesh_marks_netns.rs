@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::mesh_lab::{series, wait_until, MeshLab, STAMP_PORT};
 use common::stamp_lab::plant;
-use common::{need_tools, nft_counted, temp_file};
+use common::{need_tools, nft_counted, run, stderr, temp_file};
 
 /// Stops every probe at the router, before the marking rules see it (priority -10): from
 /// then the counters hold, and every probe they counted is answered.
@@ -149,4 +149,28 @@ fn a_pair_that_bleaches_ef_one_way_shows_per_direction_in_the_metrics_exactly_as
     eprintln!(
         "mesh marks: {bleached_probes} probes and {bleached_answers} answers bleached, {ce} CE, each exact per direction"
     );
+}
+
+/// `--mesh-dscp` in network control (CS6, CS7) is refused at start, exit 1, naming the flag
+/// and `--allow-dscp`, before any socket: the agent never sends one such probe.
+#[test]
+fn a_mesh_marked_network_control_is_refused_at_start_naming_the_flags() {
+    let list = temp_file("mesh-marks-cs6");
+    std::fs::write(&list, "198.18.0.2\n").unwrap();
+    for class in ["cs6", "CS7"] {
+        let o = run({
+            let mut c = common::sonde_cmd();
+            c.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+                .args(["--mesh", list.to_str().unwrap(), "--mesh-port", "0"])
+                .args(["--mesh-dscp", class]);
+            c
+        });
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(
+            e.contains("--mesh-dscp") && e.contains("--allow-dscp"),
+            "{e}"
+        );
+    }
+    let _ = std::fs::remove_file(&list);
 }
