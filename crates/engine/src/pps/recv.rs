@@ -14,6 +14,9 @@ use crate::nap::{self, Napper, Next};
 use crate::pool::{Placement, Pool, Stop};
 use crate::wait::Poll;
 
+/// Largest iperf3 datagram read whole: a UDP payload's most.
+pub const IPERF3_DATAGRAM_BYTES: usize = 65_535 - 8;
+
 /// Room for one IP_TOS or IPV6_TCLASS control message (and a second, for a dual-stack
 /// socket's IPv4 datagram).
 const TOS_CONTROL_BYTES: usize = 64;
@@ -146,7 +149,12 @@ fn recv_loop(shared: &RxShared, k: usize) -> Result<Vec<FlowRx>, String> {
     let p = &shared.plan;
     let fd: RawFd = shared.sockets[k].as_raw_fd();
     let batch = p.batch.max(1);
-    let mut vecs = Batch::new(batch, 2048, 0);
+    // iperf3's blocks go up to 64 KiB (its -l); ours fit a packet.
+    let len = match shared.wire {
+        Wire::Iperf3 { .. } => IPERF3_DATAGRAM_BYTES,
+        Wire::Sonde => 2048,
+    };
+    let mut vecs = Batch::new(batch, len, 0);
     // One control buffer per datagram when the TOS is read, its length reset per read.
     let mut control = vec![[0u64; TOS_CONTROL_BYTES / 8]; if p.read_tos { batch } else { 0 }];
     for (m, c) in vecs.msgs.iter_mut().zip(control.iter_mut()) {

@@ -3,7 +3,8 @@
 //! protocol is `sonde_proto::iperf3` (sans-IO); here are only the sockets around it
 //! ([`conn`]), the translation between iperf3's results and a side's result ([`figures`]),
 //! and the data plane, which is the stream kind's own workers over connections opened the
-//! iperf3 way. Either way the document is a normal stream document: our side's evidence as
+//! iperf3 way; over UDP (`sonde pps --iperf3`, `iperf3 -c -u`) the packet-rate kind's
+//! workers over iperf3's UDP streams ([`udp_plane`], [`udp_figures`]). Either way the document is a normal stream document: our side's evidence as
 //! for any run, the iperf3 end's figures as it reported them, absent where it reports none.
 
 pub mod client;
@@ -13,6 +14,10 @@ pub mod figures;
 pub mod queue;
 mod serve_one;
 pub mod server;
+mod udp_client;
+pub mod udp_figures;
+mod udp_plane;
+mod udp_serve;
 
 pub use client::{run, Iperf3RunError};
 pub use config::Iperf3Config;

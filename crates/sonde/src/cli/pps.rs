@@ -51,6 +51,11 @@ pub struct PpsArgs {
     pub search: SearchArgs,
     #[command(flatten)]
     pub dpdk: DpdkArgs,
+    /// HOST runs `iperf3 -s`, not `sonde serve`: its UDP test (-u), one iperf3 stream a
+    /// flow, --size less the headers its -l, --rate its -b (port 5201 unless -p names
+    /// another). Whole seconds.
+    #[arg(long, conflicts_with_all = ["from", "search"])]
+    pub iperf3: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -195,9 +200,10 @@ impl PpsArgs {
     /// One test, or with `--search` the zero-loss search made of such tests.
     pub fn plan(&self) -> Result<Plan, SpecError> {
         let spec = self.spec()?;
-        Ok(match self.search.search {
-            true => Plan::Search(spec, self.search.params()?),
-            false => Plan::Tests(vec![TestSpec::Pps(spec)]),
+        Ok(match (self.search.search, self.iperf3) {
+            (true, _) => Plan::Search(spec, self.search.params()?),
+            (false, true) => Plan::Iperf3(TestSpec::Pps(spec)),
+            (false, false) => Plan::Tests(vec![TestSpec::Pps(spec)]),
         })
     }
 
