@@ -127,6 +127,7 @@ pub fn run(
         .map_err(io("starting the workers"))?;
     Ok(s.finish(
         side,
+        Duration::ZERO,
         interrupt,
         live,
         |ours| figures::our_results(ours, &test),
@@ -194,11 +195,13 @@ impl<'r> Session<'r> {
         step.until(&mut self.client, interrupt, |e| *e == want)
     }
 
-    /// Runs the test on `side` to its end, exchanges the results (ours as `ours` puts
-    /// them, the far side as `far` reads theirs) and assembles the document.
+    /// Runs the test on `side` to its end (TEST_END `end_after` our senders stopped),
+    /// exchanges the results (ours as `ours` puts them, the far side as `far` reads
+    /// theirs) and assembles the document.
     pub fn finish(
         self,
         side: Box<dyn Side>,
+        end_after: Duration,
         interrupt: &Interrupt,
         live: &mut dyn FnMut(LiveInterval<'_>),
         ours: impl FnOnce(&SideResult) -> Results,
@@ -218,6 +221,7 @@ impl<'r> Session<'r> {
         };
         let mut run = Running {
             step,
+            end_after,
             client,
             side,
             intervals: Vec::new(),
@@ -343,6 +347,8 @@ impl Stepper<'_> {
 /// between samples.
 struct Running<'c, 'l> {
     step: Stepper<'c>,
+    /// How long after our senders stop TEST_END is said.
+    end_after: Duration,
     client: Client,
     side: Box<dyn Side>,
     intervals: Vec<IntervalSample>,
@@ -355,6 +361,7 @@ impl Running<'_, '_> {
     /// to be overdue).
     fn until_exchange(&mut self, interrupt: &Interrupt) -> Result<(), Iperf3RunError> {
         let mut ended = false;
+        let mut stopped: Option<Instant> = None;
         let mut exchange = false;
         loop {
             if interrupt.is_set() {
@@ -368,8 +375,13 @@ impl Running<'_, '_> {
                 });
                 self.intervals.push(s);
             }
-            if !ended && self.side.is_draining() {
+            if stopped.is_none() && self.side.is_draining() {
                 self.side.finish_senders();
+                stopped = Some(now);
+            }
+            // TEST_END once our last datagrams had time to arrive: a UDP server stops
+            // counting at TEST_END, and what it never read would read as lost.
+            if !ended && stopped.is_some_and(|t| now >= t + self.end_after) {
                 self.client.end(now).map_err(|e| self.step.perr(e))?;
                 ended = true;
             }

@@ -31,6 +31,10 @@ pub const STEP_WAIT: Duration = Duration::from_secs(10);
 /// silent client holds the one test slot meanwhile (iperf3's own server waits forever).
 pub const SERVE_WAIT: Duration = Duration::from_secs(3);
 
+/// Between a UDP sender's last datagram and TEST_END (its receiver stops counting at
+/// TEST_END): the datagrams still queued on the way are read meanwhile, not lost.
+pub const UDP_DRAIN: Duration = Duration::from_millis(100);
+
 /// A cookie of fresh randomness.
 pub(crate) fn cookie() -> sonde_proto::iperf3::Cookie {
     let mut r = [0u8; sonde_proto::iperf3::COOKIE_BYTES - 1];

@@ -103,6 +103,7 @@ pub fn run(
     let side = Box::new(PpsSide::client(spec, Box::new(tx), placement, probe));
     Ok(s.finish(
         side,
+        super::UDP_DRAIN,
         interrupt,
         live,
         |ours| udp_figures::our_results(ours, spec, &test, &[]),

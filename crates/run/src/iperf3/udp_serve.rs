@@ -272,6 +272,10 @@ pub(super) fn serve(
         stop,
     );
     side.finish_senders();
+    if !test.reverse {
+        // What the client sent before its TEST_END, still queued, is read, not lost.
+        std::thread::sleep(super::UDP_DRAIN);
+    }
     let ours = side.into_result(ran.is_err());
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
     let mine = udp_figures::our_results(&ours, &spec, &test, &seen);
