@@ -115,8 +115,12 @@ pub fn run(
     let mut conns = Vec::new();
     let mut notes = Vec::new();
     for _ in 0..test.connections() {
-        let (mut c, n) = sonde_engine::sockopt::connect(addr, &opts, CONNECT_TIMEOUT)
-            .map_err(io("data connection"))?;
+        // Within the setup's one wait: a server that lets each connection hang cannot
+        // hold us a connect timeout a stream.
+        let left = s.setup_until().saturating_duration_since(Instant::now());
+        let wait = CONNECT_TIMEOUT.min(left).max(Duration::from_millis(1));
+        let (mut c, n) =
+            sonde_engine::sockopt::connect(addr, &opts, wait).map_err(io("data connection"))?;
         c.write_all(&cookie.0).map_err(io("data connection"))?;
         notes = n;
         conns.push(c);
@@ -180,6 +184,11 @@ impl<'r> Session<'r> {
         };
         s.until(interrupt, ClientEvent::CreateStreams)?;
         Ok(s)
+    }
+
+    /// When the setup's one wait (cookie to TEST_RUNNING) ends.
+    pub fn setup_until(&self) -> Instant {
+        self.client.deadline().unwrap_or_else(Instant::now)
     }
 
     /// The data connections are made: waits for TEST_RUNNING.
@@ -253,6 +262,16 @@ impl<'r> Session<'r> {
             match step.exchange(&mut client, &ours(&mine)) {
                 Ok(r) => theirs = Some(r),
                 Err(e) => error = Some(e.to_string()),
+            }
+        }
+        // A figure of theirs that ours contradicts never reaches the document.
+        let packets = matches!(req.spec, TestSpec::Pps(_));
+        if let Some(r) = &theirs {
+            if let Err(why) = super::vouch::vouch(r, &super::vouch::ours_of(&mine), packets) {
+                error = Some(format!(
+                    "iperf3 server at {addr}: its results refused: {why}"
+                ));
+                theirs = None;
             }
         }
         let version = theirs.as_ref().and_then(Results::server_version);

@@ -18,6 +18,7 @@ mod udp_client;
 pub mod udp_figures;
 mod udp_plane;
 mod udp_serve;
+mod vouch;
 
 pub use client::{run, Iperf3RunError};
 pub use config::Iperf3Config;

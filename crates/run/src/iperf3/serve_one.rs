@@ -285,7 +285,11 @@ pub fn serve(
     let ours = side.into_result(ran.is_err());
     let mine = figures::our_results(&ours, &test);
     let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &mine)) {
-        Ok(r) => (Some(r), None),
+        // A figure of theirs that ours contradicts never reaches the document.
+        Ok(r) => match super::vouch::vouch(&r, &super::vouch::ours_of(&ours), false) {
+            Ok(()) => (Some(r), None),
+            Err(why) => (None, Some(format!("the client's results refused: {why}"))),
+        },
         Err(e) => (None, Some(e.to_string())),
     };
     let who = format!(

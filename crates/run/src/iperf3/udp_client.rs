@@ -9,7 +9,7 @@ use sonde_proto::iperf3::{Params, Protocol, Test};
 use sonde_results::{Document, Engine, PpsSpec, Role};
 
 use super::client::{Iperf3RunError, Session};
-use super::{udp_figures, udp_plane, STEP_WAIT};
+use super::{udp_figures, udp_plane};
 use crate::controller::{LiveInterval, TestRequest, SOFTWARE};
 use crate::kind::pps::PpsSide;
 use crate::signals::Interrupt;
@@ -84,7 +84,8 @@ pub fn run(
     let addr = s.addr;
     let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
     let tos = spec.execution.marks.data_tos();
-    let until = std::time::Instant::now() + STEP_WAIT;
+    // One deadline for every stream's handshake: the setup's own.
+    let until = s.setup_until();
     let sockets = (0..test.connections())
         .map(|_| udp_plane::connect(addr, tos, until))
         .collect::<Result<Vec<_>, _>>()

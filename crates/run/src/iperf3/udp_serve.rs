@@ -280,7 +280,11 @@ pub(super) fn serve(
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
     let mine = udp_figures::our_results(&ours, &spec, &test, &seen);
     let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &mine)) {
-        Ok(r) => (Some(r), None),
+        // A figure of theirs that ours contradicts never reaches the document.
+        Ok(r) => match super::vouch::vouch(&r, &super::vouch::ours_of(&ours), true) {
+            Ok(()) => (Some(r), None),
+            Err(why) => (None, Some(format!("the client's results refused: {why}"))),
+        },
         Err(e) => (None, Some(e.to_string())),
     };
     let who = format!(
