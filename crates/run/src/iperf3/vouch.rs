@@ -72,7 +72,7 @@ pub fn ours_of(side: &SideResult) -> Vec<(u32, Ours)> {
 pub fn vouch(r: &Results, ours: &[(u32, Ours)], packets: bool) -> Result<(), String> {
     let cpu = [r.cpu_util_total, r.cpu_util_user, r.cpu_util_system];
     if let Some(c) = cpu.iter().find(|c| !(0.0..=MAX_CPU_PERCENT).contains(*c)) {
-        return Err(format!("a CPU use of {c} %"));
+        return Err(format!("a CPU use of {c:e} %"));
     }
     let longest = f64::from(MAX_TIME_S + MAX_OMIT_S);
     for s in &r.streams {
