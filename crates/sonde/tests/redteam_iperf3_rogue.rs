@@ -297,8 +297,9 @@ fn many_addresses_of_one_network_cannot_starve_another_network() {
         panic!("iperf3 -c not served in {took:?} behind one network's crowd ({opened} connections)")
     });
     assert!(status.success(), "iperf3 -c: {status}");
-    // One of the crowd's turns (3 s) ahead of it at most, then its own 1 s test; a
-    // one-sided margin for a loaded machine (turns by address: 24 x 3 s ahead of it).
-    assert!(took < Duration::from_secs(10), "served after {took:?}");
+    // One of the crowd's turns (3 s) ahead of it at most, then its own 1 s test (3.7 s
+    // measured); a one-sided margin for a loaded machine. Turns and room by address: not
+    // served in 15 s; turns by address but room by network: 9.8 s.
+    assert!(took < Duration::from_secs(8), "served after {took:?}");
     eprintln!("served after {took:?}; the crowd opened {opened} connections");
 }
