@@ -303,3 +303,88 @@ fn many_addresses_of_one_network_cannot_starve_another_network() {
     assert!(took < Duration::from_secs(8), "served after {took:?}");
     eprintln!("served after {took:?}; the crowd opened {opened} connections");
 }
+
+/// Against `serve --iperf3`, a UDP test's data phase: a stranger's connect datagram (from
+/// 127.0.3.3, not the control connection's address) opens no stream and gets no reply; the
+/// client's own does; a client that then never opens its second stream is cut at the 3 s
+/// wait, and a real `iperf3 -c -u` is served afterwards.
+#[test]
+fn serve_iperf3_opens_udp_streams_only_for_the_client_and_in_time() {
+    if !need_tools(&["iperf3"]) {
+        return;
+    }
+    let _serial = Serial::take();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = sonde_cmd()
+        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .args(["--iperf3", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
+        let up = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("sonde iperf3 server listening"));
+        assert!(up, "serve --iperf3 did not listen");
+        std::thread::spawn(move || lines.for_each(drop));
+    }
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"abcdefghijklmnopqrstuvwxyz234567abcd\0")
+        .unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(b[0], 9, "PARAM_EXCHANGE");
+    send_frame(
+        &mut c,
+        r#"{"udp":true,"parallel":2,"time":1,"len":100,"bandwidth":80000}"#,
+    );
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(b[0], 10, "CREATE_STREAMS");
+    let asked = Instant::now();
+    let to = ("127.0.0.1", port);
+    let stranger = UdpSocket::bind("127.0.3.3:0").unwrap();
+    stranger.send_to(b"9876", to).unwrap();
+    stranger
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut r = [0u8; 16];
+    assert!(
+        stranger.recv_from(&mut r).is_err(),
+        "a stranger's datagram was answered"
+    );
+    let ours = UdpSocket::bind("127.0.0.1:0").unwrap();
+    ours.send_to(b"9876", to).unwrap();
+    ours.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let (n, _) = ours
+        .recv_from(&mut r)
+        .expect("the client's stream answered");
+    assert_eq!(&r[..n], b"6789");
+    // The second stream never comes: the control connection is closed at the 3 s wait.
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let cut = asked.elapsed();
+    eprintln!("cut after {cut:?}");
+    assert!(
+        cut >= Duration::from_millis(2900) && cut < Duration::from_millis(4500),
+        "{cut:?}"
+    );
+    let real = std::process::Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u", "-b", "1M"])
+        .args(["-t", "1", "-J"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(real.success(), "iperf3 -c -u after the attack: {real}");
+}
