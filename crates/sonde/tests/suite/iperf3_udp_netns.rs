@@ -5,7 +5,7 @@
 //! are known exactly: every loss figure (iperf3's own, ours, the document's) must equal
 //! the nftables counter. Per interval, our packet count is held to iperf3's own `-J`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

@@ -13,7 +13,7 @@
 //!   replaced when closed, must not starve a real `iperf3 -c` from 127.0.2.0/24. Before the
 //!   fix turns went by address: 24 never-served addresses queued first, 3 s each.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};

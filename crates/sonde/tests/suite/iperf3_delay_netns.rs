@@ -6,7 +6,7 @@
 //! other work keeps busy, the sender's CPU first and the network as runner-up), and the
 //! two far ends' throughputs agree (medians of alternating runs).
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Stdio};
 use std::time::Duration;
