@@ -34,7 +34,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Cli, Command, TestCommand};
 use errors::EXIT_USAGE;
 use sonde_probe::tune;
 use sonde_run::measure::{cstate_sweep, Plan};
@@ -77,8 +77,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => daemon::serve(&a, command_line, &interrupt),
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
         Command::Stamp(a) => measure::stamp(&a, command_line, &interrupt),
-        Command::Rpm(a) => rpm::rpm(&a, command_line),
-        Command::Ping(a) if a.cstate_sweep => cstate_sweep_command(&a, command_line, &interrupt),
+        Command::Rpm(a) => rpm::rpm(&a, command_line, &interrupt),
+        Command::Test(TestCommand::Ping(a)) if a.cstate_sweep => {
+            cstate_sweep_command(&a, command_line, &interrupt)
+        }
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => stored::results_command(a),
@@ -90,18 +92,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
         Command::Host(a) => host_command(&a),
         Command::Clock(a) => clock_command(&a),
-        // Every test command (stream, ping, rpc, pps, load): `Command::test` lists them.
-        cmd => test_command(&cmd, command_line, &interrupt),
+        Command::Test(t) => test_command(&t, command_line, &interrupt),
     }
 }
 
 /// A test command (stream, ping, rpc, pps, load): its plan through the one pipeline.
 fn test_command(
-    cmd: &Command,
+    cmd: &TestCommand,
     command_line: String,
     interrupt: &Interrupt,
 ) -> anyhow::Result<ExitCode> {
-    let (plan, t, o) = cmd.test().expect("every other command has its own line");
+    let (plan, t, o) = cmd.test();
     measure::test_command(plan, t, o, command_line, interrupt)
 }
 

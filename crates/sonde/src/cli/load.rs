@@ -110,13 +110,13 @@ impl LoadArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::{parsed, Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
     use sonde_results::{Engine, TestSpec};
 
     fn spec_of(line: &str) -> Result<LoadSpec, SpecError> {
-        let Command::Load(a) = parsed(line) else {
+        let Command::Test(TestCommand::Load(a)) = parsed(line) else {
             panic!("{line} is a load command")
         };
         a.spec()

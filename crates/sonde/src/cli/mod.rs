@@ -50,17 +50,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent: the far end of every test (up to --max-tests at once).
     Serve(ServeArgs),
-    /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
-    Stream(StreamArgs),
-    /// Round-trip latency, one message in flight (the sockperf ping-pong job).
-    Ping(PingArgs),
-    /// Request/response rate and latency, C connections × W in flight (msg_gen, neper tcp_rr).
-    Rpc(RpcArgs),
-    /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
-    Pps(PpsArgs),
-    /// Latency of a UDP and a TCP ping while a load runs each way: idle, upload, download,
-    /// both (flent RRUL, crusader).
-    Load(LoadArgs),
+    /// The test commands (stream, ping, rpc, pps, load), flattened: `sonde stream ...`.
+    #[command(flatten)]
+    Test(TestCommand),
     /// Run a command and sample the host evidence of a test around it (CPU per core,
     /// softirq, the interface's rates, drops and IRQs, TCP retransmits); its exit code is
     /// sonde's.
@@ -104,33 +96,57 @@ pub enum Command {
 /// flags), its agent (or agents) and its output flags.
 pub type Test<'a> = (Result<Plan, SpecError>, &'a Target, &'a OutputArgs);
 
+/// The test commands, the one list of them: `main`, suites, fleets and the lab run
+/// whatever is here through the one pipeline (`watch`, `stamp`, `rpm` have their own).
+#[derive(Subcommand, Debug)]
+pub enum TestCommand {
+    /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
+    Stream(StreamArgs),
+    /// Round-trip latency, one message in flight (the sockperf ping-pong job).
+    Ping(PingArgs),
+    /// Request/response rate and latency, C connections × W in flight (msg_gen, neper tcp_rr).
+    Rpc(RpcArgs),
+    /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
+    Pps(PpsArgs),
+    /// Latency of a UDP and a TCP ping while a load runs each way: idle, upload, download,
+    /// both (flent RRUL, crusader).
+    Load(LoadArgs),
+}
+
 impl Command {
-    /// The test commands, the one list of them: `main`, suites, fleets and the lab run
-    /// whatever is here through the one pipeline. `None` for other commands (and `watch`,
-    /// `stamp`, `rpm`, which have their own).
+    /// A test command's plan, agent and output; `None` for every other command.
     pub fn test(&self) -> Option<Test<'_>> {
-        Some(match self {
-            Command::Stream(a) => (a.plan(), &a.target, &a.output),
-            Command::Ping(a) => (
-                a.specs().map(Plan::Tests),
-                &a.common.target,
-                &a.common.output,
-            ),
-            Command::Rpc(a) => (
-                a.specs().map(Plan::Tests),
-                &a.common.target,
-                &a.common.output,
-            ),
-            Command::Pps(a) => (a.plan(), &a.target, &a.output),
-            Command::Load(a) => (a.spec().map(Plan::Load), &a.target, &a.output),
-            _ => return None,
-        })
+        match self {
+            Command::Test(t) => Some(t.test()),
+            _ => None,
+        }
     }
 
     /// What a test command measures ([`Command::test`]).
     #[cfg(test)]
     pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
         self.test().map(|(plan, ..)| plan)
+    }
+}
+
+impl TestCommand {
+    /// Its plan, agent and output: every test command runs through the one pipeline.
+    pub fn test(&self) -> Test<'_> {
+        match self {
+            TestCommand::Stream(a) => (a.plan(), &a.target, &a.output),
+            TestCommand::Ping(a) => (
+                a.specs().map(Plan::Tests),
+                &a.common.target,
+                &a.common.output,
+            ),
+            TestCommand::Rpc(a) => (
+                a.specs().map(Plan::Tests),
+                &a.common.target,
+                &a.common.output,
+            ),
+            TestCommand::Pps(a) => (a.plan(), &a.target, &a.output),
+            TestCommand::Load(a) => (a.spec().map(Plan::Load), &a.target, &a.output),
+        }
     }
 }
 

@@ -169,12 +169,12 @@ impl PpsArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Command};
+    use super::super::{parsed, Command, TestCommand};
     use super::*;
     use sonde_results::{PollMode, PpsSpec, Role};
 
     fn args_of(line: &str) -> PpsArgs {
-        let Command::Pps(a) = parsed(line) else {
+        let Command::Test(TestCommand::Pps(a)) = parsed(line) else {
             panic!("{line} is a pps command")
         };
         a

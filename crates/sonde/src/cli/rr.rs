@@ -159,7 +159,7 @@ impl RpcArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::{parsed, Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
     use sonde_results::{PollMode, RrSpec, Transport};
@@ -167,8 +167,8 @@ mod tests {
     /// The specs of a ping or rpc command line, or the flag refused.
     fn specs_of(line: &str) -> Result<Vec<RrSpec>, SpecError> {
         let specs = match parsed(line) {
-            Command::Ping(a) => a.specs(),
-            Command::Rpc(a) => a.specs(),
+            Command::Test(TestCommand::Ping(a)) => a.specs(),
+            Command::Test(TestCommand::Rpc(a)) => a.specs(),
             _ => panic!("{line} is ping or rpc"),
         };
         let rr = |s| match s {
