@@ -5,27 +5,6 @@
 //! A receiver counts lost, out-of-order and jitter exactly as iperf3's `iperf_udp_recv`
 //! does ([`Iperf3Rx`]), so an iperf3 peer reads our figures as its own.
 
-/// What the workers write at the start of each datagram and read back.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Wire {
-    /// Ours: cookie, flow, sequence from 0; flows share sockets.
-    #[default]
-    Sonde,
-    /// iperf3's: time, sequence from 1; each socket is one flow (one iperf3 stream).
-    Iperf3 { wide: bool },
-}
-
-impl Wire {
-    /// Bytes of the header (a payload must hold it).
-    pub fn header_bytes(self) -> usize {
-        match self {
-            Wire::Sonde => super::HEADER_BYTES,
-            Wire::Iperf3 { wide: true } => 16,
-            Wire::Iperf3 { wide: false } => 12,
-        }
-    }
-}
-
 /// CLOCK_MONOTONIC as iperf3 stamps it: (seconds, microseconds).
 #[inline]
 pub(crate) fn stamp_now() -> (u32, u32) {
@@ -161,7 +140,7 @@ mod tests {
     #[test]
     fn workers_speak_iperf3_over_loopback_a_socket_a_stream() {
         use crate::pool::Placement;
-        use crate::pps::{PpsReceiver, PpsSender, RxPlan, TxPlan};
+        use crate::pps::{PpsReceiver, PpsSender, RxPlan, TxPlan, Wire};
         use crate::wait::Poll;
         use std::net::UdpSocket;
         use std::time::{Duration, Instant};

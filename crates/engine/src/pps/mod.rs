@@ -14,7 +14,7 @@ pub mod iperf3;
 mod recv;
 mod send;
 
-pub use iperf3::{Iperf3Rx, Wire};
+pub use iperf3::Iperf3Rx;
 pub use recv::{PpsReceiver, RxPlan, IPERF3_DATAGRAM_BYTES};
 pub use send::{Blocked, PpsSender, TxPlan, MAX_GSO_SEGMENTS};
 
@@ -22,6 +22,27 @@ use crate::counters::Counters;
 
 /// Bytes of our header at the start of each UDP payload: cookie, flow, sequence.
 pub const HEADER_BYTES: usize = 16;
+
+/// What the workers write at the start of each datagram and read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Wire {
+    /// Ours: cookie, flow, sequence from 0; flows share sockets.
+    #[default]
+    Sonde,
+    /// iperf3's: time, sequence from 1; each socket is one flow (one iperf3 stream).
+    Iperf3 { wide: bool },
+}
+
+impl Wire {
+    /// Bytes of the header (a payload must hold it).
+    pub fn header_bytes(self) -> usize {
+        match self {
+            Wire::Sonde => HEADER_BYTES,
+            Wire::Iperf3 { wide: true } => 16,
+            Wire::Iperf3 { wide: false } => 12,
+        }
+    }
+}
 /// Ethernet (14) + IPv4 (20) + UDP (8): what a packet's wire size adds to its payload,
 /// counted as testpmd counts packet length (no preamble, no FCS).
 pub const WIRE_OVERHEAD_BYTES: usize = 42;

@@ -84,23 +84,13 @@ pub fn test_of(spec: &StreamSpec) -> Result<Test, Iperf3RunError> {
     Ok(t)
 }
 
-/// One test against the iperf3 server at `req.host:req.port`: a stream test over TCP, a
-/// packet-rate test over UDP ([`super::udp_client`]).
-pub fn run(
+/// A stream test over TCP against the iperf3 server at `req.host:req.port`.
+pub(super) fn run_stream(
     req: &TestRequest,
+    spec: &StreamSpec,
     interrupt: &Interrupt,
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, Iperf3RunError> {
-    let spec = match &req.spec {
-        TestSpec::Stream(spec) => spec,
-        TestSpec::Pps(spec) => return super::udp_client::run(req, spec, interrupt, live),
-        _ => {
-            return Err(Iperf3RunError::Spec {
-                flag: "--iperf3",
-                reason: "only stream (TCP) and pps (UDP) tests speak iperf3".into(),
-            })
-        }
-    };
     let test = test_of(spec)?;
     let mut s = Session::open(req, test.clone(), interrupt)?;
     let (addr, cookie) = (s.addr, s.cookie);

@@ -10,6 +10,7 @@
 pub mod client;
 mod config;
 mod conn;
+mod dial;
 pub mod figures;
 pub mod queue;
 mod serve_one;
@@ -20,8 +21,9 @@ mod udp_plane;
 mod udp_serve;
 mod vouch;
 
-pub use client::{run, Iperf3RunError};
+pub use client::Iperf3RunError;
 pub use config::Iperf3Config;
+pub use dial::run;
 pub use server::Iperf3Server;
 
 use std::time::Duration;

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::iperf3::server::refusal;
-use sonde_proto::iperf3::{
-    Cookie, Iperf3Error, Protocol, Results, Server, ServerEvent, Test, COOKIE_BYTES,
-};
+use sonde_proto::iperf3::{Cookie, Iperf3Error, Results, Server, ServerEvent, Test, COOKIE_BYTES};
 use sonde_results::document::Inputs;
 use sonde_results::spec::Timing;
 use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec};
@@ -192,14 +190,23 @@ fn data_connections(
     Ok(conns)
 }
 
-/// Serves the test whose control connection is `stream`; its document and a summary.
-pub fn serve(
+/// A control connection past its cookie and parameters: what the TCP and UDP tests
+/// serve from.
+pub(super) struct Opened {
+    pub ctl: Control,
+    pub srv: Server,
+    pub cookie: Cookie,
+    pub test: Test,
+    pub peer: SocketAddr,
+    pub started_at: String,
+}
+
+/// Reads the client's cookie and parameters from the control connection `stream`.
+pub(super) fn open(
     stream: TcpStream,
     peer: SocketAddr,
-    listener: &TcpListener,
-    cfg: &Iperf3Config,
     stop: &Interrupt,
-) -> Result<(Document, String), ServeError> {
+) -> Result<Opened, ServeError> {
     let started_at = now_rfc3339();
     let mut ctl = Control::new(stream).map_err(io("control connection"))?;
     let mut srv = Server::new(Instant::now(), SERVE_WAIT);
@@ -233,16 +240,32 @@ pub fn serve(
     let (Some(cookie), Some(test)) = (cookie, test) else {
         return Err(ServeError::Refused("no parameters".into()));
     };
-    if test.protocol == Protocol::Udp {
-        let opened = super::udp_serve::Opened {
-            ctl,
-            srv,
-            test,
-            peer,
-            started_at,
-        };
-        return super::udp_serve::serve(opened, listener, cfg, stop);
-    }
+    Ok(Opened {
+        ctl,
+        srv,
+        cookie,
+        test,
+        peer,
+        started_at,
+    })
+}
+
+/// Serves the TCP stream test of an opened control connection; its document and a
+/// summary.
+pub(super) fn serve_stream(
+    o: Opened,
+    listener: &TcpListener,
+    cfg: &Iperf3Config,
+    stop: &Interrupt,
+) -> Result<(Document, String), ServeError> {
+    let Opened {
+        mut ctl,
+        mut srv,
+        cookie,
+        test,
+        peer,
+        started_at,
+    } = o;
     let spec = spec_of(&test);
     if let Some((code, why)) = over_limits(&spec, &cfg.limits) {
         srv.refuse(code);

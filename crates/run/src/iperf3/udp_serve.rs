@@ -21,7 +21,7 @@ use sonde_results::{Document, PollMode, PpsSpec, Role, TestSpec};
 
 use super::config::Iperf3Config;
 use super::conn::Control;
-use super::serve_one::{exchange, io, run, turn, ServeError};
+use super::serve_one::{exchange, io, run, turn, Opened, ServeError};
 use super::udp_plane::{self, Rx, Seen, Tx};
 use super::{udp_figures, SERVE_WAIT, STEP_WAIT};
 use crate::controller::{now_rfc3339, SOFTWARE};
@@ -34,15 +34,6 @@ const DEFAULT_UDP_BLOCK_BYTES: u32 = 1460;
 /// Most packets a sender's call sends: about a millisecond of the test's rate, so that a
 /// slow test's datagrams are spaced as iperf3 spaces its own.
 const MAX_BATCH: f64 = 32.0;
-
-/// A UDP test's control connection once its parameters came.
-pub(super) struct Opened {
-    pub ctl: Control,
-    pub srv: Server,
-    pub test: Test,
-    pub peer: SocketAddr,
-    pub started_at: String,
-}
 
 /// The packet-rate spec this side runs for `t`: a flow per stream, the packet's size on
 /// the wire from iperf3's block, its per-stream rate summed.
@@ -211,6 +202,7 @@ pub(super) fn serve(
         test,
         peer,
         started_at,
+        ..
     } = o;
     let local = listener.local_addr().map_err(io("listener"))?;
     let spec = spec_of(&test, local.is_ipv6());
