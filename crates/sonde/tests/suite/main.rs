@@ -62,6 +62,7 @@ mod security_dataplane;
 mod security_dpdk;
 mod security_files;
 mod security_limits;
+mod security_marks;
 mod security_mesh;
 mod security_mesh_metrics;
 mod security_metrics;
