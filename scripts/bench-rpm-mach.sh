@@ -2,8 +2,9 @@
 # Interop with Cloudflare's mach (crates.io cf-mach 0.4), an implementation no one here wrote:
 # mach measures `sonde serve --rpm` through a shaped bottleneck in namespaces
 # (crates/sonde/tests/suite/rpm_mach.rs, ignored in the ordinary suite). mach builds BoringSSL,
-# so cmake, clang and Go come from Debian first; its install took 29 min of CPU on this
-# 2-core machine (BENCHMARKS.md), far past CI's minute, hence a bench script.
+# so cmake, clang and Go come from Debian first; its install took 38 min of wall (nice 19,
+# load 12-17) on this 2-core machine (BENCHMARKS.md), far past CI's budget, hence a bench
+# script and no CI step. A built one: SONDE_MACH_ROOT=DIR (DIR/bin/mach).
 #   bash scripts/bench-rpm-mach.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -215,6 +215,7 @@ const STAMP: Row = Row {
 /// Responsiveness against any test endpoint: no agent, no live line of its own.
 const RPM: Row = Row {
     listed: rpm::listed,
+    gauges: figures::rpm,
     ..Row::new(
         |spec, _, _| match spec {
             TestSpec::Rpm(r) => rpm::rpm_heading(r),

@@ -86,7 +86,8 @@ fn server_config(
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    // HTTP/2 first; HTTP/1.1 for clients that ask for it (mach's idle latency probe).
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(ServerTls {
         config: Arc::new(config),
         fingerprint,

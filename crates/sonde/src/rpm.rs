@@ -12,9 +12,10 @@ use sonde_results::spec::RpmSpec;
 use sonde_results::{Document, TestSpec};
 use sonde_rpm::server::{self, ServerConfig};
 use sonde_run::service::Threads;
+use sonde_run::signals::Interrupt;
 
 use crate::cli::rpm::{RpmArgs, RpmServeArgs};
-use crate::errors::Usage;
+use crate::errors::{Usage, EXIT_PARTIAL};
 
 /// Starts the RPM endpoint when `--rpm` asks for it; its line goes to stderr (stdout's
 /// first line is the agent's).
@@ -72,8 +73,9 @@ pub fn service(a: &RpmServeArgs) -> anyhow::Result<Option<Threads>> {
     Ok(Some(threads))
 }
 
-/// `sonde rpm URL`: the run as a document, stored, written and printed like every test's.
-pub fn rpm(a: &RpmArgs, command: String) -> anyhow::Result<ExitCode> {
+/// `sonde rpm URL`: the run as a document, stored, written and printed like every test's;
+/// cut by Ctrl-C, what was measured is kept, marked partial (exit [`EXIT_PARTIAL`]).
+pub fn rpm(a: &RpmArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let opts = a.options().map_err(|e| Usage::from(anyhow!(e)))?;
     let spec = RpmSpec::new(
         a.url.clone(),
@@ -84,7 +86,9 @@ pub fn rpm(a: &RpmArgs, command: String) -> anyhow::Result<ExitCode> {
     );
     spec.validate().map_err(|e| Usage::from(anyhow!(e)))?;
     let started_at = sonde_run::controller::now_rfc3339();
-    let end = sonde_rpm::client::run(&opts).map_err(|e| anyhow!("{}: {e}", a.url))?;
+    let ran = sonde_rpm::client::run(&opts, &|| interrupt.is_set())
+        .map_err(|e| anyhow!("{}: {e}", a.url))?;
+    let end = ran.end;
     let peer = peer_of(&end.small_download_url);
     let host = sonde_probe::hostwatch::describe(&HostProbe::for_peer(peer));
     let start = LocalStart {
@@ -95,7 +99,7 @@ pub fn rpm(a: &RpmArgs, command: String) -> anyhow::Result<ExitCode> {
         software: sonde_run::controller::SOFTWARE.into(),
     };
     let section = Section::Rpm { rpm: end };
-    let doc = Document::local(start, Vec::new(), End::new(false, None, section));
+    let doc = Document::local(start, Vec::new(), End::new(ran.partial, None, section));
     crate::measure::save_run(&a.output.store, &doc);
     let json = sonde_report::json(&doc);
     if let Some(path) = &a.output.output {
@@ -106,7 +110,10 @@ pub fn rpm(a: &RpmArgs, command: String) -> anyhow::Result<ExitCode> {
     } else {
         out!("{}", sonde_report::summary::rpm(&doc));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(match ran.partial {
+        true => ExitCode::from(EXIT_PARTIAL),
+        false => ExitCode::SUCCESS,
+    })
 }
 
 /// The address the probes went to (for the host's interface figures); loopback when the

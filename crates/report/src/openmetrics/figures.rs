@@ -17,6 +17,7 @@ pub(crate) enum Metric {
     RunTimestamp,
     Runs,
     LimitedBy,
+    Responsiveness,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +57,7 @@ impl Meta {
 }
 
 impl Metric {
-    pub(crate) const ALL: [Metric; 7] = [
+    pub(crate) const ALL: [Metric; 8] = [
         Metric::Throughput,
         Metric::Rtt,
         Metric::Loss,
@@ -64,12 +65,13 @@ impl Metric {
         Metric::RunTimestamp,
         Metric::Runs,
         Metric::LimitedBy,
+        Metric::Responsiveness,
     ];
 
     pub(crate) fn meta(self) -> Meta {
         let (stem, unit, kind, help) = match self {
             Metric::Throughput => ("sonde_throughput", Some("bits_per_second"), Kind::Gauge,
-                "Last run's throughput as the receiver counted it (stream, pps); direction forward: source to destination"),
+                "Last run's throughput as the receiver counted it (stream, pps; rpm: its goodput, forward the upload); direction forward: source to destination"),
             Metric::Rtt => ("sonde_rtt", Some("seconds"), Kind::Summary,
                 "Last run's round-trip time quantiles, measured by the source (ping, rpc)"),
             Metric::Loss => ("sonde_packet_loss", Some("ratio"), Kind::Gauge,
@@ -82,6 +84,8 @@ impl Metric {
                 "The pair's runs by status: ok, partial (cut short, stored), failed (nothing stored)"),
             Metric::LimitedBy => ("sonde_limited_by", None, Kind::Gauge,
                 "1 for the verdict of what limited the pair's last run (end.limited_by)"),
+            Metric::Responsiveness => ("sonde_rpm", None, Kind::Gauge,
+                "Last run's responsiveness, round trips per minute (IETF IPPM draft): direction download, upload, or both (the final windows pooled)"),
         };
         Meta {
             stem,
@@ -177,11 +181,13 @@ pub(crate) fn label_set(pair: &FleetPair, test: &str) -> Labels {
 pub(crate) fn pair_of(doc: &Document) -> FleetPair {
     doc.start.fleet.clone().unwrap_or_else(|| FleetPair {
         source: doc.start.client.hostname.clone(),
-        // A STAMP run has no agent at the far end: its reflector is the destination.
-        destination: doc
-            .end
-            .stamp()
-            .map_or_else(|| doc.start.server_address.clone(), |s| s.reflector.clone()),
+        // A STAMP run has no agent at the far end: its reflector is the destination; an
+        // rpm run's is its configuration's URL.
+        destination: match (doc.end.stamp(), doc.end.rpm()) {
+            (Some(s), _) => s.reflector.clone(),
+            (_, Some(r)) => r.config_url.clone(),
+            _ => doc.start.server_address.clone(),
+        },
         ..FleetPair::default()
     })
 }
@@ -308,6 +314,29 @@ pub(crate) fn stamp(doc: &Document, g: &mut Gauges) {
             s.lost as f64 / sent,
         ),
         _ => {}
+    }
+}
+
+/// An rpm run's responsiveness each way and pooled, and each way's goodput (the client is
+/// the source: the download is the reverse direction).
+pub(crate) fn rpm(doc: &Document, g: &mut Gauges) {
+    let Some(r) = doc.end.rpm() else { return };
+    if let Some(both) = &r.responsiveness {
+        g.push(Metric::Responsiveness, ("direction", "both"), both.rpm);
+    }
+    for (name, way, d) in [
+        ("download", "reverse", &r.download),
+        ("upload", "forward", &r.upload),
+    ] {
+        let Some(d) = d else { continue };
+        if let Some(resp) = &d.responsiveness {
+            g.push(Metric::Responsiveness, ("direction", name), resp.rpm);
+        }
+        g.push(
+            Metric::Throughput,
+            ("direction", way),
+            d.goodput_bits_per_second,
+        );
     }
 }
 

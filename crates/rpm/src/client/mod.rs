@@ -33,13 +33,21 @@ pub struct ClientOptions {
     pub upload: bool,
 }
 
-/// Runs the whole test on this thread.
-pub fn run(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
+/// A run's result; `partial` when `stop` cut it (Ctrl-C): then it holds what was measured
+/// before (the idle round trips taken, each direction's ended intervals).
+pub struct Outcome {
+    pub end: RpmEnd,
+    pub partial: bool,
+}
+
+/// Runs the whole test on this thread, looking at `stop` between idle probes and at least
+/// every 100 ms of a stage.
+pub fn run(opts: &ClientOptions, stop: &dyn Fn() -> bool) -> Result<Outcome, ClientError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a current-thread runtime");
-    rt.block_on(run_async(opts))
+    rt.block_on(run_async(opts, stop))
 }
 
 /// The configuration URL the user meant.
@@ -81,7 +89,7 @@ async fn fetch_config(url: &Url, trust: &Trust) -> Result<NqConfig, ClientError>
     config::parse(&body).map_err(|e| ClientError::Config(url.text(), e))
 }
 
-async fn run_async(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
+async fn run_async(opts: &ClientOptions, stop: &dyn Fn() -> bool) -> Result<Outcome, ClientError> {
     let url = config_url(&opts.url)?;
     let cfg = fetch_config(&url, &opts.trust).await?;
     let host = cfg
@@ -89,7 +97,8 @@ async fn run_async(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
         .clone()
         .unwrap_or(cfg.small_download.host.clone());
     let small = target(&cfg.small_download, &host, &opts.trust)?;
-    let (idle, tls_version) = idle(&small, &cfg.small_download).await?;
+    let (idle, tls_version) = idle(&small, &cfg.small_download, stop).await?;
+    let mut partial = stop();
     let run = stage::Run {
         params: opts.params.clone(),
         small: cfg.small_download.clone(),
@@ -102,15 +111,16 @@ async fn run_async(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
     let mut pooled = Probes::default();
     let mut directions = [None, None];
     for (i, on) in [opts.download, opts.upload].into_iter().enumerate() {
-        if !on {
+        if !on || partial {
             continue;
         }
-        let (d, window) = stage::direction(&run, i == 1).await?;
-        pooled.extend(&window);
-        directions[i] = Some(d);
+        let ran = stage::direction(&run, i == 1, stop).await?;
+        pooled.extend(&ran.window);
+        directions[i] = Some(ran.direction);
+        partial = ran.stopped;
     }
     let [download, upload] = directions;
-    Ok(RpmEnd {
+    let end = RpmEnd {
         config_url: url.text(),
         large_download_url: cfg.large_download.text(),
         small_download_url: cfg.small_download.text(),
@@ -122,15 +132,24 @@ async fn run_async(opts: &ClientOptions) -> Result<RpmEnd, ClientError> {
         download,
         upload,
         params: opts.params.clone(),
-    })
+    };
+    Ok(Outcome { end, partial })
 }
 
-/// The idle round trip: [`IDLE_PROBES`] 1-byte GETs one after another on one connection.
-async fn idle(t: &Target, small: &Url) -> Result<(Component, Option<String>), ClientError> {
+/// The idle round trip: [`IDLE_PROBES`] 1-byte GETs one after another on one connection
+/// (fewer when `stop` cuts them).
+async fn idle(
+    t: &Target,
+    small: &Url,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Component, Option<String>), ClientError> {
     let mut c = conn::open(t).await?;
     let mut rtts = Vec::with_capacity(IDLE_PROBES);
     let started = Instant::now();
     for _ in 0..IDLE_PROBES {
+        if stop() {
+            break;
+        }
         rtts.push(conn::timed_get(&mut c.sender, small, &t.authority).await?);
     }
     tracing::debug!("rpm: idle probes took {:?}", started.elapsed());

@@ -70,8 +70,23 @@ impl Shared {
     }
 }
 
-/// Runs one direction; its result and the probes of its final window.
-pub async fn direction(run: &Run, upload: bool) -> Result<(RpmDirection, Probes), ClientError> {
+/// The longest the stage loop sleeps: how soon it sees the stop flag.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// One direction's result, the probes of its final window, and whether `stop` cut it
+/// (then it holds the intervals that ended before; the one under way is dropped).
+pub struct Ran {
+    pub direction: RpmDirection,
+    pub window: Probes,
+    pub stopped: bool,
+}
+
+/// Runs one direction until the method stops it, or `stop()` says so.
+pub async fn direction(
+    run: &Run,
+    upload: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<Ran, ClientError> {
     let shared = Arc::new(Shared::default());
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
     let mut stage = Stage::new(run.params.clone());
@@ -88,12 +103,15 @@ pub async fn direction(run: &Run, upload: bool) -> Result<(RpmDirection, Probes)
         if let Some(e) = lock(&shared.failure).take() {
             break Err(e);
         }
+        if stop() {
+            break Ok(true);
+        }
         if now >= next_interval {
             let bytes = interval_bytes(&shared, upload);
             let probes = std::mem::take(&mut *lock(&shared.probes));
             let elapsed = now.duration_since(start).as_millis() as u64;
             match stage.end_interval(bytes, probes, elapsed) {
-                Next::Stop => break Ok(()),
+                Next::Stop => break Ok(false),
                 Next::Add(n) => (0..n).for_each(|_| tasks.push(open_load(run, upload, &shared))),
             }
             next_interval += interval;
@@ -108,16 +126,23 @@ pub async fn direction(run: &Run, upload: bool) -> Result<(RpmDirection, Probes)
             }
             next_probe += Duration::from_secs_f64(1.0 / stage.probe_rate());
         }
-        let wake = next_interval.min(next_probe).max(Instant::now());
+        let wake = next_interval
+            .min(next_probe)
+            .min(Instant::now() + LOOK_EVERY)
+            .max(Instant::now());
         tokio::time::sleep_until(wake.into()).await;
     };
     for t in &tasks {
         t.abort();
     }
     lock(&shared.loads).clear();
-    outcome?;
+    let stopped = outcome?;
     let window = stage.window_probes();
-    Ok((stage.finish(start.elapsed().as_millis() as u64), window))
+    Ok(Ran {
+        direction: stage.finish(start.elapsed().as_millis() as u64),
+        window,
+        stopped,
+    })
 }
 
 /// The bytes this interval moved: download body bytes read, or upload bytes acked.

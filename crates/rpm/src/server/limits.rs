@@ -98,6 +98,36 @@ impl Counts {
     }
 }
 
+/// Requests one connection may make in a second, on average (a second's worth at once):
+/// the draft's client sends at most 100 probes a second over all its connections, and a
+/// stream opened and reset on a loop (CVE-2023-44487) costs the server one request each.
+pub const MAX_REQUESTS_PER_S: u64 = 250;
+
+/// One connection's request budget, [`MAX_REQUESTS_PER_S`] a second.
+#[derive(Debug)]
+pub struct RequestBudget {
+    tokens: f64,
+    at: Instant,
+}
+
+impl RequestBudget {
+    pub fn new(now: Instant) -> RequestBudget {
+        RequestBudget {
+            tokens: MAX_REQUESTS_PER_S as f64,
+            at: now,
+        }
+    }
+
+    /// Spends `n` new requests: false once the connection went over its budget.
+    pub fn spend(&mut self, n: u64, now: Instant) -> bool {
+        let rate = MAX_REQUESTS_PER_S as f64;
+        let earned = now.duration_since(self.at).as_secs_f64() * rate;
+        self.tokens = (self.tokens + earned).min(rate) - n as f64;
+        self.at = now;
+        self.tokens >= 0.0
+    }
+}
+
 /// A token bucket in bytes: `rate` bytes a second, a tenth of a second's worth in a burst.
 #[derive(Debug)]
 pub struct Bucket {
@@ -159,6 +189,20 @@ mod tests {
         assert!((wait.as_secs_f64() - 0.5).abs() < 1e-6, "{wait:?}");
         // A second later the debt is paid and 0.5 MB more came in, capped at the burst.
         assert_eq!(b.take(100_000, t0 + Duration::from_secs(2)), None);
+    }
+
+    #[test]
+    fn a_connection_may_spend_its_rate_but_not_twice_it() {
+        let t0 = Instant::now();
+        let mut b = RequestBudget::new(t0);
+        let tick = Duration::from_millis(200);
+        // At the rate for ten seconds: never over.
+        let per_tick = MAX_REQUESTS_PER_S / 5;
+        assert!((1..=50).all(|i| b.spend(per_tick, t0 + tick * i)));
+        // At twice the rate: over within the second's burst.
+        let t1 = t0 + tick * 50;
+        let over = (1..=10).find(|i| !b.spend(2 * per_tick, t1 + tick * *i));
+        assert_eq!(over, Some(5));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! connection is watched by its own deadlines, so that a slow or silent client holds a
 //! place for seconds, not for ever: the TLS handshake and the first request's headers
 //! within [`FIRST_REQUEST`] of the accept, no progress (no request, no byte either way)
-//! for [`STALLED`] closes it, and nothing lives past the operator's `max_duration`.
+//! for [`STALLED`] closes it, and nothing lives past the operator's `max_duration`. A TLS
+//! client that asks for HTTP/1.1 by ALPN (Cloudflare's mach times its idle round trips so)
+//! is served HTTP/1.1 under the same deadlines and budget.
 
 pub mod limits;
 mod routes;
@@ -13,23 +15,23 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hyper::server::conn::http2;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-pub use limits::{Admit, Limits};
+pub use limits::{Admit, Limits, MAX_REQUESTS_PER_S};
 pub use routes::LARGE_BYTES;
 
 use crate::lowat;
-use limits::{Bucket, Counts, SEND_BUF_BYTES};
+use limits::{Bucket, Counts, RequestBudget, SEND_BUF_BYTES};
 use routes::Shared;
 
 /// From accept to the first request's headers, TLS handshake included.
@@ -45,7 +47,11 @@ const LISTEN_BACKLOG: i32 = 1024;
 /// Largest header block a request may carry (ours are a few hundred bytes).
 const MAX_HEADER_BYTES: u32 = 16 << 10;
 /// Streams one connection may have open: a load and its probes.
-const MAX_STREAMS: u32 = 128;
+pub const MAX_STREAMS: u32 = 128;
+/// Streams a client may reset before the server accepted them, on one connection, before
+/// h2 closes it (GOAWAY ENHANCE_YOUR_CALM): the rapid reset of CVE-2023-44487. h2's own
+/// default, stated here so that a change of it is ours to see.
+const MAX_PENDING_RESETS: usize = 20;
 
 /// Who may connect: loopback and the networks the operator named.
 pub type Allow = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
@@ -81,6 +87,8 @@ pub struct Tally {
     pub dropped: AtomicU64,
     /// Connections closed by a deadline (first request, stall, duration).
     pub timed_out: AtomicU64,
+    /// Connections closed for going over [`MAX_REQUESTS_PER_S`].
+    pub over_budget: AtomicU64,
 }
 
 /// A running service: where it listens, what it did, its thread.
@@ -195,7 +203,7 @@ async fn accept_loop(
         }
         let ctx = Arc::clone(&ctx);
         tokio::spawn(async move {
-            connection(stream, how, &ctx).await;
+            connection(stream, peer, how, &ctx).await;
             lock(&ctx.counts).done(how);
         });
     }
@@ -206,7 +214,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// One connection from accept to close: TLS, then HTTP/2 under the deadlines.
-async fn connection(stream: tokio::net::TcpStream, how: Admit, ctx: &Arc<Ctx>) {
+async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, how: Admit, ctx: &Arc<Ctx>) {
     let accepted = Instant::now();
     let _ = stream.set_nodelay(true);
     let Ok(socket) = stream.as_fd().try_clone_to_owned() else {
@@ -228,34 +236,57 @@ async fn connection(stream: tokio::net::TcpStream, how: Admit, ctx: &Arc<Ctx>) {
         received: Arc::new(AtomicU64::new(0)),
     });
     let until = (accepted + FIRST_REQUEST).into();
-    let timed_out = match &ctx.cfg.tls {
-        None => drive(stream, how, ctx, shared, accepted, life).await,
+    let ended = match &ctx.cfg.tls {
+        None => drive(stream, false, how, ctx, shared, accepted, life).await,
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
             match tokio::time::timeout_at(until, acceptor.accept(stream)).await {
                 Ok(Ok(mut s)) => {
                     s.get_mut().1.set_buffer_limit(Some(SEND_BUF_BYTES));
-                    drive(s, how, ctx, shared, accepted, life).await
+                    let h1 = s.get_ref().1.alpn_protocol() == Some(b"http/1.1");
+                    drive(s, h1, how, ctx, shared, accepted, life).await
                 }
-                Ok(Err(_)) => false,
-                Err(_) => true,
+                Ok(Err(_)) => Ended::Closed,
+                Err(_) => Ended::Deadline,
             }
         }
     };
-    if timed_out {
-        ctx.tally.timed_out.fetch_add(1, Ordering::Relaxed);
+    match ended {
+        Ended::Closed => {}
+        Ended::Deadline => {
+            ctx.tally.timed_out.fetch_add(1, Ordering::Relaxed);
+        }
+        Ended::OverBudget => {
+            ctx.tally.over_budget.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "rpm: closed {peer}: over {MAX_REQUESTS_PER_S} requests a second on one connection (streams opened and reset on a loop?)"
+            );
+        }
     }
 }
 
-/// Serves HTTP/2 on `io` until the client closes or a deadline passes (then true).
+/// Why a connection ended.
+enum Ended {
+    /// The client closed it, or an HTTP/2 or TLS error did.
+    Closed,
+    /// A deadline: first request, stall, duration.
+    Deadline,
+    /// More requests than [`MAX_REQUESTS_PER_S`] allows.
+    OverBudget,
+}
+
+/// Serves HTTP/2 (HTTP/1.1 when `h1`) on `io` until the client closes, a deadline passes
+/// or the client goes over its request budget.
+#[allow(clippy::too_many_arguments)]
 async fn drive<IO>(
     io: IO,
+    h1: bool,
     how: Admit,
     ctx: &Arc<Ctx>,
     shared: Arc<Shared>,
     accepted: Instant,
     life: Duration,
-) -> bool
+) -> Ended
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -272,15 +303,26 @@ where
             })
         }
     });
-    let conn = http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .initial_stream_window_size(ctx.window)
-        .initial_connection_window_size(ctx.window)
-        .max_send_buf_size(SEND_BUF_BYTES)
-        .max_concurrent_streams(MAX_STREAMS)
-        .max_header_list_size(MAX_HEADER_BYTES)
-        .serve_connection(TokioIo::new(io), service);
-    let mut conn = pin!(conn);
+    let mut conn: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>> = match h1 {
+        true => Box::pin(
+            http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(FIRST_REQUEST)
+                .max_buf_size(MAX_HEADER_BYTES as usize)
+                .serve_connection(TokioIo::new(io), service),
+        ),
+        false => Box::pin(
+            http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .initial_stream_window_size(ctx.window)
+                .initial_connection_window_size(ctx.window)
+                .max_send_buf_size(SEND_BUF_BYTES)
+                .max_concurrent_streams(MAX_STREAMS)
+                .max_header_list_size(MAX_HEADER_BYTES)
+                .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+                .serve_connection(TokioIo::new(io), service),
+        ),
+    };
     let mut look = tokio::time::interval(LOOK_EVERY);
     let progress = || {
         requests.load(Ordering::Relaxed)
@@ -288,6 +330,7 @@ where
             + shared.received.load(Ordering::Relaxed)
     };
     let (mut seen, mut moved_at) = (progress(), Instant::now());
+    let (mut budget, mut counted) = (RequestBudget::new(moved_at), 0);
     loop {
         let ended = std::future::poll_fn(|cx| match conn.as_mut().poll(cx) {
             Poll::Ready(_) => Poll::Ready(true),
@@ -295,16 +338,21 @@ where
         })
         .await;
         if ended {
-            return false;
+            return Ended::Closed;
         }
         let now = Instant::now();
+        let asked = requests.load(Ordering::Relaxed);
+        if !budget.spend(asked - counted, now) {
+            return Ended::OverBudget;
+        }
+        counted = asked;
         let p = progress();
         if p != seen {
             (seen, moved_at) = (p, now);
         }
         let silent = requests.load(Ordering::Relaxed) == 0 && now > accepted + FIRST_REQUEST;
         if silent || now > moved_at + STALLED || now > accepted + life {
-            return true;
+            return Ended::Deadline;
         }
     }
 }

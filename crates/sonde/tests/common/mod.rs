@@ -7,6 +7,7 @@ pub mod agent_proc;
 pub mod bridge;
 pub mod data_rogue;
 pub mod delay_line;
+pub mod h2_raw;
 pub mod mesh_lab;
 pub mod mesh_rogue;
 pub mod metrics_monitor;

@@ -1,12 +1,19 @@
 //! Cloudflare's `mach` (crates.io `cf-mach`, an implementation no one here wrote) measures
 //! `sonde serve --rpm` through the same bottleneck as `rpm_netns` (10 ms base, tbf at
-//! 20 Mbit/s with a 60 kB queue): it finishes and reports RPM; its idle latency is within
-//! 10 % of `sonde rpm`'s against the same endpoint, and its download throughput within 5 %
-//! of the shaper's payload rate.
+//! 20 Mbit/s with a 60 kB queue, both ways): it finishes and reports RPM; `sonde rpm`'s idle
+//! round trip against the same endpoint is no less than mach's and at most 25 % more (not
+//! the same quantity: see the assertion), and mach's download throughput is within 5 % of
+//! the shaper's payload rate.
 //!
-//! Ignored by default: mach builds BoringSSL (cmake, clang, Go) and its install costs far
-//! more than CI's minute (BENCHMARKS.md). `scripts/bench-rpm-mach.sh` installs it and runs
-//! this test with `--ignored`; it finds mach through `SONDE_MACH`.
+//! mach times its idle round trips as the TCP handshake of fresh HTTP/1.1 connections, the
+//! loaded ones as the median of its self probes; the RPMs are printed side by side, not
+//! compared. It is a client only: there is no mach server for `sonde rpm` to measure.
+//!
+//! Ignored by default, and not run in CI at all: mach builds BoringSSL (cmake, clang, Go),
+//! 38 min here, and this test takes 24 s (BENCHMARKS.md). `scripts/bench-rpm-mach.sh`
+//! installs it and runs this test with `--ignored`; it finds mach through `SONDE_MACH`.
+//! What mach needs of the endpoint beyond HTTP/2 (HTTP/1.1 by ALPN) is in CI:
+//! `security_rpm_h1`.
 
 use crate::common;
 
@@ -26,7 +33,7 @@ fn f(v: &Value) -> f64 {
 
 #[test]
 #[ignore = "needs Cloudflare's mach: scripts/bench-rpm-mach.sh installs it and runs this"]
-fn mach_measures_sonde_serve_rpm_and_agrees_on_idle_latency_and_throughput() {
+fn mach_measures_sonde_serve_rpm_its_idle_round_trip_and_throughput_agree() {
     let mach = std::env::var("SONDE_MACH").unwrap_or_else(|_| "mach".into());
     let Some(lab) = Lab::routed(&["tc", &mach]) else {
         return;
@@ -37,32 +44,27 @@ fn mach_measures_sonde_serve_rpm_and_agrees_on_idle_latency_and_throughput() {
     }
     let line = line.unwrap();
     line.set_hold(Duration::from_millis(10));
-    let rc = format!("{}rc", lab.client_if);
-    lab.router_cmd(
-        "tc",
-        &[
-            "qdisc", "add", "dev", &rc, "root", "tbf", "rate", "20mbit", "burst", "4kb", "limit",
-            "60000",
-        ],
-    );
+    // Both ways at 20 Mbit/s: mach's upload, unshaped, ran at 518 Mbit/s and spent the
+    // delay line's 200,000 packets in seconds.
+    for dev in [
+        format!("{}rc", lab.client_if),
+        format!("{}rs", lab.client_if),
+    ] {
+        lab.router_cmd(
+            "tc",
+            &[
+                "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "20mbit", "burst", "4kb",
+                "limit", "60000",
+            ],
+        );
+    }
     let ep = Endpoint::start(
         Some(&lab.server),
         lab.server_addr,
         &["--rpm-allow", "198.18.0.0/15", "--rpm-congestion", "cubic"],
     );
-    let config = format!("{}/.well-known/nq", ep.base);
-    let out = Lab::in_ns(&lab.client, &mach)
-        .args(["rpm", "-c", &config, "--insecure", "--disable-aim-scores"])
-        .args(["--interval-duration", "500", "--test-duration", "6000"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "mach: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let theirs: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    // Ours first, then mach: the delay line lives 30 s.
+    let t0 = std::time::Instant::now();
     let ours = Lab::in_ns(&lab.client, common::SONDE)
         .args([
             "rpm",
@@ -87,16 +89,51 @@ fn mach_measures_sonde_serve_rpm_and_agrees_on_idle_latency_and_throughput() {
         "{}",
         String::from_utf8_lossy(&ours.stderr)
     );
+    let config = format!("{}/.well-known/nq", ep.base);
+    let out = Lab::in_ns(&lab.client, &mach)
+        .args(["rpm", "-c", &config, "--insecure", "--disable-aim-scores"])
+        .args(["--interval-duration", "500", "--test-duration", "4000"])
+        .output()
+        .unwrap();
+    eprintln!("both runs took {:?}", t0.elapsed());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "mach: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
     let ours: Value = serde_json::from_slice(&ours.stdout).unwrap();
     let r = &ours["end"]["rpm"];
     eprintln!("mach: {theirs}");
+    // The RPMs side by side, not compared (the implementations differ in interval,
+    // trimming and probe mix: mach's loaded latency is a median of self probes).
+    let ours_down = &r["download"]["responsiveness"];
+    eprintln!(
+        "download RPM: mach {} (loaded {} ms), sonde rpm {:.0} (self {:.0}, foreign {:.0}; loaded {:.1} ms)",
+        theirs["download"]["rpm"],
+        theirs["download"]["loaded_latency_ms"],
+        f(&ours_down["rpm"]),
+        f(&ours_down["self_rpm"]),
+        f(&ours_down["foreign_rpm"]),
+        f(&ours_down["loaded"]["trimmed_mean_ms"])
+    );
     let (their_idle, our_idle) = (
         f(&theirs["unloaded_latency_ms"]),
         f(&r["idle"]["trimmed_mean_ms"]),
     );
     eprintln!("idle: mach {their_idle:.2} ms, sonde rpm {our_idle:.2} ms");
+    // Not one quantity: mach's is a fresh connection's TCP handshake (the kernels' round
+    // trip), ours a 1-byte GET on an open HTTP/2 connection, which adds TLS and both HTTP
+    // stacks of debug builds: 0.9 and 1.4 ms more in two runs (8.5 and 14 %). So, one-sided:
+    // ours is no less than mach's and at most 25 % more; mach's is the line's 10 ms and
+    // at most a millisecond of the path's own.
     assert!(
-        (their_idle / our_idle - 1.0).abs() < 0.10,
+        (10.0..11.0).contains(&their_idle),
+        "mach's idle {their_idle} ms on a 10 ms path"
+    );
+    assert!(
+        our_idle >= their_idle && our_idle < 1.25 * their_idle,
         "{their_idle} vs {our_idle}"
     );
     assert!(f(&theirs["download"]["rpm"]) > 0.0 && f(&theirs["upload"]["rpm"]) > 0.0);

@@ -1,7 +1,8 @@
 //! `sonde rpm` is a kind like any: its run is a document (`test` "rpm", its section under
 //! `end.rpm`) that the store keeps, `results list` and `show` read back, `compare` compares
-//! by its metrics and `report` renders; and its certificate check refuses a self-signed
-//! endpoint unless `--insecure` says so. Loopback, against `sonde serve --rpm`.
+//! by its metrics, `report` renders and `results export --format openmetrics` exports; and
+//! its certificate check refuses a self-signed endpoint unless `--insecure` says so.
+//! Loopback, against `sonde serve --rpm`.
 
 use crate::common;
 
@@ -50,6 +51,39 @@ fn an_rpm_run_is_stored_listed_shown_compared_and_reported() {
     assert_eq!(r["tls_version"], "TLSv1_3");
     assert_eq!(r["insecure"], true);
     assert_eq!(doc["start"]["spec"]["params"]["mnp"], 2);
+    // Exported as OpenMetrics like every kind: its RPM each way and pooled, its goodput
+    // as the throughput (the download is the reverse direction: the client is the source).
+    let om = stdout(&sonde_into(
+        &db,
+        &["results", "export", "1", "--format", "openmetrics"],
+    ));
+    let sample = |family: &str, direction: &str| -> f64 {
+        let line = om
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("{family}{{"))
+                    && l.contains(&format!("direction=\"{direction}\""))
+            })
+            .unwrap_or_else(|| panic!("no {family} {direction}: {om}"));
+        assert!(line.contains("test=\"rpm\""), "{line}");
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
+    let both = r["responsiveness"]["rpm"].as_f64().unwrap();
+    let down = &r["download"];
+    assert!(close(sample("sonde_rpm", "both"), both), "{om}");
+    assert!(close(
+        sample("sonde_rpm", "download"),
+        down["responsiveness"]["rpm"].as_f64().unwrap()
+    ));
+    assert!(close(
+        sample("sonde_throughput_bits_per_second", "reverse"),
+        down["goodput_bits_per_second"].as_f64().unwrap()
+    ));
+    assert!(
+        !om.contains("direction=\"upload\""),
+        "a download-only run: {om}"
+    );
     let cmp = sonde_into(&db, &["compare", "a", "b", "--json"]);
     assert!(cmp.status.success(), "{}", stderr(&cmp));
     let rows: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
