@@ -352,12 +352,20 @@ fn read_answers(
     let p = &shared.plan;
     let mut last = None;
     loop {
-        let (got, rx) = match &c.stamps {
-            Some(_) => match kstamps::recv_stamped(c.fd, buf, !blocking, None) {
+        // With stages, only a read that may complete a sampled answer takes its stamp.
+        let read = match &c.stamps {
+            Some(st) => st.rx_read(c.rx_acc, p.response_bytes, buf.len()),
+            None => kstamps::RxRead {
+                stamped: false,
+                len: buf.len(),
+            },
+        };
+        let (got, rx) = match read.stamped {
+            true => match kstamps::recv_stamped(c.fd, &mut buf[..read.len], !blocking, None) {
                 Ok((r, rx)) => (Ok(r), rx),
                 Err(e) => (Err(e), None),
             },
-            None => (wait::recv(c.fd, buf, !blocking), None),
+            false => (wait::recv(c.fd, &mut buf[..read.len], !blocking), None),
         };
         match got {
             Ok(Recv::Data(got)) => {
@@ -397,9 +405,10 @@ fn read_answers(
                     };
                     st.answered(read);
                 }
-                // A short TCP read drained the socket, and a UDP flow with nothing left in
-                // flight has nothing more to read; readiness is level-triggered, so a
-                // second call only to hear EAGAIN would be wasted.
+                // A short TCP read drained the socket (or stopped before a sampled
+                // answer: the rest, if any, waits for the next pass), and a UDP flow
+                // with nothing left in flight has nothing more to read; readiness is
+                // level-triggered, so a second call only to hear EAGAIN would be wasted.
                 let drained = if c.udp {
                     c.flight.started == 0
                 } else {
