@@ -5,7 +5,7 @@ and rxonly through net_af_packet, the only DPDK device a veth has) against
 two namespaces.
 
 Received packets/s: sonde's receiver figure, whichever engine (testpmd's own port count
-for dpdk: within 1 % of the veth's counter, tests/dpdk_netns.rs). CPU per packet: the
+for dpdk: within 1 % of the veth's counter, tests/suite/dpdk_netns.rs). CPU per packet: the
 agent's process CPU (for dpdk: sonde's and its testpmd's) and the whole host's busy CPU,
 per packet received. Alternating runs, medians, ratios.
 

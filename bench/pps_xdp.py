@@ -4,7 +4,7 @@ iperf2 and sockperf, 64-byte packets on the wire (22 bytes of UDP payload), on a
 between two namespaces with --queues transmit and receive queues on each end.
 
 Received packets/s: sonde's own receiver figure for sonde (its count agrees with the veth's
-own counter, tests/xdp_netns.rs), the delta of Udp InDatagrams in the receiving namespace
+own counter, tests/suite/xdp_netns.rs), the delta of Udp InDatagrams in the receiving namespace
 for the peers (the XDP path never reaches the UDP layer, so that counter cannot serve
 both). CPU per packet: the agent's process CPU, and the whole host's busy CPU, per packet
 received. Alternating runs, medians, ratios.

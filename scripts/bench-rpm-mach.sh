@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interop with Cloudflare's mach (crates.io cf-mach 0.4), an implementation no one here wrote:
 # mach measures `sonde serve --rpm` through a shaped bottleneck in namespaces
-# (crates/sonde/tests/rpm_mach.rs, ignored in the ordinary suite). mach builds BoringSSL,
+# (crates/sonde/tests/suite/rpm_mach.rs, ignored in the ordinary suite). mach builds BoringSSL,
 # so cmake, clang and Go come from Debian first; its install took 29 min of CPU on this
 # 2-core machine (BENCHMARKS.md), far past CI's minute, hence a bench script.
 #   bash scripts/bench-rpm-mach.sh
@@ -20,4 +20,4 @@ if [ ! -x "$root/bin/mach" ]; then
     cargo install --locked cf-mach --version '^0.4' --root "$root"
     echo "bench-rpm-mach: cf-mach installed in $((SECONDS - start)) s" >&2
 fi
-SONDE_MACH="$root/bin/mach" cargo test -p sonde --test rpm_mach -- --ignored --nocapture
+SONDE_MACH="$root/bin/mach" cargo test -p sonde --test suite rpm_mach:: -- --ignored --nocapture

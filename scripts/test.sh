@@ -25,7 +25,7 @@ command -v dpdk-testpmd >/dev/null || need+=(dpdk-dev)
 command -v pgrep >/dev/null || need+=(procps)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v iperf3 >/dev/null || need+=(iperf3)
-# The responsiveness interop test's third-party endpoint (crates/sonde/tests/rpm_netns.rs).
+# The responsiveness interop test's third-party endpoint (crates/sonde/tests/suite/rpm_netns.rs).
 command -v nginx >/dev/null || need+=(nginx)
 command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
@@ -47,7 +47,7 @@ if ! python3 -c "import hdrh.log" 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore hdrhistogram \
         || echo "missing for the tests: HdrHistogram's Python package (pip install hdrhistogram)" >&2
 fi
-# STAMP interop (crates/sonde/tests/stamp_netns.rs) runs stamp-suite, an implementation no
+# STAMP interop (crates/sonde/tests/suite/stamp_netns.rs) runs stamp-suite, an implementation no
 # one here wrote, as sender and reflector.
 # Built beside the tests' build below; no test runs until it is installed.
 suite=
@@ -67,4 +67,6 @@ wait "$static"
 
 # Integration tests that send traffic serialize themselves on a lock file (tests/common),
 # so the default test threads are safe: only tests without traffic overlap them.
-exec cargo test --workspace "$@"
+# --no-fail-fast: one failing test executable does not hide the others' results (cargo
+# still exits non-zero).
+exec cargo test --workspace --no-fail-fast "$@"

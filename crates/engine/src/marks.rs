@@ -119,6 +119,25 @@ impl TosCounts {
     }
 }
 
+/// Several workers' counts added up: `(tos, datagrams)` for every byte seen, and the
+/// datagrams without one.
+pub fn sum(counts: &[TosCounts]) -> (Vec<(u8, u64)>, u64) {
+    let mut by = [0u64; 256];
+    let mut unread = 0;
+    for c in counts {
+        let (seen, u) = c.snapshot();
+        unread += u;
+        for (tos, n) in seen {
+            by[usize::from(tos)] += n;
+        }
+    }
+    let seen = (0..=255u8)
+        .map(|t| (t, by[usize::from(t)]))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    (seen, unread)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

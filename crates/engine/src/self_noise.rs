@@ -75,6 +75,7 @@ pub fn measure(plan: &NoisePlan) -> io::Result<Floor> {
         stages: false,
         stage_every: 1,
         clock_shift_ns: 0,
+        read_tos: false,
     };
     let mut echo = RrServer::spawn(ServerTarget::Sockets(far), echo_plan)?;
     let window_start = Instant::now() + WARMUP;
@@ -118,6 +119,7 @@ fn client_plan(plan: &NoisePlan, window_start: Instant) -> ClientPlan {
         sqpoll: false,
         stages: false,
         stage_every: 1,
+        read_tos: false,
     }
 }
 

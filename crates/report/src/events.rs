@@ -98,7 +98,10 @@ mod tests {
             keys(&rr),
             "cpu_busy_percent,end_s,index,messages,received_bytes,sent_bytes,start_s"
         );
-        let mut pps = sample(SampleSection::Pps(PpsSample { packets: 3 }));
+        let mut pps = sample(SampleSection::Pps(PpsSample {
+            packets: 3,
+            marks: None,
+        }));
         pps.partial = true;
         assert_eq!(
             keys(&pps),

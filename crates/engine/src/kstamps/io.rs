@@ -84,22 +84,35 @@ pub fn recv_stamped(
     fd: RawFd,
     buf: &mut [u8],
     dontwait: bool,
-    mut from: Option<&mut libc::sockaddr_storage>,
+    from: Option<&mut libc::sockaddr_storage>,
 ) -> io::Result<(Recv, Option<u64>)> {
+    recv_marked(fd, buf, dontwait, from).map(|(r, rx, _)| (r, rx))
+}
+
+/// [`recv_stamped`], also returning the datagram's TOS / Traffic Class when the socket
+/// asked for it (`crate::marks::enable_recv_tos`).
+pub fn recv_marked(
+    fd: RawFd,
+    buf: &mut [u8],
+    dontwait: bool,
+    mut from: Option<&mut libc::sockaddr_storage>,
+) -> io::Result<(Recv, Option<u64>, Option<u8>)> {
     let mut control = [0u64; CONTROL_BYTES / 8];
     let flags = if dontwait { libc::MSG_DONTWAIT } else { 0 };
     loop {
         let (r, msg) = recvmsg_into(fd, buf, &mut control, from.as_deref_mut(), flags);
         crate::syscalls::one();
         if r > 0 {
-            return Ok((Recv::Data(r as usize), rx_stamp(&msg)));
+            let mut tos = None;
+            each_cmsg(&msg, |l, t, d| tos = tos.or(crate::marks::tos_of(l, t, d)));
+            return Ok((Recv::Data(r as usize), rx_stamp(&msg), tos));
         }
         if r == 0 {
-            return Ok((Recv::Closed, None));
+            return Ok((Recv::Closed, None, None));
         }
         let e = io::Error::last_os_error();
         match e.kind() {
-            io::ErrorKind::WouldBlock => return Ok((Recv::Empty, None)),
+            io::ErrorKind::WouldBlock => return Ok((Recv::Empty, None, None)),
             io::ErrorKind::Interrupted => continue,
             _ => return Err(e),
         }

@@ -17,6 +17,7 @@ use super::recorder::Recorder;
 use super::stamped::{Read, Stamps};
 use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::kstamps;
+use crate::marks::TosCounts;
 use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
@@ -41,11 +42,15 @@ struct Conn {
     dead: bool,
     /// With stages: its messages' readings.
     stamps: Option<Stamps>,
+    /// UDP with `plan.read_tos`: its answers' TOS is read and counted.
+    marks: bool,
 }
 
 struct Worker<'a, 'r> {
     shared: &'a Core,
     counters: &'a WorkerCounters,
+    /// The answers by arrival TOS (read on UDP connections with `plan.read_tos`).
+    tos: &'a TosCounts,
     rec: &'a mut Recorder<'r>,
     conns: Vec<Conn>,
     /// Epoll over the connections, when there are several.
@@ -88,7 +93,16 @@ impl<'a, 'r> Worker<'a, 'r> {
         let n = owned.len();
         let mut conns = Vec::with_capacity(n);
         for (i, &(fd, udp)) in owned.iter().enumerate() {
+            let marks = udp && p.read_tos;
+            if marks {
+                crate::marks::enable_recv_tos(fd).map_err(|e| WorkerEnd {
+                    error: Some(format!("IP_RECVTOS: {e}")),
+                    ..Default::default()
+                })?;
+                shared.tos_read.store(true, Ordering::Relaxed);
+            }
             conns.push(Conn {
+                marks,
                 fd,
                 udp,
                 flight: Flight::new(p, start, i, n),
@@ -118,6 +132,7 @@ impl<'a, 'r> Worker<'a, 'r> {
         Ok(Worker {
             shared,
             counters: &shared.counters[k],
+            tos: &shared.tos[k],
             rec,
             conns,
             multi,
@@ -278,7 +293,7 @@ impl<'a, 'r> Worker<'a, 'r> {
                     c,
                     &mut self.buf,
                     blocking,
-                    (self.shared, self.counters, &mut *self.rec),
+                    (self.shared, self.counters, &mut *self.rec, self.tos),
                     &mut self.end,
                 );
                 // After the answers' clock readings; woken with nothing to read, a stamp
@@ -346,13 +361,14 @@ fn read_answers(
     c: &mut Conn,
     buf: &mut [u8],
     blocking: bool,
-    (shared, counters, rec): (&Core, &WorkerCounters, &mut Recorder<'_>),
+    (shared, counters, rec, marks): (&Core, &WorkerCounters, &mut Recorder<'_>, &TosCounts),
     end: &mut WorkerEnd,
 ) -> Option<Instant> {
     let p = &shared.plan;
     let mut last = None;
     loop {
-        // With stages, only a read that may complete a sampled answer takes its stamp.
+        // With stages, only a read that may complete a sampled answer takes its stamp;
+        // with marks, every read takes its TOS.
         let read = match &c.stamps {
             Some(st) => st.rx_read(c.rx_acc, p.response_bytes, buf.len()),
             None => kstamps::RxRead {
@@ -360,12 +376,13 @@ fn read_answers(
                 len: buf.len(),
             },
         };
-        let (got, rx) = match read.stamped {
-            true => match kstamps::recv_stamped(c.fd, &mut buf[..read.len], !blocking, None) {
-                Ok((r, rx)) => (Ok(r), rx),
-                Err(e) => (Err(e), None),
+        let room = &mut buf[..read.len];
+        let (got, rx, tos) = match read.stamped || c.marks {
+            true => match kstamps::io::recv_marked(c.fd, room, !blocking, None) {
+                Ok((r, rx, tos)) => (Ok(r), rx, tos),
+                Err(e) => (Err(e), None, None),
             },
-            false => (wait::recv(c.fd, &mut buf[..read.len], !blocking), None),
+            false => (wait::recv(c.fd, room, !blocking), None, None),
         };
         match got {
             Ok(Recv::Data(got)) => {
@@ -374,7 +391,12 @@ fn read_answers(
                 // TCP answers arrive in order; a UDP reply names its request.
                 let (first, responses) = if c.udp {
                     match c.flight.seq.reply(&buf[..got]) {
-                        Reply::Matched(pos) => (pos, 1),
+                        Reply::Matched(pos) => {
+                            if c.marks {
+                                marks.add(tos);
+                            }
+                            (pos, 1)
+                        }
                         _ => (0, 0),
                     }
                 } else {

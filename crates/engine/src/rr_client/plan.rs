@@ -36,6 +36,8 @@ pub struct ClientPlan {
     pub stages: bool,
     /// With stages: one message in this many is stamped (1: every one).
     pub stage_every: u32,
+    /// UDP: count each answer by the TOS it arrived with (`--dscp`/`--ecn`).
+    pub read_tos: bool,
 }
 
 impl ClientPlan {

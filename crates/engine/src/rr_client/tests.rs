@@ -33,6 +33,7 @@ pub(crate) fn plan(
         sqpoll: false,
         stages: false,
         stage_every: 1,
+        read_tos: false,
     }
 }
 
@@ -48,6 +49,7 @@ pub(crate) fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> Ser
         stages: false,
         stage_every: 1,
         clock_shift_ns: 0,
+        read_tos: false,
     }
 }
 

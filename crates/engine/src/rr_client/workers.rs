@@ -13,6 +13,7 @@ use super::handoff::Handoff;
 use super::plan::{ClientPlan, WorkerEnd};
 use crate::counters::Counters;
 use crate::kstamps::StageHists;
+use crate::marks::TosCounts;
 use crate::poller::EventFd;
 use crate::pool::{Placement, Pool, Stop};
 
@@ -30,6 +31,10 @@ pub(crate) struct Core {
     pub handoff: Handoff,
     /// With `plan.stages`: each worker's interval stages, the same way.
     pub stage_handoff: Option<Handoff<StageHists>>,
+    /// With `plan.read_tos`: each worker's answers by arrival TOS, once a worker read
+    /// them (`tos_read`: an engine that cannot leaves it false).
+    pub tos: Vec<TosCounts>,
+    pub tos_read: AtomicBool,
 }
 
 impl Core {
@@ -42,6 +47,8 @@ impl Core {
             counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
             handoff: Handoff::new(threads),
             stage_handoff: plan_stages.then(|| Handoff::new(threads)),
+            tos: (0..threads).map(|_| TosCounts::default()).collect(),
+            tos_read: AtomicBool::new(false),
         })
     }
 
@@ -105,6 +112,15 @@ impl RrClient {
         if let Some(h) = &self.shared.core().stage_handoff {
             h.drain(each)
         }
+    }
+
+    /// The answers matched to a request by the TOS they arrived with, `(tos, answers)`,
+    /// and those without one; `None` unless asked (`plan.read_tos`) and read.
+    pub fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        let core = self.shared.core();
+        core.tos_read
+            .load(Ordering::Relaxed)
+            .then(|| crate::marks::sum(&core.tos))
     }
 
     pub fn all_done(&self) -> bool {

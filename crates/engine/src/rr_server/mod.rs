@@ -324,6 +324,14 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
     if let Err(e) = socket.set_nonblocking(!block) {
         return Some(format!("UDP socket mode: {e}"));
     }
+    if p.read_tos {
+        if let Err(e) = crate::marks::enable_recv_tos(fd) {
+            return Some(format!("IP_RECVTOS: {e}"));
+        }
+        shared
+            .tos_read
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let sampling = Sampling::new(p.stage_every);
     let mut stamps = match p.stages.then(|| sampling.enable(fd)) {
         Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
@@ -342,11 +350,12 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
                 Err(e) => return Some(format!("poll: {e}")),
             }
         }
-        let (n, rx, from) = match receive_udp(fd, &mut buf, stamps.is_some()) {
-            Ok((n, rx, Some(from))) => (n, rx, from),
+        let got = receive_udp(fd, &mut buf, stamps.is_some() || p.read_tos);
+        let (n, rx, tos, from) = match got {
+            Ok((n, rx, tos, Some(from))) => (n, rx, tos, from),
             // No sender: the abort's shutdown ended the receive.
-            Ok((_, _, None)) if shared.aborting() => return None,
-            Ok((_, _, None)) => continue,
+            Ok((_, _, _, None)) if shared.aborting() => return None,
+            Ok((_, _, _, None)) => continue,
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
                     || e.kind() == io::ErrorKind::Interrupted =>
@@ -361,6 +370,9 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
         if from.ip() != allowed || check_request(request, p.request_bytes, p.cookie).is_err() {
             shared.reject(k, 1);
             continue;
+        }
+        if p.read_tos {
+            shared.tos[k].add(tos);
         }
         last_message = p.poll.stamp(last_message);
         shared.maybe_stall();
@@ -396,22 +408,22 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
     None
 }
 
-/// One datagram: its length, its kernel stamp when `stamped`, and its sender.
-fn receive_udp(
-    fd: RawFd,
-    buf: &mut [u8],
-    stamped: bool,
-) -> io::Result<(usize, Option<u64>, Option<SocketAddr>)> {
+/// A datagram's length, kernel stamp, TOS and sender.
+type Arrived = (usize, Option<u64>, Option<u8>, Option<SocketAddr>);
+
+/// One datagram: its length, its kernel stamp and TOS when `stamped` (read from its
+/// control messages, when the socket asked for them), and its sender.
+fn receive_udp(fd: RawFd, buf: &mut [u8], stamped: bool) -> io::Result<Arrived> {
     if !stamped {
-        return wait::recv_from(fd, buf).map(|(n, from)| (n, None, from));
+        return wait::recv_from(fd, buf).map(|(n, from)| (n, None, None, from));
     }
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    match kstamps::recv_stamped(fd, buf, false, Some(&mut storage))? {
-        (Recv::Data(n), rx) => Ok((n, rx, wait::sockaddr(storage, len))),
-        (Recv::Empty, _) => Err(io::ErrorKind::WouldBlock.into()),
-        (Recv::Closed, _) => Ok((0, None, None)),
+    match kstamps::io::recv_marked(fd, buf, false, Some(&mut storage))? {
+        (Recv::Data(n), rx, tos) => Ok((n, rx, tos, wait::sockaddr(storage, len))),
+        (Recv::Empty, ..) => Err(io::ErrorKind::WouldBlock.into()),
+        (Recv::Closed, ..) => Ok((0, None, None, None)),
     }
 }
 
@@ -491,6 +503,7 @@ mod tests {
                 stages: false,
                 stage_every: 1,
                 clock_shift_ns: 0,
+                read_tos: false,
             };
             let server = RrServer::spawn(ServerTarget::Sockets(sockets), plan).unwrap();
             let mut answer = vec![0u8; ANSWER];

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::counters::Counters;
+use crate::marks::TosCounts;
 use crate::pool::{Placement, Pool, Stop};
 use crate::wait::Poll;
 
@@ -31,6 +32,8 @@ pub struct ServerPlan {
     pub stage_every: u32,
     /// A test hook: the echo's real-time clock, as its answers tell it, is off by this.
     pub clock_shift_ns: i64,
+    /// UDP: count each request by the TOS it arrived with (`--dscp`/`--ecn`).
+    pub read_tos: bool,
 }
 
 pub(crate) struct Core {
@@ -40,6 +43,10 @@ pub(crate) struct Core {
     /// Responses sent (`ANSWERED`), UDP datagrams dropped (`REJECTED`) and, once a
     /// worker ended, its system calls (`SYSCALLS`), per worker.
     pub answered: Vec<Counters<3>>,
+    /// With `plan.read_tos`: each worker's requests by arrival TOS, once a worker read
+    /// them (`tos_read`: an engine that cannot leaves it false).
+    pub tos: Vec<TosCounts>,
+    pub tos_read: AtomicBool,
 }
 
 pub(crate) const ANSWERED: usize = 0;
@@ -50,6 +57,8 @@ impl Core {
     pub fn new(plan: ServerPlan, threads: usize) -> Core {
         Core {
             answered: (0..threads).map(|_| Counters::default()).collect(),
+            tos: (0..threads).map(|_| TosCounts::default()).collect(),
+            tos_read: AtomicBool::new(false),
             plan,
             aborting: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
@@ -132,6 +141,15 @@ impl RrServer {
     /// or without the test's cookie.
     pub fn rejected(&self) -> u64 {
         Counters::sum(&self.shared.core().answered)[REJECTED]
+    }
+
+    /// The requests by the TOS they arrived with, `(tos, requests)`, and those without
+    /// one; `None` unless asked (`plan.read_tos`) and read by the workers.
+    pub fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        let core = self.shared.core();
+        core.tos_read
+            .load(Ordering::Relaxed)
+            .then(|| crate::marks::sum(&core.tos))
     }
 
     /// System calls of the workers that ended (all of them, once joined).

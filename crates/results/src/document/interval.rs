@@ -87,6 +87,10 @@ pub struct StreamSideFigures {
 pub struct PpsSideFigures {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packets_per_second: Option<f64>,
+    /// The receiver's, with `--dscp`/`--ecn`: this interval's datagrams sent as X and
+    /// arrived as Y, and its CE marks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<Box<crate::marks::DirectionFate>>,
 }
 
 impl IntervalFigures {

@@ -251,6 +251,7 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
                 cpu_busy_percent: x.cpu_busy_percent,
                 section: SideFigures::Pps(PpsSideFigures {
                     packets_per_second: Some(pk / secs),
+                    marks: x.pps().and_then(|p| p.marks.clone()).map(Box::new),
                 }),
                 partial: x.partial,
             }

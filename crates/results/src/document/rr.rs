@@ -86,6 +86,10 @@ pub struct RrEnd {
     /// `--stages`: each direction's delay, within a stated bound (`oneway::resolve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oneway: Option<Box<crate::oneway::OneWay>>,
+    /// UDP with `--dscp`/`--ecn`: what the path did to the marks, forward as the agent
+    /// received the requests and reverse as the client received the answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<Box<crate::marks::Fate>>,
 }
 
 impl RrEnd {
@@ -151,10 +155,23 @@ pub(crate) fn build(spec: &RrSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, R
         server: inp.server.and_then(end_side),
         stages: c_rr.and_then(|r| r.stages.clone()),
         oneway: oneway.map(Box::new),
+        marks: marks_of(inp),
         client,
         self_noise,
     };
     (intervals, end)
+}
+
+/// Each direction's marks as its receiver counted them, when either did.
+fn marks_of(inp: &Inputs<'_>) -> Option<Box<crate::marks::Fate>> {
+    let fate = crate::marks::Fate {
+        forward: inp
+            .server
+            .and_then(|s| s.rr())
+            .and_then(|r| r.marks.clone()),
+        reverse: inp.client.rr().and_then(|r| r.marks.clone()),
+    };
+    (fate.forward.is_some() || fate.reverse.is_some()).then(|| Box::new(fate))
 }
 
 /// The client's figures of one interval of `secs`.
@@ -244,6 +261,7 @@ mod tests {
             stages: Some(stages(300)),
             socket_options: vec![],
             syscalls: None,
+            marks: None,
             oneway: None,
         });
         c

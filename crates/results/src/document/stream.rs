@@ -293,6 +293,7 @@ mod tests {
                         rttvar_us: None,
                         snd_cwnd_segments: None,
                         snd_mss_bytes: None,
+                        ecn: None,
                     })
                     .collect(),
             }],

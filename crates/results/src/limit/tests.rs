@@ -108,6 +108,7 @@ impl Run {
                 rttvar_us: None,
                 snd_cwnd_segments: None,
                 snd_mss_bytes: Some(1448),
+                ecn: None,
             }],
         }];
         s.section = SideSection::Stream(StreamResult { directions });

@@ -325,6 +325,7 @@ impl Rr {
             stages: None,
             socket_options: vec![],
             syscalls: None,
+            marks: None,
             oneway: None,
         };
         let ns = (self.mean_rtt_us * 1e3) as u64;

@@ -61,6 +61,10 @@ pub struct RrSample {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PpsSample {
     pub packets: u64,
+    /// Agent, with `--dscp`/`--ecn`: the interval's datagrams by the marks they arrived
+    /// with against those sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<crate::marks::DirectionFate>,
 }
 
 impl IntervalSample {

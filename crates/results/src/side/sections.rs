@@ -40,6 +40,12 @@ pub struct ConnectionResult {
     pub rttvar_us: Option<u32>,
     pub snd_cwnd_segments: Option<u32>,
     pub snd_mss_bytes: Option<u32>,
+    /// The whole connection's ECN (TCP_INFO read after its last byte), when negotiated:
+    /// the counts since the handshake, warm-up and cool-down included, so that they
+    /// reconcile with a path's own count of the CE marks it set; the intervals' are the
+    /// window's part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<super::sample::TcpEcn>,
 }
 
 /// This side's half of one direction of the test.
@@ -97,6 +103,11 @@ pub struct RrResult {
     /// them (kernel sockets, io_uring).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls: Option<Syscalls>,
+    /// UDP with `--dscp`/`--ecn`: what this side received by the marks it arrived with
+    /// against those sent (agent: the requests, forward; client: the answers matched to
+    /// a request, reverse), over the whole test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<crate::marks::DirectionFate>,
 }
 
 /// System calls the workers made, and the messages they carried (client: requests sent;

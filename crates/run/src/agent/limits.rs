@@ -28,7 +28,15 @@ pub struct Limits {
     /// A UDP echo's answer may be at most this many times its request: above 1 the agent
     /// multiplies whatever reaches it (a reflector), so that is the operator's choice.
     pub max_udp_reply_ratio: f64,
+    /// DSCPs a test may have this agent send (`--dscp`, `--control-dscp`), bit `d` for
+    /// DSCP `d`: [`DEFAULT_TEST_DSCPS`] unless the operator widens it.
+    pub allowed_dscps: u64,
 }
+
+/// Every DSCP but network control (CS6 48, CS7 56; RFC 4594): the classes routers give
+/// their own routing protocols, which a controller's test at `--max-bitrate` must not
+/// have this host send unless the operator says so (`serve --allow-dscp cs6,cs7`).
+pub const DEFAULT_TEST_DSCPS: u64 = !(1 << 48 | 1 << 56);
 
 /// Intervals a STAMP run from an agent reports at most: an hour of 1 s intervals, whose
 /// document fits one frame back to the controller.
@@ -80,6 +88,7 @@ impl Default for Limits {
             max_memory_bytes: default_memory_bytes(),
             test_hooks: false,
             max_udp_reply_ratio: 1.0,
+            allowed_dscps: DEFAULT_TEST_DSCPS,
         }
     }
 }
@@ -141,6 +150,7 @@ impl Limits {
     pub fn check(&self, spec: &TestSpec, kind: &dyn Kind, role: Role) -> Option<String> {
         let d = kind.demand(spec, role);
         self.check_hooks(spec)
+            .or_else(|| self.check_marks(spec.execution().marks))
             .or_else(|| self.check_size(spec, &d))
             .or_else(|| self.check_udp_reply(spec))
             .or_else(|| self.check_rate(&d))
@@ -174,11 +184,27 @@ impl Limits {
                 "{intervals} intervals, over the {MAX_STAMP_INTERVALS} a STAMP run from an agent reports (a longer --interval)"
             ));
         }
-        self.check_length(spec.timing.total_ms().saturating_add(spec.timeout_ms))
+        self.check_marks(spec.execution.marks)
+            .or_else(|| self.check_length(spec.timing.total_ms().saturating_add(spec.timeout_ms)))
             .or_else(|| self.check_message(d))
             .or_else(|| self.check_rate(d))
             .or_else(|| self.check_bits(d, Role::Client, false))
             .or_else(|| self.check_one_test(d))
+    }
+
+    /// A DSCP the operator did not allow, on the data packets or the control connection.
+    fn check_marks(&self, marks: sonde_results::marks::Marks) -> Option<String> {
+        [("--dscp", marks.dscp), ("--control-dscp", marks.control_dscp)]
+            .into_iter()
+            .find_map(|(flag, d)| {
+                let d = d?;
+                (self.allowed_dscps >> d.value() & 1 == 0).then(|| {
+                    format!(
+                        "{flag} {}: this agent does not send that class (network control, CS6 and CS7, unless `sonde serve --allow-dscp` lists it)",
+                        d.words()
+                    )
+                })
+            })
     }
 
     fn check_length(&self, total_ms: u64) -> Option<String> {

@@ -17,7 +17,10 @@ mod stamp_part;
 mod target;
 
 pub use crate::allow::{Allow, Allowed};
-pub use limits::{default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS};
+pub use limits::{
+    default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS,
+    DEFAULT_TEST_DSCPS,
+};
 pub use shared::ServeConfig;
 use shared::Shared;
 

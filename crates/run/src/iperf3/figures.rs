@@ -67,6 +67,7 @@ pub fn far_side(spec: &StreamSpec, role: Role, r: &Results, who: &str) -> SideRe
             rttvar_us: None,
             snd_cwnd_segments: None,
             snd_mss_bytes: None,
+            ecn: None,
         });
     }
     directions.sort_by_key(|d| d.direction != Direction::Forward);

@@ -140,6 +140,10 @@ pub struct ServeArgs {
     /// control (CS6, CS7) it did not send; a refused class is told in the answer (RPD 1).
     #[arg(long, value_delimiter = ',', value_name = "CLASS|NUMBER|any", value_parser = parse_allowed_dscp, requires = "stamp")]
     pub stamp_allow_dscp: Vec<Option<sonde_results::marks::Dscp>>,
+    /// DSCPs a controller's test may have this agent send besides every class but
+    /// network control (CS6, CS7, refused by default): classes or numbers, or `any`.
+    #[arg(long, value_delimiter = ',', value_name = "CLASS|NUMBER|any", value_parser = parse_allowed_dscp)]
+    pub allow_dscp: Vec<Option<sonde_results::marks::Dscp>>,
     /// Also answer `iperf3 -c` on TCP [ADDR:]PORT (5201 is iperf3's; a bare port listens
     /// on every IPv4 address), one test at a time, within this agent's limits.
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_stamp_bind)]
@@ -173,6 +177,12 @@ impl ServeArgs {
             max_memory_bytes: self.max_memory.unwrap_or_else(agent::default_memory_bytes),
             test_hooks: self.test_hooks,
             max_udp_reply_ratio: self.max_udp_reply_ratio,
+            allowed_dscps: self
+                .allow_dscp
+                .iter()
+                .fold(agent::DEFAULT_TEST_DSCPS, |m, d| {
+                    d.map_or(u64::MAX, |d| m | 1 << d.value())
+                }),
         };
         Ok(agent::ServeConfig {
             key: sonde_run::key::load_key(self.key_file.as_deref())?,

@@ -93,7 +93,11 @@ pub fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> std::io::Result<
 
 /// Held while a test sends traffic: tests that measure rates, searches or latency never
 /// run at the same time, in this process or another (an exclusive flock on one file).
-pub struct Serial(File);
+pub struct Serial(File, std::time::Instant);
+
+/// Where each hold of the lock is logged (`SECONDS TEST` a line), when set: CI's list of
+/// the tests that hold the machine's serialized time (.ci/run).
+const HOLDS_LOG_ENV: &str = "SONDE_TEST_HOLDS_LOG";
 
 impl Serial {
     pub fn take() -> Serial {
@@ -101,7 +105,26 @@ impl Serial {
         // SAFETY: a valid fd; the lock is released when the file is closed.
         let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
         assert_eq!(r, 0, "flock: {}", std::io::Error::last_os_error());
-        Serial(f)
+        Serial(f, std::time::Instant::now())
+    }
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os(HOLDS_LOG_ENV) else {
+            return;
+        };
+        // The test harness names each test's thread after the test.
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!("{:.2} {name}\n", self.1.elapsed().as_secs_f64());
+        // One append of one short line: lines of concurrent holders do not interleave.
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
     }
 }
 
@@ -340,6 +363,12 @@ impl Lab {
     /// Runs a command in the server namespace and returns its stdout.
     pub fn server_cmd(&self, program: &str, args: &[&str]) -> String {
         Lab::in_ns_ok(&self.server, program, args)
+    }
+
+    /// The agent's interface's own count of packets received.
+    pub fn server_rx_packets(&self) -> u64 {
+        let path = format!("/sys/class/net/{}/statistics/rx_packets", self.server_if);
+        self.server_cmd("cat", &[&path]).trim().parse().unwrap()
     }
 }
 

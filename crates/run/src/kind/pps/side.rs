@@ -39,6 +39,8 @@ pub struct PpsSide {
     placement: Placement,
     schedule: Schedule,
     stop_requested: Option<Instant>,
+    /// The receiver's datagrams by arrival TOS at the last interval edge (marked specs).
+    tos_at_edge: Vec<(u8, u64)>,
 }
 
 /// What the side counts at the window's edges: packets sent or received, and a kernel
@@ -69,6 +71,7 @@ impl PpsSide {
             placement,
             schedule,
             stop_requested: None,
+            tos_at_edge: Vec::new(),
         }
     }
 
@@ -131,6 +134,7 @@ impl PpsSide {
     /// Interval k, from the last edge to now; the window's last closes the window too.
     fn sample(&mut self, k: u32, last: bool, cut: bool) -> IntervalSample {
         let count = self.count();
+        let marks = self.interval_marks();
         let edge = self.meter.edge(count);
         if last {
             self.meter.close(count);
@@ -143,8 +147,24 @@ impl PpsSide {
             partial: cut,
             section: SampleSection::Pps(PpsSample {
                 packets: count.packets - edge.before.packets,
+                marks,
             }),
         }
+    }
+}
+
+impl PpsSide {
+    /// The receiver's datagrams since the last edge by the TOS they arrived with, against
+    /// the TOS sent: the interval's marks, when the spec marks its packets.
+    fn interval_marks(&mut self) -> Option<sonde_results::marks::DirectionFate> {
+        let Engine::Rx { receiver, .. } = &self.engine else {
+            return None;
+        };
+        let (now, unread) = receiver.arrived_tos()?;
+        let before = std::mem::replace(&mut self.tos_at_edge, now.clone());
+        let was = |tos: u8| before.iter().find(|(t, _)| *t == tos).map_or(0, |p| p.1);
+        let since = now.iter().map(|&(t, n)| (t, n.saturating_sub(was(t))));
+        arrived_marks(&self.spec, Some((since.collect(), unread)))
     }
 }
 

@@ -41,6 +41,10 @@ pub trait RequestEngine: Workers {
     fn counts_syscalls(&self) -> bool {
         false
     }
+    /// UDP with marks: the answers by the TOS they arrived with, where the engine reads it.
+    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        None
+    }
 }
 
 /// The agent's side of an engine: where requests arrive, opened before `Ready`, then the
@@ -71,6 +75,10 @@ pub trait EchoEngine: Workers {
     fn join(&mut self) -> Vec<String>;
     /// The workers' system calls, once joined, where the engine counts them.
     fn syscalls(&self) -> Option<u64> {
+        None
+    }
+    /// UDP with marks: the requests by the TOS they arrived with, where the engine reads it.
+    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
         None
     }
 }
@@ -135,6 +143,7 @@ pub fn client_plan(
         sqpoll: spec.sqpoll,
         stages: spec.stages,
         stage_every: spec.stage_every(),
+        read_tos: reads_tos(spec),
     }
 }
 
@@ -161,5 +170,11 @@ pub fn server_plan(
         stages: spec.stages,
         stage_every: spec.stage_every(),
         clock_shift_ns: spec.server_clock_shift_ns.unwrap_or(0),
+        read_tos: reads_tos(spec),
     }
+}
+
+/// UDP with marks asked for: each end counts what it received by the TOS it arrived with.
+fn reads_tos(spec: &RrSpec) -> bool {
+    spec.transport == sonde_results::Transport::Udp && spec.execution.marks.data_tos().is_some()
 }

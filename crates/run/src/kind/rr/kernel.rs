@@ -199,6 +199,9 @@ impl RequestEngine for Client {
     fn counts_syscalls(&self) -> bool {
         true
     }
+    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        self.stage.running()?.arrived_tos()
+    }
 }
 
 enum At {
@@ -286,6 +289,9 @@ impl EchoEngine for Server {
     }
     fn syscalls(&self) -> Option<u64> {
         self.stage.running().map(RrServer::syscalls)
+    }
+    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        self.stage.running()?.arrived_tos()
     }
 }
 

@@ -237,6 +237,30 @@ impl Side for RrSide {
         let syscalls;
         let (mut late, mut duplicated, mut foreign) = (0, 0, 0);
         let (mut allocated, mut merged, mut calls) = (0, 0, 0u64);
+        let arrived = match &self.engine {
+            SideEngine::Client(c) => c.arrived_tos(),
+            SideEngine::Server(s) => s.arrived_tos(),
+        };
+        let udp = self.spec.transport == sonde_results::Transport::Udp;
+        if udp && self.spec.execution.marks.data_tos().is_some() && arrived.is_none() {
+            notes.push(format!(
+                "the marks that arrived are not read by the {} engine's workers (--engine kernel reads them)",
+                self.engine().name()
+            ));
+        }
+        let marks = self
+            .spec
+            .execution
+            .marks
+            .data_tos()
+            .zip(arrived)
+            .map(|(sent, (seen, _))| {
+                let mut fate = sonde_results::marks::DirectionFate::default();
+                for (tos, n) in seen {
+                    fate.record_n(sent, tos, n);
+                }
+                fate
+            });
         match &mut self.engine {
             SideEngine::Client(c) => {
                 c.abort();
@@ -318,6 +342,7 @@ impl Side for RrSide {
                 .map(Box::new),
             socket_options: self.socket_options.clone(),
             syscalls: syscalls.map(|(calls, messages)| Syscalls { calls, messages }),
+            marks,
         });
         let mut result = self
             .meter

@@ -277,6 +277,7 @@ impl Side for StreamSide {
                         rttvar_us: ti.map(|t| t.rttvar_us),
                         snd_cwnd_segments: ti.filter(|_| sends).map(|t| t.snd_cwnd),
                         snd_mss_bytes: ti.map(|t| t.snd_mss),
+                        ecn: ti.as_ref().and_then(tcp::connection_ecn),
                     }
                 })
                 .collect();

@@ -49,6 +49,11 @@ pub(super) fn sample(
     }
 }
 
+/// The connection's ECN since its handshake, when it was negotiated.
+pub(super) fn connection_ecn(now: &TcpInfo) -> Option<TcpEcn> {
+    ecn(None, now)
+}
+
 /// The connection's ECN over the interval, when it was negotiated.
 fn ecn(before: Option<&TcpInfo>, now: &TcpInfo) -> Option<TcpEcn> {
     let delta = |f: fn(&TcpInfo) -> Option<u32>| {

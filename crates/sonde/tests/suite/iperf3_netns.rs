@@ -1,0 +1,472 @@
+//! iperf3's protocol both ways against Debian's real `iperf3`, across two namespaces: `sonde
+//! stream --iperf3` against `iperf3 -s` (forward -P 1, reverse -P 4, bidir), and `iperf3 -c`
+//! against `sonde serve --iperf3`. Each run is shaped by a `tc tbf` of known rate, and each
+//! figure is held to 1 % of what iperf3 itself reported (`-J`) on the same run and of the
+//! shaper's rate.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const RATE_BPS: f64 = 200e6;
+/// One-sided margin of every comparison: the 1 %.
+const WITHIN: f64 = 0.01;
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn off(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b
+}
+
+/// A tbf of RATE_BPS on `dev` in namespace `ns`.
+fn tbf(ns: &str, dev: &str) {
+    let o = Lab::in_ns(ns, "tc")
+        .args(["qdisc", "add", "dev", dev, "root", "tbf", "rate", "200mbit"])
+        .args(["burst", "64kb", "latency", "50ms"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "tc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Payload bits a second the shaper lets through: it meters whole frames (payload, the
+/// TCP/IP headers of MTU - MSS, 14 bytes of Ethernet); timestamps make the MSS 1448.
+fn goodput(mss: f64) -> f64 {
+    RATE_BPS * mss / (1500.0 + 14.0)
+}
+
+/// `iperf3 -s -1 -J` in the server namespace, listening once it returns.
+fn iperf3_server(lab: &Lab) -> Child {
+    let mut child = Lab::in_ns(&lab.server, "iperf3")
+        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        let up = Lab::in_ns(&lab.server, "ss")
+            .args(["-Hltn", "sport = :5201"])
+            .output()
+            .unwrap();
+        if !up.stdout.is_empty() {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("iperf3 -s did not listen");
+}
+
+/// The JSON an `iperf3 -s -1 -J` printed once its test ended.
+fn iperf3_json(mut child: Child) -> serde_json::Value {
+    wait_with_timeout(&mut child, Duration::from_secs(10)).expect("iperf3 -s ends");
+    let out = child.wait_with_output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `sonde stream SERVER --iperf3 ARGS --json` in the client namespace: its document. The
+/// runs give `--sndbuf` of 256K or less (iperf3's `-w` on its end): 10 ms at the shaped rate, so a
+/// sender's interval (bytes handed to the socket, iperf3's way and ours) is what left it
+/// within 1 %, not what filled a send buffer still growing.
+fn sonde_iperf3(lab: &Lab, args: &[&str]) -> serde_json::Value {
+    let t = std::time::Instant::now();
+    let o = run({
+        let mut c = Lab::in_ns(&lab.client, SONDE);
+        c.args(["stream", SERVER_ADDR, "--iperf3", "--json", "--no-save"])
+            .args(args);
+        c
+    });
+    eprintln!(
+        "sonde stream --iperf3 {args:?}: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    doc_of(&o)
+}
+
+/// iperf3's intervals of one direction, after its omitted ones: bits a second.
+fn their_intervals(json: &serde_json::Value, key: &str) -> Vec<f64> {
+    json["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i[key])
+        .filter(|s| s["omitted"] != true && f(&s["seconds"]) > 0.5)
+        .map(|s| f(&s["bits_per_second"]))
+        .collect()
+}
+
+/// Our intervals of one direction (`sender`, `receiver`, or under `reverse`).
+fn our_intervals(doc: &serde_json::Value, path: &[&str]) -> Vec<f64> {
+    doc["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| path.iter().fold(i, |v, k| &v[*k]))
+        .map(|s| f(&s["bits_per_second"]))
+        .collect()
+}
+
+/// Each of our intervals within 1 % of iperf3's of the same index, and of the shaper
+/// unless `acks` share the shaped link (bidir: the other direction's ACKs take their share
+/// of its rate, which no payload count sees).
+fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str, acks: bool) {
+    // Bidir: each direction's ACKs share the other's shaped link unevenly from one second
+    // to the next, so the two ends' views of an interval part by up to 2 % (one-sided
+    // margin; measured -1.8 % at worst); totals still match byte for byte.
+    let within = if acks { 2.0 * WITHIN } else { WITHIN };
+    assert!(
+        ours.len() >= 2 && theirs.len() >= 2,
+        "{what}: {ours:?} {theirs:?}"
+    );
+    for (i, (o, t)) in ours.iter().zip(theirs).enumerate() {
+        eprintln!(
+            "{what} interval {i}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
+            (o / t - 1.0) * 100.0
+        );
+        assert!(
+            off(*o, *t) < within,
+            "{what} interval {i}: ours {o} vs iperf3's {t}"
+        );
+        assert!(
+            acks || off(*o, goodput(1448.0)) < WITHIN,
+            "{what} interval {i}: {o} vs tbf"
+        );
+    }
+}
+
+#[test]
+fn forward_one_stream_against_iperf3_server() {
+    let Some(lab) = Lab::needing(&["tc", "iperf3", "ss"]) else {
+        return;
+    };
+    tbf(&lab.client, &lab.client_if);
+    let server = iperf3_server(&lab);
+    let doc = sonde_iperf3(
+        &lab,
+        &["-P", "1", "-t", "2", "--warmup", "1", "--sndbuf", "256K"],
+    );
+    let json = iperf3_json(server);
+    let end = &doc["end"];
+    assert_eq!(end["partial"], false, "{end}");
+    let who = doc["start"]["server_command"].as_str().unwrap();
+    assert!(who.starts_with("iperf3 server (iperf 3."), "{who}");
+    let (s, r) = (&end["sender"], &end["receiver"]);
+    assert_eq!(
+        (s["measured_by"].as_str(), r["measured_by"].as_str()),
+        (Some("client"), Some("server"))
+    );
+    // The far end's figures are iperf3's own, byte for byte.
+    assert_eq!(r["bytes"], json["end"]["sum_received"]["bytes"]);
+    assert_eq!(r["host"], who);
+    // What iperf3 does not measure is absent, not zero.
+    let conn = &r["connections"]["per_connection"][0];
+    assert!(
+        conn["rtt_us"].is_null() && conn["snd_cwnd_segments"].is_null(),
+        "{conn}"
+    );
+    assert!(r["nic"].is_null() && r["cpu"]["host"].is_null(), "{r}");
+    // Our side's evidence is there as for any stream.
+    assert!(
+        s["connections"]["per_connection"][0]["rtt_us"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(s["cpu"]["process_cpu_s"].as_f64().unwrap() > 0.0, "{s}");
+    let (ours, theirs) = (
+        f(&s["bits_per_second"]),
+        f(&json["end"]["sum_received"]["bits_per_second"]),
+    );
+    assert!(
+        off(ours, theirs) < WITHIN,
+        "sent {ours} vs iperf3 received {theirs}"
+    );
+    intervals_agree(
+        &our_intervals(&doc, &["sender"]),
+        &their_intervals(&json, "sum"),
+        "forward -P 1",
+        false,
+    );
+}
+
+#[test]
+fn reverse_four_streams_against_iperf3_server() {
+    let Some(lab) = Lab::needing(&["tc", "iperf3", "ss"]) else {
+        return;
+    };
+    tbf(&lab.server, &lab.server_if);
+    let server = iperf3_server(&lab);
+    let doc = sonde_iperf3(
+        &lab,
+        &[
+            "-P", "4", "-R", "-t", "2", "--warmup", "1", "--sndbuf", "64K",
+        ],
+    );
+    let json = iperf3_json(server);
+    let end = &doc["end"];
+    assert_eq!(end["partial"], false, "{end}");
+    let (s, r) = (&end["sender"], &end["receiver"]);
+    assert_eq!(
+        (s["measured_by"].as_str(), r["measured_by"].as_str()),
+        (Some("server"), Some("client"))
+    );
+    assert_eq!(s["connections"]["count"], 4);
+    assert_eq!(s["bytes"], json["end"]["sum_sent"]["bytes"]);
+    // iperf3's sender counts its retransmits; they are carried, not invented.
+    let carried: u64 = s["connections"]["per_connection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["retransmits"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        carried,
+        json["end"]["sum_sent"]["retransmits"].as_u64().unwrap()
+    );
+    let (ours, theirs) = (
+        f(&r["bits_per_second"]),
+        f(&json["end"]["sum_sent"]["bits_per_second"]),
+    );
+    assert!(
+        off(ours, theirs) < WITHIN,
+        "received {ours} vs iperf3 sent {theirs}"
+    );
+    intervals_agree(
+        &our_intervals(&doc, &["receiver"]),
+        &their_intervals(&json, "sum"),
+        "reverse -P 4",
+        false,
+    );
+}
+
+#[test]
+fn bidir_against_iperf3_server() {
+    let Some(lab) = Lab::needing(&["tc", "iperf3", "ss"]) else {
+        return;
+    };
+    tbf(&lab.client, &lab.client_if);
+    tbf(&lab.server, &lab.server_if);
+    let server = iperf3_server(&lab);
+    let doc = sonde_iperf3(
+        &lab,
+        &[
+            "-P", "2", "--bidir", "-t", "2", "--warmup", "1", "--sndbuf", "64K",
+        ],
+    );
+    let json = iperf3_json(server);
+    let end = &doc["end"];
+    assert_eq!(end["partial"], false, "{end}");
+    // Forward: we send, iperf3 receives; reverse: iperf3 sends, we receive.
+    assert_eq!(
+        end["receiver"]["bytes"],
+        json["end"]["sum_received"]["bytes"]
+    );
+    // iperf3 names its sending half of a bidir test's sums "bidir_reverse".
+    assert_eq!(
+        end["reverse"]["sender"]["bytes"],
+        json["end"]["sum_sent_bidir_reverse"]["bytes"]
+    );
+    intervals_agree(
+        &our_intervals(&doc, &["sender"]),
+        &their_intervals(&json, "sum"),
+        "bidir forward",
+        true,
+    );
+    intervals_agree(
+        &our_intervals(&doc, &["reverse", "receiver"]),
+        &their_intervals(&json, "sum_bidir_reverse"),
+        "bidir reverse",
+        true,
+    );
+}
+
+/// `sonde serve --iperf3` in the server namespace: its stderr lines, read as they come.
+fn serve_iperf3(lab: &Lab, extra: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Lab::in_ns(&lab.server, SONDE)
+        .args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
+        .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let listening = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .any(|line| line.contains("sonde iperf3 server listening"));
+    if !listening {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("serve --iperf3 did not listen");
+    }
+    (child, rx)
+}
+
+/// The document `serve --iperf3` logged for the test it served next.
+fn served_doc(rx: &std::sync::mpsc::Receiver<String>) -> serde_json::Value {
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a served test's document");
+        if let Some((_, json)) = line.split_once("iperf3 document ") {
+            return serde_json::from_str(json).unwrap();
+        }
+        assert!(!line.contains("iperf3 client"), "{line}");
+    }
+}
+
+fn iperf3_client(lab: &Lab, args: &[&str]) -> serde_json::Value {
+    let o = Lab::in_ns(&lab.client, "iperf3")
+        .args(["-c", SERVER_ADDR, "-p", "5201", "-J"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "iperf3 -c {args:?}: {}", stdout(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn iperf3_client_against_serve_iperf3() {
+    let Some(lab) = Lab::needing(&["tc", "iperf3"]) else {
+        return;
+    };
+    tbf(&lab.client, &lab.client_if);
+    tbf(&lab.server, &lab.server_if);
+    // Nobody beyond loopback by default: the lab's client is refused, unanswered.
+    let (mut closed, rx) = serve_iperf3(&lab, &[]);
+    let o = Lab::in_ns(&lab.client, "iperf3")
+        .args(["-c", SERVER_ADDR, "-p", "5201", "-t", "1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let refused = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(5)).ok())
+        .find(|l| l.contains("iperf3 client"))
+        .expect("a refusal in the log");
+    assert!(
+        refused.contains("not loopback nor in --iperf3-allow"),
+        "{refused}"
+    );
+    let _ = closed.kill();
+    let _ = closed.wait();
+
+    let (mut serve, rx) = serve_iperf3(&lab, &["--iperf3-allow", "198.18.0.0/15"]);
+    for (args, ours_key, theirs_key) in [
+        // -O 1: slow start left out on both ends; -w 128K: iperf3's sender counts what it
+        // handed its socket, so a small buffer keeps that within 1 % of what arrived.
+        (
+            &["-t", "2", "-O", "1", "-P", "2", "-w", "128K"][..],
+            "receiver",
+            "sum_sent",
+        ),
+        (
+            &["-t", "2", "-O", "1", "-R", "-w", "128K"][..],
+            "sender",
+            "sum_received",
+        ),
+    ] {
+        let json = iperf3_client(&lab, args);
+        let doc = served_doc(&rx);
+        let end = &doc["end"];
+        assert_eq!(end["partial"], false, "{args:?}: {end}");
+        let ours = &end[ours_key];
+        assert_eq!(ours["measured_by"], "server");
+        // What iperf3 -c printed for the far end is what we measured and sent it.
+        let far = if ours_key == "receiver" {
+            "sum_received"
+        } else {
+            "sum_sent"
+        };
+        assert_eq!(ours["bytes"], json["end"][far]["bytes"], "{args:?}");
+        // And its own side agrees with ours within 1 %, and with the shaper.
+        let (o, t) = (
+            f(&ours["bits_per_second"]),
+            f(&json["end"][theirs_key]["bits_per_second"]),
+        );
+        eprintln!(
+            "iperf3 -c {args:?}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
+            (o / t - 1.0) * 100.0
+        );
+        assert!(
+            off(o, t) < WITHIN,
+            "{args:?}: ours {o} vs iperf3's {t}: {ours} {}",
+            doc["intervals"]
+        );
+        assert!(off(o, goodput(1448.0)) < WITHIN, "{args:?}: {o} vs tbf");
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+}
+
+/// IPv6 and `-C`: on ::1 against `iperf3 -s`, with reno asked for: iperf3's own JSON says
+/// its end ran reno (the parameter reached it), and its bytes are the document's.
+#[test]
+fn ipv6_and_congestion_control_against_iperf3_server() {
+    if !need_tools(&["iperf3", "ss"]) {
+        return;
+    }
+    let _serial = Serial::take();
+    let port = std::net::TcpListener::bind("[::1]:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut server = std::process::Command::new("iperf3")
+        .args(["-s", "-1", "-J", "-B", "::1", "-p", &port])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Listening, seen from outside: a probe connection would be iperf3 -1's one client.
+    for _ in 0..100 {
+        let up = std::process::Command::new("ss")
+            .args(["-Hltn", &format!("sport = :{port}")])
+            .output()
+            .unwrap();
+        if !up.stdout.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = run({
+        let mut c = sonde_cmd();
+        c.args(["stream", "::1", "--iperf3", "-p", &port, "-C", "reno"])
+            .args(["-t", "1", "--warmup", "0", "--json", "--no-save"]);
+        c
+    });
+    let doc = doc_of(&o);
+    wait_with_timeout(&mut server, Duration::from_secs(10)).expect("iperf3 -s ends");
+    let json: serde_json::Value =
+        serde_json::from_slice(&server.wait_with_output().unwrap().stdout).unwrap();
+    assert_eq!(doc["end"]["partial"], false);
+    assert!(doc["start"]["server_address"]
+        .as_str()
+        .unwrap()
+        .starts_with("[::1]"));
+    assert_eq!(
+        json["end"]["receiver_tcp_congestion"], "reno",
+        "{}",
+        json["end"]
+    );
+    assert_eq!(
+        doc["end"]["receiver"]["bytes"],
+        json["end"]["sum_received"]["bytes"]
+    );
+}

@@ -1,0 +1,211 @@
+//! What deploy/ ships for the mesh (`sonde serve --mesh`), checked without a cluster: the
+//! rules by `promtool check rules` and their unit test (the loss alert fires for the lossy
+//! rack pair only; a threshold moved makes it fail), the scrape config by `promtool check
+//! config`, the DaemonSet's flags against its Service, and every dashboard query against
+//! the metrics an agent serves and the series the rules record.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{need_tools, run, stderr, stdout, temp_file};
+use sonde_report::openmetrics::{encode_mesh, MeshAgent, MeshPeer};
+use sonde_results::mesh::{Judging, PeerStats};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
+    let o = run({
+        let mut c = Command::new("promtool");
+        c.args(args).current_dir(dir);
+        c
+    });
+    (o.status.success(), format!("{}{}", stdout(&o), stderr(&o)))
+}
+
+#[test]
+fn the_mesh_rules_check_and_their_unit_test_fires_the_loss_alert_for_the_lossy_pair_only() {
+    if !need_tools(&["promtool"]) {
+        return;
+    }
+    let dir = repo().join("deploy/prometheus");
+    let (ok, said) = promtool(&["check", "rules", "mesh-rules.yaml"], &dir);
+    assert!(ok && said.contains("SUCCESS: 9 rules found"), "{said}");
+    let (ok, said) = promtool(&["test", "rules", "mesh-rules.test.yaml"], &dir);
+    assert!(ok, "{said}");
+    // The unit test can fail: the same test against rules whose loss threshold is 50 %
+    // (the lossy pair's 10 % no longer fires) and whose P99 threshold is 100 ms.
+    let scratch = temp_file("mesh-rules");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let rules = std::fs::read_to_string(dir.join("mesh-rules.yaml")).unwrap();
+    for (from, to) in [
+        ("ratio_rate1m > 0.01", "ratio_rate1m > 0.5"),
+        ("p99_1m > 0.01", "p99_1m > 0.1"),
+    ] {
+        assert!(rules.contains(from), "{from}");
+        std::fs::write(scratch.join("mesh-rules.yaml"), rules.replace(from, to)).unwrap();
+        std::fs::copy(
+            dir.join("mesh-rules.test.yaml"),
+            scratch.join("mesh-rules.test.yaml"),
+        )
+        .unwrap();
+        let (ok, said) = promtool(&["test", "rules", "mesh-rules.test.yaml"], &scratch);
+        assert!(!ok, "{to}: the unit test still passed: {said}");
+    }
+}
+
+#[test]
+fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service_with_their_token() {
+    if !need_tools(&["promtool"]) {
+        return;
+    }
+    let dir = repo().join("deploy/prometheus");
+    let scrape = std::fs::read_to_string(dir.join("mesh-scrape.yaml")).unwrap();
+    // promtool checks that the token file exists: the config is checked in a scratch
+    // directory, the file it names made there (and without it, refused).
+    let credentials = "authorization: {credentials_file: /etc/prometheus/sonde-mesh-metrics-token}";
+    assert!(scrape.contains(credentials), "no token in {scrape}");
+    let scratch = temp_file("mesh-scrape");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(dir.join("mesh-rules.yaml"), scratch.join("mesh-rules.yaml")).unwrap();
+    let token = scratch.join("token");
+    let checked = scrape.replace(
+        "/etc/prometheus/sonde-mesh-metrics-token",
+        token.to_str().unwrap(),
+    );
+    std::fs::write(scratch.join("mesh-scrape.yaml"), checked).unwrap();
+    let (ok, said) = promtool(&["check", "config", "mesh-scrape.yaml"], &scratch);
+    assert!(!ok && said.contains("token"), "{said}");
+    std::fs::write(&token, "a-token-of-16-characters-or-more\n").unwrap();
+    let (ok, said) = promtool(&["check", "config", "mesh-scrape.yaml"], &scratch);
+    assert!(ok, "{said}");
+    let ds = std::fs::read_to_string(repo().join("deploy/kubernetes/mesh-daemonset.yaml")).unwrap();
+    let service = "sonde-mesh.netsonde.svc.cluster.local";
+    assert!(scrape.contains(&format!("names: [{service}]")), "{scrape}");
+    assert!(scrape.contains("port: 9464"));
+    for want in [
+        format!(r#""--mesh", "dns:{service}""#),
+        r#""--metrics", "0.0.0.0:9464""#.into(),
+        r#""--mesh-port", "8620""#.into(),
+        r#""--key-file", "/etc/sonde/key""#.into(),
+        r#""--metrics-token-file", "/etc/sonde-metrics/token""#.into(),
+        "- {name: metrics-token, mountPath: /etc/sonde-metrics, readOnly: true}".into(),
+        "secret: {secretName: sonde-mesh-metrics-token, defaultMode: 288}".into(),
+        "kind: Secret\nmetadata:\n  name: sonde-mesh-metrics-token".into(),
+        "- {name: stamp, port: 8620, targetPort: stamp, protocol: UDP}".into(),
+        "clusterIP: None".into(),
+    ] {
+        assert!(ds.contains(&want), "mesh-daemonset.yaml lacks {want}");
+    }
+    let monitor = std::fs::read_to_string(dir.join("mesh-podmonitor.yaml")).unwrap();
+    assert!(
+        monitor.contains("- port: metrics")
+            && monitor.contains("app.kubernetes.io/name: sonde-mesh")
+            && monitor.contains(
+                "authorization: {credentials: {name: sonde-mesh-metrics-token, key: token}}"
+            ),
+        "{monitor}"
+    );
+}
+
+/// An agent's metrics with one peer: every family and label the exporter writes.
+fn agent_text() -> String {
+    let own: BTreeMap<String, String> = [("zone", "z1"), ("rack", "r1"), ("node", "n1")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let theirs: BTreeMap<String, String> = [("zone", "z1"), ("rack", "r2"), ("node", "n2")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let j = Judging {
+        window_ns: 1,
+        ..Judging::default()
+    };
+    let mut stats = PeerStats::new(0, &j);
+    stats.on_sent(0, 0);
+    stats.on_answer(0, 0, 50_000, 0);
+    stats.tick(10);
+    let agent = MeshAgent {
+        source: "198.18.2.1",
+        labels: &own,
+        budget_per_s: 100.0,
+        rate_per_s: 1.0,
+        reflected: 1,
+        refused: 0,
+    };
+    encode_mesh(
+        &agent,
+        &[MeshPeer {
+            address: "198.18.3.1",
+            labels: &theirs,
+            stats: &stats.figures(),
+        }],
+    )
+}
+
+#[test]
+fn every_mesh_dashboard_query_names_served_metrics_or_recorded_series() {
+    let path = repo().join("deploy/grafana/sonde-mesh.json");
+    let dash: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(dash["__inputs"][0]["name"], "DS_PROMETHEUS");
+    let text = agent_text();
+    let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let mut known: BTreeSet<String> = samples
+        .iter()
+        .map(|l| l.split('{').next().unwrap().to_string())
+        .collect();
+    let labels: BTreeSet<&str> = samples
+        .iter()
+        .flat_map(|l| l.split(['{', ',']).skip(1))
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
+        .collect();
+    let rules = std::fs::read_to_string(repo().join("deploy/prometheus/mesh-rules.yaml")).unwrap();
+    for line in rules.lines() {
+        if let Some(r) = line.trim().strip_prefix("- record: ") {
+            known.insert(r.to_string());
+        }
+    }
+    let mut queries = Vec::new();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            queries.push(t["expr"].as_str().unwrap().to_string());
+        }
+    }
+    queries.push(
+        dash["templating"]["list"][0]["definition"]
+            .as_str()
+            .unwrap()
+            .into(),
+    );
+    assert!(queries.len() >= 8, "{queries:?}");
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    for q in &queries {
+        let names: Vec<&str> = q
+            .split(|c: char| !is_name(c))
+            .filter(|w| w.starts_with("sonde_") || w.starts_with("sonde:"))
+            .collect();
+        assert!(!names.is_empty(), "no sonde series in {q}");
+        for n in names {
+            assert!(known.contains(n), "{q}: {n} is neither served nor recorded");
+        }
+        for part in q.split(" by (").skip(1) {
+            for l in part.split(')').next().unwrap().split(',') {
+                let l = l.trim();
+                assert!(
+                    l == "direction" || labels.contains(l),
+                    "{q}: no series has label {l}"
+                );
+            }
+        }
+    }
+    let json = std::fs::read_to_string(&path).unwrap();
+    for part in json.split("{{").skip(1) {
+        let l = part.split("}}").next().unwrap();
+        assert!(labels.contains(l), "legend {{{{{l}}}}} is no label");
+    }
+}

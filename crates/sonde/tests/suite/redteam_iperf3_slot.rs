@@ -1,0 +1,127 @@
+//! Red team on `sonde serve --iperf3`'s one test slot: a keyless stranger at 127.0.0.1
+//! keeps eight silent control connections open (each holds the slot to its 3 s deadline)
+//! and reconnects whenever one is closed, for 15 s. A real `iperf3 -c` from another
+//! address (127.0.0.2) must still be served: the waiting room gives the slot to the
+//! address that had it least recently, so the stranger gets at most every other turn.
+//! Before the waiting room the queue was first come first served: the client waited
+//! behind every silent connection, 3 s each, forever while the stranger reconnected.
+
+use crate::common;
+
+use std::io::{BufRead, Read};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn serve(port: u16) -> Child {
+    let mut child = sonde_cmd()
+        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .args(["--iperf3", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("sonde iperf3 server listening"));
+    if !listening {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("serve --iperf3 did not listen");
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    child
+}
+
+/// Whether the server closed `s` (non-blocking look).
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 16];
+    // Any byte (ACCESS_DENIED) or the close: it is done with.
+    match s.read(&mut b) {
+        Ok(n) => n <= b.len(),
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+/// Eight silent connections from 127.0.0.1, each replaced as soon as it is closed, until
+/// `stop` or 15 s (at most 400 connections in all); how many it opened.
+fn stranger(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
+    std::thread::spawn(move || {
+        let connect = || {
+            let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        };
+        let mut held: Vec<TcpStream> = (0..8).map(|_| connect()).collect();
+        let mut opened = 8;
+        let start = Instant::now();
+        while !stop.load(Ordering::Relaxed)
+            && start.elapsed() < Duration::from_secs(15)
+            && opened < 400
+        {
+            for s in held.iter_mut() {
+                if closed(s) {
+                    *s = connect();
+                    opened += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        opened
+    })
+}
+
+#[test]
+fn a_reconnecting_silent_stranger_cannot_hold_the_iperf3_slot() {
+    if !need_tools(&["iperf3"]) {
+        return;
+    }
+    let _serial = Serial::take();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = serve(port);
+    let stop = Arc::new(AtomicBool::new(false));
+    let attack = stranger(port, stop.clone());
+    // The stranger's eight are queued first.
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let mut real = std::process::Command::new("iperf3")
+        .args([
+            "-c",
+            "127.0.0.1",
+            "-B",
+            "127.0.0.2",
+            "-p",
+            &port.to_string(),
+        ])
+        .args(["-t", "1", "-J"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_with_timeout(&mut real, Duration::from_secs(14));
+    let took = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let opened = attack.join().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let status = status.unwrap_or_else(|| {
+        let _ = real.kill();
+        let _ = real.wait();
+        panic!("iperf3 -c not served in {took:?} behind the stranger ({opened} connections)")
+    });
+    assert!(status.success(), "iperf3 -c: {status}");
+    // One stranger's turn (3 s) ahead of it at most, then its own 1 s test (measured
+    // 3.8 s; a one-sided margin for a loaded machine; first come first served took 24 s).
+    assert!(took < Duration::from_secs(10), "served after {took:?}");
+    eprintln!("served after {took:?}; the stranger opened {opened} connections");
+}
