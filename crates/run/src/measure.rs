@@ -41,7 +41,22 @@ pub enum Plan {
     /// A stream test against an `iperf3 -s` (no agent there): iperf3's port (5201) unless
     /// the target names another than the agent's.
     Iperf3(TestSpec),
+    /// A kind with a runner of its own (no agent at the far end): the door a new such kind
+    /// comes in by, without a variant here.
+    Own(Box<dyn Runner>),
 }
+
+/// A kind that runs without an agent at the far end, to one document: what its plan
+/// holds ([`Plan::Own`]).
+pub trait Runner: Send {
+    /// The spec its heading is made from.
+    fn spec(&self) -> TestSpec;
+    /// Runs it; `command` is the command line, for the record.
+    fn run(self: Box<Self>, command: &str, interrupt: &Interrupt) -> Result<Document, OwnError>;
+}
+
+/// Why a [`Runner`] measured nothing, in its own words (its error type, boxed).
+pub type OwnError = Box<dyn std::error::Error + Send + Sync>;
 
 /// `ping --cstate-sweep`: each spec once per idle state of this host, with the CPU latency
 /// limit at that state's exit latency (so it is the deepest allowed); a host that exposes
@@ -139,6 +154,8 @@ pub enum MeasureError {
     Iperf3(#[from] crate::iperf3::Iperf3RunError),
     #[error("--tune: {0}")]
     Tune(#[from] crate::tune::TuneError),
+    #[error(transparent)]
+    Own(OwnError),
 }
 
 /// What a measurement produced.
@@ -210,6 +227,13 @@ impl Measurement<'_> {
                     &mut live,
                 )?;
                 Ok(self.finish(vec![doc], 1, Some(status)))
+            }
+            Plan::Own(runner) => {
+                self.say_line(self.look.heading(&runner.spec(), &path, false));
+                let doc = runner
+                    .run(self.command, self.interrupt)
+                    .map_err(MeasureError::Own)?;
+                Ok(self.finish(vec![doc], 1, None))
             }
             Plan::Iperf3(spec) => {
                 self.say_line(self.look.heading(&spec, &path, false));
@@ -341,5 +365,83 @@ impl Measurement<'_> {
 
     fn say_line(&self, line: String) {
         self.out.say(&format!("{line}\n"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use sonde_results::document::{End, RrEnd, Section};
+    use sonde_results::RrSpec;
+
+    use super::*;
+    use crate::report_look::Report;
+
+    /// A kind with its own runner: one ping document, or its own error.
+    struct Own(bool);
+
+    impl Runner for Own {
+        fn spec(&self) -> TestSpec {
+            TestSpec::Ping(RrSpec::default())
+        }
+
+        fn run(self: Box<Self>, command: &str, _: &Interrupt) -> Result<Document, OwnError> {
+            if !self.0 {
+                return Err("the far end said no".into());
+            }
+            let end = End::new(false, None, Section::Rr(RrEnd::default()));
+            let mut doc = crate::tests::local_doc(&self.spec(), end);
+            doc.start.command = command.to_string();
+            Ok(doc)
+        }
+    }
+
+    /// What the pipeline said and kept.
+    #[derive(Default)]
+    struct Heard(Mutex<(Vec<String>, Vec<String>)>);
+
+    impl Output for Heard {
+        fn say(&self, text: &str) {
+            self.0.lock().unwrap().0.push(text.to_string());
+        }
+
+        fn interval(&self, _: Live<'_>, _: &dyn Fn() -> String) {}
+
+        fn keep(&self, doc: &Document) {
+            self.0.lock().unwrap().1.push(doc.start.command.clone());
+        }
+    }
+
+    #[test]
+    fn a_kind_with_its_own_runner_comes_in_by_plan_own() {
+        let target = Target {
+            host: "198.18.0.2".into(),
+            from: None,
+            port: 0,
+            key: None,
+            fleet: None,
+        };
+        let (heard, interrupt) = (Heard::default(), Interrupt::none());
+        let m = Measurement {
+            target: &target,
+            command: "sonde own 198.18.0.2",
+            look: &Report,
+            out: &heard,
+            interrupt: &interrupt,
+        };
+        let done = m.run(Plan::Own(Box::new(Own(true)))).unwrap();
+        assert_eq!((done.docs.len(), done.partial()), (1, false));
+        let (said, kept) = std::mem::take(&mut *heard.0.lock().unwrap());
+        assert_eq!(
+            kept,
+            ["sonde own 198.18.0.2"],
+            "kept once, with its command"
+        );
+        let heading = Report.heading(&TestSpec::Ping(RrSpec::default()), &target.path(), false);
+        assert_eq!(said[0], format!("{heading}\n"), "the heading first");
+        assert!(said.len() >= 2, "then the summary: {said:?}");
+        let e = m.run(Plan::Own(Box::new(Own(false)))).err().unwrap();
+        assert_eq!(e.to_string(), "the far end said no");
     }
 }

@@ -17,7 +17,8 @@
 
 use std::path::Path;
 
-use crate::item::{Item, Outcome};
+use crate::item::{Item, Outcome, Request};
+use crate::keep::{run_item, Keeper};
 use crate::matrix::{Build, BuildError, FileError, TomlFile};
 use crate::signals::Interrupt;
 
@@ -102,6 +103,105 @@ pub fn run<T>(
         done(&outcome);
     }
     tally
+}
+
+/// What `sonde suite` asks: the file, `--resume`, `--db`.
+pub struct SuiteParams<'a> {
+    pub file: &'a Path,
+    pub resume: bool,
+    pub db: Option<&'a Path>,
+}
+
+/// What hears of a suite's progress (the binary's progress bar).
+pub trait Progress {
+    /// The suite holds `items` runs.
+    fn begin(&self, items: usize);
+    /// An item starts.
+    fn item(&self, name: &str);
+    /// An item ended.
+    fn done(&self);
+    /// Every item ran, or the suite was interrupted.
+    fn end(&self);
+}
+
+/// How a suite or fleet command ended: its exit code is the binary's to choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every run stored (or already stored).
+    Done,
+    /// A run failed; the rest ran.
+    Failed,
+    /// Ctrl-C or SIGTERM: `--resume` continues.
+    Interrupted,
+}
+
+/// Why a suite or fleet could not start: its file, its key, its store, its `/metrics`.
+#[derive(Debug, thiserror::Error)]
+pub enum OrchestrateError {
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error(transparent)]
+    Store(#[from] sonde_store::StoreError),
+    #[error(transparent)]
+    Key(#[from] crate::key::KeyError),
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics_http::MetricsError),
+}
+
+/// `sonde suite FILE`: its items built by `build`, run in this process one after another,
+/// each kept in the store under the suite's label; the summary lines go to `say`.
+pub fn run_file(
+    p: &SuiteParams<'_>,
+    build: &Build<'_, Request>,
+    progress: &dyn Progress,
+    say: &dyn Fn(&str),
+    interrupt: &Interrupt,
+) -> Result<Ending, OrchestrateError> {
+    let suite = load(p.file, build)?;
+    let db = sonde_store::default_path(p.db);
+    let store = sonde_store::Store::open(&db)?;
+    progress.begin(suite.items.len());
+    let stored = |key: &str| p.resume && store.has_suite_item(key).unwrap_or(false);
+    let run = |item: Item<Request>| {
+        progress.item(&item.name());
+        let keeper = Keeper {
+            db: &db,
+            label: &suite.label,
+            key: &item.key,
+            ndjson: false,
+            interrupt,
+            record: None,
+        };
+        run_item(item.built, &keeper, &item.words, interrupt)
+    };
+    let total = suite.items.len();
+    let done = &mut |_: &Outcome| progress.done();
+    let t = self::run(suite.items, &stored, &run, done, interrupt);
+    progress.end();
+    let not_run = total - t.stored - t.skipped - t.failed.len();
+    say(&format!(
+        "suite {}: {} run(s) stored, {} already stored, {} failed, {not_run} not run, label '{}' in {}",
+        p.file.display(),
+        t.stored,
+        t.skipped,
+        t.failed.len(),
+        suite.label,
+        db.display()
+    ));
+    for f in &t.failed {
+        say(&format!("failed: {f}"));
+    }
+    if interrupt.is_set() {
+        let file = p.file.display();
+        say(&format!(
+            "interrupted: `sonde suite {file} --resume` continues where it stopped"
+        ));
+        return Ok(Ending::Interrupted);
+    }
+    Ok(match t.failed.is_empty() {
+        true => Ending::Done,
+        false => Ending::Failed,
+    })
 }
 
 #[cfg(test)]

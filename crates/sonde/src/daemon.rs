@@ -5,9 +5,10 @@
 
 use std::process::ExitCode;
 
-use sonde_run::service::{Services, Threads};
+use sonde_run::agent;
+use sonde_run::serve::{self, MeshMetrics};
+use sonde_run::service::Services;
 use sonde_run::signals::Interrupt;
-use sonde_run::{agent, iperf3, mesh, stamp};
 
 use crate::cli::ServeArgs;
 use crate::errors::Usage;
@@ -23,39 +24,15 @@ pub fn serve(
     let config = a.config(labels.clone(), command_line)?;
     let key = config.key.clone();
     let mut services = Services::new();
-    if let Some(cfg) = a.stamp()? {
-        let (bind, words) = (cfg.bind, cfg.describe());
-        let r = stamp::ReflectorService::start(cfg)
-            .map_err(|e| anyhow::anyhow!("--stamp {bind}: {e}"))?;
-        // On stderr: stdout's first line is the agent's, which scripts read for its port.
-        errln!("sonde stamp reflector listening on {} ({words})", r.local);
-        services.add(Box::new(r));
-    }
-    if let Some(cfg) = a.iperf3(&config) {
-        let (bind, words) = (cfg.bind, cfg.describe());
-        let r = iperf3::Iperf3Server::start(cfg)
-            .map_err(|e| anyhow::anyhow!("--iperf3 {bind}: {e}"))?;
-        errln!("sonde iperf3 server listening on {} ({words})", r.local);
-        services.add(Box::new(r));
-    }
-    if let Some(cfg) = a.mesh.config(a.bind, a.insecure_no_key, key, &labels)? {
-        let m = mesh::start(cfg)?;
-        errln!("sonde mesh reflecting on {}", m.reflector);
-        let state = std::sync::Arc::clone(&m.state);
-        services.add(Box::new(m));
-        if let Some(addr) = a.mesh.metrics {
-            let token = a.mesh.metrics_token_file.as_deref();
-            let token = token
-                .map(sonde_run::metrics_http::Token::from_file)
-                .transpose()?;
-            let mut metrics = Threads::new("mesh metrics");
-            let stop = metrics.stop.clone();
-            metrics
-                .threads
-                .push(sonde_run::mesh_metrics::start(addr, token, state, stop)?);
-            services.add(Box::new(metrics));
-        }
-    }
+    let say = |line: &str| errln!("{line}");
+    serve::stamp(&mut services, a.stamp()?, &say)?;
+    serve::iperf3(&mut services, a.iperf3(&config), &say)?;
+    let metrics = MeshMetrics {
+        addr: a.mesh.metrics,
+        token_file: a.mesh.metrics_token_file.clone(),
+    };
+    let mesh = a.mesh.config(a.bind, a.insecure_no_key, key, &labels)?;
+    serve::mesh(&mut services, mesh, &metrics, &say)?;
     if let Some(rpm) = crate::rpm::service(&a.rpm)? {
         services.add(Box::new(rpm));
     }

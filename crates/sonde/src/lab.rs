@@ -62,8 +62,7 @@ fn measure(lab: &Lab, words: &[String], file: &Path, interrupt: &Interrupt) -> R
     let (shown, tail) = sonde_run::lab::command_line(&lab.host, lab.port(), key, words, file);
     let command = shown.join(" ");
     let cli = Cli::try_parse_from(shown.into_iter().chain(tail)).map_err(|e| e.to_string())?;
-    let plan = cli.command.plan().expect("a lab measurement is a test");
-    let (target, out) = cli.command.target_output().expect("a test has a target");
+    let (plan, target, out) = cli.command.test().expect("a lab measurement is a test");
     crate::measure::test_command(plan, target, out, command, interrupt)
         .map(drop)
         .map_err(|e| crate::errors::one_line(&e))

@@ -34,7 +34,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Cli, Command, TestCommand};
 use errors::EXIT_USAGE;
 use sonde_probe::tune;
 use sonde_run::measure::{cstate_sweep, Plan};
@@ -78,12 +78,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Watch(a) => measure::watch(&a, command_line, &interrupt),
         Command::Stamp(a) => measure::stamp(&a, command_line, &interrupt),
         Command::Rpm(a) => rpm::rpm(&a, command_line),
-        Command::Ping(a) if a.cstate_sweep => cstate_sweep_command(&a, command_line, &interrupt),
-        cmd @ (Command::Stream(_)
-        | Command::Ping(_)
-        | Command::Rpc(_)
-        | Command::Pps(_)
-        | Command::Load(_)) => test_command(&cmd, command_line, &interrupt),
+        Command::Test(TestCommand::Ping(a)) if a.cstate_sweep => {
+            cstate_sweep_command(&a, command_line, &interrupt)
+        }
         Command::Lab(a) => lab::run(&a, &interrupt),
         Command::Tune(a) => tune_command(a.action),
         Command::Results(a) => stored::results_command(a),
@@ -95,17 +92,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
         Command::Host(a) => host_command(&a),
         Command::Clock(a) => clock_command(&a),
+        Command::Test(t) => test_command(&t, command_line, &interrupt),
     }
 }
 
 /// A test command (stream, ping, rpc, pps, load): its plan through the one pipeline.
 fn test_command(
-    cmd: &Command,
+    cmd: &TestCommand,
     command_line: String,
     interrupt: &Interrupt,
 ) -> anyhow::Result<ExitCode> {
-    let plan = cmd.plan().expect("a test command has a plan");
-    let (t, o) = cmd.target_output().expect("a test command has a target");
+    let (plan, t, o) = cmd.test();
     measure::test_command(plan, t, o, command_line, interrupt)
 }
 
@@ -139,42 +136,30 @@ fn man() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `sonde host`: this host's (or `--root`'s fixture tree's) inventory and advice.
-fn host_command(a: &cli::HostArgs) -> anyhow::Result<ExitCode> {
-    let inv = match &a.root {
-        Some(root) => {
-            anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
-            sonde_probe::inventory::collect_advised(root)
-        }
-        None => sonde_results::inventory::Inventory {
-            clock: Some(sonde_probe::clock::live()),
-            ..sonde_probe::inventory::collect_live()
-        },
-    };
-    if a.json {
-        jsonln!("{}", serde_json::to_string_pretty(&inv)?);
+/// A value as JSON (`--json`) or as `human` renders it.
+fn show<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    human: fn(&T) -> String,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        jsonln!("{}", serde_json::to_string_pretty(value)?);
     } else {
-        out!("{}", sonde_report::host::render(&inv));
+        out!("{}", human(value));
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// `sonde host`: this host's (or `--root`'s fixture tree's) inventory and advice.
+fn host_command(a: &cli::HostArgs) -> anyhow::Result<ExitCode> {
+    let inv = sonde_run::inspect::inventory(a.root.as_deref())?;
+    show(a.json, &inv, sonde_report::host::render)
+}
+
 /// `sonde clock`: this host's (or `--root`'s captured tree's) clock and its error bound.
 fn clock_command(a: &cli::ClockArgs) -> anyhow::Result<ExitCode> {
-    let clock = match &a.root {
-        Some(root) => {
-            anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
-            sonde_probe::clock::captured(root, now.as_secs_f64())
-        }
-        None => sonde_probe::clock::live(),
-    };
-    if a.json {
-        jsonln!("{}", serde_json::to_string_pretty(&clock)?);
-    } else {
-        out!("{}", sonde_report::clock::render(&clock));
-    }
-    Ok(ExitCode::SUCCESS)
+    let clock = sonde_run::inspect::clock(a.root.as_deref())?;
+    show(a.json, &clock, sonde_report::clock::render)
 }
 
 fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {

@@ -4,6 +4,9 @@
 //!
 //! Every kind's spec flattens the two parts all kinds share, [`Timing`] and
 //! [`Execution`], so their JSON names stay those of schema version 1.
+//!
+//! A kind is declared here, in this one file: its spec's module, its [`TestSpec`] variant
+//! and its [`TestName`] (the `test` tag of specs and documents, typed).
 
 mod engine;
 mod load;
@@ -12,7 +15,6 @@ mod rpm;
 mod rr;
 mod stamp;
 mod stream;
-mod test_name;
 pub mod units;
 mod watch;
 
@@ -23,7 +25,6 @@ pub use rpm::*;
 pub use rr::*;
 pub use stamp::*;
 pub use stream::*;
-pub use test_name::TestName;
 pub use watch::*;
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,53 @@ pub const MIN_INTERVAL_MS: u64 = 100;
 pub const MAX_THREADS: u32 = 1024;
 /// Highest CPU number a list may name.
 pub const MAX_CPU: usize = 4095;
+
+/// A test's name, as `TestSpec`'s tag and `Document.test` spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestName {
+    Stream,
+    Ping,
+    Rpc,
+    Pps,
+    Load,
+    Watch,
+    Stamp,
+    Rpm,
+}
+
+impl TestName {
+    /// Every test, in the order reports list them.
+    pub const ALL: [TestName; 8] = [
+        TestName::Stream,
+        TestName::Ping,
+        TestName::Rpc,
+        TestName::Pps,
+        TestName::Load,
+        TestName::Watch,
+        TestName::Stamp,
+        TestName::Rpm,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestName::Stream => "stream",
+            TestName::Ping => "ping",
+            TestName::Rpc => "rpc",
+            TestName::Pps => "pps",
+            TestName::Load => "load",
+            TestName::Watch => "watch",
+            TestName::Stamp => "stamp",
+            TestName::Rpm => "rpm",
+        }
+    }
+}
+
+impl std::fmt::Display for TestName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One test, tagged by type so new test types join without breaking old peers' parsing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -374,6 +422,15 @@ fn assert_refused<S: std::fmt::Debug>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serde_names_are_the_strings() {
+        for t in TestName::ALL {
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{}\"", t.as_str()));
+            assert_eq!(serde_json::from_str::<TestName>(&json).unwrap(), t);
+        }
+    }
 
     #[test]
     fn timing_and_execution_refusals_name_the_flag() {

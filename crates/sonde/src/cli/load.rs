@@ -2,8 +2,8 @@
 //! crusader).
 
 use clap::{Args, ValueEnum};
-use sonde_results::{LoadSpec, Phase, PpsSpec, RrSpec, SpecError, StreamSpec, TestSpec, Timing};
-use sonde_run::build::checked;
+use sonde_results::{LoadSpec, Phase, SpecError, Timing};
+use sonde_run::build::load::{self, LoadOf, LoadParams};
 
 use super::flags::{parse_duration_ms, ExecutionArgs, OutputArgs, Target};
 
@@ -84,80 +84,39 @@ fn parse_phases(s: &str) -> Result<Phases, String> {
 }
 
 impl LoadArgs {
-    /// The flags as a load spec: the load test's own spec and the phases.
+    /// The flags as a load spec ([`load::spec`]).
     pub fn spec(&self) -> Result<LoadSpec, SpecError> {
-        let timing = Timing {
-            duration_ms: self.duration,
-            warmup_ms: self.warmup,
-            cooldown_ms: 0,
-            interval_ms: self.interval,
-        };
-        let execution = self.execution.execution();
-        let load = match self.kind {
-            LoadKind::Stream => TestSpec::Stream(StreamSpec {
-                connections: self.connections,
-                timing,
-                execution,
-                ..StreamSpec::default()
-            }),
-            LoadKind::Pps => TestSpec::Pps(PpsSpec {
-                timing,
-                execution,
-                ..Default::default()
-            }),
-            LoadKind::Rpc => TestSpec::Rpc(RrSpec {
-                connections: self.connections,
-                window: 16,
-                timing,
-                execution,
-                ..RrSpec::default()
-            }),
-        };
-        use super::rr::StagesChoice;
-        let mut spec = LoadSpec {
-            phases: self.phases(),
-            ping_rate_per_s: self.ping_rate,
-            ping_bytes: self.ping_size,
-            ping_stages: self.stages != Some(StagesChoice::Off),
-            ping_stage_every: match self.stages {
-                Some(StagesChoice::All) => Some(1),
-                Some(StagesChoice::Every(n)) => Some(n),
-                _ => None,
+        load::spec(&LoadParams {
+            timing: Timing {
+                duration_ms: self.duration,
+                warmup_ms: self.warmup,
+                cooldown_ms: 0,
+                interval_ms: self.interval,
             },
-            load: Box::new(checked(load)?),
-        };
-        // By default, without stages when the pings have no room for the echo's figures.
-        match spec.validate() {
-            Err(e) if e.flag == "--stages" && self.stages.is_none() => {
-                spec.ping_stages = false;
-                spec.validate()?;
-            }
-            r => r?,
-        }
-        Ok(spec)
-    }
-
-    /// The phases asked for; for a load that is not a stream, the default list is cut to
-    /// the phases it can run rather than refused.
-    fn phases(&self) -> Vec<Phase> {
-        let asked = &self.phases.0;
-        match self.kind {
-            LoadKind::Pps if *asked == Phase::ALL => vec![Phase::Idle, Phase::Upload],
-            LoadKind::Rpc if *asked == Phase::ALL => vec![Phase::Idle, Phase::Both],
-            _ => asked.clone(),
-        }
+            phases: self.phases.0.clone(),
+            ping_rate: self.ping_rate,
+            ping_size: self.ping_size,
+            stages: self.stages,
+            load: match self.kind {
+                LoadKind::Stream => LoadOf::Stream,
+                LoadKind::Pps => LoadOf::Pps,
+                LoadKind::Rpc => LoadOf::Rpc,
+            },
+            connections: self.connections,
+            execution: self.execution.execution(),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::{parsed, Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
-    use sonde_results::Engine;
+    use sonde_results::{Engine, TestSpec};
 
     fn spec_of(line: &str) -> Result<LoadSpec, SpecError> {
-        let Command::Load(a) = parsed(line) else {
+        let Command::Test(TestCommand::Load(a)) = parsed(line) else {
             panic!("{line} is a load command")
         };
         a.spec()

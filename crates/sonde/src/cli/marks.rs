@@ -32,7 +32,7 @@ impl MarksArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::{parsed, Cli, Command, TestCommand};
     use clap::Parser;
     use sonde_results::marks::Dscp;
     use sonde_results::TestSpec;
@@ -53,6 +53,7 @@ mod tests {
                 Plan::Load(l) => vec![TestSpec::Ping(l.ping(sonde_results::Transport::Udp))],
                 Plan::Stamp { spec, .. } => vec![TestSpec::Stamp(spec)],
                 Plan::Iperf3(spec) => vec![spec],
+                Plan::Own(runner) => vec![runner.spec()],
                 Plan::Watch { .. } => unreachable!(),
             };
             for spec in specs {
@@ -72,7 +73,7 @@ mod tests {
                 .to_string();
             assert!(e.contains(flag) && e.contains(says), "{e}");
         }
-        let Command::Stream(a) = parsed("stream h --control-dscp cs6") else {
+        let Command::Test(TestCommand::Stream(a)) = parsed("stream h --control-dscp cs6") else {
             panic!()
         };
         assert_eq!(a.execution.execution().marks.control_dscp, Dscp::new(48));

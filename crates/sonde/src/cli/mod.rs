@@ -21,7 +21,6 @@ pub use load::LoadArgs;
 pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs};
 pub use serve::ServeArgs;
-pub use sonde_run::key::load_key;
 pub use stamp::StampArgs;
 pub use stream::StreamArgs;
 pub use watch::WatchArgs;
@@ -31,6 +30,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use sonde_results::spec::units::parse_percent;
 use sonde_results::SpecError;
+use sonde_run::fleet;
 use sonde_run::measure::Plan;
 
 use sonde_probe::tune::Goal;
@@ -50,17 +50,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent: the far end of every test (up to --max-tests at once).
     Serve(ServeArgs),
-    /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
-    Stream(StreamArgs),
-    /// Round-trip latency, one message in flight (the sockperf ping-pong job).
-    Ping(PingArgs),
-    /// Request/response rate and latency, C connections × W in flight (msg_gen, neper tcp_rr).
-    Rpc(RpcArgs),
-    /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
-    Pps(PpsArgs),
-    /// Latency of a UDP and a TCP ping while a load runs each way: idle, upload, download,
-    /// both (flent RRUL, crusader).
-    Load(LoadArgs),
+    /// The test commands (stream, ping, rpc, pps, load), flattened: `sonde stream ...`.
+    #[command(flatten)]
+    Test(TestCommand),
     /// Run a command and sample the host evidence of a test around it (CPU per core,
     /// softirq, the interface's rates, drops and IRQs, TCP retransmits); its exit code is
     /// sonde's.
@@ -100,30 +92,61 @@ pub enum Command {
     Lab(LabArgs),
 }
 
+/// A test command as the pipeline runs it: what it measures (or what is wrong with its
+/// flags), its agent (or agents) and its output flags.
+pub type Test<'a> = (Result<Plan, SpecError>, &'a Target, &'a OutputArgs);
+
+/// The test commands, the one list of them: `main`, suites, fleets and the lab run
+/// whatever is here through the one pipeline (`watch`, `stamp`, `rpm` have their own).
+#[derive(Subcommand, Debug)]
+pub enum TestCommand {
+    /// TCP bulk throughput over many connections (the ntttcp / iperf3 job).
+    Stream(StreamArgs),
+    /// Round-trip latency, one message in flight (the sockperf ping-pong job).
+    Ping(PingArgs),
+    /// Request/response rate and latency, C connections × W in flight (msg_gen, neper tcp_rr).
+    Rpc(RpcArgs),
+    /// Small-packet UDP rate, many flows, loss accounting, zero-loss search (testpmd txonly/rxonly).
+    Pps(PpsArgs),
+    /// Latency of a UDP and a TCP ping while a load runs each way: idle, upload, download,
+    /// both (flent RRUL, crusader).
+    Load(LoadArgs),
+}
+
 impl Command {
-    /// What a test command measures, or what is wrong with its flags; `None` for other
-    /// commands (and `watch`, which is planned on this host: [`WatchArgs::plan`]).
-    pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
-        Some(match self {
-            Command::Stream(a) => a.plan(),
-            Command::Ping(a) => a.specs().map(Plan::Tests),
-            Command::Rpc(a) => a.specs().map(Plan::Tests),
-            Command::Pps(a) => a.plan(),
-            Command::Load(a) => a.spec().map(Plan::Load),
-            _ => return None,
-        })
+    /// A test command's plan, agent and output; `None` for every other command.
+    pub fn test(&self) -> Option<Test<'_>> {
+        match self {
+            Command::Test(t) => Some(t.test()),
+            _ => None,
+        }
     }
 
-    /// The agent (or agents) and output flags of a test command.
-    pub fn target_output(&self) -> Option<(&Target, &OutputArgs)> {
-        Some(match self {
-            Command::Stream(a) => (&a.target, &a.output),
-            Command::Ping(a) => (&a.common.target, &a.common.output),
-            Command::Rpc(a) => (&a.common.target, &a.common.output),
-            Command::Pps(a) => (&a.target, &a.output),
-            Command::Load(a) => (&a.target, &a.output),
-            _ => return None,
-        })
+    /// What a test command measures ([`Command::test`]).
+    #[cfg(test)]
+    pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
+        self.test().map(|(plan, ..)| plan)
+    }
+}
+
+impl TestCommand {
+    /// Its plan, agent and output: every test command runs through the one pipeline.
+    pub fn test(&self) -> Test<'_> {
+        match self {
+            TestCommand::Stream(a) => (a.plan(), &a.target, &a.output),
+            TestCommand::Ping(a) => (
+                a.specs().map(Plan::Tests),
+                &a.common.target,
+                &a.common.output,
+            ),
+            TestCommand::Rpc(a) => (
+                a.specs().map(Plan::Tests),
+                &a.common.target,
+                &a.common.output,
+            ),
+            TestCommand::Pps(a) => (a.plan(), &a.target, &a.output),
+            TestCommand::Load(a) => (a.spec().map(Plan::Load), &a.target, &a.output),
+        }
     }
 }
 
@@ -286,11 +309,11 @@ pub struct FleetArgs {
     pub key_file: Option<PathBuf>,
     /// Measure the matrix again and again, a pass every DURATION (`30s`, `10m`, `1h`),
     /// each started up to a tenth of it later at random, until Ctrl-C or SIGTERM.
-    #[arg(long, value_name = "DURATION", value_parser = parse_every, conflicts_with = "resume")]
+    #[arg(long, value_name = "DURATION", value_parser = fleet::parse_every, conflicts_with = "resume")]
     pub every: Option<u64>,
     /// With --every: the most of each host's time its tests may take, in percent; a pass
     /// that took more pushes the next one back until the share holds.
-    #[arg(long, value_name = "PCT", default_value = "25", requires = "every", value_parser = parse_load)]
+    #[arg(long, value_name = "PCT", default_value = "25", requires = "every", value_parser = fleet::parse_max_load)]
     pub max_load: f64,
     /// With --every: serve the last run of every pair at http://ADDR:PORT/metrics in the
     /// OpenMetrics text format (for Prometheus).
@@ -308,28 +331,6 @@ pub struct FleetArgs {
     /// The private key of --metrics-tls-cert (PEM; checked as a key file: 0600).
     #[arg(long, value_name = "FILE", requires = "metrics_tls_cert")]
     pub metrics_tls_key: Option<PathBuf>,
-}
-
-/// `--every`: a period of one second or more.
-fn parse_every(s: &str) -> Result<u64, String> {
-    let ms = sonde_results::spec::units::parse_period_ms(s)?;
-    if ms < 1000 {
-        return Err(format!("'{s}' is shorter than a second"));
-    }
-    Ok(ms)
-}
-
-/// `--max-load`: a percentage above 0 and at most 100, as a share.
-fn parse_load(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .trim_end_matches('%')
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage (e.g. 25)"))?;
-    if !(v > 0.0 && v <= 100.0) {
-        return Err(format!("'{s}' is not above 0 and at most 100"));
-    }
-    Ok(v / 100.0)
 }
 
 #[derive(Args, Debug)]

@@ -3,10 +3,9 @@
 
 use super::flags::{parse_poll, PollChoice};
 use clap::Args;
-use sonde_results::{DpdkSpec, Engine, PollMode, PpsSpec, SpecError, TestSpec};
-use sonde_run::build::checked;
+use sonde_results::SpecError;
+use sonde_run::build::pps::{self, DpdkFlags, PpsParams, SearchFlags};
 use sonde_run::measure::Plan;
-use sonde_run::search::SearchParams;
 
 use super::flags::{parse_duration_ms, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
@@ -90,67 +89,6 @@ pub struct DpdkArgs {
     pub server_dpdk_args: Option<String>,
 }
 
-/// A `--dpdk-args`-like flag's words, split at its `--`: EAL's, then testpmd's.
-fn split_flag(
-    flag: &'static str,
-    args: &Option<String>,
-) -> Result<(Vec<String>, Vec<String>), SpecError> {
-    let words = match args {
-        Some(a) => shell_words::split(a).map_err(|e| SpecError {
-            flag,
-            reason: format!("{a:?}: {e}"),
-        })?,
-        None => Vec::new(),
-    };
-    Ok(DpdkSpec::split_args(&words))
-}
-
-impl DpdkArgs {
-    /// The spec's DPDK part for `--engine dpdk`; any of these flags without it is refused.
-    fn spec(&self, engine: Engine) -> Result<Option<Box<DpdkSpec>>, SpecError> {
-        let given = [
-            ("--dpdk-dev", self.dpdk_dev.is_some()),
-            ("--server-dpdk-dev", self.server_dpdk_dev.is_some()),
-            ("--tx-queues", self.tx_queues.is_some()),
-            ("--rx-queues", self.rx_queues.is_some()),
-            ("--dpdk-args", self.dpdk_args.is_some()),
-            ("--server-dpdk-args", self.server_dpdk_args.is_some()),
-        ];
-        if engine != Engine::Dpdk {
-            return match given.iter().find(|g| g.1) {
-                Some((flag, _)) => Err(SpecError {
-                    flag,
-                    reason: format!("is for --engine dpdk (this test runs --engine {engine})"),
-                }),
-                None => Ok(None),
-            };
-        }
-        for (flag, dev) in [
-            ("--dpdk-dev", &self.dpdk_dev),
-            ("--server-dpdk-dev", &self.server_dpdk_dev),
-        ] {
-            if let Some(d) = dev {
-                sonde_engine::dpdk::Device::parse(d)
-                    .map_err(|reason| SpecError { flag, reason })?;
-            }
-        }
-        let (client_eal_args, client_testpmd_args) = split_flag("--dpdk-args", &self.dpdk_args)?;
-        let (server_eal_args, server_testpmd_args) =
-            split_flag("--server-dpdk-args", &self.server_dpdk_args)?;
-        Ok(Some(Box::new(DpdkSpec {
-            client_device: self.dpdk_dev.clone(),
-            server_device: self.server_dpdk_dev.clone(),
-            tx_queues: self.tx_queues.unwrap_or(0),
-            rx_queues: self.rx_queues.unwrap_or(0),
-            descriptors: self.descriptors,
-            client_eal_args,
-            client_testpmd_args,
-            server_eal_args,
-            server_testpmd_args,
-        })))
-    }
-}
-
 /// The RFC 2544 throughput search.
 #[derive(Args, Debug)]
 pub struct SearchArgs {
@@ -171,101 +109,63 @@ pub struct SearchArgs {
     pub trials_per_step: u32,
 }
 
-impl SearchArgs {
-    /// The search's bounds, checked, naming the flag at fault.
-    fn params(&self) -> Result<SearchParams, SpecError> {
-        let refuse = |flag, reason| Err(SpecError { flag, reason });
-        if !(0.0..100.0).contains(&self.max_loss) {
-            let why = format!("{} is not a percentage in [0, 100)", self.max_loss);
-            return refuse("--max-loss", why);
-        }
-        if !(self.resolution > 0.0 && self.resolution < 50.0) {
-            let why = format!("{} is not a percentage in (0, 50)", self.resolution);
-            return refuse("--resolution", why);
-        }
-        Ok(SearchParams {
-            max_loss_percent: self.max_loss,
-            resolution_percent: self.resolution,
-            trials_per_step: self.trials_per_step,
-        })
-    }
-}
-
 impl PpsArgs {
     /// One test, or with `--search` the zero-loss search made of such tests.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        let spec = self.spec()?;
-        Ok(match self.search.search {
-            true => Plan::Search(spec, self.search.params()?),
-            false => Plan::Tests(vec![TestSpec::Pps(spec)]),
-        })
+        pps::plan(&self.params())
     }
 
-    /// The flags as a validated spec, with the defaults chosen from this host (sending
-    /// threads; with DPDK, testpmd's forwarding lcores) and the DPDK part.
-    pub fn spec(&self) -> Result<PpsSpec, SpecError> {
-        let PollChoice::One(poll) = self.poll else {
-            return Err(SpecError {
-                flag: "--poll",
-                reason: "'all' is for ping and rpc; pick one mode".into(),
-            });
-        };
-        self.search.params()?;
-        let execution = self.execution.execution();
-        let dpdk = self.dpdk.spec(execution.engine)?;
-        // testpmd's main lcore takes a CPU of its own: its forwarding lcores get the rest.
-        let tx_default = dpdk.as_ref().map(|_| {
-            let cpus = sonde_engine::usable_cpus() as u32;
-            cpus.saturating_sub(1)
-                .clamp(1, self.flows.unwrap_or(u32::MAX).max(1))
-        });
-        let (tx_threads, flows) = sonde_engine::pps_threads(
-            self.tx_threads.or(tx_default),
-            self.rx_threads,
-            self.flows,
-            self.gso,
-        );
-        let mut timing = self.timing.timing(0);
-        if self.search.search {
-            timing.duration_ms = self.search.trial;
-        }
-        let spec = PpsSpec {
-            size_bytes: self.size,
-            tx_threads,
+    /// The flags as a validated spec ([`pps::spec`]).
+    #[cfg(test)]
+    pub fn spec(&self) -> Result<sonde_results::PpsSpec, SpecError> {
+        pps::spec(&self.params())
+    }
+
+    fn params(&self) -> PpsParams {
+        let (s, d) = (&self.search, &self.dpdk);
+        PpsParams {
+            size: self.size,
+            tx_threads: self.tx_threads,
             rx_threads: self.rx_threads,
-            flows,
+            flows: self.flows,
             batch: self.batch,
             gso: self.gso,
-            rate_pps: self.rate,
-            timing,
-            // testpmd's forwarding lcores always poll.
-            poll: if dpdk.is_some() { PollMode::Busy } else { poll },
-            execution,
+            rate: self.rate,
+            timing: self.timing.timing(0),
+            poll: match self.poll {
+                PollChoice::One(mode) => Some(mode),
+                PollChoice::All => None,
+            },
+            execution: self.execution.execution(),
             ipv6: self.target.host().contains(':'),
-            dpdk,
-        };
-        checked(TestSpec::Pps(spec.clone()))?;
-        if spec.tx_threads > spec.flows {
-            return Err(SpecError {
-                flag: "--tx-threads",
-                reason: format!(
-                    "{} threads for {} flows: each thread needs a flow",
-                    spec.tx_threads, spec.flows
-                ),
-            });
+            search: SearchFlags {
+                search: s.search,
+                trial_ms: s.trial,
+                max_loss: s.max_loss,
+                resolution: s.resolution,
+                trials_per_step: s.trials_per_step,
+            },
+            dpdk: DpdkFlags {
+                dpdk_dev: d.dpdk_dev.clone(),
+                server_dpdk_dev: d.server_dpdk_dev.clone(),
+                tx_queues: d.tx_queues,
+                rx_queues: d.rx_queues,
+                descriptors: d.descriptors,
+                dpdk_args: d.dpdk_args.clone(),
+                server_dpdk_args: d.server_dpdk_args.clone(),
+            },
         }
-        Ok(spec)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Command};
+    use super::super::{parsed, Command, TestCommand};
     use super::*;
-    use sonde_results::Role;
+    use sonde_results::{PollMode, PpsSpec, Role};
 
     fn args_of(line: &str) -> PpsArgs {
-        let Command::Pps(a) = parsed(line) else {
+        let Command::Test(TestCommand::Pps(a)) = parsed(line) else {
             panic!("{line} is a pps command")
         };
         a

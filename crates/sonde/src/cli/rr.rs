@@ -3,9 +3,9 @@
 
 use super::flags::{parse_poll, PollChoice};
 use clap::Args;
-use sonde_results::spec::default_stage_every;
-use sonde_results::{Engine, RrSpec, SpecError, Stall, TestSpec, Transport};
-use sonde_run::build::checked;
+use sonde_results::{SpecError, Stall, TestSpec};
+use sonde_run::build::rr::{self, parse_stall, PingParams, RpcParams, RrParams};
+pub use sonde_run::build::rr::{parse_stages, StagesChoice};
 
 use super::flags::{parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
 
@@ -112,161 +112,63 @@ pub struct RpcArgs {
     pub crr: bool,
 }
 
-/// Which messages `--stages` splits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StagesChoice {
-    /// One in the default N ([`default_stage_every`]).
-    Sampled,
-    All,
-    Off,
-    /// One message in N.
-    Every(u32),
-}
-
-pub fn parse_stages(s: &str) -> Result<StagesChoice, String> {
-    match s {
-        "sampled" | "on" => Ok(StagesChoice::Sampled),
-        "all" => Ok(StagesChoice::All),
-        "off" => Ok(StagesChoice::Off),
-        n => match n.parse::<u32>() {
-            Ok(n) if n >= 1 => Ok(StagesChoice::Every(n)),
-            _ => Err(format!(
-                "'{n}' is not sampled, all, off or a number N >= 1 (one message in N)"
-            )),
-        },
-    }
-}
-
-impl StagesChoice {
-    /// Sets `spec`'s stages as chosen (`None`: the default, sampled).
-    pub fn apply(choice: Option<StagesChoice>, spec: &mut RrSpec) {
-        let every = match choice.unwrap_or(StagesChoice::Sampled) {
-            StagesChoice::Off => None,
-            StagesChoice::All => Some(1),
-            StagesChoice::Every(n) => Some(n),
-            StagesChoice::Sampled => Some(default_stage_every(
-                spec.rate_per_s,
-                spec.timing.duration_ms,
-            )),
-        };
-        spec.stages = every.is_some();
-        spec.stage_every = every;
-    }
-}
-
-/// `make`'s spec with the stages chosen; by default (no `--stages`), without them when
-/// this spec cannot take them (an answer with no room for the echo's figures, a new
-/// connection per request, AF_XDP), as before stages were on by default.
-fn staged(
-    choice: Option<StagesChoice>,
-    make: impl Fn(Option<StagesChoice>) -> Result<TestSpec, SpecError>,
-) -> Result<TestSpec, SpecError> {
-    match (choice, make(choice)) {
-        (None, Err(e)) if e.flag == "--stages" => make(Some(StagesChoice::Off)),
-        (_, r) => r,
-    }
-}
-
-fn parse_stall(s: &str) -> Result<Stall, String> {
-    let (a, b) = s.split_once(':').ok_or("expected AFTER_MS:STALL_MS")?;
-    Ok(Stall {
-        after_ms: a.parse().map_err(|_| "AFTER_MS is not a number")?,
-        stall_ms: b.parse().map_err(|_| "STALL_MS is not a number")?,
-    })
-}
-
 impl RrCommon {
-    /// One spec per receive mode asked for, each made by `make` from the shared part; UDP
-    /// when `udp` asks for it or the engine carries nothing else.
-    fn specs(
-        &self,
-        udp: bool,
-        make: impl Fn(RrSpec) -> Result<TestSpec, SpecError>,
-    ) -> Result<Vec<TestSpec>, SpecError> {
-        let execution = self.execution.execution();
-        let transport = match udp || execution.engine == Engine::Xdp {
-            true => Transport::Udp,
-            false => Transport::Tcp,
-        };
-        self.poll
-            .modes()
-            .into_iter()
-            .map(|poll| {
-                make(RrSpec {
-                    transport,
-                    timing: self.timing.timing(0),
-                    poll,
-                    busy_poll_us: self.busy_poll_us,
-                    sqpoll: self.sqpoll,
-                    execution: execution.clone(),
-                    server_stall: self.server_stall,
-                    server_clock_shift_ns: self.server_clock_shift_ns,
-                    self_noise_ms: self.self_noise,
-                    ..Default::default()
-                })
-            })
-            .collect()
+    /// The shared flags as typed values.
+    fn params(&self, udp: bool) -> RrParams {
+        RrParams {
+            udp,
+            timing: self.timing.timing(0),
+            modes: self.poll.modes(),
+            busy_poll_us: self.busy_poll_us,
+            sqpoll: self.sqpoll,
+            execution: self.execution.execution(),
+            self_noise_ms: self.self_noise,
+            stages: self.stages,
+            server_stall: self.server_stall,
+            server_clock_shift_ns: self.server_clock_shift_ns,
+        }
     }
 }
 
 impl PingArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
-        self.common.specs(self.udp, |base| {
-            staged(self.common.stages, |choice| {
-                let mut spec = RrSpec {
-                    request_bytes: self.msg_size,
-                    response_bytes: self.msg_size,
-                    rate_per_s: self.rate,
-                    ..base.clone()
-                };
-                StagesChoice::apply(choice, &mut spec);
-                // Both sizes come from -m here, so that is the flag to name.
-                checked(TestSpec::Ping(spec)).map_err(|mut e| {
-                    if e.flag == "--req-size" || e.flag == "--resp-size" {
-                        e.flag = "--msg-size";
-                    }
-                    e
-                })
-            })
-        })
+        let own = PingParams {
+            msg_size: self.msg_size,
+            rate: self.rate,
+        };
+        rr::ping(&self.common.params(self.udp), &own)
     }
 }
 
 impl RpcArgs {
     pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
-        self.common.specs(self.udp, |base| {
-            staged(self.common.stages, |choice| {
-                let mut spec = RrSpec {
-                    connections: self.connections,
-                    window: self.window,
-                    request_bytes: self.msg_size.unwrap_or(self.req_size),
-                    response_bytes: self.msg_size.unwrap_or(self.resp_size),
-                    client_threads: self.threads,
-                    server_threads: self.server_threads,
-                    rate_per_s: self.rate,
-                    open_loop: self.rate.is_some(),
-                    connect_per_request: self.crr,
-                    ..base.clone()
-                };
-                StagesChoice::apply(choice, &mut spec);
-                checked(TestSpec::Rpc(spec))
-            })
-        })
+        let own = RpcParams {
+            connections: self.connections,
+            window: self.window,
+            msg_size: self.msg_size,
+            req_size: self.req_size,
+            resp_size: self.resp_size,
+            threads: self.threads,
+            server_threads: self.server_threads,
+            rate: self.rate,
+            crr: self.crr,
+        };
+        rr::rpc(&self.common.params(self.udp), &own)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::{parsed, Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
-    use sonde_results::PollMode;
+    use sonde_results::{PollMode, RrSpec, Transport};
 
     /// The specs of a ping or rpc command line, or the flag refused.
     fn specs_of(line: &str) -> Result<Vec<RrSpec>, SpecError> {
         let specs = match parsed(line) {
-            Command::Ping(a) => a.specs(),
-            Command::Rpc(a) => a.specs(),
+            Command::Test(TestCommand::Ping(a)) => a.specs(),
+            Command::Test(TestCommand::Rpc(a)) => a.specs(),
             _ => panic!("{line} is ping or rpc"),
         };
         let rr = |s| match s {

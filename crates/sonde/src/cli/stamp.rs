@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use sonde_proto::stamp::STAMP_PORT;
-use sonde_results::{SpecError, StampSpec, Timing};
+use sonde_results::{SpecError, StampSpec};
+use sonde_run::build::stamp::{self, StampParams};
 use sonde_run::measure::Plan;
 
 use super::flags::{parse_duration_ms, OutputArgs};
@@ -66,38 +66,6 @@ pub struct StampArgs {
     pub output: OutputArgs,
 }
 
-/// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address: host and port.
-pub fn split_target(s: &str) -> Result<(String, u16), SpecError> {
-    let bad = |reason: String| SpecError {
-        flag: "HOST[:PORT]",
-        reason,
-    };
-    if let Some(rest) = s.strip_prefix('[') {
-        let (host, tail) = rest
-            .split_once(']')
-            .ok_or_else(|| bad(format!("'{s}': no closing ]")))?;
-        let port = match tail.strip_prefix(':') {
-            Some(p) => p
-                .parse()
-                .map_err(|_| bad(format!("'{s}': '{p}' is not a port")))?,
-            None if tail.is_empty() => STAMP_PORT,
-            None => return Err(bad(format!("'{s}': what follows ] is not :PORT"))),
-        };
-        return Ok((host.to_string(), port));
-    }
-    match s.rsplit_once(':') {
-        Some((host, _)) if host.contains(':') => Ok((s.to_string(), STAMP_PORT)),
-        Some((host, p)) => {
-            let port = p
-                .parse()
-                .map_err(|_| bad(format!("'{s}': '{p}' is not a port")))?;
-            Ok((host.to_string(), port))
-        }
-        None if s.is_empty() => Err(bad("no reflector given".into())),
-        None => Ok((s.to_string(), STAMP_PORT)),
-    }
-}
-
 impl StampArgs {
     /// Where the run is sent from: this host, or the `--from` agent (with `key`, the
     /// agents' key, when the caller has one: `sonde fleet --key-file`).
@@ -132,34 +100,21 @@ impl StampArgs {
         Ok(Ok(Plan::Stamp { spec, key }))
     }
 
+    /// The flags as a validated spec ([`stamp::spec`]).
     pub fn spec(&self) -> Result<StampSpec, SpecError> {
-        let (host, port) = split_target(&self.target)?;
-        let authenticated = self.stamp_key_file.is_some() || self.authenticated;
-        let spec = StampSpec {
-            host,
-            port,
-            rate_per_s: self.rate,
+        stamp::spec(&StampParams {
+            target: self.target.clone(),
+            rate: self.rate,
             count: self.count,
-            packet_bytes: self.size.unwrap_or_else(|| {
-                sonde_run::stamp::sender::default_size(authenticated, self.marks.marks())
-            }),
-            authenticated,
+            duration_ms: self.duration,
+            size: self.size,
+            authenticated: self.stamp_key_file.is_some() || self.authenticated,
             stateful: self.stateful,
             ssid: self.ssid,
-            timeout_ms: self.wait,
-            timing: Timing {
-                duration_ms: self.duration,
-                warmup_ms: 0,
-                cooldown_ms: 0,
-                interval_ms: self.interval,
-            },
-            execution: sonde_results::Execution {
-                marks: self.marks.marks(),
-                ..Default::default()
-            },
-        };
-        spec.validate()?;
-        Ok(spec)
+            wait_ms: self.wait,
+            interval_ms: self.interval,
+            marks: self.marks.marks(),
+        })
     }
 }
 
@@ -167,6 +122,7 @@ impl StampArgs {
 mod tests {
     use super::super::{parsed, Command};
     use super::*;
+    use sonde_run::build::stamp::split_target;
 
     fn args_of(line: &str) -> StampArgs {
         let Command::Stamp(a) = parsed(line) else {

@@ -110,13 +110,13 @@ impl StreamArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::{parsed, Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
     use sonde_results::Engine;
 
     fn spec_of(line: &str) -> Result<StreamSpec, SpecError> {
-        let Command::Stream(a) = parsed(line) else {
+        let Command::Test(TestCommand::Stream(a)) = parsed(line) else {
             panic!("{line} is a stream command")
         };
         a.spec().map(|s| match s {

@@ -150,6 +150,7 @@ fn planned(line: &str) -> Value {
             "stdout_to_stderr": stdout_to_stderr,
         }),
         Ok(Plan::Stamp { spec, key }) => json!({ "stamp": spec, "key": key.is_some() }),
+        Ok(Plan::Own(runner)) => json!({ "own": runner.spec() }),
         Err(e) => json!({ "refused": { "flag": e.flag, "text": e.to_string() } }),
     }
 }

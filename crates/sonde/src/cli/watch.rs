@@ -3,8 +3,8 @@
 use std::net::IpAddr;
 
 use clap::Args;
-use sonde_probe::hostwatch::HostProbe;
-use sonde_results::{SpecError, Timing, WatchSpec};
+use sonde_results::SpecError;
+use sonde_run::build::watch::{self, WatchParams};
 use sonde_run::measure::Plan;
 
 use super::flags::{parse_duration_ms, OutputArgs};
@@ -28,45 +28,15 @@ pub struct WatchArgs {
 }
 
 impl WatchArgs {
-    /// The watch of this host: the interface named (it must exist here), or the one
-    /// toward `--peer`, or none.
+    /// The watch's plan ([`watch::plan`]).
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        let mut spec = self.spec()?;
-        let probe = match (&self.iface, self.peer) {
-            (Some(i), _) if !std::path::Path::new("/sys/class/net").join(i).exists() => {
-                let reason = format!("no interface '{i}' on this host");
-                return Err(SpecError {
-                    flag: "--iface",
-                    reason,
-                });
-            }
-            (Some(i), _) => HostProbe::for_iface(Some(i.clone())),
-            (None, Some(p)) => HostProbe::for_peer(p),
-            (None, None) => HostProbe::for_iface(None),
-        };
-        spec.iface = probe.iface().map(String::from);
-        Ok(Plan::Watch {
-            spec,
-            probe,
-            stdout_to_stderr: self.output.quiet(),
-        })
-    }
-
-    fn spec(&self) -> Result<WatchSpec, SpecError> {
-        let spec = WatchSpec {
+        watch::plan(&WatchParams {
             command: self.command.clone(),
             iface: self.iface.clone(),
-            peer: self.peer.map(|p| p.to_string()),
-            timing: Timing {
-                duration_ms: 0,
-                warmup_ms: 0,
-                cooldown_ms: 0,
-                interval_ms: self.interval,
-            },
-            execution: Default::default(),
-        };
-        spec.validate()?;
-        Ok(spec)
+            peer: self.peer,
+            interval_ms: self.interval,
+            quiet: self.output.quiet(),
+        })
     }
 }
 

@@ -12,3 +12,9 @@ pub fn checked(mut spec: TestSpec) -> Result<TestSpec, SpecError> {
     crate::kind::check_engine(&spec)?;
     Ok(spec)
 }
+
+pub mod load;
+pub mod pps;
+pub mod rr;
+pub mod stamp;
+pub mod watch;
