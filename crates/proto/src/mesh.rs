@@ -14,6 +14,8 @@
 //! answers from its sender nor move the window of its sender's session there.
 
 pub mod marks;
+
+pub use marks::put_labels_request;
 pub mod peers;
 pub mod prober;
 #[cfg(test)]
@@ -55,17 +57,6 @@ pub fn probe_key(mesh: &StampKey, from: std::net::IpAddr, to: std::net::IpAddr) 
         std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
     };
     mesh.derive(&[b"sonde mesh probe to", &bytes(from), &bytes(to)])
-}
-
-/// Writes into `area` (after the base packet) an empty Labels TLV, an empty Boot ID TLV
-/// (the reflector's kernel boot id: one host, one clock) and, with `key`, the HMAC TLV over
-/// them; returns the bytes written.
-pub fn put_labels_request(
-    area: &mut [u8],
-    key: Option<&StampKey>,
-    seq: u32,
-) -> Result<usize, crate::stamp::StampError> {
-    marks::put_request(area, key, seq, None, true)
 }
 
 /// A reflector's pass after `stamp::reflect`: fills each Labels TLV of its answer's

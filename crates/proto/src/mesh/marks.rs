@@ -12,6 +12,17 @@ use super::{LABELS_ROOM, TYPE_LABELS};
 /// Bytes of the Class of Service TLV, header included.
 pub const COS_TLV: usize = tlv::HEADER_BYTES + COS_BYTES;
 
+/// Writes into `area` (after the base packet) an empty Labels TLV, an empty Boot ID TLV
+/// (the reflector's kernel boot id: one host, one clock) and, with `key`, the HMAC TLV over
+/// them; returns the bytes written.
+pub fn put_labels_request(
+    area: &mut [u8],
+    key: Option<&StampKey>,
+    seq: u32,
+) -> Result<usize, StampError> {
+    put_request(area, key, seq, None, true)
+}
+
 /// Writes a probe's TLVs into `area` (after the base packet): a Class of Service TLV
 /// asking for `tos` (when marked), the Labels and Boot ID requests (when `labels`), and with
 /// `key` and any TLV before it, the HMAC TLV over them all; the bytes written.
