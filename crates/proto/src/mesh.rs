@@ -14,12 +14,12 @@
 //! answers from its sender nor move the window of its sender's session there.
 
 pub mod marks;
-
-pub use marks::put_labels_request;
 pub mod peers;
 pub mod prober;
 #[cfg(test)]
 mod prober_tests;
+
+pub use marks::put_labels_request;
 
 pub use peers::{Peer, PeerEntry, Peers};
 pub use prober::{Clocks, ListChange, Listed, Matched, Probe, Prober, ProberConfig, Unreachable};
