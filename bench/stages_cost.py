@@ -26,6 +26,7 @@ TESTS = {
     "ping --udp": ["ping", "--udp", *PIN],
     "ping --rate 1000": ["ping", "--rate", "1000", *PIN],
     "rpc -C 32": ["rpc", "-C", "32", "--engine", "kernel"],
+    "rpc -C 32 uring": ["rpc", "-C", "32", "--engine", "uring"],
 }
 
 # variant -> (which binary, its stage flags, the variant it is compared with)

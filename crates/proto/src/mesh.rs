@@ -13,10 +13,13 @@
 //! another reflector does not check there either, so it can neither take that reflector's
 //! answers from its sender nor move the window of its sender's session there.
 
+pub mod marks;
 pub mod peers;
 pub mod prober;
 #[cfg(test)]
 mod prober_tests;
+
+pub use marks::put_labels_request;
 
 pub use peers::{Peer, PeerEntry, Peers};
 pub use prober::{Clocks, ListChange, Listed, Matched, Probe, Prober, ProberConfig, Unreachable};
@@ -54,24 +57,6 @@ pub fn probe_key(mesh: &StampKey, from: std::net::IpAddr, to: std::net::IpAddr) 
         std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
     };
     mesh.derive(&[b"sonde mesh probe to", &bytes(from), &bytes(to)])
-}
-
-/// Writes into `area` (after the base packet) an empty Labels TLV, an empty Boot ID TLV
-/// (the reflector's kernel boot id: one host, one clock) and, with `key`, the HMAC TLV over
-/// them; returns the bytes written.
-pub fn put_labels_request(
-    area: &mut [u8],
-    key: Option<&StampKey>,
-    seq: u32,
-) -> Result<usize, crate::stamp::StampError> {
-    tlv::put(area, TYPE_LABELS, LABELS_ROOM)?;
-    let mut at = tlv::HEADER_BYTES + LABELS_ROOM;
-    tlv::put(&mut area[at..], tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES)?;
-    at += tlv::HEADER_BYTES + tlv::BOOT_ID_BYTES;
-    match key {
-        Some(k) => tlv::put_hmac(area, at, k, seq),
-        None => Ok(at),
-    }
 }
 
 /// A reflector's pass after `stamp::reflect`: fills each Labels TLV of its answer's

@@ -362,6 +362,7 @@ mod tests {
             window: Duration::from_secs(60),
             reflect_max: 100.0,
             key: None,
+            tos: None,
         })
         .unwrap();
         let _ = std::fs::remove_file(&list);

@@ -31,7 +31,10 @@ pub fn serve(
         addr: a.mesh.metrics,
         token_file: a.mesh.metrics_token_file.clone(),
     };
-    let mesh = a.mesh.config(a.bind, a.insecure_no_key, key, &labels)?;
+    let allowed_dscps = config.limits.allowed_dscps;
+    let mesh = a
+        .mesh
+        .config(a.bind, a.insecure_no_key, key, &labels, allowed_dscps)?;
     serve::mesh(&mut services, mesh, &metrics, &say)?;
     if let Some(rpm) = crate::rpm::service(&a.rpm)? {
         services.add(Box::new(rpm));

@@ -42,6 +42,8 @@ pub struct Book {
     horizon: u64,
     /// Which messages are stamped, and a UDP send's key.
     sampling: Sampling,
+    /// An entry was answered or told its send stack since the last filing.
+    changed: bool,
 }
 
 impl Book {
@@ -55,6 +57,7 @@ impl Book {
             patience: 2 * window as u64 + PATIENCE,
             horizon: 4 * window as u64 + PATIENCE,
             sampling,
+            changed: false,
         }
     }
 
@@ -88,6 +91,12 @@ impl Book {
         self.sampling.sampled(index)
     }
 
+    /// Whether a booked message waits for its answer: a datagram's receive is worth
+    /// stamping.
+    pub fn awaits_answer(&self) -> bool {
+        self.entries.iter().any(|e| !e.answered)
+    }
+
     /// Whether a sent message still waits for its driver stamp: the error queue is worth
     /// reading.
     pub fn wants_stamps(&self) -> bool {
@@ -115,6 +124,7 @@ impl Book {
             };
             if *at == 0 {
                 *at = s.ns;
+                self.changed = true;
             }
         }
     }
@@ -130,14 +140,20 @@ impl Book {
         counted: bool,
     ) {
         self.newest_answered = Some(self.newest_answered.map_or(index, |n| n.max(index)));
-        if let Some(f) = f {
+        // Most answers tell no send stack and answer no booked message: nothing to look up.
+        if let Some(f) = f.filter(|f| f.sent_tag != UNKNOWN) {
             if let Some(e) = self.find(f.sent_tag) {
                 e.r.send = f.send_ns;
+                self.changed = true;
             }
+        }
+        if !self.sampling.sampled(index) {
+            return;
         }
         let Some(e) = self.entries.iter_mut().find(|e| e.index == index) else {
             return;
         };
+        self.changed = true;
         e.answered = true;
         e.counted = counted;
         e.r.rx = rx.unwrap_or(0);
@@ -155,6 +171,16 @@ impl Book {
     /// Files every answered message whose readings are complete, and counts those that
     /// waited [`PATIENCE`] answers for one that never came (`all`: at the end, every one).
     pub fn file(&mut self, into: &mut StageHists, all: bool) {
+        // Nothing answered or told since the last filing, and nothing overdue yet: the
+        // same entries would be kept (an unsampled answer changes none).
+        let oldest = self.entries.front().map(|e| e.index);
+        let overdue = oldest
+            .zip(self.newest_answered)
+            .is_some_and(|(o, n)| n >= o + self.patience);
+        if !(all || self.changed || overdue) {
+            return;
+        }
+        self.changed = false;
         let (newest, patience, horizon) = (self.newest_answered, self.patience, self.horizon);
         self.entries.retain(|e| {
             let behind = |n: u64| newest.is_some_and(|m| m >= e.index + n);

@@ -8,6 +8,7 @@ use std::os::fd::RawFd;
 
 use super::book::{reached, send_key};
 use super::io::{now_real, ErrQueue, TxPoint};
+use super::rx_read::{stream_read, RxRead};
 use super::sample::{Sampling, TxControl};
 use super::stages::{span32, EchoFigures, FIGURE_BYTES, UNKNOWN};
 
@@ -78,7 +79,7 @@ impl EchoStamps {
             answers: 0,
             stamped: 0,
             sampling,
-            control: TxControl::new(None),
+            control: TxControl::driver_only(None),
             rx: None,
             read_at: 0,
             sends: VecDeque::with_capacity(SENDS_KEPT),
@@ -97,6 +98,20 @@ impl EchoStamps {
             self.rx = rx;
             self.read_at = now_real();
         }
+    }
+
+    /// How the next read of a TCP connection goes ([`RxRead`]): stamped only when it may
+    /// complete a sampled request. `waiting` requests read not yet begun answering,
+    /// `partial` bytes of the next one in, requests of `request_bytes`.
+    pub fn stream_read(
+        &self,
+        waiting: u64,
+        partial: usize,
+        request_bytes: usize,
+        room: usize,
+    ) -> RxRead {
+        let next = (self.answers + waiting, partial);
+        stream_read(&self.sampling, next, request_bytes, u64::MAX, room)
     }
 
     /// A UDP request of sequence `seq` was read, with its arrival stamp `rx`.

@@ -8,6 +8,7 @@ pub mod book;
 pub mod datagram;
 pub mod echo;
 pub mod io;
+pub mod rx_read;
 pub mod sample;
 pub mod stages;
 
@@ -16,5 +17,6 @@ pub use echo::{peer_key, EchoStamps};
 pub use io::{
     enable, now_real, recv_stamped, rx_stamp_of, ErrQueue, TxPoint, TxStamp, RX_CONTROL_BYTES,
 };
+pub use rx_read::{stream_read, RxRead};
 pub use sample::{send_stamped, Sampling, TxControl};
 pub use stages::{EchoFigures, Readings, StageHists, Unsplit, FIGURE_BYTES, STAGES};

@@ -1,10 +1,12 @@
 //! Sampled stages: one message in `every` is stamped at both ends, the others cost
 //! nothing. The receive stamp stays on for the socket (`RX_SOFTWARE`: a clock read the
-//! kernel makes anyway); the stamps of a send are asked for on that send only, with a
-//! `SO_TIMESTAMPING` control message on its `sendmsg`, so an unsampled send queues nothing
-//! on the error queue and wakes nothing. A UDP send's stamps carry the message's own
-//! sequence number as their key (`SCM_TS_OPT_ID`, Linux 6.13); before that the kernel
-//! counts the stamped datagrams, which sampling by sequence makes `sequence / every`.
+//! kernel makes anyway), and only the read that completes a sampled message takes it
+//! (`rx_read`: the others are plain `recv`s). The stamps of a send are asked for on that
+//! send only, with a `SO_TIMESTAMPING` control message on its `sendmsg`, so an unsampled
+//! send queues nothing on the error queue and wakes nothing. A UDP send's stamps carry
+//! the message's own sequence number as their key (`SCM_TS_OPT_ID`, Linux 6.13); before
+//! that the kernel counts the stamped datagrams, which sampling by sequence makes
+//! `sequence / every`.
 //!
 //! Which messages: those whose index on their connection (TCP) or sequence number (UDP)
 //! is a multiple of `every`. Both ends know `every` from the spec and the index from the
@@ -120,11 +122,21 @@ pub struct TxControl {
 impl TxControl {
     /// Asks for the stamps of one send; `key`: its stamps' id (UDP with `SCM_TS_OPT_ID`).
     pub fn new(key: Option<u32>) -> TxControl {
+        TxControl::asking(TX_RECORD, key)
+    }
+
+    /// Asks for the driver's stamp of one send only (the echo's send stage needs no
+    /// other): one stamp, one clone of the packet, fewer on the error queue.
+    pub fn driver_only(key: Option<u32>) -> TxControl {
+        TxControl::asking(libc::SOF_TIMESTAMPING_TX_SOFTWARE, key)
+    }
+
+    fn asking(record: u32, key: Option<u32>) -> TxControl {
         let mut c = TxControl {
             buf: [0; 64],
             len: 0,
         };
-        c.push(libc::SO_TIMESTAMPING, TX_RECORD);
+        c.push(libc::SO_TIMESTAMPING, record);
         if let Some(k) = key {
             c.push(SCM_TS_OPT_ID, k);
         }
@@ -283,5 +295,16 @@ mod tests {
             .drain(c.as_raw_fd(), |t| tcp.push((t.key, t.point)))
             .unwrap();
         assert_eq!(tcp, [(199, TxPoint::Sched), (199, TxPoint::Driver)]);
+
+        // The echo's ask: the driver's stamp only.
+        let ctl = TxControl::driver_only(None);
+        send_stamped(c.as_raw_fd(), &[2; 100], None, &ctl).unwrap();
+        let mut b = [0u8; 100];
+        srv.read_exact(&mut b).unwrap();
+        let mut echo = Vec::new();
+        ErrQueue::default()
+            .drain(c.as_raw_fd(), |t| echo.push((t.key, t.point)))
+            .unwrap();
+        assert_eq!(echo, [(399, TxPoint::Driver)]);
     }
 }

@@ -10,16 +10,39 @@
 //! the last 1024 sequence numbers). Loss is what the sender sent and the receiver never
 //! got, counted once both are done.
 
+pub mod iperf3;
 mod recv;
 mod send;
 
-pub use recv::{PpsReceiver, RxPlan};
+pub use iperf3::Iperf3Rx;
+pub use recv::{PpsReceiver, RxPlan, IPERF3_DATAGRAM_BYTES};
 pub use send::{Blocked, PpsSender, TxPlan, MAX_GSO_SEGMENTS};
 
 use crate::counters::Counters;
 
 /// Bytes of our header at the start of each UDP payload: cookie, flow, sequence.
 pub const HEADER_BYTES: usize = 16;
+
+/// What the workers write at the start of each datagram and read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Wire {
+    /// Ours: cookie, flow, sequence from 0; flows share sockets.
+    #[default]
+    Sonde,
+    /// iperf3's: time, sequence from 1; each socket is one flow (one iperf3 stream).
+    Iperf3 { wide: bool },
+}
+
+impl Wire {
+    /// Bytes of the header (a payload must hold it).
+    pub fn header_bytes(self) -> usize {
+        match self {
+            Wire::Sonde => HEADER_BYTES,
+            Wire::Iperf3 { wide: true } => 16,
+            Wire::Iperf3 { wide: false } => 12,
+        }
+    }
+}
 /// Ethernet (14) + IPv4 (20) + UDP (8): what a packet's wire size adds to its payload,
 /// counted as testpmd counts packet length (no preamble, no FCS).
 pub const WIRE_OVERHEAD_BYTES: usize = 42;
@@ -50,6 +73,27 @@ pub(crate) fn account(payload: &[u8], flows: &mut [FlowRx], cookie: u32) -> bool
     match flows.get_mut(flow) {
         Some(f) if their_cookie == cookie => {
             f.on_packet(seq);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Accounts one iperf3 datagram read at `arrival_s` in `flow` (the socket's own):
+/// iperf3's figures, and ours from its sequence numbers (counted from 1); false when it
+/// is not one (too short, or numbered 0).
+#[inline]
+pub(crate) fn account_iperf3(
+    payload: &[u8],
+    flow: Option<&mut FlowRx>,
+    wide: bool,
+    arrival_s: f64,
+) -> bool {
+    match (iperf3::read_header(payload, wide), flow) {
+        (Some((sent, seq)), Some(f)) if seq > 0 => {
+            f.on_packet(seq - 1);
+            let sent = iperf3::seconds(sent);
+            f.iperf3.on_packet(seq, payload.len(), sent, arrival_s);
             true
         }
         _ => false,
@@ -102,7 +146,7 @@ pub(crate) fn sum(counts: &[Count]) -> (u64, u64) {
 }
 
 /// Per-flow receive accounting, sized and allocated before the first packet.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FlowRx {
     /// Distinct packets received.
     pub received: u64,
@@ -110,6 +154,8 @@ pub struct FlowRx {
     pub highest: u64,
     pub reordered: u64,
     pub duplicated: u64,
+    /// iperf3's own figures of the flow, when it carries iperf3's datagrams.
+    pub iperf3: Iperf3Rx,
     window: [u64; (DUP_WINDOW / 64) as usize],
 }
 
@@ -174,6 +220,7 @@ impl FlowRx {
         self.highest = self.highest.max(other.highest);
         self.reordered += other.reordered;
         self.duplicated += other.duplicated;
+        self.iperf3.merge(&other.iperf3);
     }
 }
 

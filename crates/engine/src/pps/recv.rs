@@ -8,11 +8,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{account, gather_received, sum, Batch, Count, FlowRx, RxOutcome};
+use super::{
+    account, account_iperf3, gather_received, iperf3, sum, Batch, Count, FlowRx, RxOutcome, Wire,
+};
 use crate::marks::TosCounts;
 use crate::nap::{self, Napper, Next};
 use crate::pool::{Placement, Pool, Stop, WorkerError};
 use crate::wait::Poll;
+
+/// Largest iperf3 datagram read whole: a UDP payload's most.
+pub const IPERF3_DATAGRAM_BYTES: usize = 65_535 - 8;
 
 /// Room for one IP_TOS or IPV6_TCLASS control message (and a second, for a dual-stack
 /// socket's IPv4 datagram).
@@ -33,6 +38,7 @@ pub struct RxPlan {
 
 struct RxShared {
     plan: RxPlan,
+    wire: Wire,
     sockets: Vec<UdpSocket>,
     aborting: AtomicBool,
     counts: Vec<Count>,
@@ -62,6 +68,15 @@ pub struct PpsReceiver {
 
 impl PpsReceiver {
     pub fn spawn(sockets: Vec<UdpSocket>, plan: RxPlan) -> io::Result<PpsReceiver> {
+        PpsReceiver::spawn_wire(sockets, plan, Wire::Sonde)
+    }
+
+    /// Receivers of datagrams in `wire`'s form; with iperf3's, socket k is flow k.
+    pub fn spawn_wire(
+        sockets: Vec<UdpSocket>,
+        plan: RxPlan,
+        wire: Wire,
+    ) -> io::Result<PpsReceiver> {
         let placement = Placement::new(sockets.len(), plan.cpus.clone(), sockets.len());
         let shared = Arc::new(RxShared {
             counts: (0..placement.threads).map(|_| Count::default()).collect(),
@@ -70,6 +85,7 @@ impl PpsReceiver {
                 .map(|_| TosCounts::default())
                 .collect(),
             plan,
+            wire,
             sockets,
             aborting: AtomicBool::new(false),
         });
@@ -135,7 +151,12 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
     let p = &shared.plan;
     let fd: RawFd = shared.sockets[k].as_raw_fd();
     let batch = p.batch.max(1);
-    let mut vecs = Batch::new(batch, 2048, 0);
+    // iperf3's blocks go up to 64 KiB (its -l); ours fit a packet.
+    let len = match shared.wire {
+        Wire::Iperf3 { .. } => IPERF3_DATAGRAM_BYTES,
+        Wire::Sonde => 2048,
+    };
+    let mut vecs = Batch::new(batch, len, 0);
     // One control buffer per datagram when the TOS is read, its length reset per read.
     let mut control = vec![[0u64; TOS_CONTROL_BYTES / 8]; if p.read_tos { batch } else { 0 }];
     for (m, c) in vecs.msgs.iter_mut().zip(control.iter_mut()) {
@@ -197,10 +218,21 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
         last_message = Instant::now();
         let mut bytes = 0u64;
         let mut foreign = 0u64;
+        // iperf3's datagrams: read as it reads them, one arrival time a read.
+        let arrival_s = match shared.wire {
+            Wire::Iperf3 { .. } => iperf3::seconds(iperf3::stamp_now()),
+            Wire::Sonde => 0.0,
+        };
         for (m, b) in vecs.msgs.iter().zip(&vecs.bufs).take(r as usize) {
             let len = m.msg_len as usize;
             bytes += len as u64;
-            if !account(&b[..len], &mut flows, p.cookie) {
+            let ours = match shared.wire {
+                Wire::Sonde => account(&b[..len], &mut flows, p.cookie),
+                Wire::Iperf3 { wide } => {
+                    account_iperf3(&b[..len], flows.get_mut(k), wide, arrival_s)
+                }
+            };
+            if !ours {
                 foreign += 1;
             }
             // A shut-down socket's wake-up reads as an empty datagram: not a packet.

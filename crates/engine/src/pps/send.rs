@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{gather_sent, sum, write_header, Batch, Count, TxOutcome, HEADER_BYTES};
+use super::{gather_sent, iperf3, sum, write_header, Batch, Count, TxOutcome, Wire, HEADER_BYTES};
 use crate::counters::Counters;
 use crate::pace::Pacer;
 use crate::pool::{Placement, Pool, Stop, WorkerError};
@@ -69,6 +69,7 @@ type BlockedCount = Counters<3>;
 
 struct TxShared {
     plan: TxPlan,
+    wire: Wire,
     flows: Vec<UdpSocket>,
     aborting: AtomicBool,
     counts: Vec<Count>,
@@ -93,6 +94,21 @@ pub struct PpsSender {
 impl PpsSender {
     /// `flows`: UDP sockets connected to the receiver, one per flow, each its own port.
     pub fn spawn(flows: Vec<UdpSocket>, plan: TxPlan) -> io::Result<PpsSender> {
+        PpsSender::spawn_wire(flows, plan, Wire::Sonde)
+    }
+
+    /// Senders of datagrams in `wire`'s form (iperf3's: no GSO, payloads that hold its
+    /// header).
+    pub fn spawn_wire(flows: Vec<UdpSocket>, plan: TxPlan, wire: Wire) -> io::Result<PpsSender> {
+        if wire != Wire::Sonde && (plan.gso || plan.payload_bytes < wire.header_bytes()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "iperf3's datagrams take no GSO and at least {} bytes of payload",
+                    wire.header_bytes()
+                ),
+            ));
+        }
         if plan.gso {
             let seg = plan.payload_bytes.max(HEADER_BYTES) as libc::c_int;
             for f in &flows {
@@ -126,6 +142,7 @@ impl PpsSender {
                 placement: placement.clone(),
                 ..plan
             },
+            wire,
             flows,
             aborting: AtomicBool::new(false),
         });
@@ -200,7 +217,8 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
         let r = if p.gso {
             send_gso(fd, &mut gso_buf, seg, n, (p.cookie, flow as u32, seqs[pos]))
         } else {
-            send_batch(fd, &mut vecs, n, (p.cookie, flow as u32, seqs[pos]))
+            let stamp = (p.cookie, flow as u32, seqs[pos]);
+            send_batch(fd, &mut vecs, n, stamp, shared.wire)
         };
         if r < 0 {
             let e = io::Error::last_os_error();
@@ -261,16 +279,25 @@ fn sleep_for(d: Duration, stop_at: Instant) -> Duration {
     start.elapsed()
 }
 
-/// One sendmmsg of `n` packets from `vecs`, headers stamped from `(cookie, flow, seq)`.
+/// One sendmmsg of `n` packets from `vecs`, headers stamped from `(cookie, flow, seq)`
+/// in `wire`'s form (iperf3's: the time now and the sequence from 1).
 #[inline]
 fn send_batch(
     fd: RawFd,
     vecs: &mut Batch,
     n: usize,
     (cookie, flow, seq): (u32, u32, u64),
+    wire: Wire,
 ) -> libc::c_int {
+    let now = match wire {
+        Wire::Iperf3 { .. } => iperf3::stamp_now(),
+        Wire::Sonde => (0, 0),
+    };
     for (i, b) in vecs.bufs.iter_mut().take(n).enumerate() {
-        write_header(b, cookie, flow, seq + i as u64);
+        match wire {
+            Wire::Sonde => write_header(b, cookie, flow, seq + i as u64),
+            Wire::Iperf3 { wide } => iperf3::write_header(b, now, seq + i as u64 + 1, wide),
+        }
     }
     // SAFETY: msgs[..n] point at live iovecs and buffers owned by this thread.
     unsafe {

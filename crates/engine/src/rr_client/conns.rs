@@ -367,12 +367,22 @@ fn read_answers(
     let p = &shared.plan;
     let mut last = None;
     loop {
-        let (got, rx, tos) = match c.stamps.is_some() || c.marks {
-            true => match kstamps::io::recv_marked(c.fd, buf, !blocking, None) {
+        // With stages, only a read that may complete a sampled answer takes its stamp;
+        // with marks, every read takes its TOS.
+        let read = match &c.stamps {
+            Some(st) => st.rx_read(c.rx_acc, p.response_bytes, buf.len()),
+            None => kstamps::RxRead {
+                stamped: false,
+                len: buf.len(),
+            },
+        };
+        let room = &mut buf[..read.len];
+        let (got, rx, tos) = match read.stamped || c.marks {
+            true => match kstamps::io::recv_marked(c.fd, room, !blocking, None) {
                 Ok((r, rx, tos)) => (Ok(r), rx, tos),
                 Err(e) => (Err(e), None, None),
             },
-            false => (wait::recv(c.fd, buf, !blocking), None, None),
+            false => (wait::recv(c.fd, room, !blocking), None, None),
         };
         match got {
             Ok(Recv::Data(got)) => {
@@ -417,9 +427,10 @@ fn read_answers(
                     };
                     st.answered(read);
                 }
-                // A short TCP read drained the socket, and a UDP flow with nothing left in
-                // flight has nothing more to read; readiness is level-triggered, so a
-                // second call only to hear EAGAIN would be wasted.
+                // A short TCP read drained the socket (or stopped before a sampled
+                // answer: the rest, if any, waits for the next pass), and a UDP flow
+                // with nothing left in flight has nothing more to read; readiness is
+                // level-triggered, so a second call only to hear EAGAIN would be wasted.
                 let drained = if c.udp {
                     c.flight.started == 0
                 } else {

@@ -6,7 +6,9 @@ use std::os::fd::RawFd;
 
 use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
-use crate::kstamps::{Book, EchoFigures, ErrQueue, Heads, Sampling, TxControl};
+use crate::kstamps::{
+    stream_read, Book, EchoFigures, ErrQueue, Heads, RxRead, Sampling, TxControl,
+};
 use crate::udp_match::REQUEST_HEADER_BYTES;
 
 pub(crate) struct Stamps {
@@ -86,6 +88,21 @@ impl Stamps {
     #[inline]
     pub fn asking(&self) -> Option<&TxControl> {
         self.asking.then_some(&self.control)
+    }
+
+    /// How the next read goes ([`RxRead`]): stamped only when it may complete a sampled
+    /// answer. TCP: `partial` bytes of the next answer are in, answers are `answer_bytes`;
+    /// UDP: while a sampled datagram is unanswered.
+    #[inline]
+    pub fn rx_read(&self, partial: usize, answer_bytes: usize, room: usize) -> RxRead {
+        if self.udp {
+            return RxRead {
+                stamped: self.sampling.every == 1 || self.book.awaits_answer(),
+                len: room,
+            };
+        }
+        let next = (self.completed, partial);
+        stream_read(&self.sampling, next, answer_bytes, self.started, room)
     }
 
     /// Reads the stamps of its sends from `fd`'s error queue, when one is awaited (or

@@ -262,8 +262,9 @@ impl Echo {
     }
 
     /// Reads what has arrived and counts the whole requests in it; `Ok(true)` when data
-    /// came. A read shorter than the buffer drained the socket, so no second call is
-    /// needed to learn that (readiness is level-triggered); a closed peer marks it dead.
+    /// came. A read shorter than the buffer drained the socket or stopped before a
+    /// sampled request, so no second call is needed (readiness is level-triggered); a
+    /// closed peer marks it dead.
     fn take_requests(
         &mut self,
         buf: &mut [u8],
@@ -272,9 +273,18 @@ impl Echo {
     ) -> io::Result<bool> {
         let mut got_any = false;
         loop {
-            let (got, rx) = match &self.stamps {
-                Some(_) => kstamps::recv_stamped(self.fd, buf, dontwait, None)?,
-                None => (wait::recv(self.fd, buf, dontwait)?, None),
+            // With stages, only a read that may complete a sampled request takes its
+            // stamp; a plain one stops before it.
+            let read = match &self.stamps {
+                Some((st, _)) => st.stream_read(self.pending, self.rx_acc, request, buf.len()),
+                None => kstamps::RxRead {
+                    stamped: false,
+                    len: buf.len(),
+                },
+            };
+            let (got, rx) = match read.stamped {
+                true => kstamps::recv_stamped(self.fd, &mut buf[..read.len], dontwait, None)?,
+                false => (wait::recv(self.fd, &mut buf[..read.len], dontwait)?, None),
             };
             match got {
                 Recv::Data(n) => {
@@ -286,6 +296,9 @@ impl Echo {
                     if let Some((st, _)) = self.stamps.as_mut().filter(|_| whole > 0) {
                         st.read(rx, self.pending - whole, whole);
                     }
+                    // A read that stopped where it was asked (before a sampled request)
+                    // leaves the rest to the next wake-up: readiness is level-triggered,
+                    // and with one request in flight there is no rest to read.
                     if !dontwait || n < buf.len() {
                         return Ok(true);
                     }

@@ -71,6 +71,9 @@ pub struct Client {
     /// When the current wait for the server began, and how long it may last.
     since: Instant,
     wait: Duration,
+    /// When the client began: the whole setup (cookie to TEST_RUNNING) has one `wait`
+    /// too, so a server dribbling each state just in time cannot hold it a wait a step.
+    born: Instant,
 }
 
 impl Client {
@@ -84,6 +87,7 @@ impl Client {
             test,
             since: now,
             wait,
+            born: now,
         }
     }
 
@@ -99,10 +103,14 @@ impl Client {
         self.phase == Phase::Done
     }
 
-    /// When the server has been silent too long; none while the test runs.
+    /// When the server has been silent too long, or the setup has lasted too long; none
+    /// while the test runs.
     pub fn deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::Running | Phase::OurResults | Phase::Done | Phase::Failed => None,
+            Phase::ParamExchange | Phase::CreateStreams | Phase::TestStart | Phase::TestRunning => {
+                Some((self.since + self.wait).min(self.born + self.wait))
+            }
             _ => Some(self.since + self.wait),
         }
     }

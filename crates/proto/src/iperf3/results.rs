@@ -42,8 +42,15 @@ fn int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     })
 }
 
+/// A count: never negative (nor past `i64::MAX`, which [`int`] reads as -1); refused,
+/// not read as 0, as no honest iperf3 sends one.
 fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    Ok(int(d)?.max(0) as u64)
+    match int(d)? {
+        v if v < 0 => Err(serde::de::Error::custom(
+            "a byte count that is negative or past 2^63",
+        )),
+        v => Ok(v as u64),
+    }
 }
 
 fn id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

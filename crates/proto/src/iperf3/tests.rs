@@ -303,3 +303,35 @@ fn results_as_iperf3_prints_them_are_read() {
     assert_eq!(r.streams[0].bytes, 4_080_465_321);
     assert_eq!(r.streams[0].retransmits, -1);
 }
+
+#[test]
+fn a_negative_or_huge_byte_count_is_refused_not_read_as_zero() {
+    for bytes in ["-5", "1e19", "-1"] {
+        let text = format!(
+            r#"{{"cpu_util_total":1,"cpu_util_user":0,"cpu_util_system":1,"sender_has_retransmits":1,"streams":[{{"id":1,"bytes":{bytes},"retransmits":0,"jitter":0,"errors":0,"packets":0}}]}}"#
+        );
+        let e = serde_json::from_str::<Results>(&text).unwrap_err();
+        assert!(
+            e.to_string().contains("negative or past 2^63"),
+            "{bytes}: {e}"
+        );
+    }
+    // A number past f64's range is no JSON number serde reads: refused too.
+    let text = r#"{"cpu_util_total":1e999,"cpu_util_user":0,"cpu_util_system":1,"sender_has_retransmits":1,"streams":[]}"#;
+    assert!(serde_json::from_str::<Results>(text).is_err());
+}
+
+#[test]
+fn a_server_dribbling_each_state_just_in_time_has_one_wait_for_the_whole_setup() {
+    let t0 = Instant::now();
+    let wait = Duration::from_secs(10);
+    let mut c = Client::new(cookie(), Params::default().test().unwrap(), t0, wait);
+    // Each state 9 s after the last: no single wait is over, the setup is.
+    c.handle_bytes(&[9], t0 + Duration::from_secs(9)).unwrap();
+    assert_eq!(c.deadline(), Some(t0 + wait));
+    let e = c.handle_timeout(t0 + wait).unwrap_err();
+    assert!(
+        matches!(e, Iperf3Error::Timeout { doing, .. } if doing.contains("CREATE_STREAMS")),
+        "{e:?}"
+    );
+}

@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use sonde_results::mesh::{per_peer_rate, Answer, Judging, PeerStats, Schedule, Stamps};
 
 use super::peers::{Peer, PeerEntry, PeerKeys, Peers};
-use super::{address_key, probe_key, put_labels_request, read_labels};
+use super::{address_key, marks, probe_key, read_labels};
 use crate::stamp::{
     tlv, ErrorEstimate, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat, Timestamp,
 };
@@ -51,6 +51,9 @@ pub struct ProberConfig {
     pub boot_id: Option<[u8; tlv::BOOT_ID_BYTES]>,
     /// Seeds where in its first period each new peer's first probe falls.
     pub seed: u64,
+    /// The TOS byte the probes leave with (`--mesh-dscp`/`--mesh-ecn`): each then carries a
+    /// Class of Service TLV and its answer tells each direction's fate. None: unmarked.
+    pub tos: Option<u8>,
 }
 
 /// A listed peer and the address this agent's probes to it leave from (the probe key
@@ -228,10 +231,10 @@ impl Prober {
             };
             let mut len = mode.base_bytes();
             // Ask for the peer's labels until it answered them, then now and again.
-            if !e.peer.open && (e.learned.is_empty() || seq.is_multiple_of(LABELS_EVERY)) {
-                if let Ok(n) = put_labels_request(&mut out[len..], mode.key(), seq) {
-                    len += n;
-                }
+            let labels = !e.peer.open && (e.learned.is_empty() || seq.is_multiple_of(LABELS_EVERY));
+            let tlvs = &mut out[len..];
+            if let Ok(n) = marks::put_request(tlvs, mode.key(), seq, self.cfg.tos, labels) {
+                len += n;
             }
             let probe = SenderPacket {
                 seq,
@@ -274,6 +277,20 @@ impl Prober {
         arrived: Clocks,
         own_bound_ns: Option<u64>,
     ) -> Matched {
+        self.handle_marked_answer(from, bytes, arrived, None, own_bound_ns)
+    }
+
+    /// [`Prober::handle_answer`] with the TOS byte the answer arrived with (`tos`, from
+    /// the kernel): with marked probes, each first answer's directions are counted.
+    pub fn handle_marked_answer(
+        &mut self,
+        from: SocketAddr,
+        bytes: &[u8],
+        arrived: Clocks,
+        tos: Option<u8>,
+        own_bound_ns: Option<u64>,
+    ) -> Matched {
+        let marked = self.cfg.tos;
         let ssid = self.cfg.ssid;
         let (boot_id, mesh) = (self.cfg.boot_id, self.cfg.key.as_ref());
         // Only a listed peer's answer, in its mode, for this agent's session.
@@ -328,6 +345,10 @@ impl Prober {
             .stats
             .on_answer(a.sender_seq, a.seq, arrived.mono_ns, held_ns);
         if matches!(answer, Answer::First { .. }) {
+            if let Some(sent) = marked {
+                let (forward, reverse) = marks::directions(area, mode.key(), a.seq, sent, tos);
+                e.stats.on_marks(forward, reverse);
+            }
             let unix = |t| unix(t) as i64;
             // One host's two ends read one clock: no offset at all (as ping's "one
             // clock"), whatever either claims.

@@ -117,6 +117,7 @@ fn prober(key: Option<StampKey>, peers: &[(&str, bool)]) -> Prober {
         key,
         ssid: 7,
         boot_id: Some([1; 16]),
+        tos: None,
         seed: 42,
     });
     let list = peers

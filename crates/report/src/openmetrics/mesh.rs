@@ -2,13 +2,15 @@
 //! classic histogram (cumulative buckets, so that `rate()` and `histogram_quantile()`
 //! aggregate pairs by zone or rack), its probes sent, answered and lost each way, the last
 //! window's percentiles, the ICMP port and host unreachables its probes drew (an
-//! unanswering peer counting none stayed silent); for the agent, its peers and probe budget. Every peer series
+//! unanswering peer counting none stayed silent), and with marked probes each direction's
+//! marks and CE; for the agent, its peers and probe budget. Every peer series
 //! carries both ends' own labels (`source_zone`, `destination_rack`, ...). A peer no longer
 //! listed is not written: its series end with it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use sonde_results::marks::DirectionFate;
 use sonde_results::mesh::{PeerFigures, Verdict, BUCKETS_S};
 
 use super::figures::{bounded, sanitize, MAX_AGENT_LABELS};
@@ -39,6 +41,8 @@ pub struct MeshPeer<'a> {
 type Labels = Vec<(String, String)>;
 /// A per-peer counter family: name, help, and how to read it.
 type PeerCounter = (&'static str, &'static str, fn(&PeerFigures) -> u64);
+/// A per-peer, per-direction counter family of the marks: name, help, how to read it.
+type DirectionCounter = (&'static str, &'static str, fn(&DirectionFate) -> u64);
 
 /// The pair's labels: `source`, `destination`, then each end's own labels prefixed
 /// `source_` / `destination_` (sanitized, bounded; a name taken already is skipped).
@@ -185,6 +189,7 @@ pub fn encode_mesh(agent: &MeshAgent<'_>, peers: &[MeshPeer<'_>]) -> String {
     }
     window_gauge(&mut out, &pairs);
     oneway_gauges(&mut out, &pairs);
+    marks_counters(&mut out, &pairs);
     out.push_str("# EOF\n");
     out
 }
@@ -278,6 +283,68 @@ fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
             ("100", w.max_s),
         ] {
             line(out, name, labels, &[("percentile", p)], v);
+        }
+    }
+}
+
+/// Each direction's marks (`serve --mesh-dscp`/`--mesh-ecn`): the answered probes by the
+/// DSCP they were sent and arrived with (a pair that bleaches EF forward shows as
+/// `direction="forward",sent_dscp="46",arrived_dscp="0"`), and the CE marks among those
+/// sent ECT, whose ratio is the CE fraction. Written only when some peer's probes are
+/// marked: an unmarked mesh's text is what it was.
+fn marks_counters(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
+    if pairs.iter().all(|(_, s)| s.marks.is_empty()) {
+        return;
+    }
+    let ways = |s: &&PeerFigures| {
+        let m = &s.marks;
+        [
+            ("forward", m.forward.clone()),
+            ("reverse", m.reverse.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(way, d)| Some((way, d?)))
+        .collect::<Vec<_>>()
+    };
+    let name = "sonde_mesh_marks_packets";
+    header(out, name, "counter", None,
+        "Answered probes by direction and the DSCP they were sent and arrived with: forward as the peer received them, reverse as its answers came back");
+    for (labels, s) in pairs {
+        for (way, d) in ways(s) {
+            let mut by_dscp: BTreeMap<(u8, u8), u64> = BTreeMap::new();
+            for t in &d.transitions {
+                *by_dscp
+                    .entry((t.sent_dscp.value(), t.arrived_dscp.value()))
+                    .or_default() += t.packets;
+            }
+            for ((sent, arrived), n) in by_dscp {
+                let (sent, arrived) = (sent.to_string(), arrived.to_string());
+                let extra = [
+                    ("direction", way),
+                    ("sent_dscp", sent.as_str()),
+                    ("arrived_dscp", arrived.as_str()),
+                ];
+                line(out, &format!("{name}_total"), labels, &extra, n as f64);
+            }
+        }
+    }
+    let families: [DirectionCounter; 2] = [
+        ("sonde_mesh_ect_packets", "Answered probes sent ECN-capable (ECT(0) or ECT(1)), by direction: what a CE fraction is of", |d| d.ect_sent),
+        ("sonde_mesh_ce_packets", "Probes sent ECN-capable that arrived marked CE (congestion experienced), by direction", |d| d.ce),
+    ];
+    for (name, help, get) in families {
+        header(out, name, "counter", None, help);
+        for (labels, s) in pairs {
+            for (way, d) in ways(s) {
+                let v = get(&d) as f64;
+                line(
+                    out,
+                    &format!("{name}_total"),
+                    labels,
+                    &[("direction", way)],
+                    v,
+                );
+            }
         }
     }
 }
@@ -431,5 +498,59 @@ mod tests {
         ] {
             assert!(text.contains(&want), "no {want} in\n{text}");
         }
+    }
+
+    /// A pair that bleaches EF forward (ECT(0) kept, one CE) and keeps it on the way back:
+    /// each direction's (sent, arrived) counts and CE of ECT; an unmarked mesh writes none.
+    #[test]
+    fn marks_show_per_direction_what_the_path_did_and_only_when_marked() {
+        let own = map(&[("rack", "r1")]);
+        let mut stats = PeerStats::new(0, &Judging::default());
+        let ef0 = 46 << 2 | 2;
+        for i in 0..10 {
+            let forward = if i == 0 { 3 } else { 2 };
+            stats.on_marks(Some((ef0, forward)), Some((ef0, ef0)));
+        }
+        stats.on_marks(Some((ef0, 2)), None);
+        let agent = MeshAgent {
+            source: "a",
+            labels: &own,
+            budget_per_s: 1.0,
+            rate_per_s: 1.0,
+            reflected: 0,
+            refused: 0,
+        };
+        let figures = stats.figures();
+        let peers = [MeshPeer {
+            address: "b",
+            labels: &own,
+            stats: &figures,
+        }];
+        let text = encode_mesh(&agent, &peers);
+        let pair = r#"source="a",destination="b",source_rack="r1",destination_rack="r1""#;
+        let marks = "sonde_mesh_marks_packets_total";
+        for want in [
+            "# TYPE sonde_mesh_marks_packets counter\n".to_string(),
+            format!(
+                "{marks}{{{pair},direction=\"forward\",sent_dscp=\"46\",arrived_dscp=\"0\"}} 11\n"
+            ),
+            format!(
+                "{marks}{{{pair},direction=\"reverse\",sent_dscp=\"46\",arrived_dscp=\"46\"}} 10\n"
+            ),
+            format!("sonde_mesh_ect_packets_total{{{pair},direction=\"forward\"}} 11\n"),
+            format!("sonde_mesh_ce_packets_total{{{pair},direction=\"forward\"}} 1\n"),
+            format!("sonde_mesh_ce_packets_total{{{pair},direction=\"reverse\"}} 0\n"),
+        ] {
+            assert!(text.contains(&want), "no {want} in\n{text}");
+        }
+        assert_eq!(text.matches(marks).count(), 2, "{text}");
+        let plain = PeerStats::new(0, &Judging::default()).figures();
+        let peers = [MeshPeer {
+            address: "b",
+            labels: &own,
+            stats: &plain,
+        }];
+        let text = encode_mesh(&agent, &peers);
+        assert!(!text.contains("marks") && !text.contains("_ce_"), "{text}");
     }
 }

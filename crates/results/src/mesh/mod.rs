@@ -12,6 +12,8 @@ pub use oneway::{OneWayFigures, OneWayWindow, Stamps, Verdict};
 pub use rtt::{Buckets, Minute, MinuteFigures, BUCKETS_S};
 pub use schedule::Schedule;
 
+use crate::marks::Fate;
+
 /// Nanoseconds in a minute: the HDR histogram's window.
 pub const MINUTE_NS: u64 = 60_000_000_000;
 
@@ -52,6 +54,8 @@ pub struct PeerFigures {
     pub rtt: Buckets,
     pub last_window: Option<MinuteFigures>,
     pub last_oneway: Option<Verdict>,
+    /// What the path did to the probes' marks each way (empty when they are unmarked).
+    pub marks: Fate,
 }
 
 /// ICMP errors about the probes sent to a peer: its host said nothing listens on the
@@ -83,6 +87,9 @@ pub struct PeerStats {
     oneway: OneWayWindow,
     /// The last full window's one-way delays (or a clock fault).
     pub last_oneway: Option<Verdict>,
+    /// Each direction's marks, sent against arrived, of the answers whose Class of
+    /// Service TLV the peer filled (`serve --mesh-dscp`/`--mesh-ecn`).
+    pub marks: Fate,
 }
 
 impl PeerStats {
@@ -97,6 +104,7 @@ impl PeerStats {
             rtt: self.rtt.clone(),
             last_window: self.last_window,
             last_oneway: self.last_oneway,
+            marks: self.marks.clone(),
         }
     }
 
@@ -119,6 +127,7 @@ impl PeerStats {
             last_window: None,
             oneway: OneWayWindow::default(),
             last_oneway: None,
+            marks: Fate::default(),
         }
     }
 
@@ -143,6 +152,21 @@ impl PeerStats {
             Answer::Unknown => {}
         }
         a
+    }
+
+    /// An answered probe's marks each way, as (sent, arrived) TOS bytes: forward when
+    /// the peer said what arrived, reverse when it said what it sent and the kernel gave
+    /// the answer's TOS.
+    pub fn on_marks(&mut self, forward: Option<(u8, u8)>, reverse: Option<(u8, u8)>) {
+        for (way, d) in [
+            (&mut self.marks.forward, forward),
+            (&mut self.marks.reverse, reverse),
+        ] {
+            if let Some((sent, arrived)) = d {
+                way.get_or_insert_with(Default::default)
+                    .record(sent, arrived);
+            }
+        }
     }
 
     /// An answered probe's four timestamps, for each direction's delay.

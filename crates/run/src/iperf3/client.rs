@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::sockopt::SocketOptions;
 use sonde_probe::hostwatch::HostProbe;
-use sonde_proto::iperf3::{Client, ClientEvent, Iperf3Error, Params, Protocol, Results, Test};
+use sonde_proto::iperf3::{
+    Client, ClientEvent, Cookie, Iperf3Error, Params, Protocol, Results, Test,
+};
 use sonde_results::document::Inputs;
-use sonde_results::{Direction, Document, IntervalSample, Role, StreamSpec, TestSpec};
+use sonde_results::{Direction, Document, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
 
 use super::conn::{Control, Got};
 use super::{figures, STEP_WAIT};
@@ -82,39 +84,17 @@ pub fn test_of(spec: &StreamSpec) -> Result<Test, Iperf3RunError> {
     Ok(t)
 }
 
-/// One stream test against the iperf3 server at `req.host:req.port`.
-pub fn run(
+/// A stream test over TCP against the iperf3 server at `req.host:req.port`.
+pub(super) fn run_stream(
     req: &TestRequest,
+    spec: &StreamSpec,
     interrupt: &Interrupt,
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, Iperf3RunError> {
-    let TestSpec::Stream(spec) = &req.spec else {
-        return Err(Iperf3RunError::Spec {
-            flag: "--iperf3",
-            reason: "only stream tests speak iperf3".into(),
-        });
-    };
     let test = test_of(spec)?;
-    let addr =
-        crate::controller::resolve(&req.host, req.port).map_err(|e| Iperf3RunError::Resolve {
-            host: req.host.clone(),
-            reason: e.to_string(),
-        })?;
+    let mut s = Session::open(req, test.clone(), interrupt)?;
+    let (addr, cookie) = (s.addr, s.cookie);
     let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
-    let started_at = now_rfc3339();
-    // Before the test: probing the host takes a while, and the server starts its clock
-    // (and, reversed, its sending) at TEST_RUNNING.
-    let probe = HostProbe::for_peer(addr.ip());
-    let stream =
-        TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io("cannot connect"))?;
-    let mut ctl = Control::new(stream).map_err(io("control connection"))?;
-    let cookie = super::cookie();
-    let mut c = Client::new(cookie, test.clone(), Instant::now(), STEP_WAIT);
-    let mut step = Stepper {
-        ctl: &mut ctl,
-        addr,
-    };
-    step.until(&mut c, interrupt, |e| *e == ClientEvent::CreateStreams)?;
     let opts = SocketOptions {
         congestion: spec.congestion.clone(),
         nodelay: spec.nodelay,
@@ -125,74 +105,188 @@ pub fn run(
     let mut conns = Vec::new();
     let mut notes = Vec::new();
     for _ in 0..test.connections() {
-        let (mut s, n) = sonde_engine::sockopt::connect(addr, &opts, CONNECT_TIMEOUT)
-            .map_err(io("data connection"))?;
-        s.write_all(&cookie.0).map_err(io("data connection"))?;
+        // Within the setup's one wait: a server that lets each connection hang cannot
+        // hold us a connect timeout a stream.
+        let left = s.setup_until().saturating_duration_since(Instant::now());
+        let wait = CONNECT_TIMEOUT.min(left).max(Duration::from_millis(1));
+        let (mut c, n) =
+            sonde_engine::sockopt::connect(addr, &opts, wait).map_err(io("data connection"))?;
+        c.write_all(&cookie.0).map_err(io("data connection"))?;
         notes = n;
-        conns.push(s);
+        conns.push(c);
     }
-    step.until(&mut c, interrupt, |e| *e == ClientEvent::Running)?;
+    s.until_running(interrupt)?;
+    let probe = s.probe.take().expect("probed once");
     let side = crate::kind::stream::start_connected(spec, Role::Client, conns, notes, probe)
         .map_err(io("starting the workers"))?;
-    let mut run = Running {
-        step,
-        client: c,
+    Ok(s.finish(
         side,
-        intervals: Vec::new(),
+        Duration::ZERO,
+        interrupt,
         live,
-    };
-    let cut = run.until_exchange(interrupt);
-    let Running {
-        mut step,
-        mut client,
-        side,
-        intervals,
-        ..
-    } = run;
-    let mut error = match cut {
-        Ok(()) => None,
-        Err(Iperf3RunError::Interrupted) => {
-            // As iperf3's own client on Ctrl-C: CLIENT_TERMINATE.
-            let _ = step.ctl.stream.write_all(&[12]);
-            Some("interrupted (Ctrl-C)".to_string())
-        }
-        Err(e) => Some(e.to_string()),
-    };
-    if error.is_none() && !side.all_done() {
-        error = Some("receivers did not see the end of every stream in time".into());
+        |ours| figures::our_results(ours, &test),
+        |theirs, who| figures::far_side(spec, Role::Server, theirs, who),
+    ))
+}
+
+/// A test's control connection to an iperf3 server, from the cookie to its end.
+pub(super) struct Session<'r> {
+    req: &'r TestRequest,
+    pub addr: SocketAddr,
+    pub cookie: Cookie,
+    /// Taken before the test: probing the host takes a while, and the server starts its
+    /// clock (and, reversed, its sending) at TEST_RUNNING.
+    pub probe: Option<HostProbe>,
+    started_at: String,
+    ctl: Control,
+    client: Client,
+}
+
+impl<'r> Session<'r> {
+    /// Connected, parameters sent, and CREATE_STREAMS come: the data connections are next.
+    pub fn open(
+        req: &'r TestRequest,
+        test: Test,
+        interrupt: &Interrupt,
+    ) -> Result<Session<'r>, Iperf3RunError> {
+        let addr = crate::controller::resolve(&req.host, req.port).map_err(|e| {
+            Iperf3RunError::Resolve {
+                host: req.host.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
+        let started_at = now_rfc3339();
+        let probe = HostProbe::for_peer(addr.ip());
+        let stream =
+            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io("cannot connect"))?;
+        let ctl = Control::new(stream).map_err(io("control connection"))?;
+        let cookie = super::cookie();
+        let client = Client::new(cookie, test, Instant::now(), STEP_WAIT);
+        let mut s = Session {
+            req,
+            addr,
+            cookie,
+            probe: Some(probe),
+            started_at,
+            ctl,
+            client,
+        };
+        s.until(interrupt, ClientEvent::CreateStreams)?;
+        Ok(s)
     }
-    let ours = side.into_result(error.is_some());
-    let mut theirs = None;
-    if error.is_none() {
-        match step.exchange(&mut client, &figures::our_results(&ours, &test)) {
-            Ok(r) => theirs = Some(r),
-            Err(e) => error = Some(e.to_string()),
-        }
+
+    /// When the setup's one wait (cookie to TEST_RUNNING) ends.
+    pub fn setup_until(&self) -> Instant {
+        self.client.deadline().unwrap_or_else(Instant::now)
     }
-    let version = theirs.as_ref().and_then(Results::server_version);
-    let who = figures::measured_by(version.as_deref());
-    let far = theirs
-        .as_ref()
-        .map(|r| figures::far_side(spec, Role::Server, r, &who));
-    let inputs = Inputs {
-        spec: &req.spec,
-        command: req.command.clone(),
-        server_command: Some(who),
-        server_address: addr.to_string(),
-        started_at,
-        software: SOFTWARE.into(),
-        client: &ours,
-        server: far.as_ref(),
-        client_intervals: &intervals,
-        server_intervals: &[],
-        error,
-        client_agent: None,
-        finished_at: Some(now_rfc3339()),
-        server_labels: Default::default(),
-        fleet: req.fleet.clone(),
-        prelude: None,
-    };
-    Ok(Document::assemble(inputs, sonde_results::limit::judge))
+
+    /// The data connections are made: waits for TEST_RUNNING.
+    pub fn until_running(&mut self, interrupt: &Interrupt) -> Result<(), Iperf3RunError> {
+        self.until(interrupt, ClientEvent::Running)
+    }
+
+    fn until(&mut self, interrupt: &Interrupt, want: ClientEvent) -> Result<(), Iperf3RunError> {
+        let mut step = Stepper {
+            ctl: &mut self.ctl,
+            addr: self.addr,
+        };
+        step.until(&mut self.client, interrupt, |e| *e == want)
+    }
+
+    /// Runs the test on `side` to its end (TEST_END `end_after` our senders stopped),
+    /// exchanges the results (ours as `ours` puts them, the far side as `far` reads
+    /// theirs) and assembles the document.
+    pub fn finish(
+        self,
+        side: Box<dyn Side>,
+        end_after: Duration,
+        interrupt: &Interrupt,
+        live: &mut dyn FnMut(LiveInterval<'_>),
+        ours: impl FnOnce(&SideResult) -> Results,
+        far: impl FnOnce(&Results, &str) -> SideResult,
+    ) -> Document {
+        let Session {
+            req,
+            addr,
+            started_at,
+            mut ctl,
+            client,
+            ..
+        } = self;
+        let step = Stepper {
+            ctl: &mut ctl,
+            addr,
+        };
+        let mut run = Running {
+            step,
+            end_after,
+            client,
+            side,
+            intervals: Vec::new(),
+            live,
+        };
+        let cut = run.until_exchange(interrupt);
+        let Running {
+            mut step,
+            mut client,
+            side,
+            intervals,
+            ..
+        } = run;
+        let mut error = match cut {
+            Ok(()) => None,
+            Err(Iperf3RunError::Interrupted) => {
+                // As iperf3's own client on Ctrl-C: CLIENT_TERMINATE.
+                let _ = step.ctl.stream.write_all(&[12]);
+                Some("interrupted (Ctrl-C)".to_string())
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        if error.is_none() && !side.all_done() {
+            error = Some("receivers did not see the end of every stream in time".into());
+        }
+        let mine = side.into_result(error.is_some());
+        let mut theirs = None;
+        if error.is_none() {
+            match step.exchange(&mut client, &ours(&mine)) {
+                Ok(r) => theirs = Some(r),
+                Err(e) => error = Some(e.to_string()),
+            }
+        }
+        // A figure of theirs that ours contradicts never reaches the document.
+        let packets = matches!(req.spec, TestSpec::Pps(_));
+        if let Some(r) = &theirs {
+            if let Err(why) = super::vouch::vouch(r, &super::vouch::ours_of(&mine), packets) {
+                error = Some(format!(
+                    "iperf3 server at {addr}: its results refused: {why}"
+                ));
+                theirs = None;
+            }
+        }
+        let version = theirs.as_ref().and_then(Results::server_version);
+        let who = figures::measured_by(version.as_deref());
+        let far = theirs.as_ref().map(|r| far(r, &who));
+        let inputs = Inputs {
+            spec: &req.spec,
+            command: req.command.clone(),
+            server_command: Some(who),
+            server_address: addr.to_string(),
+            started_at,
+            software: SOFTWARE.into(),
+            client: &mine,
+            server: far.as_ref(),
+            client_intervals: &intervals,
+            server_intervals: &[],
+            error,
+            client_agent: None,
+            finished_at: Some(now_rfc3339()),
+            server_labels: Default::default(),
+            fleet: req.fleet.clone(),
+            prelude: None,
+        };
+        Document::assemble(inputs, sonde_results::limit::judge)
+    }
 }
 
 /// The control connection and the machine on it, before the test.
@@ -262,6 +356,8 @@ impl Stepper<'_> {
 /// between samples.
 struct Running<'c, 'l> {
     step: Stepper<'c>,
+    /// How long after our senders stop TEST_END is said.
+    end_after: Duration,
     client: Client,
     side: Box<dyn Side>,
     intervals: Vec<IntervalSample>,
@@ -274,6 +370,7 @@ impl Running<'_, '_> {
     /// to be overdue).
     fn until_exchange(&mut self, interrupt: &Interrupt) -> Result<(), Iperf3RunError> {
         let mut ended = false;
+        let mut stopped: Option<Instant> = None;
         let mut exchange = false;
         loop {
             if interrupt.is_set() {
@@ -287,8 +384,13 @@ impl Running<'_, '_> {
                 });
                 self.intervals.push(s);
             }
-            if !ended && self.side.is_draining() {
+            if stopped.is_none() && self.side.is_draining() {
                 self.side.finish_senders();
+                stopped = Some(now);
+            }
+            // TEST_END once our last datagrams had time to arrive: a UDP server stops
+            // counting at TEST_END, and what it never read would read as lost.
+            if !ended && stopped.is_some_and(|t| now >= t + self.end_after) {
                 self.client.end(now).map_err(|e| self.step.perr(e))?;
                 ended = true;
             }

@@ -3,19 +3,27 @@
 //! protocol is `sonde_proto::iperf3` (sans-IO); here are only the sockets around it
 //! ([`conn`]), the translation between iperf3's results and a side's result ([`figures`]),
 //! and the data plane, which is the stream kind's own workers over connections opened the
-//! iperf3 way. Either way the document is a normal stream document: our side's evidence as
+//! iperf3 way; over UDP (`sonde pps --iperf3`, `iperf3 -c -u`) the packet-rate kind's
+//! workers over iperf3's UDP streams ([`udp_plane`], [`udp_figures`]). Either way the document is a normal stream document: our side's evidence as
 //! for any run, the iperf3 end's figures as it reported them, absent where it reports none.
 
 pub mod client;
 mod config;
 mod conn;
+mod dial;
 pub mod figures;
 pub mod queue;
 mod serve_one;
 pub mod server;
+mod udp_client;
+pub mod udp_figures;
+mod udp_plane;
+mod udp_serve;
+mod vouch;
 
-pub use client::{run, Iperf3RunError};
+pub use client::Iperf3RunError;
 pub use config::Iperf3Config;
+pub use dial::run;
 pub use server::Iperf3Server;
 
 use std::time::Duration;
@@ -25,6 +33,10 @@ pub const STEP_WAIT: Duration = Duration::from_secs(10);
 /// The server's wait for a client's cookie, parameters and data connections: short, as a
 /// silent client holds the one test slot meanwhile (iperf3's own server waits forever).
 pub const SERVE_WAIT: Duration = Duration::from_secs(3);
+
+/// Between a UDP sender's last datagram and TEST_END (its receiver stops counting at
+/// TEST_END): the datagrams still queued on the way are read meanwhile, not lost.
+pub const UDP_DRAIN: Duration = Duration::from_millis(100);
 
 /// A cookie of fresh randomness.
 pub(crate) fn cookie() -> sonde_proto::iperf3::Cookie {

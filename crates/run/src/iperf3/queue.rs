@@ -1,11 +1,13 @@
 //! The iperf3 server's waiting room: the connections that came while it was busy, and
-//! which of them gets the one test slot next. The slot goes to the address that had it
-//! least recently (never first), the oldest of its connections first, so a client that
-//! holds the slot to its deadline and reconnects, however often, gets at most every other
-//! turn while another address waits: it cannot lock legitimate clients out. One address
-//! keeps at most [`PER_ADDRESS`] connections waiting (a newcomer pushes out its own
-//! oldest), all at most [`WAITING`] (then the oldest of the address with the most waiting
-//! gives way), each at most [`WAIT_MAX`]. Pure: sources and turns in, decisions out.
+//! which of them gets the one test slot next. The slot goes to the network (a /24 of
+//! IPv4, a /64 of IPv6) that had it least recently (never first), the oldest of its
+//! connections first, so a client that holds the slot to its deadline and reconnects,
+//! however often and from however many addresses of its network, gets at most every
+//! other turn while another network waits: it cannot lock legitimate clients out. One
+//! address keeps at most [`PER_ADDRESS`] connections waiting and one network at most
+//! [`PER_NETWORK`] (a newcomer pushes out its own address's, then its network's oldest),
+//! all at most [`WAITING`] (then the oldest of the network with the most waiting gives
+//! way), each at most [`WAIT_MAX`]. Pure: sources and turns in, decisions out.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,6 +15,8 @@ use std::time::{Duration, Instant};
 
 /// Connections one address may keep waiting.
 pub const PER_ADDRESS: usize = 4;
+/// Connections one network (/24, /64) may keep waiting.
+pub const PER_NETWORK: usize = 16;
 /// Connections waiting in all.
 pub const WAITING: usize = 64;
 /// The longest a connection waits for the slot before it is closed.
@@ -20,7 +24,7 @@ pub const WAIT_MAX: Duration = Duration::from_secs(60);
 /// Addresses whose last turn is remembered.
 const REMEMBERED: usize = 1024;
 
-/// Who had the slot when (a turn counter, not a clock).
+/// Who (which network) had the slot when (a turn counter, not a clock).
 #[derive(Debug, Default)]
 pub struct Turns {
     last: HashMap<IpAddr, u64>,
@@ -31,7 +35,7 @@ impl Turns {
     /// `ip` has the slot now.
     pub fn given(&mut self, ip: IpAddr) {
         self.count += 1;
-        self.last.insert(canonical(ip), self.count);
+        self.last.insert(network(ip), self.count);
         if self.last.len() > REMEMBERED {
             if let Some(oldest) = self.last.iter().min_by_key(|(_, t)| **t).map(|(a, _)| *a) {
                 self.last.remove(&oldest);
@@ -41,8 +45,8 @@ impl Turns {
 
     /// Which of the waiting connections (their sources, oldest first) gets the slot.
     pub fn next(&self, waiting: &[IpAddr]) -> Option<usize> {
-        let turn = |ip: &IpAddr| self.last.get(&canonical(*ip)).copied().unwrap_or(0);
-        // min_by_key keeps the first of equals: the oldest of the address.
+        let turn = |ip: &IpAddr| self.last.get(&network(*ip)).copied().unwrap_or(0);
+        // min_by_key keeps the first of equals: the oldest of the network.
         (0..waiting.len()).min_by_key(|i| turn(&waiting[*i]))
     }
 }
@@ -54,16 +58,32 @@ pub fn evictee(waiting: &[IpAddr], ip: IpAddr) -> Option<usize> {
     if of(ip) >= PER_ADDRESS {
         return waiting.iter().position(|w| canonical(*w) == ip);
     }
+    let net = network(ip);
+    let of_net = |n: IpAddr| waiting.iter().filter(|w| network(**w) == n).count();
+    if of_net(net) >= PER_NETWORK {
+        return waiting.iter().position(|w| network(*w) == net);
+    }
     if waiting.len() < WAITING {
         return None;
     }
-    let most = waiting.iter().map(|w| of(canonical(*w))).max()?;
-    waiting.iter().position(|w| of(canonical(*w)) == most)
+    let most = waiting.iter().map(|w| of_net(network(*w))).max()?;
+    waiting.iter().position(|w| of_net(network(*w)) == most)
 }
 
 /// Whether a connection that came `at` has waited too long by `now`.
 pub fn expired(at: Instant, now: Instant) -> bool {
     now.duration_since(at) > WAIT_MAX
+}
+
+/// The network `ip` is taken to be one client of: its /24 (IPv4, v4-mapped too) or /64.
+fn network(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::from([a, b, c, 0])
+        }
+        IpAddr::V6(v6) => std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1)).into(),
+    }
 }
 
 fn canonical(ip: IpAddr) -> IpAddr {
@@ -77,8 +97,34 @@ fn canonical(ip: IpAddr) -> IpAddr {
 mod tests {
     use super::*;
 
+    /// Address `d` of network `d`: each its own /24.
     fn ip(d: u8) -> IpAddr {
-        IpAddr::from([198, 18, 0, d])
+        IpAddr::from([198, 18, d, 1])
+    }
+
+    #[test]
+    fn many_addresses_of_one_network_share_its_turns_and_its_room() {
+        let mut turns = Turns::default();
+        let of = |host: u8| IpAddr::from([198, 18, 7, host]);
+        // 40 addresses of 198.18.7.0/24 queued before a client of 198.19.0.0/24.
+        let mut waiting: Vec<IpAddr> = (1..=40).map(of).collect();
+        waiting.push(IpAddr::from([198, 19, 0, 5]));
+        turns.given(waiting.remove(turns.next(&waiting).unwrap()));
+        // Its network had a turn: the other network is next, not its 39 other addresses.
+        assert_eq!(
+            waiting[turns.next(&waiting).unwrap()],
+            IpAddr::from([198, 19, 0, 5])
+        );
+        // And it keeps at most PER_NETWORK waiting: its newcomer pushes out its own oldest.
+        let full: Vec<IpAddr> = (1..=PER_NETWORK as u8).map(of).collect();
+        assert_eq!(evictee(&full, of(200)), Some(0));
+        assert_eq!(evictee(&full, IpAddr::from([198, 19, 0, 5])), None);
+        let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            network(v6("2001:db8::1:2")),
+            network(v6("2001:db8::ffff:1"))
+        );
+        assert_ne!(network(v6("2001:db8::1")), network(v6("2001:db8:0:1::1")));
     }
 
     #[test]
@@ -93,7 +139,7 @@ mod tests {
         assert_eq!(waiting[turns.next(&waiting).unwrap()], ip(2));
         assert_eq!(turns.next(&[]), None);
         // v4-mapped v6 is the same address: its turn is 1's.
-        let mapped: IpAddr = "::ffff:198.18.0.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:198.18.1.1".parse().unwrap();
         turns.given(mapped);
         assert_eq!(turns.next(&[ip(1), ip(3)]), Some(1));
     }
@@ -105,6 +151,7 @@ mod tests {
         assert_eq!(evictee(&w, ip(2)), None);
         let mut full: Vec<IpAddr> = (0..WAITING as u8 - 2).map(|d| ip(d + 10)).collect();
         full.extend([ip(3), ip(3)]);
+        // (each of those its own network, but ip(3)'s two make it the biggest)
         assert_eq!(evictee(&full, ip(4)), Some(WAITING - 2));
         let now = Instant::now();
         assert!(!expired(now, now + WAIT_MAX));

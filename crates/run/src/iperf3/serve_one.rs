@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::iperf3::server::refusal;
-use sonde_proto::iperf3::{
-    Cookie, Iperf3Error, Protocol, Results, Server, ServerEvent, Test, COOKIE_BYTES,
-};
+use sonde_proto::iperf3::{Cookie, Iperf3Error, Results, Server, ServerEvent, Test, COOKIE_BYTES};
 use sonde_results::document::Inputs;
 use sonde_results::spec::Timing;
 use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec};
@@ -47,12 +45,16 @@ pub enum ServeError {
     Stopped,
 }
 
-fn io(what: &'static str) -> impl Fn(std::io::Error) -> ServeError {
+pub(super) fn io(what: &'static str) -> impl Fn(std::io::Error) -> ServeError {
     move |source| ServeError::Io { what, source }
 }
 
 /// Writes what `s` queued, reads once (to `deadline` at most) and feeds it.
-fn turn(ctl: &mut Control, s: &mut Server, deadline: Option<Instant>) -> Result<(), ServeError> {
+pub(super) fn turn(
+    ctl: &mut Control,
+    s: &mut Server,
+    deadline: Option<Instant>,
+) -> Result<(), ServeError> {
     ctl.flush(|| s.poll_transmit())
         .map_err(io("control connection"))?;
     let deadline = [deadline, s.deadline()].into_iter().flatten().min();
@@ -95,18 +97,8 @@ pub fn spec_of(t: &Test) -> StreamSpec {
     }
 }
 
-/// Why `t` is over `limits`, with iperf3's error number for it.
-fn over_limits(
-    t: &Test,
-    spec: &StreamSpec,
-    limits: &crate::agent::Limits,
-) -> Option<(i32, String)> {
-    if t.protocol == Protocol::Udp {
-        return Some((
-            refusal::BAD_PARAMS,
-            "UDP tests (-u) are not served by sonde serve --iperf3 yet".into(),
-        ));
-    }
+/// Why `spec` is over `limits`, with iperf3's error number for it.
+fn over_limits(spec: &StreamSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
     let ms = spec.timing.total_ms();
     if ms > limits.max_duration_ms {
         return Some((
@@ -198,14 +190,23 @@ fn data_connections(
     Ok(conns)
 }
 
-/// Serves the test whose control connection is `stream`; its document and a summary.
-pub fn serve(
+/// A control connection past its cookie and parameters: what the TCP and UDP tests
+/// serve from.
+pub(super) struct Opened {
+    pub ctl: Control,
+    pub srv: Server,
+    pub cookie: Cookie,
+    pub test: Test,
+    pub peer: SocketAddr,
+    pub started_at: String,
+}
+
+/// Reads the client's cookie and parameters from the control connection `stream`.
+pub(super) fn open(
     stream: TcpStream,
     peer: SocketAddr,
-    listener: &TcpListener,
-    cfg: &Iperf3Config,
     stop: &Interrupt,
-) -> Result<(Document, String), ServeError> {
+) -> Result<Opened, ServeError> {
     let started_at = now_rfc3339();
     let mut ctl = Control::new(stream).map_err(io("control connection"))?;
     let mut srv = Server::new(Instant::now(), SERVE_WAIT);
@@ -239,8 +240,34 @@ pub fn serve(
     let (Some(cookie), Some(test)) = (cookie, test) else {
         return Err(ServeError::Refused("no parameters".into()));
     };
+    Ok(Opened {
+        ctl,
+        srv,
+        cookie,
+        test,
+        peer,
+        started_at,
+    })
+}
+
+/// Serves the TCP stream test of an opened control connection; its document and a
+/// summary.
+pub(super) fn serve_stream(
+    o: Opened,
+    listener: &TcpListener,
+    cfg: &Iperf3Config,
+    stop: &Interrupt,
+) -> Result<(Document, String), ServeError> {
+    let Opened {
+        mut ctl,
+        mut srv,
+        cookie,
+        test,
+        peer,
+        started_at,
+    } = o;
     let spec = spec_of(&test);
-    if let Some((code, why)) = over_limits(&test, &spec, &cfg.limits) {
+    if let Some((code, why)) = over_limits(&spec, &cfg.limits) {
         srv.refuse(code);
         let _ = ctl.flush(|| srv.poll_transmit());
         return Err(ServeError::Refused(why));
@@ -279,8 +306,13 @@ pub fn serve(
     );
     side.finish_senders();
     let ours = side.into_result(ran.is_err());
-    let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &ours, &test)) {
-        Ok(r) => (Some(r), None),
+    let mine = figures::our_results(&ours, &test);
+    let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &mine)) {
+        // A figure of theirs that ours contradicts never reaches the document.
+        Ok(r) => match super::vouch::vouch(&r, &super::vouch::ours_of(&ours), false) {
+            Ok(()) => (Some(r), None),
+            Err(why) => (None, Some(format!("the client's results refused: {why}"))),
+        },
         Err(e) => (None, Some(e.to_string())),
     };
     let who = format!(
@@ -322,7 +354,7 @@ pub fn serve(
 
 /// The test running until the client's TEST_END: our side sampled, any other connection
 /// told ACCESS_DENIED.
-fn run(
+pub(super) fn run(
     ctl: &mut Control,
     srv: &mut Server,
     side: &mut dyn Side,
@@ -364,11 +396,10 @@ fn refuse_pending(listener: &TcpListener) {
 }
 
 /// EXCHANGE_RESULTS to IPERF_DONE: the client's results, ours for it.
-fn exchange(
+pub(super) fn exchange(
     ctl: &mut Control,
     srv: &mut Server,
-    ours: &sonde_results::SideResult,
-    test: &Test,
+    ours: &Results,
 ) -> Result<Results, ServeError> {
     srv.exchange(Instant::now())?;
     let mut theirs = None;
@@ -377,7 +408,7 @@ fn exchange(
         while let Some(e) = srv.poll_event() {
             match e {
                 ServerEvent::ClientResults(r) => {
-                    srv.send_results(&figures::our_results(ours, test), Instant::now())?;
+                    srv.send_results(ours, Instant::now())?;
                     theirs = Some(*r);
                 }
                 ServerEvent::Done => {

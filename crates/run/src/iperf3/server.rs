@@ -111,7 +111,14 @@ fn accept_loop(listener: &TcpListener, cfg: &Iperf3Config, stop: &Interrupt) {
         };
         let Waiting { stream, peer, .. } = waiting.remove(k);
         turns.given(peer.ip());
-        match super::serve_one::serve(stream, peer, listener, cfg, stop) {
+        let served =
+            super::serve_one::open(stream, peer, stop).and_then(|o| match o.test.protocol {
+                sonde_proto::iperf3::Protocol::Udp => {
+                    super::udp_serve::serve(o, listener, cfg, stop)
+                }
+                _ => super::serve_one::serve_stream(o, listener, cfg, stop),
+            });
+        match served {
             Ok((doc, summary)) => {
                 tracing::info!("iperf3 test from {peer} served: {summary}");
                 match serde_json::to_string(&doc) {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use sonde_proto::mesh::ProberConfig;
 use sonde_proto::stamp::tlv::BOOT_ID_BYTES;
+use sonde_proto::stamp::DscpPolicy;
 use sonde_proto::Key;
 use sonde_results::mesh::Judging;
 
@@ -49,6 +50,9 @@ pub struct MeshConfig {
     /// The fleet key: probes and answers carry its HMAC; none (`--insecure-no-key`):
     /// unauthenticated.
     pub key: Option<Key>,
+    /// The TOS byte this agent's probes leave with (`--mesh-dscp`, `--mesh-ecn`); none:
+    /// unmarked, and no Class of Service TLV.
+    pub tos: Option<u8>,
 }
 
 impl MeshConfig {
@@ -90,7 +94,16 @@ impl MeshConfig {
             ssid,
             boot_id,
             seed,
+            tos: self.tos,
         }
+    }
+
+    /// The DSCPs this agent's reflector answers with at a probe's asking, besides the one
+    /// the probe arrived with and CS0: its own probes' class (a peer of the same mesh asks
+    /// for it, and a path that bleaches it on the way here should not hide what the way
+    /// back does), no other.
+    pub fn dscp_policy(&self) -> DscpPolicy {
+        DscpPolicy::allowing(self.tos.map(|t| t >> 2).filter(|&d| d != 0))
     }
 
     /// How often the list is read again: `refresh`, at least [`MIN_REFRESH`].
@@ -121,6 +134,7 @@ mod tests {
             window: Duration::from_secs(60),
             reflect_max: 10_000.0,
             key: None,
+            tos: None,
         }
     }
 
@@ -143,6 +157,17 @@ mod tests {
         );
         let slow = config(0.1, Duration::from_secs(2), Duration::from_secs(30)).reflect();
         assert_eq!(slow.per_source, 10);
+    }
+
+    /// Unmarked, the reflector grants only the arrived class and CS0; marked EF, EF too
+    /// (the mesh's class), never network control.
+    #[test]
+    fn the_reflector_grants_its_own_mesh_class_and_no_other() {
+        let mut c = config(1.0, Duration::from_secs(2), Duration::from_secs(30));
+        assert_eq!(c.dscp_policy(), DscpPolicy::default());
+        c.tos = Some(46 << 2 | 1);
+        let p = c.dscp_policy();
+        assert!(p.allows(46, 0) && !p.allows(48, 0) && !p.allows(56, 0) && !p.allows(34, 0));
     }
 
     #[test]

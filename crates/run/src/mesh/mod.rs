@@ -74,6 +74,8 @@ pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
         // Both are read on a schedule: each packet is timed by its arrival stamp.
         datagram::enable_arrival(s.as_raw_fd(), addr.is_ipv6())?;
     }
+    // Every probe leaves with the mesh's marks; answers take theirs one by one.
+    sonde_engine::marks::set_tos_if(prober.as_raw_fd(), cfg.tos)?;
     let first = cfg.source.read(cfg.port).map_err(MeshError::List)?;
     let local = reflector.local_addr()?;
     // A session of its own (SSID, not 0) at each start.

@@ -57,6 +57,8 @@ pub(super) struct SocketLoop {
     /// lookup when bound to the unspecified address), which a probe's key names.
     routes: Option<Keys>,
     reflector: MeshReflector,
+    /// The reflector socket's marks, set per answer as its CoS TLV says.
+    answer_marks: crate::stamp::marks::AnswerMarks,
     started: Instant,
     /// The reflector's counters as the state last had them.
     published: (u64, u64),
@@ -79,11 +81,13 @@ impl SocketLoop {
     ) -> SocketLoop {
         let mesh_key = cfg.key.as_ref().map(sonde_proto::mesh::stamp_key);
         let keys = || mesh_key.clone().map(|k| Keys::new(k, cfg.bind));
-        let reflector = MeshReflector::new(keys(), cfg.reflect(), cfg.labels.clone());
+        let mut reflector = MeshReflector::new(keys(), cfg.reflect(), cfg.labels.clone());
+        reflector.set_dscp_policy(cfg.dscp_policy());
         // Best effort: without it a silent peer and a closed port look alike.
         let _ = icmp::enable(prober_sock.as_raw_fd(), cfg.bind.is_ipv4());
         SocketLoop {
             reflector,
+            answer_marks: Default::default(),
             routes: keys(),
             started,
             published: (0, 0),
@@ -225,6 +229,10 @@ impl SocketLoop {
     fn answer_requests(&mut self) -> bool {
         let estimate = self.estimate();
         let fd = self.reflector_sock.as_raw_fd();
+        let answer_base = match self.cfg.key {
+            Some(_) => sonde_proto::stamp::AUTH_BASE_BYTES,
+            None => sonde_proto::stamp::BASE_BYTES,
+        };
         let mut full = false;
         for _ in 0..READ_BATCH / READ_SLOTS {
             // Empty (or failing): what was answered is published below.
@@ -238,8 +246,12 @@ impl SocketLoop {
                     transmit: Timestamp::from_unix_ns(transmit, TimeFormat::Ntp),
                     estimate,
                     ttl: d.ttl.unwrap_or(255),
+                    tos: d.tos,
                 };
                 if let Some(len) = self.reflector.answer(d.from, request, times, &mut self.out) {
+                    // Marked as its CoS TLV says (only a marked probe carries one).
+                    let tlvs = self.out.get(answer_base..len).unwrap_or(&[]);
+                    let _ = self.answer_marks.before_send(fd, tlvs);
                     let _ = self.reflector_sock.send_to(&self.out[..len], d.from);
                 }
             }
@@ -309,7 +321,8 @@ impl SocketLoop {
                 mono_ns: now.mono_ns.saturating_sub(age_ns),
                 real_ns: back_ns,
             };
-            s.prober.handle_answer(d.from, bytes, arrived, own);
+            s.prober
+                .handle_marked_answer(d.from, bytes, arrived, d.tos, own);
         }
     }
 }

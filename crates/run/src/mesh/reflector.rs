@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::stamp::{
-    self, ErrorEstimate, Heard, Limits, Mode, Reflection, SessionId, Sessions, StampKey,
-    SyncSource, Timestamp, TimestampInfo,
+    self, DscpPolicy, ErrorEstimate, Heard, Limits, Mode, Reflection, SessionId, Sessions,
+    StampKey, SyncSource, Timestamp, TimestampInfo,
 };
 
 use super::keys::Keys;
@@ -51,6 +51,9 @@ pub struct MeshReflector {
     epoch: std::time::Instant,
     tokens: f64,
     refilled_ns: u64,
+    /// The DSCPs a probe's Class of Service TLV may have its answer sent with besides the
+    /// one it arrived with and CS0: this agent's own `--mesh-dscp`, no other.
+    dscp_policy: DscpPolicy,
     pub reflected: u64,
     pub refused: u64,
 }
@@ -64,6 +67,9 @@ pub struct Times {
     pub estimate: ErrorEstimate,
     /// The TTL (hop limit) the request came with, returned to its sender.
     pub ttl: u8,
+    /// The TOS byte the request came with, told in its Class of Service TLV; `None`: the
+    /// kernel did not say (the TLV is left unfilled, the answer unmarked).
+    pub tos: Option<u8>,
 }
 
 impl MeshReflector {
@@ -89,9 +95,15 @@ impl MeshReflector {
             epoch: std::time::Instant::now(),
             tokens: rate.burst,
             refilled_ns: 0,
+            dscp_policy: DscpPolicy::default(),
             reflected: 0,
             refused: 0,
         }
+    }
+
+    /// Lets answers take `policy`'s DSCPs at a probe's asking (besides the arrived one and CS0).
+    pub fn set_dscp_policy(&mut self, policy: DscpPolicy) {
+        self.dscp_policy = policy;
     }
 
     /// Forgets the routing lookups of its own addresses (the list is read again).
@@ -166,8 +178,8 @@ impl MeshReflector {
             ttl: t.ttl,
             info: TimestampInfo::software(SyncSource::Ntp),
             boot_id: self.boot_id,
-            tos: None,
-            dscp_policy: Default::default(),
+            tos: t.tos,
+            dscp_policy: self.dscp_policy,
         };
         // The answer under this agent's own key for the address it leaves from.
         let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));
@@ -236,6 +248,7 @@ mod tests {
             transmit: Timestamp(2),
             estimate: ErrorEstimate::unknown(TimeFormat::Ntp),
             ttl: 64,
+            tos: None,
         }
     }
 
@@ -451,5 +464,56 @@ mod tests {
             })
             .count();
         assert_eq!(later, 10);
+    }
+
+    /// A keyed peer's probe that arrived CS0 asking (in its Class of Service TLV) for CS7 or
+    /// EF on the answer: an unmarked mesh's reflector answers CS0 and says it refused (RPD
+    /// 1); a mesh marked EF grants EF (its own class), never CS7.
+    #[test]
+    fn a_probe_can_ask_only_for_the_mesh_class_on_its_answer() {
+        use sonde_proto::stamp::tlv;
+        let rate = Rate {
+            per_s: 1e6,
+            burst: 1e6,
+            per_source: 1_000,
+        };
+        let (a, _) = addrs();
+        let k = key_of(a);
+        let asking = |seq: u32, dscp: u8| {
+            let mut b = vec![0; AUTH_BASE_BYTES + 512];
+            let n = sonde_proto::mesh::marks::put_request(
+                &mut b[AUTH_BASE_BYTES..],
+                Some(&k),
+                seq,
+                Some(dscp << 2),
+                false,
+            )
+            .unwrap();
+            b.truncate(AUTH_BASE_BYTES + n);
+            let p = SenderPacket {
+                seq,
+                ssid: 1,
+                ..Default::default()
+            };
+            p.write(Mode::Authenticated(&k), &mut b).unwrap();
+            b
+        };
+        let answered = |r: &mut MeshReflector, seq, dscp| {
+            let mut out = [0u8; 512];
+            let t = Times {
+                tos: Some(0),
+                ..times(1)
+            };
+            let n = r.answer(a, &asking(seq, dscp), t, &mut out).unwrap();
+            let cos = tlv::class_of_service(&out[AUTH_BASE_BYTES..n]).unwrap();
+            (cos.dscp1, cos.rpd, cos.answer_tos() >> 2)
+        };
+        let mut plain = reflector(rate);
+        assert_eq!(answered(&mut plain, 1, 56), (56, 1, 0));
+        assert_eq!(answered(&mut plain, 2, 46), (46, 1, 0));
+        let mut ef = reflector(rate);
+        ef.set_dscp_policy(DscpPolicy::allowing([46]));
+        assert_eq!(answered(&mut ef, 1, 46), (46, 0, 46));
+        assert_eq!(answered(&mut ef, 2, 56), (56, 1, 0));
     }
 }

@@ -6,11 +6,14 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::mesh::{Clocks, Listed, Matched, Peer, Prober, ProberConfig};
-use sonde_proto::stamp::{ErrorEstimate, StampKey, TimeFormat, Timestamp};
+use sonde_proto::stamp::{
+    DscpPolicy, ErrorEstimate, StampKey, TimeFormat, Timestamp, AUTH_BASE_BYTES,
+};
 use sonde_results::mesh::{Answer, Judging};
 
 use super::keys::Keys;
 use super::reflector::{MeshReflector, Rate, Times};
+use crate::stamp::marks::answer_tos;
 
 const MS: u64 = 1_000_000;
 const REAL0: u64 = 1_780_000_000_000_000_000;
@@ -22,12 +25,19 @@ const HOLD: u64 = MS / 2;
 
 struct Agent {
     ip: IpAddr,
+    /// What its probes leave with (0: unmarked).
+    tos: u8,
     prober: Prober,
     reflector: MeshReflector,
 }
 
 impl Agent {
     fn new(ip: &str, peer: &str, mesh: &StampKey, ssid: u16) -> Agent {
+        Agent::marked(ip, peer, mesh, ssid, None)
+    }
+
+    /// An agent whose probes leave with `tos`, its reflector granting that class.
+    fn marked(ip: &str, peer: &str, mesh: &StampKey, ssid: u16, tos: Option<u8>) -> Agent {
         let ip: IpAddr = ip.parse().unwrap();
         let mut prober = Prober::new(ProberConfig {
             rate_per_s: 10.0,
@@ -41,6 +51,7 @@ impl Agent {
             key: Some(mesh.clone()),
             ssid,
             boot_id: None,
+            tos,
             seed: u64::from(ssid),
         });
         let peer_ip: IpAddr = peer.parse().unwrap();
@@ -58,8 +69,10 @@ impl Agent {
         };
         let mut reflector = MeshReflector::new(Some(Keys::new(mesh.clone(), ip)), rate, labels);
         reflector.listed([peer_ip]);
+        reflector.set_dscp_policy(DscpPolicy::allowing(tos.map(|t| t >> 2)));
         Agent {
             ip,
+            tos: tos.unwrap_or(0),
             prober,
             reflector,
         }
@@ -72,12 +85,25 @@ struct Datagram {
     from: SocketAddr,
     to: SocketAddr,
     bytes: Vec<u8>,
+    /// Its TOS byte as it arrives.
+    tos: u8,
 }
 
 /// Runs `agents` for `secs` simulated seconds (1 ms steps), then long enough for every
 /// probe to settle; `drop` says which datagrams the network loses (`to_reflector`, the
 /// sender's number for a probe, the reflector's for an answer).
 fn run(agents: &mut [Agent; 2], secs: u64, drop: impl Fn(IpAddr, bool, u32) -> bool) {
+    run_marked(agents, secs, drop, |_, _, tos| tos)
+}
+
+/// [`run`], and `path` says what TOS byte a datagram from an address (a probe, or not:
+/// an answer) sent with a TOS arrives with.
+fn run_marked(
+    agents: &mut [Agent; 2],
+    secs: u64,
+    drop: impl Fn(IpAddr, bool, u32) -> bool,
+    path: impl Fn(IpAddr, bool, u8) -> u8,
+) {
     let mut wire: VecDeque<Datagram> = VecDeque::new();
     let mut buf = vec![0; 2048];
     let est = ErrorEstimate::unknown(TimeFormat::Ntp);
@@ -97,6 +123,7 @@ fn run(agents: &mut [Agent; 2], secs: u64, drop: impl Fn(IpAddr, bool, u32) -> b
                         from: SocketAddr::new(a.ip, PROBER_PORT),
                         to: p.to,
                         bytes: buf[..p.len].to_vec(),
+                        tos: path(a.ip, true, a.tos),
                     });
                 }
             }
@@ -110,7 +137,10 @@ fn run(agents: &mut [Agent; 2], secs: u64, drop: impl Fn(IpAddr, bool, u32) -> b
                 real_ns: REAL0 + d.at_ns,
             };
             if d.to.port() == PROBER_PORT {
-                let got = a.prober.handle_answer(d.from, &d.bytes, arrived, None);
+                let tos = Some(d.tos);
+                let got = a
+                    .prober
+                    .handle_marked_answer(d.from, &d.bytes, arrived, tos, None);
                 assert!(
                     matches!(got, Matched::Answer(Answer::First { .. })),
                     "{got:?}"
@@ -124,6 +154,7 @@ fn run(agents: &mut [Agent; 2], secs: u64, drop: impl Fn(IpAddr, bool, u32) -> b
                 transmit: ts(arrived.real_ns + HOLD),
                 estimate: est,
                 ttl: 64,
+                tos: Some(d.tos),
             };
             let mut out = vec![0; 2048];
             let Some(n) = a.reflector.answer(d.from, &d.bytes, times, &mut out) else {
@@ -135,6 +166,8 @@ fn run(agents: &mut [Agent; 2], secs: u64, drop: impl Fn(IpAddr, bool, u32) -> b
                     at_ns: d.at_ns + HOLD + ONE_WAY,
                     from: d.to,
                     to: d.from,
+                    // Marked as the socket loop marks it, from its filled CoS TLV.
+                    tos: path(a.ip, false, answer_tos(&out[AUTH_BASE_BYTES..n])),
                     bytes: out[..n].to_vec(),
                 });
             }
@@ -202,4 +235,62 @@ fn two_agents_in_memory_tell_which_way_each_probe_was_lost() {
     assert_eq!(s.settled.answered, sent - 11);
     let back = &a[1].prober.peers().values().next().unwrap().stats;
     assert_eq!(back.settled.answered, back.sent);
+}
+
+/// Both agents probe EF with ECT(0); the path bleaches EF to CS0 from A to B only (A's
+/// probes and A's answers) and sets CE on every third of B's answers to A. A sees forward
+/// bleached and reverse kept, B the mirror, each count exact; CE is on A's reverse only.
+/// Unmarked agents (the tests above) count no marks at all.
+#[test]
+fn two_marked_agents_in_memory_see_which_way_the_path_bleaches_and_marks_ce() {
+    let ef0 = 46 << 2 | 2;
+    let mesh = StampKey::new(b"0123456789abcdef-mesh-key").unwrap();
+    let mut a = [
+        Agent::marked("198.18.5.1", "198.18.5.2", &mesh, 1, Some(ef0)),
+        Agent::marked("198.18.5.2", "198.18.5.1", &mesh, 2, Some(ef0)),
+    ];
+    let ip_a = a[0].ip;
+    let answers = std::cell::Cell::new(0u32);
+    run_marked(
+        &mut a,
+        3,
+        |_, _, _| false,
+        |from, probe, tos| {
+            if from == ip_a {
+                return tos & 3;
+            }
+            if probe {
+                return tos;
+            }
+            answers.set(answers.get() + 1);
+            if answers.get().is_multiple_of(3) {
+                tos | 3
+            } else {
+                tos
+            }
+        },
+    );
+    let [sa, sb] = [&a[0], &a[1]].map(|x| &x.prober.peers().values().next().unwrap().stats);
+    let (na, nb) = (sa.settled.answered, sb.settled.answered);
+    assert!(na >= 29 && nb >= 29, "{na} {nb}");
+    let (fa, ra) = (
+        sa.marks.forward.as_ref().unwrap(),
+        sa.marks.reverse.as_ref().unwrap(),
+    );
+    assert_eq!((fa.packets, fa.dscp_bleached, fa.ce), (na, na, 0));
+    assert_eq!(
+        (ra.packets, ra.dscp_kept, ra.ce),
+        (na, na, u64::from(answers.get() / 3))
+    );
+    let (fb, rb) = (
+        sb.marks.forward.as_ref().unwrap(),
+        sb.marks.reverse.as_ref().unwrap(),
+    );
+    assert_eq!((fb.packets, fb.dscp_kept, fb.ce), (nb, nb, 0));
+    assert_eq!((rb.packets, rb.dscp_bleached, rb.ce), (nb, nb, 0));
+    assert_eq!(
+        sa.marks.words(),
+        ["the path bleaches DSCP 46 (EF) to 0 forward only".to_string(),
+         format!("CE on 33 % of packets reverse ({} of {na} sent ECT): an AQM or a congested queue marks here", na / 3)]
+    );
 }

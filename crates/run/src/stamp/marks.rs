@@ -52,15 +52,21 @@ pub struct AnswerMarks {
 impl AnswerMarks {
     /// Marks `fd` for the answer in `area` (its TLVs, already filled).
     pub fn before_send(&mut self, fd: RawFd, area: &[u8]) -> io::Result<()> {
-        let want = tlv::class_of_service(area)
-            .filter(|c| c.rpe != 0)
-            .map_or(0, ClassOfService::answer_tos);
+        let want = answer_tos(area);
         if want != self.now {
             sonde_engine::marks::set_tos(fd, want)?;
             self.now = want;
         }
         Ok(())
     }
+}
+
+/// The TOS an answer whose TLVs are `area` (already filled) leaves with: what its filled
+/// CoS TLV says, else 0.
+pub fn answer_tos(area: &[u8]) -> u8 {
+    tlv::class_of_service(area)
+        .filter(|c| c.rpe != 0)
+        .map_or(0, ClassOfService::answer_tos)
 }
 
 #[cfg(test)]

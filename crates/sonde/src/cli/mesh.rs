@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use sonde_run::mesh::{self, MeshConfig, Source};
 
+use sonde_results::marks::{Dscp, Ecn, Marks};
 use sonde_results::spec::units::parse_period_ms;
 
 #[derive(Args, Debug)]
@@ -49,6 +50,16 @@ pub struct MeshArgs {
     /// Answers per second this agent's reflector sends at most, all peers together.
     #[arg(long, default_value_t = 10_000.0, value_parser = positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_reflect_max: f64,
+    /// Send every probe with this DSCP (a class or a number): each then asks its peer, in
+    /// STAMP's Class of Service TLV, what arrived and marks its answer so, and the metrics
+    /// count each direction's marks (sonde_mesh_marks_packets_total). Network control (CS6,
+    /// CS7) only where `--allow-dscp` lists it. The reflector answers with this class too.
+    #[arg(long, value_parser = Dscp::parse, value_name = "CLASS|NUMBER", requires = "mesh")]
+    pub mesh_dscp: Option<Dscp>,
+    /// Send every probe with this ECN codepoint (not-ect, ect0, ect1): CE marks on the way
+    /// are counted each way (sonde_mesh_ce_packets_total).
+    #[arg(long, value_parser = Ecn::parse, value_name = "CODEPOINT", requires = "mesh")]
+    pub mesh_ecn: Option<Ecn>,
     /// Serve the mesh's figures at http://ADDR:PORT/metrics (OpenMetrics, for Prometheus).
     #[arg(long, value_name = "ADDR:PORT", requires = "mesh")]
     pub metrics: Option<SocketAddr>,
@@ -76,16 +87,31 @@ fn positive(s: &str) -> Result<f64, String> {
 
 impl MeshArgs {
     /// The mesh these flags describe, or none without --mesh.
-    /// `bind` and `insecure_no_key` are `serve`'s.
+    /// `bind`, `insecure_no_key` and `allowed_dscps` (`--allow-dscp`'s mask) are `serve`'s.
     pub fn config(
         &self,
         bind: std::net::IpAddr,
         insecure_no_key: bool,
         key: Option<sonde_proto::Key>,
         labels: &sonde_proto::Labels,
+        allowed_dscps: u64,
     ) -> anyhow::Result<Option<MeshConfig>> {
         let Some(source) = &self.mesh else {
             return Ok(None);
+        };
+        if let Some(d) = self
+            .mesh_dscp
+            .filter(|d| allowed_dscps >> d.value() & 1 == 0)
+        {
+            anyhow::bail!(
+                "--mesh-dscp {}: this agent does not send that class (network control, CS6 and CS7, unless `sonde serve --allow-dscp` lists it)",
+                d.words()
+            );
+        }
+        let marks = Marks {
+            dscp: self.mesh_dscp,
+            ecn: self.mesh_ecn,
+            control_dscp: None,
         };
         let source = Source::parse(source, self.mesh_port).map_err(anyhow::Error::msg)?;
         if key.is_none() && !insecure_no_key {
@@ -104,6 +130,7 @@ impl MeshArgs {
             window: self.mesh_window,
             reflect_max: self.mesh_reflect_max,
             key,
+            tos: marks.data_tos(),
         }))
     }
 }
@@ -162,5 +189,36 @@ mod tests {
             let e = parse(&[flag, bad]).unwrap_err();
             assert!(e.contains(flag) && e.contains(bad), "{e}");
         }
+    }
+
+    /// `--mesh-dscp`/`--mesh-ecn` make the probes' TOS byte; network control is refused
+    /// naming the flag unless `--allow-dscp` widened the mask; CE is never a sender's.
+    #[test]
+    fn mesh_marks_make_the_probes_tos_and_network_control_is_refused() {
+        let cfg = |args: &[&str], allowed| {
+            let m = parse(args).unwrap();
+            let bind = "198.18.0.1".parse().unwrap();
+            m.config(bind, true, None, &Default::default(), allowed)
+                .map(|c| c.unwrap().tos)
+                .map_err(|e| e.to_string())
+        };
+        let default = sonde_run::agent::DEFAULT_TEST_DSCPS;
+        assert_eq!(cfg(&[], default), Ok(None));
+        assert_eq!(cfg(&["--mesh-dscp", "ef"], default), Ok(Some(0xb8)));
+        assert_eq!(
+            cfg(&["--mesh-dscp", "EF", "--mesh-ecn", "ect0"], default),
+            Ok(Some(0xba))
+        );
+        assert_eq!(cfg(&["--mesh-ecn", "ect1"], default), Ok(Some(1)));
+        for class in ["cs6", "cs7", "56"] {
+            let e = cfg(&["--mesh-dscp", class], default).unwrap_err();
+            assert!(
+                e.contains("--mesh-dscp") && e.contains("--allow-dscp"),
+                "{e}"
+            );
+        }
+        assert_eq!(cfg(&["--mesh-dscp", "cs6"], u64::MAX), Ok(Some(48 << 2)));
+        let e = parse(&["--mesh-ecn", "ce"]).unwrap_err();
+        assert!(e.contains("--mesh-ecn"), "{e}");
     }
 }

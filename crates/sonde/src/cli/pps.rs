@@ -3,7 +3,7 @@
 
 use super::flags::{parse_poll, PollChoice};
 use clap::Args;
-use sonde_results::SpecError;
+use sonde_results::{SpecError, TestSpec};
 use sonde_run::build::pps::{self, DpdkFlags, PpsParams, SearchFlags};
 use sonde_run::measure::Plan;
 
@@ -50,6 +50,11 @@ pub struct PpsArgs {
     pub search: SearchArgs,
     #[command(flatten)]
     pub dpdk: DpdkArgs,
+    /// HOST runs `iperf3 -s`, not `sonde serve`: its UDP test (-u), one iperf3 stream a
+    /// flow, --size less the headers its -l, --rate its -b (port 5201 unless -p names
+    /// another). Whole seconds.
+    #[arg(long, conflicts_with_all = ["from", "search"])]
+    pub iperf3: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -112,7 +117,11 @@ pub struct SearchArgs {
 impl PpsArgs {
     /// One test, or with `--search` the zero-loss search made of such tests.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        pps::plan(&self.params())
+        match self.iperf3 {
+            // HOST runs `iperf3 -s`: one test in its protocol (--search conflicts).
+            true => pps::spec(&self.params()).map(|s| Plan::Iperf3(TestSpec::Pps(s))),
+            false => pps::plan(&self.params()),
+        }
     }
 
     /// The flags as a validated spec ([`pps::spec`]).

@@ -209,3 +209,57 @@ fn every_mesh_dashboard_query_names_served_metrics_or_recorded_series() {
         assert!(labels.contains(l), "legend {{{{{l}}}}} is no label");
     }
 }
+
+/// A marked agent's text (`--mesh-dscp`: the marks and CE families beside the others)
+/// passes `promtool check metrics`: only the classic-format linter's "no help text" of a
+/// counter's `_total` sample is accepted (OpenMetrics names the family without `_total`).
+#[test]
+fn a_marked_agents_metrics_pass_promtool_check_metrics() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    if !need_tools(&["promtool"]) {
+        return;
+    }
+    let own: BTreeMap<String, String> = [("rack".to_string(), "r1".to_string())].into();
+    let mut stats = PeerStats::new(0, &Judging::default());
+    let ef0 = 46 << 2 | 2;
+    stats.on_marks(Some((ef0, 2)), Some((ef0, ef0 | 3)));
+    let agent = MeshAgent {
+        source: "198.18.2.1",
+        labels: &own,
+        budget_per_s: 100.0,
+        rate_per_s: 1.0,
+        reflected: 1,
+        refused: 0,
+    };
+    let figures = stats.figures();
+    let peer = MeshPeer {
+        address: "198.18.3.1",
+        labels: &own,
+        stats: &figures,
+    };
+    let text = encode_mesh(&agent, &[peer]);
+    for family in ["marks", "ect", "ce"] {
+        assert!(text.contains(&format!("# TYPE sonde_mesh_{family}_packets counter")));
+    }
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    let problems: Vec<&str> = said
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.ends_with("_total no help text"))
+        .collect();
+    assert!(problems.is_empty(), "{said}");
+}

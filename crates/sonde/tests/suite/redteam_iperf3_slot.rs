@@ -1,8 +1,9 @@
 //! Red team on `sonde serve --iperf3`'s one test slot: a keyless stranger at 127.0.0.1
 //! keeps eight silent control connections open (each holds the slot to its 3 s deadline)
 //! and reconnects whenever one is closed, for 15 s. A real `iperf3 -c` from another
-//! address (127.0.0.2) must still be served: the waiting room gives the slot to the
-//! address that had it least recently, so the stranger gets at most every other turn.
+//! network (127.0.2.2: the waiting room keys turns by /24) must still be served: the
+//! waiting room gives the slot to the network that had it least recently, so the
+//! stranger gets at most every other turn.
 //! Before the waiting room the queue was first come first served: the client waited
 //! behind every silent connection, 3 s each, forever while the stranger reconnected.
 
@@ -81,7 +82,7 @@ fn a_reconnecting_silent_stranger_cannot_hold_the_iperf3_slot() {
             "-c",
             "127.0.0.1",
             "-B",
-            "127.0.0.2",
+            "127.0.2.2",
             "-p",
             &port.to_string(),
         ])

@@ -1,0 +1,113 @@
+//! `sonde pps HOST --iperf3`: a packet-rate test against an `iperf3 -s` over UDP (its
+//! `-u`): the control connection as for TCP ([`super::client::Session`]), each flow one
+//! iperf3 stream whose socket opens with iperf3's connect handshake, and the pps kind's
+//! senders writing iperf3's datagrams at the spec's rate. The server's receive counts
+//! (its lost, its jitter) come back in its results and make the far side.
+
+use sonde_engine::Placement;
+use sonde_proto::iperf3::{Params, Protocol, Test};
+use sonde_results::{Document, Engine, PpsSpec, Role};
+
+use super::client::{Iperf3RunError, Session};
+use super::{udp_figures, udp_plane};
+use crate::controller::{LiveInterval, TestRequest, SOFTWARE};
+use crate::kind::pps::PpsSide;
+use crate::signals::Interrupt;
+
+/// The iperf3 UDP test `spec` asks for, or the flag iperf3 cannot carry.
+pub fn test_of(spec: &PpsSpec) -> Result<Test, Iperf3RunError> {
+    let refuse = |flag, reason: String| Iperf3RunError::Spec { flag, reason };
+    let whole = |ms: u64, flag| match ms % 1000 {
+        0 => Ok((ms / 1000) as f64),
+        _ => Err(refuse(
+            flag,
+            format!("iperf3 counts whole seconds: {ms} ms is not one"),
+        )),
+    };
+    if spec.execution.engine != Engine::Kernel {
+        return Err(refuse(
+            "--engine",
+            "an iperf3 server is measured with kernel sockets only".into(),
+        ));
+    }
+    if spec.gso {
+        return Err(refuse(
+            "--gso",
+            "iperf3's datagrams are stamped one by one: no GSO".into(),
+        ));
+    }
+    let payload = spec.payload_bytes();
+    if !(sonde_proto::iperf3::MIN_UDP_BLOCK_BYTES..=udp_plane::MAX_DATAGRAM_BYTES)
+        .contains(&payload)
+    {
+        return Err(refuse(
+            "--size",
+            format!(
+                "{payload} bytes of UDP payload: iperf3 takes {} to {} here",
+                sonde_proto::iperf3::MIN_UDP_BLOCK_BYTES,
+                udp_plane::MAX_DATAGRAM_BYTES
+            ),
+        ));
+    }
+    let flows = f64::from(spec.flows.max(1));
+    let params = Params {
+        udp: Some(true),
+        time: Some(whole(spec.timing.duration_ms, "--duration")?),
+        omit: Some(whole(spec.timing.warmup_ms, "--warmup")?),
+        parallel: Some(flows),
+        len: Some(f64::from(payload)),
+        // iperf3's -b is per stream, in payload bits; 0 is unlimited, as no --rate.
+        bandwidth: Some(
+            spec.rate_pps
+                .map_or(0.0, |r| (r / flows * f64::from(payload) * 8.0).round()),
+        ),
+        get_server_output: Some(1.0),
+        client_version: Some(SOFTWARE.into()),
+        ..Params::default()
+    };
+    let mut t = params
+        .test()
+        .map_err(|e| refuse("--iperf3", e.to_string()))?;
+    t.protocol = Protocol::Udp;
+    Ok(t)
+}
+
+/// One packet-rate test against the iperf3 server at `req.host:req.port`.
+pub fn run(
+    req: &TestRequest,
+    spec: &PpsSpec,
+    interrupt: &Interrupt,
+    live: &mut dyn FnMut(LiveInterval<'_>),
+) -> Result<Document, Iperf3RunError> {
+    let test = test_of(spec)?;
+    let mut s = Session::open(req, test.clone(), interrupt)?;
+    let addr = s.addr;
+    let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
+    let tos = spec.execution.marks.data_tos();
+    // One deadline for every stream's handshake: the setup's own.
+    let until = s.setup_until();
+    let sockets = (0..test.connections())
+        .map(|_| udp_plane::connect(addr, tos, until))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("UDP stream"))?;
+    s.until_running(interrupt)?;
+    let probe = s.probe.take().expect("probed once");
+    let wire = udp_plane::wire(test.udp_64bit);
+    let mut tx = udp_plane::Tx::new(spec, wire, sockets);
+    let placement = Placement::new(
+        spec.tx_threads as usize,
+        spec.execution.client_cpus.clone(),
+        spec.flows as usize,
+    );
+    crate::kind::pps::TxEngine::start(&mut tx, placement.clone(), 0)
+        .map_err(io("starting the senders"))?;
+    let side = Box::new(PpsSide::client(spec, Box::new(tx), placement, probe));
+    Ok(s.finish(
+        side,
+        super::UDP_DRAIN,
+        interrupt,
+        live,
+        |ours| udp_figures::our_results(ours, spec, &test, &[]),
+        |theirs, who| udp_figures::far_side(spec, Role::Server, theirs, who),
+    ))
+}

@@ -1,0 +1,350 @@
+//! One `iperf3 -c -u` test served (forward or `-R`, `-P`): the parameters checked against
+//! the agent's limits, each stream accepted as iperf3's server accepts it (a socket on the
+//! test's port takes the client's 4-byte datagram, connects to its sender, a fresh socket
+//! takes the port for the next stream, and the 4-byte reply goes back), then the
+//! packet-rate kind's receivers (or, reversed, senders) on those sockets speaking
+//! iperf3's datagrams. A receiver's results are iperf3's own counts (lost, out of order,
+//! jitter), so `iperf3 -c` prints what we measured. Only datagrams from the control
+//! connection's address open a stream; every wait has a deadline.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::time::{Duration, Instant};
+
+use sonde_engine::Placement;
+use sonde_probe::hostwatch::HostProbe;
+use sonde_proto::iperf3::server::refusal;
+use sonde_proto::iperf3::{udp, Iperf3Error, Server, Test};
+use sonde_results::document::Inputs;
+use sonde_results::spec::Timing;
+use sonde_results::{Document, PollMode, PpsSpec, Role, TestSpec};
+
+use super::config::Iperf3Config;
+use super::conn::Control;
+use super::serve_one::{exchange, io, run, turn, Opened, ServeError};
+use super::udp_plane::{self, Rx, Seen, Tx};
+use super::{udp_figures, SERVE_WAIT, STEP_WAIT};
+use crate::controller::{now_rfc3339, SOFTWARE};
+use crate::kind::pps::{PpsSide, RxEngine, TxEngine};
+use crate::side::Side;
+use crate::signals::Interrupt;
+
+/// iperf3's UDP block when the client gives none (`DEFAULT_UDP_BLKSIZE`).
+const DEFAULT_UDP_BLOCK_BYTES: u32 = 1460;
+/// Most packets a sender's call sends: about a millisecond of the test's rate, so that a
+/// slow test's datagrams are spaced as iperf3 spaces its own.
+const MAX_BATCH: f64 = 32.0;
+
+/// The packet-rate spec this side runs for `t`: a flow per stream, the packet's size on
+/// the wire from iperf3's block, its per-stream rate summed.
+pub fn spec_of(t: &Test, ipv6: bool) -> PpsSpec {
+    let len = match t.len_bytes {
+        0 => DEFAULT_UDP_BLOCK_BYTES,
+        l => l,
+    };
+    let headers = if ipv6 { 62 } else { 42 };
+    let rate_pps = (t.rate_bits_per_s > 0)
+        .then(|| t.rate_bits_per_s as f64 / (f64::from(len) * 8.0) * f64::from(t.streams));
+    PpsSpec {
+        size_bytes: len + headers,
+        tx_threads: 1,
+        rx_threads: t.streams,
+        flows: t.streams,
+        batch: rate_pps.map_or(MAX_BATCH, |r| (r / 1000.0).clamp(1.0, MAX_BATCH)) as u32,
+        gso: false,
+        rate_pps,
+        timing: Timing {
+            duration_ms: u64::from(t.duration_s) * 1000,
+            warmup_ms: u64::from(t.omit_s) * 1000,
+            cooldown_ms: 0,
+            interval_ms: 1000,
+        },
+        poll: PollMode::Block,
+        ipv6,
+        ..PpsSpec::default()
+    }
+}
+
+/// Why `t` is over `limits` or not served, with iperf3's error number for it.
+fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
+    let refuse = |code, why: String| Some((code, why));
+    if t.bidir {
+        return refuse(refusal::BAD_PARAMS, "UDP --bidir is not served".into());
+    }
+    let len = p.payload_bytes();
+    if len > udp_plane::MAX_DATAGRAM_BYTES {
+        let max = udp_plane::MAX_DATAGRAM_BYTES;
+        return refuse(
+            refusal::BAD_PARAMS,
+            format!("-l {len}: at most {max} over UDP"),
+        );
+    }
+    // Each receiver's batch of buffers, a datagram's most each.
+    let memory = u64::from(p.flows) * u64::from(p.batch) * u64::from(udp_plane::MAX_DATAGRAM_BYTES);
+    if memory > limits.max_memory_bytes {
+        let max = limits.max_memory_bytes;
+        return refuse(
+            refusal::BAD_PARAMS,
+            format!("{memory} bytes of buffers asked, --max-memory is {max}"),
+        );
+    }
+    let ms = p.timing.total_ms();
+    if ms > limits.max_duration_ms {
+        let max = limits.max_duration_ms;
+        return refuse(
+            refusal::DURATION,
+            format!("{ms} ms asked, --max-duration is {max} ms"),
+        );
+    }
+    if p.flows > limits.max_connections || p.flows as usize > limits.max_threads {
+        return refuse(
+            refusal::STREAMS,
+            format!(
+                "{} streams asked, --max-connections is {} and --max-threads {}",
+                p.flows, limits.max_connections, limits.max_threads
+            ),
+        );
+    }
+    if let Some(max) = limits.max_bitrate {
+        let bits = p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0);
+        match bits {
+            Some(b) if b <= max => {}
+            Some(b) => {
+                return refuse(
+                    refusal::RATE,
+                    format!("{b} bit/s asked, --max-bitrate is {max}"),
+                )
+            }
+            None => {
+                return refuse(
+                    refusal::RATE,
+                    format!("an unpaced test asked (-b 0), --max-bitrate is {max}"),
+                )
+            }
+        }
+    }
+    None
+}
+
+/// A socket on the test's port beside those taken by its streams.
+fn bind_port(local: SocketAddr) -> io::Result<UdpSocket> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(local),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    s.set_reuse_address(true)?;
+    s.bind(&local.into())?;
+    Ok(s.into())
+}
+
+/// Accepts the test's `n` UDP streams on `listening` (bound to `local`), from `client`
+/// only, while the control connection may still fail; at most [`SERVE_WAIT`] in all.
+fn streams(
+    ctl: &mut Control,
+    srv: &mut Server,
+    mut listening: UdpSocket,
+    local: SocketAddr,
+    client: IpAddr,
+    n: u32,
+    stop: &Interrupt,
+) -> Result<Vec<UdpSocket>, ServeError> {
+    let until = Instant::now() + SERVE_WAIT;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 64];
+    while out.len() < n as usize {
+        if stop.is_set() {
+            return Err(ServeError::Stopped);
+        }
+        if Instant::now() > until {
+            return Err(ServeError::Protocol(Iperf3Error::Timeout {
+                doing: "waiting for the UDP streams",
+                secs: SERVE_WAIT.as_secs(),
+            }));
+        }
+        turn(ctl, srv, Some(Instant::now() + Duration::from_millis(1)))?;
+        listening
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(io("UDP stream"))?;
+        let from = match listening.recv_from(&mut buf) {
+            // Another address's datagram opens no stream of this test.
+            Ok((_, from)) if from.ip() == client => from,
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(io("UDP stream")(e)),
+        };
+        listening.connect(from).map_err(io("UDP stream"))?;
+        let next = bind_port(local).map_err(io("UDP stream"))?;
+        listening.send(&udp::REPLY).map_err(io("UDP stream"))?;
+        listening.set_read_timeout(None).map_err(io("UDP stream"))?;
+        out.push(std::mem::replace(&mut listening, next));
+    }
+    Ok(out)
+}
+
+/// Serves the UDP test opened on `o`; its document and a summary.
+pub(super) fn serve(
+    o: Opened,
+    listener: &TcpListener,
+    cfg: &Iperf3Config,
+    stop: &Interrupt,
+) -> Result<(Document, String), ServeError> {
+    let Opened {
+        mut ctl,
+        mut srv,
+        test,
+        peer,
+        started_at,
+        ..
+    } = o;
+    let local = listener.local_addr().map_err(io("listener"))?;
+    let spec = spec_of(&test, local.is_ipv6());
+    if let Some((code, why)) = over_limits(&test, &spec, &cfg.limits) {
+        srv.refuse(code);
+        let _ = ctl.flush(|| srv.poll_transmit());
+        return Err(ServeError::Refused(why));
+    }
+    let probe = HostProbe::for_peer(peer.ip());
+    // Bound before CREATE_STREAMS: the first stream's datagram follows it at once.
+    let first = bind_port(local).map_err(io("UDP stream"))?;
+    srv.accept(Instant::now())?;
+    let flows = spec.flows as usize;
+    let sockets = streams(
+        &mut ctl,
+        &mut srv,
+        first,
+        local,
+        peer.ip(),
+        test.streams,
+        stop,
+    )?;
+    let wire = udp_plane::wire(test.udp_64bit);
+    let seen = Seen::default();
+    let start = io("starting the workers");
+    let mut side: Box<dyn Side> = if test.reverse {
+        let mut tx = Tx::new(&spec, wire, sockets);
+        let placement = Placement::new(1, None, flows);
+        tx.start(placement.clone(), 0).map_err(start)?;
+        Box::new(PpsSide::client(&spec, Box::new(tx), placement, probe))
+    } else {
+        let mut rx = Rx::new(&spec, wire, sockets, seen.clone());
+        rx.start(0).map_err(start)?;
+        let placement = Placement::new(flows, None, flows);
+        let port = local.port();
+        let notes = Vec::new();
+        Box::new(PpsSide::server(
+            &spec,
+            Box::new(rx),
+            port,
+            placement,
+            probe,
+            notes,
+        ))
+    };
+    srv.start(
+        Duration::from_millis(spec.timing.total_ms()) + STEP_WAIT,
+        Instant::now(),
+    )?;
+    ctl.flush(|| srv.poll_transmit())
+        .map_err(io("control connection"))?;
+    let mut intervals = Vec::new();
+    let ran = run(
+        &mut ctl,
+        &mut srv,
+        side.as_mut(),
+        &mut intervals,
+        listener,
+        stop,
+    );
+    side.finish_senders();
+    if !test.reverse {
+        // What the client sent before its TEST_END, still queued, is read, not lost.
+        std::thread::sleep(super::UDP_DRAIN);
+    }
+    let ours = side.into_result(ran.is_err());
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    let mine = udp_figures::our_results(&ours, &spec, &test, &seen);
+    let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &mine)) {
+        // A figure of theirs that ours contradicts never reaches the document.
+        Ok(r) => match super::vouch::vouch(&r, &super::vouch::ours_of(&ours), true) {
+            Ok(()) => (Some(r), None),
+            Err(why) => (None, Some(format!("the client's results refused: {why}"))),
+        },
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let who = format!(
+        "iperf3 client{} at {peer}",
+        test.client_version
+            .as_deref()
+            .map_or(String::new(), |v| format!(" (iperf {v})"))
+    );
+    // The document's client is the sender: iperf3's, or ours under -R.
+    let far_role = if test.reverse {
+        Role::Server
+    } else {
+        Role::Client
+    };
+    let far = theirs
+        .as_ref()
+        .map(|r| udp_figures::far_side(&spec, far_role, r, &who));
+    let test_spec = TestSpec::Pps(spec);
+    let summary =
+        crate::kind::of(&test_spec).map_or_else(String::new, |k| k.summary(&test_spec, &ours));
+    let (client, server, client_intervals, server_intervals) = match (test.reverse, &far) {
+        (true, far) => (&ours, far.as_ref(), &intervals[..], &[][..]),
+        (false, Some(far)) => (far, Some(&ours), &[][..], &intervals[..]),
+        (false, None) => (&ours, None, &[][..], &intervals[..]),
+    };
+    let inputs = Inputs {
+        spec: &test_spec,
+        command: who,
+        server_command: Some(cfg.command.clone()),
+        server_address: cfg.bind.to_string(),
+        started_at,
+        software: SOFTWARE.into(),
+        client,
+        server,
+        client_intervals,
+        server_intervals,
+        error,
+        client_agent: None,
+        finished_at: Some(now_rfc3339()),
+        server_labels: Default::default(),
+        fleet: None,
+        prelude: None,
+    };
+    Ok((
+        Document::assemble(inputs, sonde_results::limit::judge),
+        summary,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_iperf3_udp_test_becomes_a_pps_spec_of_its_rate() {
+        let p = sonde_proto::iperf3::Params {
+            udp: Some(true),
+            parallel: Some(2.0),
+            len: Some(1000.0),
+            bandwidth: Some(8e6),
+            time: Some(3.0),
+            ..Default::default()
+        };
+        let s = spec_of(&p.test().unwrap(), false);
+        assert_eq!((s.size_bytes, s.flows, s.payload_bytes()), (1042, 2, 1000));
+        // 8 Mbit/s of 1000-byte blocks per stream: 1000 packets/s each.
+        assert_eq!(s.rate_pps, Some(2000.0));
+        assert_eq!(s.batch, 2);
+        assert_eq!(s.timing.duration_ms, 3000);
+    }
+}

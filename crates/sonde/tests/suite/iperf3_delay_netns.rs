@@ -1,0 +1,147 @@
+//! `sonde stream --iperf3` behind a 4 ms delay line (a user-space line on a TUN device in
+//! the router namespace, 2 ms each way) and a 50 Mbit/s shaper after it, against a real
+//! `iperf3 -s`, alternated with `sonde stream` against our own agent on the same path:
+//! the verdict names what limited the run (the network: the queue the shaper builds
+//! shows as RTT over the path's minimum in our sender's TCP_INFO; on a host whose CPUs
+//! other work keeps busy, the sender's CPU first and the network as runner-up), and the
+//! two far ends' throughputs agree (medians of alternating runs).
+
+use crate::common;
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::delay_line::DelayLine;
+use common::*;
+use serde_json::Value;
+
+/// Rounds of one run each way, alternated.
+const ROUNDS: usize = 3;
+/// One-sided margin between the two medians: the same shaper limits both, so they part
+/// only by what each far end counts (a second of one run's bytes, 2 % of 50 Mbit/s).
+const WITHIN: f64 = 0.03;
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn iperf3_server(lab: &Lab) -> Child {
+    let child = Lab::in_ns(&lab.server, "iperf3")
+        .args(["-s", "-B", lab.server_addr, "-p", "5201"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        let o = Lab::in_ns(&lab.server, "ss")
+            .args(["-Hltn", "sport = :5201"])
+            .output();
+        o.is_ok_and(|o| !o.stdout.is_empty())
+    });
+    assert!(up, "iperf3 -s did not listen");
+    child
+}
+
+/// The verdict (or its runner-up) naming the network, with its decisive figure and who
+/// measured it; the verdict itself; our sender's bits a second and the far end's own.
+fn judged(doc: &Value) -> (Option<(String, String)>, String, f64, f64) {
+    let lb = &doc["end"]["limited_by"];
+    let s = |v: &Value| v.as_str().unwrap_or("none").to_string();
+    let network = [lb, &lb["runner_up"]]
+        .into_iter()
+        .find(|v| v["verdict"] == "network")
+        .map(|v| {
+            (
+                s(&v["evidence"][0]["figure"]),
+                s(&v["evidence"][0]["measured_by"]),
+            )
+        });
+    (
+        network,
+        s(&lb["verdict"]),
+        f(&doc["end"]["sender"]["bits_per_second"]),
+        f(&doc["end"]["receiver"]["bits_per_second"]),
+    )
+}
+
+#[test]
+fn iperf3_stream_behind_a_delay_line_is_judged_as_against_our_agent() {
+    let Some(lab) = Lab::routed(&["iperf3", "tc", "ss"]) else {
+        return;
+    };
+    let line = DelayLine::through_router(&lab, "i3dl");
+    if !skip_unless("/dev/net/tun", line.as_ref().err().cloned()) {
+        return;
+    }
+    let line = line.unwrap();
+    line.set_hold(Duration::from_millis(2));
+    lab.router_tbf("50mbit", "64kb", "160kb");
+    let mut iperf3 = iperf3_server(&lab);
+    let agent = lab.start_agent();
+    let args = ["-P", "1", "-t", "2", "--warmup", "1", "--json", "--no-save"];
+    let (mut theirs, mut ours, mut verdicts) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let via_iperf3 = doc_of(&run({
+            let mut c = Lab::in_ns(&lab.client, SONDE);
+            c.args(["stream", lab.server_addr, "--iperf3"]).args(args);
+            c
+        }));
+        let via_agent = doc_of(&run(lab.stream(&agent, &args)));
+        for (who, doc, into) in [
+            ("iperf3 -s", &via_iperf3, &mut theirs),
+            ("our agent", &via_agent, &mut ours),
+        ] {
+            let (network, verdict, sent, far) = judged(doc);
+            eprintln!(
+                "round {round} {who}: {verdict} (network: {network:?}); sent {:.2} Mbit/s, the far end's own {:.2}",
+                sent / 1e6,
+                far / 1e6
+            );
+            assert_eq!(doc["end"]["partial"], false, "{who}: {}", doc["end"]);
+            verdicts.push((who, verdict.clone(), network.is_some()));
+            into.push(far);
+            if who == "our agent" {
+                continue;
+            }
+            // What limited it: the network, seen in our sender's own TCP_INFO (the RTT the
+            // shaper's queue adds over the line's 4 ms), as the verdict, or as its
+            // runner-up when this shared host's busy CPUs come first (then our agent's
+            // run names both ends' CPUs: iperf3 reports none of its host's).
+            assert_eq!(
+                network,
+                Some(("tcp_info.srtt_us".into(), "client".into())),
+                "{who}: {}",
+                doc["end"]["limited_by"]
+            );
+            assert!(
+                ["network", "sender_cpu"].contains(&verdict.as_str()),
+                "{who}: {}",
+                doc["end"]["limited_by"]
+            );
+        }
+        assert!(via_iperf3["end"]["receiver"]["host"]
+            .as_str()
+            .unwrap()
+            .starts_with("iperf3 server"));
+    }
+    let held = line.stop();
+    let (t, o) = (median(theirs), median(ours));
+    eprintln!(
+        "medians: iperf3 -s received {:.2} Mbit/s, our agent {:.2} Mbit/s (ratio {:.3}); the line held {} packets",
+        t / 1e6,
+        o / 1e6,
+        t / o,
+        held.len()
+    );
+    eprintln!("verdicts: {verdicts:?}");
+    assert!((t / o - 1.0).abs() < WITHIN, "iperf3 {t} vs agent {o}");
+    let _ = iperf3.kill();
+    let _ = iperf3.wait();
+}
