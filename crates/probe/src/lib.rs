@@ -5,6 +5,7 @@
 
 pub mod advice;
 pub mod clock;
+mod cpu_list;
 pub mod cpustat;
 pub mod dpdk;
 pub mod ethtool;
@@ -60,7 +61,7 @@ pub enum FormatError {
     #[error(transparent)]
     Number(#[from] std::num::ParseIntError),
     #[error(transparent)]
-    CpuList(#[from] topology::CpuListError),
+    CpuList(#[from] cpu_list::CpuListError),
 }
 
 impl FormatError {

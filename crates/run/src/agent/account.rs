@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use super::limits::{bytes, si};
+use super::amounts::{bytes, si};
 
 /// What one test asks of the account, or what the agent allows all of them together.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

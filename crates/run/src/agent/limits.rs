@@ -5,6 +5,7 @@
 use sonde_results::{Role, StampSpec, TestSpec, Transport};
 
 use super::account::{OverShare, Share};
+use super::amounts::si;
 use crate::kind::{Demand, Kind};
 
 /// What the agent will run for a controller.
@@ -367,21 +368,6 @@ fn unanswered_bits_per_s(spec: &TestSpec) -> Option<f64> {
         let timeout = crate::kind::rr::UDP_LOSS_TIMEOUT.as_secs_f64();
         f64::from(r.connections) * f64::from(r.window) * f64::from(r.request_bytes) * 8.0 / timeout
     })
-}
-
-/// A rate in SI units: `2.5G`.
-pub(super) fn si(v: f64) -> String {
-    match v {
-        v if v >= 1e9 => format!("{:.3}G", v / 1e9),
-        v if v >= 1e6 => format!("{:.3}M", v / 1e6),
-        v if v >= 1e3 => format!("{:.3}k", v / 1e3),
-        v => format!("{v:.0}"),
-    }
-}
-
-/// A size in MiB.
-pub(super) fn bytes(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }
 
 #[cfg(test)]

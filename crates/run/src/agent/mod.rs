@@ -4,6 +4,7 @@
 //! per test.
 
 mod account;
+mod amounts;
 pub(crate) mod conn;
 pub mod consent;
 mod data_conns;

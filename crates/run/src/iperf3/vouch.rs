@@ -67,40 +67,81 @@ pub fn ours_of(side: &SideResult) -> Vec<(u32, Ours)> {
         .collect()
 }
 
+/// Why a peer's results are refused: the figure named, and ours where it contradicts ours.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Unvouched {
+    #[error("a CPU use of {0:e} %")]
+    Cpu(f64),
+    #[error("stream {id}: a jitter of {jitter} s")]
+    Jitter { id: u32, jitter: f64 },
+    #[error("stream {id}: a time span of {start}..{end} s")]
+    Span { id: u32, start: f64, end: f64 },
+    #[error("stream {0}: a negative count")]
+    Negative(u32),
+    #[error("stream {id}: {lost} lost of {packets} packets")]
+    Lost { id: u32, lost: i64, packets: i64 },
+    #[error("stream {id}: {retransmits} retransmits for {bytes} bytes")]
+    Retransmits {
+        id: u32,
+        retransmits: i64,
+        bytes: u64,
+    },
+    #[error("stream {id}: {theirs} {unit} received, we sent {ours}")]
+    ReceivedMore {
+        id: u32,
+        theirs: u64,
+        unit: &'static str,
+        ours: u64,
+    },
+    #[error("stream {id}: {theirs} {unit} sent, {ours} reached us")]
+    SentMore {
+        id: u32,
+        theirs: u64,
+        unit: &'static str,
+        ours: u64,
+    },
+}
+
 /// Refuses `r` when a figure is out of iperf3's ranges or contradicts `ours` (bytes of a
 /// stream test, packets of a UDP one: `packets`).
-pub fn vouch(r: &Results, ours: &[(u32, Ours)], packets: bool) -> Result<(), String> {
+pub fn vouch(r: &Results, ours: &[(u32, Ours)], packets: bool) -> Result<(), Unvouched> {
     let cpu = [r.cpu_util_total, r.cpu_util_user, r.cpu_util_system];
     if let Some(c) = cpu.iter().find(|c| !(0.0..=MAX_CPU_PERCENT).contains(*c)) {
-        return Err(format!("a CPU use of {c:e} %"));
+        return Err(Unvouched::Cpu(*c));
     }
     let longest = f64::from(MAX_TIME_S + MAX_OMIT_S);
     for s in &r.streams {
         let id = s.id;
         if !(0.0..=MAX_JITTER_S).contains(&s.jitter) {
-            return Err(format!("stream {id}: a jitter of {} s", s.jitter));
+            return Err(Unvouched::Jitter {
+                id,
+                jitter: s.jitter,
+            });
         }
         let times = 0.0 <= s.start_time && s.start_time <= s.end_time && s.end_time <= longest;
         if !times {
-            return Err(format!(
-                "stream {id}: a time span of {}..{} s",
-                s.start_time, s.end_time
-            ));
+            return Err(Unvouched::Span {
+                id,
+                start: s.start_time,
+                end: s.end_time,
+            });
         }
         if s.retransmits < -1 || s.errors < -1 || s.packets < -1 {
-            return Err(format!("stream {id}: a negative count"));
+            return Err(Unvouched::Negative(id));
         }
         if s.errors > 0 && s.errors > s.packets {
-            return Err(format!(
-                "stream {id}: {} lost of {} packets",
-                s.errors, s.packets
-            ));
+            return Err(Unvouched::Lost {
+                id,
+                lost: s.errors,
+                packets: s.packets,
+            });
         }
         if s.retransmits > 0 && s.retransmits as u64 > s.bytes {
-            return Err(format!(
-                "stream {id}: {} retransmits for {} bytes",
-                s.retransmits, s.bytes
-            ));
+            return Err(Unvouched::Retransmits {
+                id,
+                retransmits: s.retransmits,
+                bytes: s.bytes,
+            });
         }
         let Some(ours) = stream_index(id).and_then(|i| ours.iter().find(|o| o.0 == i)) else {
             continue;
@@ -111,12 +152,20 @@ pub fn vouch(r: &Results, ours: &[(u32, Ours)], packets: bool) -> Result<(), Str
         };
         match ours.1 {
             Ours::Sent(n) if theirs > n => {
-                return Err(format!(
-                    "stream {id}: {theirs} {unit} received, we sent {n}"
-                ));
+                return Err(Unvouched::ReceivedMore {
+                    id,
+                    theirs,
+                    unit,
+                    ours: n,
+                });
             }
             Ours::Received(n) if theirs > n.saturating_mul(2).saturating_add(slack) => {
-                return Err(format!("stream {id}: {theirs} {unit} sent, {n} reached us"));
+                return Err(Unvouched::SentMore {
+                    id,
+                    theirs,
+                    unit,
+                    ours: n,
+                });
             }
             _ => {}
         }
@@ -148,7 +197,7 @@ mod tests {
         let ours = [(0, Ours::Sent(1000))];
         assert!(vouch(&results(1000, 0), &ours, false).is_ok());
         let e = vouch(&results(1_000_000_000_000_000_000, 0), &ours, false).unwrap_err();
-        assert!(e.contains("received, we sent 1000"), "{e}");
+        assert!(e.to_string().contains("received, we sent 1000"), "{e}");
         assert!(vouch(&results(0, 11), &[(0, Ours::Sent(10))], true).is_err());
     }
 
@@ -164,7 +213,7 @@ mod tests {
         let ours = [];
         let mut r = results(0, 0);
         r.cpu_util_total = 1e300;
-        assert!(vouch(&r, &ours, false).unwrap_err().contains("CPU"));
+        assert_eq!(vouch(&r, &ours, false), Err(Unvouched::Cpu(1e300)));
         let mut r = results(0, 10);
         r.streams[0].errors = 11;
         assert!(vouch(&r, &ours, true).is_err());
