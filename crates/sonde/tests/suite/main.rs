@@ -1,9 +1,10 @@
 //! The integration tests, one module per former test file, built as ONE executable: each
 //! test file used to be its own executable that compiled `tests/common` again and linked the
 //! whole binary's crates again (sixty-odd links of ~70 MB), which took most of CI's build
-//! of the tests (BENCHMARKS.md, "Where CI's time goes"). One process also lets a test
-//! without traffic run beside a timed one (the default two test threads; timed tests still
-//! take the machine-wide lock, `common::Serial`, one at a time).
+//! of the tests (BENCHMARKS.md, "Where CI's time goes"). Timed tests take the machine-wide
+//! lock (`common::Serial`), but a test without traffic in another thread of this process
+//! would still take their CPU: `scripts/test.sh` runs one test at a time
+//! (`RUST_TEST_THREADS=1`), and so should a run of timed tests by hand (`--test-threads=1`).
 //!
 //! A new test file goes here as `tests/suite/NAME.rs` with a `mod NAME;` line below, and
 //! starts with `use crate::common;` where it uses the helpers. Run one file's tests with

@@ -67,9 +67,20 @@ fn a_pair_that_bleaches_ef_one_way_shows_per_direction_in_the_metrics_exactly_as
         "--mesh-timeout",
         "0.5",
     ];
-    let _agents: Vec<_> = (1..=2)
-        .map(|k| lab.start_agent(k, list.to_str().unwrap(), &marked))
-        .collect();
+    // h2 first, and h1 only once h2's reflector listens: a probe of h1's that reached h2
+    // before would be counted by the router and answered by nobody (1 in 2 runs).
+    let mut agents = vec![lab.start_agent(2, list.to_str().unwrap(), &marked)];
+    wait_until("h2's reflector listens", Duration::from_secs(10), || {
+        let o = common::Lab::in_ns(&lab.hosts[1], "ss")
+            .args(["-Hlun", "sport", "=", &format!(":{STAMP_PORT}")])
+            .output()
+            .unwrap();
+        match String::from_utf8_lossy(&o.stdout).trim().is_empty() {
+            false => Ok(()),
+            true => Err("not yet".into()),
+        }
+    });
+    agents.push(lab.start_agent(1, list.to_str().unwrap(), &marked));
     let _ = std::fs::remove_file(&list);
     // A few dozen probes each way, then none.
     wait_until(
