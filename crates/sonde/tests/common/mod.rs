@@ -12,6 +12,7 @@ pub mod key_files;
 pub mod mesh_lab;
 pub mod mesh_rogue;
 pub mod metrics_monitor;
+pub mod nft;
 pub mod planted;
 pub mod prometheus;
 pub mod rogue;
@@ -22,6 +23,7 @@ pub mod stamp_lab;
 pub mod stamp_rogue;
 
 pub use key_files::key_file;
+pub use nft::{nft_counted, nft_named_counter};
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -563,38 +565,6 @@ pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<std::proc
         std::thread::sleep(Duration::from_millis(10));
     }
     None
-}
-
-/// What the counters of nftables table `inet TABLE` in namespace `ns` counted, summed over
-/// its rules: `field` is `packets` or `bytes`.
-pub fn nft_counted(ns: &str, table: &str, field: &str) -> u64 {
-    nft_list(ns, &["table", "inet", table])
-        .iter()
-        .filter_map(|i| i["rule"]["expr"].as_array())
-        .flatten()
-        .filter_map(|e| e["counter"][field].as_u64())
-        .sum()
-}
-
-/// Packets counted by the named counter `name` of nftables table `inet TABLE` in
-/// namespace `ns`.
-pub fn nft_named_counter(ns: &str, table: &str, name: &str) -> u64 {
-    let items = nft_list(ns, &["counter", "inet", table, name]);
-    items
-        .iter()
-        .find_map(|i| i["counter"]["packets"].as_u64())
-        .unwrap_or_else(|| panic!("no counter {name}: {items:?}"))
-}
-
-/// The items `nft -j list WHAT...` lists in namespace `ns`.
-fn nft_list(ns: &str, what: &[&str]) -> Vec<serde_json::Value> {
-    let out = Lab::in_ns(ns, "nft")
-        .args(["-j", "list"])
-        .args(what)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["nftables"].as_array().cloned().unwrap_or_default()
 }
 
 /// The real-time clock as an NTP timestamp: what a STAMP sender stamps its packets with
