@@ -29,6 +29,8 @@ pub enum ServeError {
     Mesh(#[from] MeshError),
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    #[error(transparent)]
+    Rpm(#[from] crate::rpm::EndpointError),
 }
 
 /// `--stamp`: the STAMP reflector.
@@ -62,6 +64,19 @@ pub fn iperf3(
         r.local
     ));
     services.add(Box::new(r));
+    Ok(())
+}
+
+/// `--rpm`: the responsiveness test's endpoint.
+pub fn rpm(
+    services: &mut Services,
+    cfg: Option<crate::rpm::EndpointConfig>,
+    say: &dyn Fn(&str),
+) -> Result<(), ServeError> {
+    let Some(cfg) = cfg else { return Ok(()) };
+    let (threads, line) = crate::rpm::endpoint(cfg)?;
+    say(&line);
+    services.add(Box::new(threads));
     Ok(())
 }
 

@@ -36,9 +36,7 @@ pub fn serve(
         .mesh
         .config(a.bind, a.insecure_no_key, key, &labels, allowed_dscps)?;
     serve::mesh(&mut services, mesh, &metrics, &say)?;
-    if let Some(rpm) = crate::rpm::service(&a.rpm)? {
-        services.add(Box::new(rpm));
-    }
+    serve::rpm(&mut services, a.rpm.endpoint(), &say)?;
     services.add(Box::new(agent::start(config)?));
     services.run(interrupt)?;
     Ok(ExitCode::SUCCESS)

@@ -30,16 +30,14 @@ mod orchestrate;
 mod rpm;
 mod stored;
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{Cli, Command, TestCommand};
 use errors::EXIT_USAGE;
-use sonde_probe::tune;
 use sonde_run::measure::{cstate_sweep, Plan};
 use sonde_run::signals::Interrupt;
-use sonde_run::tune as tuning;
+use sonde_run::tune::command as tuning;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -162,33 +160,14 @@ fn clock_command(a: &cli::ClockArgs) -> anyhow::Result<ExitCode> {
     show(a.json, &clock, sonde_report::clock::render)
 }
 
+/// `sonde tune`: the action's text (`sonde_run::tune::command`).
 fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
-    let root = Path::new("/");
-    match action {
-        cli::TuneAction::Plan { goal, dev, json } => {
-            let plan = tune::plan_live(goal, dev.as_deref());
-            if json {
-                jsonln!("{}", serde_json::to_string_pretty(&plan)?);
-            } else if plan.is_empty() {
-                outln!("nothing to change for {goal:?}");
-            } else {
-                plan.iter().for_each(|c| outln!("{}", c.describe()));
-            }
-        }
+    stored::print(match action {
+        cli::TuneAction::Plan { goal, dev, json } => tuning::plan(goal, dev.as_deref(), json)?,
         cli::TuneAction::Apply { goal, dev, state } => {
-            tuning::need_root()?;
-            let state = tuning::state_file(state)?;
-            let plan = tune::plan_live(goal, dev.as_deref());
-            tuning::apply(root, goal, &plan, &state)?;
-            plan.iter().for_each(|c| outln!("changed {}", c.describe()));
-            let s = state.display();
-            outln!("previous values saved in {s}; `sonde tune restore --state {s}` puts them back");
+            tuning::apply_goal(goal, dev.as_deref(), state)?
         }
-        cli::TuneAction::Restore { state } => {
-            for c in tuning::restore(root, &tuning::state_file(state)?)? {
-                outln!("restored {}", c.describe_restored());
-            }
-        }
-    }
+        cli::TuneAction::Restore { state } => tuning::restore_saved(state)?,
+    });
     Ok(ExitCode::SUCCESS)
 }

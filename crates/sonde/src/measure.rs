@@ -9,7 +9,7 @@ use sonde_run::measure::Plan;
 use sonde_run::signals::Interrupt;
 use sonde_run::terminal::{self, emit, Shown};
 
-use crate::cli::{self, OutputArgs, StampArgs, Target, WatchArgs};
+use crate::cli::{OutputArgs, StampArgs, Target, WatchArgs};
 use crate::errors::{EXIT_ERROR, EXIT_PARTIAL, EXIT_USAGE};
 
 /// The output flags, as the run layer's terminal takes them.
@@ -92,12 +92,3 @@ pub fn stamp(a: &StampArgs, command: String, interrupt: &Interrupt) -> anyhow::R
         None => partial_code(m.partial()),
     })
 }
-
-/// Keeps a run in the store (unless --no-save), as [`sonde_run::keep::save_run`] says.
-pub fn save_run(args: &cli::StoreArgs, doc: &sonde_results::Document) {
-    if !args.no_save {
-        sonde_run::keep::save_run(args.db.as_deref(), args.label.as_deref(), doc);
-    }
-}
-
-pub use sonde_run::stored::write_atomically;
