@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use sonde_run::mesh::{self, MeshConfig, Source};
+use sonde_run::mesh::{self, MeshAgent, MeshConfig, MeshFlagError, MeshFlags};
 
-use sonde_results::marks::{Dscp, Ecn, Marks};
+use sonde_results::marks::{Dscp, Ecn};
 use sonde_results::spec::units::parse_period_ms;
 
 #[derive(Args, Debug)]
@@ -86,52 +86,26 @@ fn positive(s: &str) -> Result<f64, String> {
 }
 
 impl MeshArgs {
-    /// The mesh these flags describe, or none without --mesh.
-    /// `bind`, `insecure_no_key` and `allowed_dscps` (`--allow-dscp`'s mask) are `serve`'s.
-    pub fn config(
-        &self,
-        bind: std::net::IpAddr,
-        insecure_no_key: bool,
-        key: Option<sonde_proto::Key>,
-        labels: &sonde_proto::Labels,
-        allowed_dscps: u64,
-    ) -> anyhow::Result<Option<MeshConfig>> {
+    /// The mesh these flags describe on `agent` ([`MeshFlags::config`]), or none without
+    /// --mesh.
+    pub fn config(&self, agent: MeshAgent) -> Result<Option<MeshConfig>, MeshFlagError> {
         let Some(source) = &self.mesh else {
             return Ok(None);
         };
-        if let Some(d) = self
-            .mesh_dscp
-            .filter(|d| allowed_dscps >> d.value() & 1 == 0)
-        {
-            anyhow::bail!(
-                "--mesh-dscp {}: this agent does not send that class (network control, CS6 and CS7, unless `sonde serve --allow-dscp` lists it)",
-                d.words()
-            );
-        }
-        let marks = Marks {
-            dscp: self.mesh_dscp,
-            ecn: self.mesh_ecn,
-            control_dscp: None,
-        };
-        let source = Source::parse(source, self.mesh_port).map_err(anyhow::Error::msg)?;
-        if key.is_none() && !insecure_no_key {
-            anyhow::bail!("--mesh needs --key-file (its probes and answers carry the fleet key's HMAC), or --insecure-no-key on an isolated network");
-        }
-        Ok(Some(MeshConfig {
-            source,
+        let flags = MeshFlags {
+            source: source.clone(),
             port: self.mesh_port,
-            bind,
-            name: self.mesh_name.clone().unwrap_or_else(|| bind.to_string()),
-            labels: labels.clone(),
+            name: self.mesh_name.clone(),
             rate: self.mesh_rate,
             budget: self.mesh_budget,
             refresh: self.mesh_refresh,
             timeout: self.mesh_timeout,
             window: self.mesh_window,
             reflect_max: self.mesh_reflect_max,
-            key,
-            tos: marks.data_tos(),
-        }))
+            dscp: self.mesh_dscp,
+            ecn: self.mesh_ecn,
+        };
+        flags.config(agent).map(Some)
     }
 }
 
@@ -197,8 +171,14 @@ mod tests {
     fn mesh_marks_make_the_probes_tos_and_network_control_is_refused() {
         let cfg = |args: &[&str], allowed| {
             let m = parse(args).unwrap();
-            let bind = "198.18.0.1".parse().unwrap();
-            m.config(bind, true, None, &Default::default(), allowed)
+            let agent = MeshAgent {
+                bind: "198.18.0.1".parse().unwrap(),
+                insecure_no_key: true,
+                key: None,
+                labels: Default::default(),
+                allowed_dscps: allowed,
+            };
+            m.config(agent)
                 .map(|c| c.unwrap().tos)
                 .map_err(|e| e.to_string())
         };
