@@ -35,6 +35,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{Cli, Command, TestCommand};
 use errors::EXIT_USAGE;
+use sonde_run::inspect;
 use sonde_run::measure::{cstate_sweep, Plan};
 use sonde_run::signals::Interrupt;
 use sonde_run::tune::command as tuning;
@@ -88,8 +89,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => stored::report_command(a),
         Command::Suite(a) => orchestrate::suite(&a, &interrupt),
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
-        Command::Host(a) => host_command(&a),
-        Command::Clock(a) => clock_command(&a),
+        Command::Host(a) => printed(inspect::host_text(a.root.as_deref(), a.json)?),
+        Command::Clock(a) => printed(inspect::clock_text(a.root.as_deref(), a.json)?),
         Command::Test(t) => test_command(&t, command_line, &interrupt),
     }
 }
@@ -134,40 +135,19 @@ fn man() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A value as JSON (`--json`) or as `human` renders it.
-fn show<T: serde::Serialize>(
-    json: bool,
-    value: &T,
-    human: fn(&T) -> String,
-) -> anyhow::Result<ExitCode> {
-    if json {
-        jsonln!("{}", serde_json::to_string_pretty(value)?);
-    } else {
-        out!("{}", human(value));
-    }
+/// A command's text printed ([`stored::print`]).
+fn printed(text: sonde_run::stored::Text) -> anyhow::Result<ExitCode> {
+    stored::print(text);
     Ok(ExitCode::SUCCESS)
-}
-
-/// `sonde host`: this host's (or `--root`'s fixture tree's) inventory and advice.
-fn host_command(a: &cli::HostArgs) -> anyhow::Result<ExitCode> {
-    let inv = sonde_run::inspect::inventory(a.root.as_deref())?;
-    show(a.json, &inv, sonde_report::host::render)
-}
-
-/// `sonde clock`: this host's (or `--root`'s captured tree's) clock and its error bound.
-fn clock_command(a: &cli::ClockArgs) -> anyhow::Result<ExitCode> {
-    let clock = sonde_run::inspect::clock(a.root.as_deref())?;
-    show(a.json, &clock, sonde_report::clock::render)
 }
 
 /// `sonde tune`: the action's text (`sonde_run::tune::command`).
 fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
-    stored::print(match action {
+    printed(match action {
         cli::TuneAction::Plan { goal, dev, json } => tuning::plan(goal, dev.as_deref(), json)?,
         cli::TuneAction::Apply { goal, dev, state } => {
             tuning::apply_goal(goal, dev.as_deref(), state)?
         }
         cli::TuneAction::Restore { state } => tuning::restore_saved(state)?,
-    });
-    Ok(ExitCode::SUCCESS)
+    })
 }

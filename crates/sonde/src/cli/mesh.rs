@@ -9,7 +9,7 @@ use clap::Args;
 use sonde_run::mesh::{self, MeshAgent, MeshConfig, MeshFlagError, MeshFlags};
 
 use sonde_results::marks::{Dscp, Ecn};
-use sonde_results::spec::units::parse_period_ms;
+use sonde_results::spec::units::{parse_period_above_zero, parse_positive};
 
 #[derive(Args, Debug)]
 pub struct MeshArgs {
@@ -25,15 +25,15 @@ pub struct MeshArgs {
     #[arg(long, default_value_t = mesh::DEFAULT_PORT, value_name = "PORT", requires = "mesh")]
     pub mesh_port: u16,
     /// Probes per second to each peer.
-    #[arg(long, default_value_t = mesh::DEFAULT_RATE, value_parser = positive, value_name = "PER_S", requires = "mesh")]
+    #[arg(long, default_value_t = mesh::DEFAULT_RATE, value_parser = parse_positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_rate: f64,
     /// Probes per second at most, all peers together: with more peers than it allows at
     /// --mesh-rate, each peer gets an equal share.
-    #[arg(long, default_value_t = mesh::DEFAULT_BUDGET, value_parser = positive, value_name = "PER_S", requires = "mesh")]
+    #[arg(long, default_value_t = mesh::DEFAULT_BUDGET, value_parser = parse_positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_budget: f64,
     /// How often the peer list is read (resolved) again: seconds, or with a unit (500ms,
     /// 30s, 10m, 1h); at least once a second.
-    #[arg(long, default_value = "30s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
+    #[arg(long, default_value = "30s", value_parser = parse_period_above_zero, value_name = "DURATION", requires = "mesh")]
     pub mesh_refresh: Duration,
     /// This agent's `source` label in the metrics: the address its peers probe [default:
     /// --bind].
@@ -41,14 +41,14 @@ pub struct MeshArgs {
     pub mesh_name: Option<String>,
     /// A probe unanswered this long is lost (seconds, or with a unit: 300ms); a lost probe
     /// no later answer places on a direction is lost either way five of these later.
-    #[arg(long, default_value = "2s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
+    #[arg(long, default_value = "2s", value_parser = parse_period_above_zero, value_name = "DURATION", requires = "mesh")]
     pub mesh_timeout: Duration,
     /// The window of each peer's HDR histogram (its percentiles in
     /// sonde_mesh_rtt_window_seconds): seconds, or with a unit (1m).
-    #[arg(long, default_value = "60s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
+    #[arg(long, default_value = "60s", value_parser = parse_period_above_zero, value_name = "DURATION", requires = "mesh")]
     pub mesh_window: Duration,
     /// Answers per second this agent's reflector sends at most, all peers together.
-    #[arg(long, default_value_t = 10_000.0, value_parser = positive, value_name = "PER_S", requires = "mesh")]
+    #[arg(long, default_value_t = 10_000.0, value_parser = parse_positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_reflect_max: f64,
     /// Send every probe with this DSCP (a class or a number): each then asks its peer, in
     /// STAMP's Class of Service TLV, what arrived and marks its answer so, and the metrics
@@ -67,22 +67,6 @@ pub struct MeshArgs {
     /// (`Authorization: Bearer TOKEN`); others get 401. Mode 0600, ours or root's.
     #[arg(long, value_name = "FILE", requires = "metrics")]
     pub metrics_token_file: Option<PathBuf>,
-}
-
-/// A duration as people write one (seconds as a number, or with an `ms`, `s`, `m` or `h`
-/// suffix), above zero: a zero timeout would lose every probe, a zero window keep none.
-fn duration(s: &str) -> Result<Duration, String> {
-    match parse_period_ms(s).map_err(|e| e.to_string())? {
-        0 => Err(format!("'{s}' is not above zero")),
-        ms => Ok(Duration::from_millis(ms)),
-    }
-}
-
-fn positive(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number")),
-    }
 }
 
 impl MeshArgs {
