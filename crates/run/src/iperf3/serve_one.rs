@@ -11,14 +11,13 @@ use std::time::{Duration, Instant};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::iperf3::server::refusal;
 use sonde_proto::iperf3::{Cookie, Iperf3Error, Results, Server, ServerEvent, Test, COOKIE_BYTES};
-use sonde_results::document::Inputs;
 use sonde_results::spec::Timing;
 use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec};
 
 use super::config::Iperf3Config;
 use super::conn::{accept_within, Control, Got};
-use super::{figures, SERVE_WAIT, STEP_WAIT};
-use crate::controller::{now_rfc3339, SOFTWARE};
+use super::{figures, served, SERVE_WAIT};
+use crate::controller::now_rfc3339;
 use crate::side::Side;
 use crate::signals::Interrupt;
 
@@ -267,11 +266,7 @@ pub(super) fn serve_stream(
         started_at,
     } = o;
     let spec = spec_of(&test);
-    if let Some((code, why)) = over_limits(&spec, &cfg.limits) {
-        srv.refuse(code);
-        let _ = ctl.flush(|| srv.poll_transmit());
-        return Err(ServeError::Refused(why));
-    }
+    served::refuse_over(&mut ctl, &mut srv, over_limits(&spec, &cfg.limits))?;
     // Before the test starts: probing the host takes a while, and the client sends (and
     // counts) from TEST_RUNNING on.
     let probe = HostProbe::for_peer(peer.ip());
@@ -289,38 +284,13 @@ pub(super) fn serve_stream(
     let mut side =
         crate::kind::stream::start_connected(&spec, Role::Server, conns, Vec::new(), probe)
             .map_err(io("starting the workers"))?;
-    srv.start(
-        Duration::from_millis(spec.timing.total_ms()) + STEP_WAIT,
-        Instant::now(),
-    )?;
-    ctl.flush(|| srv.poll_transmit())
-        .map_err(io("control connection"))?;
-    let mut intervals = Vec::new();
-    let ran = run(
-        &mut ctl,
-        &mut srv,
-        side.as_mut(),
-        &mut intervals,
-        listener,
-        stop,
-    );
-    side.finish_senders();
+    let total_ms = spec.timing.total_ms();
+    let (intervals, ran) =
+        served::run_test(&mut ctl, &mut srv, side.as_mut(), total_ms, listener, stop)?;
     let ours = side.into_result(ran.is_err());
     let mine = figures::our_results(&ours, &test);
-    let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &mine)) {
-        // A figure of theirs that ours contradicts never reaches the document.
-        Ok(r) => match super::vouch::vouch(&r, &super::vouch::ours_of(&ours), false) {
-            Ok(()) => (Some(r), None),
-            Err(why) => (None, Some(format!("the client's results refused: {why}"))),
-        },
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let who = format!(
-        "iperf3 client{} at {peer}",
-        test.client_version
-            .as_deref()
-            .map_or(String::new(), |v| format!(" (iperf {v})"))
-    );
+    let (theirs, error) = served::their_results(&mut ctl, &mut srv, ran, &mine, &ours, false);
+    let who = served::client_name(&test, peer);
     let far = theirs
         .as_ref()
         .map(|r| figures::far_side(&spec, Role::Client, r, &who));
@@ -328,28 +298,15 @@ pub(super) fn serve_stream(
         k.summary(&TestSpec::Stream(spec.clone()), &ours)
     });
     let spec = TestSpec::Stream(spec);
-    let inputs = Inputs {
-        spec: &spec,
-        command: who,
-        server_command: Some(cfg.command.clone()),
-        server_address: cfg.bind.to_string(),
-        started_at,
-        software: SOFTWARE.into(),
-        client: far.as_ref().unwrap_or(&ours),
-        server: far.as_ref().map(|_| &ours),
-        client_intervals: &[],
-        server_intervals: &intervals,
+    let doc = served::document(
+        cfg,
+        &spec,
+        (who, started_at),
+        (far.as_ref().unwrap_or(&ours), far.as_ref().map(|_| &ours)),
+        (&[], &intervals),
         error,
-        client_agent: None,
-        finished_at: Some(now_rfc3339()),
-        server_labels: Default::default(),
-        fleet: None,
-        prelude: None,
-    };
-    Ok((
-        Document::assemble(inputs, sonde_results::limit::judge),
-        summary,
-    ))
+    );
+    Ok((doc, summary))
 }
 
 /// The test running until the client's TEST_END: our side sampled, any other connection
