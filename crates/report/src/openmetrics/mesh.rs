@@ -445,7 +445,7 @@ mod tests {
         stats.on_sent(0, 0);
         stats.on_answer(0, 0, 300_000, 0);
         stats.tick(1);
-        stats.unreachable.port = 3;
+        stats.shown.unreachable.port = 3;
         let agent = MeshAgent {
             source: "198.18.2.1",
             labels: &own,

@@ -127,6 +127,17 @@ pub fn our_results(side: &SideResult, test: &Test) -> Results {
         }
     }
     streams.sort_by_key(|s| s.id);
+    results_of(side, test, streams, if sends { 1 } else { -1 })
+}
+
+/// The results an iperf3 peer reads of our `side`: its `streams`, its process CPU over
+/// its window, and whether a sender's retransmits are counted (1), not (-1) or moot (0).
+pub(super) fn results_of(
+    side: &SideResult,
+    test: &Test,
+    streams: Vec<StreamResults>,
+    sender_has_retransmits: i64,
+) -> Results {
     let cpu = match (side.process_cpu_s, side.window_s > 0.0) {
         (Some(c), true) => c / side.window_s * 100.0,
         _ => 0.0,
@@ -135,7 +146,7 @@ pub fn our_results(side: &SideResult, test: &Test) -> Results {
         cpu_util_total: cpu,
         cpu_util_user: 0.0,
         cpu_util_system: 0.0,
-        sender_has_retransmits: if sends { 1 } else { -1 },
+        sender_has_retransmits,
         congestion_used: test.congestion.clone(),
         streams,
         server_output_json: None,

@@ -48,6 +48,28 @@ pub(super) fn io(what: &'static str) -> impl Fn(std::io::Error) -> ServeError {
     move |source| ServeError::Io { what, source }
 }
 
+/// One pass of a wait of the setup (for the data connections, the UDP streams) until
+/// `until`: an error when stopped or out of time, else the control connection turned
+/// once (only a failure can come on it now).
+pub(super) fn setup_pass(
+    ctl: &mut Control,
+    srv: &mut Server,
+    until: Instant,
+    doing: &'static str,
+    stop: &Interrupt,
+) -> Result<(), ServeError> {
+    if stop.is_set() {
+        return Err(ServeError::Stopped);
+    }
+    if Instant::now() > until {
+        return Err(ServeError::Protocol(Iperf3Error::Timeout {
+            doing,
+            secs: SERVE_WAIT.as_secs(),
+        }));
+    }
+    turn(ctl, srv, Some(Instant::now() + Duration::from_millis(1)))
+}
+
 /// Writes what `s` queued, reads once (to `deadline` at most) and feeds it.
 pub(super) fn turn(
     ctl: &mut Control,
@@ -161,17 +183,7 @@ fn data_connections(
     let until = Instant::now() + SERVE_WAIT;
     let mut conns = Vec::new();
     while conns.len() < n as usize {
-        if stop.is_set() {
-            return Err(ServeError::Stopped);
-        }
-        if Instant::now() > until {
-            return Err(ServeError::Protocol(Iperf3Error::Timeout {
-                doing: "waiting for the data connections",
-                secs: SERVE_WAIT.as_secs(),
-            }));
-        }
-        // Only a failure can come on the control connection now.
-        turn(ctl, srv, Some(Instant::now() + Duration::from_millis(1)))?;
+        setup_pass(ctl, srv, until, "waiting for the data connections", stop)?;
         let Some((mut s, _)) = accept_within(listener) else {
             continue;
         };

@@ -107,20 +107,8 @@ pub fn our_results(side: &SideResult, spec: &PpsSpec, test: &Test, seen: &[FlowR
             }
         })
         .collect();
-    let cpu = match (side.process_cpu_s, side.window_s > 0.0) {
-        (Some(c), true) => c / side.window_s * 100.0,
-        _ => 0.0,
-    };
-    Results {
-        cpu_util_total: cpu,
-        cpu_util_user: 0.0,
-        cpu_util_system: 0.0,
-        sender_has_retransmits: if seen.is_empty() { 0 } else { -1 },
-        congestion_used: test.congestion.clone(),
-        streams,
-        server_output_json: None,
-        server_output_text: None,
-    }
+    let retransmits = if seen.is_empty() { 0 } else { -1 };
+    super::figures::results_of(side, test, streams, retransmits)
 }
 
 #[cfg(test)]

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::iperf3::server::refusal;
-use sonde_proto::iperf3::{udp, Iperf3Error, Server, Test};
+use sonde_proto::iperf3::{udp, Server, Test};
 use sonde_results::spec::Timing;
 use sonde_results::{Document, PollMode, PpsSpec, Role, TestSpec};
 
 use super::config::Iperf3Config;
 use super::conn::Control;
-use super::serve_one::{io, turn, Opened, ServeError};
+use super::serve_one::{io, setup_pass, Opened, ServeError};
 use super::udp_plane::{self, Rx, Seen, Tx};
 use super::{served, udp_figures, SERVE_WAIT};
 use crate::kind::pps::{PpsSide, RxEngine, TxEngine};
@@ -151,16 +151,7 @@ fn streams(
     let mut out = Vec::new();
     let mut buf = [0u8; 64];
     while out.len() < n as usize {
-        if stop.is_set() {
-            return Err(ServeError::Stopped);
-        }
-        if Instant::now() > until {
-            return Err(ServeError::Protocol(Iperf3Error::Timeout {
-                doing: "waiting for the UDP streams",
-                secs: SERVE_WAIT.as_secs(),
-            }));
-        }
-        turn(ctl, srv, Some(Instant::now() + Duration::from_millis(1)))?;
+        setup_pass(ctl, srv, until, "waiting for the UDP streams", stop)?;
         listening
             .set_read_timeout(Some(Duration::from_millis(50)))
             .map_err(io("UDP stream"))?;

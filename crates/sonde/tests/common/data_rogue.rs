@@ -143,6 +143,16 @@ pub fn request(len: usize, seq: u64, cookie: u64) -> Vec<u8> {
     d
 }
 
+/// Each datagram of `sorts` sent `EACH` times on `s`; how many in all.
+pub fn send_each(s: &UdpSocket, sorts: &[Vec<u8>]) -> usize {
+    for d in sorts {
+        for _ in 0..EACH {
+            s.send(d).unwrap();
+        }
+    }
+    sorts.len() * EACH
+}
+
 pub fn replies(s: &UdpSocket, wait: Duration) -> Vec<usize> {
     let (until, mut buf, mut got) = (Instant::now() + wait, [0u8; 70_000], Vec::new());
     while Instant::now() < until {

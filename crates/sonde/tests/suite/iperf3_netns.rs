@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -291,46 +290,7 @@ fn bidir_against_iperf3_server() {
     );
 }
 
-/// `sonde serve --iperf3` in the server namespace: its stderr lines, read as they come.
-fn serve_iperf3(lab: &Lab, extra: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Lab::in_ns(&lab.server, SONDE)
-        .args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
-        .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let listening = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
-        .any(|line| line.contains("sonde iperf3 server listening"));
-    if !listening {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("serve --iperf3 did not listen");
-    }
-    (child, rx)
-}
-
-/// The document `serve --iperf3` logged for the test it served next.
-fn served_doc(rx: &std::sync::mpsc::Receiver<String>) -> serde_json::Value {
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a served test's document");
-        if let Some((_, json)) = line.split_once("iperf3 document ") {
-            return serde_json::from_str(json).unwrap();
-        }
-        assert!(!line.contains("iperf3 client"), "{line}");
-    }
-}
+use common::serve_proc::{iperf3_in_lab as serve_iperf3, iperf3_served_doc as served_doc};
 
 fn iperf3_client(lab: &Lab, args: &[&str]) -> serde_json::Value {
     let o = Lab::in_ns(&lab.client, "iperf3")

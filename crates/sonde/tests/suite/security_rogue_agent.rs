@@ -182,6 +182,23 @@ fn error_of(doc: &serde_json::Value) -> String {
     doc["end"]["error"].as_str().unwrap_or_default().to_string()
 }
 
+/// `frames` samples made by `sample` flooded at a controller running a stream test: the
+/// document and its error (printed); the controller hung up on the flood within `PEAK`.
+fn flooded(
+    frames: u32,
+    sample: impl Fn(u32) -> IntervalSample + Send + 'static,
+) -> (serde_json::Value, String) {
+    let (doc, peak, sent) = against_rogue(Flood {
+        frames,
+        sample: Box::new(sample),
+    });
+    let e = error_of(&doc);
+    eprintln!("FIGURE the document: {e}");
+    assert!(sent < frames, "the controller hung up on the flood");
+    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
+    (doc, e)
+}
+
 #[test]
 fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_memory_bounded() {
     // Samples each within bounds, but 2,000 of them where 3 are due, all at once: the
@@ -189,13 +206,7 @@ fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_mem
     // many). (A stream sample has no histogram to make it heavy: its section has no room
     // for one.)
     let sample = move |i| stream_sample(i, 1);
-    let frames = 2000;
-    let (doc, peak, sent) = against_rogue(Flood {
-        frames,
-        sample: Box::new(sample),
-    });
-    let e = error_of(&doc);
-    eprintln!("FIGURE the document: {e}");
+    let (doc, e) = flooded(2000, sample);
     assert!(
         e.starts_with("agent at 127.0.0.1:")
             && e.contains("misbehaving agent")
@@ -209,8 +220,6 @@ fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_mem
         "{}",
         doc["end"]
     );
-    assert!(sent < frames, "the controller hung up on the flood");
-    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
 }
 
 #[test]
@@ -219,13 +228,7 @@ fn a_rogue_agent_sending_oversized_samples_ends_the_test_at_the_first() {
     let one = serde_json::to_vec(&TcpSample::default()).unwrap().len() + 1;
     let wide = (MAX_FRAME_BYTES - (512 << 10)) / one;
     let sample = move |i| stream_sample(i, wide);
-    let frames = 100;
-    let (doc, peak, sent) = against_rogue(Flood {
-        frames,
-        sample: Box::new(sample),
-    });
-    let e = error_of(&doc);
-    eprintln!("FIGURE the document: {e}");
+    let (_, e) = flooded(100, sample);
     assert!(
         e.starts_with("agent at 127.0.0.1:")
             && e.contains(&format!(
@@ -233,8 +236,6 @@ fn a_rogue_agent_sending_oversized_samples_ends_the_test_at_the_first() {
             )),
         "{e}"
     );
-    assert!(sent < frames, "the controller hung up on the flood");
-    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
 }
 
 /// A round-trip sample carrying the round trips' histogram and seven stages', each of

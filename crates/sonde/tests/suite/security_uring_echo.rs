@@ -23,12 +23,7 @@ fn hostile(s: &UdpSocket, cookie: u64) -> usize {
         request(65_000, 4, cookie),
         request(MESSAGE, 5, cookie ^ 1),
     ];
-    for d in &sorts {
-        for _ in 0..EACH {
-            s.send(d).unwrap();
-        }
-    }
-    sorts.len() * EACH
+    send_each(s, &sorts)
 }
 
 fn assert_answered(s: &UdpSocket, cookie: u64) {
