@@ -20,7 +20,8 @@ use sonde_results::{Document, PollMode, PpsSpec, Role, TestSpec};
 
 use super::config::Iperf3Config;
 use super::conn::Control;
-use super::serve_one::{io, setup_pass, Opened, ServeError};
+use super::serve_one::Opened;
+use super::served::{io, setup_pass, ServeError};
 use super::udp_plane::{self, Rx, Seen, Tx};
 use super::{served, udp_figures, SERVE_WAIT};
 use crate::kind::pps::{PpsSide, RxEngine, TxEngine};

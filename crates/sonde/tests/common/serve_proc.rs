@@ -36,6 +36,21 @@ pub fn until_listening<T>(
     (child, value)
 }
 
+/// For a test of `serve --iperf3` on loopback (`None`: no iperf3 here, skip): the timing
+/// lock, a free port and the server on it.
+pub fn iperf3_loopback_test() -> Option<(super::Serial, u16, Child)> {
+    if !super::need_tools(&["iperf3"]) {
+        return None;
+    }
+    let serial = super::Serial::take();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    Some((serial, port, iperf3_on_loopback(port, &[])))
+}
+
 /// `sonde serve --iperf3 127.0.0.1:PORT` with `extra`, listening once it returns (its
 /// stderr said so; no probe connection, which would be a silent client holding the slot).
 pub fn iperf3_on_loopback(port: u16, extra: &[&str]) -> Child {
@@ -58,10 +73,24 @@ pub fn iperf3_closed(s: &mut TcpStream) -> bool {
 }
 
 /// A real `iperf3 -c -t 1` bound to `from`, to the `serve --iperf3` on loopback `port`
-/// while `attack` runs, waited for `limit` at most; then `stop` set, the attack joined and
-/// `server` stopped. How long the client took, what the attack returned, and the client's
-/// status (none: not served in time; the client killed).
-pub fn iperf3_client_beside<T>(
+/// while `attack` (`behind`) runs, served within `limit` or the test fails; then `stop`
+/// set, the attack joined and `server` stopped. How long the client took, and what the
+/// attack returned.
+pub fn iperf3_served_beside<T: std::fmt::Display>(
+    port: u16,
+    (from, limit): (&str, Duration),
+    (stop, attack, behind): (&AtomicBool, JoinHandle<T>, &str),
+    server: Child,
+) -> (Duration, T) {
+    let (took, opened, status) = iperf3_client_beside(port, from, limit, (stop, attack), server);
+    let status = status.unwrap_or_else(|| {
+        panic!("iperf3 -c not served in {took:?} behind {behind} ({opened} connections)")
+    });
+    assert!(status.success(), "iperf3 -c: {status}");
+    (took, opened)
+}
+
+fn iperf3_client_beside<T>(
     port: u16,
     from: &str,
     limit: Duration,
@@ -115,6 +144,22 @@ pub fn iperf3_in_lab(lab: &Lab, extra: &[&str]) -> (Child, Receiver<String>) {
         panic!("serve --iperf3 did not listen");
     }
     (child, rx)
+}
+
+/// `iperf3 -c SERVER -p 5201 -J ARGS` from the lab's client namespace; its JSON.
+pub fn iperf3_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
+    let o = Lab::in_ns(&lab.client, "iperf3")
+        .args(["-c", SERVER_ADDR, "-p", "5201", "-J"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "iperf3 -c {args:?}: {}",
+        super::stdout(&o)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 /// The document `serve --iperf3` logged (in `rx`, its stderr) for the test it served next.

@@ -292,16 +292,7 @@ fn bidir_against_iperf3_server() {
 
 use common::serve_proc::{iperf3_in_lab as serve_iperf3, iperf3_served_doc as served_doc};
 
-fn iperf3_client(lab: &Lab, args: &[&str]) -> serde_json::Value {
-    let o = Lab::in_ns(&lab.client, "iperf3")
-        .args(["-c", SERVER_ADDR, "-p", "5201", "-J"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "iperf3 -c {args:?}: {}", stdout(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
+use common::serve_proc::iperf3_json as iperf3_client;
 
 #[test]
 fn iperf3_client_against_serve_iperf3() {

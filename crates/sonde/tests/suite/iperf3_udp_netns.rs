@@ -177,16 +177,10 @@ fn loss_is<'a>(
     sum
 }
 
+/// `iperf3 -c -u` for 2 s at 8 Mbit/s of 1000-byte blocks a stream, with `args`.
 fn iperf3_udp(lab: &Lab, args: &[&str]) -> serde_json::Value {
-    let o = Lab::in_ns(&lab.client, "iperf3")
-        .args(["-c", SERVER_ADDR, "-p", "5201", "-J", "-u", "-t", "2"])
-        .args(["-b", "8M", "-l", "1000"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "iperf3 -c -u {args:?}: {}", stdout(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
+    let udp = ["-u", "-t", "2", "-b", "8M", "-l", "1000"];
+    common::serve_proc::iperf3_json(lab, &[&udp[..], args].concat())
 }
 
 #[test]

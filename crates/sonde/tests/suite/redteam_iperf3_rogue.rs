@@ -207,16 +207,9 @@ fn a_server_dribbling_udp_handshakes_is_cut_at_one_setup_wait() {
 
 #[test]
 fn many_addresses_of_one_network_cannot_starve_another_network() {
-    if !need_tools(&["iperf3"]) {
+    let Some((_serial, port, server)) = common::serve_proc::iperf3_loopback_test() else {
         return;
-    }
-    let _serial = Serial::take();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = common::serve_proc::iperf3_on_loopback(port, &[]);
+    };
     let to: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let stop = Arc::new(AtomicBool::new(false));
     let halt = stop.clone();
@@ -246,12 +239,12 @@ fn many_addresses_of_one_network_cannot_starve_another_network() {
     });
     std::thread::sleep(Duration::from_millis(300));
     let limit = Duration::from_secs(15);
-    let (took, opened, status) =
-        common::serve_proc::iperf3_client_beside(port, "127.0.2.1", limit, (&stop, crowd), server);
-    let status = status.unwrap_or_else(|| {
-        panic!("iperf3 -c not served in {took:?} behind one network's crowd ({opened} connections)")
-    });
-    assert!(status.success(), "iperf3 -c: {status}");
+    let (took, opened) = common::serve_proc::iperf3_served_beside(
+        port,
+        ("127.0.2.1", limit),
+        (&stop, crowd, "one network's crowd"),
+        server,
+    );
     // One of the crowd's turns (3 s) ahead of it at most, then its own 1 s test (3.7 s
     // measured); a one-sided margin for a loaded machine. Turns and room by address: not
     // served in 15 s; turns by address but room by network: 9.8 s.
@@ -265,16 +258,9 @@ fn many_addresses_of_one_network_cannot_starve_another_network() {
 /// wait, and a real `iperf3 -c -u` is served afterwards.
 #[test]
 fn serve_iperf3_opens_udp_streams_only_for_the_client_and_in_time() {
-    if !need_tools(&["iperf3"]) {
+    let Some((_serial, port, mut server)) = common::serve_proc::iperf3_loopback_test() else {
         return;
-    }
-    let _serial = Serial::take();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = common::serve_proc::iperf3_on_loopback(port, &[]);
+    };
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(b"abcdefghijklmnopqrstuvwxyz234567abcd\0")

@@ -9,17 +9,10 @@
 
 use crate::common;
 
-use std::net::{TcpListener, TcpStream};
-use std::process::Child;
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use common::*;
-
-fn serve(port: u16) -> Child {
-    common::serve_proc::iperf3_on_loopback(port, &[])
-}
 
 /// Eight silent connections from 127.0.0.1, each replaced as soon as it is closed, until
 /// `stop` or 15 s (at most 400 connections in all); how many it opened.
@@ -51,27 +44,20 @@ fn stranger(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
 
 #[test]
 fn a_reconnecting_silent_stranger_cannot_hold_the_iperf3_slot() {
-    if !need_tools(&["iperf3"]) {
+    let Some((_serial, port, server)) = common::serve_proc::iperf3_loopback_test() else {
         return;
-    }
-    let _serial = Serial::take();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = serve(port);
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let attack = stranger(port, stop.clone());
     // The stranger's eight are queued first.
     std::thread::sleep(Duration::from_millis(300));
     let limit = Duration::from_secs(14);
-    let (took, opened, status) =
-        common::serve_proc::iperf3_client_beside(port, "127.0.2.2", limit, (&stop, attack), server);
-    let status = status.unwrap_or_else(|| {
-        panic!("iperf3 -c not served in {took:?} behind the stranger ({opened} connections)")
-    });
-    assert!(status.success(), "iperf3 -c: {status}");
+    let (took, opened) = common::serve_proc::iperf3_served_beside(
+        port,
+        ("127.0.2.2", limit),
+        (&stop, attack, "the stranger"),
+        server,
+    );
     // One stranger's turn (3 s) ahead of it at most, then its own 1 s test (measured
     // 3.8 s; a one-sided margin for a loaded machine; first come first served took 24 s).
     assert!(took < Duration::from_secs(10), "served after {took:?}");

@@ -59,6 +59,17 @@ fn counter(ns: &str, name: &str) -> u64 {
     nft_named_counter(ns, "redteam", name)
 }
 
+/// The rogue's socket on the mesh port at `addr` (the client namespace's), reads waiting
+/// 100 ms.
+fn rogue_at(lab: &Lab, addr: &str) -> UdpSocket {
+    in_netns(&lab.client, || {
+        let s = UdpSocket::bind(format!("{addr}:{STAMP_PORT}")).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        s
+    })
+}
+
 /// A scratch file listing the mesh's peers, one a line.
 fn peer_list(name: &str, text: &str) -> std::path::PathBuf {
     let list = temp_file(name);
@@ -78,12 +89,7 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
         "redteam-mesh-one-peer",
         &format!("{CLIENT_ADDR}:{STAMP_PORT}\n"),
     );
-    let rogue = in_netns(&lab.client, || {
-        let s = UdpSocket::bind(format!("{CLIENT_ADDR}:{STAMP_PORT}")).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        s
-    });
+    let rogue = rogue_at(&lab, CLIENT_ADDR);
     let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
     let wrong = StampKey::new(b"not-the-fleet-key-0123").unwrap();
     let (start, mut buf, mut probes, mut sent) = (Instant::now(), [0u8; 4096], 0, 0);
@@ -347,12 +353,7 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
         "redteam-mesh-two-peers",
         &format!("{CLIENT_ADDR}:{STAMP_PORT}\n{OTHER_ADDR}:{STAMP_PORT}\n"),
     );
-    let rogue = in_netns(&lab.client, || {
-        let s = UdpSocket::bind(format!("{OTHER_ADDR}:{STAMP_PORT}")).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        s
-    });
+    let rogue = rogue_at(&lab, OTHER_ADDR);
     let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
     let a_key = address_key(&fleet_stamp_key(), CLIENT_ADDR.parse().unwrap());
     let mesh_key = fleet_stamp_key();

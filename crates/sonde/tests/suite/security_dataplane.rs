@@ -64,22 +64,6 @@ fn kernel_queued(lab: &Lab, port: u16) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// A correct request gets exactly one answer, of the request's size, naming it.
-fn assert_answered(s: &UdpSocket, cookie: u64) {
-    s.send(&request(MESSAGE, 42, cookie)).unwrap();
-    let mut buf = [0u8; 2048];
-    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let n = s
-        .recv(&mut buf)
-        .expect("an answer to the test's own request");
-    assert_eq!(n, MESSAGE, "answer as large as the request");
-    assert_eq!(
-        &buf[..8],
-        &42u64.to_le_bytes(),
-        "the request's sequence echoed"
-    );
-}
-
 #[test]
 fn the_udp_echo_answers_only_whole_requests_with_the_cookie() {
     let Some(lab) = Lab::new() else { return };

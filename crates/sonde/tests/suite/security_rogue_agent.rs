@@ -163,17 +163,23 @@ fn against_rogue_running(test: &[&str], flood: Flood) -> (serde_json::Value, u64
 
 /// A stream sample describing `conns` connections.
 fn stream_sample(i: u32, conns: usize) -> IntervalSample {
+    let section = SampleSection::Stream(StreamSample {
+        sent_bytes: 1,
+        received_bytes: 1,
+        tcp: vec![TcpSample::default(); conns],
+    });
+    second(i, section)
+}
+
+/// Interval `i`, a whole second.
+fn second(i: u32, section: SampleSection) -> IntervalSample {
     IntervalSample {
         index: i,
         start_s: f64::from(i),
         end_s: f64::from(i) + 1.0,
         cpu_busy_percent: None,
         partial: false,
-        section: SampleSection::Stream(StreamSample {
-            sent_bytes: 1,
-            received_bytes: 1,
-            tcp: vec![TcpSample::default(); conns],
-        }),
+        section,
     }
 }
 
@@ -258,19 +264,13 @@ fn heavy_rr_sample(i: u32, chars: usize) -> IntervalSample {
     for stage in Stage::ALL {
         stages.ns.insert(stage, summary.clone());
     }
-    IntervalSample {
-        index: i,
-        start_s: f64::from(i),
-        end_s: f64::from(i) + 1.0,
-        cpu_busy_percent: None,
-        partial: false,
-        section: SampleSection::Rr(RrSample {
-            messages: 1,
-            latency_ns: (chars > 0).then(|| summary.clone()),
-            stages: (chars > 0).then_some(stages),
-            oneway: None,
-        }),
-    }
+    let section = SampleSection::Rr(RrSample {
+        messages: 1,
+        latency_ns: (chars > 0).then(|| summary.clone()),
+        stages: (chars > 0).then_some(stages),
+        oneway: None,
+    });
+    second(i, section)
 }
 
 #[test]
