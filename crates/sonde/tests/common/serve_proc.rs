@@ -162,6 +162,30 @@ pub fn iperf3_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// `iperf3 -s -1 -J` in the server namespace, listening once it returns.
+pub fn iperf3_server_in_lab(lab: &Lab) -> Child {
+    let mut child = Lab::in_ns(&lab.server, "iperf3")
+        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        let up = Lab::in_ns(&lab.server, "ss")
+            .args(["-Hltn", "sport = :5201"])
+            .output()
+            .unwrap();
+        if !up.stdout.is_empty() {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("iperf3 -s did not listen");
+}
+
 /// The document `serve --iperf3` logged (in `rx`, its stderr) for the test it served next.
 pub fn iperf3_served_doc(rx: &Receiver<String>) -> serde_json::Value {
     loop {

@@ -43,29 +43,7 @@ fn goodput(mss: f64) -> f64 {
     RATE_BPS * mss / (1500.0 + 14.0)
 }
 
-/// `iperf3 -s -1 -J` in the server namespace, listening once it returns.
-fn iperf3_server(lab: &Lab) -> Child {
-    let mut child = Lab::in_ns(&lab.server, "iperf3")
-        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        let up = Lab::in_ns(&lab.server, "ss")
-            .args(["-Hltn", "sport = :5201"])
-            .output()
-            .unwrap();
-        if !up.stdout.is_empty() {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("iperf3 -s did not listen");
-}
+use common::serve_proc::iperf3_server_in_lab as iperf3_server;
 
 /// The JSON an `iperf3 -s -1 -J` printed once its test ended.
 fn iperf3_json(mut child: Child) -> serde_json::Value {

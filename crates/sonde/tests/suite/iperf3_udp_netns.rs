@@ -7,7 +7,6 @@
 
 use crate::common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -108,21 +107,7 @@ fn pps_iperf3_against_iperf3_server_counts_planted_loss_exactly() {
     };
     // Datagrams 100, 700 and 1500 of each of the two streams (1000 a second each).
     plant_loss(&lab.server, "dport", "{ 100, 700, 1500 }");
-    let mut server = Lab::in_ns(&lab.server, "iperf3")
-        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let listening = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(20));
-        let up = Lab::in_ns(&lab.server, "ss")
-            .args(["-Hltn", "sport = :5201"])
-            .output();
-        up.is_ok_and(|o| !o.stdout.is_empty())
-    });
-    assert!(listening, "iperf3 -s did not listen");
+    let mut server = common::serve_proc::iperf3_server_in_lab(&lab);
     let o = run({
         let mut c = Lab::in_ns(&lab.client, SONDE);
         c.args(["pps", SERVER_ADDR, "--iperf3", "--json", "--no-save"])

@@ -70,6 +70,29 @@ fn rogue_at(lab: &Lab, addr: &str) -> UdpSocket {
     })
 }
 
+/// For 3 s (at most 3,000 datagrams sent), the rogue answers each probe it receives (its
+/// bytes, sequence number and SSID) with the datagrams `answers` makes; how many probes
+/// came and how many datagrams went.
+fn answer_for_3s(
+    rogue: &UdpSocket,
+    mut answers: impl FnMut(&[u8], u32, u16) -> Vec<Vec<u8>>,
+) -> (u32, u32) {
+    let (start, mut buf, mut probes, mut sent) = (Instant::now(), [0u8; 4096], 0, 0);
+    while start.elapsed() < Duration::from_secs(3) && sent < 3000 {
+        let Ok((n, from)) = rogue.recv_from(&mut buf) else {
+            continue;
+        };
+        probes += 1;
+        let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
+        let ssid = u16::from_be_bytes([buf[26], buf[27]]);
+        for d in answers(&buf[..n], seq, ssid) {
+            let _ = rogue.send_to(&d, from);
+            sent += 1;
+        }
+    }
+    (probes, sent)
+}
+
 /// A scratch file listing the mesh's peers, one a line.
 fn peer_list(name: &str, text: &str) -> std::path::PathBuf {
     let list = temp_file(name);
@@ -92,14 +115,7 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
     let rogue = rogue_at(&lab, CLIENT_ADDR);
     let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
     let wrong = StampKey::new(b"not-the-fleet-key-0123").unwrap();
-    let (start, mut buf, mut probes, mut sent) = (Instant::now(), [0u8; 4096], 0, 0);
-    while start.elapsed() < Duration::from_secs(3) && sent < 3000 {
-        let Ok((n, from)) = rogue.recv_from(&mut buf) else {
-            continue;
-        };
-        probes += 1;
-        let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
-        let ssid = u16::from_be_bytes([buf[26], buf[27]]);
+    let (probes, sent) = answer_for_3s(&rogue, |probe, seq, ssid| {
         let mut unauth = vec![0u8; 44];
         let mut other = vec![0u8; 112];
         let forged = sonde_proto::stamp::ReflectorPacket {
@@ -112,11 +128,8 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
         forged
             .write(Mode::Authenticated(&wrong), &mut other)
             .unwrap();
-        for d in [&buf[..n], &unauth[..], &other[..]] {
-            let _ = rogue.send_to(d, from);
-            sent += 1;
-        }
-    }
+        vec![probe.to_vec(), unauth, other]
+    });
     std::thread::sleep(Duration::from_millis(300));
     let text = scrape(&lab);
     let answered = sum(&text, "sonde_mesh_probes_answered_total");
@@ -357,14 +370,7 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
     let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
     let a_key = address_key(&fleet_stamp_key(), CLIENT_ADDR.parse().unwrap());
     let mesh_key = fleet_stamp_key();
-    let (start, mut buf, mut probes, mut sent) = (Instant::now(), [0u8; 4096], 0, 0);
-    while start.elapsed() < Duration::from_secs(3) && sent < 3000 {
-        let Ok((n, from)) = rogue.recv_from(&mut buf) else {
-            continue;
-        };
-        probes += 1;
-        let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
-        let ssid = u16::from_be_bytes([buf[26], buf[27]]);
+    let (probes, sent) = answer_for_3s(&rogue, |probe, seq, ssid| {
         let now = sonde_proto::stamp::Timestamp::from_unix_ns(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -379,18 +385,19 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
             receive: now,
             timestamp: now,
             sender_timestamp: sonde_proto::stamp::Timestamp(u64::from_be_bytes(
-                buf[16..24].try_into().unwrap(),
+                probe[16..24].try_into().unwrap(),
             )),
             sender_ttl: 255,
             ..Default::default()
         };
-        for k in [&a_key, &mesh_key] {
-            let mut out = vec![0u8; n];
-            answer.write(Mode::Authenticated(k), &mut out).unwrap();
-            let _ = rogue.send_to(&out, from);
-            sent += 1;
-        }
-    }
+        [&a_key, &mesh_key]
+            .map(|k| {
+                let mut out = vec![0u8; probe.len()];
+                answer.write(Mode::Authenticated(k), &mut out).unwrap();
+                out
+            })
+            .to_vec()
+    });
     std::thread::sleep(Duration::from_millis(300));
     let text = scrape(&lab);
     let answered = "sonde_mesh_probes_answered_total";
