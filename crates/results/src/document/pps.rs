@@ -52,6 +52,36 @@ pub struct PacketsEnd {
     /// With `--dscp`/`--ecn`: what the path did to the marks, as the agent received them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<Box<crate::marks::Fate>>,
+    /// The receiver's interarrival jitter, where the datagrams carry their send time
+    /// (iperf3's): measured by whichever side received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<JitterEnd>,
+}
+
+/// Interarrival jitter over a whole test: RFC 3550's running estimate (gain 1/16) of
+/// the change in transit time between consecutive datagrams, as iperf3 computes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JitterEnd {
+    /// The side that received and measured it, and its host (an iperf3 peer's name and
+    /// version when it was the iperf3 peer's own figure).
+    pub measured_by: Role,
+    pub host: String,
+    /// The flows' mean at the end (iperf3's sum), milliseconds.
+    pub jitter_ms: f64,
+    /// Each flow's at the end, milliseconds.
+    pub per_flow_ms: Vec<f64>,
+}
+
+impl JitterEnd {
+    fn of(side: &SideResult) -> Option<JitterEnd> {
+        let per = side.pps()?.jitter_ms.clone()?;
+        (!per.is_empty()).then(|| JitterEnd {
+            measured_by: side.role,
+            host: side.host.hostname.clone(),
+            jitter_ms: per.iter().sum::<f64>() / per.len() as f64,
+            per_flow_ms: per,
+        })
+    }
 }
 
 impl PacketsEnd {
@@ -230,6 +260,7 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
             _ => None,
         },
         flows_with_loss,
+        jitter: inp.server.and_then(JitterEnd::of),
         marks: rx.and_then(|r| r.marks.clone()).map(|forward| {
             Box::new(crate::marks::Fate {
                 forward: Some(forward),
@@ -252,6 +283,7 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
                 section: SideFigures::Pps(PpsSideFigures {
                     packets_per_second: Some(pk / secs),
                     marks: x.pps().and_then(|p| p.marks.clone()).map(Box::new),
+                    jitter_ms: x.pps().and_then(|p| p.jitter_ms),
                 }),
                 partial: x.partial,
             }

@@ -17,6 +17,7 @@ mod serve_one;
 pub mod server;
 mod udp_client;
 pub mod udp_figures;
+mod udp_guard;
 mod udp_plane;
 mod udp_serve;
 mod vouch;

@@ -55,6 +55,10 @@ pub struct PpsArgs {
     /// another). Whole seconds.
     #[arg(long, conflicts_with_all = ["from", "search"])]
     pub iperf3: bool,
+    /// With --iperf3: reverse, the iperf3 server sends (iperf3's -R) and this side
+    /// receives and counts, iperf3's way (lost, out of order, jitter) and its own.
+    #[arg(short = 'R', long, requires = "iperf3")]
+    pub reverse: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -147,6 +151,7 @@ impl PpsArgs {
             },
             execution: self.execution.execution(),
             ipv6: self.target.host().contains(':'),
+            reverse: self.reverse,
             search: SearchFlags {
                 search: s.search,
                 trial_ms: s.trial,

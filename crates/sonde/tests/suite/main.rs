@@ -32,6 +32,7 @@ mod fleet_netns;
 mod iperf3_delay_netns;
 mod iperf3_netns;
 mod iperf3_udp_netns;
+mod iperf3_udp_reverse_netns;
 mod lab;
 mod limit_netns;
 mod load_netns;
