@@ -49,6 +49,7 @@ mod placement;
 mod pps_netns;
 mod redteam_accept;
 mod redteam_iperf3;
+mod redteam_iperf3_reverse;
 mod redteam_iperf3_rogue;
 mod redteam_iperf3_slot;
 mod redteam_mesh;
