@@ -163,6 +163,12 @@ fn pps_iperf3_against_iperf3_server_counts_planted_loss_exactly() {
         &their_packets(&json),
         "pps --iperf3",
     );
+    // The jitter is the iperf3 server's, marked as its own: what it prints itself.
+    let j = &end["packets"]["jitter"];
+    assert_eq!(j["measured_by"], "server", "{j}");
+    assert_eq!(j["host"].as_str(), Some(who), "{j}");
+    let (ours, theirs) = (f(&j["jitter_ms"]), f(&sum["jitter_ms"]));
+    assert!((ours - theirs).abs() < 1e-6, "{ours} vs iperf3's {theirs}");
 }
 
 /// `sonde serve --iperf3` in the server namespace: its stderr lines, read as they come.
