@@ -251,7 +251,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
         let mut foreign = 0u64;
         // iperf3's datagrams: read as it reads them, one arrival time a read.
         let arrival_s = match shared.wire {
-            Wire::Iperf3 { .. } => iperf3::seconds(iperf3::stamp_now()),
+            Wire::Iperf3 { .. } => iperf3::now_s(),
             Wire::Sonde => 0.0,
         };
         for (m, b) in vecs.msgs.iter().zip(&vecs.bufs).take(r as usize) {
