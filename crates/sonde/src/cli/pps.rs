@@ -210,6 +210,16 @@ mod tests {
     }
 
     #[test]
+    fn reverse_is_an_iperf3_tests_only() {
+        assert!(spec_of("pps h --iperf3 -R").unwrap().reverse);
+        assert!(!spec_of("pps h --iperf3").unwrap().reverse);
+        // Against an agent, -R is refused at parsing, naming --iperf3.
+        let words = ["sonde", "pps", "h", "-R"];
+        let e = <super::super::Cli as clap::Parser>::try_parse_from(words).unwrap_err();
+        assert!(e.to_string().contains("--iperf3"), "{e}");
+    }
+
+    #[test]
     fn dpdk_flags_become_the_spec_dpdk_part() {
         let dev = "--dpdk-dev=--vdev=7870:00:00.0,mac=7c:1e:52:0f:c6:95";
         let line = format!(
