@@ -338,6 +338,65 @@ mod tests {
         );
     }
 
+    /// A receiver's side with `jitter_ms` per flow, or none.
+    fn rx_side(jitter_ms: Option<Vec<f64>>) -> SideResult {
+        let host = crate::HostInfo {
+            hostname: "iperf3 server (iperf 3.12)".into(),
+            ..Default::default()
+        };
+        let mut s = SideResult::new(Role::Server, host, 2.0, (1, None), vec![]);
+        s.section = crate::SideSection::Pps(crate::PpsResult {
+            size_bytes: 142,
+            packets: 10,
+            per_flow: vec![5, 5],
+            reordered: 0,
+            duplicated: 0,
+            foreign: 0,
+            socket_drops: None,
+            poll: "iperf3".into(),
+            port: None,
+            blocked_sends: None,
+            marks: None,
+            jitter_ms,
+        });
+        s
+    }
+
+    #[test]
+    fn jitter_is_the_receivers_with_who_measured_it_and_absent_without_one() {
+        let j = JitterEnd::of(&rx_side(Some(vec![0.5, 1.5]))).expect("a jitter");
+        assert_eq!((j.measured_by, j.jitter_ms), (Role::Server, 1.0));
+        assert_eq!(j.host, "iperf3 server (iperf 3.12)");
+        assert_eq!(j.per_flow_ms, [0.5, 1.5]);
+        let text = serde_json::to_string(&j).unwrap();
+        assert!(text.contains(r#""jitter_ms":1.0"#), "{text}");
+        // Datagrams without a send time (sonde's own): no jitter, and no key for it.
+        assert_eq!(JitterEnd::of(&rx_side(None)), None);
+        let spec = PpsSpec::default();
+        let side = rx_side(None);
+        let inputs = Inputs {
+            spec: &crate::TestSpec::Pps(spec.clone()),
+            command: String::new(),
+            server_command: None,
+            server_address: String::new(),
+            started_at: String::new(),
+            software: String::new(),
+            client: &side,
+            server: Some(&side),
+            client_intervals: &[],
+            server_intervals: &[],
+            error: None,
+            client_agent: None,
+            finished_at: None,
+            server_labels: Default::default(),
+            fleet: None,
+            prelude: None,
+        };
+        let (_, end) = build(&spec, &inputs);
+        let text = serde_json::to_string(&end).unwrap();
+        assert!(!text.contains("jitter"), "{text}");
+    }
+
     #[test]
     fn a_link_that_carried_each_packet_has_no_note() {
         assert_eq!(uncut_batches_note(&receiver(450_400), false), None);
