@@ -119,8 +119,8 @@ pub fn run(
     ))
 }
 
-/// Reversed: the server sends on `sockets`; our receivers count from before TEST_RUNNING
-/// (the server starts sending at it), held to the rate and size agreed.
+/// Reversed: the server sends on `sockets` from TEST_RUNNING; our receivers count what
+/// arrives, held to the rate and size agreed.
 fn receive(
     mut s: Session<'_>,
     spec: &PpsSpec,
@@ -138,6 +138,11 @@ fn receive(
     let seen = udp_plane::Seen::default();
     let wire = udp_plane::wire(test.udp_64bit);
     let mut rx = udp_plane::Rx::new(spec, wire, sockets, seen.clone());
+    s.ours = Role::Server;
+    // The receivers start at TEST_RUNNING, when the server starts sending: what a rogue
+    // sends before it waits in the sockets' buffers (bounded), unread, and then counts
+    // against the agreement at once.
+    s.until_running(interrupt)?;
     crate::kind::pps::RxEngine::start(&mut rx, 0).map_err(io("starting the receivers"))?;
     if let (Some(rate_pps), Some(counts)) = (spec.rate_pps, rx.live_counts()) {
         let agreed = udp_guard::Agreed {
@@ -147,8 +152,6 @@ fn receive(
         };
         s.guard = Some(Box::new(move |now| agreed.broken(now, counts.counts())));
     }
-    s.ours = Role::Server;
-    s.until_running(interrupt)?;
     let probe = s.probe.take().expect("probed once");
     let flows = spec.flows as usize;
     let placement = Placement::new(flows, None, flows);
