@@ -258,12 +258,15 @@ fn iperf3_udp_client_against_serve_iperf3_counts_planted_loss_exactly() {
 
     // Reverse: we send, iperf3 counts from our datagrams' headers; loss planted on its
     // input is what it finds, exactly.
-    plant_loss(&lab.client, "sport", "{ 10, 900, 1700 }");
+    // (Each under 1.2 s of the 2 s test: on a host at load 7-10 on 2 CPUs our paced
+    // sender fell to 1186 datagrams, and a drop planted at 1700 never met its datagram.)
+    plant_loss(&lab.client, "sport", "{ 10, 900, 1100 }");
     let json = iperf3_udp(&lab, &["-R"]);
     let doc = served_doc(&rx);
     let dropped = planted(&lab.client);
-    assert_eq!(dropped, 3);
     let sum = &json["end"]["sum"];
+    eprintln!("-R: {} sent, {dropped} dropped", sum["packets"]);
+    assert_eq!(dropped, 3);
     assert_eq!(sum["lost_packets"].as_u64(), Some(dropped), "{sum}");
     let end = &doc["end"];
     assert_eq!(end["partial"], false, "{end}");
