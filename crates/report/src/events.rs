@@ -101,6 +101,7 @@ mod tests {
         let mut pps = sample(SampleSection::Pps(PpsSample {
             packets: 3,
             marks: None,
+            jitter_ms: None,
         }));
         pps.partial = true;
         assert_eq!(

@@ -322,6 +322,7 @@ mod tests {
             receiver_to_sender_ratio: Some(received / sent),
             flows_with_loss: Some(0),
             marks: None,
+            jitter: None,
         });
         let pps = PpsEnd {
             packets,

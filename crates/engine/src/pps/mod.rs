@@ -15,7 +15,7 @@ mod recv;
 mod send;
 
 pub use iperf3::Iperf3Rx;
-pub use recv::{PpsReceiver, RxPlan, IPERF3_DATAGRAM_BYTES};
+pub use recv::{PpsReceiver, RxCounts, RxPlan, IPERF3_DATAGRAM_BYTES};
 pub use send::{Blocked, PpsSender, TxPlan, MAX_GSO_SEGMENTS};
 
 use crate::counters::Counters;
@@ -38,8 +38,7 @@ impl Wire {
     pub fn header_bytes(self) -> usize {
         match self {
             Wire::Sonde => HEADER_BYTES,
-            Wire::Iperf3 { wide: true } => 16,
-            Wire::Iperf3 { wide: false } => 12,
+            Wire::Iperf3 { wide } => sonde_proto::iperf3::udp::header_bytes(wide),
         }
     }
 }
@@ -89,11 +88,11 @@ pub(crate) fn account_iperf3(
     wide: bool,
     arrival_s: f64,
 ) -> bool {
-    match (iperf3::read_header(payload, wide), flow) {
-        (Some((sent, seq)), Some(f)) if seq > 0 => {
-            f.on_packet(seq - 1);
-            let sent = iperf3::seconds(sent);
-            f.iperf3.on_packet(seq, payload.len(), sent, arrival_s);
+    match (iperf3::Header::read(payload, wide), flow) {
+        (Some(h), Some(f)) if h.seq > 0 => {
+            f.on_packet(h.seq - 1);
+            f.iperf3
+                .on_packet(h.seq, payload.len(), h.seconds(), arrival_s);
             true
         }
         _ => false,

@@ -46,6 +46,9 @@ struct RxShared {
     foreign: Vec<AtomicU64>,
     /// Datagrams by the TOS byte they arrived with, per receiver (`read_tos`).
     tos: Vec<TosCounts>,
+    /// iperf3's datagrams: each receiver's flow's running jitter (f64 bits, seconds), as of
+    /// its last read, for a reader between intervals.
+    jitter: Vec<AtomicU64>,
 }
 
 /// Stop contract: shutting the sockets down wakes a receiver blocked in recvmmsg or
@@ -84,6 +87,7 @@ impl PpsReceiver {
             tos: (0..placement.threads)
                 .map(|_| TosCounts::default())
                 .collect(),
+            jitter: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
             plan,
             wire,
             sockets,
@@ -101,6 +105,22 @@ impl PpsReceiver {
     /// Packets and UDP payload bytes received so far (monotonic).
     pub fn counts(&self) -> (u64, u64) {
         sum(&self.shared.counts)
+    }
+
+    /// A handle on the running counts, for a reader (a guard) beside the one driving
+    /// these receivers.
+    pub fn live_counts(&self) -> RxCounts {
+        RxCounts(self.shared.clone())
+    }
+
+    /// iperf3's datagrams: each flow's running jitter (RFC 3550's estimate, seconds) as
+    /// of its receiver's last read; `None` for sonde's datagrams, which carry no send time.
+    pub fn jitter_s(&self) -> Option<Vec<f64>> {
+        matches!(self.shared.wire, Wire::Iperf3 { .. }).then(|| {
+            let j = self.shared.jitter.iter();
+            j.map(|j| f64::from_bits(j.load(Ordering::Relaxed)))
+                .collect()
+        })
     }
 
     pub fn foreign(&self) -> u64 {
@@ -144,6 +164,17 @@ impl PpsReceiver {
     /// Per-flow accounting merged over the receivers, and the first error met.
     pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         gather_received(self.pool.join(), self.shared.plan.flows)
+    }
+}
+
+/// The running counts of a set of receivers, readable from any thread.
+#[derive(Clone)]
+pub struct RxCounts(Arc<RxShared>);
+
+impl RxCounts {
+    /// Packets and UDP payload bytes received so far (monotonic).
+    pub fn counts(&self) -> (u64, u64) {
+        sum(&self.0.counts)
     }
 }
 
@@ -220,7 +251,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
         let mut foreign = 0u64;
         // iperf3's datagrams: read as it reads them, one arrival time a read.
         let arrival_s = match shared.wire {
-            Wire::Iperf3 { .. } => iperf3::seconds(iperf3::stamp_now()),
+            Wire::Iperf3 { .. } => iperf3::now_s(),
             Wire::Sonde => 0.0,
         };
         for (m, b) in vecs.msgs.iter().zip(&vecs.bufs).take(r as usize) {
@@ -245,6 +276,10 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
             }
         }
         count.add([r as u64, bytes]);
+        if let (Wire::Iperf3 { .. }, Some(f)) = (shared.wire, flows.get(k)) {
+            let j = f.iperf3.jitter_s.to_bits();
+            shared.jitter[k].store(j, Ordering::Relaxed);
+        }
         if foreign > 0 {
             shared.foreign[k].fetch_add(foreign, Ordering::Relaxed);
         }

@@ -296,7 +296,12 @@ fn send_batch(
     for (i, b) in vecs.bufs.iter_mut().take(n).enumerate() {
         match wire {
             Wire::Sonde => write_header(b, cookie, flow, seq + i as u64),
-            Wire::Iperf3 { wide } => iperf3::write_header(b, now, seq + i as u64 + 1, wide),
+            Wire::Iperf3 { wide } => {
+                let (sec, usec) = now;
+                let seq = seq + i as u64 + 1;
+                // Never short: the sender refuses payloads that cannot hold it.
+                iperf3::Header { sec, usec, seq }.write(b, wide);
+            }
         }
     }
     // SAFETY: msgs[..n] point at live iovecs and buffers owned by this thread.

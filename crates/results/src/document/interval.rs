@@ -91,6 +91,11 @@ pub struct PpsSideFigures {
     /// arrived as Y, and its CE marks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<Box<crate::marks::DirectionFate>>,
+    /// The receiver's, where datagrams carry their send time (iperf3's): the flows' mean
+    /// interarrival jitter at the interval's end (RFC 3550), milliseconds; measured by
+    /// this side (`measured_by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
 }
 
 impl IntervalFigures {

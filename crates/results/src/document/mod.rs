@@ -26,7 +26,7 @@ pub use interval::{
     StreamSideFigures,
 };
 pub use parts::{ClientAgent, CpuFigures, HostCounted, Inputs, MeasuredBy, Prelude};
-pub use pps::{PacketsEnd, PpsEnd, PpsEndSide, SearchEnd, Trial};
+pub use pps::{JitterEnd, PacketsEnd, PpsEnd, PpsEndSide, SearchEnd, Trial};
 pub use rr::{RrEnd, RrEndSide};
 pub use rr_interval::RrInterval;
 pub use stream::{ConnectionSpread, DirectionEnd, EndSide, Retransmits, StreamEnd};

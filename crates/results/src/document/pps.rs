@@ -52,6 +52,36 @@ pub struct PacketsEnd {
     /// With `--dscp`/`--ecn`: what the path did to the marks, as the agent received them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<Box<crate::marks::Fate>>,
+    /// The receiver's interarrival jitter, where the datagrams carry their send time
+    /// (iperf3's): measured by whichever side received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<JitterEnd>,
+}
+
+/// Interarrival jitter over a whole test: RFC 3550's running estimate (gain 1/16) of
+/// the change in transit time between consecutive datagrams, as iperf3 computes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JitterEnd {
+    /// The side that received and measured it, and its host (an iperf3 peer's name and
+    /// version when it was the iperf3 peer's own figure).
+    pub measured_by: Role,
+    pub host: String,
+    /// The flows' mean at the end (iperf3's sum), milliseconds.
+    pub jitter_ms: f64,
+    /// Each flow's at the end, milliseconds.
+    pub per_flow_ms: Vec<f64>,
+}
+
+impl JitterEnd {
+    fn of(side: &SideResult) -> Option<JitterEnd> {
+        let per = side.pps()?.jitter_ms.clone()?;
+        (!per.is_empty()).then(|| JitterEnd {
+            measured_by: side.role,
+            host: side.host.hostname.clone(),
+            jitter_ms: per.iter().sum::<f64>() / per.len() as f64,
+            per_flow_ms: per,
+        })
+    }
 }
 
 impl PacketsEnd {
@@ -230,6 +260,7 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
             _ => None,
         },
         flows_with_loss,
+        jitter: inp.server.and_then(JitterEnd::of),
         marks: rx.and_then(|r| r.marks.clone()).map(|forward| {
             Box::new(crate::marks::Fate {
                 forward: Some(forward),
@@ -252,6 +283,7 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
                 section: SideFigures::Pps(PpsSideFigures {
                     packets_per_second: Some(pk / secs),
                     marks: x.pps().and_then(|p| p.marks.clone()).map(Box::new),
+                    jitter_ms: x.pps().and_then(|p| p.jitter_ms),
                 }),
                 partial: x.partial,
             }
@@ -304,6 +336,65 @@ mod tests {
              sender's GSO batches crossed the link uncut (a virtual link cuts none), so this \
              is the sockets' datagram rate, not the link's packet rate"
         );
+    }
+
+    /// A receiver's side with `jitter_ms` per flow, or none.
+    fn rx_side(jitter_ms: Option<Vec<f64>>) -> SideResult {
+        let host = crate::HostInfo {
+            hostname: "iperf3 server (iperf 3.12)".into(),
+            ..Default::default()
+        };
+        let mut s = SideResult::new(Role::Server, host, 2.0, (1, None), vec![]);
+        s.section = crate::SideSection::Pps(crate::PpsResult {
+            size_bytes: 142,
+            packets: 10,
+            per_flow: vec![5, 5],
+            reordered: 0,
+            duplicated: 0,
+            foreign: 0,
+            socket_drops: None,
+            poll: "iperf3".into(),
+            port: None,
+            blocked_sends: None,
+            marks: None,
+            jitter_ms,
+        });
+        s
+    }
+
+    #[test]
+    fn jitter_is_the_receivers_with_who_measured_it_and_absent_without_one() {
+        let j = JitterEnd::of(&rx_side(Some(vec![0.5, 1.5]))).expect("a jitter");
+        assert_eq!((j.measured_by, j.jitter_ms), (Role::Server, 1.0));
+        assert_eq!(j.host, "iperf3 server (iperf 3.12)");
+        assert_eq!(j.per_flow_ms, [0.5, 1.5]);
+        let text = serde_json::to_string(&j).unwrap();
+        assert!(text.contains(r#""jitter_ms":1.0"#), "{text}");
+        // Datagrams without a send time (sonde's own): no jitter, and no key for it.
+        assert_eq!(JitterEnd::of(&rx_side(None)), None);
+        let spec = PpsSpec::default();
+        let side = rx_side(None);
+        let inputs = Inputs {
+            spec: &crate::TestSpec::Pps(spec.clone()),
+            command: String::new(),
+            server_command: None,
+            server_address: String::new(),
+            started_at: String::new(),
+            software: String::new(),
+            client: &side,
+            server: Some(&side),
+            client_intervals: &[],
+            server_intervals: &[],
+            error: None,
+            client_agent: None,
+            finished_at: None,
+            server_labels: Default::default(),
+            fleet: None,
+            prelude: None,
+        };
+        let (_, end) = build(&spec, &inputs);
+        let text = serde_json::to_string(&end).unwrap();
+        assert!(!text.contains("jitter"), "{text}");
     }
 
     #[test]

@@ -83,6 +83,7 @@ impl Pps {
             port: None,
             blocked_sends: None,
             marks: None,
+            jitter_ms: None,
         };
         let mut c = side(Role::Client, self.sender_busy, 0);
         c.section = SideSection::Pps(PpsResult {

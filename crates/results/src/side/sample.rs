@@ -80,6 +80,10 @@ pub struct PpsSample {
     /// with against those sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<crate::marks::DirectionFate>,
+    /// Receiver of datagrams that carry their send time (iperf3's): the flows' mean
+    /// interarrival jitter at the interval's end (RFC 3550's estimate), milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
 }
 
 impl IntervalSample {

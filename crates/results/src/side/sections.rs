@@ -177,6 +177,10 @@ pub struct PpsResult {
     /// sent, over the whole test (the forward direction).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<crate::marks::DirectionFate>,
+    /// Receiver of datagrams that carry their send time (iperf3's): each flow's
+    /// interarrival jitter at the end, RFC 3550's running estimate, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<Vec<f64>>,
 }
 
 /// A sender's sends that found no room in the queue ahead (its socket's buffer full of

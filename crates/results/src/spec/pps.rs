@@ -49,6 +49,10 @@ pub struct PpsSpec {
     /// The DPDK engine's devices, queues and pass-through arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dpdk: Option<Box<DpdkSpec>>,
+    /// The far end sends and this side receives (`sonde pps --iperf3 -R`: an iperf3
+    /// server's UDP test reversed); absent, the usual direction.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reverse: bool,
 }
 
 /// What the DPDK engine's testpmd runs with on each side.
@@ -153,6 +157,7 @@ impl Default for PpsSpec {
             execution: Execution::default(),
             ipv6: false,
             dpdk: None,
+            reverse: false,
         }
     }
 }

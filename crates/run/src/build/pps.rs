@@ -25,6 +25,8 @@ pub struct PpsParams {
     pub execution: Execution,
     /// The agent's address is IPv6.
     pub ipv6: bool,
+    /// `-R`: the far end (an iperf3 server) sends, this side receives.
+    pub reverse: bool,
     pub search: SearchFlags,
     pub dpdk: DpdkFlags,
 }
@@ -182,6 +184,7 @@ pub fn spec(p: &PpsParams) -> Result<PpsSpec, SpecError> {
         execution,
         ipv6: p.ipv6,
         dpdk,
+        reverse: p.reverse,
     };
     checked(TestSpec::Pps(spec.clone()))?;
     if spec.tx_threads > spec.flows {

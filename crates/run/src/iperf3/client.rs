@@ -47,7 +47,18 @@ pub enum Iperf3RunError {
     Spec { flag: &'static str, reason: String },
     #[error("interrupted before the test started")]
     Interrupted,
+    /// The server broke what the test agreed (a rate, a size, its ports).
+    #[error("iperf3 server at {addr}: {why}")]
+    Broke { addr: SocketAddr, why: String },
 }
+
+/// A check of what the server sends against what it agreed, called as the test runs
+/// (at most [`GUARD_EVERY`] apart): why it broke the agreement, if it did.
+pub(super) type Guard = Box<dyn FnMut(Instant) -> Option<String>>;
+
+/// Longest time between two calls of a [`Guard`]: how long a server may break the
+/// agreement before the test is cut.
+pub(super) const GUARD_EVERY: Duration = Duration::from_millis(50);
 
 /// The iperf3 test `spec` asks for, or the flag iperf3 cannot carry.
 pub fn test_of(spec: &StreamSpec) -> Result<Test, Iperf3RunError> {
@@ -140,6 +151,11 @@ pub(super) struct Session<'r> {
     started_at: String,
     ctl: Control,
     client: Client,
+    /// What the server sends, held to what it agreed while the test runs.
+    pub guard: Option<Guard>,
+    /// Our side's place in the document: the client (sender), or the server (receiver)
+    /// of a reversed test.
+    pub ours: Role,
 }
 
 impl<'r> Session<'r> {
@@ -171,6 +187,8 @@ impl<'r> Session<'r> {
             started_at,
             ctl,
             client,
+            guard: None,
+            ours: Role::Client,
         };
         s.until(interrupt, ClientEvent::CreateStreams)?;
         Ok(s)
@@ -212,6 +230,8 @@ impl<'r> Session<'r> {
             started_at,
             mut ctl,
             client,
+            guard,
+            ours: our_role,
             ..
         } = self;
         let step = Stepper {
@@ -225,6 +245,8 @@ impl<'r> Session<'r> {
             side,
             intervals: Vec::new(),
             live,
+            guard,
+            ours: our_role,
         };
         let cut = run.until_exchange(interrupt);
         let Running {
@@ -240,6 +262,10 @@ impl<'r> Session<'r> {
                 // As iperf3's own client on Ctrl-C: CLIENT_TERMINATE.
                 let _ = step.ctl.stream.write_all(&[12]);
                 Some("interrupted (Ctrl-C)".to_string())
+            }
+            Err(e @ Iperf3RunError::Broke { .. }) => {
+                let _ = step.ctl.stream.write_all(&[12]);
+                Some(e.to_string())
             }
             Err(e) => Some(e.to_string()),
         };
@@ -267,6 +293,12 @@ impl<'r> Session<'r> {
         let version = theirs.as_ref().and_then(Results::server_version);
         let who = figures::measured_by(version.as_deref());
         let far = theirs.as_ref().map(|r| far(r, &who));
+        // The document's client is the sender: ours, or the server's under -R (our side
+        // then in the server's place even when the server's results are missing).
+        let (client, server, client_intervals, server_intervals) = match (our_role, &far) {
+            (Role::Server, Some(f)) => (f, Some(&mine), &[][..], &intervals[..]),
+            _ => (&mine, far.as_ref(), &intervals[..], &[][..]),
+        };
         let inputs = Inputs {
             spec: &req.spec,
             command: req.command.clone(),
@@ -274,10 +306,10 @@ impl<'r> Session<'r> {
             server_address: addr.to_string(),
             started_at,
             software: SOFTWARE.into(),
-            client: &mine,
-            server: far.as_ref(),
-            client_intervals: &intervals,
-            server_intervals: &[],
+            client,
+            server,
+            client_intervals,
+            server_intervals,
             error,
             client_agent: None,
             finished_at: Some(now_rfc3339()),
@@ -368,6 +400,8 @@ struct Running<'c, 'l> {
     side: Box<dyn Side>,
     intervals: Vec<IntervalSample>,
     live: &'l mut dyn FnMut(LiveInterval<'_>),
+    guard: Option<Guard>,
+    ours: Role,
 }
 
 impl Running<'_, '_> {
@@ -383,11 +417,17 @@ impl Running<'_, '_> {
                 return Err(Iperf3RunError::Interrupted);
             }
             let now = Instant::now();
+            if let Some(why) = self.guard.as_mut().and_then(|g| g(now)) {
+                let addr = self.step.addr;
+                return Err(Iperf3RunError::Broke { addr, why });
+            }
             if let Some(s) = self.side.on_time(now) {
-                (self.live)(LiveInterval {
-                    client: Some(&s),
-                    server: None,
-                });
+                let ours = Some(&s);
+                let (client, server) = match self.ours {
+                    Role::Server => (None, ours),
+                    _ => (ours, None),
+                };
+                (self.live)(LiveInterval { client, server });
                 self.intervals.push(s);
             }
             if stopped.is_none() && self.side.is_draining() {
@@ -404,8 +444,12 @@ impl Running<'_, '_> {
             if exchange && (self.side.all_done() || overdue) {
                 return Ok(());
             }
-            self.step
-                .turn(&mut self.client, self.side.next_deadline())?;
+            let guarded = self.guard.as_ref().map(|_| now + GUARD_EVERY);
+            let wake = [self.side.next_deadline(), guarded]
+                .into_iter()
+                .flatten()
+                .min();
+            self.step.turn(&mut self.client, wake)?;
             while let Some(e) = self.client.poll_event() {
                 exchange |= e == ClientEvent::ExchangeResults;
             }

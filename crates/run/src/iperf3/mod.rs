@@ -18,6 +18,7 @@ mod served;
 pub mod server;
 mod udp_client;
 pub mod udp_figures;
+mod udp_guard;
 mod udp_plane;
 mod udp_serve;
 mod vouch;

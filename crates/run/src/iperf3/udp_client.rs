@@ -2,14 +2,17 @@
 //! `-u`): the control connection as for TCP ([`super::client::Session`]), each flow one
 //! iperf3 stream whose socket opens with iperf3's connect handshake, and the pps kind's
 //! senders writing iperf3's datagrams at the spec's rate. The server's receive counts
-//! (its lost, its jitter) come back in its results and make the far side.
+//! (its lost, its jitter) come back in its results and make the far side. Reversed
+//! (`-R`), the server sends: the pps kind's receivers count on our side (iperf3's way too:
+//! lost, out of order, jitter), the server's results are its sender's counts, and what
+//! it sends is held to what it agreed ([`udp_guard`](super::udp_guard)).
 
 use sonde_engine::Placement;
 use sonde_proto::iperf3::{Params, Protocol, Test};
 use sonde_results::{Document, Engine, PpsSpec, Role};
 
 use super::client::{Iperf3RunError, Session};
-use super::{udp_figures, udp_plane};
+use super::{udp_figures, udp_guard, udp_plane};
 use crate::controller::{LiveInterval, TestRequest, SOFTWARE};
 use crate::kind::pps::PpsSide;
 use crate::signals::Interrupt;
@@ -61,6 +64,7 @@ pub fn test_of(spec: &PpsSpec) -> Result<Test, Iperf3RunError> {
             spec.rate_pps
                 .map_or(0.0, |r| (r / flows * f64::from(payload) * 8.0).round()),
         ),
+        reverse: spec.reverse.then_some(true),
         get_server_output: Some(1.0),
         client_version: Some(SOFTWARE.into()),
         ..Params::default()
@@ -90,9 +94,12 @@ pub fn run(
         .map(|_| udp_plane::connect(addr, tos, until))
         .collect::<Result<Vec<_>, _>>()
         .map_err(io("UDP stream"))?;
+    let wire = udp_plane::wire(test.udp_64bit);
+    if spec.reverse {
+        return receive(s, spec, &test, sockets, interrupt, live);
+    }
     s.until_running(interrupt)?;
     let probe = s.probe.take().expect("probed once");
-    let wire = udp_plane::wire(test.udp_64bit);
     let mut tx = udp_plane::Tx::new(spec, wire, sockets);
     let placement = Placement::new(
         spec.tx_threads as usize,
@@ -109,5 +116,61 @@ pub fn run(
         live,
         |ours| udp_figures::our_results(ours, spec, &test, &[]),
         |theirs, who| udp_figures::far_side(spec, Role::Server, theirs, who),
+    ))
+}
+
+/// Reversed: the server sends on `sockets` from TEST_RUNNING; our receivers count what
+/// arrives, held to the rate and size agreed.
+fn receive(
+    mut s: Session<'_>,
+    spec: &PpsSpec,
+    test: &Test,
+    sockets: Vec<std::net::UdpSocket>,
+    interrupt: &Interrupt,
+    live: &mut dyn FnMut(LiveInterval<'_>),
+) -> Result<Document, Iperf3RunError> {
+    let addr = s.addr;
+    let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
+    let port = sockets
+        .first()
+        .and_then(|s| s.local_addr().ok())
+        .map_or(0, |a| a.port());
+    let seen = udp_plane::Seen::default();
+    let wire = udp_plane::wire(test.udp_64bit);
+    let mut rx = udp_plane::Rx::new(spec, wire, sockets, seen.clone());
+    s.ours = Role::Server;
+    // The receivers start at TEST_RUNNING, when the server starts sending: what a rogue
+    // sends before it waits in the sockets' buffers (bounded), unread, and then counts
+    // against the agreement at once.
+    s.until_running(interrupt)?;
+    crate::kind::pps::RxEngine::start(&mut rx, 0).map_err(io("starting the receivers"))?;
+    if let (Some(rate_pps), Some(counts)) = (spec.rate_pps, rx.live_counts()) {
+        let agreed = udp_guard::Agreed {
+            rate_pps,
+            payload_bytes: u64::from(spec.payload_bytes()),
+            start: std::time::Instant::now(),
+        };
+        s.guard = Some(Box::new(move |now| agreed.broken(now, counts.counts())));
+    }
+    let probe = s.probe.take().expect("probed once");
+    let flows = spec.flows as usize;
+    let placement = Placement::new(flows, None, flows);
+    let notes = match flows {
+        1 => Vec::new(),
+        n => vec![format!(
+            "socket drops counted on the first of the {n} streams' sockets only (port {port})"
+        )],
+    };
+    let side = PpsSide::server(spec, Box::new(rx), port, placement, probe, notes);
+    Ok(s.finish(
+        Box::new(side),
+        std::time::Duration::ZERO,
+        interrupt,
+        live,
+        |ours| {
+            let seen = seen.lock().map(|v| v.clone()).unwrap_or_default();
+            udp_figures::our_results(ours, spec, test, &seen)
+        },
+        |theirs, who| udp_figures::far_side(spec, Role::Client, theirs, who),
     ))
 }

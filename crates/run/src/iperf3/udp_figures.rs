@@ -15,7 +15,7 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
     let flows = spec.flows as usize;
     let mut per_flow = vec![0u64; flows];
     let mut window = 0u64;
-    let mut jitter_ms = Vec::new();
+    let mut jitter_ms = vec![0.0; flows];
     let mut lost = 0u64;
     for s in &r.streams {
         let Some(i) = stream_index(s.id)
@@ -32,7 +32,7 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
                 let errors = s.errors.max(0) as u64;
                 let omitted_errors = s.omitted_errors.unwrap_or(0).max(0) as u64;
                 lost += errors;
-                jitter_ms.push(s.jitter * 1000.0);
+                jitter_ms[i] = s.jitter * 1000.0;
                 (
                     packets.saturating_sub(errors),
                     packets
@@ -68,6 +68,7 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
         port: None,
         blocked_sends: None,
         marks: None,
+        jitter_ms: (role == Role::Server).then_some(jitter_ms),
     });
     super::figures::peer_side(role, r, who, notes, section)
 }

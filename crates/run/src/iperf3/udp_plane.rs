@@ -94,6 +94,13 @@ impl Rx {
     }
 }
 
+impl Rx {
+    /// The running receivers' counts, for a guard beside the side driving them.
+    pub fn live_counts(&self) -> Option<sonde_engine::pps::RxCounts> {
+        self.stage.running().map(PpsReceiver::live_counts)
+    }
+}
+
 impl RxEngine for Rx {
     fn notes(&self) -> Vec<String> {
         Vec::new()
@@ -116,6 +123,9 @@ impl RxEngine for Rx {
     }
     fn foreign(&self) -> u64 {
         self.stage.running().map_or(0, PpsReceiver::foreign)
+    }
+    fn jitter_s(&self) -> Option<Vec<f64>> {
+        self.stage.running().and_then(PpsReceiver::jitter_s)
     }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         let w = self.stage.running_mut();

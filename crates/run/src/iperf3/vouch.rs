@@ -93,6 +93,11 @@ pub enum Unvouched {
         unit: &'static str,
         ours: u64,
     },
+    #[error(
+        "stream {id}: {theirs} datagrams sent, none reached our socket (sent from or to a \
+         port other than the stream's, or all lost on the way)"
+    )]
+    NoneArrived { id: u32, theirs: u64 },
     #[error("stream {id}: {theirs} {unit} sent, {ours} reached us")]
     SentMore {
         id: u32,
@@ -151,6 +156,9 @@ pub fn vouch(r: &Results, ours: &[(u32, Ours)], packets: bool) -> Result<(), Unv
             false => (s.bytes, "bytes", IN_FLIGHT_BYTES),
         };
         match ours.1 {
+            Ours::Received(0) if packets && theirs > 0 => {
+                return Err(Unvouched::NoneArrived { id, theirs });
+            }
             Ours::Sent(n) if theirs > n => {
                 return Err(Unvouched::ReceivedMore {
                     id,
@@ -206,6 +214,10 @@ mod tests {
         let ours = [(0, Ours::Received(1 << 20))];
         assert!(vouch(&results(3 << 20, 0), &ours, false).is_ok());
         assert!(vouch(&results(1 << 40, 0), &ours, false).is_err());
+        // A UDP stream that got nothing of what its sender counted: refused, named.
+        let none = vouch(&results(0, 500), &[(0, Ours::Received(0))], true).unwrap_err();
+        assert_eq!(none, Unvouched::NoneArrived { id: 1, theirs: 500 });
+        assert!(vouch(&results(0, 500), &[(0, Ours::Received(3))], true).is_ok());
     }
 
     #[test]

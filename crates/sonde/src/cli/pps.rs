@@ -55,6 +55,10 @@ pub struct PpsArgs {
     /// another). Whole seconds.
     #[arg(long, conflicts_with_all = ["from", "search"])]
     pub iperf3: bool,
+    /// With --iperf3: reverse, the iperf3 server sends (iperf3's -R) and this side
+    /// receives and counts, iperf3's way (lost, out of order, jitter) and its own.
+    #[arg(short = 'R', long, requires = "iperf3")]
+    pub reverse: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -144,6 +148,7 @@ impl PpsArgs {
             poll: self.poll.one(),
             execution: self.execution.execution(),
             ipv6: self.target.host().contains(':'),
+            reverse: self.reverse,
             search: SearchFlags {
                 search: s.search,
                 trial_ms: s.trial,
@@ -199,6 +204,16 @@ mod tests {
         for (line, flag) in refused {
             assert_eq!(spec_of(line).unwrap_err().flag, flag, "{line}");
         }
+    }
+
+    #[test]
+    fn reverse_is_an_iperf3_tests_only() {
+        assert!(spec_of("pps h --iperf3 -R").unwrap().reverse);
+        assert!(!spec_of("pps h --iperf3").unwrap().reverse);
+        // Against an agent, -R is refused at parsing, naming --iperf3.
+        let words = ["sonde", "pps", "h", "-R"];
+        let e = <super::super::Cli as clap::Parser>::try_parse_from(words).unwrap_err();
+        assert!(e.to_string().contains("--iperf3"), "{e}");
     }
 
     #[test]

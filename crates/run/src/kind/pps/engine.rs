@@ -63,6 +63,11 @@ pub trait RxEngine: Workers {
     fn port(&self) -> Option<PortCounters> {
         None
     }
+    /// Receivers of datagrams that carry their send time (iperf3's): each flow's running
+    /// jitter (RFC 3550), seconds, as of now.
+    fn jitter_s(&self) -> Option<Vec<f64>> {
+        None
+    }
 }
 
 /// Where a receiving side's drops are counted.

@@ -150,12 +150,27 @@ impl PpsSide {
             section: SampleSection::Pps(PpsSample {
                 packets: count.packets - edge.before.packets,
                 marks,
+                jitter_ms: self.jitter_ms().map(|j| mean(&j)),
             }),
         }
     }
 }
 
+/// The mean of `v` (0 when empty).
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
 impl PpsSide {
+    /// A receiver's per-flow jitter now, milliseconds, where its datagrams carry their
+    /// send time.
+    fn jitter_ms(&self) -> Option<Vec<f64>> {
+        let PpsEngine::Rx { receiver, .. } = &self.engine else {
+            return None;
+        };
+        Some(receiver.jitter_s()?.iter().map(|j| j * 1000.0).collect())
+    }
+
     /// The receiver's datagrams since the last edge by the TOS they arrived with, against
     /// the TOS sent: the interval's marks, when the spec marks its packets.
     fn interval_marks(&mut self) -> Option<sonde_results::marks::DirectionFate> {
@@ -218,6 +233,7 @@ impl Side for PpsSide {
         partial |= window.cut;
         let mut notes = std::mem::take(&mut self.notes);
         let mut marks = None;
+        let mut jitter_ms = None;
         let (per_flow, reordered, duplicated, foreign, socket_drops) = match &mut self.engine {
             PpsEngine::Tx(sender) => {
                 sender.abort();
@@ -233,8 +249,14 @@ impl Side for PpsSide {
                 receiver.abort();
                 let foreign = receiver.foreign();
                 marks = arrived_marks(&self.spec, receiver.arrived_tos());
+                let timed = receiver.jitter_s().is_some();
                 let (flows, err) = receiver.join();
                 notes.extend(err);
+                // The joined flows' own: their last datagram's, not the last read's.
+                jitter_ms = timed.then(|| {
+                    let j = flows.iter().map(|f| f.iperf3.jitter_s * 1000.0);
+                    j.collect()
+                });
                 let drops = match receiver.drops() {
                     Drops::Counted(d) => Some(d),
                     Drops::NotCounted => None,
@@ -282,6 +304,7 @@ impl Side for PpsSide {
             port,
             blocked_sends: blocked,
             marks,
+            jitter_ms,
         });
         let window_s = window.seconds();
         let mut result = self
