@@ -59,6 +59,11 @@ pub trait RxEngine: Workers {
     fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
         None
     }
+    /// How the engine counted the marks (in the kernel, or per datagram and why), once
+    /// started.
+    fn marks_note(&self) -> Option<String> {
+        None
+    }
     /// A DPDK port's own counters, once joined.
     fn port(&self) -> Option<PortCounters> {
         None
@@ -128,5 +133,6 @@ pub fn rx_plan(spec: &PpsSpec, cookie: u32) -> RxPlan {
         flows: spec.flows as usize,
         cookie,
         read_tos: spec.execution.marks.data_tos().is_some(),
+        tos_by: Default::default(),
     }
 }

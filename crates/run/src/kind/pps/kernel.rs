@@ -110,6 +110,9 @@ impl RxEngine for Group {
     fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
         self.stage.running().and_then(PpsReceiver::arrived_tos)
     }
+    fn marks_note(&self) -> Option<String> {
+        self.stage.running().and_then(PpsReceiver::tos_note)
+    }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         let w = self.stage.running_mut();
         w.map(PpsReceiver::join).unwrap_or_default()

@@ -233,6 +233,7 @@ impl Side for PpsSide {
                 receiver.abort();
                 let foreign = receiver.foreign();
                 marks = arrived_marks(&self.spec, receiver.arrived_tos());
+                notes.extend(receiver.marks_note());
                 let (flows, err) = receiver.join();
                 notes.extend(err);
                 let drops = match receiver.drops() {

@@ -8,6 +8,8 @@
 //! sets ECT itself when `net.ipv4.tcp_ecn` negotiated ECN, so for TCP only the DSCP set here
 //! reaches the wire.
 
+pub mod filter;
+
 use std::io;
 use std::mem::size_of;
 use std::os::fd::RawFd;
