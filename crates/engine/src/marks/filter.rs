@@ -213,6 +213,7 @@ impl Drop for Mapped {
 pub struct TosFilter {
     counts: Mapped,
     cpus: u32,
+    cookie: u32,
     _map: OwnedFd,
     prog: OwnedFd,
 }
@@ -254,6 +255,7 @@ impl TosFilter {
         let filter = TosFilter {
             counts,
             cpus,
+            cookie,
             _map: map,
             prog,
         };
@@ -271,6 +273,11 @@ impl TosFilter {
     fn attach_to(&self, fd: RawFd) -> io::Result<()> {
         let prog = self.prog.as_raw_fd();
         crate::int_option::set_level_int(fd, libc::SOL_SOCKET, SO_ATTACH_BPF, prog)
+    }
+
+    /// The cookie of the datagrams it counts.
+    pub fn cookie(&self) -> u32 {
+        self.cookie
     }
 
     /// The program's kernel id (for a test to see it gone).

@@ -156,3 +156,20 @@ fn nothing_stays_loaded_after_a_receiver_or_a_failed_attach() {
     assert_eq!(loaded_filters().unwrap(), before);
     drop(good);
 }
+
+/// The program SECURITY.md describes: 35 instruction slots, every jump inside it, ending
+/// in its one exit after the accept.
+#[test]
+fn the_program_is_the_size_described_and_its_jumps_land_inside_it() {
+    let p = program(COOKIE, 2, 4, 3);
+    assert_eq!(p.len(), 35);
+    for (pc, i) in p.iter().enumerate() {
+        let is_jump = i.code & 0x07 == 0x05 || i.code & 0x07 == 0x06;
+        if is_jump && i.code != CALL && i.code != EXIT {
+            let to = pc as i64 + 1 + i64::from(i.off);
+            assert!((0..p.len() as i64).contains(&to), "jump at {pc} to {to}");
+        }
+    }
+    assert_eq!(p[p.len() - 1].code, EXIT);
+    assert_eq!((p[p.len() - 2].code, p[p.len() - 2].imm), (MOV_K, -1));
+}

@@ -15,7 +15,7 @@ mod recv;
 mod send;
 
 pub use iperf3::Iperf3Rx;
-pub use recv::{PpsReceiver, RxPlan, TosBy, FILTER_NOTE, IPERF3_DATAGRAM_BYTES};
+pub use recv::{attach_tos_filter, PpsReceiver, RxPlan, TosBy, FILTER_NOTE, IPERF3_DATAGRAM_BYTES};
 pub use send::{Blocked, PpsSender, TxPlan, MAX_GSO_SEGMENTS};
 
 use crate::counters::Counters;

@@ -96,9 +96,21 @@ impl PpsReceiver {
         plan: RxPlan,
         wire: Wire,
     ) -> io::Result<PpsReceiver> {
+        PpsReceiver::spawn_counting(sockets, plan, wire, None)
+    }
+
+    /// Receivers counting the marks with `filter`, attached to `sockets` before the test's
+    /// first datagram could arrive ([`attach_tos_filter`], or why it was refused); without
+    /// one, attached now (when the plan reads the TOS through a filter).
+    pub fn spawn_counting(
+        sockets: Vec<UdpSocket>,
+        plan: RxPlan,
+        wire: Wire,
+        filter: Option<Result<TosFilter, String>>,
+    ) -> io::Result<PpsReceiver> {
         let placement = Placement::new(sockets.len(), plan.cpus.clone(), sockets.len());
         let (filter, tos_note) = match plan.read_tos {
-            true => tos_reader(&sockets, &plan, wire)?,
+            true => tos_reader(&sockets, &plan, wire, filter)?,
             false => (None, None),
         };
         let shared = Arc::new(RxShared {
@@ -168,30 +180,47 @@ impl PpsReceiver {
     }
 }
 
-/// The filter on every socket, or (refused, or asked) each datagram's control message
-/// asked for; and the note that says which.
+/// Attaches the filter counting the marks of the datagrams with `cookie` and a flow
+/// below `flows` to every one of `sockets`, or says why the kernel refused it. It counts
+/// what arrives after it: attached before the sender is told the port and cookie, it
+/// counts every datagram of the test.
+pub fn attach_tos_filter(
+    sockets: &[UdpSocket],
+    cookie: u32,
+    flows: usize,
+) -> Result<TosFilter, String> {
+    let fds: Vec<RawFd> = sockets.iter().map(|s| s.as_raw_fd()).collect();
+    TosFilter::attach(&fds, cookie, flows as u32).map_err(|e| {
+        let text = e.to_string();
+        text.lines().next().unwrap_or_default().to_string()
+    })
+}
+
+/// The filter on every socket (`filter`, or attached now), or (refused, or asked) each
+/// datagram's control message asked for; and the note that says which.
 fn tos_reader(
     sockets: &[UdpSocket],
     plan: &RxPlan,
     wire: Wire,
+    filter: Option<Result<TosFilter, String>>,
 ) -> io::Result<(Option<TosFilter>, Option<String>)> {
-    let fds: Vec<RawFd> = sockets.iter().map(|s| s.as_raw_fd()).collect();
     let why = match (plan.tos_by, wire) {
         (TosBy::Filter, Wire::Sonde) => {
-            match TosFilter::attach(&fds, plan.cookie, plan.flows as u32) {
+            let filter = match filter {
+                Some(Ok(f)) if f.cookie() == plan.cookie => Ok(f),
+                Some(Err(why)) => Err(why),
+                _ => attach_tos_filter(sockets, plan.cookie, plan.flows),
+            };
+            match filter {
                 Ok(f) => return Ok((Some(f), Some(FILTER_NOTE.to_string()))),
-                Err(e) => {
-                    let first = e.to_string();
-                    let first = first.lines().next().unwrap_or_default().to_string();
-                    format!("the kernel refused the socket filter ({first})")
-                }
+                Err(why) => format!("the kernel refused the socket filter ({why})"),
             }
         }
         (TosBy::Filter, Wire::Iperf3 { .. }) => "iperf3's datagrams carry no cookie".into(),
         (TosBy::ControlMessage, _) => "asked for".into(),
     };
-    for &fd in &fds {
-        crate::marks::enable_recv_tos(fd)?;
+    for s in sockets {
+        crate::marks::enable_recv_tos(s.as_raw_fd())?;
     }
     let note = format!("marks read from each datagram's IP_RECVTOS control message: {why}");
     Ok((None, Some(note)))

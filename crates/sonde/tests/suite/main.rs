@@ -35,6 +35,7 @@ mod iperf3_udp_netns;
 mod lab;
 mod limit_netns;
 mod load_netns;
+mod marks_filter_netns;
 mod marks_netns;
 mod mesh_deploy;
 mod mesh_icmp_netns;

@@ -42,6 +42,9 @@ pub trait TxEngine: Workers {
 pub trait RxEngine: Workers {
     /// Notes on how it receives (the socket group's buffers, or a bypass engine's own).
     fn notes(&self) -> Vec<String>;
+    /// The cookie is known and the sender not yet told: what must count from the test's
+    /// first datagram (the kernel engine's marks filter) is put in place.
+    fn before_ready(&mut self, _cookie: u32) {}
     /// Starts the receivers.
     fn start(&mut self, cookie: u32) -> io::Result<()>;
     /// Packets and payload bytes received so far (monotonic).
