@@ -162,7 +162,7 @@ fn nothing_stays_loaded_after_a_receiver_or_a_failed_attach() {
 #[test]
 fn the_program_is_the_size_described_and_its_jumps_land_inside_it() {
     let p = program(COOKIE, 2, 4, 3);
-    assert_eq!(p.len(), 35);
+    assert_eq!(p.len(), 34);
     for (pc, i) in p.iter().enumerate() {
         let is_jump = i.code & 0x07 == 0x05 || i.code & 0x07 == 0x06;
         if is_jump && i.code != CALL && i.code != EXIT {
