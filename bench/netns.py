@@ -91,6 +91,15 @@ def client(argv, cpu=None):
 
 
 
+def rpc_end(sonde, t, flows, extra):
+    """The `end` of one `sonde rpc` of `t` s over `flows` connections against the agent on
+    port 5301 of the server namespace, with `extra` flags."""
+    import json
+    argv = [sonde, "rpc", SERVER, "--port", "5301", "-C", str(flows), "-t", str(t), "--warmup", "0.5",
+            "--json", "--no-save", *extra]
+    return json.loads(client(argv))["end"]
+
+
 def parse_args(runs, secs, *extra):
     """The flags every benchmark takes (--runs, --time, --sonde), plus `extra` as
     (flag, add_argument keywords) pairs; refuses to run without root."""
@@ -125,6 +134,17 @@ def rotations(names, run):
     """The order of the tools in run `run`: each run starts one tool later."""
     k = run % len(names)
     return names[k:] + names[:k]
+
+
+def alternate(tools, runs, pause=0.5):
+    """Each tool of `tools` (name: a call returning one run's figures) once a run, for
+    `runs` runs, each run starting one tool later; each tool's figures, run by run."""
+    got = {k: [] for k in tools}
+    for run in range(runs):
+        for name in rotations(list(tools), run):
+            got[name].append(tools[name]())
+            time.sleep(pause)
+    return got
 
 
 def sonde_run(sonde, argv, secs, port, serve_extra=(), warmup="0.5"):

@@ -15,13 +15,11 @@ pages only (--dpdk-args=--no-huge).
 """
 
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, namespaces, parse_args, rotations, start_server  # noqa: E402
-from pps_xdp import run_sonde  # noqa: E402
+from netns import SERVER, alternate, namespaces, parse_args, start_server  # noqa: E402
+from pps_xdp import pps_table, run_sonde  # noqa: E402
 
 
 def free_hugepages():
@@ -47,19 +45,9 @@ def main():
         tools["sonde dpdk (hugepages)"] = lambda: run_sonde(s, t, dpdk)
     with namespaces(1) as servers:
         servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301", "--allow", "dpdk"])
-        runs = {k: [] for k in tools}
-        for run in range(a.runs):
-            for name in rotations(list(tools), run):
-                runs[name].append(tools[name]())
-                time.sleep(0.5)
+        runs = alternate(tools, a.runs)
     print(f"# {a.runs} alternating runs of {t} s; 64-byte packets; veth with 1 queue a side; {os.cpu_count()} CPUs")
-    print("| engine | median received packets/s | agent CPU ns/packet | host CPU ns/packet | runs |")
-    print("| --- | ---: | ---: | ---: | --- |")
-    med = {}
-    for name, rs in runs.items():
-        med[name] = statistics.median(r[0] for r in rs)
-        agent, host = (statistics.median(r[i] for r in rs) for i in (1, 2))
-        print(f"| {name} | {med[name]:,.0f} | {agent:,.0f} | {host:,.0f} | " + ", ".join(f"{r[0]/1e3:.0f}k" for r in rs) + " |")
+    med = pps_table(runs, "engine")
     d = med["sonde dpdk --no-huge"]
     print(f"\ndpdk / xdp, one sending thread: {d / med['sonde xdp --tx-threads 1']:.2f}")
     print(f"dpdk / kernel, one sending thread: {d / med['sonde kernel --tx-threads 1 --flows 1']:.2f}")

@@ -17,10 +17,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, SERVER_NS, client, in_datagrams, namespaces, parse_args, rotations, start_server  # noqa: E402
+from netns import SERVER, SERVER_NS, alternate, client, in_datagrams, namespaces, parse_args, start_server  # noqa: E402
 
 PAYLOAD = 22
 
@@ -41,6 +40,21 @@ def run_peer(argv, t):
     return (in_datagrams() - before) / t, None, None
 
 
+def pps_table(runs, column):
+    """Prints the table of `runs` (name: each run's (packets/s, agent CPU ns/packet, host CPU
+    ns/packet), a CPU figure None where it was not read), `column` naming the first column;
+    the median packets/s of each."""
+    print(f"| {column} | median received packets/s | agent CPU ns/packet | host CPU ns/packet | runs |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    med = {}
+    for name, rs in runs.items():
+        med[name] = statistics.median(r[0] for r in rs)
+        cpu = [statistics.median(r[i] for r in rs) if rs[0][i] is not None else None for i in (1, 2)]
+        cells = [f"{c:,.0f}" if c is not None else "-" for c in cpu]
+        print(f"| {name} | {med[name]:,.0f} | {cells[0]} | {cells[1]} | " + ", ".join(f"{r[0]/1e3:.0f}k" for r in rs) + " |")
+    return med
+
+
 def main():
     a = parse_args(5, 3, ("--queues", dict(type=int, default=os.cpu_count())))
     s, t = a.sonde, a.time
@@ -59,20 +73,9 @@ def main():
         servers["sonde"] = start_server([s, "serve", "--bind", SERVER, "--port", "5301", "--allow", "xdp"])
         servers["iperf2"] = start_server(["iperf", "-s", "-u", "-p", "5001", "-l", "2048"])
         servers["sockperf"] = start_server(["sockperf", "server", "-i", SERVER, "-p", "11111"])
-        runs = {k: [] for k in tools}
-        for run in range(a.runs):
-            for name in rotations(list(tools), run):
-                runs[name].append(tools[name]())
-                time.sleep(0.5)
+        runs = alternate(tools, a.runs)
     print(f"# {a.runs} alternating runs of {t} s; 64-byte packets; veth with {a.queues} queue(s) a side; {os.cpu_count()} CPUs")
-    print("| tool | median received packets/s | agent CPU ns/packet | host CPU ns/packet | runs |")
-    print("| --- | ---: | ---: | ---: | --- |")
-    med = {}
-    for name, rs in runs.items():
-        med[name] = statistics.median(r[0] for r in rs)
-        cpu = [statistics.median(r[i] for r in rs) if rs[0][i] is not None else None for i in (1, 2)]
-        cells = [f"{c:,.0f}" if c is not None else "-" for c in cpu]
-        print(f"| {name} | {med[name]:,.0f} | {cells[0]} | {cells[1]} | " + ", ".join(f"{r[0]/1e3:.0f}k" for r in rs) + " |")
+    med = pps_table(runs, "tool")
     best_peer = max(v for k, v in med.items() if not k.startswith("sonde"))
     x = med["sonde xdp (defaults)"]
     print(f"\nxdp / best kernel-socket peer: {x / best_peer:.2f}")

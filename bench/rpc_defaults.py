@@ -16,7 +16,6 @@ Usage (root): python3 bench/rpc_defaults.py [--runs 7] [--time 3] [--neper DIR]
 Needs: iproute2, a release build of sonde, neper built from its source (make tcp_rr).
 """
 
-import json
 import os
 import re
 import statistics
@@ -24,15 +23,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, client, namespaces, parse_args, rotations, start_server# noqa: E402
+from netns import SERVER, client, namespaces, parse_args, rotations, rpc_end, start_server  # noqa: E402
 
 FLOWS = 32
 
 
 def sonde_rpc(sonde, t, extra):
-    argv = [sonde, "rpc", SERVER, "--port", "5301", "-C", str(FLOWS), "-t", str(t), "--warmup", "0.5",
-            "--json", "--no-save", *extra]
-    end = json.loads(client(argv))["end"]
+    end = rpc_end(sonde, t, FLOWS, extra)
     return end["requests_per_second"], end["latency_ns"]["p99"] / 1e3
 
 

@@ -11,22 +11,19 @@ Usage (root): python3 bench/stages_engines.py [--runs 5] [--time 3]
 Needs: iproute2, a release build of sonde.
 """
 
-import json
 import os
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from netns import SERVER, client, namespaces, parse_args, rotations, start_server  # noqa: E402
+from netns import SERVER, namespaces, parse_args, rotations, rpc_end, start_server  # noqa: E402
 
 FLOWS = 32
 
 
 def rpc(sonde, t, extra):
-    argv = [sonde, "rpc", SERVER, "--port", "5301", "-C", str(FLOWS), "-t", str(t), "--warmup", "0.5",
-            "--json", "--no-save", *extra]
-    end = json.loads(client(argv))["end"]
+    end = rpc_end(sonde, t, FLOWS, extra)
     lat = end["latency_ns"]
     stages = end.get("stages") or {}
     split = stages.get("split", 0) / max(lat["count"], 1)

@@ -70,7 +70,7 @@ wait "$static"
 # (tests/common's Serial).
 rc=0
 # 1. The suite's untimed tests: attacks, refusals, clean-up after a kill, stored and labelled
-#    runs. What they assert (bytes, counts, bounds, what is left behind) does not depend on
+#    runs, a fleet's schedule and its metrics. What they assert (bytes, counts, bounds, what is left behind) does not depend on
 #    the machine's speed, and most of their time is spent waiting on a peer or a timeout:
 #    they share the lock, four at a time, and never run beside a timed test. Names are the
 #    test harness's filters (a substring of a test's path).
@@ -79,7 +79,7 @@ untimed=(
     rpm_signals:: rpm_store:: stamp_auth_netns::
     faults::a_controller_beyond_max_tests_is_told_busy faults::ctrl_c_still_reports
     no_program_is_left leaves_no_testpmd_running missing_testpmd_or_hugepages
-    leaves_no_limit_behind lab_interrupted_still_cleans_up fleet_key_file_wins
+    leaves_no_limit_behind lab:: fleet_netns:: monitor_netns::
 )
 SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 "${untimed[@]}" || rc=$?
 # 2. The rest of the suite, one test at a time: in the one suite executable a test without

@@ -64,19 +64,13 @@ pub fn measure(plan: &NoisePlan) -> io::Result<Floor> {
         near.push(RrSocket::Local { fd: a, datagram });
         far.push(RrSocket::Local { fd: b, datagram });
     }
-    let echo_plan = ServerPlan {
-        placement: Placement::new(plan.placement.threads, plan.echo_cpus.clone(), n),
-        request_bytes: plan.request_bytes,
-        response_bytes: plan.response_bytes,
-        cookie: COOKIE,
-        poll: plan.poll,
-        stall: None,
-        sqpoll: false,
-        stages: false,
-        stage_every: 1,
-        clock_shift_ns: 0,
-        read_tos: false,
-    };
+    let echo_plan = ServerPlan::echo(
+        Placement::new(plan.placement.threads, plan.echo_cpus.clone(), n),
+        plan.request_bytes,
+        plan.response_bytes,
+        COOKIE,
+        plan.poll,
+    );
     let mut echo = RrServer::spawn(ServerTarget::Sockets(far), echo_plan)?;
     let window_start = Instant::now() + WARMUP;
     let window_end = window_start + plan.duration;

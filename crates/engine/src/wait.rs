@@ -139,19 +139,37 @@ pub fn send_blocking(fd: RawFd, buf: &[u8], len: usize) {
     }
 }
 
+/// Whether a read ended at its timeout (SO_RCVTIMEO reads as `WouldBlock`), not on an
+/// error of the socket.
+pub fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
 /// Sends without blocking; `Ok(0)` when the socket buffer is full.
 #[inline]
 pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
-    loop {
+    sent(|| {
         // SAFETY: buf is live for its length; MSG_NOSIGNAL turns a dead peer into EPIPE.
-        let r = unsafe {
+        unsafe {
             libc::send(
                 fd,
                 buf.as_ptr().cast(),
                 buf.len(),
                 libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
             )
-        };
+        }
+    })
+}
+
+/// What a non-blocking send call returned: the bytes, `Ok(0)` when the socket buffer is
+/// full; the call again after a signal.
+#[inline]
+pub(crate) fn sent(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let r = call();
         crate::syscalls::one();
         if r >= 0 {
             return Ok(r as usize);

@@ -99,45 +99,35 @@ pub fn broadcast_of(ip: IpAddr, subnets: &[Subnet]) -> Option<&Subnet> {
 /// namespace.
 pub fn local_subnets() -> Vec<Subnet> {
     let mut out = Vec::new();
-    // SAFETY: getifaddrs allocates a list we walk read-only and free exactly once.
-    unsafe {
-        let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-        if libc::getifaddrs(&mut head) != 0 {
-            return out;
-        }
-        let mut cur = head;
-        while !cur.is_null() {
-            let (sa, mask) = ((*cur).ifa_addr, (*cur).ifa_netmask);
+    each_ifaddr(|ifa| {
+        let (sa, mask) = (ifa.ifa_addr, ifa.ifa_netmask);
+        // SAFETY: the entry's pointers are live until the list is freed; an AF_INET
+        // address and its netmask are sockaddr_in, the name a C string.
+        unsafe {
             if !sa.is_null() && !mask.is_null() && (*sa).sa_family as i32 == libc::AF_INET {
                 let addr = &*(sa as *const libc::sockaddr_in);
                 let mask = &*(mask as *const libc::sockaddr_in);
                 out.push(Subnet {
-                    iface: std::ffi::CStr::from_ptr((*cur).ifa_name)
+                    iface: std::ffi::CStr::from_ptr(ifa.ifa_name)
                         .to_string_lossy()
                         .into_owned(),
                     addr: Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
                     prefix: u32::from_be(mask.sin_addr.s_addr).count_ones() as u8,
                 });
             }
-            cur = (*cur).ifa_next;
         }
-        libc::freeifaddrs(head);
-    }
+    });
     out
 }
 
 /// Each interface's addresses (getifaddrs), in the current namespace.
 fn interface_addresses() -> Vec<(String, IpAddr)> {
     let mut out = Vec::new();
-    // SAFETY: getifaddrs allocates a list we walk read-only and free exactly once.
-    unsafe {
-        let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-        if libc::getifaddrs(&mut head) != 0 {
-            return out;
-        }
-        let mut cur = head;
-        while !cur.is_null() {
-            let sa = (*cur).ifa_addr;
+    each_ifaddr(|ifa| {
+        let sa = ifa.ifa_addr;
+        // SAFETY: the entry's pointers are live until the list is freed; the address is
+        // the sockaddr its family says, the name a C string.
+        unsafe {
             let ip = if sa.is_null() {
                 None
             } else {
@@ -156,14 +146,29 @@ fn interface_addresses() -> Vec<(String, IpAddr)> {
                 }
             };
             if let Some(ip) = ip {
-                let name = std::ffi::CStr::from_ptr((*cur).ifa_name);
+                let name = std::ffi::CStr::from_ptr(ifa.ifa_name);
                 out.push((name.to_string_lossy().into_owned(), ip));
             }
+        }
+    });
+    out
+}
+
+/// Calls `f` on each entry of getifaddrs' list; none when it fails.
+fn each_ifaddr(mut f: impl FnMut(&libc::ifaddrs)) {
+    // SAFETY: getifaddrs allocates a list we walk read-only and free exactly once.
+    unsafe {
+        let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+        if libc::getifaddrs(&mut head) != 0 {
+            return;
+        }
+        let mut cur = head;
+        while !cur.is_null() {
+            f(&*cur);
             cur = (*cur).ifa_next;
         }
         libc::freeifaddrs(head);
     }
-    out
 }
 
 #[cfg(test)]

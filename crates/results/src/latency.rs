@@ -78,6 +78,13 @@ impl LatencySummary {
         })
     }
 
+    /// P50, P90, P99, P99.9, P99.99 and the maximum: a latency table's tail columns.
+    pub fn tail(&self) -> [u64; 6] {
+        [
+            self.p50, self.p90, self.p99, self.p999, self.p9999, self.max,
+        ]
+    }
+
     /// The figures of a non-empty histogram, without the histogram itself.
     fn figures(h: &Histogram<u64>) -> LatencySummary {
         LatencySummary {

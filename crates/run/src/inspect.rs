@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use sonde_results::clock::ClockState;
 use sonde_results::inventory::Inventory;
 
+use crate::stored::Text;
+
 /// `--root` names no directory.
 #[derive(Debug, thiserror::Error)]
 #[error("--root {}: not a directory", .0.display())]
@@ -39,4 +41,46 @@ pub fn clock(root: Option<&Path>) -> Result<ClockState, NotADirectory> {
         }
         None => sonde_probe::clock::live(),
     })
+}
+
+/// `sonde host`: the inventory as JSON, or as `sonde_report::host` renders it.
+pub fn host_text(root: Option<&Path>, json: bool) -> Result<Text, NotADirectory> {
+    Ok(shown(json, &inventory(root)?, sonde_report::host::render))
+}
+
+/// `sonde clock`: the clock's state as JSON, or as `sonde_report::clock` renders it.
+pub fn clock_text(root: Option<&Path>, json: bool) -> Result<Text, NotADirectory> {
+    Ok(shown(json, &clock(root)?, sonde_report::clock::render))
+}
+
+/// A value as JSON, or as `human` renders it.
+fn shown<T: serde::Serialize>(json: bool, value: &T, human: fn(&T) -> String) -> Text {
+    match json {
+        true => Text::Json(serde_json::to_string_pretty(value).expect("a plain value")),
+        false => Text::Terminal(human(value)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_that_is_no_directory_is_named_and_the_clock_prints_as_json_or_text() {
+        let e = host_text(Some(Path::new("/nonexistent-sonde-root")), false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--root /nonexistent-sonde-root: not a directory"
+        );
+        let Text::Json(json) = clock_text(None, true).unwrap() else {
+            panic!("--json is JSON")
+        };
+        assert!(serde_json::from_str::<serde_json::Value>(&json)
+            .unwrap()
+            .is_object());
+        assert!(matches!(
+            clock_text(None, false).unwrap(),
+            Text::Terminal(_)
+        ));
+    }
 }

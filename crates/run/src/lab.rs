@@ -329,6 +329,63 @@ pub fn run_all(
     Ok(results)
 }
 
+/// `sonde lab`'s flags.
+pub struct LabParams<'a> {
+    pub duration_ms: u64,
+    pub warmup_ms: Option<u64>,
+    /// `--output-dir`: the documents kept there; else in a temporary directory, removed.
+    pub output_dir: Option<&'a Path>,
+    pub loopback: bool,
+    pub only: &'a [String],
+}
+
+/// Why the lab did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LabRunError {
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+}
+
+/// `sonde lab`: the lab built with `exe` as its agent, its measurements run by `measure`,
+/// then its table; `out` gets the text for stdout as is, `warn` what produced nothing.
+/// Whether a measurement failed or Ctrl-C cut the lab (then the exit is partial).
+pub fn run(
+    params: &LabParams<'_>,
+    exe: &Path,
+    measure: &Measure<'_>,
+    out: &dyn Fn(&str),
+    warn: &dyn Fn(&str),
+    interrupt: &Interrupt,
+) -> Result<bool, LabRunError> {
+    let say = |line: &str| out(&format!("{line}\n"));
+    let tag = format!("lab{}", std::process::id());
+    let out_dir = out_dir(params.output_dir, &tag)?;
+    let netns = namespaces(params.loopback, &tag, &say);
+    let lab = Lab::start(exe, &tag, netns)?;
+    let veth = lab.netns.is_some();
+    let (duration, warmup) = (params.duration_ms, params.warmup_ms);
+    let measurements = measurements(duration, warmup, veth, params.only);
+    let results = run_all(&lab, measurements, &out_dir, measure, &say, warn, interrupt)?;
+    drop(lab);
+    let over = match veth {
+        true => "two namespaces over veth",
+        false => "loopback",
+    };
+    say(&format!("\n== lab summary ({over}) =="));
+    out(&sonde_report::summary::lab(&results.docs));
+    if params.output_dir.is_some() {
+        say(&format!("result documents in {}", out_dir.display()));
+    } else {
+        let _ = std::fs::remove_dir_all(&out_dir);
+    }
+    if interrupt.is_set() {
+        say("lab: interrupted; namespaces removed");
+    }
+    Ok(results.failed || interrupt.is_set())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,7 @@ pub mod metrics_http;
 pub mod netns;
 pub mod random;
 pub mod report_look;
+pub mod rpm;
 pub mod schedule;
 pub mod search;
 pub mod serve;

@@ -6,6 +6,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use sonde_proto::labels::{check, LabelError, Labels, MAX_LABELS};
+use sonde_proto::stamp::DscpPolicy;
+use sonde_results::marks::{Dscp, MarkError};
+
+use crate::agent::DEFAULT_TEST_DSCPS;
 use crate::iperf3::{Iperf3Config, Iperf3Server};
 use crate::mesh::{MeshConfig, MeshError};
 use crate::metrics_http::{MetricsError, Token};
@@ -29,6 +34,78 @@ pub enum ServeError {
     Mesh(#[from] MeshError),
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    #[error(transparent)]
+    Rpm(#[from] crate::rpm::EndpointError),
+}
+
+/// `--label`s that cannot make one set, named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelsError {
+    #[error("--label given {0} times: an agent carries at most {MAX_LABELS} labels")]
+    TooMany(usize),
+    #[error("--label {key} given twice ({key}={first} and {key}={value})")]
+    Twice {
+        key: String,
+        first: String,
+        value: String,
+    },
+}
+
+/// `--label`s as one set: at most [`MAX_LABELS`], no key twice.
+pub fn labels(pairs: &[(String, String)]) -> Result<Labels, LabelsError> {
+    if pairs.len() > MAX_LABELS {
+        return Err(LabelsError::TooMany(pairs.len()));
+    }
+    let mut set = Labels::new();
+    for (key, value) in pairs {
+        if let Some(first) = set.insert(key.clone(), value.clone()) {
+            let (key, value) = (key.clone(), value.clone());
+            return Err(LabelsError::Twice { key, first, value });
+        }
+    }
+    Ok(set)
+}
+
+/// One `--label KEY=VALUE` refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LabelFlagError {
+    #[error("'{0}' is not KEY=VALUE")]
+    NotAPair(String),
+    #[error("label '{0}': {1}")]
+    Label(String, LabelError),
+}
+
+/// One `--label KEY=VALUE`, checked against the rules controllers apply.
+pub fn parse_label(s: &str) -> Result<(String, String), LabelFlagError> {
+    let (key, value) = s
+        .split_once('=')
+        .ok_or_else(|| LabelFlagError::NotAPair(s.into()))?;
+    check(key, value).map_err(|e| LabelFlagError::Label(key.into(), e))?;
+    Ok((key.into(), value.into()))
+}
+
+/// One of `--allow-dscp` / `--stamp-allow-dscp`: a DSCP, or `any` (`None`).
+pub fn parse_allowed_dscp(s: &str) -> Result<Option<Dscp>, MarkError> {
+    match s.trim().eq_ignore_ascii_case("any") {
+        true => Ok(None),
+        false => Dscp::parse(s).map(Some),
+    }
+}
+
+/// `--allow-dscp`'s classes as the agent's mask of DSCPs a test may send: every class
+/// but network control by default, all with `any`.
+pub fn test_dscps(listed: &[Option<Dscp>]) -> u64 {
+    listed.iter().fold(DEFAULT_TEST_DSCPS, |m, d| {
+        d.map_or(u64::MAX, |d| m | 1 << d.value())
+    })
+}
+
+/// `--stamp-allow-dscp`'s classes as the reflector's policy (`any`: every one).
+pub fn reflector_dscps(listed: &[Option<Dscp>]) -> DscpPolicy {
+    match listed.iter().copied().collect::<Option<Vec<_>>>() {
+        Some(listed) => DscpPolicy::allowing(listed.iter().map(|d| d.value())),
+        None => DscpPolicy::ANY,
+    }
 }
 
 /// `--stamp`: the STAMP reflector.
@@ -65,6 +142,19 @@ pub fn iperf3(
     Ok(())
 }
 
+/// `--rpm`: the responsiveness test's endpoint.
+pub fn rpm(
+    services: &mut Services,
+    cfg: Option<crate::rpm::EndpointConfig>,
+    say: &dyn Fn(&str),
+) -> Result<(), ServeError> {
+    let Some(cfg) = cfg else { return Ok(()) };
+    let (threads, line) = crate::rpm::endpoint(cfg)?;
+    say(&line);
+    services.add(Box::new(threads));
+    Ok(())
+}
+
 /// The mesh's `--metrics` and `--metrics-token-file`.
 pub struct MeshMetrics {
     pub addr: Option<SocketAddr>,
@@ -93,4 +183,60 @@ pub fn mesh(
         services.add(Box::new(threads));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn labels_are_one_set_each_key_once_at_most_32() {
+        let set = labels(&pairs(&[("zone", "a"), ("rack", "7")])).unwrap();
+        assert_eq!(set.len(), 2);
+        let e = labels(&pairs(&[("zone", "a"), ("zone", "b")])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--label zone given twice (zone=a and zone=b)"
+        );
+        let many: Vec<_> = (0..33)
+            .map(|i| (format!("k{i}"), "v".to_string()))
+            .collect();
+        assert_eq!(
+            labels(&many).unwrap_err().to_string(),
+            "--label given 33 times: an agent carries at most 32 labels"
+        );
+        assert_eq!(parse_label("zone=a").unwrap(), ("zone".into(), "a".into()));
+        assert_eq!(
+            parse_label("zone").unwrap_err().to_string(),
+            "'zone' is not KEY=VALUE"
+        );
+        assert!(parse_label("__x=1")
+            .unwrap_err()
+            .to_string()
+            .starts_with("label '__x': "));
+    }
+
+    #[test]
+    fn allowed_dscps_widen_the_defaults_and_any_allows_all() {
+        let ef = parse_allowed_dscp("ef").unwrap();
+        assert_eq!(test_dscps(&[]), DEFAULT_TEST_DSCPS);
+        assert_eq!(
+            test_dscps(&[parse_allowed_dscp("cs6").unwrap()]),
+            DEFAULT_TEST_DSCPS | 1 << 48
+        );
+        assert_eq!(
+            test_dscps(&[ef, parse_allowed_dscp("ANY").unwrap()]),
+            u64::MAX
+        );
+        assert_eq!(reflector_dscps(&[]), DscpPolicy::default());
+        assert_eq!(reflector_dscps(&[ef]), DscpPolicy::allowing([46]));
+        assert_eq!(reflector_dscps(&[ef, None]), DscpPolicy::ANY);
+        assert!(parse_allowed_dscp("64").is_err());
+    }
 }

@@ -141,6 +141,68 @@ pub fn test(
     Ok(m.partial())
 }
 
+/// How a test command that measured ended, for its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Whole,
+    /// Cut short (Ctrl-C, an agent gone): what was measured is kept.
+    Partial,
+    /// Nothing answered: a failure, as a missing agent is to `sonde ping` (the run is
+    /// still printed and stored, saying why).
+    Unanswered,
+}
+
+impl Ended {
+    fn of(partial: bool) -> Ended {
+        match partial {
+            true => Ended::Partial,
+            false => Ended::Whole,
+        }
+    }
+}
+
+/// `sonde stamp`: its plan measured and its document shown.
+pub fn stamp(
+    plan: Plan,
+    target: &Target,
+    shown: &Shown,
+    command: &str,
+    interrupt: &Interrupt,
+) -> Result<Ended, ShowError> {
+    let m = measure(plan, target, shown, command, interrupt)?;
+    emit(&sonde_report::json(&m.docs[0]), None, shown)?;
+    Ok(match m.docs[0].end.stamp().and_then(|s| s.no_answer) {
+        Some(_) => Ended::Unanswered,
+        None => Ended::of(m.partial()),
+    })
+}
+
+/// `sonde watch`: its plan measured on this host and its document shown; the exit code
+/// the command gave, or `partial_code` when Ctrl-C cut it before it gave one.
+pub fn watch(
+    plan: Plan,
+    shown: &Shown,
+    command: &str,
+    interrupt: &Interrupt,
+    partial_code: u8,
+) -> Result<u8, ShowError> {
+    let target = Target {
+        host: String::new(),
+        from: None,
+        port: 0,
+        key: None,
+        fleet: None,
+    };
+    let m = measure(plan, &target, shown, command, interrupt)?;
+    let (doc, status) = (&m.docs[0], m.status.expect("a watch has a status"));
+    emit(&sonde_report::json(doc), None, shown)?;
+    Ok(crate::watch::exit_code(
+        status,
+        doc.end.partial,
+        partial_code,
+    ))
+}
+
 /// Writes the JSON to `--output`, prints JSON or the human text.
 pub fn emit(json_text: &str, human: Option<String>, shown: &Shown) -> Result<(), ShowError> {
     if let Some(path) = &shown.output {

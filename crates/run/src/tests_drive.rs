@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sonde_results::IntervalSample;
+use sonde_results::{IntervalSample, SideResult};
 
 use crate::kind::Workers;
 use crate::side::Side;
@@ -76,4 +76,18 @@ pub(crate) fn drive(side: &mut Box<dyn Side>, stop_after: Option<usize>) -> Vec<
         }
     }
     intervals
+}
+
+/// A side stopped one interval in, as the agent's loop stops it at `Stop`: the open
+/// interval closed and sent, marked partial and short. Its intervals and its result.
+pub(crate) fn stopped_mid_interval(mut side: Box<dyn Side>) -> (Vec<IntervalSample>, SideResult) {
+    let mut intervals = drive(&mut side, Some(1));
+    assert_eq!(intervals.len(), 1, "{intervals:?}");
+    intervals.extend(side.cut_interval());
+    side.finish_senders();
+    let result = side.into_result(false);
+    let cut = intervals.last().unwrap();
+    assert_eq!((cut.index, cut.partial), (1, true), "{cut:?}");
+    assert!(cut.end_s - cut.start_s < 0.1, "{cut:?}");
+    (intervals, result)
 }

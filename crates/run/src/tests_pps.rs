@@ -12,7 +12,7 @@ use sonde_results::{IntervalSample, PpsSpec, SideResult, Timing};
 
 use crate::kind::pps::{Drops, PpsSide, RxEngine, TxEngine};
 use crate::side::Side;
-use crate::tests_drive::{drive, FakeWorkers};
+use crate::tests_drive::{drive, stopped_mid_interval, FakeWorkers};
 
 /// Packets every fake moves per millisecond.
 const RATE: u64 = 50;
@@ -157,15 +157,7 @@ fn a_receiving_side_keeps_its_flows_drops_and_errors() {
 #[test]
 fn a_receiving_side_stopped_mid_interval_sends_it_marked_partial() {
     let spec = spec();
-    let mut side = side(&spec, false);
-    let mut intervals = drive(&mut side, Some(1));
-    assert_eq!(intervals.len(), 1, "{intervals:?}");
-    intervals.extend(side.cut_interval());
-    side.finish_senders();
-    let result = side.into_result(false);
-    let cut = intervals.last().unwrap();
-    assert_eq!((cut.index, cut.partial), (1, true), "{cut:?}");
-    assert!(cut.end_s - cut.start_s < 0.1, "{cut:?}");
+    let (intervals, result) = stopped_mid_interval(side(&spec, false));
     assert!(!result.partial, "the controller's skew is no cut");
     let summed: u64 = intervals.iter().map(|s| s.pps().unwrap().packets).sum();
     assert_eq!(pps(&result).packets, summed);

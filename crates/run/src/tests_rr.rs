@@ -19,7 +19,7 @@ use sonde_results::{RrSpec, SideResult, Timing};
 use crate::kind::rr::{EchoEngine, Parts, RequestEngine, RrSide, SideEngine};
 use crate::kind::Workers;
 use crate::side::Side;
-use crate::tests_drive::{drive, FakeWorkers};
+use crate::tests_drive::{drive, stopped_mid_interval, FakeWorkers};
 
 /// Messages every fake completes per millisecond.
 const RATE: u64 = 10;
@@ -258,16 +258,7 @@ fn a_client_side_cut_short_keeps_what_it_measured_as_partial() {
 #[test]
 fn an_agent_side_stopped_mid_interval_sends_that_interval_marked_partial() {
     let spec = spec();
-    let mut side = side(&spec, false);
-    let mut intervals = drive(&mut side, Some(1));
-    assert_eq!(intervals.len(), 1, "{intervals:?}");
-    // As the agent's loop does at `Stop`: the open interval is closed and sent.
-    intervals.extend(side.cut_interval());
-    side.finish_senders();
-    let result = side.into_result(false);
-    let cut = intervals.last().unwrap();
-    assert_eq!((cut.index, cut.partial), (1, true), "{cut:?}");
-    assert!(cut.end_s - cut.start_s < 0.1, "{cut:?}");
+    let (intervals, result) = stopped_mid_interval(side(&spec, false));
     // The controller's window ends a little before the agent's: that skew is no cut.
     assert!(!result.partial);
     let summed: u64 = intervals.iter().map(|s| s.rr().unwrap().messages).sum();

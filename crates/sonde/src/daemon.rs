@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use sonde_run::agent;
+use sonde_run::mesh::MeshAgent;
 use sonde_run::serve::{self, MeshMetrics};
 use sonde_run::service::Services;
 use sonde_run::signals::Interrupt;
@@ -19,7 +20,7 @@ pub fn serve(
     interrupt: &Interrupt,
 ) -> anyhow::Result<ExitCode> {
     // A label given twice or too many: a usage error, as clap's for a bad one.
-    let labels = a.labels().map_err(Usage::from)?;
+    let labels = serve::labels(&a.labels).map_err(|e| Usage::from(anyhow::Error::new(e)))?;
     init_logging();
     let config = a.config(labels.clone(), command_line)?;
     let key = config.key.clone();
@@ -31,14 +32,15 @@ pub fn serve(
         addr: a.mesh.metrics,
         token_file: a.mesh.metrics_token_file.clone(),
     };
-    let allowed_dscps = config.limits.allowed_dscps;
-    let mesh = a
-        .mesh
-        .config(a.bind, a.insecure_no_key, key, &labels, allowed_dscps)?;
+    let mesh = a.mesh.config(MeshAgent {
+        bind: a.bind,
+        insecure_no_key: a.insecure_no_key,
+        key,
+        labels,
+        allowed_dscps: config.limits.allowed_dscps,
+    })?;
     serve::mesh(&mut services, mesh, &metrics, &say)?;
-    if let Some(rpm) = crate::rpm::service(&a.rpm)? {
-        services.add(Box::new(rpm));
-    }
+    serve::rpm(&mut services, a.rpm.endpoint(), &say)?;
     services.add(Box::new(agent::start(config)?));
     services.run(interrupt)?;
     Ok(ExitCode::SUCCESS)

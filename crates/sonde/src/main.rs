@@ -30,16 +30,15 @@ mod orchestrate;
 mod rpm;
 mod stored;
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{Cli, Command, TestCommand};
 use errors::EXIT_USAGE;
-use sonde_probe::tune;
+use sonde_run::inspect;
 use sonde_run::measure::{cstate_sweep, Plan};
 use sonde_run::signals::Interrupt;
-use sonde_run::tune as tuning;
+use sonde_run::tune::command as tuning;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -90,8 +89,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => stored::report_command(a),
         Command::Suite(a) => orchestrate::suite(&a, &interrupt),
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
-        Command::Host(a) => host_command(&a),
-        Command::Clock(a) => clock_command(&a),
+        Command::Host(a) => printed(inspect::host_text(a.root.as_deref(), a.json)?),
+        Command::Clock(a) => printed(inspect::clock_text(a.root.as_deref(), a.json)?),
         Command::Test(t) => test_command(&t, command_line, &interrupt),
     }
 }
@@ -136,59 +135,19 @@ fn man() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A value as JSON (`--json`) or as `human` renders it.
-fn show<T: serde::Serialize>(
-    json: bool,
-    value: &T,
-    human: fn(&T) -> String,
-) -> anyhow::Result<ExitCode> {
-    if json {
-        jsonln!("{}", serde_json::to_string_pretty(value)?);
-    } else {
-        out!("{}", human(value));
-    }
+/// A command's text printed ([`stored::print`]).
+fn printed(text: sonde_run::stored::Text) -> anyhow::Result<ExitCode> {
+    stored::print(text);
     Ok(ExitCode::SUCCESS)
 }
 
-/// `sonde host`: this host's (or `--root`'s fixture tree's) inventory and advice.
-fn host_command(a: &cli::HostArgs) -> anyhow::Result<ExitCode> {
-    let inv = sonde_run::inspect::inventory(a.root.as_deref())?;
-    show(a.json, &inv, sonde_report::host::render)
-}
-
-/// `sonde clock`: this host's (or `--root`'s captured tree's) clock and its error bound.
-fn clock_command(a: &cli::ClockArgs) -> anyhow::Result<ExitCode> {
-    let clock = sonde_run::inspect::clock(a.root.as_deref())?;
-    show(a.json, &clock, sonde_report::clock::render)
-}
-
+/// `sonde tune`: the action's text (`sonde_run::tune::command`).
 fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
-    let root = Path::new("/");
-    match action {
-        cli::TuneAction::Plan { goal, dev, json } => {
-            let plan = tune::plan_live(goal, dev.as_deref());
-            if json {
-                jsonln!("{}", serde_json::to_string_pretty(&plan)?);
-            } else if plan.is_empty() {
-                outln!("nothing to change for {goal:?}");
-            } else {
-                plan.iter().for_each(|c| outln!("{}", c.describe()));
-            }
-        }
+    printed(match action {
+        cli::TuneAction::Plan { goal, dev, json } => tuning::plan(goal, dev.as_deref(), json)?,
         cli::TuneAction::Apply { goal, dev, state } => {
-            tuning::need_root()?;
-            let state = tuning::state_file(state)?;
-            let plan = tune::plan_live(goal, dev.as_deref());
-            tuning::apply(root, goal, &plan, &state)?;
-            plan.iter().for_each(|c| outln!("changed {}", c.describe()));
-            let s = state.display();
-            outln!("previous values saved in {s}; `sonde tune restore --state {s}` puts them back");
+            tuning::apply_goal(goal, dev.as_deref(), state)?
         }
-        cli::TuneAction::Restore { state } => {
-            for c in tuning::restore(root, &tuning::state_file(state)?)? {
-                outln!("restored {}", c.describe_restored());
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+        cli::TuneAction::Restore { state } => tuning::restore_saved(state)?,
+    })
 }

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use sonde_results::SpecError;
 use sonde_run::measure::Plan;
 use sonde_run::signals::Interrupt;
-use sonde_run::terminal::{self, emit, Shown};
+use sonde_run::terminal::{self, Ended, Shown};
 
-use crate::cli::{self, OutputArgs, StampArgs, Target, WatchArgs};
+use crate::cli::{OutputArgs, StampArgs, Target, WatchArgs};
 use crate::errors::{EXIT_ERROR, EXIT_PARTIAL, EXIT_USAGE};
 
 /// The output flags, as the run layer's terminal takes them.
@@ -61,43 +61,22 @@ pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::R
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let target = sonde_run::measure::Target {
-        host: String::new(),
-        from: None,
-        port: 0,
-        key: None,
-        fleet: None,
-    };
-    let shown = shown(&a.output);
-    let m = terminal::measure(plan, &target, &shown, &command, interrupt)?;
-    let (doc, status) = (&m.docs[0], m.status.expect("a watch has a status"));
-    emit(&sonde_report::json(doc), None, &shown)?;
-    let code = sonde_run::watch::exit_code(status, doc.end.partial, EXIT_PARTIAL);
+    let code = terminal::watch(plan, &shown(&a.output), &command, interrupt, EXIT_PARTIAL)?;
     Ok(ExitCode::from(code))
 }
 
-/// `sonde stamp`: its run, printed and stored like any test's.
+/// `sonde stamp`: its run, printed and stored like any test's; exit 1 when nothing
+/// answered.
 pub fn stamp(a: &StampArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let plan = match planned(a.plan()?) {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
     let (shown, target) = (shown(&a.output), a.target(None)?);
-    let m = terminal::measure(plan, &target, &shown, &command, interrupt)?;
-    emit(&sonde_report::json(&m.docs[0]), None, &shown)?;
-    // Nothing answered: a failure, as a missing agent is to `sonde ping` (the run is
-    // still printed and stored, saying why).
-    Ok(match m.docs[0].end.stamp().and_then(|s| s.no_answer) {
-        Some(_) => ExitCode::from(EXIT_ERROR),
-        None => partial_code(m.partial()),
-    })
+    Ok(
+        match terminal::stamp(plan, &target, &shown, &command, interrupt)? {
+            Ended::Unanswered => ExitCode::from(EXIT_ERROR),
+            ended => partial_code(ended == Ended::Partial),
+        },
+    )
 }
-
-/// Keeps a run in the store (unless --no-save), as [`sonde_run::keep::save_run`] says.
-pub fn save_run(args: &cli::StoreArgs, doc: &sonde_results::Document) {
-    if !args.no_save {
-        sonde_run::keep::save_run(args.db.as_deref(), args.label.as_deref(), doc);
-    }
-}
-
-pub use sonde_run::stored::write_atomically;

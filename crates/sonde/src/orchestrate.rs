@@ -62,8 +62,8 @@ fn stamp_request(
 }
 
 /// A key file or agent at fault, in the words the binary prints for it.
-fn words_of(e: anyhow::Error) -> BuildError {
-    BuildError::Words(crate::errors::one_line(&e))
+fn words_of(e: impl Into<anyhow::Error>) -> BuildError {
+    BuildError::Words(crate::errors::one_line(&e.into()))
 }
 
 /// The exit code of a suite or fleet that ran.

@@ -8,7 +8,7 @@ use crate::cli::{self, ResultsAction};
 use crate::errors::EXIT_WORSE;
 
 /// Prints a command's text, JSON as JSON.
-fn print(text: Text) {
+pub fn print(text: Text) {
     match text {
         Text::Terminal(t) => out!("{t}"),
         Text::Json(j) => jsonln!("{j}"),

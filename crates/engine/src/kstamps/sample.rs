@@ -201,21 +201,11 @@ pub fn send_stamped(
         msg.msg_name = a.as_ptr() as *mut libc::c_void;
         msg.msg_namelen = a.len();
     }
-    loop {
+    crate::wait::sent(|| {
         // SAFETY: msg names live buffers of the lengths it gives; MSG_NOSIGNAL turns a dead
         // peer into EPIPE.
-        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
-        crate::syscalls::one();
-        if r >= 0 {
-            return Ok(r as usize);
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::WouldBlock => return Ok(0),
-            io::ErrorKind::Interrupted => continue,
-            _ => return Err(e),
-        }
-    }
+        unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) }
+    })
 }
 
 #[cfg(test)]

@@ -39,17 +39,8 @@ pub(crate) fn plan(
 
 pub(crate) fn server_plan(stall: Option<(Instant, Duration)>, poll: Poll) -> ServerPlan {
     ServerPlan {
-        placement: Placement::new(1, None, 1),
-        request_bytes: 100,
-        response_bytes: 300,
-        cookie: 0x5eed,
-        poll,
         stall,
-        sqpoll: false,
-        stages: false,
-        stage_every: 1,
-        clock_shift_ns: 0,
-        read_tos: false,
+        ..ServerPlan::echo(Placement::new(1, None, 1), 100, 300, 0x5eed, poll)
     }
 }
 

@@ -491,19 +491,7 @@ mod tests {
                     .unwrap();
                 sockets.push(RrSocket::Tcp(s));
             }
-            let plan = ServerPlan {
-                placement: Placement::new(1, None, 1),
-                request_bytes: 64,
-                response_bytes: ANSWER,
-                cookie: 0,
-                poll: Poll::Block,
-                stall: None,
-                sqpoll: false,
-                stages: false,
-                stage_every: 1,
-                clock_shift_ns: 0,
-                read_tos: false,
-            };
+            let plan = ServerPlan::echo(Placement::new(1, None, 1), 64, ANSWER, 0, Poll::Block);
             let server = RrServer::spawn(ServerTarget::Sockets(sockets), plan).unwrap();
             let mut answer = vec![0u8; ANSWER];
             let (t, mut rounds) = (Instant::now(), 0);

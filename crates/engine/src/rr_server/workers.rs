@@ -36,6 +36,31 @@ pub struct ServerPlan {
     pub read_tos: bool,
 }
 
+impl ServerPlan {
+    /// A plain echo: no stall, no stages, no clock shift, no TOS read.
+    pub fn echo(
+        placement: Placement,
+        request_bytes: usize,
+        response_bytes: usize,
+        cookie: u64,
+        poll: Poll,
+    ) -> ServerPlan {
+        ServerPlan {
+            placement,
+            request_bytes,
+            response_bytes,
+            cookie,
+            poll,
+            stall: None,
+            sqpoll: false,
+            stages: false,
+            stage_every: 1,
+            clock_shift_ns: 0,
+            read_tos: false,
+        }
+    }
+}
+
 pub(crate) struct Core {
     pub plan: ServerPlan,
     aborting: AtomicBool,

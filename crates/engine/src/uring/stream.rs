@@ -65,6 +65,13 @@ struct Shared {
     zc: Vec<Counters<2>>,
 }
 
+impl Shared {
+    /// `bytes` more moved on connection `index`, in one call.
+    fn count(&self, index: usize, bytes: i32) {
+        self.slots.slot(index).counters.add([bytes as u64, 1]);
+    }
+}
+
 /// Stop contract: the flag is read at every pass; the eventfd's poll and the sockets
 /// shut down under the worker's sends and receives wake it in `io_uring_enter`.
 impl Stop for Shared {
@@ -356,11 +363,7 @@ impl<'a> Worker<'a> {
             c.armed = false;
         }
         if res > 0 {
-            self.shared
-                .slots
-                .slot(c.index)
-                .counters
-                .add([res as u64, 1]);
+            self.shared.count(c.index, res);
             if let Some(bid) = cqueue::buffer_select(flags) {
                 self.ring.bufs.recycle(bid);
             }
@@ -393,11 +396,7 @@ impl<'a> Worker<'a> {
             c.held -= 1;
         }
         if res > 0 {
-            self.shared
-                .slots
-                .slot(c.index)
-                .counters
-                .add([res as u64, 1]);
+            self.shared.count(c.index, res);
         }
         // MSG_WAITALL: a short send is one the peer or a shutdown cut.
         let whole = res >= 0 && res as usize == self.buf.len();

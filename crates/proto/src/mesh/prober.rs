@@ -374,7 +374,7 @@ impl Prober {
     /// An ICMP error about a probe to `to`, counted on its peer.
     pub fn unreachable(&mut self, to: SocketAddr, kind: Unreachable) {
         if let Some((_, e)) = self.peers.find_mut(&to) {
-            let u = &mut e.stats.unreachable;
+            let u = &mut e.stats.shown.unreachable;
             match kind {
                 Unreachable::Port => u.port += 1,
                 Unreachable::Host => u.host += 1,

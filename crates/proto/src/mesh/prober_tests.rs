@@ -153,7 +153,7 @@ fn next_probe(p: &mut Prober, now: &mut u64) -> (Probe, Vec<u8>) {
 
 /// What the metrics show of the peer at `addr`: sent, answered, duplicates, RTT samples.
 fn figures(p: &Prober, addr: &str) -> (u64, u64, u64, u64) {
-    let s = &p.peers().get(&at(addr)).unwrap().stats;
+    let s = &p.peers().get(&at(addr)).unwrap().stats.shown;
     (s.sent, s.settled.answered, s.duplicates, s.rtt.count)
 }
 
@@ -353,7 +353,7 @@ fn a_late_answer_after_settling_or_before_its_send_counts_nothing() {
     let got = p.handle_answer(at(B), &late, clocks(sent_at + 150 * MS), None);
     assert_eq!(got, Matched::Answer(Answer::Unknown));
     p.handle_timeout(sent_at + 1_000 * MS);
-    let s = p.peers().get(&at(B)).unwrap().stats.settled;
+    let s = p.peers().get(&at(B)).unwrap().stats.shown.settled;
     assert_eq!((s.answered, s.lost_unknown), (0, 1), "{s:?}");
     let got = p.handle_answer(at(B), &late, clocks(sent_at + 1_100 * MS), None);
     assert_eq!(got, Matched::Answer(Answer::Unknown));
@@ -377,7 +377,7 @@ fn a_late_answer_after_settling_or_before_its_send_counts_nothing() {
         "{got:?}"
     );
     p.handle_timeout(t + 2_000 * MS);
-    let s = p.peers().get(&at(B)).unwrap().stats.settled;
+    let s = p.peers().get(&at(B)).unwrap().stats.shown.settled;
     assert_eq!((s.answered, s.lost_unknown), (1, 1), "{s:?}");
 }
 
@@ -520,7 +520,7 @@ fn a_new_list_adds_removes_shares_the_budget_and_follows_a_route() {
     p.unreachable(at(B), Unreachable::Port);
     p.unreachable(at(B), Unreachable::Host);
     p.unreachable(at(C), Unreachable::Host);
-    let u = p.peers().get(&at(B)).unwrap().stats.unreachable;
+    let u = p.peers().get(&at(B)).unwrap().stats.shown.unreachable;
     assert_eq!((u.port, u.host), (1, 1));
 }
 
@@ -549,7 +549,11 @@ fn each_peer_is_probed_at_its_rate_and_the_timeout_says_when() {
     assert!((995..=1000).contains(&sent), "{sent}");
     assert!(wakeups <= 500, "{wakeups} wake-ups");
     for e in p.peers().values() {
-        assert!((99..=100).contains(&e.stats.sent), "{}", e.stats.sent);
+        assert!(
+            (99..=100).contains(&e.stats.shown.sent),
+            "{}",
+            e.stats.shown.sent
+        );
     }
 }
 

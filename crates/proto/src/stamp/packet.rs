@@ -122,14 +122,18 @@ impl SenderPacket {
     /// Writes the base packet into `out[..mode.base_bytes()]`; the rest of `out` is the
     /// caller's (padding or TLVs, which the base's HMAC does not cover).
     pub fn write(&self, mode: Mode, out: &mut [u8]) -> Result<(), StampError> {
-        let at = layout(&mode);
         let base = clear_base(out, &mode)?;
+        self.put(base, layout(&mode));
+        seal(base, &mode);
+        Ok(())
+    }
+
+    /// The fields a reflector's answer begins with too, at the mode's offsets.
+    fn put(&self, base: &mut [u8], at: &Layout) {
         base[0..4].copy_from_slice(&self.seq.to_be_bytes());
         base[at.timestamp..at.timestamp + 8].copy_from_slice(&self.timestamp.to_bytes());
         base[at.estimate..at.estimate + 2].copy_from_slice(&self.estimate.to_bits().to_be_bytes());
         base[at.ssid..at.ssid + 2].copy_from_slice(&self.ssid.to_be_bytes());
-        seal(base, &mode);
-        Ok(())
     }
 
     /// Reads a test packet of at least the mode's base size (HMAC checked first).
@@ -150,10 +154,13 @@ impl ReflectorPacket {
     pub fn write(&self, mode: Mode, out: &mut [u8]) -> Result<(), StampError> {
         let at = layout(&mode);
         let base = clear_base(out, &mode)?;
-        base[0..4].copy_from_slice(&self.seq.to_be_bytes());
-        base[at.timestamp..at.timestamp + 8].copy_from_slice(&self.timestamp.to_bytes());
-        base[at.estimate..at.estimate + 2].copy_from_slice(&self.estimate.to_bits().to_be_bytes());
-        base[at.ssid..at.ssid + 2].copy_from_slice(&self.ssid.to_be_bytes());
+        let head = SenderPacket {
+            seq: self.seq,
+            timestamp: self.timestamp,
+            estimate: self.estimate,
+            ssid: self.ssid,
+        };
+        head.put(base, at);
         base[at.receive..at.receive + 8].copy_from_slice(&self.receive.to_bytes());
         base[at.sender_seq..at.sender_seq + 4].copy_from_slice(&self.sender_seq.to_be_bytes());
         let sent = self.sender_timestamp.to_bytes();

@@ -211,23 +211,13 @@ pub fn render(r: &Report<'_>) -> String {
             .collect();
         o.push_str(&section("environment", "Environment", &env));
     }
-    let mut tests = String::new();
-    for run in runs {
-        tests.push_str(&format!(
-            "<h3>{}: {}, started {}</h3><ul>",
-            esc(&run.name),
-            run.doc.test,
-            esc(&run.doc.start.started_at)
-        ));
-        for (who, command) in invocations(run.doc) {
-            tests.push_str(&format!(
-                "<li>{}: <code>{}</code></li>",
-                esc(&who),
-                esc(&command)
-            ));
-        }
-        tests.push_str("</ul>");
-    }
+    let tests = description(
+        runs,
+        esc,
+        |name, test, started| format!("<h3>{name}: {test}, started {started}</h3><ul>"),
+        |who, command| format!("<li>{who}: <code>{command}</code></li>"),
+        "</ul>",
+    );
     o.push_str(&section("tests", "Test description", &tests));
     let results: String = published::tables(runs).iter().map(Table::html).collect();
     o.push_str(&section("results", "Results", &results));
@@ -274,6 +264,30 @@ pub fn render(r: &Report<'_>) -> String {
     o.push_str("</body></html>\n");
     // Belt and braces for what no field escape saw (chart labels): no control survives.
     crate::safe::terminal(&o).into_owned()
+}
+
+/// The test description in one markup: each run's line (name, kind, start), then each
+/// side's command line, every field escaped by `esc`; `after_run` closes a run's list.
+fn description(
+    runs: &[ReportRun<'_>],
+    esc: fn(&str) -> String,
+    run: fn(&str, TestName, &str) -> String,
+    command: fn(&str, &str) -> String,
+    after_run: &str,
+) -> String {
+    let mut o = String::new();
+    for r in runs {
+        o.push_str(&run(
+            &esc(&r.name),
+            r.doc.test,
+            &esc(&r.doc.start.started_at),
+        ));
+        for (who, line) in invocations(r.doc) {
+            o.push_str(&command(&esc(&who), &esc(&line)));
+        }
+        o.push_str(after_run);
+    }
+    o
 }
 
 /// Each interval's sender and receiver figures, for the Markdown form.
@@ -326,22 +340,14 @@ pub fn markdown(r: &Report<'_>) -> String {
             .for_each(|t| o.push_str(&t.markdown()));
     }
     o.push_str("## Test description\n\n");
-    for run in runs {
-        o.push_str(&format!(
-            "- {}: {}, started {}\n",
-            md(&run.name),
-            run.doc.test,
-            md(&run.doc.start.started_at)
-        ));
-        // <code>, not a code span: a backtick in the command cannot close it.
-        for (who, command) in invocations(run.doc) {
-            o.push_str(&format!(
-                "  - {}: <code>{}</code>\n",
-                md(&who),
-                md(&command)
-            ));
-        }
-    }
+    // <code>, not a code span: a backtick in the command cannot close it.
+    o.push_str(&description(
+        runs,
+        md,
+        |name, test, started| format!("- {name}: {test}, started {started}\n"),
+        |who, command| format!("  - {who}: <code>{command}</code>\n"),
+        "",
+    ));
     o.push_str("\n## Results\n\n");
     published::tables(runs)
         .iter()

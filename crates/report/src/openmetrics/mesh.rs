@@ -408,6 +408,35 @@ mod tests {
             .collect()
     }
 
+    /// Agent "a" at 1 probe/s of a budget of 1, nothing reflected.
+    fn agent_a(labels: &BTreeMap<String, String>) -> MeshAgent<'_> {
+        MeshAgent {
+            source: "a",
+            labels,
+            budget_per_s: 1.0,
+            rate_per_s: 1.0,
+            reflected: 0,
+            refused: 0,
+        }
+    }
+
+    /// The agent's text with one peer.
+    fn one_peer(
+        agent: &MeshAgent<'_>,
+        address: &str,
+        labels: &BTreeMap<String, String>,
+        stats: &PeerFigures,
+    ) -> String {
+        encode_mesh(
+            agent,
+            &[MeshPeer {
+                address,
+                labels,
+                stats,
+            }],
+        )
+    }
+
     #[test]
     fn each_peer_is_a_histogram_and_counters_labelled_by_both_ends() {
         let own = map(&[("zone", "a"), ("rack", "r1")]);
@@ -416,7 +445,7 @@ mod tests {
         stats.on_sent(0, 0);
         stats.on_answer(0, 0, 300_000, 0);
         stats.tick(1);
-        stats.unreachable.port = 3;
+        stats.shown.unreachable.port = 3;
         let agent = MeshAgent {
             source: "198.18.2.1",
             labels: &own,
@@ -425,12 +454,7 @@ mod tests {
             reflected: 7,
             refused: 1,
         };
-        let peers = [MeshPeer {
-            address: "198.18.2.2",
-            labels: &theirs,
-            stats: &stats.figures(),
-        }];
-        let text = encode_mesh(&agent, &peers);
+        let text = one_peer(&agent, "198.18.2.2", &theirs, &stats.figures());
         let pair = r#"source="198.18.2.1",destination="198.18.2.2",source_rack="r1",source_zone="a",destination_topology_kubernetes_io_rack="r\"2",destination_zone="b""#;
         for want in [
             format!("sonde_mesh_rtt_seconds_bucket{{{pair},le=\"0.00025\"}} 0\n"),
@@ -475,20 +499,7 @@ mod tests {
             });
         }
         stats.tick(200);
-        let agent = MeshAgent {
-            source: "a",
-            labels: &own,
-            budget_per_s: 1.0,
-            rate_per_s: 1.0,
-            reflected: 0,
-            refused: 0,
-        };
-        let peers = [MeshPeer {
-            address: "b",
-            labels: &own,
-            stats: &stats.figures(),
-        }];
-        let text = encode_mesh(&agent, &peers);
+        let text = one_peer(&agent_a(&own), "b", &own, &stats.figures());
         let pair = r#"source="a",destination="b",source_rack="r1",destination_rack="r1""#;
         for want in [
             format!("sonde_mesh_oneway_delay_seconds{{{pair},direction=\"forward\"}} 0.00003\n"),
@@ -512,21 +523,8 @@ mod tests {
             stats.on_marks(Some((ef0, forward)), Some((ef0, ef0)));
         }
         stats.on_marks(Some((ef0, 2)), None);
-        let agent = MeshAgent {
-            source: "a",
-            labels: &own,
-            budget_per_s: 1.0,
-            rate_per_s: 1.0,
-            reflected: 0,
-            refused: 0,
-        };
-        let figures = stats.figures();
-        let peers = [MeshPeer {
-            address: "b",
-            labels: &own,
-            stats: &figures,
-        }];
-        let text = encode_mesh(&agent, &peers);
+        let agent = agent_a(&own);
+        let text = one_peer(&agent, "b", &own, &stats.figures());
         let pair = r#"source="a",destination="b",source_rack="r1",destination_rack="r1""#;
         let marks = "sonde_mesh_marks_packets_total";
         for want in [
@@ -545,12 +543,7 @@ mod tests {
         }
         assert_eq!(text.matches(marks).count(), 2, "{text}");
         let plain = PeerStats::new(0, &Judging::default()).figures();
-        let peers = [MeshPeer {
-            address: "b",
-            labels: &own,
-            stats: &plain,
-        }];
-        let text = encode_mesh(&agent, &peers);
+        let text = one_peer(&agent, "b", &own, &plain);
         assert!(!text.contains("marks") && !text.contains("_ce_"), "{text}");
     }
 }

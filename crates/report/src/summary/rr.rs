@@ -78,19 +78,15 @@ pub fn rr(doc: &Document) -> String {
     ]);
     match &e.latency_ns {
         Some(l) => {
-            t.add_row(vec![
+            let mut row = vec![
                 "client-measured".to_string(),
                 us(l.min),
                 format!("{:.2}", l.mean / 1e3),
                 format!("{:.2}", l.stddev / 1e3),
-                us(l.p50),
-                us(l.p90),
-                us(l.p99),
-                us(l.p999),
-                us(l.p9999),
-                us(l.max),
-                l.count.to_string(),
-            ]);
+            ];
+            row.extend(l.tail().map(us));
+            row.push(l.count.to_string());
+            t.add_row(row);
         }
         None => {
             t.add_row(vec!["no response measured".to_string()]);

@@ -374,17 +374,15 @@ mod tests {
     fn intervals_pair_by_index() {
         let spec = TestSpec::Stream(StreamSpec::default());
         let c = side(Role::Client, Transfer::Send, &[10]);
-        let sample = |i: u32, sent, recv| IntervalSample {
-            index: i,
-            start_s: i as f64,
-            end_s: i as f64 + 1.0,
-            cpu_busy_percent: None,
-            partial: false,
-            section: SampleSection::Stream(StreamSample {
-                sent_bytes: sent,
-                received_bytes: recv,
-                tcp: Vec::new(),
-            }),
+        let sample = |i: u32, sent, recv| {
+            IntervalSample::second(
+                i,
+                SampleSection::Stream(StreamSample {
+                    sent_bytes: sent,
+                    received_bytes: recv,
+                    tcp: Vec::new(),
+                }),
+            )
         };
         let ci = [sample(0, 100, 0), sample(1, 200, 0)];
         let si = [sample(0, 0, 90)];

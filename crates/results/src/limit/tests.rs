@@ -108,30 +108,26 @@ impl Run {
 
     fn samples(&self, transfer: Transfer) -> Vec<IntervalSample> {
         (0..SECS as u32)
-            .map(|i| IntervalSample {
-                index: i,
-                start_s: i as f64,
-                end_s: i as f64 + 1.0,
-                cpu_busy_percent: None,
-                partial: false,
-                section: SampleSection::Stream(StreamSample {
-                    sent_bytes: 0,
-                    received_bytes: 0,
-                    tcp: vec![TcpSample {
-                        connection: 0,
-                        transfer,
-                        srtt_us: self.srtt_us,
-                        min_rtt_us: Some(self.min_rtt_us),
-                        mss_bytes: 1448,
-                        retransmits: self.retransmits,
-                        dsack_dups: Some(self.dsack),
-                        busy_percent: Some(100.0),
-                        rwnd_limited_percent: Some(self.rwnd),
-                        sndbuf_limited_percent: Some(self.sndbuf),
-                        notsent_bytes: Some(self.unsent),
-                        ..Default::default()
-                    }],
-                }),
+            .map(|i| {
+                let tcp = TcpSample {
+                    connection: 0,
+                    transfer,
+                    srtt_us: self.srtt_us,
+                    min_rtt_us: Some(self.min_rtt_us),
+                    mss_bytes: 1448,
+                    retransmits: self.retransmits,
+                    dsack_dups: Some(self.dsack),
+                    busy_percent: Some(100.0),
+                    rwnd_limited_percent: Some(self.rwnd),
+                    sndbuf_limited_percent: Some(self.sndbuf),
+                    notsent_bytes: Some(self.unsent),
+                    ..Default::default()
+                };
+                let sample = StreamSample {
+                    tcp: vec![tcp],
+                    ..Default::default()
+                };
+                IntervalSample::second(i, SampleSection::Stream(sample))
             })
             .collect()
     }

@@ -197,21 +197,19 @@ impl Fate {
         }
         for (d, way) in [(&self.forward, "forward"), (&self.reverse, "reverse")] {
             let Some(d) = d else { continue };
+            let of_ect = |n: u64| {
+                let share = percent(n, d.ect_sent);
+                format!("{share} of packets {way} ({n} of {} sent ECT)", d.ect_sent)
+            };
             if d.ce > 0 {
+                let ce = of_ect(d.ce);
                 out.push(format!(
-                    "CE on {} of packets {way} ({} of {} sent ECT): an AQM or a congested queue marks here",
-                    percent(d.ce, d.ect_sent),
-                    d.ce,
-                    d.ect_sent
+                    "CE on {ce}: an AQM or a congested queue marks here"
                 ));
             }
             if d.ecn_changed > 0 {
-                out.push(format!(
-                    "the path clears or changes ECN on {} of packets {way} ({} of {} sent ECT)",
-                    percent(d.ecn_changed, d.ect_sent),
-                    d.ecn_changed,
-                    d.ect_sent
-                ));
+                let changed = of_ect(d.ecn_changed);
+                out.push(format!("the path clears or changes ECN on {changed}"));
             }
         }
         out

@@ -42,19 +42,25 @@ impl Default for Judging {
     }
 }
 
-/// What the metrics show of a peer, copied out of its [`PeerStats`] so that a large mesh's
-/// text is encoded without holding the state the prober works on.
+/// What the metrics show of a peer: the counters its [`PeerStats`] keeps, copied out so
+/// that a large mesh's text is encoded without holding the state the prober works on.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PeerFigures {
     pub sent: u64,
+    /// Probes settled: answered and lost each way, cumulative.
     pub settled: Settled,
     pub reordered: u64,
     pub duplicates: u64,
+    /// ICMP errors about its probes, counted by the prober from its socket's error queue.
     pub unreachable: Unreachable,
     pub rtt: Buckets,
+    /// The last full window's percentiles, once one ended with answers in it.
     pub last_window: Option<MinuteFigures>,
+    /// The last full window's one-way delays (or a clock fault).
     pub last_oneway: Option<Verdict>,
-    /// What the path did to the probes' marks each way (empty when they are unmarked).
+    /// Each direction's marks, sent against arrived, of the answers whose Class of
+    /// Service TLV the peer filled (`serve --mesh-dscp`/`--mesh-ecn`); empty when they
+    /// are unmarked.
     pub marks: Fate,
 }
 
@@ -71,41 +77,18 @@ pub struct Unreachable {
 #[derive(Debug)]
 pub struct PeerStats {
     ledger: Ledger,
-    pub sent: u64,
-    /// Probes settled: answered and lost each way, cumulative.
-    pub settled: Settled,
-    pub reordered: u64,
-    pub duplicates: u64,
-    /// ICMP errors about its probes, counted by the prober from its socket's error queue.
-    pub unreachable: Unreachable,
-    pub rtt: Buckets,
+    /// What the metrics show of it.
+    pub shown: PeerFigures,
     minute: Minute,
     window_started_ns: u64,
     window_ns: u64,
-    /// The last full window's percentiles, once one ended with answers in it.
-    pub last_window: Option<MinuteFigures>,
     oneway: OneWayWindow,
-    /// The last full window's one-way delays (or a clock fault).
-    pub last_oneway: Option<Verdict>,
-    /// Each direction's marks, sent against arrived, of the answers whose Class of
-    /// Service TLV the peer filled (`serve --mesh-dscp`/`--mesh-ecn`).
-    pub marks: Fate,
 }
 
 impl PeerStats {
     /// Its figures for the metrics.
     pub fn figures(&self) -> PeerFigures {
-        PeerFigures {
-            sent: self.sent,
-            settled: self.settled,
-            reordered: self.reordered,
-            duplicates: self.duplicates,
-            unreachable: self.unreachable,
-            rtt: self.rtt.clone(),
-            last_window: self.last_window,
-            last_oneway: self.last_oneway,
-            marks: self.marks.clone(),
-        }
+        self.shown.clone()
     }
 
     pub fn new(now_ns: u64, judging: &Judging) -> PeerStats {
@@ -115,27 +98,19 @@ impl PeerStats {
                 judging.resolve_after_ns,
                 judging.max_flights,
             ),
-            sent: 0,
-            settled: Settled::default(),
-            reordered: 0,
-            duplicates: 0,
-            unreachable: Unreachable::default(),
-            rtt: Buckets::default(),
+            shown: PeerFigures::default(),
             minute: Minute::default(),
             window_started_ns: now_ns,
             window_ns: judging.window_ns.max(1),
-            last_window: None,
             oneway: OneWayWindow::default(),
-            last_oneway: None,
-            marks: Fate::default(),
         }
     }
 
     /// Probe `seq` (one more than the last) left at `now_ns`.
     pub fn on_sent(&mut self, seq: u32, now_ns: u64) {
-        self.sent += 1;
+        self.shown.sent += 1;
         let s = self.ledger.sent(seq, now_ns);
-        add(&mut self.settled, s);
+        add(&mut self.shown.settled, s);
     }
 
     /// An answer to probe `seq`, numbered `refl_seq` by the reflector, at `now_ns`; the
@@ -144,11 +119,11 @@ impl PeerStats {
         let a = self.ledger.answered_after(seq, refl_seq, now_ns, held_ns);
         match a {
             Answer::First { reordered, rtt_ns } => {
-                self.reordered += u64::from(reordered);
-                self.rtt.record(rtt_ns);
+                self.shown.reordered += u64::from(reordered);
+                self.shown.rtt.record(rtt_ns);
                 self.minute.record(rtt_ns);
             }
-            Answer::Duplicate => self.duplicates += 1,
+            Answer::Duplicate => self.shown.duplicates += 1,
             Answer::Unknown => {}
         }
         a
@@ -159,8 +134,8 @@ impl PeerStats {
     /// the answer's TOS.
     pub fn on_marks(&mut self, forward: Option<(u8, u8)>, reverse: Option<(u8, u8)>) {
         for (way, d) in [
-            (&mut self.marks.forward, forward),
-            (&mut self.marks.reverse, reverse),
+            (&mut self.shown.marks.forward, forward),
+            (&mut self.shown.marks.reverse, reverse),
         ] {
             if let Some((sent, arrived)) = d {
                 way.get_or_insert_with(Default::default)
@@ -177,10 +152,10 @@ impl PeerStats {
     /// Settles what is due and closes the window when it is over.
     pub fn tick(&mut self, now_ns: u64) {
         let s = self.ledger.settle(now_ns);
-        add(&mut self.settled, s);
+        add(&mut self.shown.settled, s);
         if now_ns >= self.window_started_ns + self.window_ns {
-            self.last_window = self.minute.close();
-            self.last_oneway = self.oneway.close();
+            self.shown.last_window = self.minute.close();
+            self.shown.last_oneway = self.oneway.close();
             self.window_started_ns = now_ns;
         }
     }
@@ -268,17 +243,20 @@ mod tests {
         p.on_answer(3, 1, 80, 0);
         p.on_answer(3, 1, 81, 0);
         p.tick(500);
-        assert_eq!(p.sent, 4);
-        assert_eq!(p.settled.answered, 2);
+        assert_eq!(p.shown.sent, 4);
+        assert_eq!(p.shown.settled.answered, 2);
         // The reflector got none between its 0 and 1: both lost on the way there.
-        assert_eq!(p.settled.lost_forward, 2);
-        assert_eq!(p.duplicates, 1);
-        assert_eq!(p.rtt.count, 2);
-        assert!(p.last_window.is_none());
+        assert_eq!(p.shown.settled.lost_forward, 2);
+        assert_eq!(p.shown.duplicates, 1);
+        assert_eq!(p.shown.rtt.count, 2);
+        assert!(p.shown.last_window.is_none());
         p.tick(10_000);
-        assert_eq!(p.last_window.unwrap().count, 2);
+        assert_eq!(p.shown.last_window.unwrap().count, 2);
         p.tick(20_001);
-        assert!(p.last_window.is_none(), "an empty window has no figures");
+        assert!(
+            p.shown.last_window.is_none(),
+            "an empty window has no figures"
+        );
     }
 
     #[test]
@@ -299,11 +277,11 @@ mod tests {
         p.on_answer(0, 0, 50, 0);
         assert_eq!(p.next_tick_ns(), 0, "answered: settles now");
         p.tick(60);
-        assert_eq!(p.settled.answered, 1);
+        assert_eq!(p.shown.settled.answered, 1);
         assert_eq!(p.next_tick_ns(), 10_000);
         assert_eq!(p.minute_bytes(), 4, "one round trip held");
         p.tick(10_000);
-        assert_eq!(p.last_window.unwrap().count, 1);
+        assert_eq!(p.shown.last_window.unwrap().count, 1);
         assert_eq!(p.minute_bytes(), 0);
         assert_eq!(p.next_tick_ns(), 20_000, "the next window from the tick");
     }

@@ -21,6 +21,21 @@ pub struct IntervalSample {
     pub section: SampleSection,
 }
 
+#[cfg(test)]
+impl IntervalSample {
+    /// Whole second `index` of the window, neither cut short nor CPU-sampled.
+    pub(crate) fn second(index: u32, section: SampleSection) -> IntervalSample {
+        IntervalSample {
+            index,
+            start_s: index as f64,
+            end_s: index as f64 + 1.0,
+            cpu_busy_percent: None,
+            partial: false,
+            section,
+        }
+    }
+}
+
 /// A kind's own figures of one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -24,6 +24,10 @@ pub enum UnitError {
     NotPercent(String),
     #[error("'{0}' is not a ratio of at least 1")]
     NotRatio(String),
+    #[error("'{0}' is not above zero")]
+    NotAboveZero(String),
+    #[error("'{0}' is not a positive number")]
+    NotPositive(String),
 }
 
 /// Seconds as a decimal number, or with an `ms` / `s` suffix; returns milliseconds.
@@ -135,9 +139,42 @@ pub fn parse_ratio(s: &str) -> Result<f64, UnitError> {
     }
 }
 
+/// A period as [`parse_period_ms`] reads one, above zero (a zero timeout would lose every
+/// probe, a zero window keep none).
+pub fn parse_period_above_zero(s: &str) -> Result<std::time::Duration, UnitError> {
+    match parse_period_ms(s)? {
+        0 => Err(UnitError::NotAboveZero(s.to_string())),
+        ms => Ok(std::time::Duration::from_millis(ms)),
+    }
+}
+
+/// A finite number above zero (a rate).
+pub fn parse_positive(s: &str) -> Result<f64, UnitError> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(UnitError::NotPositive(s.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn periods_above_zero_and_positive_numbers() {
+        assert_eq!(
+            parse_period_above_zero("0.3"),
+            Ok(std::time::Duration::from_millis(300))
+        );
+        let e = parse_period_above_zero("0ms").unwrap_err().to_string();
+        assert_eq!(e, "'0ms' is not above zero");
+        assert!(parse_period_above_zero("soon").is_err());
+        assert_eq!(parse_positive("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "inf", "x"] {
+            let e = parse_positive(bad).unwrap_err().to_string();
+            assert_eq!(e, format!("'{bad}' is not a positive number"));
+        }
+    }
 
     #[test]
     fn periods() {

@@ -105,14 +105,7 @@ fn ask_udp(test: TargetTest, challenge: &[u8]) -> io::Result<Vec<u8>> {
             match s.recv(&mut buf) {
                 Ok(n) if n == TARGET_ANSWER_BYTES => return Ok(buf[..n].to_vec()),
                 Ok(_) => continue,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    break
-                }
+                Err(e) if sonde_engine::wait::timed_out(&e) => break,
                 // ICMP port unreachable: nothing listens there.
                 Err(e) => return Err(e),
             }

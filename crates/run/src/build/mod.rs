@@ -17,4 +17,5 @@ pub mod load;
 pub mod pps;
 pub mod rr;
 pub mod stamp;
+pub mod values;
 pub mod watch;

@@ -1,9 +1,15 @@
 //! `sonde stamp HOST[:PORT]`: its flags' values into a validated STAMP spec; each refusal
 //! names its flag.
 
+use std::path::Path;
+
 use sonde_proto::stamp::STAMP_PORT;
+use sonde_proto::Key;
 use sonde_results::marks::Marks;
 use sonde_results::{Execution, SpecError, StampSpec, Timing};
+
+use crate::key::KeyError;
+use crate::measure::{Plan, Target};
 
 /// `sonde stamp`'s flags, as typed values.
 #[derive(Debug, Clone)]
@@ -57,6 +63,44 @@ pub fn split_target(s: &str) -> Result<(String, u16), SpecError> {
     }
 }
 
+/// `sonde stamp`'s run: its spec and, with `--stamp-key-file`, its key read; a key file
+/// at fault is the outer error, a flag at fault the inner.
+pub fn plan(p: &StampParams, key_file: Option<&Path>) -> Result<Result<Plan, SpecError>, KeyError> {
+    let spec = match spec(p) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    let key = key_file.map(|path| crate::stamp::load_key("--stamp-key-file", path));
+    Ok(Ok(Plan::Stamp {
+        spec,
+        key: key.transpose()?,
+    }))
+}
+
+/// Where a STAMP run to `reflector` is sent from: this host, or the `from` agent (on its
+/// control `port`) under the agents' `key` when the caller has one (`sonde fleet
+/// --key-file`), else `key_file`'s.
+pub fn target(
+    reflector: &str,
+    from: Option<&str>,
+    port: u16,
+    key: Option<&Key>,
+    key_file: Option<&Path>,
+) -> Result<Target, KeyError> {
+    let key = match (key, from) {
+        (Some(k), _) => Some(k.clone()),
+        (None, Some(_)) => crate::key::load_key(key_file)?,
+        (None, None) => None,
+    };
+    Ok(Target {
+        host: reflector.to_string(),
+        from: from.map(str::to_string),
+        port,
+        key,
+        fleet: None,
+    })
+}
+
 /// The STAMP run's spec, validated.
 pub fn spec(p: &StampParams) -> Result<StampSpec, SpecError> {
     let (host, port) = split_target(&p.target)?;
@@ -85,4 +129,35 @@ pub fn spec(p: &StampParams) -> Result<StampSpec, SpecError> {
     };
     spec.validate()?;
     Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_from_this_host_reads_no_key_and_a_callers_key_wins_over_the_file() {
+        let missing = Path::new("/nonexistent-sonde-key");
+        let here = target("198.18.0.2", None, 5300, None, Some(missing)).unwrap();
+        assert!(here.key.is_none() && here.from.is_none());
+        let key = Key::from_file_bytes(&[7; 32]).unwrap();
+        let t = target(
+            "198.18.0.2:8620",
+            Some("198.18.0.1"),
+            5400,
+            Some(&key),
+            Some(missing),
+        );
+        let t = t.unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.from.as_deref(), t.port),
+            ("198.18.0.2:8620", Some("198.18.0.1"), 5400)
+        );
+        assert!(t.key.is_some());
+        let e = target("198.18.0.2", Some("198.18.0.1"), 5400, None, Some(missing));
+        let Err(e) = e else {
+            panic!("a missing key file is refused")
+        };
+        assert!(e.to_string().contains("--key-file"), "{e}");
+    }
 }

@@ -303,8 +303,8 @@ impl Stepper<'_> {
         }
     }
 
-    /// Writes what `c` queued, then reads once (at most a slice) and feeds it.
-    fn turn(&mut self, c: &mut Client, deadline: Option<Instant>) -> Result<(), Iperf3RunError> {
+    /// Writes what `c` queued.
+    fn flush(&mut self, c: &mut Client) -> Result<(), Iperf3RunError> {
         let addr = self.addr;
         self.ctl
             .flush(|| c.poll_transmit())
@@ -312,8 +312,14 @@ impl Stepper<'_> {
                 addr,
                 what: "control connection",
                 source,
-            })?;
+            })
+    }
+
+    /// Writes what `c` queued, then reads once (at most a slice) and feeds it.
+    fn turn(&mut self, c: &mut Client, deadline: Option<Instant>) -> Result<(), Iperf3RunError> {
+        self.flush(c)?;
         let deadline = [deadline, c.deadline()].into_iter().flatten().min();
+        let addr = self.addr;
         let got = self
             .ctl
             .read(deadline)
@@ -421,14 +427,7 @@ impl Stepper<'_> {
                 }
             }
         }
-        let addr = self.addr;
-        self.ctl
-            .flush(|| c.poll_transmit())
-            .map_err(|source| Iperf3RunError::Io {
-                addr,
-                what: "control connection",
-                source,
-            })?;
+        self.flush(c)?;
         theirs.ok_or_else(|| self.perr(Iperf3Error::Misuse("finish without results")))
     }
 }

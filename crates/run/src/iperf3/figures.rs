@@ -27,11 +27,6 @@ fn transfer(role: Role, d: Direction) -> Transfer {
 
 /// The far end's side of `spec` as an iperf3 peer in `role` reported it in `r`.
 pub fn far_side(spec: &StreamSpec, role: Role, r: &Results, who: &str) -> SideResult {
-    let window_s = r
-        .streams
-        .iter()
-        .map(|s| s.end_time - s.start_time)
-        .fold(0.0, f64::max);
     let mut directions: Vec<DirectionResult> = Vec::new();
     for s in &r.streams {
         let Some(index) = stream_index(s.id).filter(|i| *i < spec.total_connections()) else {
@@ -71,33 +66,37 @@ pub fn far_side(spec: &StreamSpec, role: Role, r: &Results, who: &str) -> SideRe
         });
     }
     directions.sort_by_key(|d| d.direction != Direction::Forward);
+    let note = format!(
+        "measured by {who}: its bytes, its retransmits as a sender and its process CPU only; \
+         iperf3 reports no TCP_INFO, host CPU, NIC or qdisc counters, and no send/recv calls \
+         (calls reads 0)"
+    );
+    let section = SideSection::Stream(StreamResult { directions });
+    peer_side(role, r, who, vec![note], section)
+}
+
+/// The side an iperf3 peer measured: its host named `who`, its longest stream as the
+/// window, its process CPU over it, `notes` and `section`; iperf3 reports no host figures.
+pub(super) fn peer_side(
+    role: Role,
+    r: &Results,
+    who: &str,
+    notes: Vec<String>,
+    section: SideSection,
+) -> SideResult {
+    let window_s = r
+        .streams
+        .iter()
+        .map(|s| s.end_time - s.start_time)
+        .fold(0.0, f64::max);
+    let host = HostInfo {
+        hostname: who.to_string(),
+        ..HostInfo::default()
+    };
     SideResult {
-        role,
-        host: HostInfo {
-            hostname: who.to_string(),
-            ..HostInfo::default()
-        },
-        window_s,
-        threads: 0,
-        pinned_cpus: None,
-        cpu: None,
-        worker_cpus: Vec::new(),
         process_cpu_s: (window_s > 0.0).then_some(r.cpu_util_total / 100.0 * window_s),
-        tcp_retransmits: None,
-        nic: None,
-        qdisc: None,
-        interrupts: None,
-        notes: vec![format!(
-            "measured by {who}: its bytes, its retransmits as a sender and its process CPU only; \
-             iperf3 reports no TCP_INFO, host CPU, NIC or qdisc counters, and no send/recv calls \
-             (calls reads 0)"
-        )],
-        partial: false,
-        engine: None,
-        bypass: None,
-        cpu_latency: None,
-        control_thread: None,
-        section: SideSection::Stream(StreamResult { directions }),
+        section,
+        ..SideResult::new(role, host, window_s, (0, None), notes)
     }
 }
 
@@ -128,6 +127,17 @@ pub fn our_results(side: &SideResult, test: &Test) -> Results {
         }
     }
     streams.sort_by_key(|s| s.id);
+    results_of(side, test, streams, if sends { 1 } else { -1 })
+}
+
+/// The results an iperf3 peer reads of our `side`: its `streams`, its process CPU over
+/// its window, and whether a sender's retransmits are counted (1), not (-1) or moot (0).
+pub(super) fn results_of(
+    side: &SideResult,
+    test: &Test,
+    streams: Vec<StreamResults>,
+    sender_has_retransmits: i64,
+) -> Results {
     let cpu = match (side.process_cpu_s, side.window_s > 0.0) {
         (Some(c), true) => c / side.window_s * 100.0,
         _ => 0.0,
@@ -136,7 +146,7 @@ pub fn our_results(side: &SideResult, test: &Test) -> Results {
         cpu_util_total: cpu,
         cpu_util_user: 0.0,
         cpu_util_system: 0.0,
-        sender_has_retransmits: if sends { 1 } else { -1 },
+        sender_has_retransmits,
         congestion_used: test.congestion.clone(),
         streams,
         server_output_json: None,

@@ -14,6 +14,7 @@ mod dial;
 pub mod figures;
 pub mod queue;
 mod serve_one;
+mod served;
 pub mod server;
 mod udp_client;
 pub mod udp_figures;

@@ -10,63 +10,21 @@ use std::time::{Duration, Instant};
 
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::iperf3::server::refusal;
-use sonde_proto::iperf3::{Cookie, Iperf3Error, Results, Server, ServerEvent, Test, COOKIE_BYTES};
-use sonde_results::document::Inputs;
+use sonde_proto::iperf3::{Cookie, Iperf3Error, Server, ServerEvent, Test, COOKIE_BYTES};
 use sonde_results::spec::Timing;
 use sonde_results::{Direction, Document, Role, StreamSpec, TestSpec};
 
 use super::config::Iperf3Config;
-use super::conn::{accept_within, Control, Got};
-use super::{figures, SERVE_WAIT, STEP_WAIT};
-use crate::controller::{now_rfc3339, SOFTWARE};
-use crate::side::Side;
+use super::conn::{accept_within, Control};
+use super::served::{self, io, setup_pass, turn, ServeError};
+use super::{figures, SERVE_WAIT};
+use crate::controller::now_rfc3339;
 use crate::signals::Interrupt;
 
 /// iperf3's TCP block when the client gives none (`DEFAULT_TCP_BLKSIZE`).
 const DEFAULT_TCP_BLOCK_BYTES: u32 = 128 * 1024;
-/// How far ahead of a client's TEST_END an edge of our schedule may be and still close:
-/// the two clocks start a round trip and a thread start apart.
-const END_SLACK: Duration = Duration::from_millis(250);
 /// How long a new data connection may take to send its cookie.
 const COOKIE_WAIT: Duration = Duration::from_secs(2);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("{0}")]
-    Protocol(#[from] Iperf3Error),
-    #[error("refused: {0}")]
-    Refused(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: &'static str,
-        source: std::io::Error,
-    },
-    #[error("stopped")]
-    Stopped,
-}
-
-pub(super) fn io(what: &'static str) -> impl Fn(std::io::Error) -> ServeError {
-    move |source| ServeError::Io { what, source }
-}
-
-/// Writes what `s` queued, reads once (to `deadline` at most) and feeds it.
-pub(super) fn turn(
-    ctl: &mut Control,
-    s: &mut Server,
-    deadline: Option<Instant>,
-) -> Result<(), ServeError> {
-    ctl.flush(|| s.poll_transmit())
-        .map_err(io("control connection"))?;
-    let deadline = [deadline, s.deadline()].into_iter().flatten().min();
-    let got = ctl.read(deadline).map_err(io("control connection"))?;
-    let now = Instant::now();
-    match got {
-        Got::Bytes(b) => s.handle_bytes(b, now)?,
-        Got::Eof => s.handle_eof()?,
-        Got::Nothing => s.handle_timeout(now)?,
-    }
-    Ok(())
-}
 
 /// The stream spec this side runs for `t`.
 pub fn spec_of(t: &Test) -> StreamSpec {
@@ -162,17 +120,7 @@ fn data_connections(
     let until = Instant::now() + SERVE_WAIT;
     let mut conns = Vec::new();
     while conns.len() < n as usize {
-        if stop.is_set() {
-            return Err(ServeError::Stopped);
-        }
-        if Instant::now() > until {
-            return Err(ServeError::Protocol(Iperf3Error::Timeout {
-                doing: "waiting for the data connections",
-                secs: SERVE_WAIT.as_secs(),
-            }));
-        }
-        // Only a failure can come on the control connection now.
-        turn(ctl, srv, Some(Instant::now() + Duration::from_millis(1)))?;
+        setup_pass(ctl, srv, until, "waiting for the data connections", stop)?;
         let Some((mut s, _)) = accept_within(listener) else {
             continue;
         };
@@ -267,11 +215,7 @@ pub(super) fn serve_stream(
         started_at,
     } = o;
     let spec = spec_of(&test);
-    if let Some((code, why)) = over_limits(&spec, &cfg.limits) {
-        srv.refuse(code);
-        let _ = ctl.flush(|| srv.poll_transmit());
-        return Err(ServeError::Refused(why));
-    }
+    served::refuse_over(&mut ctl, &mut srv, over_limits(&spec, &cfg.limits))?;
     // Before the test starts: probing the host takes a while, and the client sends (and
     // counts) from TEST_RUNNING on.
     let probe = HostProbe::for_peer(peer.ip());
@@ -289,38 +233,13 @@ pub(super) fn serve_stream(
     let mut side =
         crate::kind::stream::start_connected(&spec, Role::Server, conns, Vec::new(), probe)
             .map_err(io("starting the workers"))?;
-    srv.start(
-        Duration::from_millis(spec.timing.total_ms()) + STEP_WAIT,
-        Instant::now(),
-    )?;
-    ctl.flush(|| srv.poll_transmit())
-        .map_err(io("control connection"))?;
-    let mut intervals = Vec::new();
-    let ran = run(
-        &mut ctl,
-        &mut srv,
-        side.as_mut(),
-        &mut intervals,
-        listener,
-        stop,
-    );
-    side.finish_senders();
+    let total_ms = spec.timing.total_ms();
+    let (intervals, ran) =
+        served::run_test(&mut ctl, &mut srv, side.as_mut(), total_ms, listener, stop)?;
     let ours = side.into_result(ran.is_err());
     let mine = figures::our_results(&ours, &test);
-    let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &mine)) {
-        // A figure of theirs that ours contradicts never reaches the document.
-        Ok(r) => match super::vouch::vouch(&r, &super::vouch::ours_of(&ours), false) {
-            Ok(()) => (Some(r), None),
-            Err(why) => (None, Some(format!("the client's results refused: {why}"))),
-        },
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let who = format!(
-        "iperf3 client{} at {peer}",
-        test.client_version
-            .as_deref()
-            .map_or(String::new(), |v| format!(" (iperf {v})"))
-    );
+    let (theirs, error) = served::their_results(&mut ctl, &mut srv, ran, &mine, &ours, false);
+    let who = served::client_name(&test, peer);
     let far = theirs
         .as_ref()
         .map(|r| figures::far_side(&spec, Role::Client, r, &who));
@@ -328,97 +247,13 @@ pub(super) fn serve_stream(
         k.summary(&TestSpec::Stream(spec.clone()), &ours)
     });
     let spec = TestSpec::Stream(spec);
-    let inputs = Inputs {
-        spec: &spec,
-        command: who,
-        server_command: Some(cfg.command.clone()),
-        server_address: cfg.bind.to_string(),
-        started_at,
-        software: SOFTWARE.into(),
-        client: far.as_ref().unwrap_or(&ours),
-        server: far.as_ref().map(|_| &ours),
-        client_intervals: &[],
-        server_intervals: &intervals,
+    let doc = served::document(
+        cfg,
+        &spec,
+        (who, started_at),
+        (far.as_ref().unwrap_or(&ours), far.as_ref().map(|_| &ours)),
+        (&[], &intervals),
         error,
-        client_agent: None,
-        finished_at: Some(now_rfc3339()),
-        server_labels: Default::default(),
-        fleet: None,
-        prelude: None,
-    };
-    Ok((
-        Document::assemble(inputs, sonde_results::limit::judge),
-        summary,
-    ))
-}
-
-/// The test running until the client's TEST_END: our side sampled, any other connection
-/// told ACCESS_DENIED.
-pub(super) fn run(
-    ctl: &mut Control,
-    srv: &mut Server,
-    side: &mut dyn Side,
-    intervals: &mut Vec<sonde_results::IntervalSample>,
-    listener: &TcpListener,
-    stop: &Interrupt,
-) -> Result<(), ServeError> {
-    loop {
-        if stop.is_set() {
-            return Err(ServeError::Stopped);
-        }
-        if let Some(s) = side.on_time(Instant::now()) {
-            intervals.push(s);
-        }
-        turn(ctl, srv, side.next_deadline())?;
-        while let Some(e) = srv.poll_event() {
-            if e == ServerEvent::TestEnd {
-                // The client's clock ended the test: an edge of ours due within a hair
-                // of it closes now, not never.
-                while let Some(due) = side
-                    .next_deadline()
-                    .filter(|d| *d <= Instant::now() + END_SLACK)
-                {
-                    intervals.extend(side.on_time(due));
-                }
-                return Ok(());
-            }
-        }
-        refuse_pending(listener);
-    }
-}
-
-/// Tells whoever is waiting in the listener's queue that this server is busy, without
-/// reading from them (as iperf3 does).
-fn refuse_pending(listener: &TcpListener) {
-    while let Ok((mut s, _)) = listener.accept() {
-        let _ = s.write_all(&[sonde_proto::iperf3::State::AccessDenied.byte()]);
-    }
-}
-
-/// EXCHANGE_RESULTS to IPERF_DONE: the client's results, ours for it.
-pub(super) fn exchange(
-    ctl: &mut Control,
-    srv: &mut Server,
-    ours: &Results,
-) -> Result<Results, ServeError> {
-    srv.exchange(Instant::now())?;
-    let mut theirs = None;
-    loop {
-        turn(ctl, srv, None)?;
-        while let Some(e) = srv.poll_event() {
-            match e {
-                ServerEvent::ClientResults(r) => {
-                    srv.send_results(ours, Instant::now())?;
-                    theirs = Some(*r);
-                }
-                ServerEvent::Done => {
-                    return theirs.ok_or(ServeError::Refused("no results".into()));
-                }
-                _ => {}
-            }
-        }
-        if srv.is_done() {
-            return theirs.ok_or(ServeError::Refused("no results".into()));
-        }
-    }
+    );
+    Ok((doc, summary))
 }

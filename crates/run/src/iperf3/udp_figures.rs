@@ -7,7 +7,7 @@
 
 use sonde_engine::pps::FlowRx;
 use sonde_proto::iperf3::{stream_id, stream_index, Results, StreamResults, Test};
-use sonde_results::{HostInfo, PpsResult, PpsSpec, Role, SideResult, SideSection};
+use sonde_results::{PpsResult, PpsSpec, Role, SideResult, SideSection};
 
 /// The far end's side of a UDP test as an iperf3 peer in `role` reported it in `r`
 /// (`Role::Client`: it sent; `Role::Server`: it received).
@@ -44,11 +44,6 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
         per_flow[i] = total;
         window += in_window;
     }
-    let window_s = r
-        .streams
-        .iter()
-        .map(|s| s.end_time - s.start_time)
-        .fold(0.0, f64::max);
     let mut notes = vec![format!(
         "measured by {who}: its packet counts and its process CPU only; iperf3 reports no \
          reordering, socket drops, NIC or qdisc counters"
@@ -61,42 +56,20 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
             jitter.join(", ")
         ));
     }
-    SideResult {
-        role,
-        host: HostInfo {
-            hostname: who.to_string(),
-            ..HostInfo::default()
-        },
-        window_s,
-        threads: 0,
-        pinned_cpus: None,
-        cpu: None,
-        worker_cpus: Vec::new(),
-        process_cpu_s: (window_s > 0.0).then_some(r.cpu_util_total / 100.0 * window_s),
-        tcp_retransmits: None,
-        nic: None,
-        qdisc: None,
-        interrupts: None,
-        notes,
-        partial: false,
-        engine: None,
-        bypass: None,
-        cpu_latency: None,
-        control_thread: None,
-        section: SideSection::Pps(PpsResult {
-            size_bytes: spec.size_bytes,
-            packets: window,
-            per_flow,
-            reordered: 0,
-            duplicated: 0,
-            foreign: 0,
-            socket_drops: None,
-            poll: "iperf3".into(),
-            port: None,
-            blocked_sends: None,
-            marks: None,
-        }),
-    }
+    let section = SideSection::Pps(PpsResult {
+        size_bytes: spec.size_bytes,
+        packets: window,
+        per_flow,
+        reordered: 0,
+        duplicated: 0,
+        foreign: 0,
+        socket_drops: None,
+        poll: "iperf3".into(),
+        port: None,
+        blocked_sends: None,
+        marks: None,
+    });
+    super::figures::peer_side(role, r, who, notes, section)
 }
 
 /// Our side's results as an iperf3 peer reads them: a sender's packets sent per stream,
@@ -134,20 +107,8 @@ pub fn our_results(side: &SideResult, spec: &PpsSpec, test: &Test, seen: &[FlowR
             }
         })
         .collect();
-    let cpu = match (side.process_cpu_s, side.window_s > 0.0) {
-        (Some(c), true) => c / side.window_s * 100.0,
-        _ => 0.0,
-    };
-    Results {
-        cpu_util_total: cpu,
-        cpu_util_user: 0.0,
-        cpu_util_system: 0.0,
-        sender_has_retransmits: if seen.is_empty() { 0 } else { -1 },
-        congestion_used: test.congestion.clone(),
-        streams,
-        server_output_json: None,
-        server_output_text: None,
-    }
+    let retransmits = if seen.is_empty() { 0 } else { -1 };
+    super::figures::results_of(side, test, streams, retransmits)
 }
 
 #[cfg(test)]

@@ -8,15 +8,14 @@
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use sonde_engine::pps::{Blocked, FlowRx, PpsReceiver, PpsSender, RxPlan, TxPlan, Wire};
+use sonde_engine::pps::{FlowRx, PpsReceiver, RxPlan, Wire};
 use sonde_engine::wait::Poll;
-use sonde_engine::Placement;
 use sonde_proto::iperf3::udp;
 use sonde_results::{Engine, PpsSpec};
 
-use crate::kind::pps::{RxEngine, TxEngine};
+use crate::kind::pps::RxEngine;
 use crate::kind::workers::{staged_workers, Lifecycle};
 
 /// Receive buffer of each stream's socket: absorbs bursts between two reads.
@@ -56,14 +55,7 @@ pub fn connect(addr: SocketAddr, tos: Option<u8>, until: Instant) -> io::Result<
             Ok(n) if udp::is_reply(&buf[..n]) => break,
             // Anything else before the reply is not the handshake's: waited past.
             Ok(_) => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
+            Err(e) if sonde_engine::wait::timed_out(&e) => continue,
             Err(e) => return Err(e),
         }
     }
@@ -71,54 +63,8 @@ pub fn connect(addr: SocketAddr, tos: Option<u8>, until: Instant) -> io::Result<
     Ok(s)
 }
 
-/// The senders of a test on its streams' sockets.
-pub struct Tx {
-    spec: PpsSpec,
-    wire: Wire,
-    stage: Lifecycle<Vec<UdpSocket>, PpsSender>,
-}
-
-impl Tx {
-    pub fn new(spec: &PpsSpec, wire: Wire, sockets: Vec<UdpSocket>) -> Tx {
-        Tx {
-            spec: spec.clone(),
-            wire,
-            stage: Lifecycle::Opened(sockets),
-        }
-    }
-}
-
-impl TxEngine for Tx {
-    fn start(&mut self, placement: Placement, cookie: u32) -> io::Result<()> {
-        let t = &self.spec.timing;
-        let plan = TxPlan {
-            placement,
-            payload_bytes: self.spec.payload_bytes() as usize,
-            batch: self.spec.batch as usize,
-            rate_pps: self.spec.rate_pps,
-            stop_at: Instant::now() + Duration::from_millis(t.warmup_ms + t.duration_ms),
-            cookie,
-            gso: false,
-        };
-        let wire = self.wire;
-        self.stage
-            .start(|flows| PpsSender::spawn_wire(flows, plan, wire))
-    }
-    fn counts(&self) -> (u64, u64) {
-        self.stage.running().map_or((0, 0), PpsSender::counts)
-    }
-    fn blocked(&self) -> Option<Blocked> {
-        Some(
-            self.stage
-                .running()
-                .map_or_else(Blocked::default, PpsSender::blocked),
-        )
-    }
-    fn join(&mut self) -> (Vec<u64>, Option<String>) {
-        let w = self.stage.running_mut();
-        w.map(PpsSender::join).unwrap_or_default()
-    }
-}
+/// The senders of a test on its streams' sockets: the kernel engine's, in iperf3's form.
+pub use crate::kind::pps::KernelFlows as Tx;
 
 /// What the receivers counted per stream, once joined (iperf3's figures in each).
 pub type Seen = Arc<Mutex<Vec<FlowRx>>>;
@@ -182,4 +128,4 @@ impl RxEngine for Rx {
     }
 }
 
-staged_workers!(engine = |_| Engine::Kernel; Tx => PpsSender, Rx => PpsReceiver);
+staged_workers!(engine = |_| Engine::Kernel; Rx => PpsReceiver);

@@ -14,17 +14,16 @@ use std::time::{Duration, Instant};
 use sonde_engine::Placement;
 use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::iperf3::server::refusal;
-use sonde_proto::iperf3::{udp, Iperf3Error, Server, Test};
-use sonde_results::document::Inputs;
+use sonde_proto::iperf3::{udp, Server, Test};
 use sonde_results::spec::Timing;
 use sonde_results::{Document, PollMode, PpsSpec, Role, TestSpec};
 
 use super::config::Iperf3Config;
 use super::conn::Control;
-use super::serve_one::{exchange, io, run, turn, Opened, ServeError};
+use super::serve_one::Opened;
+use super::served::{io, setup_pass, ServeError};
 use super::udp_plane::{self, Rx, Seen, Tx};
-use super::{udp_figures, SERVE_WAIT, STEP_WAIT};
-use crate::controller::{now_rfc3339, SOFTWARE};
+use super::{served, udp_figures, SERVE_WAIT};
 use crate::kind::pps::{PpsSide, RxEngine, TxEngine};
 use crate::side::Side;
 use crate::signals::Interrupt;
@@ -153,16 +152,7 @@ fn streams(
     let mut out = Vec::new();
     let mut buf = [0u8; 64];
     while out.len() < n as usize {
-        if stop.is_set() {
-            return Err(ServeError::Stopped);
-        }
-        if Instant::now() > until {
-            return Err(ServeError::Protocol(Iperf3Error::Timeout {
-                doing: "waiting for the UDP streams",
-                secs: SERVE_WAIT.as_secs(),
-            }));
-        }
-        turn(ctl, srv, Some(Instant::now() + Duration::from_millis(1)))?;
+        setup_pass(ctl, srv, until, "waiting for the UDP streams", stop)?;
         listening
             .set_read_timeout(Some(Duration::from_millis(50)))
             .map_err(io("UDP stream"))?;
@@ -170,14 +160,7 @@ fn streams(
             // Another address's datagram opens no stream of this test.
             Ok((_, from)) if from.ip() == client => from,
             Ok(_) => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
+            Err(e) if sonde_engine::wait::timed_out(&e) => continue,
             Err(e) => return Err(io("UDP stream")(e)),
         };
         listening.connect(from).map_err(io("UDP stream"))?;
@@ -206,11 +189,7 @@ pub(super) fn serve(
     } = o;
     let local = listener.local_addr().map_err(io("listener"))?;
     let spec = spec_of(&test, local.is_ipv6());
-    if let Some((code, why)) = over_limits(&test, &spec, &cfg.limits) {
-        srv.refuse(code);
-        let _ = ctl.flush(|| srv.poll_transmit());
-        return Err(ServeError::Refused(why));
-    }
+    served::refuse_over(&mut ctl, &mut srv, over_limits(&test, &spec, &cfg.limits))?;
     let probe = HostProbe::for_peer(peer.ip());
     // Bound before CREATE_STREAMS: the first stream's datagram follows it at once.
     let first = bind_port(local).map_err(io("UDP stream"))?;
@@ -248,22 +227,9 @@ pub(super) fn serve(
             notes,
         ))
     };
-    srv.start(
-        Duration::from_millis(spec.timing.total_ms()) + STEP_WAIT,
-        Instant::now(),
-    )?;
-    ctl.flush(|| srv.poll_transmit())
-        .map_err(io("control connection"))?;
-    let mut intervals = Vec::new();
-    let ran = run(
-        &mut ctl,
-        &mut srv,
-        side.as_mut(),
-        &mut intervals,
-        listener,
-        stop,
-    );
-    side.finish_senders();
+    let total_ms = spec.timing.total_ms();
+    let (intervals, ran) =
+        served::run_test(&mut ctl, &mut srv, side.as_mut(), total_ms, listener, stop)?;
     if !test.reverse {
         // What the client sent before its TEST_END, still queued, is read, not lost.
         std::thread::sleep(super::UDP_DRAIN);
@@ -271,20 +237,8 @@ pub(super) fn serve(
     let ours = side.into_result(ran.is_err());
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
     let mine = udp_figures::our_results(&ours, &spec, &test, &seen);
-    let (theirs, error) = match ran.and_then(|_| exchange(&mut ctl, &mut srv, &mine)) {
-        // A figure of theirs that ours contradicts never reaches the document.
-        Ok(r) => match super::vouch::vouch(&r, &super::vouch::ours_of(&ours), true) {
-            Ok(()) => (Some(r), None),
-            Err(why) => (None, Some(format!("the client's results refused: {why}"))),
-        },
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let who = format!(
-        "iperf3 client{} at {peer}",
-        test.client_version
-            .as_deref()
-            .map_or(String::new(), |v| format!(" (iperf {v})"))
-    );
+    let (theirs, error) = served::their_results(&mut ctl, &mut srv, ran, &mine, &ours, true);
+    let who = served::client_name(&test, peer);
     // The document's client is the sender: iperf3's, or ours under -R.
     let far_role = if test.reverse {
         Role::Server
@@ -302,28 +256,15 @@ pub(super) fn serve(
         (false, Some(far)) => (far, Some(&ours), &[][..], &intervals[..]),
         (false, None) => (&ours, None, &[][..], &intervals[..]),
     };
-    let inputs = Inputs {
-        spec: &test_spec,
-        command: who,
-        server_command: Some(cfg.command.clone()),
-        server_address: cfg.bind.to_string(),
-        started_at,
-        software: SOFTWARE.into(),
-        client,
-        server,
-        client_intervals,
-        server_intervals,
+    let doc = served::document(
+        cfg,
+        &test_spec,
+        (who, started_at),
+        (client, server),
+        (client_intervals, server_intervals),
         error,
-        client_agent: None,
-        finished_at: Some(now_rfc3339()),
-        server_labels: Default::default(),
-        fleet: None,
-        prelude: None,
-    };
-    Ok((
-        Document::assemble(inputs, sonde_results::limit::judge),
-        summary,
-    ))
+    );
+    Ok((doc, summary))
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use sonde_proto::stamp::DscpPolicy;
 use sonde_proto::Key;
 use sonde_results::mesh::Judging;
 
-use super::peers::Source;
+use sonde_results::marks::{Dscp, Ecn, Marks};
+
+use super::peers::{PeersError, Source};
 use super::reflector::Rate;
 
 /// A lost probe waits this many timeouts for a later answer whose count tells which way
@@ -112,6 +114,81 @@ impl MeshConfig {
     }
 }
 
+/// `serve --mesh`'s own flags, as typed values.
+pub struct MeshFlags {
+    /// `--mesh SOURCE`: a file of peers or `dns:NAME`.
+    pub source: String,
+    pub port: u16,
+    /// `--mesh-name` [default: `--bind`].
+    pub name: Option<String>,
+    pub rate: f64,
+    pub budget: f64,
+    pub refresh: Duration,
+    pub timeout: Duration,
+    pub window: Duration,
+    pub reflect_max: f64,
+    pub dscp: Option<Dscp>,
+    pub ecn: Option<Ecn>,
+}
+
+/// What of `serve`'s own flags the mesh takes: its address, its key (or
+/// `--insecure-no-key`), its labels and `--allow-dscp`'s mask.
+pub struct MeshAgent {
+    pub bind: IpAddr,
+    pub insecure_no_key: bool,
+    pub key: Option<Key>,
+    pub labels: BTreeMap<String, String>,
+    pub allowed_dscps: u64,
+}
+
+/// A mesh its flags cannot make, naming the flag.
+#[derive(Debug, thiserror::Error)]
+pub enum MeshFlagError {
+    #[error("--mesh-dscp {0}: this agent does not send that class (network control, CS6 and CS7, unless `sonde serve --allow-dscp` lists it)")]
+    Dscp(String),
+    #[error(transparent)]
+    Source(#[from] PeersError),
+    #[error("--mesh needs --key-file (its probes and answers carry the fleet key's HMAC), or --insecure-no-key on an isolated network")]
+    NoKey,
+}
+
+impl MeshFlags {
+    /// The mesh these flags describe on `agent`.
+    pub fn config(&self, agent: MeshAgent) -> Result<MeshConfig, MeshFlagError> {
+        if let Some(d) = self
+            .dscp
+            .filter(|d| agent.allowed_dscps >> d.value() & 1 == 0)
+        {
+            return Err(MeshFlagError::Dscp(d.words()));
+        }
+        let marks = Marks {
+            dscp: self.dscp,
+            ecn: self.ecn,
+            control_dscp: None,
+        };
+        let source = Source::parse(&self.source, self.port)?;
+        if agent.key.is_none() && !agent.insecure_no_key {
+            return Err(MeshFlagError::NoKey);
+        }
+        let bind = agent.bind;
+        Ok(MeshConfig {
+            source,
+            port: self.port,
+            bind,
+            name: self.name.clone().unwrap_or_else(|| bind.to_string()),
+            labels: agent.labels,
+            rate: self.rate,
+            budget: self.budget,
+            refresh: self.refresh,
+            timeout: self.timeout,
+            window: self.window,
+            reflect_max: self.reflect_max,
+            key: agent.key,
+            tos: marks.data_tos(),
+        })
+    }
+}
+
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -176,5 +253,37 @@ mod tests {
         assert_eq!(c.refresh_every(), Duration::from_secs(1));
         let c = config(1.0, Duration::from_secs(2), Duration::from_secs(30));
         assert_eq!(c.refresh_every(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn flags_refuse_network_control_unless_allowed_and_a_mesh_without_a_key() {
+        let flags = |dscp: Option<u8>| MeshFlags {
+            source: "dns:agents".into(),
+            port: 8620,
+            name: None,
+            rate: 1.0,
+            budget: 100.0,
+            refresh: Duration::from_secs(30),
+            timeout: Duration::from_secs(2),
+            window: Duration::from_secs(60),
+            reflect_max: 10_000.0,
+            dscp: dscp.map(|d| Dscp::new(d).unwrap()),
+            ecn: None,
+        };
+        let agent = |allowed_dscps, insecure_no_key| MeshAgent {
+            bind: "198.18.0.1".parse().unwrap(),
+            insecure_no_key,
+            key: None,
+            labels: BTreeMap::new(),
+            allowed_dscps,
+        };
+        let default = crate::agent::DEFAULT_TEST_DSCPS;
+        let c = flags(Some(46)).config(agent(default, true)).unwrap();
+        assert_eq!((c.tos, c.name.as_str()), (Some(46 << 2), "198.18.0.1"));
+        let e = flags(Some(48)).config(agent(default, true)).unwrap_err();
+        assert!(matches!(e, MeshFlagError::Dscp(_)) && e.to_string().contains("--allow-dscp"));
+        assert!(flags(Some(48)).config(agent(u64::MAX, true)).is_ok());
+        let e = flags(None).config(agent(default, false)).unwrap_err();
+        assert!(matches!(e, MeshFlagError::NoKey), "{e}");
     }
 }

@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use sonde_engine::kstamps::datagram;
 
-pub use config::{MeshConfig, ANSWERS_PER_RATE, MIN_REFRESH, SETTLE_TIMEOUTS};
+pub use config::{
+    MeshAgent, MeshConfig, MeshFlagError, MeshFlags, ANSWERS_PER_RATE, MIN_REFRESH, SETTLE_TIMEOUTS,
+};
 pub use peers::{parse_file, Peer, Source};
 pub use reflector::Rate;
 pub use sonde_proto::mesh::{PeerEntry, Peers};

@@ -193,7 +193,7 @@ fn two_agents_in_memory_count_every_probe_time_each_round_trip_and_learn_labels(
     run(&mut a, 3, |_, _, _| false);
     for (i, agent) in a.iter().enumerate() {
         let e = agent.prober.peers().values().next().unwrap();
-        let s = &e.stats;
+        let s = &e.stats.shown;
         assert!((29..=30).contains(&s.sent), "{}", s.sent);
         assert_eq!(s.settled.answered, s.sent);
         assert_eq!(s.settled.lost_forward + s.settled.lost_reverse, 0);
@@ -219,7 +219,7 @@ fn two_agents_in_memory_tell_which_way_each_probe_was_lost() {
         (ip, false) if ip == ip_b => n < 30 && n % 7 == 3,
         _ => false,
     });
-    let s = &a[0].prober.peers().values().next().unwrap().stats;
+    let s = &a[0].prober.peers().values().next().unwrap().stats.shown;
     let sent = s.sent;
     assert!(sent >= 49, "{sent}");
     assert_eq!(
@@ -233,7 +233,7 @@ fn two_agents_in_memory_tell_which_way_each_probe_was_lost() {
         s.settled
     );
     assert_eq!(s.settled.answered, sent - 11);
-    let back = &a[1].prober.peers().values().next().unwrap().stats;
+    let back = &a[1].prober.peers().values().next().unwrap().stats.shown;
     assert_eq!(back.settled.answered, back.sent);
 }
 
@@ -270,7 +270,7 @@ fn two_marked_agents_in_memory_see_which_way_the_path_bleaches_and_marks_ce() {
             }
         },
     );
-    let [sa, sb] = [&a[0], &a[1]].map(|x| &x.prober.peers().values().next().unwrap().stats);
+    let [sa, sb] = [&a[0], &a[1]].map(|x| &x.prober.peers().values().next().unwrap().stats.shown);
     let (na, nb) = (sa.settled.answered, sb.settled.answered);
     assert!(na >= 29 && nb >= 29, "{na} {nb}");
     let (fa, ra) = (

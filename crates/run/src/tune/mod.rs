@@ -3,6 +3,7 @@
 //! record. The state file is what root writes back, so it is guarded (`state`).
 
 mod apply;
+pub mod command;
 mod state;
 
 pub use apply::{apply, need_root, restore, Tuned};

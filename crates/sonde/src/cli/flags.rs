@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use sonde_probe::topology::parse_cpu_list;
 pub use sonde_results::spec::units::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
-use sonde_results::{Engine, Execution, PollMode, Timing};
+use sonde_results::{Engine, Execution, Timing};
+pub use sonde_run::build::values::{parse_cpus, parse_poll, CpuList, PollChoice};
 
 use sonde_probe::tune::Goal;
 use sonde_run::agent::DEFAULT_PORT;
@@ -182,111 +182,4 @@ fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
 pub fn goal_parser() -> impl clap::builder::TypedValueParser<Value = Goal> {
     use clap::builder::{PossibleValuesParser, TypedValueParser};
     PossibleValuesParser::new(Goal::NAMES).map(|s| s.parse::<Goal>().expect("a listed goal"))
-}
-
-/// A CPU list as one value (clap would read a bare `Vec` as a repeated flag), or `auto`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CpuList {
-    /// `none`: left to the scheduler.
-    Unpinned,
-    List(Vec<usize>),
-    /// Chosen on the side's own host when the test starts (sonde_probe::placement).
-    Auto,
-}
-
-impl CpuList {
-    /// As a spec holds it: the list, and whether the side chooses it itself.
-    pub fn split(&self) -> (Option<Vec<usize>>, bool) {
-        match self {
-            CpuList::List(l) => (Some(l.clone()), false),
-            CpuList::Auto => (None, true),
-            CpuList::Unpinned => (None, false),
-        }
-    }
-}
-
-/// `auto`, `none`, or a CPU list (`0-3,8`).
-pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    match s {
-        "auto" => return Ok(CpuList::Auto),
-        "none" => return Ok(CpuList::Unpinned),
-        _ => {}
-    }
-    parse_cpu_list(s)
-        .map(CpuList::List)
-        .map_err(|e| e.to_string())
-}
-
-/// One mode, or all of them in turn.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PollChoice {
-    One(PollMode),
-    All,
-}
-
-impl PollChoice {
-    pub fn modes(&self) -> Vec<PollMode> {
-        match self {
-            PollChoice::One(m) => vec![*m],
-            PollChoice::All => vec![
-                PollMode::Block,
-                PollMode::Busy,
-                PollMode::Hybrid { spin_us: 50 },
-            ],
-        }
-    }
-}
-
-/// block, busy, hybrid[=SPIN] (microseconds, or with a `us` / `ms` suffix), or all.
-pub fn parse_poll(s: &str) -> Result<PollChoice, String> {
-    let bad = || format!("'{s}' is not a receive mode (block, busy, hybrid[=50us], all)");
-    Ok(match s {
-        "block" => PollChoice::One(PollMode::Block),
-        "busy" => PollChoice::One(PollMode::Busy),
-        "hybrid" => PollChoice::One(PollMode::Hybrid { spin_us: 50 }),
-        "all" => PollChoice::All,
-        _ => {
-            let spin = s.strip_prefix("hybrid=").ok_or_else(bad)?;
-            let us = if let Some(v) = spin.strip_suffix("us") {
-                v.parse::<u64>().map_err(|_| bad())?
-            } else if let Some(v) = spin.strip_suffix("ms") {
-                v.parse::<u64>().map_err(|_| bad())? * 1000
-            } else {
-                spin.parse::<u64>().map_err(|_| bad())?
-            };
-            PollChoice::One(PollMode::Hybrid {
-                spin_us: u32::try_from(us).map_err(|_| bad())?,
-            })
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists_become_the_spec_fields() {
-        assert_eq!(parse_cpus("auto").unwrap().split(), (None, true));
-        assert_eq!(parse_cpus("none").unwrap().split(), (None, false));
-        assert_eq!(
-            parse_cpus("0-2").unwrap().split(),
-            (Some(vec![0, 1, 2]), false)
-        );
-        assert!(parse_cpus("x").is_err());
-    }
-
-    #[test]
-    fn receive_modes_parse() {
-        assert_eq!(
-            parse_poll("hybrid=100us").unwrap(),
-            PollChoice::One(PollMode::Hybrid { spin_us: 100 })
-        );
-        assert_eq!(
-            parse_poll("hybrid=2ms").unwrap(),
-            PollChoice::One(PollMode::Hybrid { spin_us: 2000 })
-        );
-        assert_eq!(parse_poll("all").unwrap().modes().len(), 3);
-        assert!(parse_poll("sometimes").is_err());
-    }
 }

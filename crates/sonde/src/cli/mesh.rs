@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use sonde_run::mesh::{self, MeshConfig, Source};
+use sonde_run::mesh::{self, MeshAgent, MeshConfig, MeshFlagError, MeshFlags};
 
-use sonde_results::marks::{Dscp, Ecn, Marks};
-use sonde_results::spec::units::parse_period_ms;
+use sonde_results::marks::{Dscp, Ecn};
+use sonde_results::spec::units::{parse_period_above_zero, parse_positive};
 
 #[derive(Args, Debug)]
 pub struct MeshArgs {
@@ -25,15 +25,15 @@ pub struct MeshArgs {
     #[arg(long, default_value_t = mesh::DEFAULT_PORT, value_name = "PORT", requires = "mesh")]
     pub mesh_port: u16,
     /// Probes per second to each peer.
-    #[arg(long, default_value_t = mesh::DEFAULT_RATE, value_parser = positive, value_name = "PER_S", requires = "mesh")]
+    #[arg(long, default_value_t = mesh::DEFAULT_RATE, value_parser = parse_positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_rate: f64,
     /// Probes per second at most, all peers together: with more peers than it allows at
     /// --mesh-rate, each peer gets an equal share.
-    #[arg(long, default_value_t = mesh::DEFAULT_BUDGET, value_parser = positive, value_name = "PER_S", requires = "mesh")]
+    #[arg(long, default_value_t = mesh::DEFAULT_BUDGET, value_parser = parse_positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_budget: f64,
     /// How often the peer list is read (resolved) again: seconds, or with a unit (500ms,
     /// 30s, 10m, 1h); at least once a second.
-    #[arg(long, default_value = "30s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
+    #[arg(long, default_value = "30s", value_parser = parse_period_above_zero, value_name = "DURATION", requires = "mesh")]
     pub mesh_refresh: Duration,
     /// This agent's `source` label in the metrics: the address its peers probe [default:
     /// --bind].
@@ -41,14 +41,14 @@ pub struct MeshArgs {
     pub mesh_name: Option<String>,
     /// A probe unanswered this long is lost (seconds, or with a unit: 300ms); a lost probe
     /// no later answer places on a direction is lost either way five of these later.
-    #[arg(long, default_value = "2s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
+    #[arg(long, default_value = "2s", value_parser = parse_period_above_zero, value_name = "DURATION", requires = "mesh")]
     pub mesh_timeout: Duration,
     /// The window of each peer's HDR histogram (its percentiles in
     /// sonde_mesh_rtt_window_seconds): seconds, or with a unit (1m).
-    #[arg(long, default_value = "60s", value_parser = duration, value_name = "DURATION", requires = "mesh")]
+    #[arg(long, default_value = "60s", value_parser = parse_period_above_zero, value_name = "DURATION", requires = "mesh")]
     pub mesh_window: Duration,
     /// Answers per second this agent's reflector sends at most, all peers together.
-    #[arg(long, default_value_t = 10_000.0, value_parser = positive, value_name = "PER_S", requires = "mesh")]
+    #[arg(long, default_value_t = 10_000.0, value_parser = parse_positive, value_name = "PER_S", requires = "mesh")]
     pub mesh_reflect_max: f64,
     /// Send every probe with this DSCP (a class or a number): each then asks its peer, in
     /// STAMP's Class of Service TLV, what arrived and marks its answer so, and the metrics
@@ -69,69 +69,27 @@ pub struct MeshArgs {
     pub metrics_token_file: Option<PathBuf>,
 }
 
-/// A duration as people write one (seconds as a number, or with an `ms`, `s`, `m` or `h`
-/// suffix), above zero: a zero timeout would lose every probe, a zero window keep none.
-fn duration(s: &str) -> Result<Duration, String> {
-    match parse_period_ms(s).map_err(|e| e.to_string())? {
-        0 => Err(format!("'{s}' is not above zero")),
-        ms => Ok(Duration::from_millis(ms)),
-    }
-}
-
-fn positive(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number")),
-    }
-}
-
 impl MeshArgs {
-    /// The mesh these flags describe, or none without --mesh.
-    /// `bind`, `insecure_no_key` and `allowed_dscps` (`--allow-dscp`'s mask) are `serve`'s.
-    pub fn config(
-        &self,
-        bind: std::net::IpAddr,
-        insecure_no_key: bool,
-        key: Option<sonde_proto::Key>,
-        labels: &sonde_proto::Labels,
-        allowed_dscps: u64,
-    ) -> anyhow::Result<Option<MeshConfig>> {
+    /// The mesh these flags describe on `agent` ([`MeshFlags::config`]), or none without
+    /// --mesh.
+    pub fn config(&self, agent: MeshAgent) -> Result<Option<MeshConfig>, MeshFlagError> {
         let Some(source) = &self.mesh else {
             return Ok(None);
         };
-        if let Some(d) = self
-            .mesh_dscp
-            .filter(|d| allowed_dscps >> d.value() & 1 == 0)
-        {
-            anyhow::bail!(
-                "--mesh-dscp {}: this agent does not send that class (network control, CS6 and CS7, unless `sonde serve --allow-dscp` lists it)",
-                d.words()
-            );
-        }
-        let marks = Marks {
-            dscp: self.mesh_dscp,
-            ecn: self.mesh_ecn,
-            control_dscp: None,
-        };
-        let source = Source::parse(source, self.mesh_port).map_err(anyhow::Error::msg)?;
-        if key.is_none() && !insecure_no_key {
-            anyhow::bail!("--mesh needs --key-file (its probes and answers carry the fleet key's HMAC), or --insecure-no-key on an isolated network");
-        }
-        Ok(Some(MeshConfig {
-            source,
+        let flags = MeshFlags {
+            source: source.clone(),
             port: self.mesh_port,
-            bind,
-            name: self.mesh_name.clone().unwrap_or_else(|| bind.to_string()),
-            labels: labels.clone(),
+            name: self.mesh_name.clone(),
             rate: self.mesh_rate,
             budget: self.mesh_budget,
             refresh: self.mesh_refresh,
             timeout: self.mesh_timeout,
             window: self.mesh_window,
             reflect_max: self.mesh_reflect_max,
-            key,
-            tos: marks.data_tos(),
-        }))
+            dscp: self.mesh_dscp,
+            ecn: self.mesh_ecn,
+        };
+        flags.config(agent).map(Some)
     }
 }
 
@@ -197,8 +155,14 @@ mod tests {
     fn mesh_marks_make_the_probes_tos_and_network_control_is_refused() {
         let cfg = |args: &[&str], allowed| {
             let m = parse(args).unwrap();
-            let bind = "198.18.0.1".parse().unwrap();
-            m.config(bind, true, None, &Default::default(), allowed)
+            let agent = MeshAgent {
+                bind: "198.18.0.1".parse().unwrap(),
+                insecure_no_key: true,
+                key: None,
+                labels: Default::default(),
+                allowed_dscps: allowed,
+            };
+            m.config(agent)
                 .map(|c| c.unwrap().tos)
                 .map_err(|e| e.to_string())
         };

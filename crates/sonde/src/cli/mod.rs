@@ -16,7 +16,7 @@ mod stream;
 mod tests_specs;
 mod watch;
 
-pub use flags::{parse_duration_ms, OutputArgs, StoreArgs, Target};
+pub use flags::{parse_duration_ms, OutputArgs, Target};
 pub use load::LoadArgs;
 pub use pps::PpsArgs;
 pub use rr::{PingArgs, RpcArgs};

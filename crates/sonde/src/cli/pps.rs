@@ -141,10 +141,7 @@ impl PpsArgs {
             gso: self.gso,
             rate: self.rate,
             timing: self.timing.timing(0),
-            poll: match self.poll {
-                PollChoice::One(mode) => Some(mode),
-                PollChoice::All => None,
-            },
+            poll: self.poll.one(),
             execution: self.execution.execution(),
             ipv6: self.target.host().contains(':'),
             search: SearchFlags {

@@ -7,11 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use sonde_results::rpm::RpmParams;
 use sonde_results::spec::units::{parse_bits, parse_bytes, parse_duration_ms};
-use sonde_rpm::client::ClientOptions;
 use sonde_rpm::server::Limits;
-use sonde_rpm::tls::Trust;
+use sonde_run::rpm::{EndpointConfig, RpmFlags};
 use sonde_run::stamp::Cidr;
 
 use super::OutputArgs;
@@ -56,34 +54,20 @@ pub struct RpmArgs {
 }
 
 impl RpmArgs {
-    /// The client's options, refused naming the flag at fault.
-    pub fn options(&self) -> Result<ClientOptions, String> {
-        if self.interval < 50 {
-            return Err(format!("--interval {} ms: at least 50 ms", self.interval));
-        }
-        if self.stage_limit < self.interval {
-            return Err("--stage-limit: shorter than one --interval".into());
-        }
-        sonde_rpm::client::config_url(&self.url).map_err(|e| e.to_string())?;
-        let trust = match (&self.ca, self.insecure) {
-            (_, true) => Trust::Anything,
-            (Some(f), _) => Trust::File(f.clone()),
-            (None, false) => Trust::System,
-        };
-        Ok(ClientOptions {
+    /// The flags as the run layer checks them ([`RpmFlags::test`]).
+    pub fn flags(&self) -> RpmFlags {
+        RpmFlags {
             url: self.url.clone(),
-            trust,
-            params: RpmParams {
-                mad: self.mad,
-                interval_ms: self.interval,
-                mnp: self.max_connections,
-                mps: self.max_probes,
-                stage_limit_ms: self.stage_limit,
-                ..sonde_rpm::method::default_params()
-            },
-            download: !self.upload_only,
-            upload: !self.download_only,
-        })
+            insecure: self.insecure,
+            ca: self.ca.clone(),
+            interval_ms: self.interval,
+            mad: self.mad,
+            max_connections: self.max_connections,
+            max_probes: self.max_probes,
+            stage_limit_ms: self.stage_limit,
+            download_only: self.download_only,
+            upload_only: self.upload_only,
+        }
     }
 }
 
@@ -127,7 +111,19 @@ pub struct RpmServeArgs {
 }
 
 impl RpmServeArgs {
-    pub fn limits(&self) -> Limits {
+    /// The endpoint these flags ask for, or none without `--rpm`.
+    pub fn endpoint(&self) -> Option<EndpointConfig> {
+        Some(EndpointConfig {
+            bind: self.rpm?,
+            allow: self.rpm_allow.clone(),
+            cert: self.rpm_cert.clone().zip(self.rpm_key.clone()),
+            h2c: self.rpm_h2c,
+            limits: self.limits(),
+            congestion: self.rpm_congestion.clone(),
+        })
+    }
+
+    fn limits(&self) -> Limits {
         Limits {
             max_connections: self.rpm_max_connections as usize,
             max_duration: Duration::from_millis(self.rpm_max_duration.max(1)),

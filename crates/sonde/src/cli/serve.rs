@@ -4,9 +4,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use sonde_proto::labels::{self, Labels, MAX_LABELS};
+use sonde_proto::labels::Labels;
 use sonde_run::agent::{self, Allow, Allowed, DEFAULT_PORT};
 use sonde_run::kind::dpdk_source::AgentDpdk;
+use sonde_run::serve::{self, parse_allowed_dscp, parse_label};
 
 use super::flags::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
 use sonde_results::spec::units::parse_ratio;
@@ -163,7 +164,7 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The agent these flags describe, `command` its command line for its log; `labels`
-    /// are [`ServeArgs::labels`] (checked first: a bad one is a usage error). The key file
+    /// are `serve::labels` of `--label` (checked first: a bad one is a usage error). The key file
     /// is read here, and refused as the key file rules say.
     pub fn config(&self, labels: Labels, command: String) -> anyhow::Result<agent::ServeConfig> {
         let limits = agent::Limits {
@@ -177,12 +178,7 @@ impl ServeArgs {
             max_memory_bytes: self.max_memory.unwrap_or_else(agent::default_memory_bytes),
             test_hooks: self.test_hooks,
             max_udp_reply_ratio: self.max_udp_reply_ratio,
-            allowed_dscps: self
-                .allow_dscp
-                .iter()
-                .fold(agent::DEFAULT_TEST_DSCPS, |m, d| {
-                    d.map_or(u64::MAX, |d| m | 1 << d.value())
-                }),
+            allowed_dscps: serve::test_dscps(&self.allow_dscp),
         };
         Ok(agent::ServeConfig {
             key: sonde_run::key::load_key(self.key_file.as_deref())?,
@@ -219,17 +215,7 @@ impl ServeArgs {
             max_pps: self.stamp_max_pps,
             key,
             stateful: self.stamp_stateful,
-            dscp_policy: match self
-                .stamp_allow_dscp
-                .iter()
-                .copied()
-                .collect::<Option<Vec<_>>>()
-            {
-                Some(listed) => {
-                    sonde_proto::stamp::DscpPolicy::allowing(listed.iter().map(|d| d.value()))
-                }
-                None => sonde_proto::stamp::DscpPolicy::ANY,
-            },
+            dscp_policy: serve::reflector_dscps(&self.stamp_allow_dscp),
         }))
     }
 
@@ -247,23 +233,6 @@ impl ServeArgs {
         self.allow.iter().copied().collect()
     }
 
-    /// `--label`s as one set: at most [`MAX_LABELS`], no key twice.
-    pub fn labels(&self) -> anyhow::Result<Labels> {
-        if self.labels.len() > MAX_LABELS {
-            anyhow::bail!(
-                "--label given {} times: an agent carries at most {MAX_LABELS} labels",
-                self.labels.len()
-            );
-        }
-        let mut set = Labels::new();
-        for (key, value) in &self.labels {
-            if let Some(first) = set.insert(key.clone(), value.clone()) {
-                anyhow::bail!("--label {key} given twice ({key}={first} and {key}={value})");
-            }
-        }
-        Ok(set)
-    }
-
     /// `--dpdk-args` and `--dpdk-dev`, read as a controller's are.
     pub fn dpdk(&self) -> anyhow::Result<AgentDpdk> {
         let allowed = self.allow.contains(&Allow::Dpdk);
@@ -275,16 +244,6 @@ impl ServeArgs {
     }
 }
 
-/// One of `--stamp-allow-dscp`: a DSCP, or `any` (`None`).
-fn parse_allowed_dscp(s: &str) -> Result<Option<sonde_results::marks::Dscp>, String> {
-    if s.trim().eq_ignore_ascii_case("any") {
-        return Ok(None);
-    }
-    sonde_results::marks::Dscp::parse(s)
-        .map(Some)
-        .map_err(|e| e.to_string())
-}
-
 /// `--stamp [ADDR:]PORT`: a bare port listens on every IPv4 address.
 fn parse_stamp_bind(s: &str) -> Result<std::net::SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
@@ -292,15 +251,6 @@ fn parse_stamp_bind(s: &str) -> Result<std::net::SocketAddr, String> {
     }
     s.parse()
         .map_err(|_| format!("'{s}' is not [ADDR:]PORT (862, 198.18.0.1:862, [::1]:862)"))
-}
-
-/// One `--label KEY=VALUE`, checked against the rules controllers apply.
-fn parse_label(s: &str) -> Result<(String, String), String> {
-    let (key, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("'{s}' is not KEY=VALUE"))?;
-    labels::check(key, value).map_err(|e| format!("label '{key}': {e}"))?;
-    Ok((key.into(), value.into()))
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use sonde_results::{SpecError, StampSpec};
+use sonde_results::SpecError;
 use sonde_run::build::stamp::{self, StampParams};
-use sonde_run::measure::Plan;
+use sonde_run::key::KeyError;
+use sonde_run::measure::{Plan, Target};
 
 use super::flags::{parse_duration_ms, OutputArgs};
 
@@ -67,42 +68,26 @@ pub struct StampArgs {
 }
 
 impl StampArgs {
-    /// Where the run is sent from: this host, or the `--from` agent (with `key`, the
-    /// agents' key, when the caller has one: `sonde fleet --key-file`).
-    pub fn target(
-        &self,
-        key: Option<&sonde_proto::Key>,
-    ) -> anyhow::Result<sonde_run::measure::Target> {
-        let key = match (key, &self.from) {
-            (Some(k), _) => Some(k.clone()),
-            (None, Some(_)) => sonde_run::key::load_key(self.key_file.as_deref())?,
-            (None, None) => None,
-        };
-        Ok(sonde_run::measure::Target {
-            host: self.target.clone(),
-            from: self.from.clone(),
-            port: self.port,
-            key,
-            fleet: None,
-        })
+    /// Where the run is sent from ([`stamp::target`]); `key` the agents' key when the
+    /// caller has one (`sonde fleet --key-file`).
+    pub fn target(&self, key: Option<&sonde_proto::Key>) -> Result<Target, KeyError> {
+        let (from, key_file) = (self.from.as_deref(), self.key_file.as_deref());
+        stamp::target(&self.target, from, self.port, key, key_file)
     }
 
-    /// The run these flags ask for, the key read here.
-    pub fn plan(&self) -> anyhow::Result<Result<Plan, SpecError>> {
-        let spec = match self.spec() {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        let key = match &self.stamp_key_file {
-            Some(path) => Some(sonde_run::stamp::load_key("--stamp-key-file", path)?),
-            None => None,
-        };
-        Ok(Ok(Plan::Stamp { spec, key }))
+    /// The run these flags ask for, the key read here ([`stamp::plan`]).
+    pub fn plan(&self) -> Result<Result<Plan, SpecError>, KeyError> {
+        stamp::plan(&self.params(), self.stamp_key_file.as_deref())
     }
 
     /// The flags as a validated spec ([`stamp::spec`]).
-    pub fn spec(&self) -> Result<StampSpec, SpecError> {
-        stamp::spec(&StampParams {
+    #[cfg(test)]
+    pub fn spec(&self) -> Result<sonde_results::StampSpec, SpecError> {
+        stamp::spec(&self.params())
+    }
+
+    fn params(&self) -> StampParams {
+        StampParams {
             target: self.target.clone(),
             rate: self.rate,
             count: self.count,
@@ -114,7 +99,7 @@ impl StampArgs {
             wait_ms: self.wait,
             interval_ms: self.interval,
             marks: self.marks.marks(),
-        })
+        }
     }
 }
 

@@ -26,6 +26,27 @@ pub struct Bridged {
 }
 
 impl Bridged {
+    /// Two hosts whose second counts in nftables table `victim` the UDP the first sends
+    /// it (and drops it, with `drop`): the lab and the two hosts' addresses, or `None`
+    /// (skip) without nft or a lab.
+    pub fn counting_udp(drop: bool) -> Option<(Bridged, String, String)> {
+        let lab = Bridged::new(2)?;
+        if !super::need_tools(&["nft"]) {
+            return None;
+        }
+        let (a, b) = (Bridged::addr(1), Bridged::addr(2));
+        let verdict = if drop { " drop" } else { "" };
+        for rule in [
+            "add table inet victim".to_string(),
+            "add chain inet victim input { type filter hook input priority 0 ; }".into(),
+            format!("add rule inet victim input ip saddr {a} ip daddr {b} meta l4proto udp counter{verdict}"),
+        ] {
+            let o = Lab::in_ns(&lab.hosts[1], "nft").arg(&rule).output().unwrap();
+            assert!(o.status.success(), "nft {rule}: {}", super::stderr(&o));
+        }
+        Some((lab, a, b))
+    }
+
     /// `n` hosts and a controller on one bridge, or `None` (skip) when this machine
     /// cannot make them.
     pub fn new(n: usize) -> Option<Bridged> {

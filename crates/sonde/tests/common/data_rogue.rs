@@ -143,6 +143,32 @@ pub fn request(len: usize, seq: u64, cookie: u64) -> Vec<u8> {
     d
 }
 
+/// A correct request gets exactly one answer, of the request's size, naming it.
+pub fn assert_answered(s: &UdpSocket, cookie: u64) {
+    s.send(&request(MESSAGE, 42, cookie)).unwrap();
+    let mut buf = [0u8; 2048];
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let n = s
+        .recv(&mut buf)
+        .expect("an answer to the test's own request");
+    assert_eq!(n, MESSAGE, "answer as large as the request");
+    assert_eq!(
+        &buf[..8],
+        &42u64.to_le_bytes(),
+        "the request's sequence echoed"
+    );
+}
+
+/// Each datagram of `sorts` sent `EACH` times on `s`; how many in all.
+pub fn send_each(s: &UdpSocket, sorts: &[Vec<u8>]) -> usize {
+    for d in sorts {
+        for _ in 0..EACH {
+            s.send(d).unwrap();
+        }
+    }
+    sorts.len() * EACH
+}
+
 pub fn replies(s: &UdpSocket, wait: Duration) -> Vec<usize> {
     let (until, mut buf, mut got) = (Instant::now() + wait, [0u8; 70_000], Vec::new());
     while Instant::now() < until {

@@ -2,6 +2,7 @@
 //! test's configuration, asked through its HTTP API from inside that namespace, killed
 //! on drop.
 
+use std::io::Write as _;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -78,4 +79,22 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `promtool ARGS` with `input` on stdin.
+pub fn promtool(args: &[&str], input: &str) -> std::process::Output {
+    let mut child = std::process::Command::new("promtool")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }

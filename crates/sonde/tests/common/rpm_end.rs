@@ -235,3 +235,35 @@ impl Drop for Nginx {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `sonde rpm URL --insecure --download-only` in the client namespace, short stages.
+pub fn short_rpm(lab: &Lab, url: &str) -> serde_json::Value {
+    let out = Lab::in_ns(&lab.client, SONDE)
+        .args([
+            "rpm",
+            url,
+            "--insecure",
+            "--download-only",
+            "--json",
+            "--no-save",
+        ])
+        // MNP 4: with 16 flows in a 40-packet queue most drops would be recovered by a
+        // retransmission timeout (a flow's window too small for three duplicate ACKs), and
+        // a self probe queued behind a lost segment of its own connection measures that.
+        .args([
+            "--interval",
+            "150ms",
+            "--stage-limit",
+            "2.1",
+            "--max-connections",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sonde rpm {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -1,10 +1,15 @@
 //! A `sonde serve` a test starts on loopback and waits for: its stderr read until the line
 //! saying it listens (the rest drained, so it never blocks on a full pipe).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use super::sonde_cmd;
+use super::{sonde_cmd, Lab, SERVER_ADDR, SONDE};
 
 /// Spawns `cmd` (stdin and stdout closed, stderr piped) and reads its stderr until `found`
 /// takes a line; that value. A server that exits first is killed and the test fails,
@@ -31,6 +36,21 @@ pub fn until_listening<T>(
     (child, value)
 }
 
+/// For a test of `serve --iperf3` on loopback (`None`: no iperf3 here, skip): the timing
+/// lock, a free port and the server on it.
+pub fn iperf3_loopback_test() -> Option<(super::Serial, u16, Child)> {
+    if !super::need_tools(&["iperf3"]) {
+        return None;
+    }
+    let serial = super::Serial::take();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    Some((serial, port, iperf3_on_loopback(port, &[])))
+}
+
 /// `sonde serve --iperf3 127.0.0.1:PORT` with `extra`, listening once it returns (its
 /// stderr said so; no probe connection, which would be a silent client holding the slot).
 pub fn iperf3_on_loopback(port: u16, extra: &[&str]) -> Child {
@@ -40,6 +60,143 @@ pub fn iperf3_on_loopback(port: u16, extra: &[&str]) -> Child {
         .args(extra);
     let listening = |l: &str| l.contains("sonde iperf3 server listening").then_some(());
     until_listening(cmd, "serve --iperf3", listening).0
+}
+
+/// Whether `serve --iperf3` is done with `s` (non-blocking look): any byte
+/// (ACCESS_DENIED) or the close.
+pub fn iperf3_closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 16];
+    match s.read(&mut b) {
+        Ok(n) => n <= b.len(),
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+/// A real `iperf3 -c -t 1` bound to `from`, to the `serve --iperf3` on loopback `port`
+/// while `attack` (`behind`) runs, served within `limit` or the test fails; then `stop`
+/// set, the attack joined and `server` stopped. How long the client took, and what the
+/// attack returned.
+pub fn iperf3_served_beside<T: std::fmt::Display>(
+    port: u16,
+    (from, limit): (&str, Duration),
+    (stop, attack, behind): (&AtomicBool, JoinHandle<T>, &str),
+    server: Child,
+) -> (Duration, T) {
+    let (took, opened, status) = iperf3_client_beside(port, from, limit, (stop, attack), server);
+    let status = status.unwrap_or_else(|| {
+        panic!("iperf3 -c not served in {took:?} behind {behind} ({opened} connections)")
+    });
+    assert!(status.success(), "iperf3 -c: {status}");
+    (took, opened)
+}
+
+fn iperf3_client_beside<T>(
+    port: u16,
+    from: &str,
+    limit: Duration,
+    (stop, attack): (&AtomicBool, JoinHandle<T>),
+    mut server: Child,
+) -> (Duration, T, Option<ExitStatus>) {
+    let t = Instant::now();
+    let mut real = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-B", from, "-p", &port.to_string()])
+        .args(["-t", "1", "-J"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = super::wait_with_timeout(&mut real, limit);
+    let took = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let opened = attack.join().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    if status.is_none() {
+        let _ = real.kill();
+        let _ = real.wait();
+    }
+    (took, opened, status)
+}
+
+/// `sonde serve --iperf3` on port 5201 in the lab's server namespace, with `extra`: its
+/// stderr lines, read as they come.
+pub fn iperf3_in_lab(lab: &Lab, extra: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = Lab::in_ns(&lab.server, SONDE)
+        .args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
+        .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let listening = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .any(|line| line.contains("sonde iperf3 server listening"));
+    if !listening {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("serve --iperf3 did not listen");
+    }
+    (child, rx)
+}
+
+/// `iperf3 -c SERVER -p 5201 -J ARGS` from the lab's client namespace; its JSON.
+pub fn iperf3_json(lab: &Lab, args: &[&str]) -> serde_json::Value {
+    let o = Lab::in_ns(&lab.client, "iperf3")
+        .args(["-c", SERVER_ADDR, "-p", "5201", "-J"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "iperf3 -c {args:?}: {}",
+        super::stdout(&o)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `iperf3 -s -1 -J` in the server namespace, listening once it returns.
+pub fn iperf3_server_in_lab(lab: &Lab) -> Child {
+    let mut child = Lab::in_ns(&lab.server, "iperf3")
+        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        let up = Lab::in_ns(&lab.server, "ss")
+            .args(["-Hltn", "sport = :5201"])
+            .output()
+            .unwrap();
+        if !up.stdout.is_empty() {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("iperf3 -s did not listen");
+}
+
+/// The document `serve --iperf3` logged (in `rx`, its stderr) for the test it served next.
+pub fn iperf3_served_doc(rx: &Receiver<String>) -> serde_json::Value {
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a served test's document");
+        if let Some((_, json)) = line.split_once("iperf3 document ") {
+            return serde_json::from_str(json).unwrap();
+        }
+        assert!(!line.contains("iperf3 client"), "{line}");
+    }
 }
 
 /// The resident memory of process `pid`, in KiB (`VmRSS`).

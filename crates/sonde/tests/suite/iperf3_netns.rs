@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -44,29 +43,7 @@ fn goodput(mss: f64) -> f64 {
     RATE_BPS * mss / (1500.0 + 14.0)
 }
 
-/// `iperf3 -s -1 -J` in the server namespace, listening once it returns.
-fn iperf3_server(lab: &Lab) -> Child {
-    let mut child = Lab::in_ns(&lab.server, "iperf3")
-        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        let up = Lab::in_ns(&lab.server, "ss")
-            .args(["-Hltn", "sport = :5201"])
-            .output()
-            .unwrap();
-        if !up.stdout.is_empty() {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("iperf3 -s did not listen");
-}
+use common::serve_proc::iperf3_server_in_lab as iperf3_server;
 
 /// The JSON an `iperf3 -s -1 -J` printed once its test ended.
 fn iperf3_json(mut child: Child) -> serde_json::Value {
@@ -291,57 +268,9 @@ fn bidir_against_iperf3_server() {
     );
 }
 
-/// `sonde serve --iperf3` in the server namespace: its stderr lines, read as they come.
-fn serve_iperf3(lab: &Lab, extra: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Lab::in_ns(&lab.server, SONDE)
-        .args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
-        .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let listening = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
-        .any(|line| line.contains("sonde iperf3 server listening"));
-    if !listening {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("serve --iperf3 did not listen");
-    }
-    (child, rx)
-}
+use common::serve_proc::{iperf3_in_lab as serve_iperf3, iperf3_served_doc as served_doc};
 
-/// The document `serve --iperf3` logged for the test it served next.
-fn served_doc(rx: &std::sync::mpsc::Receiver<String>) -> serde_json::Value {
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a served test's document");
-        if let Some((_, json)) = line.split_once("iperf3 document ") {
-            return serde_json::from_str(json).unwrap();
-        }
-        assert!(!line.contains("iperf3 client"), "{line}");
-    }
-}
-
-fn iperf3_client(lab: &Lab, args: &[&str]) -> serde_json::Value {
-    let o = Lab::in_ns(&lab.client, "iperf3")
-        .args(["-c", SERVER_ADDR, "-p", "5201", "-J"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "iperf3 -c {args:?}: {}", stdout(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
+use common::serve_proc::iperf3_json as iperf3_client;
 
 #[test]
 fn iperf3_client_against_serve_iperf3() {

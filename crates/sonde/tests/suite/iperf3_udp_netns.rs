@@ -7,8 +7,6 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -109,21 +107,7 @@ fn pps_iperf3_against_iperf3_server_counts_planted_loss_exactly() {
     };
     // Datagrams 100, 700 and 1500 of each of the two streams (1000 a second each).
     plant_loss(&lab.server, "dport", "{ 100, 700, 1500 }");
-    let mut server = Lab::in_ns(&lab.server, "iperf3")
-        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let listening = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(20));
-        let up = Lab::in_ns(&lab.server, "ss")
-            .args(["-Hltn", "sport = :5201"])
-            .output();
-        up.is_ok_and(|o| !o.stdout.is_empty())
-    });
-    assert!(listening, "iperf3 -s did not listen");
+    let mut server = common::serve_proc::iperf3_server_in_lab(&lab);
     let o = run({
         let mut c = Lab::in_ns(&lab.client, SONDE);
         c.args(["pps", SERVER_ADDR, "--iperf3", "--json", "--no-save"])
@@ -144,13 +128,7 @@ fn pps_iperf3_against_iperf3_server_counts_planted_loss_exactly() {
     let who = doc["start"]["server_command"].as_str().unwrap();
     assert!(who.starts_with("iperf3 server (iperf 3."), "{who}");
     // iperf3's own loss, ours (sent less what it received), and the document's: exact.
-    let sum = &json["end"]["sum"];
-    assert_eq!(sum["lost_packets"].as_u64(), Some(dropped), "{sum}");
-    assert_eq!(
-        end["packets"]["lost_packets"].as_u64(),
-        Some(dropped),
-        "{end}"
-    );
+    let sum = loss_is(&json, end, dropped);
     // What we sent is what iperf3 saw numbered: its highest sequence numbers.
     let sent = end["packets"]["sender"]["total_packets"].as_u64().unwrap();
     assert_eq!(Some(sent), sum["packets"].as_u64());
@@ -165,53 +143,29 @@ fn pps_iperf3_against_iperf3_server_counts_planted_loss_exactly() {
     );
 }
 
-/// `sonde serve --iperf3` in the server namespace: its stderr lines, read as they come.
-fn serve_iperf3(lab: &Lab) -> (Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Lab::in_ns(&lab.server, SONDE)
-        .args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
-        .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
-        .args(["--iperf3-allow", "198.18.0.0/15"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let listening = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
-        .any(|line| line.contains("sonde iperf3 server listening"));
-    assert!(listening, "serve --iperf3 did not listen");
-    (child, rx)
+use common::serve_proc::iperf3_served_doc as served_doc;
+
+/// Every loss figure of a test: iperf3's own (`json`), and the document's (`end`), is
+/// the `dropped` nftables counted. iperf3's sum.
+fn loss_is<'a>(
+    json: &'a serde_json::Value,
+    end: &serde_json::Value,
+    dropped: u64,
+) -> &'a serde_json::Value {
+    let sum = &json["end"]["sum"];
+    assert_eq!(sum["lost_packets"].as_u64(), Some(dropped), "{sum}");
+    assert_eq!(
+        end["packets"]["lost_packets"].as_u64(),
+        Some(dropped),
+        "{end}"
+    );
+    sum
 }
 
-/// The document `serve --iperf3` logged for the test it served next.
-fn served_doc(rx: &std::sync::mpsc::Receiver<String>) -> serde_json::Value {
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a served test's document");
-        if let Some((_, json)) = line.split_once("iperf3 document ") {
-            return serde_json::from_str(json).unwrap();
-        }
-        assert!(!line.contains("iperf3 client"), "{line}");
-    }
-}
-
+/// `iperf3 -c -u` for 2 s at 8 Mbit/s of 1000-byte blocks a stream, with `args`.
 fn iperf3_udp(lab: &Lab, args: &[&str]) -> serde_json::Value {
-    let o = Lab::in_ns(&lab.client, "iperf3")
-        .args(["-c", SERVER_ADDR, "-p", "5201", "-J", "-u", "-t", "2"])
-        .args(["-b", "8M", "-l", "1000"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "iperf3 -c -u {args:?}: {}", stdout(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
+    let udp = ["-u", "-t", "2", "-b", "8M", "-l", "1000"];
+    common::serve_proc::iperf3_json(lab, &[&udp[..], args].concat())
 }
 
 #[test]
@@ -219,7 +173,8 @@ fn iperf3_udp_client_against_serve_iperf3_counts_planted_loss_exactly() {
     let Some(lab) = Lab::needing(&["iperf3", "nft"]) else {
         return;
     };
-    let (mut serve, rx) = serve_iperf3(&lab);
+    let (mut serve, rx) =
+        common::serve_proc::iperf3_in_lab(&lab, &["--iperf3-allow", "198.18.0.0/15"]);
 
     // Forward, two streams of 1000 datagrams a second: we receive, and count the loss as
     // iperf3 counts it; iperf3 -c prints our count.
@@ -231,13 +186,7 @@ fn iperf3_udp_client_against_serve_iperf3_counts_planted_loss_exactly() {
     let end = &doc["end"];
     assert_eq!(end["partial"], false, "{end}");
     assert_eq!(end["packets"]["receiver"]["measured_by"], "server");
-    let sum = &json["end"]["sum"];
-    assert_eq!(sum["lost_packets"].as_u64(), Some(dropped), "{sum}");
-    assert_eq!(
-        end["packets"]["lost_packets"].as_u64(),
-        Some(dropped),
-        "{end}"
-    );
+    let sum = loss_is(&json, end, dropped);
     let sent = sum["packets"].as_u64().unwrap();
     assert_eq!(
         end["packets"]["sender"]["total_packets"].as_u64(),
@@ -257,16 +206,10 @@ fn iperf3_udp_client_against_serve_iperf3_counts_planted_loss_exactly() {
     let doc = served_doc(&rx);
     let dropped = planted(&lab.client);
     assert_eq!(dropped, 3);
-    let sum = &json["end"]["sum"];
-    assert_eq!(sum["lost_packets"].as_u64(), Some(dropped), "{sum}");
     let end = &doc["end"];
+    let sum = loss_is(&json, end, dropped);
     assert_eq!(end["partial"], false, "{end}");
     assert_eq!(end["packets"]["sender"]["measured_by"], "client");
-    assert_eq!(
-        end["packets"]["lost_packets"].as_u64(),
-        Some(dropped),
-        "{end}"
-    );
     assert_eq!(
         end["packets"]["sender"]["total_packets"].as_u64(),
         sum["packets"].as_u64()

@@ -112,6 +112,18 @@ fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service_with_thei
     );
 }
 
+/// The agent at 198.18.2.1 labelled `own`, at 1 probe/s of its budget of 100.
+fn agent_of(own: &BTreeMap<String, String>) -> MeshAgent<'_> {
+    MeshAgent {
+        source: "198.18.2.1",
+        labels: own,
+        budget_per_s: 100.0,
+        rate_per_s: 1.0,
+        reflected: 1,
+        refused: 0,
+    }
+}
+
 /// An agent's metrics with one peer: every family and label the exporter writes.
 fn agent_text() -> String {
     let own: BTreeMap<String, String> = [("zone", "z1"), ("rack", "r1"), ("node", "n1")]
@@ -130,16 +142,8 @@ fn agent_text() -> String {
     stats.on_sent(0, 0);
     stats.on_answer(0, 0, 50_000, 0);
     stats.tick(10);
-    let agent = MeshAgent {
-        source: "198.18.2.1",
-        labels: &own,
-        budget_per_s: 100.0,
-        rate_per_s: 1.0,
-        reflected: 1,
-        refused: 0,
-    };
     encode_mesh(
-        &agent,
+        &agent_of(&own),
         &[MeshPeer {
             address: "198.18.3.1",
             labels: &theirs,
@@ -215,8 +219,6 @@ fn every_mesh_dashboard_query_names_served_metrics_or_recorded_series() {
 /// counter's `_total` sample is accepted (OpenMetrics names the family without `_total`).
 #[test]
 fn a_marked_agents_metrics_pass_promtool_check_metrics() {
-    use std::io::Write as _;
-    use std::process::Stdio;
     if !need_tools(&["promtool"]) {
         return;
     }
@@ -224,14 +226,7 @@ fn a_marked_agents_metrics_pass_promtool_check_metrics() {
     let mut stats = PeerStats::new(0, &Judging::default());
     let ef0 = 46 << 2 | 2;
     stats.on_marks(Some((ef0, 2)), Some((ef0, ef0 | 3)));
-    let agent = MeshAgent {
-        source: "198.18.2.1",
-        labels: &own,
-        budget_per_s: 100.0,
-        rate_per_s: 1.0,
-        reflected: 1,
-        refused: 0,
-    };
+    let agent = agent_of(&own);
     let figures = stats.figures();
     let peer = MeshPeer {
         address: "198.18.3.1",
@@ -242,20 +237,7 @@ fn a_marked_agents_metrics_pass_promtool_check_metrics() {
     for family in ["marks", "ect", "ce"] {
         assert!(text.contains(&format!("# TYPE sonde_mesh_{family}_packets counter")));
     }
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = common::prometheus::promtool(&["check", "metrics"], &text);
     let said = format!("{}{}", stdout(&o), stderr(&o));
     let problems: Vec<&str> = said
         .lines()

@@ -6,9 +6,8 @@
 use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use common::{need_tools, run, sonde_into, stderr, stdout, temp_file};
@@ -73,23 +72,7 @@ fn exporter_text() -> String {
     e.encode()
 }
 
-/// `promtool ARGS` with `input` on stdin.
-fn promtool(args: &[&str], input: &str) -> std::process::Output {
-    let mut child = Command::new("promtool")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
+use common::prometheus::promtool;
 
 /// What promtool 2.42's linter says of valid OpenMetrics and is accepted here: it reads
 /// the classic text format, so a counter's `_total` sample has no `# HELP` of its own

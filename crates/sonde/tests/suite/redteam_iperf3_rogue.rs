@@ -205,45 +205,11 @@ fn a_server_dribbling_udp_handshakes_is_cut_at_one_setup_wait() {
     assert!(took < Duration::from_secs(12), "cut after {took:?}");
 }
 
-/// Whether the server closed `s` (non-blocking look).
-fn closed(s: &mut TcpStream) -> bool {
-    let mut b = [0u8; 16];
-    // Any byte (ACCESS_DENIED) or the close: it is done with.
-    match s.read(&mut b) {
-        Ok(n) => n <= b.len(),
-        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-    }
-}
-
 #[test]
 fn many_addresses_of_one_network_cannot_starve_another_network() {
-    if !need_tools(&["iperf3"]) {
+    let Some((_serial, port, server)) = common::serve_proc::iperf3_loopback_test() else {
         return;
-    }
-    let _serial = Serial::take();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = sonde_cmd()
-        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-        .args(["--iperf3", &format!("127.0.0.1:{port}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
-        let up = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|l| l.contains("sonde iperf3 server listening"));
-        assert!(up, "serve --iperf3 did not listen");
-        std::thread::spawn(move || lines.for_each(drop));
-    }
+    };
     let to: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let stop = Arc::new(AtomicBool::new(false));
     let halt = stop.clone();
@@ -262,7 +228,7 @@ fn many_addresses_of_one_network_cannot_starve_another_network() {
             && opened < 400
         {
             for (k, s) in held.iter_mut().enumerate() {
-                if closed(s) {
+                if common::serve_proc::iperf3_closed(s) {
                     *s = connect(k as u8 + 1);
                     opened += 1;
                 }
@@ -272,32 +238,13 @@ fn many_addresses_of_one_network_cannot_starve_another_network() {
         opened
     });
     std::thread::sleep(Duration::from_millis(300));
-    let t = Instant::now();
-    let mut real = std::process::Command::new("iperf3")
-        .args([
-            "-c",
-            "127.0.0.1",
-            "-B",
-            "127.0.2.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .args(["-t", "1", "-J"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let status = wait_with_timeout(&mut real, Duration::from_secs(15));
-    let took = t.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let opened = crowd.join().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
-    let status = status.unwrap_or_else(|| {
-        let _ = real.kill();
-        let _ = real.wait();
-        panic!("iperf3 -c not served in {took:?} behind one network's crowd ({opened} connections)")
-    });
-    assert!(status.success(), "iperf3 -c: {status}");
+    let limit = Duration::from_secs(15);
+    let (took, opened) = common::serve_proc::iperf3_served_beside(
+        port,
+        ("127.0.2.1", limit),
+        (&stop, crowd, "one network's crowd"),
+        server,
+    );
     // One of the crowd's turns (3 s) ahead of it at most, then its own 1 s test (3.7 s
     // measured); a one-sided margin for a loaded machine. Turns and room by address: not
     // served in 15 s; turns by address but room by network: 9.8 s.
@@ -311,33 +258,9 @@ fn many_addresses_of_one_network_cannot_starve_another_network() {
 /// wait, and a real `iperf3 -c -u` is served afterwards.
 #[test]
 fn serve_iperf3_opens_udp_streams_only_for_the_client_and_in_time() {
-    if !need_tools(&["iperf3"]) {
+    let Some((_serial, port, mut server)) = common::serve_proc::iperf3_loopback_test() else {
         return;
-    }
-    let _serial = Serial::take();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = sonde_cmd()
-        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-        .args(["--iperf3", &format!("127.0.0.1:{port}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
-        let up = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|l| l.contains("sonde iperf3 server listening"));
-        assert!(up, "serve --iperf3 did not listen");
-        std::thread::spawn(move || lines.for_each(drop));
-    }
+    };
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(b"abcdefghijklmnopqrstuvwxyz234567abcd\0")

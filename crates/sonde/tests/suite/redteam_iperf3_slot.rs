@@ -9,28 +9,10 @@
 
 use crate::common;
 
-use std::io::Read;
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Stdio};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use common::*;
-
-fn serve(port: u16) -> Child {
-    common::serve_proc::iperf3_on_loopback(port, &[])
-}
-
-/// Whether the server closed `s` (non-blocking look).
-fn closed(s: &mut TcpStream) -> bool {
-    let mut b = [0u8; 16];
-    // Any byte (ACCESS_DENIED) or the close: it is done with.
-    match s.read(&mut b) {
-        Ok(n) => n <= b.len(),
-        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-    }
-}
 
 /// Eight silent connections from 127.0.0.1, each replaced as soon as it is closed, until
 /// `stop` or 15 s (at most 400 connections in all); how many it opened.
@@ -49,7 +31,7 @@ fn stranger(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
             && opened < 400
         {
             for s in held.iter_mut() {
-                if closed(s) {
+                if common::serve_proc::iperf3_closed(s) {
                     *s = connect();
                     opened += 1;
                 }
@@ -62,46 +44,20 @@ fn stranger(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
 
 #[test]
 fn a_reconnecting_silent_stranger_cannot_hold_the_iperf3_slot() {
-    if !need_tools(&["iperf3"]) {
+    let Some((_serial, port, server)) = common::serve_proc::iperf3_loopback_test() else {
         return;
-    }
-    let _serial = Serial::take();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = serve(port);
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let attack = stranger(port, stop.clone());
     // The stranger's eight are queued first.
     std::thread::sleep(Duration::from_millis(300));
-    let t = Instant::now();
-    let mut real = std::process::Command::new("iperf3")
-        .args([
-            "-c",
-            "127.0.0.1",
-            "-B",
-            "127.0.2.2",
-            "-p",
-            &port.to_string(),
-        ])
-        .args(["-t", "1", "-J"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let status = wait_with_timeout(&mut real, Duration::from_secs(14));
-    let took = t.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let opened = attack.join().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
-    let status = status.unwrap_or_else(|| {
-        let _ = real.kill();
-        let _ = real.wait();
-        panic!("iperf3 -c not served in {took:?} behind the stranger ({opened} connections)")
-    });
-    assert!(status.success(), "iperf3 -c: {status}");
+    let limit = Duration::from_secs(14);
+    let (took, opened) = common::serve_proc::iperf3_served_beside(
+        port,
+        ("127.0.2.2", limit),
+        (&stop, attack, "the stranger"),
+        server,
+    );
     // One stranger's turn (3 s) ahead of it at most, then its own 1 s test (measured
     // 3.8 s; a one-sided margin for a loaded machine; first come first served took 24 s).
     assert!(took < Duration::from_secs(10), "served after {took:?}");

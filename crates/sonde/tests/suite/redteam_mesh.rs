@@ -16,8 +16,7 @@ use common::mesh_rogue::{
     add_other_addr, fleet_stamp_key, mesh_agent, of_destination, scrape, sum, STAMP_PORT,
 };
 use common::{
-    need_tools, nft_named_counter, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR,
-    SONDE,
+    nft_named_counter, run, stderr, temp_file, Agent, Lab, CLIENT_ADDR, SERVER_ADDR, SONDE,
 };
 use sonde_proto::mesh::{address_key, probe_key};
 use sonde_proto::stamp::{Mode, ReflectorPacket, SenderPacket, StampKey};
@@ -60,25 +59,24 @@ fn counter(ns: &str, name: &str) -> u64 {
     nft_named_counter(ns, "redteam", name)
 }
 
-#[test]
-fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
-    if !need_tools(&["python3"]) {
-        return;
-    }
-    let Some(lab) = Lab::new() else { return };
-    // The listed peer's address is the rogue's; it holds no key. It answers each probe
-    // with the probe's own bytes (their HMAC is the agent's own address key), unauthenticated answers
-    // and answers under another key, for 3 s (at most 3,000 datagrams).
-    let list = temp_file("redteam-mesh-one-peer");
-    std::fs::write(&list, format!("{CLIENT_ADDR}:{STAMP_PORT}\n")).unwrap();
-    let rogue = in_netns(&lab.client, || {
-        let s = UdpSocket::bind(format!("{CLIENT_ADDR}:{STAMP_PORT}")).unwrap();
+/// The rogue's socket on the mesh port at `addr` (the client namespace's), reads waiting
+/// 100 ms.
+fn rogue_at(lab: &Lab, addr: &str) -> UdpSocket {
+    in_netns(&lab.client, || {
+        let s = UdpSocket::bind(format!("{addr}:{STAMP_PORT}")).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
         s
-    });
-    let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
-    let wrong = StampKey::new(b"not-the-fleet-key-0123").unwrap();
+    })
+}
+
+/// For 3 s (at most 3,000 datagrams sent), the rogue answers each probe it receives (its
+/// bytes, sequence number and SSID) with the datagrams `answers` makes; how many probes
+/// came and how many datagrams went.
+fn answer_for_3s(
+    rogue: &UdpSocket,
+    mut answers: impl FnMut(&[u8], u32, u16) -> Vec<Vec<u8>>,
+) -> (u32, u32) {
     let (start, mut buf, mut probes, mut sent) = (Instant::now(), [0u8; 4096], 0, 0);
     while start.elapsed() < Duration::from_secs(3) && sent < 3000 {
         let Ok((n, from)) = rogue.recv_from(&mut buf) else {
@@ -87,6 +85,37 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
         probes += 1;
         let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
         let ssid = u16::from_be_bytes([buf[26], buf[27]]);
+        for d in answers(&buf[..n], seq, ssid) {
+            let _ = rogue.send_to(&d, from);
+            sent += 1;
+        }
+    }
+    (probes, sent)
+}
+
+/// A scratch file listing the mesh's peers, one a line.
+fn peer_list(name: &str, text: &str) -> std::path::PathBuf {
+    let list = temp_file(name);
+    std::fs::write(&list, text).unwrap();
+    list
+}
+
+#[test]
+fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
+    let Some(lab) = Lab::needing(&["python3"]) else {
+        return;
+    };
+    // The listed peer's address is the rogue's; it holds no key. It answers each probe
+    // with the probe's own bytes (their HMAC is the agent's own address key), unauthenticated answers
+    // and answers under another key, for 3 s (at most 3,000 datagrams).
+    let list = peer_list(
+        "redteam-mesh-one-peer",
+        &format!("{CLIENT_ADDR}:{STAMP_PORT}\n"),
+    );
+    let rogue = rogue_at(&lab, CLIENT_ADDR);
+    let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
+    let wrong = StampKey::new(b"not-the-fleet-key-0123").unwrap();
+    let (probes, sent) = answer_for_3s(&rogue, |probe, seq, ssid| {
         let mut unauth = vec![0u8; 44];
         let mut other = vec![0u8; 112];
         let forged = sonde_proto::stamp::ReflectorPacket {
@@ -99,11 +128,8 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
         forged
             .write(Mode::Authenticated(&wrong), &mut other)
             .unwrap();
-        for d in [&buf[..n], &unauth[..], &other[..]] {
-            let _ = rogue.send_to(d, from);
-            sent += 1;
-        }
-    }
+        vec![probe.to_vec(), unauth, other]
+    });
     std::thread::sleep(Duration::from_millis(300));
     let text = scrape(&lab);
     let answered = sum(&text, "sonde_mesh_probes_answered_total");
@@ -121,10 +147,9 @@ fn redteam_mesh_a_keyless_rogue_echoing_the_agents_probes_moves_no_figure() {
 #[test]
 fn redteam_mesh_dns_answers_naming_loopback_link_local_multicast_broadcast_or_itself_are_never_probed(
 ) {
-    if !need_tools(&["python3", "nft"]) {
+    let Some(lab) = Lab::needing(&["python3", "nft"]) else {
         return;
-    }
-    let Some(lab) = Lab::new() else { return };
+    };
     let name = "peers.redteam.test";
     let bad = [
         "127.0.0.9",
@@ -159,8 +184,7 @@ fn redteam_mesh_dns_answers_naming_loopback_link_local_multicast_broadcast_or_it
         assert!(!text.contains(b), "{b} in the metrics:\n{text}");
     }
     // A file naming link-local is refused at start, naming the line.
-    let list = temp_file("redteam-mesh-link-local");
-    std::fs::write(&list, "198.18.0.1\n169.254.169.254\n").unwrap();
+    let list = peer_list("redteam-mesh-link-local", "198.18.0.1\n169.254.169.254\n");
     let o = run({
         let mut c = common::sonde_cmd();
         c.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
@@ -177,10 +201,9 @@ fn redteam_mesh_dns_answers_naming_loopback_link_local_multicast_broadcast_or_it
 
 #[test]
 fn redteam_mesh_a_dns_answer_of_3000_peers_keeps_the_budget() {
-    if !need_tools(&["python3", "nft"]) {
+    let Some(lab) = Lab::needing(&["python3", "nft"]) else {
         return;
-    }
-    let Some(lab) = Lab::new() else { return };
+    };
     let name = "many.redteam.test";
     let addrs: Vec<String> = (0..3000u32)
         .map(|i| format!("198.19.{}.{}", 10 + i / 200, 1 + i % 200))
@@ -243,13 +266,11 @@ fn probe_of(from: &str, seq: u32, len: usize) -> Vec<u8> {
 
 #[test]
 fn redteam_mesh_a_captured_probe_is_answered_once_to_its_sender_and_never_to_a_spoofed_address() {
-    if !need_tools(&["python3"]) {
+    let Some(lab) = Lab::needing(&["python3"]) else {
         return;
-    }
-    let Some(lab) = Lab::new() else { return };
+    };
     add_other_addr(&lab);
-    let list = temp_file("redteam-mesh-replay");
-    std::fs::write(&list, format!("{CLIENT_ADDR}\n")).unwrap();
+    let list = peer_list("redteam-mesh-replay", &format!("{CLIENT_ADDR}\n"));
     let agent = mesh_agent(
         &lab,
         list.to_str().unwrap(),
@@ -324,10 +345,9 @@ fn redteam_mesh_a_captured_probe_is_answered_once_to_its_sender_and_never_to_a_s
 
 #[test]
 fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
-    if !need_tools(&["python3"]) {
+    let Some(lab) = Lab::needing(&["python3"]) else {
         return;
-    }
-    let Some(lab) = Lab::new() else { return };
+    };
     add_other_addr(&lab);
     // Peer A: a real mesh agent at the client's address. Peer B: the rogue, at another
     // address the agent lists, holding no key. For each probe the agent sends B, the rogue
@@ -335,37 +355,25 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
     // and B's probes carry the same session and numbers: the bytes a capture of A's
     // answers yields, made here under A's key by the test), and one under the mesh key
     // itself (what every answer carried before the fix), for 3 s.
-    let to_a = temp_file("redteam-mesh-peer-a");
-    std::fs::write(&to_a, format!("{SERVER_ADDR}:{STAMP_PORT}\n")).unwrap();
+    let to_a = peer_list(
+        "redteam-mesh-peer-a",
+        &format!("{SERVER_ADDR}:{STAMP_PORT}\n"),
+    );
     let mut a_cmd = Lab::in_ns(&lab.client, SONDE);
     a_cmd
         .args(["serve", "--bind", CLIENT_ADDR, "--port", "5302"])
         .args(["--mesh", to_a.to_str().unwrap()])
         .args(["--mesh-port", &STAMP_PORT.to_string(), "--mesh-rate", "20"]);
     let _peer_a = Agent::start(a_cmd);
-    let list = temp_file("redteam-mesh-two-peers");
-    std::fs::write(
-        &list,
-        format!("{CLIENT_ADDR}:{STAMP_PORT}\n{OTHER_ADDR}:{STAMP_PORT}\n"),
-    )
-    .unwrap();
-    let rogue = in_netns(&lab.client, || {
-        let s = UdpSocket::bind(format!("{OTHER_ADDR}:{STAMP_PORT}")).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        s
-    });
+    let list = peer_list(
+        "redteam-mesh-two-peers",
+        &format!("{CLIENT_ADDR}:{STAMP_PORT}\n{OTHER_ADDR}:{STAMP_PORT}\n"),
+    );
+    let rogue = rogue_at(&lab, OTHER_ADDR);
     let _agent = mesh_agent(&lab, list.to_str().unwrap(), &["--mesh-rate", "20"]);
     let a_key = address_key(&fleet_stamp_key(), CLIENT_ADDR.parse().unwrap());
     let mesh_key = fleet_stamp_key();
-    let (start, mut buf, mut probes, mut sent) = (Instant::now(), [0u8; 4096], 0, 0);
-    while start.elapsed() < Duration::from_secs(3) && sent < 3000 {
-        let Ok((n, from)) = rogue.recv_from(&mut buf) else {
-            continue;
-        };
-        probes += 1;
-        let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
-        let ssid = u16::from_be_bytes([buf[26], buf[27]]);
+    let (probes, sent) = answer_for_3s(&rogue, |probe, seq, ssid| {
         let now = sonde_proto::stamp::Timestamp::from_unix_ns(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -380,18 +388,19 @@ fn redteam_mesh_an_answer_replayed_or_forged_for_another_peer_is_not_counted() {
             receive: now,
             timestamp: now,
             sender_timestamp: sonde_proto::stamp::Timestamp(u64::from_be_bytes(
-                buf[16..24].try_into().unwrap(),
+                probe[16..24].try_into().unwrap(),
             )),
             sender_ttl: 255,
             ..Default::default()
         };
-        for k in [&a_key, &mesh_key] {
-            let mut out = vec![0u8; n];
-            answer.write(Mode::Authenticated(k), &mut out).unwrap();
-            let _ = rogue.send_to(&out, from);
-            sent += 1;
-        }
-    }
+        [&a_key, &mesh_key]
+            .map(|k| {
+                let mut out = vec![0u8; probe.len()];
+                answer.write(Mode::Authenticated(k), &mut out).unwrap();
+                out
+            })
+            .to_vec()
+    });
     std::thread::sleep(Duration::from_millis(300));
     let text = scrape(&lab);
     let answered = "sonde_mesh_probes_answered_total";

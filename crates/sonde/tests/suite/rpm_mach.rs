@@ -65,30 +65,7 @@ fn mach_measures_sonde_serve_rpm_its_idle_round_trip_and_throughput_agree() {
     );
     // Ours first, then mach: the delay line lives 30 s.
     let t0 = std::time::Instant::now();
-    let ours = Lab::in_ns(&lab.client, common::SONDE)
-        .args([
-            "rpm",
-            &ep.base,
-            "--insecure",
-            "--download-only",
-            "--json",
-            "--no-save",
-        ])
-        .args([
-            "--interval",
-            "150ms",
-            "--stage-limit",
-            "2.1",
-            "--max-connections",
-            "4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        ours.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ours.stderr)
-    );
+    let ours = common::rpm_end::short_rpm(&lab, &ep.base);
     let config = format!("{}/.well-known/nq", ep.base);
     let out = Lab::in_ns(&lab.client, &mach)
         .args(["rpm", "-c", &config, "--insecure", "--disable-aim-scores"])
@@ -103,7 +80,6 @@ fn mach_measures_sonde_serve_rpm_its_idle_round_trip_and_throughput_agree() {
         String::from_utf8_lossy(&out.stderr)
     );
     let theirs: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
-    let ours: Value = serde_json::from_slice(&ours.stdout).unwrap();
     let r = &ours["end"]["rpm"];
     eprintln!("mach: {theirs}");
     // The RPMs side by side, not compared (the implementations differ in interval,

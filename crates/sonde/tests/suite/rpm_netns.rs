@@ -35,37 +35,7 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// `sonde rpm URL --insecure --download-only` in the client namespace, short stages.
-fn rpm(lab: &Lab, url: &str) -> Value {
-    let out = Lab::in_ns(&lab.client, common::SONDE)
-        .args([
-            "rpm",
-            url,
-            "--insecure",
-            "--download-only",
-            "--json",
-            "--no-save",
-        ])
-        // MNP 4: with 16 flows in a 40-packet queue most drops would be recovered by a
-        // retransmission timeout (a flow's window too small for three duplicate ACKs), and
-        // a self probe queued behind a lost segment of its own connection measures that.
-        .args([
-            "--interval",
-            "150ms",
-            "--stage-limit",
-            "2.1",
-            "--max-connections",
-            "4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sonde rpm {url}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use common::rpm_end::short_rpm as rpm;
 
 fn set_queue(lab: &Lab, op: &str, limit: f64) {
     let rc = format!("{}rc", lab.client_if);

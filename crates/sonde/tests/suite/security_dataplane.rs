@@ -46,12 +46,7 @@ fn hostile(s: &UdpSocket, cookie: u64) -> usize {
         request(1000, 2, cookie),
         request(MESSAGE, 3, cookie ^ 1),
     ];
-    for d in &sorts {
-        for _ in 0..EACH {
-            s.send(d).unwrap();
-        }
-    }
-    sorts.len() * EACH
+    send_each(s, &sorts)
 }
 
 /// Bytes waiting in the agent's kernel socket on UDP `port` (the Recv-Q `ss` shows):
@@ -67,22 +62,6 @@ fn kernel_queued(lab: &Lab, port: u16) -> u64 {
         })
         .unwrap_or_else(|| panic!("no socket on port {port}: {ss}"));
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// A correct request gets exactly one answer, of the request's size, naming it.
-fn assert_answered(s: &UdpSocket, cookie: u64) {
-    s.send(&request(MESSAGE, 42, cookie)).unwrap();
-    let mut buf = [0u8; 2048];
-    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let n = s
-        .recv(&mut buf)
-        .expect("an answer to the test's own request");
-    assert_eq!(n, MESSAGE, "answer as large as the request");
-    assert_eq!(
-        &buf[..8],
-        &42u64.to_le_bytes(),
-        "the request's sequence echoed"
-    );
 }
 
 #[test]
@@ -329,28 +308,11 @@ fn a_client_refuses_to_steer_a_well_known_port() {
 /// are those requests of 64 bytes (plus 28 bytes of IPv4 and UDP headers each).
 #[test]
 fn a_client_parts_unanswered_udp_requests_are_counted() {
-    let Some(lab) = common::bridge::Bridged::new(2) else {
+    let Some((lab, a, b)) = common::bridge::Bridged::counting_udp(true) else {
         return;
     };
-    if !need_tools(&["nft"]) {
-        return;
-    }
-    let (a, b) = (
-        common::bridge::Bridged::addr(1),
-        common::bridge::Bridged::addr(2),
-    );
     let (_a, _b) = (lab.start_agent(1), lab.start_agent(2));
     let server = &lab.hosts[1];
-    for rule in [
-        "add table inet victim".to_string(),
-        "add chain inet victim input { type filter hook input priority 0 ; }".into(),
-        format!(
-            "add rule inet victim input ip saddr {a} ip daddr {b} meta l4proto udp counter drop"
-        ),
-    ] {
-        let o = Lab::in_ns(server, "nft").arg(&rule).output().unwrap();
-        assert!(o.status.success(), "nft {rule}: {}", stderr(&o));
-    }
     let o = run(lab.controller(&[
         "rpc",
         "--udp",

@@ -408,27 +408,12 @@ fn counted_bytes(ns: &str) -> u64 {
 /// 2 s (without the shared budget: 4 x 30 Mbit/s, 30 MB).
 #[test]
 fn client_parts_together_stay_within_max_client_bitrate() {
-    let Some(lab) = common::bridge::Bridged::new(2) else {
+    let Some((lab, a, b)) = common::bridge::Bridged::counting_udp(false) else {
         return;
     };
-    if !need_tools(&["nft"]) {
-        return;
-    }
-    let (a, b) = (
-        common::bridge::Bridged::addr(1),
-        common::bridge::Bridged::addr(2),
-    );
     let _a = lab.start_agent_with(1, &["--max-client-bitrate", "40M"]);
     let _b = lab.start_agent(2);
     let server = &lab.hosts[1];
-    for rule in [
-        "add table inet victim".to_string(),
-        "add chain inet victim input { type filter hook input priority 0 ; }".into(),
-        format!("add rule inet victim input ip saddr {a} ip daddr {b} meta l4proto udp counter"),
-    ] {
-        let o = Lab::in_ns(server, "nft").arg(&rule).output().unwrap();
-        assert!(o.status.success(), "nft {rule}: {}", stderr(&o));
-    }
     let part = [
         "pps",
         "--from",

@@ -163,23 +163,46 @@ fn against_rogue_running(test: &[&str], flood: Flood) -> (serde_json::Value, u64
 
 /// A stream sample describing `conns` connections.
 fn stream_sample(i: u32, conns: usize) -> IntervalSample {
+    let section = SampleSection::Stream(StreamSample {
+        sent_bytes: 1,
+        received_bytes: 1,
+        tcp: vec![TcpSample::default(); conns],
+    });
+    second(i, section)
+}
+
+/// Interval `i`, a whole second.
+fn second(i: u32, section: SampleSection) -> IntervalSample {
     IntervalSample {
         index: i,
         start_s: f64::from(i),
         end_s: f64::from(i) + 1.0,
         cpu_busy_percent: None,
         partial: false,
-        section: SampleSection::Stream(StreamSample {
-            sent_bytes: 1,
-            received_bytes: 1,
-            tcp: vec![TcpSample::default(); conns],
-        }),
+        section,
     }
 }
 
 fn error_of(doc: &serde_json::Value) -> String {
     assert_eq!(doc["end"]["partial"], true, "{}", doc["end"]);
     doc["end"]["error"].as_str().unwrap_or_default().to_string()
+}
+
+/// `frames` samples made by `sample` flooded at a controller running a stream test: the
+/// document and its error (printed); the controller hung up on the flood within `PEAK`.
+fn flooded(
+    frames: u32,
+    sample: impl Fn(u32) -> IntervalSample + Send + 'static,
+) -> (serde_json::Value, String) {
+    let (doc, peak, sent) = against_rogue(Flood {
+        frames,
+        sample: Box::new(sample),
+    });
+    let e = error_of(&doc);
+    eprintln!("FIGURE the document: {e}");
+    assert!(sent < frames, "the controller hung up on the flood");
+    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
+    (doc, e)
 }
 
 #[test]
@@ -189,13 +212,7 @@ fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_mem
     // many). (A stream sample has no histogram to make it heavy: its section has no room
     // for one.)
     let sample = move |i| stream_sample(i, 1);
-    let frames = 2000;
-    let (doc, peak, sent) = against_rogue(Flood {
-        frames,
-        sample: Box::new(sample),
-    });
-    let e = error_of(&doc);
-    eprintln!("FIGURE the document: {e}");
+    let (doc, e) = flooded(2000, sample);
     assert!(
         e.starts_with("agent at 127.0.0.1:")
             && e.contains("misbehaving agent")
@@ -209,8 +226,6 @@ fn a_rogue_agent_flooding_samples_ends_the_test_partial_with_the_controllers_mem
         "{}",
         doc["end"]
     );
-    assert!(sent < frames, "the controller hung up on the flood");
-    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
 }
 
 #[test]
@@ -219,13 +234,7 @@ fn a_rogue_agent_sending_oversized_samples_ends_the_test_at_the_first() {
     let one = serde_json::to_vec(&TcpSample::default()).unwrap().len() + 1;
     let wide = (MAX_FRAME_BYTES - (512 << 10)) / one;
     let sample = move |i| stream_sample(i, wide);
-    let frames = 100;
-    let (doc, peak, sent) = against_rogue(Flood {
-        frames,
-        sample: Box::new(sample),
-    });
-    let e = error_of(&doc);
-    eprintln!("FIGURE the document: {e}");
+    let (_, e) = flooded(100, sample);
     assert!(
         e.starts_with("agent at 127.0.0.1:")
             && e.contains(&format!(
@@ -233,8 +242,6 @@ fn a_rogue_agent_sending_oversized_samples_ends_the_test_at_the_first() {
             )),
         "{e}"
     );
-    assert!(sent < frames, "the controller hung up on the flood");
-    assert!(peak < PEAK, "the controller took {} KiB", peak / 1024);
 }
 
 /// A round-trip sample carrying the round trips' histogram and seven stages', each of
@@ -257,19 +264,13 @@ fn heavy_rr_sample(i: u32, chars: usize) -> IntervalSample {
     for stage in Stage::ALL {
         stages.ns.insert(stage, summary.clone());
     }
-    IntervalSample {
-        index: i,
-        start_s: f64::from(i),
-        end_s: f64::from(i) + 1.0,
-        cpu_busy_percent: None,
-        partial: false,
-        section: SampleSection::Rr(RrSample {
-            messages: 1,
-            latency_ns: (chars > 0).then(|| summary.clone()),
-            stages: (chars > 0).then_some(stages),
-            oneway: None,
-        }),
-    }
+    let section = SampleSection::Rr(RrSample {
+        messages: 1,
+        latency_ns: (chars > 0).then(|| summary.clone()),
+        stages: (chars > 0).then_some(stages),
+        oneway: None,
+    });
+    second(i, section)
 }
 
 #[test]

@@ -23,23 +23,12 @@ fn hostile(s: &UdpSocket, cookie: u64) -> usize {
         request(65_000, 4, cookie),
         request(MESSAGE, 5, cookie ^ 1),
     ];
-    for d in &sorts {
-        for _ in 0..EACH {
-            s.send(d).unwrap();
-        }
-    }
-    sorts.len() * EACH
+    send_each(s, &sorts)
 }
 
-fn assert_answered(s: &UdpSocket, cookie: u64) {
-    s.send(&request(MESSAGE, 42, cookie)).unwrap();
-    let mut buf = [0u8; 2048];
-    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let n = s
-        .recv(&mut buf)
-        .expect("an answer to the test's own request");
-    assert_eq!(n, MESSAGE, "answer as large as the request");
-    assert_eq!(&buf[..8], &42u64.to_le_bytes(), "the request echoed");
+/// [`assert_answered`], then short waits for what follows.
+fn answered(s: &UdpSocket, cookie: u64) {
+    assert_answered(s, cookie);
     s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
 }
 
@@ -74,7 +63,7 @@ fn the_uring_udp_echo_answers_only_whole_requests_with_the_cookie() {
             "sqpoll {sqpoll}: {back:?} {back_other:?}"
         );
         // The echo still answers its test after all that.
-        assert_answered(&s, cookie);
+        answered(&s, cookie);
         let server = rogue.finish();
         let rr = server.rr().cloned().expect("the echo's figures");
         eprintln!(

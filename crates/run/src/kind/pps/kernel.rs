@@ -29,10 +29,7 @@ impl PpsBackend for Kernel {
         flows: Vec<UdpSocket>,
         _placement: &Placement,
     ) -> io::Result<Box<dyn TxEngine>> {
-        Ok(Box::new(Flows {
-            spec: spec.clone(),
-            stage: Lifecycle::Opened(flows),
-        }))
+        Ok(Box::new(Flows::new(spec, Wire::Sonde, flows)))
     }
 
     fn open_rx(
@@ -51,10 +48,22 @@ impl PpsBackend for Kernel {
     }
 }
 
-/// The controller's flows, a socket each, then the senders on them.
-struct Flows {
+/// The controller's flows, a socket each, then the senders on them, sending datagrams
+/// in `wire`'s form (iperf3's too, on its UDP streams).
+pub struct Flows {
     spec: PpsSpec,
+    wire: Wire,
     stage: Lifecycle<Vec<UdpSocket>, PpsSender>,
+}
+
+impl Flows {
+    pub fn new(spec: &PpsSpec, wire: Wire, flows: Vec<UdpSocket>) -> Flows {
+        Flows {
+            spec: spec.clone(),
+            wire,
+            stage: Lifecycle::Opened(flows),
+        }
+    }
 }
 
 impl TxEngine for Flows {
@@ -69,7 +78,9 @@ impl TxEngine for Flows {
             cookie,
             gso: spec.gso,
         };
-        self.stage.start(|flows| PpsSender::spawn(flows, plan))
+        let wire = self.wire;
+        self.stage
+            .start(|flows| PpsSender::spawn_wire(flows, plan, wire))
     }
     fn counts(&self) -> (u64, u64) {
         self.stage.running().map_or((0, 0), PpsSender::counts)

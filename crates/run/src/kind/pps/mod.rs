@@ -9,6 +9,7 @@ mod side;
 mod xdp;
 
 pub use engine::{Drops, PpsBackend, RxEngine, TxEngine};
+pub use kernel::Flows as KernelFlows;
 pub use side::PpsSide;
 
 use std::io;

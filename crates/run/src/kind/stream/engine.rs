@@ -4,10 +4,9 @@
 //! not change.
 
 use std::io;
-use std::net::TcpStream;
 
 use sonde_engine::stream::ConnEnd;
-use sonde_engine::{Placement, TcpInfo};
+use sonde_engine::{Placement, StreamConn, TcpInfo};
 use sonde_results::{SpecError, StreamSpec};
 
 use crate::kind::table::Named;
@@ -82,7 +81,7 @@ pub trait StreamBackend: Named + Sync {
     /// `spec` asks (its buffer size, zero-copy sends).
     fn start(
         &self,
-        conns: Vec<(TcpStream, bool)>,
+        conns: Vec<StreamConn>,
         placement: Placement,
         spec: &StreamSpec,
     ) -> io::Result<Box<dyn StreamEngine>>;

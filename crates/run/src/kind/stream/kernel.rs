@@ -2,7 +2,6 @@
 //! across several.
 
 use std::io;
-use std::net::TcpStream;
 
 use sonde_engine::{Placement, StreamConn, StreamWorkers};
 use sonde_results::{Engine, StreamSpec};
@@ -22,14 +21,10 @@ impl Named for Kernel {
 impl StreamBackend for Kernel {
     fn start(
         &self,
-        conns: Vec<(TcpStream, bool)>,
+        conns: Vec<StreamConn>,
         placement: Placement,
         spec: &StreamSpec,
     ) -> io::Result<Box<dyn StreamEngine>> {
-        let conns = conns
-            .into_iter()
-            .map(|(stream, send)| StreamConn { stream, send })
-            .collect();
         Ok(Box::new(StreamWorkers::spawn(
             conns,
             placement,

@@ -14,7 +14,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 use sonde_engine::sockopt::{self, SocketOptions};
-use sonde_engine::{worker_threads, Placement, Work};
+use sonde_engine::{worker_threads, Placement, StreamConn, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::spec::TestName;
 use sonde_results::{
@@ -209,7 +209,10 @@ impl Opened {
         let conns = conns
             .into_iter()
             .zip(&meta)
-            .map(|(c, (_, d))| (c, sends(*d)))
+            .map(|(stream, (_, d))| StreamConn {
+                stream,
+                send: sends(*d),
+            })
             .collect();
         let (backend, note) = table::choose(ENGINES, "stream", &spec.execution, role)?;
         let notes = notes.into_iter().chain(note).collect();

@@ -2,7 +2,6 @@
 //! engine), a worker's connections in one ring, and `--zerocopy` sends (`send_zc`).
 
 use std::io;
-use std::net::TcpStream;
 
 use sonde_engine::uring::stream::{receive_bytes_per_connection, UringStreamWorkers};
 use sonde_engine::{Placement, StreamConn};
@@ -58,14 +57,10 @@ impl StreamBackend for Uring {
 
     fn start(
         &self,
-        conns: Vec<(TcpStream, bool)>,
+        conns: Vec<StreamConn>,
         placement: Placement,
         spec: &StreamSpec,
     ) -> io::Result<Box<dyn StreamEngine>> {
-        let conns = conns
-            .into_iter()
-            .map(|(stream, send)| StreamConn { stream, send })
-            .collect();
         let bytes = spec.buffer_bytes as usize;
         let w = UringStreamWorkers::spawn(conns, placement, bytes, spec.zerocopy)?;
         Ok(Box::new(w))
