@@ -111,13 +111,21 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         super::super::datagram::enable_arrival(rx.as_raw_fd(), false).unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut b = Batch::new(4, 64);
+        // The kernel turns receive stamps on for the first socket that asks in deferred
+        // work: a datagram may arrive before it ran. Probes until one comes stamped.
+        let stamped = (0..200).any(|_| {
+            tx.send_to(&[0], rx.local_addr().unwrap()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            b.read(rx.as_raw_fd()).unwrap() == 1 && b.iter().all(|(d, _)| d.rx_ns.is_some())
+        });
+        assert!(stamped, "no datagram came stamped in 200 probes");
         let before = super::super::io::now_real();
         for n in 1..=5u8 {
             tx.send_to(&vec![n; usize::from(n) * 10], rx.local_addr().unwrap())
                 .unwrap();
         }
         tx.send_to(&[9; 100], rx.local_addr().unwrap()).unwrap();
-        let mut b = Batch::new(4, 64);
         assert_eq!(b.read(rx.as_raw_fd()).unwrap(), 4);
         let got: Vec<_> = b.iter().map(|(d, bytes)| (*d, bytes.to_vec())).collect();
         for (k, (d, bytes)) in got.iter().enumerate() {

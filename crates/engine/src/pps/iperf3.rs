@@ -53,6 +53,7 @@ mod tests {
             flows: 2,
             cookie: 0,
             read_tos: false,
+            tos_by: Default::default(),
         };
         let mut receiver = PpsReceiver::spawn_wire(rx, plan, wire).unwrap();
         let mut sender = PpsSender::spawn_wire(

@@ -15,7 +15,9 @@ mod recv;
 mod send;
 
 pub use iperf3::Iperf3Rx;
-pub use recv::{PpsReceiver, RxCounts, RxPlan, IPERF3_DATAGRAM_BYTES};
+pub use recv::{
+    attach_tos_filter, PpsReceiver, RxCounts, RxPlan, TosBy, FILTER_NOTE, IPERF3_DATAGRAM_BYTES,
+};
 pub use send::{Blocked, PpsSender, TxPlan, MAX_GSO_SEGMENTS};
 
 use crate::counters::Counters;
@@ -341,6 +343,7 @@ mod tests {
                 flows: 4,
                 cookie: 7,
                 read_tos: true,
+                tos_by: TosBy::Filter,
             },
         )
         .unwrap();

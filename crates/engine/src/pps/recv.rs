@@ -11,6 +11,7 @@ use std::time::Instant;
 use super::{
     account, account_iperf3, gather_received, iperf3, sum, Batch, Count, FlowRx, RxOutcome, Wire,
 };
+use crate::marks::filter::TosFilter;
 use crate::marks::TosCounts;
 use crate::nap::{self, Napper, Next};
 use crate::pool::{Placement, Pool, Stop, WorkerError};
@@ -31,9 +32,22 @@ pub struct RxPlan {
     pub poll: Poll,
     pub flows: usize,
     pub cookie: u32,
-    /// Read each datagram's TOS byte (`IP_RECVTOS`) and count it: the marks it arrived
-    /// with (`--dscp`, `--ecn`). Off, no control buffer is read.
+    /// Count the test's datagrams by the TOS byte they arrived with: the marks
+    /// (`--dscp`, `--ecn`). Off, nothing is read.
     pub read_tos: bool,
+    /// How, when `read_tos`.
+    pub tos_by: TosBy,
+}
+
+/// How a receiver counts its datagrams' TOS.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TosBy {
+    /// A socket filter counts them in the kernel ([`TosFilter`]), nothing per datagram
+    /// in the receive calls; each datagram's control message where loading it is refused.
+    #[default]
+    Filter,
+    /// Each datagram's `IP_RECVTOS` control message, read in recvmmsg's buffers.
+    ControlMessage,
 }
 
 struct RxShared {
@@ -44,11 +58,16 @@ struct RxShared {
     counts: Vec<Count>,
     /// Packets that were not ours (wrong cookie or flow): counted, not accounted.
     foreign: Vec<AtomicU64>,
-    /// Datagrams by the TOS byte they arrived with, per receiver (`read_tos`).
+    /// Datagrams by the TOS byte they arrived with, per receiver, when read from the
+    /// control messages.
     tos: Vec<TosCounts>,
     /// iperf3's datagrams: each receiver's flow's running jitter (f64 bits, seconds), as of
     /// its last read, for a reader between intervals.
     jitter: Vec<AtomicU64>,
+    /// The kernel's counts, when the filter counts them.
+    filter: Option<TosFilter>,
+    /// How the marks were counted, and why not in the kernel: the result's note.
+    tos_note: Option<String>,
 }
 
 /// Stop contract: shutting the sockets down wakes a receiver blocked in recvmmsg or
@@ -80,7 +99,23 @@ impl PpsReceiver {
         plan: RxPlan,
         wire: Wire,
     ) -> io::Result<PpsReceiver> {
+        PpsReceiver::spawn_counting(sockets, plan, wire, None)
+    }
+
+    /// Receivers counting the marks with `filter`, attached to `sockets` before the test's
+    /// first datagram could arrive ([`attach_tos_filter`], or why it was refused); without
+    /// one, attached now (when the plan reads the TOS through a filter).
+    pub fn spawn_counting(
+        sockets: Vec<UdpSocket>,
+        plan: RxPlan,
+        wire: Wire,
+        filter: Option<Result<TosFilter, String>>,
+    ) -> io::Result<PpsReceiver> {
         let placement = Placement::new(sockets.len(), plan.cpus.clone(), sockets.len());
+        let (filter, tos_note) = match plan.read_tos {
+            true => tos_reader(&sockets, &plan, wire, filter)?,
+            false => (None, None),
+        };
         let shared = Arc::new(RxShared {
             counts: (0..placement.threads).map(|_| Count::default()).collect(),
             foreign: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
@@ -88,16 +123,13 @@ impl PpsReceiver {
                 .map(|_| TosCounts::default())
                 .collect(),
             jitter: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
+            filter,
+            tos_note,
             plan,
             wire,
             sockets,
             aborting: AtomicBool::new(false),
         });
-        if shared.plan.read_tos {
-            for s in &shared.sockets {
-                crate::marks::enable_recv_tos(s.as_raw_fd())?;
-            }
-        }
         let pool = Pool::spawn("sonde-rx", &placement, &shared, recv_loop)?;
         Ok(PpsReceiver { shared, pool })
     }
@@ -134,21 +166,22 @@ impl PpsReceiver {
     /// Datagrams received by the TOS byte they arrived with, over the whole test, and
     /// those the kernel gave none for; `None` unless the plan reads them.
     pub fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
-        self.shared.plan.read_tos.then(|| {
-            let mut by = [0u64; 256];
-            let mut unread = 0;
-            for t in &self.shared.tos {
-                let (seen, u) = t.snapshot();
-                unread += u;
-                for (tos, n) in seen {
-                    by[usize::from(tos)] += n;
-                }
-            }
-            let seen = (0..=255u8)
-                .map(|t| (t, by[usize::from(t)]))
-                .filter(|&(_, n)| n > 0);
-            (seen.collect(), unread)
+        let s = &self.shared;
+        s.plan.read_tos.then(|| match &s.filter {
+            Some(f) => f.snapshot(),
+            None => crate::marks::sum(&s.tos),
         })
+    }
+
+    /// The kernel id of the socket filter counting the marks, when one does.
+    pub fn tos_filter_id(&self) -> Option<u32> {
+        self.shared.filter.as_ref().and_then(|f| f.prog_id().ok())
+    }
+
+    /// How the marks were counted (in the kernel, or from each datagram's control
+    /// message and why), when they are.
+    pub fn tos_note(&self) -> Option<String> {
+        self.shared.tos_note.clone()
     }
 
     /// Receivers end only when stopped (or on an error).
@@ -178,6 +211,56 @@ impl RxCounts {
     }
 }
 
+/// Attaches the filter counting the marks of the datagrams with `cookie` and a flow
+/// below `flows` to every one of `sockets`, or says why the kernel refused it. It counts
+/// what arrives after it: attached before the sender is told the port and cookie, it
+/// counts every datagram of the test.
+pub fn attach_tos_filter(
+    sockets: &[UdpSocket],
+    cookie: u32,
+    flows: usize,
+) -> Result<TosFilter, String> {
+    let fds: Vec<RawFd> = sockets.iter().map(|s| s.as_raw_fd()).collect();
+    TosFilter::attach(&fds, cookie, flows as u32).map_err(|e| {
+        let text = e.to_string();
+        text.lines().next().unwrap_or_default().to_string()
+    })
+}
+
+/// The filter on every socket (`filter`, or attached now), or (refused, or asked) each
+/// datagram's control message asked for; and the note that says which.
+fn tos_reader(
+    sockets: &[UdpSocket],
+    plan: &RxPlan,
+    wire: Wire,
+    filter: Option<Result<TosFilter, String>>,
+) -> io::Result<(Option<TosFilter>, Option<String>)> {
+    let why = match (plan.tos_by, wire) {
+        (TosBy::Filter, Wire::Sonde) => {
+            let filter = match filter {
+                Some(Ok(f)) if f.cookie() == plan.cookie => Ok(f),
+                Some(Err(why)) => Err(why),
+                _ => attach_tos_filter(sockets, plan.cookie, plan.flows),
+            };
+            match filter {
+                Ok(f) => return Ok((Some(f), Some(FILTER_NOTE.to_string()))),
+                Err(why) => format!("the kernel refused the socket filter ({why})"),
+            }
+        }
+        (TosBy::Filter, Wire::Iperf3 { .. }) => "iperf3's datagrams carry no cookie".into(),
+        (TosBy::ControlMessage, _) => "asked for".into(),
+    };
+    for s in sockets {
+        crate::marks::enable_recv_tos(s.as_raw_fd())?;
+    }
+    let note = format!("marks read from each datagram's IP_RECVTOS control message: {why}");
+    Ok((None, Some(note)))
+}
+
+/// The note of a receiver whose marks the kernel counts.
+pub const FILTER_NOTE: &str =
+    "marks counted in the kernel by a socket filter (eBPF), no control message per datagram";
+
 fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
     let p = &shared.plan;
     let fd: RawFd = shared.sockets[k].as_raw_fd();
@@ -188,8 +271,10 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
         Wire::Sonde => 2048,
     };
     let mut vecs = Batch::new(batch, len, 0);
-    // One control buffer per datagram when the TOS is read, its length reset per read.
-    let mut control = vec![[0u64; TOS_CONTROL_BYTES / 8]; if p.read_tos { batch } else { 0 }];
+    // One control buffer per datagram when the TOS is read from them, its length reset
+    // per read.
+    let cmsg = p.read_tos && shared.filter.is_none();
+    let mut control = vec![[0u64; TOS_CONTROL_BYTES / 8]; if cmsg { batch } else { 0 }];
     for (m, c) in vecs.msgs.iter_mut().zip(control.iter_mut()) {
         m.msg_hdr.msg_control = c.as_mut_ptr().cast();
     }
@@ -266,8 +351,8 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
             if !ours {
                 foreign += 1;
             }
-            // A shut-down socket's wake-up reads as an empty datagram: not a packet.
-            if p.read_tos && len > 0 {
+            // The test's own datagrams, as the filter counts them.
+            if cmsg && ours {
                 let mut tos = None;
                 crate::kstamps::io::each_cmsg(&m.msg_hdr, |l, t, d| {
                     tos = tos.or(crate::marks::tos_of(l, t, d))

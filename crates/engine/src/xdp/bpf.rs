@@ -8,9 +8,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::asm::{self, Insn, Steer};
 
-const BPF_MAP_CREATE: libc::c_int = 0;
+pub(crate) const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
-const BPF_PROG_LOAD: libc::c_int = 5;
+pub(crate) const BPF_PROG_LOAD: libc::c_int = 5;
 const BPF_LINK_CREATE: libc::c_int = 28;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
@@ -51,7 +51,7 @@ pub struct Attached {
     pub ifindex: u32,
 }
 
-fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<RawFd> {
+pub(crate) fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<RawFd> {
     // SAFETY: attr is a live, initialised bpf_attr variant of its own size.
     let r = unsafe {
         libc::syscall(
@@ -67,19 +67,19 @@ fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<RawFd> {
     Ok(r as RawFd)
 }
 
-fn owned(fd: RawFd) -> OwnedFd {
+pub(crate) fn owned(fd: RawFd) -> OwnedFd {
     // SAFETY: bpf(2) has just returned this descriptor to us alone.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
 #[repr(C)]
 #[derive(Default)]
-struct MapCreate {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
+pub(crate) struct MapCreate {
+    pub map_type: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub map_flags: u32,
 }
 
 #[repr(C)]
@@ -94,19 +94,19 @@ struct MapUpdate {
 
 #[repr(C)]
 #[derive(Default)]
-struct ProgLoad {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
+pub(crate) struct ProgLoad {
+    pub prog_type: u32,
+    pub insn_cnt: u32,
+    pub insns: u64,
+    pub license: u64,
+    pub log_level: u32,
+    pub log_size: u32,
+    pub log_buf: u64,
+    pub kern_version: u32,
+    pub prog_flags: u32,
+    pub prog_name: [u8; 16],
+    pub prog_ifindex: u32,
+    pub expected_attach_type: u32,
 }
 
 #[repr(C)]

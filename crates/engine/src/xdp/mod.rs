@@ -7,7 +7,7 @@
 //! detaches it when the process dies however it dies, and the rings are a few atomics.
 
 mod asm;
-mod bpf;
+pub(crate) mod bpf;
 pub mod frame;
 pub mod pps;
 mod ring;
@@ -15,6 +15,7 @@ pub mod rr_client;
 pub mod rr_server;
 mod xsk;
 
+pub(crate) use asm::Insn;
 pub use asm::{Port, Steer, SteerError, LOWEST_PORT};
 pub use bpf::{attach, AttachMode, Attached};
 pub use xsk::{Xsk, XskConfig, XskStats};

@@ -306,7 +306,7 @@ fn open(
         let message = e.to_string();
         return Err(conn.refuse(PeerError::Refused { message }));
     }
-    let endpoint = match kind.open_server(spec, local_ip, peer) {
+    let mut endpoint = match kind.open_server(spec, local_ip, peer) {
         Ok(e) => e,
         Err(e) => {
             return Err(conn.refuse(PeerError::Refused {
@@ -315,6 +315,7 @@ fn open(
         }
     };
     let cookie = crate::random::u64();
+    endpoint.before_ready(cookie);
     let port = endpoint.port()?;
     let grant = to
         .grant_with

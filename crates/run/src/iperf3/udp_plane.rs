@@ -113,6 +113,7 @@ impl RxEngine for Rx {
             flows: self.spec.flows as usize,
             cookie,
             read_tos: false,
+            tos_by: Default::default(),
         };
         let wire = self.wire;
         self.stage

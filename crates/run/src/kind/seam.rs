@@ -229,6 +229,10 @@ pub trait ServerEndpoint: Send {
     fn listener(&self) -> Option<(&TcpListener, usize)> {
         None
     }
+    /// The test's cookie is chosen and `Ready` (which tells the controller the port and
+    /// the cookie) not sent yet: what must be in place before the first datagram can
+    /// arrive (a pps receiver's filter counts only what arrives after it).
+    fn before_ready(&mut self, _cookie: u64) {}
     /// Starts the workers now: `Start` has arrived with every data connection (by index).
     fn start(
         self: Box<Self>,

@@ -36,6 +36,7 @@ mod iperf3_udp_reverse_netns;
 mod lab;
 mod limit_netns;
 mod load_netns;
+mod marks_filter_netns;
 mod marks_netns;
 mod mesh_deploy;
 mod mesh_icmp_netns;

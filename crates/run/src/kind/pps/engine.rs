@@ -42,6 +42,9 @@ pub trait TxEngine: Workers {
 pub trait RxEngine: Workers {
     /// Notes on how it receives (the socket group's buffers, or a bypass engine's own).
     fn notes(&self) -> Vec<String>;
+    /// The cookie is known and the sender not yet told: what must count from the test's
+    /// first datagram (the kernel engine's marks filter) is put in place.
+    fn before_ready(&mut self, _cookie: u32) {}
     /// Starts the receivers.
     fn start(&mut self, cookie: u32) -> io::Result<()>;
     /// Packets and payload bytes received so far (monotonic).
@@ -57,6 +60,11 @@ pub trait RxEngine: Workers {
     /// Datagrams by the TOS byte they arrived with (over the whole test) and those
     /// without one, when the spec marks its packets and the engine reads them.
     fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        None
+    }
+    /// How the engine counted the marks (in the kernel, or per datagram and why), once
+    /// started.
+    fn marks_note(&self) -> Option<String> {
         None
     }
     /// A DPDK port's own counters, once joined.
@@ -133,5 +141,6 @@ pub fn rx_plan(spec: &PpsSpec, cookie: u32) -> RxPlan {
         flows: spec.flows as usize,
         cookie,
         read_tos: spec.execution.marks.data_tos().is_some(),
+        tos_by: Default::default(),
     }
 }

@@ -5,7 +5,8 @@
 use std::io;
 use std::net::{IpAddr, UdpSocket};
 
-use sonde_engine::pps::{Blocked, FlowRx, PpsReceiver, PpsSender, TxPlan, Wire};
+use sonde_engine::marks::filter::TosFilter;
+use sonde_engine::pps::{attach_tos_filter, Blocked, FlowRx, PpsReceiver, PpsSender, TxPlan, Wire};
 use sonde_engine::Placement;
 use sonde_results::{Engine, PpsSpec};
 
@@ -42,6 +43,7 @@ impl PpsBackend for Kernel {
             spec: spec.clone(),
             stage: Lifecycle::Opened(sockets),
             notes,
+            filter: None,
         }))
     }
 }
@@ -101,16 +103,25 @@ struct Group {
     spec: PpsSpec,
     stage: Lifecycle<Vec<UdpSocket>, PpsReceiver>,
     notes: Vec<String>,
+    /// The marks' filter, attached before `Ready` (or why the kernel refused it).
+    filter: Option<Result<TosFilter, String>>,
 }
 
 impl RxEngine for Group {
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
     }
+    fn before_ready(&mut self, cookie: u32) {
+        let plan = rx_plan(&self.spec, cookie);
+        if let (true, Some(sockets)) = (plan.read_tos, self.stage.opened()) {
+            self.filter = Some(attach_tos_filter(sockets, cookie, plan.flows));
+        }
+    }
     fn start(&mut self, cookie: u32) -> io::Result<()> {
         let plan = rx_plan(&self.spec, cookie);
+        let filter = self.filter.take();
         self.stage
-            .start(|sockets| PpsReceiver::spawn(sockets, plan))
+            .start(|sockets| PpsReceiver::spawn_counting(sockets, plan, Wire::Sonde, filter))
     }
     fn counts(&self) -> (u64, u64) {
         self.stage.running().map_or((0, 0), PpsReceiver::counts)
@@ -120,6 +131,9 @@ impl RxEngine for Group {
     }
     fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
         self.stage.running().and_then(PpsReceiver::arrived_tos)
+    }
+    fn marks_note(&self) -> Option<String> {
+        self.stage.running().and_then(PpsReceiver::tos_note)
     }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         let w = self.stage.running_mut();

@@ -241,6 +241,10 @@ impl ServerEndpoint for Group {
         Ok(self.number)
     }
 
+    fn before_ready(&mut self, cookie: u64) {
+        self.receiver.before_ready(cookie as u32);
+    }
+
     fn start(
         self: Box<Self>,
         _conns: Vec<TcpStream>,

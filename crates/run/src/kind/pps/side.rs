@@ -250,6 +250,7 @@ impl Side for PpsSide {
                 let foreign = receiver.foreign();
                 marks = arrived_marks(&self.spec, receiver.arrived_tos());
                 let timed = receiver.jitter_s().is_some();
+                notes.extend(receiver.marks_note());
                 let (flows, err) = receiver.join();
                 notes.extend(err);
                 // The joined flows' own: their last datagram's, not the last read's.

@@ -1,0 +1,430 @@
+//! Counting a receiver's datagrams by the TOS byte they arrived with inside the kernel: an
+//! eBPF socket filter on each socket of the test's group reads the IP header's TOS (IPv4)
+//! or Traffic Class (IPv6) of each of the test's own datagrams (its cookie, a flow in
+//! range: what the receiver accounts as ours) and adds one to a per-CPU count, then
+//! accepts the datagram unchanged. A foreign datagram (another cookie, too short) is
+//! accepted and not counted.
+//!
+//! Why: `IP_RECVTOS` makes the kernel write a control message per datagram in recvmmsg,
+//! measured at 60-80 ns a datagram on a 550 ns receive (BENCHMARKS.md, "Marks on every
+//! packet"): a marked pps receiver ran 12 % slower. The filter costs a few loads and
+//! an add in the softirq that delivers the datagram.
+//!
+//! The counts live in an mmap-able BPF array, 256 slots per possible CPU plus one for a
+//! CPU beyond that count (counted as unread, never lost): the receiver reads them with
+//! plain loads, no system call. The program and its map are owned by descriptors: the
+//! sockets hold the program while they are open, so closing them (or the process dying,
+//! however it dies) leaves nothing in the kernel. Loading needs CAP_BPF (root here); where
+//! it is refused, the receiver reads the control messages instead and says so.
+//!
+//! The filter runs before the socket's receive queue: a datagram the full queue then
+//! drops is counted here and in the socket's drops, not in the datagrams read.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::xdp::bpf::{bpf, owned, MapCreate, ProgLoad, BPF_MAP_CREATE, BPF_PROG_LOAD};
+use crate::xdp::Insn;
+
+/// The name every loaded filter carries (16 bytes with the NUL), so a test can look for
+/// one left behind.
+pub const PROG_NAME: &str = "sonde_tos_count";
+
+const BPF_PROG_GET_NEXT_ID: libc::c_int = 11;
+const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+const BPF_F_MMAPABLE: u32 = 1 << 10;
+const SO_ATTACH_BPF: libc::c_int = 50;
+
+/// `ld_abs`'s offset of the network header (`SKF_NET_OFF`): the IP header, wherever
+/// the socket's view of the packet starts (a UDP socket's at the UDP header).
+const NET_OFF: i32 = -0x10_0000;
+/// UDP header, then ours: cookie (4), flow (4), sequence (8).
+const UDP_HEADER: i32 = 8;
+
+// Opcodes (linux/bpf_common.h, linux/bpf.h).
+const LD_ABS_B: u8 = 0x30;
+const LD_ABS_H: u8 = 0x28;
+const LD_ABS_W: u8 = 0x20;
+const LDX_W: u8 = 0x61;
+const STX_W: u8 = 0x63;
+const ATOMIC_ADD_DW: u8 = 0xdb;
+const LD_IMM64: u8 = 0x18;
+const MOV_K: u8 = 0xb7;
+const MOV_X: u8 = 0xbf;
+const ADD_K: u8 = 0x07;
+const ADD_X: u8 = 0x0f;
+const RSH_K: u8 = 0x77;
+const LSH_K: u8 = 0x67;
+const AND_K: u8 = 0x57;
+const JA: u8 = 0x05;
+const JEQ_K: u8 = 0x15;
+const JGE_K: u8 = 0x35;
+const JLT_K: u8 = 0xa5;
+const JNE32_K: u8 = 0x56;
+const CALL: u8 = 0x85;
+const EXIT: u8 = 0x95;
+const HELPER_MAP_LOOKUP: i32 = 1;
+const HELPER_SMP_PROCESSOR_ID: i32 = 8;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Label {
+    Accept,
+    V6,
+    Index,
+    Beyond,
+    Store,
+}
+
+/// Instructions with jumps to labels, resolved at the end.
+#[derive(Default)]
+struct Prog {
+    insns: Vec<(Insn, Option<Label>)>,
+    labels: Vec<(Label, usize)>,
+}
+
+impl Prog {
+    fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
+        let regs = dst | (src << 4);
+        self.insns.push((
+            Insn {
+                code,
+                regs,
+                off,
+                imm,
+            },
+            None,
+        ));
+    }
+    fn jump(&mut self, code: u8, dst: u8, imm: i32, to: Label) {
+        let i = Insn {
+            code,
+            regs: dst,
+            off: 0,
+            imm,
+        };
+        self.insns.push((i, Some(to)));
+    }
+    fn label(&mut self, l: Label) {
+        self.labels.push((l, self.insns.len()));
+    }
+    fn finish(self) -> Vec<Insn> {
+        let at = |l: Label| {
+            let found = self.labels.iter().find(|(x, _)| *x == l);
+            found.map(|(_, i)| *i).expect("every jump target is placed")
+        };
+        let resolve = |(pc, (mut i, to)): (usize, &(Insn, Option<Label>))| {
+            if let Some(l) = to {
+                i.off = (at(*l) as i64 - pc as i64 - 1) as i16;
+            }
+            i
+        };
+        self.insns.iter().enumerate().map(resolve).collect()
+    }
+}
+
+/// The filter: the TOS of each datagram carrying `cookie` and a flow below `flows`
+/// counted in slot `cpu * 256 + tos` of `map_fd` (slot `cpus * 256` for a CPU at or
+/// beyond `cpus`); every datagram accepted whole.
+fn program(cookie: u32, flows: u32, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
+    let mut p = Prog::default();
+    p.op(MOV_X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
+    p.op(LDX_W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
+    p.jump(JLT_K, 0, UDP_HEADER + 8, Label::Accept);
+    p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
+    p.jump(JNE32_K, 0, cookie as i32, Label::Accept);
+    p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 4); // the flow
+    p.jump(JGE_K, 0, flows as i32, Label::Accept);
+    p.op(LD_ABS_B, 0, 0, 0, NET_OFF); // version and header length
+    p.op(RSH_K, 0, 0, 0, 4);
+    p.jump(JEQ_K, 0, 6, Label::V6);
+    p.op(LD_ABS_B, 0, 0, 0, NET_OFF + 1); // IPv4's TOS
+    p.op(MOV_X, 7, 0, 0, 0);
+    p.jump(JA, 0, 0, Label::Index);
+    p.label(Label::V6);
+    p.op(LD_ABS_H, 0, 0, 0, NET_OFF); // version, traffic class, flow label's top
+    p.op(RSH_K, 0, 0, 0, 4);
+    p.op(AND_K, 0, 0, 0, 0xff);
+    p.op(MOV_X, 7, 0, 0, 0);
+    p.label(Label::Index);
+    p.op(CALL, 0, 0, 0, HELPER_SMP_PROCESSOR_ID);
+    p.jump(JGE_K, 0, cpus as i32, Label::Beyond);
+    p.op(LSH_K, 0, 0, 0, 8);
+    p.op(ADD_X, 7, 0, 0, 0); // r7 = cpu * 256 + tos
+    p.jump(JA, 0, 0, Label::Store);
+    p.label(Label::Beyond);
+    p.op(MOV_K, 7, 0, 0, (cpus * 256) as i32); // a CPU beyond the count: unread
+    p.label(Label::Store);
+    p.op(STX_W, 10, 7, -4, 0);
+    p.op(MOV_X, 2, 10, 0, 0);
+    p.op(ADD_K, 2, 0, 0, -4);
+    p.op(LD_IMM64, 1, 1, 0, map_fd); // src 1: the immediate is a map's descriptor
+    p.op(0, 0, 0, 0, 0);
+    p.op(CALL, 0, 0, 0, HELPER_MAP_LOOKUP);
+    p.jump(JEQ_K, 0, 0, Label::Accept);
+    p.op(MOV_K, 1, 0, 0, 1);
+    p.op(ATOMIC_ADD_DW, 0, 1, 0, 0);
+    p.label(Label::Accept);
+    p.op(MOV_K, 0, 0, 0, -1); // keep every byte
+    p.op(EXIT, 0, 0, 0, 0);
+    p.finish()
+}
+
+/// CPUs the kernel may number (`/sys/devices/system/cpu/possible`, "0-N"): one more than
+/// the highest; a CPU beyond it would count in the unread slot.
+fn possible_cpus() -> u32 {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    let highest = text
+        .trim()
+        .split([',', '-'])
+        .filter_map(|n| n.parse::<u32>().ok())
+        .max();
+    match highest {
+        Some(h) => h + 1,
+        // SAFETY: sysconf reads a constant.
+        None => unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as u32,
+    }
+}
+
+/// The counts' map, mapped read-only into this process.
+struct Mapped {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is shared memory read with atomic loads only; it lives until drop.
+unsafe impl Send for Mapped {}
+// SAFETY: as above.
+unsafe impl Sync for Mapped {}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// The filter attached to a receiver's sockets, and its counts. Dropping it unmaps the
+/// counts and closes the program's and map's descriptors; the sockets still hold the
+/// program until they close.
+pub struct TosFilter {
+    counts: Mapped,
+    cpus: u32,
+    cookie: u32,
+    _map: OwnedFd,
+    prog: OwnedFd,
+}
+
+impl TosFilter {
+    /// Loads the filter for the test's `cookie` and `flows` and attaches it to every one
+    /// of `sockets`. An error (BPF refused: no CAP_BPF, a locked-down kernel) leaves no
+    /// socket filtered.
+    pub fn attach(sockets: &[RawFd], cookie: u32, flows: u32) -> io::Result<TosFilter> {
+        let cpus = possible_cpus();
+        let slots = cpus * 256 + 1;
+        let mut a = MapCreate {
+            map_type: BPF_MAP_TYPE_ARRAY,
+            key_size: 4,
+            value_size: 8,
+            max_entries: slots,
+            map_flags: BPF_F_MMAPABLE,
+        };
+        let map = bpf(BPF_MAP_CREATE, &mut a).map(owned)?;
+        // SAFETY: sysconf reads a constant.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let len = (slots as usize * 8).div_ceil(page) * page;
+        // SAFETY: mapping a BPF array the kernel sized to at least `len` bytes.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let counts = Mapped { ptr, len };
+        let prog = load(&program(cookie, flows, cpus, map.as_raw_fd()))?;
+        let filter = TosFilter {
+            counts,
+            cpus,
+            cookie,
+            _map: map,
+            prog,
+        };
+        for (i, &fd) in sockets.iter().enumerate() {
+            if let Err(e) = filter.attach_to(fd) {
+                for &done in &sockets[..i] {
+                    detach(done);
+                }
+                return Err(e);
+            }
+        }
+        Ok(filter)
+    }
+
+    fn attach_to(&self, fd: RawFd) -> io::Result<()> {
+        let prog = self.prog.as_raw_fd();
+        crate::int_option::set_level_int(fd, libc::SOL_SOCKET, SO_ATTACH_BPF, prog)
+    }
+
+    /// The cookie of the datagrams it counts.
+    pub fn cookie(&self) -> u32 {
+        self.cookie
+    }
+
+    /// The program's kernel id (for a test to see it gone).
+    pub fn prog_id(&self) -> io::Result<u32> {
+        Ok(prog_info(self.prog.as_raw_fd())?.id)
+    }
+
+    /// `(tos, datagrams)` for every byte counted so far, and those counted on a CPU
+    /// beyond the possible count (their TOS unread).
+    pub fn snapshot(&self) -> (Vec<(u8, u64)>, u64) {
+        let slots = self.counts.ptr as *const AtomicU64;
+        // SAFETY: the mapping holds cpus * 256 + 1 aligned u64s the kernel adds to.
+        let at = |i: u32| unsafe { &*slots.add(i as usize) }.load(Ordering::Relaxed);
+        let mut by = [0u64; 256];
+        for cpu in 0..self.cpus {
+            for (tos, n) in by.iter_mut().enumerate() {
+                *n += at(cpu * 256 + tos as u32);
+            }
+        }
+        let seen = (0..=255u8)
+            .map(|t| (t, by[usize::from(t)]))
+            .filter(|&(_, n)| n > 0);
+        (seen.collect(), at(self.cpus * 256))
+    }
+}
+
+/// Takes any filter off `fd` (the undoing of a partial attach).
+fn detach(fd: RawFd) {
+    let _ = crate::int_option::set_level_int(fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0);
+}
+
+/// Loads `insns` as a socket filter named [`PROG_NAME`]; the verifier's log is in the
+/// error.
+fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
+    let license = c"GPL";
+    let mut log = vec![0u8; 64 * 1024];
+    let mut name = [0u8; 16];
+    name[..PROG_NAME.len()].copy_from_slice(PROG_NAME.as_bytes());
+    let mut a = ProgLoad {
+        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        log_level: 1,
+        log_size: log.len() as u32,
+        log_buf: log.as_mut_ptr() as u64,
+        prog_name: name,
+        ..Default::default()
+    };
+    bpf(BPF_PROG_LOAD, &mut a).map(owned).map_err(|e| {
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        let text = String::from_utf8_lossy(&log[..end]);
+        io::Error::new(e.kind(), format!("loading the TOS filter: {e}\n{text}"))
+    })
+}
+
+/// The start of `struct bpf_prog_info`: what a test needs of a program.
+#[repr(C)]
+#[derive(Default)]
+struct ProgInfo {
+    prog_type: u32,
+    id: u32,
+    tag: [u8; 8],
+    jited_prog_len: u32,
+    xlated_prog_len: u32,
+    jited_prog_insns: u64,
+    xlated_prog_insns: u64,
+    load_time: u64,
+    created_by_uid: u32,
+    nr_map_ids: u32,
+    map_ids: u64,
+    name: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct InfoByFd {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct ById {
+    id: u32,
+    next_id: u32,
+    open_flags: u32,
+}
+
+fn prog_info(fd: RawFd) -> io::Result<ProgInfo> {
+    let mut info = ProgInfo::default();
+    let mut a = InfoByFd {
+        bpf_fd: fd as u32,
+        info_len: std::mem::size_of::<ProgInfo>() as u32,
+        info: &mut info as *mut ProgInfo as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a)?;
+    Ok(info)
+}
+
+/// Whether program `id` is still loaded.
+pub fn prog_exists(id: u32) -> io::Result<bool> {
+    let mut a = ById {
+        id,
+        ..Default::default()
+    };
+    match bpf(BPF_PROG_GET_FD_BY_ID, &mut a) {
+        Ok(fd) => {
+            drop(owned(fd));
+            Ok(true)
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The ids of the programs named [`PROG_NAME`] loaded in the kernel now (any process's).
+pub fn loaded_filters() -> io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    let mut at = 0;
+    loop {
+        let mut a = ById {
+            id: at,
+            ..Default::default()
+        };
+        match bpf(BPF_PROG_GET_NEXT_ID, &mut a) {
+            Ok(_) => at = a.next_id,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(ids),
+            Err(e) => return Err(e),
+        }
+        let mut by = ById {
+            id: at,
+            ..Default::default()
+        };
+        // A program unloaded between the two calls is not ours to count.
+        let Ok(fd) = bpf(BPF_PROG_GET_FD_BY_ID, &mut by).map(owned) else {
+            continue;
+        };
+        let info = prog_info(fd.as_raw_fd())?;
+        let end = info.name.iter().position(|&b| b == 0).unwrap_or(16);
+        if &info.name[..end] == PROG_NAME.as_bytes() {
+            ids.push(at);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "filter_tests.rs"]
+mod tests;
