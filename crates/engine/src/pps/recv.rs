@@ -259,7 +259,8 @@ fn tos_reader(
 
 /// The note of a receiver whose marks the kernel counts.
 pub const FILTER_NOTE: &str =
-    "marks counted in the kernel by a socket filter (eBPF), no control message per datagram";
+    "marks counted in the kernel by a socket filter (eBPF), no control message per datagram: \
+     as each datagram reaches the socket, so those its full queue then dropped count too";
 
 fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
     let p = &shared.plan;
