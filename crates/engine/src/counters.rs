@@ -1,6 +1,10 @@
 //! The one counter type of the data plane: N monotonic u64s on their own cache line, one
 //! writer (the worker that owns them), any number of readers (the sampler). The writer
-//! uses a plain relaxed load and store, no locked read-modify-write.
+//! uses a plain load and store, no locked read-modify-write. It stores first to last
+//! (release) and a reader loads last to first (acquire), so a reader never sees a counter
+//! ahead of one before it: bytes never ahead of the packets they came in, however long the
+//! reader was held between its loads (a guard judging bytes per packet read torn totals
+//! as 120 datagrams too long). On x86 both are plain moves.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,7 +26,7 @@ impl<const N: usize> Counters<N> {
     #[inline]
     pub fn add(&self, by: [u64; N]) {
         for (c, n) in self.0.iter().zip(by) {
-            c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+            c.store(c.load(Ordering::Relaxed) + n, Ordering::Release);
         }
     }
 
@@ -30,12 +34,16 @@ impl<const N: usize> Counters<N> {
     #[inline]
     pub fn add_to(&self, i: usize, n: u64) {
         let c = &self.0[i];
-        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Release);
     }
 
-    /// Monotonic totals since the start.
+    /// Monotonic totals since the start, the last counter loaded first.
     pub fn read(&self) -> [u64; N] {
-        std::array::from_fn(|i| self.0[i].load(Ordering::Relaxed))
+        let mut out = [0; N];
+        for i in (0..N).rev() {
+            out[i] = self.0[i].load(Ordering::Acquire);
+        }
+        out
     }
 
     /// Totals over several writers' counters.
@@ -66,5 +74,33 @@ mod tests {
         all[0].add([2]);
         all[1].add([u64::from(u32::MAX) + 1]);
         assert_eq!(Counters::sum(&all), [u64::from(u32::MAX) + 3]);
+    }
+
+    /// A reader racing the writer never sees bytes ahead of their packets (loaded first
+    /// to last, it saw them in 2 of 3 runs of this loop).
+    #[test]
+    fn a_racing_reader_never_sees_a_later_counter_ahead() {
+        let c = std::sync::Arc::new(ConnCounters::default());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (c, stop) = (c.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for _ in 0..20_000_000u64 {
+                    c.add([1, 100]);
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+            })
+        };
+        let ahead = (0..2_000_000)
+            .filter(|_| {
+                let [packets, bytes] = c.read();
+                bytes > packets * 100
+            })
+            .count();
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        assert_eq!(ahead, 0, "reads with bytes ahead of their packets");
     }
 }

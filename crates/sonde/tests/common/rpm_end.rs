@@ -75,6 +75,19 @@ impl Endpoint {
         self.log.lock().unwrap().clone()
     }
 
+    /// Whether its log says `text` within `limit`: the line is read by another thread,
+    /// which on a busy machine runs after the test saw what caused it.
+    pub fn log_says(&self, text: &str, limit: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + limit;
+        while !self.log().contains(text) {
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        true
+    }
+
     /// The port it serves on.
     pub fn port(&self) -> u16 {
         self.base.rsplit(':').next().unwrap().parse().unwrap()

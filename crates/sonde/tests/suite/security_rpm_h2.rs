@@ -158,7 +158,10 @@ fn accepted_then_reset_streams_hit_the_request_budget() {
     // Cut within a second or so of going over: the budget is looked at every 200 ms.
     assert!(held < Duration::from_secs(4), "held {held:?}");
     assert!(
-        ep.log().contains("requests a second on one connection"),
+        ep.log_says(
+            "requests a second on one connection",
+            Duration::from_secs(5)
+        ),
         "{}",
         ep.log()
     );
