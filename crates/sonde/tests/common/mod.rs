@@ -17,6 +17,7 @@ pub mod planted;
 pub mod prometheus;
 pub mod rogue;
 pub mod rpm_end;
+pub mod serial;
 pub mod serve_proc;
 pub mod stages;
 pub mod stamp_lab;
@@ -24,11 +25,10 @@ pub mod stamp_rogue;
 
 pub use key_files::key_file;
 pub use nft::{nft_counted, nft_named_counter};
+pub use serial::Serial;
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -96,52 +96,6 @@ pub fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> std::io::Result<
     s.bind(&std::net::SocketAddr::from((from, 0)).into())?;
     s.connect(&to.into())?;
     Ok(s.into())
-}
-
-/// Held while a test sends traffic: tests that measure rates, searches or latency never
-/// run at the same time, in this process or another (an exclusive flock on one file).
-pub struct Serial(File, std::time::Instant);
-
-/// Where each hold of the lock is logged (`SECONDS TEST` a line), when set: CI's list of
-/// the tests that hold the machine's serialized time (.ci/run).
-const HOLDS_LOG_ENV: &str = "SONDE_TEST_HOLDS_LOG";
-
-/// Set by scripts/test.sh for its pass of the untimed tests (attacks, refusals, clean-up:
-/// what they assert does not depend on the machine's speed): they share the lock, so they
-/// run beside each other but never beside a timed test, which holds it alone.
-const SHARED_ENV: &str = "SONDE_TEST_LOCK_SHARED";
-
-impl Serial {
-    pub fn take() -> Serial {
-        let f = File::create(std::env::temp_dir().join("sonde-timing-tests.lock")).unwrap();
-        let mode = match std::env::var_os(SHARED_ENV) {
-            Some(v) if v == "1" => libc::LOCK_SH,
-            _ => libc::LOCK_EX,
-        };
-        // SAFETY: a valid fd; the lock is released when the file is closed.
-        let r = unsafe { libc::flock(f.as_raw_fd(), mode) };
-        assert_eq!(r, 0, "flock: {}", std::io::Error::last_os_error());
-        Serial(f, std::time::Instant::now())
-    }
-}
-
-impl Drop for Serial {
-    fn drop(&mut self) {
-        let Some(path) = std::env::var_os(HOLDS_LOG_ENV) else {
-            return;
-        };
-        // The test harness names each test's thread after the test.
-        let name = std::thread::current().name().unwrap_or("?").to_string();
-        let line = format!("{:.2} {name}\n", self.1.elapsed().as_secs_f64());
-        // One append of one short line: lines of concurrent holders do not interleave.
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-        {
-            let _ = f.write_all(line.as_bytes());
-        }
-    }
 }
 
 /// Two namespaces joined by a veth pair: client 198.18.0.1, server 198.18.0.2.
