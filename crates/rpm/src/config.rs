@@ -80,12 +80,21 @@ impl Url {
                     })
                 }
             };
+            // Brackets hold an IPv6 address and nothing else (the fuzzer's
+            // `https://[[[[[[[[ZZZZZZZ]//]]]` took `[[[[[[[zzzzzzz` as a host).
+            if h.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(UrlError::Host(text.to_string()));
+            }
             (h.to_string(), port)
         } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), parse_port(text, p)?),
-                None => (authority.to_string(), default),
+            let (h, port) = match authority.rsplit_once(':') {
+                Some((h, p)) => (h, parse_port(text, p)?),
+                None => (authority, default),
+            };
+            if h.contains([':', '[', ']']) {
+                return Err(UrlError::Host(text.to_string()));
             }
+            (h.to_string(), port)
         };
         if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(UrlError::Host(text.to_string()));
@@ -391,5 +400,22 @@ mod tests {
         );
         assert!(Url::parse("https://h:99999/").is_err());
         assert!(Url::parse("https:///x").is_err());
+    }
+
+    /// Brackets hold an IPv6 address only, and a host outside them has no ':' or brackets:
+    /// every URL taken reads back as itself (the fuzzer's find, nq_config).
+    #[test]
+    fn only_an_ipv6_address_is_taken_in_brackets() {
+        let v6 = Url::parse("http://[FD00::2]:8080/x").unwrap();
+        assert_eq!(v6.host, "fd00::2");
+        assert_eq!(Url::parse(&v6.text()), Ok(v6));
+        for bad in [
+            "https://[[[[[[[[ZZZZZZZ]//]]]",
+            "https://[host]/",
+            "http://a:b:80/",
+            "http://a]b/",
+        ] {
+            assert_eq!(Url::parse(bad), Err(UrlError::Host(bad.into())), "{bad}");
+        }
     }
 }
