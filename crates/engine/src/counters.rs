@@ -76,8 +76,8 @@ mod tests {
         assert_eq!(Counters::sum(&all), [u64::from(u32::MAX) + 3]);
     }
 
-    /// A reader racing the writer never sees bytes ahead of their packets (loaded first
-    /// to last, it saw them in 2 of 3 runs of this loop).
+    /// A reader racing the writer never sees bytes ahead of their packets (with the loads
+    /// flipped back to first to last, the one run tried saw them).
     #[test]
     fn a_racing_reader_never_sees_a_later_counter_ahead() {
         let c = std::sync::Arc::new(ConnCounters::default());
