@@ -100,8 +100,7 @@ mod tests {
         );
         let mut pps = sample(SampleSection::Pps(PpsSample {
             packets: 3,
-            marks: None,
-            jitter_ms: None,
+            ..Default::default()
         }));
         pps.partial = true;
         assert_eq!(

@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::interval::{paired, IntervalFigures, IntervalSide, PpsSideFigures, SideFigures};
+use super::interval::{
+    paired, IntervalFigures, IntervalPair, IntervalSide, PpsSideFigures, SideFigures,
+};
 use super::parts::{per_second, CpuFigures, HostCounted, Inputs, MeasuredBy};
 use crate::side::{IntervalSample, Role, SideResult};
 use crate::spec::PpsSpec;
@@ -107,6 +109,10 @@ pub struct PpsEnd {
     pub lost_packets: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packets: Option<PacketsEnd>,
+    /// A bidirectional test's other direction (the server sending, the client
+    /// receiving), as `packets` is the forward one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<PacketsEnd>>,
     /// Zero-loss rate search: every trial and the result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchEnd>,
@@ -118,6 +124,7 @@ impl PpsEnd {
         let packets = self
             .packets
             .iter_mut()
+            .chain(self.reverse.as_deref_mut())
             .flat_map(|p| [&mut p.sender, &mut p.receiver]);
         for s in [&mut self.sender, &mut self.receiver]
             .into_iter()
@@ -213,12 +220,17 @@ fn uncut_batches_note(receiver: &PpsEndSide, gso: bool) -> Option<String> {
     ))
 }
 
-/// Both sides' rates and the loss between them: the intervals and end section.
-pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, PpsEnd) {
-    let tx = inp.client.pps();
-    let rx = inp.server.and_then(|s| s.pps());
-    let sender = end_side(inp.client);
-    let mut receiver = inp.server.and_then(end_side);
+/// One direction's figures: its sender's and receiver's sides (each perhaps absent) and
+/// the loss between them.
+fn packets_end(
+    spec: &PpsSpec,
+    tx_side: Option<&SideResult>,
+    rx_side: Option<&SideResult>,
+) -> PacketsEnd {
+    let tx = tx_side.and_then(|s| s.pps());
+    let rx = rx_side.and_then(|s| s.pps());
+    let sender = tx_side.and_then(end_side);
+    let mut receiver = rx_side.and_then(end_side);
     if let Some(r) = receiver.as_mut() {
         r.counted.notes.extend(uncut_batches_note(r, spec.gso));
     }
@@ -238,7 +250,7 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
         _ => (None, None),
     };
     let sent_total = tx.map(|t| t.per_flow.iter().sum::<u64>());
-    let packets = PacketsEnd {
+    PacketsEnd {
         size_bytes: spec.size_bytes,
         udp_payload_bytes: spec.payload_bytes(),
         flows: spec.flows as usize,
@@ -260,7 +272,7 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
             _ => None,
         },
         flows_with_loss,
-        jitter: inp.server.and_then(JitterEnd::of),
+        jitter: rx_side.and_then(JitterEnd::of),
         marks: rx.and_then(|r| r.marks.clone()).map(|forward| {
             Box::new(crate::marks::Fate {
                 forward: Some(forward),
@@ -269,7 +281,34 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
         }),
         sender,
         receiver,
-    };
+    }
+}
+
+/// `side` as its part of a bidirectional test's other direction: its own host, role and
+/// window, the figures of that direction.
+fn reversed(side: &SideResult) -> Option<SideResult> {
+    let r = side.pps()?.reverse.as_deref()?;
+    let mut s = side.clone();
+    s.section = crate::side::SideSection::Pps(r.clone());
+    Some(s)
+}
+
+/// `x`'s interval of a bidirectional test's other direction.
+fn reversed_sample(x: &IntervalSample) -> Option<IntervalSample> {
+    let r = x.pps()?.reverse.as_deref()?;
+    let mut y = x.clone();
+    y.section = crate::side::SampleSection::Pps(r.clone());
+    Some(y)
+}
+
+/// Both sides' rates and the loss between them: the intervals and end section. In a
+/// bidirectional test the client's sending is the forward direction, the server's the
+/// reverse one (each side carries its part of it).
+pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, PpsEnd) {
+    let packets = packets_end(spec, Some(inp.client), inp.server);
+    let (rc, rs) = (reversed(inp.client), inp.server.and_then(reversed));
+    let reverse = (rc.is_some() || rs.is_some())
+        .then(|| Box::new(packets_end(spec, rs.as_ref(), rc.as_ref())));
     let size = spec.size_bytes as f64;
     let side = |x: Option<&IntervalSample>, role: Role| {
         x.map(|x| {
@@ -290,17 +329,26 @@ pub(crate) fn build(spec: &PpsSpec, inp: &Inputs<'_>) -> (Vec<IntervalFigures>, 
         })
     };
     let intervals = paired(inp.client_intervals, inp.server_intervals)
-        .map(|(span, c, s)| IntervalFigures {
-            sender: side(c, Role::Client),
-            receiver: side(s, Role::Server),
-            ..span
+        .map(|(span, c, s)| {
+            let (rc, rs) = (c.and_then(reversed_sample), s.and_then(reversed_sample));
+            let pair = (rc.is_some() || rs.is_some()).then(|| IntervalPair {
+                sender: side(rs.as_ref(), Role::Server),
+                receiver: side(rc.as_ref(), Role::Client),
+            });
+            IntervalFigures {
+                sender: side(c, Role::Client),
+                receiver: side(s, Role::Server),
+                reverse: pair,
+                ..span
+            }
         })
         .collect();
     let end = PpsEnd {
-        lost_packets: lost,
+        lost_packets: packets.lost_packets,
         sender: packets.sender.clone(),
         receiver: packets.receiver.clone(),
         packets: Some(packets),
+        reverse,
         search: None,
     };
     (intervals, end)
@@ -358,6 +406,7 @@ mod tests {
             blocked_sends: None,
             marks: None,
             jitter_ms,
+            reverse: None,
         });
         s
     }
@@ -405,5 +454,86 @@ mod tests {
         // At the threshold: 4 datagrams a link packet is still a link's rate.
         assert_eq!(uncut_batches_note(&receiver(450_400 / 4), true), None);
         assert!(uncut_batches_note(&receiver(450_400 / 4 - 1), true).is_some());
+    }
+
+    #[test]
+    fn a_bidirectional_tests_other_direction_is_its_reverse_with_its_own_loss() {
+        // Ours (the client) sent 10 a flow and received the server's 4 and 5 of 5 each;
+        // the server received 9 and 10 of ours.
+        let mut client = rx_side(None);
+        client.role = Role::Client;
+        let base = client.pps().unwrap().clone();
+        let pps = |per_flow: Vec<u64>, jitter| crate::PpsResult {
+            per_flow,
+            jitter_ms: jitter,
+            ..base.clone()
+        };
+        let mut ours = pps(vec![10, 10], None);
+        ours.reverse = Some(Box::new(pps(vec![4, 5], Some(vec![0.25, 0.25]))));
+        client.section = crate::SideSection::Pps(ours);
+        let mut server = rx_side(Some(vec![0.5, 0.5]));
+        let mut theirs = pps(vec![9, 10], Some(vec![0.5, 0.5]));
+        theirs.reverse = Some(Box::new(pps(vec![5, 5], None)));
+        server.section = crate::SideSection::Pps(theirs);
+        let sample = |packets, reverse: Option<u64>| IntervalSample {
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            cpu_busy_percent: None,
+            partial: false,
+            section: crate::side::SampleSection::Pps(crate::side::PpsSample {
+                packets,
+                reverse: reverse.map(|r| {
+                    Box::new(crate::side::PpsSample {
+                        packets: r,
+                        ..Default::default()
+                    })
+                }),
+                ..Default::default()
+            }),
+        };
+        let spec = PpsSpec {
+            flows: 2,
+            bidir: true,
+            ..PpsSpec::default()
+        };
+        let inputs = Inputs {
+            spec: &crate::TestSpec::Pps(spec.clone()),
+            command: String::new(),
+            server_command: None,
+            server_address: String::new(),
+            started_at: String::new(),
+            software: String::new(),
+            client: &client,
+            server: Some(&server),
+            client_intervals: &[sample(20, Some(9))],
+            server_intervals: &[],
+            error: None,
+            client_agent: None,
+            finished_at: None,
+            server_labels: Default::default(),
+            fleet: None,
+            prelude: None,
+        };
+        let (intervals, end) = build(&spec, &inputs);
+        let fwd = end.packets.as_ref().unwrap();
+        assert_eq!((fwd.lost_packets, fwd.flows_with_loss), (Some(1), Some(1)));
+        let rev = end.reverse.as_deref().expect("the reverse direction");
+        assert_eq!((rev.lost_packets, rev.flows_with_loss), (Some(1), Some(1)));
+        let (tx, rx) = (rev.sender.as_ref().unwrap(), rev.receiver.as_ref().unwrap());
+        assert_eq!((tx.total_packets, rx.total_packets), (10, 9));
+        assert_eq!(
+            (tx.by.measured_by, rx.by.measured_by),
+            (Role::Server, Role::Client)
+        );
+        // Each direction's jitter is its receiver's.
+        assert_eq!(fwd.jitter.as_ref().unwrap().jitter_ms, 0.5);
+        assert_eq!(rev.jitter.as_ref().unwrap().measured_by, Role::Client);
+        let i = &intervals[0];
+        assert_eq!(i.sender.as_ref().unwrap().packets_per_second(), Some(20.0));
+        let r = i.reverse.as_ref().expect("the reverse pair");
+        assert!(r.sender.is_none());
+        assert_eq!(r.receiver.as_ref().unwrap().packets_per_second(), Some(9.0));
+        assert_eq!(r.receiver.as_ref().unwrap().measured_by, Role::Client);
     }
 }

@@ -84,6 +84,7 @@ impl Pps {
             blocked_sends: None,
             marks: None,
             jitter_ms: None,
+            reverse: None,
         };
         let mut c = side(Role::Client, self.sender_busy, 0);
         c.section = SideSection::Pps(PpsResult {

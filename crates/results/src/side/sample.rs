@@ -84,6 +84,9 @@ pub struct PpsSample {
     /// interarrival jitter at the interval's end (RFC 3550's estimate), milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
+    /// A bidirectional test: this side's interval of the other direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<PpsSample>>,
 }
 
 impl IntervalSample {

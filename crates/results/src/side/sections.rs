@@ -181,6 +181,10 @@ pub struct PpsResult {
     /// interarrival jitter at the end, RFC 3550's running estimate, milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<Vec<f64>>,
+    /// A bidirectional test (iperf3's `--bidir`): this side's part of the other direction,
+    /// where it received what it sent here or the other way round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<PpsResult>>,
 }
 
 /// A sender's sends that found no room in the queue ahead (its socket's buffer full of

@@ -53,6 +53,10 @@ pub struct PpsSpec {
     /// server's UDP test reversed); absent, the usual direction.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reverse: bool,
+    /// Both ends send at once, each on its own flows at `rate_pps` (`sonde pps --iperf3
+    /// --bidir`, iperf3's `--bidir`): the far end's direction is the document's reverse.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bidir: bool,
 }
 
 /// What the DPDK engine's testpmd runs with on each side.
@@ -158,6 +162,7 @@ impl Default for PpsSpec {
             ipv6: false,
             dpdk: None,
             reverse: false,
+            bidir: false,
         }
     }
 }

@@ -117,6 +117,28 @@ pub(super) fn run(
 }
 
 /// The session of a controller that reached this agent at `local_ip`.
+/// A packet-rate test with an agent runs one way, the controller's senders to the
+/// agent's receivers, whose count is the test's honest figure and whose limits are the
+/// agent's admission. A spec asking the agent to send too (`-R`, `--bidir`: an iperf3 far
+/// end's options) is refused by name, not run forward under a document that says
+/// otherwise, nor turned into a sender at a controller's word.
+fn one_way(spec: &TestSpec) -> Result<(), sonde_results::SpecError> {
+    let TestSpec::Pps(p) = spec else {
+        return Ok(());
+    };
+    let flag = match (p.reverse, p.bidir) {
+        (true, _) => "-R",
+        (_, true) => "--bidir",
+        _ => return Ok(()),
+    };
+    Err(sonde_results::SpecError {
+        flag,
+        reason: "a sonde agent only receives a pps test's packets; the far end sends \
+                 only when it is an iperf3 server (--iperf3)"
+            .into(),
+    })
+}
+
 fn new_session(shared: &Shared, local_ip: IpAddr) -> AgentSession {
     let mut capabilities = kind::capabilities_allowed(&shared.cfg.allow);
     // Announced whatever `--stamp-targets` says, so that a refusal names the flag.
@@ -259,6 +281,7 @@ fn admit<'a>(
     let source = kind::dpdk_source::Source::Remote(&shared.cfg.dpdk);
     let checked = spec
         .validate()
+        .and_then(|()| one_way(&spec))
         .and_then(|()| kind::refuse(&spec))
         .and_then(|()| kind::congestion::check(&spec, kind::root()))
         .and_then(|()| kind::dpdk_source::confine(&mut spec, role, source));
@@ -469,5 +492,27 @@ impl Party for AgentEnd<'_> {
             Some(AgentEvent::Stop) => Flow::Done,
             _ => Flow::Go,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_results::PpsSpec;
+
+    #[test]
+    fn a_pps_spec_asking_the_agent_to_send_is_refused_by_name() {
+        let pps = |reverse, bidir| {
+            TestSpec::Pps(PpsSpec {
+                reverse,
+                bidir,
+                ..PpsSpec::default()
+            })
+        };
+        assert_eq!(one_way(&pps(true, false)).unwrap_err().flag, "-R");
+        let e = one_way(&pps(false, true)).unwrap_err();
+        assert_eq!(e.flag, "--bidir");
+        assert!(e.reason.contains("--iperf3"), "{}", e.reason);
+        assert!(one_way(&pps(false, false)).is_ok());
     }
 }

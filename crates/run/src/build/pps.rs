@@ -185,6 +185,7 @@ pub fn spec(p: &PpsParams) -> Result<PpsSpec, SpecError> {
         ipv6: p.ipv6,
         dpdk,
         reverse: p.reverse,
+        bidir: false,
     };
     checked(TestSpec::Pps(spec.clone()))?;
     if spec.tx_threads > spec.flows {

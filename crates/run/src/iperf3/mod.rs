@@ -16,6 +16,7 @@ pub mod queue;
 mod serve_one;
 mod served;
 pub mod server;
+mod udp_bidir;
 mod udp_client;
 pub mod udp_figures;
 mod udp_guard;

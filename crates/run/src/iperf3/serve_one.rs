@@ -234,8 +234,14 @@ pub(super) fn serve_stream(
         crate::kind::stream::start_connected(&spec, Role::Server, conns, Vec::new(), probe)
             .map_err(io("starting the workers"))?;
     let total_ms = spec.timing.total_ms();
-    let (intervals, ran) =
-        served::run_test(&mut ctl, &mut srv, side.as_mut(), total_ms, listener, stop)?;
+    let (intervals, ran) = served::run_test(
+        &mut ctl,
+        &mut srv,
+        side.as_mut(),
+        total_ms,
+        (listener, None),
+        stop,
+    )?;
     let ours = side.into_result(ran.is_err());
     let mine = figures::our_results(&ours, &test);
     let (theirs, error) = served::their_results(&mut ctl, &mut srv, ran, &mine, &ours, false);

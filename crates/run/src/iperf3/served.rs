@@ -11,6 +11,7 @@ use sonde_proto::iperf3::{Iperf3Error, Results, Server, ServerEvent, Test};
 use sonde_results::document::Inputs;
 use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
+use super::client::{Guard, GUARD_EVERY};
 use super::config::Iperf3Config;
 use super::conn::{Control, Got};
 use super::vouch::{ours_of, vouch};
@@ -36,6 +37,9 @@ pub enum ServeError {
     },
     #[error("stopped")]
     Stopped,
+    /// The client broke what the test agreed (its rate, its datagrams' size): cut.
+    #[error("the iperf3 client broke what it agreed: {0}")]
+    Broke(String),
 }
 
 pub(super) fn io(what: &'static str) -> impl Fn(std::io::Error) -> ServeError {
@@ -83,24 +87,34 @@ pub(super) fn turn(
     Ok(())
 }
 
-/// The test running until the client's TEST_END: our side sampled, any other connection
+/// The test running until the client's TEST_END: our side sampled, what the client sends
+/// held to what it agreed (`guard`, at most [`GUARD_EVERY`] apart), any other connection
 /// told ACCESS_DENIED.
 pub(super) fn run(
     ctl: &mut Control,
     srv: &mut Server,
     side: &mut dyn Side,
     intervals: &mut Vec<sonde_results::IntervalSample>,
-    listener: &TcpListener,
+    (listener, mut guard): (&TcpListener, Option<Guard>),
     stop: &Interrupt,
 ) -> Result<(), ServeError> {
     loop {
         if stop.is_set() {
             return Err(ServeError::Stopped);
         }
-        if let Some(s) = side.on_time(Instant::now()) {
+        let now = Instant::now();
+        if let Some(why) = guard.as_mut().and_then(|g| g(now)) {
+            // As iperf3's server over its limit: SERVER_ERROR, the rate's error number.
+            srv.refuse(sonde_proto::iperf3::server::refusal::RATE);
+            let _ = ctl.flush(|| srv.poll_transmit());
+            return Err(ServeError::Broke(why));
+        }
+        if let Some(s) = side.on_time(now) {
             intervals.push(s);
         }
-        turn(ctl, srv, side.next_deadline())?;
+        let guarded = guard.as_ref().map(|_| now + GUARD_EVERY);
+        let wake = [side.next_deadline(), guarded].into_iter().flatten().min();
+        turn(ctl, srv, wake)?;
         while let Some(e) = srv.poll_event() {
             if e == ServerEvent::TestEnd {
                 // The client's clock ended the test: an edge of ours due within a hair
@@ -170,14 +184,14 @@ pub(super) fn refuse_over(
     }
 }
 
-/// TEST_START, then the test until the client's TEST_END, the senders finished: the
-/// intervals sampled and how the run ended.
+/// TEST_START, then the test until the client's TEST_END (what it sends held to `listener`'s
+/// guard, if any), the senders finished: the intervals sampled and how the run ended.
 pub(super) fn run_test(
     ctl: &mut Control,
     srv: &mut Server,
     side: &mut dyn Side,
     total_ms: u64,
-    listener: &TcpListener,
+    listener: (&TcpListener, Option<Guard>),
     stop: &Interrupt,
 ) -> Result<(Vec<IntervalSample>, Result<(), ServeError>), ServeError> {
     srv.start(Duration::from_millis(total_ms) + STEP_WAIT, Instant::now())?;

@@ -4,15 +4,17 @@
 //! senders writing iperf3's datagrams at the spec's rate. The server's receive counts
 //! (its lost, its jitter) come back in its results and make the far side. Reversed
 //! (`-R`), the server sends: the pps kind's receivers count on our side (iperf3's way too:
-//! lost, out of order, jitter), the server's results are its sender's counts, and what
-//! it sends is held to what it agreed ([`udp_guard`](super::udp_guard)).
+//! lost, out of order, jitter; every stream socket's drops), the server's results are its
+//! sender's counts, and what it sends is held to what it agreed
+//! ([`udp_guard`](super::udp_guard)). With `--bidir` both at once, each direction on its
+//! own streams ([`udp_bidir`](super::udp_bidir)).
 
 use sonde_engine::Placement;
 use sonde_proto::iperf3::{Params, Protocol, Test};
 use sonde_results::{Document, Engine, PpsSpec, Role};
 
 use super::client::{Iperf3RunError, Session};
-use super::{udp_figures, udp_guard, udp_plane};
+use super::{udp_bidir, udp_figures, udp_guard, udp_plane};
 use crate::controller::{LiveInterval, TestRequest, SOFTWARE};
 use crate::kind::pps::PpsSide;
 use crate::signals::Interrupt;
@@ -37,6 +39,12 @@ pub fn test_of(spec: &PpsSpec) -> Result<Test, Iperf3RunError> {
         return Err(refuse(
             "--gso",
             "iperf3's datagrams are stamped one by one: no GSO".into(),
+        ));
+    }
+    if spec.reverse && spec.bidir {
+        return Err(refuse(
+            "--bidir",
+            "both ends send with --bidir: -R says only the server does".into(),
         ));
     }
     let payload = spec.payload_bytes();
@@ -65,6 +73,7 @@ pub fn test_of(spec: &PpsSpec) -> Result<Test, Iperf3RunError> {
                 .map_or(0.0, |r| (r / flows * f64::from(payload) * 8.0).round()),
         ),
         reverse: spec.reverse.then_some(true),
+        bidirectional: spec.bidir.then_some(true),
         get_server_output: Some(1.0),
         client_version: Some(SOFTWARE.into()),
         ..Params::default()
@@ -97,6 +106,9 @@ pub fn run(
     let wire = udp_plane::wire(test.udp_64bit);
     if spec.reverse {
         return receive(s, spec, &test, sockets, interrupt, live);
+    }
+    if spec.bidir {
+        return both_ways(s, spec, &test, sockets, interrupt, live);
     }
     s.until_running(interrupt)?;
     let probe = s.probe.take().expect("probed once");
@@ -155,13 +167,7 @@ fn receive(
     let probe = s.probe.take().expect("probed once");
     let flows = spec.flows as usize;
     let placement = Placement::new(flows, None, flows);
-    let notes = match flows {
-        1 => Vec::new(),
-        n => vec![format!(
-            "socket drops counted on the first of the {n} streams' sockets only (port {port})"
-        )],
-    };
-    let side = PpsSide::server(spec, Box::new(rx), port, placement, probe, notes);
+    let side = PpsSide::server(spec, Box::new(rx), port, placement, probe, Vec::new());
     Ok(s.finish(
         Box::new(side),
         std::time::Duration::ZERO,
@@ -174,3 +180,70 @@ fn receive(
         |theirs, who| udp_figures::far_side(spec, Role::Client, theirs, who),
     ))
 }
+
+/// `--bidir`: we send on the first half of the streams while the server sends on the
+/// second, from TEST_RUNNING; our receivers held to the rate and size agreed, as under -R.
+fn both_ways(
+    mut s: Session<'_>,
+    spec: &PpsSpec,
+    test: &Test,
+    mut sockets: Vec<std::net::UdpSocket>,
+    interrupt: &Interrupt,
+    live: &mut dyn FnMut(LiveInterval<'_>),
+) -> Result<Document, Iperf3RunError> {
+    let addr = s.addr;
+    let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
+    let flows = spec.flows as usize;
+    let theirs = sockets.split_off(flows);
+    let port = theirs
+        .first()
+        .and_then(|s| s.local_addr().ok())
+        .map_or(0, |a| a.port());
+    let seen = udp_plane::Seen::default();
+    let wire = udp_plane::wire(test.udp_64bit);
+    let mut rx = udp_plane::Rx::new(spec, wire, theirs, seen.clone());
+    let mut tx = udp_plane::Tx::new(spec, wire, sockets);
+    // Probed before the test, as the session's own probe: both sides' clocks then start
+    // together at TEST_RUNNING.
+    let rx_probe = sonde_probe::hostwatch::HostProbe::for_peer(addr.ip());
+    s.until_running(interrupt)?;
+    let placement = Placement::new(
+        spec.tx_threads as usize,
+        spec.execution.client_cpus.clone(),
+        flows,
+    );
+    crate::kind::pps::TxEngine::start(&mut tx, placement.clone(), 0)
+        .map_err(io("starting the senders"))?;
+    crate::kind::pps::RxEngine::start(&mut rx, 0).map_err(io("starting the receivers"))?;
+    if let (Some(rate_pps), Some(counts)) = (spec.rate_pps, rx.live_counts()) {
+        let agreed = udp_guard::Agreed {
+            rate_pps,
+            payload_bytes: u64::from(spec.payload_bytes()),
+            start: std::time::Instant::now(),
+        };
+        s.guard = Some(Box::new(move |now| agreed.broken(now, counts.counts())));
+    }
+    let probe = s.probe.take().expect("probed once");
+    let ours = PpsSide::client(spec, Box::new(tx), placement, probe);
+    let rx_placement = Placement::new(flows, None, flows);
+    let other = PpsSide::server(spec, Box::new(rx), port, rx_placement, rx_probe, Vec::new());
+    // Our receivers read past our TEST_END, said a drain after our last datagram: what
+    // the server sent before it heard it is still on the way.
+    let linger = super::UDP_DRAIN + RX_LINGER;
+    let side = udp_bidir::Bidir::new(ours, other, linger);
+    Ok(s.finish(
+        Box::new(side),
+        super::UDP_DRAIN,
+        interrupt,
+        live,
+        |ours| {
+            let seen = seen.lock().map(|v| v.clone()).unwrap_or_default();
+            udp_figures::our_results_bidir(ours, spec, test, &seen)
+        },
+        |theirs, who| udp_figures::far_side_bidir(spec, Role::Server, theirs, who),
+    ))
+}
+
+/// After our TEST_END, how long our receivers of a `--bidir` test still read: the
+/// server's last datagrams, sent before TEST_END reached it.
+const RX_LINGER: std::time::Duration = std::time::Duration::from_millis(300);

@@ -12,6 +12,32 @@ use sonde_results::{PpsResult, PpsSpec, Role, SideResult, SideSection};
 /// The far end's side of a UDP test as an iperf3 peer in `role` reported it in `r`
 /// (`Role::Client`: it sent; `Role::Server`: it received).
 pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResult {
+    let (section, notes) = far_pps(spec, role == Role::Client, r, who, 0);
+    super::figures::peer_side(role, r, who, notes, SideSection::Pps(section))
+}
+
+/// The far end's side of a `--bidir` UDP test: the forward streams (the first `flows`,
+/// the client's sending) and the reverse ones (the next `flows`, the server's), the one it
+/// did not send in its `reverse`.
+pub fn far_side_bidir(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResult {
+    let flows = spec.flows as usize;
+    let (mut section, mut notes) = far_pps(spec, role == Role::Client, r, who, 0);
+    let (other, more) = far_pps(spec, role == Role::Server, r, who, flows);
+    section.reverse = Some(Box::new(other));
+    let more = more.into_iter().skip(1);
+    notes.extend(more.map(|n| format!("the other direction: {n}")));
+    super::figures::peer_side(role, r, who, notes, SideSection::Pps(section))
+}
+
+/// One direction of an iperf3 peer's results: its streams `offset..offset + flows`, which
+/// it `sent` or received; and the notes on what it measured.
+fn far_pps(
+    spec: &PpsSpec,
+    sent: bool,
+    r: &Results,
+    who: &str,
+    offset: usize,
+) -> (PpsResult, Vec<String>) {
     let flows = spec.flows as usize;
     let mut per_flow = vec![0u64; flows];
     let mut window = 0u64;
@@ -19,16 +45,16 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
     let mut lost = 0u64;
     for s in &r.streams {
         let Some(i) = stream_index(s.id)
-            .map(|i| i as usize)
+            .and_then(|i| (i as usize).checked_sub(offset))
             .filter(|i| *i < flows)
         else {
             continue;
         };
         let packets = s.packets.max(0) as u64;
         let omitted = s.omitted_packets.unwrap_or(0).max(0) as u64;
-        let (total, in_window) = match role {
-            Role::Client => (packets, packets.saturating_sub(omitted)),
-            Role::Server => {
+        let (total, in_window) = match sent {
+            true => (packets, packets.saturating_sub(omitted)),
+            false => {
                 let errors = s.errors.max(0) as u64;
                 let omitted_errors = s.omitted_errors.unwrap_or(0).max(0) as u64;
                 lost += errors;
@@ -48,7 +74,7 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
         "measured by {who}: its packet counts and its process CPU only; iperf3 reports no \
          reordering, socket drops, NIC or qdisc counters"
     )];
-    if role == Role::Server {
+    if !sent {
         let jitter: Vec<String> = jitter_ms.iter().map(|j| format!("{j:.3}")).collect();
         notes.push(format!(
             "iperf3's own count: {lost} lost (gaps in its sequence numbers); jitter per \
@@ -56,7 +82,7 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
             jitter.join(", ")
         ));
     }
-    let section = SideSection::Pps(PpsResult {
+    let section = PpsResult {
         size_bytes: spec.size_bytes,
         packets: window,
         per_flow,
@@ -68,20 +94,57 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
         port: None,
         blocked_sends: None,
         marks: None,
-        jitter_ms: (role == Role::Server).then_some(jitter_ms),
-    });
-    super::figures::peer_side(role, r, who, notes, section)
+        jitter_ms: (!sent).then_some(jitter_ms),
+        reverse: None,
+    };
+    (section, notes)
 }
 
 /// Our side's results as an iperf3 peer reads them: a sender's packets sent per stream,
 /// or (with the receivers' per-stream figures `seen`) iperf3's own receive counts.
 pub fn our_results(side: &SideResult, spec: &PpsSpec, test: &Test, seen: &[FlowRx]) -> Results {
+    let sent = side.pps().map(|p| p.per_flow.clone()).unwrap_or_default();
+    let streams = our_streams(side, spec, &sent, seen, 0);
+    let retransmits = if seen.is_empty() { 0 } else { -1 };
+    super::figures::results_of(side, test, streams, retransmits)
+}
+
+/// Our side's results of a `--bidir` test: the forward streams then the reverse ones,
+/// our receivers' (`seen`) in whichever direction we received.
+pub fn our_results_bidir(
+    side: &SideResult,
+    spec: &PpsSpec,
+    test: &Test,
+    seen: &[FlowRx],
+) -> Results {
+    let flows = spec.flows as usize;
+    let sent = |p: Option<&PpsResult>| p.map(|p| p.per_flow.clone()).unwrap_or_default();
+    let primary = side.pps();
+    let other = primary.and_then(|p| p.reverse.as_deref());
+    // We are the client, sending the forward streams, or the server, receiving them.
+    let (fwd_seen, rev_seen) = match side.role {
+        Role::Client => (&[][..], seen),
+        Role::Server => (seen, &[][..]),
+    };
+    let mut streams = our_streams(side, spec, &sent(primary), fwd_seen, 0);
+    streams.extend(our_streams(side, spec, &sent(other), rev_seen, flows));
+    super::figures::results_of(side, test, streams, 0)
+}
+
+/// Our streams `offset..offset + flows` as iperf3 reports them: each one's receive counts
+/// where `seen` has them, else the packets `sent` on it.
+fn our_streams(
+    side: &SideResult,
+    spec: &PpsSpec,
+    sent: &[u64],
+    seen: &[FlowRx],
+    offset: usize,
+) -> Vec<StreamResults> {
     let payload = u64::from(spec.payload_bytes());
-    let per_flow = side.pps().map(|p| p.per_flow.clone()).unwrap_or_default();
-    let streams = (0..spec.flows as usize)
+    (0..spec.flows as usize)
         .map(|i| {
             let base = StreamResults {
-                id: stream_id(i as u32),
+                id: stream_id((offset + i) as u32),
                 retransmits: -1,
                 omitted_errors: Some(0),
                 omitted_packets: Some(0),
@@ -98,7 +161,7 @@ pub fn our_results(side: &SideResult, spec: &PpsSpec, test: &Test, seen: &[FlowR
                     ..base
                 },
                 None => {
-                    let sent = per_flow.get(i).copied().unwrap_or(0);
+                    let sent = sent.get(i).copied().unwrap_or(0);
                     StreamResults {
                         bytes: sent * payload,
                         packets: sent as i64,
@@ -107,9 +170,7 @@ pub fn our_results(side: &SideResult, spec: &PpsSpec, test: &Test, seen: &[FlowR
                 }
             }
         })
-        .collect();
-    let retransmits = if seen.is_empty() { 0 } else { -1 };
-    super::figures::results_of(side, test, streams, retransmits)
+        .collect()
 }
 
 #[cfg(test)]
@@ -158,5 +219,50 @@ mod tests {
         let s = &r.streams[0];
         assert_eq!((s.id, s.packets, s.errors, s.bytes), (1, 5, 1, 400));
         assert_eq!(r.streams[1].id, 3);
+    }
+
+    #[test]
+    fn a_bidir_peers_streams_split_into_its_two_directions() {
+        let stream = |id, packets, errors| StreamResults {
+            id,
+            packets,
+            errors,
+            end_time: 2.0,
+            ..StreamResults::default()
+        };
+        // An iperf3 server, -P 2 --bidir: it received 1 and 3, sent 4 and 5.
+        let r = Results {
+            streams: vec![
+                stream(1, 1000, 3),
+                stream(3, 900, 0),
+                stream(4, 500, 0),
+                stream(5, 600, 0),
+            ],
+            ..Results::default()
+        };
+        let far = far_side_bidir(&spec(), Role::Server, &r, "iperf3 server");
+        let p = far.pps().unwrap();
+        assert_eq!(p.per_flow, [997, 900]);
+        let rev = p.reverse.as_deref().expect("its sending");
+        assert_eq!(rev.per_flow, [500, 600]);
+        assert!(rev.jitter_ms.is_none() && p.jitter_ms.is_some());
+        // Ours back, as the client: our sending (forward) then our receiving (reverse),
+        // with iperf3's ids 1, 3 then 4, 5.
+        let mut ours = far.clone();
+        ours.role = Role::Client;
+        if let SideSection::Pps(p) = &mut ours.section {
+            p.per_flow = vec![10, 20];
+        }
+        let mut f = FlowRx::default();
+        f.iperf3.on_packet(2, 100, 0.0, 0.0);
+        let t = sonde_proto::iperf3::Params::default().test().unwrap();
+        let back = our_results_bidir(&ours, &spec(), &t, &[f, FlowRx::default()]);
+        let ids: Vec<_> = back
+            .streams
+            .iter()
+            .map(|s| (s.id, s.packets, s.errors))
+            .collect();
+        assert_eq!(ids, [(1, 10, 0), (3, 20, 0), (4, 2, 1), (5, 0, 0)]);
+        assert_eq!(back.sender_has_retransmits, 0);
     }
 }

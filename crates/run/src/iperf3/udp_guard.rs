@@ -1,5 +1,6 @@
-//! What a reversed UDP test's iperf3 server may send us (`sonde pps --iperf3 -R`): the
-//! rate and the datagram size agreed in the parameters. A server that sends faster, more,
+//! What an iperf3 peer may send us over UDP (a server under `sonde pps --iperf3 -R` or
+//! `--bidir`, a client `serve --iperf3` receives from): the rate and the datagram size
+//! agreed in the parameters. A server that sends faster, more,
 //! or larger costs our receivers CPU and memory it was never granted, so the test is cut
 //! once it is clearly over: twice the agreed rate over the time since the start plus a
 //! second of burst (an honest iperf3 paces to its -b within a few ms), or a datagram

@@ -15,7 +15,7 @@ use sonde_engine::wait::Poll;
 use sonde_proto::iperf3::udp;
 use sonde_results::{Engine, PpsSpec};
 
-use crate::kind::pps::RxEngine;
+use crate::kind::pps::{Drops, RxEngine};
 use crate::kind::workers::{staged_workers, Lifecycle};
 
 /// Receive buffer of each stream's socket: absorbs bursts between two reads.
@@ -75,22 +75,76 @@ pub struct Rx {
     wire: Wire,
     stage: Lifecycle<Vec<UdpSocket>, PpsReceiver>,
     seen: Seen,
+    /// Every stream's socket (a second handle on it) and its drop count when handed over:
+    /// each socket's own drops are counted, not only those of a port's.
+    taps: Vec<(UdpSocket, u64)>,
+}
+
+/// The kernel's count of datagrams socket `s` dropped since it was made (SO_MEMINFO's
+/// SK_MEMINFO_DROPS: a full receive buffer, or a bad checksum): the socket's own, where
+/// /proc/net/udp sums every socket of a port.
+pub fn socket_drops(s: &UdpSocket) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let mut mem = [0u32; 16];
+    let mut len = std::mem::size_of_val(&mem) as libc::socklen_t;
+    // SAFETY: `mem` is writable for `len` bytes and outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            mem.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let at = libc::SK_MEMINFO_DROPS as usize;
+    if (len as usize) < (at + 1) * 4 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SO_MEMINFO without a drop count",
+        ));
+    }
+    Ok(u64::from(mem[at]))
 }
 
 impl Rx {
     /// Receivers for `sockets`, each given a receive buffer for bursts; `seen` gets their
     /// per-stream figures when joined.
     pub fn new(spec: &PpsSpec, wire: Wire, sockets: Vec<UdpSocket>, seen: Seen) -> Rx {
+        let mut taps = Vec::new();
         for s in &sockets {
             // As large as the host allows; a smaller one only drops sooner (counted).
             let _ = socket2::SockRef::from(s).set_recv_buffer_size(RX_BUFFER_BYTES);
+            if let Ok(tap) = s.try_clone() {
+                if let Ok(at) = socket_drops(&tap) {
+                    taps.push((tap, at));
+                }
+            }
+        }
+        // A socket whose count cannot be read: none is claimed for any.
+        if taps.len() != sockets.len() {
+            taps.clear();
         }
         Rx {
             spec: spec.clone(),
             wire,
             stage: Lifecycle::Opened(sockets),
             seen,
+            taps,
         }
+    }
+
+    /// Each stream socket's drops since it was handed over, in stream order; `None` when
+    /// any cannot be read.
+    pub fn socket_drops(&self) -> Option<Vec<u64>> {
+        if self.taps.is_empty() {
+            return None;
+        }
+        let since = |(s, at): &(UdpSocket, u64)| Some(socket_drops(s).ok()?.saturating_sub(*at));
+        self.taps.iter().map(since).collect()
     }
 }
 
@@ -125,6 +179,14 @@ impl RxEngine for Rx {
     fn foreign(&self) -> u64 {
         self.stage.running().map_or(0, PpsReceiver::foreign)
     }
+    /// Every stream socket's own count, summed (they may share a port with other
+    /// sockets, or each have its own).
+    fn drops(&self) -> Drops {
+        match self.socket_drops() {
+            Some(d) => Drops::Counted(d.iter().sum()),
+            None => Drops::NotCounted,
+        }
+    }
     fn jitter_s(&self) -> Option<Vec<f64>> {
         self.stage.running().and_then(PpsReceiver::jitter_s)
     }
@@ -139,3 +201,56 @@ impl RxEngine for Rx {
 }
 
 staged_workers!(engine = |_| Engine::Kernel; Rx => PpsReceiver);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's own count for the socket on loopback `port`: /proc/net/udp's drops.
+    fn proc_drops(port: u16) -> u64 {
+        sonde_probe::udp::drops_on_port(std::path::Path::new("/"), port).unwrap()
+    }
+
+    /// Two streams' sockets (`-P 2`), the second shrunk to the kernel's least receive
+    /// buffer and sent a burst nobody reads: its drops are counted, exactly as the kernel
+    /// counts them, where the first socket's port alone (the count before) read 0.
+    #[test]
+    fn every_stream_sockets_drops_are_counted_not_the_first_ones_only() {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let socks: Vec<UdpSocket> = (0..2)
+            .map(|_| {
+                let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+                s.connect(tx.local_addr().unwrap()).unwrap();
+                s
+            })
+            .collect();
+        let ports: Vec<u16> = socks
+            .iter()
+            .map(|s| s.local_addr().unwrap().port())
+            .collect();
+        let second = socks[1].try_clone().unwrap();
+        let spec = PpsSpec {
+            flows: 2,
+            ..PpsSpec::default()
+        };
+        let rx = Rx::new(&spec, wire(false), socks, Seen::default());
+        // After Rx::new gave every socket its large buffer: the second's set to the least.
+        socket2::SockRef::from(&second)
+            .set_recv_buffer_size(1)
+            .unwrap();
+        for (port, n) in [(ports[0], 5), (ports[1], 2000)] {
+            for _ in 0..n {
+                tx.send_to(&[7u8; 1000], ("127.0.0.1", port)).unwrap();
+            }
+        }
+        let kernel: Vec<u64> = ports.iter().map(|p| proc_drops(*p)).collect();
+        eprintln!("kernel's drops per socket: {kernel:?}");
+        assert_eq!(kernel[0], 0, "the first socket had room for its 5");
+        assert!(kernel[1] > 1000, "the second overflowed: {kernel:?}");
+        assert_eq!(rx.socket_drops(), Some(kernel.clone()));
+        match rx.drops() {
+            Drops::Counted(d) => assert_eq!(d, kernel[0] + kernel[1]),
+            _ => panic!("every socket's drops counted"),
+        }
+    }
+}

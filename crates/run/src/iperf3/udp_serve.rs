@@ -1,9 +1,11 @@
-//! One `iperf3 -c -u` test served (forward or `-R`, `-P`): the parameters checked against
-//! the agent's limits, each stream accepted as iperf3's server accepts it (a socket on the
-//! test's port takes the client's 4-byte datagram, connects to its sender, a fresh socket
-//! takes the port for the next stream, and the 4-byte reply goes back), then the
-//! packet-rate kind's receivers (or, reversed, senders) on those sockets speaking
-//! iperf3's datagrams. A receiver's results are iperf3's own counts (lost, out of order,
+//! One `iperf3 -c -u` test served (forward, `-R` or `--bidir`, `-P`): the parameters
+//! checked against the agent's limits, each stream accepted as iperf3's server accepts it
+//! (a socket on the test's port takes the client's 4-byte datagram, connects to its
+//! sender, a fresh socket takes the port for the next stream, and the 4-byte reply goes
+//! back), then the packet-rate kind's receivers (or, reversed, senders; with `--bidir`
+//! receivers on the client's streams and senders on ours) on those sockets speaking
+//! iperf3's datagrams, what the client sends held to the rate and block it agreed
+//! (`udp_guard`). A receiver's results are iperf3's own counts (lost, out of order,
 //! jitter), so `iperf3 -c` prints what we measured. Only datagrams from the control
 //! connection's address open a stream; every wait has a deadline.
 
@@ -18,6 +20,7 @@ use sonde_proto::iperf3::{udp, Server, Test};
 use sonde_results::spec::Timing;
 use sonde_results::{Document, PollMode, PpsSpec, Role, TestSpec};
 
+use super::client::Guard;
 use super::config::Iperf3Config;
 use super::conn::Control;
 use super::serve_one::Opened;
@@ -60,6 +63,7 @@ pub fn spec_of(t: &Test, ipv6: bool) -> PpsSpec {
         },
         poll: PollMode::Block,
         ipv6,
+        bidir: t.bidir,
         ..PpsSpec::default()
     }
 }
@@ -67,9 +71,6 @@ pub fn spec_of(t: &Test, ipv6: bool) -> PpsSpec {
 /// Why `t` is over `limits` or not served, with iperf3's error number for it.
 fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
     let refuse = |code, why: String| Some((code, why));
-    if t.bidir {
-        return refuse(refusal::BAD_PARAMS, "UDP --bidir is not served".into());
-    }
     let len = p.payload_bytes();
     if len > udp_plane::MAX_DATAGRAM_BYTES {
         let max = udp_plane::MAX_DATAGRAM_BYTES;
@@ -95,17 +96,23 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
             format!("{ms} ms asked, --max-duration is {max} ms"),
         );
     }
-    if p.flows > limits.max_connections || p.flows as usize > limits.max_threads {
+    // --bidir: a receiver a stream of the client's, one sender for ours, and both
+    // directions' bits.
+    let (streams, threads, ways) = match t.bidir {
+        true => (2 * p.flows, p.flows as usize + 1, 2.0),
+        false => (p.flows, p.flows as usize, 1.0),
+    };
+    if streams > limits.max_connections || threads > limits.max_threads {
         return refuse(
             refusal::STREAMS,
             format!(
-                "{} streams asked, --max-connections is {} and --max-threads {}",
-                p.flows, limits.max_connections, limits.max_threads
+                "{streams} streams asked, --max-connections is {} and --max-threads {}",
+                limits.max_connections, limits.max_threads
             ),
         );
     }
     if let Some(max) = limits.max_bitrate {
-        let bits = p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0);
+        let bits = p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0 * ways);
         match bits {
             Some(b) if b <= max => {}
             Some(b) => {
@@ -194,60 +201,50 @@ pub(super) fn serve(
     // Bound before CREATE_STREAMS: the first stream's datagram follows it at once.
     let first = bind_port(local).map_err(io("UDP stream"))?;
     srv.accept(Instant::now())?;
-    let flows = spec.flows as usize;
     let sockets = streams(
         &mut ctl,
         &mut srv,
         first,
         local,
         peer.ip(),
-        test.streams,
+        test.connections(),
         stop,
     )?;
     let wire = udp_plane::wire(test.udp_64bit);
     let seen = Seen::default();
-    let start = io("starting the workers");
-    let mut side: Box<dyn Side> = if test.reverse {
-        let mut tx = Tx::new(&spec, wire, sockets);
-        let placement = Placement::new(1, None, flows);
-        tx.start(placement.clone(), 0).map_err(start)?;
-        Box::new(PpsSide::client(&spec, Box::new(tx), placement, probe))
-    } else {
-        let mut rx = Rx::new(&spec, wire, sockets, seen.clone());
-        rx.start(0).map_err(start)?;
-        let placement = Placement::new(flows, None, flows);
-        let port = local.port();
-        let notes = Vec::new();
-        Box::new(PpsSide::server(
-            &spec,
-            Box::new(rx),
-            port,
-            placement,
-            probe,
-            notes,
-        ))
-    };
+    let (mut side, guard) = workers(&spec, &test, sockets, (wire, &seen), (probe, peer, local))?;
     let total_ms = spec.timing.total_ms();
-    let (intervals, ran) =
-        served::run_test(&mut ctl, &mut srv, side.as_mut(), total_ms, listener, stop)?;
+    let (intervals, ran) = served::run_test(
+        &mut ctl,
+        &mut srv,
+        side.as_mut(),
+        total_ms,
+        (listener, guard),
+        stop,
+    )?;
     if !test.reverse {
         // What the client sent before its TEST_END, still queued, is read, not lost.
         std::thread::sleep(super::UDP_DRAIN);
     }
     let ours = side.into_result(ran.is_err());
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
-    let mine = udp_figures::our_results(&ours, &spec, &test, &seen);
+    let mine = match test.bidir {
+        true => udp_figures::our_results_bidir(&ours, &spec, &test, &seen),
+        false => udp_figures::our_results(&ours, &spec, &test, &seen),
+    };
     let (theirs, error) = served::their_results(&mut ctl, &mut srv, ran, &mine, &ours, true);
     let who = served::client_name(&test, peer);
-    // The document's client is the sender: iperf3's, or ours under -R.
+    // The document's client is the sender: iperf3's, or ours under -R; with --bidir
+    // iperf3's, its receiving the reverse direction.
     let far_role = if test.reverse {
         Role::Server
     } else {
         Role::Client
     };
-    let far = theirs
-        .as_ref()
-        .map(|r| udp_figures::far_side(&spec, far_role, r, &who));
+    let far = theirs.as_ref().map(|r| match test.bidir {
+        true => udp_figures::far_side_bidir(&spec, Role::Client, r, &who),
+        false => udp_figures::far_side(&spec, far_role, r, &who),
+    });
     let test_spec = TestSpec::Pps(spec);
     let summary =
         crate::kind::of(&test_spec).map_or_else(String::new, |k| k.summary(&test_spec, &ours));
@@ -265,6 +262,59 @@ pub(super) fn serve(
         error,
     );
     Ok((doc, summary))
+}
+
+/// Our workers on the test's `sockets`, started: receivers for the client's streams,
+/// senders for ours (`-R`), or both (`--bidir`: the client's streams first), as one side;
+/// and the guard holding what the client sends to the rate and size it agreed.
+fn workers(
+    spec: &PpsSpec,
+    test: &Test,
+    mut sockets: Vec<UdpSocket>,
+    (wire, seen): (sonde_engine::pps::Wire, &Seen),
+    (probe, peer, local): (HostProbe, SocketAddr, SocketAddr),
+) -> Result<(Box<dyn Side>, Option<Guard>), ServeError> {
+    let flows = spec.flows as usize;
+    let sending = |sockets, probe| -> Result<PpsSide, ServeError> {
+        let mut tx = Tx::new(spec, wire, sockets);
+        let placement = Placement::new(1, None, flows);
+        tx.start(placement.clone(), 0)
+            .map_err(io("starting the workers"))?;
+        Ok(PpsSide::client(spec, Box::new(tx), placement, probe))
+    };
+    if test.reverse {
+        return Ok((Box::new(sending(sockets, probe)?), None));
+    }
+    // Ours with the probe of their side, made before either side starts its clock: the
+    // two sides' interval edges fall together.
+    let ours = match test.bidir {
+        true => Some((sockets.split_off(flows), HostProbe::for_peer(peer.ip()))),
+        false => None,
+    };
+    let mut rx = Rx::new(spec, wire, sockets, seen.clone());
+    rx.start(0).map_err(io("starting the workers"))?;
+    let guard = guard_of(spec, &rx);
+    let placement = Placement::new(flows, None, flows);
+    let port = local.port();
+    let receiving = PpsSide::server(spec, Box::new(rx), port, placement, probe, Vec::new());
+    let Some((ours, their_probe)) = ours else {
+        return Ok((Box::new(receiving), guard));
+    };
+    let sender = sending(ours, their_probe)?;
+    let both = super::udp_bidir::Bidir::new(receiving, sender, Duration::ZERO);
+    Ok((Box::new(both), guard))
+}
+
+/// What the client sends held to its agreement: the rate over all its streams (its -b
+/// each) and its block (-l). None for an unpaced test (-b 0), which agreed no rate.
+fn guard_of(spec: &PpsSpec, rx: &Rx) -> Option<Guard> {
+    let (rate_pps, counts) = (spec.rate_pps?, rx.live_counts()?);
+    let agreed = super::udp_guard::Agreed {
+        rate_pps,
+        payload_bytes: u64::from(spec.payload_bytes()),
+        start: Instant::now(),
+    };
+    Some(Box::new(move |now| agreed.broken(now, counts.counts())))
 }
 
 #[cfg(test)]

@@ -49,22 +49,25 @@ pub fn ours_of(side: &SideResult) -> Vec<(u32, Ours)> {
     let Some(p) = side.pps() else {
         return Vec::new();
     };
-    // A packet-rate side is its test's sender or its receiver (Role::Client sends).
+    // A packet-rate side is its test's sender or its receiver (Role::Client sends); in a
+    // bidirectional test the other direction's flows follow, the other way round.
     let sent = side.role == sonde_results::Role::Client;
-    p.per_flow
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            (
-                i as u32,
-                if sent {
-                    Ours::Sent(*n)
-                } else {
-                    Ours::Received(*n)
-                },
-            )
-        })
-        .collect()
+    let flows = |per_flow: &[u64], offset: usize, sent: bool| {
+        let at = |(i, n): (usize, &u64)| {
+            let o = if sent {
+                Ours::Sent(*n)
+            } else {
+                Ours::Received(*n)
+            };
+            ((offset + i) as u32, o)
+        };
+        per_flow.iter().enumerate().map(at).collect::<Vec<_>>()
+    };
+    let mut ours = flows(&p.per_flow, 0, sent);
+    if let Some(r) = p.reverse.as_deref() {
+        ours.extend(flows(&r.per_flow, p.per_flow.len(), !sent));
+    }
+    ours
 }
 
 /// Why a peer's results are refused: the figure named, and ours where it contradicts ours.

@@ -59,6 +59,10 @@ pub struct PpsArgs {
     /// receives and counts, iperf3's way (lost, out of order, jitter) and its own.
     #[arg(short = 'R', long, requires = "iperf3")]
     pub reverse: bool,
+    /// With --iperf3: both ends send at once (iperf3's --bidir), each at --rate on its own
+    /// --flows; this side counts the server's as under -R.
+    #[arg(long, requires = "iperf3", conflicts_with = "reverse")]
+    pub bidir: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -123,7 +127,10 @@ impl PpsArgs {
     pub fn plan(&self) -> Result<Plan, SpecError> {
         match self.iperf3 {
             // HOST runs `iperf3 -s`: one test in its protocol (--search conflicts).
-            true => pps::spec(&self.params()).map(|s| Plan::Iperf3(TestSpec::Pps(s))),
+            true => pps::spec(&self.params()).map(|mut s| {
+                s.bidir = self.bidir;
+                Plan::Iperf3(TestSpec::Pps(s))
+            }),
             false => pps::plan(&self.params()),
         }
     }
@@ -210,10 +217,16 @@ mod tests {
     fn reverse_is_an_iperf3_tests_only() {
         assert!(spec_of("pps h --iperf3 -R").unwrap().reverse);
         assert!(!spec_of("pps h --iperf3").unwrap().reverse);
-        // Against an agent, -R is refused at parsing, naming --iperf3.
-        let words = ["sonde", "pps", "h", "-R"];
-        let e = <super::super::Cli as clap::Parser>::try_parse_from(words).unwrap_err();
-        assert!(e.to_string().contains("--iperf3"), "{e}");
+        // Against an agent, -R and --bidir are refused at parsing, naming --iperf3.
+        for flag in ["-R", "--bidir"] {
+            let words = ["sonde", "pps", "h", flag];
+            let e = <super::super::Cli as clap::Parser>::try_parse_from(words).unwrap_err();
+            assert!(e.to_string().contains("--iperf3"), "{flag}: {e}");
+        }
+        let Ok(Plan::Iperf3(TestSpec::Pps(s))) = args_of("pps h --iperf3 --bidir").plan() else {
+            panic!("an iperf3 test")
+        };
+        assert!(s.bidir && !s.reverse);
     }
 
     #[test]

@@ -161,3 +161,146 @@ fn pps_iperf3_reverse_counts_what_reached_us_exactly() {
         assert!(jm > 0.0 && jm < 5.0, "{i}");
     }
 }
+
+/// The UDP counter `name` of namespace `ns` (/proc/net/snmp): the kernel's own count.
+fn udp_counter(ns: &str, name: &str) -> u64 {
+    let o = Lab::in_ns(ns, "cat")
+        .arg("/proc/net/snmp")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+    let at = names.split_whitespace().position(|n| n == name).unwrap();
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
+}
+
+/// Process `pid`'s UDP sockets connected to port 5201 (iperf3's streams), in the order
+/// they were made (their inodes'), as descriptors of ours (pidfd_getfd): the same sockets.
+fn stream_sockets(pid: u32) -> Vec<std::net::UdpSocket> {
+    use std::os::fd::FromRawFd;
+    let udp = std::fs::read_to_string(format!("/proc/{pid}/net/udp")).unwrap_or_default();
+    let streams: Vec<u64> = udp
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if !f.get(2)?.ends_with(":1451") {
+                return None;
+            }
+            f.get(9)?.parse().ok()
+        })
+        .collect();
+    let mut fds: Vec<(u64, i32)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.flatten().collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| {
+            let link = std::fs::read_link(e.path()).ok()?;
+            let inode = link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?;
+            let inode: u64 = inode.parse().ok()?;
+            let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+            streams.contains(&inode).then_some((inode, fd))
+        })
+        .collect();
+    // A socket may have several descriptors (the receivers' own count keeps a second).
+    fds.sort_unstable();
+    fds.dedup_by_key(|(inode, _)| *inode);
+    // SAFETY: plain syscalls; a descriptor returned is ours alone.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    assert!(
+        pidfd >= 0,
+        "pidfd_open: {}",
+        std::io::Error::last_os_error()
+    );
+    let ours = fds
+        .into_iter()
+        .map(|(_, fd)| {
+            let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) } as i32;
+            assert!(got >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
+            unsafe { std::net::UdpSocket::from_raw_fd(got) }
+        })
+        .collect();
+    unsafe { libc::close(pidfd) };
+    ours
+}
+
+/// The kernel's drop count of socket `s` (SO_MEMINFO's SK_MEMINFO_DROPS).
+fn socket_drops(s: &std::net::UdpSocket) -> u64 {
+    use std::os::fd::AsRawFd;
+    let mut mem = [0u32; 16];
+    let mut len = std::mem::size_of_val(&mem) as libc::socklen_t;
+    // SAFETY: `mem` is writable for `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            mem.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "SO_MEMINFO: {}", std::io::Error::last_os_error());
+    u64::from(mem[libc::SK_MEMINFO_DROPS as usize])
+}
+
+/// `-R --flows 2`, the second stream's socket shrunk (from outside, through a descriptor
+/// of the same socket) to the least receive buffer the kernel allows while the iperf3
+/// server sends its paced bursts: that socket overflows, and the document's socket drops
+/// are every stream socket's, equal to the namespace's RcvbufErrors and to the loss.
+/// Before, only the first stream's port was read: 0.
+#[test]
+fn pps_iperf3_reverse_counts_every_stream_sockets_drops() {
+    let Some(lab) = Lab::needing(&["iperf3", "ss"]) else {
+        return;
+    };
+    let mut server = iperf3_server(&lab);
+    let before = udp_counter(&lab.client, "RcvbufErrors");
+    let mut sonde = common::serve_proc::KillOnDrop(
+        Lab::in_ns(&lab.client, SONDE)
+            .args(["pps", SERVER_ADDR, "--iperf3", "-R", "--json", "--no-save"])
+            .args(["--flows", "2", "--rate", "10000", "--size", "1042"])
+            .args(["-t", "2", "--warmup", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sonde.0.id();
+    let mut stdout = sonde.0.stdout.take().unwrap();
+    let printed = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
+        v
+    });
+    let t = std::time::Instant::now();
+    let socks = loop {
+        let s = stream_sockets(pid);
+        if s.len() == 2 || t.elapsed() > Duration::from_secs(5) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(socks.len(), 2, "the two streams' sockets");
+    // After our receivers gave each socket its large buffer (right after the handshake).
+    std::thread::sleep(Duration::from_millis(100));
+    socket2::SockRef::from(&socks[1])
+        .set_recv_buffer_size(1)
+        .unwrap();
+    let status = wait_with_timeout(&mut sonde.0, Duration::from_secs(20)).expect("sonde ends");
+    assert!(status.success(), "sonde pps --iperf3 -R: {status}");
+    let doc: serde_json::Value = serde_json::from_slice(&printed.join().unwrap()).unwrap();
+    wait_with_timeout(&mut server, Duration::from_secs(10)).expect("iperf3 -s ends");
+    let kernel = udp_counter(&lab.client, "RcvbufErrors") - before;
+    let each: Vec<u64> = socks.iter().map(socket_drops).collect();
+    let p = &doc["end"]["packets"];
+    eprintln!(
+        "kernel: {kernel} RcvbufErrors, per socket {each:?}; ours {} socket drops, {} lost",
+        p["socket_drops"], p["lost_packets"]
+    );
+    assert!(each[1] > 0, "the shrunk socket overflowed: {each:?}");
+    assert_eq!(each[0] + each[1], kernel, "every drop a receive buffer's");
+    assert_eq!(p["socket_drops"].as_u64(), Some(kernel), "{p}");
+    assert_eq!(p["lost_packets"].as_u64(), Some(kernel), "{p}");
+}

@@ -151,6 +151,7 @@ impl PpsSide {
                 packets: count.packets - edge.before.packets,
                 marks,
                 jitter_ms: self.jitter_ms().map(|j| mean(&j)),
+                reverse: None,
             }),
         }
     }
@@ -306,6 +307,7 @@ impl Side for PpsSide {
             blocked_sends: blocked,
             marks,
             jitter_ms,
+            reverse: None,
         });
         let window_s = window.seconds();
         let mut result = self
