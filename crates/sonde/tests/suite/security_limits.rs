@@ -473,3 +473,38 @@ fn client_parts_together_stay_within_max_client_bitrate() {
         "{bytes} B over 40 Mbit/s for 2 s"
     );
 }
+
+/// A pps spec asking the agent to send (`-R`, `--bidir`: an iperf3 far end's options)
+/// from a rogue controller: refused naming the flag, where before the agent ran it
+/// forward under a spec saying otherwise; the same spec one way is admitted.
+#[test]
+fn a_pps_spec_asking_the_agent_to_send_is_refused_naming_its_flag() {
+    let agent = Agent::on_loopback_with(&[]);
+    let one_way = || PpsSpec {
+        rate_pps: Some(1000.0),
+        timing: short(),
+        ..Default::default()
+    };
+    let cases = [
+        (
+            "-R",
+            PpsSpec {
+                reverse: true,
+                ..one_way()
+            },
+        ),
+        (
+            "--bidir",
+            PpsSpec {
+                bidir: true,
+                ..one_way()
+            },
+        ),
+    ];
+    for (flag, spec) in cases {
+        let e = refused(agent.port, TestSpec::Pps(spec), None, flag);
+        eprintln!("{flag}: {e}");
+        assert!(e.contains("--iperf3"), "{e}");
+    }
+    rogue(agent.port, TestSpec::Pps(one_way()), None).expect("a pps test one way");
+}
