@@ -33,9 +33,9 @@ pub fn most_intervals(spec: &TestSpec) -> u64 {
 }
 
 /// Connections a sample may describe: the test's own (its kind's row:
-/// `sonde_results::kinds`; the most any test may open for a kind not run over a session).
+/// `sonde_results::document`; the most any test may open for a kind not run over a session).
 pub fn most_connections(spec: &TestSpec) -> usize {
-    sonde_results::kinds::connections(spec) as usize
+    sonde_results::document::connections(spec) as usize
 }
 
 /// Which histograms a sample of the agent in `role` may carry for `spec`: its round
@@ -179,7 +179,7 @@ pub fn check_sample(
         return Err(Excess::Samples { most });
     }
     check_time(spec, at, sample)?;
-    if !sonde_results::kinds::sample_of(spec, &sample.section) {
+    if !sonde_results::document::sample_of(spec, &sample.section) {
         return Err(Excess::Section {
             index,
             test: spec.name(),

@@ -8,7 +8,7 @@
 use sonde_results::spec::{Direction, Execution, PollMode, Transport};
 use sonde_results::{Engine, PpsSpec, RrSpec, StampSpec, StreamSpec};
 
-// The name itself (`look::config_name`) reads these through each kind's row (`kinds`).
+// The name itself (`look::config_name`) reads these through each kind's row (`summary::row`).
 
 /// Adds `flag value` to `out` when `value` differs from `default`.
 fn differs<T: PartialEq>(
@@ -153,7 +153,7 @@ fn execution(e: &Execution) -> Vec<String> {
 }
 
 /// The marks a run set, in CLI spelling (`--dscp EF --ecn ect1`): every kind's, added by
-/// `kinds::flags`, not by each kind's flags.
+/// `summary::flags`, not by each kind's flags.
 pub(crate) fn marks(m: &sonde_results::marks::Marks) -> Vec<String> {
     let dscp = |d: sonde_results::marks::Dscp| match d.name() {
         Some(n) => n.to_uppercase(),

@@ -10,7 +10,6 @@ pub mod fleet;
 pub mod hdr_log;
 pub mod host;
 pub mod html;
-pub(crate) mod kinds;
 pub mod live;
 mod load_plot;
 pub mod look;

@@ -1,11 +1,10 @@
 //! What the run layer's pipeline asks of the report: a test's heading, its live line, its
-//! summary (each its kind's row's: `kinds`), a run's name by its configuration, and the
+//! summary (each its kind's row's: `summary::row`), a run's name by its configuration, and the
 //! table comparing several runs of one command.
 
 use sonde_results::{Document, IntervalSample, TestSpec};
 
-use crate::kinds::{self, row};
-use crate::summary;
+use crate::summary::{self, row};
 
 /// The line a test starts with; `search` for a pps zero-loss search.
 pub fn heading(spec: &TestSpec, path: &str, search: bool) -> String {
@@ -30,7 +29,7 @@ pub fn summary(doc: &Document) -> String {
 /// non-default flags (`config`).
 pub fn config_name(spec: &TestSpec) -> String {
     let mut words = vec![spec.name().to_string()];
-    words.extend(kinds::flags(spec));
+    words.extend(summary::flags(spec));
     words.join(" ")
 }
 

@@ -43,7 +43,7 @@ pub fn summary(runs: &[ReportRun<'_>]) -> Vec<Table> {
         .iter()
         .filter_map(|&kind| {
             let of_kind: Vec<&ReportRun<'_>> = runs.iter().filter(|r| r.doc.test == kind).collect();
-            (!of_kind.is_empty()).then(|| kind_summary(&of_kind, crate::kinds::row(kind).title))
+            (!of_kind.is_empty()).then(|| kind_summary(&of_kind, crate::summary::row(kind).title))
         })
         .collect()
 }
@@ -388,7 +388,7 @@ mod tests {
             // Every run of the kind, and only those: both streams in the stream table.
             let want: Vec<&str> = runs
                 .iter()
-                .filter(|r| crate::kinds::row(r.doc.test).title == kind)
+                .filter(|r| crate::summary::row(r.doc.test).title == kind)
                 .map(|r| r.name.as_str())
                 .collect();
             let got: Vec<&str> = t.rows.iter().map(|r| r[0].as_str()).collect();

@@ -202,9 +202,9 @@ pub fn compare(m: &Metric, a: &[f64], b: &[f64]) -> Option<Comparison> {
 }
 
 /// The headline figures of a document, in the order a reader looks for them: its kind's
-/// (`kinds::Row::metrics`).
+/// (`document::Row::metrics`).
 pub fn metrics(doc: &Document) -> Vec<Metric> {
-    (crate::kinds::row(doc.test).metrics)(&doc.end.section)
+    (crate::document::row(doc.test).metrics)(&doc.end.section)
 }
 
 /// The runs' round-trip histograms pooled, when every run kept one.

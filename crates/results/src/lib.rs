@@ -6,7 +6,6 @@ pub mod clock;
 pub mod compare;
 pub mod document;
 pub mod inventory;
-pub mod kinds;
 pub mod latency;
 pub mod limit;
 pub mod marks;

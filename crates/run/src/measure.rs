@@ -93,6 +93,23 @@ pub struct Target {
 }
 
 impl Target {
+    /// The agent at `host` on its control `port` (the test run `from` another agent, when
+    /// given), proving `key`; not a fleet's run.
+    pub fn new(
+        host: String,
+        from: Option<String>,
+        port: u16,
+        key: Option<sonde_proto::Key>,
+    ) -> Target {
+        Target {
+            host,
+            from,
+            port,
+            key,
+            fleet: None,
+        }
+    }
+
     /// How headings name the path: `to HOST:PORT`, or `from A to B:PORT`.
     pub fn path(&self) -> String {
         let to = format!("to {}:{}", self.host, self.port);

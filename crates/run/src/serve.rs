@@ -10,12 +10,12 @@ use sonde_proto::labels::{check, LabelError, Labels, MAX_LABELS};
 use sonde_proto::stamp::DscpPolicy;
 use sonde_results::marks::{Dscp, MarkError};
 
-use crate::agent::DEFAULT_TEST_DSCPS;
+use crate::agent::{ServeConfig, DEFAULT_TEST_DSCPS};
 use crate::iperf3::{Iperf3Config, Iperf3Server};
-use crate::mesh::{MeshConfig, MeshError};
+use crate::mesh::{MeshAgent, MeshConfig, MeshError};
 use crate::metrics_http::{MetricsError, Token};
 use crate::service::{Services, Threads};
-use crate::stamp::{ReflectorConfig, ReflectorService};
+use crate::stamp::{Cidr, ReflectorConfig, ReflectorService};
 
 /// Why a service did not start, naming its flag.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +36,57 @@ pub enum ServeError {
     Metrics(#[from] MetricsError),
     #[error(transparent)]
     Rpm(#[from] crate::rpm::EndpointError),
+}
+
+/// The agent the mesh probes from and answers as: `config`'s address, key, labels and
+/// the DSCPs its tests may send.
+pub fn mesh_agent(config: &ServeConfig) -> MeshAgent {
+    MeshAgent {
+        bind: config.bind,
+        insecure_no_key: config.insecure_no_key,
+        key: config.key.clone(),
+        labels: config.labels.clone(),
+        allowed_dscps: config.limits.allowed_dscps,
+    }
+}
+
+/// The agent's log on stderr, at `SONDE_LOG`'s level (`info` by default), coloured only
+/// on a terminal: stdout's lines are for scripts.
+pub fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SONDE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// A service's address that is not `[ADDR:]PORT`, with examples on the service's port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{given}' is not [ADDR:]PORT ({examples})")]
+pub struct NotABind {
+    given: String,
+    examples: &'static str,
+}
+
+/// `--stamp` / `--iperf3 [ADDR:]PORT`: a bare port listens on every IPv4 address.
+pub fn parse_stamp_bind(s: &str) -> Result<SocketAddr, NotABind> {
+    bind(s, "862, 198.18.0.1:862, [::1]:862")
+}
+
+/// `--rpm [ADDR:]PORT`, as [`parse_stamp_bind`].
+pub fn parse_rpm_bind(s: &str) -> Result<SocketAddr, NotABind> {
+    bind(s, "4443, 198.18.0.2:4443, [::1]:4443")
+}
+
+fn bind(s: &str, examples: &'static str) -> Result<SocketAddr, NotABind> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok((std::net::Ipv4Addr::UNSPECIFIED, port).into());
+    }
+    let given = s.into();
+    s.parse().map_err(|_| NotABind { given, examples })
 }
 
 /// `--label`s that cannot make one set, named.
@@ -125,13 +176,22 @@ pub fn stamp(
     Ok(())
 }
 
-/// `--iperf3`: the iperf3 server.
+/// `--iperf3`: the iperf3 server on `bind`, serving `allow`'s networks besides loopback
+/// (`--iperf3-allow`) within the agent's limits; nothing without a bind.
 pub fn iperf3(
     services: &mut Services,
-    cfg: Option<Iperf3Config>,
+    bind: Option<SocketAddr>,
+    allow: &[Cidr],
+    agent: &ServeConfig,
     say: &dyn Fn(&str),
 ) -> Result<(), ServeError> {
-    let Some(cfg) = cfg else { return Ok(()) };
+    let Some(bind) = bind else { return Ok(()) };
+    let cfg = Iperf3Config {
+        bind,
+        allow: allow.to_vec(),
+        limits: agent.limits.clone(),
+        command: agent.command.clone(),
+    };
     let (bind, words) = (cfg.bind, cfg.describe());
     let r = Iperf3Server::start(cfg).map_err(|source| ServeError::Iperf3 { bind, source })?;
     say(&format!(
@@ -238,5 +298,24 @@ mod tests {
         assert_eq!(reflector_dscps(&[ef]), DscpPolicy::allowing([46]));
         assert_eq!(reflector_dscps(&[ef, None]), DscpPolicy::ANY);
         assert!(parse_allowed_dscp("64").is_err());
+    }
+
+    /// A bare port listens on every IPv4 address; anything else names the service's
+    /// examples, as the binary said them before they moved here.
+    #[test]
+    fn binds_are_a_port_or_an_address_and_port() {
+        assert_eq!(parse_stamp_bind("862").unwrap().to_string(), "0.0.0.0:862");
+        assert_eq!(
+            parse_rpm_bind("[::1]:4443").unwrap().to_string(),
+            "[::1]:4443"
+        );
+        assert_eq!(
+            parse_stamp_bind("x:y").unwrap_err().to_string(),
+            "'x:y' is not [ADDR:]PORT (862, 198.18.0.1:862, [::1]:862)"
+        );
+        assert_eq!(
+            parse_rpm_bind("70000").unwrap_err().to_string(),
+            "'70000' is not [ADDR:]PORT (4443, 198.18.0.2:4443, [::1]:4443)"
+        );
     }
 }

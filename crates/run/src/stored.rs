@@ -23,6 +23,26 @@ pub enum ExportFormat {
     Openmetrics,
 }
 
+impl ExportFormat {
+    /// Every format, in the order `--format` lists them.
+    pub const ALL: [ExportFormat; 4] = [
+        ExportFormat::Json,
+        ExportFormat::Csv,
+        ExportFormat::HdrLog,
+        ExportFormat::Openmetrics,
+    ];
+
+    /// The word `--format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Json => "json",
+            ExportFormat::Csv => "csv",
+            ExportFormat::HdrLog => "hdr-log",
+            ExportFormat::Openmetrics => "openmetrics",
+        }
+    }
+}
+
 /// Why a command over stored runs failed, naming the flag or file at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum StoredError {

@@ -247,3 +247,37 @@ impl crate::suite::Progress for SuiteBar {
         self.0.get().into_iter().for_each(|b| b.finish_and_clear());
     }
 }
+
+/// A usage error on one line: the command-line parser's rendered message (which names the
+/// flag), without its usage, tips and blank lines.
+pub fn usage_line(rendered: &str) -> String {
+    let words: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's message keeps its words, on one line; its tip and usage go.
+    #[test]
+    fn a_usage_error_is_one_line_naming_the_flag() {
+        let rendered = "error: invalid value 'x' for '--duration <SECS>': not a number\n\n  \
+                        tip: to pass '-x' as a value, use '-- -x'\n\nUsage: sonde stream \
+                        <HOST>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_line(rendered),
+            "error: invalid value 'x' for '--duration <SECS>': not a number"
+        );
+        let two = "error: the argument '--json' cannot be used with\n  '--json-stream'\n";
+        assert_eq!(
+            usage_line(two),
+            "error: the argument '--json' cannot be used with '--json-stream'"
+        );
+    }
+}

@@ -6,7 +6,6 @@
 use std::process::ExitCode;
 
 use sonde_run::agent;
-use sonde_run::mesh::MeshAgent;
 use sonde_run::serve::{self, MeshMetrics};
 use sonde_run::service::Services;
 use sonde_run::signals::Interrupt;
@@ -21,38 +20,20 @@ pub fn serve(
 ) -> anyhow::Result<ExitCode> {
     // A label given twice or too many: a usage error, as clap's for a bad one.
     let labels = serve::labels(&a.labels).map_err(|e| Usage::from(anyhow::Error::new(e)))?;
-    init_logging();
-    let config = a.config(labels.clone(), command_line)?;
-    let key = config.key.clone();
+    serve::log_to_stderr();
+    let config = a.config(labels, command_line)?;
     let mut services = Services::new();
     let say = |line: &str| errln!("{line}");
     serve::stamp(&mut services, a.stamp()?, &say)?;
-    serve::iperf3(&mut services, a.iperf3(&config), &say)?;
+    serve::iperf3(&mut services, a.iperf3, &a.iperf3_allow, &config, &say)?;
     let metrics = MeshMetrics {
         addr: a.mesh.metrics,
         token_file: a.mesh.metrics_token_file.clone(),
     };
-    let mesh = a.mesh.config(MeshAgent {
-        bind: a.bind,
-        insecure_no_key: a.insecure_no_key,
-        key,
-        labels,
-        allowed_dscps: config.limits.allowed_dscps,
-    })?;
+    let mesh = a.mesh.config(serve::mesh_agent(&config))?;
     serve::mesh(&mut services, mesh, &metrics, &say)?;
     serve::rpm(&mut services, a.rpm.endpoint(), &say)?;
     services.add(Box::new(agent::start(config)?));
     services.run(interrupt)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SONDE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }

@@ -23,7 +23,7 @@ pub fn run(args: &LabArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let measure = |lab: &Lab, words: &[String], file: &Path| measure(lab, words, file, interrupt);
     let (out, warn) = (|text: &str| out!("{text}"), |line: &str| errln!("{line}"));
     let partial = sonde_run::lab::run(&params, &exe, &measure, &out, &warn, interrupt)?;
-    Ok(ExitCode::from(if partial { 3 } else { 0 }))
+    Ok(crate::measure::partial_code(partial))
 }
 
 /// One measurement, `sonde WORDS` against the lab's agent with its document in `file`, as
@@ -38,8 +38,8 @@ fn measure(
     let (shown, tail) = sonde_run::lab::command_line(&lab.host, lab.port(), key, words, file);
     let command = shown.join(" ");
     let cli = Cli::try_parse_from(shown.into_iter().chain(tail))?;
-    let (plan, target, out) = cli.command.test().expect("a lab measurement is a test");
-    crate::measure::test_command(plan, target, out, command, interrupt)
+    let test = cli.command.test().expect("a lab measurement is a test");
+    crate::measure::test_command(test, command, interrupt)
         .map(drop)
         .map_err(|e| crate::errors::one_line(&e).into())
 }

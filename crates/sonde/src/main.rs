@@ -32,12 +32,14 @@ mod stored;
 
 use std::process::ExitCode;
 
+use anyhow::Result;
 use clap::Parser;
-use cli::{Cli, Command, TestCommand};
+use cli::{Cli, Command, PingArgs, TestCommand};
 use errors::EXIT_USAGE;
 use sonde_run::inspect;
-use sonde_run::measure::{cstate_sweep, Plan};
+use sonde_run::measure::cstate_sweep;
 use sonde_run::signals::Interrupt;
+use sonde_run::terminal::usage_line;
 use sonde_run::tune::command as tuning;
 
 fn main() -> ExitCode {
@@ -49,14 +51,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             // One line: clap's message (which names the flag), without usage and tips.
-            let text = e.render().to_string();
-            let msg: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
-                .collect();
-            errln!("{}", msg.join(" "));
+            errln!("{}", usage_line(&e.render().to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -69,7 +64,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+fn run(cli: Cli) -> Result<ExitCode> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let interrupt = Interrupt::install();
     match cli.command {
@@ -91,58 +86,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fleet(a) => orchestrate::fleet(&a, &interrupt),
         Command::Host(a) => printed(inspect::host_text(a.root.as_deref(), a.json)?),
         Command::Clock(a) => printed(inspect::clock_text(a.root.as_deref(), a.json)?),
-        Command::Test(t) => test_command(&t, command_line, &interrupt),
+        // stream, ping, rpc, pps, load: the plan through the one pipeline.
+        Command::Test(t) => measure::test_command(t.test(), command_line, &interrupt),
     }
 }
 
-/// A test command (stream, ping, rpc, pps, load): its plan through the one pipeline.
-fn test_command(
-    cmd: &TestCommand,
-    command_line: String,
-    interrupt: &Interrupt,
-) -> anyhow::Result<ExitCode> {
-    let (plan, t, o) = cmd.test();
-    measure::test_command(plan, t, o, command_line, interrupt)
-}
-
 /// `sonde ping --cstate-sweep`: the pings once per idle state of this host.
-fn cstate_sweep_command(
-    a: &cli::PingArgs,
-    command_line: String,
-    interrupt: &Interrupt,
-) -> anyhow::Result<ExitCode> {
-    let (t, o) = (&a.common.target, &a.common.output);
-    let say = |line: &str| {
-        if !o.quiet() {
-            outln!("{line}")
+fn cstate_sweep_command(a: &PingArgs, line: String, interrupt: &Interrupt) -> Result<ExitCode> {
+    let quiet = a.common.output.quiet();
+    let say = |text: &str| {
+        if !quiet {
+            outln!("{text}")
         }
     };
-    let plan = a.specs().map(|s| Plan::Tests(cstate_sweep(s, &say)));
-    measure::test_command(plan, t, o, command_line, interrupt)
+    let specs = a.specs().map(|s| cstate_sweep(s, &say));
+    measure::test_command(a.common.test(specs), line, interrupt)
 }
 
 /// `sonde completions SHELL`: the shell's completion script on stdout.
-fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
     let mut command = <Cli as clap::CommandFactory>::command();
     clap_complete::generate(shell, &mut command, "sonde", &mut std::io::stdout());
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sonde man`: the man page (roff) on stdout.
-fn man() -> anyhow::Result<ExitCode> {
+fn man() -> Result<ExitCode> {
     clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
         .render(&mut std::io::stdout())?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// A command's text printed ([`stored::print`]).
-fn printed(text: sonde_run::stored::Text) -> anyhow::Result<ExitCode> {
+fn printed(text: sonde_run::stored::Text) -> Result<ExitCode> {
     stored::print(text);
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sonde tune`: the action's text (`sonde_run::tune::command`).
-fn tune_command(action: cli::TuneAction) -> anyhow::Result<ExitCode> {
+fn tune_command(action: cli::TuneAction) -> Result<ExitCode> {
     printed(match action {
         cli::TuneAction::Plan { goal, dev, json } => tuning::plan(goal, dev.as_deref(), json)?,
         cli::TuneAction::Apply { goal, dev, state } => {

@@ -9,8 +9,10 @@ use sonde_run::measure::Plan;
 use sonde_run::signals::Interrupt;
 use sonde_run::terminal::{self, Ended, Shown};
 
-use crate::cli::{OutputArgs, StampArgs, Target, WatchArgs};
-use crate::errors::{EXIT_ERROR, EXIT_PARTIAL, EXIT_USAGE};
+use anyhow::Result;
+
+use crate::cli::{OutputArgs, StampArgs, Test, WatchArgs};
+use crate::errors::{Usage, EXIT_ERROR, EXIT_PARTIAL};
 
 /// The output flags, as the run layer's terminal takes them.
 pub fn shown(out: &OutputArgs) -> Shown {
@@ -24,31 +26,20 @@ pub fn shown(out: &OutputArgs) -> Shown {
     }
 }
 
-/// A plan, or its flag's refusal said as a usage error.
-fn planned(plan: Result<Plan, SpecError>) -> Result<Plan, ExitCode> {
-    plan.map_err(|e| {
-        errln!("error: {e}");
-        ExitCode::from(EXIT_USAGE)
-    })
+/// A plan, or its flag's refusal as a usage error (exit 2, said as every error is).
+fn planned(plan: Result<Plan, SpecError>) -> Result<Plan, Usage> {
+    plan.map_err(|e| Usage::from(anyhow::Error::new(e)))
 }
 
 /// Exit 3 for a partial result.
-fn partial_code(partial: bool) -> ExitCode {
+pub fn partial_code(partial: bool) -> ExitCode {
     ExitCode::from(if partial { EXIT_PARTIAL } else { 0 })
 }
 
 /// A test command (stream, ping, rpc, pps, load) from its plan to its exit code.
-pub fn test_command(
-    plan: Result<Plan, SpecError>,
-    target: &Target,
-    out: &OutputArgs,
-    command: String,
-    interrupt: &Interrupt,
-) -> anyhow::Result<ExitCode> {
-    let plan = match planned(plan) {
-        Ok(p) => p,
-        Err(code) => return Ok(code),
-    };
+pub fn test_command(test: Test<'_>, command: String, interrupt: &Interrupt) -> Result<ExitCode> {
+    let (plan, target, out) = test;
+    let plan = planned(plan)?;
     let _tuned = terminal::tuned(out.tune, out.json)?;
     let partial = terminal::test(plan, &target.target()?, &shown(out), &command, interrupt)?;
     Ok(partial_code(partial))
@@ -56,22 +47,16 @@ pub fn test_command(
 
 /// Runs the command with the host watched; exits with the command's code (a partial
 /// watch, cut by Ctrl-C, with EXIT_PARTIAL when the command gave none).
-pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
-    let plan = match planned(a.plan()) {
-        Ok(p) => p,
-        Err(code) => return Ok(code),
-    };
+pub fn watch(a: &WatchArgs, command: String, interrupt: &Interrupt) -> Result<ExitCode> {
+    let plan = planned(a.plan())?;
     let code = terminal::watch(plan, &shown(&a.output), &command, interrupt, EXIT_PARTIAL)?;
     Ok(ExitCode::from(code))
 }
 
 /// `sonde stamp`: its run, printed and stored like any test's; exit 1 when nothing
 /// answered.
-pub fn stamp(a: &StampArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
-    let plan = match planned(a.plan()?) {
-        Ok(p) => p,
-        Err(code) => return Ok(code),
-    };
+pub fn stamp(a: &StampArgs, command: String, interrupt: &Interrupt) -> Result<ExitCode> {
+    let plan = planned(a.plan()?)?;
     let (shown, target) = (shown(&a.output), a.target(None)?);
     Ok(
         match terminal::stamp(plan, &target, &shown, &command, interrupt)? {

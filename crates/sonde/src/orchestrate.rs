@@ -30,7 +30,14 @@ fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Reque
         BuildError::Words(first.trim_start_matches("error: ").to_string())
     })?;
     if let crate::cli::Command::Stamp(a) = &cli.command {
-        return stamp_request(a, key);
+        // From an agent (a fleet's, unauthenticated), or from this host.
+        let plan = a.plan().map_err(words_of)??;
+        let target = a.target(key).map_err(words_of)?;
+        return Ok(Request {
+            plan,
+            target,
+            tune: None,
+        });
     }
     let (plan, target, out) = match cli.command.test() {
         Some((plan, target, out)) => (plan?, target, out),
@@ -44,20 +51,6 @@ fn build_keyed(words: &[String], key: Option<&sonde_proto::Key>) -> Result<Reque
         plan,
         target,
         tune: out.tune,
-    })
-}
-
-/// A file's STAMP test: from an agent (a fleet's, unauthenticated), or from this host.
-fn stamp_request(
-    a: &crate::cli::StampArgs,
-    key: Option<&sonde_proto::Key>,
-) -> Result<Request, BuildError> {
-    let plan = a.plan().map_err(words_of)??;
-    let target = a.target(key).map_err(words_of)?;
-    Ok(Request {
-        plan,
-        target,
-        tune: None,
     })
 }
 
@@ -104,12 +97,8 @@ pub fn fleet(args: &FleetArgs, interrupt: &Interrupt) -> anyhow::Result<ExitCode
         },
     };
     let say = |line: &str| errln!("{line}");
-    Ok(exit(fleet::run_file(
-        &params,
-        &build_keyed,
-        &say,
-        interrupt,
-    )?))
+    let ending = fleet::run_file(&params, &build_keyed, &say, interrupt)?;
+    Ok(exit(ending))
 }
 
 #[cfg(test)]

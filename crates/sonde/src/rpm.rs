@@ -1,6 +1,6 @@
 //! `sonde rpm URL` (`sonde_run::rpm`): its document stored, written and printed like
 //! every test's; cut by Ctrl-C, what was measured is kept, marked partial (exit
-//! [`EXIT_PARTIAL`]).
+//! `EXIT_PARTIAL`).
 
 use std::process::ExitCode;
 
@@ -9,7 +9,7 @@ use sonde_run::signals::Interrupt;
 use sonde_run::terminal::emit;
 
 use crate::cli::rpm::RpmArgs;
-use crate::errors::{Usage, EXIT_PARTIAL};
+use crate::errors::Usage;
 
 pub fn rpm(a: &RpmArgs, command: String, interrupt: &Interrupt) -> anyhow::Result<ExitCode> {
     let test = a.flags().test().map_err(|e| Usage::from(anyhow!(e)))?;
@@ -18,8 +18,5 @@ pub fn rpm(a: &RpmArgs, command: String, interrupt: &Interrupt) -> anyhow::Resul
     shown.save_run(&doc);
     let human = sonde_report::summary::rpm(&doc);
     emit(&sonde_report::json(&doc), Some(human), &shown)?;
-    Ok(match doc.end.partial {
-        true => ExitCode::from(EXIT_PARTIAL),
-        false => ExitCode::SUCCESS,
-    })
+    Ok(crate::measure::partial_code(doc.end.partial))
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use sonde_run::stored::{self, CompareParams, ExportFormat, ReportParams, Text};
+use sonde_run::stored::{self, CompareParams, ReportParams, Text};
 
 use crate::cli::{self, ResultsAction};
 use crate::errors::EXIT_WORSE;
@@ -21,12 +21,6 @@ pub fn results_command(a: cli::ResultsArgs) -> anyhow::Result<ExitCode> {
         ResultsAction::List { label } => out!("{}", stored::list(db, label.as_deref())?),
         ResultsAction::Show { id } => print!("{}", stored::show(db, id)?),
         ResultsAction::Export { ids, label, format } => {
-            let format = match format {
-                cli::ExportFormat::Json => ExportFormat::Json,
-                cli::ExportFormat::Csv => ExportFormat::Csv,
-                cli::ExportFormat::HdrLog => ExportFormat::HdrLog,
-                cli::ExportFormat::Openmetrics => ExportFormat::Openmetrics,
-            };
             print(stored::export(db, &ids, label.as_deref(), format)?)
         }
         ResultsAction::Import { files, label } => {

@@ -65,7 +65,7 @@ fn runner_up(f: Option<&Finding>) -> String {
 /// Why a run has no verdict.
 fn none(doc: &Document) -> String {
     let why = match doc.test {
-        t if !crate::kinds::row(t).judged => format!("a {t} run names no single limit"),
+        t if !crate::summary::row(t).judged => format!("a {t} run names no single limit"),
         _ if doc.end.partial => "the run was cut short".into(),
         _ => "too little evidence decided one (or the run predates verdicts)".into(),
     };

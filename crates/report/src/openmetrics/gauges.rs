@@ -9,7 +9,7 @@ use super::figures::{Gauges, Metric, Sample};
 /// infinite.
 pub(crate) fn samples(doc: &Document) -> Vec<Sample> {
     let mut g = Gauges::default();
-    (crate::kinds::row(doc.test).gauges)(doc, &mut g);
+    (crate::summary::row(doc.test).gauges)(doc, &mut g);
     if let Some(l) = &doc.end.limited_by {
         g.push(Metric::LimitedBy, ("verdict", l.verdict.as_str()), 1.0);
     }

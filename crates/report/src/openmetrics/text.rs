@@ -96,7 +96,7 @@ type Points = BTreeMap<i64, Vec<(Option<(&'static str, String)>, f64)>>;
 /// pair's figure (a load, a watch).
 pub(crate) fn backfill<'a>(docs: impl Iterator<Item = &'a Document>) -> String {
     let mut timed: Vec<(i64, &str, &Document)> = docs
-        .filter(|d| crate::kinds::row(d.test).paired)
+        .filter(|d| crate::summary::row(d.test).paired)
         .filter_map(|d| Some(((figures::ended_at(d)? * 1e3).round() as i64, test_of(d), d)))
         .collect();
     timed.sort_by_key(|t| t.0);

@@ -47,7 +47,7 @@ pub fn runs(runs: &[(i64, Option<String>, &Document)]) -> String {
             shorten(&line(label.as_deref().unwrap_or("")), 12),
             d.test.to_string(),
             line(&started).chars().take(19).collect(),
-            (crate::kinds::row(d.test).listed)(&d.end),
+            (crate::summary::row(d.test).listed)(&d.end),
             if d.end.partial { "partial" } else { "ok" }.into(),
             line(&command_line(&d.start.command)),
         ]);

@@ -1,4 +1,4 @@
-//! A run's headline figures ([`Metric`]) and each kind's own: what `kinds::Row::metrics`
+//! A run's headline figures ([`Metric`]) and each kind's own: what `document::Row::metrics`
 //! points at, so that the comparison reads any kind through its row.
 
 use crate::document::{PacketsEnd, RrEnd, StreamEnd};

@@ -1,7 +1,8 @@
 //! `end`: what every kind's document shares (cut short or not, why, a host both ends
 //! shared) and one typed section per kind. The sections are flattened, so every JSON key
 //! stays where schema version 1 put it; reading one back needs the document's `test` to
-//! know which section to expect: the kind's row in `kinds` reads it ([`End::read`]).
+//! know which section to expect: the kind's row (`document::row`) reads it
+//! ([`End::read`]). Each kind's [`Section`] is declared with its row, in `document`.
 
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -11,7 +12,9 @@ use super::rr::RrEnd;
 use super::stamp::StampEnd;
 use super::stream::StreamEnd;
 use super::watch::WatchEnd;
+use super::{row, Section};
 use crate::side::CpuUsage;
+use crate::spec::TestName;
 use crate::verdict::LimitedBy;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -25,31 +28,6 @@ pub struct End {
     pub section: Section,
     /// What limited the run (stream, pps, rpc, ping), judged from the figures above.
     pub limited_by: Option<LimitedBy>,
-}
-
-/// A kind's own end figures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-// One per document, built once: a stream's and a pps test's sections are both ~4 KB, and
-// boxing them would only move the same bytes.
-#[allow(clippy::large_enum_variant)]
-pub enum Section {
-    Stream(StreamEnd),
-    /// Ping and rpc.
-    Rr(RrEnd),
-    Pps(PpsEnd),
-    Load {
-        load: LoadEnd,
-    },
-    Watch {
-        watch: WatchEnd,
-    },
-    Stamp {
-        stamp: StampEnd,
-    },
-    Rpm {
-        rpm: crate::rpm::RpmEnd,
-    },
 }
 
 /// The host both ends shared, counted once.
@@ -139,9 +117,14 @@ impl End {
         });
     }
 
+    /// The `end` of a document of `test`, as JSON wrote it.
+    pub fn read(test: TestName, json: serde_json::Value) -> serde_json::Result<End> {
+        End::read_with(json, row(test).read_end)
+    }
+
     /// The `end` of a document as JSON wrote it, its section read by `section` (the
     /// kind's row's reader: `End::read`).
-    pub(crate) fn read_with(
+    fn read_with(
         json: serde_json::Value,
         section: fn(serde_json::Value) -> serde_json::Result<Section>,
     ) -> serde_json::Result<End> {

@@ -2,7 +2,7 @@
 //! the hosts' CPU) and one typed section per kind, produced by the kind's module. The
 //! sections are flattened, so every JSON key stays where schema version 1 put it; reading
 //! one back needs the document's `test` to know which section to expect
-//! ([`IntervalFigures::read`], through the kind's row in `kinds`), as for `end`.
+//! ([`IntervalFigures::read`], through the kind's row in `document`), as for `end`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -1,8 +1,24 @@
 //! The result document (`--json`): one per test, versioned, shaped like iperf3's
-//! `start` / `intervals` / `end` so that scripts can rely on it. Built once from both
-//! sides' [`SideResult`]s; every renderer reads this, none recomputes a figure. Each kind's
-//! module builds its section of `end` ([`Section`]) and its intervals from the shared
-//! `parts`; this module puts them into a document.
+//! `start` / `intervals` / `end` so that scripts can rely on it ([`Document`], in
+//! `whole`). Built once from both sides' [`SideResult`](crate::side::SideResult)s; every
+//! renderer reads this, none recomputes a figure. Each kind's module builds its section of
+//! `end` ([`Section`]) and its intervals from the shared `parts`.
+//!
+//! This module is the results layer's table of kinds: each kind's document module is
+//! declared here, beside its [`Section`] and its [`Row`], found from the document's or
+//! spec's [`TestName`] by [`row`], the one match on every kind in this crate (the compiler
+//! finds a kind without a row there). Each entry points at the kind's own code; what a
+//! kind does not have is [`Row::new`]'s "nothing here". Everything generic reads a kind
+//! through its row: building a document (`Document::build`), reading one back
+//! ([`End::read`], [`IntervalFigures::read`]), the comparison's metrics
+//! (`compare::metrics`), a load's figures of the tests it ran (`load::end_load`), and the
+//! bound on what an agent may send (`sonde_proto`'s `bounds`). Nothing that this module
+//! imports imports it back (`scripts/import-circles.py`): the readers (`whole`, `end`,
+//! `load::assemble`, `compare`) import it, and it uses none of their names.
+//!
+//! A new kind, all in this file: `pub mod <kind>;`, its [`Section`] variant, its row and
+//! its arm in [`row`] (and its `IntervalSection` variant in `interval`, if its intervals
+//! have figures of their own).
 
 mod end;
 mod fleet_pair;
@@ -17,8 +33,9 @@ pub mod search;
 pub mod stamp;
 pub(crate) mod stream;
 pub mod watch;
+mod whole;
 
-pub use end::{End, OneHost, Section};
+pub use end::{End, OneHost};
 pub use fleet_pair::FleetPair;
 pub use floor::{NoFloor, RrPrelude, SelfNoise};
 pub use interval::{
@@ -30,350 +47,377 @@ pub use pps::{JitterEnd, PacketsEnd, PpsEnd, PpsEndSide, SearchEnd, Trial};
 pub use rr::{RrEnd, RrEndSide};
 pub use rr_interval::RrInterval;
 pub use stream::{ConnectionSpread, DirectionEnd, EndSide, Retransmits, StreamEnd};
+pub use whole::{Document, LocalStart, Relayed, Start, SCHEMA_VERSION};
 
-use std::collections::BTreeMap;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::Serialize;
+use serde_json::Value;
 
-use serde::{Deserialize, Serialize};
+use self::load::{figures, LoadEnd, LoadFigures};
+use self::stamp::StampEnd;
+use self::watch::WatchEnd;
+use crate::compare::metric::{self, Metric};
+use crate::rpm::RpmEnd;
+use crate::side::SampleSection;
+use crate::spec::{TestName, TestSpec, MAX_CONNECTIONS};
 
-use crate::side::HostInfo;
-use crate::spec::{TestName, TestSpec};
-use crate::verdict::LimitedBy;
-
-/// Bumped on any change a parser of the document could notice.
-pub const SCHEMA_VERSION: u32 = 1;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "Wire")]
-pub struct Document {
-    pub schema_version: u32,
-    pub test: TestName,
-    pub start: Start,
-    pub intervals: Vec<IntervalFigures>,
-    pub end: End,
+/// A kind's own end figures, flattened into `end` beside the shared keys ([`End`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Section {
+    Stream(StreamEnd),
+    /// Ping and rpc.
+    Rr(RrEnd),
+    Pps(PpsEnd),
+    Load {
+        load: LoadEnd,
+    },
+    Watch {
+        watch: WatchEnd,
+    },
+    Stamp {
+        stamp: StampEnd,
+    },
+    Rpm {
+        rpm: RpmEnd,
+    },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Start {
-    pub spec: TestSpec,
-    /// The controller's exact command line.
-    pub command: String,
-    /// The agent's exact command line, as it reported it.
-    pub server_command: Option<String>,
-    pub client: HostInfo,
-    pub server: Option<HostInfo>,
-    /// Address of the agent as the controller reached it.
-    pub server_address: String,
-    /// RFC 3339, UTC.
-    pub started_at: String,
-    pub software: String,
-    /// When the controller built the document, RFC 3339, UTC (what `sonde fleet` checks
-    /// hosts' overlap by).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
-    /// A test between two agents: the agent that ran the client side (the controller's
-    /// host sent no test traffic; `command` is the controller's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_agent: Option<ClientAgent>,
-    /// A test run by `sonde fleet`: which pair of which fleet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fleet: Option<FleetPair>,
-    /// The serving agent's own labels (`sonde serve --label`), as it announced them to
-    /// the controller, cut to the rules.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub server_labels: BTreeMap<String, String>,
+/// A kind's intervals and section built from both sides' results.
+pub type Build = fn(&Inputs<'_>) -> (Vec<IntervalFigures>, Section);
+
+/// What the results layer does with one kind of test. Each entry is the kind's own code;
+/// [`Row::new`] fills in "nothing here" for what a kind does not have.
+pub struct Row {
+    /// The kind's section of `end` with no figure yet.
+    pub empty: fn() -> Section,
+    /// `end`'s own keys of the kind (beside the shared ones), as JSON wrote them.
+    pub read_end: fn(Value) -> serde_json::Result<Section>,
+    /// Its intervals and section from both sides' results; `None`: not built from an
+    /// agent's results (a load is assembled from its phases' documents, a watch and a
+    /// STAMP run by their own modules in `sonde_run`), so `Document::build` leaves the
+    /// section empty.
+    pub build: Option<Build>,
+    /// An interval's own keys of the kind (beside the span and the sides).
+    pub read_interval: fn(Value) -> serde_json::Result<IntervalSection>,
+    /// An interval side's own keys of the kind.
+    pub read_side: fn(Value) -> serde_json::Result<SideFigures>,
+    /// Both ends ran on one host: takes the host's CPU figures out of the section's sides,
+    /// and gives the stream sender's cycles per byte, which then describe that host.
+    pub take_host_cpu: fn(&mut Section) -> Option<f64>,
+    /// The headline figures `sonde compare` compares, in the order a reader looks.
+    pub metrics: fn(&Section) -> Vec<Metric>,
+    /// What a test of the kind, run as a load's load, adds to the load's figures.
+    pub load: fn(&Section) -> LoadFigures,
+    /// The most connections an agent's interval sample may describe: the test's own.
+    pub connections: fn(&TestSpec) -> u32,
+    /// Whether an agent's interval sample is one this kind's test sends.
+    pub sample: fn(&SampleSection) -> bool,
 }
 
-/// What the controller records of a document an agent sent back ([`Document::relayed`]).
-pub struct Relayed {
-    pub client_agent: ClientAgent,
-    /// A fleet's run: its pair, with the file's labels.
-    pub fleet: Option<FleetPair>,
-    /// RFC 3339, UTC: when the controller had the document.
-    pub finished_at: String,
-}
-
-/// What [`Document::local`] starts from.
-pub struct LocalStart {
-    pub spec: TestSpec,
-    pub command: String,
-    pub host: HostInfo,
-    /// RFC 3339, UTC.
-    pub started_at: String,
-    pub software: String,
-}
-
-impl Document {
-    /// The document of a test no agent took part in (a watch; a fake in the run layer's
-    /// tests): its spec, command line, host and start, its intervals and end.
-    pub fn local(start: LocalStart, intervals: Vec<IntervalFigures>, end: End) -> Document {
-        Document {
-            schema_version: SCHEMA_VERSION,
-            test: start.spec.test_name(),
-            start: Start {
-                spec: start.spec,
-                command: start.command,
-                server_command: None,
-                client: start.host,
-                server: None,
-                server_address: String::new(),
-                started_at: start.started_at,
-                software: start.software,
-                finished_at: None,
-                client_agent: None,
-                fleet: None,
-                server_labels: BTreeMap::new(),
-            },
-            intervals,
-            end,
-        }
-    }
-
-    /// The document an agent ran alone and sent back (a STAMP run `--from` it), assembled
-    /// with what only the controller knows: the agent as it reached it, the fleet's pair
-    /// (with the agent's own labels under the file's; a reflector has none) and when the
-    /// run ended. Whatever the agent wrote of these itself is not kept.
-    pub fn relayed(sent: Document, record: Relayed) -> Document {
-        let Document {
-            schema_version,
-            test,
-            start,
-            intervals,
-            end,
-        } = sent;
-        let fleet = record.fleet.map(|pair| {
-            pair.with_agents_labels(Some(&record.client_agent.labels), &BTreeMap::new())
-        });
-        Document {
-            schema_version,
-            test,
-            start: Start {
-                client_agent: Some(record.client_agent),
-                fleet,
-                finished_at: Some(record.finished_at),
-                ..start
-            },
-            intervals,
-            end,
-        }
-    }
-
-    /// The document of `inp`, assembled once; `judge` gives the verdict of what limited
-    /// the run from the assembled figures (`limit::judge`, which imports this module, so
-    /// it is handed in rather than called).
-    pub fn assemble(inp: Inputs<'_>, judge: fn(&Document) -> Option<LimitedBy>) -> Document {
-        let mut doc = Document::build(inp);
-        doc.end.limited_by = judge(&doc);
-        doc
-    }
-
-    /// The document of `inp`, without a verdict: its intervals and section from its kind's
-    /// row (`kinds::Row::build`; a load, a watch and a STAMP run are built elsewhere and
-    /// get an empty section here).
-    pub fn build(inp: Inputs<'_>) -> Document {
-        let test = inp.spec.test_name();
-        let row = crate::kinds::row(test);
-        let (intervals, section) = match row.build {
-            Some(build) => build(&inp),
-            None => (Vec::new(), (row.empty)()),
-        };
-        let mut end = End::new(parts::is_partial(&inp), inp.error.clone(), section);
-        let shared = inp
-            .server
-            .is_some_and(|s| s.host.boot_id.is_some() && s.host.boot_id == inp.client.host.boot_id);
-        if shared {
-            let host = &inp.client.host.hostname;
-            end.count_one_host(host, inp.client.cpu.clone(), row.take_host_cpu);
-        }
-        Document {
-            schema_version: SCHEMA_VERSION,
-            test,
-            start: start(inp),
-            intervals,
-            end,
+impl Row {
+    /// A kind's row with what every kind has, its section, and nothing else: not built
+    /// from an agent's results, no interval or side figures of its own (a side is read as
+    /// a stream side's, which every field of defaults), no metric, nothing added to a load,
+    /// no sample from an agent, and the most connections any test may open.
+    pub const fn new(
+        empty: fn() -> Section,
+        read_end: fn(Value) -> serde_json::Result<Section>,
+    ) -> Row {
+        Row {
+            empty,
+            read_end,
+            build: None,
+            read_interval: |_| Ok(IntervalSection::Sides {}),
+            read_side: |v| Ok(SideFigures::Stream(from(v)?)),
+            take_host_cpu: |_| None,
+            metrics: |_| Vec::new(),
+            load: |_| LoadFigures::default(),
+            connections: |_| MAX_CONNECTIONS,
+            sample: |_| false,
         }
     }
 }
 
-fn start(inp: Inputs<'_>) -> Start {
-    let mut start = Start {
-        spec: inp.spec.clone(),
-        command: inp.command,
-        server_command: inp.server_command,
-        client: inp.client.host.clone(),
-        server: inp.server.map(|s| s.host.clone()),
-        server_address: inp.server_address,
-        started_at: inp.started_at,
-        software: inp.software,
-        finished_at: inp.finished_at,
-        client_agent: inp.client_agent,
-        fleet: None,
-        server_labels: inp.server_labels,
-    };
-    // The agents' own labels, as this run recorded them, under the fleet file's.
-    let client_own = start.client_agent.as_ref().map(|a| &a.labels);
-    start.fleet = inp
-        .fleet
-        .map(|pair| pair.with_agents_labels(client_own, &start.server_labels));
-    start
+/// The row of `test`: the one match on every kind in this crate.
+pub fn row(test: TestName) -> &'static Row {
+    match test {
+        TestName::Stream => &STREAM,
+        TestName::Ping => &PING,
+        TestName::Rpc => &RPC,
+        TestName::Pps => &PPS,
+        TestName::Load => &LOAD,
+        TestName::Watch => &WATCH,
+        TestName::Stamp => &STAMP,
+        TestName::Rpm => &RPM,
+    }
 }
 
-/// A document as written: `intervals` and `end` are read once `test` says which section
-/// they hold (JSON keys may come in any order), by the readers of its kind's row
-/// (`End::read`, `IntervalFigures::read`: `kinds`).
-#[derive(Deserialize)]
-struct Wire {
-    schema_version: u32,
-    test: TestName,
-    start: Start,
-    intervals: Vec<serde_json::Value>,
-    end: serde_json::Value,
-}
+const STREAM: Row = Row {
+    build: Some(|inp| match inp.spec {
+        TestSpec::Stream(s) => built(stream::build(s, inp), Section::Stream),
+        _ => mismatch(inp),
+    }),
+    read_side: |v| Ok(SideFigures::Stream(from::<StreamSideFigures>(v)?)),
+    take_host_cpu: |s| match s {
+        Section::Stream(s) => s.clear_host_cpu(),
+        _ => None,
+    },
+    metrics: |s| match s {
+        Section::Stream(s) => metric::stream_metrics(s),
+        _ => Vec::new(),
+    },
+    load: |s| match s {
+        Section::Stream(s) => figures::stream(s),
+        _ => LoadFigures::default(),
+    },
+    connections: |s| match s {
+        TestSpec::Stream(s) => s.total_connections(),
+        _ => MAX_CONNECTIONS,
+    },
+    sample: |s| matches!(s, SampleSection::Stream(_)),
+    ..Row::new(
+        || Section::Stream(StreamEnd::default()),
+        |v| Ok(Section::Stream(from(v)?)),
+    )
+};
 
-impl TryFrom<Wire> for Document {
-    type Error = serde_json::Error;
+/// Ping and rpc share their section; a ping measures latency first, an rpc its rate first
+/// (msg_gen's order).
+const PING: Row = Row {
+    build: Some(|inp| match inp.spec {
+        TestSpec::Ping(r) | TestSpec::Rpc(r) => built(rr::build(r, inp), Section::Rr),
+        _ => mismatch(inp),
+    }),
+    read_interval: |v| Ok(IntervalSection::Rr(from(v)?)),
+    take_host_cpu: |s| {
+        if let Section::Rr(r) = s {
+            r.clear_host_cpu();
+        }
+        None
+    },
+    metrics: |s| match s {
+        Section::Rr(r) => metric::rr_metrics(r, true),
+        _ => Vec::new(),
+    },
+    load: |s| match s {
+        Section::Rr(r) => figures::rr(r),
+        _ => LoadFigures::default(),
+    },
+    connections: |s| match s {
+        TestSpec::Ping(r) | TestSpec::Rpc(r) => r.connections,
+        _ => MAX_CONNECTIONS,
+    },
+    sample: |s| matches!(s, SampleSection::Rr(_)),
+    ..Row::new(
+        || Section::Rr(RrEnd::default()),
+        |v| Ok(Section::Rr(from(v)?)),
+    )
+};
 
-    fn try_from(w: Wire) -> Result<Document, serde_json::Error> {
-        Ok(Document {
-            schema_version: w.schema_version,
-            test: w.test,
-            start: w.start,
-            intervals: w
-                .intervals
-                .into_iter()
-                .map(|i| IntervalFigures::read(w.test, i))
-                .collect::<Result<_, _>>()?,
-            end: End::read(w.test, w.end)?,
+const RPC: Row = Row {
+    metrics: |s| match s {
+        Section::Rr(r) => metric::rr_metrics(r, false),
+        _ => Vec::new(),
+    },
+    ..PING
+};
+
+const PPS: Row = Row {
+    build: Some(|inp| match inp.spec {
+        TestSpec::Pps(p) => built(pps::build(p, inp), Section::Pps),
+        _ => mismatch(inp),
+    }),
+    read_side: |v| Ok(SideFigures::Pps(from::<PpsSideFigures>(v)?)),
+    take_host_cpu: |s| {
+        if let Section::Pps(p) = s {
+            p.clear_host_cpu();
+        }
+        None
+    },
+    metrics: |s| match s {
+        Section::Pps(p) => p
+            .packets
+            .as_ref()
+            .map_or_else(Vec::new, metric::pps_metrics),
+        _ => Vec::new(),
+    },
+    load: |s| match s {
+        Section::Pps(p) => figures::pps(p),
+        _ => LoadFigures::default(),
+    },
+    connections: |s| match s {
+        TestSpec::Pps(p) => p.flows,
+        _ => MAX_CONNECTIONS,
+    },
+    sample: |s| matches!(s, SampleSection::Pps(_)),
+    ..Row::new(
+        || Section::Pps(PpsEnd::default()),
+        |v| Ok(Section::Pps(from(v)?)),
+    )
+};
+
+/// Run by the controller as tests of the other kinds (`document::load::build`).
+const LOAD: Row = Row {
+    read_interval: |v| {
+        Ok(IntervalSection::Load {
+            load: key(v, "load")?,
         })
+    },
+    metrics: |s| match s {
+        Section::Load { load } => metric::load_metrics(load),
+        _ => Vec::new(),
+    },
+    ..Row::new(
+        || Section::Load {
+            load: LoadEnd::default(),
+        },
+        |v| {
+            Ok(Section::Load {
+                load: key(v, "load")?,
+            })
+        },
+    )
+};
+
+/// No agent, no traffic: the host evidence around a command (`sonde_run::watch`).
+const WATCH: Row = Row {
+    read_interval: |v| {
+        Ok(IntervalSection::Watch {
+            watch: key(v, "watch")?,
+        })
+    },
+    ..Row::new(
+        || Section::Watch {
+            watch: WatchEnd::default(),
+        },
+        |v| {
+            Ok(Section::Watch {
+                watch: key(v, "watch")?,
+            })
+        },
+    )
+};
+
+/// STAMP to any reflector (`sonde_run::stamp`): no agent at the far end.
+const STAMP: Row = Row {
+    read_interval: |v| {
+        Ok(IntervalSection::Stamp {
+            stamp: key(v, "stamp")?,
+        })
+    },
+    metrics: |s| match s {
+        Section::Stamp { stamp } => metric::stamp_metrics(stamp),
+        _ => Vec::new(),
+    },
+    ..Row::new(
+        || Section::Stamp {
+            stamp: StampEnd::default(),
+        },
+        |v| {
+            Ok(Section::Stamp {
+                stamp: key(v, "stamp")?,
+            })
+        },
+    )
+};
+
+impl Section {
+    /// The section of `test` with no figure yet.
+    pub fn empty(test: TestName) -> Section {
+        (row(test).empty)()
     }
 }
+
+impl IntervalFigures {
+    /// An interval of a document of `test`, as JSON wrote it.
+    pub fn read(test: TestName, json: Value) -> serde_json::Result<IntervalFigures> {
+        let r = row(test);
+        IntervalFigures::read_with(json, r.read_interval, r.read_side)
+    }
+}
+
+/// The most connections an agent's interval sample of a test of `spec` may describe.
+pub fn connections(spec: &TestSpec) -> u32 {
+    (row(spec.test_name()).connections)(spec)
+}
+
+/// Whether `sample` is one an agent running a test of `spec` sends.
+pub fn sample_of(spec: &TestSpec, sample: &SampleSection) -> bool {
+    (row(spec.test_name()).sample)(sample)
+}
+
+/// A kind's built intervals and end, its end as its section.
+fn built<T>(
+    (intervals, end): (Vec<IntervalFigures>, T),
+    section: fn(T) -> Section,
+) -> (Vec<IntervalFigures>, Section) {
+    (intervals, section(end))
+}
+
+/// A row asked to build a spec of another kind: only a table that lists a kind under the
+/// wrong name does; its section stays empty.
+fn mismatch(inp: &Inputs<'_>) -> (Vec<IntervalFigures>, Section) {
+    (Vec::new(), Section::empty(inp.spec.test_name()))
+}
+
+fn from<T: DeserializeOwned>(v: Value) -> serde_json::Result<T> {
+    serde_json::from_value(v)
+}
+
+/// The value under `name` of an object (a section under its own key: `end.stamp`).
+fn key<T: DeserializeOwned>(mut v: Value, name: &'static str) -> serde_json::Result<T> {
+    match v.get_mut(name) {
+        Some(inner) => from(inner.take()),
+        None => Err(serde_json::Error::missing_field(name)),
+    }
+}
+
+/// Responsiveness against any test endpoint (`sonde rpm`): no agent at the far end.
+const RPM: Row = Row {
+    metrics: |s| match s {
+        Section::Rpm { rpm } => metric::rpm_metrics(rpm),
+        _ => Vec::new(),
+    },
+    ..Row::new(
+        || Section::Rpm {
+            rpm: RpmEnd::default(),
+        },
+        |mut v| match v.get_mut("rpm") {
+            Some(inner) => Ok(Section::Rpm {
+                rpm: serde_json::from_value(inner.take())?,
+            }),
+            None => Err(serde::de::Error::missing_field("rpm")),
+        },
+    )
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    /// Each row's empty section is its own kind's, and reads back as written.
+    #[test]
+    fn every_rows_empty_section_reads_back_through_its_row() {
+        for test in TestName::ALL {
+            let end = End::new(false, None, Section::empty(test));
+            let json = serde_json::to_value(&end).unwrap();
+            let back = End::read(test, json).unwrap_or_else(|e| panic!("{test}: {e}"));
+            assert_eq!(back, end, "{test}");
+        }
     }
 
-    /// The agent's claims of where its run belongs are replaced by the controller's record;
-    /// its figures are kept as sent.
+    /// A section under its own key that is missing is refused, naming the key.
     #[test]
-    fn a_relayed_document_takes_the_controllers_record_not_the_agents() {
-        let mut sent = Document::local(
-            LocalStart {
-                spec: TestSpec::Stream(Default::default()),
-                command: "sonde serve".into(),
-                host: HostInfo::default(),
-                started_at: "2026-11-28T12:00:00Z".into(),
-                software: String::new(),
-            },
-            vec![],
-            End::new(true, Some("cut".into()), Section::empty(TestName::Stream)),
-        );
-        // A rogue agent's own record of itself.
-        sent.start.client_agent = Some(ClientAgent {
-            address: "198.18.0.66:1".into(),
-            command: None,
-            labels: map(&[("zone", "rogue")]),
-        });
-        sent.start.fleet = Some(FleetPair {
-            source_labels: map(&[("zone", "rogue")]),
-            ..Default::default()
-        });
-        sent.start.finished_at = Some("1999-01-01T00:00:00Z".into());
-        let agent = ClientAgent {
-            address: "198.18.0.1:5301".into(),
-            command: Some("sonde serve --label zone=a".into()),
-            labels: map(&[("zone", "a"), ("node", "n1")]),
-        };
-        let pair = FleetPair {
-            source_labels: map(&[("zone", "file")]),
-            ..Default::default()
-        };
-        let doc = Document::relayed(
-            sent.clone(),
-            Relayed {
-                client_agent: agent.clone(),
-                fleet: Some(pair),
-                finished_at: "2026-11-28T12:00:05Z".into(),
-            },
-        );
-        assert_eq!(doc.start.client_agent, Some(agent));
-        assert_eq!(
-            doc.start.fleet.as_ref().map(|f| f.source_labels.clone()),
-            Some(map(&[("zone", "file"), ("node", "n1")]))
-        );
-        assert_eq!(
-            doc.start.finished_at.as_deref(),
-            Some("2026-11-28T12:00:05Z")
-        );
-        assert_eq!((&doc.end, &doc.intervals), (&sent.end, &sent.intervals));
-        assert_eq!(doc.start.command, "sonde serve");
-        // Not a fleet's run: no pair, whatever the agent wrote.
-        let alone = Document::relayed(
-            sent,
-            Relayed {
-                client_agent: ClientAgent {
-                    address: "198.18.0.1:5301".into(),
-                    command: None,
-                    labels: BTreeMap::new(),
-                },
-                fleet: None,
-                finished_at: String::new(),
-            },
-        );
-        assert_eq!(alone.start.fleet, None);
-    }
-
-    #[test]
-    fn a_fleet_pair_takes_each_agents_labels_under_the_files() {
-        let pair = FleetPair {
-            source_labels: map(&[("zone", "file-a")]),
-            destination_labels: map(&[("rack", "r9")]),
-            ..Default::default()
-        };
-        let mut start = Document::local(
-            LocalStart {
-                spec: TestSpec::Stream(Default::default()),
-                command: String::new(),
-                host: HostInfo::default(),
-                started_at: String::new(),
-                software: String::new(),
-            },
-            vec![],
-            End::new(false, None, Section::empty(TestName::Stream)),
-        )
-        .start;
-        start.server_labels = map(&[("zone", "agent-b"), ("rack", "agent-rack")]);
-        start.client_agent = Some(ClientAgent {
-            address: "198.18.0.1:5301".into(),
-            command: None,
-            labels: map(&[("zone", "agent-a"), ("node", "n1")]),
-        });
-        let merged = pair.with_agents_labels(
-            start.client_agent.as_ref().map(|a| &a.labels),
-            &start.server_labels,
-        );
-        assert_eq!(
-            merged.source_labels,
-            map(&[("zone", "file-a"), ("node", "n1")])
-        );
-        assert_eq!(
-            merged.destination_labels,
-            map(&[("zone", "agent-b"), ("rack", "r9")])
-        );
-        // A test the controller is an end of has no client agent: the file's labels only.
-        start.client_agent = None;
-        assert_eq!(
-            pair.with_agents_labels(
-                start.client_agent.as_ref().map(|a| &a.labels),
-                &start.server_labels
-            )
-            .source_labels,
-            pair.source_labels
-        );
+    fn a_keyed_section_missing_is_refused_by_name() {
+        let json = serde_json::json!({"partial": false, "error": null});
+        for (test, name) in [
+            (TestName::Load, "load"),
+            (TestName::Watch, "watch"),
+            (TestName::Stamp, "stamp"),
+        ] {
+            let err = End::read(test, json.clone()).unwrap_err().to_string();
+            assert!(err.contains(&format!("missing field `{name}`")), "{err}");
+        }
     }
 }

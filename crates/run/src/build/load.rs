@@ -15,6 +15,23 @@ pub enum LoadOf {
     Rpc,
 }
 
+/// A parsed `--phases` list (one value; clap would read a bare `Vec` as a repeated flag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Phases(pub Vec<Phase>);
+
+/// A `--phases` entry that names no phase.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a phase (idle, upload, download, both)")]
+pub struct UnknownPhase(pub String);
+
+/// `--phases`: a comma list of phases, in order.
+pub fn parse_phases(s: &str) -> Result<Phases, UnknownPhase> {
+    s.split(',')
+        .map(|p| Phase::parse(p.trim()).ok_or_else(|| UnknownPhase(p.to_string())))
+        .collect::<Result<_, _>>()
+        .map(Phases)
+}
+
 /// `sonde load`'s flags, as typed values.
 #[derive(Debug, Clone)]
 pub struct LoadParams {

@@ -17,5 +17,6 @@ pub mod load;
 pub mod pps;
 pub mod rr;
 pub mod stamp;
+pub mod stream;
 pub mod values;
 pub mod watch;

@@ -27,6 +27,10 @@ pub struct PpsParams {
     pub ipv6: bool,
     /// `-R`: the far end (an iperf3 server) sends, this side receives.
     pub reverse: bool,
+    /// `--bidir`: against an iperf3 server, both send at once.
+    pub bidir: bool,
+    /// `--iperf3`: the far end runs `iperf3 -s`, not `sonde serve`.
+    pub iperf3: bool,
     pub search: SearchFlags,
     pub dpdk: DpdkFlags,
 }
@@ -137,12 +141,14 @@ impl SearchFlags {
     }
 }
 
-/// One test, or with `--search` the zero-loss search made of such tests.
+/// One test, or with `--search` the zero-loss search made of such tests; against
+/// `iperf3 -s`, one test in its protocol (`--search` conflicts with `--iperf3`).
 pub fn plan(p: &PpsParams) -> Result<Plan, SpecError> {
     let spec = spec(p)?;
-    Ok(match p.search.search {
-        true => Plan::Search(spec, p.search.params()?),
-        false => Plan::Tests(vec![TestSpec::Pps(spec)]),
+    Ok(match (p.iperf3, p.search.search) {
+        (true, _) => Plan::Iperf3(TestSpec::Pps(spec)),
+        (false, true) => Plan::Search(spec, p.search.params()?),
+        (false, false) => Plan::Tests(vec![TestSpec::Pps(spec)]),
     })
 }
 
@@ -185,7 +191,7 @@ pub fn spec(p: &PpsParams) -> Result<PpsSpec, SpecError> {
         ipv6: p.ipv6,
         dpdk,
         reverse: p.reverse,
-        bidir: false,
+        bidir: p.bidir,
     };
     checked(TestSpec::Pps(spec.clone()))?;
     if spec.tx_threads > spec.flows {

@@ -44,20 +44,13 @@ impl Target {
 
     /// The run layer's target, with the key read from `--key-file`.
     pub fn target(&self) -> anyhow::Result<sonde_run::measure::Target> {
-        let key = sonde_run::key::load_key(self.key_file.as_deref())?;
-        Ok(self.with_key(key))
+        Ok(self.with_key(sonde_run::key::load_key(self.key_file.as_deref())?))
     }
 
     /// The run layer's target with `key`, whatever `--key-file` says (`sonde fleet
     /// --key-file` wins over the words its file gives each test).
     pub fn with_key(&self, key: Option<sonde_proto::Key>) -> sonde_run::measure::Target {
-        sonde_run::measure::Target {
-            host: self.host().to_string(),
-            from: self.from.clone(),
-            port: self.port,
-            key,
-            fleet: None,
-        }
+        sonde_run::measure::Target::new(self.host().into(), self.from.clone(), self.port, key)
     }
 }
 
@@ -94,7 +87,7 @@ pub struct ExecutionArgs {
     /// ping and rpc over UDP; needs root and IPv4), or dpdk (pps only: dpdk-testpmd on each
     /// side; needs root, testpmd, hugepages) [default: the fastest measured for the test
     /// that the side's host runs; the result names it].
-    #[arg(long, value_parser = parse_engine(), value_name = "NAME")]
+    #[arg(long, value_parser = named(Engine::ALL, Engine::name), value_name = "NAME")]
     pub engine: Option<Engine>,
     /// Where this side's workers run: `auto` (distinct physical cores of the NIC's NUMA
     /// node, away from its IRQs, within the inherited CPU mask; chosen when the test
@@ -172,10 +165,16 @@ pub struct StoreArgs {
     pub label: Option<String>,
 }
 
-/// `--engine`: one of the engines this build knows (clap lists them in help and errors).
-fn parse_engine() -> impl clap::builder::TypedValueParser<Value = Engine> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(Engine::names()).try_map(|name| name.parse::<Engine>())
+/// One of `all`, by its `name` (clap lists the names in help and errors).
+pub fn named<T: Copy + Send + Sync + 'static, const N: usize>(
+    all: [T; N],
+    name: fn(T) -> &'static str,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(all.map(name)).map(move |word| {
+        let named = all.into_iter().find(|&t| name(t) == word);
+        named.expect("a listed word")
+    })
 }
 
 /// `--for` / `--tune`: a goal, its names offered as clap's possible values.

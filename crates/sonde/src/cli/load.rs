@@ -2,8 +2,8 @@
 //! crusader).
 
 use clap::{Args, ValueEnum};
-use sonde_results::{LoadSpec, Phase, SpecError, Timing};
-use sonde_run::build::load::{self, LoadOf, LoadParams};
+use sonde_results::{LoadSpec, SpecError, Timing};
+use sonde_run::build::load::{self, parse_phases, LoadOf, LoadParams, Phases};
 
 use super::flags::{parse_duration_ms, ExecutionArgs, OutputArgs, Target};
 
@@ -47,40 +47,15 @@ pub struct LoadArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "sampled", value_parser = super::rr::parse_stages, value_name = "WHICH")]
     pub stages: Option<super::rr::StagesChoice>,
     /// What loads the path.
-    #[arg(
-        long = "load",
-        value_enum,
-        default_value = "stream",
-        value_name = "KIND"
-    )]
-    pub kind: LoadKind,
+    #[arg(long, value_enum, default_value = "stream", value_name = "KIND")]
+    pub load: LoadKind,
     /// Connections of the load (per direction for a stream).
-    #[arg(
-        short = 'P',
-        long = "connections",
-        default_value_t = 4,
-        value_name = "N"
-    )]
+    #[arg(short = 'P', long, default_value_t = 4, value_name = "N")]
     pub connections: u32,
     #[command(flatten)]
     pub execution: ExecutionArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-/// A parsed `--phases` list (one value; clap would read a bare `Vec` as a repeated flag).
-#[derive(Debug, Clone)]
-pub struct Phases(pub Vec<Phase>);
-
-/// `--phases`: a comma list of phases, in order.
-fn parse_phases(s: &str) -> Result<Phases, String> {
-    s.split(',')
-        .map(|p| {
-            Phase::parse(p.trim())
-                .ok_or_else(|| format!("'{p}' is not a phase (idle, upload, download, both)"))
-        })
-        .collect::<Result<_, _>>()
-        .map(Phases)
 }
 
 impl LoadArgs {
@@ -97,7 +72,7 @@ impl LoadArgs {
             ping_rate: self.ping_rate,
             ping_size: self.ping_size,
             stages: self.stages,
-            load: match self.kind {
+            load: match self.load {
                 LoadKind::Stream => LoadOf::Stream,
                 LoadKind::Pps => LoadOf::Pps,
                 LoadKind::Rpc => LoadOf::Rpc,
@@ -110,10 +85,11 @@ impl LoadArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command, TestCommand};
+    use super::super::tests_specs::parsed;
+    use super::super::{Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
-    use sonde_results::{Engine, TestSpec};
+    use sonde_results::{Engine, Phase, TestSpec};
 
     fn spec_of(line: &str) -> Result<LoadSpec, SpecError> {
         let Command::Test(TestCommand::Load(a)) = parsed(line) else {

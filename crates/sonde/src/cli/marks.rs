@@ -32,7 +32,8 @@ impl MarksArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command, TestCommand};
+    use super::super::tests_specs::parsed;
+    use super::super::{Cli, Command, TestCommand};
     use clap::Parser;
     use sonde_results::marks::Dscp;
     use sonde_results::TestSpec;
@@ -45,7 +46,7 @@ mod tests {
             let command = parsed(&line);
             let plan = match &command {
                 Command::Stamp(a) => a.plan().unwrap(),
-                c => c.plan().unwrap(),
+                c => c.test().unwrap().0,
             };
             let specs = match plan.unwrap_or_else(|e| panic!("{kind}: {e}")) {
                 Plan::Tests(specs) => specs,

@@ -13,7 +13,7 @@ mod serve;
 mod stamp;
 mod stream;
 #[cfg(test)]
-mod tests_specs;
+pub(crate) mod tests_specs;
 mod watch;
 
 pub use flags::{parse_duration_ms, OutputArgs, Target};
@@ -32,6 +32,7 @@ use sonde_results::spec::units::parse_percent;
 use sonde_results::SpecError;
 use sonde_run::fleet;
 use sonde_run::measure::Plan;
+use sonde_run::stored::ExportFormat;
 
 use sonde_probe::tune::Goal;
 
@@ -121,12 +122,6 @@ impl Command {
             _ => None,
         }
     }
-
-    /// What a test command measures ([`Command::test`]).
-    #[cfg(test)]
-    pub fn plan(&self) -> Option<Result<Plan, SpecError>> {
-        self.test().map(|(plan, ..)| plan)
-    }
 }
 
 impl TestCommand {
@@ -134,29 +129,12 @@ impl TestCommand {
     pub fn test(&self) -> Test<'_> {
         match self {
             TestCommand::Stream(a) => (a.plan(), &a.target, &a.output),
-            TestCommand::Ping(a) => (
-                a.specs().map(Plan::Tests),
-                &a.common.target,
-                &a.common.output,
-            ),
-            TestCommand::Rpc(a) => (
-                a.specs().map(Plan::Tests),
-                &a.common.target,
-                &a.common.output,
-            ),
+            TestCommand::Ping(a) => a.common.test(a.specs()),
+            TestCommand::Rpc(a) => a.common.test(a.specs()),
             TestCommand::Pps(a) => (a.plan(), &a.target, &a.output),
             TestCommand::Load(a) => (a.spec().map(Plan::Load), &a.target, &a.output),
         }
     }
-}
-
-/// Test only: `line` (after `sonde`, split as a shell would) parsed, or a panic.
-#[cfg(test)]
-fn parsed(line: &str) -> Command {
-    let words = shell_words::split(line).expect("a line that splits");
-    Cli::try_parse_from(std::iter::once("sonde".to_string()).chain(words))
-        .unwrap_or_else(|e| panic!("{line}: {e}"))
-        .command
 }
 
 #[derive(Args, Debug)]
@@ -243,7 +221,7 @@ pub enum ResultsAction {
         /// The runs stored with this label (a fleet's runs carry the fleet's name).
         #[arg(long, conflicts_with = "ids")]
         label: Option<String>,
-        #[arg(long, value_enum, default_value = "json")]
+        #[arg(long, value_parser = flags::named(ExportFormat::ALL, ExportFormat::name), default_value = "json")]
         format: ExportFormat,
     },
     /// Stores result documents written with --output or --json.
@@ -252,14 +230,6 @@ pub enum ResultsAction {
         #[arg(long)]
         label: Option<String>,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
-    Json,
-    Csv,
-    HdrLog,
-    Openmetrics,
 }
 
 #[derive(Args, Debug)]

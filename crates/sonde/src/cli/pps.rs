@@ -3,7 +3,7 @@
 
 use super::flags::{parse_poll, PollChoice};
 use clap::Args;
-use sonde_results::{SpecError, TestSpec};
+use sonde_results::SpecError;
 use sonde_run::build::pps::{self, DpdkFlags, PpsParams, SearchFlags};
 use sonde_run::measure::Plan;
 
@@ -123,22 +123,9 @@ pub struct SearchArgs {
 }
 
 impl PpsArgs {
-    /// One test, or with `--search` the zero-loss search made of such tests.
+    /// One test, the zero-loss search made of such tests, or a test against `iperf3 -s`.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        match self.iperf3 {
-            // HOST runs `iperf3 -s`: one test in its protocol (--search conflicts).
-            true => pps::spec(&self.params()).map(|mut s| {
-                s.bidir = self.bidir;
-                Plan::Iperf3(TestSpec::Pps(s))
-            }),
-            false => pps::plan(&self.params()),
-        }
-    }
-
-    /// The flags as a validated spec ([`pps::spec`]).
-    #[cfg(test)]
-    pub fn spec(&self) -> Result<sonde_results::PpsSpec, SpecError> {
-        pps::spec(&self.params())
+        pps::plan(&self.params())
     }
 
     fn params(&self) -> PpsParams {
@@ -156,6 +143,8 @@ impl PpsArgs {
             execution: self.execution.execution(),
             ipv6: self.target.host().contains(':'),
             reverse: self.reverse,
+            bidir: self.bidir,
+            iperf3: self.iperf3,
             search: SearchFlags {
                 search: s.search,
                 trial_ms: s.trial,
@@ -178,7 +167,8 @@ impl PpsArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Command, TestCommand};
+    use super::super::tests_specs::parsed;
+    use super::super::{Command, TestCommand};
     use super::*;
     use sonde_results::{PollMode, PpsSpec, Role};
 
@@ -190,7 +180,7 @@ mod tests {
     }
 
     fn spec_of(line: &str) -> Result<PpsSpec, SpecError> {
-        args_of(line).spec()
+        pps::spec(&args_of(line).params())
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub struct RpmServeArgs {
     /// Also serve the IETF responsiveness test endpoint (networkQuality, mach, `sonde rpm`)
     /// on TCP [ADDR:]PORT: HTTP/2 over TLS 1.3, its configuration at /.well-known/nq. It
     /// answers loopback and --rpm-allow's networks only.
-    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_bind)]
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = sonde_run::serve::parse_rpm_bind)]
     pub rpm: Option<SocketAddr>,
     /// Networks besides loopback the RPM endpoint serves, CIDR (comma list, repeatable).
     #[arg(long, value_delimiter = ',', value_name = "CIDR", requires = "rpm")]
@@ -118,25 +118,13 @@ impl RpmServeArgs {
             allow: self.rpm_allow.clone(),
             cert: self.rpm_cert.clone().zip(self.rpm_key.clone()),
             h2c: self.rpm_h2c,
-            limits: self.limits(),
+            limits: Limits {
+                max_connections: self.rpm_max_connections as usize,
+                max_duration: Duration::from_millis(self.rpm_max_duration.max(1)),
+                max_bitrate: self.rpm_max_bitrate.filter(|b| b.is_finite()),
+                max_memory_bytes: self.rpm_max_memory,
+            },
             congestion: self.rpm_congestion.clone(),
         })
     }
-
-    fn limits(&self) -> Limits {
-        Limits {
-            max_connections: self.rpm_max_connections as usize,
-            max_duration: Duration::from_millis(self.rpm_max_duration.max(1)),
-            max_bitrate: self.rpm_max_bitrate.filter(|b| b.is_finite()),
-            max_memory_bytes: self.rpm_max_memory,
-        }
-    }
-}
-
-fn parse_bind(s: &str) -> Result<SocketAddr, String> {
-    if let Ok(port) = s.parse::<u16>() {
-        return Ok((std::net::Ipv4Addr::UNSPECIFIED, port).into());
-    }
-    s.parse()
-        .map_err(|_| format!("'{s}' is not [ADDR:]PORT (4443, 198.18.0.2:4443, [::1]:4443)"))
 }

@@ -6,8 +6,12 @@ use clap::Args;
 use sonde_results::{SpecError, Stall, TestSpec};
 use sonde_run::build::rr::{self, parse_stall, PingParams, RpcParams, RrParams};
 pub use sonde_run::build::rr::{parse_stages, StagesChoice};
+use sonde_run::measure::Plan;
 
 use super::flags::{parse_duration_ms, parse_size, ExecutionArgs, OutputArgs, Target, TimingArgs};
+
+/// Ping's or rpc's specs, or the flag they refuse.
+type Specs = Result<Vec<TestSpec>, SpecError>;
 
 /// Flags shared by ping and rpc.
 #[derive(Args, Debug)]
@@ -73,12 +77,7 @@ pub struct RpcArgs {
     #[command(flatten)]
     pub common: RrCommon,
     /// Connections (TCP), or flows (UDP: a source port each).
-    #[arg(
-        short = 'C',
-        long = "connections",
-        default_value_t = 1,
-        value_name = "N"
-    )]
+    #[arg(short = 'C', long, default_value_t = 1, value_name = "N")]
     pub connections: u32,
     /// Requests in flight per connection (msg_gen's msg_window).
     #[arg(short = 'W', long, default_value_t = 1, value_name = "N")]
@@ -113,6 +112,12 @@ pub struct RpcArgs {
 }
 
 impl RrCommon {
+    /// Ping's or rpc's specs, as the pipeline runs them, with the agent and output
+    /// (`cli::Test`).
+    pub fn test(&self, specs: Specs) -> (Result<Plan, SpecError>, &Target, &OutputArgs) {
+        (specs.map(Plan::Tests), &self.target, &self.output)
+    }
+
     /// The shared flags as typed values.
     fn params(&self, udp: bool) -> RrParams {
         RrParams {
@@ -131,7 +136,7 @@ impl RrCommon {
 }
 
 impl PingArgs {
-    pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
+    pub fn specs(&self) -> Specs {
         let own = PingParams {
             msg_size: self.msg_size,
             rate: self.rate,
@@ -141,7 +146,7 @@ impl PingArgs {
 }
 
 impl RpcArgs {
-    pub fn specs(&self) -> Result<Vec<TestSpec>, SpecError> {
+    pub fn specs(&self) -> Specs {
         let own = RpcParams {
             connections: self.connections,
             window: self.window,
@@ -159,7 +164,8 @@ impl RpcArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command, TestCommand};
+    use super::super::tests_specs::parsed;
+    use super::super::{Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
     use sonde_results::{PollMode, RrSpec, Transport};

@@ -1,25 +1,18 @@
 //! `sonde serve`'s opt-ins and its own DPDK configuration, turned into the agent's types.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use sonde_proto::labels::Labels;
+use sonde_proto::stamp::StampKey;
 use sonde_run::agent::{self, Allow, Allowed, DEFAULT_PORT};
 use sonde_run::kind::dpdk_source::AgentDpdk;
-use sonde_run::serve::{self, parse_allowed_dscp, parse_label};
+use sonde_run::serve::{self, parse_allowed_dscp, parse_label, parse_stamp_bind};
+use sonde_run::stamp::load_key;
 
-use super::flags::{parse_bits, parse_bytes, parse_duration_ms, parse_size};
+use super::flags::{named, parse_bits, parse_bytes, parse_duration_ms, parse_size};
 use sonde_results::spec::units::parse_ratio;
-
-/// `--allow`: one of the words [`Allow::name`] gives (clap lists them in help and errors).
-fn parse_allow() -> impl clap::builder::TypedValueParser<Value = Allow> {
-    use clap::builder::{PossibleValuesParser, TypedValueParser};
-    PossibleValuesParser::new(Allow::ALL.map(Allow::name)).map(|word| {
-        let named = Allow::ALL.into_iter().find(|a| a.name() == word);
-        named.expect("a listed word")
-    })
-}
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -63,7 +56,7 @@ pub struct ServeArgs {
     /// (testpmd as root on a device of this host), xdp (an XDP program on an interface),
     /// third-party (either part of a test between two agents: this host sends to another).
     /// Nothing by default.
-    #[arg(long, value_parser = parse_allow(), value_delimiter = ',', value_name = "WHAT")]
+    #[arg(long, value_parser = named(Allow::ALL, Allow::name), value_delimiter = ',', value_name = "WHAT")]
     pub allow: Vec<Allow>,
     /// --allow dpdk: testpmd's arguments on this host, EAL ones first, then after a `--`
     /// testpmd's own, as a controller's --dpdk-args. From a controller (its
@@ -189,14 +182,18 @@ impl ServeArgs {
             port: self.port,
             command,
             allow: self.allowed(),
-            dpdk: self.dpdk()?,
+            dpdk: AgentDpdk::from_flags(
+                self.dpdk_args.as_deref(),
+                self.dpdk_dev.as_deref(),
+                self.allow.contains(&Allow::Dpdk),
+            )?,
             labels,
             reached_at: self.reached_at.clone(),
             stamp_targets: self.stamp_targets.clone(),
-            stamp_sender_key: match &self.stamp_sender_key_file {
-                Some(path) => Some(sonde_run::stamp::load_key("--stamp-sender-key-file", path)?),
-                None => None,
-            },
+            stamp_sender_key: stamp_key(
+                "--stamp-sender-key-file",
+                self.stamp_sender_key_file.as_deref(),
+            )?,
         })
     }
 
@@ -205,57 +202,30 @@ impl ServeArgs {
         let Some(bind) = self.stamp else {
             return Ok(None);
         };
-        let key = match &self.stamp_key_file {
-            Some(path) => Some(sonde_run::stamp::load_key("--stamp-key-file", path)?),
-            None => None,
-        };
         Ok(Some(sonde_run::stamp::ReflectorConfig {
             bind,
             allow: self.stamp_allow.clone(),
             max_pps: self.stamp_max_pps,
-            key,
+            key: stamp_key("--stamp-key-file", self.stamp_key_file.as_deref())?,
             stateful: self.stamp_stateful,
             dscp_policy: serve::reflector_dscps(&self.stamp_allow_dscp),
         }))
     }
 
-    /// The iperf3 server these flags ask for, under the agent's limits.
-    pub fn iperf3(&self, config: &agent::ServeConfig) -> Option<sonde_run::iperf3::Iperf3Config> {
-        Some(sonde_run::iperf3::Iperf3Config {
-            bind: self.iperf3?,
-            allow: self.iperf3_allow.clone(),
-            limits: config.limits.clone(),
-            command: config.command.clone(),
-        })
-    }
-
     pub fn allowed(&self) -> Allowed {
         self.allow.iter().copied().collect()
     }
-
-    /// `--dpdk-args` and `--dpdk-dev`, read as a controller's are.
-    pub fn dpdk(&self) -> anyhow::Result<AgentDpdk> {
-        let allowed = self.allow.contains(&Allow::Dpdk);
-        Ok(AgentDpdk::from_flags(
-            self.dpdk_args.as_deref(),
-            self.dpdk_dev.as_deref(),
-            allowed,
-        )?)
-    }
 }
 
-/// `--stamp [ADDR:]PORT`: a bare port listens on every IPv4 address.
-fn parse_stamp_bind(s: &str) -> Result<std::net::SocketAddr, String> {
-    if let Ok(port) = s.parse::<u16>() {
-        return Ok((std::net::Ipv4Addr::UNSPECIFIED, port).into());
-    }
-    s.parse()
-        .map_err(|_| format!("'{s}' is not [ADDR:]PORT (862, 198.18.0.1:862, [::1]:862)"))
+/// A STAMP key file's key, read as `flag`'s, when one is given.
+fn stamp_key(flag: &'static str, path: Option<&Path>) -> anyhow::Result<Option<StampKey>> {
+    Ok(path.map(|p| load_key(flag, p)).transpose()?)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::tests_specs::parsed;
+    use super::super::{Cli, Command};
     use super::*;
     use clap::Parser;
 

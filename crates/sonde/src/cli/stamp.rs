@@ -80,12 +80,6 @@ impl StampArgs {
         stamp::plan(&self.params(), self.stamp_key_file.as_deref())
     }
 
-    /// The flags as a validated spec ([`stamp::spec`]).
-    #[cfg(test)]
-    pub fn spec(&self) -> Result<sonde_results::StampSpec, SpecError> {
-        stamp::spec(&self.params())
-    }
-
     fn params(&self) -> StampParams {
         StampParams {
             target: self.target.clone(),
@@ -105,9 +99,16 @@ impl StampArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Command};
+    use super::super::tests_specs::parsed;
+    use super::super::Command;
     use super::*;
     use sonde_run::build::stamp::split_target;
+
+    impl StampArgs {
+        fn spec(&self) -> Result<sonde_results::StampSpec, SpecError> {
+            stamp::spec(&self.params())
+        }
+    }
 
     fn args_of(line: &str) -> StampArgs {
         let Command::Stamp(a) = parsed(line) else {

@@ -1,8 +1,8 @@
 //! `sonde stream`: TCP bulk throughput over many connections (the ntttcp / iperf3 job).
 
 use clap::Args;
-use sonde_results::{Direction, SpecError, StreamSpec, TestSpec};
-use sonde_run::build::checked;
+use sonde_results::{SpecError, StreamSpec};
+use sonde_run::build::stream;
 use sonde_run::measure::Plan;
 
 use super::flags::{
@@ -14,12 +14,7 @@ pub struct StreamArgs {
     #[command(flatten)]
     pub target: Target,
     /// TCP connections (per direction with --bidir).
-    #[arg(
-        short = 'P',
-        long = "connections",
-        default_value_t = 1,
-        value_name = "N"
-    )]
+    #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
     pub connections: u32,
     /// Worker threads here [default: one per connection, up to 128].
     #[arg(long, value_name = "T")]
@@ -74,29 +69,18 @@ pub struct StreamArgs {
 impl StreamArgs {
     /// What to measure: a test against an agent, or against an iperf3 server.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        if !self.iperf3 {
-            return self.spec().map(|s| Plan::Tests(vec![s]));
-        }
-        let mut spec = self.spec()?;
-        if let TestSpec::Stream(s) = &mut spec {
-            s.timing.cooldown_ms = 0;
-        }
-        Ok(Plan::Iperf3(spec))
+        stream::plan(self.spec(), self.iperf3)
     }
 
-    /// The flags as a validated spec, the direction chosen from `--reverse` and `--bidir`.
-    pub fn spec(&self) -> Result<TestSpec, SpecError> {
-        checked(TestSpec::Stream(StreamSpec {
+    /// The flags as a spec, not yet checked.
+    fn spec(&self) -> StreamSpec {
+        StreamSpec {
             connections: self.connections,
             client_threads: self.threads,
             server_threads: self.server_threads,
             timing: self.timing.timing(self.cooldown),
             buffer_bytes: self.buffer,
-            direction: match (self.bidir, self.reverse) {
-                (true, _) => Direction::Bidir,
-                (false, true) => Direction::Reverse,
-                (false, false) => Direction::Forward,
-            },
+            direction: stream::direction(self.bidir, self.reverse),
             congestion: self.congestion.clone(),
             nodelay: self.nodelay,
             sndbuf_bytes: self.sndbuf,
@@ -104,22 +88,24 @@ impl StreamArgs {
             rate_bits_per_s: self.rate,
             zerocopy: self.zerocopy,
             execution: self.execution.execution(),
-        }))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command, TestCommand};
+    use super::super::tests_specs::parsed;
+    use super::super::{Cli, Command, TestCommand};
     use super::*;
     use clap::Parser;
-    use sonde_results::Engine;
+    use sonde_results::{Direction, Engine, TestSpec};
+    use sonde_run::build::checked;
 
     fn spec_of(line: &str) -> Result<StreamSpec, SpecError> {
         let Command::Test(TestCommand::Stream(a)) = parsed(line) else {
             panic!("{line} is a stream command")
         };
-        a.spec().map(|s| match s {
+        checked(TestSpec::Stream(a.spec())).map(|s| match s {
             TestSpec::Stream(s) => s,
             _ => unreachable!(),
         })

@@ -6,7 +6,16 @@
 use serde_json::{json, Value};
 use sonde_run::measure::Plan;
 
-use super::{parsed, Command};
+use super::{Cli, Command};
+
+/// `line` (after `sonde`, split as a shell would) parsed, or a panic: every test module of
+/// the CLI reads its command lines so.
+pub(crate) fn parsed(line: &str) -> Command {
+    let words = shell_words::split(line).expect("a line that splits");
+    <Cli as clap::Parser>::try_parse_from(std::iter::once("sonde".to_string()).chain(words))
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+        .command
+}
 
 /// The command lines, after `sonde`.
 const LINES: &[&str] = &[
@@ -128,7 +137,7 @@ fn planned(line: &str) -> Value {
     let plan = match &parsed(line) {
         Command::Watch(a) => a.plan(),
         Command::Stamp(a) => a.plan().expect("no key file read"),
-        other => other.plan().expect("a test command"),
+        other => other.test().expect("a test command").0,
     };
     match plan {
         Ok(Plan::Tests(specs)) => json!({ "tests": specs }),

@@ -42,7 +42,8 @@ impl WatchArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parsed, Cli, Command};
+    use super::super::tests_specs::parsed;
+    use super::super::{Cli, Command};
     use super::*;
     use clap::Parser;
 

@@ -109,9 +109,9 @@ fn phase_end(r: &PhaseRun) -> PhaseEnd {
 }
 
 /// The load test's throughput each way, from its document's receivers (its kind's row:
-/// `kinds::Row::load`).
+/// `document::Row::load`).
 pub fn end_load(d: &Document) -> LoadFigures {
-    (crate::kinds::row(d.test).load)(&d.end.section)
+    (crate::document::row(d.test).load)(&d.end.section)
 }
 
 fn retransmits(d: &Document) -> Option<u64> {

@@ -1,5 +1,5 @@
 //! What a test of each kind run as a load contributes to a load's figures: the rows'
-//! `load` entries (`kinds`), so the load assembly reads any kind through its row.
+//! `load` entries (`document::row`), so the load assembly reads any kind through its row.
 
 use super::LoadFigures;
 use crate::document::{PpsEnd, RrEnd, StreamEnd};
