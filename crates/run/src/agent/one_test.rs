@@ -54,7 +54,7 @@ pub(super) fn run(
         Some(ThirdParty::Client { .. }) => Role::Client,
         _ => Role::Server,
     };
-    let (_slot, mut spec, kind, notes) = admit(&mut conn, spec, shared, role, part.is_some())?;
+    let (slot, mut spec, kind, notes) = admit(&mut conn, spec, shared, role, part.is_some())?;
     let key = shared.cfg.key.as_ref();
     // A client part's log line names where it sent: the operator sees every destination.
     let sent_to = match &part {
@@ -80,6 +80,9 @@ pub(super) fn run(
                 },
             );
             if let Err(e) = proven {
+                // The booking goes before the refusal is sent: a peer that retries at once
+                // is not refused for this attempt's share.
+                drop(slot);
                 let message = e.to_string();
                 return Err(conn.refuse(PeerError::Refused { message }));
             }

@@ -106,11 +106,20 @@ pub struct Serial(File, std::time::Instant);
 /// the tests that hold the machine's serialized time (.ci/run).
 const HOLDS_LOG_ENV: &str = "SONDE_TEST_HOLDS_LOG";
 
+/// Set by scripts/test.sh for its pass of the untimed tests (attacks, refusals, clean-up:
+/// what they assert does not depend on the machine's speed): they share the lock, so they
+/// run beside each other but never beside a timed test, which holds it alone.
+const SHARED_ENV: &str = "SONDE_TEST_LOCK_SHARED";
+
 impl Serial {
     pub fn take() -> Serial {
         let f = File::create(std::env::temp_dir().join("sonde-timing-tests.lock")).unwrap();
+        let mode = match std::env::var_os(SHARED_ENV) {
+            Some(v) if v == "1" => libc::LOCK_SH,
+            _ => libc::LOCK_EX,
+        };
         // SAFETY: a valid fd; the lock is released when the file is closed.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        let r = unsafe { libc::flock(f.as_raw_fd(), mode) };
         assert_eq!(r, 0, "flock: {}", std::io::Error::last_os_error());
         Serial(f, std::time::Instant::now())
     }
