@@ -32,7 +32,10 @@ TESTS = {
 # variant -> (which binary, its stage flags, the variant it is compared with)
 VARIANTS = {
     "off": ("new", ["--stages", "off"], "off"),
+    # The default: one in 16 with one message in flight (ping), one in 64 with four or
+    # more (rpc -C 32), `default_stage_every`.
     "sampled": ("new", [], "off"),
+    "1/16": ("new", ["--stages", "16"], "off"),
     "all": ("new", ["--stages", "all"], "off"),
     # Receive stamps and the echo's figures on every message, a stamped one in 65,536:
     # what sampling cannot take away.
