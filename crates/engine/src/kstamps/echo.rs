@@ -92,9 +92,10 @@ impl EchoStamps {
     /// Requests were read: `rx`, the last one's arrival stamp; `waiting` (TCP) requests
     /// read before them not yet begun answering, `n` of them in this read. The clock is
     /// read (the echo's wake-up ends) only when one of them is sampled.
+    #[inline]
     pub fn read(&mut self, rx: Option<u64>, waiting: u64, n: u64) {
         let first = self.answers + waiting;
-        if (first..first + n).any(|i| self.sampling.sampled(i)) {
+        if self.sampling.next_sampled(first) < first + n {
             self.rx = rx;
             self.read_at = now_real();
         }
@@ -103,6 +104,7 @@ impl EchoStamps {
     /// How the next read of a TCP connection goes ([`RxRead`]): stamped only when it may
     /// complete a sampled request. `waiting` requests read not yet begun answering,
     /// `partial` bytes of the next one in, requests of `request_bytes`.
+    #[inline]
     pub fn stream_read(
         &self,
         waiting: u64,

@@ -106,8 +106,16 @@ impl Stamps {
     }
 
     /// Reads the stamps of its sends from `fd`'s error queue, when one is awaited (or
-    /// `always`: one woke the wait).
+    /// `always`: one woke the wait). Asked after every send and read: with nothing
+    /// booked (most of the time, sampled) it returns without a call.
+    #[inline]
     pub fn collect(&mut self, fd: RawFd, always: bool) {
+        if always || !self.book.is_empty() {
+            self.read_queue(fd, always);
+        }
+    }
+
+    fn read_queue(&mut self, fd: RawFd, always: bool) {
         let book = &mut self.book;
         if always {
             let _ = self.queue.drain(fd, |s| book.stamped(s));
@@ -140,9 +148,7 @@ impl Stamps {
                         .sampled(u64::from_le_bytes(h.try_into().expect("8 bytes")))
                 });
         }
-        let every = u64::from(self.sampling.every);
-        let next = self.completed.div_ceil(every) * every;
-        next < self.completed + responses as u64
+        self.sampling.next_sampled(self.completed) < self.completed + responses as u64
     }
 
     /// Gives the book the answers of one read: TCP's in order, a matched UDP reply by the
