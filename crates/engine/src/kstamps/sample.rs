@@ -237,7 +237,10 @@ mod tests {
     #[test]
     fn sampled_messages_are_the_multiples_of_n() {
         for every in [1, 2, 3, 16, 64, 100, 65_536] {
-            let s = Sampling { every, opt_id: false };
+            let s = Sampling {
+                every,
+                opt_id: false,
+            };
             for i in (0..300u64).chain([u64::MAX - 70_000, u64::MAX - 1, u64::MAX]) {
                 let n = u64::from(every);
                 assert_eq!(s.sampled(i), i % n == 0, "{i} in {every}");

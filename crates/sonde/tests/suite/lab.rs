@@ -83,7 +83,10 @@ fn stages_by_default(text: &str, dir: &std::path::Path) {
     let tables = text
         .matches("messages split from both ends' kernel timestamps")
         .count();
-    assert_eq!(tables, 3, "ping, ping --udp and rpc each print stages: {text}");
+    assert_eq!(
+        tables, 3,
+        "ping, ping --udp and rpc each print stages: {text}"
+    );
     let mut staged = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let doc: serde_json::Value =

@@ -108,7 +108,10 @@ fn every_message_split(doc: &Value, extra: &[&str]) {
         let n = i["latency_ns"]["count"].as_u64().unwrap_or(0);
         if n >= 2 * conns * every {
             asked += 1;
-            assert!(i["stages"]["split"].as_u64().unwrap_or(0) > 0, "{extra:?}: {i}");
+            assert!(
+                i["stages"]["split"].as_u64().unwrap_or(0) > 0,
+                "{extra:?}: {i}"
+            );
         }
     }
     eprintln!("{extra:?}: {asked} intervals held to their stages, one in {every}");
