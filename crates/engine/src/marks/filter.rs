@@ -1,9 +1,9 @@
 //! Counting a receiver's datagrams by the TOS byte they arrived with inside the kernel: an
 //! eBPF socket filter on each socket of the test's group reads the IP header's TOS (IPv4)
-//! or Traffic Class (IPv6) of each of the test's own datagrams (its cookie, a flow in
-//! range: what the receiver accounts as ours) and adds one to a per-CPU count, then
-//! accepts the datagram unchanged. A foreign datagram (another cookie, too short) is
-//! accepted and not counted.
+//! or Traffic Class (IPv6) of each of the test's own datagrams ([`Match`]: pps's cookie and
+//! a flow in range, a request's length and cookie, an answer's length: what the receiver
+//! accounts as ours) and adds one to a per-CPU count, then accepts the datagram unchanged.
+//! A foreign datagram (another cookie, too short) is accepted and not counted.
 //!
 //! Why: `IP_RECVTOS` makes the kernel write a control message per datagram in recvmmsg,
 //! measured at 60-80 ns a datagram on a 550 ns receive (BENCHMARKS.md, "Marks on every
@@ -64,6 +64,7 @@ const JA: u8 = 0x05;
 const JEQ_K: u8 = 0x15;
 const JGE_K: u8 = 0x35;
 const JLT_K: u8 = 0xa5;
+const JNE_K: u8 = 0x55;
 const JNE32_K: u8 = 0x56;
 const CALL: u8 = 0x85;
 const EXIT: u8 = 0x95;
@@ -126,18 +127,47 @@ impl Prog {
     }
 }
 
-/// The filter: the TOS of each datagram carrying `cookie` and a flow below `flows`
-/// counted in slot `cpu * 256 + tos` of `map_fd` (slot `cpus * 256` for a CPU at or
-/// beyond `cpus`); every datagram accepted whole.
-fn program(cookie: u32, flows: u32, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
+/// Which datagrams a filter counts: the test's own, as its receiver accounts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// pps: the cookie (as its sender writes it) at the payload's start and a flow below
+    /// `flows` after it.
+    Pps { cookie: u32, flows: u32 },
+    /// A request/response test's UDP request: `bytes` of payload whose bytes 8 to 15 (after
+    /// the sequence number) are the cookie, big-endian (`udp_match`).
+    Request { cookie: u64, bytes: u32 },
+    /// Every datagram of `bytes` of payload: the answers on a connected socket, which
+    /// only its peer's datagrams reach.
+    Length { bytes: u32 },
+}
+
+/// The filter: the TOS of each datagram `m` takes counted in slot `cpu * 256 + tos` of
+/// `map_fd` (slot `cpus * 256` for a CPU at or beyond `cpus`); every datagram accepted
+/// whole. Nothing is read past a datagram's end (`ld_abs` would drop it): the length is
+/// checked first.
+fn program(m: Match, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
     let mut p = Prog::default();
     p.op(MOV_X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
     p.op(LDX_W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
-    p.jump(JLT_K, 0, UDP_HEADER + 8, Label::Accept);
-    p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
-    p.jump(JNE32_K, 0, cookie as i32, Label::Accept);
-    p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 4); // the flow
-    p.jump(JGE_K, 0, flows as i32, Label::Accept);
+    match m {
+        Match::Pps { cookie, flows } => {
+            p.jump(JLT_K, 0, UDP_HEADER + 8, Label::Accept);
+            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
+            p.jump(JNE32_K, 0, cookie as i32, Label::Accept);
+            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 4); // the flow
+            p.jump(JGE_K, 0, flows as i32, Label::Accept);
+        }
+        Match::Request { cookie, bytes } => {
+            p.jump(JNE_K, 0, UDP_HEADER + bytes as i32, Label::Accept);
+            p.jump(JLT_K, 0, UDP_HEADER + 16, Label::Accept);
+            // ld_abs reads big-endian: the cookie's high word, then its low one.
+            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 8);
+            p.jump(JNE32_K, 0, (cookie >> 32) as u32 as i32, Label::Accept);
+            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 12);
+            p.jump(JNE32_K, 0, cookie as u32 as i32, Label::Accept);
+        }
+        Match::Length { bytes } => p.jump(JNE_K, 0, UDP_HEADER + bytes as i32, Label::Accept),
+    }
     p.op(LD_ABS_B, 0, 0, 0, NET_OFF); // version and header length
     p.op(RSH_K, 0, 0, 0, 4);
     p.jump(JEQ_K, 0, 6, Label::V6);
@@ -213,16 +243,22 @@ impl Drop for Mapped {
 pub struct TosFilter {
     counts: Mapped,
     cpus: u32,
-    cookie: u32,
+    matching: Match,
     _map: OwnedFd,
     prog: OwnedFd,
 }
 
 impl TosFilter {
-    /// Loads the filter for the test's `cookie` and `flows` and attaches it to every one
-    /// of `sockets`. An error (BPF refused: no CAP_BPF, a locked-down kernel) leaves no
-    /// socket filtered.
+    /// Loads the filter for the pps test's `cookie` and `flows` and attaches it to every
+    /// one of `sockets`. An error (BPF refused: no CAP_BPF, a locked-down kernel) leaves
+    /// no socket filtered.
     pub fn attach(sockets: &[RawFd], cookie: u32, flows: u32) -> io::Result<TosFilter> {
+        TosFilter::attach_matching(sockets, Match::Pps { cookie, flows })
+    }
+
+    /// Loads the filter counting the datagrams `matching` takes and attaches it to every
+    /// one of `sockets`, as [`attach`](Self::attach).
+    pub fn attach_matching(sockets: &[RawFd], matching: Match) -> io::Result<TosFilter> {
         let cpus = possible_cpus();
         let slots = cpus * 256 + 1;
         let mut a = MapCreate {
@@ -251,11 +287,11 @@ impl TosFilter {
             return Err(io::Error::last_os_error());
         }
         let counts = Mapped { ptr, len };
-        let prog = load(&program(cookie, flows, cpus, map.as_raw_fd()))?;
+        let prog = load(&program(matching, cpus, map.as_raw_fd()))?;
         let filter = TosFilter {
             counts,
             cpus,
-            cookie,
+            matching,
             _map: map,
             prog,
         };
@@ -275,9 +311,9 @@ impl TosFilter {
         crate::int_option::set_level_int(fd, libc::SOL_SOCKET, SO_ATTACH_BPF, prog)
     }
 
-    /// The cookie of the datagrams it counts.
-    pub fn cookie(&self) -> u32 {
-        self.cookie
+    /// Which datagrams it counts.
+    pub fn matching(&self) -> Match {
+        self.matching
     }
 
     /// The program's kernel id (for a test to see it gone).
