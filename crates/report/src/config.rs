@@ -88,7 +88,11 @@ pub(crate) fn rr(r: &RrSpec, rpc: bool) -> Vec<String> {
     // Stages are sampled by default: only another choice is named (a previous build's
     // `--stages`, no sampling stated, stamped every message).
     if r.stages {
-        let default = sonde_results::spec::default_stage_every(r.rate_per_s, r.timing.duration_ms);
+        let default = sonde_results::spec::default_stage_every(
+            r.rate_per_s,
+            r.timing.duration_ms,
+            r.connections.saturating_mul(r.window),
+        );
         match r.stage_every.unwrap_or(1) {
             n if n == default => {}
             1 => o.push("--stages all".into()),
@@ -224,7 +228,7 @@ mod tests {
             "ping UDP --stages all"
         );
         let sampled = RrSpec {
-            stage_every: Some(sonde_results::spec::default_stage_every(None, 10_000)),
+            stage_every: Some(sonde_results::spec::default_stage_every(None, 10_000, 1)),
             ..ping.clone()
         };
         assert_eq!(config_name(&TestSpec::Ping(sampled)), "ping UDP");

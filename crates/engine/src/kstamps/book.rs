@@ -103,6 +103,13 @@ impl Book {
         self.entries.iter().any(|e| e.r.driver == 0)
     }
 
+    /// How many stamps the sent messages still wait for (qdisc and driver each), at most:
+    /// what one read of the error queue asks for.
+    pub fn stamps_awaited(&self) -> usize {
+        let waiting = self.entries.iter().filter(|e| e.r.driver == 0);
+        waiting.map(|e| 1 + usize::from(e.r.sched == 0)).sum()
+    }
+
     /// A stamp of a send came back from the error queue. On TCP it holds for every
     /// message up to its id still without one: sends made while an earlier one waits are
     /// coalesced into one packet, whose stamp carries only the last send's id. A UDP
@@ -250,6 +257,17 @@ impl Heads {
         }
     }
 
+    /// Whether the stream is at an answer's start with no figures waiting: a read of
+    /// whole answers may then be read in place, not fed.
+    #[inline]
+    pub fn aligned(&self) -> bool {
+        self.at == 0 && self.ready.is_empty()
+    }
+
+    pub fn answer_bytes(&self) -> usize {
+        self.answer_bytes
+    }
+
     /// The figures of the oldest answer not yet taken.
     pub fn take(&mut self) -> Option<EchoFigures> {
         self.ready.pop_front()
@@ -332,12 +350,21 @@ mod tests {
             b.file(&mut h, false);
         }
         assert_eq!(b.key(1), 127);
+        assert_eq!(b.stamps_awaited(), 0, "both sends' stamps are in");
+        b.sent(2, 40_000);
+        assert_eq!(b.stamps_awaited(), 2, "the qdisc's and the driver's");
+        b.stamped(stamp(b.key(2), TxPoint::Sched, 40_010));
+        assert_eq!(b.stamps_awaited(), 1);
+        b.stamped(stamp(b.key(2), TxPoint::Driver, 40_030));
+        assert_eq!(b.stamps_awaited(), 0);
+        b.answered(2, (Some(42_000), 42_500), Some(figures(2, 1, 50)), true);
+        b.file(&mut h, false);
         assert_eq!(
             h.stages[0].len(),
-            1,
-            "the first, completed by the second answer"
+            2,
+            "the first two, completed by the answers after them"
         );
-        assert_eq!(b.len(), 1, "the second waits for its send stack");
+        assert_eq!(b.len(), 1, "the third waits for its send stack");
         let s0 = [10, 20, 2_000 - 30 - 350, 100, 200, 50, 500];
         assert_eq!(s0.iter().sum::<u64>(), 2_500);
         for (hist, v) in h.stages.iter().zip(s0) {

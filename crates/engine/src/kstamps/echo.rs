@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use super::book::{reached, send_key};
-use super::io::{now_real, ErrQueue, TxPoint};
+use super::io::{now_real, ErrQueue, TxPoint, TxStamp};
 use super::rx_read::{stream_read, RxRead};
 use super::sample::{Sampling, TxControl};
 use super::stages::{span32, EchoFigures, FIGURE_BYTES, UNKNOWN};
@@ -92,9 +92,10 @@ impl EchoStamps {
     /// Requests were read: `rx`, the last one's arrival stamp; `waiting` (TCP) requests
     /// read before them not yet begun answering, `n` of them in this read. The clock is
     /// read (the echo's wake-up ends) only when one of them is sampled.
+    #[inline]
     pub fn read(&mut self, rx: Option<u64>, waiting: u64, n: u64) {
         let first = self.answers + waiting;
-        if (first..first + n).any(|i| self.sampling.sampled(i)) {
+        if self.sampling.next_sampled(first) < first + n {
             self.rx = rx;
             self.read_at = now_real();
         }
@@ -103,6 +104,7 @@ impl EchoStamps {
     /// How the next read of a TCP connection goes ([`RxRead`]): stamped only when it may
     /// complete a sampled request. `waiting` requests read not yet begun answering,
     /// `partial` bytes of the next one in, requests of `request_bytes`.
+    #[inline]
     pub fn stream_read(
         &self,
         waiting: u64,
@@ -186,23 +188,36 @@ impl EchoStamps {
         if self.sends.is_empty() {
             return;
         }
+        // One driver stamp an answer when its send asked (two, with the qdisc's, when
+        // the socket asks for every send's): read in one call that asks for no more;
+        // only a filled one may have left more queued.
+        let per_answer = if self.sampling.per_send() { 1 } else { 2 };
+        let expect = (self.sends.len() * per_answer).min(ErrQueue::BATCH);
         let (sends, untold) = (&mut self.sends, &mut self.untold);
-        let _ = self.queue.drain(fd, |s| {
-            if s.point != TxPoint::Driver {
-                return;
-            }
-            // A stamp covers every answer up to its id (coalesced sends share a packet).
-            while let Some(x) = sends.front().filter(|x| reached(x.key, s.key)).copied() {
-                sends.pop_front();
-                if untold.len() == SENDS_KEPT {
-                    untold.pop_front();
-                }
-                untold.push_back(Untold {
-                    peer: x.peer,
-                    tag: x.tag,
-                    send_ns: span32(x.at, s.ns),
-                });
-            }
+        let got = self
+            .queue
+            .read_expected(fd, expect, |s| told(sends, untold, s));
+        if got.is_ok_and(|n| n == expect) && !sends.is_empty() {
+            let _ = self.queue.drain(fd, |s| told(sends, untold, s));
+        }
+    }
+}
+
+/// A driver stamp came back: the answers it covers (coalesced sends share a packet, whose
+/// stamp carries the last one's id) have their send stack known, to be told.
+fn told(sends: &mut VecDeque<Sent>, untold: &mut VecDeque<Untold>, s: TxStamp) {
+    if s.point != TxPoint::Driver {
+        return;
+    }
+    while let Some(x) = sends.front().filter(|x| reached(x.key, s.key)).copied() {
+        sends.pop_front();
+        if untold.len() == SENDS_KEPT {
+            untold.pop_front();
+        }
+        untold.push_back(Untold {
+            peer: x.peer,
+            tag: x.tag,
+            send_ns: span32(x.at, s.ns),
         });
     }
 }

@@ -218,6 +218,9 @@ impl Default for ErrQueue {
 }
 
 impl ErrQueue {
+    /// Stamps read from the error queue in one call, at most.
+    pub const BATCH: usize = BATCH;
+
     /// Gives `each` every stamp queued on `fd` now, without waiting; returns how many.
     pub fn drain(&mut self, fd: RawFd, mut each: impl FnMut(TxStamp)) -> io::Result<usize> {
         let mut total = 0;
@@ -230,21 +233,46 @@ impl ErrQueue {
         }
     }
 
+    /// Reads the `expect` stamps the caller awaits in one call that asks for that many
+    /// and no more (a sampled send's: the kernel stops there, without the failed dequeue
+    /// a larger batch ends with); returns how many it read. More than `expect` queued
+    /// (stamps of sends coalesced or not yet read) stay queued and keep the socket's
+    /// `EPOLLERR` up, so the next wait drains them with [`ErrQueue::drain`].
+    pub fn read_expected(
+        &mut self,
+        fd: RawFd,
+        expect: usize,
+        mut each: impl FnMut(TxStamp),
+    ) -> io::Result<usize> {
+        self.read_up_to(fd, expect.clamp(1, BATCH), &mut each)
+    }
+
     /// One `recvmmsg` of the error queue; returns how many messages it read.
     fn read_batch(&mut self, fd: RawFd, each: &mut impl FnMut(TxStamp)) -> io::Result<usize> {
+        self.read_up_to(fd, BATCH, each)
+    }
+
+    /// One `recvmmsg` of at most `most` (<= [`BATCH`]) messages of the error queue.
+    fn read_up_to(
+        &mut self,
+        fd: RawFd,
+        most: usize,
+        each: &mut impl FnMut(TxStamp),
+    ) -> io::Result<usize> {
         // SAFETY: all-zero is a valid mmsghdr; the control pointers are set below.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-        for (m, c) in msgs.iter_mut().zip(self.control.iter_mut()) {
+        for (m, c) in msgs.iter_mut().zip(self.control.iter_mut()).take(most) {
             m.msg_hdr.msg_control = c.as_mut_ptr().cast();
             m.msg_hdr.msg_controllen = CONTROL_BYTES;
         }
         let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
-        // SAFETY: msgs and their control buffers are live for the call.
+        // SAFETY: msgs and their control buffers are live for the call; the kernel
+        // writes at most `most` <= BATCH of them.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
                 msgs.as_mut_ptr(),
-                BATCH as u32,
+                most.min(BATCH) as u32,
                 flags,
                 std::ptr::null_mut(),
             )
@@ -354,6 +382,29 @@ mod tests {
         for k in [0, 1] {
             assert!(udp.contains(&(k, TxPoint::Driver)), "{udp:?}");
         }
+    }
+
+    /// A read of the stamps expected takes that many and no more (the rest stay queued
+    /// for a drain), and asks for at least one and at most a batch.
+    #[test]
+    fn a_read_of_the_expected_stamps_takes_no_more() {
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let v = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable(u.as_raw_fd()).unwrap();
+        for _ in 0..3 {
+            u.send_to(&[3u8; 40], v.local_addr().unwrap()).unwrap();
+        }
+        let mut q = ErrQueue::default();
+        let mut first = Vec::new();
+        let n = q
+            .read_expected(u.as_raw_fd(), 2, |t| first.push(t))
+            .unwrap();
+        assert_eq!((n, first.len()), (2, 2));
+        assert_eq!(first[0].key, 0);
+        let mut rest = Vec::new();
+        assert_eq!(q.drain(u.as_raw_fd(), |t| rest.push(t)).unwrap(), 4);
+        assert!(rest.iter().all(|t| t.key >= 1), "{rest:?}");
+        assert_eq!(q.read_expected(u.as_raw_fd(), 0, |_| {}).unwrap(), 0);
     }
 
     /// An empty error queue is not an error, and a socket without stamps gives none.

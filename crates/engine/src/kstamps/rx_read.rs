@@ -19,6 +19,7 @@ pub struct RxRead {
 /// `next` is the index of the first message not yet whole, `partial` its bytes already
 /// read, and no message from `until` on can be in the stream yet (a client's: the
 /// requests it has not started; an echo's: none, `u64::MAX`).
+#[inline]
 pub fn stream_read(
     sampling: &Sampling,
     (next, partial): (u64, usize),
@@ -33,8 +34,7 @@ pub fn stream_read(
     if sampling.every == 1 {
         return all;
     }
-    let every = u64::from(sampling.every);
-    let sampled = next.div_ceil(every) * every;
+    let sampled = sampling.next_sampled(next);
     if sampled >= until {
         return RxRead {
             stamped: false,

@@ -61,6 +61,14 @@ impl EchoFigures {
     }
 
     /// Reads figures from an answer's first bytes; `None` when it is too short.
+    /// Whether figures at `from`'s start tell an earlier answer's send stack (without
+    /// reading the rest: most answers tell none).
+    #[inline]
+    pub fn tells_send(from: &[u8]) -> bool {
+        from.get(12..16)
+            .is_some_and(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) != UNKNOWN)
+    }
+
     pub fn read(from: &[u8]) -> Option<EchoFigures> {
         let b = from.get(..FIGURE_BYTES)?;
         let w = |i: usize| u32::from_be_bytes(b[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
@@ -377,6 +385,15 @@ mod tests {
         let mut answer = [0u8; 64];
         f.write(&mut answer);
         assert_eq!(EchoFigures::read(&answer), Some(f));
+        assert!(EchoFigures::tells_send(&answer));
+        let silent = EchoFigures {
+            sent_tag: UNKNOWN,
+            ..f
+        };
+        silent.write(&mut answer);
+        assert!(!EchoFigures::tells_send(&answer));
+        assert!(!EchoFigures::tells_send(&answer[..15]));
+        f.write(&mut answer);
         assert_eq!(EchoFigures::read(&answer[..FIGURE_BYTES - 1]), None);
         assert_eq!(span32(10, 5), UNKNOWN);
         assert_eq!(span32(5, 5 + u32::MAX as u64), UNKNOWN);

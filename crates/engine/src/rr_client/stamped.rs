@@ -7,7 +7,7 @@ use std::os::fd::RawFd;
 use super::plan::{ClientPlan, WorkerEnd};
 use super::recorder::Recorder;
 use crate::kstamps::{
-    stream_read, Book, EchoFigures, ErrQueue, Heads, RxRead, Sampling, TxControl,
+    stream_read, Book, EchoFigures, ErrQueue, Heads, RxRead, Sampling, TxControl, FIGURE_BYTES,
 };
 use crate::udp_match::REQUEST_HEADER_BYTES;
 
@@ -106,10 +106,29 @@ impl Stamps {
     }
 
     /// Reads the stamps of its sends from `fd`'s error queue, when one is awaited (or
-    /// `always`: one woke the wait).
+    /// `always`: one woke the wait). Asked after every send and read: with nothing
+    /// booked (most of the time, sampled) it returns without a call.
+    #[inline]
     pub fn collect(&mut self, fd: RawFd, always: bool) {
-        if always || self.book.wants_stamps() {
-            let book = &mut self.book;
+        if always || !self.book.is_empty() {
+            self.read_queue(fd, always);
+        }
+    }
+
+    fn read_queue(&mut self, fd: RawFd, always: bool) {
+        let book = &mut self.book;
+        if always {
+            let _ = self.queue.drain(fd, |s| book.stamped(s));
+            return;
+        }
+        // The stamps awaited, in one call that asks for no more; only when it filled and
+        // a stamp is still awaited may more be queued (one a partial send's).
+        let expect = book.stamps_awaited();
+        if expect == 0 {
+            return;
+        }
+        let got = self.queue.read_expected(fd, expect, |s| book.stamped(s));
+        if got.is_ok_and(|n| n == expect.min(ErrQueue::BATCH)) && book.wants_stamps() {
             let _ = self.queue.drain(fd, |s| book.stamped(s));
         }
     }
@@ -129,9 +148,7 @@ impl Stamps {
                         .sampled(u64::from_le_bytes(h.try_into().expect("8 bytes")))
                 });
         }
-        let every = u64::from(self.sampling.every);
-        let next = self.completed.div_ceil(every) * every;
-        next < self.completed + responses as u64
+        self.sampling.next_sampled(self.completed) < self.completed + responses as u64
     }
 
     /// Gives the book the answers of one read: TCP's in order, a matched UDP reply by the
@@ -145,6 +162,20 @@ impl Stamps {
                     .get(REQUEST_HEADER_BYTES..)
                     .and_then(EchoFigures::read);
                 self.book.answered(seq, r.readings, f, r.counted);
+            }
+            return;
+        }
+        // Whole answers read from an answer's start (the usual read): their figures are
+        // read in place, and only those the book uses (a sampled answer's, or one that
+        // tells an earlier answer's send stack).
+        let size = self.heads.answer_bytes();
+        if self.heads.aligned() && size >= FIGURE_BYTES && r.data.len() == r.responses * size {
+            for head in r.data.chunks_exact(size) {
+                let index = self.completed;
+                let wanted = self.book.sampled(index) || EchoFigures::tells_send(head);
+                let f = wanted.then(|| EchoFigures::read(head)).flatten();
+                self.book.answered(index, r.readings, f, r.counted);
+                self.completed += 1;
             }
             return;
         }

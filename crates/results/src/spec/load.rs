@@ -164,7 +164,11 @@ impl LoadSpec {
             stages: self.ping_stages,
             stage_every: self.ping_stages.then(|| {
                 self.ping_stage_every.unwrap_or_else(|| {
-                    super::rr::default_stage_every(Some(self.ping_rate_per_s), timing.duration_ms)
+                    super::rr::default_stage_every(
+                        Some(self.ping_rate_per_s),
+                        timing.duration_ms,
+                        1,
+                    )
                 })
             }),
             open_loop: true,

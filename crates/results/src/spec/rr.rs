@@ -41,18 +41,29 @@ pub const STAGE_FIGURE_BYTES: u32 = 28;
 /// Sampled stages: at most one message in this many is stamped.
 pub const MAX_STAGE_EVERY: u32 = 1 << 16;
 
-/// The default sampling of a closed loop (`bench/stages_cost.py`: its cost within the
-/// noise of stages off at ping and rpc -C 32 rates, BENCHMARKS.md), and the messages a
-/// paced run keeps split at least, so that a stage's P99 rests on tens of messages.
+/// The default sampling of a closed loop with one message in flight (`bench/stages_cost.py`:
+/// its cost within the noise of stages off at ping rates, BENCHMARKS.md), and the messages
+/// a paced run keeps split at least, so that a stage's P99 rests on tens of messages.
 pub const DEFAULT_STAGE_EVERY: u32 = 16;
 pub const LEAST_SPLIT: f64 = 2_000.0;
+/// The default sampling of a closed loop with sixteen or more messages in flight: its
+/// rate is that many times one's until the CPUs are full, where a stamped message costs
+/// both ends ~10 us of CPU (the asking sends, the stamped reads, the error queue's reads,
+/// the clock readings and the stage records): one in 64 added 2.2 % to rpc -C 32's CPU per
+/// message, one in 256 0.3 %; one in 256 still splits ~1,000 messages a second there
+/// (BENCHMARKS.md, "Sampled stages at rpc -C 32: one in 256").
+pub const BUSY_STAGE_EVERY: u32 = 256;
 
-/// One message in how many a run stamps by default: [`DEFAULT_STAGE_EVERY`] in a closed
-/// loop (tens of thousands of messages a second here), fewer in a paced run so that it
-/// still splits [`LEAST_SPLIT`] messages or all of them (a load's pings at 100/s: all).
-pub fn default_stage_every(rate_per_s: Option<f64>, duration_ms: u64) -> u32 {
+/// One message in how many a run stamps by default: in a closed loop
+/// [`DEFAULT_STAGE_EVERY`] times the messages in flight (`in_flight`: connections times
+/// window, rounded up to a power of two), at most [`BUSY_STAGE_EVERY`]; in a paced run
+/// fewer, so that it still splits [`LEAST_SPLIT`] messages or all of them (a load's pings
+/// at 100/s: all).
+pub fn default_stage_every(rate_per_s: Option<f64>, duration_ms: u64, in_flight: u32) -> u32 {
     match rate_per_s {
-        None => DEFAULT_STAGE_EVERY,
+        None => DEFAULT_STAGE_EVERY
+            .saturating_mul(in_flight.clamp(1, BUSY_STAGE_EVERY).next_power_of_two())
+            .min(BUSY_STAGE_EVERY),
         Some(r) => {
             let messages = r * duration_ms as f64 / 1e3;
             ((messages / LEAST_SPLIT).floor() as u32).clamp(1, DEFAULT_STAGE_EVERY)
@@ -312,10 +323,21 @@ mod tests {
         };
         let back: RrSpec = serde_json::from_value(serde_json::to_value(&new).unwrap()).unwrap();
         assert_eq!(back.stage_every(), 16);
-        assert_eq!(default_stage_every(None, 10_000), DEFAULT_STAGE_EVERY);
-        assert_eq!(default_stage_every(Some(100.0), 10_000), 1);
-        assert_eq!(default_stage_every(Some(1_000.0), 10_000), 5);
-        assert_eq!(default_stage_every(Some(1e6), 10_000), DEFAULT_STAGE_EVERY);
+        assert_eq!(default_stage_every(None, 10_000, 1), DEFAULT_STAGE_EVERY);
+        assert_eq!(default_stage_every(None, 10_000, 2), 32);
+        assert_eq!(default_stage_every(None, 10_000, 3), 64);
+        assert_eq!(default_stage_every(None, 10_000, 16), BUSY_STAGE_EVERY);
+        assert_eq!(default_stage_every(None, 10_000, 32), BUSY_STAGE_EVERY);
+        assert_eq!(
+            default_stage_every(None, 10_000, u32::MAX),
+            BUSY_STAGE_EVERY
+        );
+        assert_eq!(default_stage_every(Some(100.0), 10_000, 1), 1);
+        assert_eq!(default_stage_every(Some(1_000.0), 10_000, 8), 5);
+        assert_eq!(
+            default_stage_every(Some(1e6), 10_000, 8),
+            DEFAULT_STAGE_EVERY
+        );
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl StagesChoice {
             StagesChoice::Sampled => Some(default_stage_every(
                 spec.rate_per_s,
                 spec.timing.duration_ms,
+                spec.connections.saturating_mul(spec.window),
             )),
         };
         spec.stages = every.is_some();

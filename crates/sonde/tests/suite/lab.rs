@@ -54,6 +54,7 @@ fn lab_runs_and_cleans_up() {
     }
     once_per_run(&text);
     one_host_figures_in_the_summary(&text, &dir);
+    stages_by_default(&text, &dir);
     assert!(lab_namespaces(pid).is_empty(), "namespaces left behind");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -74,6 +75,30 @@ fn once_per_run(text: &str) {
         notes.iter().all(|n| n.starts_with("note: client: engine ")),
         "{notes:#?}"
     );
+}
+
+/// The pings and the rpc split their round trips into stages without being asked (sampled,
+/// the default): each prints its stages table, and its document states the sampling.
+fn stages_by_default(text: &str, dir: &std::path::Path) {
+    let tables = text
+        .matches("messages split from both ends' kernel timestamps")
+        .count();
+    assert_eq!(
+        tables, 3,
+        "ping, ping --udp and rpc each print stages: {text}"
+    );
+    let mut staged = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+        let stages = &doc["end"]["stages"];
+        if stages.is_object() {
+            assert!(stages["sampled_every"].as_u64().unwrap() > 1, "{stages}");
+            staged.push(doc["test"].as_str().unwrap().to_string());
+        }
+    }
+    staged.sort();
+    assert_eq!(staged, ["ping", "ping", "rpc"], "the documents with stages");
 }
 
 /// Both lab namespaces share this host: each stream's row shows the host's CPU busy and

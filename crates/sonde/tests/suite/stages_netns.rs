@@ -91,10 +91,32 @@ fn every_message_split(doc: &Value, extra: &[&str]) {
             "{extra:?}: stages sum to {sum:.0} ns, the round trips' mean is {mean:.0}"
         );
     }
-    // Every interval says where its own round trips went.
+    // Every interval that holds sampled messages says where its own round trips went. An
+    // interval of `n` round trips over `conns` connections holds at least n / conns /
+    // every sampled ones on its busiest connection (sampling is by index); asked where
+    // that is at least 2, so that one is filed inside the interval even when the last
+    // is filed in the next (a message is filed once its echo's send stack comes, a few
+    // answers later). A loaded machine's half-second interval of one in 64 over 4
+    // connections may hold none (3 of 3 runs at a load of 6-10 failed the unconditional
+    // form).
+    let conns = extra
+        .iter()
+        .position(|&f| f == "-C")
+        .map_or(1, |i| extra[i + 1].parse::<u64>().unwrap());
+    let mut asked = 0;
     for i in doc["intervals"].as_array().unwrap() {
-        assert!(i["stages"]["split"].as_u64().unwrap_or(0) > 0, "{i}");
+        let n = i["latency_ns"]["count"].as_u64().unwrap_or(0);
+        if n >= 2 * conns * every {
+            asked += 1;
+            assert!(
+                i["stages"]["split"].as_u64().unwrap_or(0) > 0,
+                "{extra:?}: {i}"
+            );
+        }
     }
+    eprintln!("{extra:?}: {asked} intervals held to their stages, one in {every}");
+    // Every message split: every interval with two round trips is held to it.
+    assert!(every > 1 || asked > 0, "{extra:?}: no interval held");
 }
 
 /// Busy polling on both ends: neither application sleeps, so both receive wake-ups fall.
