@@ -56,19 +56,14 @@ pub fn far_side(spec: &PpsSpec, role: Role, r: &Results, who: &str) -> SideResul
             jitter.join(", ")
         ));
     }
+    // iperf3 reports no reordering, duplicates or socket drops: those stay at none.
     let section = SideSection::Pps(PpsResult {
         size_bytes: spec.size_bytes,
         packets: window,
         per_flow,
-        reordered: 0,
-        duplicated: 0,
-        foreign: 0,
-        socket_drops: None,
         poll: "iperf3".into(),
-        port: None,
-        blocked_sends: None,
-        marks: None,
         jitter_ms: (role == Role::Server).then_some(jitter_ms),
+        ..PpsResult::default()
     });
     super::figures::peer_side(role, r, who, notes, section)
 }
