@@ -24,8 +24,8 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::xdp::bpf::{bpf, owned, MapCreate, ProgLoad, BPF_MAP_CREATE, BPF_PROG_LOAD};
-use crate::xdp::Insn;
+use crate::xdp::bpf::{bpf, load_prog, owned, MapCreate, BPF_MAP_CREATE};
+use crate::xdp::{Asm, Insn};
 
 /// The name every loaded filter carries (16 bytes with the NUL), so a test can look for
 /// one left behind.
@@ -79,58 +79,11 @@ enum Label {
     Store,
 }
 
-/// Instructions with jumps to labels, resolved at the end.
-#[derive(Default)]
-struct Prog {
-    insns: Vec<(Insn, Option<Label>)>,
-    labels: Vec<(Label, usize)>,
-}
-
-impl Prog {
-    fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
-        let regs = dst | (src << 4);
-        self.insns.push((
-            Insn {
-                code,
-                regs,
-                off,
-                imm,
-            },
-            None,
-        ));
-    }
-    fn jump(&mut self, code: u8, dst: u8, imm: i32, to: Label) {
-        let i = Insn {
-            code,
-            regs: dst,
-            off: 0,
-            imm,
-        };
-        self.insns.push((i, Some(to)));
-    }
-    fn label(&mut self, l: Label) {
-        self.labels.push((l, self.insns.len()));
-    }
-    fn finish(self) -> Vec<Insn> {
-        let at = |l: Label| {
-            let found = self.labels.iter().find(|(x, _)| *x == l);
-            found.map(|(_, i)| *i).expect("every jump target is placed")
-        };
-        let resolve = |(pc, (mut i, to)): (usize, &(Insn, Option<Label>))| {
-            if let Some(l) = to {
-                i.off = (at(*l) as i64 - pc as i64 - 1) as i16;
-            }
-            i
-        };
-        self.insns.iter().enumerate().map(resolve).collect()
-    }
-}
-
 /// The filter: the TOS of each datagram carrying `cookie` and a flow below `flows`
 /// counted in slot `cpu * 256 + tos` of `map_fd` (slot `cpus * 256` for a CPU at or
 /// beyond `cpus`); every datagram accepted whole.
 fn program(cookie: u32, flows: u32, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
-    let mut p = Prog::default();
+    let mut p = Asm::default();
     p.op(MOV_X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
     p.op(LDX_W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
     p.jump(JLT_K, 0, UDP_HEADER + 8, Label::Accept);
@@ -251,7 +204,14 @@ impl TosFilter {
             return Err(io::Error::last_os_error());
         }
         let counts = Mapped { ptr, len };
-        let prog = load(&program(cookie, flows, cpus, map.as_raw_fd()))?;
+        let insns = program(cookie, flows, cpus, map.as_raw_fd());
+        let prog = load_prog(
+            BPF_PROG_TYPE_SOCKET_FILTER,
+            0,
+            PROG_NAME,
+            "the TOS filter",
+            &insns,
+        )?;
         let filter = TosFilter {
             counts,
             cpus,
@@ -307,31 +267,6 @@ impl TosFilter {
 /// Takes any filter off `fd` (the undoing of a partial attach).
 fn detach(fd: RawFd) {
     let _ = crate::int_option::set_level_int(fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0);
-}
-
-/// Loads `insns` as a socket filter named [`PROG_NAME`]; the verifier's log is in the
-/// error.
-fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
-    let license = c"GPL";
-    let mut log = vec![0u8; 64 * 1024];
-    let mut name = [0u8; 16];
-    name[..PROG_NAME.len()].copy_from_slice(PROG_NAME.as_bytes());
-    let mut a = ProgLoad {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        log_level: 1,
-        log_size: log.len() as u32,
-        log_buf: log.as_mut_ptr() as u64,
-        prog_name: name,
-        ..Default::default()
-    };
-    bpf(BPF_PROG_LOAD, &mut a).map(owned).map_err(|e| {
-        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-        let text = String::from_utf8_lossy(&log[..end]);
-        io::Error::new(e.kind(), format!("loading the TOS filter: {e}\n{text}"))
-    })
 }
 
 /// The start of `struct bpf_prog_info`: what a test needs of a program.
