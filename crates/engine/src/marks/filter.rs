@@ -25,6 +25,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::xdp::bpf::{bpf, load_prog, owned, MapCreate, BPF_MAP_CREATE};
+use crate::xdp::op::*;
 use crate::xdp::{Asm, Insn};
 
 /// The name every loaded filter carries (16 bytes with the NUL), so a test can look for
@@ -45,31 +46,57 @@ const NET_OFF: i32 = -0x10_0000;
 /// UDP header, then ours: cookie (4), flow (4), sequence (8).
 const UDP_HEADER: i32 = 8;
 
-// Opcodes (linux/bpf_common.h, linux/bpf.h).
-const LD_ABS_B: u8 = 0x30;
-const LD_ABS_H: u8 = 0x28;
-const LD_ABS_W: u8 = 0x20;
-const LDX_W: u8 = 0x61;
-const STX_W: u8 = 0x63;
-const ATOMIC_ADD_DW: u8 = 0xdb;
-const LD_IMM64: u8 = 0x18;
-const MOV_K: u8 = 0xb7;
-const MOV_X: u8 = 0xbf;
-const ADD_K: u8 = 0x07;
-const ADD_X: u8 = 0x0f;
-const RSH_K: u8 = 0x77;
-const LSH_K: u8 = 0x67;
-const AND_K: u8 = 0x57;
-const JA: u8 = 0x05;
-const JEQ_K: u8 = 0x15;
-const JGE_K: u8 = 0x35;
-const JLT_K: u8 = 0xa5;
-const JNE32_K: u8 = 0x56;
-const CALL: u8 = 0x85;
-const EXIT: u8 = 0x95;
 const HELPER_MAP_LOOKUP: i32 = 1;
 const HELPER_SMP_PROCESSOR_ID: i32 = 8;
 
+/// The filter: the TOS of each datagram carrying `cookie` and a flow below `flows`
+/// counted in slot `cpu * 256 + tos` of `map_fd` (slot `cpus * 256` for a CPU at or
+/// beyond `cpus`); every datagram accepted whole.
+fn program(cookie: u32, flows: u32, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
+    let mut p = Asm::default();
+    p.op(ALU64 | MOV | X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
+    p.op(LDX | MEM | W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
+    p.jump(JMP | JLT | K, 0, UDP_HEADER + 8, Label::Accept);
+    p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
+    p.jump(JMP32 | JNE | K, 0, cookie as i32, Label::Accept);
+    p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 4); // the flow
+    p.jump(JMP | JGE | K, 0, flows as i32, Label::Accept);
+    p.op(LD | ABS | B, 0, 0, 0, NET_OFF); // version and header length
+    p.op(ALU64 | RSH | K, 0, 0, 0, 4);
+    p.jump(JMP | JEQ | K, 0, 6, Label::V6);
+    p.op(LD | ABS | B, 0, 0, 0, NET_OFF + 1); // IPv4's TOS
+    p.op(ALU64 | MOV | X, 7, 0, 0, 0);
+    p.jump(JMP | JA, 0, 0, Label::Index);
+    p.label(Label::V6);
+    p.op(LD | ABS | H, 0, 0, 0, NET_OFF); // version, traffic class, flow label's top
+    p.op(ALU64 | RSH | K, 0, 0, 0, 4);
+    p.op(ALU64 | AND | K, 0, 0, 0, 0xff);
+    p.op(ALU64 | MOV | X, 7, 0, 0, 0);
+    p.label(Label::Index);
+    p.op(JMP | CALL, 0, 0, 0, HELPER_SMP_PROCESSOR_ID);
+    p.jump(JMP | JGE | K, 0, cpus as i32, Label::Beyond);
+    p.op(ALU64 | LSH | K, 0, 0, 0, 8);
+    p.op(ALU64 | ADD | X, 7, 0, 0, 0); // r7 = cpu * 256 + tos
+    p.jump(JMP | JA, 0, 0, Label::Store);
+    p.label(Label::Beyond);
+    p.op(ALU64 | MOV | K, 7, 0, 0, (cpus * 256) as i32); // a CPU beyond the count: unread
+    p.label(Label::Store);
+    p.op(STX | MEM | W, 10, 7, -4, 0);
+    p.op(ALU64 | MOV | X, 2, 10, 0, 0);
+    p.op(ALU64 | ADD | K, 2, 0, 0, -4);
+    p.op(LD | IMM | DW, 1, 1, 0, map_fd); // src 1: the immediate is a map's descriptor
+    p.op(0, 0, 0, 0, 0);
+    p.op(JMP | CALL, 0, 0, 0, HELPER_MAP_LOOKUP);
+    p.jump(JMP | JEQ | K, 0, 0, Label::Accept);
+    p.op(ALU64 | MOV | K, 1, 0, 0, 1);
+    p.op(STX | ATOMIC | DW, 0, 1, 0, 0);
+    p.label(Label::Accept);
+    p.op(ALU64 | MOV | K, 0, 0, 0, -1); // keep every byte
+    p.op(JMP | EXIT, 0, 0, 0, 0);
+    p.finish()
+}
+
+/// Where the filter's jumps go.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Label {
     Accept,
@@ -77,53 +104,6 @@ enum Label {
     Index,
     Beyond,
     Store,
-}
-
-/// The filter: the TOS of each datagram carrying `cookie` and a flow below `flows`
-/// counted in slot `cpu * 256 + tos` of `map_fd` (slot `cpus * 256` for a CPU at or
-/// beyond `cpus`); every datagram accepted whole.
-fn program(cookie: u32, flows: u32, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
-    let mut p = Asm::default();
-    p.op(MOV_X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
-    p.op(LDX_W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
-    p.jump(JLT_K, 0, UDP_HEADER + 8, Label::Accept);
-    p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
-    p.jump(JNE32_K, 0, cookie as i32, Label::Accept);
-    p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 4); // the flow
-    p.jump(JGE_K, 0, flows as i32, Label::Accept);
-    p.op(LD_ABS_B, 0, 0, 0, NET_OFF); // version and header length
-    p.op(RSH_K, 0, 0, 0, 4);
-    p.jump(JEQ_K, 0, 6, Label::V6);
-    p.op(LD_ABS_B, 0, 0, 0, NET_OFF + 1); // IPv4's TOS
-    p.op(MOV_X, 7, 0, 0, 0);
-    p.jump(JA, 0, 0, Label::Index);
-    p.label(Label::V6);
-    p.op(LD_ABS_H, 0, 0, 0, NET_OFF); // version, traffic class, flow label's top
-    p.op(RSH_K, 0, 0, 0, 4);
-    p.op(AND_K, 0, 0, 0, 0xff);
-    p.op(MOV_X, 7, 0, 0, 0);
-    p.label(Label::Index);
-    p.op(CALL, 0, 0, 0, HELPER_SMP_PROCESSOR_ID);
-    p.jump(JGE_K, 0, cpus as i32, Label::Beyond);
-    p.op(LSH_K, 0, 0, 0, 8);
-    p.op(ADD_X, 7, 0, 0, 0); // r7 = cpu * 256 + tos
-    p.jump(JA, 0, 0, Label::Store);
-    p.label(Label::Beyond);
-    p.op(MOV_K, 7, 0, 0, (cpus * 256) as i32); // a CPU beyond the count: unread
-    p.label(Label::Store);
-    p.op(STX_W, 10, 7, -4, 0);
-    p.op(MOV_X, 2, 10, 0, 0);
-    p.op(ADD_K, 2, 0, 0, -4);
-    p.op(LD_IMM64, 1, 1, 0, map_fd); // src 1: the immediate is a map's descriptor
-    p.op(0, 0, 0, 0, 0);
-    p.op(CALL, 0, 0, 0, HELPER_MAP_LOOKUP);
-    p.jump(JEQ_K, 0, 0, Label::Accept);
-    p.op(MOV_K, 1, 0, 0, 1);
-    p.op(ATOMIC_ADD_DW, 0, 1, 0, 0);
-    p.label(Label::Accept);
-    p.op(MOV_K, 0, 0, 0, -1); // keep every byte
-    p.op(EXIT, 0, 0, 0, 0);
-    p.finish()
 }
 
 /// CPUs the kernel may number (`/sys/devices/system/cpu/possible`, "0-N"): one more than

@@ -19,28 +19,41 @@ pub struct Insn {
     pub imm: i32,
 }
 
-// Opcode parts (linux/bpf_common.h, linux/bpf.h).
-const LD: u8 = 0x00;
-const LDX: u8 = 0x01;
-const JMP: u8 = 0x05;
-const JMP32: u8 = 0x06;
-const ALU64: u8 = 0x07;
-const IMM: u8 = 0x00;
-const MEM: u8 = 0x60;
-const W: u8 = 0x00;
-const H: u8 = 0x08;
-const B: u8 = 0x10;
-const DW: u8 = 0x18;
-const K: u8 = 0x00;
-const X: u8 = 0x08;
-const ADD: u8 = 0x00;
-const AND: u8 = 0x50;
-const LSH: u8 = 0x60;
-const MOV: u8 = 0xb0;
-const JGT: u8 = 0x20;
-const JNE: u8 = 0x50;
-const CALL: u8 = 0x80;
-const EXIT: u8 = 0x90;
+use op::*;
+
+/// The parts an eBPF opcode is or-ed from (linux/bpf_common.h, linux/bpf.h): class, size
+/// or operation, source. Both programs (this one and the TOS filter) are written in them.
+pub(crate) mod op {
+    pub(crate) const LD: u8 = 0x00;
+    pub(crate) const LDX: u8 = 0x01;
+    pub(crate) const STX: u8 = 0x03;
+    pub(crate) const JMP: u8 = 0x05;
+    pub(crate) const JMP32: u8 = 0x06;
+    pub(crate) const ALU64: u8 = 0x07;
+    pub(crate) const IMM: u8 = 0x00;
+    pub(crate) const ABS: u8 = 0x20;
+    pub(crate) const MEM: u8 = 0x60;
+    pub(crate) const ATOMIC: u8 = 0xc0;
+    pub(crate) const W: u8 = 0x00;
+    pub(crate) const H: u8 = 0x08;
+    pub(crate) const B: u8 = 0x10;
+    pub(crate) const DW: u8 = 0x18;
+    pub(crate) const K: u8 = 0x00;
+    pub(crate) const X: u8 = 0x08;
+    pub(crate) const ADD: u8 = 0x00;
+    pub(crate) const AND: u8 = 0x50;
+    pub(crate) const LSH: u8 = 0x60;
+    pub(crate) const RSH: u8 = 0x70;
+    pub(crate) const MOV: u8 = 0xb0;
+    pub(crate) const JA: u8 = 0x00;
+    pub(crate) const JEQ: u8 = 0x10;
+    pub(crate) const JGT: u8 = 0x20;
+    pub(crate) const JGE: u8 = 0x30;
+    pub(crate) const JNE: u8 = 0x50;
+    pub(crate) const JLT: u8 = 0xa0;
+    pub(crate) const CALL: u8 = 0x80;
+    pub(crate) const EXIT: u8 = 0x90;
+}
 /// `ld_imm64` whose immediate is a map's file descriptor.
 const PSEUDO_MAP_FD: u8 = 1;
 /// `bpf_redirect_map(map, key, flags)`.
