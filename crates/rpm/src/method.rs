@@ -4,7 +4,9 @@
 //! load-generating connections to add, whether goodput and then responsiveness are stable
 //! (the standard deviation of the last MAD moving averages within SDT of the newest), and
 //! when to stop.
-//! Time is the caller's: an interval is whatever `interval_ms` it was given.
+//! Time is the caller's: an interval ends when the caller says it did, and its goodput is
+//! its bytes over the time since the previous one ended (a late wake-up is a longer
+//! interval, not a faster one).
 
 use sonde_results::rpm::{
     per_minute, Component, Confidence, Responsiveness, RpmDirection, RpmInterval, RpmParams,
@@ -110,6 +112,15 @@ impl Probes {
     }
 }
 
+/// `bytes` over `ms` milliseconds, in bit/s (none moved in no time is 0, not a division by
+/// zero).
+fn bits_per_second(bytes: u64, ms: f64) -> f64 {
+    match ms > 0.0 {
+        true => bytes as f64 * 8.0 / (ms / 1e3),
+        false => 0.0,
+    }
+}
+
 /// What the caller does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
@@ -123,8 +134,9 @@ pub enum Next {
 /// latency stages, `sonde_results::stages::Stage`).
 pub struct DirectionRun {
     params: RpmParams,
-    /// Each interval's bytes and probes, oldest first.
+    /// Each interval's bytes, end (ms after the stage's start) and probes, oldest first.
     bytes: Vec<u64>,
+    ends_ms: Vec<f64>,
     probes: Vec<Probes>,
     goodput_averages: Vec<f64>,
     rpm_averages: Vec<f64>,
@@ -142,6 +154,7 @@ impl DirectionRun {
         DirectionRun {
             params,
             bytes: Vec::new(),
+            ends_ms: Vec::new(),
             probes: Vec::new(),
             goodput_averages: Vec::new(),
             rpm_averages: Vec::new(),
@@ -168,17 +181,24 @@ impl DirectionRun {
 
     /// The end of an interval in which `bytes` moved and `probes` completed, `elapsed_ms`
     /// after the stage's start: what to do next.
-    pub fn end_interval(&mut self, bytes: u64, probes: Probes, elapsed_ms: u64) -> Next {
+    pub fn end_interval(&mut self, bytes: u64, probes: Probes, elapsed_ms: f64) -> Next {
         let mad = self.params.mad.max(1) as usize;
-        let id_s = self.params.interval_ms as f64 / 1e3;
+        // Where the stage's time has ended, ms: the start, then each interval's end.
+        let end_of = |ends: &[f64], i: usize| if i == 0 { 0.0 } else { ends[i - 1] };
+        let i = self.bytes.len();
+        let since = end_of(&self.ends_ms, i);
         self.bytes.push(bytes);
+        self.ends_ms.push(elapsed_ms.max(since));
         self.probes.push(probes);
-        let window = &self.bytes[self.bytes.len().saturating_sub(mad)..];
-        // The draft's moving average: the window's bytes over MAD intervals (fewer at the
-        // start, over as many as there were, so the first intervals are not diluted).
-        let average = window.iter().sum::<u64>() as f64 * 8.0 / (window.len() as f64 * id_s);
+        let first = (i + 1).saturating_sub(mad);
+        // The draft's moving average: the window's bytes over the MAD intervals' time
+        // (fewer at the start, over as many as there were, so the first intervals are not
+        // diluted). Their measured time, not MAD x the nominal interval: a loaded client
+        // that read 60 ms late counted 10 % over the shaper's rate (ci10, against nginx).
+        let window_ms = elapsed_ms - end_of(&self.ends_ms, first);
+        let window_bytes = self.bytes[first..].iter().sum::<u64>();
+        let average = bits_per_second(window_bytes, window_ms);
         self.goodput_averages.push(average);
-        let i = self.bytes.len() - 1;
         if self.saturated_at.is_none() && stable(&self.goodput_averages, mad, self.params.sdt) {
             self.saturated_at = Some(i);
         }
@@ -194,14 +214,15 @@ impl DirectionRun {
             self.rpm_stable = stable(&self.rpm_averages, mad, self.params.sdt);
         }
         self.rows.push(RpmInterval {
-            end_s: elapsed_ms as f64 / 1e3,
+            end_s: elapsed_ms / 1e3,
             connections: self.connections,
-            goodput_bits_per_second: bytes as f64 * 8.0 / id_s,
+            goodput_bits_per_second: bits_per_second(bytes, elapsed_ms - since),
             moving_goodput_bits_per_second: average,
             moving_rpm,
             probes: self.probes[i].count(),
         });
-        if self.rpm_stable || elapsed_ms + self.params.interval_ms > self.params.stage_limit_ms {
+        let limit_ms = self.params.stage_limit_ms as f64;
+        if self.rpm_stable || elapsed_ms + self.params.interval_ms as f64 > limit_ms {
             return Next::Stop;
         }
         let add = self
@@ -257,6 +278,11 @@ mod tests {
         }
     }
 
+    /// The end of interval `i` (from 1) of 100 ms.
+    fn ms(i: u64) -> f64 {
+        (i * 100) as f64
+    }
+
     fn probes(tcp: f64, tls: f64, http: f64, loaded: f64, n: usize) -> Probes {
         Probes {
             tcp: vec![tcp; n],
@@ -306,7 +332,7 @@ mod tests {
         for i in 1..=20u64 {
             // Goodput ramps for 3 intervals, then flat; probes steady.
             let bytes = 1_000_000 * i.min(3);
-            let next = st.end_interval(bytes, probes(1.0, 1.0, 1.0, 5.0, 10), i * 100);
+            let next = st.end_interval(bytes, probes(1.0, 1.0, 1.0, 5.0, 10), ms(i));
             nexts.push(next);
             if next == Next::Stop {
                 break;
@@ -336,7 +362,7 @@ mod tests {
         for i in 1..=10u64 {
             n += 1;
             // Goodput never settles: it doubles every interval.
-            if st.end_interval(1 << i, Probes::default(), i * 100) == Next::Stop {
+            if st.end_interval(1 << i, Probes::default(), ms(i)) == Next::Stop {
                 break;
             }
         }
@@ -351,12 +377,33 @@ mod tests {
     fn connections_stop_at_mnp_and_probes_stay_within_ptc() {
         let mut st = DirectionRun::new(RpmParams { mnp: 3, ..quick() });
         for i in 1..=6u64 {
-            st.end_interval(i * 1000, Probes::default(), i * 100);
+            st.end_interval(i * 1000, Probes::default(), ms(i));
         }
         assert_eq!(st.connections(), 3);
         // A 10 Mbit/s goodput: 5 % is 62.5 kB/s, ~10 pairs of 6 kB a second, not 100.
         let mut st = DirectionRun::new(quick());
-        st.end_interval(125_000, Probes::default(), 100);
+        st.end_interval(125_000, Probes::default(), 100.0);
         assert!((st.probe_rate() - 10.4).abs() < 0.1, "{}", st.probe_rate());
+    }
+
+    #[test]
+    fn goodput_is_over_the_time_measured_not_the_nominal_interval() {
+        // 100 ms intervals of 250 kB (20 Mbit/s) but read late: the fourth ends at 460 ms,
+        // not 400, so its 310 kB came in 160 ms (15.5 Mbit/s) and the window of four moved
+        // 1,060 kB in 460 ms: 18.43 Mbit/s, not the 21.2 that MAD x 100 ms would say.
+        let mut st = DirectionRun::new(quick());
+        for (bytes, end) in [(250_000, 100.0), (250_000, 200.0), (250_000, 300.0)] {
+            st.end_interval(bytes, Probes::default(), end);
+        }
+        st.end_interval(310_000, Probes::default(), 460.0);
+        let d = st.finish(460);
+        let window = 1_060_000.0 * 8.0 / 0.46;
+        assert!((d.goodput_bits_per_second - window).abs() < 1.0, "{d:?}");
+        let last = &d.intervals[3];
+        assert!(
+            (last.goodput_bits_per_second - 15.5e6).abs() < 1.0,
+            "{last:?}"
+        );
+        assert_eq!(last.end_s, 0.46);
     }
 }

@@ -109,7 +109,7 @@ pub async fn direction(
         if now >= next_interval {
             let bytes = interval_bytes(&shared, upload);
             let probes = std::mem::take(&mut *lock(&shared.probes));
-            let elapsed = now.duration_since(start).as_millis() as u64;
+            let elapsed = now.duration_since(start).as_secs_f64() * 1e3;
             match stage.end_interval(bytes, probes, elapsed) {
                 Next::Stop => break Ok(false),
                 Next::Add(n) => (0..n).for_each(|_| tasks.push(open_load(run, upload, &shared))),
