@@ -1,9 +1,9 @@
 //! Counting a receiver's datagrams by the TOS byte they arrived with inside the kernel: an
 //! eBPF socket filter on each socket of the test's group reads the IP header's TOS (IPv4)
-//! or Traffic Class (IPv6) of each of the test's own datagrams (its cookie, a flow in
-//! range: what the receiver accounts as ours) and adds one to a per-CPU count, then
-//! accepts the datagram unchanged. A foreign datagram (another cookie, too short) is
-//! accepted and not counted.
+//! or Traffic Class (IPv6) of each of the test's own datagrams ([`Match`]: pps's cookie and
+//! a flow in range, a request's length and cookie, an answer's length: what the receiver
+//! accounts as ours) and adds one to a per-CPU count, then accepts the datagram unchanged.
+//! A foreign datagram (another cookie, too short) is accepted and not counted.
 //!
 //! Why: `IP_RECVTOS` makes the kernel write a control message per datagram in recvmmsg,
 //! measured at 60-80 ns a datagram on a 550 ns receive (BENCHMARKS.md, "Marks on every
@@ -49,18 +49,54 @@ const UDP_HEADER: i32 = 8;
 const HELPER_MAP_LOOKUP: i32 = 1;
 const HELPER_SMP_PROCESSOR_ID: i32 = 8;
 
-/// The filter: the TOS of each datagram carrying `cookie` and a flow below `flows`
-/// counted in slot `cpu * 256 + tos` of `map_fd` (slot `cpus * 256` for a CPU at or
-/// beyond `cpus`); every datagram accepted whole.
-fn program(cookie: u32, flows: u32, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
+/// Which datagrams a filter counts: the test's own, as its receiver accounts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// pps: the cookie (as its sender writes it) at the payload's start and a flow below
+    /// `flows` after it.
+    Pps { cookie: u32, flows: u32 },
+    /// A request/response test's UDP request: `bytes` of payload whose bytes 8 to 15 (after
+    /// the sequence number) are the cookie, big-endian (`udp_match`).
+    Request { cookie: u64, bytes: u32 },
+    /// Every datagram of `bytes` of payload: the answers on a connected socket, which
+    /// only its peer's datagrams reach.
+    Length { bytes: u32 },
+}
+
+/// The filter: the TOS of each datagram `m` takes counted in slot `cpu * 256 + tos` of
+/// `map_fd` (slot `cpus * 256` for a CPU at or beyond `cpus`); every datagram accepted
+/// whole. Nothing is read past a datagram's end (`ld_abs` would drop it): the length is
+/// checked first.
+fn program(m: Match, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
     let mut p = Asm::default();
     p.op(ALU64 | MOV | X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
     p.op(LDX | MEM | W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
-    p.jump(JMP | JLT | K, 0, UDP_HEADER + 8, Label::Accept);
-    p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
-    p.jump(JMP32 | JNE | K, 0, cookie as i32, Label::Accept);
-    p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 4); // the flow
-    p.jump(JMP | JGE | K, 0, flows as i32, Label::Accept);
+    match m {
+        Match::Pps { cookie, flows } => {
+            p.jump(JMP | JLT | K, 0, UDP_HEADER + 8, Label::Accept);
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
+            p.jump(JMP32 | JNE | K, 0, cookie as i32, Label::Accept);
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 4); // the flow
+            p.jump(JMP | JGE | K, 0, flows as i32, Label::Accept);
+        }
+        Match::Request { cookie, bytes } => {
+            p.jump(JMP | JNE | K, 0, UDP_HEADER + bytes as i32, Label::Accept);
+            p.jump(JMP | JLT | K, 0, UDP_HEADER + 16, Label::Accept);
+            // ld_abs reads big-endian: the cookie's high word, then its low one.
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 8);
+            p.jump(
+                JMP32 | JNE | K,
+                0,
+                (cookie >> 32) as u32 as i32,
+                Label::Accept,
+            );
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 12);
+            p.jump(JMP32 | JNE | K, 0, cookie as u32 as i32, Label::Accept);
+        }
+        Match::Length { bytes } => {
+            p.jump(JMP | JNE | K, 0, UDP_HEADER + bytes as i32, Label::Accept)
+        }
+    }
     p.op(LD | ABS | B, 0, 0, 0, NET_OFF); // version and header length
     p.op(ALU64 | RSH | K, 0, 0, 0, 4);
     p.jump(JMP | JEQ | K, 0, 6, Label::V6);
@@ -146,16 +182,22 @@ impl Drop for Mapped {
 pub struct TosFilter {
     counts: Mapped,
     cpus: u32,
-    cookie: u32,
+    matching: Match,
     _map: OwnedFd,
     prog: OwnedFd,
 }
 
 impl TosFilter {
-    /// Loads the filter for the test's `cookie` and `flows` and attaches it to every one
-    /// of `sockets`. An error (BPF refused: no CAP_BPF, a locked-down kernel) leaves no
-    /// socket filtered.
+    /// Loads the filter for the pps test's `cookie` and `flows` and attaches it to every
+    /// one of `sockets`. An error (BPF refused: no CAP_BPF, a locked-down kernel) leaves
+    /// no socket filtered.
     pub fn attach(sockets: &[RawFd], cookie: u32, flows: u32) -> io::Result<TosFilter> {
+        TosFilter::attach_matching(sockets, Match::Pps { cookie, flows })
+    }
+
+    /// Loads the filter counting the datagrams `matching` takes and attaches it to every
+    /// one of `sockets`, as [`attach`](Self::attach).
+    pub fn attach_matching(sockets: &[RawFd], matching: Match) -> io::Result<TosFilter> {
         let cpus = possible_cpus();
         let slots = cpus * 256 + 1;
         let mut a = MapCreate {
@@ -184,7 +226,7 @@ impl TosFilter {
             return Err(io::Error::last_os_error());
         }
         let counts = Mapped { ptr, len };
-        let insns = program(cookie, flows, cpus, map.as_raw_fd());
+        let insns = program(matching, cpus, map.as_raw_fd());
         let prog = load_prog(
             BPF_PROG_TYPE_SOCKET_FILTER,
             0,
@@ -195,7 +237,7 @@ impl TosFilter {
         let filter = TosFilter {
             counts,
             cpus,
-            cookie,
+            matching,
             _map: map,
             prog,
         };
@@ -215,9 +257,9 @@ impl TosFilter {
         crate::int_option::set_level_int(fd, libc::SOL_SOCKET, SO_ATTACH_BPF, prog)
     }
 
-    /// The cookie of the datagrams it counts.
-    pub fn cookie(&self) -> u32 {
-        self.cookie
+    /// Which datagrams it counts.
+    pub fn matching(&self) -> Match {
+        self.matching
     }
 
     /// The program's kernel id (for a test to see it gone).

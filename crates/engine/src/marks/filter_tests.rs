@@ -187,22 +187,99 @@ fn has_ebpf_filter(s: &UdpSocket) -> bool {
     }
 }
 
-/// The program SECURITY.md describes: 35 instruction slots, every jump inside it, ending
-/// in its one exit after the accept.
+/// The program SECURITY.md describes (pps's: 34 instruction slots; a request's 35, an
+/// answer's 30), every jump inside it, ending in its one exit after the accept.
 #[test]
 fn the_program_is_the_size_described_and_its_jumps_land_inside_it() {
-    let p = program(COOKIE, 2, 4, 3);
-    assert_eq!(p.len(), 34);
-    for (pc, i) in p.iter().enumerate() {
-        let is_jump = i.code & 0x07 == 0x05 || i.code & 0x07 == 0x06;
-        if is_jump && i.code != JMP | CALL && i.code != JMP | EXIT {
-            let to = pc as i64 + 1 + i64::from(i.off);
-            assert!((0..p.len() as i64).contains(&to), "jump at {pc} to {to}");
+    for (m, slots) in [
+        (
+            Match::Pps {
+                cookie: COOKIE,
+                flows: 2,
+            },
+            34,
+        ),
+        (
+            Match::Request {
+                cookie: u64::MAX,
+                bytes: 64,
+            },
+            35,
+        ),
+        (Match::Length { bytes: 64 }, 30),
+    ] {
+        let p = program(m, 4, 3);
+        assert_eq!(p.len(), slots, "{m:?}");
+        for (pc, i) in p.iter().enumerate() {
+            let is_jump = i.code & 0x07 == 0x05 || i.code & 0x07 == 0x06;
+            if is_jump && i.code != JMP | CALL && i.code != JMP | EXIT {
+                let to = pc as i64 + 1 + i64::from(i.off);
+                assert!(
+                    (0..p.len() as i64).contains(&to),
+                    "{m:?}: jump at {pc} to {to}"
+                );
+            }
+        }
+        assert_eq!(p[p.len() - 1].code, JMP | EXIT);
+        assert_eq!(
+            (p[p.len() - 2].code, p[p.len() - 2].imm),
+            (ALU64 | MOV | K, -1)
+        );
+    }
+}
+
+/// Reads every datagram `rx` holds (`n` of them, none dropped by the filter) and returns
+/// the filter's counts.
+fn read_all(rx: &UdpSocket, n: usize, f: &TosFilter) -> (Vec<(u8, u64)>, u64) {
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 256];
+    for k in 0..n {
+        rx.recv(&mut buf)
+            .unwrap_or_else(|e| panic!("datagram {k} of {n}: {e}"));
+    }
+    rx.set_nonblocking(true).unwrap();
+    assert!(rx.recv(&mut buf).is_err(), "more than {n} datagrams");
+    f.snapshot()
+}
+
+/// A request/response test's filters: on the echo's socket, the requests of the test's
+/// length carrying its cookie (both words compared: a cookie wrong in either is foreign);
+/// on a client's connected socket, the answers of the test's length. Shorter datagrams
+/// (even empty ones) are neither read past nor dropped.
+#[test]
+fn request_and_answer_filters_count_only_the_tests_datagrams() {
+    let cookie: u64 = 0x8123_4567_89ab_cdef;
+    let request = |cookie: u64, len: usize| {
+        let mut b = vec![0u8; len];
+        if len >= 16 {
+            crate::udp_match::stamp_cookie(&mut b, cookie);
+        }
+        b
+    };
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = rx.local_addr().unwrap();
+    let m = Match::Request { cookie, bytes: 64 };
+    let f = TosFilter::attach_matching(&[rx.as_raw_fd()], m).unwrap();
+    assert_eq!(f.matching(), m);
+    send("127.0.0.1:0", 0xb8, to, 30, |_| request(cookie, 64));
+    send("127.0.0.1:0", 0xe0, to, 10, |_| request(cookie ^ 1, 64));
+    send("127.0.0.1:0", 0xe0, to, 10, |_| {
+        request(cookie ^ 1 << 40, 64)
+    });
+    send("127.0.0.1:0", 0xe0, to, 10, |_| request(cookie, 63));
+    send("127.0.0.1:0", 0xe0, to, 5, |_| request(cookie, 3));
+    assert_eq!(read_all(&rx, 65, &f), (vec![(0xb8, 30)], 0));
+
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.connect(tx.local_addr().unwrap()).unwrap();
+    let f = TosFilter::attach_matching(&[rx.as_raw_fd()], Match::Length { bytes: 32 }).unwrap();
+    crate::marks::set_tos(tx.as_raw_fd(), 0x29).unwrap();
+    let to = rx.local_addr().unwrap();
+    for (n, len) in [(20, 32), (7, 31), (3, 0)] {
+        for _ in 0..n {
+            tx.send_to(&vec![7u8; len], to).unwrap();
         }
     }
-    assert_eq!(p[p.len() - 1].code, JMP | EXIT);
-    assert_eq!(
-        (p[p.len() - 2].code, p[p.len() - 2].imm),
-        (ALU64 | MOV | K, -1)
-    );
+    assert_eq!(read_all(&rx, 30, &f), (vec![(0x29, 20)], 0));
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::{
     account, account_iperf3, gather_received, iperf3, sum, Batch, Count, FlowRx, RxOutcome, Wire,
 };
-use crate::marks::filter::TosFilter;
+use crate::marks::filter::{Match, TosFilter};
 use crate::marks::TosCounts;
 use crate::nap::{self, Napper, Next};
 use crate::pool::{Placement, Pool, Stop, WorkerError};
@@ -264,6 +264,14 @@ pub fn attach_tos_filter(
     })
 }
 
+/// What a pps receiver's filter counts.
+fn pps_match(plan: &RxPlan) -> Match {
+    Match::Pps {
+        cookie: plan.cookie,
+        flows: plan.flows as u32,
+    }
+}
+
 /// The filter on every socket (`filter`, or attached now), or (refused, or asked) each
 /// datagram's control message asked for; and the note that says which.
 fn tos_reader(
@@ -275,7 +283,7 @@ fn tos_reader(
     let why = match (plan.tos_by, wire) {
         (TosBy::Filter, Wire::Sonde) => {
             let filter = match filter {
-                Some(Ok(f)) if f.cookie() == plan.cookie => Ok(f),
+                Some(Ok(f)) if f.matching() == pps_match(plan) => Ok(f),
                 Some(Err(why)) => Err(why),
                 _ => attach_tos_filter(sockets, plan.cookie, plan.flows),
             };

@@ -149,6 +149,39 @@ pub fn fix_udp_checksum(f: &mut [u8]) {
     f[udp + 6..udp + 8].copy_from_slice(&csum.to_be_bytes());
 }
 
+/// Gives a built frame the TOS byte `tos` (IPv4; IPv6's Traffic Class): the marks
+/// (`--dscp`, `--ecn`) a kernel socket's `IP_TOS` would set. IPv4's header checksum is
+/// made again; neither UDP checksum covers the byte.
+pub fn set_tos(f: &mut [u8], tos: u8) {
+    let ip = ETH_HEADER;
+    match [f[12], f[13]] {
+        [0x08, 0x00] => {
+            f[ip + 1] = tos;
+            f[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+            let csum = !(sum16(0, &f[ip..ip + 20]) as u16);
+            f[ip + 10..ip + 12].copy_from_slice(&csum.to_be_bytes());
+        }
+        [0x86, 0xdd] => {
+            f[ip] = 0x60 | (tos >> 4);
+            f[ip + 1] = (tos << 4) | (f[ip + 1] & 0x0f);
+        }
+        _ => {}
+    }
+}
+
+/// A received frame's TOS byte (IPv4) or Traffic Class (IPv6): the marks it arrived
+/// with, read from the header the receiver holds anyway; `None` when it is neither.
+pub fn tos_of(f: &[u8]) -> Option<u8> {
+    match f.get(12..14)? {
+        [0x08, 0x00] => f.get(ETH_HEADER + 1).copied(),
+        [0x86, 0xdd] => {
+            let (a, b) = (*f.get(ETH_HEADER)?, *f.get(ETH_HEADER + 1)?);
+            Some((a << 4) | (b >> 4))
+        }
+        _ => None,
+    }
+}
+
 /// Where a received frame's UDP header starts and its datagram ends, by the lengths its
 /// headers give (a NIC may pad short frames); `None` when it is not UDP over IPv4 or IPv6
 /// without extension headers.
@@ -235,6 +268,39 @@ mod tests {
         let udp = &f[54..];
         let acc = sum16(udp.len() as u32 + 17, &f[22..54]);
         assert_eq!(sum16(acc, udp), 0xffff);
+    }
+
+    #[test]
+    fn a_tos_set_on_a_frame_reads_back_and_keeps_its_checksums() {
+        for (src, dst) in [
+            ("198.18.0.1:4000", "198.18.0.2:5201"),
+            ("[2001:db8::1]:4000", "[2001:db8::2]:5201"),
+        ] {
+            let mut f = udp_frame(&endpoints(src, dst), 16);
+            assert_eq!(tos_of(&f), Some(0), "{dst}");
+            let unmarked = f.clone();
+            set_tos(&mut f, 0xb9);
+            assert_eq!(tos_of(&f), Some(0xb9), "{dst}");
+            // Only the TOS byte and IPv4's header checksum differ.
+            let changed: Vec<usize> = (0..f.len()).filter(|&i| f[i] != unmarked[i]).collect();
+            if f[12] == 0x08 {
+                assert_eq!(sum16(0, &f[14..34]), 0xffff, "{dst}");
+                assert!(
+                    changed.iter().all(|i| [15, 24, 25].contains(i)),
+                    "{changed:?}"
+                );
+            } else {
+                // Version 6 and the flow label's top nibble kept around the class.
+                assert_eq!((f[14] >> 4, f[15] & 0x0f), (6, 0));
+                assert_eq!(changed, [14, 15]);
+                let udp = &f[54..];
+                let acc = sum16(udp.len() as u32 + 17, &f[22..54]);
+                assert_eq!(sum16(acc, udp), 0xffff, "the UDP checksum still holds");
+            }
+            set_tos(&mut f, 0);
+            assert_eq!(f, unmarked, "{dst}");
+        }
+        assert_eq!(tos_of(&[0u8; 13]), None);
     }
 
     #[test]

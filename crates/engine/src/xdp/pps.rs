@@ -1,14 +1,19 @@
 //! Packet-rate workers on AF_XDP sockets: the kernel engine's pps job without the socket
 //! layer. A sender thread per socket copies each frame from its flow's template (built once:
 //! headers and checksums are not recomputed) and writes the sequence header into it; a receiver thread per socket finds each frame's UDP
-//! payload and accounts it per flow exactly as the kernel engine's receivers do.
+//! payload and accounts it per flow exactly as the kernel engine's receivers do. Marked
+//! (`--dscp`, `--ecn`), the templates carry the TOS byte and a receiver counts each of the
+//! test's frames by the TOS it arrived with, read from the IP header it holds anyway.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::frame::{fix_udp_checksum, payload_offset, udp_frame, udp_payload, Endpoints};
+use super::frame::{
+    fix_udp_checksum, payload_offset, set_tos, tos_of, udp_frame, udp_payload, Endpoints,
+};
 use super::Xsk;
+use crate::marks::TosCounts;
 use crate::nap::{self, Napper, Next};
 use crate::pace::Pacer;
 use crate::pool::{Placement, Pool, Stop, WorkerError};
@@ -30,6 +35,8 @@ pub struct XdpTxPlan {
     pub sending: Sending,
     /// Each flow's addresses; flows are dealt to the sockets round robin.
     pub flows: Vec<Endpoints>,
+    /// The TOS byte every frame carries (`--dscp`, `--ecn`); `None`: 0, unmarked.
+    pub tos: Option<u8>,
 }
 
 struct TxShared {
@@ -93,10 +100,14 @@ fn send_loop(shared: &TxShared, k: usize) -> TxOutcome {
     let mut xsk = super::socket_of(&shared.xsks, k)?;
     wait::tight_timer_slack();
     let payload = p.payload_bytes.max(HEADER_BYTES);
-    let templates: Vec<Vec<u8>> = owned
-        .iter()
-        .map(|&f| udp_frame(&plan.flows[f], payload))
-        .collect();
+    let build = |f: usize| {
+        let mut t = udp_frame(&plan.flows[f], payload);
+        if let Some(tos) = plan.tos {
+            set_tos(&mut t, tos);
+        }
+        t
+    };
+    let templates: Vec<Vec<u8>> = owned.iter().map(|&f| build(f)).collect();
     let ipv6 = plan.flows.first().is_some_and(|f| f.dst.is_ipv6());
     let at = plan.flows.first().map_or(0, |f| payload_offset(&f.dst));
     let batch = p.batch.max(1) as u32;
@@ -150,6 +161,9 @@ pub struct RxShared {
     xsks: Vec<Mutex<Xsk>>,
     aborting: AtomicBool,
     tally: Tally,
+    /// The test's frames by the TOS they arrived with, per receiver, when the plan reads
+    /// them (`read_tos`).
+    tos: Vec<TosCounts>,
     /// Frames the sockets' rings dropped, added by each worker as it ends.
     drops: AtomicU64,
     /// Receivers that spin also drive the kernel's busy polling.
@@ -183,6 +197,9 @@ impl XdpReceiver {
         let placement = Placement::new(xsks.len(), plan.cpus.clone(), xsks.len());
         let shared = Arc::new(RxShared {
             tally: Tally::new(placement.threads),
+            tos: (0..placement.threads)
+                .map(|_| TosCounts::default())
+                .collect(),
             xsks: xsks.into_iter().map(Mutex::new).collect(),
             plan,
             aborting: AtomicBool::new(false),
@@ -191,6 +208,13 @@ impl XdpReceiver {
         });
         let pool = Pool::spawn("sonde-xrx", &placement, &shared, recv_loop)?;
         Ok(Receivers { shared, pool })
+    }
+
+    /// The test's frames by the TOS byte they arrived with, over the whole test, and
+    /// those without one; `None` unless the plan reads them.
+    pub fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        let s = &self.shared;
+        s.plan.read_tos.then(|| crate::marks::sum(&s.tos))
     }
 
     /// Frames the sockets dropped (rx ring full or otherwise), once joined.
@@ -219,10 +243,16 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
             }
         }
         let (mut bytes, mut foreign) = (0u64, 0u64);
+        let marks = &shared.tos[k];
         let n = xsk.recv(batch as u32, |frame| match udp_payload(frame) {
             Some(payload) => {
                 bytes += payload.len() as u64;
-                foreign += u64::from(!account(payload, &mut flows, p.cookie));
+                let ours = account(payload, &mut flows, p.cookie);
+                foreign += u64::from(!ours);
+                // The test's own frames, as the kernel engine counts its datagrams.
+                if ours && p.read_tos {
+                    marks.add(tos_of(frame));
+                }
             }
             None => foreign += 1,
         }) as usize;

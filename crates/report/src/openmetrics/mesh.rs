@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use sonde_results::marks::DirectionFate;
 use sonde_results::mesh::{PeerFigures, Verdict, BUCKETS_S};
 
 use super::figures::{bounded, sanitize, MAX_AGENT_LABELS};
+use super::mesh_marks;
 use super::text::escape;
 
 /// The agent's side of its metrics.
@@ -41,8 +41,6 @@ pub struct MeshPeer<'a> {
 type Labels = Vec<(String, String)>;
 /// A per-peer counter family: name, help, and how to read it.
 type PeerCounter = (&'static str, &'static str, fn(&PeerFigures) -> u64);
-/// A per-peer, per-direction counter family of the marks: name, help, how to read it.
-type DirectionCounter = (&'static str, &'static str, fn(&DirectionFate) -> u64);
 
 /// The pair's labels: `source`, `destination`, then each end's own labels prefixed
 /// `source_` / `destination_` (sanitized, bounded; a name taken already is skipped).
@@ -287,63 +285,26 @@ fn window_gauge(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     }
 }
 
-/// Each direction's marks (`serve --mesh-dscp`/`--mesh-ecn`): the answered probes by the
-/// DSCP they were sent and arrived with (a pair that bleaches EF forward shows as
-/// `direction="forward",sent_dscp="46",arrived_dscp="0"`), and the CE marks among those
-/// sent ECT, whose ratio is the CE fraction. Written only when some peer's probes are
-/// marked: an unmarked mesh's text is what it was.
+/// Each direction's marks (`serve --mesh-dscp`/`--mesh-ecn`, `mesh_marks`): the answered
+/// probes by the DSCP they were sent and arrived with (a pair that bleaches EF forward
+/// shows as `direction="forward",sent_dscp="46",arrived_dscp="0"`), the same by class
+/// name and fate, and the CE marks among those sent ECT, whose ratio is the CE fraction.
+/// Written only when some peer's probes are marked: an unmarked mesh's text is what it was.
 fn marks_counters(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
     if pairs.iter().all(|(_, s)| s.marks.is_empty()) {
         return;
     }
-    let ways = |s: &&PeerFigures| {
-        let m = &s.marks;
-        [
-            ("forward", m.forward.clone()),
-            ("reverse", m.reverse.clone()),
-        ]
-        .into_iter()
-        .filter_map(|(way, d)| Some((way, d?)))
-        .collect::<Vec<_>>()
-    };
-    let name = "sonde_mesh_marks_packets";
-    header(out, name, "counter", None,
-        "Answered probes by direction and the DSCP they were sent and arrived with: forward as the peer received them, reverse as its answers came back");
-    for (labels, s) in pairs {
-        for (way, d) in ways(s) {
-            let mut by_dscp: BTreeMap<(u8, u8), u64> = BTreeMap::new();
-            for t in &d.transitions {
-                *by_dscp
-                    .entry((t.sent_dscp.value(), t.arrived_dscp.value()))
-                    .or_default() += t.packets;
-            }
-            for ((sent, arrived), n) in by_dscp {
-                let (sent, arrived) = (sent.to_string(), arrived.to_string());
-                let extra = [
-                    ("direction", way),
-                    ("sent_dscp", sent.as_str()),
-                    ("arrived_dscp", arrived.as_str()),
-                ];
-                line(out, &format!("{name}_total"), labels, &extra, n as f64);
-            }
-        }
-    }
-    let families: [DirectionCounter; 2] = [
-        ("sonde_mesh_ect_packets", "Answered probes sent ECN-capable (ECT(0) or ECT(1)), by direction: what a CE fraction is of", |d| d.ect_sent),
-        ("sonde_mesh_ce_packets", "Probes sent ECN-capable that arrived marked CE (congestion experienced), by direction", |d| d.ce),
-    ];
-    for (name, help, get) in families {
+    for (name, help, samples) in mesh_marks::families() {
         header(out, name, "counter", None, help);
         for (labels, s) in pairs {
-            for (way, d) in ways(s) {
-                let v = get(&d) as f64;
-                line(
-                    out,
-                    &format!("{name}_total"),
-                    labels,
-                    &[("direction", way)],
-                    v,
-                );
+            let m = &s.marks;
+            for (way, d) in [("forward", &m.forward), ("reverse", &m.reverse)] {
+                let Some(d) = d else { continue };
+                for (extra, n) in samples(d) {
+                    let mut all = vec![("direction", way)];
+                    all.extend(extra.iter().map(|(k, v)| (*k, v.as_str())));
+                    line(out, &format!("{name}_total"), labels, &all, n as f64);
+                }
             }
         }
     }
@@ -544,6 +505,49 @@ mod tests {
         assert_eq!(text.matches(marks).count(), 2, "{text}");
         let plain = PeerStats::new(0, &Judging::default()).figures();
         let text = one_peer(&agent, "b", &own, &plain);
-        assert!(!text.contains("marks") && !text.contains("_ce_"), "{text}");
+        assert!(
+            !text.contains("marks") && !text.contains("_ce_") && !text.contains("fate"),
+            "{text}"
+        );
+    }
+
+    /// The same counts by class name and fate beside the numbers' (whose series are
+    /// unchanged): EF bleached to CS0, re-marked to AF41 and to 5 (no name: the number),
+    /// kept; an ECN change alone is a kept DSCP.
+    #[test]
+    fn each_dscp_is_named_as_dscp_takes_it_and_its_fate_told() {
+        let own = map(&[("rack", "r1")]);
+        let mut stats = PeerStats::new(0, &Judging::default());
+        let ef0 = 46 << 2 | 2;
+        for arrived in [2, 34 << 2 | 2, 5 << 2 | 2, 5 << 2 | 2, ef0 | 3] {
+            stats.on_marks(Some((ef0, arrived)), Some((ef0, ef0)));
+        }
+        let text = one_peer(&agent_a(&own), "b", &own, &stats.figures());
+        let pair = r#"source="a",destination="b",source_rack="r1",destination_rack="r1""#;
+        let fate = |way: &str, sent: (u8, &str), arrived: (u8, &str), what: &str, n: u32| {
+            format!(
+                "sonde_mesh_dscp_fate_packets_total{{{pair},direction=\"{way}\",sent_dscp=\"{}\",\
+                 sent_class=\"{}\",arrived_dscp=\"{}\",arrived_class=\"{}\",fate=\"{what}\"}} {n}\n",
+                sent.0, sent.1, arrived.0, arrived.1
+            )
+        };
+        let ef = (46, "ef");
+        for want in [
+            fate("forward", ef, (0, "cs0"), "bleached", 1),
+            fate("forward", ef, (5, "5"), "remarked", 2),
+            fate("forward", ef, (34, "af41"), "remarked", 1),
+            fate("forward", ef, ef, "kept", 1),
+            fate("reverse", ef, ef, "kept", 5),
+            "# TYPE sonde_mesh_dscp_fate_packets counter\n".into(),
+        ] {
+            assert!(text.contains(&want), "no {want} in\n{text}");
+        }
+        assert_eq!(
+            text.matches("sonde_mesh_dscp_fate_packets_total{").count(),
+            5
+        );
+        // The numbers' family as it was: the same pairs, no name.
+        let old = format!("sonde_mesh_marks_packets_total{{{pair},direction=\"forward\",sent_dscp=\"46\",arrived_dscp=\"5\"}} 2\n");
+        assert!(text.contains(&old), "{text}");
     }
 }

@@ -14,6 +14,7 @@
 pub(crate) mod figures;
 mod gauges;
 mod mesh;
+mod mesh_marks;
 #[cfg(test)]
 mod tests;
 mod text;

@@ -143,10 +143,16 @@ pub fn refuse(spec: &TestSpec) -> Result<(), SpecError> {
 }
 
 /// `--dscp`/`--ecn` are set through the sockets' IP_TOS: an engine that writes its own
-/// frames (AF_XDP, DPDK) does not set them yet, and says so rather than send unmarked.
+/// frames does not set them, and says so rather than send unmarked; pps over AF_XDP writes
+/// the TOS into its frames and reads it from those it receives.
 fn refuse_marks(spec: &TestSpec) -> Result<(), SpecError> {
     let ex = spec.execution();
-    let frames = matches!(ex.engine, Engine::Xdp | Engine::Dpdk) && !ex.engine_auto;
+    let unmarked = match ex.engine {
+        Engine::Dpdk => true,
+        Engine::Xdp => !matches!(spec, TestSpec::Pps(_)),
+        Engine::Kernel | Engine::Uring => false,
+    };
+    let frames = unmarked && !ex.engine_auto;
     match (ex.marks.dscp, ex.marks.ecn) {
         (Some(_), _) if frames => Err(marks_refused("--dscp", ex.engine)),
         (_, Some(_)) if frames => Err(marks_refused("--ecn", ex.engine)),
@@ -292,6 +298,7 @@ mod tests {
 #[cfg(test)]
 mod refusal_tests {
     use super::*;
+    use sonde_results::marks::{Dscp, Ecn, Marks};
     use sonde_results::{PpsSpec, RrSpec, StreamSpec, Transport};
 
     fn rpc(engine: Engine, f: impl Fn(&mut RrSpec)) -> Result<(), SpecError> {
@@ -396,6 +403,43 @@ mod refusal_tests {
         refused(pps(Engine::Dpdk, &few), "--descriptors", "64..=32768");
         // The other engines: the kernel's GSO is theirs.
         pps(Engine::Kernel, &|s| (s.dpdk, s.gso) = (None, true)).unwrap();
+    }
+
+    /// pps over AF_XDP marks its own frames; DPDK's and AF_XDP's request/response frames
+    /// are not marked, refused naming the flag rather than sent unmarked.
+    #[test]
+    fn marks_are_refused_only_where_an_engines_frames_do_not_carry_them() {
+        let ef = Marks {
+            dscp: Dscp::parse("ef").ok(),
+            ..Marks::default()
+        };
+        let ect1 = Marks {
+            ecn: Some(Ecn::Ect1),
+            ..Marks::default()
+        };
+        let pps = |engine: Engine, marks: Marks| {
+            let mut s = PpsSpec {
+                dpdk: (engine == Engine::Dpdk).then(Box::default),
+                ..PpsSpec::default()
+            };
+            (s.execution.engine, s.execution.marks) = (engine, marks);
+            check_engine(&TestSpec::Pps(s))
+        };
+        pps(Engine::Xdp, ef).unwrap();
+        pps(Engine::Xdp, ect1).unwrap();
+        refused(
+            pps(Engine::Dpdk, ef),
+            "--dscp",
+            "dpdk engine writes its own frames",
+        );
+        refused(pps(Engine::Dpdk, ect1), "--ecn", "--engine kernel");
+        let marked = |r: &mut RrSpec| (r.transport, r.execution.marks) = (Transport::Udp, ef);
+        refused(
+            rpc(Engine::Xdp, marked),
+            "--dscp",
+            "xdp engine writes its own frames",
+        );
+        rpc(Engine::Kernel, marked).unwrap();
     }
 }
 

@@ -177,11 +177,25 @@ fn stamp_suites_reflector_reports_the_same_marks() {
 /// the rules' counters; the control connection (TCP) is not counted by them.
 #[test]
 fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
+    pps_marks_exact(&[], &[]);
+}
+
+/// The same over AF_XDP (`--engine xdp`): the sender's frames carry the TOS byte it
+/// writes into them, and the receiver reads each frame's from its IP header; the router's
+/// counters (which see the frames as any packets) are the same exact measure.
+#[test]
+fn pps_over_af_xdp_marks_its_frames_and_counts_them_exactly() {
+    pps_marks_exact(&["--allow", "xdp"], &["--engine", "xdp"]);
+}
+
+/// A pps run marked AF41/ECT(1) across the router's rules (the agent started with
+/// `agent_args`, the run given `extra`), each of the receiver's counts against theirs.
+fn pps_marks_exact(agent_args: &[&str], extra: &[&str]) {
     let Some(lab) = Lab::routed(&["nft"]) else {
         return;
     };
     let (router, _) = lab.router.clone().expect("a routed lab");
-    let agent = lab.start_agent();
+    let agent = lab.start_agent_with(agent_args);
     let to = ["meta", "l4proto", "udp", "ip", "daddr", lab.server_addr];
     let every = |n: &'static str, hit: &'static str, set: &[&'static str]| {
         let rule = [&["numgen", "inc", "mod", n, "==", hit, "counter"][..], set].concat();
@@ -223,13 +237,21 @@ fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
         "--json",
         "--no-save",
     ];
-    let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
+    let doc = doc_of(&run(lab.sonde(&agent, "pps", &[&args[..], extra].concat())));
     let end = &doc["end"]["packets"];
+    let engine = extra.last().copied().unwrap_or("kernel");
+    assert_eq!(end["receiver"]["engine"], engine, "{end}");
+    let how = match engine {
+        "xdp" => "marks read from each frame's IP header by the AF_XDP receiver",
+        _ => "marks counted in the kernel by a socket filter",
+    };
+    assert!(doc.to_string().contains(how), "{how}: {}", doc["end"]);
     let (all, ce, bleached) = (
         nft_counted(&router, "mkall", "packets"),
         nft_counted(&router, "mkce", "packets"),
         nft_counted(&router, "mkbleach", "packets"),
     );
+    eprintln!("pps {engine}: {all} packets through the router, CE {ce}, bleached {bleached}");
     assert!(all > 1000, "{all} packets through the router");
     assert_eq!(u(&doc["end"]["lost_packets"]), 0, "{end}");
     let fwd = &end["marks"]["forward"];
@@ -282,8 +304,8 @@ fn pps_receiver_counts_the_marks_exactly_against_the_routers_rules() {
 /// forward (requests) every 5th set CE and every 4th re-marked AF11 by the router, reverse
 /// (answers) every 3rd bleached. Each direction's counts exact against the rules' own,
 /// over the whole test (the agent counts every request it answers; the client every
-/// answer matched to a request, none late or foreign here). rpc on the kernel engine: io_uring's
-/// workers do not read the TOS, and the document then has no marks rather than zeros.
+/// answer matched to a request, none late or foreign here). rpc on both its engines: io_uring's
+/// workers read no TOS, so a socket filter counts each end's datagrams in the kernel.
 #[test]
 fn ping_and_rpc_over_udp_count_each_directions_marks_exactly() {
     let Some(lab) = Lab::routed(&["nft"]) else {
@@ -300,6 +322,7 @@ fn ping_and_rpc_over_udp_count_each_directions_marks_exactly() {
     for (kind, extra) in [
         ("ping", &["--udp", "--rate", "300"][..]),
         ("rpc", &["--udp", "-C", "2", "--engine", "kernel"][..]),
+        ("rpc", &["--udp", "-C", "2", "--engine", "uring"][..]),
     ] {
         plant(
             &router,
@@ -347,19 +370,16 @@ fn ping_and_rpc_over_udp_count_each_directions_marks_exactly() {
         assert_eq!(u(&r["dscp_kept"]), rall - bleached, "{kind}: {r}");
         assert_eq!((u(&r["ce"]), u(&r["ecn_changed"])), (0, 0), "{kind}: {r}");
         assert_eq!(moved(r, (46, "ect0"), (0, "ect0")), bleached, "{kind}: {r}");
+        let filtered = doc
+            .to_string()
+            .contains("the uring engine's workers reading none");
+        assert_eq!(
+            filtered,
+            extra.contains(&"uring"),
+            "{kind} {extra:?}: {}",
+            doc["end"]
+        );
     }
-    // io_uring's workers do not read the TOS: no marks rather than zeros, and a note.
-    let args = [
-        "-t", "0.5", "--warmup", "0", "--dscp", "ef", "--udp", "--engine", "uring",
-    ];
-    let doc = doc_of(&run(lab.sonde(
-        &agent,
-        "rpc",
-        &[&args[..], &["--json", "--no-save"]].concat(),
-    )));
-    assert!(doc["end"].get("marks").is_none(), "{}", doc["end"]);
-    let text = doc.to_string();
-    assert!(text.contains("not read by the uring engine"), "{text}");
 }
 
 /// IPv6 (IPV6_TCLASS set, IPV6_RECVTCLASS read), on ::1 in one namespace of the lab's

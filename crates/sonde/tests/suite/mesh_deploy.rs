@@ -58,6 +58,98 @@ fn the_mesh_rules_check_and_their_unit_test_fires_the_loss_alert_for_the_lossy_p
     }
 }
 
+/// The marks' rules: `promtool check rules`, their unit test (each alert fires for its
+/// pair and direction only, the classes named), and a test that can fail: each threshold
+/// moved past the unit test's pair (bleached 90 %, remarked 2 %, CE 10 %) makes it fail.
+/// Every series and label they read is one a marked agent serves.
+#[test]
+fn the_marks_rules_check_fire_for_the_pair_that_changes_the_marks_and_read_served_series() {
+    if !need_tools(&["promtool"]) {
+        return;
+    }
+    let dir = repo().join("deploy/prometheus");
+    let (ok, said) = promtool(&["check", "rules", "mesh-marks-rules.yaml"], &dir);
+    assert!(ok && said.contains("SUCCESS: 6 rules found"), "{said}");
+    let (ok, said) = promtool(&["test", "rules", "mesh-marks-rules.test.yaml"], &dir);
+    assert!(ok, "{said}");
+    let scratch = temp_file("mesh-marks-rules");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let rules = std::fs::read_to_string(dir.join("mesh-marks-rules.yaml")).unwrap();
+    for (from, to) in [
+        (r#"{fate="bleached"} > 0.01"#, r#"{fate="bleached"} > 0.95"#),
+        (r#"{fate="remarked"} > 0.01"#, r#"{fate="remarked"} > 0.05"#),
+        ("ce:ratio_rate5m > 0.05", "ce:ratio_rate5m > 0.5"),
+    ] {
+        assert!(rules.contains(from), "{from}");
+        let test = "mesh-marks-rules.test.yaml";
+        std::fs::write(
+            scratch.join("mesh-marks-rules.yaml"),
+            rules.replace(from, to),
+        )
+        .unwrap();
+        std::fs::copy(dir.join(test), scratch.join(test)).unwrap();
+        let (ok, said) = promtool(&["test", "rules", test], &scratch);
+        assert!(!ok, "{to}: the unit test still passed: {said}");
+    }
+    // What a marked agent serves: the families and labels the rules may read.
+    let own: BTreeMap<String, String> = [("zone", "z1"), ("rack", "r1")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut stats = PeerStats::new(0, &Judging::default());
+    let ef0 = 46 << 2 | 2;
+    stats.on_marks(Some((ef0, 2)), Some((ef0, ef0 | 3)));
+    let figures = stats.figures();
+    let peer = MeshPeer {
+        address: "198.18.3.1",
+        labels: &own,
+        stats: &figures,
+    };
+    let text = encode_mesh(&agent_of(&own), &[peer]);
+    let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let mut known: BTreeSet<&str> = samples
+        .iter()
+        .map(|l| l.split('{').next().unwrap())
+        .collect();
+    let labels: BTreeSet<&str> = samples
+        .iter()
+        .flat_map(|l| l.split(['{', ',']).skip(1))
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
+        .collect();
+    for line in rules.lines() {
+        if let Some(r) = line.trim().strip_prefix("- record: ") {
+            known.insert(r);
+        }
+    }
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut read = 0;
+    for line in rules.lines().map(str::trim) {
+        for n in line.split(|c: char| !is_name(c)) {
+            if n.starts_with("sonde_") || n.starts_with("sonde:") {
+                assert!(
+                    known.contains(n),
+                    "{line}: {n} is neither served nor recorded"
+                );
+                read += 1;
+            }
+        }
+        let grouped = [" by (", " on ("].map(|w| line.split(w).skip(1));
+        for part in grouped.into_iter().flatten() {
+            for l in part.split(')').next().unwrap().split(',') {
+                assert!(
+                    labels.contains(l.trim()),
+                    "{line}: no served series has {l}"
+                );
+            }
+        }
+        for l in line.split("$labels.").skip(1) {
+            let l = l.split(' ').next().unwrap();
+            assert!(labels.contains(l), "{line}: no served series has {l}");
+        }
+    }
+    assert!(read >= 10, "{read} series read");
+}
+
 #[test]
 fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service_with_their_token() {
     if !need_tools(&["promtool"]) {
@@ -71,7 +163,9 @@ fn the_mesh_scrape_config_checks_and_finds_the_agents_by_their_service_with_thei
     assert!(scrape.contains(credentials), "no token in {scrape}");
     let scratch = temp_file("mesh-scrape");
     std::fs::create_dir_all(&scratch).unwrap();
-    std::fs::copy(dir.join("mesh-rules.yaml"), scratch.join("mesh-rules.yaml")).unwrap();
+    for rules in ["mesh-rules.yaml", "mesh-marks-rules.yaml"] {
+        std::fs::copy(dir.join(rules), scratch.join(rules)).unwrap();
+    }
     let token = scratch.join("token");
     let checked = scrape.replace(
         "/etc/prometheus/sonde-mesh-metrics-token",
@@ -234,7 +328,7 @@ fn a_marked_agents_metrics_pass_promtool_check_metrics() {
         stats: &figures,
     };
     let text = encode_mesh(&agent, &[peer]);
-    for family in ["marks", "ect", "ce"] {
+    for family in ["marks", "dscp_fate", "ect", "ce"] {
         assert!(text.contains(&format!("# TYPE sonde_mesh_{family}_packets counter")));
     }
     let o = common::prometheus::promtool(&["check", "metrics"], &text);

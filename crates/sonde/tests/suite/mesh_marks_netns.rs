@@ -4,7 +4,8 @@
 //! table and counter each) and setting CE on every 4th answer h2 sends back. Each agent's
 //! `/metrics` must say so per direction, exactly as the rules' counters: h1 sees its
 //! forward bleached and its reverse kept with CE, h2 its forward kept and its reverse
-//! bleached.
+//! bleached. The named family says the same with the classes' names and the fate
+//! (`sent_class="ef",arrived_class="cs0",fate="bleached"`).
 
 use crate::common;
 
@@ -101,6 +102,14 @@ fn a_pair_that_bleaches_ef_one_way_shows_per_direction_in_the_metrics_exactly_as
     let dir = |way: &str, sent: &str, arrived: &str| {
         format!("direction=\"{way}\",sent_dscp=\"{sent}\",arrived_dscp=\"{arrived}\"")
     };
+    // The same counts by class name, with what the path did.
+    let named = "sonde_mesh_dscp_fate_packets_total";
+    let fate = |way: &str, arrived: (&str, &str), what: &str| {
+        format!(
+            "direction=\"{way}\",sent_dscp=\"46\",sent_class=\"ef\",arrived_dscp=\"{}\",arrived_class=\"{}\",fate=\"{what}\"",
+            arrived.0, arrived.1
+        )
+    };
     wait_until(
         "each direction's marks as the router's counters",
         Duration::from_secs(5),
@@ -129,6 +138,9 @@ fn a_pair_that_bleaches_ef_one_way_shows_per_direction_in_the_metrics_exactly_as
                 ),
                 v(&m2, fam, &h1, &dir("forward", "46", "46")),
                 v(&m2, fam, &h1, &dir("reverse", "46", "0")),
+                v(&m1, named, &h2, &fate("forward", ("0", "cs0"), "bleached")),
+                v(&m1, named, &h2, &fate("reverse", ("46", "ef"), "kept")),
+                v(&m2, named, &h1, &fate("reverse", ("0", "cs0"), "bleached")),
                 v(
                     &m2,
                     "sonde_mesh_ce_packets_total",
@@ -143,6 +155,9 @@ fn a_pair_that_bleaches_ef_one_way_shows_per_direction_in_the_metrics_exactly_as
                 ce as i64,
                 0,
                 answered2,
+                bleached_answers as i64,
+                bleached_probes as i64,
+                answered1,
                 bleached_answers as i64,
                 0,
             ];

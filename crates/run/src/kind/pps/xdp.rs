@@ -1,7 +1,8 @@
 //! The AF_XDP engine of a packet-rate side. The sender builds whole frames for the path
 //! to the agent; the receiver attaches the redirect program for the test's port and a
 //! socket on every receive queue before it reports `Ready`, so that no packet of the test
-//! reaches the kernel's socket.
+//! reaches the kernel's socket. Marked (`--dscp`, `--ecn`), the sender's frames carry the
+//! TOS byte and the receiver counts the test's frames by the one they arrived with.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -124,11 +125,22 @@ impl RxEngine for Receiving {
         let r = self.stage.running();
         r.map_or(Drops::NotCounted, |r| Drops::Counted(r.receiver.drops()))
     }
+    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+        self.stage.running().and_then(|r| r.receiver.arrived_tos())
+    }
+    fn marks_note(&self) -> Option<String> {
+        let counted = self.stage.running()?.receiver.arrived_tos().is_some();
+        counted.then(|| MARKS_NOTE.to_string())
+    }
     fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
         let w = self.stage.running_mut();
         w.map(|r| r.receiver.join()).unwrap_or_default()
     }
 }
+
+/// The note of a receiver counting the marks.
+const MARKS_NOTE: &str = "marks read from each frame's IP header by the AF_XDP receiver \
+     (no control message, nothing asked of the kernel): frames its ring dropped are not counted";
 
 /// Senders on AF_XDP sockets, one per transmit queue up to `threads`, for the flows the
 /// kernel sockets in `flows` hold the ports of.
@@ -166,6 +178,7 @@ fn sender(
         cpus,
         sending: sending(spec, cookie),
         flows: endpoints,
+        tos: spec.execution.marks.data_tos(),
     };
     let sender = XdpSender::spawn(xsks, plan)?;
     Ok(Tx {

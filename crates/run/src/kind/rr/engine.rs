@@ -81,6 +81,9 @@ pub trait EchoEngine: Workers {
     fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
         None
     }
+    /// The cookie is known and the controller not yet told the port: what must count
+    /// from the test's first request (io_uring's marks filter) is put in place.
+    fn before_ready(&mut self, _cookie: u64) {}
 }
 
 /// A request/response engine in the kind's table: what it refuses and what each end opens.
@@ -175,6 +178,6 @@ pub fn server_plan(
 }
 
 /// UDP with marks asked for: each end counts what it received by the TOS it arrived with.
-fn reads_tos(spec: &RrSpec) -> bool {
+pub(super) fn reads_tos(spec: &RrSpec) -> bool {
     spec.transport == sonde_results::Transport::Udp && spec.execution.marks.data_tos().is_some()
 }

@@ -2,19 +2,22 @@
 //! socket per connection on the controller (or a new TCP connection per request), and on
 //! the agent an echo socket, the TCP connections or a listener to accept from. The io_uring
 //! engine (`uring.rs`) opens the same sockets and drives them with its own workers
-//! ([`Spawners`]).
+//! ([`Spawners`]). io_uring's workers read no TOS: UDP marks are counted for them by a
+//! socket filter in the kernel (`sonde_engine::marks::filter`), the requests on the echo's
+//! socket (from before `Ready`) and the answers on the controller's connected sockets.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use hdrhistogram::Histogram;
+use sonde_engine::marks::filter::{Match, TosFilter};
 use sonde_engine::rr_client::{ClientPlan, RrClient, RrSocket, Target, WorkerEnd};
 use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_results::{Engine, RrSpec, SpecError, Transport};
 
-use super::engine::{EchoEngine, RequestEngine, RrBackend};
+use super::engine::{reads_tos, EchoEngine, RequestEngine, RrBackend};
 use crate::kind::connect::{connect_data, connect_udp};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
@@ -85,6 +88,16 @@ impl RrBackend for Kernel {
     }
 }
 
+/// Where the workers `spawn` starts read no TOS (io_uring's) and the spec asks for the
+/// marks: a filter counting what `matching` takes on `fds`, or `None` (the kernel refused
+/// BPF: the side says the marks were not read).
+fn tos_filter(r: &RrSpec, spawn: Spawners, fds: &[RawFd], matching: Match) -> Option<TosFilter> {
+    if spawn.engine == Engine::Kernel || !reads_tos(r) {
+        return None;
+    }
+    TosFilter::attach_matching(fds, matching).ok()
+}
+
 /// The controller's sockets, for workers `spawn` starts.
 pub(super) fn open_client(
     r: &RrSpec,
@@ -101,6 +114,7 @@ pub(super) fn open_client(
             stage: Lifecycle::Opened(target),
             options: vec!["TCP_NODELAY".into()],
             spawn,
+            filter: None,
         }));
     }
     let mut sockets = Vec::new();
@@ -122,7 +136,12 @@ pub(super) fn open_client(
         }
         sockets.push(sock);
     }
+    let fds: Vec<RawFd> = sockets.iter().map(RrSocket::fd).collect();
+    let answers = Match::Length {
+        bytes: r.response_bytes,
+    };
     Ok(Box::new(Client {
+        filter: tos_filter(r, spawn, &fds, answers),
         stage: Lifecycle::Opened(Target::Sockets(sockets)),
         options,
         spawn,
@@ -157,6 +176,7 @@ pub(super) fn open_server(
         port,
         stage: Lifecycle::Opened(at),
         spawn,
+        filter: None,
     }))
 }
 
@@ -166,6 +186,8 @@ struct Client {
     stage: Lifecycle<Target, RrClient>,
     options: Vec<String>,
     spawn: Spawners,
+    /// The answers' marks, counted in the kernel for workers that read none.
+    filter: Option<TosFilter>,
 }
 
 impl RequestEngine for Client {
@@ -200,7 +222,10 @@ impl RequestEngine for Client {
         true
     }
     fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
-        self.stage.running()?.arrived_tos()
+        match &self.filter {
+            Some(f) => Some(f.snapshot()),
+            None => self.stage.running()?.arrived_tos(),
+        }
     }
 }
 
@@ -215,6 +240,8 @@ struct Server {
     port: u16,
     stage: Lifecycle<At, RrServer>,
     spawn: Spawners,
+    /// The requests' marks, counted in the kernel for workers that read none.
+    filter: Option<TosFilter>,
 }
 
 impl EchoEngine for Server {
@@ -291,7 +318,22 @@ impl EchoEngine for Server {
         self.stage.running().map(RrServer::syscalls)
     }
     fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
-        self.stage.running()?.arrived_tos()
+        match &self.filter {
+            Some(f) => Some(f.snapshot()),
+            None => self.stage.running()?.arrived_tos(),
+        }
+    }
+    /// The echo's socket takes the filter before the controller knows its port, so that
+    /// it counts the test's first request.
+    fn before_ready(&mut self, cookie: u64) {
+        let Some(At::Udp(u)) = self.stage.opened() else {
+            return;
+        };
+        let requests = Match::Request {
+            cookie,
+            bytes: self.spec.request_bytes,
+        };
+        self.filter = tos_filter(&self.spec, self.spawn, &[u.as_raw_fd()], requests);
     }
 }
 

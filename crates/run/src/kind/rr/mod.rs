@@ -270,6 +270,10 @@ impl ServerEndpoint for Listening {
         self.engine.port()
     }
 
+    fn before_ready(&mut self, cookie: u64) {
+        self.engine.before_ready(cookie);
+    }
+
     fn listener(&self) -> Option<(&TcpListener, usize)> {
         self.engine.listener()
     }

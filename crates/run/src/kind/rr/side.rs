@@ -12,7 +12,7 @@ use sonde_probe::hostwatch::HostProbe;
 use sonde_results::latency::{merge, new_histogram};
 use sonde_results::side::Syscalls;
 use sonde_results::stages::Stages;
-use sonde_results::{IntervalSample, LatencySummary, Role, RrResult};
+use sonde_results::{Engine, IntervalSample, LatencySummary, Role, RrResult};
 use sonde_results::{RrSample, RrSpec, SampleSection, SideResult, SideSection};
 
 use super::engine::{EchoEngine, RequestEngine, DRAIN};
@@ -242,11 +242,18 @@ impl Side for RrSide {
             SideEngine::Server(s) => s.arrived_tos(),
         };
         let udp = self.spec.transport == sonde_results::Transport::Udp;
-        if udp && self.spec.execution.marks.data_tos().is_some() && arrived.is_none() {
-            notes.push(format!(
+        let engine = self.engine();
+        match arrived {
+            _ if !udp || self.spec.execution.marks.data_tos().is_none() => {}
+            None => notes.push(format!(
                 "the marks that arrived are not read by the {} engine's workers (--engine kernel reads them)",
-                self.engine().name()
-            ));
+                engine.name()
+            )),
+            Some(_) if engine != Engine::Kernel => notes.push(format!(
+                "marks counted in the kernel by a socket filter (eBPF), the {} engine's workers reading none: every datagram of the test's length and cookie (answers: length), late ones too",
+                engine.name()
+            )),
+            Some(_) => {}
         }
         let marks = self
             .spec
