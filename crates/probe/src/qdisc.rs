@@ -6,6 +6,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use sonde_results::QdiscCounters;
+
 const RTM_GETQDISC: u16 = 38;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_DUMP: u16 = 0x300;
@@ -21,19 +23,9 @@ const TCA_STATS_QUEUE: u16 = 3;
 /// The parent of a root qdisc.
 const TC_H_ROOT: u32 = 0xffff_ffff;
 
-/// One reading of a qdisc's counters (monotonic, but the backlog: a gauge).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QdiscSnap {
-    /// Set by the caller: the interface's name.
-    pub iface: String,
-    pub kind: String,
-    pub packets: u64,
-    pub drops: u64,
-    pub overlimits: u64,
-    pub requeues: u64,
-    pub backlog_bytes: u64,
-    pub backlog_packets: u64,
-}
+/// One reading of a qdisc's counters, in the fields the window's delta has ([`delta`]):
+/// monotonic counts (the backlog: a gauge); the caller sets the interface's name.
+pub type QdiscSnap = QdiscCounters;
 
 /// The root qdisc of interface `ifindex`; `None` when it has none that queues (noqueue).
 pub fn root(ifindex: u32) -> io::Result<Option<QdiscSnap>> {
@@ -162,12 +154,12 @@ fn stats2(nested: &[u8], q: &mut QdiscSnap) {
 
 /// `b`'s counters since `a` (32-bit counters wrap: taken modulo 2^32), with `b`'s backlog;
 /// `None` when the qdisc was replaced between the two.
-pub fn delta(a: &QdiscSnap, b: &QdiscSnap) -> Option<sonde_results::QdiscCounters> {
+pub fn delta(a: &QdiscSnap, b: &QdiscSnap) -> Option<QdiscCounters> {
     if a.kind != b.kind || a.iface != b.iface {
         return None;
     }
     let d = |x: u64, y: u64| (y as u32).wrapping_sub(x as u32) as u64;
-    Some(sonde_results::QdiscCounters {
+    Some(QdiscCounters {
         iface: b.iface.clone(),
         kind: b.kind.clone(),
         packets: d(a.packets, b.packets),

@@ -24,8 +24,9 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::xdp::bpf::{bpf, owned, MapCreate, ProgLoad, BPF_MAP_CREATE, BPF_PROG_LOAD};
-use crate::xdp::Insn;
+use crate::xdp::bpf::{bpf, load_prog, owned, MapCreate, BPF_MAP_CREATE};
+use crate::xdp::op::*;
+use crate::xdp::{Asm, Insn};
 
 /// The name every loaded filter carries (16 bytes with the NUL), so a test can look for
 /// one left behind.
@@ -45,87 +46,8 @@ const NET_OFF: i32 = -0x10_0000;
 /// UDP header, then ours: cookie (4), flow (4), sequence (8).
 const UDP_HEADER: i32 = 8;
 
-// Opcodes (linux/bpf_common.h, linux/bpf.h).
-const LD_ABS_B: u8 = 0x30;
-const LD_ABS_H: u8 = 0x28;
-const LD_ABS_W: u8 = 0x20;
-const LDX_W: u8 = 0x61;
-const STX_W: u8 = 0x63;
-const ATOMIC_ADD_DW: u8 = 0xdb;
-const LD_IMM64: u8 = 0x18;
-const MOV_K: u8 = 0xb7;
-const MOV_X: u8 = 0xbf;
-const ADD_K: u8 = 0x07;
-const ADD_X: u8 = 0x0f;
-const RSH_K: u8 = 0x77;
-const LSH_K: u8 = 0x67;
-const AND_K: u8 = 0x57;
-const JA: u8 = 0x05;
-const JEQ_K: u8 = 0x15;
-const JGE_K: u8 = 0x35;
-const JLT_K: u8 = 0xa5;
-const JNE_K: u8 = 0x55;
-const JNE32_K: u8 = 0x56;
-const CALL: u8 = 0x85;
-const EXIT: u8 = 0x95;
 const HELPER_MAP_LOOKUP: i32 = 1;
 const HELPER_SMP_PROCESSOR_ID: i32 = 8;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Label {
-    Accept,
-    V6,
-    Index,
-    Beyond,
-    Store,
-}
-
-/// Instructions with jumps to labels, resolved at the end.
-#[derive(Default)]
-struct Prog {
-    insns: Vec<(Insn, Option<Label>)>,
-    labels: Vec<(Label, usize)>,
-}
-
-impl Prog {
-    fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
-        let regs = dst | (src << 4);
-        self.insns.push((
-            Insn {
-                code,
-                regs,
-                off,
-                imm,
-            },
-            None,
-        ));
-    }
-    fn jump(&mut self, code: u8, dst: u8, imm: i32, to: Label) {
-        let i = Insn {
-            code,
-            regs: dst,
-            off: 0,
-            imm,
-        };
-        self.insns.push((i, Some(to)));
-    }
-    fn label(&mut self, l: Label) {
-        self.labels.push((l, self.insns.len()));
-    }
-    fn finish(self) -> Vec<Insn> {
-        let at = |l: Label| {
-            let found = self.labels.iter().find(|(x, _)| *x == l);
-            found.map(|(_, i)| *i).expect("every jump target is placed")
-        };
-        let resolve = |(pc, (mut i, to)): (usize, &(Insn, Option<Label>))| {
-            if let Some(l) = to {
-                i.off = (at(*l) as i64 - pc as i64 - 1) as i16;
-            }
-            i
-        };
-        self.insns.iter().enumerate().map(resolve).collect()
-    }
-}
 
 /// Which datagrams a filter counts: the test's own, as its receiver accounts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,61 +68,78 @@ pub enum Match {
 /// whole. Nothing is read past a datagram's end (`ld_abs` would drop it): the length is
 /// checked first.
 fn program(m: Match, cpus: u32, map_fd: RawFd) -> Vec<Insn> {
-    let mut p = Prog::default();
-    p.op(MOV_X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
-    p.op(LDX_W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
+    let mut p = Asm::default();
+    p.op(ALU64 | MOV | X, 6, 1, 0, 0); // r6 = skb: ld_abs reads through it
+    p.op(LDX | MEM | W, 0, 6, 0, 0); // r0 = skb->len, from the UDP header on
     match m {
         Match::Pps { cookie, flows } => {
-            p.jump(JLT_K, 0, UDP_HEADER + 8, Label::Accept);
-            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
-            p.jump(JNE32_K, 0, cookie as i32, Label::Accept);
-            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 4); // the flow
-            p.jump(JGE_K, 0, flows as i32, Label::Accept);
+            p.jump(JMP | JLT | K, 0, UDP_HEADER + 8, Label::Accept);
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER); // the cookie, in host order
+            p.jump(JMP32 | JNE | K, 0, cookie as i32, Label::Accept);
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 4); // the flow
+            p.jump(JMP | JGE | K, 0, flows as i32, Label::Accept);
         }
         Match::Request { cookie, bytes } => {
-            p.jump(JNE_K, 0, UDP_HEADER + bytes as i32, Label::Accept);
-            p.jump(JLT_K, 0, UDP_HEADER + 16, Label::Accept);
+            p.jump(JMP | JNE | K, 0, UDP_HEADER + bytes as i32, Label::Accept);
+            p.jump(JMP | JLT | K, 0, UDP_HEADER + 16, Label::Accept);
             // ld_abs reads big-endian: the cookie's high word, then its low one.
-            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 8);
-            p.jump(JNE32_K, 0, (cookie >> 32) as u32 as i32, Label::Accept);
-            p.op(LD_ABS_W, 0, 0, 0, UDP_HEADER + 12);
-            p.jump(JNE32_K, 0, cookie as u32 as i32, Label::Accept);
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 8);
+            p.jump(
+                JMP32 | JNE | K,
+                0,
+                (cookie >> 32) as u32 as i32,
+                Label::Accept,
+            );
+            p.op(LD | ABS | W, 0, 0, 0, UDP_HEADER + 12);
+            p.jump(JMP32 | JNE | K, 0, cookie as u32 as i32, Label::Accept);
         }
-        Match::Length { bytes } => p.jump(JNE_K, 0, UDP_HEADER + bytes as i32, Label::Accept),
+        Match::Length { bytes } => {
+            p.jump(JMP | JNE | K, 0, UDP_HEADER + bytes as i32, Label::Accept)
+        }
     }
-    p.op(LD_ABS_B, 0, 0, 0, NET_OFF); // version and header length
-    p.op(RSH_K, 0, 0, 0, 4);
-    p.jump(JEQ_K, 0, 6, Label::V6);
-    p.op(LD_ABS_B, 0, 0, 0, NET_OFF + 1); // IPv4's TOS
-    p.op(MOV_X, 7, 0, 0, 0);
-    p.jump(JA, 0, 0, Label::Index);
+    p.op(LD | ABS | B, 0, 0, 0, NET_OFF); // version and header length
+    p.op(ALU64 | RSH | K, 0, 0, 0, 4);
+    p.jump(JMP | JEQ | K, 0, 6, Label::V6);
+    p.op(LD | ABS | B, 0, 0, 0, NET_OFF + 1); // IPv4's TOS
+    p.op(ALU64 | MOV | X, 7, 0, 0, 0);
+    p.jump(JMP | JA, 0, 0, Label::Index);
     p.label(Label::V6);
-    p.op(LD_ABS_H, 0, 0, 0, NET_OFF); // version, traffic class, flow label's top
-    p.op(RSH_K, 0, 0, 0, 4);
-    p.op(AND_K, 0, 0, 0, 0xff);
-    p.op(MOV_X, 7, 0, 0, 0);
+    p.op(LD | ABS | H, 0, 0, 0, NET_OFF); // version, traffic class, flow label's top
+    p.op(ALU64 | RSH | K, 0, 0, 0, 4);
+    p.op(ALU64 | AND | K, 0, 0, 0, 0xff);
+    p.op(ALU64 | MOV | X, 7, 0, 0, 0);
     p.label(Label::Index);
-    p.op(CALL, 0, 0, 0, HELPER_SMP_PROCESSOR_ID);
-    p.jump(JGE_K, 0, cpus as i32, Label::Beyond);
-    p.op(LSH_K, 0, 0, 0, 8);
-    p.op(ADD_X, 7, 0, 0, 0); // r7 = cpu * 256 + tos
-    p.jump(JA, 0, 0, Label::Store);
+    p.op(JMP | CALL, 0, 0, 0, HELPER_SMP_PROCESSOR_ID);
+    p.jump(JMP | JGE | K, 0, cpus as i32, Label::Beyond);
+    p.op(ALU64 | LSH | K, 0, 0, 0, 8);
+    p.op(ALU64 | ADD | X, 7, 0, 0, 0); // r7 = cpu * 256 + tos
+    p.jump(JMP | JA, 0, 0, Label::Store);
     p.label(Label::Beyond);
-    p.op(MOV_K, 7, 0, 0, (cpus * 256) as i32); // a CPU beyond the count: unread
+    p.op(ALU64 | MOV | K, 7, 0, 0, (cpus * 256) as i32); // a CPU beyond the count: unread
     p.label(Label::Store);
-    p.op(STX_W, 10, 7, -4, 0);
-    p.op(MOV_X, 2, 10, 0, 0);
-    p.op(ADD_K, 2, 0, 0, -4);
-    p.op(LD_IMM64, 1, 1, 0, map_fd); // src 1: the immediate is a map's descriptor
+    p.op(STX | MEM | W, 10, 7, -4, 0);
+    p.op(ALU64 | MOV | X, 2, 10, 0, 0);
+    p.op(ALU64 | ADD | K, 2, 0, 0, -4);
+    p.op(LD | IMM | DW, 1, 1, 0, map_fd); // src 1: the immediate is a map's descriptor
     p.op(0, 0, 0, 0, 0);
-    p.op(CALL, 0, 0, 0, HELPER_MAP_LOOKUP);
-    p.jump(JEQ_K, 0, 0, Label::Accept);
-    p.op(MOV_K, 1, 0, 0, 1);
-    p.op(ATOMIC_ADD_DW, 0, 1, 0, 0);
+    p.op(JMP | CALL, 0, 0, 0, HELPER_MAP_LOOKUP);
+    p.jump(JMP | JEQ | K, 0, 0, Label::Accept);
+    p.op(ALU64 | MOV | K, 1, 0, 0, 1);
+    p.op(STX | ATOMIC | DW, 0, 1, 0, 0);
     p.label(Label::Accept);
-    p.op(MOV_K, 0, 0, 0, -1); // keep every byte
-    p.op(EXIT, 0, 0, 0, 0);
+    p.op(ALU64 | MOV | K, 0, 0, 0, -1); // keep every byte
+    p.op(JMP | EXIT, 0, 0, 0, 0);
     p.finish()
+}
+
+/// Where the filter's jumps go.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Label {
+    Accept,
+    V6,
+    Index,
+    Beyond,
+    Store,
 }
 
 /// CPUs the kernel may number (`/sys/devices/system/cpu/possible`, "0-N"): one more than
@@ -287,7 +226,14 @@ impl TosFilter {
             return Err(io::Error::last_os_error());
         }
         let counts = Mapped { ptr, len };
-        let prog = load(&program(matching, cpus, map.as_raw_fd()))?;
+        let insns = program(matching, cpus, map.as_raw_fd());
+        let prog = load_prog(
+            BPF_PROG_TYPE_SOCKET_FILTER,
+            0,
+            PROG_NAME,
+            "the TOS filter",
+            &insns,
+        )?;
         let filter = TosFilter {
             counts,
             cpus,
@@ -343,31 +289,6 @@ impl TosFilter {
 /// Takes any filter off `fd` (the undoing of a partial attach).
 fn detach(fd: RawFd) {
     let _ = crate::int_option::set_level_int(fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0);
-}
-
-/// Loads `insns` as a socket filter named [`PROG_NAME`]; the verifier's log is in the
-/// error.
-fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
-    let license = c"GPL";
-    let mut log = vec![0u8; 64 * 1024];
-    let mut name = [0u8; 16];
-    name[..PROG_NAME.len()].copy_from_slice(PROG_NAME.as_bytes());
-    let mut a = ProgLoad {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        log_level: 1,
-        log_size: log.len() as u32,
-        log_buf: log.as_mut_ptr() as u64,
-        prog_name: name,
-        ..Default::default()
-    };
-    bpf(BPF_PROG_LOAD, &mut a).map(owned).map_err(|e| {
-        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-        let text = String::from_utf8_lossy(&log[..end]);
-        io::Error::new(e.kind(), format!("loading the TOS filter: {e}\n{text}"))
-    })
 }
 
 /// The start of `struct bpf_prog_info`: what a test needs of a program.

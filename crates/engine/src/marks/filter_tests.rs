@@ -212,7 +212,7 @@ fn the_program_is_the_size_described_and_its_jumps_land_inside_it() {
         assert_eq!(p.len(), slots, "{m:?}");
         for (pc, i) in p.iter().enumerate() {
             let is_jump = i.code & 0x07 == 0x05 || i.code & 0x07 == 0x06;
-            if is_jump && i.code != CALL && i.code != EXIT {
+            if is_jump && i.code != JMP | CALL && i.code != JMP | EXIT {
                 let to = pc as i64 + 1 + i64::from(i.off);
                 assert!(
                     (0..p.len() as i64).contains(&to),
@@ -220,8 +220,11 @@ fn the_program_is_the_size_described_and_its_jumps_land_inside_it() {
                 );
             }
         }
-        assert_eq!(p[p.len() - 1].code, EXIT);
-        assert_eq!((p[p.len() - 2].code, p[p.len() - 2].imm), (MOV_K, -1));
+        assert_eq!(p[p.len() - 1].code, JMP | EXIT);
+        assert_eq!(
+            (p[p.len() - 2].code, p[p.len() - 2].imm),
+            (ALU64 | MOV | K, -1)
+        );
     }
 }
 

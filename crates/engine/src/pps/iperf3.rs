@@ -31,7 +31,7 @@ mod tests {
     #[test]
     fn workers_speak_iperf3_over_loopback_a_socket_a_stream() {
         use crate::pool::Placement;
-        use crate::pps::{PpsReceiver, PpsSender, RxPlan, TxPlan, Wire};
+        use crate::pps::{PpsReceiver, PpsSender, RxPlan, Sending, TxPlan, Wire};
         use crate::wait::Poll;
         use std::net::UdpSocket;
         use std::time::{Duration, Instant};
@@ -60,11 +60,13 @@ mod tests {
             tx,
             TxPlan {
                 placement: Placement::new(1, None, 2),
-                payload_bytes: 100,
-                batch: 4,
-                rate_pps: Some(10_000.0),
-                stop_at: Instant::now() + Duration::from_millis(200),
-                cookie: 0,
+                sending: Sending {
+                    payload_bytes: 100,
+                    batch: 4,
+                    rate_pps: Some(10_000.0),
+                    stop_at: Instant::now() + Duration::from_millis(200),
+                    cookie: 0,
+                },
                 gso: false,
             },
             wire,

@@ -16,9 +16,11 @@ mod send;
 
 pub use iperf3::Iperf3Rx;
 pub use recv::{
-    attach_tos_filter, PpsReceiver, RxCounts, RxPlan, TosBy, FILTER_NOTE, IPERF3_DATAGRAM_BYTES,
+    attach_tos_filter, PpsReceiver, Receivers, RxCounts, RxPlan, TosBy, FILTER_NOTE,
+    IPERF3_DATAGRAM_BYTES,
 };
-pub use send::{Blocked, PpsSender, TxPlan, MAX_GSO_SEGMENTS};
+pub(crate) use recv::{Tallied, Tally};
+pub use send::{Blocked, PpsSender, Sending, TxPlan, MAX_GSO_SEGMENTS};
 
 use crate::counters::Counters;
 
@@ -352,11 +354,13 @@ mod tests {
             flows,
             TxPlan {
                 placement: Placement::new(2, None, 4),
-                payload_bytes: 22,
-                batch: 16,
-                rate_pps: Some(20_000.0),
-                stop_at: Instant::now() + Duration::from_millis(300),
-                cookie: 7,
+                sending: Sending {
+                    payload_bytes: 22,
+                    batch: 16,
+                    rate_pps: Some(20_000.0),
+                    stop_at: Instant::now() + Duration::from_millis(300),
+                    cookie: 7,
+                },
                 gso: false,
             },
         )

@@ -50,14 +50,74 @@ pub enum TosBy {
     ControlMessage,
 }
 
-struct RxShared {
+/// Receiving threads of either engine, one per socket, and the state `S` they share: the
+/// kernel's sockets ([`PpsReceiver`]) or AF_XDP's (`xdp::pps::XdpReceiver`).
+pub struct Receivers<S: Tallied> {
+    pub(crate) shared: Arc<S>,
+    pub(crate) pool: Pool<RxOutcome>,
+}
+
+pub(crate) use sealed::Tallied;
+
+mod sealed {
+    /// An engine's receivers' shared state, as [`super::Receivers`] reads it.
+    pub trait Tallied: Send + Sync + 'static {
+        fn tally(&self) -> &super::Tally;
+        /// How many flows the receivers account.
+        fn flows(&self) -> usize;
+    }
+}
+
+/// What every engine's receivers count as they go, per thread, for a reader beside them.
+pub struct Tally {
+    pub(crate) counts: Vec<Count>,
+    /// Datagrams that were not ours (another cookie or flow, not UDP): counted, not
+    /// accounted.
+    pub(crate) foreign: Vec<AtomicU64>,
+}
+
+impl Tally {
+    pub(crate) fn new(threads: usize) -> Tally {
+        Tally {
+            counts: (0..threads).map(|_| Count::default()).collect(),
+            foreign: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl<S: Tallied> Receivers<S> {
+    /// Packets and UDP payload bytes received so far (monotonic).
+    pub fn counts(&self) -> (u64, u64) {
+        sum(&self.shared.tally().counts)
+    }
+
+    pub fn foreign(&self) -> u64 {
+        let f = &self.shared.tally().foreign;
+        f.iter().map(|f| f.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Receivers end only when stopped (or on an error).
+    pub fn all_done(&self) -> bool {
+        self.pool.all_done()
+    }
+
+    /// Stops every receiver now.
+    pub fn abort(&self) {
+        self.pool.abort();
+    }
+
+    /// Per-flow accounting merged over the receivers, and the first error met.
+    pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
+        gather_received(self.pool.join(), self.shared.flows())
+    }
+}
+
+pub struct RxShared {
     plan: RxPlan,
     wire: Wire,
     sockets: Vec<UdpSocket>,
     aborting: AtomicBool,
-    counts: Vec<Count>,
-    /// Packets that were not ours (wrong cookie or flow): counted, not accounted.
-    foreign: Vec<AtomicU64>,
+    tally: Tally,
     /// Datagrams by the TOS byte they arrived with, per receiver, when read from the
     /// control messages.
     tos: Vec<TosCounts>,
@@ -82,11 +142,17 @@ impl Stop for RxShared {
     }
 }
 
-/// The receiving side: one thread per socket (SO_REUSEPORT group).
-pub struct PpsReceiver {
-    shared: Arc<RxShared>,
-    pool: Pool<RxOutcome>,
+impl Tallied for RxShared {
+    fn tally(&self) -> &Tally {
+        &self.tally
+    }
+    fn flows(&self) -> usize {
+        self.plan.flows
+    }
 }
+
+/// The receiving side: one thread per socket (SO_REUSEPORT group).
+pub type PpsReceiver = Receivers<RxShared>;
 
 impl PpsReceiver {
     pub fn spawn(sockets: Vec<UdpSocket>, plan: RxPlan) -> io::Result<PpsReceiver> {
@@ -117,8 +183,7 @@ impl PpsReceiver {
             false => (None, None),
         };
         let shared = Arc::new(RxShared {
-            counts: (0..placement.threads).map(|_| Count::default()).collect(),
-            foreign: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
+            tally: Tally::new(placement.threads),
             tos: (0..placement.threads)
                 .map(|_| TosCounts::default())
                 .collect(),
@@ -131,12 +196,7 @@ impl PpsReceiver {
             aborting: AtomicBool::new(false),
         });
         let pool = Pool::spawn("sonde-rx", &placement, &shared, recv_loop)?;
-        Ok(PpsReceiver { shared, pool })
-    }
-
-    /// Packets and UDP payload bytes received so far (monotonic).
-    pub fn counts(&self) -> (u64, u64) {
-        sum(&self.shared.counts)
+        Ok(Receivers { shared, pool })
     }
 
     /// A handle on the running counts, for a reader (a guard) beside the one driving
@@ -153,14 +213,6 @@ impl PpsReceiver {
             j.map(|j| f64::from_bits(j.load(Ordering::Relaxed)))
                 .collect()
         })
-    }
-
-    pub fn foreign(&self) -> u64 {
-        self.shared
-            .foreign
-            .iter()
-            .map(|f| f.load(Ordering::Relaxed))
-            .sum()
     }
 
     /// Datagrams received by the TOS byte they arrived with, over the whole test, and
@@ -183,21 +235,6 @@ impl PpsReceiver {
     pub fn tos_note(&self) -> Option<String> {
         self.shared.tos_note.clone()
     }
-
-    /// Receivers end only when stopped (or on an error).
-    pub fn all_done(&self) -> bool {
-        self.pool.all_done()
-    }
-
-    /// Stops every receiver now.
-    pub fn abort(&self) {
-        self.pool.abort();
-    }
-
-    /// Per-flow accounting merged over the receivers, and the first error met.
-    pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
-        gather_received(self.pool.join(), self.shared.plan.flows)
-    }
 }
 
 /// The running counts of a set of receivers, readable from any thread.
@@ -207,7 +244,7 @@ pub struct RxCounts(Arc<RxShared>);
 impl RxCounts {
     /// Packets and UDP payload bytes received so far (monotonic).
     pub fn counts(&self) -> (u64, u64) {
-        sum(&self.0.counts)
+        sum(&self.0.tally.counts)
     }
 }
 
@@ -288,7 +325,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
         m.msg_hdr.msg_control = c.as_mut_ptr().cast();
     }
     let mut flows = vec![FlowRx::default(); p.flows];
-    let count = &shared.counts[k];
+    let count = &shared.tally.counts[k];
     let mut last_message = Instant::now();
     let mut napper = Napper::new(last_message);
     while !shared.aborting.load(Ordering::Relaxed) {
@@ -375,7 +412,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
             shared.jitter[k].store(j, Ordering::Relaxed);
         }
         if foreign > 0 {
-            shared.foreign[k].fetch_add(foreign, Ordering::Relaxed);
+            shared.tally.foreign[k].fetch_add(foreign, Ordering::Relaxed);
         }
     }
     Ok(flows)

@@ -17,9 +17,9 @@ use crate::pace::Pacer;
 use crate::pool::{Placement, Pool, Stop, WorkerError};
 use crate::wait::{self};
 
+/// What every engine's senders are told: the packets, their pace and when to stop.
 #[derive(Debug, Clone)]
-pub struct TxPlan {
-    pub placement: Placement,
+pub struct Sending {
     /// UDP payload bytes per packet (at least HEADER_BYTES).
     pub payload_bytes: usize,
     pub batch: usize,
@@ -27,6 +27,12 @@ pub struct TxPlan {
     pub rate_pps: Option<f64>,
     pub stop_at: Instant,
     pub cookie: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct TxPlan {
+    pub placement: Placement,
+    pub sending: Sending,
     /// UDP GSO (UDP_SEGMENT): one send per batch, split into packets by the kernel late
     /// in the output path, as a NIC with segmentation offload would.
     pub gso: bool,
@@ -100,7 +106,7 @@ impl PpsSender {
     /// Senders of datagrams in `wire`'s form (iperf3's: no GSO, payloads that hold its
     /// header).
     pub fn spawn_wire(flows: Vec<UdpSocket>, plan: TxPlan, wire: Wire) -> io::Result<PpsSender> {
-        if wire != Wire::Sonde && (plan.gso || plan.payload_bytes < wire.header_bytes()) {
+        if wire != Wire::Sonde && (plan.gso || plan.sending.payload_bytes < wire.header_bytes()) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -110,7 +116,7 @@ impl PpsSender {
             ));
         }
         if plan.gso {
-            let seg = plan.payload_bytes.max(HEADER_BYTES) as libc::c_int;
+            let seg = plan.sending.payload_bytes.max(HEADER_BYTES) as libc::c_int;
             for f in &flows {
                 // SAFETY: passes a pointer to a live int and its size.
                 let r = unsafe {
@@ -182,15 +188,15 @@ impl PpsSender {
 }
 
 fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
-    let p = &shared.plan;
-    let threads = p.placement.threads;
+    let (plan, p) = (&shared.plan, &shared.plan.sending);
+    let threads = plan.placement.threads;
     wait::tight_timer_slack();
     let batch = p.batch.max(1);
     // One buffer per packet slot of a batch, and the iovecs and headers pointing at them.
     let mut vecs = Batch::new(batch, p.payload_bytes.max(HEADER_BYTES), 0x5a);
     let seg = p.payload_bytes.max(HEADER_BYTES);
     // GSO: one contiguous buffer of up to 64 segments, each starting with its header.
-    let mut gso_buf = if p.gso {
+    let mut gso_buf = if plan.gso {
         vec![0x5a; seg * batch.min(MAX_GSO_SEGMENTS)]
     } else {
         Vec::new()
@@ -214,7 +220,7 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
         turn += 1;
         let flow = owned[pos];
         let fd = shared.flows[flow].as_raw_fd();
-        let r = if p.gso {
+        let r = if plan.gso {
             send_gso(fd, &mut gso_buf, seg, n, (p.cookie, flow as u32, seqs[pos]))
         } else {
             let stamp = (p.cookie, flow as u32, seqs[pos]);
@@ -249,7 +255,7 @@ fn send_loop(shared: &TxShared, k: usize, owned: &[usize]) -> TxOutcome {
         seqs[pos] += r;
         count.add([r, r * p.payload_bytes as u64]);
         pacer.sent(r);
-        let whole = if p.gso { n.min(MAX_GSO_SEGMENTS) } else { n };
+        let whole = if plan.gso { n.min(MAX_GSO_SEGMENTS) } else { n };
         if (r as usize) < whole {
             // Cut short: the socket's buffer filled mid-batch. Trying again at once would
             // send the packet or two the queue ahead let go meanwhile, a call each, and

@@ -19,28 +19,41 @@ pub struct Insn {
     pub imm: i32,
 }
 
-// Opcode parts (linux/bpf_common.h, linux/bpf.h).
-const LD: u8 = 0x00;
-const LDX: u8 = 0x01;
-const JMP: u8 = 0x05;
-const JMP32: u8 = 0x06;
-const ALU64: u8 = 0x07;
-const IMM: u8 = 0x00;
-const MEM: u8 = 0x60;
-const W: u8 = 0x00;
-const H: u8 = 0x08;
-const B: u8 = 0x10;
-const DW: u8 = 0x18;
-const K: u8 = 0x00;
-const X: u8 = 0x08;
-const ADD: u8 = 0x00;
-const AND: u8 = 0x50;
-const LSH: u8 = 0x60;
-const MOV: u8 = 0xb0;
-const JGT: u8 = 0x20;
-const JNE: u8 = 0x50;
-const CALL: u8 = 0x80;
-const EXIT: u8 = 0x90;
+use op::*;
+
+/// The parts an eBPF opcode is or-ed from (linux/bpf_common.h, linux/bpf.h): class, size
+/// or operation, source. Both programs (this one and the TOS filter) are written in them.
+pub(crate) mod op {
+    pub(crate) const LD: u8 = 0x00;
+    pub(crate) const LDX: u8 = 0x01;
+    pub(crate) const STX: u8 = 0x03;
+    pub(crate) const JMP: u8 = 0x05;
+    pub(crate) const JMP32: u8 = 0x06;
+    pub(crate) const ALU64: u8 = 0x07;
+    pub(crate) const IMM: u8 = 0x00;
+    pub(crate) const ABS: u8 = 0x20;
+    pub(crate) const MEM: u8 = 0x60;
+    pub(crate) const ATOMIC: u8 = 0xc0;
+    pub(crate) const W: u8 = 0x00;
+    pub(crate) const H: u8 = 0x08;
+    pub(crate) const B: u8 = 0x10;
+    pub(crate) const DW: u8 = 0x18;
+    pub(crate) const K: u8 = 0x00;
+    pub(crate) const X: u8 = 0x08;
+    pub(crate) const ADD: u8 = 0x00;
+    pub(crate) const AND: u8 = 0x50;
+    pub(crate) const LSH: u8 = 0x60;
+    pub(crate) const RSH: u8 = 0x70;
+    pub(crate) const MOV: u8 = 0xb0;
+    pub(crate) const JA: u8 = 0x00;
+    pub(crate) const JEQ: u8 = 0x10;
+    pub(crate) const JGT: u8 = 0x20;
+    pub(crate) const JGE: u8 = 0x30;
+    pub(crate) const JNE: u8 = 0x50;
+    pub(crate) const JLT: u8 = 0xa0;
+    pub(crate) const CALL: u8 = 0x80;
+    pub(crate) const EXIT: u8 = 0x90;
+}
 /// `ld_imm64` whose immediate is a map's file descriptor.
 const PSEUDO_MAP_FD: u8 = 1;
 /// `bpf_redirect_map(map, key, flags)`.
@@ -55,26 +68,26 @@ const MD_RX_QUEUE_INDEX: i16 = 16;
 const ETH_LEN: i32 = 14;
 const IPPROTO_UDP: i32 = 17;
 
-/// A jump whose target is a label, resolved by [`Asm::finish`].
-enum Op {
-    Insn(Insn),
-    Jump {
-        code: u8,
-        regs: u8,
-        imm: i32,
-        to: Label,
-    },
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Label {
     Pass,
 }
 
-#[derive(Default)]
-struct Asm {
-    ops: Vec<Op>,
-    labels: Vec<(Label, usize)>,
+/// Instructions whose jumps name labels `L`, resolved to offsets by [`Asm::finish`]: the
+/// builder of the XDP program here and of the TOS-counting socket filter (`marks`).
+pub(crate) struct Asm<L> {
+    /// Each instruction, and the label a jump goes to (its offset is set at the end).
+    insns: Vec<(Insn, Option<L>)>,
+    labels: Vec<(L, usize)>,
+}
+
+impl<L> Default for Asm<L> {
+    fn default() -> Asm<L> {
+        Asm {
+            insns: Vec::new(),
+            labels: Vec::new(),
+        }
+    }
 }
 
 fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
@@ -86,9 +99,37 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
-impl Asm {
-    fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
-        self.ops.push(Op::Insn(insn(code, dst, src, off, imm)));
+impl<L: Copy + Eq> Asm<L> {
+    pub(crate) fn op(&mut self, code: u8, dst: u8, src: u8, off: i16, imm: i32) {
+        self.insns.push((insn(code, dst, src, off, imm), None));
+    }
+    /// A jump to `to`; `regs` holds dst in the low nibble, src in the high one.
+    pub(crate) fn jump(&mut self, code: u8, regs: u8, imm: i32, to: L) {
+        let jump = Insn {
+            code,
+            regs,
+            off: 0,
+            imm,
+        };
+        self.insns.push((jump, Some(to)));
+    }
+    /// Places `l` at the next instruction slot (`ld_imm64` is pushed as its two halves,
+    /// so instructions and slots count alike).
+    pub(crate) fn label(&mut self, l: L) {
+        self.labels.push((l, self.insns.len()));
+    }
+    pub(crate) fn finish(self) -> Vec<Insn> {
+        let at = |l: L| {
+            let found = self.labels.iter().find(|(x, _)| *x == l);
+            found.map(|(_, i)| *i).expect("every jump target is placed")
+        };
+        let resolve = |(pc, &(mut i, to)): (usize, &(Insn, Option<L>))| {
+            if let Some(l) = to {
+                i.off = (at(l) as i64 - pc as i64 - 1) as i16;
+            }
+            i
+        };
+        self.insns.iter().enumerate().map(resolve).collect()
     }
     fn mov(&mut self, dst: u8, src: u8) {
         self.op(ALU64 | MOV | X, dst, src, 0, 0);
@@ -102,71 +143,22 @@ impl Asm {
     fn load(&mut self, size: u8, dst: u8, src: u8, off: i16) {
         self.op(LDX | MEM | size, dst, src, off, 0);
     }
-    fn jump_imm(&mut self, cond: u8, dst: u8, imm: i32, to: Label) {
-        let (code, regs) = (JMP | cond | K, dst);
-        self.ops.push(Op::Jump {
-            code,
-            regs,
-            imm,
-            to,
-        });
+    fn jump_imm(&mut self, cond: u8, dst: u8, imm: i32, to: L) {
+        self.jump(JMP | cond | K, dst, imm, to);
     }
     /// A jump on the low 32 bits of `dst` (an address whose top bit is set must not be
     /// compared with its sign-extended immediate).
-    fn jump32_imm(&mut self, cond: u8, dst: u8, imm: i32, to: Label) {
-        self.ops.push(Op::Jump {
-            code: JMP32 | cond | K,
-            regs: dst,
-            imm,
-            to,
-        });
+    fn jump32_imm(&mut self, cond: u8, dst: u8, imm: i32, to: L) {
+        self.jump(JMP32 | cond | K, dst, imm, to);
     }
-    fn jump_reg(&mut self, cond: u8, dst: u8, src: u8, to: Label) {
-        let (code, regs) = (JMP | cond | X, dst | (src << 4));
-        self.ops.push(Op::Jump {
-            code,
-            regs,
-            imm: 0,
-            to,
-        });
+    fn jump_reg(&mut self, cond: u8, dst: u8, src: u8, to: L) {
+        self.jump(JMP | cond | X, dst | (src << 4), 0, to);
     }
-    /// Goes to `Pass` unless `len` bytes from the packet pointer in `base` are inside it.
-    fn need(&mut self, base: u8, len: i32) {
+    /// Goes to `to` unless `len` bytes from the packet pointer in `base` are inside it.
+    fn need(&mut self, base: u8, len: i32, to: L) {
         self.mov(4, base);
         self.add_imm(4, len);
-        self.jump_reg(JGT, 4, 3, Label::Pass);
-    }
-    /// Places `l` at the next instruction slot (`ld_imm64` is pushed as its two halves,
-    /// so ops and slots count alike).
-    fn label(&mut self, l: Label) {
-        self.labels.push((l, self.ops.len()));
-    }
-    fn finish(self) -> Vec<Insn> {
-        let at = |l: Label| {
-            self.labels
-                .iter()
-                .find(|(x, _)| *x == l)
-                .map(|(_, i)| *i)
-                .expect("every jump target is placed")
-        };
-        self.ops
-            .iter()
-            .enumerate()
-            .map(|(pc, op)| match *op {
-                Op::Insn(i) => i,
-                Op::Jump {
-                    code,
-                    regs,
-                    imm,
-                    to,
-                } => Insn {
-                    code,
-                    regs,
-                    off: (at(to) as i64 - pc as i64 - 1) as i16,
-                    imm,
-                },
-            })
-            .collect()
+        self.jump_reg(JGT, 4, 3, to);
     }
 }
 
@@ -256,7 +248,7 @@ pub fn redirect_udp(steer: Steer, map_fd: i32) -> Vec<Insn> {
     a.mov(6, 1); // r6 = ctx
     a.load(W, 2, 1, MD_DATA); // r2 = data
     a.load(W, 3, 1, MD_DATA_END); // r3 = data_end
-    a.need(2, ETH_LEN + 20);
+    a.need(2, ETH_LEN + 20, Label::Pass);
     a.load(H, 5, 2, 12); // ethertype: IPv4 only (the engine refuses IPv6)
     a.jump_imm(JNE, 5, wire16(0x0800), Label::Pass);
     a.load(W, 5, 2, 14 + 12); // source address
@@ -274,7 +266,7 @@ pub fn redirect_udp(steer: Steer, map_fd: i32) -> Vec<Insn> {
     a.mov(7, 2);
     a.add_imm(7, ETH_LEN);
     a.op(ALU64 | ADD | X, 7, 5, 0, 0); // r7 = UDP header
-    a.need(7, 8);
+    a.need(7, 8, Label::Pass);
     a.load(H, 5, 7, at); // the port
     a.jump_imm(JNE, 5, wire16(port), Label::Pass);
 

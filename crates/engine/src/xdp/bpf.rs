@@ -130,28 +130,35 @@ fn xskmap(queues: u32) -> io::Result<OwnedFd> {
     bpf(BPF_MAP_CREATE, &mut a).map(owned)
 }
 
-/// Loads `insns` as an XDP program; the verifier's log is in the error.
-fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
+/// Loads `insns` as a program of `prog_type` named `name` (15 bytes at most), expected at
+/// `attach_type`; the error names it as `what` and holds the verifier's log.
+pub(crate) fn load_prog(
+    prog_type: u32,
+    attach_type: u32,
+    name: &str,
+    what: &str,
+    insns: &[Insn],
+) -> io::Result<OwnedFd> {
     let license = c"GPL";
     let mut log = vec![0u8; 64 * 1024];
-    let mut name = [0u8; 16];
-    name[..11].copy_from_slice(b"sonde_xsk_r");
+    let mut prog_name = [0u8; 16];
+    prog_name[..name.len()].copy_from_slice(name.as_bytes());
     let mut a = ProgLoad {
-        prog_type: BPF_PROG_TYPE_XDP,
+        prog_type,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr() as u64,
         license: license.as_ptr() as u64,
         log_level: 1,
         log_size: log.len() as u32,
         log_buf: log.as_mut_ptr() as u64,
-        prog_name: name,
-        expected_attach_type: BPF_XDP,
+        prog_name,
+        expected_attach_type: attach_type,
         ..Default::default()
     };
     bpf(BPF_PROG_LOAD, &mut a).map(owned).map_err(|e| {
         let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
         let text = String::from_utf8_lossy(&log[..end]);
-        io::Error::new(e.kind(), format!("loading the XDP program: {e}\n{text}"))
+        io::Error::new(e.kind(), format!("loading {what}: {e}\n{text}"))
     })
 }
 
@@ -165,7 +172,14 @@ pub fn attach(
     mode: Option<AttachMode>,
 ) -> io::Result<Attached> {
     let map = xskmap(queues)?;
-    let prog = load(&asm::redirect_udp(steer, map.as_raw_fd()))?;
+    let insns = asm::redirect_udp(steer, map.as_raw_fd());
+    let prog = load_prog(
+        BPF_PROG_TYPE_XDP,
+        BPF_XDP,
+        "sonde_xsk_r",
+        "the XDP program",
+        &insns,
+    )?;
     let modes: &[AttachMode] = match mode {
         Some(m) => &[m][..],
         None => &[AttachMode::Native, AttachMode::Generic],

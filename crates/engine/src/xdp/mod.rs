@@ -15,7 +15,7 @@ pub mod rr_client;
 pub mod rr_server;
 mod xsk;
 
-pub(crate) use asm::Insn;
+pub(crate) use asm::{op, Asm, Insn};
 pub use asm::{Port, Steer, SteerError, LOWEST_PORT};
 pub use bpf::{attach, AttachMode, Attached};
 pub use xsk::{Xsk, XskConfig, XskStats};

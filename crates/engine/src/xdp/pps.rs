@@ -18,8 +18,8 @@ use crate::nap::{self, Napper, Next};
 use crate::pace::Pacer;
 use crate::pool::{Placement, Pool, Stop, WorkerError};
 use crate::pps::{
-    account, gather_received, gather_sent, sum, write_header, Count, FlowRx, RxOutcome, RxPlan,
-    TxOutcome, HEADER_BYTES,
+    account, gather_sent, sum, write_header, Count, FlowRx, Receivers, RxOutcome, RxPlan, Sending,
+    Tallied, Tally, TxOutcome, HEADER_BYTES,
 };
 use crate::wait;
 
@@ -32,13 +32,7 @@ const WAIT_AT_MOST: Duration = Duration::from_millis(20);
 pub struct XdpTxPlan {
     /// CPUs of the senders, one per socket.
     pub cpus: Option<Vec<usize>>,
-    /// UDP payload bytes per packet (at least HEADER_BYTES).
-    pub payload_bytes: usize,
-    pub batch: usize,
-    /// Packets per second over all senders; `None`: as fast as possible.
-    pub rate_pps: Option<f64>,
-    pub stop_at: Instant,
-    pub cookie: u32,
+    pub sending: Sending,
     /// Each flow's addresses; flows are dealt to the sockets round robin.
     pub flows: Vec<Endpoints>,
     /// The TOS byte every frame carries (`--dscp`, `--ecn`); `None`: 0, unmarked.
@@ -101,21 +95,21 @@ impl XdpSender {
 }
 
 fn send_loop(shared: &TxShared, k: usize) -> TxOutcome {
-    let p = &shared.plan;
-    let owned = shared.placement.owned(k, p.flows.len());
+    let (plan, p) = (&shared.plan, &shared.plan.sending);
+    let owned = shared.placement.owned(k, plan.flows.len());
     let mut xsk = super::socket_of(&shared.xsks, k)?;
     wait::tight_timer_slack();
     let payload = p.payload_bytes.max(HEADER_BYTES);
     let build = |f: usize| {
-        let mut t = udp_frame(&p.flows[f], payload);
-        if let Some(tos) = p.tos {
+        let mut t = udp_frame(&plan.flows[f], payload);
+        if let Some(tos) = plan.tos {
             set_tos(&mut t, tos);
         }
         t
     };
     let templates: Vec<Vec<u8>> = owned.iter().map(|&f| build(f)).collect();
-    let ipv6 = p.flows.first().is_some_and(|f| f.dst.is_ipv6());
-    let at = p.flows.first().map_or(0, |f| payload_offset(&f.dst));
+    let ipv6 = plan.flows.first().is_some_and(|f| f.dst.is_ipv6());
+    let at = plan.flows.first().map_or(0, |f| payload_offset(&f.dst));
     let batch = p.batch.max(1) as u32;
     let mut seqs = vec![0u64; owned.len()];
     let count = &shared.counts[k];
@@ -162,13 +156,11 @@ fn send_loop(shared: &TxShared, k: usize) -> TxOutcome {
     Ok(owned.into_iter().zip(seqs).collect())
 }
 
-struct RxShared {
+pub struct RxShared {
     plan: RxPlan,
     xsks: Vec<Mutex<Xsk>>,
     aborting: AtomicBool,
-    counts: Vec<Count>,
-    /// Frames that were not ours: another cookie or flow, or not UDP.
-    foreign: Vec<AtomicU64>,
+    tally: Tally,
     /// The test's frames by the TOS they arrived with, per receiver, when the plan reads
     /// them (`read_tos`).
     tos: Vec<TosCounts>,
@@ -186,11 +178,17 @@ impl Stop for RxShared {
     }
 }
 
-/// Receivers, one thread per AF_XDP socket.
-pub struct XdpReceiver {
-    shared: Arc<RxShared>,
-    pool: Pool<RxOutcome>,
+impl Tallied for RxShared {
+    fn tally(&self) -> &Tally {
+        &self.tally
+    }
+    fn flows(&self) -> usize {
+        self.plan.flows
+    }
 }
+
+/// Receivers, one thread per AF_XDP socket.
+pub type XdpReceiver = Receivers<RxShared>;
 
 impl XdpReceiver {
     /// `busy_polling`: the sockets have SO_BUSY_POLL set, and spinning readers enter the
@@ -198,8 +196,7 @@ impl XdpReceiver {
     pub fn spawn(xsks: Vec<Xsk>, plan: RxPlan, busy_polling: bool) -> std::io::Result<XdpReceiver> {
         let placement = Placement::new(xsks.len(), plan.cpus.clone(), xsks.len());
         let shared = Arc::new(RxShared {
-            counts: (0..placement.threads).map(|_| Count::default()).collect(),
-            foreign: (0..placement.threads).map(|_| AtomicU64::new(0)).collect(),
+            tally: Tally::new(placement.threads),
             tos: (0..placement.threads)
                 .map(|_| TosCounts::default())
                 .collect(),
@@ -210,17 +207,7 @@ impl XdpReceiver {
             busy_polling,
         });
         let pool = Pool::spawn("sonde-xrx", &placement, &shared, recv_loop)?;
-        Ok(XdpReceiver { shared, pool })
-    }
-
-    /// Packets and UDP payload bytes received so far (monotonic).
-    pub fn counts(&self) -> (u64, u64) {
-        sum(&self.shared.counts)
-    }
-
-    pub fn foreign(&self) -> u64 {
-        let f = &self.shared.foreign;
-        f.iter().map(|f| f.load(Ordering::Relaxed)).sum()
+        Ok(Receivers { shared, pool })
     }
 
     /// The test's frames by the TOS byte they arrived with, over the whole test, and
@@ -234,19 +221,6 @@ impl XdpReceiver {
     pub fn drops(&self) -> u64 {
         self.shared.drops.load(Ordering::Relaxed)
     }
-
-    pub fn all_done(&self) -> bool {
-        self.pool.all_done()
-    }
-
-    pub fn abort(&self) {
-        self.pool.abort();
-    }
-
-    /// Per-flow accounting merged over the receivers, and the first error met.
-    pub fn join(&mut self) -> (Vec<FlowRx>, Option<String>) {
-        gather_received(self.pool.join(), self.shared.plan.flows)
-    }
 }
 
 fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
@@ -254,7 +228,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
     let mut xsk = super::socket_of(&shared.xsks, k)?;
     let batch = p.batch.max(1);
     let mut flows = vec![FlowRx::default(); p.flows];
-    let count = &shared.counts[k];
+    let count = &shared.tally.counts[k];
     let mut last_message = Instant::now();
     let mut napper = Napper::new(last_message);
     while !shared.aborting.load(Ordering::Relaxed) {
@@ -293,7 +267,7 @@ fn recv_loop(shared: &RxShared, k: usize) -> RxOutcome {
         last_message = after;
         count.add([n as u64, bytes]);
         if foreign > 0 {
-            shared.foreign[k].fetch_add(foreign, Ordering::Relaxed);
+            shared.tally.foreign[k].fetch_add(foreign, Ordering::Relaxed);
         }
     }
     if let Ok(st) = xsk.stats() {

@@ -5,11 +5,11 @@
 //! [`ClientEvent::ExchangeResults`]. A wait for the server has a deadline in every phase
 //! but the test itself, whose end is the caller's.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::frame::{encode_json, Reader};
-use super::{Cookie, Iperf3Error, Results, State, Test, RESULTS_MAX_BYTES};
+use super::frame::encode_json;
+use super::machine::{Machine, Rules};
+use super::{Cookie, Iperf3Error, Results, State, Test};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
@@ -27,8 +27,9 @@ pub enum ClientEvent {
     Done,
 }
 
+/// How far the exchange got (the machine's own; public only as its rules' type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub enum Phase {
     ParamExchange,
     CreateStreams,
     TestStart,
@@ -62,81 +63,69 @@ impl Phase {
     }
 }
 
-pub struct Client {
-    reader: Reader,
-    out: VecDeque<Vec<u8>>,
-    events: VecDeque<ClientEvent>,
-    phase: Phase,
+/// The client's end: [`Machine`] under [`ClientRules`].
+pub type Client = Machine<ClientRules>;
+
+/// What the client's rules read: its test and its waits.
+pub struct ClientRules {
     test: Test,
-    /// When the current wait for the server began, and how long it may last.
-    since: Instant,
+    /// How long a wait for the server may last.
     wait: Duration,
     /// When the client began: the whole setup (cookie to TEST_RUNNING) has one `wait`
     /// too, so a server dribbling each state just in time cannot hold it a wait a step.
     born: Instant,
 }
 
-impl Client {
-    /// A client for `test` whose cookie is queued; `wait` bounds every wait for the server.
-    pub fn new(cookie: Cookie, test: Test, now: Instant, wait: Duration) -> Client {
-        Client {
-            reader: Reader::default(),
-            out: VecDeque::from([cookie.0.to_vec()]),
-            events: VecDeque::new(),
-            phase: Phase::ParamExchange,
-            test,
-            since: now,
-            wait,
-            born: now,
-        }
-    }
+impl Rules for ClientRules {
+    type Event = ClientEvent;
+    type Phase = Phase;
+    const DONE: Phase = Phase::Done;
+    const FAILED: Phase = Phase::Failed;
+    const FAILURE_DROPS_QUEUED: bool = true;
 
-    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
-    }
-
-    pub fn poll_event(&mut self) -> Option<ClientEvent> {
-        self.events.pop_front()
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn doing(phase: Phase) -> &'static str {
+        phase.doing()
     }
 
     /// When the server has been silent too long, or the setup has lasted too long; none
     /// while the test runs.
-    pub fn deadline(&self) -> Option<Instant> {
-        match self.phase {
+    fn deadline(&self, phase: Phase, since: Instant) -> Option<Instant> {
+        match phase {
             Phase::Running | Phase::OurResults | Phase::Done | Phase::Failed => None,
             Phase::ParamExchange | Phase::CreateStreams | Phase::TestStart | Phase::TestRunning => {
-                Some((self.since + self.wait).min(self.born + self.wait))
+                Some((since + self.wait).min(self.born + self.wait))
             }
-            _ => Some(self.since + self.wait),
+            _ => Some(since + self.wait),
         }
     }
 
-    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Iperf3Error> {
-        match self.deadline() {
-            Some(d) if now >= d => self.fail(Iperf3Error::Timeout {
-                doing: self.phase.doing(),
-                secs: self.wait.as_secs(),
-            }),
-            _ => Ok(()),
-        }
+    fn wait(&self) -> Duration {
+        self.wait
     }
 
-    pub fn handle_eof(&mut self) -> Result<(), Iperf3Error> {
-        match self.phase {
-            Phase::Done => Ok(()),
-            p => self.fail(Iperf3Error::Closed(p.doing())),
-        }
+    fn may_close(phase: Phase) -> bool {
+        phase == Phase::Done
+    }
+
+    fn step(m: &mut Client, now: Instant) -> Result<bool, Iperf3Error> {
+        m.step(now)
+    }
+}
+
+impl Client {
+    /// A client for `test` whose cookie is queued; `wait` bounds every wait for the server.
+    pub fn new(cookie: Cookie, test: Test, now: Instant, wait: Duration) -> Client {
+        let rules = ClientRules {
+            test,
+            wait,
+            born: now,
+        };
+        Machine::with(rules, Phase::ParamExchange, vec![cookie.0.to_vec()], now)
     }
 
     /// The test's duration is over: TEST_END.
     pub fn end(&mut self, now: Instant) -> Result<(), Iperf3Error> {
-        if self.phase != Phase::Running {
-            return Err(Iperf3Error::Misuse("end the test"));
-        }
+        self.expect(Phase::Running, "end the test")?;
         self.out.push_back(vec![State::TestEnd.byte()]);
         self.enter(Phase::Ended, now);
         Ok(())
@@ -144,20 +133,9 @@ impl Client {
 
     /// This end's results, after [`ClientEvent::ExchangeResults`].
     pub fn send_results(&mut self, results: &Results, now: Instant) -> Result<(), Iperf3Error> {
-        if self.phase != Phase::OurResults {
-            return Err(Iperf3Error::Misuse("send results"));
-        }
+        self.expect(Phase::OurResults, "send results")?;
         self.out.push_back(encode_json(results));
         self.enter(Phase::TheirResults, now);
-        Ok(())
-    }
-
-    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), Iperf3Error> {
-        if self.phase == Phase::Failed {
-            return Err(Iperf3Error::Misuse("read after a failure"));
-        }
-        self.reader.push(bytes);
-        while self.step(now)? {}
         Ok(())
     }
 
@@ -174,14 +152,8 @@ impl Client {
                 Ok(false)
             }
             Phase::TheirResults => {
-                let r = match self.reader.json::<Results>("results", RESULTS_MAX_BYTES) {
-                    Ok(Some(r)) => r,
-                    Ok(None) => return Ok(false),
-                    Err(e) => return self.fail(e),
-                };
-                let r = match r.checked() {
-                    Ok(r) => r,
-                    Err(e) => return self.fail(e),
+                let Some(r) = self.results()? else {
+                    return Ok(false);
                 };
                 self.events
                     .push_back(ClientEvent::ServerResults(Box::new(r)));
@@ -225,7 +197,7 @@ impl Client {
         }
         let (next, event) = match expected {
             State::ParamExchange => {
-                self.out.push_back(encode_json(&self.test.params()));
+                self.out.push_back(encode_json(&self.rules.test.params()));
                 (Phase::CreateStreams, None)
             }
             State::CreateStreams => (Phase::TestStart, Some(ClientEvent::CreateStreams)),
@@ -256,16 +228,5 @@ impl Client {
                 doing: self.phase.doing(),
             }),
         }
-    }
-
-    fn enter(&mut self, phase: Phase, now: Instant) {
-        self.phase = phase;
-        self.since = now;
-    }
-
-    fn fail<T>(&mut self, e: Iperf3Error) -> Result<T, Iperf3Error> {
-        self.phase = Phase::Failed;
-        self.out.clear();
-        Err(e)
     }
 }

@@ -30,6 +30,7 @@
 pub mod client;
 mod error;
 mod frame;
+mod machine;
 mod params;
 mod results;
 pub mod server;
@@ -41,6 +42,7 @@ mod tests;
 pub use client::{Client, ClientEvent};
 pub use error::Iperf3Error;
 pub use frame::Reader;
+pub use machine::{Endpoint, Machine};
 pub use params::{Params, Protocol, Test};
 pub use results::{Results, StreamResults};
 pub use server::{Server, ServerEvent};

@@ -6,14 +6,11 @@
 //! a silent or slow client costs a bounded time, and lengths are checked before any
 //! buffering.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::frame::{encode_json, Reader};
-use super::{
-    Cookie, Iperf3Error, Params, Results, State, Test, COOKIE_BYTES, PARAMS_MAX_BYTES,
-    RESULTS_MAX_BYTES,
-};
+use super::frame::encode_json;
+use super::machine::{Machine, Rules};
+use super::{Cookie, Iperf3Error, Params, Results, State, Test, COOKIE_BYTES, PARAMS_MAX_BYTES};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
@@ -29,8 +26,9 @@ pub enum ServerEvent {
     Done,
 }
 
+/// How far the exchange got (the machine's own; public only as its rules' type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub enum Phase {
     Cookie,
     Params,
     Decide,
@@ -62,72 +60,59 @@ impl Phase {
     }
 }
 
-pub struct Server {
-    reader: Reader,
-    out: VecDeque<Vec<u8>>,
-    events: VecDeque<ServerEvent>,
-    phase: Phase,
-    since: Instant,
+/// The server's end: [`Machine`] under [`ServerRules`].
+pub type Server = Machine<ServerRules>;
+
+/// What the server's rules read: its waits.
+pub struct ServerRules {
     /// How long the current wait may last.
     wait: Duration,
     /// The bound of every wait but the test's.
     step_wait: Duration,
 }
 
-impl Server {
-    pub fn new(now: Instant, wait: Duration) -> Server {
-        Server {
-            reader: Reader::default(),
-            out: VecDeque::new(),
-            events: VecDeque::new(),
-            phase: Phase::Cookie,
-            since: now,
-            wait,
-            step_wait: wait,
-        }
-    }
+impl Rules for ServerRules {
+    type Event = ServerEvent;
+    type Phase = Phase;
+    const DONE: Phase = Phase::Done;
+    const FAILED: Phase = Phase::Failed;
+    const FAILURE_DROPS_QUEUED: bool = false;
 
-    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
-    }
-
-    pub fn poll_event(&mut self) -> Option<ServerEvent> {
-        self.events.pop_front()
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+    fn doing(phase: Phase) -> &'static str {
+        phase.doing()
     }
 
     /// When the client has been silent too long (in the test: the test is overdue).
-    pub fn deadline(&self) -> Option<Instant> {
-        match self.phase {
+    fn deadline(&self, phase: Phase, since: Instant) -> Option<Instant> {
+        match phase {
             Phase::Decide | Phase::Exchange | Phase::OurResults | Phase::Done | Phase::Failed => {
                 None
             }
-            _ => Some(self.since + self.wait),
+            _ => Some(since + self.wait),
         }
     }
 
-    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Iperf3Error> {
-        match self.deadline() {
-            Some(d) if now >= d => self.fail(Iperf3Error::Timeout {
-                doing: self.phase.doing(),
-                secs: self.wait.as_secs(),
-            }),
-            _ => Ok(()),
-        }
+    fn wait(&self) -> Duration {
+        self.wait
     }
 
-    pub fn handle_eof(&mut self) -> Result<(), Iperf3Error> {
-        match self.phase {
-            // A client may close right after IPERF_DONE, or after DISPLAY_RESULTS.
-            Phase::Done | Phase::Display => {
-                self.phase = Phase::Done;
-                Ok(())
-            }
-            p => self.fail(Iperf3Error::Closed(p.doing())),
-        }
+    /// A client may close right after IPERF_DONE, or after DISPLAY_RESULTS.
+    fn may_close(phase: Phase) -> bool {
+        matches!(phase, Phase::Done | Phase::Display)
+    }
+
+    fn step(m: &mut Server, now: Instant) -> Result<bool, Iperf3Error> {
+        m.step(now)
+    }
+}
+
+impl Server {
+    pub fn new(now: Instant, wait: Duration) -> Server {
+        let rules = ServerRules {
+            wait,
+            step_wait: wait,
+        };
+        Machine::with(rules, Phase::Cookie, Vec::new(), now)
     }
 
     /// Runs the test asked for: CREATE_STREAMS.
@@ -155,7 +140,7 @@ impl Server {
         self.out.push_back(vec![State::TestStart.byte()]);
         self.out.push_back(vec![State::TestRunning.byte()]);
         self.enter(Phase::Running, now);
-        self.wait = run_for;
+        self.rules.wait = run_for;
         Ok(())
     }
 
@@ -173,15 +158,6 @@ impl Server {
         self.out.push_back(encode_json(results));
         self.out.push_back(vec![State::DisplayResults.byte()]);
         self.enter(Phase::Display, now);
-        Ok(())
-    }
-
-    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) -> Result<(), Iperf3Error> {
-        if self.phase == Phase::Failed {
-            return Err(Iperf3Error::Misuse("read after a failure"));
-        }
-        self.reader.push(bytes);
-        while self.step(now)? {}
         Ok(())
     }
 
@@ -213,14 +189,8 @@ impl Server {
                 Ok(true)
             }
             Phase::TheirResults => {
-                let r = match self.reader.json::<Results>("results", RESULTS_MAX_BYTES) {
-                    Ok(Some(r)) => r,
-                    Ok(None) => return Ok(false),
-                    Err(e) => return self.fail(e),
-                };
-                let r = match r.checked() {
-                    Ok(r) => r,
-                    Err(e) => return self.fail(e),
+                let Some(r) = self.results()? else {
+                    return Ok(false);
                 };
                 self.events
                     .push_back(ServerEvent::ClientResults(Box::new(r)));
@@ -235,7 +205,7 @@ impl Server {
                     (Phase::Running, Some(State::TestEnd)) => {
                         self.events.push_back(ServerEvent::TestEnd);
                         self.enter(Phase::Exchange, now);
-                        self.wait = self.step_wait;
+                        self.rules.wait = self.rules.step_wait;
                         Ok(true)
                     }
                     (Phase::Display, Some(State::IperfDone)) => {
@@ -252,24 +222,6 @@ impl Server {
                 }
             }
         }
-    }
-
-    fn expect(&self, phase: Phase, what: &'static str) -> Result<(), Iperf3Error> {
-        match self.phase == phase {
-            true => Ok(()),
-            false => Err(Iperf3Error::Misuse(what)),
-        }
-    }
-
-    fn enter(&mut self, phase: Phase, now: Instant) {
-        self.phase = phase;
-        self.since = now;
-    }
-
-    /// What was queued before stays (PARAM_EXCHANGE before a refusal of the parameters).
-    fn fail<T>(&mut self, e: Iperf3Error) -> Result<T, Iperf3Error> {
-        self.phase = Phase::Failed;
-        Err(e)
     }
 }
 

@@ -397,16 +397,9 @@ mod tests {
             size_bytes: 142,
             packets: 10,
             per_flow: vec![5, 5],
-            reordered: 0,
-            duplicated: 0,
-            foreign: 0,
-            socket_drops: None,
             poll: "iperf3".into(),
-            port: None,
-            blocked_sends: None,
-            marks: None,
             jitter_ms,
-            reverse: None,
+            ..Default::default()
         });
         s
     }
@@ -423,23 +416,10 @@ mod tests {
         assert_eq!(JitterEnd::of(&rx_side(None)), None);
         let spec = PpsSpec::default();
         let side = rx_side(None);
+        let test = crate::TestSpec::Pps(spec.clone());
         let inputs = Inputs {
-            spec: &crate::TestSpec::Pps(spec.clone()),
-            command: String::new(),
-            server_command: None,
-            server_address: String::new(),
-            started_at: String::new(),
-            software: String::new(),
-            client: &side,
             server: Some(&side),
-            client_intervals: &[],
-            server_intervals: &[],
-            error: None,
-            client_agent: None,
-            finished_at: None,
-            server_labels: Default::default(),
-            fleet: None,
-            prelude: None,
+            ..Inputs::new(&test, "", &side)
         };
         let (_, end) = build(&spec, &inputs);
         let text = serde_json::to_string(&end).unwrap();

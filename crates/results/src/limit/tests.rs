@@ -49,6 +49,17 @@ pub(super) fn document(
     )
 }
 
+/// A side of `SECS` on one worker thread on `cpu`, busy as `time` says, with no section.
+pub(super) fn bare_side(role: Role, cpu: usize, time: CpuBreakdown) -> SideResult {
+    let host = HostInfo {
+        hostname: role.as_str().into(),
+        ..Default::default()
+    };
+    let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![]);
+    s.worker_cpus = vec![CoreUsage { cpu, time }];
+    s
+}
+
 impl Run {
     fn plain() -> Run {
         Run {
@@ -68,19 +79,12 @@ impl Run {
 
     fn side(&self, role: Role, transfer: Transfer, busy: f64, cpu: usize) -> SideResult {
         let bytes = (self.bits / 8.0 * SECS) as u64;
-        let host = HostInfo {
-            hostname: role.as_str().into(),
+        let time = CpuBreakdown {
+            system_percent: busy,
+            idle_percent: 100.0 - busy,
             ..Default::default()
         };
-        let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![]);
-        s.worker_cpus = vec![CoreUsage {
-            cpu,
-            time: CpuBreakdown {
-                system_percent: busy,
-                idle_percent: 100.0 - busy,
-                ..Default::default()
-            },
-        }];
+        let mut s = bare_side(role, cpu, time);
         s.process_cpu_s = Some(busy / 100.0 * SECS * 0.9);
         let sends = transfer == Transfer::Send;
         let directions = vec![DirectionResult {

@@ -3,30 +3,22 @@
 use crate::document::Document;
 use crate::latency::LatencySummary;
 use crate::side::{
-    BlockedSends, CoreUsage, CpuBreakdown, HostInfo, PpsResult, QdiscCounters, Role, RrResult,
-    SideResult, SideSection,
+    BlockedSends, CpuBreakdown, PpsResult, QdiscCounters, Role, RrResult, SideResult, SideSection,
 };
 use crate::spec::{PollMode, PpsSpec, RrSpec, TestSpec};
 use crate::verdict::Limit;
 
 const SECS: f64 = 4.0;
 
+/// A side whose one worker thread on `cpu` is `busy` %, most of it in softirq.
 fn side(role: Role, busy: f64, cpu: usize) -> SideResult {
-    let host = HostInfo {
-        hostname: role.as_str().into(),
+    let time = CpuBreakdown {
+        system_percent: busy * 0.3,
+        softirq_percent: busy * 0.7,
+        idle_percent: 100.0 - busy,
         ..Default::default()
     };
-    let mut s = SideResult::new(role, host, SECS, (1, Some(vec![cpu])), vec![]);
-    s.worker_cpus = vec![CoreUsage {
-        cpu,
-        time: CpuBreakdown {
-            system_percent: busy * 0.3,
-            softirq_percent: busy * 0.7,
-            idle_percent: 100.0 - busy,
-            ..Default::default()
-        },
-    }];
-    s
+    super::tests::bare_side(role, cpu, time)
 }
 
 /// The document of a run with no interval samples.
@@ -75,16 +67,9 @@ impl Pps {
             size_bytes: 64,
             packets,
             per_flow: vec![packets],
-            reordered: 0,
-            duplicated: 0,
-            foreign: 0,
             socket_drops: drops,
             poll: "block".into(),
-            port: None,
-            blocked_sends: None,
-            marks: None,
-            jitter_ms: None,
-            reverse: None,
+            ..Default::default()
         };
         let mut c = side(Role::Client, self.sender_busy, 0);
         c.section = SideSection::Pps(PpsResult {

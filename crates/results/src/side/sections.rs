@@ -150,8 +150,9 @@ pub struct QueueCounters {
     pub dropped: Option<u64>,
 }
 
-/// One side's part of a packet-rate test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One side's part of a packet-rate test. The default counts nothing: a part that only
+/// some engines or peers fill starts from it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PpsResult {
     pub size_bytes: u32,
     /// Packets sent (client) or received (agent) inside the window.

@@ -15,10 +15,9 @@ use sonde_probe::hostwatch::HostProbe;
 use sonde_proto::iperf3::{
     Client, ClientEvent, Cookie, Iperf3Error, Params, Protocol, Results, Test,
 };
-use sonde_results::document::Inputs;
 use sonde_results::{Direction, Document, IntervalSample, Role, SideResult, StreamSpec, TestSpec};
 
-use super::conn::{Control, Got};
+use super::conn::{Control, Turn};
 use super::{figures, STEP_WAIT};
 use crate::controller::{now_rfc3339, LiveInterval, TestRequest, SOFTWARE};
 use crate::kind::CONNECT_TIMEOUT;
@@ -299,25 +298,15 @@ impl<'r> Session<'r> {
             (Role::Server, Some(f)) => (f, Some(&mine), &[][..], &intervals[..]),
             _ => (&mine, far.as_ref(), &intervals[..], &[][..]),
         };
-        let inputs = Inputs {
-            spec: &req.spec,
-            command: req.command.clone(),
-            server_command: Some(who),
-            server_address: addr.to_string(),
-            started_at,
-            software: SOFTWARE.into(),
-            client,
-            server,
-            client_intervals,
-            server_intervals,
+        super::document(
+            &req.spec,
+            (req.command.clone(), started_at),
+            (who, addr.to_string()),
+            (client, server),
+            (client_intervals, server_intervals),
             error,
-            client_agent: None,
-            finished_at: Some(now_rfc3339()),
-            server_labels: Default::default(),
-            fleet: req.fleet.clone(),
-            prelude: None,
-        };
-        Document::assemble(inputs, sonde_results::limit::judge)
+            req.fleet.clone(),
+        )
     }
 }
 
@@ -349,24 +338,15 @@ impl Stepper<'_> {
 
     /// Writes what `c` queued, then reads once (at most a slice) and feeds it.
     fn turn(&mut self, c: &mut Client, deadline: Option<Instant>) -> Result<(), Iperf3RunError> {
-        self.flush(c)?;
-        let deadline = [deadline, c.deadline()].into_iter().flatten().min();
         let addr = self.addr;
-        let got = self
-            .ctl
-            .read(deadline)
-            .map_err(|source| Iperf3RunError::Io {
+        self.ctl.turn(c, deadline).map_err(|e| match e {
+            Turn::Io(source) => Iperf3RunError::Io {
                 addr,
                 what: "control connection",
                 source,
-            })?;
-        let now = Instant::now();
-        let fed = match got {
-            Got::Bytes(b) => c.handle_bytes(b, now),
-            Got::Eof => c.handle_eof(),
-            Got::Nothing => c.handle_timeout(now),
-        };
-        fed.map_err(|e| self.perr(e))
+            },
+            Turn::Protocol(source) => Iperf3RunError::Protocol { addr, source },
+        })
     }
 
     /// Turns until an event `done` says is the one.

@@ -6,6 +6,8 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use sonde_proto::iperf3::{Endpoint, Iperf3Error, Machine};
+
 /// How often an accept loop looks at its stop flag.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
@@ -16,6 +18,12 @@ pub(crate) enum Got<'a> {
     Bytes(&'a [u8]),
     Eof,
     Nothing,
+}
+
+/// Why a turn on the control connection failed: the socket, or what the peer sent.
+pub(crate) enum Turn {
+    Io(io::Error),
+    Protocol(Iperf3Error),
 }
 
 pub(crate) struct Control {
@@ -39,6 +47,25 @@ impl Control {
             self.stream.write_all(&frame)?;
         }
         Ok(())
+    }
+
+    /// One turn of machine `m` on this connection: writes what it queued, reads once
+    /// (until `deadline` or `m`'s own at most, and at most a slice) and feeds it what came.
+    pub fn turn<E: Endpoint>(
+        &mut self,
+        m: &mut Machine<E>,
+        deadline: Option<Instant>,
+    ) -> Result<(), Turn> {
+        self.flush(|| m.poll_transmit()).map_err(Turn::Io)?;
+        let deadline = [deadline, m.deadline()].into_iter().flatten().min();
+        let got = self.read(deadline).map_err(Turn::Io)?;
+        let now = Instant::now();
+        let fed = match got {
+            Got::Bytes(b) => m.handle_bytes(b, now),
+            Got::Eof => m.handle_eof(),
+            Got::Nothing => m.handle_timeout(now),
+        };
+        fed.map_err(Turn::Protocol)
     }
 
     /// One read, waiting until `deadline` at most (and at most a slice).

@@ -31,6 +31,11 @@ pub use server::Iperf3Server;
 
 use std::time::Duration;
 
+use sonde_results::document::{FleetPair, Inputs};
+use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
+
+use crate::controller::{now_rfc3339, SOFTWARE};
+
 /// The longest wait for one step of the iperf3 protocol (a state, parameters, results).
 pub const STEP_WAIT: Duration = Duration::from_secs(10);
 /// The server's wait for a client's cookie, parameters and data connections: short, as a
@@ -46,4 +51,32 @@ pub(crate) fn cookie() -> sonde_proto::iperf3::Cookie {
     let mut r = [0u8; sonde_proto::iperf3::COOKIE_BYTES - 1];
     crate::random::fill(&mut r);
     sonde_proto::iperf3::Cookie::from_random(&r)
+}
+
+/// An iperf3 test's document, at either end: its `command` and start, the far end as the
+/// document names it (`server_command`, `server_address`), the client's and the server's
+/// sides and intervals, and how the run ended.
+pub(crate) fn document(
+    spec: &TestSpec,
+    (command, started_at): (String, String),
+    (server_command, server_address): (String, String),
+    (client, server): (&SideResult, Option<&SideResult>),
+    (client_intervals, server_intervals): (&[IntervalSample], &[IntervalSample]),
+    error: Option<String>,
+    fleet: Option<FleetPair>,
+) -> Document {
+    let inputs = Inputs {
+        server_command: Some(server_command),
+        server_address,
+        started_at,
+        software: SOFTWARE.into(),
+        server,
+        client_intervals,
+        server_intervals,
+        error,
+        finished_at: Some(now_rfc3339()),
+        fleet,
+        ..Inputs::new(spec, command, client)
+    };
+    Document::assemble(inputs, sonde_results::limit::judge)
 }

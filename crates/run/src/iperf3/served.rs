@@ -8,15 +8,13 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use sonde_proto::iperf3::{Iperf3Error, Results, Server, ServerEvent, Test};
-use sonde_results::document::Inputs;
 use sonde_results::{Document, IntervalSample, SideResult, TestSpec};
 
 use super::client::{Guard, GUARD_EVERY};
 use super::config::Iperf3Config;
-use super::conn::{Control, Got};
+use super::conn::{Control, Turn};
 use super::vouch::{ours_of, vouch};
 use super::{SERVE_WAIT, STEP_WAIT};
-use crate::controller::{now_rfc3339, SOFTWARE};
 use crate::side::Side;
 use crate::signals::Interrupt;
 
@@ -74,17 +72,10 @@ pub(super) fn turn(
     s: &mut Server,
     deadline: Option<Instant>,
 ) -> Result<(), ServeError> {
-    ctl.flush(|| s.poll_transmit())
-        .map_err(io("control connection"))?;
-    let deadline = [deadline, s.deadline()].into_iter().flatten().min();
-    let got = ctl.read(deadline).map_err(io("control connection"))?;
-    let now = Instant::now();
-    match got {
-        Got::Bytes(b) => s.handle_bytes(b, now)?,
-        Got::Eof => s.handle_eof()?,
-        Got::Nothing => s.handle_timeout(now)?,
-    }
-    Ok(())
+    ctl.turn(s, deadline).map_err(|e| match e {
+        Turn::Io(source) => io("control connection")(source),
+        Turn::Protocol(e) => ServeError::Protocol(e),
+    })
 }
 
 /// The test running until the client's TEST_END: our side sampled, what the client sends
@@ -237,28 +228,11 @@ pub(super) fn client_name(test: &Test, peer: SocketAddr) -> String {
 pub(super) fn document(
     cfg: &Iperf3Config,
     spec: &TestSpec,
-    (command, started_at): (String, String),
-    (client, server): (&SideResult, Option<&SideResult>),
-    (client_intervals, server_intervals): (&[IntervalSample], &[IntervalSample]),
+    run: (String, String),
+    sides: (&SideResult, Option<&SideResult>),
+    intervals: (&[IntervalSample], &[IntervalSample]),
     error: Option<String>,
 ) -> Document {
-    let inputs = Inputs {
-        spec,
-        command,
-        server_command: Some(cfg.command.clone()),
-        server_address: cfg.bind.to_string(),
-        started_at,
-        software: SOFTWARE.into(),
-        client,
-        server,
-        client_intervals,
-        server_intervals,
-        error,
-        client_agent: None,
-        finished_at: Some(now_rfc3339()),
-        server_labels: Default::default(),
-        fleet: None,
-        prelude: None,
-    };
-    Document::assemble(inputs, sonde_results::limit::judge)
+    let far = (cfg.command.clone(), cfg.bind.to_string());
+    super::document(spec, run, far, sides, intervals, error, None)
 }

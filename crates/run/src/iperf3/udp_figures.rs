@@ -82,20 +82,14 @@ fn far_pps(
             jitter.join(", ")
         ));
     }
+    // iperf3 reports no reordering, duplicates or socket drops: those stay at none.
     let section = PpsResult {
         size_bytes: spec.size_bytes,
         packets: window,
         per_flow,
-        reordered: 0,
-        duplicated: 0,
-        foreign: 0,
-        socket_drops: None,
         poll: "iperf3".into(),
-        port: None,
-        blocked_sends: None,
-        marks: None,
         jitter_ms: (!sent).then_some(jitter_ms),
-        reverse: None,
+        ..PpsResult::default()
     };
     (section, notes)
 }

@@ -4,15 +4,18 @@
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use sonde_proto::mesh::{Clocks, Listed, Matched, Peer, Prober, ProberConfig};
-use sonde_proto::stamp::{
-    DscpPolicy, ErrorEstimate, StampKey, TimeFormat, Timestamp, AUTH_BASE_BYTES,
-};
-use sonde_results::mesh::{Answer, Judging};
+use sonde_proto::mesh::{stamp_key, Clocks, Listed, Matched, Peer, Prober};
+use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp, AUTH_BASE_BYTES};
+use sonde_proto::Key;
+use sonde_results::mesh::Answer;
 
+use super::config::MeshConfig;
 use super::keys::Keys;
-use super::reflector::{MeshReflector, Rate, Times};
+use super::peers::Source;
+use super::reflector::{MeshReflector, Times};
 use crate::stamp::marks::answer_tos;
 
 const MS: u64 = 1_000_000;
@@ -32,28 +35,16 @@ struct Agent {
 }
 
 impl Agent {
-    fn new(ip: &str, peer: &str, mesh: &StampKey, ssid: u16) -> Agent {
+    fn new(ip: &str, peer: &str, mesh: &Key, ssid: u16) -> Agent {
         Agent::marked(ip, peer, mesh, ssid, None)
     }
 
-    /// An agent whose probes leave with `tos`, its reflector granting that class.
-    fn marked(ip: &str, peer: &str, mesh: &StampKey, ssid: u16, tos: Option<u8>) -> Agent {
+    /// An agent whose probes leave with `tos`, its reflector granting that class: the
+    /// prober's machine and the reflector as `serve --mesh` derives them from [`config`].
+    fn marked(ip: &str, peer: &str, mesh: &Key, ssid: u16, tos: Option<u8>) -> Agent {
         let ip: IpAddr = ip.parse().unwrap();
-        let mut prober = Prober::new(ProberConfig {
-            rate_per_s: 10.0,
-            budget_per_s: 100.0,
-            judging: Judging {
-                timeout_ns: 100 * MS,
-                resolve_after_ns: 500 * MS,
-                max_flights: 64,
-                window_ns: 60_000 * MS,
-            },
-            key: Some(mesh.clone()),
-            ssid,
-            boot_id: None,
-            tos,
-            seed: u64::from(ssid),
-        });
+        let cfg = config(ip, mesh, ssid, tos);
+        let mut prober = Prober::new(cfg.prober(ssid, u64::from(ssid), None));
         let peer_ip: IpAddr = peer.parse().unwrap();
         let peer = Peer {
             addr: SocketAddr::new(peer_ip, 862),
@@ -61,15 +52,10 @@ impl Agent {
             labels: Default::default(),
         };
         prober.set_list(0, vec![Listed { peer, from: ip }]);
-        let labels = [("rack".to_string(), format!("r{ssid}"))].into();
-        let rate = Rate {
-            per_s: 1000.0,
-            burst: 1000.0,
-            per_source: 100,
-        };
-        let mut reflector = MeshReflector::new(Some(Keys::new(mesh.clone(), ip)), rate, labels);
+        let keys = Keys::new(stamp_key(mesh), ip);
+        let mut reflector = MeshReflector::new(Some(keys), cfg.reflect(), cfg.labels.clone());
         reflector.listed([peer_ip]);
-        reflector.set_dscp_policy(DscpPolicy::allowing(tos.map(|t| t >> 2)));
+        reflector.set_dscp_policy(cfg.dscp_policy());
         Agent {
             ip,
             tos: tos.unwrap_or(0),
@@ -77,6 +63,31 @@ impl Agent {
             reflector,
         }
     }
+}
+
+/// The agent at `ip` as an operator would set it: 10 probes a second, each lost after
+/// 100 ms (and settled either way 500 ms after), a minute's window, its reflector
+/// answering 1000 a second (100 to one source), labelled `rack=r{ssid}`.
+fn config(ip: IpAddr, mesh: &Key, ssid: u16, tos: Option<u8>) -> MeshConfig {
+    MeshConfig {
+        source: Source::File(PathBuf::new()),
+        port: 862,
+        bind: ip,
+        name: ip.to_string(),
+        labels: [("rack".to_string(), format!("r{ssid}"))].into(),
+        rate: 10.0,
+        budget: 100.0,
+        refresh: Duration::from_secs(1),
+        timeout: Duration::from_millis(100),
+        window: Duration::from_secs(60),
+        reflect_max: 1000.0,
+        key: Some(mesh.clone()),
+        tos,
+    }
+}
+
+fn mesh_key() -> Key {
+    Key::from_file_bytes(b"0123456789abcdef-mesh-key").unwrap()
 }
 
 /// A datagram on the wire: when it arrives, from where, to where.
@@ -180,7 +191,7 @@ fn run_marked(
 }
 
 fn agents() -> [Agent; 2] {
-    let mesh = StampKey::new(b"0123456789abcdef-mesh-key").unwrap();
+    let mesh = mesh_key();
     [
         Agent::new("198.18.5.1", "198.18.5.2", &mesh, 1),
         Agent::new("198.18.5.2", "198.18.5.1", &mesh, 2),
@@ -244,7 +255,7 @@ fn two_agents_in_memory_tell_which_way_each_probe_was_lost() {
 #[test]
 fn two_marked_agents_in_memory_see_which_way_the_path_bleaches_and_marks_ce() {
     let ef0 = 46 << 2 | 2;
-    let mesh = StampKey::new(b"0123456789abcdef-mesh-key").unwrap();
+    let mesh = mesh_key();
     let mut a = [
         Agent::marked("198.18.5.1", "198.18.5.2", &mesh, 1, Some(ef0)),
         Agent::marked("198.18.5.2", "198.18.5.1", &mesh, 2, Some(ef0)),

@@ -213,7 +213,9 @@ mod tests {
             let e = <super::super::Cli as clap::Parser>::try_parse_from(words).unwrap_err();
             assert!(e.to_string().contains("--iperf3"), "{flag}: {e}");
         }
-        let Ok(Plan::Iperf3(sonde_results::TestSpec::Pps(s))) = args_of("pps h --iperf3 --bidir").plan() else {
+        let Ok(Plan::Iperf3(sonde_results::TestSpec::Pps(s))) =
+            args_of("pps h --iperf3 --bidir").plan()
+        else {
             panic!("an iperf3 test")
         };
         assert!(s.bidir && !s.reverse);

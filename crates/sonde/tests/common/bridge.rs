@@ -13,6 +13,11 @@ pub const CONTROLLER_ADDR: &str = "198.18.2.100";
 /// Every agent of a bridged lab listens on this port (each in its own namespace).
 pub const FLEET_PORT: &str = "5301";
 
+/// `--from A --to B --port 5301`: a client part from the agent at `a` to the one at `b`.
+pub fn part<'a>(a: &'a str, b: &'a str) -> [&'a str; 6] {
+    ["--from", a, "--to", b, "--port", FLEET_PORT]
+}
+
 pub struct Bridged {
     /// The hosts' namespaces, host k (from 1) at index k-1.
     pub hosts: Vec<String>,

@@ -8,6 +8,7 @@ pub mod bridge;
 pub mod data_rogue;
 pub mod delay_line;
 pub mod h2_raw;
+pub mod iperf3_rogue;
 pub mod key_files;
 pub mod mesh_lab;
 pub mod mesh_rogue;
@@ -43,6 +44,12 @@ pub const SERVER_ADDR: &str = "198.18.0.2";
 pub const ROUTED_SERVER_ADDR: &str = "198.19.0.2";
 
 pub(crate) static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A 1 s run after 0.1 s of warm-up, its document on stdout and not saved: the tail of
+/// a short test's command line whose result a test reads.
+pub const SHORT_JSON: [&str; 6] = ["-t", "1", "--warmup", "0.1", "--json", "--no-save"];
+/// Half a second of requests over 2 connections after 0.2 s of warm-up: a short rpc.
+pub const SHORT_RPC: [&str; 6] = ["-t", "0.5", "--warmup", "0.2", "-C", "2"];
 
 /// `ip ARGS`, through the builder `sonde lab` uses too.
 pub(crate) fn ip(args: &[&str]) -> Result<(), String> {

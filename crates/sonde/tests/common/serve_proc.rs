@@ -221,3 +221,50 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// `cmd` (a sonde in the controller's namespace) as `sonde fleet FILE --db DB` measuring
+/// every 2 s at any load, serving `/metrics` on `metrics`, quiet, killed when dropped.
+pub fn fleet_every_2s(
+    mut cmd: Command,
+    file: &std::path::Path,
+    db: &std::path::Path,
+    metrics: &str,
+) -> KillOnDrop {
+    cmd.args([
+        "fleet",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ])
+    .args(["--every", "2s", "--max-load", "100", "--metrics", metrics])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    KillOnDrop(cmd.spawn().unwrap())
+}
+
+/// A JSON number as f64.
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Packets in each interval of a pps document, on `side` (`sender` or `receiver`).
+pub fn our_packets(doc: &serde_json::Value, side: &str) -> Vec<f64> {
+    doc["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| f(&i[side]["packets_per_second"]) * (f(&i["end_s"]) - f(&i["start_s"])))
+        .collect()
+}
+
+/// Packets in each of iperf3's whole intervals (its sums) in its `-J` output.
+pub fn their_packets(json: &serde_json::Value) -> Vec<f64> {
+    json["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["sum"])
+        .filter(|s| f(&s["seconds"]) > 0.5)
+        .map(|s| f(&s["packets"]))
+        .collect()
+}

@@ -218,7 +218,7 @@ fn third_party_paths_name_what_is_wrong() {
     let ping_itself = |max_tests: &str| {
         let agent = Agent::on_loopback_with(&["--max-tests", max_tests, "--allow", "third-party"]);
         let port = agent.port.to_string();
-        let o = sonde(&[
+        let both = [
             "ping",
             "--from",
             "127.0.0.1",
@@ -226,13 +226,8 @@ fn third_party_paths_name_what_is_wrong() {
             "127.0.0.1",
             "--port",
             &port,
-            "-t",
-            "1",
-            "--warmup",
-            "0.1",
-            "--json",
-            "--no-save",
-        ]);
+        ];
+        let o = sonde(&[&both[..], &SHORT_JSON].concat());
         (o, port)
     };
     // One test at a time: the client part is refused as busy, tried again for 5 s (a

@@ -7,7 +7,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{need_tools, run, skip_unless, stderr, stdout, temp_file, Agent, Serial};
+use common::{need_tools, run, skip_unless, stderr, stdout, temp_file, Agent, Serial, SHORT_JSON};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -103,18 +103,8 @@ fn the_static_executable_serves_and_tests_by_name_in_an_empty_root() {
         c
     });
     let port = agent.port.to_string();
-    let o = run(chrooted(&[
-        "ping",
-        "agent.sonde.test",
-        "--port",
-        &port,
-        "-t",
-        "1",
-        "--warmup",
-        "0.1",
-        "--json",
-        "--no-save",
-    ]));
+    let to = ["ping", "agent.sonde.test", "--port", &port];
+    let o = run(chrooted(&[&to[..], &SHORT_JSON].concat()));
     agent.kill();
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -15,6 +15,8 @@ const TESTPMD: &str = "dpdk-testpmd";
 /// and (`SERVER_NO_HUGE`) on the agent.
 const NO_HUGE: &str = "--dpdk-args=--no-huge";
 const SERVER_NO_HUGE: &str = "--server-dpdk-args=--no-huge";
+/// The DPDK engine at both ends, on ordinary pages.
+const DPDK: [&str; 4] = ["--engine", "dpdk", NO_HUGE, SERVER_NO_HUGE];
 
 /// testpmd processes whose file prefix names process `pid` (sonde's own naming).
 fn testpmds_of(pid: u32) -> usize {
@@ -41,16 +43,7 @@ fn pps_over_dpdk_counts_both_sides_and_agrees_with_the_veth() {
     };
     let agent = lab.start_agent_with(&["--allow", "dpdk"]);
     let rx_before = lab.server_rx_packets();
-    let args = [
-        "--engine",
-        "dpdk",
-        NO_HUGE,
-        SERVER_NO_HUGE,
-        "-t",
-        "3",
-        "--json",
-        "--no-save",
-    ];
+    let args = [&DPDK[..], &["-t", "3", "--json", "--no-save"]].concat();
     let o = run(lab.sonde(&agent, "pps", &args));
     let rx_delta = lab.server_rx_packets() - rx_before;
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
@@ -200,15 +193,7 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
     let Some(lab) = Lab::needing(&[TESTPMD, "pgrep"]) else {
         return;
     };
-    let args = [
-        "--engine",
-        "dpdk",
-        NO_HUGE,
-        SERVER_NO_HUGE,
-        "-t",
-        "20",
-        "--no-save",
-    ];
+    let args = [&DPDK[..], &["-t", "20", "--no-save"]].concat();
     // The agent dies: the kernel kills its testpmd (PR_SET_PDEATHSIG); the controller
     // ends partial and stops its own.
     let mut agent = lab.start_agent_with(&["--allow", "dpdk"]);
@@ -250,19 +235,8 @@ fn a_killed_agent_or_controller_leaves_no_testpmd_running() {
         "the agent kept testpmd after its controller died"
     );
     // The next testpmd sonde starts sweeps what the killed processes could not remove.
-    let o = run(lab.sonde(
-        &agent,
-        "pps",
-        &[
-            "--engine",
-            "dpdk",
-            NO_HUGE,
-            SERVER_NO_HUGE,
-            "-t",
-            "1",
-            "--no-save",
-        ],
-    ));
+    let args = [&DPDK[..], &["-t", "1", "--no-save"]].concat();
+    let o = run(lab.sonde(&agent, "pps", &args));
     assert!(o.status.success(), "{}", stderr(&o));
     let runtime = std::fs::read_dir("/var/run/dpdk")
         .into_iter()

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 
 use common::bridge::{Bridged, FLEET_PORT};
-use common::{doc_of, key_file, run, stderr, temp_file, Keep, SpawnKeeping, KEY_ENV};
+use common::{doc_of, key_file, run, stderr, temp_file, Keep, SpawnKeeping, KEY_ENV, SHORT_RPC};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -71,23 +71,8 @@ fn a_third_party_test_runs_between_two_agents_and_the_controller_sends_none_of_i
     assert_eq!(doc["intervals"].as_array().unwrap().len(), 2);
 
     // A request/response test the same way: every request answered, both sides counted.
-    let o = run(lab.controller(&[
-        "rpc",
-        "--from",
-        &to,
-        "--to",
-        &from,
-        "--port",
-        FLEET_PORT,
-        "-t",
-        "0.5",
-        "--warmup",
-        "0.2",
-        "-C",
-        "2",
-        "--json",
-        "--no-save",
-    ]));
+    let ends = ["rpc", "--from", &to, "--to", &from, "--port", FLEET_PORT];
+    let o = run(lab.controller(&[&ends[..], &SHORT_RPC, &["--json", "--no-save"]].concat()));
     assert!(
         o.status.success(),
         "{} {}",

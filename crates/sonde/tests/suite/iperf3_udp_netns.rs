@@ -9,6 +9,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use common::serve_proc::{our_packets, their_packets};
 use common::*;
 
 /// One-sided margin between our packets in an interval and iperf3's in the interval of
@@ -76,28 +77,6 @@ fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str) {
             "{what} interval {i}: ours {o} vs iperf3's {t}"
         );
     }
-}
-
-/// Packets in each of our intervals, on `side` (`sender` or `receiver`).
-fn our_packets(doc: &serde_json::Value, side: &str) -> Vec<f64> {
-    doc["intervals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| f(&i[side]["packets_per_second"]) * (f(&i["end_s"]) - f(&i["start_s"])))
-        .collect()
-}
-
-/// Packets in each of iperf3's whole intervals (its sums).
-fn their_packets(json: &serde_json::Value) -> Vec<f64> {
-    json["intervals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| &i["sum"])
-        .filter(|s| f(&s["seconds"]) > 0.5)
-        .map(|s| f(&s["packets"]))
-        .collect()
 }
 
 #[test]

@@ -8,7 +8,6 @@
 
 use crate::common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -51,26 +50,6 @@ fn count_and_drop(ns: &str, seqs: &str) {
     rule(&["@th,128,32", seqs, "counter", "name", "dropped", "drop"]);
 }
 
-/// `iperf3 -s -1 -J` in the server namespace, listening.
-fn iperf3_server(lab: &Lab) -> std::process::Child {
-    let server = Lab::in_ns(&lab.server, "iperf3")
-        .args(["-s", "-1", "-J", "-B", SERVER_ADDR, "-p", "5201"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let listening = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(20));
-        let up = Lab::in_ns(&lab.server, "ss")
-            .args(["-Hltn", "sport = :5201"])
-            .output();
-        up.is_ok_and(|o| !o.stdout.is_empty())
-    });
-    assert!(listening, "iperf3 -s did not listen");
-    server
-}
-
 #[test]
 fn pps_iperf3_reverse_counts_what_reached_us_exactly() {
     let Some(lab) = Lab::needing(&["iperf3", "nft", "ss"]) else {
@@ -78,7 +57,7 @@ fn pps_iperf3_reverse_counts_what_reached_us_exactly() {
     };
     // Datagrams 100, 700 and 1500 of each of the two streams (1000 a second each).
     count_and_drop(&lab.client, "{ 100, 700, 1500 }");
-    let mut server = iperf3_server(&lab);
+    let mut server = common::serve_proc::iperf3_server_in_lab(&lab);
     let t = std::time::Instant::now();
     let o = run({
         let mut c = Lab::in_ns(&lab.client, SONDE);
@@ -136,18 +115,8 @@ fn pps_iperf3_reverse_counts_what_reached_us_exactly() {
     // Per interval: our received packets against the iperf3 server's sent ones, and our
     // jitter in each.
     let intervals = doc["intervals"].as_array().unwrap();
-    let our: Vec<f64> = intervals
-        .iter()
-        .map(|i| f(&i["receiver"]["packets_per_second"]) * (f(&i["end_s"]) - f(&i["start_s"])))
-        .collect();
-    let their: Vec<f64> = json["intervals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| &i["sum"])
-        .filter(|s| f(&s["seconds"]) > 0.5)
-        .map(|s| f(&s["packets"]))
-        .collect();
+    let our = common::serve_proc::our_packets(&doc, "receiver");
+    let their = common::serve_proc::their_packets(&json);
     assert!(our.len() >= 2 && their.len() >= 2, "{our:?} {their:?}");
     for (k, (o, t)) in our.iter().zip(&their).enumerate() {
         eprintln!(

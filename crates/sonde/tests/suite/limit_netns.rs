@@ -51,12 +51,21 @@ fn verdict(doc: &Value) -> (&str, String) {
     (lb["verdict"].as_str().unwrap_or("none"), why)
 }
 
+/// Where a figure of the evidence stands: the end it describes, and who measured it
+/// (`None`: a figure of the spec).
+type At = (&'static str, Option<&'static str>);
+const CLIENT_SENDER: At = ("sender", Some("client"));
+const CLIENT_RECEIVER: At = ("receiver", Some("client"));
+const SERVER_SENDER: At = ("sender", Some("server"));
+const SERVER_RECEIVER: At = ("receiver", Some("server"));
+const THE_SPEC: At = ("test", None);
+
 /// Asserts the verdict is `want` and that its decisive (first) evidence is `figure`,
 /// describing `end`, measured by `by` (`None`: a figure of the spec), in `unit`, with a
 /// positive value. A document judged wrongly is also written to
 /// $SONDE_TEST_KEEP_DOCS/test-<want>.json when that directory is set, for whoever writes
 /// the rules.
-fn assert_judged(doc: &Value, want: &str, figure: &str, end: &str, by: Option<&str>, unit: &str) {
+fn assert_judged(doc: &Value, want: &str, figure: &str, (end, by): At, unit: &str) {
     let (got, why) = verdict(doc);
     if let (true, Some(dir)) = (got != want, std::env::var_os("SONDE_TEST_KEEP_DOCS")) {
         let path = std::path::Path::new(&dir).join(format!("test-{want}.json"));
@@ -69,12 +78,12 @@ fn assert_judged(doc: &Value, want: &str, figure: &str, end: &str, by: Option<&s
         lb["evidence"][0]["figure"], figure,
         "the decisive figure: {lb}"
     );
-    assert_evidence(doc, figure, end, by, unit);
+    assert_evidence(doc, figure, (end, by), unit);
 }
 
 /// Asserts the verdict's evidence holds `figure` for `end`, measured by `by`, in `unit`,
 /// with a positive value and a sentence.
-fn assert_evidence(doc: &Value, figure: &str, end: &str, by: Option<&str>, unit: &str) {
+fn assert_evidence(doc: &Value, figure: &str, (end, by): At, unit: &str) {
     let lb = &doc["end"]["limited_by"];
     let ev = lb["evidence"]
         .as_array()
@@ -116,14 +125,7 @@ fn tbf_on_the_senders_egress_is_the_network() {
     tbf(&lab.client, &lab.client_if, "100mbit");
     let agent = lab.start_agent();
     let doc = judged_run(&lab, &agent, "stream", &["-P", "1"]);
-    assert_judged(
-        &doc,
-        "network",
-        "tcp_info.srtt_us",
-        "sender",
-        Some("client"),
-        "us",
-    );
+    assert_judged(&doc, "network", "tcp_info.srtt_us", CLIENT_SENDER, "us");
 }
 
 /// Shaped in a router: the sender cannot see the qdisc, only the queue it builds.
@@ -136,14 +138,7 @@ fn tbf_in_a_router_is_the_network() {
     tbf(&router, &toward_agent, "100mbit");
     let agent = lab.start_agent();
     let doc = judged_run(&lab, &agent, "stream", &["-P", "1"]);
-    assert_judged(
-        &doc,
-        "network",
-        "tcp_info.srtt_us",
-        "sender",
-        Some("client"),
-        "us",
-    );
+    assert_judged(&doc, "network", "tcp_info.srtt_us", CLIENT_SENDER, "us");
 }
 
 /// A 4 KiB receive buffer: a window of a few segments, a twentieth of the veth's rate.
@@ -154,16 +149,10 @@ fn a_small_rcvbuf_is_the_receiver_window() {
     };
     let agent = lab.start_agent();
     let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--rcvbuf", "4K"]);
-    assert_judged(
-        &doc,
-        "receiver_window",
-        "tcp_info.snd_wnd_bytes",
-        "sender",
-        Some("client"),
-        "bytes",
-    );
+    let figure = "tcp_info.snd_wnd_bytes";
+    assert_judged(&doc, "receiver_window", figure, CLIENT_SENDER, "bytes");
     let rwnd = "tcp_info.rwnd_limited_percent";
-    assert_evidence(&doc, rwnd, "sender", Some("client"), "%");
+    assert_evidence(&doc, rwnd, CLIENT_SENDER, "%");
 }
 
 /// A 4 KiB send buffer: the sender waits for space after every few segments. On veth the
@@ -177,14 +166,8 @@ fn a_small_sndbuf_is_the_sender_buffer() {
     };
     let agent = lab.start_agent();
     let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--sndbuf", "4K"]);
-    assert_judged(
-        &doc,
-        "sender_buffer",
-        "spec.sndbuf_bytes",
-        "sender",
-        Some("client"),
-        "bytes",
-    );
+    let figure = "spec.sndbuf_bytes";
+    assert_judged(&doc, "sender_buffer", figure, CLIENT_SENDER, "bytes");
     assert_eq!(decisive(&doc)["value"], 4096.0, "{}", decisive(&doc));
 }
 
@@ -202,14 +185,8 @@ fn nftables_drops_are_the_network() {
     lab.server_data_rule(&agent, &share);
     let doc = judged_run(&lab, &agent, "stream", &["-P", "1"]);
     assert!(lab.server_nft_count() > 100, "the rule dropped too little");
-    assert_judged(
-        &doc,
-        "network",
-        "tcp_retransmits.connections",
-        "sender",
-        Some("client"),
-        "segments",
-    );
+    let figure = "tcp_retransmits.connections";
+    assert_judged(&doc, "network", figure, CLIENT_SENDER, "segments");
 }
 
 /// Busy loops on one CPU of the server namespace, each bounded by `timeout` and ended
@@ -254,19 +231,7 @@ fn a_cpu_hog_on_the_receivers_core_is_the_receiver_cpu() {
     let Some(lab) = pinned_lab(Lab::needing(&["taskset", "timeout"])) else {
         return;
     };
-    let agent = lab.start_agent();
-    let doc = {
-        let _hogs = Hogs::on(&lab.server, "1", 2);
-        judged_run(&lab, &agent, "stream", &["-P", "1"])
-    };
-    assert_judged(
-        &doc,
-        "receiver_cpu",
-        "cpu.worker_cpus.busy_percent",
-        "receiver",
-        Some("server"),
-        "%",
-    );
+    let doc = receiver_hogged(&lab, &lab.server, "1", &["-P", "1"], SERVER_RECEIVER);
     assert!(
         decisive(&doc)["value"].as_f64().unwrap() > 90.0,
         "{}",
@@ -281,20 +246,21 @@ fn a_cpu_hog_on_the_receivers_core_in_reverse_is_the_receiver_cpu() {
     let Some(lab) = pinned_lab(Lab::needing(&["taskset", "timeout"])) else {
         return;
     };
+    let reverse = ["-P", "1", "--reverse"];
+    receiver_hogged(&lab, &lab.client, "0", &reverse, CLIENT_RECEIVER);
+}
+
+/// A stream run with `args` whose receiver shares its pinned core (`cpu` of namespace
+/// `ns`) with two busy loops: judged the receiver's CPU, as `at` measured it.
+fn receiver_hogged(lab: &Lab, ns: &str, cpu: &str, args: &[&str], at: At) -> Value {
     let agent = lab.start_agent();
     let doc = {
-        let _hogs = Hogs::on(&lab.client, "0", 2);
-        judged_run(&lab, &agent, "stream", &["-P", "1", "--reverse"])
+        let _hogs = Hogs::on(ns, cpu, 2);
+        judged_run(lab, &agent, "stream", args)
     };
     let figure = "cpu.worker_cpus.busy_percent";
-    assert_judged(
-        &doc,
-        "receiver_cpu",
-        figure,
-        "receiver",
-        Some("client"),
-        "%",
-    );
+    assert_judged(&doc, "receiver_cpu", figure, at, "%");
+    doc
 }
 
 /// With --reverse the agent sends: a shaper on its own egress shows as the queueing
@@ -308,7 +274,7 @@ fn tbf_on_the_agents_egress_in_reverse_is_the_network() {
     let agent = lab.start_agent();
     let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--reverse"]);
     let srtt = "tcp_info.srtt_us";
-    assert_judged(&doc, "network", srtt, "sender", Some("server"), "us");
+    assert_judged(&doc, "network", srtt, SERVER_SENDER, "us");
 }
 
 /// 300 Mbit/s on a path that carries 10 Gbit/s and more: the test's own pacing.
@@ -319,8 +285,8 @@ fn a_rate_below_capacity_is_the_test_rate() {
     };
     let agent = lab.start_agent();
     let doc = judged_run(&lab, &agent, "stream", &["-P", "1", "--rate", "300M"]);
-    assert_judged(&doc, "test_rate", "spec.rate", "test", None, "bit/s");
-    assert_evidence(&doc, "rate", "receiver", Some("server"), "bit/s");
+    assert_judged(&doc, "test_rate", "spec.rate", THE_SPEC, "bit/s");
+    assert_evidence(&doc, "rate", SERVER_RECEIVER, "bit/s");
 }
 
 /// One receiving thread whose socket buffer stays at net.core.rmem_max: the agent runs
@@ -353,16 +319,10 @@ fn a_pps_receiver_with_one_thread_and_a_small_buffer_drops() {
     );
     let drops = doc["end"]["packets"]["socket_drops"].as_u64().unwrap();
     assert!(drops > 0, "no socket drops: {}", doc["end"]["packets"]);
-    assert_judged(
-        &doc,
-        "receiver_drops",
-        "lost_packets",
-        "receiver",
-        Some("server"),
-        "packets",
-    );
+    let figure = "lost_packets";
+    assert_judged(&doc, "receiver_drops", figure, SERVER_RECEIVER, "packets");
     let socket = "packets.socket_drops";
-    assert_evidence(&doc, socket, "receiver", Some("server"), "packets");
+    assert_evidence(&doc, socket, SERVER_RECEIVER, "packets");
 }
 
 /// A 5 Mbit/s tbf on the sender's own egress, far below what its one thread sends (some
@@ -393,9 +353,9 @@ fn a_pps_sender_behind_a_tbf_on_its_own_egress_is_the_network() {
     args.extend_from_slice(&["--tx-threads", "1"]);
     let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
     let blocked = "blocked_sends.seconds";
-    assert_judged(&doc, "network", blocked, "sender", Some("client"), "s");
+    assert_judged(&doc, "network", blocked, CLIENT_SENDER, "s");
     let overlimits = "qdisc.overlimits";
-    assert_evidence(&doc, overlimits, "sender", Some("client"), "events");
+    assert_evidence(&doc, overlimits, CLIENT_SENDER, "events");
     let end = &doc["end"];
     assert_eq!(end["lost_packets"], 0, "{}", end["packets"]);
     let snd = &end["sender"];

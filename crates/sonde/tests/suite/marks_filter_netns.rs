@@ -18,6 +18,15 @@ const MARKED: [&str; 8] = [
     "--rate", "2000", "--flows", "2", "--dscp", "af41", "--ecn", "ect1",
 ];
 
+/// A short marked pps run whose document a test reads.
+fn marked_short() -> Vec<&'static str> {
+    [
+        &MARKED[..],
+        &["-t", "0.5", "--warmup", "0.1", "--json", "--no-save"],
+    ]
+    .concat()
+}
+
 /// Waits up to 5 s (a program is freed after an RCU grace period) for `cond`.
 fn within_5s(mut cond: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + Duration::from_secs(5);
@@ -48,11 +57,7 @@ fn a_marked_pps_receiver_counts_in_the_kernel_and_leaves_nothing_loaded() {
     let before = loaded_filters().unwrap();
     let mut agent = lab.start_agent();
     // Completed: the filter counted every datagram, and is gone with the test.
-    let args = [
-        &MARKED[..],
-        &["-t", "0.5", "--warmup", "0.1", "--json", "--no-save"],
-    ]
-    .concat();
+    let args = marked_short();
     let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
     let (notes, marked, received) = receiver_marks(&doc);
     assert!(notes.contains(FILTER_NOTE), "{notes}");
@@ -103,11 +108,7 @@ fn an_agent_refused_bpf_reads_the_control_messages_and_says_so() {
     cmd.args(["--bounding-set", "-bpf,-sys_admin,-perfmon", SONDE])
         .args(["serve", "--bind", lab.server_addr, "--port", "0"]);
     let agent = Agent::start(cmd);
-    let args = [
-        &MARKED[..],
-        &["-t", "0.5", "--warmup", "0.1", "--json", "--no-save"],
-    ]
-    .concat();
+    let args = marked_short();
     let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
     let (notes, marked, received) = receiver_marks(&doc);
     assert!(

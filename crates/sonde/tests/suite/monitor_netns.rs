@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::bridge::{Bridged, FLEET_PORT};
@@ -53,7 +53,7 @@ fn start_prometheus(lab: &Bridged) -> Prometheus {
 }
 
 /// The fleet: a failed assertion leaves no `sonde fleet` running on in a deleted namespace.
-use common::serve_proc::KillOnDrop as Fleet;
+use common::serve_proc::fleet_every_2s;
 
 fn label<'a>(series: &'a Value, name: &str) -> &'a str {
     series["metric"][name].as_str().unwrap_or("")
@@ -96,19 +96,7 @@ fn prometheus_scrapes_a_continuous_fleet_and_a_dead_agent_shows_failed_runs() {
         .collect();
     let db = temp_file("watch.db");
     let file = fleet_file();
-    let mut fleet = Fleet(
-        lab.controller(&[
-            "fleet",
-            file.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ])
-        .args(["--every", "2s", "--max-load", "100", "--metrics", METRICS])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap(),
-    );
+    let mut fleet = fleet_every_2s(lab.controller(&[]), &file, &db, METRICS);
     let prom = start_prometheus(&lab);
 
     // Every pair's throughput, labelled by its ends and the file's zone labels.

@@ -121,25 +121,10 @@ fn zero_loss_search_finds_a_shaped_packet_rate_within_3_percent() {
 fn flows_spread_over_receivers_and_both_sides_are_reported() {
     let Some(lab) = Lab::new() else { return };
     let agent = lab.start_agent();
-    let doc = doc_of(&run(lab.sonde(
-        &agent,
-        "pps",
-        &[
-            "--flows",
-            "8",
-            "--tx-threads",
-            "2",
-            "--rx-threads",
-            "2",
-            "-t",
-            "1",
-            "--warmup",
-            "0.3",
-            "-i",
-            "0.5",
-            "--json",
-        ],
-    )));
+    let threads = ["--flows", "8", "--tx-threads", "2", "--rx-threads", "2"];
+    let timing = ["-t", "1", "--warmup", "0.3", "-i", "0.5", "--json"];
+    let args = [&threads[..], &timing].concat();
+    let doc = doc_of(&run(lab.sonde(&agent, "pps", &args)));
     let p = &doc["end"]["packets"];
     let (tx, rx) = (
         p["sender"]["packets_per_second"].as_f64().unwrap(),

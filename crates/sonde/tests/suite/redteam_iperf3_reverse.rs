@@ -14,10 +14,11 @@
 use crate::common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::iperf3_rogue::{agreed, frame, send_frame};
 use common::*;
 
 #[derive(Clone, Copy, Debug)]
@@ -25,14 +26,6 @@ enum Rogue {
     Faster,
     Larger,
     OtherPort,
-}
-
-fn frame(s: &mut TcpStream) -> Vec<u8> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut b = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut b).unwrap();
-    b
 }
 
 /// One datagram of iperf3's: a time stamp and sequence number `seq`, `len` bytes.
@@ -49,14 +42,8 @@ fn rogue(how: Rogue) -> (u16, std::thread::JoinHandle<u64>) {
     let port = l.local_addr().unwrap().port();
     let udp = UdpSocket::bind(("127.0.0.1", port)).unwrap();
     let t = std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut cookie = [0u8; 37];
-        c.read_exact(&mut cookie).unwrap();
-        c.write_all(&[9]).unwrap();
-        let params = String::from_utf8(frame(&mut c)).unwrap();
+        let (mut c, params) = agreed(&l, Duration::from_secs(10));
         assert!(params.contains("\"reverse\":true"), "{params}");
-        c.write_all(&[10]).unwrap();
         udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut b = [0u8; 64];
         let (_, from) = udp.recv_from(&mut b).unwrap();
@@ -100,8 +87,7 @@ fn rogue(how: Rogue) -> (u16, std::thread::JoinHandle<u64>) {
                 r#"{{"cpu_util_total":1,"cpu_util_user":0,"cpu_util_system":1,"sender_has_retransmits":-1,"streams":[{{"id":1,"bytes":{},"retransmits":-1,"jitter":0,"errors":0,"packets":{sent},"start_time":0,"end_time":2}}]}}"#,
                 sent * len as u64
             );
-            c.write_all(&(results.len() as u32).to_be_bytes()).unwrap();
-            c.write_all(results.as_bytes()).unwrap();
+            send_frame(&mut c, &results);
             c.write_all(&[14]).unwrap();
             let _ = c.read(&mut ctl);
         }

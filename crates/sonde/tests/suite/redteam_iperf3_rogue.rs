@@ -22,20 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::iperf3_rogue::{agreed, frame, send_frame};
 use common::*;
-
-fn frame(s: &mut TcpStream) -> Vec<u8> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut b = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut b).unwrap();
-    b
-}
-
-fn send_frame(s: &mut TcpStream, json: &str) {
-    s.write_all(&(json.len() as u32).to_be_bytes()).unwrap();
-    s.write_all(json.as_bytes()).unwrap();
-}
 
 /// A rogue iperf3 server for one TCP test of one stream: the protocol as iperf3 runs it,
 /// with `forged` as its results.
@@ -43,13 +31,7 @@ fn rogue_results(forged: String) -> (u16, std::thread::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let t = std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut cookie = [0u8; 37];
-        c.read_exact(&mut cookie).unwrap();
-        c.write_all(&[9]).unwrap();
-        frame(&mut c);
-        c.write_all(&[10]).unwrap();
+        let (mut c, _) = agreed(&l, Duration::from_secs(10));
         let (mut d, _) = l.accept().unwrap();
         d.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         std::thread::spawn(move || {
@@ -146,13 +128,7 @@ fn a_server_dribbling_udp_handshakes_is_cut_at_one_setup_wait() {
     let done = Arc::new(AtomicBool::new(false));
     let stop = done.clone();
     let rogue = std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let mut cookie = [0u8; 37];
-        c.read_exact(&mut cookie).unwrap();
-        c.write_all(&[9]).unwrap();
-        frame(&mut c);
-        c.write_all(&[10]).unwrap();
+        let _control = agreed(&l, Duration::from_secs(30));
         // Each stream's connect answered 4 s late, one after the other; never TEST_START.
         udp.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();

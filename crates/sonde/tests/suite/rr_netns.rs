@@ -107,18 +107,10 @@ fn control_thread_is_counted_and_kept_off_pinned_workers() {
     }
     // Workers on every CPU: nowhere else to go, and the document says so.
     let every = [
-        "-t",
-        "0.5",
-        "--warmup",
-        "0.2",
-        "-C",
-        "2",
-        "--threads",
-        "2",
-        "--cpus",
-        "0,1",
-        "--json",
-    ];
+        &SHORT_RPC[..],
+        &["--threads", "2", "--cpus", "0,1", "--json"],
+    ]
+    .concat();
     let doc = doc_of(&run(lab.sonde(&agent, "rpc", &every)));
     let c = &doc["end"]["client"]["control_thread"];
     assert_eq!(c["apart"], false, "{c}");

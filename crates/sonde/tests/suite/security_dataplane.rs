@@ -313,26 +313,10 @@ fn a_client_parts_unanswered_udp_requests_are_counted() {
     };
     let (_a, _b) = (lab.start_agent(1), lab.start_agent(2));
     let server = &lab.hosts[1];
-    let o = run(lab.controller(&[
-        "rpc",
-        "--udp",
-        "-C",
-        "4",
-        "-W",
-        "8",
-        "--from",
-        &a,
-        "--to",
-        &b,
-        "--port",
-        "5301",
-        "-t",
-        "1",
-        "--warmup",
-        "0",
-        "--json",
-        "--no-save",
-    ]));
+    let rpc = ["rpc", "--udp", "-C", "4", "-W", "8"];
+    let run_for = ["-t", "1", "--warmup", "0", "--json", "--no-save"];
+    let part = common::bridge::part(&a, &b);
+    let o = run(lab.controller(&[&rpc[..], &part, &run_for].concat()));
     let doc = doc_of(&o);
     let at_victim = nft_counted(server, "victim", "packets");
     let bytes = nft_counted(server, "victim", "bytes");

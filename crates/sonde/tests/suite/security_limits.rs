@@ -414,14 +414,7 @@ fn client_parts_together_stay_within_max_client_bitrate() {
     let _a = lab.start_agent_with(1, &["--max-client-bitrate", "40M"]);
     let _b = lab.start_agent(2);
     let server = &lab.hosts[1];
-    let part = [
-        "pps",
-        "--from",
-        &a,
-        "--to",
-        &b,
-        "--port",
-        "5301",
+    let pps = [
         "--size",
         "1000",
         "--rate",
@@ -432,6 +425,7 @@ fn client_parts_together_stay_within_max_client_bitrate() {
         "0",
         "--no-save",
     ];
+    let part = [&["pps"][..], &common::bridge::part(&a, &b), &pps].concat();
     let started = Instant::now();
     let parts: Vec<_> = (0..4)
         .map(|_| {

@@ -8,7 +8,7 @@
 use crate::common;
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::delay_line::DelayLine;
@@ -267,7 +267,7 @@ fn a_fleets_router_pairs_match_sonde_stamp_count_each_planted_drop_and_reach_the
 const METRICS: &str = "127.0.0.1:19465";
 
 /// `sonde fleet --every`, killed on drop unless it already ended.
-use common::serve_proc::KillOnDrop as Fleet;
+use common::serve_proc::fleet_every_2s;
 
 /// `/metrics` of the fleet in namespace `ns` (empty until it listens).
 fn scrape(ns: &str) -> String {
@@ -298,17 +298,8 @@ fn a_continuous_fleets_router_pairs_are_in_its_live_metrics_with_both_ends_label
     let reflector = format!("{}:{STAMP_PORT}", lab.server_addr);
     let file = fleet_file(&reflector);
     let db = temp_file("stamp-every.db");
-    let mut cmd = Lab::in_ns(&spurs.controller, SONDE);
-    cmd.args([
-        "fleet",
-        file.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-    ])
-    .args(["--every", "2s", "--max-load", "100", "--metrics", METRICS])
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    let mut fleet = Fleet(cmd.spawn().unwrap());
+    let controller = Lab::in_ns(&spurs.controller, SONDE);
+    let mut fleet = fleet_every_2s(controller, &file, &db, METRICS);
     let head = |name: &str, zone: &str| {
         format!(
             "sonde_rtt_seconds{{fleet=\"routers\",source=\"{name}\",destination=\"r1\",test=\"stamp --count 200 --rate 400 --stateful --wait 0.5\",source_zone=\"{zone}\",destination_site=\"edge\",quantile=\"0.5\"}} "

@@ -6,7 +6,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use sonde_engine::pps::{Blocked, FlowRx, RxPlan};
+use sonde_engine::pps::{Blocked, FlowRx, RxPlan, Sending};
 use sonde_engine::Placement;
 use sonde_results::{PortCounters, PpsSpec, Role, SpecError};
 
@@ -130,6 +130,17 @@ pub trait PpsBackend: Named + Sync {
 /// When every engine's senders stop by themselves: the end of warm-up and window.
 pub fn senders_stop_at(spec: &PpsSpec) -> Instant {
     Instant::now() + Duration::from_millis(spec.timing.warmup_ms + spec.timing.duration_ms)
+}
+
+/// What every engine's senders are told.
+pub fn sending(spec: &PpsSpec, cookie: u32) -> Sending {
+    Sending {
+        payload_bytes: spec.payload_bytes() as usize,
+        batch: spec.batch as usize,
+        rate_pps: spec.rate_pps,
+        stop_at: senders_stop_at(spec),
+        cookie,
+    }
 }
 
 /// What every engine's receivers are told.

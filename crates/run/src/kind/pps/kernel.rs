@@ -10,7 +10,7 @@ use sonde_engine::pps::{attach_tos_filter, Blocked, FlowRx, PpsReceiver, PpsSend
 use sonde_engine::Placement;
 use sonde_results::{Engine, PpsSpec};
 
-use super::engine::{rx_plan, senders_stop_at, PpsBackend, RxEngine, TxEngine};
+use super::engine::{rx_plan, sending, PpsBackend, RxEngine, TxEngine};
 use crate::kind::table::Named;
 use crate::kind::workers::{staged_workers, Lifecycle};
 
@@ -71,11 +71,7 @@ impl TxEngine for Flows {
         let spec = &self.spec;
         let plan = TxPlan {
             placement,
-            payload_bytes: spec.payload_bytes() as usize,
-            batch: spec.batch as usize,
-            rate_pps: spec.rate_pps,
-            stop_at: senders_stop_at(spec),
-            cookie,
+            sending: sending(spec, cookie),
             gso: spec.gso,
         };
         let wire = self.wire;

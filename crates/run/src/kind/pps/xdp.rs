@@ -14,7 +14,7 @@ use sonde_engine::xdp::{Attached, Port};
 use sonde_engine::Placement;
 use sonde_results::{Bypass, Engine, PollMode, PpsSpec, Role};
 
-use super::engine::{rx_plan, senders_stop_at, Drops, PpsBackend, RxEngine, TxEngine};
+use super::engine::{rx_plan, sending, Drops, PpsBackend, RxEngine, TxEngine};
 use crate::kind::budget::XSK_BYTES;
 use crate::kind::table::Named;
 use crate::kind::workers::{Lifecycle, Workers};
@@ -176,11 +176,7 @@ fn sender(
         .collect::<io::Result<_>>()?;
     let plan = XdpTxPlan {
         cpus,
-        payload_bytes: spec.payload_bytes() as usize,
-        batch: spec.batch as usize,
-        rate_pps: spec.rate_pps,
-        stop_at: senders_stop_at(spec),
-        cookie,
+        sending: sending(spec, cookie),
         flows: endpoints,
         tos: spec.execution.marks.data_tos(),
     };
