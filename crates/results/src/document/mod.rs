@@ -64,6 +64,9 @@ use crate::spec::{TestName, TestSpec, MAX_CONNECTIONS};
 /// A kind's own end figures, flattened into `end` beside the shared keys ([`End`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
+// One per document, built once: a stream's and a pps test's sections are both ~4 KB, and
+// boxing them would only move the same bytes.
+#[allow(clippy::large_enum_variant)]
 pub enum Section {
     Stream(StreamEnd),
     /// Ping and rpc.

@@ -8,6 +8,7 @@
 
 use crate::common;
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -223,7 +224,7 @@ fn pps_iperf3_reverse_counts_every_stream_sockets_drops() {
     let Some(lab) = Lab::needing(&["iperf3", "ss"]) else {
         return;
     };
-    let mut server = iperf3_server(&lab);
+    let mut server = common::serve_proc::iperf3_server_in_lab(&lab);
     let before = udp_counter(&lab.client, "RcvbufErrors");
     let mut sonde = common::serve_proc::KillOnDrop(
         Lab::in_ns(&lab.client, SONDE)
