@@ -118,8 +118,9 @@ fn iperf3_client_beside<T>(
 }
 
 /// `sonde serve --iperf3` on port 5201 in the lab's server namespace, with `extra`: its
-/// stderr lines, read as they come.
-pub fn iperf3_in_lab(lab: &Lab, extra: &[&str]) -> (Child, Receiver<String>) {
+/// stderr lines, read as they come; killed when dropped, also when the test fails (ci13:
+/// a failed assertion left one serving for an hour after its namespace was gone).
+pub fn iperf3_in_lab(lab: &Lab, extra: &[&str]) -> (KillOnDrop, Receiver<String>) {
     let mut child = Lab::in_ns(&lab.server, SONDE)
         .args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
         .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
@@ -143,7 +144,7 @@ pub fn iperf3_in_lab(lab: &Lab, extra: &[&str]) -> (Child, Receiver<String>) {
         let _ = child.wait();
         panic!("serve --iperf3 did not listen");
     }
-    (child, rx)
+    (KillOnDrop(child), rx)
 }
 
 /// `iperf3 -c SERVER -p 5201 -J ARGS` from the lab's client namespace; its JSON.

@@ -280,7 +280,7 @@ fn iperf3_client_against_serve_iperf3() {
     tbf(&lab.client, &lab.client_if);
     tbf(&lab.server, &lab.server_if);
     // Nobody beyond loopback by default: the lab's client is refused, unanswered.
-    let (mut closed, rx) = serve_iperf3(&lab, &[]);
+    let (closed, rx) = serve_iperf3(&lab, &[]);
     let o = Lab::in_ns(&lab.client, "iperf3")
         .args(["-c", SERVER_ADDR, "-p", "5201", "-t", "1"])
         .output()
@@ -293,10 +293,9 @@ fn iperf3_client_against_serve_iperf3() {
         refused.contains("not loopback nor in --iperf3-allow"),
         "{refused}"
     );
-    let _ = closed.kill();
-    let _ = closed.wait();
+    drop(closed);
 
-    let (mut serve, rx) = serve_iperf3(&lab, &["--iperf3-allow", "198.18.0.0/15"]);
+    let (serve, rx) = serve_iperf3(&lab, &["--iperf3-allow", "198.18.0.0/15"]);
     for (args, ours_key, theirs_key) in [
         // -O 1: slow start left out on both ends; -w 128K: iperf3's sender counts what it
         // handed its socket, so a small buffer keeps that within 1 % of what arrived. 4 s:
@@ -342,8 +341,7 @@ fn iperf3_client_against_serve_iperf3() {
         );
         assert!(off(o, goodput(1448.0)) < WITHIN, "{args:?}: {o} vs tbf");
     }
-    let _ = serve.kill();
-    let _ = serve.wait();
+    drop(serve);
 }
 
 /// IPv6 and `-C`: on ::1 against `iperf3 -s`, with reno asked for: iperf3's own JSON says
