@@ -14,7 +14,7 @@ use sonde_proto::iperf3::{Params, Protocol, Test};
 use sonde_results::{Document, Engine, PpsSpec, Role};
 
 use super::client::{Iperf3RunError, Session};
-use super::{udp_bidir, udp_figures, udp_guard, udp_plane};
+use super::{udp_bidir, udp_figures, udp_plane, udp_serve};
 use crate::controller::{LiveInterval, TestRequest, SOFTWARE};
 use crate::kind::pps::PpsSide;
 use crate::signals::Interrupt;
@@ -156,14 +156,7 @@ fn receive(
     // against the agreement at once.
     s.until_running(interrupt)?;
     crate::kind::pps::RxEngine::start(&mut rx, 0).map_err(io("starting the receivers"))?;
-    if let (Some(rate_pps), Some(counts)) = (spec.rate_pps, rx.live_counts()) {
-        let agreed = udp_guard::Agreed {
-            rate_pps,
-            payload_bytes: u64::from(spec.payload_bytes()),
-            start: std::time::Instant::now(),
-        };
-        s.guard = Some(Box::new(move |now| agreed.broken(now, counts.counts())));
-    }
+    s.guard = udp_serve::guard_of(spec, &rx);
     let probe = s.probe.take().expect("probed once");
     let flows = spec.flows as usize;
     let placement = Placement::new(flows, None, flows);
@@ -215,14 +208,7 @@ fn both_ways(
     crate::kind::pps::TxEngine::start(&mut tx, placement.clone(), 0)
         .map_err(io("starting the senders"))?;
     crate::kind::pps::RxEngine::start(&mut rx, 0).map_err(io("starting the receivers"))?;
-    if let (Some(rate_pps), Some(counts)) = (spec.rate_pps, rx.live_counts()) {
-        let agreed = udp_guard::Agreed {
-            rate_pps,
-            payload_bytes: u64::from(spec.payload_bytes()),
-            start: std::time::Instant::now(),
-        };
-        s.guard = Some(Box::new(move |now| agreed.broken(now, counts.counts())));
-    }
+    s.guard = udp_serve::guard_of(spec, &rx);
     let probe = s.probe.take().expect("probed once");
     let ours = PpsSide::client(spec, Box::new(tx), placement, probe);
     let rx_placement = Placement::new(flows, None, flows);

@@ -305,9 +305,10 @@ fn workers(
     Ok((Box::new(both), guard))
 }
 
-/// What the client sends held to its agreement: the rate over all its streams (its -b
-/// each) and its block (-l). None for an unpaced test (-b 0), which agreed no rate.
-fn guard_of(spec: &PpsSpec, rx: &Rx) -> Option<Guard> {
+/// What the peer sends us held to its agreement (a client served here, or the server of
+/// our `-R`/`--bidir`): the rate over all its streams (its -b each) and its block (-l).
+/// None for an unpaced test (-b 0), which agreed no rate.
+pub(super) fn guard_of(spec: &PpsSpec, rx: &Rx) -> Option<Guard> {
     let (rate_pps, counts) = (spec.rate_pps?, rx.live_counts()?);
     let agreed = super::udp_guard::Agreed {
         rate_pps,
