@@ -155,7 +155,17 @@ pub(crate) fn load_prog(
         expected_attach_type: attach_type,
         ..Default::default()
     };
-    bpf(BPF_PROG_LOAD, &mut a).map(owned).map_err(|e| {
+    // The verifier gives up with EAGAIN when the loading thread has a signal or task
+    // work pending (an io_uring completion's notification is one); libbpf tries again
+    // too. Five tries, each after that work ran on the way back to user space.
+    let mut tries = 5;
+    let loaded = loop {
+        match bpf(BPF_PROG_LOAD, &mut a) {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries > 1 => tries -= 1,
+            r => break r,
+        }
+    };
+    loaded.map(owned).map_err(|e| {
         let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
         let text = String::from_utf8_lossy(&log[..end]);
         io::Error::new(e.kind(), format!("loading {what}: {e}\n{text}"))

@@ -357,6 +357,14 @@ fn ping_and_rpc_over_udp_count_each_directions_marks_exactly() {
         assert!(fall > 100, "{kind}: {fall} requests through the router");
         let m = &doc["end"]["marks"];
         let (f, r) = (&m["forward"], &m["reverse"]);
+        let sides = (
+            &doc["end"]["client"]["notes"],
+            &doc["end"]["server"]["notes"],
+        );
+        assert!(
+            f.is_object() && r.is_object(),
+            "{kind} {extra:?}: marks {m}, notes {sides:?}"
+        );
         assert_eq!(u(&f["packets"]), fall, "{kind}: {f}");
         assert_eq!(u(&f["ect_sent"]), fall, "{kind}: {f}");
         assert_eq!(u(&f["ce"]), ce, "{kind}: {f}");

@@ -17,6 +17,10 @@ use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
 use crate::kind::workers::{poll_of, Workers};
 
+/// The datagrams that arrived by their TOS, and those counted on a CPU past the possible
+/// ones; or why the kernel refused to count them (a filter it would not load or attach).
+pub type ArrivedTos = Result<(Vec<(u8, u64)>, u64), String>;
+
 /// After the last request, how long answers may still arrive.
 pub const DRAIN: Duration = Duration::from_secs(2);
 /// How long a UDP request waits for its answer before it counts as lost and its place in
@@ -42,7 +46,7 @@ pub trait RequestEngine: Workers {
         false
     }
     /// UDP with marks: the answers by the TOS they arrived with, where the engine reads it.
-    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+    fn arrived_tos(&self) -> Option<ArrivedTos> {
         None
     }
 }
@@ -78,7 +82,7 @@ pub trait EchoEngine: Workers {
         None
     }
     /// UDP with marks: the requests by the TOS they arrived with, where the engine reads it.
-    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
+    fn arrived_tos(&self) -> Option<ArrivedTos> {
         None
     }
     /// The cookie is known and the controller not yet told the port: what must count

@@ -17,7 +17,7 @@ use sonde_engine::rr_server::{RrServer, ServerPlan, ServerTarget};
 use sonde_engine::sockopt::{self, SocketOptions};
 use sonde_results::{Engine, RrSpec, SpecError, Transport};
 
-use super::engine::{reads_tos, EchoEngine, RequestEngine, RrBackend};
+use super::engine::{reads_tos, ArrivedTos, EchoEngine, RequestEngine, RrBackend};
 use crate::kind::connect::{connect_data, connect_udp};
 use crate::kind::seam::{DataPort, OpenResult};
 use crate::kind::table::Named;
@@ -89,13 +89,30 @@ impl RrBackend for Kernel {
 }
 
 /// Where the workers `spawn` starts read no TOS (io_uring's) and the spec asks for the
-/// marks: a filter counting what `matching` takes on `fds`, or `None` (the kernel refused
-/// BPF: the side says the marks were not read).
-fn tos_filter(r: &RrSpec, spawn: Spawners, fds: &[RawFd], matching: Match) -> Option<TosFilter> {
+/// marks: a filter counting what `matching` takes on `fds`, or why the kernel refused it
+/// (the side says so, and that the marks were not read).
+fn tos_filter(
+    r: &RrSpec,
+    spawn: Spawners,
+    fds: &[RawFd],
+    matching: Match,
+) -> Option<Result<TosFilter, String>> {
     if spawn.engine == Engine::Kernel || !reads_tos(r) {
         return None;
     }
-    TosFilter::attach_matching(fds, matching).ok()
+    Some(TosFilter::attach_matching(fds, matching).map_err(|e| first_line(&e)))
+}
+
+/// The first line of `e` (a refused BPF program's error carries the verifier's log after it).
+fn first_line(e: &io::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+/// What a filter counted, or why there is none; `None` where there is no filter.
+fn counted(filter: &Option<Result<TosFilter, String>>) -> Option<ArrivedTos> {
+    filter
+        .as_ref()
+        .map(|f| f.as_ref().map(TosFilter::snapshot).map_err(Clone::clone))
 }
 
 /// The controller's sockets, for workers `spawn` starts.
@@ -187,7 +204,7 @@ struct Client {
     options: Vec<String>,
     spawn: Spawners,
     /// The answers' marks, counted in the kernel for workers that read none.
-    filter: Option<TosFilter>,
+    filter: Option<Result<TosFilter, String>>,
 }
 
 impl RequestEngine for Client {
@@ -221,11 +238,8 @@ impl RequestEngine for Client {
     fn counts_syscalls(&self) -> bool {
         true
     }
-    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
-        match &self.filter {
-            Some(f) => Some(f.snapshot()),
-            None => self.stage.running()?.arrived_tos(),
-        }
+    fn arrived_tos(&self) -> Option<ArrivedTos> {
+        counted(&self.filter).or_else(|| self.stage.running()?.arrived_tos().map(Ok))
     }
 }
 
@@ -241,7 +255,7 @@ struct Server {
     stage: Lifecycle<At, RrServer>,
     spawn: Spawners,
     /// The requests' marks, counted in the kernel for workers that read none.
-    filter: Option<TosFilter>,
+    filter: Option<Result<TosFilter, String>>,
 }
 
 impl EchoEngine for Server {
@@ -317,11 +331,8 @@ impl EchoEngine for Server {
     fn syscalls(&self) -> Option<u64> {
         self.stage.running().map(RrServer::syscalls)
     }
-    fn arrived_tos(&self) -> Option<(Vec<(u8, u64)>, u64)> {
-        match &self.filter {
-            Some(f) => Some(f.snapshot()),
-            None => self.stage.running()?.arrived_tos(),
-        }
+    fn arrived_tos(&self) -> Option<ArrivedTos> {
+        counted(&self.filter).or_else(|| self.stage.running()?.arrived_tos().map(Ok))
     }
     /// The echo's socket takes the filter before the controller knows its port, so that
     /// it counts the test's first request.

@@ -243,24 +243,28 @@ impl Side for RrSide {
         };
         let udp = self.spec.transport == sonde_results::Transport::Udp;
         let engine = self.engine();
-        match arrived {
+        match &arrived {
             _ if !udp || self.spec.execution.marks.data_tos().is_none() => {}
             None => notes.push(format!(
                 "the marks that arrived are not read by the {} engine's workers (--engine kernel reads them)",
                 engine.name()
             )),
-            Some(_) if engine != Engine::Kernel => notes.push(format!(
+            Some(Err(why)) => notes.push(format!(
+                "the marks that arrived are not counted: the kernel refused the {} engine's socket filter ({why})",
+                engine.name()
+            )),
+            Some(Ok(_)) if engine != Engine::Kernel => notes.push(format!(
                 "marks counted in the kernel by a socket filter (eBPF), the {} engine's workers reading none: every datagram of the test's length and cookie (answers: length), late ones too",
                 engine.name()
             )),
-            Some(_) => {}
+            Some(Ok(_)) => {}
         }
         let marks = self
             .spec
             .execution
             .marks
             .data_tos()
-            .zip(arrived)
+            .zip(arrived.and_then(Result::ok))
             .map(|(sent, (seen, _))| {
                 let mut fate = sonde_results::marks::DirectionFate::default();
                 for (tos, n) in seen {
