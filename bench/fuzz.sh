@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-for t in frame_decoder agent_session client_session data_header sealed_agent spec_validate stamp_reflect; do
-    RUSTC_BOOTSTRAP=1 cargo fuzz run "$t" -- -max_total_time="${1:-600}"
+for t in frame_decoder agent_session client_session data_header sealed_agent spec_validate stamp_reflect iperf3_control nq_config; do
+    # `run`: spec_validate needs the run layer (fuzz/Cargo.toml).
+    RUSTC_BOOTSTRAP=1 cargo fuzz run --features run "$t" -- -max_total_time="${1:-600}"
 done

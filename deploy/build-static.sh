@@ -18,6 +18,8 @@ else
 fi
 # A profile of its own (release without debug info) in a target directory of its own, so
 # that the normal build's artefacts are not rebuilt with other flags.
+# Compiled by rustc alone, also where CI lints the tests' build with clippy-driver (.ci/run).
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 RUSTFLAGS="$flags" cargo build --locked --profile static --target "$target" \
     --target-dir target/static-build -p sonde
 bin=target/static-build/$target/static/sonde

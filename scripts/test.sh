@@ -58,11 +58,16 @@ if ! command -v stamp-suite >/dev/null && [ ! -x "$HOME/.cargo/bin/stamp-suite" 
 fi
 # The deploy test needs a static executable, not a fast one: unoptimised (the shipped one,
 # deploy/build-static.sh alone, is), it builds in far less time. It builds beside the tests'
-# build, which leaves a core idle in its serial parts; no test runs until both are done.
+# build and their untimed pass, under a shared hold of the machine-wide timing lock
+# (tests/common's Serial), taken before it starts: no timed test runs until it is done, and
+# the deploy test runs once it is.
+lock="${TMPDIR:-/tmp}/sonde-timing-tests.lock"
+exec {hold}>"$lock"
+flock -s "$hold"
 CARGO_PROFILE_STATIC_OPT_LEVEL=0 bash deploy/build-static.sh >&2 &
 static=$!
+exec {hold}>&-
 cargo test --workspace --no-run "$@" || { wait "$static"; exit 1; }
-wait "$static"
 [ -z "$suite" ] || wait "$suite"
 
 # Three passes; each runs when the one before fails (--no-fail-fast), and the script fails if
@@ -81,7 +86,11 @@ untimed=(
     no_program_is_left leaves_no_testpmd_running missing_testpmd_or_hugepages
     leaves_no_limit_behind lab:: fleet_netns:: monitor_netns::
 )
-SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 "${untimed[@]}" || rc=$?
+# The deploy test waits for the static executable, so it runs after the others.
+SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 \
+    "${untimed[@]}" --skip deploy:: || rc=$?
+wait "$static" || rc=$?
+SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 deploy:: || rc=$?
 # 2. The rest of the suite, one test at a time: in the one suite executable a test without
 #    traffic could otherwise run beside a timed one and take its CPU (testpmd's receiver
 #    fell 5 % behind its veth beside one; exact alone, 2 of 2).

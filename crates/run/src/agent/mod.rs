@@ -9,6 +9,8 @@ pub(crate) mod conn;
 pub mod consent;
 mod data_conns;
 mod door;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod hostile_spec;
 mod limits;
 pub(crate) mod one_test;
 mod refusals;
