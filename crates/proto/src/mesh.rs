@@ -13,6 +13,8 @@
 //! another reflector does not check there either, so it can neither take that reflector's
 //! answers from its sender nor move the window of its sender's session there.
 
+#[cfg(test)]
+mod departure_tests;
 pub mod marks;
 pub mod peers;
 pub mod prober;
@@ -22,7 +24,9 @@ mod prober_tests;
 pub use marks::put_labels_request;
 
 pub use peers::{Peer, PeerEntry, Peers};
-pub use prober::{Clocks, ListChange, Listed, Matched, Probe, Prober, ProberConfig, Unreachable};
+pub use prober::{
+    Clocks, Departures, ListChange, Listed, Matched, Probe, Prober, ProberConfig, Unreachable,
+};
 
 use crate::labels::{self, Labels, MAX_LABELS};
 use crate::stamp::{tlv, StampKey};

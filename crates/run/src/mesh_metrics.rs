@@ -26,6 +26,7 @@ struct Snapshot {
     rate_per_s: f64,
     reflected: u64,
     refused: u64,
+    departures: sonde_proto::mesh::Departures,
     /// Each peer's address, labels and figures, in address order.
     peers: Vec<(String, BTreeMap<String, String>, PeerFigures)>,
 }
@@ -39,6 +40,7 @@ fn snapshot(state: &Mutex<MeshState>) -> Snapshot {
         rate_per_s: s.rate_per_s(),
         reflected: s.reflected,
         refused: s.refused,
+        departures: s.prober.departures(),
         peers: s
             .peers()
             .iter()
@@ -58,6 +60,8 @@ pub fn text(state: &Mutex<MeshState>) -> String {
         rate_per_s: s.rate_per_s,
         reflected: s.reflected,
         refused: s.refused,
+        departed_kernel: s.departures.kernel,
+        departed_process: s.departures.process,
     };
     let peers: Vec<MeshPeer<'_>> = s
         .peers

@@ -42,6 +42,19 @@ pub fn enable_arrival(fd: RawFd, v6: bool) -> io::Result<()> {
     }
 }
 
+/// As [`enable_arrival`] (called first), and the stamps of the sends that ask for them
+/// (`sample::TxControl`) on the error queue, keyed (`OPT_ID`) and without their data
+/// (`OPT_TSONLY`): a send that asks nothing queues nothing.
+pub fn enable_departure(fd: RawFd) -> io::Result<()> {
+    super::io::set_flags(
+        fd,
+        libc::SOF_TIMESTAMPING_RX_SOFTWARE
+            | libc::SOF_TIMESTAMPING_SOFTWARE
+            | libc::SOF_TIMESTAMPING_OPT_ID
+            | libc::SOF_TIMESTAMPING_OPT_TSONLY,
+    )
+}
+
 /// Reads one datagram into `buf`, waiting at most `wait`; `Ok(None)` when none came.
 /// A datagram longer than `buf` is cut and its `len` is `buf.len() + 1`, so that a caller
 /// can tell it was too long.

@@ -207,14 +207,30 @@ pub(crate) fn each_cmsg(msg: &libc::msghdr, mut each: impl FnMut(i32, i32, &[u8]
 /// Reads a socket's error queue: stamps of sent data, [`BATCH`] per system call.
 pub struct ErrQueue {
     control: Box<[[u64; CONTROL_BYTES / 8]; BATCH]>,
+    /// Where each message's datagram went (an ICMP error's), for [`ErrQueue::drain_all`].
+    names: Box<[libc::sockaddr_storage; BATCH]>,
 }
 
 impl Default for ErrQueue {
     fn default() -> Self {
         ErrQueue {
             control: Box::new([[0; CONTROL_BYTES / 8]; BATCH]),
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            names: Box::new([unsafe { zeroed() }; BATCH]),
         }
     }
+}
+
+/// One message of an error queue: a stamp of sent data, or another error (an ICMP
+/// error's under `IP_RECVERR`: its origin, its errno, where its datagram went).
+#[derive(Clone, Copy)]
+pub enum Queued<'a> {
+    Stamp(TxStamp),
+    Error {
+        origin: u8,
+        errno: u32,
+        to: &'a libc::sockaddr_storage,
+    },
 }
 
 impl ErrQueue {
@@ -245,6 +261,66 @@ impl ErrQueue {
         mut each: impl FnMut(TxStamp),
     ) -> io::Result<usize> {
         self.read_up_to(fd, expect.clamp(1, BATCH), &mut each)
+    }
+
+    /// Gives `each` every message queued on `fd` now, stamps and errors alike, at most
+    /// `most` (rounded up to a batch), [`BATCH`] per system call, without waiting;
+    /// returns how many it read. A socket with both `IP_RECVERR` and stamps of sends has
+    /// one queue: one reader.
+    pub fn drain_all(
+        &mut self,
+        fd: RawFd,
+        most: usize,
+        mut each: impl FnMut(Queued<'_>),
+    ) -> io::Result<usize> {
+        let mut total = 0;
+        while total < most {
+            // SAFETY: all-zero is a valid mmsghdr; its pointers are set below.
+            let mut msgs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
+            let bufs = self.control.iter_mut().zip(self.names.iter_mut());
+            for (m, (c, name)) in msgs.iter_mut().zip(bufs) {
+                m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+                m.msg_hdr.msg_controllen = CONTROL_BYTES;
+                m.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
+                m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            }
+            let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+            // SAFETY: msgs, their control buffers and names are live for the call; the
+            // kernel writes at most BATCH of them.
+            let n = unsafe {
+                libc::recvmmsg(
+                    fd,
+                    msgs.as_mut_ptr(),
+                    BATCH as u32,
+                    flags,
+                    std::ptr::null_mut(),
+                )
+            };
+            crate::syscalls::one();
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(total),
+                    _ => Err(e),
+                };
+            }
+            for (m, name) in msgs[..n as usize].iter().zip(self.names.iter()) {
+                match queued(&m.msg_hdr) {
+                    (Some(s), _) => each(Queued::Stamp(s)),
+                    (None, Some(e)) => each(Queued::Error {
+                        origin: e.ee_origin,
+                        errno: e.ee_errno,
+                        to: name,
+                    }),
+                    (None, None) => {}
+                }
+            }
+            total += n as usize;
+            if (n as usize) < BATCH {
+                break;
+            }
+        }
+        Ok(total)
     }
 
     /// One `recvmmsg` of the error queue; returns how many messages it read.
@@ -296,6 +372,11 @@ impl ErrQueue {
 
 /// The stamp and its id in one error-queue message, if it is a stamp of sent data.
 fn tx_stamp(msg: &libc::msghdr) -> Option<TxStamp> {
+    queued(msg).0
+}
+
+/// One error-queue message: its stamp of sent data, or else its error (if any).
+fn queued(msg: &libc::msghdr) -> (Option<TxStamp>, Option<libc::sock_extended_err>) {
     let (mut ns, mut ext) = (None, None);
     each_cmsg(msg, |level, ty, data| match (level, ty) {
         (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => ns = software(data),
@@ -309,20 +390,23 @@ fn tx_stamp(msg: &libc::msghdr) -> Option<TxStamp> {
         }
         _ => {}
     });
-    let ext = ext?;
+    let Some(ext) = ext else {
+        return (None, None);
+    };
     if ext.ee_errno != libc::ENOMSG as u32 || ext.ee_origin != libc::SO_EE_ORIGIN_TIMESTAMPING {
-        return None;
+        return (None, Some(ext));
     }
     let point = match ext.ee_info {
         SCM_TSTAMP_SCHED => TxPoint::Sched,
         SCM_TSTAMP_SND => TxPoint::Driver,
-        _ => return None,
+        _ => return (None, None),
     };
-    Some(TxStamp {
+    let stamp = ns.map(|ns| TxStamp {
         key: ext.ee_data,
         point,
-        ns: ns?,
-    })
+        ns,
+    });
+    (stamp, None)
 }
 
 #[cfg(test)]
@@ -405,6 +489,42 @@ mod tests {
         assert_eq!(q.drain(u.as_raw_fd(), |t| rest.push(t)).unwrap(), 4);
         assert!(rest.iter().all(|t| t.key >= 1), "{rest:?}");
         assert_eq!(q.read_expected(u.as_raw_fd(), 0, |_| {}).unwrap(), 0);
+    }
+
+    /// One reader for one queue: a datagram to a closed port leaves its stamp and the
+    /// ICMP error it drew (`IP_RECVERR`), both read by one drain, the error naming the
+    /// datagram's destination.
+    #[test]
+    fn one_drain_reads_stamps_and_icmp_errors() {
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = closed.local_addr().unwrap();
+        drop(closed);
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable(u.as_raw_fd()).unwrap();
+        crate::int_option::set_level_int(u.as_raw_fd(), libc::SOL_IP, libc::IP_RECVERR, 1).unwrap();
+        u.send_to(&[3u8; 40], to).unwrap();
+        let (mut stamps, mut errors) = (0, Vec::new());
+        let mut q = ErrQueue::default();
+        for _ in 0..100 {
+            q.drain_all(u.as_raw_fd(), 64, |m| match m {
+                Queued::Stamp(s) => stamps += usize::from(s.point == TxPoint::Driver),
+                Queued::Error { origin, errno, to } => {
+                    // SAFETY: the kernel wrote a sockaddr_in for this IPv4 socket.
+                    let a: libc::sockaddr_in = unsafe {
+                        std::ptr::read_unaligned((to as *const libc::sockaddr_storage).cast())
+                    };
+                    errors.push((origin, errno as i32, u16::from_be(a.sin_port)))
+                }
+            })
+            .unwrap();
+            if !errors.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(stamps, 1);
+        let icmp = (libc::SO_EE_ORIGIN_ICMP, libc::ECONNREFUSED, to.port());
+        assert_eq!(errors, [icmp]);
     }
 
     /// An empty error queue is not an error, and a socket without stamps gives none.

@@ -15,7 +15,8 @@ pub mod stages;
 pub use book::{Book, Heads};
 pub use echo::{peer_key, EchoStamps};
 pub use io::{
-    enable, now_real, recv_stamped, rx_stamp_of, ErrQueue, TxPoint, TxStamp, RX_CONTROL_BYTES,
+    enable, now_real, recv_stamped, rx_stamp_of, ErrQueue, Queued, TxPoint, TxStamp,
+    RX_CONTROL_BYTES,
 };
 pub use rx_read::{stream_read, RxRead};
 pub use sample::{send_stamped, Sampling, TxControl};

@@ -106,6 +106,15 @@ pub enum Unreachable {
     Host,
 }
 
+/// The first answers counted by where their probe's departure (T1) came from: the
+/// kernel's transmit stamp ([`Prober::departed`]), or the clock read the probe was written
+/// with, before its send (no stamp came before its answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Departures {
+    pub kernel: u64,
+    pub process: u64,
+}
+
 /// How a new list changed the peers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ListChange {
@@ -122,6 +131,7 @@ pub struct Prober {
     ticks: Schedule,
     /// The generator of first probes' offsets (xorshift64).
     random: u64,
+    departures: Departures,
 }
 
 impl Prober {
@@ -132,7 +142,13 @@ impl Prober {
             peers: Peers::default(),
             sends: Schedule::default(),
             ticks: Schedule::default(),
+            departures: Departures::default(),
         }
+    }
+
+    /// The first answers so far, by where their probes' departures came from.
+    pub fn departures(&self) -> Departures {
+        self.departures
     }
 
     /// The listed peers and their figures.
@@ -267,6 +283,18 @@ impl Prober {
         self.ticks.set(slot, tick_at(&e.stats, at_ns));
     }
 
+    /// Probe `seq` to `to` left `late_ns` after the clock read it was written with (T1) and
+    /// [`Prober::sent`] was given: the kernel's transmit stamp, read from the error queue.
+    /// Its round trip, its deadline and its T1 in the one-way figures count from the
+    /// stamp. Taken while the probe is in flight and unanswered, once; whether it was.
+    pub fn departed(&mut self, to: SocketAddr, seq: u32, late_ns: u64) -> bool {
+        // Its settling moves later, never earlier: the tick set at `sent` finds nothing
+        // yet and sets the next.
+        self.peers
+            .find_mut(&to)
+            .is_some_and(|(_, e)| e.stats.on_departed(seq, late_ns))
+    }
+
     /// A datagram `bytes` from `from` on the prober's socket, arrived at `arrived` (on
     /// the ledger's clock, and on the real-time clock: the kernel's receive stamp);
     /// `own_bound_ns` is this host's clock error bound (`None`: not synchronised).
@@ -341,10 +369,15 @@ impl Prober {
         }
         let unix = |t: Timestamp| t.to_unix_ns(TimeFormat::Ntp);
         let held_ns = unix(a.timestamp).saturating_sub(unix(a.receive));
+        let late_ns = e.stats.late_ns(a.sender_seq);
         let answer = e
             .stats
             .on_answer(a.sender_seq, a.seq, arrived.mono_ns, held_ns);
         if matches!(answer, Answer::First { .. }) {
+            match late_ns {
+                Some(_) => self.departures.kernel += 1,
+                None => self.departures.process += 1,
+            }
             if let Some(sent) = marked {
                 let (forward, reverse) = marks::directions(area, mode.key(), a.seq, sent, tos);
                 e.stats.on_marks(forward, reverse);
@@ -354,7 +387,8 @@ impl Prober {
             // clock"), whatever either claims.
             let one = e.one_clock.then_some(0);
             e.stats.on_stamps(Stamps {
-                sent_ns: unix(a.sender_timestamp),
+                // T1 as the kernel stamped it, when it did.
+                sent_ns: unix(a.sender_timestamp) + late_ns.unwrap_or(0) as i64,
                 reflected_in_ns: unix(a.receive),
                 reflected_out_ns: unix(a.timestamp),
                 back_ns: arrived.real_ns as i64,

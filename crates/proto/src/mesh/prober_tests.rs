@@ -13,26 +13,26 @@ use crate::stamp::{
 };
 use crate::Key;
 
-const MS: u64 = 1_000_000;
+pub(super) const MS: u64 = 1_000_000;
 /// The real-time clock at the ledger's 0 (2026).
-const REAL0: u64 = 1_780_000_000_000_000_000;
-const A: &str = "198.18.3.1";
-const B: &str = "198.18.3.2";
+pub(super) const REAL0: u64 = 1_780_000_000_000_000_000;
+pub(super) const A: &str = "198.18.3.1";
+pub(super) const B: &str = "198.18.3.2";
 const C: &str = "198.18.3.3";
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn at(s: &str) -> SocketAddr {
+pub(super) fn at(s: &str) -> SocketAddr {
     SocketAddr::new(ip(s), 862)
 }
 
-fn fleet() -> StampKey {
+pub(super) fn fleet() -> StampKey {
     stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap())
 }
 
-fn clocks(mono_ns: u64) -> Clocks {
+pub(super) fn clocks(mono_ns: u64) -> Clocks {
     Clocks {
         mono_ns,
         real_ns: REAL0 + mono_ns,
@@ -48,16 +48,16 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 /// A peer's reflector as the codec makes one: it answers probes from `A` signed under
 /// the key of both addresses, under its own address key, numbering what it reflects.
-struct Far {
+pub(super) struct Far {
     ip: IpAddr,
     mesh: Option<StampKey>,
     numbered: u32,
     labels: Labels,
-    boot_id: [u8; 16],
+    pub(super) boot_id: [u8; 16],
 }
 
 impl Far {
-    fn new(addr: &str, mesh: Option<StampKey>) -> Far {
+    pub(super) fn new(addr: &str, mesh: Option<StampKey>) -> Far {
         Far {
             ip: ip(addr),
             mesh,
@@ -68,7 +68,7 @@ impl Far {
     }
 
     /// Its answer to `probe` received at `in_ns` and sent at `out_ns` (real time).
-    fn answer(&mut self, probe: &[u8], in_ns: u64, out_ns: u64) -> Vec<u8> {
+    pub(super) fn answer(&mut self, probe: &[u8], in_ns: u64, out_ns: u64) -> Vec<u8> {
         let theirs = self.mesh.as_ref().map(|m| probe_key(m, ip(A), self.ip));
         let mine = self.mesh.as_ref().map(|m| address_key(m, self.ip));
         let mode = theirs
@@ -104,7 +104,7 @@ impl Far {
 }
 
 /// 10 probes a second per peer, lost after 100 ms, settled either way 500 ms after.
-fn prober(key: Option<StampKey>, peers: &[(&str, bool)]) -> Prober {
+pub(super) fn prober(key: Option<StampKey>, peers: &[(&str, bool)]) -> Prober {
     let mut p = Prober::new(ProberConfig {
         rate_per_s: 10.0,
         budget_per_s: 100.0,
@@ -137,7 +137,7 @@ fn prober(key: Option<StampKey>, peers: &[(&str, bool)]) -> Prober {
 
 /// Runs the machine's clock on to the next probe, sends it (at once, at `now`), and
 /// returns it and its bytes.
-fn next_probe(p: &mut Prober, now: &mut u64) -> (Probe, Vec<u8>) {
+pub(super) fn next_probe(p: &mut Prober, now: &mut u64) -> (Probe, Vec<u8>) {
     let mut buf = vec![0; 2048];
     for _ in 0..1000 {
         let est = ErrorEstimate::unknown(TimeFormat::Ntp);

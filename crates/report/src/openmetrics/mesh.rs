@@ -29,6 +29,10 @@ pub struct MeshAgent<'a> {
     /// its rate).
     pub reflected: u64,
     pub refused: u64,
+    /// First answers by where their probe's departure (T1) came from: the kernel's
+    /// transmit stamp, and the process's clock read before the send (no stamp came).
+    pub departed_kernel: u64,
+    pub departed_process: u64,
 }
 
 /// One listed peer and what its probes became.
@@ -229,6 +233,21 @@ fn agent_families(out: &mut String, agent: &MeshAgent<'_>, own: &Labels, peers: 
         header(out, name, "counter", None, help);
         line(out, &format!("{name}_total"), own, &[], v as f64);
     }
+    let name = "sonde_mesh_answered_departures";
+    header(out, name, "counter", None,
+        "Answered probes by where their departure (T1) came from: the kernel's transmit stamp (kernel), or the clock read before the send, no stamp having come (process)");
+    for (clock, v) in [
+        ("kernel", agent.departed_kernel),
+        ("process", agent.departed_process),
+    ] {
+        line(
+            out,
+            &format!("{name}_total"),
+            own,
+            &[("clock", clock)],
+            v as f64,
+        );
+    }
 }
 
 fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
@@ -378,6 +397,8 @@ mod tests {
             rate_per_s: 1.0,
             reflected: 0,
             refused: 0,
+            departed_kernel: 0,
+            departed_process: 0,
         }
     }
 
@@ -414,6 +435,8 @@ mod tests {
             rate_per_s: 2.0,
             reflected: 7,
             refused: 1,
+            departed_kernel: 5,
+            departed_process: 2,
         };
         let text = one_peer(&agent, "198.18.2.2", &theirs, &stats.figures());
         let pair = r#"source="198.18.2.1",destination="198.18.2.2",source_rack="r1",source_zone="a",destination_topology_kubernetes_io_rack="r\"2",destination_zone="b""#;
@@ -430,6 +453,8 @@ mod tests {
             format!("sonde_mesh_icmp_host_unreachable_total{{{pair}}} 0\n"),
             "sonde_mesh_probe_budget_per_second{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 100\n".into(),
             "sonde_mesh_reflected_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 7\n".into(),
+            "sonde_mesh_answered_departures_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\",clock=\"kernel\"} 5\n".into(),
+            "sonde_mesh_answered_departures_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\",clock=\"process\"} 2\n".into(),
         ] {
             assert!(text.contains(&want), "no {want} in\n{text}");
         }

@@ -20,6 +20,9 @@ struct Flight {
     /// A second answer came (counted once: a captured answer re-sent a thousand times
     /// is one duplicate, as the network's copy would be).
     duplicated: bool,
+    /// How long after the clock read given to [`Ledger::sent`] the kernel stamped its
+    /// departure (already in `sent_ns`); `None`: timed by that clock read.
+    late_ns: Option<u64>,
 }
 
 /// How one probe ended, for the caller's counters.
@@ -98,8 +101,32 @@ impl Ledger {
             sent_ns,
             answered: None,
             duplicated: false,
+            late_ns: None,
         });
         out
+    }
+
+    /// Probe `seq` left `late_ns` after the time [`Ledger::sent`] was given (the kernel's
+    /// transmit stamp, read after the send): its round trip and its deadline count from
+    /// there. Taken for an unanswered probe in flight, once; whether it was.
+    pub fn departed(&mut self, seq: u32, late_ns: u64) -> bool {
+        let Some(f) = flight_mut(&mut self.flights, seq) else {
+            return false;
+        };
+        if f.answered.is_some() || f.late_ns.is_some() {
+            return false;
+        }
+        f.sent_ns = f.sent_ns.saturating_add(late_ns);
+        f.late_ns = Some(late_ns);
+        true
+    }
+
+    /// How late probe `seq` (in flight) left after the time [`Ledger::sent`] was given, by
+    /// its kernel stamp; `None`: no stamp (or not in flight).
+    pub fn late_ns(&self, seq: u32) -> Option<u64> {
+        let front = self.flights.front()?;
+        let i = seq.checked_sub(front.seq)? as usize;
+        self.flights.get(i)?.late_ns
     }
 
     /// The answer to probe `seq`, numbered `refl_seq` by the reflector, received at `now_ns`.
@@ -111,13 +138,7 @@ impl Ledger {
     /// receive and transmit stamps, one clock): the round trip is net of it. A hold as long
     /// as the whole round trip is a reflector's error and is not taken out.
     pub fn answered_after(&mut self, seq: u32, refl_seq: u32, now_ns: u64, held_ns: u64) -> Answer {
-        let Some(front) = self.flights.front() else {
-            return Answer::Unknown;
-        };
-        let Some(i) = seq.checked_sub(front.seq).map(|d| d as usize) else {
-            return Answer::Unknown;
-        };
-        let Some(f) = self.flights.get_mut(i) else {
+        let Some(f) = flight_mut(&mut self.flights, seq) else {
             return Answer::Unknown;
         };
         if f.answered.is_some() {
@@ -241,6 +262,13 @@ impl Ledger {
     }
 }
 
+/// Probe `seq` among `flights` (numbered in sending order).
+fn flight_mut(flights: &mut VecDeque<Flight>, seq: u32) -> Option<&mut Flight> {
+    let front = flights.front()?;
+    let i = seq.checked_sub(front.seq)? as usize;
+    flights.get_mut(i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +339,43 @@ mod tests {
         assert_eq!(l.answered_after(1, 1, 3 * MS, 9 * MS), first(3 * MS));
         let late = l.timeout_ns + MS;
         assert_eq!(l.answered_after(2, 2, late, late), Answer::Unknown);
+    }
+
+    /// A kernel stamp moves a probe's departure (its round trip and deadline) once, only
+    /// while it is unanswered and in flight.
+    #[test]
+    fn a_transmit_stamp_moves_an_unanswered_probes_departure_once() {
+        let mut l = ledger();
+        for s in 0..3 {
+            l.sent(s, s as u64 * 10 * MS);
+        }
+        assert!(l.departed(1, 3 * MS));
+        assert!(!l.departed(1, 5 * MS), "a second stamp");
+        assert_eq!(l.late_ns(1), Some(3 * MS));
+        assert_eq!((l.late_ns(0), l.late_ns(9)), (None, None));
+        let first = |rtt_ns| Answer::First {
+            reordered: false,
+            rtt_ns,
+        };
+        // Sent (read) at 10 ms, stamped at 13 ms, back at 20 ms: 7 ms.
+        assert_eq!(l.answered(1, 0, 20 * MS), first(7 * MS));
+        assert_eq!(
+            l.answered(0, 1, 20 * MS),
+            Answer::First {
+                reordered: true,
+                rtt_ns: 20 * MS
+            }
+        );
+        assert!(!l.departed(0, MS), "answered already");
+        assert!(!l.departed(7, MS), "never sent");
+        // The deadline from the stamp: probe 2 (20 ms, stamped 5 ms late) is due at 25 ms
+        // plus the timeout.
+        assert!(l.departed(2, 5 * MS));
+        l.settle(0);
+        assert_eq!(
+            l.next_settle_ns(),
+            25 * MS + l.timeout_ns + l.resolve_after_ns
+        );
     }
 
     #[test]

@@ -113,6 +113,17 @@ impl PeerStats {
         add(&mut self.shown.settled, s);
     }
 
+    /// Probe `seq` left `late_ns` after the time [`PeerStats::on_sent`] was given (its
+    /// kernel transmit stamp): see [`Ledger::departed`].
+    pub fn on_departed(&mut self, seq: u32, late_ns: u64) -> bool {
+        self.ledger.departed(seq, late_ns)
+    }
+
+    /// How late probe `seq` left by its kernel stamp (`None`: not stamped, or not in flight).
+    pub fn late_ns(&self, seq: u32) -> Option<u64> {
+        self.ledger.late_ns(seq)
+    }
+
     /// An answer to probe `seq`, numbered `refl_seq` by the reflector, at `now_ns`; the
     /// reflector held the probe `held_ns` (its round trip is net of that).
     pub fn on_answer(&mut self, seq: u32, refl_seq: u32, now_ns: u64, held_ns: u64) -> Answer {

@@ -6,11 +6,13 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
+use sonde_engine::kstamps::{ErrQueue, Queued, TxStamp};
+
 pub use sonde_proto::mesh::Unreachable as Kind;
 
 /// Error-queue messages read per call at most, so that a flood of ICMP errors cannot
-/// hold the thread.
-const MAX_PER_CALL: usize = 256;
+/// hold the thread (a wake-up's transmit stamps, one a probe, share it).
+const MAX_PER_CALL: usize = 1024;
 
 /// Has the kernel queue ICMP errors about `fd`'s datagrams (IPv4 or IPv6, as `v4`).
 pub fn enable(fd: RawFd, v4: bool) -> io::Result<()> {
@@ -49,44 +51,24 @@ pub fn kind_of(origin: u8, errno: u32) -> Option<Kind> {
     }
 }
 
-/// Gives `each` the destination and kind of every ICMP error queued on `fd` now,
-/// without waiting (other messages, a timestamp's, are read away).
-pub fn drain(fd: RawFd, mut each: impl FnMut(SocketAddr, Kind)) {
-    for _ in 0..MAX_PER_CALL {
-        // SAFETY: all-zero is a valid sockaddr_storage and msghdr.
-        let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut control = [0u64; 64];
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        // SAFETY: msg's buffers are live for the call; no data buffer (the error's
-        // payload, our own probe, is not needed).
-        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
-        if n < 0 {
-            return;
-        }
-        let mut err = None;
-        // SAFETY: the kernel filled msg_control up to msg_controllen; the CMSG macros walk it.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                let (level, ty) = ((*c).cmsg_level, (*c).cmsg_type);
-                if (level, ty) == (libc::SOL_IP, libc::IP_RECVERR)
-                    || (level, ty) == (libc::SOL_IPV6, libc::IPV6_RECVERR)
-                {
-                    let e: libc::sock_extended_err =
-                        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                    err = kind_of(e.ee_origin, e.ee_errno);
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
+/// Gives `each` the destination and kind of every ICMP error queued on `fd` now, and
+/// `stamp` every transmit stamp (the queue holds both), without waiting; at most
+/// [`MAX_PER_CALL`] messages, so that a flood cannot hold the thread.
+pub fn drain(
+    queue: &mut ErrQueue,
+    fd: RawFd,
+    mut stamp: impl FnMut(TxStamp),
+    mut each: impl FnMut(SocketAddr, Kind),
+) {
+    // A failing read leaves the queue for the next wake-up.
+    let _ = queue.drain_all(fd, MAX_PER_CALL, |m| match m {
+        Queued::Stamp(s) => stamp(s),
+        Queued::Error { origin, errno, to } => {
+            if let (Some(kind), Some(to)) = (kind_of(origin, errno), address(to)) {
+                each(to, kind);
             }
         }
-        if let (Some(kind), Some(to)) = (err, address(&name)) {
-            each(to, kind);
-        }
-    }
+    });
 }
 
 /// Whether `e` is an ICMP error's, which a send or a receive reports once under
@@ -135,8 +117,9 @@ mod tests {
         enable(s.as_raw_fd(), true).unwrap();
         s.send_to(b"probe", to).unwrap();
         let mut got = Vec::new();
+        let mut q = ErrQueue::default();
         for _ in 0..100 {
-            drain(s.as_raw_fd(), |a, k| got.push((a, k)));
+            drain(&mut q, s.as_raw_fd(), |_| {}, |a, k| got.push((a, k)));
             if !got.is_empty() {
                 break;
             }

@@ -16,6 +16,7 @@ mod reflector;
 mod state;
 #[cfg(test)]
 mod tests;
+mod tx_stamps;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};

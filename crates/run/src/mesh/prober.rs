@@ -8,16 +8,25 @@
 //! its stamp, and the reflector's hold (its receive stamp to its send) is written into its
 //! answer and taken out by the machine.
 //!
+//! A probe's departure is its kernel transmit stamp (`SO_TIMESTAMPING`'s software stamp,
+//! asked for on each send with a control message, keyed per send), read with the ICMP
+//! errors from the error queue, many a call, at the next wake-up and before the answers:
+//! a send that left late no longer lengthens its round trip. A stamp never wakes the
+//! thread. Without one (the kernel gave none in time) the clock read the probe was
+//! written with stands, and its answer is counted so (`Prober::departures`).
+//!
 //! The machine lives in the state the metrics read, behind its mutex; the mutex is taken
 //! for each decision and never held across a send or a read.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sonde_engine::kstamps::batch::Batch;
+use sonde_engine::kstamps::sample::{self, TxControl};
+use sonde_engine::kstamps::{datagram, ErrQueue, TxPoint};
 use sonde_proto::mesh::{Clocks, ListChange, Listed, Unreachable};
 use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp};
 
@@ -27,6 +36,7 @@ use super::keys::Keys;
 use super::peers::Peer;
 use super::reflector::{self, MeshReflector, Times};
 use super::state::MeshState;
+use super::tx_stamps::{Departed, TxStamps};
 use crate::signals::Interrupt;
 
 /// Packets read per socket per wake-up at most, so that a flood on one socket cannot
@@ -68,6 +78,14 @@ pub(super) struct SocketLoop {
     out: Vec<u8>,
     /// ICMP errors read, before they are counted under the lock.
     unreachable: Vec<(SocketAddr, Unreachable)>,
+    /// The probes awaiting their transmit stamps, and the stamps matched, before they
+    /// are given to the machine under the lock.
+    tx_stamps: TxStamps,
+    departed: Vec<Departed>,
+    error_queue: ErrQueue,
+    /// How a send asks for its stamp: keyed per send (`SCM_TS_OPT_ID`) or by the
+    /// socket's count; `None`: the socket cannot (every clock read stands).
+    stamping: Option<bool>,
 }
 
 impl SocketLoop {
@@ -85,7 +103,15 @@ impl SocketLoop {
         reflector.set_dscp_policy(cfg.dscp_policy());
         // Best effort: without it a silent peer and a closed port look alike.
         let _ = icmp::enable(prober_sock.as_raw_fd(), cfg.bind.is_ipv4());
+        // Best effort: without it each probe is timed by its clock read, as counted.
+        let stamping = datagram::enable_departure(prober_sock.as_raw_fd())
+            .ok()
+            .map(|()| sample::opt_id_per_send());
         SocketLoop {
+            tx_stamps: TxStamps::new(cfg.judging().timeout_ns),
+            departed: Vec::new(),
+            error_queue: ErrQueue::default(),
+            stamping,
             reflector,
             answer_marks: Default::default(),
             routes: keys(),
@@ -187,7 +213,8 @@ impl SocketLoop {
     }
 
     /// Sends the probes the machine has due: each polled under the lock, sent after it
-    /// is released, its departure given to the machine with the next poll.
+    /// is released, its departure given to the machine with the next poll (the clock read
+    /// its T1 is, until its stamp says how late it left).
     fn send_due(&mut self) {
         let estimate = self.estimate();
         let mut done = None;
@@ -203,16 +230,40 @@ impl SocketLoop {
             let Some(p) = probe else {
                 return;
             };
-            // An ICMP error about an earlier probe (to any peer) fails the next send
-            // once (`IP_RECVERR`): it is in the error queue, and this probe goes again.
-            let send = |s: &UdpSocket, b: &[u8]| match s.send_to(b, p.to) {
-                Err(e) if icmp::reported(&e) => s.send_to(b, p.to),
-                r => r,
-            };
-            let at = self.now_ns();
-            if send(&self.prober_sock, &self.out[..p.len]).is_ok() {
-                done = Some((p.to, p.seq, at));
+            if self.send(p.to, p.len) {
+                self.tx_stamps.sent(p.to, p.seq, now);
+                done = Some((p.to, p.seq, now.mono_ns));
             }
+        }
+    }
+
+    /// Sends `out[..len]` to `to`, asking for its transmit stamp under the next key;
+    /// whether it left.
+    fn send(&mut self, to: SocketAddr, len: usize) -> bool {
+        let (sock, buf) = (&self.prober_sock, &self.out[..len]);
+        let ctl = self
+            .stamping
+            .map(|keyed| TxControl::driver_only(keyed.then(|| self.tx_stamps.next_key())));
+        let addr = socket2::SockAddr::from(to);
+        let once = || match &ctl {
+            Some(c) => sample::send_stamped(sock.as_raw_fd(), buf, Some(&addr), c).map(|n| n > 0),
+            None => sock.send_to(buf, to).map(|_| true),
+        };
+        // An ICMP error about an earlier probe (to any peer) fails the next send once
+        // (`IP_RECVERR`): it is in the error queue, and this probe goes again.
+        let sent = match once() {
+            Err(e) if icmp::reported(&e) => once(),
+            r => r,
+        };
+        match sent {
+            Ok(left) => left,
+            // The kernel refuses the ask (a key per send, then any): ask less.
+            Err(e) if ctl.is_some() && e.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::warn!("mesh: a probe's transmit stamp refused ({e}); asking less");
+                self.stamping = self.stamping.and_then(|keyed| keyed.then_some(false));
+                self.send(to, len)
+            }
+            Err(_) => false,
         }
     }
 
@@ -277,6 +328,7 @@ impl SocketLoop {
     /// ICMP errors queued; whether the last read was full (more may wait).
     fn read_answers(&mut self) -> bool {
         let fd = self.prober_sock.as_raw_fd();
+        self.read_error_queue(fd);
         let mut full = false;
         for _ in 0..READ_BATCH / READ_SLOTS {
             // An ICMP error fails one read (it is in the error queue): read again.
@@ -293,16 +345,48 @@ impl SocketLoop {
                 break;
             }
         }
+        full
+    }
+
+    /// The prober socket's error queue: each transmit stamp moves its probe's departure
+    /// (read before the answers: a stamp is queued as its probe leaves, before any answer
+    /// to it can come), each ICMP error is counted on its peer.
+    fn read_error_queue(&mut self, fd: RawFd) {
         let mut errors = std::mem::take(&mut self.unreachable);
-        icmp::drain(fd, |to, kind| errors.push((to, kind)));
-        if !errors.is_empty() {
+        let mut departed = std::mem::take(&mut self.departed);
+        let waiting = &mut self.tx_stamps;
+        let stamp = |s: sonde_engine::kstamps::TxStamp| {
+            if s.point == TxPoint::Driver {
+                departed.extend(waiting.stamp(s.key, s.ns));
+            }
+        };
+        icmp::drain(&mut self.error_queue, fd, stamp, |to, kind| {
+            errors.push((to, kind))
+        });
+        let missing = self.tx_stamps.counts.missing;
+        self.tx_stamps.expire(self.now_ns());
+        let c = self.tx_stamps.counts;
+        if missing == 0 && c.missing > 0 {
+            tracing::warn!(
+                "mesh: a probe's transmit stamp did not come in time ({} matched, {} missing, \
+                 {} stale, {} foreign); such probes are timed by the clock read before their \
+                 send (sonde_mesh_answered_departures_total{{clock=\"process\"}})",
+                c.matched,
+                c.missing,
+                c.stale,
+                c.foreign
+            );
+        }
+        if !errors.is_empty() || !departed.is_empty() {
             let mut s = self.lock();
+            for d in departed.drain(..) {
+                s.prober.departed(d.to, d.seq, d.late_ns);
+            }
             for (to, kind) in errors.drain(..) {
                 s.prober.unreachable(to, kind);
             }
         }
-        self.unreachable = errors;
-        full
+        (self.unreachable, self.departed) = (errors, departed);
     }
 
     /// The answers of the last read, each handed to the machine with its arrival.

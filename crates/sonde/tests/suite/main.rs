@@ -43,6 +43,7 @@ mod mesh_deploy;
 mod mesh_icmp_netns;
 mod mesh_marks_netns;
 mod mesh_netns;
+mod mesh_stamps_netns;
 mod monitor_netns;
 mod oneclock_netns;
 mod oneway_netns;

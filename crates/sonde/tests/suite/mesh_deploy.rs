@@ -215,6 +215,8 @@ fn agent_of(own: &BTreeMap<String, String>) -> MeshAgent<'_> {
         rate_per_s: 1.0,
         reflected: 1,
         refused: 0,
+        departed_kernel: 0,
+        departed_process: 0,
     }
 }
 
