@@ -22,8 +22,8 @@ fn own(text: &str, family: &str, extra: &str) -> Option<f64> {
 }
 
 /// What host 1's scrape says of its probes to `peer`: (answers timed by the kernel's
-/// stamp, by the process's clock, round trips, of them at most 25 ms).
-fn figures(lab: &MeshLab, peer: &str) -> (f64, f64, f64, f64) {
+/// stamp, by the process's clock, round trips, of them at most 25 ms, their sum in s).
+fn figures(lab: &MeshLab, peer: &str) -> (f64, f64, f64, f64, f64) {
     let text = lab.scrape(1);
     let departures = "sonde_mesh_answered_departures_total";
     let rtt = |f: &str, extra: &str| series(&text, f, peer, extra).unwrap_or(0.0);
@@ -32,6 +32,7 @@ fn figures(lab: &MeshLab, peer: &str) -> (f64, f64, f64, f64) {
         own(&text, departures, "clock=\"process\"").unwrap_or(-1.0),
         rtt("sonde_mesh_rtt_seconds_count", ""),
         rtt("sonde_mesh_rtt_seconds_bucket", "le=\"0.025\""),
+        rtt("sonde_mesh_rtt_seconds_sum", ""),
     )
 }
 
@@ -123,7 +124,8 @@ fn a_probe_held_in_its_hosts_qdisc_is_timed_from_its_kernel_stamp() {
     let _ = fill.wait();
     let rtts = end.2 - start.2;
     eprintln!(
-        "held: ping {held:?} ms; mesh during it: {rtts} round trips, {} at most 25 ms, answers by kernel stamp {}, by the process's clock {}",
+        "held: ping {held:?} ms; mesh during it: {rtts} round trips (mean {:.3} ms), {} at most 25 ms, answers by kernel stamp {}, by the process's clock {}",
+        (end.4 - start.4) / rtts.max(1.0) * 1e3,
         end.3 - start.3,
         end.0 - start.0,
         end.1 - start.1
