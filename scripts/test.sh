@@ -84,7 +84,8 @@ untimed=(
     rpm_signals:: rpm_store:: stamp_auth_netns::
     faults::a_controller_beyond_max_tests_is_told_busy faults::ctrl_c_still_reports
     no_program_is_left leaves_no_testpmd_running missing_testpmd_or_hugepages
-    leaves_no_limit_behind lab:: fleet_netns:: monitor_netns::
+    leaves_no_limit_behind lab:: fleet_netns:: monitor_netns:: placement:: stamp_no_answer_netns::
+    stamp_runs_are_stored_shown_and_compared an_agent_refused_bpf ipv6_and_congestion_control
 )
 # The deploy test waits for the static executable, so it runs after the others.
 SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 \
