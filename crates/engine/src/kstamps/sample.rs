@@ -224,6 +224,62 @@ pub fn send_stamped(
     })
 }
 
+/// Datagrams one [`send_batch`] sends at most.
+pub const SEND_BATCH: usize = 32;
+
+/// Sends `msgs` (each its bytes and destination) on the unconnected UDP socket `fd` in
+/// one `sendmmsg`, non-blocking, at most [`SEND_BATCH`]; with `ask`, each asks for its
+/// driver stamp ([`TxControl::driver_only`]), keyed from `ask`'s first key on, one more
+/// each, when keyed. Returns how many left, in order (0: the socket is full); the kernel
+/// stops at a datagram it refuses, and returns its error when it is the first.
+pub fn send_batch(
+    fd: RawFd,
+    msgs: &[(&[u8], std::net::SocketAddr)],
+    ask: Option<(bool, u32)>,
+) -> io::Result<usize> {
+    let n = msgs.len().min(SEND_BATCH);
+    let names: [Option<socket2::SockAddr>; SEND_BATCH] =
+        std::array::from_fn(|i| msgs.get(i).map(|m| socket2::SockAddr::from(m.1)));
+    let ctls: [Option<TxControl>; SEND_BATCH] = std::array::from_fn(|i| {
+        ask.map(|(keyed, first)| {
+            TxControl::driver_only(keyed.then(|| first.wrapping_add(i as u32)))
+        })
+    });
+    // SAFETY: all-zero is a valid iovec and mmsghdr; their pointers are set below.
+    let mut iovs: [libc::iovec; SEND_BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
+    for (i, (buf, _)) in msgs.iter().take(n).enumerate() {
+        iovs[i] = libc::iovec {
+            iov_base: buf.as_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        let h = &mut hdrs[i].msg_hdr;
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        if let Some(a) = &names[i] {
+            h.msg_name = a.as_ptr() as *mut libc::c_void;
+            h.msg_namelen = a.len();
+        }
+        if let Some(c) = &ctls[i] {
+            h.msg_control = c.as_ptr();
+            h.msg_controllen = c.len();
+        }
+    }
+    crate::wait::sent(|| {
+        // SAFETY: the first n headers name live buffers, addresses and control messages
+        // of the lengths they give.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd,
+                hdrs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        r as isize
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::io::{ErrQueue, TxPoint};
@@ -250,6 +306,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// One `sendmmsg` of three datagrams to two sockets: all arrive, each stamped once
+    /// under its own key (this kernel's per-send keys, or the socket's count).
+    #[test]
+    fn a_batch_leaves_in_one_call_each_datagram_stamped_under_its_key() {
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (v, w) = (
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+        );
+        super::super::datagram::enable_departure(u.as_raw_fd()).unwrap();
+        let (a, b) = (v.local_addr().unwrap(), w.local_addr().unwrap());
+        let msgs: [(&[u8], _); 3] = [(b"one", a), (b"two", b), (b"three", a)];
+        let keyed = opt_id_per_send();
+        let sent = send_batch(u.as_raw_fd(), &msgs, Some((keyed, 100))).unwrap();
+        assert_eq!(sent, 3);
+        let mut buf = [0u8; 16];
+        let got: Vec<usize> = [&v, &w, &v]
+            .iter()
+            .map(|s| s.recv(&mut buf).unwrap())
+            .collect();
+        assert_eq!(got, [3, 3, 5]);
+        let mut keys = Vec::new();
+        for _ in 0..50 {
+            ErrQueue::default()
+                .drain(u.as_raw_fd(), |t| keys.push((t.key, t.point)))
+                .unwrap();
+            if keys.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let first = if keyed { 100 } else { 0 };
+        let want: Vec<_> = (first..first + 3).map(|k| (k, TxPoint::Driver)).collect();
+        assert_eq!(keys, want);
     }
 
     #[test]

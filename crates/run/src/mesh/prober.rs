@@ -25,9 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sonde_engine::kstamps::batch::Batch;
-use sonde_engine::kstamps::sample::{self, TxControl};
+use sonde_engine::kstamps::sample::{self, SEND_BATCH};
 use sonde_engine::kstamps::{datagram, ErrQueue, TxPoint};
-use sonde_proto::mesh::{Clocks, ListChange, Listed, Unreachable};
+use sonde_proto::mesh::{Clocks, ListChange, Listed, Probe, Unreachable};
 use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp};
 
 use super::config::MeshConfig;
@@ -83,6 +83,10 @@ pub(super) struct SocketLoop {
     tx_stamps: TxStamps,
     departed: Vec<Departed>,
     error_queue: ErrQueue,
+    /// The probes of a batch, their bytes in `out` (one [`MAX_DATAGRAM`] each), and those
+    /// that left, given to the machine as sent with the next poll.
+    polled: Vec<Probe>,
+    left: Vec<Probe>,
     /// How a send asks for its stamp: keyed per send (`SCM_TS_OPT_ID`) or by the
     /// socket's count; `None`: the socket cannot (every clock read stands).
     stamping: Option<bool>,
@@ -111,6 +115,8 @@ impl SocketLoop {
             tx_stamps: TxStamps::new(cfg.judging().timeout_ns),
             departed: Vec::new(),
             error_queue: ErrQueue::default(),
+            polled: Vec::with_capacity(SEND_BATCH),
+            left: Vec::with_capacity(SEND_BATCH),
             stamping,
             reflector,
             answer_marks: Default::default(),
@@ -119,7 +125,7 @@ impl SocketLoop {
             published: (0, 0),
             clock_bound,
             batch: Batch::new(READ_SLOTS, MAX_DATAGRAM),
-            out: vec![0; MAX_DATAGRAM],
+            out: vec![0; SEND_BATCH * MAX_DATAGRAM],
             unreachable: Vec::new(),
             cfg,
             reflector_sock,
@@ -212,58 +218,71 @@ impl SocketLoop {
         say(change, peers, rate);
     }
 
-    /// Sends the probes the machine has due: each polled under the lock, sent after it
-    /// is released, its departure given to the machine with the next poll (the clock read
-    /// its T1 is, until its stamp says how late it left).
+    /// Sends the probes the machine has due, [`SEND_BATCH`] polled under the lock at a
+    /// time (one clock read their T1) and sent after it is released in one `sendmmsg`,
+    /// their departures given to the machine with the next poll: the clock read, until
+    /// each one's stamp says how late it left.
     fn send_due(&mut self) {
         let estimate = self.estimate();
-        let mut done = None;
+        let mut at = 0;
         loop {
             let now = self.clocks();
-            let probe = {
+            {
                 let mut s = lock(&self.state);
-                if let Some((to, seq, at)) = done.take() {
-                    s.prober.sent(to, seq, at);
+                for p in self.left.drain(..) {
+                    s.prober.sent(p.to, p.seq, at);
                 }
-                s.prober.poll_probe(now, estimate, &mut self.out)
-            };
-            let Some(p) = probe else {
-                return;
-            };
-            if self.send(p.to, p.len) {
-                self.tx_stamps.sent(p.to, p.seq, now);
-                done = Some((p.to, p.seq, now.mono_ns));
+                self.polled.clear();
+                while self.polled.len() < SEND_BATCH {
+                    let from = self.polled.len() * MAX_DATAGRAM;
+                    let out = &mut self.out[from..from + MAX_DATAGRAM];
+                    match s.prober.poll_probe(now, estimate, out) {
+                        Some(p) => self.polled.push(p),
+                        None => break,
+                    }
+                }
             }
+            if self.polled.is_empty() {
+                return;
+            }
+            self.send_polled(now);
+            at = now.mono_ns;
         }
     }
 
-    /// Sends `out[..len]` to `to`, asking for its transmit stamp under the next key;
-    /// whether it left.
-    fn send(&mut self, to: SocketAddr, len: usize) -> bool {
-        let (sock, buf) = (&self.prober_sock, &self.out[..len]);
-        let ctl = self
-            .stamping
-            .map(|keyed| TxControl::driver_only(keyed.then(|| self.tx_stamps.next_key())));
-        let addr = socket2::SockAddr::from(to);
-        let once = || match &ctl {
-            Some(c) => sample::send_stamped(sock.as_raw_fd(), buf, Some(&addr), c).map(|n| n > 0),
-            None => sock.send_to(buf, to).map(|_| true),
-        };
-        // An ICMP error about an earlier probe (to any peer) fails the next send once
-        // (`IP_RECVERR`): it is in the error queue, and this probe goes again.
-        let sent = match once() {
-            Err(e) if icmp::reported(&e) => once(),
-            r => r,
-        };
-        match sent {
-            Ok(left) => left,
-            // The kernel refuses the ask (a key per send, then any): ask less.
-            Err(e) if ctl.is_some() && e.raw_os_error() == Some(libc::EINVAL) => {
-                tracing::warn!("mesh: a probe's transmit stamp refused ({e}); asking less");
-                self.stamping = self.stamping.and_then(|keyed| keyed.then_some(false));
-                self.send(to, len)
+    /// Sends the probes polled, each asking for its transmit stamp under its key; those
+    /// that left go to `left`. One the kernel refuses is skipped (its number goes again),
+    /// after one more try when an ICMP error about an earlier probe failed it
+    /// (`IP_RECVERR`: the error is in the error queue); a full socket ends the batch.
+    fn send_polled(&mut self, now: Clocks) {
+        let fd = self.prober_sock.as_raw_fd();
+        let (mut i, mut again) = (0, true);
+        while i < self.polled.len() {
+            let none: (&[u8], SocketAddr) = (&[], SocketAddr::from(([0, 0, 0, 0], 0)));
+            let mut msgs = [none; SEND_BATCH];
+            for (m, (k, p)) in msgs.iter_mut().zip(self.polled.iter().enumerate().skip(i)) {
+                *m = (&self.out[k * MAX_DATAGRAM..k * MAX_DATAGRAM + p.len], p.to);
             }
-            Err(_) => false,
+            let ask = self
+                .stamping
+                .map(|keyed| (keyed, self.tx_stamps.next_key()));
+            match sample::send_batch(fd, &msgs[..self.polled.len() - i], ask) {
+                Ok(0) => return,
+                Ok(n) => {
+                    for p in &self.polled[i..i + n] {
+                        self.tx_stamps.sent(p.to, p.seq, now);
+                        self.left.push(*p);
+                    }
+                    (i, again) = (i + n, true);
+                }
+                Err(e) if icmp::reported(&e) && again => again = false,
+                // The kernel refuses the ask (a key per send, then any): ask less.
+                Err(e) if ask.is_some() && e.raw_os_error() == Some(libc::EINVAL) => {
+                    tracing::warn!("mesh: a probe's transmit stamp refused ({e}); asking less");
+                    self.stamping = self.stamping.and_then(|keyed| keyed.then_some(false));
+                }
+                Err(_) => (i, again) = (i + 1, true),
+            }
         }
     }
 
