@@ -1,8 +1,8 @@
 //! RFC 2544 throughput search for `sonde pps --search`: the highest packet rate whose loss
 //! stays within a limit, found by binary search over whole trials (each a full test against
 //! the agent). The first trial runs unthrottled to find the ceiling; the second tries what
-//! the receiver managed then; bisection closes in from there, and a last trial at the
-//! result confirms it. Bounds are the rates the sender measured itself sending, never the
+//! the receiver managed then; steps up from a pass, doubling, bracket the rate, bisection
+//! closes in from there, and a last trial at the result confirms it. Bounds are the rates the sender measured itself sending, never the
 //! offered ones: a paced sender that stalls drops its deficit and may send less than asked.
 
 use sonde_results::document::{SearchEnd, Trial};
@@ -163,6 +163,12 @@ pub fn search(
     let mut last_doc = None;
     let mut high = f64::INFINITY;
     let mut next: Option<f64> = None;
+    // Above a pass, the next rate is first a step away, the step doubling with each pass
+    // (an exponential search), until a failure brackets the rate; then bisection. Halving
+    // towards the unthrottled ceiling took a trial per halving where the path drops near
+    // what the flood delivered, the usual case (a path of 400 k packets/s to 1 %: 11 trials, now 6).
+    let mut step_up = 4.0 * params.resolution_percent / 100.0;
+    let mut bracketed = false;
     // The best pass below the lowest failure: a pass above it was luck.
     let best_index = |passes: &[Passed], high: f64| {
         (0..passes.len())
@@ -187,6 +193,7 @@ pub fn search(
             });
         } else {
             high = high.min(offered.min(t.sent_pps));
+            bracketed |= !unthrottled;
             last_doc = Some(doc);
         }
         let low = best_index(&passes, high).map_or(0.0, |i| passes[i].offered);
@@ -203,10 +210,14 @@ pub fn search(
             last_doc = Some(vdoc);
         }
         let low = best_index(&passes, high).map_or(0.0, |i| passes[i].offered);
+        let middle = (low + high) / 2.0;
         next = Some(if unthrottled && !t.passed {
             t.received_pps.min(high) * 0.999
+        } else if !bracketed && low > 0.0 && low * (1.0 + step_up) < middle {
+            step_up *= 2.0;
+            low * (1.0 + step_up / 2.0)
         } else {
-            (low + high) / 2.0
+            middle
         });
     }
     let best = best_index(&passes, high).map(|i| passes.swap_remove(i));
@@ -509,5 +520,54 @@ mod tests {
             b.result_pps,
             a.result_pps
         );
+    }
+
+    /// Where the path drops near what the unthrottled trial delivered, the steps up from
+    /// the first pass bracket it at once: 6 trials to 1 %, where halving from the
+    /// ceiling took 11 (the flood, its received rate, 8 halvings, the confirmation).
+    #[test]
+    fn a_capacity_near_the_floods_delivery_is_bracketed_in_few_trials() {
+        let (s, _) = searched(
+            &PpsSpec::default(),
+            &zero_loss_to_1_percent(),
+            &mut |spec| Ok(simulated(spec, 400_000.0, 1_000_000.0)),
+            &mut |_| {},
+        )
+        .unwrap();
+        let offered: Vec<_> = s.trials.iter().map(|t| t.offered_pps).collect();
+        assert_eq!(s.trials.len(), 6, "{offered:?}");
+        assert!(s.result_pps > 396_000.0 && s.result_pps <= 400_000.0);
+    }
+
+    /// A receiver the flood overwhelmed (it delivered a third of what the path carries,
+    /// paced): the steps double until one fails, and bisection still finds the capacity.
+    #[test]
+    fn a_capacity_far_above_the_floods_delivery_is_still_found() {
+        let run = &mut |spec: &TestSpec| {
+            let TestSpec::Pps(p) = spec else {
+                unreachable!()
+            };
+            let capacity = if p.rate_pps.is_none() {
+                300_000.0
+            } else {
+                900_000.0
+            };
+            Ok(simulated(spec, capacity, 1_000_000.0))
+        };
+        let (s, _) = searched(
+            &PpsSpec::default(),
+            &zero_loss_to_1_percent(),
+            run,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(
+            s.result_pps > 891_000.0 && s.result_pps <= 900_000.0,
+            "{} after {:?}",
+            s.result_pps,
+            s.trials.iter().map(|t| t.offered_pps).collect::<Vec<_>>()
+        );
+        assert_eq!(s.limited_by, "loss");
+        assert!(s.trials.len() <= MAX_TRIALS);
     }
 }
