@@ -160,6 +160,14 @@ impl Gate {
     }
 }
 
+/// The first `n` bytes (a gate's chunk: at most [`MAX_LOWAT_BYTES`]) of one buffer of
+/// zeros that every bulk body, the server's and the client's, sends slices of.
+pub fn zeros(n: usize) -> bytes::Bytes {
+    static ZEROS: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    let all = ZEROS.get_or_init(|| bytes::Bytes::from(vec![0u8; MAX_LOWAT_BYTES as usize]));
+    all.slice(..n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use super::stamped::{Read, Stamps};
 use super::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::kstamps;
 use crate::marks::TosCounts;
-use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
+use crate::udp_match::{stamp_cookie, REQUEST_HEADER_BYTES};
 use crate::wait::{self, Multi, Recv};
 
 /// What the wait found.
@@ -152,19 +152,15 @@ impl<'a, 'r> Worker<'a, 'r> {
     /// One pass; false when the worker is done (aborted, drained, every connection dead,
     /// or an error in the wait).
     fn step(&mut self) -> bool {
-        let p = &self.shared.plan;
-        let now = self.now;
-        let Some(sending) = p.goes_on(
-            now,
-            self.shared.aborting.load(Ordering::Relaxed),
-            || self.outstanding(),
-            || self.conns.iter().all(|c| c.dead),
+        let Some(sending) = flight::begin_pass(
+            &self.shared.plan,
+            (self.now, self.shared.aborting.load(Ordering::Relaxed)),
+            &mut self.conns,
+            |c| (&mut c.flight, c.dead),
+            &mut self.end,
         ) else {
             return false;
         };
-        if sending {
-            self.make_due(now);
-        }
         self.send_window();
         let Some(ready) = self.wait(sending) else {
             return false;
@@ -172,15 +168,6 @@ impl<'a, 'r> Worker<'a, 'r> {
         self.receive(ready);
         self.expire_udp();
         true
-    }
-
-    /// Paced runs: the requests that became due (open loop: all of them, on schedule;
-    /// paced closed loop: the next one, once the last is answered).
-    fn make_due(&mut self, now: Instant) {
-        let p = &self.shared.plan;
-        for c in self.conns.iter_mut().filter(|c| !c.dead) {
-            self.end.not_sent += c.flight.make_due(p, now);
-        }
     }
 
     /// Sends what each connection's window allows; a closed-loop request is timed from
@@ -388,23 +375,10 @@ fn read_answers(
             Ok(Recv::Data(got)) => {
                 let t = Instant::now();
                 last = Some(t);
-                // TCP answers arrive in order; a UDP reply names its request.
-                let (first, responses) = if c.udp {
-                    match c.flight.seq.reply(&buf[..got]) {
-                        Reply::Matched(pos) => {
-                            if c.marks {
-                                marks.add(tos);
-                            }
-                            (pos, 1)
-                        }
-                        _ => (0, 0),
-                    }
-                } else {
-                    c.rx_acc += got;
-                    let r = c.rx_acc / p.response_bytes;
-                    c.rx_acc %= p.response_bytes;
-                    (0, r)
-                };
+                let (first, responses) = c.flight.answers(p, c.udp, &mut c.rx_acc, &buf[..got]);
+                if c.udp && responses > 0 && c.marks {
+                    marks.add(tos);
+                }
                 let real = c
                     .stamps
                     .as_ref()

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::plan::{ClientPlan, WorkerEnd, BACKLOG_CAP};
-use crate::udp_match::SeqMatch;
+use crate::udp_match::{Reply, SeqMatch};
 
 pub(crate) struct Flight {
     /// Start time of every request created and not yet answered, oldest first.
@@ -36,6 +36,28 @@ impl Flight {
                     .map_or(Duration::ZERO, |iv| iv * i as u32 / n.max(1) as u32),
             seq: SeqMatch::default(),
         }
+    }
+
+    /// What a read of `data` answers: the first request's position in flight and how many.
+    /// TCP's answers arrive in order: every whole response `rx_acc` (the bytes read and
+    /// not yet one) now holds. A UDP reply names its request: one, if still in flight.
+    pub fn answers(
+        &mut self,
+        p: &ClientPlan,
+        udp: bool,
+        rx_acc: &mut usize,
+        data: &[u8],
+    ) -> (usize, usize) {
+        if udp {
+            return match self.seq.reply(data) {
+                Reply::Matched(pos) => (pos, 1),
+                _ => (0, 0),
+            };
+        }
+        *rx_acc += data.len();
+        let whole = *rx_acc / p.response_bytes;
+        *rx_acc %= p.response_bytes;
+        (0, whole)
     }
 
     /// Paced runs: the requests that became due (open loop: all of them, on schedule;
@@ -119,6 +141,32 @@ impl Flight {
         end.unanswered += self.started as u64;
         end.not_sent += (self.ring.len() - self.started) as u64 * p.open_loop as u64;
     }
+}
+
+/// The start of a socket worker's pass (the kernel's or io_uring's) over its connections
+/// `conns`, `part` giving each one's requests in flight and whether it died: whether the
+/// worker goes on at `now` and still sends ([`ClientPlan::goes_on`]); sending, every live
+/// connection's due requests made, those open loop could not keep counted in `end`.
+pub fn begin_pass<C>(
+    p: &ClientPlan,
+    (now, aborting): (Instant, bool),
+    conns: &mut [C],
+    part: fn(&mut C) -> (&mut Flight, bool),
+    end: &mut WorkerEnd,
+) -> Option<bool> {
+    let (mut outstanding, mut all_dead) = (0, true);
+    for c in conns.iter_mut() {
+        let (flight, dead) = part(c);
+        outstanding += flight.started;
+        all_dead &= dead;
+    }
+    let sending = p.goes_on(now, aborting, || outstanding, || all_dead)?;
+    if sending {
+        for (flight, _) in conns.iter_mut().map(part).filter(|(_, dead)| !dead) {
+            end.not_sent += flight.make_due(p, now);
+        }
+    }
+    Some(sending)
 }
 
 /// When a worker must wake even without an answer: the interval's end (`interval_due`),

@@ -24,7 +24,7 @@ use crate::rr_client::recorder::{self, Recorder};
 use crate::rr_client::stamped::{Read, Stamps};
 use crate::rr_client::workers::{Core, WorkerCounters, COMPLETED, SENT};
 use crate::rr_client::{ClientPlan, RrClient, RrSocket, Sockets, WorkerEnd};
-use crate::udp_match::{stamp_cookie, Reply, REQUEST_HEADER_BYTES};
+use crate::udp_match::{stamp_cookie, REQUEST_HEADER_BYTES};
 
 /// Receive buffers a worker's ring holds, at most, in bytes (an echo's UDP answers as
 /// much again): what the agent's memory budget counts per worker.
@@ -178,20 +178,15 @@ impl Worker<'_, '_> {
     /// or the ring failed).
     fn step(&mut self) -> bool {
         let p = &self.core.plan;
-        let now = self.now;
-        let Some(sending) = p.goes_on(
-            now,
-            self.core.aborting(),
-            || self.outstanding(),
-            || self.conns.iter().all(|c| c.dead),
+        let Some(sending) = flight::begin_pass(
+            p,
+            (self.now, self.core.aborting()),
+            &mut self.conns,
+            |c| (&mut c.flight, c.dead),
+            &mut self.end,
         ) else {
             return false;
         };
-        if sending {
-            for c in self.conns.iter_mut().filter(|c| !c.dead) {
-                self.end.not_sent += c.flight.make_due(p, now);
-            }
-        }
         let sends = match self.queue() {
             Ok(n) => n,
             Err(e) => {
@@ -384,20 +379,8 @@ impl Worker<'_, '_> {
             Some(l) => l.data(buf),
             None => (buf, None),
         };
-        let got = data.len();
         self.last_message = t;
-        // TCP answers arrive in order; a UDP reply names its request.
-        let (first, responses) = if c.udp {
-            match c.flight.seq.reply(data) {
-                Reply::Matched(pos) => (pos, 1),
-                _ => (0, 0),
-            }
-        } else {
-            c.rx_acc += got;
-            let r = c.rx_acc / p.response_bytes;
-            c.rx_acc %= p.response_bytes;
-            (0, r)
-        };
+        let (first, responses) = c.flight.answers(p, c.udp, &mut c.rx_acc, data);
         for _ in 0..responses {
             let Some(s) = c.flight.answered(p, first, t) else {
                 break;

@@ -477,23 +477,11 @@ mod tests {
             bidir: true,
             ..PpsSpec::default()
         };
+        let test = crate::TestSpec::Pps(spec.clone());
         let inputs = Inputs {
-            spec: &crate::TestSpec::Pps(spec.clone()),
-            command: String::new(),
-            server_command: None,
-            server_address: String::new(),
-            started_at: String::new(),
-            software: String::new(),
-            client: &client,
             server: Some(&server),
             client_intervals: &[sample(20, Some(9))],
-            server_intervals: &[],
-            error: None,
-            client_agent: None,
-            finished_at: None,
-            server_labels: Default::default(),
-            fleet: None,
-            prelude: None,
+            ..Inputs::new(&test, "", &client)
         };
         let (intervals, end) = build(&spec, &inputs);
         let fwd = end.packets.as_ref().unwrap();

@@ -268,10 +268,8 @@ impl Body for Endless {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        static ZEROS: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
-        let z = ZEROS.get_or_init(|| Bytes::from(vec![0u8; lowat::MAX_LOWAT_BYTES as usize]));
         self.0
             .poll_ready(cx)
-            .map(|n| Some(Ok(Frame::data(z.slice(..n)))))
+            .map(|n| Some(Ok(Frame::data(lowat::zeros(n)))))
     }
 }

@@ -23,9 +23,6 @@ use crate::lowat;
 
 /// The large object's size: the draft asks for at least 8 GB.
 pub const LARGE_BYTES: u64 = 8 << 30;
-/// The shared zeros every chunk is a slice of (a chunk is 5 ms of the connection's rate,
-/// at most this).
-const ZEROS_BYTES: usize = lowat::MAX_LOWAT_BYTES as usize;
 
 pub type Answer = Response<UnsyncBoxBody<Bytes, Infallible>>;
 
@@ -126,14 +123,6 @@ fn take(bucket: &Option<Arc<Mutex<Bucket>>>, bytes: usize) -> Option<std::time::
     b.take(bytes, Instant::now())
 }
 
-/// The shared zeros every large download sends from.
-fn zeros() -> Bytes {
-    static ZEROS: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
-    ZEROS
-        .get_or_init(|| Bytes::from(vec![0u8; ZEROS_BYTES]))
-        .clone()
-}
-
 /// The large object, made as it is sent: each chunk 5 ms of the connection's rate, and
 /// only once the socket holds less than that unsent (the draft's send-buffer advice), so
 /// that a probe's answer on the same connection waits behind little of it.
@@ -184,7 +173,7 @@ impl Body for Large {
         }
         self.left -= n as u64;
         self.shared.sent.fetch_add(n as u64, Ordering::Relaxed);
-        Poll::Ready(Some(Ok(Frame::data(zeros().slice(..n)))))
+        Poll::Ready(Some(Ok(Frame::data(lowat::zeros(n)))))
     }
 
     fn is_end_stream(&self) -> bool {

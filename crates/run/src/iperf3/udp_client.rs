@@ -143,13 +143,7 @@ fn receive(
 ) -> Result<Document, Iperf3RunError> {
     let addr = s.addr;
     let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
-    let port = sockets
-        .first()
-        .and_then(|s| s.local_addr().ok())
-        .map_or(0, |a| a.port());
-    let seen = udp_plane::Seen::default();
-    let wire = udp_plane::wire(test.udp_64bit);
-    let mut rx = udp_plane::Rx::new(spec, wire, sockets, seen.clone());
+    let (mut rx, seen, port) = receivers(spec, test, sockets);
     s.ours = Role::Server;
     // The receivers start at TEST_RUNNING, when the server starts sending: what a rogue
     // sends before it waits in the sockets' buffers (bounded), unread, and then counts
@@ -187,15 +181,8 @@ fn both_ways(
     let addr = s.addr;
     let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
     let flows = spec.flows as usize;
-    let theirs = sockets.split_off(flows);
-    let port = theirs
-        .first()
-        .and_then(|s| s.local_addr().ok())
-        .map_or(0, |a| a.port());
-    let seen = udp_plane::Seen::default();
-    let wire = udp_plane::wire(test.udp_64bit);
-    let mut rx = udp_plane::Rx::new(spec, wire, theirs, seen.clone());
-    let mut tx = udp_plane::Tx::new(spec, wire, sockets);
+    let (mut rx, seen, port) = receivers(spec, test, sockets.split_off(flows));
+    let mut tx = udp_plane::Tx::new(spec, udp_plane::wire(test.udp_64bit), sockets);
     // Probed before the test, as the session's own probe: both sides' clocks then start
     // together at TEST_RUNNING.
     let rx_probe = sonde_probe::hostwatch::HostProbe::for_peer(addr.ip());
@@ -228,6 +215,23 @@ fn both_ways(
         },
         |theirs, who| udp_figures::far_side_bidir(spec, Role::Server, theirs, who),
     ))
+}
+
+/// Our receivers on the streams the server sends on, `sockets`; what they count per
+/// stream (kept once they are joined); the first one's port, our side's in the document.
+fn receivers(
+    spec: &PpsSpec,
+    test: &Test,
+    sockets: Vec<std::net::UdpSocket>,
+) -> (udp_plane::Rx, udp_plane::Seen, u16) {
+    let port = sockets
+        .first()
+        .and_then(|s| s.local_addr().ok())
+        .map_or(0, |a| a.port());
+    let seen = udp_plane::Seen::default();
+    let wire = udp_plane::wire(test.udp_64bit);
+    let rx = udp_plane::Rx::new(spec, wire, sockets, seen.clone());
+    (rx, seen, port)
 }
 
 /// After our TEST_END, how long our receivers of a `--bidir` test still read: the

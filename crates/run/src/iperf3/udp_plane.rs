@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sonde_engine::pps::{FlowRx, PpsReceiver, RxPlan, Wire};
+use sonde_engine::sockopt::socket_drops;
 use sonde_engine::wait::Poll;
 use sonde_proto::iperf3::udp;
 use sonde_results::{Engine, PpsSpec};
@@ -78,36 +79,6 @@ pub struct Rx {
     /// Every stream's socket (a second handle on it) and its drop count when handed over:
     /// each socket's own drops are counted, not only those of a port's.
     taps: Vec<(UdpSocket, u64)>,
-}
-
-/// The kernel's count of datagrams socket `s` dropped since it was made (SO_MEMINFO's
-/// SK_MEMINFO_DROPS: a full receive buffer, or a bad checksum): the socket's own, where
-/// /proc/net/udp sums every socket of a port.
-pub fn socket_drops(s: &UdpSocket) -> io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    let mut mem = [0u32; 16];
-    let mut len = std::mem::size_of_val(&mem) as libc::socklen_t;
-    // SAFETY: `mem` is writable for `len` bytes and outlives the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_MEMINFO,
-            mem.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let at = libc::SK_MEMINFO_DROPS as usize;
-    if (len as usize) < (at + 1) * 4 {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "SO_MEMINFO without a drop count",
-        ));
-    }
-    Ok(u64::from(mem[at]))
 }
 
 impl Rx {

@@ -15,16 +15,11 @@ use super::{sonde_cmd, Lab, SERVER_ADDR, SONDE};
 /// takes a line; that value. A server that exits first is killed and the test fails,
 /// naming `what`.
 pub fn until_listening<T>(
-    mut cmd: Command,
+    cmd: Command,
     what: &str,
     mut found: impl FnMut(&str) -> Option<T>,
 ) -> (Child, T) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_for_stderr(cmd);
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let value = lines.by_ref().map_while(Result::ok).find_map(|l| found(&l));
     let Some(value) = value else {
@@ -34,6 +29,15 @@ pub fn until_listening<T>(
     };
     std::thread::spawn(move || lines.for_each(drop));
     (child, value)
+}
+
+/// `cmd` spawned with stdin and stdout closed and stderr piped, for the caller to read.
+fn spawn_for_stderr(mut cmd: Command) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// For a test of `serve --iperf3` on loopback (`None`: no iperf3 here, skip): the timing
@@ -121,15 +125,17 @@ fn iperf3_client_beside<T>(
 /// stderr lines, read as they come; killed when dropped, also when the test fails (ci13:
 /// a failed assertion left one serving for an hour after its namespace was gone).
 pub fn iperf3_in_lab(lab: &Lab, extra: &[&str]) -> (KillOnDrop, Receiver<String>) {
-    let mut child = Lab::in_ns(&lab.server, SONDE)
-        .args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
+    let mut cmd = Lab::in_ns(&lab.server, SONDE);
+    cmd.args(["serve", "--bind", SERVER_ADDR, "--port", "0"])
         .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .args(extra);
+    iperf3_lines(cmd)
+}
+
+/// `cmd` (a `sonde serve --iperf3`) spawned and listening: killed when dropped, and its
+/// stderr lines as they come.
+pub fn iperf3_lines(cmd: Command) -> (KillOnDrop, Receiver<String>) {
+    let mut child = spawn_for_stderr(cmd);
     let (tx, rx) = std::sync::mpsc::channel();
     let err = child.stderr.take().unwrap();
     std::thread::spawn(move || {
@@ -185,6 +191,32 @@ pub fn iperf3_server_in_lab(lab: &Lab) -> Child {
     let _ = child.kill();
     let _ = child.wait();
     panic!("iperf3 -s did not listen");
+}
+
+/// The JSON an `iperf3 -s -1 -J` printed once its test ended (within 10 s).
+pub fn iperf3_server_json(mut server: Child) -> serde_json::Value {
+    super::wait_with_timeout(&mut server, Duration::from_secs(10)).expect("iperf3 -s ends");
+    serde_json::from_slice(&server.wait_with_output().unwrap().stdout).unwrap()
+}
+
+/// `sonde pps SERVER --iperf3 --json --no-save ARGS` from the lab's client namespace
+/// against an `iperf3 -s -1 -J` started for it in the server's: our document and
+/// iperf3's JSON, once its test ended.
+pub fn pps_against_iperf3_server(
+    lab: &Lab,
+    args: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
+    let server = iperf3_server_in_lab(lab);
+    let t = Instant::now();
+    let o = super::run({
+        let mut c = Lab::in_ns(&lab.client, SONDE);
+        c.args(["pps", SERVER_ADDR, "--iperf3", "--json", "--no-save"])
+            .args(args);
+        c
+    });
+    eprintln!("sonde pps --iperf3 {args:?} took {:?}", t.elapsed());
+    let doc = super::doc_of(&o);
+    (doc, iperf3_server_json(server))
 }
 
 /// The document `serve --iperf3` logged (in `rx`, its stderr) for the test it served next.
@@ -256,6 +288,25 @@ pub fn our_packets(doc: &serde_json::Value, side: &str) -> Vec<f64> {
         .iter()
         .map(|i| f(&i[side]["packets_per_second"]) * (f(&i["end_s"]) - f(&i["start_s"])))
         .collect()
+}
+
+/// Each of `ours` (a figure an interval, `what`'s) within `within` (relative, one-sided)
+/// of iperf3's in the interval of the same index, `theirs`; at least two of each.
+pub fn intervals_within(ours: &[f64], theirs: &[f64], what: &str, within: f64) {
+    assert!(
+        ours.len() >= 2 && theirs.len() >= 2,
+        "{what}: {ours:?} {theirs:?}"
+    );
+    for (i, (o, t)) in ours.iter().zip(theirs).enumerate() {
+        eprintln!(
+            "{what} interval {i}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
+            (o / t - 1.0) * 100.0
+        );
+        assert!(
+            (o - t).abs() / t < within,
+            "{what} interval {i}: ours {o} vs iperf3's {t}"
+        );
+    }
 }
 
 /// Packets in each of iperf3's whole intervals (its sums) in its `-J` output.

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -45,12 +45,7 @@ fn goodput(mss: f64) -> f64 {
 
 use common::serve_proc::iperf3_server_in_lab as iperf3_server;
 
-/// The JSON an `iperf3 -s -1 -J` printed once its test ended.
-fn iperf3_json(mut child: Child) -> serde_json::Value {
-    wait_with_timeout(&mut child, Duration::from_secs(10)).expect("iperf3 -s ends");
-    let out = child.wait_with_output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use common::serve_proc::iperf3_server_json as iperf3_json;
 
 /// `sonde stream SERVER --iperf3 ARGS --json` in the client namespace: its document. The
 /// runs give `--sndbuf` of 256K or less (iperf3's `-w` on its end): 10 ms at the shaped rate, so a
@@ -102,19 +97,8 @@ fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str, acks: bool) {
     // to the next, so the two ends' views of an interval part by up to 2 % (one-sided
     // margin; measured -1.8 % at worst); totals still match byte for byte.
     let within = if acks { 2.0 * WITHIN } else { WITHIN };
-    assert!(
-        ours.len() >= 2 && theirs.len() >= 2,
-        "{what}: {ours:?} {theirs:?}"
-    );
-    for (i, (o, t)) in ours.iter().zip(theirs).enumerate() {
-        eprintln!(
-            "{what} interval {i}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
-            (o / t - 1.0) * 100.0
-        );
-        assert!(
-            off(*o, *t) < within,
-            "{what} interval {i}: ours {o} vs iperf3's {t}"
-        );
+    common::serve_proc::intervals_within(ours, theirs, what, within);
+    for (i, o) in ours.iter().take(theirs.len()).enumerate() {
         assert!(
             acks || off(*o, goodput(1448.0)) < WITHIN,
             "{what} interval {i}: {o} vs tbf"
@@ -358,7 +342,7 @@ fn ipv6_and_congestion_control_against_iperf3_server() {
         .unwrap()
         .port()
         .to_string();
-    let mut server = std::process::Command::new("iperf3")
+    let server = std::process::Command::new("iperf3")
         .args(["-s", "-1", "-J", "-B", "::1", "-p", &port])
         .stdout(Stdio::piped())
         .spawn()
@@ -381,9 +365,7 @@ fn ipv6_and_congestion_control_against_iperf3_server() {
         c
     });
     let doc = doc_of(&o);
-    wait_with_timeout(&mut server, Duration::from_secs(10)).expect("iperf3 -s ends");
-    let json: serde_json::Value =
-        serde_json::from_slice(&server.wait_with_output().unwrap().stdout).unwrap();
+    let json = iperf3_json(server);
     assert_eq!(doc["end"]["partial"], false);
     assert!(doc["start"]["server_address"]
         .as_str()

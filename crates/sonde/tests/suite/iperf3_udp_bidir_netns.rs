@@ -8,8 +8,7 @@
 
 use crate::common;
 
-use std::time::Duration;
-
+use common::nft::plant_iperf3_loss as plant;
 use common::serve_proc::iperf3_served_doc as served_doc;
 use common::*;
 
@@ -24,21 +23,6 @@ const AGREE: f64 = 0.01;
 
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-/// On `ns`'s input, table `table`: the datagrams of iperf3's UDP streams (`dir`: `dport`
-/// toward the server, `sport` from it) numbered `seqs`, dropped and counted.
-fn plant(ns: &str, table: &str, dir: &str, seqs: &str) {
-    let nft = |args: &[&str]| {
-        let o = Lab::in_ns(ns, "nft").args(args).output().unwrap();
-        assert!(o.status.success(), "nft {args:?}: {}", stderr(&o));
-    };
-    nft(&["add", "table", "inet", table]);
-    let chain = "{ type filter hook input priority 0 ; }";
-    nft(&["add", "chain", "inet", table, "in", chain]);
-    let rule = ["add", "rule", "inet", table, "in", "udp", dir, "5201"];
-    let tail = ["@th,128,32", seqs, "counter", "drop"];
-    nft(&[&rule[..], &tail[..]].concat());
 }
 
 /// Packets in each of our intervals: `pick` chooses the side of the direction.
@@ -65,20 +49,7 @@ fn theirs(json: &serde_json::Value, sum: &str) -> Vec<f64> {
 }
 
 fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str) {
-    assert!(
-        ours.len() >= 2 && theirs.len() >= 2,
-        "{what}: {ours:?} {theirs:?}"
-    );
-    for (i, (o, t)) in ours.iter().zip(theirs).enumerate() {
-        eprintln!(
-            "{what} interval {i}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
-            (o / t - 1.0) * 100.0
-        );
-        assert!(
-            (o - t).abs() / t < WITHIN,
-            "{what} interval {i}: {o} vs {t}"
-        );
-    }
+    common::serve_proc::intervals_within(ours, theirs, what, WITHIN);
 }
 
 #[test]
@@ -90,27 +61,13 @@ fn pps_iperf3_bidir_counts_each_directions_planted_loss_exactly() {
     // the two on the server's input, the server's 50, 600 and 1000 on ours.
     plant(&lab.server, "bidirfwd", "dport", "{ 100, 700 }");
     plant(&lab.client, "bidirrev", "sport", "{ 50, 600, 1000 }");
-    let mut server = common::serve_proc::iperf3_server_in_lab(&lab);
-    let o = run({
-        let mut c = Lab::in_ns(&lab.client, SONDE);
-        c.args([
-            "pps",
-            SERVER_ADDR,
-            "--iperf3",
-            "--bidir",
-            "--json",
-            "--no-save",
-        ])
-        .args([
-            "--flows", "2", "--rate", "2000", "--size", "242", "--batch", "4",
-        ])
-        .args(["-t", "2", "--warmup", "0"]);
-        c
-    });
-    let doc = doc_of(&o);
-    wait_with_timeout(&mut server, Duration::from_secs(10)).expect("iperf3 -s ends");
-    let json: serde_json::Value =
-        serde_json::from_slice(&server.wait_with_output().unwrap().stdout).unwrap();
+    let (doc, json) = common::serve_proc::pps_against_iperf3_server(
+        &lab,
+        &[
+            "--bidir", "--flows", "2", "--rate", "2000", "--size", "242", "--batch", "4", "-t",
+            "2", "--warmup", "0",
+        ],
+    );
     let fwd = nft_counted(&lab.server, "bidirfwd", "packets");
     let rev = nft_counted(&lab.client, "bidirrev", "packets");
     eprintln!("nftables: {fwd} dropped toward the server, {rev} toward us");

@@ -7,8 +7,6 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::serve_proc::{our_packets, their_packets};
 use common::*;
 
@@ -26,34 +24,7 @@ fn f(v: &serde_json::Value) -> f64 {
 /// Drops, on `ns`'s input, the datagrams of iperf3's UDP streams (`dir` names the port
 /// side: `dport` toward the server, `sport` from it) numbered `seqs`, counted.
 fn plant_loss(ns: &str, dir: &str, seqs: &str) {
-    let nft = |args: &[&str]| {
-        let o = Lab::in_ns(ns, "nft").args(args).output().unwrap();
-        assert!(o.status.success(), "nft {args:?}: {}", stderr(&o));
-    };
-    nft(&["add", "table", "inet", "iperf3udp"]);
-    nft(&[
-        "add",
-        "chain",
-        "inet",
-        "iperf3udp",
-        "in",
-        "{ type filter hook input priority 0 ; }",
-    ]);
-    // The payload starts 8 bytes (64 bits) into the UDP header; the counter 8 bytes in.
-    nft(&[
-        "add",
-        "rule",
-        "inet",
-        "iperf3udp",
-        "in",
-        "udp",
-        dir,
-        "5201",
-        "@th,128,32",
-        seqs,
-        "counter",
-        "drop",
-    ]);
+    common::nft::plant_iperf3_loss(ns, "iperf3udp", dir, seqs);
 }
 
 fn planted(ns: &str) -> u64 {
@@ -62,21 +33,7 @@ fn planted(ns: &str) -> u64 {
 
 /// Each interval's packets, ours against iperf3's, within [`WITHIN`].
 fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str) {
-    assert!(
-        ours.len() >= 2 && theirs.len() >= 2,
-        "{what}: {ours:?} {theirs:?}"
-    );
-    for (i, (o, t)) in ours.iter().zip(theirs).enumerate() {
-        let off = (o - t).abs() / t;
-        eprintln!(
-            "{what} interval {i}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
-            (o / t - 1.0) * 100.0
-        );
-        assert!(
-            off < WITHIN,
-            "{what} interval {i}: ours {o} vs iperf3's {t}"
-        );
-    }
+    common::serve_proc::intervals_within(ours, theirs, what, WITHIN);
 }
 
 #[test]
@@ -86,20 +43,13 @@ fn pps_iperf3_against_iperf3_server_counts_planted_loss_exactly() {
     };
     // Datagrams 100, 700 and 1500 of each of the two streams (1000 a second each).
     plant_loss(&lab.server, "dport", "{ 100, 700, 1500 }");
-    let mut server = common::serve_proc::iperf3_server_in_lab(&lab);
-    let o = run({
-        let mut c = Lab::in_ns(&lab.client, SONDE);
-        c.args(["pps", SERVER_ADDR, "--iperf3", "--json", "--no-save"])
-            .args([
-                "--flows", "2", "--rate", "2000", "--size", "242", "--batch", "4",
-            ])
-            .args(["-t", "2", "--warmup", "0"]);
-        c
-    });
-    let doc = doc_of(&o);
-    wait_with_timeout(&mut server, Duration::from_secs(10)).expect("iperf3 -s ends");
-    let json: serde_json::Value =
-        serde_json::from_slice(&server.wait_with_output().unwrap().stdout).unwrap();
+    let (doc, json) = common::serve_proc::pps_against_iperf3_server(
+        &lab,
+        &[
+            "--flows", "2", "--rate", "2000", "--size", "242", "--batch", "4", "-t", "2",
+            "--warmup", "0",
+        ],
+    );
     let dropped = planted(&lab.server);
     assert_eq!(dropped, 6, "three datagrams of each stream dropped");
     let end = &doc["end"];

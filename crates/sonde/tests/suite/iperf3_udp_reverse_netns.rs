@@ -25,10 +25,7 @@ fn f(v: &serde_json::Value) -> f64 {
 /// On `ns`'s input: counter `arrived` for every datagram of iperf3's UDP streams from
 /// port 5201 (longer than the 4-byte connect reply), then a drop of those numbered `seqs`.
 fn count_and_drop(ns: &str, seqs: &str) {
-    let nft = |args: &[&str]| {
-        let o = Lab::in_ns(ns, "nft").args(args).output().unwrap();
-        assert!(o.status.success(), "nft {args:?}: {}", stderr(&o));
-    };
+    let nft = |args: &[&str]| common::nft::nft(ns, args);
     nft(&["add", "table", "inet", "iperf3rev"]);
     nft(&["add", "counter", "inet", "iperf3rev", "arrived"]);
     nft(&["add", "counter", "inet", "iperf3rev", "dropped"]);
@@ -58,21 +55,12 @@ fn pps_iperf3_reverse_counts_what_reached_us_exactly() {
     };
     // Datagrams 100, 700 and 1500 of each of the two streams (1000 a second each).
     count_and_drop(&lab.client, "{ 100, 700, 1500 }");
-    let mut server = common::serve_proc::iperf3_server_in_lab(&lab);
-    let t = std::time::Instant::now();
-    let o = run({
-        let mut c = Lab::in_ns(&lab.client, SONDE);
-        c.args(["pps", SERVER_ADDR, "--iperf3", "-R", "--json", "--no-save"])
-            .args(["--flows", "2", "--rate", "2000", "--size", "242"])
-            .args(["-t", "2", "--warmup", "0"]);
-        c
-    });
-    eprintln!("sonde pps --iperf3 -R -t 2 took {:?}", t.elapsed());
-    assert!(o.status.success(), "{}", stderr(&o));
-    let doc = doc_of(&o);
-    wait_with_timeout(&mut server, Duration::from_secs(10)).expect("iperf3 -s ends");
-    let json: serde_json::Value =
-        serde_json::from_slice(&server.wait_with_output().unwrap().stdout).unwrap();
+    let (doc, json) = common::serve_proc::pps_against_iperf3_server(
+        &lab,
+        &[
+            "-R", "--flows", "2", "--rate", "2000", "--size", "242", "-t", "2", "--warmup", "0",
+        ],
+    );
     let arrived = nft_named_counter(&lab.client, "iperf3rev", "arrived");
     let dropped = nft_named_counter(&lab.client, "iperf3rev", "dropped");
     assert_eq!(dropped, 6, "three datagrams of each stream dropped");
@@ -118,14 +106,7 @@ fn pps_iperf3_reverse_counts_what_reached_us_exactly() {
     let intervals = doc["intervals"].as_array().unwrap();
     let our = common::serve_proc::our_packets(&doc, "receiver");
     let their = common::serve_proc::their_packets(&json);
-    assert!(our.len() >= 2 && their.len() >= 2, "{our:?} {their:?}");
-    for (k, (o, t)) in our.iter().zip(&their).enumerate() {
-        eprintln!(
-            "interval {k}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
-            (o / t - 1.0) * 100.0
-        );
-        assert!((o - t).abs() / t < WITHIN, "interval {k}: {o} vs {t}");
-    }
+    common::serve_proc::intervals_within(&our, &their, "-R", WITHIN);
     for i in intervals {
         let jm = f(&i["receiver"]["jitter_ms"]);
         assert!(jm > 0.0 && jm < 5.0, "{i}");
@@ -195,23 +176,10 @@ fn stream_sockets(pid: u32) -> Vec<std::net::UdpSocket> {
     ours
 }
 
-/// The kernel's drop count of socket `s` (SO_MEMINFO's SK_MEMINFO_DROPS).
+/// The kernel's drop count of socket `s` (SO_MEMINFO's SK_MEMINFO_DROPS); the test holds
+/// the sum of every socket's to the namespace's RcvbufErrors.
 fn socket_drops(s: &std::net::UdpSocket) -> u64 {
-    use std::os::fd::AsRawFd;
-    let mut mem = [0u32; 16];
-    let mut len = std::mem::size_of_val(&mem) as libc::socklen_t;
-    // SAFETY: `mem` is writable for `len` bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_MEMINFO,
-            mem.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "SO_MEMINFO: {}", std::io::Error::last_os_error());
-    u64::from(mem[libc::SK_MEMINFO_DROPS as usize])
+    sonde_engine::sockopt::socket_drops(s).unwrap()
 }
 
 /// `-R --flows 2`, the second stream's socket shrunk (from outside, through a descriptor

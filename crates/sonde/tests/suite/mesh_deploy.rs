@@ -27,35 +27,86 @@ fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
     (o.status.success(), format!("{}{}", stdout(&o), stderr(&o)))
 }
 
+/// deploy/prometheus's rules `NAME.yaml`: `promtool check rules` finds `count` rules and
+/// their unit test `NAME.test.yaml` passes; then, in a scratch copy, the same unit test
+/// against the rules with each threshold of `moved` (from, to) moved fails: it can fail.
+/// The rules' text.
+fn rules_and_their_unit_test(name: &str, count: usize, moved: &[(&str, &str)]) -> String {
+    let dir = repo().join("deploy/prometheus");
+    let (file, test) = (format!("{name}.yaml"), format!("{name}.test.yaml"));
+    let (ok, said) = promtool(&["check", "rules", &file], &dir);
+    let found = format!("SUCCESS: {count} rules found");
+    assert!(ok && said.contains(&found), "{said}");
+    let (ok, said) = promtool(&["test", "rules", &test], &dir);
+    assert!(ok, "{said}");
+    let scratch = temp_file(name);
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(dir.join(&test), scratch.join(&test)).unwrap();
+    let rules = std::fs::read_to_string(dir.join(&file)).unwrap();
+    for (from, to) in moved {
+        assert!(rules.contains(from), "{from}");
+        std::fs::write(scratch.join(&file), rules.replace(from, to)).unwrap();
+        let (ok, said) = promtool(&["test", "rules", &test], &scratch);
+        assert!(!ok, "{to}: the unit test still passed: {said}");
+    }
+    rules
+}
+
+/// What an agent's metrics `text` serves: its families, with every series `rules`
+/// records, and its label names.
+fn served(text: &str, rules: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let mut known: BTreeSet<String> = samples
+        .iter()
+        .map(|l| l.split('{').next().unwrap().to_string())
+        .collect();
+    let labels = samples
+        .iter()
+        .flat_map(|l| l.split(['{', ',']).skip(1))
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_string()))
+        .collect();
+    for line in rules.lines() {
+        if let Some(r) = line.trim().strip_prefix("- record: ") {
+            known.insert(r.to_string());
+        }
+    }
+    (known, labels)
+}
+
+/// Labels from `(name, value)` pairs.
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A marked agent's metrics (`--mesh-dscp`), labelled `own`, with one peer labelled the
+/// same whose probes left EF and came back bleached and CE-marked.
+fn marked_agent_text(own: &BTreeMap<String, String>) -> String {
+    let mut stats = PeerStats::new(0, &Judging::default());
+    let ef0 = 46 << 2 | 2;
+    stats.on_marks(Some((ef0, 2)), Some((ef0, ef0 | 3)));
+    let peer = MeshPeer {
+        address: "198.18.3.1",
+        labels: own,
+        stats: &stats.figures(),
+    };
+    encode_mesh(&agent_of(own), &[peer])
+}
+
 #[test]
 fn the_mesh_rules_check_and_their_unit_test_fires_the_loss_alert_for_the_lossy_pair_only() {
     if !need_tools(&["promtool"]) {
         return;
     }
-    let dir = repo().join("deploy/prometheus");
-    let (ok, said) = promtool(&["check", "rules", "mesh-rules.yaml"], &dir);
-    assert!(ok && said.contains("SUCCESS: 9 rules found"), "{said}");
-    let (ok, said) = promtool(&["test", "rules", "mesh-rules.test.yaml"], &dir);
-    assert!(ok, "{said}");
     // The unit test can fail: the same test against rules whose loss threshold is 50 %
     // (the lossy pair's 10 % no longer fires) and whose P99 threshold is 100 ms.
-    let scratch = temp_file("mesh-rules");
-    std::fs::create_dir_all(&scratch).unwrap();
-    let rules = std::fs::read_to_string(dir.join("mesh-rules.yaml")).unwrap();
-    for (from, to) in [
+    let moved = [
         ("ratio_rate1m > 0.01", "ratio_rate1m > 0.5"),
         ("p99_1m > 0.01", "p99_1m > 0.1"),
-    ] {
-        assert!(rules.contains(from), "{from}");
-        std::fs::write(scratch.join("mesh-rules.yaml"), rules.replace(from, to)).unwrap();
-        std::fs::copy(
-            dir.join("mesh-rules.test.yaml"),
-            scratch.join("mesh-rules.test.yaml"),
-        )
-        .unwrap();
-        let (ok, said) = promtool(&["test", "rules", "mesh-rules.test.yaml"], &scratch);
-        assert!(!ok, "{to}: the unit test still passed: {said}");
-    }
+    ];
+    rules_and_their_unit_test("mesh-rules", 9, &moved);
 }
 
 /// The marks' rules: `promtool check rules`, their unit test (each alert fires for its
@@ -67,60 +118,15 @@ fn the_marks_rules_check_fire_for_the_pair_that_changes_the_marks_and_read_serve
     if !need_tools(&["promtool"]) {
         return;
     }
-    let dir = repo().join("deploy/prometheus");
-    let (ok, said) = promtool(&["check", "rules", "mesh-marks-rules.yaml"], &dir);
-    assert!(ok && said.contains("SUCCESS: 6 rules found"), "{said}");
-    let (ok, said) = promtool(&["test", "rules", "mesh-marks-rules.test.yaml"], &dir);
-    assert!(ok, "{said}");
-    let scratch = temp_file("mesh-marks-rules");
-    std::fs::create_dir_all(&scratch).unwrap();
-    let rules = std::fs::read_to_string(dir.join("mesh-marks-rules.yaml")).unwrap();
-    for (from, to) in [
+    let moved = [
         (r#"{fate="bleached"} > 0.01"#, r#"{fate="bleached"} > 0.95"#),
         (r#"{fate="remarked"} > 0.01"#, r#"{fate="remarked"} > 0.05"#),
         ("ce:ratio_rate5m > 0.05", "ce:ratio_rate5m > 0.5"),
-    ] {
-        assert!(rules.contains(from), "{from}");
-        let test = "mesh-marks-rules.test.yaml";
-        std::fs::write(
-            scratch.join("mesh-marks-rules.yaml"),
-            rules.replace(from, to),
-        )
-        .unwrap();
-        std::fs::copy(dir.join(test), scratch.join(test)).unwrap();
-        let (ok, said) = promtool(&["test", "rules", test], &scratch);
-        assert!(!ok, "{to}: the unit test still passed: {said}");
-    }
+    ];
+    let rules = rules_and_their_unit_test("mesh-marks-rules", 6, &moved);
     // What a marked agent serves: the families and labels the rules may read.
-    let own: BTreeMap<String, String> = [("zone", "z1"), ("rack", "r1")]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let mut stats = PeerStats::new(0, &Judging::default());
-    let ef0 = 46 << 2 | 2;
-    stats.on_marks(Some((ef0, 2)), Some((ef0, ef0 | 3)));
-    let figures = stats.figures();
-    let peer = MeshPeer {
-        address: "198.18.3.1",
-        labels: &own,
-        stats: &figures,
-    };
-    let text = encode_mesh(&agent_of(&own), &[peer]);
-    let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-    let mut known: BTreeSet<&str> = samples
-        .iter()
-        .map(|l| l.split('{').next().unwrap())
-        .collect();
-    let labels: BTreeSet<&str> = samples
-        .iter()
-        .flat_map(|l| l.split(['{', ',']).skip(1))
-        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
-        .collect();
-    for line in rules.lines() {
-        if let Some(r) = line.trim().strip_prefix("- record: ") {
-            known.insert(r);
-        }
-    }
+    let text = marked_agent_text(&labels(&[("zone", "z1"), ("rack", "r1")]));
+    let (known, labels) = served(&text, &rules);
     let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let mut read = 0;
     for line in rules.lines().map(str::trim) {
@@ -222,14 +228,8 @@ fn agent_of(own: &BTreeMap<String, String>) -> MeshAgent<'_> {
 
 /// An agent's metrics with one peer: every family and label the exporter writes.
 fn agent_text() -> String {
-    let own: BTreeMap<String, String> = [("zone", "z1"), ("rack", "r1"), ("node", "n1")]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let theirs: BTreeMap<String, String> = [("zone", "z1"), ("rack", "r2"), ("node", "n2")]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let own = labels(&[("zone", "z1"), ("rack", "r1"), ("node", "n1")]);
+    let theirs = labels(&[("zone", "z1"), ("rack", "r2"), ("node", "n2")]);
     let j = Judging {
         window_ns: 1,
         ..Judging::default()
@@ -253,23 +253,8 @@ fn every_mesh_dashboard_query_names_served_metrics_or_recorded_series() {
     let path = repo().join("deploy/grafana/sonde-mesh.json");
     let dash: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(dash["__inputs"][0]["name"], "DS_PROMETHEUS");
-    let text = agent_text();
-    let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-    let mut known: BTreeSet<String> = samples
-        .iter()
-        .map(|l| l.split('{').next().unwrap().to_string())
-        .collect();
-    let labels: BTreeSet<&str> = samples
-        .iter()
-        .flat_map(|l| l.split(['{', ',']).skip(1))
-        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
-        .collect();
     let rules = std::fs::read_to_string(repo().join("deploy/prometheus/mesh-rules.yaml")).unwrap();
-    for line in rules.lines() {
-        if let Some(r) = line.trim().strip_prefix("- record: ") {
-            known.insert(r.to_string());
-        }
-    }
+    let (known, labels) = served(&agent_text(), &rules);
     let mut queries = Vec::new();
     for p in dash["panels"].as_array().unwrap() {
         for t in p["targets"].as_array().unwrap() {
@@ -318,18 +303,7 @@ fn a_marked_agents_metrics_pass_promtool_check_metrics() {
     if !need_tools(&["promtool"]) {
         return;
     }
-    let own: BTreeMap<String, String> = [("rack".to_string(), "r1".to_string())].into();
-    let mut stats = PeerStats::new(0, &Judging::default());
-    let ef0 = 46 << 2 | 2;
-    stats.on_marks(Some((ef0, 2)), Some((ef0, ef0 | 3)));
-    let agent = agent_of(&own);
-    let figures = stats.figures();
-    let peer = MeshPeer {
-        address: "198.18.3.1",
-        labels: &own,
-        stats: &figures,
-    };
-    let text = encode_mesh(&agent, &[peer]);
+    let text = marked_agent_text(&labels(&[("rack", "r1")]));
     for family in ["marks", "dscp_fate", "ect", "ce"] {
         assert!(text.contains(&format!("# TYPE sonde_mesh_{family}_packets counter")));
     }

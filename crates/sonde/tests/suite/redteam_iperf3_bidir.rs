@@ -8,9 +8,8 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::process::Stdio;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -21,26 +20,10 @@ const COOKIE: &[u8; 37] = b"abcdefghijklmnopqrstuvwxyz234567bidi\0";
 /// `sonde serve --iperf3 127.0.0.1:PORT` (loopback: allowed by default), listening, and
 /// its stderr lines as they come.
 fn serve(port: u16) -> (common::serve_proc::KillOnDrop, Receiver<String>) {
-    let mut child = sonde_cmd()
-        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-        .args(["--iperf3", &format!("127.0.0.1:{port}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let child = common::serve_proc::KillOnDrop(child);
-    let listening = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
-        .any(|l| l.contains("sonde iperf3 server listening"));
-    assert!(listening, "serve --iperf3 did not listen");
-    (child, rx)
+    let mut cmd = sonde_cmd();
+    cmd.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .args(["--iperf3", &format!("127.0.0.1:{port}")]);
+    common::serve_proc::iperf3_lines(cmd)
 }
 
 /// One byte of the control connection, within 5 s.
