@@ -1,15 +1,14 @@
 //! One direction's stage: load-generating connections (each one endless GET of the large
 //! object, or one endless POST to the upload URL), foreign probes on fresh connections and
 //! self probes on a load connection picked at random, interleaved at the rate the method
-//! allows; at each interval's end the bytes and probes go to [`DirectionRun`]. Goodput is
-//! what the kernel counts on the load connections (`TCP_INFO`): the bytes received
-//! (download) or the server's TCP acknowledged (upload), since what hyper took into its
-//! buffers has not yet crossed the network, and what the client read late has.
+//! allows; at each interval's end the bytes and probes go to [`DirectionRun`]. Download
+//! goodput is the body bytes read; upload goodput the bytes the server's TCP acknowledged
+//! (`TCP_INFO`), since what hyper took into its buffers has not yet crossed the network.
 
 use std::convert::Infallible;
 use std::os::fd::AsFd;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -47,14 +46,15 @@ pub struct Run {
 struct Load {
     sender: SendRequest<ReqBody>,
     conn: Conn,
-    /// The bytes acked (upload) or received (download) at the last interval's end.
-    counted: u64,
+    /// Upload: the bytes acked at the last interval's end.
+    acked: u64,
 }
 
 /// What the stage's tasks share.
 #[derive(Default)]
 struct Shared {
     loads: Mutex<Vec<Load>>,
+    downloaded: AtomicU64,
     probes: Mutex<Probes>,
     in_flight: AtomicUsize,
     failure: Mutex<Option<ClientError>>,
@@ -145,18 +145,16 @@ pub async fn direction(
     })
 }
 
-/// The bytes this interval moved, as the kernel counts them on the load connections: acked
-/// (upload) or received (download). Not the body bytes the client read: a client that read
-/// late drains its socket's backlog into the next window, which then counted over the
-/// shaper's rate (ci19: 20.22 Mbit/s from nginx through 19.13). They include the HTTP/2
-/// frames' and TLS records' headers, about 0.2 % of a full frame.
+/// The bytes this interval moved: download body bytes read, or upload bytes acked.
 fn interval_bytes(shared: &Shared, upload: bool) -> u64 {
+    if !upload {
+        return shared.downloaded.swap(0, Ordering::Relaxed);
+    }
     let mut total = 0;
     for l in lock(&shared.loads).iter_mut() {
         if let Some(now) = lowat::tcp_info(l.conn.socket.as_fd()) {
-            let count = if upload { now.acked } else { now.received };
-            total += count.saturating_sub(l.counted);
-            l.counted = count;
+            total += now.acked.saturating_sub(l.acked);
+            l.acked = now.acked;
         }
     }
     total
@@ -179,15 +177,12 @@ fn open_load(run: &Run, upload: bool, shared: &Arc<Shared>) -> JoinHandle<()> {
 async fn load(url: &Url, t: &Target, upload: bool, shared: &Shared) -> Result<(), ClientError> {
     let c = conn::open(t).await?;
     let mut sender = c.sender.clone();
-    let counted = lowat::tcp_info(c.socket.as_fd()).map_or(0, |n| match upload {
-        true => n.acked,
-        false => n.received,
-    });
+    let acked = lowat::tcp_info(c.socket.as_fd()).map_or(0, |n| n.acked);
     let gate = lowat::Gate::new(Arc::clone(&c.socket));
     lock(&shared.loads).push(Load {
         sender: c.sender.clone(),
         conn: c,
-        counted,
+        acked,
     });
     if upload {
         let req = conn::request(
@@ -201,9 +196,13 @@ async fn load(url: &Url, t: &Target, upload: bool, shared: &Shared) -> Result<()
     }
     let req = conn::request(Method::GET, url, &t.authority, conn::empty());
     let mut body = conn::send(&mut sender, req).await?.into_body();
-    // Read and dropped: the kernel counts what arrived (`interval_bytes`).
     while let Some(frame) = body.frame().await {
-        frame.map_err(ClientError::Http)?;
+        let frame = frame.map_err(ClientError::Http)?;
+        if let Some(d) = frame.data_ref() {
+            shared
+                .downloaded
+                .fetch_add(d.len() as u64, Ordering::Relaxed);
+        }
     }
     Ok(())
 }

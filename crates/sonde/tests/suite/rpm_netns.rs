@@ -81,12 +81,21 @@ fn rpm_through(lab: &Lab, url: &str, bytes: f64, goodput: bool) -> Value {
         let g = f(&end(&doc)["download"]["goodput_bits_per_second"]);
         let lawful = tcp > BASE_MS + 0.5 * drain_ms(bytes) && loaded < loaded_bound_ms(bytes);
         let rate_ok = !goodput || (g / payload - 1.0).abs() < 0.05;
-        if (lawful && rate_ok) || g > CLIENT_BOUND * payload || attempt == 3 {
+        // Over the shaper's rate by more than 5 %: an earlier window's bytes counted in
+        // this one (against nginx, 20.09-21.35 of 19.13 in 1 to 3 runs of 4 here: its
+        // cubic windows over a 60 kB queue lose, and what the loss held back arrives in a
+        // lump), so that run says nothing of the rate; run again, as for a client bound.
+        let over = g > (1.0 + 0.05) * payload;
+        if (lawful && rate_ok) || (g > CLIENT_BOUND * payload && !over) || attempt == 3 {
             return doc;
         }
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let why = match over {
+            true => "a window counted bytes of an earlier one",
+            false => "the client was the bottleneck",
+        };
         eprintln!(
-            "{url} run {attempt}: goodput {:.2} of {:.2} Mbit/s at load {}, TCP {tcp:.1} ms, loaded {loaded:.1} ms: the client was the bottleneck; again",
+            "{url} run {attempt}: goodput {:.2} of {:.2} Mbit/s at load {}, TCP {tcp:.1} ms, loaded {loaded:.1} ms: {why}; again",
             g / 1e6,
             payload / 1e6,
             load.split(' ').next().unwrap_or("?")
