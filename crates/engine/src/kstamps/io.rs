@@ -275,36 +275,8 @@ impl ErrQueue {
     ) -> io::Result<usize> {
         let mut total = 0;
         while total < most {
-            // SAFETY: all-zero is a valid mmsghdr; its pointers are set below.
-            let mut msgs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-            let bufs = self.control.iter_mut().zip(self.names.iter_mut());
-            for (m, (c, name)) in msgs.iter_mut().zip(bufs) {
-                m.msg_hdr.msg_control = c.as_mut_ptr().cast();
-                m.msg_hdr.msg_controllen = CONTROL_BYTES;
-                m.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
-                m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            }
-            let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
-            // SAFETY: msgs, their control buffers and names are live for the call; the
-            // kernel writes at most BATCH of them.
-            let n = unsafe {
-                libc::recvmmsg(
-                    fd,
-                    msgs.as_mut_ptr(),
-                    BATCH as u32,
-                    flags,
-                    std::ptr::null_mut(),
-                )
-            };
-            crate::syscalls::one();
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                return match e.kind() {
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(total),
-                    _ => Err(e),
-                };
-            }
-            for (m, name) in msgs[..n as usize].iter().zip(self.names.iter()) {
+            let (msgs, n) = self.recv_queue(fd, BATCH)?;
+            for (m, name) in msgs[..n].iter().zip(self.names.iter()) {
                 match queued(&m.msg_hdr) {
                     (Some(s), _) => each(Queued::Stamp(s)),
                     (None, Some(e)) => each(Queued::Error {
@@ -315,8 +287,8 @@ impl ErrQueue {
                     (None, None) => {}
                 }
             }
-            total += n as usize;
-            if (n as usize) < BATCH {
+            total += n;
+            if n < BATCH {
                 break;
             }
         }
@@ -335,15 +307,36 @@ impl ErrQueue {
         most: usize,
         each: &mut impl FnMut(TxStamp),
     ) -> io::Result<usize> {
-        // SAFETY: all-zero is a valid mmsghdr; the control pointers are set below.
+        let (msgs, n) = self.recv_queue(fd, most)?;
+        for m in &msgs[..n] {
+            if let Some(s) = tx_stamp(&m.msg_hdr) {
+                each(s);
+            }
+        }
+        Ok(n)
+    }
+
+    /// One `recvmmsg(MSG_ERRQUEUE | MSG_DONTWAIT)` of at most `most` (<= [`BATCH`])
+    /// messages into this reader's control buffers and names: the headers, and how many
+    /// the kernel filled (0 when nothing waited).
+    fn recv_queue(
+        &mut self,
+        fd: RawFd,
+        most: usize,
+    ) -> io::Result<([libc::mmsghdr; BATCH], usize)> {
+        // SAFETY: all-zero is a valid mmsghdr; its pointers are set below.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-        for (m, c) in msgs.iter_mut().zip(self.control.iter_mut()).take(most) {
+        let bufs = self.control.iter_mut().zip(self.names.iter_mut());
+        for (m, (c, name)) in msgs.iter_mut().zip(bufs) {
             m.msg_hdr.msg_control = c.as_mut_ptr().cast();
             m.msg_hdr.msg_controllen = CONTROL_BYTES;
+            m.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
+            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         }
         let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
-        // SAFETY: msgs and their control buffers are live for the call; the kernel
-        // writes at most `most` <= BATCH of them.
+        // SAFETY: msgs, their control buffers and names are live for the call (the buffers
+        // are this reader's, which the headers point into); the kernel writes at most
+        // `most` <= BATCH of them.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
@@ -357,16 +350,11 @@ impl ErrQueue {
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok((msgs, 0)),
                 _ => Err(e),
             };
         }
-        for m in &msgs[..n as usize] {
-            if let Some(s) = tx_stamp(&m.msg_hdr) {
-                each(s);
-            }
-        }
-        Ok(n as usize)
+        Ok((msgs, n as usize))
     }
 }
 

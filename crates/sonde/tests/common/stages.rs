@@ -85,3 +85,9 @@ pub fn two_cpus() -> bool {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     skip_unless("2 CPUs", (n < 2).then(|| format!("{n} CPU")))
 }
+
+/// The median of runs' figures (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

@@ -12,6 +12,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::delay_line::DelayLine;
+use common::stages::median;
 use common::*;
 use serde_json::Value;
 
@@ -23,11 +24,6 @@ const WITHIN: f64 = 0.03;
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn iperf3_server(lab: &Lab) -> Child {
