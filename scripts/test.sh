@@ -8,6 +8,9 @@
 # print SKIPPED (or fail, with CI=true).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where the time goes: each phase's end, in seconds since CI's start (.ci/run) or this one.
+t0=${SONDE_CI_T0:-$(date +%s)}
+phase() { echo "ci: $1 at $(($(date +%s) - t0)) s" >&2; }
 
 # Installed beside the tests' build; no test runs until both are done.
 bash scripts/test-deps.sh &
@@ -18,6 +21,7 @@ wait "$deps"
 # linked statically (deploy/build-static.sh --tests-build); the next pass's build links
 # target/debug/sonde back.
 bash deploy/build-static.sh --tests-build >&2
+phase "the tests' set-up done"
 
 # Three passes; each runs when the one before fails (--no-fail-fast), and the script fails if
 # any did. Integration tests that send traffic serialize themselves on a lock file
@@ -38,11 +42,17 @@ untimed=(
 )
 SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 \
     "${untimed[@]}" || rc=$?
+phase "the untimed pass done"
 # 2. The rest of the suite, one test at a time: in the one suite executable a test without
 #    traffic could otherwise run beside a timed one and take its CPU (testpmd's receiver
 #    fell 5 % behind its veth beside one; exact alone, 2 of 2).
 skips=()
 for u in "${untimed[@]}"; do skips+=(--skip "$u"); done
+# What the builds and the untimed pass left unwritten is written back now, not by the
+# kernel's flusher during a timed test (30 s after it was written).
+echo "ci: before the timed pass: $(grep '^Dirty:' /proc/meminfo | tr -s ' ')" >&2
+sync
+phase "written back"
 cargo test -p sonde --test suite "$@" -- --test-threads=1 "${skips[@]}" || rc=$?
 # 3. Every other crate's tests and the binary's own, one at a time too: the engine's unit
 #    tests send on loopback at paced rates (beside each other, a paced io_uring sender and
