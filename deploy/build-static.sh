@@ -9,9 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # --tests-build: the tests' own unoptimised build of sonde (target/debug), its final crate
-# compiled again and linked statically (glibc's crt-static) from the crates that build
-# compiled: about 15 s, against 235 CPU-s to build every crate again for a target directory
-# of its own. For the deploy test, which needs a static executable, not a fast one
+# compiled again and linked statically (glibc's crt-static) against that build's
+# dependencies: 23-43 s in CI, against 236 CPU-s to build every crate again for a target
+# directory of its own. The workspace's own crates are compiled again: a binary's build
+# leaves out the features the tests' dev-dependencies add to memchr, flate2, socket2 and
+# others. For the deploy test, which needs a static executable, not a fast one
 # (scripts/test.sh). The next build of the tests links target/debug/sonde back as it was.
 # Compiled as the tests' build is, also by CI's clippy-driver, so that it reuses it.
 if [ "${1:-}" = --tests-build ]; then

@@ -93,8 +93,8 @@ fn our_intervals(doc: &serde_json::Value, path: &[&str]) -> Vec<f64> {
         .collect()
 }
 
-/// Each of our intervals within 1 % of iperf3's of the same index, and of the shaper
-/// unless `acks` share the shaped link (bidir: the other direction's ACKs take their share
+/// Each of our intervals within 1 % of iperf3's of the same index, and their mean within 1 %
+/// of the shaper unless `acks` share the shaped link (bidir: the other direction's ACKs take their share
 /// of its rate, which no payload count sees).
 fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str, acks: bool) {
     // Bidir: each direction's ACKs share the other's shaped link unevenly from one second
@@ -102,12 +102,16 @@ fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str, acks: bool) {
     // margin; measured -1.8 % at worst); totals still match byte for byte.
     let within = if acks { 2.0 * WITHIN } else { WITHIN };
     common::serve_proc::intervals_within(ours, theirs, what, within);
-    for (i, o) in ours.iter().take(theirs.len()).enumerate() {
-        assert!(
-            acks || off(*o, goodput(1448.0)) < WITHIN,
-            "{what} interval {i}: {o} vs tbf"
-        );
-    }
+    // The shaper bounds the run, not every second: a sender that stalled longer than its
+    // buffers last leaves the queue empty for a moment, and both ends count that interval
+    // short alike (ci33: interval 3 at 189.3 Mbit/s by ours, 189.5 by iperf3's, 1.06 % under
+    // the shaper's 191.3), so the intervals' mean is held to it.
+    let n = ours.len().min(theirs.len());
+    let mean = ours[..n].iter().sum::<f64>() / n as f64;
+    assert!(
+        acks || off(mean, goodput(1448.0)) < WITHIN,
+        "{what}: the intervals' mean {mean} vs tbf"
+    );
 }
 
 #[test]
