@@ -55,7 +55,9 @@ pub fn spec_of(t: &Test) -> StreamSpec {
     }
 }
 
-/// Why `spec` is over `limits`, with iperf3's error number for it.
+/// Why `spec` is over `limits`, with iperf3's error number for it: the limits iperf3 has
+/// a number for first, then every other limit the agent holds its own tests to (memory
+/// with `-w`'s socket buffers, worker threads), as the agent words them.
 fn over_limits(spec: &StreamSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
     let ms = spec.timing.total_ms();
     if ms > limits.max_duration_ms {
@@ -68,22 +70,34 @@ fn over_limits(spec: &StreamSpec, limits: &crate::agent::Limits) -> Option<(i32,
         ));
     }
     let conns = spec.total_connections();
-    if conns > limits.max_connections || conns as usize > limits.max_threads {
+    if conns > limits.max_connections {
         return Some((
             refusal::STREAMS,
             format!(
-                "{conns} connections asked, --max-connections is {} and --max-threads {}",
-                limits.max_connections, limits.max_threads
+                "{conns} connections asked, --max-connections is {}",
+                limits.max_connections
             ),
         ));
     }
-    let memory = u64::from(conns) * u64::from(spec.buffer_bytes);
-    if memory > limits.max_memory_bytes {
+    // The stream kind's workers for them, as the agent counts its own tests'.
+    let whole = TestSpec::Stream(spec.clone());
+    let threads =
+        crate::kind::of(&whole).map_or(conns as usize, |k| k.workers(&whole, Role::Server));
+    if threads > limits.max_threads {
         return Some((
-            refusal::BAD_PARAMS,
+            refusal::STREAMS,
             format!(
-                "{memory} bytes of buffers asked, --max-memory is {}",
-                limits.max_memory_bytes
+                "{threads} worker threads for {conns} connections, --max-threads is {}",
+                limits.max_threads
+            ),
+        ));
+    }
+    if spec.buffer_bytes > limits.max_message_bytes {
+        return Some((
+            refusal::BLOCK_SIZE,
+            format!(
+                "-l {} bytes asked, --max-message is {}",
+                spec.buffer_bytes, limits.max_message_bytes
             ),
         ));
     }
@@ -104,7 +118,7 @@ fn over_limits(spec: &StreamSpec, limits: &crate::agent::Limits) -> Option<(i32,
             }
         }
     }
-    None
+    served::agent_limits(&whole, limits)
 }
 
 /// Accepts the test's `n` data connections, each with `cookie`; tells any other

@@ -214,6 +214,19 @@ pub(super) fn their_results(
     }
 }
 
+/// What the agent's own limits say of `spec` as the serving side (`Limits::check`: memory
+/// with the socket buffers, worker threads, message size, rate...), refused with
+/// iperf3's IERECVPARAMS: its client has no number for most of them, and the agent's log
+/// names the flag.
+pub(super) fn agent_limits(
+    spec: &TestSpec,
+    limits: &crate::agent::Limits,
+) -> Option<(i32, String)> {
+    let kind = crate::kind::of(spec)?;
+    let why = limits.check(spec, kind, sonde_results::Role::Server)?;
+    Some((sonde_proto::iperf3::server::refusal::BAD_PARAMS, why))
+}
+
 /// The document's name for the client: iperf3's, with the version it told.
 pub(super) fn client_name(test: &Test, peer: SocketAddr) -> String {
     format!(

@@ -68,7 +68,8 @@ pub fn spec_of(t: &Test, ipv6: bool) -> PpsSpec {
     }
 }
 
-/// Why `t` is over `limits` or not served, with iperf3's error number for it.
+/// Why `t` is over `limits` or not served, with iperf3's error number for it; then every
+/// other limit the agent holds its own tests to.
 fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
     let refuse = |code, why: String| Some((code, why));
     let len = p.payload_bytes();
@@ -77,6 +78,16 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
         return refuse(
             refusal::BAD_PARAMS,
             format!("-l {len}: at most {max} over UDP"),
+        );
+    }
+    if p.size_bytes > limits.max_message_bytes {
+        let max = limits.max_message_bytes;
+        return refuse(
+            refusal::UDP_BLOCK_SIZE,
+            format!(
+                "-l {len} bytes asked ({} with the headers), --max-message is {max}",
+                p.size_bytes
+            ),
         );
     }
     // Each receiver's batch of buffers, a datagram's most each.
@@ -111,6 +122,23 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
             ),
         );
     }
+    if let Some(max) = limits.max_rate {
+        match p.rate_pps.map(|r| r * ways) {
+            Some(r) if r <= max => {}
+            Some(r) => {
+                return refuse(
+                    refusal::RATE,
+                    format!("{r:.0} datagrams/s asked, --max-rate is {max}"),
+                )
+            }
+            None => {
+                return refuse(
+                    refusal::RATE,
+                    format!("an unpaced test asked (-b 0), --max-rate is {max}"),
+                )
+            }
+        }
+    }
     if let Some(max) = limits.max_bitrate {
         let bits = p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0 * ways);
         match bits {
@@ -129,7 +157,7 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
             }
         }
     }
-    None
+    served::agent_limits(&TestSpec::Pps(p.clone()), limits)
 }
 
 /// A socket on the test's port beside those taken by its streams.
