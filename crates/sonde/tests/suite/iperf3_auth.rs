@@ -75,7 +75,8 @@ pub fn auth_files(user: &str, password: &str) -> AuthFiles {
 /// `iperf3 -s` on loopback `port` requiring authentication by `files`, listening.
 pub fn authenticating_server(port: u16, files: &AuthFiles) -> KillOnDrop {
     let child = Command::new("iperf3")
-        .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+        // -J: its results then carry its version, which the document names.
+        .args(["-s", "-J", "-B", "127.0.0.1", "-p", &port.to_string()])
         .arg("--rsa-private-key-path")
         .arg(&files.private)
         .arg("--authorized-users-path")
