@@ -277,3 +277,55 @@ pub(super) fn serve_stream(
     );
     Ok((doc, summary))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Limits;
+    use serde_json::{json, Value};
+
+    /// The spec served for iperf3's parameters: 1 s, 32K writes, 10 Mbit/s, then `set`.
+    fn spec(set: (&str, Value)) -> StreamSpec {
+        let mut p = json!({ "time": 1, "len": 32768, "bandwidth": 1e7 });
+        p[set.0] = set.1;
+        let p: sonde_proto::iperf3::Params = serde_json::from_value(p).unwrap();
+        spec_of(&p.test().unwrap())
+    }
+
+    /// Each limit alone refuses with iperf3's number for it and the flag's name.
+    #[test]
+    fn each_limit_refuses_with_its_iperf3_number_and_flag() {
+        let limits = Limits {
+            max_duration_ms: 2000,
+            max_connections: 4,
+            max_threads: 2,
+            max_message_bytes: 64 << 10,
+            max_memory_bytes: 64 << 20,
+            max_bitrate: Some(50e6),
+            ..Limits::default()
+        };
+        assert_eq!(over_limits(&spec(("parallel", json!(2))), &limits), None);
+        for (set, code, flag) in [
+            (("time", json!(3)), refusal::DURATION, "--max-duration"),
+            (
+                ("parallel", json!(5)),
+                refusal::STREAMS,
+                "--max-connections",
+            ),
+            (("parallel", json!(3)), refusal::STREAMS, "--max-threads"),
+            (("len", json!(131072)), refusal::BLOCK_SIZE, "--max-message"),
+            (
+                ("window", json!(33554432)),
+                refusal::BAD_PARAMS,
+                "--max-memory",
+            ),
+            (("bandwidth", json!(6e7)), refusal::RATE, "--max-bitrate"),
+            (("bandwidth", json!(0)), refusal::RATE, "--max-bitrate"),
+        ] {
+            let what = format!("{set:?}");
+            let (c, why) = over_limits(&spec(set), &limits).unwrap_or_else(|| panic!("{what}"));
+            assert_eq!(c, code, "{what}: {why}");
+            assert!(why.contains(flag), "{what}: {why}");
+        }
+    }
+}

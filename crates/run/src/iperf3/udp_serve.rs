@@ -367,4 +367,37 @@ mod tests {
         assert_eq!(s.batch, 2);
         assert_eq!(s.timing.duration_ms, 3000);
     }
+
+    /// `--max-rate` holds the datagrams a second (both ways with `--bidir`), and
+    /// `--max-message` the datagram with its headers.
+    #[test]
+    fn the_datagram_rate_and_size_are_held_to_the_agents_limits() {
+        let limits = crate::agent::Limits {
+            max_rate: Some(1500.0),
+            max_message_bytes: 1024,
+            ..crate::agent::Limits::default()
+        };
+        let over = |len: f64, bits: f64, bidir: bool| {
+            let p = sonde_proto::iperf3::Params {
+                udp: Some(true),
+                len: Some(len),
+                bandwidth: Some(bits),
+                bidirectional: bidir.then_some(true),
+                ..Default::default()
+            };
+            let t = p.test().unwrap();
+            over_limits(&t, &spec_of(&t, false), &limits)
+        };
+        // 1000 datagrams a second of 900 bytes: within both.
+        assert_eq!(over(900.0, 7.2e6, false), None);
+        let (code, why) = over(900.0, 7.2e6, true).unwrap();
+        assert_eq!(code, refusal::RATE);
+        assert!(
+            why.contains("2000 datagrams/s asked, --max-rate is 1500"),
+            "{why}"
+        );
+        let (code, why) = over(1000.0, 8e6, false).unwrap();
+        assert_eq!(code, refusal::UDP_BLOCK_SIZE);
+        assert!(why.contains("--max-message is 1024"), "{why}");
+    }
 }
