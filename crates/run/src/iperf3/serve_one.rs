@@ -230,6 +230,8 @@ pub(super) fn serve_stream(
     } = o;
     let spec = spec_of(&test);
     served::refuse_over(&mut ctl, &mut srv, over_limits(&spec, &cfg.limits))?;
+    let whole = TestSpec::Stream(spec.clone());
+    let _held = served::book(&mut ctl, &mut srv, cfg, &whole)?;
     // Before the test starts: probing the host takes a while, and the client sends (and
     // counts) from TEST_RUNNING on.
     let probe = HostProbe::for_peer(peer.ip());

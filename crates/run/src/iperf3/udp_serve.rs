@@ -225,6 +225,7 @@ pub(super) fn serve(
     let local = listener.local_addr().map_err(io("listener"))?;
     let spec = spec_of(&test, local.is_ipv6());
     served::refuse_over(&mut ctl, &mut srv, over_limits(&test, &spec, &cfg.limits))?;
+    let _held = served::book(&mut ctl, &mut srv, cfg, &TestSpec::Pps(spec.clone()))?;
     let probe = HostProbe::for_peer(peer.ip());
     // Bound before CREATE_STREAMS: the first stream's datagram follows it at once.
     let first = bind_port(local).map_err(io("UDP stream"))?;

@@ -175,3 +175,53 @@ fn served_paced_sending_is_held_to_its_rate_and_counted_as_it_left() {
         "handed {handed}, received {got}"
     );
 }
+
+/// `--max-threads` holds for the agent's own tests and the iperf3 tests beside them
+/// together: while the agent serves a `sonde stream -P 3` (3 workers), an `iperf3 -c -P 2`
+/// under `--max-threads 4` is refused, naming what the running tests hold; once that
+/// test ended the same `iperf3 -c` is served. Before the fix the iperf3 server held its
+/// tests to the limits alone and served it beside (5 workers under a cap of 4).
+#[test]
+fn iperf3_tests_share_the_agents_threads_with_its_own_tests() {
+    if !need_tools(&["iperf3"]) {
+        return;
+    }
+    let _serial = Serial::take();
+    let free = || {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (port, agent) = (free(), free());
+    let mut cmd = sonde_cmd();
+    cmd.args(["serve", "--bind", "127.0.0.1", "--port", &agent.to_string()])
+        .args(["--iperf3", &format!("127.0.0.1:{port}")])
+        .args(["--max-threads", "4"]);
+    let (_serve, rx) = iperf3_lines(cmd);
+    let mut own = KillOnDrop(
+        sonde_cmd()
+            .args(["stream", "127.0.0.1", "-p", &agent.to_string(), "-P", "3"])
+            .args(["-t", "2", "--warmup", "0", "--no-save"])
+            .spawn_keeping(Keep::Nothing),
+    );
+    // Admitted well before this: a loopback handshake takes milliseconds.
+    std::thread::sleep(Duration::from_millis(800));
+    let (code, said, took) = iperf3_c(port, &["-t", "1", "-P", "2"]);
+    let line = client_line(&rx);
+    eprintln!("beside the agent's test: exit {code:?} in {took:?}, {said:?}; agent: {line}");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.ends_with("number of parallel streams too large (maximum = 128)\n"));
+    assert!(
+        line.contains(
+            "2 worker threads beside 3 of running tests, over this agent's --max-threads of 4"
+        ),
+        "{line}"
+    );
+    let status =
+        wait_with_timeout(&mut own.0, Duration::from_secs(10)).expect("the agent's test ends");
+    assert!(status.success(), "the agent's own test: {status}");
+    let (code, said, _) = iperf3_c(port, &["-t", "1", "-P", "2"]);
+    assert_eq!(code, Some(0), "once it ended: {said}");
+}
