@@ -249,28 +249,31 @@ impl Drop for Nginx {
     }
 }
 
+/// Short stages: 150 ms intervals, 2.1 s at most each way. MNP 4: with 16 flows in a
+/// 40-packet queue most drops would be recovered by a retransmission timeout (a flow's
+/// window too small for three duplicate ACKs), and a self probe queued behind a lost
+/// segment of its own connection measures that.
+pub const SHORT: [&str; 6] = [
+    "--interval",
+    "150ms",
+    "--stage-limit",
+    "2.1",
+    "--max-connections",
+    "4",
+];
+
 /// `sonde rpm URL --insecure --download-only` in the client namespace, short stages.
 pub fn short_rpm(lab: &Lab, url: &str) -> serde_json::Value {
-    short_rpm_ways(lab, url, &["--download-only"])
-}
-
-/// `sonde rpm URL --insecure WAYS` (`--download-only`, `--upload-only`, or none: both) in
-/// the client namespace, short stages.
-pub fn short_rpm_ways(lab: &Lab, url: &str, ways: &[&str]) -> serde_json::Value {
     let out = Lab::in_ns(&lab.client, SONDE)
-        .args(["rpm", url, "--insecure", "--json", "--no-save"])
-        .args(ways)
-        // MNP 4: with 16 flows in a 40-packet queue most drops would be recovered by a
-        // retransmission timeout (a flow's window too small for three duplicate ACKs), and
-        // a self probe queued behind a lost segment of its own connection measures that.
         .args([
-            "--interval",
-            "150ms",
-            "--stage-limit",
-            "2.1",
-            "--max-connections",
-            "4",
+            "rpm",
+            url,
+            "--insecure",
+            "--download-only",
+            "--json",
+            "--no-save",
         ])
+        .args(SHORT)
         .output()
         .unwrap();
     assert!(

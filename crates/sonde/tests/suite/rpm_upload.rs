@@ -12,8 +12,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::delay_line::{DelayLine, Ways};
-use common::rpm_end::{route_congestion, short_rpm_ways, Endpoint};
-use common::{skip_unless, Lab};
+use common::rpm_end::{route_congestion, Endpoint, SHORT};
+use common::{scratch_db, skip_unless, sonde_into, stderr, stdout, Lab, SONDE};
 use serde_json::Value;
 
 const RATE_BPS: f64 = 20e6;
@@ -50,18 +50,32 @@ fn rpm_upload_goodput_is_the_shapers_rate_and_the_document_counts_it() {
         lab.server_addr,
         &["--rpm-allow", "198.18.0.0/15"],
     );
-    let doc = short_rpm_ways(&lab, &ep.base, &["--upload-only"]);
+    // Stored (a store of this test's own), as any run: its text on stdout, its document
+    // read back.
+    let db = scratch_db().with_file_name("rpm-upload.db");
+    let _ = std::fs::remove_file(&db);
+    let out = Lab::in_ns(&lab.client, SONDE)
+        .env("SONDE_DB", &db)
+        .args(["rpm", &ep.base, "--insecure", "--upload-only"])
+        .args(SHORT)
+        .output()
+        .unwrap();
     line.stop();
+    assert!(out.status.success(), "sonde rpm: {}", stderr(&out));
+    let text = stdout(&out);
+    let doc: Value = serde_json::from_slice(&sonde_into(&db, &["results", "show", "1"]).stdout)
+        .expect("the stored document");
     let end = &doc["end"]["rpm"];
     if std::env::var("RPM_DEBUG").is_ok() {
         eprintln!("{}", serde_json::to_string(end).unwrap());
     }
+    assert_eq!(doc["test"], "rpm");
     assert!(end["download"].is_null(), "a download ran: {end}");
     let up = &end["upload"];
 
     // 1. Goodput: the shaper's payload rate within 5 %. What is counted is TCP payload
-    //    acknowledged, so TLS records' 22 bytes and HTTP/2 frames' 9 in each 16 kB are in
-    //    it (0.2 %), as the Ethernet, IP and TCP headers are not.
+    //    acknowledged, so the TLS records' 22 bytes and the HTTP/2 frames' 9 around each
+    //    4-12 kB chunk are in it (0.3-0.8 %), as the Ethernet, IP and TCP headers are not.
     let payload = RATE_BPS * PAYLOAD_SHARE;
     let g = f(&up["goodput_bits_per_second"]);
     let rows = up["intervals"].as_array().expect("intervals");
@@ -111,4 +125,40 @@ fn rpm_upload_goodput_is_the_shapers_rate_and_the_document_counts_it() {
     for k in ["goodput_confidence", "rpm_confidence"] {
         assert!(up[k].is_string(), "{k}: {up}");
     }
+
+    // 3. The text says the same figures and counts; the export carries the upload's RPM
+    //    and goodput (the client is the source: forward), and no download.
+    let heading = format!(
+        "upload: {:.1} Mbit/s over {} connections",
+        g / 1e6,
+        up["connections"]
+    );
+    assert!(text.contains(&heading), "{heading}: {text}");
+    for part in ["tcp", "tls", "http", "loaded"] {
+        let counts = format!("({} samples, {} kept)", r[part]["count"], r[part]["kept"]);
+        let line = text.lines().find(|l| l.trim_start().starts_with(part));
+        assert!(
+            line.is_some_and(|l| l.contains(&counts)),
+            "{part} {counts}: {text}"
+        );
+    }
+    assert!(!text.contains("download:"), "{text}");
+    let om = stdout(&sonde_into(
+        &db,
+        &["results", "export", "1", "--format", "openmetrics"],
+    ));
+    let sample = |family: &str, direction: &str| -> Option<f64> {
+        let line = om.lines().find(|l| {
+            l.starts_with(&format!("{family}{{"))
+                && l.contains(&format!("direction=\"{direction}\""))
+        })?;
+        line.split(' ').nth(1)?.parse().ok()
+    };
+    let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() <= 1e-6 * b);
+    assert!(close(sample("sonde_rpm", "upload"), f(&r["rpm"])), "{om}");
+    assert!(
+        close(sample("sonde_throughput_bits_per_second", "forward"), g),
+        "{om}"
+    );
+    assert!(sample("sonde_rpm", "download").is_none(), "{om}");
 }
