@@ -252,7 +252,7 @@ fn rpm_falls_and_rises_with_the_queues_drain_time_and_other_implementations_agre
     //    this 60 kB queue retransmits ten times what cubic does (500-1,014 segments a run
     //    against 60-88): the final 600 ms window read -12.1 to +12.9 % of the shaper's
     //    rate, 4 runs of 18 outside 5 % (what each loss's hole held came when the
-    //    retransmission filled it, ProbeRTT's dips; the kernel's in-order count alike);
+    //    retransmission filled it; the kernel's in-order count alike);
     //    with cubic by its route, -3.0 to +3.9 %, none of 18 (alternating, load 6-10).
     let payload = RATE_BPS * PAYLOAD_SHARE;
     for (name, doc) in [
