@@ -249,6 +249,19 @@ impl Drop for Nginx {
     }
 }
 
+/// Short stages: 150 ms intervals, 2.1 s at most each way. MNP 4: with 16 flows in a
+/// 40-packet queue most drops would be recovered by a retransmission timeout (a flow's
+/// window too small for three duplicate ACKs), and a self probe queued behind a lost
+/// segment of its own connection measures that.
+pub const SHORT: [&str; 6] = [
+    "--interval",
+    "150ms",
+    "--stage-limit",
+    "2.1",
+    "--max-connections",
+    "4",
+];
+
 /// `sonde rpm URL --insecure --download-only` in the client namespace, short stages.
 pub fn short_rpm(lab: &Lab, url: &str) -> serde_json::Value {
     let out = Lab::in_ns(&lab.client, SONDE)
@@ -260,17 +273,7 @@ pub fn short_rpm(lab: &Lab, url: &str) -> serde_json::Value {
             "--json",
             "--no-save",
         ])
-        // MNP 4: with 16 flows in a 40-packet queue most drops would be recovered by a
-        // retransmission timeout (a flow's window too small for three duplicate ACKs), and
-        // a self probe queued behind a lost segment of its own connection measures that.
-        .args([
-            "--interval",
-            "150ms",
-            "--stage-limit",
-            "2.1",
-            "--max-connections",
-            "4",
-        ])
+        .args(SHORT)
         .output()
         .unwrap();
     assert!(
@@ -279,4 +282,28 @@ pub fn short_rpm(lab: &Lab, url: &str) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Makes the TCP connections namespace `ns` opens or accepts through its default route use
+/// congestion control `cc` (`ip route ... congctl`; `None`: the namespace's default again).
+/// For senders with no setting of their own (nginx, `sonde rpm`'s upload): a namespace
+/// takes this machine's default (BBR here) and may not make cubic its own (the kernel
+/// allows a namespace only the host's tcp_allowed_congestion_control), but a route's
+/// algorithm is any the kernel has.
+pub fn route_congestion(ns: &str, cc: Option<&str>) {
+    let shown = Lab::in_ns_ok(ns, "ip", &["route", "show", "default"]);
+    let mut route: Vec<&str> = shown.split_whitespace().collect();
+    if let Some(at) = route.iter().position(|w| *w == "congctl") {
+        route.truncate(at);
+    }
+    assert!(
+        route.first() == Some(&"default"),
+        "{ns}: no default route: {shown}"
+    );
+    let mut args = vec!["route", "replace"];
+    args.extend(&route);
+    if let Some(cc) = cc {
+        args.extend(["congctl", cc]);
+    }
+    Lab::in_ns_ok(ns, "ip", &args);
 }

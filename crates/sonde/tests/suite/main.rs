@@ -69,6 +69,7 @@ mod rpm_mach;
 mod rpm_netns;
 mod rpm_signals;
 mod rpm_store;
+mod rpm_upload;
 mod rr_netns;
 mod security_accept;
 mod security_broadcast;

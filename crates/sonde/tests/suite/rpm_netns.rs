@@ -10,7 +10,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::delay_line::{DelayLine, Ways};
-use common::rpm_end::{Endpoint, Nginx};
+use common::rpm_end::{route_congestion, Endpoint, Nginx};
 use common::{skip_unless, Lab};
 use serde_json::Value;
 
@@ -69,33 +69,55 @@ fn loaded_bound_ms(bytes: f64) -> f64 {
 /// At the shaper, cubic keeps 97-98 % (18.65 of 19.13).
 const CLIENT_BOUND: f64 = 0.95;
 
-/// `rpm` through a queue of `bytes`, run again (at most 3 runs in all) while a run missed
-/// its claims (the drain law; with `goodput`, the shaper's rate within 5 %) with its
-/// goodput under the shaper's: the client, not the queue, was then what it measured.
+/// Cubic's multiplicative decrease: after a loss a flow's window is this share of what
+/// filled the path.
+const CUBIC_BETA: f64 = 0.7;
+/// The bandwidth-delay product of the base round trip, bytes (25 kB).
+const BDP_BYTES: f64 = RATE_BPS / 8.0 * BASE_MS / 1e3;
+/// The shaper's burst, bytes: what may pass ahead of the queue.
+const BURST_BYTES: f64 = 4096.0;
+/// What the client may add to a round trip it times beyond the path's: its one debug-build
+/// thread sees a completion late while it handles the load. The slowest part seen, HTTP
+/// through the deep queue at 122.7 ms, was 1.1 ms over the base and the full queue's and
+/// burst's drain (4 runs at load 6-10), so 10 ms leaves a loaded machine room.
+const CLIENT_SLACK_MS: f64 = 10.0;
+
+/// The band a foreign probe's TCP handshake falls in through a tail-drop queue of
+/// `bytes` kept full by cubic senders, ms. At least the base and what the queue holds
+/// when every flow has just backed off at once (the window CUBIC_BETA of BDP + queue,
+/// less the BDP in flight: 34.5 of 60 kB, 202.5 of 300 kB); at most the base, the full
+/// queue's and the burst's drain, and CLIENT_SLACK_MS. A trimmed mean averages the
+/// sawtooth between the two (a run at load 15 whose client could not fill the queue, 66
+/// ms through the deep one, is a client-bound run, run again).
+fn handshake_band_ms(bytes: f64) -> (f64, f64) {
+    let least = (CUBIC_BETA * (BDP_BYTES + bytes) - BDP_BYTES).max(0.0);
+    (
+        BASE_MS + drain_ms(least),
+        BASE_MS + drain_ms(bytes + BURST_BYTES) + CLIENT_SLACK_MS,
+    )
+}
+
+/// `rpm` through a queue of `bytes`, run again (at most 3 runs in all) only while the
+/// client was the bottleneck (goodput under CLIENT_BOUND of the shaper's) and the run
+/// missed a claim (`goodput`: the shaper's rate within 5 %; the handshake band, the
+/// loaded bound). A goodput over the shaper's is never run again: it was nginx's sockets
+/// taking the namespace's BBR, not the cubic this test meant (see part 2).
 fn rpm_through(lab: &Lab, url: &str, bytes: f64, goodput: bool) -> Value {
     let payload = RATE_BPS * PAYLOAD_SHARE;
+    let (low, high) = handshake_band_ms(bytes);
     for attempt in 1.. {
         let doc = rpm(lab, url);
         let r = &end(&doc)["download"]["responsiveness"];
         let (tcp, loaded) = (f(&r["tcp"]["trimmed_mean_ms"]), loaded_ms(&doc));
         let g = f(&end(&doc)["download"]["goodput_bits_per_second"]);
-        let lawful = tcp > BASE_MS + 0.5 * drain_ms(bytes) && loaded < loaded_bound_ms(bytes);
+        let lawful = (low..high).contains(&tcp) && loaded < loaded_bound_ms(bytes);
         let rate_ok = !goodput || (g / payload - 1.0).abs() < 0.05;
-        // Over the shaper's rate by more than 5 %: an earlier window's bytes counted in
-        // this one (against nginx, 20.09-21.35 of 19.13 in 1 to 3 runs of 4 here: its
-        // cubic windows over a 60 kB queue lose, and what the loss held back arrives in a
-        // lump), so that run says nothing of the rate; run again, as for a client bound.
-        let over = g > (1.0 + 0.05) * payload;
-        if (lawful && rate_ok) || (g > CLIENT_BOUND * payload && !over) || attempt == 3 {
+        if (lawful && rate_ok) || g >= CLIENT_BOUND * payload || attempt == 3 {
             return doc;
         }
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        let why = match over {
-            true => "a window counted bytes of an earlier one",
-            false => "the client was the bottleneck",
-        };
         eprintln!(
-            "{url} run {attempt}: goodput {:.2} of {:.2} Mbit/s at load {}, TCP {tcp:.1} ms, loaded {loaded:.1} ms: {why}; again",
+            "{url} run {attempt}: goodput {:.2} of {:.2} Mbit/s at load {}, TCP {tcp:.1} ms, loaded {loaded:.1} ms: the client was the bottleneck; again",
             g / 1e6,
             payload / 1e6,
             load.split(' ').next().unwrap_or("?")
@@ -130,53 +152,56 @@ fn rpm_falls_and_rises_with_the_queues_drain_time_and_other_implementations_agre
     let deep = rpm_through(&lab, &url, DEEP_BYTES, false);
     set_queue(&lab, "change", SHORT_BYTES);
     let short2 = rpm_through(&lab, &url, SHORT_BYTES, true);
+    // nginx has no congestion setting of its own; cubic by its route, as ours is.
+    route_congestion(&lab.server, Some("cubic"));
     let nginx = Nginx::start(&lab.server, lab.server_addr, 8443);
     let theirs = rpm_through(&lab, &nginx.base, SHORT_BYTES, true);
 
-    // 1. A foreign probe's TCP handshake takes the base plus the queue's drain time, within
-    //    the band a tail-drop queue under TCP's sawtooth keeps (more than half full); the
-    //    loaded round trip at least that much and at most `loaded_bound_ms` (a self probe
-    //    also waits behind its own connection's unsent 5 ms and a chunk, behind a lost
-    //    segment's recovery, and behind the client's one thread: 55-110 ms where the
-    //    handshake took 30-45 with the short queue, on a machine at load 15); the foreign
-    //    RPM follows 60000 / (base + drain), and the whole RPM falls and rises. A run the
+    // 1. A foreign probe's TCP handshake, and its TLS and HTTP round trips, take the base
+    //    plus what the queue holds: within `handshake_band_ms` of the planted queue; the
+    //    loaded round trip at least the band's floor and at most `loaded_bound_ms` (a self
+    //    probe also waits behind its own connection's unsent 5 ms and a chunk, behind a
+    //    lost segment's recovery, and behind the client's one thread: 55-110 ms where the
+    //    handshake took 30-45 with the short queue, on a machine at load 15). A run the
     //    client could not load (`CLIENT_BOUND`) is run again, and named if it fails.
-    for (name, doc, bytes) in [
+    let runs = [
         ("short", &short1, SHORT_BYTES),
         ("deep", &deep, DEEP_BYTES),
         ("short again", &short2, SHORT_BYTES),
-    ] {
+    ];
+    for (name, doc, bytes) in runs {
         let r = &end(doc)["download"]["responsiveness"];
         if std::env::var("RPM_DEBUG").is_ok() {
             eprintln!("{}", serde_json::to_string(end(doc)).unwrap());
         }
-        let (loaded, tcp, drain) = (
-            loaded_ms(doc),
-            f(&r["tcp"]["trimmed_mean_ms"]),
-            drain_ms(bytes),
-        );
+        let (loaded, drain) = (loaded_ms(doc), drain_ms(bytes));
+        let ms = |part: &str| f(&r[part]["trimmed_mean_ms"]);
+        let (low, high) = handshake_band_ms(bytes);
         let predicted = 60_000.0 / (BASE_MS + drain);
         eprintln!(
-            "{name}: TCP handshake {tcp:.1} ms, loaded {loaded:.1} ms (base {BASE_MS} + drain {drain:.0}); RPM {:.0}, predicted {predicted:.0}",
-            f(&r["rpm"])
-        );
-        assert!(
-            tcp > BASE_MS + 0.5 * drain,
-            "{name}: TCP handshake {tcp:.1} ms, drain {drain:.0} ms (goodput {:.0}: if far under the shaper's, the client was the bottleneck)",
-            f(&end(doc)["download"]["goodput_bits_per_second"])
+            "{name}: TCP {:.1} ms, TLS {:.1}, HTTP {:.1}, loaded {loaded:.1} (band {low:.1}-{high:.1}: base {BASE_MS} + drain {drain:.0}); RPM {:.0} (foreign {:.0}, predicted {predicted:.0}; self {:.0})",
+            ms("tcp"),
+            ms("tls"),
+            ms("http"),
+            f(&r["rpm"]),
+            f(&r["foreign_rpm"]),
+            f(&r["self_rpm"])
         );
         let g = f(&end(doc)["download"]["goodput_bits_per_second"]);
         let cause = match g < CLIENT_BOUND * RATE_BPS * PAYLOAD_SHARE {
             true => "the client was the bottleneck, not the shaper: a loaded machine",
             false => "at the shaper's rate",
         };
+        for part in ["tcp", "tls", "http"] {
+            assert!(
+                (low..high).contains(&ms(part)),
+                "{name}: {part} {:.1} ms outside {low:.1}-{high:.1} (goodput {g:.0}: {cause})",
+                ms(part)
+            );
+        }
         assert!(
-            loaded > BASE_MS + 0.5 * drain,
-            "{name}: loaded {loaded:.1} ms, drain {drain:.0} ms (goodput {g:.0}: {cause})"
-        );
-        assert!(
-            loaded < loaded_bound_ms(bytes),
-            "{name}: loaded {loaded:.1} ms over {:.0} (goodput {g:.0}: {cause})",
+            loaded > low && loaded < loaded_bound_ms(bytes),
+            "{name}: loaded {loaded:.1} ms outside {low:.1}-{:.0} (goodput {g:.0}: {cause})",
             loaded_bound_ms(bytes)
         );
         for part in ["tcp", "tls", "http", "loaded"] {
@@ -186,16 +211,49 @@ fn rpm_falls_and_rises_with_the_queues_drain_time_and_other_implementations_agre
             );
         }
     }
-    let total = |d: &Value| f(&end(d)["download"]["responsiveness"]["rpm"]);
-    assert!(total(&deep) < 0.5 * total(&short1), "RPM did not fall");
-    assert!(
-        total(&short2) > 2.0 * total(&deep),
-        "RPM did not rise again"
-    );
+    // The order is exact: every latency grows with the deep queue and shrinks again, every
+    // RPM falls and rises. The foreign RPM falls and rises by at least what the bands
+    // allow (the deep band's floor over the short one's ceiling: 91.0 / 45.6 ms, 2.0
+    // times). The whole RPM's self part has no such band (`loaded_bound_ms` is loose), so
+    // it is held to the same 2 times as measured, not derived (self 57.9 -> 158.3 ms, 2.7
+    // times, BENCHMARKS).
+    let (low_deep, _) = handshake_band_ms(DEEP_BYTES);
+    let (_, high_short) = handshake_band_ms(SHORT_BYTES);
+    let rr = |d: &Value| end(d)["download"]["responsiveness"].clone();
+    for part in ["tcp", "tls", "http", "loaded"] {
+        let at = |d: &Value| f(&rr(d)[part]["trimmed_mean_ms"]);
+        assert!(
+            at(&short1) < at(&deep) && at(&short2) < at(&deep),
+            "{part}: {:.1}, {:.1}, {:.1} ms",
+            at(&short1),
+            at(&deep),
+            at(&short2)
+        );
+    }
+    for (rpm, fall) in [
+        ("foreign_rpm", low_deep / high_short),
+        ("rpm", 2.0),
+        ("self_rpm", 1.0),
+    ] {
+        let at = |d: &Value| f(&rr(d)[rpm]);
+        let (a, b, c) = (at(&short1), at(&deep), at(&short2));
+        assert!(
+            a > fall * b && c > fall * b,
+            "{rpm} {a:.0}, {b:.0}, {c:.0}: fell {:.2} and rose {:.2} times, not {fall:.2}",
+            a / b,
+            c / b
+        );
+    }
 
     // 2. Goodput: the shaper's payload rate, within 5 %, with the short queue (nginx's
-    //    too). With the deep one the round trip is 130 ms and a 2 s stage's last intervals
-    //    still hold part of the ramp (17.3 of 19.1 Mbit/s when tried).
+    //    too), no run repeated for reading over it. With the deep one the round trip is 130
+    //    ms and a 2 s stage's last intervals still hold part of the ramp (17.3 of 19.1
+    //    Mbit/s when tried). nginx's sockets used to take the namespace's BBR, which over
+    //    this 60 kB queue retransmits ten times what cubic does (500-1,014 segments a run
+    //    against 60-88): the final 600 ms window read -12.1 to +12.9 % of the shaper's
+    //    rate, 4 runs of 18 outside 5 % (what each loss's hole held came when the
+    //    retransmission filled it; the kernel's in-order count alike);
+    //    with cubic by its route, -3.0 to +3.9 %, none of 18 (alternating, load 6-10).
     let payload = RATE_BPS * PAYLOAD_SHARE;
     for (name, doc) in [
         ("short", &short1),
