@@ -120,6 +120,30 @@ impl Iperf3Auth {
         })
     }
 
+    /// What `--iperf3-username`, `--iperf3-rsa-public-key` and
+    /// `--iperf3-use-pkcs1-padding` say, the password read from [`PASSWORD_ENV`]; none
+    /// without a username.
+    pub fn from_flags(
+        username: Option<&str>,
+        key_file: Option<&Path>,
+        pkcs1: bool,
+    ) -> Result<Option<Iperf3Auth>, sonde_results::SpecError> {
+        let (Some(user), Some(key)) = (username, key_file) else {
+            return Ok(None);
+        };
+        let password = std::env::var(PASSWORD_ENV).map_err(|_| sonde_results::SpecError {
+            flag: "--iperf3-username",
+            reason: format!("the password comes from {PASSWORD_ENV}, which is not set"),
+        })?;
+        let padding = if pkcs1 { Padding::Pkcs1 } else { Padding::Oaep };
+        Iperf3Auth::load(user, &password, key, padding)
+            .map(Some)
+            .map_err(|e| sonde_results::SpecError {
+                flag: e.flag(),
+                reason: e.to_string(),
+            })
+    }
+
     /// The `authtoken` for a test starting at `unix_s` (this host's clock, which the
     /// server holds to its own).
     pub fn token(&self, unix_s: i64) -> Result<String, AuthError> {

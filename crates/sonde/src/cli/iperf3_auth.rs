@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 use sonde_results::SpecError;
-use sonde_run::iperf3::auth::{AuthError, Padding, PASSWORD_ENV};
 use sonde_run::iperf3::Iperf3Auth;
 use sonde_run::measure::Plan;
 
@@ -33,31 +32,17 @@ pub struct Iperf3AuthArgs {
 }
 
 impl Iperf3AuthArgs {
-    /// The credentials, the password read from IPERF3_PASSWORD; none without a username.
-    pub fn auth(&self) -> Result<Option<Iperf3Auth>, SpecError> {
-        let (Some(user), Some(key)) = (&self.iperf3_username, &self.iperf3_rsa_public_key) else {
-            return Ok(None);
-        };
-        let password = std::env::var(PASSWORD_ENV).map_err(|_| SpecError {
-            flag: "--iperf3-username",
-            reason: format!("the password comes from {PASSWORD_ENV}, which is not set"),
-        })?;
-        let padding = match self.iperf3_use_pkcs1_padding {
-            true => Padding::Pkcs1,
-            false => Padding::Oaep,
-        };
-        Iperf3Auth::load(user, &password, key, padding)
-            .map(Some)
-            .map_err(|e: AuthError| SpecError {
-                flag: e.flag(),
-                reason: e.to_string(),
-            })
-    }
-
     /// `plan` with the credentials, when it is a test against an iperf3 server.
     pub fn onto(&self, plan: Plan) -> Result<Plan, SpecError> {
+        let auth = || {
+            Iperf3Auth::from_flags(
+                self.iperf3_username.as_deref(),
+                self.iperf3_rsa_public_key.as_deref(),
+                self.iperf3_use_pkcs1_padding,
+            )
+        };
         match plan {
-            Plan::Iperf3(spec, _) => Ok(Plan::Iperf3(spec, self.auth()?)),
+            Plan::Iperf3(spec, _) => Ok(Plan::Iperf3(spec, auth()?)),
             other => Ok(other),
         }
     }
