@@ -220,6 +220,7 @@ impl DirectionRun {
             moving_goodput_bits_per_second: average,
             moving_rpm,
             probes: self.probes[i].count(),
+            tcp: Vec::new(),
         });
         let limit_ms = self.params.stage_limit_ms as f64;
         if self.rpm_stable || elapsed_ms + self.params.interval_ms as f64 > limit_ms {
@@ -231,6 +232,15 @@ impl DirectionRun {
             .min(self.params.mnp - self.connections.min(self.params.mnp));
         self.connections += add;
         Next::Add(add)
+    }
+
+    /// The client's TCP_INFO of its load-generating connections over the interval that
+    /// ended last (the stream kind's samples); the verdict reads them once both
+    /// directions ran (`sonde_results::limit::rpm`).
+    pub fn record_tcp(&mut self, samples: Vec<sonde_results::tcp::TcpSample>) {
+        if let Some(r) = self.rows.last_mut() {
+            r.tcp = samples;
+        }
     }
 
     /// The probes of the last MAD intervals.
@@ -262,6 +272,8 @@ impl DirectionRun {
             connections: self.connections,
             duration_ms,
             intervals: self.rows,
+            tcp_info: None,
+            limited_by: None,
         }
     }
 }

@@ -6,9 +6,9 @@
 //! (`TCP_INFO`), since what hyper took into its buffers has not yet crossed the network.
 
 use std::convert::Infallible;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -18,7 +18,12 @@ use http::Method;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame};
 use hyper::client::conn::http2::SendRequest;
+use sonde_engine::tcp_info::tcp_info;
+use sonde_engine::tcp_sample;
+use sonde_engine::TcpInfo;
 use sonde_results::rpm::{RpmDirection, RpmParams};
+use sonde_results::tcp::TcpSample;
+use sonde_results::Transfer;
 use tokio::task::JoinHandle;
 
 use super::conn::{self, Conn, ReqBody, Target};
@@ -48,12 +53,18 @@ struct Load {
     conn: Conn,
     /// Upload: the bytes acked at the last interval's end.
     acked: u64,
+    /// The stage's index of the connection, and its TCP_INFO at the last interval's end
+    /// (at its opening, before its first).
+    id: u32,
+    info: Option<TcpInfo>,
 }
 
 /// What the stage's tasks share.
 #[derive(Default)]
 struct Shared {
     loads: Mutex<Vec<Load>>,
+    /// Load-generating connections opened so far.
+    opened: AtomicU32,
     downloaded: AtomicU64,
     probes: Mutex<Probes>,
     in_flight: AtomicUsize,
@@ -96,6 +107,7 @@ pub async fn direction(
     }
     let interval = Duration::from_millis(run.params.interval_ms);
     let mut next_interval = start + interval;
+    let mut last_edge = start;
     let mut next_probe = start;
     let mut seed = start.elapsed().as_nanos() as u64 | 1;
     let outcome = loop {
@@ -110,7 +122,11 @@ pub async fn direction(
             let bytes = interval_bytes(&shared, upload);
             let probes = std::mem::take(&mut *lock(&shared.probes));
             let elapsed = now.duration_since(start).as_secs_f64() * 1e3;
-            match stage.end_interval(bytes, probes, elapsed) {
+            let tcp = interval_tcp(&shared, upload, now.duration_since(last_edge).as_secs_f64());
+            last_edge = now;
+            let next = stage.end_interval(bytes, probes, elapsed);
+            stage.record_tcp(tcp);
+            match next {
                 Next::Stop => break Ok(false),
                 Next::Add(n) => (0..n).for_each(|_| tasks.push(open_load(run, upload, &shared))),
             }
@@ -160,6 +176,30 @@ fn interval_bytes(shared: &Shared, upload: bool) -> u64 {
     total
 }
 
+/// Each load-generating connection's TCP_INFO over the interval of `secs` that just
+/// ended, as the stream kind samples its connections: the client sends the upload's bytes
+/// and receives the download's.
+fn interval_tcp(shared: &Shared, upload: bool, secs: f64) -> Vec<TcpSample> {
+    let transfer = match upload {
+        true => Transfer::Send,
+        false => Transfer::Receive,
+    };
+    let mut out = Vec::new();
+    for l in lock(&shared.loads).iter_mut() {
+        if let Some(now) = tcp_info(l.conn.socket.as_raw_fd()) {
+            out.push(tcp_sample::sample(
+                l.id,
+                transfer,
+                l.info.as_ref(),
+                &now,
+                secs,
+            ));
+            l.info = Some(now);
+        }
+    }
+    out
+}
+
 /// Opens one load-generating connection and keeps it loaded until aborted.
 fn open_load(run: &Run, upload: bool, shared: &Arc<Shared>) -> JoinHandle<()> {
     let shared = Arc::clone(shared);
@@ -179,10 +219,13 @@ async fn load(url: &Url, t: &Target, upload: bool, shared: &Shared) -> Result<()
     let mut sender = c.sender.clone();
     let acked = lowat::tcp_info(c.socket.as_fd()).map_or(0, |n| n.acked);
     let gate = lowat::Gate::new(Arc::clone(&c.socket));
+    let info = tcp_info(c.socket.as_raw_fd());
     lock(&shared.loads).push(Load {
         sender: c.sender.clone(),
         conn: c,
         acked,
+        id: shared.opened.fetch_add(1, Ordering::Relaxed),
+        info,
     });
     if upload {
         let req = conn::request(

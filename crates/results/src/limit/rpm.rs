@@ -1,0 +1,274 @@
+//! What limited each direction's loaded phase of an rpm run, judged from the client's own
+//! TCP_INFO of its load-generating connections and the round trips the method timed. The
+//! client is the sender of the upload and the receiver of the download, so it sees the
+//! upload's whole story (TCP's chronographs, retransmissions, the RTT above its minimum)
+//! and, of the download, its own advertised window and the queue its probes waited in;
+//! the server's retransmissions and chronographs are the server's, not here.
+//!
+//! The rules are the stream kind's, on the same figures: a sender that waited on the
+//! receiver's window or its own buffer for a share of the time was limited by it for that
+//! share; what is left is the network's when a queue stood on the path or segments were
+//! lost ([`super::stream::QUEUE_DELAY_NOISE_US`], [`super::LOSS_NOISE`]).
+
+use super::finding::{loss_signal, pick};
+use super::stream::{NOTHING_FOUND, QUEUE_DELAY_DECISIVE_US, QUEUE_DELAY_NOISE_US};
+use super::window::BUFFER_BDP_FACTOR;
+use crate::rpm::RpmDirection;
+use crate::side::{Role, Transfer};
+use crate::tcp::TcpSummary;
+use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
+
+const BY: Option<Role> = Some(Role::Client);
+
+/// The loaded phase's intervals with their lengths, seconds: those once goodput
+/// saturated (a moving RPM exists), or all but the first (slow start) when it never did.
+fn loaded(d: &RpmDirection) -> Vec<(f64, usize)> {
+    let mut out = Vec::new();
+    let saturated = d.intervals.iter().any(|i| i.moving_rpm.is_some());
+    for (n, i) in d.intervals.iter().enumerate() {
+        let start = if n == 0 {
+            0.0
+        } else {
+            d.intervals[n - 1].end_s
+        };
+        let keep = if saturated {
+            i.moving_rpm.is_some()
+        } else {
+            n > 0
+        };
+        if keep && i.end_s > start {
+            out.push((i.end_s - start, n));
+        }
+    }
+    out
+}
+
+/// What the client does with a direction's bytes.
+pub fn transfer(upload: bool) -> Transfer {
+    match upload {
+        true => Transfer::Send,
+        false => Transfer::Receive,
+    }
+}
+
+/// The client's TCP figures over the direction's loaded phase.
+pub fn loaded_tcp(d: &RpmDirection, upload: bool) -> Option<TcpSummary> {
+    let rows = loaded(d);
+    let intervals = rows
+        .iter()
+        .map(|(secs, n)| (*secs, &d.intervals[*n].tcp[..]));
+    TcpSummary::of(intervals, transfer(upload))
+}
+
+/// Fills the direction's `tcp_info` and `limited_by`; `idle_ms` is the run's idle round
+/// trip (the base the loaded one is held against).
+pub fn judge_direction(d: &mut RpmDirection, upload: bool, idle_ms: Option<f64>) {
+    d.tcp_info = loaded_tcp(d, upload);
+    d.limited_by = judge(d, upload, idle_ms);
+}
+
+/// The verdict on one direction whose `tcp_info` is filled; `None` without it.
+pub fn judge(d: &RpmDirection, upload: bool, idle_ms: Option<f64>) -> Option<LimitedBy> {
+    let t = d.tcp_info.as_ref()?;
+    let mut found = Vec::new();
+    let explained = match upload {
+        true => {
+            let (w, b) = sender_waits(t);
+            let share = w.strength.max(b.strength);
+            found.extend([w, b]);
+            share
+        }
+        false => {
+            let w = receive_window(d, t);
+            let share = w.as_ref().map_or(0.0, |w| w.strength);
+            found.extend(w);
+            share
+        }
+    };
+    found.extend(network(d, t, upload, idle_ms, explained));
+    if found.iter().all(|f| f.strength < NOTHING_FOUND) {
+        let text =
+            "no limit of the client's found: no window or buffer waited on, no queue or loss seen";
+        found.push(Finding {
+            verdict: Limit::Network,
+            strength: NOTHING_FOUND,
+            evidence: vec![Evidence::new(
+                TransferEnd::Test,
+                None,
+                "limited_by",
+                0.0,
+                "",
+                text.into(),
+            )],
+        });
+    }
+    pick(found)
+}
+
+/// The upload's sender (the client) waiting on the server's window and on its own send
+/// buffer: TCP's chronographs, share of the time (median connection).
+fn sender_waits(t: &TcpSummary) -> (Finding, Finding) {
+    let chrono = |verdict, figure: &str, share: Option<f64>, what: &str| {
+        let share = share.unwrap_or(0.0) / 100.0;
+        let text = format!(
+            "the client (sender) was {what}-limited {:.0} % of the time (tcp_info, median connection)",
+            share * 100.0
+        );
+        let e = Evidence::new(TransferEnd::Sender, BY, figure, share * 100.0, "%", text);
+        Finding {
+            verdict,
+            strength: share,
+            evidence: vec![e],
+        }
+    };
+    (
+        chrono(
+            Limit::ReceiverWindow,
+            "tcp_info.rwnd_limited_percent",
+            t.rwnd_limited_percent.map(|s| s.median),
+            "rwnd",
+        ),
+        chrono(
+            Limit::SenderBuffer,
+            "tcp_info.sndbuf_limited_percent",
+            t.sndbuf_limited_percent.map(|s| s.median),
+            "sndbuf",
+        ),
+    )
+}
+
+/// The download's receiver (the client) holding its window shut: the bytes a connection
+/// had in flight (its share of the goodput over the loaded round trip) against the window
+/// it advertised. Linux autotunes a receiver's window to [`BUFFER_BDP_FACTOR`] times what
+/// arrives in a round trip, so a window that was filled beyond half was capped (by
+/// `tcp_rmem` or `SO_RCVBUF`), and a full one held the transfer.
+fn receive_window(d: &RpmDirection, t: &TcpSummary) -> Option<Finding> {
+    let wnd = t.rcv_wnd_bytes?.median;
+    let rtt_ms = d
+        .responsiveness
+        .as_ref()
+        .map(|r| r.loaded.trimmed_mean_ms)
+        .or(t.srtt_us.map(|s| s.median / 1e3))?;
+    let conns = d.connections.max(1) as f64;
+    let in_flight = d.goodput_bits_per_second / conns / 8.0 * rtt_ms / 1e3;
+    if wnd <= 0.0 {
+        return None;
+    }
+    let fill = in_flight / wnd;
+    let strength = (fill * BUFFER_BDP_FACTOR - 1.0).clamp(0.0, 1.0);
+    let text = format!(
+        "the client (receiver) advertised {:.1} KiB and had {:.1} KiB in flight per connection ({:.0} % of it: goodput × loaded round trip {:.1} ms)",
+        wnd / 1024.0,
+        in_flight / 1024.0,
+        fill * 100.0,
+        rtt_ms
+    );
+    let figure = "tcp_info.rcv_wnd_bytes";
+    let e = Evidence::new(TransferEnd::Receiver, BY, figure, wnd, "bytes", text);
+    Some(Finding {
+        verdict: Limit::ReceiverWindow,
+        strength,
+        evidence: vec![e],
+    })
+}
+
+/// A queueing delay's strength as the stream kind weighs it.
+fn queue_signal(queued_us: f64) -> f64 {
+    ((queued_us - QUEUE_DELAY_NOISE_US) / (QUEUE_DELAY_DECISIVE_US - QUEUE_DELAY_NOISE_US))
+        .clamp(0.0, 1.0)
+}
+
+/// The path: the loaded round trip above the idle one (the method's own probes, on the
+/// load-generating connections), the client's smoothed RTT above its minimum, and on the
+/// upload the client's retransmissions against the segments it delivered. Scaled by the
+/// share of the time a window or buffer did not explain.
+fn network(
+    d: &RpmDirection,
+    t: &TcpSummary,
+    upload: bool,
+    idle_ms: Option<f64>,
+    explained: f64,
+) -> Option<Finding> {
+    let end = match upload {
+        true => TransferEnd::Sender,
+        false => TransferEnd::Receiver,
+    };
+    let mut signals: Vec<(f64, Evidence)> = Vec::new();
+    let loaded_ms = d.responsiveness.as_ref().map(|r| r.loaded.trimmed_mean_ms);
+    if let (Some(l), Some(i)) = (loaded_ms, idle_ms) {
+        let text = format!(
+            "the loaded round trip {l:.1} ms against the idle {i:.1} ms: {:.1} ms queued",
+            l - i
+        );
+        let e = Evidence::new(
+            TransferEnd::Test,
+            BY,
+            "responsiveness.loaded.trimmed_mean_ms",
+            l,
+            "ms",
+            text,
+        );
+        signals.push((queue_signal((l - i) * 1e3), e));
+    }
+    if let (Some(srtt), Some(min)) = (t.srtt_us, t.min_rtt_us) {
+        let (srtt, min) = (srtt.median, min.median);
+        let text = format!(
+            "the client's smoothed RTT {:.2} ms (± {:.2}) against its minimum {:.2} ms (tcp_info, median connection)",
+            srtt / 1e3,
+            t.rttvar_us.map_or(0.0, |v| v.median) / 1e3,
+            min / 1e3
+        );
+        let e = Evidence::new(end, BY, "tcp_info.srtt_us", srtt, "us", text);
+        signals.push((queue_signal(srtt - min), e));
+    }
+    if upload {
+        if let Some((r, sent)) = retransmits(d) {
+            let loss = r as f64 / sent.max(1.0);
+            let text = format!(
+                "the client retransmitted {r} segments ({:.2} % of the {:.0} it delivered)",
+                loss * 100.0,
+                sent
+            );
+            let figure = "intervals.tcp.retransmits";
+            let e = Evidence::new(TransferEnd::Sender, BY, figure, r as f64, "segments", text);
+            signals.push((loss_signal(loss), e));
+        }
+    }
+    signals.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let strongest = signals.first()?.0;
+    let evidence = signals
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (s, _))| *i == 0 || *s > 0.0)
+        .map(|(_, (_, e))| e)
+        .collect();
+    Some(Finding {
+        verdict: Limit::Network,
+        strength: strongest * (1.0 - explained).max(0.0),
+        evidence,
+    })
+}
+
+/// The upload's retransmitted segments over the loaded phase (all connections) and the
+/// segments its goodput delivered.
+fn retransmits(d: &RpmDirection) -> Option<(u64, f64)> {
+    let rows = loaded(d);
+    let samples = rows
+        .iter()
+        .flat_map(|(_, n)| d.intervals[*n].tcp.iter())
+        .filter(|s| s.transfer == Transfer::Send);
+    let (mut r, mut mss) = (0u64, 0u32);
+    for s in samples {
+        r += s.retransmits as u64;
+        mss = mss.max(s.mss_bytes);
+    }
+    if mss == 0 {
+        return None;
+    }
+    let secs: f64 = rows.iter().map(|(s, _)| s).sum();
+    let bytes: f64 = rows
+        .iter()
+        .map(|(s, n)| d.intervals[*n].goodput_bits_per_second / 8.0 * s)
+        .sum();
+    (secs > 0.0).then_some((r, bytes / mss as f64))
+}
