@@ -144,11 +144,13 @@ fn sender_waits(t: &TcpSummary) -> (Finding, Finding) {
 /// `tcp_rmem` or `SO_RCVBUF`), and a full one held the transfer.
 fn receive_window(d: &RpmDirection, t: &TcpSummary) -> Option<Finding> {
     let wnd = t.rcv_wnd_bytes?.median;
-    let rtt_ms = d
-        .responsiveness
-        .as_ref()
-        .map(|r| r.loaded.trimmed_mean_ms)
-        .or(t.srtt_us.map(|s| s.median / 1e3))?;
+    // The client's own smoothed RTT (its window updates' and requests' acknowledgements
+    // come back behind the download): the self probes' loaded round trip also holds the
+    // time a probe's answer waited in the server's socket for this very window.
+    let rtt_ms = t
+        .srtt_us
+        .map(|s| s.median / 1e3)
+        .or_else(|| d.responsiveness.as_ref().map(|r| r.loaded.trimmed_mean_ms))?;
     let conns = d.connections.max(1) as f64;
     let in_flight = d.goodput_bits_per_second / conns / 8.0 * rtt_ms / 1e3;
     if wnd <= 0.0 {
@@ -157,7 +159,7 @@ fn receive_window(d: &RpmDirection, t: &TcpSummary) -> Option<Finding> {
     let fill = in_flight / wnd;
     let strength = (fill * BUFFER_BDP_FACTOR - 1.0).clamp(0.0, 1.0);
     let text = format!(
-        "the client (receiver) advertised {:.1} KiB and had {:.1} KiB in flight per connection ({:.0} % of it: goodput × loaded round trip {:.1} ms)",
+        "the client (receiver) advertised {:.1} KiB and had {:.1} KiB in flight per connection ({:.0} % of it: goodput × its smoothed RTT {:.1} ms)",
         wnd / 1024.0,
         in_flight / 1024.0,
         fill * 100.0,
@@ -210,10 +212,17 @@ fn network(
         );
         signals.push((queue_signal((l - i) * 1e3), e));
     }
-    if let (Some(srtt), Some(min)) = (t.srtt_us, t.min_rtt_us) {
-        let (srtt, min) = (srtt.median, min.median);
+    // The path's base: the lowest of the connections' minima and the idle round trip (a
+    // connection opened into a full queue never saw the empty path).
+    let base = t
+        .min_rtt_us
+        .map(|m| m.min)
+        .into_iter()
+        .chain(idle_ms.map(|i| i * 1e3));
+    if let (Some(srtt), Some(min)) = (t.srtt_us, base.reduce(f64::min)) {
+        let srtt = srtt.median;
         let text = format!(
-            "the client's smoothed RTT {:.2} ms (± {:.2}) against its minimum {:.2} ms (tcp_info, median connection)",
+            "the client's smoothed RTT {:.2} ms (± {:.2}, tcp_info, median connection) against the path's base {:.2} ms (the lowest tcpi_min_rtt or idle round trip)",
             srtt / 1e3,
             t.rttvar_us.map_or(0.0, |v| v.median) / 1e3,
             min / 1e3
