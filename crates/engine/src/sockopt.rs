@@ -75,6 +75,27 @@ pub fn set_pacing(fd: RawFd, bytes_per_s: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Holds a TCP socket's unsent bytes to about `bytes` (TCP_NOTSENT_LOWAT): a sender is
+/// woken to write only once fewer are queued, so what it has handed the socket is what
+/// left it, within that many bytes.
+pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+    let v = bytes.min(i32::MAX as u32) as libc::c_int;
+    // SAFETY: passes a pointer to a live int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The congestion control algorithm a socket uses.
 pub fn congestion(fd: RawFd) -> Option<String> {
     // SAFETY: the caller's descriptor outlives this borrow.

@@ -39,8 +39,9 @@ pub enum Plan {
         key: Option<sonde_proto::stamp::StampKey>,
     },
     /// A stream test against an `iperf3 -s` (no agent there): iperf3's port (5201) unless
-    /// the target names another than the agent's.
-    Iperf3(TestSpec),
+    /// the target names another than the agent's; with credentials for a server that
+    /// requires iperf3's authentication.
+    Iperf3(TestSpec, Option<crate::iperf3::Iperf3Auth>),
     /// A kind with a runner of its own (no agent at the far end): the door a new such kind
     /// comes in by, without a variant here.
     Own(Box<dyn Runner>),
@@ -252,9 +253,9 @@ impl Measurement<'_> {
                     .map_err(MeasureError::Own)?;
                 Ok(self.finish(vec![doc], 1, None))
             }
-            Plan::Iperf3(spec) => {
+            Plan::Iperf3(spec, auth) => {
                 self.say_line(self.look.heading(&spec, &path, false));
-                let doc = self.iperf3(&spec)?;
+                let doc = self.iperf3(&spec, auth.as_ref())?;
                 Ok(self.finish(vec![doc], 1, None))
             }
             Plan::Stamp { spec, key } => {
@@ -342,7 +343,11 @@ impl Measurement<'_> {
     }
 
     /// One stream test against an iperf3 server, its intervals shown live.
-    fn iperf3(&self, spec: &TestSpec) -> Result<Document, crate::iperf3::Iperf3RunError> {
+    fn iperf3(
+        &self,
+        spec: &TestSpec,
+        auth: Option<&crate::iperf3::Iperf3Auth>,
+    ) -> Result<Document, crate::iperf3::Iperf3RunError> {
         let port = match self.target.port {
             crate::agent::DEFAULT_PORT => sonde_proto::iperf3::DEFAULT_PORT,
             p => p,
@@ -361,7 +366,7 @@ impl Measurement<'_> {
             self.out
                 .interval(Live::Test(l), &|| self.look.live(spec, c, s));
         };
-        crate::iperf3::run(&req, self.interrupt, &mut show)
+        crate::iperf3::run(&req, auth, self.interrupt, &mut show)
     }
 
     /// The zero-loss search: trials without live lines, each said as it ends.

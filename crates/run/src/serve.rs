@@ -190,6 +190,7 @@ pub fn iperf3(
         bind,
         allow: allow.to_vec(),
         limits: agent.limits.clone(),
+        account: std::sync::Arc::clone(&agent.account),
         command: agent.command.clone(),
     };
     let (bind, words) = (cfg.bind, cfg.describe());

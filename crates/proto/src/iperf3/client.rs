@@ -74,6 +74,8 @@ pub struct ClientRules {
     /// When the client began: the whole setup (cookie to TEST_RUNNING) has one `wait`
     /// too, so a server dribbling each state just in time cannot hold it a wait a step.
     born: Instant,
+    /// iperf3's `authtoken` parameter, for a server that requires authentication.
+    authtoken: Option<String>,
 }
 
 impl Rules for ClientRules {
@@ -110,6 +112,18 @@ impl Rules for ClientRules {
     fn step(m: &mut Client, now: Instant) -> Result<bool, Iperf3Error> {
         m.step(now)
     }
+
+    /// SERVER_ERROR, its error number and the close, without the errno: what iperf3's
+    /// server sends when it refuses a test's authentication (`IEAUTHTEST`), and its own
+    /// client reads the error number alone.
+    fn closed(m: &mut Client) -> Option<Iperf3Error> {
+        if m.phase != Phase::ErrorCodes {
+            return None;
+        }
+        let code = m.reader.take(4)?;
+        let code = i32::from_be_bytes([code[0], code[1], code[2], code[3]]);
+        Some(Iperf3Error::ServerError { code, errno: 0 })
+    }
 }
 
 impl Client {
@@ -119,8 +133,16 @@ impl Client {
             test,
             wait,
             born: now,
+            authtoken: None,
         };
         Machine::with(rules, Phase::ParamExchange, vec![cookie.0.to_vec()], now)
+    }
+
+    /// This client proves itself with `token` ([`super::auth`]'s, encrypted and encoded),
+    /// sent with the parameters.
+    pub fn with_authtoken(mut self, token: Option<String>) -> Client {
+        self.rules.authtoken = token;
+        self
     }
 
     /// The test's duration is over: TEST_END.
@@ -197,7 +219,11 @@ impl Client {
         }
         let (next, event) = match expected {
             State::ParamExchange => {
-                self.out.push_back(encode_json(&self.rules.test.params()));
+                let params = super::Params {
+                    authtoken: self.rules.authtoken.clone(),
+                    ..self.rules.test.params()
+                };
+                self.out.push_back(encode_json(&params));
                 (Phase::CreateStreams, None)
             }
             State::CreateStreams => (Phase::TestStart, Some(ClientEvent::CreateStreams)),

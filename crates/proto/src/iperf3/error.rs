@@ -51,7 +51,7 @@ fn describe(code: i32, errno: i32) -> String {
         37 => "the test is longer than the server allows",
         114 => "the server could not take the parameters",
         134 => "the server cannot set the congestion control (-C)",
-        142 => "the server requires authentication (--username, --rsa-public-key-path)",
+        142 => "the server requires iperf3 authentication (a username and password under its RSA key) and did not accept this test's",
         _ => "iperf3 error",
     };
     if errno > 0 {

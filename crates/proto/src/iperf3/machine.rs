@@ -56,6 +56,11 @@ mod sealed {
         fn may_close(phase: Self::Phase) -> bool;
         /// One message taken from `m`'s reader, if a whole one is there.
         fn step(m: &mut Machine<Self>, now: Instant) -> Result<bool, Iperf3Error>;
+        /// What the peer's close means before the end, if more than that it closed (what
+        /// it said before closing, read short).
+        fn closed(_m: &mut Machine<Self>) -> Option<Iperf3Error> {
+            None
+        }
     }
 }
 
@@ -104,7 +109,10 @@ impl<R: Rules> Machine<R> {
                 self.phase = R::DONE;
                 Ok(())
             }
-            false => self.fail(Iperf3Error::Closed(R::doing(self.phase))),
+            false => {
+                let e = R::closed(self).unwrap_or(Iperf3Error::Closed(R::doing(self.phase)));
+                self.fail(e)
+            }
         }
     }
 

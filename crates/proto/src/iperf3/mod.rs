@@ -27,6 +27,7 @@
 //! `ACCESS_DENIED`; a failing one with `SERVER_ERROR` and two 4-byte codes. Every read has
 //! a bounded length and every wait a deadline ([`client::Client::deadline`]).
 
+pub mod auth;
 pub mod client;
 mod error;
 mod frame;

@@ -235,6 +235,10 @@ pub mod refusal {
     pub const DURATION: i32 = 37;
     /// `IENUMSTREAMS`: more streams than this server allows.
     pub const STREAMS: i32 = 6;
+    /// `IEBLOCKSIZE`: a TCP block (`-l`) larger than this server allows.
+    pub const BLOCK_SIZE: i32 = 7;
+    /// `IEUDPBLOCKSIZE`: a UDP block (`-l`) larger than this server allows.
+    pub const UDP_BLOCK_SIZE: i32 = 20;
     /// `IEAUTHTEST`: authentication asked for and not done.
     pub const AUTH: i32 = 142;
 }

@@ -148,6 +148,51 @@ fn a_server_error_carries_its_codes() {
     );
 }
 
+/// iperf3's server refusing a test's authentication sends SERVER_ERROR and IEAUTHTEST
+/// without an errno, and closes: named as the refusal it is, not as a close.
+#[test]
+fn an_authentication_refusal_without_errno_is_named() {
+    let t0 = Instant::now();
+    let mut c = Client::new(cookie(), test(), t0, WAIT);
+    c.handle_bytes(&[9, 0xfe, 0, 0, 0], t0).unwrap();
+    // A close before the error number is whole is a close.
+    let mut short = Client::new(cookie(), test(), t0, WAIT);
+    short.handle_bytes(&[9, 0xfe, 0, 0, 0], t0).unwrap();
+    assert!(matches!(short.handle_eof(), Err(Iperf3Error::Closed(_))));
+    c.handle_bytes(&[142], t0).unwrap();
+    let e = c.handle_eof().unwrap_err();
+    assert_eq!(
+        e,
+        Iperf3Error::ServerError {
+            code: 142,
+            errno: 0
+        }
+    );
+    assert!(
+        e.to_string().contains("requires iperf3 authentication"),
+        "{e}"
+    );
+}
+
+/// The token goes with the parameters, where iperf3's server reads it.
+#[test]
+fn an_authtoken_is_sent_with_the_parameters() {
+    let t0 = Instant::now();
+    let mut c = Client::new(cookie(), test(), t0, WAIT).with_authtoken(Some("AAAA".into()));
+    assert_eq!(c.poll_transmit(), Some(cookie().0.to_vec()));
+    c.handle_bytes(&[9], t0).unwrap();
+    let frame = c.poll_transmit().unwrap();
+    let params: Params = serde_json::from_slice(&frame[4..]).unwrap();
+    assert_eq!(params.authtoken.as_deref(), Some("AAAA"));
+    assert_eq!(
+        Params {
+            authtoken: None,
+            ..params
+        },
+        test().params()
+    );
+}
+
 #[test]
 fn a_state_out_of_order_is_refused_by_both() {
     let t0 = Instant::now();

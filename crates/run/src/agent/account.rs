@@ -2,7 +2,7 @@
 //! and the bits per second of the client parts, booked when a test is admitted and
 //! released when it ends, whatever path it took.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::amounts::{bytes, si};
 
@@ -61,10 +61,25 @@ impl OverShare {
     }
 }
 
-/// Threads, bytes and client bits booked by the live tests.
+/// Threads, bytes and client bits booked by the live tests: the agent's, and those a
+/// service beside it serves (`serve --iperf3`), which share its `ServeConfig::account`.
 #[derive(Debug, Default)]
-pub(super) struct Account {
+pub struct Account {
     booked: Mutex<Share>,
+}
+
+/// A test's threads and memory booked by a service beside the agent; released when
+/// dropped.
+#[derive(Debug)]
+pub struct HeldShare {
+    account: Arc<Account>,
+    share: Share,
+}
+
+impl Drop for HeldShare {
+    fn drop(&mut self) {
+        self.account.release(self.share);
+    }
 }
 
 /// One test's share of the account; released when dropped.
@@ -78,6 +93,15 @@ impl Account {
     /// Books `ask` if it fits beside the live tests' under `max`, else says which flag
     /// refuses it and what the live tests hold.
     pub(super) fn book(&self, ask: Share, max: Share) -> Result<Booking<'_>, OverShare> {
+        self.take(ask, max)?;
+        Ok(Booking {
+            account: self,
+            share: ask,
+        })
+    }
+
+    /// Adds `ask` to what is booked if it fits under `max`.
+    fn take(&self, ask: Share, max: Share) -> Result<(), OverShare> {
         let mut booked = self.booked.lock().unwrap_or_else(|e| e.into_inner());
         let live = *booked;
         if let Some(why) = OverShare::first(ask, live, max) {
@@ -88,10 +112,39 @@ impl Account {
             bytes: live.bytes + ask.bytes,
             client_bits: live.client_bits + ask.client_bits,
         };
-        Ok(Booking {
-            account: self,
+        Ok(())
+    }
+
+    /// Books the serving side of a test `d` asks for beside the live tests, under
+    /// `limits`' threads and memory, or says which flag refuses it and what they hold.
+    pub fn book_serving(
+        self: &Arc<Self>,
+        d: &crate::kind::Demand,
+        limits: &super::Limits,
+    ) -> Result<HeldShare, OverShare> {
+        let ask = Share {
+            threads: d.threads,
+            bytes: d.memory_bytes,
+            client_bits: 0.0,
+        };
+        let max = Share {
+            threads: limits.max_threads,
+            bytes: limits.max_memory_bytes,
+            client_bits: f64::INFINITY,
+        };
+        self.take(ask, max)?;
+        Ok(HeldShare {
+            account: Arc::clone(self),
             share: ask,
         })
+    }
+
+    /// Gives back what `share` booked.
+    fn release(&self, share: Share) {
+        let mut booked = self.booked.lock().unwrap_or_else(|e| e.into_inner());
+        booked.threads = booked.threads.saturating_sub(share.threads);
+        booked.bytes = booked.bytes.saturating_sub(share.bytes);
+        booked.client_bits = (booked.client_bits - share.client_bits).max(0.0);
     }
 
     /// What is booked now.
@@ -103,14 +156,7 @@ impl Account {
 
 impl Drop for Booking<'_> {
     fn drop(&mut self) {
-        let mut booked = self
-            .account
-            .booked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        booked.threads = booked.threads.saturating_sub(self.share.threads);
-        booked.bytes = booked.bytes.saturating_sub(self.share.bytes);
-        booked.client_bits = (booked.client_bits - self.share.client_bits).max(0.0);
+        self.account.release(self.share);
     }
 }
 
@@ -124,6 +170,37 @@ mod tests {
             bytes,
             client_bits,
         }
+    }
+
+    /// A service's share (the iperf3 server's) is booked beside the agent's tests under
+    /// the same limits, and given back when dropped.
+    #[test]
+    fn a_services_share_counts_beside_the_agents_tests() {
+        let a = Arc::new(Account::default());
+        let limits = super::super::Limits {
+            max_threads: 4,
+            ..super::super::Limits::default()
+        };
+        let own = a
+            .book(share(3, 1 << 20, 0.0), share(4, u64::MAX, 1.0))
+            .unwrap();
+        let demand = |threads| crate::kind::Demand {
+            connections: 1,
+            rate: None,
+            bits_per_s: None,
+            message_bytes: 1,
+            threads,
+            memory_bytes: 1 << 20,
+        };
+        let e = a.book_serving(&demand(2), &limits).unwrap_err().to_string();
+        assert!(
+            e.starts_with("2 worker threads beside 3 of running tests"),
+            "{e}"
+        );
+        let held = a.book_serving(&demand(1), &limits).unwrap();
+        assert_eq!(a.booked(), share(4, 2 << 20, 0.0));
+        drop((own, held));
+        assert_eq!(a.booked(), Share::default());
     }
 
     #[test]

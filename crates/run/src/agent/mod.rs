@@ -20,6 +20,7 @@ mod stamp_part;
 mod target;
 
 pub use crate::allow::{Allow, Allowed};
+pub use account::{Account, HeldShare, OverShare};
 pub use limits::{
     default_memory_bytes, Limits, DEFAULT_CLIENT_BITS_PER_S, DEFAULT_MAX_THREADS,
     DEFAULT_TEST_DSCPS,
@@ -92,12 +93,13 @@ pub fn start(cfg: ServeConfig) -> Result<Threads, ServeError> {
 
 /// Accepts controllers until `interrupt`, then waits a moment for their tests to tidy up.
 fn serve(listener: TcpListener, cfg: ServeConfig, interrupt: Interrupt) {
+    let account = Arc::clone(&cfg.account);
     let shared = Arc::new(Shared {
         cfg,
         running: AtomicUsize::new(0),
         sources: sources::Sources::new(sources::CAPS),
         refusals: refusals::Refusals::default(),
-        account: account::Account::default(),
+        account,
         interrupt: interrupt.clone(),
     });
     let mut handles: Vec<std::thread::JoinHandle<()>> = Vec::new();

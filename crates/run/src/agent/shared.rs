@@ -43,6 +43,9 @@ pub struct ServeConfig {
     /// This agent's operator's key for those reflectors (`--stamp-sender-key-file`): the
     /// only key an authenticated STAMP run from this agent uses.
     pub stamp_sender_key: Option<sonde_proto::stamp::StampKey>,
+    /// What the live tests hold, shared with the services beside the agent (`serve
+    /// --iperf3`), so that `--max-threads` and `--max-memory` hold for all of them.
+    pub account: std::sync::Arc<account::Account>,
 }
 
 /// State shared by the connections being served: the tests running, the connections in
@@ -54,7 +57,7 @@ pub(super) struct Shared {
     pub(super) sources: sources::Sources,
     pub(super) refusals: Refusals,
     /// Threads and memory of the live tests.
-    pub(super) account: account::Account,
+    pub(super) account: std::sync::Arc<account::Account>,
     pub(super) interrupt: Interrupt,
 }
 

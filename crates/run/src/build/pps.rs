@@ -146,7 +146,7 @@ impl SearchFlags {
 pub fn plan(p: &PpsParams) -> Result<Plan, SpecError> {
     let spec = spec(p)?;
     Ok(match (p.iperf3, p.search.search) {
-        (true, _) => Plan::Iperf3(TestSpec::Pps(spec)),
+        (true, _) => Plan::Iperf3(TestSpec::Pps(spec), None),
         (false, true) => Plan::Search(spec, p.search.params()?),
         (false, false) => Plan::Tests(vec![TestSpec::Pps(spec)]),
     })

@@ -24,7 +24,7 @@ pub fn plan(spec: StreamSpec, iperf3: bool) -> Result<Plan, SpecError> {
     if let TestSpec::Stream(s) = &mut spec {
         s.timing.cooldown_ms = 0;
     }
-    Ok(Plan::Iperf3(spec))
+    Ok(Plan::Iperf3(spec, None))
 }
 
 #[cfg(test)]
@@ -39,7 +39,7 @@ mod tests {
             panic!("a test against an agent")
         };
         assert_eq!(specs[0].timing().cooldown_ms, 500);
-        let Ok(Plan::Iperf3(spec)) = plan(spec, true) else {
+        let Ok(Plan::Iperf3(spec, None)) = plan(spec, true) else {
             panic!("a test against iperf3 -s")
         };
         assert_eq!(spec.timing().cooldown_ms, 0);

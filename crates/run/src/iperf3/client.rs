@@ -49,6 +49,39 @@ pub enum Iperf3RunError {
     /// The server broke what the test agreed (a rate, a size, its ports).
     #[error("iperf3 server at {addr}: {why}")]
     Broke { addr: SocketAddr, why: String },
+    #[error("{flag}: {0}", flag = .0.flag())]
+    Auth(#[from] super::auth::AuthError),
+    /// IEAUTHTEST from a server asked without credentials.
+    #[error("iperf3 server at {addr}: it requires iperf3 authentication (iperf3 error 142): give --iperf3-username and --iperf3-rsa-public-key (its public key), the password in {}", super::auth::PASSWORD_ENV)]
+    AuthRequired { addr: SocketAddr },
+    /// IEAUTHTEST from a server given credentials.
+    #[error("iperf3 server at {addr}: it requires iperf3 authentication and refused {user}'s (iperf3 error 142): a wrong username or password, clocks further apart than its skew threshold (10 s unless set), or another RSA padding than its own ({} here; iperf3 before 3.17, or started with --use-pkcs1-padding, needs --iperf3-use-pkcs1-padding)", padding.name())]
+    AuthRefused {
+        addr: SocketAddr,
+        user: String,
+        padding: super::auth::Padding,
+    },
+}
+
+impl Iperf3RunError {
+    /// IEAUTHTEST named for what this client did: asked without credentials, or with
+    /// `auth`'s.
+    fn named_auth(self, auth: Option<&super::Iperf3Auth>) -> Iperf3RunError {
+        match self {
+            Iperf3RunError::Protocol {
+                addr,
+                source: Iperf3Error::ServerError { code: 142, .. },
+            } => match auth {
+                None => Iperf3RunError::AuthRequired { addr },
+                Some(a) => Iperf3RunError::AuthRefused {
+                    addr,
+                    user: a.username.clone(),
+                    padding: a.padding,
+                },
+            },
+            e => e,
+        }
+    }
 }
 
 /// A check of what the server sends against what it agreed, called as the test runs
@@ -98,11 +131,12 @@ pub fn test_of(spec: &StreamSpec) -> Result<Test, Iperf3RunError> {
 pub(super) fn run_stream(
     req: &TestRequest,
     spec: &StreamSpec,
+    auth: Option<&super::Iperf3Auth>,
     interrupt: &Interrupt,
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, Iperf3RunError> {
     let test = test_of(spec)?;
-    let mut s = Session::open(req, test.clone(), interrupt)?;
+    let mut s = Session::open(req, test.clone(), auth, interrupt)?;
     let (addr, cookie) = (s.addr, s.cookie);
     let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
     let opts = SocketOptions {
@@ -158,12 +192,16 @@ pub(super) struct Session<'r> {
 }
 
 impl<'r> Session<'r> {
-    /// Connected, parameters sent, and CREATE_STREAMS come: the data connections are next.
+    /// Connected, parameters sent (with `auth`'s token), and CREATE_STREAMS come: the
+    /// data connections are next.
     pub fn open(
         req: &'r TestRequest,
         test: Test,
+        auth: Option<&super::Iperf3Auth>,
         interrupt: &Interrupt,
     ) -> Result<Session<'r>, Iperf3RunError> {
+        // Sealed before connecting: credentials the key cannot carry fail here.
+        let token = auth.map(|a| a.token(unix_now())).transpose()?;
         let addr = crate::controller::resolve(&req.host, req.port).map_err(|e| {
             Iperf3RunError::Resolve {
                 host: req.host.clone(),
@@ -177,7 +215,7 @@ impl<'r> Session<'r> {
             TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io("cannot connect"))?;
         let ctl = Control::new(stream).map_err(io("control connection"))?;
         let cookie = super::cookie();
-        let client = Client::new(cookie, test, Instant::now(), STEP_WAIT);
+        let client = Client::new(cookie, test, Instant::now(), STEP_WAIT).with_authtoken(token);
         let mut s = Session {
             req,
             addr,
@@ -189,7 +227,8 @@ impl<'r> Session<'r> {
             guard: None,
             ours: Role::Client,
         };
-        s.until(interrupt, ClientEvent::CreateStreams)?;
+        s.until(interrupt, ClientEvent::CreateStreams)
+            .map_err(|e| e.named_auth(auth))?;
         Ok(s)
     }
 
@@ -308,6 +347,13 @@ impl<'r> Session<'r> {
             req.fleet.clone(),
         )
     }
+}
+
+/// This host's clock in Unix seconds, as iperf3's token carries it.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// The control connection and the machine on it, before the test.

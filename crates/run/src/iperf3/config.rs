@@ -12,6 +12,9 @@ pub struct Iperf3Config {
     /// Client networks served besides loopback; empty: loopback only.
     pub allow: Vec<Cidr>,
     pub limits: Limits,
+    /// The agent's account of its live tests: a served test books its threads and memory
+    /// there, beside them.
+    pub account: std::sync::Arc<crate::agent::Account>,
     /// This agent's command line, for the documents.
     pub command: String,
 }

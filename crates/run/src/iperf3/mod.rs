@@ -7,6 +7,7 @@
 //! workers over iperf3's UDP streams ([`udp_plane`], [`udp_figures`]). Either way the document is a normal stream document: our side's evidence as
 //! for any run, the iperf3 end's figures as it reported them, absent where it reports none.
 
+pub mod auth;
 pub mod client;
 mod config;
 mod conn;
@@ -24,6 +25,7 @@ mod udp_plane;
 mod udp_serve;
 mod vouch;
 
+pub use auth::Iperf3Auth;
 pub use client::Iperf3RunError;
 pub use config::Iperf3Config;
 pub use dial::run;

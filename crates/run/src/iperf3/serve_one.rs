@@ -55,7 +55,9 @@ pub fn spec_of(t: &Test) -> StreamSpec {
     }
 }
 
-/// Why `spec` is over `limits`, with iperf3's error number for it.
+/// Why `spec` is over `limits`, with iperf3's error number for it: the limits iperf3 has
+/// a number for first, then every other limit the agent holds its own tests to (memory
+/// with `-w`'s socket buffers, worker threads), as the agent words them.
 fn over_limits(spec: &StreamSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
     let ms = spec.timing.total_ms();
     if ms > limits.max_duration_ms {
@@ -68,22 +70,34 @@ fn over_limits(spec: &StreamSpec, limits: &crate::agent::Limits) -> Option<(i32,
         ));
     }
     let conns = spec.total_connections();
-    if conns > limits.max_connections || conns as usize > limits.max_threads {
+    if conns > limits.max_connections {
         return Some((
             refusal::STREAMS,
             format!(
-                "{conns} connections asked, --max-connections is {} and --max-threads {}",
-                limits.max_connections, limits.max_threads
+                "{conns} connections asked, --max-connections is {}",
+                limits.max_connections
             ),
         ));
     }
-    let memory = u64::from(conns) * u64::from(spec.buffer_bytes);
-    if memory > limits.max_memory_bytes {
+    // The stream kind's workers for them, as the agent counts its own tests'.
+    let whole = TestSpec::Stream(spec.clone());
+    let threads =
+        crate::kind::of(&whole).map_or(conns as usize, |k| k.workers(&whole, Role::Server));
+    if threads > limits.max_threads {
         return Some((
-            refusal::BAD_PARAMS,
+            refusal::STREAMS,
             format!(
-                "{memory} bytes of buffers asked, --max-memory is {}",
-                limits.max_memory_bytes
+                "{threads} worker threads for {conns} connections, --max-threads is {}",
+                limits.max_threads
+            ),
+        ));
+    }
+    if spec.buffer_bytes > limits.max_message_bytes {
+        return Some((
+            refusal::BLOCK_SIZE,
+            format!(
+                "-l {} bytes asked, --max-message is {}",
+                spec.buffer_bytes, limits.max_message_bytes
             ),
         ));
     }
@@ -104,7 +118,7 @@ fn over_limits(spec: &StreamSpec, limits: &crate::agent::Limits) -> Option<(i32,
             }
         }
     }
-    None
+    served::agent_limits(&whole, limits)
 }
 
 /// Accepts the test's `n` data connections, each with `cookie`; tells any other
@@ -216,6 +230,8 @@ pub(super) fn serve_stream(
     } = o;
     let spec = spec_of(&test);
     served::refuse_over(&mut ctl, &mut srv, over_limits(&spec, &cfg.limits))?;
+    let whole = TestSpec::Stream(spec.clone());
+    let _held = served::book(&mut ctl, &mut srv, cfg, &whole)?;
     // Before the test starts: probing the host takes a while, and the client sends (and
     // counts) from TEST_RUNNING on.
     let probe = HostProbe::for_peer(peer.ip());
@@ -262,4 +278,56 @@ pub(super) fn serve_stream(
         error,
     );
     Ok((doc, summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Limits;
+    use serde_json::{json, Value};
+
+    /// The spec served for iperf3's parameters: 1 s, 32K writes, 10 Mbit/s, then `set`.
+    fn spec(set: (&str, Value)) -> StreamSpec {
+        let mut p = json!({ "time": 1, "len": 32768, "bandwidth": 1e7 });
+        p[set.0] = set.1;
+        let p: sonde_proto::iperf3::Params = serde_json::from_value(p).unwrap();
+        spec_of(&p.test().unwrap())
+    }
+
+    /// Each limit alone refuses with iperf3's number for it and the flag's name.
+    #[test]
+    fn each_limit_refuses_with_its_iperf3_number_and_flag() {
+        let limits = Limits {
+            max_duration_ms: 2000,
+            max_connections: 4,
+            max_threads: 2,
+            max_message_bytes: 64 << 10,
+            max_memory_bytes: 64 << 20,
+            max_bitrate: Some(50e6),
+            ..Limits::default()
+        };
+        assert_eq!(over_limits(&spec(("parallel", json!(2))), &limits), None);
+        for (set, code, flag) in [
+            (("time", json!(3)), refusal::DURATION, "--max-duration"),
+            (
+                ("parallel", json!(5)),
+                refusal::STREAMS,
+                "--max-connections",
+            ),
+            (("parallel", json!(3)), refusal::STREAMS, "--max-threads"),
+            (("len", json!(131072)), refusal::BLOCK_SIZE, "--max-message"),
+            (
+                ("window", json!(33554432)),
+                refusal::BAD_PARAMS,
+                "--max-memory",
+            ),
+            (("bandwidth", json!(6e7)), refusal::RATE, "--max-bitrate"),
+            (("bandwidth", json!(0)), refusal::RATE, "--max-bitrate"),
+        ] {
+            let what = format!("{set:?}");
+            let (c, why) = over_limits(&spec(set), &limits).unwrap_or_else(|| panic!("{what}"));
+            assert_eq!(c, code, "{what}: {why}");
+            assert!(why.contains(flag), "{what}: {why}");
+        }
+    }
 }

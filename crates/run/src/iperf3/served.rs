@@ -214,6 +214,46 @@ pub(super) fn their_results(
     }
 }
 
+/// What the agent's own limits say of `spec` as the serving side (`Limits::check`: memory
+/// with the socket buffers, worker threads, message size, rate...), refused with
+/// iperf3's IERECVPARAMS: its client has no number for most of them, and the agent's log
+/// names the flag.
+pub(super) fn agent_limits(
+    spec: &TestSpec,
+    limits: &crate::agent::Limits,
+) -> Option<(i32, String)> {
+    let kind = crate::kind::of(spec)?;
+    let why = limits.check(spec, kind, sonde_results::Role::Server)?;
+    Some((sonde_proto::iperf3::server::refusal::BAD_PARAMS, why))
+}
+
+/// Books the serving side of `spec` in the agent's account, beside the tests the agent
+/// and this service run, or refuses the test naming the flag and what they hold (iperf3's
+/// IENUMSTREAMS for threads, IERECVPARAMS for memory). Released when the share drops.
+pub(super) fn book(
+    ctl: &mut Control,
+    srv: &mut Server,
+    cfg: &Iperf3Config,
+    spec: &TestSpec,
+) -> Result<Option<crate::agent::HeldShare>, ServeError> {
+    use crate::agent::OverShare;
+    let Some(kind) = crate::kind::of(spec) else {
+        return Ok(None);
+    };
+    let d = kind.demand(spec, sonde_results::Role::Server);
+    match cfg.account.book_serving(&d, &cfg.limits) {
+        Ok(held) => Ok(Some(held)),
+        Err(over) => {
+            let code = match over {
+                OverShare::Threads { .. } => sonde_proto::iperf3::server::refusal::STREAMS,
+                _ => sonde_proto::iperf3::server::refusal::BAD_PARAMS,
+            };
+            refuse_over(ctl, srv, Some((code, over.to_string())))?;
+            Ok(None)
+        }
+    }
+}
+
 /// The document's name for the client: iperf3's, with the version it told.
 pub(super) fn client_name(test: &Test, peer: SocketAddr) -> String {
     format!(

@@ -89,11 +89,12 @@ pub fn test_of(spec: &PpsSpec) -> Result<Test, Iperf3RunError> {
 pub fn run(
     req: &TestRequest,
     spec: &PpsSpec,
+    auth: Option<&super::Iperf3Auth>,
     interrupt: &Interrupt,
     live: &mut dyn FnMut(LiveInterval<'_>),
 ) -> Result<Document, Iperf3RunError> {
     let test = test_of(spec)?;
-    let mut s = Session::open(req, test.clone(), interrupt)?;
+    let mut s = Session::open(req, test.clone(), auth, interrupt)?;
     let addr = s.addr;
     let io = |what| move |source| Iperf3RunError::Io { addr, what, source };
     let tos = spec.execution.marks.data_tos();

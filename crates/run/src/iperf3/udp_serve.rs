@@ -68,7 +68,8 @@ pub fn spec_of(t: &Test, ipv6: bool) -> PpsSpec {
     }
 }
 
-/// Why `t` is over `limits` or not served, with iperf3's error number for it.
+/// Why `t` is over `limits` or not served, with iperf3's error number for it; then every
+/// other limit the agent holds its own tests to.
 fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
     let refuse = |code, why: String| Some((code, why));
     let len = p.payload_bytes();
@@ -77,6 +78,16 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
         return refuse(
             refusal::BAD_PARAMS,
             format!("-l {len}: at most {max} over UDP"),
+        );
+    }
+    if p.size_bytes > limits.max_message_bytes {
+        let max = limits.max_message_bytes;
+        return refuse(
+            refusal::UDP_BLOCK_SIZE,
+            format!(
+                "-l {len} bytes asked ({} with the headers), --max-message is {max}",
+                p.size_bytes
+            ),
         );
     }
     // Each receiver's batch of buffers, a datagram's most each.
@@ -111,6 +122,23 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
             ),
         );
     }
+    if let Some(max) = limits.max_rate {
+        match p.rate_pps.map(|r| r * ways) {
+            Some(r) if r <= max => {}
+            Some(r) => {
+                return refuse(
+                    refusal::RATE,
+                    format!("{r:.0} datagrams/s asked, --max-rate is {max}"),
+                )
+            }
+            None => {
+                return refuse(
+                    refusal::RATE,
+                    format!("an unpaced test asked (-b 0), --max-rate is {max}"),
+                )
+            }
+        }
+    }
     if let Some(max) = limits.max_bitrate {
         let bits = p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0 * ways);
         match bits {
@@ -129,7 +157,7 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
             }
         }
     }
-    None
+    served::agent_limits(&TestSpec::Pps(p.clone()), limits)
 }
 
 /// A socket on the test's port beside those taken by its streams.
@@ -197,6 +225,7 @@ pub(super) fn serve(
     let local = listener.local_addr().map_err(io("listener"))?;
     let spec = spec_of(&test, local.is_ipv6());
     served::refuse_over(&mut ctl, &mut srv, over_limits(&test, &spec, &cfg.limits))?;
+    let _held = served::book(&mut ctl, &mut srv, cfg, &TestSpec::Pps(spec.clone()))?;
     let probe = HostProbe::for_peer(peer.ip());
     // Bound before CREATE_STREAMS: the first stream's datagram follows it at once.
     let first = bind_port(local).map_err(io("UDP stream"))?;
@@ -338,5 +367,38 @@ mod tests {
         assert_eq!(s.rate_pps, Some(2000.0));
         assert_eq!(s.batch, 2);
         assert_eq!(s.timing.duration_ms, 3000);
+    }
+
+    /// `--max-rate` holds the datagrams a second (both ways with `--bidir`), and
+    /// `--max-message` the datagram with its headers.
+    #[test]
+    fn the_datagram_rate_and_size_are_held_to_the_agents_limits() {
+        let limits = crate::agent::Limits {
+            max_rate: Some(1500.0),
+            max_message_bytes: 1024,
+            ..crate::agent::Limits::default()
+        };
+        let over = |len: f64, bits: f64, bidir: bool| {
+            let p = sonde_proto::iperf3::Params {
+                udp: Some(true),
+                len: Some(len),
+                bandwidth: Some(bits),
+                bidirectional: bidir.then_some(true),
+                ..Default::default()
+            };
+            let t = p.test().unwrap();
+            over_limits(&t, &spec_of(&t, false), &limits)
+        };
+        // 1000 datagrams a second of 900 bytes: within both.
+        assert_eq!(over(900.0, 7.2e6, false), None);
+        let (code, why) = over(900.0, 7.2e6, true).unwrap();
+        assert_eq!(code, refusal::RATE);
+        assert!(
+            why.contains("2000 datagrams/s asked, --max-rate is 1500"),
+            "{why}"
+        );
+        let (code, why) = over(1000.0, 8e6, false).unwrap();
+        assert_eq!(code, refusal::UDP_BLOCK_SIZE);
+        assert!(why.contains("--max-message is 1024"), "{why}");
     }
 }

@@ -53,7 +53,7 @@ mod tests {
                 Plan::Search(spec, _) => vec![TestSpec::Pps(spec)],
                 Plan::Load(l) => vec![TestSpec::Ping(l.ping(sonde_results::Transport::Udp))],
                 Plan::Stamp { spec, .. } => vec![TestSpec::Stamp(spec)],
-                Plan::Iperf3(spec) => vec![spec],
+                Plan::Iperf3(spec, _) => vec![spec],
                 Plan::Own(runner) => vec![runner.spec()],
                 Plan::Watch { .. } => unreachable!(),
             };

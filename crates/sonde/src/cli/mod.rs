@@ -3,6 +3,7 @@
 //! probing of the host (`auto` CPUs are chosen when a test starts).
 
 mod flags;
+mod iperf3_auth;
 mod load;
 mod marks;
 mod mesh;

@@ -64,6 +64,8 @@ pub struct PpsArgs {
     #[arg(long, requires = "iperf3", conflicts_with = "reverse")]
     pub bidir: bool,
     #[command(flatten)]
+    pub iperf3_auth: super::iperf3_auth::Iperf3AuthArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -125,7 +127,7 @@ pub struct SearchArgs {
 impl PpsArgs {
     /// One test, the zero-loss search made of such tests, or a test against `iperf3 -s`.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        pps::plan(&self.params())
+        self.iperf3_auth.onto(pps::plan(&self.params())?)
     }
 
     fn params(&self) -> PpsParams {
@@ -213,7 +215,7 @@ mod tests {
             let e = <super::super::Cli as clap::Parser>::try_parse_from(words).unwrap_err();
             assert!(e.to_string().contains("--iperf3"), "{flag}: {e}");
         }
-        let Ok(Plan::Iperf3(sonde_results::TestSpec::Pps(s))) =
+        let Ok(Plan::Iperf3(sonde_results::TestSpec::Pps(s), _)) =
             args_of("pps h --iperf3 --bidir").plan()
         else {
             panic!("an iperf3 test")

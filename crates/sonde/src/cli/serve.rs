@@ -194,6 +194,7 @@ impl ServeArgs {
                 "--stamp-sender-key-file",
                 self.stamp_sender_key_file.as_deref(),
             )?,
+            account: Default::default(),
         })
     }
 

@@ -61,6 +61,8 @@ pub struct StreamArgs {
     #[arg(long, conflicts_with = "from")]
     pub iperf3: bool,
     #[command(flatten)]
+    pub iperf3_auth: super::iperf3_auth::Iperf3AuthArgs,
+    #[command(flatten)]
     pub execution: ExecutionArgs,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -69,7 +71,8 @@ pub struct StreamArgs {
 impl StreamArgs {
     /// What to measure: a test against an agent, or against an iperf3 server.
     pub fn plan(&self) -> Result<Plan, SpecError> {
-        stream::plan(self.spec(), self.iperf3)
+        self.iperf3_auth
+            .onto(stream::plan(self.spec(), self.iperf3)?)
     }
 
     /// The flags as a spec, not yet checked.

@@ -148,7 +148,7 @@ fn planned(line: &str) -> Value {
             "trials_per_step": p.trials_per_step,
         }),
         Ok(Plan::Load(spec)) => json!({ "load": spec }),
-        Ok(Plan::Iperf3(spec)) => json!({ "iperf3": spec }),
+        Ok(Plan::Iperf3(spec, _)) => json!({ "iperf3": spec }),
         Ok(Plan::Watch {
             spec,
             probe,

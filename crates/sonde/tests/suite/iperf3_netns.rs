@@ -339,6 +339,51 @@ fn iperf3_client_against_serve_iperf3() {
     drop(serve);
 }
 
+/// `iperf3 -c --bidir -J` against `sonde serve --iperf3`, shaped both ways: exit 0, and
+/// each direction's throughput in its JSON within 1 % of our served document's (forward:
+/// its sender against our receiver; reverse: our sender against its receiver), and the
+/// far end's figures it printed are ours byte for byte.
+#[test]
+fn iperf3_client_bidir_against_serve_iperf3() {
+    let Some(lab) = Lab::needing(&["tc", "iperf3"]) else {
+        return;
+    };
+    tbf(&lab.client, &lab.client_if);
+    tbf(&lab.server, &lab.server_if);
+    let (serve, rx) = serve_iperf3(&lab, &["--iperf3-allow", "198.18.0.0/15"]);
+    let json = iperf3_client(&lab, &["--bidir", "-t", "4", "-O", "1", "-w", "128K"]);
+    let doc = served_doc(&rx);
+    let end = &doc["end"];
+    assert_eq!(end["partial"], false, "{end}");
+    assert!(end["reverse"].is_object(), "both directions: {end}");
+    let theirs = &json["end"];
+    // iperf3 names its sums by its own part: sent and received forward, and "bidir_reverse"
+    // for the direction the server sends.
+    for (what, ours, far, own) in [
+        ("forward", &end["receiver"], "sum_received", "sum_sent"),
+        (
+            "reverse",
+            &end["reverse"]["sender"],
+            "sum_sent_bidir_reverse",
+            "sum_received_bidir_reverse",
+        ),
+    ] {
+        assert_eq!(ours["measured_by"], "server", "{what}: {ours}");
+        // What iperf3 -c printed for its far end is what we measured and sent it.
+        assert_eq!(ours["bytes"], theirs[far]["bytes"], "{what}");
+        let (o, t) = (
+            f(&ours["bits_per_second"]),
+            f(&theirs[own]["bits_per_second"]),
+        );
+        eprintln!(
+            "iperf3 -c --bidir {what}: ours {o:.0} iperf3 {t:.0} ({:+.2}%)",
+            (o / t - 1.0) * 100.0
+        );
+        assert!(off(o, t) < WITHIN, "{what}: ours {o} vs iperf3's {t}");
+    }
+    drop(serve);
+}
+
 /// IPv6 and `-C`: on ::1 against `iperf3 -s`, with reno asked for: iperf3's own JSON says
 /// its end ran reno (the parameter reached it), and its bytes are the document's.
 #[test]
