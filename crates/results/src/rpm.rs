@@ -70,6 +70,11 @@ pub struct RpmInterval {
     /// nothing here: these are the client's own sockets).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tcp: Vec<TcpSample>,
+    /// The server's TCP_INFO of the same connections over the interval, where the far
+    /// end is `sonde serve --rpm` (each connection's own, asked over it): `send` on the
+    /// download, `receive` on the upload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_tcp: Vec<TcpSample>,
 }
 
 /// One direction's stage: load that way, probes both kinds.
@@ -92,6 +97,9 @@ pub struct RpmDirection {
     /// on the download.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<TcpSummary>,
+    /// The server's, over the same intervals, where it gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tcp_info: Option<TcpSummary>,
     /// What limited the loaded phase, judged from the client's TCP_INFO and the
     /// round trips the method measured (`sonde_results::limit::rpm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -221,6 +221,7 @@ impl DirectionRun {
             moving_rpm,
             probes: self.probes[i].count(),
             tcp: Vec::new(),
+            server_tcp: Vec::new(),
         });
         let limit_ms = self.params.stage_limit_ms as f64;
         if self.rpm_stable || elapsed_ms + self.params.interval_ms as f64 > limit_ms {
@@ -240,6 +241,14 @@ impl DirectionRun {
     pub fn record_tcp(&mut self, samples: Vec<sonde_results::tcp::TcpSample>) {
         if let Some(r) = self.rows.last_mut() {
             r.tcp = samples;
+        }
+    }
+
+    /// The server's TCP_INFO of a load-generating connection over interval `index` (from
+    /// 0), when the far end is `sonde serve --rpm` ([`crate::far`]).
+    pub fn record_server_tcp(&mut self, index: usize, sample: sonde_results::tcp::TcpSample) {
+        if let Some(r) = self.rows.get_mut(index) {
+            r.server_tcp.push(sample);
         }
     }
 
@@ -273,6 +282,7 @@ impl DirectionRun {
             duration_ms,
             intervals: self.rows,
             tcp_info: None,
+            server_tcp_info: None,
             limited_by: None,
         }
     }

@@ -86,9 +86,8 @@ fn direction(name: &str, d: &RpmDirection) -> String {
             s += &format!("    runner-up: {} ({:.2})\n", r.verdict, r.strength);
         }
     }
-    if d.intervals.iter().any(|i| !i.tcp.is_empty()) {
-        s += &tcp_rows(d);
-    }
+    s += &tcp_rows(d, "client", |i| &i.tcp);
+    s += &tcp_rows(d, "server", |i| &i.server_tcp);
     s
 }
 
@@ -96,22 +95,22 @@ fn direction(name: &str, d: &RpmDirection) -> String {
 /// smoothed RTT and its variance (median connection), retransmitted segments and delivery
 /// rate (summed over the connections), and the median connection's busy, rwnd- and
 /// sndbuf-limited shares of the interval; `-` where the kernel did not say.
-fn tcp_rows(d: &RpmDirection) -> String {
-    let side = match d.intervals.iter().flat_map(|i| &i.tcp).next() {
+fn tcp_rows(d: &RpmDirection, who: &str, of: fn(&RpmInterval) -> &Vec<TcpSample>) -> String {
+    let side = match d.intervals.iter().flat_map(of).next() {
+        None => return String::new(),
         Some(t) if t.transfer == sonde_results::Transfer::Send => "sender",
         _ => "receiver",
     };
     let mut s = format!(
-        "  client TCP_INFO ({side}), per interval: end s, conns, srtt ms, rttvar ms, retrans, delivery Mbit/s, busy %, rwnd-limited %, sndbuf-limited %\n"
+        "  {who} TCP_INFO ({side}), per interval: end s, conns, srtt ms, rttvar ms, retrans, delivery Mbit/s, busy %, rwnd-limited %, sndbuf-limited %\n"
     );
     for i in &d.intervals {
-        s += &tcp_row(i);
+        s += &tcp_row(i.end_s, of(i));
     }
     s
 }
 
-fn tcp_row(i: &RpmInterval) -> String {
-    let t = &i.tcp;
+fn tcp_row(end_s: f64, t: &[TcpSample]) -> String {
     let opt = |v: Option<f64>, scale: f64| v.map_or("-".into(), |v| format!("{:.1}", v / scale));
     let sum = |f: fn(&TcpSample) -> Option<f64>| {
         let v: Vec<f64> = t.iter().filter_map(f).collect();
@@ -126,7 +125,7 @@ fn tcp_row(i: &RpmInterval) -> String {
     };
     format!(
         "    {:>6.2} {:>3} {:>7} {:>7} {:>5} {:>7} {:>5} {:>5} {:>5}\n",
-        i.end_s,
+        end_s,
         t.len(),
         opt(med(|s| s.srtt_us), 1e3),
         opt(med(|s| s.rttvar_us), 1e3),

@@ -2,8 +2,10 @@
 //! TCP_INFO of its load-generating connections and the round trips the method timed. The
 //! client is the sender of the upload and the receiver of the download, so it sees the
 //! upload's whole story (TCP's chronographs, retransmissions, the RTT above its minimum)
-//! and, of the download, its own advertised window and the queue its probes waited in;
-//! the server's retransmissions and chronographs are the server's, not here.
+//! and, of the download, its own advertised window and the queue its probes waited in.
+//! The download's sender figures (its chronographs, its retransmissions) are the
+//! server's: read where the far end is `sonde serve --rpm`, which gives each connection
+//! its own (`intervals[].server_tcp`), absent elsewhere.
 //!
 //! The rules are the stream kind's, on the same figures: a sender that waited on the
 //! receiver's window or its own buffer for a share of the time was limited by it for that
@@ -64,6 +66,11 @@ pub fn loaded_tcp(d: &RpmDirection, upload: bool) -> Option<TcpSummary> {
 /// trip (the base the loaded one is held against).
 pub fn judge_direction(d: &mut RpmDirection, upload: bool, idle_ms: Option<f64>) {
     d.tcp_info = loaded_tcp(d, upload);
+    let rows = loaded(d);
+    let server = rows
+        .iter()
+        .map(|(secs, n)| (*secs, &d.intervals[*n].server_tcp[..]));
+    d.server_tcp_info = TcpSummary::of(server, transfer(!upload));
     d.limited_by = judge(d, upload, idle_ms);
 }
 
@@ -73,13 +80,21 @@ pub fn judge(d: &RpmDirection, upload: bool, idle_ms: Option<f64>) -> Option<Lim
     let mut found = Vec::new();
     let explained = match upload {
         true => {
-            let (w, b) = sender_waits(t);
+            let (w, b) = sender_waits(t, Role::Client);
             let share = w.strength.max(b.strength);
             found.extend([w, b]);
             share
         }
         false => {
-            let w = receive_window(d, t);
+            let mut w = receive_window(d, t);
+            // The server's own chronograph of the same window, where it gave one.
+            if let Some(s) = &d.server_tcp_info {
+                let (by_server, _) = sender_waits(s, Role::Server);
+                w = Some(match w {
+                    Some(c) => stronger_first(c, by_server),
+                    None => by_server,
+                });
+            }
             let share = w.as_ref().map_or(0.0, |w| w.strength);
             found.extend(w);
             share
@@ -105,16 +120,36 @@ pub fn judge(d: &RpmDirection, upload: bool, idle_ms: Option<f64>) -> Option<Lim
     pick(found)
 }
 
-/// The upload's sender (the client) waiting on the server's window and on its own send
-/// buffer: TCP's chronographs, share of the time (median connection).
-fn sender_waits(t: &TcpSummary) -> (Finding, Finding) {
+/// Two readings of one limit as one finding: the stronger's strength, its evidence first.
+fn stronger_first(a: Finding, b: Finding) -> Finding {
+    let (mut a, b) = if a.strength >= b.strength {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    a.evidence.extend(b.evidence);
+    a
+}
+
+/// A sender (the client on the upload, the server on the download) waiting on the
+/// receiver's window and on its own send buffer: TCP's chronographs, share of the time
+/// (median connection).
+fn sender_waits(t: &TcpSummary, by: Role) -> (Finding, Finding) {
     let chrono = |verdict, figure: &str, share: Option<f64>, what: &str| {
         let share = share.unwrap_or(0.0) / 100.0;
         let text = format!(
-            "the client (sender) was {what}-limited {:.0} % of the time (tcp_info, median connection)",
+            "the {} (sender) was {what}-limited {:.0} % of the time (tcp_info, median connection)",
+            by.as_str(),
             share * 100.0
         );
-        let e = Evidence::new(TransferEnd::Sender, BY, figure, share * 100.0, "%", text);
+        let e = Evidence::new(
+            TransferEnd::Sender,
+            Some(by),
+            figure,
+            share * 100.0,
+            "%",
+            text,
+        );
         Finding {
             verdict,
             strength: share,
@@ -230,18 +265,30 @@ fn network(
         let e = Evidence::new(end, BY, "tcp_info.srtt_us", srtt, "us", text);
         signals.push((queue_signal(srtt - min), e));
     }
-    if upload {
-        if let Some((r, sent)) = retransmits(d) {
-            let loss = r as f64 / sent.max(1.0);
-            let text = format!(
-                "the client retransmitted {r} segments ({:.2} % of the {:.0} it delivered)",
-                loss * 100.0,
-                sent
-            );
-            let figure = "intervals.tcp.retransmits";
-            let e = Evidence::new(TransferEnd::Sender, BY, figure, r as f64, "segments", text);
-            signals.push((loss_signal(loss), e));
-        }
+    // The sender's retransmissions: the client's on the upload, the server's (where it
+    // gave its readings) on the download.
+    let by = if upload { Role::Client } else { Role::Server };
+    if let Some((r, sent)) = retransmits(d, upload) {
+        let loss = r as f64 / sent.max(1.0);
+        let text = format!(
+            "the {} retransmitted {r} segments ({:.2} % of the {:.0} delivered)",
+            by.as_str(),
+            loss * 100.0,
+            sent
+        );
+        let figure = match upload {
+            true => "intervals.tcp.retransmits",
+            false => "intervals.server_tcp.retransmits",
+        };
+        let e = Evidence::new(
+            TransferEnd::Sender,
+            Some(by),
+            figure,
+            r as f64,
+            "segments",
+            text,
+        );
+        signals.push((loss_signal(loss), e));
     }
     signals.sort_by(|a, b| b.0.total_cmp(&a.0));
     let strongest = signals.first()?.0;
@@ -258,13 +305,17 @@ fn network(
     })
 }
 
-/// The upload's retransmitted segments over the loaded phase (all connections) and the
-/// segments its goodput delivered.
-fn retransmits(d: &RpmDirection) -> Option<(u64, f64)> {
+/// The sender's retransmitted segments over the loaded phase (all connections) and the
+/// segments its goodput delivered: the client's samples on the upload, the server's on
+/// the download.
+fn retransmits(d: &RpmDirection, upload: bool) -> Option<(u64, f64)> {
     let rows = loaded(d);
     let samples = rows
         .iter()
-        .flat_map(|(_, n)| d.intervals[*n].tcp.iter())
+        .flat_map(|(_, n)| match upload {
+            true => d.intervals[*n].tcp.iter(),
+            false => d.intervals[*n].server_tcp.iter(),
+        })
         .filter(|s| s.transfer == Transfer::Send);
     let (mut r, mut mss) = (0u64, 0u32);
     for s in samples {

@@ -46,6 +46,7 @@ fn direction(
                     _ => s,
                 })
                 .collect(),
+            server_tcp: Vec::new(),
         })
         .collect();
     RpmDirection {
@@ -65,6 +66,7 @@ fn direction(
         duration_ms: 3000,
         intervals,
         tcp_info: None,
+        server_tcp_info: None,
         limited_by: None,
     }
 }
@@ -170,4 +172,45 @@ fn no_tcp_info_no_verdict_and_nothing_found_is_the_network_at_the_floor() {
     let v = d.limited_by.as_ref().unwrap();
     assert_eq!((v.verdict, v.strength), (Limit::Network, 0.1));
     assert!(loaded_tcp(&d, false).is_none(), "no receive samples");
+}
+
+#[test]
+fn a_download_the_server_saw_rwnd_limited_is_the_receivers_window_by_its_evidence() {
+    // The client's window had room by its own figures (a 64 KiB window, 13 % filled)...
+    let mut d = direction(4, 12.0, 20.0, |_| receiver(64 << 10, 22_000));
+    // ...but the server, the sender, waited on it 80 % of the time and lost nothing.
+    for i in &mut d.intervals {
+        i.server_tcp = (0..4)
+            .map(|c| TcpSample {
+                connection: c,
+                ..sender(22_000, 0, 80.0, 0.0)
+            })
+            .collect();
+    }
+    judge_direction(&mut d, false, Some(20.0));
+    assert_eq!(d.server_tcp_info.as_ref().unwrap().connections, 4);
+    let v = d.limited_by.as_ref().unwrap();
+    assert_eq!(v.verdict, Limit::ReceiverWindow, "{}", v.sentence());
+    assert!((v.strength - 0.8).abs() < 1e-9);
+    let e = &v.evidence[0];
+    assert_eq!(e.measured_by, Some(crate::side::Role::Server));
+    assert_eq!(e.figure, "tcp_info.rwnd_limited_percent");
+    assert_eq!(
+        v.evidence[1].figure, "tcp_info.rcv_wnd_bytes",
+        "the client's too"
+    );
+    // The server's retransmissions are the download's loss signal.
+    for i in &mut d.intervals {
+        for s in &mut i.server_tcp {
+            (s.rwnd_limited_percent, s.retransmits) = (Some(0.0), 5);
+        }
+    }
+    judge_direction(&mut d, false, Some(20.0));
+    let v = d.limited_by.as_ref().unwrap();
+    assert_eq!(v.verdict, Limit::Network, "{}", v.sentence());
+    let r = v
+        .evidence
+        .iter()
+        .find(|e| e.figure == "intervals.server_tcp.retransmits");
+    assert_eq!(r.unwrap().measured_by, Some(crate::side::Role::Server));
 }

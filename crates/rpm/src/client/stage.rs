@@ -5,10 +5,11 @@
 //! goodput is the body bytes read; upload goodput the bytes the server's TCP acknowledged
 //! (`TCP_INFO`), since what hyper took into its buffers has not yet crossed the network.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::os::fd::{AsFd, AsRawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -69,6 +70,12 @@ struct Shared {
     probes: Mutex<Probes>,
     in_flight: AtomicUsize,
     failure: Mutex<Option<ClientError>>,
+    /// The server's readings of each load connection (`crate::far`): the last one by
+    /// connection, the samples made of them with their interval's index, and whether the
+    /// server said it has none (not `sonde serve --rpm`: then it is not asked again).
+    far_last: Mutex<BTreeMap<u32, TcpInfo>>,
+    far_samples: Mutex<Vec<(usize, TcpSample)>>,
+    far_absent: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -108,6 +115,7 @@ pub async fn direction(
     let interval = Duration::from_millis(run.params.interval_ms);
     let mut next_interval = start + interval;
     let mut last_edge = start;
+    let mut interval_no = 0usize;
     let mut next_probe = start;
     let mut seed = start.elapsed().as_nanos() as u64 | 1;
     let outcome = loop {
@@ -126,6 +134,12 @@ pub async fn direction(
             last_edge = now;
             let next = stage.end_interval(bytes, probes, elapsed);
             stage.record_tcp(tcp);
+            record_far(&shared, &mut stage);
+            let index = interval_no;
+            interval_no += 1;
+            if !shared.far_absent.load(Ordering::Relaxed) {
+                tasks.extend(far_fetches(run, upload, &shared, index));
+            }
             match next {
                 Next::Stop => break Ok(false),
                 Next::Add(n) => (0..n).for_each(|_| tasks.push(open_load(run, upload, &shared))),
@@ -152,6 +166,7 @@ pub async fn direction(
         t.abort();
     }
     lock(&shared.loads).clear();
+    record_far(&shared, &mut stage);
     let stopped = outcome?;
     let window = stage.window_probes();
     Ok(Ran {
@@ -198,6 +213,62 @@ fn interval_tcp(shared: &Shared, upload: bool, secs: f64) -> Vec<TcpSample> {
         }
     }
     out
+}
+
+/// The server's samples that arrived, into their intervals.
+fn record_far(shared: &Shared, stage: &mut DirectionRun) {
+    for (index, s) in std::mem::take(&mut *lock(&shared.far_samples)) {
+        stage.record_server_tcp(index, s);
+    }
+}
+
+/// Asks the server, over each load connection, for that connection's TCP_INFO
+/// ([`crate::far`]) as interval `index` ends; each answer becomes the interval's sample of
+/// the connection from the server's previous reading. A server that has none (404: not
+/// `sonde serve --rpm`) is not asked again; no answer is ever a failure of the run.
+fn far_fetches(run: &Run, upload: bool, shared: &Arc<Shared>, index: usize) -> Vec<JoinHandle<()>> {
+    let (mut url, authority) = match upload {
+        false => (run.large.clone(), run.large_target.authority.clone()),
+        true => (run.upload.clone(), run.upload_target.authority.clone()),
+    };
+    url.path = crate::far::PATH.into();
+    // The server's side of the transfer: it sends the download, receives the upload.
+    let transfer = match upload {
+        true => Transfer::Receive,
+        false => Transfer::Send,
+    };
+    let senders: Vec<(u32, SendRequest<ReqBody>)> = lock(&shared.loads)
+        .iter()
+        .map(|l| (l.id, l.sender.clone()))
+        .collect();
+    let interval = Duration::from_millis(run.params.interval_ms).as_secs_f64();
+    senders
+        .into_iter()
+        .map(|(id, mut sender)| {
+            let (shared, url, authority) = (Arc::clone(shared), url.clone(), authority.clone());
+            tokio::spawn(async move {
+                let req = conn::request(Method::GET, &url, &authority, conn::empty());
+                let Ok(resp) = sender.send_request(req).await else {
+                    return;
+                };
+                if resp.status() != http::StatusCode::OK {
+                    shared.far_absent.store(true, Ordering::Relaxed);
+                    return;
+                }
+                let Ok(body) = conn::read_to_end(resp.into_body(), 4096).await else {
+                    return;
+                };
+                let Ok(r) = serde_json::from_slice::<crate::far::Reading>(&body) else {
+                    shared.far_absent.store(true, Ordering::Relaxed);
+                    return;
+                };
+                let now = r.info();
+                let before = lock(&shared.far_last).insert(id, now);
+                let s = tcp_sample::sample(id, transfer, before.as_ref(), &now, interval);
+                lock(&shared.far_samples).push((index, s));
+            })
+        })
+        .collect()
 }
 
 /// Opens one load-generating connection and keeps it loaded until aborted.

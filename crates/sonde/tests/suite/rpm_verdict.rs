@@ -158,6 +158,18 @@ fn rpm_upload_through_a_shaper_is_the_networks_with_the_queue_in_tcp_info() {
     );
     assert_eq!(f(&e["value"]), f(&t["srtt_us"]["median"]));
 
+    // The server's readings of the same connections: the upload's receiver.
+    let far: Vec<&Value> = up["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["server_tcp"].as_array().into_iter().flatten())
+        .collect();
+    assert!(
+        !far.is_empty() && far.iter().all(|s| s["transfer"] == "receive"),
+        "{up}"
+    );
+
     // 4. The text says it, and the stored run's report renders it.
     assert!(text.contains("limited by the network"), "{text}");
     assert!(text.contains("client TCP_INFO (sender)"), "{text}");
@@ -232,6 +244,37 @@ fn rpm_download_into_a_capped_client_buffer_is_the_receivers_window() {
     let all = samples(down);
     assert!(!all.is_empty(), "no TCP_INFO: {down}");
     assert!(all.iter().all(|s| s["transfer"] == "receive"), "{down}");
+    // The server (ours) gave each connection's own readings: the sender's, waiting on
+    // the client's window, the same cause seen from the far end.
+    let server = &down["server_tcp_info"];
+    let rwnd = f(&server["rwnd_limited_percent"]["median"]);
+    eprintln!(
+        "download: the server (sender) rwnd-limited {rwnd:.0} %, busy {:.0} %, {} connections",
+        f(&server["busy_percent"]["median"]),
+        server["connections"]
+    );
+    let far: Vec<&Value> = down["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["server_tcp"].as_array().into_iter().flatten())
+        .collect();
+    assert!(
+        !far.is_empty() && far.iter().all(|s| s["transfer"] == "send"),
+        "{down}"
+    );
+    // TCP's chronograph charges only the time the sender found the window shut when it
+    // tried to send (48 % seen here; the verdict without the cap is the network's), so
+    // a fifth is the bar.
+    assert!(rwnd >= 20.0, "the server rwnd-limited {rwnd:.0} %");
+    let by_server =
+        v["evidence"].as_array().unwrap().iter().find(|e| {
+            e["measured_by"] == "server" && e["figure"] == "tcp_info.rwnd_limited_percent"
+        });
+    assert!(
+        by_server.is_some(),
+        "the server's chronograph in the evidence: {v}"
+    );
     // What was planted: the window under the cap, the shaper far from full.
     assert!(
         wnd <= RMEM_MAX as f64,
@@ -266,5 +309,73 @@ fn rpm_download_into_a_capped_client_buffer_is_the_receivers_window() {
     assert!(
         row.is_some_and(|l| l.contains("the receiver's window") && l.contains("advertised")),
         "the report's verdict row: {md}"
+    );
+}
+
+/// `GET /sonde/tcp_info` answers the asking connection's own TCP_INFO: a fresh connection
+/// asking while another client's download moves megabytes gets figures of a few hundred
+/// bytes (its own handshake and request), never the loaded connections'.
+#[test]
+fn the_servers_tcp_info_is_the_asking_connections_own() {
+    let found = std::process::Command::new("curl").arg("--version").output();
+    if !skip_unless("curl", found.err().map(|e| e.to_string())) {
+        return;
+    }
+    let _serial = common::Serial::take();
+    let ep = Endpoint::start(None, "127.0.0.1", &[]);
+    let rpm = common::sonde_cmd()
+        .args([
+            "rpm",
+            &ep.base,
+            "--insecure",
+            "--download-only",
+            "--json",
+            "--no-save",
+        ])
+        .args([
+            "--interval",
+            "150ms",
+            "--stage-limit",
+            "2.5",
+            "--max-connections",
+            "4",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let url = format!("{}/sonde/tcp_info", ep.base);
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "--max-time", "5", &url])
+        .output()
+        .unwrap();
+    let rpm = rpm.wait_with_output().unwrap();
+    assert!(rpm.status.success(), "sonde rpm: {}", stderr(&rpm));
+    let mine: Value = serde_json::from_slice(&out.stdout).expect("a reading");
+    let doc: Value = serde_json::from_slice(&rpm.stdout).unwrap();
+    let down = &doc["end"]["rpm"]["download"];
+    let moved = f(&down["goodput_bits_per_second"]) / 8.0 * f(&down["duration_ms"]) / 1e3;
+    eprintln!(
+        "the asking connection: {} bytes acked, {} received; the loaded ones moved {:.0} MB",
+        mine["bytes_acked"],
+        mine["bytes_received"],
+        moved / 1e6
+    );
+    assert!(
+        moved > 10e6,
+        "the other client's download moved {moved:.0} bytes"
+    );
+    assert!(f(&mine["bytes_acked"]) < 64e3, "{mine}");
+    assert!(f(&mine["bytes_received"]) < 4e3, "{mine}");
+    let far = down["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["server_tcp"].as_array().is_some_and(|s| !s.is_empty()))
+        .count();
+    assert!(
+        far > 0,
+        "the loaded client got its own connections' readings: {down}"
     );
 }
