@@ -117,7 +117,7 @@ fn tcp_row(end_s: f64, t: &[TcpSample]) -> String {
         (!v.is_empty()).then(|| v.iter().sum::<f64>())
     };
     let m = TcpSummary::of(
-        [(1.0, &t[..])],
+        [(1.0, t)],
         t.first().map_or_else(Default::default, |s| s.transfer),
     );
     let med = |f: fn(&TcpSummary) -> Option<sonde_results::tcp::Spread>| {
