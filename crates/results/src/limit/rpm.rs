@@ -215,10 +215,10 @@ fn queue_signal(queued_us: f64) -> f64 {
         .clamp(0.0, 1.0)
 }
 
-/// The path: the loaded round trip above the idle one (the method's own probes, on the
-/// load-generating connections), the client's smoothed RTT above its minimum, and on the
-/// upload the client's retransmissions against the segments it delivered. Scaled by the
-/// share of the time a window or buffer did not explain.
+/// The path: the client's smoothed RTT above the path's base, the loaded round trip above
+/// the idle one (the method's own probes, on the load-generating connections), and the
+/// sender's retransmissions against the segments delivered. Scaled by the share of the
+/// time a window or buffer did not explain.
 fn network(
     d: &RpmDirection,
     t: &TcpSummary,
@@ -231,22 +231,10 @@ fn network(
         false => TransferEnd::Receiver,
     };
     let mut signals: Vec<(f64, Evidence)> = Vec::new();
-    let loaded_ms = d.responsiveness.as_ref().map(|r| r.loaded.trimmed_mean_ms);
-    if let (Some(l), Some(i)) = (loaded_ms, idle_ms) {
-        let text = format!(
-            "the loaded round trip {l:.1} ms against the idle {i:.1} ms: {:.1} ms queued",
-            l - i
-        );
-        let e = Evidence::new(
-            TransferEnd::Test,
-            BY,
-            "responsiveness.loaded.trimmed_mean_ms",
-            l,
-            "ms",
-            text,
-        );
-        signals.push((queue_signal((l - i) * 1e3), e));
-    }
+    // The kernel's smoothed RTT sees the path alone; a self probe also waits in the
+    // hosts' sockets (behind its own connection's unsent bytes, a server's answer behind
+    // its download), so where the kernel gave one the probes say no more than it.
+    let mut path_queue = None;
     // The path's base: the lowest of the connections' minima and the idle round trip (a
     // connection opened into a full queue never saw the empty path).
     let base = t
@@ -263,7 +251,27 @@ fn network(
             min / 1e3
         );
         let e = Evidence::new(end, BY, "tcp_info.srtt_us", srtt, "us", text);
+        path_queue = Some(queue_signal(srtt - min));
         signals.push((queue_signal(srtt - min), e));
+    }
+    let loaded_ms = d.responsiveness.as_ref().map(|r| r.loaded.trimmed_mean_ms);
+    if let (Some(l), Some(i)) = (loaded_ms, idle_ms) {
+        let text = format!(
+            "the loaded round trip {l:.1} ms against the idle {i:.1} ms: {:.1} ms queued",
+            l - i
+        );
+        let e = Evidence::new(
+            TransferEnd::Test,
+            BY,
+            "responsiveness.loaded.trimmed_mean_ms",
+            l,
+            "ms",
+            text,
+        );
+        signals.push((
+            queue_signal((l - i) * 1e3).min(path_queue.unwrap_or(1.0)),
+            e,
+        ));
     }
     // The sender's retransmissions: the client's on the upload, the server's (where it
     // gave its readings) on the download.

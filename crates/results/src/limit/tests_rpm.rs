@@ -214,3 +214,16 @@ fn a_download_the_server_saw_rwnd_limited_is_the_receivers_window_by_its_evidenc
         .find(|e| e.figure == "intervals.server_tcp.retransmits");
     assert_eq!(r.unwrap().measured_by, Some(crate::side::Role::Server));
 }
+
+#[test]
+fn probes_that_waited_in_the_hosts_with_no_queue_on_the_path_do_not_name_the_network() {
+    // A capped client send buffer: the kernel's RTT at the base, the self probes 11 ms
+    // over the idle round trip (behind the client's own unsent bytes).
+    let mut d = direction(4, 22.0, 43.0, |_| TcpSample {
+        min_rtt_us: Some(30_000),
+        ..sender(30_300, 0, 0.0, 3.0)
+    });
+    judge_direction(&mut d, true, Some(32.0));
+    let v = d.limited_by.as_ref().unwrap();
+    assert!(v.strength <= 0.1, "{}", v.sentence());
+}
