@@ -13,7 +13,9 @@
 //! lost ([`super::stream::QUEUE_DELAY_NOISE_US`], [`super::LOSS_NOISE`]).
 
 use super::finding::{loss_signal, pick};
-use super::stream::{NOTHING_FOUND, QUEUE_DELAY_DECISIVE_US, QUEUE_DELAY_NOISE_US};
+use super::stream::{
+    network_finding, NOTHING_FOUND, QUEUE_DELAY_DECISIVE_US, QUEUE_DELAY_NOISE_US,
+};
 use super::window::BUFFER_BDP_FACTOR;
 use crate::rpm::RpmDirection;
 use crate::side::{Role, Transfer};
@@ -298,19 +300,7 @@ fn network(
         );
         signals.push((loss_signal(loss), e));
     }
-    signals.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let strongest = signals.first()?.0;
-    let evidence = signals
-        .into_iter()
-        .enumerate()
-        .filter(|(i, (s, _))| *i == 0 || *s > 0.0)
-        .map(|(_, (_, e))| e)
-        .collect();
-    Some(Finding {
-        verdict: Limit::Network,
-        strength: strongest * (1.0 - explained).max(0.0),
-        evidence,
-    })
+    network_finding(signals, explained)
 }
 
 /// The sender's retransmitted segments over the loaded phase (all connections) and the

@@ -186,9 +186,18 @@ fn network(f: &Facts<'_>, idle: (f64, f64), paced: f64, explained: f64) -> Optio
         let e = Evidence::new(TransferEnd::Sender, by, figure, share * 100.0, "%", text);
         signals.push((share * idle.0 * idle.1 * (1.0 - paced), e));
     }
+    network_finding(signals, explained)
+}
+
+/// The network's finding from its `signals` (each figure's strength and evidence), less
+/// the share of the run `explained` by an end: the strongest figure's strength, and as
+/// evidence the figures that said something, the strongest one even when none did.
+pub(super) fn network_finding(
+    mut signals: Vec<(f64, Evidence)>,
+    explained: f64,
+) -> Option<Finding> {
     signals.sort_by(|a, b| b.0.total_cmp(&a.0));
     let strongest = signals.first()?.0;
-    // The figures that said something; the strongest one even when none did.
     let evidence = signals
         .into_iter()
         .enumerate()
