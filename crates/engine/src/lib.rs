@@ -22,6 +22,7 @@ pub mod sockopt;
 pub mod stream;
 pub mod syscalls;
 pub mod tcp_info;
+pub mod tcp_sample;
 pub mod udp_match;
 pub mod uring;
 pub mod wait;

@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::spec::RpmParams;
+use crate::tcp::{TcpSample, TcpSummary};
+use crate::verdict::LimitedBy;
 
 /// The draft's confidence in a metric: `low` when fewer than MAD intervals ran, `medium`
 /// when they ran but did not settle within SDT, `high` when they settled.
@@ -62,6 +64,17 @@ pub struct RpmInterval {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moving_rpm: Option<f64>,
     pub probes: u64,
+    /// The client's TCP_INFO of each load-generating connection over the interval, as the
+    /// stream kind records it (`transfer`: `send` on the upload, `receive` on the
+    /// download); empty where the kernel said nothing (a server that is not ours changes
+    /// nothing here: these are the client's own sockets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<TcpSample>,
+    /// The server's TCP_INFO of the same connections over the interval, where the far
+    /// end is `sonde serve --rpm` (each connection's own, asked over it): `send` on the
+    /// download, `receive` on the upload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_tcp: Vec<TcpSample>,
 }
 
 /// One direction's stage: load that way, probes both kinds.
@@ -78,6 +91,19 @@ pub struct RpmDirection {
     pub connections: u32,
     pub duration_ms: u64,
     pub intervals: Vec<RpmInterval>,
+    /// The client's TCP figures over the loaded phase (the intervals once goodput
+    /// saturated, or all but the first when it never did), min / median / max across
+    /// the load-generating connections: the sender's view on the upload, the receiver's
+    /// on the download.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<TcpSummary>,
+    /// The server's, over the same intervals, where it gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tcp_info: Option<TcpSummary>,
+    /// What limited the loaded phase, judged from the client's TCP_INFO and the
+    /// round trips the method measured (`sonde_results::limit::rpm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<LimitedBy>,
 }
 
 /// The `end` of an `rpm` document.

@@ -11,6 +11,8 @@ pub mod method;
 #[cfg(feature = "net")]
 pub mod client;
 #[cfg(feature = "net")]
+pub mod far;
+#[cfg(feature = "net")]
 pub mod lowat;
 #[cfg(feature = "net")]
 pub mod server;

@@ -220,6 +220,8 @@ impl DirectionRun {
             moving_goodput_bits_per_second: average,
             moving_rpm,
             probes: self.probes[i].count(),
+            tcp: Vec::new(),
+            server_tcp: Vec::new(),
         });
         let limit_ms = self.params.stage_limit_ms as f64;
         if self.rpm_stable || elapsed_ms + self.params.interval_ms as f64 > limit_ms {
@@ -231,6 +233,23 @@ impl DirectionRun {
             .min(self.params.mnp - self.connections.min(self.params.mnp));
         self.connections += add;
         Next::Add(add)
+    }
+
+    /// The client's TCP_INFO of its load-generating connections over the interval that
+    /// ended last (the stream kind's samples); the verdict reads them once both
+    /// directions ran (`sonde_results::limit::rpm`).
+    pub fn record_tcp(&mut self, samples: Vec<sonde_results::tcp::TcpSample>) {
+        if let Some(r) = self.rows.last_mut() {
+            r.tcp = samples;
+        }
+    }
+
+    /// The server's TCP_INFO of a load-generating connection over interval `index` (from
+    /// 0), when the far end is `sonde serve --rpm` ([`crate::far`]).
+    pub fn record_server_tcp(&mut self, index: usize, sample: sonde_results::tcp::TcpSample) {
+        if let Some(r) = self.rows.get_mut(index) {
+            r.server_tcp.push(sample);
+        }
     }
 
     /// The probes of the last MAD intervals.
@@ -262,6 +281,9 @@ impl DirectionRun {
             connections: self.connections,
             duration_ms,
             intervals: self.rows,
+            tcp_info: None,
+            server_tcp_info: None,
+            limited_by: None,
         }
     }
 }

@@ -72,6 +72,17 @@ fn none(doc: &Document) -> String {
     format!("no verdict: {why}")
 }
 
+/// An rpm run's verdicts, one per direction's loaded phase (`end.rpm.download`, `upload`).
+fn rpm_ways(doc: &Document) -> Vec<(&'static str, &LimitedBy)> {
+    let Some(e) = doc.end.rpm() else {
+        return Vec::new();
+    };
+    [("download", &e.download), ("upload", &e.upload)]
+        .into_iter()
+        .filter_map(|(w, d)| Some((w, d.as_ref()?.limited_by.as_ref()?)))
+        .collect()
+}
+
 /// The section's table.
 pub(super) fn table(runs: &[ReportRun<'_>]) -> Table {
     let mut t = Table::new(
@@ -80,6 +91,19 @@ pub(super) fn table(runs: &[ReportRun<'_>]) -> Table {
     );
     for r in runs {
         let (test, doc) = (r.doc.test.to_string(), r.doc);
+        let ways = rpm_ways(doc);
+        if !ways.is_empty() {
+            for (way, l) in ways {
+                t.row(vec![
+                    r.name.clone(),
+                    format!("{test} {way}"),
+                    verdict(l),
+                    evidences(&l.evidence),
+                    runner_up(l.runner_up.as_ref()),
+                ]);
+            }
+            continue;
+        }
         t.row(match &doc.end.limited_by {
             Some(l) => vec![
                 r.name.clone(),

@@ -7,6 +7,7 @@ mod cpu;
 mod finding;
 mod held;
 mod pps;
+pub mod rpm;
 mod rr;
 pub mod stages;
 mod stream;
@@ -14,6 +15,8 @@ mod stream;
 mod tests;
 #[cfg(test)]
 mod tests_packets;
+#[cfg(test)]
+mod tests_rpm;
 mod window;
 
 use crate::document::Document;

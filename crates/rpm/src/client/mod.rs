@@ -119,6 +119,14 @@ async fn run_async(opts: &ClientOptions, stop: &dyn Fn() -> bool) -> Result<Outc
         directions[i] = Some(ran.direction);
         partial = ran.stopped;
     }
+    // Each direction's verdict from the client's TCP_INFO and the round trips, the
+    // loaded one held against the idle.
+    for (i, d) in directions.iter_mut().enumerate() {
+        if let Some(d) = d {
+            let base = (idle.count > 0).then_some(idle.trimmed_mean_ms);
+            sonde_results::limit::rpm::judge_direction(d, i == 1, base);
+        }
+    }
     let [download, upload] = directions;
     let end = RpmEnd {
         config_url: url.text(),

@@ -5,10 +5,11 @@
 //! goodput is the body bytes read; upload goodput the bytes the server's TCP acknowledged
 //! (`TCP_INFO`), since what hyper took into its buffers has not yet crossed the network.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -18,7 +19,12 @@ use http::Method;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame};
 use hyper::client::conn::http2::SendRequest;
+use sonde_engine::tcp_info::tcp_info;
+use sonde_engine::tcp_sample;
+use sonde_engine::TcpInfo;
 use sonde_results::rpm::{RpmDirection, RpmParams};
+use sonde_results::tcp::TcpSample;
+use sonde_results::Transfer;
 use tokio::task::JoinHandle;
 
 use super::conn::{self, Conn, ReqBody, Target};
@@ -48,16 +54,28 @@ struct Load {
     conn: Conn,
     /// Upload: the bytes acked at the last interval's end.
     acked: u64,
+    /// The stage's index of the connection, and its TCP_INFO at the last interval's end
+    /// (at its opening, before its first).
+    id: u32,
+    info: Option<TcpInfo>,
 }
 
 /// What the stage's tasks share.
 #[derive(Default)]
 struct Shared {
     loads: Mutex<Vec<Load>>,
+    /// Load-generating connections opened so far.
+    opened: AtomicU32,
     downloaded: AtomicU64,
     probes: Mutex<Probes>,
     in_flight: AtomicUsize,
     failure: Mutex<Option<ClientError>>,
+    /// The server's readings of each load connection (`crate::far`): the last one by
+    /// connection, the samples made of them with their interval's index, and whether the
+    /// server said it has none (not `sonde serve --rpm`: then it is not asked again).
+    far_last: Mutex<BTreeMap<u32, TcpInfo>>,
+    far_samples: Mutex<Vec<(usize, TcpSample)>>,
+    far_absent: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -96,6 +114,8 @@ pub async fn direction(
     }
     let interval = Duration::from_millis(run.params.interval_ms);
     let mut next_interval = start + interval;
+    let mut last_edge = start;
+    let mut interval_no = 0usize;
     let mut next_probe = start;
     let mut seed = start.elapsed().as_nanos() as u64 | 1;
     let outcome = loop {
@@ -110,7 +130,17 @@ pub async fn direction(
             let bytes = interval_bytes(&shared, upload);
             let probes = std::mem::take(&mut *lock(&shared.probes));
             let elapsed = now.duration_since(start).as_secs_f64() * 1e3;
-            match stage.end_interval(bytes, probes, elapsed) {
+            let tcp = interval_tcp(&shared, upload, now.duration_since(last_edge).as_secs_f64());
+            last_edge = now;
+            let next = stage.end_interval(bytes, probes, elapsed);
+            stage.record_tcp(tcp);
+            record_far(&shared, &mut stage);
+            let index = interval_no;
+            interval_no += 1;
+            if !shared.far_absent.load(Ordering::Relaxed) {
+                tasks.extend(far_fetches(run, upload, &shared, index));
+            }
+            match next {
                 Next::Stop => break Ok(false),
                 Next::Add(n) => (0..n).for_each(|_| tasks.push(open_load(run, upload, &shared))),
             }
@@ -136,6 +166,7 @@ pub async fn direction(
         t.abort();
     }
     lock(&shared.loads).clear();
+    record_far(&shared, &mut stage);
     let stopped = outcome?;
     let window = stage.window_probes();
     Ok(Ran {
@@ -160,6 +191,86 @@ fn interval_bytes(shared: &Shared, upload: bool) -> u64 {
     total
 }
 
+/// Each load-generating connection's TCP_INFO over the interval of `secs` that just
+/// ended, as the stream kind samples its connections: the client sends the upload's bytes
+/// and receives the download's.
+fn interval_tcp(shared: &Shared, upload: bool, secs: f64) -> Vec<TcpSample> {
+    let transfer = match upload {
+        true => Transfer::Send,
+        false => Transfer::Receive,
+    };
+    let mut out = Vec::new();
+    for l in lock(&shared.loads).iter_mut() {
+        if let Some(now) = tcp_info(l.conn.socket.as_raw_fd()) {
+            out.push(tcp_sample::sample(
+                l.id,
+                transfer,
+                l.info.as_ref(),
+                &now,
+                secs,
+            ));
+            l.info = Some(now);
+        }
+    }
+    out
+}
+
+/// The server's samples that arrived, into their intervals.
+fn record_far(shared: &Shared, stage: &mut DirectionRun) {
+    for (index, s) in std::mem::take(&mut *lock(&shared.far_samples)) {
+        stage.record_server_tcp(index, s);
+    }
+}
+
+/// Asks the server, over each load connection, for that connection's TCP_INFO
+/// ([`crate::far`]) as interval `index` ends; each answer becomes the interval's sample of
+/// the connection from the server's previous reading. A server that has none (404: not
+/// `sonde serve --rpm`) is not asked again; no answer is ever a failure of the run.
+fn far_fetches(run: &Run, upload: bool, shared: &Arc<Shared>, index: usize) -> Vec<JoinHandle<()>> {
+    let (mut url, authority) = match upload {
+        false => (run.large.clone(), run.large_target.authority.clone()),
+        true => (run.upload.clone(), run.upload_target.authority.clone()),
+    };
+    url.path = crate::far::PATH.into();
+    // The server's side of the transfer: it sends the download, receives the upload.
+    let transfer = match upload {
+        true => Transfer::Receive,
+        false => Transfer::Send,
+    };
+    let senders: Vec<(u32, SendRequest<ReqBody>)> = lock(&shared.loads)
+        .iter()
+        .map(|l| (l.id, l.sender.clone()))
+        .collect();
+    let interval = Duration::from_millis(run.params.interval_ms).as_secs_f64();
+    senders
+        .into_iter()
+        .map(|(id, mut sender)| {
+            let (shared, url, authority) = (Arc::clone(shared), url.clone(), authority.clone());
+            tokio::spawn(async move {
+                let req = conn::request(Method::GET, &url, &authority, conn::empty());
+                let Ok(resp) = sender.send_request(req).await else {
+                    return;
+                };
+                if resp.status() != http::StatusCode::OK {
+                    shared.far_absent.store(true, Ordering::Relaxed);
+                    return;
+                }
+                let Ok(body) = conn::read_to_end(resp.into_body(), 4096).await else {
+                    return;
+                };
+                let Ok(r) = serde_json::from_slice::<crate::far::Reading>(&body) else {
+                    shared.far_absent.store(true, Ordering::Relaxed);
+                    return;
+                };
+                let now = r.info();
+                let before = lock(&shared.far_last).insert(id, now);
+                let s = tcp_sample::sample(id, transfer, before.as_ref(), &now, interval);
+                lock(&shared.far_samples).push((index, s));
+            })
+        })
+        .collect()
+}
+
 /// Opens one load-generating connection and keeps it loaded until aborted.
 fn open_load(run: &Run, upload: bool, shared: &Arc<Shared>) -> JoinHandle<()> {
     let shared = Arc::clone(shared);
@@ -179,10 +290,13 @@ async fn load(url: &Url, t: &Target, upload: bool, shared: &Shared) -> Result<()
     let mut sender = c.sender.clone();
     let acked = lowat::tcp_info(c.socket.as_fd()).map_or(0, |n| n.acked);
     let gate = lowat::Gate::new(Arc::clone(&c.socket));
+    let info = tcp_info(c.socket.as_raw_fd());
     lock(&shared.loads).push(Load {
         sender: c.sender.clone(),
         conn: c,
         acked,
+        id: shared.opened.fetch_add(1, Ordering::Relaxed),
+        info,
     });
     if upload {
         let req = conn::request(

@@ -1,7 +1,8 @@
 //! The draft's four URLs: `/.well-known/nq` (the configuration, its URLs on the host the
 //! client named), `/large` (8 GiB of zeros, streamed from one shared buffer: never held),
-//! `/small` (1 byte), `/upload` (a sink: read and dropped). Every answer is identity
-//! encoded (nothing here compresses), none redirects; anything else is 404 or 405.
+//! `/small` (1 byte), `/upload` (a sink: read and dropped); and sonde's own
+//! `/sonde/tcp_info` (the asking connection's TCP_INFO: [`crate::far`]). Every answer is
+//! identity encoded (nothing here compresses), none redirects; anything else is 404 or 405.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -80,12 +81,26 @@ pub async fn answer(req: Request<Incoming>, shared: Arc<Shared>) -> Answer {
             .body(Large::new(shared).boxed_unsync())
             .expect("a static response"),
         ("/upload", Method::POST) => sink(req.into_body(), &shared).await,
+        (crate::far::PATH, Method::GET) => far(&shared),
         ("/.well-known/nq" | "/small" | "/large" | "/upload", _) => full(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "method not allowed\n",
         ),
         _ => full(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+    }
+}
+
+/// The asking connection's own TCP_INFO (only its socket is read: no other client's).
+fn far(shared: &Shared) -> Answer {
+    use std::os::fd::AsRawFd;
+    match sonde_engine::tcp_info::tcp_info(shared.socket.as_raw_fd()) {
+        Some(t) => full(
+            StatusCode::OK,
+            "application/json",
+            serde_json::to_vec(&crate::far::Reading::from(&t)).unwrap_or_default(),
+        ),
+        None => full(StatusCode::NOT_FOUND, "text/plain", "no tcp_info\n"),
     }
 }
 

@@ -16,6 +16,27 @@ pub(super) struct Share {
     pub client_bits: f64,
 }
 
+impl Share {
+    /// What `d` asks, with the bits a client part sends (0 for a serving part).
+    pub(super) fn asked(d: &crate::kind::Demand, client_bits: f64) -> Share {
+        Share {
+            threads: d.threads,
+            bytes: d.memory_bytes,
+            client_bits,
+        }
+    }
+
+    /// All that `limits` allow the live tests together, a client part's bits at most
+    /// `client_bits`.
+    pub(super) fn allowed(limits: &super::Limits, client_bits: f64) -> Share {
+        Share {
+            threads: limits.max_threads,
+            bytes: limits.max_memory_bytes,
+            client_bits,
+        }
+    }
+}
+
 /// A test that does not fit beside the live tests, naming the `sonde serve` flag that
 /// refuses it and what the live tests hold.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -122,17 +143,8 @@ impl Account {
         d: &crate::kind::Demand,
         limits: &super::Limits,
     ) -> Result<HeldShare, OverShare> {
-        let ask = Share {
-            threads: d.threads,
-            bytes: d.memory_bytes,
-            client_bits: 0.0,
-        };
-        let max = Share {
-            threads: limits.max_threads,
-            bytes: limits.max_memory_bytes,
-            client_bits: f64::INFINITY,
-        };
-        self.take(ask, max)?;
+        let ask = Share::asked(d, 0.0);
+        self.take(ask, Share::allowed(limits, f64::INFINITY))?;
         Ok(HeldShare {
             account: Arc::clone(self),
             share: ask,

@@ -306,16 +306,7 @@ impl Limits {
     /// A test that alone exceeds the agent's totals (the shared account checks them with
     /// the live tests).
     fn check_one_test(&self, d: &Demand) -> Option<String> {
-        let ask = Share {
-            threads: d.threads,
-            bytes: d.memory_bytes,
-            client_bits: 0.0,
-        };
-        let max = Share {
-            threads: self.max_threads,
-            bytes: self.max_memory_bytes,
-            client_bits: f64::INFINITY,
-        };
+        let (ask, max) = (Share::asked(d, 0.0), Share::allowed(self, f64::INFINITY));
         OverShare::first(ask, Share::default(), max).map(|e| e.to_string())
     }
 

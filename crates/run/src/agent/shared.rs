@@ -109,17 +109,11 @@ impl Shared {
         client_bits: f64,
     ) -> Result<(), account::OverShare> {
         let limits = &self.cfg.limits;
-        let ask = account::Share {
-            threads: demand.threads,
-            bytes: demand.memory_bytes,
-            client_bits,
-        };
-        let max = account::Share {
-            threads: limits.max_threads,
-            bytes: limits.max_memory_bytes,
-            client_bits: limits.max_client_bitrate.unwrap_or(f64::INFINITY),
-        };
-        let booking = self.account.book(ask, max)?;
+        let ask = account::Share::asked(demand, client_bits);
+        let cap = limits.max_client_bitrate.unwrap_or(f64::INFINITY);
+        let booking = self
+            .account
+            .book(ask, account::Share::allowed(limits, cap))?;
         slot.booking = Some(booking);
         Ok(())
     }

@@ -109,15 +109,24 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-#[test]
-fn an_authenticating_iperf3_server_is_named_without_credentials() {
+/// The timing lock, mario's key files and an iperf3 -s requiring them on a free port;
+/// `None` without the tools.
+fn mario_served() -> Option<(Serial, AuthFiles, u16, KillOnDrop)> {
     if !need_tools(&["iperf3", "openssl", "ss"]) {
-        return;
+        return None;
     }
-    let _serial = Serial::take();
+    let serial = Serial::take();
     let files = auth_files("mario", "rossi");
     let port = free_port();
-    let _server = authenticating_server(port, &files);
+    let server = authenticating_server(port, &files);
+    Some((serial, files, port, server))
+}
+
+#[test]
+fn an_authenticating_iperf3_server_is_named_without_credentials() {
+    let Some((_serial, _files, port, _server)) = mario_served() else {
+        return;
+    };
     let t = Instant::now();
     let o = run({
         let mut c = sonde_cmd();
@@ -166,13 +175,9 @@ fn as_mario(
 
 #[test]
 fn credentials_are_proved_to_an_authenticating_iperf3_server() {
-    if !need_tools(&["iperf3", "openssl", "ss"]) {
+    let Some((_serial, files, port, _server)) = mario_served() else {
         return;
-    }
-    let _serial = Serial::take();
-    let files = auth_files("mario", "rossi");
-    let port = free_port();
-    let _server = authenticating_server(port, &files);
+    };
     let pkcs1 = ["--iperf3-use-pkcs1-padding"];
 
     let (o, took) = as_mario(port, &files, Some("rossi"), &pkcs1);

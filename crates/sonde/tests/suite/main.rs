@@ -70,6 +70,7 @@ mod rpm_netns;
 mod rpm_signals;
 mod rpm_store;
 mod rpm_upload;
+mod rpm_verdict;
 mod rr_netns;
 mod security_accept;
 mod security_broadcast;

@@ -4,7 +4,6 @@
 mod engine;
 mod kernel;
 mod side;
-mod tcp;
 mod uring;
 
 pub use engine::{StreamBackend, StreamEngine};

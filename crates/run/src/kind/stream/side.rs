@@ -15,9 +15,10 @@ use sonde_results::{
     SideSection, StreamResult, StreamSample, StreamSpec, Transfer,
 };
 
-use super::{tcp, StreamEngine};
+use super::StreamEngine;
 use crate::meter::{Measurer, Meter};
 use crate::side::Side;
+use sonde_engine::tcp_sample as tcp;
 
 /// Counters of every connection at one instant, with its TCP_INFO.
 #[derive(Clone)]

@@ -1,13 +1,14 @@
 //! A connection's TCP_INFO over one interval: the gauges read at its end, the counts and
-//! time shares as differences from its start.
+//! time shares as differences from its start. The stream kind's workers and the rpm
+//! client's load-generating connections record their sockets through it alike.
 
-use sonde_engine::sockopt::TcpInfo;
+use crate::sockopt::TcpInfo;
 use sonde_results::tcp::{TcpEcn, TcpSample};
 use sonde_results::Transfer;
 
 /// The sample of connection `connection` from `before` (the interval's start; `None`
 /// when unread) to `now`, over `secs` seconds.
-pub(super) fn sample(
+pub fn sample(
     connection: u32,
     transfer: Transfer,
     before: Option<&TcpInfo>,
@@ -50,7 +51,7 @@ pub(super) fn sample(
 }
 
 /// The connection's ECN since its handshake, when it was negotiated.
-pub(super) fn connection_ecn(now: &TcpInfo) -> Option<TcpEcn> {
+pub fn connection_ecn(now: &TcpInfo) -> Option<TcpEcn> {
     ecn(None, now)
 }
 
