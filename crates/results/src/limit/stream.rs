@@ -49,7 +49,8 @@ pub(super) fn judge(doc: &Document, end: &StreamEnd) -> Option<LimitedBy> {
     let (window, buffer) = buffers(&facts, l_r);
     let (waited_window, waited_buffer) = (facts.window_share, facts.buffer_share);
     found.extend([window, buffer]);
-    found.extend(cpus(s_cpu, r_cpu, waited_window, waited_buffer));
+    let ahead = facts.unsent_share.unwrap_or(0.0);
+    found.extend(cpus(s_cpu, r_cpu, waited_window.max(ahead), waited_buffer));
     let paced = rate_met.map_or(0.0, |r| r.strength);
     found.extend(network(&facts, idle, paced, waited_window + waited_buffer));
     if found.iter().all(|f| f.strength < NOTHING_FOUND) {
@@ -105,7 +106,10 @@ fn found_rate(spec: Option<&StreamSpec>, snd: &EndSide, rcv: Option<&EndSide>) -
 }
 
 /// Each end's CPU. A sender that waited on a window or buffer was not held back by its
-/// CPU for that share of the time. A receiver core with no idle time cannot read faster,
+/// CPU for that share of the time, nor was one whose socket held data it had written and
+/// the kernel had not yet sent (the congestion window's wait: the sender was ahead of the
+/// path; a core kept busy by other work showed 96-100 % while our sender's threads used
+/// 1 % of a core, and the verdict said sender_cpu behind a shaper's 8 ms queue). A receiver core with no idle time cannot read faster,
 /// whether or not the window shows it yet: an autotuned receive buffer of megabytes takes
 /// longer to fill than a test lasts, and a busy receiver delays the ACKs that open the
 /// sender's congestion window.

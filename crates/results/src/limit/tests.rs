@@ -398,3 +398,24 @@ fn the_verdict_is_written_and_read_back() {
     let back: Document = serde_json::from_value(json).unwrap();
     assert_eq!(back.end.limited_by, doc.end.limited_by);
 }
+
+#[test]
+fn a_busy_sender_core_with_data_unsent_behind_a_queue_is_the_network() {
+    // Behind a shaper: RTT 12.5 ms over a 4 ms path, data waiting in the sender's socket
+    // at every edge, while other work kept the sender's core busy (iperf3_delay_netns:
+    // 99.5 % busy, our sender's threads 1 % of a core). Before, sender_cpu.
+    let run = Run {
+        sender_busy: 99.5,
+        srtt_us: 12_500,
+        min_rtt_us: 4_000,
+        unsent: 1 << 20,
+        ..Run::plain()
+    };
+    let v = run.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::Network, "{v:?}");
+    assert_eq!(v.evidence[0].figure, "tcp_info.srtt_us");
+    // With nothing unsent (a sender that could not write fast enough), its CPU.
+    let starved = Run { unsent: 0, ..run };
+    let v = starved.doc().end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::SenderCpu, "{v:?}");
+}
