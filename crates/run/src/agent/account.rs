@@ -26,12 +26,12 @@ impl Share {
         }
     }
 
-    /// All that `limits` allow the live tests together, a client part's bits at most
-    /// `client_bits`.
-    pub(super) fn allowed(limits: &super::Limits, client_bits: f64) -> Share {
+    /// What the agent allows the live tests together: `--max-threads`, `--max-memory`,
+    /// a client part's bits at most `client_bits`.
+    pub(super) fn allowed(max_threads: usize, max_bytes: u64, client_bits: f64) -> Share {
         Share {
-            threads: limits.max_threads,
-            bytes: limits.max_memory_bytes,
+            threads: max_threads,
+            bytes: max_bytes,
             client_bits,
         }
     }
@@ -136,15 +136,17 @@ impl Account {
         Ok(())
     }
 
-    /// Books the serving side of a test `d` asks for beside the live tests, under
-    /// `limits`' threads and memory, or says which flag refuses it and what they hold.
+    /// Books the serving side of a test `d` asks for beside the live tests, under the
+    /// agent's `--max-threads` and `--max-memory` (`max_threads`, `max_bytes`), or says
+    /// which flag refuses it and what they hold.
     pub fn book_serving(
         self: &Arc<Self>,
         d: &crate::kind::Demand,
-        limits: &super::Limits,
+        max_threads: usize,
+        max_bytes: u64,
     ) -> Result<HeldShare, OverShare> {
         let ask = Share::asked(d, 0.0);
-        self.take(ask, Share::allowed(limits, f64::INFINITY))?;
+        self.take(ask, Share::allowed(max_threads, max_bytes, f64::INFINITY))?;
         Ok(HeldShare {
             account: Arc::clone(self),
             share: ask,
@@ -189,10 +191,7 @@ mod tests {
     #[test]
     fn a_services_share_counts_beside_the_agents_tests() {
         let a = Arc::new(Account::default());
-        let limits = super::super::Limits {
-            max_threads: 4,
-            ..super::super::Limits::default()
-        };
+        let max_bytes = 1 << 30;
         let own = a
             .book(share(3, 1 << 20, 0.0), share(4, u64::MAX, 1.0))
             .unwrap();
@@ -204,12 +203,15 @@ mod tests {
             threads,
             memory_bytes: 1 << 20,
         };
-        let e = a.book_serving(&demand(2), &limits).unwrap_err().to_string();
+        let e = a
+            .book_serving(&demand(2), 4, max_bytes)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("2 worker threads beside 3 of running tests"),
             "{e}"
         );
-        let held = a.book_serving(&demand(1), &limits).unwrap();
+        let held = a.book_serving(&demand(1), 4, max_bytes).unwrap();
         assert_eq!(a.booked(), share(4, 2 << 20, 0.0));
         drop((own, held));
         assert_eq!(a.booked(), Share::default());

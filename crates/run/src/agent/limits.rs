@@ -303,10 +303,16 @@ impl Limits {
         })
     }
 
+    /// All that these limits allow the live tests together, a client part's bits at most
+    /// `client_bits`.
+    pub(super) fn allowed(&self, client_bits: f64) -> Share {
+        Share::allowed(self.max_threads, self.max_memory_bytes, client_bits)
+    }
+
     /// A test that alone exceeds the agent's totals (the shared account checks them with
     /// the live tests).
     fn check_one_test(&self, d: &Demand) -> Option<String> {
-        let (ask, max) = (Share::asked(d, 0.0), Share::allowed(self, f64::INFINITY));
+        let (ask, max) = (Share::asked(d, 0.0), self.allowed(f64::INFINITY));
         OverShare::first(ask, Share::default(), max).map(|e| e.to_string())
     }
 

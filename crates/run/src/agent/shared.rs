@@ -111,9 +111,7 @@ impl Shared {
         let limits = &self.cfg.limits;
         let ask = account::Share::asked(demand, client_bits);
         let cap = limits.max_client_bitrate.unwrap_or(f64::INFINITY);
-        let booking = self
-            .account
-            .book(ask, account::Share::allowed(limits, cap))?;
+        let booking = self.account.book(ask, limits.allowed(cap))?;
         slot.booking = Some(booking);
         Ok(())
     }

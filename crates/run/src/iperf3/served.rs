@@ -241,7 +241,10 @@ pub(super) fn book(
         return Ok(None);
     };
     let d = kind.demand(spec, sonde_results::Role::Server);
-    match cfg.account.book_serving(&d, &cfg.limits) {
+    match cfg
+        .account
+        .book_serving(&d, cfg.limits.max_threads, cfg.limits.max_memory_bytes)
+    {
         Ok(held) => Ok(Some(held)),
         Err(over) => {
             let code = match over {
