@@ -69,7 +69,7 @@ impl Control {
     }
 
     /// One read, waiting until `deadline` at most (and at most a slice). The wait is
-    /// ppoll(2)'s, a high-resolution timer: the socket's own read timeout (SO_RCVTIMEO)
+    /// ppoll(2)'s (`engine::wait`), a high-resolution timer: the socket's own read timeout (SO_RCVTIMEO)
     /// counts in jiffies and rounds up, so a wait for an interval's edge woke 4 to 8 ms
     /// late on a 250 Hz kernel, and each side's first interval ran that much long (the
     /// last that much short) against iperf3's whole seconds.
@@ -78,7 +78,8 @@ impl Control {
         let wait = deadline
             .map_or(SLICE, |d| d.saturating_duration_since(now))
             .clamp(Duration::from_micros(50), SLICE);
-        if !readable(&self.stream, wait)? {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.stream);
+        if !sonde_engine::wait::wait_readable(fd, now, Some(now + wait))? {
             return Ok(Got::Nothing);
         }
         // Readable: the read returns at once; the timeout only bounds a surprise.
@@ -118,28 +119,4 @@ pub(crate) fn accept_within(listener: &TcpListener) -> Option<(TcpStream, Socket
     let (s, peer) = listener.accept().ok()?;
     s.set_nonblocking(false).ok()?;
     Some((s, peer))
-}
-
-/// Whether `s` has bytes (or an end, or an error) to read within `wait`.
-fn readable(s: &TcpStream, wait: Duration) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    let mut fd = libc::pollfd {
-        fd: s.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ts = libc::timespec {
-        tv_sec: wait.as_secs() as libc::time_t,
-        tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: one pollfd of ours, a timespec on the stack, no signal mask.
-    let n = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::Interrupted => Ok(false),
-            _ => Err(e),
-        };
-    }
-    Ok(n > 0)
 }
