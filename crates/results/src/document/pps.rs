@@ -51,6 +51,11 @@ pub struct PacketsEnd {
     /// Receiver packets/s over sender packets/s: the honest figure over the optimistic one.
     pub receiver_to_sender_ratio: Option<f64>,
     pub flows_with_loss: Option<usize>,
+    /// Sent past the last sequence number a receiver that counts by them saw (iperf3's,
+    /// which stops reading at the test's end): not known received or lost, so in neither
+    /// figure nor in the loss's share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncounted_packets: Option<u64>,
     /// With `--dscp`/`--ecn`: what the path did to the marks, as the agent received them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<Box<crate::marks::Fate>>,
@@ -234,10 +239,19 @@ fn packets_end(
     if let Some(r) = receiver.as_mut() {
         r.counted.notes.extend(uncut_batches_note(r, spec.gso));
     }
-    let (lost, flows_with_loss) = match (tx, rx) {
-        (Some(t), Some(r)) => {
-            let per: Vec<u64> = t
-                .per_flow
+    // Each flow's sent count as far as its receiver counted.
+    let counted: Option<Vec<u64>> = tx.map(|t| match rx.and_then(|r| r.counted_through.as_ref()) {
+        Some(through) => t
+            .per_flow
+            .iter()
+            .enumerate()
+            .map(|(i, s)| through.get(i).map_or(*s, |c| (*s).min(*c)))
+            .collect(),
+        None => t.per_flow.clone(),
+    });
+    let (lost, flows_with_loss) = match (&counted, rx) {
+        (Some(sent), Some(r)) => {
+            let per: Vec<u64> = sent
                 .iter()
                 .zip(&r.per_flow)
                 .map(|(s, g)| s.saturating_sub(*g))
@@ -249,7 +263,11 @@ fn packets_end(
         }
         _ => (None, None),
     };
-    let sent_total = tx.map(|t| t.per_flow.iter().sum::<u64>());
+    let sent_total = counted.as_ref().map(|c| c.iter().sum::<u64>());
+    let uncounted = match (tx, rx.and_then(|r| r.counted_through.as_ref())) {
+        (Some(t), Some(_)) => Some(t.per_flow.iter().sum::<u64>() - sent_total.unwrap_or(0)),
+        _ => None,
+    };
     PacketsEnd {
         size_bytes: spec.size_bytes,
         udp_payload_bytes: spec.payload_bytes(),
@@ -272,6 +290,7 @@ fn packets_end(
             _ => None,
         },
         flows_with_loss,
+        uncounted_packets: uncounted,
         jitter: rx_side.and_then(JitterEnd::of),
         marks: rx.and_then(|r| r.marks.clone()).map(|forward| {
             Box::new(crate::marks::Fate {
@@ -434,6 +453,40 @@ mod tests {
         // At the threshold: 4 datagrams a link packet is still a link's rate.
         assert_eq!(uncut_batches_note(&receiver(450_400 / 4), true), None);
         assert!(uncut_batches_note(&receiver(450_400 / 4 - 1), true).is_some());
+    }
+
+    #[test]
+    fn what_was_sent_past_a_sequence_counting_receivers_last_is_neither_lost_nor_received() {
+        let mut sender = rx_side(None);
+        sender.role = Role::Client;
+        let sent = |p: &mut crate::PpsResult| p.per_flow = vec![10, 10];
+        if let crate::SideSection::Pps(p) = &mut sender.section {
+            sent(p)
+        }
+        let mut receiver = rx_side(None);
+        let spec = PpsSpec {
+            flows: 2,
+            ..PpsSpec::default()
+        };
+        // Received 7 and 8; an iperf3 receiver saw sequence numbers up to 9 and 10.
+        let counting = |through: Option<Vec<u64>>, receiver: &mut SideResult| {
+            if let crate::SideSection::Pps(p) = &mut receiver.section {
+                p.per_flow = vec![7, 8];
+                p.counted_through = through;
+            }
+        };
+        counting(Some(vec![9, 10]), &mut receiver);
+        let end = packets_end(&spec, Some(&sender), Some(&receiver));
+        assert_eq!(end.lost_packets, Some(4), "the gaps below each flow's last");
+        assert_eq!(end.uncounted_packets, Some(1), "flow 0's tenth");
+        assert_eq!(end.flows_with_loss, Some(2));
+        assert_eq!(end.loss_percent, Some(4.0 * 100.0 / 19.0));
+        // A receiver that counts every packet (sonde's): all not received is lost.
+        counting(None, &mut receiver);
+        let end = packets_end(&spec, Some(&sender), Some(&receiver));
+        assert_eq!((end.lost_packets, end.uncounted_packets), (Some(5), None));
+        let text = serde_json::to_string(&end).unwrap();
+        assert!(!text.contains("uncounted"), "{text}");
     }
 
     #[test]

@@ -182,6 +182,11 @@ pub struct PpsResult {
     /// interarrival jitter at the end, RFC 3550's running estimate, milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<Vec<f64>>,
+    /// A receiver that counts by sequence number (iperf3's): per flow, the highest one it
+    /// saw. What its sender sent beyond that reached it after it stopped counting, or never:
+    /// neither received nor lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_through: Option<Vec<u64>>,
     /// A bidirectional test (iperf3's `--bidir`): this side's part of the other direction,
     /// where it received what it sent here or the other way round.
     #[serde(default, skip_serializing_if = "Option::is_none")]

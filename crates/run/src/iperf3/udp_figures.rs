@@ -40,6 +40,8 @@ fn far_pps(
 ) -> (PpsResult, Vec<String>) {
     let flows = spec.flows as usize;
     let mut per_flow = vec![0u64; flows];
+    // A receiver's highest sequence number per stream: iperf3's `packets`.
+    let mut through = vec![0u64; flows];
     let mut window = 0u64;
     let mut jitter_ms = vec![0.0; flows];
     let mut lost = 0u64;
@@ -59,6 +61,7 @@ fn far_pps(
                 let omitted_errors = s.omitted_errors.unwrap_or(0).max(0) as u64;
                 lost += errors;
                 jitter_ms[i] = s.jitter * 1000.0;
+                through[i] = packets;
                 (
                     packets.saturating_sub(errors),
                     packets
@@ -89,6 +92,7 @@ fn far_pps(
         per_flow,
         poll: "iperf3".into(),
         jitter_ms: (!sent).then_some(jitter_ms),
+        counted_through: (!sent).then_some(through),
         ..PpsResult::default()
     };
     (section, notes)

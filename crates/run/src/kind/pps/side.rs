@@ -307,6 +307,7 @@ impl Side for PpsSide {
             blocked_sends: blocked,
             marks,
             jitter_ms,
+            counted_through: None,
             reverse: None,
         });
         let window_s = window.seconds();
