@@ -39,7 +39,7 @@ untimed=(
     no_program_is_left leaves_no_testpmd_running missing_testpmd_or_hugepages
     leaves_no_limit_behind lab:: fleet_netns:: monitor_netns:: placement:: stamp_no_answer_netns::
     stamp_runs_are_stored_shown_and_compared an_agent_refused_bpf ipv6_and_congestion_control
-    iperf3_auth:: iperf3_store_netns::
+    iperf3_auth:: iperf3_store_netns:: a_served_udp_bidir_test_is_held_and_booked_both_ways
 )
 SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 \
     "${untimed[@]}" || rc=$?

@@ -294,6 +294,22 @@ mod tests {
         spec_of(&p.test().unwrap())
     }
 
+    /// A served TCP `--bidir` books both directions in the agent's account: the client's
+    /// connections and ours, a worker each (what a served UDP `--bidir` now books too,
+    /// `udp_serve`'s test).
+    #[test]
+    fn a_served_tcp_bidir_books_both_directions() {
+        let demand = |bidir: bool| {
+            let p = json!({ "time": 1, "len": 32768, "bandwidth": 1e7, "parallel": 2,
+                            "bidirectional": bidir });
+            let p: sonde_proto::iperf3::Params = serde_json::from_value(p).unwrap();
+            let spec = TestSpec::Stream(spec_of(&p.test().unwrap()));
+            let d = crate::kind::of(&spec).unwrap().demand(&spec, Role::Server);
+            (d.threads, d.connections)
+        };
+        assert_eq!((demand(false), demand(true)), ((2, 2), (4, 4)));
+    }
+
     /// Each limit alone refuses with iperf3's number for it and the flag's name.
     #[test]
     fn each_limit_refuses_with_its_iperf3_number_and_flag() {

@@ -107,12 +107,11 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
             format!("{ms} ms asked, --max-duration is {max} ms"),
         );
     }
-    // --bidir: a receiver a stream of the client's, one sender for ours, and both
-    // directions' bits.
-    let (streams, threads, ways) = match t.bidir {
-        true => (2 * p.flows, p.flows as usize + 1, 2.0),
-        false => (p.flows, p.flows as usize, 1.0),
-    };
+    // --bidir: a receiver a stream of the client's and our sender, as the account books
+    // them (the kind's demand), and both directions' bits.
+    let d = crate::kind::TypedKind::demand(&crate::kind::pps::Pps, p, Role::Server);
+    let (streams, threads) = (d.connections, d.threads);
+    let ways = if t.bidir { 2.0 } else { 1.0 };
     if streams > limits.max_connections || threads > limits.max_threads {
         return refuse(
             refusal::STREAMS,
@@ -306,7 +305,8 @@ fn workers(
     let flows = spec.flows as usize;
     let sending = |sockets, probe| -> Result<PpsSide, ServeError> {
         let mut tx = Tx::new(spec, wire, sockets);
-        let placement = Placement::new(1, None, flows);
+        // The senders the account booked (the spec's, one).
+        let placement = Placement::new(spec.tx_threads as usize, None, flows);
         tx.start(placement.clone(), 0)
             .map_err(io("starting the workers"))?;
         Ok(PpsSide::client(spec, Box::new(tx), placement, probe))
@@ -367,6 +367,58 @@ mod tests {
         assert_eq!(s.rate_pps, Some(2000.0));
         assert_eq!(s.batch, 2);
         assert_eq!(s.timing.duration_ms, 3000);
+    }
+
+    /// The serving side's share of the agent's account for `iperf3 -c -u -P 2` at 8 Mbit/s
+    /// a stream, `--bidir` or not.
+    fn served_demand(bidir: bool) -> crate::kind::Demand {
+        let p = sonde_proto::iperf3::Params {
+            udp: Some(true),
+            parallel: Some(2.0),
+            len: Some(1000.0),
+            bandwidth: Some(8e6),
+            bidirectional: bidir.then_some(true),
+            ..Default::default()
+        };
+        let spec = TestSpec::Pps(spec_of(&p.test().unwrap(), false));
+        crate::kind::of(&spec).unwrap().demand(&spec, Role::Server)
+    }
+
+    /// A served `--bidir` test books both directions in the agent's account, as a sonde
+    /// stream `--bidir` books both directions' connections: the receivers of the
+    /// client's streams and the sender of ours, with their streams and memory. Beside it
+    /// under `--max-threads 4` a test of 2 workers is refused, naming the 3 it holds (2
+    /// receivers and our sender); one direction alone holds its 2 receivers, and the same
+    /// test fits beside it.
+    #[test]
+    fn a_served_bidir_test_books_both_directions() {
+        let (one, both) = (served_demand(false), served_demand(true));
+        assert_eq!((one.threads, one.connections), (2, 2));
+        assert_eq!((both.threads, both.connections), (3, 4));
+        // Our sender's stack, batch and socket beside the receivers'.
+        assert!(
+            both.memory_bytes > one.memory_bytes + (2 << 20),
+            "{both:?} {one:?}"
+        );
+        // Each way's rate, as a stream --bidir's (what --max-bitrate reads for the agent's
+        // own tests); over_limits holds a served --bidir's two ways together.
+        assert_eq!((both.rate, both.bits_per_s), (one.rate, one.bits_per_s));
+        let account = std::sync::Arc::new(crate::agent::Account::default());
+        let max_bytes = 1 << 40;
+        let held = account.book_serving(&both, 4, max_bytes).unwrap();
+        let e = account
+            .book_serving(&one, 4, max_bytes)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "2 worker threads beside 3 of running tests, over this agent's --max-threads of 4"
+            ),
+            "{e}"
+        );
+        drop(held);
+        let _one = account.book_serving(&one, 4, max_bytes).unwrap();
+        let _beside = account.book_serving(&one, 4, max_bytes).unwrap();
     }
 
     /// `--max-rate` holds the datagrams a second (both ways with `--bidir`), and

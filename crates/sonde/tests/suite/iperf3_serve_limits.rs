@@ -6,7 +6,8 @@
 //! and the agent's log names the flag. A test within them all runs, its bit rate held to what it asked.
 //! Before the fix `-l`, `-w` and the datagram rate went unchecked for iperf3 clients:
 //! `-l 128K` under `--max-message 64K`, `-w 32M` under `--max-memory 64M` and 5000
-//! datagrams/s under `--max-rate 2000` were served.
+//! datagrams/s under `--max-rate 2000` were served. A served UDP `--bidir` is held and
+//! booked both ways: before the fix its sender went unbooked in the agent's account.
 
 use crate::common;
 
@@ -224,4 +225,101 @@ fn iperf3_tests_share_the_agents_threads_with_its_own_tests() {
     assert!(status.success(), "the agent's own test: {status}");
     let (code, said, _) = iperf3_c(port, &["-t", "1", "-P", "2"]);
     assert_eq!(code, Some(0), "once it ended: {said}");
+}
+
+/// A served UDP `--bidir` test is held to the agent's limits both ways and booked both
+/// ways in its account, as a stream `--bidir` is: under `--max-bitrate 50M`, `iperf3 -c
+/// -u --bidir -b 30M` (62.52 Mbit/s with the headers, both ways) is refused by iperf3's
+/// number and the flag, and the same rate one way is served; under `--max-threads 3`,
+/// while the agent serves `-u --bidir -b 10M` (our receiver for the client's stream and
+/// our sender for ours: 2 workers) a `sonde stream -P 2` beside it (2 more) is refused
+/// naming the 2 it holds, while beside `-u -b 10M` one way (1 worker) it runs. Before
+/// the fix the served `--bidir` booked its receivers alone (1 worker) and the stream ran
+/// beside it: 4 workers under a cap of 3.
+#[test]
+fn a_served_udp_bidir_test_is_held_and_booked_both_ways() {
+    let Some(lab) = Lab::needing(&["iperf3", "ss"]) else {
+        return;
+    };
+    const AGENT_PORT: &str = "7201";
+    let mut cmd = Lab::in_ns(&lab.server, SONDE);
+    cmd.args(["serve", "--bind", SERVER_ADDR, "--port", AGENT_PORT])
+        .args(["--iperf3", &format!("{SERVER_ADDR}:5201")])
+        .args(["--iperf3-allow", "198.18.0.0/15"])
+        .args(["--max-bitrate", "50M", "--max-threads", "3"]);
+    let (_serve, rx) = iperf3_lines(cmd);
+    let udp = |args: &[&str]| {
+        let mut c = Lab::in_ns(&lab.client, "iperf3");
+        c.args(["-c", SERVER_ADDR, "-p", "5201", "-u", "-l", "1000"])
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    };
+    let o = udp(&["--bidir", "-b", "30M", "-t", "1"]).output().unwrap();
+    let (said, line) = (stdout(&o) + &stderr(&o), client_line(&rx));
+    eprintln!("-u --bidir -b 30M: {:?}, {said:?}; agent: {line}", o.status);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(
+        said.ends_with("iperf3: error - total required bandwidth is larger than server limit\n"),
+        "{said}"
+    );
+    assert!(
+        line.contains("refused: 62520000 bit/s asked, --max-bitrate is 50000000"),
+        "{line}"
+    );
+    let o = udp(&["-b", "30M", "-t", "1"]).output().unwrap();
+    assert!(o.status.success(), "one way: {}", stdout(&o) + &stderr(&o));
+    let doc = iperf3_served_doc(&rx);
+    assert_eq!(doc["end"]["partial"], false, "{}", doc["end"]);
+    for bidir in [true, false] {
+        let ways: &[&str] = if bidir { &["--bidir"] } else { &[] };
+        let mut served = KillOnDrop(
+            udp(&[ways, &["-b", "10M", "-t", "3"][..]].concat())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        // Booked once its streams are connected (after its share was taken).
+        let streaming = || {
+            let ss = Lab::in_ns(&lab.server, "ss")
+                .args(["-Hun", "sport", "=", ":5201", "and", "dst", CLIENT_ADDR])
+                .output()
+                .unwrap();
+            !ss.stdout.is_empty()
+        };
+        let until = Instant::now() + Duration::from_secs(5);
+        while !streaming() {
+            assert!(
+                Instant::now() < until,
+                "iperf3 -c -u {ways:?} never streamed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = Lab::in_ns(&lab.client, SONDE)
+            .args(["stream", SERVER_ADDR, "--port", AGENT_PORT, "-P", "2"])
+            .args(["--rate", "10M", "-t", "1", "--warmup", "0", "--no-save"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = stderr(&o);
+        eprintln!(
+            "sonde stream -P 2 beside -u {ways:?}: {:?} {said}",
+            o.status
+        );
+        if bidir {
+            assert!(!o.status.success(), "beside --bidir: {said}");
+            assert!(
+                said.contains(
+                    "2 worker threads beside 2 of running tests, over this agent's --max-threads of 3"
+                ),
+                "{said}"
+            );
+        } else {
+            assert!(o.status.success(), "beside one way: {said}");
+        }
+        let status = wait_with_timeout(&mut served.0, Duration::from_secs(10))
+            .expect("the served test ends");
+        assert!(status.success(), "iperf3 -c -u {ways:?}: {status}");
+    }
 }

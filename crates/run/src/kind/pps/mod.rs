@@ -60,6 +60,19 @@ fn refused(e: io::Error) -> OpenError {
 
 pub struct Pps;
 
+impl Pps {
+    /// The workers of one part (`Client`: the senders, `Server`: the receivers) and their
+    /// memory: each one's stack, its batch of packets and, receiving, its socket's doubled
+    /// SO_RCVBUF; an AF_XDP worker's UMEM and rings instead.
+    fn part_demand(&self, p: &PpsSpec, part: Role) -> (usize, u64) {
+        let threads = self.workers(p, part);
+        let batch = u64::from(p.batch).saturating_mul(u64::from(p.size_bytes));
+        let socket = backend(p.execution.engine).map_or(0, |b| b.socket_bytes(part));
+        let bytes = super::budget::total(threads, batch.saturating_add(socket), 0, 0);
+        (threads, bytes)
+    }
+}
+
 impl TypedKind for Pps {
     type Spec = PpsSpec;
 
@@ -77,19 +90,27 @@ impl TypedKind for Pps {
         }
     }
 
+    /// `role`'s part of the test's direction and, with `--bidir` (iperf3's: `serve
+    /// --iperf3` serving `iperf3 -c -u --bidir`), its part of the far end's direction too,
+    /// as a stream `--bidir` counts both directions' connections: the senders of one and
+    /// the receivers of the other, their flows and memory. The rate and bits stay each
+    /// way's, as a stream's (`--max-bitrate` is each way for the agent's own tests).
     fn demand(&self, p: &PpsSpec, role: Role) -> Demand {
-        let threads = self.workers(p, role);
-        // A worker's batch of packets and, receiving, its socket's doubled SO_RCVBUF; an
-        // AF_XDP worker's UMEM and rings instead.
-        let batch = u64::from(p.batch).saturating_mul(u64::from(p.size_bytes));
-        let socket = backend(p.execution.engine).map_or(0, |b| b.socket_bytes(role));
+        let parts: &[Role] = match p.bidir {
+            true => &[Role::Client, Role::Server],
+            false => &[role],
+        };
+        let (threads, memory_bytes) = parts.iter().fold((0usize, 0u64), |(t, m), &part| {
+            let (pt, pm) = self.part_demand(p, part);
+            (t.saturating_add(pt), m.saturating_add(pm))
+        });
         Demand {
-            connections: p.flows,
+            connections: p.flows.saturating_mul(parts.len() as u32),
             rate: Some(p.rate_pps),
             bits_per_s: p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0),
             message_bytes: p.size_bytes,
             threads,
-            memory_bytes: super::budget::total(threads, batch.saturating_add(socket), 0, 0),
+            memory_bytes,
         }
     }
 
