@@ -332,6 +332,7 @@ mod tests {
             socket_drops: Some(0),
             receiver_to_sender_ratio: Some(received / sent),
             flows_with_loss: Some(0),
+            uncounted_packets: None,
             marks: None,
             jitter: None,
         });

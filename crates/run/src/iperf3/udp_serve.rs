@@ -68,9 +68,9 @@ pub fn spec_of(t: &Test, ipv6: bool) -> PpsSpec {
     }
 }
 
-/// Why `t` is over `limits` or not served, with iperf3's error number for it; then every
+/// Why `p` is over `limits` or not served, with iperf3's error number for it; then every
 /// other limit the agent holds its own tests to.
-fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
+fn over_limits(p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(i32, String)> {
     let refuse = |code, why: String| Some((code, why));
     let len = p.payload_bytes();
     if len > udp_plane::MAX_DATAGRAM_BYTES {
@@ -108,10 +108,10 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
         );
     }
     // --bidir: a receiver a stream of the client's and our sender, as the account books
-    // them (the kind's demand), and both directions' bits.
+    // them (the kind's demand); rates and bits each way, as --max-rate and --max-bitrate
+    // read for every kind (a stream --bidir's too).
     let d = crate::kind::TypedKind::demand(&crate::kind::pps::Pps, p, Role::Server);
     let (streams, threads) = (d.connections, d.threads);
-    let ways = if t.bidir { 2.0 } else { 1.0 };
     if streams > limits.max_connections || threads > limits.max_threads {
         return refuse(
             refusal::STREAMS,
@@ -122,7 +122,7 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
         );
     }
     if let Some(max) = limits.max_rate {
-        match p.rate_pps.map(|r| r * ways) {
+        match p.rate_pps {
             Some(r) if r <= max => {}
             Some(r) => {
                 return refuse(
@@ -139,7 +139,7 @@ fn over_limits(t: &Test, p: &PpsSpec, limits: &crate::agent::Limits) -> Option<(
         }
     }
     if let Some(max) = limits.max_bitrate {
-        let bits = p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0 * ways);
+        let bits = p.rate_pps.map(|r| r * f64::from(p.size_bytes) * 8.0);
         match bits {
             Some(b) if b <= max => {}
             Some(b) => {
@@ -223,7 +223,7 @@ pub(super) fn serve(
     } = o;
     let local = listener.local_addr().map_err(io("listener"))?;
     let spec = spec_of(&test, local.is_ipv6());
-    served::refuse_over(&mut ctl, &mut srv, over_limits(&test, &spec, &cfg.limits))?;
+    served::refuse_over(&mut ctl, &mut srv, over_limits(&spec, &cfg.limits))?;
     let _held = served::book(&mut ctl, &mut srv, cfg, &TestSpec::Pps(spec.clone()))?;
     let probe = HostProbe::for_peer(peer.ip());
     // Bound before CREATE_STREAMS: the first stream's datagram follows it at once.
@@ -400,8 +400,8 @@ mod tests {
             both.memory_bytes > one.memory_bytes + (2 << 20),
             "{both:?} {one:?}"
         );
-        // Each way's rate, as a stream --bidir's (what --max-bitrate reads for the agent's
-        // own tests); over_limits holds a served --bidir's two ways together.
+        // Each way's rate, as a stream --bidir's (what --max-rate and --max-bitrate read,
+        // for the agent's own tests and served ones).
         assert_eq!((both.rate, both.bits_per_s), (one.rate, one.bits_per_s));
         let account = std::sync::Arc::new(crate::agent::Account::default());
         let max_bytes = 1 << 40;
@@ -421,8 +421,9 @@ mod tests {
         let _beside = account.book_serving(&one, 4, max_bytes).unwrap();
     }
 
-    /// `--max-rate` holds the datagrams a second (both ways with `--bidir`), and
-    /// `--max-message` the datagram with its headers.
+    /// `--max-rate` holds the datagrams a second each way (a `--bidir` test's two ways
+    /// apart, as the agent's own tests'), and `--max-message` the datagram with its
+    /// headers.
     #[test]
     fn the_datagram_rate_and_size_are_held_to_the_agents_limits() {
         let limits = crate::agent::Limits {
@@ -439,11 +440,12 @@ mod tests {
                 ..Default::default()
             };
             let t = p.test().unwrap();
-            over_limits(&t, &spec_of(&t, false), &limits)
+            over_limits(&spec_of(&t, false), &limits)
         };
-        // 1000 datagrams a second of 900 bytes: within both.
+        // 1000 datagrams a second of 900 bytes, one way or each way: within both.
         assert_eq!(over(900.0, 7.2e6, false), None);
-        let (code, why) = over(900.0, 7.2e6, true).unwrap();
+        assert_eq!(over(900.0, 7.2e6, true), None);
+        let (code, why) = over(900.0, 14.4e6, true).unwrap();
         assert_eq!(code, refusal::RATE);
         assert!(
             why.contains("2000 datagrams/s asked, --max-rate is 1500"),

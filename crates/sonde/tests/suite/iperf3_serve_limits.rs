@@ -227,10 +227,10 @@ fn iperf3_tests_share_the_agents_threads_with_its_own_tests() {
     assert_eq!(code, Some(0), "once it ended: {said}");
 }
 
-/// A served UDP `--bidir` test is held to the agent's limits both ways and booked both
-/// ways in its account, as a stream `--bidir` is: under `--max-bitrate 50M`, `iperf3 -c
-/// -u --bidir -b 30M` (62.52 Mbit/s with the headers, both ways) is refused by iperf3's
-/// number and the flag, and the same rate one way is served; under `--max-threads 3`,
+/// A served UDP `--bidir` test is held to the agent's limits each way and booked both
+/// ways in its account, as a stream `--bidir` is: under `--max-bitrate 50M` (each way),
+/// `iperf3 -c -u --bidir -b 60M` (62.52 Mbit/s with the headers each way) is refused by
+/// iperf3's number and the flag, and `-b 30M` both ways is served; under `--max-threads 3`,
 /// while the agent serves `-u --bidir -b 10M` (our receiver for the client's stream and
 /// our sender for ours: 2 workers) a `sonde stream -P 2` beside it (2 more) is refused
 /// naming the 2 it holds, while beside `-u -b 10M` one way (1 worker) it runs. Before
@@ -255,9 +255,9 @@ fn a_served_udp_bidir_test_is_held_and_booked_both_ways() {
             .stdin(Stdio::null());
         c
     };
-    let o = udp(&["--bidir", "-b", "30M", "-t", "1"]).output().unwrap();
+    let o = udp(&["--bidir", "-b", "60M", "-t", "1"]).output().unwrap();
     let (said, line) = (stdout(&o) + &stderr(&o), client_line(&rx));
-    eprintln!("-u --bidir -b 30M: {:?}, {said:?}; agent: {line}", o.status);
+    eprintln!("-u --bidir -b 60M: {:?}, {said:?}; agent: {line}", o.status);
     assert_eq!(o.status.code(), Some(1), "{said}");
     assert!(
         said.ends_with("iperf3: error - total required bandwidth is larger than server limit\n"),
@@ -267,8 +267,8 @@ fn a_served_udp_bidir_test_is_held_and_booked_both_ways() {
         line.contains("refused: 62520000 bit/s asked, --max-bitrate is 50000000"),
         "{line}"
     );
-    let o = udp(&["-b", "30M", "-t", "1"]).output().unwrap();
-    assert!(o.status.success(), "one way: {}", stdout(&o) + &stderr(&o));
+    let o = udp(&["--bidir", "-b", "30M", "-t", "1"]).output().unwrap();
+    assert!(o.status.success(), "each way: {}", stdout(&o) + &stderr(&o));
     let doc = iperf3_served_doc(&rx);
     assert_eq!(doc["end"]["partial"], false, "{}", doc["end"]);
     for bidir in [true, false] {
