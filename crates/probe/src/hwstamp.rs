@@ -61,7 +61,11 @@ pub fn parse_ethtool_t(text: &str) -> Result<TsInfo, FormatError> {
     let (mut section, mut saw_caps, mut saw_phc) = (Section::None, false, false);
     for line in lines {
         if line.starts_with([' ', '\t']) {
-            let word = line.split_whitespace().next().unwrap_or_default().to_string();
+            let word = line
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
             match section {
                 Section::Capabilities => info.capabilities.push(word),
                 Section::Tx => info.tx_modes.push(word),
@@ -93,12 +97,13 @@ pub fn parse_ethtool_t(text: &str) -> Result<TsInfo, FormatError> {
             "Hardware Receive Filter Modes" => listed(Section::Rx),
             "PTP Hardware Clock" => {
                 saw_phc = true;
-                info.phc = match value {
-                    "none" => None,
-                    n => Some(n.parse().map_err(|e| {
-                        FormatError::field(format!("PTP Hardware Clock {n:?}"), e)
-                    })?),
-                };
+                info.phc =
+                    match value {
+                        "none" => None,
+                        n => Some(n.parse().map_err(|e| {
+                            FormatError::field(format!("PTP Hardware Clock {n:?}"), e)
+                        })?),
+                    };
                 Section::None
             }
             _ => Section::None,
