@@ -114,6 +114,7 @@ mod tests {
             pinned_cpus: None,
             bypass: None,
             cpu_latency: None,
+            stamps: None,
         };
         assert_eq!(bypass_line(&by), "");
         by.bypass = Some(Bypass {

@@ -25,8 +25,9 @@ pub struct Stamping {
     pub allowed: bool,
     /// The private directory of restore records (`--state-dir`); `None`: the default.
     pub state_dir: Option<PathBuf>,
-    /// Test-only (`--hwstamps-fake DIR`): `/sys` read under `DIR`, the device's setting
-    /// kept in files there ([`FakeNic`]); `ethtool` is whichever PATH finds.
+    /// Test-only (`--hwstamps-fake DIR`): `/sys` read under `DIR`, and the device's
+    /// setting kept in `DIR/nic` ([`FakeNic`]) when that exists; `ethtool` is whichever
+    /// PATH finds.
     pub fake: Option<PathBuf>,
 }
 
@@ -39,10 +40,12 @@ impl Stamping {
         }
     }
 
+    /// The fake's settings when its directory has a `nic` (so that a test can fake the
+    /// capability and still meet the real ioctl), else the kernel's.
     fn nic(&self) -> Arc<dyn Nic> {
         match &self.fake {
-            Some(dir) => Arc::new(FakeNic::new(dir)),
-            None => Arc::new(Ioctl),
+            Some(dir) if dir.join("nic").is_dir() => Arc::new(FakeNic::new(dir)),
+            _ => Arc::new(Ioctl),
         }
     }
 

@@ -156,8 +156,9 @@ pub struct ServeArgs {
     /// puts back what it finds [default: /run/sonde for root, else $XDG_RUNTIME_DIR/sonde].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<std::path::PathBuf>,
-    /// Test-only: /sys read under DIR and each device's hardware timestamping setting
-    /// kept in DIR/nic/DEV instead of the NIC's (no NIC here stamps in hardware).
+    /// Test-only: /sys read under DIR and, when DIR/nic exists, each device's hardware
+    /// timestamping setting kept in DIR/nic/DEV instead of the NIC's (no NIC here stamps
+    /// in hardware).
     #[arg(long, hide = true, value_name = "DIR")]
     pub hwstamps_fake: Option<std::path::PathBuf>,
     #[command(flatten)]
