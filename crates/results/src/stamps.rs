@@ -72,7 +72,18 @@ pub struct SideStamps {
     /// clock; this build takes every stage from the software stamps, whatever the NIC
     /// does, and never says hardware for a stamp it did not read as one.
     pub stages_from: StampKind,
+    /// The kernel stamps this end's workers read over the test, by the kind the kernel
+    /// marked each (a receive's message may hold both); absent where not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<StampsRead>,
     /// Why this end did not stamp in hardware although asked (`auto`'s fallback).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+}
+
+/// Stamps read, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StampsRead {
+    pub software: u64,
+    pub hardware: u64,
 }

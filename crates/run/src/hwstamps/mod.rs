@@ -196,13 +196,14 @@ fn arrange_with(
     capability: impl FnOnce(&str) -> HwCapability,
 ) -> Result<(SideStamps, Option<Held>), String> {
     let plan = decide(asked, stamping.allowed, device, capability)
-        .map_err(|why| format!("--stamps hardware on {whose} end: {why}"))?;
+        .map_err(|why| format!("hardware on {whose} end: {why}"))?;
     let mut said = SideStamps {
         asked,
         device: device.map(str::to_string),
         nic_hardware_on: false,
         phc: None,
         stages_from: StampKind::Software,
+        read: None,
         fallback: None,
     };
     let held = match plan {
@@ -220,7 +221,7 @@ fn arrange_with(
                     Some(h)
                 }
                 (Err(e), StampSource::Hardware) => {
-                    return Err(format!("--stamps hardware on {whose} end: {e}"))
+                    return Err(format!("hardware on {whose} end: {e}"))
                 }
                 (Err(e), _) => {
                     said.fallback = Some(e);

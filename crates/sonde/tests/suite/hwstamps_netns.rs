@@ -58,6 +58,9 @@ fn a_veth_falls_back_to_software_or_is_refused_by_name() {
         assert_eq!(s["device"], dev.as_str(), "{side}: {s}");
         assert_eq!(s["nic_hardware_on"], false, "{side}: {s}");
         assert_eq!(s["stages_from"], "software", "{side}: {s}");
+        // Counted as the kernel marked them: software only.
+        assert!(s["read"]["software"].as_u64().unwrap() > 0, "{side}: {s}");
+        assert_eq!(s["read"]["hardware"], 0, "{side}: {s}");
         let why = s["fallback"].as_str().unwrap_or_default();
         assert!(
             why.contains(dev.as_str()) && why.contains("no PTP hardware clock"),
@@ -145,8 +148,11 @@ fn hardware_stamping_is_put_back_after_the_test() {
     let s = stamps(&doc, "server");
     assert_eq!(s["nic_hardware_on"], true, "{s}");
     assert_eq!(s["phc"], 0, "{s}");
-    // The stages are taken from the software stamps: never said hardware.
+    // The stages are taken from the software stamps, and the echo's sockets, asking for
+    // the NIC's receive stamps, read none (the NIC is a fake): never said hardware.
     assert_eq!(s["stages_from"], "software", "{s}");
+    assert!(s["read"]["software"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["read"]["hardware"], 0, "{s}");
     assert_eq!(stamps(&doc, "client")["nic_hardware_on"], false);
     let dev = &lab.server_if;
     assert_eq!(
