@@ -102,6 +102,22 @@ fn an_agent_without_the_allow_refuses_hardware_and_auto_says_why() {
         .unwrap()
         .to_string();
     assert!(why.contains("--allow hwstamps"), "{why}");
+    // The summary says it too, for each end.
+    let args = [
+        "--stages",
+        "-t",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--no-save",
+        "--stamps",
+        "auto",
+    ];
+    let text = stdout(&run(lab.sonde(&agent, "ping", &args)));
+    let server =
+        "stamps: server: software (auto: not allowed here (start the agent with --allow hwstamps))";
+    assert!(text.contains(server), "{text}");
+    assert!(text.contains("stamps: client: software (auto: "), "{text}");
 }
 
 /// A device whose capability says hardware (faked) meets the real ioctl: a veth has no
