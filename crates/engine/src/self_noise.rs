@@ -113,6 +113,7 @@ fn client_plan(plan: &NoisePlan, window_start: Instant) -> ClientPlan {
         sqpoll: false,
         stages: false,
         stage_every: 1,
+        hardware_rx: false,
         read_tos: false,
     }
 }

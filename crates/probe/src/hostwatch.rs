@@ -22,6 +22,12 @@ pub struct HostProbe {
     helpers: Vec<u32>,
     /// A CPU latency limit held for as long as this side observes its host.
     cpu_latency: Option<crate::pmqos::CpuLatencyHold>,
+    /// What this side did with `--stamps`, and the device setting it holds for as long
+    /// as it observes its host (dropping it puts the setting back).
+    stamps: Option<(
+        sonde_results::stamps::SideStamps,
+        Option<Box<dyn Send + Sync>>,
+    )>,
 }
 
 #[derive(Clone)]
@@ -83,6 +89,7 @@ impl HostProbe {
             notes,
             helpers: Vec::new(),
             cpu_latency: None,
+            stamps: None,
         }
     }
 
@@ -159,6 +166,20 @@ impl HostProbe {
     }
 
     /// The CPU latency limit held, as recorded when it was set.
+    /// Keeps what this side did with `--stamps` for its result, and `held` (the device
+    /// setting made for the test, put back when dropped) for as long as this probe lives.
+    pub fn hold_stamps(
+        &mut self,
+        said: sonde_results::stamps::SideStamps,
+        held: Option<Box<dyn Send + Sync>>,
+    ) {
+        self.stamps = Some((said, held));
+    }
+
+    pub fn stamps(&self) -> Option<&sonde_results::stamps::SideStamps> {
+        self.stamps.as_ref().map(|(s, _)| s)
+    }
+
     pub fn cpu_latency(&self) -> Option<&sonde_results::CpuLatency> {
         self.cpu_latency.as_ref().map(|h| &h.record)
     }

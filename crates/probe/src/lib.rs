@@ -11,6 +11,7 @@ pub mod dpdk;
 pub mod ethtool;
 pub mod host;
 pub mod hostwatch;
+pub mod hwstamp;
 pub mod hypervisor;
 pub mod interrupts;
 pub mod inventory;

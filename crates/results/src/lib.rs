@@ -16,6 +16,7 @@ pub mod rpm;
 pub mod side;
 pub mod spec;
 pub mod stages;
+pub mod stamps;
 pub mod stats;
 pub mod tcp;
 pub mod verdict;

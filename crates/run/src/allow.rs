@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use sonde_results::stamps::StampSource;
 use sonde_results::{Engine, TestSpec};
 
 /// One thing an agent may be allowed to do beyond the kernel engine's tests.
@@ -16,10 +17,13 @@ pub enum Allow {
     Xdp,
     /// Either part of a test between two agents (`sonde_proto::THIRD_PARTY`).
     ThirdParty,
+    /// `--stamps hardware|auto`: switching the test device's hardware timestamping on
+    /// for the test (SIOCSHWTSTAMP), the previous setting put back after it.
+    Hwstamps,
 }
 
 impl Allow {
-    pub const ALL: [Allow; 3] = [Allow::Dpdk, Allow::Xdp, Allow::ThirdParty];
+    pub const ALL: [Allow; 4] = [Allow::Dpdk, Allow::Xdp, Allow::ThirdParty, Allow::Hwstamps];
 
     /// The word `--allow` takes, and the capability or engine name it stands for.
     pub fn name(self) -> &'static str {
@@ -27,6 +31,7 @@ impl Allow {
             Allow::Dpdk => Engine::Dpdk.name(),
             Allow::Xdp => Engine::Xdp.name(),
             Allow::ThirdParty => sonde_proto::THIRD_PARTY,
+            Allow::Hwstamps => "hwstamps",
         }
     }
 
@@ -48,6 +53,8 @@ pub enum NotAllowed {
     Engine { engine: Engine, allow: Allow },
     #[error("a part of a test between two agents is not allowed on this agent (start the agent with --allow {})", Allow::ThirdParty.name())]
     ThirdParty,
+    #[error("--stamps hardware switches on the hardware timestamping of this agent's NIC, which is not allowed on this agent (start the agent with --allow {}, or ask --stamps auto to fall back to software)", Allow::Hwstamps.name())]
+    Hwstamps,
 }
 
 /// The set an agent was started with; empty by default.
@@ -78,7 +85,8 @@ impl Allowed {
     /// For the startup line: `dpdk, xdp`, or `nothing beyond kernel tests`.
     pub fn describe(&self) -> String {
         if self.0.is_empty() {
-            return "nothing beyond kernel-socket tests (--allow dpdk,xdp,third-party)".into();
+            return "nothing beyond kernel-socket tests (--allow dpdk,xdp,third-party,hwstamps)"
+                .into();
         }
         let names: Vec<&str> = self.0.iter().map(|a| a.name()).collect();
         names.join(", ")
@@ -93,6 +101,9 @@ impl Allowed {
         }
         if third_party && !self.contains(Allow::ThirdParty) {
             return Err(NotAllowed::ThirdParty);
+        }
+        if spec.stamps() == StampSource::Hardware && !self.contains(Allow::Hwstamps) {
+            return Err(NotAllowed::Hwstamps);
         }
         Ok(())
     }
@@ -130,6 +141,31 @@ mod tests {
         assert!(some.check(&pps("dpdk"), false).is_err());
         assert_eq!(some.describe(), "xdp, third-party");
         assert!(Allowed::all().check(&pps("dpdk"), true).is_ok());
+    }
+
+    /// Hardware stamps change the NIC's configuration: refused by name unless allowed;
+    /// `auto` is admitted (it falls back to software at the end that does not allow).
+    #[test]
+    fn hardware_stamps_need_their_allow() {
+        let ping = |stamps| {
+            let mut r = sonde_results::RrSpec {
+                stages: true,
+                stamps,
+                ..Default::default()
+            };
+            r.execution.engine = Engine::Kernel;
+            TestSpec::Ping(r)
+        };
+        let e = Allowed::default()
+            .check(&ping(StampSource::Hardware), false)
+            .unwrap_err();
+        assert_eq!(e, NotAllowed::Hwstamps);
+        assert!(e.to_string().contains("--allow hwstamps"), "{e}");
+        assert!(Allowed::default()
+            .check(&ping(StampSource::Auto), false)
+            .is_ok());
+        let hw: Allowed = [Allow::Hwstamps].into_iter().collect();
+        assert!(hw.check(&ping(StampSource::Hardware), false).is_ok());
     }
 
     #[test]

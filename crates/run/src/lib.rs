@@ -12,6 +12,7 @@ pub mod controller;
 pub mod drive;
 pub mod fleet;
 pub mod fleet_metrics;
+pub mod hwstamps;
 pub mod inspect;
 pub mod iperf3;
 pub mod item;

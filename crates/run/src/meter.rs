@@ -149,6 +149,7 @@ impl<C: Clone> Meter<C> {
         r.section = section;
         r.engine = Some(by.engine);
         r.cpu_latency = self.probe.cpu_latency().cloned();
+        r.stamps = self.probe.stamps().cloned();
         hostwatch::fill(&mut r, &window.start.0, &window.end.0);
         if let Some(c) = r.control_thread.as_mut() {
             self.apart.describe(c);

@@ -273,6 +273,7 @@ mod tests {
                 pinned_cpus: None,
                 bypass: None,
                 cpu_latency: None,
+                stamps: None,
             },
             poll: "block".into(),
             seconds: 1.0,

@@ -21,7 +21,7 @@ const CONTROL_BYTES: usize = 256;
 /// Software stamps of sent data (entering the qdisc, handed to the driver), of received
 /// data, tagged with the send's id (`OPT_ID`: bytes for TCP, datagrams for UDP, from when
 /// it was switched on), without the data itself on the error queue (`OPT_TSONLY`).
-const FLAGS: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SCHED
+pub(super) const FLAGS: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SCHED
     | libc::SOF_TIMESTAMPING_TX_SOFTWARE
     | libc::SOF_TIMESTAMPING_RX_SOFTWARE
     | libc::SOF_TIMESTAMPING_SOFTWARE
@@ -169,6 +169,7 @@ fn rx_stamp(msg: &libc::msghdr) -> Option<u64> {
     let mut found = None;
     each_cmsg(msg, |level, ty, data| {
         if level == libc::SOL_SOCKET && ty == libc::SO_TIMESTAMPING {
+            super::kinds::note(data);
             found = software(data);
         }
     });
@@ -367,7 +368,10 @@ fn tx_stamp(msg: &libc::msghdr) -> Option<TxStamp> {
 fn queued(msg: &libc::msghdr) -> (Option<TxStamp>, Option<libc::sock_extended_err>) {
     let (mut ns, mut ext) = (None, None);
     each_cmsg(msg, |level, ty, data| match (level, ty) {
-        (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => ns = software(data),
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => {
+            super::kinds::note(data);
+            ns = software(data)
+        }
         (libc::SOL_IP, libc::IP_RECVERR) | (libc::SOL_IPV6, libc::IPV6_RECVERR)
             if data.len() >= size_of::<libc::sock_extended_err>() =>
         {

@@ -8,6 +8,7 @@ pub mod book;
 pub mod datagram;
 pub mod echo;
 pub mod io;
+pub mod kinds;
 pub mod rx_read;
 pub mod sample;
 pub mod stages;
@@ -18,6 +19,7 @@ pub use io::{
     enable, now_real, recv_stamped, rx_stamp_of, ErrQueue, Queued, TxPoint, TxStamp,
     RX_CONTROL_BYTES,
 };
+pub use kinds::StampKinds;
 pub use rx_read::{stream_read, RxRead};
 pub use sample::{send_stamped, Sampling, TxControl};
 pub use stages::{EchoFigures, Readings, StageHists, Unsplit, FIGURE_BYTES, STAGES};

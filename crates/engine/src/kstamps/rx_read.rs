@@ -60,6 +60,7 @@ mod tests {
         Sampling {
             every,
             opt_id: true,
+            hardware_rx: false,
         }
     }
 

@@ -28,12 +28,23 @@ const SAMPLED_FLAGS: libc::c_uint = libc::SOF_TIMESTAMPING_RX_SOFTWARE
     | libc::SOF_TIMESTAMPING_OPT_ID
     | libc::SOF_TIMESTAMPING_OPT_TSONLY;
 
+/// The NIC's receive stamps too, on the raw hardware clock (`ts[2]` of each receive's
+/// `scm_timestamping`, beside the software `ts[0]`): asked only where this end switched
+/// its device's hardware stamping on (`--stamps`). In the same control message as the
+/// software stamp, so nothing else is queued or read. The NIC's transmit stamps are not
+/// asked: each would be one more message on the error queue, which the sampled reads
+/// (`ErrQueue::read_expected`) do not expect.
+const HARDWARE_RX: libc::c_uint =
+    libc::SOF_TIMESTAMPING_RX_HARDWARE | libc::SOF_TIMESTAMPING_RAW_HARDWARE;
+
 /// One message in `every` stamped (1: every message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sampling {
     pub every: u32,
     /// UDP sends key their stamps by the message's sequence (`SCM_TS_OPT_ID`).
     pub opt_id: bool,
+    /// The NIC's receive stamps too ([`HARDWARE_RX`]).
+    pub hardware_rx: bool,
 }
 
 impl Sampling {
@@ -42,6 +53,7 @@ impl Sampling {
         Sampling {
             every: every.max(1),
             opt_id: opt_id_per_send(),
+            hardware_rx: false,
         }
     }
 
@@ -51,6 +63,15 @@ impl Sampling {
         Sampling {
             every: 1,
             opt_id: false,
+            hardware_rx: false,
+        }
+    }
+
+    /// With the NIC's receive stamps too when `on` (this end's device stamps in hardware).
+    pub fn with_hardware_rx(self, on: bool) -> Sampling {
+        Sampling {
+            hardware_rx: on,
+            ..self
         }
     }
 
@@ -85,9 +106,10 @@ impl Sampling {
 
     /// Switches `fd`'s stamps on: every send's, or (sampled) only receives'.
     pub fn enable(&self, fd: RawFd) -> io::Result<()> {
+        let hardware = if self.hardware_rx { HARDWARE_RX } else { 0 };
         match self.per_send() {
-            false => super::io::enable(fd),
-            true => super::io::set_flags(fd, SAMPLED_FLAGS),
+            false => super::io::set_flags(fd, super::io::FLAGS | hardware),
+            true => super::io::set_flags(fd, SAMPLED_FLAGS | hardware),
         }
     }
 
@@ -296,6 +318,7 @@ mod tests {
             let s = Sampling {
                 every,
                 opt_id: false,
+                hardware_rx: false,
             };
             for i in (0..300u64).chain([u64::MAX - 70_000, u64::MAX - 1, u64::MAX]) {
                 let n = u64::from(every);
@@ -367,6 +390,7 @@ mod tests {
             Sampling {
                 every: 4,
                 opt_id: false,
+                hardware_rx: false,
             },
         ] {
             let u = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -36,6 +36,8 @@ pub struct ClientPlan {
     pub stages: bool,
     /// With stages: one message in this many is stamped (1: every one).
     pub stage_every: u32,
+    /// With stages: the NIC's receive stamps too (`kstamps::Sampling::with_hardware_rx`).
+    pub hardware_rx: bool,
     /// UDP: count each answer by the TOS it arrived with (`--dscp`/`--ecn`).
     pub read_tos: bool,
 }
@@ -81,5 +83,7 @@ pub struct WorkerEnd {
     pub intervals_merged: u64,
     /// System calls the worker made (`crate::syscalls`).
     pub syscalls: u64,
+    /// Kernel stamps the worker read, by kind (`crate::kstamps::kinds`).
+    pub stamps: crate::kstamps::StampKinds,
     pub error: Option<String>,
 }

@@ -46,7 +46,7 @@ impl Stamps {
         if !p.stages {
             return Ok(None);
         }
-        let sampling = Sampling::new(p.stage_every);
+        let sampling = Sampling::new(p.stage_every).with_hardware_rx(p.hardware_rx);
         sampling.enable(fd).map_err(|e| WorkerEnd {
             error: Some(format!("SO_TIMESTAMPING: {e}")),
             ..Default::default()

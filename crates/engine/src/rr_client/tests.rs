@@ -33,6 +33,7 @@ pub(crate) fn plan(
         sqpoll: false,
         stages: false,
         stage_every: 1,
+        hardware_rx: false,
         read_tos: false,
     }
 }

@@ -87,6 +87,7 @@ impl RrClient {
             let end = work(s, k);
             WorkerEnd {
                 syscalls: crate::syscalls::so_far(),
+                stamps: crate::kstamps::kinds::so_far(),
                 ..end
             }
         };

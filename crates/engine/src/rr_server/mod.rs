@@ -114,7 +114,7 @@ struct Echo {
 fn echo_tcp(shared: &Core, k: usize, fds: &[RawFd]) -> Option<String> {
     let p = &shared.plan;
     let mut conns = Vec::with_capacity(fds.len());
-    let sampling = Sampling::new(p.stage_every);
+    let sampling = Sampling::new(p.stage_every).with_hardware_rx(p.hardware_rx);
     for &fd in fds {
         let stamps = match p.stages.then(|| sampling.enable(fd)) {
             Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
@@ -331,7 +331,7 @@ fn echo_udp(shared: &Core, k: usize, socket: &UdpSocket, allowed: IpAddr) -> Opt
             .tos_read
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    let sampling = Sampling::new(p.stage_every);
+    let sampling = Sampling::new(p.stage_every).with_hardware_rx(p.hardware_rx);
     let mut stamps = match p.stages.then(|| sampling.enable(fd)) {
         Some(Err(e)) => return Some(format!("SO_TIMESTAMPING: {e}")),
         Some(Ok(())) => Some(EchoStamps::new(None, p.clock_shift_ns, sampling)),

@@ -30,6 +30,8 @@ pub struct ServerPlan {
     /// With stages: the answers to one request in this many are stamped (the requests
     /// the client sampled; 1: every one).
     pub stage_every: u32,
+    /// With stages: the NIC's receive stamps too (`kstamps::Sampling::with_hardware_rx`).
+    pub hardware_rx: bool,
     /// A test hook: the echo's real-time clock, as its answers tell it, is off by this.
     pub clock_shift_ns: i64,
     /// UDP: count each request by the TOS it arrived with (`--dscp`/`--ecn`).
@@ -55,6 +57,7 @@ impl ServerPlan {
             sqpoll: false,
             stages: false,
             stage_every: 1,
+            hardware_rx: false,
             clock_shift_ns: 0,
             read_tos: false,
         }
@@ -66,8 +69,9 @@ pub(crate) struct Core {
     aborting: AtomicBool,
     stalled: AtomicBool,
     /// Responses sent (`ANSWERED`), UDP datagrams dropped (`REJECTED`) and, once a
-    /// worker ended, its system calls (`SYSCALLS`), per worker.
-    pub answered: Vec<Counters<3>>,
+    /// worker ended, its system calls (`SYSCALLS`) and the kernel stamps it read by kind
+    /// (`SOFTWARE_STAMPS`, `HARDWARE_STAMPS`), per worker.
+    pub answered: Vec<Counters<5>>,
     /// With `plan.read_tos`: each worker's requests by arrival TOS, once a worker read
     /// them (`tos_read`: an engine that cannot leaves it false).
     pub tos: Vec<TosCounts>,
@@ -77,6 +81,8 @@ pub(crate) struct Core {
 pub(crate) const ANSWERED: usize = 0;
 pub(crate) const REJECTED: usize = 1;
 pub(crate) const SYSCALLS: usize = 2;
+pub(crate) const SOFTWARE_STAMPS: usize = 3;
+pub(crate) const HARDWARE_STAMPS: usize = 4;
 
 impl Core {
     pub fn new(plan: ServerPlan, threads: usize) -> Core {
@@ -150,7 +156,11 @@ impl RrServer {
     {
         let counted = move |s: &S, k| {
             let end = work(s, k);
-            s.core().answered[k].add_to(SYSCALLS, crate::syscalls::so_far());
+            let counters = &s.core().answered[k];
+            counters.add_to(SYSCALLS, crate::syscalls::so_far());
+            let read = crate::kstamps::kinds::so_far();
+            counters.add_to(SOFTWARE_STAMPS, read.software);
+            counters.add_to(HARDWARE_STAMPS, read.hardware);
             end
         };
         let pool = Pool::spawn("sonde-echo", placement, &shared, counted)?;
@@ -180,6 +190,15 @@ impl RrServer {
     /// System calls of the workers that ended (all of them, once joined).
     pub fn syscalls(&self) -> u64 {
         Counters::sum(&self.shared.core().answered)[SYSCALLS]
+    }
+
+    /// Kernel stamps the workers that ended read, by kind (all of them, once joined).
+    pub fn stamps(&self) -> crate::kstamps::StampKinds {
+        let c = Counters::sum(&self.shared.core().answered);
+        crate::kstamps::StampKinds {
+            software: c[SOFTWARE_STAMPS],
+            hardware: c[HARDWARE_STAMPS],
+        }
     }
 
     pub fn all_done(&self) -> bool {

@@ -159,7 +159,7 @@ fn batch(response_bytes: usize) -> usize {
 impl<'a> Echo<'a> {
     fn new(core: &'a Core, k: usize, fds: &[RawFd], allowed: Option<IpAddr>) -> io::Result<Self> {
         let p = &core.plan;
-        let sampling = Sampling::new(p.stage_every);
+        let sampling = Sampling::new(p.stage_every).with_hardware_rx(p.hardware_rx);
         if p.stages {
             for &fd in fds {
                 sampling

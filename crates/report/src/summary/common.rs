@@ -41,6 +41,25 @@ pub(crate) fn limited_line(e: &End) -> String {
         .map_or_else(String::new, |l| format!("limited by: {}\n", l.sentence()))
 }
 
+/// What a side did with `--stamps`, in one line: hardware on its device or software, and
+/// the stamps read by kind (the stages are always from the software ones).
+pub(crate) fn stamps_line(side: &str, s: &sonde_results::stamps::SideStamps) -> String {
+    let dev = s.device.as_deref().unwrap_or("its device");
+    let mut line = match (&s.fallback, s.nic_hardware_on) {
+        (_, true) => format!("stamps: {side}: hardware stamping on {dev} for the test"),
+        (Some(why), false) => format!("stamps: {side}: software ({}: {why})", s.asked),
+        (None, false) => format!("stamps: {side}: software"),
+    };
+    if let Some(r) = &s.read {
+        line.push_str(&format!(
+            "; read {} software, {} hardware",
+            r.software, r.hardware
+        ));
+    }
+    line.push_str("; stages from software stamps\n");
+    line
+}
+
 /// How a side left the kernel's socket path, in one line; empty for kernel sockets.
 pub(crate) fn bypass_line(by: &MeasuredBy) -> String {
     let Some(b) = &by.bypass else {
@@ -102,7 +121,33 @@ fn one_host_line(e: &End) -> String {
 mod tests {
     use super::*;
     use sonde_results::document::MeasuredBy;
+    use sonde_results::stamps::{SideStamps, StampKind, StampSource, StampsRead};
     use sonde_results::{Bypass, Role};
+
+    #[test]
+    fn a_side_says_which_stamps_it_took() {
+        let mut s = SideStamps {
+            asked: StampSource::Auto,
+            device: Some("veth0".into()),
+            nic_hardware_on: false,
+            phc: None,
+            stages_from: StampKind::Software,
+            read: Some(StampsRead {
+                software: 40,
+                hardware: 0,
+            }),
+            fallback: Some("veth0 cannot stamp in hardware".into()),
+        };
+        assert_eq!(
+            stamps_line("server", &s),
+            "stamps: server: software (auto: veth0 cannot stamp in hardware); read 40 software, 0 hardware; stages from software stamps\n"
+        );
+        (s.nic_hardware_on, s.fallback, s.read) = (true, None, None);
+        assert_eq!(
+            stamps_line("client", &s),
+            "stamps: client: hardware stamping on veth0 for the test; stages from software stamps\n"
+        );
+    }
 
     #[test]
     fn a_bypass_side_says_how_it_left_the_socket_path() {
@@ -114,6 +159,7 @@ mod tests {
             pinned_cpus: None,
             bypass: None,
             cpu_latency: None,
+            stamps: None,
         };
         assert_eq!(bypass_line(&by), "");
         by.bypass = Some(Bypass {

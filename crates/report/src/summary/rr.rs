@@ -170,6 +170,9 @@ pub fn rr(doc: &Document) -> String {
                 }
             ));
         }
+        if let Some(st) = &s.by.stamps {
+            out.push_str(&super::common::stamps_line(s.by.measured_by.as_str(), st));
+        }
         for n in &s.counted.notes {
             out.push_str(&format!("note: {}: {n}\n", s.by.measured_by.as_str()));
         }

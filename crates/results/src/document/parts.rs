@@ -39,6 +39,9 @@ pub struct MeasuredBy {
     /// The PM QoS CPU latency limit this side held (`--cpu-latency-us`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_latency: Option<crate::CpuLatency>,
+    /// With `--stamps hardware|auto`: which stamps this end took, on which device, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<crate::stamps::SideStamps>,
 }
 
 /// What the host itself counted over an end side's window (its NIC, its interrupts), and
@@ -90,6 +93,7 @@ impl MeasuredBy {
             pinned_cpus: side.pinned_cpus.clone(),
             bypass: side.bypass.clone(),
             cpu_latency: side.cpu_latency.clone(),
+            stamps: side.stamps.clone(),
         }
     }
 }

@@ -176,6 +176,7 @@ mod tests {
             pinned_cpus: Some(vec![1]),
             bypass: None,
             cpu_latency: None,
+            stamps: None,
         }
     }
 

@@ -147,6 +147,9 @@ pub struct SideResult {
     /// The CPU latency limit this side held (`--cpu-latency-us`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_latency: Option<CpuLatency>,
+    /// With `--stamps hardware|auto`: which stamps this end took and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<crate::stamps::SideStamps>,
     /// The tool's own work beside its measuring workers during the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_thread: Option<ControlThread>,
@@ -242,6 +245,7 @@ impl SideResult {
             engine: None,
             bypass: None,
             cpu_latency: None,
+            stamps: None,
             control_thread: None,
             section: SideSection::HostOnly,
         }

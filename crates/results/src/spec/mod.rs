@@ -171,6 +171,14 @@ impl TestSpec {
     }
 
     /// A load's is its load's.
+    /// The stamps the stages ask for (`--stamps`): ping and rpc's; software elsewhere.
+    pub fn stamps(&self) -> crate::stamps::StampSource {
+        match self {
+            TestSpec::Ping(r) | TestSpec::Rpc(r) => r.stamps,
+            _ => crate::stamps::StampSource::Software,
+        }
+    }
+
     pub fn execution(&self) -> &Execution {
         match self {
             TestSpec::Load(l) => l.load.execution(),

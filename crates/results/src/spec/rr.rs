@@ -115,6 +115,12 @@ pub struct RrSpec {
     /// the default; 1 with `--stages all`). Absent (a previous build's spec): every one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_every: Option<u32>,
+    /// With stages: which stamps they are taken from (`--stamps`); software by default.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::stamps::StampSource::is_software"
+    )]
+    pub stamps: crate::stamps::StampSource,
     /// Test-only: the echo tells its arrival stamps this many ns off (a clock off by as
     /// much), to prove the one-way offset is found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +150,7 @@ impl Default for RrSpec {
             self_noise_ms: None,
             stages: false,
             stage_every: None,
+            stamps: crate::stamps::StampSource::Software,
         }
     }
 }
@@ -245,6 +252,15 @@ impl RrSpec {
     /// echoes (the engine that takes them refuses what it cannot run: `kind::refuse`).
     fn check_stages(&self) -> Result<(), SpecError> {
         if !self.stages {
+            if !self.stamps.is_software() {
+                return refuse(
+                    "--stamps",
+                    format!(
+                        "--stamps {} chooses the stamps of --stages, which is off",
+                        self.stamps
+                    ),
+                );
+            }
             return Ok(());
         }
         if let Some(n) = self.stage_every.filter(|&n| n == 0 || n > MAX_STAGE_EVERY) {

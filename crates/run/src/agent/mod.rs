@@ -74,6 +74,9 @@ pub fn start(cfg: ServeConfig) -> Result<Threads, ServeError> {
     // Probed before the line below, which scripts wait for: what this host runs is fixed
     // by then (and logged).
     let uring = sonde_engine::uring::available();
+    // What an agent that did not live to restore it left switched, put back before
+    // anything is served.
+    restore_left(&cfg.stamping);
     // Scripts (and `sonde lab`) read this line to learn the port.
     println!(
         "sonde agent listening on {local} (protocol {})",
@@ -180,6 +183,17 @@ fn serve(listener: TcpListener, cfg: ServeConfig, interrupt: Interrupt) {
         tracing::warn!("stopped with {left} test(s) still tidying up");
     } else {
         tracing::info!("stopped");
+    }
+}
+
+/// Records are read where an agent could have written them: with `--allow hwstamps`, or
+/// an explicit `--state-dir` (an agent restarted without the allow still undoes).
+fn restore_left(stamping: &crate::hwstamps::Stamping) {
+    if !stamping.allowed && stamping.state_dir.is_none() {
+        return;
+    }
+    for line in stamping.restore_left() {
+        tracing::warn!("{line}");
     }
 }
 

@@ -90,7 +90,7 @@ pub(super) fn run(
                 addr: server,
                 cookie,
             };
-            open_client_part(&mut conn, kind, &mut spec, to, &shared.interrupt)?
+            open_client_part(&mut conn, kind, &mut spec, to, shared)?
         }
         Some(ThirdParty::Server { client }) => {
             let Some(key) = key else {
@@ -325,7 +325,9 @@ fn open(
     // --control-dscp, on this end of the control connection too (best effort).
     let _ = sonde_engine::marks::set_tos_if(conn.link.fd(), spec.execution().marks.control_tos());
     let mut probe = HostProbe::for_peer(peer);
-    if let Err(e) = kind::hold_cpu_latency(&mut probe, spec) {
+    if let Err(e) = kind::hold_cpu_latency(&mut probe, spec)
+        .and_then(|()| kind::hold_stamps(&mut probe, spec, &shared.cfg.stamping, "the agent's"))
+    {
         let message = e.to_string();
         return Err(conn.refuse(PeerError::Refused { message }));
     }
@@ -389,11 +391,14 @@ fn open_client_part(
     kind: &dyn Kind,
     spec: &mut TestSpec,
     to: kind::DataPort,
-    interrupt: &Interrupt,
+    shared: &Shared,
 ) -> Result<Box<dyn Side>, TestError> {
+    let interrupt = &shared.interrupt;
     let mut probe = HostProbe::for_peer(to.addr.ip());
     let refused = |conn: &mut Conn, message: String| conn.refuse(PeerError::Refused { message });
-    if let Err(e) = kind::hold_cpu_latency(&mut probe, spec) {
+    if let Err(e) = kind::hold_cpu_latency(&mut probe, spec).and_then(|()| {
+        kind::hold_stamps(&mut probe, spec, &shared.cfg.stamping, "the client agent's")
+    }) {
         return Err(refused(conn, e.to_string()));
     }
     if let Err(e) = kind.prepare(spec, to.addr, &probe) {

@@ -46,6 +46,9 @@ pub struct ServeConfig {
     /// What the live tests hold, shared with the services beside the agent (`serve
     /// --iperf3`), so that `--max-threads` and `--max-memory` hold for all of them.
     pub account: std::sync::Arc<account::Account>,
+    /// `--stamps` on this agent's end: `--allow hwstamps`, the restore records' directory
+    /// (`--state-dir`).
+    pub stamping: crate::hwstamps::Stamping,
 }
 
 /// State shared by the connections being served: the tests running, the connections in

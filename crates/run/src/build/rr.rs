@@ -100,6 +100,8 @@ pub struct RrParams {
     pub execution: Execution,
     pub self_noise_ms: Option<u64>,
     pub stages: Option<StagesChoice>,
+    /// `--stamps`: which stamps the stages ask for.
+    pub stamps: sonde_results::stamps::StampSource,
     pub server_stall: Option<Stall>,
     pub server_clock_shift_ns: Option<i64>,
 }
@@ -152,6 +154,7 @@ impl RrParams {
                     server_stall: self.server_stall,
                     server_clock_shift_ns: self.server_clock_shift_ns,
                     self_noise_ms: self.self_noise_ms,
+                    stamps: self.stamps,
                     ..Default::default()
                 })
             })

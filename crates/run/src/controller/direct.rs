@@ -9,6 +9,7 @@ use sonde_results::{Document, Role};
 use super::running::{Record, Running};
 use super::third_party;
 use super::{begin, session, Begun, ControllerError, LiveInterval, TestRequest};
+use crate::hwstamps::Stamping;
 use crate::kind;
 use crate::signals::Interrupt;
 
@@ -47,6 +48,9 @@ pub fn run_test(
         cookie: h.cookie,
     };
     let opened = kind.open_client(&spec, to)?;
+    // After the agent's end decided (it refuses by its own name first); an error here
+    // closes the control connection, and the agent puts its device back.
+    kind::hold_stamps(&mut probe, &spec, &Stamping::here(), "this host's")?;
     run.start(&mut link)?;
     let side = opened
         .start(probe)

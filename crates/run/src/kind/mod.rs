@@ -234,6 +234,30 @@ pub fn hold_cpu_latency(probe: &mut HostProbe, spec: &TestSpec) -> Result<(), Op
     })
 }
 
+/// `--stamps` at this side's end (`whose`: "this agent's", "this host's"): decided on the
+/// device `probe` observes, the device's hardware stamping held for as long as `probe`
+/// lives (the test) when switched on; the refusal names the flag and the device.
+pub fn hold_stamps(
+    probe: &mut HostProbe,
+    spec: &TestSpec,
+    stamping: &crate::hwstamps::Stamping,
+    whose: &str,
+) -> Result<(), OpenError> {
+    let asked = spec.stamps();
+    if asked.is_software() {
+        return Ok(());
+    }
+    let (said, held) =
+        crate::hwstamps::arrange(asked, stamping, probe.iface(), whose).map_err(|reason| {
+            OpenError::Setting {
+                flag: "--stamps",
+                reason,
+            }
+        })?;
+    probe.hold_stamps(said, held.map(|h| Box::new(h) as Box<dyn Send + Sync>));
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ pub mod command;
 mod state;
 
 pub use apply::{apply, need_root, restore, Tuned};
+pub(crate) use state::ensure_private_dir;
 pub use state::{default_state_file, private_dir, state_file, State};
 
 /// Why a setting could not be changed, saved or put back: one line naming the file.

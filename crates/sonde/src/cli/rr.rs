@@ -3,6 +3,7 @@
 
 use super::flags::{parse_poll, PollChoice};
 use clap::Args;
+use sonde_results::stamps::StampSource;
 use sonde_results::{SpecError, Stall, TestSpec};
 use sonde_run::build::rr::{self, parse_stall, PingParams, RpcParams, RrParams};
 pub use sonde_run::build::rr::{parse_stages, StagesChoice};
@@ -42,6 +43,13 @@ pub struct RrCommon {
     /// all), `all` for every message, `off`, or `N` for one in N.
     #[arg(long, num_args = 0..=1, default_missing_value = "sampled", value_parser = parse_stages, value_name = "WHICH")]
     pub stages: Option<StagesChoice>,
+    /// Which timestamps the stages ask for: software (the kernel's, the default),
+    /// hardware (the NICs' own at both ends, or the test is refused naming the device;
+    /// the agent must allow it: serve --allow hwstamps), or auto (hardware at an end that
+    /// allows and has it, software elsewhere). Each end's choice and why are in its
+    /// side's `stamps`.
+    #[arg(long, value_parser = super::flags::named(StampSource::ALL, StampSource::name), default_value = "software", value_name = "WHICH")]
+    pub stamps: StampSource,
     #[command(flatten)]
     pub output: OutputArgs,
     /// Test only: the agent stalls once, AFTER_MS into the test, for STALL_MS.
@@ -129,6 +137,7 @@ impl RrCommon {
             execution: self.execution.execution(),
             self_noise_ms: self.self_noise,
             stages: self.stages,
+            stamps: self.stamps,
             server_stall: self.server_stall,
             server_clock_shift_ns: self.server_clock_shift_ns,
         }

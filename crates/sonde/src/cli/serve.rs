@@ -54,8 +54,10 @@ pub struct ServeArgs {
     pub max_tests: u32,
     /// What this agent runs besides kernel-socket tests (comma list, repeatable): dpdk
     /// (testpmd as root on a device of this host), xdp (an XDP program on an interface),
-    /// third-party (either part of a test between two agents: this host sends to another).
-    /// Nothing by default.
+    /// third-party (either part of a test between two agents: this host sends to another),
+    /// hwstamps (switch the test device's hardware timestamping on for a test asking
+    /// --stamps hardware or auto, the previous setting put back after it). Nothing by
+    /// default.
     #[arg(long, value_parser = named(Allow::ALL, Allow::name), value_delimiter = ',', value_name = "WHAT")]
     pub allow: Vec<Allow>,
     /// --allow dpdk: testpmd's arguments on this host, EAL ones first, then after a `--`
@@ -149,6 +151,16 @@ pub struct ServeArgs {
     /// Honour test hooks in a spec (--server-stall): for sonde's own tests only.
     #[arg(long, hide = true)]
     pub test_hooks: bool,
+    /// This agent's private state directory (0700, its own): --allow hwstamps keeps a
+    /// device's previous setting there while a test changes it, and a restarted agent
+    /// puts back what it finds [default: /run/sonde for root, else $XDG_RUNTIME_DIR/sonde].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<std::path::PathBuf>,
+    /// Test-only: /sys read under DIR and, when DIR/nic exists, each device's hardware
+    /// timestamping setting kept in DIR/nic/DEV instead of the NIC's (no NIC here stamps
+    /// in hardware).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub hwstamps_fake: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub mesh: super::mesh::MeshArgs,
     #[command(flatten)]
@@ -195,6 +207,11 @@ impl ServeArgs {
                 self.stamp_sender_key_file.as_deref(),
             )?,
             account: Default::default(),
+            stamping: sonde_run::hwstamps::Stamping {
+                allowed: self.allow.contains(&Allow::Hwstamps),
+                state_dir: self.state_dir.clone(),
+                fake: self.hwstamps_fake.clone(),
+            },
         })
     }
 
@@ -232,7 +249,8 @@ mod tests {
 
     #[test]
     fn allow_words_become_the_agents_opt_ins() {
-        let Command::Serve(a) = parsed("serve --allow xdp,third-party --allow dpdk") else {
+        let Command::Serve(a) = parsed("serve --allow xdp,third-party,hwstamps --allow dpdk")
+        else {
             panic!("a serve command")
         };
         let all: Allowed = Allow::ALL.into_iter().collect();

@@ -8,6 +8,7 @@ pub mod bridge;
 pub mod data_rogue;
 pub mod delay_line;
 pub mod h2_raw;
+pub mod hwstamps;
 pub mod iperf3_rogue;
 pub mod key_files;
 pub mod mesh_lab;

@@ -29,6 +29,7 @@ mod dpdk_netns;
 mod engine_default;
 mod faults;
 mod fleet_netns;
+mod hwstamps_netns;
 mod iperf3_auth;
 mod iperf3_delay_netns;
 mod iperf3_netns;

@@ -81,6 +81,10 @@ pub trait EchoEngine: Workers {
     fn syscalls(&self) -> Option<u64> {
         None
     }
+    /// The kernel stamps the workers read by kind, once joined, where counted.
+    fn stamps(&self) -> Option<sonde_engine::kstamps::StampKinds> {
+        None
+    }
     /// UDP with marks: the requests by the TOS they arrived with, where the engine reads it.
     fn arrived_tos(&self) -> Option<ArrivedTos> {
         None
@@ -150,6 +154,8 @@ pub fn client_plan(
         sqpoll: spec.sqpoll,
         stages: spec.stages,
         stage_every: spec.stage_every(),
+        // Set by the side from what its end did with `--stamps` (`kind::hold_stamps`).
+        hardware_rx: false,
         read_tos: reads_tos(spec),
     }
 }
@@ -176,6 +182,8 @@ pub fn server_plan(
         sqpoll: spec.sqpoll,
         stages: spec.stages,
         stage_every: spec.stage_every(),
+        // Set by the side from what its end did with `--stamps` (`kind::hold_stamps`).
+        hardware_rx: false,
         clock_shift_ns: spec.server_clock_shift_ns.unwrap_or(0),
         read_tos: reads_tos(spec),
     }

@@ -331,6 +331,10 @@ impl EchoEngine for Server {
     fn syscalls(&self) -> Option<u64> {
         self.stage.running().map(RrServer::syscalls)
     }
+
+    fn stamps(&self) -> Option<sonde_engine::kstamps::StampKinds> {
+        self.stage.running().map(RrServer::stamps)
+    }
     fn arrived_tos(&self) -> Option<ArrivedTos> {
         counted(&self.filter).or_else(|| self.stage.running()?.arrived_tos().map(Ok))
     }

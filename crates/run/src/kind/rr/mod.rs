@@ -17,6 +17,8 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Instant;
 
+use sonde_engine::rr_client::ClientPlan;
+use sonde_engine::rr_server::ServerPlan;
 use sonde_engine::{worker_threads, Placement, Work};
 use sonde_probe::hostwatch::HostProbe;
 use sonde_results::document::Prelude;
@@ -231,6 +233,12 @@ impl TypedKind for RequestResponse {
     }
 }
 
+/// Whether this end switched its device's hardware stamping on (`--stamps`): its
+/// sockets then ask for the NIC's receive stamps too.
+fn nic_stamps(probe: &HostProbe) -> bool {
+    probe.stamps().is_some_and(|s| s.nic_hardware_on)
+}
+
 /// What the controller's engine opened.
 struct Opened {
     spec: RrSpec,
@@ -249,8 +257,13 @@ impl ClientEndpoint for Opened {
             notes,
         } = *self;
         let units = spec.connections as usize;
+        let hardware_rx = nic_stamps(&probe);
         let start = |placement, started| {
-            engine.start(client_plan(&spec, placement, cookie, started))?;
+            let plan = ClientPlan {
+                hardware_rx,
+                ..client_plan(&spec, placement, cookie, started)
+            };
+            engine.start(plan)?;
             let options = engine.options();
             Ok((SideEngine::Client(engine), options))
         };
@@ -291,8 +304,12 @@ impl ServerEndpoint for Listening {
             notes,
         } = *self;
         let units = engine.units(conns.len());
+        let hardware_rx = nic_stamps(&probe);
         let start = |placement, started| {
-            let plan = server_plan(&spec, placement, cookie, started);
+            let plan = ServerPlan {
+                hardware_rx,
+                ..server_plan(&spec, placement, cookie, started)
+            };
             let options = engine.start(conns, peer, plan)?;
             Ok((SideEngine::Server(engine), options))
         };

@@ -233,10 +233,12 @@ impl Side for RrSide {
         partial |= window.cut;
         let mut notes = std::mem::take(&mut self.notes);
         let (mut unanswered, mut not_sent, mut lost, mut sent) = (0, 0, 0, 0);
-        // The workers' system calls and the messages they carried, where counted.
-        let syscalls;
+        // The workers' system calls and the messages they carried, and the kernel stamps
+        // they read by kind, where counted.
+        let (syscalls, read);
         let (mut late, mut duplicated, mut foreign) = (0, 0, 0);
         let (mut allocated, mut merged, mut calls) = (0, 0, 0u64);
+        let mut stamps_read = sonde_engine::kstamps::StampKinds::default();
         let arrived = match &self.engine {
             SideEngine::Client(c) => c.arrived_tos(),
             SideEngine::Server(s) => s.arrived_tos(),
@@ -285,6 +287,7 @@ impl Side for RrSide {
                     allocated += e.histograms_allocated;
                     merged += e.intervals_merged;
                     calls += e.syscalls;
+                    stamps_read += e.stamps;
                     if let Some(err) = e.error {
                         notes.push(err);
                     }
@@ -294,6 +297,7 @@ impl Side for RrSide {
                 // a new connection's.
                 let counted = c.counts_syscalls() && !self.spec.connect_per_request;
                 syscalls = counted.then_some((calls, sent));
+                read = c.counts_syscalls().then_some(stamps_read);
                 if allocated + merged > 0 {
                     notes.push(format!(
                         "the reporting thread fell behind the measuring workers: {allocated} \
@@ -307,6 +311,7 @@ impl Side for RrSide {
                 notes.extend(s.join());
                 foreign = s.rejected();
                 syscalls = s.syscalls().map(|calls| (calls, s.answered()));
+                read = s.stamps();
             }
         }
         self.drain_histograms();
@@ -358,6 +363,12 @@ impl Side for RrSide {
         let mut result = self
             .meter
             .result(by, &window, window_s, (notes, partial), section);
+        if let Some(s) = result.stamps.as_mut() {
+            s.read = read.map(|k| sonde_results::stamps::StampsRead {
+                software: k.software,
+                hardware: k.hardware,
+            });
+        }
         result.bypass = match &self.engine {
             SideEngine::Client(c) => c.bypass(),
             SideEngine::Server(s) => s.bypass(),
