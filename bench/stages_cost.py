@@ -40,6 +40,7 @@ VARIANTS = {
     # more (rpc -C 32), `default_stage_every`.
     "sampled": ("new", [], "off"),
     "1/16": ("new", ["--stages", "16"], "off"),
+    "1/32": ("new", ["--stages", "32"], "off"),
     "1/256": ("new", ["--stages", "256"], "off"),
     "all": ("new", ["--stages", "all"], "off"),
     # Receive stamps and the echo's figures on every message, a stamped one in 65,536:
