@@ -60,18 +60,23 @@ const HOG_SPIN: Duration = Duration::from_micros(400);
 /// in a spin (they wait 200-400 us); the calm runs' P90 moves by a few tens of us from
 /// run to run on a machine shared with builds.
 const HOG_MARGIN_NS: f64 = 100_000.0;
+/// The hog test's ping: a period that drifts against the hog's.
+const PACED: [&str; 2] = ["--rate", "700"];
 
 /// A real-time hog on the echo's CPU, spinning 400 us in every 800 us: a request that
 /// arrives while it spins waits for the spin's end before the echo can read it, so the
 /// echo's wake-up grows; the client's stages, on the other CPU, hold. Runs of 0.5 s
 /// alternate (calm, hogged, hogged, calm, ...) and their medians are compared, so that a
 /// load that came and went on the machine meets both kinds alike (one pair of single runs
-/// failed at a load of 17, with a 100 us spin). Asserted on the wake-up's P90:
-/// when the ping-pong falls into step with the hog most round trips fit between two
-/// spins and the P50 barely moves (seen at a smaller spin). Not on its P99: the hog also
-/// keeps other ordinary work off that CPU, which took the P99 down in some runs. The
-/// echo's turnaround, a fraction of a microsecond, is rarely cut by a spin: it barely
-/// moves and is not asserted. Each run is sampled (the default), one message in 16 split.
+/// failed at a load of 17, with a 100 us spin). The ping is paced at 700 a second, a
+/// period (1,429 us) that drifts against the hog's 800, so that requests arrive at every
+/// phase of it and half of them during a spin: unpaced, the ping-pong fell into step with
+/// the hog, one request in 14 waited for a spin's end and the 13 after it ran between two
+/// spins, so even the P90 held (11.4 -> 15.4 us on a 2-CPU VM whose round trips took
+/// 30 us). Asserted on the wake-up's P90. Not on its P99: the hog also keeps other
+/// ordinary work off that CPU, which took the P99 down in some runs. The echo's
+/// turnaround, a fraction of a microsecond, is rarely cut by a spin: it barely moves and
+/// is not asserted. Each run is sampled (the default).
 #[test]
 fn a_hog_on_the_echos_cpu_grows_the_echos_wake_up_only() {
     let Some(lab) = Lab::new() else { return };
@@ -84,14 +89,14 @@ fn a_hog_on_the_echos_cpu_grows_the_echos_wake_up_only() {
         // calm, hogged | hogged, calm | calm, hogged
         let hog_now = (round % 2 == 1) ^ ((round / 2) % 2 == 1);
         if !hog_now {
-            calm.push(staged_for(&lab, &agent, "0.5", &[]));
+            calm.push(staged_for(&lab, &agent, "0.5", &PACED));
             continue;
         }
         let hog = FifoHog::start(1, HOG_SPIN, HOG_SPIN);
         if !skip_unless("root, for a SCHED_FIFO hog", hog.as_ref().err().cloned()) {
             return;
         }
-        hogged.push(staged_for(&lab, &agent, "0.5", &[]));
+        hogged.push(staged_for(&lab, &agent, "0.5", &PACED));
         drop(hog);
     }
     for (c, h) in calm.iter().zip(&hogged) {
