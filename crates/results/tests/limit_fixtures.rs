@@ -2,7 +2,10 @@
 //! pairs and a router namespace on a 2-vCPU VM; `bench/limit_evidence.py` plants them):
 //! tbf shapers on the sender and in the router, small socket buffers, nftables drops, a
 //! CPU hog on the receiver's core, the test's own rate, a pps receiver with one thread
-//! and a small buffer. `fixtures/limit/verdicts.json` names the limit each run had. Each
+//! and a small buffer; and an rpm run (`sonde rpm` against `serve --rpm`) on the loopback
+//! of a namespace of its own through a 40 Mbit/s tbf with a 120 kB queue, whose load in
+//! either direction queued its probes 33 ms: the network's (the upload's, the longer by
+//! 0.8 ms). `fixtures/limit/verdicts.json` names the limit each run had. Each
 //! file is the run's `--json` document with the host inventory and histograms cut out
 //! and its own verdict removed, so the rules of today judge it.
 

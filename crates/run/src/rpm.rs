@@ -182,8 +182,8 @@ impl RpmFlags {
 }
 
 impl RpmTest {
-    /// Runs it to one document; cut by `stop` (Ctrl-C), what was measured is kept, the
-    /// document marked partial.
+    /// Runs it to one document, judged (`end.limited_by`); cut by `stop` (Ctrl-C), what
+    /// was measured is kept, the document marked partial.
     pub fn run(self, command: String, stop: &dyn Fn() -> bool) -> Result<Document, RpmRunError> {
         let started_at = crate::controller::now_rfc3339();
         let ran = sonde_rpm::client::run(&self.options, stop).map_err(|source| RpmRunError {
@@ -200,11 +200,11 @@ impl RpmTest {
             software: crate::controller::SOFTWARE.into(),
         };
         let section = Section::Rpm { rpm: ran.end };
-        Ok(Document::local(
-            start,
-            Vec::new(),
-            End::new(ran.partial, None, section),
-        ))
+        let mut doc = Document::local(start, Vec::new(), End::new(ran.partial, None, section));
+        // The run's verdict through the one front door every kind's goes through: one of
+        // the directions' the client judged (`limit::rpm::judge_run` says which).
+        doc.end.limited_by = sonde_results::limit::judge(&doc);
+        Ok(doc)
     }
 }
 

@@ -2,6 +2,7 @@
 //! (each with the end it describes, the side that measured it and its unit) and the
 //! runner-up; a run without a verdict says why it has none.
 
+use sonde_results::limit::rpm::Way;
 use sonde_results::limit::{Evidence, Finding, LimitedBy, TransferEnd};
 use sonde_results::Document;
 
@@ -72,14 +73,23 @@ fn none(doc: &Document) -> String {
     format!("no verdict: {why}")
 }
 
-/// An rpm run's verdicts, one per direction's loaded phase (`end.rpm.download`, `upload`).
-fn rpm_ways(doc: &Document) -> Vec<(&'static str, &LimitedBy)> {
+/// An rpm run's verdicts, one per direction's loaded phase (`end.rpm.download`, `upload`),
+/// each named by its direction, the run's own (`end.limited_by`) marked as such.
+fn rpm_ways(doc: &Document) -> Vec<(String, &LimitedBy)> {
     let Some(e) = doc.end.rpm() else {
         return Vec::new();
     };
-    [("download", &e.download), ("upload", &e.upload)]
+    let run = crate::summary::rpm::run_way(doc);
+    Way::BOTH
         .into_iter()
-        .filter_map(|(w, d)| Some((w, d.as_ref()?.limited_by.as_ref()?)))
+        .filter_map(|w| {
+            let v = w.of(e)?.limited_by.as_ref()?;
+            let name = match run == Some(w) {
+                true => format!("{} (the run's verdict)", w.as_str()),
+                false => w.as_str().to_string(),
+            };
+            Some((name, v))
+        })
         .collect()
 }
 
@@ -116,4 +126,64 @@ pub(super) fn table(runs: &[ReportRun<'_>]) -> Table {
         });
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::stored;
+
+    /// A real rpm run through a 40 Mbit/s tbf (both directions the network's, the upload
+    /// the less responsive), judged.
+    fn rpm_run() -> Document {
+        let mut d = stored("limit/rpm-lo-tbf-40mbit.json");
+        d.end.limited_by = sonde_results::limit::judge(&d);
+        d
+    }
+
+    fn rows(doc: &Document) -> Vec<String> {
+        let run = ReportRun {
+            id: 1,
+            label: None,
+            doc,
+            name: "rpm".into(),
+        };
+        let md = table(&[run]).markdown();
+        md.lines()
+            .filter(|l| l.contains("| rpm "))
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn an_rpm_run_has_a_row_per_direction_the_runs_marked() {
+        let doc = rpm_run();
+        let r = rows(&doc);
+        assert_eq!(r.len(), 2, "{r:#?}");
+        assert!(r[0].contains("rpm download |"), "{}", r[0]);
+        assert!(
+            r[1].contains("rpm upload (the run's verdict) |"),
+            "{}",
+            r[1]
+        );
+        assert!(r[1].contains("the network (network)"), "{}", r[1]);
+        // Without the run's verdict (a run stored before it), no row is marked.
+        let mut old = doc.clone();
+        old.end.limited_by = None;
+        assert!(rows(&old).iter().all(|r| !r.contains("run's verdict")));
+    }
+
+    #[test]
+    fn the_rpm_summary_ends_with_the_runs_verdict_and_its_direction() {
+        let doc = rpm_run();
+        let text = crate::summary::rpm(&doc);
+        let last = text.lines().last().unwrap();
+        assert_eq!(
+            last,
+            "limited by: the network (network), the upload's verdict (its probes waited longest under load)"
+        );
+        let mut old = doc.clone();
+        old.end.limited_by = None;
+        assert!(!crate::summary::rpm(&old).contains("limited by: "));
+    }
 }

@@ -83,7 +83,7 @@ impl Metric {
             Metric::Runs => ("sonde_runs", None, Kind::Counter,
                 "The pair's runs by status: ok, partial (cut short, stored), failed (nothing stored)"),
             Metric::LimitedBy => ("sonde_limited_by", None, Kind::Gauge,
-                "1 for the verdict of what limited the pair's last run (end.limited_by)"),
+                "1 for the verdict of what limited the pair's last run (end.limited_by; rpm: each direction's, by direction download, upload)"),
             Metric::Responsiveness => ("sonde_rpm", None, Kind::Gauge,
                 "Last run's responsiveness, round trips per minute (IETF IPPM draft): direction download, upload, or both (the final windows pooled)"),
         };
@@ -99,12 +99,13 @@ impl Metric {
 /// A label set: name, value, in the order written.
 pub(crate) type Labels = Vec<(String, String)>;
 
-/// One sample of one run: its family, the label that tells it from its siblings
-/// (`direction`, `quantile`, `verdict`), and its value.
+/// One sample of one run: its family, the labels that tell it from its siblings
+/// (`direction`, `quantile`, `verdict`; an rpm direction's verdict has two, `direction`
+/// then `verdict`), and its value.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Sample {
     pub metric: Metric,
-    pub extra: (&'static str, String),
+    pub extra: Vec<(&'static str, String)>,
     pub value: f64,
 }
 
@@ -212,10 +213,20 @@ pub(crate) struct Gauges(pub(crate) Vec<Sample>);
 
 impl Gauges {
     pub(crate) fn push(&mut self, metric: Metric, extra: (&'static str, &str), value: f64) {
+        self.push_labelled(metric, &[extra], value);
+    }
+
+    /// A sample with more than one label of its own, in the order written.
+    pub(crate) fn push_labelled(
+        &mut self,
+        metric: Metric,
+        extra: &[(&'static str, &str)],
+        value: f64,
+    ) {
         if value.is_finite() {
             self.0.push(Sample {
                 metric,
-                extra: (extra.0, extra.1.to_string()),
+                extra: extra.iter().map(|(k, v)| (*k, v.to_string())).collect(),
                 value,
             });
         }
@@ -317,8 +328,11 @@ pub(crate) fn stamp(doc: &Document, g: &mut Gauges) {
     }
 }
 
-/// An rpm run's responsiveness each way and pooled, and each way's goodput (the client is
-/// the source: the download is the reverse direction).
+/// An rpm run's responsiveness each way and pooled, each way's goodput (the client is
+/// the source: the download is the reverse direction), and each way's verdict, labelled
+/// `direction` as `sonde_rpm` is (`download`, `upload`). The run's own verdict is one of
+/// these (`limit::rpm::judge_run`), so it is not written again without a direction: a
+/// `count by (verdict)` would count the direction twice.
 pub(crate) fn rpm(doc: &Document, g: &mut Gauges) {
     let Some(r) = doc.end.rpm() else { return };
     if let Some(both) = &r.responsiveness {
@@ -337,6 +351,10 @@ pub(crate) fn rpm(doc: &Document, g: &mut Gauges) {
             ("direction", way),
             d.goodput_bits_per_second,
         );
+        if let Some(v) = &d.limited_by {
+            let labels = [("direction", name), ("verdict", v.verdict.as_str())];
+            g.push_labelled(Metric::LimitedBy, &labels, 1.0);
+        }
     }
 }
 

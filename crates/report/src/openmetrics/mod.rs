@@ -153,9 +153,9 @@ impl Exporter {
                 l
             };
             for f in s.figures.iter().filter(|f| f.metric != Metric::Rtt) {
-                gauges[&f.metric]
-                    .get_or_create(&with(f.extra.0, &f.extra.1))
-                    .set(f.value);
+                let mut l = s.labels.clone();
+                l.extend(f.extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                gauges[&f.metric].get_or_create(&l).set(f.value);
             }
             gauges[&Metric::RunTimestamp]
                 .get_or_create(&s.labels)
@@ -185,7 +185,7 @@ impl Exporter {
         text::header(out, Metric::Rtt);
         for s in self.pairs.values() {
             for f in s.figures.iter().filter(|f| f.metric == Metric::Rtt) {
-                let extra = Some((f.extra.0, f.extra.1.as_str()));
+                let extra = f.extra.first().map(|(k, v)| (*k, v.as_str()));
                 text::sample(out, Metric::Rtt, &s.labels, extra, f.value, None);
             }
         }

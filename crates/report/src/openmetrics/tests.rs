@@ -333,3 +333,53 @@ fn a_stamp_run_gives_its_rtt_and_loss_each_way_toward_its_reflector() {
         "{text}"
     );
 }
+
+/// An rpm run with a verdict per direction (a real run through a 40 Mbit/s tbf: both the
+/// network's), the run's the upload's; the download's changed here to tell them apart.
+fn rpm_run(p: &FleetPair) -> Document {
+    use sonde_results::limit::Limit;
+    let mut d = run_of("limit/rpm-lo-tbf-40mbit.json", p);
+    if let Section::Rpm { rpm } = &mut d.end.section {
+        let down = rpm.download.as_mut().unwrap().limited_by.as_mut().unwrap();
+        down.verdict = Limit::ReceiverWindow;
+    }
+    d
+}
+
+#[test]
+fn an_rpm_run_gives_each_directions_verdict_labelled_by_its_direction() {
+    let p = pair("a", "b");
+    let doc = rpm_run(&p);
+    let run = doc.end.limited_by.as_ref().expect("the run's verdict");
+    assert_eq!(run.verdict.as_str(), "network");
+    assert!(run.evidence.iter().all(|e| e.figure.starts_with("upload.")));
+    let mut e = Exporter::new();
+    e.record(&p, "rpm", RunOutcome::Stored(&doc), at(0));
+    let text = e.encode();
+    let l = lines(&text, "sonde_limited_by");
+    assert_eq!(l.len(), 2, "one per direction, the run's not again: {text}");
+    for (way, verdict) in [("download", "receiver_window"), ("upload", "network")] {
+        let want = format!("direction=\"{way}\",verdict=\"{verdict}\"}}");
+        let line = l.iter().find(|s| s.contains(&want));
+        assert_eq!(line.map(|s| value(s)), Some(1.0), "{want}: {l:#?}");
+    }
+    // The backfill writes the same two series, each with both labels.
+    let text = export(&[doc]);
+    let l = lines(&text, "sonde_limited_by");
+    assert_eq!(l.len(), 2, "{text}");
+    assert!(
+        l.iter()
+            .any(|s| s.contains("direction=\"download\",verdict=\"receiver_window\"} 1 ")),
+        "{l:#?}"
+    );
+}
+
+#[test]
+fn a_stream_run_still_gives_its_one_verdict_without_a_direction() {
+    let p = pair("a", "b");
+    let doc = run_of("limit/rcvbuf-64K.json", &p);
+    let text = export(&[doc]);
+    let l = lines(&text, "sonde_limited_by");
+    assert_eq!(l.len(), 1, "{text}");
+    assert!(!l[0].contains("direction="), "{}", l[0]);
+}

@@ -105,13 +105,13 @@ pub(crate) fn backfill<'a>(docs: impl Iterator<Item = &'a Document>) -> String {
     let mut retrans_of: BTreeMap<(Labels, &str), u64> = BTreeMap::new();
     for (ms, test, doc) in timed {
         let labels = figures::label_set(&figures::pair_of(doc), test);
-        let mut put = |metric: Metric, extra: Option<(&'static str, String)>, value: f64| {
+        let mut put = |metric: Metric, extra: Vec<(&'static str, String)>, value: f64| {
             let mut key_labels = labels.clone();
             let mut point_extra = None;
-            match (metric.meta().kind, extra) {
-                (Kind::Summary, e) => point_extra = e,
-                (_, Some((k, v))) => key_labels.push((k.to_string(), v)),
-                (_, None) => {}
+            match metric.meta().kind {
+                // A summary's one extra label is its quantile, a point's, not the series'.
+                Kind::Summary => point_extra = extra.into_iter().next(),
+                _ => key_labels.extend(extra.into_iter().map(|(k, v)| (k.to_string(), v))),
             }
             let points = series.entry((metric, key_labels)).or_default();
             let at = points.entry(ms).or_default();
@@ -120,15 +120,15 @@ pub(crate) fn backfill<'a>(docs: impl Iterator<Item = &'a Document>) -> String {
             at.push((point_extra, value));
         };
         for s in gauges::samples(doc) {
-            put(s.metric, Some(s.extra), s.value);
+            put(s.metric, s.extra, s.value);
         }
-        put(Metric::RunTimestamp, None, ms as f64 / 1e3);
+        put(Metric::RunTimestamp, Vec::new(), ms as f64 / 1e3);
         let counts = runs_of.entry(labels.clone()).or_default();
         counts[figures::status(doc) as usize] += 1;
         for (status, n) in Status::ALL.iter().zip(*counts) {
             put(
                 Metric::Runs,
-                Some(("status", status.as_str().into())),
+                vec![("status", status.as_str().into())],
                 n as f64,
             );
         }
@@ -137,7 +137,7 @@ pub(crate) fn backfill<'a>(docs: impl Iterator<Item = &'a Document>) -> String {
             *total += n;
             put(
                 Metric::Retransmits,
-                Some(("direction", direction.into())),
+                vec![("direction", direction.into())],
                 *total as f64,
             );
         }

@@ -239,6 +239,7 @@ const STAMP: Row = Row {
 const RPM: Row = Row {
     listed: rpm::listed,
     gauges: figures::rpm,
+    judged: true,
     ..Row::new(
         |spec, _, _| match spec {
             TestSpec::Rpm(r) => rpm::rpm_heading(r),
@@ -275,7 +276,8 @@ mod tests {
                 TestName::Stream,
                 TestName::Ping,
                 TestName::Rpc,
-                TestName::Pps
+                TestName::Pps,
+                TestName::Rpm
             ]
         );
     }

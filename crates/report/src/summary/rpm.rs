@@ -4,6 +4,7 @@
 //! the loaded connections' figures per interval.
 
 use sonde_results::document::End;
+use sonde_results::limit::rpm::{as_run, Way};
 use sonde_results::rpm::{Component, Responsiveness, RpmDirection, RpmEnd, RpmInterval};
 use sonde_results::spec::RpmSpec;
 use sonde_results::tcp::{TcpSample, TcpSummary};
@@ -164,10 +165,33 @@ pub fn render(end: &RpmEnd) -> String {
     s
 }
 
-/// The summary of a finished run.
+/// The direction whose verdict is the run's (`end.limited_by`, one direction's named as
+/// the run's by `limit::rpm::as_run`): read from the document, not chosen again, so a
+/// table shows what the document claims.
+pub(crate) fn run_way(doc: &Document) -> Option<Way> {
+    let (r, run) = (doc.end.rpm()?, doc.end.limited_by.as_ref()?);
+    Way::BOTH.into_iter().find(|&w| {
+        w.of(r)
+            .and_then(|d| d.limited_by.as_ref())
+            .is_some_and(|v| as_run(w, v) == *run)
+    })
+}
+
+/// The summary of a finished run, ending with the run's verdict: the direction it is of
+/// and why that one (the least responsive direction's), its evidence as the direction's
+/// lines above.
 pub fn rpm(doc: &Document) -> String {
-    match doc.end.rpm() {
-        Some(e) => render(e),
-        None => String::new(),
+    let Some(e) = doc.end.rpm() else {
+        return String::new();
+    };
+    let mut s = render(e);
+    if let (Some(w), Some(v)) = (run_way(doc), &doc.end.limited_by) {
+        s += &format!(
+            "limited by: {} ({}), the {}'s verdict (its probes waited longest under load)\n",
+            v.verdict.words(),
+            v.verdict,
+            w.as_str()
+        );
     }
+    s
 }

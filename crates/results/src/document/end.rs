@@ -26,7 +26,8 @@ pub struct End {
     /// and absent from the sections' sides, which keep their own process CPU.
     pub one_host: Option<OneHost>,
     pub section: Section,
-    /// What limited the run (stream, pps, rpc, ping), judged from the figures above.
+    /// What limited the run (stream, pps, rpc, ping; rpm: one direction's, named), judged
+    /// from the figures above.
     pub limited_by: Option<LimitedBy>,
 }
 

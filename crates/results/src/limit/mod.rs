@@ -24,7 +24,8 @@ pub use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
 pub use finding::{LOSS_DECISIVE, LOSS_NOISE, RATE_FLOOR, RATE_MET, RUNNER_UP_WITHIN};
 
 /// The verdict on a document's run: `None` for a kind without one (load, watch), a run
-/// with too little evidence, or one cut short before any window was measured.
+/// with too little evidence, or one cut short before any window was measured. An rpm
+/// run's is one of its directions' ([`rpm::judge_run`]).
 pub fn judge(doc: &Document) -> Option<LimitedBy> {
     if let Some(s) = doc.end.stream() {
         return stream::judge(doc, s);
@@ -34,6 +35,9 @@ pub fn judge(doc: &Document) -> Option<LimitedBy> {
     }
     if let Some(p) = doc.end.pps() {
         return pps::judge(doc, p);
+    }
+    if let Some(r) = doc.end.rpm() {
+        return rpm::judge_run(r);
     }
     None
 }

@@ -11,13 +11,16 @@
 //! receiver's window or its own buffer for a share of the time was limited by it for that
 //! share; what is left is the network's when a queue stood on the path or segments were
 //! lost ([`super::stream::QUEUE_DELAY_NOISE_US`], [`super::LOSS_NOISE`]).
+//!
+//! The run's own verdict (`end.limited_by`, what every kind fills and the limits table,
+//! `sonde show` and OpenMetrics read) is one direction's: [`judge_run`] says which and why.
 
 use super::finding::{loss_signal, pick};
 use super::stream::{
     network_finding, NOTHING_FOUND, QUEUE_DELAY_DECISIVE_US, QUEUE_DELAY_NOISE_US,
 };
 use super::window::BUFFER_BDP_FACTOR;
-use crate::rpm::RpmDirection;
+use crate::rpm::{RpmDirection, RpmEnd};
 use crate::side::{Role, Transfer};
 use crate::tcp::TcpSummary;
 use crate::verdict::{Evidence, Finding, Limit, LimitedBy, TransferEnd};
@@ -74,6 +77,97 @@ pub fn judge_direction(d: &mut RpmDirection, upload: bool, idle_ms: Option<f64>)
         .map(|(secs, n)| (*secs, &d.intervals[*n].server_tcp[..]));
     d.server_tcp_info = TcpSummary::of(server, transfer(!upload));
     d.limited_by = judge(d, upload, idle_ms);
+}
+
+/// A direction of an rpm run, as the document names it (`end.rpm.download`, `upload`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    Download,
+    Upload,
+}
+
+impl Way {
+    /// In the order the method runs them.
+    pub const BOTH: [Way; 2] = [Way::Download, Way::Upload];
+
+    /// The document's name of it (its key under `end.rpm`, OpenMetrics' `direction`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Way::Download => "download",
+            Way::Upload => "upload",
+        }
+    }
+
+    /// Its stage in the run's section; `None` when it was not measured.
+    pub fn of(self, r: &RpmEnd) -> Option<&RpmDirection> {
+        match self {
+            Way::Download => r.download.as_ref(),
+            Way::Upload => r.upload.as_ref(),
+        }
+    }
+}
+
+/// The run's verdict (`end.limited_by`): each measured direction judged again from its
+/// stored figures (as [`judge_direction`] judged it), and of those with a verdict, the
+/// least responsive one's: the longest loaded round trip (`responsiveness.loaded`, the self
+/// probes on the load-generating connections). The kind's claim is its RPM, which pools
+/// both directions' probes, so the direction whose load built the longer queue pulled it
+/// down most, and what limited that direction is what limited the run. Its goodput is no
+/// measure to pick by: access links are asymmetric, so the upload's is lower on most of
+/// them whatever limited it. A direction without a loaded round trip comes after one with;
+/// a tie, or neither, is the download's (the method's first stage, the figure
+/// networkQuality and mach lead with). A direction not measured, or without the client's
+/// TCP_INFO, has no verdict and is never the run's. The other direction's verdict stays in
+/// its own place (`end.rpm.<way>.limited_by`); the run's names its direction in every
+/// figure and sentence ([`as_run`]).
+pub fn judge_run(r: &RpmEnd) -> Option<LimitedBy> {
+    let idle_ms = r
+        .idle
+        .as_ref()
+        .and_then(|i| (i.count > 0).then_some(i.trimmed_mean_ms));
+    let mut best: Option<(Way, LimitedBy, Option<f64>)> = None;
+    for way in Way::BOTH {
+        let Some(d) = way.of(r) else { continue };
+        let Some(v) = judge(d, way == Way::Upload, idle_ms) else {
+            continue;
+        };
+        let loaded = d.responsiveness.as_ref().map(|r| r.loaded.trimmed_mean_ms);
+        let longer = match &best {
+            None => true,
+            Some((_, _, held)) => {
+                loaded.unwrap_or(f64::NEG_INFINITY) > held.unwrap_or(f64::NEG_INFINITY)
+            }
+        };
+        if longer {
+            best = Some((way, v, loaded));
+        }
+    }
+    best.map(|(way, v, _)| as_run(way, &v))
+}
+
+/// A direction's verdict as the run's: each figure named by its path under `end.rpm`
+/// (`upload.tcp_info.srtt_us`) and each sentence led by the direction, so that the run's
+/// verdict read alone (a limits table, `sonde show`, a comparison) says which direction
+/// it is of, and is that direction's verdict in all else.
+pub fn as_run(way: Way, v: &LimitedBy) -> LimitedBy {
+    let name = |list: &[Evidence]| -> Vec<Evidence> {
+        list.iter()
+            .map(|e| Evidence {
+                figure: format!("{}.{}", way.as_str(), e.figure),
+                text: format!("{}: {}", way.as_str(), e.text),
+                ..e.clone()
+            })
+            .collect()
+    };
+    LimitedBy {
+        verdict: v.verdict,
+        strength: v.strength,
+        evidence: name(&v.evidence),
+        runner_up: v.runner_up.as_ref().map(|f| Finding {
+            evidence: name(&f.evidence),
+            ..f.clone()
+        }),
+    }
 }
 
 /// The verdict on one direction whose `tcp_info` is filled; `None` without it.

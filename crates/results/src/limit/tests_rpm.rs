@@ -227,3 +227,115 @@ fn probes_that_waited_in_the_hosts_with_no_queue_on_the_path_do_not_name_the_net
     let v = d.limited_by.as_ref().unwrap();
     assert!(v.strength <= 0.1, "{}", v.sentence());
 }
+
+/// An rpm document of the two directions (either may be absent) after a 10 ms idle round
+/// trip, through the results layer's front door for verdicts.
+fn run(download: Option<RpmDirection>, upload: Option<RpmDirection>) -> crate::Document {
+    use crate::document::{End, LocalStart, Section};
+    use crate::rpm::RpmEnd;
+    let spec = crate::spec::RpmSpec::new(
+        "https://198.18.0.2:4443".into(),
+        true,
+        Default::default(),
+        download.is_some(),
+        upload.is_some(),
+    );
+    let rpm = RpmEnd {
+        idle: Some(c(10.0)),
+        download,
+        upload,
+        ..Default::default()
+    };
+    let start = LocalStart {
+        spec: crate::TestSpec::Rpm(spec),
+        command: "sonde rpm https://198.18.0.2:4443".into(),
+        host: Default::default(),
+        started_at: "2026-11-29T09:00:00Z".into(),
+        software: "test".into(),
+    };
+    let mut doc = crate::Document::local(
+        start,
+        Vec::new(),
+        End::new(false, None, Section::Rpm { rpm }),
+    );
+    doc.end.limited_by = super::judge(&doc);
+    doc
+}
+
+/// A download held by the client's window (its loaded round trip `loaded_ms`) and an
+/// upload into a dropping queue (`up_ms`), each with its own verdict filled as the client
+/// fills it.
+fn both(down_ms: f64, up_ms: f64) -> (RpmDirection, RpmDirection) {
+    let mut down = direction(4, 12.0, down_ms, |_| receiver(8192, 20_200));
+    judge_direction(&mut down, false, Some(10.0));
+    let mut up = direction(4, 19.0, up_ms, |i| sender(30_000 + i * 100, 3, 0.0, 0.0));
+    judge_direction(&mut up, true, Some(10.0));
+    (down, up)
+}
+
+#[test]
+fn the_runs_verdict_is_the_least_responsive_directions_named_as_it() {
+    use super::rpm::{as_run, Way};
+    // The upload's queue held its probes 32 ms, the download's 20: the upload's.
+    let (down, up) = both(20.0, 32.0);
+    let doc = run(Some(down.clone()), Some(up.clone()));
+    let v = doc.end.limited_by.as_ref().expect("the run's verdict");
+    let of_up = up.limited_by.as_ref().unwrap();
+    assert_eq!((v.verdict, v.strength), (Limit::Network, of_up.strength));
+    assert_eq!(*v, as_run(Way::Upload, of_up));
+    // Every figure is named by its path under end.rpm, every sentence by its direction.
+    assert_eq!(v.evidence.len(), of_up.evidence.len());
+    for (run, own) in v.evidence.iter().zip(&of_up.evidence) {
+        assert_eq!(run.figure, format!("upload.{}", own.figure));
+        assert!(run.text.starts_with("upload: "), "{}", run.text);
+        assert_eq!((run.value, run.measured_by), (own.value, own.measured_by));
+    }
+    // The download's stays in its own place, untouched.
+    let rpm = doc.end.rpm().unwrap();
+    assert_eq!(rpm.download.as_ref().unwrap().limited_by, down.limited_by);
+    assert_eq!(
+        down.limited_by.as_ref().unwrap().verdict,
+        Limit::ReceiverWindow
+    );
+    // The download's probes waiting longer make it the download's.
+    let (down, up) = both(40.0, 32.0);
+    let doc = run(Some(down.clone()), Some(up));
+    let v = doc.end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::ReceiverWindow, "{}", v.sentence());
+    assert_eq!(v, as_run(Way::Download, down.limited_by.as_ref().unwrap()));
+    assert!(v
+        .sentence()
+        .contains("download: the client (receiver) advertised"));
+}
+
+#[test]
+fn no_verdict_is_claimed_from_a_direction_not_measured_or_not_judged() {
+    use super::rpm::{as_run, Way};
+    let (down, mut up) = both(20.0, 32.0);
+    // A download-only run: the download's, though an upload would have queued longer.
+    let doc = run(Some(down.clone()), None);
+    let want = as_run(Way::Download, down.limited_by.as_ref().unwrap());
+    assert_eq!(doc.end.limited_by, Some(want.clone()));
+    // An upload without the client's TCP_INFO has no verdict, so it is never the run's.
+    for i in &mut up.intervals {
+        i.tcp.clear();
+    }
+    up.tcp_info = None;
+    let doc = run(Some(down), Some(up.clone()));
+    assert_eq!(doc.end.limited_by, Some(want));
+    // Neither judged: no verdict at all; no direction: none either.
+    assert_eq!(run(None, Some(up)).end.limited_by, None);
+    assert_eq!(run(None, None).end.limited_by, None);
+}
+
+#[test]
+fn a_tie_or_no_loaded_round_trip_is_the_downloads() {
+    let (down, up) = both(32.0, 32.0);
+    let doc = run(Some(down), Some(up.clone()));
+    assert_eq!(doc.end.limited_by.unwrap().verdict, Limit::ReceiverWindow);
+    // A direction that measured its loaded round trip comes before one that did not.
+    let (mut down, _) = both(90.0, 32.0);
+    down.responsiveness = None;
+    let doc = run(Some(down), Some(up));
+    assert_eq!(doc.end.limited_by.unwrap().verdict, Limit::Network);
+}
