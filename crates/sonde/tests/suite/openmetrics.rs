@@ -20,8 +20,8 @@ fn repo() -> PathBuf {
 }
 
 /// Stored fixtures (the results crate's) of every kind the exporter reads, the limit
-/// fixtures judged so that a verdict is among them.
-const FIXTURES: [(&str, &str); 7] = [
+/// fixtures judged so that a verdict is among them (an rpm run's, one per direction).
+const FIXTURES: [(&str, &str); 8] = [
     ("v1-stream.json", "stream -P 1"),
     ("v1-bidir.json", "stream --bidir"),
     ("limit/rcvbuf-64K.json", "stream --window 64K"),
@@ -29,6 +29,7 @@ const FIXTURES: [(&str, &str); 7] = [
     ("v1-rpc.json", "rpc -t 1"),
     ("v1-pps.json", "pps -t 1"),
     ("limit/pps-nft-drop-2pct.json", "pps --flows 2"),
+    ("limit/rpm-lo-tbf-40mbit.json", "rpm"),
 ];
 
 fn fixture(name: &str) -> Document {
@@ -108,6 +109,8 @@ fn the_exporters_text_passes_promtool_check_metrics() {
         "sonde_run_timestamp_seconds{",
         "sonde_runs_total{",
         "sonde_limited_by{",
+        // An rpm run's verdict per direction: two labels after the pair's.
+        "direction=\"upload\",verdict=\"network\"} 1",
     ] {
         assert!(text.contains(name), "no {name}: {text}");
     }

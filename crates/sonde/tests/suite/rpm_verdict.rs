@@ -70,6 +70,49 @@ fn evidence<'a>(v: &'a Value, figure: &str) -> Option<&'a Value> {
         .find(|e| e["figure"] == figure)
 }
 
+/// The run's verdict (`end.limited_by`, what the limits table, `sonde show` and
+/// OpenMetrics read) is the one measured direction's, each figure named by its path under
+/// `end.rpm` and each sentence by the direction; the text (where it was printed) ends with
+/// it, and the stored run's report marks that direction's row as the run's.
+fn the_runs_verdict_is(doc: &Value, way: &str, text: Option<&str>, md: &str) {
+    let run = &doc["end"]["limited_by"];
+    let own = &doc["end"]["rpm"][way]["limited_by"];
+    assert!(own.is_object(), "no {way} verdict: {doc}");
+    assert_eq!(
+        (&run["verdict"], &run["strength"]),
+        (&own["verdict"], &own["strength"]),
+        "the run's {run} against the {way}'s {own}"
+    );
+    let (r, o) = (
+        run["evidence"].as_array().unwrap(),
+        own["evidence"].as_array().unwrap(),
+    );
+    assert_eq!(r.len(), o.len(), "{run}");
+    for (r, o) in r.iter().zip(o) {
+        let figure = format!("{way}.{}", o["figure"].as_str().unwrap());
+        assert_eq!(r["figure"], figure.as_str(), "{r}");
+        assert_eq!(
+            (&r["value"], &r["measured_by"]),
+            (&o["value"], &o["measured_by"])
+        );
+        let said = format!("{way}: {}", o["text"].as_str().unwrap());
+        assert_eq!(r["text"], said.as_str(), "{r}");
+    }
+    let verdict = format!(
+        "({}), the {way}'s verdict",
+        own["verdict"].as_str().unwrap()
+    );
+    if let Some(text) = text {
+        let line = text.lines().find(|l| l.starts_with("limited by: "));
+        assert!(
+            line.is_some_and(|l| l.contains(&verdict)),
+            "the summary's line {verdict}: {text}"
+        );
+    }
+    let row = format!("rpm {way} (the run's verdict)");
+    assert!(md.contains(&row), "{row}: {md}");
+}
+
 #[test]
 fn rpm_upload_through_a_shaper_is_the_networks_with_the_queue_in_tcp_info() {
     let Some(lab) = Lab::routed(&["tc"]) else {
@@ -182,6 +225,9 @@ fn rpm_upload_through_a_shaper_is_the_networks_with_the_queue_in_tcp_info() {
         row.is_some_and(|l| l.contains("the network (network)") && l.contains("smoothed RTT")),
         "the report's verdict row: {md}"
     );
+    // 5. The run's own verdict is the upload's (the one direction measured).
+    the_runs_verdict_is(&doc, "upload", Some(&text), &md);
+    assert_eq!(doc["end"]["limited_by"]["verdict"], "network");
 }
 
 /// The client's receive buffer's cap, bytes (`tcp_rmem`'s maximum): its window is at most
@@ -310,6 +356,10 @@ fn rpm_download_into_a_capped_client_buffer_is_the_receivers_window() {
         row.is_some_and(|l| l.contains("the receiver's window") && l.contains("advertised")),
         "the report's verdict row: {md}"
     );
+    // The run's own verdict is the download's, as `--json` printed it too.
+    the_runs_verdict_is(&doc, "download", None, &md);
+    assert_eq!(printed["end"]["limited_by"], doc["end"]["limited_by"]);
+    assert_eq!(doc["end"]["limited_by"]["verdict"], "receiver_window");
 }
 
 /// `GET /sonde/tcp_info` answers the asking connection's own TCP_INFO: a fresh connection
