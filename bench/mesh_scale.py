@@ -222,6 +222,10 @@ def mesh_run(a):
               f"in the window answered {answered - total(text0, 'sonde_mesh_probes_answered_total'):.0f}, "
               f"lost {lost - total(text0, 'sonde_mesh_probes_lost_total'):.0f})")
         print(f"  CPU % of one core per agent: {stats(cpu)}")
+        rtts = total(text, "sonde_mesh_rtt_seconds_count") - total(text0, "sonde_mesh_rtt_seconds_count")
+        if rtts > 0:
+            rtt_s = total(text, "sonde_mesh_rtt_seconds_sum") - total(text0, "sonde_mesh_rtt_seconds_sum")
+            print(f"  agent 1's round trips in the window: {rtts:.0f}, mean {rtt_s / rtts * 1e6:.1f} us")
         if a.napi_threads:
             print(f"  receive path in {len(kthreads)} NAPI threads: {napi / a.agents:.3f} % of one core per agent")
         print(f"  RSS MB per agent: {stats(rss)}; {load()}")
