@@ -174,16 +174,17 @@ fn rpm_upload_through_a_shaper_is_the_networks_with_the_queue_in_tcp_info() {
 
     // 2. What was planted: the base under the minimum, the queue above it. Cubic keeps a
     //    tail-drop queue between its back-off and full, so the median smoothed RTT stands
-    //    at least a quarter of the drain above the base and at most the drain and 10 ms
-    //    (the debug-build client late on its completions) above it; the queue overflows,
-    //    so segments are retransmitted. (tcpi_min_rtt is no base here: a connection opened
-    //    into the full queue never saw the empty path.)
+    //    at least a quarter of the drain above the planted base and at most the drain and
+    //    10 ms (the debug-build client late on its completions) above it; the queue
+    //    overflows, so segments are retransmitted. (tcpi_min_rtt is no base here: a
+    //    connection opened into the full queue never saw the empty path; measured against
+    //    it, 32.9 - 27.1 ms fell under the quarter once in five runs.)
     assert!(
         min >= BASE_MS * 0.9,
         "min RTT {min:.1} ms under the base {BASE_MS}"
     );
     assert!(
-        srtt - min >= drain / 4.0 && srtt - min <= drain + 10.0,
+        srtt - BASE_MS >= drain / 4.0 && srtt - BASE_MS <= drain + 10.0,
         "srtt {srtt:.1} ms, min {min:.1}: the queue's drain is {drain:.1} ms"
     );
     assert!(
