@@ -6,13 +6,14 @@ use sonde_results::mesh::{Answer, Verdict};
 
 use super::prober_tests::{clocks, fleet, next_probe, prober, Far, B, MS, REAL0};
 use super::*;
-use crate::stamp::{FollowUp, TimeFormat, Timestamp, TimestampMethod};
+use crate::stamp::{follow_up, FollowUp, TimeFormat, Timestamp, TimestampMethod};
 
 const C: &str = "198.18.3.3";
 
 /// A peer's host: its reflector (the codec's), and when its last answer really left.
 struct Host {
     far: Far,
+    ip: std::net::IpAddr,
     answered: u32,
     last: Option<FollowUp>,
 }
@@ -24,6 +25,7 @@ impl Host {
         far.boot_id = [1; 16];
         Host {
             far,
+            ip: addr.parse().unwrap(),
             answered: 0,
             last: None,
         }
@@ -40,9 +42,12 @@ impl Host {
         queued_ns: u64,
         tell: impl FnOnce(Option<FollowUp>) -> Option<FollowUp>,
     ) -> (Vec<u8>, u64) {
-        self.far.follow_up = tell(self.last);
         let t3 = REAL0 + now + 4 * MS;
-        let answer = self.far.answer(bytes, REAL0 + now + 3 * MS, t3);
+        let mut answer = self.far.answer(bytes, REAL0 + now + 3 * MS, t3);
+        // Its follow-up, under its HMAC TLV re-signed as a reflector's pass does.
+        let mine = address_key(&fleet(), self.ip);
+        let area = &mut answer[crate::stamp::AUTH_BASE_BYTES..];
+        follow_up::fill(area, tell(self.last), Some(&mine), self.answered);
         self.last = Some(FollowUp {
             seq: self.answered,
             timestamp: Timestamp::from_unix_ns(t3 + queued_ns, TimeFormat::Ntp),

@@ -34,7 +34,8 @@ use crate::stamp::{
 /// multiple of this at or after it has something to settle.
 pub const TICK_NS: u64 = 200_000_000;
 /// One probe in this many asks for the peer's labels once they are known (a probe with
-/// the Labels and Boot ID TLVs is 412 bytes, without them 112).
+/// the Labels and Boot ID TLVs is 432 bytes, without them 152: each carries the zeroed
+/// Follow-Up Telemetry TLV and the HMAC TLV).
 pub const LABELS_EVERY: u32 = 64;
 
 /// What the machine is told once.
@@ -320,7 +321,9 @@ impl Prober {
     }
 
     /// [`Prober::handle_answer`] with the TOS byte the answer arrived with (`tos`, from
-    /// the kernel): with marked probes, each first answer's directions are counted.
+    /// the kernel): with marked probes, each first answer's directions are counted. A
+    /// first answer's round trip returned is what the answer itself says; its figures
+    /// are booked with the peer's next answer, T3 corrected by its follow-up (`held`).
     pub fn handle_marked_answer(
         &mut self,
         from: SocketAddr,
