@@ -15,12 +15,16 @@
 
 #[cfg(test)]
 mod departure_tests;
+#[cfg(test)]
+mod follow_up_tests;
+mod held;
 pub mod marks;
 pub mod peers;
 pub mod prober;
 #[cfg(test)]
 mod prober_tests;
 
+pub use held::Reflections;
 pub use marks::put_labels_request;
 
 pub use peers::{Peer, PeerEntry, Peers};
@@ -138,7 +142,7 @@ mod tests {
     #[test]
     fn a_reflector_answers_its_labels_signed_and_no_byte_more() {
         let k = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap());
-        let mut probe = vec![0u8; AUTH_BASE_BYTES + 300];
+        let mut probe = vec![0u8; AUTH_BASE_BYTES + 400];
         SenderPacket {
             seq: 5,
             ..Default::default()
@@ -187,7 +191,7 @@ mod tests {
     fn a_peers_labels_with_format_characters_are_not_believed() {
         let k = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap());
         for value in ["r\u{202E}1", "r\u{200D}1"] {
-            let mut area = vec![0u8; 300];
+            let mut area = vec![0u8; 400];
             let n = put_labels_request(&mut area, Some(&k), 9).unwrap();
             let own: Labels = [("rack".to_string(), value.to_string())].into();
             fill_labels(&mut area[..n], &own, Some(&k), 9);

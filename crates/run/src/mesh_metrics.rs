@@ -27,6 +27,7 @@ struct Snapshot {
     reflected: u64,
     refused: u64,
     departures: sonde_proto::mesh::Departures,
+    reflections: sonde_proto::mesh::Reflections,
     /// Each peer's address, labels and figures, in address order.
     peers: Vec<(String, BTreeMap<String, String>, PeerFigures)>,
 }
@@ -41,6 +42,7 @@ fn snapshot(state: &Mutex<MeshState>) -> Snapshot {
         reflected: s.reflected,
         refused: s.refused,
         departures: s.prober.departures(),
+        reflections: s.prober.reflections(),
         peers: s
             .peers()
             .iter()
@@ -62,6 +64,8 @@ pub fn text(state: &Mutex<MeshState>) -> String {
         refused: s.refused,
         departed_kernel: s.departures.kernel,
         departed_process: s.departures.process,
+        t3_stamp: s.reflections.stamp,
+        t3_clock: s.reflections.clock,
     };
     let peers: Vec<MeshPeer<'_>> = s
         .peers

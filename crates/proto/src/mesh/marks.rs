@@ -24,8 +24,9 @@ pub fn put_labels_request(
 }
 
 /// Writes a probe's TLVs into `area` (after the base packet): a Class of Service TLV
-/// asking for `tos` (when marked), the Labels and Boot ID requests (when `labels`), and with
-/// `key` and any TLV before it, the HMAC TLV over them all; the bytes written.
+/// asking for `tos` (when marked), the Labels and Boot ID requests (when `labels`), the
+/// zeroed Follow-Up Telemetry TLV, and with `key` the HMAC TLV over them all; the bytes
+/// written.
 pub fn put_request(
     area: &mut [u8],
     key: Option<&StampKey>,
@@ -45,9 +46,11 @@ pub fn put_request(
         tlv::put(&mut area[at..], tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES)?;
         at += tlv::HEADER_BYTES + tlv::BOOT_ID_BYTES;
     }
+    // Always: the peer's reflector tells in it when its last answer really left.
+    at += crate::stamp::follow_up::put_request(&mut area[at..])?;
     match key {
-        Some(k) if at > 0 => tlv::put_hmac(area, at, k, seq),
-        _ => Ok(at),
+        Some(k) => tlv::put_hmac(area, at, k, seq),
+        None => Ok(at),
     }
 }
 
@@ -90,23 +93,29 @@ mod tests {
         let key = StampKey::new(&[9; 32]).unwrap();
         let mut area = [0u8; 512];
         let n = put_request(&mut area, Some(&key), 7, Some(EF0), false).unwrap();
-        assert_eq!(n, COS_TLV + tlv::HEADER_BYTES + 16, "the HMAC TLV after it");
+        let fu = crate::stamp::follow_up::FOLLOW_UP_TLV;
+        assert_eq!(
+            n,
+            COS_TLV + fu + tlv::HEADER_BYTES + 16,
+            "the HMAC TLV after both"
+        );
         assert_eq!(tlv::check_hmac(&area[..n], &key, 7), Some(true));
         let with_labels = put_request(&mut area, Some(&key), 7, Some(EF0), true).unwrap();
         assert_eq!(with_labels, n + 2 * tlv::HEADER_BYTES + LABELS_ROOM + 16);
         assert_eq!(
             put_request(&mut area, Some(&key), 7, None, false).unwrap(),
-            0
+            fu + tlv::HEADER_BYTES + 16,
+            "a bare probe: the zeroed follow-up, signed"
         );
         assert_eq!(
             put_request(&mut area, None, 7, Some(EF0), false).unwrap(),
-            COS_TLV
+            COS_TLV + fu
         );
         // A reflector's fill (arrived bleached to CS0, ECT(0) kept), signed again.
         let n = put_request(&mut area, Some(&key), 7, Some(EF0), false).unwrap();
         let value = &mut area[tlv::HEADER_BYTES..COS_TLV];
         ClassOfService::reflect(value, Some(2), DscpPolicy::allowing([46]));
-        tlv::put_hmac(&mut area, COS_TLV, &key, 3).unwrap();
+        tlv::put_hmac(&mut area, COS_TLV + fu, &key, 3).unwrap();
         let got = directions(&area[..n], Some(&key), 3, EF0, Some(EF0));
         assert_eq!(got, (Some((EF0, 2)), Some((EF0, EF0))));
         assert_eq!(
@@ -124,7 +133,7 @@ mod tests {
             (None, None)
         );
         // Unkeyed (an `open` peer): the TLV as it came; unfilled claims nothing.
-        let mut open = [0u8; 16];
+        let mut open = [0u8; 32];
         put_request(&mut open, None, 1, Some(EF0), false).unwrap();
         assert_eq!(directions(&open, None, 1, EF0, Some(0)), (None, None));
         ClassOfService::reflect(&mut open[4..8], Some(EF0), DscpPolicy::default());

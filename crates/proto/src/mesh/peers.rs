@@ -33,6 +33,8 @@ pub struct PeerEntry {
     pub(crate) one_clock: bool,
     /// Its keys, with a mesh key.
     pub(crate) keys: Option<PeerKeys>,
+    /// Its last first answer, its figures awaiting the next answer's follow-up.
+    pub(crate) held: Option<super::held::Held>,
 }
 
 /// A keyed peer's keys: its probes' (this agent's address towards it and its own), and

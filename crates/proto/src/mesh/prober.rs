@@ -22,17 +22,20 @@ use std::net::{IpAddr, SocketAddr};
 
 use sonde_results::mesh::{per_peer_rate, Answer, Judging, PeerStats, Schedule, Stamps};
 
+use super::held::{Held, Reflections};
 use super::peers::{Peer, PeerEntry, PeerKeys, Peers};
 use super::{address_key, marks, probe_key, read_labels};
 use crate::stamp::{
-    tlv, ErrorEstimate, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat, Timestamp,
+    follow_up, tlv, ErrorEstimate, Mode, ReflectorPacket, SenderPacket, StampKey, TimeFormat,
+    Timestamp,
 };
 
 /// The grid probes are settled and windows closed on: a peer is settled at the first
 /// multiple of this at or after it has something to settle.
 pub const TICK_NS: u64 = 200_000_000;
 /// One probe in this many asks for the peer's labels once they are known (a probe with
-/// the Labels and Boot ID TLVs is 412 bytes, without them 112).
+/// the Labels and Boot ID TLVs is 432 bytes, without them 152: each carries the zeroed
+/// Follow-Up Telemetry TLV and the HMAC TLV).
 pub const LABELS_EVERY: u32 = 64;
 
 /// What the machine is told once.
@@ -132,6 +135,7 @@ pub struct Prober {
     /// The generator of first probes' offsets (xorshift64).
     random: u64,
     departures: Departures,
+    reflections: Reflections,
 }
 
 impl Prober {
@@ -143,12 +147,19 @@ impl Prober {
             sends: Schedule::default(),
             ticks: Schedule::default(),
             departures: Departures::default(),
+            reflections: Reflections::default(),
         }
     }
 
     /// The first answers so far, by where their probes' departures came from.
     pub fn departures(&self) -> Departures {
         self.departures
+    }
+
+    /// The first answers booked so far, by where their reflector's departure (T3) came
+    /// from (see `held`).
+    pub fn reflections(&self) -> Reflections {
+        self.reflections
     }
 
     /// The listed peers and their figures.
@@ -208,6 +219,7 @@ impl Prober {
                 stats,
                 next_seq: 0,
                 one_clock: false,
+                held: None,
             };
             let slot = self.peers.insert(addr, entry);
             self.sends.set(slot, first);
@@ -280,7 +292,7 @@ impl Prober {
         }
         e.stats.on_sent(seq, at_ns);
         e.next_seq = seq.wrapping_add(1);
-        self.ticks.set(slot, tick_at(&e.stats, at_ns));
+        self.ticks.set(slot, next_tick(e, at_ns));
     }
 
     /// Probe `seq` to `to` left `late_ns` after the clock read it was written with (T1) and
@@ -309,7 +321,9 @@ impl Prober {
     }
 
     /// [`Prober::handle_answer`] with the TOS byte the answer arrived with (`tos`, from
-    /// the kernel): with marked probes, each first answer's directions are counted.
+    /// the kernel): with marked probes, each first answer's directions are counted. A
+    /// first answer's round trip returned is what the answer itself says; its figures
+    /// are booked with the peer's next answer, T3 corrected by its follow-up (`held`).
     pub fn handle_marked_answer(
         &mut self,
         from: SocketAddr,
@@ -319,6 +333,7 @@ impl Prober {
         own_bound_ns: Option<u64>,
     ) -> Matched {
         let marked = self.cfg.tos;
+        let period = period_ns(self.per_peer_rate());
         let ssid = self.cfg.ssid;
         let (boot_id, mesh) = (self.cfg.boot_id, self.cfg.key.as_ref());
         // Only a listed peer's answer, in its mode, for this agent's session.
@@ -370,10 +385,8 @@ impl Prober {
         let unix = |t: Timestamp| t.to_unix_ns(TimeFormat::Ntp);
         let held_ns = unix(a.timestamp).saturating_sub(unix(a.receive));
         let late_ns = e.stats.late_ns(a.sender_seq);
-        let answer = e
-            .stats
-            .on_answer(a.sender_seq, a.seq, arrived.mono_ns, held_ns);
-        if matches!(answer, Answer::First { .. }) {
+        let mut answer = e.stats.on_answer_held(a.sender_seq, a.seq, arrived.mono_ns);
+        if let Answer::First { rtt_ns: gross, .. } = &mut answer {
             match late_ns {
                 Some(_) => self.departures.kernel += 1,
                 None => self.departures.process += 1,
@@ -382,11 +395,17 @@ impl Prober {
                 let (forward, reverse) = marks::directions(area, mode.key(), a.seq, sent, tos);
                 e.stats.on_marks(forward, reverse);
             }
+            // The answer before it, booked now: by this one's follow-up (keyed, under its
+            // verified HMAC TLV) when it names that answer.
+            let told = follow_up::find(area, mode.key(), a.seq);
+            if let Some(h) = e.held.take() {
+                h.book(&mut e.stats, told, &mut self.reflections);
+            }
             let unix = |t| unix(t) as i64;
             // One host's two ends read one clock: no offset at all (as ping's "one
             // clock"), whatever either claims.
             let one = e.one_clock.then_some(0);
-            e.stats.on_stamps(Stamps {
+            let stamps = Stamps {
                 // T1 as the kernel stamped it, when it did.
                 sent_ns: unix(a.sender_timestamp) + late_ns.unwrap_or(0) as i64,
                 reflected_in_ns: unix(a.receive),
@@ -398,9 +417,20 @@ impl Prober {
                     .synchronized
                     .then(|| a.estimate.bound_ns())
                     .flatten()),
+            };
+            e.held = Some(Held {
+                refl_seq: a.seq,
+                gross_ns: *gross,
+                stamps,
+                due_ns: arrived.mono_ns.saturating_add(2 * period),
             });
+            // What the answer itself says (the caller's figure; the one booked may be
+            // corrected by the next answer's follow-up).
+            if held_ns < *gross {
+                *gross -= held_ns;
+            }
         }
-        let tick = tick_at(&e.stats, arrived.mono_ns);
+        let tick = next_tick(e, arrived.mono_ns);
         self.ticks.set(slot, tick);
         Matched::Answer(answer)
     }
@@ -421,8 +451,13 @@ impl Prober {
     pub fn handle_timeout(&mut self, now_ns: u64) {
         while let Some((_, slot)) = self.ticks.pop_due(now_ns) {
             if let Some(e) = self.peers.slot_mut(slot) {
+                // No next answer in time: the held one by its clock read.
+                if let Some(h) = e.held.filter(|h| h.due_ns <= now_ns) {
+                    e.held = None;
+                    h.book(&mut e.stats, None, &mut self.reflections);
+                }
                 e.stats.tick(now_ns);
-                self.ticks.set(slot, tick_at(&e.stats, now_ns + 1));
+                self.ticks.set(slot, next_tick(e, now_ns + 1));
             }
         }
     }
@@ -481,6 +516,17 @@ pub fn tick_at(stats: &PeerStats, now_ns: u64) -> u64 {
         return now_ns;
     }
     next.div_ceil(TICK_NS).saturating_mul(TICK_NS)
+}
+
+/// When a peer next needs settling ([`tick_at`]) or its held answer booking, on the
+/// same grid.
+fn next_tick(e: &PeerEntry, now_ns: u64) -> u64 {
+    let held = match e.held {
+        Some(h) if h.due_ns <= now_ns => now_ns,
+        Some(h) => h.due_ns.div_ceil(TICK_NS).saturating_mul(TICK_NS),
+        None => u64::MAX,
+    };
+    tick_at(&e.stats, now_ns).min(held)
 }
 
 /// Nanoseconds between a peer's probes at `rate` a second.

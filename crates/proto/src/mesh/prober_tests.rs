@@ -187,14 +187,16 @@ fn an_answer_counts_once_net_of_the_reflectors_hold_and_its_labels_are_learned()
             Matched::Answer(Answer::Unknown)
         );
     }
-    p.handle_timeout(now + 20 * MS);
+    // Its round trip booked two periods on (no next answer: `follow_up_tests`).
+    p.handle_timeout(now + 400 * MS);
     assert_eq!(figures(&p, B), (1, 1, 1, 1));
     let e = p.peers().get(&at(B)).unwrap();
     assert_eq!(e.learned, labels(&[("rack", "r2")]));
     assert!(!e.one_clock(), "another host's boot id");
     // Labels known: the next probes are bare, until one in LABELS_EVERY.
     let (_, bytes) = next_probe(&mut p, &mut now);
-    assert_eq!(bytes.len(), AUTH_BASE_BYTES);
+    let bare = crate::stamp::follow_up::FOLLOW_UP_TLV + tlv::HEADER_BYTES + 16;
+    assert_eq!(bytes.len(), AUTH_BASE_BYTES + bare, "the follow-up, signed");
 }
 
 /// A forgery in every shape the red team sent: unauthenticated, under another fleet's

@@ -19,6 +19,7 @@
 
 mod cos;
 mod estimate;
+pub mod follow_up;
 mod packet;
 mod reflect;
 pub mod session;
@@ -30,6 +31,7 @@ mod tests;
 
 pub use cos::{ClassOfService, DscpPolicy, COS_BYTES, RPE_APPLIED, RPE_NOT_APPLIED};
 pub use estimate::ErrorEstimate;
+pub use follow_up::FollowUp;
 pub use packet::{ReflectorPacket, SenderPacket};
 pub use reflect::{reflect, reflect_as, Reflection};
 pub use session::{Heard, Limits, Refusal, SessionId, Sessions};

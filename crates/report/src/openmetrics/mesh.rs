@@ -33,6 +33,11 @@ pub struct MeshAgent<'a> {
     /// transmit stamp, and the process's clock read before the send (no stamp came).
     pub departed_kernel: u64,
     pub departed_process: u64,
+    /// First answers booked by where their reflector's departure (T3) came from: its
+    /// kernel's transmit stamp, told in its next answer (RFC 8972 Follow-Up Telemetry),
+    /// or the clock read it wrote into the answer before sending it.
+    pub t3_stamp: u64,
+    pub t3_clock: u64,
 }
 
 /// One listed peer and what its probes became.
@@ -248,6 +253,12 @@ fn agent_families(out: &mut String, agent: &MeshAgent<'_>, own: &Labels, peers: 
             v as f64,
         );
     }
+    let name = "sonde_mesh_answered_reflector_departures";
+    header(out, name, "counter", None,
+        "Answered probes booked by where their reflector's departure (T3) came from: its kernel's transmit stamp, told in its next answer's Follow-Up Telemetry TLV (stamp), or the clock read it wrote into the answer before sending it (clock)");
+    for (t3, v) in [("stamp", agent.t3_stamp), ("clock", agent.t3_clock)] {
+        line(out, &format!("{name}_total"), own, &[("t3", t3)], v as f64);
+    }
 }
 
 fn rtt_histogram(out: &mut String, pairs: &[(Labels, &PeerFigures)]) {
@@ -399,6 +410,8 @@ mod tests {
             refused: 0,
             departed_kernel: 0,
             departed_process: 0,
+            t3_stamp: 0,
+            t3_clock: 0,
         }
     }
 
@@ -437,6 +450,8 @@ mod tests {
             refused: 1,
             departed_kernel: 5,
             departed_process: 2,
+            t3_stamp: 4,
+            t3_clock: 3,
         };
         let text = one_peer(&agent, "198.18.2.2", &theirs, &stats.figures());
         let pair = r#"source="198.18.2.1",destination="198.18.2.2",source_rack="r1",source_zone="a",destination_topology_kubernetes_io_rack="r\"2",destination_zone="b""#;
@@ -455,6 +470,8 @@ mod tests {
             "sonde_mesh_reflected_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\"} 7\n".into(),
             "sonde_mesh_answered_departures_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\",clock=\"kernel\"} 5\n".into(),
             "sonde_mesh_answered_departures_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\",clock=\"process\"} 2\n".into(),
+            "sonde_mesh_answered_reflector_departures_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\",t3=\"stamp\"} 4\n".into(),
+            "sonde_mesh_answered_reflector_departures_total{source=\"198.18.2.1\",source_rack=\"r1\",source_zone=\"a\",t3=\"clock\"} 3\n".into(),
         ] {
             assert!(text.contains(&want), "no {want} in\n{text}");
         }

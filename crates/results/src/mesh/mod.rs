@@ -140,6 +140,26 @@ impl PeerStats {
         a
     }
 
+    /// As [`PeerStats::on_answer`], the round trip not recorded: a first answer's is
+    /// gross (the reflector's hold not taken out), for the caller to book once it knows
+    /// when the reflector's answer really left ([`PeerStats::book_rtt`]).
+    pub fn on_answer_held(&mut self, seq: u32, refl_seq: u32, now_ns: u64) -> Answer {
+        let a = self.ledger.answered_after(seq, refl_seq, now_ns, 0);
+        match a {
+            Answer::First { reordered, .. } => self.shown.reordered += u64::from(reordered),
+            Answer::Duplicate => self.shown.duplicates += 1,
+            Answer::Unknown => {}
+        }
+        a
+    }
+
+    /// A first answer's round trip, net of its reflector's hold, taken by
+    /// [`PeerStats::on_answer_held`].
+    pub fn book_rtt(&mut self, rtt_ns: u64) {
+        self.shown.rtt.record(rtt_ns);
+        self.minute.record(rtt_ns);
+    }
+
     /// An answered probe's marks each way, as (sent, arrived) TOS bytes: forward when
     /// the peer said what arrived, reverse when it said what it sent and the kernel gave
     /// the answer's TOS.

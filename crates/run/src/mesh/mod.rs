@@ -8,6 +8,7 @@
 //! the state (no stale series).
 
 mod config;
+mod follow_ups;
 mod icmp;
 mod keys;
 mod peers;

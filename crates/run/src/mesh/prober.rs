@@ -67,6 +67,8 @@ pub(super) struct SocketLoop {
     /// lookup when bound to the unspecified address), which a probe's key names.
     routes: Option<Keys>,
     reflector: MeshReflector,
+    /// The answers' sends, each asking its transmit stamp, and the stamps read.
+    answers: super::follow_ups::Sender,
     /// The reflector socket's marks, set per answer as its CoS TLV says.
     answer_marks: crate::stamp::marks::AnswerMarks,
     started: Instant,
@@ -119,6 +121,7 @@ impl SocketLoop {
             left: Vec::with_capacity(SEND_BATCH),
             stamping,
             reflector,
+            answers: super::follow_ups::Sender::new(reflector_sock.as_raw_fd()),
             answer_marks: Default::default(),
             routes: keys(),
             started,
@@ -304,6 +307,9 @@ impl SocketLoop {
             None => sonde_proto::stamp::BASE_BYTES,
         };
         let mut full = false;
+        // The last answers' stamps first: each session's next answer tells its own.
+        let now = self.now_ns();
+        let _ = self.answers.read(fd, &mut self.reflector.follow_ups, now);
         for _ in 0..READ_BATCH / READ_SLOTS {
             // Empty (or failing): what was answered is published below.
             full = self.batch.read(fd).unwrap_or(0) == READ_SLOTS;
@@ -322,7 +328,8 @@ impl SocketLoop {
                     // Marked as its CoS TLV says (only a marked probe carries one).
                     let tlvs = self.out.get(answer_base..len).unwrap_or(&[]);
                     let _ = self.answer_marks.before_send(fd, tlvs);
-                    let _ = self.reflector_sock.send_to(&self.out[..len], d.from);
+                    let ups = &mut self.reflector.follow_ups;
+                    self.answers.send(fd, &self.out[..len], d.from, ups);
                 }
             }
             if !full {

@@ -6,7 +6,8 @@
 //! signed under its own address's key, within a rate of answers per second, and numbers
 //! what it reflects per session (sender address and SSID): the prober tells from those
 //! numbers which way a lost probe went. Sessions are bounded, [`PER_SOURCE`] per address;
-//! the least recently heard is forgotten first.
+//! the least recently heard is forgotten first. Each answer tells, in the probe's
+//! Follow-Up Telemetry TLV, when its session's last answer really left ([`FollowUps`]).
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
@@ -16,6 +17,7 @@ use sonde_proto::stamp::{
     StampKey, SyncSource, Timestamp, TimestampInfo,
 };
 
+use super::follow_ups::FollowUps;
 use super::keys::Keys;
 
 /// Sessions remembered at most (a session is about 40 bytes and a map slot).
@@ -54,6 +56,8 @@ pub struct MeshReflector {
     /// The DSCPs a probe's Class of Service TLV may have its answer sent with besides the
     /// one it arrived with and CS0: this agent's own `--mesh-dscp`, no other.
     dscp_policy: DscpPolicy,
+    /// Each session's last answer and its real departure, told in the next.
+    pub follow_ups: FollowUps,
     pub reflected: u64,
     pub refused: u64,
 }
@@ -96,6 +100,7 @@ impl MeshReflector {
             tokens: rate.burst,
             refilled_ns: 0,
             dscp_policy: DscpPolicy::default(),
+            follow_ups: FollowUps::default(),
             reflected: 0,
             refused: 0,
         }
@@ -170,6 +175,7 @@ impl MeshReflector {
             return None;
         }
         let seq = self.sessions.number(session);
+        let told = self.follow_ups.told(session, t.estimate.format);
         let how = Reflection {
             seq: Some(seq),
             receive: t.receive,
@@ -188,6 +194,13 @@ impl MeshReflector {
             Ok(n) => {
                 let base = answer.base_bytes();
                 sonde_proto::mesh::fill_labels(&mut out[base..n], &self.labels, mine, seq);
+                stamp::follow_up::fill(&mut out[base..n], told, mine, seq);
+                let format = t.estimate.format;
+                let t3 = sonde_proto::mesh::Clocks {
+                    mono_ns: t.mono_ns,
+                    real_ns: t.transmit.to_unix_ns(format),
+                };
+                self.follow_ups.written(session, seq, t3);
                 self.reflected += 1;
                 Some(n)
             }

@@ -305,3 +305,75 @@ fn two_marked_agents_in_memory_see_which_way_the_path_bleaches_and_marks_ce() {
          format!("CE on 33 % of packets reverse ({} of {na} sent ECT): an AQM or a congested queue marks here", na / 3)]
     );
 }
+
+/// The reflector's answers: the first tells nothing (zero), the second its session's
+/// first answer's stamp, under the HMAC TLV and the reflector's own key; another
+/// session of the same address is told nothing of it.
+#[test]
+fn the_reflectors_next_answer_tells_the_last_ones_stamp_under_its_key() {
+    use super::reflector::Rate;
+    use sonde_proto::mesh::{address_key, marks, probe_key};
+    use sonde_proto::stamp::TimestampMethod;
+    use sonde_proto::stamp::{follow_up, FollowUp, Mode, SenderPacket, StampKey};
+
+    let mesh = StampKey::new(b"0123456789abcdef0123").unwrap();
+    let own: std::net::IpAddr = "198.18.2.100".parse().unwrap();
+    let rate = Rate {
+        per_s: 1e6,
+        burst: 1e6,
+        per_source: 1_000,
+    };
+    let mut r = MeshReflector::new(Some(Keys::new(mesh.clone(), own)), rate, Default::default());
+    let from: SocketAddr = "198.18.2.1:5000".parse().unwrap();
+    let k = probe_key(&mesh, from.ip(), own);
+    let mine = address_key(&mesh, own);
+    let ask = |r: &mut MeshReflector, seq: u32, ssid: u16, ms: u64| {
+        let mut b = vec![0; AUTH_BASE_BYTES + 64];
+        let n = marks::put_request(&mut b[AUTH_BASE_BYTES..], Some(&k), seq, None, false);
+        b.truncate(AUTH_BASE_BYTES + n.unwrap());
+        let p = SenderPacket {
+            seq,
+            ssid,
+            ..Default::default()
+        };
+        p.write(Mode::Authenticated(&k), &mut b).unwrap();
+        let t = Times {
+            mono_ns: ms * MS,
+            receive: Timestamp::from_unix_ns(REAL0 + ms * MS, TimeFormat::Ntp),
+            transmit: Timestamp::from_unix_ns(REAL0 + ms * MS + MS, TimeFormat::Ntp),
+            estimate: ErrorEstimate::unknown(TimeFormat::Ntp),
+            ttl: 64,
+            tos: None,
+        };
+        let mut out = [0u8; 512];
+        let n = r.answer(from, &b, t, &mut out).unwrap();
+        let key = r.follow_ups.next_key();
+        r.follow_ups.left(true);
+        let number = u32::from_be_bytes(out[..4].try_into().unwrap());
+        let area = &out[AUTH_BASE_BYTES..n];
+        (
+            key,
+            follow_up::find(area, Some(&mine), number),
+            area.to_vec(),
+        )
+    };
+    let (key, told, _) = ask(&mut r, 0, 1, 0);
+    assert_eq!(told, None, "a first answer: zero");
+    // Answer 0 (T3 at 1 ms) really left 41 ms after its probe came.
+    r.follow_ups.stamp(key, REAL0 + 41 * MS);
+    let (_, told, area) = ask(&mut r, 1, 1, 1000);
+    let stamp = Timestamp::from_unix_ns(REAL0 + 41 * MS, TimeFormat::Ntp);
+    let want = FollowUp {
+        seq: 0,
+        timestamp: stamp,
+        mode: TimestampMethod::Software,
+    };
+    assert_eq!(told, Some(want));
+    assert_eq!(
+        follow_up::find(&area, Some(&k), 1),
+        None,
+        "not under the probe's key"
+    );
+    let (_, told, _) = ask(&mut r, 0, 2, 1000);
+    assert_eq!(told, None, "another session");
+}

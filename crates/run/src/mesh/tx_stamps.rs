@@ -5,6 +5,8 @@
 //! really left: that lateness moves the probe's departure in the prober's machine
 //! (`Prober::departed`). A probe whose stamp never comes keeps its clock read; a stamp
 //! for no probe awaited (late, a second one, another's) moves nothing. Each is counted.
+//! The reflector's answers are matched alike (`follow_ups`), each named by its session
+//! rather than its destination: `T`.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -16,8 +18,8 @@ pub const MAX_PENDING: usize = 65_536;
 
 /// A probe sent, awaiting its stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Pending {
-    to: SocketAddr,
+struct Pending<T> {
+    to: T,
     seq: u32,
     /// Its T1 (real time) and when that was on the ledger's clock.
     at: Clocks,
@@ -25,8 +27,8 @@ struct Pending {
 
 /// A probe's departure by its stamp: it left `late_ns` after its T1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Departed {
-    pub to: SocketAddr,
+pub struct Departed<T = SocketAddr> {
+    pub to: T,
     pub seq: u32,
     pub late_ns: u64,
 }
@@ -46,9 +48,9 @@ pub struct Counts {
 }
 
 /// The probes awaiting their stamps, by key, in sending order.
-pub struct TxStamps {
+pub struct TxStamps<T = SocketAddr> {
     /// Keys `base..base + pending.len()`; `None`: stamped already.
-    pending: VecDeque<Option<Pending>>,
+    pending: VecDeque<Option<Pending<T>>>,
     base: u32,
     /// Keys given before `base`.
     before: u64,
@@ -57,10 +59,10 @@ pub struct TxStamps {
     pub counts: Counts,
 }
 
-impl TxStamps {
+impl<T: Copy> TxStamps<T> {
     /// Probes await their stamps `wait_ns` (the probes' timeout: an answer later than
     /// that counts for nothing anyway).
-    pub fn new(wait_ns: u64) -> TxStamps {
+    pub fn new(wait_ns: u64) -> TxStamps<T> {
         TxStamps {
             pending: VecDeque::new(),
             base: 0,
@@ -76,7 +78,7 @@ impl TxStamps {
     }
 
     /// Probe `seq` to `to`, written with T1 at `at`, left with [`TxStamps::next_key`].
-    pub fn sent(&mut self, to: SocketAddr, seq: u32, at: Clocks) {
+    pub fn sent(&mut self, to: T, seq: u32, at: Clocks) {
         if self.pending.len() >= MAX_PENDING {
             self.pop();
         }
@@ -85,7 +87,7 @@ impl TxStamps {
 
     /// The stamp of key `key` at `real_ns` (the kernel's real-time clock): the probe it
     /// times, if one awaits it and the stamp falls within the wait after its T1.
-    pub fn stamp(&mut self, key: u32, real_ns: u64) -> Option<Departed> {
+    pub fn stamp(&mut self, key: u32, real_ns: u64) -> Option<Departed<T>> {
         let i = key.wrapping_sub(self.base) as usize;
         let wait = self.wait_ns;
         match self.pending.get(i).copied() {

@@ -223,6 +223,8 @@ fn agent_of(own: &BTreeMap<String, String>) -> MeshAgent<'_> {
         refused: 0,
         departed_kernel: 0,
         departed_process: 0,
+        t3_stamp: 0,
+        t3_clock: 0,
     }
 }
 
