@@ -200,7 +200,7 @@ def mesh_run(a):
         f.writelines(f"{addr(k)}\n" for k in range(1, a.agents + 1))
     atexit.register(lambda: os.path.exists(peers) and os.remove(peers))
     procs = [start_agent(a.sonde, f"{PRE}-a{k}", addr(k), peers, a.rate, 10 * a.rate * a.agents,
-                         ("--label", f"rack=r{k % 4}", "--mesh-refresh", "5"))
+                         ("--label", f"rack=r{k % 4}", "--mesh-refresh", "5", *a.agent_arg))
              for k in range(1, a.agents + 1)]
     pids = [sonde_pid(p) for p in procs]
     try:
@@ -308,6 +308,8 @@ def main():
     ap.add_argument("--phantom", default="1000,10000", help="peer counts of the one-agent runs (empty: none)")
     ap.add_argument("--phantom-warmup", type=float, default=25, help="a probe per peer every 10 s: past two rounds and the loss resolution")
     ap.add_argument("--no-mesh", action="store_true", help="only the phantom runs")
+    ap.add_argument("--agent-arg", action="append", default=[],
+                    help="one more argument for every agent of the mesh (repeat: --agent-arg=--mesh-follow-up)")
     ap.add_argument("--napi-threads", action="store_true",
                     help="every veth's receive path in NAPI kernel threads, as a NIC's softirq, not on the sender")
     ap.add_argument("--soak", type=float, default=0, help="seconds of soak after the mesh's measure")

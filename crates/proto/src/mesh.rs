@@ -23,6 +23,8 @@ pub mod peers;
 pub mod prober;
 #[cfg(test)]
 mod prober_tests;
+#[cfg(test)]
+mod test_machine;
 
 pub use held::Reflections;
 pub use marks::put_labels_request;

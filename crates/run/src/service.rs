@@ -363,6 +363,7 @@ mod tests {
             reflect_max: 100.0,
             key: None,
             tos: None,
+            follow_up: false,
         })
         .unwrap();
         let _ = std::fs::remove_file(&list);

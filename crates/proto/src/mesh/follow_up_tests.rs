@@ -4,7 +4,7 @@
 
 use sonde_results::mesh::{Answer, Verdict};
 
-use super::prober_tests::{clocks, fleet, next_probe, prober, Far, B, MS, REAL0};
+use super::prober_tests::{clocks, fleet, next_probe, prober, prober_with, Far, B, MS, REAL0};
 use super::*;
 use crate::stamp::{follow_up, FollowUp, TimeFormat, Timestamp, TimestampMethod};
 
@@ -47,7 +47,7 @@ impl Host {
         // Its follow-up, under its HMAC TLV re-signed as a reflector's pass does.
         let mine = address_key(&fleet(), self.ip);
         let area = &mut answer[crate::stamp::AUTH_BASE_BYTES..];
-        follow_up::fill(area, tell(self.last), Some(&mine), self.answered);
+        let _ = follow_up::fill(area, tell(self.last), Some(&mine), self.answered);
         self.last = Some(FollowUp {
             seq: self.answered,
             timestamp: Timestamp::from_unix_ns(t3 + queued_ns, TimeFormat::Ntp),
@@ -224,4 +224,27 @@ fn a_forged_follow_up_moves_no_figure() {
     exchange(&mut p, false);
     assert_eq!(p.reflections(), reflections(1, 1));
     assert!(near(rtts(&p, B), (2, 0.045 + 0.005)));
+}
+
+/// Without follow-ups (the default, `--mesh-follow-up` off) a probe carries no Follow-Up
+/// Telemetry TLV (the first, asking for labels, is the 412 bytes it was before them), and
+/// each first answer is booked at once, T3 its reflector's clock read: B's first, held
+/// 40 ms in its host, is booked at the 45 ms it says, and counted by the clock.
+#[test]
+fn without_follow_ups_probes_carry_none_and_answers_are_booked_at_once_by_the_clock() {
+    let mut p = prober_with(Some(fleet()), &[(B, false)], false);
+    let mut b = Host::new(B);
+    let mut now = 0;
+    let (probe, bytes) = next_probe(&mut p, &mut now);
+    let tlvs = crate::stamp::tlv::iter(&bytes[crate::stamp::AUTH_BASE_BYTES..]);
+    let kinds: Vec<u8> = tlvs.map(|t| t.unwrap().kind).collect();
+    assert!(
+        !kinds.contains(&crate::stamp::tlv::TYPE_FOLLOW_UP_TELEMETRY),
+        "{kinds:?}"
+    );
+    assert_eq!(bytes.len(), 412);
+    let (answer, back) = b.answer(&bytes, now, 40 * MS, |last| last);
+    p.handle_answer(probe.to, &answer, clocks(back), None);
+    assert!(near(rtts(&p, B), (1, 0.045)), "{:?}", rtts(&p, B));
+    assert_eq!(p.reflections(), reflections(0, 1));
 }

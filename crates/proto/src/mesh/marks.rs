@@ -20,19 +20,20 @@ pub fn put_labels_request(
     key: Option<&StampKey>,
     seq: u32,
 ) -> Result<usize, StampError> {
-    put_request(area, key, seq, None, true)
+    put_request(area, key, seq, None, true, false)
 }
 
 /// Writes a probe's TLVs into `area` (after the base packet): a Class of Service TLV
 /// asking for `tos` (when marked), the Labels and Boot ID requests (when `labels`), the
-/// zeroed Follow-Up Telemetry TLV, and with `key` the HMAC TLV over them all; the bytes
-/// written.
+/// zeroed Follow-Up Telemetry TLV (when `follow_up`), and with `key` and any TLV before it
+/// the HMAC TLV over them all; the bytes written.
 pub fn put_request(
     area: &mut [u8],
     key: Option<&StampKey>,
     seq: u32,
     tos: Option<u8>,
     labels: bool,
+    follow_up: bool,
 ) -> Result<usize, StampError> {
     let mut at = 0;
     if let Some(t) = tos {
@@ -46,11 +47,13 @@ pub fn put_request(
         tlv::put(&mut area[at..], tlv::TYPE_BOOT_ID, tlv::BOOT_ID_BYTES)?;
         at += tlv::HEADER_BYTES + tlv::BOOT_ID_BYTES;
     }
-    // Always: the peer's reflector tells in it when its last answer really left.
-    at += crate::stamp::follow_up::put_request(&mut area[at..])?;
+    // The peer's reflector tells in it when its last answer really left.
+    if follow_up {
+        at += crate::stamp::follow_up::put_request(&mut area[at..])?;
+    }
     match key {
-        Some(k) => tlv::put_hmac(area, at, k, seq),
-        None => Ok(at),
+        Some(k) if at > 0 => tlv::put_hmac(area, at, k, seq),
+        _ => Ok(at),
     }
 }
 
@@ -92,7 +95,7 @@ mod tests {
     fn the_class_of_service_tlv_is_covered_by_the_hmac_and_read_only_under_it() {
         let key = StampKey::new(&[9; 32]).unwrap();
         let mut area = [0u8; 512];
-        let n = put_request(&mut area, Some(&key), 7, Some(EF0), false).unwrap();
+        let n = put_request(&mut area, Some(&key), 7, Some(EF0), false, true).unwrap();
         let fu = crate::stamp::follow_up::FOLLOW_UP_TLV;
         assert_eq!(
             n,
@@ -100,19 +103,24 @@ mod tests {
             "the HMAC TLV after both"
         );
         assert_eq!(tlv::check_hmac(&area[..n], &key, 7), Some(true));
-        let with_labels = put_request(&mut area, Some(&key), 7, Some(EF0), true).unwrap();
+        let with_labels = put_request(&mut area, Some(&key), 7, Some(EF0), true, true).unwrap();
         assert_eq!(with_labels, n + 2 * tlv::HEADER_BYTES + LABELS_ROOM + 16);
         assert_eq!(
-            put_request(&mut area, Some(&key), 7, None, false).unwrap(),
+            put_request(&mut area, Some(&key), 7, None, false, true).unwrap(),
             fu + tlv::HEADER_BYTES + 16,
             "a bare probe: the zeroed follow-up, signed"
         );
         assert_eq!(
-            put_request(&mut area, None, 7, Some(EF0), false).unwrap(),
+            put_request(&mut area, Some(&key), 7, None, false, false).unwrap(),
+            0,
+            "a bare probe without follow-ups: no TLV to sign"
+        );
+        assert_eq!(
+            put_request(&mut area, None, 7, Some(EF0), false, true).unwrap(),
             COS_TLV + fu
         );
         // A reflector's fill (arrived bleached to CS0, ECT(0) kept), signed again.
-        let n = put_request(&mut area, Some(&key), 7, Some(EF0), false).unwrap();
+        let n = put_request(&mut area, Some(&key), 7, Some(EF0), false, true).unwrap();
         let value = &mut area[tlv::HEADER_BYTES..COS_TLV];
         ClassOfService::reflect(value, Some(2), DscpPolicy::allowing([46]));
         tlv::put_hmac(&mut area, COS_TLV + fu, &key, 3).unwrap();
@@ -134,7 +142,7 @@ mod tests {
         );
         // Unkeyed (an `open` peer): the TLV as it came; unfilled claims nothing.
         let mut open = [0u8; 32];
-        put_request(&mut open, None, 1, Some(EF0), false).unwrap();
+        put_request(&mut open, None, 1, Some(EF0), false, true).unwrap();
         assert_eq!(directions(&open, None, 1, EF0, Some(0)), (None, None));
         ClassOfService::reflect(&mut open[4..8], Some(EF0), DscpPolicy::default());
         assert_eq!(

@@ -34,8 +34,8 @@ use crate::stamp::{
 /// multiple of this at or after it has something to settle.
 pub const TICK_NS: u64 = 200_000_000;
 /// One probe in this many asks for the peer's labels once they are known (a probe with
-/// the Labels and Boot ID TLVs is 432 bytes, without them 152: each carries the zeroed
-/// Follow-Up Telemetry TLV and the HMAC TLV).
+/// the Labels and Boot ID TLVs is 412 bytes, without them 112; with follow-ups each also
+/// carries the zeroed Follow-Up Telemetry TLV, and a bare one the HMAC TLV: 432 and 152).
 pub const LABELS_EVERY: u32 = 64;
 
 /// What the machine is told once.
@@ -57,6 +57,10 @@ pub struct ProberConfig {
     /// The TOS byte the probes leave with (`--mesh-dscp`/`--mesh-ecn`): each then carries a
     /// Class of Service TLV and its answer tells each direction's fate. None: unmarked.
     pub tos: Option<u8>,
+    /// Each probe carries the zeroed Follow-Up Telemetry TLV, its peer's reflector tells
+    /// in it its last answer's real departure, and each first answer is booked with the
+    /// next, T3 corrected (`held`). Off: booked at once, T3 the reflector's clock read.
+    pub follow_up: bool,
 }
 
 /// A listed peer and the address this agent's probes to it leave from (the probe key
@@ -261,7 +265,14 @@ impl Prober {
             // Ask for the peer's labels until it answered them, then now and again.
             let labels = !e.peer.open && (e.learned.is_empty() || seq.is_multiple_of(LABELS_EVERY));
             let tlvs = &mut out[len..];
-            if let Ok(n) = marks::put_request(tlvs, mode.key(), seq, self.cfg.tos, labels) {
+            if let Ok(n) = marks::put_request(
+                tlvs,
+                mode.key(),
+                seq,
+                self.cfg.tos,
+                labels,
+                self.cfg.follow_up,
+            ) {
                 len += n;
             }
             let probe = SenderPacket {
@@ -397,7 +408,10 @@ impl Prober {
             }
             // The answer before it, booked now: by this one's follow-up (keyed, under its
             // verified HMAC TLV) when it names that answer.
-            let told = follow_up::find(area, mode.key(), a.seq);
+            let told = match self.cfg.follow_up {
+                true => follow_up::find(area, mode.key(), a.seq),
+                false => None,
+            };
             if let Some(h) = e.held.take() {
                 h.book(&mut e.stats, told, &mut self.reflections);
             }
@@ -424,6 +438,12 @@ impl Prober {
                 stamps,
                 due_ns: arrived.mono_ns.saturating_add(2 * period),
             });
+            // Without follow-ups nothing will correct it: booked at once, T3 the clock read.
+            if !self.cfg.follow_up {
+                if let Some(h) = e.held.take() {
+                    h.book(&mut e.stats, None, &mut self.reflections);
+                }
+            }
             // What the answer itself says (the caller's figure; the one booked may be
             // corrected by the next answer's follow-up).
             if held_ns < *gross {

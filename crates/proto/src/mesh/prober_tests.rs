@@ -20,9 +20,11 @@ pub(super) const A: &str = "198.18.3.1";
 pub(super) const B: &str = "198.18.3.2";
 const C: &str = "198.18.3.3";
 
-fn ip(s: &str) -> IpAddr {
+pub(super) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
+
+pub(super) use super::test_machine::{prober, prober_with};
 
 pub(super) fn at(s: &str) -> SocketAddr {
     SocketAddr::new(ip(s), 862)
@@ -101,38 +103,6 @@ impl Far {
         self.numbered += 1;
         out
     }
-}
-
-/// 10 probes a second per peer, lost after 100 ms, settled either way 500 ms after.
-pub(super) fn prober(key: Option<StampKey>, peers: &[(&str, bool)]) -> Prober {
-    let mut p = Prober::new(ProberConfig {
-        rate_per_s: 10.0,
-        budget_per_s: 100.0,
-        judging: Judging {
-            timeout_ns: 100 * MS,
-            resolve_after_ns: 500 * MS,
-            max_flights: 64,
-            window_ns: 10_000 * MS,
-        },
-        key,
-        ssid: 7,
-        boot_id: Some([1; 16]),
-        tos: None,
-        seed: 42,
-    });
-    let list = peers
-        .iter()
-        .map(|(addr, open)| Listed {
-            peer: Peer {
-                addr: at(addr),
-                open: *open,
-                labels: Default::default(),
-            },
-            from: ip(A),
-        })
-        .collect();
-    p.set_list(0, list);
-    p
 }
 
 /// Runs the machine's clock on to the next probe, sends it (at once, at `now`), and

@@ -62,16 +62,27 @@ pub fn put_request(area: &mut [u8]) -> Result<usize, StampError> {
 /// another length M, and with `key` signs the TLVs again under the answer's `seq`, but only
 /// when the HMAC TLV checked under them before (the codec re-signs a good one only: a probe
 /// whose HMAC TLV failed gets no follow-up, its TLVs left as they came, flagged I).
-pub fn fill(area: &mut [u8], follow_up: Option<FollowUp>, key: Option<&StampKey>, seq: u32) {
-    let good = match key {
-        Some(k) => tlv::check_hmac(area, k, seq) == Some(true),
-        None => true,
-    };
+/// Whether the probe asked for one (a well-formed TLV, under a good HMAC TLV when keyed):
+/// only then is the answer's own departure worth a stamp. A probe without the TLV costs
+/// a walk of its TLVs, no HMAC.
+pub fn fill(
+    area: &mut [u8],
+    follow_up: Option<FollowUp>,
+    key: Option<&StampKey>,
+    seq: u32,
+) -> bool {
     let found: Vec<(usize, usize, u8)> = tlv::iter(area)
         .map_while(Result::ok)
         .map(|t| (t.at, t.value.len(), t.kind))
         .collect();
-    let mut hmac_at = None;
+    if !found.iter().any(|t| t.2 == TYPE_FOLLOW_UP_TELEMETRY) {
+        return false;
+    }
+    let good = match key {
+        Some(k) => tlv::check_hmac(area, k, seq) == Some(true),
+        None => true,
+    };
+    let (mut hmac_at, mut asked) = (None, false);
     for (at, len, kind) in found {
         match kind {
             TYPE_FOLLOW_UP_TELEMETRY if len != FOLLOW_UP_BYTES => area[at] |= FLAG_MALFORMED,
@@ -81,6 +92,7 @@ pub fn fill(area: &mut [u8], follow_up: Option<FollowUp>, key: Option<&StampKey>
                     Some(f) => value.copy_from_slice(&f.to_bytes()),
                     None => value.fill(0),
                 }
+                asked = true;
             }
             tlv::TYPE_HMAC => hmac_at = Some(at),
             _ => {}
@@ -91,6 +103,7 @@ pub fn fill(area: &mut [u8], follow_up: Option<FollowUp>, key: Option<&StampKey>
         let _ = tlv::put_hmac(area, at, k, seq);
         area[at] = flags;
     }
+    asked
 }
 
 /// The follow-up an answer's TLVs `area` carry: with `key`, only under its HMAC TLV
@@ -180,7 +193,10 @@ mod tests {
         let area = |b: &[u8]| b[AUTH_BASE_BYTES..].to_vec();
         assert_eq!(find(&area(&request), Some(&k), 7), None, "sent zeroed");
         let mut out = answer(&request, &k, 3);
-        fill(&mut out[AUTH_BASE_BYTES..], Some(follow_up()), Some(&k), 3);
+        assert!(
+            fill(&mut out[AUTH_BASE_BYTES..], Some(follow_up()), Some(&k), 3),
+            "asked"
+        );
         let got = area(&out);
         assert_eq!(find(&got, Some(&k), 3), Some(follow_up()));
         assert_eq!(find(&got, Some(&k), 4), None, "another number");
@@ -193,7 +209,7 @@ mod tests {
         assert!(find(&forged, None, 3).is_some(), "keyless, it would read");
         // No time for the last answer: the TLV stays zero, the HMAC TLV still checks.
         let mut none = answer(&request, &k, 4);
-        fill(&mut none[AUTH_BASE_BYTES..], None, Some(&k), 4);
+        assert!(fill(&mut none[AUTH_BASE_BYTES..], None, Some(&k), 4));
         assert_eq!(find(&none[AUTH_BASE_BYTES..], Some(&k), 4), None);
         assert_eq!(tlv::check_hmac(&none[AUTH_BASE_BYTES..], &k, 4), Some(true));
     }
@@ -207,7 +223,10 @@ mod tests {
         request[AUTH_BASE_BYTES + HEADER_BYTES] ^= 1;
         let mut out = answer(&request, &k, 3);
         let area = &mut out[AUTH_BASE_BYTES..];
-        fill(area, Some(follow_up()), Some(&k), 3);
+        assert!(
+            !fill(area, Some(follow_up()), Some(&k), 3),
+            "not asked: no good HMAC"
+        );
         assert_eq!(
             area[HEADER_BYTES..FOLLOW_UP_TLV],
             request[AUTH_BASE_BYTES + 4..][..16]
@@ -217,14 +236,21 @@ mod tests {
 
         let mut short = vec![0; 40];
         tlv::put(&mut short, TYPE_FOLLOW_UP_TELEMETRY, 12).unwrap();
-        fill(&mut short, Some(follow_up()), None, 3);
+        assert!(
+            !fill(&mut short, Some(follow_up()), None, 3),
+            "not asked: malformed"
+        );
         assert_eq!(short[0], FLAG_MALFORMED);
         assert!(short[HEADER_BYTES..].iter().all(|&b| b == 0));
         assert_eq!(find(&short, None, 3), None);
         // Keyless, filled in place.
         let mut open = vec![0; FOLLOW_UP_TLV];
         put_request(&mut open).unwrap();
-        fill(&mut open, Some(follow_up()), None, 0);
+        assert!(fill(&mut open, Some(follow_up()), None, 0));
         assert_eq!(find(&open, None, 0), Some(follow_up()));
+        // No Follow-Up TLV at all (a probe without `--mesh-follow-up`): nothing asked.
+        let mut bare = vec![0; 24];
+        tlv::put(&mut bare, tlv::TYPE_TIMESTAMP_INFO, 4).unwrap();
+        assert!(!fill(&mut bare, Some(follow_up()), Some(&k), 0));
     }
 }

@@ -55,6 +55,9 @@ pub struct MeshConfig {
     /// The TOS byte this agent's probes leave with (`--mesh-dscp`, `--mesh-ecn`); none:
     /// unmarked, and no Class of Service TLV.
     pub tos: Option<u8>,
+    /// `--mesh-follow-up`: each probe asks its peer's reflector for its last answer's
+    /// real departure, and answers are booked one answer later, T3 by that stamp.
+    pub follow_up: bool,
 }
 
 impl MeshConfig {
@@ -97,6 +100,7 @@ impl MeshConfig {
             boot_id,
             seed,
             tos: self.tos,
+            follow_up: self.follow_up,
         }
     }
 
@@ -129,6 +133,8 @@ pub struct MeshFlags {
     pub reflect_max: f64,
     pub dscp: Option<Dscp>,
     pub ecn: Option<Ecn>,
+    /// `--mesh-follow-up`.
+    pub follow_up: bool,
 }
 
 /// What of `serve`'s own flags the mesh takes: its address, its key (or
@@ -185,6 +191,7 @@ impl MeshFlags {
             reflect_max: self.reflect_max,
             key: agent.key,
             tos: marks.data_tos(),
+            follow_up: self.follow_up,
         })
     }
 }
@@ -212,6 +219,7 @@ mod tests {
             reflect_max: 10_000.0,
             key: None,
             tos: None,
+            follow_up: false,
         }
     }
 
@@ -269,6 +277,7 @@ mod tests {
             reflect_max: 10_000.0,
             dscp: dscp.map(|d| Dscp::new(d).unwrap()),
             ecn: None,
+            follow_up: false,
         };
         let agent = |allowed_dscps, insecure_no_key| MeshAgent {
             bind: "198.18.0.1".parse().unwrap(),

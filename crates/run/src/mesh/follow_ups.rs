@@ -143,9 +143,14 @@ impl Sender {
         }
     }
 
-    /// Sends the answer `bytes` to `to` on `fd`, asking for its stamp, and tells
-    /// `ups` it left; the kernel refusing the ask, asks less (a key per send, then any).
+    /// Sends the answer `bytes` to `to` on `fd`, asking for its stamp when its probe asked
+    /// for a follow-up ([`FollowUps::written`]), and tells `ups` it left; the kernel
+    /// refusing the ask, asks less (a key per send, then any).
     pub fn send(&mut self, fd: RawFd, bytes: &[u8], to: SocketAddr, ups: &mut FollowUps) {
+        if ups.written.is_none() {
+            let _ = sample::send_batch(fd, &[(bytes, to)], None);
+            return;
+        }
         loop {
             let ask = self.stamping.map(|keyed| (keyed, ups.next_key()));
             match sample::send_batch(fd, &[(bytes, to)], ask) {
@@ -162,6 +167,10 @@ impl Sender {
     /// The stamps queued on `fd` now (the driver's), each given to `ups`; the answers
     /// written [`WAIT_NS`] before `now_ns` stop waiting.
     pub fn read(&mut self, fd: RawFd, ups: &mut FollowUps, now_ns: u64) -> io::Result<usize> {
+        // Nothing awaited (no probe asked): no system call.
+        if !ups.stamps.awaiting() {
+            return Ok(0);
+        }
         let got = self.queue.drain_all(fd, MAX_PER_CALL, |m| {
             if let Queued::Stamp(s) = m {
                 if s.point == TxPoint::Driver {

@@ -194,13 +194,15 @@ impl MeshReflector {
             Ok(n) => {
                 let base = answer.base_bytes();
                 sonde_proto::mesh::fill_labels(&mut out[base..n], &self.labels, mine, seq);
-                stamp::follow_up::fill(&mut out[base..n], told, mine, seq);
-                let format = t.estimate.format;
-                let t3 = sonde_proto::mesh::Clocks {
-                    mono_ns: t.mono_ns,
-                    real_ns: t.transmit.to_unix_ns(format),
-                };
-                self.follow_ups.written(session, seq, t3);
+                // Only a probe that asks gets its answer's departure stamped and told.
+                if stamp::follow_up::fill(&mut out[base..n], told, mine, seq) {
+                    let format = t.estimate.format;
+                    let t3 = sonde_proto::mesh::Clocks {
+                        mono_ns: t.mono_ns,
+                        real_ns: t.transmit.to_unix_ns(format),
+                    };
+                    self.follow_ups.written(session, seq, t3);
+                }
                 self.reflected += 1;
                 Some(n)
             }
@@ -500,6 +502,7 @@ mod tests {
                 seq,
                 Some(dscp << 2),
                 false,
+                true,
             )
             .unwrap();
             b.truncate(AUTH_BASE_BYTES + n);

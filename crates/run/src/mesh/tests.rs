@@ -83,6 +83,8 @@ fn config(ip: IpAddr, mesh: &Key, ssid: u16, tos: Option<u8>) -> MeshConfig {
         reflect_max: 1000.0,
         key: Some(mesh.clone()),
         tos,
+        // The follow-up's path, through both agents' sockets in memory.
+        follow_up: true,
     }
 }
 
@@ -329,7 +331,7 @@ fn the_reflectors_next_answer_tells_the_last_ones_stamp_under_its_key() {
     let mine = address_key(&mesh, own);
     let ask = |r: &mut MeshReflector, seq: u32, ssid: u16, ms: u64| {
         let mut b = vec![0; AUTH_BASE_BYTES + 64];
-        let n = marks::put_request(&mut b[AUTH_BASE_BYTES..], Some(&k), seq, None, false);
+        let n = marks::put_request(&mut b[AUTH_BASE_BYTES..], Some(&k), seq, None, false, true);
         b.truncate(AUTH_BASE_BYTES + n.unwrap());
         let p = SenderPacket {
             seq,

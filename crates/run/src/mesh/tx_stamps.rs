@@ -132,6 +132,11 @@ impl<T: Copy> TxStamps<T> {
         }
     }
 
+    /// Whether any key given is still awaited (or not yet trimmed off the front).
+    pub fn awaiting(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// Probes awaiting their stamps now.
     #[cfg(test)]
     pub fn pending(&self) -> usize {

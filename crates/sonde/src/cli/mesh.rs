@@ -60,6 +60,13 @@ pub struct MeshArgs {
     /// are counted each way (sonde_mesh_ce_packets_total).
     #[arg(long, value_parser = Ecn::parse, value_name = "CODEPOINT", requires = "mesh")]
     pub mesh_ecn: Option<Ecn>,
+    /// Ask each peer's reflector when its answers really left (its kernel's transmit
+    /// stamp, told in the next answer: RFC 8972's Follow-Up Telemetry TLV), so that a wait
+    /// in its host's qdisc or a late send is not counted as the network's; each answer is
+    /// then booked one answer later. Off by default: it costs about 12 us of CPU a probe
+    /// at each end (BENCHMARKS.md).
+    #[arg(long, requires = "mesh")]
+    pub mesh_follow_up: bool,
     /// Serve the mesh's figures at http://ADDR:PORT/metrics (OpenMetrics, for Prometheus).
     #[arg(long, value_name = "ADDR:PORT", requires = "mesh")]
     pub metrics: Option<SocketAddr>,
@@ -88,6 +95,7 @@ impl MeshArgs {
             reflect_max: self.mesh_reflect_max,
             dscp: self.mesh_dscp,
             ecn: self.mesh_ecn,
+            follow_up: self.mesh_follow_up,
         };
         flags.config(agent).map(Some)
     }
