@@ -6,7 +6,8 @@
 //!
 //! The workers are found as the process's threads allowed on exactly one CPU, one of the
 //! CPUs the side pinned its workers to (the pool pins each worker to one; the control
-//! thread is kept off them). Two tests of one agent pinned to the same cores are counted
+//! thread is kept off them; where it cannot be, a process allowed on that one CPU only,
+//! it is counted too, as this tool's work on the core it is). Two tests of one agent pinned to the same cores are counted
 //! together: both are this tool's work on that core.
 
 use std::collections::BTreeMap;
