@@ -93,7 +93,12 @@ fn shared(host: &OneHost, s: &Side<'_>, r: &Side<'_>) -> Option<(Saturation, Sat
     if s.spins || r.spins || most <= 0.0 {
         return None;
     }
-    let busy = usage.host.busy_percent();
+    let h = &usage.host;
+    let kernel = h.softirq_percent + h.irq_percent;
+    if others_work(s.cpu, r.cpu, usage.cpus, kernel) {
+        return None;
+    }
+    let busy = h.busy_percent();
     let text = format!(
         "both ends on one host ({}): its {} CPUs {busy:.0} % busy; the {}'s workers used {cs:.2} s of CPU, the {}'s {cr:.2} s",
         host.hostname, usage.cpus, s.name, r.name
@@ -104,6 +109,23 @@ fn shared(host: &OneHost, s: &Side<'_>, r: &Side<'_>) -> Option<(Saturation, Sat
         evidence: ev(side.end, side.by, "one_host.cpu.host", busy, text.clone()),
     };
     Some((one(s, cs), one(r, cr)))
+}
+
+/// The one host's CPUs were busy with other processes' work: both ends' pinned workers
+/// were counted, none waited to run [`WORKERS_STARVED_PERCENT`] of the window, and
+/// together with the host's softirq they filled less than [`WORKERS_OWN_PERCENT`] of its
+/// `cpus` CPUs. A compiler beside a shaped test kept a 2-CPU host 100 % busy while both
+/// ends' workers used 0.01 s of CPU each.
+fn others_work(s: &CpuFigures, r: &CpuFigures, cpus: usize, kernel: f64) -> bool {
+    let sum = |c: &CpuFigures, f: fn(&crate::side::WorkerSched) -> f64| {
+        c.workers.iter().map(f).sum::<f64>()
+    };
+    let counted = !s.workers.is_empty() && !r.workers.is_empty();
+    let starved = [s, r]
+        .iter()
+        .any(|c| sum(c, |w| w.waited_percent) >= WORKERS_STARVED_PERCENT);
+    let on = sum(s, |w| w.on_cpu_percent) + sum(r, |w| w.on_cpu_percent);
+    counted && !starved && on / cpus.max(1) as f64 + kernel < WORKERS_OWN_PERCENT
 }
 
 /// The side's CPU, from the busiest of: the cores its workers were pinned to (which also
