@@ -286,7 +286,8 @@ fn receiver_workers(doc: &Value) -> (f64, f64) {
 /// A busy loop shares the receiver's pinned core while a 100 Mbit/s shaper on the
 /// client's egress limits the run: the core reads fully busy, but the receiver's worker
 /// sleeps most of the window and runs as soon as data arrive. At nice 19 (a background
-/// job) and at nice 0 (a compiler beside the test) the limit is the network's.
+/// job), at nice 0 (a compiler beside the test), and with a nice 0 loop on the sender's
+/// core too (both ends' CPUs, the whole host, busy) the limit is the network's.
 #[test]
 fn a_busy_core_the_receiver_keeps_up_on_is_the_network() {
     let Some(lab) = pinned_lab(Lab::needing(&["tc", "nice", "taskset", "timeout"])) else {
@@ -294,14 +295,15 @@ fn a_busy_core_the_receiver_keeps_up_on_is_the_network() {
     };
     tbf(&lab.client, &lab.client_if, "100mbit");
     let agent = lab.start_agent();
-    for nice in [19, 0] {
+    for (nice, both) in [(19, false), (0, false), (0, true)] {
         let doc = {
             let _hog = Hogs::niced(&lab.server, "1", 1, nice);
+            let _other = both.then(|| Hogs::niced(&lab.client, "0", 1, nice));
             judged_run(&lab, &agent, "stream", &["-P", "1"])
         };
         let core = &doc["end"]["receiver"]["cpu"]["worker_cpus"][0];
         let busy = 100.0 - core["idle_percent"].as_f64().unwrap();
-        eprintln!("nice {nice}: receiver's core busy {busy:.1} %");
+        eprintln!("nice {nice}, sender's core too {both}: receiver's core busy {busy:.1} %");
         assert!(busy > 90.0, "the hog kept the core busy: {core}");
         let (on, waited) = receiver_workers(&doc);
         assert!(
