@@ -2,6 +2,7 @@
 //! retransmits, the test NIC's counters, root qdisc and interrupts, the control thread's
 //! own work, and the deltas between two.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -9,6 +10,7 @@ use std::time::Instant;
 use crate::cpustat::{self, CpuSnapshot};
 use crate::process::{self, ThreadUsage};
 use crate::qdisc::{self, QdiscSnap};
+use crate::schedstat::{self, TaskSched};
 use crate::{host, interrupts, netdev, route, snmp};
 use sonde_results::{ControlThread, NicCounters, SideResult};
 
@@ -20,6 +22,9 @@ pub struct HostProbe {
     notes: Vec<String>,
     /// Other processes whose CPU is this side's too (an engine's testpmd).
     helpers: Vec<u32>,
+    /// The CPUs this process's workers are pinned to, whose threads' scheduler counters
+    /// each snapshot reads (empty: not pinned, none read).
+    worker_cpus: Vec<usize>,
     /// A CPU latency limit held for as long as this side observes its host.
     cpu_latency: Option<crate::pmqos::CpuLatencyHold>,
     /// What this side did with `--stamps`, and the device setting it holds for as long
@@ -42,6 +47,8 @@ pub struct HostSnap {
     pub irq_total: Option<u64>,
     /// The thread taking the snapshot: a side's control thread.
     pub control: Option<ThreadUsage>,
+    /// The pinned workers' scheduler counters, by thread id: their CPU and counters.
+    pub workers: BTreeMap<u32, (usize, TaskSched)>,
 }
 
 impl HostProbe {
@@ -88,6 +95,7 @@ impl HostProbe {
             irqs,
             notes,
             helpers: Vec::new(),
+            worker_cpus: Vec::new(),
             cpu_latency: None,
             stamps: None,
         }
@@ -114,6 +122,10 @@ impl HostProbe {
                 .flatten()
                 .map(|l| interrupts::total_of(&l, &self.irqs)),
             control: process::this_thread(),
+            workers: match self.worker_cpus.is_empty() {
+                true => BTreeMap::new(),
+                false => schedstat::workers(&self.root, std::process::id(), &self.worker_cpus),
+            },
         }
     }
 }
@@ -151,6 +163,12 @@ impl HostProbe {
             .try_fold(process::cpu_seconds()?, |sum, &pid| {
                 Some(sum + process::cpu_seconds_of(&self.root, pid)?)
             })
+    }
+
+    /// Reads, in each snapshot, the scheduler counters of this process's threads pinned to
+    /// one of `cpus` (its workers').
+    pub fn watch_workers(&mut self, cpus: &[usize]) {
+        self.worker_cpus = cpus.to_vec();
     }
 
     /// Counts `pid`'s CPU time as this side's process CPU too (a child doing its work).
@@ -210,6 +228,7 @@ pub fn fill(side: &mut SideResult, a: &HostSnap, b: &HostSnap) {
     if let (Some(x), Some(y), Some(pins)) = (&a.cpu, &b.cpu, &side.pinned_cpus) {
         side.worker_cpus = cpustat::cores(x, y, pins);
     }
+    side.workers = schedstat::shares(&a.workers, &b.workers, (b.at - a.at).as_secs_f64());
     side.process_cpu_s = a.process_cpu_s.zip(b.process_cpu_s).map(|(x, y)| y - x);
     side.tcp_retransmits = a.retrans.zip(b.retrans).map(|(x, y)| y.saturating_sub(x));
     side.nic = match (&a.nic, &b.nic) {

@@ -22,6 +22,7 @@ pub mod pmqos;
 pub mod process;
 pub mod qdisc;
 pub mod route;
+pub mod schedstat;
 pub mod snmp;
 pub mod topology;
 pub mod tune;

@@ -27,7 +27,7 @@ pub use side::{
     BlockedSends, Bypass, ConnectionResult, ControlThread, CoreUsage, CpuBreakdown, CpuLatency,
     CpuUsage, DirectionResult, HostInfo, IntervalSample, NicCounters, PortCounters, PpsResult,
     PpsSample, QdiscCounters, QueueCounters, Role, RrResult, RrSample, SampleSection, SideResult,
-    SideSection, StreamResult, StreamSample, Transfer,
+    SideSection, StreamResult, StreamSample, Transfer, WorkerSched,
 };
 pub use spec::{
     Direction, DpdkSpec, Engine, Execution, LoadSpec, Phase, PollMode, PpsSpec, RrSpec, SpecError,

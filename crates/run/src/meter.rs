@@ -53,7 +53,12 @@ pub(crate) struct Measurer<'a> {
 
 impl<C: Clone> Meter<C> {
     /// Called on the side's control thread, once its workers run on `placement`.
-    pub fn new(probe: HostProbe, placement: &Placement) -> Meter<C> {
+    /// Its snapshots read the pinned workers' scheduler counters: a busy worker core is
+    /// then told to be their work, their starvation, or other processes' beside them.
+    pub fn new(mut probe: HostProbe, placement: &Placement) -> Meter<C> {
+        if let Some(cpus) = placement.pinned() {
+            probe.watch_workers(&cpus);
+        }
         Meter {
             probe,
             apart: Apart::keep(placement),

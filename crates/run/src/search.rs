@@ -285,6 +285,7 @@ mod tests {
                 usage: None,
                 process_cpu_s: None,
                 worker_cpus: Vec::new(),
+                workers: Vec::new(),
             },
             port: None,
             blocked_sends: None,

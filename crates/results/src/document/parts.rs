@@ -19,6 +19,10 @@ pub struct CpuFigures {
     /// ends share one host (each side's cores are still its own).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worker_cpus: Vec<crate::side::CoreUsage>,
+    /// Each pinned worker's own share of the window on CPU and waiting to run: whose work
+    /// a busy worker core was. Absent in older documents, which are judged without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<crate::side::WorkerSched>,
 }
 
 /// Who measured an end side's figures, with which engine, on how many workers: the part
@@ -79,6 +83,7 @@ impl CpuFigures {
             usage: side.cpu.clone(),
             process_cpu_s: side.process_cpu_s,
             worker_cpus: side.worker_cpus.clone(),
+            workers: side.workers.clone(),
         }
     }
 }

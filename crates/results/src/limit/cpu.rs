@@ -13,6 +13,17 @@ pub const CPU_SATURATED_PERCENT: f64 = 95.0;
 /// limited the run, it was not this CPU. Between the two, saturation rises linearly.
 pub const CPU_BUSY_FLOOR_PERCENT: f64 = 80.0;
 
+/// A busy worker core is the side's own work when its workers (and the kernel's softirq
+/// and interrupt time there, its traffic's) filled at least this share of the window.
+pub const WORKERS_OWN_PERCENT: f64 = 50.0;
+
+/// A busy worker core starved the side when its workers waited runnable this share of the
+/// window or more. A worker that keeps up with its traffic and shares the core with a busy
+/// process waits only from each wake-up to its turn (CFS lets a woken thread in almost at
+/// once: 0.3 % of the window under a nice 0 hog beside a 100 Mbit/s stream); a worker
+/// that wants the core all the time beside two busy loops waits two thirds of it.
+pub const WORKERS_STARVED_PERCENT: f64 = 10.0;
+
 /// A side's CPU: how saturated (0 to 1) and the figure that says so.
 pub(super) struct Saturation {
     pub level: f64,
@@ -82,7 +93,12 @@ fn shared(host: &OneHost, s: &Side<'_>, r: &Side<'_>) -> Option<(Saturation, Sat
     if s.spins || r.spins || most <= 0.0 {
         return None;
     }
-    let busy = usage.host.busy_percent();
+    let h = &usage.host;
+    let kernel = h.softirq_percent + h.irq_percent;
+    if others_work(s.cpu, r.cpu, usage.cpus, kernel) {
+        return None;
+    }
+    let busy = h.busy_percent();
     let text = format!(
         "both ends on one host ({}): its {} CPUs {busy:.0} % busy; the {}'s workers used {cs:.2} s of CPU, the {}'s {cr:.2} s",
         host.hostname, usage.cpus, s.name, r.name
@@ -95,9 +111,29 @@ fn shared(host: &OneHost, s: &Side<'_>, r: &Side<'_>) -> Option<(Saturation, Sat
     Some((one(s, cs), one(r, cr)))
 }
 
+/// The one host's CPUs were busy with other processes' work: both ends' pinned workers
+/// were counted, none waited to run [`WORKERS_STARVED_PERCENT`] of the window, and
+/// together with the host's softirq they filled less than [`WORKERS_OWN_PERCENT`] of its
+/// `cpus` CPUs. A compiler beside a shaped test kept a 2-CPU host 100 % busy while both
+/// ends' workers used 0.01 s of CPU each.
+fn others_work(s: &CpuFigures, r: &CpuFigures, cpus: usize, kernel: f64) -> bool {
+    let sum = |c: &CpuFigures, f: fn(&crate::side::WorkerSched) -> f64| {
+        c.workers.iter().map(f).sum::<f64>()
+    };
+    let counted = !s.workers.is_empty() && !r.workers.is_empty();
+    let starved = [s, r]
+        .iter()
+        .any(|c| sum(c, |w| w.waited_percent) >= WORKERS_STARVED_PERCENT);
+    let on = sum(s, |w| w.on_cpu_percent) + sum(r, |w| w.on_cpu_percent);
+    counted && !starved && on / cpus.max(1) as f64 + kernel < WORKERS_OWN_PERCENT
+}
+
 /// The side's CPU, from the busiest of: the cores its workers were pinned to (which also
 /// shows a competing process or the kernel's softirq work on them), its worker threads'
-/// own share of their time, and, unpinned, the host's busiest core. `spins`: the workers
+/// own share of their time, and, unpinned, the host's busiest core. A busy pinned core whose
+/// workers neither filled it (with the kernel's softirq there) nor waited to run on it was
+/// kept busy by other processes while the workers slept: it counts only the workers' own
+/// share. `spins`: the workers
 /// busy-poll, so their threads and cores are busy whatever limits the run, and only a
 /// core's softirq and interrupt time tells.
 pub(super) fn saturation(side: &Side<'_>, host_cpus: Option<usize>) -> Option<Saturation> {
@@ -114,10 +150,24 @@ pub(super) fn saturation(side: &Side<'_>, host_cpus: Option<usize>) -> Option<Sa
         let t = &core.time;
         let kernel = t.softirq_percent + t.irq_percent;
         let busy = if spins { kernel } else { t.busy_percent() };
-        let text = format!(
+        let mut text = format!(
             "{name} CPU {} busy {busy:.0} % (softirq {:.0} %, system {:.0} %, user {:.0} %)",
             core.cpu, t.softirq_percent, t.system_percent, t.user_percent
         );
+        if let Some((on, waited)) = workers_on(cpu, core.cpu).filter(|_| !spins) {
+            let own = (on + kernel).min(busy);
+            let ran = format!("the {name}'s workers ran {on:.0} % and waited {waited:.1} %");
+            if own < WORKERS_OWN_PERCENT && waited < WORKERS_STARVED_PERCENT {
+                // Others' work beside workers that kept up: not this side's limit.
+                let text = format!(
+                    "{name} CPU {} busy {busy:.0} %, mostly other processes; {ran} (softirq {:.0} %)",
+                    core.cpu, t.softirq_percent
+                );
+                found.push((own, ev(end, by, "cpu.workers.on_cpu_percent", own, text)));
+                continue;
+            }
+            text = format!("{text}; {ran}");
+        }
         let figure = "cpu.worker_cpus.busy_percent";
         found.push((busy, ev(end, by, figure, busy, text)));
     }
@@ -155,6 +205,16 @@ pub(super) fn saturation(side: &Side<'_>, host_cpus: Option<usize>) -> Option<Sa
         level: level(busy),
         busy_percent: busy,
         evidence,
+    })
+}
+
+/// The workers pinned to `core`: their summed share of the window on CPU and waiting to
+/// run; `None` where none was counted (an older document, or not one found).
+fn workers_on(cpu: &CpuFigures, core: usize) -> Option<(f64, f64)> {
+    let on = cpu.workers.iter().filter(|w| w.cpu == core);
+    on.fold(None, |sum, w| {
+        let (a, b) = sum.unwrap_or((0.0, 0.0));
+        Some((a + w.on_cpu_percent, b + w.waited_percent))
     })
 }
 
@@ -209,6 +269,7 @@ mod tests {
             usage: None,
             process_cpu_s: Some(2.0),
             worker_cpus: vec![core(1, 1.0, 10.0)],
+            workers: Vec::new(),
         };
         let s = saturation(&side(&by(1), &cpu, false), None).unwrap();
         assert_eq!(s.evidence.value, 99.0);
@@ -223,9 +284,75 @@ mod tests {
             usage: None,
             process_cpu_s: Some(4.0),
             worker_cpus: vec![core(1, 0.0, 20.0)],
+            workers: vec![sched(1, 80.0, 0.0)],
         };
         let s = saturation(&side(&by(1), &cpu, true), None).unwrap();
         assert_eq!((s.evidence.value, s.level), (20.0, 0.0));
+    }
+
+    fn sched(cpu: usize, on: f64, waited: f64) -> crate::side::WorkerSched {
+        crate::side::WorkerSched {
+            cpu,
+            on_cpu_percent: on,
+            waited_percent: waited,
+        }
+    }
+
+    /// A core 100 % busy whose two workers ran `on` % each and waited `waited` % each,
+    /// with 1 % softirq.
+    fn busy_core(on: f64, waited: f64) -> Saturation {
+        let cpu = CpuFigures {
+            usage: None,
+            process_cpu_s: Some(2.0 * on / 100.0 * 4.0),
+            worker_cpus: vec![core(1, 0.0, 1.0), core(2, 95.0, 1.0)],
+            workers: vec![
+                sched(1, on, waited),
+                sched(1, on, waited),
+                sched(2, 4.0, 0.0),
+            ],
+        };
+        let mut b = by(2);
+        b.pinned_cpus = Some(vec![1, 1]);
+        saturation(&side(&b, &cpu, false), None).unwrap()
+    }
+
+    #[test]
+    fn a_core_busy_with_others_work_while_the_workers_slept_is_not_the_sides() {
+        let s = busy_core(4.0, 0.15);
+        assert_eq!(s.level, 0.0);
+        assert_eq!(s.evidence.figure, "cpu.workers.on_cpu_percent");
+        assert_eq!(
+            s.evidence.value, 9.0,
+            "both workers' 8 % and the softirq's 1 %"
+        );
+        assert_eq!(
+            s.evidence.text,
+            "receiver CPU 1 busy 100 %, mostly other processes; the receiver's workers ran 8 % and waited 0.3 % (softirq 1 %)"
+        );
+    }
+
+    #[test]
+    fn a_core_the_workers_waited_on_starved_them() {
+        // Each worker ran a sixth and waited a third: a hog took the rest.
+        let s = busy_core(16.0, 34.0);
+        assert_eq!((s.level, s.evidence.value), (1.0, 100.0));
+        assert_eq!(s.evidence.figure, "cpu.worker_cpus.busy_percent");
+        assert!(
+            s.evidence
+                .text
+                .ends_with("; the receiver's workers ran 32 % and waited 68.0 %"),
+            "{}",
+            s.evidence.text
+        );
+        // Just under the starved share, and under the own share, it is others' work.
+        assert_eq!(busy_core(24.0, 4.9).level, 0.0);
+        assert_eq!(busy_core(24.0, 5.0).level, 1.0);
+    }
+
+    #[test]
+    fn a_core_the_workers_filled_is_the_sides_own_work() {
+        assert_eq!(busy_core(24.5, 0.0).level, 1.0, "49 % + 1 % softirq");
+        assert_eq!(busy_core(24.0, 0.0).level, 0.0);
     }
 
     #[test]

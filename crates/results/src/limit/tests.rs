@@ -5,6 +5,7 @@ use crate::document::{Document, Inputs};
 use crate::side::{
     ConnectionResult, CoreUsage, CpuBreakdown, CpuUsage, DirectionResult, HostInfo, IntervalSample,
     Role, SampleSection, SideResult, SideSection, StreamResult, StreamSample, Transfer,
+    WorkerSched,
 };
 use crate::spec::{Direction, StreamSpec, TestSpec};
 use crate::tcp::TcpSample;
@@ -418,4 +419,90 @@ fn a_busy_sender_core_with_data_unsent_behind_a_queue_is_the_network() {
     let starved = Run { unsent: 0, ..run };
     let v = starved.doc().end.limited_by.unwrap();
     assert_eq!(v.verdict, Limit::SenderCpu, "{v:?}");
+}
+
+#[test]
+fn a_busy_receiver_core_its_worker_slept_on_is_not_its_cpu() {
+    // Behind a 100 Mbit/s shaper (RTT 6 ms over a 20 us path) a busy loop kept the
+    // receiver's core 100 % busy; its worker ran 0.9 % of the window and waited 0.9 %
+    // (limit_netns, a nice 0 hog). Before, receiver_cpu.
+    let run = Run {
+        receiver_busy: 100.0,
+        srtt_us: 6_000,
+        ..Run::plain()
+    };
+    let judged = |on: f64, waited: f64| {
+        let (client, mut server) = run.sides();
+        server.workers = vec![WorkerSched {
+            cpu: 1,
+            on_cpu_percent: on,
+            waited_percent: waited,
+        }];
+        let doc = run.build(&TestSpec::Stream(StreamSpec::default()), &client, &server);
+        doc.end.limited_by.unwrap()
+    };
+    let v = judged(0.9, 0.9);
+    assert_eq!(v.verdict, Limit::Network, "{v:?}");
+    assert_eq!(v.evidence[0].figure, "tcp_info.srtt_us");
+    // Its core is not a runner-up either: the receiver's own share is under 1 %.
+    assert!(v.runner_up.is_none(), "{v:?}");
+    // Starved (it waited on the run queue for most of the window), it is the receiver's CPU.
+    let v = judged(30.0, 61.0);
+    assert_eq!(v.verdict, Limit::ReceiverCpu, "{v:?}");
+    assert!(v.evidence[0]
+        .text
+        .ends_with("workers ran 30 % and waited 61.0 %"));
+    // Without the workers' figures (an older document), the core decides as before.
+    assert_eq!(run.verdict(), Limit::ReceiverCpu);
+}
+
+#[test]
+fn a_shared_host_busy_with_others_work_is_not_either_ends_cpu() {
+    // Both ends pinned on one 2-CPU host behind a 100 Mbit/s shaper while other builds
+    // kept both CPUs busy: each end's workers ran under 1 % and barely waited
+    // (limit_netns, tbf_in_a_router, beside other builds). Before, receiver_cpu from
+    // the host's CPUs shared between the ends.
+    let run = Run {
+        sender_busy: 100.0,
+        receiver_busy: 100.0,
+        srtt_us: 6_000,
+        ..Run::plain()
+    };
+    let doc_of = |waited: f64| {
+        let (mut c, mut s) = run.sides();
+        for side in [&mut c, &mut s] {
+            side.host.boot_id = Some("one boot".into());
+            side.host.cpus_online = Some(2);
+            side.process_cpu_s = Some(0.02);
+            side.cpu = Some(CpuUsage {
+                cpus: 2,
+                host: CpuBreakdown {
+                    user_percent: 99.0,
+                    softirq_percent: 1.0,
+                    ..Default::default()
+                },
+                busiest_cpu: 0,
+                busiest: CpuBreakdown::default(),
+            });
+        }
+        c.process_cpu_s = Some(0.01);
+        c.workers = vec![WorkerSched {
+            cpu: 0,
+            on_cpu_percent: 0.4,
+            waited_percent: 0.2,
+        }];
+        s.workers = vec![WorkerSched {
+            cpu: 1,
+            on_cpu_percent: 0.6,
+            waited_percent: waited,
+        }];
+        run.build(&TestSpec::Stream(StreamSpec::default()), &c, &s)
+    };
+    let v = doc_of(0.3).end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::Network, "{v:?}");
+    assert!(v.runner_up.is_none(), "{v:?}");
+    // A receiver that waited to run a third of the window was starved: its CPU (the
+    // shared host's, as the end that used more of it).
+    let v = doc_of(33.0).end.limited_by.unwrap();
+    assert_eq!(v.verdict, Limit::ReceiverCpu, "{v:?}");
 }

@@ -80,6 +80,19 @@ pub struct CoreUsage {
     pub time: CpuBreakdown,
 }
 
+/// One pinned worker thread over the window, as the scheduler counted it
+/// (/proc/PID/task/TID/schedstat): whether a busy core was its own work, or it waited
+/// there to run (starved), or it slept while other processes kept the core busy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSched {
+    /// The CPU it was pinned to.
+    pub cpu: usize,
+    /// Its time on CPU, percent of the window.
+    pub on_cpu_percent: f64,
+    /// Its time runnable but waiting on the run queue, percent of the window.
+    pub waited_percent: f64,
+}
+
 /// Deltas of /sys/class/net/IFACE/statistics over the window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NicCounters {
@@ -124,6 +137,10 @@ pub struct SideResult {
     /// The CPUs the workers were pinned to, each over the window (empty: not pinned).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worker_cpus: Vec<CoreUsage>,
+    /// The pinned workers' own time on CPU and waiting to run (empty: not pinned, or an
+    /// older side).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerSched>,
     /// CPU seconds (user + system) this side's process used in the window.
     pub process_cpu_s: Option<f64>,
     /// System-wide TCP RetransSegs delta from /proc/net/snmp.
@@ -235,6 +252,7 @@ impl SideResult {
             pinned_cpus: placement.1,
             cpu: None,
             worker_cpus: Vec::new(),
+            workers: Vec::new(),
             process_cpu_s: None,
             tcp_retransmits: None,
             nic: None,

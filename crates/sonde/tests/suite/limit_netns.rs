@@ -195,10 +195,15 @@ struct Hogs(Vec<Child>);
 
 impl Hogs {
     fn on(ns: &str, cpu: &str, n: usize) -> Hogs {
+        Hogs::niced(ns, cpu, n, 0)
+    }
+
+    /// As [`Hogs::on`], at nice `nice`: 19 takes only what the core's other threads leave.
+    fn niced(ns: &str, cpu: &str, n: usize, nice: i32) -> Hogs {
         let hogs = (0..n)
             .map(|_| {
-                let mut c = Lab::in_ns(ns, "taskset");
-                c.args([
+                let mut c = Lab::in_ns(ns, "nice");
+                c.args(["-n", &nice.to_string(), "taskset"]).args([
                     "-c",
                     cpu,
                     "timeout",
@@ -260,7 +265,53 @@ fn receiver_hogged(lab: &Lab, ns: &str, cpu: &str, args: &[&str], at: At) -> Val
     };
     let figure = "cpu.worker_cpus.busy_percent";
     assert_judged(&doc, "receiver_cpu", figure, at, "%");
+    let (on, waited) = receiver_workers(&doc);
+    assert!(
+        waited >= 10.0,
+        "starved: ran {on:.1} %, waited {waited:.1} %"
+    );
     doc
+}
+
+/// The receiver's workers' summed share of the window on CPU and waiting to run, percent.
+fn receiver_workers(doc: &Value) -> (f64, f64) {
+    let workers = doc["end"]["receiver"]["cpu"]["workers"].as_array();
+    let workers = workers.unwrap_or_else(|| panic!("no cpu.workers: {}", doc["end"]["receiver"]));
+    let sum = |k: &str| workers.iter().map(|w| w[k].as_f64().unwrap()).sum::<f64>();
+    let (on, waited) = (sum("on_cpu_percent"), sum("waited_percent"));
+    eprintln!("receiver's workers: on CPU {on:.2} %, waited {waited:.2} %");
+    (on, waited)
+}
+
+/// A busy loop shares the receiver's pinned core while a 100 Mbit/s shaper on the
+/// client's egress limits the run: the core reads fully busy, but the receiver's worker
+/// sleeps most of the window and runs as soon as data arrive. At nice 19 (a background
+/// job), at nice 0 (a compiler beside the test), and with a nice 0 loop on the sender's
+/// core too (both ends' CPUs, the whole host, busy) the limit is the network's.
+#[test]
+fn a_busy_core_the_receiver_keeps_up_on_is_the_network() {
+    let Some(lab) = pinned_lab(Lab::needing(&["tc", "nice", "taskset", "timeout"])) else {
+        return;
+    };
+    tbf(&lab.client, &lab.client_if, "100mbit");
+    let agent = lab.start_agent();
+    for (nice, both) in [(19, false), (0, false), (0, true)] {
+        let doc = {
+            let _hog = Hogs::niced(&lab.server, "1", 1, nice);
+            let _other = both.then(|| Hogs::niced(&lab.client, "0", 1, nice));
+            judged_run(&lab, &agent, "stream", &["-P", "1"])
+        };
+        let core = &doc["end"]["receiver"]["cpu"]["worker_cpus"][0];
+        let busy = 100.0 - core["idle_percent"].as_f64().unwrap();
+        eprintln!("nice {nice}, sender's core too {both}: receiver's core busy {busy:.1} %");
+        assert!(busy > 90.0, "the hog kept the core busy: {core}");
+        let (on, waited) = receiver_workers(&doc);
+        assert!(
+            on < 50.0 && waited < 10.0,
+            "ran {on:.1} %, waited {waited:.1} %"
+        );
+        assert_judged(&doc, "network", "tcp_info.srtt_us", CLIENT_SENDER, "us");
+    }
 }
 
 /// With --reverse the agent sends: a shaper on its own egress shows as the queueing
