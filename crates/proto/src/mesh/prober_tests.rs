@@ -13,22 +13,12 @@ use crate::stamp::{
 };
 use crate::Key;
 
-pub(super) const MS: u64 = 1_000_000;
 /// The real-time clock at the ledger's 0 (2026).
 pub(super) const REAL0: u64 = 1_780_000_000_000_000_000;
-pub(super) const A: &str = "198.18.3.1";
 pub(super) const B: &str = "198.18.3.2";
 const C: &str = "198.18.3.3";
 
-pub(super) fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-pub(super) use super::test_machine::{prober, prober_with};
-
-pub(super) fn at(s: &str) -> SocketAddr {
-    SocketAddr::new(ip(s), 862)
-}
+pub(super) use super::test_machine::{at, ip, prober, prober_with, A, MS};
 
 pub(super) fn fleet() -> StampKey {
     stamp_key(&Key::from_file_bytes(b"0123456789abcdef-fleet").unwrap())

@@ -3,9 +3,22 @@
 
 use sonde_results::mesh::Judging;
 
-use super::prober_tests::{at, ip, A, MS};
+use std::net::{IpAddr, SocketAddr};
+
 use super::*;
 use crate::stamp::StampKey;
+
+pub(super) const MS: u64 = 1_000_000;
+/// This agent's address, the probes' source.
+pub(super) const A: &str = "198.18.3.1";
+
+pub(super) fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+pub(super) fn at(s: &str) -> SocketAddr {
+    SocketAddr::new(ip(s), 862)
+}
 
 /// 10 probes a second per peer, lost after 100 ms, settled either way 500 ms after; with
 /// follow-ups (`prober_with` says).
