@@ -40,6 +40,10 @@ untimed=(
     leaves_no_limit_behind lab:: fleet_netns:: monitor_netns:: placement:: stamp_no_answer_netns::
     stamp_runs_are_stored_shown_and_compared an_agent_refused_bpf ipv6_and_congestion_control
     iperf3_auth:: iperf3_store_netns:: a_served_udp_bidir_test_is_held_and_booked_both_ways
+    hwstamps_netns:: openmetrics:: xdp_refusals_name_the_flag packet_size_above_the_mtu_is_refused
+    self_noise_with_a_bypass_engine_is_refused a_mesh_marked_network_control_is_refused
+    a_redirect_a_compressed_answer_and_a_foreign_config_are_named
+    iperf3_clients_beyond_each_limit_are_refused_by_name
 )
 SONDE_TEST_LOCK_SHARED=1 cargo test -p sonde --test suite "$@" -- --test-threads=4 \
     "${untimed[@]}" || rc=$?
