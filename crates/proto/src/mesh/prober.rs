@@ -432,17 +432,16 @@ impl Prober {
                     .then(|| a.estimate.bound_ns())
                     .flatten()),
             };
-            e.held = Some(Held {
+            let held = Held {
                 refl_seq: a.seq,
                 gross_ns: *gross,
                 stamps,
                 due_ns: arrived.mono_ns.saturating_add(2 * period),
-            });
+            };
             // Without follow-ups nothing will correct it: booked at once, T3 the clock read.
-            if !self.cfg.follow_up {
-                if let Some(h) = e.held.take() {
-                    h.book(&mut e.stats, None, &mut self.reflections);
-                }
+            match self.cfg.follow_up {
+                true => e.held = Some(held),
+                false => held.book(&mut e.stats, None, &mut self.reflections),
             }
             // What the answer itself says (the caller's figure; the one booked may be
             // corrected by the next answer's follow-up).

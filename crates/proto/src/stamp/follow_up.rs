@@ -71,13 +71,16 @@ pub fn fill(
     key: Option<&StampKey>,
     seq: u32,
 ) -> bool {
+    let asks = tlv::iter(area)
+        .map_while(Result::ok)
+        .any(|t| t.kind == TYPE_FOLLOW_UP_TELEMETRY);
+    if !asks {
+        return false;
+    }
     let found: Vec<(usize, usize, u8)> = tlv::iter(area)
         .map_while(Result::ok)
         .map(|t| (t.at, t.value.len(), t.kind))
         .collect();
-    if !found.iter().any(|t| t.2 == TYPE_FOLLOW_UP_TELEMETRY) {
-        return false;
-    }
     let good = match key {
         Some(k) => tlv::check_hmac(area, k, seq) == Some(true),
         None => true,

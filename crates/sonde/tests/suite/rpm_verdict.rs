@@ -23,6 +23,16 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
+/// The server's TCP_INFO readings of a direction's connections, every interval's.
+fn server_samples(direction: &Value) -> Vec<&Value> {
+    direction["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["server_tcp"].as_array().into_iter().flatten())
+        .collect()
+}
+
 fn drain_ms(bytes: f64, rate: f64) -> f64 {
     bytes * 8.0 / rate * 1e3
 }
@@ -203,12 +213,7 @@ fn rpm_upload_through_a_shaper_is_the_networks_with_the_queue_in_tcp_info() {
     assert_eq!(f(&e["value"]), f(&t["srtt_us"]["median"]));
 
     // The server's readings of the same connections: the upload's receiver.
-    let far: Vec<&Value> = up["intervals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| r["server_tcp"].as_array().into_iter().flatten())
-        .collect();
+    let far = server_samples(up);
     assert!(
         !far.is_empty() && far.iter().all(|s| s["transfer"] == "receive"),
         "{up}"
@@ -300,12 +305,7 @@ fn rpm_download_into_a_capped_client_buffer_is_the_receivers_window() {
         f(&server["busy_percent"]["median"]),
         server["connections"]
     );
-    let far: Vec<&Value> = down["intervals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| r["server_tcp"].as_array().into_iter().flatten())
-        .collect();
+    let far = server_samples(down);
     assert!(
         !far.is_empty() && far.iter().all(|s| s["transfer"] == "send"),
         "{down}"
