@@ -173,12 +173,33 @@ def total(text, family):
     return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(family + "{"))
 
 
-def measure(pids, secs):
+def by_thread(pids):
+    """Each thread name's run time in ns, summed over the agents (schedstat)."""
+    out = {}
+    for pid in pids:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/comm") as f:
+                    name = f.read().strip()
+                with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                    ns = int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            out[name] = out.get(name, 0) + ns
+    return out
+
+
+def measure(pids, secs, threads=False):
     c0 = [cpu_s(p) for p in pids]
+    t_0 = by_thread(pids) if threads else {}
     t0 = time.monotonic()
     time.sleep(secs)
     dt = time.monotonic() - t0
     cpu = [(cpu_s(p) - c) / dt * 100 for p, c in zip(pids, c0)]
+    if threads:
+        for name, ns in sorted(by_thread(pids).items()):
+            share = (ns - t_0.get(name, 0)) / 1e9 / dt * 100 / len(pids)
+            print(f"  thread {name}: {share:.4f} % of one core per agent")
     return cpu, [rss_mb(p) for p in pids]
 
 
@@ -210,7 +231,7 @@ def mesh_run(a):
         t0 = time.monotonic()
         kthreads = napi_pids()
         k0 = sum(cpu_s(p) for p in kthreads)
-        cpu, rss = measure(pids, a.secs)
+        cpu, rss = measure(pids, a.secs, a.threads)
         napi = (sum(cpu_s(p) for p in kthreads) - k0) / (time.monotonic() - t0) * 100
         sent1 = total(scrape(f"{PRE}-a1", addr(1)), "sonde_mesh_probes_sent_total")
         text = scrape(f"{PRE}-a1", addr(1))
@@ -312,6 +333,7 @@ def main():
                     help="one more argument for every agent of the mesh (repeat: --agent-arg=--mesh-follow-up)")
     ap.add_argument("--napi-threads", action="store_true",
                     help="every veth's receive path in NAPI kernel threads, as a NIC's softirq, not on the sender")
+    ap.add_argument("--threads", action="store_true", help="each thread's CPU apart (by name)")
     ap.add_argument("--soak", type=float, default=0, help="seconds of soak after the mesh's measure")
     a = ap.parse_args()
     if not 2 <= a.agents <= 250:

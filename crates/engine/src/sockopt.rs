@@ -96,6 +96,29 @@ pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends an IPv4 UDP socket's datagrams with DF set up to the device's MTU, whatever the
+/// path's (`IP_PMTUDISC_PROBE`): the kernel never fragments them, so it writes 0 as their
+/// IP ID instead of hashing a per-destination counter for each (`__ip_select_ident`, a
+/// tenth of a mesh agent's send path). The default sets DF on what fits the path too,
+/// but keeps the right to fragment, and so the ID.
+pub fn set_dont_fragment(fd: RawFd) -> io::Result<()> {
+    let v: libc::c_int = libc::IP_PMTUDISC_PROBE;
+    // SAFETY: passes a pointer to a live int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The congestion control algorithm a socket uses.
 pub fn congestion(fd: RawFd) -> Option<String> {
     // SAFETY: the caller's descriptor outlives this borrow.
@@ -275,5 +298,56 @@ mod tests {
         };
         let err = apply(&SockRef::from(&s), &opts).unwrap_err().to_string();
         assert!(err.contains("'nosuchcc'"), "{err}");
+    }
+
+    /// What leaves a socket told not to fragment, seen on a raw socket: DF set and an IP
+    /// ID of 0 (no per-destination counter hashed). Without the option the same datagram
+    /// leaves with DF set too (a UDP socket's default, `IP_PMTUDISC_WANT`, sets it on what
+    /// fits the path) but an ID of the kernel's counter, as it may still fragment it.
+    #[test]
+    fn a_socket_told_not_to_fragment_sends_df_and_no_ip_id() {
+        let raw = match Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::UDP)) {
+            Ok(r) => r,
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("a raw socket on CI: {e}")
+            }
+            Err(e) => return println!("SKIPPED: needs CAP_NET_RAW ({e})"),
+        };
+        raw.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let header = |df: bool| {
+            let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            if df {
+                set_dont_fragment(tx.as_raw_fd()).unwrap();
+            }
+            let port = tx.local_addr().unwrap().port();
+            // Three, so that a counter's ID is seen past a first 0.
+            for _ in 0..3 {
+                tx.send_to(b"sonde-df", rx.local_addr().unwrap()).unwrap();
+            }
+            let mut ids = Vec::new();
+            let mut flags = Vec::new();
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 256];
+            while ids.len() < 3 {
+                let n = raw.recv(&mut buf).expect("our datagram on the raw socket");
+                // SAFETY: recv initialised the first n bytes.
+                let b: Vec<u8> = buf[..n]
+                    .iter()
+                    .map(|x| unsafe { x.assume_init() })
+                    .collect();
+                let ihl = usize::from(b[0] & 0x0f) * 4;
+                let sport = u16::from_be_bytes([b[ihl], b[ihl + 1]]);
+                if sport == port && b.ends_with(b"sonde-df") {
+                    ids.push(u16::from_be_bytes([b[4], b[5]]));
+                    flags.push(b[6] & 0x40 != 0);
+                }
+            }
+            (ids, flags)
+        };
+        let (ids, df) = header(true);
+        assert_eq!((ids, df), (vec![0; 3], vec![true; 3]));
+        let (ids, df) = header(false);
+        assert!(ids.iter().any(|i| *i != 0), "{ids:?}");
+        assert_eq!(df, vec![true; 3]);
     }
 }

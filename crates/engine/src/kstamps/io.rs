@@ -9,8 +9,8 @@ use std::os::fd::RawFd;
 use crate::wait::Recv;
 
 /// What the kernel reports of each send (`ee_info` of a stamp on the error queue).
-const SCM_TSTAMP_SND: u32 = 0;
-const SCM_TSTAMP_SCHED: u32 = 1;
+pub(crate) const SCM_TSTAMP_SND: u32 = 0;
+pub(crate) const SCM_TSTAMP_SCHED: u32 = 1;
 
 /// Stamps read from the error queue in one call.
 const BATCH: usize = 16;

@@ -259,17 +259,31 @@ pub fn send_batch(
     msgs: &[(&[u8], std::net::SocketAddr)],
     ask: Option<(bool, u32)>,
 ) -> io::Result<usize> {
-    let n = msgs.len().min(SEND_BATCH);
-    let names: [Option<socket2::SockAddr>; SEND_BATCH] =
+    // One datagram (a reflector's answer) builds one header, not a batch's: the
+    // batch's arrays were most of the user-space cost of an answer.
+    match msgs.len() {
+        1 => send_up_to::<1>(fd, msgs, ask),
+        _ => send_up_to::<SEND_BATCH>(fd, msgs, ask),
+    }
+}
+
+/// [`send_batch`] with room for `N` datagrams.
+fn send_up_to<const N: usize>(
+    fd: RawFd,
+    msgs: &[(&[u8], std::net::SocketAddr)],
+    ask: Option<(bool, u32)>,
+) -> io::Result<usize> {
+    let n = msgs.len().min(N);
+    let names: [Option<socket2::SockAddr>; N] =
         std::array::from_fn(|i| msgs.get(i).map(|m| socket2::SockAddr::from(m.1)));
-    let ctls: [Option<TxControl>; SEND_BATCH] = std::array::from_fn(|i| {
-        ask.map(|(keyed, first)| {
+    let ctls: [Option<TxControl>; N] = std::array::from_fn(|i| {
+        ask.filter(|_| i < n).map(|(keyed, first)| {
             TxControl::driver_only(keyed.then(|| first.wrapping_add(i as u32)))
         })
     });
     // SAFETY: all-zero is a valid iovec and mmsghdr; their pointers are set below.
-    let mut iovs: [libc::iovec; SEND_BATCH] = unsafe { std::mem::zeroed() };
-    let mut hdrs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
+    let mut iovs: [libc::iovec; N] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; N] = unsafe { std::mem::zeroed() };
     for (i, (buf, _)) in msgs.iter().take(n).enumerate() {
         iovs[i] = libc::iovec {
             iov_base: buf.as_ptr() as *mut libc::c_void,

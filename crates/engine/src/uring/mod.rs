@@ -21,6 +21,7 @@ pub mod stream;
 mod stream_tests;
 #[cfg(test)]
 mod tests;
+pub mod tx_stamps;
 
 pub use probe::{available, Unavailable};
 

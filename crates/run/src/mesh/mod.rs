@@ -8,6 +8,7 @@
 //! the state (no stale series).
 
 mod config;
+mod departures;
 mod follow_ups;
 mod icmp;
 mod keys;
@@ -66,9 +67,9 @@ pub struct Mesh {
     pub reflector: SocketAddr,
 }
 
-/// Binds the sockets, reads the list once (a bad list is an error naming it) and starts
-/// probing until stopped.
-pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
+/// The reflector's socket (on `--mesh-port`) and the prober's, set up: non-blocking, large
+/// buffers, each packet stamped on arrival, probes marked.
+fn sockets(cfg: &MeshConfig) -> Result<(UdpSocket, UdpSocket), MeshError> {
     let addr = SocketAddr::new(cfg.bind, cfg.port);
     let reflector = UdpSocket::bind(addr).map_err(|source| MeshError::Bind { addr, source })?;
     let prober = UdpSocket::bind(SocketAddr::new(cfg.bind, 0))?;
@@ -77,9 +78,20 @@ pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
         prober::grow_buffers(s);
         // Both are read on a schedule: each packet is timed by its arrival stamp.
         datagram::enable_arrival(s.as_raw_fd(), addr.is_ipv6())?;
+        if addr.is_ipv4() {
+            // Best effort: without it each datagram costs the kernel an IP ID.
+            let _ = sonde_engine::sockopt::set_dont_fragment(s.as_raw_fd());
+        }
     }
     // Every probe leaves with the mesh's marks; answers take theirs one by one.
     sonde_engine::marks::set_tos_if(prober.as_raw_fd(), cfg.tos)?;
+    Ok((reflector, prober))
+}
+
+/// Binds the sockets, reads the list once (a bad list is an error naming it) and starts
+/// probing until stopped.
+pub fn start(cfg: MeshConfig) -> Result<Running<Mesh>, MeshError> {
+    let (reflector, prober) = sockets(&cfg)?;
     let first = cfg.source.read(cfg.port).map_err(MeshError::List)?;
     let local = reflector.local_addr()?;
     // A session of its own (SSID, not 0) at each start.

@@ -9,8 +9,9 @@
 //! answer and taken out by the machine.
 //!
 //! A probe's departure is its kernel transmit stamp (`SO_TIMESTAMPING`'s software stamp,
-//! asked for on each send with a control message, keyed per send), read with the ICMP
-//! errors from the error queue, many a call, at the next wake-up and before the answers:
+//! asked for on each send with a control message, keyed per send), read at the next
+//! wake-up and before the answers, from an io_uring ring where the kernel has one for
+//! them, else with the ICMP errors from the error queue, many a call (`departures`):
 //! a send that left late no longer lengthens its round trip. A stamp never wakes the
 //! thread. Without one (the kernel gave none in time) the clock read the probe was
 //! written with stands, and its answer is counted so (`Prober::departures`).
@@ -26,11 +27,12 @@ use std::time::{Duration, Instant};
 
 use sonde_engine::kstamps::batch::Batch;
 use sonde_engine::kstamps::sample::{self, SEND_BATCH};
-use sonde_engine::kstamps::{datagram, ErrQueue, TxPoint};
+use sonde_engine::kstamps::{datagram, TxPoint};
 use sonde_proto::mesh::{Clocks, ListChange, Listed, Probe, Unreachable};
 use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp};
 
 use super::config::MeshConfig;
+use super::departures::StampReader;
 use super::icmp;
 use super::keys::Keys;
 use super::peers::Peer;
@@ -84,7 +86,8 @@ pub(super) struct SocketLoop {
     /// are given to the machine under the lock.
     tx_stamps: TxStamps,
     departed: Vec<Departed>,
-    error_queue: ErrQueue,
+    /// The prober socket's stamps and ICMP errors, from a ring or its error queue.
+    stamp_reader: StampReader,
     /// The probes of a batch, their bytes in `out` (one [`MAX_DATAGRAM`] each), and those
     /// that left, given to the machine as sent with the next poll.
     polled: Vec<Probe>,
@@ -116,7 +119,7 @@ impl SocketLoop {
         SocketLoop {
             tx_stamps: TxStamps::new(cfg.judging().timeout_ns),
             departed: Vec::new(),
-            error_queue: ErrQueue::default(),
+            stamp_reader: StampReader::new(prober_sock.as_raw_fd(), stamping.is_some()),
             polled: Vec::with_capacity(SEND_BATCH),
             left: Vec::with_capacity(SEND_BATCH),
             stamping,
@@ -278,7 +281,10 @@ impl SocketLoop {
                     }
                     (i, again) = (i + n, true);
                 }
-                Err(e) if icmp::reported(&e) && again => again = false,
+                Err(e) if icmp::reported(&e) && again => {
+                    self.stamp_reader.reported();
+                    again = false
+                }
                 // The kernel refuses the ask (a key per send, then any): ask less.
                 Err(e) if ask.is_some() && e.raw_os_error() == Some(libc::EINVAL) => {
                     tracing::warn!("mesh: a probe's transmit stamp refused ({e}); asking less");
@@ -359,7 +365,10 @@ impl SocketLoop {
         for _ in 0..READ_BATCH / READ_SLOTS {
             // An ICMP error fails one read (it is in the error queue): read again.
             let got = match self.batch.read(fd) {
-                Err(e) if icmp::reported(&e) => self.batch.read(fd),
+                Err(e) if icmp::reported(&e) => {
+                    self.stamp_reader.reported();
+                    self.batch.read(fd)
+                }
                 got => got,
             };
             let n = got.unwrap_or(0);
@@ -374,10 +383,11 @@ impl SocketLoop {
         full
     }
 
-    /// The prober socket's error queue: each transmit stamp moves its probe's departure
+    /// The prober socket's stamps and errors: each transmit stamp moves its probe's departure
     /// (read before the answers: a stamp is queued as its probe leaves, before any answer
     /// to it can come), each ICMP error is counted on its peer.
     fn read_error_queue(&mut self, fd: RawFd) {
+        let now = self.now_ns();
         let mut errors = std::mem::take(&mut self.unreachable);
         let mut departed = std::mem::take(&mut self.departed);
         let waiting = &mut self.tx_stamps;
@@ -386,9 +396,8 @@ impl SocketLoop {
                 departed.extend(waiting.stamp(s.key, s.ns));
             }
         };
-        icmp::drain(&mut self.error_queue, fd, stamp, |to, kind| {
-            errors.push((to, kind))
-        });
+        self.stamp_reader
+            .read(fd, now, stamp, |to, kind| errors.push((to, kind)));
         let missing = self.tx_stamps.counts.missing;
         self.tx_stamps.expire(self.now_ns());
         let c = self.tx_stamps.counts;

@@ -379,3 +379,28 @@ fn the_reflectors_next_answer_tells_the_last_ones_stamp_under_its_key() {
     let (_, told, _) = ask(&mut r, 0, 2, 1000);
     assert_eq!(told, None, "another session");
 }
+
+/// Both of an IPv4 mesh's sockets never fragment (`IP_PMTUDISC_PROBE`): the kernel writes
+/// no IP ID for their datagrams (what that means on the wire: `sonde_engine::sockopt`'s
+/// test).
+#[test]
+fn an_ipv4_meshs_sockets_send_unfragmentable_datagrams() {
+    let mut cfg = config("127.0.0.1".parse().unwrap(), &mesh_key(), 1, None);
+    cfg.port = 0;
+    let (reflector, prober) = super::sockets(&cfg).unwrap();
+    for s in [&reflector, &prober] {
+        let mut v: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a live socket, a live int and its size.
+        let r = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(s),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!((r, v), (0, libc::IP_PMTUDISC_PROBE));
+    }
+}
