@@ -513,12 +513,12 @@ fn keys_of(mesh: Option<&StampKey>, l: &Listed) -> Option<PeerKeys> {
 
 /// The send grid's slot for peers probed every `period_ns`: a wake-up sends the probes
 /// due before its slot ends, each at most a slot early (timed when it leaves; its peer's
-/// rate unchanged). Half a [`TICK_NS`] (or that halved, down to a quarter of the period), so
-/// that slots, reads and settling share wake-ups: at a probe per peer every second or
-/// slower, 100 ms and ten wake-ups a second for any number of peers.
+/// rate unchanged). A [`TICK_NS`] (or that halved, down to half the period), so that
+/// slots, reads and settling share wake-ups: at two probes per peer a second or slower,
+/// 200 ms and five wake-ups a second for any number of peers.
 pub fn send_slot(period_ns: u64) -> u64 {
-    let mut slot = TICK_NS / 2;
-    while slot > (period_ns / 4).max(1) {
+    let mut slot = TICK_NS;
+    while slot > (period_ns / 2).max(1) {
         slot /= 2;
     }
     slot

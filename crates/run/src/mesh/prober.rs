@@ -45,13 +45,20 @@ use crate::signals::Interrupt;
 /// starve the other or the schedule.
 const READ_BATCH: usize = 256;
 /// Packets read per system call (`recvmmsg`): a hundred waiting packets a second, read
-/// ten times a second, are one call each time.
+/// five times a second, are one call each time.
 const READ_SLOTS: usize = 32;
 /// How long a packet may wait in a socket before it is read: both sockets are read on
-/// every wake-up, and the thread wakes at least this often. Half the machine's settling
-/// grid (`TICK_NS`), so that reads share the send grid's wake-ups (less with a short
-/// timeout: [`read_every`]). The stop flag is read as often.
-const READ_EVERY: Duration = Duration::from_millis(100);
+/// every wake-up, and the thread wakes at least this often. The machine's settling grid
+/// (`TICK_NS`), so that reads share the send grid's wake-ups (less with a short timeout:
+/// [`read_every`]). The stop flag is read as often. Each wake-up costs the thread more
+/// than its calls (its state cold again): five a second cost a sixth less than ten
+/// (BENCHMARKS.md, issue 54).
+const READ_EVERY: Duration = Duration::from_millis(200);
+/// Probes one `sendmmsg` sends at most. A wake-up's probes leave in calls of this many:
+/// the path's first hop takes a call's datagrams only once the call returns (a veth's
+/// NAPI, on this CPU), so the last of a call of 20 waited behind 19 others and its
+/// round trip counted it (BENCHMARKS.md, issue 54).
+const SEND_CHUNK: usize = 8;
 /// How often the clock's error bound is read again (chronyc may take a moment).
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
 /// Socket buffers asked for: a burst of answers from a thousand peers fits.
@@ -272,7 +279,8 @@ impl SocketLoop {
             let ask = self
                 .stamping
                 .map(|keyed| (keyed, self.tx_stamps.next_key()));
-            match sample::send_batch(fd, &msgs[..self.polled.len() - i], ask) {
+            let n = (self.polled.len() - i).min(SEND_CHUNK);
+            match sample::send_batch(fd, &msgs[..n], ask) {
                 Ok(0) => return,
                 Ok(n) => {
                     for p in &self.polled[i..i + n] {
@@ -543,7 +551,7 @@ mod tests {
     #[test]
     fn a_short_timeout_reads_the_sockets_often_enough_that_waiting_never_makes_an_answer_late() {
         let ms = 1_000_000;
-        assert_eq!(read_every(2_000 * ms), 100 * ms, "the default timeout");
+        assert_eq!(read_every(2_000 * ms), 200 * ms, "the default timeout");
         assert_eq!(read_every(300 * ms), 25 * ms);
         assert_eq!(
             read_every(ms),
