@@ -102,21 +102,12 @@ pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
 /// tenth of a mesh agent's send path). The default sets DF on what fits the path too,
 /// but keeps the right to fragment, and so the ID.
 pub fn set_dont_fragment(fd: RawFd) -> io::Result<()> {
-    let v: libc::c_int = libc::IP_PMTUDISC_PROBE;
-    // SAFETY: passes a pointer to a live int and its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::int_option::set_level_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_PROBE,
+    )
 }
 
 /// The congestion control algorithm a socket uses.

@@ -229,18 +229,8 @@ mod tests {
         }
         assert_eq!((ring.taken, ring.rearmed), (6, 0));
         // A closed port's ICMP error: not the ring's, still the error queue's.
-        let on: libc::c_int = 1;
-        // SAFETY: a live socket, a live int and its size.
-        let r = unsafe {
-            libc::setsockopt(
-                tx.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_RECVERR,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0);
+        let fd = tx.as_raw_fd();
+        crate::int_option::set_level_int(fd, libc::IPPROTO_IP, libc::IP_RECVERR, 1).unwrap();
         let closed = {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
             s.local_addr().unwrap()

@@ -50,14 +50,13 @@ const READ_SLOTS: usize = 32;
 /// How long a packet may wait in a socket before it is read: both sockets are read on
 /// every wake-up, and the thread wakes at least this often. The machine's settling grid
 /// (`TICK_NS`), so that reads share the send grid's wake-ups (less with a short timeout:
-/// [`read_every`]). The stop flag is read as often. Each wake-up costs the thread more
-/// than its calls (its state cold again): five a second cost a sixth less than ten
-/// (BENCHMARKS.md, issue 54).
+/// [`read_every`]). The stop flag is read as often. A wake-up costs the thread more than
+/// its calls: five a second cost it 11-16 % less than ten (BENCHMARKS.md, issue 54).
 const READ_EVERY: Duration = Duration::from_millis(200);
 /// Probes one `sendmmsg` sends at most. A wake-up's probes leave in calls of this many:
-/// the path's first hop takes a call's datagrams only once the call returns (a veth's
-/// NAPI, on this CPU), so the last of a call of 20 waited behind 19 others and its
-/// round trip counted it (BENCHMARKS.md, issue 54).
+/// with a veth's receive path in NAPI threads on the agents' CPUs, a wake-up's 20 probes
+/// in one call lengthened the mean round trip by 40-60 us, in calls of 8 by 15-35 us
+/// (BENCHMARKS.md, issue 54).
 const SEND_CHUNK: usize = 8;
 /// How often the clock's error bound is read again (chronyc may take a moment).
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
