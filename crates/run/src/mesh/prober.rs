@@ -55,8 +55,8 @@ const READ_SLOTS: usize = 32;
 const READ_EVERY: Duration = Duration::from_millis(200);
 /// Probes one `sendmmsg` sends at most. A wake-up's probes leave in calls of this many:
 /// with a veth's receive path in NAPI threads on the agents' CPUs, a wake-up's 20 probes
-/// in one call lengthened the mean round trip by 40-60 us, in calls of 8 by 15-35 us
-/// (BENCHMARKS.md, issue 54).
+/// in one call lengthened the mean round trip by 40-60 us, in calls of 8 by 15-35 us;
+/// with [`let_the_stack_run`] after the sends, not at all (BENCHMARKS.md, issue 54).
 const SEND_CHUNK: usize = 8;
 /// How often the clock's error bound is read again (chronyc may take a moment).
 const CLOCK_EVERY: Duration = Duration::from_secs(60);
@@ -171,13 +171,20 @@ impl SocketLoop {
         let every = read_every(self.cfg.judging().timeout_ns);
         while !interrupt.is_set() {
             // Read first: an answer that came before its deadline counts when settled.
-            let behind = self.answer_requests() | self.read_answers();
+            let reflected = self.reflector.reflected;
+            let behind = self.answer_requests();
+            if self.reflector.reflected != reflected {
+                let_the_stack_run();
+            }
+            let behind = behind | self.read_answers();
             let now = self.now_ns();
             if now >= next_refresh {
                 self.refresh();
                 next_refresh = now + refresh;
             }
-            self.send_due();
+            if self.send_due() {
+                let_the_stack_run();
+            }
             let next = {
                 let now = self.now_ns();
                 let mut s = self.lock();
@@ -231,12 +238,12 @@ impl SocketLoop {
     }
 
     /// Sends the probes the machine has due, [`SEND_BATCH`] polled under the lock at a
-    /// time (one clock read their T1) and sent after it is released in one `sendmmsg`,
-    /// their departures given to the machine with the next poll: the clock read, until
-    /// each one's stamp says how late it left.
-    fn send_due(&mut self) {
+    /// time (one clock read their T1) and sent after it is released, [`SEND_CHUNK`] to a
+    /// `sendmmsg`, their departures given to the machine with the next poll: the clock
+    /// read, until each one's stamp says how late it left. Whether any left.
+    fn send_due(&mut self) -> bool {
         let estimate = self.estimate();
-        let mut at = 0;
+        let (mut at, mut any) = (0, false);
         loop {
             let now = self.clocks();
             {
@@ -255,9 +262,10 @@ impl SocketLoop {
                 }
             }
             if self.polled.is_empty() {
-                return;
+                return any;
             }
             self.send_polled(now);
+            any |= !self.left.is_empty();
             at = now.mono_ns;
         }
     }
@@ -509,6 +517,14 @@ fn sleep(wait: Duration) {
     let ms = wait.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
     // SAFETY: one live pollfd; a negative fd is ignored.
     unsafe { libc::poll(&mut pfd, 1, ms) };
+}
+
+/// Gives the CPU to a thread the sends woke, if one waits on it: with a veth's receive
+/// path in NAPI threads, the datagrams just sent wait for this CPU, and a round trip
+/// counts the wait (the stamps are taken before it). A system call when nothing waits.
+fn let_the_stack_run() {
+    // SAFETY: no arguments; it only asks the scheduler.
+    unsafe { libc::sched_yield() };
 }
 
 /// Larger socket buffers (best effort: the kernel caps them at its rmem_max).
