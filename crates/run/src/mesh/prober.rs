@@ -172,11 +172,11 @@ impl SocketLoop {
         while !interrupt.is_set() {
             // Read first: an answer that came before its deadline counts when settled.
             let reflected = self.reflector.reflected;
-            let behind = self.answer_requests();
+            let requests_behind = self.answer_requests();
             if self.reflector.reflected != reflected {
                 let_the_stack_run();
             }
-            let behind = behind | self.read_answers();
+            let behind = requests_behind | self.read_answers();
             let now = self.now_ns();
             if now >= next_refresh {
                 self.refresh();
