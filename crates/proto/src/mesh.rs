@@ -35,7 +35,8 @@ pub use prober::{
 };
 
 use crate::labels::{self, Labels, MAX_LABELS};
-use crate::stamp::{tlv, StampKey};
+use crate::stamp::StampKey;
+use crate::stamp::{self, follow_up, tlv, FollowUp, Mode, Reflection, SenderPacket, StampError};
 use crate::Key;
 
 /// The Labels TLV's type: RFC 8972's private-use range (252-254).
@@ -69,54 +70,67 @@ pub fn probe_key(mesh: &StampKey, from: std::net::IpAddr, to: std::net::IpAddr) 
     mesh.derive(&[b"sonde mesh probe to", &bytes(from), &bytes(to)])
 }
 
-/// A reflector's pass after `stamp::reflect`: fills each Labels TLV of its answer's
-/// `area` with `own` (whole `k=v` lines that fit), clears the U flag the codec set on
-/// this type, and signs the TLVs again under the answer's `seq` when the probe's HMAC TLV
-/// checked (the codec left it good only then).
-pub fn fill_labels(area: &mut [u8], own: &Labels, key: Option<&StampKey>, seq: u32) {
-    let integrity_ok = key.map(|k| tlv::check_hmac(area, k, seq));
-    let found: Vec<(usize, usize, u8)> = tlv::iter(area)
+/// What a mesh reflector writes into an answer besides the codec's fields.
+#[derive(Debug, Clone, Copy)]
+pub struct Own<'a> {
+    /// Its `--label`s, for a Labels TLV.
+    pub labels: &'a Labels,
+    /// Its session's last answer's real departure, for a Follow-Up Telemetry TLV.
+    pub told: Option<FollowUp>,
+}
+
+/// The mesh reflector's answer to `request`, read already under `mode` (`asked`), in
+/// `out`: the codec's (`stamp::reflect_read`) with `own`'s labels and follow-up in their
+/// TLVs, the TLVs' HMAC checked once and signed once under `answer`. Its length, and
+/// whether the probe asked for a follow-up (only then is the answer's departure worth a
+/// stamp).
+pub fn reflect_probe(
+    asked: &SenderPacket,
+    request: &[u8],
+    modes: (Mode<'_>, Mode<'_>),
+    how: &Reflection,
+    own: Own<'_>,
+    out: &mut [u8],
+) -> Result<(usize, bool), StampError> {
+    let mut wants = false;
+    let more = |area: &mut [u8], checked| {
+        fill_labels(area, own.labels);
+        wants = follow_up::fill(area, own.told, checked);
+    };
+    let n = stamp::reflect_read(asked, request, modes.0, modes.1, how, out, more)?;
+    Ok((n, wants))
+}
+
+/// A reflector's pass over its answer's TLVs `area`, inside the codec's
+/// (`stamp::reflect_read`, which signs them after it): fills each Labels TLV with `own`
+/// (whole `k=v` lines that fit) and clears the U flag the codec set on this type.
+pub fn fill_labels(area: &mut [u8], own: &Labels) {
+    let found: Vec<(usize, usize)> = tlv::iter(area)
         .map_while(Result::ok)
-        .map(|t| (t.at, t.value.len(), t.kind))
+        .filter(|t| t.kind == TYPE_LABELS)
+        .map(|t| (t.at, t.value.len()))
         .collect();
-    let mut hmac_at = None;
-    for (at, len, kind) in found {
-        match kind {
-            TYPE_LABELS => {
-                area[at] &= !tlv::FLAG_UNRECOGNIZED;
-                let value = &mut area[at + tlv::HEADER_BYTES..at + tlv::HEADER_BYTES + len];
-                value.fill(0);
-                let mut used = 0;
-                for (k, v) in own {
-                    let line = format!("{k}={v}\n");
-                    if used + line.len() > len {
-                        break;
-                    }
-                    value[used..used + line.len()].copy_from_slice(line.as_bytes());
-                    used += line.len();
-                }
+    for (at, len) in found {
+        area[at] &= !tlv::FLAG_UNRECOGNIZED;
+        let value = &mut area[at + tlv::HEADER_BYTES..at + tlv::HEADER_BYTES + len];
+        value.fill(0);
+        let mut used = 0;
+        for (k, v) in own {
+            let line = format!("{k}={v}\n");
+            if used + line.len() > len {
+                break;
             }
-            tlv::TYPE_HMAC => hmac_at = Some(at),
-            _ => {}
+            value[used..used + line.len()].copy_from_slice(line.as_bytes());
+            used += line.len();
         }
-    }
-    // The codec re-signed a good HMAC TLV before the labels went in: sign again.
-    if let (Some(k), Some(Some(true)), Some(at)) = (key, integrity_ok, hmac_at) {
-        let flags = area[at];
-        let _ = tlv::put_hmac(area, at, k, seq);
-        area[at] = flags;
     }
 }
 
-/// The labels a reflector answered in `area`, when its HMAC TLV checks under `key` and the
-/// answer's `seq` (with a key), each checked as a `--label` is; `None` when there are none.
-pub fn read_labels(area: &[u8], key: Option<&StampKey>, seq: u32) -> Option<Labels> {
-    if let Some(k) = key {
-        if tlv::check_hmac(area, k, seq) != Some(true) {
-            return None;
-        }
-    }
-    let t = tlv::iter(area)
+/// The labels a reflector answered in its TLVs (keyed, only under their HMAC TLV: whoever
+/// holds its address could write any), each checked as a `--label` is; `None` when there
+/// are none.
+pub fn read_labels(tlvs: tlv::Checked<'_>) -> Option<Labels> {
+    let t = tlv::iter(tlvs.area())
         .map_while(Result::ok)
         .find(|t| t.kind == TYPE_LABELS && t.flags & tlv::FLAG_UNRECOGNIZED == 0)?;
     let text = std::str::from_utf8(t.value).ok()?.trim_end_matches('\0');
@@ -132,7 +146,7 @@ pub fn read_labels(area: &[u8], key: Option<&StampKey>, seq: u32) -> Option<Labe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stamp::{reflect, Mode, Reflection, SenderPacket, AUTH_BASE_BYTES};
+    use crate::stamp::{reflect_read, Mode, Reflection, SenderPacket, AUTH_BASE_BYTES};
 
     fn own() -> Labels {
         [("rack", "r2"), ("zone", "b")]
@@ -166,11 +180,18 @@ mod tests {
             dscp_policy: Default::default(),
         };
         let mut out = vec![0u8; 1024];
-        let len = reflect(probe, Mode::Authenticated(&k), &how, &mut out).unwrap();
+        let mode = Mode::Authenticated(&k);
+        let asked = SenderPacket::read(probe, mode).unwrap();
+        let more = |area: &mut [u8], _| fill_labels(area, &own());
+        let len = reflect_read(&asked, probe, mode, mode, &how, &mut out, more).unwrap();
         assert_eq!(len, probe.len(), "never more bytes than came");
-        fill_labels(&mut out[AUTH_BASE_BYTES..len], &own(), Some(&k), 9);
         let area = &out[AUTH_BASE_BYTES..len];
-        assert_eq!(read_labels(area, Some(&k), 9), Some(own()));
+        let read = |area, k: &StampKey, seq| read_labels(tlv::Checked::new(area, Some(k), seq)?);
+        assert_eq!(
+            read(area, &k, 9),
+            Some(own()),
+            "signed after the labels went in"
+        );
         assert_eq!(
             tlv::find_boot_id(area),
             Some([9; 16]),
@@ -178,13 +199,13 @@ mod tests {
         );
         // Under another key, or another sequence number, nothing is believed.
         let other = stamp_key(&Key::from_file_bytes(b"0123456789abcdef-other").unwrap());
-        assert_eq!(read_labels(area, Some(&other), 9), None);
-        assert_eq!(read_labels(area, Some(&k), 10), None);
+        assert_eq!(read(area, &other, 9), None);
+        assert_eq!(read(area, &k, 10), None);
         // A label that breaks the rules is no label set at all.
         let mut bad = area.to_vec();
         let at = bad.windows(4).position(|w| w == b"rack").unwrap();
         bad[at..at + 4].copy_from_slice(b"__ra");
-        assert_eq!(read_labels(&bad, None, 9), None);
+        assert_eq!(read_labels(tlv::Checked::new(&bad, None, 9).unwrap()), None);
     }
 
     /// A peer answering a right-to-left override (U+202E) or a zero-width joiner (U+200D)
@@ -196,8 +217,12 @@ mod tests {
             let mut area = vec![0u8; 400];
             let n = put_labels_request(&mut area, Some(&k), 9).unwrap();
             let own: Labels = [("rack".to_string(), value.to_string())].into();
-            fill_labels(&mut area[..n], &own, Some(&k), 9);
-            assert_eq!(read_labels(&area[..n], Some(&k), 9), None, "{value:?}");
+            fill_labels(&mut area[..n], &own);
+            // Signed again over the labels, as a reflector does.
+            let hmac_at = n - tlv::HEADER_BYTES - crate::stamp::HMAC_BYTES;
+            tlv::put_hmac(&mut area, hmac_at, &k, 9).unwrap();
+            let tlvs = tlv::Checked::new(&area[..n], Some(&k), 9).expect("signed");
+            assert_eq!(read_labels(tlvs), None, "{value:?}");
         }
     }
 

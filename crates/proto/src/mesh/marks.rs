@@ -60,21 +60,14 @@ pub fn put_request(
 /// Forward and reverse, each (sent, arrived) TOS bytes when the answer told it.
 pub type Directions = (Option<(u8, u8)>, Option<(u8, u8)>);
 
-/// One answer's two directions as (sent, arrived) TOS bytes, from its TLVs `area` (signed
-/// under `key` and the answer's `seq` when keyed), the probe's `sent` byte and the
-/// answer's own TOS `arrived`. A direction is `None` when the answer has no filled TLV (or
-/// a keyed one fails its HMAC) or, reverse, when the kernel gave no TOS.
-pub fn directions(
-    area: &[u8],
-    key: Option<&StampKey>,
-    seq: u32,
-    sent: u8,
-    arrived: Option<u8>,
-) -> Directions {
-    if key.is_some_and(|k| tlv::check_hmac(area, k, seq) != Some(true)) {
-        return (None, None);
-    }
-    let Some(cos) = tlv::class_of_service(area).filter(|c| c.rpe == RPE_APPLIED || c.rpd != 0)
+/// One answer's two directions as (sent, arrived) TOS bytes, from its TLVs (`None`: a
+/// keyed one's HMAC TLV failed), the probe's `sent` byte and the answer's own TOS
+/// `arrived`. A direction is `None` when the answer has no filled TLV or, reverse, when
+/// the kernel gave no TOS.
+pub fn directions(tlvs: Option<tlv::Checked<'_>>, sent: u8, arrived: Option<u8>) -> Directions {
+    let Some(cos) = tlvs
+        .and_then(|t| tlv::class_of_service(t.area()))
+        .filter(|c| c.rpe == RPE_APPLIED || c.rpd != 0)
     else {
         return (None, None);
     };
@@ -124,29 +117,32 @@ mod tests {
         let value = &mut area[tlv::HEADER_BYTES..COS_TLV];
         ClassOfService::reflect(value, Some(2), DscpPolicy::allowing([46]));
         tlv::put_hmac(&mut area, COS_TLV + fu, &key, 3).unwrap();
-        let got = directions(&area[..n], Some(&key), 3, EF0, Some(EF0));
+        let got = directions(tlv::Checked::new(&area[..n], Some(&key), 3), EF0, Some(EF0));
         assert_eq!(got, (Some((EF0, 2)), Some((EF0, EF0))));
         assert_eq!(
-            directions(&area[..n], Some(&key), 4, EF0, Some(EF0)),
+            directions(tlv::Checked::new(&area[..n], Some(&key), 4), EF0, Some(EF0)),
             (None, None)
         );
         let other = StampKey::new(&[8; 32]).unwrap();
         assert_eq!(
-            directions(&area[..n], Some(&other), 3, EF0, None),
+            directions(tlv::Checked::new(&area[..n], Some(&other), 3), EF0, None),
             (None, None)
         );
         area[tlv::HEADER_BYTES] ^= 0x04;
         assert_eq!(
-            directions(&area[..n], Some(&key), 3, EF0, None),
+            directions(tlv::Checked::new(&area[..n], Some(&key), 3), EF0, None),
             (None, None)
         );
         // Unkeyed (an `open` peer): the TLV as it came; unfilled claims nothing.
         let mut open = [0u8; 32];
         put_request(&mut open, None, 1, Some(EF0), false, true).unwrap();
-        assert_eq!(directions(&open, None, 1, EF0, Some(0)), (None, None));
+        assert_eq!(
+            directions(tlv::Checked::new(&open, None, 1), EF0, Some(0)),
+            (None, None)
+        );
         ClassOfService::reflect(&mut open[4..8], Some(EF0), DscpPolicy::default());
         assert_eq!(
-            directions(&open, None, 1, EF0, None),
+            directions(tlv::Checked::new(&open, None, 1), EF0, None),
             (Some((EF0, EF0)), None)
         );
     }

@@ -379,18 +379,16 @@ impl Prober {
         if a.receive.0 == 0 {
             return Matched::NoReceiveTime;
         }
-        // Labels only under a verified HMAC TLV: an `open` peer's answers carry none, and
-        // whoever holds its address could write any.
-        let area = &bytes[mode.base_bytes()..];
-        if let Some(k) = mode.key() {
-            if let Some(l) = read_labels(area, Some(k), a.seq) {
+        // The TLVs' HMAC checked once, for all that is read from them.
+        let tlvs = tlv::Checked::new(&bytes[mode.base_bytes()..], mode.key(), a.seq);
+        // Labels and boot id only under a verified HMAC TLV: an `open` peer's answers
+        // carry none, and whoever holds its address could write any.
+        if let Some(t) = tlvs.filter(|_| mode.key().is_some()) {
+            if let Some(l) = read_labels(t) {
                 e.learned = l;
             }
-            // Its boot id, under the same verified HMAC TLV.
-            if tlv::check_hmac(area, k, a.seq) == Some(true) {
-                if let Some(id) = tlv::find_boot_id(area) {
-                    e.one_clock = Some(id) == boot_id;
-                }
+            if let Some(id) = tlv::find_boot_id(t.area()) {
+                e.one_clock = Some(id) == boot_id;
             }
         }
         let unix = |t: Timestamp| t.to_unix_ns(TimeFormat::Ntp);
@@ -403,13 +401,13 @@ impl Prober {
                 None => self.departures.process += 1,
             }
             if let Some(sent) = marked {
-                let (forward, reverse) = marks::directions(area, mode.key(), a.seq, sent, tos);
+                let (forward, reverse) = marks::directions(tlvs, sent, tos);
                 e.stats.on_marks(forward, reverse);
             }
             // The answer before it, booked now: by this one's follow-up (keyed, under its
             // verified HMAC TLV) when it names that answer.
             let told = match self.cfg.follow_up {
-                true => follow_up::find(area, mode.key(), a.seq),
+                true => tlvs.and_then(follow_up::find),
                 false => None,
             };
             if let Some(h) = e.held.take() {

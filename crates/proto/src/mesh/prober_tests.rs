@@ -8,8 +8,8 @@ use sonde_results::mesh::{Answer, Judging};
 use super::prober::{send_slot, tick_at, TICK_NS};
 use super::*;
 use crate::stamp::{
-    reflect_as, ErrorEstimate, Mode, Reflection, ReflectorPacket, SenderPacket, StampKey,
-    SyncSource, TimeFormat, Timestamp, TimestampInfo, AUTH_BASE_BYTES,
+    ErrorEstimate, FollowUp, Mode, Reflection, ReflectorPacket, SenderPacket, StampKey, SyncSource,
+    TimeFormat, Timestamp, TimestampInfo, AUTH_BASE_BYTES,
 };
 use crate::Key;
 
@@ -61,6 +61,18 @@ impl Far {
 
     /// Its answer to `probe` received at `in_ns` and sent at `out_ns` (real time).
     pub(super) fn answer(&mut self, probe: &[u8], in_ns: u64, out_ns: u64) -> Vec<u8> {
+        self.answer_telling(probe, in_ns, out_ns, None)
+    }
+
+    /// [`Far::answer`] telling `told` in the probe's Follow-Up Telemetry TLV, as the
+    /// mesh's reflector does (`reflect_probe`).
+    pub(super) fn answer_telling(
+        &mut self,
+        probe: &[u8],
+        in_ns: u64,
+        out_ns: u64,
+        told: Option<FollowUp>,
+    ) -> Vec<u8> {
         let theirs = self.mesh.as_ref().map(|m| probe_key(m, ip(A), self.ip));
         let mine = self.mesh.as_ref().map(|m| address_key(m, self.ip));
         let mode = theirs
@@ -82,14 +94,12 @@ impl Far {
             dscp_policy: Default::default(),
         };
         let mut out = vec![0; probe.len()];
-        let n = reflect_as(probe, mode, answer, &how, &mut out).expect("a probe it answers");
-        let base = answer.base_bytes();
-        fill_labels(
-            &mut out[base..n],
-            &self.labels,
-            mine.as_ref(),
-            self.numbered,
-        );
+        let asked = SenderPacket::read(probe, mode).expect("a probe it answers");
+        let own = Own {
+            labels: &self.labels,
+            told,
+        };
+        reflect_probe(&asked, probe, (mode, answer), &how, own, &mut out).expect("room");
         self.numbered += 1;
         out
     }

@@ -8,8 +8,10 @@
 //! follow-up. Keyed, the HMAC TLV after it covers it, so only the peer holding the key can
 //! move a figure with it.
 
-use super::tlv::{self, FLAG_MALFORMED, FLAG_UNRECOGNIZED, HEADER_BYTES, TYPE_FOLLOW_UP_TELEMETRY};
-use super::{get_u32, get_u64, StampError, StampKey, Timestamp, TimestampMethod};
+use super::tlv::{
+    self, Checked, FLAG_MALFORMED, FLAG_UNRECOGNIZED, HEADER_BYTES, TYPE_FOLLOW_UP_TELEMETRY,
+};
+use super::{get_u32, get_u64, StampError, Timestamp, TimestampMethod};
 
 /// Bytes of the TLV's value: Sequence Number (4), Follow-up Timestamp (8), Timestamp Mode
 /// (1), Reserved (3).
@@ -57,66 +59,40 @@ pub fn put_request(area: &mut [u8]) -> Result<usize, StampError> {
     Ok(FOLLOW_UP_TLV)
 }
 
-/// A reflector's pass after `stamp::reflect` over its answer's TLVs `area`: writes
-/// `follow_up` into each Follow-Up Telemetry TLV (zeroes it with `None`), flags one of
-/// another length M, and with `key` signs the TLVs again under the answer's `seq`, but only
-/// when the HMAC TLV checked under them before (the codec re-signs a good one only: a probe
-/// whose HMAC TLV failed gets no follow-up, its TLVs left as they came, flagged I).
-/// Whether the probe asked for one (a well-formed TLV, under a good HMAC TLV when keyed):
-/// only then is the answer's own departure worth a stamp. A probe without the TLV costs
-/// a walk of its TLVs, no HMAC.
-pub fn fill(
-    area: &mut [u8],
-    follow_up: Option<FollowUp>,
-    key: Option<&StampKey>,
-    seq: u32,
-) -> bool {
-    let asks = tlv::iter(area)
+/// A reflector's pass over its answer's TLVs `area`, inside the codec's
+/// (`stamp::reflect_read`, which signs them after it): writes `follow_up` into each
+/// Follow-Up Telemetry TLV (zeroes it with `None`) when the request's TLVs `checked`, and
+/// flags one of another length M. A probe whose HMAC TLV failed gets no follow-up, its
+/// TLVs left as they came, flagged I. Whether the probe asked for one (a well-formed TLV,
+/// checked): only then is the answer's own departure worth a stamp. A probe without the
+/// TLV costs a walk of its TLVs, no HMAC.
+pub fn fill(area: &mut [u8], follow_up: Option<FollowUp>, checked: bool) -> bool {
+    let found: Vec<(usize, usize)> = tlv::iter(area)
         .map_while(Result::ok)
-        .any(|t| t.kind == TYPE_FOLLOW_UP_TELEMETRY);
-    if !asks {
-        return false;
-    }
-    let found: Vec<(usize, usize, u8)> = tlv::iter(area)
-        .map_while(Result::ok)
-        .map(|t| (t.at, t.value.len(), t.kind))
+        .filter(|t| t.kind == TYPE_FOLLOW_UP_TELEMETRY)
+        .map(|t| (t.at, t.value.len()))
         .collect();
-    let good = match key {
-        Some(k) => tlv::check_hmac(area, k, seq) == Some(true),
-        None => true,
-    };
-    let (mut hmac_at, mut asked) = (None, false);
-    for (at, len, kind) in found {
-        match kind {
-            TYPE_FOLLOW_UP_TELEMETRY if len != FOLLOW_UP_BYTES => area[at] |= FLAG_MALFORMED,
-            TYPE_FOLLOW_UP_TELEMETRY if good => {
-                let value = &mut area[at + HEADER_BYTES..at + HEADER_BYTES + len];
-                match follow_up {
-                    Some(f) => value.copy_from_slice(&f.to_bytes()),
-                    None => value.fill(0),
-                }
-                asked = true;
+    let mut asked = false;
+    for (at, len) in found {
+        if len != FOLLOW_UP_BYTES {
+            area[at] |= FLAG_MALFORMED;
+        } else if checked {
+            let value = &mut area[at + HEADER_BYTES..at + HEADER_BYTES + len];
+            match follow_up {
+                Some(f) => value.copy_from_slice(&f.to_bytes()),
+                None => value.fill(0),
             }
-            tlv::TYPE_HMAC => hmac_at = Some(at),
-            _ => {}
+            asked = true;
         }
-    }
-    if let (Some(k), true, Some(at)) = (key, good, hmac_at) {
-        let flags = area[at];
-        let _ = tlv::put_hmac(area, at, k, seq);
-        area[at] = flags;
     }
     asked
 }
 
-/// The follow-up an answer's TLVs `area` carry: with `key`, only under its HMAC TLV
-/// checked under the answer's `seq` (a party without the key cannot write one); a TLV
-/// flagged U or M, zeroed, or of another length is none.
-pub fn find(area: &[u8], key: Option<&StampKey>, seq: u32) -> Option<FollowUp> {
-    if key.is_some_and(|k| tlv::check_hmac(area, k, seq) != Some(true)) {
-        return None;
-    }
-    tlv::iter(area)
+/// The follow-up an answer's TLVs carry (keyed, only under their HMAC TLV: a party
+/// without the key cannot write one); a TLV flagged U or M, zeroed, or of another length
+/// is none.
+pub fn find(tlvs: Checked<'_>) -> Option<FollowUp> {
+    tlv::iter(tlvs.area())
         .map_while(Result::ok)
         .find(|t| {
             t.kind == TYPE_FOLLOW_UP_TELEMETRY
@@ -128,7 +104,8 @@ pub fn find(area: &[u8], key: Option<&StampKey>, seq: u32) -> Option<FollowUp> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stamp::{reflect, ErrorEstimate, Mode, Reflection, SenderPacket, TimeFormat};
+    use crate::stamp::TimeFormat;
+    use crate::stamp::{reflect_read, ErrorEstimate, Mode, Reflection, SenderPacket, StampKey};
     use crate::stamp::{SyncSource, TimestampInfo, AUTH_BASE_BYTES};
 
     fn key() -> StampKey {
@@ -158,7 +135,9 @@ mod tests {
         b
     }
 
-    fn answer(request: &[u8], k: &StampKey, seq: u32) -> Vec<u8> {
+    /// The answer to `request` with `told` filled as the mesh's reflector does (inside the
+    /// codec's pass, signed once), and whether the probe asked.
+    fn answer(request: &[u8], k: &StampKey, seq: u32, told: Option<FollowUp>) -> (Vec<u8>, bool) {
         let how = Reflection {
             seq: Some(seq),
             receive: Timestamp(1),
@@ -170,9 +149,16 @@ mod tests {
             tos: None,
             dscp_policy: Default::default(),
         };
-        let mut out = vec![0; request.len()];
-        reflect(request, Mode::Authenticated(k), &how, &mut out).unwrap();
-        out
+        let mode = Mode::Authenticated(k);
+        let asked = SenderPacket::read(request, mode).unwrap();
+        let (mut out, mut wanted) = (vec![0; request.len()], false);
+        let more = |area: &mut [u8], checked| wanted = fill(area, told, checked);
+        reflect_read(&asked, request, mode, mode, &how, &mut out, more).unwrap();
+        (out, wanted)
+    }
+
+    fn found(area: &[u8], k: Option<&StampKey>, seq: u32) -> Option<FollowUp> {
+        Checked::new(area, k, seq).and_then(find)
     }
 
     #[test]
@@ -194,26 +180,23 @@ mod tests {
         let k = key();
         let request = probe(&k, 7);
         let area = |b: &[u8]| b[AUTH_BASE_BYTES..].to_vec();
-        assert_eq!(find(&area(&request), Some(&k), 7), None, "sent zeroed");
-        let mut out = answer(&request, &k, 3);
-        assert!(
-            fill(&mut out[AUTH_BASE_BYTES..], Some(follow_up()), Some(&k), 3),
-            "asked"
-        );
+        assert_eq!(found(&area(&request), Some(&k), 7), None, "sent zeroed");
+        let (out, asked) = answer(&request, &k, 3, Some(follow_up()));
+        assert!(asked);
         let got = area(&out);
-        assert_eq!(find(&got, Some(&k), 3), Some(follow_up()));
-        assert_eq!(find(&got, Some(&k), 4), None, "another number");
+        assert_eq!(found(&got, Some(&k), 3), Some(follow_up()));
+        assert_eq!(found(&got, Some(&k), 4), None, "another number");
         let other = StampKey::new(b"another-key-of-16+").unwrap();
-        assert_eq!(find(&got, Some(&other), 3), None);
+        assert_eq!(found(&got, Some(&other), 3), None);
         // One bit of the timestamp changed on the way: the HMAC TLV no longer checks.
         let mut forged = got.clone();
         forged[HEADER_BYTES + 11] ^= 1;
-        assert_eq!(find(&forged, Some(&k), 3), None, "forged");
-        assert!(find(&forged, None, 3).is_some(), "keyless, it would read");
+        assert_eq!(found(&forged, Some(&k), 3), None, "forged");
+        assert!(found(&forged, None, 3).is_some(), "keyless, it would read");
         // No time for the last answer: the TLV stays zero, the HMAC TLV still checks.
-        let mut none = answer(&request, &k, 4);
-        assert!(fill(&mut none[AUTH_BASE_BYTES..], None, Some(&k), 4));
-        assert_eq!(find(&none[AUTH_BASE_BYTES..], Some(&k), 4), None);
+        let (none, asked) = answer(&request, &k, 4, None);
+        assert!(asked);
+        assert_eq!(found(&none[AUTH_BASE_BYTES..], Some(&k), 4), None);
         assert_eq!(tlv::check_hmac(&none[AUTH_BASE_BYTES..], &k, 4), Some(true));
     }
 
@@ -224,36 +207,33 @@ mod tests {
         let k = key();
         let mut request = probe(&k, 7);
         request[AUTH_BASE_BYTES + HEADER_BYTES] ^= 1;
-        let mut out = answer(&request, &k, 3);
-        let area = &mut out[AUTH_BASE_BYTES..];
-        assert!(
-            !fill(area, Some(follow_up()), Some(&k), 3),
-            "not asked: no good HMAC"
-        );
+        let (out, asked) = answer(&request, &k, 3, Some(follow_up()));
+        let area = &out[AUTH_BASE_BYTES..];
+        assert!(!asked, "not asked: no good HMAC");
         assert_eq!(
             area[HEADER_BYTES..FOLLOW_UP_TLV],
             request[AUTH_BASE_BYTES + 4..][..16]
         );
         assert_eq!(area[0] & tlv::FLAG_INTEGRITY, tlv::FLAG_INTEGRITY);
-        assert_eq!(find(area, None, 3), None);
+        assert_eq!(found(area, None, 3), None);
 
         let mut short = vec![0; 40];
         tlv::put(&mut short, TYPE_FOLLOW_UP_TELEMETRY, 12).unwrap();
         assert!(
-            !fill(&mut short, Some(follow_up()), None, 3),
+            !fill(&mut short, Some(follow_up()), true),
             "not asked: malformed"
         );
         assert_eq!(short[0], FLAG_MALFORMED);
         assert!(short[HEADER_BYTES..].iter().all(|&b| b == 0));
-        assert_eq!(find(&short, None, 3), None);
+        assert_eq!(found(&short, None, 3), None);
         // Keyless, filled in place.
         let mut open = vec![0; FOLLOW_UP_TLV];
         put_request(&mut open).unwrap();
-        assert!(fill(&mut open, Some(follow_up()), None, 0));
-        assert_eq!(find(&open, None, 0), Some(follow_up()));
-        // No Follow-Up TLV at all (a probe without `--mesh-follow-up`): nothing asked.
+        assert!(fill(&mut open, Some(follow_up()), true));
+        assert_eq!(found(&open, None, 0), Some(follow_up()));
+        // No Follow-Up TLV at all (a probe of `--mesh-no-follow-up`): nothing asked.
         let mut bare = vec![0; 24];
         tlv::put(&mut bare, tlv::TYPE_TIMESTAMP_INFO, 4).unwrap();
-        assert!(!fill(&mut bare, Some(follow_up()), Some(&k), 0));
+        assert!(!fill(&mut bare, Some(follow_up()), true));
     }
 }

@@ -27,13 +27,13 @@ mod time;
 pub mod tlv;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use cos::{ClassOfService, DscpPolicy, COS_BYTES, RPE_APPLIED, RPE_NOT_APPLIED};
 pub use estimate::ErrorEstimate;
 pub use follow_up::FollowUp;
 pub use packet::{ReflectorPacket, SenderPacket};
-pub use reflect::{reflect, reflect_as, Reflection};
+pub use reflect::{reflect, reflect_as, reflect_read, Reflection};
 pub use session::{Heard, Limits, Refusal, SessionId, Sessions};
 pub use time::{TimeFormat, Timestamp, NTP_UNIX_OFFSET_S};
 pub use tlv::{SyncSource, TimestampInfo, TimestampMethod};
@@ -94,6 +94,8 @@ impl StampKey {
 
     /// The truncated HMAC over `parts`, in order.
     pub fn mac(&self, parts: &[&[u8]]) -> [u8; HMAC_BYTES] {
+        #[cfg(test)]
+        tests::count_mac();
         let mut mac = self.0.clone();
         for part in parts {
             mac.update(part);
@@ -115,6 +117,8 @@ impl StampKey {
 
     /// Whether `tag` is the truncated HMAC over `parts`, compared in constant time.
     pub fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        #[cfg(test)]
+        tests::count_mac();
         let mut mac = self.0.clone();
         for part in parts {
             mac.update(part);

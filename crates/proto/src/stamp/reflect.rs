@@ -55,12 +55,27 @@ pub fn reflect_as(
     how: &Reflection,
     out: &mut [u8],
 ) -> Result<usize, StampError> {
+    let asked = SenderPacket::read(request, mode)?;
+    reflect_read(&asked, request, mode, answer, how, out, |_, _| {})
+}
+
+/// [`reflect_as`] of a request read already (`asked`, from `request` under `mode`: its
+/// HMAC is not checked again), `more` writing the reflector's own TLVs' values before
+/// their HMAC TLV is signed (`tlv::reflect_tlvs_then`).
+pub fn reflect_read(
+    asked: &SenderPacket,
+    request: &[u8],
+    mode: Mode,
+    answer: Mode,
+    how: &Reflection,
+    out: &mut [u8],
+    more: impl FnOnce(&mut [u8], bool),
+) -> Result<usize, StampError> {
     assert_eq!(
         mode.base_bytes(),
         answer.base_bytes(),
         "one layout both ways"
     );
-    let asked = SenderPacket::read(request, mode)?;
     let len = request.len();
     let room = out.len();
     let out = out
@@ -87,7 +102,7 @@ pub fn reflect_as(
         tos: how.tos,
         dscp_policy: how.dscp_policy,
     };
-    tlv::reflect_tlvs_as(&mut out[base..], fill, keys, asked.seq, seq);
+    tlv::reflect_tlvs_then(&mut out[base..], fill, keys, asked.seq, seq, more);
     reply.write(answer, out)?;
     Ok(len)
 }

@@ -272,13 +272,38 @@ pub fn put_hmac(out: &mut [u8], at: usize, key: &StampKey, seq: u32) -> Result<u
 }
 
 /// Whether `area`'s HMAC TLV checks under `key` and `seq`: `None` when it has no HMAC
-/// TLV, `Some(false)` when it does not check or TLVs follow it.
+/// TLV or a TLV is malformed, `Some(false)` when it does not check or TLVs follow it.
 pub fn check_hmac(area: &[u8], key: &StampKey, seq: u32) -> Option<bool> {
-    let tlvs: Vec<_> = iter(area).collect::<Result<_, _>>().ok()?;
-    let position = tlvs.iter().position(|tlv| tlv.kind == TYPE_HMAC)?;
-    let hmac = tlvs[position];
-    let last = position + 1 == tlvs.len();
-    Some(last && key.verify(&[&seq.to_be_bytes(), &area[..hmac.at]], hmac.value))
+    let (mut hmac, mut followed) = (None, false);
+    for tlv in iter(area) {
+        let tlv = tlv.ok()?;
+        match hmac {
+            Some(_) => followed = true,
+            None if tlv.kind == TYPE_HMAC => hmac = Some(tlv),
+            None => {}
+        }
+    }
+    let hmac = hmac?;
+    Some(!followed && key.verify(&[&seq.to_be_bytes(), &area[..hmac.at]], hmac.value))
+}
+
+/// TLVs a reader may believe: unkeyed ones, or keyed ones under their HMAC TLV checked,
+/// once, however many things are read from them.
+#[derive(Debug, Clone, Copy)]
+pub struct Checked<'a>(&'a [u8]);
+
+impl<'a> Checked<'a> {
+    /// `area`'s TLVs, when `key` is `None` or their HMAC TLV checks under it and `seq`.
+    pub fn new(area: &'a [u8], key: Option<&StampKey>, seq: u32) -> Option<Checked<'a>> {
+        match key {
+            Some(k) if check_hmac(area, k, seq) != Some(true) => None,
+            _ => Some(Checked(area)),
+        }
+    }
+
+    pub fn area(self) -> &'a [u8] {
+        self.0
+    }
 }
 
 /// A reflector's pass over the TLVs it copied into its answer (RFC 8972 §4): fills each
@@ -317,6 +342,20 @@ pub fn reflect_tlvs_as(
     keys: Option<(&StampKey, &StampKey)>,
     request_seq: u32,
     seq: u32,
+) {
+    reflect_tlvs_then(area, fill, keys, request_seq, seq, |_, _| {})
+}
+
+/// [`reflect_tlvs_as`] with `more` writing its own TLVs' values after the pass and before
+/// the HMAC TLV is signed again, told whether the request's TLVs checked (unkeyed: they
+/// do): one check and one signature however many TLVs a reflector fills.
+pub fn reflect_tlvs_then(
+    area: &mut [u8],
+    fill: Fill,
+    keys: Option<(&StampKey, &StampKey)>,
+    request_seq: u32,
+    seq: u32,
+    more: impl FnOnce(&mut [u8], bool),
 ) {
     let integrity = keys.and_then(|(key, _)| check_hmac(area, key, request_seq));
     let mut hmac_at = None;
@@ -367,6 +406,7 @@ pub fn reflect_tlvs_as(
             };
         at += HEADER_BYTES + len;
     }
+    more(area, keys.is_none() || integrity == Some(true));
     if let (Some((_, key)), Some(true), Some(hmac_at)) = (keys, integrity, hmac_at) {
         let flags = area[hmac_at];
         put_hmac(area, hmac_at, key, seq).expect("the HMAC TLV was there");

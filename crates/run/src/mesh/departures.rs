@@ -48,7 +48,7 @@ impl StampReader {
 
     /// Whether the stamps come on the ring.
     #[cfg(test)]
-    fn on_ring(&self) -> bool {
+    pub(super) fn on_ring(&self) -> bool {
         self.ring.is_some()
     }
 

@@ -1,25 +1,25 @@
 //! When the reflector's answers really left, told in each session's next answer (RFC 8972
 //! §4.7's Follow-Up Telemetry TLV, `sonde_proto::stamp::follow_up`). An answer carries the
-//! time read just before its send (its T3): a wait in this host's qdisc or a late send
-//! after that read would count, at the peer, as network time. So each answer asks for the
-//! kernel's transmit stamp (the driver's, keyed per send as the prober's probes do), the
-//! stamps are read from the socket's error queue in batches at each wake-up, before the
-//! requests, and the next answer of the session names the last one's number and its
-//! stamp. No stamp yet (or none at all): the TLV stays zero, and the peer books that
-//! answer by its clock read.
+//! time read when it was written (its T3): a wait in this host's qdisc, or for the rest of
+//! its batch, would count at the peer as network time. So each answer whose probe asked
+//! asks for the kernel's transmit stamp (the driver's, keyed per send as the prober's
+//! probes do), the stamps are read at each wake-up before the requests (from an io_uring
+//! ring where the kernel has one for them, else the socket's error queue: `departures`),
+//! and the next answer of the session names the last one's number and its stamp. No
+//! stamp yet (or none at all): the TLV stays zero, and the peer books that answer by its
+//! clock read.
 //!
-//! [`FollowUps`] is the matching, without I/O; [`Sender`] the socket's part.
+//! [`FollowUps`] is the matching, without I/O; [`Stamps`] the socket's part.
 
 use std::collections::HashMap;
-use std::io;
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use sonde_engine::kstamps::sample;
-use sonde_engine::kstamps::{datagram, ErrQueue, Queued, TxPoint};
+use sonde_engine::kstamps::{datagram, TxPoint};
 use sonde_proto::mesh::Clocks;
 use sonde_proto::stamp::{FollowUp, SessionId, TimeFormat, Timestamp, TimestampMethod};
 
+use super::departures::StampReader;
 use super::tx_stamps::TxStamps;
 
 /// Sessions remembered at most (as the reflector's own table): beyond, one is forgotten
@@ -28,8 +28,6 @@ pub const MAX_SESSIONS: usize = 65_536;
 /// How long an answer awaits its stamp: a follow-up is of use until the session's next
 /// answer, a probe period later (a second by default; ten at the slowest list's share).
 pub const WAIT_NS: u64 = 10_000_000_000;
-/// Error-queue messages read per wake-up at most: a wake-up's answers, many times over.
-const MAX_PER_CALL: usize = 1024;
 
 /// A session's last answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,12 +39,20 @@ struct Last {
     left_ns: Option<u64>,
 }
 
+/// An answer written whose probe asked for a follow-up, until it is sent
+/// ([`FollowUps::left`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub id: SessionId,
+    pub seq: u32,
+    /// Its clock read (T3).
+    pub t3: Clocks,
+}
+
 /// The answers awaiting their stamps and each session's last one.
 pub struct FollowUps {
     stamps: TxStamps<SessionId>,
     last: HashMap<SessionId, Last>,
-    /// The answer written last, until its send says whether it left.
-    written: Option<(SessionId, u32, Clocks)>,
 }
 
 impl Default for FollowUps {
@@ -54,7 +60,6 @@ impl Default for FollowUps {
         FollowUps {
             stamps: TxStamps::new(WAIT_NS),
             last: HashMap::new(),
-            written: None,
         }
     }
 }
@@ -71,17 +76,10 @@ impl FollowUps {
         })
     }
 
-    /// Answer `seq` of session `id` written with T3 at `t3`: sent next ([`FollowUps::left`]).
-    pub fn written(&mut self, id: SessionId, seq: u32, t3: Clocks) {
-        self.written = Some((id, seq, t3));
-    }
-
-    /// The answer written last left, asking its stamp under [`FollowUps::next_key`] when
-    /// `stamped`: from now it is its session's last; without a stamp it tells nothing.
-    pub fn left(&mut self, stamped: bool) {
-        let Some((id, seq, t3)) = self.written.take() else {
-            return;
-        };
+    /// The answer `w` left, asking its stamp under [`FollowUps::next_key`] when `stamped`:
+    /// from now it is its session's last; without a stamp it tells nothing.
+    pub fn left(&mut self, w: Written, stamped: bool) {
+        let Written { id, seq, t3 } = w;
         if !self.last.contains_key(&id) && self.last.len() >= MAX_SESSIONS {
             let any = self.last.keys().next().copied();
             any.map(|k| self.last.remove(&k));
@@ -123,63 +121,54 @@ impl FollowUps {
     }
 }
 
-/// The reflector socket's part: answers sent asking for their stamps, the stamps read.
-pub struct Sender {
+/// The reflector socket's part: how its sends ask for their stamps, and where the
+/// stamps are read.
+pub struct Stamps {
     /// Keyed per send (`SCM_TS_OPT_ID`) or by the socket's count; `None`: the socket
     /// cannot (no follow-up is ever told).
     stamping: Option<bool>,
-    queue: ErrQueue,
+    pub(super) reader: StampReader,
 }
 
-impl Sender {
-    /// Has the socket `fd` queue the stamps of the sends that ask (best effort).
-    pub fn new(fd: RawFd) -> Sender {
+impl Stamps {
+    /// Has the socket `fd` stamp the sends that ask (best effort).
+    pub fn new(fd: RawFd) -> Stamps {
         let stamping = datagram::enable_departure(fd)
             .ok()
             .map(|()| sample::opt_id_per_send());
-        Sender {
+        Stamps {
             stamping,
-            queue: ErrQueue::default(),
+            reader: StampReader::new(fd, stamping.is_some()),
         }
     }
 
-    /// Sends the answer `bytes` to `to` on `fd`, asking for its stamp when its probe asked
-    /// for a follow-up ([`FollowUps::written`]), and tells `ups` it left; the kernel
-    /// refusing the ask, asks less (a key per send, then any).
-    pub fn send(&mut self, fd: RawFd, bytes: &[u8], to: SocketAddr, ups: &mut FollowUps) {
-        if ups.written.is_none() {
-            let _ = sample::send_batch(fd, &[(bytes, to)], None);
-            return;
-        }
-        loop {
-            let ask = self.stamping.map(|keyed| (keyed, ups.next_key()));
-            match sample::send_batch(fd, &[(bytes, to)], ask) {
-                Ok(1) => return ups.left(ask.is_some()),
-                Err(e) if ask.is_some() && e.raw_os_error() == Some(libc::EINVAL) => {
-                    tracing::warn!("mesh: an answer's transmit stamp refused ({e}); asking less");
-                    self.stamping = self.stamping.and_then(|keyed| keyed.then_some(false));
-                }
-                _ => return ups.written = None,
-            }
-        }
+    /// What a send of answers that asked passes `sample::send_batch`: how they are keyed
+    /// and the first's key; `None` when the socket cannot stamp.
+    pub fn ask(&self, ups: &FollowUps) -> Option<(bool, u32)> {
+        self.stamping.map(|keyed| (keyed, ups.next_key()))
     }
 
-    /// The stamps queued on `fd` now (the driver's), each given to `ups`; the answers
+    /// The kernel refused the ask: asks less (a key per send, then nothing).
+    pub fn refused(&mut self, e: &std::io::Error) {
+        tracing::warn!("mesh: an answer's transmit stamp refused ({e}); asking less");
+        self.stamping = self.stamping.and_then(|keyed| keyed.then_some(false));
+    }
+
+    /// The stamps come on `fd` now (the driver's), each given to `ups`; the answers
     /// written [`WAIT_NS`] before `now_ns` stop waiting.
-    pub fn read(&mut self, fd: RawFd, ups: &mut FollowUps, now_ns: u64) -> io::Result<usize> {
+    pub fn read(&mut self, fd: RawFd, ups: &mut FollowUps, now_ns: u64) {
         // Nothing awaited (no probe asked): no system call.
         if !ups.stamps.awaiting() {
-            return Ok(0);
+            return;
         }
-        let got = self.queue.drain_all(fd, MAX_PER_CALL, |m| {
-            if let Queued::Stamp(s) = m {
-                if s.point == TxPoint::Driver {
-                    ups.stamp(s.key, s.ns);
-                }
+        let stamp = |s: sonde_engine::kstamps::TxStamp| {
+            if s.point == TxPoint::Driver {
+                ups.stamp(s.key, s.ns);
             }
-        });
+        };
+        // The reflector's socket takes no ICMP errors (no `IP_RECVERR`).
+        self.reader.read(fd, now_ns, stamp, |_, _| {});
         ups.expire(now_ns);
-        got
     }
 }
 
@@ -205,11 +194,18 @@ mod tests {
         }
     }
 
+    fn written(id: SessionId, seq: u32, ms: u64) -> Written {
+        Written {
+            id,
+            seq,
+            t3: at(ms),
+        }
+    }
+
     /// Writes and sends (stamped) answer `seq` of `id` at `ms`; its key.
     fn answer(u: &mut FollowUps, id: SessionId, seq: u32, ms: u64) -> u32 {
         let key = u.next_key();
-        u.written(id, seq, at(ms));
-        u.left(true);
+        u.left(written(id, seq, ms), true);
         key
     }
 
@@ -249,21 +245,16 @@ mod tests {
         assert_eq!(u.told(a, TimeFormat::Ntp), follow(1, REAL0 + 1000 * MS + 5));
     }
 
-    /// An answer sent without a stamp asked (or not sent) tells nothing next; the
-    /// sessions remembered are bounded.
+    /// An answer sent without a stamp asked tells nothing next; the sessions remembered
+    /// are bounded.
     #[test]
     fn without_a_stamp_or_a_send_nothing_is_told_and_sessions_are_bounded() {
         let mut u = FollowUps::default();
         let a = session(1, 1);
         let k = answer(&mut u, a, 0, 0);
         u.stamp(k, REAL0 + MS);
-        u.written(a, 1, at(1000));
-        u.left(false);
+        u.left(written(a, 1, 1000), false);
         assert_eq!(u.told(a, TimeFormat::Ntp), None, "answer 1 asked no stamp");
-        u.written(a, 2, at(2000));
-        // Never sent: its session's last stays answer 1.
-        u.written = None;
-        u.left(true);
         assert_eq!(u.last[&a].seq, 1);
         for i in 0..MAX_SESSIONS as u32 + 10 {
             let id = SessionId {
@@ -271,8 +262,7 @@ mod tests {
                 port: 0,
                 ssid: 1,
             };
-            u.written(id, 0, at(3000));
-            u.left(false);
+            u.left(written(id, 0, 3000), false);
         }
         assert_eq!(u.last.len(), MAX_SESSIONS);
     }

@@ -7,6 +7,7 @@
 //! kernel's receive stamps, no allocation per probe. A peer that leaves the list leaves
 //! the state (no stale series).
 
+mod answers;
 mod config;
 mod departures;
 mod follow_ups;

@@ -12,12 +12,13 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
+use sonde_proto::mesh::{reflect_probe, Own};
 use sonde_proto::stamp::{
     self, DscpPolicy, ErrorEstimate, Heard, Limits, Mode, Reflection, SessionId, Sessions,
     StampKey, SyncSource, Timestamp, TimestampInfo,
 };
 
-use super::follow_ups::FollowUps;
+use super::follow_ups::{FollowUps, Written};
 use super::keys::Keys;
 
 /// Sessions remembered at most (a session is about 40 bytes and a map slot).
@@ -123,16 +124,18 @@ impl MeshReflector {
         self.listed = peers.into_iter().map(|ip| ip.to_canonical()).collect();
     }
 
-    /// The answer to `request` from `from` written into `out`, its length; `None` when it
-    /// is refused (not signed under the key of `from` and this agent, or without a key
-    /// from a source not listed; a sequence number answered already; over the rate).
+    /// The answer to `request` from `from` written into `out`: its length, and when its
+    /// probe asked for a follow-up, what its session's next answer will tell once it is
+    /// sent ([`FollowUps::left`]); `None` when it is refused (not signed under the key of
+    /// `from` and this agent, or without a key from a source not listed; a sequence number
+    /// answered already; over the rate).
     pub fn answer(
         &mut self,
         from: SocketAddr,
         request: &[u8],
         t: Times,
         out: &mut [u8],
-    ) -> Option<usize> {
+    ) -> Option<(usize, Option<Written>)> {
         let ip = from.ip();
         let refused = match &self.keys {
             // Too short to check: refused before a key is derived for its source.
@@ -175,7 +178,6 @@ impl MeshReflector {
             return None;
         }
         let seq = self.sessions.number(session);
-        let told = self.follow_ups.told(session, t.estimate.format);
         let how = Reflection {
             seq: Some(seq),
             receive: t.receive,
@@ -187,24 +189,26 @@ impl MeshReflector {
             tos: t.tos,
             dscp_policy: self.dscp_policy,
         };
+        let own = Own {
+            labels: &self.labels,
+            told: self.follow_ups.told(session, t.estimate.format),
+        };
         // The answer under this agent's own key for the address it leaves from.
         let mine: Option<&StampKey> = self.keys.as_mut().map(|k| k.mine(ip));
         let answer = mine.map_or(Mode::Unauthenticated, Mode::Authenticated);
-        match stamp::reflect_as(request, mode, answer, &how, out) {
-            Ok(n) => {
-                let base = answer.base_bytes();
-                sonde_proto::mesh::fill_labels(&mut out[base..n], &self.labels, mine, seq);
+        match reflect_probe(&asked, request, (mode, answer), &how, own, out) {
+            Ok((n, wants)) => {
                 // Only a probe that asks gets its answer's departure stamped and told.
-                if stamp::follow_up::fill(&mut out[base..n], told, mine, seq) {
-                    let format = t.estimate.format;
-                    let t3 = sonde_proto::mesh::Clocks {
+                let written = wants.then(|| Written {
+                    id: session,
+                    seq,
+                    t3: sonde_proto::mesh::Clocks {
                         mono_ns: t.mono_ns,
-                        real_ns: t.transmit.to_unix_ns(format),
-                    };
-                    self.follow_ups.written(session, seq, t3);
-                }
+                        real_ns: t.transmit.to_unix_ns(t.estimate.format),
+                    },
+                });
                 self.reflected += 1;
-                Some(n)
+                Some((n, written))
             }
             Err(_) => {
                 self.refused += 1;
@@ -296,7 +300,7 @@ mod tests {
         let own = address_key(&mesh(), OWN.parse().unwrap());
         let mut out = [0u8; 512];
         for (from, seq, ssid, want) in [(a, 7, 1, 0), (a, 9, 1, 1), (b, 3, 1, 0), (a, 10, 2, 0)] {
-            let n = r
+            let (n, _) = r
                 .answer(from, &probe(&key_of(from), seq, ssid), times(1), &mut out)
                 .unwrap();
             assert_eq!(n, AUTH_BASE_BYTES);
@@ -520,7 +524,7 @@ mod tests {
                 tos: Some(0),
                 ..times(1)
             };
-            let n = r.answer(a, &asking(seq, dscp), t, &mut out).unwrap();
+            let (n, _) = r.answer(a, &asking(seq, dscp), t, &mut out).unwrap();
             let cos = tlv::class_of_service(&out[AUTH_BASE_BYTES..n]).unwrap();
             (cos.dscp1, cos.rpd, cos.answer_tos() >> 2)
         };

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sonde_proto::mesh::{stamp_key, Clocks, Listed, Matched, Peer, Prober};
+use sonde_proto::stamp::tlv::Checked;
 use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp, AUTH_BASE_BYTES};
 use sonde_proto::Key;
 use sonde_results::mesh::Answer;
@@ -170,7 +171,7 @@ fn run_marked(
                 tos: Some(d.tos),
             };
             let mut out = vec![0; 2048];
-            let Some(n) = a.reflector.answer(d.from, &d.bytes, times, &mut out) else {
+            let Some((n, _)) = a.reflector.answer(d.from, &d.bytes, times, &mut out) else {
                 panic!("{} refused a probe from {}", a.ip, d.from)
             };
             let numbered = a.reflector.reflected as u32 - 1;
@@ -348,14 +349,14 @@ fn the_reflectors_next_answer_tells_the_last_ones_stamp_under_its_key() {
             tos: None,
         };
         let mut out = [0u8; 512];
-        let n = r.answer(from, &b, t, &mut out).unwrap();
+        let (n, written) = r.answer(from, &b, t, &mut out).unwrap();
         let key = r.follow_ups.next_key();
-        r.follow_ups.left(true);
+        r.follow_ups.left(written.expect("the probe asked"), true);
         let number = u32::from_be_bytes(out[..4].try_into().unwrap());
         let area = &out[AUTH_BASE_BYTES..n];
         (
             key,
-            follow_up::find(area, Some(&mine), number),
+            Checked::new(area, Some(&mine), number).and_then(follow_up::find),
             area.to_vec(),
         )
     };
@@ -372,7 +373,7 @@ fn the_reflectors_next_answer_tells_the_last_ones_stamp_under_its_key() {
     };
     assert_eq!(told, Some(want));
     assert_eq!(
-        follow_up::find(&area, Some(&k), 1),
+        Checked::new(&area, Some(&k), 1).and_then(follow_up::find),
         None,
         "not under the probe's key"
     );

@@ -52,7 +52,11 @@ pub struct AnswerMarks {
 impl AnswerMarks {
     /// Marks `fd` for the answer in `area` (its TLVs, already filled).
     pub fn before_send(&mut self, fd: RawFd, area: &[u8]) -> io::Result<()> {
-        let want = answer_tos(area);
+        self.mark(fd, answer_tos(area))
+    }
+
+    /// Marks `fd` with the TOS byte `want`.
+    pub fn mark(&mut self, fd: RawFd, want: u8) -> io::Result<()> {
         if want != self.now {
             sonde_engine::marks::set_tos(fd, want)?;
             self.now = want;
