@@ -31,7 +31,7 @@ use sonde_engine::kstamps::{datagram, TxPoint};
 use sonde_proto::mesh::{Clocks, ListChange, Listed, Probe, Unreachable};
 use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp};
 
-use super::answers::Outbox;
+use super::answers::Answers;
 use super::config::MeshConfig;
 use super::departures::StampReader;
 use super::icmp;
@@ -77,9 +77,9 @@ pub(super) struct SocketLoop {
     /// lookup when bound to the unspecified address), which a probe's key names.
     routes: Option<Keys>,
     reflector: MeshReflector,
-    /// The answers of a wake-up, sent in batches, each asking for its transmit stamp
-    /// when its probe asked for a follow-up; and the stamps read.
-    outbox: Outbox,
+    /// The answers' sends, each asking for its transmit stamp when its probe asked for a
+    /// follow-up, and the stamps read.
+    answers: Answers,
     started: Instant,
     /// The reflector's counters as the state last had them.
     published: (u64, u64),
@@ -131,7 +131,7 @@ impl SocketLoop {
             left: Vec::with_capacity(SEND_BATCH),
             stamping,
             reflector,
-            outbox: Outbox::new(reflector_sock.as_raw_fd(), MAX_DATAGRAM),
+            answers: Answers::new(reflector_sock.as_raw_fd()),
             routes: keys(),
             started,
             published: (0, 0),
@@ -318,8 +318,8 @@ impl SocketLoop {
     }
 
     /// Answers the peers' probes waiting on the reflector's socket, each stamped with its
-    /// arrival (the kernel's stamp) and its answer's departure, the answers sent in
-    /// batches; whether the last read was full (more may wait).
+    /// arrival (the kernel's stamp) and its answer's departure; whether the last read was
+    /// full (more may wait).
     fn answer_requests(&mut self) -> bool {
         let estimate = self.estimate();
         let fd = self.reflector_sock.as_raw_fd();
@@ -331,7 +331,7 @@ impl SocketLoop {
         // The last answers' stamps first: each session's next answer tells its own.
         let now = self.now_ns();
         let ups = &mut self.reflector.follow_ups;
-        self.outbox.read_stamps(fd, ups, now);
+        self.answers.read_stamps(fd, ups, now);
         for _ in 0..READ_BATCH / READ_SLOTS {
             // Empty (or failing): what was answered is published below.
             full = self.batch.read(fd).unwrap_or(0) == READ_SLOTS;
@@ -339,26 +339,26 @@ impl SocketLoop {
             for (d, request) in self.batch.iter().filter(|(d, _)| d.len <= MAX_DATAGRAM) {
                 let transmit = reflector::realtime_ns();
                 let times = Times {
-                    mono_ns: self.started.elapsed().as_nanos() as u64,
+                    mono_ns: self.now_ns(),
                     receive: Timestamp::from_unix_ns(d.rx_ns.unwrap_or(transmit), TimeFormat::Ntp),
                     transmit: Timestamp::from_unix_ns(transmit, TimeFormat::Ntp),
                     estimate,
                     ttl: d.ttl.unwrap_or(255),
                     tos: d.tos,
                 };
-                let out = self.outbox.slot();
+                let out = &mut self.out;
                 if let Some((len, written)) = self.reflector.answer(d.from, request, times, out) {
                     // Marked as its CoS TLV says (only a marked probe carries one).
                     let tos = answer_tos(out.get(answer_base..len).unwrap_or(&[]));
                     let ups = &mut self.reflector.follow_ups;
-                    self.outbox.push(fd, ups, len, d.from, tos, written);
+                    let bytes = (&out[..len], d.from);
+                    self.answers.send(fd, ups, bytes, tos, written);
                 }
             }
             if !full {
                 break;
             }
         }
-        self.outbox.flush(fd, &mut self.reflector.follow_ups);
         self.publish();
         full
     }
