@@ -253,7 +253,7 @@ fn without_follow_ups_probes_carry_none_and_answers_are_booked_at_once_by_the_cl
 /// TLVs, once for everything it reads from them (2). Not asked, a bare probe: 1, 2, 1.
 #[test]
 fn a_probe_costs_two_hmacs_sent_four_answered_and_two_read() {
-    use crate::stamp::tests::macs_in;
+    use crate::stamp::mac_count::macs_in;
     for (follow_up, want) in [(true, [2, 4, 2]), (false, [1, 2, 1])] {
         let mut p = super::test_machine::prober_with(Some(fleet()), &[(B, false)], follow_up);
         let mut b = Host::new(B);

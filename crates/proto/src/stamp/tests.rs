@@ -4,23 +4,6 @@
 use super::tlv::{self, FLAG_INTEGRITY};
 use super::*;
 
-thread_local! {
-    /// HMACs computed or checked on this thread ([`macs_in`]).
-    static MACS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-pub(crate) fn count_mac() {
-    MACS.with(|c| c.set(c.get() + 1));
-}
-
-/// How many HMACs `f` computed or checked (each a SHA-256 over the key's pads and the
-/// bytes: what the mesh's per-packet cost is mostly made of).
-pub(crate) fn macs_in<T>(f: impl FnOnce() -> T) -> (T, u32) {
-    let before = MACS.with(|c| c.get());
-    let out = f();
-    (out, MACS.with(|c| c.get()) - before)
-}
-
 fn hex(s: &str) -> Vec<u8> {
     hex::decode(s.replace([' ', '\n'], "")).unwrap()
 }
