@@ -1,7 +1,7 @@
 //! When the reflector's answers really left, told in each session's next answer (RFC 8972
 //! §4.7's Follow-Up Telemetry TLV, `sonde_proto::stamp::follow_up`). An answer carries the
-//! time read when it was written (its T3): a wait in this host's qdisc, or for the rest of
-//! its batch, would count at the peer as network time. So each answer whose probe asked
+//! time read when it was written (its T3): a wait in this host's qdisc or a late send
+//! after that read would count at the peer as network time. So each answer whose probe asked
 //! asks for the kernel's transmit stamp (the driver's, keyed per send as the prober's
 //! probes do), the stamps are read at each wake-up before the requests (from an io_uring
 //! ring where the kernel has one for them, else the socket's error queue: `departures`),
