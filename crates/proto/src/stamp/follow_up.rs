@@ -231,7 +231,7 @@ mod tests {
         put_request(&mut open).unwrap();
         assert!(fill(&mut open, Some(follow_up()), true));
         assert_eq!(found(&open, None, 0), Some(follow_up()));
-        // No Follow-Up TLV at all (a probe of `--mesh-no-follow-up`): nothing asked.
+        // No Follow-Up TLV at all (a probe without `--mesh-follow-up`): nothing asked.
         let mut bare = vec![0; 24];
         tlv::put(&mut bare, tlv::TYPE_TIMESTAMP_INFO, 4).unwrap();
         assert!(!fill(&mut bare, Some(follow_up()), true));

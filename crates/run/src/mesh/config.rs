@@ -55,8 +55,8 @@ pub struct MeshConfig {
     /// The TOS byte this agent's probes leave with (`--mesh-dscp`, `--mesh-ecn`); none:
     /// unmarked, and no Class of Service TLV.
     pub tos: Option<u8>,
-    /// Each probe asks its peer's reflector for its last answer's real departure (not
-    /// `--mesh-no-follow-up`), and answers are booked one answer later, T3 by that stamp.
+    /// `--mesh-follow-up`: each probe asks its peer's reflector for its last answer's
+    /// real departure, and answers are booked one answer later, T3 by that stamp.
     pub follow_up: bool,
 }
 
@@ -133,7 +133,7 @@ pub struct MeshFlags {
     pub reflect_max: f64,
     pub dscp: Option<Dscp>,
     pub ecn: Option<Ecn>,
-    /// Each probe asks for its peer's follow-up (not `--mesh-no-follow-up`).
+    /// `--mesh-follow-up`.
     pub follow_up: bool,
 }
 

@@ -60,20 +60,12 @@ pub struct MeshArgs {
     /// are counted each way (sonde_mesh_ce_packets_total).
     #[arg(long, value_parser = Ecn::parse, value_name = "CODEPOINT", requires = "mesh")]
     pub mesh_ecn: Option<Ecn>,
-    /// Do not ask the peers' reflectors when their answers really left. By default each
-    /// probe asks (RFC 8972's Follow-Up Telemetry TLV: the reflector's kernel transmit
-    /// stamp, told in its next answer), so that a wait in its host's qdisc or a late send
-    /// is not counted as the network's, and each answer is booked one answer later; with
-    /// this flag each is booked at once by the reflector's clock read.
+    /// Ask each peer's reflector when its answers really left (its kernel's transmit
+    /// stamp, told in the next answer: RFC 8972's Follow-Up Telemetry TLV), so that a wait
+    /// in its host's qdisc or a late send is not counted as the network's; each answer is
+    /// then booked one answer later. Off by default: the stamps cost about 0.04 % of a
+    /// core per agent at 98 probes a second each way (BENCHMARKS.md).
     #[arg(long, requires = "mesh")]
-    pub mesh_no_follow_up: bool,
-    /// The default (kept for the command lines that asked for it when it was not).
-    #[arg(
-        long,
-        requires = "mesh",
-        hide = true,
-        conflicts_with = "mesh_no_follow_up"
-    )]
     pub mesh_follow_up: bool,
     /// Serve the mesh's figures at http://ADDR:PORT/metrics (OpenMetrics, for Prometheus).
     #[arg(long, value_name = "ADDR:PORT", requires = "mesh")]
@@ -103,7 +95,7 @@ impl MeshArgs {
             reflect_max: self.mesh_reflect_max,
             dscp: self.mesh_dscp,
             ecn: self.mesh_ecn,
-            follow_up: !self.mesh_no_follow_up,
+            follow_up: self.mesh_follow_up,
         };
         flags.config(agent).map(Some)
     }
