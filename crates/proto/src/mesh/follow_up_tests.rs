@@ -221,9 +221,9 @@ fn a_forged_follow_up_moves_no_figure() {
     exchange(&mut p, false);
     assert_eq!(p.reflections(), reflections(1, 1));
     assert!(near(rtts(&p, B), (2, 0.045 + 0.005)));
-/// Without follow-ups (the default, `--mesh-follow-up` off) a probe carries no Follow-Up
+}
 
-/// Without follow-ups (`--mesh-no-follow-up`) a probe carries no Follow-Up
+/// Without follow-ups (the default, `--mesh-follow-up` off) a probe carries no Follow-Up
 /// Telemetry TLV (the first, asking for labels, is the 412 bytes it was before them), and
 /// each first answer is booked at once, T3 its reflector's clock read: B's first, held
 /// 40 ms in its host, is booked at the 45 ms it says, and counted by the clock.
