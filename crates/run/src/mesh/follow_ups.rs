@@ -127,7 +127,9 @@ pub struct Stamps {
     /// Keyed per send (`SCM_TS_OPT_ID`) or by the socket's count; `None`: the socket
     /// cannot (no follow-up is ever told).
     stamping: Option<bool>,
-    pub(super) reader: StampReader,
+    /// Made at the first send that asks: follow-ups are opt-in, and an agent no peer asks
+    /// holds no second ring.
+    pub(super) reader: Option<StampReader>,
 }
 
 impl Stamps {
@@ -138,14 +140,17 @@ impl Stamps {
             .map(|()| sample::opt_id_per_send());
         Stamps {
             stamping,
-            reader: StampReader::new(fd, stamping.is_some()),
+            reader: None,
         }
     }
 
-    /// What a send of answers that asked passes `sample::send_batch`: how they are keyed
-    /// and the first's key; `None` when the socket cannot stamp.
-    pub fn ask(&self, ups: &FollowUps) -> Option<(bool, u32)> {
-        self.stamping.map(|keyed| (keyed, ups.next_key()))
+    /// What a send on `fd` of answers that asked passes `sample::send_batch`: how they
+    /// are keyed and the first's key; `None` when the socket cannot stamp.
+    pub fn ask(&mut self, fd: RawFd, ups: &FollowUps) -> Option<(bool, u32)> {
+        let keyed = self.stamping?;
+        self.reader
+            .get_or_insert_with(|| StampReader::new(fd, true));
+        Some((keyed, ups.next_key()))
     }
 
     /// The kernel refused the ask: asks less (a key per send, then nothing).
@@ -158,16 +163,16 @@ impl Stamps {
     /// written [`WAIT_NS`] before `now_ns` stop waiting.
     pub fn read(&mut self, fd: RawFd, ups: &mut FollowUps, now_ns: u64) {
         // Nothing awaited (no probe asked): no system call.
-        if !ups.stamps.awaiting() {
+        let Some(reader) = self.reader.as_mut().filter(|_| ups.stamps.awaiting()) else {
             return;
-        }
+        };
         let stamp = |s: sonde_engine::kstamps::TxStamp| {
             if s.point == TxPoint::Driver {
                 ups.stamp(s.key, s.ns);
             }
         };
         // The reflector's socket takes no ICMP errors (no `IP_RECVERR`).
-        self.reader.read(fd, now_ns, stamp, |_, _| {});
+        reader.read(fd, now_ns, stamp, |_, _| {});
         ups.expire(now_ns);
     }
 }
