@@ -105,12 +105,7 @@ pub fn reflect_probe(
 /// (`stamp::reflect_read`, which signs them after it): fills each Labels TLV with `own`
 /// (whole `k=v` lines that fit) and clears the U flag the codec set on this type.
 pub fn fill_labels(area: &mut [u8], own: &Labels) {
-    let found: Vec<(usize, usize)> = tlv::iter(area)
-        .map_while(Result::ok)
-        .filter(|t| t.kind == TYPE_LABELS)
-        .map(|t| (t.at, t.value.len()))
-        .collect();
-    for (at, len) in found {
+    tlv::for_each_of(area, TYPE_LABELS, |area, at, len| {
         area[at] &= !tlv::FLAG_UNRECOGNIZED;
         let value = &mut area[at + tlv::HEADER_BYTES..at + tlv::HEADER_BYTES + len];
         value.fill(0);
@@ -123,7 +118,7 @@ pub fn fill_labels(area: &mut [u8], own: &Labels) {
             value[used..used + line.len()].copy_from_slice(line.as_bytes());
             used += line.len();
         }
-    }
+    });
 }
 
 /// The labels a reflector answered in its TLVs (keyed, only under their HMAC TLV: whoever

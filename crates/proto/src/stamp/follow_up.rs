@@ -67,13 +67,8 @@ pub fn put_request(area: &mut [u8]) -> Result<usize, StampError> {
 /// checked): only then is the answer's own departure worth a stamp. A probe without the
 /// TLV costs a walk of its TLVs, no HMAC.
 pub fn fill(area: &mut [u8], follow_up: Option<FollowUp>, checked: bool) -> bool {
-    let found: Vec<(usize, usize)> = tlv::iter(area)
-        .map_while(Result::ok)
-        .filter(|t| t.kind == TYPE_FOLLOW_UP_TELEMETRY)
-        .map(|t| (t.at, t.value.len()))
-        .collect();
     let mut asked = false;
-    for (at, len) in found {
+    tlv::for_each_of(area, TYPE_FOLLOW_UP_TELEMETRY, |area, at, len| {
         if len != FOLLOW_UP_BYTES {
             area[at] |= FLAG_MALFORMED;
         } else if checked {
@@ -84,7 +79,7 @@ pub fn fill(area: &mut [u8], follow_up: Option<FollowUp>, checked: bool) -> bool
             }
             asked = true;
         }
-    }
+    });
     asked
 }
 

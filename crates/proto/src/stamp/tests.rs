@@ -392,3 +392,26 @@ fn reflect_authenticated_checks_both_hmacs_and_reseals_the_tlvs() {
         Err(StampError::BadHmac)
     );
 }
+
+/// Each TLV of the kind asked, in order and in place, past TLVs of other kinds; the walk
+/// ends at a TLV that runs past the area, as `iter`'s does.
+#[test]
+fn for_each_of_rewrites_every_tlv_of_its_kind_in_place() {
+    let mut area = vec![0u8; 64];
+    let mut at = 0;
+    for (kind, len) in [(7, 4), (3, 4), (7, 8)] {
+        tlv::put(&mut area[at..], kind, len).unwrap();
+        at += tlv::HEADER_BYTES + len;
+    }
+    // A header whose length runs past the end: no TLV of the kind after it is reached.
+    area[at..at + 4].copy_from_slice(&[0, 7, 0, 200]);
+    let mut seen = Vec::new();
+    tlv::for_each_of(&mut area, 7, |a, at, len| {
+        a[at + tlv::HEADER_BYTES..at + tlv::HEADER_BYTES + len].fill(0xee);
+        seen.push((at, len));
+    });
+    assert_eq!(seen, [(0, 4), (16, 8)]);
+    assert_eq!(&area[4..8], &[0xee; 4]);
+    assert_eq!(&area[12..16], &[0; 4], "type 3 untouched");
+    assert_eq!(&area[20..28], &[0xee; 8]);
+}

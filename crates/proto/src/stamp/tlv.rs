@@ -264,6 +264,22 @@ pub fn boot_id_text(id: &[u8; BOOT_ID_BYTES]) -> String {
     )
 }
 
+/// Gives `each` the whole of `area` and the offset and value length of each TLV of type
+/// `kind` in it, in order, to rewrite in place (its flags and value, never its length);
+/// the walk ends where [`iter`]'s does. Nothing is allocated: it runs for every answer.
+pub fn for_each_of(area: &mut [u8], kind: u8, mut each: impl FnMut(&mut [u8], usize, usize)) {
+    let mut from = 0;
+    loop {
+        let next = iter(&area[from..])
+            .map_while(Result::ok)
+            .find(|t| t.kind == kind)
+            .map(|t| (from + t.at, t.value.len()));
+        let Some((at, len)) = next else { return };
+        each(area, at, len);
+        from = at + HEADER_BYTES + len;
+    }
+}
+
 /// Writes the HMAC TLV at `out[at..]`, over `seq` and `out[..at]` (the TLVs before it).
 pub fn put_hmac(out: &mut [u8], at: usize, key: &StampKey, seq: u32) -> Result<usize, StampError> {
     let tag = key.mac(&[&seq.to_be_bytes(), &out[..at]]);
