@@ -2,7 +2,8 @@
 //! schedules name, so that a probe due finds its peer without a search; by address for
 //! answers and list changes; in address order for the metrics.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_results::mesh::PeerStats;

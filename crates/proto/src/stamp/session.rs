@@ -11,7 +11,7 @@
 //! sixteenth is forgotten at once, a cost shared by the next sixteenth of new sessions).
 //! A forgotten session that speaks again starts anew: numbered from 0, its window empty.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::net::IpAddr;
 
 /// Sequence numbers below a session's highest still answered once (reordered), as IPsec's

@@ -11,7 +11,7 @@
 //!
 //! [`FollowUps`] is the matching, without I/O; [`Stamps`] the socket's part.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::os::fd::RawFd;
 
 use sonde_engine::kstamps::sample;

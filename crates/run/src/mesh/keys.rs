@@ -8,7 +8,7 @@
 //! kernel gives the unconnected sockets' packets too, and is looked up again at each
 //! reading of the list.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::rc::Rc;
 

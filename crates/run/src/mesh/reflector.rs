@@ -9,7 +9,7 @@
 //! the least recently heard is forgotten first. Each answer tells, in the probe's
 //! Follow-Up Telemetry TLV, when its session's last answer really left ([`FollowUps`]).
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::mesh::{reflect_probe, Own};

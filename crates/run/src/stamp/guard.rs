@@ -5,7 +5,7 @@
 //! second's burst again, so churning buys at most that per eviction, and every answer is
 //! still one datagram of the request's size for one request.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::net::IpAddr;
 use std::str::FromStr;
 use std::time::Instant;
@@ -114,7 +114,8 @@ impl Limiter {
 
     /// Whether `ip` may have one more answer at `now` (taking it if so).
     pub fn take(&mut self, ip: IpAddr, now: Instant) -> bool {
-        if !self.sources.contains_key(&ip) && self.sources.len() >= self.room {
+        // Full is rare: only then is the source looked up twice.
+        if self.sources.len() >= self.room && !self.sources.contains_key(&ip) {
             self.forget_oldest();
         }
         let (tokens, last) = self.sources.entry(ip).or_insert((self.per_s, now));
