@@ -80,7 +80,7 @@ impl FollowUps {
     /// from now it is its session's last; without a stamp it tells nothing.
     pub fn left(&mut self, w: Written, stamped: bool) {
         let Written { id, seq, t3 } = w;
-        if !self.last.contains_key(&id) && self.last.len() >= MAX_SESSIONS {
+        if self.last.len() >= MAX_SESSIONS && !self.last.contains_key(&id) {
             let any = self.last.keys().next().copied();
             any.map(|k| self.last.remove(&k));
         }
