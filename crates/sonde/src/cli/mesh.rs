@@ -63,7 +63,7 @@ pub struct MeshArgs {
     /// Ask each peer's reflector when its answers really left (its kernel's transmit
     /// stamp, told in the next answer: RFC 8972's Follow-Up Telemetry TLV), so that a wait
     /// in its host's qdisc or a late send is not counted as the network's; each answer is
-    /// then booked one answer later. Off by default: the stamps cost about 0.04 % of a
+    /// then booked one answer later. Off by default: the stamps cost 0.03-0.07 % of a
     /// core per agent at 98 probes a second each way (BENCHMARKS.md).
     #[arg(long, requires = "mesh")]
     pub mesh_follow_up: bool,
