@@ -142,6 +142,25 @@ mod tests {
         assert!(!address_key(&mesh(), bound).verify(&[b"x"], &tag));
     }
 
+    /// The caches a probe's source fills stay bounded, however many sources sign: what
+    /// lets them hash with foldhash rather than SipHash (a flood of sources costs a
+    /// clearing, never a long probe sequence in a large table).
+    #[test]
+    fn the_probe_key_cache_holds_at_most_max_cached_sources() {
+        let mut k = Keys::new(mesh(), "198.18.2.1".parse().unwrap());
+        for i in 0..(MAX_CACHED as u32 + 100) {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0xc612_0000 + i));
+            let key = k.probe_from(ip);
+            k.trust_probe(ip, &key);
+            assert!(
+                k.probes_in.len() <= MAX_CACHED,
+                "{} at {i}",
+                k.probes_in.len()
+            );
+        }
+        assert!(!k.probes_in.is_empty());
+    }
+
     /// A probe to a peer is signed under the key of both addresses (this agent's towards
     /// it, the peer's); what this agent checks from that peer is the peer's probe to it,
     /// not its own.

@@ -97,27 +97,37 @@ fn handshake_band_ms(bytes: f64) -> (f64, f64) {
     )
 }
 
-/// `rpm` through a queue of `bytes`, run again (at most 3 runs in all) only while the
-/// client was the bottleneck (goodput under CLIENT_BOUND of the shaper's) and the run
-/// missed a claim (`goodput`: the shaper's rate within 5 %; the handshake band, the
-/// loaded bound). A goodput over the shaper's is never run again: it was nginx's sockets
-/// taking the namespace's BBR, not the cubic this test meant (see part 2).
-fn rpm_through(lab: &Lab, url: &str, bytes: f64, goodput: bool) -> Value {
+/// `rpm` through a queue of `bytes`, run again (at most 3 runs in all) while the run
+/// missed a claim (`goodput`: the shaper's rate within 5 %; `bands`: each handshake
+/// part's band, the loaded bound): because the client was the bottleneck (goodput under CLIENT_BOUND of
+/// the shaper's), or at the shaper's rate, because one part's trimmed mean of a few
+/// handshakes took one of this 2-CPU machine's hiccups (ci56: TLS 51.8 ms where TCP took
+/// 30.2 and HTTP 31.2, the band 23.8-45.6). A path that breaks a claim breaks it in each
+/// run. A goodput over the shaper's is never run again: it was nginx's sockets taking the
+/// namespace's BBR, not the cubic this test meant (see part 2).
+fn rpm_through(lab: &Lab, url: &str, bytes: f64, goodput: bool, bands: bool) -> Value {
     let payload = RATE_BPS * PAYLOAD_SHARE;
     let (low, high) = handshake_band_ms(bytes);
     for attempt in 1.. {
         let doc = rpm(lab, url);
         let r = &end(&doc)["download"]["responsiveness"];
-        let (tcp, loaded) = (f(&r["tcp"]["trimmed_mean_ms"]), loaded_ms(&doc));
+        let ms = |part: &str| f(&r[part]["trimmed_mean_ms"]);
+        let (tcp, tls, http, loaded) = (ms("tcp"), ms("tls"), ms("http"), loaded_ms(&doc));
         let g = f(&end(&doc)["download"]["goodput_bits_per_second"]);
-        let lawful = (low..high).contains(&tcp) && loaded < loaded_bound_ms(bytes);
+        let lawful = !bands
+            || [tcp, tls, http].iter().all(|t| (low..high).contains(t))
+                && loaded < loaded_bound_ms(bytes);
         let rate_ok = !goodput || (g / payload - 1.0).abs() < 0.05;
-        if (lawful && rate_ok) || g >= CLIENT_BOUND * payload || attempt == 3 {
+        if (lawful && rate_ok) || g > 1.05 * payload || attempt == 3 {
             return doc;
         }
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let why = match g < CLIENT_BOUND * payload {
+            true => "the client was the bottleneck",
+            false => "at the shaper's rate, a part outside its band",
+        };
         eprintln!(
-            "{url} run {attempt}: goodput {:.2} of {:.2} Mbit/s at load {}, TCP {tcp:.1} ms, loaded {loaded:.1} ms: the client was the bottleneck; again",
+            "{url} run {attempt}: goodput {:.2} of {:.2} Mbit/s at load {}, TCP {tcp:.1} ms, TLS {tls:.1}, HTTP {http:.1}, loaded {loaded:.1} ms: {why}; again",
             g / 1e6,
             payload / 1e6,
             load.split(' ').next().unwrap_or("?")
@@ -147,15 +157,16 @@ fn rpm_falls_and_rises_with_the_queues_drain_time_and_other_implementations_agre
         &["--rpm-allow", "198.18.0.0/15", "--rpm-congestion", "cubic"],
     );
     let url = ep.base.clone();
-    let short1 = rpm_through(&lab, &url, SHORT_BYTES, true);
+    let short1 = rpm_through(&lab, &url, SHORT_BYTES, true, true);
     set_queue(&lab, "change", DEEP_BYTES);
-    let deep = rpm_through(&lab, &url, DEEP_BYTES, false);
+    let deep = rpm_through(&lab, &url, DEEP_BYTES, false, true);
     set_queue(&lab, "change", SHORT_BYTES);
-    let short2 = rpm_through(&lab, &url, SHORT_BYTES, true);
+    let short2 = rpm_through(&lab, &url, SHORT_BYTES, true, true);
     // nginx has no congestion setting of its own; cubic by its route, as ours is.
     route_congestion(&lab.server, Some("cubic"));
     let nginx = Nginx::start(&lab.server, lab.server_addr, 8443);
-    let theirs = rpm_through(&lab, &nginx.base, SHORT_BYTES, true);
+    // Its goodput and idle round trip are the claims made of it, not the bands.
+    let theirs = rpm_through(&lab, &nginx.base, SHORT_BYTES, true, false);
 
     // 1. A foreign probe's TCP handshake, and its TLS and HTTP round trips, take the base
     //    plus what the queue holds: within `handshake_band_ms` of the planted queue; the
@@ -163,7 +174,8 @@ fn rpm_falls_and_rises_with_the_queues_drain_time_and_other_implementations_agre
     //    probe also waits behind its own connection's unsent 5 ms and a chunk, behind a
     //    lost segment's recovery, and behind the client's one thread: 55-110 ms where the
     //    handshake took 30-45 with the short queue, on a machine at load 15). A run the
-    //    client could not load (`CLIENT_BOUND`) is run again, and named if it fails.
+    //    client could not load (`CLIENT_BOUND`), or one that missed a band, is run again
+    //    (`rpm_through`), and named if it fails.
     let runs = [
         ("short", &short1, SHORT_BYTES),
         ("deep", &deep, DEEP_BYTES),
