@@ -192,11 +192,12 @@ fn with_t3(lab: &MeshLab, peer: &str) -> (Figures, (f64, f64)) {
 }
 
 /// The hold on the REFLECTOR's host, the agents started with `--mesh-follow-up`: host 1's
-/// answers to host 2's probes wait ~52 ms in
-/// host 1's qdisc after their T3 was written (ping from host 2 shows it). Each next answer's
-/// follow-up tells when the last really left, so host 2's round trips to host 1 stay
-/// within 2 ms of their unheld mean (uncorrected they were 48.9 ms), and its answers are
-/// counted as booked by the reflector's kernel stamp (t3="stamp").
+/// answers to host 2's probes wait ~52 ms in host 1's qdisc after their T3 was written
+/// (ping from host 2 shows it). Each next answer's follow-up tells when the last really
+/// left, so host 2's round trips to host 1 stay within 2 ms of their unheld mean
+/// (uncorrected they were 48.9 ms), and its answers are counted as booked by the
+/// reflector's kernel stamp (t3="stamp"); one whose next answer the full queue dropped is
+/// booked by the clock read, counted so, and only such a one is over 25 ms.
 #[test]
 fn an_answer_held_in_its_reflectors_qdisc_is_timed_from_its_kernel_stamp() {
     if !need_tools(&["python3", "tc", "ping"]) {
@@ -251,13 +252,22 @@ fn an_answer_held_in_its_reflectors_qdisc_is_timed_from_its_kernel_stamp() {
     // The cause is there: ping's replies wait in host 1's queue.
     assert!(held.len() >= 5 && held[held.len() / 2] >= 35.0, "{held:?}");
     assert!(rtts >= 10.0, "{start:?} -> {end:?}");
-    // The hold is not network time: every round trip under 25 ms, the mean within 2 ms.
-    assert_eq!(end.3 - start.3, rtts, "{start:?} -> {end:?}");
-    assert!(held_ms < calm_ms + 2.0, "{held_ms} ms against {calm_ms} ms");
-    // Each booked by its stamp: an answer's round trip and its T3 are counted together.
-    assert_eq!(
-        (stamped, clocked),
-        (rtts, 0.0),
-        "{start_t3:?} -> {end_t3:?}"
+    // Each booked once, by its reflector's stamp or by its clock read: an answer's round
+    // trip and its T3 are counted together.
+    assert_eq!(stamped + clocked, rtts, "{start_t3:?} -> {end_t3:?}");
+    // The hold is not network time where a follow-up told it: a round trip over 25 ms
+    // only where none came. The queue is full, so it may drop the session's next answer
+    // (ci57: 1 of 35, booked by the clock read 48 ms, counted); most are stamped.
+    let over = rtts - (end.3 - start.3);
+    assert!(
+        over <= clocked && clocked <= (rtts / 10.0).max(1.0),
+        "{over} over 25 ms, {clocked} by the clock of {rtts}: {start:?} -> {end:?}"
+    );
+    // The mean within 2 ms of the calm one, each answer booked by the clock allowed the
+    // queue's whole drain: its limit and burst at its rate (7,600 bytes at 800 kbit/s).
+    let allowance_ms = 2.0 + clocked * 76.0 / rtts;
+    assert!(
+        held_ms < calm_ms + allowance_ms,
+        "{held_ms} ms against {calm_ms} ms + {allowance_ms}"
     );
 }
