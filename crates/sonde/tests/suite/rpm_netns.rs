@@ -99,12 +99,12 @@ fn handshake_band_ms(bytes: f64) -> (f64, f64) {
 
 /// `rpm` through a queue of `bytes`, run again (at most 3 runs in all) while the run
 /// missed a claim (`goodput`: the shaper's rate within 5 %; `bands`: each handshake
-/// part's band, the loaded bound): because the client was the bottleneck (goodput under CLIENT_BOUND of
-/// the shaper's), or at the shaper's rate, because one part's trimmed mean of a few
-/// handshakes took one of this 2-CPU machine's hiccups (ci56: TLS 51.8 ms where TCP took
-/// 30.2 and HTTP 31.2, the band 23.8-45.6). A path that breaks a claim breaks it in each
-/// run. A goodput over the shaper's is never run again: it was nginx's sockets taking the
-/// namespace's BBR, not the cubic this test meant (see part 2).
+/// part's band, the loaded bound): because the client was the bottleneck (goodput under
+/// CLIENT_BOUND of the shaper's), or, at the shaper's rate, because one part's trimmed
+/// mean of a few handshakes took one of this 2-CPU machine's hiccups (ci56: TLS 51.8 ms
+/// where TCP took 30.2 and HTTP 31.2, the band 23.8-45.6). A path that breaks a claim
+/// breaks it in each run. A goodput over the shaper's is never run again: it was nginx's
+/// sockets taking the namespace's BBR, not the cubic this test meant (see part 2).
 fn rpm_through(lab: &Lab, url: &str, bytes: f64, goodput: bool, bands: bool) -> Value {
     let payload = RATE_BPS * PAYLOAD_SHARE;
     let (low, high) = handshake_band_ms(bytes);
