@@ -78,9 +78,10 @@ mod tests {
     const EF: u8 = 46 << 2;
 
     /// Six answers: four asking for their stamps, two of them marked EF, two asking
-    /// nothing; the ring is made at the first that asks, none before. They arrive in order with their marks, and each asking one's session
-    /// tells its kernel stamp next (within the send's time, read from the ring on this
-    /// kernel, 6.18 as CI's); the others tell nothing.
+    /// nothing; the ring is made at the first that asks, none before. They arrive in
+    /// order with their marks, and each asking one's session tells its kernel stamp next
+    /// (within the send's time, read from the ring on this kernel, 6.18 as CI's); the
+    /// others tell nothing.
     #[test]
     fn answers_leave_marked_and_stamped_when_asked() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
