@@ -330,7 +330,7 @@ def main():
     ap.add_argument("--phantom-warmup", type=float, default=25, help="a probe per peer every 10 s: past two rounds and the loss resolution")
     ap.add_argument("--no-mesh", action="store_true", help="only the phantom runs")
     ap.add_argument("--agent-arg", action="append", default=[],
-                    help="one more argument for every agent of the mesh (repeat: --agent-arg=--mesh-follow-up)")
+                    help="one more argument for every agent of the mesh (repeat: --agent-arg=--mesh-follow-up=off)")
     ap.add_argument("--napi-threads", action="store_true",
                     help="every veth's receive path in NAPI kernel threads, as a NIC's softirq, not on the sender")
     ap.add_argument("--threads", action="store_true", help="each thread's CPU apart (by name)")

@@ -115,7 +115,15 @@ fn a_probe_held_in_its_hosts_qdisc_is_timed_from_its_kernel_stamp() {
         format!("{}\n{}\n", lab.host_addr(1), lab.host_addr(2)),
     )
     .unwrap();
-    let fast = ["--mesh-rate", "20", "--mesh-timeout", "0.5"];
+    // Follow-ups off: the round trips below are the prober's stamps' alone.
+    let fast = [
+        "--mesh-rate",
+        "20",
+        "--mesh-timeout",
+        "0.5",
+        "--mesh-follow-up",
+        "off",
+    ];
     let _agents: Vec<_> = (1..=2)
         .map(|k| lab.start_agent(k, list.to_str().unwrap(), &fast))
         .collect();
@@ -169,8 +177,8 @@ fn a_probe_held_in_its_hosts_qdisc_is_timed_from_its_kernel_stamp() {
     );
     assert_eq!(end.1, 0.0, "answers timed by the process's clock: {end:?}");
     assert!(end.0 - start.0 >= rtts, "{start:?} -> {end:?}");
-    // Without --mesh-follow-up (the default) no probe asks for its answer's departure:
-    // every answer is booked by its reflector's clock read, none by a stamp.
+    // With `--mesh-follow-up off` no probe asks for its answer's departure: every answer
+    // is booked by its reflector's clock read, none by a stamp.
     let (booked, t3) = with_t3(&lab, &lab.host_addr(1));
     assert!(
         booked.2 >= 10.0 && t3 == (0.0, booked.2),
@@ -191,7 +199,7 @@ fn with_t3(lab: &MeshLab, peer: &str) -> (Figures, (f64, f64)) {
     (figures_in(&text, peer), t3)
 }
 
-/// The hold on the REFLECTOR's host, the agents started with `--mesh-follow-up`: host 1's
+/// The hold on the REFLECTOR's host, the agents asking follow-ups by default: host 1's
 /// answers to host 2's probes wait ~52 ms in host 1's qdisc after their T3 was written
 /// (ping from host 2 shows it). Each next answer's follow-up tells when the last really
 /// left, so host 2's round trips to host 1 stay within 2 ms of their unheld mean
@@ -211,14 +219,8 @@ fn an_answer_held_in_its_reflectors_qdisc_is_timed_from_its_kernel_stamp() {
     )
     .unwrap();
     // 5 probes a second: an answer's stamp, 52 ms late under the hold, is read before the
-    // session's next probe comes (200 ms on).
-    let slow = [
-        "--mesh-rate",
-        "5",
-        "--mesh-timeout",
-        "0.5",
-        "--mesh-follow-up",
-    ];
+    // session's next probe comes (200 ms on). No flag: follow-ups are the default.
+    let slow = ["--mesh-rate", "5", "--mesh-timeout", "0.5"];
     let _agents: Vec<_> = (1..=2)
         .map(|k| lab.start_agent(k, list.to_str().unwrap(), &slow))
         .collect();
