@@ -169,6 +169,8 @@ pub fn search(
     // what the flood delivered, the usual case (a path of 400 k packets/s to 1 %: 11 trials, now 6).
     let mut step_up = 4.0 * params.resolution_percent / 100.0;
     let mut bracketed = false;
+    // The rate the last passing trial at the result sent (its confirmation).
+    let mut verified_pps: Option<f64> = None;
     // The best pass below the lowest failure: a pass above it was luck.
     let best_index = |passes: &[Passed], high: f64| {
         (0..passes.len())
@@ -204,6 +206,7 @@ pub fn search(
             }
             let (v, vdoc) = s.step(Some(low), true)?;
             if v.passed {
+                verified_pps = Some(v.sent_pps);
                 break;
             }
             high = low;
@@ -221,17 +224,20 @@ pub fn search(
         });
     }
     let best = best_index(&passes, high).map(|i| passes.swap_remove(i));
-    let (found, trial) = conclude(base, params, s.trials, best, last_doc);
+    let (found, trial) = conclude(base, params, s.trials, best, last_doc, verified_pps);
     Ok(sonde_results::document::search::assemble(trial, found))
 }
 
-/// The search's result from its best pass (or none), and the document to keep.
+/// The search's result from its best pass (or none), and the document to keep; the
+/// result is confirmed when its last trial (`verified_pps`: what that sent) passed sending
+/// at least the result's rate: one whose sender fell short says nothing of it.
 fn conclude(
     base: &PpsSpec,
     params: &SearchParams,
     trials: Vec<Trial>,
     best: Option<Passed>,
     last_doc: Option<Document>,
+    verified_pps: Option<f64>,
 ) -> (SearchEnd, Document) {
     let limited_by = match &best {
         None => "none_passed",
@@ -239,6 +245,8 @@ fn conclude(
         Some(_) => "loss",
     };
     let result_pps = best.as_ref().map_or(0.0, |b| b.pps);
+    let confirmed =
+        best.is_some() && verified_pps.is_some_and(|v| v >= result_pps * (1.0 - SENDER_SHORTFALL));
     let doc = best
         .map(|b| b.doc)
         .or(last_doc)
@@ -251,326 +259,12 @@ fn conclude(
             result_pps,
             trials_per_step: params.trials_per_step.max(1),
             limited_by: limited_by.into(),
+            confirmed: Some(confirmed),
         },
         doc,
     )
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use sonde_results::document::CpuFigures;
-    use sonde_results::document::{End, MeasuredBy, PacketsEnd, PpsEnd, PpsEndSide, Section};
-    use sonde_results::side::Role;
-
-    fn side(role: Role, pps: f64) -> PpsEndSide {
-        PpsEndSide {
-            by: MeasuredBy {
-                measured_by: role,
-                host: "h".into(),
-                engine: None,
-                threads: 1,
-                pinned_cpus: None,
-                bypass: None,
-                cpu_latency: None,
-                stamps: None,
-            },
-            poll: "block".into(),
-            seconds: 1.0,
-            packets: pps as u64,
-            packets_per_second: pps,
-            bits_per_second: pps * 512.0,
-            total_packets: pps as u64,
-            cpu: CpuFigures {
-                usage: None,
-                process_cpu_s: None,
-                worker_cpus: Vec::new(),
-                workers: Vec::new(),
-            },
-            port: None,
-            blocked_sends: None,
-            counted: Default::default(),
-        }
-    }
-
-    /// The search's result, as its document holds it, and the document.
-    fn searched(
-        base: &PpsSpec,
-        params: &SearchParams,
-        run: &mut dyn FnMut(&TestSpec) -> Result<Document, TrialError>,
-        on_trial: &mut dyn FnMut(&Trial),
-    ) -> Result<(SearchEnd, Document), SearchError> {
-        let doc = search(base, params, run, on_trial)?;
-        let found = doc.end.pps().and_then(|p| p.search.clone());
-        Ok((found.expect("the search's document holds it"), doc))
-    }
-
-    fn zero_loss_to_1_percent() -> SearchParams {
-        SearchParams {
-            max_loss_percent: 0.0,
-            resolution_percent: 1.0,
-            trials_per_step: 1,
-        }
-    }
-
-    /// A link that passes at most `capacity` packets/s; the sender manages `ceiling`.
-    fn simulated(spec: &TestSpec, capacity: f64, ceiling: f64) -> Document {
-        let TestSpec::Pps(p) = spec else {
-            unreachable!()
-        };
-        let sent = p.rate_pps.unwrap_or(ceiling).min(ceiling);
-        let received = sent.min(capacity);
-        let lost = (sent - received).round() as u64;
-        let packets = Some(PacketsEnd {
-            size_bytes: 64,
-            udp_payload_bytes: 22,
-            flows: 1,
-            sender: Some(side(Role::Client, sent)),
-            receiver: Some(side(Role::Server, received)),
-            lost_packets: Some(lost),
-            loss_percent: Some(lost as f64 * 100.0 / sent),
-            reordered_packets: Some(0),
-            duplicated_packets: Some(0),
-            socket_drops: Some(0),
-            receiver_to_sender_ratio: Some(received / sent),
-            flows_with_loss: Some(0),
-            uncounted_packets: None,
-            marks: None,
-            jitter: None,
-        });
-        let pps = PpsEnd {
-            packets,
-            ..Default::default()
-        };
-        let end = End::new(false, None, Section::Pps(pps));
-        crate::tests::local_doc(spec, end)
-    }
-
-    /// `simulated`, with a paced sender that sends `fraction` of its offered rate.
-    fn sending_short(spec: &TestSpec, fraction: f64, capacity: f64) -> Document {
-        let TestSpec::Pps(p) = spec else {
-            unreachable!()
-        };
-        let sent = PpsSpec {
-            rate_pps: p.rate_pps.map(|r| r * fraction),
-            ..p.clone()
-        };
-        let mut d = simulated(&TestSpec::Pps(sent), capacity, 1e6);
-        d.start.spec = spec.clone();
-        d
-    }
-
-    #[test]
-    fn finds_the_capacity_to_the_resolution() {
-        let params = zero_loss_to_1_percent();
-        let (s, doc) = searched(
-            &PpsSpec::default(),
-            &params,
-            &mut |spec| Ok(simulated(spec, 400_000.0, 1_000_000.0)),
-            &mut |_| {},
-        )
-        .unwrap();
-        assert!(
-            s.result_pps <= 400_000.0 && s.result_pps > 396_000.0,
-            "{}",
-            s.result_pps
-        );
-        assert!(s.trials.len() <= MAX_TRIALS);
-        assert!(!s.trials[0].passed && s.trials[0].offered_pps.is_none());
-        assert!(
-            doc.end
-                .pps()
-                .unwrap()
-                .packets
-                .as_ref()
-                .unwrap()
-                .lost_packets
-                == Some(0)
-        );
-        assert_eq!(s.limited_by, "loss");
-        let last = s.trials.last().unwrap();
-        assert!(last.verification && last.passed, "{last:?}");
-        assert_eq!(last.offered_pps, Some(s.result_pps));
-    }
-
-    #[test]
-    fn loss_free_at_full_speed_is_sender_limited_and_verified() {
-        let params = zero_loss_to_1_percent();
-        let (s, _) = searched(
-            &PpsSpec::default(),
-            &params,
-            &mut |spec| Ok(simulated(spec, 2e6, 1e6)),
-            &mut |_| {},
-        )
-        .unwrap();
-        assert_eq!(s.trials.len(), 2, "{:?}", s.trials);
-        assert!(s.trials[1].verification);
-        assert_eq!(s.result_pps, 1e6);
-        assert_eq!(s.limited_by, "sender");
-    }
-
-    /// The sender sends 95 % of what it is offered (a pacer that drops its deficit).
-    #[test]
-    fn bounds_come_from_the_measured_sent_rate() {
-        let params = zero_loss_to_1_percent();
-        let capacity = 400_000.0;
-        let (s, _) = searched(
-            &PpsSpec::default(),
-            &params,
-            &mut |spec| Ok(sending_short(spec, 0.95, capacity)),
-            &mut |_| {},
-        )
-        .unwrap();
-        // No trial may pass above the capacity, and the result is a rate really sent.
-        assert!(s.result_pps <= capacity, "{}", s.result_pps);
-        assert!(s.trials.iter().any(|t| t.sender_short));
-        assert_eq!(s.limited_by, "sender");
-        assert!(s
-            .trials
-            .iter()
-            .any(|t| t.passed && t.sent_pps == s.result_pps));
-    }
-
-    /// The sender stalls in the first trial at each rate, then keeps up: the stalled trials
-    /// are run again, and the search converges on the path, not on the stalls.
-    #[test]
-    fn a_sender_that_stalled_is_given_another_trial() {
-        let params = zero_loss_to_1_percent();
-        let mut seen: Vec<u64> = Vec::new();
-        let (s, _) = searched(
-            &PpsSpec::default(),
-            &params,
-            &mut |spec| {
-                let TestSpec::Pps(p) = spec else {
-                    unreachable!()
-                };
-                let key = p.rate_pps.map_or(0, |r| r as u64);
-                let stalled = p.rate_pps.is_some() && !seen.contains(&key);
-                seen.push(key);
-                Ok(sending_short(
-                    spec,
-                    if stalled { 0.9 } else { 1.0 },
-                    400_000.0,
-                ))
-            },
-            &mut |_| {},
-        )
-        .unwrap();
-        assert_eq!(s.limited_by, "loss", "{:?}", s.trials);
-        assert!(
-            s.result_pps > 396_000.0 && s.result_pps <= 400_000.0,
-            "{}",
-            s.result_pps
-        );
-        assert!(s.trials.iter().any(|t| t.passed && t.sender_short));
-        assert!(s.trials.len() <= MAX_TRIALS);
-    }
-
-    /// Every third trial above 350k loses: with three trials per step the worst decides.
-    #[test]
-    fn trials_per_step_take_the_worst() {
-        let run = |per_step: u32| {
-            let params = SearchParams {
-                max_loss_percent: 0.0,
-                resolution_percent: 1.0,
-                trials_per_step: per_step,
-            };
-            let mut n = 0;
-            let (s, _) = searched(
-                &PpsSpec::default(),
-                &params,
-                &mut |spec| {
-                    n += 1;
-                    let TestSpec::Pps(p) = spec else {
-                        unreachable!()
-                    };
-                    let flaky = n % 3 == 0 && p.rate_pps.is_some_and(|r| r > 350_000.0);
-                    Ok(simulated(
-                        spec,
-                        if flaky { 300_000.0 } else { 400_000.0 },
-                        1e6,
-                    ))
-                },
-                &mut |_| {},
-            )
-            .unwrap();
-            s
-        };
-        let three = run(3);
-        assert!(three.result_pps <= 350_000.0, "{}", three.result_pps);
-        assert_eq!(three.trials_per_step, 3);
-        assert!(three.trials.len() <= MAX_TRIALS);
-    }
-
-    #[test]
-    fn a_loss_allowance_raises_the_result() {
-        let strict = SearchParams {
-            max_loss_percent: 0.0,
-            resolution_percent: 0.5,
-            trials_per_step: 1,
-        };
-        let loose = SearchParams {
-            max_loss_percent: 10.0,
-            resolution_percent: 0.5,
-            trials_per_step: 1,
-        };
-        let run = &mut |spec: &TestSpec| Ok(simulated(spec, 400_000.0, 1_000_000.0));
-        let (a, _) = searched(&PpsSpec::default(), &strict, run, &mut |_| {}).unwrap();
-        let (b, _) = searched(&PpsSpec::default(), &loose, run, &mut |_| {}).unwrap();
-        assert!(
-            b.result_pps > a.result_pps * 1.05,
-            "{} vs {}",
-            b.result_pps,
-            a.result_pps
-        );
-    }
-
-    /// Where the path drops near what the unthrottled trial delivered, the steps up from
-    /// the first pass bracket it at once: 6 trials to 1 %, where halving from the
-    /// ceiling took 11 (the flood, its received rate, 8 halvings, the confirmation).
-    #[test]
-    fn a_capacity_near_the_floods_delivery_is_bracketed_in_few_trials() {
-        let (s, _) = searched(
-            &PpsSpec::default(),
-            &zero_loss_to_1_percent(),
-            &mut |spec| Ok(simulated(spec, 400_000.0, 1_000_000.0)),
-            &mut |_| {},
-        )
-        .unwrap();
-        let offered: Vec<_> = s.trials.iter().map(|t| t.offered_pps).collect();
-        assert_eq!(s.trials.len(), 6, "{offered:?}");
-        assert!(s.result_pps > 396_000.0 && s.result_pps <= 400_000.0);
-    }
-
-    /// A receiver the flood overwhelmed (it delivered a third of what the path carries,
-    /// paced): the steps double until one fails, and bisection still finds the capacity.
-    #[test]
-    fn a_capacity_far_above_the_floods_delivery_is_still_found() {
-        let run = &mut |spec: &TestSpec| {
-            let TestSpec::Pps(p) = spec else {
-                unreachable!()
-            };
-            let capacity = if p.rate_pps.is_none() {
-                300_000.0
-            } else {
-                900_000.0
-            };
-            Ok(simulated(spec, capacity, 1_000_000.0))
-        };
-        let (s, _) = searched(
-            &PpsSpec::default(),
-            &zero_loss_to_1_percent(),
-            run,
-            &mut |_| {},
-        )
-        .unwrap();
-        assert!(
-            s.result_pps > 891_000.0 && s.result_pps <= 900_000.0,
-            "{} after {:?}",
-            s.result_pps,
-            s.trials.iter().map(|t| t.offered_pps).collect::<Vec<_>>()
-        );
-        assert_eq!(s.limited_by, "loss");
-        assert!(s.trials.len() <= MAX_TRIALS);
-    }
-}
+#[path = "search_tests.rs"]
+mod tests;

@@ -110,6 +110,11 @@ pub fn pps(doc: &Document) -> String {
                 other => other,
             }
         ));
+        if s.confirmed == Some(false) && s.result_pps > 0.0 {
+            out.push_str(
+                "unconfirmed: no last trial at that rate passed sending it (its sender fell short, or trials ran out)\n",
+            );
+        }
     }
     for side in [&p.sender, &p.receiver].into_iter().flatten() {
         out.push_str(&super::common::bypass_line(&side.by));
@@ -129,5 +134,30 @@ pub(crate) fn listed(e: &sonde_results::document::End) -> String {
             crate::units::sig3(r.packets_per_second)
         ),
         None => "-".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A search whose last trial did not confirm its result says so; a confirmed one and
+    /// a stored one from before it was recorded say nothing of it.
+    #[test]
+    fn an_unconfirmed_search_result_says_so() {
+        let mut doc = crate::fixtures::stored("v2-pps-search.json");
+        let said = |doc: &Document| pps(doc).contains("unconfirmed");
+        assert!(!said(&doc), "{}", pps(&doc));
+        fn search(doc: &mut Document) -> &mut sonde_results::document::SearchEnd {
+            match &mut doc.end.section {
+                sonde_results::document::Section::Pps(p) => p.search.as_mut().expect("a search"),
+                _ => unreachable!("a pps document"),
+            }
+        }
+        assert_eq!(search(&mut doc).confirmed, None);
+        search(&mut doc).confirmed = Some(true);
+        assert!(!said(&doc), "{}", pps(&doc));
+        search(&mut doc).confirmed = Some(false);
+        assert!(said(&doc), "{}", pps(&doc));
     }
 }

@@ -175,6 +175,11 @@ pub struct SearchEnd {
     /// rate without loss and one with), `none_passed`.
     #[serde(default)]
     pub limited_by: String,
+    /// Whether a last trial at the result passed while sending at least the result's rate
+    /// (less 2 %): `false` when none did (its sender fell short, or trials ran out), so the
+    /// result stands on its one pass. Absent in documents from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<bool>,
 }
 
 fn one() -> u32 {
