@@ -179,29 +179,35 @@ fn bounds_come_from_the_measured_sent_rate() {
     assert_eq!(s.confirmed, Some(true), "{:?}", s.trials);
 }
 
+/// A path of 400k packets/s whose paced sender falls 10 % short at each rate's first
+/// trial (`at_first`), or at each trial at a rate offered before.
+fn short_at(at_first: bool) -> impl FnMut(&TestSpec) -> Result<Document, TrialError> {
+    let mut seen: Vec<u64> = Vec::new();
+    move |spec| {
+        let TestSpec::Pps(p) = spec else {
+            unreachable!()
+        };
+        let key = p.rate_pps.map_or(0, |r| r as u64);
+        let short = p.rate_pps.is_some() && seen.contains(&key) != at_first;
+        seen.push(key);
+        Ok(sending_short(
+            spec,
+            if short { 0.9 } else { 1.0 },
+            400_000.0,
+        ))
+    }
+}
+
 /// The sender keeps up with each rate's first trial and falls 10 % short of any rate
 /// offered again: the confirmation and its reruns pass short. The result stays the
 /// first pass's rate, and the search says it went unconfirmed.
 #[test]
 fn a_confirmation_whose_sender_fell_short_leaves_the_result_unconfirmed() {
     let params = zero_loss_to_1_percent();
-    let mut seen: Vec<u64> = Vec::new();
     let (s, _) = searched(
         &PpsSpec::default(),
         &params,
-        &mut |spec| {
-            let TestSpec::Pps(p) = spec else {
-                unreachable!()
-            };
-            let key = p.rate_pps.map_or(0, |r| r as u64);
-            let again = p.rate_pps.is_some() && seen.contains(&key);
-            seen.push(key);
-            Ok(sending_short(
-                spec,
-                if again { 0.9 } else { 1.0 },
-                400_000.0,
-            ))
-        },
+        &mut short_at(false),
         &mut |_| {},
     )
     .unwrap();
@@ -229,23 +235,10 @@ fn a_confirmation_whose_sender_fell_short_leaves_the_result_unconfirmed() {
 #[test]
 fn a_sender_that_stalled_is_given_another_trial() {
     let params = zero_loss_to_1_percent();
-    let mut seen: Vec<u64> = Vec::new();
     let (s, _) = searched(
         &PpsSpec::default(),
         &params,
-        &mut |spec| {
-            let TestSpec::Pps(p) = spec else {
-                unreachable!()
-            };
-            let key = p.rate_pps.map_or(0, |r| r as u64);
-            let stalled = p.rate_pps.is_some() && !seen.contains(&key);
-            seen.push(key);
-            Ok(sending_short(
-                spec,
-                if stalled { 0.9 } else { 1.0 },
-                400_000.0,
-            ))
-        },
+        &mut short_at(true),
         &mut |_| {},
     )
     .unwrap();
