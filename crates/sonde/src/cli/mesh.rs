@@ -65,8 +65,8 @@ pub struct MeshArgs {
     /// stamp, told in the next answer: RFC 8972's Follow-Up Telemetry TLV), so that a wait
     /// in its host's qdisc or a late send is not counted as the network's; each answer is
     /// then booked one answer later. On by default; `off` books each answer at once by
-    /// the reflector's clock read, saving the stamps' cost (0.03 % of a core per agent at
-    /// 98 probes a second each way here: BENCHMARKS.md).
+    /// the reflector's clock read, saving the stamps' cost (0.03-0.07 % of a core per
+    /// agent at 98 probes a second each way here: BENCHMARKS.md).
     #[arg(long, num_args = 0..=1, default_value = "on", default_missing_value = "on", value_parser = BoolishValueParser::new(), hide_possible_values = true, value_name = "on|off", requires = "mesh")]
     pub mesh_follow_up: bool,
     /// Serve the mesh's figures at http://ADDR:PORT/metrics (OpenMetrics, for Prometheus).
