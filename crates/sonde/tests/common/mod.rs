@@ -21,6 +21,7 @@ pub mod rogue;
 pub mod rpm_end;
 pub mod serial;
 pub mod serve_proc;
+pub mod shaped;
 pub mod stages;
 pub mod stamp_lab;
 pub mod stamp_rogue;

@@ -2,13 +2,15 @@
 //! stream --iperf3` against `iperf3 -s` (forward -P 1, reverse -P 4, bidir), and `iperf3 -c`
 //! against `sonde serve --iperf3`. Each run is shaped by a `tc tbf` of known rate, and each
 //! figure is held to 1 % of what iperf3 itself reported (`-J`) on the same run and of the
-//! shaper's rate.
+//! shaper's rate (a run whose link idled, seen alike by both ends, is run again:
+//! [`common::shaped`]).
 
 use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::shaped::{held_to_the_shaper, Against};
 use common::*;
 
 const RATE_BPS: f64 = 200e6;
@@ -131,24 +133,52 @@ fn our_intervals(doc: &serde_json::Value, path: &[&str]) -> Vec<f64> {
         .collect()
 }
 
-/// Each of our intervals within 1 % of iperf3's of the same index, and their mean within
-/// 1 % of `shaped`, the payload bits a second the shaper lets through ([`goodput`]).
-fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str, shaped: f64) {
+/// Each of our intervals within 1 % of iperf3's of the same index.
+fn intervals_agree(ours: &[f64], theirs: &[f64], what: &str) {
     common::serve_proc::intervals_within(ours, theirs, what, WITHIN);
-    // The shaper bounds the run, not every second: a sender that stalled longer than its
-    // buffers last leaves the queue empty for a moment, and both ends count that interval
-    // short alike (ci33: interval 3 at 189.3 Mbit/s by ours, 189.5 by iperf3's, 1.06 % under
-    // the shaper's 191.3), so the intervals' mean is held to it.
+}
+
+/// The means of our intervals and of iperf3's (`of`), as many of each, against `shaped`. The
+/// shaper bounds the run, not every second: a sender that stalled longer than its buffers
+/// last leaves the queue empty for a moment, and both ends count that interval short alike
+/// (ci33: interval 3 at 189.3 Mbit/s by ours, 189.5 by iperf3's, 1.06 % under the shaper's
+/// 191.3), so the intervals' mean is held to it.
+fn means(of: String, ours: &[f64], theirs: &[f64], shaped: f64) -> Against {
     let n = ours.len().min(theirs.len());
-    let mean = ours[..n].iter().sum::<f64>() / n as f64;
-    eprintln!(
-        "{what}: the intervals' mean {mean:.0} against the shaper's {shaped:.0} ({:+.2}%)",
-        (mean / shaped - 1.0) * 100.0
-    );
-    assert!(
-        off(mean, shaped) < WITHIN,
-        "{what}: the intervals' mean {mean} vs tbf {shaped}"
-    );
+    let mean = |v: &[f64]| v[..n].iter().sum::<f64>() / n as f64;
+    Against {
+        of,
+        ours: mean(ours),
+        theirs: mean(theirs),
+        shaped,
+    }
+}
+
+/// `sonde stream --iperf3 ARGS` against an `iperf3 -s -1` started for it, the intervals'
+/// means of each direction held to the shaper's rate ([`held_to_the_shaper`]; `dirs`: the
+/// path to ours in the document, the key of iperf3's sums): our document and iperf3's JSON.
+fn against_iperf3_server(
+    lab: &Lab,
+    args: &[&str],
+    what: &str,
+    dirs: &[(&[&str], &str)],
+) -> (serde_json::Value, serde_json::Value) {
+    let run = || {
+        let server = iperf3_server(lab);
+        let doc = sonde_iperf3(lab, args);
+        (doc, iperf3_json(server))
+    };
+    held_to_the_shaper(what, WITHIN, run, |(doc, json)| {
+        let mean = |(path, key): &(&[&str], &str)| {
+            means(
+                path.join(" "),
+                &our_intervals(doc, path),
+                &their_intervals(json, key),
+                goodput(1448.0),
+            )
+        };
+        dirs.iter().map(mean).collect()
+    })
 }
 
 /// What a bidirectional run's other direction spends of a shaped link: its pure ACKs
@@ -205,15 +235,15 @@ fn forward_one_stream_against_iperf3_server() {
         return;
     };
     tbf(&lab.client, &lab.client_if);
-    let server = iperf3_server(&lab);
     // 4 s: the two ends' windows lie tens of ms apart, 1.57 % of a 2 s run in ci23.
-    let doc = sonde_iperf3(
+    let (doc, json) = against_iperf3_server(
         &lab,
         &[
             "-P", "1", "-t", "4", "--warmup", "1", "--sndbuf", "128K", "-l", "32K",
         ],
+        "forward -P 1",
+        &[(&["sender"], "sum")],
     );
-    let json = iperf3_json(server);
     let end = &doc["end"];
     assert_eq!(end["partial"], false, "{end}");
     let who = doc["start"]["server_command"].as_str().unwrap();
@@ -253,7 +283,6 @@ fn forward_one_stream_against_iperf3_server() {
         &our_intervals(&doc, &["sender"]),
         &their_intervals(&json, "sum"),
         "forward -P 1",
-        goodput(1448.0),
     );
 }
 
@@ -263,14 +292,14 @@ fn reverse_four_streams_against_iperf3_server() {
         return;
     };
     tbf(&lab.server, &lab.server_if);
-    let server = iperf3_server(&lab);
-    let doc = sonde_iperf3(
+    let (doc, json) = against_iperf3_server(
         &lab,
         &[
             "-P", "4", "-R", "-t", "2", "--warmup", "1", "--sndbuf", "32K", "-l", "32K",
         ],
+        "reverse -P 4",
+        &[(&["receiver"], "sum")],
     );
-    let json = iperf3_json(server);
     let end = &doc["end"];
     assert_eq!(end["partial"], false, "{end}");
     let (s, r) = (&end["sender"], &end["receiver"]);
@@ -303,7 +332,6 @@ fn reverse_four_streams_against_iperf3_server() {
         &our_intervals(&doc, &["receiver"]),
         &their_intervals(&json, "sum"),
         "reverse -P 4",
-        goodput(1448.0),
     );
 }
 
@@ -317,20 +345,23 @@ fn bidir_against_iperf3_server() {
     };
     tbf_for_data(&lab.client, &lab.client_if);
     tbf_for_data(&lab.server, &lab.server_if);
-    let server = iperf3_server(&lab);
     // 32K buffers at both ends (iperf3's from our `--sndbuf`, its `window`) and 32K writes:
     // a sender counts what it wrote, a receiver what it read, and they part by the change
     // in the sender's buffers' fill between an interval's edges. With the other
     // direction's ACKs queued in the tbf behind its data (10 ms), 128K were needed to keep
     // the link full and parted the two by up to 1.15 %; with them beside it, 32K keep it
     // full and part them by 0.36 % at most in four runs (128K: 0.72 %).
-    let doc = sonde_iperf3(
+    let (doc, json) = against_iperf3_server(
         &lab,
         &[
             "-P", "2", "--bidir", "-t", "2", "--warmup", "1", "--sndbuf", "32K", "-l", "32K",
         ],
+        "bidir",
+        &[
+            (&["sender"], "sum"),
+            (&["reverse", "receiver"], "sum_bidir_reverse"),
+        ],
     );
-    let json = iperf3_json(server);
     let beside = (
         beside_the_tbf(&lab.client, &lab.client_if),
         beside_the_tbf(&lab.server, &lab.server_if),
@@ -353,13 +384,11 @@ fn bidir_against_iperf3_server() {
         &our_intervals(&doc, &["sender"]),
         &their_intervals(&json, "sum"),
         "bidir forward",
-        goodput(1448.0),
     );
     intervals_agree(
         &our_intervals(&doc, &["reverse", "receiver"]),
         &their_intervals(&json, "sum_bidir_reverse"),
         "bidir reverse",
-        goodput(1448.0),
     );
 }
 
@@ -407,8 +436,15 @@ fn iperf3_client_against_serve_iperf3() {
             "sum_received",
         ),
     ] {
-        let json = iperf3_client(&lab, args);
-        let doc = served_doc(&rx);
+        let run = || (iperf3_client(&lab, args), served_doc(&rx));
+        let (json, doc) = held_to_the_shaper(&format!("{args:?}"), WITHIN, run, |(j, d)| {
+            vec![Against {
+                of: ours_key.into(),
+                ours: f(&d["end"][ours_key]["bits_per_second"]),
+                theirs: f(&j["end"][theirs_key]["bits_per_second"]),
+                shaped: goodput(1448.0),
+            }]
+        });
         let end = &doc["end"];
         assert_eq!(end["partial"], false, "{args:?}: {end}");
         let ours = &end[ours_key];
@@ -420,7 +456,7 @@ fn iperf3_client_against_serve_iperf3() {
             "sum_sent"
         };
         assert_eq!(ours["bytes"], json["end"][far]["bytes"], "{args:?}");
-        // And its own side agrees with ours within 1 %, and with the shaper.
+        // And its own side agrees with ours within 1 % (and with the shaper, above).
         let (o, t) = (
             f(&ours["bits_per_second"]),
             f(&json["end"][theirs_key]["bits_per_second"]),
@@ -434,7 +470,6 @@ fn iperf3_client_against_serve_iperf3() {
             "{args:?}: ours {o} vs iperf3's {t}: {ours} {}",
             doc["intervals"]
         );
-        assert!(off(o, goodput(1448.0)) < WITHIN, "{args:?}: {o} vs tbf");
     }
     drop(serve);
 }
@@ -455,26 +490,40 @@ fn iperf3_client_bidir_against_serve_iperf3() {
         Acks::count(&lab.server, &lab.server_if),
     ];
     let (serve, rx) = serve_iperf3(&lab, &["--iperf3-allow", "198.18.0.0/15"]);
-    let json = iperf3_client(&lab, &["--bidir", "-t", "4", "-O", "1", "-w", "128K"]);
-    let doc = served_doc(&rx);
+    // Each direction: ours in the document's end, and iperf3's sums of its far end and its
+    // own. iperf3 names them by its own part: sent and received forward, and
+    // "bidir_reverse" for the direction the server sends.
+    let dirs: [(&str, &[&str], &str, &str); 2] = [
+        ("forward", &["receiver"], "sum_received", "sum_sent"),
+        (
+            "reverse",
+            &["reverse", "sender"],
+            "sum_sent_bidir_reverse",
+            "sum_received_bidir_reverse",
+        ),
+    ];
+    let ours_in = |doc: &serde_json::Value, path: &[&str]| {
+        path.iter().fold(&doc["end"], |v, k| &v[*k]).clone()
+    };
+    let run = || {
+        let json = iperf3_client(&lab, &["--bidir", "-t", "4", "-O", "1", "-w", "128K"]);
+        (json, served_doc(&rx))
+    };
+    let (json, doc) = held_to_the_shaper("iperf3 -c --bidir", WITHIN, run, |(j, d)| {
+        let against = |((of, path, _, own), link): (&(&str, &[&str], &str, &str), &Acks)| Against {
+            of: of.to_string(),
+            ours: f(&ours_in(d, path)["bits_per_second"]),
+            theirs: f(&j["end"][own]["bits_per_second"]),
+            shaped: link.goodput(),
+        };
+        dirs.iter().zip(&acks).map(against).collect()
+    });
     let end = &doc["end"];
     assert_eq!(end["partial"], false, "{end}");
     assert!(end["reverse"].is_object(), "both directions: {end}");
     let theirs = &json["end"];
-    // iperf3 names its sums by its own part: sent and received forward, and "bidir_reverse"
-    // for the direction the server sends.
-    for ((what, ours, far, own), link) in [
-        ("forward", &end["receiver"], "sum_received", "sum_sent"),
-        (
-            "reverse",
-            &end["reverse"]["sender"],
-            "sum_sent_bidir_reverse",
-            "sum_received_bidir_reverse",
-        ),
-    ]
-    .into_iter()
-    .zip(&acks)
-    {
+    for (what, path, far, own) in dirs {
+        let ours = &ours_in(&doc, path);
         assert_eq!(ours["measured_by"], "server", "{what}: {ours}");
         // What iperf3 -c printed for its far end is what we measured and sent it.
         assert_eq!(ours["bytes"], theirs[far]["bytes"], "{what}");
@@ -487,13 +536,6 @@ fn iperf3_client_bidir_against_serve_iperf3() {
             (o / t - 1.0) * 100.0
         );
         assert!(off(o, t) < WITHIN, "{what}: ours {o} vs iperf3's {t}");
-        // And with the shaper, less what the other direction's ACKs took of its link.
-        let shaped = link.goodput();
-        eprintln!(
-            "iperf3 -c --bidir {what}: ours {o:.0} the shaper's {shaped:.0} ({:+.2}%)",
-            (o / shaped - 1.0) * 100.0
-        );
-        assert!(off(o, shaped) < WITHIN, "{what}: ours {o} vs tbf {shaped}");
     }
     drop(serve);
 }
