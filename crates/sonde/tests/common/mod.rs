@@ -25,6 +25,7 @@ pub mod shaped;
 pub mod stages;
 pub mod stamp_lab;
 pub mod stamp_rogue;
+pub mod steal;
 
 pub use key_files::key_file;
 pub use nft::{nft_counted, nft_named_counter};

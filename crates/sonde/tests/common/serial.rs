@@ -7,10 +7,11 @@ use std::os::fd::AsRawFd;
 
 /// Held while a test sends traffic: tests that measure rates, searches or latency never
 /// run at the same time, in this process or another (a flock on one file: exclusive, or shared in the untimed pass).
-pub struct Serial(File, std::time::Instant);
+pub struct Serial(File, std::time::Instant, u64);
 
-/// Where each hold of the lock is logged (`SECONDS TEST` a line), when set: CI's list of
-/// the tests that hold the machine's serialized time (.ci/run).
+/// Where each hold of the lock is logged (`SECONDS TEST STEAL_MS` a line: the hypervisor's
+/// steal over the hold, [`super::steal`]), when set: CI's list of the tests that hold the
+/// machine's serialized time, and of those the hypervisor held back (.ci/run).
 const HOLDS_LOG_ENV: &str = "SONDE_TEST_HOLDS_LOG";
 
 /// Set by scripts/test.sh for its pass of the untimed tests (attacks, refusals, clean-up:
@@ -28,7 +29,7 @@ impl Serial {
         // SAFETY: a valid fd; the lock is released when the file is closed.
         let r = unsafe { libc::flock(f.as_raw_fd(), mode) };
         assert_eq!(r, 0, "flock: {}", std::io::Error::last_os_error());
-        Serial(f, std::time::Instant::now())
+        Serial(f, std::time::Instant::now(), super::steal::steal_ms())
     }
 }
 
@@ -39,7 +40,8 @@ impl Drop for Serial {
         };
         // The test harness names each test's thread after the test.
         let name = std::thread::current().name().unwrap_or("?").to_string();
-        let line = format!("{:.2} {name}\n", self.1.elapsed().as_secs_f64());
+        let stolen = super::steal::steal_ms().saturating_sub(self.2);
+        let line = format!("{:.2} {name} {stolen}\n", self.1.elapsed().as_secs_f64());
         // One append of one short line: lines of concurrent holders do not interleave.
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .append(true)

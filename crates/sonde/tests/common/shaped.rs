@@ -33,7 +33,7 @@ pub fn held_to_the_shaper<T>(
     run: impl FnMut() -> T,
     figures: impl Fn(&T) -> Vec<Against>,
 ) -> T {
-    held_to_the_shaper_with(what, within, run, figures, steal_ms)
+    held_to_the_shaper_with(what, within, run, figures, super::steal::steal_ms)
 }
 
 fn held_to_the_shaper_with<T>(
@@ -90,17 +90,6 @@ fn held_to_the_shaper_with<T>(
         }
     }
     unreachable!()
-}
-
-/// Time the hypervisor ran others on this machine's CPUs, all of them, ms (`/proc/stat`'s
-/// steal, in USER_HZ ticks of 10 ms): zero where nothing reads it.
-fn steal_ms() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let cpu = stat.lines().next().unwrap_or_default();
-    cpu.split_whitespace()
-        .nth(8)
-        .and_then(|t| t.parse::<u64>().ok())
-        .map_or(0, |ticks| ticks * 10)
 }
 
 #[cfg(test)]
