@@ -215,6 +215,16 @@ mod tests {
     }
 
     #[test]
+    fn steal_is_busy_time_and_its_own_share() {
+        let before = parse("cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0\n").unwrap();
+        let after = parse("cpu 60 0 0 20 0 0 0 20\ncpu0 60 0 0 20 0 0 0 20\n").unwrap();
+        let u = usage(&before, &after);
+        assert_eq!(u.host.steal_percent, 20.0);
+        assert_eq!(u.host.busy_percent(), 80.0);
+        assert_eq!(u.busiest.steal_named(), Some(20.0));
+    }
+
+    #[test]
     fn cores_of_the_pinned_cpus() {
         let before = parse("cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0\ncpu1 0 0 0 0\n").unwrap();
         let after =

@@ -150,8 +150,12 @@ pub fn watch_line(i: &sonde_results::document::IntervalFigures) -> String {
     };
     let rate = |v: Option<f64>| v.map_or("-".to_string(), crate::units::bits_per_second);
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} %"));
+    let steal = w
+        .steal_percent
+        .filter(|s| *s >= sonde_results::side::STEAL_NAMED_PERCENT)
+        .map_or_else(String::new, |s| format!("  steal {s:.0} %"));
     format!(
-        "[{:6.1}-{:6.1} s]  rx {:>13}  tx {:>13}  CPU {:>5}  softirq {:>5}  retrans {}  irqs {}",
+        "[{:6.1}-{:6.1} s]  rx {:>13}  tx {:>13}  CPU {:>5}  softirq {:>5}{steal}  retrans {}  irqs {}",
         i.start_s,
         i.end_s,
         rate(w.rx_bits_per_second),
@@ -167,6 +171,30 @@ pub fn watch_line(i: &sonde_results::document::IntervalFigures) -> String {
 mod tests {
     use super::*;
     use sonde_results::{RrSample, SampleSection, StreamSample};
+
+    #[test]
+    fn a_watch_line_names_the_hypervisors_steal_from_one_percent() {
+        use sonde_results::document::watch::WatchInterval;
+        use sonde_results::document::{IntervalFigures, IntervalSection};
+        let at = |steal: f64| {
+            let watch = WatchInterval {
+                cpu_busy_percent: Some(80.0),
+                softirq_percent: Some(10.0),
+                steal_percent: Some(steal),
+                ..Default::default()
+            };
+            watch_line(&IntervalFigures {
+                section: IntervalSection::Watch { watch },
+                ..IntervalFigures::span(0.0, 1.0)
+            })
+        };
+        assert!(
+            at(20.0).contains("CPU  80 %  softirq  10 %  steal 20 %  retrans"),
+            "{}",
+            at(20.0)
+        );
+        assert!(!at(0.9).contains("steal"), "{}", at(0.9));
+    }
 
     #[test]
     fn forward_line_names_both_sides() {

@@ -148,6 +148,7 @@ fn interval(origin: &HostSnap, a: &HostSnap, b: &HostSnap) -> IntervalFigures {
         tx_dropped: nic.as_ref().map(|n| n.tx_dropped),
         cpu_busy_percent: usage.as_ref().map(|u| u.host.busy_percent()),
         softirq_percent: usage.as_ref().map(|u| u.host.softirq_percent),
+        steal_percent: usage.as_ref().map(|u| u.host.steal_percent),
         per_cpu_busy_percent: cpu.map_or(Vec::new(), |(x, y)| cpustat::per_cpu_busy(x, y)),
         tcp_retransmits: a.retrans.zip(b.retrans).map(|(x, y)| y.saturating_sub(x)),
         interrupts: a
@@ -204,5 +205,32 @@ mod tests {
         // Killed by SIGTERM (15): 128 + 15, unless the watch was cut short first.
         assert_eq!(exit_code(ExitStatus::from_raw(15), false, 3), 143);
         assert_eq!(exit_code(ExitStatus::from_raw(15), true, 3), 3);
+    }
+
+    /// A snapshot of nothing but /proc/stat's `text`.
+    fn snap(text: &str) -> HostSnap {
+        HostSnap {
+            at: Instant::now(),
+            cpu: Some(cpustat::parse(text).unwrap()),
+            process_cpu_s: None,
+            retrans: None,
+            nic: None,
+            qdisc: None,
+            irq_total: None,
+            control: None,
+            workers: Default::default(),
+        }
+    }
+
+    #[test]
+    fn an_interval_counts_the_hypervisors_steal_busy_and_on_its_own() {
+        let a = snap("cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0\n");
+        // 100 ticks: 50 user, 10 softirq, 20 stolen, 20 idle.
+        let b = snap("cpu 50 0 0 20 0 0 10 20\ncpu0 50 0 0 20 0 0 10 20\n");
+        let i = interval(&a, &a, &b);
+        let w = i.watch().unwrap();
+        assert_eq!(w.cpu_busy_percent, Some(80.0));
+        assert_eq!(w.softirq_percent, Some(10.0));
+        assert_eq!(w.steal_percent, Some(20.0));
     }
 }

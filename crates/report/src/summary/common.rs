@@ -4,10 +4,18 @@
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use sonde_results::document::{End, MeasuredBy};
+use sonde_results::CpuBreakdown;
 
 /// Nanoseconds as microseconds with two decimals, as the latency tables show them.
 pub(super) fn us(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e3)
+}
+
+/// ` (steal N.N%)`: the hypervisor's share of a CPU figure counted busy, where named
+/// ([`CpuBreakdown::steal_named`]).
+pub(crate) fn steal(b: &CpuBreakdown) -> String {
+    b.steal_named()
+        .map_or_else(String::new, |s| format!(" (steal {s:.1}%)"))
 }
 
 /// A table in the summaries' style with this header.
@@ -105,9 +113,10 @@ fn one_host_line(e: &End) -> String {
     );
     if let Some(c) = &h.cpu {
         line.push_str(&format!(
-            ", {:.1} % busy of {} CPUs",
+            ", {:.1} % busy of {} CPUs{}",
             c.host.busy_percent(),
-            c.cpus
+            c.cpus,
+            steal(&c.host)
         ));
     }
     if let Some(c) = h.cycles_per_byte {

@@ -3,8 +3,8 @@
 use sonde_results::document::{End, Section};
 use sonde_results::Document;
 
-use super::common::table;
 use super::common::us;
+use super::common::{steal, table};
 use super::load::lab_row;
 use super::rr::{cpu_per_message, floor_line};
 use crate::units::{bits_per_second, opt};
@@ -164,7 +164,9 @@ fn stream_row(e: &End) -> Vec<String> {
         opt(s, |s| bits_per_second(s.bits_per_second)),
         opt(r, |r| bits_per_second(r.bits_per_second)),
         opt(s.and_then(|s| s.tcp_retransmits.system), |v| v.to_string()),
-        opt(cpu, |c| format!("{:.0}%", c.host.busy_percent())),
+        opt(cpu, |c| {
+            format!("{:.0}%{}", c.host.busy_percent(), steal(&c.host))
+        }),
         opt(cycles, |v| format!("{v:.2}")),
     ]
 }

@@ -3,7 +3,7 @@
 
 use sonde_results::Document;
 
-use super::common::{footer, table};
+use super::common::{footer, steal, table};
 use crate::units::{bits_per_second, opt};
 
 pub fn pps_heading(spec: &sonde_results::PpsSpec, target: &str, search: bool) -> String {
@@ -68,7 +68,7 @@ pub fn pps(doc: &Document) -> String {
                 bits_per_second(s.bits_per_second),
                 s.total_packets.to_string(),
                 opt(s.cpu.usage.as_ref(), |c| {
-                    format!("{:.1}%", c.host.busy_percent())
+                    format!("{:.1}%{}", c.host.busy_percent(), steal(&c.host))
                 }),
                 opt(s.cpu.process_cpu_s, |v| format!("{v:.2}")),
                 opt(s.counted.nic.as_ref(), |n| {

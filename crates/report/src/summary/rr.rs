@@ -4,7 +4,7 @@
 use sonde_results::document::{RrEndSide, SelfNoise};
 use sonde_results::{ControlThread, Document, TestSpec};
 
-use super::common::{footer, table, us};
+use super::common::{footer, steal, table, us};
 use crate::units::{opt, sig3, thousands};
 
 /// A side's CPU microseconds per message, as the tables show it.
@@ -108,7 +108,7 @@ pub fn rr(doc: &Document) -> String {
             opt(s.cpu.process_cpu_s, |v| format!("{v:.2}")),
             opt(s.cpu_us_per_message, |v| format!("{v:.2}")),
             opt(s.cpu.usage.as_ref(), |c| {
-                format!("{:.1}%", c.host.busy_percent())
+                format!("{:.1}%{}", c.host.busy_percent(), steal(&c.host))
             }),
             s.poll.clone(),
             if s.socket_options.is_empty() {

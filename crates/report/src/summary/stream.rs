@@ -5,7 +5,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use sonde_results::document::EndSide;
 use sonde_results::{Document, StreamSpec};
 
-use super::common::footer;
+use super::common::{footer, steal};
 use crate::units::{bits_per_second, bytes, ms, opt};
 
 /// The line printed before a stream test starts.
@@ -69,7 +69,8 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
         (
             "host CPU busy",
             opt(cpu, |c| {
-                format!("{:.1}% of {} CPUs", c.host.busy_percent(), c.cpus)
+                let busy = c.host.busy_percent();
+                format!("{busy:.1}% of {} CPUs{}", c.cpus, steal(&c.host))
             }),
         ),
         (
@@ -87,7 +88,8 @@ fn column(e: &EndSide) -> Vec<(&'static str, String)> {
         (
             "busiest CPU",
             opt(cpu, |c| {
-                format!("cpu{} {:.1}%", c.busiest_cpu, c.busiest.busy_percent())
+                let busy = c.busiest.busy_percent();
+                format!("cpu{} {busy:.1}%{}", c.busiest_cpu, steal(&c.busiest))
             }),
         ),
         (
@@ -291,6 +293,29 @@ mod tests {
             text.lines().last().unwrap(),
             "limited by: the receiver's window (receiver_window) because rwnd-limited 87 % of the time (runner-up: network)"
         );
+    }
+
+    #[test]
+    fn a_vcpu_the_hypervisor_stole_from_says_how_much_of_its_busy_time() {
+        let mut doc = stored("v1-stream.json");
+        let sonde_results::document::Section::Stream(s) = &mut doc.end.section else {
+            panic!("a stream document");
+        };
+        let busy = |idle_percent: f64, steal_percent: f64| sonde_results::CpuBreakdown {
+            user_percent: 100.0 - idle_percent - steal_percent,
+            steal_percent,
+            idle_percent,
+            ..Default::default()
+        };
+        s.sender.as_mut().unwrap().cpu.usage = Some(sonde_results::CpuUsage {
+            cpus: 2,
+            host: busy(40.0, 12.0),
+            busiest_cpu: 1,
+            busiest: busy(5.0, 0.5),
+        });
+        let text = stream(&doc);
+        assert!(text.contains("60.0% of 2 CPUs (steal 12.0%)"), "{text}");
+        assert!(text.contains("cpu1 95.0% "), "under 1 %, not named: {text}");
     }
 
     #[test]

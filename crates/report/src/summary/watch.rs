@@ -2,7 +2,7 @@
 
 use sonde_results::Document;
 
-use super::common::{footer, table};
+use super::common::{footer, steal, table};
 use crate::units::{bits_per_second, opt};
 
 /// Human summary of a watch: the interface and host over the command's whole run.
@@ -37,9 +37,10 @@ pub fn watch(doc: &Document) -> String {
             "host CPU busy",
             opt(w.cpu.as_ref(), |c| {
                 format!(
-                    "{:.0} % (softirq {:.0} %)",
+                    "{:.0} % (softirq {:.0} %){}",
                     c.host.busy_percent(),
-                    c.host.softirq_percent
+                    c.host.softirq_percent,
+                    steal(&c.host)
                 )
             }),
         ),

@@ -16,6 +16,10 @@ pub struct WatchInterval {
     pub tx_dropped: Option<u64>,
     pub cpu_busy_percent: Option<f64>,
     pub softirq_percent: Option<f64>,
+    /// The hypervisor's steal, counted in `cpu_busy_percent`; absent in documents from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_percent: Option<f64>,
     /// Busy percent of each CPU, by CPU number.
     pub per_cpu_busy_percent: Vec<(usize, f64)>,
     pub tcp_retransmits: Option<u64>,

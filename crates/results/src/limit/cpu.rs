@@ -1,7 +1,7 @@
 //! How close a side's CPU came to its limit: the evidence every kind's rules share.
 
 use crate::document::{CpuFigures, Document, MeasuredBy, OneHost};
-use crate::side::Role;
+use crate::side::{CpuBreakdown, Role};
 use crate::verdict::{Evidence, TransferEnd};
 
 /// A core this busy over a window has no time left: /proc/stat's tick accounting and the
@@ -23,6 +23,13 @@ pub const WORKERS_OWN_PERCENT: f64 = 50.0;
 /// once: 0.3 % of the window under a nice 0 hog beside a 100 Mbit/s stream); a worker
 /// that wants the core all the time beside two busy loops waits two thirds of it.
 pub const WORKERS_STARVED_PERCENT: f64 = 10.0;
+
+/// `, the hypervisor's steal N %` where `t` named it ([`CpuBreakdown::steal_named`]).
+fn steal(t: &CpuBreakdown) -> String {
+    t.steal_named().map_or_else(String::new, |s| {
+        format!(", the hypervisor's steal {s:.0} %")
+    })
+}
 
 /// A side's CPU: how saturated (0 to 1) and the figure that says so.
 pub(super) struct Saturation {
@@ -100,8 +107,12 @@ fn shared(host: &OneHost, s: &Side<'_>, r: &Side<'_>) -> Option<(Saturation, Sat
     }
     let busy = h.busy_percent();
     let text = format!(
-        "both ends on one host ({}): its {} CPUs {busy:.0} % busy; the {}'s workers used {cs:.2} s of CPU, the {}'s {cr:.2} s",
-        host.hostname, usage.cpus, s.name, r.name
+        "both ends on one host ({}): its {} CPUs {busy:.0} % busy{}; the {}'s workers used {cs:.2} s of CPU, the {}'s {cr:.2} s",
+        host.hostname,
+        usage.cpus,
+        steal(h),
+        s.name,
+        r.name
     );
     let one = |side: &Side<'_>, used: f64| Saturation {
         level: level(busy) * used / most,
@@ -151,17 +162,28 @@ pub(super) fn saturation(side: &Side<'_>, host_cpus: Option<usize>) -> Option<Sa
         let kernel = t.softirq_percent + t.irq_percent;
         let busy = if spins { kernel } else { t.busy_percent() };
         let mut text = format!(
-            "{name} CPU {} busy {busy:.0} % (softirq {:.0} %, system {:.0} %, user {:.0} %)",
-            core.cpu, t.softirq_percent, t.system_percent, t.user_percent
+            "{name} CPU {} busy {busy:.0} % (softirq {:.0} %, system {:.0} %, user {:.0} %{})",
+            core.cpu,
+            t.softirq_percent,
+            t.system_percent,
+            t.user_percent,
+            steal(t)
         );
         if let Some((on, waited)) = workers_on(cpu, core.cpu).filter(|_| !spins) {
             let own = (on + kernel).min(busy);
             let ran = format!("the {name}'s workers ran {on:.0} % and waited {waited:.1} %");
             if own < WORKERS_OWN_PERCENT && waited < WORKERS_STARVED_PERCENT {
-                // Others' work beside workers that kept up: not this side's limit.
+                // Others' work beside workers that kept up: not this side's limit. The
+                // hypervisor's, where its steal was most of what the workers did not fill.
+                let others = match t.steal_percent * 2.0 > busy - own {
+                    true => "the hypervisor's",
+                    false => "other processes",
+                };
                 let text = format!(
-                    "{name} CPU {} busy {busy:.0} %, mostly other processes; {ran} (softirq {:.0} %)",
-                    core.cpu, t.softirq_percent
+                    "{name} CPU {} busy {busy:.0} %, mostly {others}; {ran} (softirq {:.0} %{})",
+                    core.cpu,
+                    t.softirq_percent,
+                    steal(t)
                 );
                 found.push((own, ev(end, by, "cpu.workers.on_cpu_percent", own, text)));
                 continue;
@@ -195,8 +217,10 @@ pub(super) fn saturation(side: &Side<'_>, host_cpus: Option<usize>) -> Option<Sa
             b.busy_percent()
         };
         let text = format!(
-            "{name} host's busiest CPU {} busy {busy:.0} % (softirq {:.0} %)",
-            u.busiest_cpu, b.softirq_percent
+            "{name} host's busiest CPU {} busy {busy:.0} % (softirq {:.0} %{})",
+            u.busiest_cpu,
+            b.softirq_percent,
+            steal(b)
         );
         found.push((busy, ev(end, by, "cpu.busiest", busy, text)));
     }
@@ -225,7 +249,7 @@ fn ev(end: TransferEnd, by: &MeasuredBy, figure: &str, value: f64, text: String)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::side::{CoreUsage, CpuBreakdown};
+    use crate::side::CoreUsage;
 
     fn by(threads: u32) -> MeasuredBy {
         MeasuredBy {
@@ -353,6 +377,58 @@ mod tests {
     fn a_core_the_workers_filled_is_the_sides_own_work() {
         assert_eq!(busy_core(24.5, 0.0).level, 1.0, "49 % + 1 % softirq");
         assert_eq!(busy_core(24.0, 0.0).level, 0.0);
+    }
+
+    /// [`core`] with `steal` % of it taken from its user time.
+    fn stolen(cpu: usize, idle: f64, softirq: f64, steal: f64) -> CoreUsage {
+        let mut c = core(cpu, idle, softirq);
+        c.time.user_percent -= steal;
+        c.time.steal_percent = steal;
+        c
+    }
+
+    #[test]
+    fn the_hypervisors_steal_is_busy_time_and_named_from_one_percent() {
+        let with = |steal: f64| CpuFigures {
+            usage: None,
+            process_cpu_s: Some(2.0),
+            worker_cpus: vec![stolen(1, 1.0, 10.0, steal)],
+            workers: Vec::new(),
+        };
+        let cpu = with(30.0);
+        let s = saturation(&side(&by(1), &cpu, false), None).unwrap();
+        assert_eq!((s.evidence.value, s.level), (99.0, 1.0));
+        assert_eq!(
+            s.evidence.text,
+            "receiver CPU 1 busy 99 % (softirq 10 %, system 0 %, user 59 %, the hypervisor's steal 30 %)"
+        );
+        let cpu = with(0.9);
+        let s = saturation(&side(&by(1), &cpu, false), None).unwrap();
+        assert!(!s.evidence.text.contains("steal"), "{}", s.evidence.text);
+    }
+
+    #[test]
+    fn a_core_the_hypervisor_took_while_the_workers_slept_is_named_so() {
+        let on_core = |steal: f64| {
+            let cpu = CpuFigures {
+                usage: None,
+                process_cpu_s: Some(0.32),
+                worker_cpus: vec![stolen(1, 0.0, 1.0, steal)],
+                workers: vec![sched(1, 4.0, 0.15), sched(1, 4.0, 0.15)],
+            };
+            saturation(&side(&by(2), &cpu, false), None).unwrap()
+        };
+        // 91 % not the workers' (100 - 8 - 1): the hypervisor's when steal is most of it.
+        let s = on_core(46.0);
+        assert_eq!(s.level, 0.0);
+        assert_eq!(
+            s.evidence.text,
+            "receiver CPU 1 busy 100 %, mostly the hypervisor's; the receiver's workers ran 8 % and waited 0.3 % (softirq 1 %, the hypervisor's steal 46 %)"
+        );
+        assert!(on_core(45.0)
+            .evidence
+            .text
+            .contains("mostly other processes; "));
     }
 
     #[test]

@@ -57,9 +57,19 @@ pub struct CpuBreakdown {
     pub idle_percent: f64,
 }
 
+/// Steal at which a figure names it: the hypervisor ran others on a vCPU that had work (a
+/// burstable VM out of credits, a crowded host). Less is /proc/stat's tick noise.
+pub const STEAL_NAMED_PERCENT: f64 = 1.0;
+
 impl CpuBreakdown {
+    /// Steal counts as busy: time the host's work could not have.
     pub fn busy_percent(&self) -> f64 {
         (100.0 - self.idle_percent - self.iowait_percent).max(0.0)
+    }
+
+    /// The hypervisor's steal, where it reached [`STEAL_NAMED_PERCENT`].
+    pub fn steal_named(&self) -> Option<f64> {
+        (self.steal_percent >= STEAL_NAMED_PERCENT).then_some(self.steal_percent)
     }
 }
 

@@ -57,6 +57,15 @@ fn watched_nic_bytes_match_the_streams_own_count() {
         .as_array()
         .unwrap()
         .is_empty());
+    // The hypervisor's steal, in every interval, within what the CPUs were busy.
+    for i in intervals {
+        let (steal, busy) = (
+            &i["watch"]["steal_percent"],
+            &i["watch"]["cpu_busy_percent"],
+        );
+        let (steal, busy) = (steal.as_f64().unwrap(), busy.as_f64().unwrap());
+        assert!((0.0..=busy).contains(&steal), "{i}");
+    }
     for f in [watch_doc, stream_doc] {
         let _ = std::fs::remove_file(f);
     }
