@@ -31,6 +31,21 @@ fn steal(t: &CpuBreakdown) -> String {
     })
 }
 
+/// The hypervisor's steal on a side, where named: the most of its workers' pinned cores,
+/// else its host's; the figure and percent. A stolen vCPU's waits land in whatever that
+/// host was doing: a round trip's stages there, its wake-ups most.
+pub(super) fn steal_named(cpu: &CpuFigures) -> Option<(&'static str, f64)> {
+    let pinned = cpu.worker_cpus.iter().filter_map(|c| c.time.steal_named());
+    match pinned.max_by(f64::total_cmp) {
+        Some(s) => Some(("cpu.worker_cpus.steal_percent", s)),
+        None => cpu
+            .usage
+            .as_ref()
+            .and_then(|u| u.host.steal_named())
+            .map(|s| ("cpu.host.steal_percent", s)),
+    }
+}
+
 /// A side's CPU: how saturated (0 to 1) and the figure that says so.
 pub(super) struct Saturation {
     pub level: f64,

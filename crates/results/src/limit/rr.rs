@@ -53,7 +53,8 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
     let staged = end
         .stages
         .as_ref()
-        .and_then(|s| stages::finding(s, free * ROUND_TRIP));
+        .and_then(|s| stages::finding(s, free * ROUND_TRIP))
+        .map(|f| with_steal(f, end));
     match (staged, &end.latency_ns) {
         (Some(f), _) => found.push(f),
         (None, Some(lat)) if !spec.open_loop => {
@@ -62,6 +63,31 @@ pub(super) fn judge(doc: &Document, end: &RrEnd) -> Option<LimitedBy> {
         _ => {}
     }
     pick(found)
+}
+
+/// A stage finding with the hypervisor's steal on each host whose stage it names, where
+/// named ([`cpu::steal_named`]): time the stage's host could not run, whatever it waited on.
+fn with_steal(mut f: Finding, end: &RrEnd) -> Finding {
+    let mut on: Vec<_> = f.evidence.iter().filter_map(|e| e.measured_by).collect();
+    on.dedup();
+    for role in on {
+        let (end_of, side) = match end.client.as_ref().filter(|c| c.by.measured_by == role) {
+            Some(c) => (TransferEnd::Sender, Some(c)),
+            None => (TransferEnd::Receiver, end.server.as_ref()),
+        };
+        let Some(side) = side.filter(|s| s.by.measured_by == role) else {
+            continue;
+        };
+        if let Some((figure, steal)) = cpu::steal_named(&side.cpu) {
+            let text = format!(
+                "the hypervisor held the {}'s CPUs {steal:.0} % of the run (steal): a stolen vCPU's wait is in that host's stages, its wake-ups most",
+                role.as_str()
+            );
+            f.evidence
+                .push(Evidence::new(end_of, Some(role), figure, steal, "%", text));
+        }
+    }
+    f
 }
 
 /// The round trip's strength when no CPU is saturated and the loop ran at the rate its

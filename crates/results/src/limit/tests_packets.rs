@@ -297,6 +297,11 @@ impl Rr {
         spec: &TestSpec,
         stages: Option<crate::stages::Stages>,
     ) -> crate::verdict::LimitedBy {
+        self.doc_of(spec, stages).end.limited_by.expect("a verdict")
+    }
+
+    /// [`Rr::verdict_of`]'s document.
+    fn doc_of(&self, spec: &TestSpec, stages: Option<crate::stages::Stages>) -> Document {
         let messages = (self.rps * SECS) as u64;
         let part = |latency| RrResult {
             poll: "block".into(),
@@ -326,7 +331,7 @@ impl Rr {
         });
         let mut s = side(Role::Server, self.server_busy, 1);
         s.section = SideSection::Rr(part(None));
-        build(spec, &c, &s).end.limited_by.expect("a verdict")
+        build(spec, &c, &s)
     }
 }
 
@@ -379,11 +384,9 @@ fn an_open_loop_at_its_rate_is_the_tests_own() {
     assert_eq!(v.verdict, Limit::TestRate);
 }
 
-/// A paced ping with `--stages`: its rate is how often it samples, so the verdict is the
-/// stage holding the P50 (here the echo's wake-up), not the test's rate; a saturated CPU
-/// still comes first.
-#[test]
-fn a_staged_ping_is_judged_by_its_stages_and_a_saturated_cpu_still_wins() {
+/// A paced ping at 1,000 a second with `--stages` whose echo's wake-up holds the P50 (30
+/// of 45 us), both ends' CPUs 10 % busy: its spec, run and stages.
+fn staged_ping() -> (TestSpec, Rr, crate::stages::Stages) {
     use crate::stages::{Stage, Stages};
     let mut stages = Stages {
         split: 1_000,
@@ -411,6 +414,15 @@ fn a_staged_ping_is_judged_by_its_stages_and_a_saturated_cpu_still_wins() {
         client_busy: 10.0,
         server_busy: 10.0,
     };
+    (ping, rr, stages)
+}
+
+/// A paced ping with `--stages`: its rate is how often it samples, so the verdict is the
+/// stage holding the P50 (here the echo's wake-up), not the test's rate; a saturated CPU
+/// still comes first.
+#[test]
+fn a_staged_ping_is_judged_by_its_stages_and_a_saturated_cpu_still_wins() {
+    let (ping, rr, stages) = staged_ping();
     let v = rr.verdict_of(&ping, Some(stages.clone()));
     assert_eq!(v.verdict, Limit::ServerWakeUp, "{v:?}");
     assert_eq!(v.evidence[0].figure, "stages.ns.server_wake.p50");
@@ -423,5 +435,40 @@ fn a_staged_ping_is_judged_by_its_stages_and_a_saturated_cpu_still_wins() {
     assert_eq!(
         busy.verdict_of(&ping, Some(stages)).verdict,
         Limit::ReceiverCpu
+    );
+}
+
+/// The stage's host had the hypervisor's steal: the verdict is still the stage, and its
+/// evidence says how much of that host's CPU the hypervisor held; under 1 %, nothing.
+#[test]
+fn a_staged_verdict_names_the_hypervisors_steal_on_the_stages_host() {
+    let (ping, rr, stages) = staged_ping();
+    let with = |steal: f64| {
+        let mut doc = rr.doc_of(&ping, Some(stages.clone()));
+        let crate::document::Section::Rr(end) = &mut doc.end.section else {
+            panic!("an rr document");
+        };
+        let core = &mut end.server.as_mut().unwrap().cpu.worker_cpus[0].time;
+        core.steal_percent = steal;
+        core.idle_percent -= steal;
+        crate::limit::judge(&doc).expect("a verdict")
+    };
+    let v = with(12.0);
+    assert_eq!(v.verdict, Limit::ServerWakeUp, "{v:?}");
+    let e = v.evidence.last().unwrap();
+    assert_eq!(
+        (e.figure.as_str(), e.value, e.measured_by),
+        ("cpu.worker_cpus.steal_percent", 12.0, Some(Role::Server))
+    );
+    assert!(
+        e.text
+            .starts_with("the hypervisor held the server's CPUs 12 % of the run"),
+        "{}",
+        e.text
+    );
+    let v = with(0.5);
+    assert!(
+        v.evidence.iter().all(|e| !e.text.contains("hypervisor")),
+        "{v:?}"
     );
 }
