@@ -97,15 +97,30 @@ fn handshake_band_ms(bytes: f64) -> (f64, f64) {
     )
 }
 
+/// What [`rpm_through`] holds a run to.
+#[derive(Clone, Copy)]
+struct Claims {
+    /// The shaper's rate within 5 %.
+    goodput: bool,
+    /// Each handshake part's band, and the loaded bound.
+    bands: bool,
+}
+
+/// Every claim: through a queue our own server keeps.
+const ALL: Claims = Claims {
+    goodput: true,
+    bands: true,
+};
+
 /// `rpm` through a queue of `bytes`, run again (at most 3 runs in all) while the run
-/// missed a claim (`goodput`: the shaper's rate within 5 %; `bands`: each handshake
-/// part's band, the loaded bound): because the client was the bottleneck (goodput under
+/// missed one of its `claims`: because the client was the bottleneck (goodput under
 /// CLIENT_BOUND of the shaper's), or, at the shaper's rate, because one part's trimmed
 /// mean of a few handshakes took one of this 2-CPU machine's hiccups (ci56: TLS 51.8 ms
 /// where TCP took 30.2 and HTTP 31.2, the band 23.8-45.6). A path that breaks a claim
 /// breaks it in each run. A goodput over the shaper's is never run again: it was nginx's
 /// sockets taking the namespace's BBR, not the cubic this test meant (see part 2).
-fn rpm_through(lab: &Lab, url: &str, bytes: f64, goodput: bool, bands: bool) -> Value {
+fn rpm_through(lab: &Lab, url: &str, bytes: f64, claims: Claims) -> Value {
+    let Claims { goodput, bands } = claims;
     let payload = RATE_BPS * PAYLOAD_SHARE;
     let (low, high) = handshake_band_ms(bytes);
     for attempt in 1.. {
@@ -157,16 +172,24 @@ fn rpm_falls_and_rises_with_the_queues_drain_time_and_other_implementations_agre
         &["--rpm-allow", "198.18.0.0/15", "--rpm-congestion", "cubic"],
     );
     let url = ep.base.clone();
-    let short1 = rpm_through(&lab, &url, SHORT_BYTES, true, true);
+    let short1 = rpm_through(&lab, &url, SHORT_BYTES, ALL);
     set_queue(&lab, "change", DEEP_BYTES);
-    let deep = rpm_through(&lab, &url, DEEP_BYTES, false, true);
+    let bands = Claims {
+        goodput: false,
+        bands: true,
+    };
+    let deep = rpm_through(&lab, &url, DEEP_BYTES, bands);
     set_queue(&lab, "change", SHORT_BYTES);
-    let short2 = rpm_through(&lab, &url, SHORT_BYTES, true, true);
+    let short2 = rpm_through(&lab, &url, SHORT_BYTES, ALL);
     // nginx has no congestion setting of its own; cubic by its route, as ours is.
     route_congestion(&lab.server, Some("cubic"));
     let nginx = Nginx::start(&lab.server, lab.server_addr, 8443);
     // Its goodput and idle round trip are the claims made of it, not the bands.
-    let theirs = rpm_through(&lab, &nginx.base, SHORT_BYTES, true, false);
+    let goodput = Claims {
+        goodput: true,
+        bands: false,
+    };
+    let theirs = rpm_through(&lab, &nginx.base, SHORT_BYTES, goodput);
 
     // 1. A foreign probe's TCP handshake, and its TLS and HTTP round trips, take the base
     //    plus what the queue holds: within `handshake_band_ms` of the planted queue; the
