@@ -3,6 +3,7 @@
 
 pub use sonde_results::inventory::cpu_list;
 use sonde_results::inventory::{Inventory, Nic, Recommendation};
+use sonde_results::side::STEAL_NAMED_PERCENT;
 
 /// The NIC a test most likely uses: the VF of an accelerated pair, else the first one up.
 pub fn test_nic(inv: &Inventory) -> Option<&Nic> {
@@ -137,6 +138,19 @@ pub fn recommend(inv: &Inventory) -> Vec<Recommendation> {
             }
         }
     }
+    if let Some(steal) = inv
+        .steal_since_boot_percent
+        .filter(|s| *s >= STEAL_NAMED_PERCENT)
+    {
+        out.push(Recommendation {
+            rule: "hypervisor-steal".into(),
+            observed: format!(
+                "the hypervisor took {steal:.1} % of this VM's CPU time since boot (steal)"
+            ),
+            advice: "a burstable size out of CPU credits or a crowded host: figures measured here move with it (each test's CPU figures say how much); a size with dedicated vCPUs does not".into(),
+            command: None,
+        });
+    }
     for n in inv.nics.iter().filter(|n| {
         n.driver.as_deref() == Some("hv_netvsc") && n.accelerated_networking_vf.is_none()
     }) {
@@ -194,5 +208,26 @@ mod tests {
             "{recs:?}"
         );
         assert!(recs.iter().any(|r| r.rule == "busy-poll-for-latency"));
+        // 8 ticks of steal in 52,352 since boot: 0.015 %, read and not advised on.
+        let steal = inv.steal_since_boot_percent.unwrap();
+        assert!((steal - 8.0 * 100.0 / 52_352.0).abs() < 1e-9, "{steal}");
+        assert!(
+            !recs.iter().any(|r| r.rule == "hypervisor-steal"),
+            "{recs:?}"
+        );
+    }
+
+    #[test]
+    fn a_vm_the_hypervisor_took_one_percent_from_is_told_so() {
+        let mut inv = collect(&fixture("vm-2cpu-virtio"));
+        inv.steal_since_boot_percent = Some(7.46);
+        let recs = recommend(&inv);
+        let r = recs.iter().find(|r| r.rule == "hypervisor-steal").unwrap();
+        assert_eq!(
+            r.observed,
+            "the hypervisor took 7.5 % of this VM's CPU time since boot (steal)"
+        );
+        inv.steal_since_boot_percent = Some(0.99);
+        assert!(!recommend(&inv).iter().any(|r| r.rule == "hypervisor-steal"));
     }
 }

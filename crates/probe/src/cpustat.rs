@@ -46,7 +46,8 @@ impl CpuTimes {
         }
     }
 
-    fn breakdown(&self) -> CpuBreakdown {
+    /// These ticks' split; of a snapshot's own totals, since boot.
+    pub fn breakdown(&self) -> CpuBreakdown {
         let t = self.total() as f64;
         let pct = |v: u64| if t > 0.0 { v as f64 * 100.0 / t } else { 0.0 };
         CpuBreakdown {

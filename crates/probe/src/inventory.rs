@@ -122,6 +122,9 @@ pub fn collect(root: &Path) -> Inventory {
     let mut inv = Inventory {
         kernel: text(root, "proc/sys/kernel/osrelease"),
         hypervisor,
+        steal_since_boot_percent: crate::cpustat::read_snapshot(root)
+            .ok()
+            .map(|s| s.total.breakdown().steal_percent),
         clocksource: text(
             root,
             "sys/devices/system/clocksource/clocksource0/current_clocksource",

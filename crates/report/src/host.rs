@@ -21,6 +21,9 @@ fn or_na<T: ToString>(v: Option<T>) -> String {
 fn write_host(o: &mut String, inv: &Inventory) -> Result {
     writeln!(o, "kernel        {}", or(&inv.kernel))?;
     writeln!(o, "hypervisor    {}", or(&inv.hypervisor))?;
+    if let Some(s) = inv.steal_since_boot_percent {
+        writeln!(o, "  steal since boot  {s:.2} % of all CPUs' time")?;
+    }
     writeln!(o, "clocksource   {}", or(&inv.clocksource))?;
     if let Some(c) = &inv.clock {
         for line in crate::clock::render(c)

@@ -29,6 +29,10 @@ pub fn cpu_list(cpus: &[usize]) -> String {
 pub struct Inventory {
     pub kernel: Option<String>,
     pub hypervisor: Option<String>,
+    /// The hypervisor's steal since boot, percent of all CPUs' time (`/proc/stat`): time
+    /// this VM had work and its host ran others. Absent in documents from before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_since_boot_percent: Option<f64>,
     pub clocksource: Option<String>,
     /// The clock as a delay measurement needs it (`sonde clock`): the live host's only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -45,7 +45,7 @@ fn lscpu(hosts: &[(&str, &HostInfo)]) -> Table {
         rows: Vec::new(),
     };
     type Field = fn(&HostInfo, Option<&Inventory>) -> Option<String>;
-    let rows: [(&str, Field); 11] = [
+    let rows: [(&str, Field); 12] = [
         ("Model name", |h, i| {
             h.cpu_model.clone().or(i?.cpu.model.clone())
         }),
@@ -68,6 +68,9 @@ fn lscpu(hosts: &[(&str, &HostInfo)]) -> Table {
             i?.cpu.max_mhz.map(|m| format!("{m:.0}"))
         }),
         ("Hypervisor", |_, i| i?.hypervisor.clone()),
+        ("Steal since boot", |_, i| {
+            i?.steal_since_boot_percent.map(|s| format!("{s:.2} %"))
+        }),
         ("Kernel", |h, i| h.kernel.clone().or(i?.kernel.clone())),
         ("Clock source", |_, i| i?.clocksource.clone()),
     ];

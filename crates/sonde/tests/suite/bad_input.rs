@@ -196,6 +196,25 @@ fn host_inventory_of_this_machine() {
     let inv: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!inv["cpu"]["online"].as_array().unwrap().is_empty());
     assert!(inv["sysctls"]["net.core.busy_poll"].is_string());
+    // The hypervisor's steal since boot, as the kernel's own counters say it just after.
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|t| t.parse().unwrap())
+        .collect();
+    let kernels = ticks[7] * 100.0 / ticks.iter().sum::<f64>();
+    let ours = inv["steal_since_boot_percent"].as_f64().unwrap();
+    assert!(
+        (ours - kernels).abs() < 0.01,
+        "ours {ours} %, the kernel's {kernels} %"
+    );
+    let text = stdout(&sonde(&["host"]));
+    assert!(text.contains("\n  steal since boot  "), "{text}");
 }
 
 #[test]
