@@ -36,6 +36,8 @@ pub struct PeerEntry {
     pub(crate) keys: Option<PeerKeys>,
     /// Its last first answer, its figures awaiting the next answer's follow-up.
     pub(crate) held: Option<super::held::Held>,
+    /// The number and sender timestamp of the probe polled last, until it is sent.
+    pub(crate) polled: Option<(u32, u64)>,
 }
 
 /// A keyed peer's keys: its probes' (this agent's address towards it and its own), and

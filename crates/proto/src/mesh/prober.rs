@@ -94,7 +94,8 @@ pub enum Matched {
     /// Not an answer in its peer's mode: too short, or not signed under the peer's
     /// address key (a forgery, or an answer of another peer's re-sent from this one).
     Unchecked,
-    /// Another prober's session (SSID), from a keyed peer.
+    /// Another prober's session (SSID), from a keyed peer; or an answer echoing another
+    /// sender timestamp than its probe carried (another prober's, of the same SSID).
     OtherSession,
     /// No receive time: a probe echoed back by a keyless rogue reads as an answer, but
     /// with zeros where a reflector writes when it received the probe.
@@ -224,6 +225,7 @@ impl Prober {
                 next_seq: 0,
                 one_clock: false,
                 held: None,
+                polled: None,
             };
             let slot = self.peers.insert(addr, entry);
             self.sends.set(slot, first);
@@ -282,6 +284,7 @@ impl Prober {
                 ssid: self.cfg.ssid,
             };
             if probe.write(mode, &mut out[..len]).is_ok() {
+                e.polled = Some((seq, probe.timestamp.0));
                 return Some(Probe {
                     to: e.peer.addr,
                     seq,
@@ -302,6 +305,9 @@ impl Prober {
             return;
         }
         e.stats.on_sent(seq, at_ns);
+        if let Some((_, t1)) = e.polled.take().filter(|p| p.0 == seq) {
+            e.stats.carried(seq, t1);
+        }
         e.next_seq = seq.wrapping_add(1);
         self.ticks.set(slot, next_tick(e, at_ns));
     }
@@ -374,6 +380,16 @@ impl Prober {
         let key = e.keys.as_ref().and_then(|k| k.answer.as_deref());
         let mode = key.map_or(Mode::Unauthenticated, Mode::Authenticated);
         if a.ssid != ssid && !e.peer.open {
+            return Matched::OtherSession;
+        }
+        // A keyed answer echoes the timestamp its probe carried: one echoing another's is
+        // another prober's of the same SSID (16 random bits), re-sent from the peer's
+        // address (its answers are signed under that address's key alone).
+        if e.keys.is_some()
+            && e.stats
+                .t1(a.sender_seq)
+                .is_some_and(|t| t != a.sender_timestamp.0)
+        {
             return Matched::OtherSession;
         }
         if a.receive.0 == 0 {

@@ -23,6 +23,8 @@ struct Flight {
     /// How long after the clock read given to [`Ledger::sent`] the kernel stamped its
     /// departure (already in `sent_ns`); `None`: timed by that clock read.
     late_ns: Option<u64>,
+    /// The sender timestamp its probe carried, which its answer echoes (0: not told).
+    t1: u64,
 }
 
 /// How one probe ended, for the caller's counters.
@@ -102,6 +104,7 @@ impl Ledger {
             answered: None,
             duplicated: false,
             late_ns: None,
+            t1: 0,
         });
         out
     }
@@ -119,6 +122,21 @@ impl Ledger {
         f.sent_ns = f.sent_ns.saturating_add(late_ns);
         f.late_ns = Some(late_ns);
         true
+    }
+
+    /// Probe `seq` (in flight) carried the sender timestamp `t1` (its raw bits).
+    pub fn carried(&mut self, seq: u32, t1: u64) {
+        if let Some(f) = flight_mut(&mut self.flights, seq) {
+            f.t1 = t1;
+        }
+    }
+
+    /// The sender timestamp probe `seq` (in flight) carried; `None`: not told (or not in
+    /// flight).
+    pub fn t1(&self, seq: u32) -> Option<u64> {
+        let front = self.flights.front()?;
+        let i = seq.checked_sub(front.seq)? as usize;
+        Some(self.flights.get(i)?.t1).filter(|&t| t != 0)
     }
 
     /// How late probe `seq` (in flight) left after the time [`Ledger::sent`] was given, by

@@ -119,6 +119,16 @@ impl PeerStats {
         self.ledger.departed(seq, late_ns)
     }
 
+    /// Probe `seq` carried the sender timestamp `t1` (raw): see [`Ledger::carried`].
+    pub fn carried(&mut self, seq: u32, t1: u64) {
+        self.ledger.carried(seq, t1)
+    }
+
+    /// The sender timestamp probe `seq` (in flight) carried, if told.
+    pub fn t1(&self, seq: u32) -> Option<u64> {
+        self.ledger.t1(seq)
+    }
+
     /// How late probe `seq` left by its kernel stamp (`None`: not stamped, or not in flight).
     pub fn late_ns(&self, seq: u32) -> Option<u64> {
         self.ledger.late_ns(seq)

@@ -15,6 +15,8 @@ mod icmp;
 mod keys;
 mod peers;
 mod prober;
+#[cfg(test)]
+mod redteam_follow_ups;
 mod reflector;
 mod state;
 #[cfg(test)]

@@ -69,7 +69,7 @@ impl Agent {
 /// The agent at `ip` as an operator would set it: 10 probes a second, each lost after
 /// 100 ms (and settled either way 500 ms after), a minute's window, its reflector
 /// answering 1000 a second (100 to one source), labelled `rack=r{ssid}`.
-fn config(ip: IpAddr, mesh: &Key, ssid: u16, tos: Option<u8>) -> MeshConfig {
+pub(super) fn config(ip: IpAddr, mesh: &Key, ssid: u16, tos: Option<u8>) -> MeshConfig {
     MeshConfig {
         source: Source::File(PathBuf::new()),
         port: 862,
@@ -89,7 +89,7 @@ fn config(ip: IpAddr, mesh: &Key, ssid: u16, tos: Option<u8>) -> MeshConfig {
     }
 }
 
-fn mesh_key() -> Key {
+pub(super) fn mesh_key() -> Key {
     Key::from_file_bytes(b"0123456789abcdef-mesh-key").unwrap()
 }
 
