@@ -12,6 +12,7 @@
 //! [`FollowUps`] is the matching, without I/O; [`Stamps`] the socket's part.
 
 use foldhash::{HashMap, HashMapExt};
+use std::net::IpAddr;
 use std::os::fd::RawFd;
 
 use sonde_engine::kstamps::sample;
@@ -20,10 +21,13 @@ use sonde_proto::mesh::Clocks;
 use sonde_proto::stamp::{FollowUp, SessionId, TimeFormat, Timestamp, TimestampMethod};
 
 use super::departures::StampReader;
+use super::reflector::PER_SOURCE;
 use super::tx_stamps::TxStamps;
 
 /// Sessions remembered at most (as the reflector's own table): beyond, one is forgotten
-/// (its next answer tells no follow-up).
+/// (its next answer tells no follow-up); [`PER_SOURCE`] of one address, the least
+/// recently answered forgotten first (so that an address's new sessions, a spoofer's on a
+/// keyless mesh among them, forget none of another's).
 pub const MAX_SESSIONS: usize = 65_536;
 /// How long an answer awaits its stamp: a follow-up is of use until the session's next
 /// answer, a probe period later (a second by default; ten at the slowest list's share).
@@ -53,6 +57,8 @@ pub struct Written {
 pub struct FollowUps {
     stamps: TxStamps<SessionId>,
     last: HashMap<SessionId, Last>,
+    /// Each address's sessions in `last` (their SSIDs), least recently answered first.
+    sources: HashMap<IpAddr, Vec<u16>>,
 }
 
 impl Default for FollowUps {
@@ -60,6 +66,7 @@ impl Default for FollowUps {
         FollowUps {
             stamps: TxStamps::new(WAIT_NS),
             last: HashMap::new(),
+            sources: HashMap::new(),
         }
     }
 }
@@ -80,9 +87,26 @@ impl FollowUps {
     /// from now it is its session's last; without a stamp it tells nothing.
     pub fn left(&mut self, w: Written, stamped: bool) {
         let Written { id, seq, t3 } = w;
+        let ssids = self.sources.entry(id.addr).or_default();
+        match ssids.iter().position(|&s| s == id.ssid) {
+            Some(i) => _ = ssids.remove(i),
+            None if ssids.len() >= PER_SOURCE => {
+                let ssid = ssids.remove(0);
+                self.last.remove(&SessionId { ssid, ..id });
+            }
+            None => {}
+        }
+        ssids.push(id.ssid);
         if self.last.len() >= MAX_SESSIONS && !self.last.contains_key(&id) {
-            let any = self.last.keys().next().copied();
-            any.map(|k| self.last.remove(&k));
+            if let Some(k) = self.last.keys().next().copied() {
+                self.last.remove(&k);
+                if let Some(s) = self.sources.get_mut(&k.addr) {
+                    s.retain(|&ssid| ssid != k.ssid);
+                    if s.is_empty() {
+                        self.sources.remove(&k.addr);
+                    }
+                }
+            }
         }
         let t3_ns = t3.real_ns;
         let left_ns = None;
@@ -113,6 +137,12 @@ impl FollowUps {
         if let Some(last) = self.last.get_mut(&d.to).filter(|l| l.seq == d.seq) {
             last.left_ns = Some(last.t3_ns + d.late_ns);
         }
+    }
+
+    /// Sessions whose last answer is remembered.
+    #[cfg(test)]
+    pub fn sessions(&self) -> usize {
+        self.last.len()
     }
 
     /// Stops awaiting the stamps of answers written [`WAIT_NS`] before `now_ns`.

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use sonde_proto::mesh::{stamp_key, Clocks, Listed, Matched, Peer, Prober};
-use sonde_proto::stamp::{ErrorEstimate, TimeFormat, Timestamp};
+use sonde_proto::stamp::{
+    ErrorEstimate, Mode, SenderPacket, SessionId, TimeFormat, Timestamp, BASE_BYTES,
+};
 use sonde_results::mesh::Answer;
 
 use super::keys::Keys;
@@ -303,4 +305,77 @@ fn redteam_follow_up_an_answer_to_another_prober_of_the_same_ssid_is_not_counted
     assert_eq!((count, dup), (answered, 0), "A's answers counted at C");
     assert_eq!(counted as u64, answered);
     assert_only_true_t3s(&p[1], 0);
+}
+
+/// A keyless probe (as a spoofer sends it) from `from` with `ssid`, carrying the zeroed
+/// Follow-Up Telemetry TLV.
+fn keyless_probe(ssid: u16, seq: u32) -> Vec<u8> {
+    let mut b = vec![0; BASE_BYTES + 64];
+    let n =
+        sonde_proto::mesh::marks::put_request(&mut b[BASE_BYTES..], None, seq, None, false, true);
+    b.truncate(BASE_BYTES + n.unwrap());
+    let p = SenderPacket {
+        seq,
+        ssid,
+        ..Default::default()
+    };
+    p.write(Mode::Unauthenticated, &mut b).unwrap();
+    b
+}
+
+/// Attack 3. A keyless mesh (`--insecure-no-key`) whose reflector B lists 20 peers
+/// (198.18.7.10-29), each answered once, and two more, X and Y. A spoofer sends probes
+/// asking follow-ups from X's and Y's addresses (which the allowlist passes), each with
+/// a new SSID (cycling through all 65,536 of each): 200,000 answers (at the default
+/// `--mesh-reflect-max` of 10,000 a second, 20 s of a mesh of 1,000 peers). Every listed
+/// peer's session must still tell its last answer's stamp next, and the follow-ups
+/// remembered stay within the codec's sessions per source address. Before the fix the
+/// 65,536 follow-ups were any address's, one forgotten for each new: the peers' lost.
+#[test]
+fn redteam_follow_up_spoofed_sessions_evict_no_listed_peers_follow_up() {
+    const X: &str = "198.18.7.8";
+    const Y: &str = "198.18.7.9";
+    let peers: Vec<String> = (10..30).map(|k| format!("198.18.7.{k}")).collect();
+    let mut listed: Vec<&str> = peers.iter().map(String::as_str).collect();
+    listed.extend([X, Y]);
+    let mut r = reflector(false, &listed);
+    let session = |k: usize| SessionId {
+        addr: ip(&peers[k]),
+        port: 0,
+        ssid: 7,
+    };
+    let from = |k: usize| SocketAddr::new(ip(&peers[k]), PROBER_PORT);
+    let told = |r: &MeshReflector, k| r.follow_ups.told(session(k), TimeFormat::Ntp);
+    for k in 0..peers.len() {
+        answer(&mut r, from(k), &keyless_probe(7, 0), MS).unwrap();
+    }
+    let want: Vec<_> = (0..peers.len()).map(|k| told(&r, k)).collect();
+    assert!(
+        want.iter().all(|w| w.is_some_and(|f| f.seq == 0)),
+        "{want:?}"
+    );
+    let mut t = 2 * MS;
+    for k in 0..200_000u32 {
+        let spoofed = SocketAddr::new(ip(if k % 2 == 0 { X } else { Y }), 5_000);
+        let ssid = (k / 2) as u16;
+        answer(&mut r, spoofed, &keyless_probe(ssid, 0), t).unwrap();
+        t += 10 * US;
+    }
+    let remembered = r.follow_ups.sessions();
+    let kept = (0..peers.len()).filter(|&k| told(&r, k) == want[k]).count();
+    eprintln!(
+        "after 200,000 spoofed sessions: {remembered} follow-ups remembered, {kept} of {} \
+         listed peers' kept",
+        peers.len()
+    );
+    assert_eq!(kept, peers.len(), "listed peers' follow-ups forgotten");
+    let bound = (peers.len() + 2) * super::reflector::PER_SOURCE;
+    assert!(remembered <= bound, "{remembered} > {bound}");
+    // Each peer's next answer tells it.
+    for (k, want) in want.iter().enumerate() {
+        let next = answer(&mut r, from(k), &keyless_probe(7, 1), t).unwrap();
+        let tlvs = sonde_proto::stamp::tlv::Checked::new(&next[BASE_BYTES..], None, 1);
+        let got = tlvs.and_then(sonde_proto::stamp::follow_up::find);
+        assert_eq!(got, *want);
+    }
 }
