@@ -90,7 +90,7 @@ mod tests {
         tx.set_nonblocking(true).unwrap();
         let fd = tx.as_raw_fd();
         let to = rx.local_addr().unwrap();
-        let (mut answers, mut ups) = (Answers::new(fd), FollowUps::default());
+        let (mut answers, mut ups) = (Answers::new(fd), FollowUps::new(4));
         // Answers that ask nothing make no ring.
         answers.send(fd, &mut ups, (&[9; 10], to), 0, None);
         assert!(answers.stamps.reader.is_none());

@@ -21,13 +21,13 @@ use sonde_proto::mesh::Clocks;
 use sonde_proto::stamp::{FollowUp, SessionId, TimeFormat, Timestamp, TimestampMethod};
 
 use super::departures::StampReader;
-use super::reflector::PER_SOURCE;
 use super::tx_stamps::TxStamps;
 
 /// Sessions remembered at most (as the reflector's own table): beyond, one is forgotten
-/// (its next answer tells no follow-up); [`PER_SOURCE`] of one address, the least
-/// recently answered forgotten first (so that an address's new sessions, a spoofer's on a
-/// keyless mesh among them, forget none of another's).
+/// (its next answer tells no follow-up); as many of one address as its reflector's
+/// session table keeps ([`FollowUps::new`]), the least recently answered forgotten first
+/// (so that an address's new sessions, a spoofer's on a keyless mesh among them, forget
+/// none of another's).
 pub const MAX_SESSIONS: usize = 65_536;
 /// How long an answer awaits its stamp: a follow-up is of use until the session's next
 /// answer, a probe period later (a second by default; ten at the slowest list's share).
@@ -59,19 +59,21 @@ pub struct FollowUps {
     last: HashMap<SessionId, Last>,
     /// Each address's sessions in `last` (their SSIDs), least recently answered first.
     sources: HashMap<IpAddr, Vec<u16>>,
+    /// Sessions of one address remembered at most.
+    per_source: usize,
 }
 
-impl Default for FollowUps {
-    fn default() -> Self {
+impl FollowUps {
+    /// Remembering at most `per_source` sessions of one address.
+    pub fn new(per_source: usize) -> FollowUps {
         FollowUps {
             stamps: TxStamps::new(WAIT_NS),
             last: HashMap::new(),
             sources: HashMap::new(),
+            per_source,
         }
     }
-}
 
-impl FollowUps {
     /// What session `id`'s next answer tells: its last answer's number and real
     /// departure, once stamped (in `format`, the answer's own).
     pub fn told(&self, id: SessionId, format: TimeFormat) -> Option<FollowUp> {
@@ -90,7 +92,7 @@ impl FollowUps {
         let ssids = self.sources.entry(id.addr).or_default();
         match ssids.iter().position(|&s| s == id.ssid) {
             Some(i) => _ = ssids.remove(i),
-            None if ssids.len() >= PER_SOURCE => {
+            None if ssids.len() >= self.per_source => {
                 let ssid = ssids.remove(0);
                 self.last.remove(&SessionId { ssid, ..id });
             }
@@ -257,7 +259,7 @@ mod tests {
     /// nothing.
     #[test]
     fn a_session_tells_its_last_answers_stamp_once_it_came() {
-        let mut u = FollowUps::default();
+        let mut u = FollowUps::new(4);
         let (a, a2, b) = (session(1, 1), session(1, 2), session(2, 1));
         let ka = answer(&mut u, a, 0, 0);
         let kb = answer(&mut u, b, 0, 1);
@@ -284,7 +286,7 @@ mod tests {
     /// are bounded.
     #[test]
     fn without_a_stamp_or_a_send_nothing_is_told_and_sessions_are_bounded() {
-        let mut u = FollowUps::default();
+        let mut u = FollowUps::new(4);
         let a = session(1, 1);
         let k = answer(&mut u, a, 0, 0);
         u.stamp(k, REAL0 + MS);

@@ -101,7 +101,7 @@ impl MeshReflector {
             tokens: rate.burst,
             refilled_ns: 0,
             dscp_policy: DscpPolicy::default(),
-            follow_ups: FollowUps::default(),
+            follow_ups: FollowUps::new(PER_SOURCE),
             reflected: 0,
             refused: 0,
         }
