@@ -1,8 +1,8 @@
 //! Runs held to a shaper's rate. A `tc tbf` here is software on the same two vCPUs as the
 //! ends it shapes: while the hypervisor runs others on them (steal) neither the ends nor the
-//! shaper's timer run, the link idles, and both ends count the same shortfall. CI of stop 67
-//! read `iperf3 -c -R` at 187.9 Mbit/s by ours and 187.6 by iperf3, 1.75 % under the
-//! shaper's 191.3, in three tests one after another. Here, 34 runs of `iperf3_netns`: with
+//! shaper's timer run, the link idles, and both ends count the same shortfall. The CI of
+//! stop 66 read `iperf3 -c -R` at 187.9 Mbit/s by ours and 187.6 by iperf3, 1.75 % under
+//! the shaper's 191.3, in three tests one after another. Here, 34 runs of `iperf3_netns`: with
 //! 20 ms of steal or less, every figure within 0.23 % of the shaper's rate; with 310 ms or
 //! more, 0.27-2.41 % under it (BENCHMARKS.md, "Runs held to a shaper"). Such a run leaves
 //! the shaper's claim untested, not broken; the other tool on the same run still holds it.
